@@ -1,0 +1,61 @@
+import { readFileSync } from 'node:fs'
+import { Command, CommanderError, Option } from 'commander'
+import { reindexCommand } from './commands/reindex.js'
+import { unlockCommand } from './commands/unlock.js'
+import { watchLocksCommand } from './commands/watch-locks.js'
+import { CtxError } from './errors.js'
+
+const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version
+
+export function buildProgram(): Command {
+  const program = new Command('ctxagent')
+    .description('Disk-backed context storage, compression and recovery for LLM coding agents')
+    .version(VERSION, '-V, --version')
+    .addOption(new Option('--home <dir>', 'base directory of the task tree (default: CTXAGENT_HOME, config context.base_dir, ./logs/contexts)'))
+    .addOption(new Option('--config <file>', 'config file (default: CTXAGENT_CONFIG, ./config.yaml)'))
+    .option('--json', 'machine-readable output (one JSON document, or JSON Lines for listings)')
+    .option('--no-color', 'no colour (also NO_COLOR)')
+    .showSuggestionAfterError(true)
+    .enablePositionalOptions(false)
+
+  for (const command of [watchLocksCommand(), unlockCommand(), reindexCommand()]) program.addCommand(command)
+  for (const command of [program, ...program.commands]) {
+    command.exitOverride()
+    // Commander's own error text is replaced by our one-line form in report().
+    command.configureOutput({ outputError: () => undefined })
+  }
+  return program
+}
+
+/** Runs the CLI; the only place that decides the exit code. */
+export async function main(argv: string[]): Promise<void> {
+  const program = buildProgram()
+  try {
+    if (argv.length <= 2) {
+      program.outputHelp()
+      return
+    }
+    await program.parseAsync(argv)
+  } catch (err) {
+    process.exitCode = report(err)
+  }
+}
+
+function report(err: unknown): number {
+  if (err instanceof CommanderError) {
+    if (err.exitCode === 0) return 0
+    const message = err.message.replace(/^error: /, '')
+    process.stderr.write(`ctxagent: ${message} (see ctxagent --help)\n`)
+    return 2
+  }
+  const debug = process.env.CTXAGENT_DEBUG === '1'
+  if (err instanceof CtxError) {
+    process.stderr.write(`ctxagent: ${err.message}${err.hint ? ` (${err.hint})` : ''}\n`)
+    if (debug && err.stack) process.stderr.write(`${err.stack}\n`)
+    return err.exitCode
+  }
+  const message = err instanceof Error ? err.message : String(err)
+  process.stderr.write(`ctxagent: ${message} (${debug ? 'stack follows' : 'set CTXAGENT_DEBUG=1 for details'})\n`)
+  if (debug && err instanceof Error && err.stack) process.stderr.write(`${err.stack}\n`)
+  return 1
+}

@@ -1,0 +1,34 @@
+import { Command } from 'commander'
+import type { Context } from '../context.js'
+import { auditTask, withTaskEnv } from '../context.js'
+import { createProgress } from '../progress.js'
+import { rebuildIndex } from '../storage/reindex.js'
+import { withContext } from './shared.js'
+
+export function reindexCommand(): Command {
+  return new Command('reindex')
+    .description('rebuild tasks.db from the task directories (including gzipped tasks)')
+    .action(withContext(reindex))
+}
+
+async function reindex(ctx: Context): Promise<void> {
+  await withTaskEnv(ctx, async (env) => {
+    let progress: ReturnType<typeof createProgress> | null = null
+    const result = await rebuildIndex(env, (done, total) => {
+      progress ??= createProgress(ctx.io, total, 'reindex', !ctx.json)
+      progress.tick()
+    })
+    ;(progress as ReturnType<typeof createProgress> | null)?.stop()
+    auditTask(ctx, 'reindex', null)
+    if (ctx.json) {
+      ctx.io.json(result)
+      return
+    }
+    const { running, paused, completed } = result.by_location
+    ctx.io.out(`indexed ${result.indexed} task(s) into ${ctx.layout.db} (running ${running}, paused ${paused}, completed ${completed})`)
+    if (result.failed.length > 0) {
+      ctx.io.out(`${result.failed.length} director${result.failed.length === 1 ? 'y' : 'ies'} could not be read:`)
+      for (const f of result.failed) ctx.io.out(`  ${f.location}/${f.uuid}: ${f.error}`)
+    }
+  })
+}

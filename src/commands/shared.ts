@@ -1,0 +1,51 @@
+import type { Command } from 'commander'
+import { InvalidArgumentError } from 'commander'
+import { createContext } from '../context.js'
+import type { Context, GlobalOptions } from '../context.js'
+import { parseDuration } from '../duration.js'
+import { UsageError } from '../errors.js'
+
+/**
+ * Wraps a command body: builds the Context from the global options (loading and
+ * validating the config) and hands it the positional arguments and options.
+ */
+export function withContext<O, A extends unknown[]>(body: (ctx: Context, opts: O, ...args: A) => Promise<void>) {
+  return async (...received: unknown[]): Promise<void> => {
+    const command = received[received.length - 1] as Command
+    const opts = received[received.length - 2] as O
+    const args = received.slice(0, -2) as A
+    const globals = command.optsWithGlobals<GlobalOptions>()
+    await body(createContext(globals), opts, ...args)
+  }
+}
+
+export function durationArg(what: string) {
+  return (value: string): number => {
+    try {
+      return parseDuration(value, what)
+    } catch (err) {
+      throw new InvalidArgumentError((err as UsageError).hint ?? 'not a duration')
+    }
+  }
+}
+
+export function positiveIntArg(value: string): number {
+  const n = Number(value)
+  if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n <= 0) throw new InvalidArgumentError('must be a positive whole number')
+  return n
+}
+
+export function dateArg(value: string): Date {
+  const date = new Date(/^\d{4}-\d{2}-\d{2}$/.test(value) ? `${value}T00:00:00.000Z` : value)
+  if (Number.isNaN(date.getTime())) throw new InvalidArgumentError('must be a date like 2024-01-31 or an ISO timestamp')
+  return date
+}
+
+export function requireUuid(positional: string | undefined, flag: string | undefined): string {
+  if (positional !== undefined && flag !== undefined && positional !== flag) {
+    throw new UsageError('two different task ids given', 'give the uuid once, as an argument or with --uuid')
+  }
+  const id = positional ?? flag
+  if (id === undefined) throw new UsageError('no task id given', 'give the task uuid (or a unique prefix of 8+ hex characters)')
+  return id
+}

@@ -1,0 +1,41 @@
+import { Command } from 'commander'
+import type { Context } from '../context.js'
+import { auditTask, withTaskEnv } from '../context.js'
+import { LockedError } from '../errors.js'
+import { resolveTask } from '../storage/layout.js'
+import { clearLeftoverLock, reapTask } from '../storage/reaper.js'
+import { stalenessPolicy } from '../storage/task-env.js'
+import { withContext } from './shared.js'
+
+interface UnlockOptions {
+  force?: boolean
+}
+
+export function unlockCommand(): Command {
+  return new Command('unlock')
+    .description('recover one task whose agent died: fail it and move it to completed/ (refuses while the holder is alive)')
+    .argument('<uuid>', 'task uuid, or a unique prefix of 8+ hex characters')
+    .option('--force', 'take the task even though its holder looks alive (only when you know it is not)')
+    .action(withContext(unlock))
+}
+
+async function unlock(ctx: Context, opts: UnlockOptions, id: string): Promise<void> {
+  const ref = resolveTask(ctx.layout, id)
+  await withTaskEnv(ctx, async (env) => {
+    const options = { policy: stalenessPolicy(ctx.config), force: opts.force === true }
+    const outcome = ref.location === 'running' ? await reapTask(env, ref, options) : await clearLeftoverLock(env, ref, options)
+    if (!outcome.done) {
+      if (outcome.holder !== null || ref.location === 'running') {
+        const who = outcome.holder ? `pid ${outcome.holder.process_id} on ${outcome.holder.hostname}` : 'its owner'
+        throw new LockedError(`task ${ref.uuid} is held by ${who}: ${outcome.reason}`, 'wait for it to finish, or use --force if you know it is dead')
+      }
+      if (ctx.json) ctx.io.json({ uuid: ref.uuid, action: 'none', reason: outcome.reason })
+      else ctx.io.out(`task ${ref.uuid} (${ref.location}): ${outcome.reason}; nothing to do`)
+      return
+    }
+    auditTask(ctx, 'unlock', ref.uuid)
+    const report = outcome.report
+    if (ctx.json) ctx.io.json(report)
+    else ctx.io.out(`task ${ref.uuid}: ${report.action} (${report.reason})${report.action === 'reaped' ? '; now in completed/ as failed' : ''}`)
+  })
+}

@@ -1,0 +1,106 @@
+import { Command } from 'commander'
+import type { Context } from '../context.js'
+import { auditTask, withTaskEnv } from '../context.js'
+import { formatDuration } from '../duration.js'
+import { LockedError } from '../errors.js'
+import { table } from '../render.js'
+import { acquireMonitorLock, monitorPass } from '../storage/monitor.js'
+import type { Finding, PassResult } from '../storage/monitor.js'
+import { stalenessPolicy } from '../storage/task-env.js'
+import type { TaskEnv } from '../storage/task-env.js'
+import { durationArg, withContext } from './shared.js'
+
+interface WatchOptions {
+  once?: boolean
+  interval: number
+  staleAfter?: number
+}
+
+export function watchLocksCommand(): Command {
+  return new Command('watch-locks')
+    .description('find agents that died (stale heartbeat, process gone), fail their tasks and move them to completed/')
+    .option('--once', 'one pass, then exit (for cron or a systemd timer)')
+    .option('--interval <duration>', 'time between passes', durationArg('--interval'), 5 * 60_000)
+    .option('--stale-after <duration>', 'heartbeat age after which a dead owner is reaped (default: config locks.stale_after_seconds)', durationArg('--stale-after'))
+    .action(withContext(watchLocks))
+}
+
+async function watchLocks(ctx: Context, opts: WatchOptions): Promise<void> {
+  if (!ctx.layout.exists()) {
+    ctx.io.warn(`no task tree at ${ctx.layout.base} yet; nothing to watch (check --home / CTXAGENT_HOME)`)
+    if (opts.once) return
+  }
+  await withTaskEnv(ctx, async (env) => {
+    const policy = stalenessPolicy(ctx.config, opts.staleAfter)
+    const monitor = await acquireMonitorLock(env, policy)
+    if (monitor === null) {
+      if (opts.once) {
+        ctx.io.warn('another watch-locks is running; this pass was skipped')
+        return
+      }
+      throw new LockedError('another watch-locks is already running', 'stop it first, or use --once from cron')
+    }
+    const heartbeat = setInterval(() => void monitor.heartbeat().catch(() => undefined), ctx.config.locks.heartbeat_seconds * 1000)
+    try {
+      if (opts.once) {
+        report(ctx, await pass(ctx, env, policy))
+        return
+      }
+      await loop(ctx, env, opts.interval, async () => report(ctx, await pass(ctx, env, policy)))
+    } finally {
+      clearInterval(heartbeat)
+      await monitor.release()
+    }
+  })
+}
+
+async function pass(ctx: Context, env: TaskEnv, policy: ReturnType<typeof stalenessPolicy>): Promise<PassResult> {
+  const result = await monitorPass(env, { policy, longRunningMs: ctx.config.alerts.long_running_hours * 3_600_000 })
+  for (const f of result.findings) if (f.action !== 'alert') auditTask(ctx, 'watch-locks', f.uuid)
+  return result
+}
+
+/** Repeats `body` every `intervalMs` until SIGINT or SIGTERM. */
+async function loop(ctx: Context, _env: TaskEnv, intervalMs: number, body: () => Promise<void>): Promise<void> {
+  let stop: () => void = () => undefined
+  const stopped = new Promise<void>((resolve) => {
+    stop = resolve
+  })
+  const onSignal = () => stop()
+  process.once('SIGINT', onSignal)
+  process.once('SIGTERM', onSignal)
+  try {
+    for (;;) {
+      await body()
+      let timer: NodeJS.Timeout | undefined
+      const next = new Promise<'next'>((resolve) => {
+        timer = setTimeout(() => resolve('next'), intervalMs)
+      })
+      const why = await Promise.race([next, stopped.then(() => 'stop' as const)])
+      clearTimeout(timer)
+      if (why === 'stop') return
+    }
+  } finally {
+    process.off('SIGINT', onSignal)
+    process.off('SIGTERM', onSignal)
+    if (!ctx.json) ctx.io.err('watch-locks: stopped\n')
+  }
+}
+
+function report(ctx: Context, result: PassResult): void {
+  if (ctx.json) {
+    for (const f of result.findings) ctx.io.jsonl(f)
+    return
+  }
+  const acted = result.findings.filter((f) => f.action !== 'alert').length
+  const alerts = result.findings.length - acted
+  ctx.io.out(`${ctx.now().toISOString()} watch-locks: ${result.checked} running task(s) checked, ${acted} recovered, ${alerts} alert(s)`)
+  if (result.findings.length === 0) return
+  ctx.io.out(table(ctx.io, ['uuid', 'action', 'pid', 'host', 'last heartbeat', 'reason'], result.findings.map((f) => row(ctx, f))))
+}
+
+function row(ctx: Context, f: Finding): string[] {
+  const action = f.action === 'alert' ? ctx.io.chalk.yellow(f.action) : ctx.io.chalk.red(f.action)
+  const beat = f.heartbeat_at ? `${f.heartbeat_at} (${formatDuration(ctx.now().getTime() - Date.parse(f.heartbeat_at))} ago)` : '-'
+  return [f.uuid, action, f.pid === null ? '-' : String(f.pid), f.hostname ?? '-', beat, f.reason]
+}

@@ -1,0 +1,94 @@
+import { existsSync } from 'node:fs'
+import { userInfo } from 'node:os'
+import { loadConfig } from './config.js'
+import type { Config } from './config.js'
+import { createIo } from './io.js'
+import type { Io } from './io.js'
+import { audit } from './storage/audit.js'
+import { Layout } from './storage/layout.js'
+import type { TaskEnv } from './storage/task-env.js'
+import { TaskIndex } from './storage/task-index.js'
+
+export interface GlobalOptions {
+  home?: string
+  config?: string
+  json?: boolean
+  color?: boolean
+}
+
+/** The one object a command gets: config, paths, output, clock. */
+export interface Context {
+  readonly config: Config
+  readonly configSource: string | null
+  readonly layout: Layout
+  readonly io: Io
+  readonly json: boolean
+  readonly env: NodeJS.ProcessEnv
+  /** The clock; CTXAGENT_NOW pins it (for golden outputs and tests). */
+  now(): Date
+  /** The operator, for the audit log. */
+  readonly osUser: string
+}
+
+export function createContext(globals: GlobalOptions, env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Context {
+  const { config, source } = loadConfig({ flag: globals.config, env, cwd })
+  const base = globals.home ?? nonEmpty(env.CTXAGENT_HOME) ?? config.context.base_dir
+  const io = createIo({ env, ...(globals.color === false ? { color: false } : {}) })
+  const pinned = nonEmpty(env.CTXAGENT_NOW)
+  const fixed = pinned === undefined ? undefined : new Date(pinned)
+  return {
+    config,
+    configSource: source,
+    layout: new Layout(base),
+    io,
+    json: globals.json === true,
+    env,
+    now: () => (fixed && !Number.isNaN(fixed.getTime()) ? new Date(fixed) : new Date()),
+    osUser: safeUser(env),
+  }
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value === '' ? undefined : value
+}
+
+function safeUser(env: NodeJS.ProcessEnv): string {
+  try {
+    return userInfo().username
+  } catch {
+    return env.USER ?? env.LOGNAME ?? 'unknown'
+  }
+}
+
+/**
+ * The lifecycle's view of a context, with tasks.db opened (and created) for the
+ * duration of `body`. An index that cannot be opened is a warning: the directories
+ * stay the truth and every command works without it.
+ */
+export async function withTaskEnv<T>(ctx: Context, body: (env: TaskEnv) => Promise<T>, options: { createIndex?: boolean } = {}): Promise<T> {
+  let index: TaskIndex | null = null
+  try {
+    index = options.createIndex === false ? TaskIndex.openExisting(ctx.layout.db) : openIndexCreating(ctx)
+  } catch (err) {
+    ctx.io.warn(`tasks.db cannot be opened (${(err as Error).message}); continuing without it (ctxagent reindex rebuilds it)`)
+  }
+  const env: TaskEnv = { layout: ctx.layout, config: ctx.config, index, now: () => ctx.now(), warn: (m) => ctx.io.warn(m) }
+  try {
+    return await body(env)
+  } finally {
+    index?.close()
+  }
+}
+
+function openIndexCreating(ctx: Context): TaskIndex | null {
+  if (!existsSync(ctx.layout.base)) return null
+  return TaskIndex.open(ctx.layout.db)
+}
+
+export function auditTask(ctx: Context, command: string, uuid: string | null): void {
+  try {
+    audit(ctx.layout, { ts: ctx.now().toISOString(), os_user: ctx.osUser, command, uuid })
+  } catch (err) {
+    ctx.io.warn(`audit.jsonl not written: ${(err as Error).message}`)
+  }
+}

@@ -1,0 +1,54 @@
+/**
+ * The one error hierarchy. Core code throws these; only src/cli.ts turns them into
+ * an exit code and the one-line `ctxagent: <message> (<hint>)` on stderr (SPEC §9).
+ */
+export class CtxError extends Error {
+  readonly exitCode: number
+  readonly hint: string | undefined
+
+  constructor(message: string, options: { exitCode?: number; hint?: string; cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause })
+    this.name = new.target.name
+    this.exitCode = options.exitCode ?? 1
+    this.hint = options.hint
+  }
+}
+
+/** Bad flags, bad task id, bad config: exit 2. Nothing on disk was touched. */
+export class UsageError extends CtxError {
+  constructor(message: string, hint?: string) {
+    super(message, { exitCode: 2, ...(hint === undefined ? {} : { hint }) })
+  }
+}
+
+/** No such task (or file): exit 3. */
+export class NotFoundError extends CtxError {
+  constructor(message: string, hint?: string) {
+    super(message, { exitCode: 3, ...(hint === undefined ? {} : { hint }) })
+  }
+}
+
+/** A live process holds the lock: exit 4. */
+export class LockedError extends CtxError {
+  constructor(message: string, hint?: string) {
+    super(message, { exitCode: 4, ...(hint === undefined ? {} : { hint }) })
+  }
+}
+
+/** The LLM server failed or could not be reached: exit 1. */
+export class ProviderError extends CtxError {
+  constructor(message: string, hint?: string, cause?: unknown) {
+    super(message, { exitCode: 1, ...(hint === undefined ? {} : { hint }), cause })
+  }
+}
+
+/** A record that must be readable is not (e.g. metadata.json is not JSON): exit 1. */
+export class CorruptRecordError extends CtxError {
+  constructor(message: string, hint?: string) {
+    super(message, { exitCode: 1, ...(hint === undefined ? {} : { hint }) })
+  }
+}
+
+export function isErrno(err: unknown, code: string): err is NodeJS.ErrnoException {
+  return err instanceof Error && (err as NodeJS.ErrnoException).code === code
+}

@@ -1,0 +1,105 @@
+import {
+  chmodSync,
+  closeSync,
+  fchmodSync,
+  fstatSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  renameSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs'
+import { randomBytes } from 'node:crypto'
+import { dirname } from 'node:path'
+import { isErrno } from '../errors.js'
+
+export const DIR_MODE = 0o700
+export const FILE_MODE = 0o600
+
+/**
+ * Creates `path` (and missing parents) as 0700 whatever the umask: mkdir's mode is
+ * masked by the umask, so every directory we create is chmod-ed afterwards.
+ */
+export function makePrivateDir(path: string): void {
+  try {
+    mkdirSync(path, { mode: DIR_MODE })
+  } catch (err) {
+    if (isErrno(err, 'EEXIST')) return
+    if (!isErrno(err, 'ENOENT')) throw err
+    makePrivateDir(dirname(path))
+    try {
+      mkdirSync(path, { mode: DIR_MODE })
+    } catch (again) {
+      if (isErrno(again, 'EEXIST')) return
+      throw again
+    }
+  }
+  chmodSync(path, DIR_MODE)
+}
+
+/** Opens a file with 0600 whatever the umask (fchmod when the mode came out different). */
+export function openPrivate(path: string, flags: string): number {
+  const fd = openSync(path, flags, FILE_MODE)
+  if ((fstatSync(fd).mode & 0o777) !== FILE_MODE) fchmodSync(fd, FILE_MODE)
+  return fd
+}
+
+/** Writes all of `buf` at the fd's position, looping on short writes. */
+export function writeAll(fd: number, buf: Buffer): void {
+  let offset = 0
+  while (offset < buf.length) offset += writeSync(fd, buf, offset, buf.length - offset)
+}
+
+export function tempPathFor(path: string): string {
+  return `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`
+}
+
+/**
+ * Replaces `path` atomically: write a temp file beside it, fsync, rename over the
+ * target, fsync the directory. A reader sees the old file or the new one, never half.
+ */
+export function writeFileAtomic(path: string, data: string | Buffer): void {
+  const tmp = tempPathFor(path)
+  const fd = openPrivate(tmp, 'wx')
+  try {
+    writeAll(fd, typeof data === 'string' ? Buffer.from(data) : data)
+    fsyncSync(fd)
+  } catch (err) {
+    closeSync(fd)
+    unlinkQuietly(tmp)
+    throw err
+  }
+  closeSync(fd)
+  try {
+    renameSync(tmp, path)
+  } catch (err) {
+    unlinkQuietly(tmp)
+    throw err
+  }
+  fsyncDir(dirname(path))
+}
+
+export function fsyncDir(dir: string): void {
+  let fd: number | undefined
+  try {
+    fd = openSync(dir, 'r')
+    fsyncSync(fd)
+  } catch {
+    // Some filesystems refuse fsync on a directory; the rename itself is still atomic.
+  } finally {
+    if (fd !== undefined) closeSync(fd)
+  }
+}
+
+export function unlinkQuietly(path: string): void {
+  try {
+    unlinkSync(path)
+  } catch (err) {
+    if (!isErrno(err, 'ENOENT')) throw err
+  }
+}
+
+export function writeJsonAtomic(path: string, value: unknown): void {
+  writeFileAtomic(path, `${JSON.stringify(value, null, 2)}\n`)
+}

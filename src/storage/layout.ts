@@ -1,0 +1,122 @@
+import { readdirSync, statSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import { isErrno, NotFoundError, UsageError } from '../errors.js'
+
+export const LOCATIONS = ['running', 'paused', 'completed'] as const
+export type Location = (typeof LOCATIONS)[number]
+
+export const FILES = {
+  metadata: 'metadata.json',
+  state: 'state.json',
+  messages: 'messages.jsonl',
+  current: 'current.jsonl',
+  summaries: 'summaries.jsonl',
+  tools: 'tools.jsonl',
+  planning: 'planning.jsonl',
+  inbox: 'inbox.jsonl',
+  finalSummary: 'final_summary.txt',
+  lock: '.lock',
+  stateLock: '.state.lock',
+} as const
+
+/** The paths of one base directory (SPEC §1). */
+export class Layout {
+  readonly base: string
+
+  constructor(base: string) {
+    this.base = resolve(base)
+  }
+
+  dir(location: Location): string {
+    return join(this.base, location)
+  }
+
+  taskDir(location: Location, uuid: string): string {
+    return join(this.base, location, uuid)
+  }
+
+  /** Whether the base directory exists at all (reading commands must not create it). */
+  exists(): boolean {
+    return existsDir(this.base)
+  }
+
+  get db(): string {
+    return join(this.base, 'tasks.db')
+  }
+
+  get audit(): string {
+    return join(this.base, 'audit.jsonl')
+  }
+
+  /** Task uuids in one location; a missing location is empty. */
+  list(location: Location): string[] {
+    try {
+      return readdirSync(this.dir(location)).filter(isUuid)
+    } catch (err) {
+      if (isErrno(err, 'ENOENT')) return []
+      throw err
+    }
+  }
+}
+
+export interface TaskRef {
+  uuid: string
+  location: Location
+  dir: string
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+const DASHES = new Set([8, 13, 18, 23])
+const MIN_PREFIX_HEX = 8
+
+export function isUuid(name: string): boolean {
+  return UUID.test(name)
+}
+
+/**
+ * Checks a task id given on the command line before anything touches the disk:
+ * a full UUID, or a prefix of one with at least 8 hex digits. Returns it lower-cased.
+ */
+export function parseTaskId(input: string): { id: string; full: boolean } {
+  const id = input.trim().toLowerCase()
+  const hint = 'give the full task uuid, or a unique prefix of at least 8 hex characters'
+  if (id.length === 0) throw new UsageError('no task id given', hint)
+  if (id.length > 36) throw new UsageError(`'${input}' is not a task id`, hint)
+  let hex = 0
+  for (let i = 0; i < id.length; i++) {
+    const c = id[i] as string
+    const ok = DASHES.has(i) ? c === '-' : /[0-9a-f]/.test(c)
+    if (!ok) throw new UsageError(`'${input}' is not a task id`, hint)
+    if (!DASHES.has(i)) hex++
+  }
+  if (hex < MIN_PREFIX_HEX) throw new UsageError(`task id prefix '${input}' is too short`, hint)
+  return { id, full: id.length === 36 }
+}
+
+/** Finds a task by full uuid or unique prefix in running/, paused/ and completed/. */
+export function resolveTask(layout: Layout, input: string): TaskRef {
+  const { id, full } = parseTaskId(input)
+  const matches: TaskRef[] = []
+  for (const location of LOCATIONS) {
+    const names = full ? (existsDir(layout.taskDir(location, id)) ? [id] : []) : layout.list(location).filter((n) => n.startsWith(id))
+    for (const uuid of names) matches.push({ uuid, location, dir: layout.taskDir(location, uuid) })
+  }
+  const distinct = new Set(matches.map((m) => m.uuid))
+  if (distinct.size === 0) {
+    throw new NotFoundError(`no task ${input} in ${layout.base}`, 'check the uuid, or --home / CTXAGENT_HOME')
+  }
+  if (distinct.size > 1) {
+    const some = [...distinct].slice(0, 3).join(', ')
+    throw new UsageError(`task id prefix '${input}' matches ${distinct.size} tasks (${some}${distinct.size > 3 ? ', …' : ''})`, 'give more characters of the uuid')
+  }
+  // A uuid in two locations can only come from copying by hand; the live one wins.
+  return matches[0] as TaskRef
+}
+
+function existsDir(path: string): boolean {
+  try {
+    return statSync(path).isDirectory()
+  } catch {
+    return false
+  }
+}

@@ -1,0 +1,256 @@
+import { randomUUID } from 'node:crypto'
+import { closeSync, fsyncSync, linkSync, readFileSync, renameSync, statSync, unlinkSync } from 'node:fs'
+import { join } from 'node:path'
+import lockfile from 'proper-lockfile'
+import { CtxError, isErrno, LockedError } from '../errors.js'
+import { openPrivate, tempPathFor, unlinkQuietly, writeAll } from './files.js'
+import { FILES } from './layout.js'
+import { hostname, pidStatus, processStart } from './process-info.js'
+
+/** `.lock`: who owns a task and when it last showed it was alive (SPEC §4). */
+export interface LockInfo {
+  process_id: number
+  hostname: string
+  acquired_at: string
+  heartbeat_at: string
+  process_start?: string | null
+  token?: string
+}
+
+export interface LockFile {
+  info: LockInfo | null
+  /** The raw text, to notice that a lock changed between two reads. */
+  text: string
+  mtimeMs: number
+}
+
+export interface StalenessPolicy {
+  staleAfterMs: number
+  /** For locks of other hosts, whose pid cannot be checked; default 2 × staleAfterMs. */
+  staleAfterRemoteMs?: number | undefined
+}
+
+export interface Verdict {
+  stale: boolean
+  /** Why, in words an operator can act on. */
+  reason: string
+}
+
+/** Thrown to an owner whose lock was taken from it: it must stop writing. */
+export class LockLostError extends CtxError {
+  constructor(dir: string, holder: LockInfo | null) {
+    const by = holder ? `pid ${holder.process_id} on ${holder.hostname}` : 'another process (the lock is gone)'
+    super(`lost the lock of ${dir} to ${by}`, { exitCode: 1, hint: 'another ctxagent took the task over; this process stopped writing to it' })
+  }
+}
+
+export function readLock(dir: string): LockFile | null {
+  const path = join(dir, FILES.lock)
+  let text: string
+  let mtimeMs: number
+  try {
+    text = readFileSync(path, 'utf8')
+    mtimeMs = statSync(path).mtimeMs
+  } catch (err) {
+    if (isErrno(err, 'ENOENT')) return null
+    throw err
+  }
+  let info: LockInfo | null = null
+  try {
+    const raw = JSON.parse(text) as Partial<LockInfo>
+    if (typeof raw.process_id === 'number' && typeof raw.hostname === 'string') info = raw as LockInfo
+  } catch {
+    info = null
+  }
+  return { info, text, mtimeMs }
+}
+
+/**
+ * Is this lock's owner provably dead? Only proof counts: an unreadable lock, or a
+ * process whose start time cannot be read, is held.
+ */
+export function judgeLock(lock: LockFile, now: Date, policy: StalenessPolicy, localHost = hostname()): Verdict {
+  const info = lock.info
+  if (info === null) return { stale: false, reason: 'lock file is unreadable; treated as held' }
+  const heartbeat = Date.parse(info.heartbeat_at)
+  const nowMs = now.getTime()
+  if (info.hostname !== localHost) {
+    const limit = policy.staleAfterRemoteMs ?? 2 * policy.staleAfterMs
+    // Both clocks must agree it is old: ours (the file's mtime) and theirs (heartbeat_at).
+    const newest = Math.max(Number.isNaN(heartbeat) ? 0 : heartbeat, lock.mtimeMs)
+    const age = nowMs - newest
+    if (age <= limit) return { stale: false, reason: `remote host ${info.hostname}: heartbeat ${ageText(age)} ago` }
+    return { stale: true, reason: `remote host ${info.hostname}: no heartbeat for ${ageText(age)}` }
+  }
+  const age = nowMs - (Number.isNaN(heartbeat) ? lock.mtimeMs : heartbeat)
+  if (age <= policy.staleAfterMs) return { stale: false, reason: `heartbeat ${ageText(age)} ago` }
+  const status = pidStatus(info.process_id)
+  if (status === 'gone') return { stale: true, reason: `pid ${info.process_id} is gone; last heartbeat ${ageText(age)} ago` }
+  if (status === 'unknown') return { stale: false, reason: `pid ${info.process_id} cannot be checked; treated as held` }
+  if (info.process_start == null) return { stale: false, reason: `pid ${info.process_id} is alive` }
+  const start = processStart(info.process_id)
+  if (start === null) return { stale: false, reason: `pid ${info.process_id} start time unknown; treated as held` }
+  if (start !== info.process_start) {
+    return { stale: true, reason: `pid ${info.process_id} was reused by another process; last heartbeat ${ageText(age)} ago` }
+  }
+  return { stale: false, reason: `pid ${info.process_id} is alive (heartbeat ${ageText(age)} ago)` }
+}
+
+function ageText(ms: number): string {
+  if (ms < 0) return `${Math.round(-ms / 1000)}s in the future`
+  return `${Math.round(ms / 1000)}s`
+}
+
+/**
+ * The short mutual-exclusion section around every change of a `.lock` that is not a
+ * plain exclusive create: takeover, heartbeat rewrite and release. Inside it, a
+ * re-read of the lock is the truth, so two takers can never both win.
+ */
+export async function withLockMutex<T>(dir: string, body: () => T | Promise<T>): Promise<T> {
+  const release = await lockfile.lock(dir, {
+    lockfilePath: join(dir, `${FILES.lock}.mutex`),
+    realpath: false,
+    stale: 5_000,
+    retries: { retries: 400, factor: 1.2, minTimeout: 2, maxTimeout: 50, randomize: true },
+    onCompromised: () => undefined,
+  })
+  try {
+    return await body()
+  } finally {
+    await release().catch(() => undefined)
+  }
+}
+
+function writeLockTemp(dir: string, info: LockInfo): string {
+  const tmp = tempPathFor(join(dir, FILES.lock))
+  const fd = openPrivate(tmp, 'wx')
+  try {
+    writeAll(fd, Buffer.from(`${JSON.stringify(info)}\n`))
+    fsyncSync(fd)
+  } finally {
+    closeSync(fd)
+  }
+  return tmp
+}
+
+function lockIno(dir: string): number | null {
+  try {
+    return statSync(join(dir, FILES.lock)).ino
+  } catch {
+    return null
+  }
+}
+
+export interface AcquireOptions extends StalenessPolicy {
+  now?: () => Date
+  /** Take the lock even from a live holder (`unlock --force`). */
+  force?: boolean
+}
+
+/** A `.lock` held by this process. */
+export class TaskLock {
+  private ino: number | null
+  private released = false
+
+  private constructor(
+    private dir: string,
+    readonly info: LockInfo,
+    private readonly now: () => Date,
+  ) {
+    this.ino = lockIno(dir)
+  }
+
+  get directory(): string {
+    return this.dir
+  }
+
+  get token(): string {
+    return this.info.token as string
+  }
+
+  /**
+   * Takes the lock of `dir`: exclusively created with link(), or taken over when the
+   * holder is provably dead. Throws LockedError when a live process holds it.
+   */
+  static async acquire(dir: string, options: AcquireOptions): Promise<TaskLock> {
+    const now = options.now ?? (() => new Date())
+    const stamp = now().toISOString()
+    const info: LockInfo = {
+      process_id: process.pid,
+      hostname: hostname(),
+      acquired_at: stamp,
+      heartbeat_at: stamp,
+      process_start: processStart(process.pid),
+      token: randomUUID(),
+    }
+    const path = join(dir, FILES.lock)
+    const tmp = writeLockTemp(dir, info)
+    try {
+      for (let attempt = 0; attempt < 5; attempt++) {
+        try {
+          linkSync(tmp, path)
+          return new TaskLock(dir, info, now)
+        } catch (err) {
+          if (!isErrno(err, 'EEXIST')) throw err
+        }
+        const seen = readLock(dir)
+        if (seen === null) continue // released meanwhile: try the exclusive create again
+        const verdict = judgeLock(seen, now(), options)
+        if (!verdict.stale && options.force !== true) throw heldError(dir, seen, verdict)
+        const took = await withLockMutex(dir, () => {
+          const again = readLock(dir)
+          if (again === null || again.text !== seen.text) return false
+          if (options.force !== true && !judgeLock(again, now(), options).stale) return false
+          renameSync(tmp, path)
+          return true
+        })
+        if (took) return new TaskLock(dir, info, now)
+      }
+      const last = readLock(dir)
+      throw heldError(dir, last, { stale: false, reason: 'another process took it first' })
+    } finally {
+      unlinkQuietly(tmp)
+    }
+  }
+
+  /** Cheap check before a write: the lock file is still the one we wrote. */
+  isStillOurs(): boolean {
+    return !this.released && lockIno(this.dir) === this.ino
+  }
+
+  /**
+   * Rewrites heartbeat_at, after checking inside the mutex that the token is still
+   * ours. Throws LockLostError when the lock was taken from us.
+   */
+  async heartbeat(): Promise<void> {
+    if (this.released) return
+    await withLockMutex(this.dir, () => {
+      const seen = readLock(this.dir)
+      if (seen?.info?.token !== this.token) throw new LockLostError(this.dir, seen?.info ?? null)
+      this.info.heartbeat_at = this.now().toISOString()
+      const tmp = writeLockTemp(this.dir, this.info)
+      renameSync(tmp, join(this.dir, FILES.lock))
+      this.ino = lockIno(this.dir)
+    })
+  }
+
+  /** Removes the lock if it is still ours. */
+  async release(): Promise<void> {
+    if (this.released) return
+    this.released = true
+    await withLockMutex(this.dir, () => {
+      const seen = readLock(this.dir)
+      if (seen?.info?.token === this.token) unlinkSync(join(this.dir, FILES.lock))
+    })
+  }
+
+  /** After the task directory was renamed with the lock inside it. */
+  movedTo(dir: string): void {
+    this.dir = dir
+  }
+}
+
+function heldError(dir: string, lock: LockFile | null, verdict: Verdict): LockedError {
+  const who = lock?.info ? `pid ${lock.info.process_id} on ${lock.info.hostname}` : 'an unreadable lock'
+  return new LockedError(`${dir} is locked by ${who} (${verdict.reason})`, 'wait for that process, or run ctxagent unlock <uuid> if it is dead')
+}

@@ -1,0 +1,107 @@
+import { join } from 'node:path'
+import { writeFileAtomic } from './files.js'
+import { JsonlAppender, tailPlainSync } from './jsonl.js'
+import { FILES } from './layout.js'
+import { maskText, maskValue } from './mask.js'
+import { normalizeMessage, toWindowMessage } from './records.js'
+import type { Role, StoredMessage, ToolCall, WindowMessage } from './records.js'
+import { SequencedLog } from './sequenced-log.js'
+import type { LogOptions } from './sequenced-log.js'
+import { estimateMessageTokens } from './tokens.js'
+
+export interface NewMessage {
+  role: Role
+  content: string
+  tool_name?: string
+  tool_call_id?: string
+  tool_calls?: ToolCall[]
+  /** false: recorded in messages.jsonl but never shown to the LLM or the UI. */
+  visible?: boolean
+  /** The provider's own count, when known; otherwise estimated. */
+  token_count?: number
+}
+
+export interface MessageStoreOptions extends LogOptions {
+  /** How many recent messages to keep in memory (config context.max_memory_messages). */
+  memoryMessages?: number
+  now?: () => Date
+}
+
+/**
+ * The conversation of one task. Every message is masked, given the next seq and
+ * appended to messages.jsonl (the truth, never rewritten) and, when visible, to
+ * current.jsonl (the window the LLM gets next). Only the last few messages are held
+ * in memory, whatever the length of the task.
+ */
+export class MessageStore {
+  private readonly recentMessages: StoredMessage[]
+
+  private constructor(
+    readonly dir: string,
+    private readonly log: SequencedLog<'seq'>,
+    private current: JsonlAppender,
+    private readonly options: MessageStoreOptions,
+    recent: StoredMessage[],
+  ) {
+    this.recentMessages = recent
+  }
+
+  static open(dir: string, options: MessageStoreOptions = {}): MessageStore {
+    const path = join(dir, FILES.messages)
+    const log = SequencedLog.open(path, 'seq', [], options)
+    const current = JsonlAppender.open(join(dir, FILES.current), { fsync: options.fsync === true })
+    const keep = options.memoryMessages ?? 20
+    const recent = tailPlainSync(path, keep).records.map(normalizeMessage).filter((m): m is StoredMessage => m !== null)
+    return new MessageStore(dir, log, current, options, recent)
+  }
+
+  get lastSeq(): number {
+    return this.log.lastId
+  }
+
+  /** The last `max_memory_messages` messages, oldest first. */
+  recent(): readonly StoredMessage[] {
+    return this.recentMessages
+  }
+
+  add(input: NewMessage): StoredMessage {
+    const content = maskText(input.content)
+    const toolCalls = input.tool_calls === undefined ? undefined : maskValue(input.tool_calls)
+    const fields: Omit<StoredMessage, 'seq'> = {
+      role: input.role,
+      content,
+      timestamp: (this.options.now?.() ?? new Date()).toISOString(),
+      token_count: input.token_count ?? estimateMessageTokens({ content, tool_calls: toolCalls }),
+    }
+    if (input.tool_name !== undefined) fields.tool_name = input.tool_name
+    if (input.tool_call_id !== undefined) fields.tool_call_id = input.tool_call_id
+    if (toolCalls !== undefined) fields.tool_calls = toolCalls
+    if (input.visible === false) fields.visible = false
+    const stored: StoredMessage = this.log.append(fields)
+    if (stored.visible !== false) this.current.append(toWindowMessage(stored))
+    this.remember(stored)
+    return stored
+  }
+
+  /**
+   * Replaces current.jsonl atomically (after a compaction or a rebuild) and reopens
+   * it for append: the old descriptor points at the replaced file.
+   */
+  replaceCurrent(window: readonly WindowMessage[]): void {
+    const path = join(this.dir, FILES.current)
+    writeFileAtomic(path, window.map((m) => `${JSON.stringify(maskValue(m))}\n`).join(''))
+    this.current.close()
+    this.current = JsonlAppender.open(path, { fsync: this.options.fsync === true })
+  }
+
+  close(): void {
+    this.log.close()
+    this.current.close()
+  }
+
+  private remember(message: StoredMessage): void {
+    this.recentMessages.push(message)
+    const keep = this.options.memoryMessages ?? 20
+    if (this.recentMessages.length > keep) this.recentMessages.splice(0, this.recentMessages.length - keep)
+  }
+}

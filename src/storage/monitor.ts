@@ -1,0 +1,99 @@
+import { join } from 'node:path'
+import { CtxError, LockedError } from '../errors.js'
+import { makePrivateDir } from './files.js'
+import type { TaskRef } from './layout.js'
+import { TaskLock } from './lock.js'
+import type { StalenessPolicy } from './lock.js'
+import { finishCompleting, reapTask } from './reaper.js'
+import type { ReapReport } from './reaper.js'
+import { readState } from './state.js'
+import type { TaskEnv } from './task-env.js'
+import { listTasks } from './task-scan.js'
+
+export interface Alert {
+  uuid: string
+  action: 'alert'
+  reason: string
+  pid: number | null
+  hostname: string | null
+  heartbeat_at: string | null
+}
+
+export type Finding = ReapReport | Alert
+
+export interface PassResult {
+  checked: number
+  findings: Finding[]
+}
+
+export interface PassOptions {
+  policy: StalenessPolicy
+  longRunningMs: number
+}
+
+/**
+ * One pass of watch-locks over running/: reap every task whose owner is provably
+ * dead, alert on tasks running longer than `longRunningMs`, and finish tasks that
+ * died between their move to completed/ and their final status.
+ */
+export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<PassResult> {
+  const findings: Finding[] = []
+  const running = listTasks(env.layout, ['running'])
+  for (const ref of running) {
+    const outcome = await reapTask(env, ref, { policy: options.policy })
+    if (outcome.done) {
+      findings.push(outcome.report)
+      continue
+    }
+    const alert = longRunning(env, ref, options.longRunningMs, outcome.holder)
+    if (alert) findings.push(alert)
+  }
+  for (const ref of completingInIndex(env)) {
+    if (await finishCompleting(env, ref)) {
+      findings.push({ uuid: ref.uuid, action: 'finished', reason: 'completion was interrupted after the move', pid: null, hostname: null, heartbeat_at: null })
+    }
+  }
+  return { checked: running.length, findings }
+}
+
+function longRunning(env: TaskEnv, ref: TaskRef, limitMs: number, holder: { process_id: number; hostname: string; heartbeat_at: string } | null): Alert | null {
+  let started: number
+  try {
+    started = Date.parse(readState(ref.dir)?.started_at ?? '')
+  } catch (err) {
+    if (err instanceof CtxError) return null
+    throw err
+  }
+  if (Number.isNaN(started)) return null
+  const age = env.now().getTime() - started
+  if (age <= limitMs) return null
+  return {
+    uuid: ref.uuid,
+    action: 'alert',
+    reason: `running for ${(age / 3_600_000).toFixed(1)}h (limit ${(limitMs / 3_600_000).toFixed(1)}h)`,
+    pid: holder?.process_id ?? null,
+    hostname: holder?.hostname ?? null,
+    heartbeat_at: holder?.heartbeat_at ?? null,
+  }
+}
+
+function completingInIndex(env: TaskEnv): TaskRef[] {
+  if (env.index === null) return []
+  const rows = env.index.db.prepare(`SELECT uuid FROM tasks WHERE status = 'completing'`).all() as { uuid: string }[]
+  return rows.map((r) => ({ uuid: r.uuid, location: 'completed' as const, dir: env.layout.taskDir('completed', r.uuid) }))
+}
+
+/**
+ * watch-locks' own singleton lock (<base>/.watch-locks/.lock), so that two
+ * monitors never work at once. Returns null when a live monitor holds it.
+ */
+export async function acquireMonitorLock(env: TaskEnv, policy: StalenessPolicy): Promise<TaskLock | null> {
+  const dir = join(env.layout.base, '.watch-locks')
+  makePrivateDir(dir)
+  try {
+    return await TaskLock.acquire(dir, { ...policy, now: env.now })
+  } catch (err) {
+    if (err instanceof LockedError) return null
+    throw err
+  }
+}

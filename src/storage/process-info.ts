@@ -1,0 +1,48 @@
+import { execFileSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { hostname as osHostname } from 'node:os'
+
+export function hostname(): string {
+  return osHostname()
+}
+
+/**
+ * An identifier of when process `pid` started, to tell a PID reused by another
+ * process from the original (SPEC §4). On Linux: field 22 (`starttime`) of
+ * /proc/<pid>/stat, parsed after the last `)` because the command name may contain
+ * spaces and parentheses; elsewhere `ps -o lstart=`. Null when it cannot be read.
+ */
+export function processStart(pid: number): string | null {
+  if (process.platform === 'linux') {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      // fields[0] is field 3 (state), so field 22 is at index 19.
+      return fields[19] ?? null
+    } catch {
+      return null
+    }
+  }
+  try {
+    const out = execFileSync('ps', ['-o', 'lstart=', '-p', String(pid)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })
+    return out.trim() || null
+  } catch {
+    return null
+  }
+}
+
+export type PidStatus = 'alive' | 'gone' | 'unknown'
+
+/** kill(pid, 0): ESRCH means gone, EPERM means alive under another user. */
+export function pidStatus(pid: number): PidStatus {
+  if (!Number.isInteger(pid) || pid <= 0) return 'unknown'
+  try {
+    process.kill(pid, 0)
+    return 'alive'
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code
+    if (code === 'ESRCH') return 'gone'
+    if (code === 'EPERM') return 'alive'
+    return 'unknown'
+  }
+}

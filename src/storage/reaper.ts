@@ -1,0 +1,153 @@
+import { renameSync } from 'node:fs'
+import { CtxError, isErrno, LockedError } from '../errors.js'
+import type { Location, TaskRef } from './layout.js'
+import { judgeLock, readLock, TaskLock } from './lock.js'
+import type { LockInfo, StalenessPolicy, Verdict } from './lock.js'
+import { readMetadata } from './metadata.js'
+import { readState, updateState } from './state.js'
+import type { TaskState } from './state.js'
+import { indexTask } from './task-handle.js'
+import type { TaskEnv } from './task-env.js'
+import { countRecords } from './task-scan.js'
+
+export type ReapAction = 'reaped' | 'finished'
+
+/** What a reaper did to one task (one JSON line of `watch-locks --json`). */
+export interface ReapReport {
+  uuid: string
+  action: ReapAction
+  reason: string
+  pid: number | null
+  hostname: string | null
+  heartbeat_at: string | null
+}
+
+export type ReapOutcome =
+  | { done: true; report: ReapReport }
+  | { done: false; reason: string; holder: LockInfo | null }
+
+export interface ReapOptions {
+  policy: StalenessPolicy
+  /** Take the task even from a live holder (`unlock --force`). */
+  force?: boolean
+}
+
+/**
+ * Recovers one task of running/ whose owner is provably dead: takes its lock (so no
+ * other reaper or resuming process can act at the same time), records `failed` with
+ * an error naming the dead pid, host and last heartbeat, and moves it to completed/.
+ * A task whose owner stopped between releasing its lock and moving the directory
+ * (status already final, or paused) is moved where it was going instead.
+ */
+export async function reapTask(env: TaskEnv, ref: TaskRef, options: ReapOptions): Promise<ReapOutcome> {
+  const lock = readLock(ref.dir)
+  let verdict: Verdict
+  let holder: LockInfo | null = lock?.info ?? null
+  const state = safeState(ref.dir)
+  if (lock !== null) {
+    verdict = judgeLock(lock, env.now(), options.policy)
+    if (!verdict.stale && options.force !== true) return { done: false, reason: verdict.reason, holder }
+    if (!verdict.stale) verdict = { stale: true, reason: `forced by operator while ${verdict.reason}` }
+  } else if (state !== null && isSettled(state)) {
+    verdict = { stale: true, reason: `owner stopped before moving the task (status ${state.status})` }
+  } else {
+    const updated = Date.parse(state?.updated_at ?? '')
+    const age = env.now().getTime() - (Number.isNaN(updated) ? 0 : updated)
+    if (age <= options.policy.staleAfterMs && options.force !== true) {
+      return { done: false, reason: `no lock, but state.json was updated ${Math.round(age / 1000)}s ago`, holder: null }
+    }
+    verdict = { stale: true, reason: `no lock and no update for ${Math.round(age / 1000)}s` }
+  }
+
+  let taken: TaskLock
+  try {
+    taken = await TaskLock.acquire(ref.dir, { ...options.policy, now: env.now, force: options.force === true })
+  } catch (err) {
+    // Another reaper, or a resuming owner, was first; or the task already moved on.
+    if (err instanceof LockedError) return { done: false, reason: 'another process took the task first', holder }
+    if (isErrno(err, 'ENOENT')) return { done: false, reason: 'the task left running/ meanwhile', holder }
+    throw err
+  }
+  try {
+    const now = env.now().toISOString()
+    const current = safeState(ref.dir)
+    const settled = current !== null && isSettled(current)
+    const to: Location = settled && current.status === 'paused' ? 'paused' : 'completed'
+    const error = settled
+      ? current.error
+      : `agent died: ${holder ? `pid ${holder.process_id} on ${holder.hostname}, last heartbeat ${holder.heartbeat_at}` : 'no lock held'} (${verdict.reason})`
+    const next = await updateState(
+      ref.dir,
+      (s) => (settled ? { completed_at: s.completed_at ?? (to === 'completed' ? now : null) } : { status: 'failed', error, completed_at: now, last_activity: 'reaped' }),
+      env.now(),
+    )
+    await taken.release()
+    const target = env.layout.taskDir(to, ref.uuid)
+    renameSync(ref.dir, target)
+    const finalState = next.status === 'completing' ? await updateState(target, () => ({ status: 'completed' }), env.now()) : next
+    await reindexOne(env, { uuid: ref.uuid, location: to, dir: target }, finalState)
+    return {
+      done: true,
+      report: {
+        uuid: ref.uuid,
+        action: settled ? 'finished' : 'reaped',
+        reason: verdict.reason,
+        pid: holder?.process_id ?? null,
+        hostname: holder?.hostname ?? null,
+        heartbeat_at: holder?.heartbeat_at ?? null,
+      },
+    }
+  } catch (err) {
+    await taken.release().catch(() => undefined)
+    throw err
+  }
+}
+
+/** A completed/ task still saying `completing` (its owner died after the move) is completed. */
+export async function finishCompleting(env: TaskEnv, ref: TaskRef): Promise<boolean> {
+  const state = safeState(ref.dir)
+  if (state?.status !== 'completing') return false
+  const next = await updateState(ref.dir, (s) => ({ status: 'completed', completed_at: s.completed_at ?? env.now().toISOString() }), env.now())
+  await reindexOne(env, ref, next)
+  return true
+}
+
+function isSettled(state: TaskState): boolean {
+  return state.status === 'paused' || state.status === 'completing' || state.status === 'completed' || state.status === 'failed' || state.status === 'timeout'
+}
+
+function safeState(dir: string): TaskState | null {
+  try {
+    return readState(dir)
+  } catch (err) {
+    if (err instanceof CtxError) return null
+    throw err
+  }
+}
+
+async function reindexOne(env: TaskEnv, ref: TaskRef, state: TaskState): Promise<void> {
+  if (env.index === null) return
+  try {
+    indexTask(env, readMetadata(ref.dir), state, ref.location, await countRecords(ref.dir, state))
+  } catch (err) {
+    env.warn(`tasks.db not updated for ${ref.uuid}: ${(err as Error).message}`)
+  }
+}
+
+/**
+ * Removes a leftover `.lock` from a task outside running/ (a crash between taking
+ * the lock and moving a paused task back), once its holder is provably dead.
+ */
+export async function clearLeftoverLock(env: TaskEnv, ref: TaskRef, options: ReapOptions): Promise<ReapOutcome> {
+  const lock = readLock(ref.dir)
+  if (lock === null) return { done: false, reason: 'the task holds no lock', holder: null }
+  const verdict = judgeLock(lock, env.now(), options.policy)
+  if (!verdict.stale && options.force !== true) return { done: false, reason: verdict.reason, holder: lock.info }
+  const taken = await TaskLock.acquire(ref.dir, { ...options.policy, now: env.now, force: options.force === true })
+  await taken.release()
+  const info = lock.info
+  return {
+    done: true,
+    report: { uuid: ref.uuid, action: 'finished', reason: `removed a leftover lock (${verdict.reason})`, pid: info?.process_id ?? null, hostname: info?.hostname ?? null, heartbeat_at: info?.heartbeat_at ?? null },
+  }
+}

@@ -1,0 +1,140 @@
+import type { JsonRecord } from './jsonl.js'
+
+export type Role = 'system' | 'user' | 'assistant' | 'tool'
+export const ROLES: readonly Role[] = ['system', 'user', 'assistant', 'tool']
+
+/** An assistant's tool call, OpenAI shape. */
+export interface ToolCall {
+  id: string
+  type: 'function'
+  function: { name: string; arguments: string }
+}
+
+/** One line of messages.jsonl as ctxagent writes it (SPEC §2.3). */
+export interface StoredMessage {
+  seq: number
+  role: Role
+  content: string
+  timestamp: string
+  token_count: number
+  tool_name?: string
+  tool_call_id?: string
+  tool_calls?: ToolCall[]
+  visible?: boolean
+  is_summarized?: boolean
+}
+
+/** One line of current.jsonl: what the LLM is given (SPEC §2.4). */
+export interface WindowMessage {
+  role: Role
+  content: string
+  tool_name?: string
+  tool_call_id?: string
+  tool_calls?: ToolCall[]
+}
+
+/** One line of summaries.jsonl: the superset of seeds 000 and 003 (SPEC §2.5). */
+export interface SummaryRecord {
+  summary_id: number
+  start_seq: number
+  end_seq: number
+  summary: string
+  created_at: string
+  original_tokens: number
+  summary_tokens: number
+  compression_ratio: number
+  compressed_message_count: number
+  tokens_saved: number
+  method: 'llm' | 'extractive'
+  model: string | null
+}
+
+export interface ToolRecord {
+  seq: number
+  tool_name: string
+  arguments: Record<string, unknown>
+  result: unknown
+  status: 'success' | 'error'
+  error: string | null
+  duration_ms: number
+  timestamp: string
+}
+
+export interface PlanningRecord {
+  id: number
+  plan_type: string
+  plan_content: string
+  created_at: string
+}
+
+const num = (value: unknown): number | undefined => (typeof value === 'number' && Number.isFinite(value) ? value : undefined)
+const str = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined)
+
+/**
+ * Reads a messages.jsonl line in either seed's spelling (`tokens` for `token_count`,
+ * legacy `function_call` for `tool_calls`) into the canonical shape. Returns null when
+ * the line is not a message at all.
+ */
+export function normalizeMessage(raw: JsonRecord): StoredMessage | null {
+  const role = raw.role
+  if (typeof role !== 'string' || !(ROLES as readonly string[]).includes(role)) return null
+  const content = typeof raw.content === 'string' ? raw.content : raw.content == null ? '' : JSON.stringify(raw.content)
+  const message: StoredMessage = {
+    seq: num(raw.seq) ?? 0,
+    role: role as Role,
+    content,
+    timestamp: str(raw.timestamp) ?? '',
+    token_count: num(raw.token_count) ?? num(raw.tokens) ?? 0,
+  }
+  const toolName = str(raw.tool_name)
+  if (toolName !== undefined) message.tool_name = toolName
+  const toolCallId = str(raw.tool_call_id)
+  if (toolCallId !== undefined) message.tool_call_id = toolCallId
+  const calls = toolCallsOf(raw)
+  if (calls !== undefined) message.tool_calls = calls
+  if (raw.visible === false) message.visible = false
+  if (raw.is_summarized === true) message.is_summarized = true
+  return message
+}
+
+function toolCallsOf(raw: JsonRecord): ToolCall[] | undefined {
+  if (Array.isArray(raw.tool_calls)) return raw.tool_calls as ToolCall[]
+  const legacy = raw.function_call
+  if (legacy !== null && typeof legacy === 'object') {
+    const fn = legacy as { name?: unknown; arguments?: unknown }
+    const args = typeof fn.arguments === 'string' ? fn.arguments : JSON.stringify(fn.arguments ?? {})
+    return [{ id: `call_${num(raw.seq) ?? 0}`, type: 'function', function: { name: String(fn.name ?? ''), arguments: args } }]
+  }
+  return undefined
+}
+
+/** Reads a summaries.jsonl line in either seed's spelling (`id` for `summary_id`). */
+export function normalizeSummary(raw: JsonRecord): SummaryRecord | null {
+  const summary = str(raw.summary)
+  if (summary === undefined) return null
+  const original = num(raw.original_tokens) ?? 0
+  const summaryTokens = num(raw.summary_tokens) ?? 0
+  return {
+    summary_id: num(raw.summary_id) ?? num(raw.id) ?? 0,
+    start_seq: num(raw.start_seq) ?? 0,
+    end_seq: num(raw.end_seq) ?? 0,
+    summary,
+    created_at: str(raw.created_at) ?? '',
+    original_tokens: original,
+    summary_tokens: summaryTokens,
+    compression_ratio: num(raw.compression_ratio) ?? (original > 0 ? summaryTokens / original : 0),
+    compressed_message_count: num(raw.compressed_message_count) ?? 0,
+    tokens_saved: num(raw.tokens_saved) ?? Math.max(0, original - summaryTokens),
+    method: raw.method === 'extractive' ? 'extractive' : 'llm',
+    model: str(raw.model) ?? null,
+  }
+}
+
+/** The current.jsonl form of a stored message. */
+export function toWindowMessage(message: StoredMessage): WindowMessage {
+  const out: WindowMessage = { role: message.role, content: message.content }
+  if (message.tool_name !== undefined) out.tool_name = message.tool_name
+  if (message.tool_call_id !== undefined) out.tool_call_id = message.tool_call_id
+  if (message.tool_calls !== undefined) out.tool_calls = message.tool_calls
+  return out
+}

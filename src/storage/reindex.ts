@@ -1,0 +1,44 @@
+import type { Location } from './layout.js'
+import { finishCompleting } from './reaper.js'
+import { TaskIndex, taskRow } from './task-index.js'
+import type { TaskRow } from './task-index.js'
+import type { TaskEnv } from './task-env.js'
+import { listTasks, scanTask } from './task-scan.js'
+
+export interface ReindexResult {
+  indexed: number
+  by_location: Record<Location, number>
+  failed: { uuid: string; location: Location; error: string }[]
+}
+
+/**
+ * Rebuilds tasks.db from the task directories (gzipped ones included), replacing
+ * every row in one transaction; finishes completions that were interrupted.
+ */
+export async function rebuildIndex(env: TaskEnv, onProgress: (done: number, total: number) => void = () => undefined): Promise<ReindexResult> {
+  const result: ReindexResult = { indexed: 0, by_location: { running: 0, paused: 0, completed: 0 }, failed: [] }
+  if (!env.layout.exists()) return result
+  const refs = listTasks(env.layout)
+  const rows: TaskRow[] = []
+  let done = 0
+  for (const ref of refs) {
+    if (ref.location === 'completed') await finishCompleting({ ...env, index: null }, ref)
+    const scanned = await scanTask(ref)
+    if (scanned.ok) {
+      const { metadata, state, counts } = scanned.task
+      rows.push(taskRow(metadata, state, ref.location, counts))
+      result.by_location[ref.location]++
+    } else {
+      result.failed.push({ uuid: ref.uuid, location: ref.location, error: scanned.error })
+    }
+    onProgress(++done, refs.length)
+  }
+  const index = env.index ?? TaskIndex.open(env.layout.db)
+  try {
+    index.replaceAll(rows)
+  } finally {
+    if (env.index === null) index.close()
+  }
+  result.indexed = rows.length
+  return result
+}

@@ -1,0 +1,140 @@
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import lockfile from 'proper-lockfile'
+import { CorruptRecordError, CtxError, isErrno } from '../errors.js'
+import { writeJsonAtomic } from './files.js'
+import { FILES } from './layout.js'
+
+export const STATUSES = [
+  'initializing',
+  'processing',
+  'compressing',
+  'completing',
+  'completed',
+  'failed',
+  'timeout',
+  'paused',
+] as const
+export type Status = (typeof STATUSES)[number]
+export const FINAL_STATUSES: readonly Status[] = ['completed', 'failed', 'timeout']
+
+export interface ChatSession {
+  state: 'active' | 'terminating' | 'ended'
+  last_activity_at: string
+}
+
+export interface TaskState {
+  status: Status
+  started_at: string
+  updated_at: string
+  completed_at: string | null
+  llm_call_count: number
+  tool_call_count: number
+  total_tokens_used: number
+  current_context_tokens: number
+  compression_count: number
+  /** Lines in messages.jsonl, kept by ctxagent so that indexing needs no scan (absent in older files). */
+  message_count?: number
+  last_activity: string | null
+  error: string | null
+  comment_detection: { last_comment_ids: string[]; last_check_timestamp: string | null }
+  session?: ChatSession
+}
+
+export function initialState(now: Date): TaskState {
+  const iso = now.toISOString()
+  return {
+    status: 'initializing',
+    started_at: iso,
+    updated_at: iso,
+    completed_at: null,
+    llm_call_count: 0,
+    tool_call_count: 0,
+    total_tokens_used: 0,
+    current_context_tokens: 0,
+    compression_count: 0,
+    message_count: 0,
+    last_activity: null,
+    error: null,
+    comment_detection: { last_comment_ids: [], last_check_timestamp: null },
+  }
+}
+
+/** state.json of a task, or null when the task has none yet. */
+export function readState(dir: string): TaskState | null {
+  const path = join(dir, FILES.state)
+  let text: string
+  try {
+    text = readFileSync(path, 'utf8')
+  } catch (err) {
+    if (isErrno(err, 'ENOENT')) return null
+    throw err
+  }
+  try {
+    return normalizeState(JSON.parse(text) as Record<string, unknown>)
+  } catch {
+    throw new CorruptRecordError(`${path} is not valid JSON`, 'restore it, or remove it and run ctxagent reindex')
+  }
+}
+
+function normalizeState(raw: Record<string, unknown>): TaskState {
+  const { message_count: _unknownCount, ...base } = initialState(new Date(0))
+  const merged = { ...base, ...raw } as TaskState
+  if (!(STATUSES as readonly string[]).includes(merged.status)) merged.status = 'failed'
+  merged.comment_detection = { ...base.comment_detection, ...(raw.comment_detection as object | undefined) }
+  return merged
+}
+
+const STATE_LOCK_TIMEOUT_MS = 5_000
+
+/**
+ * Changes state.json under the short `.state.lock` (proper-lockfile, 5 s timeout):
+ * read, apply `change`, stamp `updated_at`, write temp + fsync + rename. A reader
+ * never sees half a file, and two writers never lose each other's change.
+ */
+export async function updateState(
+  dir: string,
+  change: (state: TaskState) => Partial<TaskState>,
+  now: Date = new Date(),
+): Promise<TaskState> {
+  const release = await lockState(dir)
+  try {
+    const current = readState(dir) ?? initialState(now)
+    const next: TaskState = { ...current, ...change(current), updated_at: now.toISOString() }
+    writeJsonAtomic(join(dir, FILES.state), next)
+    return next
+  } finally {
+    await release()
+  }
+}
+
+/** Writes a whole state.json (task creation), under the same lock. */
+export async function writeState(dir: string, state: TaskState): Promise<void> {
+  const release = await lockState(dir)
+  try {
+    writeJsonAtomic(join(dir, FILES.state), state)
+  } finally {
+    await release()
+  }
+}
+
+async function lockState(dir: string): Promise<() => Promise<void>> {
+  try {
+    return await lockfile.lock(dir, {
+      lockfilePath: join(dir, FILES.stateLock),
+      realpath: false,
+      stale: 10_000,
+      retries: { retries: STATE_LOCK_TIMEOUT_MS / 25, factor: 1, minTimeout: 25, maxTimeout: 25 },
+      // The section is a few milliseconds long and its write is atomic, so a lock
+      // "compromised" by a slow disk must not crash the process from a timer.
+      onCompromised: () => undefined,
+    })
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ELOCKED') {
+      throw new CtxError(`state.json of ${dir} stayed locked for ${STATE_LOCK_TIMEOUT_MS / 1000}s`, {
+        hint: `remove ${join(dir, FILES.stateLock)} if no ctxagent process is using the task`,
+      })
+    }
+    throw err
+  }
+}

@@ -1,0 +1,185 @@
+import Database from 'better-sqlite3'
+import type { Database as Db, Statement } from 'better-sqlite3'
+import { chmodSync, existsSync } from 'node:fs'
+import type { Location } from './layout.js'
+import type { TaskMetadata } from './metadata.js'
+import type { TaskState } from './state.js'
+
+/** One row of `tasks`: the seed 003 §12 columns plus what stats needs. */
+export interface TaskRow {
+  uuid: string
+  status: string
+  location: Location
+  task_type: string
+  task_identifier: string | null
+  repository: string | null
+  user: string | null
+  hostname: string | null
+  created_at: string
+  started_at: string | null
+  updated_at: string | null
+  completed_at: string | null
+  metadata: string
+  total_messages: number
+  total_summaries: number
+  total_tool_calls: number
+  llm_call_count: number
+  total_tokens: number
+  compression_count: number
+  final_token_count: number | null
+  final_message_count: number | null
+  error_message: string | null
+}
+
+export interface TaskCounts {
+  messages: number
+  summaries: number
+  tools: number
+}
+
+/** Migrations, numbered by their position; `user_version` records how many ran. */
+const MIGRATIONS: readonly string[] = [
+  `CREATE TABLE tasks (
+     uuid TEXT PRIMARY KEY,
+     status TEXT NOT NULL,
+     task_type TEXT NOT NULL,
+     task_identifier TEXT,
+     repository TEXT,
+     user TEXT,
+     created_at TEXT NOT NULL,
+     updated_at TEXT,
+     completed_at TEXT,
+     metadata TEXT,
+     total_messages INTEGER DEFAULT 0,
+     total_summaries INTEGER DEFAULT 0,
+     total_tool_calls INTEGER DEFAULT 0,
+     final_token_count INTEGER,
+     final_message_count INTEGER,
+     error_message TEXT
+   );
+   CREATE INDEX idx_tasks_status ON tasks(status);
+   CREATE INDEX idx_tasks_task_type ON tasks(task_type);
+   CREATE INDEX idx_tasks_repository ON tasks(repository);
+   CREATE INDEX idx_tasks_user ON tasks(user);
+   CREATE INDEX idx_tasks_completed_at ON tasks(completed_at);`,
+  `ALTER TABLE tasks ADD COLUMN location TEXT NOT NULL DEFAULT 'running';
+   ALTER TABLE tasks ADD COLUMN hostname TEXT;
+   ALTER TABLE tasks ADD COLUMN started_at TEXT;
+   ALTER TABLE tasks ADD COLUMN llm_call_count INTEGER DEFAULT 0;
+   ALTER TABLE tasks ADD COLUMN total_tokens INTEGER DEFAULT 0;
+   ALTER TABLE tasks ADD COLUMN compression_count INTEGER DEFAULT 0;
+   CREATE INDEX idx_tasks_location ON tasks(location);
+   CREATE INDEX idx_tasks_created_at ON tasks(created_at);`,
+]
+
+const COLUMNS: readonly (keyof TaskRow)[] = [
+  'uuid', 'status', 'location', 'task_type', 'task_identifier', 'repository', 'user', 'hostname',
+  'created_at', 'started_at', 'updated_at', 'completed_at', 'metadata', 'total_messages',
+  'total_summaries', 'total_tool_calls', 'llm_call_count', 'total_tokens', 'compression_count',
+  'final_token_count', 'final_message_count', 'error_message',
+]
+
+/**
+ * tasks.db: an index of the task directories, never the truth (SPEC §7). Opened in
+ * WAL mode with a busy timeout so that many agent processes and operator commands
+ * can use it at once.
+ */
+export class TaskIndex {
+  private readonly upsertStmt: Statement<TaskRow>
+  private readonly removeStmt: Statement<[string]>
+
+  private constructor(readonly db: Db) {
+    this.upsertStmt = db.prepare(
+      `INSERT INTO tasks (${COLUMNS.join(', ')}) VALUES (${COLUMNS.map((c) => `@${c}`).join(', ')})
+       ON CONFLICT(uuid) DO UPDATE SET ${COLUMNS.filter((c) => c !== 'uuid').map((c) => `${c} = excluded.${c}`).join(', ')}`,
+    )
+    this.removeStmt = db.prepare('DELETE FROM tasks WHERE uuid = ?')
+  }
+
+  /** Opens (creating and migrating) the index at `path`. */
+  static open(path: string): TaskIndex {
+    const created = !existsSync(path)
+    const db = new Database(path, { timeout: 10_000 })
+    if (created) chmodSync(path, 0o600)
+    db.pragma('journal_mode = WAL')
+    db.pragma('synchronous = NORMAL')
+    migrate(db)
+    return new TaskIndex(db)
+  }
+
+  /** Opens an existing index read-only, or returns null when there is none. */
+  static openExisting(path: string): TaskIndex | null {
+    if (!existsSync(path)) return null
+    return TaskIndex.open(path)
+  }
+
+  upsert(row: TaskRow): void {
+    this.upsertStmt.run(row)
+  }
+
+  upsertMany(rows: readonly TaskRow[]): void {
+    this.db.transaction((all: readonly TaskRow[]) => {
+      for (const row of all) this.upsertStmt.run(row)
+    })(rows)
+  }
+
+  remove(uuid: string): void {
+    this.removeStmt.run(uuid)
+  }
+
+  /** Replaces every row (reindex), in one transaction. */
+  replaceAll(rows: readonly TaskRow[]): void {
+    this.db.transaction((all: readonly TaskRow[]) => {
+      this.db.exec('DELETE FROM tasks')
+      for (const row of all) this.upsertStmt.run(row)
+    })(rows)
+  }
+
+  get(uuid: string): TaskRow | undefined {
+    return this.db.prepare('SELECT * FROM tasks WHERE uuid = ?').get(uuid) as TaskRow | undefined
+  }
+
+  close(): void {
+    this.db.close()
+  }
+}
+
+function migrate(db: Db): void {
+  const version = db.pragma('user_version', { simple: true }) as number
+  if (version >= MIGRATIONS.length) return
+  db.transaction(() => {
+    // Re-read inside the transaction: another process may have migrated meanwhile.
+    const current = db.pragma('user_version', { simple: true }) as number
+    for (let i = current; i < MIGRATIONS.length; i++) db.exec(MIGRATIONS[i] as string)
+    db.pragma(`user_version = ${MIGRATIONS.length}`)
+  }).immediate()
+}
+
+/** The row of a task, from its metadata, state and record counts. */
+export function taskRow(meta: TaskMetadata, state: TaskState | null, location: Location, counts: TaskCounts): TaskRow {
+  const final = state !== null && (state.status === 'completed' || state.status === 'failed' || state.status === 'timeout')
+  return {
+    uuid: meta.uuid,
+    status: state?.status ?? 'initializing',
+    location,
+    task_type: meta.task_type,
+    task_identifier: meta.task_identifier || null,
+    repository: meta.repository || null,
+    user: meta.user,
+    hostname: meta.hostname || null,
+    created_at: meta.created_at || state?.started_at || '',
+    started_at: state?.started_at ?? null,
+    updated_at: state?.updated_at ?? null,
+    completed_at: state?.completed_at ?? null,
+    metadata: JSON.stringify(meta),
+    total_messages: counts.messages,
+    total_summaries: counts.summaries,
+    total_tool_calls: counts.tools,
+    llm_call_count: state?.llm_call_count ?? 0,
+    total_tokens: state?.total_tokens_used ?? 0,
+    compression_count: state?.compression_count ?? counts.summaries,
+    final_token_count: final ? (state?.current_context_tokens ?? null) : null,
+    final_message_count: final ? counts.messages : null,
+    error_message: state?.error ?? null,
+  }
+}

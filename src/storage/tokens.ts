@@ -1,0 +1,22 @@
+/**
+ * Token estimate of seeds 000/003: characters / 4, or characters / 2 when at least
+ * half of the characters are Japanese (kana or kanji), which tokenise far denser.
+ */
+export function estimateTokens(text: string): number {
+  const length = text.length
+  if (length === 0) return 0
+  let japanese = 0
+  for (let i = 0; i < length; i++) {
+    const c = text.charCodeAt(i)
+    // Hiragana, katakana, CJK ideographs (incl. extension A), half-width katakana.
+    if ((c >= 0x3040 && c <= 0x30ff) || (c >= 0x3400 && c <= 0x9fff) || (c >= 0xff66 && c <= 0xff9f)) japanese++
+  }
+  return Math.ceil(japanese * 2 >= length ? length / 2 : length / 4)
+}
+
+/** Tokens of a message as the LLM sees it: its text plus the serialized tool calls. */
+export function estimateMessageTokens(message: { content?: unknown; tool_calls?: unknown }): number {
+  const content = typeof message.content === 'string' ? message.content : message.content == null ? '' : JSON.stringify(message.content)
+  const calls = message.tool_calls == null ? '' : JSON.stringify(message.tool_calls)
+  return estimateTokens(content) + estimateTokens(calls)
+}
