@@ -86,7 +86,7 @@ export interface ConfigLocation {
 
 /** `--config` > `CTXAGENT_CONFIG` > `./config.yaml` > defaults (SPEC §10). */
 export function loadConfig(where: ConfigLocation): LoadedConfig {
-  const explicit = where.flag ?? where.env.CTXAGENT_CONFIG
+  const explicit = where.flag ?? (nonEmpty(where.env.CTXAGENT_CONFIG) ?? undefined)
   const file = explicit ?? 'config.yaml'
   let raw: string | null = null
   try {

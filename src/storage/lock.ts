@@ -107,17 +107,35 @@ function ageText(ms: number): string {
  * re-read of the lock is the truth, so two takers can never both win.
  */
 export async function withLockMutex<T>(dir: string, body: () => T | Promise<T>): Promise<T> {
-  const release = await lockfile.lock(dir, {
-    lockfilePath: join(dir, `${FILES.lock}.mutex`),
-    realpath: false,
-    stale: 5_000,
-    retries: { retries: 400, factor: 1.2, minTimeout: 2, maxTimeout: 50, randomize: true },
-    onCompromised: () => undefined,
-  })
+  const release = await lockMutex(dir)
   try {
     return await body()
   } finally {
     await release().catch(() => undefined)
+  }
+}
+
+const MUTEX_WAIT_MS = 10_000
+
+/**
+ * proper-lockfile retries on every error, including ENOENT when the task directory
+ * was moved away meanwhile; here only "held by someone else" is waited for.
+ */
+async function lockMutex(dir: string): Promise<() => Promise<void>> {
+  const deadline = Date.now() + MUTEX_WAIT_MS
+  for (let wait = 1; ; wait = Math.min(wait * 2, 25)) {
+    try {
+      return await lockfile.lock(dir, {
+        lockfilePath: join(dir, `${FILES.lock}.mutex`),
+        realpath: false,
+        stale: 5_000,
+        retries: 0,
+        onCompromised: () => undefined,
+      })
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ELOCKED' || Date.now() > deadline) throw err
+      await new Promise((resolve) => setTimeout(resolve, wait * (0.5 + Math.random())))
+    }
   }
 }
 
@@ -133,9 +151,11 @@ function writeLockTemp(dir: string, info: LockInfo): string {
   return tmp
 }
 
-function lockIno(dir: string): number | null {
+/** Identity of the lock file as written: a rename or an in-place rewrite changes it. */
+function lockIdentity(dir: string): string | null {
   try {
-    return statSync(join(dir, FILES.lock)).ino
+    const st = statSync(join(dir, FILES.lock))
+    return `${st.ino}:${st.mtimeMs}:${st.size}`
   } catch {
     return null
   }
@@ -149,7 +169,7 @@ export interface AcquireOptions extends StalenessPolicy {
 
 /** A `.lock` held by this process. */
 export class TaskLock {
-  private ino: number | null
+  private identity: string | null
   private released = false
 
   private constructor(
@@ -157,7 +177,7 @@ export class TaskLock {
     readonly info: LockInfo,
     private readonly now: () => Date,
   ) {
-    this.ino = lockIno(dir)
+    this.identity = lockIdentity(dir)
   }
 
   get directory(): string {
@@ -215,7 +235,7 @@ export class TaskLock {
 
   /** Cheap check before a write: the lock file is still the one we wrote. */
   isStillOurs(): boolean {
-    return !this.released && lockIno(this.dir) === this.ino
+    return !this.released && lockIdentity(this.dir) === this.identity
   }
 
   /**
@@ -230,7 +250,7 @@ export class TaskLock {
       this.info.heartbeat_at = this.now().toISOString()
       const tmp = writeLockTemp(this.dir, this.info)
       renameSync(tmp, join(this.dir, FILES.lock))
-      this.ino = lockIno(this.dir)
+      this.identity = lockIdentity(this.dir)
     })
   }
 

@@ -1,0 +1,95 @@
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { cli } from '../helpers/run.js'
+
+const COMMANDS = ['watch-locks', 'unlock', 'reindex']
+
+function scratch(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'ctxagent-cli-'))
+  onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+describe('ctxagent binary', () => {
+  it('prints help and version', () => {
+    const help = cli(['--help'])
+    expect(help.code).toBe(0)
+    for (const c of COMMANDS) expect(help.stdout).toContain(c)
+    expect(cli([]).stdout).toContain('Usage: ctxagent')
+    expect(cli(['--version']).stdout.trim()).toMatch(/^\d+\.\d+\.\d+$/)
+  })
+
+  it.each(COMMANDS)('prints help for %s', (command) => {
+    const res = cli([command, '--help'])
+    expect(res.code).toBe(0)
+    expect(res.stdout).toContain(`Usage: ctxagent ${command}`)
+  })
+
+  it.each(['../x', '/etc/passwd', '*', '', '1234567', 'abcdefgh-xyz'])('rejects task id %j with exit 2 and creates nothing', (id) => {
+    const cwd = scratch()
+    const home = join(cwd, 'home')
+    const res = cli(['unlock', id, '--home', home], {}, cwd)
+    expect(res.code).toBe(2)
+    expect(res.stderr).toMatch(/^ctxagent: .+ \(.+\)\n$/)
+    expect(existsSync(home)).toBe(false)
+    expect(readdirSync(cwd)).toEqual([])
+  })
+
+  it('reports an unknown task with exit 3', () => {
+    const res = cli(['unlock', 'abcdef01', '--home', scratch()])
+    expect(res.code).toBe(3)
+    expect(res.stderr).toMatch(/^ctxagent: no task abcdef01 in .+\n$/)
+  })
+
+  it('rejects a bad config file with exit 2, the key path, and no change on disk', () => {
+    const cwd = scratch()
+    writeFileSync(join(cwd, 'config.yaml'), 'llm:\n  openai:\n    context_length: -1\n')
+    for (const command of [['reindex'], ['watch-locks', '--once'], ['unlock', 'abcdef0123']]) {
+      const res = cli([...command, '--home', join(cwd, 'home')], {}, cwd)
+      expect(res.code).toBe(2)
+      expect(res.stderr).toBe('ctxagent: config.yaml: llm.openai.context_length must be a positive integer (see config.example.yaml for every key and its default)\n')
+    }
+    const viaFlag = cli(['reindex', '--config', 'missing.yaml', '--home', join(cwd, 'home')], {}, cwd)
+    expect(viaFlag.code).toBe(2)
+    expect(readdirSync(cwd)).toEqual(['config.yaml'])
+  })
+
+  it('rejects unknown flags and bad option values with exit 2 and one line', () => {
+    const unknown = cli(['reindex', '--frobnicate'])
+    expect(unknown.code).toBe(2)
+    expect(unknown.stderr).toBe("ctxagent: unknown option '--frobnicate' (see ctxagent --help)\n")
+    const badDuration = cli(['watch-locks', '--interval', 'soon'])
+    expect(badDuration.code).toBe(2)
+    expect(badDuration.stderr.split('\n')).toHaveLength(2)
+    expect(cli(['frobnicate']).code).toBe(2)
+  })
+
+  it('shows a stack trace only with CTXAGENT_DEBUG=1', () => {
+    const cwd = scratch()
+    writeFileSync(join(cwd, 'config.yaml'), 'locks: [1\n')
+    expect(cli(['reindex'], {}, cwd).stderr.split('\n')).toHaveLength(2)
+    expect(cli(['reindex'], { CTXAGENT_DEBUG: '1' }, cwd).stderr).toMatch(/\n\s+at /)
+  })
+
+  it('resolves the base directory: --home > CTXAGENT_HOME > config > ./logs/contexts', () => {
+    const cwd = scratch()
+    for (const d of ['flag', 'env', 'conf', 'logs/contexts']) mkdirSync(join(cwd, d, 'completed'), { recursive: true })
+    const indexedIn = () => ['flag', 'env', 'conf', 'logs/contexts'].filter((d) => existsSync(join(cwd, d, 'tasks.db')))
+    const reset = () => ['flag', 'env', 'conf', 'logs/contexts'].forEach((d) => rmSync(join(cwd, d, 'tasks.db'), { force: true }))
+    writeFileSync(join(cwd, 'config.yaml'), 'context:\n  base_dir: conf\n')
+    expect(cli(['reindex', '--home', 'flag'], { CTXAGENT_HOME: join(cwd, 'env') }, cwd).code).toBe(0)
+    expect(indexedIn()).toEqual(['flag'])
+    reset()
+    cli(['reindex'], { CTXAGENT_HOME: join(cwd, 'env') }, cwd)
+    expect(indexedIn()).toEqual(['env'])
+    reset()
+    cli(['reindex'], {}, cwd)
+    expect(indexedIn()).toEqual(['conf'])
+    reset()
+    rmSync(join(cwd, 'config.yaml'))
+    cli(['reindex'], {}, cwd)
+    expect(indexedIn()).toEqual(['logs/contexts'])
+  })
+})

@@ -1,0 +1,187 @@
+import { existsSync, readdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import Database from 'better-sqlite3'
+import { describe, expect, it } from 'vitest'
+import { hostname, processStart } from '../../src/storage/process-info.js'
+import { makeTree, uuidN } from '../fixtures/tree.js'
+import { cli, cliAsync, deadPid, helper } from '../helpers/run.js'
+import { exitOf, lineFrom, sleep } from '../helpers/wait.js'
+
+const ago = (ms: number) => new Date(Date.now() - ms).toISOString()
+const UUID_LINE = /^[0-9a-f-]{36}$/
+
+function state(dir: string) {
+  return JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8')) as Record<string, unknown>
+}
+
+describe('watch-locks', () => {
+  it('reaps a SIGKILLed owner once stale-after has passed, and not before', async () => {
+    const tree = makeTree()
+    const owner = helper('owner.mjs', [tree.base])
+    const uuid = (await lineFrom(owner, UUID_LINE)).trim()
+    const pid = owner.pid as number
+    owner.kill('SIGKILL')
+    await exitOf(owner)
+
+    const early = cli(['watch-locks', '--once', '--json', '--home', tree.base])
+    expect(early.code).toBe(0)
+    expect(early.stdout).toBe('')
+    expect(existsSync(tree.layout.taskDir('running', uuid))).toBe(true)
+
+    await sleep(1200)
+    const late = cli(['watch-locks', '--once', '--json', '--stale-after', '1s', '--home', tree.base])
+    expect(late.code).toBe(0)
+    const report = JSON.parse(late.stdout) as Record<string, unknown>
+    expect(report).toMatchObject({ uuid, action: 'reaped', pid, hostname: hostname() })
+    const dir = tree.layout.taskDir('completed', uuid)
+    expect(state(dir)).toMatchObject({ status: 'failed', error: expect.stringContaining(`pid ${pid}`) })
+    expect(state(dir).completed_at).toEqual(expect.any(String))
+    expect(existsSync(join(dir, '.lock'))).toBe(false)
+    const db = new Database(join(tree.base, 'tasks.db'), { readonly: true })
+    expect(db.prepare('SELECT status, location FROM tasks WHERE uuid = ?').get(uuid)).toEqual({ status: 'failed', location: 'completed' })
+    db.close()
+  })
+
+  it('never reaps an owner that keeps its heartbeat, even past stale-after', async () => {
+    const tree = makeTree()
+    const owner = helper('owner.mjs', [tree.base, 'idle', '0.2'])
+    const uuid = (await lineFrom(owner, UUID_LINE)).trim()
+    await sleep(1500)
+    const res = cli(['watch-locks', '--once', '--json', '--stale-after', '1s', '--home', tree.base])
+    owner.kill('SIGKILL')
+    await exitOf(owner)
+    expect(res.stdout).toBe('')
+    expect(existsSync(tree.layout.taskDir('running', uuid))).toBe(true)
+  })
+
+  it('two monitors at once move each of 100 stale tasks exactly once', async () => {
+    const tree = makeTree()
+    const pid = deadPid()
+    for (let i = 1; i <= 100; i++) {
+      tree.write({ uuid: uuidN(i), location: 'running', lock: { process_id: pid, hostname: hostname(), acquired_at: ago(600_000), heartbeat_at: ago(300_000) } })
+    }
+    const [a, b] = await Promise.all([
+      cliAsync(['watch-locks', '--once', '--json', '--home', tree.base]),
+      cliAsync(['watch-locks', '--once', '--json', '--home', tree.base]),
+    ])
+    const uuids = `${a.stdout}${b.stdout}`.trim().split('\n').map((l) => (JSON.parse(l) as { uuid: string }).uuid)
+    expect(uuids.sort()).toEqual(Array.from({ length: 100 }, (_, i) => uuidN(i + 1)).sort())
+    expect(readdirSync(tree.layout.dir('running'))).toEqual([])
+    expect(readdirSync(tree.layout.dir('completed'))).toHaveLength(100)
+  })
+
+  it('the per-task takeover alone keeps two concurrent reapers from acting twice', async () => {
+    const tree = makeTree()
+    const pid = deadPid()
+    for (let i = 1; i <= 60; i++) {
+      tree.write({ uuid: uuidN(i), location: 'running', lock: { process_id: pid, hostname: hostname(), acquired_at: ago(600_000), heartbeat_at: ago(300_000) } })
+    }
+    const reapers = [helper('reap-pass.mjs', [tree.base]), helper('reap-pass.mjs', [tree.base])]
+    const outs = reapers.map((r) => {
+      let out = ''
+      r.stdout.on('data', (d: Buffer) => (out += d.toString()))
+      return () => out
+    })
+    await Promise.all(reapers.map(exitOf))
+    const uuids = outs.map((o) => o()).join('').trim().split('\n').map((l) => (JSON.parse(l) as { uuid: string }).uuid)
+    expect(uuids).toHaveLength(60)
+    expect(new Set(uuids).size).toBe(60)
+    expect(readdirSync(tree.layout.dir('completed'))).toHaveLength(60)
+  })
+
+  it('reaps a live pid whose start time differs (reused), and a remote lock by heartbeat; keeps a future heartbeat', () => {
+    const tree = makeTree()
+    tree.write({ uuid: uuidN(1), location: 'running', lock: { process_id: process.pid, process_start: 'other', hostname: hostname(), acquired_at: ago(600_000), heartbeat_at: ago(300_000) } })
+    tree.write({ uuid: uuidN(2), location: 'running', lock: { process_id: 1, hostname: 'far.example', acquired_at: ago(600_000), heartbeat_at: ago(300_000) } })
+    tree.write({ uuid: uuidN(3), location: 'running', lock: { process_id: deadPid(), hostname: hostname(), acquired_at: ago(600_000), heartbeat_at: new Date(Date.now() + 86_400_000).toISOString() } })
+    // The remote lock's mtime must be old too: our clock must agree with theirs.
+    const old = (Date.now() - 300_000) / 1000
+    utimesSync(join(tree.layout.taskDir('running', uuidN(2)), '.lock'), old, old)
+    const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
+    const findings = res.stdout.trim().split('\n').map((l) => JSON.parse(l) as { uuid: string; reason: string; action: string })
+    const reaped = findings.filter((f) => f.action === 'reaped')
+    expect(reaped.map((r) => r.uuid).sort()).toEqual([uuidN(1), uuidN(2)])
+    expect(reaped.find((r) => r.uuid === uuidN(1))?.reason).toContain('reused')
+    expect(existsSync(tree.layout.taskDir('running', uuidN(3)))).toBe(true)
+  })
+
+  it('alerts on tasks running longer than alerts.long_running_hours', () => {
+    const tree = makeTree()
+    tree.write({ uuid: uuidN(7), location: 'running', startedAt: ago(7 * 3_600_000), lock: { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: ago(1000), heartbeat_at: ago(1000) } })
+    const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
+    expect(JSON.parse(res.stdout)).toMatchObject({ uuid: uuidN(7), action: 'alert', reason: expect.stringContaining('running for 7.0h') })
+    const human = cli(['watch-locks', '--once', '--home', tree.base])
+    expect(human.stdout).toMatch(/1 running task\(s\) checked, 0 recovered, 1 alert/)
+  })
+})
+
+describe('unlock', () => {
+  it('refuses a live holder with exit 4, and takes it with --force', () => {
+    const tree = makeTree()
+    tree.write({ uuid: uuidN(9), location: 'running', lock: { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: ago(600_000), heartbeat_at: ago(300_000) } })
+    const refused = cli(['unlock', uuidN(9), '--home', tree.base])
+    expect(refused.code).toBe(4)
+    expect(refused.stderr).toMatch(new RegExp(`^ctxagent: task ${uuidN(9)} is held by pid ${process.pid} on .+\\(.+--force.+\\)\\n$`))
+    expect(existsSync(tree.layout.taskDir('running', uuidN(9)))).toBe(true)
+    const forced = cli(['unlock', '00000009', '--force', '--json', '--home', tree.base])
+    expect(forced.code).toBe(0)
+    expect(JSON.parse(forced.stdout)).toMatchObject({ uuid: uuidN(9), action: 'reaped' })
+    expect(state(tree.layout.taskDir('completed', uuidN(9))).status).toBe('failed')
+    const audit = readFileSync(join(tree.base, 'audit.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>)
+    expect(audit).toEqual([expect.objectContaining({ command: 'unlock', uuid: uuidN(9), os_user: expect.any(String), ts: expect.any(String) })])
+  })
+
+  it('reaps a dead holder and says so', () => {
+    const tree = makeTree()
+    tree.write({ uuid: uuidN(10), location: 'running', lock: { process_id: deadPid(), hostname: hostname(), acquired_at: ago(600_000), heartbeat_at: ago(300_000) } })
+    const res = cli(['unlock', uuidN(10), '--home', tree.base])
+    expect(res.code).toBe(0)
+    expect(res.stdout).toContain('reaped')
+  })
+
+  it('stops an owner whose lock was taken: it writes nothing more and exits with an error', async () => {
+    const tree = makeTree()
+    const owner = helper('owner.mjs', [tree.base, 'write', '0.2'])
+    const uuid = (await lineFrom(owner, UUID_LINE)).trim()
+    await sleep(300)
+    const res = cli(['unlock', uuid, '--force', '--home', tree.base])
+    expect(res.code).toBe(0)
+    const exit = await exitOf(owner)
+    expect(exit.code).toBe(7)
+    const file = join(tree.layout.taskDir('completed', uuid), 'messages.jsonl')
+    const before = readFileSync(file, 'utf8')
+    await sleep(300)
+    expect(readFileSync(file, 'utf8')).toBe(before)
+    expect(before.trim().split('\n').every((l) => JSON.parse(l) !== null)).toBe(true)
+  })
+})
+
+describe('reindex', () => {
+  it('rebuilds tasks.db from every location, including both seed formats, and reports unreadable directories', () => {
+    const tree = makeTree()
+    tree.write({ uuid: uuidN(1), location: 'completed', messages: 12, summaries: 2, tools: 4 })
+    tree.write({ uuid: uuidN(2), location: 'paused', format: 'seed003', messages: 5 })
+    tree.write({ uuid: uuidN(3), location: 'running', messages: 1 })
+    const broken = tree.write({ uuid: uuidN(4), location: 'completed' })
+    writeFileSync(join(broken, 'metadata.json'), '{not json')
+    const res = cli(['reindex', '--home', tree.base])
+    expect(res.code).toBe(0)
+    expect(res.stdout).toContain('indexed 3 task(s)')
+    expect(res.stdout).toContain(`completed/${uuidN(4)}`)
+    const db = new Database(join(tree.base, 'tasks.db'), { readonly: true })
+    const rows = db.prepare('SELECT uuid, location, status, total_messages, total_summaries, total_tool_calls, task_type, repository FROM tasks ORDER BY uuid').all()
+    db.close()
+    expect(rows).toEqual([
+      { uuid: uuidN(1), location: 'completed', status: 'completed', total_messages: 12, total_summaries: 2, total_tool_calls: 4, task_type: 'github_issue', repository: 'notfolder/coding_agent' },
+      { uuid: uuidN(2), location: 'paused', status: 'paused', total_messages: 5, total_summaries: 1, total_tool_calls: 1, task_type: 'github_issue', repository: 'notfolder/coding_agent' },
+      { uuid: uuidN(3), location: 'running', status: 'processing', total_messages: 1, total_summaries: 1, total_tool_calls: 1, task_type: 'github_issue', repository: 'notfolder/coding_agent' },
+    ])
+  })
+
+  it('finishes a task that died between its move to completed/ and its final status', () => {
+    const tree = makeTree()
+    const dir = tree.write({ uuid: uuidN(5), location: 'completed', status: 'completing' })
+    expect(cli(['reindex', '--home', tree.base]).code).toBe(0)
+    expect(state(dir).status).toBe('completed')
+  })
+})

@@ -1,0 +1,27 @@
+// A task owner: creates a task under <base>, prints its uuid, keeps the heartbeat
+// running and (mode "write") appends a message every 20 ms. Exits 7 when its lock
+// is taken from it.
+import { parseConfig } from '../../dist/config.js'
+import { Layout } from '../../dist/storage/layout.js'
+import { createTask } from '../../dist/storage/task-handle.js'
+
+const [base, mode = 'idle', heartbeat = '0.2'] = process.argv.slice(2)
+const config = parseConfig(`locks:\n  heartbeat_seconds: ${heartbeat}\n`)
+const env = { layout: new Layout(base), config, index: null, now: () => new Date(), warn: (m) => process.stderr.write(`${m}\n`) }
+const handle = await createTask(env, { task_key: { task_source: 'local', owner: 'me', repo: 'demo', task_type: 'task', task_id: '1' }, user: 'tester' }, {
+  onLost: () => {
+    process.stdout.write('lost\n')
+    process.exit(7)
+  },
+})
+await handle.setStatus('processing')
+process.stdout.write(`${handle.uuid}\n`)
+setInterval(() => {
+  if (mode !== 'write') return
+  try {
+    handle.addMessage({ role: 'assistant', content: 'working' })
+  } catch (err) {
+    process.stdout.write(`lost: ${err.message}\n`)
+    process.exit(7)
+  }
+}, 20)

@@ -1,0 +1,46 @@
+import { spawn, spawnSync } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url))
+export const BIN = `${ROOT}bin/ctxagent`
+
+export interface CliResult {
+  code: number
+  stdout: string
+  stderr: string
+}
+
+/** Runs the built binary, as an operator would. */
+export function cli(args: string[], env: Record<string, string> = {}, cwd = ROOT): CliResult {
+  const res = spawnSync(process.execPath, [BIN, ...args], {
+    cwd,
+    encoding: 'utf8',
+    env: { ...process.env, NO_COLOR: '1', CTXAGENT_DEBUG: '', CTXAGENT_HOME: '', CTXAGENT_CONFIG: '', ...env },
+  })
+  return { code: res.status ?? -1, stdout: res.stdout, stderr: res.stderr }
+}
+
+/** Same, without blocking the event loop (for several at once). */
+export function cliAsync(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [BIN, ...args], {
+      cwd: ROOT,
+      env: { ...process.env, NO_COLOR: '1', CTXAGENT_DEBUG: '', CTXAGENT_HOME: '', CTXAGENT_CONFIG: '', ...env },
+    })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }))
+  })
+}
+
+/** Starts a helper script (test/helpers/*.mjs) as a real child process. */
+export function helper(name: string, args: string[]) {
+  return spawn(process.execPath, [`${ROOT}test/helpers/${name}`, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+}
+
+/** A pid that certainly belonged to a process that has exited. */
+export function deadPid(): number {
+  return spawnSync(process.execPath, ['-e', '0']).pid as number
+}

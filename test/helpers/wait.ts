@@ -1,0 +1,27 @@
+import type { ChildProcess } from 'node:child_process'
+
+/** Resolves with the first stdout line of `child` that matches `pattern`. */
+export function lineFrom(child: ChildProcess, pattern: RegExp): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let buffer = ''
+    const onData = (d: Buffer) => {
+      buffer += d.toString()
+      for (const line of buffer.split('\n')) {
+        if (pattern.test(line)) {
+          child.stdout?.off('data', onData)
+          resolve(line)
+          return
+        }
+      }
+    }
+    child.stdout?.on('data', onData)
+    child.once('exit', (code) => reject(new Error(`child exited (${code}) before printing ${pattern}`)))
+  })
+}
+
+export function exitOf(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve({ code: child.exitCode, signal: child.signalCode })
+  return new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
