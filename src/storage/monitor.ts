@@ -40,7 +40,14 @@ export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<P
   const findings: Finding[] = []
   const running = listTasks(env.layout, ['running'])
   for (const ref of running) {
-    const outcome = await reapTask(env, ref, { policy: options.policy })
+    let outcome
+    try {
+      outcome = await reapTask(env, ref, { policy: options.policy })
+    } catch (err) {
+      // One unreadable or vanishing task must not stop the pass for all the others.
+      env.warn(`task ${ref.uuid}: ${(err as Error).message}`)
+      continue
+    }
     if (outcome.done) {
       findings.push(outcome.report)
       continue

@@ -1,5 +1,6 @@
 import { renameSync } from 'node:fs'
 import { CtxError, isErrno, LockedError } from '../errors.js'
+import { LOCATIONS } from './layout.js'
 import type { Location, TaskRef } from './layout.js'
 import { judgeLock, readLock, TaskLock } from './lock.js'
 import type { LockInfo, StalenessPolicy, Verdict } from './lock.js'
@@ -42,21 +43,25 @@ export interface ReapOptions {
 export async function reapTask(env: TaskEnv, ref: TaskRef, options: ReapOptions): Promise<ReapOutcome> {
   const lock = readLock(ref.dir)
   let verdict: Verdict
-  let holder: LockInfo | null = lock?.info ?? null
-  const state = safeState(ref.dir)
+  const holder: LockInfo | null = lock?.info ?? null
   if (lock !== null) {
     verdict = judgeLock(lock, env.now(), options.policy)
     if (!verdict.stale && options.force !== true) return { done: false, reason: verdict.reason, holder }
     if (!verdict.stale) verdict = { stale: true, reason: `forced by operator while ${verdict.reason}` }
-  } else if (state !== null && isSettled(state)) {
-    verdict = { stale: true, reason: `owner stopped before moving the task (status ${state.status})` }
   } else {
+    // No lock: an owner (or another reaper) between releasing it and moving the
+    // directory, a task still being created, or a dead one. Only an old state.json
+    // tells them apart, so nothing happens until stale_after has passed.
+    const state = safeState(ref.dir)
     const updated = Date.parse(state?.updated_at ?? '')
     const age = env.now().getTime() - (Number.isNaN(updated) ? 0 : updated)
     if (age <= options.policy.staleAfterMs && options.force !== true) {
       return { done: false, reason: `no lock, but state.json was updated ${Math.round(age / 1000)}s ago`, holder: null }
     }
-    verdict = { stale: true, reason: `no lock and no update for ${Math.round(age / 1000)}s` }
+    verdict =
+      state !== null && isSettled(state)
+        ? { stale: true, reason: `owner stopped before moving the task (status ${state.status})` }
+        : { stale: true, reason: `no lock and no update for ${Math.round(age / 1000)}s` }
   }
 
   let taken: TaskLock
@@ -98,8 +103,22 @@ export async function reapTask(env: TaskEnv, ref: TaskRef, options: ReapOptions)
       },
     }
   } catch (err) {
+    if (isErrno(err, 'ENOENT')) {
+      // The directory moved away with our lock inside it: take that lock back out.
+      await releaseWherever(env, ref.uuid, taken)
+      return { done: false, reason: 'the task left running/ meanwhile', holder }
+    }
     await taken.release().catch(() => undefined)
     throw err
+  }
+}
+
+async function releaseWherever(env: TaskEnv, uuid: string, lock: TaskLock): Promise<void> {
+  for (const location of LOCATIONS) {
+    const dir = env.layout.taskDir(location, uuid)
+    if (readLock(dir)?.info?.token !== lock.token) continue
+    lock.movedTo(dir)
+    await lock.release().catch(() => undefined)
   }
 }
 

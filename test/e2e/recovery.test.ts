@@ -105,6 +105,22 @@ describe('watch-locks', () => {
     expect(existsSync(tree.layout.taskDir('running', uuidN(3)))).toBe(true)
   })
 
+  it('moves a lock-less task whose owner stopped before its move only after stale-after', () => {
+    const tree = makeTree()
+    tree.write({ uuid: uuidN(11), location: 'running', status: 'failed', state: { updated_at: new Date().toISOString() } })
+    tree.write({ uuid: uuidN(12), location: 'running', status: 'paused', state: { updated_at: ago(120_000) } })
+    tree.write({ uuid: uuidN(13), location: 'running', status: 'processing', state: { updated_at: ago(120_000) } })
+    const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
+    const acted = res.stdout.trim().split('\n').map((l) => JSON.parse(l) as { uuid: string; action: string }).filter((f) => f.action !== 'alert')
+    expect(acted.map((f) => [f.uuid, f.action]).sort()).toEqual([
+      [uuidN(12), 'finished'],
+      [uuidN(13), 'reaped'],
+    ])
+    expect(existsSync(tree.layout.taskDir('running', uuidN(11)))).toBe(true)
+    expect(state(tree.layout.taskDir('paused', uuidN(12))).status).toBe('paused')
+    expect(state(tree.layout.taskDir('completed', uuidN(13)))).toMatchObject({ status: 'failed', error: expect.stringContaining('no lock held') })
+  })
+
   it('alerts on tasks running longer than alerts.long_running_hours', () => {
     const tree = makeTree()
     tree.write({ uuid: uuidN(7), location: 'running', startedAt: ago(7 * 3_600_000), lock: { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: ago(1000), heartbeat_at: ago(1000) } })
