@@ -45,8 +45,18 @@ export function openPrivate(path: string, flags: string): number {
   return fd
 }
 
-/** Writes all of `buf` at the fd's position, looping on short writes. */
-export function writeAll(fd: number, buf: Buffer): void {
+/** Writes all of `data` at the fd's position, looping on short writes. */
+export function writeAll(fd: number, data: Buffer | string): void {
+  let buf: Buffer
+  if (typeof data === 'string') {
+    // One write of the string, encoded natively without an intermediate Buffer; a
+    // short write (disk full, signal) continues from the bytes that did land.
+    const written = writeSync(fd, data)
+    if (written === Buffer.byteLength(data)) return
+    buf = Buffer.from(data).subarray(written)
+  } else {
+    buf = data
+  }
   let offset = 0
   while (offset < buf.length) offset += writeSync(fd, buf, offset, buf.length - offset)
 }

@@ -3,7 +3,7 @@ import { writeFileAtomic } from './files.js'
 import { JsonlAppender, tailPlainSync } from './jsonl.js'
 import { FILES } from './layout.js'
 import { maskText, maskValue } from './mask.js'
-import { normalizeMessage, toWindowMessage } from './records.js'
+import { normalizeMessage } from './records.js'
 import type { Role, StoredMessage, ToolCall, WindowMessage } from './records.js'
 import { SequencedLog } from './sequenced-log.js'
 import type { LogOptions } from './sequenced-log.js'
@@ -35,6 +35,7 @@ export interface MessageStoreOptions extends LogOptions {
  */
 export class MessageStore {
   private readonly recentMessages: StoredMessage[]
+  private contentBuffer: Buffer = Buffer.alloc(0)
 
   private constructor(
     readonly dir: string,
@@ -77,8 +78,11 @@ export class MessageStore {
     if (input.tool_call_id !== undefined) fields.tool_call_id = input.tool_call_id
     if (toolCalls !== undefined) fields.tool_calls = toolCalls
     if (input.visible === false) fields.visible = false
-    const stored: StoredMessage = this.log.append(fields)
-    if (stored.visible !== false) this.current.append(toWindowMessage(stored))
+    // The content is most of the bytes: JSON-escaped and UTF-8-encoded once, then
+    // spliced into both lines (each still one Buffer and one write).
+    const escaped = this.encode(JSON.stringify(content))
+    const stored: StoredMessage = this.log.appendSpliced(fields, escaped, (record) => messageParts(record as StoredMessage))
+    if (stored.visible !== false) this.current.appendSpliced(...windowParts(stored, escaped))
     this.remember(stored)
     return stored
   }
@@ -99,9 +103,39 @@ export class MessageStore {
     this.current.close()
   }
 
+  /** UTF-8 of `text` in a buffer reused from one message to the next. */
+  private encode(text: string): Buffer {
+    const size = 3 * text.length // an upper bound of its UTF-8 length, without measuring it
+    if (this.contentBuffer.length < size) this.contentBuffer = Buffer.allocUnsafe(Math.max(size, this.contentBuffer.length * 2))
+    return this.contentBuffer.subarray(0, this.contentBuffer.write(text, 0))
+  }
+
   private remember(message: StoredMessage): void {
     this.recentMessages.push(message)
     const keep = this.options.memoryMessages ?? 20
     if (this.recentMessages.length > keep) this.recentMessages.splice(0, this.recentMessages.length - keep)
   }
+}
+
+/**
+ * A messages.jsonl line as head + escaped content + tail, so that the largest
+ * field is serialized once; the whole is byte-equal to JSON.stringify(record).
+ */
+function messageParts(m: StoredMessage): [string, string] {
+  let tail = `,"timestamp":${JSON.stringify(m.timestamp)},"token_count":${m.token_count}${optionalFields(m)}`
+  if (m.visible === false) tail += ',"visible":false'
+  return [`{"seq":${m.seq},"role":${JSON.stringify(m.role)},"content":`, `${tail}}\n`]
+}
+
+/** A current.jsonl line, JSON.stringify(toWindowMessage(m)), in the same three parts. */
+function windowParts(m: StoredMessage, content: Buffer): [string, Buffer, string] {
+  return [`{"role":${JSON.stringify(m.role)},"content":`, content, `${optionalFields(m)}}\n`]
+}
+
+function optionalFields(m: StoredMessage): string {
+  let out = ''
+  if (m.tool_name !== undefined) out += `,"tool_name":${JSON.stringify(m.tool_name)}`
+  if (m.tool_call_id !== undefined) out += `,"tool_call_id":${JSON.stringify(m.tool_call_id)}`
+  if (m.tool_calls !== undefined) out += `,"tool_calls":${JSON.stringify(m.tool_calls)}`
+  return out
 }

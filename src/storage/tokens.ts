@@ -2,9 +2,13 @@
  * Token estimate of seeds 000/003: characters / 4, or characters / 2 when at least
  * half of the characters are Japanese (kana or kanji), which tokenise far denser.
  */
+const JAPANESE = /[\u3040-\u30ff\u3400-\u9fff\uff66-\uff9f]/
+
 export function estimateTokens(text: string): number {
   const length = text.length
   if (length === 0) return 0
+  // Fast path: one native scan tells that most texts hold no Japanese at all.
+  if (!JAPANESE.test(text)) return Math.ceil(length / 4)
   let japanese = 0
   for (let i = 0; i < length; i++) {
     const c = text.charCodeAt(i)

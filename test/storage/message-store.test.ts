@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { readJsonl } from '../../src/storage/jsonl.js'
 import { MessageStore } from '../../src/storage/message-store.js'
-import { normalizeMessage, normalizeSummary } from '../../src/storage/records.js'
+import { normalizeMessage, normalizeSummary, toWindowMessage } from '../../src/storage/records.js'
 import { PlanningStore, SummaryStore, ToolStore } from '../../src/storage/stores.js'
 import { makeTree } from '../fixtures/tree.js'
 
@@ -35,6 +35,23 @@ describe('MessageStore', () => {
     const current = lines(join(dir, 'current.jsonl'))
     expect(current.map((m) => m.role)).toEqual(['system', 'user', 'assistant', 'tool'])
     expect(current[3]).toEqual({ role: 'tool', content: 'file text', tool_name: 'read', tool_call_id: 'c1' })
+  })
+
+  it('writes lines identical to JSON.stringify of the stored record', () => {
+    const dir = makeTree().base
+    const store = MessageStore.open(dir, { now: fixed })
+    const calls = [{ id: 'c"1', type: 'function' as const, function: { name: 'run', arguments: '{"cmd":"echo \\"hi\\"\\n"}' } }]
+    const stored = [
+      store.add({ role: 'user', content: 'quotes " backslash \\ newline \n tab \t unicode 日本 \u2028 emoji 🎉' }),
+      store.add({ role: 'assistant', content: '', tool_calls: calls }),
+      store.add({ role: 'tool', content: 'out', tool_name: 'run', tool_call_id: 'c"1' }),
+      store.add({ role: 'system', content: 'hidden', visible: false }),
+    ]
+    store.close()
+    const messageText = readFileSync(join(dir, 'messages.jsonl'), 'utf8')
+    expect(messageText).toBe(stored.map((m) => `${JSON.stringify(m)}\n`).join(''))
+    const currentText = readFileSync(join(dir, 'current.jsonl'), 'utf8')
+    expect(currentText).toBe(stored.slice(0, 3).map((m) => `${JSON.stringify(toWindowMessage(m))}\n`).join(''))
   })
 
   it('continues seq after a restart and after a torn tail, keeping only recent messages in memory', () => {
