@@ -188,15 +188,18 @@ export interface TailResult {
  * blocks: the cost depends on the size of those records, not of the file. A `.gz`
  * cannot be read backwards and is streamed instead.
  */
-export async function tailJsonl(path: string, n: number): Promise<TailResult> {
+export async function tailJsonl(path: string, n: number, keep: RecordFilter = () => true): Promise<TailResult> {
   const file = resolveDataFile(path)
   if (file === null || n <= 0) return { records: [], bad: [] }
-  if (file.endsWith('.gz')) return tailByStreaming(path, n)
-  return tailPlainSync(file, n)
+  if (file.endsWith('.gz')) return tailByStreaming(path, n, keep)
+  return tailPlainSync(file, n, keep)
 }
 
+/** Which records a tail read counts towards its `n`. */
+export type RecordFilter = (record: JsonRecord) => boolean
+
 /** tailJsonl for a plain (not gzipped) file that exists, synchronously: for writers reopening their logs. */
-export function tailPlainSync(file: string, n: number): TailResult {
+export function tailPlainSync(file: string, n: number, keep: RecordFilter = () => true): TailResult {
   const fd = openSync(file, 'r')
   try {
     const size = fstatSync(fd).size
@@ -221,7 +224,7 @@ export function tailPlainSync(file: string, n: number): TailResult {
       let at = block.lastIndexOf(NEWLINE, lineEnd - 1)
       while (at >= 0 && found.length < n) {
         lineFromEnd++
-        collect(block.subarray(at + 1, lineEnd), lineFromEnd, found, bad)
+        collect(block.subarray(at + 1, lineEnd), lineFromEnd, found, bad, keep)
         lineEnd = at
         at = lineEnd > 0 ? block.lastIndexOf(NEWLINE, lineEnd - 1) : -1
       }
@@ -229,7 +232,7 @@ export function tailPlainSync(file: string, n: number): TailResult {
       pos = start
       if (pos === 0 && found.length < n && carry.length > 0) {
         lineFromEnd++
-        collect(carry, lineFromEnd, found, bad)
+        collect(carry, lineFromEnd, found, bad, keep)
       }
     }
     return { records: found.reverse(), bad }
@@ -238,15 +241,15 @@ export function tailPlainSync(file: string, n: number): TailResult {
   }
 }
 
-function collect(bytes: Buffer, lineFromEnd: number, found: JsonRecord[], bad: BadLine[]): void {
+function collect(bytes: Buffer, lineFromEnd: number, found: JsonRecord[], bad: BadLine[], keep: RecordFilter): void {
   const text = bytes.toString('utf8')
   if (text.trim() === '') return
   const record = parseLine(text)
   if (record === null) bad.push({ line: lineFromEnd, reason: 'invalid' })
-  else found.push(record)
+  else if (keep(record)) found.push(record)
 }
 
-async function tailByStreaming(path: string, n: number): Promise<TailResult> {
+async function tailByStreaming(path: string, n: number, keep: RecordFilter): Promise<TailResult> {
   const ring: JsonRecord[] = []
   const bad: BadLine[] = []
   for await (const item of readJsonl(path)) {
@@ -254,6 +257,7 @@ async function tailByStreaming(path: string, n: number): Promise<TailResult> {
       bad.push(item.bad)
       continue
     }
+    if (!keep(item.record)) continue
     ring.push(item.record)
     if (ring.length > n) ring.shift()
   }

@@ -43,15 +43,29 @@ export function writeMetadata(dir: string, metadata: TaskMetadata): void {
  */
 export function readMetadata(dir: string): TaskMetadata {
   const path = join(dir, FILES.metadata)
-  let raw: Record<string, unknown>
+  let text: string
   try {
-    raw = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>
+    text = readFileSync(path, 'utf8')
   } catch (err) {
-    if (isErrno(err, 'ENOENT')) throw new NotFoundError(`${path} is missing`, 'the task directory is incomplete; see ctxagent reindex')
+    throw missingMetadata(path, err)
+  }
+  return parseMetadata(text, path)
+}
+
+function missingMetadata(path: string, err: unknown): Error {
+  if (isErrno(err, 'ENOENT')) return new NotFoundError(`${path} is missing`, 'the task directory is incomplete; see ctxagent reindex')
+  return err as Error
+}
+
+export function parseMetadata(text: string, path: string): TaskMetadata {
+  let raw: unknown
+  try {
+    raw = JSON.parse(text)
+  } catch {
     throw new CorruptRecordError(`${path} is not valid JSON`, 'restore it from a backup or remove the task')
   }
-  if (raw === null || typeof raw !== 'object') throw new CorruptRecordError(`${path} is not a JSON object`, 'restore it from a backup')
-  return normalizeMetadata(raw)
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new CorruptRecordError(`${path} is not a JSON object`, 'restore it from a backup')
+  return normalizeMetadata(raw as Record<string, unknown>)
 }
 
 export function normalizeMetadata(raw: Record<string, unknown>): TaskMetadata {

@@ -3,7 +3,7 @@ import { CtxError, LockedError } from '../errors.js'
 import { makePrivateDir } from './files.js'
 import type { TaskRef } from './layout.js'
 import { TaskLock } from './lock.js'
-import type { StalenessPolicy } from './lock.js'
+import type { LockInfo, StalenessPolicy } from './lock.js'
 import { finishCompleting, reapTask } from './reaper.js'
 import type { ReapReport } from './reaper.js'
 import { readState } from './state.js'
@@ -56,20 +56,27 @@ export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<P
     if (alert) findings.push(alert)
   }
   for (const ref of completingInIndex(env)) {
-    if (await finishCompleting(env, ref)) {
+    if ((await finishCompleting(env, ref)) !== null) {
       findings.push({ uuid: ref.uuid, action: 'finished', reason: 'completion was interrupted after the move', pid: null, hostname: null, heartbeat_at: null })
     }
   }
   return { checked: running.length, findings }
 }
 
-function longRunning(env: TaskEnv, ref: TaskRef, limitMs: number, holder: { process_id: number; hostname: string; heartbeat_at: string } | null): Alert | null {
-  let started: number
-  try {
-    started = Date.parse(readState(ref.dir)?.started_at ?? '')
-  } catch (err) {
-    if (err instanceof CtxError) return null
-    throw err
+/**
+ * A task counts as running since its owner took the lock (`acquired_at`): a task
+ * resumed an hour ago after a week in paused/ has been running for an hour. Only a
+ * task without a readable lock falls back to state.json's started_at.
+ */
+function longRunning(env: TaskEnv, ref: TaskRef, limitMs: number, holder: LockInfo | null): Alert | null {
+  let started = Date.parse(holder?.acquired_at ?? '')
+  if (Number.isNaN(started)) {
+    try {
+      started = Date.parse(readState(ref.dir)?.started_at ?? '')
+    } catch (err) {
+      if (err instanceof CtxError) return null
+      throw err
+    }
   }
   if (Number.isNaN(started)) return null
   const age = env.now().getTime() - started

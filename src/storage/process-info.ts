@@ -2,8 +2,12 @@ import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { hostname as osHostname } from 'node:os'
 
+let cachedHostname: string | undefined
+
+/** This machine's name (asked once: locks compare it for every task). */
 export function hostname(): string {
-  return osHostname()
+  cachedHostname ??= osHostname()
+  return cachedHostname
 }
 
 /**

@@ -122,13 +122,15 @@ async function releaseWherever(env: TaskEnv, uuid: string, lock: TaskLock): Prom
   }
 }
 
-/** A completed/ task still saying `completing` (its owner died after the move) is completed. */
-export async function finishCompleting(env: TaskEnv, ref: TaskRef): Promise<boolean> {
-  const state = safeState(ref.dir)
-  if (state?.status !== 'completing') return false
-  const next = await updateState(ref.dir, (s) => ({ status: 'completed', completed_at: s.completed_at ?? env.now().toISOString() }), env.now())
+/**
+ * A completed/ task still saying `completing` (its owner died after the move) is
+ * completed. Returns its new state, or null when it was not completing.
+ */
+export async function finishCompleting(env: TaskEnv, ref: TaskRef): Promise<TaskState | null> {
+  if (safeState(ref.dir)?.status !== 'completing') return null
+  const next = await updateState(ref.dir, (s) => (s.status === 'completing' ? { status: 'completed', completed_at: s.completed_at ?? env.now().toISOString() } : {}), env.now())
   await reindexOne(env, ref, next)
-  return true
+  return next
 }
 
 function isSettled(state: TaskState): boolean {

@@ -22,10 +22,13 @@ export async function rebuildIndex(env: TaskEnv, onProgress: (done: number, tota
   const rows: TaskRow[] = []
   let done = 0
   for (const ref of refs) {
-    if (ref.location === 'completed') await finishCompleting({ ...env, index: null }, ref)
     const scanned = await scanTask(ref)
     if (scanned.ok) {
-      const { metadata, state, counts } = scanned.task
+      const { metadata, counts } = scanned.task
+      let state = scanned.task.state
+      if (ref.location === 'completed' && state?.status === 'completing') {
+        state = await finishCompleting({ ...env, index: null }, ref)
+      }
       rows.push(taskRow(metadata, state, ref.location, counts))
       result.by_location[ref.location]++
     } else {

@@ -70,11 +70,18 @@ export function readState(dir: string): TaskState | null {
     if (isErrno(err, 'ENOENT')) return null
     throw err
   }
+  return parseState(text, path)
+}
+
+export function parseState(text: string, path: string): TaskState {
+  let raw: unknown
   try {
-    return normalizeState(JSON.parse(text) as Record<string, unknown>)
+    raw = JSON.parse(text)
   } catch {
     throw new CorruptRecordError(`${path} is not valid JSON`, 'restore it, or remove it and run ctxagent reindex')
   }
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new CorruptRecordError(`${path} is not a JSON object`, 'restore it, or remove it and run ctxagent reindex')
+  return normalizeState(raw as Record<string, unknown>)
 }
 
 function normalizeState(raw: Record<string, unknown>): TaskState {

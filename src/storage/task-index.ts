@@ -85,12 +85,12 @@ const COLUMNS: readonly (keyof TaskRow)[] = [
  * can use it at once.
  */
 export class TaskIndex {
-  private readonly upsertStmt: Statement<TaskRow>
+  private readonly upsertStmt: Statement<unknown[]>
   private readonly removeStmt: Statement<[string]>
 
   private constructor(readonly db: Db) {
     this.upsertStmt = db.prepare(
-      `INSERT INTO tasks (${COLUMNS.join(', ')}) VALUES (${COLUMNS.map((c) => `@${c}`).join(', ')})
+      `INSERT INTO tasks (${COLUMNS.join(', ')}) VALUES (${COLUMNS.map(() => '?').join(', ')})
        ON CONFLICT(uuid) DO UPDATE SET ${COLUMNS.filter((c) => c !== 'uuid').map((c) => `${c} = excluded.${c}`).join(', ')}`,
     )
     this.removeStmt = db.prepare('DELETE FROM tasks WHERE uuid = ?')
@@ -114,25 +114,20 @@ export class TaskIndex {
   }
 
   upsert(row: TaskRow): void {
-    this.upsertStmt.run(row)
-  }
-
-  upsertMany(rows: readonly TaskRow[]): void {
-    this.db.transaction((all: readonly TaskRow[]) => {
-      for (const row of all) this.upsertStmt.run(row)
-    })(rows)
+    this.upsertStmt.run(values(row))
   }
 
   remove(uuid: string): void {
     this.removeStmt.run(uuid)
   }
 
-  /** Replaces every row (reindex), in one transaction. */
+  /** Replaces every row (reindex), in one transaction, in key order (cheaper B-tree inserts). */
   replaceAll(rows: readonly TaskRow[]): void {
-    this.db.transaction((all: readonly TaskRow[]) => {
+    const sorted = [...rows].sort((a, b) => (a.uuid < b.uuid ? -1 : a.uuid > b.uuid ? 1 : 0))
+    this.db.transaction(() => {
       this.db.exec('DELETE FROM tasks')
-      for (const row of all) this.upsertStmt.run(row)
-    })(rows)
+      for (const row of sorted) this.upsertStmt.run(values(row))
+    })()
   }
 
   get(uuid: string): TaskRow | undefined {
@@ -142,6 +137,11 @@ export class TaskIndex {
   close(): void {
     this.db.close()
   }
+}
+
+/** Positional parameters: binding 22 named ones per row costs more than the insert. */
+function values(row: TaskRow): unknown[] {
+  return COLUMNS.map((column) => row[column])
 }
 
 function migrate(db: Db): void {

@@ -123,11 +123,13 @@ describe('watch-locks', () => {
 
   it('alerts on tasks running longer than alerts.long_running_hours', () => {
     const tree = makeTree()
-    tree.write({ uuid: uuidN(7), location: 'running', startedAt: ago(7 * 3_600_000), lock: { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: ago(1000), heartbeat_at: ago(1000) } })
+    // Running since the lock was taken 7 h ago; another task started long ago but resumed just now is not.
+    tree.write({ uuid: uuidN(7), location: 'running', lock: { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: ago(7 * 3_600_000), heartbeat_at: ago(1000) } })
+    tree.write({ uuid: uuidN(8), location: 'running', startedAt: ago(9 * 86_400_000), lock: { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: ago(60_000), heartbeat_at: ago(1000) } })
     const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
     expect(JSON.parse(res.stdout)).toMatchObject({ uuid: uuidN(7), action: 'alert', reason: expect.stringContaining('running for 7.0h') })
     const human = cli(['watch-locks', '--once', '--home', tree.base])
-    expect(human.stdout).toMatch(/1 running task\(s\) checked, 0 recovered, 1 alert/)
+    expect(human.stdout).toMatch(/2 running task\(s\) checked, 0 recovered, 1 alert/)
   })
 })
 
