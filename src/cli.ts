@@ -1,7 +1,9 @@
 import { readFileSync } from 'node:fs'
 import { Command, CommanderError, Option } from 'commander'
 import { reindexCommand } from './commands/reindex.js'
+import { statsCommand } from './commands/stats.js'
 import { unlockCommand } from './commands/unlock.js'
+import { viewCommand } from './commands/view/index.js'
 import { watchLocksCommand } from './commands/watch-locks.js'
 import { CtxError } from './errors.js'
 
@@ -18,7 +20,7 @@ export function buildProgram(): Command {
     .showSuggestionAfterError(true)
     .enablePositionalOptions(false)
 
-  for (const command of [watchLocksCommand(), unlockCommand(), reindexCommand()]) program.addCommand(command)
+  for (const command of [viewCommand(), statsCommand(), watchLocksCommand(), unlockCommand(), reindexCommand()]) program.addCommand(command)
   for (const command of [program, ...program.commands]) {
     command.exitOverride()
     // Commander's own error text is replaced by our one-line form in report().
@@ -29,6 +31,11 @@ export function buildProgram(): Command {
 
 /** Runs the CLI; the only place that decides the exit code. */
 export async function main(argv: string[]): Promise<void> {
+  // `ctxagent view … | head` closes stdout early: that is the reader's choice, not a failure.
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(0)
+    throw err
+  })
   const program = buildProgram()
   try {
     if (argv.length <= 2) {

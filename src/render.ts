@@ -5,6 +5,8 @@ import type { Io } from './io.js'
 export function table(io: Io, head: string[], rows: (string | number)[][]): string {
   const t = new Table({
     head: head.map((h) => io.chalk.bold(h)),
+    // No rule between rows: long listings stay readable.
+    chars: { mid: '', 'left-mid': '', 'mid-mid': '', 'right-mid': '' },
     style: { head: io.color ? ['cyan'] : [], border: io.color ? ['grey'] : [] },
   })
   for (const row of rows) t.push(row.map(String))

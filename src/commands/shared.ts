@@ -35,12 +35,6 @@ export function positiveIntArg(value: string): number {
   return n
 }
 
-export function dateArg(value: string): Date {
-  const date = new Date(/^\d{4}-\d{2}-\d{2}$/.test(value) ? `${value}T00:00:00.000Z` : value)
-  if (Number.isNaN(date.getTime())) throw new InvalidArgumentError('must be a date like 2024-01-31 or an ISO timestamp')
-  return date
-}
-
 export function requireUuid(positional: string | undefined, flag: string | undefined): string {
   if (positional !== undefined && flag !== undefined && positional !== flag) {
     throw new UsageError('two different task ids given', 'give the uuid once, as an argument or with --uuid')

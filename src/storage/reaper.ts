@@ -10,6 +10,7 @@ import type { TaskState } from './state.js'
 import { indexTask } from './task-handle.js'
 import type { TaskEnv } from './task-env.js'
 import { countRecords } from './task-scan.js'
+import { taskDiskUse } from './disk.js'
 
 export type ReapAction = 'reaped' | 'finished'
 
@@ -149,7 +150,8 @@ function safeState(dir: string): TaskState | null {
 async function reindexOne(env: TaskEnv, ref: TaskRef, state: TaskState): Promise<void> {
   if (env.index === null) return
   try {
-    indexTask(env, readMetadata(ref.dir), state, ref.location, await countRecords(ref.dir, state))
+    const disk = ref.location === 'completed' ? taskDiskUse(ref.dir) : null
+    indexTask(env, readMetadata(ref.dir), state, ref.location, await countRecords(ref.dir, state), disk)
   } catch (err) {
     env.warn(`tasks.db not updated for ${ref.uuid}: ${(err as Error).message}`)
   }

@@ -17,6 +17,9 @@ import { initialState, readState, updateState, writeState } from './state.js'
 import type { Status, TaskState } from './state.js'
 import { PlanningStore, SummaryStore, ToolStore } from './stores.js'
 import { taskRow } from './task-index.js'
+import type { TaskCounts } from './task-index.js'
+import { taskDiskUse } from './disk.js'
+import type { DiskUse } from './disk.js'
 import type { TaskEnv } from './task-env.js'
 import { stalenessPolicy } from './task-env.js'
 
@@ -164,7 +167,7 @@ export class TaskHandle {
     renameSync(this.dirPath, target)
     this.dirPath = target
     if (afterMove) this.stateCache = await updateState(target, () => afterMove, this.env.now())
-    this.index(to)
+    this.index(to, taskDiskUse(target))
   }
 
   private owned() {
@@ -212,12 +215,15 @@ export class TaskHandle {
     this.stores = null
   }
 
-  private index(location: Location): void {
-    indexTask(this.env, this.metadata, this.stateCache, location, {
-      messages: this.stateCache.message_count ?? 0,
-      summaries: this.stateCache.compression_count,
-      tools: this.stateCache.tool_call_count,
-    })
+  private index(location: Location, disk: DiskUse | null = null): void {
+    indexTask(
+      this.env,
+      this.metadata,
+      this.stateCache,
+      location,
+      { messages: this.stateCache.message_count ?? 0, summaries: this.stateCache.compression_count, tools: this.stateCache.tool_call_count },
+      disk,
+    )
   }
 
   /** @internal used by createTask / resumeTask */
@@ -228,10 +234,10 @@ export class TaskHandle {
   }
 }
 
-export function indexTask(env: TaskEnv, meta: TaskMetadata, state: TaskState | null, location: Location, counts: { messages: number; summaries: number; tools: number }): void {
+export function indexTask(env: TaskEnv, meta: TaskMetadata, state: TaskState | null, location: Location, counts: TaskCounts, disk: DiskUse | null = null): void {
   if (env.index === null) return
   try {
-    env.index.upsert(taskRow(meta, state, location, counts))
+    env.index.upsert(taskRow(meta, state, location, counts, disk))
   } catch (err) {
     env.warn(`tasks.db not updated for ${meta.uuid}: ${(err as Error).message} (run ctxagent reindex later)`)
   }

@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3'
 import type { Database as Db, Statement } from 'better-sqlite3'
 import { chmodSync, existsSync } from 'node:fs'
+import type { DiskUse } from './disk.js'
 import type { Location } from './layout.js'
 import type { TaskMetadata } from './metadata.js'
 import type { TaskState } from './state.js'
@@ -29,6 +30,9 @@ export interface TaskRow {
   final_token_count: number | null
   final_message_count: number | null
   error_message: string | null
+  /** Null for tasks indexed without measuring (reindex): stats measures and caches them. */
+  disk_bytes: number | null
+  disk_bytes_raw: number | null
 }
 
 export interface TaskCounts {
@@ -70,13 +74,16 @@ const MIGRATIONS: readonly string[] = [
    ALTER TABLE tasks ADD COLUMN compression_count INTEGER DEFAULT 0;
    CREATE INDEX idx_tasks_location ON tasks(location);
    CREATE INDEX idx_tasks_created_at ON tasks(created_at);`,
+  // Disk use, cached for settled tasks so that stats need not walk every directory.
+  `ALTER TABLE tasks ADD COLUMN disk_bytes INTEGER;
+   ALTER TABLE tasks ADD COLUMN disk_bytes_raw INTEGER;`,
 ]
 
 const COLUMNS: readonly (keyof TaskRow)[] = [
   'uuid', 'status', 'location', 'task_type', 'task_identifier', 'repository', 'user', 'hostname',
   'created_at', 'started_at', 'updated_at', 'completed_at', 'metadata', 'total_messages',
   'total_summaries', 'total_tool_calls', 'llm_call_count', 'total_tokens', 'compression_count',
-  'final_token_count', 'final_message_count', 'error_message',
+  'final_token_count', 'final_message_count', 'error_message', 'disk_bytes', 'disk_bytes_raw',
 ]
 
 /**
@@ -98,7 +105,7 @@ export class TaskIndex {
 
   /** Opens (creating and migrating) the index at `path`. */
   static open(path: string): TaskIndex {
-    const created = !existsSync(path)
+    const created = path !== ':memory:' && !existsSync(path)
     const db = new Database(path, { timeout: 10_000 })
     if (created) chmodSync(path, 0o600)
     db.pragma('journal_mode = WAL')
@@ -130,6 +137,10 @@ export class TaskIndex {
     })()
   }
 
+  setDiskUse(uuid: string, disk: DiskUse): void {
+    this.db.prepare('UPDATE tasks SET disk_bytes = ?, disk_bytes_raw = ? WHERE uuid = ?').run(disk.bytes, disk.raw, uuid)
+  }
+
   get(uuid: string): TaskRow | undefined {
     return this.db.prepare('SELECT * FROM tasks WHERE uuid = ?').get(uuid) as TaskRow | undefined
   }
@@ -156,7 +167,7 @@ function migrate(db: Db): void {
 }
 
 /** The row of a task, from its metadata, state and record counts. */
-export function taskRow(meta: TaskMetadata, state: TaskState | null, location: Location, counts: TaskCounts): TaskRow {
+export function taskRow(meta: TaskMetadata, state: TaskState | null, location: Location, counts: TaskCounts, disk: DiskUse | null = null): TaskRow {
   const final = state !== null && (state.status === 'completed' || state.status === 'failed' || state.status === 'timeout')
   return {
     uuid: meta.uuid,
@@ -181,5 +192,7 @@ export function taskRow(meta: TaskMetadata, state: TaskState | null, location: L
     final_token_count: final ? (state?.current_context_tokens ?? null) : null,
     final_message_count: final ? counts.messages : null,
     error_message: state?.error ?? null,
+    disk_bytes: disk?.bytes ?? null,
+    disk_bytes_raw: disk?.raw ?? null,
   }
 }

@@ -1,0 +1,116 @@
+import { Command, Option } from 'commander'
+import type { Context } from '../context.js'
+import { auditTask } from '../context.js'
+import { formatBytes, formatDuration } from '../duration.js'
+import { table } from '../render.js'
+import { STATUSES } from '../storage/state.js'
+import { checkHealth, collectStats, scanIntoMemory } from '../storage/stats.js'
+import type { CheckResult, StatsFilter, StatsReport } from '../storage/stats.js'
+import { TaskIndex } from '../storage/task-index.js'
+import { withContext } from './shared.js'
+import { InvalidArgumentError } from 'commander'
+
+interface StatsOptions {
+  user?: string
+  from?: Date
+  to?: Date
+  status?: string
+  check?: boolean
+}
+
+export function statsCommand(): Command {
+  return new Command('stats')
+    .description('totals, disk use, averages and a per-user table; --check for monitoring alerts')
+    .option('--user <name>', 'only tasks of this user')
+    .option('--from <date>', 'only tasks created on or after this date (2024-01-01 or an ISO time)', dateFrom)
+    .option('--to <date>', 'only tasks created up to this date (a date includes its whole day)', dateTo)
+    .addOption(new Option('--status <status>', 'only tasks with this status').choices([...STATUSES]))
+    .option('--check', 'evaluate the alerts (disk, failure rate, running tasks, long runs) and exit 0 ok, 1 warning, 2 critical')
+    .action(withContext(stats))
+}
+
+function parseDate(value: string): Date {
+  const date = new Date(/^\d{4}-\d{2}-\d{2}$/.test(value) ? `${value}T00:00:00.000Z` : value)
+  if (Number.isNaN(date.getTime())) throw new InvalidArgumentError('must be a date like 2024-01-31 or an ISO timestamp')
+  return date
+}
+
+const dateFrom = (value: string): Date => parseDate(value)
+const dateTo = (value: string): Date => {
+  const date = parseDate(value)
+  return /^\d{4}-\d{2}-\d{2}$/.test(value) ? new Date(date.getTime() + 86_400_000) : date
+}
+
+async function stats(ctx: Context, opts: StatsOptions): Promise<void> {
+  const existing = ctx.layout.exists() ? TaskIndex.openExisting(ctx.layout.db) : null
+  if (existing === null && ctx.layout.exists()) ctx.io.warn(`no tasks.db under ${ctx.layout.base}: scanning the directories (run ctxagent reindex to make this fast)`)
+  const index = existing ?? (await scanIntoMemory(ctx.layout))
+  try {
+    const filter: StatsFilter = { user: opts.user, from: opts.from, to: opts.to, status: opts.status }
+    const report = collectStats(index, ctx.layout, opts.check ? {} : filter, existing ? 'tasks.db' : 'scan')
+    auditTask(ctx, opts.check ? 'stats --check' : 'stats', null)
+    if (opts.check) {
+      const result = checkHealth(report, index, ctx.layout, ctx.config, ctx.now())
+      if (ctx.json) ctx.io.json(result)
+      else ctx.io.out(renderCheck(result))
+      process.exitCode = result.status === 'critical' ? 2 : result.status === 'warning' ? 1 : 0
+      return
+    }
+    if (ctx.json) {
+      const { source: _source, ...data } = report
+      ctx.io.json(data)
+      return
+    }
+    ctx.io.out(renderStats(ctx, report, filter))
+  } finally {
+    index.close()
+  }
+}
+
+function renderCheck(result: CheckResult): string {
+  const head = `CTXAGENT ${result.status.toUpperCase()} - ${result.alerts.length === 0 ? result.summary : `${result.alerts.length} alert(s); ${result.summary}`}`
+  return [head, ...result.alerts.map((a) => `${a.level.toUpperCase()}: ${a.message}`)].join('\n')
+}
+
+function renderStats(ctx: Context, r: StatsReport, filter: StatsFilter): string {
+  const c = ctx.io.chalk
+  const n = (x: number) => x.toLocaleString('en-US')
+  const filters = [
+    filter.user && `user ${filter.user}`,
+    filter.status && `status ${filter.status}`,
+    filter.from && `from ${filter.from.toISOString().slice(0, 10)}`,
+    filter.to && `before ${filter.to.toISOString().slice(0, 10)}`,
+  ].filter(Boolean)
+  const lines = [c.bold('Context Storage Statistics'), '==========================']
+  if (filters.length) lines.push(c.dim(`(${filters.join(', ')})`))
+  lines.push('', `Total contexts: ${n(r.total)}`)
+  for (const [location, count] of Object.entries(r.by_location)) lines.push(`  - ${cap(location)}: ${n(count)}`)
+  const statuses = Object.entries(r.by_status)
+  if (statuses.length) lines.push(`  By status: ${statuses.map(([s, k]) => `${s} ${n(k)}`).join(', ')}`)
+  const d = r.disk
+  const saved = d.completed_before_gzip > d.completed ? ` (${formatBytes(d.completed_before_gzip)} before compression)` : ''
+  lines.push('', 'Disk usage:', `  - Running: ${formatBytes(d.running)}`, `  - Paused: ${formatBytes(d.paused)}`, `  - Completed: ${formatBytes(d.completed)}${saved}`)
+  lines.push(
+    '',
+    'Average per task:',
+    `  - Messages: ${n(r.averages.messages)}`,
+    `  - Tokens: ${n(r.averages.tokens)}`,
+    `  - Duration: ${r.averages.duration_ms === null ? '-' : formatDuration(r.averages.duration_ms)}`,
+    `  - Compressions: ${r.averages.compressions}`,
+  )
+  if (r.by_user.length) {
+    lines.push('', 'By user:')
+    lines.push(
+      table(
+        ctx.io,
+        ['user', 'tasks', 'share', 'tokens', 'avg duration'],
+        r.by_user.map((u) => [u.user ?? '(none)', n(u.tasks), `${(u.share * 100).toFixed(0)}%`, n(u.tokens), u.average_duration_ms === null ? '-' : formatDuration(u.average_duration_ms)]),
+      ),
+    )
+  }
+  return lines.join('\n')
+}
+
+function cap(s: string): string {
+  return s.charAt(0).toUpperCase() + s.slice(1)
+}

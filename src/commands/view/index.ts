@@ -1,0 +1,101 @@
+import { join } from 'node:path'
+import { Command, Option } from 'commander'
+import type { Context } from '../../context.js'
+import { auditTask } from '../../context.js'
+import { UsageError } from '../../errors.js'
+import { FILES, resolveTask } from '../../storage/layout.js'
+import type { TaskRef } from '../../storage/layout.js'
+import { ROLES } from '../../storage/records.js'
+import { fileSize, followJsonl, listRecords, readOverview } from '../../storage/task-reader.js'
+import type { RecordKind } from '../../storage/task-reader.js'
+import { positiveIntArg, requireUuid, withContext } from '../shared.js'
+import { renderListing, renderOverview, renderRecord } from './render.js'
+
+interface ViewOptions {
+  uuid?: string
+  messages?: boolean
+  summaries?: boolean
+  tools?: boolean
+  current?: boolean
+  planning?: boolean
+  limit: number
+  all?: boolean
+  role?: string
+  follow?: boolean
+  full?: boolean
+}
+
+const KINDS: RecordKind[] = ['messages', 'summaries', 'tools', 'current', 'planning']
+
+export function viewCommand(): Command {
+  return new Command('view')
+    .description('inspect one task: overview, or its messages, summaries, tools, current window or planning')
+    .argument('[uuid]', 'task uuid, or a unique prefix of 8+ hex characters')
+    .option('--uuid <uuid>', 'the task, as an option (seed 000 style)')
+    .option('--messages', 'list messages.jsonl')
+    .option('--summaries', 'list summaries.jsonl')
+    .option('--tools', 'list tools.jsonl')
+    .option('--current', 'list current.jsonl (the window the LLM gets next)')
+    .option('--planning', 'list planning.jsonl')
+    .option('--limit <n>', 'how many of the newest records to list', positiveIntArg, 10)
+    .option('--all', 'list every record')
+    .addOption(new Option('--role <role>', 'only messages of this role').choices([...ROLES]))
+    .option('--follow', 'after the newest messages, stream new ones until the task leaves running/')
+    .option('--full', 'print whole message contents instead of one-line previews')
+    .action(withContext(view))
+}
+
+async function view(ctx: Context, opts: ViewOptions, positional?: string): Promise<void> {
+  const chosen = KINDS.filter((k) => opts[k] === true)
+  if (chosen.length > 1) throw new UsageError(`choose one listing, not ${chosen.map((k) => `--${k}`).join(' and ')}`, 'run view once per listing')
+  if (opts.role !== undefined && chosen.length === 1 && chosen[0] !== 'messages' && chosen[0] !== 'current') {
+    throw new UsageError('--role filters messages', 'use it with --messages or --current')
+  }
+  const ref = resolveTask(ctx.layout, requireUuid(positional, opts.uuid))
+  auditTask(ctx, 'view', ref.uuid)
+  const kind = chosen[0] ?? (opts.follow || opts.role !== undefined ? 'messages' : undefined)
+  if (kind === undefined) {
+    const overview = await readOverview(ref)
+    warnBad(ctx, overview.counts.bad_lines)
+    if (ctx.json) ctx.io.json(overview)
+    else ctx.io.out(renderOverview(ctx, overview))
+    return
+  }
+  const listing = await listRecords(ref, kind, { limit: opts.all ? null : opts.limit, role: opts.role })
+  warnBad(ctx, listing.bad_lines)
+  if (ctx.json) for (const record of listing.records) ctx.io.jsonl(record)
+  else ctx.io.out(renderListing(ctx, kind, listing.records, opts.full === true))
+  if (opts.follow) await follow(ctx, ref, opts)
+}
+
+async function follow(ctx: Context, ref: TaskRef, opts: ViewOptions): Promise<void> {
+  if (ref.location !== 'running') {
+    ctx.io.warn(`task ${ref.uuid} is in ${ref.location}/, not running; nothing to follow`)
+    return
+  }
+  const path = join(ref.dir, FILES.messages)
+  let stop: () => void = () => undefined
+  const stopped = new Promise<void>((resolve) => {
+    stop = resolve
+  })
+  process.once('SIGINT', stop)
+  process.once('SIGTERM', stop)
+  try {
+    for await (const record of followJsonl(path, fileSize(path) ?? 0, { stop: stopped, stillRunning: () => fileSize(ref.dir) !== null })) {
+      if (opts.role !== undefined && record.role !== opts.role) continue
+      if (ctx.json) ctx.io.jsonl(record)
+      else ctx.io.out(renderRecord(ctx, 'messages', record, opts.full === true))
+    }
+  } finally {
+    process.off('SIGINT', stop)
+    process.off('SIGTERM', stop)
+  }
+  if (!ctx.json) {
+    const now = resolveTask(ctx.layout, ref.uuid)
+    if (now.location !== 'running') ctx.io.err(`task left running/; it is now in ${now.location}/\n`)
+  }
+}
+
+function warnBad(ctx: Context, count: number): void {
+  if (count > 0) ctx.io.warn(`skipped ${count} unreadable line${count === 1 ? '' : 's'} (a torn last line or invalid JSON)`)
+}

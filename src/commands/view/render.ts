@@ -1,0 +1,107 @@
+import type { Context } from '../../context.js'
+import { formatDuration } from '../../duration.js'
+import type { JsonRecord } from '../../storage/jsonl.js'
+import type { Overview, RecordKind } from '../../storage/task-reader.js'
+
+const PREVIEW = 120
+
+export function renderOverview(ctx: Context, o: Overview): string {
+  const c = ctx.io.chalk
+  const m = o.metadata
+  const s = o.state
+  const key = m.task_key
+  const started = s?.started_at ?? m.created_at
+  const end = s?.completed_at ?? (o.location === 'running' ? ctx.now().toISOString() : null)
+  const lines = [
+    `${c.bold('Task UUID:')} ${o.uuid}`,
+    `${c.bold('Status:')} ${statusColour(ctx, o.status)} (${o.location}/)`,
+    `${c.bold('Repository:')} ${[key.task_source, m.repository].filter(Boolean).join('/') || '-'}`,
+    `${c.bold('Task:')} ${key.task_type ? `${key.task_type.replace(/_/g, ' ')} #${m.task_identifier}` : m.task_type}`,
+    `${c.bold('User:')} ${m.user ?? '-'}`,
+    `${c.bold('Started:')} ${when(started)}`,
+    `${c.bold('Completed:')} ${s?.completed_at ? when(s.completed_at) : '-'}`,
+    `${c.bold('Duration:')} ${end && started ? `${formatDuration(Date.parse(end) - Date.parse(started))}${s?.completed_at ? '' : ' so far'}` : '-'}`,
+  ]
+  if (o.lock) lines.push(`${c.bold('Owner:')} pid ${o.lock.process_id} on ${o.lock.hostname}, heartbeat ${formatDuration(ctx.now().getTime() - Date.parse(o.lock.heartbeat_at))} ago`)
+  if (s?.error) lines.push(`${c.bold('Error:')} ${c.red(s.error)}`)
+  lines.push(
+    '',
+    c.bold('Statistics:'),
+    `  LLM calls: ${num(s?.llm_call_count)}`,
+    `  Tool calls: ${num(o.counts.tools)}`,
+    `  Total tokens: ${num(s?.total_tokens_used)}`,
+    `  Compressions: ${num(s?.compression_count ?? o.counts.summaries)}`,
+    '',
+    `${c.bold('Messages:')} ${num(o.counts.messages)}${o.last_messages.length ? ` (showing last ${o.last_messages.length})` : ''}`,
+  )
+  for (const message of o.last_messages) lines.push(`  ${renderRecord(ctx, 'messages', message as unknown as JsonRecord, false)}`)
+  lines.push('', `${c.bold('Summaries:')} ${o.counts.summaries}`)
+  for (const summary of o.summaries) {
+    lines.push(`  [${summary.summary_id}] seq ${summary.start_seq}-${summary.end_seq}: ${preview(summary.summary, PREVIEW)}`)
+  }
+  if (o.final_summary !== null) lines.push('', `${c.bold('Final summary:')} ${preview(o.final_summary, PREVIEW)}`)
+  return lines.join('\n')
+}
+
+export function renderListing(ctx: Context, kind: RecordKind, records: JsonRecord[], full: boolean): string {
+  if (records.length === 0) return `no ${kind} records`
+  return records.map((r) => renderRecord(ctx, kind, r, full)).join(full ? '\n\n' : '\n')
+}
+
+export function renderRecord(ctx: Context, kind: RecordKind, r: JsonRecord, full: boolean): string {
+  const c = ctx.io.chalk
+  const text = (value: unknown) => (typeof value === 'string' ? value : value == null ? '' : JSON.stringify(value))
+  const show = (value: unknown) => (full ? text(value) : preview(text(value), PREVIEW))
+  switch (kind) {
+    case 'messages':
+    case 'current': {
+      const seq = kind === 'messages' ? `[${text(r.seq)}] ` : ''
+      const tool = r.tool_name ? ` ${c.dim(text(r.tool_name))}` : ''
+      const calls = Array.isArray(r.tool_calls) ? ` ${c.dim(`→ ${r.tool_calls.map((t: { function?: { name?: string } }) => t.function?.name ?? '?').join(', ')}`)}` : ''
+      const hidden = r.visible === false ? c.dim(' (hidden)') : ''
+      return `${seq}${roleColour(ctx, text(r.role))}${tool}${hidden}:${calls} ${show(r.content)}`
+    }
+    case 'summaries':
+      return `[${text(r.summary_id ?? r.id)}] seq ${text(r.start_seq)}-${text(r.end_seq)} ${c.dim(`${text(r.original_tokens)}→${text(r.summary_tokens)} tokens, ${text(r.method ?? 'llm')}, ${text(r.created_at)}`)}\n${full ? text(r.summary) : indent(text(r.summary))}`
+    case 'tools': {
+      const status = r.status === 'error' ? c.red('error') : c.green(text(r.status ?? 'success'))
+      const outcome = r.status === 'error' ? text(r.error) : text(r.result)
+      return `[${text(r.seq)}] ${text(r.tool_name)} ${status} ${c.dim(`${text(r.duration_ms)}ms`)} ${show(r.arguments)} -> ${show(outcome)}`
+    }
+    case 'planning':
+      return `[${text(r.id)}] ${text(r.plan_type)} ${c.dim(text(r.created_at))}\n${full ? text(r.plan_content) : indent(text(r.plan_content))}`
+  }
+}
+
+function indent(text: string): string {
+  return text.split('\n').map((l) => `    ${l}`).join('\n')
+}
+
+function preview(text: string, max: number): string {
+  const one = text.replace(/\s+/g, ' ').trim()
+  return one.length > max ? `${one.slice(0, max - 1)}…` : one
+}
+
+function when(iso: string | null | undefined): string {
+  if (!iso) return '-'
+  const d = new Date(iso)
+  return Number.isNaN(d.getTime()) ? iso : `${d.toISOString().slice(0, 19).replace('T', ' ')} UTC`
+}
+
+function num(n: number | null | undefined): string {
+  return (n ?? 0).toLocaleString('en-US')
+}
+
+function statusColour(ctx: Context, status: string): string {
+  const c = ctx.io.chalk
+  if (status === 'completed') return c.green(status)
+  if (status === 'failed' || status === 'timeout') return c.red(status)
+  if (status === 'paused') return c.yellow(status)
+  return c.cyan(status)
+}
+
+function roleColour(ctx: Context, role: string): string {
+  const c = ctx.io.chalk
+  const colour = { system: c.magenta, user: c.green, assistant: c.cyan, tool: c.yellow }[role]
+  return colour ? colour(role) : role
+}
