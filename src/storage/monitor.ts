@@ -4,7 +4,7 @@ import { makePrivateDir } from './files.js'
 import type { TaskRef } from './layout.js'
 import { TaskLock } from './lock.js'
 import type { LockInfo, StalenessPolicy } from './lock.js'
-import { finishCompleting, reapTask } from './reaper.js'
+import { assessTask, finishCompleting, reapTask } from './reaper.js'
 import type { ReapReport } from './reaper.js'
 import { readState } from './state.js'
 import type { TaskEnv } from './task-env.js'
@@ -29,6 +29,8 @@ export interface PassResult {
 export interface PassOptions {
   policy: StalenessPolicy
   longRunningMs: number
+  /** Only report what would be done (cleanup --dry-run). */
+  dryRun?: boolean
 }
 
 /**
@@ -40,6 +42,11 @@ export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<P
   const findings: Finding[] = []
   const running = listTasks(env.layout, ['running'])
   for (const ref of running) {
+    if (options.dryRun) {
+      const a = assessTask(env, ref, { policy: options.policy })
+      if (a.stale) findings.push({ uuid: ref.uuid, action: 'reaped', reason: a.verdict.reason, pid: a.holder?.process_id ?? null, hostname: a.holder?.hostname ?? null, heartbeat_at: a.holder?.heartbeat_at ?? null })
+      continue
+    }
     let outcome
     try {
       outcome = await reapTask(env, ref, { policy: options.policy })
@@ -55,7 +62,7 @@ export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<P
     const alert = longRunning(env, ref, options.longRunningMs, outcome.holder)
     if (alert) findings.push(alert)
   }
-  for (const ref of completingInIndex(env)) {
+  for (const ref of options.dryRun ? [] : completingInIndex(env)) {
     if ((await finishCompleting(env, ref)) !== null) {
       findings.push({ uuid: ref.uuid, action: 'finished', reason: 'completion was interrupted after the move', pid: null, hostname: null, heartbeat_at: null })
     }

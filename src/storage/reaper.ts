@@ -34,6 +34,34 @@ export interface ReapOptions {
   force?: boolean
 }
 
+export type Assessment =
+  | { stale: true; verdict: Verdict; holder: LockInfo | null }
+  | { stale: false; reason: string; holder: LockInfo | null }
+
+/** Would reapTask act on this task now, and why? Reads only. */
+export function assessTask(env: TaskEnv, ref: TaskRef, options: ReapOptions): Assessment {
+  const lock = readLock(ref.dir)
+  const holder: LockInfo | null = lock?.info ?? null
+  if (lock !== null) {
+    const verdict = judgeLock(lock, env.now(), options.policy)
+    if (verdict.stale) return { stale: true, verdict, holder }
+    if (options.force === true) return { stale: true, verdict: { stale: true, reason: `forced by operator while ${verdict.reason}` }, holder }
+    return { stale: false, reason: verdict.reason, holder }
+  }
+  // No lock: an owner (or another reaper) between releasing it and moving the
+  // directory, a task still being created, or a dead one. Only an old state.json
+  // tells them apart, so nothing happens until stale_after has passed.
+  const state = safeState(ref.dir)
+  const updated = Date.parse(state?.updated_at ?? '')
+  const age = env.now().getTime() - (Number.isNaN(updated) ? 0 : updated)
+  if (age <= options.policy.staleAfterMs && options.force !== true) {
+    return { stale: false, reason: `no lock, but state.json was updated ${Math.round(age / 1000)}s ago`, holder: null }
+  }
+  const reason =
+    state !== null && isSettled(state) ? `owner stopped before moving the task (status ${state.status})` : `no lock and no update for ${Math.round(age / 1000)}s`
+  return { stale: true, verdict: { stale: true, reason }, holder: null }
+}
+
 /**
  * Recovers one task of running/ whose owner is provably dead: takes its lock (so no
  * other reaper or resuming process can act at the same time), records `failed` with
@@ -42,28 +70,9 @@ export interface ReapOptions {
  * (status already final, or paused) is moved where it was going instead.
  */
 export async function reapTask(env: TaskEnv, ref: TaskRef, options: ReapOptions): Promise<ReapOutcome> {
-  const lock = readLock(ref.dir)
-  let verdict: Verdict
-  const holder: LockInfo | null = lock?.info ?? null
-  if (lock !== null) {
-    verdict = judgeLock(lock, env.now(), options.policy)
-    if (!verdict.stale && options.force !== true) return { done: false, reason: verdict.reason, holder }
-    if (!verdict.stale) verdict = { stale: true, reason: `forced by operator while ${verdict.reason}` }
-  } else {
-    // No lock: an owner (or another reaper) between releasing it and moving the
-    // directory, a task still being created, or a dead one. Only an old state.json
-    // tells them apart, so nothing happens until stale_after has passed.
-    const state = safeState(ref.dir)
-    const updated = Date.parse(state?.updated_at ?? '')
-    const age = env.now().getTime() - (Number.isNaN(updated) ? 0 : updated)
-    if (age <= options.policy.staleAfterMs && options.force !== true) {
-      return { done: false, reason: `no lock, but state.json was updated ${Math.round(age / 1000)}s ago`, holder: null }
-    }
-    verdict =
-      state !== null && isSettled(state)
-        ? { stale: true, reason: `owner stopped before moving the task (status ${state.status})` }
-        : { stale: true, reason: `no lock and no update for ${Math.round(age / 1000)}s` }
-  }
+  const assessment = assessTask(env, ref, options)
+  if (!assessment.stale) return { done: false, reason: assessment.reason, holder: assessment.holder }
+  const { verdict, holder } = assessment
 
   let taken: TaskLock
   try {

@@ -1,0 +1,105 @@
+import { Command } from 'commander'
+import cron from 'node-cron'
+import type { Context } from '../context.js'
+import { auditTask, withTaskEnv } from '../context.js'
+import { formatBytes } from '../duration.js'
+import { UsageError } from '../errors.js'
+import { createProgress } from '../progress.js'
+import { table } from '../render.js'
+import { monitorPass } from '../storage/monitor.js'
+import type { Finding } from '../storage/monitor.js'
+import { executeCleanup, planCleanup } from '../storage/retention.js'
+import type { PlannedTask } from '../storage/retention.js'
+import { stalenessPolicy } from '../storage/task-env.js'
+import { durationArg, withContext } from './shared.js'
+
+interface CleanupOptions {
+  dryRun?: boolean
+  compressAfter?: number
+  deleteAfter?: number
+  schedule?: string
+}
+
+export interface CleanupReport {
+  compressed: (PlannedTask & { bytes_after: number | null })[]
+  deleted: PlannedTask[]
+  reaped: Finding[]
+  skipped: { uuid: string; reason: string }[]
+  bytes_before: number
+  bytes_after: number | null
+  dry_run: boolean
+}
+
+export function cleanupCommand(): Command {
+  return new Command('cleanup')
+    .description('retention: gzip old completed tasks, delete expired ones, reap stale locks')
+    .option('--dry-run', 'print the plan and change nothing')
+    .option('--compress-after <duration>', 'gzip completed tasks older than this (default: config context.retention.compress_after_days)', durationArg('--compress-after'))
+    .option('--delete-after <duration>', 'delete completed tasks older than this (default: config context.retention.delete_after_days)', durationArg('--delete-after'))
+    .option('--schedule <cron>', 'stay running and clean up on this cron schedule, e.g. "0 3 * * *" (runs never overlap)')
+    .action(withContext(cleanup))
+}
+
+async function cleanup(ctx: Context, opts: CleanupOptions): Promise<void> {
+  const retention = ctx.config.context.retention
+  const compressAfterMs = opts.compressAfter ?? retention.compress_after_days * 86_400_000
+  const deleteAfterMs = opts.deleteAfter ?? retention.delete_after_days * 86_400_000
+  if (opts.schedule === undefined) {
+    await runOnce(ctx, opts, compressAfterMs, deleteAfterMs)
+    return
+  }
+  if (!cron.validate(opts.schedule)) throw new UsageError(`--schedule: '${opts.schedule}' is not a cron expression`, 'use five fields, e.g. "0 3 * * *" for 03:00 every day')
+  ctx.io.err(`cleanup: scheduled "${opts.schedule}"; Ctrl-C to stop\n`)
+  const task = cron.schedule(opts.schedule, () => runOnce(ctx, opts, compressAfterMs, deleteAfterMs).catch((err: Error) => ctx.io.warn(`cleanup run failed: ${err.message}`)), { noOverlap: true })
+  task.on('execution:overlap', () => ctx.io.warn('the previous cleanup is still running; this run is skipped'))
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve)
+    process.once('SIGTERM', resolve)
+  })
+  await task.destroy()
+}
+
+async function runOnce(ctx: Context, opts: CleanupOptions, compressAfterMs: number, deleteAfterMs: number): Promise<void> {
+  if (!ctx.layout.exists()) {
+    ctx.io.warn(`no task tree at ${ctx.layout.base}; nothing to clean up`)
+    return
+  }
+  const dryRun = opts.dryRun === true
+  await withTaskEnv(ctx, async (env) => {
+    const policy = stalenessPolicy(ctx.config)
+    const pass = await monitorPass(env, { policy, longRunningMs: Number.POSITIVE_INFINITY, dryRun })
+    const reaped = pass.findings.filter((f) => f.action !== 'alert')
+    const plan = planCleanup(env, { compressAfterMs, deleteAfterMs, lockPolicy: policy })
+    const before = [...plan.compress, ...plan.delete].reduce((sum, t) => sum + t.bytes, 0)
+    let report: CleanupReport
+    if (dryRun) {
+      report = { compressed: plan.compress.map((t) => ({ ...t, bytes_after: null })), deleted: plan.delete, reaped, skipped: plan.skipped, bytes_before: before, bytes_after: null, dry_run: true }
+    } else {
+      const files = plan.compress.reduce((n, t) => n + (t.files?.length ?? 0), 0) + plan.delete.length
+      const progress = createProgress(ctx.io, files, 'cleanup', !ctx.json)
+      const done = await executeCleanup(env, plan, () => progress.tick()).finally(() => progress.stop())
+      for (const t of [...done.compressed, ...done.deleted, ...reaped]) auditTask(ctx, 'cleanup', t.uuid)
+      const after = done.compressed.reduce((sum, t) => sum + t.bytes_after, 0)
+      report = { compressed: done.compressed, deleted: done.deleted, reaped, skipped: plan.skipped, bytes_before: before, bytes_after: after, dry_run: false }
+    }
+    if (ctx.json) ctx.io.json(report)
+    else ctx.io.out(render(ctx, report))
+  })
+}
+
+function render(ctx: Context, r: CleanupReport): string {
+  const verb = r.dry_run ? 'would' : ''
+  const lines: string[] = []
+  const rows: string[][] = [
+    ...r.reaped.map((f) => [f.uuid, r.dry_run ? 'would reap' : 'reaped', '-', f.reason]),
+    ...r.compressed.map((t) => [t.uuid, r.dry_run ? 'would gzip' : 'gzipped', `${t.age_days}d`, `${formatBytes(t.bytes)}${t.bytes_after === null ? '' : ` → ${formatBytes(t.bytes_after)}`} (${t.files?.length ?? 0} files)`]),
+    ...r.deleted.map((t) => [t.uuid, r.dry_run ? 'would delete' : 'deleted', `${t.age_days}d`, formatBytes(t.bytes)]),
+    ...r.skipped.map((s) => [s.uuid, 'skipped', '-', s.reason]),
+  ]
+  if (rows.length) lines.push(table(ctx.io, ['uuid', 'action', 'age', 'detail'], rows))
+  const summary = `${r.dry_run ? 'dry run: ' : ''}${r.compressed.length} task(s) ${verb ? `${verb} be ` : ''}gzipped, ${r.deleted.length} ${verb ? `${verb} be ` : ''}deleted, ${r.reaped.length} stale lock(s) ${verb ? `${verb} be ` : ''}reaped`
+  lines.push(summary)
+  if (r.bytes_after !== null) lines.push(`bytes: ${formatBytes(r.bytes_before)} → ${formatBytes(r.bytes_after)} (${formatBytes(r.bytes_before - r.bytes_after)} freed)`)
+  else lines.push(`bytes affected: ${formatBytes(r.bytes_before)}; nothing was changed`)
+  return lines.join('\n')
+}
