@@ -84,7 +84,7 @@ async function runOnce(ctx: Context, opts: CleanupOptions, compressAfterMs: numb
     }
     if (ctx.json) ctx.io.json(report)
     else ctx.io.out(render(ctx, report))
-  })
+  }, { createIndex: !dryRun })
 }
 
 function render(ctx: Context, r: CleanupReport): string {

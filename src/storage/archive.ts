@@ -34,7 +34,8 @@ export async function gzipInPlace(path: string, level = 6): Promise<GzipResult> 
   } finally {
     closeSync(fd)
   }
-  utimesSync(tmp, original.atime, original.mtime)
+  // Seconds as numbers, not Dates: a Date would cut the times to whole milliseconds.
+  utimesSync(tmp, original.atimeMs / 1000, original.mtimeMs / 1000)
   renameSync(tmp, target)
   unlinkSync(path)
   fsyncDir(join(path, '..'))

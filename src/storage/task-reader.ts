@@ -114,19 +114,20 @@ export function readText(path: string): string | null {
 }
 
 export interface FollowOptions {
-  /** Resolves (or is already resolved) when following should stop early. */
+  /** Resolves when following should stop early (Ctrl-C). */
   stop: Promise<void>
   pollMs?: number
-  /** Where the task directory is now: the follower stops once it is not in running/. */
-  stillRunning: () => boolean
+  /** Where the file is now, and whether its task is still in running/. */
+  locate: () => { path: string; running: boolean }
 }
 
 /**
- * New lines of a running task's messages.jsonl from byte `offset` on, as they are
- * appended, until the task leaves running/ (or `stop`). Polls rather than watching:
- * inotify does not see writes from other hosts on shared filesystems.
+ * New lines of a running task's JSON Lines file from byte `offset` on, as they are
+ * appended, until the task leaves running/ (then the rest is read where the task
+ * went) or `stop`. Polls rather than watching: inotify misses writes made on other
+ * hosts of a shared filesystem.
  */
-export async function* followJsonl(path: string, offset: number, options: FollowOptions): AsyncGenerator<JsonRecord> {
+export async function* followJsonl(offset: number, options: FollowOptions): AsyncGenerator<JsonRecord> {
   let stopped = false
   void options.stop.then(() => {
     stopped = true
@@ -134,9 +135,10 @@ export async function* followJsonl(path: string, offset: number, options: Follow
   let position = offset
   let pending = ''
   for (;;) {
-    const size = fileSize(path)
+    const where = options.locate()
+    const size = fileSize(where.path)
     if (size !== null && size > position) {
-      const fd = openSync(path, 'r')
+      const fd = openSync(where.path, 'r')
       try {
         const buf = Buffer.allocUnsafe(size - position)
         const n = readSync(fd, buf, 0, buf.length, position)
@@ -156,7 +158,7 @@ export async function* followJsonl(path: string, offset: number, options: Follow
         }
       }
     }
-    if (stopped || !options.stillRunning()) return
+    if (stopped || !where.running) return
     await Promise.race([new Promise((r) => setTimeout(r, options.pollMs ?? 500)), options.stop])
   }
 }

@@ -81,7 +81,11 @@ async function follow(ctx: Context, ref: TaskRef, opts: ViewOptions): Promise<vo
   process.once('SIGINT', stop)
   process.once('SIGTERM', stop)
   try {
-    for await (const record of followJsonl(path, fileSize(path) ?? 0, { stop: stopped, stillRunning: () => fileSize(ref.dir) !== null })) {
+    const locate = () => {
+      const now = resolveTask(ctx.layout, ref.uuid)
+      return { path: join(now.dir, FILES.messages), running: now.location === 'running' }
+    }
+    for await (const record of followJsonl(fileSize(path) ?? 0, { stop: stopped, locate })) {
       if (opts.role !== undefined && record.role !== opts.role) continue
       if (ctx.json) ctx.io.jsonl(record)
       else ctx.io.out(renderRecord(ctx, 'messages', record, opts.full === true))

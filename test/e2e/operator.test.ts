@@ -1,0 +1,241 @@
+import { createHash } from 'node:crypto'
+import { readdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs'
+import { join, relative } from 'node:path'
+import { gzipSync } from 'node:zlib'
+import { describe, expect, it } from 'vitest'
+import { hostname, processStart } from '../../src/storage/process-info.js'
+import { makeTree, uuidN } from '../fixtures/tree.js'
+import type { Tree } from '../fixtures/tree.js'
+import { cli, deadPid, helper } from '../helpers/run.js'
+import { exitOf, lineFrom, sleep } from '../helpers/wait.js'
+
+const NOW = { CTXAGENT_NOW: '2024-02-01T00:00:00.000Z' }
+
+/** Five tasks in both seed formats, several users, statuses and ages, a torn line, a gzipped task. */
+function fleet(): Tree {
+  const tree = makeTree()
+  tree.write({ uuid: uuidN(0xa1), location: 'completed', user: 'alice', createdAt: '2024-01-10T09:00:00.000Z', messages: 12, summaries: 2, tools: 3 })
+  tree.write({ uuid: uuidN(0xb2), location: 'paused', format: 'seed003', user: 'bob', createdAt: '2024-01-20T09:00:00.000Z', messages: 4 })
+  // Live: this test process holds its lock, with a heartbeat 10 s before the pinned clock.
+  const lock = { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: '2024-01-31T23:00:00.000Z', heartbeat_at: '2024-01-31T23:59:50.000Z' }
+  tree.write({ uuid: uuidN(0xc3), location: 'running', user: 'alice', createdAt: '2024-01-31T23:00:00.000Z', messages: 6, messagesTail: '{"seq":7,"role":"assist', lock })
+  tree.write({ uuid: uuidN(0xd4), location: 'completed', status: 'failed', user: 'carol', createdAt: '2024-01-05T09:00:00.000Z', messages: 2 })
+  const gz = tree.write({ uuid: uuidN(0xe5), location: 'completed', user: 'bob', createdAt: '2023-12-01T09:00:00.000Z', completedAt: '2023-12-01T10:00:00.000Z', messages: 9 })
+  for (const name of ['messages.jsonl', 'summaries.jsonl', 'tools.jsonl']) {
+    writeFileSync(join(gz, `${name}.gz`), gzipSync(readFileSync(join(gz, name))))
+    unlinkSync(join(gz, name)) // as cleanup leaves it
+  }
+  return tree
+}
+
+function snapshotTree(base: string): Record<string, string> {
+  const out: Record<string, string> = {}
+  const walk = (dir: string) => {
+    for (const name of readdirSync(dir)) {
+      const path = join(dir, name)
+      const st = statSync(path)
+      if (st.isDirectory()) walk(path)
+      else out[relative(base, path)] = `${createHash('sha256').update(readFileSync(path)).digest('hex')} ${st.mtimeMs} ${st.mode}`
+    }
+  }
+  walk(base)
+  return out
+}
+
+describe('view', () => {
+  it('prints the overview as stable JSON (golden), for plain and gzipped tasks', async () => {
+    const tree = fleet()
+    for (const uuid of [uuidN(0xa1), uuidN(0xe5)]) {
+      const res = cli(['view', uuid, '--json', '--home', tree.base], NOW)
+      expect(res.code).toBe(0)
+      expect(res.stderr).toBe('')
+      await expect(res.stdout).toMatchFileSnapshot(`__golden__/view-${uuid.slice(0, 8)}.json`)
+    }
+  })
+
+  it('accepts --uuid and a prefix, and prints the human overview', () => {
+    const tree = fleet()
+    const res = cli(['view', '--uuid', '000000a1', '--home', tree.base], NOW)
+    expect(res.code).toBe(0)
+    expect(res.stdout).toContain(`Task UUID: ${uuidN(0xa1)}`)
+    expect(res.stdout).toContain('Status: completed (completed/)')
+    expect(res.stdout).toContain('Repository: github/notfolder/coding_agent')
+    expect(res.stdout).toContain('Task: issue #27')
+    expect(res.stdout).toContain('Duration: 5d 1h')
+    expect(res.stdout).toContain('Messages: 12 (showing last 10)')
+    expect(res.stdout).toContain('[1] seq 10-19: Fixed part 1 more')
+  })
+
+  it('lists records exactly as stored, newest last, with --limit, --all and --role', () => {
+    const tree = fleet()
+    const stored = readFileSync(join(tree.layout.taskDir('completed', uuidN(0xa1)), 'messages.jsonl'), 'utf8').trim().split('\n')
+    const two = cli(['view', uuidN(0xa1), '--messages', '--limit', '2', '--json', '--home', tree.base])
+    expect(two.stdout.trim().split('\n')).toEqual(stored.slice(-2))
+    const all = cli(['view', uuidN(0xa1), '--messages', '--all', '--json', '--home', tree.base])
+    expect(all.stdout.trim().split('\n')).toEqual(stored)
+    const tools = cli(['view', uuidN(0xa1), '--messages', '--role', 'tool', '--all', '--json', '--home', tree.base])
+    expect(tools.stdout.trim().split('\n')).toEqual(stored.filter((l) => l.includes('"role":"tool"')))
+    const summaries = cli(['view', uuidN(0xb2), '--summaries', '--json', '--home', tree.base])
+    expect(JSON.parse(summaries.stdout)).toMatchObject({ id: 1, tokens_saved: 5000 })
+  })
+
+  it('skips a torn last line with one warning that counts it', () => {
+    const tree = fleet()
+    const res = cli(['view', uuidN(0xc3), '--json', '--home', tree.base], NOW)
+    expect(res.code).toBe(0)
+    expect(res.stderr).toBe('ctxagent: warning: skipped 1 unreadable line (a torn last line or invalid JSON)\n')
+    expect(JSON.parse(res.stdout)).toMatchObject({ location: 'running', counts: { messages: 6, bad_lines: 1 } })
+  })
+
+  it('reads a gzipped task like a plain one', () => {
+    const tree = fleet()
+    const res = cli(['view', uuidN(0xe5), '--messages', '--all', '--json', '--home', tree.base])
+    expect(res.stdout.trim().split('\n')).toHaveLength(9)
+  })
+
+  it('exits 3 for an unknown task, 2 for conflicting listings or a bad role', () => {
+    const tree = fleet()
+    expect(cli(['view', 'ffffffff', '--home', tree.base]).code).toBe(3)
+    expect(cli(['view', uuidN(0xa1), '--messages', '--tools', '--home', tree.base]).code).toBe(2)
+    expect(cli(['view', uuidN(0xa1), '--role', 'robot', '--home', tree.base]).code).toBe(2)
+    expect(cli(['view', '--home', tree.base]).code).toBe(2)
+  })
+
+  it('follows a running task until it leaves running/', async () => {
+    const tree = makeTree()
+    const owner = helper('finisher.mjs', [tree.base, '5'])
+    const uuid = (await lineFrom(owner, /^[0-9a-f-]{36}$/)).trim()
+    const follower = helper('../../bin/ctxagent', ['view', uuid, '--follow', '--json', '--limit', '1', '--home', tree.base])
+    let out = ''
+    follower.stdout.on('data', (d: Buffer) => (out += d.toString()))
+    const [ownerExit, followerExit] = await Promise.all([exitOf(owner), exitOf(follower)])
+    expect(ownerExit.code).toBe(0)
+    expect(followerExit.code).toBe(0)
+    const contents = out.trim().split('\n').map((l) => (JSON.parse(l) as { content: string }).content)
+    expect(contents).toEqual(['step 1', 'step 2', 'step 3', 'step 4', 'step 5'])
+  })
+
+  it('never writes into the task it reads, and records the read in audit.jsonl', () => {
+    const tree = fleet()
+    const dir = tree.layout.taskDir('running', uuidN(0xc3))
+    const before = snapshotTree(dir)
+    cli(['view', uuidN(0xc3), '--home', tree.base])
+    cli(['view', uuidN(0xc3), '--messages', '--all', '--home', tree.base])
+    expect(snapshotTree(dir)).toEqual(before)
+    const audit = readFileSync(join(tree.base, 'audit.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { command: string; uuid: string })
+    expect(audit.map((a) => [a.command, a.uuid])).toEqual([
+      ['view', uuidN(0xc3)],
+      ['view', uuidN(0xc3)],
+    ])
+    expect(statSync(join(tree.base, 'audit.jsonl')).mode & 0o777).toBe(0o600)
+  })
+})
+
+describe('stats', () => {
+  it('prints totals, disk, averages and users as stable JSON (golden), from tasks.db', async () => {
+    const tree = fleet()
+    expect(cli(['reindex', '--home', tree.base]).code).toBe(0)
+    const res = cli(['stats', '--json', '--home', tree.base], NOW)
+    expect(res.code).toBe(0)
+    const report = JSON.parse(res.stdout) as { disk: { completed: number; completed_before_gzip: number } }
+    // Disk sizes depend on the filesystem's block-free byte counts only; keep them out of the golden file.
+    expect(report.disk.completed).toBeGreaterThan(0)
+    expect(report.disk.completed_before_gzip).toBeGreaterThan(report.disk.completed)
+    await expect(JSON.stringify({ ...report, disk: Object.keys(report.disk) }, null, 2)).toMatchFileSnapshot('__golden__/stats.json')
+  })
+
+  it('filters by user, status and creation date, and scans when tasks.db is missing', () => {
+    const tree = fleet()
+    const scan = cli(['stats', '--json', '--user', 'alice', '--home', tree.base])
+    expect(scan.stderr).toContain('no tasks.db')
+    expect(JSON.parse(scan.stdout)).toMatchObject({ total: 2, by_location: { running: 1, completed: 1, paused: 0 } })
+    cli(['reindex', '--home', tree.base])
+    expect(JSON.parse(cli(['stats', '--json', '--status', 'failed', '--home', tree.base]).stdout)).toMatchObject({ total: 1, by_user: [{ user: 'carol' }] })
+    const january = JSON.parse(cli(['stats', '--json', '--from', '2024-01-06', '--to', '2024-01-20', '--home', tree.base]).stdout) as { total: number }
+    expect(january.total).toBe(2) // a1 (01-10) and b2 (01-20, the whole day counts)
+    const human = cli(['stats', '--home', tree.base])
+    expect(human.stdout).toContain('Total contexts: 5')
+    expect(human.stdout).toMatch(/Completed: .+ \(.+ before compression\)/)
+  })
+
+  it('--check exits 0 ok, 1 warning, 2 critical with one line per alert', () => {
+    const tree = makeTree()
+    tree.write({ uuid: uuidN(1), location: 'completed' })
+    cli(['reindex', '--home', tree.base])
+    const ok = cli(['stats', '--check', '--home', tree.base])
+    expect(ok.code).toBe(0)
+    expect(ok.stdout).toMatch(/^CTXAGENT OK - 1 tasks/)
+    tree.write({ uuid: uuidN(2), location: 'completed', status: 'failed' })
+    cli(['reindex', '--home', tree.base])
+    const warn = cli(['stats', '--check', '--home', tree.base])
+    expect(warn.code).toBe(1)
+    expect(warn.stdout.trim().split('\n')).toEqual([expect.stringMatching(/^CTXAGENT WARNING - 1 alert/), 'WARNING: failure rate 50.0% > 10% (1 of 2 finished tasks)'])
+    writeFileSync(join(tree.base, 'tight.yaml'), 'alerts:\n  disk_warning_gb: 0.0000001\n  disk_critical_gb: 0.000001\n')
+    const crit = cli(['stats', '--check', '--json', '--config', join(tree.base, 'tight.yaml'), '--home', tree.base])
+    expect(crit.code).toBe(2)
+    expect(JSON.parse(crit.stdout)).toMatchObject({ status: 'critical', alerts: expect.arrayContaining([expect.objectContaining({ metric: 'disk', level: 'critical' })]) })
+  })
+})
+
+describe('cleanup', () => {
+  it('--dry-run prints the plan and leaves the tree byte-identical', () => {
+    const tree = fleet()
+    const before = snapshotTree(tree.base)
+    const res = cli(['cleanup', '--dry-run', '--json', '--home', tree.base], NOW)
+    expect(res.code).toBe(0)
+    const plan = JSON.parse(res.stdout) as { compressed: { uuid: string }[]; deleted: { uuid: string }[]; dry_run: boolean }
+    expect(plan.dry_run).toBe(true)
+    expect(plan.compressed.map((t) => t.uuid).sort()).toEqual([uuidN(0xa1), uuidN(0xd4)])
+    expect(plan.deleted.map((t) => t.uuid)).toEqual([uuidN(0xe5)])
+    expect(snapshotTree(tree.base)).toEqual(before)
+  })
+
+  it('gzips old tasks so that view returns the same records, deletes expired ones, and never touches running/ or paused/', () => {
+    const tree = fleet()
+    const records = (uuid: string, what: string) => cli(['view', uuid, what, '--all', '--json', '--home', tree.base]).stdout
+    const kept = Object.fromEntries(['--messages', '--summaries', '--tools'].map((w) => [w, records(uuidN(0xa1), w)]))
+    const live = snapshotTree(tree.layout.dir('running'))
+    const paused = snapshotTree(tree.layout.dir('paused'))
+    const oldMtime = statSync(join(tree.layout.taskDir('completed', uuidN(0xa1)), 'messages.jsonl')).mtimeMs
+    const res = cli(['cleanup', '--json', '--home', tree.base], NOW)
+    expect(res.code).toBe(0)
+    const report = JSON.parse(res.stdout) as { bytes_before: number; bytes_after: number; deleted: unknown[]; compressed: unknown[]; reaped: unknown[] }
+    expect(report.reaped).toEqual([])
+    expect(report.compressed).toHaveLength(2)
+    expect(report.deleted).toHaveLength(1)
+    expect(report.bytes_after).toBeLessThan(report.bytes_before)
+    const dir = tree.layout.taskDir('completed', uuidN(0xa1))
+    expect(readdirSync(dir).sort()).toEqual(['messages.jsonl.gz', 'metadata.json', 'state.json', 'summaries.jsonl.gz', 'tools.jsonl.gz'])
+    expect(Math.abs(statSync(join(dir, 'messages.jsonl.gz')).mtimeMs - oldMtime)).toBeLessThan(0.001) // within 1 µs
+    for (const [w, text] of Object.entries(kept)) expect(records(uuidN(0xa1), w)).toBe(text)
+    expect(readdirSync(tree.layout.dir('completed')).sort()).toEqual([uuidN(0xa1), uuidN(0xd4)])
+    expect(snapshotTree(tree.layout.dir('running'))).toEqual(live)
+    expect(snapshotTree(tree.layout.dir('paused'))).toEqual(paused)
+    // Nothing left to do the second time.
+    expect(JSON.parse(cli(['cleanup', '--json', '--home', tree.base], NOW).stdout)).toMatchObject({ compressed: [], deleted: [] })
+  })
+
+  it('reaps stale locks as watch-locks --once does', () => {
+    const tree = makeTree()
+    tree.write({ uuid: uuidN(0x77), location: 'running', lock: { process_id: deadPid(), hostname: hostname(), acquired_at: '2024-01-31T00:00:00.000Z', heartbeat_at: '2024-01-31T00:00:00.000Z' } })
+    const res = cli(['cleanup', '--json', '--home', tree.base], NOW)
+    expect(JSON.parse(res.stdout)).toMatchObject({ reaped: [{ uuid: uuidN(0x77), action: 'reaped' }] })
+    expect(readdirSync(tree.layout.dir('completed'))).toEqual([uuidN(0x77)])
+  })
+
+  it('--schedule repeats on its cron schedule until SIGTERM', async () => {
+    const tree = fleet()
+    const child = helper('../../bin/ctxagent', ['cleanup', '--schedule', '* * * * * *', '--home', tree.base])
+    let out = ''
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()))
+    while ((out.match(/gzipped, /g) ?? []).length < 2) await sleep(100)
+    child.kill('SIGTERM')
+    expect((await exitOf(child)).code).toBe(0)
+  })
+
+  it('rejects a bad schedule and bad durations with exit 2', () => {
+    const tree = fleet()
+    expect(cli(['cleanup', '--schedule', 'every night', '--home', tree.base]).code).toBe(2)
+    expect(cli(['cleanup', '--compress-after', 'week', '--home', tree.base]).code).toBe(2)
+  })
+})

@@ -1,0 +1,17 @@
+// A task owner that writes `count` messages 50 ms apart, then completes the task.
+import { parseConfig } from '../../dist/config.js'
+import { Layout } from '../../dist/storage/layout.js'
+import { createTask } from '../../dist/storage/task-handle.js'
+
+const [base, count = '5'] = process.argv.slice(2)
+const env = { layout: new Layout(base), config: parseConfig(''), index: null, now: () => new Date(), warn: () => undefined }
+const handle = await createTask(env, { task_key: { task_source: 'local', owner: 'me', repo: 'demo', task_type: 'task', task_id: '1' }, user: 'tester' })
+await handle.setStatus('processing')
+process.stdout.write(`${handle.uuid}\n`)
+// Give the follower time to attach before the first message.
+await new Promise((r) => setTimeout(r, 800))
+for (let i = 1; i <= Number(count); i++) {
+  handle.addMessage({ role: 'assistant', content: `step ${i}` })
+  await new Promise((r) => setTimeout(r, 50))
+}
+await handle.complete('done')
