@@ -1,4 +1,5 @@
-import { closeSync, createReadStream, createWriteStream, fsyncSync, openSync, readdirSync, renameSync, statSync, unlinkSync, utimesSync } from 'node:fs'
+import { createReadStream, createWriteStream, readdirSync, renameSync, statSync, unlinkSync, utimesSync } from 'node:fs'
+import { open } from 'node:fs/promises'
 import { join } from 'node:path'
 import { pipeline } from 'node:stream/promises'
 import { createGzip } from 'node:zlib'
@@ -27,12 +28,14 @@ export async function gzipInPlace(path: string, level = 6): Promise<GzipResult> 
   const original = statSync(path)
   const target = `${path}.gz`
   const tmp = `${target}.tmp`
-  await pipeline(createReadStream(path, { highWaterMark: 256 * 1024 }), createGzip({ level }), createWriteStream(tmp, { mode: 0o600 }))
-  const fd = openSync(tmp, 'r+')
+  // 64 KiB deflate chunks: zlib's default 16 KiB halves throughput with thread-pool hops.
+  await pipeline(createReadStream(path, { highWaterMark: 256 * 1024 }), createGzip({ level, chunkSize: 64 * 1024 }), createWriteStream(tmp, { mode: 0o600 }))
+  // fsync on the thread pool: a synchronous flush here would stall every other file's stream.
+  const handle = await open(tmp, 'r+')
   try {
-    fsyncSync(fd)
+    await handle.sync()
   } finally {
-    closeSync(fd)
+    await handle.close()
   }
   // Seconds as numbers, not Dates: a Date would cut the times to whole milliseconds.
   utimesSync(tmp, original.atimeMs / 1000, original.mtimeMs / 1000)

@@ -101,7 +101,7 @@ export async function executeCleanup(env: TaskEnv, plan: CleanupPlan, onFile: ()
     removeStaleTemps(ref.dir)
     for (const file of task.files ?? []) jobs.push({ task, file: join(ref.dir, file) })
   }
-  await eachLimit(jobs, Math.max(2, availableParallelism()), async ({ file }) => {
+  await eachLimit(jobs, availableParallelism() + 1, async ({ file }) => {
     try {
       await gzipInPlace(file)
     } catch (err) {

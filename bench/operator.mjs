@@ -1,0 +1,156 @@
+// stats over 100,000 indexed tasks; view of a task whose messages.jsonl is 1 GiB;
+// cleanup's gzip of 1 GiB of task files against pigz -6 with 2 threads.
+import { execFileSync, spawnSync } from 'node:child_process'
+import { closeSync, copyFileSync, mkdirSync, openSync, readdirSync, statSync, writeSync } from 'node:fs'
+import { join } from 'node:path'
+import { Layout } from '../dist/storage/layout.js'
+import { readOverview } from '../dist/storage/task-reader.js'
+import { TaskIndex } from '../dist/storage/task-index.js'
+import { agentText, median, remove, ROOT, rng, scratch, timeMedian, uuidN, writeBenchTask } from './lib.mjs'
+
+const BIN = join(ROOT, 'bin', 'ctxagent')
+const ctxagent = (args) => execFileSync(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 * 1024 * 1024 })
+
+export async function run() {
+  return [...(await statsBench()), ...(await viewBench()), ...(await cleanupBench())]
+}
+
+async function statsBench() {
+  const base = scratch('stats')
+  try {
+    const random = rng(5)
+    const index = TaskIndex.open(join(base, 'tasks.db'))
+    const rows = []
+    for (let i = 1; i <= 100_000; i++) {
+      const created = new Date(Date.UTC(2024, 0, 1) + i * 60_000).toISOString()
+      rows.push({
+        uuid: uuidN(i), status: i % 17 === 0 ? 'failed' : 'completed', location: 'completed', task_type: 'github_issue', task_identifier: String(i),
+        repository: `acme/repo${i % 40}`, user: `user${Math.floor(random() * 50)}`, hostname: 'bench', created_at: created, started_at: created,
+        updated_at: created, completed_at: new Date(Date.parse(created) + 900_000).toISOString(), metadata: '{}', total_messages: 80,
+        total_summaries: 2, total_tool_calls: 12, llm_call_count: 40, total_tokens: 42_000, compression_count: 2, final_token_count: 3000,
+        final_message_count: 80, error_message: null, disk_bytes: 50_000, disk_bytes_raw: 400_000,
+      })
+    }
+    index.replaceAll(rows)
+    index.close()
+    for (const l of ['running', 'paused', 'completed']) mkdirSync(join(base, l), { recursive: true })
+    const stats = await timeMedian(() => ctxagent(['stats', '--json', '--home', base]), 5)
+    const startup = await timeMedian(() => ctxagent(['--version']), 5)
+    return [{
+      name: 'stats',
+      what: 'stats --json over 100,000 indexed tasks (whole command) vs ctxagent --version (node start-up)',
+      measured: `${(stats / 1000).toFixed(2)} s (start-up alone ${(startup / 1000).toFixed(2)} s)`,
+      ratio: `${(stats / startup).toFixed(1)}× start-up; ${(1000 / stats).toFixed(1)}× under the limit`,
+      target: '≤ 1 s',
+      pass: stats <= 1000,
+    }]
+  } finally {
+    remove(base)
+  }
+}
+
+async function viewBench() {
+  const base = scratch('view')
+  try {
+    const uuid = uuidN(1)
+    const dir = join(base, 'completed', uuid)
+    writeBenchTask(dir, uuid, rng(6), { messages: 1 })
+    const file = join(dir, 'messages.jsonl')
+    const fd = openSync(file, 'w')
+    const random = rng(9)
+    const texts = Array.from({ length: 64 }, () => agentText(random, 300 + Math.floor(random() * 3700)))
+    let written = 0
+    let seq = 0
+    while (written < 1024 ** 3) {
+      const lines = []
+      for (let k = 0; k < 1000; k++) {
+        seq++
+        lines.push(JSON.stringify({ seq, role: seq % 2 ? 'assistant' : 'tool', content: texts[seq % 64], timestamp: '2024-01-15T10:30:00.000Z', token_count: 500 }))
+      }
+      const chunk = `${lines.join('\n')}\n`
+      writeSync(fd, chunk)
+      written += Buffer.byteLength(chunk)
+    }
+    closeSync(fd)
+    const ref = { uuid, location: 'completed', dir }
+    const overview = await timeMedian(async () => {
+      const o = await readOverview(ref)
+      if (o.last_messages.at(-1)?.seq !== seq) throw new Error('overview missed the last message')
+    }, 21)
+    const command = await timeMedian(() => ctxagent(['view', uuid, '--json', '--home', base]), 5)
+    const startup = await timeMedian(() => ctxagent(['--version']), 5)
+    const scan = await timeMedian(() => execFileSync('wc', ['-l', file]), 3, false)
+    return [{
+      name: 'view',
+      what: `view overview of a task whose messages.jsonl is ${(statSync(file).size / 1024 ** 3).toFixed(2)} GiB (${seq.toLocaleString('en')} lines) vs wc -l of that file`,
+      measured: `${overview.toFixed(1)} ms in-process; whole command ${(command).toFixed(0)} ms, of which node start-up ${startup.toFixed(0)} ms`,
+      ratio: `${Math.round(scan / overview).toLocaleString('en')}× faster than wc -l (${(scan / 1000).toFixed(2)} s)`,
+      target: '≤ 200 ms (overview; start-up excluded)',
+      pass: overview <= 200 && command - startup <= 200,
+    }]
+  } finally {
+    remove(base)
+  }
+}
+
+async function cleanupBench() {
+  const pigz = spawnSync('pigz', ['--version']).status === 0
+  if (!pigz) {
+    return [{ name: 'cleanup', what: 'cleanup gzip vs pigz -6 -p 2', measured: 'not run: pigz is not installed (apt-get install pigz)', ratio: '-', target: 'ratio ≥ 0.9, RSS ≤ 150 MB', pass: false }]
+  }
+  const base = scratch('cleanup')
+  try {
+    // 16 completed tasks of 64 MiB each: 1 GiB of task files.
+    const random = rng(8)
+    const texts = Array.from({ length: 64 }, () => agentText(random, 300 + Math.floor(random() * 3700)))
+    const template = join(base, 'template.jsonl')
+    const fd = openSync(template, 'w')
+    let written = 0
+    let seq = 0
+    while (written < 64 * 1024 ** 2) {
+      seq++
+      const line = `${JSON.stringify({ seq, role: 'tool', content: texts[(seq * 7) % 64] + texts[seq % 64].slice(0, seq % 500), timestamp: '2024-01-15T10:30:00.000Z', token_count: 500 })}\n`
+      writeSync(fd, line)
+      written += Buffer.byteLength(line)
+    }
+    closeSync(fd)
+    const setup = () => {
+      remove(join(base, 'completed'))
+      remove(join(base, 'pigz'))
+      mkdirSync(join(base, 'pigz'), { recursive: true })
+      for (let i = 1; i <= 16; i++) {
+        const dir = join(base, 'completed', uuidN(i))
+        writeBenchTask(dir, uuidN(i), random, { messages: 1 })
+        copyFileSync(template, join(dir, 'messages.jsonl'))
+        copyFileSync(template, join(base, 'pigz', `${i}.jsonl`))
+      }
+    }
+    const bytes = 16 * statSync(template).size
+    const ours = []
+    const theirs = []
+    const rss = []
+    for (let r = 0; r < 3; r++) {
+      setup()
+      let t = process.hrtime.bigint()
+      const res = spawnSync('/usr/bin/time', ['-f', '%M', process.execPath, BIN, 'cleanup', '--compress-after', '0s', '--delete-after', '36500d', '--home', base], { encoding: 'utf8' })
+      ours.push(Number(process.hrtime.bigint() - t) / 1e6)
+      rss.push(Number(res.stderr.trim().split('\n').at(-1)) / 1024)
+      if (readdirSync(join(base, 'completed', uuidN(1))).includes('messages.jsonl')) throw new Error('cleanup did not compress')
+      t = process.hrtime.bigint()
+      execFileSync('sh', ['-c', `pigz -6 -p 2 "${join(base, 'pigz')}"/*.jsonl`])
+      theirs.push(Number(process.hrtime.bigint() - t) / 1e6)
+    }
+    const ratio = median(theirs) / median(ours)
+    const peak = Math.max(...rss)
+    return [{
+      name: 'cleanup',
+      what: `cleanup gzip of ${(bytes / 1024 ** 3).toFixed(2)} GiB in 16 completed tasks vs pigz -6 -p 2 on the same files`,
+      measured: `${(bytes / 1024 ** 2 / (median(ours) / 1000)).toFixed(0)} MB/s (pigz ${(bytes / 1024 ** 2 / (median(theirs) / 1000)).toFixed(0)} MB/s); peak RSS ${peak.toFixed(0)} MB`,
+      ratio: `throughput ratio ${ratio.toFixed(2)}`,
+      target: 'ratio ≥ 0.9 and RSS ≤ 150 MB',
+      pass: ratio >= 0.9 && peak <= 150,
+    }]
+  } finally {
+    remove(base)
+  }
+}
