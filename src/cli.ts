@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { Command, CommanderError, Option } from 'commander'
 import { cleanupCommand } from './commands/cleanup.js'
+import { compressCommand } from './commands/compress.js'
 import { reindexCommand } from './commands/reindex.js'
 import { statsCommand } from './commands/stats.js'
 import { unlockCommand } from './commands/unlock.js'
@@ -21,7 +22,7 @@ export function buildProgram(): Command {
     .showSuggestionAfterError(true)
     .enablePositionalOptions(false)
 
-  for (const command of [viewCommand(), statsCommand(), cleanupCommand(), watchLocksCommand(), unlockCommand(), reindexCommand()]) program.addCommand(command)
+  for (const command of [viewCommand(), statsCommand(), cleanupCommand(), compressCommand(), watchLocksCommand(), unlockCommand(), reindexCommand()]) program.addCommand(command)
   for (const command of [program, ...program.commands]) {
     command.exitOverride()
     // Commander's own error text is replaced by our one-line form in report().

@@ -188,18 +188,18 @@ export interface TailResult {
  * blocks: the cost depends on the size of those records, not of the file. A `.gz`
  * cannot be read backwards and is streamed instead.
  */
-export async function tailJsonl(path: string, n: number, keep: RecordFilter = () => true): Promise<TailResult> {
+export async function tailJsonl(path: string, n: number, keep: RecordFilter = () => true, stopAt?: RecordFilter): Promise<TailResult> {
   const file = resolveDataFile(path)
   if (file === null || n <= 0) return { records: [], bad: [] }
-  if (file.endsWith('.gz')) return tailByStreaming(path, n, keep)
-  return tailPlainSync(file, n, keep)
+  if (file.endsWith('.gz')) return tailByStreaming(path, n, keep, stopAt)
+  return tailPlainSync(file, n, keep, stopAt)
 }
 
 /** Which records a tail read counts towards its `n`. */
 export type RecordFilter = (record: JsonRecord) => boolean
 
 /** tailJsonl for a plain (not gzipped) file that exists, synchronously: for writers reopening their logs. */
-export function tailPlainSync(file: string, n: number, keep: RecordFilter = () => true): TailResult {
+export function tailPlainSync(file: string, n: number, keep: RecordFilter = () => true, stopAt?: RecordFilter): TailResult {
   const fd = openSync(file, 'r')
   try {
     const size = fstatSync(fd).size
@@ -212,7 +212,11 @@ export function tailPlainSync(file: string, n: number, keep: RecordFilter = () =
     let pos = end
     // Start small (most tails are a few short lines) and grow for long records.
     let want = TAIL_FIRST_BLOCK
-    while (pos > 0 && found.length < n) {
+    let stopped = false
+    const take = (bytes: Buffer, line: number) => {
+      stopped = collect(bytes, line, found, bad, keep, stopAt)
+    }
+    while (pos > 0 && found.length < n && !stopped) {
       const start = Math.max(0, pos - want)
       want = Math.min(want * 2, TAIL_MAX_BLOCK)
       let block: Buffer = Buffer.allocUnsafe(pos - start)
@@ -222,17 +226,17 @@ export function tailPlainSync(file: string, n: number, keep: RecordFilter = () =
       let lineEnd = block.length
       if (pos === end && block[lineEnd - 1] === NEWLINE) lineEnd--
       let at = block.lastIndexOf(NEWLINE, lineEnd - 1)
-      while (at >= 0 && found.length < n) {
+      while (at >= 0 && found.length < n && !stopped) {
         lineFromEnd++
-        collect(block.subarray(at + 1, lineEnd), lineFromEnd, found, bad, keep)
+        take(block.subarray(at + 1, lineEnd), lineFromEnd)
         lineEnd = at
         at = lineEnd > 0 ? block.lastIndexOf(NEWLINE, lineEnd - 1) : -1
       }
       carry = block.subarray(0, lineEnd)
       pos = start
-      if (pos === 0 && found.length < n && carry.length > 0) {
+      if (pos === 0 && found.length < n && !stopped && carry.length > 0) {
         lineFromEnd++
-        collect(carry, lineFromEnd, found, bad, keep)
+        take(carry, lineFromEnd)
       }
     }
     return { records: found.reverse(), bad }
@@ -241,20 +245,28 @@ export function tailPlainSync(file: string, n: number, keep: RecordFilter = () =
   }
 }
 
-function collect(bytes: Buffer, lineFromEnd: number, found: JsonRecord[], bad: BadLine[], keep: RecordFilter): void {
+/** Adds one line's record; true when `stopAt` says the backwards read has gone far enough. */
+function collect(bytes: Buffer, lineFromEnd: number, found: JsonRecord[], bad: BadLine[], keep: RecordFilter, stopAt?: RecordFilter): boolean {
   const text = bytes.toString('utf8')
-  if (text.trim() === '') return
+  if (text.trim() === '') return false
   const record = parseLine(text)
   if (record === null) bad.push({ line: lineFromEnd, reason: 'invalid' })
+  else if (stopAt?.(record)) return true
   else if (keep(record)) found.push(record)
+  return false
 }
 
-async function tailByStreaming(path: string, n: number, keep: RecordFilter): Promise<TailResult> {
-  const ring: JsonRecord[] = []
+async function tailByStreaming(path: string, n: number, keep: RecordFilter, stopAt?: RecordFilter): Promise<TailResult> {
+  let ring: JsonRecord[] = []
   const bad: BadLine[] = []
   for await (const item of readJsonl(path)) {
     if (!item.ok) {
       bad.push(item.bad)
+      continue
+    }
+    // Reading forwards, a record that would stop a backwards read discards all before it.
+    if (stopAt?.(item.record)) {
+      ring = []
       continue
     }
     if (!keep(item.record)) continue

@@ -100,7 +100,7 @@ export async function reapTask(env: TaskEnv, ref: TaskRef, options: ReapOptions)
     const target = env.layout.taskDir(to, ref.uuid)
     renameSync(ref.dir, target)
     const finalState = next.status === 'completing' ? await updateState(target, () => ({ status: 'completed' }), env.now()) : next
-    await reindexOne(env, { uuid: ref.uuid, location: to, dir: target }, finalState)
+    await refreshIndex(env, { uuid: ref.uuid, location: to, dir: target }, finalState)
     return {
       done: true,
       report: {
@@ -139,7 +139,7 @@ async function releaseWherever(env: TaskEnv, uuid: string, lock: TaskLock): Prom
 export async function finishCompleting(env: TaskEnv, ref: TaskRef): Promise<TaskState | null> {
   if (safeState(ref.dir)?.status !== 'completing') return null
   const next = await updateState(ref.dir, (s) => (s.status === 'completing' ? { status: 'completed', completed_at: s.completed_at ?? env.now().toISOString() } : {}), env.now())
-  await reindexOne(env, ref, next)
+  await refreshIndex(env, ref, next)
   return next
 }
 
@@ -156,7 +156,8 @@ function safeState(dir: string): TaskState | null {
   }
 }
 
-async function reindexOne(env: TaskEnv, ref: TaskRef, state: TaskState): Promise<void> {
+/** Rewrites a task's row in tasks.db from its directory (a no-op without an index). */
+export async function refreshIndex(env: TaskEnv, ref: TaskRef, state: TaskState): Promise<void> {
   if (env.index === null) return
   try {
     const disk = ref.location === 'completed' ? taskDiskUse(ref.dir) : null

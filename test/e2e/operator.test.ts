@@ -1,12 +1,12 @@
-import { createHash } from 'node:crypto'
 import { readdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs'
-import { join, relative } from 'node:path'
+import { join } from 'node:path'
 import { gzipSync } from 'node:zlib'
 import { describe, expect, it } from 'vitest'
 import { hostname, processStart } from '../../src/storage/process-info.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
 import type { Tree } from '../fixtures/tree.js'
 import { cli, deadPid, helper } from '../helpers/run.js'
+import { snapshotTree } from '../helpers/tree-snapshot.js'
 import { exitOf, lineFrom, sleep } from '../helpers/wait.js'
 
 const NOW = { CTXAGENT_NOW: '2024-02-01T00:00:00.000Z' }
@@ -26,20 +26,6 @@ function fleet(): Tree {
     unlinkSync(join(gz, name)) // as cleanup leaves it
   }
   return tree
-}
-
-function snapshotTree(base: string): Record<string, string> {
-  const out: Record<string, string> = {}
-  const walk = (dir: string) => {
-    for (const name of readdirSync(dir)) {
-      const path = join(dir, name)
-      const st = statSync(path)
-      if (st.isDirectory()) walk(path)
-      else out[relative(base, path)] = `${createHash('sha256').update(readFileSync(path)).digest('hex')} ${st.mtimeMs} ${st.mode}`
-    }
-  }
-  walk(base)
-  return out
 }
 
 describe('view', () => {

@@ -20,7 +20,7 @@ export function cli(args: string[], env: Record<string, string> = {}, cwd = ROOT
   return { code: res.status ?? -1, stdout: res.stdout, stderr: res.stderr }
 }
 
-/** Same, without blocking the event loop (for several at once). */
+/** Same, without blocking the event loop (for several at once, or a server in this process). */
 export function cliAsync(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [BIN, ...args], {

@@ -1,0 +1,61 @@
+import { Command } from 'commander'
+import { compressTask } from '../agent/compress-task.js'
+import { settingsFrom } from '../agent/compaction.js'
+import { extractiveSummarizer, llmSummarizer } from '../agent/summarizer.js'
+import type { Context } from '../context.js'
+import { auditTask, withTaskEnv } from '../context.js'
+import { requireLlmClient } from '../llm/openai-compatible.js'
+import { resolveTask } from '../storage/layout.js'
+import { positiveIntArg, withContext } from './shared.js'
+
+interface CompressOptions {
+  dryRun?: boolean
+  extractive?: boolean
+  keepRecent?: number
+}
+
+export function compressCommand(): Command {
+  return new Command('compress')
+    .description("summarize a task's context now (paused or finished tasks; a running one only if its agent died)")
+    .argument('<uuid>', 'task uuid, or a unique prefix of 8+ hex characters')
+    .option('--dry-run', 'show what would be summarized and the expected saving; write nothing')
+    .option('--extractive', 'summarize without an LLM (keeps the task, file paths, errors, decisions, tools)')
+    .option('--keep-recent <n>', 'messages kept verbatim (default: config context.compression.keep_recent)', positiveIntArg)
+    .action(withContext(compress))
+}
+
+async function compress(ctx: Context, opts: CompressOptions, id: string): Promise<void> {
+  const ref = resolveTask(ctx.layout, id)
+  // Fails here, before any file is touched, when no LLM is configured.
+  const summarizer = opts.extractive ? extractiveSummarizer() : llmSummarizer(requireLlmClient(ctx.config))
+  await withTaskEnv(ctx, async (env) => {
+    const outcome = await compressTask(env, ref, settingsFrom(ctx.config, opts.keepRecent), summarizer, opts.dryRun === true)
+    if (outcome.kind === 'done') auditTask(ctx, 'compress', ref.uuid)
+    if (ctx.json) {
+      ctx.io.json(outcome.kind === 'done' ? outcome.record : outcome)
+      return
+    }
+    const n = (x: number) => x.toLocaleString('en-US')
+    if (outcome.kind === 'nothing') ctx.io.out(`task ${outcome.uuid}: nothing to compress (${outcome.reason})`)
+    else if (outcome.kind === 'plan') {
+      ctx.io.out(
+        [
+          `dry run: task ${outcome.uuid}`,
+          `  would summarize messages ${outcome.start_seq}-${outcome.end_seq} (${outcome.messages} messages, ${outcome.method}), keeping the last ${outcome.kept}`,
+          `  tokens ${n(outcome.tokens_before)} → about ${n(outcome.expected_tokens_after)} (${pct(outcome.expected_tokens_after, outcome.tokens_before)} of before)`,
+          '  nothing was written',
+        ].join('\n'),
+      )
+    } else {
+      const r = outcome.record
+      if (outcome.reaped) ctx.io.out(`task ${outcome.uuid}: its agent was dead (${outcome.reaped.reason}); it is now in completed/ as failed`)
+      ctx.io.out(
+        `task ${outcome.uuid}: summary ${r.summary_id} (${r.method}${r.model ? `, ${r.model}` : ''}) of messages ${r.start_seq}-${r.end_seq}; window tokens ${n(outcome.tokens_before)} → ${n(outcome.tokens_after)} (summary ratio ${r.compression_ratio})`,
+      )
+    }
+  }, { createIndex: false }) // updates tasks.db where there is one; a refusal must create nothing
+}
+
+function pct(after: number, before: number): string {
+  return before > 0 ? `${Math.round((after / before) * 100)}%` : '-'
+}

@@ -1,0 +1,42 @@
+import type { ToolCall } from '../storage/records.js'
+
+/** A message as the LLM receives it (OpenAI chat shape). */
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant' | 'tool'
+  content: string | null
+  tool_calls?: ToolCall[]
+  tool_call_id?: string
+}
+
+export interface ToolSpec {
+  type: 'function'
+  function: { name: string; description?: string; parameters?: Record<string, unknown> }
+}
+
+export interface ChatOptions {
+  tools?: ToolSpec[]
+  signal?: AbortSignal
+  maxTokens?: number
+  temperature?: number
+}
+
+export interface Usage {
+  prompt_tokens: number
+  completion_tokens: number
+  total_tokens: number
+}
+
+export interface ChatResult {
+  message: { role: 'assistant'; content: string | null; tool_calls?: ToolCall[] }
+  /** As the provider reported it; null when it reported none. */
+  usage: Usage | null
+}
+
+/** What ctxagent needs of a model, whoever serves it. */
+export interface LlmClient {
+  /** The model name, as recorded in summaries.jsonl. */
+  readonly model: string
+  /** The model's context length in tokens (config llm.<provider>.context_length). */
+  readonly contextLength: number
+  chat(messages: ChatMessage[], options?: ChatOptions): Promise<ChatResult>
+}

@@ -1,0 +1,105 @@
+import OpenAI from 'openai'
+import type { Config } from '../config.js'
+import { ProviderError, UsageError } from '../errors.js'
+import type { ChatMessage, ChatOptions, ChatResult, LlmClient } from './client.js'
+
+type Endpoint = Config['llm']['openai']
+
+/**
+ * Any OpenAI-compatible server through the official SDK: OpenAI, Ollama
+ * (`/v1`), vLLM, llama.cpp's server, LM Studio. The SDK retries 408, 409, 429, 5xx
+ * and connection errors with exponential backoff (honouring Retry-After) up to
+ * `max_retries` times; what still fails becomes one ProviderError line naming the
+ * server, the status and what to check.
+ */
+export class OpenAiCompatibleClient implements LlmClient {
+  private readonly client: OpenAI
+
+  constructor(
+    private readonly endpoint: Endpoint,
+    private readonly provider: string,
+  ) {
+    this.client = new OpenAI({
+      baseURL: endpoint.base_url,
+      // Local servers need no key, but the SDK insists on one.
+      apiKey: endpoint.api_key ?? 'not-needed',
+      timeout: endpoint.timeout_seconds * 1000,
+      maxRetries: endpoint.max_retries,
+    })
+  }
+
+  get model(): string {
+    return this.endpoint.model
+  }
+
+  get contextLength(): number {
+    return this.endpoint.context_length
+  }
+
+  async chat(messages: ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
+    try {
+      const response = await this.client.chat.completions.create(
+        {
+          model: this.endpoint.model,
+          messages: messages as OpenAI.Chat.ChatCompletionMessageParam[],
+          ...(options.tools?.length ? { tools: options.tools } : {}),
+          ...(options.maxTokens === undefined ? {} : { max_tokens: options.maxTokens }),
+          ...(options.temperature === undefined ? {} : { temperature: options.temperature }),
+        },
+        options.signal ? { signal: options.signal } : undefined,
+      )
+      const choice = response.choices[0]
+      if (!choice) throw new ProviderError(`${this.where()} returned no choices`, 'check that the model name is right for this server')
+      const message = choice.message
+      const calls = message.tool_calls?.filter((c) => c.type === 'function').map((c) => ({ id: c.id, type: 'function' as const, function: { name: c.function.name, arguments: c.function.arguments } }))
+      return {
+        message: { role: 'assistant', content: message.content ?? null, ...(calls?.length ? { tool_calls: calls } : {}) },
+        usage: response.usage ? { prompt_tokens: response.usage.prompt_tokens, completion_tokens: response.usage.completion_tokens, total_tokens: response.usage.total_tokens } : null,
+      }
+    } catch (err) {
+      throw this.explain(err)
+    }
+  }
+
+  private where(): string {
+    return `LLM server ${this.endpoint.base_url} (${this.provider}, model ${this.endpoint.model})`
+  }
+
+  private explain(err: unknown): Error {
+    if (err instanceof ProviderError) return err
+    const keyHint = this.provider === 'openai' ? 'llm.openai.api_key or OPENAI_API_KEY' : `llm.${this.provider}.api_key`
+    if (err instanceof OpenAI.APIUserAbortError) return new ProviderError(`request to ${this.where()} was cancelled`)
+    if (err instanceof OpenAI.APIConnectionTimeoutError) {
+      return new ProviderError(`${this.where()} did not answer within ${this.endpoint.timeout_seconds}s`, `check the server, or raise llm.${this.provider}.timeout_seconds`, err)
+    }
+    if (err instanceof OpenAI.APIConnectionError) {
+      const cause = (err.cause as Error | undefined)?.message ?? err.message
+      return new ProviderError(`cannot reach ${this.where()}: ${cause}`, `is it running? check llm.${this.provider}.base_url`, err)
+    }
+    if (err instanceof OpenAI.AuthenticationError) return new ProviderError(`${this.where()} refused the API key (401)`, `check ${keyHint}`, err)
+    if (err instanceof OpenAI.NotFoundError) return new ProviderError(`${this.where()} answered 404: ${firstLine(err.message)}`, `check llm.${this.provider}.model and base_url (OpenAI-compatible servers serve /v1)`, err)
+    if (err instanceof OpenAI.APIError) {
+      const retried = err.status === 429 || (err.status ?? 0) >= 500 ? ` after ${this.endpoint.max_retries} retries` : ''
+      return new ProviderError(`${this.where()} answered ${err.status ?? 'an error'}${retried}: ${firstLine(err.message)}`, 'check the server logs', err)
+    }
+    return new ProviderError(`${this.where()} failed: ${(err as Error).message}`, 'set CTXAGENT_DEBUG=1 for details', err)
+  }
+}
+
+function firstLine(text: string): string {
+  return (text.split('\n')[0] ?? text).slice(0, 300)
+}
+
+/** The configured client, or null with llm.provider: none. */
+export function createLlmClient(config: Config): LlmClient | null {
+  const provider = config.llm.provider
+  if (provider === 'none') return null
+  return new OpenAiCompatibleClient(provider === 'ollama' ? config.llm.ollama : config.llm.openai, provider)
+}
+
+/** The configured client, or a usage error saying how to configure one. */
+export function requireLlmClient(config: Config): LlmClient {
+  const client = createLlmClient(config)
+  if (client === null) throw new UsageError('no LLM is configured (llm.provider: none)', 'set llm.provider in the config, or use --extractive')
+  return client
+}

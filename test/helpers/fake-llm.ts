@@ -1,0 +1,70 @@
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { onTestFinished } from 'vitest'
+
+export interface RecordedRequest {
+  path: string
+  body: { model: string; messages: { role: string; content: string }[]; [key: string]: unknown }
+}
+
+export interface Reply {
+  status?: number
+  content?: string
+  headers?: Record<string, string>
+  usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number }
+}
+
+export interface FakeLlm {
+  /** http://127.0.0.1:<port>/v1 */
+  url: string
+  requests: RecordedRequest[]
+  /** Replies for the next requests, in order; after them, `fallback` answers. */
+  queue: Reply[]
+  fallback: (req: RecordedRequest) => Reply
+  /** A config file pointing ctxagent at this server. */
+  configYaml(extra?: string): string
+}
+
+/**
+ * An OpenAI-compatible chat completions server on 127.0.0.1, started per test:
+ * scripted replies, recorded requests, reached through the real openai SDK.
+ */
+export async function startFakeLlm(): Promise<FakeLlm> {
+  const fake: FakeLlm = {
+    url: '',
+    requests: [],
+    queue: [],
+    fallback: (req) => ({ content: `## Original Task\nsummary of ${req.body.messages.length} messages` }),
+    configYaml: (extra = '') =>
+      `llm:\n  provider: openai\n  openai:\n    base_url: ${fake.url}\n    api_key: test-key\n    model: fake-model\n    context_length: 8000\n    timeout_seconds: 10\n    max_retries: 2\n${extra}`,
+  }
+  const server = createServer((req, res) => {
+    let body = ''
+    req.on('data', (d: Buffer) => (body += d.toString()))
+    req.on('end', () => {
+      const recorded: RecordedRequest = { path: req.url ?? '', body: JSON.parse(body || '{}') as RecordedRequest['body'] }
+      fake.requests.push(recorded)
+      const reply = fake.queue.shift() ?? fake.fallback(recorded)
+      const status = reply.status ?? 200
+      res.writeHead(status, { 'content-type': 'application/json', ...reply.headers })
+      if (status !== 200) {
+        res.end(JSON.stringify({ error: { message: reply.content ?? `status ${status}`, type: 'server_error' } }))
+        return
+      }
+      res.end(
+        JSON.stringify({
+          id: `chatcmpl-${fake.requests.length}`,
+          object: 'chat.completion',
+          created: 0,
+          model: recorded.body.model,
+          choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: reply.content ?? '' } }],
+          usage: reply.usage ?? { prompt_tokens: 100, completion_tokens: 20, total_tokens: 120 },
+        }),
+      )
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  fake.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`
+  onTestFinished(() => new Promise<void>((resolve) => server.close(() => resolve())))
+  return fake
+}
