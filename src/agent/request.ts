@@ -1,0 +1,65 @@
+import type { TaskHandle } from '../storage/task-handle.js'
+import type { WindowMessage } from '../storage/records.js'
+import { estimateMessageTokens } from '../storage/tokens.js'
+import { compact, planCompaction, shouldCompress } from './compaction.js'
+import type { CompactionResult, CompactionSettings } from './compaction.js'
+import { loadSnapshot } from './context.js'
+import { prune } from './prune.js'
+import type { Summarizer } from './summarizer.js'
+
+/**
+ * The messages of one LLM request (SPEC §5): the window's head (system prompt,
+ * original task, summary: everything before the first assistant or tool message)
+ * always, then the newest messages that fit in `limit` tokens, without ever starting
+ * on a tool result whose call was left out; then pruned. A copy: the window and the
+ * files are never changed.
+ */
+export function requestMessages(window: readonly WindowMessage[], limit: number, protectedTurns: number): WindowMessage[] {
+  let headEnd = 0
+  while (headEnd < window.length && (window[headEnd]?.role === 'system' || window[headEnd]?.role === 'user')) headEnd++
+  // With no summary the head is just the leading system/user messages of the conversation.
+  const head = window.slice(0, headEnd)
+  let budget = limit - head.reduce((sum, m) => sum + estimateMessageTokens(m), 0)
+  let start = window.length
+  while (start > headEnd) {
+    const cost = estimateMessageTokens(window[start - 1] as WindowMessage)
+    if (cost > budget) break
+    budget -= cost
+    start--
+  }
+  while (start < window.length && window[start]?.role === 'tool') start++
+  return prune([...head, ...window.slice(start)], protectedTurns)
+}
+
+export interface AutoCompressOptions {
+  summarizer: Summarizer
+  settings: CompactionSettings
+  /** compressionLimit(config, contextLength) from ./compaction.js */
+  limit: number
+  /** The provider's prompt_tokens of the last request, preferred over the estimate. */
+  reportedPromptTokens?: number | null
+  now: () => Date
+  warn: (message: string) => void
+}
+
+/**
+ * The owner's compaction step, run after each turn: when the window is over the
+ * limit, status `compressing`, summarize, back to `processing`. Best effort: a
+ * failed summary is a warning, nothing changes, and the next turn tries again.
+ */
+export async function compressIfNeeded(handle: TaskHandle, options: AutoCompressOptions): Promise<CompactionResult | null> {
+  const plan = planCompaction(await loadSnapshot(handle.dir), options.settings)
+  if (!shouldCompress(plan, options.limit, options.reportedPromptTokens)) return null
+  await handle.setStatus('compressing', 'compressing')
+  try {
+    const result = await compact(plan as NonNullable<typeof plan>, options.summarizer, handle, options.now())
+    // TaskHandle.update counts the compressions from summaries.jsonl itself.
+    await handle.update({ status: 'processing', last_activity: 'compressed', current_context_tokens: result.tokensAfter })
+    return result
+  } catch (err) {
+    if (handle.lost) throw err
+    options.warn(`compression of task ${handle.uuid} failed; the window stays as it was and the next turn retries (${(err as Error).message})`)
+    await handle.setStatus('processing', 'compression failed')
+    return null
+  }
+}
