@@ -48,6 +48,8 @@ export interface AutoCompressOptions {
  * failed summary is a warning, nothing changes, and the next turn tries again.
  */
 export async function compressIfNeeded(handle: TaskHandle, options: AutoCompressOptions): Promise<CompactionResult | null> {
+  // The cheap check first: most turns are under the limit and read nothing.
+  if ((options.reportedPromptTokens ?? handle.windowTokens()) <= options.limit) return null
   const plan = planCompaction(await loadSnapshot(handle.dir), options.settings)
   if (!shouldCompress(plan, options.limit, options.reportedPromptTokens)) return null
   await handle.setStatus('compressing', 'compressing')

@@ -12,7 +12,7 @@ import {
 } from 'node:fs'
 import { randomBytes } from 'node:crypto'
 import { dirname } from 'node:path'
-import { isErrno } from '../errors.js'
+import { CorruptRecordError, isErrno } from '../errors.js'
 
 export const DIR_MODE = 0o700
 export const FILE_MODE = 0o600
@@ -112,4 +112,16 @@ export function unlinkQuietly(path: string): void {
 
 export function writeJsonAtomic(path: string, value: unknown): void {
   writeFileAtomic(path, `${JSON.stringify(value, null, 2)}\n`)
+}
+
+/** Parses a whole-file JSON object (metadata.json, state.json); anything else is a CorruptRecordError. */
+export function parseJsonObject(text: string, path: string, hint: string): Record<string, unknown> {
+  let raw: unknown
+  try {
+    raw = JSON.parse(text)
+  } catch {
+    throw new CorruptRecordError(`${path} is not valid JSON`, hint)
+  }
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new CorruptRecordError(`${path} is not a JSON object`, hint)
+  return raw as Record<string, unknown>
 }

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { CorruptRecordError, isErrno, NotFoundError } from '../errors.js'
-import { writeJsonAtomic } from './files.js'
+import { isErrno, NotFoundError } from '../errors.js'
+import { parseJsonObject, writeJsonAtomic } from './files.js'
 import { FILES } from './layout.js'
 
 export interface TaskKey {
@@ -47,25 +47,14 @@ export function readMetadata(dir: string): TaskMetadata {
   try {
     text = readFileSync(path, 'utf8')
   } catch (err) {
-    throw missingMetadata(path, err)
+    if (isErrno(err, 'ENOENT')) throw new NotFoundError(`${path} is missing`, 'the task directory is incomplete; see ctxagent reindex')
+    throw err
   }
   return parseMetadata(text, path)
 }
 
-function missingMetadata(path: string, err: unknown): Error {
-  if (isErrno(err, 'ENOENT')) return new NotFoundError(`${path} is missing`, 'the task directory is incomplete; see ctxagent reindex')
-  return err as Error
-}
-
 export function parseMetadata(text: string, path: string): TaskMetadata {
-  let raw: unknown
-  try {
-    raw = JSON.parse(text)
-  } catch {
-    throw new CorruptRecordError(`${path} is not valid JSON`, 'restore it from a backup or remove the task')
-  }
-  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new CorruptRecordError(`${path} is not a JSON object`, 'restore it from a backup')
-  return normalizeMetadata(raw as Record<string, unknown>)
+  return normalizeMetadata(parseJsonObject(text, path, 'restore it from a backup or remove the task'))
 }
 
 export function normalizeMetadata(raw: Record<string, unknown>): TaskMetadata {

@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import lockfile from 'proper-lockfile'
-import { CorruptRecordError, CtxError, isErrno } from '../errors.js'
-import { writeJsonAtomic } from './files.js'
+import { CtxError, isErrno } from '../errors.js'
+import { parseJsonObject, writeJsonAtomic } from './files.js'
 import { FILES } from './layout.js'
 
 export const STATUSES = [
@@ -74,14 +74,7 @@ export function readState(dir: string): TaskState | null {
 }
 
 export function parseState(text: string, path: string): TaskState {
-  let raw: unknown
-  try {
-    raw = JSON.parse(text)
-  } catch {
-    throw new CorruptRecordError(`${path} is not valid JSON`, 'restore it, or remove it and run ctxagent reindex')
-  }
-  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new CorruptRecordError(`${path} is not a JSON object`, 'restore it, or remove it and run ctxagent reindex')
-  return normalizeState(raw as Record<string, unknown>)
+  return normalizeState(parseJsonObject(text, path, 'restore it, or remove it and run ctxagent reindex'))
 }
 
 function normalizeState(raw: Record<string, unknown>): TaskState {

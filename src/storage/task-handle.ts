@@ -10,8 +10,12 @@ import { MessageStore } from './message-store.js'
 import type { NewMessage } from './message-store.js'
 import { maskText } from './mask.js'
 import { readMetadata, writeMetadata } from './metadata.js'
+import { estimateMessageTokens } from './tokens.js'
+import { parseLine } from './jsonl.js'
+import { readFileSync } from 'node:fs'
 import type { TaskKey, TaskMetadata } from './metadata.js'
 import { hostname } from './process-info.js'
+import { toWindowMessage } from './records.js'
 import type { SummaryRecord, ToolRecord, WindowMessage } from './records.js'
 import { initialState, readState, updateState, writeState } from './state.js'
 import type { Status, TaskState } from './state.js'
@@ -37,6 +41,7 @@ export type Hook = (handle: TaskHandle) => void | Promise<void>
  */
 export class TaskHandle {
   private lostError: LockLostError | null = null
+  private windowCache: { messages: WindowMessage[]; tokens: number } | null = null
   private timer: NodeJS.Timeout | null = null
   private stores: { messages: MessageStore; summaries: SummaryStore; tools: ToolStore; planning: PlanningStore } | null
   private readonly completionHooks: Hook[] = []
@@ -93,7 +98,35 @@ export class TaskHandle {
   }
 
   addMessage(message: NewMessage) {
-    return this.owned().messages.add(message)
+    const stored = this.owned().messages.add(message)
+    if (stored.visible !== false && this.windowCache !== null) {
+      this.windowCache.messages.push(toWindowMessage(stored))
+      this.windowCache.tokens += stored.token_count
+    }
+    return stored
+  }
+
+  /**
+   * The window (what current.jsonl holds), kept in memory as the owner appends and
+   * compacts: bounded by compaction, never the whole history (SPEC §5). Read from
+   * current.jsonl once, when the task was resumed.
+   */
+  window(): readonly WindowMessage[] {
+    return this.loadWindow().messages
+  }
+
+  /** Estimated tokens of the window: deciding whether to compress reads nothing from disk. */
+  windowTokens(): number {
+    return this.loadWindow().tokens
+  }
+
+  private loadWindow(): { messages: WindowMessage[]; tokens: number } {
+    if (this.windowCache === null) {
+      this.owned()
+      const messages = readWindow(join(this.dirPath, FILES.current))
+      this.windowCache = { messages, tokens: messages.reduce((sum, m) => sum + estimateMessageTokens(m), 0) }
+    }
+    return this.windowCache
   }
 
   addTool(record: Omit<ToolRecord, 'seq' | 'timestamp'>): ToolRecord {
@@ -110,6 +143,7 @@ export class TaskHandle {
 
   replaceCurrent(window: readonly WindowMessage[]): void {
     this.owned().messages.replaceCurrent(window)
+    this.windowCache = { messages: [...window], tokens: window.reduce((sum, m) => sum + estimateMessageTokens(m), 0) }
   }
 
   /** Changes state.json (and the heartbeat, and tasks.db). */
@@ -323,4 +357,20 @@ export async function resumeTask(env: TaskEnv, ref: TaskRef, options: CreateOpti
 function makePrivateDirExclusive(dir: string): void {
   mkdirSync(dir, { mode: DIR_MODE })
   chmodSync(dir, DIR_MODE)
+}
+
+function readWindow(path: string): WindowMessage[] {
+  let text: string
+  try {
+    text = readFileSync(path, 'utf8')
+  } catch (err) {
+    if (isErrno(err, 'ENOENT')) return []
+    throw err
+  }
+  const out: WindowMessage[] = []
+  for (const line of text.split('\n')) {
+    const record = line.trim() === '' ? null : parseLine(line)
+    if (record) out.push(record as unknown as WindowMessage)
+  }
+  return out
 }

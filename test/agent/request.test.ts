@@ -9,7 +9,9 @@ import { requireLlmClient } from '../../src/llm/openai-compatible.js'
 import { Layout } from '../../src/storage/layout.js'
 import type { WindowMessage } from '../../src/storage/records.js'
 import { readState } from '../../src/storage/state.js'
-import { createTask } from '../../src/storage/task-handle.js'
+import { createTask, resumeTask } from '../../src/storage/task-handle.js'
+import { resolveTask } from '../../src/storage/layout.js'
+import { estimateMessageTokens } from '../../src/storage/tokens.js'
 import { makeTree } from '../fixtures/tree.js'
 import { startFakeLlm } from '../helpers/fake-llm.js'
 
@@ -67,6 +69,22 @@ describe('compressIfNeeded', () => {
     expect(readState(handle.dir)).toMatchObject({ status: 'processing', compression_count: 1, last_activity: 'compressed' })
     expect(warnings).toEqual([])
     await handle.fail('over')
+  })
+
+  it('keeps the in-memory window equal to current.jsonl through appends, compaction and resume', async () => {
+    const handle = await task()
+    const fromDisk = (dir: string) => readFileSync(join(dir, 'current.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as WindowMessage)
+    expect(handle.window()).toEqual(fromDisk(handle.dir))
+    await compressIfNeeded(handle, { summarizer: extractiveSummarizer(), settings: settingsFrom(parseConfig('')), limit: 100, now: () => new Date(), warn: () => undefined })
+    handle.addMessage({ role: 'user', content: 'after compaction' })
+    handle.addMessage({ role: 'system', content: 'hidden', visible: false })
+    expect(handle.window()).toEqual(fromDisk(handle.dir))
+    expect(handle.windowTokens()).toBe(handle.window().reduce((sum, m) => sum + estimateMessageTokens(m), 0))
+    const env = { layout: new Layout(join(handle.dir, '..', '..')), config: parseConfig(''), index: null, now: () => new Date(), warn: () => undefined }
+    await handle.pause()
+    const resumed = await resumeTask(env, resolveTask(env.layout, handle.uuid))
+    expect(resumed.window()).toEqual(fromDisk(resumed.dir))
+    await resumed.fail('over')
   })
 
   it('is best effort: a failing LLM leaves everything as it was, with a warning', async () => {

@@ -94,11 +94,13 @@ describe('view', () => {
     const follower = helper('../../bin/ctxagent', ['view', uuid, '--follow', '--json', '--limit', '1', '--home', tree.base])
     let out = ''
     follower.stdout.on('data', (d: Buffer) => (out += d.toString()))
+    await lineFrom(follower, /"ready"/)
+    writeFileSync(join(tree.base, 'go'), '')
     const [ownerExit, followerExit] = await Promise.all([exitOf(owner), exitOf(follower)])
     expect(ownerExit.code).toBe(0)
     expect(followerExit.code).toBe(0)
     const contents = out.trim().split('\n').map((l) => (JSON.parse(l) as { content: string }).content)
-    expect(contents).toEqual(['step 1', 'step 2', 'step 3', 'step 4', 'step 5'])
+    expect(contents).toEqual(['ready', 'step 1', 'step 2', 'step 3', 'step 4', 'step 5'])
   })
 
   it('never writes into the task it reads, and records the read in audit.jsonl', () => {

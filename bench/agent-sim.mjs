@@ -1,0 +1,60 @@
+// One simulated agent task in its own process, for honest RSS figures. Prints JSON:
+// {baseline_rss, peak_rss} in MB. Modes: "disk" (ctxagent store + window +
+// compaction) or "memory" (the whole conversation kept in a list, as naive agents do).
+import { compressionLimit, settingsFrom } from '../dist/agent/compaction.js'
+import { compressIfNeeded, requestMessages } from '../dist/agent/request.js'
+import { extractiveSummarizer } from '../dist/agent/summarizer.js'
+import { parseConfig } from '../dist/config.js'
+import { Layout } from '../dist/storage/layout.js'
+import { createTask } from '../dist/storage/task-handle.js'
+import { agentText, rng } from './lib.mjs'
+
+const [mode, base, callsArg, minArg, maxArg] = process.argv.slice(2)
+const calls = Number(callsArg)
+const min = Number(minArg)
+const max = Number(maxArg)
+const random = rng(21)
+const texts = Array.from({ length: 32 }, () => agentText(random, max))
+const output = (i) => texts[i % 32].slice(0, min + Math.floor(random() * (max - min)))
+
+global.gc?.()
+const baseline = process.memoryUsage().rss
+let peak = baseline
+const sample = () => {
+  const rss = process.memoryUsage().rss
+  if (rss > peak) peak = rss
+}
+const timer = setInterval(sample, 5)
+
+if (mode === 'memory') {
+  const history = [{ role: 'system', content: 'You are a coding agent.' }, { role: 'user', content: 'Fix the failing tests in src/.' }]
+  for (let i = 0; i < calls; i++) {
+    history.push({ role: 'assistant', content: '', tool_calls: [{ id: `c${i}`, type: 'function', function: { name: 'run', arguments: `{"step":${i}}` } }] })
+    history.push({ role: 'tool', tool_call_id: `c${i}`, content: output(i) })
+    const request = JSON.stringify({ model: 'm', messages: history })
+    if (request.length === 0) throw new Error('unreachable')
+    if (i % 10 === 0) sample()
+  }
+} else {
+  const config = parseConfig('')
+  const env = { layout: new Layout(base), config, index: null, now: () => new Date(), warn: () => undefined }
+  const handle = await createTask(env, { task_key: { task_source: 'local', owner: 'b', repo: 'r', task_type: 'task', task_id: '1' }, user: null })
+  handle.addMessage({ role: 'system', content: 'You are a coding agent.' })
+  handle.addMessage({ role: 'user', content: 'Fix the failing tests in src/.' })
+  const limit = compressionLimit(config, 128_000)
+  const options = { summarizer: extractiveSummarizer(), settings: settingsFrom(config), limit, now: () => new Date(), warn: () => undefined }
+  for (let i = 0; i < calls; i++) {
+    handle.addMessage({ role: 'assistant', content: '', tool_calls: [{ id: `c${i}`, type: 'function', function: { name: 'run', arguments: `{"step":${i}}` } }] })
+    handle.addMessage({ role: 'tool', tool_call_id: `c${i}`, tool_name: 'run', content: output(i) })
+    const request = JSON.stringify({ model: 'm', messages: requestMessages(handle.window(), limit, 3) })
+    if (request.length === 0) throw new Error('unreachable')
+    await compressIfNeeded(handle, options)
+    if (i % 10 === 0) sample()
+  }
+  await handle.fail('benchmark over')
+}
+sample()
+clearInterval(timer)
+global.gc?.()
+const retained = process.memoryUsage().heapUsed
+process.stdout.write(JSON.stringify({ baseline_rss: baseline / 1024 ** 2, peak_rss: peak / 1024 ** 2, heap_after_gc: retained / 1024 ** 2 }))
