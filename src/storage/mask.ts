@@ -93,12 +93,15 @@ RULES.forEach((rule, index) => {
     ANCHORS.set(char, list)
   }
 })
-const ANCHOR_ENTRIES = [...ANCHORS.entries()]
+const ANCHOR_CHARS = [...ANCHORS.keys()]
+const ANCHOR_GROUPS = [...ANCHORS.values()]
 
 /** A bit per rule whose hint occurs in the text. */
 function rulesWithHints(text: string): number {
   let found = 0
-  for (const [char, anchors] of ANCHOR_ENTRIES) {
+  for (let g = 0; g < ANCHOR_CHARS.length; g++) {
+    const char = ANCHOR_CHARS[g] as string
+    const anchors = ANCHOR_GROUPS[g] as Anchor[]
     for (let i = text.indexOf(char); i >= 0; i = text.indexOf(char, i + 1)) {
       for (let k = 0; k < anchors.length; k++) {
         const anchor = anchors[k] as Anchor

@@ -36,6 +36,8 @@ export interface MessageStoreOptions extends LogOptions {
 export class MessageStore {
   private readonly recentMessages: StoredMessage[]
   private contentBuffer: Buffer = Buffer.alloc(0)
+  private lastMs = -1
+  private lastIso = ''
 
   private constructor(
     readonly dir: string,
@@ -68,23 +70,36 @@ export class MessageStore {
   add(input: NewMessage): StoredMessage {
     const content = maskText(input.content)
     const toolCalls = input.tool_calls === undefined ? undefined : maskValue(input.tool_calls)
-    const fields: Omit<StoredMessage, 'seq'> = {
+    const stored: StoredMessage = {
+      seq: this.log.nextId,
       role: input.role,
       content,
-      timestamp: (this.options.now?.() ?? new Date()).toISOString(),
+      timestamp: this.timestamp(),
       token_count: input.token_count ?? estimateMessageTokens({ content, tool_calls: toolCalls }),
     }
-    if (input.tool_name !== undefined) fields.tool_name = input.tool_name
-    if (input.tool_call_id !== undefined) fields.tool_call_id = input.tool_call_id
-    if (toolCalls !== undefined) fields.tool_calls = toolCalls
-    if (input.visible === false) fields.visible = false
+    if (input.tool_name !== undefined) stored.tool_name = input.tool_name
+    if (input.tool_call_id !== undefined) stored.tool_call_id = input.tool_call_id
+    if (toolCalls !== undefined) stored.tool_calls = toolCalls
+    if (input.visible === false) stored.visible = false
     // The content is most of the bytes: JSON-escaped and UTF-8-encoded once, then
     // spliced into both lines (each still one Buffer and one write).
     const escaped = this.encode(JSON.stringify(content))
-    const stored: StoredMessage = this.log.appendSpliced(fields, escaped, (record) => messageParts(record as StoredMessage))
+    const [head, tail] = messageParts(stored)
+    this.log.appendSpliced(head, escaped, tail)
     if (stored.visible !== false) this.current.appendSpliced(...windowParts(stored, escaped))
     this.remember(stored)
     return stored
+  }
+
+  /** ISO time of now; the string is reused within one millisecond (many appends share one). */
+  private timestamp(): string {
+    if (this.options.now) return this.options.now().toISOString()
+    const ms = Date.now()
+    if (ms !== this.lastMs) {
+      this.lastMs = ms
+      this.lastIso = new Date(ms).toISOString()
+    }
+    return this.lastIso
   }
 
   /**

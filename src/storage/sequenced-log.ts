@@ -44,16 +44,18 @@ export class SequencedLog<K extends string> {
     return record
   }
 
+  /** The id the next record gets. */
+  get nextId(): number {
+    return this.last + 1
+  }
+
   /**
-   * As append, for a record whose serialization is `head + middle + tail` with
-   * `middle` already encoded (see JsonlAppender.appendSpliced).
+   * Appends a record the caller built under `nextId`, serialized as `head + middle +
+   * tail` with `middle` already encoded (see JsonlAppender.appendSpliced).
    */
-  appendSpliced<T extends object>(fields: T, middle: Buffer, parts: (record: Record<K, number> & T) => [string, string]): Record<K, number> & T {
-    const record = { [this.idField]: this.last + 1, ...fields } as Record<K, number> & T
-    const [head, tail] = parts(record)
+  appendSpliced(head: string, middle: Buffer, tail: string): void {
     this.appender.appendSpliced(head, middle, tail)
     this.last++
-    return record
   }
 
   close(): void {
