@@ -1,5 +1,4 @@
 import { Command } from 'commander'
-import cron from 'node-cron'
 import type { Context } from '../context.js'
 import { auditTask, withTaskEnv } from '../context.js'
 import { formatBytes } from '../duration.js'
@@ -48,6 +47,7 @@ async function cleanup(ctx: Context, opts: CleanupOptions): Promise<void> {
     await runOnce(ctx, opts, compressAfterMs, deleteAfterMs)
     return
   }
+  const { default: cron } = await import('node-cron')
   if (!cron.validate(opts.schedule)) throw new UsageError(`--schedule: '${opts.schedule}' is not a cron expression`, 'use five fields, e.g. "0 3 * * *" for 03:00 every day')
   ctx.io.err(`cleanup: scheduled "${opts.schedule}"; Ctrl-C to stop\n`)
   const task = cron.schedule(opts.schedule, () => runOnce(ctx, opts, compressAfterMs, deleteAfterMs).catch((err: Error) => ctx.io.warn(`cleanup run failed: ${err.message}`)), { noOverlap: true })

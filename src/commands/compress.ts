@@ -4,7 +4,6 @@ import { settingsFrom } from '../agent/compaction.js'
 import { extractiveSummarizer, llmSummarizer } from '../agent/summarizer.js'
 import type { Context } from '../context.js'
 import { auditTask, withTaskEnv } from '../context.js'
-import { requireLlmClient } from '../llm/openai-compatible.js'
 import { resolveTask } from '../storage/layout.js'
 import { positiveIntArg, withContext } from './shared.js'
 
@@ -26,8 +25,9 @@ export function compressCommand(): Command {
 
 async function compress(ctx: Context, opts: CompressOptions, id: string): Promise<void> {
   const ref = resolveTask(ctx.layout, id)
-  // Fails here, before any file is touched, when no LLM is configured.
-  const summarizer = opts.extractive ? extractiveSummarizer() : llmSummarizer(requireLlmClient(ctx.config))
+  // Fails here, before any file is touched, when no LLM is configured. The SDK is
+  // loaded only now: it costs every other command 100 ms of start-up.
+  const summarizer = opts.extractive ? extractiveSummarizer() : llmSummarizer((await import('../llm/openai-compatible.js')).requireLlmClient(ctx.config))
   await withTaskEnv(ctx, async (env) => {
     const outcome = await compressTask(env, ref, settingsFrom(ctx.config, opts.keepRecent), summarizer, opts.dryRun === true)
     if (outcome.kind === 'done') auditTask(ctx, 'compress', ref.uuid)

@@ -1,6 +1,5 @@
 import { chmodSync, mkdirSync, renameSync, statSync } from 'node:fs'
 import { join } from 'node:path'
-import { v4 as uuidv4 } from 'uuid'
 import { CtxError, isErrno } from '../errors.js'
 import { DIR_MODE, makePrivateDir, writeFileAtomic } from './files.js'
 import { FILES, LOCATIONS } from './layout.js'
@@ -296,7 +295,7 @@ export interface CreateOptions {
 /** Creates running/<uuid>: metadata.json, state.json (initializing), .lock, tasks.db row. */
 export async function createTask(env: TaskEnv, task: NewTask, options: CreateOptions = {}): Promise<TaskHandle> {
   ensureLayout(env)
-  const uuid = options.uuid ?? uuidv4()
+  const uuid = options.uuid ?? (await import('uuid')).v4()
   const dir = env.layout.taskDir('running', uuid)
   try {
     makePrivateDirExclusive(dir)
