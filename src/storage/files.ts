@@ -1,4 +1,6 @@
 import {
+  readFileSync,
+  readSync,
   chmodSync,
   closeSync,
   fchmodSync,
@@ -124,4 +126,22 @@ export function parseJsonObject(text: string, path: string, hint: string): Recor
   }
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new CorruptRecordError(`${path} is not a JSON object`, hint)
   return raw as Record<string, unknown>
+}
+
+const SMALL = Buffer.allocUnsafe(64 * 1024)
+
+/**
+ * A small file (metadata.json, state.json) as text: one open, one read into a
+ * reused buffer, one close, where readFileSync also stats and allocates. Larger
+ * files fall back to readFileSync. Throws ENOENT like readFileSync.
+ */
+export function readSmallFile(path: string): string {
+  const fd = openSync(path, 'r')
+  let n: number
+  try {
+    n = readSync(fd, SMALL, 0, SMALL.length, 0)
+  } finally {
+    closeSync(fd)
+  }
+  return n < SMALL.length ? SMALL.toString('utf8', 0, n) : readFileSync(path, 'utf8')
 }

@@ -1,7 +1,6 @@
-import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { isErrno, NotFoundError } from '../errors.js'
-import { parseJsonObject, writeJsonAtomic } from './files.js'
+import { parseJsonObject, readSmallFile, writeJsonAtomic } from './files.js'
 import { FILES } from './layout.js'
 
 export interface TaskKey {
@@ -45,7 +44,7 @@ export function readMetadata(dir: string): TaskMetadata {
   const path = join(dir, FILES.metadata)
   let text: string
   try {
-    text = readFileSync(path, 'utf8')
+    text = readSmallFile(path)
   } catch (err) {
     if (isErrno(err, 'ENOENT')) throw new NotFoundError(`${path} is missing`, 'the task directory is incomplete; see ctxagent reindex')
     throw err

@@ -1,8 +1,7 @@
-import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import lockfile from 'proper-lockfile'
 import { CtxError, isErrno } from '../errors.js'
-import { parseJsonObject, writeJsonAtomic } from './files.js'
+import { parseJsonObject, readSmallFile, writeJsonAtomic } from './files.js'
 import { FILES } from './layout.js'
 
 export const STATUSES = [
@@ -65,7 +64,7 @@ export function readState(dir: string): TaskState | null {
   const path = join(dir, FILES.state)
   let text: string
   try {
-    text = readFileSync(path, 'utf8')
+    text = readSmallFile(path)
   } catch (err) {
     if (isErrno(err, 'ENOENT')) return null
     throw err
