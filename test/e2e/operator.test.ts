@@ -165,6 +165,26 @@ describe('stats', () => {
   })
 })
 
+describe('stats --check alerts on running tasks', () => {
+  it('warns about too many tasks in running/ and about tasks running longer than the limit', () => {
+    const tree = makeTree()
+    const live = (acquired: string) => ({ process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: acquired, heartbeat_at: '2024-01-31T23:59:50.000Z' })
+    tree.write({ uuid: uuidN(0x61), location: 'running', lock: live('2024-01-31T16:00:00.000Z') }) // 8 h before the pinned clock
+    tree.write({ uuid: uuidN(0x62), location: 'running', lock: live('2024-01-31T23:00:00.000Z') }) // 1 h
+    cli(['reindex', '--home', tree.base], NOW)
+    writeFileSync(join(tree.base, 'one.yaml'), 'alerts:\n  max_running_tasks: 1\n')
+    const res = cli(['stats', '--check', '--json', '--config', join(tree.base, 'one.yaml'), '--home', tree.base], NOW)
+    expect(res.code).toBe(1)
+    const result = JSON.parse(res.stdout) as { status: string; alerts: { metric: string; value: number; message: string }[] }
+    expect(result.status).toBe('warning')
+    expect(result.alerts.map((a) => [a.metric, a.value])).toEqual([
+      ['running_tasks', 2],
+      ['long_running', 1],
+    ])
+    expect(result.alerts[1]?.message).toContain('00000061')
+  })
+})
+
 describe('cleanup', () => {
   it('--dry-run prints the plan and leaves the tree byte-identical', () => {
     const tree = fleet()
