@@ -20,7 +20,6 @@ export function buildProgram(): Command {
     .option('--json', 'machine-readable output (one JSON document, or JSON Lines for listings)')
     .option('--no-color', 'no colour (also NO_COLOR)')
     .showSuggestionAfterError(true)
-    .enablePositionalOptions(false)
 
   for (const command of [viewCommand(), statsCommand(), cleanupCommand(), compressCommand(), watchLocksCommand(), unlockCommand(), reindexCommand()]) program.addCommand(command)
   for (const command of [program, ...program.commands]) {

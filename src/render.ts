@@ -12,7 +12,3 @@ export function table(io: Io, head: string[], rows: (string | number)[][]): stri
   for (const row of rows) t.push(row.map(String))
   return t.toString()
 }
-
-export function short(uuid: string): string {
-  return uuid.slice(0, 8)
-}

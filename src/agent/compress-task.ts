@@ -8,7 +8,8 @@ import { TaskLock } from '../storage/lock.js'
 import { maskValue } from '../storage/mask.js'
 import { assessTask, reapTask, refreshIndex } from '../storage/reaper.js'
 import type { ReapReport } from '../storage/reaper.js'
-import type { SummaryRecord } from '../storage/records.js'
+import { toWindowMessage } from '../storage/records.js'
+import type { StoredMessage, SummaryRecord } from '../storage/records.js'
 import { updateState } from '../storage/state.js'
 import { SummaryStore } from '../storage/stores.js'
 import { stalenessPolicy } from '../storage/task-env.js'
@@ -16,7 +17,7 @@ import type { TaskEnv } from '../storage/task-env.js'
 import { estimateTokens } from '../storage/tokens.js'
 import { compact, planCompaction, windowTokens } from './compaction.js'
 import type { CompactionSettings } from './compaction.js'
-import { loadSnapshot, windowOf } from './context.js'
+import { loadSnapshot } from './context.js'
 import type { Summarizer } from './summarizer.js'
 
 export type CompressOutcome =
@@ -61,7 +62,8 @@ export async function compressTask(env: TaskEnv, start: TaskRef, settings: Compa
     const estimate = summarizer.method === 'extractive'
       ? estimateTokens(await summarizer.summarize(snapshot.summary?.summary ?? null, plan.summarize, snapshot.task))
       : Math.min(2000, Math.ceil(plan.summarize.reduce((s, m) => s + m.token_count, 0) * 0.15))
-    const kept = windowTokens(windowOf({ ...snapshot, summary: null, after: [...(snapshot.system ? [snapshot.system] : []), ...(snapshot.task ? [snapshot.task] : []), ...plan.keep] }))
+    const carried = [snapshot.system, snapshot.task, ...plan.keep].filter((m): m is StoredMessage => m !== null)
+    const kept = windowTokens(carried.map(toWindowMessage))
     return {
       kind: 'plan',
       uuid: ref.uuid,

@@ -76,7 +76,8 @@ async function runOnce(ctx: Context, opts: CleanupOptions, compressAfterMs: numb
       report = { compressed: plan.compress.map((t) => ({ ...t, bytes_after: null })), deleted: plan.delete, reaped, skipped: plan.skipped, bytes_before: before, bytes_after: null, dry_run: true }
     } else {
       const files = plan.compress.reduce((n, t) => n + (t.files?.length ?? 0), 0) + plan.delete.length
-      const progress = createProgress(ctx.io, files, 'cleanup', !ctx.json)
+      const progress = createProgress(ctx.io, 'cleanup', !ctx.json)
+      progress.start(files)
       const done = await executeCleanup(env, plan, () => progress.tick()).finally(() => progress.stop())
       for (const t of [...done.compressed, ...done.deleted, ...reaped]) auditTask(ctx, 'cleanup', t.uuid)
       const after = done.compressed.reduce((sum, t) => sum + t.bytes_after, 0)

@@ -13,12 +13,8 @@ export function reindexCommand(): Command {
 
 async function reindex(ctx: Context): Promise<void> {
   await withTaskEnv(ctx, async (env) => {
-    let progress: ReturnType<typeof createProgress> | null = null
-    const result = await rebuildIndex(env, (done, total) => {
-      progress ??= createProgress(ctx.io, total, 'reindex', !ctx.json)
-      progress.tick()
-    })
-    ;(progress as ReturnType<typeof createProgress> | null)?.stop()
+    const progress = createProgress(ctx.io, 'reindex', !ctx.json)
+    const result = await rebuildIndex(env, progress).finally(() => progress.stop())
     auditTask(ctx, 'reindex', null)
     if (ctx.json) {
       ctx.io.json(result)

@@ -1,4 +1,4 @@
-import { Command, Option } from 'commander'
+import { Command, InvalidArgumentError, Option } from 'commander'
 import type { Context } from '../context.js'
 import { auditTask } from '../context.js'
 import { formatBytes, formatDuration } from '../duration.js'
@@ -8,7 +8,6 @@ import { checkHealth, collectStats, scanIntoMemory } from '../storage/stats.js'
 import type { CheckResult, StatsFilter, StatsReport } from '../storage/stats.js'
 import { TaskIndex } from '../storage/task-index.js'
 import { withContext } from './shared.js'
-import { InvalidArgumentError } from 'commander'
 
 interface StatsOptions {
   user?: string

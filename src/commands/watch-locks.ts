@@ -46,7 +46,7 @@ async function watchLocks(ctx: Context, opts: WatchOptions): Promise<void> {
         report(ctx, await pass(ctx, env, policy))
         return
       }
-      await loop(ctx, env, opts.interval, async () => report(ctx, await pass(ctx, env, policy)))
+      await loop(ctx, opts.interval, async () => report(ctx, await pass(ctx, env, policy)))
     } finally {
       clearInterval(heartbeat)
       await monitor.release()
@@ -61,7 +61,7 @@ async function pass(ctx: Context, env: TaskEnv, policy: ReturnType<typeof stalen
 }
 
 /** Repeats `body` every `intervalMs` until SIGINT or SIGTERM. */
-async function loop(ctx: Context, _env: TaskEnv, intervalMs: number, body: () => Promise<void>): Promise<void> {
+async function loop(ctx: Context, intervalMs: number, body: () => Promise<void>): Promise<void> {
   let stop: () => void = () => undefined
   const stopped = new Promise<void>((resolve) => {
     stop = resolve

@@ -1,6 +1,5 @@
 import { closeSync, createReadStream, existsSync, fstatSync, fsyncSync, ftruncateSync, openSync, readSync } from 'node:fs'
 import { createGunzip } from 'node:zlib'
-import { isErrno } from '../errors.js'
 import { openPrivate, writeAll } from './files.js'
 
 export type JsonRecord = Record<string, unknown>

@@ -100,8 +100,7 @@ function longRunning(env: TaskEnv, ref: TaskRef, limitMs: number, holder: LockIn
 
 function completingInIndex(env: TaskEnv): TaskRef[] {
   if (env.index === null) return []
-  const rows = env.index.db.prepare(`SELECT uuid FROM tasks WHERE status = 'completing'`).all() as { uuid: string }[]
-  return rows.map((r) => ({ uuid: r.uuid, location: 'completed' as const, dir: env.layout.taskDir('completed', r.uuid) }))
+  return env.index.uuidsWithStatus('completing').map((uuid) => ({ uuid, location: 'completed' as const, dir: env.layout.taskDir('completed', uuid) }))
 }
 
 /**

@@ -15,12 +15,12 @@ export interface ReindexResult {
  * Rebuilds tasks.db from the task directories (gzipped ones included), replacing
  * every row in one transaction; finishes completions that were interrupted.
  */
-export async function rebuildIndex(env: TaskEnv, onProgress: (done: number, total: number) => void = () => undefined): Promise<ReindexResult> {
+export async function rebuildIndex(env: TaskEnv, progress: { start(total: number): void; tick(): void } = { start: () => undefined, tick: () => undefined }): Promise<ReindexResult> {
   const result: ReindexResult = { indexed: 0, by_location: { running: 0, paused: 0, completed: 0 }, failed: [] }
   if (!env.layout.exists()) return result
   const refs = listTasks(env.layout)
   const rows: TaskRow[] = []
-  let done = 0
+  progress.start(refs.length)
   for (const ref of refs) {
     const scanned = await scanTask(ref)
     if (scanned.ok) {
@@ -34,7 +34,7 @@ export async function rebuildIndex(env: TaskEnv, onProgress: (done: number, tota
     } else {
       result.failed.push({ uuid: ref.uuid, location: ref.location, error: scanned.error })
     }
-    onProgress(++done, refs.length)
+    progress.tick()
   }
   const index = env.index ?? TaskIndex.open(env.layout.db)
   try {

@@ -1,17 +1,17 @@
-import { chmodSync, mkdirSync, renameSync, statSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, renameSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { CtxError, isErrno } from '../errors.js'
+import { taskDiskUse } from './disk.js'
+import type { DiskUse } from './disk.js'
 import { DIR_MODE, makePrivateDir, writeFileAtomic } from './files.js'
+import { tailPlainSync } from './jsonl.js'
 import { FILES, LOCATIONS } from './layout.js'
 import type { Location, TaskRef } from './layout.js'
 import { LockLostError, TaskLock } from './lock.js'
+import { maskText } from './mask.js'
 import { MessageStore } from './message-store.js'
 import type { NewMessage } from './message-store.js'
-import { maskText } from './mask.js'
 import { readMetadata, writeMetadata } from './metadata.js'
-import { estimateMessageTokens } from './tokens.js'
-import { parseLine } from './jsonl.js'
-import { readFileSync } from 'node:fs'
 import type { TaskKey, TaskMetadata } from './metadata.js'
 import { hostname } from './process-info.js'
 import { toWindowMessage } from './records.js'
@@ -19,12 +19,11 @@ import type { SummaryRecord, ToolRecord, WindowMessage } from './records.js'
 import { initialState, readState, updateState, writeState } from './state.js'
 import type { Status, TaskState } from './state.js'
 import { PlanningStore, SummaryStore, ToolStore } from './stores.js'
-import { taskRow } from './task-index.js'
-import type { TaskCounts } from './task-index.js'
-import { taskDiskUse } from './disk.js'
-import type { DiskUse } from './disk.js'
 import type { TaskEnv } from './task-env.js'
 import { stalenessPolicy } from './task-env.js'
+import { taskRow } from './task-index.js'
+import type { TaskCounts } from './task-index.js'
+import { estimateMessageTokens } from './tokens.js'
 
 export interface NewTask {
   task_key: TaskKey
@@ -122,7 +121,9 @@ export class TaskHandle {
   private loadWindow(): { messages: WindowMessage[]; tokens: number } {
     if (this.windowCache === null) {
       this.owned()
-      const messages = readWindow(join(this.dirPath, FILES.current))
+      const path = join(this.dirPath, FILES.current)
+      // The window is bounded by compaction, so reading it whole is fine; the reader skips a torn tail.
+      const messages = existsSync(path) ? (tailPlainSync(path, Number.POSITIVE_INFINITY).records as unknown as WindowMessage[]) : []
       this.windowCache = { messages, tokens: messages.reduce((sum, m) => sum + estimateMessageTokens(m), 0) }
     }
     return this.windowCache
@@ -356,20 +357,4 @@ export async function resumeTask(env: TaskEnv, ref: TaskRef, options: CreateOpti
 function makePrivateDirExclusive(dir: string): void {
   mkdirSync(dir, { mode: DIR_MODE })
   chmodSync(dir, DIR_MODE)
-}
-
-function readWindow(path: string): WindowMessage[] {
-  let text: string
-  try {
-    text = readFileSync(path, 'utf8')
-  } catch (err) {
-    if (isErrno(err, 'ENOENT')) return []
-    throw err
-  }
-  const out: WindowMessage[] = []
-  for (const line of text.split('\n')) {
-    const record = line.trim() === '' ? null : parseLine(line)
-    if (record) out.push(record as unknown as WindowMessage)
-  }
-  return out
 }

@@ -148,6 +148,11 @@ export class TaskIndex {
     this.db.prepare('UPDATE tasks SET disk_bytes = ?, disk_bytes_raw = ? WHERE uuid = ?').run(disk.bytes, disk.raw, uuid)
   }
 
+  /** Tasks whose indexed status is `status`. */
+  uuidsWithStatus(status: string): string[] {
+    return (this.db.prepare('SELECT uuid FROM tasks WHERE status = ?').all(status) as { uuid: string }[]).map((r) => r.uuid)
+  }
+
   get(uuid: string): TaskRow | undefined {
     return this.db.prepare('SELECT * FROM tasks WHERE uuid = ?').get(uuid) as TaskRow | undefined
   }
