@@ -1,6 +1,7 @@
 import { closeSync, createReadStream, existsSync, fstatSync, fsyncSync, ftruncateSync, openSync, readSync } from 'node:fs'
 import { createGunzip } from 'node:zlib'
 import { openPrivate, writeAll } from './files.js'
+import { Scratch } from './scratch.js'
 
 export type JsonRecord = Record<string, unknown>
 
@@ -45,7 +46,7 @@ export function parseLine(text: string): JsonRecord | null {
  */
 export class JsonlAppender {
   private fd: number | null
-  private scratch: Buffer = Buffer.alloc(0)
+  private readonly scratch = new Scratch()
 
   private constructor(
     readonly path: string,
@@ -90,11 +91,11 @@ export class JsonlAppender {
     if (this.fd === null) throw new Error(`${this.path} is closed`)
     // At most 3 UTF-8 bytes per UTF-16 unit: an upper bound without measuring.
     const size = 3 * (head.length + tail.length) + middle.length
-    if (this.scratch.length < size) this.scratch = Buffer.allocUnsafe(Math.max(size, this.scratch.length * 2))
-    let at = this.scratch.write(head, 0)
-    at += middle.copy(this.scratch, at)
-    at += this.scratch.write(tail, at)
-    writeAll(this.fd, this.scratch.subarray(0, at))
+    const line = this.scratch.get(size)
+    let at = line.write(head, 0)
+    at += middle.copy(line, at)
+    at += line.write(tail, at)
+    writeAll(this.fd, line.subarray(0, at))
     if (this.fsync) fsyncSync(this.fd)
   }
 

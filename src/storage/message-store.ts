@@ -1,5 +1,6 @@
 import { join } from 'node:path'
 import { writeFileAtomic } from './files.js'
+import { JsonStringEncoder } from './json-bytes.js'
 import { JsonlAppender, tailPlainSync } from './jsonl.js'
 import { FILES } from './layout.js'
 import { maskText, maskValue } from './mask.js'
@@ -35,7 +36,7 @@ export interface MessageStoreOptions extends LogOptions {
  */
 export class MessageStore {
   private readonly recentMessages: StoredMessage[]
-  private contentBuffer: Buffer = Buffer.alloc(0)
+  private readonly json = new JsonStringEncoder()
   private lastMs = -1
   private lastIso = ''
 
@@ -83,7 +84,7 @@ export class MessageStore {
     if (input.visible === false) stored.visible = false
     // The content is most of the bytes: JSON-escaped and UTF-8-encoded once, then
     // spliced into both lines (each still one Buffer and one write).
-    const escaped = this.encode(JSON.stringify(content))
+    const escaped = this.json.encode(content)
     const [head, tail] = messageParts(stored)
     this.log.appendSpliced(head, escaped, tail)
     if (stored.visible !== false) this.current.appendSpliced(...windowParts(stored, escaped))
@@ -116,13 +117,6 @@ export class MessageStore {
   close(): void {
     this.log.close()
     this.current.close()
-  }
-
-  /** UTF-8 of `text` in a buffer reused from one message to the next. */
-  private encode(text: string): Buffer {
-    const size = 3 * text.length // an upper bound of its UTF-8 length, without measuring it
-    if (this.contentBuffer.length < size) this.contentBuffer = Buffer.allocUnsafe(Math.max(size, this.contentBuffer.length * 2))
-    return this.contentBuffer.subarray(0, this.contentBuffer.write(text, 0))
   }
 
   private remember(message: StoredMessage): void {

@@ -57,6 +57,20 @@ describe('maskText', () => {
     expect(maskText(input)).toBe(input)
   })
 
+  it('finds every secret at the start, in the middle and at the end of code full of - _ @ and A', () => {
+    const code = 'const user_id = x-request-id; --dry-run @@ -1,2 +1,3 @@ @Component lodash@4.17.21 ASIA_NOT max_retries'
+    for (const [name, input, expected] of POSITIVES) {
+      expect(maskText(`${input} ${code}`), `${name} at the start`).toBe(`${expected} ${code}`)
+      expect(maskText(`${code}\n${input}\n${code}`), `${name} in the middle`).toBe(`${code}\n${expected}\n${code}`)
+      expect(maskText(`${code} ${input}`), `${name} at the end`).toBe(`${code} ${expected}`)
+    }
+  })
+
+  it('masks several kinds of secret in one text', () => {
+    const text = 'a@example.com then sk-abcdefghijklmnopqrstuvwxyz012345 then ghp_1234567890abcdefghijABCDEFGHIJ123456 then b@example.org'
+    expect(maskText(text)).toBe('[EMAIL] then [OPENAI_KEY] then [GITHUB_TOKEN] then [EMAIL]')
+  })
+
   it('is idempotent', () => {
     for (const [, input] of POSITIVES) expect(maskText(maskText(input))).toBe(maskText(input))
   })
