@@ -3,7 +3,7 @@
 import { closeSync, openSync, readFileSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
 import { MessageStore } from '../dist/storage/message-store.js'
-import { agentText, remove, rng, scratch, timeMedian } from './lib.mjs'
+import { agentText, remove, rng, scratch, timeInterleaved } from './lib.mjs'
 
 const COUNT = 20_000
 
@@ -23,14 +23,13 @@ export async function run() {
   const currentLines = readFileSync(join(probe, 'current.jsonl')).toString().split('\n').slice(0, -1).map((l) => Buffer.from(`${l}\n`))
   remove(probe)
 
-  const ours = await timeMedian(() => {
+  const [ours, raw] = await timeInterleaved([() => {
     const dir = scratch('append-store')
     const s = MessageStore.open(dir)
     for (const m of inputs) s.add(m)
     s.close()
-    remove(dir)
-  })
-  const raw = await timeMedian(() => {
+    return () => remove(dir)
+  }, () => {
     const dir = scratch('append-raw')
     const a = openSync(join(dir, 'messages.jsonl'), 'a')
     const b = openSync(join(dir, 'current.jsonl'), 'a')
@@ -40,8 +39,8 @@ export async function run() {
     }
     closeSync(a)
     closeSync(b)
-    remove(dir)
-  })
+    return () => remove(dir)
+  }], 7)
   const ratio = raw / ours
   return [{
     name: 'append',

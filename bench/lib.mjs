@@ -33,6 +33,28 @@ export async function timeMedian(fn, runs = 5, warm = true) {
   return median(times)
 }
 
+/**
+ * Times several fns against each other: one warm-up each, then `runs` rounds that
+ * run every fn once in turn, so that a drift in the machine's speed (other tenants,
+ * page cache, CPU frequency) hits all of them alike. A fn may return a clean-up
+ * function, which runs untimed. Returns the median ms of each.
+ */
+export async function timeInterleaved(fns, runs = 5) {
+  const once = async (fn) => {
+    const start = process.hrtime.bigint()
+    const cleanup = await fn()
+    const ms = Number(process.hrtime.bigint() - start) / 1e6
+    if (typeof cleanup === 'function') await cleanup()
+    return ms
+  }
+  for (const fn of fns) await once(fn)
+  const times = fns.map(() => [])
+  for (let i = 0; i < runs; i++) {
+    for (let k = 0; k < fns.length; k++) times[k].push(await once(fns[k]))
+  }
+  return times.map(median)
+}
+
 /** Deterministic pseudo-random numbers, so every run writes the same data. */
 export function rng(seed = 42) {
   let s = seed >>> 0

@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import { Layout } from '../dist/storage/layout.js'
 import { readOverview } from '../dist/storage/task-reader.js'
 import { TaskIndex } from '../dist/storage/task-index.js'
-import { agentText, median, remove, ROOT, rng, scratch, timeMedian, uuidN, writeBenchTask } from './lib.mjs'
+import { agentText, median, remove, ROOT, rng, scratch, timeInterleaved, timeMedian, uuidN, writeBenchTask } from './lib.mjs'
 
 const BIN = join(ROOT, 'bin', 'ctxagent')
 const ctxagent = (args) => execFileSync(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 * 1024 * 1024 })
@@ -34,8 +34,7 @@ async function statsBench() {
     index.replaceAll(rows)
     index.close()
     for (const l of ['running', 'paused', 'completed']) mkdirSync(join(base, l), { recursive: true })
-    const stats = await timeMedian(() => ctxagent(['stats', '--json', '--home', base]), 5)
-    const startup = await timeMedian(() => ctxagent(['--version']), 5)
+    const [stats, startup] = await timeInterleaved([() => ctxagent(['stats', '--json', '--home', base]), () => ctxagent(['--version'])], 5)
     return [{
       name: 'stats',
       what: 'stats --json over 100,000 indexed tasks (whole command) vs ctxagent --version (node start-up)',
@@ -77,8 +76,7 @@ async function viewBench() {
       const o = await readOverview(ref)
       if (o.last_messages.at(-1)?.seq !== seq) throw new Error('overview missed the last message')
     }, 21)
-    const command = await timeMedian(() => ctxagent(['view', uuid, '--json', '--home', base]), 5)
-    const startup = await timeMedian(() => ctxagent(['--version']), 5)
+    const [command, startup] = await timeInterleaved([() => ctxagent(['view', uuid, '--json', '--home', base]), () => ctxagent(['--version'])], 5)
     const scan = await timeMedian(() => execFileSync('wc', ['-l', file]), 3, false)
     return [{
       name: 'view',

@@ -4,7 +4,7 @@ import { execFileSync } from 'node:child_process'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
 import { processStart } from '../dist/storage/process-info.js'
-import { liveLock, remove, ROOT, rng, scratch, timeMedian, uuidN, writeBenchTask } from './lib.mjs'
+import { liveLock, remove, ROOT, rng, scratch, timeInterleaved, timeMedian, uuidN, writeBenchTask } from './lib.mjs'
 
 const TASKS = 10_000
 const BIN = join(ROOT, 'bin', 'ctxagent')
@@ -34,8 +34,10 @@ export async function run() {
 
     const random2 = rng(12)
     for (let i = 1; i <= TASKS; i++) writeBenchTask(join(base, 'completed', uuidN(i)), uuidN(i), random2, { messages: 20 })
-    const reindex = await timeMedian(() => ctxagent(['reindex', '--home', base]), 3)
-    const find = await timeMedian(() => execFileSync('sh', ['-c', `find "${base}" -name metadata.json -print0 | xargs -0 cat > /dev/null`]), 3)
+    const [reindex, find] = await timeInterleaved([
+      () => ctxagent(['reindex', '--home', base]),
+      () => execFileSync('sh', ['-c', `find "${base}" -name metadata.json -print0 | xargs -0 cat > /dev/null`]),
+    ], 5)
     const ratio = reindex / find
     results.push({
       name: 'reindex',

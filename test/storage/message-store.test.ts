@@ -42,7 +42,7 @@ describe('MessageStore', () => {
     const store = MessageStore.open(dir, { now: fixed })
     const calls = [{ id: 'c"1', type: 'function' as const, function: { name: 'run', arguments: '{"cmd":"echo \\"hi\\"\\n"}' } }]
     const stored = [
-      store.add({ role: 'user', content: 'quotes " backslash \\ newline \n tab \t unicode 日本 \u2028 emoji 🎉' }),
+      store.add({ role: 'user', content: 'quotes " backslash \\ newline \n tab \t unicode 日本 \u2028 emoji 🎉 control \u0001 lone \ud800' }),
       store.add({ role: 'assistant', content: '', tool_calls: calls }),
       store.add({ role: 'tool', content: 'out', tool_name: 'run', tool_call_id: 'c"1' }),
       store.add({ role: 'system', content: 'hidden', visible: false }),
