@@ -39,6 +39,9 @@ const BACKSLASH = 0x5c
  */
 const ABOVE_LATIN1 = /[\u0100-\uffff]/
 
+/** Texts longer than this (characters) are encoded by JSON.stringify: see encode(). */
+const LARGE_TEXT = 128 * 1024
+
 /** Each byte of a 32-bit word, for the word-at-a-time tests below. */
 const ONES = 0x01010101
 const HIGH_BITS = 0x80808080
@@ -63,6 +66,9 @@ export class JsonStringEncoder {
 
   /** JSON.stringify(text) as UTF-8; valid until the next call. */
   encode(text: string): Buffer {
+    // The buffers are sized for the worst case, six bytes per character: a huge text
+    // takes the plain route instead, which allocates only what the result needs.
+    if (text.length > LARGE_TEXT) return Buffer.from(JSON.stringify(text))
     // A UTF-16 unit is at most 3 UTF-8 bytes, and its escape at most 6 (\u001f).
     const out = this.out.get(6 * text.length + 2)
     let raw: Buffer

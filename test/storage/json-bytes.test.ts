@@ -43,8 +43,9 @@ describe('JsonStringEncoder', () => {
 
   it('encodes texts larger than the buffers it keeps', () => {
     const encoder = new JsonStringEncoder()
-    const big = 'x"\n\u0001'.repeat(300_000)
-    expect(encoder.encode(big).equals(json(big))).toBe(true)
+    for (const big of ['x"\n\u0001'.repeat(300_000), 'ab'.repeat(40_000), 'é\n'.repeat(60_000)]) {
+      expect(encoder.encode(big).equals(json(big))).toBe(true)
+    }
     expect(encoder.encode('small').toString()).toBe('"small"')
   })
 })
