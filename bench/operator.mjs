@@ -1,5 +1,6 @@
-// stats over 100,000 indexed tasks; view of a task whose messages.jsonl is 1 GiB;
-// cleanup's gzip of 1 GiB of task files against pigz -6 with 2 threads.
+// Start-up of the bundled CLI against the unbundled one; stats over 100,000 indexed
+// tasks; view of a task whose messages.jsonl is 1 GiB; cleanup's gzip of 1 GiB of
+// task files against pigz -6 with 2 threads.
 import { execFileSync, spawnSync } from 'node:child_process'
 import { closeSync, copyFileSync, mkdirSync, openSync, readdirSync, statSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
@@ -12,7 +13,26 @@ const BIN = join(ROOT, 'bin', 'ctxagent')
 const ctxagent = (args) => execFileSync(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 * 1024 * 1024 })
 
 export async function run() {
-  return [...(await statsBench()), ...(await viewBench()), ...(await cleanupBench())]
+  return [...(await startupBench()), ...(await statsBench()), ...(await viewBench()), ...(await cleanupBench())]
+}
+
+async function startupBench() {
+  const node = (args) => execFileSync(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+  const unbundled = `import(${JSON.stringify(join(ROOT, 'dist', 'cli.js'))}).then((cli) => cli.main(['node', 'ctxagent', '--version']))`
+  const [bare, bundled, modules] = await timeInterleaved([
+    () => node(['-e', '0']),
+    () => ctxagent(['--version']),
+    () => node(['--input-type=module', '-e', unbundled]),
+  ], 11)
+  const ratio = (bundled - bare) / (modules - bare)
+  return [{
+    name: 'startup',
+    what: 'ctxagent --version from the bundle (what bin/ctxagent runs) vs from the ~60 modules of dist/, each less a bare node -e 0',
+    measured: `${bundled.toFixed(0)} ms (modules ${modules.toFixed(0)} ms, bare node ${bare.toFixed(0)} ms)`,
+    ratio: `${ratio.toFixed(2)}× the module load time`,
+    target: 'faster than the modules (< 1×)',
+    pass: ratio < 1,
+  }]
 }
 
 async function statsBench() {

@@ -1,0 +1,28 @@
+// Bundles the compiled CLI (dist/cli.js) into bundle/, which bin/ctxagent runs.
+// Node resolves and compiles ESM modules one by one: the ~60 of ctxagent and its
+// libraries cost ~60 ms of a command's ~180 ms start-up, and one bundle cuts that
+// (BENCHMARKS.md, row startup). Dynamic imports (the openai SDK, node-cron, uuid) stay
+// separate chunks, loaded only by the commands that use them. better-sqlite3 is a
+// native addon and stays in node_modules. dist/ stays as it is, for the tests.
+import { build } from 'esbuild'
+import { rmSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+
+const root = fileURLToPath(new URL('..', import.meta.url))
+rmSync(`${root}bundle`, { recursive: true, force: true })
+await build({
+  absWorkingDir: root,
+  entryPoints: ['dist/cli.js'],
+  outdir: 'bundle',
+  bundle: true,
+  splitting: true,
+  format: 'esm',
+  platform: 'node',
+  target: 'node20',
+  external: ['better-sqlite3'],
+  // Bundled CommonJS libraries call require() for Node's built-ins.
+  banner: { js: "import { createRequire as __ctxagentRequire } from 'node:module'; const require = __ctxagentRequire(import.meta.url);" },
+  // Through dist/*.js.map down to src/*.ts, for CTXAGENT_DEBUG=1 stack traces.
+  sourcemap: true,
+  logLevel: 'warning',
+})
