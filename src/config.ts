@@ -1,71 +1,77 @@
 import { readFileSync } from 'node:fs'
 import { parse as parseYaml, YAMLParseError } from 'yaml'
-import { z } from 'zod'
+// zod/mini: the same validation as zod's classic API through functions instead of
+// methods, so that the bundle keeps only what is used (a command parses less code).
+import * as z from 'zod/mini'
 import { isErrno, UsageError } from './errors.js'
 
 const POSITIVE_INT = 'must be a positive integer'
 const NON_NEGATIVE_INT = 'must be a whole number of 0 or more'
+const POSITIVE_NUMBER = 'must be a positive number'
 const RATIO = 'must be a number greater than 0 and at most 1'
 
-const positiveInt = () => z.number({ error: POSITIVE_INT }).int({ error: POSITIVE_INT }).positive({ error: POSITIVE_INT })
-const nonNegativeInt = () =>
-  z.number({ error: NON_NEGATIVE_INT }).int({ error: NON_NEGATIVE_INT }).min(0, { error: NON_NEGATIVE_INT })
-const positiveNumber = () =>
-  z.number({ error: 'must be a positive number' }).positive({ error: 'must be a positive number' })
+const positiveInt = () => z.int({ error: POSITIVE_INT }).check(z.positive({ error: POSITIVE_INT }))
+const nonNegativeInt = () => z.int({ error: NON_NEGATIVE_INT }).check(z.gte(0, { error: NON_NEGATIVE_INT }))
+const positiveNumber = () => z.number({ error: POSITIVE_NUMBER }).check(z.positive({ error: POSITIVE_NUMBER }))
+const ratio = () => z.number({ error: RATIO }).check(z.gt(0, { error: RATIO }), z.lte(1, { error: RATIO }))
 const text = () => z.string({ error: 'must be a string' })
-const optionalText = () => text().nullable().default(null)
 const flag = () => z.boolean({ error: 'must be true or false' })
+const oneOf = <const T extends readonly [string, ...string[]]>(values: T) =>
+  z.enum(values, { error: `must be ${values.slice(0, -1).join(', ')} or ${values.at(-1)}` })
+
+const withDefault = z._default
+const orNull = <T extends z.core.SomeType>(schema: T) => z._default(z.nullable(schema), null)
 // Every key has a default, so an absent section parses as {} (typed loosely: zod cannot see that generically).
-const section = <T extends z.ZodRawShape>(shape: T) => z.strictObject(shape).prefault({} as never)
+const section = <T extends z.core.$ZodLooseShape>(shape: T) => z.prefault(z.strictObject(shape), {} as never)
 
 const endpoint = (baseUrl: string, model: string, contextLength: number) =>
   section({
-    base_url: text().default(baseUrl),
-    api_key: optionalText(),
-    model: text().default(model),
-    context_length: positiveInt().default(contextLength),
-    timeout_seconds: positiveNumber().default(120),
-    max_retries: nonNegativeInt().default(3),
+    base_url: withDefault(text(), baseUrl),
+    api_key: orNull(text()),
+    model: withDefault(text(), model),
+    context_length: withDefault(positiveInt(), contextLength),
+    timeout_seconds: withDefault(positiveNumber(), 120),
+    max_retries: withDefault(nonNegativeInt(), 3),
   })
 
 export const configSchema = z.strictObject({
   context: section({
-    base_dir: text().default('./logs/contexts'),
-    durability: z.enum(['flush', 'fsync'], { error: 'must be flush or fsync' }).default('flush'),
-    max_memory_messages: positiveInt().default(20),
+    base_dir: withDefault(text(), './logs/contexts'),
+    durability: withDefault(oneOf(['flush', 'fsync']), 'flush'),
+    max_memory_messages: withDefault(positiveInt(), 20),
     compression: section({
-      threshold: z.number({ error: RATIO }).gt(0, { error: RATIO }).max(1, { error: RATIO }).default(0.7),
-      token_threshold: positiveInt().nullable().default(null),
-      keep_recent: positiveInt().default(10),
-      min_to_compress: positiveInt().default(5),
+      threshold: withDefault(ratio(), 0.7),
+      token_threshold: orNull(positiveInt()),
+      keep_recent: withDefault(positiveInt(), 10),
+      min_to_compress: withDefault(positiveInt(), 5),
     }),
-    prune: section({ protected_turns: nonNegativeInt().default(3) }),
-    inheritance: section({ enabled: flag().default(true), max_summary_tokens: positiveInt().default(4000) }),
-    retention: section({ compress_after_days: positiveNumber().default(7), delete_after_days: positiveNumber().default(30) }),
+    prune: section({ protected_turns: withDefault(nonNegativeInt(), 3) }),
+    inheritance: section({ enabled: withDefault(flag(), true), max_summary_tokens: withDefault(positiveInt(), 4000) }),
+    retention: section({ compress_after_days: withDefault(positiveNumber(), 7), delete_after_days: withDefault(positiveNumber(), 30) }),
   }),
   locks: section({
-    heartbeat_seconds: positiveNumber().default(30),
-    stale_after_seconds: positiveNumber().default(60),
-    stale_after_remote_seconds: positiveNumber().nullable().default(null),
+    heartbeat_seconds: withDefault(positiveNumber(), 30),
+    stale_after_seconds: withDefault(positiveNumber(), 60),
+    stale_after_remote_seconds: orNull(positiveNumber()),
   }),
   llm: section({
-    provider: z.enum(['openai', 'ollama', 'none'], { error: 'must be openai, ollama or none' }).default('openai'),
+    provider: withDefault(oneOf(['openai', 'ollama', 'none']), 'openai'),
     openai: endpoint('https://api.openai.com/v1', 'gpt-4o', 128_000),
     ollama: endpoint('http://localhost:11434/v1', 'llama3.1', 8_192),
   }),
-  github: section({ token: optionalText(), bot_name: optionalText() }),
-  gitlab: section({ url: text().default('https://gitlab.com'), token: optionalText(), bot_name: optionalText() }),
+  github: section({ token: orNull(text()), bot_name: orNull(text()) }),
+  gitlab: section({ url: withDefault(text(), 'https://gitlab.com'), token: orNull(text()), bot_name: orNull(text()) }),
   chat: section({
-    wait_interval_seconds: positiveNumber().default(5),
-    soft_timeout_minutes: positiveNumber().default(10),
-    hard_timeout_minutes: positiveNumber().default(15),
+    wait_interval_seconds: withDefault(positiveNumber(), 5),
+    soft_timeout_minutes: withDefault(positiveNumber(), 10),
+    hard_timeout_minutes: withDefault(positiveNumber(), 15),
   }),
   alerts: section({
-    disk_warning_gb: positiveNumber().default(10),
-    disk_critical_gb: positiveNumber().default(50),
-    failure_rate: z.number({ error: RATIO }).gt(0, { error: RATIO }).max(1, { error: RATIO }).default(0.1),
-    max_running_tasks: positiveInt().default(100),
-    long_running_hours: positiveNumber().default(6),
+    disk_warning_gb: withDefault(positiveNumber(), 10),
+    disk_critical_gb: withDefault(positiveNumber(), 50),
+    failure_rate: withDefault(ratio(), 0.1),
+    max_running_tasks: withDefault(positiveInt(), 100),
+    long_running_hours: withDefault(positiveNumber(), 6),
   }),
 })
 

@@ -23,6 +23,12 @@ describe('parseConfig', () => {
     ['context:\n  base_dri: /x\n', 'config.yaml: context.base_dri is not a known setting'],
     ['locks: 3\n', 'config.yaml: locks must be a mapping of keys'],
     ['llm:\n  provider: claude\n', 'config.yaml: llm.provider must be openai, ollama or none'],
+    ['llm:\n  openai:\n    context_length: 1.5\n', 'config.yaml: llm.openai.context_length must be a positive integer'],
+    ['llm:\n  ollama:\n    max_retries: -1\n', 'config.yaml: llm.ollama.max_retries must be a whole number of 0 or more'],
+    ['llm:\n  openai:\n    api_key: 12\n', 'config.yaml: llm.openai.api_key must be a string'],
+    ['locks:\n  heartbeat_seconds: 0\n', 'config.yaml: locks.heartbeat_seconds must be a positive number'],
+    ['context:\n  inheritance:\n    enabled: maybe\n', 'config.yaml: context.inheritance.enabled must be true or false'],
+    ['alerts:\n  failure_rate: 0\n', 'config.yaml: alerts.failure_rate must be a number greater than 0 and at most 1'],
   ])('rejects %j with the key path and reason', (yaml, message) => {
     expect(() => parseConfig(yaml)).toThrow(UsageError)
     expect(() => parseConfig(yaml)).toThrow(message)
