@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs'
 import { Command, CommanderError, Option } from 'commander'
 import { cleanupCommand } from './commands/cleanup.js'
 import { compressCommand } from './commands/compress.js'
+import { configCommand } from './commands/config.js'
 import { reindexCommand } from './commands/reindex.js'
 import { statsCommand } from './commands/stats.js'
 import { unlockCommand } from './commands/unlock.js'
@@ -21,7 +22,7 @@ export function buildProgram(): Command {
     .option('--no-color', 'no colour (also NO_COLOR)')
     .showSuggestionAfterError(true)
 
-  for (const command of [viewCommand(), statsCommand(), cleanupCommand(), compressCommand(), watchLocksCommand(), unlockCommand(), reindexCommand()]) program.addCommand(command)
+  for (const command of [viewCommand(), statsCommand(), cleanupCommand(), compressCommand(), watchLocksCommand(), unlockCommand(), reindexCommand(), configCommand()]) program.addCommand(command)
   for (const command of [program, ...program.commands]) {
     command.exitOverride()
     // Commander's own error text is replaced by our one-line form in report().

@@ -133,6 +133,27 @@ function describeIssue(issue: z.core.$ZodIssue): string {
   return `${path} ${issue.message}`
 }
 
+/** Where the secrets live in a Config: shown by `ctxagent config` as set or not, never by value. */
+export const SECRET_KEYS: readonly (readonly string[])[] = [
+  ['llm', 'openai', 'api_key'],
+  ['llm', 'ollama', 'api_key'],
+  ['github', 'token'],
+  ['gitlab', 'token'],
+]
+
+/** A copy of the config with every secret replaced by null, and the dotted keys of those that are set. */
+export function withoutSecrets(config: Config): { config: Config; secretsSet: string[] } {
+  const copy = structuredClone(config)
+  const secretsSet: string[] = []
+  for (const path of SECRET_KEYS) {
+    const parent = path.slice(0, -1).reduce<Record<string, unknown>>((node, key) => node[key] as Record<string, unknown>, copy as unknown as Record<string, unknown>)
+    const key = path.at(-1) as string
+    if (parent[key] !== null) secretsSet.push(path.join('.'))
+    parent[key] = null
+  }
+  return { config: copy, secretsSet }
+}
+
 function applyEnvironment(config: Config, env: NodeJS.ProcessEnv): void {
   // The file wins; the environment fills in secrets the file leaves out.
   config.llm.openai.api_key ??= nonEmpty(env.OPENAI_API_KEY)

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { cli } from '../helpers/run.js'
 
-const COMMANDS = ['view', 'stats', 'cleanup', 'compress', 'watch-locks', 'unlock', 'reindex']
+const COMMANDS = ['view', 'stats', 'cleanup', 'compress', 'watch-locks', 'unlock', 'reindex', 'config']
 
 function scratch(): string {
   const dir = mkdtempSync(join(tmpdir(), 'ctxagent-cli-'))

@@ -1,0 +1,60 @@
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { parseConfig, withoutSecrets } from '../../src/config.js'
+import { cli } from '../helpers/run.js'
+
+function scratch(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'ctxagent-config-'))
+  onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+const FILE = 'github:\n  token: ghp_fromthefile0123456789\nllm:\n  openai:\n    model: gpt-4.1\n    context_length: 64000\n'
+const ENV = { OPENAI_API_KEY: 'sk-fromtheenvironment', GITHUB_TOKEN: '', GITLAB_TOKEN: '' }
+
+describe('ctxagent config', () => {
+  it('prints the effective config as JSON: its source, the task tree, which secrets are set, never their values', () => {
+    const cwd = scratch()
+    writeFileSync(join(cwd, 'config.yaml'), FILE)
+    const res = cli(['config', '--json', '--home', 'tree'], ENV, cwd)
+    expect(res.code).toBe(0)
+    const out = JSON.parse(res.stdout) as { source: string; base_dir: string; secrets_set: string[]; config: ReturnType<typeof parseConfig> }
+    expect(out.source).toBe('config.yaml')
+    expect(out.base_dir).toBe(join(cwd, 'tree'))
+    expect(out.secrets_set).toEqual(['llm.openai.api_key', 'github.token'])
+    expect(out.config.llm.openai).toMatchObject({ model: 'gpt-4.1', context_length: 64000, api_key: null })
+    expect(out.config.github.token).toBeNull()
+    expect(res.stdout).not.toContain('fromthe')
+    expect(readdirSync(cwd)).toEqual(['config.yaml'])
+  })
+
+  it('prints YAML that reads back as the same config, secrets left to the environment', () => {
+    const cwd = scratch()
+    writeFileSync(join(cwd, 'config.yaml'), FILE)
+    const res = cli(['config'], ENV, cwd)
+    expect(res.code).toBe(0)
+    expect(res.stdout).toMatch(/^# ctxagent configuration, from config\.yaml\n# task tree: .+\/logs\/contexts\n/)
+    expect(res.stdout).toContain('api_key: null # set (hidden)')
+    expect(res.stdout).not.toContain('fromthe')
+    const expected = withoutSecrets(parseConfig(FILE)).config
+    expect(parseConfig(res.stdout)).toEqual(expected)
+  })
+
+  it('says when only defaults apply', () => {
+    const res = cli(['config'], ENV, scratch())
+    expect(res.code).toBe(0)
+    expect(res.stdout).toContain('# ctxagent configuration, defaults (no config file found)')
+    expect(parseConfig(res.stdout)).toEqual(withoutSecrets(parseConfig('')).config)
+  })
+
+  it('checks a file: exit 2 with the key path when it is invalid', () => {
+    const cwd = scratch()
+    writeFileSync(join(cwd, 'config.yaml'), 'alerts:\n  failure_rate: 2\n')
+    const res = cli(['config'], ENV, cwd)
+    expect(res.code).toBe(2)
+    expect(res.stdout).toBe('')
+    expect(res.stderr).toBe('ctxagent: config.yaml: alerts.failure_rate must be a number greater than 0 and at most 1 (see config.example.yaml for every key and its default)\n')
+  })
+})
