@@ -5,6 +5,9 @@ import { parse as parseYaml, YAMLParseError } from 'yaml'
 import * as z from 'zod/mini'
 import { isErrno, UsageError } from './errors.js'
 
+/** The task tree when neither --home, CTXAGENT_HOME nor the file names one. */
+export const DEFAULT_BASE_DIR = './logs/contexts'
+
 const POSITIVE_INT = 'must be a positive integer'
 const NON_NEGATIVE_INT = 'must be a whole number of 0 or more'
 const POSITIVE_NUMBER = 'must be a positive number'
@@ -36,7 +39,7 @@ const endpoint = (baseUrl: string, model: string, contextLength: number) =>
 
 export const configSchema = z.strictObject({
   context: section({
-    base_dir: withDefault(text(), './logs/contexts'),
+    base_dir: withDefault(text(), DEFAULT_BASE_DIR),
     durability: withDefault(oneOf(['flush', 'fsync']), 'flush'),
     max_memory_messages: withDefault(positiveInt(), 20),
     compression: section({

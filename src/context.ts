@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs'
 import { userInfo } from 'node:os'
-import { loadConfig } from './config.js'
+import { DEFAULT_BASE_DIR, loadConfig } from './config.js'
 import type { Config } from './config.js'
 import { createIo } from './io.js'
 import type { Io } from './io.js'
@@ -20,6 +20,8 @@ export interface GlobalOptions {
 export interface Context {
   readonly config: Config
   readonly configSource: string | null
+  /** Which setting chose the task tree (SPEC §9 order). */
+  readonly baseSource: BaseSource
   readonly layout: Layout
   readonly io: Io
   readonly json: boolean
@@ -30,15 +32,22 @@ export interface Context {
   readonly osUser: string
 }
 
+export type BaseSource = '--home' | 'CTXAGENT_HOME' | 'context.base_dir' | 'default'
+
 export function createContext(globals: GlobalOptions, env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Context {
   const { config, source } = loadConfig({ flag: globals.config, env, cwd })
-  const base = globals.home ?? nonEmpty(env.CTXAGENT_HOME) ?? config.context.base_dir
+  const fromEnv = nonEmpty(env.CTXAGENT_HOME)
+  const [base, baseSource]: [string, BaseSource] =
+    globals.home !== undefined ? [globals.home, '--home']
+    : fromEnv !== undefined ? [fromEnv, 'CTXAGENT_HOME']
+    : [config.context.base_dir, config.context.base_dir === DEFAULT_BASE_DIR ? 'default' : 'context.base_dir']
   const io = createIo({ env, ...(globals.color === false ? { color: false } : {}) })
   const pinned = nonEmpty(env.CTXAGENT_NOW)
   const fixed = pinned === undefined ? undefined : new Date(pinned)
   return {
     config,
     configSource: source,
+    baseSource,
     layout: new Layout(base),
     io,
     json: globals.json === true,

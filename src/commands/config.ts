@@ -18,7 +18,7 @@ export function configCommand(): Command {
 async function showConfig(ctx: Context): Promise<void> {
   const { config, secretsSet } = withoutSecrets(ctx.config)
   if (ctx.json) {
-    ctx.io.json({ source: ctx.configSource, base_dir: ctx.layout.base, secrets_set: secretsSet, config })
+    ctx.io.json({ source: ctx.configSource, base_dir: ctx.layout.base, base_dir_from: ctx.baseSource, secrets_set: secretsSet, config })
     return
   }
   // YAML in the shape of config.yaml, so that it can start one: secrets stay null
@@ -30,7 +30,7 @@ async function showConfig(ctx: Context): Promise<void> {
   }
   doc.commentBefore = [
     ` ctxagent configuration, ${ctx.configSource === null ? 'defaults (no config file found)' : `from ${ctx.configSource}`}`,
-    ` task tree: ${ctx.layout.base}`,
+    ` task tree: ${ctx.layout.base} (from ${ctx.baseSource})`,
   ].join('\n')
   ctx.io.out(doc.toString())
 }

@@ -20,9 +20,10 @@ describe('ctxagent config', () => {
     writeFileSync(join(cwd, 'config.yaml'), FILE)
     const res = cli(['config', '--json', '--home', 'tree'], ENV, cwd)
     expect(res.code).toBe(0)
-    const out = JSON.parse(res.stdout) as { source: string; base_dir: string; secrets_set: string[]; config: ReturnType<typeof parseConfig> }
+    const out = JSON.parse(res.stdout) as { source: string; base_dir: string; base_dir_from: string; secrets_set: string[]; config: ReturnType<typeof parseConfig> }
     expect(out.source).toBe('config.yaml')
     expect(out.base_dir).toBe(join(cwd, 'tree'))
+    expect(out.base_dir_from).toBe('--home')
     expect(out.secrets_set).toEqual(['llm.openai.api_key', 'github.token'])
     expect(out.config.llm.openai).toMatchObject({ model: 'gpt-4.1', context_length: 64000, api_key: null })
     expect(out.config.github.token).toBeNull()
@@ -35,11 +36,21 @@ describe('ctxagent config', () => {
     writeFileSync(join(cwd, 'config.yaml'), FILE)
     const res = cli(['config'], ENV, cwd)
     expect(res.code).toBe(0)
-    expect(res.stdout).toMatch(/^# ctxagent configuration, from config\.yaml\n# task tree: .+\/logs\/contexts\n/)
+    expect(res.stdout).toMatch(/^# ctxagent configuration, from config\.yaml\n# task tree: .+\/logs\/contexts \(from default\)\n/)
     expect(res.stdout).toContain('api_key: null # set (hidden)')
     expect(res.stdout).not.toContain('fromthe')
     const expected = withoutSecrets(parseConfig(FILE)).config
     expect(parseConfig(res.stdout)).toEqual(expected)
+  })
+
+  it('names what chose the task tree: --home, CTXAGENT_HOME, the file, or the default', () => {
+    const cwd = scratch()
+    const from = (args: string[], env: Record<string, string> = {}) => (JSON.parse(cli(['config', '--json', ...args], { ...ENV, ...env }, cwd).stdout) as { base_dir: string; base_dir_from: string })
+    expect(from([])).toEqual(expect.objectContaining({ base_dir: join(cwd, 'logs/contexts'), base_dir_from: 'default' }))
+    writeFileSync(join(cwd, 'config.yaml'), 'context:\n  base_dir: conf\n')
+    expect(from([])).toEqual(expect.objectContaining({ base_dir: join(cwd, 'conf'), base_dir_from: 'context.base_dir' }))
+    expect(from([], { CTXAGENT_HOME: join(cwd, 'env') })).toEqual(expect.objectContaining({ base_dir: join(cwd, 'env'), base_dir_from: 'CTXAGENT_HOME' }))
+    expect(from(['--home', 'flag'], { CTXAGENT_HOME: join(cwd, 'env') })).toEqual(expect.objectContaining({ base_dir: join(cwd, 'flag'), base_dir_from: '--home' }))
   })
 
   it('says when only defaults apply', () => {
