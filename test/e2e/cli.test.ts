@@ -1,8 +1,9 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { spawnSync } from 'node:child_process'
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { cli } from '../helpers/run.js'
+import { cli, ROOT } from '../helpers/run.js'
 
 const COMMANDS = ['view', 'stats', 'cleanup', 'compress', 'watch-locks', 'unlock', 'reindex', 'config']
 
@@ -19,6 +20,16 @@ describe('ctxagent binary', () => {
     for (const c of COMMANDS) expect(help.stdout).toContain(c)
     expect(cli([]).stdout).toContain('Usage: ctxagent')
     expect(cli(['--version']).stdout.trim()).toMatch(/^\d+\.\d+\.\d+$/)
+  })
+
+  it('says in one line how to build it when the bundle is missing', () => {
+    const copy = scratch()
+    mkdirSync(join(copy, 'bin'))
+    copyFileSync(join(ROOT, 'bin', 'ctxagent'), join(copy, 'bin', 'ctxagent'))
+    writeFileSync(join(copy, 'package.json'), '{"type":"module"}\n')
+    const res = spawnSync(process.execPath, [join(copy, 'bin', 'ctxagent'), '--version'], { encoding: 'utf8' })
+    expect(res.status).toBe(1)
+    expect(res.stderr).toBe(`ctxagent: not built yet, ${join(copy, 'bundle', 'cli.js')} is missing (run npm ci, or npm run build, in ${copy}/)\n`)
   })
 
   it.each(COMMANDS)('prints help for %s', (command) => {
