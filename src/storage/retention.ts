@@ -109,14 +109,12 @@ export async function executeCleanup(env: TaskEnv, plan: CleanupPlan, onFile: ()
     }
     onFile()
   })
-  for (const task of plan.compress) {
-    const disk = taskDiskUse(env.layout.taskDir('completed', task.uuid))
-    env.index?.setDiskUse(task.uuid, disk)
-    done.compressed.push({ ...task, bytes_after: disk.bytes })
-  }
+  const measured = plan.compress.map((task) => ({ task, disk: taskDiskUse(env.layout.taskDir('completed', task.uuid)) }))
+  env.index?.setDiskUse(measured.map(({ task, disk }) => ({ uuid: task.uuid, disk })))
+  for (const { task, disk } of measured) done.compressed.push({ ...task, bytes_after: disk.bytes })
   const trash = join(env.layout.base, '.trash')
+  if (plan.delete.length > 0) makePrivateDir(trash)
   for (const task of plan.delete) {
-    makePrivateDir(trash)
     const target = join(trash, `${task.uuid}.${process.pid}`)
     try {
       renameSync(env.layout.taskDir('completed', task.uuid), target)

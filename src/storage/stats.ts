@@ -101,7 +101,8 @@ function diskUse(index: TaskIndex, layout: Layout, w: Where): StatsReport['disk'
   const live = index.db.prepare(`SELECT uuid, location FROM tasks ${and} location != 'completed'`).all(...w.params) as { uuid: string; location: Location }[]
   for (const row of live) disk[row.location as 'running' | 'paused'] += taskDiskUse(layout.taskDir(row.location, row.uuid)).bytes
   const unknown = index.db.prepare(`SELECT uuid FROM tasks ${and} location = 'completed' AND disk_bytes IS NULL`).all(...w.params) as { uuid: string }[]
-  for (const row of unknown) index.setDiskUse(row.uuid, taskDiskUse(layout.taskDir('completed', row.uuid)))
+  // Measured first, written after: the walk holds no write lock on tasks.db.
+  index.setDiskUse(unknown.map((row) => ({ uuid: row.uuid, disk: taskDiskUse(layout.taskDir('completed', row.uuid)) })))
   const done = index.db.prepare(`SELECT SUM(disk_bytes) AS bytes, SUM(disk_bytes_raw) AS raw FROM tasks ${and} location = 'completed'`).get(...w.params) as { bytes: number | null; raw: number | null }
   disk.completed = done.bytes ?? 0
   disk.completed_before_gzip = done.raw ?? 0

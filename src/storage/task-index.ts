@@ -94,6 +94,7 @@ const COLUMNS: readonly (keyof TaskRow)[] = [
 export class TaskIndex {
   private readonly upsertStmt: Statement<unknown[]>
   private readonly removeStmt: Statement<[string]>
+  private readonly diskStmt: Statement<[number, number, string]>
 
   private constructor(readonly db: Db) {
     this.upsertStmt = db.prepare(
@@ -101,6 +102,7 @@ export class TaskIndex {
        ON CONFLICT(uuid) DO UPDATE SET ${COLUMNS.filter((c) => c !== 'uuid').map((c) => `${c} = excluded.${c}`).join(', ')}`,
     )
     this.removeStmt = db.prepare('DELETE FROM tasks WHERE uuid = ?')
+    this.diskStmt = db.prepare('UPDATE tasks SET disk_bytes = ?, disk_bytes_raw = ? WHERE uuid = ?')
   }
 
   /** Opens (creating and migrating) the index at `path`. */
@@ -144,8 +146,11 @@ export class TaskIndex {
     })()
   }
 
-  setDiskUse(uuid: string, disk: DiskUse): void {
-    this.db.prepare('UPDATE tasks SET disk_bytes = ?, disk_bytes_raw = ? WHERE uuid = ?').run(disk.bytes, disk.raw, uuid)
+  /** Caches measured disk use, in one transaction however many tasks (one commit each would cost more than the measuring). */
+  setDiskUse(measured: readonly { uuid: string; disk: DiskUse }[]): void {
+    this.db.transaction(() => {
+      for (const { uuid, disk } of measured) this.diskStmt.run(disk.bytes, disk.raw, uuid)
+    })()
   }
 
   /** Tasks whose indexed status is `status`. */
