@@ -1,6 +1,6 @@
 import type { Config } from '../config.js'
 import type { StoredMessage, SummaryRecord, WindowMessage } from '../storage/records.js'
-import { estimateMessageTokens, estimateTokens } from '../storage/tokens.js'
+import { estimateTokens, windowTokens } from '../storage/tokens.js'
 import { windowOf } from './context.js'
 import type { ContextSnapshot } from './context.js'
 import type { Summarizer } from './summarizer.js'
@@ -27,10 +27,6 @@ export function settingsFrom(config: Config, keepRecent?: number): CompactionSet
 export function compressionLimit(config: Config, contextLength: number): number {
   const c = config.context.compression
   return c.token_threshold ?? Math.floor(contextLength * c.threshold)
-}
-
-export function windowTokens(window: readonly WindowMessage[]): number {
-  return window.reduce((sum, m) => sum + estimateMessageTokens(m), 0)
 }
 
 /**

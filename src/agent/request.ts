@@ -1,6 +1,6 @@
 import type { TaskHandle } from '../storage/task-handle.js'
 import type { WindowMessage } from '../storage/records.js'
-import { estimateMessageTokens } from '../storage/tokens.js'
+import { estimateMessageTokens, windowTokens } from '../storage/tokens.js'
 import { compact, planCompaction, shouldCompress } from './compaction.js'
 import type { CompactionResult, CompactionSettings } from './compaction.js'
 import { loadSnapshot } from './context.js'
@@ -19,7 +19,7 @@ export function requestMessages(window: readonly WindowMessage[], limit: number,
   while (headEnd < window.length && (window[headEnd]?.role === 'system' || window[headEnd]?.role === 'user')) headEnd++
   // With no summary the head is just the leading system/user messages of the conversation.
   const head = window.slice(0, headEnd)
-  let budget = limit - head.reduce((sum, m) => sum + estimateMessageTokens(m), 0)
+  let budget = limit - windowTokens(head)
   let start = window.length
   while (start > headEnd) {
     const cost = estimateMessageTokens(window[start - 1] as WindowMessage)

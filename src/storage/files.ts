@@ -75,7 +75,7 @@ export function writeFileAtomic(path: string, data: string | Buffer): void {
   const tmp = tempPathFor(path)
   const fd = openPrivate(tmp, 'wx')
   try {
-    writeAll(fd, typeof data === 'string' ? Buffer.from(data) : data)
+    writeAll(fd, data)
     fsyncSync(fd)
   } catch (err) {
     closeSync(fd)

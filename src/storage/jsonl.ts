@@ -76,7 +76,7 @@ export class JsonlAppender {
   }
 
   /** `line` must be one JSON document followed by exactly one newline. */
-  appendSerialized(line: string | Buffer): void {
+  appendSerialized(line: string): void {
     if (this.fd === null) throw new Error(`${this.path} is closed`)
     writeAll(this.fd, line)
     if (this.fsync) fsyncSync(this.fd)
@@ -298,7 +298,7 @@ export function appendShared(path: string, record: object): void {
       readSync(fd, last, 0, 1, size - 1)
       if (last[0] !== NEWLINE) lead = '\n'
     }
-    writeAll(fd, Buffer.from(`${lead}${JSON.stringify(record)}\n`))
+    writeAll(fd, `${lead}${JSON.stringify(record)}\n`)
   } finally {
     closeSync(fd)
   }

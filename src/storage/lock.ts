@@ -143,7 +143,7 @@ function writeLockTemp(dir: string, info: LockInfo): string {
   const tmp = tempPathFor(join(dir, FILES.lock))
   const fd = openPrivate(tmp, 'wx')
   try {
-    writeAll(fd, Buffer.from(`${JSON.stringify(info)}\n`))
+    writeAll(fd, `${JSON.stringify(info)}\n`)
     fsyncSync(fd)
   } finally {
     closeSync(fd)

@@ -23,7 +23,7 @@ import type { TaskEnv } from './task-env.js'
 import { stalenessPolicy } from './task-env.js'
 import { taskRow } from './task-index.js'
 import type { TaskCounts } from './task-index.js'
-import { estimateMessageTokens } from './tokens.js'
+import { windowTokens } from './tokens.js'
 
 export interface NewTask {
   task_key: TaskKey
@@ -124,7 +124,7 @@ export class TaskHandle {
       const path = join(this.dirPath, FILES.current)
       // The window is bounded by compaction, so reading it whole is fine; the reader skips a torn tail.
       const messages = existsSync(path) ? (tailPlainSync(path, Number.POSITIVE_INFINITY).records as unknown as WindowMessage[]) : []
-      this.windowCache = { messages, tokens: messages.reduce((sum, m) => sum + estimateMessageTokens(m), 0) }
+      this.windowCache = { messages, tokens: windowTokens(messages) }
     }
     return this.windowCache
   }
@@ -143,7 +143,7 @@ export class TaskHandle {
 
   replaceCurrent(window: readonly WindowMessage[]): void {
     this.owned().messages.replaceCurrent(window)
-    this.windowCache = { messages: [...window], tokens: window.reduce((sum, m) => sum + estimateMessageTokens(m), 0) }
+    this.windowCache = { messages: [...window], tokens: windowTokens(window) }
   }
 
   /** Changes state.json (and the heartbeat, and tasks.db). */

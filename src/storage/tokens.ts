@@ -24,3 +24,8 @@ export function estimateMessageTokens(message: { content?: unknown; tool_calls?:
   const calls = message.tool_calls == null ? '' : JSON.stringify(message.tool_calls)
   return estimateTokens(content) + estimateTokens(calls)
 }
+
+/** Estimated tokens of a whole window (what one request would carry). */
+export function windowTokens(window: readonly { content?: unknown; tool_calls?: unknown }[]): number {
+  return window.reduce((sum, m) => sum + estimateMessageTokens(m), 0)
+}
