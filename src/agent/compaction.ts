@@ -33,7 +33,7 @@ export function compressionLimit(config: Config, contextLength: number): number 
  * Should the window be compressed? Over the limit (by the provider's reported
  * prompt_tokens when known, else the estimate) and with enough to summarize.
  */
-export function shouldCompress(plan: CompactionPlan | null, limit: number, reportedPromptTokens?: number | null): boolean {
+export function shouldCompress(plan: CompactionPlan | null, limit: number, reportedPromptTokens?: number | null): plan is CompactionPlan {
   if (plan === null) return false
   return (reportedPromptTokens ?? plan.tokensBefore) > limit
 }

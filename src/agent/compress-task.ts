@@ -1,11 +1,10 @@
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { CtxError, LockedError } from '../errors.js'
-import { writeFileAtomic } from '../storage/files.js'
 import { FILES } from '../storage/layout.js'
 import type { TaskRef } from '../storage/layout.js'
 import { TaskLock } from '../storage/lock.js'
-import { maskValue } from '../storage/mask.js'
+import { writeWindow } from '../storage/message-store.js'
 import { assessTask, reapTask, refreshIndex } from '../storage/reaper.js'
 import type { ReapReport } from '../storage/reaper.js'
 import { toWindowMessage } from '../storage/records.js'
@@ -91,7 +90,7 @@ export async function compressTask(env: TaskEnv, start: TaskRef, settings: Compa
             summaries.close()
           }
         },
-        replaceCurrent: (window) => writeFileAtomic(join(ref.dir, FILES.current), window.map((m) => `${JSON.stringify(maskValue(m))}\n`).join('')),
+        replaceCurrent: (window) => void writeWindow(ref.dir, window),
       },
       env.now(),
     )

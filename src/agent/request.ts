@@ -54,7 +54,7 @@ export async function compressIfNeeded(handle: TaskHandle, options: AutoCompress
   if (!shouldCompress(plan, options.limit, options.reportedPromptTokens)) return null
   await handle.setStatus('compressing', 'compressing')
   try {
-    const result = await compact(plan as NonNullable<typeof plan>, options.summarizer, handle, options.now())
+    const result = await compact(plan, options.summarizer, handle, options.now())
     // TaskHandle.update counts the compressions from summaries.jsonl itself.
     await handle.update({ status: 'processing', last_activity: 'compressed', current_context_tokens: result.tokensAfter })
     return result

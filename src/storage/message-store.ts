@@ -108,8 +108,7 @@ export class MessageStore {
    * it for append: the old descriptor points at the replaced file.
    */
   replaceCurrent(window: readonly WindowMessage[]): void {
-    const path = join(this.dir, FILES.current)
-    writeFileAtomic(path, window.map((m) => `${JSON.stringify(maskValue(m))}\n`).join(''))
+    const path = writeWindow(this.dir, window)
     this.current.close()
     this.current = JsonlAppender.open(path, { fsync: this.options.fsync === true })
   }
@@ -124,6 +123,16 @@ export class MessageStore {
     const keep = this.options.memoryMessages ?? 20
     if (this.recentMessages.length > keep) this.recentMessages.splice(0, this.recentMessages.length - keep)
   }
+}
+
+/**
+ * Writes a task's current.jsonl whole, masked, atomically (temp + fsync + rename):
+ * for replaceCurrent, and for `compress`, which holds no MessageStore. Returns its path.
+ */
+export function writeWindow(dir: string, window: readonly WindowMessage[]): string {
+  const path = join(dir, FILES.current)
+  writeFileAtomic(path, window.map((m) => `${JSON.stringify(maskValue(m))}\n`).join(''))
+  return path
 }
 
 /**
