@@ -10,7 +10,7 @@ import type { Finding } from '../storage/monitor.js'
 import { executeCleanup, planCleanup } from '../storage/retention.js'
 import type { PlannedTask } from '../storage/retention.js'
 import { stalenessPolicy } from '../storage/task-env.js'
-import { durationArg, withContext } from './shared.js'
+import { durationArg, stopSignal, withContext } from './shared.js'
 
 interface CleanupOptions {
   dryRun?: boolean
@@ -52,10 +52,9 @@ async function cleanup(ctx: Context, opts: CleanupOptions): Promise<void> {
   ctx.io.err(`cleanup: scheduled "${opts.schedule}"; Ctrl-C to stop\n`)
   const task = cron.schedule(opts.schedule, () => runOnce(ctx, opts, compressAfterMs, deleteAfterMs).catch((err: Error) => ctx.io.warn(`cleanup run failed: ${err.message}`)), { noOverlap: true })
   task.on('execution:overlap', () => ctx.io.warn('the previous cleanup is still running; this run is skipped'))
-  await new Promise<void>((resolve) => {
-    process.once('SIGINT', resolve)
-    process.once('SIGTERM', resolve)
-  })
+  const { stopped, dispose } = stopSignal()
+  await stopped
+  dispose()
   await task.destroy()
 }
 

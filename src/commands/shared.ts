@@ -43,3 +43,25 @@ export function requireUuid(positional: string | undefined, flag: string | undef
   if (id === undefined) throw new UsageError('no task id given', 'give the task uuid (or a unique prefix of 8+ hex characters)')
   return id
 }
+
+export interface StopSignal {
+  /** Resolves on the first SIGINT or SIGTERM. */
+  stopped: Promise<void>
+  /** Stops listening (the signals get their default handling back). */
+  dispose(): void
+}
+
+/** For long-running commands (watch-locks, cleanup --schedule, view --follow): Ctrl-C or a TERM ends them cleanly. */
+export function stopSignal(): StopSignal {
+  let dispose = () => undefined
+  const stopped = new Promise<void>((resolve) => {
+    const onSignal = () => resolve()
+    process.once('SIGINT', onSignal)
+    process.once('SIGTERM', onSignal)
+    dispose = () => {
+      process.off('SIGINT', onSignal)
+      process.off('SIGTERM', onSignal)
+    }
+  })
+  return { stopped, dispose }
+}

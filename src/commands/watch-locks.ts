@@ -8,7 +8,7 @@ import { acquireMonitorLock, monitorPass } from '../storage/monitor.js'
 import type { Finding, PassResult } from '../storage/monitor.js'
 import { stalenessPolicy } from '../storage/task-env.js'
 import type { TaskEnv } from '../storage/task-env.js'
-import { durationArg, withContext } from './shared.js'
+import { durationArg, stopSignal, withContext } from './shared.js'
 
 interface WatchOptions {
   once?: boolean
@@ -62,13 +62,7 @@ async function pass(ctx: Context, env: TaskEnv, policy: ReturnType<typeof stalen
 
 /** Repeats `body` every `intervalMs` until SIGINT or SIGTERM. */
 async function loop(ctx: Context, intervalMs: number, body: () => Promise<void>): Promise<void> {
-  let stop: () => void = () => undefined
-  const stopped = new Promise<void>((resolve) => {
-    stop = resolve
-  })
-  const onSignal = () => stop()
-  process.once('SIGINT', onSignal)
-  process.once('SIGTERM', onSignal)
+  const { stopped, dispose } = stopSignal()
   try {
     for (;;) {
       await body()
@@ -81,8 +75,7 @@ async function loop(ctx: Context, intervalMs: number, body: () => Promise<void>)
       if (why === 'stop') return
     }
   } finally {
-    process.off('SIGINT', onSignal)
-    process.off('SIGTERM', onSignal)
+    dispose()
     if (!ctx.json) ctx.io.err('watch-locks: stopped\n')
   }
 }

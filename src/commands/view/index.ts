@@ -8,7 +8,7 @@ import type { TaskRef } from '../../storage/layout.js'
 import { ROLES } from '../../storage/records.js'
 import { fileSize, followJsonl, listRecords, readOverview } from '../../storage/task-reader.js'
 import type { RecordKind } from '../../storage/task-reader.js'
-import { positiveIntArg, requireUuid, withContext } from '../shared.js'
+import { positiveIntArg, requireUuid, stopSignal, withContext } from '../shared.js'
 import { renderListing, renderOverview, renderRecord } from './render.js'
 
 interface ViewOptions {
@@ -74,12 +74,7 @@ async function follow(ctx: Context, ref: TaskRef, opts: ViewOptions): Promise<vo
     return
   }
   const path = join(ref.dir, FILES.messages)
-  let stop: () => void = () => undefined
-  const stopped = new Promise<void>((resolve) => {
-    stop = resolve
-  })
-  process.once('SIGINT', stop)
-  process.once('SIGTERM', stop)
+  const { stopped, dispose } = stopSignal()
   try {
     const locate = () => {
       const now = resolveTask(ctx.layout, ref.uuid)
@@ -91,8 +86,7 @@ async function follow(ctx: Context, ref: TaskRef, opts: ViewOptions): Promise<vo
       else ctx.io.out(renderRecord(ctx, 'messages', record, opts.full === true))
     }
   } finally {
-    process.off('SIGINT', stop)
-    process.off('SIGTERM', stop)
+    dispose()
   }
   if (!ctx.json) {
     const now = resolveTask(ctx.layout, ref.uuid)
