@@ -28,16 +28,19 @@ export function statsCommand(): Command {
     .action(withContext(stats))
 }
 
-function parseDate(value: string): Date {
-  const date = new Date(/^\d{4}-\d{2}-\d{2}$/.test(value) ? `${value}T00:00:00.000Z` : value)
+const DAY_ONLY = /^\d{4}-\d{2}-\d{2}$/
+
+/** --from: a day (its start, UTC) or an ISO time. */
+function dateFrom(value: string): Date {
+  const date = new Date(DAY_ONLY.test(value) ? `${value}T00:00:00.000Z` : value)
   if (Number.isNaN(date.getTime())) throw new InvalidArgumentError('must be a date like 2024-01-31 or an ISO timestamp')
   return date
 }
 
-const dateFrom = (value: string): Date => parseDate(value)
-const dateTo = (value: string): Date => {
-  const date = parseDate(value)
-  return /^\d{4}-\d{2}-\d{2}$/.test(value) ? new Date(date.getTime() + 86_400_000) : date
+/** --to: a day includes all of it (up to the next day's start); an ISO time is exact. */
+function dateTo(value: string): Date {
+  const date = dateFrom(value)
+  return DAY_ONLY.test(value) ? new Date(date.getTime() + 86_400_000) : date
 }
 
 async function stats(ctx: Context, opts: StatsOptions): Promise<void> {
