@@ -3,6 +3,7 @@ import { parse as parseYaml, YAMLParseError } from 'yaml'
 // zod/mini: the same validation as zod's classic API through functions instead of
 // methods, so that the bundle keeps only what is used (a command parses less code).
 import * as z from 'zod/mini'
+import { isDuration } from './duration.js'
 import { isErrno, UsageError } from './errors.js'
 
 /** The task tree when neither --home, CTXAGENT_HOME nor the file names one. */
@@ -12,6 +13,8 @@ const POSITIVE_INT = 'must be a positive integer'
 const NON_NEGATIVE_INT = 'must be a whole number of 0 or more'
 const POSITIVE_NUMBER = 'must be a positive number'
 const RATIO = 'must be a number greater than 0 and at most 1'
+const DURATION = 'must be a duration such as 90s, 30m or 1h30m'
+const COMMAND_TIMEOUT = 'must be a whole number of seconds from 1 to 600'
 
 const positiveInt = () => z.int({ error: POSITIVE_INT }).check(z.positive({ error: POSITIVE_INT }))
 const nonNegativeInt = () => z.int({ error: NON_NEGATIVE_INT }).check(z.gte(0, { error: NON_NEGATIVE_INT }))
@@ -26,6 +29,26 @@ const withDefault = z._default
 const orNull = <T extends z.core.SomeType>(schema: T) => z._default(z.nullable(schema), null)
 // Every key has a default, so an absent section parses as {} (typed loosely: zod cannot see that generically).
 const section = <T extends z.core.$ZodLooseShape>(shape: T) => z.prefault(z.strictObject(shape), {} as never)
+
+/** A duration as in the CLI (`90s`, `30m`, `1h30m`, or a number of seconds), kept as text and parsed where used. */
+const duration = () =>
+  z.string({ error: DURATION }).check(z.refine((value: string) => isDuration(value), { error: DURATION }))
+
+export const PROVIDERS = ['openai', 'ollama', 'replay', 'none'] as const
+export type Provider = (typeof PROVIDERS)[number]
+
+/** `users.<name>` (SPEC §12.7): what one user's tasks change of the defaults. */
+const userSettings = z.strictObject({
+  llm: z.optional(
+    z.strictObject({
+      provider: z.optional(oneOf(PROVIDERS)),
+      model: z.optional(text()),
+      context_length: z.optional(positiveInt()),
+    }),
+  ),
+  run: z.optional(z.strictObject({ max_turns: z.optional(positiveInt()), max_tokens: z.optional(positiveInt()) })),
+  system_prompt_append: z.optional(text()),
+})
 
 const endpoint = (baseUrl: string, model: string, contextLength: number) =>
   section({
@@ -58,10 +81,26 @@ export const configSchema = z.strictObject({
     stale_after_remote_seconds: orNull(positiveNumber()),
   }),
   llm: section({
-    provider: withDefault(oneOf(['openai', 'ollama', 'none']), 'openai'),
+    provider: withDefault(oneOf(PROVIDERS), 'openai'),
     openai: endpoint('https://api.openai.com/v1', 'gpt-4o', 128_000),
     ollama: endpoint('http://localhost:11434/v1', 'llama3.1', 8_192),
+    replay: section({
+      // A recorded task to play back: its uuid (or prefix) or a messages.jsonl path.
+      from: orNull(text()),
+      context_length: withDefault(positiveInt(), 8_192),
+    }),
   }),
+  run: section({
+    max_turns: withDefault(positiveInt(), 100),
+    max_tokens: orNull(positiveInt()),
+    timeout: orNull(duration()),
+    system_prompt_append: orNull(text()),
+  }),
+  tools: section({
+    shell: withDefault(flag(), false),
+    command_timeout_seconds: withDefault(z.int({ error: COMMAND_TIMEOUT }).check(z.positive({ error: COMMAND_TIMEOUT }), z.lte(600, { error: COMMAND_TIMEOUT })), 120),
+  }),
+  users: withDefault(z.record(z.string(), userSettings), {}),
   github: section({ token: orNull(text()), bot_name: orNull(text()) }),
   gitlab: section({ url: withDefault(text(), 'https://gitlab.com'), token: orNull(text()), bot_name: orNull(text()) }),
   chat: section({
@@ -121,9 +160,27 @@ export function parseConfig(yamlText: string, file = 'config.yaml'): Config {
     throw new UsageError(`${file}:${where} is not valid YAML (${firstLine((err as Error).message)})`, 'fix the file')
   }
   const result = configSchema.safeParse(data)
-  if (result.success) return result.data
-  const issue = result.error.issues[0] as z.core.$ZodIssue
-  throw new UsageError(`${file}: ${describeIssue(issue)}`, 'see config.example.yaml for every key and its default')
+  if (!result.success) {
+    const issue = result.error.issues[0] as z.core.$ZodIssue
+    throw new UsageError(`${file}: ${describeIssue(issue)}`, 'see config.example.yaml for every key and its default')
+  }
+  const problem = crossCheck(result.data)
+  if (problem) throw new UsageError(`${file}: ${problem}`, 'see config.example.yaml for every key and its default')
+  return result.data
+}
+
+/** Rules that span keys, or that a type alone cannot say. */
+function crossCheck(config: Config): string | null {
+  const locks = config.locks
+  if (locks.heartbeat_seconds >= locks.stale_after_seconds) {
+    return `locks.heartbeat_seconds (${locks.heartbeat_seconds}) must be less than locks.stale_after_seconds (${locks.stale_after_seconds}), or every live agent would look dead`
+  }
+  if (config.context.base_dir.trim() === '') return 'context.base_dir must not be empty (leave it out for ./logs/contexts)'
+  for (const provider of ['openai', 'ollama'] as const) {
+    const url = config.llm[provider].base_url
+    if (!/^https?:\/\/[^\s/]+/.test(url)) return `llm.${provider}.base_url must be an http(s) URL, like http://localhost:11434/v1 (got '${url.slice(0, 80)}')`
+  }
+  return null
 }
 
 function describeIssue(issue: z.core.$ZodIssue): string {
@@ -174,4 +231,11 @@ function firstLine(message: string): string {
 
 function resolveFrom(cwd: string, file: string): string {
   return file.startsWith('/') ? file : `${cwd}/${file}`
+}
+
+/** The model and context length of the configured provider (replay and none have no server). */
+export function activeEndpoint(config: Config): { model: string; context_length: number } {
+  const llm = config.llm
+  if (llm.provider === 'replay') return { model: 'replay', context_length: llm.replay.context_length }
+  return llm.provider === 'ollama' ? llm.ollama : llm.openai
 }

@@ -50,3 +50,12 @@ export function formatBytes(bytes: number): string {
   }
   return unit === 0 ? `${value} B` : `${value.toFixed(value < 10 ? 2 : 1)} ${units[unit]}`
 }
+
+/** Whether `text` parses as a positive duration (for config validation, which reports its own message). */
+export function isDuration(text: string): boolean {
+  try {
+    return parseDuration(text, 'duration') > 0
+  } catch {
+    return false
+  }
+}

@@ -22,7 +22,7 @@ describe('parseConfig', () => {
     ['context:\n  durability: always\n', 'config.yaml: context.durability must be flush or fsync'],
     ['context:\n  base_dri: /x\n', 'config.yaml: context.base_dri is not a known setting'],
     ['locks: 3\n', 'config.yaml: locks must be a mapping of keys'],
-    ['llm:\n  provider: claude\n', 'config.yaml: llm.provider must be openai, ollama or none'],
+    ['llm:\n  provider: claude\n', 'config.yaml: llm.provider must be openai, ollama, replay or none'],
     ['llm:\n  openai:\n    context_length: 1.5\n', 'config.yaml: llm.openai.context_length must be a positive integer'],
     ['llm:\n  ollama:\n    max_retries: -1\n', 'config.yaml: llm.ollama.max_retries must be a whole number of 0 or more'],
     ['llm:\n  openai:\n    api_key: 12\n', 'config.yaml: llm.openai.api_key must be a string'],
