@@ -2,7 +2,7 @@ import type { TaskHandle } from '../storage/task-handle.js'
 import type { WindowMessage } from '../storage/records.js'
 import { estimateMessageTokens, windowTokens } from '../storage/tokens.js'
 import { compact, planCompaction, shouldCompress } from './compaction.js'
-import type { CompactionResult, CompactionSettings } from './compaction.js'
+import type { CompactionPlan, CompactionResult, CompactionSettings, CompactionSink } from './compaction.js'
 import { loadSnapshot } from './context.js'
 import { prune } from './prune.js'
 import type { Summarizer } from './summarizer.js'
@@ -40,6 +40,10 @@ export interface AutoCompressOptions {
   reportedPromptTokens?: number | null
   now: () => Date
   warn: (message: string) => void
+  /** Compress whenever there is enough to summarize, under the limit too (a `compress` request, a context-length error). */
+  force?: boolean
+  /** The control request this compaction answers, recorded in summaries.jsonl. */
+  requestId?: string
 }
 
 /**
@@ -49,12 +53,14 @@ export interface AutoCompressOptions {
  */
 export async function compressIfNeeded(handle: TaskHandle, options: AutoCompressOptions): Promise<CompactionResult | null> {
   // The cheap check first: most turns are under the limit and read nothing.
-  if ((options.reportedPromptTokens ?? handle.windowTokens()) <= options.limit) return null
+  if (options.force !== true && (options.reportedPromptTokens ?? handle.windowTokens()) <= options.limit) return null
   const plan = planCompaction(await loadSnapshot(handle.dir), options.settings)
-  if (!shouldCompress(plan, options.limit, options.reportedPromptTokens)) return null
+  if (options.force === true ? plan === null : !shouldCompress(plan, options.limit, options.reportedPromptTokens)) return null
   await handle.setStatus('compressing', 'compressing')
+  const requestId = options.requestId
+  const sink: CompactionSink = requestId === undefined ? handle : { addSummary: (r) => handle.addSummary({ ...r, request_id: requestId }), replaceCurrent: (w) => handle.replaceCurrent(w) }
   try {
-    const result = await compact(plan, options.summarizer, handle, options.now())
+    const result = await compact(plan as CompactionPlan, options.summarizer, sink, options.now())
     // TaskHandle.update counts the compressions from summaries.jsonl itself.
     await handle.update({ status: 'processing', last_activity: 'compressed', current_context_tokens: result.tokensAfter })
     return result

@@ -4,27 +4,35 @@ import { settingsFrom } from '../agent/compaction.js'
 import { extractiveSummarizer, llmSummarizer } from '../agent/summarizer.js'
 import type { Context } from '../context.js'
 import { auditTask, withTaskEnv } from '../context.js'
+import { CtxError } from '../errors.js'
+import { askOwner } from '../run/control.js'
 import { resolveTask } from '../storage/layout.js'
-import { positiveIntArg, withContext } from './shared.js'
+import type { TaskRef } from '../storage/layout.js'
+import { assessTask } from '../storage/reaper.js'
+import { stalenessPolicy } from '../storage/task-env.js'
+import { durationArg, positiveIntArg, withContext } from './shared.js'
 
 interface CompressOptions {
   dryRun?: boolean
   extractive?: boolean
   keepRecent?: number
+  wait: number
 }
 
 export function compressCommand(): Command {
   return new Command('compress')
-    .description("summarize a task's context now (paused or finished tasks; a running one only if its agent died)")
+    .description("summarize a task's context now (a running task is asked to do it by its agent; a dead agent's task is recovered first)")
     .argument('<uuid>', 'task uuid, or a unique prefix of 8+ hex characters')
     .option('--dry-run', 'show what would be summarized and the expected saving; write nothing')
     .option('--extractive', 'summarize without an LLM (keeps the task, file paths, errors, decisions, tools)')
     .option('--keep-recent <n>', 'messages kept verbatim (default: config context.compression.keep_recent)', positiveIntArg)
+    .option('--wait <duration>', "a running task: how long to wait for its agent's answer", durationArg('--wait'), 120_000)
     .action(withContext(compress))
 }
 
 async function compress(ctx: Context, opts: CompressOptions, id: string): Promise<void> {
   const ref = resolveTask(ctx.layout, id)
+  if (ref.location === 'running' && opts.dryRun !== true && (await ownerIsAlive(ctx, ref))) return askRunningOwner(ctx, ref, opts)
   // Fails here, before any file is touched, when no LLM is configured. The SDK is
   // loaded only now: it costs every other command 100 ms of start-up.
   const summarizer = opts.extractive ? extractiveSummarizer() : llmSummarizer((await import('../llm/openai-compatible.js')).requireLlmClient(ctx.config))
@@ -54,6 +62,22 @@ async function compress(ctx: Context, opts: CompressOptions, id: string): Promis
       )
     }
   }, { createIndex: false }) // updates tasks.db where there is one; a refusal must create nothing
+}
+
+async function ownerIsAlive(ctx: Context, ref: TaskRef): Promise<boolean> {
+  return withTaskEnv(ctx, async (env) => !assessTask(env, ref, { policy: stalenessPolicy(ctx.config) }).stale, { createIndex: false })
+}
+
+/** A live owner is the only writer of its files: it is asked, and compresses at its next turn boundary (SPEC §12.6). */
+async function askRunningOwner(ctx: Context, ref: TaskRef, opts: CompressOptions): Promise<void> {
+  if (opts.extractive || opts.keepRecent !== undefined) ctx.io.warn('the running agent compresses with its own settings; --extractive and --keep-recent apply only to tasks no agent runs')
+  auditTask(ctx, 'compress', ref.uuid)
+  const { reply } = await askOwner(ctx.layout, ref, 'compress', ctx.osUser, opts.wait, () => ctx.now())
+  if (reply === null) {
+    throw new CtxError(`the agent of task ${ref.uuid} did not answer within ${Math.round(opts.wait / 1000)}s`, { hint: 'it reads requests between turns; a long tool or LLM call delays it. The request stays in its inbox' })
+  }
+  if (ctx.json) ctx.io.json({ uuid: ref.uuid, asked: 'owner', ok: reply.ok, message: reply.message })
+  else ctx.io.out(`task ${ref.uuid}: ${reply.ok ? 'compressed by its agent' : 'not compressed'}: ${reply.message}`)
 }
 
 function pct(after: number, before: number): string {

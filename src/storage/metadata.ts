@@ -5,7 +5,8 @@ import { FILES } from './layout.js'
 
 export interface TaskKey {
   task_source: string
-  owner: string
+  /** null for local tasks (SPEC §12.1). */
+  owner: string | null
   repo: string
   task_type: string
   task_id: string
@@ -29,6 +30,22 @@ export interface TaskMetadata {
     context_length: number
     compression_threshold: number
   }
+  /** How `run` started the task, so that a resume continues with the same settings. */
+  run?: RunRecord
+  /** The earlier task whose final summary this one started from (SPEC §5). */
+  inherited_from?: string | null
+}
+
+export interface RunRecord {
+  workspace: string
+  allow_shell: boolean
+  max_turns: number
+  max_tokens: number | null
+  timeout_ms: number | null
+  /** The system prompt the task started with, so that a resume sends the same one. */
+  system_prompt_file: string | null
+  /** The recording a replay task plays back (llm.replay.from). */
+  replay_from: string | null
 }
 
 export function writeMetadata(dir: string, metadata: TaskMetadata): void {
@@ -67,7 +84,7 @@ export function normalizeMetadata(raw: Record<string, unknown>): TaskMetadata {
     uuid: s(raw.uuid),
     task_key: {
       task_source: s(key.task_source, taskType.split('_')[0]),
-      owner: s(key.owner, owner),
+      owner: key.owner === null ? null : s(key.owner, owner),
       repo: s(key.repo, repo),
       task_type: s(key.task_type, taskType.split('_').slice(1).join('_')),
       task_id: s(key.task_id, s(raw.task_identifier)),
@@ -85,5 +102,7 @@ export function normalizeMetadata(raw: Record<string, unknown>): TaskMetadata {
       context_length: typeof config.context_length === 'number' ? config.context_length : 0,
       compression_threshold: typeof config.compression_threshold === 'number' ? config.compression_threshold : 0,
     },
+    ...(raw.run !== null && typeof raw.run === 'object' ? { run: raw.run as RunRecord } : {}),
+    ...(typeof raw.inherited_from === 'string' ? { inherited_from: raw.inherited_from } : {}),
   }
 }

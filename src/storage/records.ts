@@ -47,6 +47,8 @@ export interface SummaryRecord {
   tokens_saved: number
   method: 'llm' | 'extractive'
   model: string | null
+  /** The control request (`ctxagent compress` of a live owner) this summary answers. */
+  request_id?: string
 }
 
 export interface ToolRecord {

@@ -38,6 +38,18 @@ export interface TaskState {
   error: string | null
   comment_detection: { last_comment_ids: string[]; last_check_timestamp: string | null }
   session?: ChatSession
+  /** Written by `run` (SPEC §12): agent turns so far, for the max_turns budget. */
+  turns?: number
+  /** Milliseconds `run` has worked on the task (paused time excluded), for the timeout budget. */
+  elapsed_ms?: number
+  /** Bytes of inbox.jsonl the owner has read: every line before it was handled once. */
+  inbox_offset?: number
+  /** Files the task read (workspace-relative path → mtime and size), so edits stay allowed across a resume. */
+  read_files?: Record<string, { mtimeMs: number; size: number }>
+  /** The assistant's final answer, or finish's summary. */
+  final_answer?: string | null
+  /** finish's status: done, or blocked (the task could not be done). */
+  finish_status?: 'done' | 'blocked' | null
 }
 
 export function initialState(now: Date): TaskState {

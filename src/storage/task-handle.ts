@@ -1,5 +1,6 @@
 import { chmodSync, existsSync, mkdirSync, renameSync, statSync } from 'node:fs'
 import { join } from 'node:path'
+import { activeEndpoint } from '../config.js'
 import { CtxError, isErrno } from '../errors.js'
 import { taskDiskUse } from './disk.js'
 import type { DiskUse } from './disk.js'
@@ -12,7 +13,7 @@ import { maskText } from './mask.js'
 import { MessageStore } from './message-store.js'
 import type { NewMessage } from './message-store.js'
 import { readMetadata, writeMetadata } from './metadata.js'
-import type { TaskKey, TaskMetadata } from './metadata.js'
+import type { RunRecord, TaskKey, TaskMetadata } from './metadata.js'
 import { hostname } from './process-info.js'
 import { toWindowMessage } from './records.js'
 import type { SummaryRecord, ToolRecord, WindowMessage } from './records.js'
@@ -28,6 +29,8 @@ import { windowTokens } from './tokens.js'
 export interface NewTask {
   task_key: TaskKey
   user: string | null
+  run?: RunRecord
+  inherited_from?: string | null
 }
 
 export type Hook = (handle: TaskHandle) => void | Promise<void>
@@ -221,6 +224,8 @@ export class TaskHandle {
     try {
       await this.lock.heartbeat()
     } catch (err) {
+      // The directory moved away under us (unlock --force, a reaper): the lock is gone with it.
+      if (isErrno(err, 'ENOENT')) err = new LockLostError(this.dirPath, null)
       if (!(err instanceof LockLostError)) {
         this.env.warn(`heartbeat of task ${this.uuid} failed: ${(err as Error).message}`)
         if (strict) throw err
@@ -306,14 +311,14 @@ export async function createTask(env: TaskEnv, task: NewTask, options: CreateOpt
   }
   const now = env.now()
   const llm = env.config.llm
-  const endpoint = llm.provider === 'ollama' ? llm.ollama : llm.openai
+  const endpoint = activeEndpoint(env.config)
   const key = task.task_key
   const metadata: TaskMetadata = {
     uuid,
     task_key: key,
     task_type: `${key.task_source}_${key.task_type}`,
     task_identifier: key.task_id,
-    repository: key.owner && key.repo ? `${key.owner}/${key.repo}` : key.repo || key.owner,
+    repository: key.owner && key.repo ? `${key.owner}/${key.repo}` : key.repo || key.owner || '',
     user: task.user,
     created_at: now.toISOString(),
     process_id: process.pid,
@@ -324,6 +329,8 @@ export async function createTask(env: TaskEnv, task: NewTask, options: CreateOpt
       context_length: endpoint.context_length,
       compression_threshold: env.config.context.compression.threshold,
     },
+    ...(task.run ? { run: task.run } : {}),
+    ...(task.inherited_from ? { inherited_from: task.inherited_from } : {}),
   }
   writeMetadata(dir, metadata)
   await writeState(dir, initialState(now))
@@ -333,21 +340,27 @@ export async function createTask(env: TaskEnv, task: NewTask, options: CreateOpt
   return handle
 }
 
-/** paused/<uuid> → running/<uuid>: the lock is taken first, then the directory moves. */
+/**
+ * paused/<uuid> → running/<uuid>: the lock is taken first, then the directory moves.
+ * A task still in running/ whose owner is provably dead (kill -9, a crashed host) is
+ * taken over where it is: acquiring its stale lock is the proof.
+ */
 export async function resumeTask(env: TaskEnv, ref: TaskRef, options: CreateOptions = {}): Promise<TaskHandle> {
-  if (ref.location !== 'paused') {
-    throw new CtxError(`task ${ref.uuid} is in ${ref.location}/, not paused/`, { exitCode: 4, hint: 'only paused tasks can be resumed' })
+  if (ref.location === 'completed') {
+    throw new CtxError(`task ${ref.uuid} is in completed/, not paused/`, { exitCode: 4, hint: 'only paused tasks can be resumed' })
   }
   ensureLayout(env)
   const lock = await TaskLock.acquire(ref.dir, { ...stalenessPolicy(env.config), now: env.now })
   const target = env.layout.taskDir('running', ref.uuid)
-  try {
-    renameSync(ref.dir, target)
-  } catch (err) {
-    await lock.release()
-    throw err
+  if (ref.location === 'paused') {
+    try {
+      renameSync(ref.dir, target)
+    } catch (err) {
+      await lock.release()
+      throw err
+    }
+    lock.movedTo(target)
   }
-  lock.movedTo(target)
   const handle = await TaskHandle.open(env, ref.uuid, target, lock, options.onLost)
   await handle.update({ status: 'processing', last_activity: 'resumed', error: null })
   return handle

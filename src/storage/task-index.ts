@@ -35,6 +35,9 @@ export interface TaskRow {
   disk_bytes_raw: number | null
 }
 
+/** The columns that make a task key (SPEC §5): task_type, task_identifier, repository, user. */
+export type TaskKeyColumns = Pick<TaskRow, 'task_type' | 'task_identifier' | 'repository' | 'user'>
+
 export interface TaskCounts {
   messages: number
   summaries: number
@@ -156,6 +159,22 @@ export class TaskIndex {
   /** Tasks whose indexed status is `status`. */
   uuidsWithStatus(status: string): string[] {
     return (this.db.prepare('SELECT uuid FROM tasks WHERE status = ?').all(status) as { uuid: string }[]).map((r) => r.uuid)
+  }
+
+  /** Finished tasks (completed or failed) with this task key, newest first: the candidates for inheritance. */
+  finishedWithKey(key: TaskKeyColumns): Pick<TaskRow, 'uuid' | 'location' | 'status' | 'completed_at'>[] {
+    return this.db
+      .prepare(
+        `SELECT uuid, location, status, completed_at FROM tasks
+         WHERE task_type = ? AND task_identifier IS ? AND repository IS ? AND user IS ? AND status IN ('completed', 'failed')
+         ORDER BY completed_at DESC LIMIT 20`,
+      )
+      .all(key.task_type, key.task_identifier, key.repository, key.user) as Pick<TaskRow, 'uuid' | 'location' | 'status' | 'completed_at'>[]
+  }
+
+  /** How many tasks the index places in `location` (compared with a directory listing to notice drift). */
+  countAt(location: Location): number {
+    return (this.db.prepare('SELECT count(*) AS n FROM tasks WHERE location = ?').get(location) as { n: number }).n
   }
 
   get(uuid: string): TaskRow | undefined {

@@ -70,14 +70,18 @@ describe('compress', () => {
     expect(JSON.parse(res.stdout)).toMatchObject({ method: 'extractive', model: null, summary: expect.stringContaining('## Original Task') })
   })
 
-  it('refuses a running task whose owner is alive (exit 4), and reaps a dead owner first', async () => {
+  it('asks a live owner (only its inbox is written; exit 1 when it does not answer), and reaps a dead owner first', async () => {
     const live = { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: new Date().toISOString(), heartbeat_at: new Date().toISOString() }
     const a = await setup('running', live)
     const before = snapshotTree(a.tree.base)
-    const refused = cli(['compress', ID, '--config', a.config, '--home', a.tree.base])
-    expect(refused.code).toBe(4)
-    expect(refused.stderr).toContain(`pid ${process.pid}`)
-    expect(snapshotTree(a.tree.base)).toEqual(before)
+    const unanswered = cli(['compress', ID, '--wait', '1s', '--config', a.config, '--home', a.tree.base])
+    expect(unanswered.code).toBe(1)
+    expect(unanswered.stderr).toMatch(/^ctxagent: the agent of task .* did not answer within 1s/)
+    const after = snapshotTree(a.tree.base)
+    const inbox = Object.keys(after).filter((path) => after[path] !== before[path] && !path.endsWith('audit.jsonl'))
+    expect(inbox).toEqual([expect.stringMatching(/inbox\.jsonl$/)])
+    const request = JSON.parse(readFileSync(join(a.tree.layout.taskDir('running', ID), 'inbox.jsonl'), 'utf8')) as Record<string, unknown>
+    expect(request).toMatchObject({ kind: 'control', action: 'compress' })
 
     const old = new Date(Date.now() - 600_000).toISOString()
     const b = await setup('running', { process_id: deadPid(), hostname: hostname(), acquired_at: old, heartbeat_at: old })

@@ -79,7 +79,7 @@ describe('task lifecycle', () => {
     expect(resumed.dir).toBe(join(base, 'running', task.uuid))
     expect(resumed.state.status).toBe('processing')
     expect(resumed.addMessage({ role: 'user', content: 'two' }).seq).toBe(2)
-    await expect(resumeTask(e, resolveTask(e.layout, task.uuid))).rejects.toThrow(/not paused/)
+    await expect(resumeTask(e, resolveTask(e.layout, task.uuid))).rejects.toThrow(/is locked by pid/)
     await resumed.fail('boom', 'timeout')
     const final = readState(join(base, 'completed', task.uuid))
     expect(final).toMatchObject({ status: 'timeout', error: 'boom' })
