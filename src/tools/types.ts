@@ -1,0 +1,54 @@
+import type { ToolSpec } from '../llm/client.js'
+
+/** What a tool may use while it runs: the workspace, the stop signal, and the task's memory of reads. */
+export interface ToolContext {
+  /** The workspace, already resolved with realpath: the only directory tools may touch. */
+  readonly workspace: string
+  /** Aborted when the task stops (SIGINT/SIGTERM, pause): a tool kills what it started and returns. */
+  readonly signal: AbortSignal
+  /** Files this task has read, for edit_file/write_file's read-before-write rule. */
+  readonly reads: ReadTracker
+  /** run_command's default timeout (config tools.command_timeout_seconds). */
+  readonly commandTimeoutSeconds: number
+}
+
+/** What a file looked like when the task last read it (or wrote it). */
+export interface ReadStamp {
+  mtimeMs: number
+  size: number
+}
+
+/**
+ * The files a task has read, by workspace-relative path. Persisted in state.json by
+ * the agent loop (`read_files`), so a resumed task can still edit what it read before
+ * the pause.
+ */
+export interface ReadTracker {
+  get(path: string): ReadStamp | undefined
+  set(path: string, stamp: ReadStamp): void
+}
+
+export interface ToolOutcome {
+  /** The text the LLM sees (already capped by the tool). */
+  output: string
+  status: 'success' | 'error'
+  /** One line saying what went wrong, for tools.jsonl; null on success. */
+  error: string | null
+  /** Set by `finish`: the task ends after this call. */
+  finish?: { summary: string; status: 'done' | 'blocked' }
+  /** The call was cut short by the stop signal. */
+  aborted?: boolean
+}
+
+/** One tool the LLM can call. */
+export interface Tool {
+  readonly name: string
+  /** The OpenAI tool definition (JSON Schema parameters). */
+  readonly spec: ToolSpec
+  /**
+   * Validates (and coerces, e.g. "5" → 5) arguments that were already parsed from
+   * JSON; returns an error text naming the bad field and the schema when they do not fit.
+   */
+  validate(args: unknown): { ok: true; args: Record<string, unknown> } | { ok: false; error: string }
+  run(args: Record<string, unknown>, ctx: ToolContext): Promise<ToolOutcome>
+}
