@@ -1,9 +1,13 @@
 import { readFileSync } from 'node:fs'
 import { Command, CommanderError, Option } from 'commander'
 import { cleanupCommand } from './commands/cleanup.js'
+import { commentCommand } from './commands/comment.js'
 import { compressCommand } from './commands/compress.js'
 import { configCommand } from './commands/config.js'
+import { demoCommand } from './commands/demo.js'
+import { pauseCommand } from './commands/pause.js'
 import { reindexCommand } from './commands/reindex.js'
+import { runCommand } from './commands/run.js'
 import { statsCommand } from './commands/stats.js'
 import { unlockCommand } from './commands/unlock.js'
 import { viewCommand } from './commands/view/index.js'
@@ -22,7 +26,7 @@ export function buildProgram(): Command {
     .option('--no-color', 'no colour (also NO_COLOR)')
     .showSuggestionAfterError(true)
 
-  for (const command of [viewCommand(), statsCommand(), cleanupCommand(), compressCommand(), watchLocksCommand(), unlockCommand(), reindexCommand(), configCommand()]) program.addCommand(command)
+  for (const command of [runCommand(), viewCommand(), statsCommand(), cleanupCommand(), compressCommand(), pauseCommand(), commentCommand(), watchLocksCommand(), unlockCommand(), reindexCommand(), configCommand(), demoCommand()]) program.addCommand(command)
   for (const command of [program, ...program.commands]) {
     command.exitOverride()
     // Commander's own error text is replaced by our one-line form in report().

@@ -10,6 +10,10 @@ export interface RecordedRequest {
 export interface Reply {
   status?: number
   content?: string
+  /** Tool calls of the assistant message; arguments given as an object are JSON-encoded, a string is sent as is. */
+  calls?: { name: string; arguments: string | Record<string, unknown>; id?: string }[]
+  /** Answer only after this long (a slow LLM); the request may be aborted meanwhile. */
+  delayMs?: number
   headers?: Record<string, string>
   usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number }
 }
@@ -41,10 +45,12 @@ export async function startFakeLlm(): Promise<FakeLlm> {
   const server = createServer((req, res) => {
     let body = ''
     req.on('data', (d: Buffer) => (body += d.toString()))
-    req.on('end', () => {
+    req.on('end', async () => {
       const recorded: RecordedRequest = { path: req.url ?? '', body: JSON.parse(body || '{}') as RecordedRequest['body'] }
       fake.requests.push(recorded)
       const reply = fake.queue.shift() ?? fake.fallback(recorded)
+      if (reply.delayMs) await new Promise((resolve) => setTimeout(resolve, reply.delayMs))
+      if (res.destroyed || req.socket.destroyed) return
       const status = reply.status ?? 200
       res.writeHead(status, { 'content-type': 'application/json', ...reply.headers })
       if (status !== 200) {
@@ -57,14 +63,30 @@ export async function startFakeLlm(): Promise<FakeLlm> {
           object: 'chat.completion',
           created: 0,
           model: recorded.body.model,
-          choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: reply.content ?? '' } }],
+          choices: [{ index: 0, finish_reason: reply.calls ? 'tool_calls' : 'stop', message: { role: 'assistant', content: reply.content ?? (reply.calls ? null : ''), ...(reply.calls ? { tool_calls: toolCalls(reply.calls, fake.requests.length) } : {}) } }],
           usage: reply.usage ?? { prompt_tokens: 100, completion_tokens: 20, total_tokens: 120 },
         }),
       )
     })
   })
+  server.on('connection', (socket) => sockets.add(socket.once('close', () => sockets.delete(socket))))
+  const sockets = new Set<import('node:net').Socket>()
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   fake.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`
-  onTestFinished(() => new Promise<void>((resolve) => server.close(() => resolve())))
+  onTestFinished(
+    () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy()
+        server.close(() => resolve())
+      }),
+  )
   return fake
+}
+
+function toolCalls(calls: NonNullable<Reply['calls']>, n: number) {
+  return calls.map((c, i) => ({
+    id: c.id ?? `call_${n}_${i}`,
+    type: 'function',
+    function: { name: c.name, arguments: typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments) },
+  }))
 }

@@ -1,0 +1,39 @@
+import { Command } from 'commander'
+import type { Context } from '../context.js'
+import { auditTask, withTaskEnv } from '../context.js'
+import { CtxError } from '../errors.js'
+import { resolveTask } from '../storage/layout.js'
+import { assessTask } from '../storage/reaper.js'
+import { stalenessPolicy } from '../storage/task-env.js'
+import { askOwner } from '../run/control.js'
+import { durationArg, withContext } from './shared.js'
+
+interface PauseOptions {
+  wait: number
+}
+
+export function pauseCommand(): Command {
+  return new Command('pause')
+    .description("ask a running task's agent to pause at its next turn boundary (it moves to paused/; resume with run --resume)")
+    .argument('<uuid>', 'task uuid, or a unique prefix of 8+ hex characters')
+    .option('--wait <duration>', 'how long to wait for the agent to pause', durationArg('--wait'), 120_000)
+    .action(withContext(pause))
+}
+
+async function pause(ctx: Context, opts: PauseOptions, id: string): Promise<void> {
+  const ref = resolveTask(ctx.layout, id)
+  const report = (outcome: string, message: string) => (ctx.json ? ctx.io.json({ uuid: ref.uuid, outcome }) : ctx.io.out(message))
+  if (ref.location === 'paused') return report('already_paused', `task ${ref.uuid} is already paused`)
+  if (ref.location === 'completed') throw new CtxError(`task ${ref.uuid} is finished (in completed/); there is nothing to pause`, { exitCode: 4, hint: 'check the uuid' })
+  await withTaskEnv(ctx, async (env) => {
+    const assessment = assessTask(env, ref, { policy: stalenessPolicy(ctx.config) })
+    if (assessment.stale) {
+      throw new CtxError(`task ${ref.uuid} has no live agent (${assessment.verdict.reason})`, { hint: `recover it with ctxagent unlock ${ref.uuid.slice(0, 8)}, or wait for watch-locks` })
+    }
+  }, { createIndex: false })
+  auditTask(ctx, 'pause', ref.uuid)
+  const asked = await askOwner(ctx.layout, ref, 'pause', ctx.osUser, opts.wait, () => ctx.now())
+  if (asked.location === 'paused') return report('paused', `task ${ref.uuid} paused (resume with: ctxagent run --resume ${ref.uuid})`)
+  if (asked.location === 'completed') return report('finished', `task ${ref.uuid} finished before it could pause (in completed/)`)
+  throw new CtxError(`the agent of task ${ref.uuid} did not pause within ${Math.round(opts.wait / 1000)}s`, { hint: 'it pauses between turns; a long tool or LLM call delays it. The request stays in its inbox, so it will still pause' })
+}

@@ -1,0 +1,121 @@
+import { existsSync, statSync } from 'node:fs'
+import { join } from 'node:path'
+import { ProviderError, UsageError } from '../errors.js'
+import { readJsonl, resolveDataFile } from '../storage/jsonl.js'
+import type { ReadItem } from '../storage/jsonl.js'
+import { FILES, resolveTask } from '../storage/layout.js'
+import type { Layout } from '../storage/layout.js'
+import { normalizeMessage } from '../storage/records.js'
+import type { StoredMessage } from '../storage/records.js'
+import type { ChatMessage, ChatOptions, ChatResult, LlmClient } from './client.js'
+
+/**
+ * The `replay` provider (SPEC §12.8): plays back the assistant messages of a recorded
+ * task in order, while the tools run for real. The recording is streamed, one turn
+ * ahead, so a recording of any size costs the memory of one turn. The recorded tool
+ * results of the turn just played are kept, so the loop can say where a live result
+ * differs.
+ */
+export class ReplayClient implements LlmClient {
+  readonly model = 'replay'
+  private readonly records: AsyncIterator<ReadItem>
+  private lookahead: StoredMessage | null = null
+  private expectedResults = new Map<string, string>()
+  private played = 0
+
+  private constructor(
+    readonly source: string,
+    readonly contextLength: number,
+  ) {
+    this.records = readJsonl(source)[Symbol.asyncIterator]()
+  }
+
+  /**
+   * `from`: a task uuid (or prefix) in the tree, a task directory, or a messages.jsonl
+   * (gzipped or not). `skip`: assistant messages already played (a resumed replay).
+   */
+  static async open(from: string, layout: Layout, contextLength: number, skip = 0): Promise<ReplayClient> {
+    const client = new ReplayClient(locateRecording(from, layout), contextLength)
+    for (let i = 0; i < skip; i++) {
+      if ((await client.nextAssistant()) === null) break
+      client.played++
+    }
+    return client
+  }
+
+  /** Assistant messages played so far (including those skipped on resume). */
+  get position(): number {
+    return this.played
+  }
+
+  /** The recorded result of a tool call of the last played turn, when the recording has one. */
+  expected(callId: string): string | undefined {
+    return this.expectedResults.get(callId)
+  }
+
+  async chat(_messages: ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
+    if (options.signal?.aborted) throw new ProviderError('replay was cancelled')
+    const turn = await this.nextAssistant()
+    if (turn === null) {
+      throw new ProviderError(`the recording ${this.source} has no more assistant messages (${this.played} played)`, 'the recorded task ended here; replay a longer recording, or resume with a real provider')
+    }
+    this.played++
+    await this.collectResults(turn)
+    return {
+      message: { role: 'assistant', content: turn.content, ...(turn.tool_calls?.length ? { tool_calls: turn.tool_calls } : {}) },
+      usage: null,
+    }
+  }
+
+  private async nextAssistant(): Promise<StoredMessage | null> {
+    if (this.lookahead) {
+      const found = this.lookahead
+      this.lookahead = null
+      return found
+    }
+    for (let m = await this.next(); m !== null; m = await this.next()) {
+      if (m.role === 'assistant' && m.visible !== false) return m
+    }
+    return null
+  }
+
+  /** Reads the tool results after `turn`, up to the next assistant message (kept for the next call). */
+  private async collectResults(turn: StoredMessage): Promise<void> {
+    this.expectedResults = new Map()
+    const ids = new Set((turn.tool_calls ?? []).map((c) => c.id))
+    if (ids.size === 0) return
+    for (let m = await this.next(); m !== null; m = await this.next()) {
+      if (m.role === 'assistant' && m.visible !== false) {
+        this.lookahead = m
+        return
+      }
+      if (m.role === 'tool' && m.tool_call_id !== undefined && ids.has(m.tool_call_id)) this.expectedResults.set(m.tool_call_id, m.content)
+    }
+  }
+
+  private async next(): Promise<StoredMessage | null> {
+    for (;;) {
+      const item = await this.records.next()
+      if (item.done) return null
+      if (!item.value.ok) continue
+      const message = normalizeMessage(item.value.record)
+      if (message) return message
+    }
+  }
+}
+
+/** The messages.jsonl a replay reads, or a usage error saying why there is none. */
+export function locateRecording(from: string, layout: Layout): string {
+  if (existsSync(from)) {
+    const path = statSync(from).isDirectory() ? resolveDataFile(join(from, FILES.messages)) : from
+    if (path === null) throw new UsageError(`${from} has no messages.jsonl to replay`, 'give a task directory, a task uuid or a messages.jsonl file')
+    return path
+  }
+  if (/^[0-9a-f-]{8,36}$/i.test(from.trim())) {
+    const ref = resolveTask(layout, from)
+    const path = resolveDataFile(join(ref.dir, FILES.messages))
+    if (path === null) throw new UsageError(`task ${ref.uuid} has no messages.jsonl to replay`, 'replay a task that has messages')
+    return path
+  }
+  throw new UsageError(`--replay-from ${from}: no such file, directory or task`, 'give a task uuid, a task directory or a messages.jsonl file')
+}

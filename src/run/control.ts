@@ -1,0 +1,62 @@
+import { statSync } from 'node:fs'
+import { join } from 'node:path'
+import { appendInbox, readInbox } from '../storage/inbox.js'
+import type { ControlAction, InboxRecord } from '../storage/inbox.js'
+import { FILES, LOCATIONS } from '../storage/layout.js'
+import type { Layout, Location, TaskRef } from '../storage/layout.js'
+
+export type Reply = Extract<InboxRecord, { kind: 'reply' }>
+
+export interface AskResult {
+  /** The owner's reply, or null when it did not answer in time. */
+  reply: Reply | null
+  /** Where the task is now (a pause moves it to paused/). */
+  location: Location | null
+}
+
+const POLL_MS = 100
+
+/**
+ * Asks a task's running owner to act (SPEC §12.6): appends a control request to its
+ * inbox.jsonl (one write; the only file another process may write in an owned task)
+ * and waits up to `waitMs` for the owner's reply, and for a pause until the task has
+ * left running/. Works across hosts that share the tree: it reads only files.
+ */
+export async function askOwner(layout: Layout, ref: TaskRef, action: ControlAction, sender: string, waitMs: number, now: () => Date): Promise<AskResult> {
+  const inbox = join(ref.dir, FILES.inbox)
+  const from = sizeOf(inbox)
+  const request = appendInbox(ref.dir, { kind: 'control', action, sender }, now())
+  const deadline = Date.now() + waitMs
+  let reply: Reply | null = null
+  let offset = from
+  for (;;) {
+    const location = locate(layout, ref.uuid)
+    if (reply === null && location !== null) {
+      const read = readInbox(layout.taskDir(location, ref.uuid), location === 'running' ? offset : from)
+      if (location === 'running') offset = read.offset
+      reply = read.records.find((r): r is Reply => r.kind === 'reply' && r.request_id === request.id) ?? null
+    }
+    const settled = action === 'pause' ? location !== 'running' : reply !== null
+    if (settled || Date.now() >= deadline) return { reply, location }
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS))
+  }
+}
+
+function locate(layout: Layout, uuid: string): Location | null {
+  for (const location of LOCATIONS) {
+    try {
+      if (statSync(layout.taskDir(location, uuid)).isDirectory()) return location
+    } catch {
+      // not there
+    }
+  }
+  return null
+}
+
+function sizeOf(path: string): number {
+  try {
+    return statSync(path).size
+  } catch {
+    return 0
+  }
+}

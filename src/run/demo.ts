@@ -1,0 +1,97 @@
+import { cpSync, mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { parseConfig } from '../config.js'
+import type { Config } from '../config.js'
+import { readJsonl } from '../storage/jsonl.js'
+import { appendInbox } from '../storage/inbox.js'
+import { Layout, resolveTask } from '../storage/layout.js'
+import { ensureLayout } from '../storage/task-handle.js'
+import type { TaskEnv } from '../storage/task-env.js'
+import { TaskIndex } from '../storage/task-index.js'
+import { packageRoot } from '../package-root.js'
+import { runTask } from './run-task.js'
+import type { Outcome } from './run-task.js'
+import { newRunSettings } from './settings.js'
+
+export interface DemoResult {
+  uuid: string
+  home: string
+  workspace: string
+  /** Assistant turns in the recording, and the turn after which the demo paused. */
+  turns: number
+  pausedAt: number
+  first: Outcome
+  second: Outcome
+}
+
+/**
+ * The settings of the demo: the bundled recording replayed with a small context,
+ * so that the window is compacted several times in 36 turns, and the shell allowed
+ * (the recording runs the project's tests). Nothing from the user's config applies.
+ */
+function demoConfig(home: string, recording: string): Config {
+  const config = parseConfig('', 'demo')
+  config.context.base_dir = home
+  config.context.compression.keep_recent = 8
+  config.llm.provider = 'replay'
+  config.llm.replay.from = recording
+  config.llm.replay.context_length = 16_000
+  config.tools.shell = true
+  return config
+}
+
+/**
+ * `ctxagent demo` (SPEC §12.8): the bundled coding session replayed end to end in a
+ * temporary copy of the sample project, with no LLM and no network: paused half-way by
+ * a real pause request through the task's inbox, resumed, and completed.
+ */
+export async function runDemo(options: { home: string | null; log: NodeJS.WriteStream; user: string }): Promise<DemoResult> {
+  const root = packageRoot()
+  const recording = join(root, 'demo', 'session.jsonl')
+  const temp = mkdtempSync(join(tmpdir(), 'ctxagent-demo-'))
+  const workspace = join(temp, 'workspace')
+  cpSync(join(root, 'demo', 'project'), workspace, { recursive: true })
+  const home = options.home ?? join(temp, 'tasks')
+  const config = demoConfig(home, recording)
+  const { task, turns } = await readRecording(recording)
+  const pausedAt = Math.floor(turns / 2)
+
+  const layout = new Layout(home)
+  const bare: TaskEnv = { layout, config, index: null, now: () => new Date(), warn: (m) => void options.log.write(`ctxagent: warning: ${m}\n`) }
+  ensureLayout(bare)
+  const index = TaskIndex.open(layout.db)
+  try {
+    const env: TaskEnv = { ...bare, index }
+    const settings = newRunSettings(config, { inherit: false, workspace, allowShell: true }, workspace)
+    const run = { env, config, settings, stderr: options.log, logFormat: 'text' as const, signals: false }
+    const first = await runTask(
+      {
+        ...run,
+        onTurn: (dir, n) => {
+          if (n === pausedAt) appendInbox(dir, { kind: 'control', action: 'pause', sender: 'ctxagent demo' })
+        },
+      },
+      { kind: 'new', source: { key: { task_source: 'local', owner: null, repo: 'invoice-demo', task_type: 'task', task_id: 'demo' }, text: task }, user: options.user },
+    )
+    if (first.status !== 'paused') throw new Error(`the demo expected the task to pause at turn ${pausedAt}, but it ended ${first.status}: ${first.error ?? ''}`)
+    const second = await runTask(run, { kind: 'resume', ref: resolveTask(layout, first.uuid) })
+    return { uuid: first.uuid, home: layout.base, workspace, turns, pausedAt, first, second }
+  } finally {
+    index.close()
+  }
+}
+
+/** The recording's task statement (its first user message) and how many assistant turns it has. */
+async function readRecording(path: string): Promise<{ task: string; turns: number }> {
+  let task: string | null = null
+  let turns = 0
+  for await (const item of readJsonl(path)) {
+    if (!item.ok) continue
+    const { role, content } = item.record
+    if (role === 'user' && task === null && typeof content === 'string') task = content
+    if (role === 'assistant') turns++
+  }
+  if (task === null || turns === 0) throw new Error(`${path} is not a recorded session (no task or no assistant turns)`)
+  return { task, turns }
+}

@@ -1,0 +1,131 @@
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { gunzipSync } from 'node:zlib'
+import { readJsonl, resolveDataFile, tailJsonl } from '../storage/jsonl.js'
+import { FILES } from '../storage/layout.js'
+import type { Location } from '../storage/layout.js'
+import { readMetadata } from '../storage/metadata.js'
+import { normalizeSummary } from '../storage/records.js'
+import { readState } from '../storage/state.js'
+import type { TaskEnv } from '../storage/task-env.js'
+import type { TaskKeyColumns } from '../storage/task-index.js'
+import { estimateTokens } from '../storage/tokens.js'
+
+/** What a new task takes over from the latest earlier task with its key (SPEC §5, seed 003 §8). */
+export interface Inheritance {
+  uuid: string
+  status: string
+  completed_at: string | null
+  summary: string
+  /** Where the summary came from: the final summary, or the last compaction summary when there is none. */
+  summary_source: 'final_summary' | 'summaries'
+  planning: string[]
+}
+
+interface Candidate {
+  uuid: string
+  location: Location
+  status: string
+  completed_at: string | null
+}
+
+/**
+ * The latest finished (completed or failed) task with this key that left a summary,
+ * found through tasks.db, or by scanning completed/ when there is no index.
+ */
+export async function findInheritance(env: TaskEnv, key: TaskKeyColumns): Promise<Inheritance | null> {
+  if (!key.task_identifier) return null
+  // The index is trusted only while it knows every finished task (a listing is cheap; reading every task is not).
+  const index = env.index
+  const trusted = index !== null && index.countAt('completed') === env.layout.list('completed').length
+  const candidates = trusted ? index.finishedWithKey(key) : scanCompleted(env, key)
+  for (const candidate of candidates) {
+    const dir = env.layout.taskDir(candidate.location, candidate.uuid)
+    const found = await summaryOf(dir)
+    if (found === null) continue
+    return { ...candidate, ...found, planning: await planningOf(dir) }
+  }
+  return null
+}
+
+function scanCompleted(env: TaskEnv, key: TaskKeyColumns): Candidate[] {
+  const out: Candidate[] = []
+  for (const uuid of env.layout.list('completed')) {
+    const dir = env.layout.taskDir('completed', uuid)
+    try {
+      const meta = readMetadata(dir)
+      if (meta.task_type !== key.task_type || (meta.task_identifier || null) !== key.task_identifier) continue
+      if ((meta.repository || null) !== key.repository || meta.user !== key.user) continue
+      const state = readState(dir)
+      if (state?.status !== 'completed' && state?.status !== 'failed') continue
+      out.push({ uuid, location: 'completed', status: state.status, completed_at: state.completed_at })
+    } catch {
+      // A damaged task is no one's parent: skip it.
+    }
+  }
+  return out.sort((a, b) => (b.completed_at ?? '').localeCompare(a.completed_at ?? ''))
+}
+
+async function summaryOf(dir: string): Promise<Pick<Inheritance, 'summary' | 'summary_source'> | null> {
+  const file = resolveDataFile(join(dir, FILES.finalSummary))
+  if (file !== null) {
+    try {
+      const raw = readFileSync(file)
+      const text = (file.endsWith('.gz') ? gunzipSync(raw) : raw).toString('utf8').trim()
+      if (text !== '') return { summary: text, summary_source: 'final_summary' }
+    } catch {
+      // Unreadable: fall back to the last compaction summary.
+    }
+  }
+  const last = (await tailJsonl(join(dir, FILES.summaries), 1)).records[0]
+  const summary = last ? normalizeSummary(last) : null
+  return summary ? { summary: summary.summary, summary_source: 'summaries' } : null
+}
+
+async function planningOf(dir: string): Promise<string[]> {
+  const plans: string[] = []
+  for await (const item of readJsonl(join(dir, FILES.planning))) {
+    if (!item.ok) continue
+    const { plan_type, plan_content } = item.record
+    if (typeof plan_content === 'string') plans.push(`- (${typeof plan_type === 'string' ? plan_type : 'plan'}) ${plan_content}`)
+    // Only the newest plans can fit the budget; keep memory bounded on a long history.
+    if (plans.length > 200) plans.shift()
+  }
+  return plans
+}
+
+/**
+ * The message a new task starts with after its task statement: the earlier task's
+ * summary and planning history, cut to `maxTokens`, and an instruction to continue.
+ */
+export function inheritanceMessage(inheritance: Inheritance, maxTokens: number): string {
+  const header = `[Context inherited from an earlier task on the same issue: ${inheritance.uuid} (${inheritance.status}${inheritance.completed_at ? `, finished ${inheritance.completed_at}` : ''})]`
+  const closing = 'Continue from where that task stopped: build on what it did, do not repeat finished work, and check the current state of the workspace before relying on it.'
+  let budget = maxTokens - estimateTokens(header) - estimateTokens(closing) - 20
+  const summary = cut(inheritance.summary, Math.max(0, Math.floor(budget * 0.75)))
+  budget -= estimateTokens(summary)
+  const plans: string[] = []
+  // Newest plans first into the budget, shown oldest first.
+  for (let i = inheritance.planning.length - 1; i >= 0; i--) {
+    const line = inheritance.planning[i] as string
+    const cost = estimateTokens(line) + 1
+    if (cost > budget) break
+    budget -= cost
+    plans.unshift(line)
+  }
+  const parts = [header, '', '## Summary of that task', summary]
+  if (plans.length > 0) parts.push('', '## Its planning history', ...plans)
+  parts.push('', closing)
+  return parts.join('\n')
+}
+
+/** Cuts a text to about `tokens` tokens, at a line break where one is near. */
+function cut(text: string, tokens: number): string {
+  if (estimateTokens(text) <= tokens) return text
+  let end = Math.max(0, tokens * 2)
+  // Japanese counts two characters a token, others four: find the longest prefix that fits.
+  while (end < text.length && estimateTokens(text.slice(0, end + 256)) <= tokens) end += 256
+  const lineBreak = text.lastIndexOf('\n', end)
+  const at = lineBreak > end * 0.8 ? lineBreak : end
+  return `${text.slice(0, at)}\n[… cut to fit ${tokens} tokens]`
+}

@@ -1,0 +1,72 @@
+/** What the live status line shows (SPEC §12.5). */
+export interface Status {
+  turn: number
+  tokens: number
+  window: number
+  lastTool: string | null
+}
+
+export interface TurnTimings {
+  turn: number
+  llm_ms: number
+  tools_ms: number
+  /** Everything else: inbox, compression check, request building, recording, state. */
+  overhead_ms: number
+  rss_mb: number
+}
+
+/**
+ * `run`'s log on stderr: every line prefixed `[uuid:xxxxxxxx]` (seed 000 §9.3), human
+ * text on a TTY, one JSON object per line otherwise or with --log-format json; on a
+ * TTY a status line at the bottom, redrawn in place and cleared before each log line.
+ */
+export interface RunLog {
+  info(message: string, fields?: Record<string, unknown>): void
+  warn(message: string, fields?: Record<string, unknown>): void
+  status(status: Status): void
+  /** Per-turn timings: a JSON line in json format (for monitoring and the benchmarks); the status line covers it on a TTY. */
+  turn(fields: TurnTimings): void
+  /** Clears the status line (before the outcome is printed). */
+  close(): void
+}
+
+export interface LogOptions {
+  uuid: string
+  stream: NodeJS.WriteStream
+  format: 'text' | 'json'
+  now: () => Date
+}
+
+export function createRunLog(options: LogOptions): RunLog {
+  const { stream, format } = options
+  const tag = `[uuid:${options.uuid.slice(0, 8)}]`
+  const live = format === 'text' && stream.isTTY === true
+  let statusShown = false
+  const clear = () => {
+    if (statusShown) stream.write('\r\x1b[2K')
+    statusShown = false
+  }
+  const line = (level: 'info' | 'warn', message: string, fields: Record<string, unknown> = {}) => {
+    if (format === 'json') {
+      stream.write(`${JSON.stringify({ ts: options.now().toISOString(), level, uuid: options.uuid, msg: message, ...fields })}\n`)
+      return
+    }
+    clear()
+    stream.write(`${tag} ${level === 'warn' ? 'warning: ' : ''}${message}\n`)
+  }
+  return {
+    info: (message, fields) => line('info', message, fields),
+    warn: (message, fields) => line('warn', message, fields),
+    status: (s) => {
+      if (!live) return
+      const text = `${tag} turn ${s.turn} · tokens ${s.tokens.toLocaleString('en-US')} · window ${s.window.toLocaleString('en-US')}${s.lastTool ? ` · last tool ${s.lastTool}` : ''}`
+      const width = stream.columns ?? 100
+      stream.write(`\r\x1b[2K${text.slice(0, Math.max(10, width - 1))}`)
+      statusShown = true
+    },
+    turn: (fields) => {
+      if (format === 'json') line('info', 'turn', { ...fields })
+    },
+    close: clear,
+  }
+}

@@ -1,0 +1,205 @@
+import { readFileSync } from 'node:fs'
+import { compressionLimit, settingsFrom } from '../agent/compaction.js'
+import { loadSnapshot } from '../agent/context.js'
+import { extractiveSummary } from '../agent/extractive.js'
+import { createFinalSummary } from '../agent/final-summary.js'
+import { extractiveSummarizer, llmSummarizer } from '../agent/summarizer.js'
+import type { Config } from '../config.js'
+import type { LlmClient } from '../llm/client.js'
+import { OpenAiCompatibleClient } from '../llm/openai-compatible.js'
+import { ReplayClient } from '../llm/replay.js'
+import type { TaskRef } from '../storage/layout.js'
+import type { TaskKey } from '../storage/metadata.js'
+import type { StoredMessage } from '../storage/records.js'
+import { createTask, resumeTask } from '../storage/task-handle.js'
+import type { TaskHandle } from '../storage/task-handle.js'
+import type { TaskEnv } from '../storage/task-env.js'
+import { ToolRegistry } from '../tools/registry.js'
+import { Agent } from './agent.js'
+import type { Ending } from './agent.js'
+import { findInheritance, inheritanceMessage } from './inheritance.js'
+import type { Inheritance } from './inheritance.js'
+import { createRunLog } from './log.js'
+import type { RunLog } from './log.js'
+import { defaultSystemPrompt, systemPrompt } from './prompt.js'
+import { repairResumed } from './repair.js'
+import { runRecord } from './settings.js'
+import type { RunSettings } from './settings.js'
+import { StopController } from './stop.js'
+
+/** Where a new task comes from: its key and its first user message (SPEC §12.1, §13.1). */
+export interface TaskSource {
+  key: TaskKey
+  /** The task statement, the first user message. */
+  text: string
+}
+
+export type RunStart = { kind: 'new'; source: TaskSource; user: string } | { kind: 'resume'; ref: TaskRef }
+
+/** What `run` prints at the end (SPEC §12.5) and the exit code it implies (SPEC §9, §12.3). */
+export interface Outcome {
+  uuid: string
+  status: string
+  location: string
+  dir: string
+  turns: number
+  tokens: number
+  duration_ms: number
+  final_answer: string | null
+  finish_status: 'done' | 'blocked' | null
+  error: string | null
+  inherited_from: string | null
+  exit_code: number
+}
+
+export interface RunEnv {
+  env: TaskEnv
+  config: Config
+  settings: RunSettings
+  stderr: NodeJS.WriteStream
+  logFormat: 'text' | 'json'
+  /** Stop on SIGINT/SIGTERM (the CLI); the demo drives stops itself. */
+  signals: boolean
+  /** Called after each turn with the task's directory and turn count (the demo pauses half-way). */
+  onTurn?: (dir: string, turns: number) => void
+}
+
+/**
+ * Runs one task to an ending: creates it (or resumes it), runs the agent loop, and
+ * settles it (completed, timeout, failed, paused), or writes nothing more when its
+ * lock was taken over. Returns the outcome; throws only for errors before the task exists.
+ */
+export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
+  const { env, config, settings } = run
+  const stop = new StopController()
+  const begun = Date.now()
+  const lostNow = () => stop.stop('lost')
+  let inheritance: Inheritance | null = null
+  let handle: TaskHandle
+  if (start.kind === 'new') {
+    inheritance = settings.inherit ? await findInheritance(env, keyColumns(start.source.key, start.user)) : null
+    handle = await createTask(env, { task_key: start.source.key, user: start.user, run: runRecord(settings, config), inherited_from: inheritance?.uuid ?? null }, { onLost: lostNow })
+  } else {
+    handle = await resumeTask(env, start.ref, { onLost: lostNow })
+  }
+  const log = createRunLog({ uuid: handle.uuid, stream: run.stderr, format: run.logFormat, now: env.now })
+  const removeSignals = run.signals ? stop.handleSignals(() => process.exit(130)) : () => undefined
+  const cancelDeadline = stop.deadline(settings.timeoutMs === null ? null : settings.timeoutMs - (handle.state.elapsed_ms ?? 0))
+  try {
+    const client = await createClient(config, env, handle, start.kind === 'resume')
+    if (start.kind === 'new') {
+      begin(handle, settings, start.source, inheritance, config.context.inheritance.max_summary_tokens)
+      await handle.setStatus('processing', 'started')
+      log.info(`started ${handle.metadata.task_type}${handle.metadata.task_identifier ? ` ${handle.metadata.task_identifier}` : ''} in ${settings.workspace} (${client.model}, dir ${handle.dir})`)
+      if (inheritance) log.info(`inherited the ${inheritance.summary_source === 'final_summary' ? 'final summary' : 'last summary'} of task ${inheritance.uuid} (${inheritance.status})`)
+    } else {
+      const repaired = await repairResumed(handle)
+      log.info(`resumed at turn ${handle.state.turns ?? 0} (${client.model}, dir ${handle.dir})${repaired.answered ? `; ${repaired.answered} unanswered tool call(s) answered as aborted` : ''}${repaired.rebuilt ? '; current.jsonl rebuilt' : ''}`)
+    }
+    const agent = new Agent({
+      handle,
+      client,
+      summarizer: client instanceof ReplayClient ? extractiveSummarizer() : llmSummarizer(client),
+      tools: ToolRegistry.builtin({ allowShell: settings.allowShell }),
+      limits: {
+        maxTurns: settings.maxTurns,
+        maxTokens: settings.maxTokens,
+        timeoutMs: settings.timeoutMs,
+        compressAt: compressionLimit(config, client.contextLength),
+        requestBudget: Math.floor(client.contextLength * 0.9),
+        protectedTurns: config.context.prune.protected_turns,
+        compaction: settingsFrom(config),
+        commandTimeoutSeconds: settings.commandTimeoutSeconds,
+      },
+      workspace: settings.workspace,
+      log,
+      stop,
+      now: env.now,
+      ...(client instanceof ReplayClient ? { expected: (id: string) => client.expected(id) } : {}),
+      ...(run.onTurn ? { onTurn: (turns: number) => run.onTurn?.(handle.dir, turns) } : {}),
+    })
+    const ending = await agent.run()
+    const outcome = await settle(handle, ending, agent.progress(), client, log)
+    return { ...outcome, duration_ms: Date.now() - begun, inherited_from: handle.metadata.inherited_from ?? null }
+  } catch (err) {
+    // An error that is not an ending: record it (unless the task is no longer ours), then report it.
+    if (!handle.lost) {
+      log.warn(`task failed: ${(err as Error).message}`)
+      await handle.fail((err as Error).message).catch(() => undefined)
+    }
+    throw err
+  } finally {
+    cancelDeadline()
+    removeSignals()
+    log.close()
+  }
+}
+
+async function createClient(config: Config, env: TaskEnv, handle: TaskHandle, resumed: boolean): Promise<LlmClient> {
+  const llm = config.llm
+  if (llm.provider === 'replay') {
+    // A resumed replay continues after the assistant messages this task already played.
+    return ReplayClient.open(llm.replay.from as string, env.layout, llm.replay.context_length, resumed ? (handle.state.turns ?? 0) : 0)
+  }
+  return new OpenAiCompatibleClient(llm.provider === 'ollama' ? llm.ollama : llm.openai, llm.provider)
+}
+
+/** The first messages of a new task: system prompt, task statement, inherited context. */
+function begin(handle: TaskHandle, settings: RunSettings, source: TaskSource, inheritance: Inheritance | null, inheritTokens: number): void {
+  const base = settings.systemPromptFile ? readFileSync(settings.systemPromptFile, 'utf8') : defaultSystemPrompt(settings.workspace, settings.allowShell)
+  handle.addMessage({ role: 'system', content: systemPrompt(base, settings.systemPromptAppend) })
+  handle.addMessage({ role: 'user', content: source.text })
+  if (inheritance) handle.addMessage({ role: 'user', content: inheritanceMessage(inheritance, inheritTokens) })
+}
+
+type Progress = ReturnType<Agent['progress']>
+
+/** Settles the task as its ending says, and says how it went. */
+async function settle(handle: TaskHandle, ending: Ending, progress: Progress, client: LlmClient, log: RunLog): Promise<Omit<Outcome, 'duration_ms' | 'inherited_from'>> {
+  const base = { uuid: handle.uuid, turns: progress.turns, tokens: progress.total_tokens_used, final_answer: null, finish_status: null, error: null }
+  if (ending.kind === 'lost') {
+    log.warn(ending.error.message)
+    return { ...base, status: 'lost', location: 'unknown', dir: handle.dir, error: ending.error.message, exit_code: 1 }
+  }
+  if (ending.kind === 'completed') {
+    await handle.update({ ...progress, final_answer: ending.answer, finish_status: ending.finishStatus })
+    if (ending.answer.trim() !== '') handle.addPlan('outcome', ending.answer.slice(0, 4000))
+    const summary = await finalSummaryText(handle, client, log)
+    await handle.complete(summary)
+    log.info(`completed${ending.finishStatus === 'blocked' ? ' (blocked)' : ''} after ${progress.turns} turn(s)`)
+    return { ...base, status: 'completed', location: 'completed', dir: handle.dir, final_answer: ending.answer, finish_status: ending.finishStatus, exit_code: 0 }
+  }
+  if (ending.kind === 'timeout' || ending.kind === 'failed') {
+    handle.addPlan('outcome', `${ending.kind}: ${ending.reason}`)
+    await handle.update(progress)
+    await handle.fail(ending.reason, ending.kind === 'timeout' ? 'timeout' : 'failed')
+    log.warn(`${ending.kind}: ${ending.reason}`)
+    return { ...base, status: ending.kind, location: 'completed', dir: handle.dir, error: ending.reason, exit_code: ending.kind === 'timeout' ? 5 : 1 }
+  }
+  await handle.update({ ...progress, error: ending.error })
+  await handle.pause()
+  const exit = { SIGINT: 130, SIGTERM: 143, pause: 0, llm: 1 }[ending.cause]
+  log.info(`paused (${ending.cause === 'llm' ? `the LLM failed: ${ending.error}` : ending.cause}); resume with: ctxagent run --resume ${handle.uuid}`)
+  return { ...base, status: 'paused', location: 'paused', dir: handle.dir, error: ending.error, exit_code: exit }
+}
+
+/**
+ * final_summary.txt (SPEC §5): the LLM's summary of the whole task; without an LLM
+ * (replay), or when the LLM fails, an extractive one of the last summary and the window.
+ */
+async function finalSummaryText(handle: TaskHandle, client: LlmClient, log: RunLog): Promise<string> {
+  if (!(client instanceof ReplayClient)) {
+    try {
+      return await createFinalSummary(handle.dir, client)
+    } catch (err) {
+      log.warn(`final summary by the LLM failed (${(err as Error).message}); writing an extractive one`)
+    }
+  }
+  const snapshot = await loadSnapshot(handle.dir)
+  return extractiveSummary(snapshot.summary?.summary ?? null, snapshot.after as StoredMessage[], snapshot.task)
+}
+
+function keyColumns(key: TaskKey, user: string) {
+  const repository = key.owner && key.repo ? `${key.owner}/${key.repo}` : key.repo || key.owner || ''
+  return { task_type: `${key.task_source}_${key.task_type}`, task_identifier: key.task_id || null, repository: repository || null, user }
+}

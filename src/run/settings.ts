@@ -1,0 +1,156 @@
+import { readFileSync, realpathSync, statSync } from 'node:fs'
+import { resolve } from 'node:path'
+import { activeEndpoint } from '../config.js'
+import type { Config, Provider } from '../config.js'
+import { parseDuration } from '../duration.js'
+import { UsageError } from '../errors.js'
+import type { RunRecord } from '../storage/metadata.js'
+
+/** `ctxagent run`'s flags, as commander parsed them (budgets already numbers). */
+export interface RunFlags {
+  task?: string
+  taskFile?: string
+  resume?: string
+  taskId?: string
+  user?: string
+  workspace?: string
+  provider?: string
+  model?: string
+  replayFrom?: string
+  maxTurns?: number
+  maxTokens?: number
+  timeout?: number
+  allowShell?: boolean
+  inherit: boolean
+  systemPromptFile?: string
+  logFormat?: 'text' | 'json'
+}
+
+/** Everything the loop needs to know about how to run this task. */
+export interface RunSettings {
+  workspace: string
+  allowShell: boolean
+  commandTimeoutSeconds: number
+  maxTurns: number
+  maxTokens: number | null
+  timeoutMs: number | null
+  systemPromptFile: string | null
+  /** Appended to the system prompt: run.system_prompt_append, then users.<name>.system_prompt_append. */
+  systemPromptAppend: string[]
+  inherit: boolean
+}
+
+/**
+ * The config as this task sees it (SPEC §12.7): `users.<name>` overrides applied, then
+ * the flags (--provider, --model, --replay-from). A copy; the loaded config is unchanged.
+ */
+export function effectiveConfig(base: Config, user: string, flags: Pick<RunFlags, 'provider' | 'model' | 'replayFrom'>): Config {
+  const config = structuredClone(base)
+  const own = config.users[user]
+  const provider = (flags.provider ?? own?.llm?.provider ?? config.llm.provider) as Provider
+  if (flags.provider !== undefined && !['openai', 'ollama', 'replay'].includes(flags.provider)) {
+    throw new UsageError(`--provider ${flags.provider} is not a provider`, 'use openai (any OpenAI-compatible server), ollama or replay')
+  }
+  config.llm.provider = provider
+  const endpoint = provider === 'ollama' ? config.llm.ollama : provider === 'openai' ? config.llm.openai : null
+  if (endpoint) {
+    if (own?.llm?.model !== undefined) endpoint.model = own.llm.model
+    if (own?.llm?.context_length !== undefined) endpoint.context_length = own.llm.context_length
+    if (flags.model !== undefined) endpoint.model = flags.model
+  } else if (provider === 'replay' && own?.llm?.context_length !== undefined) {
+    config.llm.replay.context_length = own.llm.context_length
+  }
+  if (flags.replayFrom !== undefined) config.llm.replay.from = flags.replayFrom
+  if (own?.run?.max_turns !== undefined) config.run.max_turns = own.run.max_turns
+  if (own?.run?.max_tokens !== undefined) config.run.max_tokens = own.run.max_tokens
+  return config
+}
+
+/** Refuses, before anything is written, an LLM setup that cannot work. */
+export function checkProvider(config: Config): void {
+  const provider = config.llm.provider
+  if (provider === 'none') throw new UsageError('no LLM is configured (llm.provider: none)', 'set llm.provider in the config, or pass --provider')
+  if (provider === 'replay') {
+    if (config.llm.replay.from === null) throw new UsageError('the replay provider needs a recording', 'pass --replay-from <uuid|messages.jsonl> or set llm.replay.from')
+    return
+  }
+  const endpoint = provider === 'ollama' ? config.llm.ollama : config.llm.openai
+  if (provider === 'openai' && endpoint.api_key === null && /^https:\/\/api\.openai\.com\b/.test(endpoint.base_url)) {
+    throw new UsageError('no OpenAI API key is set', 'set OPENAI_API_KEY or llm.openai.api_key, or point llm.openai.base_url at a local server')
+  }
+  if (activeEndpoint(config).model.trim() === '') throw new UsageError(`llm.${provider}.model is empty`, 'name the model to use, or pass --model')
+}
+
+/** Settings of a new task: flags over config. */
+export function newRunSettings(config: Config, flags: RunFlags, cwd: string): RunSettings {
+  return {
+    workspace: resolveWorkspace(flags.workspace ?? cwd),
+    allowShell: flags.allowShell === true || config.tools.shell,
+    commandTimeoutSeconds: config.tools.command_timeout_seconds,
+    maxTurns: flags.maxTurns ?? config.run.max_turns,
+    maxTokens: flags.maxTokens ?? config.run.max_tokens,
+    timeoutMs: flags.timeout ?? (config.run.timeout === null ? null : parseDuration(config.run.timeout, 'run.timeout')),
+    systemPromptFile: flags.systemPromptFile === undefined ? null : resolve(cwd, flags.systemPromptFile),
+    systemPromptAppend: appends(config, flags.user),
+    inherit: flags.inherit && config.context.inheritance.enabled,
+  }
+}
+
+/** Settings of a resumed task: what it started with, where a flag does not say otherwise. */
+export function resumedRunSettings(config: Config, record: RunRecord | undefined, flags: RunFlags, user: string | null, cwd: string): RunSettings {
+  const fresh = newRunSettings(config, { ...flags, ...(user === null ? {} : { user }) }, cwd)
+  if (record === undefined) return fresh
+  return {
+    ...fresh,
+    workspace: flags.workspace === undefined ? resolveWorkspace(record.workspace) : fresh.workspace,
+    allowShell: flags.allowShell === true || record.allow_shell,
+    maxTurns: flags.maxTurns ?? record.max_turns,
+    maxTokens: flags.maxTokens ?? record.max_tokens,
+    timeoutMs: flags.timeout ?? record.timeout_ms,
+    systemPromptFile: fresh.systemPromptFile ?? record.system_prompt_file,
+  }
+}
+
+export function runRecord(settings: RunSettings, config: Config): RunRecord {
+  return {
+    replay_from: config.llm.provider === 'replay' ? config.llm.replay.from : null,
+    workspace: settings.workspace,
+    allow_shell: settings.allowShell,
+    max_turns: settings.maxTurns,
+    max_tokens: settings.maxTokens,
+    timeout_ms: settings.timeoutMs,
+    system_prompt_file: settings.systemPromptFile,
+  }
+}
+
+function appends(config: Config, user: string | undefined): string[] {
+  const out: string[] = []
+  if (config.run.system_prompt_append) out.push(config.run.system_prompt_append)
+  const own = user === undefined ? undefined : config.users[user]?.system_prompt_append
+  if (own) out.push(own)
+  return out
+}
+
+function resolveWorkspace(dir: string): string {
+  let real: string
+  try {
+    real = realpathSync(dir)
+  } catch {
+    throw new UsageError(`workspace ${dir} does not exist`, 'pass --workspace <an existing directory>')
+  }
+  if (!statSync(real).isDirectory()) throw new UsageError(`workspace ${dir} is not a directory`, 'pass --workspace <an existing directory>')
+  return real
+}
+
+/** Reads a small text file named on the command line, with a one-line error. */
+export function readTextArg(path: string, what: string, stdin?: () => string): string {
+  if (path === '-' && stdin) return stdin()
+  try {
+    const text = readFileSync(path, 'utf8')
+    if (text.length > 1_000_000) throw new UsageError(`${what} ${path} is over 1 MB`, 'give a shorter file')
+    return text
+  } catch (err) {
+    if (err instanceof UsageError) throw err
+    throw new UsageError(`${what} ${path} cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, 'check the path')
+  }
+}

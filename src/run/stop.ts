@@ -1,0 +1,51 @@
+/** Why a task stops before it is done. */
+export type StopReason = 'SIGINT' | 'SIGTERM' | 'pause' | 'timeout' | 'lost'
+
+/**
+ * One switch for everything in flight: the LLM request and running tools listen to
+ * its signal, the loop checks its reason at every step. The first reason wins.
+ */
+export class StopController {
+  private readonly controller = new AbortController()
+  private stopReason: StopReason | null = null
+
+  get signal(): AbortSignal {
+    return this.controller.signal
+  }
+
+  get reason(): StopReason | null {
+    return this.stopReason
+  }
+
+  stop(reason: StopReason): void {
+    if (this.stopReason !== null) return
+    this.stopReason = reason
+    this.controller.abort(new Error(`stopped: ${reason}`))
+  }
+
+  /**
+   * SIGINT/SIGTERM stop the task cleanly (it pauses); a second SIGINT exits at once
+   * (the lock is reaped later). Returns the function that removes the handlers.
+   */
+  handleSignals(onSecond: () => void): () => void {
+    const onInt = () => {
+      if (this.stopReason === 'SIGINT' || this.stopReason === 'SIGTERM') onSecond()
+      else this.stop('SIGINT')
+    }
+    const onTerm = () => this.stop('SIGTERM')
+    process.on('SIGINT', onInt)
+    process.on('SIGTERM', onTerm)
+    return () => {
+      process.off('SIGINT', onInt)
+      process.off('SIGTERM', onTerm)
+    }
+  }
+
+  /** Stops with `timeout` after `ms` (the --timeout budget); returns the canceller. */
+  deadline(ms: number | null): () => void {
+    if (ms === null) return () => undefined
+    const timer = setTimeout(() => this.stop('timeout'), Math.max(0, ms))
+    timer.unref()
+    return () => clearTimeout(timer)
+  }
+}

@@ -1,0 +1,274 @@
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { exitOf, sleep } from '../helpers/wait.js'
+import { agentRequests, expectContinuousSeq, expectWellFormed, jsonl, onlyTask, readTask, runSetup } from './harness.js'
+import type { RunSetup } from './harness.js'
+
+/** Fast heartbeats, so that lock loss and staleness show within seconds. */
+const FAST_LOCKS = 'locks:\n  heartbeat_seconds: 0.5\n  stale_after_seconds: 2\n'
+
+async function waitFor<T>(what: string, probe: () => T | null | undefined | false, ms = 20_000): Promise<T> {
+  const deadline = Date.now() + ms
+  for (;;) {
+    const value = probe()
+    if (value) return value
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await sleep(50)
+  }
+}
+
+function runningUuid(s: RunSetup): string | null {
+  return readdirSync(s.tree.layout.dir('running'))[0] ?? null
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+describe('run: stops, resumes and recovery', () => {
+  it('SIGINT during an LLM request pauses (exit 130); --resume continues seq and finishes with well-formed requests', async () => {
+    const s = await runSetup()
+    s.fake.queue.push({ calls: [{ name: 'read_file', arguments: { path: 'calc.js' } }] }, { delayMs: 30_000, content: 'never seen' })
+    const started = s.start(['run', '--task', 't', '--workspace', s.ws])
+    await waitFor('the second LLM request', () => s.fake.requests.length >= 2)
+    started.child.kill('SIGINT')
+    expect((await exitOf(started.child)).code).toBe(130)
+    const paused = onlyTask(s.tree)
+    expect(paused.location).toBe('paused')
+    expect(paused.state).toMatchObject({ status: 'paused', turns: 1 })
+    expect(paused.files).not.toContain('.lock')
+    expect(started.err()).toMatch(/paused: SIGINT|paused \(SIGINT\)/)
+
+    s.fake.queue.push(finish())
+    const resumed = await s.run(['run', '--resume', paused.uuid])
+    expect(resumed.code, resumed.stderr).toBe(0)
+    const done = readTask(s.tree, paused.uuid)
+    expect(done.location).toBe('completed')
+    expectContinuousSeq(done.messages)
+    expect(done.messages.map((m) => m.role)).toEqual(['system', 'user', 'assistant', 'tool', 'assistant', 'tool'])
+    expect(done.state).toMatchObject({ turns: 2 })
+    for (const r of agentRequests(s.fake)) expectWellFormed(r)
+  })
+
+  it('SIGINT during a long run_command kills its whole process group, answers the call [aborted], and exits 130', async () => {
+    const s = await runSetup()
+    const pids = join(s.ws, 'pids.txt')
+    s.fake.queue.push({ calls: [{ name: 'run_command', arguments: { command: `sleep 300 & echo $! > pids.txt; echo $$ >> pids.txt; sleep 300` } }] })
+    const started = s.start(['run', '--task', 't', '--workspace', s.ws, '--allow-shell'])
+    const recorded = await waitFor('the command pids', () => existsSync(pids) && readFileSync(pids, 'utf8').trim().split('\n').length >= 2 && readFileSync(pids, 'utf8'))
+    started.child.kill('SIGINT')
+    expect((await exitOf(started.child)).code).toBe(130)
+    for (const pid of recorded.trim().split('\n').map(Number)) await waitFor(`pid ${pid} gone`, () => !alive(pid), 5_000)
+    const task = onlyTask(s.tree)
+    expect(task.location).toBe('paused')
+    const result = task.messages.at(-1)
+    expect(result).toMatchObject({ role: 'tool', tool_name: 'run_command' })
+    expect(String(result?.content)).toMatch(/^\[aborted\]/)
+    expect(task.tools.at(-1)).toMatchObject({ status: 'error' })
+  })
+
+  it('SIGKILL mid-turn leaves readable files; watch-locks --once reaps the task as failed', async () => {
+    const s = await runSetup(FAST_LOCKS)
+    s.fake.queue.push({ calls: [{ name: 'read_file', arguments: { path: 'calc.js' } }] }, { delayMs: 30_000, content: 'never' })
+    const started = s.start(['run', '--task', 't', '--workspace', s.ws])
+    await waitFor('the second LLM request', () => s.fake.requests.length >= 2)
+    started.child.kill('SIGKILL')
+    await exitOf(started.child)
+    const uuid = runningUuid(s) as string
+    await sleep(2_500)
+    const reaped = await s.run(['watch-locks', '--once', '--json'])
+    expect(reaped.code, reaped.stderr).toBe(0)
+    const task = readTask(s.tree, uuid)
+    expect(task.location).toBe('completed')
+    expect(task.state).toMatchObject({ status: 'failed', error: expect.stringContaining(`pid ${started.child.pid}`) })
+    expectContinuousSeq(task.messages)
+    expect(task.messages.map((m) => m.role)).toEqual(['system', 'user', 'assistant', 'tool'])
+  })
+
+  it('a resumed task whose last assistant calls have no results answers them [aborted: …] before the first request', async () => {
+    const s = await runSetup(FAST_LOCKS)
+    s.fake.queue.push({ calls: [{ name: 'read_file', arguments: { path: 'calc.js' }, id: 'c1' }, { name: 'run_command', arguments: { command: 'sleep 100' }, id: 'c2' }] })
+    const started = s.start(['run', '--task', 't', '--workspace', s.ws, '--allow-shell'])
+    const uuid = await waitFor('the task', () => runningUuid(s))
+    // Killed while the second call runs: the first has its result, the second none.
+    await waitFor('the first result', () => jsonl(join(s.tree.layout.taskDir('running', uuid), 'tools.jsonl')).length === 1)
+    started.child.kill('SIGKILL')
+    await exitOf(started.child)
+    // Resuming a task whose agent died takes its stale lock over where it is.
+    await sleep(2_500)
+    s.fake.queue.push(finish())
+    const resumed = await s.run(['run', '--resume', uuid])
+    expect(resumed.code, resumed.stderr).toBe(0)
+    const task = readTask(s.tree, uuid)
+    const c2 = task.messages.find((m) => m.tool_call_id === 'c2')
+    expect(c2?.content).toBe('[aborted: the process stopped before this tool finished]')
+    expect(task.messages.filter((m) => m.tool_call_id === 'c1')).toHaveLength(1)
+    expectContinuousSeq(task.messages)
+    for (const r of agentRequests(s.fake)) expectWellFormed(r)
+  })
+
+  it('refuses to resume a task whose agent is alive (exit 4), and a finished one (exit 4)', async () => {
+    const s = await runSetup()
+    s.fake.queue.push({ delayMs: 30_000, content: 'never' })
+    const started = s.start(['run', '--task', 't', '--workspace', s.ws])
+    const uuid = await waitFor('the task', () => runningUuid(s))
+    await waitFor('the request', () => s.fake.requests.length >= 1)
+    const refused = await s.run(['run', '--resume', uuid])
+    expect(refused.code).toBe(4)
+    expect(refused.stderr).toMatch(/is running/)
+    started.child.kill('SIGTERM')
+    expect((await exitOf(started.child)).code).toBe(143)
+    expect(readTask(s.tree, uuid).location).toBe('paused')
+  })
+
+  it('a lock taken over while the owner waits on a slow LLM stops it within two heartbeats, writing nothing more', async () => {
+    const s = await runSetup('locks:\n  heartbeat_seconds: 1\n  stale_after_seconds: 3\n')
+    s.fake.queue.push({ delayMs: 60_000, content: 'never' })
+    const started = s.start(['run', '--task', 't', '--workspace', s.ws])
+    const uuid = await waitFor('the task', () => runningUuid(s))
+    await waitFor('the request', () => s.fake.requests.length >= 1)
+    const unlocked = await s.run(['unlock', uuid, '--force'])
+    expect(unlocked.code, unlocked.stderr).toBe(0)
+    const dir = s.tree.layout.taskDir('completed', uuid)
+    const before = readFileSync(join(dir, 'messages.jsonl'), 'utf8') + readFileSync(join(dir, 'state.json'), 'utf8')
+    const t0 = Date.now()
+    const exit = await exitOf(started.child)
+    expect(exit.code).toBe(1)
+    expect(Date.now() - t0).toBeLessThan(15_000)
+    expect(started.err()).toMatch(/lost the lock/)
+    expect(readFileSync(join(dir, 'messages.jsonl'), 'utf8') + readFileSync(join(dir, 'state.json'), 'utf8')).toBe(before)
+    expect(readdirSync(s.tree.layout.dir('running'))).toEqual([])
+  })
+
+  it('ctxagent pause and compress ask a live owner, which acts at its next turn boundary', async () => {
+    const s = await runSetup('context:\n  compression:\n    keep_recent: 2\n    min_to_compress: 2\n')
+    let n = 0
+    s.fake.fallback = (req) =>
+      Array.isArray(req.body.tools) ? { delayMs: 150, calls: [{ name: 'glob', arguments: { pattern: `*.js${n++ % 2 ? '' : 'x'}${n}` } }] } : { content: '## Original Task\nsummary' }
+    const started = s.start(['run', '--task', 't', '--workspace', s.ws])
+    const uuid = await waitFor('the task', () => runningUuid(s))
+    await waitFor('a few turns', () => agentRequests(s.fake).length >= 4)
+    const compressed = await s.run(['compress', uuid, '--json'])
+    expect(compressed.code, compressed.stderr).toBe(0)
+    expect(JSON.parse(compressed.stdout)).toMatchObject({ asked: 'owner', ok: true })
+    const summaries = jsonl(join(s.tree.layout.taskDir('running', uuid), 'summaries.jsonl'))
+    expect(summaries.at(-1)).toMatchObject({ request_id: expect.any(String) })
+    const paused = await s.run(['pause', uuid])
+    expect(paused.code, paused.stderr).toBe(0)
+    expect(paused.stdout).toMatch(/paused/)
+    expect((await exitOf(started.child)).code).toBe(0)
+    const task = readTask(s.tree, uuid)
+    expect(task.location).toBe('paused')
+    expect(task.inbox.filter((r) => r.kind === 'reply').map((r) => r.action)).toEqual(['compress', 'pause'])
+    // The next resume does not pause again: the request was handled once.
+    s.fake.fallback = () => ({ content: 'done' })
+    const resumed = await s.run(['run', '--resume', uuid])
+    expect(resumed.code, resumed.stderr).toBe(0)
+    for (const r of agentRequests(s.fake)) expectWellFormed(r)
+  })
+
+  it('ctxagent comment reaches the next request of a running agent once, in the seed 002 format; two at once use the multi-comment format', async () => {
+    const s = await runSetup()
+    let n = 0
+    s.fake.fallback = () => ({ delayMs: 200, calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
+    const started = s.start(['run', '--task', 't', '--workspace', s.ws])
+    const uuid = await waitFor('the task', () => runningUuid(s))
+    await waitFor('a request', () => s.fake.requests.length >= 1)
+    expect((await s.run(['comment', uuid, 'please', 'use', 'tabs'])).code).toBe(0)
+    const one = await waitFor('the comment in a request', () => s.fake.requests.find((r) => JSON.stringify(r.body.messages).includes('please use tabs')))
+    const osUser = (await import('node:os')).userInfo().username
+    expect(one.body.messages.filter((m) => m.role === 'user' && m.content === `[New Comment from @${osUser}]:\nplease use tabs`)).toHaveLength(1)
+    // Both written while the agent waits on a slow request: the next turn reads them together.
+    s.fake.fallback = () => ({ delayMs: 2_500, calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
+    const count = s.fake.requests.length
+    await waitFor('a slow request', () => s.fake.requests.length > count + 1)
+    await Promise.all([s.run(['comment', uuid, 'first']), s.run(['comment', uuid, 'second'])])
+    const both = await waitFor('both comments', () => s.fake.requests.find((r) => JSON.stringify(r.body.messages).includes('second')), 30_000)
+    const last = both.body.messages.filter((m) => m.role === 'user').at(-1)?.content ?? ''
+    expect(last).toMatch(new RegExp(`^\\[New Comments Detected\\]:\\nComment 1 from @${osUser} \\(.+\\):\\n(first|second)\\n\\nComment 2 from @${osUser} \\(.+\\):\\n(first|second)\\n$`))
+    started.child.kill('SIGTERM')
+    await exitOf(started.child)
+    // Every comment was added exactly once.
+    const task = readTask(s.tree, uuid)
+    expect(task.messages.filter((m) => String(m.content).includes('please use tabs'))).toHaveLength(1)
+    expect(task.messages.filter((m) => String(m.content).includes('second'))).toHaveLength(1)
+    expect((await s.run(['comment', uuid, 'late'])).code).toBe(0)
+    expect(readTask(s.tree, uuid).inbox.at(-1)).toMatchObject({ kind: 'message', content: 'late' })
+  })
+
+  it('pause of a paused task is a no-op; of a finished task exit 4; --wait gives up with exit 1', async () => {
+    const s = await runSetup()
+    s.fake.queue.push({ content: 'done' })
+    expect((await s.run(['run', '--task', 't', '--workspace', s.ws])).code).toBe(0)
+    const uuid = onlyTask(s.tree).uuid
+    const finished = await s.run(['pause', uuid])
+    expect(finished.code).toBe(4)
+    renameSync(s.tree.layout.taskDir('completed', uuid), s.tree.layout.taskDir('paused', uuid))
+    const again = await s.run(['pause', uuid])
+    expect(again.code).toBe(0)
+    expect(again.stdout).toMatch(/already paused/)
+  })
+
+  it('a new task with the same --task-id inherits the final summary of the last one; --no-inherit does not', async () => {
+    const s = await runSetup()
+    s.fake.queue.push({ content: 'first answer' }, { content: 'FINAL: add() fixed in calc.js' })
+    expect((await s.run(['run', '--task', 'fix add', '--task-id', 'calc-7', '--workspace', s.ws])).code).toBe(0)
+    const first = onlyTask(s.tree)
+    expect(readFileSync(join(first.dir, 'final_summary.txt'), 'utf8')).toContain('FINAL: add() fixed in calc.js')
+
+    s.fake.queue.push({ content: 'second answer' })
+    const second = await s.run(['run', '--task', 'add tests', '--task-id', 'calc-7', '--workspace', s.ws, '--json'])
+    expect(second.code, second.stderr).toBe(0)
+    const outcome = JSON.parse(second.stdout) as { uuid: string; inherited_from: string }
+    expect(outcome.inherited_from).toBe(first.uuid)
+    const task = readTask(s.tree, outcome.uuid)
+    expect(task.metadata.inherited_from).toBe(first.uuid)
+    expect(task.messages.map((m) => m.role)).toEqual(['system', 'user', 'user', 'assistant'])
+    expect(String(task.messages[2]?.content)).toContain('FINAL: add() fixed in calc.js')
+    expect(String(task.messages[2]?.content)).toContain(first.uuid)
+    const request = agentRequests(s.fake).at(-1)
+    expect(JSON.stringify(request?.body.messages)).toContain('FINAL: add() fixed in calc.js')
+
+    s.fake.queue.push({ content: 'third' })
+    const third = await s.run(['run', '--task', 'again', '--task-id', 'calc-7', '--workspace', s.ws, '--no-inherit', '--json'])
+    expect((JSON.parse(third.stdout) as { inherited_from: string | null }).inherited_from).toBeNull()
+
+    // Without tasks.db, the scan finds it too.
+    rmSync(s.tree.layout.db)
+    s.fake.queue.push({ content: 'fourth' })
+    const fourth = await s.run(['run', '--task', 'once more', '--task-id', 'calc-7', '--workspace', s.ws, '--json'])
+    expect((JSON.parse(fourth.stdout) as { inherited_from: string | null }).inherited_from).toEqual(expect.any(String))
+  })
+
+  it('replay plays a recorded task back, running its tools for real, to the same files', async () => {
+    const s = await runSetup()
+    s.fake.queue.push(
+      { calls: [{ name: 'read_file', arguments: { path: 'calc.js' } }] },
+      { calls: [{ name: 'edit_file', arguments: { path: 'calc.js', old_string: 'a - b', new_string: 'a + b' } }] },
+      finish(),
+    )
+    expect((await s.run(['run', '--task', 'fix add', '--workspace', s.ws])).code).toBe(0)
+    const recorded = onlyTask(s.tree)
+    // A fresh copy of the project, replayed with no LLM.
+    writeFileSync(join(s.ws, 'calc.js'), 'export function add(a, b) {\n  return a - b\n}\n')
+    const requests = s.fake.requests.length
+    const res = await s.run(['run', '--task', 'fix add', '--workspace', s.ws, '--provider', 'replay', '--replay-from', recorded.uuid, '--json'])
+    expect(res.code, res.stderr).toBe(0)
+    expect(s.fake.requests).toHaveLength(requests)
+    const replayed = readTask(s.tree, (JSON.parse(res.stdout) as { uuid: string }).uuid)
+    expect(readFileSync(join(s.ws, 'calc.js'), 'utf8')).toContain('a + b')
+    const strip = (m: Record<string, unknown>) => ({ role: m.role, content: m.content, tool_calls: m.tool_calls })
+    expect(replayed.messages.slice(1).map(strip)).toEqual(recorded.messages.slice(1).map(strip))
+    expect(res.stderr).not.toMatch(/differs from the recording/)
+    expect(replayed.metadata).toMatchObject({ config: { llm_provider: 'replay', model: 'replay' } })
+  })
+})
+
+const finish = () => ({ calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] })
+

@@ -1,0 +1,100 @@
+import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { parseConfig } from '../../src/config.js'
+import { formatComments } from '../../src/run/comments.js'
+import { LoopGuard } from '../../src/run/guards.js'
+import { inheritanceMessage } from '../../src/run/inheritance.js'
+import { effectiveConfig } from '../../src/run/settings.js'
+import { appendInbox, readInbox } from '../../src/storage/inbox.js'
+import { estimateTokens } from '../../src/storage/tokens.js'
+
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'ctxagent-parts-'))
+  onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+describe('inbox', () => {
+  it('reads complete lines after an offset, leaves a line being written for later, and skips junk', () => {
+    const dir = tempDir()
+    const a = appendInbox(dir, { kind: 'message', sender: 'alice', content: 'token ghp_abcdefghijklmnopqrstuvwxyz0123456789 leaked' })
+    appendFileSync(join(dir, 'inbox.jsonl'), 'not json\n{"id":"x","kind":"control","action":"explode"}\n')
+    const first = readInbox(dir, 0)
+    expect(first.records).toEqual([{ ...a, content: 'token [GITHUB_TOKEN] leaked' }])
+    expect(first.bad).toBe(2)
+    appendFileSync(join(dir, 'inbox.jsonl'), '{"id":"half","kind":"mess')
+    const second = readInbox(dir, first.offset)
+    expect(second).toEqual({ records: [], offset: first.offset, bad: 0 })
+    appendFileSync(join(dir, 'inbox.jsonl'), 'age","sender":"bob","content":"hi","created_at":"t"}\n')
+    expect(readInbox(dir, second.offset).records).toEqual([{ id: 'half', kind: 'message', sender: 'bob', content: 'hi', created_at: 't' }])
+  })
+
+  it('accepts seed 004 messages without a kind, and a missing inbox is empty', () => {
+    const dir = tempDir()
+    expect(readInbox(dir, 0)).toEqual({ records: [], offset: 0, bad: 0 })
+    writeFileSync(join(dir, 'inbox.jsonl'), '{"id":"1","sender":"u","content":"hello","created_at":"t","visible":false}\n')
+    expect(readInbox(dir, 0).records[0]).toMatchObject({ kind: 'message', visible: false })
+  })
+})
+
+describe('formatComments (seed 002)', () => {
+  it('one comment, and several', () => {
+    expect(formatComments([{ author: 'alice', body: 'use tabs', created_at: 't1' }])).toBe('[New Comment from @alice]:\nuse tabs')
+    expect(formatComments([{ author: 'alice', body: 'a', created_at: 't1' }, { author: 'bob', body: 'b', created_at: 't2' }])).toBe(
+      '[New Comments Detected]:\nComment 1 from @alice (t1):\na\n\nComment 2 from @bob (t2):\nb\n',
+    )
+  })
+})
+
+describe('LoopGuard', () => {
+  it('warns at the 3rd identical call with an identical result and stops at the 5th; any change resets', () => {
+    const guard = new LoopGuard()
+    const kinds = [1, 2, 3, 4, 5].map(() => guard.observe('grep', { b: 1, a: 2 }, 'same', false).kind)
+    expect(kinds).toEqual(['ok', 'ok', 'warn', 'warn', 'stuck'])
+    const other = new LoopGuard()
+    other.observe('grep', { a: 2, b: 1 }, 'same', false)
+    other.observe('grep', { b: 1, a: 2 }, 'same', false)
+    expect(other.observe('grep', { a: 2, b: 1 }, 'different', false).kind).toBe('ok')
+  })
+
+  it('fails at the 3rd malformed call in a row; a good call in between resets', () => {
+    const guard = new LoopGuard()
+    expect(guard.observe('x', {}, 'e', true).kind).toBe('ok')
+    expect(guard.observe('x', {}, 'e', true).kind).toBe('ok')
+    expect(guard.observe('read_file', {}, 'ok', false).kind).toBe('ok')
+    expect(guard.observe('x', {}, 'e', true).kind).toBe('ok')
+    expect(guard.observe('x', {}, 'e', true).kind).toBe('ok')
+    expect(guard.observe('x', {}, 'e', true).kind).toBe('malformed')
+  })
+})
+
+describe('inheritanceMessage', () => {
+  it('fits the budget, keeps the newest plans and says what to do', () => {
+    const planning = Array.from({ length: 300 }, (_, i) => `- (plan) step ${i}`)
+    const text = inheritanceMessage({ uuid: 'u-1', status: 'completed', completed_at: 't', summary: 'S '.repeat(20_000), summary_source: 'final_summary', planning }, 1000)
+    expect(estimateTokens(text)).toBeLessThanOrEqual(1000)
+    expect(text).toContain('u-1')
+    expect(text).toContain('step 299')
+    expect(text).not.toContain('step 0\n')
+    expect(text).toMatch(/Continue from where that task stopped/)
+  })
+})
+
+describe('effectiveConfig (users.<name>)', () => {
+  const config = parseConfig('users:\n  alice:\n    llm: { provider: ollama, model: m-alice, context_length: 4096 }\n    run: { max_turns: 7 }\n')
+  it('applies the user, then the flags', () => {
+    const alice = effectiveConfig(config, 'alice', {})
+    expect(alice.llm.provider).toBe('ollama')
+    expect(alice.llm.ollama).toMatchObject({ model: 'm-alice', context_length: 4096 })
+    expect(alice.run.max_turns).toBe(7)
+    expect(effectiveConfig(config, 'alice', { model: 'flag-model' }).llm.ollama.model).toBe('flag-model')
+    expect(effectiveConfig(config, 'bob', {}).llm.provider).toBe('openai')
+    expect(config.llm.provider).toBe('openai')
+  })
+
+  it('rejects an unknown key under users with its path', () => {
+    expect(() => parseConfig('users:\n  alice:\n    colour: blue\n')).toThrow(/users\.alice\.colour is not a known setting/)
+  })
+})
