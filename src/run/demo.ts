@@ -36,7 +36,7 @@ function demoConfig(home: string, recording: string): Config {
   config.context.compression.keep_recent = 8
   config.llm.provider = 'replay'
   config.llm.replay.from = recording
-  config.llm.replay.context_length = 16_000
+  config.llm.replay.context_length = 10_000
   config.tools.shell = true
   return config
 }
@@ -51,7 +51,8 @@ export async function runDemo(options: { home: string | null; log: NodeJS.WriteS
   const recording = join(root, 'demo', 'session.jsonl')
   const temp = mkdtempSync(join(tmpdir(), 'ctxagent-demo-'))
   const workspace = join(temp, 'workspace')
-  cpSync(join(root, 'demo', 'project'), workspace, { recursive: true })
+  // Timestamps kept, so that glob's newest-first order is the same on every run.
+  cpSync(join(root, 'demo', 'project'), workspace, { recursive: true, preserveTimestamps: true })
   const home = options.home ?? join(temp, 'tasks')
   const config = demoConfig(home, recording)
   const { task, turns } = await readRecording(recording)
