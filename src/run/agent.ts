@@ -222,8 +222,13 @@ export class Agent {
     const { handle, client, tools, limits, stop } = this.parts
     const window = handle.window()
     const messages = requestMessages(window, limits.requestBudget, limits.protectedTurns)
+    // A signal per request: the SDK adds a listener to the signal it is given, and on
+    // the task's long-lived stop signal those would pile up, one per turn.
+    const request = new AbortController()
+    const abort = () => request.abort(stop.signal.reason)
+    stop.signal.addEventListener('abort', abort, { once: true })
     try {
-      const reply = await client.chat(messages, { tools: tools.specs(), signal: stop.signal })
+      const reply = await client.chat(messages, { tools: tools.specs(), signal: request.signal })
       this.turns++
       const usage = reply.usage
       this.tokens += usage?.total_tokens ?? windowTokens(messages) + estimateTokens(reply.message.content ?? '') + estimateTokens(JSON.stringify(reply.message.tool_calls ?? []))
@@ -239,6 +244,8 @@ export class Agent {
         if (await this.compress(true)) return this.ask(true)
       }
       return { kind: 'paused', cause: 'llm', error: err.message + (err.hint ? ` (${err.hint})` : '') }
+    } finally {
+      stop.signal.removeEventListener('abort', abort)
     }
   }
 
