@@ -41,7 +41,7 @@ export class OpenAiCompatibleClient implements LlmClient {
       const response = await this.client.chat.completions.create(
         {
           model: this.endpoint.model,
-          messages: messages as OpenAI.Chat.ChatCompletionMessageParam[],
+          messages: messages.map(wireMessage),
           ...(options.tools?.length ? { tools: options.tools } : {}),
           ...(options.maxTokens === undefined ? {} : { max_tokens: options.maxTokens }),
           ...(options.temperature === undefined ? {} : { temperature: options.temperature }),
@@ -84,6 +84,17 @@ export class OpenAiCompatibleClient implements LlmClient {
     }
     return new ProviderError(`${this.where()} failed: ${(err as Error).message}`, 'set CTXAGENT_DEBUG=1 for details', err)
   }
+}
+
+/**
+ * A message as the API defines it: ctxagent's records carry more (tool_name, seq…), and
+ * strict servers refuse fields they do not know.
+ */
+function wireMessage(m: ChatMessage): OpenAI.Chat.ChatCompletionMessageParam {
+  const out: Record<string, unknown> = { role: m.role, content: m.content }
+  if (m.tool_calls?.length) out.tool_calls = m.tool_calls
+  if (m.tool_call_id !== undefined) out.tool_call_id = m.tool_call_id
+  return out as unknown as OpenAI.Chat.ChatCompletionMessageParam
 }
 
 function firstLine(text: string): string {

@@ -73,6 +73,29 @@ describe('run: stops, resumes and recovery', () => {
     expect(task.tools.at(-1)).toMatchObject({ status: 'error' })
   })
 
+  it('a second SIGINT while the first is still stopping a tool exits 130 at once, leaving the task for recovery', async () => {
+    const s = await runSetup(FAST_LOCKS)
+    // A command that ignores SIGTERM: stopping it takes the 2 s grace period before SIGKILL.
+    s.fake.queue.push({ calls: [{ name: 'run_command', arguments: { command: "trap '' TERM; echo started; while true; do sleep 0.1; done" } }] })
+    const started = s.start(['run', '--task', 't', '--workspace', s.ws, '--allow-shell'])
+    const uuid = await waitFor('the task', () => runningUuid(s))
+    await waitFor('the command', () => jsonl(join(s.tree.layout.taskDir('running', uuid), 'messages.jsonl')).some((m) => m.role === 'assistant'))
+    await sleep(300)
+    started.child.kill('SIGINT')
+    await sleep(200)
+    const t0 = Date.now()
+    started.child.kill('SIGINT')
+    expect((await exitOf(started.child)).code).toBe(130)
+    expect(Date.now() - t0).toBeLessThan(1_500)
+    // Not paused: still in running/ with its lock, for watch-locks or a resume to recover.
+    expect(readTask(s.tree, uuid).location).toBe('running')
+    await sleep(2_500)
+    s.fake.queue.push(finish())
+    const resumed = await s.run(['run', '--resume', uuid])
+    expect(resumed.code, resumed.stderr).toBe(0)
+    for (const r of agentRequests(s.fake)) expectWellFormed(r)
+  })
+
   it('SIGKILL mid-turn leaves readable files; watch-locks --once reaps the task as failed', async () => {
     const s = await runSetup(FAST_LOCKS)
     s.fake.queue.push({ calls: [{ name: 'read_file', arguments: { path: 'calc.js' } }] }, { delayMs: 30_000, content: 'never' })

@@ -1,7 +1,9 @@
+import { spawn } from 'node:child_process'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { describe, expect, it } from 'vitest'
+import { BIN } from '../helpers/run.js'
 import { agentRequests, expectContinuousSeq, expectWellFormed, jsonl, onlyTask, readTask, runSetup } from './harness.js'
 
 const finish = (summary = 'fixed add', status = 'done') => ({ calls: [{ name: 'finish', arguments: { summary, status } }] })
@@ -70,6 +72,24 @@ describe('run: a local task', () => {
     expect(res.stdout).toContain('add(a, b) returns a - b; that is the bug.')
     expect(res.stdout).toContain(`files: ${task.dir}`)
     for (const line of res.stderr.trim().split('\n')) expect(line.startsWith(`[uuid:${task.uuid.slice(0, 8)}] `)).toBe(true)
+  })
+
+  it('reads the task from standard input with --task-file - and the system prompt from --system-prompt-file', async () => {
+    const s = await runSetup()
+    writeFileSync(join(s.ws, 'prompt.txt'), 'You are terse.')
+    s.fake.queue.push({ content: 'ok' })
+    // Not spawnSync: the fake LLM answers from this process's event loop.
+    const child = spawn(process.execPath, [BIN, 'run', '--task-file', '-', '--system-prompt-file', join(s.ws, 'prompt.txt'), '--workspace', s.ws, '--home', s.tree.base, '--config', s.config], {
+      env: { ...process.env, CTXAGENT_HOME: '', CTXAGENT_CONFIG: '' },
+      stdio: ['pipe', 'ignore', 'pipe'],
+    })
+    child.stdin.end('Fix the build\nfrom stdin')
+    let stderr = ''
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+    const code = await new Promise((resolve) => child.on('exit', resolve))
+    expect(code, stderr).toBe(0)
+    const messages = agentRequests(s.fake)[0]?.body.messages
+    expect(messages?.map((m) => m.content)).toEqual(['You are terse.', 'Fix the build\nfrom stdin'])
   })
 
   it('repairs malformed arguments, answers an unknown tool with the list, and matches names case-insensitively', async () => {
