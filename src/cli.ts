@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { Command, CommanderError, Option } from 'commander'
+import { chatCommand } from './commands/chat.js'
 import { cleanupCommand } from './commands/cleanup.js'
 import { commentCommand } from './commands/comment.js'
 import { compressCommand } from './commands/compress.js'
@@ -26,7 +27,7 @@ export function buildProgram(): Command {
     .option('--no-color', 'no colour (also NO_COLOR)')
     .showSuggestionAfterError(true)
 
-  for (const command of [runCommand(), viewCommand(), statsCommand(), cleanupCommand(), compressCommand(), pauseCommand(), commentCommand(), watchLocksCommand(), unlockCommand(), reindexCommand(), configCommand(), demoCommand()]) program.addCommand(command)
+  for (const command of [runCommand(), viewCommand(), statsCommand(), cleanupCommand(), compressCommand(), pauseCommand(), commentCommand(), chatCommand(), watchLocksCommand(), unlockCommand(), reindexCommand(), configCommand(), demoCommand()]) program.addCommand(command)
   for (const command of [program, ...program.commands]) {
     command.exitOverride()
     // Commander's own error text is replaced by our one-line form in report().

@@ -25,6 +25,7 @@ export function runCommand(): Command {
     .option('--task <text>', 'the task, as text')
     .option('--task-file <file>', 'the task, from a file (- for standard input)')
     .option('--resume <uuid>', 'continue a paused task where it stopped')
+    .option('--chat', 'a keep-alive chat session: answer each message sent with ctxagent chat, then wait for the next (--task is an optional first message)')
     .option('--task-id <id>', 'a name for the task; a later task with the same id (and user and workspace) inherits its summary')
     .option('--user <name>', 'whose task this is (default: the OS user); selects users.<name> settings')
     .option('--workspace <dir>', 'the only directory tools may touch (default: the current directory)')
@@ -43,8 +44,9 @@ export function runCommand(): Command {
 
 async function run(ctx: Context, opts: RunOptions): Promise<void> {
   const given = [opts.task, opts.taskFile, opts.resume].filter((x) => x !== undefined).length
-  if (given === 0) throw new UsageError('no task given', 'pass --task TEXT, --task-file FILE (- for standard input) or --resume <uuid>')
+  if (given === 0 && !opts.chat) throw new UsageError('no task given', 'pass --task TEXT, --task-file FILE (- for standard input) or --resume <uuid>, or start a --chat')
   if (given > 1) throw new UsageError('--task, --task-file and --resume exclude each other', 'give one of them')
+  if (opts.chat && opts.resume !== undefined) throw new UsageError('--chat starts a new session; a resumed chat task stays a chat', 'drop --chat')
   const flags: RunFlags = opts
   const prepared = opts.resume !== undefined ? await prepareResume(ctx, flags, opts.resume) : await prepareNew(ctx, flags)
   // Nothing was written until here: every check above can refuse with the tree untouched.
@@ -76,8 +78,8 @@ interface Prepared {
 }
 
 async function prepareNew(ctx: Context, flags: RunFlags): Promise<Prepared> {
-  const text = flags.task ?? readTextArg(flags.taskFile as string, 'task file', () => readFileSync(0, 'utf8'))
-  if (text.trim() === '') throw new UsageError('the task is empty', 'describe what the agent should do')
+  const text = flags.task ?? (flags.taskFile === undefined ? '' : readTextArg(flags.taskFile, 'task file', () => readFileSync(0, 'utf8')))
+  if (text.trim() === '' && !flags.chat) throw new UsageError('the task is empty', 'describe what the agent should do')
   const user = checkName(flags.user ?? ctx.osUser, '--user')
   const taskId = flags.taskId === undefined ? '' : checkName(flags.taskId, '--task-id')
   const config = effectiveConfig(ctx.config, user, flags)
@@ -85,7 +87,7 @@ async function prepareNew(ctx: Context, flags: RunFlags): Promise<Prepared> {
   const settings = newRunSettings(config, { ...flags, user }, process.cwd())
   if (settings.systemPromptFile) readTextArg(settings.systemPromptFile, 'system prompt file')
   await checkRecording(ctx, config)
-  const key = { task_source: 'local', owner: null, repo: basename(settings.workspace), task_type: 'task', task_id: taskId }
+  const key = { task_source: 'local', owner: null, repo: basename(settings.workspace), task_type: flags.chat ? 'chat' : 'task', task_id: taskId }
   return { config, settings, start: { kind: 'new', source: { key, text }, user } }
 }
 

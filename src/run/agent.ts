@@ -15,10 +15,11 @@ import { LoopGuard } from './guards.js'
 import type { RunLog } from './log.js'
 import type { StopController, StopReason } from './stop.js'
 import { formatComments } from './comments.js'
+import type { Comment } from './comments.js'
 
 /** How a run of the loop ended; the caller settles the task accordingly. */
 export type Ending =
-  | { kind: 'completed'; answer: string; finishStatus: 'done' | 'blocked' | null }
+  | { kind: 'completed'; answer: string; finishStatus: 'done' | 'blocked' | null; sessionEnded?: true }
   | { kind: 'timeout'; reason: string }
   | { kind: 'failed'; reason: string }
   | { kind: 'paused'; cause: 'SIGINT' | 'SIGTERM' | 'pause' | 'llm'; error: string | null }
@@ -88,30 +89,60 @@ export class Agent {
   }
 
   /** Runs turns until the task ends one way or another. Throws only what is not an ending. */
-  async run(): Promise<Ending> {
-    const { stop } = this.parts
-    try {
+  run(): Promise<Ending> {
+    return this.guarded(async () => {
       for (;;) {
-        const started = performance.now()
-        const early = this.budgetEnding() ?? (await this.readInbox()) ?? this.stopEnding()
+        const early = this.early() ?? (await this.readInbox())
         if (early) return early
-        await this.compress()
-        const asked = performance.now()
-        const reply = await this.ask()
-        this.timings.llm = performance.now() - asked
-        if ('kind' in reply) return reply
-        const ending = await this.turn(reply)
-        await this.save()
-        this.logTimings(performance.now() - started)
+        const ending = await this.step()
         if (ending) return ending
-        this.parts.onTurn?.(this.turns)
       }
+    })
+  }
+
+  /** Runs `body`, turning the loss of the lock (however it shows) into the `lost` ending. */
+  async guarded(body: () => Promise<Ending>): Promise<Ending> {
+    try {
+      return await body()
     } catch (err) {
       const lost = this.parts.handle.lost
       if (lost || err instanceof LockLostError) return { kind: 'lost', error: lost ?? (err as LockLostError) }
-      if (stop.reason === 'lost') return { kind: 'lost', error: new LockLostError(this.parts.handle.dir, null) }
+      if (this.parts.stop.reason === 'lost') return { kind: 'lost', error: new LockLostError(this.parts.handle.dir, null) }
       throw err
     }
+  }
+
+  /** A budget spent, or a stop requested: the ending it means, else null. */
+  early(): Ending | null {
+    return this.budgetEnding() ?? this.stopEnding()
+  }
+
+  /**
+   * One turn after the inbox: compression check, request, the assistant message and
+   * its tool calls, counters saved. Returns the ending when the turn ended the task (an
+   * answer without tool calls, `finish`, a loop breaker, a stop), else null.
+   */
+  async step(): Promise<Ending | null> {
+    const started = performance.now()
+    await this.compress()
+    const asked = performance.now()
+    const reply = await this.ask()
+    this.timings.llm = performance.now() - asked
+    if ('kind' in reply) return reply
+    const ending = await this.turn(reply)
+    await this.save()
+    this.logTimings(performance.now() - started)
+    if (!ending) this.parts.onTurn?.(this.turns)
+    return ending
+  }
+
+  /** Where the owner stands in inbox.jsonl (saved with the counters). */
+  get inboxPosition(): number {
+    return this.inboxOffset
+  }
+
+  set inboxPosition(offset: number) {
+    this.inboxOffset = offset
   }
 
   /** The counters to write to state.json (every turn, and before the task settles). */
@@ -162,33 +193,55 @@ export class Agent {
    */
   private async readInbox(): Promise<Ending | null> {
     const { handle, log } = this.parts
-    const { records, offset, bad } = readInbox(handle.dir, this.inboxOffset)
+    const { records, ends, offset, bad } = readInbox(handle.dir, this.inboxOffset)
     if (bad > 0) log.warn(`inbox.jsonl: skipped ${bad} unreadable line(s)`)
-    this.inboxOffset = offset
-    const messages = records.filter((r): r is Extract<InboxRecord, { kind: 'message' }> => r.kind === 'message' && r.visible !== false)
-    if (messages.length > 0) {
-      handle.addMessage({ role: 'user', content: formatComments(messages.map((m) => ({ author: m.sender, body: m.content, created_at: m.created_at }))) })
-      log.info(`${messages.length} new comment(s) from the inbox added to the conversation`)
+    let comments: Comment[] = []
+    const flush = () => {
+      if (comments.length === 0) return
+      handle.addMessage({ role: 'user', content: formatComments(comments) })
+      log.info(`${comments.length} new comment(s) from the inbox added to the conversation`)
+      comments = []
     }
-    for (const request of records) {
-      if (request.kind !== 'control') continue
-      if (request.action === 'pause') {
-        this.reply(request, true, 'pausing')
-        log.info(`pause requested by ${request.sender}`)
-        return { kind: 'paused', cause: 'pause', error: null }
+    // In order, so that a pause leaves what came after it for the resumed task.
+    for (const [i, record] of records.entries()) {
+      if (record.kind === 'message' && record.visible !== false) comments.push({ author: record.sender, body: record.content, created_at: record.created_at })
+      if (record.kind !== 'control') continue
+      flush()
+      const ending = record.action === 'end' ? this.refuse(record, 'this task is not a chat session; there is nothing to end (use ctxagent pause)') : await this.control(record)
+      if (ending) {
+        this.inboxOffset = ends[i] as number
+        return ending
       }
-      if (request.action === 'compress') {
-        const result = await compressIfNeeded(handle, { ...this.compressOptions(), force: true, requestId: request.id })
-        this.reply(request, result !== null, result ? `summary ${result.record.summary_id}: window ${result.tokensBefore} → ${result.tokensAfter} tokens` : 'nothing was compressed: too few messages since the last summary, or the summary failed')
-        if (result) this.compressed(result)
-      } else {
-        this.reply(request, false, 'this task is not a chat session; there is nothing to end (use ctxagent pause)')
-      }
+    }
+    flush()
+    this.inboxOffset = offset
+    return null
+  }
+
+  /** Acts on a pause or compress request, once, and answers it in the inbox. */
+  async control(request: Extract<InboxRecord, { kind: 'control' }>): Promise<Ending | null> {
+    const { handle, log } = this.parts
+    if (request.action === 'pause') {
+      this.reply(request, true, 'pausing')
+      log.info(`pause requested by ${request.sender}`)
+      return { kind: 'paused', cause: 'pause', error: null }
+    }
+    if (request.action === 'compress') {
+      const result = await compressIfNeeded(handle, { ...this.compressOptions(), force: true, requestId: request.id })
+      this.reply(request, result !== null, result ? `summary ${result.record.summary_id}: window ${result.tokensBefore} → ${result.tokensAfter} tokens` : 'nothing was compressed: too few messages since the last summary, or the summary failed')
+      if (result) this.compressed(result)
+      return null
     }
     return null
   }
 
-  private reply(request: Extract<InboxRecord, { kind: 'control' }>, ok: boolean, message: string): void {
+  private refuse(request: Extract<InboxRecord, { kind: 'control' }>, why: string): null {
+    this.reply(request, false, why)
+    return null
+  }
+
+  /** Answers a control request in the inbox, where the requester waits for it. */
+  reply(request: Extract<InboxRecord, { kind: 'control' }>, ok: boolean, message: string): void {
     appendInbox(this.parts.handle.dir, { kind: 'reply', request_id: request.id, action: request.action, ok, message }, this.parts.now())
   }
 

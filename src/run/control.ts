@@ -19,8 +19,8 @@ const POLL_MS = 100
 /**
  * Asks a task's running owner to act (SPEC §12.6): appends a control request to its
  * inbox.jsonl (one write; the only file another process may write in an owned task)
- * and waits up to `waitMs` for the owner's reply, and for a pause until the task has
- * left running/. Works across hosts that share the tree: it reads only files.
+ * and waits up to `waitMs` for the owner's reply, and for a pause or an end until the
+ * task has left running/. Works across hosts that share the tree: it reads only files.
  */
 export async function askOwner(layout: Layout, ref: TaskRef, action: ControlAction, sender: string, waitMs: number, now: () => Date): Promise<AskResult> {
   const inbox = join(ref.dir, FILES.inbox)
@@ -36,13 +36,15 @@ export async function askOwner(layout: Layout, ref: TaskRef, action: ControlActi
       if (location === 'running') offset = read.offset
       reply = read.records.find((r): r is Reply => r.kind === 'reply' && r.request_id === request.id) ?? null
     }
-    const settled = action === 'pause' ? location !== 'running' : reply !== null
+    // pause and end are done when the task has left running/; compress when the owner answered.
+    const settled = action === 'compress' ? reply !== null : location !== 'running'
     if (settled || Date.now() >= deadline) return { reply, location }
     await new Promise((resolve) => setTimeout(resolve, POLL_MS))
   }
 }
 
-function locate(layout: Layout, uuid: string): Location | null {
+/** Where a task is now, or null when it is gone. */
+export function locate(layout: Layout, uuid: string): Location | null {
   for (const location of LOCATIONS) {
     try {
       if (statSync(layout.taskDir(location, uuid)).isDirectory()) return location
@@ -53,7 +55,7 @@ function locate(layout: Layout, uuid: string): Location | null {
   return null
 }
 
-function sizeOf(path: string): number {
+export function sizeOf(path: string): number {
   try {
     return statSync(path).size
   } catch {

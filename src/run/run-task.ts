@@ -8,6 +8,7 @@ import type { Config } from '../config.js'
 import type { LlmClient } from '../llm/client.js'
 import { OpenAiCompatibleClient } from '../llm/openai-compatible.js'
 import { ReplayClient } from '../llm/replay.js'
+import { appendInbox } from '../storage/inbox.js'
 import type { TaskRef } from '../storage/layout.js'
 import type { TaskKey } from '../storage/metadata.js'
 import type { StoredMessage } from '../storage/records.js'
@@ -16,6 +17,7 @@ import type { TaskHandle } from '../storage/task-handle.js'
 import type { TaskEnv } from '../storage/task-env.js'
 import { ToolRegistry } from '../tools/registry.js'
 import { Agent } from './agent.js'
+import { ChatLoop } from './chat.js'
 import type { Ending } from './agent.js'
 import { findInheritance, inheritanceMessage } from './inheritance.js'
 import type { Inheritance } from './inheritance.js'
@@ -88,7 +90,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   try {
     const client = await createClient(config, env, handle, start.kind === 'resume')
     if (start.kind === 'new') {
-      begin(handle, settings, start.source, inheritance, config.context.inheritance.max_summary_tokens)
+      begin(handle, settings, start, inheritance, config.context.inheritance.max_summary_tokens)
       await handle.setStatus('processing', 'started')
       log.info(`started ${handle.metadata.task_type}${handle.metadata.task_identifier ? ` ${handle.metadata.task_identifier}` : ''} in ${settings.workspace} (${client.model}, dir ${handle.dir})`)
       if (inheritance) log.info(`inherited the ${inheritance.summary_source === 'final_summary' ? 'final summary' : 'last summary'} of task ${inheritance.uuid} (${inheritance.status})`)
@@ -100,7 +102,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
       handle,
       client,
       summarizer: client instanceof ReplayClient ? extractiveSummarizer() : llmSummarizer(client),
-      tools: ToolRegistry.builtin({ allowShell: settings.allowShell }),
+      tools: ToolRegistry.builtin({ allowShell: settings.allowShell, finish: !settings.chat }),
       limits: {
         maxTurns: settings.maxTurns,
         maxTokens: settings.maxTokens,
@@ -118,7 +120,9 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
       ...(client instanceof ReplayClient ? { expected: (id: string) => client.expected(id) } : {}),
       ...(run.onTurn ? { onTurn: (turns: number) => run.onTurn?.(handle.dir, turns) } : {}),
     })
-    const ending = await agent.run()
+    const ending = settings.chat
+      ? await new ChatLoop(agent, handle, stop, log, { pollMs: config.chat.wait_interval_seconds * 1000, softTimeoutMs: config.chat.soft_timeout_minutes * 60_000 }).run()
+      : await agent.run()
     const outcome = await settle(handle, ending, agent.progress(), client, log)
     return { ...outcome, duration_ms: Date.now() - begun, inherited_from: handle.metadata.inherited_from ?? null }
   } catch (err) {
@@ -144,11 +148,20 @@ async function createClient(config: Config, env: TaskEnv, handle: TaskHandle, re
   return new OpenAiCompatibleClient(llm.provider === 'ollama' ? llm.ollama : llm.openai, llm.provider)
 }
 
-/** The first messages of a new task: system prompt, task statement, inherited context. */
-function begin(handle: TaskHandle, settings: RunSettings, source: TaskSource, inheritance: Inheritance | null, inheritTokens: number): void {
-  const base = settings.systemPromptFile ? readFileSync(settings.systemPromptFile, 'utf8') : defaultSystemPrompt(settings.workspace, settings.allowShell)
+/**
+ * The first messages of a new task: system prompt, task statement, inherited context.
+ * A chat task starts with the hidden session marker in its inbox, and its first
+ * message (if any) goes there too, to be answered like every other.
+ */
+function begin(handle: TaskHandle, settings: RunSettings, start: Extract<RunStart, { kind: 'new' }>, inheritance: Inheritance | null, inheritTokens: number): void {
+  const base = settings.systemPromptFile ? readFileSync(settings.systemPromptFile, 'utf8') : defaultSystemPrompt(settings.workspace, settings.allowShell, settings.chat)
   handle.addMessage({ role: 'system', content: systemPrompt(base, settings.systemPromptAppend) })
-  handle.addMessage({ role: 'user', content: source.text })
+  if (settings.chat) {
+    appendInbox(handle.dir, { kind: 'message', sender: 'ctxagent', content: `[chat session started by ${start.user}]`, visible: false })
+    if (start.source.text.trim() !== '') appendInbox(handle.dir, { kind: 'message', sender: start.user, content: start.source.text })
+  } else {
+    handle.addMessage({ role: 'user', content: start.source.text })
+  }
   if (inheritance) handle.addMessage({ role: 'user', content: inheritanceMessage(inheritance, inheritTokens) })
 }
 
@@ -162,7 +175,7 @@ async function settle(handle: TaskHandle, ending: Ending, progress: Progress, cl
     return { ...base, status: 'lost', location: 'unknown', dir: handle.dir, error: ending.error.message, exit_code: 1 }
   }
   if (ending.kind === 'completed') {
-    await handle.update({ ...progress, final_answer: ending.answer, finish_status: ending.finishStatus })
+    await handle.update({ ...progress, final_answer: ending.answer, finish_status: ending.finishStatus, ...(ending.sessionEnded ? { session: ChatLoop.ended(new Date()) } : {}) })
     if (ending.answer.trim() !== '') handle.addPlan('outcome', ending.answer.slice(0, 4000))
     const summary = await finalSummaryText(handle, client, log)
     await handle.complete(summary)

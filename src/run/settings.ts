@@ -24,6 +24,7 @@ export interface RunFlags {
   inherit: boolean
   systemPromptFile?: string
   logFormat?: 'text' | 'json'
+  chat?: boolean
 }
 
 /** Everything the loop needs to know about how to run this task. */
@@ -38,6 +39,8 @@ export interface RunSettings {
   /** Appended to the system prompt: run.system_prompt_append, then users.<name>.system_prompt_append. */
   systemPromptAppend: string[]
   inherit: boolean
+  /** A keep-alive chat session (SPEC §6). */
+  chat: boolean
 }
 
 /**
@@ -93,6 +96,7 @@ export function newRunSettings(config: Config, flags: RunFlags, cwd: string): Ru
     systemPromptFile: flags.systemPromptFile === undefined ? null : resolve(cwd, flags.systemPromptFile),
     systemPromptAppend: appends(config, flags.user),
     inherit: flags.inherit && config.context.inheritance.enabled,
+    chat: flags.chat === true,
   }
 }
 
@@ -108,6 +112,7 @@ export function resumedRunSettings(config: Config, record: RunRecord | undefined
     maxTokens: flags.maxTokens ?? record.max_tokens,
     timeoutMs: flags.timeout ?? record.timeout_ms,
     systemPromptFile: fresh.systemPromptFile ?? record.system_prompt_file,
+    chat: record.chat === true,
   }
 }
 
@@ -120,6 +125,7 @@ export function runRecord(settings: RunSettings, config: Config): RunRecord {
     max_tokens: settings.maxTokens,
     timeout_ms: settings.timeoutMs,
     system_prompt_file: settings.systemPromptFile,
+    ...(settings.chat ? { chat: true } : {}),
   }
 }
 

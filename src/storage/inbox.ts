@@ -37,16 +37,18 @@ const CHUNK = 1 << 20
  * last complete line: a line still being written is left for the next read. Lines
  * that are not inbox records are skipped (and counted), never fatal.
  */
-export function readInbox(dir: string, offset: number): { records: InboxRecord[]; offset: number; bad: number } {
+export function readInbox(dir: string, offset: number): { records: InboxRecord[]; ends: number[]; offset: number; bad: number } {
   let fd: number
   try {
     fd = openSync(join(dir, FILES.inbox), 'r')
   } catch (err) {
-    if (isErrno(err, 'ENOENT')) return { records: [], offset, bad: 0 }
+    if (isErrno(err, 'ENOENT')) return { records: [], ends: [], offset, bad: 0 }
     throw err
   }
   try {
     const records: InboxRecord[] = []
+    // The byte offset just after each record: a reader that handles one at a time saves where it stands.
+    const ends: number[] = []
     let bad = 0
     let position = offset
     for (;;) {
@@ -62,16 +64,22 @@ export function readInbox(dir: string, offset: number): { records: InboxRecord[]
         position = skipped
         continue
       }
-      for (const line of buf.subarray(0, end).toString('utf8').split('\n')) {
+      let start = 0
+      while (start <= end) {
+        const nl = buf.indexOf(0x0a, start)
+        const line = buf.subarray(start, nl).toString('utf8')
+        start = nl + 1
         if (line.trim() === '') continue
         const record = parseInboxLine(line)
-        if (record) records.push(record)
-        else bad++
+        if (record) {
+          records.push(record)
+          ends.push(position + start)
+        } else bad++
       }
       position += end + 1
       if (n < CHUNK) break
     }
-    return { records, offset: position, bad }
+    return { records, ends, offset: position, bad }
   } finally {
     closeSync(fd)
   }

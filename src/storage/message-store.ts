@@ -20,6 +20,8 @@ export interface NewMessage {
   visible?: boolean
   /** The provider's own count, when known; otherwise estimated. */
   token_count?: number
+  /** The inbox record it came from (messages.jsonl only; the LLM never sees it). */
+  inbox_id?: string
 }
 
 export interface MessageStoreOptions extends LogOptions {
@@ -82,6 +84,7 @@ export class MessageStore {
     if (input.tool_call_id !== undefined) stored.tool_call_id = input.tool_call_id
     if (toolCalls !== undefined) stored.tool_calls = toolCalls
     if (input.visible === false) stored.visible = false
+    if (input.inbox_id !== undefined) stored.inbox_id = input.inbox_id
     // The content is most of the bytes: JSON-escaped and UTF-8-encoded once, then
     // spliced into both lines (each still one Buffer and one write).
     const escaped = this.json.encode(content)
@@ -142,6 +145,7 @@ export function writeWindow(dir: string, window: readonly WindowMessage[]): stri
 function messageParts(m: StoredMessage): [string, string] {
   let tail = `,"timestamp":${JSON.stringify(m.timestamp)},"token_count":${m.token_count}${optionalFields(m)}`
   if (m.visible === false) tail += ',"visible":false'
+  if (m.inbox_id !== undefined) tail += `,"inbox_id":${JSON.stringify(m.inbox_id)}`
   return [`{"seq":${m.seq},"role":${JSON.stringify(m.role)},"content":`, `${tail}}\n`]
 }
 

@@ -46,6 +46,8 @@ export interface RunRecord {
   system_prompt_file: string | null
   /** The recording a replay task plays back (llm.replay.from). */
   replay_from: string | null
+  /** A keep-alive chat session (run --chat). */
+  chat?: boolean
 }
 
 export function writeMetadata(dir: string, metadata: TaskMetadata): void {

@@ -22,6 +22,8 @@ export interface StoredMessage {
   tool_calls?: ToolCall[]
   visible?: boolean
   is_summarized?: boolean
+  /** The inbox.jsonl record (chat message or comment) this user message came from. */
+  inbox_id?: string
 }
 
 /** One line of current.jsonl: what the LLM is given (SPEC §2.4). */
@@ -96,6 +98,8 @@ export function normalizeMessage(raw: JsonRecord): StoredMessage | null {
   if (calls !== undefined) message.tool_calls = calls
   if (raw.visible === false) message.visible = false
   if (raw.is_summarized === true) message.is_summarized = true
+  const inboxId = str(raw.inbox_id)
+  if (inboxId !== undefined) message.inbox_id = inboxId
   return message
 }
 

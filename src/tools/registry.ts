@@ -26,9 +26,11 @@ export interface CallOutcome extends ToolOutcome {
 export class ToolRegistry {
   private readonly tools = new Map<string, Tool>()
 
-  static builtin(options: { allowShell: boolean }): ToolRegistry {
+  /** The built-in tools; a chat session has no `finish` (its answers do not end it). */
+  static builtin(options: { allowShell: boolean; finish?: boolean }): ToolRegistry {
     const registry = new ToolRegistry()
-    for (const tool of [readFile, listDir, glob, grep, editFile, writeFile, finish]) registry.add(tool)
+    for (const tool of [readFile, listDir, glob, grep, editFile, writeFile]) registry.add(tool)
+    if (options.finish !== false) registry.add(finish)
     if (options.allowShell) registry.add(runCommand)
     return registry
   }

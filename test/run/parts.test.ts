@@ -1,4 +1,4 @@
-import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -26,14 +26,15 @@ describe('inbox', () => {
     expect(first.bad).toBe(2)
     appendFileSync(join(dir, 'inbox.jsonl'), '{"id":"half","kind":"mess')
     const second = readInbox(dir, first.offset)
-    expect(second).toEqual({ records: [], offset: first.offset, bad: 0 })
+    expect(second).toEqual({ records: [], ends: [], offset: first.offset, bad: 0 })
+    expect(first.ends).toEqual([Buffer.byteLength(readFileSync(join(dir, 'inbox.jsonl'), 'utf8').split('\n')[0] as string) + 1])
     appendFileSync(join(dir, 'inbox.jsonl'), 'age","sender":"bob","content":"hi","created_at":"t"}\n')
     expect(readInbox(dir, second.offset).records).toEqual([{ id: 'half', kind: 'message', sender: 'bob', content: 'hi', created_at: 't' }])
   })
 
   it('accepts seed 004 messages without a kind, and a missing inbox is empty', () => {
     const dir = tempDir()
-    expect(readInbox(dir, 0)).toEqual({ records: [], offset: 0, bad: 0 })
+    expect(readInbox(dir, 0)).toEqual({ records: [], ends: [], offset: 0, bad: 0 })
     writeFileSync(join(dir, 'inbox.jsonl'), '{"id":"1","sender":"u","content":"hello","created_at":"t","visible":false}\n')
     expect(readInbox(dir, 0).records[0]).toMatchObject({ kind: 'message', visible: false })
   })

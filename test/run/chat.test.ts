@@ -1,0 +1,160 @@
+import { readdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import type { RecordedRequest } from '../helpers/fake-llm.js'
+import { exitOf, sleep } from '../helpers/wait.js'
+import { agentRequests, expectContinuousSeq, jsonl, readTask, runSetup } from './harness.js'
+import type { RunSetup } from './harness.js'
+
+const CHAT = 'chat:\n  wait_interval_seconds: 5\n  soft_timeout_minutes: 10\nlocks:\n  heartbeat_seconds: 0.5\n  stale_after_seconds: 2\n'
+
+async function waitFor<T>(what: string, probe: () => T | null | undefined | false, ms = 20_000): Promise<T> {
+  const deadline = Date.now() + ms
+  for (;;) {
+    const value = probe()
+    if (value) return value
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await sleep(50)
+  }
+}
+
+/** The fake model answers every chat message with "re: <its text>". */
+function echo(s: RunSetup): void {
+  s.fake.fallback = (req: RecordedRequest) => {
+    const users = req.body.messages.filter((m) => m.role === 'user')
+    return Array.isArray(req.body.tools) ? { content: `re: ${users.at(-1)?.content ?? ''}` } : { content: '## Original Task\nchat' }
+  }
+}
+
+async function startChat(s: RunSetup, extra: string[] = []) {
+  const started = s.start(['run', '--chat', '--workspace', s.ws, ...extra])
+  const uuid = await waitFor('the chat task', () => readdirSync(s.tree.layout.dir('running'))[0])
+  await waitFor('the session to be waiting', () => readTask(s.tree, uuid).state.session)
+  return { started, uuid }
+}
+
+describe('chat sessions', () => {
+  it('answers three messages in a row, in order, each once; the hidden start message never reaches the LLM', async () => {
+    const s = await runSetup(CHAT)
+    echo(s)
+    const { started, uuid } = await startChat(s)
+    for (const text of ['one', 'two', 'three']) {
+      const res = await s.run(['chat', uuid.slice(0, 8), '--send', text])
+      expect(res.code, res.stderr).toBe(0)
+      expect(res.stdout.trim()).toBe(`re: ${text}`)
+    }
+    const task = readTask(s.tree, uuid)
+    const users = task.messages.filter((m) => m.role === 'user')
+    expect(users.map((m) => [m.content, m.visible ?? true])).toEqual([[expect.stringContaining('[chat session started'), false], ['one', true], ['two', true], ['three', true]])
+    const inboxIds = task.inbox.filter((r) => r.kind === 'message').map((r) => r.id)
+    expect(users.map((m) => m.inbox_id)).toEqual(inboxIds)
+    expect(task.messages.filter((m) => m.role === 'assistant').map((m) => m.content)).toEqual(['re: one', 're: two', 're: three'])
+    expectContinuousSeq(task.messages)
+    for (const r of s.fake.requests) expect(JSON.stringify(r.body.messages)).not.toContain('chat session started')
+    expect(task.state).toMatchObject({ status: 'processing', session: { state: 'active' } })
+    expect(task.metadata).toMatchObject({ task_type: 'local_chat', run: { chat: true } })
+    started.child.kill('SIGTERM')
+    expect((await exitOf(started.child)).code).toBe(143)
+  })
+
+  it('answers every message of two concurrent senders exactly once', async () => {
+    const s = await runSetup(CHAT)
+    echo(s)
+    const { started, uuid } = await startChat(s)
+    const texts = ['alpha', 'beta', 'gamma', 'delta']
+    const replies = await Promise.all(texts.map((t) => s.run(['chat', uuid, '--send', t])))
+    expect(replies.map((r) => r.stdout.trim())).toEqual(texts.map((t) => `re: ${t}`))
+    const task = readTask(s.tree, uuid)
+    for (const t of texts) expect(task.messages.filter((m) => m.role === 'user' && m.content === t)).toHaveLength(1)
+    expect(agentRequests(s.fake)).toHaveLength(4)
+    started.child.kill('SIGTERM')
+    await exitOf(started.child)
+  })
+
+  it('--end while waiting: active → terminating → ended, the task completes and the agent exits 0; --end again succeeds', async () => {
+    const s = await runSetup(CHAT)
+    echo(s)
+    const { started, uuid } = await startChat(s, ['--task', 'hello'])
+    await waitFor('the first answer', () => readTask(s.tree, uuid).messages.some((m) => m.role === 'assistant'))
+    const ended = await s.run(['chat', uuid, '--end'])
+    expect(ended.code, ended.stderr).toBe(0)
+    expect(ended.stdout).toMatch(/session ended/)
+    expect((await exitOf(started.child)).code).toBe(0)
+    const task = readTask(s.tree, uuid)
+    expect(task.location).toBe('completed')
+    expect(task.state).toMatchObject({ status: 'completed', session: { state: 'ended' }, final_answer: 're: hello' })
+    expect(started.err()).toMatch(/chat: end requested/)
+    expect(task.inbox.filter((r) => r.kind === 'reply')).toMatchObject([{ action: 'end', ok: true }])
+    const again = await s.run(['chat', uuid, '--end'])
+    expect(again.code).toBe(0)
+    expect(again.stdout).toMatch(/no session to end/)
+    const send = await s.run(['chat', uuid, '--send', 'anyone?'])
+    expect(send.code).toBe(4)
+  })
+
+  it('ends an idle session after the soft timeout', async () => {
+    const s = await runSetup('chat:\n  wait_interval_seconds: 0.2\n  soft_timeout_minutes: 0.03\n')
+    echo(s)
+    const { started, uuid } = await startChat(s)
+    expect((await exitOf(started.child)).code).toBe(0)
+    expect(readTask(s.tree, uuid).state).toMatchObject({ status: 'completed', session: { state: 'ended' } })
+    expect(started.err()).toMatch(/idle for/)
+  })
+
+  it('pause while waiting, messages sent while paused are answered after the resume, in order', async () => {
+    const s = await runSetup(CHAT)
+    echo(s)
+    const { started, uuid } = await startChat(s)
+    expect((await s.run(['chat', uuid, '--send', 'before'])).stdout.trim()).toBe('re: before')
+    expect((await s.run(['pause', uuid])).code).toBe(0)
+    expect((await exitOf(started.child)).code).toBe(0)
+    const refused = await s.run(['chat', uuid, '--send', 'waiting?'])
+    expect(refused.code).toBe(4)
+    for (const t of ['queued 1', 'queued 2']) expect((await s.run(['chat', uuid, '--send', t, '--no-wait'])).code).toBe(0)
+    const resumed = s.start(['run', '--resume', uuid])
+    await waitFor('both queued answered', () => readTask(s.tree, uuid).messages.filter((m) => m.role === 'assistant').length === 3)
+    const task = readTask(s.tree, uuid)
+    expect(task.messages.filter((m) => m.role === 'assistant').map((m) => m.content)).toEqual(['re: before', 're: queued 1', 're: queued 2'])
+    expect(task.messages.filter((m) => m.role === 'user' && m.visible !== false).map((m) => m.content)).toEqual(['before', 'queued 1', 'queued 2'])
+    resumed.child.kill('SIGTERM')
+    await exitOf(resumed.child)
+  })
+
+  it('an agent killed with SIGKILL while waiting is reaped; no inbox message is lost, and a resume answers what it had not', async () => {
+    const s = await runSetup(CHAT)
+    echo(s)
+    const { started, uuid } = await startChat(s)
+    expect((await s.run(['chat', uuid, '--send', 'first'])).code).toBe(0)
+    started.child.kill('SIGKILL')
+    await exitOf(started.child)
+    expect((await s.run(['chat', uuid, '--send', 'while dead', '--no-wait'])).code).toBe(0)
+    const dir = s.tree.layout.taskDir('running', uuid)
+    const inbox = jsonl(join(dir, 'inbox.jsonl'))
+    expect(inbox.filter((r) => r.kind === 'message').map((r) => r.content)).toEqual([expect.stringContaining('chat session started'), 'first', 'while dead'])
+    await sleep(2_500)
+    // Resumed before a reaper gets it: the message sent while it was dead is answered.
+    const resumed = s.start(['run', '--resume', uuid])
+    await waitFor('the late answer', () => readTask(s.tree, uuid).messages.some((m) => m.content === 're: while dead'))
+    resumed.child.kill('SIGKILL')
+    await exitOf(resumed.child)
+    await sleep(2_500)
+    const reaped = await s.run(['watch-locks', '--once'])
+    expect(reaped.code, reaped.stderr).toBe(0)
+    const task = readTask(s.tree, uuid)
+    expect(task.location).toBe('completed')
+    expect(task.state.status).toBe('failed')
+    expect(task.inbox.filter((r) => r.kind === 'message')).toHaveLength(3)
+    expect(task.messages.filter((m) => m.role === 'user' && m.content === 'while dead')).toHaveLength(1)
+  })
+
+  it('refuses a task that is not a chat task (exit 4) and an unknown one (exit 3)', async () => {
+    const s = await runSetup()
+    s.fake.queue.push({ content: 'done' })
+    expect((await s.run(['run', '--task', 't', '--workspace', s.ws])).code).toBe(0)
+    const uuid = readdirSync(s.tree.layout.dir('completed'))[0] as string
+    const res = await s.run(['chat', uuid, '--send', 'hi'])
+    expect(res.code).toBe(4)
+    expect(res.stderr).toMatch(/is not a chat task/)
+    expect((await s.run(['chat', '00000000-0000-4000-8000-000000000000', '--send', 'hi'])).code).toBe(3)
+  })
+})
