@@ -107,6 +107,7 @@ export const configSchema = z.strictObject({
     wait_interval_seconds: withDefault(positiveNumber(), 5),
     soft_timeout_minutes: withDefault(positiveNumber(), 10),
     hard_timeout_minutes: withDefault(positiveNumber(), 15),
+    end_grace_seconds: withDefault(positiveNumber(), 60),
   }),
   alerts: section({
     disk_warning_gb: withDefault(positiveNumber(), 10),

@@ -55,7 +55,8 @@ async function watchLocks(ctx: Context, opts: WatchOptions): Promise<void> {
 }
 
 async function pass(ctx: Context, env: TaskEnv, policy: ReturnType<typeof stalenessPolicy>): Promise<PassResult> {
-  const result = await monitorPass(env, { policy, longRunningMs: ctx.config.alerts.long_running_hours * 3_600_000 })
+  const chat = { hardTimeoutMs: ctx.config.chat.hard_timeout_minutes * 60_000, graceMs: ctx.config.chat.end_grace_seconds * 1000 }
+  const result = await monitorPass(env, { policy, longRunningMs: ctx.config.alerts.long_running_hours * 3_600_000, chat })
   for (const f of result.findings) if (f.action !== 'alert') auditTask(ctx, 'watch-locks', f.uuid)
   return result
 }
@@ -85,15 +86,16 @@ function report(ctx: Context, result: PassResult): void {
     for (const f of result.findings) ctx.io.jsonl(f)
     return
   }
-  const acted = result.findings.filter((f) => f.action !== 'alert').length
-  const alerts = result.findings.length - acted
-  ctx.io.out(`${ctx.now().toISOString()} watch-locks: ${result.checked} running task(s) checked, ${acted} recovered, ${alerts} alert(s)`)
+  const acted = result.findings.filter((f) => f.action === 'reaped' || f.action === 'finished').length
+  const chats = result.findings.filter((f) => f.action === 'end_requested' || f.action === 'terminated').length
+  const alerts = result.findings.length - acted - chats
+  ctx.io.out(`${ctx.now().toISOString()} watch-locks: ${result.checked} running task(s) checked, ${acted} recovered, ${alerts} alert(s)${chats ? `, ${chats} chat session(s) past the hard timeout` : ''}`)
   if (result.findings.length === 0) return
   ctx.io.out(table(ctx.io, ['uuid', 'action', 'pid', 'host', 'last heartbeat', 'reason'], result.findings.map((f) => row(ctx, f))))
 }
 
 function row(ctx: Context, f: Finding): string[] {
-  const action = f.action === 'alert' ? ctx.io.chalk.yellow(f.action) : ctx.io.chalk.red(f.action)
+  const action = f.action === 'reaped' || f.action === 'finished' ? ctx.io.chalk.red(f.action) : ctx.io.chalk.yellow(f.action)
   const beat = f.heartbeat_at ? `${f.heartbeat_at} (${formatDuration(ctx.now().getTime() - Date.parse(f.heartbeat_at))} ago)` : '-'
   return [f.uuid, action, f.pid === null ? '-' : String(f.pid), f.hostname ?? '-', beat, f.reason]
 }

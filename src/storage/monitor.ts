@@ -6,6 +6,8 @@ import { TaskLock } from './lock.js'
 import type { LockInfo, StalenessPolicy } from './lock.js'
 import { assessTask, finishCompleting, reapTask } from './reaper.js'
 import type { ReapReport } from './reaper.js'
+import { appendInbox, readInbox } from './inbox.js'
+import { hostname } from './process-info.js'
 import { readState } from './state.js'
 import type { TaskEnv } from './task-env.js'
 import { listTasks } from './task-scan.js'
@@ -19,7 +21,17 @@ export interface Alert {
   heartbeat_at: string | null
 }
 
-export type Finding = ReapReport | Alert
+/** watch-locks acting on a chat session past its hard timeout (SPEC §6). */
+export interface Intervention {
+  uuid: string
+  action: 'end_requested' | 'terminated'
+  reason: string
+  pid: number | null
+  hostname: string | null
+  heartbeat_at: string | null
+}
+
+export type Finding = ReapReport | Alert | Intervention
 
 export interface PassResult {
   checked: number
@@ -29,6 +41,8 @@ export interface PassResult {
 export interface PassOptions {
   policy: StalenessPolicy
   longRunningMs: number
+  /** Chat sessions idle this long are asked to end; still alive `graceMs` after the request, their owner gets SIGTERM. */
+  chat?: { hardTimeoutMs: number; graceMs: number }
   /** Only report what would be done (cleanup --dry-run). */
   dryRun?: boolean
 }
@@ -61,6 +75,8 @@ export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<P
     }
     const alert = longRunning(env, ref, options.longRunningMs, outcome.holder)
     if (alert) findings.push(alert)
+    const intervention = options.chat ? enforceChatTimeout(env, ref, options.chat, outcome.holder) : null
+    if (intervention) findings.push(intervention)
   }
   for (const ref of options.dryRun ? [] : completingInIndex(env)) {
     if ((await finishCompleting(env, ref)) !== null) {
@@ -69,6 +85,41 @@ export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<P
   }
   return { checked: running.length, findings }
 }
+
+/**
+ * The chat hard timeout (SPEC §6): a session idle past it gets a control `end`
+ * request in its inbox; if its owner is still alive `graceMs` later (it ignores the
+ * inbox, or hangs), and runs on this host, it gets SIGTERM, which pauses the task.
+ */
+function enforceChatTimeout(env: TaskEnv, ref: TaskRef, chat: { hardTimeoutMs: number; graceMs: number }, holder: LockInfo | null): Intervention | null {
+  let state
+  try {
+    state = readState(ref.dir)
+  } catch {
+    return null
+  }
+  const session = state?.session
+  if (!session || session.state === 'ended') return null
+  const idle = env.now().getTime() - Date.parse(session.last_activity_at)
+  if (!(idle > chat.hardTimeoutMs)) return null
+  const base = { uuid: ref.uuid, pid: holder?.process_id ?? null, hostname: holder?.hostname ?? null, heartbeat_at: holder?.heartbeat_at ?? null }
+  const minutes = `${Math.round(idle / 60_000)} min idle (hard timeout ${Math.round(chat.hardTimeoutMs / 60_000)} min)`
+  const asked = readInbox(ref.dir, 0).records.find((r) => r.kind === 'control' && r.action === 'end' && r.sender === MONITOR)
+  if (asked === undefined) {
+    appendInbox(ref.dir, { kind: 'control', action: 'end', sender: MONITOR }, env.now())
+    return { ...base, action: 'end_requested', reason: `chat session ${minutes}: asked its agent to end it` }
+  }
+  const waited = env.now().getTime() - Date.parse(asked.created_at)
+  if (waited < chat.graceMs || holder === null || holder.hostname !== hostname()) return null
+  try {
+    process.kill(holder.process_id, 'SIGTERM')
+  } catch {
+    return null
+  }
+  return { ...base, action: 'terminated', reason: `chat session ${minutes}; its agent ignored the end request for ${Math.round(waited / 1000)}s: sent SIGTERM` }
+}
+
+const MONITOR = 'watch-locks'
 
 /**
  * A task counts as running since its owner took the lock (`acquired_at`): a task

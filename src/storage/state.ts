@@ -134,7 +134,9 @@ async function lockState(dir: string): Promise<() => Promise<void>> {
     return await lockfile.lock(dir, {
       lockfilePath: join(dir, FILES.stateLock),
       realpath: false,
-      stale: 10_000,
+      // A process killed inside the section leaves the lock behind: it is taken over after 2 s
+      // (proper-lockfile's minimum), well within the 5 s that a writer waits.
+      stale: 2_000,
       retries: { retries: STATE_LOCK_TIMEOUT_MS / 25, factor: 1, minTimeout: 25, maxTimeout: 25 },
       // The section is a few milliseconds long and its write is atomic, so a lock
       // "compromised" by a slow disk must not crash the process from a timer.

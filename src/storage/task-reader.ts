@@ -52,7 +52,8 @@ export interface Overview {
 export async function readOverview(ref: TaskRef, lastMessages = 10): Promise<Overview> {
   const metadata = readMetadata(ref.dir)
   const state = readState(ref.dir)
-  const tail = await tailJsonl(join(ref.dir, FILES.messages), lastMessages)
+  // Hidden messages (visible: false, e.g. a chat session marker) are not part of the conversation shown.
+  const tail = await tailJsonl(join(ref.dir, FILES.messages), lastMessages, (r) => r.visible !== false)
   const summaries: SummaryRecord[] = []
   let bad = tail.bad.length
   for await (const item of readJsonl(join(ref.dir, FILES.summaries))) {
@@ -81,6 +82,8 @@ export interface ListOptions {
   limit: number | null
   /** Only messages of this role (messages and current). */
   role?: string | undefined
+  /** Include messages recorded with visible: false (left out unless asked). */
+  hidden?: boolean
 }
 
 export interface Listing {
@@ -91,7 +94,7 @@ export interface Listing {
 /** Records of one file, exactly as stored, oldest first. */
 export async function listRecords(ref: TaskRef, kind: RecordKind, options: ListOptions): Promise<Listing> {
   const path = join(ref.dir, KIND_FILES[kind])
-  const keep: RecordFilter = options.role === undefined ? () => true : (r) => r.role === options.role
+  const keep: RecordFilter = (r) => (options.role === undefined || r.role === options.role) && (options.hidden === true || r.visible !== false)
   if (options.limit !== null) {
     const { records, bad } = await tailJsonl(path, options.limit, keep)
     return { records, bad_lines: bad.length }

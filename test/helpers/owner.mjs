@@ -15,6 +15,8 @@ const handle = await createTask(env, { task_key: { task_source: 'local', owner: 
   },
 })
 await handle.setStatus('processing')
+// "chat-idle": a chat session idle for an hour whose owner never reads its inbox.
+if (mode === 'chat-idle') await handle.update({ session: { state: 'active', last_activity_at: new Date(Date.now() - 3_600_000).toISOString() } })
 process.stdout.write(`${handle.uuid}\n`)
 setInterval(() => {
   if (mode !== 'write') return

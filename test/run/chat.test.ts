@@ -2,7 +2,8 @@ import { readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import type { RecordedRequest } from '../helpers/fake-llm.js'
-import { exitOf, sleep } from '../helpers/wait.js'
+import { helper } from '../helpers/run.js'
+import { exitOf, lineFrom, sleep } from '../helpers/wait.js'
 import { agentRequests, expectContinuousSeq, jsonl, readTask, runSetup } from './harness.js'
 import type { RunSetup } from './harness.js'
 
@@ -134,7 +135,9 @@ describe('chat sessions', () => {
     await sleep(2_500)
     // Resumed before a reaper gets it: the message sent while it was dead is answered.
     const resumed = s.start(['run', '--resume', uuid])
-    await waitFor('the late answer', () => readTask(s.tree, uuid).messages.some((m) => m.content === 're: while dead'))
+    await waitFor('the late answer', () => readTask(s.tree, uuid).messages.some((m) => m.content === 're: while dead')).catch((err: Error) => {
+      throw new Error(`${err.message}; the resumed agent said: ${resumed.err()}`)
+    })
     resumed.child.kill('SIGKILL')
     await exitOf(resumed.child)
     await sleep(2_500)
@@ -145,6 +148,22 @@ describe('chat sessions', () => {
     expect(task.state.status).toBe('failed')
     expect(task.inbox.filter((r) => r.kind === 'message')).toHaveLength(3)
     expect(task.messages.filter((m) => m.role === 'user' && m.content === 'while dead')).toHaveLength(1)
+  })
+
+  it('watch-locks enforces the hard timeout: an end request first, SIGTERM to an owner that ignores it after the grace period', async () => {
+    const s = await runSetup('chat:\n  hard_timeout_minutes: 1\n  end_grace_seconds: 1\n')
+    const owner = helper('owner.mjs', [s.tree.base, 'chat-idle', '0.2'])
+    const uuid = (await lineFrom(owner, /^[0-9a-f-]{36}$/)).trim()
+    const first = await s.run(['watch-locks', '--once', '--json'])
+    expect(first.code, first.stderr).toBe(0)
+    expect(JSON.parse(first.stdout.trim())).toMatchObject({ uuid, action: 'end_requested' })
+    expect(jsonl(join(s.tree.layout.taskDir('running', uuid), 'inbox.jsonl'))).toMatchObject([{ kind: 'control', action: 'end', sender: 'watch-locks' }])
+    // Within the grace period nothing more happens.
+    expect((await s.run(['watch-locks', '--once', '--json'])).stdout.trim()).toBe('')
+    await sleep(1_200)
+    const second = await s.run(['watch-locks', '--once', '--json'])
+    expect(JSON.parse(second.stdout.trim())).toMatchObject({ uuid, action: 'terminated', pid: owner.pid })
+    expect((await exitOf(owner)).signal).toBe('SIGTERM')
   })
 
   it('refuses a task that is not a chat task (exit 4) and an unknown one (exit 3)', async () => {

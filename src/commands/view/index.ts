@@ -21,6 +21,7 @@ interface ViewOptions {
   limit: number
   all?: boolean
   role?: string
+  hidden?: boolean
   follow?: boolean
   full?: boolean
 }
@@ -40,6 +41,7 @@ export function viewCommand(): Command {
     .option('--limit <n>', 'how many of the newest records to list', positiveIntArg, 10)
     .option('--all', 'list every record')
     .addOption(new Option('--role <role>', 'only messages of this role').choices([...ROLES]))
+    .option('--hidden', 'include hidden messages (visible: false, such as a chat session marker)')
     .option('--follow', 'after the newest messages, stream new ones until the task leaves running/')
     .option('--full', 'print whole message contents instead of one-line previews')
     .action(withContext(view))
@@ -61,7 +63,7 @@ async function view(ctx: Context, opts: ViewOptions, positional?: string): Promi
     else ctx.io.out(renderOverview(ctx, overview))
     return
   }
-  const listing = await listRecords(ref, kind, { limit: opts.all ? null : opts.limit, role: opts.role })
+  const listing = await listRecords(ref, kind, { limit: opts.all ? null : opts.limit, role: opts.role, hidden: opts.hidden === true })
   warnBad(ctx, listing.bad_lines)
   if (ctx.json) for (const record of listing.records) ctx.io.jsonl(record)
   else ctx.io.out(renderListing(ctx, kind, listing.records, opts.full === true))
@@ -82,6 +84,7 @@ async function follow(ctx: Context, ref: TaskRef, opts: ViewOptions): Promise<vo
     }
     for await (const record of followJsonl(fileSize(path) ?? 0, { stop: stopped, locate })) {
       if (opts.role !== undefined && record.role !== opts.role) continue
+      if (record.visible === false && opts.hidden !== true) continue
       if (ctx.json) ctx.io.jsonl(record)
       else ctx.io.out(renderRecord(ctx, 'messages', record, opts.full === true))
     }
