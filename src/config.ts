@@ -101,6 +101,22 @@ export const configSchema = z.strictObject({
     command_timeout_seconds: withDefault(z.int({ error: COMMAND_TIMEOUT }).check(z.positive({ error: COMMAND_TIMEOUT }), z.lte(600, { error: COMMAND_TIMEOUT })), 120),
   }),
   users: withDefault(z.record(z.string(), userSettings), {}),
+  mcp: section({
+    servers: withDefault(
+      z.record(
+        z.string(),
+        z.strictObject({
+          command: text(),
+          args: withDefault(z.array(text()), []),
+          env: withDefault(z.record(z.string(), text()), {}),
+          cwd: orNull(text()),
+          enabled: withDefault(flag(), true),
+          timeout_seconds: withDefault(positiveNumber(), 60),
+        }),
+      ),
+      {},
+    ),
+  }),
   github: section({ token: orNull(text()), bot_name: orNull(text()) }),
   gitlab: section({ url: withDefault(text(), 'https://gitlab.com'), token: orNull(text()), bot_name: orNull(text()) }),
   chat: section({
@@ -211,6 +227,13 @@ export function withoutSecrets(config: Config): { config: Config; secretsSet: st
     const key = path.at(-1) as string
     if (parent[key] !== null) secretsSet.push(path.join('.'))
     parent[key] = null
+  }
+  // MCP servers' environments usually carry tokens: names are shown, values never.
+  for (const [name, server] of Object.entries(copy.mcp.servers)) {
+    for (const key of Object.keys(server.env)) {
+      secretsSet.push(`mcp.servers.${name}.env.${key}`)
+      ;(server.env as Record<string, string | null>)[key] = null
+    }
   }
   return { config: copy, secretsSet }
 }

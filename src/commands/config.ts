@@ -28,6 +28,9 @@ async function showConfig(ctx: Context): Promise<void> {
     const node = doc.getIn(path, true) as Scalar
     node.comment = secretsSet.includes(path.join('.')) ? ' set (hidden)' : ' not set'
   }
+  for (const [name, server] of Object.entries(config.mcp.servers)) {
+    for (const key of Object.keys(server.env)) (doc.getIn(['mcp', 'servers', name, 'env', key], true) as Scalar).comment = ' set (hidden)'
+  }
   doc.commentBefore = [
     ` ctxagent configuration, ${ctx.configSource === null ? 'defaults (no config file found)' : `from ${ctx.configSource}`}`,
     ` task tree: ${ctx.layout.base} (from ${ctx.baseSource})`,

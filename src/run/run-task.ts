@@ -87,6 +87,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   const log = createRunLog({ uuid: handle.uuid, stream: run.stderr, format: run.logFormat, now: env.now })
   const removeSignals = run.signals ? stop.handleSignals(() => process.exit(130)) : () => undefined
   const cancelDeadline = stop.deadline(settings.timeoutMs === null ? null : settings.timeoutMs - (handle.state.elapsed_ms ?? 0))
+  let mcp: { close(): Promise<void> } | null = null
   try {
     const client = await createClient(config, env, handle, start.kind === 'resume')
     if (start.kind === 'new') {
@@ -98,11 +99,13 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
       const repaired = await repairResumed(handle)
       log.info(`resumed at turn ${handle.state.turns ?? 0} (${client.model}, dir ${handle.dir})${repaired.answered ? `; ${repaired.answered} unanswered tool call(s) answered as aborted` : ''}${repaired.rebuilt ? '; current.jsonl rebuilt' : ''}`)
     }
+    const tools = ToolRegistry.builtin({ allowShell: settings.allowShell, finish: !settings.chat })
+    mcp = await startMcp(config, tools, log)
     const agent = new Agent({
       handle,
       client,
       summarizer: client instanceof ReplayClient ? extractiveSummarizer() : llmSummarizer(client),
-      tools: ToolRegistry.builtin({ allowShell: settings.allowShell, finish: !settings.chat }),
+      tools,
       limits: {
         maxTurns: settings.maxTurns,
         maxTokens: settings.maxTokens,
@@ -133,10 +136,25 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     }
     throw err
   } finally {
+    // MCP servers live as long as this process works on the task: closed on every ending, started again by a resume.
+    await mcp?.close()
     cancelDeadline()
     removeSignals()
     log.close()
   }
+}
+
+/** Starts the configured MCP servers and adds their tools; the SDK is loaded only when there are servers. */
+async function startMcp(config: Config, tools: ToolRegistry, log: RunLog): Promise<{ close(): Promise<void> } | null> {
+  if (!Object.values(config.mcp.servers).some((s) => s.enabled)) return null
+  const { McpServers } = await import('../tools/mcp.js')
+  const started = await McpServers.start(config.mcp, (m) => log.warn(m))
+  for (const tool of started.tools) {
+    if (tools.resolve(tool.name)?.name === tool.name) log.warn(`MCP: two tools are named ${tool.name}; the second is left out`)
+    else tools.add(tool)
+  }
+  log.info(`MCP: ${started.tools.length} tool(s) from ${Object.keys(started.servers.pids()).length} server(s)`, { mcp_pids: started.servers.pids() })
+  return started.servers
 }
 
 async function createClient(config: Config, env: TaskEnv, handle: TaskHandle, resumed: boolean): Promise<LlmClient> {
