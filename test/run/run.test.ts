@@ -198,6 +198,25 @@ describe('run: a local task', () => {
     expect(readTask(s.tree, task.uuid)).toMatchObject({ location: 'completed', state: { status: 'completed', error: null } })
   })
 
+  it('a "context length exceeded" answer forces a compaction and one retry of the request', async () => {
+    const s = await runSetup('context:\n  compression:\n    keep_recent: 2\n    min_to_compress: 2\n')
+    s.fake.queue.push(
+      ...['calc.js', 'README.md', 'calc.js'].map((path, i) => ({ calls: [{ name: 'read_file', arguments: { path, offset: i + 1 } }] })),
+      { status: 400, content: "This model's maximum context length is 8000 tokens. However, your messages resulted in 9120 tokens." },
+      { content: '## Original Task\nfix add\n## Current State\n- read calc.js' },
+      finish(),
+    )
+    const res = await s.run(['run', '--task', 'fix add', '--workspace', s.ws])
+    expect(res.code, res.stderr).toBe(0)
+    expect(res.stderr).toMatch(/too long; compacting and retrying once/)
+    const task = onlyTask(s.tree)
+    expect(task.summaries).toHaveLength(1)
+    expect(task.state).toMatchObject({ status: 'completed', turns: 4 })
+    const [, retry] = agentRequests(s.fake).slice(-2)
+    expect(JSON.stringify(retry?.body.messages)).toContain('[Summary of the conversation so far')
+    for (const r of agentRequests(s.fake)) expectWellFormed(r)
+  })
+
   it('a user override reaches the request (model) and the system prompt', async () => {
     const s = await runSetup('run:\n  system_prompt_append: "House rule: be brief."\nusers:\n  alice:\n    llm:\n      model: alice-model\n    system_prompt_append: "Alice prefers tabs."\n')
     s.fake.queue.push({ content: 'done' })
