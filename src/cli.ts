@@ -58,7 +58,8 @@ export async function main(argv: string[]): Promise<void> {
 function report(err: unknown): number {
   if (err instanceof CommanderError) {
     if (err.exitCode === 0) return 0
-    const message = err.message.replace(/^error: /, '')
+    // One line: commander puts "(Did you mean …?)" on a line of its own.
+    const message = err.message.replace(/^error: /, '').replace(/\s*\n\s*/g, ' ').trim()
     process.stderr.write(`ctxagent: ${message} (see ctxagent --help)\n`)
     return 2
   }

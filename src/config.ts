@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs'
+import { closeSync, fstatSync, openSync, readFileSync } from 'node:fs'
 import { parse as parseYaml, YAMLParseError } from 'yaml'
 // zod/mini: the same validation as zod's classic API through functions instead of
 // methods, so that the bundle keeps only what is used (a command parses less code).
@@ -155,8 +155,9 @@ export function loadConfig(where: ConfigLocation): LoadedConfig {
   const file = explicit ?? 'config.yaml'
   let raw: string | null = null
   try {
-    raw = readFileSync(resolveFrom(where.cwd, file), 'utf8')
+    raw = readConfigFile(resolveFrom(where.cwd, file), file)
   } catch (err) {
+    if (err instanceof UsageError) throw err
     if (!isErrno(err, 'ENOENT') || explicit !== undefined) {
       const why = isErrno(err, 'ENOENT') ? 'no such file' : (err as Error).message
       throw new UsageError(`${file}: cannot read config (${why})`, 'check the --config path or CTXAGENT_CONFIG')
@@ -165,6 +166,21 @@ export function loadConfig(where: ConfigLocation): LoadedConfig {
   const config = parseConfig(raw ?? '', file)
   applyEnvironment(config, where.env)
   return { config, source: raw === null ? null : file }
+}
+
+const MAX_CONFIG_BYTES = 1 << 20
+
+/** A config file: a regular file of at most 1 MB (`--config /dev/zero` must not read forever). */
+function readConfigFile(path: string, shown: string): string {
+  const fd = openSync(path, 'r')
+  try {
+    const stat = fstatSync(fd)
+    if (!stat.isFile()) throw new UsageError(`${shown}: cannot read config (not a regular file)`, 'check the --config path or CTXAGENT_CONFIG')
+    if (stat.size > MAX_CONFIG_BYTES) throw new UsageError(`${shown}: cannot read config (${stat.size.toLocaleString('en-US')} bytes; the limit is 1 MB)`, 'check the --config path or CTXAGENT_CONFIG')
+    return readFileSync(fd, 'utf8')
+  } finally {
+    closeSync(fd)
+  }
 }
 
 /** Parses YAML text into a validated config; `file` only names the source in errors. */
@@ -262,4 +278,10 @@ export function activeEndpoint(config: Config): { model: string; context_length:
   const llm = config.llm
   if (llm.provider === 'replay') return { model: 'replay', context_length: llm.replay.context_length }
   return llm.provider === 'ollama' ? llm.ollama : llm.openai
+}
+
+/** True when the OpenAI provider points at api.openai.com with no key: every request would be refused. */
+export function lacksOpenAiKey(config: Config): boolean {
+  const openai = config.llm.openai
+  return config.llm.provider === 'openai' && openai.api_key === null && /^https:\/\/api\.openai\.com\b/.test(openai.base_url)
 }

@@ -1,7 +1,8 @@
-import { existsSync } from 'node:fs'
+import { existsSync, statSync } from 'node:fs'
 import { userInfo } from 'node:os'
 import { DEFAULT_BASE_DIR, loadConfig } from './config.js'
 import type { Config } from './config.js'
+import { UsageError } from './errors.js'
 import { createIo } from './io.js'
 import type { Io } from './io.js'
 import { audit } from './storage/audit.js'
@@ -41,6 +42,7 @@ export function createContext(globals: GlobalOptions, env: NodeJS.ProcessEnv = p
     globals.home !== undefined ? [globals.home, '--home']
     : fromEnv !== undefined ? [fromEnv, 'CTXAGENT_HOME']
     : [config.context.base_dir, config.context.base_dir === DEFAULT_BASE_DIR ? 'default' : 'context.base_dir']
+  checkBase(base, baseSource)
   const io = createIo({ env, ...(globals.color === false ? { color: false } : {}) })
   const pinned = nonEmpty(env.CTXAGENT_NOW)
   const fixed = pinned === undefined ? undefined : new Date(pinned)
@@ -55,6 +57,18 @@ export function createContext(globals: GlobalOptions, env: NodeJS.ProcessEnv = p
     now: () => (fixed && !Number.isNaN(fixed.getTime()) ? new Date(fixed) : new Date()),
     osUser: safeUser(env),
   }
+}
+
+/** The task tree must be a directory, or not exist yet: never an empty path or a file. */
+function checkBase(base: string, source: BaseSource): void {
+  if (base.trim() === '') throw new UsageError(`${source} is empty`, 'give the directory of the task tree')
+  let isDir: boolean
+  try {
+    isDir = statSync(base).isDirectory()
+  } catch {
+    return
+  }
+  if (!isDir) throw new UsageError(`${source} ${base.slice(0, 200)} is not a directory`, 'give the directory of the task tree')
 }
 
 function nonEmpty(value: string | undefined): string | undefined {

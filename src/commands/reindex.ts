@@ -1,6 +1,7 @@
 import { Command } from 'commander'
 import type { Context } from '../context.js'
 import { auditTask, withTaskEnv } from '../context.js'
+import { NotFoundError } from '../errors.js'
 import { createProgress } from '../progress.js'
 import { rebuildIndex } from '../storage/reindex.js'
 import { withContext } from './shared.js'
@@ -12,6 +13,7 @@ export function reindexCommand(): Command {
 }
 
 async function reindex(ctx: Context): Promise<void> {
+  if (!ctx.layout.exists()) throw new NotFoundError(`there is no task tree at ${ctx.layout.base}`, 'check --home, CTXAGENT_HOME or context.base_dir')
   await withTaskEnv(ctx, async (env) => {
     const progress = createProgress(ctx.io, 'reindex', !ctx.json)
     const result = await rebuildIndex(env, progress).finally(() => progress.stop())

@@ -30,10 +30,16 @@ export function statsCommand(): Command {
 
 const DAY_ONLY = /^\d{4}-\d{2}-\d{2}$/
 
-/** --from: a day (its start, UTC) or an ISO time. */
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})$/
+
+/** --from: a day (its start, UTC) or an ISO time; days that do not exist (2024-02-30) are refused, not rolled over. */
 function dateFrom(value: string): Date {
+  const bad = () => new InvalidArgumentError(`'${value.slice(0, 40)}' is not a date like 2024-01-31 or an ISO time like 2024-01-31T12:00:00Z`)
+  if (!DAY_ONLY.test(value) && !ISO_TIME.test(value)) throw bad()
   const date = new Date(DAY_ONLY.test(value) ? `${value}T00:00:00.000Z` : value)
-  if (Number.isNaN(date.getTime())) throw new InvalidArgumentError('must be a date like 2024-01-31 or an ISO timestamp')
+  if (Number.isNaN(date.getTime())) throw bad()
+  // Date rolls 2024-02-30 over to March 1: the day must come back as it was written.
+  if (date.toISOString().slice(0, 10) !== value.slice(0, 10) && (DAY_ONLY.test(value) || value.endsWith('Z'))) throw bad()
   return date
 }
 

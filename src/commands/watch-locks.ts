@@ -1,4 +1,4 @@
-import { Command } from 'commander'
+import { Command, InvalidArgumentError } from 'commander'
 import type { Context } from '../context.js'
 import { auditTask, withTaskEnv } from '../context.js'
 import { formatDuration } from '../duration.js'
@@ -12,7 +12,7 @@ import { durationArg, stopSignal, withContext } from './shared.js'
 
 interface WatchOptions {
   once?: boolean
-  interval: number
+  interval?: number
   staleAfter?: number
 }
 
@@ -20,7 +20,7 @@ export function watchLocksCommand(): Command {
   return new Command('watch-locks')
     .description('find agents that died (stale heartbeat, process gone), fail their tasks and move them to completed/')
     .option('--once', 'one pass, then exit (for cron or a systemd timer)')
-    .option('--interval <duration>', 'time between passes', durationArg('--interval'), 5 * 60_000)
+    .option('--interval <duration>', 'time between passes, at least 1s (default: 5m)', atLeastOneSecond)
     .option('--stale-after <duration>', 'heartbeat age after which a dead owner is reaped (default: config locks.stale_after_seconds)', durationArg('--stale-after'))
     .action(withContext(watchLocks))
 }
@@ -46,12 +46,18 @@ async function watchLocks(ctx: Context, opts: WatchOptions): Promise<void> {
         report(ctx, await pass(ctx, env, policy))
         return
       }
-      await loop(ctx, opts.interval, async () => report(ctx, await pass(ctx, env, policy)))
+      await loop(ctx, opts.interval ?? 5 * 60_000, async () => report(ctx, await pass(ctx, env, policy)))
     } finally {
       clearInterval(heartbeat)
       await monitor.release()
     }
   })
+}
+
+function atLeastOneSecond(value: string): number {
+  const ms = durationArg('--interval')(value)
+  if (ms < 1000) throw new InvalidArgumentError('must be at least 1s (a shorter interval only spins)')
+  return ms
 }
 
 async function pass(ctx: Context, env: TaskEnv, policy: ReturnType<typeof stalenessPolicy>): Promise<PassResult> {

@@ -1,4 +1,5 @@
 import OpenAI from 'openai'
+import { lacksOpenAiKey } from '../config.js'
 import type { Config } from '../config.js'
 import { ProviderError, UsageError } from '../errors.js'
 import type { ChatMessage, ChatOptions, ChatResult, LlmClient } from './client.js'
@@ -104,12 +105,17 @@ function firstLine(text: string): string {
 /** The configured client, or null with llm.provider: none. */
 export function createLlmClient(config: Config): LlmClient | null {
   const provider = config.llm.provider
-  if (provider === 'none') return null
+  if (provider === 'none' || provider === 'replay') return null
   return new OpenAiCompatibleClient(provider === 'ollama' ? config.llm.ollama : config.llm.openai, provider)
 }
 
 /** The configured client, or a usage error saying how to configure one. */
 export function requireLlmClient(config: Config): LlmClient {
+  const provider = config.llm.provider
+  if (provider === 'replay') throw new UsageError('the replay provider cannot summarize', 'use --extractive, or set llm.provider to a real LLM')
+  if (lacksOpenAiKey(config)) {
+    throw new UsageError('no OpenAI API key is set', 'set OPENAI_API_KEY or llm.openai.api_key, or use --extractive (no LLM needed)')
+  }
   const client = createLlmClient(config)
   if (client === null) throw new UsageError('no LLM is configured (llm.provider: none)', 'set llm.provider in the config, or use --extractive')
   return client

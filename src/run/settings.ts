@@ -1,6 +1,6 @@
 import { readFileSync, realpathSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
-import { activeEndpoint } from '../config.js'
+import { activeEndpoint, lacksOpenAiKey } from '../config.js'
 import type { Config, Provider } from '../config.js'
 import { parseDuration } from '../duration.js'
 import { UsageError } from '../errors.js'
@@ -77,8 +77,7 @@ export function checkProvider(config: Config): void {
     if (config.llm.replay.from === null) throw new UsageError('the replay provider needs a recording', 'pass --replay-from <uuid|messages.jsonl> or set llm.replay.from')
     return
   }
-  const endpoint = provider === 'ollama' ? config.llm.ollama : config.llm.openai
-  if (provider === 'openai' && endpoint.api_key === null && /^https:\/\/api\.openai\.com\b/.test(endpoint.base_url)) {
+  if (lacksOpenAiKey(config)) {
     throw new UsageError('no OpenAI API key is set', 'set OPENAI_API_KEY or llm.openai.api_key, or point llm.openai.base_url at a local server')
   }
   if (activeEndpoint(config).model.trim() === '') throw new UsageError(`llm.${provider}.model is empty`, 'name the model to use, or pass --model')

@@ -79,14 +79,15 @@ export function isUuid(name: string): boolean {
  */
 export function parseTaskId(input: string): { id: string; full: boolean } {
   const id = input.trim().toLowerCase()
+  const shown = input.length > 40 ? `${input.slice(0, 40)}… (${input.length} characters)` : input
   const hint = 'give the full task uuid, or a unique prefix of at least 8 hex characters'
   if (id.length === 0) throw new UsageError('no task id given', hint)
-  if (id.length > 36) throw new UsageError(`'${input}' is not a task id`, hint)
+  if (id.length > 36) throw new UsageError(`'${shown}' is not a task id`, hint)
   let hex = 0
   for (let i = 0; i < id.length; i++) {
     const c = id[i] as string
     const ok = DASHES.has(i) ? c === '-' : /[0-9a-f]/.test(c)
-    if (!ok) throw new UsageError(`'${input}' is not a task id`, hint)
+    if (!ok) throw new UsageError(`'${shown}' is not a task id`, hint)
     if (!DASHES.has(i)) hex++
   }
   if (hex < MIN_PREFIX_HEX) throw new UsageError(`task id prefix '${input}' is too short`, hint)

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { closeSync, fsyncSync, linkSync, readFileSync, renameSync, statSync, unlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import lockfile from 'proper-lockfile'
+import { formatDuration } from '../duration.js'
 import { CtxError, isErrno, LockedError } from '../errors.js'
 import { openPrivate, tempPathFor, unlinkQuietly, writeAll } from './files.js'
 import { FILES } from './layout.js'
@@ -97,8 +98,8 @@ export function judgeLock(lock: LockFile, now: Date, policy: StalenessPolicy, lo
 }
 
 function ageText(ms: number): string {
-  if (ms < 0) return `${Math.round(-ms / 1000)}s in the future`
-  return `${Math.round(ms / 1000)}s`
+  if (ms < 0) return `${formatDuration(-ms)} in the future`
+  return formatDuration(ms)
 }
 
 /**
