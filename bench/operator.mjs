@@ -54,10 +54,12 @@ async function statsBench() {
     index.replaceAll(rows)
     index.close()
     for (const l of ['running', 'paused', 'completed']) mkdirSync(join(base, l), { recursive: true })
+    // The directories the index describes: stats trusts tasks.db only while each location's count matches a listing.
+    for (let i = 1; i <= 100_000; i++) mkdirSync(join(base, 'completed', uuidN(i)))
     const [stats, startup] = await timeInterleaved([() => ctxagent(['stats', '--json', '--home', base]), () => ctxagent(['--version'])], 5)
     return [{
       name: 'stats',
-      what: 'stats --json over 100,000 indexed tasks (whole command) vs ctxagent --version (node start-up)',
+      what: 'stats --json over 100,000 indexed tasks (whole command, the drift check listing their directories included) vs ctxagent --version (node start-up)',
       measured: `${(stats / 1000).toFixed(2)} s (start-up alone ${(startup / 1000).toFixed(2)} s)`,
       ratio: `${(stats / startup).toFixed(1)}× start-up; ${(1000 / stats).toFixed(1)}× under the limit`,
       target: '≤ 1 s',

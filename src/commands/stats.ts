@@ -3,6 +3,7 @@ import type { Context } from '../context.js'
 import { auditTask } from '../context.js'
 import { formatBytes, formatDuration } from '../duration.js'
 import { table } from '../render.js'
+import { LOCATIONS } from '../storage/layout.js'
 import { STATUSES } from '../storage/state.js'
 import { checkHealth, collectStats, scanIntoMemory } from '../storage/stats.js'
 import type { CheckResult, StatsFilter, StatsReport } from '../storage/stats.js'
@@ -49,9 +50,29 @@ function dateTo(value: string): Date {
   return DAY_ONLY.test(value) ? new Date(date.getTime() + 86_400_000) : date
 }
 
+/**
+ * tasks.db, when it agrees with the directories: each location's count in the index
+ * against a listing of it (cheap; reading every task is not). An index that drifted
+ * (a crash between a move and its row, a copy by hand) is not trusted: the directories
+ * are scanned instead, with a warning that says how to repair it.
+ */
+function trustedIndex(ctx: Context): TaskIndex | null {
+  if (!ctx.layout.exists()) return null
+  const index = TaskIndex.openExisting(ctx.layout.db)
+  if (index === null) {
+    ctx.io.warn(`no tasks.db under ${ctx.layout.base}: scanning the directories (run ctxagent reindex to make this fast)`)
+    return null
+  }
+  const drift = LOCATIONS.map((location) => ({ location, indexed: index.countAt(location), found: ctx.layout.list(location).length })).filter((d) => d.indexed !== d.found)
+  if (drift.length === 0) return index
+  index.close()
+  const what = drift.map((d) => `${d.location}/ has ${d.found}, the index ${d.indexed}`).join('; ')
+  ctx.io.warn(`tasks.db is out of date (${what}): counting from the directories instead (run ctxagent reindex to repair it)`)
+  return null
+}
+
 async function stats(ctx: Context, opts: StatsOptions): Promise<void> {
-  const existing = ctx.layout.exists() ? TaskIndex.openExisting(ctx.layout.db) : null
-  if (existing === null && ctx.layout.exists()) ctx.io.warn(`no tasks.db under ${ctx.layout.base}: scanning the directories (run ctxagent reindex to make this fast)`)
+  const existing = trustedIndex(ctx)
   const index = existing ?? (await scanIntoMemory(ctx.layout))
   try {
     const filter: StatsFilter = { user: opts.user, from: opts.from, to: opts.to, status: opts.status }

@@ -1,4 +1,4 @@
-import { createReadStream, createWriteStream, readdirSync, renameSync, statSync, unlinkSync, utimesSync } from 'node:fs'
+import { constants, createWriteStream, lstatSync, readdirSync, renameSync, statSync, unlinkSync, utimesSync } from 'node:fs'
 import { open } from 'node:fs/promises'
 import { join } from 'node:path'
 import { pipeline } from 'node:stream/promises'
@@ -14,7 +14,10 @@ export interface GzipResult {
 
 /** Files of a task that cleanup compresses (SPEC §2.9); metadata.json and state.json stay plain. */
 export function archivableFiles(dir: string): string[] {
-  return readdirSync(dir).filter((name) => name.endsWith('.jsonl') || name === FILES.finalSummary)
+  // Regular files only: a link could lead out of the task directory, and a directory named *.jsonl is not data.
+  return readdirSync(dir, { withFileTypes: true })
+    .filter((e) => e.isFile() && (e.name.endsWith('.jsonl') || e.name === FILES.finalSummary))
+    .map((e) => e.name)
 }
 
 /**
@@ -25,11 +28,19 @@ export function archivableFiles(dir: string): string[] {
  * never a half .gz under the final name.
  */
 export async function gzipInPlace(path: string, level = 6): Promise<GzipResult> {
-  const original = statSync(path)
+  const original = lstatSync(path)
+  if (!original.isFile()) throw new Error(`${path} is not a regular file; left as it is`)
   const target = `${path}.gz`
   const tmp = `${target}.tmp`
   // 64 KiB deflate chunks: zlib's default 16 KiB halves throughput with thread-pool hops.
-  await pipeline(createReadStream(path, { highWaterMark: 256 * 1024 }), createGzip({ level, chunkSize: 64 * 1024 }), createWriteStream(tmp, { mode: 0o600 }))
+  try {
+    // O_NOFOLLOW: a link swapped in since the listing is not followed out of the task.
+    const source = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW)
+    await pipeline(source.createReadStream({ highWaterMark: 256 * 1024 }), createGzip({ level, chunkSize: 64 * 1024 }), createWriteStream(tmp, { mode: 0o600 }))
+  } catch (err) {
+    unlinkQuietly(tmp)
+    throw err
+  }
   // fsync on the thread pool: a synchronous flush here would stall every other file's stream.
   const handle = await open(tmp, 'r+')
   try {

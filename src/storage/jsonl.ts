@@ -1,4 +1,4 @@
-import { closeSync, createReadStream, existsSync, fstatSync, fsyncSync, ftruncateSync, openSync, readSync } from 'node:fs'
+import { closeSync, createReadStream, existsSync, fstatSync, fsyncSync, ftruncateSync, lstatSync, openSync, readSync } from 'node:fs'
 import { createGunzip } from 'node:zlib'
 import { openPrivate, writeAll } from './files.js'
 import { Scratch } from './scratch.js'
@@ -24,9 +24,21 @@ const TAIL_MAX_BLOCK = 1024 * 1024
  * original), the two are identical and the plain one is preferred.
  */
 export function resolveDataFile(path: string): string | null {
-  if (existsSync(path)) return path
-  if (existsSync(`${path}.gz`)) return `${path}.gz`
+  if (isRegularFile(path)) return path
+  if (isRegularFile(`${path}.gz`)) return `${path}.gz`
   return null
+}
+
+/**
+ * A regular file, not a link: readers never follow a link out of a task directory
+ * (a task's files are always written in place), and a directory is not data.
+ */
+function isRegularFile(path: string): boolean {
+  try {
+    return lstatSync(path).isFile()
+  } catch {
+    return false
+  }
 }
 
 export function parseLine(text: string): JsonRecord | null {

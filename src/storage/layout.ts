@@ -1,4 +1,4 @@
-import { readdirSync, statSync } from 'node:fs'
+import { lstatSync, readdirSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { isErrno, NotFoundError, UsageError } from '../errors.js'
 
@@ -51,7 +51,10 @@ export class Layout {
   /** Task uuids in one location; a missing location is empty. */
   list(location: Location): string[] {
     try {
-      return readdirSync(this.dir(location)).filter(isUuid)
+      // Directories only: a stray file (or a link) named like a uuid is not a task.
+      return readdirSync(this.dir(location), { withFileTypes: true })
+        .filter((e) => e.isDirectory() && isUuid(e.name))
+        .map((e) => e.name)
     } catch (err) {
       if (isErrno(err, 'ENOENT')) return []
       throw err
@@ -116,7 +119,7 @@ export function resolveTask(layout: Layout, input: string): TaskRef {
 
 function existsDir(path: string): boolean {
   try {
-    return statSync(path).isDirectory()
+    return lstatSync(path).isDirectory()
   } catch {
     return false
   }

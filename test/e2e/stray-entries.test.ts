@@ -1,0 +1,61 @@
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { makeTree, uuidN } from '../fixtures/tree.js'
+import { cli } from '../helpers/run.js'
+
+const OLD = '2020-01-01T00:00:00.000Z'
+
+describe('stray entries, links and a stale index', () => {
+  it('a regular file named like a uuid in completed/ is not a task: cleanup and stats go on, view says there is no such task', () => {
+    const tree = makeTree()
+    tree.write({ uuid: uuidN(1), location: 'completed', completedAt: OLD, messages: 5 })
+    writeFileSync(join(tree.base, 'completed', uuidN(2)), 'stray\n')
+    const cleanup = cli(['cleanup', '--json', '--home', tree.base])
+    expect(cleanup.code, cleanup.stderr).toBe(0)
+    expect(existsSync(join(tree.base, 'completed', uuidN(1)))).toBe(false)
+    expect(readFileSync(join(tree.base, 'completed', uuidN(2)), 'utf8')).toBe('stray\n')
+    const view = cli(['view', uuidN(2), '--home', tree.base])
+    expect(view.code).toBe(3)
+    expect(view.stderr.trim().split('\n')).toHaveLength(1)
+  })
+
+  it('readers and cleanup never follow a link out of a task directory', () => {
+    const tree = makeTree()
+    const outside = join(tmpdir(), `ctxagent-outside-${process.pid}`)
+    mkdirSync(outside, { recursive: true })
+    onTestFinished(() => rmSync(outside, { recursive: true, force: true }))
+    writeFileSync(join(outside, 'secret.jsonl'), `${JSON.stringify({ seq: 1, role: 'user', content: 'OUTSIDE SECRET', timestamp: OLD, token_count: 1 })}\n`)
+    const id = uuidN(3)
+    const dir = tree.write({ uuid: id, location: 'completed', completedAt: OLD, messages: 0, tools: 0 })
+    rmSync(join(dir, 'messages.jsonl'), { force: true })
+    rmSync(join(dir, 'tools.jsonl'), { force: true })
+    symlinkSync(join(outside, 'secret.jsonl'), join(dir, 'messages.jsonl'))
+    symlinkSync(join(outside, 'secret.jsonl'), join(dir, 'tools.jsonl'))
+    mkdirSync(join(dir, 'odd.jsonl'))
+    const view = cli(['view', id, '--messages', '--all', '--json', '--home', tree.base])
+    expect(view.code, view.stderr).toBe(0)
+    expect(view.stdout).not.toContain('OUTSIDE SECRET')
+    const cleanup = cli(['cleanup', '--compress-after', '1d', '--delete-after', '100000d', '--home', tree.base])
+    expect(cleanup.code, cleanup.stderr).toBe(0)
+    const names = readdirSync(dir)
+    expect(names.filter((n) => n.endsWith('.gz.tmp'))).toEqual([])
+    expect(names).not.toContain('tools.jsonl.gz')
+    expect(names).not.toContain('messages.jsonl.gz')
+    expect(readFileSync(join(outside, 'secret.jsonl'), 'utf8')).toContain('OUTSIDE SECRET')
+  })
+
+  it('stats notices a tasks.db that drifted from the directories and counts from the directories instead', () => {
+    const tree = makeTree()
+    for (let i = 10; i < 13; i++) tree.write({ uuid: uuidN(i), location: 'completed', completedAt: OLD, messages: 3 })
+    expect(cli(['reindex', '--home', tree.base]).code).toBe(0)
+    // Two more tasks the index does not know (a crash between a move and its row).
+    tree.write({ uuid: uuidN(20), location: 'completed', completedAt: OLD, messages: 3 })
+    tree.write({ uuid: uuidN(21), location: 'running', status: 'processing', completedAt: null, messages: 3 })
+    const res = cli(['stats', '--json', '--home', tree.base])
+    expect(res.code, res.stderr).toBe(0)
+    expect(res.stderr).toMatch(/tasks\.db is out of date \(running\/ has 1, the index 0; completed\/ has 4, the index 3\).*ctxagent reindex/)
+    expect((JSON.parse(res.stdout) as { total: number }).total).toBe(5)
+  })
+})
