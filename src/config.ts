@@ -117,8 +117,9 @@ export const configSchema = z.strictObject({
       {},
     ),
   }),
-  github: section({ token: orNull(text()), bot_name: orNull(text()) }),
+  github: section({ api_url: withDefault(text(), 'https://api.github.com'), token: orNull(text()), bot_name: orNull(text()) }),
   gitlab: section({ url: withDefault(text(), 'https://gitlab.com'), token: orNull(text()), bot_name: orNull(text()) }),
+  comments: section({ min_interval_seconds: withDefault(positiveNumber(), 30) }),
   chat: section({
     wait_interval_seconds: withDefault(positiveNumber(), 5),
     soft_timeout_minutes: withDefault(positiveNumber(), 10),

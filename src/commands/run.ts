@@ -9,6 +9,8 @@ import type { TaskRef } from '../storage/layout.js'
 import { assessTask } from '../storage/reaper.js'
 import { stalenessPolicy } from '../storage/task-env.js'
 import { readMetadata } from '../storage/metadata.js'
+import type { TaskKey } from '../storage/metadata.js'
+import type { Channel } from '../sources/types.js'
 import { ensureLayout } from '../storage/task-handle.js'
 import type { Outcome, RunStart } from '../run/run-task.js'
 import { checkProvider, effectiveConfig, newRunSettings, readTextArg, resumedRunSettings } from '../run/settings.js'
@@ -24,6 +26,7 @@ export function runCommand(): Command {
     .description('run an agent task against an LLM (or resume a paused one), writing its task directory')
     .option('--task <text>', 'the task, as text')
     .option('--task-file <file>', 'the task, from a file (- for standard input)')
+    .option('--github <owner/repo#N>', 'a GitHub issue or pull request (GITHUB_TOKEN or github.token)')
     .option('--resume <uuid>', 'continue a paused task where it stopped')
     .option('--chat', 'a keep-alive chat session: answer each message sent with ctxagent chat, then wait for the next (--task is an optional first message)')
     .option('--task-id <id>', 'a name for the task; a later task with the same id (and user and workspace) inherits its summary')
@@ -43,9 +46,10 @@ export function runCommand(): Command {
 }
 
 async function run(ctx: Context, opts: RunOptions): Promise<void> {
-  const given = [opts.task, opts.taskFile, opts.resume].filter((x) => x !== undefined).length
-  if (given === 0 && !opts.chat) throw new UsageError('no task given', 'pass --task TEXT, --task-file FILE (- for standard input) or --resume <uuid>, or start a --chat')
-  if (given > 1) throw new UsageError('--task, --task-file and --resume exclude each other', 'give one of them')
+  const given = [opts.task, opts.taskFile, opts.resume, opts.github].filter((x) => x !== undefined).length
+  if (given === 0 && !opts.chat) throw new UsageError('no task given', 'pass --task TEXT, --task-file FILE (- for standard input), --github owner/repo#N or --resume <uuid>, or start a --chat')
+  if (given > 1) throw new UsageError('--task, --task-file, --github and --resume exclude each other', 'give one of them')
+  if (opts.chat && opts.github !== undefined) throw new UsageError('--chat and --github exclude each other', 'give one of them')
   if (opts.chat && opts.resume !== undefined) throw new UsageError('--chat starts a new session; a resumed chat task stays a chat', 'drop --chat')
   const flags: RunFlags = opts
   const prepared = opts.resume !== undefined ? await prepareResume(ctx, flags, opts.resume) : await prepareNew(ctx, flags)
@@ -78,6 +82,7 @@ interface Prepared {
 }
 
 async function prepareNew(ctx: Context, flags: RunFlags): Promise<Prepared> {
+  if (flags.github !== undefined) return prepareGithub(ctx, flags, flags.github)
   const text = flags.task ?? (flags.taskFile === undefined ? '' : readTextArg(flags.taskFile, 'task file', () => readFileSync(0, 'utf8')))
   if (text.trim() === '' && !flags.chat) throw new UsageError('the task is empty', 'describe what the agent should do')
   const user = checkName(flags.user ?? ctx.osUser, '--user')
@@ -89,6 +94,27 @@ async function prepareNew(ctx: Context, flags: RunFlags): Promise<Prepared> {
   await checkRecording(ctx, config)
   const key = { task_source: 'local', owner: null, repo: basename(settings.workspace), task_type: flags.chat ? 'chat' : 'task', task_id: taskId }
   return { config, settings, start: { kind: 'new', source: { key, text }, user } }
+}
+
+/** A GitHub issue or PR: checked, fetched and composed before anything is written (a bad token writes nothing). */
+async function prepareGithub(ctx: Context, flags: RunFlags, spec: string): Promise<Prepared> {
+  const { parseGithubRef, loadGithubTask } = await import('../sources/github.js')
+  const ref = parseGithubRef(spec)
+  const user = checkName(flags.user ?? ctx.osUser, '--user')
+  const config = effectiveConfig(ctx.config, user, flags)
+  checkProvider(config)
+  const settings = newRunSettings(config, { ...flags, user }, process.cwd())
+  if (settings.systemPromptFile) readTextArg(settings.systemPromptFile, 'system prompt file')
+  await checkRecording(ctx, config)
+  const task = await loadGithubTask(config, ref)
+  return { config, settings, start: { kind: 'new', source: { key: task.key, text: task.text }, user, channel: task.channel, seen: task.seen } }
+}
+
+/** The channel of a resumed task that came from GitHub, found again from its key. */
+async function channelOf(config: Context['config'], key: TaskKey): Promise<Channel | undefined> {
+  if (key.task_source !== 'github' || key.owner === null) return undefined
+  const { githubChannelFor } = await import('../sources/github.js')
+  return githubChannelFor(config, { owner: key.owner, repo: key.repo, number: Number(key.task_id) })
 }
 
 async function prepareResume(ctx: Context, flags: RunFlags, id: string): Promise<Prepared> {
@@ -109,7 +135,8 @@ async function prepareResume(ctx: Context, flags: RunFlags, id: string): Promise
   checkProvider(config)
   await checkRecording(ctx, config)
   const settings = resumedRunSettings(config, meta.run, flags, meta.user, process.cwd())
-  return { config, settings, start: { kind: 'resume', ref } }
+  const channel = await channelOf(config, meta.task_key)
+  return { config, settings, start: { kind: 'resume', ref, ...(channel ? { channel } : {}) } }
 }
 
 /** A task in running/ is resumed only when its agent is provably dead (kill -9, a crashed host). */

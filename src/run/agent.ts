@@ -15,6 +15,8 @@ import { LoopGuard } from './guards.js'
 import type { RunLog } from './log.js'
 import type { StopController, StopReason } from './stop.js'
 import { formatComments } from './comments.js'
+import type { RemoteLink } from './remote.js'
+import { statusText } from './remote.js'
 import type { Comment } from './comments.js'
 
 /** How a run of the loop ended; the caller settles the task accordingly. */
@@ -53,6 +55,8 @@ export interface AgentParts {
   expected?: (callId: string) => string | undefined
   /** Called after each turn is saved (the demo pauses half-way through it). */
   onTurn?: (turns: number) => void
+  /** The task's issue or MR, for new comments and milestones (GitHub and GitLab tasks). */
+  remote?: RemoteLink
 }
 
 const ABORTED = '[aborted]'
@@ -156,6 +160,7 @@ export class Agent {
       elapsed_ms: this.elapsedBefore + (Date.now() - this.startedAt),
       read_files: Object.fromEntries(reads),
       current_context_tokens: this.parts.handle.windowTokens(),
+      ...(this.parts.remote ? { comment_detection: this.parts.remote.detection() } : {}),
     }
   }
 
@@ -195,7 +200,7 @@ export class Agent {
     const { handle, log } = this.parts
     const { records, ends, offset, bad } = readInbox(handle.dir, this.inboxOffset)
     if (bad > 0) log.warn(`inbox.jsonl: skipped ${bad} unreadable line(s)`)
-    let comments: Comment[] = []
+    let comments: Comment[] = this.parts.remote ? await this.parts.remote.poll(this.parts.now()) : []
     const flush = () => {
       if (comments.length === 0) return
       handle.addMessage({ role: 'user', content: formatComments(comments) })
@@ -256,11 +261,11 @@ export class Agent {
   private async compress(force = false): Promise<boolean> {
     const result = await compressIfNeeded(this.parts.handle, { ...this.compressOptions(), force })
     if (result === null) return false
-    this.compressed(result)
+    await this.compressed(result)
     return true
   }
 
-  private compressed(result: CompactionResult): void {
+  private async compressed(result: CompactionResult): Promise<void> {
     const before = result.tokensBefore
     const after = result.tokensAfter
     this.reported = null
@@ -268,6 +273,7 @@ export class Agent {
     const state = /## Current State\s*\n([\s\S]*?)(?:\n## |$)/.exec(result.record.summary)?.[1]?.trim()
     if (state) this.parts.handle.addPlan('progress', state.slice(0, 2000))
     this.parts.log.info(`compacted the window: ${before.toLocaleString('en-US')} → ${after.toLocaleString('en-US')} tokens`)
+    await this.parts.remote?.status(statusText(this.parts.handle, `working; turn ${this.turns}, context compacted (${result.record.summary_id} so far)`))
   }
 
   /** One LLM request; a context-length error forces a compaction and one retry. */

@@ -18,6 +18,8 @@ import type { TaskEnv } from '../storage/task-env.js'
 import { ToolRegistry } from '../tools/registry.js'
 import { Agent } from './agent.js'
 import { ChatLoop } from './chat.js'
+import { RemoteLink, statusText } from './remote.js'
+import type { Channel } from '../sources/types.js'
 import type { Ending } from './agent.js'
 import { findInheritance, inheritanceMessage } from './inheritance.js'
 import type { Inheritance } from './inheritance.js'
@@ -36,7 +38,10 @@ export interface TaskSource {
   text: string
 }
 
-export type RunStart = { kind: 'new'; source: TaskSource; user: string } | { kind: 'resume'; ref: TaskRef }
+/** A new task (from text, or from an issue with its channel), or a resumed one (its channel found again from its key). */
+export type RunStart =
+  | { kind: 'new'; source: TaskSource; user: string; channel?: Channel; seen?: string[] }
+  | { kind: 'resume'; ref: TaskRef; channel?: Channel }
 
 /** What `run` prints at the end (SPEC §12.5) and the exit code it implies (SPEC §9, §12.3). */
 export interface Outcome {
@@ -99,6 +104,8 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
       const repaired = await repairResumed(handle)
       log.info(`resumed at turn ${handle.state.turns ?? 0} (${client.model}, dir ${handle.dir})${repaired.answered ? `; ${repaired.answered} unanswered tool call(s) answered as aborted` : ''}${repaired.rebuilt ? '; current.jsonl rebuilt' : ''}`)
     }
+    const remote = start.channel ? await openRemote(start, handle, config, log) : undefined
+    if (remote) handle.onStop(() => remote.status(statusText(handle, 'paused; it continues when the task is resumed')))
     const tools = ToolRegistry.builtin({ allowShell: settings.allowShell, finish: !settings.chat })
     mcp = await startMcp(config, tools, log)
     const agent = new Agent({
@@ -122,11 +129,13 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
       now: env.now,
       ...(client instanceof ReplayClient ? { expected: (id: string) => client.expected(id) } : {}),
       ...(run.onTurn ? { onTurn: (turns: number) => run.onTurn?.(handle.dir, turns) } : {}),
+      ...(remote ? { remote } : {}),
     })
     const ending = settings.chat
       ? await new ChatLoop(agent, handle, stop, log, { pollMs: config.chat.wait_interval_seconds * 1000, softTimeoutMs: config.chat.soft_timeout_minutes * 60_000 }).run()
       : await agent.run()
     const outcome = await settle(handle, ending, agent.progress(), client, log)
+    if (remote && outcome.status !== 'lost') await remote.outcome(outcomeText(outcome))
     return { ...outcome, duration_ms: Date.now() - begun, inherited_from: handle.metadata.inherited_from ?? null }
   } catch (err) {
     // An error that is not an ending: record it (unless the task is no longer ours), then report it.
@@ -142,6 +151,23 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     removeSignals()
     log.close()
   }
+}
+
+async function openRemote(start: RunStart, handle: TaskHandle, config: Config, log: RunLog): Promise<RemoteLink> {
+  const detection = start.kind === 'new' ? { last_comment_ids: start.seen ?? [], last_check_timestamp: new Date().toISOString(), status_comment_id: null } : handle.state.comment_detection
+  const link = new RemoteLink(start.channel as Channel, handle.uuid, log, config.comments.min_interval_seconds * 1000, detection)
+  await link.status(statusText(handle, start.kind === 'new' ? 'started' : 'resumed'))
+  // The status comment's id and the seen comments are state from now on.
+  await handle.update({ comment_detection: link.detection() })
+  return link
+}
+
+/** The outcome comment: the answer, or why it stopped. */
+function outcomeText(o: Pick<Outcome, 'uuid' | 'status' | 'finish_status' | 'turns' | 'final_answer' | 'error'>): string {
+  const head = `**ctxagent** task \`${o.uuid}\` ${o.status}${o.finish_status === 'blocked' ? ' (blocked)' : ''} after ${o.turns} turn(s).`
+  if (o.status === 'completed') return `${head}\n\n${o.final_answer ?? ''}`.trim()
+  if (o.status === 'paused') return `${head}\n\n${o.error ? `Why: ${o.error}\n\n` : ''}It continues with \`ctxagent run --resume ${o.uuid}\`.`
+  return `${head}\n\nWhy: ${o.error ?? 'unknown'}`
 }
 
 /** Starts the configured MCP servers and adds their tools; the SDK is loaded only when there are servers. */

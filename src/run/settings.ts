@@ -25,6 +25,7 @@ export interface RunFlags {
   systemPromptFile?: string
   logFormat?: 'text' | 'json'
   chat?: boolean
+  github?: string
 }
 
 /** Everything the loop needs to know about how to run this task. */

@@ -36,7 +36,7 @@ export interface TaskState {
   message_count?: number
   last_activity: string | null
   error: string | null
-  comment_detection: { last_comment_ids: string[]; last_check_timestamp: string | null }
+  comment_detection: { last_comment_ids: string[]; last_check_timestamp: string | null; status_comment_id?: string | null }
   session?: ChatSession
   /** Written by `run` (SPEC §12): agent turns so far, for the max_turns budget. */
   turns?: number

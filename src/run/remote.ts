@@ -1,0 +1,86 @@
+import type { Channel } from '../sources/types.js'
+import { isOwn, marker } from '../sources/marker.js'
+import type { TaskState } from '../storage/state.js'
+import type { Comment } from './comments.js'
+import type { RunLog } from './log.js'
+
+type Detection = TaskState['comment_detection']
+
+/**
+ * A task's link to its GitHub issue or GitLab MR while it runs: one status comment,
+ * edited at milestones, an outcome comment at the end, and new comments found by id
+ * (seed 002) at most every `min_interval`. What it has seen lives in state.json, so a
+ * resumed task sees nothing twice. Every failure to talk to the server is a warning:
+ * the task never fails for it.
+ */
+export class RemoteLink {
+  private readonly seen: Set<string>
+  private lastCheck: string | null
+  private lastPoll = 0
+  private statusId: string | null
+
+  constructor(
+    private readonly channel: Channel,
+    private readonly uuid: string,
+    private readonly log: RunLog,
+    private readonly minIntervalMs: number,
+    detection: Detection,
+  ) {
+    this.seen = new Set(detection.last_comment_ids)
+    this.lastCheck = detection.last_check_timestamp
+    this.statusId = detection.status_comment_id ?? null
+    if (channel.botName === null) log.warn(`no bot_name is configured for ${channel.name}: new comments are not read while the task runs (set github.bot_name or gitlab.bot_name)`)
+  }
+
+  /** For state.json: seen ids (the newest 1,000), last check, the status comment. */
+  detection(): Detection {
+    return { last_comment_ids: [...this.seen].slice(-1000), last_check_timestamp: this.lastCheck, status_comment_id: this.statusId }
+  }
+
+  /** Posts the status comment, or edits it when a resumed task already has one. */
+  async status(text: string): Promise<void> {
+    const body = `${text}\n\n${marker(this.uuid)}`
+    await this.quietly('update the status comment on', async () => {
+      if (this.statusId === null) this.statusId = await this.channel.post(body)
+      else await this.channel.edit(this.statusId, body)
+    })
+  }
+
+  /** The outcome, as a comment of its own. */
+  async outcome(text: string): Promise<void> {
+    await this.quietly('post the outcome on', () => this.channel.post(`${text}\n\n${marker(this.uuid)}`).then(() => undefined))
+  }
+
+  /** New comments by people since the last look; none more often than the interval allows. */
+  async poll(now: Date): Promise<Comment[]> {
+    if (this.channel.botName === null || Date.now() - this.lastPoll < this.minIntervalMs) return []
+    this.lastPoll = Date.now()
+    // A margin for clocks that disagree; ids already seen are dropped anyway.
+    const since = this.lastCheck === null ? null : new Date(Date.parse(this.lastCheck) - 300_000).toISOString()
+    let fresh: Comment[] = []
+    await this.quietly('read new comments on', async () => {
+      const all = await this.channel.listComments(since)
+      // Edited comments are not new: only ids never seen count.
+      const unseen = all.filter((c) => !this.seen.has(c.id))
+      for (const c of unseen) this.seen.add(c.id)
+      fresh = unseen.filter((c) => !isOwn(c.body, c.author, this.channel.botName))
+      this.lastCheck = now.toISOString()
+    })
+    if (fresh.length > 0) this.log.info(`${fresh.length} new comment(s) on ${this.channel.name}`)
+    return fresh
+  }
+
+  private async quietly(what: string, body: () => Promise<void>): Promise<void> {
+    try {
+      await body()
+    } catch (err) {
+      this.log.warn(`could not ${what} ${this.channel.name}: ${(err as Error).message}`)
+    }
+  }
+}
+
+/** The status comment's text: what works on the issue, which task, and where it stands. */
+export function statusText(handle: { uuid: string; metadata: { inherited_from?: string | null } }, where: string): string {
+  const inherited = handle.metadata.inherited_from ? `\nIt continues from task \`${handle.metadata.inherited_from}\`.` : ''
+  return `**ctxagent** is working on this (task \`${handle.uuid}\`): ${where}.${inherited}`
+}

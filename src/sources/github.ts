@@ -1,0 +1,132 @@
+import { retry } from '@octokit/plugin-retry'
+import { throttling } from '@octokit/plugin-throttling'
+import { Octokit } from '@octokit/rest'
+import type { Config } from '../config.js'
+import { CtxError, UsageError } from '../errors.js'
+import { isOwn } from './marker.js'
+import type { Channel, RemoteComment, RemoteTask } from './types.js'
+
+const RetryingOctokit = Octokit.plugin(retry, throttling)
+type Client = InstanceType<typeof RetryingOctokit>
+
+export interface GithubRef {
+  owner: string
+  repo: string
+  number: number
+}
+
+/** `owner/repo#N`, checked before anything is fetched. */
+export function parseGithubRef(text: string): GithubRef {
+  const match = /^([A-Za-z0-9_.-]+)\/([A-Za-z0-9_.-]+)#(\d+)$/.exec(text.trim())
+  if (!match) throw new UsageError(`--github ${text.slice(0, 80)} is not owner/repo#N`, 'e.g. --github acme/shop#42')
+  return { owner: match[1] as string, repo: match[2] as string, number: Number(match[3]) }
+}
+
+/**
+ * The client, as GitHub recommends using it: retries of failed requests
+ * (@octokit/plugin-retry) and rate limits waited out (@octokit/plugin-throttling:
+ * the reset time of a primary limit, Retry-After of a secondary one), twice at most.
+ */
+function client(config: Config): Client {
+  const token = config.github.token
+  if (token === null) throw new UsageError('no GitHub token is set', 'set GITHUB_TOKEN or github.token (scopes: repo, or issues and pull requests read/write)')
+  return new RetryingOctokit({
+    auth: token,
+    baseUrl: config.github.api_url,
+    userAgent: 'ctxagent',
+    throttle: {
+      onRateLimit: (_after: number, _options: unknown, _octokit: unknown, retryCount: number) => retryCount < 2,
+      onSecondaryRateLimit: (_after: number, _options: unknown, _octokit: unknown, retryCount: number) => retryCount < 2,
+    },
+    retry: { retries: 2 },
+    log: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
+  })
+}
+
+/** Reads a GitHub issue or pull request (which one, GitHub says) into a task. */
+export async function loadGithubTask(config: Config, ref: GithubRef): Promise<RemoteTask> {
+  const api = client(config)
+  const where = `${ref.owner}/${ref.repo}#${ref.number}`
+  const issue = await call(where, () => api.rest.issues.get({ owner: ref.owner, repo: ref.repo, issue_number: ref.number }))
+  const isPr = issue.pull_request != null
+  const comments = await call(where, () => api.paginate(api.rest.issues.listComments, { owner: ref.owner, repo: ref.repo, issue_number: ref.number, per_page: 100 }))
+  const parts = [
+    `# ${isPr ? 'Pull request' : 'Issue'} ${where}: ${issue.title}`,
+    `Opened by @${issue.user?.login ?? 'unknown'}${labels(issue.labels)}`,
+    '',
+    issue.body?.trim() || '(no description)',
+  ]
+  if (isPr) {
+    const pr = await call(where, () => api.rest.pulls.get({ owner: ref.owner, repo: ref.repo, pull_number: ref.number }))
+    parts.splice(2, 0, `Branch ${pr.head.ref} into ${pr.base.ref}`)
+    const threads = await unresolvedThreads(api, ref)
+    if (threads.length > 0) parts.push('', '## Unresolved review threads', ...threads)
+  }
+  const visible = comments.filter((c) => !isOwn(c.body ?? '', c.user?.login, config.github.bot_name))
+  if (visible.length > 0) parts.push('', '## Comments', ...visible.map((c) => `### @${c.user?.login ?? 'unknown'} (${c.created_at})\n${c.body ?? ''}`))
+  return {
+    key: { task_source: 'github', owner: ref.owner, repo: ref.repo, task_type: isPr ? 'pull_request' : 'issue', task_id: String(ref.number) },
+    text: parts.join('\n'),
+    seen: comments.map((c) => String(c.id)),
+    channel: githubChannel(api, ref, config.github.bot_name),
+  }
+}
+
+/** Review threads not yet resolved, with their comments: only GraphQL knows which are resolved. */
+async function unresolvedThreads(api: Client, ref: GithubRef): Promise<string[]> {
+  const query = `query($owner: String!, $repo: String!, $number: Int!) {
+    repository(owner: $owner, name: $repo) { pullRequest(number: $number) { reviewThreads(first: 100) { nodes {
+      isResolved path line comments(first: 50) { nodes { author { login } body } } } } } } }`
+  type Threads = { repository: { pullRequest: { reviewThreads: { nodes: { isResolved: boolean; path: string; line: number | null; comments: { nodes: { author: { login: string } | null; body: string }[] } }[] } } } }
+  const data = await call(`${ref.owner}/${ref.repo}#${ref.number}`, () => api.graphql<Threads>(query, { owner: ref.owner, repo: ref.repo, number: ref.number }))
+  return data.repository.pullRequest.reviewThreads.nodes
+    .filter((t) => !t.isResolved)
+    .map((t) => `### ${t.path}${t.line ? `:${t.line}` : ''}\n${t.comments.nodes.map((c) => `@${c.author?.login ?? 'unknown'}: ${c.body}`).join('\n')}`)
+}
+
+/** The channel of a task that came from GitHub (a resumed one: its key says where). */
+export function githubChannelFor(config: Config, ref: GithubRef): Channel {
+  return githubChannel(client(config), ref, config.github.bot_name)
+}
+
+function githubChannel(api: Client, ref: GithubRef, botName: string | null): Channel {
+  const where = `${ref.owner}/${ref.repo}#${ref.number}`
+  return {
+    name: where,
+    botName,
+    async listComments(since) {
+      const list = await call(where, () => api.paginate(api.rest.issues.listComments, { owner: ref.owner, repo: ref.repo, issue_number: ref.number, per_page: 100, ...(since ? { since } : {}) }))
+      return list.map((c): RemoteComment => ({ id: String(c.id), author: c.user?.login ?? 'unknown', body: c.body ?? '', created_at: c.created_at }))
+    },
+    async post(body) {
+      const made = await call(where, () => api.rest.issues.createComment({ owner: ref.owner, repo: ref.repo, issue_number: ref.number, body }))
+      return String(made.id)
+    },
+    async edit(id, body) {
+      await call(where, () => api.rest.issues.updateComment({ owner: ref.owner, repo: ref.repo, comment_id: Number(id), body }))
+    },
+  }
+}
+
+function labels(list: (string | { name?: string })[]): string {
+  const names = list.map((l) => (typeof l === 'string' ? l : (l.name ?? ''))).filter((n) => n !== '')
+  return names.length > 0 ? `; labels: ${names.join(', ')}` : ''
+}
+
+/** One API call: the data, or one line saying what failed and what to check. */
+async function call<T>(where: string, fn: () => Promise<T | { data: T }>): Promise<T> {
+  try {
+    const result = await fn()
+    return result !== null && typeof result === 'object' && 'data' in result && 'status' in result ? (result as { data: T }).data : (result as T)
+  } catch (err) {
+    const status = (err as { status?: number }).status
+    if (status === 401) throw new CtxError(`GitHub refused the token for ${where} (401)`, { hint: 'check GITHUB_TOKEN or github.token' })
+    if (status === 403) throw new CtxError(`GitHub denied access to ${where} (403): ${firstLine(err)}`, { hint: 'the token needs repo access (issues and pull requests: read and write)' })
+    if (status === 404) throw new CtxError(`GitHub has no ${where} (404)`, { exitCode: 3, hint: 'check the owner, repository and number, and that the token can see the repository' })
+    throw new CtxError(`GitHub request for ${where} failed${status ? ` (${status})` : ""}: ${firstLine(err)}`, { hint: "check github.api_url and the network" })
+  }
+}
+
+function firstLine(err: unknown): string {
+  return ((err as Error).message.split('\n')[0] ?? '').slice(0, 200)
+}

@@ -1,0 +1,31 @@
+import type { TaskKey } from '../storage/metadata.js'
+import type { Comment } from '../run/comments.js'
+
+/** A comment on the task's issue, PR or MR, as the source reports it. */
+export interface RemoteComment extends Comment {
+  id: string
+}
+
+/** Where the task came from, and where it reports back (SPEC §13.1). */
+export interface RemoteTask {
+  key: TaskKey
+  /** The first user message: title, body, labels, comments (and review threads), each part with its author. */
+  text: string
+  /** Ids of the comments already in `text`: comment detection starts after them. */
+  seen: string[]
+  channel: Channel
+}
+
+/** What the agent does with the issue while it works (SPEC §13.1, §13.2). */
+export interface Channel {
+  /** Human name of the issue, e.g. "acme/shop#42". */
+  readonly name: string
+  /** The bot's own account, whose comments are never fed back (null: detection off). */
+  readonly botName: string | null
+  /** All comments (not system notes), oldest first; `since` narrows where the API can. */
+  listComments(since: string | null): Promise<RemoteComment[]>
+  /** Posts a comment; returns its id. */
+  post(body: string): Promise<string>
+  /** Replaces a comment's text. */
+  edit(id: string, body: string): Promise<void>
+}

@@ -1,0 +1,104 @@
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { onTestFinished } from 'vitest'
+
+/**
+ * A GitHub REST (and GraphQL) server on 127.0.0.1 for one repository, answering in
+ * the shapes of GitHub's REST API documentation (issues, issue comments, pulls,
+ * review threads), reached through the real @octokit/rest. Requests are recorded.
+ */
+export interface FakeGithub {
+  url: string
+  token: string
+  issue: Record<string, unknown>
+  pull: Record<string, unknown> | null
+  comments: Record<string, unknown>[]
+  threads: { isResolved: boolean; path: string; line: number; comments: { author: string; body: string }[] }[]
+  requests: { method: string; path: string; body: unknown }[]
+  /** Answers for the next requests matching a method and path prefix, before the normal one. */
+  failures: { method: string; path: string; status: number; headers?: Record<string, string>; message: string }[]
+  /** Adds a comment as a person would, now. */
+  addComment(login: string, body: string): Record<string, unknown>
+}
+
+const user = (login: string, id: number) => ({ login, id, node_id: `U_${id}`, type: login.endsWith('[bot]') ? 'Bot' : 'User', site_admin: false })
+
+export async function startFakeGithub(options: { owner?: string; repo?: string; number?: number; pr?: boolean } = {}): Promise<FakeGithub> {
+  const owner = options.owner ?? 'acme'
+  const repo = options.repo ?? 'shop'
+  const number = options.number ?? 42
+  let nextId = 1000
+  const now = () => new Date().toISOString()
+  const fake: FakeGithub = {
+    url: '',
+    token: 'ghp_faketoken000000000000000000000000000',
+    issue: {
+      id: 1, node_id: 'I_1', number, title: 'CSV export drops the last row', state: 'open', locked: false,
+      body: 'Exporting 3 orders gives a CSV with 2 rows.\n\nSteps: export any list of orders.',
+      user: user('alice', 1), labels: [{ id: 1, node_id: 'L_1', name: 'bug', color: 'd73a4a', default: true }], comments: 0,
+      created_at: '2026-11-01T09:00:00Z', updated_at: '2026-11-01T09:00:00Z', html_url: `https://github.example/${owner}/${repo}/issues/${number}`,
+      ...(options.pr ? { pull_request: { url: 'x', html_url: 'x', diff_url: 'x', patch_url: 'x' } } : {}),
+    },
+    pull: options.pr ? { id: 2, number, title: 'Fix the CSV export', body: 'Closes #41', state: 'open', user: user('bob', 2), labels: [], head: { ref: 'fix-csv', sha: 'abc' }, base: { ref: 'main', sha: 'def' } } : null,
+    comments: [],
+    threads: [],
+    requests: [],
+    failures: [],
+    addComment: (login, body) => {
+      const at = now()
+      const comment = { id: nextId++, node_id: `IC_${nextId}`, body, user: user(login, nextId), created_at: at, updated_at: at, html_url: 'x', author_association: 'MEMBER' }
+      fake.comments.push(comment)
+      return comment
+    },
+  }
+  const base = `/repos/${owner}/${repo}`
+  const server = createServer((req, res) => {
+    let raw = ''
+    req.on('data', (d: Buffer) => (raw += d.toString()))
+    req.on('end', () => {
+      const url = new URL(req.url ?? '/', 'http://x')
+      const body = raw ? (JSON.parse(raw) as Record<string, unknown>) : null
+      fake.requests.push({ method: req.method ?? '', path: url.pathname + url.search, body })
+      const send = (status: number, data: unknown, headers: Record<string, string> = {}) => {
+        res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'x-ratelimit-limit': '5000', 'x-ratelimit-remaining': '4999', ...headers })
+        res.end(JSON.stringify(data))
+      }
+      if (req.headers.authorization !== `token ${fake.token}` && req.headers.authorization !== `bearer ${fake.token}`) {
+        return send(401, { message: 'Bad credentials', documentation_url: 'https://docs.github.com/rest', status: '401' })
+      }
+      const failure = fake.failures.findIndex((f) => f.method === req.method && url.pathname.startsWith(f.path))
+      if (failure >= 0) {
+        const [f] = fake.failures.splice(failure, 1)
+        return send(f?.status ?? 500, { message: f?.message, documentation_url: 'https://docs.github.com/rest' }, f?.headers)
+      }
+      const path = url.pathname
+      if (req.method === 'GET' && path === `${base}/issues/${number}`) return send(200, { ...fake.issue, comments: fake.comments.length })
+      if (req.method === 'GET' && path === `${base}/pulls/${number}` && fake.pull) return send(200, fake.pull)
+      if (req.method === 'GET' && path === `${base}/issues/${number}/comments`) {
+        const since = url.searchParams.get('since')
+        return send(200, fake.comments.filter((c) => since === null || String(c.updated_at) >= since))
+      }
+      if (req.method === 'POST' && path === `${base}/issues/${number}/comments`) {
+        const made = fake.addComment('ctxagent-bot', String(body?.body ?? ''))
+        return send(201, made)
+      }
+      const edit = new RegExp(`^${base}/issues/comments/(\\d+)$`).exec(path)
+      if (req.method === 'PATCH' && edit) {
+        const comment = fake.comments.find((c) => c.id === Number(edit[1]))
+        if (!comment) return send(404, { message: 'Not Found' })
+        comment.body = body?.body
+        comment.updated_at = now()
+        return send(200, comment)
+      }
+      if (req.method === 'POST' && path === '/graphql') {
+        const nodes = fake.threads.map((t) => ({ isResolved: t.isResolved, path: t.path, line: t.line, comments: { nodes: t.comments.map((c) => ({ author: { login: c.author }, body: c.body })) } }))
+        return send(200, { data: { repository: { pullRequest: { reviewThreads: { nodes } } } } })
+      }
+      send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' })
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  fake.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  onTestFinished(() => new Promise<void>((resolve) => server.close(() => resolve())))
+  return fake
+}
