@@ -10,7 +10,7 @@ import { assessTask } from '../storage/reaper.js'
 import { stalenessPolicy } from '../storage/task-env.js'
 import { readMetadata } from '../storage/metadata.js'
 import type { TaskKey } from '../storage/metadata.js'
-import type { Channel } from '../sources/types.js'
+import type { Channel, RemoteTask } from '../sources/types.js'
 import { ensureLayout } from '../storage/task-handle.js'
 import type { Outcome, RunStart } from '../run/run-task.js'
 import { checkProvider, effectiveConfig, newRunSettings, readTextArg, resumedRunSettings } from '../run/settings.js'
@@ -27,6 +27,7 @@ export function runCommand(): Command {
     .option('--task <text>', 'the task, as text')
     .option('--task-file <file>', 'the task, from a file (- for standard input)')
     .option('--github <owner/repo#N>', 'a GitHub issue or pull request (GITHUB_TOKEN or github.token)')
+    .option('--gitlab <group/project#N|!N>', 'a GitLab issue (#N) or merge request (!N) (GITLAB_TOKEN or gitlab.token)')
     .option('--resume <uuid>', 'continue a paused task where it stopped')
     .option('--chat', 'a keep-alive chat session: answer each message sent with ctxagent chat, then wait for the next (--task is an optional first message)')
     .option('--task-id <id>', 'a name for the task; a later task with the same id (and user and workspace) inherits its summary')
@@ -46,10 +47,10 @@ export function runCommand(): Command {
 }
 
 async function run(ctx: Context, opts: RunOptions): Promise<void> {
-  const given = [opts.task, opts.taskFile, opts.resume, opts.github].filter((x) => x !== undefined).length
-  if (given === 0 && !opts.chat) throw new UsageError('no task given', 'pass --task TEXT, --task-file FILE (- for standard input), --github owner/repo#N or --resume <uuid>, or start a --chat')
-  if (given > 1) throw new UsageError('--task, --task-file, --github and --resume exclude each other', 'give one of them')
-  if (opts.chat && opts.github !== undefined) throw new UsageError('--chat and --github exclude each other', 'give one of them')
+  const given = [opts.task, opts.taskFile, opts.resume, opts.github, opts.gitlab].filter((x) => x !== undefined).length
+  if (given === 0 && !opts.chat) throw new UsageError('no task given', 'pass --task TEXT, --task-file FILE (- for standard input), --github owner/repo#N, --gitlab group/project#N or --resume <uuid>, or start a --chat')
+  if (given > 1) throw new UsageError('--task, --task-file, --github, --gitlab and --resume exclude each other', 'give one of them')
+  if (opts.chat && (opts.github !== undefined || opts.gitlab !== undefined)) throw new UsageError('--chat starts a local session; it excludes --github and --gitlab', 'give one of them')
   if (opts.chat && opts.resume !== undefined) throw new UsageError('--chat starts a new session; a resumed chat task stays a chat', 'drop --chat')
   const flags: RunFlags = opts
   const prepared = opts.resume !== undefined ? await prepareResume(ctx, flags, opts.resume) : await prepareNew(ctx, flags)
@@ -82,7 +83,7 @@ interface Prepared {
 }
 
 async function prepareNew(ctx: Context, flags: RunFlags): Promise<Prepared> {
-  if (flags.github !== undefined) return prepareGithub(ctx, flags, flags.github)
+  if (flags.github !== undefined || flags.gitlab !== undefined) return prepareRemote(ctx, flags)
   const text = flags.task ?? (flags.taskFile === undefined ? '' : readTextArg(flags.taskFile, 'task file', () => readFileSync(0, 'utf8')))
   if (text.trim() === '' && !flags.chat) throw new UsageError('the task is empty', 'describe what the agent should do')
   const user = checkName(flags.user ?? ctx.osUser, '--user')
@@ -96,25 +97,44 @@ async function prepareNew(ctx: Context, flags: RunFlags): Promise<Prepared> {
   return { config, settings, start: { kind: 'new', source: { key, text }, user } }
 }
 
-/** A GitHub issue or PR: checked, fetched and composed before anything is written (a bad token writes nothing). */
-async function prepareGithub(ctx: Context, flags: RunFlags, spec: string): Promise<Prepared> {
-  const { parseGithubRef, loadGithubTask } = await import('../sources/github.js')
-  const ref = parseGithubRef(spec)
+/** A GitHub or GitLab task: checked, fetched and composed before anything is written (a bad token writes nothing). */
+async function prepareRemote(ctx: Context, flags: RunFlags): Promise<Prepared> {
+  const load = flags.github !== undefined ? await githubLoader(flags.github) : await gitlabLoader(flags.gitlab as string)
   const user = checkName(flags.user ?? ctx.osUser, '--user')
   const config = effectiveConfig(ctx.config, user, flags)
   checkProvider(config)
   const settings = newRunSettings(config, { ...flags, user }, process.cwd())
   if (settings.systemPromptFile) readTextArg(settings.systemPromptFile, 'system prompt file')
   await checkRecording(ctx, config)
-  const task = await loadGithubTask(config, ref)
+  const task = await load(config)
   return { config, settings, start: { kind: 'new', source: { key: task.key, text: task.text }, user, channel: task.channel, seen: task.seen } }
 }
 
-/** The channel of a resumed task that came from GitHub, found again from its key. */
+/** The reference checked now (a usage error writes nothing), the fetch later; the clients load only when used. */
+async function githubLoader(spec: string): Promise<(config: Context['config']) => Promise<RemoteTask>> {
+  const { parseGithubRef, loadGithubTask } = await import('../sources/github.js')
+  const ref = parseGithubRef(spec)
+  return (config) => loadGithubTask(config, ref)
+}
+
+async function gitlabLoader(spec: string): Promise<(config: Context['config']) => Promise<RemoteTask>> {
+  const { parseGitlabRef, loadGitlabTask } = await import('../sources/gitlab.js')
+  const ref = parseGitlabRef(spec)
+  return (config) => loadGitlabTask(config, ref)
+}
+
+/** The channel of a resumed task that came from GitHub or GitLab, found again from its key. */
 async function channelOf(config: Context['config'], key: TaskKey): Promise<Channel | undefined> {
-  if (key.task_source !== 'github' || key.owner === null) return undefined
-  const { githubChannelFor } = await import('../sources/github.js')
-  return githubChannelFor(config, { owner: key.owner, repo: key.repo, number: Number(key.task_id) })
+  if (key.owner === null) return undefined
+  if (key.task_source === 'github') {
+    const { githubChannelFor } = await import('../sources/github.js')
+    return githubChannelFor(config, { owner: key.owner, repo: key.repo, number: Number(key.task_id) })
+  }
+  if (key.task_source === 'gitlab') {
+    const { gitlabChannelFor } = await import('../sources/gitlab.js')
+    return gitlabChannelFor(config, { project: `${key.owner}/${key.repo}`, kind: key.task_type === 'merge_request' ? 'merge_request' : 'issue', iid: Number(key.task_id) })
+  }
+  return undefined
 }
 
 async function prepareResume(ctx: Context, flags: RunFlags, id: string): Promise<Prepared> {

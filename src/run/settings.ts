@@ -26,6 +26,7 @@ export interface RunFlags {
   logFormat?: 'text' | 'json'
   chat?: boolean
   github?: string
+  gitlab?: string
 }
 
 /** Everything the loop needs to know about how to run this task. */

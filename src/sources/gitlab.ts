@@ -1,0 +1,128 @@
+import { Gitlab } from '@gitbeaker/rest'
+import type { Config } from '../config.js'
+import { CtxError, UsageError } from '../errors.js'
+import { isOwn } from './marker.js'
+import type { Channel, RemoteComment, RemoteTask } from './types.js'
+
+type Api = InstanceType<typeof Gitlab<false>>
+
+export interface GitlabRef {
+  /** group/sub/project */
+  project: string
+  kind: 'issue' | 'merge_request'
+  iid: number
+}
+
+/** `group/sub/project#N` (issue) or `group/sub/project!N` (merge request). */
+export function parseGitlabRef(text: string): GitlabRef {
+  const match = /^([A-Za-z0-9_.-]+(?:\/[A-Za-z0-9_.-]+)+)([#!])(\d+)$/.exec(text.trim())
+  if (!match) throw new UsageError(`--gitlab ${text.slice(0, 80)} is not group/project#N or group/project!N`, 'e.g. --gitlab acme/backend/api#7, or acme/backend/api!12 for a merge request')
+  return { project: match[1] as string, kind: match[2] === '!' ? 'merge_request' : 'issue', iid: Number(match[3]) }
+}
+
+/** gitbeaker retries 429 and 5xx answers itself, honouring Retry-After. */
+function client(config: Config): Api {
+  const token = config.gitlab.token
+  if (token === null) throw new UsageError('no GitLab token is set', 'set GITLAB_TOKEN or gitlab.token (scope: api)')
+  return new Gitlab({ host: config.gitlab.url, token })
+}
+
+interface Note {
+  id: number
+  body: string
+  author: { username: string }
+  created_at: string
+  system: boolean
+}
+
+/** Reads a GitLab issue or merge request into a task. */
+export async function loadGitlabTask(config: Config, ref: GitlabRef): Promise<RemoteTask> {
+  const api = client(config)
+  const where = name(ref)
+  type Item = { title: string; description: string | null; author: { username: string }; labels: string[]; source_branch?: string; target_branch?: string }
+  const item = (await call<unknown>(where, () =>
+    ref.kind === 'issue' ? api.Issues.show(ref.iid, { projectId: ref.project }) : api.MergeRequests.show(ref.project, ref.iid),
+  )) as Item
+  const notes = await listNotes(api, ref)
+  const parts = [
+    `# ${ref.kind === 'issue' ? 'Issue' : 'Merge request'} ${where}: ${item.title}`,
+    `Opened by @${item.author.username}${item.labels.length ? `; labels: ${item.labels.join(', ')}` : ''}`,
+    ...(ref.kind === 'merge_request' ? [`Branch ${item.source_branch} into ${item.target_branch}`] : []),
+    '',
+    item.description?.trim() || '(no description)',
+  ]
+  if (ref.kind === 'merge_request') {
+    const threads = await unresolvedThreads(api, ref)
+    if (threads.length > 0) parts.push('', '## Unresolved threads', ...threads)
+  }
+  const visible = notes.filter((n) => !n.system && !isOwn(n.body, n.author.username, config.gitlab.bot_name))
+  if (visible.length > 0) parts.push('', '## Comments', ...visible.map((n) => `### @${n.author.username} (${n.created_at})\n${n.body}`))
+  const [group = '', ...rest] = ref.project.split('/')
+  return {
+    key: { task_source: 'gitlab', owner: group, repo: rest.join('/'), task_type: ref.kind, task_id: String(ref.iid) },
+    text: parts.join('\n'),
+    seen: notes.map((n) => String(n.id)),
+    channel: gitlabChannel(api, ref, config.gitlab.bot_name),
+  }
+}
+
+/** The channel of a resumed task that came from GitLab. */
+export function gitlabChannelFor(config: Config, ref: GitlabRef): Channel {
+  return gitlabChannel(client(config), ref, config.gitlab.bot_name)
+}
+
+async function listNotes(api: Api, ref: GitlabRef): Promise<Note[]> {
+  const notes = (await call<unknown>(name(ref), () =>
+    ref.kind === 'issue' ? api.IssueNotes.all(ref.project, ref.iid, { sort: 'asc', orderBy: 'created_at' }) : api.MergeRequestNotes.all(ref.project, ref.iid, { sort: 'asc', orderBy: 'created_at' }),
+  )) as Note[]
+  return notes
+}
+
+async function unresolvedThreads(api: Api, ref: GitlabRef): Promise<string[]> {
+  type Discussion = { notes: (Note & { resolvable?: boolean; resolved?: boolean; position?: { new_path?: string; new_line?: number } })[] }
+  const discussions = (await call(name(ref), () => api.MergeRequestDiscussions.all(ref.project, ref.iid))) as unknown as Discussion[]
+  return discussions
+    .filter((d) => d.notes.some((n) => n.resolvable === true && n.resolved !== true))
+    .map((d) => {
+      const position = d.notes[0]?.position
+      const at = position?.new_path ? `${position.new_path}${position.new_line ? `:${position.new_line}` : ''}` : 'thread'
+      return `### ${at}\n${d.notes.filter((n) => !n.system).map((n) => `@${n.author.username}: ${n.body}`).join('\n')}`
+    })
+}
+
+function gitlabChannel(api: Api, ref: GitlabRef, botName: string | null): Channel {
+  const where = name(ref)
+  const notes = ref.kind === 'issue' ? api.IssueNotes : api.MergeRequestNotes
+  return {
+    name: where,
+    botName,
+    async listComments() {
+      // GitLab has no `since` for notes; ids already seen are dropped by the caller.
+      const all = await listNotes(api, ref)
+      return all.filter((n) => !n.system).map((n): RemoteComment => ({ id: String(n.id), author: n.author.username, body: n.body, created_at: n.created_at }))
+    },
+    async post(body) {
+      const made = (await call<unknown>(where, () => notes.create(ref.project, ref.iid, body))) as { id: number }
+      return String(made.id)
+    },
+    async edit(id, body) {
+      await call<unknown>(where, () => notes.edit(ref.project, ref.iid, Number(id), { body }))
+    },
+  }
+}
+
+function name(ref: GitlabRef): string {
+  return `${ref.project}${ref.kind === 'issue' ? '#' : '!'}${ref.iid}`
+}
+
+async function call<T>(where: string, fn: () => Promise<T> | Promise<unknown>): Promise<T> {
+  try {
+    return (await fn()) as T
+  } catch (err) {
+    const status = (err as { cause?: { response?: { status?: number } } }).cause?.response?.status
+    if (status === 401) throw new CtxError(`GitLab refused the token for ${where} (401)`, { hint: 'check GITLAB_TOKEN or gitlab.token' })
+    if (status === 403) throw new CtxError(`GitLab denied access to ${where} (403)`, { hint: 'the token needs the api scope and access to the project' })
+    if (status === 404) throw new CtxError(`GitLab has no ${where} (404)`, { exitCode: 3, hint: 'check the project path and number, and that the token can see the project' })
+    throw new CtxError(`GitLab request for ${where} failed${status ? ` (${status})` : ''}: ${((err as Error).message.split('\n')[0] ?? '').slice(0, 200)}`, { hint: 'check gitlab.url and the network' })
+  }
+}

@@ -1,0 +1,86 @@
+import { readdirSync, writeFileSync } from 'node:fs'
+import { describe, expect, it } from 'vitest'
+import { startFakeGitlab } from '../helpers/fake-gitlab.js'
+import type { FakeGitlab } from '../helpers/fake-gitlab.js'
+import { exitOf, sleep } from '../helpers/wait.js'
+import { agentRequests, onlyTask, runSetup } from './harness.js'
+import type { RunSetup } from './harness.js'
+
+const MARKER = /<!-- ctxagent:[0-9a-f-]{36} -->/
+
+async function setup(gl: FakeGitlab): Promise<RunSetup> {
+  const s = await runSetup()
+  writeFileSync(s.config, s.fake.configYaml(`gitlab:\n  url: ${gl.url}\n  token: ${gl.token}\n  bot_name: ctxagent-bot\ncomments:\n  min_interval_seconds: 0.01\n`))
+  return s
+}
+
+async function waitFor<T>(what: string, probe: () => T | null | undefined | false, ms = 20_000): Promise<T> {
+  const deadline = Date.now() + ms
+  for (;;) {
+    const value = probe()
+    if (value) return value
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await sleep(50)
+  }
+}
+
+describe('GitLab tasks', () => {
+  it('composes an issue from its notes (system notes left out), posts a marked status note and the outcome', async () => {
+    const gl = await startFakeGitlab()
+    gl.addNote('bob', 'Reproduced on staging.')
+    gl.addNote('alice', 'changed the description', true)
+    const s = await setup(gl)
+    s.fake.queue.push({ content: 'The offset was computed from the page number twice; fixed.' })
+    const res = await s.run(['run', '--gitlab', 'acme/backend/api#7', '--workspace', s.ws])
+    expect(res.code, res.stderr).toBe(0)
+    const first = agentRequests(s.fake)[0]?.body.messages[1]?.content ?? ''
+    expect(first).toContain('# Issue acme/backend/api#7: Pagination of /orders skips a page')
+    expect(first).toContain('Opened by @alice; labels: bug, api')
+    expect(first).toContain('### @bob (')
+    expect(first).not.toContain('changed the description')
+    expect(onlyTask(s.tree).metadata).toMatchObject({ task_key: { task_source: 'gitlab', owner: 'acme', repo: 'backend/api', task_type: 'issue', task_id: '7' }, task_type: 'gitlab_issue', repository: 'acme/backend/api' })
+    const posted = gl.requests.filter((r) => r.method === 'POST').map((r) => String((r.body as { body: string }).body))
+    expect(posted).toHaveLength(2)
+    for (const body of posted) expect(body).toMatch(MARKER)
+    expect(posted[1]).toMatch(/completed after 1 turn\(s\)\.\n\nThe offset was computed/)
+  })
+
+  it('composes a merge request with its unresolved threads; a note added while it runs reaches the next request once', async () => {
+    const gl = await startFakeGitlab({ mr: true })
+    gl.discussions.push(
+      { id: 'd1', individual_note: false, notes: [{ id: 1, type: 'DiffNote', body: 'Use the cursor here', author: { username: 'carol' }, resolvable: true, resolved: false, system: false, position: { new_path: 'app/orders.rb', new_line: 40 } }] },
+      { id: 'd2', individual_note: false, notes: [{ id: 2, type: 'DiffNote', body: 'done already', author: { username: 'carol' }, resolvable: true, resolved: true, system: false }] },
+    )
+    const s = await setup(gl)
+    let n = 0
+    s.fake.fallback = () => ({ delayMs: 150, calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
+    const started = s.start(['run', '--gitlab', 'acme/backend/api!12', '--workspace', s.ws, '--max-turns', '30'])
+    await waitFor('the status note', () => gl.notes.some((x) => MARKER.test(String(x.body))))
+    const first = agentRequests(s.fake)[0]?.body.messages[1]?.content ?? ''
+    expect(first).toContain('# Merge request acme/backend/api!12: Fix the pagination of /orders')
+    expect(first).toContain('Branch fix-pagination into main')
+    expect(first).toContain('## Unresolved threads\n### app/orders.rb:40\n@carol: Use the cursor here')
+    expect(first).not.toContain('done already')
+    gl.addNote('dave', 'Also check per_page=100.')
+    gl.addNote('dave', 'assigned to @erin', true)
+    await waitFor('the note in a request', () => agentRequests(s.fake).find((r) => JSON.stringify(r.body.messages).includes('Also check per_page=100.')))
+    started.child.kill('SIGTERM')
+    await exitOf(started.child)
+    const task = onlyTask(s.tree)
+    expect(task.messages.filter((m) => m.content === '[New Comment from @dave]:\nAlso check per_page=100.')).toHaveLength(1)
+    expect(task.messages.some((m) => String(m.content).includes('assigned to @erin'))).toBe(false)
+    expect(task.metadata).toMatchObject({ task_type: 'gitlab_merge_request' })
+  })
+
+  it('a missing token is one line, exit 2, before anything is written', async () => {
+    const gl = await startFakeGitlab()
+    const s = await runSetup()
+    writeFileSync(s.config, s.fake.configYaml(`gitlab:\n  url: ${gl.url}\n`))
+    const res = await s.run(['run', '--gitlab', 'acme/backend/api#7', '--workspace', s.ws], { GITLAB_TOKEN: '' })
+    expect(res.code).toBe(2)
+    expect(res.stderr).toMatch(/^ctxagent: no GitLab token is set/)
+    const bad = await s.run(['run', '--gitlab', 'acme#7', '--workspace', s.ws])
+    expect(bad.code).toBe(2)
+    for (const l of ['running', 'paused', 'completed'] as const) expect(readdirSync(s.tree.layout.dir(l))).toEqual([])
+  })
+})
