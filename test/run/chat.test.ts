@@ -4,20 +4,11 @@ import { describe, expect, it } from 'vitest'
 import type { RecordedRequest } from '../helpers/fake-llm.js'
 import { helper } from '../helpers/run.js'
 import { exitOf, lineFrom, sleep } from '../helpers/wait.js'
-import { agentRequests, expectContinuousSeq, jsonl, readTask, runSetup } from './harness.js'
+import { agentRequests, expectContinuousSeq, jsonl, readTask, runSetup, waitFor } from './harness.js'
 import type { RunSetup } from './harness.js'
 
 const CHAT = 'chat:\n  wait_interval_seconds: 5\n  soft_timeout_minutes: 10\nlocks:\n  heartbeat_seconds: 0.5\n  stale_after_seconds: 2\n'
 
-async function waitFor<T>(what: string, probe: () => T | null | undefined | false, ms = 20_000): Promise<T> {
-  const deadline = Date.now() + ms
-  for (;;) {
-    const value = probe()
-    if (value) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(50)
-  }
-}
 
 /** The fake model answers every chat message with "re: <its text>". */
 function echo(s: RunSetup): void {

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest'
 import { startFakeGithub } from '../helpers/fake-github.js'
 import type { FakeGithub } from '../helpers/fake-github.js'
 import { exitOf, sleep } from '../helpers/wait.js'
-import { agentRequests, expectWellFormed, onlyTask, readTask, runSetup } from './harness.js'
+import { agentRequests, expectWellFormed, onlyTask, readTask, runSetup, waitFor } from './harness.js'
 import type { RunSetup } from './harness.js'
 
 const MARKER = /<!-- ctxagent:[0-9a-f-]{36} -->/
@@ -14,15 +14,6 @@ async function setup(gh: FakeGithub, extra = ''): Promise<RunSetup> {
   return s
 }
 
-async function waitFor<T>(what: string, probe: () => T | null | undefined | false, ms = 20_000): Promise<T> {
-  const deadline = Date.now() + ms
-  for (;;) {
-    const value = probe()
-    if (value) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(50)
-  }
-}
 
 describe('GitHub tasks', () => {
   it('composes an issue task, posts a status comment and the outcome, both marked; the bot’s own comments stay out', async () => {

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest'
 import { startFakeGitlab } from '../helpers/fake-gitlab.js'
 import type { FakeGitlab } from '../helpers/fake-gitlab.js'
 import { exitOf, sleep } from '../helpers/wait.js'
-import { agentRequests, onlyTask, runSetup } from './harness.js'
+import { agentRequests, onlyTask, runSetup, waitFor } from './harness.js'
 import type { RunSetup } from './harness.js'
 
 const MARKER = /<!-- ctxagent:[0-9a-f-]{36} -->/
@@ -14,15 +14,6 @@ async function setup(gl: FakeGitlab): Promise<RunSetup> {
   return s
 }
 
-async function waitFor<T>(what: string, probe: () => T | null | undefined | false, ms = 20_000): Promise<T> {
-  const deadline = Date.now() + ms
-  for (;;) {
-    const value = probe()
-    if (value) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(50)
-  }
-}
 
 describe('GitLab tasks', () => {
   it('composes an issue from its notes (system notes left out), posts a marked status note and the outcome', async () => {
@@ -56,7 +47,7 @@ describe('GitLab tasks', () => {
     s.fake.fallback = () => ({ delayMs: 150, calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
     const started = s.start(['run', '--gitlab', 'acme/backend/api!12', '--workspace', s.ws, '--max-turns', '30'])
     await waitFor('the status note', () => gl.notes.some((x) => MARKER.test(String(x.body))))
-    const first = agentRequests(s.fake)[0]?.body.messages[1]?.content ?? ''
+    const first = (await waitFor('the first request', () => agentRequests(s.fake)[0]))?.body.messages[1]?.content ?? ''
     expect(first).toContain('# Merge request acme/backend/api!12: Fix the pagination of /orders')
     expect(first).toContain('Branch fix-pagination into main')
     expect(first).toContain('## Unresolved threads\n### app/orders.rb:40\n@carol: Use the cursor here')

@@ -130,3 +130,22 @@ export function agentRequests(fake: FakeLlm): RecordedRequest[] {
 export function expectContinuousSeq(messages: Line[]): void {
   expect(messages.map((m) => m.seq)).toEqual(messages.map((_, i) => i + 1))
 }
+
+/**
+ * Polls `probe` until it returns something truthy. A probe that throws (a file read
+ * while another process writes it) counts as "not yet".
+ */
+export async function waitFor<T>(what: string, probe: () => T | null | undefined | false, ms = 20_000): Promise<T> {
+  const deadline = Date.now() + ms
+  for (;;) {
+    let value: T | null | undefined | false = null
+    try {
+      value = probe()
+    } catch {
+      value = null
+    }
+    if (value) return value
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+}

@@ -2,21 +2,12 @@ import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSyn
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { exitOf, sleep } from '../helpers/wait.js'
-import { agentRequests, expectContinuousSeq, expectWellFormed, jsonl, onlyTask, readTask, runSetup } from './harness.js'
+import { agentRequests, expectContinuousSeq, expectWellFormed, jsonl, onlyTask, readTask, runSetup, waitFor } from './harness.js'
 import type { RunSetup } from './harness.js'
 
 /** Fast heartbeats, so that lock loss and staleness show within seconds. */
 const FAST_LOCKS = 'locks:\n  heartbeat_seconds: 0.5\n  stale_after_seconds: 2\n'
 
-async function waitFor<T>(what: string, probe: () => T | null | undefined | false, ms = 20_000): Promise<T> {
-  const deadline = Date.now() + ms
-  for (;;) {
-    const value = probe()
-    if (value) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(50)
-  }
-}
 
 function runningUuid(s: RunSetup): string | null {
   return readdirSync(s.tree.layout.dir('running'))[0] ?? null

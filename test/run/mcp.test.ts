@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest'
 import { mcpToolName } from '../../src/tools/mcp.js'
 import { ROOT } from '../helpers/run.js'
 import { exitOf, sleep } from '../helpers/wait.js'
-import { agentRequests, onlyTask, runSetup } from './harness.js'
+import { agentRequests, onlyTask, runSetup, waitFor } from './harness.js'
 import type { RunSetup } from './harness.js'
 
 // A real third-party MCP server from npm (a devDependency), run over stdio: no network.
@@ -19,15 +19,6 @@ async function setupWithServer(extra = ''): Promise<RunSetup> {
   return s
 }
 
-async function waitFor<T>(what: string, probe: () => T | null | undefined | false, ms = 20_000): Promise<T> {
-  const deadline = Date.now() + ms
-  for (;;) {
-    const value = probe()
-    if (value) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(50)
-  }
-}
 
 function alive(pid: number): boolean {
   try {
