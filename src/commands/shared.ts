@@ -21,11 +21,14 @@ export function withContext<O, A extends unknown[]>(body: (ctx: Context, opts: O
 
 export function durationArg(what: string) {
   return (value: string): number => {
+    let ms: number
     try {
-      return parseDuration(value, what)
+      ms = parseDuration(value, what)
     } catch (err) {
       throw new InvalidArgumentError((err as UsageError).hint ?? 'not a duration')
     }
+    if (ms <= 0) throw new InvalidArgumentError('must be more than 0')
+    return ms
   }
 }
 

@@ -1,4 +1,5 @@
 import {
+  readdirSync,
   readFileSync,
   readSync,
   chmodSync,
@@ -13,7 +14,7 @@ import {
   writeSync,
 } from 'node:fs'
 import { randomBytes } from 'node:crypto'
-import { dirname } from 'node:path'
+import { dirname, join } from 'node:path'
 import { CorruptRecordError, isErrno } from '../errors.js'
 
 export const DIR_MODE = 0o700
@@ -65,6 +66,39 @@ export function writeAll(fd: number, data: Buffer | string): void {
 
 export function tempPathFor(path: string): string {
   return `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`
+}
+
+const TEMP = /\.(\d+)\.[0-9a-f]{8}\.tmp$/
+
+/**
+ * Removes the temp files of atomic writes (tempPathFor) that killed processes left in
+ * `dir`: only those whose process is gone, so a live writer's temp is never touched.
+ * Returns how many were removed.
+ */
+export function removeDeadTemps(dir: string): number {
+  let removed = 0
+  let names: string[]
+  try {
+    names = readdirSync(dir)
+  } catch {
+    return 0
+  }
+  for (const name of names) {
+    const pid = TEMP.exec(name)?.[1]
+    if (pid === undefined || Number(pid) === process.pid || processAlive(Number(pid))) continue
+    unlinkQuietly(join(dir, name))
+    removed++
+  }
+  return removed
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'
+  }
 }
 
 /**

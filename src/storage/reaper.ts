@@ -1,5 +1,6 @@
 import { renameSync } from 'node:fs'
 import { CtxError, isErrno, LockedError } from '../errors.js'
+import { removeDeadTemps } from './files.js'
 import { LOCATIONS } from './layout.js'
 import type { Location, TaskRef } from './layout.js'
 import { judgeLock, readLock, TaskLock } from './lock.js'
@@ -98,6 +99,8 @@ export async function reapTask(env: TaskEnv, ref: TaskRef, options: ReapOptions)
     )
     await taken.release()
     const target = env.layout.taskDir(to, ref.uuid)
+    // The dead owner's half-written temp files are litter: they must not travel to completed/.
+    removeDeadTemps(ref.dir)
     renameSync(ref.dir, target)
     const finalState = next.status === 'completing' ? await updateState(target, () => ({ status: 'completed' }), env.now()) : next
     await refreshIndex(env, { uuid: ref.uuid, location: to, dir: target }, finalState)

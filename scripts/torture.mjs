@@ -1,0 +1,40 @@
+// npm run torture: the torture suites at full size (200 agents killed), then RELIABILITY.md
+// with what was tried and what held. `npm test` runs the same suites smaller.
+import { spawnSync } from 'node:child_process'
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { cpus } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const root = fileURLToPath(new URL('..', import.meta.url))
+const results = join(root, 'test', 'torture', '.results')
+rmSync(results, { recursive: true, force: true })
+const runs = process.env.CTXAGENT_TORTURE_RUNS ?? '200'
+const started = Date.now()
+const vitest = spawnSync(process.execPath, [join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run', 'test/torture'], {
+  cwd: root,
+  stdio: 'inherit',
+  env: { ...process.env, CTXAGENT_TORTURE_REPORT: '1', CTXAGENT_TORTURE_RUNS: runs },
+})
+const file = join(results, 'results.jsonl')
+const rows = existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l)) : []
+const commit = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).stdout.trim() || 'unknown'
+const describe = (r) => Object.entries(r).filter(([k]) => k !== 'suite').map(([k, v]) => `${k.replaceAll('_', ' ')}: ${v}`).join(', ')
+writeFileSync(
+  join(root, 'RELIABILITY.md'),
+  [
+    '# Reliability',
+    '',
+    'Written by `npm run torture` (the torture suites in `test/torture/` at full size; `npm test` runs them smaller).',
+    '',
+    `Last run: ${new Date().toISOString().slice(0, 16)}Z, commit ${commit}, Node ${process.version}, ${cpus().length} cores, ${Math.round((Date.now() - started) / 1000)} s, vitest exit ${vitest.status}.`,
+    '',
+    '| suite | what it does | result |',
+    '|---|---|---|',
+    ...rows.map((r) => `| ${r.suite} | ${r.suite === 'bad-input' ? 'every command and option given bad ids, paths, flags, durations, dates, counts and config files: exit code, one stderr line naming the problem, tree unchanged (hashed before and after)' : `${runs} \`run\` agents SIGKILLed at random instants: every complete line parses, seq continuous, half resumed to completion with well-formed requests, the rest reaped exactly once, tasks.db equal to the directories, no litter`} | ${describe(r)} |`),
+    '',
+  ].join('\n'),
+)
+rmSync(results, { recursive: true, force: true })
+process.stderr.write(`torture: wrote RELIABILITY.md\n`)
+process.exitCode = vitest.status ?? 1

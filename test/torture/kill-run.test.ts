@@ -1,0 +1,109 @@
+import { spawn } from 'node:child_process'
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import Database from 'better-sqlite3'
+import { describe, expect, it } from 'vitest'
+import { makeTree } from '../fixtures/tree.js'
+import { startFakeLlm } from '../helpers/fake-llm.js'
+import { BIN, cliAsync, ROOT } from '../helpers/run.js'
+import { exitOf, sleep } from '../helpers/wait.js'
+import { expectWellFormed } from '../run/harness.js'
+import { record } from './report.js'
+
+const RUNS = Number(process.env.CTXAGENT_TORTURE_RUNS ?? 8)
+const AT_ONCE = 4
+
+/** Every complete line of a JSON Lines file parses; only a last line without its newline may be torn. */
+function completeLines(path: string): Record<string, unknown>[] {
+  if (!existsSync(path)) return []
+  const text = readFileSync(path, 'utf8')
+  const lines = text.split('\n')
+  lines.pop() // after the last newline: empty, or a torn line the writer will cut
+  return lines.map((l) => JSON.parse(l) as Record<string, unknown>)
+}
+
+describe('torture: run processes killed at random instants', () => {
+  it(`${RUNS} agents SIGKILLed mid-work: files readable, seq continuous, half resumed to completion, the rest reaped once, tasks.db equal to the tree`, { timeout: 900_000 }, async () => {
+    const tree = makeTree()
+    const ws = join(tree.base, '..', `${tree.base.split('/').pop()}-ws`)
+    const { mkdirSync, rmSync } = await import('node:fs')
+    mkdirSync(ws, { recursive: true })
+    for (let i = 0; i < 20; i++) writeFileSync(join(ws, `f${i}.txt`), `file ${i}\n${'text '.repeat(200)}\n`)
+    const fake = await startFakeLlm()
+    let n = 0
+    fake.fallback = (req) => {
+      if (!Array.isArray(req.body.tools)) return { content: '## Original Task\nread the files\n## Current State\n- reading' }
+      const turns = req.body.messages.filter((m) => m.role === 'assistant').length
+      if (turns >= 12) return { content: 'all files read' }
+      return { delayMs: 20, calls: [{ name: 'read_file', arguments: { path: `f${n++ % 20}.txt` } }, { name: 'glob', arguments: { pattern: `f${n % 7}*` } }] }
+    }
+    const config = join(tree.base, 'config.yaml')
+    writeFileSync(config, fake.configYaml('locks:\n  heartbeat_seconds: 0.3\n  stale_after_seconds: 1\ncontext:\n  compression:\n    keep_recent: 4\n    min_to_compress: 2\n    token_threshold: 2500\n'))
+    const common = ['--home', tree.base, '--config', config]
+    const env = { ...process.env, NO_COLOR: '1', CTXAGENT_HOME: '', CTXAGENT_CONFIG: '' }
+
+    for (let i = 0; i < RUNS; i += AT_ONCE) {
+      await Promise.all(
+        Array.from({ length: Math.min(AT_ONCE, RUNS - i) }, async () => {
+          const child = spawn(process.execPath, [BIN, 'run', '--task', 'read every file', '--workspace', ws, ...common], { cwd: ROOT, env, stdio: 'ignore' })
+          await sleep(300 + Math.random() * 1_500)
+          child.kill('SIGKILL')
+          await exitOf(child)
+        }),
+      )
+    }
+    const uuids = readdirSync(tree.layout.dir('running'))
+    const finished = readdirSync(tree.layout.dir('completed'))
+    // A process killed while node was still starting leaves no task at all.
+    expect(uuids.length + finished.length).toBeLessThanOrEqual(RUNS)
+    expect(uuids.length).toBeGreaterThan(0)
+
+    let readable = 0
+    for (const uuid of uuids) {
+      const dir = tree.layout.taskDir('running', uuid)
+      const messages = completeLines(join(dir, 'messages.jsonl'))
+      for (const name of ['current.jsonl', 'tools.jsonl', 'summaries.jsonl', 'planning.jsonl', 'inbox.jsonl']) completeLines(join(dir, name))
+      JSON.parse(readFileSync(join(dir, 'metadata.json'), 'utf8'))
+      JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8'))
+      expect(messages.map((m) => m.seq)).toEqual(messages.map((_, i) => i + 1))
+      readable++
+    }
+
+    await sleep(1_300)
+    // Half are resumed (each takes its dead owner's lock over); the others are left for the reaper.
+    const resumed = uuids.filter((_, i) => i % 2 === 0)
+    const before = fake.requests.length
+    const outcomes: Awaited<ReturnType<typeof cliAsync>>[] = []
+    for (let i = 0; i < resumed.length; i += AT_ONCE * 2) outcomes.push(...(await Promise.all(resumed.slice(i, i + AT_ONCE * 2).map((uuid) => cliAsync(['run', '--resume', uuid, ...common])))))
+    const completedOk = outcomes.filter((o) => o.code === 0).length
+    for (const r of fake.requests.slice(before)) if (Array.isArray(r.body.tools)) expectWellFormed(r)
+
+    const reaped = await cliAsync(['watch-locks', '--once', '--json', ...common])
+    expect(reaped.code, reaped.stderr).toBe(0)
+    const findings = reaped.stdout.trim().split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as { uuid: string; action: string })
+    const reapedIds = findings.filter((f) => f.action === 'reaped').map((f) => f.uuid)
+    const leftForReaper = uuids.filter((_, i) => i % 2 === 1)
+    expect([...reapedIds].sort()).toEqual([...leftForReaper].sort())
+    // A second pass finds nothing: each was reaped exactly once.
+    const again = await cliAsync(['watch-locks', '--once', '--json', ...common])
+    expect(again.stdout.trim()).toBe('')
+    expect(readdirSync(tree.layout.dir('running'))).toEqual([])
+
+    // tasks.db says what the directories say.
+    const db = new Database(tree.layout.db, { readonly: true })
+    const rows = db.prepare('SELECT uuid, location, status FROM tasks ORDER BY uuid').all() as { uuid: string; location: string; status: string }[]
+    db.close()
+    const dirs = readdirSync(tree.layout.dir('completed'))
+      .sort()
+      .map((uuid) => ({ uuid, location: 'completed', status: (JSON.parse(readFileSync(join(tree.layout.taskDir('completed', uuid), 'state.json'), 'utf8')) as { status: string }).status }))
+    expect(rows).toEqual(dirs)
+    for (const uuid of resumed) expect(dirs.find((d) => d.uuid === uuid)?.status).toBe('completed')
+    // No litter: temp files of locks or writes.
+    for (const uuid of readdirSync(tree.layout.dir('completed'))) {
+      expect(readdirSync(tree.layout.taskDir('completed', uuid)).filter((f) => f.endsWith('.tmp') || f === '.lock' || f.endsWith('.lock'))).toEqual([])
+    }
+    record('kill-run', { runs: RUNS, killed_mid_work: uuids.length, readable, resumed: resumed.length, resumed_completed: completedOk, reaped: reapedIds.length, reaped_expected: leftForReaper.length })
+    expect(completedOk).toBe(resumed.length)
+    rmSync(ws, { recursive: true, force: true })
+  })
+})
