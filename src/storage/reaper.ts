@@ -89,9 +89,11 @@ export async function reapTask(env: TaskEnv, ref: TaskRef, options: ReapOptions)
     const current = safeState(ref.dir)
     const settled = current !== null && isSettled(current)
     const to: Location = settled && current.status === 'paused' ? 'paused' : 'completed'
+    // A forced takeover says so: the agent may well have been alive.
+    const forced = options.force === true && verdict.reason.startsWith('forced by operator')
     const error = settled
       ? current.error
-      : `agent died: ${holder ? `pid ${holder.process_id} on ${holder.hostname}, last heartbeat ${holder.heartbeat_at}` : 'no lock held'} (${verdict.reason})`
+      : `${forced ? 'taken over by an operator (unlock --force) from' : 'agent died:'} ${holder ? `pid ${holder.process_id} on ${holder.hostname}, last heartbeat ${holder.heartbeat_at}` : 'no lock held'} (${verdict.reason})`
     const next = await updateState(
       ref.dir,
       (s) => (settled ? { completed_at: s.completed_at ?? (to === 'completed' ? now : null) } : { status: 'failed', error, completed_at: now, last_activity: 'reaped' }),
