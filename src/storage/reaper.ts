@@ -1,11 +1,12 @@
-import { renameSync } from 'node:fs'
+import { existsSync, renameSync } from 'node:fs'
+import { join } from 'node:path'
 import { CtxError, isErrno, LockedError } from '../errors.js'
 import { removeDeadTemps } from './files.js'
-import { LOCATIONS } from './layout.js'
+import { FILES, LOCATIONS } from './layout.js'
 import type { Location, TaskRef } from './layout.js'
 import { judgeLock, readLock, TaskLock } from './lock.js'
 import type { LockInfo, StalenessPolicy, Verdict } from './lock.js'
-import { readMetadata } from './metadata.js'
+import { readMetadata, writeMetadata } from './metadata.js'
 import { readState, updateState } from './state.js'
 import type { TaskState } from './state.js'
 import { indexTask } from './task-handle.js'
@@ -91,9 +92,10 @@ export async function reapTask(env: TaskEnv, ref: TaskRef, options: ReapOptions)
     const to: Location = settled && current.status === 'paused' ? 'paused' : 'completed'
     // A forced takeover says so: the agent may well have been alive.
     const forced = options.force === true && verdict.reason.startsWith('forced by operator')
+    const unborn = completeUnbornTask(ref, holder, env.now())
     const error = settled
       ? current.error
-      : `${forced ? 'taken over by an operator (unlock --force) from' : 'agent died:'} ${holder ? `pid ${holder.process_id} on ${holder.hostname}, last heartbeat ${holder.heartbeat_at}` : 'no lock held'} (${verdict.reason})`
+      : `${forced ? 'taken over by an operator (unlock --force) from' : unborn ? 'agent died while creating the task:' : 'agent died:'} ${holder ? `pid ${holder.process_id} on ${holder.hostname}, last heartbeat ${holder.heartbeat_at}` : 'no lock held'} (${verdict.reason})`
     const next = await updateState(
       ref.dir,
       (s) => (settled ? { completed_at: s.completed_at ?? (to === 'completed' ? now : null) } : { status: 'failed', error, completed_at: now, last_activity: 'reaped' }),
@@ -162,6 +164,28 @@ function safeState(dir: string): TaskState | null {
 }
 
 /** Rewrites a task's row in tasks.db from its directory (a no-op without an index). */
+/**
+ * A task whose agent died between creating its directory and writing metadata.json
+ * gets a placeholder, so that every command (and tasks.db) can still handle it.
+ * Returns whether it had to.
+ */
+function completeUnbornTask(ref: TaskRef, holder: LockInfo | null, now: Date): boolean {
+  if (existsSync(join(ref.dir, FILES.metadata))) return false
+  writeMetadata(ref.dir, {
+    uuid: ref.uuid,
+    task_key: { task_source: 'unknown', owner: null, repo: '', task_type: 'unknown', task_id: '' },
+    task_type: 'unknown',
+    task_identifier: '',
+    repository: '',
+    user: null,
+    created_at: now.toISOString(),
+    process_id: holder?.process_id ?? 0,
+    hostname: holder?.hostname ?? '',
+    config: { llm_provider: 'unknown', model: 'unknown', context_length: 0, compression_threshold: 0 },
+  })
+  return true
+}
+
 export async function refreshIndex(env: TaskEnv, ref: TaskRef, state: TaskState): Promise<void> {
   if (env.index === null) return
   try {
