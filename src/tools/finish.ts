@@ -1,20 +1,12 @@
-import { defineTool } from './schema.js'
+import { defineTool, param } from './schema.js'
 
-interface Args {
-  summary: string
-  status: 'done' | 'blocked'
-}
-
-export const finish = defineTool<Args>({
+export const finish = defineTool({
   name: 'finish',
   description: 'End the task: a short summary of what you did (or why it cannot be done), and status "done" or "blocked".',
   parameters: {
-    type: 'object',
-    properties: {
-      summary: { type: 'string', description: 'what was changed and why, or what blocks the task' },
-      status: { type: 'string', enum: ['done', 'blocked'], default: 'done' },
-    },
-    required: ['summary'],
+    summary: param.text('what was changed and why, or what blocks the task'),
+    // Defaulted: a weak model that forgets it most likely means "done".
+    status: param.oneOf(['done', 'blocked'], '"done" when the task is complete, "blocked" when it cannot be completed', 'done'),
   },
   async run({ summary, status }) {
     return { output: `task finished (${status})`, status: 'success', error: null, finish: { summary, status } }

@@ -1,45 +1,51 @@
 import { lstatSync } from 'node:fs'
 import picomatch from 'picomatch'
-import { defineTool, ok } from './schema.js'
+import { defineTool, ok, param } from './schema.js'
 import { walk } from './walk.js'
-import { existingPath } from './workspace.js'
+import { resolveInWorkspace } from './workspace.js'
 
 const MAX_RESULTS = 100
 
-interface Args {
-  pattern: string
-  path?: string
-}
-
-export const glob = defineTool<Args>({
+export const glob = defineTool({
   name: 'glob',
   description: 'Find files by glob pattern (e.g. "**/*.ts", "src/**/test_*.py"; a pattern without / matches file names at any depth). Newest first, up to 100.',
   parameters: {
-    type: 'object',
-    properties: {
-      pattern: { type: 'string', description: 'glob pattern' },
-      path: { type: 'string', description: 'directory to search in, relative to the workspace (default: the workspace)' },
-    },
-    required: ['pattern'],
+    pattern: param.text('glob pattern, relative to path'),
+    path: param.optionalText('directory to search in, relative to the workspace (default: the workspace)'),
   },
   async run({ pattern, path }, ctx) {
-    const base = existingPath(ctx.workspace, path ?? '.', 'directory')
+    const base = resolveInWorkspace(ctx.workspace, path ?? '.', { kind: 'directory' })
     const matches = matcher(pattern)
     const found: { rel: string; mtime: number }[] = []
     for (const entry of walk(base.real)) {
-      if (entry.kind !== 'file' && entry.kind !== 'link') continue
-      if (!matches(entry.rel)) continue
-      found.push({ rel: base.rel === '.' ? entry.rel : `${base.rel}/${entry.rel}`, mtime: lstatSync(entry.path).mtimeMs })
+      if (ctx.signal.aborted) break
+      // A link is listed by its own name and time; what it points to is never looked at.
+      if ((entry.kind !== 'file' && entry.kind !== 'link') || !matches(entry.rel)) continue
+      const mtime = mtimeOf(entry.path)
+      if (mtime !== null) found.push({ rel: base.rel === '.' ? entry.rel : `${base.rel}/${entry.rel}`, mtime })
     }
     if (found.length === 0) return ok(`no files match ${pattern}${path ? ` in ${base.rel}` : ''}`)
-    found.sort((a, b) => b.mtime - a.mtime || (a.rel < b.rel ? -1 : 1))
+    found.sort((a, b) => b.mtime - a.mtime || (a.rel < b.rel ? -1 : a.rel > b.rel ? 1 : 0))
     const shown = found.slice(0, MAX_RESULTS).map((f) => f.rel)
-    const more = found.length > MAX_RESULTS ? `\n(${found.length - MAX_RESULTS} more matches not shown; narrow the pattern)` : ''
+    const more = found.length > MAX_RESULTS ? `\n(${found.length - MAX_RESULTS} more matches not shown; narrow the pattern or the path)` : ''
     return ok(`${shown.join('\n')}${more}`)
   },
 })
 
-/** picomatch; a pattern without a slash matches the file name at any depth (as most models expect). */
+/** null when the file went away since the walk saw it. */
+function mtimeOf(path: string): number | null {
+  try {
+    return lstatSync(path).mtimeMs
+  } catch {
+    return null
+  }
+}
+
+/**
+ * picomatch over walk-relative paths. A pattern without a slash matches the file name
+ * at any depth (as most models expect), and a leading "./" is ignored.
+ */
 export function matcher(pattern: string): (rel: string) => boolean {
-  return picomatch(pattern, { dot: true, basename: !pattern.includes('/') })
+  const clean = pattern.replace(/^(\.\/)+/, '')
+  return picomatch(clean, { dot: true, basename: !clean.includes('/') })
 }

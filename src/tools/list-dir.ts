@@ -1,32 +1,26 @@
 import { readdirSync } from 'node:fs'
 import type { Dirent } from 'node:fs'
 import { join } from 'node:path'
-import { defineTool, ok } from './schema.js'
+import { defineTool, ok, param } from './schema.js'
 import { SKIPPED_DIRS } from './walk.js'
-import { existingPath } from './workspace.js'
+import { resolveInWorkspace } from './workspace.js'
 
-interface Args {
-  path: string
-  depth: number
-  limit: number
-}
+/** Past the limit, entries are still counted (to say how many were left out), up to this many. */
+const MAX_COUNTED = 10_000
 
-export const listDir = defineTool<Args>({
+export const listDir = defineTool({
   name: 'list_dir',
-  description: 'List a directory of the workspace as a tree (directories end with /), skipping .git, node_modules, build output and caches.',
+  description: 'List a directory of the workspace as an indented tree (directories end with /), skipping .git, node_modules, build output and caches.',
   parameters: {
-    type: 'object',
-    properties: {
-      path: { type: 'string', default: '.', description: 'directory relative to the workspace' },
-      depth: { type: 'integer', minimum: 1, maximum: 10, default: 2, description: 'how many levels to show' },
-      limit: { type: 'integer', minimum: 1, maximum: 1000, default: 200, description: 'most entries to show' },
-    },
+    path: param.textWithDefault('directory relative to the workspace', '.'),
+    depth: param.int('how many levels to show', 2, 1, 10),
+    limit: param.int('most entries to show', 200, 1, 1000),
   },
   async run({ path, depth, limit }, ctx) {
-    const dir = existingPath(ctx.workspace, path, 'directory')
+    const dir = resolveInWorkspace(ctx.workspace, path, { kind: 'directory' })
     const lines: string[] = []
     let omitted = 0
-    const visit = (abs: string, level: number) => {
+    const visit = (abs: string, level: number): void => {
       let entries: Dirent[]
       try {
         entries = readdirSync(abs, { withFileTypes: true })
@@ -34,22 +28,26 @@ export const listDir = defineTool<Args>({
         return
       }
       // Directories first, then files, each by name.
-      entries.sort((a, b) => Number(b.isDirectory()) - Number(a.isDirectory()) || (a.name < b.name ? -1 : 1))
+      entries.sort((a, b) => Number(b.isDirectory()) - Number(a.isDirectory()) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
       for (const e of entries) {
-        if (lines.length >= limit) {
-          omitted++
-          continue
-        }
-        const indent = '  '.repeat(level - 1)
+        if (omitted >= MAX_COUNTED || ctx.signal.aborted) return
         const skipped = e.isDirectory() && SKIPPED_DIRS.has(e.name)
-        const name = e.isSymbolicLink() ? `${e.name} (link)` : e.isDirectory() ? `${e.name}/${skipped ? ' (not listed)' : ''}` : e.name
-        lines.push(`${indent}${name}`)
+        if (lines.length < limit) lines.push(`${'  '.repeat(level)}${label(e, skipped)}`)
+        else omitted++
+        // Links are shown, never followed: one may lead out of the workspace.
         if (e.isDirectory() && !skipped && level < depth) visit(join(abs, e.name), level + 1)
       }
     }
     visit(dir.real, 1)
     if (lines.length === 0) return ok(`${dir.rel}/ is empty`)
-    const tail = omitted > 0 ? `\n(${omitted} more entries not shown; raise limit or list a subdirectory)` : ''
-    return ok(`${dir.rel === '.' ? './' : `${dir.rel}/`}\n${lines.map((l) => `  ${l}`).join('\n')}${tail}`)
+    const more = omitted >= MAX_COUNTED ? `more than ${MAX_COUNTED.toLocaleString('en-US')}` : omitted.toLocaleString('en-US')
+    const tail = omitted > 0 ? `\n(${more} more entries not shown; raise limit, lower depth or list a subdirectory)` : ''
+    return ok(`${dir.rel === '.' ? './' : `${dir.rel}/`}\n${lines.join('\n')}${tail}`)
   },
 })
+
+function label(e: Dirent, skipped: boolean): string {
+  if (e.isSymbolicLink()) return `${e.name} (link)`
+  if (e.isDirectory()) return `${e.name}/${skipped ? ' (not listed)' : ''}`
+  return e.name
+}

@@ -1,43 +1,37 @@
-import { closeSync, fstatSync, openSync, readdirSync, readSync } from 'node:fs'
+import { closeSync, constants, fstatSync, openSync, readdirSync, readSync } from 'node:fs'
 import { basename, dirname } from 'node:path'
 import { StringDecoder } from 'node:string_decoder'
 import { ToolError } from './errors.js'
-import { defineTool, ok } from './schema.js'
+import { defineTool, ok, param } from './schema.js'
 import { looksBinary } from './walk.js'
-import { existingPath, resolveInWorkspace } from './workspace.js'
+import { resolveInWorkspace } from './workspace.js'
 
-export const MAX_LINE = 2000
-export const MAX_OUTPUT = 50_000
+const MAX_LINE = 2000
+const MAX_OUTPUT = 50_000
+/** A "line" longer than this is not text to page through: read_file stops there rather than scan on. */
+const MAX_SCANNED_LINE = 16 * 1024 * 1024
 const CHUNK = 64 * 1024
 
-interface Args {
-  path: string
-  offset: number
-  limit: number
-}
-
-export const readFile = defineTool<Args>({
+export const readFile = defineTool({
   name: 'read_file',
   description: 'Read a text file of the workspace as numbered lines ("N: text"). Use offset and limit for long files; the footer says where to go on.',
   parameters: {
-    type: 'object',
-    properties: {
-      path: { type: 'string', description: 'path relative to the workspace' },
-      offset: { type: 'integer', minimum: 1, default: 1, description: 'first line to show (1-based)' },
-      limit: { type: 'integer', minimum: 1, maximum: 2000, default: 2000, description: 'how many lines to show' },
-    },
-    required: ['path'],
+    path: param.text('path relative to the workspace'),
+    offset: param.int('first line to show (1-based)', 1),
+    limit: param.int('how many lines to show (at most 2000)', 2000, 1, 2000),
   },
   async run({ path, offset, limit }, ctx) {
     const target = resolveInWorkspace(ctx.workspace, path)
     if (!target.exists) throw new ToolError(`${path} does not exist${suggest(target.real)}`)
-    const file = existingPath(ctx.workspace, path, 'file')
-    const fd = openSync(file.real, 'r')
+    const file = resolveInWorkspace(ctx.workspace, path, { kind: 'file' })
+    // O_NOFOLLOW: a link swapped in after resolution is refused, not followed out.
+    const fd = openSync(file.real, constants.O_RDONLY | constants.O_NOFOLLOW)
     try {
       const stat = fstatSync(fd)
+      if (!stat.isFile()) throw new ToolError(`${file.rel} is not a regular file`)
       const head = Buffer.alloc(Math.min(8192, stat.size))
       readSync(fd, head, 0, head.length, 0)
-      if (looksBinary(head)) throw new ToolError(`${path} is a binary file (${stat.size.toLocaleString('en-US')} bytes); read_file shows text only`)
+      if (looksBinary(head)) throw new ToolError(`${file.rel} is a binary file (${stat.size.toLocaleString('en-US')} bytes); read_file shows text only`)
       ctx.reads.set(file.rel, { mtimeMs: stat.mtimeMs, size: stat.size })
       if (stat.size === 0) return ok(`(${file.rel} is empty)`)
       return ok(numberedLines(fd, offset, limit))
@@ -47,48 +41,74 @@ export const readFile = defineTool<Args>({
   },
 })
 
-/** Lines offset..offset+limit-1, read in chunks: a huge file is never read whole. */
+/**
+ * Lines offset..offset+limit-1, read in chunks: it stops as soon as the page is full,
+ * and holds at most MAX_LINE characters of any one line, so a huge file (or a huge
+ * line) is never held in memory.
+ */
 function numberedLines(fd: number, offset: number, limit: number): string {
   const out: string[] = []
   let bytes = 0
-  let line = 1
-  let pending = ''
-  let position = 0
-  let more = false
+  let lineNo = 1
+  let current = ''
+  let currentLength = 0
+  let full = false
+  let tooLong = false
+  const emit = (): boolean => {
+    if (lineNo >= offset) {
+      let text = current
+      let length = currentLength
+      // CRLF files: the \r is not part of the line (when the whole line is held).
+      if (length === text.length && text.endsWith('\r')) {
+        text = text.slice(0, -1)
+        length--
+      }
+      const shown = length > MAX_LINE ? `${text.slice(0, MAX_LINE)}… [line cut: ${length.toLocaleString('en-US')} characters]` : text
+      const entry = `${lineNo}: ${shown}`
+      const size = Buffer.byteLength(entry) + 1
+      // Room is left for the footer, so the whole result stays within MAX_OUTPUT.
+      if (out.length >= limit || bytes + size > MAX_OUTPUT - 200) return false
+      out.push(entry)
+      bytes += size
+    }
+    lineNo++
+    current = ''
+    currentLength = 0
+    return true
+  }
   const buf = Buffer.allocUnsafe(CHUNK)
   // A character split between two chunks is decoded whole.
   const decoder = new StringDecoder('utf8')
-  const take = (text: string): boolean => {
-    if (line >= offset) {
-      const shown = text.length > MAX_LINE ? `${text.slice(0, MAX_LINE)}… [line cut at ${MAX_LINE} characters]` : text
-      const entry = `${line}: ${shown}`
-      if (out.length >= limit || bytes + entry.length > MAX_OUTPUT) {
-        more = true
-        return false
-      }
-      out.push(entry)
-      bytes += entry.length + 1
-    }
-    line++
-    return true
-  }
+  let position = 0
   reading: for (;;) {
     const n = readSync(fd, buf, 0, CHUNK, position)
     if (n === 0) break
     position += n
-    pending += decoder.write(buf.subarray(0, n))
-    const lines = pending.split('\n')
-    pending = lines.pop() ?? ''
-    for (const text of lines) if (!take(text.replace(/\r$/, ''))) break reading
-    // Skipping to a far offset must not hold a huge line in memory.
-    if (line < offset && pending.length > MAX_LINE * 4) pending = pending.slice(-MAX_LINE * 4)
+    const text = decoder.write(buf.subarray(0, n))
+    let start = 0
+    for (;;) {
+      const nl = text.indexOf('\n', start)
+      const piece = text.slice(start, nl === -1 ? text.length : nl)
+      if (current.length <= MAX_LINE) current += piece.slice(0, MAX_LINE + 1 - current.length)
+      currentLength += piece.length
+      if (nl === -1) break
+      if (!emit()) {
+        full = true
+        break reading
+      }
+      start = nl + 1
+    }
+    if (currentLength > MAX_SCANNED_LINE) {
+      tooLong = true
+      break
+    }
   }
-  if (!more && pending !== '') take(pending)
-  if (out.length === 0) return `(the file has ${line - 1} lines; offset ${offset} is past its end)`
-  const first = offset
-  const last = first + out.length - 1
-  const footer = more ? `(lines ${first}-${last} shown; use offset=${last + 1} to read more)` : `(end of file, ${last} lines)`
-  return `${out.join('\n')}\n${footer}`
+  if (!full && (currentLength > 0 || tooLong)) full = !emit()
+  const last = offset + out.length - 1
+  const shown = out.length > 0 ? `${out.join('\n')}\n` : ''
+  if (tooLong && !full) return `${shown}(line ${lineNo - 1} is over ${MAX_SCANNED_LINE / 1024 / 1024} MB long; read_file cannot page past it)`
+  if (out.length === 0) return `(the file has ${lineNo - 1} lines; offset ${offset} is past its end)`
+  return `${shown}${full ? `(lines ${offset}-${last} shown; use offset=${last + 1} to read more)` : `(end of file, ${last} line${last === 1 ? '' : 's'})`}`
 }
 
 /** Up to three names in the same directory that look like the missing one. */
@@ -100,21 +120,22 @@ function suggest(missing: string): string {
     return ''
   }
   const want = basename(missing).toLowerCase()
-  const scored = names
+  const near = names
     .map((name) => ({ name, d: distance(want, name.toLowerCase()) }))
     .filter(({ name, d }) => d <= Math.max(2, Math.floor(want.length / 3)) || name.toLowerCase().includes(want) || want.includes(name.toLowerCase()))
-    .sort((a, b) => a.d - b.d)
+    .sort((a, b) => a.d - b.d || (a.name < b.name ? -1 : 1))
     .slice(0, 3)
-  return scored.length ? `; did you mean ${scored.map((s) => s.name).join(', ')}?` : ''
+  return near.length > 0 ? `; did you mean ${near.map((s) => s.name).join(', ')}?` : ''
 }
 
+/** Levenshtein distance; names far apart in length are not compared at all. */
 function distance(a: string, b: string): number {
   if (Math.abs(a.length - b.length) > 8) return 99
   let prev = Array.from({ length: b.length + 1 }, (_, i) => i)
   for (let i = 1; i <= a.length; i++) {
     const row = [i]
-    for (let j = 1; j <= b.length; j++) row[j] = Math.min((prev[j] as number) + 1, (row[j - 1] as number) + 1, (prev[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1))
+    for (let j = 1; j <= b.length; j++) row[j] = Math.min((prev[j] ?? 0) + 1, (row[j - 1] ?? 0) + 1, (prev[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1))
     prev = row
   }
-  return prev[b.length] as number
+  return prev[b.length] ?? 99
 }

@@ -48,11 +48,14 @@ export class ToolRegistry {
     return [...this.tools.values()].map((t) => t.spec)
   }
 
-  /** Finds a tool by name: exactly, else ignoring case and surrounding white space. */
+  /**
+   * Finds a tool by name: exactly, else ignoring case and surrounding white space, and
+   * a `functions.` prefix that some models copy from their chat template.
+   */
   resolve(name: string): Tool | undefined {
     const exact = this.tools.get(name)
     if (exact) return exact
-    const wanted = name.trim().toLowerCase()
+    const wanted = name.trim().replace(/^functions\./i, '').toLowerCase()
     return [...this.tools.values()].find((t) => t.name.toLowerCase() === wanted)
   }
 
@@ -64,16 +67,18 @@ export class ToolRegistry {
     if (!tool) {
       return { ...errorResult(`there is no tool named '${call.function.name}'. The tools are: ${this.names().join(', ')}`), name: call.function.name, args, malformed: true }
     }
+    const schema = JSON.stringify(tool.spec.function.parameters)
     if (!parsed.ok) {
-      return { ...errorResult(`the arguments of ${tool.name} are not a JSON object (${parsed.error}); send them as JSON like ${JSON.stringify(tool.spec.function.parameters)}`), name: tool.name, args, malformed: true }
+      return { ...errorResult(`the arguments of ${tool.name} are not a JSON object (${parsed.error}); send them as JSON matching ${schema}`), name: tool.name, args, malformed: true }
     }
     const valid = tool.validate(parsed.args)
     if (!valid.ok) return { ...errorResult(valid.error), name: tool.name, args, malformed: true }
     try {
       return { ...(await tool.run(valid.args, ctx)), name: tool.name, args: valid.args, malformed: false }
     } catch (err) {
+      // A ToolError is a refusal meant for the model; anything else is reported by its errno code or message.
       const message = err instanceof ToolError ? err.message : `${tool.name} failed: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`
-      return { ...errorResult(message), name: tool.name, args: valid.args, malformed: false }
+      return { ...errorResult(message), ...(ctx.signal.aborted ? { aborted: true } : {}), name: tool.name, args: valid.args, malformed: false }
     }
   }
 }

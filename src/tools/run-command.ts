@@ -1,101 +1,109 @@
 import { spawn } from 'node:child_process'
-import { defineTool } from './schema.js'
+import { defineTool, param } from './schema.js'
 import type { ToolOutcome } from './types.js'
 
-const HEAD = 15_000
-const TAIL = 15_000
+// Head and tail kept of the output; with the marker and the status line the result stays under 30,000 characters.
+const HEAD = 14_900
+const TAIL = 14_900
 const GRACE_MS = 2_000
+/** After the shell exits, how long output still in flight (or a pipe held by an escaped process) is waited for. */
+const DRAIN_MS = 1_000
 const MAX_TIMEOUT = 600
 
 /** Variables never passed to a command: ctxagent's own secrets. */
 const SECRET = /^(OPENAI_API_KEY|ANTHROPIC_API_KEY|GITHUB_TOKEN|GH_TOKEN|GITLAB_TOKEN|CTXAGENT_.*)$/
 
-interface Args {
-  command: string
-  timeout_seconds?: number
-}
+type Ending = { how: 'exit'; code: number | null; signal: NodeJS.Signals | null } | { how: 'timeout' | 'aborted' } | { how: 'error'; message: string }
 
-export const runCommand = defineTool<Args>({
+export const runCommand = defineTool({
   name: 'run_command',
-  description: 'Run a shell command (sh -c) in the workspace: tests, builds, git. Stdin is closed, so nothing interactive. Returns the exit code and the head and tail of the output.',
+  description:
+    'Run a shell command (sh -c) in the workspace: tests, builds, git. Stdin is closed, so nothing interactive; background processes do not outlive the command. Returns the exit code and the head and tail of the output.',
   parameters: {
-    type: 'object',
-    properties: {
-      command: { type: 'string', description: 'the command line' },
-      timeout_seconds: { type: 'integer', minimum: 1, maximum: MAX_TIMEOUT, description: 'kill it after this long (default 120)' },
-    },
-    required: ['command'],
+    command: param.text('the command line'),
+    timeout_seconds: param.optionalInt(`kill it after this many seconds (default 120, at most ${MAX_TIMEOUT})`),
   },
   run: ({ command, timeout_seconds: timeout }, ctx) => execute(command, Math.min(timeout ?? ctx.commandTimeoutSeconds, MAX_TIMEOUT), ctx.workspace, ctx.signal),
 })
 
+/** The environment of a command: ctxagent's, minus its secrets, with pagers and prompts off. */
+function commandEnv(): NodeJS.ProcessEnv {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !SECRET.test(key)))
+  return { ...env, PAGER: 'cat', GIT_PAGER: 'cat', GIT_TERMINAL_PROMPT: '0' }
+}
+
 /**
  * Runs one command in its own process group, so that a timeout or a stop kills it
- * with everything it started (SIGTERM, then SIGKILL after a grace period). The output
- * is kept in bounded memory: its head and its tail, whatever its size.
+ * with everything it started (SIGTERM, then SIGKILL after a grace period). Whatever it
+ * left running in the background is killed when the shell exits. The output is kept
+ * in bounded memory: its head and its tail, whatever its size.
  */
 function execute(command: string, timeoutSeconds: number, cwd: string, signal: AbortSignal): Promise<ToolOutcome> {
+  if (signal.aborted) return Promise.resolve(describe({ how: 'aborted' }, timeoutSeconds, ''))
   return new Promise((resolve) => {
-    if (signal.aborted) return resolve({ output: 'the command was not started: the task is stopping', status: 'error', error: 'aborted', aborted: true })
-    const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !SECRET.test(key)))
-    const child = spawn('/bin/sh', ['-c', command], { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...env, PAGER: 'cat', GIT_PAGER: 'cat', GIT_TERMINAL_PROMPT: '0' } })
+    const child = spawn('/bin/sh', ['-c', command], { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: commandEnv() })
     const output = new HeadTail()
     child.stdout.setEncoding('utf8').on('data', (d: string) => output.add(d))
     child.stderr.setEncoding('utf8').on('data', (d: string) => output.add(d))
-    let ended: 'timeout' | 'aborted' | null = null
-    let killTimer: NodeJS.Timeout | null = null
-    const killGroup = (sig: NodeJS.Signals) => {
+    let ending: Ending | null = null
+    let killTimer: NodeJS.Timeout | undefined
+    const killGroup = (sig: NodeJS.Signals): void => {
       try {
         if (child.pid !== undefined) process.kill(-child.pid, sig)
       } catch {
-        // the group is gone already
+        // ESRCH: the group is gone already.
       }
     }
-    const stop = (why: 'timeout' | 'aborted') => {
-      if (ended !== null) return
-      ended = why
+    const stop = (how: 'timeout' | 'aborted'): void => {
+      if (ending !== null) return
+      ending = { how }
       killGroup('SIGTERM')
       killTimer = setTimeout(() => killGroup('SIGKILL'), GRACE_MS)
     }
     const timer = setTimeout(() => stop('timeout'), timeoutSeconds * 1000)
-    const onAbort = () => stop('aborted')
+    const onAbort = (): void => stop('aborted')
     signal.addEventListener('abort', onAbort, { once: true })
-    let exit: { code: number | null; sig: NodeJS.Signals | null } | null = null
     let settled = false
-    const finish = () => {
+    const settle = (): void => {
       if (settled) return
       settled = true
       clearTimeout(timer)
-      if (killTimer) clearTimeout(killTimer)
+      clearTimeout(killTimer)
       signal.removeEventListener('abort', onAbort)
-      resolve(outcome(command, exit, ended, timeoutSeconds, output.text()))
+      resolve(describe(ending ?? { how: 'error', message: 'the command ended without an exit status' }, timeoutSeconds, output.text()))
     }
     child.on('exit', (code, sig) => {
-      exit = { code, sig }
-      // Whatever the command left running in the background goes with it.
+      ending ??= { how: 'exit', code, signal: sig }
       killGroup('SIGKILL')
-      // Output still in flight arrives before 'close'; a process that escaped the group must not hold us forever.
+      // 'close' comes once the pipes are drained; a process that left the group may hold them open.
       setTimeout(() => {
         child.stdout.destroy()
         child.stderr.destroy()
-        finish()
-      }, 1_000).unref()
+        settle()
+      }, DRAIN_MS).unref()
     })
-    child.on('close', finish)
+    child.on('close', settle)
     child.on('error', (err) => {
-      output.add(`\n${err.message}`)
-      finish()
+      ending ??= { how: 'error', message: err.message }
+      settle()
     })
   })
 }
 
-function outcome(command: string, exit: { code: number | null; sig: NodeJS.Signals | null } | null, ended: 'timeout' | 'aborted' | null, timeoutSeconds: number, text: string): ToolOutcome {
-  const body = `$ ${command}\n${text}${text.endsWith('\n') || text === '' ? '' : '\n'}`
-  if (ended === 'timeout') return { output: `${body}[timed out after ${timeoutSeconds}s; the command and its process group were killed]`, status: 'error', error: `timed out after ${timeoutSeconds}s` }
-  if (ended === 'aborted') return { output: `${body}[the task is stopping; the command and its process group were killed]`, status: 'error', error: 'aborted', aborted: true }
-  if (exit?.sig) return { output: `${body}[killed by ${exit.sig}]`, status: 'error', error: `killed by ${exit.sig}` }
-  // A failing command is a result the model must see, not a tool failure.
-  return { output: `${body}[exit code ${exit?.code ?? 'unknown'}]`, status: 'success', error: null }
+function describe(ending: Ending, timeoutSeconds: number, text: string): ToolOutcome {
+  const body = text === '' ? '(no output)' : text.replace(/\n$/, '')
+  const killed = 'the command and its process group were killed'
+  switch (ending.how) {
+    case 'timeout':
+      return { output: `timed out after ${timeoutSeconds}s (${killed})\n${body}`, status: 'error', error: `timed out after ${timeoutSeconds}s` }
+    case 'aborted':
+      return { output: `aborted: the task is stopping (${killed})\n${body}`, status: 'error', error: 'aborted', aborted: true }
+    case 'error':
+      return { output: `Error: the command could not be run: ${ending.message}\n${body}`, status: 'error', error: ending.message }
+    case 'exit':
+      // A failing (or crashing) command is a result the model must see, not a failure of the tool.
+      return { output: `${ending.signal ? `killed by ${ending.signal}` : `exit code ${ending.code ?? 'unknown'}`}\n${body}`, status: 'success', error: null }
+  }
 }
 
 /** The first HEAD and last TAIL characters of a stream, in bounded memory. */
@@ -112,12 +120,13 @@ class HeadTail {
     }
     if (chunk === '') return
     this.tail += chunk
+    // Trimmed in batches: slicing on every small chunk would copy TAIL characters each time.
     if (this.tail.length > 2 * TAIL) this.trim()
   }
 
   text(): string {
     this.trim()
-    return this.dropped > 0 ? `${this.head}\n[… ${this.dropped.toLocaleString('en-US')} characters omitted …]\n${this.tail}` : this.head + this.tail
+    return this.dropped > 0 ? `${this.head}\n[… ${this.dropped.toLocaleString('en-US')} chars omitted …]\n${this.tail}` : this.head + this.tail
   }
 
   private trim(): void {

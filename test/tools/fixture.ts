@@ -1,0 +1,50 @@
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { expect, onTestFinished } from 'vitest'
+import { ToolRegistry } from '../../src/tools/registry.js'
+import type { CallOutcome } from '../../src/tools/registry.js'
+import type { ReadStamp, ToolContext } from '../../src/tools/types.js'
+
+export interface Fixture {
+  /** Holds the workspace and, beside it, a directory the tools must never touch. */
+  root: string
+  ws: string
+  outside: string
+  ctx: ToolContext
+  reads: Map<string, ReadStamp>
+  tools: ToolRegistry
+  call(name: string, args: Record<string, unknown> | string): Promise<CallOutcome>
+  /** The directory outside still holds exactly secret.txt, unchanged. */
+  outsideUntouched(): void
+}
+
+/** A real temp workspace (with src/app.js) and an outside directory with secret.txt, removed after the test. */
+export function setup(options: { signal?: AbortSignal; allowShell?: boolean; commandTimeoutSeconds?: number } = {}): Fixture {
+  const root = realpathSync(mkdtempSync(join(tmpdir(), 'ctxagent-tools-')))
+  onTestFinished(() => rmSync(root, { recursive: true, force: true }))
+  const ws = join(root, 'ws')
+  const outside = join(root, 'outside')
+  mkdirSync(join(ws, 'src'), { recursive: true })
+  mkdirSync(outside)
+  writeFileSync(join(outside, 'secret.txt'), 'TOP SECRET\n')
+  writeFileSync(join(ws, 'src', 'app.js'), 'const a = 1\nconst b = 2\nexport { a, b }\n')
+  const reads = new Map<string, ReadStamp>()
+  const ctx: ToolContext = {
+    workspace: ws,
+    signal: options.signal ?? new AbortController().signal,
+    commandTimeoutSeconds: options.commandTimeoutSeconds ?? 120,
+    reads: { get: (p) => reads.get(p), set: (p, s) => void reads.set(p, s) },
+  }
+  const tools = ToolRegistry.builtin({ allowShell: options.allowShell ?? true })
+  let n = 0
+  const call = (name: string, args: Record<string, unknown> | string) =>
+    tools.call({ id: `c${n++}`, type: 'function', function: { name, arguments: typeof args === 'string' ? args : JSON.stringify(args) } }, ctx)
+  const outsideUntouched = () => {
+    expect(readdirSync(outside)).toEqual(['secret.txt'])
+    expect(readFileSync(join(outside, 'secret.txt'), 'utf8')).toBe('TOP SECRET\n')
+  }
+  return { root, ws, outside, ctx, reads, tools, call, outsideUntouched }
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
