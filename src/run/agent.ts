@@ -220,6 +220,8 @@ export class Agent {
     }
     flush()
     this.inboxOffset = offset
+    // Saved now, not at the end of the turn: a crash during the turn must not add these comments again.
+    if (records.length > 0) await handle.update({ inbox_offset: offset })
     return null
   }
 

@@ -9,6 +9,7 @@ import type { LlmClient } from '../llm/client.js'
 import { OpenAiCompatibleClient } from '../llm/openai-compatible.js'
 import { ReplayClient } from '../llm/replay.js'
 import { appendInbox } from '../storage/inbox.js'
+import { maskText } from '../storage/mask.js'
 import type { TaskRef } from '../storage/layout.js'
 import type { TaskKey } from '../storage/metadata.js'
 import type { StoredMessage } from '../storage/records.js'
@@ -219,7 +220,7 @@ async function settle(handle: TaskHandle, ending: Ending, progress: Progress, cl
     return { ...base, status: 'lost', location: 'unknown', dir: handle.dir, error: ending.error.message, exit_code: 1 }
   }
   if (ending.kind === 'completed') {
-    await handle.update({ ...progress, final_answer: ending.answer, finish_status: ending.finishStatus, ...(ending.sessionEnded ? { session: ChatLoop.ended(new Date()) } : {}) })
+    await handle.update({ ...progress, final_answer: maskText(ending.answer), finish_status: ending.finishStatus, ...(ending.sessionEnded ? { session: ChatLoop.ended(new Date()) } : {}) })
     if (ending.answer.trim() !== '') handle.addPlan('outcome', ending.answer.slice(0, 4000))
     const summary = await finalSummaryText(handle, client, log)
     await handle.complete(summary)
@@ -233,7 +234,7 @@ async function settle(handle: TaskHandle, ending: Ending, progress: Progress, cl
     log.warn(`${ending.kind}: ${ending.reason}`)
     return { ...base, status: ending.kind, location: 'completed', dir: handle.dir, error: ending.reason, exit_code: ending.kind === 'timeout' ? 5 : 1 }
   }
-  await handle.update({ ...progress, error: ending.error })
+  await handle.update({ ...progress, error: ending.error === null ? null : maskText(ending.error) })
   await handle.pause()
   const exit = { SIGINT: 130, SIGTERM: 143, pause: 0, llm: 1 }[ending.cause]
   log.info(`paused (${ending.cause === 'llm' ? `the LLM failed: ${ending.error}` : ending.cause}); resume with: ctxagent run --resume ${handle.uuid}`)

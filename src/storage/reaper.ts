@@ -1,4 +1,4 @@
-import { existsSync, renameSync } from 'node:fs'
+import { existsSync, renameSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { CtxError, isErrno, LockedError } from '../errors.js'
 import { removeDeadTemps } from './files.js'
@@ -54,8 +54,9 @@ export function assessTask(env: TaskEnv, ref: TaskRef, options: ReapOptions): As
   // directory, a task still being created, or a dead one. Only an old state.json
   // tells them apart, so nothing happens until stale_after has passed.
   const state = safeState(ref.dir)
+  // No state.json yet: a task still being created, or one killed then; the directory's own time tells which.
   const updated = Date.parse(state?.updated_at ?? '')
-  const age = env.now().getTime() - (Number.isNaN(updated) ? 0 : updated)
+  const age = env.now().getTime() - (Number.isNaN(updated) ? dirTime(ref.dir) : updated)
   if (age <= options.policy.staleAfterMs && options.force !== true) {
     return { stale: false, reason: `no lock, but state.json was updated ${Math.round(age / 1000)}s ago`, holder: null }
   }
@@ -164,6 +165,14 @@ function safeState(dir: string): TaskState | null {
 }
 
 /** Rewrites a task's row in tasks.db from its directory (a no-op without an index). */
+function dirTime(dir: string): number {
+  try {
+    return statSync(dir).mtimeMs
+  } catch {
+    return 0
+  }
+}
+
 /**
  * A task whose agent died between creating its directory and writing metadata.json
  * gets a placeholder, so that every command (and tasks.db) can still handle it.
