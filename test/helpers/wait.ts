@@ -25,3 +25,13 @@ export function exitOf(child: ChildProcess): Promise<{ code: number | null; sign
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+/** Whether a process exists (a zombie counts until its parent reaps it). */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}

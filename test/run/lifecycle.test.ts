@@ -1,7 +1,7 @@
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { exitOf, sleep } from '../helpers/wait.js'
+import { alive, exitOf, sleep } from '../helpers/wait.js'
 import { agentRequests, expectContinuousSeq, expectWellFormed, jsonl, onlyTask, readTask, runSetup, waitFor } from './harness.js'
 import type { RunSetup } from './harness.js'
 
@@ -11,15 +11,6 @@ const FAST_LOCKS = 'locks:\n  heartbeat_seconds: 0.5\n  stale_after_seconds: 2\n
 
 function runningUuid(s: RunSetup): string | null {
   return readdirSync(s.tree.layout.dir('running'))[0] ?? null
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
 }
 
 describe('run: stops, resumes and recovery', () => {

@@ -2,7 +2,7 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { mcpToolName } from '../../src/tools/mcp.js'
 import { ROOT } from '../helpers/run.js'
-import { exitOf, sleep } from '../helpers/wait.js'
+import { alive, exitOf, sleep } from '../helpers/wait.js'
 import { agentRequests, onlyTask, runSetup, waitFor } from './harness.js'
 import type { RunSetup } from './harness.js'
 
@@ -19,15 +19,6 @@ async function setupWithServer(extra = ''): Promise<RunSetup> {
   return s
 }
 
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
 
 describe('MCP servers as tools', () => {
   it('names tools <server>__<tool>, sanitised, at most 64 characters', () => {
