@@ -33,8 +33,8 @@ export function cleanupCommand(): Command {
   return new Command('cleanup')
     .description('retention: gzip old completed tasks, delete expired ones, reap stale locks')
     .option('--dry-run', 'print the plan and change nothing')
-    .option('--compress-after <duration>', 'gzip completed tasks older than this (default: config context.retention.compress_after_days)', durationArg('--compress-after'))
-    .option('--delete-after <duration>', 'delete completed tasks older than this (default: config context.retention.delete_after_days)', durationArg('--delete-after'))
+    .option('--compress-after <duration>', 'gzip completed tasks older than this (default: config context.retention.compress_after_days)', durationArg('--compress-after', { zero: true }))
+    .option('--delete-after <duration>', 'delete completed tasks older than this (default: config context.retention.delete_after_days)', durationArg('--delete-after', { zero: true }))
     .option('--schedule <cron>', 'stay running and clean up on this cron schedule, e.g. "0 3 * * *" (runs never overlap)')
     .action(withContext(cleanup))
 }

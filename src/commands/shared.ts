@@ -19,7 +19,8 @@ export function withContext<O, A extends unknown[]>(body: (ctx: Context, opts: O
   }
 }
 
-export function durationArg(what: string) {
+/** A duration option; more than 0 unless `zero` is allowed (cleanup's ages: 0 means "all of them now"). */
+export function durationArg(what: string, options: { zero?: boolean } = {}) {
   return (value: string): number => {
     let ms: number
     try {
@@ -27,7 +28,7 @@ export function durationArg(what: string) {
     } catch (err) {
       throw new InvalidArgumentError((err as UsageError).hint ?? 'not a duration')
     }
-    if (ms <= 0) throw new InvalidArgumentError('must be more than 0')
+    if (ms <= 0 && !(options.zero === true && ms === 0)) throw new InvalidArgumentError('must be more than 0')
     return ms
   }
 }

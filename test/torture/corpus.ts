@@ -79,7 +79,10 @@ export function corpus(): Case[] {
     for (const [what, id, says] of BAD_IDS) cases.push({ name: `${command}: id ${what}`, args: args(id), code: 2, says })
     cases.push({ name: `${command}: a task that does not exist`, args: args(MISSING), code: 3, says: /no task/ })
   }
-  for (const [option, args, says] of DURATION_OPTIONS) for (const d of BAD_DURATIONS) cases.push({ name: `${option} '${d}'`, args: args(d), code: 2, says })
+  for (const [option, args, says] of DURATION_OPTIONS) {
+    // cleanup's ages may be 0 ("all of them, now"); every other duration must be more than 0.
+    for (const d of BAD_DURATIONS.filter((d) => !(d === '0' && option.startsWith('cleanup')))) cases.push({ name: `${option} '${d}'`, args: args(d), code: 2, says })
+  }
   for (const flag of ['--from', '--to']) for (const d of BAD_DATES) cases.push({ name: `stats ${flag} '${d}'`, args: ['stats', flag, d], code: 2, says: /is not a date|--from|--to/ })
   for (const [option, args, says] of COUNT_OPTIONS) for (const n of BAD_COUNTS) cases.push({ name: `${option} '${n}'`, args: args(n), code: 2, says })
   for (const [name, , says] of BAD_CONFIGS) {
