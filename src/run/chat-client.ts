@@ -5,7 +5,8 @@ import type { InboxRecord } from '../storage/inbox.js'
 import { FILES } from '../storage/layout.js'
 import type { Layout, Location } from '../storage/layout.js'
 import { normalizeMessage } from '../storage/records.js'
-import { locate, sizeOf } from './control.js'
+import { fileSize } from '../storage/task-reader.js'
+import { locate } from './control.js'
 import type { StoredMessage } from '../storage/records.js'
 
 export type Sent = Extract<InboxRecord, { kind: 'message' }>
@@ -18,7 +19,7 @@ export type ReplyOutcome =
 
 /** Appends a chat message to the task's inbox; returns it with its id and where messages.jsonl stood. */
 export function sendChatMessage(dir: string, sender: string, content: string, now: Date): { record: Sent; from: number } {
-  const from = sizeOf(join(dir, FILES.messages))
+  const from = fileSize(join(dir, FILES.messages)) ?? 0
   const record = appendInbox(dir, { kind: 'message', sender, content }, now) as Sent
   return { record, from }
 }

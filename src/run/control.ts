@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import { appendInbox, readInbox } from '../storage/inbox.js'
 import type { ControlAction, InboxRecord } from '../storage/inbox.js'
 import { FILES, LOCATIONS } from '../storage/layout.js'
+import { fileSize } from '../storage/task-reader.js'
 import type { Layout, Location, TaskRef } from '../storage/layout.js'
 
 export type Reply = Extract<InboxRecord, { kind: 'reply' }>
@@ -24,7 +25,7 @@ const POLL_MS = 100
  */
 export async function askOwner(layout: Layout, ref: TaskRef, action: ControlAction, sender: string, waitMs: number, now: () => Date): Promise<AskResult> {
   const inbox = join(ref.dir, FILES.inbox)
-  const from = sizeOf(inbox)
+  const from = fileSize(inbox) ?? 0
   const request = appendInbox(ref.dir, { kind: 'control', action, sender }, now())
   const deadline = Date.now() + waitMs
   let reply: Reply | null = null
@@ -53,12 +54,4 @@ export function locate(layout: Layout, uuid: string): Location | null {
     }
   }
   return null
-}
-
-export function sizeOf(path: string): number {
-  try {
-    return statSync(path).size
-  } catch {
-    return 0
-  }
 }

@@ -16,6 +16,7 @@ import {
 import { randomBytes } from 'node:crypto'
 import { dirname, join } from 'node:path'
 import { CorruptRecordError, isErrno } from '../errors.js'
+import { pidStatus } from './process-info.js'
 
 export const DIR_MODE = 0o700
 export const FILE_MODE = 0o600
@@ -85,21 +86,14 @@ export function removeDeadTemps(dir: string): number {
   }
   for (const name of names) {
     const pid = TEMP.exec(name)?.[1]
-    if (pid === undefined || Number(pid) === process.pid || processAlive(Number(pid))) continue
+    // Only proof of death counts: a pid that cannot be checked keeps its temp file.
+    if (pid === undefined || Number(pid) === process.pid || pidStatus(Number(pid)) !== 'gone') continue
     unlinkQuietly(join(dir, name))
     removed++
   }
   return removed
 }
 
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM'
-  }
-}
 
 /**
  * Replaces `path` atomically: write a temp file beside it, fsync, rename over the
