@@ -3,11 +3,10 @@ import type { Context } from '../context.js'
 import { auditTask } from '../context.js'
 import { formatBytes, formatDuration } from '../duration.js'
 import { table } from '../render.js'
-import { LOCATIONS } from '../storage/layout.js'
 import { STATUSES } from '../storage/state.js'
 import { checkHealth, collectStats, scanIntoMemory } from '../storage/stats.js'
 import type { CheckResult, StatsFilter, StatsReport } from '../storage/stats.js'
-import { TaskIndex } from '../storage/task-index.js'
+import { indexDrift, TaskIndex } from '../storage/task-index.js'
 import { withContext } from './shared.js'
 
 interface StatsOptions {
@@ -63,7 +62,7 @@ function trustedIndex(ctx: Context): TaskIndex | null {
     ctx.io.warn(`no tasks.db under ${ctx.layout.base}: scanning the directories (run ctxagent reindex to make this fast)`)
     return null
   }
-  const drift = LOCATIONS.map((location) => ({ location, indexed: index.countAt(location), found: ctx.layout.list(location).length })).filter((d) => d.indexed !== d.found)
+  const drift = indexDrift(index, ctx.layout)
   if (drift.length === 0) return index
   index.close()
   const what = drift.map((d) => `${d.location}/ has ${d.found}, the index ${d.indexed}`).join('; ')

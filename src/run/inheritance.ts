@@ -8,6 +8,7 @@ import { readMetadata } from '../storage/metadata.js'
 import { normalizeSummary } from '../storage/records.js'
 import { readState } from '../storage/state.js'
 import type { TaskEnv } from '../storage/task-env.js'
+import { indexDrift } from '../storage/task-index.js'
 import type { TaskKeyColumns } from '../storage/task-index.js'
 import { estimateTokens } from '../storage/tokens.js'
 
@@ -37,7 +38,7 @@ export async function findInheritance(env: TaskEnv, key: TaskKeyColumns): Promis
   if (!key.task_identifier) return null
   // The index is trusted only while it knows every finished task (a listing is cheap; reading every task is not).
   const index = env.index
-  const trusted = index !== null && index.countAt('completed') === env.layout.list('completed').length
+  const trusted = index !== null && indexDrift(index, env.layout, ['completed']).length === 0
   const candidates = trusted ? index.finishedWithKey(key) : scanCompleted(env, key)
   for (const candidate of candidates) {
     const dir = env.layout.taskDir(candidate.location, candidate.uuid)

@@ -2,7 +2,8 @@ import Database from 'better-sqlite3'
 import type { Database as Db, Statement } from 'better-sqlite3'
 import { chmodSync, existsSync } from 'node:fs'
 import type { DiskUse } from './disk.js'
-import type { Location } from './layout.js'
+import { LOCATIONS } from './layout.js'
+import type { Layout, Location } from './layout.js'
 import type { TaskMetadata } from './metadata.js'
 import type { TaskState } from './state.js'
 
@@ -200,6 +201,20 @@ function migrate(db: Db): void {
     for (let i = current; i < MIGRATIONS.length; i++) db.exec(MIGRATIONS[i] as string)
     db.pragma(`user_version = ${MIGRATIONS.length}`)
   }).immediate()
+}
+
+export interface Drift {
+  location: Location
+  indexed: number
+  found: number
+}
+
+/**
+ * Where the index disagrees with the directories: each location's row count against a
+ * listing of it. Listings are cheap; reading every task is not. Empty when they agree.
+ */
+export function indexDrift(index: TaskIndex, layout: Layout, locations: readonly Location[] = LOCATIONS): Drift[] {
+  return locations.map((location) => ({ location, indexed: index.countAt(location), found: layout.list(location).length })).filter((d) => d.indexed !== d.found)
 }
 
 /** The row of a task, from its metadata, state and record counts. */
