@@ -86,26 +86,27 @@ async function prepareNew(ctx: Context, flags: RunFlags): Promise<Prepared> {
   if (flags.github !== undefined || flags.gitlab !== undefined) return prepareRemote(ctx, flags)
   const text = flags.task ?? (flags.taskFile === undefined ? '' : readTextArg(flags.taskFile, 'task file', () => readFileSync(0, 'utf8')))
   if (text.trim() === '' && !flags.chat) throw new UsageError('the task is empty', 'describe what the agent should do')
-  const user = checkName(flags.user ?? ctx.osUser, '--user')
   const taskId = flags.taskId === undefined ? '' : checkName(flags.taskId, '--task-id')
+  const { user, config, settings } = await settingsFor(ctx, flags)
+  const key = { task_source: 'local', owner: null, repo: basename(settings.workspace), task_type: flags.chat ? 'chat' : 'task', task_id: taskId }
+  return { config, settings, start: { kind: 'new', source: { key, text }, user } }
+}
+
+/** The user, the config as that user's task sees it, and the run settings of a new task: all checked, nothing written. */
+async function settingsFor(ctx: Context, flags: RunFlags): Promise<{ user: string; config: Context['config']; settings: RunSettings }> {
+  const user = checkName(flags.user ?? ctx.osUser, '--user')
   const config = effectiveConfig(ctx.config, user, flags)
   checkProvider(config)
   const settings = newRunSettings(config, { ...flags, user }, process.cwd())
   if (settings.systemPromptFile) readTextArg(settings.systemPromptFile, 'system prompt file')
   await checkRecording(ctx, config)
-  const key = { task_source: 'local', owner: null, repo: basename(settings.workspace), task_type: flags.chat ? 'chat' : 'task', task_id: taskId }
-  return { config, settings, start: { kind: 'new', source: { key, text }, user } }
+  return { user, config, settings }
 }
 
 /** A GitHub or GitLab task: checked, fetched and composed before anything is written (a bad token writes nothing). */
 async function prepareRemote(ctx: Context, flags: RunFlags): Promise<Prepared> {
   const load = flags.github !== undefined ? await githubLoader(flags.github) : await gitlabLoader(flags.gitlab as string)
-  const user = checkName(flags.user ?? ctx.osUser, '--user')
-  const config = effectiveConfig(ctx.config, user, flags)
-  checkProvider(config)
-  const settings = newRunSettings(config, { ...flags, user }, process.cwd())
-  if (settings.systemPromptFile) readTextArg(settings.systemPromptFile, 'system prompt file')
-  await checkRecording(ctx, config)
+  const { user, config, settings } = await settingsFor(ctx, flags)
   const task = await load(config)
   return { config, settings, start: { kind: 'new', source: { key: task.key, text: task.text }, user, channel: task.channel, seen: task.seen } }
 }

@@ -16,7 +16,7 @@ export interface TurnTimings {
 }
 
 /**
- * `run`'s log on stderr: every line prefixed `[uuid:xxxxxxxx]` (seed 000 §9.3), human
+ * `run`'s log on stderr: every line prefixed `[uuid:` + the task id's first 8 characters + `]` (seed 000 §9.3), human
  * text on a TTY, one JSON object per line otherwise or with --log-format json; on a
  * TTY a status line at the bottom, redrawn in place and cleared before each log line.
  */
