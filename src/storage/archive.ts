@@ -37,20 +37,21 @@ export async function gzipInPlace(path: string, level = 6): Promise<GzipResult> 
     // O_NOFOLLOW: a link swapped in since the listing is not followed out of the task.
     const source = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW)
     await pipeline(source.createReadStream({ highWaterMark: 256 * 1024 }), createGzip({ level, chunkSize: 64 * 1024 }), createWriteStream(tmp, { mode: 0o600 }))
+    // fsync on the thread pool: a synchronous flush here would stall every other file's stream.
+    const handle = await open(tmp, 'r+')
+    try {
+      await handle.sync()
+    } finally {
+      await handle.close()
+    }
+    // Seconds as numbers, not Dates: a Date would cut the times to whole milliseconds.
+    utimesSync(tmp, original.atimeMs / 1000, original.mtimeMs / 1000)
+    renameSync(tmp, target)
   } catch (err) {
+    // A full disk fails the write or the flush: the original stays, the temp goes.
     unlinkQuietly(tmp)
     throw err
   }
-  // fsync on the thread pool: a synchronous flush here would stall every other file's stream.
-  const handle = await open(tmp, 'r+')
-  try {
-    await handle.sync()
-  } finally {
-    await handle.close()
-  }
-  // Seconds as numbers, not Dates: a Date would cut the times to whole milliseconds.
-  utimesSync(tmp, original.atimeMs / 1000, original.mtimeMs / 1000)
-  renameSync(tmp, target)
   unlinkSync(path)
   fsyncDir(join(path, '..'))
   return { file: path, before: original.size, after: statSync(target).size }

@@ -96,10 +96,11 @@ export function removeDeadTemps(dir: string): number {
 
 
 /**
- * Replaces `path` atomically: write a temp file beside it, fsync, rename over the
- * target, fsync the directory. A reader sees the old file or the new one, never half.
+ * Writes `data` to a fresh temp file beside `path` (tempPathFor) and fsyncs it; the
+ * caller renames or links it into place. On failure (a full disk) the temp file is
+ * removed before the error is rethrown, so nothing is left behind.
  */
-export function writeFileAtomic(path: string, data: string | Buffer): void {
+export function writeTempFor(path: string, data: string | Buffer): string {
   const tmp = tempPathFor(path)
   const fd = openPrivate(tmp, 'wx')
   try {
@@ -111,6 +112,15 @@ export function writeFileAtomic(path: string, data: string | Buffer): void {
     throw err
   }
   closeSync(fd)
+  return tmp
+}
+
+/**
+ * Replaces `path` atomically: write a temp file beside it, fsync, rename over the
+ * target, fsync the directory. A reader sees the old file or the new one, never half.
+ */
+export function writeFileAtomic(path: string, data: string | Buffer): void {
+  const tmp = writeTempFor(path, data)
   try {
     renameSync(tmp, path)
   } catch (err) {

@@ -90,8 +90,7 @@ export class JsonlAppender {
   /** `line` must be one JSON document followed by exactly one newline. */
   appendSerialized(line: string): void {
     if (this.fd === null) throw new Error(`${this.path} is closed`)
-    writeAll(this.fd, line)
-    if (this.fsync) fsyncSync(this.fd)
+    this.write(line)
   }
 
   /**
@@ -107,8 +106,27 @@ export class JsonlAppender {
     let at = line.write(head, 0)
     at += middle.copy(line, at)
     at += line.write(tail, at)
-    writeAll(this.fd, line.subarray(0, at))
-    if (this.fsync) fsyncSync(this.fd)
+    this.write(line.subarray(0, at))
+  }
+
+  /**
+   * One line, whole or not at all: a write that fails part way (a full disk) is cut
+   * back to the previous newline, so the file stays a clean sequence of records and
+   * the next append does not land after a fragment.
+   */
+  private write(line: Buffer | string): void {
+    const fd = this.fd as number
+    try {
+      writeAll(fd, line)
+      if (this.fsync) fsyncSync(fd)
+    } catch (err) {
+      try {
+        repairTornTail(fd)
+      } catch {
+        // The error that matters is the write's; the next open cuts the tail anyway.
+      }
+      throw err
+    }
   }
 
   close(): void {

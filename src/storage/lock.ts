@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto'
-import { closeSync, fsyncSync, linkSync, readFileSync, renameSync, statSync, unlinkSync } from 'node:fs'
+import { linkSync, readFileSync, renameSync, statSync, unlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import lockfile from 'proper-lockfile'
 import { formatDuration } from '../duration.js'
 import { CtxError, isErrno, LockedError } from '../errors.js'
-import { openPrivate, tempPathFor, unlinkQuietly, writeAll } from './files.js'
+import { unlinkQuietly, writeTempFor } from './files.js'
 import { FILES } from './layout.js'
 import { hostname, pidStatus, processStart } from './process-info.js'
 
@@ -141,15 +141,7 @@ async function lockMutex(dir: string): Promise<() => Promise<void>> {
 }
 
 function writeLockTemp(dir: string, info: LockInfo): string {
-  const tmp = tempPathFor(join(dir, FILES.lock))
-  const fd = openPrivate(tmp, 'wx')
-  try {
-    writeAll(fd, `${JSON.stringify(info)}\n`)
-    fsyncSync(fd)
-  } finally {
-    closeSync(fd)
-  }
-  return tmp
+  return writeTempFor(join(dir, FILES.lock), `${JSON.stringify(info)}\n`)
 }
 
 /** Identity of the lock file as written: a rename or an in-place rewrite changes it. */
@@ -250,7 +242,12 @@ export class TaskLock {
       if (seen?.info?.token !== this.token) throw new LockLostError(this.dir, seen?.info ?? null)
       this.info.heartbeat_at = this.now().toISOString()
       const tmp = writeLockTemp(this.dir, this.info)
-      renameSync(tmp, join(this.dir, FILES.lock))
+      try {
+        renameSync(tmp, join(this.dir, FILES.lock))
+      } catch (err) {
+        unlinkQuietly(tmp)
+        throw err
+      }
       this.identity = lockIdentity(this.dir)
     })
   }
