@@ -9,6 +9,7 @@ import { audit } from './storage/audit.js'
 import { Layout } from './storage/layout.js'
 import type { TaskEnv } from './storage/task-env.js'
 import { TaskIndex } from './storage/task-index.js'
+import { explainSystemError, isDiskFull } from './system-errors.js'
 
 export interface GlobalOptions {
   home?: string
@@ -90,14 +91,23 @@ function safeUser(env: NodeJS.ProcessEnv): string {
  */
 export async function withTaskEnv<T>(ctx: Context, body: (env: TaskEnv) => Promise<T>, options: { createIndex?: boolean } = {}): Promise<T> {
   let index: TaskIndex | null = null
+  let unopened: string | null = null
   try {
     index = options.createIndex === false ? TaskIndex.openExisting(ctx.layout.db) : openIndexCreating(ctx)
   } catch (err) {
-    ctx.io.warn(`tasks.db cannot be opened (${(err as Error).message}); continuing without it (ctxagent reindex rebuilds it)`)
+    const why = (explainSystemError(err, ctx.layout.base) ?? (err as Error)).message
+    unopened = `tasks.db cannot be opened (${why}); continuing without it (ctxagent reindex rebuilds it)`
+    // On a full disk the command's own error will say so in one line; the warning waits for success.
+    if (!isDiskFull(err, ctx.layout.base)) {
+      ctx.io.warn(unopened)
+      unopened = null
+    }
   }
   const env: TaskEnv = { layout: ctx.layout, config: ctx.config, index, now: () => ctx.now(), warn: (m) => ctx.io.warn(m) }
   try {
-    return await body(env)
+    const result = await body(env)
+    if (unopened !== null) ctx.io.warn(unopened)
+    return result
   } finally {
     index?.close()
   }
@@ -112,6 +122,6 @@ export function auditTask(ctx: Context, command: string, uuid: string | null): v
   try {
     audit(ctx.layout, { ts: ctx.now().toISOString(), os_user: ctx.osUser, command, uuid })
   } catch (err) {
-    ctx.io.warn(`audit.jsonl not written: ${(err as Error).message}`)
+    ctx.io.warn(`audit.jsonl not written: ${(explainSystemError(err, ctx.layout.base) ?? (err as Error)).message}`)
   }
 }

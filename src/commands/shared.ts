@@ -4,6 +4,7 @@ import { createContext } from '../context.js'
 import type { Context, GlobalOptions } from '../context.js'
 import { parseDuration } from '../duration.js'
 import { UsageError } from '../errors.js'
+import { explainSystemError } from '../system-errors.js'
 
 /**
  * Wraps a command body: builds the Context from the global options (loading and
@@ -15,7 +16,12 @@ export function withContext<O, A extends unknown[]>(body: (ctx: Context, opts: O
     const opts = received[received.length - 2] as O
     const args = received.slice(0, -2) as A
     const globals = command.optsWithGlobals<GlobalOptions>()
-    await body(createContext(globals), opts, ...args)
+    const ctx = createContext(globals)
+    try {
+      await body(ctx, opts, ...args)
+    } catch (err) {
+      throw explainSystemError(err, ctx.layout.base) ?? err
+    }
   }
 }
 

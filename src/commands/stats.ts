@@ -7,6 +7,7 @@ import { STATUSES } from '../storage/state.js'
 import { checkHealth, collectStats, scanIntoMemory } from '../storage/stats.js'
 import type { CheckResult, StatsFilter, StatsReport } from '../storage/stats.js'
 import { indexDrift, TaskIndex } from '../storage/task-index.js'
+import { explainSystemError } from '../system-errors.js'
 import { withContext } from './shared.js'
 
 interface StatsOptions {
@@ -57,7 +58,14 @@ function dateTo(value: string): Date {
  */
 function trustedIndex(ctx: Context): TaskIndex | null {
   if (!ctx.layout.exists()) return null
-  const index = TaskIndex.openExisting(ctx.layout.db)
+  let index: TaskIndex | null
+  try {
+    index = TaskIndex.openExisting(ctx.layout.db)
+  } catch (err) {
+    const why = explainSystemError(err, ctx.layout.base)?.message ?? (err as Error).message
+    ctx.io.warn(`tasks.db cannot be opened (${why}): counting from the directories instead`)
+    return null
+  }
   if (index === null) {
     ctx.io.warn(`no tasks.db under ${ctx.layout.base}: scanning the directories (run ctxagent reindex to make this fast)`)
     return null

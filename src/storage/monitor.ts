@@ -1,4 +1,5 @@
 import { join } from 'node:path'
+import { isDiskFull } from '../system-errors.js'
 import { CtxError, LockedError } from '../errors.js'
 import { makePrivateDir } from './files.js'
 import type { TaskRef } from './layout.js'
@@ -65,7 +66,9 @@ export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<P
     try {
       outcome = await reapTask(env, ref, { policy: options.policy })
     } catch (err) {
-      // One unreadable or vanishing task must not stop the pass for all the others.
+      // One unreadable or vanishing task must not stop the pass for all the others;
+      // a full disk is not one task's problem: every other would fail the same way.
+      if (isDiskFull(err, env.layout.base)) throw err
       env.warn(`task ${ref.uuid}: ${(err as Error).message}`)
       continue
     }

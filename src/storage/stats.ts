@@ -1,3 +1,4 @@
+import { statfsSync } from 'node:fs'
 import type { Config } from '../config.js'
 import { taskDiskUse } from './disk.js'
 import type { Layout, Location } from './layout.js'
@@ -102,10 +103,16 @@ function diskUse(index: TaskIndex, layout: Layout, w: Where): StatsReport['disk'
   for (const row of live) disk[row.location as 'running' | 'paused'] += taskDiskUse(layout.taskDir(row.location, row.uuid)).bytes
   const unknown = index.db.prepare(`SELECT uuid FROM tasks ${and} location = 'completed' AND disk_bytes IS NULL`).all(...w.params) as { uuid: string }[]
   // Measured first, written after: the walk holds no write lock on tasks.db.
-  index.setDiskUse(unknown.map((row) => ({ uuid: row.uuid, disk: taskDiskUse(layout.taskDir('completed', row.uuid)) })))
+  const measured = unknown.map((row) => ({ uuid: row.uuid, disk: taskDiskUse(layout.taskDir('completed', row.uuid)) }))
+  let cached = true
+  try {
+    index.setDiskUse(measured)
+  } catch {
+    cached = false // a cache that cannot be written (a full disk): count what was measured all the same
+  }
   const done = index.db.prepare(`SELECT SUM(disk_bytes) AS bytes, SUM(disk_bytes_raw) AS raw FROM tasks ${and} location = 'completed'`).get(...w.params) as { bytes: number | null; raw: number | null }
-  disk.completed = done.bytes ?? 0
-  disk.completed_before_gzip = done.raw ?? 0
+  disk.completed = (done.bytes ?? 0) + (cached ? 0 : measured.reduce((sum, m) => sum + m.disk.bytes, 0))
+  disk.completed_before_gzip = (done.raw ?? 0) + (cached ? 0 : measured.reduce((sum, m) => sum + m.disk.raw, 0))
   disk.total = disk.running + disk.paused + disk.completed
   return disk
 }
@@ -126,7 +133,7 @@ export type Level = 'ok' | 'warning' | 'critical'
 
 export interface Alert {
   level: Exclude<Level, 'ok'>
-  metric: 'disk' | 'failure_rate' | 'running_tasks' | 'long_running'
+  metric: 'disk' | 'failure_rate' | 'running_tasks' | 'long_running' | 'free_space'
   value: number
   threshold: number
   message: string
@@ -166,9 +173,27 @@ export function checkHealth(report: StatsReport, index: TaskIndex, layout: Layou
   if (long.length > 0) {
     alerts.push({ level: 'warning', metric: 'long_running', value: long.length, threshold: a.long_running_hours, message: `${long.length} task(s) running longer than ${a.long_running_hours}h: ${long.slice(0, 5).map((r) => r.uuid.slice(0, 8)).join(', ')}${long.length > 5 ? ', …' : ''}` })
   }
+  const free = freeSpace(layout.base)
+  if (free !== null) {
+    const pct = round(free.percent, 1)
+    const message = `${pct}% free (${(free.bytes / GB).toFixed(2)} GB) on the device holding ${layout.base}`
+    if (free.percent < a.free_critical_percent) alerts.push({ level: 'critical', metric: 'free_space', value: pct, threshold: a.free_critical_percent, message: `${message} < ${a.free_critical_percent}%` })
+    else if (free.percent < a.free_warning_percent) alerts.push({ level: 'warning', metric: 'free_space', value: pct, threshold: a.free_warning_percent, message: `${message} < ${a.free_warning_percent}%` })
+  }
   const status: Level = alerts.some((x) => x.level === 'critical') ? 'critical' : alerts.length ? 'warning' : 'ok'
   const summary = `${report.total} tasks, ${running} running, failure rate ${(rate * 100).toFixed(1)}%, disk ${gb.toFixed(2)} GB`
   return { status, alerts, summary }
+}
+
+/** Space an unprivileged writer can still use on the device holding `path`, or null where it cannot be asked. */
+function freeSpace(path: string): { bytes: number; percent: number } | null {
+  try {
+    const s = statfsSync(path)
+    if (s.blocks === 0) return null
+    return { bytes: s.bavail * s.bsize, percent: (100 * s.bavail) / s.blocks }
+  } catch {
+    return null
+  }
 }
 
 function round(n: number, digits: number): number {

@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3'
 import type { Database as Db, Statement } from 'better-sqlite3'
-import { chmodSync, existsSync } from 'node:fs'
+import { chmodSync, existsSync, rmSync } from 'node:fs'
 import type { DiskUse } from './disk.js'
 import { LOCATIONS } from './layout.js'
 import type { Layout, Location } from './layout.js'
@@ -113,11 +113,18 @@ export class TaskIndex {
   static open(path: string): TaskIndex {
     const created = path !== ':memory:' && !existsSync(path)
     const db = new Database(path, { timeout: 10_000 })
-    if (created) chmodSync(path, 0o600)
-    db.pragma('journal_mode = WAL')
-    db.pragma('synchronous = NORMAL')
-    migrate(db)
-    return new TaskIndex(db)
+    try {
+      if (created) chmodSync(path, 0o600)
+      db.pragma('journal_mode = WAL')
+      db.pragma('synchronous = NORMAL')
+      migrate(db)
+      return new TaskIndex(db)
+    } catch (err) {
+      db.close()
+      // A creation that failed (a full disk) leaves no empty tasks.db to be trusted later.
+      if (created) for (const file of [path, `${path}-wal`, `${path}-shm`]) rmSync(file, { force: true })
+      throw err
+    }
   }
 
   /** Opens an existing index read-only, or returns null when there is none. */

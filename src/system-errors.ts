@@ -1,0 +1,67 @@
+import { statfsSync } from 'node:fs'
+import { CtxError } from './errors.js'
+
+/**
+ * Turns what the operating system or SQLite threw (ENOSPC, EACCES, SQLITE_FULL, …)
+ * into the one line of SPEC §9: what happened, where, and what to do. `base` is the
+ * task tree, named when the error itself carries no path (a write() has none).
+ * Returns null for anything that is not a system error.
+ */
+export function explainSystemError(err: unknown, base: string): CtxError | null {
+  if (err instanceof CtxError || !(err instanceof Error)) return null
+  const code = (err as { code?: unknown }).code
+  if (typeof code !== 'string') return null
+  const path = typeof (err as NodeJS.ErrnoException).path === 'string' ? (err as NodeJS.ErrnoException).path : undefined
+  const where = path ?? base
+  const fail = (message: string, hint: string) => new CtxError(message, { hint, cause: err })
+  if (isDiskFull(err, base)) {
+    return fail(`no space left on the device holding ${base}${path ? ` (writing ${path})` : ''}`, 'free some space there and run the command again; every record written before is intact')
+  }
+  switch (code) {
+    case 'EACCES':
+    case 'EPERM':
+      return fail(`permission denied: ${where}`, 'run ctxagent as the user that owns the task tree, or fix its permissions')
+    case 'EROFS':
+    case 'SQLITE_READONLY':
+      return fail(`${where} is on a read-only file system`, 'give a writable --home')
+    case 'ENOTDIR':
+      return fail(`${where}: part of this path is not a directory`, 'check --home and that nothing replaced a directory of the task tree with a file')
+    case 'EISDIR':
+      return fail(`${where} is a directory where a file was expected`, 'move the directory aside')
+    case 'EMFILE':
+    case 'ENFILE':
+      return fail('too many open files', 'raise the limit (ulimit -n) or run fewer agents on this machine')
+    case 'EIO':
+      return fail(`input/output error under ${where}`, 'the disk may be failing; check the system log')
+    case 'SQLITE_CORRUPT':
+    case 'SQLITE_NOTADB':
+      return fail(`${base}/tasks.db is damaged (${err.message})`, 'move it aside and run ctxagent reindex; the task directories are the truth')
+    case 'SQLITE_BUSY':
+      return fail(`${base}/tasks.db stayed locked by another process`, 'run the command again')
+  }
+  return null
+}
+
+const FULL = new Set(['ENOSPC', 'EDQUOT', 'SQLITE_FULL'])
+
+/**
+ * ENOSPC, or SQLite's "disk I/O error" when the device really has no room left: SQLite
+ * reports a full disk while mapping its shared-memory file as an I/O error.
+ */
+export function isDiskFull(err: unknown, base: string): boolean {
+  const code = (err as { code?: unknown } | null)?.code
+  if (typeof code !== 'string') return false
+  if (FULL.has(code)) return true
+  if (!code.startsWith('SQLITE_IOERR')) return false
+  const free = freeBytes(base)
+  return free !== null && free < 1024 * 1024
+}
+
+function freeBytes(path: string): number | null {
+  try {
+    const s = statfsSync(path)
+    return s.bavail * s.bsize
+  } catch {
+    return null
+  }
+}
