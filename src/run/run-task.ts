@@ -31,6 +31,7 @@ import { repairResumed } from './repair.js'
 import { runRecord } from './settings.js'
 import type { RunSettings } from './settings.js'
 import { StopController } from './stop.js'
+import { explainSystemError, isDiskFull } from '../system-errors.js'
 
 /** Where a new task comes from: its key and its first user message (SPEC §12.1, §13.1). */
 export interface TaskSource {
@@ -141,8 +142,19 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   } catch (err) {
     // An error that is not an ending: record it (unless the task is no longer ours), then report it.
     if (!handle.lost) {
-      log.warn(`task failed: ${(err as Error).message}`)
-      await handle.fail((err as Error).message).catch(() => undefined)
+      const full = explainSystemError(err, env.layout.base)
+      if (full && isDiskFull(err, env.layout.base)) {
+        // The disk, not the task, failed: paused (when even that can be written) to resume once there is room.
+        log.warn(`pausing: ${full.message}; resume with: ctxagent run --resume ${handle.uuid} once there is room`)
+        await handle
+          .update({ error: full.message })
+          .then(() => handle?.pause())
+          .catch(() => handle?.abandon(full.message))
+          .catch(() => undefined)
+      } else {
+        log.warn(`task failed: ${(err as Error).message}`)
+        await handle.fail((err as Error).message).catch(() => undefined)
+      }
     }
     throw err
   } finally {

@@ -1,9 +1,10 @@
-import { chmodSync, existsSync, mkdirSync, renameSync, statSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { activeEndpoint } from '../config.js'
 import { CtxError, isErrno } from '../errors.js'
 import { taskDiskUse } from './disk.js'
 import type { DiskUse } from './disk.js'
+import { explainSystemError } from '../system-errors.js'
 import { DIR_MODE, makePrivateDir, removeDeadTemps, writeFileAtomic } from './files.js'
 import { tailPlainSync } from './jsonl.js'
 import { FILES, LOCATIONS } from './layout.js'
@@ -195,6 +196,21 @@ export class TaskHandle {
     await this.finish('completed', { status, error: maskText(error), completed_at: this.env.now().toISOString() })
   }
 
+  /**
+   * Pause for when the usual pause cannot write (a full disk): stop owning the task,
+   * remove the lock (which frees room), then record `paused` if that now fits, and
+   * move the directory to paused/ (a rename needs no room). Records stay as last written.
+   */
+  async abandon(error: string): Promise<void> {
+    this.stopTimer()
+    this.closeStores()
+    await this.lock.release()
+    await updateState(this.dirPath, () => ({ status: 'paused', last_activity: 'paused', error: maskText(error) }), this.env.now()).catch(() => undefined)
+    const target = this.env.layout.taskDir('paused', this.uuid)
+    renameSync(this.dirPath, target)
+    this.dirPath = target
+  }
+
   private async finish(to: Location, change: Partial<TaskState>, afterMove?: Partial<TaskState>): Promise<void> {
     await this.update(change)
     this.stopTimer()
@@ -227,7 +243,7 @@ export class TaskHandle {
       // The directory moved away under us (unlock --force, a reaper): the lock is gone with it.
       if (isErrno(err, 'ENOENT')) err = new LockLostError(this.dirPath, null)
       if (!(err instanceof LockLostError)) {
-        this.env.warn(`heartbeat of task ${this.uuid} failed: ${(err as Error).message}`)
+        this.env.warn(`heartbeat of task ${this.uuid} failed: ${(explainSystemError(err, this.env.layout.base) ?? (err as Error)).message}`)
         if (strict) throw err
         return
       }
@@ -311,35 +327,42 @@ export async function createTask(env: TaskEnv, task: NewTask, options: CreateOpt
     if (isErrno(err, 'EEXIST')) throw new CtxError(`task ${uuid} already exists`, { exitCode: 4 })
     throw err
   }
-  const now = env.now()
-  const llm = env.config.llm
-  const endpoint = activeEndpoint(env.config)
-  const key = task.task_key
-  const metadata: TaskMetadata = {
-    uuid,
-    task_key: key,
-    task_type: `${key.task_source}_${key.task_type}`,
-    task_identifier: key.task_id,
-    repository: key.owner && key.repo ? `${key.owner}/${key.repo}` : key.repo || key.owner || '',
-    user: task.user,
-    created_at: now.toISOString(),
-    process_id: process.pid,
-    hostname: hostname(),
-    config: {
-      llm_provider: llm.provider,
-      model: endpoint.model,
-      context_length: endpoint.context_length,
-      compression_threshold: env.config.context.compression.threshold,
-    },
-    ...(task.run ? { run: task.run } : {}),
-    ...(task.inherited_from ? { inherited_from: task.inherited_from } : {}),
+  try {
+    const now = env.now()
+    const llm = env.config.llm
+    const endpoint = activeEndpoint(env.config)
+    const key = task.task_key
+    const metadata: TaskMetadata = {
+      uuid,
+      task_key: key,
+      task_type: `${key.task_source}_${key.task_type}`,
+      task_identifier: key.task_id,
+      repository: key.owner && key.repo ? `${key.owner}/${key.repo}` : key.repo || key.owner || '',
+      user: task.user,
+      created_at: now.toISOString(),
+      process_id: process.pid,
+      hostname: hostname(),
+      config: {
+        llm_provider: llm.provider,
+        model: endpoint.model,
+        context_length: endpoint.context_length,
+        compression_threshold: env.config.context.compression.threshold,
+      },
+      ...(task.run ? { run: task.run } : {}),
+      ...(task.inherited_from ? { inherited_from: task.inherited_from } : {}),
+    }
+    writeMetadata(dir, metadata)
+    await writeState(dir, initialState(now))
+    const lock = await TaskLock.acquire(dir, { ...stalenessPolicy(env.config), now: env.now })
+    const handle = await TaskHandle.open(env, uuid, dir, lock, options.onLost)
+    indexTask(env, metadata, handle.state, 'running', { messages: 0, summaries: 0, tools: 0 })
+    return handle
+  } catch (err) {
+    // Nothing of the task exists yet but what this process wrote (a full disk, a lock
+    // refused): remove it, so that no half-created task is left for a reaper to guess at.
+    rmSync(dir, { recursive: true, force: true })
+    throw err
   }
-  writeMetadata(dir, metadata)
-  await writeState(dir, initialState(now))
-  const lock = await TaskLock.acquire(dir, { ...stalenessPolicy(env.config), now: env.now })
-  const handle = await TaskHandle.open(env, uuid, dir, lock, options.onLost)
-  indexTask(env, metadata, handle.state, 'running', { messages: 0, summaries: 0, tools: 0 })
-  return handle
 }
 
 /**
