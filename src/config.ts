@@ -19,6 +19,8 @@ const COMMAND_TIMEOUT = 'must be a whole number of seconds from 1 to 600'
 const positiveInt = () => z.int({ error: POSITIVE_INT }).check(z.positive({ error: POSITIVE_INT }))
 const nonNegativeInt = () => z.int({ error: NON_NEGATIVE_INT }).check(z.gte(0, { error: NON_NEGATIVE_INT }))
 const positiveNumber = () => z.number({ error: POSITIVE_NUMBER }).check(z.positive({ error: POSITIVE_NUMBER }))
+const PERCENT = 'must be a percentage from 0 to 100'
+const percent = () => z.number({ error: PERCENT }).check(z.gte(0, { error: PERCENT }), z.lte(100, { error: PERCENT }))
 const ratio = () => z.number({ error: RATIO }).check(z.gt(0, { error: RATIO }), z.lte(1, { error: RATIO }))
 const text = () => z.string({ error: 'must be a string' })
 const flag = () => z.boolean({ error: 'must be true or false' })
@@ -132,6 +134,8 @@ export const configSchema = z.strictObject({
     failure_rate: withDefault(ratio(), 0.1),
     max_running_tasks: withDefault(positiveInt(), 100),
     long_running_hours: withDefault(positiveNumber(), 6),
+    free_warning_percent: withDefault(percent(), 10),
+    free_critical_percent: withDefault(percent(), 2),
   }),
 })
 

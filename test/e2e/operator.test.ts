@@ -150,12 +150,15 @@ describe('stats', () => {
     const tree = makeTree()
     tree.write({ uuid: uuidN(1), location: 'completed' })
     cli(['reindex', '--home', tree.base])
-    const ok = cli(['stats', '--check', '--home', tree.base])
+    // The machine's own free space is not this test's business (free_space has its own test).
+    const roomy = join(tree.base, 'roomy.yaml')
+    writeFileSync(roomy, 'alerts:\n  free_warning_percent: 0\n  free_critical_percent: 0\n')
+    const ok = cli(['stats', '--check', '--config', roomy, '--home', tree.base])
     expect(ok.code).toBe(0)
     expect(ok.stdout).toMatch(/^CTXAGENT OK - 1 tasks/)
     tree.write({ uuid: uuidN(2), location: 'completed', status: 'failed' })
     cli(['reindex', '--home', tree.base])
-    const warn = cli(['stats', '--check', '--home', tree.base])
+    const warn = cli(['stats', '--check', '--config', roomy, '--home', tree.base])
     expect(warn.code).toBe(1)
     expect(warn.stdout.trim().split('\n')).toEqual([expect.stringMatching(/^CTXAGENT WARNING - 1 alert/), 'WARNING: failure rate 50.0% > 10% (1 of 2 finished tasks)'])
     writeFileSync(join(tree.base, 'tight.yaml'), 'alerts:\n  disk_warning_gb: 0.0000001\n  disk_critical_gb: 0.000001\n')
@@ -172,7 +175,7 @@ describe('stats --check alerts on running tasks', () => {
     tree.write({ uuid: uuidN(0x61), location: 'running', lock: live('2024-01-31T16:00:00.000Z') }) // 8 h before the pinned clock
     tree.write({ uuid: uuidN(0x62), location: 'running', lock: live('2024-01-31T23:00:00.000Z') }) // 1 h
     cli(['reindex', '--home', tree.base], NOW)
-    writeFileSync(join(tree.base, 'one.yaml'), 'alerts:\n  max_running_tasks: 1\n')
+    writeFileSync(join(tree.base, 'one.yaml'), 'alerts:\n  max_running_tasks: 1\n  free_warning_percent: 0\n  free_critical_percent: 0\n')
     const res = cli(['stats', '--check', '--json', '--config', join(tree.base, 'one.yaml'), '--home', tree.base], NOW)
     expect(res.code).toBe(1)
     const result = JSON.parse(res.stdout) as { status: string; alerts: { metric: string; value: number; message: string }[] }
