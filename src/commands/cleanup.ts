@@ -8,7 +8,7 @@ import { table } from '../render.js'
 import { monitorPass } from '../storage/monitor.js'
 import type { Finding } from '../storage/monitor.js'
 import { executeCleanup, planCleanup } from '../storage/retention.js'
-import type { PlannedTask } from '../storage/retention.js'
+import type { CleanupPlan, PlannedTask } from '../storage/retention.js'
 import { stalenessPolicy } from '../storage/task-env.js'
 import { durationArg, stopSignal, withContext } from './shared.js'
 
@@ -24,6 +24,7 @@ export interface CleanupReport {
   deleted: PlannedTask[]
   reaped: Finding[]
   skipped: { uuid: string; reason: string }[]
+  undated: CleanupPlan['undated']
   bytes_before: number
   bytes_after: number | null
   dry_run: boolean
@@ -72,7 +73,7 @@ async function runOnce(ctx: Context, opts: CleanupOptions, compressAfterMs: numb
     const before = [...plan.compress, ...plan.delete].reduce((sum, t) => sum + t.bytes, 0)
     let report: CleanupReport
     if (dryRun) {
-      report = { compressed: plan.compress.map((t) => ({ ...t, bytes_after: null })), deleted: plan.delete, reaped, skipped: plan.skipped, bytes_before: before, bytes_after: null, dry_run: true }
+      report = { compressed: plan.compress.map((t) => ({ ...t, bytes_after: null })), deleted: plan.delete, reaped, skipped: plan.skipped, undated: plan.undated, bytes_before: before, bytes_after: null, dry_run: true }
     } else {
       const files = plan.compress.reduce((n, t) => n + (t.files?.length ?? 0), 0) + plan.delete.length
       const progress = createProgress(ctx.io, 'cleanup', !ctx.json)
@@ -80,11 +81,19 @@ async function runOnce(ctx: Context, opts: CleanupOptions, compressAfterMs: numb
       const done = await executeCleanup(env, plan, () => progress.tick()).finally(() => progress.stop())
       for (const t of [...done.compressed, ...done.deleted, ...reaped]) auditTask(ctx, 'cleanup', t.uuid)
       const after = done.compressed.reduce((sum, t) => sum + t.bytes_after, 0)
-      report = { compressed: done.compressed, deleted: done.deleted, reaped, skipped: plan.skipped, bytes_before: before, bytes_after: after, dry_run: false }
+      report = { compressed: done.compressed, deleted: done.deleted, reaped, skipped: plan.skipped, undated: plan.undated, bytes_before: before, bytes_after: after, dry_run: false }
     }
     if (ctx.json) ctx.io.json(report)
     else ctx.io.out(render(ctx, report))
+    if (plan.undated.length > 0) ctx.io.warn(undatedWarning(plan.undated))
   }, { createIndex: !dryRun })
+}
+
+/** One line for every task cleanup had to date by its files: they are not skipped, but somebody should look. */
+function undatedWarning(undated: CleanupPlan['undated']): string {
+  const shown = undated.slice(0, 3).map((u) => `${u.uuid.slice(0, 8)} (${u.reason})`)
+  const more = undated.length > shown.length ? `, and ${undated.length - shown.length} more` : ''
+  return `${undated.length} task(s) in completed/ have no usable completed_at, so their age comes from their files' times: ${shown.join(', ')}${more} (ctxagent view <uuid> shows them; --json lists all)`
 }
 
 function render(ctx: Context, r: CleanupReport): string {

@@ -1,6 +1,6 @@
 import { availableParallelism } from 'node:os'
 import { join } from 'node:path'
-import { renameSync, rmSync, statSync } from 'node:fs'
+import { lstatSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs'
 import { CtxError, isErrno } from '../errors.js'
 import { archivableFiles, eachLimit, gzipInPlace, removeStaleTemps } from './archive.js'
 import { taskDiskUse } from './disk.js'
@@ -26,6 +26,8 @@ export interface CleanupPlan {
   compress: PlannedTask[]
   delete: PlannedTask[]
   skipped: { uuid: string; reason: string }[]
+  /** Tasks without a usable completed_at, aged by their files' times (`dated_by`). */
+  undated: { uuid: string; reason: string; dated_by: string }[]
 }
 
 export interface RetentionPolicy {
@@ -39,30 +41,26 @@ const DAY = 86_400_000
 /**
  * What cleanup would do in completed/: delete tasks older than deleteAfter, gzip
  * the plain files of tasks older than compressAfter. Ages count from state.json's
- * completed_at (the directory's mtime when it has none). A task holding a live lock
- * (someone is working on it) is left alone.
+ * completed_at. A task without a usable one (state.json missing, empty, not JSON, or
+ * without a valid completed_at) is reported in `undated` and aged by its own files'
+ * times instead, so it still expires. A task holding a live lock (someone is working
+ * on it) is left alone.
  */
 export function planCleanup(env: TaskEnv, policy: RetentionPolicy): CleanupPlan {
-  const plan: CleanupPlan = { compress: [], delete: [], skipped: [] }
+  const plan: CleanupPlan = { compress: [], delete: [], skipped: [], undated: [] }
   const now = env.now().getTime()
   for (const ref of listTasks(env.layout, ['completed'])) {
-    let completedAt: string | null
-    try {
-      completedAt = readState(ref.dir)?.completed_at ?? null
-    } catch (err) {
-      if (!(err instanceof CtxError)) throw err
-      completedAt = null
-    }
-    const since = Date.parse(completedAt ?? '') || mtimeOf(ref.dir)
-    if (since === null) continue
-    const age = now - since
+    const dated = completionTime(ref.dir)
+    if (dated === null) continue // gone meanwhile
+    if (dated.undated) plan.undated.push({ uuid: ref.uuid, reason: dated.undated, dated_by: new Date(dated.since).toISOString() })
+    const age = now - dated.since
     if (age <= policy.compressAfterMs && age <= policy.deleteAfterMs) continue
     const lock = readLock(ref.dir)
     if (lock !== null && !judgeLock(lock, env.now(), policy.lockPolicy).stale) {
       plan.skipped.push({ uuid: ref.uuid, reason: 'held by a live process' })
       continue
     }
-    const item: PlannedTask = { uuid: ref.uuid, completed_at: completedAt, age_days: Math.floor(age / DAY), bytes: taskDiskUse(ref.dir).bytes }
+    const item: PlannedTask = { uuid: ref.uuid, completed_at: dated.completedAt, age_days: Math.floor(age / DAY), bytes: taskDiskUse(ref.dir).bytes }
     if (age > policy.deleteAfterMs) {
       plan.delete.push(item)
       continue
@@ -73,7 +71,53 @@ export function planCleanup(env: TaskEnv, policy: RetentionPolicy): CleanupPlan 
   return plan
 }
 
-function mtimeOf(dir: string): number | null {
+interface Dated {
+  since: number
+  completedAt: string | null
+  /** Why completed_at could not be used; null when it was. */
+  undated: string | null
+}
+
+/** When a finished task finished: completed_at, or else the newest of its files' times. Null when the task is gone. */
+function completionTime(dir: string): Dated | null {
+  let why: string
+  try {
+    const state = readState(dir)
+    const completedAt = state?.completed_at ?? null
+    const since = completedAt === null ? Number.NaN : Date.parse(completedAt)
+    if (!Number.isNaN(since)) return { since, completedAt, undated: null }
+    why = state === null ? 'no state.json' : completedAt === null ? 'state.json has no completed_at' : `state.json's completed_at ${JSON.stringify(completedAt).slice(0, 40)} is not a date`
+  } catch (err) {
+    if (!(err instanceof CtxError)) throw err
+    why = err.message.replace(`${dir}/`, '')
+  }
+  const since = newestFileTime(dir)
+  return since === null ? null : { since, completedAt: null, undated: why }
+}
+
+/**
+ * The newest modification time of a task's files (gzip keeps them, so archiving does
+ * not make a task young again), or the directory's own when it has none.
+ */
+function newestFileTime(dir: string): number | null {
+  let names: string[]
+  try {
+    names = readdirSync(dir)
+  } catch (err) {
+    if (isErrno(err, 'ENOENT')) return null
+    throw err
+  }
+  let newest = 0
+  for (const name of names) {
+    if (name.startsWith('.')) continue // .lock and temp files say nothing about when the task ran
+    try {
+      const st = lstatSync(join(dir, name))
+      if (st.isFile()) newest = Math.max(newest, st.mtimeMs)
+    } catch (err) {
+      if (!isErrno(err, 'ENOENT')) throw err
+    }
+  }
+  if (newest > 0) return newest
   try {
     return statSync(dir).mtimeMs
   } catch (err) {

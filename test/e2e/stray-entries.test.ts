@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -57,5 +57,35 @@ describe('stray entries, links and a stale index', () => {
     expect(res.code, res.stderr).toBe(0)
     expect(res.stderr).toMatch(/tasks\.db is out of date \(running\/ has 1, the index 0; completed\/ has 4, the index 3\).*ctxagent reindex/)
     expect((JSON.parse(res.stdout) as { total: number }).total).toBe(5)
+  })
+
+  it('cleanup reports completed tasks whose state.json cannot date them, and ages them by their files instead of skipping them', () => {
+    const tree = makeTree()
+    const old = new Date('2020-01-01T00:00:00Z')
+    const recent = new Date(Date.now() - 2 * 86_400_000)
+    const cases: [number, (dir: string) => void, Date, RegExp][] = [
+      [0x31, (dir) => writeFileSync(join(dir, 'state.json'), ''), old, /is not valid JSON/],
+      [0x32, (dir) => rmSync(join(dir, 'state.json')), old, /no state\.json/],
+      [0x33, (dir) => writeFileSync(join(dir, 'state.json'), '{"status": "completed", "completed_at": "yesterday"}'), old, /"yesterday" is not a date/],
+      [0x34, (dir) => writeFileSync(join(dir, 'state.json'), '{"status": "completed"}'), recent, /has no completed_at/],
+      [0x35, (dir) => writeFileSync(join(dir, 'state.json'), '[1, 2'), recent, /is not valid JSON/],
+    ]
+    for (const [n, spoil, when] of cases) {
+      const dir = tree.write({ uuid: uuidN(n), location: 'completed', messages: 4 })
+      spoil(dir)
+      for (const name of readdirSync(dir)) utimesSync(join(dir, name), when, when)
+      utimesSync(dir, new Date(), new Date()) // the directory itself looks young: the files' times decide
+    }
+    const res = cli(['cleanup', '--json', '--compress-after', '1d', '--delete-after', '30d', '--home', tree.base])
+    expect(res.code, res.stderr).toBe(0)
+    const report = JSON.parse(res.stdout) as { deleted: { uuid: string }[]; compressed: { uuid: string }[]; undated: { uuid: string; reason: string }[] }
+    expect(report.deleted.map((t) => t.uuid).sort()).toEqual([uuidN(0x31), uuidN(0x32), uuidN(0x33)])
+    expect(report.compressed.map((t) => t.uuid).sort()).toEqual([uuidN(0x34), uuidN(0x35)])
+    expect(report.undated.map((u) => u.uuid).sort()).toEqual(cases.map(([n]) => uuidN(n)))
+    for (const [n, , , says] of cases) expect(report.undated.find((u) => u.uuid === uuidN(n))?.reason).toMatch(says)
+    expect(res.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^ctxagent: warning: 5 task\(s\) in completed\/ have no usable completed_at.*and 2 more/)])
+    // Gzipped, they keep their files' times: the next cleanup does not think them young.
+    const again = JSON.parse(cli(['cleanup', '--json', '--compress-after', '1d', '--delete-after', '1d', '--home', tree.base]).stdout) as { deleted: { uuid: string }[] }
+    expect(again.deleted.map((t) => t.uuid).sort()).toEqual([uuidN(0x34), uuidN(0x35)])
   })
 })
