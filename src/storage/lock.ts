@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto'
 import { linkSync, readFileSync, renameSync, statSync, unlinkSync } from 'node:fs'
-import { join } from 'node:path'
+import { basename, dirname, join } from 'node:path'
 import lockfile from 'proper-lockfile'
 import { formatDuration } from '../duration.js'
 import { CtxError, isErrno, LockedError } from '../errors.js'
-import { unlinkQuietly, writeTempFor } from './files.js'
+import { removeDeadTemps, unlinkQuietly, writeTempFor } from './files.js'
 import { FILES } from './layout.js'
 import { hostname, pidStatus, processStart } from './process-info.js'
 
@@ -16,6 +16,8 @@ export interface LockInfo {
   heartbeat_at: string
   process_start?: string | null
   token?: string
+  /** Set by a reaper: the dead owner it is recovering, so that if the reaper dies too, the next one still names the owner. */
+  reaping?: Pick<LockInfo, 'process_id' | 'hostname' | 'heartbeat_at'>
 }
 
 export interface LockFile {
@@ -140,8 +142,15 @@ async function lockMutex(dir: string): Promise<() => Promise<void>> {
   }
 }
 
+/**
+ * The lock's content in a temp file beside the task directory, not inside it: a
+ * process that loses a takeover race (or is killed in it) must not leave its temp in a
+ * directory that then moves to completed/ with it. link() and rename() into the task
+ * directory are atomic all the same (one filesystem). Dead processes' temps are removed
+ * from the location directories by watch-locks and cleanup (removeDeadTemps).
+ */
 function writeLockTemp(dir: string, info: LockInfo): string {
-  return writeTempFor(join(dir, FILES.lock), `${JSON.stringify(info)}\n`)
+  return writeTempFor(join(dirname(dir), `.${basename(dir)}${FILES.lock}`), `${JSON.stringify(info)}\n`)
 }
 
 /** Identity of the lock file as written: a rename or an in-place rewrite changes it. */
@@ -158,6 +167,8 @@ export interface AcquireOptions extends StalenessPolicy {
   now?: () => Date
   /** Take the lock even from a live holder (`unlock --force`). */
   force?: boolean
+  /** Recorded in the lock: whose task this process is recovering (see LockInfo.reaping). */
+  reaping?: LockInfo['reaping']
 }
 
 /** A `.lock` held by this process. */
@@ -195,6 +206,7 @@ export class TaskLock {
       heartbeat_at: stamp,
       process_start: processStart(process.pid),
       token: randomUUID(),
+      ...(options.reaping ? { reaping: options.reaping } : {}),
     }
     const path = join(dir, FILES.lock)
     const tmp = writeLockTemp(dir, info)
@@ -202,7 +214,7 @@ export class TaskLock {
       for (let attempt = 0; attempt < 5; attempt++) {
         try {
           linkSync(tmp, path)
-          return new TaskLock(dir, info, now)
+          return TaskLock.taken(dir, info, now)
         } catch (err) {
           if (!isErrno(err, 'EEXIST')) throw err
         }
@@ -217,13 +229,19 @@ export class TaskLock {
           renameSync(tmp, path)
           return true
         })
-        if (took) return new TaskLock(dir, info, now)
+        if (took) return TaskLock.taken(dir, info, now)
       }
       const last = readLock(dir)
       throw heldError(dir, last, { stale: false, reason: 'another process took it first' })
     } finally {
       unlinkQuietly(tmp)
     }
+  }
+
+  /** A new holder first removes what dead holders left half-written (temp files of their atomic writes). */
+  private static taken(dir: string, info: LockInfo, now: () => Date): TaskLock {
+    removeDeadTemps(dir)
+    return new TaskLock(dir, info, now)
   }
 
   /** Cheap check before a write: the lock file is still the one we wrote. */

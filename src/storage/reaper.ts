@@ -75,11 +75,15 @@ export function assessTask(env: TaskEnv, ref: TaskRef, options: ReapOptions): As
 export async function reapTask(env: TaskEnv, ref: TaskRef, options: ReapOptions): Promise<ReapOutcome> {
   const assessment = assessTask(env, ref, options)
   if (!assessment.stale) return { done: false, reason: assessment.reason, holder: assessment.holder }
-  const { verdict, holder } = assessment
+  const { verdict } = assessment
+  // A reaper that died on this task left its own lock naming the owner it was recovering: that owner is the one to name.
+  const reaper = assessment.holder?.reaping ? assessment.holder : null
+  const holder: LockInfo | null = reaper?.reaping ? { ...reaper.reaping, acquired_at: reaper.reaping.heartbeat_at } : assessment.holder
+  const reaping = holder ? { process_id: holder.process_id, hostname: holder.hostname, heartbeat_at: holder.heartbeat_at } : undefined
 
   let taken: TaskLock
   try {
-    taken = await TaskLock.acquire(ref.dir, { ...options.policy, now: env.now, force: options.force === true })
+    taken = await TaskLock.acquire(ref.dir, { ...options.policy, now: env.now, force: options.force === true, ...(reaping ? { reaping } : {}) })
   } catch (err) {
     // Another reaper, or a resuming owner, was first; or the task already moved on.
     if (err instanceof LockedError) return { done: false, reason: 'another process took the task first', holder }
@@ -96,7 +100,7 @@ export async function reapTask(env: TaskEnv, ref: TaskRef, options: ReapOptions)
     const unborn = completeUnbornTask(ref, holder, env.now())
     const error = settled
       ? current.error
-      : `${forced ? 'taken over by an operator (unlock --force) from' : unborn ? 'agent died while creating the task:' : 'agent died:'} ${holder ? `pid ${holder.process_id} on ${holder.hostname}, last heartbeat ${holder.heartbeat_at}` : 'no lock held'} (${verdict.reason})`
+      : `${forced ? 'taken over by an operator (unlock --force) from' : unborn ? 'agent died while creating the task:' : 'agent died:'} ${holder ? `pid ${holder.process_id} on ${holder.hostname}, last heartbeat ${holder.heartbeat_at}` : 'no lock held'} (${reaper ? `a reaper, pid ${reaper.process_id}, died while recovering it; ${verdict.reason}` : verdict.reason})`
     const next = await updateState(
       ref.dir,
       (s) => (settled ? { completed_at: s.completed_at ?? (to === 'completed' ? now : null) } : { status: 'failed', error, completed_at: now, last_activity: 'reaped' }),

@@ -5,7 +5,7 @@ import { CtxError, isErrno } from '../errors.js'
 import { taskDiskUse } from './disk.js'
 import type { DiskUse } from './disk.js'
 import { explainSystemError } from '../system-errors.js'
-import { DIR_MODE, makePrivateDir, removeDeadTemps, writeFileAtomic } from './files.js'
+import { DIR_MODE, makePrivateDir, writeFileAtomic } from './files.js'
 import { tailPlainSync } from './jsonl.js'
 import { FILES, LOCATIONS } from './layout.js'
 import type { Location, TaskRef } from './layout.js'
@@ -283,8 +283,6 @@ export class TaskHandle {
 
   /** @internal used by createTask / resumeTask */
   static async open(env: TaskEnv, uuid: string, dir: string, lock: TaskLock, onLost?: (err: LockLostError) => void): Promise<TaskHandle> {
-    // A killed predecessor's half-written temp files go before this owner writes anything.
-    removeDeadTemps(dir)
     const metadata = readMetadata(dir)
     const state = readState(dir) ?? initialState(env.now())
     return new TaskHandle(env, uuid, dir, lock, metadata, state, onLost ?? (() => undefined))

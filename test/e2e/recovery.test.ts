@@ -157,6 +157,27 @@ describe('unlock', () => {
     expect(res.stdout).toContain('reaped')
   })
 
+  it('clears a lock left in paused/ by a process that died holding it, and leaves a live one', () => {
+    const tree = makeTree()
+    tree.write({ uuid: uuidN(12), location: 'paused', lock: { process_id: deadPid(), hostname: hostname(), acquired_at: ago(300_000), heartbeat_at: ago(300_000) } })
+    tree.write({ uuid: uuidN(13), location: 'paused', lock: { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: ago(1000), heartbeat_at: ago(1000) } })
+    const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
+    expect(res.code, res.stderr).toBe(0)
+    expect(JSON.parse(res.stdout)).toMatchObject({ uuid: uuidN(12), action: 'finished', reason: expect.stringContaining('removed a leftover lock') })
+    expect(existsSync(join(tree.layout.taskDir('paused', uuidN(12)), '.lock'))).toBe(false)
+    expect(existsSync(join(tree.layout.taskDir('paused', uuidN(13)), '.lock'))).toBe(true)
+  })
+
+  it('a reaper that died while recovering a task is not taken for its agent: the next one still names the dead owner', () => {
+    const tree = makeTree()
+    const owner = { process_id: 4242, hostname: 'build-7', heartbeat_at: ago(900_000) }
+    tree.write({ uuid: uuidN(11), location: 'running', lock: { process_id: deadPid(), hostname: hostname(), acquired_at: ago(300_000), heartbeat_at: ago(300_000), reaping: owner } })
+    const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
+    expect(res.code, res.stderr).toBe(0)
+    expect(JSON.parse(res.stdout)).toMatchObject({ uuid: uuidN(11), action: 'reaped', pid: 4242, hostname: 'build-7' })
+    expect(state(tree.layout.taskDir('completed', uuidN(11))).error).toMatch(/^agent died: pid 4242 on build-7, last heartbeat .* \(a reaper, pid \d+, died while recovering it; pid \d+ is gone/)
+  })
+
   it('stops an owner whose lock was taken: it writes nothing more and exits with an error', async () => {
     const tree = makeTree()
     const owner = helper('owner.mjs', [tree.base, 'write', '0.2'])
