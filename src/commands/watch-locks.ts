@@ -95,7 +95,7 @@ function report(ctx: Context, result: PassResult): void {
   const acted = result.findings.filter((f) => f.action === 'reaped' || f.action === 'finished').length
   const chats = result.findings.filter((f) => f.action === 'end_requested' || f.action === 'terminated').length
   const alerts = result.findings.length - acted - chats
-  ctx.io.out(`${ctx.now().toISOString()} watch-locks: ${result.checked} running task(s) checked, ${acted} recovered, ${alerts} alert(s)${chats ? `, ${chats} chat session(s) past the hard timeout` : ''}`)
+  ctx.io.out(`${ctx.now().toISOString()} watch-locks: ${result.checked} running task(s) checked, ${acted} recovered, ${alerts} alert(s)${chats ? `, ${chats} chat session(s) past the hard timeout` : ''}${result.reindexed ? `, ${result.reindexed} tasks.db row(s) brought in step with the directories` : ''}`)
   if (result.findings.length === 0) return
   ctx.io.out(table(ctx.io, ['uuid', 'action', 'pid', 'host', 'last heartbeat', 'reason'], result.findings.map((f) => row(ctx, f))))
 }

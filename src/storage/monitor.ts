@@ -1,14 +1,17 @@
+import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { isDiskFull } from '../system-errors.js'
-import { CtxError, LockedError } from '../errors.js'
-import { makePrivateDir } from './files.js'
+import { CtxError, isErrno, LockedError } from '../errors.js'
+import { makePrivateDir, removeDeadTemps } from './files.js'
+import { FILES } from './layout.js'
 import type { TaskRef } from './layout.js'
 import { TaskLock } from './lock.js'
 import type { LockInfo, StalenessPolicy } from './lock.js'
-import { assessTask, finishCompleting, reapTask } from './reaper.js'
+import { assessTask, clearLeftoverLock, finishCompleting, reapTask } from './reaper.js'
 import type { ReapReport } from './reaper.js'
 import { appendInbox, readInbox } from './inbox.js'
 import { hostname } from './process-info.js'
+import { reconcileIndex } from './reindex.js'
 import { readState } from './state.js'
 import type { TaskEnv } from './task-env.js'
 import { listTasks } from './task-scan.js'
@@ -37,6 +40,8 @@ export type Finding = ReapReport | Alert | Intervention
 export interface PassResult {
   checked: number
   findings: Finding[]
+  /** tasks.db rows brought back in step with the directories. */
+  reindexed: number
 }
 
 export interface PassOptions {
@@ -55,6 +60,8 @@ export interface PassOptions {
  */
 export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<PassResult> {
   const findings: Finding[] = []
+  // Lock temps of processes killed while taking a lock live beside the task directories.
+  if (!options.dryRun) for (const dir of [env.layout.base, env.layout.dir('running'), env.layout.dir('paused')]) removeDeadTemps(dir)
   const running = listTasks(env.layout, ['running'])
   for (const ref of running) {
     if (options.dryRun) {
@@ -81,12 +88,29 @@ export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<P
     const intervention = options.chat ? enforceChatTimeout(env, ref, options.chat, outcome.holder) : null
     if (intervention) findings.push(intervention)
   }
+  // A lock left in paused/ by a process that died holding it (a resume, a compress): nobody may hold a paused task.
+  for (const ref of options.dryRun ? [] : listTasks(env.layout, ['paused'])) {
+    if (!existsSync(join(ref.dir, FILES.lock))) continue
+    try {
+      const outcome = await clearLeftoverLock(env, ref, { policy: options.policy })
+      if (outcome.done) findings.push(outcome.report)
+    } catch (err) {
+      if (isDiskFull(err, env.layout.base)) throw err
+      if (!(err instanceof LockedError) && !isErrno(err, 'ENOENT')) env.warn(`task ${ref.uuid}: ${(err as Error).message}`)
+    }
+  }
   for (const ref of options.dryRun ? [] : completingInIndex(env)) {
     if ((await finishCompleting(env, ref)) !== null) {
       findings.push({ uuid: ref.uuid, action: 'finished', reason: 'completion was interrupted after the move', pid: null, hostname: null, heartbeat_at: null })
     }
   }
-  return { checked: running.length, findings }
+  // After the moves, so that this pass's own rows are in; a crashed mover's are mended here.
+  const reindexed = options.dryRun ? 0 : await reconcileIndex(env).catch((err: Error) => {
+    if (isDiskFull(err, env.layout.base)) throw err
+    env.warn(`tasks.db not brought in step with the directories: ${err.message} (ctxagent reindex rebuilds it)`)
+    return 0
+  })
+  return { checked: running.length, findings, reindexed }
 }
 
 /**

@@ -1,6 +1,9 @@
 import type { Location } from './layout.js'
 import { finishCompleting } from './reaper.js'
-import { TaskIndex, taskRow } from './task-index.js'
+import { existsSync } from 'node:fs'
+import { taskDiskUse } from './disk.js'
+import { LOCATIONS } from './layout.js'
+import { indexDrift, TaskIndex, taskRow } from './task-index.js'
 import type { TaskRow } from './task-index.js'
 import type { TaskEnv } from './task-env.js'
 import { listTasks, scanTask } from './task-scan.js'
@@ -44,4 +47,35 @@ export async function rebuildIndex(env: TaskEnv, progress: { start(total: number
   }
   result.indexed = rows.length
   return result
+}
+
+/**
+ * Brings tasks.db back in step with the directories after a crash left it behind (a
+ * reaper killed between its move and its row, tasks copied in by hand), without a
+ * full reindex: only when the per-location counts disagree with a listing (cheap), and
+ * then only the tasks whose row is missing, wrong or orphaned are read again. Every
+ * watch-locks pass (and so every cleanup) runs it. Returns how many rows it changed.
+ */
+export async function reconcileIndex(env: TaskEnv): Promise<number> {
+  const index = env.index
+  if (index === null || indexDrift(index, env.layout).length === 0) return 0
+  const listed = new Map<string, Location>()
+  for (const location of LOCATIONS) for (const uuid of env.layout.list(location)) listed.set(uuid, location)
+  const indexed = index.locations()
+  let changed = 0
+  for (const [uuid, location] of indexed) {
+    if (listed.has(uuid)) continue
+    index.remove(uuid)
+    changed++
+  }
+  for (const [uuid, location] of listed) {
+    if (indexed.get(uuid) === location) continue
+    const ref = { uuid, location, dir: env.layout.taskDir(location, uuid) }
+    const scanned = await scanTask(ref)
+    // A task still being created has no metadata yet (its owner indexes it); one that moved meanwhile is its mover's to index.
+    if (!scanned.ok || !existsSync(ref.dir)) continue
+    index.upsert(taskRow(scanned.task.metadata, scanned.task.state, location, scanned.task.counts, location === 'completed' ? taskDiskUse(ref.dir) : null))
+    changed++
+  }
+  return changed
 }

@@ -1,13 +1,14 @@
 import { availableParallelism } from 'node:os'
 import { join } from 'node:path'
-import { lstatSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs'
+import { existsSync, lstatSync, readdirSync, renameSync, rmdirSync, rmSync, statSync } from 'node:fs'
 import { CtxError, isErrno } from '../errors.js'
 import { archivableFiles, eachLimit, gzipInPlace, removeStaleTemps } from './archive.js'
 import { taskDiskUse } from './disk.js'
-import { makePrivateDir } from './files.js'
+import { makePrivateDir, removeDeadTemps } from './files.js'
 import type { TaskRef } from './layout.js'
 import { judgeLock, readLock } from './lock.js'
 import type { StalenessPolicy } from './lock.js'
+import { pidStatus } from './process-info.js'
 import { finishCompleting } from './reaper.js'
 import { readState } from './state.js'
 import type { TaskEnv } from './task-env.js'
@@ -156,22 +157,51 @@ export async function executeCleanup(env: TaskEnv, plan: CleanupPlan, onFile: ()
   const measured = plan.compress.map((task) => ({ task, disk: taskDiskUse(env.layout.taskDir('completed', task.uuid)) }))
   env.index?.setDiskUse(measured.map(({ task, disk }) => ({ uuid: task.uuid, disk })))
   for (const { task, disk } of measured) done.compressed.push({ ...task, bytes_after: disk.bytes })
+  removeDeadTemps(env.layout.dir('completed'))
   const trash = join(env.layout.base, '.trash')
   if (plan.delete.length > 0) makePrivateDir(trash)
   for (const task of plan.delete) {
+    const source = env.layout.taskDir('completed', task.uuid)
     const target = join(trash, `${task.uuid}.${process.pid}`)
     try {
-      renameSync(env.layout.taskDir('completed', task.uuid), target)
+      renameSync(source, target)
     } catch (err) {
-      if (isErrno(err, 'ENOENT')) continue // deleted meanwhile
-      throw err
+      if (!isErrno(err, 'ENOENT')) throw err
+      if (!existsSync(source)) continue // deleted meanwhile
+      // A concurrent cleanup removed the emptied .trash/ just now: make it again.
+      makePrivateDir(trash)
+      renameSync(source, target)
     }
     env.index?.remove(task.uuid)
     rmSync(target, { recursive: true, force: true })
     done.deleted.push(task)
     onFile()
   }
-  // Leftovers of a cleanup that crashed while deleting.
-  rmSync(trash, { recursive: true, force: true })
+  removeDeadTrash(trash)
   return done
+}
+
+/**
+ * Empties .trash/ of what this cleanup and cleanups that died while deleting left
+ * there (`<uuid>.<pid>`), never what a concurrent live cleanup is deleting right now;
+ * removes .trash/ itself once it is empty.
+ */
+function removeDeadTrash(trash: string): void {
+  let names: string[]
+  try {
+    names = readdirSync(trash)
+  } catch (err) {
+    if (isErrno(err, 'ENOENT')) return
+    throw err
+  }
+  for (const name of names) {
+    const pid = Number(/\.(\d+)$/.exec(name)?.[1])
+    if (pid === process.pid || (Number.isInteger(pid) && pidStatus(pid) === 'gone')) rmSync(join(trash, name), { recursive: true, force: true })
+  }
+  try {
+    rmdirSync(trash)
+  } catch (err) {
+    // Not empty (a live cleanup is deleting there) or already gone: both fine.
+    if (!isErrno(err, 'ENOTEMPTY') && !isErrno(err, 'EEXIST') && !isErrno(err, 'ENOENT')) throw err
+  }
 }

@@ -185,6 +185,12 @@ export class TaskIndex {
     return (this.db.prepare('SELECT count(*) AS n FROM tasks WHERE location = ?').get(location) as { n: number }).n
   }
 
+  /** Every row's uuid and location (reconcileIndex compares them with the directories). */
+  locations(): Map<string, Location> {
+    const rows = this.db.prepare('SELECT uuid, location FROM tasks').raw().all() as [string, Location][]
+    return new Map(rows)
+  }
+
   get(uuid: string): TaskRow | undefined {
     return this.db.prepare('SELECT * FROM tasks WHERE uuid = ?').get(uuid) as TaskRow | undefined
   }

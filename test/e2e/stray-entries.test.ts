@@ -1,4 +1,5 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs'
+import Database from 'better-sqlite3'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -57,6 +58,31 @@ describe('stray entries, links and a stale index', () => {
     expect(res.code, res.stderr).toBe(0)
     expect(res.stderr).toMatch(/tasks\.db is out of date \(running\/ has 1, the index 0; completed\/ has 4, the index 3\).*ctxagent reindex/)
     expect((JSON.parse(res.stdout) as { total: number }).total).toBe(5)
+  })
+
+  it('the next watch-locks pass brings a drifted tasks.db back in step: rows added, moved and dropped, nothing else read', () => {
+    const tree = makeTree()
+    for (let i = 40; i < 44; i++) tree.write({ uuid: uuidN(i), location: 'completed', completedAt: OLD, messages: 3 })
+    tree.write({ uuid: uuidN(44), location: 'paused', messages: 3 })
+    expect(cli(['reindex', '--home', tree.base]).code).toBe(0)
+    // A crash between a move and its row; a task copied in by hand; a task removed by hand.
+    renameSync(tree.layout.taskDir('paused', uuidN(44)), tree.layout.taskDir('completed', uuidN(44)))
+    tree.write({ uuid: uuidN(45), location: 'completed', completedAt: OLD, messages: 7 })
+    rmSync(tree.layout.taskDir('completed', uuidN(40)), { recursive: true })
+    const res = cli(['watch-locks', '--once', '--home', tree.base])
+    expect(res.code, res.stderr).toBe(0)
+    expect(res.stdout).toContain('3 tasks.db row(s) brought in step with the directories')
+    const db = new Database(join(tree.base, 'tasks.db'), { readonly: true })
+    const rows = db.prepare('SELECT uuid, location, total_messages FROM tasks ORDER BY uuid').all()
+    db.close()
+    expect(rows).toEqual([
+      ...[41, 42, 43].map((i) => ({ uuid: uuidN(i), location: 'completed', total_messages: 3 })),
+      { uuid: uuidN(44), location: 'completed', total_messages: 3 },
+      { uuid: uuidN(45), location: 'completed', total_messages: 7 },
+    ])
+    const stats = cli(['stats', '--json', '--home', tree.base])
+    expect(stats.stderr).toBe('')
+    expect(cli(['watch-locks', '--once', '--home', tree.base]).stdout).not.toContain('brought in step')
   })
 
   it('cleanup reports completed tasks whose state.json cannot date them, and ages them by their files instead of skipping them', () => {
