@@ -1,12 +1,12 @@
 import { spawnSync } from 'node:child_process'
-import { closeSync, cpSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statfsSync, statSync, writeSync } from 'node:fs'
+import { closeSync, cpSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, statfsSync, statSync, writeSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join, relative } from 'node:path'
-import { gunzipSync } from 'node:zlib'
+import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Layout } from '../../src/storage/layout.js'
 import { uuidN, writeTask } from '../fixtures/tree.js'
 import { cliAsync, deadPid, ROOT } from '../helpers/run.js'
+import { litter, taskPlaces, unreadable } from './checks.js'
 import { record } from './report.js'
 
 /**
@@ -201,53 +201,4 @@ function fill(mount: string, spare = 0): void {
 function statfsFree(path: string): number {
   const s = statfsSync(path)
   return s.bavail * s.bsize
-}
-
-/** Where each task is: uuid → location (a task in two places, or gone, changes this). */
-function taskPlaces(base: string): Record<string, string> {
-  const layout = new Layout(base)
-  const places: Record<string, string> = {}
-  for (const location of ['running', 'paused', 'completed'] as const) {
-    for (const uuid of layout.list(location)) places[uuid] = places[uuid] === undefined ? location : `${places[uuid]}+${location}`
-  }
-  return places
-}
-
-function files(base: string): string[] {
-  const out: string[] = []
-  const walk = (dir: string) => {
-    for (const entry of readdirSync(dir, { withFileTypes: true })) {
-      const path = join(dir, entry.name)
-      if (entry.isDirectory()) walk(path)
-      else out.push(path)
-    }
-  }
-  walk(base)
-  return out
-}
-
-/** Temp files of atomic writes, half-written archives: nothing of the kind may stay. */
-function litter(base: string): string[] {
-  return files(base)
-    .filter((f) => /\.tmp$/.test(f))
-    .map((f) => relative(base, f))
-}
-
-/** Every JSON file parses, every complete JSON Lines line parses, every .gz inflates. */
-function unreadable(base: string): string[] {
-  const bad: string[] = []
-  for (const file of files(base)) {
-    const name = relative(base, file)
-    if (/tasks\.db(-wal|-shm)?$|\.lock(\.mutex)?$/.test(name)) continue
-    try {
-      let text = readFileSync(file)
-      if (name.endsWith('.gz')) text = gunzipSync(text)
-      const body = text.toString('utf8')
-      if (/\.json(\.gz)?$/.test(name)) JSON.parse(body)
-      else if (/\.jsonl(\.gz)?$/.test(name)) for (const line of body.split('\n').slice(0, -1)) JSON.parse(line)
-    } catch {
-      bad.push(name)
-    }
-  }
-  return bad
 }
