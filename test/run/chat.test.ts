@@ -20,7 +20,7 @@ function echo(s: RunSetup): void {
 
 async function startChat(s: RunSetup, extra: string[] = []) {
   const started = s.start(['run', '--chat', '--workspace', s.ws, ...extra])
-  const uuid = await waitFor('the chat task', () => readdirSync(s.tree.layout.dir('running'))[0])
+  const uuid = await waitFor('the chat task', () => s.tree.layout.list('running')[0])
   await waitFor('the session to be waiting', () => readTask(s.tree, uuid).state.session)
   return { started, uuid }
 }
@@ -161,7 +161,7 @@ describe('chat sessions', () => {
     const s = await runSetup()
     s.fake.queue.push({ content: 'done' })
     expect((await s.run(['run', '--task', 't', '--workspace', s.ws])).code).toBe(0)
-    const uuid = readdirSync(s.tree.layout.dir('completed'))[0] as string
+    const uuid = s.tree.layout.list('completed')[0] as string
     const res = await s.run(['chat', uuid, '--send', 'hi'])
     expect(res.code).toBe(4)
     expect(res.stderr).toMatch(/is not a chat task/)

@@ -76,7 +76,7 @@ export function jsonl(path: string): Line[] {
 
 /** The one task of a tree (wherever it is), with its files parsed. */
 export function onlyTask(tree: Tree) {
-  const found = (['running', 'paused', 'completed'] as const).flatMap((location) => readdirSync(tree.layout.dir(location)).map((uuid) => ({ location, uuid })))
+  const found = (['running', 'paused', 'completed'] as const).flatMap((location) => tree.layout.list(location).map((uuid) => ({ location, uuid })))
   expect(found).toHaveLength(1)
   return readTask(tree, (found[0] as { uuid: string }).uuid)
 }

@@ -10,7 +10,7 @@ const FAST_LOCKS = 'locks:\n  heartbeat_seconds: 0.5\n  stale_after_seconds: 2\n
 
 
 function runningUuid(s: RunSetup): string | null {
-  return readdirSync(s.tree.layout.dir('running'))[0] ?? null
+  return s.tree.layout.list('running')[0] ?? null
 }
 
 describe('run: stops, resumes and recovery', () => {

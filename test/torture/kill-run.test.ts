@@ -8,6 +8,7 @@ import { startFakeLlm } from '../helpers/fake-llm.js'
 import { BIN, cliAsync, ROOT } from '../helpers/run.js'
 import { exitOf, sleep } from '../helpers/wait.js'
 import { expectWellFormed } from '../run/harness.js'
+import { litter, strayLocks } from './checks.js'
 import { record } from './report.js'
 
 const RUNS = Number(process.env.CTXAGENT_TORTURE_RUNS ?? 8)
@@ -52,8 +53,9 @@ describe('torture: run processes killed at random instants', () => {
         }),
       )
     }
-    const uuids = readdirSync(tree.layout.dir('running'))
-    const finished = readdirSync(tree.layout.dir('completed'))
+    // Task directories only: a process killed while taking its lock leaves its temp beside them (watch-locks removes it).
+    const uuids = tree.layout.list('running')
+    const finished = tree.layout.list('completed')
     // A process killed while node was still starting leaves no task at all.
     expect(uuids.length + finished.length).toBeLessThanOrEqual(RUNS)
     expect(uuids.length).toBeGreaterThan(0)
@@ -108,10 +110,9 @@ describe('torture: run processes killed at random instants', () => {
       .map((uuid) => ({ uuid, location: 'completed', status: (JSON.parse(readFileSync(join(tree.layout.taskDir('completed', uuid), 'state.json'), 'utf8')) as { status: string }).status }))
     expect(rows).toEqual(dirs)
     for (const uuid of resumed) expect(dirs.find((d) => d.uuid === uuid)?.status).toBe('completed')
-    // No litter: temp files of locks or writes.
-    for (const uuid of readdirSync(tree.layout.dir('completed'))) {
-      expect(readdirSync(tree.layout.taskDir('completed', uuid)).filter((f) => f.endsWith('.tmp') || f === '.lock' || f.endsWith('.lock'))).toEqual([])
-    }
+    // No litter: temp files of locks or writes, anywhere in the tree; no lock outside running/.
+    expect(litter(tree.base)).toEqual([])
+    expect(strayLocks(tree.base)).toEqual([])
     record('kill-run', { runs: RUNS, killed_mid_work: uuids.length, readable, resumed: resumed.length, resumed_completed: completedOk, reaped: reapedIds.length, reaped_expected: leftForReaper.length })
     expect(completedOk).toBe(resumed.length)
     rmSync(ws, { recursive: true, force: true })
