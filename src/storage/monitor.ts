@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
-import { isDiskFull } from '../system-errors.js'
 import { CtxError, isErrno, LockedError } from '../errors.js'
+import { isDiskFull } from '../system-errors.js'
 import { makePrivateDir, removeDeadTemps } from './files.js'
 import { FILES } from './layout.js'
 import type { TaskRef } from './layout.js'
