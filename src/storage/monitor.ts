@@ -119,6 +119,8 @@ export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<P
  * inbox, or hangs), and runs on this host, it gets SIGTERM, which pauses the task.
  */
 function enforceChatTimeout(env: TaskEnv, ref: TaskRef, chat: { hardTimeoutMs: number; graceMs: number }, holder: LockInfo | null): Intervention | null {
+  // Every chat session has an inbox (its start marker is the first record): one stat spares reading state.json of every other task.
+  if (!existsSync(join(ref.dir, FILES.inbox))) return null
   let state
   try {
     state = readState(ref.dir)

@@ -3,6 +3,7 @@
 // is taken from it.
 import { parseConfig } from '../../dist/config.js'
 import { Layout } from '../../dist/storage/layout.js'
+import { appendInbox } from '../../dist/storage/inbox.js'
 import { createTask } from '../../dist/storage/task-handle.js'
 
 const [base, mode = 'idle', heartbeat = '0.2'] = process.argv.slice(2)
@@ -16,7 +17,11 @@ const handle = await createTask(env, { task_key: { task_source: 'local', owner: 
 })
 await handle.setStatus('processing')
 // "chat-idle": a chat session idle for an hour whose owner never reads its inbox.
-if (mode === 'chat-idle') await handle.update({ session: { state: 'active', last_activity_at: new Date(Date.now() - 3_600_000).toISOString() } })
+// Like run --chat, it starts its inbox with the hidden session marker.
+if (mode === 'chat-idle') {
+  appendInbox(handle.dir, { kind: 'message', sender: 'ctxagent', content: '[chat session started by tester]', visible: false })
+  await handle.update({ session: { state: 'active', last_activity_at: new Date(Date.now() - 3_600_000).toISOString() } })
+}
 process.stdout.write(`${handle.uuid}\n`)
 setInterval(() => {
   if (mode !== 'write') return

@@ -148,7 +148,7 @@ describe('chat sessions', () => {
     const first = await s.run(['watch-locks', '--once', '--json'])
     expect(first.code, first.stderr).toBe(0)
     expect(JSON.parse(first.stdout.trim())).toMatchObject({ uuid, action: 'end_requested' })
-    expect(jsonl(join(s.tree.layout.taskDir('running', uuid), 'inbox.jsonl'))).toMatchObject([{ kind: 'control', action: 'end', sender: 'watch-locks' }])
+    expect(jsonl(join(s.tree.layout.taskDir('running', uuid), 'inbox.jsonl'))).toMatchObject([{ kind: 'message', visible: false }, { kind: 'control', action: 'end', sender: 'watch-locks' }])
     // Within the grace period nothing more happens.
     expect((await s.run(['watch-locks', '--once', '--json'])).stdout.trim()).toBe('')
     await sleep(1_200)
