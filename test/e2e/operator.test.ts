@@ -168,6 +168,23 @@ describe('stats', () => {
   })
 })
 
+describe('stats --check alerts on free space', () => {
+  it('names the device holding the tree when its free space is under the thresholds', () => {
+    const tree = makeTree()
+    tree.write({ uuid: uuidN(1), location: 'completed' })
+    // 100 % and 99.9999 %: no real disk has that much room, so both levels must fire here.
+    writeFileSync(join(tree.base, 'full.yaml'), 'alerts:\n  free_warning_percent: 100\n  free_critical_percent: 99.9999\n')
+    const crit = cli(['stats', '--check', '--json', '--config', join(tree.base, 'full.yaml'), '--home', tree.base])
+    expect(crit.code).toBe(2)
+    const alert = (JSON.parse(crit.stdout) as { alerts: { metric: string; level: string; message: string }[] }).alerts.find((a) => a.metric === 'free_space')
+    expect(alert).toMatchObject({ level: 'critical', message: expect.stringMatching(new RegExp(`% free \\(.+ GB\\) on the device holding ${tree.base} < 99\\.9999%`)) })
+    writeFileSync(join(tree.base, 'warn.yaml'), 'alerts:\n  free_warning_percent: 100\n  free_critical_percent: 0\n')
+    const warn = cli(['stats', '--check', '--config', join(tree.base, 'warn.yaml'), '--home', tree.base])
+    expect(warn.code).toBe(1)
+    expect(warn.stdout).toMatch(/^WARNING: .+% free .+ < 100%$/m)
+  })
+})
+
 describe('stats --check alerts on running tasks', () => {
   it('warns about too many tasks in running/ and about tasks running longer than the limit', () => {
     const tree = makeTree()
