@@ -1,5 +1,5 @@
 import { createInterface } from 'node:readline'
-import { Command } from 'commander'
+import { Command, Option } from 'commander'
 import type { Context } from '../context.js'
 import { auditTask } from '../context.js'
 import { CtxError, UsageError } from '../errors.js'
@@ -24,7 +24,7 @@ export function chatCommand(): Command {
     .argument('<uuid>', 'task uuid, or a unique prefix of 8+ hex characters')
     .option('--send <text>', 'send one message, wait for its reply and print it')
     .option('--no-wait', 'with --send: return once the message is queued (a paused session answers it after resume)')
-    .option('--timeout <duration>', 'how long to wait for a reply, or for --end', durationArg('--timeout'), 300_000)
+    .addOption(new Option('--timeout <duration>', 'how long to wait for a reply, or for --end').argParser(durationArg('--timeout')).default(300_000, '5m'))
     .option('--end', 'end the session (idempotent; succeeds when there is none)')
     .action(withContext(chat))
 }

@@ -1,4 +1,4 @@
-import { Command } from 'commander'
+import { Command, Option } from 'commander'
 import { compressTask } from '../agent/compress-task.js'
 import { settingsFrom } from '../agent/compaction.js'
 import { extractiveSummarizer, llmSummarizer } from '../agent/summarizer.js'
@@ -26,7 +26,7 @@ export function compressCommand(): Command {
     .option('--dry-run', 'show what would be summarized and the expected saving; write nothing')
     .option('--extractive', 'summarize without an LLM (keeps the task, file paths, errors, decisions, tools)')
     .option('--keep-recent <n>', 'messages kept verbatim (default: config context.compression.keep_recent)', positiveIntArg)
-    .option('--wait <duration>', "a running task: how long to wait for its agent's answer", durationArg('--wait'), 120_000)
+    .addOption(new Option('--wait <duration>', "a running task: how long to wait for its agent's answer").argParser(durationArg('--wait')).default(120_000, '2m'))
     .action(withContext(compress))
 }
 

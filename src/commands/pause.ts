@@ -1,4 +1,4 @@
-import { Command } from 'commander'
+import { Command, Option } from 'commander'
 import type { Context } from '../context.js'
 import { auditTask, withTaskEnv } from '../context.js'
 import { CtxError } from '../errors.js'
@@ -16,7 +16,7 @@ export function pauseCommand(): Command {
   return new Command('pause')
     .description("ask a running task's agent to pause at its next turn boundary (it moves to paused/; resume with run --resume)")
     .argument('<uuid>', 'task uuid, or a unique prefix of 8+ hex characters')
-    .option('--wait <duration>', 'how long to wait for the agent to pause', durationArg('--wait'), 120_000)
+    .addOption(new Option('--wait <duration>', 'how long to wait for the agent to pause').argParser(durationArg('--wait')).default(120_000, '2m'))
     .action(withContext(pause))
 }
 
