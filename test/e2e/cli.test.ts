@@ -22,6 +22,15 @@ describe('ctxagent binary', () => {
     expect(cli(['--version']).stdout.trim()).toMatch(/^\d+\.\d+\.\d+$/)
   })
 
+  it('shows every default a person would type: durations as durations, never milliseconds', () => {
+    for (const c of [...COMMANDS, 'run', 'pause', 'comment', 'chat', 'demo']) {
+      const help = cli([c, '--help'])
+      expect(help.code).toBe(0)
+      expect(help.stdout, c).not.toMatch(/\(default: \d{4,}\)/)
+    }
+    expect(cli(['chat', '--help']).stdout).toMatch(/reply, or for --end \(default: 5m\)/)
+  })
+
   it('says in one line how to build it when the bundle is missing', () => {
     const copy = scratch()
     mkdirSync(join(copy, 'bin'))

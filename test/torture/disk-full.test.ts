@@ -49,6 +49,7 @@ const CASES: Case[] = [
   { name: 'compress', args: () => ['compress', PAUSED, '--extractive'], full: 1 },
   { name: 'watch-locks --once', args: () => ['watch-locks', '--once'], full: 1 },
   { name: 'unlock', args: () => ['unlock', ORPHAN], full: 1 },
+  // pause and chat --send append to the inbox exactly as comment does (appendShared).
   { name: 'comment', args: () => ['comment', PAUSED, 'look at tax.js'], full: 1 },
   { name: 'run', args: (_, ws) => ['run', '--task', 'fix the totals', '--workspace', ws, '--provider', 'replay', '--replay-from', RECORDING], full: 1, logs: true },
 ]
