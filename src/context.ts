@@ -1,4 +1,4 @@
-import { existsSync, statSync } from 'node:fs'
+import { accessSync, constants, existsSync, statSync } from 'node:fs'
 import { userInfo } from 'node:os'
 import { DEFAULT_BASE_DIR, loadConfig } from './config.js'
 import type { Config } from './config.js'
@@ -9,7 +9,7 @@ import { audit } from './storage/audit.js'
 import { Layout } from './storage/layout.js'
 import type { TaskEnv } from './storage/task-env.js'
 import { TaskIndex } from './storage/task-index.js'
-import { explainSystemError, isDiskFull } from './system-errors.js'
+import { explainSystemError, isDiskFull, whyIndexUnopenable } from './system-errors.js'
 
 export interface GlobalOptions {
   home?: string
@@ -95,10 +95,11 @@ export async function withTaskEnv<T>(ctx: Context, body: (env: TaskEnv) => Promi
   try {
     index = options.createIndex === false ? TaskIndex.openExisting(ctx.layout.db) : openIndexCreating(ctx)
   } catch (err) {
-    const why = (explainSystemError(err, ctx.layout.base) ?? (err as Error)).message
+    const why = whyIndexUnopenable(err, ctx.layout.base)
     unopened = `tasks.db cannot be opened (${why}); continuing without it (ctxagent reindex rebuilds it)`
-    // On a full disk the command's own error will say so in one line; the warning waits for success.
-    if (!isDiskFull(err, ctx.layout.base)) {
+    // On a full disk, or a tree this user may not write, the command's own error will say so in
+    // one line; the warning waits for success.
+    if (!isDiskFull(err, ctx.layout.base) && writable(ctx.layout.base)) {
       ctx.io.warn(unopened)
       unopened = null
     }
@@ -110,6 +111,15 @@ export async function withTaskEnv<T>(ctx: Context, body: (env: TaskEnv) => Promi
     return result
   } finally {
     index?.close()
+  }
+}
+
+function writable(dir: string): boolean {
+  try {
+    accessSync(dir, constants.R_OK | constants.W_OK | constants.X_OK)
+    return true
+  } catch {
+    return false
   }
 }
 

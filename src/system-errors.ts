@@ -36,10 +36,19 @@ export function explainSystemError(err: unknown, base: string): CtxError | null 
     case 'SQLITE_CORRUPT':
     case 'SQLITE_NOTADB':
       return fail(`${base}/tasks.db is damaged (${err.message})`, 'move it aside and run ctxagent reindex; the task directories are the truth')
+    case 'SQLITE_CANTOPEN':
+      return fail(`${base}/tasks.db cannot be opened`, 'check that this user may read and write the task tree')
     case 'SQLITE_BUSY':
       return fail(`${base}/tasks.db stayed locked by another process`, 'run the command again')
   }
   return null
+}
+
+/** Why tasks.db could not be opened, for a warning that already names tasks.db. */
+export function whyIndexUnopenable(err: unknown, base: string): string {
+  const code = (err as { code?: unknown } | null)?.code
+  const explained = code === 'SQLITE_CANTOPEN' ? null : explainSystemError(err, base)
+  return explained?.message ?? (err as Error).message
 }
 
 const FULL = new Set(['ENOSPC', 'EDQUOT', 'SQLITE_FULL'])

@@ -7,7 +7,7 @@ import { STATUSES } from '../storage/state.js'
 import { checkHealth, collectStats, scanIntoMemory } from '../storage/stats.js'
 import type { CheckResult, StatsFilter, StatsReport } from '../storage/stats.js'
 import { indexDrift, TaskIndex } from '../storage/task-index.js'
-import { explainSystemError } from '../system-errors.js'
+import { whyIndexUnopenable } from '../system-errors.js'
 import { withContext } from './shared.js'
 
 interface StatsOptions {
@@ -54,36 +54,34 @@ function dateTo(value: string): Date {
  * tasks.db, when it agrees with the directories: each location's count in the index
  * against a listing of it (cheap; reading every task is not). An index that drifted
  * (a crash between a move and its row, a copy by hand) is not trusted: the directories
- * are scanned instead, with a warning that says how to repair it.
+ * are scanned instead, with a warning that says how to repair it. The warning is
+ * returned, to be printed once the statistics are: if the scan fails too, its error
+ * is the one line.
  */
-function trustedIndex(ctx: Context): TaskIndex | null {
-  if (!ctx.layout.exists()) return null
+function trustedIndex(ctx: Context): { index: TaskIndex | null; warning: string | null } {
+  if (!ctx.layout.exists()) return { index: null, warning: null }
   let index: TaskIndex | null
   try {
     index = TaskIndex.openExisting(ctx.layout.db)
   } catch (err) {
-    const why = explainSystemError(err, ctx.layout.base)?.message ?? (err as Error).message
-    ctx.io.warn(`tasks.db cannot be opened (${why}): counting from the directories instead`)
-    return null
+    const why = whyIndexUnopenable(err, ctx.layout.base)
+    return { index: null, warning: `tasks.db cannot be opened (${why}): counting from the directories instead` }
   }
-  if (index === null) {
-    ctx.io.warn(`no tasks.db under ${ctx.layout.base}: scanning the directories (run ctxagent reindex to make this fast)`)
-    return null
-  }
+  if (index === null) return { index: null, warning: `no tasks.db under ${ctx.layout.base}: scanning the directories (run ctxagent reindex to make this fast)` }
   const drift = indexDrift(index, ctx.layout)
-  if (drift.length === 0) return index
+  if (drift.length === 0) return { index, warning: null }
   index.close()
   const what = drift.map((d) => `${d.location}/ has ${d.found}, the index ${d.indexed}`).join('; ')
-  ctx.io.warn(`tasks.db is out of date (${what}): counting from the directories instead (run ctxagent reindex to repair it)`)
-  return null
+  return { index: null, warning: `tasks.db is out of date (${what}): counting from the directories instead (run ctxagent reindex to repair it)` }
 }
 
 async function stats(ctx: Context, opts: StatsOptions): Promise<void> {
-  const existing = trustedIndex(ctx)
+  const { index: existing, warning } = trustedIndex(ctx)
   const index = existing ?? (await scanIntoMemory(ctx.layout))
   try {
     const filter: StatsFilter = { user: opts.user, from: opts.from, to: opts.to, status: opts.status }
     const report = collectStats(index, ctx.layout, opts.check ? {} : filter, existing ? 'tasks.db' : 'scan')
+    if (warning) ctx.io.warn(warning)
     auditTask(ctx, opts.check ? 'stats --check' : 'stats', null)
     if (opts.check) {
       const result = checkHealth(report, index, ctx.layout, ctx.config, ctx.now())

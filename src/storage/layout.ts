@@ -117,10 +117,12 @@ export function resolveTask(layout: Layout, input: string): TaskRef {
   return matches[0] as TaskRef
 }
 
+/** Is `path` a directory? Absent is false; a directory we may not look into is an error, not "no such task". */
 function existsDir(path: string): boolean {
   try {
     return lstatSync(path).isDirectory()
-  } catch {
-    return false
+  } catch (err) {
+    if (isErrno(err, 'ENOENT') || isErrno(err, 'ENOTDIR')) return false
+    throw err
   }
 }
