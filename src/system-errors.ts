@@ -1,4 +1,4 @@
-import { statfsSync } from 'node:fs'
+import { accessSync, constants, statfsSync } from 'node:fs'
 import { CtxError } from './errors.js'
 
 /**
@@ -23,7 +23,7 @@ export function explainSystemError(err: unknown, base: string): CtxError | null 
       return fail(`permission denied: ${where}`, 'run ctxagent as the user that owns the task tree, or fix its permissions')
     case 'EROFS':
     case 'SQLITE_READONLY':
-      return fail(`${where} is on a read-only file system`, 'give a writable --home')
+      return fail(`the task tree ${base} is on a read-only file system`, 'give a writable --home, or remount it read-write')
     case 'ENOTDIR':
       return fail(`${where}: part of this path is not a directory`, 'check --home and that nothing replaced a directory of the task tree with a file')
     case 'EISDIR':
@@ -36,8 +36,13 @@ export function explainSystemError(err: unknown, base: string): CtxError | null 
     case 'SQLITE_CORRUPT':
     case 'SQLITE_NOTADB':
       return fail(`${base}/tasks.db is damaged (${err.message})`, 'move it aside and run ctxagent reindex; the task directories are the truth')
-    case 'SQLITE_CANTOPEN':
+    case 'SQLITE_CANTOPEN': {
+      // SQLite does not say why; the tree itself does.
+      const why = accessError(base)
+      if (why === 'EROFS') return fail(`the task tree ${base} is on a read-only file system`, 'give a writable --home, or remount it read-write')
+      if (why === 'EACCES' || why === 'EPERM') return fail(`permission denied: ${base}/tasks.db`, 'run ctxagent as the user that owns the task tree, or fix its permissions')
       return fail(`${base}/tasks.db cannot be opened`, 'check that this user may read and write the task tree')
+    }
     case 'SQLITE_BUSY':
       return fail(`${base}/tasks.db stayed locked by another process`, 'run the command again')
   }
@@ -49,6 +54,15 @@ export function whyIndexUnopenable(err: unknown, base: string): string {
   const code = (err as { code?: unknown } | null)?.code
   const explained = code === 'SQLITE_CANTOPEN' ? null : explainSystemError(err, base)
   return explained?.message ?? (err as Error).message
+}
+
+/**
+ * A failure of the whole tree rather than of one task (a full disk, a read-only mount):
+ * a command that walks many tasks stops on it instead of reporting every task.
+ */
+export function isTreeWide(err: unknown, base: string): boolean {
+  const code = (err as { code?: unknown } | null)?.code
+  return code === 'EROFS' || code === 'SQLITE_READONLY' || isDiskFull(err, base)
 }
 
 const FULL = new Set(['ENOSPC', 'EDQUOT', 'SQLITE_FULL'])
@@ -64,6 +78,15 @@ export function isDiskFull(err: unknown, base: string): boolean {
   if (!code.startsWith('SQLITE_IOERR')) return false
   const free = freeBytes(base)
   return free !== null && free < 1024 * 1024
+}
+
+function accessError(dir: string): string | null {
+  try {
+    accessSync(dir, constants.R_OK | constants.W_OK | constants.X_OK)
+    return null
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code ?? null
+  }
 }
 
 function freeBytes(path: string): number | null {

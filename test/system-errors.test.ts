@@ -16,7 +16,7 @@ describe('explainSystemError', () => {
 
   it('names the path and what to do for permissions, read-only disks, files where directories belong', () => {
     expect(explainSystemError(errno('EACCES', { path: '/srv/tree/running' }), '/srv/tree')?.message).toBe('permission denied: /srv/tree/running')
-    expect(explainSystemError(errno('EROFS'), '/srv/tree')?.message).toBe('/srv/tree is on a read-only file system')
+    expect(explainSystemError(errno('EROFS'), '/srv/tree')?.message).toBe('the task tree /srv/tree is on a read-only file system')
     expect(explainSystemError(errno('ENOTDIR', { path: '/srv/tree/running/x' }), '/srv/tree')?.hint).toMatch(/--home/)
     expect(explainSystemError(errno('SQLITE_CORRUPT'), '/srv/tree')?.hint).toMatch(/reindex/)
   })

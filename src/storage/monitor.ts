@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { CtxError, isErrno, LockedError } from '../errors.js'
-import { isDiskFull } from '../system-errors.js'
+import { isTreeWide } from '../system-errors.js'
 import { makePrivateDir, removeDeadTemps } from './files.js'
 import { FILES } from './layout.js'
 import type { TaskRef } from './layout.js'
@@ -74,8 +74,8 @@ export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<P
       outcome = await reapTask(env, ref, { policy: options.policy })
     } catch (err) {
       // One unreadable or vanishing task must not stop the pass for all the others;
-      // a full disk is not one task's problem: every other would fail the same way.
-      if (isDiskFull(err, env.layout.base)) throw err
+      // a full disk or a read-only mount is not one task's problem: every other would fail the same way.
+      if (isTreeWide(err, env.layout.base)) throw err
       env.warn(`task ${ref.uuid}: ${(err as Error).message}`)
       continue
     }
@@ -95,7 +95,7 @@ export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<P
       const outcome = await clearLeftoverLock(env, ref, { policy: options.policy })
       if (outcome.done) findings.push(outcome.report)
     } catch (err) {
-      if (isDiskFull(err, env.layout.base)) throw err
+      if (isTreeWide(err, env.layout.base)) throw err
       if (!(err instanceof LockedError) && !isErrno(err, 'ENOENT')) env.warn(`task ${ref.uuid}: ${(err as Error).message}`)
     }
   }
@@ -106,7 +106,7 @@ export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<P
   }
   // After the moves, so that this pass's own rows are in; a crashed mover's are mended here.
   const reindexed = options.dryRun ? 0 : await reconcileIndex(env).catch((err: Error) => {
-    if (isDiskFull(err, env.layout.base)) throw err
+    if (isTreeWide(err, env.layout.base)) throw err
     env.warn(`tasks.db not brought in step with the directories: ${err.message} (ctxagent reindex rebuilds it)`)
     return 0
   })

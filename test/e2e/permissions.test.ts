@@ -14,7 +14,7 @@ describe.skipIf(!ROOT_USER)('a task tree this user may not read', () => {
   it('every command says permission denied in one line, with the path, and changes nothing', () => {
     const tree = makeTree()
     chmodSync(tree.base, 0o755) // the top is visible; running/, paused/, completed/ stay 0700 and root's
-    for (const location of ['running', 'paused', 'completed']) chmodSync(tree.layout.dir(location), 0o700)
+    for (const location of ['running', 'paused', 'completed'] as const) chmodSync(tree.layout.dir(location), 0o700)
     tree.write({ uuid: uuidN(0x51), location: 'completed', messages: 4 })
     expect(cli(['reindex', '--home', tree.base]).code).toBe(0)
     const before = snapshotTree(tree.base)

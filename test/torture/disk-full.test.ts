@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Layout } from '../../src/storage/layout.js'
 import { uuidN, writeTask } from '../fixtures/tree.js'
 import { cliAsync, deadPid, ROOT } from '../helpers/run.js'
+import { snapshotTree } from '../helpers/tree-snapshot.js'
 import { litter, taskPlaces, unreadable } from './checks.js'
 import { record } from './report.js'
 
@@ -140,6 +141,34 @@ describe.skipIf(!MOUNTABLE)('torture: a full disk (tmpfs)', () => {
     expect(resumed.code, resumed.stderr).toBe(0)
     const messages = readFileSync(join(layout.taskDir('completed', uuid as string), 'messages.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { seq: number })
     expect(messages.map((m) => m.seq)).toEqual(messages.map((_, i) => i + 1))
+  })
+})
+
+describe.skipIf(!MOUNTABLE)('torture: a read-only file system', () => {
+  it('writes say so in one line and change nothing; reads work', { timeout: 120_000 }, async () => {
+    const mount = mkdtempSync(join(tmpdir(), 'ctxagent-ro-'))
+    expect(spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', mount]).status).toBe(0)
+    try {
+      const { base, ws } = populate(mount, 'tree')
+      expect((await cliAsync(['reindex', '--home', base])).code).toBe(0)
+      expect(spawnSync('mount', ['-o', 'remount,ro', mount]).status).toBe(0)
+      const before = snapshotTree(base)
+      for (const c of CASES.filter((c) => c.name !== 'stats --check')) {
+        const res = await cliAsync([...c.args(base, ws), '--home', base], { OPENAI_API_KEY: '' })
+        const own = res.stderr.trimEnd().split('\n').filter((l) => l.startsWith('ctxagent: '))
+        if (c.full === 0) {
+          expect(res.code, `${c.name}: ${res.stderr}`).toBe(0)
+          expect(own.every((l) => l.startsWith('ctxagent: warning: ')), `${c.name}: ${res.stderr}`).toBe(true)
+        } else {
+          expect(res.code, `${c.name}: ${res.stderr}`).toBe(1)
+          expect(own, c.name).toEqual([`ctxagent: the task tree ${base} is on a read-only file system (give a writable --home, or remount it read-write)`])
+        }
+      }
+      expect(snapshotTree(base)).toEqual(before)
+    } finally {
+      spawnSync('umount', [mount])
+      rmSync(mount, { recursive: true, force: true })
+    }
   })
 })
 
