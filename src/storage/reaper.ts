@@ -77,7 +77,8 @@ export async function reapTask(env: TaskEnv, ref: TaskRef, options: ReapOptions)
   if (!assessment.stale) return { done: false, reason: assessment.reason, holder: assessment.holder }
   const { verdict } = assessment
   // A reaper that died on this task left its own lock naming the owner it was recovering: that owner is the one to name.
-  const reaper = assessment.holder?.reaping ? assessment.holder : null
+  const recovering = assessment.holder?.reaping
+  const reaper = recovering && typeof recovering.process_id === 'number' && typeof recovering.hostname === 'string' ? assessment.holder : null
   const holder: LockInfo | null = reaper?.reaping ? { ...reaper.reaping, acquired_at: reaper.reaping.heartbeat_at } : assessment.holder
   const reaping = holder ? { process_id: holder.process_id, hostname: holder.hostname, heartbeat_at: holder.heartbeat_at } : undefined
 

@@ -63,7 +63,7 @@ export async function reconcileIndex(env: TaskEnv): Promise<number> {
   for (const location of LOCATIONS) for (const uuid of env.layout.list(location)) listed.set(uuid, location)
   const indexed = index.locations()
   let changed = 0
-  for (const [uuid, location] of indexed) {
+  for (const uuid of indexed.keys()) {
     if (listed.has(uuid)) continue
     index.remove(uuid)
     changed++
