@@ -13,6 +13,29 @@ const MAX_TIMEOUT = 600
 /** Variables never passed to a command: ctxagent's own secrets. */
 const SECRET = /^(OPENAI_API_KEY|ANTHROPIC_API_KEY|GITHUB_TOKEN|GH_TOKEN|GITLAB_TOKEN|CTXAGENT_.*)$/
 
+/**
+ * Process groups of commands still running. When ctxagent exits while one runs (a
+ * second SIGINT exits at once, an uncaught error), the group is killed on the way
+ * out: a command that ignores SIGTERM must not outlive its agent.
+ */
+const liveGroups = new Set<number>()
+let exitHookInstalled = false
+
+function trackGroup(pid: number): void {
+  liveGroups.add(pid)
+  if (exitHookInstalled) return
+  exitHookInstalled = true
+  process.on('exit', () => {
+    for (const group of liveGroups) {
+      try {
+        process.kill(-group, 'SIGKILL')
+      } catch {
+        // ESRCH: gone already.
+      }
+    }
+  })
+}
+
 type Ending = { how: 'exit'; code: number | null; signal: NodeJS.Signals | null } | { how: 'timeout' | 'aborted' } | { how: 'error'; message: string }
 
 export const runCommand = defineTool({
@@ -42,6 +65,7 @@ function execute(command: string, timeoutSeconds: number, cwd: string, signal: A
   if (signal.aborted) return Promise.resolve(describe({ how: 'aborted' }, timeoutSeconds, ''))
   return new Promise((resolve) => {
     const child = spawn('/bin/sh', ['-c', command], { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: commandEnv() })
+    if (child.pid !== undefined) trackGroup(child.pid)
     const output = new HeadTail()
     child.stdout.setEncoding('utf8').on('data', (d: string) => output.add(d))
     child.stderr.setEncoding('utf8').on('data', (d: string) => output.add(d))
@@ -75,6 +99,7 @@ function execute(command: string, timeoutSeconds: number, cwd: string, signal: A
     child.on('exit', (code, sig) => {
       ending ??= { how: 'exit', code, signal: sig }
       killGroup('SIGKILL')
+      if (child.pid !== undefined) liveGroups.delete(child.pid)
       // 'close' comes once the pipes are drained; a process that left the group may hold them open.
       setTimeout(() => {
         child.stdout.destroy()

@@ -22,6 +22,8 @@ export interface FakeLlm {
   /** http://127.0.0.1:<port>/v1 */
   url: string
   requests: RecordedRequest[]
+  /** How many requests got their reply (one whose client went away first did not). */
+  answered: number
   /** Replies for the next requests, in order; after them, `fallback` answers. */
   queue: Reply[]
   fallback: (req: RecordedRequest) => Reply
@@ -37,6 +39,7 @@ export async function startFakeLlm(): Promise<FakeLlm> {
   const fake: FakeLlm = {
     url: '',
     requests: [],
+    answered: 0,
     queue: [],
     fallback: (req) => ({ content: `## Original Task\nsummary of ${req.body.messages.length} messages` }),
     configYaml: (extra = '') =>
@@ -52,6 +55,7 @@ export async function startFakeLlm(): Promise<FakeLlm> {
       if (reply.delayMs) await new Promise((resolve) => setTimeout(resolve, reply.delayMs))
       if (res.destroyed || req.socket.destroyed) return
       const status = reply.status ?? 200
+      fake.answered++
       res.writeHead(status, { 'content-type': 'application/json', ...reply.headers })
       if (status !== 200) {
         res.end(JSON.stringify({ error: { message: reply.content ?? `status ${status}`, type: 'server_error' } }))
