@@ -3,7 +3,7 @@ import type { Context } from '../context.js'
 import { auditTask, withTaskEnv } from '../context.js'
 import { LockedError } from '../errors.js'
 import { resolveTask } from '../storage/layout.js'
-import { clearLeftoverLock, reapTask } from '../storage/reaper.js'
+import { clearLeftoverLock, killedText, reapTask } from '../storage/reaper.js'
 import { stalenessPolicy } from '../storage/task-env.js'
 import { withContext } from './shared.js'
 
@@ -36,6 +36,6 @@ async function unlock(ctx: Context, opts: UnlockOptions, id: string): Promise<vo
     auditTask(ctx, 'unlock', ref.uuid)
     const report = outcome.report
     if (ctx.json) ctx.io.json(report)
-    else ctx.io.out(`task ${ref.uuid}: ${report.action} (${report.reason})${report.action === 'reaped' ? '; now in completed/ as failed' : ''}`)
+    else ctx.io.out(`task ${ref.uuid}: ${report.action} (${report.reason}${killedText(report.killed_commands)})${report.action === 'reaped' ? '; now in completed/ as failed' : ''}`)
   })
 }

@@ -5,6 +5,7 @@ import { formatDuration } from '../duration.js'
 import { LockedError } from '../errors.js'
 import { table } from '../render.js'
 import { acquireMonitorLock, monitorPass } from '../storage/monitor.js'
+import { killedText } from '../storage/reaper.js'
 import type { Finding, PassResult } from '../storage/monitor.js'
 import { stalenessPolicy } from '../storage/task-env.js'
 import type { TaskEnv } from '../storage/task-env.js'
@@ -103,5 +104,5 @@ function report(ctx: Context, result: PassResult): void {
 function row(ctx: Context, f: Finding): string[] {
   const action = f.action === 'reaped' || f.action === 'finished' ? ctx.io.chalk.red(f.action) : ctx.io.chalk.yellow(f.action)
   const beat = f.heartbeat_at ? `${f.heartbeat_at} (${formatDuration(ctx.now().getTime() - Date.parse(f.heartbeat_at))} ago)` : '-'
-  return [f.uuid, action, f.pid === null ? '-' : String(f.pid), f.hostname ?? '-', beat, f.reason]
+  return [f.uuid, action, f.pid === null ? '-' : String(f.pid), f.hostname ?? '-', beat, f.reason + ('killed_commands' in f ? killedText(f.killed_commands) : '')]
 }

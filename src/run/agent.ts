@@ -367,6 +367,10 @@ export class Agent {
       workspace: this.parts.workspace,
       signal: this.parts.stop.signal,
       commandTimeoutSeconds: this.parts.limits.commandTimeoutSeconds,
+      commands: {
+        started: (pgid) => void this.parts.handle.commandRunning(pgid, true),
+        ended: (pgid) => void this.parts.handle.commandRunning(pgid, false),
+      },
       reads: {
         get: (path) => reads.get(path),
         set: (path, stamp) => {

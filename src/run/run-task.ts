@@ -12,6 +12,7 @@ import { appendInbox } from '../storage/inbox.js'
 import { maskText } from '../storage/mask.js'
 import type { TaskRef } from '../storage/layout.js'
 import type { TaskKey } from '../storage/metadata.js'
+import { killedText } from '../storage/reaper.js'
 import type { StoredMessage } from '../storage/records.js'
 import { createTask, resumeTask } from '../storage/task-handle.js'
 import type { TaskHandle } from '../storage/task-handle.js'
@@ -104,7 +105,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
       if (inheritance) log.info(`inherited the ${inheritance.summary_source === 'final_summary' ? 'final summary' : 'last summary'} of task ${inheritance.uuid} (${inheritance.status})`)
     } else {
       const repaired = await repairResumed(handle)
-      log.info(`resumed at turn ${handle.state.turns ?? 0} (${client.model}, dir ${handle.dir})${repaired.answered ? `; ${repaired.answered} unanswered tool call(s) answered as aborted` : ''}${repaired.rebuilt ? '; current.jsonl rebuilt' : ''}`)
+      log.info(`resumed at turn ${handle.state.turns ?? 0} (${client.model}, dir ${handle.dir})${repaired.answered ? `; ${repaired.answered} unanswered tool call(s) answered as aborted` : ''}${repaired.rebuilt ? '; current.jsonl rebuilt' : ''}${killedText(handle.stoppedCommands).replace('it left', 'the dead agent left')}`)
     }
     const remote = start.channel ? await openRemote(start, handle, config, log) : undefined
     if (remote) handle.onStop(() => remote.status(statusText(handle, 'paused; it continues when the task is resumed')))

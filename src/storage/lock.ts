@@ -6,7 +6,7 @@ import { formatDuration } from '../duration.js'
 import { CtxError, isErrno, LockedError } from '../errors.js'
 import { removeDeadTemps, unlinkQuietly, writeTempFor } from './files.js'
 import { FILES } from './layout.js'
-import { hostname, pidStatus, processStart } from './process-info.js'
+import { hostname, killLeftoverGroup, pidStatus, processStart } from './process-info.js'
 
 /** `.lock`: who owns a task and when it last showed it was alive (SPEC §4). */
 export interface LockInfo {
@@ -18,6 +18,16 @@ export interface LockInfo {
   token?: string
   /** Set by a reaper: the dead owner it is recovering, so that if the reaper dies too, the next one still names the owner. */
   reaping?: Pick<LockInfo, 'process_id' | 'hostname' | 'heartbeat_at'>
+  /**
+   * The process groups of commands the owner is running (run_command), each with its
+   * leader's start time: whoever takes the lock over from a dead owner kills them.
+   */
+  commands?: RunningCommand[]
+}
+
+export interface RunningCommand {
+  pgid: number
+  start: string | null
 }
 
 export interface LockFile {
@@ -175,6 +185,8 @@ export interface AcquireOptions extends StalenessPolicy {
 export class TaskLock {
   private identity: string | null
   private released = false
+  /** Process groups of the dead previous owner's commands that this takeover killed. */
+  stoppedCommands: number[] = []
 
   private constructor(
     private dir: string,
@@ -229,7 +241,11 @@ export class TaskLock {
           renameSync(tmp, path)
           return true
         })
-        if (took) return TaskLock.taken(dir, info, now)
+        if (took) {
+          const lock = TaskLock.taken(dir, info, now)
+          if (verdict.stale && seen.info) lock.stoppedCommands = stopLeftoverCommands(seen.info)
+          return lock
+        }
       }
       const last = readLock(dir)
       throw heldError(dir, last, { stale: false, reason: 'another process took it first' })
@@ -270,6 +286,18 @@ export class TaskLock {
     })
   }
 
+  /**
+   * Names a command's process group in the lock while it runs (and drops it when it
+   * ends), so that if this process dies, whoever takes the task over kills it.
+   */
+  async trackCommand(pgid: number, running: boolean): Promise<void> {
+    const others = (this.info.commands ?? []).filter((c) => c.pgid !== pgid)
+    const commands = running ? [...others, { pgid, start: processStart(pgid) }] : others
+    if (commands.length > 0) this.info.commands = commands
+    else delete this.info.commands
+    await this.heartbeat()
+  }
+
   /** Removes the lock if it is still ours. */
   async release(): Promise<void> {
     if (this.released) return
@@ -284,6 +312,15 @@ export class TaskLock {
   movedTo(dir: string): void {
     this.dir = dir
   }
+}
+
+/**
+ * Kills what a provably dead owner left running: the process groups of its commands
+ * on this host (another host's cannot be reached). Returns the groups killed.
+ */
+function stopLeftoverCommands(owner: LockInfo): number[] {
+  if (owner.hostname !== hostname() || !Array.isArray(owner.commands)) return []
+  return owner.commands.filter((c) => Number.isInteger(c?.pgid) && c.pgid > 1 && killLeftoverGroup(c.pgid, c.start ?? null)).map((c) => c.pgid)
 }
 
 function heldError(dir: string, lock: LockFile | null, verdict: Verdict): LockedError {

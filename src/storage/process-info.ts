@@ -50,3 +50,23 @@ export function pidStatus(pid: number): PidStatus {
     return 'unknown'
   }
 }
+
+/**
+ * Kills process group `pgid` left behind by a dead process, if it is still the same
+ * group: while its leader runs, the leader's start time must match `start`; once the
+ * leader is gone, the id cannot have been given to a new group while members of the
+ * old one remain (Linux keeps a pid allocated while it is in use as a group id).
+ * Returns whether a signal was delivered.
+ */
+export function killLeftoverGroup(pgid: number, start: string | null): boolean {
+  const leader = pidStatus(pgid)
+  if (leader === 'unknown') return false
+  if (leader === 'alive' && (start === null || processStart(pgid) !== start)) return false
+  try {
+    process.kill(-pgid, 'SIGKILL')
+    return true
+  } catch {
+    // ESRCH: nothing of the group is left; EPERM: not ours to kill.
+    return false
+  }
+}

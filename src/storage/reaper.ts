@@ -24,6 +24,13 @@ export interface ReapReport {
   pid: number | null
   hostname: string | null
   heartbeat_at: string | null
+  /** Process groups of commands the dead owner left running, killed on the way (absent when none). */
+  killed_commands?: number[]
+}
+
+/** How a report says that a takeover killed the dead owner's commands ('' when none). */
+export function killedText(groups: readonly number[] | undefined): string {
+  return groups && groups.length > 0 ? `; killed the command(s) it left running (process group ${groups.join(', ')})` : ''
 }
 
 export type ReapOutcome =
@@ -99,9 +106,10 @@ export async function reapTask(env: TaskEnv, ref: TaskRef, options: ReapOptions)
     // A forced takeover says so: the agent may well have been alive.
     const forced = options.force === true && verdict.reason.startsWith('forced by operator')
     const unborn = completeUnbornTask(ref, holder, env.now())
+    const killed = killedText(taken.stoppedCommands)
     const error = settled
       ? current.error
-      : `${forced ? 'taken over by an operator (unlock --force) from' : unborn ? 'agent died while creating the task:' : 'agent died:'} ${holder ? `pid ${holder.process_id} on ${holder.hostname}, last heartbeat ${holder.heartbeat_at}` : 'no lock held'} (${reaper ? `a reaper, pid ${reaper.process_id}, died while recovering it; ${verdict.reason}` : verdict.reason})`
+      : `${forced ? 'taken over by an operator (unlock --force) from' : unborn ? 'agent died while creating the task:' : 'agent died:'} ${holder ? `pid ${holder.process_id} on ${holder.hostname}, last heartbeat ${holder.heartbeat_at}` : 'no lock held'} (${reaper ? `a reaper, pid ${reaper.process_id}, died while recovering it; ${verdict.reason}` : verdict.reason})${killed}`
     const next = await updateState(
       ref.dir,
       (s) => (settled ? { completed_at: s.completed_at ?? (to === 'completed' ? now : null) } : { status: 'failed', error, completed_at: now, last_activity: 'reaped' }),
@@ -123,6 +131,7 @@ export async function reapTask(env: TaskEnv, ref: TaskRef, options: ReapOptions)
         pid: holder?.process_id ?? null,
         hostname: holder?.hostname ?? null,
         heartbeat_at: holder?.heartbeat_at ?? null,
+        ...(taken.stoppedCommands.length > 0 ? { killed_commands: taken.stoppedCommands } : {}),
       },
     }
   } catch (err) {

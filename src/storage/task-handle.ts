@@ -232,13 +232,30 @@ export class TaskHandle {
     return this.stores
   }
 
+  /**
+   * A command (run_command) started or ended in its own process group: the lock names
+   * the groups still running, so that whoever takes over after this process dies kills them.
+   */
+  async commandRunning(pgid: number, running: boolean): Promise<void> {
+    await this.rewriteLock(() => this.lock.trackCommand(pgid, running))
+  }
+
+  /** Process groups of a dead previous owner's commands that taking its lock killed. */
+  get stoppedCommands(): readonly number[] {
+    return this.lock.stoppedCommands
+  }
+
   private async beat(strict = false): Promise<void> {
+    await this.rewriteLock(() => this.lock.heartbeat(), strict)
+  }
+
+  private async rewriteLock(write: () => Promise<void>, strict = false): Promise<void> {
     if (this.lostError) {
       if (strict) throw this.lostError
       return
     }
     try {
-      await this.lock.heartbeat()
+      await write()
     } catch (err) {
       // The directory moved away under us (unlock --force, a reaper): the lock is gone with it.
       if (isErrno(err, 'ENOENT')) err = new LockLostError(this.dirPath, null)

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process'
 import { defineTool, param } from './schema.js'
-import type { ToolOutcome } from './types.js'
+import type { ToolContext, ToolOutcome } from './types.js'
 
 // Head and tail kept of the output; with the marker and the status line the result stays under 30,000 characters.
 const HEAD = 14_900
@@ -46,7 +46,7 @@ export const runCommand = defineTool({
     command: param.text('the command line'),
     timeout_seconds: param.optionalInt(`kill it after this many seconds (default 120, at most ${MAX_TIMEOUT})`),
   },
-  run: ({ command, timeout_seconds: timeout }, ctx) => execute(command, Math.min(timeout ?? ctx.commandTimeoutSeconds, MAX_TIMEOUT), ctx.workspace, ctx.signal),
+  run: ({ command, timeout_seconds: timeout }, ctx) => execute(command, Math.min(timeout ?? ctx.commandTimeoutSeconds, MAX_TIMEOUT), ctx),
 })
 
 /** The environment of a command: ctxagent's, minus its secrets, with pagers and prompts off. */
@@ -61,11 +61,15 @@ function commandEnv(): NodeJS.ProcessEnv {
  * left running in the background is killed when the shell exits. The output is kept
  * in bounded memory: its head and its tail, whatever its size.
  */
-function execute(command: string, timeoutSeconds: number, cwd: string, signal: AbortSignal): Promise<ToolOutcome> {
+function execute(command: string, timeoutSeconds: number, ctx: ToolContext): Promise<ToolOutcome> {
+  const { workspace: cwd, signal } = ctx
   if (signal.aborted) return Promise.resolve(describe({ how: 'aborted' }, timeoutSeconds, ''))
   return new Promise((resolve) => {
     const child = spawn('/bin/sh', ['-c', command], { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: commandEnv() })
-    if (child.pid !== undefined) trackGroup(child.pid)
+    if (child.pid !== undefined) {
+      trackGroup(child.pid)
+      ctx.commands?.started(child.pid)
+    }
     const output = new HeadTail()
     child.stdout.setEncoding('utf8').on('data', (d: string) => output.add(d))
     child.stderr.setEncoding('utf8').on('data', (d: string) => output.add(d))
@@ -99,7 +103,10 @@ function execute(command: string, timeoutSeconds: number, cwd: string, signal: A
     child.on('exit', (code, sig) => {
       ending ??= { how: 'exit', code, signal: sig }
       killGroup('SIGKILL')
-      if (child.pid !== undefined) liveGroups.delete(child.pid)
+      if (child.pid !== undefined) {
+        liveGroups.delete(child.pid)
+        ctx.commands?.ended(child.pid)
+      }
       // 'close' comes once the pipes are drained; a process that left the group may hold them open.
       setTimeout(() => {
         child.stdout.destroy()

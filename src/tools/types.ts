@@ -10,6 +10,11 @@ export interface ToolContext {
   readonly reads: ReadTracker
   /** run_command's default timeout (config tools.command_timeout_seconds). */
   readonly commandTimeoutSeconds: number
+  /** Told when a command's process group starts and ends (the task's lock names the running ones). */
+  readonly commands?: {
+    started(pgid: number): void
+    ended(pgid: number): void
+  }
 }
 
 /** What a file looked like when the task last read it (or wrote it). */

@@ -97,7 +97,29 @@ describe('run: stops, resumes and recovery', () => {
     expect(task.messages.map((m) => m.role)).toEqual(['system', 'user', 'assistant', 'tool'])
   })
 
-  it('a resumed task whose last assistant calls have no results answers them [aborted: …] before the first request', async () => {
+  it('watch-locks reaping an agent SIGKILLed mid-command kills the command it left running, and says so', async () => {
+    const s = await runSetup(FAST_LOCKS)
+    s.fake.queue.push({ calls: [{ name: 'run_command', arguments: { command: 'echo $$ > cmd.pid; sleep 100 & sleep 100' } }] })
+    onTestFinished(() => {
+      const group = existsSync(join(s.ws, 'cmd.pid')) ? Number(readFileSync(join(s.ws, 'cmd.pid'), 'utf8')) : 0
+      if (group > 0) killGroup(group)
+    })
+    const started = s.start(['run', '--task', 't', '--workspace', s.ws, '--allow-shell'])
+    const uuid = await waitFor('the task', () => runningUuid(s))
+    const group = await waitFor('the command', () => existsSync(join(s.ws, 'cmd.pid')) && Number(readFileSync(join(s.ws, 'cmd.pid'), 'utf8')))
+    await waitFor('the lock naming it', () => readLockInfo(s, uuid)?.commands?.some((c) => c.pgid === group))
+    started.child.kill('SIGKILL')
+    await exitOf(started.child)
+    expect(alive(group)).toBe(true)
+    await sleep(2_500)
+    const reaped = await s.run(['watch-locks', '--once', '--json'])
+    expect(reaped.code, reaped.stderr).toBe(0)
+    expect(JSON.parse(reaped.stdout.trim().split('\n')[0] as string)).toMatchObject({ uuid, action: 'reaped', killed_commands: [group] })
+    await waitFor(`process group ${group} gone`, () => !groupAlive(group), 5_000)
+    expect(readTask(s.tree, uuid).state).toMatchObject({ status: 'failed', error: expect.stringContaining(`killed the command(s) it left running (process group ${group})`) })
+  })
+
+  it('a resumed task whose agent was SIGKILLed mid-command kills that command, and answers calls without results [aborted: …] before the first request', async () => {
     const s = await runSetup(FAST_LOCKS)
     s.fake.queue.push({ calls: [{ name: 'read_file', arguments: { path: 'calc.js' }, id: 'c1' }, { name: 'run_command', arguments: { command: 'echo $$ > c2.pid; sleep 100' }, id: 'c2' }] })
     // A SIGKILLed agent cannot stop its command: the test does, whatever happens.
@@ -109,13 +131,19 @@ describe('run: stops, resumes and recovery', () => {
     const uuid = await waitFor('the task', () => runningUuid(s))
     // Killed while the second call runs: the first has its result, the second none.
     await waitFor('the first result', () => jsonl(join(s.tree.layout.taskDir('running', uuid), 'tools.jsonl')).length === 1)
+    const group = await waitFor('the command', () => existsSync(join(s.ws, 'c2.pid')) && Number(readFileSync(join(s.ws, 'c2.pid'), 'utf8')))
+    await waitFor('the lock naming it', () => readLockInfo(s, uuid)?.commands?.some((c) => c.pgid === group))
     started.child.kill('SIGKILL')
     await exitOf(started.child)
     // Resuming a task whose agent died takes its stale lock over where it is.
     await sleep(2_500)
     s.fake.queue.push(finish())
+    expect(alive(group)).toBe(true)
     const resumed = await s.run(['run', '--resume', uuid])
     expect(resumed.code, resumed.stderr).toBe(0)
+    // The dead agent's lock named the command's process group: taking the task over killed it.
+    expect(resumed.stderr).toContain(`killed the command(s) the dead agent left running (process group ${group})`)
+    await waitFor(`pid ${group} gone`, () => !alive(group), 5_000)
     const task = readTask(s.tree, uuid)
     const c2 = task.messages.find((m) => m.tool_call_id === 'c2')
     expect(c2?.content).toBe('[aborted: the process stopped before this tool finished]')
@@ -283,3 +311,29 @@ describe('run: stops, resumes and recovery', () => {
 
 const finish = () => ({ calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] })
 
+
+function readLockInfo(s: RunSetup, uuid: string): { commands?: { pgid: number }[] } | null {
+  try {
+    return JSON.parse(readFileSync(join(s.tree.layout.taskDir('running', uuid), '.lock'), 'utf8')) as { commands?: { pgid: number }[] }
+  } catch {
+    return null
+  }
+}
+
+/** Whether any process of group `pgid` is left (kill(-pgid, 0)). */
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+function killGroup(pgid: number): void {
+  try {
+    process.kill(-pgid, 'SIGKILL')
+  } catch {
+    // gone already
+  }
+}

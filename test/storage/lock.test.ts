@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process'
 import { mkdirSync, utimesSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
@@ -96,3 +97,79 @@ describe('TaskLock', () => {
     expect(exits.map((e) => e.code)).toEqual(Array(8).fill(0))
   }, 180_000)
 })
+
+describe('leftover commands of a dead owner', () => {
+  const spawnGroup = () => spawn('/bin/sh', ['-c', 'sleep 100 & sleep 100'], { detached: true, stdio: 'ignore' })
+
+  it('a takeover from a dead owner kills the process groups its lock names, only when the leader is the one recorded', async () => {
+    const dir = makeTree().base
+    const ours = spawnGroup()
+    const reused = spawnGroup()
+    try {
+      const pgid = ours.pid as number
+      const other = reused.pid as number
+      await waitUntil(() => processStart(pgid) !== null && processStart(other) !== null)
+      const commands = [
+        { pgid, start: processStart(pgid) },
+        // The same id with another start time: a pid reused since, not the dead owner's command.
+        { pgid: other, start: 'not-its-start' },
+      ]
+      writeLock(dir, { hostname: hostname(), acquired_at: ago(600_000), process_id: deadPid(), heartbeat_at: ago(120_000), commands })
+      const lock = await TaskLock.acquire(dir, policy)
+      expect(lock.stoppedCommands).toEqual([pgid])
+      expect((await exitOf(ours)).signal).toBe('SIGKILL')
+      expect(pidAlive(other)).toBe(true)
+      await lock.release()
+    } finally {
+      for (const child of [ours, reused]) if (child.pid) killGroup(child.pid)
+    }
+  })
+
+  it('a forced takeover from a live owner kills nothing (the owner stops its own commands)', async () => {
+    const dir = makeTree().base
+    const command = spawnGroup()
+    try {
+      const pgid = command.pid as number
+      await waitUntil(() => processStart(pgid) !== null)
+      writeLock(dir, { hostname: hostname(), acquired_at: ago(1000), process_id: process.pid, process_start: processStart(process.pid), heartbeat_at: ago(1000), commands: [{ pgid, start: processStart(pgid) }] })
+      const lock = await TaskLock.acquire(dir, { ...policy, force: true })
+      expect(lock.stoppedCommands).toEqual([])
+      expect(pidAlive(pgid)).toBe(true)
+      await lock.release()
+    } finally {
+      if (command.pid) killGroup(command.pid)
+    }
+  })
+
+  it('an owner names its running commands in its lock and drops them when they end', async () => {
+    const dir = makeTree().base
+    const lock = await TaskLock.acquire(dir, policy)
+    await lock.trackCommand(4242, true)
+    expect(readLock(dir)?.info?.commands).toEqual([{ pgid: 4242, start: null }])
+    await lock.trackCommand(4242, false)
+    expect(readLock(dir)?.info?.commands).toBeUndefined()
+    await lock.release()
+  })
+})
+
+async function waitUntil(check: () => boolean): Promise<void> {
+  for (let i = 0; i < 200 && !check(); i++) await new Promise((resolve) => setTimeout(resolve, 10))
+  expect(check()).toBe(true)
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+function killGroup(pgid: number): void {
+  try {
+    process.kill(-pgid, 'SIGKILL')
+  } catch {
+    // gone already
+  }
+}
