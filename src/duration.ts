@@ -9,13 +9,19 @@ const UNIT_MS: Record<string, number> = {
   w: 7 * 86_400_000,
 }
 
+const MAX_DURATION_MS = 100 * 365 * 86_400_000
+
 /**
  * Parses `90s`, `5m`, `6h`, `7d`, `2w`, `1h30m` (or a bare number of seconds) into
  * milliseconds. `what` names the option in the error message.
  */
 export function parseDuration(text: string, what: string): number {
   const trimmed = text.trim()
-  if (/^\d+(\.\d+)?$/.test(trimmed)) return Math.round(Number(trimmed) * 1000)
+  if (/^\d+(\.\d+)?$/.test(trimmed)) {
+    const ms = Number(trimmed) * 1000
+    if (ms > MAX_DURATION_MS) throw new UsageError(`${what}: '${text}' is longer than 100 years`, 'give a shorter duration')
+    return Math.round(ms)
+  }
   const part = /(\d+(?:\.\d+)?)(ms|s|m|h|d|w)/gy
   let total = 0
   let consumed = 0
@@ -26,6 +32,7 @@ export function parseDuration(text: string, what: string): number {
   if (trimmed === '' || consumed !== trimmed.length) {
     throw new UsageError(`${what}: '${text}' is not a duration`, 'use forms like 90s, 5m, 6h, 7d or 1h30m')
   }
+  if (total > MAX_DURATION_MS) throw new UsageError(`${what}: '${text}' is longer than 100 years`, 'give a shorter duration')
   return Math.round(total)
 }
 

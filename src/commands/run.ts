@@ -4,7 +4,8 @@ import { Command, Option } from 'commander'
 import type { Context } from '../context.js'
 import { auditTask, withTaskEnv } from '../context.js'
 import { CtxError, LockedError, UsageError } from '../errors.js'
-import { resolveTask } from '../storage/layout.js'
+import { assertRegularFiles } from '../storage/files.js'
+import { resolveTask, TASK_DATA_FILES } from '../storage/layout.js'
 import type { TaskRef } from '../storage/layout.js'
 import { assessTask } from '../storage/reaper.js'
 import { stalenessPolicy } from '../storage/task-env.js'
@@ -143,6 +144,7 @@ async function prepareResume(ctx: Context, flags: RunFlags, id: string): Promise
   const ref = resolveTask(ctx.layout, id)
   if (ref.location === 'running') await refuseLive(ctx, ref)
   if (ref.location === 'completed') throw new CtxError(`task ${ref.uuid} is finished (in completed/)`, { exitCode: 4, hint: 'start a new task with the same --task-id to continue from its summary' })
+  assertRegularFiles(ref.dir, TASK_DATA_FILES)
   const meta = readMetadata(ref.dir)
   const user = meta.user ?? ctx.osUser
   const recorded = meta.config.llm_provider
@@ -151,7 +153,7 @@ async function prepareResume(ctx: Context, flags: RunFlags, id: string): Promise
     ...flags,
     ...(flags.provider === undefined && ['openai', 'ollama', 'replay'].includes(recorded) ? { provider: recorded } : {}),
     ...(flags.model === undefined && sameProvider && recorded !== 'replay' && meta.config.model ? { model: meta.config.model } : {}),
-    ...(flags.replayFrom === undefined && meta.run?.replay_from ? { replayFrom: meta.run.replay_from } : {}),
+    ...(flags.replayFrom === undefined && sameProvider && meta.run?.replay_from ? { replayFrom: meta.run.replay_from } : {}),
   })
   checkProvider(config)
   await checkRecording(ctx, config)
@@ -172,8 +174,8 @@ async function refuseLive(ctx: Context, ref: TaskRef): Promise<void> {
 
 async function checkRecording(ctx: Context, config: Context['config']): Promise<void> {
   if (config.llm.provider !== 'replay') return
-  const { locateRecording } = await import('../llm/replay.js')
-  locateRecording(config.llm.replay.from as string, ctx.layout)
+  const { checkRecordingPlays } = await import('../llm/replay.js')
+  await checkRecordingPlays(config.llm.replay.from as string, ctx.layout)
 }
 
 /** A user or task id: one line of printable text, short enough to be a name. */

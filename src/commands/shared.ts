@@ -32,7 +32,8 @@ export function durationArg(what: string, options: { zero?: boolean } = {}) {
     try {
       ms = parseDuration(value, what)
     } catch (err) {
-      throw new InvalidArgumentError((err as UsageError).hint ?? 'not a duration')
+      const why = (err as UsageError).message.endsWith('longer than 100 years') ? 'must be shorter than 100 years' : (err as UsageError).hint
+      throw new InvalidArgumentError(why ?? 'not a duration')
     }
     if (ms <= 0 && !(options.zero === true && ms === 0)) throw new InvalidArgumentError('must be more than 0')
     return ms

@@ -10,6 +10,7 @@ import type { Finding, PassResult } from '../storage/monitor.js'
 import { stalenessPolicy } from '../storage/task-env.js'
 import type { TaskEnv } from '../storage/task-env.js'
 import { durationArg, stopSignal, withContext } from './shared.js'
+import { MAX_TIMER_MS } from '../run/stop.js'
 
 interface WatchOptions {
   once?: boolean
@@ -58,6 +59,7 @@ async function watchLocks(ctx: Context, opts: WatchOptions): Promise<void> {
 function atLeastOneSecond(value: string): number {
   const ms = durationArg('--interval')(value)
   if (ms < 1000) throw new InvalidArgumentError('must be at least 1s (a shorter interval only spins)')
+  if (ms > MAX_TIMER_MS) throw new InvalidArgumentError('must be at most 24d (run watch-locks --once from cron for longer gaps)')
   return ms
 }
 

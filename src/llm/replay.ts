@@ -1,6 +1,7 @@
 import { existsSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { ProviderError, UsageError } from '../errors.js'
+import { checkRegularFile } from '../input-file.js'
 import { readJsonl, resolveDataFile } from '../storage/jsonl.js'
 import type { ReadItem } from '../storage/jsonl.js'
 import { FILES, resolveTask } from '../storage/layout.js'
@@ -43,6 +44,11 @@ export class ReplayClient implements LlmClient {
     return client
   }
 
+  /** Stops reading the recording (closes the file). */
+  async close(): Promise<void> {
+    await this.records.return?.()
+  }
+
   /** Assistant messages played so far (including those skipped on resume). */
   get position(): number {
     return this.played
@@ -67,7 +73,8 @@ export class ReplayClient implements LlmClient {
     }
   }
 
-  private async nextAssistant(): Promise<StoredMessage | null> {
+  /** The next assistant message of the recording (one looked ahead at first), or null at its end. */
+  async nextAssistant(): Promise<StoredMessage | null> {
     if (this.lookahead) {
       const found = this.lookahead
       this.lookahead = null
@@ -104,11 +111,27 @@ export class ReplayClient implements LlmClient {
   }
 }
 
+/**
+ * Refuses, before a task is created, a recording with nothing to play: no assistant
+ * message in it (an empty file, another kind of JSONL, binary garbage).
+ */
+export async function checkRecordingPlays(from: string, layout: Layout): Promise<void> {
+  const client = await ReplayClient.open(from, layout, 0)
+  const first = await client.nextAssistant()
+  await client.close()
+  if (first === null) throw new UsageError(`--replay-from ${from}: the recording has no assistant messages to play`, "give a task's messages.jsonl, its directory or its uuid")
+}
+
 /** The messages.jsonl a replay reads, or a usage error saying why there is none. */
 export function locateRecording(from: string, layout: Layout): string {
   if (existsSync(from)) {
-    const path = statSync(from).isDirectory() ? resolveDataFile(join(from, FILES.messages)) : from
-    if (path === null) throw new UsageError(`${from} has no messages.jsonl to replay`, 'give a task directory, a task uuid or a messages.jsonl file')
+    const hint = 'give a task directory, a task uuid or a messages.jsonl file'
+    if (!statSync(from).isDirectory()) {
+      checkRegularFile(from, '--replay-from', hint)
+      return from
+    }
+    const path = resolveDataFile(join(from, FILES.messages))
+    if (path === null) throw new UsageError(`${from} has no messages.jsonl to replay`, hint)
     return path
   }
   if (/^[0-9a-f-]{8,36}$/i.test(from.trim())) {

@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs'
 import { compressionLimit, settingsFrom } from '../agent/compaction.js'
 import { loadSnapshot } from '../agent/context.js'
 import { extractiveSummary } from '../agent/extractive.js'
@@ -29,7 +28,7 @@ import { createRunLog } from './log.js'
 import type { RunLog } from './log.js'
 import { defaultSystemPrompt, systemPrompt } from './prompt.js'
 import { repairResumed } from './repair.js'
-import { runRecord } from './settings.js'
+import { readTextArg, runRecord } from './settings.js'
 import type { RunSettings } from './settings.js'
 import { StopController } from './stop.js'
 import { explainSystemError, isDiskFull } from '../system-errors.js'
@@ -212,7 +211,7 @@ async function createClient(config: Config, env: TaskEnv, handle: TaskHandle, re
  * message (if any) goes there too, to be answered like every other.
  */
 function begin(handle: TaskHandle, settings: RunSettings, start: Extract<RunStart, { kind: 'new' }>, inheritance: Inheritance | null, inheritTokens: number): void {
-  const base = settings.systemPromptFile ? readFileSync(settings.systemPromptFile, 'utf8') : defaultSystemPrompt(settings.workspace, settings.allowShell, settings.chat)
+  const base = settings.systemPromptFile ? readTextArg(settings.systemPromptFile, 'system prompt file') : defaultSystemPrompt(settings.workspace, settings.allowShell, settings.chat)
   handle.addMessage({ role: 'system', content: systemPrompt(base, settings.systemPromptAppend) })
   if (settings.chat) {
     appendInbox(handle.dir, { kind: 'message', sender: 'ctxagent', content: `[chat session started by ${start.user}]`, visible: false })

@@ -1,5 +1,6 @@
-import { readFileSync, realpathSync, statSync } from 'node:fs'
+import { realpathSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
+import { readInputFile } from '../input-file.js'
 import { activeEndpoint, lacksOpenAiKey } from '../config.js'
 import type { Config, Provider } from '../config.js'
 import { parseDuration } from '../duration.js'
@@ -50,6 +51,7 @@ export interface RunSettings {
  * the flags (--provider, --model, --replay-from). A copy; the loaded config is unchanged.
  */
 export function effectiveConfig(base: Config, user: string, flags: Pick<RunFlags, 'provider' | 'model' | 'replayFrom'>): Config {
+  if (flags.model !== undefined && flags.model.trim() === '') throw new UsageError('--model is empty', 'name the model, or leave --model out for the configured one')
   const config = structuredClone(base)
   const own = config.users[user]
   const provider = (flags.provider ?? own?.llm?.provider ?? config.llm.provider) as Provider
@@ -57,6 +59,9 @@ export function effectiveConfig(base: Config, user: string, flags: Pick<RunFlags
     throw new UsageError(`--provider ${flags.provider} is not a provider`, 'use openai (any OpenAI-compatible server), ollama or replay')
   }
   config.llm.provider = provider
+  if (flags.replayFrom !== undefined && provider !== 'replay') {
+    throw new UsageError(`--replay-from plays a recording, but the provider is ${provider}`, 'pass --provider replay as well, or drop --replay-from')
+  }
   const endpoint = provider === 'ollama' ? config.llm.ollama : provider === 'openai' ? config.llm.openai : null
   if (endpoint) {
     if (own?.llm?.model !== undefined) endpoint.model = own.llm.model
@@ -139,6 +144,7 @@ function appends(config: Config, user: string | undefined): string[] {
 }
 
 function resolveWorkspace(dir: string): string {
+  if (dir.trim() === '') throw new UsageError('--workspace is empty', 'pass --workspace <an existing directory>, or leave it out for the current directory')
   let real: string
   try {
     real = realpathSync(dir)
@@ -152,12 +158,5 @@ function resolveWorkspace(dir: string): string {
 /** Reads a small text file named on the command line, with a one-line error. */
 export function readTextArg(path: string, what: string, stdin?: () => string): string {
   if (path === '-' && stdin) return stdin()
-  try {
-    const text = readFileSync(path, 'utf8')
-    if (text.length > 1_000_000) throw new UsageError(`${what} ${path} is over 1 MB`, 'give a shorter file')
-    return text
-  } catch (err) {
-    if (err instanceof UsageError) throw err
-    throw new UsageError(`${what} ${path} cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, 'check the path')
-  }
+  return readInputFile(path, what, 'give a readable text file of at most 1 MB', 1_000_000)
 }

@@ -1,3 +1,6 @@
+/** The longest delay setTimeout holds (2^31 - 1 ms, ~24.8 days); a longer one fires at once. */
+export const MAX_TIMER_MS = 2 ** 31 - 1
+
 /** Why a task stops before it is done. */
 export type StopReason = 'SIGINT' | 'SIGTERM' | 'pause' | 'timeout' | 'lost'
 
@@ -41,11 +44,19 @@ export class StopController {
     }
   }
 
-  /** Stops with `timeout` after `ms` (the --timeout budget); returns the canceller. */
+  /** Stops with `timeout` after `ms` (the --timeout budget, which may be weeks); returns the canceller. */
   deadline(ms: number | null): () => void {
     if (ms === null) return () => undefined
-    const timer = setTimeout(() => this.stop('timeout'), Math.max(0, ms))
-    timer.unref()
+    const at = Date.now() + Math.max(0, ms)
+    let timer: NodeJS.Timeout
+    // A timer holds at most ~24.8 days (a longer one fires at once): re-armed until the deadline.
+    const arm = (): void => {
+      const left = at - Date.now()
+      if (left <= 0) return this.stop('timeout')
+      timer = setTimeout(arm, Math.min(left, MAX_TIMER_MS))
+      timer.unref()
+    }
+    arm()
     return () => clearTimeout(timer)
   }
 }

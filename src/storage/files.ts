@@ -1,4 +1,5 @@
 import {
+  constants,
   readdirSync,
   readFileSync,
   readSync,
@@ -6,6 +7,7 @@ import {
   closeSync,
   fchmodSync,
   fstatSync,
+  lstatSync,
   fsyncSync,
   mkdirSync,
   openSync,
@@ -42,11 +44,58 @@ export function makePrivateDir(path: string): void {
   chmodSync(path, DIR_MODE)
 }
 
-/** Opens a file with 0600 whatever the umask (fchmod when the mode came out different). */
-export function openPrivate(path: string, flags: string): number {
-  const fd = openSync(path, flags, FILE_MODE)
-  if ((fstatSync(fd).mode & 0o777) !== FILE_MODE) fchmodSync(fd, FILE_MODE)
+const OPEN_FLAGS = {
+  'a+': constants.O_RDWR | constants.O_APPEND | constants.O_CREAT,
+  wx: constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL,
+} as const
+
+/**
+ * Opens a file of the tree for writing, 0600 whatever the umask (fchmod when the mode
+ * came out different). Never through a link (O_NOFOLLOW: a link planted in a task
+ * directory must not make ctxagent write outside it), and never a FIFO or a device
+ * (O_NONBLOCK, then only a regular file is kept).
+ */
+export function openPrivate(path: string, flags: keyof typeof OPEN_FLAGS): number {
+  let fd: number
+  try {
+    fd = openSync(path, OPEN_FLAGS[flags] | constants.O_NOFOLLOW | constants.O_NONBLOCK, FILE_MODE)
+  } catch (err) {
+    if (isErrno(err, 'ELOOP')) throw notAFileError(path, 'is a symbolic link')
+    if (isErrno(err, 'ENXIO')) throw notAFileError(path, 'is not a regular file')
+    throw err
+  }
+  try {
+    const stat = fstatSync(fd)
+    if (!stat.isFile()) throw notAFileError(path, 'is not a regular file')
+    if ((stat.mode & 0o777) !== FILE_MODE) fchmodSync(fd, FILE_MODE)
+  } catch (err) {
+    closeSync(fd)
+    throw err
+  }
   return fd
+}
+
+/**
+ * Refuses a task whose data files are not all regular files (a link planted in it, a
+ * FIFO, a directory), before a command that would write to them changes anything.
+ */
+export function assertRegularFiles(dir: string, names: readonly string[]): void {
+  for (const name of names) {
+    const path = join(dir, name)
+    let st
+    try {
+      st = lstatSync(path)
+    } catch (err) {
+      if (isErrno(err, 'ENOENT')) continue
+      throw err
+    }
+    if (st.isSymbolicLink()) throw notAFileError(path, 'is a symbolic link')
+    if (!st.isFile()) throw notAFileError(path, 'is not a regular file')
+  }
+}
+
+function notAFileError(path: string, what: string): CorruptRecordError {
+  return new CorruptRecordError(`${path} ${what}; ctxagent reads and writes only regular files in a task tree`, 'replace it with the file it stands for, or remove it')
 }
 
 /** Writes all of `data` at the fd's position, looping on short writes. */
@@ -174,12 +223,28 @@ const SMALL = Buffer.allocUnsafe(64 * 1024)
  * files fall back to readFileSync. Throws ENOENT like readFileSync.
  */
 export function readSmallFile(path: string): string {
-  const fd = openSync(path, 'r')
+  let fd: number
+  try {
+    fd = openSync(path, READ_FLAGS)
+  } catch (err) {
+    if (isErrno(err, 'ELOOP')) throw notAFileError(path, 'is a symbolic link')
+    throw err
+  }
   let n: number
   try {
     n = readSync(fd, SMALL, 0, SMALL.length, 0)
+    if (n === SMALL.length) return readFileSync(fd, 'utf8')
+    // An empty read may be a FIFO without a writer (opened without blocking) or a device.
+    if (n === 0 && !fstatSync(fd).isFile()) throw notAFileError(path, 'is not a regular file')
+  } catch (err) {
+    // A directory (EISDIR), a FIFO or a device (ESPIPE, EAGAIN): not a task file.
+    if (isErrno(err, 'EISDIR') || isErrno(err, 'EAGAIN') || isErrno(err, 'ESPIPE')) throw notAFileError(path, 'is not a regular file')
+    throw err
   } finally {
     closeSync(fd)
   }
-  return n < SMALL.length ? SMALL.toString('utf8', 0, n) : readFileSync(path, 'utf8')
+  return SMALL.toString('utf8', 0, n)
 }
+
+/** Reads of task files: never through a link, never blocking on a FIFO. */
+const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK

@@ -19,6 +19,9 @@ export const FILES = {
   stateLock: '.state.lock',
 } as const
 
+/** The files of a task that hold its data (not its locks): always regular files, never links. */
+export const TASK_DATA_FILES: readonly string[] = [FILES.metadata, FILES.state, FILES.messages, FILES.current, FILES.summaries, FILES.tools, FILES.planning, FILES.inbox, FILES.finalSummary]
+
 /** The paths of one base directory (SPEC §1). */
 export class Layout {
   readonly base: string

@@ -401,7 +401,18 @@ export async function resumeTask(env: TaskEnv, ref: TaskRef, options: CreateOpti
     }
     lock.movedTo(target)
   }
-  const handle = await TaskHandle.open(env, ref.uuid, target, lock, options.onLost)
+  let handle: TaskHandle
+  try {
+    handle = await TaskHandle.open(env, ref.uuid, target, lock, options.onLost)
+  } catch (err) {
+    // Its files cannot be opened (a link planted in it, an unreadable file): the task goes back as it was.
+    if (ref.location === 'paused') {
+      renameSync(target, ref.dir)
+      lock.movedTo(ref.dir)
+    }
+    await lock.release()
+    throw err
+  }
   await handle.update({ status: 'processing', last_activity: 'resumed', error: null })
   return handle
 }

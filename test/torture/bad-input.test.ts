@@ -1,10 +1,12 @@
-import { mkdirSync, writeFileSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { mkdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { makeTree } from '../fixtures/tree.js'
+import type { Tree } from '../fixtures/tree.js'
 import { cliAsync } from '../helpers/run.js'
 import { snapshotTree } from '../helpers/tree-snapshot.js'
-import { BAD_CONFIGS, corpus, TASK } from './corpus.js'
+import { BAD_CONFIGS, corpus, FIFO_STATE, LINKED, LINKED_STATE, TASK } from './corpus.js'
 import { record } from './report.js'
 
 /**
@@ -25,6 +27,7 @@ describe('torture: bad input', () => {
     writeFileSync(join(tree.base, 'file.txt'), 'a file\n')
     mkdirSync(join(tree.base, 'configs'))
     for (const [name, text] of BAD_CONFIGS) writeFileSync(join(tree.base, `${name}.yaml`), text)
+    plantTraps(tree)
     const before = snapshotTree(tree.base)
     const wrong: string[] = []
     // A few at a time: each is a whole CLI process.
@@ -53,3 +56,25 @@ describe('torture: bad input', () => {
     expect(changed).toEqual(before)
   })
 })
+
+/** A FIFO, and paused tasks whose files are links out of the task or a FIFO (outside/ stands for "anywhere else"). */
+function plantTraps(tree: Tree): void {
+  execFileSync('mkfifo', [join(tree.base, 'fifo')])
+  mkdirSync(join(tree.base, 'outside'))
+  writeFileSync(join(tree.base, 'outside', 'victim.jsonl'), '{"secret":true}\n')
+  writeFileSync(join(tree.base, 'outside', 'state.json'), '{"status":"failed","error":"read from outside"}\n')
+  const linked = tree.write({ uuid: LINKED, location: 'paused', messages: 6 })
+  // A local task, so that resuming it needs no GitHub token.
+  const meta = JSON.parse(readFileSync(join(linked, 'metadata.json'), 'utf8')) as { task_key: Record<string, unknown> }
+  writeFileSync(join(linked, 'metadata.json'), JSON.stringify({ ...meta, task_key: { ...meta.task_key, task_source: 'local', owner: null, task_type: 'task' } }))
+  renameSync(join(linked, 'messages.jsonl'), join(tree.base, 'outside', 'messages.jsonl'))
+  symlinkSync(join(tree.base, 'outside', 'messages.jsonl'), join(linked, 'messages.jsonl'))
+  rmSync(join(linked, 'inbox.jsonl'), { force: true })
+  symlinkSync(join(tree.base, 'outside', 'victim.jsonl'), join(linked, 'inbox.jsonl'))
+  const fifo = tree.write({ uuid: FIFO_STATE, location: 'paused', messages: 2 })
+  rmSync(join(fifo, 'state.json'))
+  execFileSync('mkfifo', [join(fifo, 'state.json')])
+  const linkedState = tree.write({ uuid: LINKED_STATE, location: 'paused', messages: 2 })
+  rmSync(join(linkedState, 'state.json'))
+  symlinkSync(join(tree.base, 'outside', 'state.json'), join(linkedState, 'state.json'))
+}

@@ -11,6 +11,10 @@ export interface Case {
 
 export const TASK = uuidN(0x70)
 const MISSING = uuidN(0x71)
+/** Paused tasks with a trap planted in them (see plantTraps): links out of the task, a FIFO for a file. */
+export const LINKED = uuidN(0x72)
+export const FIFO_STATE = uuidN(0x73)
+export const LINKED_STATE = uuidN(0x74)
 
 const BAD_IDS: [string, string, RegExp][] = [
   ['empty', '', /no task id given|is not a task id/],
@@ -35,7 +39,7 @@ const ID_COMMANDS: [string, (id: string) => string[]][] = [
   ['run --resume', (id) => ['run', '--resume', id]],
 ]
 
-const BAD_DURATIONS = ['0', 'soon', '-5m', '1y', '5 m', '']
+const BAD_DURATIONS = ['0', 'soon', '-5m', '1y', '5 m', '', '99999999999999999999d']
 const DURATION_OPTIONS: [string, (d: string) => string[], RegExp][] = [
   ['watch-locks --interval', (d) => ['watch-locks', '--interval', d], /--interval/],
   ['cleanup --compress-after', (d) => ['cleanup', '--compress-after', d], /--compress-after/],
@@ -115,6 +119,21 @@ export function corpus(): Case[] {
     { name: 'chat: --send and --end', args: ['chat', TASK, '--send', 'x', '--end'], code: 2, says: /exclude each other/ },
     { name: 'chat: not a chat task', args: ['chat', TASK, '--send', 'x'], code: 4, says: /is not a chat task/ },
     { name: 'comment: too long', args: ['comment', TASK, 'x'.repeat(100_001)], code: 2, says: /keep it under/ },
+    // Files the operator names: a FIFO must not hang the command, a file that is not a recording is not played.
+    { name: 'run: task file is a FIFO', args: ['run', '--task-file', '{base}/fifo'], code: 2, says: /task file .*fifo is not a regular file/ },
+    { name: 'run: system prompt file is a FIFO', args: ['run', '--task', 'x', '--system-prompt-file', '{base}/fifo'], code: 2, says: /system prompt file .*fifo is not a regular file/ },
+    { name: 'run: system prompt file is a directory', args: ['run', '--task', 'x', '--system-prompt-file', '{base}/configs'], code: 2, says: /system prompt file .*configs is not a regular file/ },
+    { name: 'run: recording is a FIFO', args: ['run', '--task', 'x', '--provider', 'replay', '--replay-from', '{base}/fifo'], code: 2, says: /--replay-from .*fifo is not a regular file/ },
+    { name: 'run: recording has no assistant message', args: ['run', '--task', 'x', '--provider', 'replay', '--replay-from', '{base}/file.txt'], code: 2, says: /has no assistant messages to play/ },
+    { name: 'run: --replay-from with another provider', args: ['run', '--task', 'x', '--provider', 'openai', '--replay-from', TASK], code: 2, says: /--replay-from plays a recording, but the provider is openai/ },
+    { name: 'run: empty --workspace', args: ['run', '--task', 'x', '--workspace', ''], code: 2, says: /--workspace is empty/ },
+    { name: 'run: empty --model', args: ['run', '--task', 'x', '--model', ' '], code: 2, says: /--model is empty/ },
+    { name: 'watch-locks --interval past a timer', args: ['watch-locks', '--interval', '30d'], code: 2, says: /--interval.*at most 24d/ },
+    // Links and FIFOs planted in a task: never followed, never opened blocking, the task left as it was.
+    { name: 'view: state.json is a FIFO', args: ['view', FIFO_STATE], code: 1, says: /state\.json is not a regular file/ },
+    { name: 'view: state.json links out', args: ['view', LINKED_STATE], code: 1, says: /state\.json is a symbolic link/ },
+    { name: 'comment: inbox.jsonl links out', args: ['comment', LINKED, 'hello'], code: 1, says: /inbox\.jsonl is a symbolic link/ },
+    { name: 'run --resume: messages.jsonl links out', args: ['run', '--resume', LINKED, '--provider', 'replay', '--replay-from', TASK], code: 1, says: /messages\.jsonl is a symbolic link/ },
   )
   return cases
 }

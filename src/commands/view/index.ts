@@ -54,16 +54,18 @@ async function view(ctx: Context, opts: ViewOptions, positional?: string): Promi
     throw new UsageError('--role filters messages', 'use it with --messages or --current')
   }
   const ref = resolveTask(ctx.layout, requireUuid(positional, opts.uuid))
-  auditTask(ctx, 'view', ref.uuid)
   const kind = chosen[0] ?? (opts.follow || opts.role !== undefined ? 'messages' : undefined)
   if (kind === undefined) {
     const overview = await readOverview(ref)
+    // Audited once read: a task that cannot be read shows nothing, and its view changes nothing.
+    auditTask(ctx, 'view', ref.uuid)
     warnBad(ctx, overview.counts.bad_lines)
     if (ctx.json) ctx.io.json(overview)
     else ctx.io.out(renderOverview(ctx, overview))
     return
   }
   const listing = await listRecords(ref, kind, { limit: opts.all ? null : opts.limit, role: opts.role, hidden: opts.hidden === true })
+  auditTask(ctx, 'view', ref.uuid)
   warnBad(ctx, listing.bad_lines)
   if (ctx.json) for (const record of listing.records) ctx.io.jsonl(record)
   else ctx.io.out(renderListing(ctx, kind, listing.records, opts.full === true))
