@@ -1,5 +1,6 @@
 import { accessSync, constants, statfsSync } from 'node:fs'
 import { CtxError } from './errors.js'
+import { shortPath } from './input-file.js'
 
 /**
  * Turns what the operating system or SQLite threw (ENOSPC, EACCES, SQLITE_FULL, …)
@@ -17,7 +18,12 @@ export function explainSystemError(err: unknown, base: string): CtxError | null 
   if (isDiskFull(err, base)) {
     return fail(`no space left on the device holding ${base}${path ? ` (writing ${path})` : ''}`, 'free some space there and run the command again; every record written before is intact')
   }
-  switch (code) {
+  // SQLite's extended codes (SQLITE_BUSY_SNAPSHOT, SQLITE_CORRUPT_INDEX, …) mean what their primary code means.
+  switch (/^SQLITE_[A-Z]+/.exec(code)?.[0] ?? code) {
+    case 'ENAMETOOLONG':
+      return fail(`a path under ${shortPath(base)} is too long for the file system${path ? ` (${shortPath(path)})` : ''}`, 'give a shorter --home')
+    case 'ELOOP':
+      return fail(`too many levels of symbolic links in ${shortPath(where)}`, 'check --home and the links inside the task tree')
     case 'EACCES':
     case 'EPERM':
       return fail(`permission denied: ${where}`, 'run ctxagent as the user that owns the task tree, or fix its permissions')
@@ -62,7 +68,7 @@ export function whyIndexUnopenable(err: unknown, base: string): string {
  */
 export function isTreeWide(err: unknown, base: string): boolean {
   const code = (err as { code?: unknown } | null)?.code
-  return code === 'EROFS' || code === 'SQLITE_READONLY' || isDiskFull(err, base)
+  return code === 'EROFS' || (typeof code === 'string' && code.startsWith('SQLITE_READONLY')) || isDiskFull(err, base)
 }
 
 const FULL = new Set(['ENOSPC', 'EDQUOT', 'SQLITE_FULL'])

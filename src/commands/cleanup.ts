@@ -2,9 +2,10 @@ import { Command } from 'commander'
 import type { Context } from '../context.js'
 import { auditTask, withTaskEnv } from '../context.js'
 import { formatBytes } from '../duration.js'
-import { UsageError } from '../errors.js'
+import { CtxError, UsageError } from '../errors.js'
 import { createProgress } from '../progress.js'
 import { table } from '../render.js'
+import { straysWarning } from '../storage/layout.js'
 import { monitorPass } from '../storage/monitor.js'
 import type { Finding } from '../storage/monitor.js'
 import { executeCleanup, planCleanup } from '../storage/retention.js'
@@ -25,6 +26,10 @@ export interface CleanupReport {
   reaped: Finding[]
   skipped: { uuid: string; reason: string }[]
   undated: CleanupPlan['undated']
+  /** Tasks that could not be read, or whose gzip or deletion failed: left for an operator. */
+  failed: { uuid: string; error: string }[]
+  /** Temp files of dead processes in task directories (removed, or would be). */
+  litter: number
   bytes_before: number
   bytes_after: number | null
   dry_run: boolean
@@ -73,7 +78,7 @@ async function runOnce(ctx: Context, opts: CleanupOptions, compressAfterMs: numb
     const before = [...plan.compress, ...plan.delete].reduce((sum, t) => sum + t.bytes, 0)
     let report: CleanupReport
     if (dryRun) {
-      report = { compressed: plan.compress.map((t) => ({ ...t, bytes_after: null })), deleted: plan.delete, reaped, skipped: plan.skipped, undated: plan.undated, bytes_before: before, bytes_after: null, dry_run: true }
+      report = { compressed: plan.compress.map((t) => ({ ...t, bytes_after: null })), deleted: plan.delete, reaped, skipped: plan.skipped, undated: plan.undated, failed: plan.unreadable, litter: plan.litter.length, bytes_before: before, bytes_after: null, dry_run: true }
     } else {
       const files = plan.compress.reduce((n, t) => n + (t.files?.length ?? 0), 0) + plan.delete.length
       const progress = createProgress(ctx.io, 'cleanup', !ctx.json)
@@ -81,12 +86,22 @@ async function runOnce(ctx: Context, opts: CleanupOptions, compressAfterMs: numb
       const done = await executeCleanup(env, plan, () => progress.tick()).finally(() => progress.stop())
       for (const t of [...done.compressed, ...done.deleted, ...reaped]) auditTask(ctx, 'cleanup', t.uuid)
       const after = done.compressed.reduce((sum, t) => sum + t.bytes_after, 0)
-      report = { compressed: done.compressed, deleted: done.deleted, reaped, skipped: plan.skipped, undated: plan.undated, bytes_before: before, bytes_after: after, dry_run: false }
+      report = { compressed: done.compressed, deleted: done.deleted, reaped, skipped: plan.skipped, undated: plan.undated, failed: [...plan.unreadable, ...done.failed], litter: done.litter_removed, bytes_before: before, bytes_after: after, dry_run: false }
     }
     if (ctx.json) ctx.io.json(report)
     else ctx.io.out(render(ctx, report))
     if (plan.undated.length > 0) ctx.io.warn(undatedWarning(plan.undated))
+    const strays = straysWarning(ctx.layout)
+    if (strays) ctx.io.warn(strays)
+    if (report.failed.length > 0) throw failedError(report.failed)
   }, { createIndex: !dryRun })
+}
+
+/** The tasks cleanup could not read or finish, in one line (exit 1: the others were done). */
+function failedError(failed: CleanupReport['failed']): CtxError {
+  const shown = failed.slice(0, 2).map((f) => `${f.uuid.slice(0, 8)} (${f.error.length > 150 ? `${f.error.slice(0, 149)}…` : f.error})`)
+  const more = failed.length > shown.length ? `, and ${failed.length - shown.length} more` : ''
+  return new CtxError(`${failed.length} task(s) in completed/ could not be cleaned up and were left as they were: ${shown.join(', ')}${more}`, { exitCode: 1, hint: 'the other tasks were; fix these (--json lists all) and run cleanup again' })
 }
 
 /** One line for every task cleanup had to date by its files: they are not skipped, but somebody should look. */
@@ -107,7 +122,7 @@ function render(ctx: Context, r: CleanupReport): string {
   ]
   if (rows.length) lines.push(table(ctx.io, ['uuid', 'action', 'age', 'detail'], rows))
   const summary = `${r.dry_run ? 'dry run: ' : ''}${r.compressed.length} task(s) ${verb ? `${verb} be ` : ''}gzipped, ${r.deleted.length} ${verb ? `${verb} be ` : ''}deleted, ${r.reaped.length} stale lock(s) ${verb ? `${verb} be ` : ''}reaped`
-  lines.push(summary)
+  lines.push(r.litter > 0 ? `${summary}; ${r.litter} temp file(s) of dead processes ${r.dry_run ? 'would be ' : ''}removed` : summary)
   if (r.bytes_after !== null) lines.push(`bytes: ${formatBytes(r.bytes_before)} → ${formatBytes(r.bytes_after)} (${formatBytes(r.bytes_before - r.bytes_after)} freed)`)
   else lines.push(`bytes affected: ${formatBytes(r.bytes_before)}; nothing was changed`)
   return lines.join('\n')

@@ -3,7 +3,9 @@ import type { Context } from '../context.js'
 import { auditTask, withTaskEnv } from '../context.js'
 import { NotFoundError } from '../errors.js'
 import { createProgress } from '../progress.js'
+import { straysWarning } from '../storage/layout.js'
 import { rebuildIndex } from '../storage/reindex.js'
+import { TaskIndex } from '../storage/task-index.js'
 import { withContext } from './shared.js'
 
 export function reindexCommand(): Command {
@@ -14,10 +16,15 @@ export function reindexCommand(): Command {
 
 async function reindex(ctx: Context): Promise<void> {
   if (!ctx.layout.exists()) throw new NotFoundError(`there is no task tree at ${ctx.layout.base}`, 'check --home, CTXAGENT_HOME or context.base_dir')
+  // The repair for a damaged index is this command: it rebuilds beside the damaged file.
+  const aside = TaskIndex.setAsideIfDamaged(ctx.layout.db, ctx.now())
+  if (aside) ctx.io.warn(`tasks.db was damaged; moved aside to ${aside} and rebuilt from the task directories`)
   await withTaskEnv(ctx, async (env) => {
     const progress = createProgress(ctx.io, 'reindex', !ctx.json)
     const result = await rebuildIndex(env, progress).finally(() => progress.stop())
     auditTask(ctx, 'reindex', null)
+    const strays = straysWarning(ctx.layout)
+    if (strays) ctx.io.warn(strays)
     if (ctx.json) {
       ctx.io.json(result)
       return

@@ -3,7 +3,7 @@ import { open } from 'node:fs/promises'
 import { join } from 'node:path'
 import { pipeline } from 'node:stream/promises'
 import { createGzip } from 'node:zlib'
-import { fsyncDir, unlinkQuietly } from './files.js'
+import { fsyncDir, tempPathFor, unlinkQuietly } from './files.js'
 import { FILES } from './layout.js'
 
 export interface GzipResult {
@@ -21,7 +21,8 @@ export function archivableFiles(dir: string): string[] {
 }
 
 /**
- * Compresses `<file>` to `<file>.gz` in place: stream into `.gz.tmp` (memory stays
+ * Compresses `<file>` to `<file>.gz` in place: stream into a temp file named for this
+ * process (`<file>.gz.<pid>.<hex>.tmp`, so a later pass can tell a dead cleanup's) (memory stays
  * bounded whatever the size; zlib works on the thread pool, so several files at
  * once use several cores), fsync, rename, keep the original mtime, then remove the
  * original. A crash leaves either the original alone, or both (identical content),
@@ -31,7 +32,7 @@ export async function gzipInPlace(path: string, level = 6): Promise<GzipResult> 
   const original = lstatSync(path)
   if (!original.isFile()) throw new Error(`${path} is not a regular file; left as it is`)
   const target = `${path}.gz`
-  const tmp = `${target}.tmp`
+  const tmp = tempPathFor(target)
   // 64 KiB deflate chunks: zlib's default 16 KiB halves throughput with thread-pool hops.
   try {
     // O_NOFOLLOW: a link swapped in since the listing is not followed out of the task.
@@ -57,7 +58,7 @@ export async function gzipInPlace(path: string, level = 6): Promise<GzipResult> 
   return { file: path, before: original.size, after: statSync(target).size }
 }
 
-/** Removes `.gz.tmp` files a crash left behind in a task directory. */
+/** Removes `.gz.tmp` files that cleanups of earlier versions left behind in a task directory (today's temps name their pid). */
 export function removeStaleTemps(dir: string): void {
   for (const name of readdirSync(dir)) if (name.endsWith('.gz.tmp')) unlinkQuietly(join(dir, name))
 }

@@ -126,21 +126,26 @@ const TEMP = /\.(\d+)\.[0-9a-f]{8}\.tmp$/
  * Returns how many were removed.
  */
 export function removeDeadTemps(dir: string): number {
-  let removed = 0
+  const dead = deadTemps(dir)
+  for (const path of dead) unlinkQuietly(path)
+  return dead.length
+}
+
+/** The temp files in `dir` whose writer is provably gone (see removeDeadTemps). */
+export function deadTemps(dir: string): string[] {
   let names: string[]
   try {
     names = readdirSync(dir)
   } catch {
-    return 0
+    return []
   }
-  for (const name of names) {
-    const pid = TEMP.exec(name)?.[1]
-    // Only proof of death counts: a pid that cannot be checked keeps its temp file.
-    if (pid === undefined || Number(pid) === process.pid || pidStatus(Number(pid)) !== 'gone') continue
-    unlinkQuietly(join(dir, name))
-    removed++
-  }
-  return removed
+  return names
+    .filter((name) => {
+      const pid = TEMP.exec(name)?.[1]
+      // Only proof of death counts: a pid that cannot be checked keeps its temp file.
+      return pid !== undefined && Number(pid) !== process.pid && pidStatus(Number(pid)) === 'gone'
+    })
+    .map((name) => join(dir, name))
 }
 
 

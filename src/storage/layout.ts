@@ -52,6 +52,22 @@ export class Layout {
   }
 
   /** Task uuids in one location; a missing location is empty. */
+  /**
+   * Entries of a location named like a task that are not task directories (a regular
+   * file, a link, a FIFO): never treated as tasks, but reported by the commands that
+   * walk the tree, with what they are.
+   */
+  strays(location: Location): { name: string; kind: string }[] {
+    try {
+      return readdirSync(this.dir(location), { withFileTypes: true })
+        .filter((e) => !e.isDirectory() && isUuid(e.name))
+        .map((e) => ({ name: e.name, kind: e.isSymbolicLink() ? 'a symbolic link' : e.isFile() ? 'a regular file' : 'not a directory' }))
+    } catch (err) {
+      if (isErrno(err, 'ENOENT')) return []
+      throw err
+    }
+  }
+
   list(location: Location): string[] {
     try {
       // Directories only: a stray file (or a link) named like a uuid is not a task.
@@ -128,4 +144,12 @@ function existsDir(path: string): boolean {
     if (isErrno(err, 'ENOENT') || isErrno(err, 'ENOTDIR')) return false
     throw err
   }
+}
+
+/** One warning line for stray entries of the tree (Layout.strays), or null when there are none. */
+export function straysWarning(layout: Layout, locations: readonly Location[] = LOCATIONS): string | null {
+  const found = locations.flatMap((location) => layout.strays(location).map((s) => `${location}/${s.name} (${s.kind})`))
+  if (found.length === 0) return null
+  const more = found.length > 3 ? `, and ${found.length - 3} more` : ''
+  return `${found.length} entr${found.length === 1 ? 'y' : 'ies'} named like a task but not a task directory, left alone: ${found.slice(0, 3).join(', ')}${more} (move them out of the tree)`
 }

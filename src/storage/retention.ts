@@ -1,10 +1,11 @@
 import { availableParallelism } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { existsSync, lstatSync, readdirSync, renameSync, rmdirSync, rmSync, statSync } from 'node:fs'
 import { CtxError, isErrno } from '../errors.js'
+import { explainSystemError, isTreeWide } from '../system-errors.js'
 import { archivableFiles, eachLimit, gzipInPlace, removeStaleTemps } from './archive.js'
 import { taskDiskUse } from './disk.js'
-import { makePrivateDir, removeDeadTemps } from './files.js'
+import { deadTemps, makePrivateDir, removeDeadTemps } from './files.js'
 import type { TaskRef } from './layout.js'
 import { judgeLock, readLock } from './lock.js'
 import type { StalenessPolicy } from './lock.js'
@@ -29,6 +30,10 @@ export interface CleanupPlan {
   skipped: { uuid: string; reason: string }[]
   /** Tasks without a usable completed_at, aged by their files' times (`dated_by`). */
   undated: { uuid: string; reason: string; dated_by: string }[]
+  /** Tasks that could not be read (permissions, a damaged file system): left alone, reported. */
+  unreadable: { uuid: string; error: string }[]
+  /** Temp files that dead processes left in task directories of paused/ and completed/. */
+  litter: string[]
 }
 
 export interface RetentionPolicy {
@@ -48,28 +53,39 @@ const DAY = 86_400_000
  * on it) is left alone.
  */
 export function planCleanup(env: TaskEnv, policy: RetentionPolicy): CleanupPlan {
-  const plan: CleanupPlan = { compress: [], delete: [], skipped: [], undated: [] }
-  const now = env.now().getTime()
+  const plan: CleanupPlan = { compress: [], delete: [], skipped: [], undated: [], unreadable: [], litter: [] }
+  for (const ref of listTasks(env.layout, ['paused'])) plan.litter.push(...deadTemps(ref.dir))
   for (const ref of listTasks(env.layout, ['completed'])) {
-    const dated = completionTime(ref.dir)
-    if (dated === null) continue // gone meanwhile
-    if (dated.undated) plan.undated.push({ uuid: ref.uuid, reason: dated.undated, dated_by: new Date(dated.since).toISOString() })
-    const age = now - dated.since
-    if (age <= policy.compressAfterMs && age <= policy.deleteAfterMs) continue
-    const lock = readLock(ref.dir)
-    if (lock !== null && !judgeLock(lock, env.now(), policy.lockPolicy).stale) {
-      plan.skipped.push({ uuid: ref.uuid, reason: 'held by a live process' })
-      continue
+    try {
+      planTask(env, policy, ref, plan)
+    } catch (err) {
+      // One task that cannot be read (another user's, a damaged disk) does not stop the others.
+      if (isTreeWide(err, env.layout.base)) throw err
+      plan.unreadable.push({ uuid: ref.uuid, error: (explainSystemError(err, env.layout.base) ?? (err as Error)).message })
     }
-    const item: PlannedTask = { uuid: ref.uuid, completed_at: dated.completedAt, age_days: Math.floor(age / DAY), bytes: taskDiskUse(ref.dir).bytes }
-    if (age > policy.deleteAfterMs) {
-      plan.delete.push(item)
-      continue
-    }
-    const files = archivableFiles(ref.dir)
-    if (files.length > 0) plan.compress.push({ ...item, files })
   }
   return plan
+}
+
+function planTask(env: TaskEnv, policy: RetentionPolicy, ref: TaskRef, plan: CleanupPlan): void {
+  const dated = completionTime(ref.dir)
+  if (dated === null) return // gone meanwhile
+  plan.litter.push(...deadTemps(ref.dir))
+  if (dated.undated) plan.undated.push({ uuid: ref.uuid, reason: dated.undated, dated_by: new Date(dated.since).toISOString() })
+  const age = env.now().getTime() - dated.since
+  if (age <= policy.compressAfterMs && age <= policy.deleteAfterMs) return
+  const lock = readLock(ref.dir)
+  if (lock !== null && !judgeLock(lock, env.now(), policy.lockPolicy).stale) {
+    plan.skipped.push({ uuid: ref.uuid, reason: 'held by a live process' })
+    return
+  }
+  const item: PlannedTask = { uuid: ref.uuid, completed_at: dated.completedAt, age_days: Math.floor(age / DAY), bytes: taskDiskUse(ref.dir).bytes }
+  if (age > policy.deleteAfterMs) {
+    plan.delete.push(item)
+    return
+  }
+  const files = archivableFiles(ref.dir)
+  if (files.length > 0) plan.compress.push({ ...item, files })
 }
 
 interface Dated {
@@ -130,6 +146,10 @@ function newestFileTime(dir: string): number | null {
 export interface CleanupDone {
   compressed: (PlannedTask & { bytes_after: number })[]
   deleted: PlannedTask[]
+  /** Tasks whose gzip or deletion failed (left as they were, or with some files gzipped). */
+  failed: { uuid: string; error: string }[]
+  /** Dead processes' temp files removed from task directories. */
+  litter_removed: number
 }
 
 /**
@@ -138,23 +158,34 @@ export interface CleanupDone {
  * half-deleted task), and keeps tasks.db in step.
  */
 export async function executeCleanup(env: TaskEnv, plan: CleanupPlan, onFile: () => void = () => undefined): Promise<CleanupDone> {
-  const done: CleanupDone = { compressed: [], deleted: [] }
+  const done: CleanupDone = { compressed: [], deleted: [], failed: [], litter_removed: 0 }
+  const failed = new Map<string, string>()
+  // A task that fails does not stop the others; a full or read-only disk stops them all.
+  const fail = (uuid: string, err: unknown): void => {
+    if (isTreeWide(err, env.layout.base)) throw err
+    if (!failed.has(uuid)) failed.set(uuid, (explainSystemError(err, env.layout.base) ?? (err as Error)).message)
+  }
+  for (const dir of new Set(plan.litter.map((path) => dirname(path)))) done.litter_removed += removeDeadTemps(dir)
   const jobs: { task: PlannedTask; file: string }[] = []
   for (const task of plan.compress) {
     const ref: TaskRef = { uuid: task.uuid, location: 'completed', dir: env.layout.taskDir('completed', task.uuid) }
-    await finishCompleting(env, ref)
-    removeStaleTemps(ref.dir)
-    for (const file of task.files ?? []) jobs.push({ task, file: join(ref.dir, file) })
+    try {
+      await finishCompleting(env, ref)
+      removeStaleTemps(ref.dir)
+      for (const file of task.files ?? []) jobs.push({ task, file: join(ref.dir, file) })
+    } catch (err) {
+      fail(task.uuid, err)
+    }
   }
-  await eachLimit(jobs, availableParallelism() + 1, async ({ file }) => {
+  await eachLimit(jobs, availableParallelism() + 1, async ({ task, file }) => {
     try {
       await gzipInPlace(file)
     } catch (err) {
-      if (!isErrno(err, 'ENOENT')) throw err // already archived by a concurrent cleanup
+      if (!isErrno(err, 'ENOENT')) fail(task.uuid, err) // ENOENT: already archived by a concurrent cleanup
     }
     onFile()
   })
-  const measured = plan.compress.map((task) => ({ task, disk: taskDiskUse(env.layout.taskDir('completed', task.uuid)) }))
+  const measured = plan.compress.filter((task) => !failed.has(task.uuid)).map((task) => ({ task, disk: taskDiskUse(env.layout.taskDir('completed', task.uuid)) }))
   env.index?.setDiskUse(measured.map(({ task, disk }) => ({ uuid: task.uuid, disk })))
   for (const { task, disk } of measured) done.compressed.push({ ...task, bytes_after: disk.bytes })
   removeDeadTemps(env.layout.dir('completed'))
@@ -164,20 +195,25 @@ export async function executeCleanup(env: TaskEnv, plan: CleanupPlan, onFile: ()
     const source = env.layout.taskDir('completed', task.uuid)
     const target = join(trash, `${task.uuid}.${process.pid}`)
     try {
-      renameSync(source, target)
+      try {
+        renameSync(source, target)
+      } catch (err) {
+        if (!isErrno(err, 'ENOENT')) throw err
+        if (!existsSync(source)) continue // deleted meanwhile
+        // A concurrent cleanup removed the emptied .trash/ just now: make it again.
+        makePrivateDir(trash)
+        renameSync(source, target)
+      }
+      env.index?.remove(task.uuid)
+      rmSync(target, { recursive: true, force: true })
+      done.deleted.push(task)
     } catch (err) {
-      if (!isErrno(err, 'ENOENT')) throw err
-      if (!existsSync(source)) continue // deleted meanwhile
-      // A concurrent cleanup removed the emptied .trash/ just now: make it again.
-      makePrivateDir(trash)
-      renameSync(source, target)
+      fail(task.uuid, err)
     }
-    env.index?.remove(task.uuid)
-    rmSync(target, { recursive: true, force: true })
-    done.deleted.push(task)
     onFile()
   }
   removeDeadTrash(trash)
+  done.failed = [...failed].map(([uuid, error]) => ({ uuid, error }))
   return done
 }
 

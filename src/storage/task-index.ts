@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3'
 import type { Database as Db, Statement } from 'better-sqlite3'
-import { chmodSync, existsSync, rmSync } from 'node:fs'
+import { chmodSync, existsSync, renameSync, rmSync } from 'node:fs'
 import type { DiskUse } from './disk.js'
 import { LOCATIONS } from './layout.js'
 import type { Layout, Location } from './layout.js'
@@ -127,6 +127,27 @@ export class TaskIndex {
     }
   }
 
+  /**
+   * Before a rebuild: a tasks.db that SQLite finds damaged (not a database, corrupt)
+   * is renamed aside with its -wal and -shm (`tasks.db.damaged-<time>`), never deleted:
+   * the task directories are the truth, the old file stays for whoever wants to look.
+   * Returns the new name, or null when the index opened (or there was none).
+   */
+  static setAsideIfDamaged(path: string, now: Date): string | null {
+    if (!existsSync(path)) return null
+    try {
+      TaskIndex.open(path).close()
+      return null
+    } catch (err) {
+      const code = String((err as { code?: unknown }).code ?? '')
+      if (!code.startsWith('SQLITE_CORRUPT') && !code.startsWith('SQLITE_NOTADB')) throw err
+    }
+    const aside = `${path}.damaged-${now.toISOString().replace(/[:.]/g, '-')}`
+    for (const suffix of ['-wal', '-shm']) if (existsSync(path + suffix)) renameSync(path + suffix, aside + suffix)
+    renameSync(path, aside)
+    return aside
+  }
+
   /** Opens an existing index read-only, or returns null when there is none. */
   static openExisting(path: string): TaskIndex | null {
     if (!existsSync(path)) return null
@@ -148,13 +169,15 @@ export class TaskIndex {
    */
   replaceAll(rows: readonly TaskRow[]): void {
     const sorted = [...rows].sort((a, b) => (a.uuid < b.uuid ? -1 : a.uuid > b.uuid ? 1 : 0))
+    // Immediate: a transaction that reads first and writes later cannot wait for another
+    // writer (SQLite answers SQLITE_BUSY_SNAPSHOT at once); one that takes the write lock first can.
     this.db.transaction(() => {
       const indexes = this.db.prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'tasks' AND sql IS NOT NULL`).all() as { name: string; sql: string }[]
       for (const index of indexes) this.db.exec(`DROP INDEX ${index.name}`)
       this.db.exec('DELETE FROM tasks')
       for (const row of sorted) this.upsertStmt.run(values(row))
       for (const index of indexes) this.db.exec(index.sql)
-    })()
+    }).immediate()
   }
 
   /** Caches measured disk use, in one transaction however many tasks (one commit each would cost more than the measuring). */

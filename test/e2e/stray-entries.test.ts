@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { makeTree, uuidN } from '../fixtures/tree.js'
-import { cli } from '../helpers/run.js'
+import { cli, cliAsync } from '../helpers/run.js'
 
 const OLD = '2020-01-01T00:00:00.000Z'
 
@@ -38,10 +38,10 @@ describe('stray entries, links and a stale index', () => {
     const view = cli(['view', id, '--messages', '--all', '--json', '--home', tree.base])
     expect(view.code, view.stderr).toBe(0)
     expect(view.stdout).not.toContain('OUTSIDE SECRET')
-    const cleanup = cli(['cleanup', '--compress-after', '1d', '--delete-after', '100000d', '--home', tree.base])
+    const cleanup = cli(['cleanup', '--compress-after', '1d', '--delete-after', '10000d', '--home', tree.base])
     expect(cleanup.code, cleanup.stderr).toBe(0)
     const names = readdirSync(dir)
-    expect(names.filter((n) => n.endsWith('.gz.tmp'))).toEqual([])
+    expect(names.filter((n) => n.endsWith('.tmp'))).toEqual([])
     expect(names).not.toContain('tools.jsonl.gz')
     expect(names).not.toContain('messages.jsonl.gz')
     expect(readFileSync(join(outside, 'secret.jsonl'), 'utf8')).toContain('OUTSIDE SECRET')
@@ -113,5 +113,60 @@ describe('stray entries, links and a stale index', () => {
     // Gzipped, they keep their files' times: the next cleanup does not think them young.
     const again = JSON.parse(cli(['cleanup', '--json', '--compress-after', '1d', '--delete-after', '1d', '--home', tree.base]).stdout) as { deleted: { uuid: string }[] }
     expect(again.deleted.map((t) => t.uuid).sort()).toEqual([uuidN(0x34), uuidN(0x35)])
+  })
+
+  it('reindex and cleanup name stray entries (a file, a dangling link) in one warning and go on', () => {
+    const tree = makeTree()
+    tree.write({ uuid: uuidN(0x30), location: 'completed', completedAt: OLD, messages: 3 })
+    writeFileSync(join(tree.base, 'completed', uuidN(0x31)), 'stray\n')
+    symlinkSync(join(tree.base, 'nowhere'), join(tree.base, 'paused', uuidN(0x32)))
+    for (const args of [['reindex'], ['cleanup', '--dry-run']]) {
+      const res = cli([...args, '--home', tree.base])
+      expect(res.code, res.stderr).toBe(0)
+      expect(res.stderr.trimEnd().split('\n')).toEqual([
+        `ctxagent: warning: 2 entries named like a task but not a task directory, left alone: paused/${uuidN(0x32)} (a symbolic link), completed/${uuidN(0x31)} (a regular file) (move them out of the tree)`,
+      ])
+    }
+  })
+
+  it('reindex sets a damaged tasks.db aside and rebuilds it, instead of refusing', () => {
+    const tree = makeTree()
+    tree.write({ uuid: uuidN(0x40), location: 'completed', completedAt: OLD, messages: 3 })
+    writeFileSync(join(tree.base, 'tasks.db'), 'not a database at all\n'.repeat(100))
+    const res = cli(['reindex', '--home', tree.base])
+    expect(res.code, res.stderr).toBe(0)
+    expect(res.stderr).toMatch(/tasks\.db was damaged; moved aside to .*tasks\.db\.damaged-\S+ and rebuilt/)
+    const aside = readdirSync(tree.base).filter((n) => n.startsWith('tasks.db.damaged-'))
+    expect(aside).toHaveLength(1)
+    expect(readFileSync(join(tree.base, aside[0] as string), 'utf8')).toContain('not a database at all')
+    expect(cli(['stats', '--json', '--home', tree.base]).stdout).toMatch(/"total": ?1/)
+  })
+
+  it('cleanup removes temp files that dead processes left in task directories (a dry run counts them), never a live one', () => {
+    const tree = makeTree()
+    const done = tree.write({ uuid: uuidN(0x50), location: 'completed', completedAt: new Date().toISOString(), messages: 3 })
+    const paused = tree.write({ uuid: uuidN(0x51), location: 'paused', status: 'paused', completedAt: null, messages: 3 })
+    const dead = 2 ** 22 + 12345 // above pid_max's default: no such process
+    const litter = [join(done, `state.json.${dead}.deadbeef.tmp`), join(done, `messages.jsonl.gz.${dead}.0badf00d.tmp`), join(paused, `current.jsonl.${dead}.abcdef12.tmp`)]
+    for (const path of litter) writeFileSync(path, 'half\n')
+    const live = join(paused, `state.json.${process.pid}.12345678.tmp`)
+    writeFileSync(live, 'being written\n')
+    const dry = cli(['cleanup', '--dry-run', '--home', tree.base])
+    expect(dry.code, dry.stderr).toBe(0)
+    expect(dry.stdout).toContain('3 temp file(s) of dead processes would be removed')
+    for (const path of litter) expect(existsSync(path)).toBe(true)
+    const real = cli(['cleanup', '--json', '--home', tree.base])
+    expect(real.code, real.stderr).toBe(0)
+    expect(JSON.parse(real.stdout)).toMatchObject({ litter: 3, failed: [] })
+    for (const path of litter) expect(existsSync(path)).toBe(false)
+    expect(existsSync(live)).toBe(true)
+  })
+
+  it('reindexes run at once all succeed: each waits for the other writers instead of failing with "locked"', async () => {
+    const tree = makeTree()
+    for (let i = 0; i < 200; i++) tree.write({ uuid: uuidN(0x1000 + i), location: 'completed', completedAt: OLD, messages: 2 })
+    const results = await Promise.all(Array.from({ length: 6 }, () => cliAsync(['reindex', '--home', tree.base])))
+    for (const res of results) expect(res.code, res.stderr).toBe(0)
+    expect(cli(['stats', '--json', '--home', tree.base]).stdout).toMatch(/"total": ?200/)
   })
 })
