@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto'
-import { linkSync, readFileSync, renameSync, statSync, unlinkSync } from 'node:fs'
+import { linkSync, lstatSync, renameSync, rmdirSync, statSync, unlinkSync } from 'node:fs'
 import { basename, dirname, join } from 'node:path'
 import lockfile from 'proper-lockfile'
 import { formatDuration } from '../duration.js'
-import { CtxError, isErrno, LockedError } from '../errors.js'
-import { removeDeadTemps, unlinkQuietly, writeTempFor } from './files.js'
+import { CorruptRecordError, CtxError, isErrno, LockedError } from '../errors.js'
+import { readSmallFile, removeDeadTemps, unlinkQuietly, writeTempFor } from './files.js'
 import { FILES } from './layout.js'
 import { hostname, killLeftoverGroup, pidStatus, processStart } from './process-info.js'
 
@@ -49,6 +49,9 @@ export interface Verdict {
   reason: string
 }
 
+/** judgeLock's reason for a `.lock` that is not a lock record: never a moment of a live lock (locks are written whole), so worth an alert. */
+export const UNREADABLE_LOCK = 'lock file is unreadable; treated as held'
+
 /** Thrown to an owner whose lock was taken from it: it must stop writing. */
 export class LockLostError extends CtxError {
   constructor(dir: string, holder: LockInfo | null) {
@@ -62,10 +65,12 @@ export function readLock(dir: string): LockFile | null {
   let text: string
   let mtimeMs: number
   try {
-    text = readFileSync(path, 'utf8')
-    mtimeMs = statSync(path).mtimeMs
+    mtimeMs = lstatSync(path).mtimeMs
+    text = readSmallFile(path)
   } catch (err) {
     if (isErrno(err, 'ENOENT')) return null
+    // A link, a directory or a FIFO where the lock should be: unreadable, so held (see judgeLock).
+    if (err instanceof CorruptRecordError) return { info: null, text: '', mtimeMs: 0 }
     throw err
   }
   let info: LockInfo | null = null
@@ -84,7 +89,7 @@ export function readLock(dir: string): LockFile | null {
  */
 export function judgeLock(lock: LockFile, now: Date, policy: StalenessPolicy, localHost = hostname()): Verdict {
   const info = lock.info
-  if (info === null) return { stale: false, reason: 'lock file is unreadable; treated as held' }
+  if (info === null) return { stale: false, reason: UNREADABLE_LOCK }
   const heartbeat = Date.parse(info.heartbeat_at)
   const nowMs = now.getTime()
   if (info.hostname !== localHost) {
@@ -238,6 +243,7 @@ export class TaskLock {
           const again = readLock(dir)
           if (again === null || again.text !== seen.text) return false
           if (options.force !== true && !judgeLock(again, now(), options).stale) return false
+          removeNonFileLock(path)
           renameSync(tmp, path)
           return true
         })
@@ -321,6 +327,23 @@ export class TaskLock {
 function stopLeftoverCommands(owner: LockInfo): number[] {
   if (owner.hostname !== hostname() || !Array.isArray(owner.commands)) return []
   return owner.commands.filter((c) => Number.isInteger(c?.pgid) && c.pgid > 1 && killLeftoverGroup(c.pgid, c.start ?? null)).map((c) => c.pgid)
+}
+
+/**
+ * A forced takeover of a `.lock` that is not a file (a link, a FIFO, an empty
+ * directory) first removes it: rename() cannot replace a directory with a file. A
+ * directory with something in it is not ours to empty: the operator is told.
+ */
+function removeNonFileLock(path: string): void {
+  const st = lstatSync(path, { throwIfNoEntry: false })
+  if (st === undefined || st.isFile()) return
+  if (!st.isDirectory()) return unlinkSync(path)
+  try {
+    rmdirSync(path)
+  } catch (err) {
+    if (isErrno(err, 'ENOTEMPTY') || isErrno(err, 'EEXIST')) throw new CtxError(`${path} is a directory with files in it, not a lock`, { hint: 'move it out of the task directory and run the command again' })
+    throw err
+  }
 }
 
 function heldError(dir: string, lock: LockFile | null, verdict: Verdict): LockedError {

@@ -5,7 +5,7 @@ import { isTreeWide } from '../system-errors.js'
 import { makePrivateDir, removeDeadTemps } from './files.js'
 import { FILES } from './layout.js'
 import type { TaskRef } from './layout.js'
-import { TaskLock } from './lock.js'
+import { TaskLock, UNREADABLE_LOCK } from './lock.js'
 import type { LockInfo, StalenessPolicy } from './lock.js'
 import { assessTask, clearLeftoverLock, finishCompleting, reapTask } from './reaper.js'
 import type { ReapReport } from './reaper.js'
@@ -82,6 +82,9 @@ export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<P
     if (outcome.done) {
       findings.push(outcome.report)
       continue
+    }
+    if (outcome.reason === UNREADABLE_LOCK) {
+      findings.push({ uuid: ref.uuid, action: 'alert', reason: `its .lock is not a lock record (damaged, or not a file), so it counts as held: if no agent runs this task, ctxagent unlock ${ref.uuid} --force recovers it`, pid: null, hostname: null, heartbeat_at: null })
     }
     const alert = longRunning(env, ref, options.longRunningMs, outcome.holder)
     if (alert) findings.push(alert)

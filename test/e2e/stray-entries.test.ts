@@ -169,4 +169,24 @@ describe('stray entries, links and a stale index', () => {
     for (const res of results) expect(res.code, res.stderr).toBe(0)
     expect(cli(['stats', '--json', '--home', tree.base]).stdout).toMatch(/"total": ?200/)
   })
+
+  it('watch-locks alerts on a .lock that is not a lock record (garbage, a directory), and unlock --force recovers such a task', () => {
+    const tree = makeTree()
+    const garbage = tree.write({ uuid: uuidN(0x60), location: 'running', status: 'processing', completedAt: null, messages: 3, lock: 'not json at all' })
+    const dir = tree.write({ uuid: uuidN(0x61), location: 'running', status: 'processing', completedAt: null, messages: 3 })
+    rmSync(join(dir, '.lock'), { force: true })
+    mkdirSync(join(dir, '.lock'))
+    expect(existsSync(join(garbage, '.lock'))).toBe(true)
+    const pass = cli(['watch-locks', '--once', '--json', '--home', tree.base])
+    expect(pass.code, pass.stderr).toBe(0)
+    expect(pass.stderr).toBe('')
+    const alerts = pass.stdout.trim().split('\n').map((l) => JSON.parse(l) as { uuid: string; action: string; reason: string })
+    for (const uuid of [uuidN(0x60), uuidN(0x61)]) {
+      expect(alerts).toContainEqual({ uuid, action: 'alert', reason: expect.stringContaining(`not a lock record`), pid: null, hostname: null, heartbeat_at: null })
+    }
+    const forced = cli(['unlock', uuidN(0x61), '--force', '--home', tree.base])
+    expect(forced.code, forced.stderr).toBe(0)
+    expect(existsSync(tree.layout.taskDir('completed', uuidN(0x61)))).toBe(true)
+    expect(readdirSync(tree.layout.dir('running')).filter((n) => n.endsWith('.tmp'))).toEqual([])
+  })
 })
