@@ -54,7 +54,7 @@ async function cleanup(ctx: Context, opts: CleanupOptions): Promise<void> {
     return
   }
   const { default: cron } = await import('node-cron')
-  if (!cron.validate(opts.schedule)) throw new UsageError(`--schedule: '${opts.schedule}' is not a cron expression`, 'use five fields, e.g. "0 3 * * *" for 03:00 every day')
+  if (!cron.validate(opts.schedule) || hasReversedRange(opts.schedule)) throw new UsageError(`--schedule: '${opts.schedule}' is not a cron expression`, 'use five fields, e.g. "0 3 * * *" for 03:00 every day')
   ctx.io.err(`cleanup: scheduled "${opts.schedule}"; Ctrl-C to stop\n`)
   const task = cron.schedule(opts.schedule, () => runOnce(ctx, opts, compressAfterMs, deleteAfterMs).catch((err: Error) => ctx.io.warn(`cleanup run failed: ${err.message}`)), { noOverlap: true })
   task.on('execution:overlap', () => ctx.io.warn('the previous cleanup is still running; this run is skipped'))
@@ -95,6 +95,11 @@ async function runOnce(ctx: Context, opts: CleanupOptions, compressAfterMs: numb
     if (strays) ctx.io.warn(strays)
     if (report.failed.length > 0) throw failedError(report.failed)
   }, { createIndex: !dryRun })
+}
+
+/** A range that runs backwards (`5-1`): node-cron takes it, and it would never or oddly fire. */
+function hasReversedRange(expression: string): boolean {
+  return [...expression.matchAll(/(\d+)-(\d+)/g)].some((m) => Number(m[1]) > Number(m[2]))
 }
 
 /** The tasks cleanup could not read or finish, in one line (exit 1: the others were done). */

@@ -31,6 +31,11 @@ async function watchLocks(ctx: Context, opts: WatchOptions): Promise<void> {
   if (!ctx.layout.exists()) {
     ctx.io.warn(`no task tree at ${ctx.layout.base} yet; nothing to watch (check --home / CTXAGENT_HOME)`)
     if (opts.once) return
+    // A monitor started before any agent: it waits for the tree, and creates nothing meanwhile.
+    if (!(await waitForTree(ctx, opts.interval ?? DEFAULT_INTERVAL_MS))) {
+      if (!ctx.json) ctx.io.err('watch-locks: stopped\n')
+      return
+    }
   }
   await withTaskEnv(ctx, async (env) => {
     const policy = stalenessPolicy(ctx.config, opts.staleAfter)
@@ -48,7 +53,7 @@ async function watchLocks(ctx: Context, opts: WatchOptions): Promise<void> {
         report(ctx, await pass(ctx, env, policy))
         return
       }
-      await loop(ctx, opts.interval ?? 5 * 60_000, async () => report(ctx, await pass(ctx, env, policy)))
+      await loop(ctx, opts.interval ?? DEFAULT_INTERVAL_MS, async () => report(ctx, await pass(ctx, env, policy)))
     } finally {
       clearInterval(heartbeat)
       await monitor.release()
@@ -68,6 +73,27 @@ async function pass(ctx: Context, env: TaskEnv, policy: ReturnType<typeof stalen
   const result = await monitorPass(env, { policy, longRunningMs: ctx.config.alerts.long_running_hours * 3_600_000, chat })
   for (const f of result.findings) if (f.action !== 'alert') auditTask(ctx, 'watch-locks', f.uuid)
   return result
+}
+
+const DEFAULT_INTERVAL_MS = 5 * 60_000
+
+/** Looks for the tree every interval (at most every 5 s) until it exists (true) or SIGINT/SIGTERM (false). */
+async function waitForTree(ctx: Context, intervalMs: number): Promise<boolean> {
+  const { stopped, dispose } = stopSignal()
+  try {
+    while (!ctx.layout.exists()) {
+      let timer: NodeJS.Timeout | undefined
+      const next = new Promise<'next'>((resolve) => {
+        timer = setTimeout(() => resolve('next'), Math.min(intervalMs, 5_000))
+      })
+      const why = await Promise.race([next, stopped.then(() => 'stop' as const)])
+      clearTimeout(timer)
+      if (why === 'stop') return false
+    }
+    return true
+  } finally {
+    dispose()
+  }
 }
 
 /** Repeats `body` every `intervalMs` until SIGINT or SIGTERM. */

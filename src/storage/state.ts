@@ -24,7 +24,8 @@ export interface ChatSession {
 
 export interface TaskState {
   status: Status
-  started_at: string
+  /** Null when a state.json from elsewhere does not say (never an invented date). */
+  started_at: string | null
   updated_at: string
   completed_at: string | null
   llm_call_count: number
@@ -92,6 +93,8 @@ function normalizeState(raw: Record<string, unknown>): TaskState {
   const { message_count: _unknownCount, ...base } = initialState(new Date(0))
   const merged = { ...base, ...raw } as TaskState
   if (!(STATUSES as readonly string[]).includes(merged.status)) merged.status = 'failed'
+  // Not the epoch default: a start nobody recorded stays unknown (readers fall back to metadata's created_at).
+  if (typeof raw.started_at !== 'string' || Number.isNaN(Date.parse(raw.started_at))) merged.started_at = null
   merged.comment_detection = { ...base.comment_detection, ...(raw.comment_detection as object | undefined) }
   return merged
 }

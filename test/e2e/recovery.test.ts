@@ -1,10 +1,11 @@
-import { existsSync, readdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs'
+import { spawn } from 'node:child_process'
+import { existsSync, mkdirSync, readdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { describe, expect, it } from 'vitest'
 import { hostname, processStart } from '../../src/storage/process-info.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
-import { cli, cliAsync, deadPid, helper } from '../helpers/run.js'
+import { BIN, cli, cliAsync, deadPid, helper } from '../helpers/run.js'
 import { exitOf, lineFrom, sleep } from '../helpers/wait.js'
 
 const ago = (ms: number) => new Date(Date.now() - ms).toISOString()
@@ -222,5 +223,21 @@ describe('reindex', () => {
     const dir = tree.write({ uuid: uuidN(5), location: 'completed', status: 'completing' })
     expect(cli(['reindex', '--home', tree.base]).code).toBe(0)
     expect(state(dir).status).toBe('completed')
+  })
+
+  it('watch-locks in loop mode before the tree exists creates nothing, and starts watching once it appears', async () => {
+    const tree = makeTree()
+    const base = join(tree.base, 'not-yet')
+    const child = spawn(process.execPath, [BIN, 'watch-locks', '--interval', '1s', '--home', base], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } })
+    let stderr = ''
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+    await sleep(2_000)
+    expect(stderr).toMatch(/no task tree at .*not-yet yet; nothing to watch/)
+    expect(existsSync(base)).toBe(false)
+    mkdirSync(join(base, 'running'), { recursive: true })
+    await lineFrom(child, /watch-locks: 0 running task\(s\) checked/)
+    expect(existsSync(join(base, '.watch-locks'))).toBe(true)
+    child.kill('SIGTERM')
+    expect((await exitOf(child)).code).toBe(0)
   })
 })

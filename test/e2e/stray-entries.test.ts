@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { makeTree, uuidN } from '../fixtures/tree.js'
+import { hostname } from '../../src/storage/process-info.js'
 import { cli, cliAsync } from '../helpers/run.js'
 
 const OLD = '2020-01-01T00:00:00.000Z'
@@ -188,5 +189,19 @@ describe('stray entries, links and a stale index', () => {
     expect(forced.code, forced.stderr).toBe(0)
     expect(existsSync(tree.layout.taskDir('completed', uuidN(0x61)))).toBe(true)
     expect(readdirSync(tree.layout.dir('running')).filter((n) => n.endsWith('.tmp'))).toEqual([])
+  })
+
+  it('a state.json that does not say when the task started is never given an invented date (1970)', () => {
+    const tree = makeTree()
+    const dir = tree.write({ uuid: uuidN(0x70), location: 'running', status: 'processing', completedAt: null, messages: 3, lock: { process_id: 2 ** 22 + 7, hostname: hostname(), acquired_at: OLD, heartbeat_at: OLD } })
+    const state = JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8')) as Record<string, unknown>
+    delete state.started_at
+    writeFileSync(join(dir, 'state.json'), JSON.stringify(state))
+    const view = cli(['view', uuidN(0x70), '--json', '--home', tree.base])
+    expect(view.code, view.stderr).toBe(0)
+    expect(view.stdout).not.toContain('1970')
+    expect(cli(['watch-locks', '--once', '--home', tree.base]).code).toBe(0)
+    const after = JSON.parse(readFileSync(join(tree.layout.taskDir('completed', uuidN(0x70)), 'state.json'), 'utf8')) as Record<string, unknown>
+    expect(after).toMatchObject({ status: 'failed', started_at: null })
   })
 })

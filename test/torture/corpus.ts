@@ -106,6 +106,7 @@ export function corpus(): Case[] {
     { name: 'view two ids', args: ['view', TASK, '--uuid', MISSING], code: 2, says: /two different task ids/ },
     { name: 'view --role unknown', args: ['view', TASK, '--role', 'robot'], code: 2, says: /--role/ },
     { name: 'cleanup --schedule not cron', args: ['cleanup', '--schedule', 'every day'], code: 2, says: /schedule|cron/ },
+    { name: 'cleanup --schedule with a backward range', args: ['cleanup', '--schedule', '5-1 * * * *'], code: 2, says: /--schedule: '5-1 \* \* \* \*' is not a cron expression/ },
     { name: 'run: nothing to do', args: ['run'], code: 2, says: /no task given/ },
     { name: 'run: two sources', args: ['run', '--task', 'a', '--github', 'a/b#1'], code: 2, says: /exclude each other/ },
     { name: 'run: bad github ref', args: ['run', '--github', 'acme/shop'], code: 2, says: /is not owner\/repo#N/ },
