@@ -1,5 +1,6 @@
 import { closeSync, createReadStream, existsSync, fstatSync, fsyncSync, ftruncateSync, lstatSync, openSync, readSync } from 'node:fs'
 import { createGunzip } from 'node:zlib'
+import { isErrno } from '../errors.js'
 import { openPrivate, writeAll } from './files.js'
 import { Scratch } from './scratch.js'
 
@@ -36,8 +37,10 @@ export function resolveDataFile(path: string): string | null {
 function isRegularFile(path: string): boolean {
   try {
     return lstatSync(path).isFile()
-  } catch {
-    return false
+  } catch (err) {
+    // Absent is "no such file"; a directory this user may not search is an error to report, not an empty task.
+    if (isErrno(err, 'ENOENT') || isErrno(err, 'ENOTDIR')) return false
+    throw err
   }
 }
 

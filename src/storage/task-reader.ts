@@ -2,6 +2,7 @@ import { closeSync, openSync, readFileSync, readSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { gunzipSync } from 'node:zlib'
 import { isErrno } from '../errors.js'
+import { assertRegularFiles } from './files.js'
 import { readJsonl, resolveDataFile, tailJsonl } from './jsonl.js'
 import type { JsonRecord, RecordFilter } from './jsonl.js'
 import { FILES } from './layout.js'
@@ -94,6 +95,8 @@ export interface Listing {
 /** Records of one file, exactly as stored, oldest first. */
 export async function listRecords(ref: TaskRef, kind: RecordKind, options: ListOptions): Promise<Listing> {
   const path = join(ref.dir, KIND_FILES[kind])
+  // A link or a directory where the file should be is reported, not listed as "no records".
+  assertRegularFiles(ref.dir, [KIND_FILES[kind], `${KIND_FILES[kind]}.gz`])
   const keep: RecordFilter = (r) => (options.role === undefined || r.role === options.role) && (options.hidden === true || r.visible !== false)
   if (options.limit !== null) {
     const { records, bad } = await tailJsonl(path, options.limit, keep)
