@@ -89,13 +89,16 @@ export function parseState(text: string, path: string): TaskState {
   return normalizeState(parseJsonObject(text, path, 'restore it, or remove it and run ctxagent reindex'))
 }
 
+/** Defaults under a state.json read from disk (made once: reindex normalizes thousands). */
+const { message_count: _unknownCount, ...STATE_DEFAULTS } = initialState(new Date(0))
+
 function normalizeState(raw: Record<string, unknown>): TaskState {
-  const { message_count: _unknownCount, ...base } = initialState(new Date(0))
-  const merged = { ...base, ...raw } as TaskState
+  const merged = { ...STATE_DEFAULTS, ...raw } as TaskState
   if (!(STATUSES as readonly string[]).includes(merged.status)) merged.status = 'failed'
   // Not the epoch default: a start nobody recorded stays unknown (readers fall back to metadata's created_at).
   if (typeof raw.started_at !== 'string' || Number.isNaN(Date.parse(raw.started_at))) merged.started_at = null
-  merged.comment_detection = { ...base.comment_detection, ...(raw.comment_detection as object | undefined) }
+  // Fresh, never the shared defaults' array: a caller may push to last_comment_ids.
+  merged.comment_detection = { last_comment_ids: [], last_check_timestamp: null, ...(raw.comment_detection as object | undefined) }
   return merged
 }
 
