@@ -33,6 +33,8 @@ export function buildProgram(): Command {
     // Commander's own error text is replaced by our one-line form in report().
     command.configureOutput({ outputError: () => undefined })
   }
+  // Options but no command: commander would print the whole help to stderr; report() says it in one line.
+  program.configureOutput({ outputError: () => undefined, writeErr: () => undefined })
   return program
 }
 
@@ -45,19 +47,27 @@ export async function main(argv: string[]): Promise<void> {
   })
   const program = buildProgram()
   try {
+    // No arguments at all: a newcomer's first try gets the help, on stdout, as success.
     if (argv.length <= 2) {
       program.outputHelp()
       return
     }
     await program.parseAsync(argv)
   } catch (err) {
-    process.exitCode = report(err)
+    process.exitCode = report(err, program)
   }
 }
 
-function report(err: unknown): number {
+function report(err: unknown, program: Command): number {
   if (err instanceof CommanderError) {
     if (err.exitCode === 0) return 0
+    // Help as an error: options without a command (`ctxagent --home X`), or `help <unknown>`.
+    if (err.code === 'commander.help') {
+      const [first, second] = program.args
+      const message = first === 'help' && second !== undefined ? `unknown command '${second.slice(0, 40)}'` : 'no command given'
+      process.stderr.write(`ctxagent: ${message} (run ctxagent --help for the list)\n`)
+      return 2
+    }
     // One line: commander puts "(Did you mean …?)" on a line of its own.
     const message = err.message.replace(/^error: /, '').replace(/\s*\n\s*/g, ' ').trim()
     process.stderr.write(`ctxagent: ${message} (see ctxagent --help)\n`)

@@ -3,6 +3,7 @@ import { userInfo } from 'node:os'
 import { DEFAULT_BASE_DIR, loadConfig } from './config.js'
 import type { Config } from './config.js'
 import { UsageError } from './errors.js'
+import { shortPath } from './input-file.js'
 import { createIo } from './io.js'
 import type { Io } from './io.js'
 import { audit } from './storage/audit.js'
@@ -44,9 +45,8 @@ export function createContext(globals: GlobalOptions, env: NodeJS.ProcessEnv = p
     : fromEnv !== undefined ? [fromEnv, 'CTXAGENT_HOME']
     : [config.context.base_dir, config.context.base_dir === DEFAULT_BASE_DIR ? 'default' : 'context.base_dir']
   checkBase(base, baseSource)
+  const fixed = pinnedNow(env)
   const io = createIo({ env, ...(globals.color === false ? { color: false } : {}) })
-  const pinned = nonEmpty(env.CTXAGENT_NOW)
-  const fixed = pinned === undefined ? undefined : new Date(pinned)
   return {
     config,
     configSource: source,
@@ -55,21 +55,74 @@ export function createContext(globals: GlobalOptions, env: NodeJS.ProcessEnv = p
     io,
     json: globals.json === true,
     env,
-    now: () => (fixed && !Number.isNaN(fixed.getTime()) ? new Date(fixed) : new Date()),
+    now: () => (fixed === undefined ? new Date() : new Date(fixed)),
     osUser: safeUser(env),
   }
 }
 
-/** The task tree must be a directory, or not exist yet: never an empty path or a file. */
+/** CTXAGENT_NOW, when set: an ISO 8601 date-time, checked as strictly as --from and --to. */
+function pinnedNow(env: NodeJS.ProcessEnv): number | undefined {
+  const pinned = nonEmpty(env.CTXAGENT_NOW)
+  if (pinned === undefined) return undefined
+  const date = parseIsoDate(pinned, { dayOnly: false })
+  if (date === null) {
+    throw new UsageError(`CTXAGENT_NOW '${cut(pinned, 40)}' is not an ISO 8601 date-time`, 'give one like 2024-01-31T12:00:00Z, or unset CTXAGENT_NOW')
+  }
+  return date.getTime()
+}
+
+const DAY_ONLY = /^(\d{4})-(\d{2})-(\d{2})$/
+const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,3})?)?(?:Z|[+-](\d{2}):(\d{2}))$/
+
+/**
+ * A day (2024-01-31, its start in UTC; only with `dayOnly`) or an ISO 8601 date-time
+ * with a zone (2024-01-31T12:00:00Z, …+02:00), or null. Every field is checked, so days
+ * that do not exist (2024-02-30) are refused instead of rolled over into the next month.
+ */
+export function parseIsoDate(value: string, options: { dayOnly: boolean }): Date | null {
+  const day = options.dayOnly ? DAY_ONLY.exec(value) : null
+  const time = day ? null : ISO_TIME.exec(value)
+  const m = day ?? time
+  if (m === null) return null
+  const [year, month, dom] = [Number(m[1]), Number(m[2]), Number(m[3])]
+  if (month < 1 || month > 12 || dom < 1 || dom > new Date(Date.UTC(year, month, 0)).getUTCDate()) return null
+  if (time) {
+    const [hour, minute, second, offH, offM] = [time[4], time[5], time[6], time[7], time[8]].map((x) => Number(x ?? 0)) as [number, number, number, number, number]
+    if (hour > 23 || minute > 59 || second > 59 || offH > 23 || offM > 59) return null
+  }
+  const date = new Date(day ? `${value}T00:00:00.000Z` : value)
+  return Number.isNaN(date.getTime()) ? null : date
+}
+
+function cut(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max)}… (${text.length} characters)`
+}
+
+/**
+ * The task tree must be a directory, or not exist yet (it is created when first
+ * written): never an empty path, a file, a path through a file, or one the file
+ * system cannot hold. Each of those is a usage error, whichever setting named it.
+ */
 function checkBase(base: string, source: BaseSource): void {
-  if (base.trim() === '') throw new UsageError(`${source} is empty`, 'give the directory of the task tree')
+  const hint = 'give the directory of the task tree'
+  if (base.trim() === '') throw new UsageError(`${source} is empty`, hint)
+  const named = source === 'default' ? `the default task tree ${shortPath(base)}` : `${source} ${shortPath(base)}`
   let isDir: boolean
   try {
     isDir = statSync(base).isDirectory()
-  } catch {
-    return
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code
+    // Not there yet: commands that write create it, commands that read say there is none.
+    if (code === 'ENOENT') return
+    // Not ours to judge here: the command says "permission denied: …" in its own words.
+    if (code === 'EACCES' || code === 'EPERM') return
+    if (code === 'ENOTDIR') throw new UsageError(`${named} is not a directory: a part of its path is a file`, hint)
+    if (code === 'ENAMETOOLONG') throw new UsageError(`${named} is too long for the file system (${base.length} characters)`, 'give a shorter path')
+    if (code === 'ELOOP') throw new UsageError(`${named} has too many levels of symbolic links`, hint)
+    if (code === 'ERR_INVALID_ARG_VALUE') throw new UsageError(`${named} contains a NUL byte`, hint)
+    throw new UsageError(`${named} cannot be used (${code ?? (err as Error).message})`, hint)
   }
-  if (!isDir) throw new UsageError(`${source} ${base.slice(0, 200)} is not a directory`, 'give the directory of the task tree')
+  if (!isDir) throw new UsageError(`${named} is not a directory`, hint)
 }
 
 function nonEmpty(value: string | undefined): string | undefined {

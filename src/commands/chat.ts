@@ -14,9 +14,19 @@ import { durationArg, withContext } from './shared.js'
 interface ChatOptions {
   send?: string
   wait: boolean
+  timeout?: number
+  end?: boolean
+}
+
+/** The checked options: what chat does, and how long it waits. */
+interface ChatPlan {
+  send?: string
+  wait: boolean
   timeout: number
   end?: boolean
 }
+
+const DEFAULT_TIMEOUT_MS = 300_000
 
 export function chatCommand(): Command {
   return new Command('chat')
@@ -24,28 +34,45 @@ export function chatCommand(): Command {
     .argument('<uuid>', 'task uuid, or a unique prefix of 8+ hex characters')
     .option('--send <text>', 'send one message, wait for its reply and print it')
     .option('--no-wait', 'with --send: return once the message is queued (a paused session answers it after resume)')
-    .addOption(new Option('--timeout <duration>', 'how long to wait for a reply, or for --end').argParser(durationArg('--timeout')).default(300_000, '5m'))
+    // No commander default: an explicit --timeout must be told apart from none (it contradicts --no-wait).
+    .addOption(new Option('--timeout <duration>', 'how long to wait for a reply, or for --end (default: 5m)').argParser(durationArg('--timeout')))
     .option('--end', 'end the session (idempotent; succeeds when there is none)')
     .action(withContext(chat))
 }
 
-async function chat(ctx: Context, opts: ChatOptions, id: string): Promise<void> {
+/**
+ * Every flag combination is checked here, before the task is looked up or anything is
+ * written: a contradiction is a usage error, never a conflict found on the way.
+ */
+function checkOptions(opts: ChatOptions): ChatPlan {
   if (opts.send !== undefined && opts.end) throw new UsageError('--send and --end exclude each other', 'give one of them')
+  if (!opts.wait && opts.send === undefined) throw new UsageError('--no-wait applies only to --send', 'add --send TEXT to queue a message, or drop --no-wait')
+  if (!opts.wait && opts.timeout !== undefined) throw new UsageError('--timeout and --no-wait exclude each other', 'drop --timeout: with --no-wait nothing is waited for')
   if (opts.send !== undefined && opts.send.trim() === '') throw new UsageError('the message is empty', 'say something')
+  return { ...opts, timeout: opts.timeout ?? DEFAULT_TIMEOUT_MS }
+}
+
+async function chat(ctx: Context, received: ChatOptions, id: string): Promise<void> {
+  const opts = checkOptions(received)
   const ref = resolveTask(ctx.layout, id)
   if (readMetadata(ref.dir).run?.chat !== true) throw new CtxError(`task ${ref.uuid} is not a chat task`, { exitCode: 4, hint: 'start one with ctxagent run --chat; talk to other tasks with ctxagent comment' })
-  auditTask(ctx, 'chat', ref.uuid)
-  if (opts.end) return end(ctx, ref, opts)
+  // Audited only once the command acts: a refusal reads and changes nothing.
+  if (opts.end) {
+    auditTask(ctx, 'chat', ref.uuid)
+    return end(ctx, ref, opts)
+  }
   if (ref.location === 'completed') throw new CtxError(`the chat session of task ${ref.uuid} has ended`, { exitCode: 4, hint: 'start a new one with ctxagent run --chat' })
   if (opts.send !== undefined) return sendOne(ctx, ref, opts.send, opts)
   if (ref.location !== 'running') throw new CtxError(`task ${ref.uuid} is paused`, { exitCode: 4, hint: `resume it with ctxagent run --resume ${ref.uuid.slice(0, 8)}, or queue a message with --send TEXT --no-wait` })
+  auditTask(ctx, 'chat', ref.uuid)
   return attach(ctx, ref, opts)
 }
 
-async function sendOne(ctx: Context, ref: TaskRef, text: string, opts: ChatOptions): Promise<void> {
+async function sendOne(ctx: Context, ref: TaskRef, text: string, opts: ChatPlan): Promise<void> {
   if (ref.location !== 'running' && opts.wait) {
     throw new CtxError(`task ${ref.uuid} is paused; no one would answer`, { exitCode: 4, hint: 'add --no-wait to queue the message for after the resume' })
   }
+  auditTask(ctx, 'chat', ref.uuid)
   const { record, from } = sendChatMessage(ref.dir, ctx.osUser, text, ctx.now())
   if (!opts.wait) {
     if (ctx.json) ctx.io.json({ uuid: ref.uuid, queued: record })
@@ -67,7 +94,7 @@ function noReply(ref: TaskRef, outcome: Exclude<ReplyOutcome, { kind: 'reply' }>
 }
 
 /** chat --end: asks the owner to end the session, and waits until the task is completed. */
-async function end(ctx: Context, ref: TaskRef, opts: ChatOptions): Promise<void> {
+async function end(ctx: Context, ref: TaskRef, opts: ChatPlan): Promise<void> {
   const say = (outcome: string, text: string) => (ctx.json ? ctx.io.json({ uuid: ref.uuid, outcome }) : ctx.io.out(text))
   if (ref.location === 'completed') return say('no_session', `task ${ref.uuid}: no session to end (it is finished)`)
   if (ref.location === 'paused') return say('no_session', `task ${ref.uuid}: no live session to end (it is paused; resume it, or leave it)`)
@@ -77,7 +104,7 @@ async function end(ctx: Context, ref: TaskRef, opts: ChatOptions): Promise<void>
 }
 
 /** Interactive: a line is a message; its reply is printed; Ctrl-D detaches and the session goes on. */
-async function attach(ctx: Context, ref: TaskRef, opts: ChatOptions): Promise<void> {
+async function attach(ctx: Context, ref: TaskRef, opts: ChatPlan): Promise<void> {
   const rl = createInterface({ input: process.stdin, output: process.stdout, terminal: process.stdin.isTTY === true })
   const prompt = () => rl.setPrompt(ctx.io.chalk.bold('you> '))
   ctx.io.out(`attached to chat task ${ref.uuid}; type a message, Ctrl-D to detach (the session goes on)`)

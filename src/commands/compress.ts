@@ -2,6 +2,8 @@ import { Command, Option } from 'commander'
 import { compressTask } from '../agent/compress-task.js'
 import { settingsFrom } from '../agent/compaction.js'
 import { extractiveSummarizer, llmSummarizer } from '../agent/summarizer.js'
+import type { Summarizer } from '../agent/summarizer.js'
+import { activeEndpoint, lacksOpenAiKey } from '../config.js'
 import type { Context } from '../context.js'
 import { auditTask, withTaskEnv } from '../context.js'
 import { CtxError } from '../errors.js'
@@ -33,9 +35,7 @@ export function compressCommand(): Command {
 async function compress(ctx: Context, opts: CompressOptions, id: string): Promise<void> {
   const ref = resolveTask(ctx.layout, id)
   if (ref.location === 'running' && opts.dryRun !== true && (await ownerIsAlive(ctx, ref))) return askRunningOwner(ctx, ref, opts)
-  // Fails here, before any file is touched, when no LLM is configured. The SDK is
-  // loaded only now: it costs every other command 100 ms of start-up.
-  const summarizer = opts.extractive ? extractiveSummarizer() : llmSummarizer((await import('../llm/openai-compatible.js')).requireLlmClient(ctx.config))
+  const summarizer = await summarizerFor(ctx, opts)
   await withTaskEnv(ctx, async (env) => {
     const outcome = await compressTask(env, ref, settingsFrom(ctx.config, opts.keepRecent), summarizer, opts.dryRun === true)
     if (outcome.kind === 'done') auditTask(ctx, 'compress', ref.uuid)
@@ -62,6 +62,27 @@ async function compress(ctx: Context, opts: CompressOptions, id: string): Promis
       )
     }
   }, { createIndex: false }) // updates tasks.db where there is one; a refusal must create nothing
+}
+
+/**
+ * Fails here, before any file is touched, when no LLM is configured, except for a dry
+ * run: it only plans (its estimate of an LLM summary needs no server), so it works
+ * without a key. The SDK is loaded only when a summary is really made: it costs every
+ * other command 100 ms of start-up.
+ */
+async function summarizerFor(ctx: Context, opts: CompressOptions): Promise<Summarizer> {
+  if (opts.extractive) return extractiveSummarizer()
+  if (opts.dryRun) {
+    const provider = ctx.config.llm.provider
+    const missing = provider === 'none' || provider === 'replay' ? `llm.provider is ${provider}` : lacksOpenAiKey(ctx.config) ? 'no OpenAI API key is set' : null
+    if (missing !== null) ctx.io.warn(`${missing}: this plan assumes an LLM summary; compress without --dry-run needs an LLM, or --extractive`)
+    return {
+      method: 'llm',
+      model: activeEndpoint(ctx.config).model,
+      summarize: () => Promise.reject(new CtxError('a dry run makes no summary')),
+    }
+  }
+  return llmSummarizer((await import('../llm/openai-compatible.js')).requireLlmClient(ctx.config))
 }
 
 async function ownerIsAlive(ctx: Context, ref: TaskRef): Promise<boolean> {

@@ -1,7 +1,9 @@
 import { Command, InvalidArgumentError, Option } from 'commander'
 import type { Context } from '../context.js'
-import { auditTask } from '../context.js'
+import { auditTask, parseIsoDate } from '../context.js'
 import { formatBytes, formatDuration } from '../duration.js'
+import { NotFoundError, UsageError } from '../errors.js'
+import { shortPath } from '../input-file.js'
 import { table } from '../render.js'
 import { STATUSES } from '../storage/state.js'
 import { checkHealth, collectStats, scanIntoMemory } from '../storage/stats.js'
@@ -21,26 +23,20 @@ interface StatsOptions {
 export function statsCommand(): Command {
   return new Command('stats')
     .description('totals, disk use, averages and a per-user table; --check for monitoring alerts')
-    .option('--user <name>', 'only tasks of this user')
+    .option('--user <name>', 'only tasks of this user', userName)
     .option('--from <date>', 'only tasks created on or after this date (2024-01-01 or an ISO time)', dateFrom)
     .option('--to <date>', 'only tasks created up to this date (a date includes its whole day)', dateTo)
     .addOption(new Option('--status <status>', 'only tasks with this status').choices([...STATUSES]))
-    .option('--check', 'evaluate the alerts (disk, failure rate, running tasks, long runs) and exit 0 ok, 1 warning, 2 critical')
+    .option('--check', 'evaluate the alerts (disk, failure rate, running tasks, long runs) over the whole tree and exit 0 ok, 1 warning, 2 critical (3 unknown: no task tree); takes no filters')
     .action(withContext(stats))
 }
 
 const DAY_ONLY = /^\d{4}-\d{2}-\d{2}$/
 
-const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})$/
-
 /** --from: a day (its start, UTC) or an ISO time; days that do not exist (2024-02-30) are refused, not rolled over. */
 function dateFrom(value: string): Date {
-  const bad = () => new InvalidArgumentError(`'${value.slice(0, 40)}' is not a date like 2024-01-31 or an ISO time like 2024-01-31T12:00:00Z`)
-  if (!DAY_ONLY.test(value) && !ISO_TIME.test(value)) throw bad()
-  const date = new Date(DAY_ONLY.test(value) ? `${value}T00:00:00.000Z` : value)
-  if (Number.isNaN(date.getTime())) throw bad()
-  // Date rolls 2024-02-30 over to March 1: the day must come back as it was written.
-  if (date.toISOString().slice(0, 10) !== value.slice(0, 10) && (DAY_ONLY.test(value) || value.endsWith('Z'))) throw bad()
+  const date = parseIsoDate(value, { dayOnly: true })
+  if (date === null) throw new InvalidArgumentError(`'${value.slice(0, 40)}' is not a date like 2024-01-31 or an ISO time like 2024-01-31T12:00:00Z`)
   return date
 }
 
@@ -48,6 +44,26 @@ function dateFrom(value: string): Date {
 function dateTo(value: string): Date {
   const date = dateFrom(value)
   return DAY_ONLY.test(value) ? new Date(date.getTime() + 86_400_000) : date
+}
+
+/** --user: the name as `run --user` stores it (trimmed), never empty. */
+function userName(value: string): string {
+  const trimmed = value.trim()
+  if (trimmed === '' || trimmed.length > 200 || /[\u0000-\u001f\u007f]/.test(trimmed)) throw new InvalidArgumentError('must be 1 to 200 printable characters')
+  return trimmed
+}
+
+/** Flags that contradict each other are refused before anything is read or written. */
+function checkOptions(opts: StatsOptions): void {
+  if (opts.check) {
+    const filters = (['user', 'status', 'from', 'to'] as const).filter((k) => opts[k] !== undefined).map((k) => `--${k}`)
+    if (filters.length > 0) {
+      throw new UsageError(`--check evaluates the whole task tree; ${filters.join(', ')} cannot narrow it`, `drop ${filters.join(' and ')}, or run stats without --check for filtered figures`)
+    }
+  }
+  if (opts.from !== undefined && opts.to !== undefined && opts.from.getTime() >= opts.to.getTime()) {
+    throw new UsageError('--from is not before --to, so no task could match', 'give the earlier date with --from; a --to day includes its whole day')
+  }
 }
 
 /**
@@ -59,7 +75,6 @@ function dateTo(value: string): Date {
  * is the one line.
  */
 function trustedIndex(ctx: Context): { index: TaskIndex | null; warning: string | null } {
-  if (!ctx.layout.exists()) return { index: null, warning: null }
   let index: TaskIndex | null
   try {
     index = TaskIndex.openExisting(ctx.layout.db)
@@ -76,11 +91,14 @@ function trustedIndex(ctx: Context): { index: TaskIndex | null; warning: string 
 }
 
 async function stats(ctx: Context, opts: StatsOptions): Promise<void> {
+  checkOptions(opts)
+  // A misspelt --home must not look like a healthy, empty tree (for --check, 3 is UNKNOWN).
+  if (!ctx.layout.exists()) throw new NotFoundError(`there is no task tree at ${shortPath(ctx.layout.base)}`, 'check --home, CTXAGENT_HOME or context.base_dir')
   const { index: existing, warning } = trustedIndex(ctx)
   const index = existing ?? (await scanIntoMemory(ctx.layout))
   try {
     const filter: StatsFilter = { user: opts.user, from: opts.from, to: opts.to, status: opts.status }
-    const report = collectStats(index, ctx.layout, opts.check ? {} : filter, existing ? 'tasks.db' : 'scan')
+    const report = collectStats(index, ctx.layout, filter, existing ? 'tasks.db' : 'scan')
     if (warning) ctx.io.warn(warning)
     auditTask(ctx, opts.check ? 'stats --check' : 'stats', null)
     if (opts.check) {

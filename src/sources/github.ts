@@ -19,7 +19,16 @@ export interface GithubRef {
 export function parseGithubRef(text: string): GithubRef {
   const match = /^([A-Za-z0-9_.-]+)\/([A-Za-z0-9_.-]+)#(\d+)$/.exec(text.trim())
   if (!match) throw new UsageError(`--github ${text.slice(0, 80)} is not owner/repo#N`, 'e.g. --github acme/shop#42')
-  return { owner: match[1] as string, repo: match[2] as string, number: Number(match[3]) }
+  const number = Number(match[3])
+  if (!isItemNumber(number)) throw new UsageError(`--github ${text.slice(0, 80)}: the issue or pull request number must be a whole number from 1 to ${MAX_ITEM_NUMBER}`, 'e.g. --github acme/shop#42')
+  return { owner: match[1] as string, repo: match[2] as string, number }
+}
+
+/** The largest issue or pull request number GitHub stores (a signed 32-bit integer). */
+const MAX_ITEM_NUMBER = 2_147_483_647
+
+function isItemNumber(n: number): boolean {
+  return Number.isInteger(n) && n >= 1 && n <= MAX_ITEM_NUMBER
 }
 
 /**

@@ -17,8 +17,15 @@ export interface GitlabRef {
 export function parseGitlabRef(text: string): GitlabRef {
   const match = /^([A-Za-z0-9_.-]+(?:\/[A-Za-z0-9_.-]+)+)([#!])(\d+)$/.exec(text.trim())
   if (!match) throw new UsageError(`--gitlab ${text.slice(0, 80)} is not group/project#N or group/project!N`, 'e.g. --gitlab acme/backend/api#7, or acme/backend/api!12 for a merge request')
-  return { project: match[1] as string, kind: match[2] === '!' ? 'merge_request' : 'issue', iid: Number(match[3]) }
+  const iid = Number(match[3])
+  if (!(Number.isInteger(iid) && iid >= 1 && iid <= MAX_IID)) {
+    throw new UsageError(`--gitlab ${text.slice(0, 80)}: the issue or merge request number must be a whole number from 1 to ${MAX_IID}`, 'e.g. --gitlab acme/backend/api#7, or acme/backend/api!12 for a merge request')
+  }
+  return { project: match[1] as string, kind: match[2] === '!' ? 'merge_request' : 'issue', iid }
 }
+
+/** The largest issue or merge request iid GitLab stores (a signed 32-bit integer). */
+const MAX_IID = 2_147_483_647
 
 /** gitbeaker retries 429 and 5xx answers itself, honouring Retry-After. */
 function client(config: Config): Api {

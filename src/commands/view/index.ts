@@ -18,7 +18,7 @@ interface ViewOptions {
   tools?: boolean
   current?: boolean
   planning?: boolean
-  limit: number
+  limit?: number
   all?: boolean
   role?: string
   hidden?: boolean
@@ -27,6 +27,7 @@ interface ViewOptions {
 }
 
 const KINDS: RecordKind[] = ['messages', 'summaries', 'tools', 'current', 'planning']
+const DEFAULT_LIMIT = 10
 
 export function viewCommand(): Command {
   return new Command('view')
@@ -38,7 +39,8 @@ export function viewCommand(): Command {
     .option('--tools', 'list tools.jsonl')
     .option('--current', 'list current.jsonl (the window the LLM gets next)')
     .option('--planning', 'list planning.jsonl')
-    .option('--limit <n>', 'how many of the newest records to list', positiveIntArg, 10)
+    // No commander default: an explicit --limit must be told apart from none (it contradicts --all).
+    .option('--limit <n>', `how many of the newest records to list (default: ${DEFAULT_LIMIT})`, positiveIntArg)
     .option('--all', 'list every record')
     .addOption(new Option('--role <role>', 'only messages of this role').choices([...ROLES]))
     .option('--hidden', 'include hidden messages (visible: false, such as a chat session marker)')
@@ -47,14 +49,30 @@ export function viewCommand(): Command {
     .action(withContext(view))
 }
 
-async function view(ctx: Context, opts: ViewOptions, positional?: string): Promise<void> {
+/**
+ * The listing to show (undefined: the overview), once every flag combination is
+ * checked: a flag that would be silently ignored is refused before anything is read.
+ */
+function checkOptions(opts: ViewOptions): RecordKind | undefined {
   const chosen = KINDS.filter((k) => opts[k] === true)
   if (chosen.length > 1) throw new UsageError(`choose one listing, not ${chosen.map((k) => `--${k}`).join(' and ')}`, 'run view once per listing')
-  if (opts.role !== undefined && chosen.length === 1 && chosen[0] !== 'messages' && chosen[0] !== 'current') {
-    throw new UsageError('--role filters messages', 'use it with --messages or --current')
+  const explicit = chosen[0]
+  const notMessages = explicit !== undefined && explicit !== 'messages' && explicit !== 'current'
+  if (opts.role !== undefined && notMessages) throw new UsageError('--role filters messages', 'use it with --messages or --current')
+  if (opts.hidden && notMessages) throw new UsageError('--hidden shows hidden messages', 'use it with --messages or --current')
+  if (opts.follow && explicit !== undefined && explicit !== 'messages') throw new UsageError(`--follow streams messages, not --${explicit}`, 'use --follow alone or with --messages')
+  if (opts.limit !== undefined && opts.all) throw new UsageError('--limit and --all exclude each other', 'give --limit N for the newest N records, or --all for every one')
+  const kind = explicit ?? (opts.follow || opts.role !== undefined || opts.hidden ? 'messages' : undefined)
+  if (kind === undefined) {
+    const stray = (['limit', 'all', 'full'] as const).filter((k) => opts[k] !== undefined && opts[k] !== false).map((k) => `--${k}`)
+    if (stray.length > 0) throw new UsageError(`${stray.join(' and ')} ${stray.length === 1 ? 'applies' : 'apply'} to a listing, not to the overview`, 'add --messages, --summaries, --tools, --current or --planning')
   }
+  return kind
+}
+
+async function view(ctx: Context, opts: ViewOptions, positional?: string): Promise<void> {
+  const kind = checkOptions(opts)
   const ref = resolveTask(ctx.layout, requireUuid(positional, opts.uuid))
-  const kind = chosen[0] ?? (opts.follow || opts.role !== undefined ? 'messages' : undefined)
   if (kind === undefined) {
     const overview = await readOverview(ref)
     // Audited once read: a task that cannot be read shows nothing, and its view changes nothing.
@@ -64,7 +82,7 @@ async function view(ctx: Context, opts: ViewOptions, positional?: string): Promi
     else ctx.io.out(renderOverview(ctx, overview))
     return
   }
-  const listing = await listRecords(ref, kind, { limit: opts.all ? null : opts.limit, role: opts.role, hidden: opts.hidden === true })
+  const listing = await listRecords(ref, kind, { limit: opts.all ? null : (opts.limit ?? DEFAULT_LIMIT), role: opts.role, hidden: opts.hidden === true })
   auditTask(ctx, 'view', ref.uuid)
   warnBad(ctx, listing.bad_lines)
   if (ctx.json) for (const record of listing.records) ctx.io.jsonl(record)
