@@ -53,7 +53,7 @@ export interface RunSettings {
 export function effectiveConfig(base: Config, user: string, flags: Pick<RunFlags, 'provider' | 'model' | 'replayFrom'>): Config {
   if (flags.model !== undefined && flags.model.trim() === '') throw new UsageError('--model is empty', 'name the model, or leave --model out for the configured one')
   const config = structuredClone(base)
-  const own = config.users[user]
+  const own = userSettings(config, user)
   const provider = (flags.provider ?? own?.llm?.provider ?? config.llm.provider) as Provider
   if (flags.provider !== undefined && !['openai', 'ollama', 'replay'].includes(flags.provider)) {
     throw new UsageError(`--provider ${flags.provider} is not a provider`, 'use openai (any OpenAI-compatible server), ollama or replay')
@@ -138,7 +138,7 @@ export function runRecord(settings: RunSettings, config: Config): RunRecord {
 function appends(config: Config, user: string | undefined): string[] {
   const out: string[] = []
   if (config.run.system_prompt_append) out.push(config.run.system_prompt_append)
-  const own = user === undefined ? undefined : config.users[user]?.system_prompt_append
+  const own = user === undefined ? undefined : userSettings(config, user)?.system_prompt_append
   if (own) out.push(own)
   return out
 }
@@ -159,4 +159,9 @@ function resolveWorkspace(dir: string): string {
 export function readTextArg(path: string, what: string, stdin?: () => string): string {
   if (path === '-' && stdin) return stdin()
   return readInputFile(path, what, 'give a readable text file of at most 1 MB', 1_000_000)
+}
+
+/** users.<name>, only as the config file gave it (never an inherited property: --user constructor). */
+function userSettings(config: Config, user: string): Config['users'][string] | undefined {
+  return Object.hasOwn(config.users, user) ? config.users[user] : undefined
 }
