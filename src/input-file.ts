@@ -8,6 +8,23 @@ import { UsageError } from './errors.js'
  * the path. Every failure is a UsageError naming the file and `hint`.
  */
 export function readInputFile(path: string, what: string, hint: string, maxBytes = 1 << 20): string {
+  const fd = openRegular(path, what, hint)
+  try {
+    const size = fstatSync(fd).size
+    if (size > maxBytes) throw new UsageError(`${what} ${shortPath(path)} is ${size.toLocaleString('en-US')} bytes; the limit is ${formatLimit(maxBytes)}`, hint)
+    return readFileSync(fd, 'utf8')
+  } finally {
+    closeSync(fd)
+  }
+}
+
+/** Refuses `path` unless it is a regular file (links followed) that can be opened. */
+export function checkRegularFile(path: string, what: string, hint: string): void {
+  closeSync(openRegular(path, what, hint))
+}
+
+/** An open descriptor of `path`, opened without blocking, or a UsageError when it cannot be opened or is not a regular file. */
+function openRegular(path: string, what: string, hint: string): number {
   if (path === '') throw new UsageError(`${what}: the path is empty`, hint)
   let fd: number
   try {
@@ -15,29 +32,11 @@ export function readInputFile(path: string, what: string, hint: string, maxBytes
   } catch (err) {
     throw new UsageError(`${what} ${shortPath(path)} cannot be read (${describeErrno(err)})`, hint)
   }
-  try {
-    const stat = fstatSync(fd)
-    if (!stat.isFile()) throw new UsageError(`${what} ${shortPath(path)} is not a regular file`, hint)
-    if (stat.size > maxBytes) throw new UsageError(`${what} ${shortPath(path)} is ${stat.size.toLocaleString('en-US')} bytes; the limit is ${formatLimit(maxBytes)}`, hint)
-    return readFileSync(fd, 'utf8')
-  } finally {
+  if (!fstatSync(fd).isFile()) {
     closeSync(fd)
+    throw new UsageError(`${what} ${shortPath(path)} is not a regular file`, hint)
   }
-}
-
-/** Whether `path` is a regular file (links followed), without opening it. */
-export function checkRegularFile(path: string, what: string, hint: string): void {
-  let fd: number
-  try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK)
-  } catch (err) {
-    throw new UsageError(`${what} ${shortPath(path)} cannot be read (${describeErrno(err)})`, hint)
-  }
-  try {
-    if (!fstatSync(fd).isFile()) throw new UsageError(`${what} ${shortPath(path)} is not a regular file`, hint)
-  } finally {
-    closeSync(fd)
-  }
+  return fd
 }
 
 /** A path cut for a one-line message: its start and its end. */

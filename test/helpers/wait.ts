@@ -35,3 +35,22 @@ export function alive(pid: number): boolean {
     return false
   }
 }
+
+/** Whether any process of group `pgid` is left (kill(-pgid, 0)). */
+export function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** SIGKILL to a whole process group, if anything of it is left. */
+export function killGroup(pgid: number): void {
+  try {
+    process.kill(-pgid, 'SIGKILL')
+  } catch {
+    // gone already
+  }
+}

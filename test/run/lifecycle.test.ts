@@ -1,7 +1,7 @@
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { alive, exitOf, sleep } from '../helpers/wait.js'
+import { alive, exitOf, groupAlive, killGroup, sleep } from '../helpers/wait.js'
 import { agentRequests, expectContinuousSeq, expectWellFormed, jsonl, onlyTask, readTask, runSetup, waitFor } from './harness.js'
 import type { RunSetup } from './harness.js'
 
@@ -320,20 +320,3 @@ function readLockInfo(s: RunSetup, uuid: string): { commands?: { pgid: number }[
   }
 }
 
-/** Whether any process of group `pgid` is left (kill(-pgid, 0)). */
-function groupAlive(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
-
-function killGroup(pgid: number): void {
-  try {
-    process.kill(-pgid, 'SIGKILL')
-  } catch {
-    // gone already
-  }
-}

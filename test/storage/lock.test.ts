@@ -7,7 +7,7 @@ import { judgeLock, readLock, TaskLock } from '../../src/storage/lock.js'
 import { hostname, processStart } from '../../src/storage/process-info.js'
 import { makeTree } from '../fixtures/tree.js'
 import { deadPid, helper } from '../helpers/run.js'
-import { exitOf } from '../helpers/wait.js'
+import { alive, exitOf, killGroup } from '../helpers/wait.js'
 
 
 const policy = { staleAfterMs: 60_000 }
@@ -118,7 +118,7 @@ describe('leftover commands of a dead owner', () => {
       const lock = await TaskLock.acquire(dir, policy)
       expect(lock.stoppedCommands).toEqual([pgid])
       expect((await exitOf(ours)).signal).toBe('SIGKILL')
-      expect(pidAlive(other)).toBe(true)
+      expect(alive(other)).toBe(true)
       await lock.release()
     } finally {
       for (const child of [ours, reused]) if (child.pid) killGroup(child.pid)
@@ -134,7 +134,7 @@ describe('leftover commands of a dead owner', () => {
       writeLock(dir, { hostname: hostname(), acquired_at: ago(1000), process_id: process.pid, process_start: processStart(process.pid), heartbeat_at: ago(1000), commands: [{ pgid, start: processStart(pgid) }] })
       const lock = await TaskLock.acquire(dir, { ...policy, force: true })
       expect(lock.stoppedCommands).toEqual([])
-      expect(pidAlive(pgid)).toBe(true)
+      expect(alive(pgid)).toBe(true)
       await lock.release()
     } finally {
       if (command.pid) killGroup(command.pid)
@@ -157,19 +157,3 @@ async function waitUntil(check: () => boolean): Promise<void> {
   expect(check()).toBe(true)
 }
 
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
-
-function killGroup(pgid: number): void {
-  try {
-    process.kill(-pgid, 'SIGKILL')
-  } catch {
-    // gone already
-  }
-}
