@@ -75,6 +75,11 @@ export const BAD_CONFIGS: [string, string, RegExp][] = [
   ['user-unknown-key', 'users:\n  alice:\n    colour: blue\n', /users\.alice\.colour is not a known setting/],
   ['mcp-no-command', 'mcp:\n  servers:\n    x:\n      args: []\n', /mcp\.servers\.x\.command/],
   ['not-a-mapping', '- a\n- b\n', /must be a mapping/],
+  ['unknown-tag', 'context:\n  durability: !!js/function "x"\n', /context\.durability has the unknown tag !!js\/function/],
+  ['users-a-list', 'users: [alice]\n', /users must be a mapping of user names to settings/],
+  ['url-scheme', 'github:\n  api_url: "javascript:alert(1)"\n', /github\.api_url must be an http\(s\) URL/],
+  ['empty-server-name', 'mcp:\n  servers:\n    "":\n      command: x\n', /mcp\.servers has a server name that is empty/],
+  ['gzip-after-delete', 'context:\n  retention:\n    compress_after_days: 30\n    delete_after_days: 7\n', /compress_after_days \(30\) must be less than .*delete_after_days \(7\)/],
 ]
 
 export function corpus(): Case[] {
