@@ -102,70 +102,70 @@ const endpoint = (baseUrl: string, model: string, contextLength: number) =>
 
 export const configSchema = z.strictObject(
   {
-  context: section({
-    base_dir: withDefault(text(), DEFAULT_BASE_DIR),
-    durability: withDefault(oneOf(['flush', 'fsync']), 'flush'),
-    max_memory_messages: withDefault(positiveInt(), 20),
-    compression: section({
-      threshold: withDefault(ratio(), 0.7),
-      token_threshold: orNull(positiveInt()),
-      keep_recent: withDefault(positiveInt(), 10),
-      min_to_compress: withDefault(positiveInt(), 5),
+    context: section({
+      base_dir: withDefault(text(), DEFAULT_BASE_DIR),
+      durability: withDefault(oneOf(['flush', 'fsync']), 'flush'),
+      max_memory_messages: withDefault(positiveInt(), 20),
+      compression: section({
+        threshold: withDefault(ratio(), 0.7),
+        token_threshold: orNull(positiveInt()),
+        keep_recent: withDefault(positiveInt(), 10),
+        min_to_compress: withDefault(positiveInt(), 5),
+      }),
+      prune: section({ protected_turns: withDefault(nonNegativeInt(), 3) }),
+      inheritance: section({ enabled: withDefault(flag(), true), max_summary_tokens: withDefault(positiveInt(), 4000) }),
+      retention: section({ compress_after_days: withDefault(positiveNumber(), 7), delete_after_days: withDefault(positiveNumber(), 30) }),
     }),
-    prune: section({ protected_turns: withDefault(nonNegativeInt(), 3) }),
-    inheritance: section({ enabled: withDefault(flag(), true), max_summary_tokens: withDefault(positiveInt(), 4000) }),
-    retention: section({ compress_after_days: withDefault(positiveNumber(), 7), delete_after_days: withDefault(positiveNumber(), 30) }),
-  }),
-  locks: section({
-    heartbeat_seconds: withDefault(positiveNumber(), 30),
-    stale_after_seconds: withDefault(positiveNumber(), 60),
-    stale_after_remote_seconds: orNull(positiveNumber()),
-  }),
-  llm: section({
-    provider: withDefault(oneOf(PROVIDERS), 'openai'),
-    openai: endpoint('https://api.openai.com/v1', 'gpt-4o', 128_000),
-    ollama: endpoint('http://localhost:11434/v1', 'llama3.1', 8_192),
-    replay: section({
-      // A recorded task to play back: its uuid (or prefix) or a messages.jsonl path.
-      from: orNull(text()),
-      context_length: withDefault(positiveInt(), 8_192),
+    locks: section({
+      heartbeat_seconds: withDefault(positiveNumber(), 30),
+      stale_after_seconds: withDefault(positiveNumber(), 60),
+      stale_after_remote_seconds: orNull(positiveNumber()),
     }),
-  }),
-  run: section({
-    max_turns: withDefault(positiveInt(), 100),
-    max_tokens: orNull(positiveInt()),
-    timeout: orNull(duration()),
-    system_prompt_append: orNull(text()),
-  }),
-  tools: section({
-    shell: withDefault(flag(), false),
-    command_timeout_seconds: withDefault(z.int({ error: COMMAND_TIMEOUT }).check(z.positive({ error: COMMAND_TIMEOUT }), z.lte(600, { error: COMMAND_TIMEOUT })), 120),
-  }),
-  users: withDefault(z.record(z.string(), userSettings, { error: 'must be a mapping of user names to settings (llm, run, system_prompt_append)' }), {}),
-  mcp: section({
-    servers: withDefault(
-      z.record(z.string(), mcpServer, { error: 'must be a mapping of server names to settings (command, args, env, cwd, enabled, timeout_seconds)' }),
-      {},
-    ),
-  }),
-  github: section({ api_url: withDefault(httpUrl('https://github.example.com/api/v3'), 'https://api.github.com'), token: orNull(text()), bot_name: orNull(text()) }),
-  gitlab: section({ url: withDefault(httpUrl('https://gitlab.example.com'), 'https://gitlab.com'), token: orNull(text()), bot_name: orNull(text()) }),
-  comments: section({ min_interval_seconds: withDefault(positiveNumber(), 30) }),
-  chat: section({
-    wait_interval_seconds: withDefault(positiveNumber(), 5),
-    soft_timeout_minutes: withDefault(positiveNumber(), 10),
-    hard_timeout_minutes: withDefault(positiveNumber(), 15),
-    end_grace_seconds: withDefault(positiveNumber(), 60),
-  }),
-  alerts: section({
-    disk_warning_gb: withDefault(positiveNumber(), 10),
-    disk_critical_gb: withDefault(positiveNumber(), 50),
-    failure_rate: withDefault(ratio(), 0.1),
-    max_running_tasks: withDefault(positiveInt(), 100),
-    long_running_hours: withDefault(positiveNumber(), 6),
-    free_warning_percent: withDefault(percent(), 10),
-    free_critical_percent: withDefault(percent(), 2),
-  }),
+    llm: section({
+      provider: withDefault(oneOf(PROVIDERS), 'openai'),
+      openai: endpoint('https://api.openai.com/v1', 'gpt-4o', 128_000),
+      ollama: endpoint('http://localhost:11434/v1', 'llama3.1', 8_192),
+      replay: section({
+        // A recorded task to play back: its uuid (or prefix) or a messages.jsonl path.
+        from: orNull(text()),
+        context_length: withDefault(positiveInt(), 8_192),
+      }),
+    }),
+    run: section({
+      max_turns: withDefault(positiveInt(), 100),
+      max_tokens: orNull(positiveInt()),
+      timeout: orNull(duration()),
+      system_prompt_append: orNull(text()),
+    }),
+    tools: section({
+      shell: withDefault(flag(), false),
+      command_timeout_seconds: withDefault(z.int({ error: COMMAND_TIMEOUT }).check(z.positive({ error: COMMAND_TIMEOUT }), z.lte(600, { error: COMMAND_TIMEOUT })), 120),
+    }),
+    users: withDefault(z.record(z.string(), userSettings, { error: 'must be a mapping of user names to settings (llm, run, system_prompt_append)' }), {}),
+    mcp: section({
+      servers: withDefault(
+        z.record(z.string(), mcpServer, { error: 'must be a mapping of server names to settings (command, args, env, cwd, enabled, timeout_seconds)' }),
+        {},
+      ),
+    }),
+    github: section({ api_url: withDefault(httpUrl('https://github.example.com/api/v3'), 'https://api.github.com'), token: orNull(text()), bot_name: orNull(text()) }),
+    gitlab: section({ url: withDefault(httpUrl('https://gitlab.example.com'), 'https://gitlab.com'), token: orNull(text()), bot_name: orNull(text()) }),
+    comments: section({ min_interval_seconds: withDefault(positiveNumber(), 30) }),
+    chat: section({
+      wait_interval_seconds: withDefault(positiveNumber(), 5),
+      soft_timeout_minutes: withDefault(positiveNumber(), 10),
+      hard_timeout_minutes: withDefault(positiveNumber(), 15),
+      end_grace_seconds: withDefault(positiveNumber(), 60),
+    }),
+    alerts: section({
+      disk_warning_gb: withDefault(positiveNumber(), 10),
+      disk_critical_gb: withDefault(positiveNumber(), 50),
+      failure_rate: withDefault(ratio(), 0.1),
+      max_running_tasks: withDefault(positiveInt(), 100),
+      long_running_hours: withDefault(positiveNumber(), 6),
+      free_warning_percent: withDefault(percent(), 10),
+      free_critical_percent: withDefault(percent(), 2),
+    }),
   },
   { error: MAPPING },
 )
