@@ -8,7 +8,8 @@ import type { Context } from '../context.js'
 import { auditTask, withTaskEnv } from '../context.js'
 import { CtxError } from '../errors.js'
 import { askOwner } from '../run/control.js'
-import { resolveTask } from '../storage/layout.js'
+import { assertRegularFiles } from '../storage/files.js'
+import { resolveTask, TASK_DATA_FILES } from '../storage/layout.js'
 import type { TaskRef } from '../storage/layout.js'
 import { assessTask } from '../storage/reaper.js'
 import { stalenessPolicy } from '../storage/task-env.js'
@@ -34,6 +35,8 @@ export function compressCommand(): Command {
 
 async function compress(ctx: Context, opts: CompressOptions, id: string): Promise<void> {
   const ref = resolveTask(ctx.layout, id)
+  // A link, a FIFO or a directory for one of its files: refused before anything is read as "empty" or written.
+  assertRegularFiles(ref.dir, TASK_DATA_FILES)
   if (ref.location === 'running' && opts.dryRun !== true && (await ownerIsAlive(ctx, ref))) return askRunningOwner(ctx, ref, opts)
   const summarizer = await summarizerFor(ctx, opts)
   await withTaskEnv(ctx, async (env) => {

@@ -1,10 +1,11 @@
 import { Command } from 'commander'
 import type { Context } from '../context.js'
 import { auditTask, withTaskEnv } from '../context.js'
-import { NotFoundError } from '../errors.js'
+import { CtxError, NotFoundError } from '../errors.js'
 import { createProgress } from '../progress.js'
 import { straysWarning } from '../storage/layout.js'
 import { rebuildIndex } from '../storage/reindex.js'
+import type { ReindexResult } from '../storage/reindex.js'
 import { TaskIndex } from '../storage/task-index.js'
 import { withContext } from './shared.js'
 
@@ -25,15 +26,19 @@ async function reindex(ctx: Context): Promise<void> {
     auditTask(ctx, 'reindex', null)
     const strays = straysWarning(ctx.layout)
     if (strays) ctx.io.warn(strays)
-    if (ctx.json) {
-      ctx.io.json(result)
-      return
-    }
-    const { running, paused, completed } = result.by_location
-    ctx.io.out(`indexed ${result.indexed} task(s) into ${ctx.layout.db} (running ${running}, paused ${paused}, completed ${completed})`)
-    if (result.failed.length > 0) {
-      ctx.io.out(`${result.failed.length} director${result.failed.length === 1 ? 'y' : 'ies'} could not be read:`)
-      for (const f of result.failed) ctx.io.out(`  ${f.location}/${f.uuid}: ${f.error}`)
-    }
+    if (ctx.json) ctx.io.json(result)
+    else print(ctx, result)
+    // The others are indexed; the exit status still says that some were not.
+    const n = result.failed.length
+    if (n > 0) throw new CtxError(`${n} task director${n === 1 ? 'y' : 'ies'} could not be read and ${n === 1 ? 'is' : 'are'} not in tasks.db`, { exitCode: 1, hint: ctx.json ? 'see "failed"; fix or move them, then run ctxagent reindex again' : 'listed above; fix or move them, then run ctxagent reindex again' })
   })
+}
+
+function print(ctx: Context, result: ReindexResult): void {
+  const { running, paused, completed } = result.by_location
+  ctx.io.out(`indexed ${result.indexed} task(s) into ${ctx.layout.db} (running ${running}, paused ${paused}, completed ${completed})`)
+  if (result.failed.length > 0) {
+    ctx.io.out(`${result.failed.length} director${result.failed.length === 1 ? 'y' : 'ies'} could not be read:`)
+    for (const f of result.failed) ctx.io.out(`  ${f.location}/${f.uuid}: ${f.error}`)
+  }
 }

@@ -221,6 +221,8 @@ export function parseJsonObject(text: string, path: string, hint: string): Recor
 }
 
 const SMALL = Buffer.allocUnsafe(64 * 1024)
+/** metadata.json, state.json and .lock are a few KB; past this, the file is not one of them. */
+const MAX_SMALL_FILE = 16 * 1024 * 1024
 
 /**
  * A small file (metadata.json, state.json) as text: one open, one read into a
@@ -238,7 +240,13 @@ export function readSmallFile(path: string): string {
   let n: number
   try {
     n = readSync(fd, SMALL, 0, SMALL.length, 0)
-    if (n === SMALL.length) return readFileSync(fd, 'utf8')
+    if (n === SMALL.length) {
+      // Larger than the buffer: a big file, or a device that never ends (never read whole).
+      const st = fstatSync(fd)
+      if (!st.isFile()) throw notAFileError(path, 'is not a regular file')
+      if (st.size > MAX_SMALL_FILE) throw notAFileError(path, `is ${st.size.toLocaleString('en-US')} bytes, far more than a task's record ever is`)
+      return readFileSync(fd, 'utf8')
+    }
     // An empty read may be a FIFO without a writer (opened without blocking) or a device.
     if (n === 0 && !fstatSync(fd).isFile()) throw notAFileError(path, 'is not a regular file')
   } catch (err) {

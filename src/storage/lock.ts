@@ -76,7 +76,8 @@ export function readLock(dir: string): LockFile | null {
   let info: LockInfo | null = null
   try {
     const raw = JSON.parse(text) as Partial<LockInfo>
-    if (typeof raw.process_id === 'number' && typeof raw.hostname === 'string') info = raw as LockInfo
+    // A pid that cannot be a process (0, -1, 1.5) makes the record as unreadable as garbage.
+    if (typeof raw.process_id === 'number' && Number.isInteger(raw.process_id) && raw.process_id > 0 && typeof raw.hostname === 'string') info = raw as LockInfo
   } catch {
     info = null
   }

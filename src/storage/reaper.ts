@@ -1,8 +1,8 @@
 import { existsSync, renameSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { CtxError, isErrno, LockedError } from '../errors.js'
-import { removeDeadTemps } from './files.js'
-import { FILES, LOCATIONS } from './layout.js'
+import { assertRegularFiles, removeDeadTemps } from './files.js'
+import { FILES, LOCATIONS, TASK_DATA_FILES } from './layout.js'
 import type { Location, TaskRef } from './layout.js'
 import { judgeLock, readLock, TaskLock } from './lock.js'
 import type { LockInfo, StalenessPolicy, Verdict } from './lock.js'
@@ -82,6 +82,9 @@ export function assessTask(env: TaskEnv, ref: TaskRef, options: ReapOptions): As
 export async function reapTask(env: TaskEnv, ref: TaskRef, options: ReapOptions): Promise<ReapOutcome> {
   const assessment = assessTask(env, ref, options)
   if (!assessment.stale) return { done: false, reason: assessment.reason, holder: assessment.holder }
+  // A task whose files are not all regular (a link, a FIFO planted in it) is refused before its lock is touched:
+  // the dead owner's lock, and the commands it names, stay for an operator to look at.
+  assertRegularFiles(ref.dir, TASK_DATA_FILES)
   const { verdict } = assessment
   // A reaper that died on this task left its own lock naming the owner it was recovering: that owner is the one to name.
   const recovering = assessment.holder?.reaping

@@ -1,8 +1,9 @@
-import type { Location } from './layout.js'
-import { finishCompleting } from './reaper.js'
 import { existsSync } from 'node:fs'
+import { join } from 'node:path'
 import { taskDiskUse } from './disk.js'
-import { LOCATIONS } from './layout.js'
+import { FILES, LOCATIONS } from './layout.js'
+import type { Location, TaskRef } from './layout.js'
+import { finishCompleting } from './reaper.js'
 import { indexDrift, TaskIndex, taskRow } from './task-index.js'
 import type { TaskRow } from './task-index.js'
 import type { TaskEnv } from './task-env.js'
@@ -34,7 +35,7 @@ export async function rebuildIndex(env: TaskEnv, progress: { start(total: number
       }
       rows.push(taskRow(metadata, state, ref.location, counts))
       result.by_location[ref.location]++
-    } else {
+    } else if (!beingCreated(ref)) {
       result.failed.push({ uuid: ref.uuid, location: ref.location, error: scanned.error })
     }
     progress.tick()
@@ -78,4 +79,12 @@ export async function reconcileIndex(env: TaskEnv): Promise<number> {
     changed++
   }
   return changed
+}
+
+/**
+ * A task in running/ whose owner holds its lock but has not written metadata.json yet:
+ * not a failure, its owner indexes it (a creator that died is reaped by watch-locks).
+ */
+function beingCreated(ref: TaskRef): boolean {
+  return ref.location === 'running' && !existsSync(join(ref.dir, FILES.metadata)) && existsSync(join(ref.dir, FILES.lock))
 }

@@ -5,7 +5,8 @@ import { CtxError, isErrno } from '../errors.js'
 import { explainSystemError, isTreeWide } from '../system-errors.js'
 import { archivableFiles, eachLimit, gzipInPlace, removeStaleTemps } from './archive.js'
 import { taskDiskUse } from './disk.js'
-import { deadTemps, makePrivateDir, removeDeadTemps } from './files.js'
+import { assertRegularFiles, deadTemps, makePrivateDir, removeDeadTemps } from './files.js'
+import { TASK_DATA_FILES } from './layout.js'
 import type { TaskRef } from './layout.js'
 import { judgeLock, readLock } from './lock.js'
 import type { StalenessPolicy } from './lock.js'
@@ -84,6 +85,8 @@ function planTask(env: TaskEnv, policy: RetentionPolicy, ref: TaskRef, plan: Cle
     plan.delete.push(item)
     return
   }
+  // Half a task gzipped around a link or a FIFO is worse than none: such a task is reported, not compressed.
+  assertRegularFiles(ref.dir, TASK_DATA_FILES)
   const files = archivableFiles(ref.dir)
   if (files.length > 0) plan.compress.push({ ...item, files })
 }

@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3'
 import type { Database as Db, Statement } from 'better-sqlite3'
-import { chmodSync, existsSync, renameSync, rmSync } from 'node:fs'
+import { chmodSync, existsSync, lstatSync, renameSync, rmSync } from 'node:fs'
+import { CorruptRecordError } from '../errors.js'
 import type { DiskUse } from './disk.js'
 import { LOCATIONS } from './layout.js'
 import type { Layout, Location } from './layout.js'
@@ -111,6 +112,7 @@ export class TaskIndex {
 
   /** Opens (creating and migrating) the index at `path`. */
   static open(path: string): TaskIndex {
+    if (path !== ':memory:') assertIndexFiles(path)
     const created = path !== ':memory:' && !existsSync(path)
     const db = new Database(path, { timeout: 10_000 })
     try {
@@ -134,17 +136,18 @@ export class TaskIndex {
    * Returns the new name, or null when the index opened (or there was none).
    */
   static setAsideIfDamaged(path: string, now: Date): string | null {
-    if (!existsSync(path)) return null
+    const present = INDEX_FILES.filter((suffix) => lstatSync(path + suffix, { throwIfNoEntry: false }) !== undefined)
+    if (present.length === 0) return null
     try {
       TaskIndex.open(path).close()
       return null
     } catch (err) {
       const code = String((err as { code?: unknown }).code ?? '')
-      if (!code.startsWith('SQLITE_CORRUPT') && !code.startsWith('SQLITE_NOTADB')) throw err
+      if (!(err instanceof CorruptRecordError) && !code.startsWith('SQLITE_CORRUPT') && !code.startsWith('SQLITE_NOTADB')) throw err
     }
+    // Renamed, never followed: a link moves aside as a link, a directory as a directory.
     const aside = `${path}.damaged-${now.toISOString().replace(/[:.]/g, '-')}`
-    for (const suffix of ['-wal', '-shm']) if (existsSync(path + suffix)) renameSync(path + suffix, aside + suffix)
-    renameSync(path, aside)
+    for (const suffix of present) renameSync(path + suffix, aside + suffix)
     return aside
   }
 
@@ -281,5 +284,21 @@ export function taskRow(meta: TaskMetadata, state: TaskState | null, location: L
     error_message: state?.error ?? null,
     disk_bytes: disk?.bytes ?? null,
     disk_bytes_raw: disk?.raw ?? null,
+  }
+}
+
+/** tasks.db and the files SQLite keeps beside it. */
+const INDEX_FILES = ['', '-wal', '-shm', '-journal'] as const
+
+/**
+ * tasks.db and its -wal, -shm and -journal must be regular files when present: SQLite
+ * would follow a link out of the tree (and write there), and a directory or a FIFO
+ * gives errors that say nothing of the cause. `reindex` sets such files aside.
+ */
+function assertIndexFiles(path: string): void {
+  for (const suffix of INDEX_FILES) {
+    const st = lstatSync(path + suffix, { throwIfNoEntry: false })
+    if (st === undefined || st.isFile()) continue
+    throw new CorruptRecordError(`${path + suffix} is ${st.isSymbolicLink() ? 'a symbolic link' : 'not a regular file'}`, 'run ctxagent reindex: it sets it aside and rebuilds the index')
   }
 }

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs'
 import Database from 'better-sqlite3'
 import { tmpdir } from 'node:os'
@@ -41,7 +42,9 @@ describe('stray entries, links and a stale index', () => {
     expect(view.stderr.trimEnd().split('\n')).toEqual([expect.stringMatching(/messages\.jsonl is a symbolic link/)])
     expect(view.stdout).not.toContain('OUTSIDE SECRET')
     const cleanup = cli(['cleanup', '--compress-after', '1d', '--delete-after', '10000d', '--home', tree.base])
-    expect(cleanup.code, cleanup.stderr).toBe(0)
+    // Not gzipped around the links: the task is named and left as it was.
+    expect(cleanup.code).toBe(1)
+    expect(cleanup.stderr).toMatch(/1 task\(s\) in completed\/ could not be cleaned up.*is a symbolic link/)
     const names = readdirSync(dir)
     expect(names.filter((n) => n.endsWith('.tmp'))).toEqual([])
     expect(names).not.toContain('tools.jsonl.gz')
@@ -204,5 +207,62 @@ describe('stray entries, links and a stale index', () => {
     expect(cli(['watch-locks', '--once', '--home', tree.base]).code).toBe(0)
     const after = JSON.parse(readFileSync(join(tree.layout.taskDir('completed', uuidN(0x70)), 'state.json'), 'utf8')) as Record<string, unknown>
     expect(after).toMatchObject({ status: 'failed', started_at: null })
+  })
+
+  it('a FIFO for a task file: cleanup does not gzip around it, compress refuses, unlock of a dead task refuses before touching its lock', () => {
+    const tree = makeTree()
+    const done = tree.write({ uuid: uuidN(0x80), location: 'completed', completedAt: OLD, messages: 3 })
+    rmSync(join(done, 'messages.jsonl'))
+    execFileSync('mkfifo', [join(done, 'messages.jsonl')])
+    const cleanup = cli(['cleanup', '--json', '--compress-after', '1d', '--delete-after', '10000d', '--home', tree.base])
+    expect(cleanup.code).toBe(1)
+    expect(JSON.parse(cleanup.stdout)).toMatchObject({ compressed: [], failed: [{ uuid: uuidN(0x80), error: expect.stringContaining('messages.jsonl is not a regular file') }] })
+    expect(readdirSync(done).filter((n) => n.endsWith('.gz'))).toEqual([])
+    const compress = cli(['compress', uuidN(0x80), '--extractive', '--home', tree.base])
+    expect(compress.code).toBe(1)
+    expect(compress.stderr).toMatch(/messages\.jsonl is not a regular file/)
+    const lock = { process_id: 2 ** 22 + 9, hostname: hostname(), acquired_at: OLD, heartbeat_at: OLD }
+    const dead = tree.write({ uuid: uuidN(0x81), location: 'running', status: 'processing', completedAt: null, messages: 3, lock })
+    rmSync(join(dead, 'state.json'))
+    execFileSync('mkfifo', [join(dead, 'state.json')])
+    const before = readFileSync(join(dead, '.lock'), 'utf8')
+    const unlock = cli(['unlock', uuidN(0x81), '--home', tree.base])
+    expect(unlock.code).toBe(1)
+    expect(unlock.stderr).toMatch(/state\.json is not a regular file/)
+    expect(readFileSync(join(dead, '.lock'), 'utf8')).toBe(before)
+  })
+
+  it('tasks.db as a link out of the tree, or -shm as a directory: never followed; reindex sets them aside and rebuilds', () => {
+    const tree = makeTree()
+    tree.write({ uuid: uuidN(0x90), location: 'completed', completedAt: OLD, messages: 3 })
+    const outside = join(tmpdir(), `ctxagent-outside-db-${process.pid}`)
+    writeFileSync(outside, 'not ours\n')
+    onTestFinished(() => rmSync(outside, { force: true }))
+    symlinkSync(outside, join(tree.base, 'tasks.db'))
+    const stats = cli(['stats', '--json', '--home', tree.base])
+    expect(stats.code, stats.stderr).toBe(0)
+    expect(stats.stderr).toMatch(/tasks\.db is a symbolic link/)
+    const reindex = cli(['reindex', '--home', tree.base])
+    expect(reindex.code, reindex.stderr).toBe(0)
+    expect(readFileSync(outside, 'utf8')).toBe('not ours\n')
+    expect(readdirSync(tree.base).filter((n) => n.startsWith('tasks.db.damaged-'))).toHaveLength(1)
+    mkdirSync(join(tree.base, 'tasks.db-shm'))
+    const again = cli(['reindex', '--home', tree.base])
+    expect(again.code, again.stderr).toBe(0)
+    expect(again.stderr).toMatch(/tasks\.db was damaged; moved aside/)
+    expect(cli(['stats', '--json', '--home', tree.base]).stdout).toMatch(/"total": ?1/)
+  })
+
+  it('a lock whose pid cannot be a process gets the unreadable-lock alert; reindex exits 1 when a directory could not be read', () => {
+    const tree = makeTree()
+    tree.write({ uuid: uuidN(0xa0), location: 'running', status: 'processing', completedAt: null, messages: 3, lock: { process_id: 0, hostname: hostname(), acquired_at: OLD, heartbeat_at: OLD } })
+    const pass = cli(['watch-locks', '--once', '--json', '--home', tree.base])
+    expect(pass.stdout).toContain('not a lock record')
+    const broken = tree.write({ uuid: uuidN(0xa1), location: 'completed', completedAt: OLD, messages: 3 })
+    writeFileSync(join(broken, 'metadata.json'), '{ not json')
+    const reindex = cli(['reindex', '--home', tree.base])
+    expect(reindex.code).toBe(1)
+    expect(reindex.stdout).toContain(`completed/${uuidN(0xa1)}`)
+    expect(reindex.stderr.trimEnd().split('\n')).toEqual(['ctxagent: 1 task directory could not be read and is not in tasks.db (listed above; fix or move them, then run ctxagent reindex again)'])
   })
 })

@@ -6,7 +6,7 @@ import { makeTree } from '../fixtures/tree.js'
 import type { Tree } from '../fixtures/tree.js'
 import { cliAsync } from '../helpers/run.js'
 import { snapshotTree } from '../helpers/tree-snapshot.js'
-import { BAD_CONFIGS, corpus, FIFO_STATE, LINKED, LINKED_STATE, TASK } from './corpus.js'
+import { BAD_CONFIGS, corpus, DEVICE_STATE, FIFO_STATE, LINKED, LINKED_STATE, TASK } from './corpus.js'
 import { record } from './report.js'
 
 /**
@@ -74,6 +74,14 @@ function plantTraps(tree: Tree): void {
   const fifo = tree.write({ uuid: FIFO_STATE, location: 'paused', messages: 2 })
   rmSync(join(fifo, 'state.json'))
   execFileSync('mkfifo', [join(fifo, 'state.json')])
+  // /dev/zero's device (1, 5): reads never end. Where mknod is not allowed, a FIFO stands in.
+  const device = tree.write({ uuid: DEVICE_STATE, location: 'paused', messages: 2 })
+  rmSync(join(device, 'state.json'))
+  try {
+    execFileSync('mknod', [join(device, 'state.json'), 'c', '1', '5'], { stdio: 'ignore' })
+  } catch {
+    execFileSync('mkfifo', [join(device, 'state.json')])
+  }
   const linkedState = tree.write({ uuid: LINKED_STATE, location: 'paused', messages: 2 })
   rmSync(join(linkedState, 'state.json'))
   symlinkSync(join(tree.base, 'outside', 'state.json'), join(linkedState, 'state.json'))

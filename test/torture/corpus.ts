@@ -15,6 +15,7 @@ const MISSING = uuidN(0x71)
 export const LINKED = uuidN(0x72)
 export const FIFO_STATE = uuidN(0x73)
 export const LINKED_STATE = uuidN(0x74)
+export const DEVICE_STATE = uuidN(0x75)
 
 const BAD_IDS: [string, string, RegExp][] = [
   ['empty', '', /no task id given|is not a task id/],
@@ -138,6 +139,9 @@ export function corpus(): Case[] {
     // Links and FIFOs planted in a task: never followed, never opened blocking, the task left as it was.
     { name: 'view: state.json is a FIFO', args: ['view', FIFO_STATE], code: 1, says: /state\.json is not a regular file/ },
     { name: 'view: state.json links out', args: ['view', LINKED_STATE], code: 1, says: /state\.json is a symbolic link/ },
+    { name: 'view: state.json is a device that never ends', args: ['view', DEVICE_STATE], code: 1, says: /state\.json is not a regular file/ },
+    { name: 'run --resume: state.json is a device that never ends', args: ['run', '--resume', DEVICE_STATE, '--provider', 'replay', '--replay-from', TASK], code: 1, says: /state\.json is not a regular file/ },
+    { name: 'compress: state.json is a FIFO', args: ['compress', FIFO_STATE, '--extractive'], code: 1, says: /state\.json is not a regular file/ },
     { name: 'comment: inbox.jsonl links out', args: ['comment', LINKED, 'hello'], code: 1, says: /inbox\.jsonl is a symbolic link/ },
     { name: 'run --resume: messages.jsonl links out', args: ['run', '--resume', LINKED, '--provider', 'replay', '--replay-from', TASK], code: 1, says: /messages\.jsonl is a symbolic link/ },
   )
