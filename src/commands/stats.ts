@@ -95,11 +95,13 @@ async function stats(ctx: Context, opts: StatsOptions): Promise<void> {
   // A misspelt --home must not look like a healthy, empty tree (for --check, 3 is UNKNOWN).
   if (!ctx.layout.exists()) throw new NotFoundError(`there is no task tree at ${shortPath(ctx.layout.base)}`, 'check --home, CTXAGENT_HOME or context.base_dir')
   const { index: existing, warning } = trustedIndex(ctx)
-  const index = existing ?? (await scanIntoMemory(ctx.layout))
+  const scanned = existing ? null : await scanIntoMemory(ctx.layout)
+  const index = existing ?? (scanned as NonNullable<typeof scanned>).index
   try {
     const filter: StatsFilter = { user: opts.user, from: opts.from, to: opts.to, status: opts.status }
     const report = collectStats(index, ctx.layout, filter, existing ? 'tasks.db' : 'scan')
     if (warning) ctx.io.warn(warning)
+    if (scanned && scanned.unreadable.length > 0) ctx.io.warn(uncountedWarning(scanned.unreadable))
     auditTask(ctx, opts.check ? 'stats --check' : 'stats', null)
     if (opts.check) {
       const result = checkHealth(report, index, ctx.layout, ctx.config, ctx.now())
@@ -165,4 +167,11 @@ function renderStats(ctx: Context, r: StatsReport, filter: StatsFilter): string 
 
 function cap(s: string): string {
   return s.charAt(0).toUpperCase() + s.slice(1)
+}
+
+/** Counting from the directories: the ones that could not be read are named, not silently left out. */
+function uncountedWarning(unreadable: { uuid: string; error: string }[]): string {
+  const shown = unreadable.slice(0, 2).map((u) => `${u.uuid.slice(0, 8)} (${u.error.length > 120 ? `${u.error.slice(0, 119)}…` : u.error})`)
+  const more = unreadable.length > shown.length ? `, and ${unreadable.length - shown.length} more` : ''
+  return `${unreadable.length} task director${unreadable.length === 1 ? 'y' : 'ies'} could not be read and ${unreadable.length === 1 ? 'is' : 'are'} not counted: ${shown.join(', ')}${more} (ctxagent reindex lists them all)`
 }

@@ -85,6 +85,6 @@ export async function reconcileIndex(env: TaskEnv): Promise<number> {
  * A task in running/ whose owner holds its lock but has not written metadata.json yet:
  * not a failure, its owner indexes it (a creator that died is reaped by watch-locks).
  */
-function beingCreated(ref: TaskRef): boolean {
+export function beingCreated(ref: TaskRef): boolean {
   return ref.location === 'running' && !existsSync(join(ref.dir, FILES.metadata)) && existsSync(join(ref.dir, FILES.lock))
 }

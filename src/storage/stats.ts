@@ -5,6 +5,7 @@ import type { Layout, Location } from './layout.js'
 import { LOCATIONS } from './layout.js'
 import { readLock } from './lock.js'
 import { TaskIndex, taskRow } from './task-index.js'
+import { beingCreated } from './reindex.js'
 import { listTasks, scanTask } from './task-scan.js'
 
 export interface StatsFilter {
@@ -118,15 +119,17 @@ function diskUse(index: TaskIndex, layout: Layout, w: Where): StatsReport['disk'
 }
 
 /** An in-memory index built by scanning the directories, for when tasks.db is missing. */
-export async function scanIntoMemory(layout: Layout): Promise<TaskIndex> {
+export async function scanIntoMemory(layout: Layout): Promise<{ index: TaskIndex; unreadable: { uuid: string; error: string }[] }> {
   const index = TaskIndex.open(':memory:')
   const rows = []
+  const unreadable: { uuid: string; error: string }[] = []
   for (const ref of listTasks(layout)) {
     const scanned = await scanTask(ref)
     if (scanned.ok) rows.push(taskRow(scanned.task.metadata, scanned.task.state, ref.location, scanned.task.counts))
+    else if (!beingCreated(ref)) unreadable.push({ uuid: ref.uuid, error: scanned.error })
   }
   index.replaceAll(rows)
-  return index
+  return { index, unreadable }
 }
 
 export type Level = 'ok' | 'warning' | 'critical'

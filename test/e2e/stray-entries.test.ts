@@ -265,4 +265,15 @@ describe('stray entries, links and a stale index', () => {
     expect(reindex.stdout).toContain(`completed/${uuidN(0xa1)}`)
     expect(reindex.stderr.trimEnd().split('\n')).toEqual(['ctxagent: 1 task directory could not be read and is not in tasks.db (listed above; fix or move them, then run ctxagent reindex again)'])
   })
+
+  it('stats counting from the directories names the ones it could not read instead of leaving them out silently', () => {
+    const tree = makeTree()
+    tree.write({ uuid: uuidN(0xb0), location: 'completed', completedAt: OLD, messages: 3 })
+    const broken = tree.write({ uuid: uuidN(0xb1), location: 'completed', completedAt: OLD, messages: 3 })
+    writeFileSync(join(broken, 'metadata.json'), 'null')
+    const res = cli(['stats', '--json', '--home', tree.base])
+    expect(res.code, res.stderr).toBe(0)
+    expect(res.stderr).toContain(`ctxagent: warning: 1 task directory could not be read and is not counted: 000000b1 (${broken}/metadata.json is not a JSON object) (ctxagent reindex lists them all)`)
+    expect(JSON.parse(res.stdout)).toMatchObject({ total: 1 })
+  })
 })
