@@ -6,7 +6,8 @@ import type { Node as YamlNode, YAMLError } from 'yaml'
 import * as z from 'zod/mini'
 import { isDuration } from './duration.js'
 import { isErrno, UsageError } from './errors.js'
-import { describeErrno, shortPath } from './input-file.js'
+import { describeErrno } from './input-file.js'
+import { clip, shortPath } from './text.js'
 
 /** The task tree when neither --home, CTXAGENT_HOME nor the file names one. */
 export const DEFAULT_BASE_DIR = './logs/contexts'
@@ -408,7 +409,7 @@ function shownKey(key: string): string {
 /** Text for a one-line message: control characters escaped, cut to `max` characters. */
 function shown(value: string, max: number): string {
   const printable = value.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
-  return printable.length <= max ? printable : `${printable.slice(0, max - 1)}…`
+  return clip(printable, max)
 }
 
 function shownPath(file: string): string {

@@ -3,7 +3,7 @@ import { userInfo } from 'node:os'
 import { DEFAULT_BASE_DIR, loadConfig } from './config.js'
 import type { Config } from './config.js'
 import { UsageError } from './errors.js'
-import { shortPath } from './input-file.js'
+import { cutInput, shortPath } from './text.js'
 import { createIo } from './io.js'
 import type { Io } from './io.js'
 import { audit } from './storage/audit.js'
@@ -66,7 +66,7 @@ function pinnedNow(env: NodeJS.ProcessEnv): number | undefined {
   if (pinned === undefined) return undefined
   const date = parseIsoDate(pinned, { dayOnly: false })
   if (date === null) {
-    throw new UsageError(`CTXAGENT_NOW '${cut(pinned, 40)}' is not an ISO 8601 date-time`, 'give one like 2024-01-31T12:00:00Z, or unset CTXAGENT_NOW')
+    throw new UsageError(`CTXAGENT_NOW '${cutInput(pinned, 40)}' is not an ISO 8601 date-time`, 'give one like 2024-01-31T12:00:00Z, or unset CTXAGENT_NOW')
   }
   return date.getTime()
 }
@@ -92,10 +92,6 @@ export function parseIsoDate(value: string, options: { dayOnly: boolean }): Date
   }
   const date = new Date(day ? `${value}T00:00:00.000Z` : value)
   return Number.isNaN(date.getTime()) ? null : date
-}
-
-function cut(text: string, max: number): string {
-  return text.length <= max ? text : `${text.slice(0, max)}… (${text.length} characters)`
 }
 
 /**

@@ -1,5 +1,6 @@
 import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs'
 import { UsageError } from './errors.js'
+import { shortPath } from './text.js'
 
 /**
  * A file the operator named (a config, a task or prompt file, a recording): opened
@@ -37,11 +38,6 @@ function openRegular(path: string, what: string, hint: string): number {
     throw new UsageError(`${what} ${shortPath(path)} is not a regular file`, hint)
   }
   return fd
-}
-
-/** A path cut for a one-line message: its start and its end. */
-export function shortPath(path: string, max = 160): string {
-  return path.length <= max ? path : `${path.slice(0, 60)}…${path.slice(-(max - 61))}`
 }
 
 const ERRNO_TEXT: Record<string, string> = {

@@ -1,6 +1,6 @@
 import { accessSync, constants, statfsSync } from 'node:fs'
 import { CtxError } from './errors.js'
-import { shortPath } from './input-file.js'
+import { shortPath } from './text.js'
 
 /**
  * Turns what the operating system or SQLite threw (ENOSPC, EACCES, SQLITE_FULL, …)

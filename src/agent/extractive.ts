@@ -1,4 +1,5 @@
 import type { StoredMessage } from '../storage/records.js'
+import { clip } from '../text.js'
 
 const PATH = /(?:\.{0,2}\/)?(?:[\w@.-]+\/)+[\w.-]+\.[A-Za-z0-9]{1,8}\b|\b[\w-]+\.(?:ts|tsx|js|mjs|cjs|jsx|py|rb|go|rs|java|kt|c|h|cpp|hpp|cs|php|swift|json|ya?ml|toml|md|sql|sh|css|html|lock)\b/g
 const ERROR = /\b(error|exception|failed|failure|traceback|panic|fatal|denied|cannot|not found|undefined is not)\b/i
@@ -43,8 +44,4 @@ export function extractiveSummary(previous: string | null, messages: readonly St
 
 function unique(items: string[], max: number): string[] {
   return [...new Set(items)].slice(0, max)
-}
-
-function clip(text: string, max: number): string {
-  return text.length > max ? `${text.slice(0, max - 1)}…` : text
 }

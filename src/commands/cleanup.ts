@@ -5,6 +5,7 @@ import { formatBytes } from '../duration.js'
 import { CtxError, UsageError } from '../errors.js'
 import { createProgress } from '../progress.js'
 import { table } from '../render.js'
+import { clip, sampleOf } from '../text.js'
 import { straysWarning } from '../storage/layout.js'
 import { monitorPass } from '../storage/monitor.js'
 import type { Finding } from '../storage/monitor.js'
@@ -104,16 +105,14 @@ function hasReversedRange(expression: string): boolean {
 
 /** The tasks cleanup could not read or finish, in one line (exit 1: the others were done). */
 function failedError(failed: CleanupReport['failed']): CtxError {
-  const shown = failed.slice(0, 2).map((f) => `${f.uuid.slice(0, 8)} (${f.error.length > 150 ? `${f.error.slice(0, 149)}…` : f.error})`)
-  const more = failed.length > shown.length ? `, and ${failed.length - shown.length} more` : ''
-  return new CtxError(`${failed.length} task(s) in completed/ could not be cleaned up and were left as they were: ${shown.join(', ')}${more}`, { exitCode: 1, hint: 'the other tasks were; fix these (--json lists all) and run cleanup again' })
+  const shown = sampleOf(failed.map((f) => `${f.uuid.slice(0, 8)} (${clip(f.error, 150)})`), 2)
+  return new CtxError(`${failed.length} task(s) in completed/ could not be cleaned up and were left as they were: ${shown}`, { exitCode: 1, hint: 'the other tasks were; fix these (--json lists all) and run cleanup again' })
 }
 
 /** One line for every task cleanup had to date by its files: they are not skipped, but somebody should look. */
 function undatedWarning(undated: CleanupPlan['undated']): string {
-  const shown = undated.slice(0, 3).map((u) => `${u.uuid.slice(0, 8)} (${u.reason})`)
-  const more = undated.length > shown.length ? `, and ${undated.length - shown.length} more` : ''
-  return `${undated.length} task(s) in completed/ have no usable completed_at, so their age comes from their files' times: ${shown.join(', ')}${more} (ctxagent view <uuid> shows them; --json lists all)`
+  const shown = sampleOf(undated.map((u) => `${u.uuid.slice(0, 8)} (${u.reason})`), 3)
+  return `${undated.length} task(s) in completed/ have no usable completed_at, so their age comes from their files' times: ${shown} (ctxagent view <uuid> shows them; --json lists all)`
 }
 
 function render(ctx: Context, r: CleanupReport): string {

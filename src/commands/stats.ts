@@ -3,7 +3,7 @@ import type { Context } from '../context.js'
 import { auditTask, parseIsoDate } from '../context.js'
 import { formatBytes, formatDuration } from '../duration.js'
 import { NotFoundError, UsageError } from '../errors.js'
-import { shortPath } from '../input-file.js'
+import { clip, sampleOf, shortPath } from '../text.js'
 import { table } from '../render.js'
 import { STATUSES } from '../storage/state.js'
 import { checkHealth, collectStats, scanIntoMemory } from '../storage/stats.js'
@@ -171,7 +171,6 @@ function cap(s: string): string {
 
 /** Counting from the directories: the ones that could not be read are named, not silently left out. */
 function uncountedWarning(unreadable: { uuid: string; error: string }[]): string {
-  const shown = unreadable.slice(0, 2).map((u) => `${u.uuid.slice(0, 8)} (${u.error.length > 120 ? `${u.error.slice(0, 119)}…` : u.error})`)
-  const more = unreadable.length > shown.length ? `, and ${unreadable.length - shown.length} more` : ''
-  return `${unreadable.length} task director${unreadable.length === 1 ? 'y' : 'ies'} could not be read and ${unreadable.length === 1 ? 'is' : 'are'} not counted: ${shown.join(', ')}${more} (ctxagent reindex lists them all)`
+  const shown = sampleOf(unreadable.map((u) => `${u.uuid.slice(0, 8)} (${clip(u.error, 120)})`), 2)
+  return `${unreadable.length} task director${unreadable.length === 1 ? 'y' : 'ies'} could not be read and ${unreadable.length === 1 ? 'is' : 'are'} not counted: ${shown} (ctxagent reindex lists them all)`
 }

@@ -1,6 +1,7 @@
 import { lstatSync, readdirSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { isErrno, NotFoundError, UsageError } from '../errors.js'
+import { cutInput, sampleOf } from '../text.js'
 
 export const LOCATIONS = ['running', 'paused', 'completed'] as const
 export type Location = (typeof LOCATIONS)[number]
@@ -101,7 +102,7 @@ export function isUuid(name: string): boolean {
  */
 export function parseTaskId(input: string): { id: string; full: boolean } {
   const id = input.trim().toLowerCase()
-  const shown = input.length > 40 ? `${input.slice(0, 40)}… (${input.length} characters)` : input
+  const shown = cutInput(input, 40)
   const hint = 'give the full task uuid, or a unique prefix of at least 8 hex characters'
   if (id.length === 0) throw new UsageError('no task id given', hint)
   if (id.length > 36) throw new UsageError(`'${shown}' is not a task id`, hint)
@@ -150,6 +151,5 @@ function existsDir(path: string): boolean {
 export function straysWarning(layout: Layout, locations: readonly Location[] = LOCATIONS): string | null {
   const found = locations.flatMap((location) => layout.strays(location).map((s) => `${location}/${s.name} (${s.kind})`))
   if (found.length === 0) return null
-  const more = found.length > 3 ? `, and ${found.length - 3} more` : ''
-  return `${found.length} entr${found.length === 1 ? 'y' : 'ies'} named like a task but not a task directory, left alone: ${found.slice(0, 3).join(', ')}${more} (move them out of the tree)`
+  return `${found.length} entr${found.length === 1 ? 'y' : 'ies'} named like a task but not a task directory, left alone: ${sampleOf(found, 3)} (move them out of the tree)`
 }

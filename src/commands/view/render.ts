@@ -2,6 +2,7 @@ import type { Context } from '../../context.js'
 import { formatDuration } from '../../duration.js'
 import type { JsonRecord } from '../../storage/jsonl.js'
 import type { Overview, RecordKind } from '../../storage/task-reader.js'
+import { clip } from '../../text.js'
 
 const PREVIEW = 120
 
@@ -81,8 +82,7 @@ function indent(text: string): string {
 }
 
 function preview(text: string, max: number): string {
-  const one = text.replace(/\s+/g, ' ').trim()
-  return one.length > max ? `${one.slice(0, max - 1)}…` : one
+  return clip(text.replace(/\s+/g, ' ').trim(), max)
 }
 
 function when(iso: string | null | undefined): string {
