@@ -1,4 +1,4 @@
-import { accessSync, constants, existsSync, statSync } from 'node:fs'
+import { existsSync, statSync } from 'node:fs'
 import { userInfo } from 'node:os'
 import { DEFAULT_BASE_DIR, loadConfig } from './config.js'
 import type { Config } from './config.js'
@@ -10,7 +10,7 @@ import { audit } from './storage/audit.js'
 import { Layout } from './storage/layout.js'
 import type { TaskEnv } from './storage/task-env.js'
 import { TaskIndex } from './storage/task-index.js'
-import { explainSystemError, isDiskFull, whyIndexUnopenable } from './system-errors.js'
+import { accessError, explainSystemError, isDiskFull, whyIndexUnopenable } from './system-errors.js'
 
 export interface GlobalOptions {
   home?: string
@@ -148,7 +148,7 @@ export async function withTaskEnv<T>(ctx: Context, body: (env: TaskEnv) => Promi
     unopened = `tasks.db cannot be opened (${why}); continuing without it (ctxagent reindex rebuilds it)`
     // On a full disk, or a tree this user may not write, the command's own error will say so in
     // one line; the warning waits for success.
-    if (!isDiskFull(err, ctx.layout.base) && writable(ctx.layout.base)) {
+    if (!isDiskFull(err, ctx.layout.base) && accessError(ctx.layout.base) === null) {
       ctx.io.warn(unopened)
       unopened = null
     }
@@ -160,15 +160,6 @@ export async function withTaskEnv<T>(ctx: Context, body: (env: TaskEnv) => Promi
     return result
   } finally {
     index?.close()
-  }
-}
-
-function writable(dir: string): boolean {
-  try {
-    accessSync(dir, constants.R_OK | constants.W_OK | constants.X_OK)
-    return true
-  } catch {
-    return false
   }
 }
 

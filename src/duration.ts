@@ -17,11 +17,13 @@ const MAX_DURATION_MS = 100 * 365 * 86_400_000
  */
 export function parseDuration(text: string, what: string): number {
   const trimmed = text.trim()
-  if (/^\d+(\.\d+)?$/.test(trimmed)) {
-    const ms = Number(trimmed) * 1000
-    if (ms > MAX_DURATION_MS) throw new UsageError(`${what}: '${text}' is longer than 100 years`, 'give a shorter duration')
-    return Math.round(ms)
-  }
+  const total = /^\d+(\.\d+)?$/.test(trimmed) ? Number(trimmed) * 1000 : sumOfParts(trimmed, text, what)
+  if (total > MAX_DURATION_MS) throw new UsageError(`${what}: '${text}' is longer than 100 years`, 'give a shorter duration')
+  return Math.round(total)
+}
+
+/** `1h30m` as milliseconds; a usage error when any of it is not a number with a unit. */
+function sumOfParts(trimmed: string, text: string, what: string): number {
   const part = /(\d+(?:\.\d+)?)(ms|s|m|h|d|w)/gy
   let total = 0
   let consumed = 0
@@ -32,8 +34,7 @@ export function parseDuration(text: string, what: string): number {
   if (trimmed === '' || consumed !== trimmed.length) {
     throw new UsageError(`${what}: '${text}' is not a duration`, 'use forms like 90s, 5m, 6h, 7d or 1h30m')
   }
-  if (total > MAX_DURATION_MS) throw new UsageError(`${what}: '${text}' is longer than 100 years`, 'give a shorter duration')
-  return Math.round(total)
+  return total
 }
 
 export function formatDuration(ms: number): string {

@@ -86,7 +86,8 @@ export function isDiskFull(err: unknown, base: string): boolean {
   return free !== null && free < 1024 * 1024
 }
 
-function accessError(dir: string): string | null {
+/** Why this user may not read, write and search `dir` (an errno code), or null when it may. */
+export function accessError(dir: string): string | null {
   try {
     accessSync(dir, constants.R_OK | constants.W_OK | constants.X_OK)
     return null

@@ -95,13 +95,12 @@ async function stats(ctx: Context, opts: StatsOptions): Promise<void> {
   // A misspelt --home must not look like a healthy, empty tree (for --check, 3 is UNKNOWN).
   if (!ctx.layout.exists()) throw new NotFoundError(`there is no task tree at ${shortPath(ctx.layout.base)}`, 'check --home, CTXAGENT_HOME or context.base_dir')
   const { index: existing, warning } = trustedIndex(ctx)
-  const scanned = existing ? null : await scanIntoMemory(ctx.layout)
-  const index = existing ?? (scanned as NonNullable<typeof scanned>).index
+  const { index, unreadable } = existing ? { index: existing, unreadable: [] } : await scanIntoMemory(ctx.layout)
   try {
     const filter: StatsFilter = { user: opts.user, from: opts.from, to: opts.to, status: opts.status }
     const report = collectStats(index, ctx.layout, filter, existing ? 'tasks.db' : 'scan')
     if (warning) ctx.io.warn(warning)
-    if (scanned && scanned.unreadable.length > 0) ctx.io.warn(uncountedWarning(scanned.unreadable))
+    if (unreadable.length > 0) ctx.io.warn(uncountedWarning(unreadable))
     auditTask(ctx, opts.check ? 'stats --check' : 'stats', null)
     if (opts.check) {
       const result = checkHealth(report, index, ctx.layout, ctx.config, ctx.now())

@@ -81,15 +81,7 @@ const DEFAULT_INTERVAL_MS = 5 * 60_000
 async function waitForTree(ctx: Context, intervalMs: number): Promise<boolean> {
   const { stopped, dispose } = stopSignal()
   try {
-    while (!ctx.layout.exists()) {
-      let timer: NodeJS.Timeout | undefined
-      const next = new Promise<'next'>((resolve) => {
-        timer = setTimeout(() => resolve('next'), Math.min(intervalMs, 5_000))
-      })
-      const why = await Promise.race([next, stopped.then(() => 'stop' as const)])
-      clearTimeout(timer)
-      if (why === 'stop') return false
-    }
+    while (!ctx.layout.exists()) if (!(await pause(Math.min(intervalMs, 5_000), stopped))) return false
     return true
   } finally {
     dispose()
@@ -100,20 +92,23 @@ async function waitForTree(ctx: Context, intervalMs: number): Promise<boolean> {
 async function loop(ctx: Context, intervalMs: number, body: () => Promise<void>): Promise<void> {
   const { stopped, dispose } = stopSignal()
   try {
-    for (;;) {
-      await body()
-      let timer: NodeJS.Timeout | undefined
-      const next = new Promise<'next'>((resolve) => {
-        timer = setTimeout(() => resolve('next'), intervalMs)
-      })
-      const why = await Promise.race([next, stopped.then(() => 'stop' as const)])
-      clearTimeout(timer)
-      if (why === 'stop') return
-    }
+    do await body()
+    while (await pause(intervalMs, stopped))
   } finally {
     dispose()
     if (!ctx.json) ctx.io.err('watch-locks: stopped\n')
   }
+}
+
+/** Waits `ms`: true when it passed, false when `stopped` came first. */
+async function pause(ms: number, stopped: Promise<void>): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined
+  const next = new Promise<true>((resolve) => {
+    timer = setTimeout(() => resolve(true), ms)
+  })
+  const passed = await Promise.race([next, stopped.then(() => false)])
+  clearTimeout(timer)
+  return passed
 }
 
 function report(ctx: Context, result: PassResult): void {

@@ -104,7 +104,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
       if (inheritance) log.info(`inherited the ${inheritance.summary_source === 'final_summary' ? 'final summary' : 'last summary'} of task ${inheritance.uuid} (${inheritance.status})`)
     } else {
       const repaired = await repairResumed(handle)
-      log.info(`resumed at turn ${handle.state.turns ?? 0} (${client.model}, dir ${handle.dir})${repaired.answered ? `; ${repaired.answered} unanswered tool call(s) answered as aborted` : ''}${repaired.rebuilt ? '; current.jsonl rebuilt' : ''}${killedText(handle.stoppedCommands).replace('it left', 'the dead agent left')}`)
+      log.info(`resumed at turn ${handle.state.turns ?? 0} (${client.model}, dir ${handle.dir})${repaired.answered ? `; ${repaired.answered} unanswered tool call(s) answered as aborted` : ''}${repaired.rebuilt ? '; current.jsonl rebuilt' : ''}${killedText(handle.stoppedCommands, 'the dead agent')}`)
     }
     const remote = start.channel ? await openRemote(start, handle, config, log) : undefined
     if (remote) handle.onStop(() => remote.status(statusText(handle, 'paused; it continues when the task is resumed')))

@@ -79,7 +79,7 @@ export function openPrivate(path: string, flags: keyof typeof OPEN_FLAGS): numbe
  * Refuses a task whose data files are not all regular files (a link planted in it, a
  * FIFO, a directory), before a command that would write to them changes anything.
  */
-export function assertRegularFiles(dir: string, names: readonly string[]): void {
+export function assertRegularFiles(dir: string, names: readonly string[], hint?: string): void {
   for (const name of names) {
     const path = join(dir, name)
     let st
@@ -89,13 +89,13 @@ export function assertRegularFiles(dir: string, names: readonly string[]): void 
       if (isErrno(err, 'ENOENT')) continue
       throw err
     }
-    if (st.isSymbolicLink()) throw notAFileError(path, 'is a symbolic link')
-    if (!st.isFile()) throw notAFileError(path, 'is not a regular file')
+    if (st.isSymbolicLink()) throw notAFileError(path, 'is a symbolic link', hint)
+    if (!st.isFile()) throw notAFileError(path, 'is not a regular file', hint)
   }
 }
 
-function notAFileError(path: string, what: string): CorruptRecordError {
-  return new CorruptRecordError(`${path} ${what}; ctxagent reads and writes only regular files in a task tree`, 'replace it with the file it stands for, or remove it')
+function notAFileError(path: string, what: string, hint = 'replace it with the file it stands for, or remove it'): CorruptRecordError {
+  return new CorruptRecordError(`${path} ${what}; ctxagent reads and writes only regular files in a task tree`, hint)
 }
 
 /** Writes all of `data` at the fd's position, looping on short writes. */

@@ -52,7 +52,6 @@ export class Layout {
     return join(this.base, 'audit.jsonl')
   }
 
-  /** Task uuids in one location; a missing location is empty. */
   /**
    * Entries of a location named like a task that are not task directories (a regular
    * file, a link, a FIFO): never treated as tasks, but reported by the commands that
@@ -69,6 +68,7 @@ export class Layout {
     }
   }
 
+  /** Task uuids in one location; a missing location is empty. */
   list(location: Location): string[] {
     try {
       // Directories only: a stray file (or a link) named like a uuid is not a task.

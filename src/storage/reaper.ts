@@ -28,9 +28,9 @@ export interface ReapReport {
   killed_commands?: number[]
 }
 
-/** How a report says that a takeover killed the dead owner's commands ('' when none). */
-export function killedText(groups: readonly number[] | undefined): string {
-  return groups && groups.length > 0 ? `; killed the command(s) it left running (process group ${groups.join(', ')})` : ''
+/** How a report says that a takeover killed the dead owner's commands ('' when none); `who` names the owner. */
+export function killedText(groups: readonly number[] | undefined, who = 'it'): string {
+  return groups && groups.length > 0 ? `; killed the command(s) ${who} left running (process group ${groups.join(', ')})` : ''
 }
 
 export type ReapOutcome =

@@ -1,13 +1,12 @@
 import { existsSync } from 'node:fs'
-import { join } from 'node:path'
 import { taskDiskUse } from './disk.js'
-import { FILES, LOCATIONS } from './layout.js'
-import type { Location, TaskRef } from './layout.js'
+import { LOCATIONS } from './layout.js'
+import type { Location } from './layout.js'
 import { finishCompleting } from './reaper.js'
 import { indexDrift, TaskIndex, taskRow } from './task-index.js'
 import type { TaskRow } from './task-index.js'
 import type { TaskEnv } from './task-env.js'
-import { listTasks, scanTask } from './task-scan.js'
+import { beingCreated, listTasks, scanTask } from './task-scan.js'
 
 export interface ReindexResult {
   indexed: number
@@ -79,12 +78,4 @@ export async function reconcileIndex(env: TaskEnv): Promise<number> {
     changed++
   }
   return changed
-}
-
-/**
- * A task in running/ whose owner holds its lock but has not written metadata.json yet:
- * not a failure, its owner indexes it (a creator that died is reaped by watch-locks).
- */
-export function beingCreated(ref: TaskRef): boolean {
-  return ref.location === 'running' && !existsSync(join(ref.dir, FILES.metadata)) && existsSync(join(ref.dir, FILES.lock))
 }

@@ -5,8 +5,7 @@ import type { Layout, Location } from './layout.js'
 import { LOCATIONS } from './layout.js'
 import { readLock } from './lock.js'
 import { TaskIndex, taskRow } from './task-index.js'
-import { beingCreated } from './reindex.js'
-import { listTasks, scanTask } from './task-scan.js'
+import { beingCreated, listTasks, scanTask } from './task-scan.js'
 
 export interface StatsFilter {
   user?: string | undefined

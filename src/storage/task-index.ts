@@ -1,7 +1,9 @@
 import Database from 'better-sqlite3'
 import type { Database as Db, Statement } from 'better-sqlite3'
 import { chmodSync, existsSync, lstatSync, renameSync, rmSync } from 'node:fs'
+import { basename, dirname } from 'node:path'
 import { CorruptRecordError } from '../errors.js'
+import { assertRegularFiles } from './files.js'
 import type { DiskUse } from './disk.js'
 import { LOCATIONS } from './layout.js'
 import type { Layout, Location } from './layout.js'
@@ -296,9 +298,5 @@ const INDEX_FILES = ['', '-wal', '-shm', '-journal'] as const
  * gives errors that say nothing of the cause. `reindex` sets such files aside.
  */
 function assertIndexFiles(path: string): void {
-  for (const suffix of INDEX_FILES) {
-    const st = lstatSync(path + suffix, { throwIfNoEntry: false })
-    if (st === undefined || st.isFile()) continue
-    throw new CorruptRecordError(`${path + suffix} is ${st.isSymbolicLink() ? 'a symbolic link' : 'not a regular file'}`, 'run ctxagent reindex: it sets it aside and rebuilds the index')
-  }
+  assertRegularFiles(dirname(path), INDEX_FILES.map((suffix) => basename(path) + suffix), 'run ctxagent reindex: it sets it aside and rebuilds the index')
 }

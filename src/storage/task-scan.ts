@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { CtxError } from '../errors.js'
 import { readJsonl, resolveDataFile, tailPlainSync } from './jsonl.js'
@@ -66,6 +67,14 @@ export async function scanTask(ref: TaskRef): Promise<ScanResult> {
     if (err instanceof CtxError) return { ok: false, ref, error: err.message }
     return { ok: false, ref, error: `${ref.dir}: ${(err as Error).message}` }
   }
+}
+
+/**
+ * A task in running/ whose owner holds its lock but has not written metadata.json yet:
+ * not a failure to read, its owner indexes it (a creator that died is reaped by watch-locks).
+ */
+export function beingCreated(ref: TaskRef): boolean {
+  return ref.location === 'running' && !existsSync(join(ref.dir, FILES.metadata)) && existsSync(join(ref.dir, FILES.lock))
 }
 
 /** Every task directory in the layout (or in some locations), as refs. */
