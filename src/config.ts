@@ -1,4 +1,3 @@
-import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs'
 import { isCollection, isMap, isPair, isScalar, isSeq, parseDocument } from 'yaml'
 import type { Node as YamlNode, YAMLError } from 'yaml'
 // zod/mini: the same validation as zod's classic API through functions instead of
@@ -6,7 +5,7 @@ import type { Node as YamlNode, YAMLError } from 'yaml'
 import * as z from 'zod/mini'
 import { isDuration } from './duration.js'
 import { isErrno, UsageError } from './errors.js'
-import { describeErrno } from './input-file.js'
+import { describeErrno, readRegularFile } from './input-file.js'
 import { clip, shortPath } from './text.js'
 
 /** The task tree when neither --home, CTXAGENT_HOME nor the file names one. */
@@ -200,36 +199,20 @@ export function loadConfig(where: ConfigLocation): LoadedConfig {
 const MAX_CONFIG_BYTES = 1 << 20
 
 /**
- * A config file: a regular file of at most 1 MB, opened without blocking (as
- * input-file.ts's readInputFile does), so `--config /dev/zero` cannot read forever nor
- * a FIFO hang the command. Null when the implicit ./config.yaml does not exist. Errors
+ * A config file: a regular file of at most 1 MB (readRegularFile), so `--config
+ * /dev/zero` cannot read forever nor a FIFO hang the command. Null when the implicit ./config.yaml does not exist. Errors
  * keep the shape `<file>: cannot read config (<why>)`, errno in words.
  */
 function readConfigFile(path: string, shown: string, explicit: boolean): string | null {
-  const hint = explicit ? 'check the --config path or CTXAGENT_CONFIG' : 'ctxagent reads ./config.yaml when no --config or CTXAGENT_CONFIG is given: fix or rename it'
-  const fail = (why: string): never => {
-    throw new UsageError(`${shown}: cannot read config (${why})`, hint)
-  }
-  let fd: number
-  try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK)
-  } catch (err) {
-    if (isErrno(err, 'ENOENT') && !explicit) return null
-    return fail(describeErrno(err))
-  }
-  try {
-    const stat = fstatSync(fd)
-    if (stat.isDirectory()) fail('it is a directory')
-    if (!stat.isFile()) fail('not a regular file')
-    if (stat.size > MAX_CONFIG_BYTES) fail(`${stat.size.toLocaleString('en-US')} bytes; the limit is 1 MB`)
-    try {
-      return readFileSync(fd, 'utf8')
-    } catch (err) {
-      return fail(describeErrno(err))
-    }
-  } finally {
-    closeSync(fd)
-  }
+  const read = readRegularFile(path, MAX_CONFIG_BYTES)
+  if (read.ok) return read.text
+  if (read.problem === 'unreadable' && isErrno(read.err, 'ENOENT') && !explicit) return null
+  const why =
+    read.problem === 'unreadable' ? describeErrno(read.err)
+    : read.problem === 'directory' ? 'it is a directory'
+    : read.problem === 'size' ? `${read.size.toLocaleString('en-US')} bytes; the limit is 1 MB`
+    : 'not a regular file'
+  throw new UsageError(`${shown}: cannot read config (${why})`, explicit ? 'check the --config path or CTXAGENT_CONFIG' : 'ctxagent reads ./config.yaml when no --config or CTXAGENT_CONFIG is given: fix or rename it')
 }
 
 const SEE_EXAMPLE = 'see config.example.yaml for every key and its default'

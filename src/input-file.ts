@@ -2,42 +2,61 @@ import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs
 import { UsageError } from './errors.js'
 import { shortPath } from './text.js'
 
+/** What reading a named file came to: its text, or why not (each caller words it its own way). */
+export type RegularRead =
+  | { ok: true; text: string }
+  | { ok: false; problem: 'unreadable'; err: unknown }
+  | { ok: false; problem: 'directory' | 'special' }
+  | { ok: false; problem: 'size'; size: number }
+
 /**
- * A file the operator named (a config, a task or prompt file, a recording): opened
- * without blocking, so a FIFO or a device cannot hang the command, and read only when
- * it is a regular file of at most `maxBytes`. Links are followed: the operator chose
- * the path. Every failure is a UsageError naming the file and `hint`.
+ * A file the operator named, opened without blocking, so a FIFO or a device cannot
+ * hang the command, and read only when it is a regular file of at most `maxBytes`
+ * (with `maxBytes` null, only checked). Links are followed: the operator chose the path.
  */
-export function readInputFile(path: string, what: string, hint: string, maxBytes = 1 << 20): string {
-  const fd = openRegular(path, what, hint)
+export function readRegularFile(path: string, maxBytes: number | null): RegularRead {
+  let fd: number
   try {
-    const size = fstatSync(fd).size
-    if (size > maxBytes) throw new UsageError(`${what} ${shortPath(path)} is ${size.toLocaleString('en-US')} bytes; the limit is ${formatLimit(maxBytes)}`, hint)
-    return readFileSync(fd, 'utf8')
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK)
+  } catch (err) {
+    return { ok: false, problem: 'unreadable', err }
+  }
+  try {
+    const stat = fstatSync(fd)
+    if (!stat.isFile()) return { ok: false, problem: stat.isDirectory() ? 'directory' : 'special' }
+    if (maxBytes === null) return { ok: true, text: '' }
+    if (stat.size > maxBytes) return { ok: false, problem: 'size', size: stat.size }
+    return { ok: true, text: readFileSync(fd, 'utf8') }
+  } catch (err) {
+    return { ok: false, problem: 'unreadable', err }
   } finally {
     closeSync(fd)
   }
 }
 
-/** Refuses `path` unless it is a regular file (links followed) that can be opened. */
-export function checkRegularFile(path: string, what: string, hint: string): void {
-  closeSync(openRegular(path, what, hint))
+/** A task, prompt or recording file (see readRegularFile); every failure is a UsageError naming the file and `hint`. */
+export function readInputFile(path: string, what: string, hint: string, maxBytes = 1 << 20): string {
+  return inputOrFail(path, what, hint, maxBytes)
 }
 
-/** An open descriptor of `path`, opened without blocking, or a UsageError when it cannot be opened or is not a regular file. */
-function openRegular(path: string, what: string, hint: string): number {
+/** Refuses `path` unless it is a regular file (links followed) that can be opened. */
+export function checkRegularFile(path: string, what: string, hint: string): void {
+  inputOrFail(path, what, hint, null)
+}
+
+function inputOrFail(path: string, what: string, hint: string, maxBytes: number | null): string {
   if (path === '') throw new UsageError(`${what}: the path is empty`, hint)
-  let fd: number
-  try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK)
-  } catch (err) {
-    throw new UsageError(`${what} ${shortPath(path)} cannot be read (${describeErrno(err)})`, hint)
+  const read = readRegularFile(path, maxBytes)
+  if (read.ok) return read.text
+  const named = `${what} ${shortPath(path)}`
+  switch (read.problem) {
+    case 'unreadable':
+      throw new UsageError(`${named} cannot be read (${describeErrno(read.err)})`, hint)
+    case 'size':
+      throw new UsageError(`${named} is ${read.size.toLocaleString('en-US')} bytes; the limit is ${formatLimit(maxBytes as number)}`, hint)
+    default:
+      throw new UsageError(`${named} is not a regular file`, hint)
   }
-  if (!fstatSync(fd).isFile()) {
-    closeSync(fd)
-    throw new UsageError(`${what} ${shortPath(path)} is not a regular file`, hint)
-  }
-  return fd
 }
 
 const ERRNO_TEXT: Record<string, string> = {
