@@ -1,12 +1,12 @@
 // One simulated agent task in its own process, for honest RSS figures. Prints JSON:
 // {baseline_rss, peak_rss} in MB. Modes: "disk" (ctxagent store + window +
 // compaction) or "memory" (the whole conversation kept in a list, as naive agents do).
-import { compressionLimit, settingsFrom } from '../dist/agent/compaction.js'
-import { compressIfNeeded, requestMessages } from '../dist/agent/request.js'
-import { extractiveSummarizer } from '../dist/agent/summarizer.js'
-import { parseConfig } from '../dist/config.js'
-import { Layout } from '../dist/storage/layout.js'
-import { createTask } from '../dist/storage/task-handle.js'
+import { compressionLimit, settingsFrom } from '../dist/context/compaction.js'
+import { compressIfNeeded, requestMessages } from '../dist/context/request.js'
+import { extractiveSummarizer } from '../dist/context/summarizer.js'
+import { parseConfig } from '../dist/config/schema.js'
+import { Layout } from '../dist/storage/fs/layout.js'
+import { createTask } from '../dist/storage/task/handle.js'
 import { agentText, rng } from './lib.mjs'
 
 const [mode, base, callsArg, minArg, maxArg] = process.argv.slice(2)

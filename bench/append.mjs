@@ -2,7 +2,7 @@
 // of the same bytes to append descriptors, in the same run.
 import { closeSync, openSync, readFileSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
-import { MessageStore } from '../dist/storage/message-store.js'
+import { MessageStore } from '../dist/storage/task/message-store.js'
 import { agentText, remove, rng, scratch, timeInterleaved } from './lib.mjs'
 
 const COUNT = 20_000

@@ -10,7 +10,7 @@ const MESSAGES = 50
 const BASELINE_MESSAGES = 10
 const POLL_SECONDS = 5
 const IDLE_MINUTES = Number(process.env.CTXAGENT_BENCH_IDLE_MINUTES ?? 10)
-const { appendInbox } = await import(join(ROOT, 'dist', 'storage', 'inbox.js'))
+const { appendInbox } = await import(join(ROOT, 'dist', 'storage', 'task', 'inbox.js'))
 
 const percentile = (values, p) => {
   const sorted = [...values].sort((a, b) => a - b)

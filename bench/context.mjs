@@ -2,8 +2,8 @@
 // tokens saved by prune on a recorded-style coding session.
 import { execFileSync } from 'node:child_process'
 import { join } from 'node:path'
-import { prune } from '../dist/agent/prune.js'
-import { estimateMessageTokens } from '../dist/storage/tokens.js'
+import { prune } from '../dist/context/prune.js'
+import { estimateMessageTokens } from '../dist/storage/format/tokens.js'
 import { agentText, median, remove, ROOT, rng, scratch } from './lib.mjs'
 
 /** Runs one simulated task in its own process; returns {baseline_rss, peak_rss, heap_after_gc} in MB. */

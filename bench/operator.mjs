@@ -4,9 +4,9 @@
 import { execFileSync, spawnSync } from 'node:child_process'
 import { closeSync, copyFileSync, mkdirSync, openSync, readdirSync, statSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
-import { Layout } from '../dist/storage/layout.js'
-import { readOverview } from '../dist/storage/task-reader.js'
-import { TaskIndex } from '../dist/storage/task-index.js'
+import { Layout } from '../dist/storage/fs/layout.js'
+import { readOverview } from '../dist/storage/task/reader.js'
+import { TaskIndex } from '../dist/storage/index/task-index.js'
 import { agentText, median, remove, ROOT, rng, scratch, timeInterleaved, timeMedian, uuidN, writeBenchTask } from './lib.mjs'
 
 const BIN = join(ROOT, 'bin', 'ctxagent')

@@ -3,7 +3,7 @@
 import { execFileSync } from 'node:child_process'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
-import { processStart } from '../dist/storage/process-info.js'
+import { processStart } from '../dist/storage/fs/process-info.js'
 import { liveLock, remove, ROOT, rng, scratch, timeInterleaved, timeMedian, uuidN, writeBenchTask } from './lib.mjs'
 
 const TASKS = 10_000

@@ -1,7 +1,7 @@
 // The last 50 records of a 1 GiB messages.jsonl: tail read vs a full streaming scan.
 import { closeSync, openSync, statSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
-import { readJsonl, tailJsonl } from '../dist/storage/jsonl.js'
+import { readJsonl, tailJsonl } from '../dist/storage/format/jsonl.js'
 import { agentText, remove, rng, scratch, timeMedian } from './lib.mjs'
 
 const SIZE = 1024 ** 3

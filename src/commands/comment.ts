@@ -1,9 +1,9 @@
 import { Command } from 'commander'
-import type { Context } from '../context.js'
-import { auditTask } from '../context.js'
+import type { Context } from '../command-env.js'
+import { auditTask } from '../command-env.js'
 import { CtxError, isErrno, UsageError } from '../errors.js'
-import { appendInbox } from '../storage/inbox.js'
-import { resolveTask } from '../storage/layout.js'
+import { appendInbox } from '../storage/task/inbox.js'
+import { resolveTask } from '../storage/fs/layout.js'
 import { withContext } from './shared.js'
 
 const MAX_COMMENT = 100_000

@@ -1,8 +1,8 @@
 import { Command } from 'commander'
 import { Document } from 'yaml'
 import type { Scalar } from 'yaml'
-import { SECRET_KEYS, withoutSecrets } from '../config.js'
-import type { Context } from '../context.js'
+import { SECRET_KEYS, withoutSecrets } from '../config/schema.js'
+import type { Context } from '../command-env.js'
 import { withContext } from './shared.js'
 
 export function configCommand(): Command {

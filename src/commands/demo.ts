@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process'
 import { join } from 'node:path'
 import { Command } from 'commander'
-import type { Context } from '../context.js'
+import type { Context } from '../command-env.js'
 import { CtxError } from '../errors.js'
 import { packageRoot } from '../package-root.js'
 import { withContext } from './shared.js'

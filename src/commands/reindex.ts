@@ -1,12 +1,12 @@
 import { Command } from 'commander'
-import type { Context } from '../context.js'
-import { auditTask, withTaskEnv } from '../context.js'
+import type { Context } from '../command-env.js'
+import { auditTask, withTaskEnv } from '../command-env.js'
 import { CtxError, NotFoundError } from '../errors.js'
 import { createProgress } from '../progress.js'
-import { straysWarning } from '../storage/layout.js'
-import { rebuildIndex } from '../storage/reindex.js'
-import type { ReindexResult } from '../storage/reindex.js'
-import { TaskIndex } from '../storage/task-index.js'
+import { straysWarning } from '../storage/fs/layout.js'
+import { rebuildIndex } from '../operations/reindex.js'
+import type { ReindexResult } from '../operations/reindex.js'
+import { TaskIndex } from '../storage/index/task-index.js'
 import { withContext } from './shared.js'
 
 export function reindexCommand(): Command {

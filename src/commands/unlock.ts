@@ -1,10 +1,10 @@
 import { Command } from 'commander'
-import type { Context } from '../context.js'
-import { auditTask, withTaskEnv } from '../context.js'
+import type { Context } from '../command-env.js'
+import { auditTask, withTaskEnv } from '../command-env.js'
 import { LockedError } from '../errors.js'
-import { resolveTask } from '../storage/layout.js'
-import { clearLeftoverLock, killedText, reapTask } from '../storage/reaper.js'
-import { stalenessPolicy } from '../storage/task-env.js'
+import { resolveTask } from '../storage/fs/layout.js'
+import { clearLeftoverLock, killedText, reapTask } from '../operations/reaper.js'
+import { stalenessPolicy } from '../storage/task/env.js'
 import { withContext } from './shared.js'
 
 interface UnlockOptions {

@@ -1,4 +1,4 @@
-import type { ToolCall } from '../storage/records.js'
+import type { ToolCall } from '../storage/format/records.js'
 
 /** A message as the LLM receives it (OpenAI chat shape). */
 export interface ChatMessage {

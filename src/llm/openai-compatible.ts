@@ -1,6 +1,6 @@
 import OpenAI from 'openai'
-import { lacksOpenAiKey } from '../config.js'
-import type { Config } from '../config.js'
+import { lacksOpenAiKey } from '../config/schema.js'
+import type { Config } from '../config/schema.js'
 import { ProviderError, UsageError } from '../errors.js'
 import type { ChatMessage, ChatOptions, ChatResult, LlmClient } from './client.js'
 

@@ -1,13 +1,13 @@
 import { closeSync, openSync, readSync, statSync } from 'node:fs'
 import { join } from 'node:path'
-import { appendInbox } from '../storage/inbox.js'
-import type { InboxRecord } from '../storage/inbox.js'
-import { FILES } from '../storage/layout.js'
-import type { Layout, Location } from '../storage/layout.js'
-import { normalizeMessage } from '../storage/records.js'
-import { fileSize } from '../storage/task-reader.js'
+import { appendInbox } from '../storage/task/inbox.js'
+import type { InboxRecord } from '../storage/task/inbox.js'
+import { FILES } from '../storage/fs/layout.js'
+import type { Layout, Location } from '../storage/fs/layout.js'
+import { normalizeMessage } from '../storage/format/records.js'
+import { fileSize } from '../storage/task/reader.js'
 import { locate } from './control.js'
-import type { StoredMessage } from '../storage/records.js'
+import type { StoredMessage } from '../storage/format/records.js'
 
 export type Sent = Extract<InboxRecord, { kind: 'message' }>
 

@@ -1,10 +1,10 @@
 import { statSync } from 'node:fs'
 import { join } from 'node:path'
-import { appendInbox, readInbox } from '../storage/inbox.js'
-import type { ControlAction, InboxRecord } from '../storage/inbox.js'
-import { FILES, LOCATIONS } from '../storage/layout.js'
-import { fileSize } from '../storage/task-reader.js'
-import type { Layout, Location, TaskRef } from '../storage/layout.js'
+import { appendInbox, readInbox } from '../storage/task/inbox.js'
+import type { ControlAction, InboxRecord } from '../storage/task/inbox.js'
+import { FILES, LOCATIONS } from '../storage/fs/layout.js'
+import { fileSize } from '../storage/task/reader.js'
+import type { Layout, Location, TaskRef } from '../storage/fs/layout.js'
 
 export type Reply = Extract<InboxRecord, { kind: 'reply' }>
 

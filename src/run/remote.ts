@@ -1,6 +1,6 @@
 import type { Channel } from '../sources/types.js'
 import { isOwn, marker } from '../sources/marker.js'
-import type { TaskState } from '../storage/state.js'
+import type { TaskState } from '../storage/task/state.js'
 import type { Comment } from './comments.js'
 import type { RunLog } from './log.js'
 

@@ -1,9 +1,9 @@
 import { join } from 'node:path'
-import { rebuildWindow } from '../agent/context.js'
-import { tailPlainSync } from '../storage/jsonl.js'
-import { FILES } from '../storage/layout.js'
-import { normalizeMessage } from '../storage/records.js'
-import type { TaskHandle } from '../storage/task-handle.js'
+import { rebuildWindow } from '../context/snapshot.js'
+import { tailPlainSync } from '../storage/format/jsonl.js'
+import { FILES } from '../storage/fs/layout.js'
+import { normalizeMessage } from '../storage/format/records.js'
+import type { TaskHandle } from '../storage/task/handle.js'
 
 export const ABORTED_BY_CRASH = '[aborted: the process stopped before this tool finished]'
 

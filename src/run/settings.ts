@@ -1,11 +1,11 @@
 import { realpathSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { readInputFile } from '../input-file.js'
-import { activeEndpoint, lacksOpenAiKey } from '../config.js'
-import type { Config, Provider } from '../config.js'
+import { activeEndpoint, lacksOpenAiKey } from '../config/schema.js'
+import type { Config, Provider } from '../config/schema.js'
 import { parseDuration } from '../duration.js'
 import { UsageError } from '../errors.js'
-import type { RunRecord } from '../storage/metadata.js'
+import type { RunRecord } from '../storage/task/metadata.js'
 
 /** `ctxagent run`'s flags, as commander parsed them (budgets already numbers). */
 export interface RunFlags {

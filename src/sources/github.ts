@@ -1,7 +1,7 @@
 import { retry } from '@octokit/plugin-retry'
 import { throttling } from '@octokit/plugin-throttling'
 import { Octokit } from '@octokit/rest'
-import type { Config } from '../config.js'
+import type { Config } from '../config/schema.js'
 import { CtxError, UsageError } from '../errors.js'
 import { isOwn } from './marker.js'
 import type { Channel, RemoteComment, RemoteTask } from './types.js'

@@ -1,5 +1,5 @@
 import { Gitlab } from '@gitbeaker/rest'
-import type { Config } from '../config.js'
+import type { Config } from '../config/schema.js'
 import { CtxError, UsageError } from '../errors.js'
 import { isOwn } from './marker.js'
 import type { Channel, RemoteComment, RemoteTask } from './types.js'

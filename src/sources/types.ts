@@ -1,4 +1,4 @@
-import type { TaskKey } from '../storage/metadata.js'
+import type { TaskKey } from '../storage/task/metadata.js'
 import type { Comment } from '../run/comments.js'
 
 /** A comment on the task's issue, PR or MR, as the source reports it. */

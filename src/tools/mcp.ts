@@ -2,7 +2,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { Ajv } from 'ajv'
 import type { ValidateFunction } from 'ajv'
-import type { Config } from '../config.js'
+import type { Config } from '../config/schema.js'
 import type { Tool, ToolOutcome } from './types.js'
 
 export type McpServerConfig = Config['mcp']['servers'][string]

@@ -1,6 +1,6 @@
 import { jsonrepair } from 'jsonrepair'
 import type { ToolSpec } from '../llm/client.js'
-import type { ToolCall } from '../storage/records.js'
+import type { ToolCall } from '../storage/format/records.js'
 import { editFile } from './edit-file.js'
 import { ToolError } from './errors.js'
 import { finish } from './finish.js'

@@ -2,7 +2,7 @@ import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { parseConfig, withoutSecrets } from '../../src/config.js'
+import { parseConfig, withoutSecrets } from '../../src/config/schema.js'
 import { cli } from '../helpers/run.js'
 
 function scratch(): string {

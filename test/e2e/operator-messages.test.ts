@@ -1,7 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { hostname, processStart } from '../../src/storage/process-info.js'
+import { hostname, processStart } from '../../src/storage/fs/process-info.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
 import { cli } from '../helpers/run.js'
 

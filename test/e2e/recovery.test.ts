@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, utimesSync, writeFile
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { describe, expect, it } from 'vitest'
-import { hostname, processStart } from '../../src/storage/process-info.js'
+import { hostname, processStart } from '../../src/storage/fs/process-info.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
 import { BIN, cli, cliAsync, deadPid, helper } from '../helpers/run.js'
 import { exitOf, lineFrom, sleep } from '../helpers/wait.js'

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { makeTree, uuidN } from '../fixtures/tree.js'
-import { hostname } from '../../src/storage/process-info.js'
+import { hostname } from '../../src/storage/fs/process-info.js'
 import { cli, cliAsync } from '../helpers/run.js'
 
 const OLD = '2020-01-01T00:00:00.000Z'

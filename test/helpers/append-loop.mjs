@@ -1,5 +1,5 @@
 // Appends `count` records tagged `writer` to a JSON Lines file, as its own process.
-import { JsonlAppender } from '../../dist/storage/jsonl.js'
+import { JsonlAppender } from '../../dist/storage/format/jsonl.js'
 
 const [file, writer, count] = process.argv.slice(2)
 const log = JsonlAppender.open(file, { repair: false })

@@ -2,7 +2,7 @@
 // file that a second owner at the same moment could not create.
 import { closeSync, openSync, unlinkSync } from 'node:fs'
 import { join } from 'node:path'
-import { TaskLock } from '../../dist/storage/lock.js'
+import { TaskLock } from '../../dist/storage/lock/lock.js'
 
 const [dir, rounds] = process.argv.slice(2)
 const marker = join(dir, 'owner.marker')

@@ -1,5 +1,5 @@
 // Appends messages forever through MessageStore until killed; says "ready" once started.
-import { MessageStore } from '../../dist/storage/message-store.js'
+import { MessageStore } from '../../dist/storage/task/message-store.js'
 
 const [dir] = process.argv.slice(2)
 const store = MessageStore.open(dir)

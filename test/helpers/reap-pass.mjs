@@ -1,8 +1,8 @@
 // One monitor pass without watch-locks' singleton lock: for testing that the
 // per-task takeover alone keeps two reapers from acting on one task twice.
-import { parseConfig } from '../../dist/config.js'
-import { Layout } from '../../dist/storage/layout.js'
-import { monitorPass } from '../../dist/storage/monitor.js'
+import { parseConfig } from '../../dist/config/schema.js'
+import { Layout } from '../../dist/storage/fs/layout.js'
+import { monitorPass } from '../../dist/operations/monitor.js'
 
 const [base] = process.argv.slice(2)
 const env = { layout: new Layout(base), config: parseConfig(''), index: null, now: () => new Date(), warn: () => undefined }

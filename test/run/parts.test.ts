@@ -2,13 +2,13 @@ import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { parseConfig } from '../../src/config.js'
+import { parseConfig } from '../../src/config/schema.js'
 import { formatComments } from '../../src/run/comments.js'
 import { LoopGuard } from '../../src/run/guards.js'
 import { inheritanceMessage } from '../../src/run/inheritance.js'
 import { effectiveConfig } from '../../src/run/settings.js'
-import { appendInbox, readInbox } from '../../src/storage/inbox.js'
-import { estimateTokens } from '../../src/storage/tokens.js'
+import { appendInbox, readInbox } from '../../src/storage/task/inbox.js'
+import { estimateTokens } from '../../src/storage/format/tokens.js'
 
 function tempDir(): string {
   const dir = mkdtempSync(join(tmpdir(), 'ctxagent-parts-'))

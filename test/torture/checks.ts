@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { gunzipSync } from 'node:zlib'
 import Database from 'better-sqlite3'
-import { Layout } from '../../src/storage/layout.js'
+import { Layout } from '../../src/storage/fs/layout.js'
 
 /** What every torture suite asserts of a task tree after the damage. */
 

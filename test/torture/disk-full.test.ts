@@ -3,7 +3,7 @@ import { closeSync, cpSync, existsSync, mkdirSync, mkdtempSync, openSync, readFi
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { Layout } from '../../src/storage/layout.js'
+import { Layout } from '../../src/storage/fs/layout.js'
 import { uuidN, writeTask } from '../fixtures/tree.js'
 import { cliAsync, deadPid, ROOT } from '../helpers/run.js'
 import { snapshotTree } from '../helpers/tree-snapshot.js'

@@ -1,7 +1,7 @@
-import type { Context } from '../../context.js'
+import type { Context } from '../../command-env.js'
 import { formatDuration } from '../../duration.js'
-import type { JsonRecord } from '../../storage/jsonl.js'
-import type { Overview, RecordKind } from '../../storage/task-reader.js'
+import type { JsonRecord } from '../../storage/format/jsonl.js'
+import type { Overview, RecordKind } from '../../storage/task/reader.js'
 import { clip } from '../../text.js'
 
 const PREVIEW = 120

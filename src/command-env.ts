@@ -1,0 +1,177 @@
+import { existsSync, statSync } from 'node:fs'
+import { userInfo } from 'node:os'
+import { DEFAULT_BASE_DIR, loadConfig } from './config/schema.js'
+import type { Config } from './config/schema.js'
+import { UsageError } from './errors.js'
+import { cutInput, shortPath } from './text.js'
+import { createIo } from './io.js'
+import type { Io } from './io.js'
+import { audit } from './storage/task/audit.js'
+import { Layout } from './storage/fs/layout.js'
+import type { TaskEnv } from './storage/task/env.js'
+import { TaskIndex } from './storage/index/task-index.js'
+import { accessError, explainSystemError, isDiskFull, whyIndexUnopenable } from './system-errors.js'
+
+export interface GlobalOptions {
+  home?: string
+  config?: string
+  json?: boolean
+  color?: boolean
+}
+
+/** The one object a command gets: config, paths, output, clock. */
+export interface Context {
+  readonly config: Config
+  readonly configSource: string | null
+  /** Which setting chose the task tree (SPEC §9 order). */
+  readonly baseSource: BaseSource
+  readonly layout: Layout
+  readonly io: Io
+  readonly json: boolean
+  readonly env: NodeJS.ProcessEnv
+  /** The clock; CTXAGENT_NOW pins it (for golden outputs and tests). */
+  now(): Date
+  /** The operator, for the audit log. */
+  readonly osUser: string
+}
+
+export type BaseSource = '--home' | 'CTXAGENT_HOME' | 'context.base_dir' | 'default'
+
+export function createContext(globals: GlobalOptions, env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Context {
+  const { config, source } = loadConfig({ flag: globals.config, env, cwd })
+  const fromEnv = nonEmpty(env.CTXAGENT_HOME)
+  const [base, baseSource]: [string, BaseSource] =
+    globals.home !== undefined ? [globals.home, '--home']
+    : fromEnv !== undefined ? [fromEnv, 'CTXAGENT_HOME']
+    : [config.context.base_dir, config.context.base_dir === DEFAULT_BASE_DIR ? 'default' : 'context.base_dir']
+  checkBase(base, baseSource)
+  const fixed = pinnedNow(env)
+  const io = createIo({ env, ...(globals.color === false ? { color: false } : {}) })
+  return {
+    config,
+    configSource: source,
+    baseSource,
+    layout: new Layout(base),
+    io,
+    json: globals.json === true,
+    env,
+    now: () => (fixed === undefined ? new Date() : new Date(fixed)),
+    osUser: safeUser(env),
+  }
+}
+
+/** CTXAGENT_NOW, when set: an ISO 8601 date-time, checked as strictly as --from and --to. */
+function pinnedNow(env: NodeJS.ProcessEnv): number | undefined {
+  const pinned = nonEmpty(env.CTXAGENT_NOW)
+  if (pinned === undefined) return undefined
+  const date = parseIsoDate(pinned, { dayOnly: false })
+  if (date === null) {
+    throw new UsageError(`CTXAGENT_NOW '${cutInput(pinned, 40)}' is not an ISO 8601 date-time`, 'give one like 2024-01-31T12:00:00Z, or unset CTXAGENT_NOW')
+  }
+  return date.getTime()
+}
+
+const DAY_ONLY = /^(\d{4})-(\d{2})-(\d{2})$/
+const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,3})?)?(?:Z|[+-](\d{2}):(\d{2}))$/
+
+/**
+ * A day (2024-01-31, its start in UTC; only with `dayOnly`) or an ISO 8601 date-time
+ * with a zone (2024-01-31T12:00:00Z, …+02:00), or null. Every field is checked, so days
+ * that do not exist (2024-02-30) are refused instead of rolled over into the next month.
+ */
+export function parseIsoDate(value: string, options: { dayOnly: boolean }): Date | null {
+  const day = options.dayOnly ? DAY_ONLY.exec(value) : null
+  const time = day ? null : ISO_TIME.exec(value)
+  const m = day ?? time
+  if (m === null) return null
+  const [year, month, dom] = [Number(m[1]), Number(m[2]), Number(m[3])]
+  if (month < 1 || month > 12 || dom < 1 || dom > new Date(Date.UTC(year, month, 0)).getUTCDate()) return null
+  if (time) {
+    const [hour, minute, second, offH, offM] = [time[4], time[5], time[6], time[7], time[8]].map((x) => Number(x ?? 0)) as [number, number, number, number, number]
+    if (hour > 23 || minute > 59 || second > 59 || offH > 23 || offM > 59) return null
+  }
+  const date = new Date(day ? `${value}T00:00:00.000Z` : value)
+  return Number.isNaN(date.getTime()) ? null : date
+}
+
+/**
+ * The task tree must be a directory, or not exist yet (it is created when first
+ * written): never an empty path, a file, a path through a file, or one the file
+ * system cannot hold. Each of those is a usage error, whichever setting named it.
+ */
+function checkBase(base: string, source: BaseSource): void {
+  const hint = 'give the directory of the task tree'
+  if (base.trim() === '') throw new UsageError(`${source} is empty`, hint)
+  const named = source === 'default' ? `the default task tree ${shortPath(base)}` : `${source} ${shortPath(base)}`
+  let isDir: boolean
+  try {
+    isDir = statSync(base).isDirectory()
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code
+    // Not there yet: commands that write create it, commands that read say there is none.
+    if (code === 'ENOENT') return
+    // Not ours to judge here: the command says "permission denied: …" in its own words.
+    if (code === 'EACCES' || code === 'EPERM') return
+    if (code === 'ENOTDIR') throw new UsageError(`${named} is not a directory: a part of its path is a file`, hint)
+    if (code === 'ENAMETOOLONG') throw new UsageError(`${named} is too long for the file system (${base.length} characters)`, 'give a shorter path')
+    if (code === 'ELOOP') throw new UsageError(`${named} has too many levels of symbolic links`, hint)
+    if (code === 'ERR_INVALID_ARG_VALUE') throw new UsageError(`${named} contains a NUL byte`, hint)
+    throw new UsageError(`${named} cannot be used (${code ?? (err as Error).message})`, hint)
+  }
+  if (!isDir) throw new UsageError(`${named} is not a directory`, hint)
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value === '' ? undefined : value
+}
+
+function safeUser(env: NodeJS.ProcessEnv): string {
+  try {
+    return userInfo().username
+  } catch {
+    return env.USER ?? env.LOGNAME ?? 'unknown'
+  }
+}
+
+/**
+ * The lifecycle's view of a context, with tasks.db opened (and created) for the
+ * duration of `body`. An index that cannot be opened is a warning: the directories
+ * stay the truth and every command works without it.
+ */
+export async function withTaskEnv<T>(ctx: Context, body: (env: TaskEnv) => Promise<T>, options: { createIndex?: boolean } = {}): Promise<T> {
+  let index: TaskIndex | null = null
+  let unopened: string | null = null
+  try {
+    index = options.createIndex === false ? TaskIndex.openExisting(ctx.layout.db) : openIndexCreating(ctx)
+  } catch (err) {
+    const why = whyIndexUnopenable(err, ctx.layout.base)
+    unopened = `tasks.db cannot be opened (${why}); continuing without it (ctxagent reindex rebuilds it)`
+    // On a full disk, or a tree this user may not write, the command's own error will say so in
+    // one line; the warning waits for success.
+    if (!isDiskFull(err, ctx.layout.base) && accessError(ctx.layout.base) === null) {
+      ctx.io.warn(unopened)
+      unopened = null
+    }
+  }
+  const env: TaskEnv = { layout: ctx.layout, config: ctx.config, index, now: () => ctx.now(), warn: (m) => ctx.io.warn(m) }
+  try {
+    const result = await body(env)
+    if (unopened !== null) ctx.io.warn(unopened)
+    return result
+  } finally {
+    index?.close()
+  }
+}
+
+function openIndexCreating(ctx: Context): TaskIndex | null {
+  if (!existsSync(ctx.layout.base)) return null
+  return TaskIndex.open(ctx.layout.db)
+}
+
+export function auditTask(ctx: Context, command: string, uuid: string | null): void {
+  try {
+    audit(ctx.layout, { ts: ctx.now().toISOString(), os_user: ctx.osUser, command, uuid })
+  } catch (err) {
+    ctx.io.warn(`audit.jsonl not written: ${(explainSystemError(err, ctx.layout.base) ?? (err as Error)).message}`)
+  }
+}

@@ -1,0 +1,403 @@
+import { compressIfNeeded, requestMessages } from '../context/request.js'
+import type { CompactionResult, CompactionSettings } from '../context/compaction.js'
+import type { Summarizer } from '../context/summarizer.js'
+import { ProviderError } from '../errors.js'
+import type { ChatResult, LlmClient } from '../llm/client.js'
+import { appendInbox, readInbox } from '../storage/task/inbox.js'
+import type { InboxRecord } from '../storage/task/inbox.js'
+import { LockLostError } from '../storage/lock/lock.js'
+import type { ToolCall } from '../storage/format/records.js'
+import type { TaskHandle } from '../storage/task/handle.js'
+import { estimateTokens, windowTokens } from '../storage/format/tokens.js'
+import type { ToolRegistry } from '../tools/registry.js'
+import type { ReadStamp, ToolContext } from '../tools/types.js'
+import { LoopGuard } from './guards.js'
+import type { RunLog } from './log.js'
+import type { StopController, StopReason } from './stop.js'
+import { formatComments } from './comments.js'
+import type { RemoteLink } from './remote.js'
+import { statusText } from './remote.js'
+import type { Comment } from './comments.js'
+
+/** How a run of the loop ended; the caller settles the task accordingly. */
+export type Ending =
+  | { kind: 'completed'; answer: string; finishStatus: 'done' | 'blocked' | null; sessionEnded?: true }
+  | { kind: 'timeout'; reason: string }
+  | { kind: 'failed'; reason: string }
+  | { kind: 'paused'; cause: 'SIGINT' | 'SIGTERM' | 'pause' | 'llm'; error: string | null }
+  | { kind: 'lost'; error: LockLostError }
+
+export interface AgentLimits {
+  maxTurns: number
+  maxTokens: number | null
+  /** The --timeout budget (time worked on the task, across resumes), or null. */
+  timeoutMs: number | null
+  /** Token limit above which the window is compressed. */
+  compressAt: number
+  /** Token budget of one request (the window is cut to it when compression could not help). */
+  requestBudget: number
+  protectedTurns: number
+  compaction: CompactionSettings
+  commandTimeoutSeconds: number
+}
+
+export interface AgentParts {
+  handle: TaskHandle
+  client: LlmClient
+  summarizer: Summarizer
+  tools: ToolRegistry
+  limits: AgentLimits
+  workspace: string
+  log: RunLog
+  stop: StopController
+  now: () => Date
+  /** The recorded result of a call, when replaying a recording (to log differences). */
+  expected?: (callId: string) => string | undefined
+  /** Called after each turn is saved (the demo pauses half-way through it). */
+  onTurn?: (turns: number) => void
+  /** The task's issue or MR, for new comments and milestones (GitHub and GitLab tasks). */
+  remote?: RemoteLink
+}
+
+const ABORTED = '[aborted]'
+const MAX_READ_STAMPS = 500
+
+/**
+ * The agent loop of SPEC §12.2. One turn: the inbox (comments, control requests),
+ * the compression check, the request (window → prune → LLM), the assistant message
+ * recorded before any tool runs, each tool call executed and answered exactly once,
+ * then counters, heartbeat and tasks.db. Memory stays bounded: the window (bounded by
+ * compaction) and a few counters, whatever the task's length.
+ */
+export class Agent {
+  private readonly guard = new LoopGuard()
+  private readonly reads: Map<string, ReadStamp>
+  private turns: number
+  private tokens: number
+  private inboxOffset: number
+  private elapsedBefore: number
+  private readonly startedAt = Date.now()
+  /** Provider's prompt_tokens of the last request, and the window's estimate at that moment. */
+  private reported: { prompt: number; windowAtRequest: number } | null = null
+  private lastTool: string | null = null
+  /** Milliseconds of the current turn spent waiting on the LLM and in tools. */
+  private readonly timings = { llm: 0, tools: 0 }
+
+  constructor(private readonly parts: AgentParts) {
+    const state = parts.handle.state
+    this.turns = state.turns ?? 0
+    this.tokens = state.total_tokens_used
+    this.inboxOffset = state.inbox_offset ?? 0
+    this.elapsedBefore = state.elapsed_ms ?? 0
+    this.reads = new Map(Object.entries(state.read_files ?? {}))
+  }
+
+  /** Runs turns until the task ends one way or another. Throws only what is not an ending. */
+  run(): Promise<Ending> {
+    return this.guarded(async () => {
+      for (;;) {
+        const early = this.early() ?? (await this.readInbox())
+        if (early) return early
+        const ending = await this.step()
+        if (ending) return ending
+      }
+    })
+  }
+
+  /** Runs `body`, turning the loss of the lock (however it shows) into the `lost` ending. */
+  async guarded(body: () => Promise<Ending>): Promise<Ending> {
+    try {
+      return await body()
+    } catch (err) {
+      const lost = this.parts.handle.lost
+      if (lost || err instanceof LockLostError) return { kind: 'lost', error: lost ?? (err as LockLostError) }
+      if (this.parts.stop.reason === 'lost') return { kind: 'lost', error: new LockLostError(this.parts.handle.dir, null) }
+      throw err
+    }
+  }
+
+  /** A budget spent, or a stop requested: the ending it means, else null. */
+  early(): Ending | null {
+    return this.budgetEnding() ?? this.stopEnding()
+  }
+
+  /**
+   * One turn after the inbox: compression check, request, the assistant message and
+   * its tool calls, counters saved. Returns the ending when the turn ended the task (an
+   * answer without tool calls, `finish`, a loop breaker, a stop), else null.
+   */
+  async step(): Promise<Ending | null> {
+    const started = performance.now()
+    await this.compress()
+    const asked = performance.now()
+    const reply = await this.ask()
+    this.timings.llm = performance.now() - asked
+    if ('kind' in reply) return reply
+    const ending = await this.turn(reply)
+    await this.save()
+    this.logTimings(performance.now() - started)
+    if (!ending) this.parts.onTurn?.(this.turns)
+    return ending
+  }
+
+  /** Where the owner stands in inbox.jsonl (saved with the counters). */
+  get inboxPosition(): number {
+    return this.inboxOffset
+  }
+
+  set inboxPosition(offset: number) {
+    this.inboxOffset = offset
+  }
+
+  /** The counters to write to state.json (every turn, and before the task settles). */
+  progress() {
+    const reads = [...this.reads].slice(-MAX_READ_STAMPS)
+    return {
+      turns: this.turns,
+      llm_call_count: this.turns,
+      total_tokens_used: this.tokens,
+      inbox_offset: this.inboxOffset,
+      elapsed_ms: this.elapsedBefore + (Date.now() - this.startedAt),
+      read_files: Object.fromEntries(reads),
+      current_context_tokens: this.parts.handle.windowTokens(),
+      ...(this.parts.remote ? { comment_detection: this.parts.remote.detection() } : {}),
+    }
+  }
+
+  private async save(): Promise<void> {
+    await this.parts.handle.update({ ...this.progress(), last_activity: this.lastTool ? `tool ${this.lastTool}` : 'answered' })
+    this.parts.log.status({ turn: this.turns, tokens: this.tokens, window: this.parts.handle.windowTokens(), lastTool: this.lastTool })
+  }
+
+  private logTimings(total: number): void {
+    const { llm, tools } = this.timings
+    const round = (ms: number) => Math.round(ms * 1000) / 1000
+    this.parts.log.turn({ turn: this.turns, llm_ms: round(llm), tools_ms: round(tools), overhead_ms: round(total - llm - tools), rss_mb: Math.round(process.memoryUsage.rss() / 1e5) / 10 })
+    this.timings.tools = 0
+  }
+
+  private budgetEnding(): Ending | null {
+    const { limits } = this.parts
+    if (this.turns >= limits.maxTurns) return { kind: 'timeout', reason: `max_turns budget: ${limits.maxTurns} turns used` }
+    if (limits.maxTokens !== null && this.tokens >= limits.maxTokens) {
+      return { kind: 'timeout', reason: `max_tokens budget: ${this.tokens.toLocaleString('en-US')} of ${limits.maxTokens.toLocaleString('en-US')} tokens used` }
+    }
+    return null
+  }
+
+  private stopEnding(): Ending | null {
+    const reason = this.parts.stop.reason
+    if (reason === null) return null
+    return endingFor(reason, this.parts.limits.timeoutMs, this.parts.handle.dir)
+  }
+
+  /**
+   * New inbox lines since the last turn: messages become one user message (seed 002
+   * format), control requests are acted on once. The offset is saved with the
+   * counters, so a resumed task never sees a line twice.
+   */
+  private async readInbox(): Promise<Ending | null> {
+    const { handle, log } = this.parts
+    const { records, ends, offset, bad } = readInbox(handle.dir, this.inboxOffset)
+    if (bad > 0) log.warn(`inbox.jsonl: skipped ${bad} unreadable line(s)`)
+    let comments: Comment[] = this.parts.remote ? await this.parts.remote.poll(this.parts.now()) : []
+    const flush = () => {
+      if (comments.length === 0) return
+      handle.addMessage({ role: 'user', content: formatComments(comments) })
+      log.info(`${comments.length} new comment(s) from the inbox added to the conversation`)
+      comments = []
+    }
+    // In order, so that a pause leaves what came after it for the resumed task.
+    for (const [i, record] of records.entries()) {
+      if (record.kind === 'message' && record.visible !== false) comments.push({ author: record.sender, body: record.content, created_at: record.created_at })
+      if (record.kind !== 'control') continue
+      flush()
+      const ending = record.action === 'end' ? this.refuse(record, 'this task is not a chat session; there is nothing to end (use ctxagent pause)') : await this.control(record)
+      if (ending) {
+        this.inboxOffset = ends[i] as number
+        return ending
+      }
+    }
+    flush()
+    this.inboxOffset = offset
+    // Saved now, not at the end of the turn: a crash during the turn must not add these comments again.
+    if (records.length > 0) await handle.update({ inbox_offset: offset })
+    return null
+  }
+
+  /** Acts on a pause or compress request, once, and answers it in the inbox. */
+  async control(request: Extract<InboxRecord, { kind: 'control' }>): Promise<Ending | null> {
+    const { handle, log } = this.parts
+    if (request.action === 'pause') {
+      this.reply(request, true, 'pausing')
+      log.info(`pause requested by ${request.sender}`)
+      return { kind: 'paused', cause: 'pause', error: null }
+    }
+    if (request.action === 'compress') {
+      const result = await compressIfNeeded(handle, { ...this.compressOptions(), force: true, requestId: request.id })
+      this.reply(request, result !== null, result ? `summary ${result.record.summary_id}: window ${result.tokensBefore} → ${result.tokensAfter} tokens` : 'nothing was compressed: too few messages since the last summary, or the summary failed')
+      if (result) this.compressed(result)
+      return null
+    }
+    return null
+  }
+
+  private refuse(request: Extract<InboxRecord, { kind: 'control' }>, why: string): null {
+    this.reply(request, false, why)
+    return null
+  }
+
+  /** Answers a control request in the inbox, where the requester waits for it. */
+  reply(request: Extract<InboxRecord, { kind: 'control' }>, ok: boolean, message: string): void {
+    appendInbox(this.parts.handle.dir, { kind: 'reply', request_id: request.id, action: request.action, ok, message }, this.parts.now())
+  }
+
+  private compressOptions() {
+    const { summarizer, limits, now, log } = this.parts
+    const handle = this.parts.handle
+    // The provider's count of the last request, plus what the window gained since.
+    const reported = this.reported ? this.reported.prompt + Math.max(0, handle.windowTokens() - this.reported.windowAtRequest) : null
+    return { summarizer, settings: limits.compaction, limit: limits.compressAt, reportedPromptTokens: reported, now, warn: (m: string) => log.warn(m) }
+  }
+
+  private async compress(force = false): Promise<boolean> {
+    const result = await compressIfNeeded(this.parts.handle, { ...this.compressOptions(), force })
+    if (result === null) return false
+    await this.compressed(result)
+    return true
+  }
+
+  private async compressed(result: CompactionResult): Promise<void> {
+    const before = result.tokensBefore
+    const after = result.tokensAfter
+    this.reported = null
+    // Where the task stands, for the planning history a later task inherits.
+    const state = /## Current State\s*\n([\s\S]*?)(?:\n## |$)/.exec(result.record.summary)?.[1]?.trim()
+    if (state) this.parts.handle.addPlan('progress', state.slice(0, 2000))
+    this.parts.log.info(`compacted the window: ${before.toLocaleString('en-US')} → ${after.toLocaleString('en-US')} tokens`)
+    await this.parts.remote?.status(statusText(this.parts.handle, `working; turn ${this.turns}, context compacted (${result.record.summary_id} so far)`))
+  }
+
+  /** One LLM request; a context-length error forces a compaction and one retry. */
+  private async ask(retried = false): Promise<ChatResult | Ending> {
+    const { handle, client, tools, limits, stop } = this.parts
+    const window = handle.window()
+    const messages = requestMessages(window, limits.requestBudget, limits.protectedTurns)
+    // A signal per request: the SDK adds a listener to the signal it is given, and on
+    // the task's long-lived stop signal those would pile up, one per turn.
+    const request = new AbortController()
+    const abort = () => request.abort(stop.signal.reason)
+    stop.signal.addEventListener('abort', abort, { once: true })
+    try {
+      const reply = await client.chat(messages, { tools: tools.specs(), signal: request.signal })
+      this.turns++
+      const usage = reply.usage
+      this.tokens += usage?.total_tokens ?? windowTokens(messages) + estimateTokens(reply.message.content ?? '') + estimateTokens(JSON.stringify(reply.message.tool_calls ?? []))
+      this.reported = usage ? { prompt: usage.prompt_tokens, windowAtRequest: handle.windowTokens() } : null
+      return reply
+    } catch (err) {
+      const stopped = this.stopEnding()
+      if (stopped) return stopped
+      if (!(err instanceof ProviderError)) throw err
+      if (!retried && isContextExceeded(err)) {
+        this.parts.log.warn(`the provider says the request is too long; compacting and retrying once (${err.message})`)
+        this.reported = null
+        if (await this.compress(true)) return this.ask(true)
+      }
+      return { kind: 'paused', cause: 'llm', error: err.message + (err.hint ? ` (${err.hint})` : '') }
+    } finally {
+      stop.signal.removeEventListener('abort', abort)
+    }
+  }
+
+  /** Records the assistant message, then runs its tool calls in order. */
+  private async turn(reply: ChatResult): Promise<Ending | null> {
+    const { handle } = this.parts
+    const content = reply.message.content ?? ''
+    const calls = reply.message.tool_calls ?? []
+    // Recorded before any tool runs: a crash mid-turn leaves the calls, which a resume answers.
+    handle.addMessage({ role: 'assistant', content, ...(calls.length > 0 ? { tool_calls: calls } : {}) })
+    this.lastTool = null
+    if (calls.length === 0) return { kind: 'completed', answer: content, finishStatus: null }
+    return this.runCalls(calls)
+  }
+
+  private async runCalls(calls: readonly ToolCall[]): Promise<Ending | null> {
+    const { tools, stop, log } = this.parts
+    let ending: Ending | null = null
+    for (const call of calls) {
+      if (ending !== null || stop.reason !== null) {
+        // Every call gets exactly one result, also those that will never run.
+        this.answer(call, call.function.name, ending ? '[skipped: the task ended before this call]' : ABORTED, 'error', ending ? 'skipped' : 'aborted', 0, {})
+        continue
+      }
+      const started = performance.now()
+      const outcome = await tools.call(call, this.toolContext())
+      const elapsed = performance.now() - started
+      this.timings.tools += elapsed
+      const duration = Math.round(elapsed)
+      this.lastTool = outcome.name
+      let result = outcome.aborted ? `${ABORTED} ${outcome.output}`.trimEnd() : outcome.output
+      const verdict = this.guard.observe(outcome.name, outcome.args, outcome.output, outcome.malformed)
+      if (verdict.kind === 'warn') result = `${result}\n\n${verdict.note}`
+      this.answer(call, outcome.name, result, outcome.status, outcome.error, duration, outcome.args)
+      this.compareWithRecording(call, outcome.output)
+      log.info(`${outcome.name} ${outcome.status}${outcome.error ? `: ${outcome.error}` : ''} (${duration} ms)`, { tool: outcome.name, status: outcome.status, duration_ms: duration })
+      if (verdict.kind === 'stuck' || verdict.kind === 'malformed') ending = { kind: 'failed', reason: verdict.reason }
+      else if (outcome.finish) ending = { kind: 'completed', answer: outcome.finish.summary, finishStatus: outcome.finish.status }
+    }
+    return ending ?? this.stopEnding()
+  }
+
+  private answer(call: ToolCall, name: string, result: string, status: 'success' | 'error', error: string | null, duration: number, args: Record<string, unknown>): void {
+    const { handle } = this.parts
+    handle.addMessage({ role: 'tool', content: result, tool_name: name, tool_call_id: call.id })
+    handle.addTool({ tool_name: name, arguments: args, result, status, error, duration_ms: duration })
+  }
+
+  private compareWithRecording(call: ToolCall, live: string): void {
+    const recorded = this.parts.expected?.(call.id)
+    if (recorded === undefined || recorded === live) return
+    this.parts.log.warn(`replay: the result of ${call.function.name} (${call.id}) differs from the recording; going on`)
+  }
+
+  private toolContext(): ToolContext {
+    const reads = this.reads
+    return {
+      workspace: this.parts.workspace,
+      signal: this.parts.stop.signal,
+      commandTimeoutSeconds: this.parts.limits.commandTimeoutSeconds,
+      commands: {
+        started: (pgid) => void this.parts.handle.commandRunning(pgid, true),
+        ended: (pgid) => void this.parts.handle.commandRunning(pgid, false),
+      },
+      reads: {
+        get: (path) => reads.get(path),
+        set: (path, stamp) => {
+          // Re-inserted at the end: the newest reads are kept when the map is capped.
+          reads.delete(path)
+          reads.set(path, stamp)
+          if (reads.size > MAX_READ_STAMPS) reads.delete(reads.keys().next().value as string)
+        },
+      },
+    }
+  }
+}
+
+function endingFor(reason: StopReason, timeoutMs: number | null, dir: string): Ending {
+  if (reason === 'timeout') return { kind: 'timeout', reason: `timeout budget: ${formatSpan(timeoutMs ?? 0)} of work reached` }
+  if (reason === 'lost') return { kind: 'lost', error: new LockLostError(dir, null) }
+  return { kind: 'paused', cause: reason, error: null }
+}
+
+function formatSpan(ms: number): string {
+  const s = Math.round(ms / 1000)
+  if (s < 120) return `${s}s`
+  if (s < 7200) return `${Math.round(s / 60)}m`
+  return `${Math.floor(s / 3600)}h${Math.round((s % 3600) / 60)}m`
+}
+
+/** The provider's "prompt too long" answer, in the wordings of OpenAI, vLLM, llama.cpp and Ollama. */
+export function isContextExceeded(err: ProviderError): boolean {
+  return /context[_ ]length|maximum context|context window|too many tokens|prompt is too long|exceeds the (model'?s )?context|n_ctx/i.test(err.message)
+}

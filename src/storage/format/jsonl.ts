@@ -1,0 +1,338 @@
+import { closeSync, createReadStream, existsSync, fstatSync, fsyncSync, ftruncateSync, lstatSync, openSync, readSync } from 'node:fs'
+import { createGunzip } from 'node:zlib'
+import { isErrno } from '../../errors.js'
+import { openPrivate, writeAll } from '../fs/files.js'
+import { Scratch } from './scratch.js'
+
+export type JsonRecord = Record<string, unknown>
+
+export interface BadLine {
+  /** 1-based line number (counted from the end for tail reads: 1 = last line). */
+  line: number
+  reason: 'torn' | 'invalid'
+}
+
+export type ReadItem = { ok: true; record: JsonRecord } | { ok: false; bad: BadLine }
+
+const NEWLINE = 0x0a
+const BLOCK = 64 * 1024
+const TAIL_FIRST_BLOCK = 8 * 1024
+const TAIL_MAX_BLOCK = 1024 * 1024
+
+/**
+ * The file that holds a log's data: `<name>` or, for an archived task, `<name>.gz`.
+ * When a crash left both (between the rename of the .gz and the unlink of the
+ * original), the two are identical and the plain one is preferred.
+ */
+export function resolveDataFile(path: string): string | null {
+  if (isRegularFile(path)) return path
+  if (isRegularFile(`${path}.gz`)) return `${path}.gz`
+  return null
+}
+
+/**
+ * A regular file, not a link: readers never follow a link out of a task directory
+ * (a task's files are always written in place), and a directory is not data.
+ */
+function isRegularFile(path: string): boolean {
+  try {
+    return lstatSync(path).isFile()
+  } catch (err) {
+    // Absent is "no such file"; a directory this user may not search is an error to report, not an empty task.
+    if (isErrno(err, 'ENOENT') || isErrno(err, 'ENOTDIR')) return false
+    throw err
+  }
+}
+
+export function parseLine(text: string): JsonRecord | null {
+  try {
+    const value: unknown = JSON.parse(text)
+    return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as JsonRecord) : null
+  } catch {
+    return null
+  }
+}
+
+/**
+ * An append-only JSON Lines file owned by one writer. Each record is serialized to
+ * one Buffer and written with `write` on an O_APPEND descriptor (never buffered, never
+ * fs.appendFile, which splits large data into several writes), so concurrent
+ * appenders never interleave and a crash loses at most the record being written.
+ */
+export class JsonlAppender {
+  private fd: number | null
+  private readonly scratch = new Scratch()
+
+  private constructor(
+    readonly path: string,
+    fd: number,
+    private readonly fsync: boolean,
+    /** Bytes cut from a torn tail when the file was opened. */
+    readonly repairedBytes: number,
+  ) {
+    this.fd = fd
+  }
+
+  /** Opens (creating 0600) for append; by default cuts a torn tail back to the last newline. */
+  static open(path: string, options: { fsync?: boolean; repair?: boolean } = {}): JsonlAppender {
+    const fd = openPrivate(path, 'a+')
+    let repaired = 0
+    try {
+      if (options.repair !== false) repaired = repairTornTail(fd)
+    } catch (err) {
+      closeSync(fd)
+      throw err
+    }
+    return new JsonlAppender(path, fd, options.fsync === true, repaired)
+  }
+
+  append(record: object): void {
+    this.appendSerialized(`${JSON.stringify(record)}\n`)
+  }
+
+  /** `line` must be one JSON document followed by exactly one newline. */
+  appendSerialized(line: string): void {
+    if (this.fd === null) throw new Error(`${this.path} is closed`)
+    this.write(line)
+  }
+
+  /**
+   * Appends `head`, the bytes of `middle`, and `tail` as one line, assembled in a
+   * reused buffer and written with one write: for a large pre-encoded field that
+   * several lines share, without allocating per record.
+   */
+  appendSpliced(head: string, middle: Buffer, tail: string): void {
+    if (this.fd === null) throw new Error(`${this.path} is closed`)
+    // At most 3 UTF-8 bytes per UTF-16 unit: an upper bound without measuring.
+    const size = 3 * (head.length + tail.length) + middle.length
+    const line = this.scratch.get(size)
+    let at = line.write(head, 0)
+    at += middle.copy(line, at)
+    at += line.write(tail, at)
+    this.write(line.subarray(0, at))
+  }
+
+  /**
+   * One line, whole or not at all: a write that fails part way (a full disk) is cut
+   * back to the previous newline, so the file stays a clean sequence of records and
+   * the next append does not land after a fragment.
+   */
+  private write(line: Buffer | string): void {
+    const fd = this.fd as number
+    try {
+      writeAll(fd, line)
+      if (this.fsync) fsyncSync(fd)
+    } catch (err) {
+      try {
+        repairTornTail(fd)
+      } catch {
+        // The error that matters is the write's; the next open cuts the tail anyway.
+      }
+      throw err
+    }
+  }
+
+  close(): void {
+    if (this.fd === null) return
+    closeSync(this.fd)
+    this.fd = null
+  }
+}
+
+/**
+ * Cuts a last line without its newline (a write torn by a crash) back to the
+ * previous newline. Returns the number of bytes removed.
+ */
+export function repairTornTail(fd: number): number {
+  const size = fstatSync(fd).size
+  if (size === 0) return 0
+  const keep = lastNewlineEnd(fd, size)
+  if (keep === size) return 0
+  ftruncateSync(fd, keep)
+  return size - keep
+}
+
+/** The offset just past the last newline in the first `size` bytes of the file (0 if none). */
+function lastNewlineEnd(fd: number, size: number): number {
+  const buf = Buffer.allocUnsafe(BLOCK)
+  let end = size
+  while (end > 0) {
+    const start = Math.max(0, end - BLOCK)
+    const n = readSync(fd, buf, 0, end - start, start)
+    const at = buf.subarray(0, n).lastIndexOf(NEWLINE)
+    if (at >= 0) return start + at + 1
+    end = start
+  }
+  return 0
+}
+
+/**
+ * Streams the records of a JSON Lines file (or its .gz), in order. Lines that are not
+ * a JSON object come out as `{ok: false}` with their line number; a last line with no
+ * newline is reported as torn. A missing file yields nothing.
+ */
+export async function* readJsonl(path: string): AsyncGenerator<ReadItem> {
+  const file = resolveDataFile(path)
+  if (file === null) return
+  const raw = createReadStream(file, { highWaterMark: BLOCK })
+  const source: AsyncIterable<Buffer> = file.endsWith('.gz') ? raw.pipe(createGunzip()) : raw
+  let pending: Buffer[] = []
+  let line = 0
+  try {
+    for await (const chunk of source) {
+      let start = 0
+      for (let at = chunk.indexOf(NEWLINE, start); at >= 0; at = chunk.indexOf(NEWLINE, start)) {
+        const piece = chunk.subarray(start, at)
+        const text = (pending.length > 0 ? Buffer.concat([...pending, piece]) : piece).toString('utf8')
+        pending = []
+        start = at + 1
+        line++
+        if (text.trim() === '') continue
+        const record = parseLine(text)
+        yield record === null ? { ok: false, bad: { line, reason: 'invalid' } } : { ok: true, record }
+      }
+      if (start < chunk.length) pending.push(chunk.subarray(start))
+    }
+  } catch (err) {
+    // A damaged archive ends the stream early; what was read stands, the rest is torn.
+    if (!isGzipDamage(err)) throw err
+    yield { ok: false, bad: { line: line + 1, reason: 'torn' } }
+    return
+  } finally {
+    raw.destroy()
+  }
+  if (pending.length > 0 && Buffer.concat(pending).toString('utf8').trim() !== '') {
+    yield { ok: false, bad: { line: line + 1, reason: 'torn' } }
+  }
+}
+
+function isGzipDamage(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException).code
+  return code === 'Z_DATA_ERROR' || code === 'Z_BUF_ERROR' || code === 'Z_STREAM_ERROR'
+}
+
+export interface TailResult {
+  records: JsonRecord[]
+  bad: BadLine[]
+}
+
+/**
+ * The last `n` records of a file, in file order, read backwards from the end in
+ * blocks: the cost depends on the size of those records, not of the file. A `.gz`
+ * cannot be read backwards and is streamed instead.
+ */
+export async function tailJsonl(path: string, n: number, keep: RecordFilter = () => true, stopAt?: RecordFilter): Promise<TailResult> {
+  const file = resolveDataFile(path)
+  if (file === null || n <= 0) return { records: [], bad: [] }
+  if (file.endsWith('.gz')) return tailByStreaming(path, n, keep, stopAt)
+  return tailPlainSync(file, n, keep, stopAt)
+}
+
+/** Which records a tail read counts towards its `n`. */
+export type RecordFilter = (record: JsonRecord) => boolean
+
+/** tailJsonl for a plain (not gzipped) file that exists, synchronously: for writers reopening their logs. */
+export function tailPlainSync(file: string, n: number, keep: RecordFilter = () => true, stopAt?: RecordFilter): TailResult {
+  const fd = openSync(file, 'r')
+  try {
+    const size = fstatSync(fd).size
+    const found: JsonRecord[] = []
+    const bad: BadLine[] = []
+    const end = lastNewlineEnd(fd, size)
+    if (end < size) bad.push({ line: 1, reason: 'torn' })
+    let lineFromEnd = bad.length
+    let carry: Buffer | null = null
+    let pos = end
+    // Start small (most tails are a few short lines) and grow for long records.
+    let want = TAIL_FIRST_BLOCK
+    let stopped = false
+    const take = (bytes: Buffer, line: number) => {
+      stopped = collect(bytes, line, found, bad, keep, stopAt)
+    }
+    while (pos > 0 && found.length < n && !stopped) {
+      const start = Math.max(0, pos - want)
+      want = Math.min(want * 2, TAIL_MAX_BLOCK)
+      let block: Buffer = Buffer.allocUnsafe(pos - start)
+      block = block.subarray(0, readSync(fd, block, 0, block.length, start))
+      if (carry) block = Buffer.concat([block, carry])
+      // `block` ends just before a newline (or at the end of the data); split from the right.
+      let lineEnd = block.length
+      if (pos === end && block[lineEnd - 1] === NEWLINE) lineEnd--
+      let at = block.lastIndexOf(NEWLINE, lineEnd - 1)
+      while (at >= 0 && found.length < n && !stopped) {
+        lineFromEnd++
+        take(block.subarray(at + 1, lineEnd), lineFromEnd)
+        lineEnd = at
+        at = lineEnd > 0 ? block.lastIndexOf(NEWLINE, lineEnd - 1) : -1
+      }
+      carry = block.subarray(0, lineEnd)
+      pos = start
+      if (pos === 0 && found.length < n && !stopped && carry.length > 0) {
+        lineFromEnd++
+        take(carry, lineFromEnd)
+      }
+    }
+    return { records: found.reverse(), bad }
+  } finally {
+    closeSync(fd)
+  }
+}
+
+/** Adds one line's record; true when `stopAt` says the backwards read has gone far enough. */
+function collect(bytes: Buffer, lineFromEnd: number, found: JsonRecord[], bad: BadLine[], keep: RecordFilter, stopAt?: RecordFilter): boolean {
+  const text = bytes.toString('utf8')
+  if (text.trim() === '') return false
+  const record = parseLine(text)
+  if (record === null) bad.push({ line: lineFromEnd, reason: 'invalid' })
+  else if (stopAt?.(record)) return true
+  else if (keep(record)) found.push(record)
+  return false
+}
+
+async function tailByStreaming(path: string, n: number, keep: RecordFilter, stopAt?: RecordFilter): Promise<TailResult> {
+  let ring: JsonRecord[] = []
+  const bad: BadLine[] = []
+  for await (const item of readJsonl(path)) {
+    if (!item.ok) {
+      bad.push(item.bad)
+      continue
+    }
+    // Reading forwards, a record that would stop a backwards read discards all before it.
+    if (stopAt?.(item.record)) {
+      ring = []
+      continue
+    }
+    if (!keep(item.record)) continue
+    ring.push(item.record)
+    if (ring.length > n) ring.shift()
+  }
+  return { records: ring, bad }
+}
+
+/** The last complete, valid record of a plain file (read from the end), or null. */
+export function lastRecordSync(path: string): JsonRecord | null {
+  if (!existsSync(path)) return null
+  return tailPlainSync(path, 1).records[0] ?? null
+}
+
+/**
+ * Appends one record to a file that several processes write (audit.jsonl, inbox.jsonl),
+ * where no one may cut a torn tail: if the file does not end with a newline, the
+ * record starts with one, so a crashed writer's fragment stays a bad line of its
+ * own instead of swallowing this record.
+ */
+export function appendShared(path: string, record: object): void {
+  const fd = openPrivate(path, 'a+')
+  try {
+    const size = fstatSync(fd).size
+    let lead = ''
+    if (size > 0) {
+      const last = Buffer.alloc(1)
+      readSync(fd, last, 0, 1, size - 1)
+      if (last[0] !== NEWLINE) lead = '\n'
+    }
+    writeAll(fd, `${lead}${JSON.stringify(record)}\n`)
+  } finally {
+    closeSync(fd)
+  }
+}

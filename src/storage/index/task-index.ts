@@ -1,0 +1,302 @@
+import Database from 'better-sqlite3'
+import type { Database as Db, Statement } from 'better-sqlite3'
+import { chmodSync, existsSync, lstatSync, renameSync, rmSync } from 'node:fs'
+import { basename, dirname } from 'node:path'
+import { CorruptRecordError } from '../../errors.js'
+import { assertRegularFiles } from '../fs/files.js'
+import type { DiskUse } from '../fs/disk.js'
+import { LOCATIONS } from '../fs/layout.js'
+import type { Layout, Location } from '../fs/layout.js'
+import type { TaskMetadata } from '../task/metadata.js'
+import type { TaskState } from '../task/state.js'
+
+/** One row of `tasks`: the seed 003 §12 columns plus what stats needs. */
+export interface TaskRow {
+  uuid: string
+  status: string
+  location: Location
+  task_type: string
+  task_identifier: string | null
+  repository: string | null
+  user: string | null
+  hostname: string | null
+  created_at: string
+  started_at: string | null
+  updated_at: string | null
+  completed_at: string | null
+  metadata: string
+  total_messages: number
+  total_summaries: number
+  total_tool_calls: number
+  llm_call_count: number
+  total_tokens: number
+  compression_count: number
+  final_token_count: number | null
+  final_message_count: number | null
+  error_message: string | null
+  /** Null for tasks indexed without measuring (reindex): stats measures and caches them. */
+  disk_bytes: number | null
+  disk_bytes_raw: number | null
+}
+
+/** The columns that make a task key (SPEC §5): task_type, task_identifier, repository, user. */
+export type TaskKeyColumns = Pick<TaskRow, 'task_type' | 'task_identifier' | 'repository' | 'user'>
+
+export interface TaskCounts {
+  messages: number
+  summaries: number
+  tools: number
+}
+
+/** Migrations, numbered by their position; `user_version` records how many ran. */
+const MIGRATIONS: readonly string[] = [
+  `CREATE TABLE tasks (
+     uuid TEXT PRIMARY KEY,
+     status TEXT NOT NULL,
+     task_type TEXT NOT NULL,
+     task_identifier TEXT,
+     repository TEXT,
+     user TEXT,
+     created_at TEXT NOT NULL,
+     updated_at TEXT,
+     completed_at TEXT,
+     metadata TEXT,
+     total_messages INTEGER DEFAULT 0,
+     total_summaries INTEGER DEFAULT 0,
+     total_tool_calls INTEGER DEFAULT 0,
+     final_token_count INTEGER,
+     final_message_count INTEGER,
+     error_message TEXT
+   );
+   CREATE INDEX idx_tasks_status ON tasks(status);
+   CREATE INDEX idx_tasks_task_type ON tasks(task_type);
+   CREATE INDEX idx_tasks_repository ON tasks(repository);
+   CREATE INDEX idx_tasks_user ON tasks(user);
+   CREATE INDEX idx_tasks_completed_at ON tasks(completed_at);`,
+  `ALTER TABLE tasks ADD COLUMN location TEXT NOT NULL DEFAULT 'running';
+   ALTER TABLE tasks ADD COLUMN hostname TEXT;
+   ALTER TABLE tasks ADD COLUMN started_at TEXT;
+   ALTER TABLE tasks ADD COLUMN llm_call_count INTEGER DEFAULT 0;
+   ALTER TABLE tasks ADD COLUMN total_tokens INTEGER DEFAULT 0;
+   ALTER TABLE tasks ADD COLUMN compression_count INTEGER DEFAULT 0;
+   CREATE INDEX idx_tasks_location ON tasks(location);
+   CREATE INDEX idx_tasks_created_at ON tasks(created_at);`,
+  // Disk use, cached for settled tasks so that stats need not walk every directory.
+  `ALTER TABLE tasks ADD COLUMN disk_bytes INTEGER;
+   ALTER TABLE tasks ADD COLUMN disk_bytes_raw INTEGER;`,
+]
+
+const COLUMNS: readonly (keyof TaskRow)[] = [
+  'uuid', 'status', 'location', 'task_type', 'task_identifier', 'repository', 'user', 'hostname',
+  'created_at', 'started_at', 'updated_at', 'completed_at', 'metadata', 'total_messages',
+  'total_summaries', 'total_tool_calls', 'llm_call_count', 'total_tokens', 'compression_count',
+  'final_token_count', 'final_message_count', 'error_message', 'disk_bytes', 'disk_bytes_raw',
+]
+
+/**
+ * tasks.db: an index of the task directories, never the truth (SPEC §7). Opened in
+ * WAL mode with a busy timeout so that many agent processes and operator commands
+ * can use it at once.
+ */
+export class TaskIndex {
+  private readonly upsertStmt: Statement<unknown[]>
+  private readonly removeStmt: Statement<[string]>
+  private readonly diskStmt: Statement<[number, number, string]>
+
+  private constructor(readonly db: Db) {
+    this.upsertStmt = db.prepare(
+      `INSERT INTO tasks (${COLUMNS.join(', ')}) VALUES (${COLUMNS.map(() => '?').join(', ')})
+       ON CONFLICT(uuid) DO UPDATE SET ${COLUMNS.filter((c) => c !== 'uuid').map((c) => `${c} = excluded.${c}`).join(', ')}`,
+    )
+    this.removeStmt = db.prepare('DELETE FROM tasks WHERE uuid = ?')
+    this.diskStmt = db.prepare('UPDATE tasks SET disk_bytes = ?, disk_bytes_raw = ? WHERE uuid = ?')
+  }
+
+  /** Opens (creating and migrating) the index at `path`. */
+  static open(path: string): TaskIndex {
+    if (path !== ':memory:') assertIndexFiles(path)
+    const created = path !== ':memory:' && !existsSync(path)
+    const db = new Database(path, { timeout: 10_000 })
+    try {
+      if (created) chmodSync(path, 0o600)
+      db.pragma('journal_mode = WAL')
+      db.pragma('synchronous = NORMAL')
+      migrate(db)
+      return new TaskIndex(db)
+    } catch (err) {
+      db.close()
+      // A creation that failed (a full disk) leaves no empty tasks.db to be trusted later.
+      if (created) for (const file of [path, `${path}-wal`, `${path}-shm`]) rmSync(file, { force: true })
+      throw err
+    }
+  }
+
+  /**
+   * Before a rebuild: a tasks.db that SQLite finds damaged (not a database, corrupt)
+   * is renamed aside with its -wal and -shm (`tasks.db.damaged-<time>`), never deleted:
+   * the task directories are the truth, the old file stays for whoever wants to look.
+   * Returns the new name, or null when the index opened (or there was none).
+   */
+  static setAsideIfDamaged(path: string, now: Date): string | null {
+    const present = INDEX_FILES.filter((suffix) => lstatSync(path + suffix, { throwIfNoEntry: false }) !== undefined)
+    if (present.length === 0) return null
+    try {
+      TaskIndex.open(path).close()
+      return null
+    } catch (err) {
+      const code = String((err as { code?: unknown }).code ?? '')
+      if (!(err instanceof CorruptRecordError) && !code.startsWith('SQLITE_CORRUPT') && !code.startsWith('SQLITE_NOTADB')) throw err
+    }
+    // Renamed, never followed: a link moves aside as a link, a directory as a directory.
+    const aside = `${path}.damaged-${now.toISOString().replace(/[:.]/g, '-')}`
+    for (const suffix of present) renameSync(path + suffix, aside + suffix)
+    return aside
+  }
+
+  /** Opens an existing index read-only, or returns null when there is none. */
+  static openExisting(path: string): TaskIndex | null {
+    if (!existsSync(path)) return null
+    return TaskIndex.open(path)
+  }
+
+  upsert(row: TaskRow): void {
+    this.upsertStmt.run(values(row))
+  }
+
+  remove(uuid: string): void {
+    this.removeStmt.run(uuid)
+  }
+
+  /**
+   * Replaces every row (reindex) in one transaction: rows in key order, secondary
+   * indexes dropped and rebuilt around the bulk insert (as the migrations defined
+   * them), which is cheaper than maintaining them row by row.
+   */
+  replaceAll(rows: readonly TaskRow[]): void {
+    const sorted = [...rows].sort((a, b) => (a.uuid < b.uuid ? -1 : a.uuid > b.uuid ? 1 : 0))
+    // Immediate: a transaction that reads first and writes later cannot wait for another
+    // writer (SQLite answers SQLITE_BUSY_SNAPSHOT at once); one that takes the write lock first can.
+    this.db.transaction(() => {
+      const indexes = this.db.prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'tasks' AND sql IS NOT NULL`).all() as { name: string; sql: string }[]
+      for (const index of indexes) this.db.exec(`DROP INDEX ${index.name}`)
+      this.db.exec('DELETE FROM tasks')
+      for (const row of sorted) this.upsertStmt.run(values(row))
+      for (const index of indexes) this.db.exec(index.sql)
+    }).immediate()
+  }
+
+  /** Caches measured disk use, in one transaction however many tasks (one commit each would cost more than the measuring). */
+  setDiskUse(measured: readonly { uuid: string; disk: DiskUse }[]): void {
+    this.db.transaction(() => {
+      for (const { uuid, disk } of measured) this.diskStmt.run(disk.bytes, disk.raw, uuid)
+    })()
+  }
+
+  /** Tasks whose indexed status is `status`. */
+  uuidsWithStatus(status: string): string[] {
+    return (this.db.prepare('SELECT uuid FROM tasks WHERE status = ?').all(status) as { uuid: string }[]).map((r) => r.uuid)
+  }
+
+  /** Finished tasks (completed or failed) with this task key, newest first: the candidates for inheritance. */
+  finishedWithKey(key: TaskKeyColumns): Pick<TaskRow, 'uuid' | 'location' | 'status' | 'completed_at'>[] {
+    return this.db
+      .prepare(
+        `SELECT uuid, location, status, completed_at FROM tasks
+         WHERE task_type = ? AND task_identifier IS ? AND repository IS ? AND user IS ? AND status IN ('completed', 'failed')
+         ORDER BY completed_at DESC LIMIT 20`,
+      )
+      .all(key.task_type, key.task_identifier, key.repository, key.user) as Pick<TaskRow, 'uuid' | 'location' | 'status' | 'completed_at'>[]
+  }
+
+  /** How many tasks the index places in `location` (compared with a directory listing to notice drift). */
+  countAt(location: Location): number {
+    return (this.db.prepare('SELECT count(*) AS n FROM tasks WHERE location = ?').get(location) as { n: number }).n
+  }
+
+  /** Every row's uuid and location (reconcileIndex compares them with the directories). */
+  locations(): Map<string, Location> {
+    const rows = this.db.prepare('SELECT uuid, location FROM tasks').raw().all() as [string, Location][]
+    return new Map(rows)
+  }
+
+  get(uuid: string): TaskRow | undefined {
+    return this.db.prepare('SELECT * FROM tasks WHERE uuid = ?').get(uuid) as TaskRow | undefined
+  }
+
+  close(): void {
+    this.db.close()
+  }
+}
+
+/** Positional parameters: binding 22 named ones per row costs more than the insert. */
+function values(row: TaskRow): unknown[] {
+  return COLUMNS.map((column) => row[column])
+}
+
+function migrate(db: Db): void {
+  const version = db.pragma('user_version', { simple: true }) as number
+  if (version >= MIGRATIONS.length) return
+  db.transaction(() => {
+    // Re-read inside the transaction: another process may have migrated meanwhile.
+    const current = db.pragma('user_version', { simple: true }) as number
+    for (let i = current; i < MIGRATIONS.length; i++) db.exec(MIGRATIONS[i] as string)
+    db.pragma(`user_version = ${MIGRATIONS.length}`)
+  }).immediate()
+}
+
+export interface Drift {
+  location: Location
+  indexed: number
+  found: number
+}
+
+/**
+ * Where the index disagrees with the directories: each location's row count against a
+ * listing of it. Listings are cheap; reading every task is not. Empty when they agree.
+ */
+export function indexDrift(index: TaskIndex, layout: Layout, locations: readonly Location[] = LOCATIONS): Drift[] {
+  return locations.map((location) => ({ location, indexed: index.countAt(location), found: layout.list(location).length })).filter((d) => d.indexed !== d.found)
+}
+
+/** The row of a task, from its metadata, state and record counts. */
+export function taskRow(meta: TaskMetadata, state: TaskState | null, location: Location, counts: TaskCounts, disk: DiskUse | null = null): TaskRow {
+  const final = state !== null && (state.status === 'completed' || state.status === 'failed' || state.status === 'timeout')
+  return {
+    uuid: meta.uuid,
+    status: state?.status ?? 'initializing',
+    location,
+    task_type: meta.task_type,
+    task_identifier: meta.task_identifier || null,
+    repository: meta.repository || null,
+    user: meta.user,
+    hostname: meta.hostname || null,
+    created_at: meta.created_at || state?.started_at || '',
+    started_at: state?.started_at ?? null,
+    updated_at: state?.updated_at ?? null,
+    completed_at: state?.completed_at ?? null,
+    metadata: JSON.stringify(meta),
+    total_messages: counts.messages,
+    total_summaries: counts.summaries,
+    total_tool_calls: counts.tools,
+    llm_call_count: state?.llm_call_count ?? 0,
+    total_tokens: state?.total_tokens_used ?? 0,
+    compression_count: state?.compression_count ?? counts.summaries,
+    final_token_count: final ? (state?.current_context_tokens ?? null) : null,
+    final_message_count: final ? counts.messages : null,
+    error_message: state?.error ?? null,
+    disk_bytes: disk?.bytes ?? null,
+    disk_bytes_raw: disk?.raw ?? null,
+  }
+}
+
+/** tasks.db and the files SQLite keeps beside it. */
+const INDEX_FILES = ['', '-wal', '-shm', '-journal'] as const
+
+/**
+ * tasks.db and its -wal, -shm and -journal must be regular files when present: SQLite
+ * would follow a link out of the tree (and write there), and a directory or a FIFO
+ * gives errors that say nothing of the cause. `reindex` sets such files aside.
+ */
+function assertIndexFiles(path: string): void {
+  assertRegularFiles(dirname(path), INDEX_FILES.map((suffix) => basename(path) + suffix), 'run ctxagent reindex: it sets it aside and rebuilds the index')
+}

@@ -1,0 +1,353 @@
+import { randomUUID } from 'node:crypto'
+import { linkSync, lstatSync, renameSync, rmdirSync, statSync, unlinkSync } from 'node:fs'
+import { basename, dirname, join } from 'node:path'
+import lockfile from 'proper-lockfile'
+import { formatDuration } from '../../duration.js'
+import { CorruptRecordError, CtxError, isErrno, LockedError } from '../../errors.js'
+import { readSmallFile, removeDeadTemps, unlinkQuietly, writeTempFor } from '../fs/files.js'
+import { FILES } from '../fs/layout.js'
+import { hostname, killLeftoverGroup, pidStatus, processStart } from '../fs/process-info.js'
+
+/** `.lock`: who owns a task and when it last showed it was alive (SPEC §4). */
+export interface LockInfo {
+  process_id: number
+  hostname: string
+  acquired_at: string
+  heartbeat_at: string
+  process_start?: string | null
+  token?: string
+  /** Set by a reaper: the dead owner it is recovering, so that if the reaper dies too, the next one still names the owner. */
+  reaping?: Pick<LockInfo, 'process_id' | 'hostname' | 'heartbeat_at'>
+  /**
+   * The process groups of commands the owner is running (run_command), each with its
+   * leader's start time: whoever takes the lock over from a dead owner kills them.
+   */
+  commands?: RunningCommand[]
+}
+
+export interface RunningCommand {
+  pgid: number
+  start: string | null
+}
+
+export interface LockFile {
+  info: LockInfo | null
+  /** The raw text, to notice that a lock changed between two reads. */
+  text: string
+  mtimeMs: number
+}
+
+export interface StalenessPolicy {
+  staleAfterMs: number
+  /** For locks of other hosts, whose pid cannot be checked; default 2 × staleAfterMs. */
+  staleAfterRemoteMs?: number | undefined
+}
+
+export interface Verdict {
+  stale: boolean
+  /** Why, in words an operator can act on. */
+  reason: string
+}
+
+/** judgeLock's reason for a `.lock` that is not a lock record: never a moment of a live lock (locks are written whole), so worth an alert. */
+export const UNREADABLE_LOCK = 'lock file is unreadable; treated as held'
+
+/** Thrown to an owner whose lock was taken from it: it must stop writing. */
+export class LockLostError extends CtxError {
+  constructor(dir: string, holder: LockInfo | null) {
+    const by = holder ? `pid ${holder.process_id} on ${holder.hostname}` : 'another process (the lock is gone)'
+    super(`lost the lock of ${dir} to ${by}`, { exitCode: 1, hint: 'another ctxagent took the task over; this process stopped writing to it' })
+  }
+}
+
+export function readLock(dir: string): LockFile | null {
+  const path = join(dir, FILES.lock)
+  let text: string
+  let mtimeMs: number
+  try {
+    mtimeMs = lstatSync(path).mtimeMs
+    text = readSmallFile(path)
+  } catch (err) {
+    if (isErrno(err, 'ENOENT')) return null
+    // A link, a directory or a FIFO where the lock should be: unreadable, so held (see judgeLock).
+    if (err instanceof CorruptRecordError) return { info: null, text: '', mtimeMs: 0 }
+    throw err
+  }
+  let info: LockInfo | null = null
+  try {
+    const raw = JSON.parse(text) as Partial<LockInfo>
+    // A pid that cannot be a process (0, -1, 1.5) makes the record as unreadable as garbage.
+    if (typeof raw.process_id === 'number' && Number.isInteger(raw.process_id) && raw.process_id > 0 && typeof raw.hostname === 'string') info = raw as LockInfo
+  } catch {
+    info = null
+  }
+  return { info, text, mtimeMs }
+}
+
+/**
+ * Is this lock's owner provably dead? Only proof counts: an unreadable lock, or a
+ * process whose start time cannot be read, is held.
+ */
+export function judgeLock(lock: LockFile, now: Date, policy: StalenessPolicy, localHost = hostname()): Verdict {
+  const info = lock.info
+  if (info === null) return { stale: false, reason: UNREADABLE_LOCK }
+  const heartbeat = Date.parse(info.heartbeat_at)
+  const nowMs = now.getTime()
+  if (info.hostname !== localHost) {
+    const limit = policy.staleAfterRemoteMs ?? 2 * policy.staleAfterMs
+    // Both clocks must agree it is old: ours (the file's mtime) and theirs (heartbeat_at).
+    const newest = Math.max(Number.isNaN(heartbeat) ? 0 : heartbeat, lock.mtimeMs)
+    const age = nowMs - newest
+    if (age <= limit) return { stale: false, reason: `remote host ${info.hostname}: heartbeat ${ageText(age)} ago` }
+    return { stale: true, reason: `remote host ${info.hostname}: no heartbeat for ${ageText(age)}` }
+  }
+  const age = nowMs - (Number.isNaN(heartbeat) ? lock.mtimeMs : heartbeat)
+  if (age <= policy.staleAfterMs) return { stale: false, reason: `heartbeat ${ageText(age)} ago` }
+  const status = pidStatus(info.process_id)
+  if (status === 'gone') return { stale: true, reason: `pid ${info.process_id} is gone; last heartbeat ${ageText(age)} ago` }
+  if (status === 'unknown') return { stale: false, reason: `pid ${info.process_id} cannot be checked; treated as held` }
+  if (info.process_start == null) return { stale: false, reason: `pid ${info.process_id} is alive` }
+  const start = processStart(info.process_id)
+  if (start === null) return { stale: false, reason: `pid ${info.process_id} start time unknown; treated as held` }
+  if (start !== info.process_start) {
+    return { stale: true, reason: `pid ${info.process_id} was reused by another process; last heartbeat ${ageText(age)} ago` }
+  }
+  return { stale: false, reason: `pid ${info.process_id} is alive (heartbeat ${ageText(age)} ago)` }
+}
+
+function ageText(ms: number): string {
+  if (ms < 0) return `${formatDuration(-ms)} in the future`
+  return formatDuration(ms)
+}
+
+/**
+ * The short mutual-exclusion section around every change of a `.lock` that is not a
+ * plain exclusive create: takeover, heartbeat rewrite and release. Inside it, a
+ * re-read of the lock is the truth, so two takers can never both win.
+ */
+export async function withLockMutex<T>(dir: string, body: () => T | Promise<T>): Promise<T> {
+  const release = await lockMutex(dir)
+  try {
+    return await body()
+  } finally {
+    await release().catch(() => undefined)
+  }
+}
+
+const MUTEX_WAIT_MS = 10_000
+
+/**
+ * proper-lockfile retries on every error, including ENOENT when the task directory
+ * was moved away meanwhile; here only "held by someone else" is waited for.
+ */
+async function lockMutex(dir: string): Promise<() => Promise<void>> {
+  const deadline = Date.now() + MUTEX_WAIT_MS
+  for (let wait = 1; ; wait = Math.min(wait * 2, 25)) {
+    try {
+      return await lockfile.lock(dir, {
+        lockfilePath: join(dir, `${FILES.lock}.mutex`),
+        realpath: false,
+        stale: 5_000,
+        retries: 0,
+        onCompromised: () => undefined,
+      })
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ELOCKED' || Date.now() > deadline) throw err
+      await new Promise((resolve) => setTimeout(resolve, wait * (0.5 + Math.random())))
+    }
+  }
+}
+
+/**
+ * The lock's content in a temp file beside the task directory, not inside it: a
+ * process that loses a takeover race (or is killed in it) must not leave its temp in a
+ * directory that then moves to completed/ with it. link() and rename() into the task
+ * directory are atomic all the same (one filesystem). Dead processes' temps are removed
+ * from the location directories by watch-locks and cleanup (removeDeadTemps).
+ */
+function writeLockTemp(dir: string, info: LockInfo): string {
+  return writeTempFor(join(dirname(dir), `.${basename(dir)}${FILES.lock}`), `${JSON.stringify(info)}\n`)
+}
+
+/** Identity of the lock file as written: a rename or an in-place rewrite changes it. */
+function lockIdentity(dir: string): string | null {
+  try {
+    const st = statSync(join(dir, FILES.lock))
+    return `${st.ino}:${st.mtimeMs}:${st.size}`
+  } catch {
+    return null
+  }
+}
+
+export interface AcquireOptions extends StalenessPolicy {
+  now?: () => Date
+  /** Take the lock even from a live holder (`unlock --force`). */
+  force?: boolean
+  /** Recorded in the lock: whose task this process is recovering (see LockInfo.reaping). */
+  reaping?: LockInfo['reaping']
+}
+
+/** A `.lock` held by this process. */
+export class TaskLock {
+  private identity: string | null
+  private released = false
+  /** Process groups of the dead previous owner's commands that this takeover killed. */
+  stoppedCommands: number[] = []
+
+  private constructor(
+    private dir: string,
+    readonly info: LockInfo,
+    private readonly now: () => Date,
+  ) {
+    this.identity = lockIdentity(dir)
+  }
+
+  get directory(): string {
+    return this.dir
+  }
+
+  get token(): string {
+    return this.info.token as string
+  }
+
+  /**
+   * Takes the lock of `dir`: exclusively created with link(), or taken over when the
+   * holder is provably dead. Throws LockedError when a live process holds it.
+   */
+  static async acquire(dir: string, options: AcquireOptions): Promise<TaskLock> {
+    const now = options.now ?? (() => new Date())
+    const stamp = now().toISOString()
+    const info: LockInfo = {
+      process_id: process.pid,
+      hostname: hostname(),
+      acquired_at: stamp,
+      heartbeat_at: stamp,
+      process_start: processStart(process.pid),
+      token: randomUUID(),
+      ...(options.reaping ? { reaping: options.reaping } : {}),
+    }
+    const path = join(dir, FILES.lock)
+    const tmp = writeLockTemp(dir, info)
+    try {
+      for (let attempt = 0; attempt < 5; attempt++) {
+        try {
+          linkSync(tmp, path)
+          return TaskLock.taken(dir, info, now)
+        } catch (err) {
+          if (!isErrno(err, 'EEXIST')) throw err
+        }
+        const seen = readLock(dir)
+        if (seen === null) continue // released meanwhile: try the exclusive create again
+        const verdict = judgeLock(seen, now(), options)
+        if (!verdict.stale && options.force !== true) throw heldError(dir, seen, verdict)
+        const took = await withLockMutex(dir, () => {
+          const again = readLock(dir)
+          if (again === null || again.text !== seen.text) return false
+          if (options.force !== true && !judgeLock(again, now(), options).stale) return false
+          removeNonFileLock(path)
+          renameSync(tmp, path)
+          return true
+        })
+        if (took) {
+          const lock = TaskLock.taken(dir, info, now)
+          if (verdict.stale && seen.info) lock.stoppedCommands = stopLeftoverCommands(seen.info)
+          return lock
+        }
+      }
+      const last = readLock(dir)
+      throw heldError(dir, last, { stale: false, reason: 'another process took it first' })
+    } finally {
+      unlinkQuietly(tmp)
+    }
+  }
+
+  /** A new holder first removes what dead holders left half-written (temp files of their atomic writes). */
+  private static taken(dir: string, info: LockInfo, now: () => Date): TaskLock {
+    removeDeadTemps(dir)
+    return new TaskLock(dir, info, now)
+  }
+
+  /** Cheap check before a write: the lock file is still the one we wrote. */
+  isStillOurs(): boolean {
+    return !this.released && lockIdentity(this.dir) === this.identity
+  }
+
+  /**
+   * Rewrites heartbeat_at, after checking inside the mutex that the token is still
+   * ours. Throws LockLostError when the lock was taken from us.
+   */
+  async heartbeat(): Promise<void> {
+    if (this.released) return
+    await withLockMutex(this.dir, () => {
+      const seen = readLock(this.dir)
+      if (seen?.info?.token !== this.token) throw new LockLostError(this.dir, seen?.info ?? null)
+      this.info.heartbeat_at = this.now().toISOString()
+      const tmp = writeLockTemp(this.dir, this.info)
+      try {
+        renameSync(tmp, join(this.dir, FILES.lock))
+      } catch (err) {
+        unlinkQuietly(tmp)
+        throw err
+      }
+      this.identity = lockIdentity(this.dir)
+    })
+  }
+
+  /**
+   * Names a command's process group in the lock while it runs (and drops it when it
+   * ends), so that if this process dies, whoever takes the task over kills it.
+   */
+  async trackCommand(pgid: number, running: boolean): Promise<void> {
+    const others = (this.info.commands ?? []).filter((c) => c.pgid !== pgid)
+    const commands = running ? [...others, { pgid, start: processStart(pgid) }] : others
+    if (commands.length > 0) this.info.commands = commands
+    else delete this.info.commands
+    await this.heartbeat()
+  }
+
+  /** Removes the lock if it is still ours. */
+  async release(): Promise<void> {
+    if (this.released) return
+    this.released = true
+    await withLockMutex(this.dir, () => {
+      const seen = readLock(this.dir)
+      if (seen?.info?.token === this.token) unlinkSync(join(this.dir, FILES.lock))
+    })
+  }
+
+  /** After the task directory was renamed with the lock inside it. */
+  movedTo(dir: string): void {
+    this.dir = dir
+  }
+}
+
+/**
+ * Kills what a provably dead owner left running: the process groups of its commands
+ * on this host (another host's cannot be reached). Returns the groups killed.
+ */
+function stopLeftoverCommands(owner: LockInfo): number[] {
+  if (owner.hostname !== hostname() || !Array.isArray(owner.commands)) return []
+  return owner.commands.filter((c) => Number.isInteger(c?.pgid) && c.pgid > 1 && killLeftoverGroup(c.pgid, c.start ?? null)).map((c) => c.pgid)
+}
+
+/**
+ * A forced takeover of a `.lock` that is not a file (a link, a FIFO, an empty
+ * directory) first removes it: rename() cannot replace a directory with a file. A
+ * directory with something in it is not ours to empty: the operator is told.
+ */
+function removeNonFileLock(path: string): void {
+  const st = lstatSync(path, { throwIfNoEntry: false })
+  if (st === undefined || st.isFile()) return
+  if (!st.isDirectory()) return unlinkSync(path)
+  try {
+    rmdirSync(path)
+  } catch (err) {
+    if (isErrno(err, 'ENOTEMPTY') || isErrno(err, 'EEXIST')) throw new CtxError(`${path} is a directory with files in it, not a lock`, { hint: 'move it out of the task directory and run the command again' })
+    throw err
+  }
+}
+
+function heldError(dir: string, lock: LockFile | null, verdict: Verdict): LockedError {
+  const who = lock?.info ? `pid ${lock.info.process_id} on ${lock.info.hostname}` : 'an unreadable lock'
+  return new LockedError(`${dir} is locked by ${who} (${verdict.reason})`, 'wait for that process, or run ctxagent unlock <uuid> if it is dead')
+}

@@ -1,0 +1,21 @@
+import { existsSync } from 'node:fs'
+import { appendShared } from '../format/jsonl.js'
+import type { Layout } from '../fs/layout.js'
+
+export interface AuditEntry {
+  ts: string
+  os_user: string
+  command: string
+  /** null for a command that read every task (reindex). */
+  uuid: string | null
+}
+
+/**
+ * Records who read or changed which task (SPEC §8) in <base>/audit.jsonl (0600).
+ * Nothing is recorded where no base directory exists yet: a read of nothing
+ * must not create one.
+ */
+export function audit(layout: Layout, entry: AuditEntry): void {
+  if (!existsSync(layout.base)) return
+  appendShared(layout.audit, entry)
+}

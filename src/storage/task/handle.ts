@@ -1,0 +1,424 @@
+import { chmodSync, existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs'
+import { join } from 'node:path'
+import { activeEndpoint } from '../../config/schema.js'
+import { CtxError, isErrno } from '../../errors.js'
+import { taskDiskUse } from '../fs/disk.js'
+import type { DiskUse } from '../fs/disk.js'
+import { explainSystemError } from '../../system-errors.js'
+import { DIR_MODE, makePrivateDir, writeFileAtomic } from '../fs/files.js'
+import { tailPlainSync } from '../format/jsonl.js'
+import { FILES, LOCATIONS } from '../fs/layout.js'
+import type { Location, TaskRef } from '../fs/layout.js'
+import { LockLostError, TaskLock } from '../lock/lock.js'
+import { maskText } from '../format/mask.js'
+import { MessageStore } from './message-store.js'
+import type { NewMessage } from './message-store.js'
+import { readMetadata, writeMetadata } from './metadata.js'
+import type { RunRecord, TaskKey, TaskMetadata } from './metadata.js'
+import { hostname } from '../fs/process-info.js'
+import { toWindowMessage } from '../format/records.js'
+import type { SummaryRecord, ToolRecord, WindowMessage } from '../format/records.js'
+import { initialState, readState, updateState, writeState } from './state.js'
+import type { Status, TaskState } from './state.js'
+import { PlanningStore, SummaryStore, ToolStore } from './stores.js'
+import type { TaskEnv } from './env.js'
+import { stalenessPolicy } from './env.js'
+import { taskRow } from '../index/task-index.js'
+import type { TaskCounts } from '../index/task-index.js'
+import { windowTokens } from '../format/tokens.js'
+
+export interface NewTask {
+  task_key: TaskKey
+  user: string | null
+  run?: RunRecord
+  inherited_from?: string | null
+}
+
+export type Hook = (handle: TaskHandle) => void | Promise<void>
+
+/**
+ * A task this process owns: it holds the `.lock`, keeps the heartbeat, and is the
+ * only writer of the task's files. Every write first checks that the lock is still
+ * ours, so an owner whose lock was taken over stops writing at once.
+ */
+export class TaskHandle {
+  private lostError: LockLostError | null = null
+  private windowCache: { messages: WindowMessage[]; tokens: number } | null = null
+  private timer: NodeJS.Timeout | null = null
+  private stores: { messages: MessageStore; summaries: SummaryStore; tools: ToolStore; planning: PlanningStore } | null
+  private readonly completionHooks: Hook[] = []
+  private readonly stopHooks: Hook[] = []
+
+  private constructor(
+    private readonly env: TaskEnv,
+    readonly uuid: string,
+    private dirPath: string,
+    private readonly lock: TaskLock,
+    readonly metadata: TaskMetadata,
+    private stateCache: TaskState,
+    private readonly onLost: (err: LockLostError) => void,
+  ) {
+    const options = {
+      fsync: env.config.context.durability === 'fsync',
+      now: env.now,
+      memoryMessages: env.config.context.max_memory_messages,
+    }
+    this.stores = {
+      messages: MessageStore.open(dirPath, options),
+      summaries: SummaryStore.open(dirPath, options),
+      tools: ToolStore.open(dirPath, options),
+      planning: PlanningStore.open(dirPath, options),
+    }
+    const every = env.config.locks.heartbeat_seconds * 1000
+    this.timer = setInterval(() => void this.beat(), every)
+    this.timer.unref()
+  }
+
+  get dir(): string {
+    return this.dirPath
+  }
+
+  get state(): TaskState {
+    return this.stateCache
+  }
+
+  /** Set when the lock was taken from us; every write throws it from then on. */
+  get lost(): LockLostError | null {
+    return this.lostError
+  }
+
+  get messages(): MessageStore {
+    return this.owned().messages
+  }
+
+  onCompletion(hook: Hook): void {
+    this.completionHooks.push(hook)
+  }
+
+  onStop(hook: Hook): void {
+    this.stopHooks.push(hook)
+  }
+
+  addMessage(message: NewMessage) {
+    const stored = this.owned().messages.add(message)
+    if (stored.visible !== false && this.windowCache !== null) {
+      this.windowCache.messages.push(toWindowMessage(stored))
+      this.windowCache.tokens += stored.token_count
+    }
+    return stored
+  }
+
+  /**
+   * The window (what current.jsonl holds), kept in memory as the owner appends and
+   * compacts: bounded by compaction, never the whole history (SPEC §5). Read from
+   * current.jsonl once, when the task was resumed.
+   */
+  window(): readonly WindowMessage[] {
+    return this.loadWindow().messages
+  }
+
+  /** Estimated tokens of the window: deciding whether to compress reads nothing from disk. */
+  windowTokens(): number {
+    return this.loadWindow().tokens
+  }
+
+  private loadWindow(): { messages: WindowMessage[]; tokens: number } {
+    if (this.windowCache === null) {
+      this.owned()
+      const path = join(this.dirPath, FILES.current)
+      // The window is bounded by compaction, so reading it whole is fine; the reader skips a torn tail.
+      const messages = existsSync(path) ? (tailPlainSync(path, Number.POSITIVE_INFINITY).records as unknown as WindowMessage[]) : []
+      this.windowCache = { messages, tokens: windowTokens(messages) }
+    }
+    return this.windowCache
+  }
+
+  addTool(record: Omit<ToolRecord, 'seq' | 'timestamp'>): ToolRecord {
+    return this.owned().tools.add(record)
+  }
+
+  addSummary(record: Omit<SummaryRecord, 'summary_id'>): SummaryRecord {
+    return this.owned().summaries.add(record)
+  }
+
+  addPlan(planType: string, content: string) {
+    return this.owned().planning.add(planType, content)
+  }
+
+  replaceCurrent(window: readonly WindowMessage[]): void {
+    this.owned().messages.replaceCurrent(window)
+    this.windowCache = { messages: [...window], tokens: windowTokens(window) }
+  }
+
+  /** Changes state.json (and the heartbeat, and tasks.db). */
+  async update(change: Partial<TaskState> | ((state: TaskState) => Partial<TaskState>)): Promise<TaskState> {
+    const stores = this.owned()
+    await this.beat(true)
+    this.stateCache = await updateState(
+      this.dirPath,
+      (current) => ({
+        ...(typeof change === 'function' ? change(current) : change),
+        message_count: stores.messages.lastSeq,
+        tool_call_count: stores.tools.lastSeq,
+        compression_count: stores.summaries.lastId,
+      }),
+      this.env.now(),
+    )
+    this.index('running')
+    return this.stateCache
+  }
+
+  setStatus(status: Status, activity?: string): Promise<TaskState> {
+    return this.update(activity === undefined ? { status } : { status, last_activity: activity })
+  }
+
+  /**
+   * Completion (SPEC §3): status completing with final counters, hooks, final
+   * summary, lock removed, directory renamed to completed/, then status completed.
+   * A crash after the rename leaves `completing` in completed/, which the next scan
+   * finishes.
+   */
+  async complete(finalSummary: string | null = null): Promise<void> {
+    await this.setStatus('completing', 'completing')
+    for (const hook of this.completionHooks) await hook(this)
+    if (finalSummary !== null) writeFileAtomic(join(this.dirPath, FILES.finalSummary), maskText(finalSummary))
+    await this.finish('completed', { completed_at: this.env.now().toISOString() }, { status: 'completed' })
+  }
+
+  /** Stop on purpose: hooks, status paused, lock removed, moved to paused/. */
+  async pause(): Promise<void> {
+    for (const hook of this.stopHooks) await hook(this)
+    await this.finish('paused', { status: 'paused', last_activity: 'paused' })
+  }
+
+  /** Failure: status failed (or timeout) with the error, lock removed, moved to completed/. */
+  async fail(error: string, status: 'failed' | 'timeout' = 'failed'): Promise<void> {
+    await this.finish('completed', { status, error: maskText(error), completed_at: this.env.now().toISOString() })
+  }
+
+  /**
+   * Pause for when the usual pause cannot write (a full disk): stop owning the task,
+   * remove the lock (which frees room), then record `paused` if that now fits, and
+   * move the directory to paused/ (a rename needs no room). Records stay as last written.
+   */
+  async abandon(error: string): Promise<void> {
+    this.stopTimer()
+    this.closeStores()
+    await this.lock.release()
+    await updateState(this.dirPath, () => ({ status: 'paused', last_activity: 'paused', error: maskText(error) }), this.env.now()).catch(() => undefined)
+    const target = this.env.layout.taskDir('paused', this.uuid)
+    renameSync(this.dirPath, target)
+    this.dirPath = target
+  }
+
+  private async finish(to: Location, change: Partial<TaskState>, afterMove?: Partial<TaskState>): Promise<void> {
+    await this.update(change)
+    this.stopTimer()
+    this.closeStores()
+    await this.lock.release()
+    const target = this.env.layout.taskDir(to, this.uuid)
+    renameSync(this.dirPath, target)
+    this.dirPath = target
+    if (afterMove) this.stateCache = await updateState(target, () => afterMove, this.env.now())
+    this.index(to, taskDiskUse(target))
+  }
+
+  private owned() {
+    if (this.lostError === null && this.stores !== null && !this.lock.isStillOurs()) {
+      this.markLost(new LockLostError(this.dirPath, null))
+    }
+    if (this.lostError) throw this.lostError
+    if (this.stores === null) throw new CtxError(`task ${this.uuid} is no longer open in this process`)
+    return this.stores
+  }
+
+  /**
+   * A command (run_command) started or ended in its own process group: the lock names
+   * the groups still running, so that whoever takes over after this process dies kills them.
+   */
+  async commandRunning(pgid: number, running: boolean): Promise<void> {
+    await this.rewriteLock(() => this.lock.trackCommand(pgid, running))
+  }
+
+  /** Process groups of a dead previous owner's commands that taking its lock killed. */
+  get stoppedCommands(): readonly number[] {
+    return this.lock.stoppedCommands
+  }
+
+  private async beat(strict = false): Promise<void> {
+    await this.rewriteLock(() => this.lock.heartbeat(), strict)
+  }
+
+  private async rewriteLock(write: () => Promise<void>, strict = false): Promise<void> {
+    if (this.lostError) {
+      if (strict) throw this.lostError
+      return
+    }
+    try {
+      await write()
+    } catch (err) {
+      // The directory moved away under us (unlock --force, a reaper): the lock is gone with it.
+      if (isErrno(err, 'ENOENT')) err = new LockLostError(this.dirPath, null)
+      if (!(err instanceof LockLostError)) {
+        this.env.warn(`heartbeat of task ${this.uuid} failed: ${(explainSystemError(err, this.env.layout.base) ?? (err as Error)).message}`)
+        if (strict) throw err
+        return
+      }
+      this.markLost(err)
+      if (strict) throw err
+    }
+  }
+
+  private markLost(err: LockLostError): void {
+    this.lostError = err
+    this.stopTimer()
+    this.closeStores()
+    this.onLost(err)
+  }
+
+  private stopTimer(): void {
+    if (this.timer) clearInterval(this.timer)
+    this.timer = null
+  }
+
+  private closeStores(): void {
+    if (this.stores === null) return
+    for (const store of Object.values(this.stores)) store.close()
+    this.stores = null
+  }
+
+  private index(location: Location, disk: DiskUse | null = null): void {
+    indexTask(
+      this.env,
+      this.metadata,
+      this.stateCache,
+      location,
+      { messages: this.stateCache.message_count ?? 0, summaries: this.stateCache.compression_count, tools: this.stateCache.tool_call_count },
+      disk,
+    )
+  }
+
+  /** @internal used by createTask / resumeTask */
+  static async open(env: TaskEnv, uuid: string, dir: string, lock: TaskLock, onLost?: (err: LockLostError) => void): Promise<TaskHandle> {
+    const metadata = readMetadata(dir)
+    const state = readState(dir) ?? initialState(env.now())
+    return new TaskHandle(env, uuid, dir, lock, metadata, state, onLost ?? (() => undefined))
+  }
+}
+
+export function indexTask(env: TaskEnv, meta: TaskMetadata, state: TaskState | null, location: Location, counts: TaskCounts, disk: DiskUse | null = null): void {
+  if (env.index === null) return
+  try {
+    env.index.upsert(taskRow(meta, state, location, counts, disk))
+  } catch (err) {
+    env.warn(`tasks.db not updated for ${meta.uuid}: ${(err as Error).message} (run ctxagent reindex later)`)
+  }
+}
+
+/** Creates the base layout; refuses when a rename between locations would not be atomic. */
+export function ensureLayout(env: TaskEnv): void {
+  for (const location of LOCATIONS) makePrivateDir(env.layout.dir(location))
+  const devices = new Set(LOCATIONS.map((l) => statSync(env.layout.dir(l)).dev))
+  if (devices.size > 1) {
+    throw new CtxError(`running/, paused/ and completed/ under ${env.layout.base} are on different filesystems`, {
+      hint: 'tasks move between them by rename, which is only atomic on one filesystem; put them on one',
+    })
+  }
+}
+
+export interface CreateOptions {
+  onLost?: (err: LockLostError) => void
+  uuid?: string
+}
+
+/** Creates running/<uuid>: metadata.json, state.json (initializing), .lock, tasks.db row. */
+export async function createTask(env: TaskEnv, task: NewTask, options: CreateOptions = {}): Promise<TaskHandle> {
+  ensureLayout(env)
+  const uuid = options.uuid ?? (await import('uuid')).v4()
+  const dir = env.layout.taskDir('running', uuid)
+  try {
+    makePrivateDirExclusive(dir)
+  } catch (err) {
+    if (isErrno(err, 'EEXIST')) throw new CtxError(`task ${uuid} already exists`, { exitCode: 4 })
+    throw err
+  }
+  try {
+    const now = env.now()
+    const llm = env.config.llm
+    const endpoint = activeEndpoint(env.config)
+    const key = task.task_key
+    const metadata: TaskMetadata = {
+      uuid,
+      task_key: key,
+      task_type: `${key.task_source}_${key.task_type}`,
+      task_identifier: key.task_id,
+      repository: key.owner && key.repo ? `${key.owner}/${key.repo}` : key.repo || key.owner || '',
+      user: task.user,
+      created_at: now.toISOString(),
+      process_id: process.pid,
+      hostname: hostname(),
+      config: {
+        llm_provider: llm.provider,
+        model: endpoint.model,
+        context_length: endpoint.context_length,
+        compression_threshold: env.config.context.compression.threshold,
+      },
+      ...(task.run ? { run: task.run } : {}),
+      ...(task.inherited_from ? { inherited_from: task.inherited_from } : {}),
+    }
+    writeMetadata(dir, metadata)
+    await writeState(dir, initialState(now))
+    const lock = await TaskLock.acquire(dir, { ...stalenessPolicy(env.config), now: env.now })
+    const handle = await TaskHandle.open(env, uuid, dir, lock, options.onLost)
+    indexTask(env, metadata, handle.state, 'running', { messages: 0, summaries: 0, tools: 0 })
+    return handle
+  } catch (err) {
+    // Nothing of the task exists yet but what this process wrote (a full disk, a lock
+    // refused): remove it, so that no half-created task is left for a reaper to guess at.
+    rmSync(dir, { recursive: true, force: true })
+    throw err
+  }
+}
+
+/**
+ * paused/<uuid> → running/<uuid>: the lock is taken first, then the directory moves.
+ * A task still in running/ whose owner is provably dead (kill -9, a crashed host) is
+ * taken over where it is: acquiring its stale lock is the proof.
+ */
+export async function resumeTask(env: TaskEnv, ref: TaskRef, options: CreateOptions = {}): Promise<TaskHandle> {
+  if (ref.location === 'completed') {
+    throw new CtxError(`task ${ref.uuid} is in completed/, not paused/`, { exitCode: 4, hint: 'only paused tasks can be resumed' })
+  }
+  ensureLayout(env)
+  const lock = await TaskLock.acquire(ref.dir, { ...stalenessPolicy(env.config), now: env.now })
+  const target = env.layout.taskDir('running', ref.uuid)
+  if (ref.location === 'paused') {
+    try {
+      renameSync(ref.dir, target)
+    } catch (err) {
+      await lock.release()
+      throw err
+    }
+    lock.movedTo(target)
+  }
+  let handle: TaskHandle
+  try {
+    handle = await TaskHandle.open(env, ref.uuid, target, lock, options.onLost)
+  } catch (err) {
+    // Its files cannot be opened (a link planted in it, an unreadable file): the task goes back as it was.
+    if (ref.location === 'paused') {
+      renameSync(target, ref.dir)
+      lock.movedTo(ref.dir)
+    }
+    await lock.release()
+    throw err
+  }
+  await handle.update({ status: 'processing', last_activity: 'resumed', error: null })
+  return handle
+}
+
+/** mkdir without `recursive`: EEXIST means the uuid is taken. */
+function makePrivateDirExclusive(dir: string): void {
+  mkdirSync(dir, { mode: DIR_MODE })
+  chmodSync(dir, DIR_MODE)
+}

@@ -1,0 +1,110 @@
+import { join } from 'node:path'
+import { isErrno, NotFoundError } from '../../errors.js'
+import { parseJsonObject, readSmallFile, writeJsonAtomic } from '../fs/files.js'
+import { FILES } from '../fs/layout.js'
+
+export interface TaskKey {
+  task_source: string
+  /** null for local tasks (SPEC §12.1). */
+  owner: string | null
+  repo: string
+  task_type: string
+  task_id: string
+}
+
+export interface TaskMetadata {
+  uuid: string
+  task_key: TaskKey
+  /** `<source>_<type>`, e.g. github_issue, gitlab_merge_request, local_task. */
+  task_type: string
+  task_identifier: string
+  /** `owner/repo` */
+  repository: string
+  user: string | null
+  created_at: string
+  process_id: number
+  hostname: string
+  config: {
+    llm_provider: string
+    model: string
+    context_length: number
+    compression_threshold: number
+  }
+  /** How `run` started the task, so that a resume continues with the same settings. */
+  run?: RunRecord
+  /** The earlier task whose final summary this one started from (SPEC §5). */
+  inherited_from?: string | null
+}
+
+export interface RunRecord {
+  workspace: string
+  allow_shell: boolean
+  max_turns: number
+  max_tokens: number | null
+  timeout_ms: number | null
+  /** The system prompt the task started with, so that a resume sends the same one. */
+  system_prompt_file: string | null
+  /** The recording a replay task plays back (llm.replay.from). */
+  replay_from: string | null
+  /** A keep-alive chat session (run --chat). */
+  chat?: boolean
+}
+
+export function writeMetadata(dir: string, metadata: TaskMetadata): void {
+  writeJsonAtomic(join(dir, FILES.metadata), metadata)
+}
+
+/**
+ * Reads metadata.json in either seed's form: seed 000 nests the identity in
+ * `task_key`, seed 003 spells it flat (`task_type`, `task_identifier`, `repository`).
+ * The result always has both.
+ */
+export function readMetadata(dir: string): TaskMetadata {
+  const path = join(dir, FILES.metadata)
+  let text: string
+  try {
+    text = readSmallFile(path)
+  } catch (err) {
+    if (isErrno(err, 'ENOENT')) throw new NotFoundError(`${path} is missing`, 'the task directory is incomplete; see ctxagent reindex')
+    throw err
+  }
+  return parseMetadata(text, path)
+}
+
+export function parseMetadata(text: string, path: string): TaskMetadata {
+  return normalizeMetadata(parseJsonObject(text, path, 'restore it from a backup or remove the task'))
+}
+
+export function normalizeMetadata(raw: Record<string, unknown>): TaskMetadata {
+  const s = (v: unknown, fallback = ''): string => (typeof v === 'string' ? v : typeof v === 'number' ? String(v) : fallback)
+  const key = (raw.task_key ?? {}) as Record<string, unknown>
+  const repository = s(raw.repository, key.owner && key.repo ? `${s(key.owner)}/${s(key.repo)}` : '')
+  const [owner = '', repo = ''] = repository.split('/')
+  const taskType = s(raw.task_type, key.task_source && key.task_type ? `${s(key.task_source)}_${s(key.task_type)}` : 'unknown')
+  const config = (raw.config ?? {}) as Record<string, unknown>
+  return {
+    uuid: s(raw.uuid),
+    task_key: {
+      task_source: s(key.task_source, taskType.split('_')[0]),
+      owner: key.owner === null ? null : s(key.owner, owner),
+      repo: s(key.repo, repo),
+      task_type: s(key.task_type, taskType.split('_').slice(1).join('_')),
+      task_id: s(key.task_id, s(raw.task_identifier)),
+    },
+    task_type: taskType,
+    task_identifier: s(raw.task_identifier, s(key.task_id)),
+    repository,
+    user: typeof raw.user === 'string' ? raw.user : null,
+    created_at: s(raw.created_at),
+    process_id: typeof raw.process_id === 'number' ? raw.process_id : 0,
+    hostname: s(raw.hostname),
+    config: {
+      llm_provider: s(config.llm_provider),
+      model: s(config.model),
+      context_length: typeof config.context_length === 'number' ? config.context_length : 0,
+      compression_threshold: typeof config.compression_threshold === 'number' ? config.compression_threshold : 0,
+    },
+    ...(raw.run !== null && typeof raw.run === 'object' ? { run: raw.run as RunRecord } : {}),
+    ...(typeof raw.inherited_from === 'string' ? { inherited_from: raw.inherited_from } : {}),
+  }
+}

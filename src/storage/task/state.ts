@@ -1,0 +1,159 @@
+import { join } from 'node:path'
+import lockfile from 'proper-lockfile'
+import { CtxError, isErrno } from '../../errors.js'
+import { parseJsonObject, readSmallFile, writeJsonAtomic } from '../fs/files.js'
+import { FILES } from '../fs/layout.js'
+
+export const STATUSES = [
+  'initializing',
+  'processing',
+  'compressing',
+  'completing',
+  'completed',
+  'failed',
+  'timeout',
+  'paused',
+] as const
+export type Status = (typeof STATUSES)[number]
+export const FINAL_STATUSES: readonly Status[] = ['completed', 'failed', 'timeout']
+
+export interface ChatSession {
+  state: 'active' | 'terminating' | 'ended'
+  last_activity_at: string
+}
+
+export interface TaskState {
+  status: Status
+  /** Null when a state.json from elsewhere does not say (never an invented date). */
+  started_at: string | null
+  updated_at: string
+  completed_at: string | null
+  llm_call_count: number
+  tool_call_count: number
+  total_tokens_used: number
+  current_context_tokens: number
+  compression_count: number
+  /** Lines in messages.jsonl, kept by ctxagent so that indexing needs no scan (absent in older files). */
+  message_count?: number
+  last_activity: string | null
+  error: string | null
+  comment_detection: { last_comment_ids: string[]; last_check_timestamp: string | null; status_comment_id?: string | null }
+  session?: ChatSession
+  /** Written by `run` (SPEC §12): agent turns so far, for the max_turns budget. */
+  turns?: number
+  /** Milliseconds `run` has worked on the task (paused time excluded), for the timeout budget. */
+  elapsed_ms?: number
+  /** Bytes of inbox.jsonl the owner has read: every line before it was handled once. */
+  inbox_offset?: number
+  /** Files the task read (workspace-relative path → mtime and size), so edits stay allowed across a resume. */
+  read_files?: Record<string, { mtimeMs: number; size: number }>
+  /** The assistant's final answer, or finish's summary. */
+  final_answer?: string | null
+  /** finish's status: done, or blocked (the task could not be done). */
+  finish_status?: 'done' | 'blocked' | null
+}
+
+export function initialState(now: Date): TaskState {
+  const iso = now.toISOString()
+  return {
+    status: 'initializing',
+    started_at: iso,
+    updated_at: iso,
+    completed_at: null,
+    llm_call_count: 0,
+    tool_call_count: 0,
+    total_tokens_used: 0,
+    current_context_tokens: 0,
+    compression_count: 0,
+    message_count: 0,
+    last_activity: null,
+    error: null,
+    comment_detection: { last_comment_ids: [], last_check_timestamp: null },
+  }
+}
+
+/** state.json of a task, or null when the task has none yet. */
+export function readState(dir: string): TaskState | null {
+  const path = join(dir, FILES.state)
+  let text: string
+  try {
+    text = readSmallFile(path)
+  } catch (err) {
+    if (isErrno(err, 'ENOENT')) return null
+    throw err
+  }
+  return parseState(text, path)
+}
+
+export function parseState(text: string, path: string): TaskState {
+  return normalizeState(parseJsonObject(text, path, 'restore it, or remove it and run ctxagent reindex'))
+}
+
+/** Defaults under a state.json read from disk (made once: reindex normalizes thousands). */
+const { message_count: _unknownCount, ...STATE_DEFAULTS } = initialState(new Date(0))
+
+function normalizeState(raw: Record<string, unknown>): TaskState {
+  const merged = { ...STATE_DEFAULTS, ...raw } as TaskState
+  if (!(STATUSES as readonly string[]).includes(merged.status)) merged.status = 'failed'
+  // Not the epoch default: a start nobody recorded stays unknown (readers fall back to metadata's created_at).
+  if (typeof raw.started_at !== 'string' || Number.isNaN(Date.parse(raw.started_at))) merged.started_at = null
+  // Fresh, never the shared defaults' array: a caller may push to last_comment_ids.
+  merged.comment_detection = { last_comment_ids: [], last_check_timestamp: null, ...(raw.comment_detection as object | undefined) }
+  return merged
+}
+
+const STATE_LOCK_TIMEOUT_MS = 5_000
+
+/**
+ * Changes state.json under the short `.state.lock` (proper-lockfile, 5 s timeout):
+ * read, apply `change`, stamp `updated_at`, write temp + fsync + rename. A reader
+ * never sees half a file, and two writers never lose each other's change.
+ */
+export async function updateState(
+  dir: string,
+  change: (state: TaskState) => Partial<TaskState>,
+  now: Date = new Date(),
+): Promise<TaskState> {
+  const release = await lockState(dir)
+  try {
+    const current = readState(dir) ?? initialState(now)
+    const next: TaskState = { ...current, ...change(current), updated_at: now.toISOString() }
+    writeJsonAtomic(join(dir, FILES.state), next)
+    return next
+  } finally {
+    await release()
+  }
+}
+
+/** Writes a whole state.json (task creation), under the same lock. */
+export async function writeState(dir: string, state: TaskState): Promise<void> {
+  const release = await lockState(dir)
+  try {
+    writeJsonAtomic(join(dir, FILES.state), state)
+  } finally {
+    await release()
+  }
+}
+
+async function lockState(dir: string): Promise<() => Promise<void>> {
+  try {
+    return await lockfile.lock(dir, {
+      lockfilePath: join(dir, FILES.stateLock),
+      realpath: false,
+      // A process killed inside the section leaves the lock behind: it is taken over after 2 s
+      // (proper-lockfile's minimum), well within the 5 s that a writer waits.
+      stale: 2_000,
+      retries: { retries: STATE_LOCK_TIMEOUT_MS / 25, factor: 1, minTimeout: 25, maxTimeout: 25 },
+      // The section is a few milliseconds long and its write is atomic, so a lock
+      // "compromised" by a slow disk must not crash the process from a timer.
+      onCompromised: () => undefined,
+    })
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ELOCKED') {
+      throw new CtxError(`state.json of ${dir} stayed locked for ${STATE_LOCK_TIMEOUT_MS / 1000}s`, {
+        hint: `remove ${join(dir, FILES.stateLock)} if no ctxagent process is using the task`,
+      })
+    }
+    throw err
+  }
+}

@@ -1,0 +1,91 @@
+import { join } from 'node:path'
+import { FILES } from '../fs/layout.js'
+import { maskText, maskValue } from '../format/mask.js'
+import type { PlanningRecord, SummaryRecord, ToolRecord } from '../format/records.js'
+import { SequencedLog } from '../format/sequenced-log.js'
+import type { LogOptions } from '../format/sequenced-log.js'
+
+type Clock = () => Date
+
+interface StoreOptions extends LogOptions {
+  now?: Clock
+}
+
+const nowIso = (options: StoreOptions): string => (options.now?.() ?? new Date()).toISOString()
+
+/** summaries.jsonl: every compression, append-only (SPEC §2.5). */
+export class SummaryStore {
+  private constructor(private readonly log: SequencedLog<'summary_id'>) {}
+
+  static open(dir: string, options: StoreOptions = {}): SummaryStore {
+    return new SummaryStore(SequencedLog.open(join(dir, FILES.summaries), 'summary_id', ['id'], options))
+  }
+
+  get lastId(): number {
+    return this.log.lastId
+  }
+
+  add(fields: Omit<SummaryRecord, 'summary_id'>): SummaryRecord {
+    return this.log.append({ ...fields, summary: maskText(fields.summary) })
+  }
+
+  close(): void {
+    this.log.close()
+  }
+}
+
+/** tools.jsonl: every tool execution (SPEC §2.6). */
+export class ToolStore {
+  private constructor(
+    private readonly log: SequencedLog<'seq'>,
+    private readonly options: StoreOptions,
+  ) {}
+
+  static open(dir: string, options: StoreOptions = {}): ToolStore {
+    return new ToolStore(SequencedLog.open(join(dir, FILES.tools), 'seq', [], options), options)
+  }
+
+  get lastSeq(): number {
+    return this.log.lastId
+  }
+
+  add(fields: Omit<ToolRecord, 'seq' | 'timestamp'>): ToolRecord {
+    return this.log.append({
+      tool_name: fields.tool_name,
+      arguments: maskValue(fields.arguments),
+      result: maskValue(fields.result),
+      status: fields.status,
+      error: fields.error === null ? null : maskText(fields.error),
+      duration_ms: fields.duration_ms,
+      timestamp: nowIso(this.options),
+    })
+  }
+
+  close(): void {
+    this.log.close()
+  }
+}
+
+/** planning.jsonl: plan history (SPEC §2.7). */
+export class PlanningStore {
+  private constructor(
+    private readonly log: SequencedLog<'id'>,
+    private readonly options: StoreOptions,
+  ) {}
+
+  static open(dir: string, options: StoreOptions = {}): PlanningStore {
+    return new PlanningStore(SequencedLog.open(join(dir, FILES.planning), 'id', [], options), options)
+  }
+
+  add(planType: string, planContent: string): PlanningRecord {
+    return this.log.append({
+      plan_type: planType,
+      plan_content: maskText(planContent),
+      created_at: nowIso(this.options),
+    })
+  }
+
+  close(): void {
+    this.log.close()
+  }
+}

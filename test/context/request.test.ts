@@ -1,0 +1,110 @@
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { compressionLimit, settingsFrom } from '../../src/context/compaction.js'
+import { compressIfNeeded, requestMessages } from '../../src/context/request.js'
+import { extractiveSummarizer, llmSummarizer } from '../../src/context/summarizer.js'
+import { parseConfig } from '../../src/config/schema.js'
+import { requireLlmClient } from '../../src/llm/openai-compatible.js'
+import { Layout } from '../../src/storage/fs/layout.js'
+import type { WindowMessage } from '../../src/storage/format/records.js'
+import { readState } from '../../src/storage/task/state.js'
+import { createTask, resumeTask } from '../../src/storage/task/handle.js'
+import { resolveTask } from '../../src/storage/fs/layout.js'
+import { estimateMessageTokens } from '../../src/storage/format/tokens.js'
+import { makeTree } from '../fixtures/tree.js'
+import { startFakeLlm } from '../helpers/fake-llm.js'
+
+describe('requestMessages', () => {
+  const call = (id: string): WindowMessage => ({ role: 'assistant', content: '', tool_calls: [{ id, type: 'function', function: { name: 'run', arguments: '{}' } }] })
+  const window: WindowMessage[] = [
+    { role: 'system', content: 'sys' },
+    { role: 'user', content: 'the task' },
+    { role: 'user', content: '[Summary …] earlier work' },
+    call('a'),
+    { role: 'tool', content: 'x'.repeat(4000), tool_call_id: 'a' },
+    call('b'),
+    { role: 'tool', content: 'y'.repeat(400), tool_call_id: 'b' },
+    { role: 'assistant', content: 'done with b' },
+  ]
+
+  it('keeps the head and the newest messages within the limit, never starting on an orphaned tool result', () => {
+    const all = requestMessages(window, 100_000, 3)
+    expect(all).toEqual(window)
+    const tight = requestMessages(window, 200, 3)
+    expect(tight.map((m) => m.content.slice(0, 12))).toEqual(['sys', 'the task', '[Summary …] ', '', 'y'.repeat(12), 'done with b'])
+    const tighter = requestMessages(window, 120, 3)
+    expect(tighter[3]?.role).not.toBe('tool')
+    expect(tighter.slice(0, 3)).toEqual(window.slice(0, 3))
+  })
+})
+
+describe('compressIfNeeded', () => {
+  async function task() {
+    const handle = await createTask(
+      { layout: new Layout(makeTree().base), config: parseConfig(''), index: null, now: () => new Date(), warn: () => undefined },
+      { task_key: { task_source: 'local', owner: 'me', repo: 'app', task_type: 'task', task_id: '9' }, user: null },
+    )
+    handle.addMessage({ role: 'system', content: 'sys' })
+    handle.addMessage({ role: 'user', content: 'the task' })
+    for (let i = 0; i < 30; i++) handle.addMessage({ role: i % 2 ? 'tool' : 'user', content: `step ${i} ${'z'.repeat(300)}`, ...(i % 2 ? { tool_name: 'run' } : {}) })
+    return handle
+  }
+
+  it('compresses over the limit with status compressing meanwhile, and not under it', async () => {
+    const handle = await task()
+    const settings = settingsFrom(parseConfig(''))
+    const warnings: string[] = []
+    const statuses: string[] = []
+    const fake = await startFakeLlm()
+    fake.fallback = () => {
+      statuses.push(readState(handle.dir)?.status ?? '')
+      return { content: '## Original Task\nthe task' }
+    }
+    const base = { summarizer: llmSummarizer(requireLlmClient(parseConfig(fake.configYaml()))), settings, now: () => new Date(), warn: (m: string) => warnings.push(m) }
+    expect(await compressIfNeeded(handle, { ...base, limit: 1_000_000 })).toBeNull()
+    const result = await compressIfNeeded(handle, { ...base, limit: compressionLimit(parseConfig('context:\n  compression:\n    token_threshold: 500\n'), 8000) })
+    expect(result?.record.summary_id).toBe(1)
+    expect(statuses).toEqual(['compressing'])
+    expect(readState(handle.dir)).toMatchObject({ status: 'processing', compression_count: 1, last_activity: 'compressed' })
+    expect(warnings).toEqual([])
+    await handle.fail('over')
+  })
+
+  it('keeps the in-memory window equal to current.jsonl through appends, compaction and resume', async () => {
+    const handle = await task()
+    const fromDisk = (dir: string) => readFileSync(join(dir, 'current.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as WindowMessage)
+    expect(handle.window()).toEqual(fromDisk(handle.dir))
+    await compressIfNeeded(handle, { summarizer: extractiveSummarizer(), settings: settingsFrom(parseConfig('')), limit: 100, now: () => new Date(), warn: () => undefined })
+    handle.addMessage({ role: 'user', content: 'after compaction' })
+    handle.addMessage({ role: 'system', content: 'hidden', visible: false })
+    expect(handle.window()).toEqual(fromDisk(handle.dir))
+    expect(handle.windowTokens()).toBe(handle.window().reduce((sum, m) => sum + estimateMessageTokens(m), 0))
+    const env = { layout: new Layout(join(handle.dir, '..', '..')), config: parseConfig(''), index: null, now: () => new Date(), warn: () => undefined }
+    await handle.pause()
+    const resumed = await resumeTask(env, resolveTask(env.layout, handle.uuid))
+    expect(resumed.window()).toEqual(fromDisk(resumed.dir))
+    await resumed.fail('over')
+  })
+
+  it('is best effort: a failing LLM leaves everything as it was, with a warning', async () => {
+    const handle = await task()
+    const fake = await startFakeLlm()
+    fake.fallback = () => ({ status: 500, headers: { 'retry-after-ms': '1' } })
+    const before = readFileSync(join(handle.dir, 'current.jsonl'), 'utf8')
+    const warnings: string[] = []
+    const result = await compressIfNeeded(handle, {
+      summarizer: llmSummarizer(requireLlmClient(parseConfig(fake.configYaml()))),
+      settings: settingsFrom(parseConfig('')),
+      limit: 100,
+      now: () => new Date(),
+      warn: (m) => warnings.push(m),
+    })
+    expect(result).toBeNull()
+    expect(warnings[0]).toMatch(/failed; the window stays as it was/)
+    expect(readFileSync(join(handle.dir, 'current.jsonl'), 'utf8')).toBe(before)
+    expect(readState(handle.dir)?.status).toBe('processing')
+    expect((await compressIfNeeded(handle, { summarizer: extractiveSummarizer(), settings: settingsFrom(parseConfig('')), limit: 100, now: () => new Date(), warn: () => undefined }))?.record.method).toBe('extractive')
+    await handle.fail('over')
+  })
+})

@@ -1,0 +1,59 @@
+import { readdirSync, statSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { CorruptRecordError } from '../../../src/errors.js'
+import { makePrivateDir, writeFileAtomic } from '../../../src/storage/fs/files.js'
+import { JsonlAppender } from '../../../src/storage/format/jsonl.js'
+import { normalizeMetadata } from '../../../src/storage/task/metadata.js'
+import { readState, updateState, writeState, initialState } from '../../../src/storage/task/state.js'
+import { makeTree } from '../../fixtures/tree.js'
+
+describe('state.json', () => {
+  it('applies concurrent updates without losing any and leaves no temp files', async () => {
+    const dir = makeTree().base
+    await writeState(dir, initialState(new Date('2024-01-01T00:00:00Z')))
+    await Promise.all(Array.from({ length: 20 }, () => updateState(dir, (s) => ({ llm_call_count: s.llm_call_count + 1 }))))
+    expect(readState(dir)?.llm_call_count).toBe(20)
+    expect(readdirSync(dir).filter((f) => f.includes('state'))).toEqual(['state.json'])
+  })
+
+  it('returns null when missing and a clear error when not JSON', () => {
+    const dir = makeTree().base
+    expect(readState(dir)).toBeNull()
+    writeFileSync(join(dir, 'state.json'), '{oops')
+    expect(() => readState(dir)).toThrow(CorruptRecordError)
+  })
+})
+
+describe('metadata.json', () => {
+  it('derives the flat fields from seed 000 task_key and the reverse', () => {
+    const m000 = normalizeMetadata({ uuid: 'u', task_key: { task_source: 'gitlab', owner: 'o', repo: 'r', task_type: 'merge_request', task_id: '9' } })
+    expect(m000).toMatchObject({ task_type: 'gitlab_merge_request', repository: 'o/r', task_identifier: '9' })
+    const m003 = normalizeMetadata({ uuid: 'u', task_type: 'github_issue', task_identifier: '123', repository: 'a/b', user: 'me' })
+    expect(m003.task_key).toEqual({ task_source: 'github', owner: 'a', repo: 'b', task_type: 'issue', task_id: '123' })
+  })
+})
+
+describe('permissions', () => {
+  it('creates directories 0700 and files 0600 whatever the umask', () => {
+    const base = makeTree().base
+    const old = process.umask(0o000)
+    try {
+      makePrivateDir(join(base, 'a', 'b'))
+      writeFileAtomic(join(base, 'a', 'b', 'x.json'), '{}')
+      JsonlAppender.open(join(base, 'a', 'b', 'y.jsonl')).close()
+    } finally {
+      process.umask(old)
+    }
+    const tight = process.umask(0o277)
+    try {
+      makePrivateDir(join(base, 'c'))
+      JsonlAppender.open(join(base, 'c', 'z.jsonl')).close()
+    } finally {
+      process.umask(tight)
+    }
+    const mode = (p: string) => statSync(join(base, p)).mode & 0o777
+    expect([mode('a'), mode('a/b'), mode('c')]).toEqual([0o700, 0o700, 0o700])
+    expect([mode('a/b/x.json'), mode('a/b/y.jsonl'), mode('c/z.jsonl')]).toEqual([0o600, 0o600, 0o600])
+  })
+})
