@@ -4,9 +4,9 @@
 import { compressionLimit, settingsFrom } from '../dist/context/compaction.js'
 import { compressIfNeeded, requestMessages } from '../dist/context/request.js'
 import { extractiveSummarizer } from '../dist/context/summarizer.js'
-import { parseConfig } from '../dist/config/schema.js'
+import { parseConfig } from '../dist/config/load.js'
 import { Layout } from '../dist/storage/fs/layout.js'
-import { createTask } from '../dist/storage/task/handle.js'
+import { createTask } from '../dist/storage/task/lifecycle.js'
 import { agentText, rng } from './lib.mjs'
 
 const [mode, base, callsArg, minArg, maxArg] = process.argv.slice(2)

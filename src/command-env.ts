@@ -1,6 +1,7 @@
 import { existsSync, statSync } from 'node:fs'
 import { userInfo } from 'node:os'
-import { DEFAULT_BASE_DIR, loadConfig } from './config/schema.js'
+import { DEFAULT_BASE_DIR } from './config/schema.js'
+import { loadConfig } from './config/load.js'
 import type { Config } from './config/schema.js'
 import { UsageError } from './errors.js'
 import { cutInput, shortPath } from './text.js'
@@ -20,7 +21,7 @@ export interface GlobalOptions {
 }
 
 /** The one object a command gets: config, paths, output, clock. */
-export interface Context {
+export interface CommandEnv {
   readonly config: Config
   readonly configSource: string | null
   /** Which setting chose the task tree (SPEC §9 order). */
@@ -37,7 +38,7 @@ export interface Context {
 
 export type BaseSource = '--home' | 'CTXAGENT_HOME' | 'context.base_dir' | 'default'
 
-export function createContext(globals: GlobalOptions, env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Context {
+export function createCommandEnv(globals: GlobalOptions, env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): CommandEnv {
   const { config, source } = loadConfig({ flag: globals.config, env, cwd })
   const fromEnv = nonEmpty(env.CTXAGENT_HOME)
   const [base, baseSource]: [string, BaseSource] =
@@ -138,7 +139,7 @@ function safeUser(env: NodeJS.ProcessEnv): string {
  * duration of `body`. An index that cannot be opened is a warning: the directories
  * stay the truth and every command works without it.
  */
-export async function withTaskEnv<T>(ctx: Context, body: (env: TaskEnv) => Promise<T>, options: { createIndex?: boolean } = {}): Promise<T> {
+export async function withTaskEnv<T>(ctx: CommandEnv, body: (env: TaskEnv) => Promise<T>, options: { createIndex?: boolean } = {}): Promise<T> {
   let index: TaskIndex | null = null
   let unopened: string | null = null
   try {
@@ -163,12 +164,12 @@ export async function withTaskEnv<T>(ctx: Context, body: (env: TaskEnv) => Promi
   }
 }
 
-function openIndexCreating(ctx: Context): TaskIndex | null {
+function openIndexCreating(ctx: CommandEnv): TaskIndex | null {
   if (!existsSync(ctx.layout.base)) return null
   return TaskIndex.open(ctx.layout.db)
 }
 
-export function auditTask(ctx: Context, command: string, uuid: string | null): void {
+export function auditTask(ctx: CommandEnv, command: string, uuid: string | null): void {
   try {
     audit(ctx.layout, { ts: ctx.now().toISOString(), os_user: ctx.osUser, command, uuid })
   } catch (err) {

@@ -1,6 +1,6 @@
 import { createInterface } from 'node:readline'
 import { Command, Option } from 'commander'
-import type { Context } from '../command-env.js'
+import type { CommandEnv } from '../command-env.js'
 import { auditTask } from '../command-env.js'
 import { CtxError, UsageError } from '../errors.js'
 import { askOwner } from '../run/control.js'
@@ -9,7 +9,7 @@ import type { ReplyOutcome } from '../run/chat-client.js'
 import { resolveTask } from '../storage/fs/layout.js'
 import type { TaskRef } from '../storage/fs/layout.js'
 import { readMetadata } from '../storage/task/metadata.js'
-import { durationArg, withContext } from './shared.js'
+import { durationArg, withEnv } from './shared.js'
 
 interface ChatOptions {
   send?: string
@@ -37,7 +37,7 @@ export function chatCommand(): Command {
     // No commander default: an explicit --timeout must be told apart from none (it contradicts --no-wait).
     .addOption(new Option('--timeout <duration>', 'how long to wait for a reply, or for --end (default: 5m)').argParser(durationArg('--timeout')))
     .option('--end', 'end the session (idempotent; succeeds when there is none)')
-    .action(withContext(chat))
+    .action(withEnv(chat))
 }
 
 /**
@@ -52,7 +52,7 @@ function checkOptions(opts: ChatOptions): ChatPlan {
   return { ...opts, timeout: opts.timeout ?? DEFAULT_TIMEOUT_MS }
 }
 
-async function chat(ctx: Context, received: ChatOptions, id: string): Promise<void> {
+async function chat(ctx: CommandEnv, received: ChatOptions, id: string): Promise<void> {
   const opts = checkOptions(received)
   const ref = resolveTask(ctx.layout, id)
   if (readMetadata(ref.dir).run?.chat !== true) throw new CtxError(`task ${ref.uuid} is not a chat task`, { exitCode: 4, hint: 'start one with ctxagent run --chat; talk to other tasks with ctxagent comment' })
@@ -68,7 +68,7 @@ async function chat(ctx: Context, received: ChatOptions, id: string): Promise<vo
   return attach(ctx, ref, opts)
 }
 
-async function sendOne(ctx: Context, ref: TaskRef, text: string, opts: ChatPlan): Promise<void> {
+async function sendOne(ctx: CommandEnv, ref: TaskRef, text: string, opts: ChatPlan): Promise<void> {
   if (ref.location !== 'running' && opts.wait) {
     throw new CtxError(`task ${ref.uuid} is paused; no one would answer`, { exitCode: 4, hint: 'add --no-wait to queue the message for after the resume' })
   }
@@ -94,7 +94,7 @@ function noReply(ref: TaskRef, outcome: Exclude<ReplyOutcome, { kind: 'reply' }>
 }
 
 /** chat --end: asks the owner to end the session, and waits until the task is completed. */
-async function end(ctx: Context, ref: TaskRef, opts: ChatPlan): Promise<void> {
+async function end(ctx: CommandEnv, ref: TaskRef, opts: ChatPlan): Promise<void> {
   const say = (outcome: string, text: string) => (ctx.json ? ctx.io.json({ uuid: ref.uuid, outcome }) : ctx.io.out(text))
   if (ref.location === 'completed') return say('no_session', `task ${ref.uuid}: no session to end (it is finished)`)
   if (ref.location === 'paused') return say('no_session', `task ${ref.uuid}: no live session to end (it is paused; resume it, or leave it)`)
@@ -104,7 +104,7 @@ async function end(ctx: Context, ref: TaskRef, opts: ChatPlan): Promise<void> {
 }
 
 /** Interactive: a line is a message; its reply is printed; Ctrl-D detaches and the session goes on. */
-async function attach(ctx: Context, ref: TaskRef, opts: ChatPlan): Promise<void> {
+async function attach(ctx: CommandEnv, ref: TaskRef, opts: ChatPlan): Promise<void> {
   const rl = createInterface({ input: process.stdin, output: process.stdout, terminal: process.stdin.isTTY === true })
   const prompt = () => rl.setPrompt(ctx.io.chalk.bold('you> '))
   ctx.io.out(`attached to chat task ${ref.uuid}; type a message, Ctrl-D to detach (the session goes on)`)

@@ -1,5 +1,5 @@
 import { Command } from 'commander'
-import type { Context } from '../command-env.js'
+import type { CommandEnv } from '../command-env.js'
 import { auditTask, withTaskEnv } from '../command-env.js'
 import { formatBytes } from '../duration.js'
 import { CtxError, UsageError } from '../errors.js'
@@ -12,7 +12,7 @@ import type { Finding } from '../operations/monitor.js'
 import { executeCleanup, planCleanup } from '../operations/retention.js'
 import type { CleanupPlan, PlannedTask } from '../operations/retention.js'
 import { stalenessPolicy } from '../storage/task/env.js'
-import { durationArg, stopSignal, withContext } from './shared.js'
+import { durationArg, stopSignal, withEnv } from './shared.js'
 
 interface CleanupOptions {
   dryRun?: boolean
@@ -43,10 +43,10 @@ export function cleanupCommand(): Command {
     .option('--compress-after <duration>', 'gzip completed tasks older than this (default: config context.retention.compress_after_days)', durationArg('--compress-after', { zero: true }))
     .option('--delete-after <duration>', 'delete completed tasks older than this (default: config context.retention.delete_after_days)', durationArg('--delete-after', { zero: true }))
     .option('--schedule <cron>', 'stay running and clean up on this cron schedule, e.g. "0 3 * * *" (runs never overlap)')
-    .action(withContext(cleanup))
+    .action(withEnv(cleanup))
 }
 
-async function cleanup(ctx: Context, opts: CleanupOptions): Promise<void> {
+async function cleanup(ctx: CommandEnv, opts: CleanupOptions): Promise<void> {
   const retention = ctx.config.context.retention
   const compressAfterMs = opts.compressAfter ?? retention.compress_after_days * 86_400_000
   const deleteAfterMs = opts.deleteAfter ?? retention.delete_after_days * 86_400_000
@@ -65,7 +65,7 @@ async function cleanup(ctx: Context, opts: CleanupOptions): Promise<void> {
   await task.destroy()
 }
 
-async function runOnce(ctx: Context, opts: CleanupOptions, compressAfterMs: number, deleteAfterMs: number): Promise<void> {
+async function runOnce(ctx: CommandEnv, opts: CleanupOptions, compressAfterMs: number, deleteAfterMs: number): Promise<void> {
   if (!ctx.layout.exists()) {
     ctx.io.warn(`no task tree at ${ctx.layout.base}; nothing to clean up`)
     return
@@ -115,7 +115,7 @@ function undatedWarning(undated: CleanupPlan['undated']): string {
   return `${undated.length} task(s) in completed/ have no usable completed_at, so their age comes from their files' times: ${shown} (ctxagent view <uuid> shows them; --json lists all)`
 }
 
-function render(ctx: Context, r: CleanupReport): string {
+function render(ctx: CommandEnv, r: CleanupReport): string {
   const verb = r.dry_run ? 'would' : ''
   const lines: string[] = []
   const rows: string[][] = [

@@ -1,10 +1,10 @@
 import { Command } from 'commander'
-import type { Context } from '../command-env.js'
+import type { CommandEnv } from '../command-env.js'
 import { auditTask } from '../command-env.js'
 import { CtxError, isErrno, UsageError } from '../errors.js'
 import { appendInbox } from '../storage/task/inbox.js'
 import { resolveTask } from '../storage/fs/layout.js'
-import { withContext } from './shared.js'
+import { withEnv } from './shared.js'
 
 const MAX_COMMENT = 100_000
 
@@ -13,10 +13,10 @@ export function commentCommand(): Command {
     .description("add a comment to a running or paused task's inbox; its agent reads it at the next turn boundary (seed 002 format)")
     .argument('<uuid>', 'task uuid, or a unique prefix of 8+ hex characters')
     .argument('<text...>', 'the comment')
-    .action(withContext(comment))
+    .action(withEnv(comment))
 }
 
-async function comment(ctx: Context, _opts: object, id: string, words: string[]): Promise<void> {
+async function comment(ctx: CommandEnv, _opts: object, id: string, words: string[]): Promise<void> {
   const text = words.join(' ')
   if (text.trim() === '') throw new UsageError('the comment is empty', 'say something')
   if (text.length > MAX_COMMENT) throw new UsageError(`the comment is ${text.length.toLocaleString('en-US')} characters`, `keep it under ${MAX_COMMENT.toLocaleString('en-US')}`)

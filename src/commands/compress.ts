@@ -4,7 +4,7 @@ import { settingsFrom } from '../context/compaction.js'
 import { extractiveSummarizer, llmSummarizer } from '../context/summarizer.js'
 import type { Summarizer } from '../context/summarizer.js'
 import { activeEndpoint, lacksOpenAiKey } from '../config/schema.js'
-import type { Context } from '../command-env.js'
+import type { CommandEnv } from '../command-env.js'
 import { auditTask, withTaskEnv } from '../command-env.js'
 import { CtxError } from '../errors.js'
 import { askOwner } from '../run/control.js'
@@ -13,7 +13,7 @@ import { resolveTask, TASK_DATA_FILES } from '../storage/fs/layout.js'
 import type { TaskRef } from '../storage/fs/layout.js'
 import { assessTask } from '../operations/reaper.js'
 import { stalenessPolicy } from '../storage/task/env.js'
-import { durationArg, positiveIntArg, withContext } from './shared.js'
+import { durationArg, positiveIntArg, withEnv } from './shared.js'
 
 interface CompressOptions {
   dryRun?: boolean
@@ -30,10 +30,10 @@ export function compressCommand(): Command {
     .option('--extractive', 'summarize without an LLM (keeps the task, file paths, errors, decisions, tools)')
     .option('--keep-recent <n>', 'messages kept verbatim (default: config context.compression.keep_recent)', positiveIntArg)
     .addOption(new Option('--wait <duration>', "a running task: how long to wait for its agent's answer").argParser(durationArg('--wait')).default(120_000, '2m'))
-    .action(withContext(compress))
+    .action(withEnv(compress))
 }
 
-async function compress(ctx: Context, opts: CompressOptions, id: string): Promise<void> {
+async function compress(ctx: CommandEnv, opts: CompressOptions, id: string): Promise<void> {
   const ref = resolveTask(ctx.layout, id)
   // A link, a FIFO or a directory for one of its files: refused before anything is read as "empty" or written.
   assertRegularFiles(ref.dir, TASK_DATA_FILES)
@@ -73,7 +73,7 @@ async function compress(ctx: Context, opts: CompressOptions, id: string): Promis
  * without a key. The SDK is loaded only when a summary is really made: it costs every
  * other command 100 ms of start-up.
  */
-async function summarizerFor(ctx: Context, opts: CompressOptions): Promise<Summarizer> {
+async function summarizerFor(ctx: CommandEnv, opts: CompressOptions): Promise<Summarizer> {
   if (opts.extractive) return extractiveSummarizer()
   if (opts.dryRun) {
     const provider = ctx.config.llm.provider
@@ -88,12 +88,12 @@ async function summarizerFor(ctx: Context, opts: CompressOptions): Promise<Summa
   return llmSummarizer((await import('../llm/openai-compatible.js')).requireLlmClient(ctx.config))
 }
 
-async function ownerIsAlive(ctx: Context, ref: TaskRef): Promise<boolean> {
+async function ownerIsAlive(ctx: CommandEnv, ref: TaskRef): Promise<boolean> {
   return withTaskEnv(ctx, async (env) => !assessTask(env, ref, { policy: stalenessPolicy(ctx.config) }).stale, { createIndex: false })
 }
 
 /** A live owner is the only writer of its files: it is asked, and compresses at its next turn boundary (SPEC §12.6). */
-async function askRunningOwner(ctx: Context, ref: TaskRef, opts: CompressOptions): Promise<void> {
+async function askRunningOwner(ctx: CommandEnv, ref: TaskRef, opts: CompressOptions): Promise<void> {
   if (opts.extractive || opts.keepRecent !== undefined) ctx.io.warn('the running agent compresses with its own settings; --extractive and --keep-recent apply only to tasks no agent runs')
   auditTask(ctx, 'compress', ref.uuid)
   const { reply } = await askOwner(ctx.layout, ref, 'compress', ctx.osUser, opts.wait, () => ctx.now())

@@ -2,20 +2,20 @@ import { Command } from 'commander'
 import { Document } from 'yaml'
 import type { Scalar } from 'yaml'
 import { SECRET_KEYS, withoutSecrets } from '../config/schema.js'
-import type { Context } from '../command-env.js'
-import { withContext } from './shared.js'
+import type { CommandEnv } from '../command-env.js'
+import { withEnv } from './shared.js'
 
 export function configCommand(): Command {
   return new Command('config')
     .description('check the configuration and print it as ctxagent sees it: file, defaults and environment, secrets hidden')
-    .action(withContext(showConfig))
+    .action(withEnv(showConfig))
 }
 
 /**
  * An invalid file never gets here: loading the context fails first with exit 2 and
  * the key path, which makes `ctxagent config` the way to check a file too.
  */
-async function showConfig(ctx: Context): Promise<void> {
+async function showConfig(ctx: CommandEnv): Promise<void> {
   const { config, secretsSet } = withoutSecrets(ctx.config)
   if (ctx.json) {
     ctx.io.json({ source: ctx.configSource, base_dir: ctx.layout.base, base_dir_from: ctx.baseSource, secrets_set: secretsSet, config })

@@ -1,18 +1,18 @@
 import { spawnSync } from 'node:child_process'
 import { join } from 'node:path'
 import { Command } from 'commander'
-import type { Context } from '../command-env.js'
+import type { CommandEnv } from '../command-env.js'
 import { CtxError } from '../errors.js'
 import { packageRoot } from '../package-root.js'
-import { withContext } from './shared.js'
+import { withEnv } from './shared.js'
 
 export function demoCommand(): Command {
   return new Command('demo')
     .description('replay a recorded coding session end to end (no LLM, no network, no key): compaction, pause and resume, then view and stats of the result')
-    .action(withContext(demo))
+    .action(withEnv(demo))
 }
 
-async function demo(ctx: Context): Promise<void> {
+async function demo(ctx: CommandEnv): Promise<void> {
   const started = Date.now()
   const say = (text: string) => ctx.io.out(ctx.io.chalk.bold(text))
   say('ctxagent demo: replaying a recorded session (a bug hunt in a small invoicing library) with the tools running for real')
@@ -39,7 +39,7 @@ async function demo(ctx: Context): Promise<void> {
 }
 
 /** Runs another ctxagent command as the operator would, its output passed through. */
-function show(ctx: Context, args: string[]): void {
+function show(ctx: CommandEnv, args: string[]): void {
   const res = spawnSync(process.execPath, [join(packageRoot(), 'bin', 'ctxagent'), ...args, ...(ctx.io.color ? [] : ['--no-color'])], { stdio: ['ignore', 'inherit', 'inherit'] })
   if (res.status !== 0) throw new CtxError(`ctxagent ${args[0]} exited ${res.status ?? res.signal}`, { hint: 'this is a bug in ctxagent; please report it' })
 }

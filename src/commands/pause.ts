@@ -1,12 +1,12 @@
 import { Command, Option } from 'commander'
-import type { Context } from '../command-env.js'
+import type { CommandEnv } from '../command-env.js'
 import { auditTask, withTaskEnv } from '../command-env.js'
 import { CtxError } from '../errors.js'
 import { resolveTask } from '../storage/fs/layout.js'
 import { assessTask } from '../operations/reaper.js'
 import { stalenessPolicy } from '../storage/task/env.js'
 import { askOwner } from '../run/control.js'
-import { durationArg, withContext } from './shared.js'
+import { durationArg, withEnv } from './shared.js'
 
 interface PauseOptions {
   wait: number
@@ -17,10 +17,10 @@ export function pauseCommand(): Command {
     .description("ask a running task's agent to pause at its next turn boundary (it moves to paused/; resume with run --resume)")
     .argument('<uuid>', 'task uuid, or a unique prefix of 8+ hex characters')
     .addOption(new Option('--wait <duration>', 'how long to wait for the agent to pause').argParser(durationArg('--wait')).default(120_000, '2m'))
-    .action(withContext(pause))
+    .action(withEnv(pause))
 }
 
-async function pause(ctx: Context, opts: PauseOptions, id: string): Promise<void> {
+async function pause(ctx: CommandEnv, opts: PauseOptions, id: string): Promise<void> {
   const ref = resolveTask(ctx.layout, id)
   const report = (outcome: string, message: string) => (ctx.json ? ctx.io.json({ uuid: ref.uuid, outcome }) : ctx.io.out(message))
   if (ref.location === 'paused') return report('already_paused', `task ${ref.uuid} is already paused`)

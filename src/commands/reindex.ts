@@ -1,5 +1,5 @@
 import { Command } from 'commander'
-import type { Context } from '../command-env.js'
+import type { CommandEnv } from '../command-env.js'
 import { auditTask, withTaskEnv } from '../command-env.js'
 import { CtxError, NotFoundError } from '../errors.js'
 import { createProgress } from '../progress.js'
@@ -7,15 +7,15 @@ import { straysWarning } from '../storage/fs/layout.js'
 import { rebuildIndex } from '../operations/reindex.js'
 import type { ReindexResult } from '../operations/reindex.js'
 import { TaskIndex } from '../storage/index/task-index.js'
-import { withContext } from './shared.js'
+import { withEnv } from './shared.js'
 
 export function reindexCommand(): Command {
   return new Command('reindex')
     .description('rebuild tasks.db from the task directories (including gzipped tasks)')
-    .action(withContext(reindex))
+    .action(withEnv(reindex))
 }
 
-async function reindex(ctx: Context): Promise<void> {
+async function reindex(ctx: CommandEnv): Promise<void> {
   if (!ctx.layout.exists()) throw new NotFoundError(`there is no task tree at ${ctx.layout.base}`, 'check --home, CTXAGENT_HOME or context.base_dir')
   // The repair for a damaged index is this command: it rebuilds beside the damaged file.
   const aside = TaskIndex.setAsideIfDamaged(ctx.layout.db, ctx.now())
@@ -34,7 +34,7 @@ async function reindex(ctx: Context): Promise<void> {
   })
 }
 
-function print(ctx: Context, result: ReindexResult): void {
+function print(ctx: CommandEnv, result: ReindexResult): void {
   const { running, paused, completed } = result.by_location
   ctx.io.out(`indexed ${result.indexed} task(s) into ${ctx.layout.db} (running ${running}, paused ${paused}, completed ${completed})`)
   if (result.failed.length > 0) {

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { basename } from 'node:path'
 import { Command, Option } from 'commander'
-import type { Context } from '../command-env.js'
+import type { CommandEnv } from '../command-env.js'
 import { auditTask, withTaskEnv } from '../command-env.js'
 import { CtxError, LockedError, UsageError } from '../errors.js'
 import { assertRegularFiles } from '../storage/fs/files.js'
@@ -12,11 +12,11 @@ import { stalenessPolicy } from '../storage/task/env.js'
 import { readMetadata } from '../storage/task/metadata.js'
 import type { TaskKey } from '../storage/task/metadata.js'
 import type { Channel, RemoteTask } from '../sources/types.js'
-import { ensureLayout } from '../storage/task/handle.js'
+import { ensureLayout } from '../storage/task/lifecycle.js'
 import type { Outcome, RunStart } from '../run/run-task.js'
 import { checkProvider, effectiveConfig, newRunSettings, readTextArg, resumedRunSettings } from '../run/settings.js'
 import type { RunFlags, RunSettings } from '../run/settings.js'
-import { durationArg, positiveIntArg, withContext } from './shared.js'
+import { durationArg, positiveIntArg, withEnv } from './shared.js'
 
 interface RunOptions extends Omit<RunFlags, 'inherit'> {
   inherit: boolean
@@ -44,10 +44,10 @@ export function runCommand(): Command {
     .option('--no-inherit', "do not start from an earlier task's summary")
     .option('--system-prompt-file <file>', 'replace the built-in system prompt')
     .addOption(new Option('--log-format <format>', 'log lines on stderr (default: text on a terminal, json otherwise)').choices(['text', 'json']))
-    .action(withContext(run))
+    .action(withEnv(run))
 }
 
-async function run(ctx: Context, opts: RunOptions): Promise<void> {
+async function run(ctx: CommandEnv, opts: RunOptions): Promise<void> {
   const given = [opts.task, opts.taskFile, opts.resume, opts.github, opts.gitlab].filter((x) => x !== undefined).length
   if (given === 0 && !opts.chat) throw new UsageError('no task given', 'pass --task TEXT, --task-file FILE (- for standard input), --github owner/repo#N, --gitlab group/project#N or --resume <uuid>, or start a --chat')
   if (given > 1) throw new UsageError('--task, --task-file, --github, --gitlab and --resume exclude each other', 'give one of them')
@@ -78,12 +78,12 @@ async function run(ctx: Context, opts: RunOptions): Promise<void> {
 }
 
 interface Prepared {
-  config: Context['config']
+  config: CommandEnv['config']
   settings: RunSettings
   start: RunStart
 }
 
-async function prepareNew(ctx: Context, flags: RunFlags): Promise<Prepared> {
+async function prepareNew(ctx: CommandEnv, flags: RunFlags): Promise<Prepared> {
   if (flags.github !== undefined || flags.gitlab !== undefined) return prepareRemote(ctx, flags)
   const text = flags.task ?? (flags.taskFile === undefined ? '' : readTextArg(flags.taskFile, 'task file', () => readFileSync(0, 'utf8')))
   if (text.trim() === '' && !flags.chat) throw new UsageError('the task is empty', 'describe what the agent should do')
@@ -94,7 +94,7 @@ async function prepareNew(ctx: Context, flags: RunFlags): Promise<Prepared> {
 }
 
 /** The user, the config as that user's task sees it, and the run settings of a new task: all checked, nothing written. */
-async function settingsFor(ctx: Context, flags: RunFlags): Promise<{ user: string; config: Context['config']; settings: RunSettings }> {
+async function settingsFor(ctx: CommandEnv, flags: RunFlags): Promise<{ user: string; config: CommandEnv['config']; settings: RunSettings }> {
   const user = checkName(flags.user ?? ctx.osUser, '--user')
   const config = effectiveConfig(ctx.config, user, flags)
   checkProvider(config)
@@ -105,7 +105,7 @@ async function settingsFor(ctx: Context, flags: RunFlags): Promise<{ user: strin
 }
 
 /** A GitHub or GitLab task: checked, fetched and composed before anything is written (a bad token writes nothing). */
-async function prepareRemote(ctx: Context, flags: RunFlags): Promise<Prepared> {
+async function prepareRemote(ctx: CommandEnv, flags: RunFlags): Promise<Prepared> {
   const load = flags.github !== undefined ? await githubLoader(flags.github) : await gitlabLoader(flags.gitlab as string)
   const { user, config, settings } = await settingsFor(ctx, flags)
   const task = await load(config)
@@ -113,20 +113,20 @@ async function prepareRemote(ctx: Context, flags: RunFlags): Promise<Prepared> {
 }
 
 /** The reference checked now (a usage error writes nothing), the fetch later; the clients load only when used. */
-async function githubLoader(spec: string): Promise<(config: Context['config']) => Promise<RemoteTask>> {
+async function githubLoader(spec: string): Promise<(config: CommandEnv['config']) => Promise<RemoteTask>> {
   const { parseGithubRef, loadGithubTask } = await import('../sources/github.js')
   const ref = parseGithubRef(spec)
   return (config) => loadGithubTask(config, ref)
 }
 
-async function gitlabLoader(spec: string): Promise<(config: Context['config']) => Promise<RemoteTask>> {
+async function gitlabLoader(spec: string): Promise<(config: CommandEnv['config']) => Promise<RemoteTask>> {
   const { parseGitlabRef, loadGitlabTask } = await import('../sources/gitlab.js')
   const ref = parseGitlabRef(spec)
   return (config) => loadGitlabTask(config, ref)
 }
 
 /** The channel of a resumed task that came from GitHub or GitLab, found again from its key. */
-async function channelOf(config: Context['config'], key: TaskKey): Promise<Channel | undefined> {
+async function channelOf(config: CommandEnv['config'], key: TaskKey): Promise<Channel | undefined> {
   if (key.owner === null) return undefined
   if (key.task_source === 'github') {
     const { githubChannelFor } = await import('../sources/github.js')
@@ -139,7 +139,7 @@ async function channelOf(config: Context['config'], key: TaskKey): Promise<Chann
   return undefined
 }
 
-async function prepareResume(ctx: Context, flags: RunFlags, id: string): Promise<Prepared> {
+async function prepareResume(ctx: CommandEnv, flags: RunFlags, id: string): Promise<Prepared> {
   if (flags.taskId !== undefined) throw new UsageError('--task-id names a new task; a resumed task keeps its own', 'drop --task-id')
   const ref = resolveTask(ctx.layout, id)
   if (ref.location === 'running') await refuseLive(ctx, ref)
@@ -163,7 +163,7 @@ async function prepareResume(ctx: Context, flags: RunFlags, id: string): Promise
 }
 
 /** A task in running/ is resumed only when its agent is provably dead (kill -9, a crashed host). */
-async function refuseLive(ctx: Context, ref: TaskRef): Promise<void> {
+async function refuseLive(ctx: CommandEnv, ref: TaskRef): Promise<void> {
   await withTaskEnv(ctx, async (env) => {
     const assessment = assessTask(env, ref, { policy: stalenessPolicy(ctx.config) })
     if (assessment.stale) return
@@ -172,7 +172,7 @@ async function refuseLive(ctx: Context, ref: TaskRef): Promise<void> {
   }, { createIndex: false })
 }
 
-async function checkRecording(ctx: Context, config: Context['config']): Promise<void> {
+async function checkRecording(ctx: CommandEnv, config: CommandEnv['config']): Promise<void> {
   if (config.llm.provider !== 'replay') return
   const { checkRecordingPlays } = await import('../llm/replay.js')
   await checkRecordingPlays(config.llm.replay.from as string, ctx.layout)

@@ -1,22 +1,22 @@
 import type { Command } from 'commander'
 import { InvalidArgumentError } from 'commander'
-import { createContext } from '../command-env.js'
-import type { Context, GlobalOptions } from '../command-env.js'
+import { createCommandEnv } from '../command-env.js'
+import type { CommandEnv, GlobalOptions } from '../command-env.js'
 import { parseDuration } from '../duration.js'
 import { UsageError } from '../errors.js'
 import { explainSystemError } from '../system-errors.js'
 
 /**
- * Wraps a command body: builds the Context from the global options (loading and
+ * Wraps a command body: builds the CommandEnv from the global options (loading and
  * validating the config) and hands it the positional arguments and options.
  */
-export function withContext<O, A extends unknown[]>(body: (ctx: Context, opts: O, ...args: A) => Promise<void>) {
+export function withEnv<O, A extends unknown[]>(body: (ctx: CommandEnv, opts: O, ...args: A) => Promise<void>) {
   return async (...received: unknown[]): Promise<void> => {
     const command = received[received.length - 1] as Command
     const opts = received[received.length - 2] as O
     const args = received.slice(0, -2) as A
     const globals = command.optsWithGlobals<GlobalOptions>()
-    const ctx = createContext(globals)
+    const ctx = createCommandEnv(globals)
     try {
       await body(ctx, opts, ...args)
     } catch (err) {

@@ -1,5 +1,5 @@
 import { Command, InvalidArgumentError, Option } from 'commander'
-import type { Context } from '../command-env.js'
+import type { CommandEnv } from '../command-env.js'
 import { auditTask, parseIsoDate } from '../command-env.js'
 import { formatBytes, formatDuration } from '../duration.js'
 import { NotFoundError, UsageError } from '../errors.js'
@@ -10,7 +10,7 @@ import { checkHealth, collectStats, scanIntoMemory } from '../operations/stats.j
 import type { CheckResult, StatsFilter, StatsReport } from '../operations/stats.js'
 import { indexDrift, TaskIndex } from '../storage/index/task-index.js'
 import { whyIndexUnopenable } from '../system-errors.js'
-import { withContext } from './shared.js'
+import { withEnv } from './shared.js'
 
 interface StatsOptions {
   user?: string
@@ -28,7 +28,7 @@ export function statsCommand(): Command {
     .option('--to <date>', 'only tasks created up to this date (a date includes its whole day)', dateTo)
     .addOption(new Option('--status <status>', 'only tasks with this status').choices([...STATUSES]))
     .option('--check', 'evaluate the alerts (disk, failure rate, running tasks, long runs) over the whole tree and exit 0 ok, 1 warning, 2 critical (3 unknown: no task tree); takes no filters')
-    .action(withContext(stats))
+    .action(withEnv(stats))
 }
 
 const DAY_ONLY = /^\d{4}-\d{2}-\d{2}$/
@@ -74,7 +74,7 @@ function checkOptions(opts: StatsOptions): void {
  * returned, to be printed once the statistics are: if the scan fails too, its error
  * is the one line.
  */
-function trustedIndex(ctx: Context): { index: TaskIndex | null; warning: string | null } {
+function trustedIndex(ctx: CommandEnv): { index: TaskIndex | null; warning: string | null } {
   let index: TaskIndex | null
   try {
     index = TaskIndex.openExisting(ctx.layout.db)
@@ -90,7 +90,7 @@ function trustedIndex(ctx: Context): { index: TaskIndex | null; warning: string 
   return { index: null, warning: `tasks.db is out of date (${what}): counting from the directories instead (run ctxagent reindex to repair it)` }
 }
 
-async function stats(ctx: Context, opts: StatsOptions): Promise<void> {
+async function stats(ctx: CommandEnv, opts: StatsOptions): Promise<void> {
   checkOptions(opts)
   // A misspelt --home must not look like a healthy, empty tree (for --check, 3 is UNKNOWN).
   if (!ctx.layout.exists()) throw new NotFoundError(`there is no task tree at ${shortPath(ctx.layout.base)}`, 'check --home, CTXAGENT_HOME or context.base_dir')
@@ -125,7 +125,7 @@ function renderCheck(result: CheckResult): string {
   return [head, ...result.alerts.map((a) => `${a.level.toUpperCase()}: ${a.message}`)].join('\n')
 }
 
-function renderStats(ctx: Context, r: StatsReport, filter: StatsFilter): string {
+function renderStats(ctx: CommandEnv, r: StatsReport, filter: StatsFilter): string {
   const c = ctx.io.chalk
   const n = (x: number) => x.toLocaleString('en-US')
   const filters = [

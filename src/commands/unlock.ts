@@ -1,11 +1,11 @@
 import { Command } from 'commander'
-import type { Context } from '../command-env.js'
+import type { CommandEnv } from '../command-env.js'
 import { auditTask, withTaskEnv } from '../command-env.js'
 import { LockedError } from '../errors.js'
 import { resolveTask } from '../storage/fs/layout.js'
 import { clearLeftoverLock, killedText, reapTask } from '../operations/reaper.js'
 import { stalenessPolicy } from '../storage/task/env.js'
-import { withContext } from './shared.js'
+import { withEnv } from './shared.js'
 
 interface UnlockOptions {
   force?: boolean
@@ -16,10 +16,10 @@ export function unlockCommand(): Command {
     .description('recover one task whose agent died: fail it and move it to completed/ (refuses while the holder is alive)')
     .argument('<uuid>', 'task uuid, or a unique prefix of 8+ hex characters')
     .option('--force', 'take the task even though its holder looks alive (only when you know it is not)')
-    .action(withContext(unlock))
+    .action(withEnv(unlock))
 }
 
-async function unlock(ctx: Context, opts: UnlockOptions, id: string): Promise<void> {
+async function unlock(ctx: CommandEnv, opts: UnlockOptions, id: string): Promise<void> {
   const ref = resolveTask(ctx.layout, id)
   await withTaskEnv(ctx, async (env) => {
     const options = { policy: stalenessPolicy(ctx.config), force: opts.force === true }

@@ -1,5 +1,5 @@
 import { Command, InvalidArgumentError } from 'commander'
-import type { Context } from '../command-env.js'
+import type { CommandEnv } from '../command-env.js'
 import { auditTask, withTaskEnv } from '../command-env.js'
 import { formatDuration } from '../duration.js'
 import { LockedError } from '../errors.js'
@@ -9,7 +9,7 @@ import { killedText } from '../operations/reaper.js'
 import type { Finding, PassResult } from '../operations/monitor.js'
 import { stalenessPolicy } from '../storage/task/env.js'
 import type { TaskEnv } from '../storage/task/env.js'
-import { durationArg, stopSignal, withContext } from './shared.js'
+import { durationArg, stopSignal, withEnv } from './shared.js'
 import { MAX_TIMER_MS } from '../run/stop.js'
 
 interface WatchOptions {
@@ -24,10 +24,10 @@ export function watchLocksCommand(): Command {
     .option('--once', 'one pass, then exit (for cron or a systemd timer)')
     .option('--interval <duration>', 'time between passes, at least 1s (default: 5m)', atLeastOneSecond)
     .option('--stale-after <duration>', 'heartbeat age after which a dead owner is reaped (default: config locks.stale_after_seconds)', durationArg('--stale-after'))
-    .action(withContext(watchLocks))
+    .action(withEnv(watchLocks))
 }
 
-async function watchLocks(ctx: Context, opts: WatchOptions): Promise<void> {
+async function watchLocks(ctx: CommandEnv, opts: WatchOptions): Promise<void> {
   if (!ctx.layout.exists()) {
     ctx.io.warn(`no task tree at ${ctx.layout.base} yet; nothing to watch (check --home / CTXAGENT_HOME)`)
     if (opts.once) return
@@ -68,7 +68,7 @@ function atLeastOneSecond(value: string): number {
   return ms
 }
 
-async function pass(ctx: Context, env: TaskEnv, policy: ReturnType<typeof stalenessPolicy>): Promise<PassResult> {
+async function pass(ctx: CommandEnv, env: TaskEnv, policy: ReturnType<typeof stalenessPolicy>): Promise<PassResult> {
   const chat = { hardTimeoutMs: ctx.config.chat.hard_timeout_minutes * 60_000, graceMs: ctx.config.chat.end_grace_seconds * 1000 }
   const result = await monitorPass(env, { policy, longRunningMs: ctx.config.alerts.long_running_hours * 3_600_000, chat })
   for (const f of result.findings) if (f.action !== 'alert') auditTask(ctx, 'watch-locks', f.uuid)
@@ -78,7 +78,7 @@ async function pass(ctx: Context, env: TaskEnv, policy: ReturnType<typeof stalen
 const DEFAULT_INTERVAL_MS = 5 * 60_000
 
 /** Looks for the tree every interval (at most every 5 s) until it exists (true) or SIGINT/SIGTERM (false). */
-async function waitForTree(ctx: Context, intervalMs: number): Promise<boolean> {
+async function waitForTree(ctx: CommandEnv, intervalMs: number): Promise<boolean> {
   const { stopped, dispose } = stopSignal()
   try {
     while (!ctx.layout.exists()) if (!(await pause(Math.min(intervalMs, 5_000), stopped))) return false
@@ -89,7 +89,7 @@ async function waitForTree(ctx: Context, intervalMs: number): Promise<boolean> {
 }
 
 /** Repeats `body` every `intervalMs` until SIGINT or SIGTERM. */
-async function loop(ctx: Context, intervalMs: number, body: () => Promise<void>): Promise<void> {
+async function loop(ctx: CommandEnv, intervalMs: number, body: () => Promise<void>): Promise<void> {
   const { stopped, dispose } = stopSignal()
   try {
     do await body()
@@ -111,7 +111,7 @@ async function pause(ms: number, stopped: Promise<void>): Promise<boolean> {
   return passed
 }
 
-function report(ctx: Context, result: PassResult): void {
+function report(ctx: CommandEnv, result: PassResult): void {
   if (ctx.json) {
     for (const f of result.findings) ctx.io.jsonl(f)
     return
@@ -124,7 +124,7 @@ function report(ctx: Context, result: PassResult): void {
   ctx.io.out(table(ctx.io, ['uuid', 'action', 'pid', 'host', 'last heartbeat', 'reason'], result.findings.map((f) => row(ctx, f))))
 }
 
-function row(ctx: Context, f: Finding): string[] {
+function row(ctx: CommandEnv, f: Finding): string[] {
   const action = f.action === 'reaped' || f.action === 'finished' ? ctx.io.chalk.red(f.action) : ctx.io.chalk.yellow(f.action)
   const beat = f.heartbeat_at ? `${f.heartbeat_at} (${formatDuration(ctx.now().getTime() - Date.parse(f.heartbeat_at))} ago)` : '-'
   return [f.uuid, action, f.pid === null ? '-' : String(f.pid), f.hostname ?? '-', beat, f.reason + ('killed_commands' in f ? killedText(f.killed_commands) : '')]

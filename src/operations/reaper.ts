@@ -1,18 +1,21 @@
 import { existsSync, renameSync, statSync } from 'node:fs'
 import { join } from 'node:path'
-import { CtxError, isErrno, LockedError } from '../errors.js'
+import { isErrno, LockedError } from '../errors.js'
 import { assertRegularFiles, removeDeadTemps } from '../storage/fs/files.js'
 import { FILES, LOCATIONS, TASK_DATA_FILES } from '../storage/fs/layout.js'
 import type { Location, TaskRef } from '../storage/fs/layout.js'
-import { judgeLock, readLock, TaskLock } from '../storage/lock/lock.js'
-import type { LockInfo, StalenessPolicy, Verdict } from '../storage/lock/lock.js'
-import { readMetadata, writeMetadata } from '../storage/task/metadata.js'
-import { readState, updateState } from '../storage/task/state.js'
+import { judgeLock } from '../storage/lock/staleness.js'
+import { readLock } from '../storage/lock/record.js'
+import { TaskLock } from '../storage/lock/lock.js'
+import type { LockInfo } from '../storage/lock/record.js'
+import type { StalenessPolicy, Verdict } from '../storage/lock/staleness.js'
+import { writeMetadata } from '../storage/task/metadata.js'
+import { updateState } from '../storage/task/state.js'
 import type { TaskState } from '../storage/task/state.js'
-import { indexTask } from '../storage/task/handle.js'
+import { refreshIndex, safeState } from '../storage/task/lifecycle.js'
 import type { TaskEnv } from '../storage/task/env.js'
-import { countRecords } from '../storage/task/scan.js'
-import { taskDiskUse } from '../storage/fs/disk.js'
+
+
 
 export type ReapAction = 'reaped' | 'finished'
 
@@ -157,31 +160,10 @@ async function releaseWherever(env: TaskEnv, uuid: string, lock: TaskLock): Prom
   }
 }
 
-/**
- * A completed/ task still saying `completing` (its owner died after the move) is
- * completed. Returns its new state, or null when it was not completing.
- */
-export async function finishCompleting(env: TaskEnv, ref: TaskRef): Promise<TaskState | null> {
-  if (safeState(ref.dir)?.status !== 'completing') return null
-  const next = await updateState(ref.dir, (s) => (s.status === 'completing' ? { status: 'completed', completed_at: s.completed_at ?? env.now().toISOString() } : {}), env.now())
-  await refreshIndex(env, ref, next)
-  return next
-}
-
 function isSettled(state: TaskState): boolean {
   return state.status === 'paused' || state.status === 'completing' || state.status === 'completed' || state.status === 'failed' || state.status === 'timeout'
 }
 
-function safeState(dir: string): TaskState | null {
-  try {
-    return readState(dir)
-  } catch (err) {
-    if (err instanceof CtxError) return null
-    throw err
-  }
-}
-
-/** Rewrites a task's row in tasks.db from its directory (a no-op without an index). */
 function dirTime(dir: string): number {
   try {
     return statSync(dir).mtimeMs
@@ -210,16 +192,6 @@ function completeUnbornTask(ref: TaskRef, holder: LockInfo | null, now: Date): b
     config: { llm_provider: 'unknown', model: 'unknown', context_length: 0, compression_threshold: 0 },
   })
   return true
-}
-
-export async function refreshIndex(env: TaskEnv, ref: TaskRef, state: TaskState): Promise<void> {
-  if (env.index === null) return
-  try {
-    const disk = ref.location === 'completed' ? taskDiskUse(ref.dir) : null
-    indexTask(env, readMetadata(ref.dir), state, ref.location, await countRecords(ref.dir, state), disk)
-  } catch (err) {
-    env.warn(`tasks.db not updated for ${ref.uuid}: ${(err as Error).message}`)
-  }
 }
 
 /**

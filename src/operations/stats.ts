@@ -3,8 +3,9 @@ import type { Config } from '../config/schema.js'
 import { taskDiskUse } from '../storage/fs/disk.js'
 import type { Layout, Location } from '../storage/fs/layout.js'
 import { LOCATIONS } from '../storage/fs/layout.js'
-import { readLock } from '../storage/lock/lock.js'
-import { TaskIndex, taskRow } from '../storage/index/task-index.js'
+import { readLock } from '../storage/lock/record.js'
+import { TaskIndex } from '../storage/index/task-index.js'
+import { taskRow } from '../storage/task/row.js'
 import { beingCreated, listTasks, scanTask } from '../storage/task/scan.js'
 
 export interface StatsFilter {

@@ -6,7 +6,8 @@ import type { InboxRecord } from '../storage/task/inbox.js'
 import { FILES } from '../storage/fs/layout.js'
 import type { ChatSession } from '../storage/task/state.js'
 import type { TaskHandle } from '../storage/task/handle.js'
-import type { Agent, Ending } from './turn.js'
+import type { Agent } from './turn.js'
+import type { Ending } from './ending.js'
 import type { RunLog } from './log.js'
 import type { StopController } from './stop.js'
 
@@ -64,34 +65,34 @@ export class ChatLoop {
     for (;;) {
       const early = this.agent.early()
       if (early) return early
-      const { records, ends, offset } = readInbox(this.handle.dir, this.agent.inboxPosition)
+      const { records, ends, offset } = readInbox(this.handle.dir, this.agent.requests.position)
       for (const [i, record] of records.entries()) {
         const end = ends[i] as number
         if (record.kind === 'control') {
-          this.agent.inboxPosition = end
+          this.agent.requests.position = end
           if (record.action === 'end') {
-            this.agent.reply(record, true, 'ending the session')
+            this.agent.requests.reply(record, true, 'ending the session')
             this.log.info(`chat: end requested by ${record.sender}`)
             return this.terminate()
           }
-          const ending = await this.agent.control(record)
+          const ending = await this.agent.requests.control(record)
           if (ending) return ending
           continue
         }
         if (record.kind !== 'message' || answered.has(record.id)) {
-          this.agent.inboxPosition = end
+          this.agent.requests.position = end
           continue
         }
         if (record.visible === false) {
           // Recorded (the session marker), never sent to the LLM.
           this.handle.addMessage({ role: 'user', content: record.content, visible: false, inbox_id: record.id })
-          this.agent.inboxPosition = end
+          this.agent.requests.position = end
           continue
         }
-        this.agent.inboxPosition = end
+        this.agent.requests.position = end
         return record
       }
-      this.agent.inboxPosition = offset
+      this.agent.requests.position = offset
       if (Date.now() - this.lastActivity >= this.settings.softTimeoutMs) {
         this.log.info(`chat: idle for ${Math.round(this.settings.softTimeoutMs / 60_000)} min; ending the session`)
         return this.terminate()

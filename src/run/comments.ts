@@ -1,9 +1,4 @@
-/** A comment (issue comment, MR note, inbox message) as the agent is told of it. */
-export interface Comment {
-  author: string
-  body: string
-  created_at: string
-}
+import type { Comment } from '../sources/types.js'
 
 /**
  * New comments as one user message, in seed 002's exact formats:

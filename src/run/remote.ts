@@ -1,7 +1,7 @@
 import type { Channel } from '../sources/types.js'
 import { isOwn, marker } from '../sources/marker.js'
 import type { TaskState } from '../storage/task/state.js'
-import type { Comment } from './comments.js'
+import type { Comment } from '../sources/types.js'
 import type { RunLog } from './log.js'
 
 type Detection = TaskState['comment_detection']

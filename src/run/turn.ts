@@ -3,8 +3,6 @@ import type { CompactionResult, CompactionSettings } from '../context/compaction
 import type { Summarizer } from '../context/summarizer.js'
 import { ProviderError } from '../errors.js'
 import type { ChatResult, LlmClient } from '../llm/client.js'
-import { appendInbox, readInbox } from '../storage/task/inbox.js'
-import type { InboxRecord } from '../storage/task/inbox.js'
 import { LockLostError } from '../storage/lock/lock.js'
 import type { ToolCall } from '../storage/format/records.js'
 import type { TaskHandle } from '../storage/task/handle.js'
@@ -13,19 +11,12 @@ import type { ToolRegistry } from '../tools/registry.js'
 import type { ReadStamp, ToolContext } from '../tools/types.js'
 import { LoopGuard } from './guards.js'
 import type { RunLog } from './log.js'
-import type { StopController, StopReason } from './stop.js'
-import { formatComments } from './comments.js'
+import type { StopController } from './stop.js'
+import { endingFor } from './ending.js'
+import type { Ending } from './ending.js'
+import { InboxRequests } from './requests.js'
 import type { RemoteLink } from './remote.js'
 import { statusText } from './remote.js'
-import type { Comment } from './comments.js'
-
-/** How a run of the loop ended; the caller settles the task accordingly. */
-export type Ending =
-  | { kind: 'completed'; answer: string; finishStatus: 'done' | 'blocked' | null; sessionEnded?: true }
-  | { kind: 'timeout'; reason: string }
-  | { kind: 'failed'; reason: string }
-  | { kind: 'paused'; cause: 'SIGINT' | 'SIGTERM' | 'pause' | 'llm'; error: string | null }
-  | { kind: 'lost'; error: LockLostError }
 
 export interface AgentLimits {
   maxTurns: number
@@ -74,7 +65,6 @@ export class Agent {
   private readonly reads: Map<string, ReadStamp>
   private turns: number
   private tokens: number
-  private inboxOffset: number
   private elapsedBefore: number
   private readonly startedAt = Date.now()
   /** Provider's prompt_tokens of the last request, and the window's estimate at that moment. */
@@ -82,12 +72,14 @@ export class Agent {
   private lastTool: string | null = null
   /** Milliseconds of the current turn spent waiting on the LLM and in tools. */
   private readonly timings = { llm: 0, tools: 0 }
+  /** The inbox: comments, chat messages and control requests (shared with the chat loop). */
+  readonly requests: InboxRequests
 
   constructor(private readonly parts: AgentParts) {
     const state = parts.handle.state
     this.turns = state.turns ?? 0
     this.tokens = state.total_tokens_used
-    this.inboxOffset = state.inbox_offset ?? 0
+    this.requests = new InboxRequests({ handle: parts.handle, log: parts.log, now: parts.now, ...(parts.remote ? { remote: parts.remote } : {}), compress: (requestId) => this.compressOnRequest(requestId) }, state.inbox_offset ?? 0)
     this.elapsedBefore = state.elapsed_ms ?? 0
     this.reads = new Map(Object.entries(state.read_files ?? {}))
   }
@@ -96,7 +88,7 @@ export class Agent {
   run(): Promise<Ending> {
     return this.guarded(async () => {
       for (;;) {
-        const early = this.early() ?? (await this.readInbox())
+        const early = this.early() ?? (await this.requests.read())
         if (early) return early
         const ending = await this.step()
         if (ending) return ending
@@ -140,15 +132,6 @@ export class Agent {
     return ending
   }
 
-  /** Where the owner stands in inbox.jsonl (saved with the counters). */
-  get inboxPosition(): number {
-    return this.inboxOffset
-  }
-
-  set inboxPosition(offset: number) {
-    this.inboxOffset = offset
-  }
-
   /** The counters to write to state.json (every turn, and before the task settles). */
   progress() {
     const reads = [...this.reads].slice(-MAX_READ_STAMPS)
@@ -156,7 +139,7 @@ export class Agent {
       turns: this.turns,
       llm_call_count: this.turns,
       total_tokens_used: this.tokens,
-      inbox_offset: this.inboxOffset,
+      inbox_offset: this.requests.position,
       elapsed_ms: this.elapsedBefore + (Date.now() - this.startedAt),
       read_files: Object.fromEntries(reads),
       current_context_tokens: this.parts.handle.windowTokens(),
@@ -191,73 +174,18 @@ export class Agent {
     return endingFor(reason, this.parts.limits.timeoutMs, this.parts.handle.dir)
   }
 
-  /**
-   * New inbox lines since the last turn: messages become one user message (seed 002
-   * format), control requests are acted on once. The offset is saved with the
-   * counters, so a resumed task never sees a line twice.
-   */
-  private async readInbox(): Promise<Ending | null> {
-    const { handle, log } = this.parts
-    const { records, ends, offset, bad } = readInbox(handle.dir, this.inboxOffset)
-    if (bad > 0) log.warn(`inbox.jsonl: skipped ${bad} unreadable line(s)`)
-    let comments: Comment[] = this.parts.remote ? await this.parts.remote.poll(this.parts.now()) : []
-    const flush = () => {
-      if (comments.length === 0) return
-      handle.addMessage({ role: 'user', content: formatComments(comments) })
-      log.info(`${comments.length} new comment(s) from the inbox added to the conversation`)
-      comments = []
-    }
-    // In order, so that a pause leaves what came after it for the resumed task.
-    for (const [i, record] of records.entries()) {
-      if (record.kind === 'message' && record.visible !== false) comments.push({ author: record.sender, body: record.content, created_at: record.created_at })
-      if (record.kind !== 'control') continue
-      flush()
-      const ending = record.action === 'end' ? this.refuse(record, 'this task is not a chat session; there is nothing to end (use ctxagent pause)') : await this.control(record)
-      if (ending) {
-        this.inboxOffset = ends[i] as number
-        return ending
-      }
-    }
-    flush()
-    this.inboxOffset = offset
-    // Saved now, not at the end of the turn: a crash during the turn must not add these comments again.
-    if (records.length > 0) await handle.update({ inbox_offset: offset })
-    return null
-  }
-
-  /** Acts on a pause or compress request, once, and answers it in the inbox. */
-  async control(request: Extract<InboxRecord, { kind: 'control' }>): Promise<Ending | null> {
-    const { handle, log } = this.parts
-    if (request.action === 'pause') {
-      this.reply(request, true, 'pausing')
-      log.info(`pause requested by ${request.sender}`)
-      return { kind: 'paused', cause: 'pause', error: null }
-    }
-    if (request.action === 'compress') {
-      const result = await compressIfNeeded(handle, { ...this.compressOptions(), force: true, requestId: request.id })
-      this.reply(request, result !== null, result ? `summary ${result.record.summary_id}: window ${result.tokensBefore} → ${result.tokensAfter} tokens` : 'nothing was compressed: too few messages since the last summary, or the summary failed')
-      if (result) this.compressed(result)
-      return null
-    }
-    return null
-  }
-
-  private refuse(request: Extract<InboxRecord, { kind: 'control' }>, why: string): null {
-    this.reply(request, false, why)
-    return null
-  }
-
-  /** Answers a control request in the inbox, where the requester waits for it. */
-  reply(request: Extract<InboxRecord, { kind: 'control' }>, ok: boolean, message: string): void {
-    appendInbox(this.parts.handle.dir, { kind: 'reply', request_id: request.id, action: request.action, ok, message }, this.parts.now())
-  }
-
   private compressOptions() {
     const { summarizer, limits, now, log } = this.parts
     const handle = this.parts.handle
     // The provider's count of the last request, plus what the window gained since.
     const reported = this.reported ? this.reported.prompt + Math.max(0, handle.windowTokens() - this.reported.windowAtRequest) : null
     return { summarizer, settings: limits.compaction, limit: limits.compressAt, reportedPromptTokens: reported, now, warn: (m: string) => log.warn(m) }
+  }
+
+  private async compressOnRequest(requestId: string): Promise<CompactionResult | null> {
+    const result = await compressIfNeeded(this.parts.handle, { ...this.compressOptions(), force: true, requestId })
+    if (result) await this.compressed(result)
+    return result
   }
 
   private async compress(force = false): Promise<boolean> {
@@ -382,19 +310,6 @@ export class Agent {
       },
     }
   }
-}
-
-function endingFor(reason: StopReason, timeoutMs: number | null, dir: string): Ending {
-  if (reason === 'timeout') return { kind: 'timeout', reason: `timeout budget: ${formatSpan(timeoutMs ?? 0)} of work reached` }
-  if (reason === 'lost') return { kind: 'lost', error: new LockLostError(dir, null) }
-  return { kind: 'paused', cause: reason, error: null }
-}
-
-function formatSpan(ms: number): string {
-  const s = Math.round(ms / 1000)
-  if (s < 120) return `${s}s`
-  if (s < 7200) return `${Math.round(s / 60)}m`
-  return `${Math.floor(s / 3600)}h${Math.round((s % 3600) / 60)}m`
 }
 
 /** The provider's "prompt too long" answer, in the wordings of OpenAI, vLLM, llama.cpp and Ollama. */

@@ -1,5 +1,11 @@
 import type { TaskKey } from '../storage/task/metadata.js'
-import type { Comment } from '../run/comments.js'
+
+/** A comment (issue comment, MR note, inbox message) as the agent is told of it. */
+export interface Comment {
+  author: string
+  body: string
+  created_at: string
+}
 
 /** A comment on the task's issue, PR or MR, as the source reports it. */
 export interface RemoteComment extends Comment {

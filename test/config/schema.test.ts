@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process'
 import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it, vi } from 'vitest'
-import { loadConfig, parseConfig } from '../../src/config/schema.js'
+import { loadConfig, parseConfig } from '../../src/config/load.js'
 import { UsageError } from '../../src/errors.js'
 import { makeTree } from '../fixtures/tree.js'
 

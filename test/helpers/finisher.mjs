@@ -2,9 +2,9 @@
 // first), writes `count` messages 50 ms apart, then completes the task.
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
-import { parseConfig } from '../../dist/config/schema.js'
+import { parseConfig } from '../../dist/config/load.js'
 import { Layout } from '../../dist/storage/fs/layout.js'
-import { createTask } from '../../dist/storage/task/handle.js'
+import { createTask } from '../../dist/storage/task/lifecycle.js'
 
 const [base, count = '5'] = process.argv.slice(2)
 const env = { layout: new Layout(base), config: parseConfig(''), index: null, now: () => new Date(), warn: () => undefined }

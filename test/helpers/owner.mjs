@@ -1,10 +1,10 @@
 // A task owner: creates a task under <base>, prints its uuid, keeps the heartbeat
 // running and (mode "write") appends a message every 20 ms. Exits 7 when its lock
 // is taken from it.
-import { parseConfig } from '../../dist/config/schema.js'
+import { parseConfig } from '../../dist/config/load.js'
 import { Layout } from '../../dist/storage/fs/layout.js'
 import { appendInbox } from '../../dist/storage/task/inbox.js'
-import { createTask } from '../../dist/storage/task/handle.js'
+import { createTask } from '../../dist/storage/task/lifecycle.js'
 
 const [base, mode = 'idle', heartbeat = '0.2'] = process.argv.slice(2)
 const config = parseConfig(`locks:\n  heartbeat_seconds: ${heartbeat}\n`)

@@ -1,6 +1,6 @@
 // One monitor pass without watch-locks' singleton lock: for testing that the
 // per-task takeover alone keeps two reapers from acting on one task twice.
-import { parseConfig } from '../../dist/config/schema.js'
+import { parseConfig } from '../../dist/config/load.js'
 import { Layout } from '../../dist/storage/fs/layout.js'
 import { monitorPass } from '../../dist/operations/monitor.js'
 

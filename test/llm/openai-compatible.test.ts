@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { parseConfig } from '../../src/config/schema.js'
+import { parseConfig } from '../../src/config/load.js'
 import { ProviderError, UsageError } from '../../src/errors.js'
 import { createLlmClient, requireLlmClient } from '../../src/llm/openai-compatible.js'
 import { startFakeLlm } from '../helpers/fake-llm.js'

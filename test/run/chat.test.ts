@@ -1,4 +1,4 @@
-import { readdirSync } from 'node:fs'
+
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import type { RecordedRequest } from '../helpers/fake-llm.js'

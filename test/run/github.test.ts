@@ -2,7 +2,7 @@ import { existsSync, readdirSync, writeFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import { startFakeGithub } from '../helpers/fake-github.js'
 import type { FakeGithub } from '../helpers/fake-github.js'
-import { exitOf, sleep } from '../helpers/wait.js'
+import { exitOf } from '../helpers/wait.js'
 import { agentRequests, expectWellFormed, onlyTask, readTask, runSetup, waitFor } from './harness.js'
 import type { RunSetup } from './harness.js'
 

@@ -2,7 +2,7 @@ import { readdirSync, writeFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import { startFakeGitlab } from '../helpers/fake-gitlab.js'
 import type { FakeGitlab } from '../helpers/fake-gitlab.js'
-import { exitOf, sleep } from '../helpers/wait.js'
+import { exitOf } from '../helpers/wait.js'
 import { agentRequests, onlyTask, runSetup, waitFor } from './harness.js'
 import type { RunSetup } from './harness.js'
 

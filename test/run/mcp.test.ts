@@ -2,7 +2,7 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { mcpToolName } from '../../src/tools/mcp.js'
 import { ROOT } from '../helpers/run.js'
-import { alive, exitOf, sleep } from '../helpers/wait.js'
+import { alive, exitOf } from '../helpers/wait.js'
 import { agentRequests, onlyTask, runSetup, waitFor } from './harness.js'
 import type { RunSetup } from './harness.js'
 

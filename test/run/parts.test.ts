@@ -2,7 +2,7 @@ import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { parseConfig } from '../../src/config/schema.js'
+import { parseConfig } from '../../src/config/load.js'
 import { formatComments } from '../../src/run/comments.js'
 import { LoopGuard } from '../../src/run/guards.js'
 import { inheritanceMessage } from '../../src/run/inheritance.js'

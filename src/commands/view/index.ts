@@ -1,6 +1,6 @@
 import { join } from 'node:path'
 import { Command, Option } from 'commander'
-import type { Context } from '../../command-env.js'
+import type { CommandEnv } from '../../command-env.js'
 import { auditTask } from '../../command-env.js'
 import { UsageError } from '../../errors.js'
 import { FILES, resolveTask } from '../../storage/fs/layout.js'
@@ -8,7 +8,7 @@ import type { TaskRef } from '../../storage/fs/layout.js'
 import { ROLES } from '../../storage/format/records.js'
 import { fileSize, followJsonl, listRecords, readOverview } from '../../storage/task/reader.js'
 import type { RecordKind } from '../../storage/task/reader.js'
-import { positiveIntArg, requireUuid, stopSignal, withContext } from '../shared.js'
+import { positiveIntArg, requireUuid, stopSignal, withEnv } from '../shared.js'
 import { renderListing, renderOverview, renderRecord } from './render.js'
 
 interface ViewOptions {
@@ -46,7 +46,7 @@ export function viewCommand(): Command {
     .option('--hidden', 'include hidden messages (visible: false, such as a chat session marker)')
     .option('--follow', 'after the newest messages, stream new ones until the task leaves running/')
     .option('--full', 'print whole message contents instead of one-line previews')
-    .action(withContext(view))
+    .action(withEnv(view))
 }
 
 /**
@@ -70,7 +70,7 @@ function checkOptions(opts: ViewOptions): RecordKind | undefined {
   return kind
 }
 
-async function view(ctx: Context, opts: ViewOptions, positional?: string): Promise<void> {
+async function view(ctx: CommandEnv, opts: ViewOptions, positional?: string): Promise<void> {
   const kind = checkOptions(opts)
   const ref = resolveTask(ctx.layout, requireUuid(positional, opts.uuid))
   if (kind === undefined) {
@@ -90,7 +90,7 @@ async function view(ctx: Context, opts: ViewOptions, positional?: string): Promi
   if (opts.follow) await follow(ctx, ref, opts)
 }
 
-async function follow(ctx: Context, ref: TaskRef, opts: ViewOptions): Promise<void> {
+async function follow(ctx: CommandEnv, ref: TaskRef, opts: ViewOptions): Promise<void> {
   if (ref.location !== 'running') {
     ctx.io.warn(`task ${ref.uuid} is in ${ref.location}/, not running; nothing to follow`)
     return
@@ -117,6 +117,6 @@ async function follow(ctx: Context, ref: TaskRef, opts: ViewOptions): Promise<vo
   }
 }
 
-function warnBad(ctx: Context, count: number): void {
+function warnBad(ctx: CommandEnv, count: number): void {
   if (count > 0) ctx.io.warn(`skipped ${count} unreadable line${count === 1 ? '' : 's'} (a torn last line or invalid JSON)`)
 }

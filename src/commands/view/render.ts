@@ -1,4 +1,4 @@
-import type { Context } from '../../command-env.js'
+import type { CommandEnv } from '../../command-env.js'
 import { formatDuration } from '../../duration.js'
 import type { JsonRecord } from '../../storage/format/jsonl.js'
 import type { Overview, RecordKind } from '../../storage/task/reader.js'
@@ -6,7 +6,7 @@ import { clip } from '../../text.js'
 
 const PREVIEW = 120
 
-export function renderOverview(ctx: Context, o: Overview): string {
+export function renderOverview(ctx: CommandEnv, o: Overview): string {
   const c = ctx.io.chalk
   const m = o.metadata
   const s = o.state
@@ -44,12 +44,12 @@ export function renderOverview(ctx: Context, o: Overview): string {
   return lines.join('\n')
 }
 
-export function renderListing(ctx: Context, kind: RecordKind, records: JsonRecord[], full: boolean): string {
+export function renderListing(ctx: CommandEnv, kind: RecordKind, records: JsonRecord[], full: boolean): string {
   if (records.length === 0) return `no ${kind} records`
   return records.map((r) => renderRecord(ctx, kind, r, full)).join(full ? '\n\n' : '\n')
 }
 
-export function renderRecord(ctx: Context, kind: RecordKind, r: JsonRecord, full: boolean): string {
+export function renderRecord(ctx: CommandEnv, kind: RecordKind, r: JsonRecord, full: boolean): string {
   const c = ctx.io.chalk
   const text = (value: unknown) => (typeof value === 'string' ? value : value == null ? '' : JSON.stringify(value))
   const show = (value: unknown) => (full ? text(value) : preview(text(value), PREVIEW))
@@ -95,7 +95,7 @@ function num(n: number | null | undefined): string {
   return (n ?? 0).toLocaleString('en-US')
 }
 
-function statusColour(ctx: Context, status: string): string {
+function statusColour(ctx: CommandEnv, status: string): string {
   const c = ctx.io.chalk
   if (status === 'completed') return c.green(status)
   if (status === 'failed' || status === 'timeout') return c.red(status)
@@ -103,7 +103,7 @@ function statusColour(ctx: Context, status: string): string {
   return c.cyan(status)
 }
 
-function roleColour(ctx: Context, role: string): string {
+function roleColour(ctx: CommandEnv, role: string): string {
   const c = ctx.io.chalk
   const colour = { system: c.magenta, user: c.green, assistant: c.cyan, tool: c.yellow }[role]
   return colour ? colour(role) : role

@@ -4,11 +4,9 @@ import { chmodSync, existsSync, lstatSync, renameSync, rmSync } from 'node:fs'
 import { basename, dirname } from 'node:path'
 import { CorruptRecordError } from '../../errors.js'
 import { assertRegularFiles } from '../fs/files.js'
-import type { DiskUse } from '../fs/disk.js'
 import { LOCATIONS } from '../fs/layout.js'
 import type { Layout, Location } from '../fs/layout.js'
-import type { TaskMetadata } from '../task/metadata.js'
-import type { TaskState } from '../task/state.js'
+import type { DiskUse } from '../fs/disk.js'
 
 /** One row of `tasks`: the seed 003 §12 columns plus what stats needs. */
 export interface TaskRow {
@@ -41,12 +39,6 @@ export interface TaskRow {
 
 /** The columns that make a task key (SPEC §5): task_type, task_identifier, repository, user. */
 export type TaskKeyColumns = Pick<TaskRow, 'task_type' | 'task_identifier' | 'repository' | 'user'>
-
-export interface TaskCounts {
-  messages: number
-  summaries: number
-  tools: number
-}
 
 /** Migrations, numbered by their position; `user_version` records how many ran. */
 const MIGRATIONS: readonly string[] = [
@@ -256,37 +248,6 @@ export interface Drift {
  */
 export function indexDrift(index: TaskIndex, layout: Layout, locations: readonly Location[] = LOCATIONS): Drift[] {
   return locations.map((location) => ({ location, indexed: index.countAt(location), found: layout.list(location).length })).filter((d) => d.indexed !== d.found)
-}
-
-/** The row of a task, from its metadata, state and record counts. */
-export function taskRow(meta: TaskMetadata, state: TaskState | null, location: Location, counts: TaskCounts, disk: DiskUse | null = null): TaskRow {
-  const final = state !== null && (state.status === 'completed' || state.status === 'failed' || state.status === 'timeout')
-  return {
-    uuid: meta.uuid,
-    status: state?.status ?? 'initializing',
-    location,
-    task_type: meta.task_type,
-    task_identifier: meta.task_identifier || null,
-    repository: meta.repository || null,
-    user: meta.user,
-    hostname: meta.hostname || null,
-    created_at: meta.created_at || state?.started_at || '',
-    started_at: state?.started_at ?? null,
-    updated_at: state?.updated_at ?? null,
-    completed_at: state?.completed_at ?? null,
-    metadata: JSON.stringify(meta),
-    total_messages: counts.messages,
-    total_summaries: counts.summaries,
-    total_tool_calls: counts.tools,
-    llm_call_count: state?.llm_call_count ?? 0,
-    total_tokens: state?.total_tokens_used ?? 0,
-    compression_count: state?.compression_count ?? counts.summaries,
-    final_token_count: final ? (state?.current_context_tokens ?? null) : null,
-    final_message_count: final ? counts.messages : null,
-    error_message: state?.error ?? null,
-    disk_bytes: disk?.bytes ?? null,
-    disk_bytes_raw: disk?.raw ?? null,
-  }
 }
 
 /** tasks.db and the files SQLite keeps beside it. */

@@ -2,55 +2,14 @@ import { randomUUID } from 'node:crypto'
 import { linkSync, lstatSync, renameSync, rmdirSync, statSync, unlinkSync } from 'node:fs'
 import { basename, dirname, join } from 'node:path'
 import lockfile from 'proper-lockfile'
-import { formatDuration } from '../../duration.js'
-import { CorruptRecordError, CtxError, isErrno, LockedError } from '../../errors.js'
-import { readSmallFile, removeDeadTemps, unlinkQuietly, writeTempFor } from '../fs/files.js'
+import { CtxError, isErrno, LockedError } from '../../errors.js'
+import { removeDeadTemps, unlinkQuietly, writeTempFor } from '../fs/files.js'
 import { FILES } from '../fs/layout.js'
-import { hostname, killLeftoverGroup, pidStatus, processStart } from '../fs/process-info.js'
-
-/** `.lock`: who owns a task and when it last showed it was alive (SPEC §4). */
-export interface LockInfo {
-  process_id: number
-  hostname: string
-  acquired_at: string
-  heartbeat_at: string
-  process_start?: string | null
-  token?: string
-  /** Set by a reaper: the dead owner it is recovering, so that if the reaper dies too, the next one still names the owner. */
-  reaping?: Pick<LockInfo, 'process_id' | 'hostname' | 'heartbeat_at'>
-  /**
-   * The process groups of commands the owner is running (run_command), each with its
-   * leader's start time: whoever takes the lock over from a dead owner kills them.
-   */
-  commands?: RunningCommand[]
-}
-
-export interface RunningCommand {
-  pgid: number
-  start: string | null
-}
-
-export interface LockFile {
-  info: LockInfo | null
-  /** The raw text, to notice that a lock changed between two reads. */
-  text: string
-  mtimeMs: number
-}
-
-export interface StalenessPolicy {
-  staleAfterMs: number
-  /** For locks of other hosts, whose pid cannot be checked; default 2 × staleAfterMs. */
-  staleAfterRemoteMs?: number | undefined
-}
-
-export interface Verdict {
-  stale: boolean
-  /** Why, in words an operator can act on. */
-  reason: string
-}
-
-/** judgeLock's reason for a `.lock` that is not a lock record: never a moment of a live lock (locks are written whole), so worth an alert. */
-export const UNREADABLE_LOCK = 'lock file is unreadable; treated as held'
+import { readLock } from './record.js'
+import type { LockFile, LockInfo } from './record.js'
+import { judgeLock } from './staleness.js'
+import type { StalenessPolicy, Verdict } from './staleness.js'
+import { hostname, killLeftoverGroup, processStart } from '../fs/process-info.js'
 
 /** Thrown to an owner whose lock was taken from it: it must stop writing. */
 export class LockLostError extends CtxError {
@@ -58,66 +17,6 @@ export class LockLostError extends CtxError {
     const by = holder ? `pid ${holder.process_id} on ${holder.hostname}` : 'another process (the lock is gone)'
     super(`lost the lock of ${dir} to ${by}`, { exitCode: 1, hint: 'another ctxagent took the task over; this process stopped writing to it' })
   }
-}
-
-export function readLock(dir: string): LockFile | null {
-  const path = join(dir, FILES.lock)
-  let text: string
-  let mtimeMs: number
-  try {
-    mtimeMs = lstatSync(path).mtimeMs
-    text = readSmallFile(path)
-  } catch (err) {
-    if (isErrno(err, 'ENOENT')) return null
-    // A link, a directory or a FIFO where the lock should be: unreadable, so held (see judgeLock).
-    if (err instanceof CorruptRecordError) return { info: null, text: '', mtimeMs: 0 }
-    throw err
-  }
-  let info: LockInfo | null = null
-  try {
-    const raw = JSON.parse(text) as Partial<LockInfo>
-    // A pid that cannot be a process (0, -1, 1.5) makes the record as unreadable as garbage.
-    if (typeof raw.process_id === 'number' && Number.isInteger(raw.process_id) && raw.process_id > 0 && typeof raw.hostname === 'string') info = raw as LockInfo
-  } catch {
-    info = null
-  }
-  return { info, text, mtimeMs }
-}
-
-/**
- * Is this lock's owner provably dead? Only proof counts: an unreadable lock, or a
- * process whose start time cannot be read, is held.
- */
-export function judgeLock(lock: LockFile, now: Date, policy: StalenessPolicy, localHost = hostname()): Verdict {
-  const info = lock.info
-  if (info === null) return { stale: false, reason: UNREADABLE_LOCK }
-  const heartbeat = Date.parse(info.heartbeat_at)
-  const nowMs = now.getTime()
-  if (info.hostname !== localHost) {
-    const limit = policy.staleAfterRemoteMs ?? 2 * policy.staleAfterMs
-    // Both clocks must agree it is old: ours (the file's mtime) and theirs (heartbeat_at).
-    const newest = Math.max(Number.isNaN(heartbeat) ? 0 : heartbeat, lock.mtimeMs)
-    const age = nowMs - newest
-    if (age <= limit) return { stale: false, reason: `remote host ${info.hostname}: heartbeat ${ageText(age)} ago` }
-    return { stale: true, reason: `remote host ${info.hostname}: no heartbeat for ${ageText(age)}` }
-  }
-  const age = nowMs - (Number.isNaN(heartbeat) ? lock.mtimeMs : heartbeat)
-  if (age <= policy.staleAfterMs) return { stale: false, reason: `heartbeat ${ageText(age)} ago` }
-  const status = pidStatus(info.process_id)
-  if (status === 'gone') return { stale: true, reason: `pid ${info.process_id} is gone; last heartbeat ${ageText(age)} ago` }
-  if (status === 'unknown') return { stale: false, reason: `pid ${info.process_id} cannot be checked; treated as held` }
-  if (info.process_start == null) return { stale: false, reason: `pid ${info.process_id} is alive` }
-  const start = processStart(info.process_id)
-  if (start === null) return { stale: false, reason: `pid ${info.process_id} start time unknown; treated as held` }
-  if (start !== info.process_start) {
-    return { stale: true, reason: `pid ${info.process_id} was reused by another process; last heartbeat ${ageText(age)} ago` }
-  }
-  return { stale: false, reason: `pid ${info.process_id} is alive (heartbeat ${ageText(age)} ago)` }
-}
-
-function ageText(ms: number): string {
-  if (ms < 0) return `${formatDuration(-ms)} in the future`
-  return formatDuration(ms)
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { Config } from '../../config/schema.js'
 import type { Layout } from '../fs/layout.js'
 import type { TaskIndex } from '../index/task-index.js'
-import type { StalenessPolicy } from '../lock/lock.js'
+import type { StalenessPolicy } from '../lock/staleness.js'
 
 /** What the lifecycle needs from its caller: where, how, and when. */
 export interface TaskEnv {

@@ -1,38 +1,27 @@
-import { chmodSync, existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs'
+import { existsSync, renameSync } from 'node:fs'
 import { join } from 'node:path'
-import { activeEndpoint } from '../../config/schema.js'
 import { CtxError, isErrno } from '../../errors.js'
 import { taskDiskUse } from '../fs/disk.js'
 import type { DiskUse } from '../fs/disk.js'
 import { explainSystemError } from '../../system-errors.js'
-import { DIR_MODE, makePrivateDir, writeFileAtomic } from '../fs/files.js'
+import { writeFileAtomic } from '../fs/files.js'
 import { tailPlainSync } from '../format/jsonl.js'
-import { FILES, LOCATIONS } from '../fs/layout.js'
-import type { Location, TaskRef } from '../fs/layout.js'
+import { FILES } from '../fs/layout.js'
+import type { Location } from '../fs/layout.js'
 import { LockLostError, TaskLock } from '../lock/lock.js'
 import { maskText } from '../format/mask.js'
 import { MessageStore } from './message-store.js'
 import type { NewMessage } from './message-store.js'
-import { readMetadata, writeMetadata } from './metadata.js'
-import type { RunRecord, TaskKey, TaskMetadata } from './metadata.js'
-import { hostname } from '../fs/process-info.js'
+import { readMetadata } from './metadata.js'
+import type { TaskMetadata } from './metadata.js'
 import { toWindowMessage } from '../format/records.js'
 import type { SummaryRecord, ToolRecord, WindowMessage } from '../format/records.js'
-import { initialState, readState, updateState, writeState } from './state.js'
+import { initialState, readState, updateState } from './state.js'
 import type { Status, TaskState } from './state.js'
 import { PlanningStore, SummaryStore, ToolStore } from './stores.js'
 import type { TaskEnv } from './env.js'
-import { stalenessPolicy } from './env.js'
-import { taskRow } from '../index/task-index.js'
-import type { TaskCounts } from '../index/task-index.js'
+import { indexTask } from './row.js'
 import { windowTokens } from '../format/tokens.js'
-
-export interface NewTask {
-  task_key: TaskKey
-  user: string | null
-  run?: RunRecord
-  inherited_from?: string | null
-}
 
 export type Hook = (handle: TaskHandle) => void | Promise<void>
 
@@ -304,121 +293,4 @@ export class TaskHandle {
     const state = readState(dir) ?? initialState(env.now())
     return new TaskHandle(env, uuid, dir, lock, metadata, state, onLost ?? (() => undefined))
   }
-}
-
-export function indexTask(env: TaskEnv, meta: TaskMetadata, state: TaskState | null, location: Location, counts: TaskCounts, disk: DiskUse | null = null): void {
-  if (env.index === null) return
-  try {
-    env.index.upsert(taskRow(meta, state, location, counts, disk))
-  } catch (err) {
-    env.warn(`tasks.db not updated for ${meta.uuid}: ${(err as Error).message} (run ctxagent reindex later)`)
-  }
-}
-
-/** Creates the base layout; refuses when a rename between locations would not be atomic. */
-export function ensureLayout(env: TaskEnv): void {
-  for (const location of LOCATIONS) makePrivateDir(env.layout.dir(location))
-  const devices = new Set(LOCATIONS.map((l) => statSync(env.layout.dir(l)).dev))
-  if (devices.size > 1) {
-    throw new CtxError(`running/, paused/ and completed/ under ${env.layout.base} are on different filesystems`, {
-      hint: 'tasks move between them by rename, which is only atomic on one filesystem; put them on one',
-    })
-  }
-}
-
-export interface CreateOptions {
-  onLost?: (err: LockLostError) => void
-  uuid?: string
-}
-
-/** Creates running/<uuid>: metadata.json, state.json (initializing), .lock, tasks.db row. */
-export async function createTask(env: TaskEnv, task: NewTask, options: CreateOptions = {}): Promise<TaskHandle> {
-  ensureLayout(env)
-  const uuid = options.uuid ?? (await import('uuid')).v4()
-  const dir = env.layout.taskDir('running', uuid)
-  try {
-    makePrivateDirExclusive(dir)
-  } catch (err) {
-    if (isErrno(err, 'EEXIST')) throw new CtxError(`task ${uuid} already exists`, { exitCode: 4 })
-    throw err
-  }
-  try {
-    const now = env.now()
-    const llm = env.config.llm
-    const endpoint = activeEndpoint(env.config)
-    const key = task.task_key
-    const metadata: TaskMetadata = {
-      uuid,
-      task_key: key,
-      task_type: `${key.task_source}_${key.task_type}`,
-      task_identifier: key.task_id,
-      repository: key.owner && key.repo ? `${key.owner}/${key.repo}` : key.repo || key.owner || '',
-      user: task.user,
-      created_at: now.toISOString(),
-      process_id: process.pid,
-      hostname: hostname(),
-      config: {
-        llm_provider: llm.provider,
-        model: endpoint.model,
-        context_length: endpoint.context_length,
-        compression_threshold: env.config.context.compression.threshold,
-      },
-      ...(task.run ? { run: task.run } : {}),
-      ...(task.inherited_from ? { inherited_from: task.inherited_from } : {}),
-    }
-    writeMetadata(dir, metadata)
-    await writeState(dir, initialState(now))
-    const lock = await TaskLock.acquire(dir, { ...stalenessPolicy(env.config), now: env.now })
-    const handle = await TaskHandle.open(env, uuid, dir, lock, options.onLost)
-    indexTask(env, metadata, handle.state, 'running', { messages: 0, summaries: 0, tools: 0 })
-    return handle
-  } catch (err) {
-    // Nothing of the task exists yet but what this process wrote (a full disk, a lock
-    // refused): remove it, so that no half-created task is left for a reaper to guess at.
-    rmSync(dir, { recursive: true, force: true })
-    throw err
-  }
-}
-
-/**
- * paused/<uuid> → running/<uuid>: the lock is taken first, then the directory moves.
- * A task still in running/ whose owner is provably dead (kill -9, a crashed host) is
- * taken over where it is: acquiring its stale lock is the proof.
- */
-export async function resumeTask(env: TaskEnv, ref: TaskRef, options: CreateOptions = {}): Promise<TaskHandle> {
-  if (ref.location === 'completed') {
-    throw new CtxError(`task ${ref.uuid} is in completed/, not paused/`, { exitCode: 4, hint: 'only paused tasks can be resumed' })
-  }
-  ensureLayout(env)
-  const lock = await TaskLock.acquire(ref.dir, { ...stalenessPolicy(env.config), now: env.now })
-  const target = env.layout.taskDir('running', ref.uuid)
-  if (ref.location === 'paused') {
-    try {
-      renameSync(ref.dir, target)
-    } catch (err) {
-      await lock.release()
-      throw err
-    }
-    lock.movedTo(target)
-  }
-  let handle: TaskHandle
-  try {
-    handle = await TaskHandle.open(env, ref.uuid, target, lock, options.onLost)
-  } catch (err) {
-    // Its files cannot be opened (a link planted in it, an unreadable file): the task goes back as it was.
-    if (ref.location === 'paused') {
-      renameSync(target, ref.dir)
-      lock.movedTo(ref.dir)
-    }
-    await lock.release()
-    throw err
-  }
-  await handle.update({ status: 'processing', last_activity: 'resumed', error: null })
-  return handle
-}
-
-/** mkdir without `recursive`: EEXIST means the uuid is taken. */
-function makePrivateDirExclusive(dir: string): void {
-  mkdirSync(dir, { mode: DIR_MODE })
-  chmodSync(dir, DIR_MODE)
 }

@@ -9,7 +9,7 @@ import { readMetadata } from './metadata.js'
 import type { TaskMetadata } from './metadata.js'
 import { readState } from './state.js'
 import type { TaskState } from './state.js'
-import type { TaskCounts } from '../index/task-index.js'
+import type { TaskCounts } from './row.js'
 
 /**
  * How many messages, summaries and tool calls a task has. ctxagent keeps them in

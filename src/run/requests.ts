@@ -1,0 +1,95 @@
+import type { CompactionResult } from '../context/compaction.js'
+import type { Comment } from '../sources/types.js'
+import { appendInbox, readInbox } from '../storage/task/inbox.js'
+import type { InboxRecord } from '../storage/task/inbox.js'
+import type { TaskHandle } from '../storage/task/handle.js'
+import { formatComments } from './comments.js'
+import type { Ending } from './ending.js'
+import type { RunLog } from './log.js'
+import type { RemoteLink } from './remote.js'
+
+export type ControlRequest = Extract<InboxRecord, { kind: 'control' }>
+
+export interface RequestParts {
+  handle: TaskHandle
+  log: RunLog
+  now: () => Date
+  /** The task's issue or MR, whose new comments join the inbox's (GitHub and GitLab tasks). */
+  remote?: RemoteLink
+  /** Compacts the window now, for a `compress` request (null: nothing was compressed). */
+  compress: (requestId: string) => Promise<CompactionResult | null>
+}
+
+/**
+ * What others ask of a running task through its inbox.jsonl (SPEC §6, §12.6): comments
+ * and chat messages, and control requests (pause, compress, end), each acted on once.
+ * The position in the inbox is saved with the task's counters, so a resumed task
+ * never sees a line twice.
+ */
+export class InboxRequests {
+  constructor(
+    private readonly parts: RequestParts,
+    /** Bytes of inbox.jsonl already handled. */
+    public position: number,
+  ) {}
+
+  /**
+   * New inbox lines since the last turn: messages become one user message (seed 002
+   * format), control requests are acted on in order. Returns the ending a request
+   * meant (a pause), else null.
+   */
+  async read(): Promise<Ending | null> {
+    const { handle, log } = this.parts
+    const { records, ends, offset, bad } = readInbox(handle.dir, this.position)
+    if (bad > 0) log.warn(`inbox.jsonl: skipped ${bad} unreadable line(s)`)
+    let comments: Comment[] = this.parts.remote ? await this.parts.remote.poll(this.parts.now()) : []
+    const flush = () => {
+      if (comments.length === 0) return
+      handle.addMessage({ role: 'user', content: formatComments(comments) })
+      log.info(`${comments.length} new comment(s) from the inbox added to the conversation`)
+      comments = []
+    }
+    // In order, so that a pause leaves what came after it for the resumed task.
+    for (const [i, record] of records.entries()) {
+      if (record.kind === 'message' && record.visible !== false) comments.push({ author: record.sender, body: record.content, created_at: record.created_at })
+      if (record.kind !== 'control') continue
+      flush()
+      const ending = record.action === 'end' ? this.refuse(record, 'this task is not a chat session; there is nothing to end (use ctxagent pause)') : await this.control(record)
+      if (ending) {
+        this.position = ends[i] as number
+        return ending
+      }
+    }
+    flush()
+    this.position = offset
+    // Saved now, not at the end of the turn: a crash during the turn must not add these comments again.
+    if (records.length > 0) await handle.update({ inbox_offset: offset })
+    return null
+  }
+
+  /** Acts on a pause or compress request, once, and answers it in the inbox. */
+  async control(request: ControlRequest): Promise<Ending | null> {
+    const { log } = this.parts
+    if (request.action === 'pause') {
+      this.reply(request, true, 'pausing')
+      log.info(`pause requested by ${request.sender}`)
+      return { kind: 'paused', cause: 'pause', error: null }
+    }
+    if (request.action === 'compress') {
+      const result = await this.parts.compress(request.id)
+      this.reply(request, result !== null, result ? `summary ${result.record.summary_id}: window ${result.tokensBefore} → ${result.tokensAfter} tokens` : 'nothing was compressed: too few messages since the last summary, or the summary failed')
+      return null
+    }
+    return null
+  }
+
+  /** Answers a control request in the inbox, where the requester waits for it. */
+  reply(request: ControlRequest, ok: boolean, message: string): void {
+    appendInbox(this.parts.handle.dir, { kind: 'reply', request_id: request.id, action: request.action, ok, message }, this.parts.now())
+  }
+
+  private refuse(request: ControlRequest, why: string): null {
+    this.reply(request, false, why)
+    return null
+  }
+}

@@ -1,0 +1,53 @@
+import type { DiskUse } from '../fs/disk.js'
+import type { Location } from '../fs/layout.js'
+import type { TaskRow } from '../index/task-index.js'
+import type { TaskMetadata } from './metadata.js'
+import type { TaskState } from './state.js'
+import type { TaskEnv } from './env.js'
+
+export interface TaskCounts {
+  messages: number
+  summaries: number
+  tools: number
+}
+
+/** The row of a task, from its metadata, state and record counts. */
+export function taskRow(meta: TaskMetadata, state: TaskState | null, location: Location, counts: TaskCounts, disk: DiskUse | null = null): TaskRow {
+  const final = state !== null && (state.status === 'completed' || state.status === 'failed' || state.status === 'timeout')
+  return {
+    uuid: meta.uuid,
+    status: state?.status ?? 'initializing',
+    location,
+    task_type: meta.task_type,
+    task_identifier: meta.task_identifier || null,
+    repository: meta.repository || null,
+    user: meta.user,
+    hostname: meta.hostname || null,
+    created_at: meta.created_at || state?.started_at || '',
+    started_at: state?.started_at ?? null,
+    updated_at: state?.updated_at ?? null,
+    completed_at: state?.completed_at ?? null,
+    metadata: JSON.stringify(meta),
+    total_messages: counts.messages,
+    total_summaries: counts.summaries,
+    total_tool_calls: counts.tools,
+    llm_call_count: state?.llm_call_count ?? 0,
+    total_tokens: state?.total_tokens_used ?? 0,
+    compression_count: state?.compression_count ?? counts.summaries,
+    final_token_count: final ? (state?.current_context_tokens ?? null) : null,
+    final_message_count: final ? counts.messages : null,
+    error_message: state?.error ?? null,
+    disk_bytes: disk?.bytes ?? null,
+    disk_bytes_raw: disk?.raw ?? null,
+  }
+}
+
+/** Writes a task's row to the index; a failure is a warning (the directories stay the truth). */
+export function indexTask(env: TaskEnv, meta: TaskMetadata, state: TaskState | null, location: Location, counts: TaskCounts, disk: DiskUse | null = null): void {
+  if (env.index === null) return
+  try {
+    env.index.upsert(taskRow(meta, state, location, counts, disk))
+  } catch (err) {
+    env.warn(`tasks.db not updated for ${meta.uuid}: ${(err as Error).message} (run ctxagent reindex later)`)
+  }
+}
