@@ -124,6 +124,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
         protectedTurns: config.context.prune.protected_turns,
         compaction: settingsFrom(config),
         commandTimeoutSeconds: settings.commandTimeoutSeconds,
+        maxCallsPerReply: config.tools.max_calls_per_reply,
       },
       workspace: settings.workspace,
       log,

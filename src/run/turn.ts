@@ -30,6 +30,8 @@ export interface AgentLimits {
   protectedTurns: number
   compaction: CompactionSettings
   commandTimeoutSeconds: number
+  /** Tool calls run per assistant message (tools.max_calls_per_reply); the rest are answered as skipped. */
+  maxCallsPerReply: number
 }
 
 export interface AgentParts {
@@ -253,7 +255,13 @@ export class Agent {
   private async runCalls(calls: readonly ToolCall[]): Promise<Ending | null> {
     const { tools, stop, log } = this.parts
     let ending: Ending | null = null
-    for (const call of calls) {
+    const cap = this.parts.limits.maxCallsPerReply
+    if (calls.length > cap) log.warn(`the reply carries ${calls.length} tool calls; running the first ${cap} (tools.max_calls_per_reply), answering the rest as skipped`)
+    for (const [i, call] of calls.entries()) {
+      if (i >= cap && ending === null && stop.reason === null) {
+        this.answer(call, call.function.name, `[skipped: at most ${cap} tool calls run per reply; send this call again in a later reply]`, 'error', 'skipped', 0, {})
+        continue
+      }
       if (ending !== null || stop.reason !== null) {
         // Every call gets exactly one result, also those that will never run.
         this.answer(call, call.function.name, ending ? '[skipped: the task ended before this call]' : ABORTED, 'error', ending ? 'skipped' : 'aborted', 0, {})
