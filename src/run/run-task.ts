@@ -109,7 +109,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     const remote = start.channel ? await openRemote(start, handle, config, log) : undefined
     if (remote) handle.onStop(() => remote.status(statusText(handle, 'paused; it continues when the task is resumed')))
     const tools = ToolRegistry.builtin({ allowShell: settings.allowShell, finish: !settings.chat })
-    mcp = await startMcp(config, tools, log)
+    mcp = await startMcp(config, tools, log, stop.signal)
     const agent = new Agent({
       handle,
       client,
@@ -185,15 +185,20 @@ function outcomeText(o: Pick<Outcome, 'uuid' | 'status' | 'finish_status' | 'tur
 }
 
 /** Starts the configured MCP servers and adds their tools; the SDK is loaded only when there are servers. */
-async function startMcp(config: Config, tools: ToolRegistry, log: RunLog): Promise<{ close(): Promise<void> } | null> {
+async function startMcp(config: Config, tools: ToolRegistry, log: RunLog, signal: AbortSignal): Promise<{ close(): Promise<void> } | null> {
   if (!Object.values(config.mcp.servers).some((s) => s.enabled)) return null
   const { McpServers } = await import('../tools/mcp.js')
-  const started = await McpServers.start(config.mcp, (m) => log.warn(m))
+  // A stop during start-up ends it (servers closed); the loop then ends the task as the stop says.
+  const started = await McpServers.start(config.mcp, (m) => log.warn(m), signal)
+  let added = 0
   for (const tool of started.tools) {
     if (tools.resolve(tool.name)?.name === tool.name) log.warn(`MCP: two tools are named ${tool.name}; the second is left out`)
-    else tools.add(tool)
+    else {
+      tools.add(tool)
+      added++
+    }
   }
-  log.info(`MCP: ${started.tools.length} tool(s) from ${Object.keys(started.servers.pids()).length} server(s)`, { mcp_pids: started.servers.pids() })
+  if (!signal.aborted) log.info(`MCP: ${added} tool(s) from ${Object.keys(started.servers.pids()).length} server(s)`, { mcp_pids: started.servers.pids() })
   return started.servers
 }
 
