@@ -14,6 +14,7 @@ import type { TaskKey } from '../storage/task/metadata.js'
 import { killedText } from '../operations/reaper.js'
 import type { StoredMessage } from '../storage/format/records.js'
 import { createTask, resumeTask } from '../storage/task/lifecycle.js'
+import { boundAnswer } from '../storage/task/state.js'
 import type { TaskHandle } from '../storage/task/handle.js'
 import type { TaskEnv } from '../storage/task/env.js'
 import { ToolRegistry } from '../tools/registry.js'
@@ -109,7 +110,10 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     const remote = start.channel ? await openRemote(start, handle, config, log) : undefined
     if (remote) handle.onStop(() => remote.status(statusText(handle, 'paused; it continues when the task is resumed')))
     const tools = ToolRegistry.builtin({ allowShell: settings.allowShell, finish: !settings.chat })
-    mcp = await startMcp(config, tools, log, stop.signal)
+    // A task killed after it answered (during its final summary) only finishes its ending: no turn, no tools.
+    const answered = start.kind === 'resume' ? answeredEnding(handle) : null
+    if (answered) log.info('the task had already answered when its agent stopped; finishing its ending')
+    else mcp = await startMcp(config, tools, log, stop.signal)
     const agent = new Agent({
       handle,
       client,
@@ -134,10 +138,12 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
       ...(run.onTurn ? { onTurn: (turns: number) => run.onTurn?.(handle.dir, turns) } : {}),
       ...(remote ? { remote } : {}),
     })
-    const ending = settings.chat
+    const ending = answered
+      ? answered
+      : settings.chat
       ? await new ChatLoop(agent, handle, stop, log, { pollMs: config.chat.wait_interval_seconds * 1000, softTimeoutMs: config.chat.soft_timeout_minutes * 60_000 }).run()
       : await agent.run()
-    const outcome = await settle(handle, ending, agent.progress(), client, log)
+    const outcome = await settle(handle, ending, agent.progress(), client, log, config.run.max_answer_chars)
     if (remote && outcome.status !== 'lost') await remote.outcome(outcomeText(outcome))
     return { ...outcome, duration_ms: Date.now() - begun, inherited_from: handle.metadata.inherited_from ?? null }
   } catch (err) {
@@ -228,17 +234,25 @@ function begin(handle: TaskHandle, settings: RunSettings, start: Extract<RunStar
   if (inheritance) handle.addMessage({ role: 'user', content: inheritanceMessage(inheritance, inheritTokens) })
 }
 
+/** The ending of a task whose state.json already holds its final answer (settle got that far before a kill), else null. */
+function answeredEnding(handle: TaskHandle): Ending | null {
+  const { final_answer: answer, finish_status: status, session } = handle.state
+  if (typeof answer !== 'string') return null
+  return { kind: 'completed', answer, finishStatus: status ?? null, ...(session ? { sessionEnded: true as const } : {}) }
+}
+
 type Progress = ReturnType<Agent['progress']>
 
 /** Settles the task as its ending says, and says how it went. */
-async function settle(handle: TaskHandle, ending: Ending, progress: Progress, client: LlmClient, log: RunLog): Promise<Omit<Outcome, 'duration_ms' | 'inherited_from'>> {
+async function settle(handle: TaskHandle, ending: Ending, progress: Progress, client: LlmClient, log: RunLog, maxAnswer: number): Promise<Omit<Outcome, 'duration_ms' | 'inherited_from'>> {
   const base = { uuid: handle.uuid, turns: progress.turns, tokens: progress.total_tokens_used, final_answer: null, finish_status: null, error: null }
   if (ending.kind === 'lost') {
     log.warn(ending.error.message)
     return { ...base, status: 'lost', location: 'unknown', dir: handle.dir, error: ending.error.message, exit_code: 1 }
   }
   if (ending.kind === 'completed') {
-    await handle.update({ ...progress, final_answer: maskText(ending.answer), finish_status: ending.finishStatus, ...(ending.sessionEnded ? { session: ChatLoop.ended(new Date()) } : {}) })
+    if (ending.answer.length > maxAnswer) log.warn(`the final answer is ${ending.answer.length.toLocaleString('en-US')} characters; state.json keeps the first ${maxAnswer.toLocaleString('en-US')} (run.max_answer_chars), messages.jsonl the whole`)
+    await handle.update({ ...progress, final_answer: boundAnswer(maskText(ending.answer), maxAnswer), finish_status: ending.finishStatus, ...(ending.sessionEnded ? { session: ChatLoop.ended(new Date()) } : {}) })
     if (ending.answer.trim() !== '') handle.addPlan('outcome', ending.answer.slice(0, 4000))
     const summary = await finalSummaryText(handle, client, log)
     await handle.complete(summary)
