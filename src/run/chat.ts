@@ -93,6 +93,8 @@ export class ChatLoop {
         return record
       }
       this.agent.requests.position = offset
+      // Waiting for a message is progress too: an idle session is not a wedged one.
+      this.handle.markProgress()
       if (Date.now() - this.lastActivity >= this.settings.softTimeoutMs) {
         this.log.info(`chat: idle for ${Math.round(this.settings.softTimeoutMs / 60_000)} min; ending the session`)
         return this.terminate()

@@ -150,6 +150,7 @@ export class Agent {
   }
 
   private async save(): Promise<void> {
+    this.parts.handle.markProgress()
     await this.parts.handle.update({ ...this.progress(), last_activity: this.lastTool ? `tool ${this.lastTool}` : 'answered' })
     this.parts.log.status({ turn: this.turns, tokens: this.tokens, window: this.parts.handle.windowTokens(), lastTool: this.lastTool })
   }

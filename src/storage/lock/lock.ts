@@ -121,6 +121,7 @@ export class TaskLock {
       hostname: hostname(),
       acquired_at: stamp,
       heartbeat_at: stamp,
+      progress_at: stamp,
       process_start: processStart(process.pid),
       token: randomUUID(),
       ...(options.reaping ? { reaping: options.reaping } : {}),
@@ -190,6 +191,11 @@ export class TaskLock {
       }
       this.identity = lockIdentity(this.dir)
     })
+  }
+
+  /** The owner made progress: written with the next heartbeat (no write of its own, so it costs nothing per turn). */
+  markProgress(): void {
+    this.info.progress_at = this.now().toISOString()
   }
 
   /**
