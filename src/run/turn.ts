@@ -66,6 +66,8 @@ export class Agent {
   private readonly guard = new LoopGuard()
   private readonly reads: Map<string, ReadStamp>
   private turns: number
+  /** Turns before the current chat message: a chat session's max_turns budget is per message. */
+  private turnBase = 0
   private tokens: number
   private elapsedBefore: number
   private readonly startedAt = Date.now()
@@ -162,9 +164,19 @@ export class Agent {
     this.timings.tools = 0
   }
 
+  /** Chat: the max_turns budget counts from here (each message has its own). */
+  resetTurnBudget(): void {
+    this.turnBase = this.turns
+  }
+
+  /** The max_turns budget is used up (for a chat session: the current message's). */
+  turnBudgetSpent(): boolean {
+    return this.turns - this.turnBase >= this.parts.limits.maxTurns
+  }
+
   private budgetEnding(): Ending | null {
     const { limits } = this.parts
-    if (this.turns >= limits.maxTurns) return { kind: 'timeout', reason: `max_turns budget: ${limits.maxTurns} turns used` }
+    if (this.turnBudgetSpent()) return { kind: 'timeout', reason: `max_turns budget: ${limits.maxTurns} turns used` }
     if (limits.maxTokens !== null && this.tokens >= limits.maxTokens) {
       return { kind: 'timeout', reason: `max_tokens budget: ${this.tokens.toLocaleString('en-US')} of ${limits.maxTokens.toLocaleString('en-US')} tokens used` }
     }
