@@ -91,6 +91,7 @@ export class ChatLoop {
       const early = this.agent.early()
       if (early) return early
       const { records, ends, offset } = readInbox(this.handle.dir, this.agent.requests.position)
+      this.agent.requests.noteReplies(records)
       for (const [i, record] of records.entries()) {
         const end = ends[i] as number
         if (record.kind === 'control') {

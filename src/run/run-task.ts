@@ -31,7 +31,7 @@ import { defaultSystemPrompt, systemPrompt } from './prompt.js'
 import { repairResumed } from './repair.js'
 import { readTextArg, runRecord } from './settings.js'
 import type { RunSettings } from './settings.js'
-import { StopController } from './stop.js'
+import { StopController, stoppableClient } from './stop.js'
 import { explainSystemError, isDiskFull } from '../system-errors.js'
 
 /** Where a new task comes from: its key and its first user message (SPEC §12.1, §13.1). */
@@ -96,6 +96,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   const removeSignals = run.signals ? stop.handleSignals(() => process.exit(130)) : () => undefined
   const cancelDeadline = stop.deadline(settings.timeoutMs === null ? null : settings.timeoutMs - (handle.state.elapsed_ms ?? 0))
   let mcp: { close(): Promise<void> } | null = null
+  let unwatch = (): void => undefined
   try {
     const client = await createClient(config, env, handle, start.kind === 'resume')
     if (start.kind === 'new') {
@@ -110,14 +111,12 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     const remote = start.channel ? await openRemote(start, handle, config, log) : undefined
     if (remote) handle.onStop(() => remote.status(statusText(handle, 'paused; it continues when the task is resumed')))
     const tools = ToolRegistry.builtin({ allowShell: settings.allowShell, finish: !settings.chat })
-    // A task killed after it answered (during its final summary) only finishes its ending: no turn, no tools.
-    const answered = start.kind === 'resume' ? answeredEnding(handle) : null
-    if (answered) log.info('the task had already answered when its agent stopped; finishing its ending')
-    else mcp = await startMcp(config, tools, log, stop.signal)
+    // Summaries (compaction, the final one) are LLM requests too: the task's stop ends them.
+    const summaryClient = client instanceof ReplayClient ? client : stoppableClient(client, stop.signal)
     const agent = new Agent({
       handle,
       client,
-      summarizer: client instanceof ReplayClient ? extractiveSummarizer() : llmSummarizer(client),
+      summarizer: client instanceof ReplayClient ? extractiveSummarizer() : llmSummarizer(summaryClient),
       tools,
       limits: {
         maxTurns: settings.maxTurns,
@@ -138,12 +137,19 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
       ...(run.onTurn ? { onTurn: (turns: number) => run.onTurn?.(handle.dir, turns) } : {}),
       ...(remote ? { remote } : {}),
     })
+    // A pause request stops what is in flight (an LLM request, a tool, MCP start-up), not only the next turn.
+    unwatch = agent.requests.watchForPause(() => stop.stop('pause'))
+    // A task killed after it answered (during its final summary) only finishes its ending: no turn, no tools.
+    const answered = start.kind === 'resume' ? answeredEnding(handle) : null
+    if (answered) log.info('the task had already answered when its agent stopped; finishing its ending')
+    else mcp = await startMcp(config, tools, log, stop.signal)
     const ending = answered
       ? answered
       : settings.chat
       ? await new ChatLoop(agent, handle, stop, log, { pollMs: config.chat.wait_interval_seconds * 1000, softTimeoutMs: config.chat.soft_timeout_minutes * 60_000 }).run()
       : await agent.run()
-    const outcome = await settle(handle, ending, agent.progress(), client, log, config.run.max_answer_chars)
+    unwatch()
+    const outcome = await settle(handle, ending, agent.progress(), summaryClient, log, config.run.max_answer_chars)
     if (remote && outcome.status !== 'lost') await remote.outcome(outcomeText(outcome))
     return { ...outcome, duration_ms: Date.now() - begun, inherited_from: handle.metadata.inherited_from ?? null }
   } catch (err) {
@@ -166,6 +172,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     throw err
   } finally {
     // MCP servers live as long as this process works on the task: closed on every ending, started again by a resume.
+    unwatch()
     await mcp?.close()
     cancelDeadline()
     removeSignals()
