@@ -2,7 +2,7 @@
 // node hostile-mcp.mjs <mode> [n]
 //   endless  tools/list always returns another page of n tools (and a fresh cursor)
 //   many     one page of n tools
-//   big      the tool `big` answers n characters of text
+//   big      the tool `big` answers n characters of text; the tool `hang` never answers
 //   dup      tools/list lists `a` twice, and `b`
 //   hang     tools/list never answers; first writes this server's pid to the file named by n
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
@@ -28,10 +28,11 @@ server.setRequestHandler(ListToolsRequestSchema, async () => {
     return new Promise(() => undefined)
   }
   if (mode === 'dup') return { tools: [tool('a'), tool('a'), tool('b')] }
-  if (mode === 'big') return { tools: [tool('big')] }
+  if (mode === 'big') return { tools: [tool('big'), tool('hang')] }
   return { tools: Array.from({ length: n }, (_, i) => tool(`t${String(i).padStart(5, '0')}`)) }
 })
 server.setRequestHandler(CallToolRequestSchema, async (req) => {
+  if (req.params.name === 'hang') return new Promise(() => undefined)
   if (req.params.name === 'big') return { content: [{ type: 'text', text: 'x'.repeat(n) }] }
   return { content: [{ type: 'text', text: `called ${req.params.name}` }] }
 })
