@@ -3,7 +3,7 @@ import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotoc
 import { Ajv } from 'ajv'
 import type { ValidateFunction } from 'ajv'
 import type { Config } from '../config/schema.js'
-import { sampleOf } from '../text.js'
+import { clip, sampleOf } from '../text.js'
 import type { Tool, ToolOutcome } from './types.js'
 
 export type McpServerConfig = Config['mcp']['servers'][string]
@@ -12,6 +12,10 @@ const ajv = new Ajv({ coerceTypes: true, useDefaults: true, strict: false, allEr
 const STDERR_KEEP = 4096
 /** Pages of one `tools/list` read at most: a server that always returns another page (or an empty one) stops here. */
 const MAX_LIST_PAGES = 100
+/** A tool's description as offered to the model, at most (it goes into every request). */
+const MAX_DESCRIPTION = 2_000
+/** A tool whose input schema is longer than this as JSON is left out: it would fill every request. */
+const MAX_SCHEMA_CHARS = 20_000
 
 /** `<server>__<tool>`, with characters outside [A-Za-z0-9_-] as `_`, at most 64 characters (SPEC §13.3). */
 export function mcpToolName(server: string, tool: string): string {
@@ -199,6 +203,11 @@ export class McpServers {
       await servers.close()
       return { servers, tools: [] }
     }
+    const oversized = tools.filter((t) => schemaChars(t.spec.function.parameters) > MAX_SCHEMA_CHARS).map((t) => t.name)
+    if (oversized.length > 0) {
+      warn(`MCP: left out ${oversized.length} tool(s) whose input schema is over ${MAX_SCHEMA_CHARS.toLocaleString('en-US')} characters (it would go into every request): ${sampleOf(oversized, 10)}`)
+      tools.splice(0, tools.length, ...tools.filter((t) => !oversized.includes(t.name)))
+    }
     tools.sort((a, b) => (a.name < b.name ? -1 : 1))
     const more = [...offered].filter(([, n]) => n > config.max_tools).map(([name]) => name)
     if (tools.length > config.max_tools || more.length > 0) {
@@ -218,6 +227,15 @@ export class McpServers {
   }
 }
 
+/** Characters of a schema as JSON; one too deep to write at all counts as too long. */
+function schemaChars(schema: unknown): number {
+  try {
+    return JSON.stringify(schema ?? {}).length
+  } catch {
+    return Number.POSITIVE_INFINITY
+  }
+}
+
 function toTool(server: McpServer, listed: Listed): Tool {
   const name = mcpToolName(server.name, listed.name)
   const schema = listed.inputSchema && typeof listed.inputSchema === 'object' ? listed.inputSchema : { type: 'object' }
@@ -229,7 +247,7 @@ function toTool(server: McpServer, listed: Listed): Tool {
   }
   return {
     name,
-    spec: { type: 'function', function: { name, description: listed.description ?? `${listed.name} (MCP server ${server.name})`, parameters: schema } },
+    spec: { type: 'function', function: { name, description: clip(typeof listed.description === 'string' ? listed.description : `${listed.name} (MCP server ${server.name})`, MAX_DESCRIPTION), parameters: schema } },
     validate(args) {
       if (args === null || typeof args !== 'object' || Array.isArray(args)) return { ok: false, error: `the arguments of ${name} must be a JSON object; expected ${JSON.stringify(schema)}` }
       const copy = structuredClone(args) as Record<string, unknown>

@@ -4,6 +4,7 @@
 //   many     one page of n tools
 //   big      the tool `big` answers n characters of text; the tool `hang` never answers
 //   dup      tools/list lists `a` twice, and `b`
+//   huge     a tool with a 1 MB description, one with a huge schema, and a plain one
 //   hang     tools/list never answers; first writes this server's pid to the file named by n
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
@@ -26,6 +27,11 @@ server.setRequestHandler(ListToolsRequestSchema, async () => {
   if (mode === 'hang') {
     writeFileSync(count, String(process.pid))
     return new Promise(() => undefined)
+  }
+  if (mode === 'huge') {
+    // A 1 MB description, and a schema of 100,000 properties.
+    const properties = Object.fromEntries(Array.from({ length: 100_000 }, (_, i) => [`p${i}`, { type: 'string' }]))
+    return { tools: [{ ...tool('wordy'), description: 'w'.repeat(1_000_000) }, { ...tool('wide'), inputSchema: { type: 'object', properties } }, tool('fine')] }
   }
   if (mode === 'dup') return { tools: [tool('a'), tool('a'), tool('b')] }
   if (mode === 'big') return { tools: [tool('big'), tool('hang')] }

@@ -70,6 +70,17 @@ describe('a hostile MCP server is bounded', () => {
     expect(result.startsWith('x'.repeat(1000) + '\n[cut: the MCP result was 50,000 characters; only the first 1,000 are kept (mcp.max_result_chars)]')).toBe(true)
   })
 
+  it('cuts a long description and leaves out a tool whose schema would fill every request', async () => {
+    const s = await hostile('huge', '0')
+    s.fake.queue.push({ content: 'done' })
+    const res = await s.run(['run', '--task', 't', '--workspace', s.ws])
+    expect(res.code, res.stderr).toBe(0)
+    const tools = agentRequests(s.fake)[0]?.body.tools as { function: { name: string; description: string } }[]
+    expect(tools.filter((t) => t.function.name.startsWith('bad__')).map((t) => t.function.name)).toEqual(['bad__fine', 'bad__wordy'])
+    expect(tools.find((t) => t.function.name === 'bad__wordy')?.function.description).toHaveLength(2000)
+    expect(res.stderr).toMatch(/left out 1 tool\(s\) whose input schema is over 20,000 characters .*: bad__wide/)
+  })
+
   it('counts the tools it added, not the ones it listed', async () => {
     const s = await hostile('dup', '0')
     s.fake.queue.push({ content: 'done' })
