@@ -121,7 +121,9 @@ class McpServer {
     }
     try {
       const result = await (this.client as Client).callTool({ name: tool, arguments: args }, undefined, { timeout: this.config.timeout_seconds * 1000, signal })
-      const text = cutResult(contentText(result.content), this.maxChars)
+      const whole = contentText(result.content)
+      if (whole.length > this.maxChars) this.warn(`MCP: the result of ${this.name}__${tool} is ${whole.length.toLocaleString('en-US')} characters; the model gets the first ${this.maxChars.toLocaleString('en-US')} (mcp.max_result_chars)`)
+      const text = cutResult(whole, this.maxChars)
       if (result.isError === true) return { output: `Error: ${text || 'the tool reported an error'}`, status: 'error', error: firstLine(text) || 'the tool reported an error' }
       return { output: text, status: 'success', error: null }
     } catch (err) {

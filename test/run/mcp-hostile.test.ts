@@ -66,6 +66,7 @@ describe('a hostile MCP server is bounded', () => {
     s.fake.queue.push({ calls: [{ name: 'bad__big', arguments: {} }] }, { content: 'done' })
     const res = await s.run(['run', '--task', 't', '--workspace', s.ws])
     expect(res.code, res.stderr).toBe(0)
+    expect(res.stderr).toMatch(/the result of bad__big is 50,000 characters; the model gets the first 1,000 \(mcp.max_result_chars\)/)
     const result = String(onlyTask(s.tree).tools[0]?.result)
     expect(result.startsWith('x'.repeat(1000) + '\n[cut: the MCP result was 50,000 characters; only the first 1,000 are kept (mcp.max_result_chars)]')).toBe(true)
   })
