@@ -11,7 +11,7 @@ import { UNREADABLE_LOCK } from '../storage/lock/staleness.js'
 import type { LockInfo } from '../storage/lock/record.js'
 import type { StalenessPolicy } from '../storage/lock/staleness.js'
 import { assessTask, clearLeftoverLock, reapTask } from './reaper.js'
-import { finishCompleting } from '../storage/task/lifecycle.js'
+import { finishCompleting, safeState } from '../storage/task/lifecycle.js'
 import type { ReapReport } from './reaper.js'
 import { appendInbox, readInbox } from '../storage/task/inbox.js'
 import { hostname } from '../storage/fs/process-info.js'
@@ -74,7 +74,9 @@ export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<P
   for (const ref of running) {
     if (options.dryRun) {
       const a = assessTask(env, ref, { policy: options.policy })
-      if (a.stale) findings.push({ uuid: ref.uuid, action: 'reaped', reason: a.verdict.reason, pid: a.holder?.process_id ?? null, hostname: a.holder?.hostname ?? null, heartbeat_at: a.holder?.heartbeat_at ?? null })
+      // A task whose dead owner had answered would be completed, not failed (see reapTask).
+      const answered = a.stale && typeof safeState(ref.dir)?.final_answer === 'string'
+      if (a.stale) findings.push({ uuid: ref.uuid, action: answered ? 'finished' : 'reaped', reason: answered ? `the agent died after answering (${a.verdict.reason}); would complete it with its answer` : a.verdict.reason, pid: a.holder?.process_id ?? null, hostname: a.holder?.hostname ?? null, heartbeat_at: a.holder?.heartbeat_at ?? null })
       continue
     }
     let outcome

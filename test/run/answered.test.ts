@@ -37,6 +37,10 @@ describe('a task killed after answering finishes its ending', () => {
   it('watch-locks completes it instead of failing it', async () => {
     const s = await runSetup()
     const uuid = await killedAfterAnswer(s, 'the answer')
+    const dry = await s.run(['cleanup', '--dry-run', '--json'], LATER)
+    expect(dry.code, dry.stderr).toBe(0)
+    expect(dry.stdout).toContain('the agent died after answering')
+    expect(dry.stdout).toContain('would complete it with its answer')
     const res = await s.run(['watch-locks', '--once', '--json'], LATER)
     expect(res.code, res.stderr).toBe(0)
     expect(JSON.parse(res.stdout.trim().split('\n')[0] as string)).toMatchObject({ uuid, action: 'finished', reason: expect.stringContaining('died after answering') })
