@@ -22,6 +22,7 @@ const SUITES = {
   'bad-input': 'every command and option given bad ids, paths, flags, durations, dates, counts and config files, FIFOs for files, and links and FIFOs planted in tasks: exit code, one stderr line naming the problem, tree unchanged (hashed before and after)',
   'kill-run': `${runs} \`run\` agents SIGKILLed at random instants: every complete line parses, seq continuous, half resumed to completion with well-formed requests, the rest reaped exactly once, tasks.db equal to the directories, no litter`,
   'disk-full': 'a full tmpfs under the tree: every command that writes fails with one line saying so, reads still work, no temp file, every file readable, no task lost; all works again once there is room; a run whose disk fills mid-task pauses and resumes to completion; on a read-only mount, writes say so in one line and nothing changes (needs root)',
+  'hostile-liveness': 'waits a hostile party imposes (an MCP tools/list and an MCP tool call that never answer, an LLM request that never answers), each ended by SIGINT, `ctxagent pause` and `--timeout`: the exit code and task status that stop means',
   operators: `${rounds} rounds of 6 owners SIGKILLed at random while watch-locks, cleanup, unlock, compress, stats and reindex run at once and are themselves SIGKILLed 40 % of the time: after one more pass no task lost or in two places, every killed owner reaped exactly once (its error names the owner), no litter or stray lock, every file readable, tasks.db equal to the directories`,
 }
 const file = join(results, 'results.jsonl')

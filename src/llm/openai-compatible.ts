@@ -3,6 +3,7 @@ import { lacksOpenAiKey } from '../config/schema.js'
 import type { Config } from '../config/schema.js'
 import { ProviderError, UsageError } from '../errors.js'
 import type { ChatMessage, ChatOptions, ChatResult, LlmClient } from './client.js'
+import { normaliseReply } from './reply.js'
 
 type Endpoint = Config['llm']['openai']
 
@@ -51,10 +52,8 @@ export class OpenAiCompatibleClient implements LlmClient {
       )
       const choice = response.choices[0]
       if (!choice) throw new ProviderError(`${this.where()} returned no choices`, 'check that the model name is right for this server')
-      const message = choice.message
-      const calls = message.tool_calls?.filter((c) => c.type === 'function').map((c) => ({ id: c.id, type: 'function' as const, function: { name: c.function.name, arguments: c.function.arguments } }))
       return {
-        message: { role: 'assistant', content: message.content ?? null, ...(calls?.length ? { tool_calls: calls } : {}) },
+        message: normaliseReply(choice.message),
         usage: response.usage ? { prompt_tokens: response.usage.prompt_tokens, completion_tokens: response.usage.completion_tokens, total_tokens: response.usage.total_tokens } : null,
       }
     } catch (err) {

@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
+import { formatDuration } from '../duration.js'
 import { CtxError, isErrno, LockedError } from '../errors.js'
 import { isTreeWide } from '../system-errors.js'
 import { makePrivateDir, removeDeadTemps } from '../storage/fs/files.js'
@@ -10,7 +11,7 @@ import { UNREADABLE_LOCK } from '../storage/lock/staleness.js'
 import type { LockInfo } from '../storage/lock/record.js'
 import type { StalenessPolicy } from '../storage/lock/staleness.js'
 import { assessTask, clearLeftoverLock, reapTask } from './reaper.js'
-import { finishCompleting } from '../storage/task/lifecycle.js'
+import { finishCompleting, safeState } from '../storage/task/lifecycle.js'
 import type { ReapReport } from './reaper.js'
 import { appendInbox, readInbox } from '../storage/task/inbox.js'
 import { hostname } from '../storage/fs/process-info.js'
@@ -26,6 +27,8 @@ export interface Alert {
   pid: number | null
   hostname: string | null
   heartbeat_at: string | null
+  /** A no-progress alert: when the owner last made progress. */
+  progress_at?: string
 }
 
 /** watch-locks acting on a chat session past its hard timeout (SPEC §6). */
@@ -50,6 +53,8 @@ export interface PassResult {
 export interface PassOptions {
   policy: StalenessPolicy
   longRunningMs: number
+  /** A live owner whose last progress is older than this is reported (never reaped); absent: not checked. */
+  noProgressMs?: number
   /** Chat sessions idle this long are asked to end; still alive `graceMs` after the request, their owner gets SIGTERM. */
   chat?: { hardTimeoutMs: number; graceMs: number }
   /** Only report what would be done (cleanup --dry-run). */
@@ -69,7 +74,9 @@ export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<P
   for (const ref of running) {
     if (options.dryRun) {
       const a = assessTask(env, ref, { policy: options.policy })
-      if (a.stale) findings.push({ uuid: ref.uuid, action: 'reaped', reason: a.verdict.reason, pid: a.holder?.process_id ?? null, hostname: a.holder?.hostname ?? null, heartbeat_at: a.holder?.heartbeat_at ?? null })
+      // A task whose dead owner had answered would be completed, not failed (see reapTask).
+      const answered = a.stale && typeof safeState(ref.dir)?.final_answer === 'string'
+      if (a.stale) findings.push({ uuid: ref.uuid, action: answered ? 'finished' : 'reaped', reason: answered ? `the agent died after answering (${a.verdict.reason}); would complete it with its answer` : a.verdict.reason, pid: a.holder?.process_id ?? null, hostname: a.holder?.hostname ?? null, heartbeat_at: a.holder?.heartbeat_at ?? null })
       continue
     }
     let outcome
@@ -91,6 +98,8 @@ export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<P
     }
     const alert = longRunning(env, ref, options.longRunningMs, outcome.holder)
     if (alert) findings.push(alert)
+    const stalled = options.noProgressMs === undefined ? null : noProgress(env, ref, options.noProgressMs, outcome.holder)
+    if (stalled) findings.push(stalled)
     const intervention = options.chat ? enforceChatTimeout(env, ref, options.chat, outcome.holder) : null
     if (intervention) findings.push(intervention)
   }
@@ -181,6 +190,26 @@ function longRunning(env: TaskEnv, ref: TaskRef, limitMs: number, holder: LockIn
     pid: holder?.process_id ?? null,
     hostname: holder?.hostname ?? null,
     heartbeat_at: holder?.heartbeat_at ?? null,
+  }
+}
+
+/**
+ * An owner alive (its heartbeat fresh) that has made no progress for longer than
+ * `limitMs`: wedged in a wait that nothing ends. Reported, never reaped: it is alive.
+ */
+function noProgress(env: TaskEnv, ref: TaskRef, limitMs: number, holder: LockInfo | null): Alert | null {
+  const at = Date.parse(holder?.progress_at ?? '')
+  if (holder === null || Number.isNaN(at)) return null
+  const idle = env.now().getTime() - at
+  if (idle <= limitMs) return null
+  return {
+    uuid: ref.uuid,
+    action: 'alert',
+    reason: `no progress for ${formatDuration(idle)} (limit ${formatDuration(limitMs)}) though pid ${holder.process_id} is alive: it may be wedged; ctxagent pause ${ref.uuid.slice(0, 8)}, or stop that process`,
+    pid: holder.process_id,
+    hostname: holder.hostname,
+    heartbeat_at: holder.heartbeat_at,
+    progress_at: holder.progress_at as string,
   }
 }
 

@@ -80,7 +80,8 @@ export function assessTask(env: TaskEnv, ref: TaskRef, options: ReapOptions): As
  * other reaper or resuming process can act at the same time), records `failed` with
  * an error naming the dead pid, host and last heartbeat, and moves it to completed/.
  * A task whose owner stopped between releasing its lock and moving the directory
- * (status already final, or paused) is moved where it was going instead.
+ * (status already final, or paused) is moved where it was going instead; one that died
+ * after recording its final answer is completed with it.
  */
 export async function reapTask(env: TaskEnv, ref: TaskRef, options: ReapOptions): Promise<ReapOutcome> {
   const assessment = assessTask(env, ref, options)
@@ -108,6 +109,8 @@ export async function reapTask(env: TaskEnv, ref: TaskRef, options: ReapOptions)
     const now = env.now().toISOString()
     const current = safeState(ref.dir)
     const settled = current !== null && isSettled(current)
+    // An owner that died after recording its final answer (during its final summary): the task is done, not failed.
+    const answered = !settled && typeof current?.final_answer === 'string'
     const to: Location = settled && current.status === 'paused' ? 'paused' : 'completed'
     // A forced takeover says so: the agent may well have been alive.
     const forced = options.force === true && verdict.reason.startsWith('forced by operator')
@@ -118,7 +121,12 @@ export async function reapTask(env: TaskEnv, ref: TaskRef, options: ReapOptions)
       : `${forced ? 'taken over by an operator (unlock --force) from' : unborn ? 'agent died while creating the task:' : 'agent died:'} ${holder ? `pid ${holder.process_id} on ${holder.hostname}, last heartbeat ${holder.heartbeat_at}` : 'no lock held'} (${reaper ? `a reaper, pid ${reaper.process_id}, died while recovering it; ${verdict.reason}` : verdict.reason})${killed}`
     const next = await updateState(
       ref.dir,
-      (s) => (settled ? { completed_at: s.completed_at ?? (to === 'completed' ? now : null) } : { status: 'failed', error, completed_at: now, last_activity: 'reaped' }),
+      (s) =>
+        settled
+          ? { completed_at: s.completed_at ?? (to === 'completed' ? now : null) }
+          : answered
+            ? { status: 'completed', completed_at: now, last_activity: 'completed by a reaper: the agent died after answering' }
+            : { status: 'failed', error, completed_at: now, last_activity: 'reaped' },
       env.now(),
     )
     await taken.release()
@@ -132,8 +140,8 @@ export async function reapTask(env: TaskEnv, ref: TaskRef, options: ReapOptions)
       done: true,
       report: {
         uuid: ref.uuid,
-        action: settled ? 'finished' : 'reaped',
-        reason: verdict.reason,
+        action: settled || answered ? 'finished' : 'reaped',
+        reason: answered ? `the agent died after answering (${verdict.reason}); completed with its answer${killed}` : verdict.reason,
         pid: holder?.process_id ?? null,
         hostname: holder?.hostname ?? null,
         heartbeat_at: holder?.heartbeat_at ?? null,

@@ -44,19 +44,44 @@ export class ChatLoop {
 
   run(): Promise<Ending> {
     return this.agent.guarded(async () => {
+      // max_turns is per message: a resumed session's pending message gets a fresh budget.
+      this.agent.resetTurnBudget()
       await this.setSession('active')
       // A resumed session whose last message still waits for its answer gets it first.
       if (this.unanswered()) {
         const ending = await this.answerPending()
-        if (ending) return ending
+        if (ending) return this.closing(ending)
       }
       for (;;) {
         const next = await this.next()
-        if (next.kind !== 'message') return next
+        if (next.kind !== 'message') return this.closing(next)
         const ending = await this.answer(next)
-        if (ending) return ending
+        if (ending) return this.closing(ending)
       }
     })
+  }
+
+  /**
+   * A session-wide budget (max_tokens, --timeout) ends the session: every message still
+   * waiting is answered with a note saying so, so no sender waits for an answer that
+   * will never come. The session ends as `timeout`, as any task whose budget ran out.
+   */
+  private async closing(ending: Ending): Promise<Ending> {
+    if (ending.kind !== 'timeout') return ending
+    const note = `[ctxagent: not answered: the session ended because its budget ran out (${ending.reason}).]`
+    if (this.unanswered()) this.handle.addMessage({ role: 'assistant', content: note })
+    const { records, ends } = readInbox(this.handle.dir, this.agent.requests.position)
+    const answered = new Set(this.handle.messages.recent().map((m) => m.inbox_id).filter((id) => id !== undefined))
+    let notes = 0
+    for (const [i, record] of records.entries()) {
+      this.agent.requests.position = ends[i] as number
+      if (record.kind !== 'message' || record.visible === false || answered.has(record.id)) continue
+      this.handle.addMessage({ role: 'user', content: record.content, inbox_id: record.id })
+      this.handle.addMessage({ role: 'assistant', content: note })
+      notes++
+    }
+    if (notes > 0) this.log.warn(`chat: the session's budget ran out; ${notes} waiting message(s) answered with a note`)
+    return ending
   }
 
   /** The next message to answer, or why the session ends; waits while there is none. */
@@ -66,6 +91,7 @@ export class ChatLoop {
       const early = this.agent.early()
       if (early) return early
       const { records, ends, offset } = readInbox(this.handle.dir, this.agent.requests.position)
+      this.agent.requests.noteReplies(records)
       for (const [i, record] of records.entries()) {
         const end = ends[i] as number
         if (record.kind === 'control') {
@@ -93,6 +119,8 @@ export class ChatLoop {
         return record
       }
       this.agent.requests.position = offset
+      // Waiting for a message is progress too: an idle session is not a wedged one.
+      this.handle.markProgress()
       if (Date.now() - this.lastActivity >= this.settings.softTimeoutMs) {
         this.log.info(`chat: idle for ${Math.round(this.settings.softTimeoutMs / 60_000)} min; ending the session`)
         return this.terminate()
@@ -103,6 +131,7 @@ export class ChatLoop {
 
   /** Records the message, then runs turns until the assistant answers without a tool call. */
   private async answer(message: Message): Promise<Ending | null> {
+    this.agent.resetTurnBudget()
     this.handle.addMessage({ role: 'user', content: message.content, inbox_id: message.id })
     this.log.info(`chat: message ${message.id} from ${message.sender}`)
     return this.answerPending()
@@ -117,6 +146,7 @@ export class ChatLoop {
 
   private async answerPending(): Promise<Ending | null> {
     for (;;) {
+      if (this.agent.turnBudgetSpent()) return this.outOfTurns()
       const early = this.agent.early()
       if (early) return early
       const ending = await this.agent.step()
@@ -126,6 +156,20 @@ export class ChatLoop {
       await this.setSession('active')
       return null
     }
+  }
+
+  /**
+   * A message that used its whole max_turns budget without an answer: ctxagent answers
+   * it with a note (the model sees the note too), and the session goes on with the next.
+   */
+  private async outOfTurns(): Promise<null> {
+    const turns = this.agent.progress().turns
+    this.handle.addMessage({ role: 'assistant', content: `[ctxagent: this message used its whole budget of turns (run.max_turns per chat message) without a final answer; the work so far is above. Send a narrower request, or ask to continue.]` })
+    this.log.warn(`chat: a message used its whole max_turns budget (turn ${turns}); answered with a note, the session goes on`)
+    this.agent.resetTurnBudget()
+    this.lastActivity = Date.now()
+    await this.setSession('active')
+    return null
   }
 
   /** active → terminating; the caller completes the task, and the session ends with it. */

@@ -6,6 +6,9 @@ import type { RunLog } from './log.js'
 
 type Detection = TaskState['comment_detection']
 
+/** Once the task is stopping, a forge call still gets this long (a healthy server posts the "paused" status in far less). */
+const STOPPING_GRACE_MS = 5_000
+
 /**
  * A task's link to its GitHub issue or GitLab MR while it runs: one status comment,
  * edited at milestones, an outcome comment at the end, and new comments found by id
@@ -25,6 +28,8 @@ export class RemoteLink {
     private readonly log: RunLog,
     private readonly minIntervalMs: number,
     detection: Detection,
+    /** The task's stop: a call (a rate limit waited out, a server that hangs) is given up STOPPING_GRACE_MS after it. */
+    private readonly stop?: AbortSignal,
   ) {
     this.seen = new Set(detection.last_comment_ids)
     this.lastCheck = detection.last_check_timestamp
@@ -71,10 +76,24 @@ export class RemoteLink {
   }
 
   private async quietly(what: string, body: () => Promise<void>): Promise<void> {
+    let timer: NodeJS.Timeout | undefined
+    let arm = (): void => undefined
+    const givenUp = new Promise<'given up'>((resolve) => {
+      arm = () => {
+        timer = setTimeout(() => resolve('given up'), STOPPING_GRACE_MS)
+        timer.unref()
+      }
+    })
+    if (this.stop?.aborted) arm()
+    else this.stop?.addEventListener('abort', arm, { once: true })
     try {
-      await body()
+      const done = await Promise.race([body().then(() => 'done' as const), givenUp])
+      if (done === 'given up') this.log.warn(`gave up trying to ${what} ${this.channel.name}: the task is stopping and the server did not answer within ${STOPPING_GRACE_MS / 1000}s`)
     } catch (err) {
       this.log.warn(`could not ${what} ${this.channel.name}: ${(err as Error).message}`)
+    } finally {
+      clearTimeout(timer)
+      this.stop?.removeEventListener('abort', arm)
     }
   }
 }

@@ -27,6 +27,9 @@ export interface RequestParts {
  * never sees a line twice.
  */
 export class InboxRequests {
+  /** Control requests acted on (or answered already, as the inbox shows): each is acted on once. */
+  private readonly claimed = new Set<string>()
+
   constructor(
     private readonly parts: RequestParts,
     /** Bytes of inbox.jsonl already handled. */
@@ -42,6 +45,7 @@ export class InboxRequests {
     const { handle, log } = this.parts
     const { records, ends, offset, bad } = readInbox(handle.dir, this.position)
     if (bad > 0) log.warn(`inbox.jsonl: skipped ${bad} unreadable line(s)`)
+    this.noteReplies(records)
     let comments: Comment[] = this.parts.remote ? await this.parts.remote.poll(this.parts.now()) : []
     const flush = () => {
       if (comments.length === 0) return
@@ -70,6 +74,7 @@ export class InboxRequests {
   /** Acts on a pause or compress request, once, and answers it in the inbox. */
   async control(request: ControlRequest): Promise<Ending | null> {
     const { log } = this.parts
+    if (!this.claim(request.id)) return null
     if (request.action === 'pause') {
       this.reply(request, true, 'pausing')
       log.info(`pause requested by ${request.sender}`)
@@ -81,6 +86,43 @@ export class InboxRequests {
       return null
     }
     return null
+  }
+
+  /** Requests these records answer were acted on already (by the pause watch, perhaps before a resume): never again. */
+  noteReplies(records: readonly InboxRecord[]): void {
+    for (const r of records) if (r.kind === 'reply') this.claimed.add(r.request_id)
+  }
+
+  private claim(id: string): boolean {
+    if (this.claimed.has(id)) return false
+    this.claimed.add(id)
+    return true
+  }
+
+  /**
+   * Watches the inbox (new bytes only, every `everyMs`) while the loop is busy: a pause
+   * request is answered and `onPause` stops the task at once, so that a long LLM
+   * request, tool or MCP start-up ends now instead of after the turn. Returns the canceller.
+   */
+  watchForPause(onPause: () => void, everyMs = 1000): () => void {
+    let scanned = this.position
+    const timer = setInterval(() => {
+      let batch
+      try {
+        batch = readInbox(this.parts.handle.dir, Math.max(scanned, this.position))
+      } catch {
+        return // the next look, or the loop itself, sees it
+      }
+      scanned = batch.offset
+      this.noteReplies(batch.records)
+      const pause = batch.records.find((r): r is ControlRequest => r.kind === 'control' && r.action === 'pause' && !this.claimed.has(r.id))
+      if (pause === undefined || !this.claim(pause.id)) return
+      this.reply(pause, true, 'pausing')
+      this.parts.log.info(`pause requested by ${pause.sender}; stopping what is in flight`)
+      onPause()
+    }, everyMs)
+    timer.unref()
+    return () => clearInterval(timer)
   }
 
   /** Answers a control request in the inbox, where the requester waits for it. */

@@ -14,6 +14,7 @@ import type { TaskKey } from '../storage/task/metadata.js'
 import { killedText } from '../operations/reaper.js'
 import type { StoredMessage } from '../storage/format/records.js'
 import { createTask, resumeTask } from '../storage/task/lifecycle.js'
+import { boundAnswer } from '../storage/task/state.js'
 import type { TaskHandle } from '../storage/task/handle.js'
 import type { TaskEnv } from '../storage/task/env.js'
 import { ToolRegistry } from '../tools/registry.js'
@@ -30,7 +31,7 @@ import { defaultSystemPrompt, systemPrompt } from './prompt.js'
 import { repairResumed } from './repair.js'
 import { readTextArg, runRecord } from './settings.js'
 import type { RunSettings } from './settings.js'
-import { StopController } from './stop.js'
+import { StopController, stoppableClient } from './stop.js'
 import { explainSystemError, isDiskFull } from '../system-errors.js'
 
 /** Where a new task comes from: its key and its first user message (SPEC §12.1, §13.1). */
@@ -95,6 +96,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   const removeSignals = run.signals ? stop.handleSignals(() => process.exit(130)) : () => undefined
   const cancelDeadline = stop.deadline(settings.timeoutMs === null ? null : settings.timeoutMs - (handle.state.elapsed_ms ?? 0))
   let mcp: { close(): Promise<void> } | null = null
+  let unwatch = (): void => undefined
   try {
     const client = await createClient(config, env, handle, start.kind === 'resume')
     if (start.kind === 'new') {
@@ -106,14 +108,15 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
       const repaired = await repairResumed(handle)
       log.info(`resumed at turn ${handle.state.turns ?? 0} (${client.model}, dir ${handle.dir})${repaired.answered ? `; ${repaired.answered} unanswered tool call(s) answered as aborted` : ''}${repaired.rebuilt ? '; current.jsonl rebuilt' : ''}${killedText(handle.stoppedCommands, 'the dead agent')}`)
     }
-    const remote = start.channel ? await openRemote(start, handle, config, log) : undefined
+    const remote = start.channel ? await openRemote(start, handle, config, log, stop.signal) : undefined
     if (remote) handle.onStop(() => remote.status(statusText(handle, 'paused; it continues when the task is resumed')))
     const tools = ToolRegistry.builtin({ allowShell: settings.allowShell, finish: !settings.chat })
-    mcp = await startMcp(config, tools, log)
+    // Summaries (compaction, the final one) are LLM requests too: the task's stop ends them.
+    const summaryClient = client instanceof ReplayClient ? client : stoppableClient(client, stop.signal)
     const agent = new Agent({
       handle,
       client,
-      summarizer: client instanceof ReplayClient ? extractiveSummarizer() : llmSummarizer(client),
+      summarizer: client instanceof ReplayClient ? extractiveSummarizer() : llmSummarizer(summaryClient),
       tools,
       limits: {
         maxTurns: settings.maxTurns,
@@ -124,6 +127,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
         protectedTurns: config.context.prune.protected_turns,
         compaction: settingsFrom(config),
         commandTimeoutSeconds: settings.commandTimeoutSeconds,
+        maxCallsPerReply: config.tools.max_calls_per_reply,
       },
       workspace: settings.workspace,
       log,
@@ -133,10 +137,19 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
       ...(run.onTurn ? { onTurn: (turns: number) => run.onTurn?.(handle.dir, turns) } : {}),
       ...(remote ? { remote } : {}),
     })
-    const ending = settings.chat
+    // A pause request stops what is in flight (an LLM request, a tool, MCP start-up), not only the next turn.
+    unwatch = agent.requests.watchForPause(() => stop.stop('pause'))
+    // A task killed after it answered (during its final summary) only finishes its ending: no turn, no tools.
+    const answered = start.kind === 'resume' ? answeredEnding(handle) : null
+    if (answered) log.info('the task had already answered when its agent stopped; finishing its ending')
+    else mcp = await startMcp(config, tools, log, stop.signal)
+    const ending = answered
+      ? answered
+      : settings.chat
       ? await new ChatLoop(agent, handle, stop, log, { pollMs: config.chat.wait_interval_seconds * 1000, softTimeoutMs: config.chat.soft_timeout_minutes * 60_000 }).run()
       : await agent.run()
-    const outcome = await settle(handle, ending, agent.progress(), client, log)
+    unwatch()
+    const outcome = await settle(handle, ending, agent.progress(), summaryClient, log, config.run.max_answer_chars)
     if (remote && outcome.status !== 'lost') await remote.outcome(outcomeText(outcome))
     return { ...outcome, duration_ms: Date.now() - begun, inherited_from: handle.metadata.inherited_from ?? null }
   } catch (err) {
@@ -159,6 +172,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     throw err
   } finally {
     // MCP servers live as long as this process works on the task: closed on every ending, started again by a resume.
+    unwatch()
     await mcp?.close()
     cancelDeadline()
     removeSignals()
@@ -166,9 +180,9 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   }
 }
 
-async function openRemote(start: RunStart, handle: TaskHandle, config: Config, log: RunLog): Promise<RemoteLink> {
+async function openRemote(start: RunStart, handle: TaskHandle, config: Config, log: RunLog, stop: AbortSignal): Promise<RemoteLink> {
   const detection = start.kind === 'new' ? { last_comment_ids: start.seen ?? [], last_check_timestamp: new Date().toISOString(), status_comment_id: null } : handle.state.comment_detection
-  const link = new RemoteLink(start.channel as Channel, handle.uuid, log, config.comments.min_interval_seconds * 1000, detection)
+  const link = new RemoteLink(start.channel as Channel, handle.uuid, log, config.comments.min_interval_seconds * 1000, detection, stop)
   await link.status(statusText(handle, start.kind === 'new' ? 'started' : 'resumed'))
   // The status comment's id and the seen comments are state from now on.
   await handle.update({ comment_detection: link.detection() })
@@ -184,15 +198,20 @@ function outcomeText(o: Pick<Outcome, 'uuid' | 'status' | 'finish_status' | 'tur
 }
 
 /** Starts the configured MCP servers and adds their tools; the SDK is loaded only when there are servers. */
-async function startMcp(config: Config, tools: ToolRegistry, log: RunLog): Promise<{ close(): Promise<void> } | null> {
+async function startMcp(config: Config, tools: ToolRegistry, log: RunLog, signal: AbortSignal): Promise<{ close(): Promise<void> } | null> {
   if (!Object.values(config.mcp.servers).some((s) => s.enabled)) return null
   const { McpServers } = await import('../tools/mcp.js')
-  const started = await McpServers.start(config.mcp, (m) => log.warn(m))
+  // A stop during start-up ends it (servers closed); the loop then ends the task as the stop says.
+  const started = await McpServers.start(config.mcp, (m) => log.warn(m), signal)
+  let added = 0
   for (const tool of started.tools) {
     if (tools.resolve(tool.name)?.name === tool.name) log.warn(`MCP: two tools are named ${tool.name}; the second is left out`)
-    else tools.add(tool)
+    else {
+      tools.add(tool)
+      added++
+    }
   }
-  log.info(`MCP: ${started.tools.length} tool(s) from ${Object.keys(started.servers.pids()).length} server(s)`, { mcp_pids: started.servers.pids() })
+  if (!signal.aborted) log.info(`MCP: ${added} tool(s) from ${Object.keys(started.servers.pids()).length} server(s)`, { mcp_pids: started.servers.pids() })
   return started.servers
 }
 
@@ -222,17 +241,25 @@ function begin(handle: TaskHandle, settings: RunSettings, start: Extract<RunStar
   if (inheritance) handle.addMessage({ role: 'user', content: inheritanceMessage(inheritance, inheritTokens) })
 }
 
+/** The ending of a task whose state.json already holds its final answer (settle got that far before a kill), else null. */
+function answeredEnding(handle: TaskHandle): Ending | null {
+  const { final_answer: answer, finish_status: status, session } = handle.state
+  if (typeof answer !== 'string') return null
+  return { kind: 'completed', answer, finishStatus: status ?? null, ...(session ? { sessionEnded: true as const } : {}) }
+}
+
 type Progress = ReturnType<Agent['progress']>
 
 /** Settles the task as its ending says, and says how it went. */
-async function settle(handle: TaskHandle, ending: Ending, progress: Progress, client: LlmClient, log: RunLog): Promise<Omit<Outcome, 'duration_ms' | 'inherited_from'>> {
+async function settle(handle: TaskHandle, ending: Ending, progress: Progress, client: LlmClient, log: RunLog, maxAnswer: number): Promise<Omit<Outcome, 'duration_ms' | 'inherited_from'>> {
   const base = { uuid: handle.uuid, turns: progress.turns, tokens: progress.total_tokens_used, final_answer: null, finish_status: null, error: null }
   if (ending.kind === 'lost') {
     log.warn(ending.error.message)
     return { ...base, status: 'lost', location: 'unknown', dir: handle.dir, error: ending.error.message, exit_code: 1 }
   }
   if (ending.kind === 'completed') {
-    await handle.update({ ...progress, final_answer: maskText(ending.answer), finish_status: ending.finishStatus, ...(ending.sessionEnded ? { session: ChatLoop.ended(new Date()) } : {}) })
+    if (ending.answer.length > maxAnswer) log.warn(`the final answer is ${ending.answer.length.toLocaleString('en-US')} characters; state.json keeps the first ${maxAnswer.toLocaleString('en-US')} (run.max_answer_chars), messages.jsonl the whole`)
+    await handle.update({ ...progress, final_answer: boundAnswer(maskText(ending.answer), maxAnswer), finish_status: ending.finishStatus, ...(ending.sessionEnded ? { session: ChatLoop.ended(new Date()) } : {}) })
     if (ending.answer.trim() !== '') handle.addPlan('outcome', ending.answer.slice(0, 4000))
     const summary = await finalSummaryText(handle, client, log)
     await handle.complete(summary)

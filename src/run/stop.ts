@@ -1,3 +1,5 @@
+import type { LlmClient } from '../llm/client.js'
+
 /** The longest delay setTimeout holds (2^31 - 1 ms, ~24.8 days); a longer one fires at once. */
 export const MAX_TIMER_MS = 2 ** 31 - 1
 
@@ -58,5 +60,35 @@ export class StopController {
     }
     arm()
     return () => clearTimeout(timer)
+  }
+}
+
+/**
+ * The client, with every request also ended by `stop` (for summaries, whose callers
+ * pass no signal). One controller per request: the SDK adds a listener to the signal
+ * it is given, and on a long-lived signal those would pile up.
+ */
+export function stoppableClient(client: LlmClient, stop: AbortSignal): LlmClient {
+  return {
+    get model() {
+      return client.model
+    },
+    get contextLength() {
+      return client.contextLength
+    },
+    async chat(messages, options = {}) {
+      const request = new AbortController()
+      const abort = () => request.abort(stop.reason)
+      const given = options.signal
+      if (stop.aborted || given?.aborted) abort()
+      stop.addEventListener('abort', abort, { once: true })
+      given?.addEventListener('abort', abort, { once: true })
+      try {
+        return await client.chat(messages, { ...options, signal: request.signal })
+      } finally {
+        stop.removeEventListener('abort', abort)
+        given?.removeEventListener('abort', abort)
+      }
+    },
   }
 }

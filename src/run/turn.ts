@@ -30,6 +30,8 @@ export interface AgentLimits {
   protectedTurns: number
   compaction: CompactionSettings
   commandTimeoutSeconds: number
+  /** Tool calls run per assistant message (tools.max_calls_per_reply); the rest are answered as skipped. */
+  maxCallsPerReply: number
 }
 
 export interface AgentParts {
@@ -64,6 +66,8 @@ export class Agent {
   private readonly guard = new LoopGuard()
   private readonly reads: Map<string, ReadStamp>
   private turns: number
+  /** Turns before the current chat message: a chat session's max_turns budget is per message. */
+  private turnBase = 0
   private tokens: number
   private elapsedBefore: number
   private readonly startedAt = Date.now()
@@ -148,6 +152,7 @@ export class Agent {
   }
 
   private async save(): Promise<void> {
+    this.parts.handle.markProgress()
     await this.parts.handle.update({ ...this.progress(), last_activity: this.lastTool ? `tool ${this.lastTool}` : 'answered' })
     this.parts.log.status({ turn: this.turns, tokens: this.tokens, window: this.parts.handle.windowTokens(), lastTool: this.lastTool })
   }
@@ -159,9 +164,19 @@ export class Agent {
     this.timings.tools = 0
   }
 
+  /** Chat: the max_turns budget counts from here (each message has its own). */
+  resetTurnBudget(): void {
+    this.turnBase = this.turns
+  }
+
+  /** The max_turns budget is used up (for a chat session: the current message's). */
+  turnBudgetSpent(): boolean {
+    return this.turns - this.turnBase >= this.parts.limits.maxTurns
+  }
+
   private budgetEnding(): Ending | null {
     const { limits } = this.parts
-    if (this.turns >= limits.maxTurns) return { kind: 'timeout', reason: `max_turns budget: ${limits.maxTurns} turns used` }
+    if (this.turnBudgetSpent()) return { kind: 'timeout', reason: `max_turns budget: ${limits.maxTurns} turns used` }
     if (limits.maxTokens !== null && this.tokens >= limits.maxTokens) {
       return { kind: 'timeout', reason: `max_tokens budget: ${this.tokens.toLocaleString('en-US')} of ${limits.maxTokens.toLocaleString('en-US')} tokens used` }
     }
@@ -253,7 +268,13 @@ export class Agent {
   private async runCalls(calls: readonly ToolCall[]): Promise<Ending | null> {
     const { tools, stop, log } = this.parts
     let ending: Ending | null = null
-    for (const call of calls) {
+    const cap = this.parts.limits.maxCallsPerReply
+    if (calls.length > cap) log.warn(`the reply carries ${calls.length} tool calls; running the first ${cap} (tools.max_calls_per_reply), answering the rest as skipped`)
+    for (const [i, call] of calls.entries()) {
+      if (i >= cap && ending === null && stop.reason === null) {
+        this.answer(call, call.function.name, `[skipped: at most ${cap} tool calls run per reply; send this call again in a later reply]`, 'error', 'skipped', 0, {})
+        continue
+      }
       if (ending !== null || stop.reason !== null) {
         // Every call gets exactly one result, also those that will never run.
         this.answer(call, call.function.name, ending ? '[skipped: the task ended before this call]' : ABORTED, 'error', ending ? 'skipped' : 'aborted', 0, {})

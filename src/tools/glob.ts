@@ -17,7 +17,10 @@ export const glob = defineTool({
     const base = resolveInWorkspace(ctx.workspace, path ?? '.', { kind: 'directory' })
     const matches = matcher(pattern)
     const found: { rel: string; mtime: number }[] = []
+    let seen = 0
     for (const entry of walk(base.real)) {
+      // The walk is synchronous: every 2,000 entries the event loop gets a turn, so that a stop (SIGINT, pause, --timeout) lands mid-walk.
+      if (++seen % 2000 === 0) await new Promise((resolve) => setImmediate(resolve))
       if (ctx.signal.aborted) break
       // A link is listed by its own name and time; what it points to is never looked at.
       if ((entry.kind !== 'file' && entry.kind !== 'link') || !matches(entry.rel)) continue

@@ -3,12 +3,19 @@ import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotoc
 import { Ajv } from 'ajv'
 import type { ValidateFunction } from 'ajv'
 import type { Config } from '../config/schema.js'
+import { clip, sampleOf } from '../text.js'
 import type { Tool, ToolOutcome } from './types.js'
 
 export type McpServerConfig = Config['mcp']['servers'][string]
 
 const ajv = new Ajv({ coerceTypes: true, useDefaults: true, strict: false, allErrors: false })
 const STDERR_KEEP = 4096
+/** Pages of one `tools/list` read at most: a server that always returns another page (or an empty one) stops here. */
+const MAX_LIST_PAGES = 100
+/** A tool's description as offered to the model, at most (it goes into every request). */
+const MAX_DESCRIPTION = 2_000
+/** A tool whose input schema is longer than this as JSON is left out: it would fill every request. */
+const MAX_SCHEMA_CHARS = 20_000
 
 /** `<server>__<tool>`, with characters outside [A-Za-z0-9_-] as `_`, at most 64 characters (SPEC §13.3). */
 export function mcpToolName(server: string, tool: string): string {
@@ -34,15 +41,22 @@ class McpServer {
   private restarts = 0
   private closing = false
   private dead = false
+  /** How many tools its listing keeps (set by the first start, used by a restart). */
+  keep = Number.MAX_SAFE_INTEGER
 
   constructor(
     readonly name: string,
     private readonly config: McpServerConfig,
     private readonly warn: (message: string) => void,
+    private readonly maxChars: number,
   ) {}
 
-  /** Starts the server and lists its tools (every page). */
-  async start(): Promise<Listed[]> {
+  /**
+   * Starts the server and lists its tools: every page, but no more than `keep` tools
+   * (one more tells that some were left out), MAX_LIST_PAGES pages, and timeout_seconds
+   * for all of it. `signal` (the task's stop) aborts it at any point.
+   */
+  async start(keep: number, signal: AbortSignal): Promise<Listed[]> {
     const transport = new StdioClientTransport({
       command: this.config.command,
       args: this.config.args,
@@ -57,17 +71,28 @@ class McpServer {
     transport.onclose = () => {
       if (!this.closing) this.dead = true
     }
-    await client.connect(transport, { timeout: this.config.timeout_seconds * 1000 })
+    // The client and transport are ours from here: an abort midway closes them with the server.
     this.client = client
     this.transport = transport
+    const within = AbortSignal.any([signal, AbortSignal.timeout(this.config.timeout_seconds * 1000)])
+    const options = { signal: within, timeout: this.config.timeout_seconds * 1000 }
+    await client.connect(transport, options)
     this.dead = false
     const tools: Listed[] = []
+    const seen = new Set<string>()
     let cursor: string | undefined
-    do {
-      const page = await client.listTools(cursor ? { cursor } : {}, { timeout: this.config.timeout_seconds * 1000 })
-      tools.push(...(page.tools as Listed[]))
+    for (let pages = 0; ; pages++) {
+      if (pages === MAX_LIST_PAGES) {
+        this.warn(`MCP server ${this.name} listed its tools over more than ${MAX_LIST_PAGES} pages; the rest are left out`)
+        break
+      }
+      const page = await client.listTools(cursor ? { cursor } : {}, options)
+      tools.push(...(page.tools as Listed[]).slice(0, keep + 1 - tools.length))
       cursor = page.nextCursor
-    } while (cursor)
+      // No cursor, a cursor seen before (a loop), or enough tools to know some are left out: done.
+      if (!cursor || seen.has(cursor) || tools.length > keep) break
+      seen.add(cursor)
+    }
     return tools
   }
 
@@ -88,7 +113,7 @@ class McpServer {
       try {
         await this.close()
         this.closing = false
-        await this.start()
+        await this.start(this.keep, signal)
         this.warn(`MCP server ${this.name} started again (pid ${this.pid ?? 'unknown'})`)
       } catch (err) {
         return failure(`the MCP server ${this.name} died and could not be started again: ${(err as Error).message}`)
@@ -96,7 +121,9 @@ class McpServer {
     }
     try {
       const result = await (this.client as Client).callTool({ name: tool, arguments: args }, undefined, { timeout: this.config.timeout_seconds * 1000, signal })
-      const text = contentText(result.content)
+      const whole = contentText(result.content)
+      if (whole.length > this.maxChars) this.warn(`MCP: the result of ${this.name}__${tool} is ${whole.length.toLocaleString('en-US')} characters; the model gets the first ${this.maxChars.toLocaleString('en-US')} (mcp.max_result_chars)`)
+      const text = cutResult(whole, this.maxChars)
       if (result.isError === true) return { output: `Error: ${text || 'the tool reported an error'}`, status: 'error', error: firstLine(text) || 'the tool reported an error' }
       return { output: text, status: 'success', error: null }
     } catch (err) {
@@ -126,6 +153,12 @@ function contentText(content: unknown): string {
     .join('\n')
 }
 
+/** A result longer than `max` characters: its start, and a note saying what was left out. */
+function cutResult(text: string, max: number): string {
+  if (text.length <= max) return text
+  return `${text.slice(0, max)}\n[cut: the MCP result was ${text.length.toLocaleString('en-US')} characters; only the first ${max.toLocaleString('en-US')} are kept (mcp.max_result_chars)]`
+}
+
 function failure(message: string): ToolOutcome {
   return { output: `Error: ${message}`, status: 'error', error: message }
 }
@@ -140,27 +173,50 @@ export class McpServers {
 
   /**
    * Starts every enabled server (in parallel). One that fails to start is a warning
-   * naming it and the last line of its stderr; the task runs without its tools.
+   * naming it and the last line of its stderr; the task runs without its tools. At
+   * most `mcp.max_tools` tools are kept, the first by name; the others are named in
+   * one warning. `signal` (the task's stop) ends the start-up at once: every server is
+   * closed, and the caller sees the stop.
    */
-  static async start(config: Config['mcp'], warn: (message: string) => void): Promise<{ servers: McpServers; tools: Tool[] }> {
+  static async start(config: Config['mcp'], warn: (message: string) => void, signal: AbortSignal): Promise<{ servers: McpServers; tools: Tool[] }> {
     const tools: Tool[] = []
     const started: McpServer[] = []
     const entries = Object.entries(config.servers).filter(([, server]) => server.enabled)
+    const offered = new Map<string, number>()
     await Promise.all(
       entries.map(async ([name, server]) => {
-        const instance = new McpServer(name, server, warn)
+        const instance = new McpServer(name, server, warn, config.max_result_chars)
+        instance.keep = config.max_tools
         try {
-          const listed = await instance.start()
+          const listed = await instance.start(config.max_tools, signal)
           started.push(instance)
+          offered.set(name, listed.length)
           for (const tool of listed) tools.push(toTool(instance, tool))
         } catch (err) {
+          await instance.close()
+          if (signal.aborted) return
           const why = instance.lastStderrLine()
           warn(`MCP server ${name} did not start (${(err as Error).message}${why ? `; its stderr said: ${why}` : ''}); the task runs without its tools`)
-          await instance.close()
         }
       }),
     )
-    return { servers: new McpServers(started), tools: tools.sort((a, b) => (a.name < b.name ? -1 : 1)) }
+    const servers = new McpServers(started)
+    if (signal.aborted) {
+      await servers.close()
+      return { servers, tools: [] }
+    }
+    const oversized = tools.filter((t) => schemaChars(t.spec.function.parameters) > MAX_SCHEMA_CHARS).map((t) => t.name)
+    if (oversized.length > 0) {
+      warn(`MCP: left out ${oversized.length} tool(s) whose input schema is over ${MAX_SCHEMA_CHARS.toLocaleString('en-US')} characters (it would go into every request): ${sampleOf(oversized, 10)}`)
+      tools.splice(0, tools.length, ...tools.filter((t) => !oversized.includes(t.name)))
+    }
+    tools.sort((a, b) => (a.name < b.name ? -1 : 1))
+    const more = [...offered].filter(([, n]) => n > config.max_tools).map(([name]) => name)
+    if (tools.length > config.max_tools || more.length > 0) {
+      const dropped = tools.slice(config.max_tools).map((t) => t.name)
+      warn(`MCP: ${tools.length}${more.length > 0 ? '+' : ''} tools offered, ${config.max_tools} kept (mcp.max_tools); left out: ${sampleOf(dropped, 10)}${more.length > 0 ? `${dropped.length > 0 ? ', ' : ''}and whatever else ${more.join(', ')} offers past its first ${config.max_tools + 1}` : ''}`)
+    }
+    return { servers, tools: tools.slice(0, config.max_tools) }
   }
 
   /** Process ids of the running servers (for tests and the log). */
@@ -170,6 +226,15 @@ export class McpServers {
 
   async close(): Promise<void> {
     await Promise.all(this.servers.map((s) => s.close()))
+  }
+}
+
+/** Characters of a schema as JSON; one too deep to write at all counts as too long. */
+function schemaChars(schema: unknown): number {
+  try {
+    return JSON.stringify(schema ?? {}).length
+  } catch {
+    return Number.POSITIVE_INFINITY
   }
 }
 
@@ -184,7 +249,7 @@ function toTool(server: McpServer, listed: Listed): Tool {
   }
   return {
     name,
-    spec: { type: 'function', function: { name, description: listed.description ?? `${listed.name} (MCP server ${server.name})`, parameters: schema } },
+    spec: { type: 'function', function: { name, description: clip(typeof listed.description === 'string' ? listed.description : `${listed.name} (MCP server ${server.name})`, MAX_DESCRIPTION), parameters: schema } },
     validate(args) {
       if (args === null || typeof args !== 'object' || Array.isArray(args)) return { ok: false, error: `the arguments of ${name} must be a JSON object; expected ${JSON.stringify(schema)}` }
       const copy = structuredClone(args) as Record<string, unknown>

@@ -1,5 +1,6 @@
 import { jsonrepair } from 'jsonrepair'
 import type { ToolSpec } from '../llm/client.js'
+import { depthOf, MAX_ARGUMENT_DEPTH, TOO_DEEP_ARGUMENTS } from '../llm/reply.js'
 import type { ToolCall } from '../storage/format/records.js'
 import { editFile } from './edit-file.js'
 import { ToolError } from './errors.js'
@@ -61,11 +62,15 @@ export class ToolRegistry {
 
   /** Runs one call. Never throws: every failure is an error result the model can act on. */
   async call(call: ToolCall, ctx: ToolContext): Promise<CallOutcome> {
-    const tool = this.resolve(call.function.name)
-    const parsed = parseArguments(call.function.arguments)
-    const args = parsed.ok ? parsed.args : { _raw: call.function.arguments }
+    // A call recorded by an older version, or replayed, may carry any shape: a name that is not text is no tool's.
+    const called: unknown = call.function?.name
+    const name = typeof called === 'string' ? called : ''
+    const tool = name === '' ? undefined : this.resolve(name)
+    const parsed = parseArguments(call.function?.arguments)
+    const args = parsed.ok ? parsed.args : { _raw: rawText(call.function?.arguments) }
     if (!tool) {
-      return { ...errorResult(`there is no tool named '${call.function.name}'. The tools are: ${this.names().join(', ')}`), name: call.function.name, args, malformed: true }
+      const why = name === '' ? 'the call names no tool' : `there is no tool named '${name}'`
+      return { ...errorResult(`${why}. The tools are: ${this.names().join(', ')}`), name, args, malformed: true }
     }
     const schema = JSON.stringify(tool.spec.function.parameters)
     if (!parsed.ok) {
@@ -83,15 +88,27 @@ export class ToolRegistry {
   }
 }
 
+/** Unparseable arguments as kept in tools.jsonl: text, at most 2,000 characters of it (no recursion over a deep value). */
+function rawText(raw: unknown): string {
+  const text = typeof raw === 'string' ? raw : typeof raw === 'object' && raw !== null ? '[arguments sent as a value that is not a JSON object]' : String(raw)
+  return text.length > 2000 ? `${text.slice(0, 2000)}… [${text.length - 2000} more characters]` : text
+}
+
 function errorResult(message: string): ToolOutcome {
   return { output: `Error: ${message}`, status: 'error', error: message }
 }
 
 /**
  * Arguments as sent by the model: JSON, else repaired (single quotes, trailing commas,
- * unquoted keys, a cut-off end), or a JSON string holding JSON; empty means `{}`.
+ * unquoted keys, a cut-off end), or a JSON string holding JSON; empty means `{}`. An
+ * object (some servers send one) is taken as it is. Nesting deeper than
+ * MAX_ARGUMENT_DEPTH is refused before anything recurses over it.
  */
-export function parseArguments(raw: string, nested = false): { ok: true; args: Record<string, unknown> } | { ok: false; error: string } {
+export function parseArguments(raw: unknown, nested = false): { ok: true; args: Record<string, unknown> } | { ok: false; error: string } {
+  if (raw === undefined || raw === null) return { ok: true, args: {} }
+  if (typeof raw === 'object') return objectArguments(raw)
+  if (typeof raw !== 'string') return { ok: false, error: `got ${typeof raw}` }
+  if (raw === TOO_DEEP_ARGUMENTS || textDepth(raw) > MAX_ARGUMENT_DEPTH) return { ok: false, error: `nested deeper than ${MAX_ARGUMENT_DEPTH} levels` }
   if (raw.trim() === '') return { ok: true, args: {} }
   let value: unknown
   try {
@@ -104,6 +121,29 @@ export function parseArguments(raw: string, nested = false): { ok: true; args: R
     }
   }
   if (typeof value === 'string' && !nested) return parseArguments(value, true)
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return { ok: false, error: `got ${Array.isArray(value) ? 'an array' : typeof value}` }
+  if (value === null || typeof value !== 'object') return { ok: false, error: `got ${typeof value}` }
+  return objectArguments(value)
+}
+
+function objectArguments(value: object): { ok: true; args: Record<string, unknown> } | { ok: false; error: string } {
+  if (Array.isArray(value)) return { ok: false, error: 'got an array' }
+  if (depthOf(value) > MAX_ARGUMENT_DEPTH) return { ok: false, error: `nested deeper than ${MAX_ARGUMENT_DEPTH} levels` }
   return { ok: true, args: value as Record<string, unknown> }
+}
+
+/** Bracket depth of JSON-like text (outside strings), counted up to just past the limit. */
+function textDepth(text: string): number {
+  let depth = 0
+  let inString = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (inString) {
+      if (c === 92) i++ // a backslash escapes the next character
+      else if (c === 34) inString = false
+    } else if (c === 34) inString = true
+    else if (c === 123 || c === 91) {
+      if (++depth > MAX_ARGUMENT_DEPTH) return depth
+    } else if (c === 125 || c === 93) depth = Math.max(0, depth - 1)
+  }
+  return depth
 }

@@ -16,6 +16,8 @@ export interface Reply {
   delayMs?: number
   headers?: Record<string, string>
   usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number }
+  /** The assistant message sent exactly as given (a malformed one, as a hostile or broken server sends it); a string is its JSON text. */
+  message?: Record<string, unknown> | string
 }
 
 export interface FakeLlm {
@@ -61,15 +63,16 @@ export async function startFakeLlm(): Promise<FakeLlm> {
         res.end(JSON.stringify({ error: { message: reply.content ?? `status ${status}`, type: 'server_error' } }))
         return
       }
+      const raw = typeof reply.message === 'string' ? reply.message : null
       res.end(
         JSON.stringify({
           id: `chatcmpl-${fake.requests.length}`,
           object: 'chat.completion',
           created: 0,
           model: recorded.body.model,
-          choices: [{ index: 0, finish_reason: reply.calls ? 'tool_calls' : 'stop', message: { role: 'assistant', content: reply.content ?? (reply.calls ? null : ''), ...(reply.calls ? { tool_calls: toolCalls(reply.calls, fake.requests.length) } : {}) } }],
+          choices: [{ index: 0, finish_reason: reply.calls ? 'tool_calls' : 'stop', message: raw === null ? (reply.message ?? { role: 'assistant', content: reply.content ?? (reply.calls ? null : ''), ...(reply.calls ? { tool_calls: toolCalls(reply.calls, fake.requests.length) } : {}) }) : '@RAW@' }],
           usage: reply.usage ?? { prompt_tokens: 100, completion_tokens: 20, total_tokens: 120 },
-        }),
+        }).replace('"@RAW@"', () => raw ?? '"@RAW@"'),
       )
     })
   })

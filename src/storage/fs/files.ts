@@ -229,7 +229,7 @@ const MAX_SMALL_FILE = 16 * 1024 * 1024
  * reused buffer, one close, where readFileSync also stats and allocates. Larger
  * files fall back to readFileSync. Throws ENOENT like readFileSync.
  */
-export function readSmallFile(path: string): string {
+export function readSmallFile(path: string, max = MAX_SMALL_FILE): string {
   let fd: number
   try {
     fd = openSync(path, READ_FLAGS)
@@ -244,7 +244,7 @@ export function readSmallFile(path: string): string {
       // Larger than the buffer: a big file, or a device that never ends (never read whole).
       const st = fstatSync(fd)
       if (!st.isFile()) throw notAFileError(path, 'is not a regular file')
-      if (st.size > MAX_SMALL_FILE) throw notAFileError(path, `is ${st.size.toLocaleString('en-US')} bytes, far more than a task's record ever is`)
+      if (st.size > max) throw notAFileError(path, `is ${st.size.toLocaleString('en-US')} bytes, far more than a task's record ever is`)
       return readFileSync(fd, 'utf8')
     }
     // An empty read may be a FIFO without a writer (opened without blocking) or a device.

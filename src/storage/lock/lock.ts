@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { linkSync, lstatSync, renameSync, rmdirSync, statSync, unlinkSync } from 'node:fs'
+import { existsSync, linkSync, lstatSync, renameSync, rmdirSync, statSync, unlinkSync } from 'node:fs'
 import { basename, dirname, join } from 'node:path'
 import lockfile from 'proper-lockfile'
 import { CtxError, isErrno, LockedError } from '../../errors.js'
@@ -121,6 +121,7 @@ export class TaskLock {
       hostname: hostname(),
       acquired_at: stamp,
       heartbeat_at: stamp,
+      progress_at: stamp,
       process_start: processStart(process.pid),
       token: randomUUID(),
       ...(options.reaping ? { reaping: options.reaping } : {}),
@@ -133,6 +134,7 @@ export class TaskLock {
           linkSync(tmp, path)
           return TaskLock.taken(dir, info, now)
         } catch (err) {
+          if (isErrno(err, 'ENOENT') && !existsSync(dir)) throw movedAway(dir)
           if (!isErrno(err, 'EEXIST')) throw err
         }
         const seen = readLock(dir)
@@ -192,6 +194,11 @@ export class TaskLock {
     })
   }
 
+  /** The owner made progress: written with the next heartbeat (no write of its own, so it costs nothing per turn). */
+  markProgress(): void {
+    this.info.progress_at = this.now().toISOString()
+  }
+
   /**
    * Names a command's process group in the lock while it runs (and drops it when it
    * ends), so that if this process dies, whoever takes the task over kills it.
@@ -244,6 +251,16 @@ function removeNonFileLock(path: string): void {
     if (isErrno(err, 'ENOTEMPTY') || isErrno(err, 'EEXIST')) throw new CtxError(`${path} is a directory with files in it, not a lock`, { hint: 'move it out of the task directory and run the command again' })
     throw err
   }
+}
+
+/**
+ * The directory left while its lock was being taken: another process (a resume, a
+ * reaper) took the task first. A conflict (exit 4) that still reads as ENOENT to
+ * callers that look for the move.
+ */
+function movedAway(dir: string): LockedError {
+  const err = new LockedError(`${dir} moved away while its lock was being taken: another process took the task first`, 'see where it is now with ctxagent view <uuid>')
+  return Object.assign(err, { code: 'ENOENT' })
 }
 
 function heldError(dir: string, lock: LockFile | null, verdict: Verdict): LockedError {

@@ -10,6 +10,8 @@ export interface LockInfo {
   hostname: string
   acquired_at: string
   heartbeat_at: string
+  /** When the owner last made progress (a turn done, a chat poll): a fresh heartbeat with an old progress_at is a wedged owner. */
+  progress_at?: string
   process_start?: string | null
   token?: string
   /** Set by a reaper: the dead owner it is recovering, so that if the reaper dies too, the next one still names the owner. */

@@ -229,6 +229,11 @@ export class TaskHandle {
     await this.rewriteLock(() => this.lock.trackCommand(pgid, running))
   }
 
+  /** The loop moved on (a turn done, a chat poll): the lock says so with its next heartbeat, for watch-locks. */
+  markProgress(): void {
+    this.lock.markProgress()
+  }
+
   /** Process groups of a dead previous owner's commands that taking its lock killed. */
   get stoppedCommands(): readonly number[] {
     return this.lock.stoppedCommands

@@ -72,12 +72,30 @@ export function initialState(now: Date): TaskState {
   }
 }
 
+/**
+ * Past this, a state.json is not one (a device, a planted file). Above the 16 MB of
+ * other records: an older version wrote final answers of any size, and such a task
+ * must still be viewed, resumed, reaped and indexed (its answer is cut on reading).
+ */
+const MAX_STATE_FILE = 256 * 1024 * 1024
+/** A final answer read from an older, unbounded state.json is cut to this (the whole is in messages.jsonl). */
+const MAX_ANSWER_READ = 1_000_000
+
+/**
+ * A final answer as state.json keeps it: at most `max` characters, a longer one cut
+ * with a note saying where the whole is.
+ */
+export function boundAnswer(answer: string, max: number): string {
+  if (answer.length <= max) return answer
+  return `${answer.slice(0, max)}\n[cut: the final answer is ${answer.length.toLocaleString('en-US')} characters; the first ${max.toLocaleString('en-US')} are kept here, the whole is in messages.jsonl]`
+}
+
 /** state.json of a task, or null when the task has none yet. */
 export function readState(dir: string): TaskState | null {
   const path = join(dir, FILES.state)
   let text: string
   try {
-    text = readSmallFile(path)
+    text = readSmallFile(path, MAX_STATE_FILE)
   } catch (err) {
     if (isErrno(err, 'ENOENT')) return null
     throw err
@@ -99,6 +117,8 @@ function normalizeState(raw: Record<string, unknown>): TaskState {
   if (typeof raw.started_at !== 'string' || Number.isNaN(Date.parse(raw.started_at))) merged.started_at = null
   // Fresh, never the shared defaults' array: a caller may push to last_comment_ids.
   merged.comment_detection = { last_comment_ids: [], last_check_timestamp: null, ...(raw.comment_detection as object | undefined) }
+  // Read small, written small: the next update of such a task brings its state.json back under every reader's cap.
+  if (typeof merged.final_answer === 'string') merged.final_answer = boundAnswer(merged.final_answer, MAX_ANSWER_READ)
   return merged
 }
 

@@ -69,6 +69,15 @@ describe('judgeLock', () => {
 })
 
 describe('TaskLock', () => {
+  it('a directory gone before its lock is taken (the loser of a resume race) is a conflict, exit 4, that still reads as ENOENT', async () => {
+    const dir = join(makeTree().base, 'paused', 'moved-away')
+    const err = (await TaskLock.acquire(dir, policy).catch((e: unknown) => e)) as LockedError & { code?: string }
+    expect(err).toBeInstanceOf(LockedError)
+    expect(err.exitCode).toBe(4)
+    expect(err.code).toBe('ENOENT')
+    expect(err.message).toMatch(/moved away while its lock was being taken: another process took the task first/)
+  })
+
   it('refuses a live holder, takes over a dead one, and releases only its own lock', async () => {
     const dir = makeTree().base
     const first = await TaskLock.acquire(dir, policy)

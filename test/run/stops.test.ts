@@ -1,0 +1,73 @@
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { ROOT } from '../helpers/run.js'
+import { exitOf } from '../helpers/wait.js'
+import { agentRequests, expectWellFormed, readTask, runSetup, waitFor } from './harness.js'
+import type { RunSetup } from './harness.js'
+
+const HOSTILE = join(ROOT, 'test', 'helpers', 'hostile-mcp.mjs')
+
+/** A config whose MCP server never answers tools/list; returns the file its pid will be written to. */
+function hangingServer(s: RunSetup): string {
+  const marker = join(tmpdir(), `ctxagent-hang-${process.pid}-${Math.random().toString(36).slice(2)}`)
+  onTestFinished(() => rmSync(marker, { force: true }))
+  writeFileSync(s.config, s.fake.configYaml(`mcp:\n  servers:\n    bad:\n      command: ${process.execPath}\n      args: [${JSON.stringify(HOSTILE)}, hang, ${JSON.stringify(marker)}]\n      timeout_seconds: 600\n`))
+  return marker
+}
+
+describe('every wait takes the stop', () => {
+  it('ctxagent pause stops an LLM request in flight; the resumed task does not pause again on the same request', async () => {
+    const s = await runSetup()
+    s.fake.queue.push({ delayMs: 120_000, content: 'never' })
+    const started = s.start(['run', '--task', 't', '--workspace', s.ws])
+    await waitFor('the LLM request', () => s.fake.requests.length >= 1)
+    const uuid = s.tree.layout.list('running')[0] as string
+    const paused = await s.run(['pause', uuid, '--wait', '60s'])
+    expect(paused.code, paused.stderr).toBe(0)
+    expect((await exitOf(started.child)).code).toBe(0)
+    expect(readTask(s.tree, uuid).location).toBe('paused')
+    expect(started.err()).toMatch(/pause requested by .*; stopping what is in flight/)
+    s.fake.queue.push({ content: 'done' })
+    const resumed = await s.run(['run', '--resume', uuid])
+    expect(resumed.code, resumed.stderr).toBe(0)
+    expect(readTask(s.tree, uuid).state).toMatchObject({ status: 'completed', final_answer: 'done' })
+    const replies = readTask(s.tree, uuid).inbox.filter((r) => r.kind === 'reply')
+    expect(replies).toHaveLength(1)
+    for (const r of agentRequests(s.fake)) expectWellFormed(r)
+  })
+
+  it('ctxagent pause and --timeout stop an MCP start-up that never ends', async () => {
+    const s = await runSetup()
+    const marker = hangingServer(s)
+    const started = s.start(['run', '--task', 't', '--workspace', s.ws])
+    await waitFor('tools/list to arrive', () => existsSync(marker) && readFileSync(marker, 'utf8'))
+    const uuid = s.tree.layout.list('running')[0] as string
+    const paused = await s.run(['pause', uuid, '--wait', '60s'])
+    expect(paused.code, paused.stderr).toBe(0)
+    expect((await exitOf(started.child)).code).toBe(0)
+    expect(s.fake.requests).toHaveLength(0)
+
+    const timed = await runSetup()
+    const marker2 = hangingServer(timed)
+    const res = await timed.run(['run', '--task', 't', '--workspace', timed.ws, '--timeout', '2s'])
+    expect(res.code, res.stderr).toBe(5)
+    expect(existsSync(marker2)).toBe(true)
+    expect(timed.fake.requests).toHaveLength(0)
+  })
+
+  it('SIGINT during the final summary ends that LLM request; the answered task completes with an extractive summary', async () => {
+    const s = await runSetup()
+    s.fake.queue.push({ content: 'the answer' }, { delayMs: 120_000, content: 'never' })
+    const started = s.start(['run', '--task', 't', '--workspace', s.ws])
+    await waitFor('the final summary request', () => s.fake.requests.length >= 2)
+    const uuid = s.tree.layout.list('running')[0] as string
+    started.child.kill('SIGINT')
+    expect((await exitOf(started.child)).code).toBe(0)
+    const task = readTask(s.tree, uuid)
+    expect(task).toMatchObject({ location: 'completed', state: { status: 'completed', final_answer: 'the answer' } })
+    expect(task.files).toContain('final_summary.txt')
+    expect(started.err()).toMatch(/final summary by the LLM failed .*; writing an extractive one/)
+  })
+})
