@@ -48,6 +48,18 @@ const httpUrl = (example: string) => {
   return z.string({ error }).check(z.refine(isHttpUrl, { error }))
 }
 
+/** A PostgreSQL connection URL (`postgres://` or `postgresql://`); a secret, so it is never echoed back. */
+export function isPostgresUrl(value: string): boolean {
+  if (/\s/.test(value) || !/^postgres(ql)?:\/\//i.test(value)) return false
+  try {
+    return new URL(value).hostname !== ''
+  } catch {
+    return false
+  }
+}
+const POSTGRES_URL = 'must be a PostgreSQL URL like postgres://user:password@db.example.com:5432/ctxagent'
+const postgresUrl = () => z.string({ error: POSTGRES_URL }).check(z.refine(isPostgresUrl, { error: POSTGRES_URL }))
+
 /** A duration as in the CLI (`90s`, `30m`, `1h30m`, or a number of seconds), kept as text and parsed where used. */
 const duration = () =>
   z.string({ error: DURATION }).check(z.refine((value: string) => isDuration(value), { error: DURATION }))
@@ -152,6 +164,10 @@ export const configSchema = z.strictObject(
       soft_timeout_minutes: withDefault(positiveNumber(), 10),
       hard_timeout_minutes: withDefault(positiveNumber(), 15),
       end_grace_seconds: withDefault(positiveNumber(), 60),
+    }),
+    fleet: section({
+      // SPEC §14.1: the index (and the fleet's queue) in PostgreSQL; CTXAGENT_DATABASE_URL overrides it.
+      database_url: orNull(postgresUrl()),
     }),
     alerts: section({
       disk_warning_gb: withDefault(positiveNumber(), 10),

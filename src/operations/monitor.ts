@@ -105,7 +105,7 @@ export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<P
       if (!(err instanceof LockedError) && !isErrno(err, 'ENOENT')) env.warn(`task ${ref.uuid}: ${(err as Error).message}`)
     }
   }
-  for (const ref of options.dryRun ? [] : completingInIndex(env)) {
+  for (const ref of options.dryRun ? [] : await completingInIndex(env)) {
     if ((await finishCompleting(env, ref)) !== null) {
       findings.push({ uuid: ref.uuid, action: 'finished', reason: 'completion was interrupted after the move', pid: null, hostname: null, heartbeat_at: null })
     }
@@ -184,9 +184,17 @@ function longRunning(env: TaskEnv, ref: TaskRef, limitMs: number, holder: LockIn
   }
 }
 
-function completingInIndex(env: TaskEnv): TaskRef[] {
+async function completingInIndex(env: TaskEnv): Promise<TaskRef[]> {
   if (env.index === null) return []
-  return env.index.uuidsWithStatus('completing').map((uuid) => ({ uuid, location: 'completed' as const, dir: env.layout.taskDir('completed', uuid) }))
+  let uuids: string[]
+  try {
+    uuids = await env.index.uuidsWithStatus('completing')
+  } catch (err) {
+    // An index that cannot be read (PostgreSQL away) holds up only this repair, not the pass.
+    env.warn(`interrupted completions not looked up in ${env.index.name}: ${(err as Error).message}`)
+    return []
+  }
+  return uuids.map((uuid) => ({ uuid, location: 'completed' as const, dir: env.layout.taskDir('completed', uuid) }))
 }
 
 /**

@@ -25,7 +25,7 @@ export interface StatsReport {
   averages: { messages: number; tokens: number; duration_ms: number | null; compressions: number }
   by_user: { user: string | null; tasks: number; share: number; tokens: number; average_duration_ms: number | null }[]
   /** Where the figures came from: the index, or a scan of the directories when it is missing. */
-  source: 'tasks.db' | 'scan'
+  source: 'tasks.db' | 'postgresql' | 'scan'
 }
 
 interface Where {
