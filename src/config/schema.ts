@@ -168,6 +168,8 @@ export const configSchema = z.strictObject(
     fleet: section({
       // SPEC §14.1: the index (and the fleet's queue) in PostgreSQL; CTXAGENT_DATABASE_URL overrides it.
       database_url: orNull(postgresUrl()),
+      // How often an idle worker looks at the queue besides being woken by NOTIFY.
+      poll_seconds: withDefault(positiveNumber(), 5),
     }),
     alerts: section({
       disk_warning_gb: withDefault(positiveNumber(), 10),

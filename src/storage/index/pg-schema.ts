@@ -53,7 +53,8 @@ const MIGRATIONS: readonly string[] = [
      claimed_at TIMESTAMPTZ,
      created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
      finished_at TIMESTAMPTZ,
-     outcome TEXT
+     outcome TEXT,
+     error TEXT
    );
    CREATE INDEX IF NOT EXISTS idx_fleet_jobs_waiting ON fleet_jobs(priority DESC, id) WHERE state = 'waiting';
    CREATE INDEX IF NOT EXISTS idx_fleet_jobs_task ON fleet_jobs(task_uuid);
@@ -62,6 +63,7 @@ const MIGRATIONS: readonly string[] = [
    CREATE TABLE IF NOT EXISTS fleet_workers (
      id TEXT PRIMARY KEY,
      hostname TEXT NOT NULL,
+     host_id TEXT NOT NULL,
      pid INTEGER NOT NULL,
      concurrency INTEGER NOT NULL,
      started_at TIMESTAMPTZ NOT NULL DEFAULT now(),
