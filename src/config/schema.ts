@@ -170,6 +170,9 @@ export const configSchema = z.strictObject(
       database_url: orNull(postgresUrl()),
       // How often an idle worker looks at the queue besides being woken by NOTIFY.
       poll_seconds: withDefault(positiveNumber(), 5),
+      // SPEC §14.3: a task whose worker died is paused and its resume queued (resume), or failed as §4 says (fail).
+      recovery: withDefault(oneOf(['resume', 'fail']), 'resume'),
+      max_attempts: withDefault(positiveInt(), 3),
     }),
     alerts: section({
       disk_warning_gb: withDefault(positiveNumber(), 10),

@@ -137,7 +137,15 @@ export class Worker {
     child.on('error', (err) => (entry.lastLine = err.message))
     child.on('close', (code) => {
       this.running.delete(job.id)
-      this.track(this.end(job, settle(this.options.layout, job, code, entry)).finally(() => this.wake()))
+      const end = settle(this.options.layout, job, code, entry)
+      if (end === null) {
+        // Its process died holding the task's lock: watch-locks reaps it and settles the job (SPEC §14.3).
+        this.options.log(`job ${job.id}: task ${job.task_uuid} was left in running/ (${entry.lastLine.slice(0, 200) || `exit ${code}`}); watch-locks recovers it`)
+        this.maybeFinish()
+        this.wake()
+        return
+      }
+      this.track(this.end(job, end).finally(() => this.wake()))
     })
   }
 
@@ -178,14 +186,14 @@ export class Worker {
 }
 
 /** What became of a job's task once its process ended. */
-function settle(layout: Layout, job: Job, code: number | null, entry: Running): JobEnd {
+function settle(layout: Layout, job: Job, code: number | null, entry: Running): JobEnd | null {
   const ref = locate(layout, job.task_uuid)
   if (ref === null) return { outcome: 'failed', error: entry.lastLine.slice(0, 500) || `run exited with ${code}` }
   const status = safeState(ref.dir)?.status ?? 'unknown'
   if (ref.location === 'completed') return { outcome: status }
   if (ref.location === 'paused') return { outcome: 'paused', resume: entry.stopped || PAUSED_BY_SIGNAL.has(code ?? -1) }
-  // Still in running/: its process died holding the lock; watch-locks reaps it (SPEC §4).
-  return { outcome: 'lost', error: entry.lastLine.slice(0, 500) || null }
+  // Still in running/: its process died holding the lock.
+  return null
 }
 
 function locate(layout: Layout, uuid: string): TaskRef | null {

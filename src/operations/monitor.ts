@@ -54,6 +54,8 @@ export interface PassOptions {
   chat?: { hardTimeoutMs: number; graceMs: number }
   /** Only report what would be done (cleanup --dry-run). */
   dryRun?: boolean
+  /** A fleet's recovery choice per task (reaper.ts). */
+  recoverAs?: (uuid: string) => 'paused' | 'failed'
 }
 
 /**
@@ -74,7 +76,7 @@ export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<P
     }
     let outcome
     try {
-      outcome = await reapTask(env, ref, { policy: options.policy })
+      outcome = await reapTask(env, ref, { policy: options.policy, ...(options.recoverAs ? { recoverAs: options.recoverAs } : {}) })
     } catch (err) {
       // One unreadable or vanishing task must not stop the pass for all the others;
       // a full disk or a read-only mount is not one task's problem: every other would fail the same way.

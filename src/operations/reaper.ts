@@ -44,6 +44,8 @@ export interface ReapOptions {
   policy: StalenessPolicy
   /** Take the task even from a live holder (`unlock --force`). */
   force?: boolean
+  /** A fleet's choice per task (SPEC §14.3, fleet.recovery): 'paused' moves a dead owner's task to paused/ for a resume, instead of failing it. */
+  recoverAs?: (uuid: string) => 'paused' | 'failed'
 }
 
 export type Assessment =
@@ -108,7 +110,8 @@ export async function reapTask(env: TaskEnv, ref: TaskRef, options: ReapOptions)
     const now = env.now().toISOString()
     const current = safeState(ref.dir)
     const settled = current !== null && isSettled(current)
-    const to: Location = settled && current.status === 'paused' ? 'paused' : 'completed'
+    const recover = !settled && options.force !== true && options.recoverAs?.(ref.uuid) === 'paused'
+    const to: Location = (settled && current.status === 'paused') || recover ? 'paused' : 'completed'
     // A forced takeover says so: the agent may well have been alive.
     const forced = options.force === true && verdict.reason.startsWith('forced by operator')
     const unborn = completeUnbornTask(ref, holder, env.now())
@@ -118,7 +121,7 @@ export async function reapTask(env: TaskEnv, ref: TaskRef, options: ReapOptions)
       : `${forced ? 'taken over by an operator (unlock --force) from' : unborn ? 'agent died while creating the task:' : 'agent died:'} ${holder ? `pid ${holder.process_id} on ${holder.hostname}, last heartbeat ${holder.heartbeat_at}` : 'no lock held'} (${reaper ? `a reaper, pid ${reaper.process_id}, died while recovering it; ${verdict.reason}` : verdict.reason})${killed}`
     const next = await updateState(
       ref.dir,
-      (s) => (settled ? { completed_at: s.completed_at ?? (to === 'completed' ? now : null) } : { status: 'failed', error, completed_at: now, last_activity: 'reaped' }),
+      (s) => (settled ? { completed_at: s.completed_at ?? (to === 'completed' ? now : null) } : recover ? { status: 'paused', error: `${error}; paused to be resumed`, last_activity: 'reaped' } : { status: 'failed', error, completed_at: now, last_activity: 'reaped' }),
       env.now(),
     )
     await taken.release()
