@@ -7,6 +7,7 @@ import { compressCommand } from './commands/compress.js'
 import { configCommand } from './commands/config.js'
 import { demoCommand } from './commands/demo.js'
 import { enqueueCommand } from './commands/enqueue.js'
+import { fleetCommand } from './commands/fleet.js'
 import { pauseCommand } from './commands/pause.js'
 import { reindexCommand } from './commands/reindex.js'
 import { runCommand } from './commands/run.js'
@@ -30,7 +31,7 @@ export function buildProgram(): Command {
     .showSuggestionAfterError(true)
 
   for (const command of [runCommand(), viewCommand(), statsCommand(), cleanupCommand(), compressCommand(), pauseCommand(), commentCommand(), chatCommand(), watchLocksCommand(), unlockCommand(), reindexCommand(), configCommand(), demoCommand()]) program.addCommand(command)
-  for (const command of [enqueueCommand(), workerCommand()]) program.addCommand(command)
+  for (const command of [enqueueCommand(), workerCommand(), fleetCommand()]) program.addCommand(command)
   for (const command of [program, ...program.commands]) {
     command.exitOverride()
     // Commander's own error text is replaced by our one-line form in report().

@@ -130,6 +130,7 @@ async function stats(ctx: CommandEnv, opts: StatsOptions): Promise<void> {
     auditTask(ctx, opts.check ? 'stats --check' : 'stats', null)
     if (opts.check) {
       const result = checkHealth(report, index, ctx.layout, ctx.config, ctx.now())
+      if (fleetDatabaseUrl(ctx) !== null) await addQueueAlerts(ctx, result)
       if (ctx.json) ctx.io.json(result)
       else ctx.io.out(renderCheck(result))
       process.exitCode = result.status === 'critical' ? 2 : result.status === 'warning' ? 1 : 0
@@ -145,6 +146,28 @@ async function stats(ctx: CommandEnv, opts: StatsOptions): Promise<void> {
     if (!owned) index.close()
     await store?.close()
   }
+}
+
+/** In a fleet (SPEC §14.2): the queue's alerts join the others; a database that cannot be reached is critical. */
+async function addQueueAlerts(ctx: CommandEnv, result: CheckResult): Promise<void> {
+  const { fleetPool } = await import('./fleet-db.js')
+  const { fleetStatus, queueAlerts } = await import('../fleet/status.js')
+  const { workerLiveSeconds } = await import('./fleet.js')
+  let alerts
+  try {
+    const { pool } = await fleetPool(ctx, 'stats')
+    try {
+      const status = await fleetStatus(pool, workerLiveSeconds(ctx))
+      alerts = queueAlerts(status, ctx.config.alerts.queue_wait_minutes)
+      result.summary += `, ${status.jobs.waiting} job(s) waiting, ${status.workers.filter((w) => w.live).length} live worker(s)`
+    } finally {
+      await pool.end().catch(() => undefined)
+    }
+  } catch (err) {
+    alerts = [{ level: 'critical' as const, metric: 'queue_no_worker' as const, value: 0, threshold: 0, message: (err as Error).message }]
+  }
+  result.alerts.push(...alerts)
+  result.status = result.alerts.some((a) => a.level === 'critical') ? 'critical' : result.alerts.length ? 'warning' : 'ok'
 }
 
 function renderCheck(result: CheckResult): string {

@@ -182,6 +182,8 @@ export const configSchema = z.strictObject(
       long_running_hours: withDefault(positiveNumber(), 6),
       free_warning_percent: withDefault(percent(), 10),
       free_critical_percent: withDefault(percent(), 2),
+      // In a fleet: the oldest waiting job older than this is a warning.
+      queue_wait_minutes: withDefault(positiveNumber(), 30),
     }),
   },
   { error: MAPPING },
