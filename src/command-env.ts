@@ -142,12 +142,12 @@ function safeUser(env: NodeJS.ProcessEnv): string {
  * duration of `body`. An index that cannot be opened is a warning: the directories
  * stay the truth and every command works without it.
  */
-export async function withTaskEnv<T>(ctx: CommandEnv, body: (env: TaskEnv) => Promise<T>, options: { createIndex?: boolean } = {}): Promise<T> {
+export async function withTaskEnv<T>(ctx: CommandEnv, body: (env: TaskEnv) => Promise<T>, options: { createIndex?: boolean; lazyIndex?: boolean } = {}): Promise<T> {
   let index: IndexStore | null = null
   let unopened: string | null = null
   const databaseUrl = fleetDatabaseUrl(ctx)
   try {
-    index = await openIndex(ctx, options.createIndex !== false && existsSync(ctx.layout.base))
+    index = await openIndex(ctx, options.createIndex !== false && existsSync(ctx.layout.base), options.lazyIndex === true)
   } catch (err) {
     const why = databaseUrl === null ? whyIndexUnopenable(err, ctx.layout.base) : pgReason(err)
     unopened = `${databaseUrl === null ? 'tasks.db' : 'the PostgreSQL index'} cannot be opened (${why}); continuing without it (ctxagent reindex rebuilds it)`
@@ -184,8 +184,8 @@ export function fleetDatabaseUrl(ctx: Pick<CommandEnv, 'env' | 'config'>): strin
  * The index, chosen in one place: PostgreSQL when a database URL is set, else tasks.db
  * (made only when `create`; else null when there is none).
  */
-export function openIndex(ctx: CommandEnv, create: boolean): Promise<IndexStore | null> {
-  return openIndexStore({ databaseUrl: fleetDatabaseUrl(ctx), path: ctx.layout.db, create, warn: (m) => ctx.io.warn(m) })
+export function openIndex(ctx: CommandEnv, create: boolean, lazy = false): Promise<IndexStore | null> {
+  return openIndexStore({ databaseUrl: fleetDatabaseUrl(ctx), path: ctx.layout.db, create, lazy, warn: (m) => ctx.io.warn(m) })
 }
 
 export function auditTask(ctx: CommandEnv, command: string, uuid: string | null): void {

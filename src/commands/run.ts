@@ -75,6 +75,8 @@ async function run(ctx: CommandEnv, opts: RunOptions): Promise<void> {
       },
       prepared.start,
     ),
+    // In a fleet, an agent runs on through a database outage: its index rows wait for it.
+    { lazyIndex: true },
   )
   auditTask(ctx, 'run', outcome.uuid)
   if (ctx.json) ctx.io.json(outcome)

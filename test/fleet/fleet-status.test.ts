@@ -1,4 +1,3 @@
-import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { exitOf } from '../helpers/wait.js'
 import { startPostgres } from '../helpers/postgres.js'

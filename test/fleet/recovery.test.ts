@@ -39,7 +39,7 @@ async function until<T>(what: string, probe: () => Promise<T | null | undefined 
   for (let i = 0; ; i++) {
     const value = await probe().catch(() => null)
     if (value) return value
-    if (i > 1200) throw new Error(`timed out waiting for ${what}`)
+    if (i > 600) throw new Error(`timed out waiting for ${what}`)
     await new Promise((resolve) => setTimeout(resolve, 50))
   }
 }
@@ -71,9 +71,124 @@ function onHost(s: RunSetup, name: string): Host {
   return { unshare: child, err: () => err, workerPid }
 }
 
-describe.runIf(canUnshare)('a fleet on two simulated hosts', () => {
-  it('a host lost mid-task (its worker and agent SIGKILLed): watch-locks pauses the task and queues its resume, and the other host completes it exactly', async () => {
+/** Two turns per task: look around first, then finish; decided from the request itself, so replies never cross tasks. */
+const twoTurns = (req: { body: { messages: { role: string }[]; tools?: unknown } }) =>
+  req.body.messages.some((m) => m.role === 'tool') ? finish : { calls: [{ name: 'glob', arguments: { pattern: '*.js' } }] }
+
+function expectExactlyOnce(s: RunSetup, uuids: string[]): void {
+  for (const uuid of uuids) {
+    const task = readTask(s.tree, uuid)
+    expect(task.location).toBe('completed')
+    expect(task.state.status).toBe('completed')
+    expectContinuousSeq(task.messages)
+    expect(task.tools.filter((t) => t.tool_name === 'finish')).toHaveLength(1)
+    expect(task.messages.filter((m) => m.role === 'user')).toHaveLength(1)
+  }
+}
+
+describe('a fleet on one host', () => {
+  it('PostgreSQL SIGKILLed and restarted mid-run: nothing lost, nothing run twice, the index equal to the tree', { timeout: 180_000 }, async () => {
     const s = await runSetup(FAST_LOCKS)
+    const db = { CTXAGENT_DATABASE_URL: server.url }
+    await query('TRUNCATE fleet_jobs, fleet_workers, tasks').catch(() => undefined)
+    // The database is killed while a task waits for its LLM reply (the 5th request: the third task under way),
+    // so that tasks are certainly running through the outage.
+    let killed: Promise<void> | null = null
+    let down = false
+    let answeredWhileDown = 0
+    let requests = 0
+    s.fake.fallback = (req) => {
+      if (Array.isArray(req.body.tools) && ++requests === 5) {
+        killed = server.kill().then(() => {
+          down = true
+        })
+        return { delayMs: 300, ...twoTurns(req) }
+      }
+      if (down) answeredWhileDown++
+      return { delayMs: 20, ...twoTurns(req) }
+    }
+    onTestFinished(async () => {
+      if (killed !== null && down) await server.restart().catch(() => undefined)
+    })
+    const uuids: string[] = []
+    for (let i = 0; i < 8; i++) uuids.push((await s.run(['enqueue', '--task', `task ${i}`, '--workspace', s.ws], db)).stdout.trim())
+    process.env.CTXAGENT_DATABASE_URL = server.url
+    const worker = s.start(['worker', '--concurrency', '2'])
+    delete process.env.CTXAGENT_DATABASE_URL
+    // Tasks under way keep working on the tree while the database is away.
+    await until('an LLM turn while the database is down', async () => answeredWhileDown >= 1).catch((err) => {
+      throw new Error(`${(err as Error).message}; ${requests} requests; worker said:\n${worker.err().slice(-3000)}`)
+    })
+    down = false
+    await server.restart()
+    const jobs = await until('every job done', async () => {
+      const rows = await query<{ task_uuid: string; state: string; outcome: string }>('SELECT task_uuid, state, outcome FROM fleet_jobs ORDER BY id')
+      return rows.length === 8 && rows.every((r) => r.state === 'done') ? rows : null
+    }).catch(async (err) => {
+      throw new Error(`${(err as Error).message}: ${JSON.stringify(await query('SELECT id, state, outcome, claimed_by FROM fleet_jobs ORDER BY id').catch((e: Error) => e.message))}; worker said:\n${worker.err().replace(/^\{.*\n/gm, '').slice(-3000)}`)
+    })
+    expect(jobs.map((j) => j.task_uuid)).toEqual(uuids)
+    expect(jobs.map((j) => j.outcome), worker.err().replace(/^\{.*\n/gm, '')).toEqual(uuids.map(() => 'completed'))
+    expectExactlyOnce(s, uuids)
+    expect(agentRequests(s.fake)).toHaveLength(16)
+    worker.child.kill('SIGTERM')
+    expect((await exitOf(worker.child)).code).toBe(0)
+    // Index writes made while it was down were retried: PostgreSQL's index says what the tree says.
+    const rows = await query<{ uuid: string; status: string; location: string }>('SELECT uuid, status, location FROM tasks ORDER BY uuid')
+    expect(rows).toEqual([...uuids].sort().map((uuid) => ({ uuid, status: 'completed', location: 'completed' })))
+  })
+})
+
+describe.runIf(canUnshare)('a fleet on two simulated hosts', () => {
+  it('3 workers on 2 hosts run 60 tasks: each completed exactly once, seq continuous, the index equal to the tree', { timeout: 300_000 }, async () => {
+    const s = await runSetup(FAST_LOCKS)
+    await query('TRUNCATE fleet_jobs, fleet_workers, tasks').catch(() => undefined)
+    s.fake.fallback = twoTurns
+    const env = { ...process.env, CTXAGENT_DATABASE_URL: server.url, CTXAGENT_HOME: '', CTXAGENT_CONFIG: '', NO_COLOR: '1' }
+    const worker = [process.execPath, BIN, 'worker', '--home', s.tree.base, '--config', s.config, '--concurrency', '2']
+    // Host a runs two workers side by side; host b one.
+    const a = spawn('unshare', ['--uts', '--pid', '--fork', '--mount-proc', 'sh', '-c', 'hostname "$0"; "$@" & "$@" & wait', 'fleet-a', ...worker], { env, stdio: ['ignore', 'ignore', 'pipe'] })
+    const b = onHost(s, 'fleet-b')
+    let errA = ''
+    a.stderr?.on('data', (d: Buffer) => (errA += d.toString()))
+    const aShell = () => Number(spawnSync('ps', ['-o', 'pid=', '--ppid', String(a.pid)]).stdout.toString().trim())
+    const aWorkers = () => spawnSync('ps', ['-o', 'pid=', '--ppid', String(aShell())]).stdout.toString().trim().split(/\s+/).map(Number).filter((p) => p > 0)
+    onTestFinished(() => {
+      for (const pid of [aShell()]) if (pid > 0) process.kill(pid, 'SIGKILL')
+    })
+    await until('three workers', async () => (errA.match(/started on fleet-a/g) ?? []).length === 2 && b.err().includes('started on fleet-b'))
+    const uuids: string[] = []
+    for (let i = 0; i < 6; i++) {
+      const batch = await Promise.all(Array.from({ length: 10 }, (_, j) => s.run(['enqueue', '--task', `task ${i * 10 + j}`, '--workspace', s.ws], { CTXAGENT_DATABASE_URL: server.url })))
+      for (const res of batch) {
+        expect(res.code, res.stderr).toBe(0)
+        uuids.push(res.stdout.trim())
+      }
+    }
+    const jobs = await until('60 jobs done', async () => {
+      const rows = await query<{ task_uuid: string; outcome: string; claimed_by: string }>(`SELECT task_uuid, outcome, claimed_by FROM fleet_jobs WHERE state = 'done'`)
+      return rows.length === 60 ? rows : null
+    })
+    expect(new Set(jobs.map((j) => j.task_uuid))).toEqual(new Set(uuids))
+    expect(jobs.every((j) => j.outcome === 'completed')).toBe(true)
+    // Both hosts took part.
+    expect(new Set(jobs.map((j) => j.claimed_by.split(':')[0]))).toEqual(new Set(['fleet-a', 'fleet-b']))
+    expectExactlyOnce(s, uuids)
+    expect(agentRequests(s.fake)).toHaveLength(120)
+    for (const pid of aWorkers()) process.kill(pid, 'SIGTERM')
+    process.kill(b.workerPid(), 'SIGTERM')
+    await exitOf(a)
+    expect((await exitOf(b.unshare)).code).toBe(0)
+    // The index equals the tree: stats from PostgreSQL and from a scan agree, and each row says where its task is.
+    const fromPg = await s.run(['stats', '--json'], { CTXAGENT_DATABASE_URL: server.url })
+    const scanned = await s.run(['stats', '--json'])
+    expect(JSON.parse(fromPg.stdout)).toEqual(JSON.parse(scanned.stdout))
+    expect(await query('SELECT count(*)::int AS n FROM tasks WHERE status = $1 AND location = $1', ['completed'])).toEqual([{ n: 60 }])
+  })
+
+  it('a host lost mid-task (its worker and agent SIGKILLed): watch-locks pauses the task and queues its resume, and the other host completes it exactly', { timeout: 180_000 }, async () => {
+    const s = await runSetup(FAST_LOCKS)
+    await query('TRUNCATE fleet_jobs, fleet_workers, tasks').catch(() => undefined)
     let n = 0
     s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
     const a = onHost(s, 'fleet-a')

@@ -11,11 +11,13 @@ export interface IndexChoice {
   /** False: an absent tasks.db stays absent (null). PostgreSQL's tables are always made. */
   create: boolean
   warn: (message: string) => void
+  /** PostgreSQL only: an unreachable database is no error (writes queue for it). For agents, which must run on through an outage. */
+  lazy?: boolean
 }
 
 /** The one place that chooses the index: PostgreSQL when a database URL is set, else tasks.db. */
 export async function openIndexStore(choice: IndexChoice): Promise<IndexStore | null> {
-  if (choice.databaseUrl !== null) return PgStore.open(choice.databaseUrl, choice.warn)
+  if (choice.databaseUrl !== null) return PgStore.open(choice.databaseUrl, choice.warn, { lazy: choice.lazy === true })
   if (!choice.create && !existsSync(choice.path)) return null
   return SqliteStore.open(choice.path)
 }

@@ -35,24 +35,41 @@ export class PgStore implements IndexStore {
   private timer: NodeJS.Timeout | null = null
   private failures = 0
   private lastError: string | null = null
+  private migrated = false
 
   private constructor(readonly pool: Pool, private readonly warn: (message: string) => void) {}
 
-  /** Connects, and creates or migrates the tables (under an advisory lock). */
-  static async open(url: string, warn: (message: string) => void): Promise<PgStore> {
+  /**
+   * Connects, and creates or migrates the tables (under an advisory lock). With
+   * `lazy`, a database that cannot be reached now is no error: writes queue until it
+   * can (an agent started during an outage still gets its rows in), reads fail.
+   */
+  static async open(url: string, warn: (message: string) => void, options: { lazy?: boolean } = {}): Promise<PgStore> {
     const pool = await connectPool(url, 'index')
+    const store = new PgStore(pool, warn)
     try {
-      const client = await pool.connect()
-      try {
-        await migrate(client)
-      } finally {
-        client.release()
-      }
+      await store.ensureSchema()
     } catch (err) {
+      if (options.lazy === true) {
+        store.lastError = pgReason(err)
+        warn(`the PostgreSQL index cannot be reached now (${store.lastError}); its writes wait for it`)
+        return store
+      }
       await pool.end().catch(() => undefined)
       throw err
     }
-    return new PgStore(pool, warn)
+    return store
+  }
+
+  private async ensureSchema(): Promise<void> {
+    if (this.migrated) return
+    const client = await this.pool.connect()
+    try {
+      await migrate(client)
+      this.migrated = true
+    } finally {
+      client.release()
+    }
   }
 
   upsert(row: TaskRow): void {
@@ -73,6 +90,7 @@ export class PgStore implements IndexStore {
 
   async replaceAll(rows: readonly TaskRow[]): Promise<void> {
     await this.drain()
+    await this.ensureSchema()
     await this.transaction(async (client) => {
       await client.query('DELETE FROM tasks')
       for (let i = 0; i < rows.length; i += BATCH) await client.query(UPSERT, [JSON.stringify(rows.slice(i, i + BATCH))])
@@ -81,11 +99,13 @@ export class PgStore implements IndexStore {
 
   async uuidsWithStatus(status: string): Promise<string[]> {
     await this.drain()
+    await this.ensureSchema()
     return (await this.pool.query<{ uuid: string }>('SELECT uuid FROM tasks WHERE status = $1', [status])).rows.map((r) => r.uuid)
   }
 
   async finishedWithKey(key: TaskKeyColumns): Promise<FinishedRow[]> {
     await this.drain()
+    await this.ensureSchema()
     // NULLS LAST: as SQLite orders them, so both indexes pick the same candidate.
     const result = await this.pool.query<FinishedRow>(
       `SELECT uuid, location, status, completed_at FROM tasks
@@ -99,6 +119,7 @@ export class PgStore implements IndexStore {
 
   async counts(): Promise<Record<Location, number>> {
     await this.drain()
+    await this.ensureSchema()
     const counts = Object.fromEntries(LOCATIONS.map((l) => [l, 0])) as Record<Location, number>
     const result = await this.pool.query<{ location: Location; n: string }>('SELECT location, count(*) AS n FROM tasks GROUP BY location')
     for (const row of result.rows) if (row.location in counts) counts[row.location] = Number(row.n)
@@ -107,18 +128,21 @@ export class PgStore implements IndexStore {
 
   async locations(): Promise<Map<string, Location>> {
     await this.drain()
+    await this.ensureSchema()
     const result = await this.pool.query<{ uuid: string; location: Location }>('SELECT uuid, location FROM tasks')
     return new Map(result.rows.map((r) => [r.uuid, r.location]))
   }
 
   async get(uuid: string): Promise<TaskRow | undefined> {
     await this.drain()
+    await this.ensureSchema()
     const row = (await this.pool.query<Record<string, unknown>>(`SELECT ${SELECT} FROM tasks WHERE uuid = $1`, [uuid])).rows[0]
     return row === undefined ? undefined : decode(row)
   }
 
   async reporting(): Promise<{ db: TaskIndex; owned: boolean }> {
     await this.drain()
+    await this.ensureSchema()
     const rows = (await this.pool.query<Record<string, unknown>>(`SELECT ${SELECT} FROM tasks`)).rows.map(decode)
     const copy = TaskIndex.open(':memory:')
     copy.replaceAll(rows)
@@ -190,6 +214,7 @@ export class PgStore implements IndexStore {
   }
 
   private async write(rows: Map<string, TaskRow | null>, disk: Map<string, DiskUse>): Promise<void> {
+    await this.ensureSchema()
     const upserts = [...rows.values()].filter((r): r is TaskRow => r !== null)
     const removals = [...rows].filter(([, r]) => r === null).map(([uuid]) => uuid)
     const uses = [...disk].map(([uuid, use]) => ({ uuid, bytes: use.bytes, raw: use.raw }))
