@@ -225,4 +225,48 @@ describe.runIf(canUnshare)('a fleet on two simulated hosts', () => {
     process.kill(b.workerPid(), 'SIGTERM')
     expect((await exitOf(b.unshare)).code).toBe(0)
   })
+
+  it('an agent frozen (SIGSTOP) past the stale time is recovered on the other host; woken (SIGCONT), it writes nothing more', { timeout: 180_000 }, async () => {
+    const s = await runSetup(FAST_LOCKS)
+    await query('TRUNCATE fleet_jobs, fleet_workers, tasks').catch(() => undefined)
+    let n = 0
+    s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
+    const a = onHost(s, 'fleet-a')
+    await until('host a', async () => a.err().includes('started on fleet-a'))
+    const uuid = (await s.run(['enqueue', '--task', 'look around', '--workspace', s.ws], { CTXAGENT_DATABASE_URL: server.url })).stdout.trim()
+    await until('the task under way on host a', async () => agentRequests(s.fake).length >= 3)
+    const agent = Number(spawnSync('ps', ['-o', 'pid=', '--ppid', String(a.workerPid())]).stdout.toString().trim().split(/\s+/)[0])
+    expect(agent).toBeGreaterThan(0)
+    process.kill(agent, 'SIGSTOP')
+    onTestFinished(() => {
+      try {
+        process.kill(agent, 'SIGKILL')
+      } catch {
+        // gone
+      }
+    })
+    s.fake.fallback = () => finish
+    const b = onHost(s, 'fleet-b')
+    await until('the frozen task recovered', async () => {
+      await s.run(['watch-locks', '--once'], { CTXAGENT_DATABASE_URL: server.url })
+      return (await query<{ outcome: string }>('SELECT outcome FROM fleet_jobs WHERE id = (SELECT min(id) FROM fleet_jobs)'))[0]?.outcome === 'died'
+    })
+    await until('the resume completed on host b', async () => readTask(s.tree, uuid).location === 'completed')
+    const done = readTask(s.tree, uuid)
+    const files = JSON.stringify([done.messages, done.state, done.tools])
+    process.kill(agent, 'SIGCONT')
+    await until('the woken agent to exit', async () => spawnSync('ps', ['-o', 'pid=', '-p', String(agent)]).status !== 0)
+    const after = readTask(s.tree, uuid)
+    expect(JSON.stringify([after.messages, after.state, after.tools])).toBe(files)
+    expect(after.location).toBe('completed')
+    expectContinuousSeq(after.messages)
+    const jobs = await until('both jobs ended', async () => {
+      const rows = await query<{ state: string; outcome: string; claimed_by: string }>('SELECT state, outcome, claimed_by FROM fleet_jobs ORDER BY id')
+      return rows.every((r) => r.state === 'done') ? rows : null
+    })
+    expect(jobs.map((j) => [j.outcome, j.claimed_by.split(':')[0]])).toEqual([['died', 'fleet-a'], ['completed', 'fleet-b']])
+    for (const host of [a, b]) process.kill(host.workerPid(), 'SIGTERM')
+    expect((await exitOf(b.unshare)).code).toBe(0)
+    expect((await exitOf(a.unshare)).code).toBe(0)
+  })
 })
