@@ -19,6 +19,7 @@ interface EnqueueOptions {
   resume?: string
   user?: string
   workspace?: string
+  repo?: string
   taskId?: string
   maxTurns?: number
   maxTokens?: number
@@ -36,6 +37,7 @@ export function enqueueCommand(): Command {
     .option('--resume <uuid>', 'continue a paused task, on whichever host takes it')
     .option('--user <name>', 'whose task this is (default: the OS user)')
     .option('--workspace <dir>', 'the only directory tools may touch: a path that exists on every host (default: the current directory)')
+    .option('--repo <url[#ref]>', 'clone this repository for the task into fleet.workspaces_dir (on the shared mount), at a branch, tag or commit after #')
     .option('--task-id <id>', 'a name for the task; a later task with the same id inherits its summary')
     .option('--max-turns <n>', 'stop as timeout after this many LLM turns', positiveIntArg)
     .option('--max-tokens <n>', 'stop as timeout after this many tokens in total', positiveIntArg)
@@ -57,13 +59,13 @@ async function enqueue(ctx: CommandEnv, opts: EnqueueOptions): Promise<void> {
   let taskUuid: string
   let spec: JobSpec = {}
   if (opts.resume !== undefined) {
-    const extra = (['user', 'workspace', 'taskId', 'maxTurns', 'maxTokens', 'timeout'] as const).filter((k) => opts[k] !== undefined)
+    const extra = (['user', 'workspace', 'repo', 'taskId', 'maxTurns', 'maxTokens', 'timeout'] as const).filter((k) => opts[k] !== undefined)
     if (extra.length > 0) throw new UsageError('a resumed task keeps its own settings', `drop ${extra.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(', ')}`)
     const ref = resolveTask(ctx.layout, opts.resume)
     if (ref.location !== 'paused') throw new CtxError(`task ${ref.uuid} is ${ref.location === 'running' ? 'running' : 'finished'} (in ${ref.location}/), not paused`, { exitCode: 4, hint: ref.location === 'running' ? 'pause it first with ctxagent pause' : 'enqueue a new task with the same --task-id to continue from its summary' })
     taskUuid = ref.uuid
   } else {
-    spec = await newSpec(opts)
+    spec = await newSpec(opts, ctx.config.fleet.workspaces_dir)
     taskUuid = (await import('uuid')).v4()
   }
   const { pool } = await fleetPool(ctx, 'enqueue')
@@ -80,7 +82,10 @@ async function enqueue(ctx: CommandEnv, opts: EnqueueOptions): Promise<void> {
   }
 }
 
-async function newSpec(opts: EnqueueOptions): Promise<JobSpec> {
+/** A git URL: scheme://…, scp-like user@host:path, or an absolute path (a repository on the shared mount). */
+const REPO_URL = /^(?:(?:https?|ssh|git|file):\/\/[^\s#]+|[\w.-]+@[\w.-]+:[^\s#]+|\/[^\s#]*)$/
+
+async function newSpec(opts: EnqueueOptions, workspacesDir: string | null): Promise<JobSpec> {
   const spec: JobSpec = {}
   if (opts.github !== undefined) {
     const { parseGithubRef } = await import('../sources/github.js')
@@ -95,11 +100,19 @@ async function newSpec(opts: EnqueueOptions): Promise<JobSpec> {
     if (text.trim() === '') throw new UsageError('the task is empty', 'describe what the agent should do')
     spec.task = text
   }
-  const workspace = resolve(opts.workspace ?? process.cwd())
-  if (!isAbsolute(workspace) || !existsSync(workspace) || !statSync(workspace).isDirectory()) {
-    throw new UsageError(`the workspace ${workspace} is not a directory here`, 'give a --workspace that exists on every host of the fleet (a shared mount)')
+  if (opts.repo !== undefined) {
+    if (opts.workspace !== undefined) throw new UsageError('--repo and --workspace exclude each other', 'give one: --repo clones a workspace for the task')
+    if (workspacesDir === null) throw new UsageError('--repo needs fleet.workspaces_dir', 'set it in the config to a directory on the shared mount, outside the task tree')
+    const hash = opts.repo.indexOf('#')
+    const url = hash < 0 ? opts.repo : opts.repo.slice(0, hash)
+    const ref = hash < 0 ? '' : opts.repo.slice(hash + 1)
+    if (!REPO_URL.test(url) || url.length > 2000) throw new UsageError(`--repo '${url.slice(0, 80)}' is not a git URL`, 'give one like https://github.com/owner/repo.git#main, git@host:owner/repo.git or an absolute path')
+    if (hash >= 0 && !/^[\w./-]{1,200}$/.test(ref)) throw new UsageError(`--repo's ref '${ref.slice(0, 40)}' is not a branch, tag or commit name`, 'give one like #main, #v1.2 or #<commit>, or no #')
+    spec.repo = url
+    if (ref !== '') spec.ref = ref
+  } else {
+    spec.workspace = checkedWorkspace(opts.workspace)
   }
-  spec.workspace = workspace
   for (const [key, value] of [['user', opts.user], ['task_id', opts.taskId]] as const) {
     if (value === undefined) continue
     const trimmed = value.trim()
@@ -110,4 +123,13 @@ async function newSpec(opts: EnqueueOptions): Promise<JobSpec> {
   if (opts.maxTokens !== undefined) spec.max_tokens = opts.maxTokens
   if (opts.timeout !== undefined) spec.timeout = `${Math.ceil(opts.timeout / 1000)}s`
   return spec
+}
+
+/** A job's workspace: a directory here, given as an absolute path, that must exist on every host too. */
+function checkedWorkspace(given: string | undefined): string {
+  const workspace = resolve(given ?? process.cwd())
+  if (!isAbsolute(workspace) || !existsSync(workspace) || !statSync(workspace).isDirectory()) {
+    throw new UsageError(`the workspace ${workspace} is not a directory here`, 'give a --workspace that exists on every host of the fleet (a shared mount)')
+  }
+  return workspace
 }

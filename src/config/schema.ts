@@ -173,6 +173,8 @@ export const configSchema = z.strictObject(
       // SPEC §14.3: a task whose worker died is paused and its resume queued (resume), or failed as §4 says (fail).
       recovery: withDefault(oneOf(['resume', 'fail']), 'resume'),
       max_attempts: withDefault(positiveInt(), 3),
+      // Where `enqueue --repo` jobs are cloned, one directory per task: on the shared mount, outside the task tree.
+      workspaces_dir: orNull(text()),
     }),
     alerts: section({
       disk_warning_gb: withDefault(positiveNumber(), 10),

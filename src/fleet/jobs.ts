@@ -7,6 +7,9 @@ export interface JobSpec {
   gitlab?: string
   user?: string
   workspace?: string
+  /** A repository to clone for the task (into fleet.workspaces_dir/<uuid>), and the branch, tag or commit to check out. */
+  repo?: string
+  ref?: string
   task_id?: string
   max_turns?: number
   max_tokens?: number

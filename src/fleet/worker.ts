@@ -1,6 +1,7 @@
-import { spawn } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
-import { statSync } from 'node:fs'
+import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs'
+import { dirname, join } from 'node:path'
 import type { Pool } from 'pg'
 import type { Layout, Location, TaskRef } from '../storage/fs/layout.js'
 import { LOCATIONS } from '../storage/fs/layout.js'
@@ -20,12 +21,15 @@ export interface WorkerOptions {
   command: string[]
   pollMs: number
   heartbeatMs: number
+  /** fleet.workspaces_dir: where `--repo` jobs are cloned. */
+  workspacesDir: string | null
   log: (line: string) => void
 }
 
 interface Running {
   job: Job
-  child: ChildProcess
+  /** Null while its workspace is being cloned. */
+  child: ChildProcess | null
   /** This worker asked the task to stop (it pauses): its resume goes back to the queue. */
   stopped: boolean
   lastLine: string
@@ -72,7 +76,7 @@ export class Worker {
     for (const timer of this.timers) clearInterval(timer)
     for (const entry of this.running.values()) {
       entry.stopped = true
-      signalGroup(entry.child, 'SIGTERM')
+      if (entry.child !== null) signalGroup(entry.child, 'SIGTERM')
     }
     this.maybeFinish()
   }
@@ -121,7 +125,35 @@ export class Worker {
     }
     // A new job whose task exists already (an earlier attempt created it) continues it.
     const resume = job.kind === 'resume' || existing !== null
-    const args = resume ? ['run', '--resume', job.task_uuid] : newTaskArgs(job)
+    if (!resume && job.spec.repo !== undefined) {
+      this.track(this.cloneThenSpawn(job))
+      return
+    }
+    this.spawnTask(job, resume ? ['run', '--resume', job.task_uuid] : newTaskArgs(job, job.spec.workspace), resume)
+  }
+
+  /** `--repo` jobs: the repository is cloned for the task first, into fleet.workspaces_dir/<uuid>, on the shared mount. */
+  private async cloneThenSpawn(job: Job): Promise<void> {
+    const dir = join(this.options.workspacesDir ?? '', job.task_uuid)
+    // The clone holds a slot like a task does.
+    const placeholder: Running = { job, child: null, stopped: false, lastLine: '' }
+    this.running.set(job.id, placeholder)
+    try {
+      await cloneWorkspace(job.spec.repo as string, job.spec.ref, dir)
+    } catch (err) {
+      this.running.delete(job.id)
+      await this.end(job, { outcome: 'failed', error: `the repository was not cloned: ${(err as Error).message}`.slice(0, 500) })
+      return
+    }
+    this.running.delete(job.id)
+    if (placeholder.stopped) {
+      await this.queue.release(job, this.options.record.id).catch(() => undefined)
+      return
+    }
+    this.spawnTask(job, newTaskArgs(job, dir), false)
+  }
+
+  private spawnTask(job: Job, args: string[], resume: boolean): void {
     const [program, ...rest] = this.options.command
     const child = spawn(program as string, [...rest, ...args, '--log-format', 'json'], { detached: true, stdio: ['pipe', 'ignore', 'pipe'], env: process.env })
     const entry: Running = { job, child, stopped: false, lastLine: '' }
@@ -212,19 +244,45 @@ function safeExists(dir: string): boolean {
   }
 }
 
-function newTaskArgs(job: Job): string[] {
+function newTaskArgs(job: Job, workspace: string | undefined): string[] {
   const s = job.spec
   const args = ['run', '--uuid', job.task_uuid]
   if (s.github !== undefined) args.push('--github', s.github)
   else if (s.gitlab !== undefined) args.push('--gitlab', s.gitlab)
   else args.push('--task-file', '-')
   if (s.user !== undefined) args.push('--user', s.user)
-  if (s.workspace !== undefined) args.push('--workspace', s.workspace)
+  if (workspace !== undefined) args.push('--workspace', workspace)
   if (s.task_id !== undefined) args.push('--task-id', s.task_id)
   if (s.max_turns !== undefined) args.push('--max-turns', String(s.max_turns))
   if (s.max_tokens !== undefined) args.push('--max-tokens', String(s.max_tokens))
   if (s.timeout !== undefined) args.push('--timeout', s.timeout)
   return args
+}
+
+/** Clones `url` into `dir` (a fresh directory), at `ref` when given; an existing clone (an earlier attempt) is kept. */
+async function cloneWorkspace(url: string, ref: string | undefined, dir: string): Promise<void> {
+  if (existsSync(join(dir, '.git'))) return
+  const partial = `${dir}.cloning-${process.pid}`
+  rmSync(partial, { recursive: true, force: true })
+  mkdirSync(dirname(dir), { recursive: true })
+  try {
+    // `--` ends the options: a URL can never be taken for one.
+    await git(['clone', '--quiet', '--', url, partial])
+    if (ref !== undefined) await git(['-C', partial, 'checkout', '--quiet', '--detach', ref])
+    renameSync(partial, dir)
+  } catch (err) {
+    rmSync(partial, { recursive: true, force: true })
+    throw err
+  }
+}
+
+function git(args: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    execFile('git', args, { env: { ...process.env, GIT_TERMINAL_PROMPT: '0' }, timeout: 600_000 }, (err, _stdout, stderr) => {
+      if (err === null) resolve()
+      else reject(new Error(String(stderr).trim().split('\n').pop() || err.message))
+    })
+  })
 }
 
 function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {

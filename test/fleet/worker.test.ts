@@ -1,6 +1,9 @@
-import { spawnSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import pg from 'pg'
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest'
 import { exitOf } from '../helpers/wait.js'
 import { startPostgres } from '../helpers/postgres.js'
 import type { PgServer } from '../helpers/postgres.js'
@@ -156,6 +159,45 @@ describe('enqueue and worker', () => {
     expect([0, 4]).toContain(twice.code)
     await until('the resume to complete', async () => readTask(s.tree, uuid).location === 'completed')
     expect(readTask(s.tree, uuid).state.status).toBe('completed')
+    worker.child.kill('SIGTERM')
+    expect((await exitOf(worker.child)).code).toBe(0)
+  })
+})
+
+describe('enqueue --repo', () => {
+  it('clones the repository for the task into fleet.workspaces_dir at the ref, and the task works there', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'ctxagent-repo-'))
+    onTestFinished(() => rmSync(root, { recursive: true, force: true }))
+    const git = (args: string[], cwd = root) => execFileSync('git', args, { cwd, env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@t', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@t' } })
+    const src = join(root, 'src')
+    mkdirSync(src)
+    git(['init', '--quiet', '-b', 'main'], src)
+    writeFileSync(join(src, 'calc.js'), 'v1\n')
+    git(['add', '.'], src)
+    git(['commit', '--quiet', '-m', 'v1'], src)
+    git(['tag', 'v1'], src)
+    writeFileSync(join(src, 'calc.js'), 'v2\n')
+    git(['commit', '--quiet', '-am', 'v2'], src)
+    git(['clone', '--quiet', '--bare', src, join(root, 'calc.git')])
+    const workspaces = join(root, 'workspaces')
+    const s = await runSetup(`fleet:\n  workspaces_dir: ${workspaces}\n`)
+    s.fake.fallback = () => finish
+    const bad = await s.run(['enqueue', '--task', 'x', '--repo', 'not a url'], db())
+    expect(bad).toMatchObject({ code: 2, stderr: "ctxagent: --repo 'not a url' is not a git URL (give one like https://github.com/owner/repo.git#main, git@host:owner/repo.git or an absolute path)\n" })
+    const both = await s.run(['enqueue', '--task', 'x', '--repo', join(root, 'calc.git'), '--workspace', s.ws], db())
+    expect(both.code).toBe(2)
+    const worker = startWorker(s)
+    await until('the worker to start', async () => worker.err().includes('started on'))
+    const uuid = await enqueue(s, ['--task', 'read calc.js', '--repo', `${join(root, 'calc.git')}#v1`])
+    const missing = await enqueue(s, ['--task', 'x', '--repo', `${join(root, 'nothing.git')}`])
+    await until('both jobs done', async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM fleet_jobs WHERE state = 'done'`))[0]?.n === 2)
+    const task = readTask(s.tree, uuid)
+    expect(task).toMatchObject({ location: 'completed', state: { status: 'completed' }, metadata: { run: { workspace: join(workspaces, uuid) } } })
+    expect(readFileSync(join(workspaces, uuid, 'calc.js'), 'utf8')).toBe('v1\n')
+    const failed = await query<{ outcome: string; error: string }>('SELECT outcome, error FROM fleet_jobs WHERE task_uuid = $1', [missing])
+    expect(failed[0]?.outcome).toBe('failed')
+    expect(failed[0]?.error).toMatch(/^the repository was not cloned: /)
+    expect(existsSync(join(workspaces, missing))).toBe(false)
     worker.child.kill('SIGTERM')
     expect((await exitOf(worker.child)).code).toBe(0)
   })
