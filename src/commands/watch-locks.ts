@@ -1,7 +1,7 @@
 import { Command, InvalidArgumentError } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask, fleetDatabaseUrl, withTaskEnv } from '../command-env.js'
-import { fleetPool } from './fleet-db.js'
+import { fleetReapPass } from './fleet-db.js'
 import { formatDuration } from '../duration.js'
 import { LockedError } from '../errors.js'
 import { table } from '../render.js'
@@ -72,28 +72,13 @@ function atLeastOneSecond(value: string): number {
 async function pass(ctx: CommandEnv, env: TaskEnv, policy: ReturnType<typeof stalenessPolicy>): Promise<PassResult> {
   const chat = { hardTimeoutMs: ctx.config.chat.hard_timeout_minutes * 60_000, graceMs: ctx.config.chat.end_grace_seconds * 1000 }
   const options = { policy, longRunningMs: ctx.config.alerts.long_running_hours * 3_600_000, chat }
-  const result = fleetDatabaseUrl(ctx) === null ? await monitorPass(env, options) : await fleetWidePass(ctx, env, options)
+  const result = fleetDatabaseUrl(ctx) === null ? await monitorPass(env, options) : await fleetReapPass(ctx, env, options)
   for (const f of result.findings) if (f.action !== 'alert') auditTask(ctx, 'watch-locks', f.uuid)
   return result
 }
 
 const DEFAULT_INTERVAL_MS = 5 * 60_000
 
-/** In a fleet: one pass at a time fleet-wide, dead workers' tasks recovered and their jobs settled (SPEC §14.3). */
-async function fleetWidePass(ctx: CommandEnv, env: TaskEnv, options: Parameters<typeof monitorPass>[1]): Promise<PassResult> {
-  const { fleetPass } = await import('../fleet/recovery.js')
-  const { pool } = await fleetPool(ctx, 'watch-locks')
-  try {
-    const locks = ctx.config.locks
-    const liveSeconds = locks.stale_after_remote_seconds ?? 2 * locks.stale_after_seconds
-    const fleet = await fleetPass(pool, ctx.layout, ctx.config, liveSeconds, (recoverAs) => monitorPass(env, { ...options, recoverAs }))
-    if (fleet.skipped) ctx.io.warn('another host runs a watch-locks pass; this one was skipped')
-    for (const s of fleet.settled) if (!ctx.json) ctx.io.out(`job ${s.job} (task ${s.task}): ${s.outcome}${s.resumed ? ', its resume queued' : ''}`)
-    return fleet.result ?? { checked: 0, findings: [], reindexed: 0 }
-  } finally {
-    await pool.end().catch(() => undefined)
-  }
-}
 
 /** Looks for the tree every interval (at most every 5 s) until it exists (true) or SIGINT/SIGTERM (false). */
 async function waitForTree(ctx: CommandEnv, intervalMs: number): Promise<boolean> {

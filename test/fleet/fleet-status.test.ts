@@ -1,4 +1,6 @@
+import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { LOCK_KEYS } from '../../src/storage/index/pg-schema.js'
 import { exitOf } from '../helpers/wait.js'
 import { startPostgres } from '../helpers/postgres.js'
 import type { PgServer } from '../helpers/postgres.js'
@@ -56,5 +58,27 @@ describe('ctxagent fleet and stats --check in a fleet', () => {
     expect((await exitOf(worker.child)).code).toBe(0)
     const after = JSON.parse((await s.run(['fleet', '--json'], db)).stdout) as Record<string, unknown>
     expect(after).toMatchObject({ workers: [], jobs: { waiting: 2, running: 0, done: 2 }, outcomes: { paused: 2 } })
+  })
+})
+
+describe('passes never overlap fleet-wide', () => {
+  it('cleanup and watch-locks skip their pass while another host holds it, and run once it is free', async () => {
+    const s = await runSetup()
+    const db = { CTXAGENT_DATABASE_URL: server.url }
+    expect((await s.run(['fleet', '--json'], db)).code).toBe(0) // the tables exist
+    const other = new pg.Client({ connectionString: server.url })
+    other.on('error', () => undefined)
+    await other.connect()
+    await other.query('SELECT pg_advisory_lock($1), pg_advisory_lock($2)', [LOCK_KEYS.cleanup, LOCK_KEYS.watchLocks])
+    const cleanup = await s.run(['cleanup'], db)
+    expect(cleanup).toMatchObject({ code: 0, stderr: 'ctxagent: warning: another host runs cleanup; this run was skipped\n' })
+    const watch = await s.run(['watch-locks', '--once'], db)
+    expect(watch.code).toBe(0)
+    expect(watch.stderr).toBe('ctxagent: warning: another host runs a watch-locks pass; this one was skipped\n')
+    await other.end() // the other host goes away: its locks with it
+    const again = await s.run(['cleanup'], db)
+    expect(again.code).toBe(0)
+    expect(again.stderr).toBe('')
+    expect((await s.run(['watch-locks', '--once'], db)).stderr).toBe('')
   })
 })
