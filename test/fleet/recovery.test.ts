@@ -211,7 +211,7 @@ describe.runIf(canUnshare)('a fleet on two simulated hosts', () => {
       await s.run(['watch-locks', '--once'], { CTXAGENT_DATABASE_URL: server.url })
       return (await query<{ outcome: string }>('SELECT outcome FROM fleet_jobs WHERE id = (SELECT min(id) FROM fleet_jobs)'))[0]?.outcome === 'died'
     })
-    await until('the resume completed', async () => readTask(s.tree, uuid).location === 'completed')
+    await until('the resume completed', async () => readTask(s.tree, uuid).state.status === 'completed')
     const task = readTask(s.tree, uuid)
     expect(task.state).toMatchObject({ status: 'completed' })
     expectContinuousSeq(task.messages)
@@ -251,7 +251,7 @@ describe.runIf(canUnshare)('a fleet on two simulated hosts', () => {
       await s.run(['watch-locks', '--once'], { CTXAGENT_DATABASE_URL: server.url })
       return (await query<{ outcome: string }>('SELECT outcome FROM fleet_jobs WHERE id = (SELECT min(id) FROM fleet_jobs)'))[0]?.outcome === 'died'
     })
-    await until('the resume completed on host b', async () => readTask(s.tree, uuid).location === 'completed')
+    await until('the resume completed on host b', async () => readTask(s.tree, uuid).state.status === 'completed')
     const done = readTask(s.tree, uuid)
     const files = JSON.stringify([done.messages, done.state, done.tools])
     process.kill(agent, 'SIGCONT')

@@ -157,7 +157,7 @@ describe('enqueue and worker', () => {
     const twice = await s.run(['enqueue', '--resume', uuid], db())
     // Either still waiting (a conflict) or already taken and running (a conflict too), or done: never two open jobs.
     expect([0, 4]).toContain(twice.code)
-    await until('the resume to complete', async () => readTask(s.tree, uuid).location === 'completed')
+    await until('the resume to complete', async () => readTask(s.tree, uuid).state.status === 'completed')
     expect(readTask(s.tree, uuid).state.status).toBe('completed')
     worker.child.kill('SIGTERM')
     expect((await exitOf(worker.child)).code).toBe(0)
