@@ -19,7 +19,8 @@ await build({
   format: 'esm',
   platform: 'node',
   target: 'node20',
-  external: ['better-sqlite3'],
+  // pg-native: pg's optional native driver, which ctxagent does not use.
+  external: ['better-sqlite3', 'pg-native'],
   // Bundled CommonJS libraries call require() for Node's built-ins.
   banner: { js: "import { createRequire as __ctxagentRequire } from 'node:module'; const require = __ctxagentRequire(import.meta.url);" },
   // Through dist/*.js.map down to src/*.ts, for CTXAGENT_DEBUG=1 stack traces.

@@ -6,6 +6,8 @@ import { commentCommand } from './commands/comment.js'
 import { compressCommand } from './commands/compress.js'
 import { configCommand } from './commands/config.js'
 import { demoCommand } from './commands/demo.js'
+import { enqueueCommand } from './commands/enqueue.js'
+import { fleetCommand } from './commands/fleet.js'
 import { pauseCommand } from './commands/pause.js'
 import { reindexCommand } from './commands/reindex.js'
 import { runCommand } from './commands/run.js'
@@ -13,6 +15,7 @@ import { statsCommand } from './commands/stats.js'
 import { unlockCommand } from './commands/unlock.js'
 import { viewCommand } from './commands/view/index.js'
 import { watchLocksCommand } from './commands/watch-locks.js'
+import { workerCommand } from './commands/worker.js'
 import { CtxError } from './errors.js'
 
 const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version
@@ -28,6 +31,7 @@ export function buildProgram(): Command {
     .showSuggestionAfterError(true)
 
   for (const command of [runCommand(), viewCommand(), statsCommand(), cleanupCommand(), compressCommand(), pauseCommand(), commentCommand(), chatCommand(), watchLocksCommand(), unlockCommand(), reindexCommand(), configCommand(), demoCommand()]) program.addCommand(command)
+  for (const command of [enqueueCommand(), workerCommand(), fleetCommand()]) program.addCommand(command)
   for (const command of [program, ...program.commands]) {
     command.exitOverride()
     // Commander's own error text is replaced by our one-line form in report().

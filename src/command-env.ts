@@ -10,8 +10,11 @@ import type { Io } from './io.js'
 import { audit } from './storage/task/audit.js'
 import { Layout } from './storage/fs/layout.js'
 import type { TaskEnv } from './storage/task/env.js'
-import { TaskIndex } from './storage/index/task-index.js'
+import { openIndexStore } from './storage/index/open.js'
+import type { IndexStore } from './storage/index/store.js'
+import { isPostgresUrl } from './config/schema.js'
 import { accessError, explainSystemError, isDiskFull, whyIndexUnopenable } from './system-errors.js'
+import { pgReason } from './storage/index/pg-pool.js'
 
 export interface GlobalOptions {
   home?: string
@@ -139,14 +142,15 @@ function safeUser(env: NodeJS.ProcessEnv): string {
  * duration of `body`. An index that cannot be opened is a warning: the directories
  * stay the truth and every command works without it.
  */
-export async function withTaskEnv<T>(ctx: CommandEnv, body: (env: TaskEnv) => Promise<T>, options: { createIndex?: boolean } = {}): Promise<T> {
-  let index: TaskIndex | null = null
+export async function withTaskEnv<T>(ctx: CommandEnv, body: (env: TaskEnv) => Promise<T>, options: { createIndex?: boolean; lazyIndex?: boolean } = {}): Promise<T> {
+  let index: IndexStore | null = null
   let unopened: string | null = null
+  const databaseUrl = fleetDatabaseUrl(ctx)
   try {
-    index = options.createIndex === false ? TaskIndex.openExisting(ctx.layout.db) : openIndexCreating(ctx)
+    index = await openIndex(ctx, options.createIndex !== false && existsSync(ctx.layout.base), options.lazyIndex === true)
   } catch (err) {
-    const why = whyIndexUnopenable(err, ctx.layout.base)
-    unopened = `tasks.db cannot be opened (${why}); continuing without it (ctxagent reindex rebuilds it)`
+    const why = databaseUrl === null ? whyIndexUnopenable(err, ctx.layout.base) : pgReason(err)
+    unopened = `${databaseUrl === null ? 'tasks.db' : 'the PostgreSQL index'} cannot be opened (${why}); continuing without it (ctxagent reindex rebuilds it)`
     // On a full disk, or a tree this user may not write, the command's own error will say so in
     // one line; the warning waits for success.
     if (!isDiskFull(err, ctx.layout.base) && accessError(ctx.layout.base) === null) {
@@ -160,13 +164,28 @@ export async function withTaskEnv<T>(ctx: CommandEnv, body: (env: TaskEnv) => Pr
     if (unopened !== null) ctx.io.warn(unopened)
     return result
   } finally {
-    index?.close()
+    await index?.close()
   }
 }
 
-function openIndexCreating(ctx: CommandEnv): TaskIndex | null {
-  if (!existsSync(ctx.layout.base)) return null
-  return TaskIndex.open(ctx.layout.db)
+/**
+ * The fleet's database (SPEC §14.1): CTXAGENT_DATABASE_URL, else `fleet.database_url`,
+ * else null (one host, tasks.db). A secret: messages never show it.
+ */
+export function fleetDatabaseUrl(ctx: Pick<CommandEnv, 'env' | 'config'>): string | null {
+  const fromEnv = nonEmpty(ctx.env.CTXAGENT_DATABASE_URL)
+  if (fromEnv !== undefined && !isPostgresUrl(fromEnv)) {
+    throw new UsageError('CTXAGENT_DATABASE_URL is not a PostgreSQL URL', 'give one like postgres://user:password@db.example.com:5432/ctxagent, or unset it')
+  }
+  return fromEnv ?? ctx.config.fleet.database_url
+}
+
+/**
+ * The index, chosen in one place: PostgreSQL when a database URL is set, else tasks.db
+ * (made only when `create`; else null when there is none).
+ */
+export function openIndex(ctx: CommandEnv, create: boolean, lazy = false): Promise<IndexStore | null> {
+  return openIndexStore({ databaseUrl: fleetDatabaseUrl(ctx), path: ctx.layout.db, create, lazy, warn: (m) => ctx.io.warn(m) })
 }
 
 export function auditTask(ctx: CommandEnv, command: string, uuid: string | null): void {

@@ -1,6 +1,7 @@
 import { Command } from 'commander'
 import type { CommandEnv } from '../command-env.js'
-import { auditTask, withTaskEnv } from '../command-env.js'
+import { auditTask, fleetDatabaseUrl, withTaskEnv } from '../command-env.js'
+import { fleetReapPass, withFleetLock } from './fleet-db.js'
 import { formatBytes } from '../duration.js'
 import { CtxError, UsageError } from '../errors.js'
 import { createProgress } from '../progress.js'
@@ -66,6 +67,19 @@ async function cleanup(ctx: CommandEnv, opts: CleanupOptions): Promise<void> {
 }
 
 async function runOnce(ctx: CommandEnv, opts: CleanupOptions, compressAfterMs: number, deleteAfterMs: number): Promise<void> {
+  // In a fleet, cleanup passes never overlap fleet-wide (SPEC §14.3).
+  if (fleetDatabaseUrl(ctx) !== null && opts.dryRun !== true) {
+    const ran = await withFleetLock(ctx, 'cleanup', async () => {
+      await cleanupOnce(ctx, opts, compressAfterMs, deleteAfterMs)
+      return true
+    })
+    if (ran === null) ctx.io.warn('another host runs cleanup; this run was skipped')
+    return
+  }
+  await cleanupOnce(ctx, opts, compressAfterMs, deleteAfterMs)
+}
+
+async function cleanupOnce(ctx: CommandEnv, opts: CleanupOptions, compressAfterMs: number, deleteAfterMs: number): Promise<void> {
   if (!ctx.layout.exists()) {
     ctx.io.warn(`no task tree at ${ctx.layout.base}; nothing to clean up`)
     return
@@ -73,7 +87,9 @@ async function runOnce(ctx: CommandEnv, opts: CleanupOptions, compressAfterMs: n
   const dryRun = opts.dryRun === true
   await withTaskEnv(ctx, async (env) => {
     const policy = stalenessPolicy(ctx.config)
-    const pass = await monitorPass(env, { policy, longRunningMs: Number.POSITIVE_INFINITY, dryRun })
+    const options = { policy, longRunningMs: Number.POSITIVE_INFINITY, dryRun }
+    // In a fleet, a dead worker's task is recovered as watch-locks would (fleet.recovery).
+    const pass = fleetDatabaseUrl(ctx) !== null && !dryRun ? await fleetReapPass(ctx, env, options) : await monitorPass(env, options)
     const reaped = pass.findings.filter((f) => f.action !== 'alert')
     const plan = planCleanup(env, { compressAfterMs, deleteAfterMs, lockPolicy: policy })
     const before = [...plan.compress, ...plan.delete].reduce((sum, t) => sum + t.bytes, 0)

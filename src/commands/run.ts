@@ -5,7 +5,7 @@ import type { CommandEnv } from '../command-env.js'
 import { auditTask, withTaskEnv } from '../command-env.js'
 import { CtxError, LockedError, UsageError } from '../errors.js'
 import { assertRegularFiles } from '../storage/fs/files.js'
-import { resolveTask, TASK_DATA_FILES } from '../storage/fs/layout.js'
+import { isUuid, resolveTask, TASK_DATA_FILES } from '../storage/fs/layout.js'
 import type { TaskRef } from '../storage/fs/layout.js'
 import { assessTask } from '../operations/reaper.js'
 import { stalenessPolicy } from '../storage/task/env.js'
@@ -20,6 +20,7 @@ import { durationArg, positiveIntArg, withEnv } from './shared.js'
 
 interface RunOptions extends Omit<RunFlags, 'inherit'> {
   inherit: boolean
+  uuid?: string
 }
 
 export function runCommand(): Command {
@@ -43,6 +44,8 @@ export function runCommand(): Command {
     .option('--allow-shell', 'offer the run_command tool (default: config tools.shell)')
     .option('--no-inherit', "do not start from an earlier task's summary")
     .option('--system-prompt-file <file>', 'replace the built-in system prompt')
+    // A fleet worker names the task its job announced (enqueue printed the uuid); not for operators.
+    .addOption(new Option('--uuid <uuid>').hideHelp())
     .addOption(new Option('--log-format <format>', 'log lines on stderr (default: text on a terminal, json otherwise)').choices(['text', 'json']))
     .action(withEnv(run))
 }
@@ -54,7 +57,9 @@ async function run(ctx: CommandEnv, opts: RunOptions): Promise<void> {
   if (opts.chat && (opts.github !== undefined || opts.gitlab !== undefined)) throw new UsageError('--chat starts a local session; it excludes --github and --gitlab', 'give one of them')
   if (opts.chat && opts.resume !== undefined) throw new UsageError('--chat starts a new session; a resumed chat task stays a chat', 'drop --chat')
   const flags: RunFlags = opts
+  if (opts.uuid !== undefined && (opts.resume !== undefined || !isUuid(opts.uuid))) throw new UsageError('--uuid names a new task and must be a uuid', 'drop --uuid')
   const prepared = opts.resume !== undefined ? await prepareResume(ctx, flags, opts.resume) : await prepareNew(ctx, flags)
+  if (opts.uuid !== undefined && prepared.start.kind === 'new') prepared.start.uuid = opts.uuid.toLowerCase()
   // Nothing was written until here: every check above can refuse with the tree untouched.
   const { runTask } = await import('../run/run-task.js')
   ensureLayout({ layout: ctx.layout, config: prepared.config, index: null, now: () => ctx.now(), warn: (m) => ctx.io.warn(m) })
@@ -70,6 +75,8 @@ async function run(ctx: CommandEnv, opts: RunOptions): Promise<void> {
       },
       prepared.start,
     ),
+    // In a fleet, an agent runs on through a database outage: its index rows wait for it.
+    { lazyIndex: true },
   )
   auditTask(ctx, 'run', outcome.uuid)
   if (ctx.json) ctx.io.json(outcome)

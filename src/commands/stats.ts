@@ -1,6 +1,6 @@
 import { Command, InvalidArgumentError, Option } from 'commander'
 import type { CommandEnv } from '../command-env.js'
-import { auditTask, parseIsoDate } from '../command-env.js'
+import { auditTask, fleetDatabaseUrl, openIndex, parseIsoDate } from '../command-env.js'
 import { formatBytes, formatDuration } from '../duration.js'
 import { NotFoundError, UsageError } from '../errors.js'
 import { clip, sampleOf, shortPath } from '../text.js'
@@ -8,7 +8,10 @@ import { table } from '../render.js'
 import { STATUSES } from '../storage/task/state.js'
 import { checkHealth, collectStats, scanIntoMemory } from '../operations/stats.js'
 import type { CheckResult, StatsFilter, StatsReport } from '../operations/stats.js'
-import { indexDrift, TaskIndex } from '../storage/index/task-index.js'
+import { indexDrift } from '../storage/index/store.js'
+import type { IndexStore } from '../storage/index/store.js'
+import type { TaskIndex } from '../storage/index/task-index.js'
+import { pgReason } from '../storage/index/pg-pool.js'
 import { whyIndexUnopenable } from '../system-errors.js'
 import { withEnv } from './shared.js'
 
@@ -74,36 +77,60 @@ function checkOptions(opts: StatsOptions): void {
  * returned, to be printed once the statistics are: if the scan fails too, its error
  * is the one line.
  */
-function trustedIndex(ctx: CommandEnv): { index: TaskIndex | null; warning: string | null } {
-  let index: TaskIndex | null
+async function trustedIndex(ctx: CommandEnv): Promise<{ index: IndexStore | null; warning: string | null }> {
+  let index: IndexStore | null
+  const pg = fleetDatabaseUrl(ctx) !== null
+  const name = pg ? 'the PostgreSQL index' : 'tasks.db'
   try {
-    index = TaskIndex.openExisting(ctx.layout.db)
+    index = await openIndex(ctx, false)
   } catch (err) {
-    const why = whyIndexUnopenable(err, ctx.layout.base)
-    return { index: null, warning: `tasks.db cannot be opened (${why}): counting from the directories instead` }
+    const why = pg ? pgReason(err) : whyIndexUnopenable(err, ctx.layout.base)
+    return { index: null, warning: `${name} cannot be opened (${why}): counting from the directories instead` }
   }
   if (index === null) return { index: null, warning: `no tasks.db under ${ctx.layout.base}: scanning the directories (run ctxagent reindex to make this fast)` }
-  const drift = indexDrift(index, ctx.layout)
+  let drift
+  try {
+    drift = await indexDrift(index, ctx.layout)
+  } catch (err) {
+    await index.close()
+    return { index: null, warning: `${name} cannot be read (${pgReason(err)}): counting from the directories instead` }
+  }
   if (drift.length === 0) return { index, warning: null }
-  index.close()
+  await index.close()
   const what = drift.map((d) => `${d.location}/ has ${d.found}, the index ${d.indexed}`).join('; ')
-  return { index: null, warning: `tasks.db is out of date (${what}): counting from the directories instead (run ctxagent reindex to repair it)` }
+  return { index: null, warning: `${name} is out of date (${what}): counting from the directories instead (run ctxagent reindex to repair it)` }
+}
+
+/** The rows the reporting queries run on: the index's, or a scan's in memory. */
+async function reportingIndex(ctx: CommandEnv): Promise<{ index: TaskIndex; store: IndexStore | null; owned: boolean; warning: string | null; unreadable: { uuid: string; error: string }[] }> {
+  const { index: store, warning } = await trustedIndex(ctx)
+  if (store !== null) {
+    try {
+      const { db, owned } = await store.reporting()
+      return { index: db, store, owned, warning, unreadable: [] }
+    } catch (err) {
+      await store.close()
+      const scanned = await scanIntoMemory(ctx.layout)
+      return { ...scanned, store: null, owned: false, warning: `${store.name} cannot be read (${pgReason(err)}): counting from the directories instead` }
+    }
+  }
+  return { ...(await scanIntoMemory(ctx.layout)), store: null, owned: false, warning }
 }
 
 async function stats(ctx: CommandEnv, opts: StatsOptions): Promise<void> {
   checkOptions(opts)
   // A misspelt --home must not look like a healthy, empty tree (for --check, 3 is UNKNOWN).
   if (!ctx.layout.exists()) throw new NotFoundError(`there is no task tree at ${shortPath(ctx.layout.base)}`, 'check --home, CTXAGENT_HOME or context.base_dir')
-  const { index: existing, warning } = trustedIndex(ctx)
-  const { index, unreadable } = existing ? { index: existing, unreadable: [] } : await scanIntoMemory(ctx.layout)
+  const { index, store, owned, warning, unreadable } = await reportingIndex(ctx)
   try {
     const filter: StatsFilter = { user: opts.user, from: opts.from, to: opts.to, status: opts.status }
-    const report = collectStats(index, ctx.layout, filter, existing ? 'tasks.db' : 'scan')
+    const report = collectStats(index, ctx.layout, filter, store === null ? 'scan' : store.name === 'PostgreSQL' ? 'postgresql' : 'tasks.db')
     if (warning) ctx.io.warn(warning)
     if (unreadable.length > 0) ctx.io.warn(uncountedWarning(unreadable))
     auditTask(ctx, opts.check ? 'stats --check' : 'stats', null)
     if (opts.check) {
       const result = checkHealth(report, index, ctx.layout, ctx.config, ctx.now())
+      if (fleetDatabaseUrl(ctx) !== null) await addQueueAlerts(ctx, result)
       if (ctx.json) ctx.io.json(result)
       else ctx.io.out(renderCheck(result))
       process.exitCode = result.status === 'critical' ? 2 : result.status === 'warning' ? 1 : 0
@@ -116,8 +143,31 @@ async function stats(ctx: CommandEnv, opts: StatsOptions): Promise<void> {
     }
     ctx.io.out(renderStats(ctx, report, filter))
   } finally {
-    index.close()
+    if (!owned) index.close()
+    await store?.close()
   }
+}
+
+/** In a fleet (SPEC §14.2): the queue's alerts join the others; a database that cannot be reached is critical. */
+async function addQueueAlerts(ctx: CommandEnv, result: CheckResult): Promise<void> {
+  const { fleetPool } = await import('./fleet-db.js')
+  const { fleetStatus, queueAlerts } = await import('../fleet/status.js')
+  const { workerLiveSeconds } = await import('./fleet.js')
+  let alerts
+  try {
+    const { pool } = await fleetPool(ctx, 'stats')
+    try {
+      const status = await fleetStatus(pool, workerLiveSeconds(ctx))
+      alerts = queueAlerts(status, ctx.config.alerts.queue_wait_minutes)
+      result.summary += `, ${status.jobs.waiting} job(s) waiting, ${status.workers.filter((w) => w.live).length} live worker(s)`
+    } finally {
+      await pool.end().catch(() => undefined)
+    }
+  } catch (err) {
+    alerts = [{ level: 'critical' as const, metric: 'queue_no_worker' as const, value: 0, threshold: 0, message: (err as Error).message }]
+  }
+  result.alerts.push(...alerts)
+  result.status = result.alerts.some((a) => a.level === 'critical') ? 'critical' : result.alerts.length ? 'warning' : 'ok'
 }
 
 function renderCheck(result: CheckResult): string {

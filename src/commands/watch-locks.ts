@@ -1,6 +1,7 @@
 import { Command, InvalidArgumentError } from 'commander'
 import type { CommandEnv } from '../command-env.js'
-import { auditTask, withTaskEnv } from '../command-env.js'
+import { auditTask, fleetDatabaseUrl, withTaskEnv } from '../command-env.js'
+import { fleetReapPass } from './fleet-db.js'
 import { formatDuration } from '../duration.js'
 import { LockedError } from '../errors.js'
 import { table } from '../render.js'
@@ -70,12 +71,14 @@ function atLeastOneSecond(value: string): number {
 
 async function pass(ctx: CommandEnv, env: TaskEnv, policy: ReturnType<typeof stalenessPolicy>): Promise<PassResult> {
   const chat = { hardTimeoutMs: ctx.config.chat.hard_timeout_minutes * 60_000, graceMs: ctx.config.chat.end_grace_seconds * 1000 }
-  const result = await monitorPass(env, { policy, longRunningMs: ctx.config.alerts.long_running_hours * 3_600_000, noProgressMs: ctx.config.alerts.no_progress_minutes * 60_000, chat })
+  const options = { policy, longRunningMs: ctx.config.alerts.long_running_hours * 3_600_000, noProgressMs: ctx.config.alerts.no_progress_minutes * 60_000, chat }
+  const result = fleetDatabaseUrl(ctx) === null ? await monitorPass(env, options) : await fleetReapPass(ctx, env, options)
   for (const f of result.findings) if (f.action !== 'alert') auditTask(ctx, 'watch-locks', f.uuid)
   return result
 }
 
 const DEFAULT_INTERVAL_MS = 5 * 60_000
+
 
 /** Looks for the tree every interval (at most every 5 s) until it exists (true) or SIGINT/SIGTERM (false). */
 async function waitForTree(ctx: CommandEnv, intervalMs: number): Promise<boolean> {

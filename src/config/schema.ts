@@ -48,6 +48,18 @@ const httpUrl = (example: string) => {
   return z.string({ error }).check(z.refine(isHttpUrl, { error }))
 }
 
+/** A PostgreSQL connection URL (`postgres://` or `postgresql://`); a secret, so it is never echoed back. */
+export function isPostgresUrl(value: string): boolean {
+  if (/\s/.test(value) || !/^postgres(ql)?:\/\//i.test(value)) return false
+  try {
+    return new URL(value).hostname !== ''
+  } catch {
+    return false
+  }
+}
+const POSTGRES_URL = 'must be a PostgreSQL URL like postgres://user:password@db.example.com:5432/ctxagent'
+const postgresUrl = () => z.string({ error: POSTGRES_URL }).check(z.refine(isPostgresUrl, { error: POSTGRES_URL }))
+
 /** A duration as in the CLI (`90s`, `30m`, `1h30m`, or a number of seconds), kept as text and parsed where used. */
 const duration = () =>
   z.string({ error: DURATION }).check(z.refine((value: string) => isDuration(value), { error: DURATION }))
@@ -157,6 +169,17 @@ export const configSchema = z.strictObject(
       hard_timeout_minutes: withDefault(positiveNumber(), 15),
       end_grace_seconds: withDefault(positiveNumber(), 60),
     }),
+    fleet: section({
+      // SPEC §14.1: the index (and the fleet's queue) in PostgreSQL; CTXAGENT_DATABASE_URL overrides it.
+      database_url: orNull(postgresUrl()),
+      // How often an idle worker looks at the queue besides being woken by NOTIFY.
+      poll_seconds: withDefault(positiveNumber(), 5),
+      // SPEC §14.3: a task whose worker died is paused and its resume queued (resume), or failed as §4 says (fail).
+      recovery: withDefault(oneOf(['resume', 'fail']), 'resume'),
+      max_attempts: withDefault(positiveInt(), 3),
+      // Where `enqueue --repo` jobs are cloned, one directory per task: on the shared mount, outside the task tree.
+      workspaces_dir: orNull(text()),
+    }),
     alerts: section({
       disk_warning_gb: withDefault(positiveNumber(), 10),
       disk_critical_gb: withDefault(positiveNumber(), 50),
@@ -166,6 +189,8 @@ export const configSchema = z.strictObject(
       no_progress_minutes: withDefault(positiveNumber(), 30),
       free_warning_percent: withDefault(percent(), 10),
       free_critical_percent: withDefault(percent(), 2),
+      // In a fleet: the oldest waiting job older than this is a warning.
+      queue_wait_minutes: withDefault(positiveNumber(), 30),
     }),
   },
   { error: MAPPING },

@@ -59,6 +59,8 @@ export interface PassOptions {
   chat?: { hardTimeoutMs: number; graceMs: number }
   /** Only report what would be done (cleanup --dry-run). */
   dryRun?: boolean
+  /** A fleet's recovery choice per task (reaper.ts). */
+  recoverAs?: (uuid: string) => 'paused' | 'failed'
 }
 
 /**
@@ -81,7 +83,7 @@ export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<P
     }
     let outcome
     try {
-      outcome = await reapTask(env, ref, { policy: options.policy })
+      outcome = await reapTask(env, ref, { policy: options.policy, ...(options.recoverAs ? { recoverAs: options.recoverAs } : {}) })
     } catch (err) {
       // One unreadable or vanishing task must not stop the pass for all the others;
       // a full disk or a read-only mount is not one task's problem: every other would fail the same way.
@@ -114,7 +116,7 @@ export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<P
       if (!(err instanceof LockedError) && !isErrno(err, 'ENOENT')) env.warn(`task ${ref.uuid}: ${(err as Error).message}`)
     }
   }
-  for (const ref of options.dryRun ? [] : completingInIndex(env)) {
+  for (const ref of options.dryRun ? [] : await completingInIndex(env)) {
     if ((await finishCompleting(env, ref)) !== null) {
       findings.push({ uuid: ref.uuid, action: 'finished', reason: 'completion was interrupted after the move', pid: null, hostname: null, heartbeat_at: null })
     }
@@ -213,9 +215,17 @@ function noProgress(env: TaskEnv, ref: TaskRef, limitMs: number, holder: LockInf
   }
 }
 
-function completingInIndex(env: TaskEnv): TaskRef[] {
+async function completingInIndex(env: TaskEnv): Promise<TaskRef[]> {
   if (env.index === null) return []
-  return env.index.uuidsWithStatus('completing').map((uuid) => ({ uuid, location: 'completed' as const, dir: env.layout.taskDir('completed', uuid) }))
+  let uuids: string[]
+  try {
+    uuids = await env.index.uuidsWithStatus('completing')
+  } catch (err) {
+    // An index that cannot be read (PostgreSQL away) holds up only this repair, not the pass.
+    env.warn(`interrupted completions not looked up in ${env.index.name}: ${(err as Error).message}`)
+    return []
+  }
+  return uuids.map((uuid) => ({ uuid, location: 'completed' as const, dir: env.layout.taskDir('completed', uuid) }))
 }
 
 /**

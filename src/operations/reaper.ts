@@ -44,6 +44,8 @@ export interface ReapOptions {
   policy: StalenessPolicy
   /** Take the task even from a live holder (`unlock --force`). */
   force?: boolean
+  /** A fleet's choice per task (SPEC §14.3, fleet.recovery): 'paused' moves a dead owner's task to paused/ for a resume, instead of failing it. */
+  recoverAs?: (uuid: string) => 'paused' | 'failed'
 }
 
 export type Assessment =
@@ -111,7 +113,8 @@ export async function reapTask(env: TaskEnv, ref: TaskRef, options: ReapOptions)
     const settled = current !== null && isSettled(current)
     // An owner that died after recording its final answer (during its final summary): the task is done, not failed.
     const answered = !settled && typeof current?.final_answer === 'string'
-    const to: Location = settled && current.status === 'paused' ? 'paused' : 'completed'
+    const recover = !settled && !answered && options.force !== true && options.recoverAs?.(ref.uuid) === 'paused'
+    const to: Location = (settled && current.status === 'paused') || recover ? 'paused' : 'completed'
     // A forced takeover says so: the agent may well have been alive.
     const forced = options.force === true && verdict.reason.startsWith('forced by operator')
     const unborn = completeUnbornTask(ref, holder, env.now())
@@ -126,7 +129,9 @@ export async function reapTask(env: TaskEnv, ref: TaskRef, options: ReapOptions)
           ? { completed_at: s.completed_at ?? (to === 'completed' ? now : null) }
           : answered
             ? { status: 'completed', completed_at: now, last_activity: 'completed by a reaper: the agent died after answering' }
-            : { status: 'failed', error, completed_at: now, last_activity: 'reaped' },
+            : recover
+              ? { status: 'paused', error: `${error}; paused to be resumed`, last_activity: 'reaped' }
+              : { status: 'failed', error, completed_at: now, last_activity: 'reaped' },
       env.now(),
     )
     await taken.release()

@@ -3,7 +3,7 @@ import { taskDiskUse } from '../storage/fs/disk.js'
 import { LOCATIONS } from '../storage/fs/layout.js'
 import type { Location } from '../storage/fs/layout.js'
 import { finishCompleting } from '../storage/task/lifecycle.js'
-import { indexDrift, TaskIndex } from '../storage/index/task-index.js'
+import { indexDrift, SqliteStore } from '../storage/index/store.js'
 import { taskRow } from '../storage/task/row.js'
 import type { TaskRow } from '../storage/index/task-index.js'
 import type { TaskEnv } from '../storage/task/env.js'
@@ -40,11 +40,11 @@ export async function rebuildIndex(env: TaskEnv, progress: { start(total: number
     }
     progress.tick()
   }
-  const index = env.index ?? TaskIndex.open(env.layout.db)
+  const index = env.index ?? SqliteStore.open(env.layout.db)
   try {
-    index.replaceAll(rows)
+    await index.replaceAll(rows)
   } finally {
-    if (env.index === null) index.close()
+    if (env.index === null) await index.close()
   }
   result.indexed = rows.length
   return result
@@ -59,10 +59,10 @@ export async function rebuildIndex(env: TaskEnv, progress: { start(total: number
  */
 export async function reconcileIndex(env: TaskEnv): Promise<number> {
   const index = env.index
-  if (index === null || indexDrift(index, env.layout).length === 0) return 0
+  if (index === null || (await indexDrift(index, env.layout)).length === 0) return 0
   const listed = new Map<string, Location>()
   for (const location of LOCATIONS) for (const uuid of env.layout.list(location)) listed.set(uuid, location)
-  const indexed = index.locations()
+  const indexed = await index.locations()
   let changed = 0
   for (const uuid of indexed.keys()) {
     if (listed.has(uuid)) continue

@@ -25,7 +25,7 @@ export interface StatsReport {
   averages: { messages: number; tokens: number; duration_ms: number | null; compressions: number }
   by_user: { user: string | null; tasks: number; share: number; tokens: number; average_duration_ms: number | null }[]
   /** Where the figures came from: the index, or a scan of the directories when it is missing. */
-  source: 'tasks.db' | 'scan'
+  source: 'tasks.db' | 'postgresql' | 'scan'
 }
 
 interface Where {
@@ -136,7 +136,7 @@ export type Level = 'ok' | 'warning' | 'critical'
 
 export interface Alert {
   level: Exclude<Level, 'ok'>
-  metric: 'disk' | 'failure_rate' | 'running_tasks' | 'long_running' | 'free_space'
+  metric: 'disk' | 'failure_rate' | 'running_tasks' | 'long_running' | 'free_space' | 'queue_no_worker' | 'queue_wait'
   value: number
   threshold: number
   message: string

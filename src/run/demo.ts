@@ -8,7 +8,7 @@ import { appendInbox } from '../storage/task/inbox.js'
 import { Layout, resolveTask } from '../storage/fs/layout.js'
 import { ensureLayout } from '../storage/task/lifecycle.js'
 import type { TaskEnv } from '../storage/task/env.js'
-import { TaskIndex } from '../storage/index/task-index.js'
+import { SqliteStore } from '../storage/index/store.js'
 import { packageRoot } from '../package-root.js'
 import { runTask } from './run-task.js'
 import type { Outcome } from './run-task.js'
@@ -61,7 +61,7 @@ export async function runDemo(options: { home: string | null; log: NodeJS.WriteS
   const layout = new Layout(home)
   const bare: TaskEnv = { layout, config, index: null, now: () => new Date(), warn: (m) => void options.log.write(`ctxagent: warning: ${m}\n`) }
   ensureLayout(bare)
-  const index = TaskIndex.open(layout.db)
+  const index = SqliteStore.open(layout.db)
   try {
     const env: TaskEnv = { ...bare, index }
     const settings = newRunSettings(config, { inherit: false, workspace, allowShell: true }, workspace)
@@ -79,7 +79,7 @@ export async function runDemo(options: { home: string | null; log: NodeJS.WriteS
     const second = await runTask(run, { kind: 'resume', ref: resolveTask(layout, first.uuid) })
     return { uuid: first.uuid, home: layout.base, workspace, turns, pausedAt, first, second }
   } finally {
-    index.close()
+    await index.close()
   }
 }
 

@@ -8,7 +8,7 @@ import { readMetadata } from '../storage/task/metadata.js'
 import { normalizeSummary } from '../storage/format/records.js'
 import { readState } from '../storage/task/state.js'
 import type { TaskEnv } from '../storage/task/env.js'
-import { indexDrift } from '../storage/index/task-index.js'
+import { indexDrift } from '../storage/index/store.js'
 import type { TaskKeyColumns } from '../storage/index/task-index.js'
 import { estimateTokens } from '../storage/format/tokens.js'
 
@@ -38,8 +38,10 @@ export async function findInheritance(env: TaskEnv, key: TaskKeyColumns): Promis
   if (!key.task_identifier) return null
   // The index is trusted only while it knows every finished task (a listing is cheap; reading every task is not).
   const index = env.index
-  const trusted = index !== null && indexDrift(index, env.layout, ['completed']).length === 0
-  const candidates = trusted ? index.finishedWithKey(key) : scanCompleted(env, key)
+  let candidates: Candidate[] | null = null
+  // An index that cannot be read now (PostgreSQL away) is not trusted either: the directories answer.
+  if (index !== null && (await indexDrift(index, env.layout, ['completed']).catch(() => null))?.length === 0) candidates = await index.finishedWithKey(key).catch(() => null)
+  candidates ??= scanCompleted(env, key)
   for (const candidate of candidates) {
     const dir = env.layout.taskDir(candidate.location, candidate.uuid)
     const found = await summaryOf(dir)

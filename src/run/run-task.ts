@@ -43,7 +43,7 @@ export interface TaskSource {
 
 /** A new task (from text, or from an issue with its channel), or a resumed one (its channel found again from its key). */
 export type RunStart =
-  | { kind: 'new'; source: TaskSource; user: string; channel?: Channel; seen?: string[] }
+  | { kind: 'new'; source: TaskSource; user: string; channel?: Channel; seen?: string[]; /** Chosen beforehand (a fleet job names its task). */ uuid?: string }
   | { kind: 'resume'; ref: TaskRef; channel?: Channel }
 
 /** What `run` prints at the end (SPEC §12.5) and the exit code it implies (SPEC §9, §12.3). */
@@ -88,7 +88,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   let handle: TaskHandle
   if (start.kind === 'new') {
     inheritance = settings.inherit ? await findInheritance(env, keyColumns(start.source.key, start.user)) : null
-    handle = await createTask(env, { task_key: start.source.key, user: start.user, run: runRecord(settings, config), inherited_from: inheritance?.uuid ?? null }, { onLost: lostNow })
+    handle = await createTask(env, { task_key: start.source.key, user: start.user, run: runRecord(settings, config), inherited_from: inheritance?.uuid ?? null }, { onLost: lostNow, ...(start.uuid !== undefined ? { uuid: start.uuid } : {}) })
   } else {
     handle = await resumeTask(env, start.ref, { onLost: lostNow })
   }

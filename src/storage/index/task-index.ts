@@ -4,8 +4,7 @@ import { chmodSync, existsSync, lstatSync, renameSync, rmSync } from 'node:fs'
 import { basename, dirname } from 'node:path'
 import { CorruptRecordError } from '../../errors.js'
 import { assertRegularFiles } from '../fs/files.js'
-import { LOCATIONS } from '../fs/layout.js'
-import type { Layout, Location } from '../fs/layout.js'
+import type { Location } from '../fs/layout.js'
 import type { DiskUse } from '../fs/disk.js'
 
 /** One row of `tasks`: the seed 003 §12 columns plus what stats needs. */
@@ -78,7 +77,7 @@ const MIGRATIONS: readonly string[] = [
    ALTER TABLE tasks ADD COLUMN disk_bytes_raw INTEGER;`,
 ]
 
-const COLUMNS: readonly (keyof TaskRow)[] = [
+export const COLUMNS: readonly (keyof TaskRow)[] = [
   'uuid', 'status', 'location', 'task_type', 'task_identifier', 'repository', 'user', 'hostname',
   'created_at', 'started_at', 'updated_at', 'completed_at', 'metadata', 'total_messages',
   'total_summaries', 'total_tool_calls', 'llm_call_count', 'total_tokens', 'compression_count',
@@ -94,6 +93,8 @@ export class TaskIndex {
   private readonly upsertStmt: Statement<unknown[]>
   private readonly removeStmt: Statement<[string]>
   private readonly diskStmt: Statement<[number, number, string]>
+  /** Told of every disk-use cache write: an in-memory copy of PostgreSQL's index passes them back. */
+  onDiskUse: ((measured: readonly { uuid: string; disk: DiskUse }[]) => void) | null = null
 
   private constructor(readonly db: Db) {
     this.upsertStmt = db.prepare(
@@ -182,6 +183,7 @@ export class TaskIndex {
     this.db.transaction(() => {
       for (const { uuid, disk } of measured) this.diskStmt.run(disk.bytes, disk.raw, uuid)
     })()
+    this.onDiskUse?.(measured)
   }
 
   /** Tasks whose indexed status is `status`. */
@@ -234,20 +236,6 @@ function migrate(db: Db): void {
     for (let i = current; i < MIGRATIONS.length; i++) db.exec(MIGRATIONS[i] as string)
     db.pragma(`user_version = ${MIGRATIONS.length}`)
   }).immediate()
-}
-
-export interface Drift {
-  location: Location
-  indexed: number
-  found: number
-}
-
-/**
- * Where the index disagrees with the directories: each location's row count against a
- * listing of it. Listings are cheap; reading every task is not. Empty when they agree.
- */
-export function indexDrift(index: TaskIndex, layout: Layout, locations: readonly Location[] = LOCATIONS): Drift[] {
-  return locations.map((location) => ({ location, indexed: index.countAt(location), found: layout.list(location).length })).filter((d) => d.indexed !== d.found)
 }
 
 /** tasks.db and the files SQLite keeps beside it. */

@@ -1,14 +1,14 @@
 import type { Config } from '../../config/schema.js'
 import type { Layout } from '../fs/layout.js'
-import type { TaskIndex } from '../index/task-index.js'
+import type { IndexStore } from '../index/store.js'
 import type { StalenessPolicy } from '../lock/staleness.js'
 
 /** What the lifecycle needs from its caller: where, how, and when. */
 export interface TaskEnv {
   layout: Layout
   config: Config
-  /** tasks.db, or null when it cannot be opened (the directories stay the truth). */
-  index: TaskIndex | null
+  /** The index (tasks.db or PostgreSQL), or null when it cannot be opened (the directories stay the truth). */
+  index: IndexStore | null
   now: () => Date
   warn: (message: string) => void
 }

@@ -8,7 +8,7 @@ import { TaskLock } from '../../../src/storage/lock/lock.js'
 import { readState } from '../../../src/storage/task/state.js'
 import { createTask, resumeTask } from '../../../src/storage/task/lifecycle.js'
 import type { TaskEnv } from '../../../src/storage/task/env.js'
-import { TaskIndex } from '../../../src/storage/index/task-index.js'
+import { SqliteStore } from '../../../src/storage/index/store.js'
 import { makeTree } from '../../fixtures/tree.js'
 
 const KEY = { task_source: 'github', owner: 'acme', repo: 'shop', task_type: 'issue', task_id: '42' }
@@ -18,7 +18,7 @@ function env(base: string): TaskEnv & { warnings: string[] } {
   return {
     layout: new Layout(base),
     config: parseConfig(''),
-    index: TaskIndex.open(join(base, 'tasks.db')),
+    index: SqliteStore.open(join(base, 'tasks.db')),
     now: () => new Date(),
     warn: (m) => warnings.push(m),
     warnings,
@@ -36,9 +36,9 @@ describe('task lifecycle', () => {
     const meta = JSON.parse(readFileSync(join(dir, 'metadata.json'), 'utf8')) as Record<string, unknown>
     expect(meta).toMatchObject({ uuid: task.uuid, task_type: 'github_issue', task_identifier: '42', repository: 'acme/shop', user: 'alice', process_id: process.pid })
     expect(readState(dir)?.status).toBe('initializing')
-    expect(e.index?.get(task.uuid)).toMatchObject({ status: 'initializing', location: 'running', user: 'alice' })
+    expect(await e.index?.get(task.uuid)).toMatchObject({ status: 'initializing', location: 'running', user: 'alice' })
     await task.fail('test over')
-    e.index?.close()
+    await e.index?.close()
   })
 
   it('completes: final summary, counters, lock removed, moved to completed/ with status completed', async () => {
@@ -58,9 +58,9 @@ describe('task lifecycle', () => {
     expect(existsSync(join(dir, '.lock'))).toBe(false)
     expect(readFileSync(join(dir, 'final_summary.txt'), 'utf8')).toBe('All done; mail me at [EMAIL]')
     expect(readState(dir)).toMatchObject({ status: 'completed', message_count: 2, tool_call_count: 1, completed_at: expect.any(String) })
-    expect(e.index?.get(task.uuid)).toMatchObject({ status: 'completed', location: 'completed', total_messages: 2, total_tool_calls: 1, final_message_count: 2 })
+    expect(await e.index?.get(task.uuid)).toMatchObject({ status: 'completed', location: 'completed', total_messages: 2, total_tool_calls: 1, final_message_count: 2 })
     expect(() => task.addMessage({ role: 'user', content: 'late' })).toThrow(/no longer open/)
-    e.index?.close()
+    await e.index?.close()
   })
 
   it('pauses to paused/ and resumes to running/, continuing seq', async () => {
@@ -83,7 +83,7 @@ describe('task lifecycle', () => {
     await resumed.fail('boom', 'timeout')
     const final = readState(join(base, 'completed', task.uuid))
     expect(final).toMatchObject({ status: 'timeout', error: 'boom' })
-    e.index?.close()
+    await e.index?.close()
   })
 
   it('refuses to resume a paused task whose lock a live process holds', async () => {
@@ -95,7 +95,7 @@ describe('task lifecycle', () => {
     const first = await resumeTask(e, ref)
     await expect(TaskLock.acquire(first.dir, { staleAfterMs: 60_000 })).rejects.toThrow(LockedError)
     await first.fail('done')
-    e.index?.close()
+    await e.index?.close()
   })
 
   it('works without tasks.db', async () => {

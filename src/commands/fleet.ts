@@ -1,0 +1,44 @@
+import { Command } from 'commander'
+import type { CommandEnv } from '../command-env.js'
+import { formatDuration } from '../duration.js'
+import { fleetStatus } from '../fleet/status.js'
+import type { FleetStatus } from '../fleet/status.js'
+import { table } from '../render.js'
+import { fleetPool } from './fleet-db.js'
+import { withEnv } from './shared.js'
+
+export function fleetCommand(): Command {
+  return new Command('fleet')
+    .description('the fleet at a glance: workers (host, pid, heartbeat, tasks), jobs by state, the oldest waiting job (needs fleet.database_url)')
+    .action(withEnv(fleet))
+}
+
+/** How long a worker's heartbeat may age before it counts as gone: as for a remote lock (SPEC §4). */
+export function workerLiveSeconds(ctx: CommandEnv): number {
+  const locks = ctx.config.locks
+  return locks.stale_after_remote_seconds ?? 2 * locks.stale_after_seconds
+}
+
+async function fleet(ctx: CommandEnv): Promise<void> {
+  const { pool } = await fleetPool(ctx, 'fleet')
+  try {
+    const status = await fleetStatus(pool, workerLiveSeconds(ctx))
+    if (ctx.json) ctx.io.json(status)
+    else ctx.io.out(render(ctx, status))
+  } finally {
+    await pool.end().catch(() => undefined)
+  }
+}
+
+function render(ctx: CommandEnv, s: FleetStatus): string {
+  const now = ctx.now().getTime()
+  const ago = (iso: string) => `${formatDuration(Math.max(0, now - Date.parse(iso)))} ago`
+  const lines = [`Workers: ${s.workers.filter((w) => w.live).length} live${s.workers.some((w) => !w.live) ? `, ${s.workers.filter((w) => !w.live).length} silent (heartbeat too old: dead, or cut off)` : ''}`]
+  if (s.workers.length > 0) {
+    lines.push(table(ctx.io, ['host', 'pid', 'started', 'heartbeat', 'tasks'], s.workers.map((w) => [w.hostname, String(w.pid), ago(w.started_at), `${ago(w.heartbeat_at)}${w.live ? '' : ' (silent)'}`, `${w.tasks.length}/${w.concurrency}${w.tasks.length ? ` ${w.tasks.map((t) => t.slice(0, 8)).join(', ')}` : ''}`])))
+  }
+  lines.push('', `Jobs: ${s.jobs.waiting} waiting, ${s.jobs.running} running, ${s.jobs.done} done${Object.keys(s.outcomes).length ? ` (${Object.entries(s.outcomes).map(([k, v]) => `${k} ${v}`).join(', ')})` : ''}`)
+  const o = s.oldest_waiting
+  lines.push(o === null ? 'Oldest waiting job: none' : `Oldest waiting job: ${o.id} (task ${o.task_uuid}), waiting ${formatDuration(o.waiting_seconds * 1000)}`)
+  return lines.join('\n')
+}

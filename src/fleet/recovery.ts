@@ -1,0 +1,120 @@
+import type { Pool, PoolClient } from 'pg'
+import type { Config } from '../config/schema.js'
+import type { PassResult } from '../operations/monitor.js'
+import type { Layout, Location } from '../storage/fs/layout.js'
+import { LOCATIONS } from '../storage/fs/layout.js'
+import { LOCK_KEYS } from '../storage/index/pg-schema.js'
+import { safeState } from '../storage/task/lifecycle.js'
+import { existsSync } from 'node:fs'
+
+export interface FleetPassResult {
+  /** Another host's pass was under way: this one did nothing. */
+  skipped: boolean
+  result: PassResult | null
+  /** Jobs settled for workers that died or tasks that were reaped: job id → what became of it. */
+  settled: { job: number; task: string; outcome: string; resumed: boolean }[]
+}
+
+interface OpenJob {
+  id: number
+  task_uuid: string
+  kind: string
+  spec: unknown
+  priority: number
+  attempts: number
+  worker_live: boolean
+  died: number
+}
+
+/**
+ * watch-locks in a fleet (SPEC §14.3): one pass at a time fleet-wide (a session advisory
+ * lock on a connection of its own, released when the pass ends or its host dies). Tasks
+ * of running jobs whose owner died are reaped to paused/ (fleet.recovery: resume, while
+ * fewer than fleet.max_attempts runs died) and their resumes queued; jobs of workers that
+ * died are settled from what their tasks became.
+ */
+export async function fleetPass(pool: Pool, layout: Layout, config: Config, liveSeconds: number, pass: (recoverAs: (uuid: string) => 'paused' | 'failed') => Promise<PassResult>): Promise<FleetPassResult> {
+  const lock = await pool.connect()
+  let locked = false
+  try {
+    locked = (await lock.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1) AS ok', [LOCK_KEYS.watchLocks])).rows[0]?.ok === true
+    if (!locked) return { skipped: true, result: null, settled: [] }
+    const jobs = await openJobs(pool, liveSeconds)
+    const byTask = new Map(jobs.map((j) => [j.task_uuid, j]))
+    const recoverAs = (uuid: string): 'paused' | 'failed' => {
+      const job = byTask.get(uuid)
+      return job !== undefined && config.fleet.recovery === 'resume' && job.died + 1 < config.fleet.max_attempts ? 'paused' : 'failed'
+    }
+    const result = await pass(recoverAs)
+    const reaped = new Set(result.findings.filter((f) => f.action === 'reaped').map((f) => f.uuid))
+    const settled: FleetPassResult['settled'] = []
+    for (const job of jobs) {
+      // A live worker settles its own jobs, unless its task died under it and was reaped now.
+      if (job.worker_live && !reaped.has(job.task_uuid)) continue
+      const end = await settleJob(pool, layout, job, reaped.has(job.task_uuid), config.fleet.max_attempts)
+      if (end !== null) settled.push({ job: job.id, task: job.task_uuid, ...end })
+    }
+    return { skipped: false, result, settled }
+  } finally {
+    if (locked) await lock.query('SELECT pg_advisory_unlock($1)', [LOCK_KEYS.watchLocks]).catch(() => undefined)
+    lock.release()
+  }
+}
+
+async function openJobs(pool: Pool, liveSeconds: number): Promise<OpenJob[]> {
+  const result = await pool.query<Record<string, unknown>>(
+    `SELECT j.id, j.task_uuid, j.kind, j.spec, j.priority, j.attempts,
+            (w.id IS NOT NULL AND w.stopped_at IS NULL AND w.heartbeat_at > now() - make_interval(secs => $1)) AS worker_live,
+            (SELECT count(*) FROM fleet_jobs d WHERE d.task_uuid = j.task_uuid AND d.outcome = 'died') AS died
+     FROM fleet_jobs j LEFT JOIN fleet_workers w ON w.id = j.claimed_by
+     WHERE j.state = 'running'`,
+    [liveSeconds],
+  )
+  return result.rows.map((r) => ({
+    id: Number(r.id), task_uuid: String(r.task_uuid), kind: String(r.kind), spec: r.spec, priority: Number(r.priority), attempts: Number(r.attempts),
+    worker_live: r.worker_live === true, died: Number(r.died),
+  }))
+}
+
+/** Ends a job from what its task became; null when its task is still running (an orphaned agent finishing it). */
+async function settleJob(pool: Pool, layout: Layout, job: OpenJob, reaped: boolean, maxAttempts: number): Promise<{ outcome: string; resumed: boolean } | null> {
+  const location = locate(layout, job.task_uuid)
+  if (location === 'running') return null
+  const client = await pool.connect()
+  try {
+    await client.query('BEGIN')
+    let outcome: string
+    let resume = false
+    if (location === null) {
+      // Its process died before it created the task: the job waits again, while attempts remain.
+      if (job.attempts < maxAttempts) {
+        await client.query(`UPDATE fleet_jobs SET state = 'waiting', claimed_by = NULL, claimed_at = NULL WHERE id = $1 AND state = 'running'`, [job.id])
+        await client.query('COMMIT')
+        return { outcome: 'waiting again', resumed: false }
+      }
+      outcome = 'failed'
+    } else if (location === 'paused') {
+      outcome = reaped ? 'died' : 'paused'
+      resume = reaped || job.died + 1 < maxAttempts
+    } else {
+      outcome = safeState(layout.taskDir('completed', job.task_uuid))?.status ?? 'completed'
+    }
+    const done = await client.query(`UPDATE fleet_jobs SET state = 'done', finished_at = now(), outcome = $2 WHERE id = $1 AND state = 'running'`, [job.id, outcome])
+    if (done.rowCount === 1 && resume) await requeue(client, job)
+    await client.query('COMMIT')
+    return { outcome, resumed: done.rowCount === 1 && resume }
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined)
+    throw err
+  } finally {
+    client.release()
+  }
+}
+
+async function requeue(client: PoolClient, job: OpenJob): Promise<void> {
+  await client.query(`INSERT INTO fleet_jobs (task_uuid, kind, spec, priority) VALUES ($1, 'resume', $2, $3) ON CONFLICT DO NOTHING`, [job.task_uuid, JSON.stringify(job.spec), job.priority])
+}
+
+function locate(layout: Layout, uuid: string): Location | null {
+  return (LOCATIONS as readonly Location[]).find((l) => existsSync(layout.taskDir(l, uuid))) ?? null
+}

@@ -1,0 +1,294 @@
+import { execFile, spawn } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
+import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import type { Pool } from 'pg'
+import type { Layout, Location, TaskRef } from '../storage/fs/layout.js'
+import { LOCATIONS } from '../storage/fs/layout.js'
+import { safeState } from '../storage/task/lifecycle.js'
+import { JobQueue } from './jobs.js'
+import type { Job, JobEnd } from './jobs.js'
+import { JobListener } from './listener.js'
+import { heartbeat, markStopped } from './registry.js'
+import type { WorkerRecord } from './registry.js'
+
+export interface WorkerOptions {
+  url: string
+  pool: Pool
+  record: WorkerRecord
+  layout: Layout
+  /** The ctxagent entry to run each task with (this very program), and the global flags it needs. */
+  command: string[]
+  pollMs: number
+  heartbeatMs: number
+  /** fleet.workspaces_dir: where `--repo` jobs are cloned. */
+  workspacesDir: string | null
+  log: (line: string) => void
+}
+
+interface Running {
+  job: Job
+  /** Null while its workspace is being cloned. */
+  child: ChildProcess | null
+  /** This worker asked the task to stop (it pauses): its resume goes back to the queue. */
+  stopped: boolean
+  lastLine: string
+}
+
+/** `run`'s exit codes after it paused on SIGINT or SIGTERM (SPEC §9). */
+const PAUSED_BY_SIGNAL = new Set([130, 143])
+
+/**
+ * Takes jobs and runs each task as `run` does, in a child process of its own (its own
+ * process group), `concurrency` at a time (SPEC §14.2). Wakes on NOTIFY, and polls
+ * every `pollMs` besides (a notification sent while the connection was down is lost).
+ */
+export class Worker {
+  private readonly queue: JobQueue
+  private readonly running = new Map<number, Running>()
+  private readonly listener: JobListener
+  private stopping = false
+  private pumping = false
+  private again = false
+  private timers: NodeJS.Timeout[] = []
+  private finished: (() => void) | null = null
+  private readonly settling = new Set<Promise<void>>()
+
+  constructor(private readonly options: WorkerOptions) {
+    this.queue = new JobQueue(options.pool)
+    this.listener = new JobListener(options.url, () => this.wake())
+  }
+
+  /** Runs until stop() and every task it started has ended. */
+  async run(): Promise<void> {
+    const done = new Promise<void>((resolve) => (this.finished = resolve))
+    await this.listener.start()
+    this.timers.push(setInterval(() => this.wake(), this.options.pollMs))
+    this.timers.push(setInterval(() => void heartbeat(this.options.pool, this.options.record.id).catch((err: Error) => this.options.log(`heartbeat not written: ${err.message}`)), this.options.heartbeatMs))
+    this.wake()
+    await done
+  }
+
+  /** Stops claiming, asks each running task to pause (they are queued again as resumes), and ends once they have. */
+  stop(): void {
+    if (this.stopping) return
+    this.stopping = true
+    for (const timer of this.timers) clearInterval(timer)
+    for (const entry of this.running.values()) {
+      entry.stopped = true
+      if (entry.child !== null) signalGroup(entry.child, 'SIGTERM')
+    }
+    this.maybeFinish()
+  }
+
+  private wake(): void {
+    if (this.stopping) return
+    if (this.pumping) {
+      this.again = true
+      return
+    }
+    this.pumping = true
+    void this.pump().finally(() => {
+      this.pumping = false
+      if (this.again) {
+        this.again = false
+        this.wake()
+      }
+    })
+  }
+
+  private async pump(): Promise<void> {
+    while (!this.stopping && this.running.size < this.options.record.concurrency) {
+      let job: Job | null
+      try {
+        job = await this.queue.claim(this.options.record.id)
+      } catch (err) {
+        // PostgreSQL away: the next poll tries again.
+        this.options.log(`cannot claim jobs: ${(err as Error).message}`)
+        return
+      }
+      if (job === null) return
+      if (this.stopping) {
+        // Claimed as the stop came: hand it straight back.
+        await this.queue.release(job, this.options.record.id).catch((err: Error) => this.options.log(`job ${job.id} not handed back (${err.message}): a reaper will`))
+        return
+      }
+      this.start(job)
+    }
+  }
+
+  private start(job: Job): void {
+    const existing = locate(this.options.layout, job.task_uuid)
+    if (existing?.location === 'completed') {
+      this.track(this.end(job, { outcome: safeState(existing.dir)?.status ?? 'completed' }))
+      return
+    }
+    // A new job whose task exists already (an earlier attempt created it) continues it.
+    const resume = job.kind === 'resume' || existing !== null
+    if (!resume && job.spec.repo !== undefined) {
+      this.track(this.cloneThenSpawn(job))
+      return
+    }
+    this.spawnTask(job, resume ? ['run', '--resume', job.task_uuid] : newTaskArgs(job, job.spec.workspace), resume)
+  }
+
+  /** `--repo` jobs: the repository is cloned for the task first, into fleet.workspaces_dir/<uuid>, on the shared mount. */
+  private async cloneThenSpawn(job: Job): Promise<void> {
+    const dir = join(this.options.workspacesDir ?? '', job.task_uuid)
+    // The clone holds a slot like a task does.
+    const placeholder: Running = { job, child: null, stopped: false, lastLine: '' }
+    this.running.set(job.id, placeholder)
+    try {
+      await cloneWorkspace(job.spec.repo as string, job.spec.ref, dir)
+    } catch (err) {
+      this.running.delete(job.id)
+      await this.end(job, { outcome: 'failed', error: `the repository was not cloned: ${(err as Error).message}`.slice(0, 500) })
+      return
+    }
+    this.running.delete(job.id)
+    if (placeholder.stopped) {
+      await this.queue.release(job, this.options.record.id).catch(() => undefined)
+      return
+    }
+    this.spawnTask(job, newTaskArgs(job, dir), false)
+  }
+
+  private spawnTask(job: Job, args: string[], resume: boolean): void {
+    const [program, ...rest] = this.options.command
+    const child = spawn(program as string, [...rest, ...args, '--log-format', 'json'], { detached: true, stdio: ['pipe', 'ignore', 'pipe'], env: process.env })
+    const entry: Running = { job, child, stopped: false, lastLine: '' }
+    this.running.set(job.id, entry)
+    this.options.log(`job ${job.id}: ${resume ? 'resuming' : 'starting'} task ${job.task_uuid} (pid ${child.pid})`)
+    child.stdin?.on('error', () => undefined)
+    child.stdin?.end(resume ? '' : (job.spec.task ?? ''))
+    child.stderr?.on('data', (chunk: Buffer) => {
+      process.stderr.write(chunk)
+      const lines = chunk.toString().trim().split('\n')
+      entry.lastLine = lines[lines.length - 1] ?? entry.lastLine
+    })
+    child.on('error', (err) => (entry.lastLine = err.message))
+    child.on('close', (code) => {
+      this.running.delete(job.id)
+      const end = settle(this.options.layout, job, code, entry)
+      if (end === null) {
+        // Its process died holding the task's lock: watch-locks reaps it and settles the job (SPEC §14.3).
+        this.options.log(`job ${job.id}: task ${job.task_uuid} was left in running/ (${entry.lastLine.slice(0, 200) || `exit ${code}`}); watch-locks recovers it`)
+        this.maybeFinish()
+        this.wake()
+        return
+      }
+      this.track(this.end(job, end).finally(() => this.wake()))
+    })
+  }
+
+  private track(p: Promise<void>): void {
+    this.settling.add(p)
+    void p.finally(() => {
+      this.settling.delete(p)
+      this.maybeFinish()
+    })
+  }
+
+  /** Ends the job in PostgreSQL, retrying while it is away (a job left running would wait for a reaper). */
+  private async end(job: Job, end: JobEnd): Promise<void> {
+    const resume = end.resume === true
+    const outcome = { ...end, resume }
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const mine = await this.queue.finish(job, this.options.record.id, outcome)
+        this.options.log(`job ${job.id}: ${end.outcome}${resume ? ', its resume queued' : ''}${mine ? '' : ' (no longer this worker’s job)'}`)
+        return
+      } catch (err) {
+        if (attempt % 10 === 0) this.options.log(`job ${job.id} not ended yet (${(err as Error).message}); retrying`)
+        await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 5_000)))
+      }
+    }
+  }
+
+  private maybeFinish(): void {
+    if (!this.stopping || this.running.size > 0 || this.settling.size > 0 || this.finished === null) return
+    const finished = this.finished
+    this.finished = null
+    void (async () => {
+      await this.listener.stop()
+      await markStopped(this.options.pool, this.options.record.id).catch(() => undefined)
+      finished()
+    })()
+  }
+}
+
+/** What became of a job's task once its process ended. */
+function settle(layout: Layout, job: Job, code: number | null, entry: Running): JobEnd | null {
+  const ref = locate(layout, job.task_uuid)
+  if (ref === null) return { outcome: 'failed', error: entry.lastLine.slice(0, 500) || `run exited with ${code}` }
+  const status = safeState(ref.dir)?.status ?? 'unknown'
+  if (ref.location === 'completed') return { outcome: status }
+  if (ref.location === 'paused') return { outcome: 'paused', resume: entry.stopped || PAUSED_BY_SIGNAL.has(code ?? -1) }
+  // Still in running/: its process died holding the lock.
+  return null
+}
+
+function locate(layout: Layout, uuid: string): TaskRef | null {
+  for (const location of LOCATIONS as readonly Location[]) {
+    const dir = layout.taskDir(location, uuid)
+    if (safeExists(dir)) return { uuid, location, dir }
+  }
+  return null
+}
+
+function safeExists(dir: string): boolean {
+  try {
+    return statSync(dir).isDirectory()
+  } catch {
+    return false
+  }
+}
+
+function newTaskArgs(job: Job, workspace: string | undefined): string[] {
+  const s = job.spec
+  const args = ['run', '--uuid', job.task_uuid]
+  if (s.github !== undefined) args.push('--github', s.github)
+  else if (s.gitlab !== undefined) args.push('--gitlab', s.gitlab)
+  else args.push('--task-file', '-')
+  if (s.user !== undefined) args.push('--user', s.user)
+  if (workspace !== undefined) args.push('--workspace', workspace)
+  if (s.task_id !== undefined) args.push('--task-id', s.task_id)
+  if (s.max_turns !== undefined) args.push('--max-turns', String(s.max_turns))
+  if (s.max_tokens !== undefined) args.push('--max-tokens', String(s.max_tokens))
+  if (s.timeout !== undefined) args.push('--timeout', s.timeout)
+  return args
+}
+
+/** Clones `url` into `dir` (a fresh directory), at `ref` when given; an existing clone (an earlier attempt) is kept. */
+async function cloneWorkspace(url: string, ref: string | undefined, dir: string): Promise<void> {
+  if (existsSync(join(dir, '.git'))) return
+  const partial = `${dir}.cloning-${process.pid}`
+  rmSync(partial, { recursive: true, force: true })
+  mkdirSync(dirname(dir), { recursive: true })
+  try {
+    // `--` ends the options: a URL can never be taken for one.
+    await git(['clone', '--quiet', '--', url, partial])
+    if (ref !== undefined) await git(['-C', partial, 'checkout', '--quiet', '--detach', ref])
+    renameSync(partial, dir)
+  } catch (err) {
+    rmSync(partial, { recursive: true, force: true })
+    throw err
+  }
+}
+
+function git(args: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    execFile('git', args, { env: { ...process.env, GIT_TERMINAL_PROMPT: '0' }, timeout: 600_000 }, (err, _stdout, stderr) => {
+      if (err === null) resolve()
+      else reject(new Error(String(stderr).trim().split('\n').pop() || err.message))
+    })
+  })
+}
+
+function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  try {
+    if (child.pid !== undefined) process.kill(-child.pid, signal)
+  } catch {
+    // already gone
+  }
+}

@@ -1,0 +1,29 @@
+import { hostname } from 'node:os'
+import type { Pool } from 'pg'
+
+/**
+ * A pool on the fleet's database. `pg` is loaded here, on first use, so that a host
+ * without a database URL never pays for it. Every pool has an error listener: an idle
+ * connection whose server went away must not kill the process (it is dropped, and the
+ * next query connects again).
+ */
+export async function connectPool(url: string, role: string, max = 4): Promise<Pool> {
+  const { default: pg } = await import('pg')
+  const pool = new pg.Pool({
+    connectionString: url,
+    max,
+    connectionTimeoutMillis: 5_000,
+    idleTimeoutMillis: 30_000,
+    keepAlive: true,
+    application_name: `ctxagent ${role} ${hostname()}:${process.pid}`.slice(0, 63),
+  })
+  pool.on('error', () => undefined)
+  return pool
+}
+
+/** A one-line reason from a pg or network error, never the URL (it may hold a password). */
+export function pgReason(err: unknown): string {
+  const e = err as { code?: string; message?: string }
+  const message = (e.message ?? String(err)).replace(/postgres(ql)?:\/\/\S+/gi, 'the database URL')
+  return e.code !== undefined && !message.includes(e.code) ? `${message} [${e.code}]` : message
+}

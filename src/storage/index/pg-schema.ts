@@ -1,0 +1,108 @@
+import type { PoolClient } from 'pg'
+
+/**
+ * The fleet's tables in PostgreSQL (SPEC §14.1), as numbered migrations: `tasks` has
+ * the columns of tasks.db (task-index.ts), times kept as the same ISO text so that both
+ * indexes answer alike; `fleet_jobs` and `fleet_workers` are the queue and its workers.
+ * Migrations only add: none drops or rewrites what an older ctxagent wrote.
+ */
+const MIGRATIONS: readonly string[] = [
+  `CREATE TABLE IF NOT EXISTS tasks (
+     uuid TEXT PRIMARY KEY,
+     status TEXT NOT NULL,
+     location TEXT NOT NULL DEFAULT 'running',
+     task_type TEXT NOT NULL,
+     task_identifier TEXT,
+     repository TEXT,
+     "user" TEXT,
+     hostname TEXT,
+     created_at TEXT NOT NULL,
+     started_at TEXT,
+     updated_at TEXT,
+     completed_at TEXT,
+     metadata TEXT,
+     total_messages BIGINT DEFAULT 0,
+     total_summaries BIGINT DEFAULT 0,
+     total_tool_calls BIGINT DEFAULT 0,
+     llm_call_count BIGINT DEFAULT 0,
+     total_tokens BIGINT DEFAULT 0,
+     compression_count BIGINT DEFAULT 0,
+     final_token_count BIGINT,
+     final_message_count BIGINT,
+     error_message TEXT,
+     disk_bytes BIGINT,
+     disk_bytes_raw BIGINT
+   );
+   CREATE INDEX IF NOT EXISTS idx_tasks_status ON tasks(status);
+   CREATE INDEX IF NOT EXISTS idx_tasks_task_type ON tasks(task_type);
+   CREATE INDEX IF NOT EXISTS idx_tasks_repository ON tasks(repository);
+   CREATE INDEX IF NOT EXISTS idx_tasks_user ON tasks("user");
+   CREATE INDEX IF NOT EXISTS idx_tasks_completed_at ON tasks(completed_at);
+   CREATE INDEX IF NOT EXISTS idx_tasks_location ON tasks(location);
+   CREATE INDEX IF NOT EXISTS idx_tasks_created_at ON tasks(created_at);`,
+  `CREATE TABLE IF NOT EXISTS fleet_jobs (
+     id BIGSERIAL PRIMARY KEY,
+     task_uuid TEXT NOT NULL,
+     kind TEXT NOT NULL,
+     spec JSONB NOT NULL,
+     state TEXT NOT NULL DEFAULT 'waiting',
+     priority INTEGER NOT NULL DEFAULT 0,
+     attempts INTEGER NOT NULL DEFAULT 0,
+     dedupe_key TEXT,
+     claimed_by TEXT,
+     claimed_at TIMESTAMPTZ,
+     created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+     finished_at TIMESTAMPTZ,
+     outcome TEXT,
+     error TEXT
+   );
+   CREATE INDEX IF NOT EXISTS idx_fleet_jobs_waiting ON fleet_jobs(priority DESC, id) WHERE state = 'waiting';
+   CREATE INDEX IF NOT EXISTS idx_fleet_jobs_task ON fleet_jobs(task_uuid);
+   CREATE UNIQUE INDEX IF NOT EXISTS idx_fleet_jobs_dedupe ON fleet_jobs(dedupe_key) WHERE dedupe_key IS NOT NULL;
+   CREATE UNIQUE INDEX IF NOT EXISTS idx_fleet_jobs_one_open ON fleet_jobs(task_uuid) WHERE state IN ('waiting', 'running');
+   CREATE TABLE IF NOT EXISTS fleet_workers (
+     id TEXT PRIMARY KEY,
+     hostname TEXT NOT NULL,
+     host_id TEXT NOT NULL,
+     pid INTEGER NOT NULL,
+     concurrency INTEGER NOT NULL,
+     started_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+     heartbeat_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+     stopped_at TIMESTAMPTZ
+   );
+   CREATE OR REPLACE FUNCTION fleet_jobs_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+   BEGIN
+     PERFORM pg_notify('ctxagent_jobs', '');
+     RETURN NULL;
+   END $$;
+   DROP TRIGGER IF EXISTS fleet_jobs_waiting ON fleet_jobs;
+   CREATE TRIGGER fleet_jobs_waiting AFTER INSERT OR UPDATE OF state ON fleet_jobs
+     FOR EACH ROW WHEN (NEW.state = 'waiting') EXECUTE FUNCTION fleet_jobs_notify();`,
+]
+
+/** Advisory lock keys (bigint constants: hashtext() is not a stable API). */
+export const LOCK_KEYS = { migrate: 0x637478_01, watchLocks: 0x637478_02, cleanup: 0x637478_03 } as const
+
+/**
+ * Brings the schema up to date: under a transaction-scoped advisory lock, so that many
+ * hosts starting at once migrate once and the others wait, then find nothing to do.
+ * A database migrated by a newer ctxagent is used as it is (migrations only add).
+ */
+export async function migrate(client: PoolClient): Promise<void> {
+  await client.query('BEGIN')
+  try {
+    await client.query('SELECT pg_advisory_xact_lock($1)', [LOCK_KEYS.migrate])
+    await client.query('CREATE TABLE IF NOT EXISTS ctxagent_schema (version INTEGER NOT NULL)')
+    const row = (await client.query<{ version: number }>('SELECT version FROM ctxagent_schema')).rows[0]
+    if (row === undefined) await client.query('INSERT INTO ctxagent_schema (version) VALUES (0)')
+    const current = row?.version ?? 0
+    for (let i = current; i < MIGRATIONS.length; i++) await client.query(MIGRATIONS[i] as string)
+    if (current < MIGRATIONS.length) await client.query('UPDATE ctxagent_schema SET version = $1', [MIGRATIONS.length])
+    await client.query('COMMIT')
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined)
+    throw err
+  }
+}
+
+export const SCHEMA_VERSION = MIGRATIONS.length

@@ -1,0 +1,271 @@
+import type { Pool, PoolClient } from 'pg'
+import type { DiskUse } from '../fs/disk.js'
+import { LOCATIONS } from '../fs/layout.js'
+import type { Location } from '../fs/layout.js'
+import { connectPool, pgReason } from './pg-pool.js'
+import { migrate } from './pg-schema.js'
+import type { FinishedRow, IndexStore } from './store.js'
+import { COLUMNS, TaskIndex } from './task-index.js'
+import type { TaskKeyColumns, TaskRow } from './task-index.js'
+
+/** Columns PostgreSQL returns as text (BIGINT) that a TaskRow holds as numbers. */
+const NUMERIC = new Set<keyof TaskRow>([
+  'total_messages', 'total_summaries', 'total_tool_calls', 'llm_call_count', 'total_tokens', 'compression_count',
+  'final_token_count', 'final_message_count', 'disk_bytes', 'disk_bytes_raw',
+])
+const SELECT = COLUMNS.map((c) => `"${c}"`).join(', ')
+const UPSERT = `INSERT INTO tasks (${SELECT}) SELECT ${SELECT} FROM jsonb_populate_recordset(NULL::tasks, $1::jsonb)
+  ON CONFLICT (uuid) DO UPDATE SET ${COLUMNS.filter((c) => c !== 'uuid').map((c) => `"${c}" = excluded."${c}"`).join(', ')}`
+/** Rows per statement in a rebuild: one JSON parameter each, well under PostgreSQL's limits. */
+const BATCH = 2_000
+/** How long close() keeps retrying queued writes before it leaves them to reindex. */
+const CLOSE_PATIENCE_MS = 10_000
+
+/**
+ * The index in PostgreSQL (SPEC §14.1). Writes are queued per task (the latest row
+ * wins) and flushed in the background in one transaction; a failed flush is retried
+ * with backoff, so a task keeps running while the database is away (SPEC §14.3).
+ */
+export class PgStore implements IndexStore {
+  readonly name = 'PostgreSQL'
+  /** uuid → its newest row, or null for a removal. */
+  private pending = new Map<string, TaskRow | null>()
+  private pendingDisk = new Map<string, DiskUse>()
+  private flushing: Promise<boolean> | null = null
+  private timer: NodeJS.Timeout | null = null
+  private failures = 0
+  private lastError: string | null = null
+  private migrated = false
+
+  private constructor(readonly pool: Pool, private readonly warn: (message: string) => void) {}
+
+  /**
+   * Connects, and creates or migrates the tables (under an advisory lock). With
+   * `lazy`, a database that cannot be reached now is no error: writes queue until it
+   * can (an agent started during an outage still gets its rows in), reads fail.
+   */
+  static async open(url: string, warn: (message: string) => void, options: { lazy?: boolean } = {}): Promise<PgStore> {
+    const pool = await connectPool(url, 'index')
+    const store = new PgStore(pool, warn)
+    try {
+      await store.ensureSchema()
+    } catch (err) {
+      if (options.lazy === true) {
+        store.lastError = pgReason(err)
+        warn(`the PostgreSQL index cannot be reached now (${store.lastError}); its writes wait for it`)
+        return store
+      }
+      await pool.end().catch(() => undefined)
+      throw err
+    }
+    return store
+  }
+
+  private async ensureSchema(): Promise<void> {
+    if (this.migrated) return
+    const client = await this.pool.connect()
+    try {
+      await migrate(client)
+      this.migrated = true
+    } finally {
+      client.release()
+    }
+  }
+
+  upsert(row: TaskRow): void {
+    this.pending.set(row.uuid, { ...row })
+    this.schedule(0)
+  }
+
+  remove(uuid: string): void {
+    this.pending.set(uuid, null)
+    this.pendingDisk.delete(uuid)
+    this.schedule(0)
+  }
+
+  setDiskUse(measured: readonly { uuid: string; disk: DiskUse }[]): void {
+    for (const { uuid, disk } of measured) this.pendingDisk.set(uuid, disk)
+    if (measured.length > 0) this.schedule(0)
+  }
+
+  async replaceAll(rows: readonly TaskRow[]): Promise<void> {
+    await this.drain()
+    await this.ensureSchema()
+    await this.transaction(async (client) => {
+      await client.query('DELETE FROM tasks')
+      for (let i = 0; i < rows.length; i += BATCH) await client.query(UPSERT, [JSON.stringify(rows.slice(i, i + BATCH))])
+    })
+  }
+
+  async uuidsWithStatus(status: string): Promise<string[]> {
+    await this.drain()
+    await this.ensureSchema()
+    return (await this.pool.query<{ uuid: string }>('SELECT uuid FROM tasks WHERE status = $1', [status])).rows.map((r) => r.uuid)
+  }
+
+  async finishedWithKey(key: TaskKeyColumns): Promise<FinishedRow[]> {
+    await this.drain()
+    await this.ensureSchema()
+    // NULLS LAST: as SQLite orders them, so both indexes pick the same candidate.
+    const result = await this.pool.query<FinishedRow>(
+      `SELECT uuid, location, status, completed_at FROM tasks
+       WHERE task_type = $1 AND task_identifier IS NOT DISTINCT FROM $2 AND repository IS NOT DISTINCT FROM $3
+         AND "user" IS NOT DISTINCT FROM $4 AND status IN ('completed', 'failed')
+       ORDER BY completed_at DESC NULLS LAST LIMIT 20`,
+      [key.task_type, key.task_identifier, key.repository, key.user],
+    )
+    return result.rows
+  }
+
+  async counts(): Promise<Record<Location, number>> {
+    await this.drain()
+    await this.ensureSchema()
+    const counts = Object.fromEntries(LOCATIONS.map((l) => [l, 0])) as Record<Location, number>
+    const result = await this.pool.query<{ location: Location; n: string }>('SELECT location, count(*) AS n FROM tasks GROUP BY location')
+    for (const row of result.rows) if (row.location in counts) counts[row.location] = Number(row.n)
+    return counts
+  }
+
+  async locations(): Promise<Map<string, Location>> {
+    await this.drain()
+    await this.ensureSchema()
+    const result = await this.pool.query<{ uuid: string; location: Location }>('SELECT uuid, location FROM tasks')
+    return new Map(result.rows.map((r) => [r.uuid, r.location]))
+  }
+
+  async get(uuid: string): Promise<TaskRow | undefined> {
+    await this.drain()
+    await this.ensureSchema()
+    const row = (await this.pool.query<Record<string, unknown>>(`SELECT ${SELECT} FROM tasks WHERE uuid = $1`, [uuid])).rows[0]
+    return row === undefined ? undefined : decode(row)
+  }
+
+  async reporting(): Promise<{ db: TaskIndex; owned: boolean }> {
+    await this.drain()
+    await this.ensureSchema()
+    const rows = (await this.pool.query<Record<string, unknown>>(`SELECT ${SELECT} FROM tasks`)).rows.map(decode)
+    const copy = TaskIndex.open(':memory:')
+    copy.replaceAll(rows)
+    copy.onDiskUse = (measured) => this.setDiskUse(measured)
+    return { db: copy, owned: false }
+  }
+
+  async close(): Promise<void> {
+    if (this.timer !== null) clearTimeout(this.timer)
+    this.timer = null
+    const deadline = Date.now() + CLOSE_PATIENCE_MS
+    let flushed = await this.flush()
+    while (!flushed && Date.now() < deadline) {
+      await sleep(Math.min(backoff(this.failures), deadline - Date.now()))
+      flushed = await this.flush()
+    }
+    const left = this.pending.size + this.pendingDisk.size
+    if (left > 0) this.warn(`${left} index write(s) not made in PostgreSQL (${this.lastError ?? 'unreachable'}); the task directories have them: run ctxagent reindex once it is back`)
+    await this.pool.end().catch(() => undefined)
+  }
+
+  /** Every queued write made, or the reason it could not be. */
+  private async drain(): Promise<void> {
+    if (this.pending.size === 0 && this.pendingDisk.size === 0 && this.flushing === null) return
+    if (!(await this.flush())) throw new Error(`PostgreSQL index writes failed: ${this.lastError}`)
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.timer !== null || this.flushing !== null) return
+    this.timer = setTimeout(() => {
+      this.timer = null
+      void this.flush().then((ok) => {
+        if (!ok) this.schedule(backoff(this.failures))
+      })
+    }, delayMs)
+    // close() waits for what is queued; a timer alone must not hold a finished command open.
+    this.timer.unref()
+  }
+
+  /** One attempt at writing what is queued (joining one under way); true when nothing is left. */
+  private async flush(): Promise<boolean> {
+    while (this.flushing !== null) await this.flushing
+    if (this.pending.size === 0 && this.pendingDisk.size === 0) return true
+    const rows = this.pending
+    const disk = this.pendingDisk
+    this.pending = new Map()
+    this.pendingDisk = new Map()
+    this.flushing = this.write(rows, disk).then(
+      () => {
+        this.failures = 0
+        return true
+      },
+      (err: unknown) => {
+        this.failures++
+        this.lastError = pgReason(err)
+        // Put back what no newer write replaced meanwhile.
+        for (const [uuid, row] of rows) if (!this.pending.has(uuid)) this.pending.set(uuid, row)
+        for (const [uuid, use] of disk) if (!this.pendingDisk.has(uuid)) this.pendingDisk.set(uuid, use)
+        return false
+      },
+    )
+    try {
+      const ok = await this.flushing
+      return ok && this.pending.size === 0 && this.pendingDisk.size === 0
+    } finally {
+      this.flushing = null
+      if (this.pending.size > 0 || this.pendingDisk.size > 0) this.schedule(this.failures > 0 ? backoff(this.failures) : 0)
+    }
+  }
+
+  private async write(rows: Map<string, TaskRow | null>, disk: Map<string, DiskUse>): Promise<void> {
+    await this.ensureSchema()
+    const upserts = [...rows.values()].filter((r): r is TaskRow => r !== null)
+    const removals = [...rows].filter(([, r]) => r === null).map(([uuid]) => uuid)
+    const uses = [...disk].map(([uuid, use]) => ({ uuid, bytes: use.bytes, raw: use.raw }))
+    const statements: [string, unknown[]][] = []
+    if (removals.length > 0) statements.push(['DELETE FROM tasks WHERE uuid = ANY($1::text[])', [removals]])
+    if (upserts.length > 0) statements.push([UPSERT, [JSON.stringify(upserts)]])
+    if (uses.length > 0) {
+      statements.push([
+        `UPDATE tasks t SET disk_bytes = d.bytes, disk_bytes_raw = d.raw
+         FROM jsonb_to_recordset($1::jsonb) AS d(uuid TEXT, bytes BIGINT, raw BIGINT) WHERE t.uuid = d.uuid`,
+        [JSON.stringify(uses)],
+      ])
+    }
+    if (statements.length === 1) {
+      const [sql, params] = statements[0] as [string, unknown[]]
+      await this.pool.query(sql, params)
+      return
+    }
+    await this.transaction(async (client) => {
+      for (const [sql, params] of statements) await client.query(sql, params)
+    })
+  }
+
+  private async transaction(body: (client: PoolClient) => Promise<void>): Promise<void> {
+    const client = await this.pool.connect()
+    try {
+      await client.query('BEGIN')
+      await body(client)
+      await client.query('COMMIT')
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined)
+      throw err
+    } finally {
+      client.release()
+    }
+  }
+}
+
+function decode(row: Record<string, unknown>): TaskRow {
+  const out: Record<string, unknown> = {}
+  for (const column of COLUMNS) {
+    const value = row[column]
+    out[column] = NUMERIC.has(column) && value !== null && value !== undefined ? Number(value) : value ?? null
+  }
+  return out as unknown as TaskRow
+}
+
+function backoff(failures: number): number {
+  return Math.min(100 * 2 ** Math.max(0, failures - 1), 5_000)
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)))
+}

@@ -1,0 +1,111 @@
+import { LOCATIONS } from '../fs/layout.js'
+import type { Layout, Location } from '../fs/layout.js'
+import type { DiskUse } from '../fs/disk.js'
+import { TaskIndex } from './task-index.js'
+import type { TaskKeyColumns, TaskRow } from './task-index.js'
+
+export type FinishedRow = Pick<TaskRow, 'uuid' | 'location' | 'status' | 'completed_at'>
+
+/**
+ * The index of tasks, in tasks.db or in PostgreSQL (SPEC §7, §14.1): one interface, two
+ * implementations, chosen in one place (open.ts). Writes return at once, as the agent
+ * loop needs (tasks.db writes them there and then; PostgreSQL queues them and flushes
+ * in the background, with retries: the tree stays the truth and reindex repairs what a
+ * long outage missed). Reads are asynchronous, and see every write made before them.
+ */
+export interface IndexStore {
+  /** What the index is, for messages: `tasks.db` or `PostgreSQL`. */
+  readonly name: string
+  upsert(row: TaskRow): void
+  remove(uuid: string): void
+  /** Caches measured disk use of settled tasks. */
+  setDiskUse(measured: readonly { uuid: string; disk: DiskUse }[]): void
+  /** Replaces every row (reindex), in one transaction. */
+  replaceAll(rows: readonly TaskRow[]): Promise<void>
+  uuidsWithStatus(status: string): Promise<string[]>
+  /** Finished tasks (completed or failed) with this task key, newest first: the candidates for inheritance. */
+  finishedWithKey(key: TaskKeyColumns): Promise<FinishedRow[]>
+  /** Rows per location (compared with directory listings to notice drift). */
+  counts(): Promise<Record<Location, number>>
+  /** Every row's uuid and location. */
+  locations(): Promise<Map<string, Location>>
+  get(uuid: string): Promise<TaskRow | undefined>
+  /**
+   * The rows as a tasks.db the reporting queries (stats) run on: tasks.db itself, or an
+   * in-memory copy of PostgreSQL's whose disk-use cache writes go back to PostgreSQL.
+   * Closed by the caller only when it is not the store's own (`owned` false).
+   */
+  reporting(): Promise<{ db: TaskIndex; owned: boolean }>
+  /** Waits until every queued write is made (or has failed for good); then closes. */
+  close(): Promise<void>
+}
+
+/** tasks.db behind the interface: synchronous underneath, so nothing waits. */
+export class SqliteStore implements IndexStore {
+  readonly name = 'tasks.db'
+
+  constructor(readonly db: TaskIndex) {}
+
+  static open(path: string): SqliteStore {
+    return new SqliteStore(TaskIndex.open(path))
+  }
+
+  upsert(row: TaskRow): void {
+    this.db.upsert(row)
+  }
+
+  remove(uuid: string): void {
+    this.db.remove(uuid)
+  }
+
+  setDiskUse(measured: readonly { uuid: string; disk: DiskUse }[]): void {
+    this.db.setDiskUse(measured)
+  }
+
+  async replaceAll(rows: readonly TaskRow[]): Promise<void> {
+    this.db.replaceAll(rows)
+  }
+
+  async uuidsWithStatus(status: string): Promise<string[]> {
+    return this.db.uuidsWithStatus(status)
+  }
+
+  async finishedWithKey(key: TaskKeyColumns): Promise<FinishedRow[]> {
+    return this.db.finishedWithKey(key)
+  }
+
+  async counts(): Promise<Record<Location, number>> {
+    return Object.fromEntries(LOCATIONS.map((l) => [l, this.db.countAt(l)])) as Record<Location, number>
+  }
+
+  async locations(): Promise<Map<string, Location>> {
+    return this.db.locations()
+  }
+
+  async get(uuid: string): Promise<TaskRow | undefined> {
+    return this.db.get(uuid)
+  }
+
+  async reporting(): Promise<{ db: TaskIndex; owned: boolean }> {
+    return { db: this.db, owned: true }
+  }
+
+  async close(): Promise<void> {
+    this.db.close()
+  }
+}
+
+export interface Drift {
+  location: Location
+  indexed: number
+  found: number
+}
+
+/**
+ * Where the index disagrees with the directories: each location's row count against a
+ * listing of it. Listings are cheap; reading every task is not. Empty when they agree.
+ */
+export async function indexDrift(index: IndexStore, layout: Layout, locations: readonly Location[] = LOCATIONS): Promise<Drift[]> {
+  const counts = await index.counts()
+  return locations.map((location) => ({ location, indexed: counts[location], found: layout.list(location).length })).filter((d) => d.indexed !== d.found)
+}

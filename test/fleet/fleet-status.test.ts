@@ -1,0 +1,84 @@
+import pg from 'pg'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { LOCK_KEYS } from '../../src/storage/index/pg-schema.js'
+import { exitOf } from '../helpers/wait.js'
+import { startPostgres } from '../helpers/postgres.js'
+import type { PgServer } from '../helpers/postgres.js'
+import { runSetup } from '../run/harness.js'
+
+let server: PgServer
+beforeAll(async () => {
+  server = await startPostgres()
+})
+afterAll(async () => {
+  await server?.stop()
+})
+
+async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>): Promise<T> {
+  for (let i = 0; ; i++) {
+    const value = await probe().catch(() => null)
+    if (value) return value
+    if (i > 1200) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+}
+
+describe('ctxagent fleet and stats --check in a fleet', () => {
+  it('shows workers, their tasks, jobs by state and the oldest waiting job; stats --check alerts on the queue', async () => {
+    const s = await runSetup('alerts:\n  queue_wait_minutes: 0.0001\n')
+    const db = { CTXAGENT_DATABASE_URL: server.url }
+    expect(await s.run(['fleet'])).toMatchObject({ code: 2, stderr: "ctxagent: fleet needs the fleet's PostgreSQL database (set fleet.database_url in the config, or CTXAGENT_DATABASE_URL)\n" })
+    const first = (await s.run(['enqueue', '--task', 'one', '--workspace', s.ws], db)).stdout.trim()
+    await s.run(['enqueue', '--task', 'two', '--workspace', s.ws, '--priority', '5'], db)
+    const idle = JSON.parse((await s.run(['fleet', '--json'], db)).stdout) as Record<string, unknown>
+    expect(idle).toMatchObject({ workers: [], jobs: { waiting: 2, running: 0, done: 0 }, outcomes: {}, oldest_waiting: { task_uuid: first } })
+    // Jobs wait with no live worker: critical; and they have waited longer than queue_wait_minutes: a warning too.
+    const check = await s.run(['stats', '--check', '--json'], db)
+    expect(check.code).toBe(2)
+    const alerts = (JSON.parse(check.stdout) as { alerts: { metric: string; level: string }[] }).alerts
+    expect(alerts).toEqual(expect.arrayContaining([expect.objectContaining({ metric: 'queue_no_worker', level: 'critical' }), expect.objectContaining({ metric: 'queue_wait', level: 'warning' })]))
+
+    let n = 0
+    s.fake.fallback = () => ({ delayMs: 50, calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
+    process.env.CTXAGENT_DATABASE_URL = server.url
+    const worker = s.start(['worker', '--concurrency', '2'])
+    delete process.env.CTXAGENT_DATABASE_URL
+    const busy = await until('both jobs running', async () => {
+      const status = JSON.parse((await s.run(['fleet', '--json'], db)).stdout) as { workers: { tasks: string[]; live: boolean; hostname: string; concurrency: number }[]; jobs: { running: number } }
+      return status.jobs.running === 2 ? status : null
+    })
+    expect(busy.workers).toHaveLength(1)
+    expect(busy.workers[0]).toMatchObject({ live: true, concurrency: 2 })
+    expect(busy.workers[0]?.tasks).toHaveLength(2)
+    const human = await s.run(['fleet'], db)
+    expect(human.stdout).toContain('Workers: 1 live')
+    expect(human.stdout).toContain('Jobs: 0 waiting, 2 running, 0 done')
+    expect(human.stdout).toContain('Oldest waiting job: none')
+    worker.child.kill('SIGTERM')
+    expect((await exitOf(worker.child)).code).toBe(0)
+    const after = JSON.parse((await s.run(['fleet', '--json'], db)).stdout) as Record<string, unknown>
+    expect(after).toMatchObject({ workers: [], jobs: { waiting: 2, running: 0, done: 2 }, outcomes: { paused: 2 } })
+  })
+})
+
+describe('passes never overlap fleet-wide', () => {
+  it('cleanup and watch-locks skip their pass while another host holds it, and run once it is free', async () => {
+    const s = await runSetup()
+    const db = { CTXAGENT_DATABASE_URL: server.url }
+    expect((await s.run(['fleet', '--json'], db)).code).toBe(0) // the tables exist
+    const other = new pg.Client({ connectionString: server.url })
+    other.on('error', () => undefined)
+    await other.connect()
+    await other.query('SELECT pg_advisory_lock($1), pg_advisory_lock($2)', [LOCK_KEYS.cleanup, LOCK_KEYS.watchLocks])
+    const cleanup = await s.run(['cleanup'], db)
+    expect(cleanup).toMatchObject({ code: 0, stderr: 'ctxagent: warning: another host runs cleanup; this run was skipped\n' })
+    const watch = await s.run(['watch-locks', '--once'], db)
+    expect(watch.code).toBe(0)
+    expect(watch.stderr).toBe('ctxagent: warning: another host runs a watch-locks pass; this one was skipped\n')
+    await other.end() // the other host goes away: its locks with it
+    const again = await s.run(['cleanup'], db)
+    expect(again.code).toBe(0)
+    expect(again.stderr).toBe('')
+    expect((await s.run(['watch-locks', '--once'], db)).stderr).toBe('')
+  })
+})

@@ -1,0 +1,272 @@
+import { spawn, spawnSync } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
+import pg from 'pg'
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
+import { BIN } from '../helpers/run.js'
+import { exitOf } from '../helpers/wait.js'
+import { startPostgres } from '../helpers/postgres.js'
+import type { PgServer } from '../helpers/postgres.js'
+import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
+import type { RunSetup } from '../run/harness.js'
+
+/**
+ * Hosts are simulated on this machine: each worker in a UTS namespace of its own (its
+ * host name) and a PID namespace of its own (it cannot see the other host's pids, and
+ * SIGKILL to its PID 1 ends everything on that "host" at once, as a crash would).
+ */
+const canUnshare = process.getuid?.() === 0 && spawnSync('unshare', ['--uts', '--pid', '--fork', 'true']).status === 0
+
+let server: PgServer
+beforeAll(async () => {
+  server = await startPostgres()
+})
+afterAll(async () => {
+  await server?.stop()
+})
+
+async function query<T extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<T[]> {
+  const client = new pg.Client({ connectionString: server.url })
+  client.on('error', () => undefined)
+  await client.connect()
+  try {
+    return (await client.query<T>(sql, params)).rows
+  } finally {
+    await client.end()
+  }
+}
+
+async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>): Promise<T> {
+  for (let i = 0; ; i++) {
+    const value = await probe().catch(() => null)
+    if (value) return value
+    if (i > 600) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+}
+
+const FAST_LOCKS = 'locks:\n  heartbeat_seconds: 0.2\n  stale_after_seconds: 1\nfleet:\n  poll_seconds: 0.5\n'
+const finish = { calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] }
+
+interface Host {
+  unshare: ChildProcess
+  err: () => string
+  /** The worker's pid as this machine sees it (PID 1 of its namespace). */
+  workerPid: () => number
+}
+
+function onHost(s: RunSetup, name: string): Host {
+  const child = spawn('unshare', ['--uts', '--pid', '--fork', '--mount-proc', 'sh', '-c', 'hostname "$0" && exec "$@"', name, process.execPath, BIN, 'worker', '--home', s.tree.base, '--config', s.config], {
+    env: { ...process.env, CTXAGENT_DATABASE_URL: server.url, CTXAGENT_HOME: '', CTXAGENT_CONFIG: '', NO_COLOR: '1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let err = ''
+  child.stderr?.on('data', (d: Buffer) => (err += d.toString()))
+  const workerPid = () => Number(spawnSync('ps', ['-o', 'pid=', '--ppid', String(child.pid)]).stdout.toString().trim())
+  onTestFinished(() => {
+    if (child.exitCode === null && child.signalCode === null) {
+      const pid = workerPid()
+      if (pid > 0) process.kill(pid, 'SIGKILL')
+    }
+  })
+  return { unshare: child, err: () => err, workerPid }
+}
+
+/** Two turns per task: look around first, then finish; decided from the request itself, so replies never cross tasks. */
+const twoTurns = (req: { body: { messages: { role: string }[]; tools?: unknown } }) =>
+  req.body.messages.some((m) => m.role === 'tool') ? finish : { calls: [{ name: 'glob', arguments: { pattern: '*.js' } }] }
+
+function expectExactlyOnce(s: RunSetup, uuids: string[]): void {
+  for (const uuid of uuids) {
+    const task = readTask(s.tree, uuid)
+    expect(task.location).toBe('completed')
+    expect(task.state.status).toBe('completed')
+    expectContinuousSeq(task.messages)
+    expect(task.tools.filter((t) => t.tool_name === 'finish')).toHaveLength(1)
+    expect(task.messages.filter((m) => m.role === 'user')).toHaveLength(1)
+  }
+}
+
+describe('a fleet on one host', () => {
+  it('PostgreSQL SIGKILLed and restarted mid-run: nothing lost, nothing run twice, the index equal to the tree', { timeout: 180_000 }, async () => {
+    const s = await runSetup(FAST_LOCKS)
+    const db = { CTXAGENT_DATABASE_URL: server.url }
+    await query('TRUNCATE fleet_jobs, fleet_workers, tasks').catch(() => undefined)
+    // The database is killed while a task waits for its LLM reply (the 5th request: the third task under way),
+    // so that tasks are certainly running through the outage.
+    let killed: Promise<void> | null = null
+    let down = false
+    let answeredWhileDown = 0
+    let requests = 0
+    s.fake.fallback = (req) => {
+      if (Array.isArray(req.body.tools) && ++requests === 5) {
+        killed = server.kill().then(() => {
+          down = true
+        })
+        return { delayMs: 300, ...twoTurns(req) }
+      }
+      if (down) answeredWhileDown++
+      return { delayMs: 20, ...twoTurns(req) }
+    }
+    onTestFinished(async () => {
+      if (killed !== null && down) await server.restart().catch(() => undefined)
+    })
+    const uuids: string[] = []
+    for (let i = 0; i < 8; i++) uuids.push((await s.run(['enqueue', '--task', `task ${i}`, '--workspace', s.ws], db)).stdout.trim())
+    process.env.CTXAGENT_DATABASE_URL = server.url
+    const worker = s.start(['worker', '--concurrency', '2'])
+    delete process.env.CTXAGENT_DATABASE_URL
+    // Tasks under way keep working on the tree while the database is away.
+    await until('an LLM turn while the database is down', async () => answeredWhileDown >= 1).catch((err) => {
+      throw new Error(`${(err as Error).message}; ${requests} requests; worker said:\n${worker.err().slice(-3000)}`)
+    })
+    down = false
+    await server.restart()
+    const jobs = await until('every job done', async () => {
+      const rows = await query<{ task_uuid: string; state: string; outcome: string }>('SELECT task_uuid, state, outcome FROM fleet_jobs ORDER BY id')
+      return rows.length === 8 && rows.every((r) => r.state === 'done') ? rows : null
+    }).catch(async (err) => {
+      throw new Error(`${(err as Error).message}: ${JSON.stringify(await query('SELECT id, state, outcome, claimed_by FROM fleet_jobs ORDER BY id').catch((e: Error) => e.message))}; worker said:\n${worker.err().replace(/^\{.*\n/gm, '').slice(-3000)}`)
+    })
+    expect(jobs.map((j) => j.task_uuid)).toEqual(uuids)
+    expect(jobs.map((j) => j.outcome), worker.err().replace(/^\{.*\n/gm, '')).toEqual(uuids.map(() => 'completed'))
+    expectExactlyOnce(s, uuids)
+    expect(agentRequests(s.fake)).toHaveLength(16)
+    worker.child.kill('SIGTERM')
+    expect((await exitOf(worker.child)).code).toBe(0)
+    // Index writes made while it was down were retried: PostgreSQL's index says what the tree says.
+    const rows = await query<{ uuid: string; status: string; location: string }>('SELECT uuid, status, location FROM tasks ORDER BY uuid')
+    expect(rows).toEqual([...uuids].sort().map((uuid) => ({ uuid, status: 'completed', location: 'completed' })))
+  })
+})
+
+describe.runIf(canUnshare)('a fleet on two simulated hosts', () => {
+  it('3 workers on 2 hosts run 60 tasks: each completed exactly once, seq continuous, the index equal to the tree', { timeout: 300_000 }, async () => {
+    const s = await runSetup(FAST_LOCKS)
+    await query('TRUNCATE fleet_jobs, fleet_workers, tasks').catch(() => undefined)
+    s.fake.fallback = twoTurns
+    const env = { ...process.env, CTXAGENT_DATABASE_URL: server.url, CTXAGENT_HOME: '', CTXAGENT_CONFIG: '', NO_COLOR: '1' }
+    const worker = [process.execPath, BIN, 'worker', '--home', s.tree.base, '--config', s.config, '--concurrency', '2']
+    // Host a runs two workers side by side; host b one.
+    const a = spawn('unshare', ['--uts', '--pid', '--fork', '--mount-proc', 'sh', '-c', 'hostname "$0"; "$@" & "$@" & wait', 'fleet-a', ...worker], { env, stdio: ['ignore', 'ignore', 'pipe'] })
+    const b = onHost(s, 'fleet-b')
+    let errA = ''
+    a.stderr?.on('data', (d: Buffer) => (errA += d.toString()))
+    const aShell = () => Number(spawnSync('ps', ['-o', 'pid=', '--ppid', String(a.pid)]).stdout.toString().trim())
+    const aWorkers = () => spawnSync('ps', ['-o', 'pid=', '--ppid', String(aShell())]).stdout.toString().trim().split(/\s+/).map(Number).filter((p) => p > 0)
+    onTestFinished(() => {
+      for (const pid of [aShell()]) if (pid > 0) process.kill(pid, 'SIGKILL')
+    })
+    await until('three workers', async () => (errA.match(/started on fleet-a/g) ?? []).length === 2 && b.err().includes('started on fleet-b'))
+    const uuids: string[] = []
+    for (let i = 0; i < 6; i++) {
+      const batch = await Promise.all(Array.from({ length: 10 }, (_, j) => s.run(['enqueue', '--task', `task ${i * 10 + j}`, '--workspace', s.ws], { CTXAGENT_DATABASE_URL: server.url })))
+      for (const res of batch) {
+        expect(res.code, res.stderr).toBe(0)
+        uuids.push(res.stdout.trim())
+      }
+    }
+    const jobs = await until('60 jobs done', async () => {
+      const rows = await query<{ task_uuid: string; outcome: string; claimed_by: string }>(`SELECT task_uuid, outcome, claimed_by FROM fleet_jobs WHERE state = 'done'`)
+      return rows.length === 60 ? rows : null
+    })
+    expect(new Set(jobs.map((j) => j.task_uuid))).toEqual(new Set(uuids))
+    expect(jobs.every((j) => j.outcome === 'completed')).toBe(true)
+    // Both hosts took part.
+    expect(new Set(jobs.map((j) => j.claimed_by.split(':')[0]))).toEqual(new Set(['fleet-a', 'fleet-b']))
+    expectExactlyOnce(s, uuids)
+    expect(agentRequests(s.fake)).toHaveLength(120)
+    for (const pid of aWorkers()) process.kill(pid, 'SIGTERM')
+    process.kill(b.workerPid(), 'SIGTERM')
+    await exitOf(a)
+    expect((await exitOf(b.unshare)).code).toBe(0)
+    // The index equals the tree: stats from PostgreSQL and from a scan agree, and each row says where its task is.
+    const fromPg = await s.run(['stats', '--json'], { CTXAGENT_DATABASE_URL: server.url })
+    const scanned = await s.run(['stats', '--json'])
+    expect(JSON.parse(fromPg.stdout)).toEqual(JSON.parse(scanned.stdout))
+    expect(await query('SELECT count(*)::int AS n FROM tasks WHERE status = $1 AND location = $1', ['completed'])).toEqual([{ n: 60 }])
+  })
+
+  it('a host lost mid-task (its worker and agent SIGKILLed): watch-locks pauses the task and queues its resume, and the other host completes it exactly', { timeout: 180_000 }, async () => {
+    const s = await runSetup(FAST_LOCKS)
+    await query('TRUNCATE fleet_jobs, fleet_workers, tasks').catch(() => undefined)
+    let n = 0
+    s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
+    const a = onHost(s, 'fleet-a')
+    await until('host a', async () => a.err().includes('started on fleet-a'))
+    const res = await s.run(['enqueue', '--task', 'look around', '--workspace', s.ws], { CTXAGENT_DATABASE_URL: server.url })
+    expect(res.code, res.stderr).toBe(0)
+    const uuid = res.stdout.trim()
+    await until('the task under way on host a', async () => agentRequests(s.fake).length >= 3)
+    process.kill(a.workerPid(), 'SIGKILL')
+    await exitOf(a.unshare)
+    const before = readTask(s.tree, uuid)
+    expect(before.location).toBe('running')
+    expect(before.metadata.hostname).toBe('fleet-a')
+
+    s.fake.fallback = () => finish
+    const b = onHost(s, 'fleet-b')
+    await until('host b', async () => b.err().includes('started on fleet-b'))
+    // watch-locks from a third host (this one) until it has judged host a's agent dead.
+    await until('the dead task recovered', async () => {
+      await s.run(['watch-locks', '--once'], { CTXAGENT_DATABASE_URL: server.url })
+      return (await query<{ outcome: string }>('SELECT outcome FROM fleet_jobs WHERE id = (SELECT min(id) FROM fleet_jobs)'))[0]?.outcome === 'died'
+    })
+    await until('the resume completed', async () => readTask(s.tree, uuid).state.status === 'completed')
+    const task = readTask(s.tree, uuid)
+    expect(task.state).toMatchObject({ status: 'completed' })
+    expectContinuousSeq(task.messages)
+    expect(task.messages.length).toBeGreaterThan(before.messages.length)
+    const jobs = await until('both jobs done', async () => {
+      const rows = await query<{ kind: string; state: string; outcome: string; claimed_by: string }>('SELECT kind, state, outcome, claimed_by FROM fleet_jobs ORDER BY id')
+      return rows.every((r) => r.state === 'done') ? rows : null
+    })
+    expect(jobs.map((j) => [j.kind, j.outcome, j.claimed_by.split(':')[0]])).toEqual([['new', 'died', 'fleet-a'], ['resume', 'completed', 'fleet-b']])
+    expect(await query('SELECT status, location FROM tasks WHERE uuid = $1', [uuid])).toEqual([{ status: 'completed', location: 'completed' }])
+    process.kill(b.workerPid(), 'SIGTERM')
+    expect((await exitOf(b.unshare)).code).toBe(0)
+  })
+
+  it('an agent frozen (SIGSTOP) past the stale time is recovered on the other host; woken (SIGCONT), it writes nothing more', { timeout: 180_000 }, async () => {
+    const s = await runSetup(FAST_LOCKS)
+    await query('TRUNCATE fleet_jobs, fleet_workers, tasks').catch(() => undefined)
+    let n = 0
+    s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
+    const a = onHost(s, 'fleet-a')
+    await until('host a', async () => a.err().includes('started on fleet-a'))
+    const uuid = (await s.run(['enqueue', '--task', 'look around', '--workspace', s.ws], { CTXAGENT_DATABASE_URL: server.url })).stdout.trim()
+    await until('the task under way on host a', async () => agentRequests(s.fake).length >= 3)
+    const agent = Number(spawnSync('ps', ['-o', 'pid=', '--ppid', String(a.workerPid())]).stdout.toString().trim().split(/\s+/)[0])
+    expect(agent).toBeGreaterThan(0)
+    process.kill(agent, 'SIGSTOP')
+    onTestFinished(() => {
+      try {
+        process.kill(agent, 'SIGKILL')
+      } catch {
+        // gone
+      }
+    })
+    s.fake.fallback = () => finish
+    const b = onHost(s, 'fleet-b')
+    await until('the frozen task recovered', async () => {
+      await s.run(['watch-locks', '--once'], { CTXAGENT_DATABASE_URL: server.url })
+      return (await query<{ outcome: string }>('SELECT outcome FROM fleet_jobs WHERE id = (SELECT min(id) FROM fleet_jobs)'))[0]?.outcome === 'died'
+    })
+    await until('the resume completed on host b', async () => readTask(s.tree, uuid).state.status === 'completed')
+    const done = readTask(s.tree, uuid)
+    const files = JSON.stringify([done.messages, done.state, done.tools])
+    process.kill(agent, 'SIGCONT')
+    await until('the woken agent to exit', async () => spawnSync('ps', ['-o', 'pid=', '-p', String(agent)]).status !== 0)
+    const after = readTask(s.tree, uuid)
+    expect(JSON.stringify([after.messages, after.state, after.tools])).toBe(files)
+    expect(after.location).toBe('completed')
+    expectContinuousSeq(after.messages)
+    const jobs = await until('both jobs ended', async () => {
+      const rows = await query<{ state: string; outcome: string; claimed_by: string }>('SELECT state, outcome, claimed_by FROM fleet_jobs ORDER BY id')
+      return rows.every((r) => r.state === 'done') ? rows : null
+    })
+    expect(jobs.map((j) => [j.outcome, j.claimed_by.split(':')[0]])).toEqual([['died', 'fleet-a'], ['completed', 'fleet-b']])
+    for (const host of [a, b]) process.kill(host.workerPid(), 'SIGTERM')
+    expect((await exitOf(b.unshare)).code).toBe(0)
+    expect((await exitOf(a.unshare)).code).toBe(0)
+  })
+})

@@ -1,0 +1,234 @@
+import { execFileSync, spawnSync } from 'node:child_process'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import pg from 'pg'
+import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest'
+import { exitOf } from '../helpers/wait.js'
+import { startPostgres } from '../helpers/postgres.js'
+import type { PgServer } from '../helpers/postgres.js'
+import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
+import type { RunSetup, Started } from '../run/harness.js'
+
+let server: PgServer
+beforeAll(async () => {
+  server = await startPostgres()
+})
+afterAll(async () => {
+  await server?.stop()
+})
+
+async function query<T extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<T[]> {
+  const client = new pg.Client({ connectionString: server.url })
+  client.on('error', () => undefined)
+  await client.connect()
+  try {
+    return (await client.query<T>(sql, params)).rows
+  } finally {
+    await client.end()
+  }
+}
+
+beforeEach(async () => {
+  const tables = await query<{ n: string }>(`SELECT count(*) AS n FROM pg_tables WHERE tablename = 'fleet_jobs'`)
+  if (tables[0]?.n === '1') await query('TRUNCATE fleet_jobs, fleet_workers, tasks')
+})
+
+const finish = { calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] }
+const db = () => ({ CTXAGENT_DATABASE_URL: server.url })
+
+/** Waits for an event of the database (polled: PostgreSQL is another process), never for a time. */
+async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>): Promise<T> {
+  for (let i = 0; ; i++) {
+    const value = await probe().catch(() => null)
+    if (value) return value
+    if (i > 1200) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+}
+
+function startWorker(s: RunSetup, args: string[] = []): Started {
+  process.env.CTXAGENT_DATABASE_URL = server.url
+  try {
+    return s.start(['worker', ...args])
+  } finally {
+    delete process.env.CTXAGENT_DATABASE_URL
+  }
+}
+
+async function enqueue(s: RunSetup, args: string[]): Promise<string> {
+  const res = await s.run(['enqueue', ...args], db())
+  expect(res.stderr).toBe('')
+  expect(res.code).toBe(0)
+  return res.stdout.trim()
+}
+
+describe('enqueue and worker', () => {
+  it('an idle worker runs what is enqueued, each task once, each in its own process; SIGTERM ends it with 0', async () => {
+    const s = await runSetup()
+    s.fake.fallback = () => finish
+    const worker = startWorker(s, ['--concurrency', '2'])
+    await until('the worker to start', async () => worker.err().includes('started on'))
+    const uuids = [] as string[]
+    for (let i = 0; i < 3; i++) uuids.push(await enqueue(s, ['--task', `task ${i}`, '--workspace', s.ws]))
+    for (const uuid of uuids) expect(uuid).toMatch(/^[0-9a-f-]{36}$/)
+    const jobs = await until('every job done', async () => {
+      const rows = await query<{ task_uuid: string; state: string; outcome: string }>('SELECT task_uuid, state, outcome FROM fleet_jobs ORDER BY id')
+      return rows.every((r) => r.state === 'done') && rows.length === 3 ? rows : null
+    })
+    expect(jobs).toEqual(uuids.map((task_uuid) => ({ task_uuid, state: 'done', outcome: 'completed' })))
+    for (const uuid of uuids) {
+      const task = readTask(s.tree, uuid)
+      expect(task.location).toBe('completed')
+      expect(task.state).toMatchObject({ status: 'completed', turns: 1 })
+      expect(task.metadata).toMatchObject({ run: { workspace: s.ws } })
+    }
+    expect(agentRequests(s.fake)).toHaveLength(3)
+    // Each ran in a process of its own, not in the worker's.
+    const pids = new Set(uuids.map((uuid) => readTask(s.tree, uuid).metadata.process_id))
+    expect(pids.size).toBe(3)
+    expect(pids.has(worker.child.pid)).toBe(false)
+    expect(await query('SELECT uuid, status, location FROM tasks ORDER BY uuid')).toEqual([...uuids].sort().map((uuid) => ({ uuid, status: 'completed', location: 'completed' })))
+    worker.child.kill('SIGTERM')
+    expect(await exitOf(worker.child)).toEqual({ code: 0, signal: null })
+    expect(await query('SELECT count(*)::int AS n FROM fleet_workers WHERE stopped_at IS NOT NULL')).toEqual([{ n: 1 }])
+  })
+
+  it('SIGTERM pauses its running task and queues its resume, which another worker completes exactly', async () => {
+    const s = await runSetup()
+    let n = 0
+    s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
+    const first = startWorker(s)
+    await until('the worker to start', async () => first.err().includes('started on'))
+    const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws])
+    await until('the task to be under way', async () => agentRequests(s.fake).length >= 2)
+    first.child.kill('SIGTERM')
+    expect(await exitOf(first.child)).toEqual({ code: 0, signal: null })
+    expect(readTask(s.tree, uuid)).toMatchObject({ location: 'paused', state: { status: 'paused' } })
+    const jobs = await query<{ kind: string; state: string; outcome: string | null }>('SELECT kind, state, outcome FROM fleet_jobs ORDER BY id')
+    expect(jobs).toEqual([{ kind: 'new', state: 'done', outcome: 'paused' }, { kind: 'resume', state: 'waiting', outcome: null }])
+
+    const before = readTask(s.tree, uuid).messages.length
+    s.fake.fallback = () => finish
+    const second = startWorker(s)
+    await until('the resume to finish', async () => (await query<{ state: string }>("SELECT state FROM fleet_jobs WHERE kind = 'resume'"))[0]?.state === 'done')
+    const task = readTask(s.tree, uuid)
+    expect(task).toMatchObject({ location: 'completed', state: { status: 'completed' } })
+    expectContinuousSeq(task.messages)
+    expect(task.messages.length).toBeGreaterThan(before)
+    second.child.kill('SIGTERM')
+    expect(await exitOf(second.child)).toEqual({ code: 0, signal: null })
+  })
+
+  it('enqueue --resume queues a paused task once; bad input says one line and queues nothing', async () => {
+    const s = await runSetup()
+    let n = 0
+    s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
+    const paused = await s.run(['run', '--task', 'look', '--workspace', s.ws, '--max-turns', '1'])
+    expect(paused.code).toBe(5) // a budget: timeout, not resumable
+    const none = await s.run(['enqueue', '--task', 'x', '--workspace', s.ws])
+    expect(none).toMatchObject({ code: 2, stderr: "ctxagent: enqueue needs the fleet's PostgreSQL database (set fleet.database_url in the config, or CTXAGENT_DATABASE_URL)\n" })
+    const down = await s.run(['enqueue', '--task', 'x', '--workspace', s.ws], { CTXAGENT_DATABASE_URL: 'postgres://u:secret@127.0.0.1:1/x' })
+    expect(down.code).toBe(1)
+    expect(down.stderr).toMatch(/^ctxagent: cannot reach the fleet's database \(.*ECONNREFUSED.*\) \(check fleet.database_url/)
+    expect(down.stderr).not.toContain('secret')
+    expect(down.stderr.split('\n')).toHaveLength(2)
+    const noWs = await s.run(['enqueue', '--task', 'x', '--workspace', '/nonexistent/ws'], db())
+    expect(noWs.code).toBe(2)
+    expect(noWs.stderr).toMatch(/^ctxagent: the workspace \/nonexistent\/ws is not a directory here/)
+    const finished = readTask(s.tree, s.tree.layout.list('completed')[0] as string)
+    const notPaused = await s.run(['enqueue', '--resume', finished.uuid], db())
+    expect(notPaused.code).toBe(4)
+    const unknown = await s.run(['enqueue', '--resume', '00000000-0000-4000-8000-000000000000'], db())
+    expect(unknown.code).toBe(3)
+    expect(await query('SELECT count(*)::int AS n FROM fleet_jobs')).toEqual([{ n: 0 }])
+
+    // A task paused (by an operator here) is queued once; a second enqueue is a conflict.
+    const worker = startWorker(s)
+    await until('the worker to start', async () => worker.err().includes('started on'))
+    const uuid = await enqueue(s, ['--task', 'look', '--workspace', s.ws])
+    await until('the task to be under way', async () => readTask(s.tree, uuid).messages.length >= 3)
+    expect((await s.run(['pause', uuid])).code).toBe(0)
+    await until('the job to end paused', async () => (await query<{ outcome: string }>('SELECT outcome FROM fleet_jobs'))[0]?.outcome === 'paused')
+    // Paused by an operator: nothing queued again by itself.
+    expect(await query('SELECT count(*)::int AS n FROM fleet_jobs')).toEqual([{ n: 1 }])
+    s.fake.fallback = () => finish
+    expect(await enqueue(s, ['--resume', uuid.slice(0, 8)])).toBe(uuid)
+    const twice = await s.run(['enqueue', '--resume', uuid], db())
+    // Either still waiting (a conflict) or already taken and running (a conflict too), or done: never two open jobs.
+    expect([0, 4]).toContain(twice.code)
+    await until('the resume to complete', async () => readTask(s.tree, uuid).state.status === 'completed')
+    expect(readTask(s.tree, uuid).state.status).toBe('completed')
+    worker.child.kill('SIGTERM')
+    expect((await exitOf(worker.child)).code).toBe(0)
+  })
+})
+
+describe('enqueue --repo', () => {
+  it('clones the repository for the task into fleet.workspaces_dir at the ref, and the task works there', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'ctxagent-repo-'))
+    onTestFinished(() => rmSync(root, { recursive: true, force: true }))
+    const git = (args: string[], cwd = root) => execFileSync('git', args, { cwd, env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@t', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@t' } })
+    const src = join(root, 'src')
+    mkdirSync(src)
+    git(['init', '--quiet', '-b', 'main'], src)
+    writeFileSync(join(src, 'calc.js'), 'v1\n')
+    git(['add', '.'], src)
+    git(['commit', '--quiet', '-m', 'v1'], src)
+    git(['tag', 'v1'], src)
+    writeFileSync(join(src, 'calc.js'), 'v2\n')
+    git(['commit', '--quiet', '-am', 'v2'], src)
+    git(['clone', '--quiet', '--bare', src, join(root, 'calc.git')])
+    const workspaces = join(root, 'workspaces')
+    const s = await runSetup(`fleet:\n  workspaces_dir: ${workspaces}\n`)
+    s.fake.fallback = () => finish
+    const bad = await s.run(['enqueue', '--task', 'x', '--repo', 'not a url'], db())
+    expect(bad).toMatchObject({ code: 2, stderr: "ctxagent: --repo 'not a url' is not a git URL (give one like https://github.com/owner/repo.git#main, git@host:owner/repo.git or an absolute path)\n" })
+    const both = await s.run(['enqueue', '--task', 'x', '--repo', join(root, 'calc.git'), '--workspace', s.ws], db())
+    expect(both.code).toBe(2)
+    const worker = startWorker(s)
+    await until('the worker to start', async () => worker.err().includes('started on'))
+    const uuid = await enqueue(s, ['--task', 'read calc.js', '--repo', `${join(root, 'calc.git')}#v1`])
+    const missing = await enqueue(s, ['--task', 'x', '--repo', `${join(root, 'nothing.git')}`])
+    await until('both jobs done', async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM fleet_jobs WHERE state = 'done'`))[0]?.n === 2)
+    const task = readTask(s.tree, uuid)
+    expect(task).toMatchObject({ location: 'completed', state: { status: 'completed' }, metadata: { run: { workspace: join(workspaces, uuid) } } })
+    expect(readFileSync(join(workspaces, uuid, 'calc.js'), 'utf8')).toBe('v1\n')
+    const failed = await query<{ outcome: string; error: string }>('SELECT outcome, error FROM fleet_jobs WHERE task_uuid = $1', [missing])
+    expect(failed[0]?.outcome).toBe('failed')
+    expect(failed[0]?.error).toMatch(/^the repository was not cloned: /)
+    expect(existsSync(join(workspaces, missing))).toBe(false)
+    worker.child.kill('SIGTERM')
+    expect((await exitOf(worker.child)).code).toBe(0)
+  })
+})
+
+const canUnshare = process.getuid?.() === 0 && spawnSync('unshare', ['--uts', '--pid', '--fork', 'true']).status === 0
+
+describe.runIf(canUnshare)('host names in the fleet', () => {
+  it('refuses a worker whose host name a live worker on another host already has', async () => {
+    const s = await runSetup()
+    const { spawn } = await import('node:child_process')
+    const { BIN } = await import('../helpers/run.js')
+    const onHost = (name: string) =>
+      spawn('unshare', ['--uts', '--pid', '--fork', '--mount-proc', 'sh', '-c', 'hostname "$0" && exec "$@"', name, process.execPath, BIN, 'worker', '--home', s.tree.base, '--config', s.config], {
+        env: { ...process.env, ...db(), CTXAGENT_HOME: '', CTXAGENT_CONFIG: '' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      })
+    const a = onHost('fleet-host-a')
+    let errA = ''
+    a.stderr.on('data', (d: Buffer) => (errA += d.toString()))
+    await until('the first worker', async () => errA.includes('started on fleet-host-a'))
+    const b = onHost('fleet-host-a')
+    let errB = ''
+    b.stderr.on('data', (d: Buffer) => (errB += d.toString()))
+    const { code } = await exitOf(b)
+    expect(code).toBe(2)
+    expect(errB).toMatch(/^ctxagent: another host named 'fleet-host-a' has a live worker \(fleet-host-a:1:[0-9a-f]+\) \(give each host of the fleet its own host name/)
+    expect(await query('SELECT hostname FROM fleet_workers')).toEqual([{ hostname: 'fleet-host-a' }])
+    // The first worker is PID 1 of its namespace: SIGKILL from here ends the whole "host".
+    const inner = Number(spawnSync('ps', ['-o', 'pid=', '--ppid', String(a.pid)]).stdout.toString().trim())
+    process.kill(inner, 'SIGTERM')
+    expect((await exitOf(a)).code).toBe(0)
+  })
+})
