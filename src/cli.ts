@@ -21,8 +21,8 @@ export function buildProgram(): Command {
   const program = new Command('ctxagent')
     .description('Disk-backed context storage, compression and recovery for LLM coding agents')
     .version(VERSION, '-V, --version')
-    .addOption(new Option('--home <dir>', 'base directory of the task tree (default: CTXAGENT_HOME, config context.base_dir, ./logs/contexts)'))
-    .addOption(new Option('--config <file>', 'config file (default: CTXAGENT_CONFIG, ./config.yaml)'))
+    .addOption(new Option('--home <dir>', 'base directory of the task tree (default: CTXAGENT_HOME, config context.base_dir, $XDG_STATE_HOME/ctxagent or ~/.local/state/ctxagent)'))
+    .addOption(new Option('--config <file>', 'config file, or none for no file (default: CTXAGENT_CONFIG, ./ctxagent.yaml, $XDG_CONFIG_HOME/ctxagent/config.yaml, /etc/ctxagent/config.yaml)'))
     .option('--json', 'machine-readable output (one JSON document, or JSON Lines for listings)')
     .option('--no-color', 'no colour (also NO_COLOR)')
     .showSuggestionAfterError(true)
@@ -75,6 +75,7 @@ function report(err: unknown, program: Command): number {
   }
   const debug = process.env.CTXAGENT_DEBUG === '1'
   if (err instanceof CtxError) {
+    if (err.logged) return err.exitCode
     process.stderr.write(`ctxagent: ${err.message}${err.hint ? ` (${err.hint})` : ''}\n`)
     if (debug && err.stack) process.stderr.write(`${err.stack}\n`)
     return err.exitCode

@@ -6,6 +6,7 @@ import { auditTask, withTaskEnv } from '../command-env.js'
 import { CtxError, LockedError, UsageError } from '../errors.js'
 import { assertRegularFiles } from '../storage/fs/files.js'
 import { resolveTask, TASK_DATA_FILES } from '../storage/fs/layout.js'
+import { VANISHED } from '../storage/lock/lock.js'
 import type { TaskRef } from '../storage/fs/layout.js'
 import { assessTask } from '../operations/reaper.js'
 import { stalenessPolicy } from '../storage/task/env.js'
@@ -14,7 +15,7 @@ import type { TaskKey } from '../storage/task/metadata.js'
 import type { Channel, RemoteTask } from '../sources/types.js'
 import { ensureLayout } from '../storage/task/lifecycle.js'
 import type { Outcome, RunStart } from '../run/run-task.js'
-import { checkProvider, effectiveConfig, newRunSettings, readTextArg, resumedRunSettings } from '../run/settings.js'
+import { checkProvider, effectiveConfig, newRunSettings, readTextArg, refuseTreeInWorkspace, resumedRunSettings } from '../run/settings.js'
 import type { RunFlags, RunSettings } from '../run/settings.js'
 import { durationArg, positiveIntArg, withEnv } from './shared.js'
 
@@ -44,10 +45,27 @@ export function runCommand(): Command {
     .option('--no-inherit', "do not start from an earlier task's summary")
     .option('--system-prompt-file <file>', 'replace the built-in system prompt')
     .addOption(new Option('--log-format <format>', 'log lines on stderr (default: text on a terminal, json otherwise)').choices(['text', 'json']))
-    .action(withEnv(run))
+    .action(withEnv(runLogged))
 }
 
-async function run(ctx: CommandEnv, opts: RunOptions): Promise<void> {
+/**
+ * In JSON log mode (the default off a terminal) every stderr line of a run is one JSON
+ * object (SPEC §12.5): warnings, the config notice, and the outcome's last line (paused,
+ * timeout, lost, failed). A refusal before any task exists (a usage error) keeps the
+ * one-line `ctxagent: …` form of every command (SPEC §9): no log has begun.
+ */
+async function runLogged(ctx: CommandEnv, opts: RunOptions): Promise<void> {
+  const format = opts.logFormat ?? (process.stderr.isTTY ? 'text' : 'json')
+  const jsonCtx: CommandEnv = format === 'text' ? ctx : { ...ctx, io: { ...ctx.io, warn: (text) => jsonLine('warn', text) } }
+  if (ctx.configNotice !== null) jsonCtx.io.warn(ctx.configNotice)
+  return run(jsonCtx, opts, format)
+}
+
+function jsonLine(level: string, msg: string, fields: Record<string, unknown> = {}): void {
+  process.stderr.write(`${JSON.stringify({ ts: new Date().toISOString(), level, msg, ...fields })}\n`)
+}
+
+async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'): Promise<void> {
   const given = [opts.task, opts.taskFile, opts.resume, opts.github, opts.gitlab].filter((x) => x !== undefined).length
   if (given === 0 && !opts.chat) throw new UsageError('no task given', 'pass --task TEXT, --task-file FILE (- for standard input), --github owner/repo#N, --gitlab group/project#N or --resume <uuid>, or start a --chat')
   if (given > 1) throw new UsageError('--task, --task-file, --github, --gitlab and --resume exclude each other', 'give one of them')
@@ -65,7 +83,7 @@ async function run(ctx: CommandEnv, opts: RunOptions): Promise<void> {
         config: prepared.config,
         settings: prepared.settings,
         stderr: process.stderr,
-        logFormat: opts.logFormat ?? (process.stderr.isTTY ? 'text' : 'json'),
+        logFormat,
         signals: true,
       },
       prepared.start,
@@ -74,7 +92,11 @@ async function run(ctx: CommandEnv, opts: RunOptions): Promise<void> {
   auditTask(ctx, 'run', outcome.uuid)
   if (ctx.json) ctx.io.json(outcome)
   else ctx.io.out(renderOutcome(outcome))
-  if (outcome.exit_code !== 0) throw outcomeError(outcome)
+  if (outcome.exit_code === 0) return
+  const err = outcomeError(outcome)
+  if (logFormat === 'text') throw err
+  jsonLine('error', err.message, { uuid: outcome.uuid, ...(err.hint ? { hint: err.hint } : {}), exit_code: err.exitCode })
+  throw new CtxError(err.message, { exitCode: err.exitCode, logged: true })
 }
 
 interface Prepared {
@@ -99,6 +121,7 @@ async function settingsFor(ctx: CommandEnv, flags: RunFlags): Promise<{ user: st
   const config = effectiveConfig(ctx.config, user, flags)
   checkProvider(config)
   const settings = newRunSettings(config, { ...flags, user }, process.cwd())
+  refuseTreeInWorkspace(settings.workspace, ctx.layout.base)
   if (settings.systemPromptFile) readTextArg(settings.systemPromptFile, 'system prompt file')
   await checkRecording(ctx, config)
   return { user, config, settings }
@@ -158,6 +181,7 @@ async function prepareResume(ctx: CommandEnv, flags: RunFlags, id: string): Prom
   checkProvider(config)
   await checkRecording(ctx, config)
   const settings = resumedRunSettings(config, meta.run, flags, meta.user, process.cwd())
+  refuseTreeInWorkspace(settings.workspace, ctx.layout.base)
   const channel = await channelOf(config, meta.task_key)
   return { config, settings, start: { kind: 'resume', ref, ...(channel ? { channel } : {}) } }
 }
@@ -201,6 +225,9 @@ function renderOutcome(o: Outcome): string {
 function outcomeError(o: Outcome): CtxError {
   if (o.status === 'paused') return new CtxError(`task ${o.uuid} paused${o.error ? `: ${o.error}` : ''}`, { exitCode: o.exit_code, hint: `resume it with ctxagent run --resume ${o.uuid}` })
   if (o.status === 'timeout') return new CtxError(`task ${o.uuid} ran out of budget: ${o.error}`, { exitCode: 5, hint: 'raise --max-turns, --max-tokens or --timeout for the next task' })
-  if (o.status === 'lost') return new CtxError(`task ${o.uuid}: ${o.error}`, { exitCode: 1, hint: 'another process took the task over; this one stopped writing' })
+  if (o.status === 'lost') {
+    const vanished = o.error?.includes(VANISHED) === true
+    return new CtxError(`task ${o.uuid}: ${o.error}`, { exitCode: 1, hint: vanished ? 'its files are gone; keep the task tree out of reach of the agent (outside its workspace) and start the task again' : 'another process took the task over; this one stopped writing' })
+  }
   return new CtxError(`task ${o.uuid} failed: ${o.error}`, { exitCode: 1, hint: `see ctxagent view ${o.uuid.slice(0, 8)} --tools` })
 }

@@ -4,8 +4,6 @@ import * as z from 'zod/mini'
 import { isDuration } from '../duration.js'
 import { clip } from '../text.js'
 
-/** The task tree when neither --home, CTXAGENT_HOME nor the file names one. */
-export const DEFAULT_BASE_DIR = './logs/contexts'
 
 const POSITIVE_INT = 'must be a positive integer'
 const NON_NEGATIVE_INT = 'must be a whole number of 0 or more'
@@ -99,7 +97,7 @@ const endpoint = (baseUrl: string, model: string, contextLength: number) =>
 export const configSchema = z.strictObject(
   {
     context: section({
-      base_dir: withDefault(text(), DEFAULT_BASE_DIR),
+      base_dir: orNull(text()),
       durability: withDefault(oneOf(['flush', 'fsync']), 'flush'),
       max_memory_messages: withDefault(positiveInt(), 20),
       compression: section({
@@ -177,7 +175,7 @@ export function crossCheck(config: Config): string | null {
   if (locks.stale_after_remote_seconds !== null && locks.heartbeat_seconds >= locks.stale_after_remote_seconds) {
     return `locks.heartbeat_seconds (${locks.heartbeat_seconds}) must be less than locks.stale_after_remote_seconds (${locks.stale_after_remote_seconds}), or every live agent on another host would look dead`
   }
-  if (config.context.base_dir.trim() === '') return 'context.base_dir must not be empty (leave it out for ./logs/contexts)'
+  if (config.context.base_dir !== null && config.context.base_dir.trim() === '') return 'context.base_dir must not be empty (leave it out for the per-user default, ~/.local/state/ctxagent)'
   const retention = config.context.retention
   if (retention.compress_after_days >= retention.delete_after_days) {
     return `context.retention.compress_after_days (${retention.compress_after_days}) must be less than context.retention.delete_after_days (${retention.delete_after_days}), or tasks would be deleted before they are ever gzipped`

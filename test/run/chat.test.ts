@@ -2,7 +2,7 @@
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import type { RecordedRequest } from '../helpers/fake-llm.js'
-import { helper } from '../helpers/run.js'
+import { helper, findingsText } from '../helpers/run.js'
 import { exitOf, lineFrom, sleep } from '../helpers/wait.js'
 import { agentRequests, expectContinuousSeq, jsonl, readTask, runSetup, waitFor } from './harness.js'
 import type { RunSetup } from './harness.js'
@@ -147,13 +147,13 @@ describe('chat sessions', () => {
     const uuid = (await lineFrom(owner, /^[0-9a-f-]{36}$/)).trim()
     const first = await s.run(['watch-locks', '--once', '--json'])
     expect(first.code, first.stderr).toBe(0)
-    expect(JSON.parse(first.stdout.trim())).toMatchObject({ uuid, action: 'end_requested' })
+    expect(JSON.parse(findingsText(first.stdout).trim())).toMatchObject({ uuid, action: 'end_requested' })
     expect(jsonl(join(s.tree.layout.taskDir('running', uuid), 'inbox.jsonl'))).toMatchObject([{ kind: 'message', visible: false }, { kind: 'control', action: 'end', sender: 'watch-locks' }])
     // Within the grace period nothing more happens.
-    expect((await s.run(['watch-locks', '--once', '--json'])).stdout.trim()).toBe('')
+    expect(findingsText((await s.run(['watch-locks', '--once', '--json'])).stdout).trim()).toBe('')
     await sleep(1_200)
     const second = await s.run(['watch-locks', '--once', '--json'])
-    expect(JSON.parse(second.stdout.trim())).toMatchObject({ uuid, action: 'terminated', pid: owner.pid })
+    expect(JSON.parse(findingsText(second.stdout).trim())).toMatchObject({ uuid, action: 'terminated', pid: owner.pid })
     expect((await exitOf(owner)).signal).toBe('SIGTERM')
   })
 

@@ -1,3 +1,4 @@
+import { findingsText } from '../helpers/run.js'
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -114,7 +115,7 @@ describe('run: stops, resumes and recovery', () => {
     await sleep(2_500)
     const reaped = await s.run(['watch-locks', '--once', '--json'])
     expect(reaped.code, reaped.stderr).toBe(0)
-    expect(JSON.parse(reaped.stdout.trim().split('\n')[0] as string)).toMatchObject({ uuid, action: 'reaped', killed_commands: [group] })
+    expect(JSON.parse(findingsText(reaped.stdout).trim().split('\n')[0] as string)).toMatchObject({ uuid, action: 'reaped', killed_commands: [group] })
     await waitFor(`process group ${group} gone`, () => !groupAlive(group), 5_000)
     expect(readTask(s.tree, uuid).state).toMatchObject({ status: 'failed', error: expect.stringContaining(`killed the command(s) it left running (process group ${group})`) })
   })

@@ -1,5 +1,6 @@
 import { lstatSync, readdirSync } from 'node:fs'
-import { join, resolve } from 'node:path'
+import { homedir } from 'node:os'
+import { isAbsolute, join, resolve } from 'node:path'
 import { isErrno, NotFoundError, UsageError } from '../../errors.js'
 import { cutInput, sampleOf } from '../../text.js'
 
@@ -22,6 +23,19 @@ export const FILES = {
 
 /** The files of a task that hold its data (not its locks): always regular files, never links. */
 export const TASK_DATA_FILES: readonly string[] = [FILES.metadata, FILES.state, FILES.messages, FILES.current, FILES.summaries, FILES.tools, FILES.planning, FILES.inbox, FILES.finalSummary]
+
+/**
+ * The task tree when neither --home, CTXAGENT_HOME nor context.base_dir names one: per
+ * user, in the XDG state directory (SPEC §1), never under the current directory, where
+ * the agent's own workspace would hold it. A relative XDG_STATE_HOME is ignored, as the
+ * XDG spec says.
+ */
+export function defaultBase(env: NodeJS.ProcessEnv): string {
+  const state = env.XDG_STATE_HOME
+  if (state !== undefined && isAbsolute(state)) return join(state, 'ctxagent')
+  const home = env.HOME !== undefined && isAbsolute(env.HOME) ? env.HOME : homedir()
+  return join(home, '.local', 'state', 'ctxagent')
+}
 
 /** The paths of one base directory (SPEC §1). */
 export class Layout {
