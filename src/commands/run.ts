@@ -12,6 +12,8 @@ import { assessTask } from '../operations/reaper.js'
 import { stalenessPolicy } from '../storage/task/env.js'
 import { readMetadata } from '../storage/task/metadata.js'
 import type { TaskKey } from '../storage/task/metadata.js'
+import { readState } from '../storage/task/state.js'
+import type { TaskState } from '../storage/task/state.js'
 import type { Channel, RemoteTask } from '../sources/types.js'
 import { ensureLayout } from '../storage/task/lifecycle.js'
 import type { Outcome, RunStart } from '../run/run-task.js'
@@ -166,7 +168,8 @@ async function prepareResume(ctx: CommandEnv, flags: RunFlags, id: string): Prom
   if (flags.taskId !== undefined) throw new UsageError('--task-id names a new task; a resumed task keeps its own', 'drop --task-id')
   const ref = resolveTask(ctx.layout, id)
   if (ref.location === 'running') await refuseLive(ctx, ref)
-  if (ref.location === 'completed') throw new CtxError(`task ${ref.uuid} is finished (in completed/)`, { exitCode: 4, hint: 'start a new task with the same --task-id to continue from its summary' })
+  const stoppedByBudget = ref.location === 'completed' && readStateOrNull(ref.dir)?.status === 'timeout'
+  if (ref.location === 'completed' && !stoppedByBudget) throw new CtxError(`task ${ref.uuid} is finished (in completed/)`, { exitCode: 4, hint: finishedHint(readMetadata(ref.dir).task_key) })
   assertRegularFiles(ref.dir, TASK_DATA_FILES)
   const meta = readMetadata(ref.dir)
   const user = meta.user ?? ctx.osUser
@@ -182,18 +185,54 @@ async function prepareResume(ctx: CommandEnv, flags: RunFlags, id: string): Prom
   await checkRecording(ctx, config)
   const settings = resumedRunSettings(config, meta.run, flags, meta.user, process.cwd())
   refuseTreeInWorkspace(settings.workspace, ctx.layout.base)
+  // Budgets count across resumes: a task that used one up continues only with it raised.
+  const spent = spentBudget(settings, readStateOrNull(ref.dir))
+  if (spent !== null) throw new UsageError(`task ${ref.uuid} has used its ${spent.budget} budget (${spent.used})`, `raise it to continue: ctxagent run --resume ${ref.uuid.slice(0, 8)} ${spent.flag}`)
   const channel = await channelOf(config, meta.task_key)
   return { config, settings, start: { kind: 'resume', ref, ...(channel ? { channel } : {}) } }
 }
 
-/** A task in running/ is resumed only when its agent is provably dead (kill -9, a crashed host). */
+/**
+ * A task in running/ is resumed only when its agent is provably dead (kill -9, a double
+ * Ctrl-C, a crashed host); on this host a pid that is gone is proof enough (an
+ * operator's request), and the takeover is said in one line.
+ */
 async function refuseLive(ctx: CommandEnv, ref: TaskRef): Promise<void> {
   await withTaskEnv(ctx, async (env) => {
-    const assessment = assessTask(env, ref, { policy: stalenessPolicy(ctx.config) })
-    if (assessment.stale) return
+    const assessment = assessTask(env, ref, { policy: { ...stalenessPolicy(ctx.config), deadPidIsProof: true } })
+    if (assessment.stale) {
+      ctx.io.warn(`task ${ref.uuid} is in running/ but ${assessment.verdict.reason}; resume takes it over`)
+      return
+    }
     const who = assessment.holder ? `pid ${assessment.holder.process_id} on ${assessment.holder.hostname}` : 'its agent'
     throw new LockedError(`task ${ref.uuid} is running (${who}: ${assessment.reason})`, 'pause it first with ctxagent pause, or wait for it to finish')
   }, { createIndex: false })
+}
+
+function readStateOrNull(dir: string): TaskState | null {
+  try {
+    return readState(dir)
+  } catch {
+    return null
+  }
+}
+
+/** Which budget the task has already used up with these settings, if any, and the flag that raises it. */
+function spentBudget(settings: RunSettings, state: TaskState | null): { budget: string; used: string; flag: string } | null {
+  if (state === null) return null
+  const turns = state.turns ?? 0
+  if (turns >= settings.maxTurns) return { budget: 'max_turns', used: `${turns} of ${settings.maxTurns} turns`, flag: `--max-turns ${turns + Math.max(10, settings.maxTurns)}` }
+  const tokens = state.total_tokens_used ?? 0
+  if (settings.maxTokens !== null && tokens >= settings.maxTokens) return { budget: 'max_tokens', used: `${tokens} of ${settings.maxTokens} tokens`, flag: `--max-tokens ${tokens + settings.maxTokens}` }
+  const elapsed = state.elapsed_ms ?? 0
+  if (settings.timeoutMs !== null && elapsed >= settings.timeoutMs) return { budget: 'timeout', used: `${Math.round(elapsed / 1000)}s of ${Math.round(settings.timeoutMs / 1000)}s`, flag: `--timeout ${Math.ceil((elapsed + settings.timeoutMs) / 60_000)}m` }
+  return null
+}
+
+/** What to do with a finished task: a local one without a key cannot be inherited from. */
+function finishedHint(key: TaskKey): string {
+  if (key.task_source === 'local' && !key.task_id) return 'start a new task (it has no --task-id, so nothing inherits from it; see ctxagent view for its summary)'
+  return 'start a new task with the same task key (--task-id, or the same issue) to continue from its summary'
 }
 
 async function checkRecording(ctx: CommandEnv, config: CommandEnv['config']): Promise<void> {
@@ -219,12 +258,13 @@ function renderOutcome(o: Outcome): string {
   if (o.error) lines.push(`reason: ${o.error}`)
   if (o.status !== 'lost') lines.push(`files: ${o.dir}`)
   if (o.status === 'paused') lines.push(`resume: ctxagent run --resume ${o.uuid}`)
+  if (o.status === 'timeout') lines.push(`continue: ctxagent run --resume ${o.uuid} --max-turns N (or --max-tokens, --timeout), a budget above what it used`)
   return lines.join('\n')
 }
 
 function outcomeError(o: Outcome): CtxError {
   if (o.status === 'paused') return new CtxError(`task ${o.uuid} paused${o.error ? `: ${o.error}` : ''}`, { exitCode: o.exit_code, hint: `resume it with ctxagent run --resume ${o.uuid}` })
-  if (o.status === 'timeout') return new CtxError(`task ${o.uuid} ran out of budget: ${o.error}`, { exitCode: 5, hint: 'raise --max-turns, --max-tokens or --timeout for the next task' })
+  if (o.status === 'timeout') return new CtxError(`task ${o.uuid} ran out of budget: ${o.error}`, { exitCode: 5, hint: `continue it with a raised budget: ctxagent run --resume ${o.uuid.slice(0, 8)} --max-turns N (or --max-tokens, --timeout)` })
   if (o.status === 'lost') {
     const vanished = o.error?.includes(VANISHED) === true
     return new CtxError(`task ${o.uuid}: ${o.error}`, { exitCode: 1, hint: vanished ? 'its files are gone; keep the task tree out of reach of the agent (outside its workspace) and start the task again' : 'another process took the task over; this one stopped writing' })

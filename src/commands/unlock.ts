@@ -22,7 +22,8 @@ export function unlockCommand(): Command {
 async function unlock(ctx: CommandEnv, opts: UnlockOptions, id: string): Promise<void> {
   const ref = resolveTask(ctx.layout, id)
   await withTaskEnv(ctx, async (env) => {
-    const options = { policy: stalenessPolicy(ctx.config), force: opts.force === true }
+    // An operator's request: on this host a pid that is gone is proof enough (SPEC §4).
+    const options = { policy: { ...stalenessPolicy(ctx.config), deadPidIsProof: true }, force: opts.force === true }
     const outcome = ref.location === 'running' ? await reapTask(env, ref, options) : await clearLeftoverLock(env, ref, options)
     if (!outcome.done) {
       if (outcome.holder !== null || ref.location === 'running') {

@@ -27,11 +27,21 @@ export interface RequestParts {
  * never sees a line twice.
  */
 export class InboxRequests {
+  /**
+   * Where inbox.jsonl ended when this run began. A pause request before it was made for
+   * an earlier run (that run paused, or died): it is answered and dropped, never
+   * allowed to pause the resumed task at once (issue 19). No clock is compared: the
+   * position in the file says which run a request was for.
+   */
+  private readonly earlierRunsEnd: number
+
   constructor(
     private readonly parts: RequestParts,
     /** Bytes of inbox.jsonl already handled. */
     public position: number,
-  ) {}
+  ) {
+    this.earlierRunsEnd = readInbox(parts.handle.dir, position).offset
+  }
 
   /**
    * New inbox lines since the last turn: messages become one user message (seed 002
@@ -54,6 +64,11 @@ export class InboxRequests {
       if (record.kind === 'message' && record.visible !== false) comments.push({ author: record.sender, body: record.content, created_at: record.created_at })
       if (record.kind !== 'control') continue
       flush()
+      if (record.action === 'pause' && (ends[i] as number) <= this.earlierRunsEnd) {
+        this.reply(record, true, 'the task paused since this request was made; dropped (pause again to pause this run)')
+        log.info(`dropped a pause request by ${record.sender} made for an earlier run`)
+        continue
+      }
       const ending = record.action === 'end' ? this.refuse(record, 'this task is not a chat session; there is nothing to end (use ctxagent pause)') : await this.control(record)
       if (ending) {
         this.position = ends[i] as number

@@ -89,10 +89,16 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     inheritance = settings.inherit ? await findInheritance(env, keyColumns(start.source.key, start.user)) : null
     handle = await createTask(env, { task_key: start.source.key, user: start.user, run: runRecord(settings, config), inherited_from: inheritance?.uuid ?? null }, { onLost: lostNow })
   } else {
-    handle = await resumeTask(env, start.ref, { onLost: lostNow })
+    handle = await resumeTask(env, start.ref, { onLost: lostNow, continueTimeout: start.ref.location === 'completed' })
   }
   const log = createRunLog({ uuid: handle.uuid, stream: run.stderr, format: run.logFormat, now: env.now })
-  const removeSignals = run.signals ? stop.handleSignals(() => process.exit(130)) : () => undefined
+  // A second Ctrl-C exits at once and leaves the task in running/: say how to take it back.
+  const removeSignals = run.signals
+    ? stop.handleSignals(() => {
+        log.warn(`stopped at once; the task stays in running/ with its lock. Take it back with: ctxagent run --resume ${handle.uuid} (or ctxagent unlock ${handle.uuid.slice(0, 8)} to fail it)`)
+        process.exit(130)
+      }, (signal) => log.info(`${signal}: pausing at once (the LLM request and running tools are stopped)${signal === 'SIGINT' ? '; Ctrl-C again to exit without pausing' : ''}`))
+    : () => undefined
   const cancelDeadline = stop.deadline(settings.timeoutMs === null ? null : settings.timeoutMs - (handle.state.elapsed_ms ?? 0))
   let mcp: { close(): Promise<void> } | null = null
   try {
@@ -106,6 +112,8 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
       const repaired = await repairResumed(handle)
       log.info(`resumed at turn ${handle.state.turns ?? 0} (${client.model}, dir ${handle.dir})${repaired.answered ? `; ${repaired.answered} unanswered tool call(s) answered as aborted` : ''}${repaired.rebuilt ? '; current.jsonl rebuilt' : ''}${killedText(handle.stoppedCommands, 'the dead agent')}`)
     }
+    // This process only serves the session; what is typed into its terminal is not read (issue 19).
+    if (settings.chat) log.info(`chat session: talk to it with \`ctxagent chat ${handle.uuid.slice(0, 8)}\` (from another terminal; typing here is not read), end it with \`ctxagent chat ${handle.uuid.slice(0, 8)} --end\``)
     const remote = start.channel ? await openRemote(start, handle, config, log) : undefined
     if (remote) handle.onStop(() => remote.status(statusText(handle, 'paused; it continues when the task is resumed')))
     const tools = ToolRegistry.builtin({ allowShell: settings.allowShell, finish: !settings.chat })

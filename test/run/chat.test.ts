@@ -76,6 +76,8 @@ describe('chat sessions', () => {
     expect(task.location).toBe('completed')
     expect(task.state).toMatchObject({ status: 'completed', session: { state: 'ended' }, final_answer: 're: hello' })
     expect(started.err()).toMatch(/chat: end requested/)
+    // It says how to reach the session: this process reads nothing typed into its terminal.
+    expect(started.err()).toContain(`talk to it with \`ctxagent chat ${uuid.slice(0, 8)}\``)
     expect(task.inbox.filter((r) => r.kind === 'reply')).toMatchObject([{ action: 'end', ok: true }])
     const again = await s.run(['chat', uuid, '--end'])
     expect(again.code).toBe(0)

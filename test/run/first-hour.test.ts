@@ -60,3 +60,54 @@ describe('run: JSON log mode', () => {
     expect(JSON.parse(lines.at(-1) as string)).toMatchObject({ level: 'error', uuid, msg: expect.stringMatching(/paused/), exit_code: 143 })
   })
 })
+
+describe('run: pause and recovery', () => {
+  it('answers and drops pause requests left from an earlier run: a resume is not paused by them', async () => {
+    const s = await runSetup()
+    s.fake.queue.push({ delayMs: 60_000, content: 'never' })
+    const started = s.start(['run', '--task', 't', '--workspace', s.ws])
+    const uuid = await waitFor('the task', () => runningUuid(s))
+    await waitFor('the request', () => s.fake.requests.length >= 1)
+    // Two pause requests that time out: the agent is inside a long LLM call.
+    for (let i = 0; i < 2; i++) expect((await s.run(['pause', uuid, '--wait', '1s'])).code).toBe(1)
+    started.child.kill('SIGTERM')
+    expect((await exitOf(started.child)).code).toBe(143)
+    s.fake.queue.push({ calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] })
+    const resumed = await s.run(['run', '--resume', uuid, '--log-format', 'text'])
+    expect(resumed.code, resumed.stderr).toBe(0)
+    expect(resumed.stdout).toMatch(/completed/)
+    expect(resumed.stderr).toMatch(/dropped a pause request by .+ made for an earlier run/)
+  })
+
+  it('unlock takes a task whose agent was SIGKILLed on this host at once, its heartbeat still fresh', async () => {
+    const s = await runSetup()
+    s.fake.queue.push({ delayMs: 60_000, content: 'never' })
+    const started = s.start(['run', '--task', 't', '--workspace', s.ws])
+    const uuid = await waitFor('the task', () => runningUuid(s))
+    await waitFor('the request', () => s.fake.requests.length >= 1)
+    started.child.kill('SIGKILL')
+    await exitOf(started.child)
+    const res = await s.run(['unlock', uuid])
+    expect(res.code, res.stderr).toBe(0)
+    expect(res.stdout).toContain(`its agent exited (pid ${started.child.pid} is gone)`)
+    expect(s.tree.layout.list('completed')).toEqual([uuid])
+  })
+
+  it('continues a task stopped by a budget when the budget is raised, and says so truthfully', async () => {
+    const s = await runSetup()
+    const read = { calls: [{ name: 'read_file', arguments: { path: 'calc.js' } }] }
+    s.fake.queue.push(read, { calls: [{ name: 'read_file', arguments: { path: 'README.md' } }] })
+    const first = await s.run(['run', '--task', 't', '--workspace', s.ws, '--max-turns', '2', '--log-format', 'text'])
+    expect(first.code).toBe(5)
+    const uuid = s.tree.layout.list('completed')[0] as string
+    expect(first.stderr).toContain(`continue it with a raised budget: ctxagent run --resume ${uuid.slice(0, 8)} --max-turns N`)
+    const same = await s.run(['run', '--resume', uuid])
+    expect(same.code).toBe(2)
+    expect(same.stderr).toMatch(/has used its max_turns budget \(2 of 2 turns\) \(raise it to continue: ctxagent run --resume \w{8} --max-turns \d+\)/)
+    s.fake.queue.push({ calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] })
+    const more = await s.run(['run', '--resume', uuid, '--max-turns', '5', '--json'])
+    expect(more.code, more.stderr).toBe(0)
+    expect(JSON.parse(more.stdout)).toMatchObject({ uuid, status: 'completed', turns: 3 })
+    expect(s.tree.layout.list('completed')).toEqual([uuid])
+  })
+})

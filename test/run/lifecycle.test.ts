@@ -62,21 +62,24 @@ describe('run: stops, resumes and recovery', () => {
     s.fake.queue.push({ calls: [{ name: 'run_command', arguments: { command: "trap '' TERM; echo $$ > pid.txt; while true; do sleep 0.1; done" } }] })
     const started = s.start(['run', '--task', 't', '--workspace', s.ws, '--allow-shell'])
     const uuid = await waitFor('the task', () => runningUuid(s))
-    await waitFor('the command', () => jsonl(join(s.tree.layout.taskDir('running', uuid), 'messages.jsonl')).some((m) => m.role === 'assistant'))
-    await sleep(300)
+    // The command runs and ignores TERM once it wrote its pid (the trap comes first).
+    await waitFor('the command', () => existsSync(join(s.ws, 'pid.txt')) && readFileSync(join(s.ws, 'pid.txt'), 'utf8').endsWith('\n'))
     started.child.kill('SIGINT')
-    await sleep(200)
+    // The first SIGINT is being handled (the command has 2 s of grace to stop): the second exits at once.
+    await waitFor('the first SIGINT', () => started.err().includes('SIGINT: pausing at once'))
     started.child.kill('SIGINT')
     expect((await exitOf(started.child)).code).toBe(130)
+    expect(started.err()).toContain(`Take it back with: ctxagent run --resume ${uuid}`)
     // The command ignored SIGTERM; exiting at once still kills its process group.
     const pid = Number(readFileSync(join(s.ws, 'pid.txt'), 'utf8'))
     await waitFor(`pid ${pid} gone`, () => !alive(pid), 5_000)
-    // Not paused: still in running/ with its lock, for watch-locks or a resume to recover.
+    // Not paused: still in running/ with its lock and a fresh heartbeat; on this host the dead pid is proof enough.
     expect(readTask(s.tree, uuid).location).toBe('running')
-    await sleep(2_500)
     s.fake.queue.push(finish())
     const resumed = await s.run(['run', '--resume', uuid])
     expect(resumed.code, resumed.stderr).toBe(0)
+    expect(resumed.stderr).toContain(`its agent exited (pid ${started.child.pid} is gone)`)
+    expect(resumed.stderr).toContain('resume takes it over')
     for (const r of agentRequests(s.fake)) expectWellFormed(r)
   })
 
