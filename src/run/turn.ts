@@ -7,6 +7,7 @@ import { LockLostError } from '../storage/lock/lock.js'
 import type { ToolCall } from '../storage/format/records.js'
 import type { TaskHandle } from '../storage/task/handle.js'
 import { estimateTokens, windowTokens } from '../storage/format/tokens.js'
+import { commandExit, mainArgument } from '../tools/main-argument.js'
 import type { ToolRegistry } from '../tools/registry.js'
 import type { ReadStamp, ToolContext } from '../tools/types.js'
 import { LoopGuard } from './guards.js'
@@ -122,7 +123,9 @@ export class Agent {
     const started = performance.now()
     await this.compress()
     const asked = performance.now()
+    this.parts.log.waiting?.(`the LLM (${this.parts.client.model})`)
     const reply = await this.ask()
+    this.parts.log.waiting?.(null)
     this.timings.llm = performance.now() - asked
     if ('kind' in reply) return reply
     const ending = await this.turn(reply)
@@ -260,17 +263,24 @@ export class Agent {
         continue
       }
       const started = performance.now()
+      const about = mainArgument(call.function.name, parseArgs(call.function.arguments))
+      log.waiting?.(`${call.function.name}${about ? ` ${about}` : ''}`)
       const outcome = await tools.call(call, this.toolContext())
+      log.waiting?.(null)
       const elapsed = performance.now() - started
       this.timings.tools += elapsed
       const duration = Math.round(elapsed)
-      this.lastTool = outcome.name
+      const arg = mainArgument(outcome.name, outcome.args)
+      this.lastTool = arg ? `${outcome.name} ${arg}` : outcome.name
       let result = outcome.aborted ? `${ABORTED} ${outcome.output}`.trimEnd() : outcome.output
       const verdict = this.guard.observe(outcome.name, outcome.args, outcome.output, outcome.malformed)
       if (verdict.kind === 'warn') result = `${result}\n\n${verdict.note}`
       this.answer(call, outcome.name, result, outcome.status, outcome.error, duration, outcome.args)
       this.compareWithRecording(call, outcome.output)
-      log.info(`${outcome.name} ${outcome.status}${outcome.error ? `: ${outcome.error}` : ''} (${duration} ms)`, { tool: outcome.name, status: outcome.status, duration_ms: duration })
+      // What it was about and how it ended: `run_command \`npm test\` exited 1`, not "success".
+      const exit = outcome.name === 'run_command' && outcome.status === 'success' ? commandExit(outcome.output) : null
+      const shownArg = arg === null ? '' : outcome.name === 'run_command' ? ` \`${arg}\`` : ` ${arg}`
+      log.info(`${outcome.name}${shownArg} ${exit ?? outcome.status}${outcome.error ? `: ${outcome.error}` : ''} (${duration} ms)`, { tool: outcome.name, ...(arg === null ? {} : { arg }), status: outcome.status, ...(exit === null ? {} : { exit }), duration_ms: duration })
       if (verdict.kind === 'stuck' || verdict.kind === 'malformed') ending = { kind: 'failed', reason: verdict.reason }
       else if (outcome.finish) ending = { kind: 'completed', answer: outcome.finish.summary, finishStatus: outcome.finish.status }
     }
@@ -315,4 +325,13 @@ export class Agent {
 /** The provider's "prompt too long" answer, in the wordings of OpenAI, vLLM, llama.cpp and Ollama. */
 export function isContextExceeded(err: ProviderError): boolean {
   return /context[_ ]length|maximum context|context window|too many tokens|prompt is too long|exceeds the (model'?s )?context|n_ctx/i.test(err.message)
+}
+
+/** A call's arguments as the model sent them, for naming the call before it runs (malformed: none). */
+function parseArgs(text: string): unknown {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return null
+  }
 }

@@ -111,3 +111,22 @@ describe('run: pause and recovery', () => {
     expect(s.tree.layout.list('completed')).toEqual([uuid])
   })
 })
+
+describe('run: what the logs say about a tool call', () => {
+  it("names read_file's path and run_command's command, and a failing command's exit status (logs and view)", async () => {
+    const s = await runSetup()
+    s.fake.queue.push(
+      { calls: [{ name: 'read_file', arguments: { path: 'calc.js' } }] },
+      { calls: [{ name: 'run_command', arguments: { command: 'exit 3' } }] },
+      { calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] },
+    )
+    const res = await s.run(['run', '--task', 't', '--workspace', s.ws, '--allow-shell', '--log-format', 'text'])
+    expect(res.code, res.stderr).toBe(0)
+    expect(res.stderr).toMatch(/read_file calc\.js success \(\d+ ms\)/)
+    expect(res.stderr).toMatch(/run_command `exit 3` exited 3 \(\d+ ms\)/)
+    const uuid = s.tree.layout.list('completed')[0] as string
+    const view = await s.run(['view', uuid, '--messages', '--all'])
+    expect(view.stdout).toContain('→ read_file(calc.js)')
+    expect(view.stdout).toContain('→ run_command(exit 3)')
+  })
+})

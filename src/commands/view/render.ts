@@ -3,6 +3,7 @@ import { formatDuration } from '../../duration.js'
 import type { JsonRecord } from '../../storage/format/jsonl.js'
 import type { Overview, RecordKind } from '../../storage/task/reader.js'
 import { clip } from '../../text.js'
+import { mainArgument } from '../../tools/main-argument.js'
 
 const PREVIEW = 120
 
@@ -58,7 +59,7 @@ export function renderRecord(ctx: CommandEnv, kind: RecordKind, r: JsonRecord, f
     case 'current': {
       const seq = kind === 'messages' ? `[${text(r.seq)}] ` : ''
       const tool = r.tool_name ? ` ${c.dim(text(r.tool_name))}` : ''
-      const calls = Array.isArray(r.tool_calls) ? ` ${c.dim(`→ ${r.tool_calls.map((t: { function?: { name?: string } }) => t.function?.name ?? '?').join(', ')}`)}` : ''
+      const calls = Array.isArray(r.tool_calls) ? ` ${c.dim(`→ ${r.tool_calls.map(callText).join(', ')}`)}` : ''
       const hidden = r.visible === false ? c.dim(' (hidden)') : ''
       return `${seq}${roleColour(ctx, text(r.role))}${tool}${hidden}:${calls} ${show(r.content)}`
     }
@@ -75,6 +76,19 @@ export function renderRecord(ctx: CommandEnv, kind: RecordKind, r: JsonRecord, f
     case 'planning':
       return `[${text(r.id)}] ${text(r.plan_type)} ${c.dim(text(r.created_at))}\n${full ? text(r.plan_content) : indent(text(r.plan_content))}`
   }
+}
+
+/** An assistant's tool call as `read_file(calc.js)`: the name and its main argument. */
+function callText(call: { function?: { name?: string; arguments?: string } }): string {
+  const name = call.function?.name ?? '?'
+  let args: unknown = null
+  try {
+    args = JSON.parse(call.function?.arguments ?? 'null')
+  } catch {
+    // Malformed arguments: the name alone.
+  }
+  const about = mainArgument(name, args, 40)
+  return about === null ? name : `${name}(${about})`
 }
 
 function indent(text: string): string {
