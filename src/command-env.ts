@@ -7,6 +7,7 @@ import { cutInput, shortPath } from './text.js'
 import { createIo } from './io.js'
 import type { Io } from './io.js'
 import { audit } from './storage/task/audit.js'
+import type { AuditEntry } from './storage/task/audit.js'
 import { defaultBase, Layout } from './storage/fs/layout.js'
 import type { TaskEnv } from './storage/task/env.js'
 import { TaskIndex } from './storage/index/task-index.js'
@@ -172,9 +173,9 @@ function openIndexCreating(ctx: CommandEnv): TaskIndex | null {
   return TaskIndex.open(ctx.layout.db)
 }
 
-export function auditTask(ctx: CommandEnv, command: string, uuid: string | null): void {
+export function auditTask(ctx: CommandEnv, command: string, uuid: string | null, extra: Pick<AuditEntry, 'event' | 'detail'> = {}): void {
   try {
-    audit(ctx.layout, { ts: ctx.now().toISOString(), os_user: ctx.osUser, command, uuid })
+    audit(ctx.layout, { ts: ctx.now().toISOString(), os_user: ctx.osUser, command, uuid, ...extra })
   } catch (err) {
     ctx.io.warn(`audit.jsonl not written: ${(explainSystemError(err, ctx.layout.base) ?? (err as Error)).message}`)
   }

@@ -87,11 +87,13 @@ async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'
         stderr: process.stderr,
         logFormat,
         signals: true,
+        // Written at start: a run killed with SIGKILL still left its line.
+        onStarted: (uuid) => auditTask(ctx, 'run', uuid, { event: 'start' }),
       },
       prepared.start,
     ),
   )
-  auditTask(ctx, 'run', outcome.uuid)
+  auditTask(ctx, 'run', outcome.uuid, { event: 'end', detail: outcome.status })
   if (ctx.json) ctx.io.json(outcome)
   else ctx.io.out(renderOutcome(outcome))
   if (outcome.exit_code === 0) return

@@ -28,13 +28,14 @@ async function unlock(ctx: CommandEnv, opts: UnlockOptions, id: string): Promise
     if (!outcome.done) {
       if (outcome.holder !== null || ref.location === 'running') {
         const who = outcome.holder ? `pid ${outcome.holder.process_id} on ${outcome.holder.hostname}` : 'its owner'
+        auditTask(ctx, 'unlock', ref.uuid, { event: 'refused', detail: `held by ${who}: ${outcome.reason}` })
         throw new LockedError(`task ${ref.uuid} is held by ${who}: ${outcome.reason}`, 'wait for it to finish, or use --force if you know it is dead')
       }
       if (ctx.json) ctx.io.json({ uuid: ref.uuid, action: 'none', reason: outcome.reason })
       else ctx.io.out(`task ${ref.uuid} (${ref.location}): ${outcome.reason}; nothing to do`)
       return
     }
-    auditTask(ctx, 'unlock', ref.uuid)
+    auditTask(ctx, 'unlock', ref.uuid, opts.force === true ? { event: 'forced' } : {})
     const report = outcome.report
     if (ctx.json) ctx.io.json(report)
     else ctx.io.out(`task ${ref.uuid}: ${report.action} (${report.reason}${killedText(report.killed_commands)})${report.action === 'reaped' ? '; now in completed/ as failed' : ''}`)

@@ -71,6 +71,8 @@ export interface RunEnv {
   signals: boolean
   /** Called after each turn with the task's directory and turn count (the demo pauses half-way). */
   onTurn?: (dir: string, turns: number) => void
+  /** Called once the task exists and is this process's (the audit line of a run is written then, not at exit). */
+  onStarted?: (uuid: string) => void
 }
 
 /**
@@ -91,6 +93,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   } else {
     handle = await resumeTask(env, start.ref, { onLost: lostNow, continueTimeout: start.ref.location === 'completed' })
   }
+  run.onStarted?.(handle.uuid)
   const log = createRunLog({ uuid: handle.uuid, stream: run.stderr, format: run.logFormat, now: env.now })
   // A second Ctrl-C exits at once and leaves the task in running/: say how to take it back.
   const removeSignals = run.signals

@@ -147,7 +147,11 @@ describe('unlock', () => {
     expect(JSON.parse(findingsText(forced.stdout))).toMatchObject({ uuid: uuidN(9), action: 'reaped' })
     expect(state(tree.layout.taskDir('completed', uuidN(9))).status).toBe('failed')
     const audit = readFileSync(join(tree.base, 'audit.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>)
-    expect(audit).toEqual([expect.objectContaining({ command: 'unlock', uuid: uuidN(9), os_user: expect.any(String), ts: expect.any(String) })])
+    // The refusal is recorded, and the forced takeover is marked as such.
+    expect(audit).toEqual([
+      expect.objectContaining({ command: 'unlock', uuid: uuidN(9), event: 'refused', detail: expect.stringContaining(`pid ${process.pid}`), os_user: expect.any(String), ts: expect.any(String) }),
+      expect.objectContaining({ command: 'unlock', uuid: uuidN(9), event: 'forced' }),
+    ])
   })
 
   it('reaps a dead holder and says so', () => {

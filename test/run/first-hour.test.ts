@@ -1,4 +1,4 @@
-import { mkdirSync, rmSync } from 'node:fs'
+import { mkdirSync, readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { cliAsync } from '../helpers/run.js'
@@ -128,5 +128,19 @@ describe('run: what the logs say about a tool call', () => {
     const view = await s.run(['view', uuid, '--messages', '--all'])
     expect(view.stdout).toContain('→ read_file(calc.js)')
     expect(view.stdout).toContain('→ run_command(exit 3)')
+  })
+})
+
+describe('run: the audit log', () => {
+  it('has the line of a run killed with SIGKILL: it is written at start', async () => {
+    const s = await runSetup()
+    s.fake.queue.push({ delayMs: 60_000, content: 'never' })
+    const started = s.start(['run', '--task', 't', '--workspace', s.ws])
+    const uuid = await waitFor('the task', () => runningUuid(s))
+    await waitFor('the request', () => s.fake.requests.length >= 1)
+    started.child.kill('SIGKILL')
+    await exitOf(started.child)
+    const audit = readFileSync(join(s.tree.base, 'audit.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>)
+    expect(audit).toEqual([expect.objectContaining({ command: 'run', uuid, event: 'start' })])
   })
 })
