@@ -6,7 +6,9 @@ import { NotFoundError, UsageError } from '../errors.js'
 import { clip, sampleOf, shortPath } from '../text.js'
 import { table } from '../render.js'
 import { STATUSES } from '../storage/task/state.js'
-import { checkHealth, collectStats, scanIntoMemory } from '../operations/stats.js'
+import { checkHealth, collectStats, scanIntoMemory, where } from '../operations/stats.js'
+import { collectTokens } from '../operations/tokens.js'
+import type { TokenReport } from '../operations/tokens.js'
 import type { CheckResult, StatsFilter, StatsReport } from '../operations/stats.js'
 import { indexDrift, TaskIndex } from '../storage/index/task-index.js'
 import { whyIndexUnopenable } from '../system-errors.js'
@@ -99,6 +101,7 @@ async function stats(ctx: CommandEnv, opts: StatsOptions): Promise<void> {
   try {
     const filter: StatsFilter = { user: opts.user, from: opts.from, to: opts.to, status: opts.status }
     const report = collectStats(index, ctx.layout, filter, existing ? 'tasks.db' : 'scan')
+    report.tokens = collectTokens(index, ctx.layout, where(filter), ctx.config.pricing)
     if (warning) ctx.io.warn(warning)
     if (unreadable.length > 0) ctx.io.warn(uncountedWarning(unreadable))
     auditTask(ctx, opts.check ? 'stats --check' : 'stats', null)
@@ -151,6 +154,7 @@ function renderStats(ctx: CommandEnv, r: StatsReport, filter: StatsFilter): stri
     `  - Duration: ${r.averages.duration_ms === null ? '-' : formatDuration(r.averages.duration_ms)}`,
     `  - Compressions: ${r.averages.compressions}`,
   )
+  if (r.tokens) lines.push('', `Tokens: ${tokenLine(r.tokens)}`)
   if (r.by_user.length) {
     lines.push('', 'By user:')
     lines.push(
@@ -162,6 +166,15 @@ function renderStats(ctx: CommandEnv, r: StatsReport, filter: StatsFilter): stri
     )
   }
   return lines.join('\n')
+}
+
+/** `12,000 (prompt 10,000, of which cached 2,000; completion 2,000) · $0.0450`: what operators compare with ccusage. */
+export function tokenLine(t: TokenReport): string {
+  const n = (x: number) => x.toLocaleString('en-US')
+  const parts = [`prompt ${n(t.prompt)}${t.cached ? `, of which cached ${n(t.cached)}` : ''}`, `completion ${n(t.completion)}`]
+  if (t.unsplit) parts.push(`not split ${n(t.unsplit)}`)
+  const cost = t.cost_usd === null ? '' : ` · $${t.cost_usd.toFixed(4)}${t.unpriced_tasks ? ` (${t.unpriced_tasks} task(s) of a model without a price)` : ''}`
+  return `${n(t.total)} (${parts.join('; ')})${cost}`
 }
 
 function cap(s: string): string {

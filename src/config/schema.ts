@@ -72,6 +72,18 @@ const userSettings = z.strictObject(
   { error: 'must be a mapping of settings: llm, run, system_prompt_append' },
 )
 
+/** `pricing.<model>`: USD per million tokens, for the optional cost in view and stats. */
+const PRICE = 'must be a price in USD per million tokens (a number of 0 or more)'
+const price = () => z.number({ error: PRICE }).check(z.gte(0, { error: PRICE }))
+const modelPrice = z.strictObject(
+  {
+    prompt: price(),
+    completion: price(),
+    cached: z.optional(price()),
+  },
+  { error: 'must be a mapping of prompt, completion and (optional) cached: USD per million tokens' },
+)
+
 const mcpServer = z.strictObject(
   {
     command: z.string({ error: (iss) => (iss.input === undefined ? 'is missing: the program that starts the server, like npx' : 'must be a string') }),
@@ -135,6 +147,7 @@ export const configSchema = z.strictObject(
       shell: withDefault(flag(), false),
       command_timeout_seconds: withDefault(z.int({ error: COMMAND_TIMEOUT }).check(z.positive({ error: COMMAND_TIMEOUT }), z.lte(600, { error: COMMAND_TIMEOUT })), 120),
     }),
+    pricing: withDefault(z.record(z.string(), modelPrice, { error: 'must be a mapping of model names to prices (prompt, completion, cached: USD per million tokens)' }), {}),
     users: withDefault(z.record(z.string(), userSettings, { error: 'must be a mapping of user names to settings (llm, run, system_prompt_append)' }), {}),
     mcp: section({
       servers: withDefault(

@@ -55,7 +55,7 @@ export class OpenAiCompatibleClient implements LlmClient {
       const calls = message.tool_calls?.filter((c) => c.type === 'function').map((c) => ({ id: c.id, type: 'function' as const, function: { name: c.function.name, arguments: c.function.arguments } }))
       return {
         message: { role: 'assistant', content: message.content ?? null, ...(calls?.length ? { tool_calls: calls } : {}) },
-        usage: response.usage ? { prompt_tokens: response.usage.prompt_tokens, completion_tokens: response.usage.completion_tokens, total_tokens: response.usage.total_tokens } : null,
+        usage: response.usage ? { prompt_tokens: response.usage.prompt_tokens, completion_tokens: response.usage.completion_tokens, total_tokens: response.usage.total_tokens, ...cachedOf(response.usage) } : null,
       }
     } catch (err) {
       throw this.explain(err)
@@ -119,4 +119,10 @@ export function requireLlmClient(config: Config): LlmClient {
   const client = createLlmClient(config)
   if (client === null) throw new UsageError('no LLM is configured (llm.provider: none)', 'set llm.provider in the config, or use --extractive')
   return client
+}
+
+/** Cached prompt tokens, where the provider reports them (OpenAI and some compatible servers). */
+function cachedOf(usage: { prompt_tokens_details?: { cached_tokens?: number } | null }): { cached_tokens?: number } {
+  const cached = usage.prompt_tokens_details?.cached_tokens
+  return typeof cached === 'number' && cached > 0 ? { cached_tokens: cached } : {}
 }

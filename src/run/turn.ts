@@ -4,7 +4,7 @@ import type { Summarizer } from '../context/summarizer.js'
 import { ProviderError } from '../errors.js'
 import type { ChatResult, LlmClient } from '../llm/client.js'
 import { LockLostError } from '../storage/lock/lock.js'
-import type { ToolCall } from '../storage/format/records.js'
+import type { ToolCall, TurnUsage } from '../storage/format/records.js'
 import type { TaskHandle } from '../storage/task/handle.js'
 import { estimateTokens, windowTokens } from '../storage/format/tokens.js'
 import { commandExit, mainArgument } from '../tools/main-argument.js'
@@ -66,6 +66,10 @@ export class Agent {
   private readonly reads: Map<string, ReadStamp>
   private turns: number
   private tokens: number
+  /** total_tokens_used split: prompt (of which cached) and completion, across resumes. */
+  private readonly split: { prompt: number; completion: number; cached: number }
+  /** The last request's tokens, recorded with the assistant message it produced. */
+  private lastUsage: TurnUsage | null = null
   private elapsedBefore: number
   private readonly startedAt = Date.now()
   /** Provider's prompt_tokens of the last request, and the window's estimate at that moment. */
@@ -80,6 +84,7 @@ export class Agent {
     const state = parts.handle.state
     this.turns = state.turns ?? 0
     this.tokens = state.total_tokens_used
+    this.split = { prompt: state.prompt_tokens ?? 0, completion: state.completion_tokens ?? 0, cached: state.cached_tokens ?? 0 }
     this.requests = new InboxRequests({ handle: parts.handle, log: parts.log, now: parts.now, ...(parts.remote ? { remote: parts.remote } : {}), compress: (requestId) => this.compressOnRequest(requestId) }, state.inbox_offset ?? 0)
     this.elapsedBefore = state.elapsed_ms ?? 0
     this.reads = new Map(Object.entries(state.read_files ?? {}))
@@ -142,6 +147,9 @@ export class Agent {
       turns: this.turns,
       llm_call_count: this.turns,
       total_tokens_used: this.tokens,
+      prompt_tokens: this.split.prompt,
+      completion_tokens: this.split.completion,
+      ...(this.split.cached > 0 ? { cached_tokens: this.split.cached } : {}),
       inbox_offset: this.requests.position,
       elapsed_ms: this.elapsedBefore + (Date.now() - this.startedAt),
       read_files: Object.fromEntries(reads),
@@ -223,7 +231,13 @@ export class Agent {
       const reply = await client.chat(messages, { tools: tools.specs(), signal: request.signal })
       this.turns++
       const usage = reply.usage
-      this.tokens += usage?.total_tokens ?? windowTokens(messages) + estimateTokens(reply.message.content ?? '') + estimateTokens(JSON.stringify(reply.message.tool_calls ?? []))
+      this.lastUsage = usage
+        ? { prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens, ...(usage.cached_tokens ? { cached_tokens: usage.cached_tokens } : {}) }
+        : { prompt_tokens: windowTokens(messages), completion_tokens: estimateTokens(reply.message.content ?? '') + estimateTokens(JSON.stringify(reply.message.tool_calls ?? [])), estimated: true }
+      this.split.prompt += this.lastUsage.prompt_tokens
+      this.split.completion += this.lastUsage.completion_tokens
+      this.split.cached += this.lastUsage.cached_tokens ?? 0
+      this.tokens += usage?.total_tokens ?? this.lastUsage.prompt_tokens + this.lastUsage.completion_tokens
       this.reported = usage ? { prompt: usage.prompt_tokens, windowAtRequest: handle.windowTokens() } : null
       return reply
     } catch (err) {
@@ -247,7 +261,7 @@ export class Agent {
     const content = reply.message.content ?? ''
     const calls = reply.message.tool_calls ?? []
     // Recorded before any tool runs: a crash mid-turn leaves the calls, which a resume answers.
-    handle.addMessage({ role: 'assistant', content, ...(calls.length > 0 ? { tool_calls: calls } : {}) })
+    handle.addMessage({ role: 'assistant', content, ...(calls.length > 0 ? { tool_calls: calls } : {}), ...(this.lastUsage ? { usage: this.lastUsage } : {}) })
     this.lastTool = null
     if (calls.length === 0) return { kind: 'completed', answer: content, finishStatus: null }
     return this.runCalls(calls)

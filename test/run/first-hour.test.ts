@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { cliAsync } from '../helpers/run.js'
 import { exitOf } from '../helpers/wait.js'
-import { runSetup, waitFor } from './harness.js'
+import { readTask, runSetup, waitFor } from './harness.js'
 import type { RunSetup } from './harness.js'
 
 const runningUuid = (s: RunSetup) => s.tree.layout.list('running')[0] ?? null
@@ -142,5 +142,35 @@ describe('run: the audit log', () => {
     await exitOf(started.child)
     const audit = readFileSync(join(s.tree.base, 'audit.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>)
     expect(audit).toEqual([expect.objectContaining({ command: 'run', uuid, event: 'start' })])
+  })
+})
+
+describe('tokens split and cost', () => {
+  it('records prompt, completion and cached tokens per turn and per task, shown in view and stats with a cost from config pricing', async () => {
+    const s = await runSetup('pricing:\n  fake-model: { prompt: 2, completion: 10, cached: 1 }\n')
+    s.fake.queue.push(
+      { calls: [{ name: 'read_file', arguments: { path: 'calc.js' } }], usage: { prompt_tokens: 1000, completion_tokens: 50, total_tokens: 1050, prompt_tokens_details: { cached_tokens: 400 } } },
+      { calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }], usage: { prompt_tokens: 1200, completion_tokens: 30, total_tokens: 1230 } },
+    )
+    const res = await s.run(['run', '--task', 't', '--workspace', s.ws, '--no-inherit'])
+    expect(res.code, res.stderr).toBe(0)
+    const uuid = s.tree.layout.list('completed')[0] as string
+    const task = readTask(s.tree, uuid)
+    expect(task.state).toMatchObject({ total_tokens_used: 2280, prompt_tokens: 2200, completion_tokens: 80, cached_tokens: 400 })
+    expect(task.messages.filter((m) => m.role === 'assistant').map((m) => m.usage)).toEqual([
+      { prompt_tokens: 1000, completion_tokens: 50, cached_tokens: 400 },
+      { prompt_tokens: 1200, completion_tokens: 30 },
+    ])
+    // (1800 × 2 + 400 × 1 + 80 × 10) / 1e6 = $0.0048
+    const view = await s.run(['view', uuid])
+    expect(view.stdout).toContain('Total tokens: 2,280 (prompt 2,200, of which cached 400; completion 80)')
+    expect(view.stdout).toContain('Cost: $0.0048 (config pricing)')
+    expect(view.stdout).toMatch(/Model: fake-model \(openai\)/)
+    expect(view.stdout).toContain(`Workspace: ${s.ws}`)
+    const json = JSON.parse((await s.run(['view', uuid, '--json'])).stdout) as { tokens: unknown }
+    expect(json.tokens).toEqual({ total: 2280, prompt: 2200, completion: 80, cached: 400, cost_usd: 0.0048 })
+    const stats = JSON.parse((await s.run(['stats', '--json'])).stdout) as { tokens: unknown }
+    expect(stats.tokens).toEqual({ total: 2280, prompt: 2200, completion: 80, cached: 400, unsplit: 0, cost_usd: 0.0048, unpriced_tasks: 0 })
+    expect((await s.run(['stats'])).stdout).toContain('Tokens: 2,280 (prompt 2,200, of which cached 400; completion 80) · $0.0048')
   })
 })

@@ -1,3 +1,4 @@
+import { costOf, splitOf } from '../../operations/tokens.js'
 import { join } from 'node:path'
 import { Command, Option } from 'commander'
 import type { CommandEnv } from '../../command-env.js'
@@ -78,8 +79,10 @@ async function view(ctx: CommandEnv, opts: ViewOptions, positional?: string): Pr
     // Audited once read: a task that cannot be read shows nothing, and its view changes nothing.
     auditTask(ctx, 'view', ref.uuid)
     warnBad(ctx, overview.counts.bad_lines)
-    if (ctx.json) ctx.io.json(overview)
-    else ctx.io.out(renderOverview(ctx, overview))
+    const split = splitOf({ total_tokens_used: overview.state?.total_tokens_used ?? 0, ...(overview.state ?? {}) })
+    const tokens = { ...split, cost_usd: costOf(overview.metadata.config?.model, split, ctx.config.pricing) }
+    if (ctx.json) ctx.io.json({ ...overview, tokens })
+    else ctx.io.out(renderOverview(ctx, overview, tokens))
     return
   }
   const listing = await listRecords(ref, kind, { limit: opts.all ? null : (opts.limit ?? DEFAULT_LIMIT), role: opts.role, hidden: opts.hidden === true })
