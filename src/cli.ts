@@ -6,6 +6,7 @@ import { commentCommand } from './commands/comment.js'
 import { compressCommand } from './commands/compress.js'
 import { configCommand } from './commands/config.js'
 import { demoCommand } from './commands/demo.js'
+import { listCommand } from './commands/list.js'
 import { pauseCommand } from './commands/pause.js'
 import { reindexCommand } from './commands/reindex.js'
 import { runCommand } from './commands/run.js'
@@ -27,7 +28,7 @@ export function buildProgram(): Command {
     .option('--no-color', 'no colour (also NO_COLOR)')
     .showSuggestionAfterError(true)
 
-  for (const command of [runCommand(), viewCommand(), statsCommand(), cleanupCommand(), compressCommand(), pauseCommand(), commentCommand(), chatCommand(), watchLocksCommand(), unlockCommand(), reindexCommand(), configCommand(), demoCommand()]) program.addCommand(command)
+  for (const command of [runCommand(), viewCommand(), listCommand(), statsCommand(), cleanupCommand(), compressCommand(), pauseCommand(), commentCommand(), chatCommand(), watchLocksCommand(), unlockCommand(), reindexCommand(), configCommand(), demoCommand()]) program.addCommand(command)
   for (const command of [program, ...program.commands]) {
     command.exitOverride()
     // Commander's own error text is replaced by our one-line form in report().

@@ -25,7 +25,7 @@ interface CompressOptions {
 export function compressCommand(): Command {
   return new Command('compress')
     .description("summarize a task's context now (a running task is asked to do it by its agent; a dead agent's task is recovered first)")
-    .argument('<uuid>', 'task uuid, or a unique prefix of 8+ hex characters')
+    .argument('<uuid>', 'task uuid, a unique prefix of 8+ hex characters, or last (the newest task)')
     .option('--dry-run', 'show what would be summarized and the expected saving; write nothing')
     .option('--extractive', 'summarize without an LLM (keeps the task, file paths, errors, decisions, tools)')
     .option('--keep-recent <n>', 'messages kept verbatim (default: config context.compression.keep_recent)', positiveIntArg)

@@ -32,7 +32,7 @@ export function runCommand(): Command {
     .option('--task-file <file>', 'the task, from a file (- for standard input)')
     .option('--github <owner/repo#N>', 'a GitHub issue or pull request (GITHUB_TOKEN or github.token)')
     .option('--gitlab <group/project#N|!N>', 'a GitLab issue (#N) or merge request (!N) (GITLAB_TOKEN or gitlab.token)')
-    .option('--resume <uuid>', 'continue a paused task where it stopped')
+    .option('--resume <uuid>', 'continue a paused task where it stopped (or last: the newest task)')
     .option('--chat', 'a keep-alive chat session: answer each message sent with ctxagent chat, then wait for the next (--task is an optional first message)')
     .option('--task-id <id>', 'a name for the task; a later task with the same id (and user and workspace) inherits its summary')
     .option('--user <name>', 'whose task this is (default: the OS user); selects users.<name> settings')

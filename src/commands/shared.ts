@@ -53,7 +53,7 @@ export function requireUuid(positional: string | undefined, flag: string | undef
     throw new UsageError('two different task ids given', 'give the uuid once, as an argument or with --uuid')
   }
   const id = positional ?? flag
-  if (id === undefined) throw new UsageError('no task id given', 'give the task uuid (or a unique prefix of 8+ hex characters)')
+  if (id === undefined) throw new UsageError('no task id given', 'give the task uuid (or a unique prefix of 8+ hex characters, or last)')
   return id
 }
 

@@ -36,20 +36,20 @@ export function statsCommand(): Command {
 const DAY_ONLY = /^\d{4}-\d{2}-\d{2}$/
 
 /** --from: a day (its start, UTC) or an ISO time; days that do not exist (2024-02-30) are refused, not rolled over. */
-function dateFrom(value: string): Date {
+export function dateFrom(value: string): Date {
   const date = parseIsoDate(value, { dayOnly: true })
   if (date === null) throw new InvalidArgumentError(`'${value.slice(0, 40)}' is not a date like 2024-01-31 or an ISO time like 2024-01-31T12:00:00Z`)
   return date
 }
 
 /** --to: a day includes all of it (up to the next day's start); an ISO time is exact. */
-function dateTo(value: string): Date {
+export function dateTo(value: string): Date {
   const date = dateFrom(value)
   return DAY_ONLY.test(value) ? new Date(date.getTime() + 86_400_000) : date
 }
 
 /** --user: the name as `run --user` stores it (trimmed), never empty. */
-function userName(value: string): string {
+export function userName(value: string): string {
   const trimmed = value.trim()
   if (trimmed === '' || trimmed.length > 200 || /[\u0000-\u001f\u007f]/.test(trimmed)) throw new InvalidArgumentError('must be 1 to 200 printable characters')
   return trimmed

@@ -14,7 +14,7 @@ interface UnlockOptions {
 export function unlockCommand(): Command {
   return new Command('unlock')
     .description('recover one task whose agent died: fail it and move it to completed/ (refuses while the holder is alive)')
-    .argument('<uuid>', 'task uuid, or a unique prefix of 8+ hex characters')
+    .argument('<uuid>', 'task uuid, a unique prefix of 8+ hex characters, or last (the newest task)')
     .option('--force', 'take the task even though its holder looks alive (only when you know it is not)')
     .action(withEnv(unlock))
 }

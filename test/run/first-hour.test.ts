@@ -174,3 +174,55 @@ describe('tokens split and cost', () => {
     expect((await s.run(['stats'])).stdout).toContain('Tokens: 2,280 (prompt 2,200, of which cached 400; completion 80) · $0.0048')
   })
 })
+
+describe('list and last', () => {
+  it('lists tasks newest first with filters, text search and --json, and takes last wherever a uuid goes', async () => {
+    const s = await runSetup()
+    const done = (summary: string) => ({ calls: [{ name: 'finish', arguments: { summary, status: 'done' } }] })
+    s.fake.queue.push(done('fixed the CSV export'))
+    expect((await s.run(['run', '--task', 'The CSV export drops the last row\nmore detail', '--workspace', s.ws, '--no-inherit'], { CTXAGENT_NOW: '' })).code).toBe(0)
+    s.fake.queue.push({ delayMs: 60_000, content: 'never' })
+    const started = s.start(['run', '--task', 'Rename the invoice module', '--workspace', s.ws, '--no-inherit'])
+    const second = await waitFor('the second task', () => runningUuid(s))
+    await waitFor('its request', () => s.fake.requests.length >= 3)
+    started.child.kill('SIGTERM')
+    await exitOf(started.child)
+    const first = s.tree.layout.list('completed')[0] as string
+
+    const text = await s.run(['list'])
+    expect(text.code, text.stderr).toBe(0)
+    const lines = text.stdout.split('\n')
+    const at = (uuid: string) => lines.findIndex((l) => l.includes(uuid.slice(0, 8)))
+    expect(at(second)).toBeGreaterThan(-1)
+    expect(at(second)).toBeLessThan(at(first))
+    expect(text.stdout).toContain('The CSV export drops the last row')
+    expect(text.stdout).not.toContain('more detail')
+    expect(text.stdout).toContain('fake-model')
+
+    const rows = (await s.run(['ls', '--json'])).stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>)
+    expect(rows.map((r) => [r.uuid, r.status])).toEqual([[second, 'paused'], [first, 'completed']])
+    expect(rows[1]).toMatchObject({ user: expect.any(String), model: 'fake-model', provider: 'openai', workspace: s.ws, turns: 1, task: 'The CSV export drops the last row', final_answer: 'fixed the CSV export' })
+    const found = (args: string[]) => (s.run(['list', '--json', ...args])).then((r) => r.stdout.trim().split('\n').filter(Boolean).map((l) => (JSON.parse(l) as { uuid: string }).uuid))
+    expect(await found(['--search', 'csv EXPORT'])).toEqual([first])
+    expect(await found(['--search', 'fixed the csv'])).toEqual([first])
+    expect(await found(['--status', 'paused'])).toEqual([second])
+    expect(await found(['--limit', '1'])).toEqual([second])
+    expect(await found(['--user', 'nobody-here'])).toEqual([])
+
+    // last: the newest task, for view and run --resume.
+    const view = await s.run(['view', 'last', '--json'])
+    expect((JSON.parse(view.stdout) as { uuid: string }).uuid).toBe(second)
+    s.fake.queue.push(done('renamed'))
+    const resumed = await s.run(['run', '--resume', 'last', '--json'])
+    expect(resumed.code, resumed.stderr).toBe(0)
+    expect(JSON.parse(resumed.stdout)).toMatchObject({ uuid: second, status: 'completed' })
+  })
+
+  it('says there is no task for last in an empty tree (exit 3), and no tree for list (exit 3)', async () => {
+    const s = await runSetup()
+    const res = await s.run(['view', 'last'])
+    expect(res.code).toBe(3)
+    expect(res.stderr).toMatch(/^ctxagent: there is no task in /)
+    expect((await cliAsync(['list', '--home', join(s.ws, 'nope')])).code).toBe(3)
+  })
+})

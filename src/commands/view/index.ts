@@ -33,7 +33,7 @@ const DEFAULT_LIMIT = 10
 export function viewCommand(): Command {
   return new Command('view')
     .description('inspect one task: overview, or its messages, summaries, tools, current window or planning')
-    .argument('[uuid]', 'task uuid, or a unique prefix of 8+ hex characters')
+    .argument('[uuid]', 'task uuid, a unique prefix of 8+ hex characters, or last (the newest task)')
     .option('--uuid <uuid>', 'the task, as an option (seed 000 style)')
     .option('--messages', 'list messages.jsonl')
     .option('--summaries', 'list summaries.jsonl')
