@@ -3,9 +3,12 @@ import { Command, CommanderError, Option } from 'commander'
 import { chatCommand } from './commands/chat.js'
 import { cleanupCommand } from './commands/cleanup.js'
 import { commentCommand } from './commands/comment.js'
+import { completionCommand } from './commands/completion.js'
 import { compressCommand } from './commands/compress.js'
 import { configCommand } from './commands/config.js'
 import { demoCommand } from './commands/demo.js'
+import { doctorCommand } from './commands/doctor.js'
+import { exportCommand } from './commands/export.js'
 import { listCommand } from './commands/list.js'
 import { pauseCommand } from './commands/pause.js'
 import { reindexCommand } from './commands/reindex.js'
@@ -28,7 +31,7 @@ export function buildProgram(): Command {
     .option('--no-color', 'no colour (also NO_COLOR)')
     .showSuggestionAfterError(true)
 
-  for (const command of [runCommand(), viewCommand(), listCommand(), statsCommand(), cleanupCommand(), compressCommand(), pauseCommand(), commentCommand(), chatCommand(), watchLocksCommand(), unlockCommand(), reindexCommand(), configCommand(), demoCommand()]) program.addCommand(command)
+  for (const command of [runCommand(), viewCommand(), listCommand(), statsCommand(), cleanupCommand(), compressCommand(), pauseCommand(), commentCommand(), chatCommand(), watchLocksCommand(), unlockCommand(), reindexCommand(), configCommand(), doctorCommand(), demoCommand(), exportCommand(), completionCommand()]) program.addCommand(command)
   for (const command of [program, ...program.commands]) {
     command.exitOverride()
     // Commander's own error text is replaced by our one-line form in report().

@@ -226,3 +226,24 @@ describe('list and last', () => {
     expect((await cliAsync(['list', '--home', join(s.ws, 'nope')])).code).toBe(3)
   })
 })
+
+describe('export', () => {
+  it('prints a readable Markdown transcript: the task, each call with its arguments, results, the outcome', async () => {
+    const s = await runSetup()
+    s.fake.queue.push(
+      { content: 'Let me look.', calls: [{ name: 'read_file', arguments: { path: 'calc.js' } }] },
+      { calls: [{ name: 'finish', arguments: { summary: 'add() subtracts', status: 'done' } }] },
+    )
+    expect((await s.run(['run', '--task', 'Why is add wrong?', '--workspace', s.ws, '--no-inherit'])).code).toBe(0)
+    const res = await s.run(['export', 'last', '--format', 'markdown'])
+    expect(res.code, res.stderr).toBe(0)
+    const uuid = s.tree.layout.list('completed')[0] as string
+    expect(res.stdout).toMatch(new RegExp(`^# ctxagent task ${uuid}\n`))
+    expect(res.stdout).toContain('| model | fake-model (openai) |')
+    expect(res.stdout).toContain('## [2] user\n\nWhy is add wrong?')
+    expect(res.stdout).toContain('→ **read_file**\n```json\n{\n  "path": "calc.js"\n}\n```')
+    expect(res.stdout).toMatch(/## \[4\] tool · read_file\n\n```\n1: export function add/)
+    expect(res.stdout).toContain('## Outcome\n\nadd() subtracts')
+    expect((await s.run(['export', 'last', '--format', 'pdf'])).code).toBe(2)
+  })
+})
