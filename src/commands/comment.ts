@@ -10,7 +10,7 @@ const MAX_COMMENT = 100_000
 
 export function commentCommand(): Command {
   return new Command('comment')
-    .description("add a comment to a running or paused task's inbox; its agent reads it at the next turn boundary (seed 002 format)")
+    .description("add a comment to a running or paused task's inbox; its agent reads it at the next turn boundary, as a comment from you")
     .argument('<uuid>', 'task uuid, a unique prefix of 8+ hex characters, or last (the newest task)')
     .argument('<text...>', 'the comment')
     .action(withEnv(comment))

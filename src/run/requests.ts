@@ -16,8 +16,8 @@ export interface RequestParts {
   now: () => Date
   /** The task's issue or MR, whose new comments join the inbox's (GitHub and GitLab tasks). */
   remote?: RemoteLink
-  /** Compacts the window now, for a `compress` request (null: nothing was compressed). */
-  compress: (requestId: string) => Promise<CompactionResult | null>
+  /** Compacts the window now, for a `compress` request; else says why nothing was compressed. */
+  compress: (requestId: string) => Promise<CompactionResult | { why: string }>
 }
 
 /**
@@ -92,7 +92,7 @@ export class InboxRequests {
     }
     if (request.action === 'compress') {
       const result = await this.parts.compress(request.id)
-      this.reply(request, result !== null, result ? `summary ${result.record.summary_id}: window ${result.tokensBefore} → ${result.tokensAfter} tokens` : 'nothing was compressed: too few messages since the last summary, or the summary failed')
+      this.reply(request, !('why' in result), 'why' in result ? `nothing was compressed: ${result.why}` : `summary ${result.record.summary_id}: window ${result.tokensBefore} → ${result.tokensAfter} tokens`)
       return null
     }
     return null

@@ -193,10 +193,16 @@ export class Agent {
     return { summarizer, settings: limits.compaction, limit: limits.compressAt, reportedPromptTokens: reported, now, warn: (m: string) => log.warn(m) }
   }
 
-  private async compressOnRequest(requestId: string): Promise<CompactionResult | null> {
-    const result = await compressIfNeeded(this.parts.handle, { ...this.compressOptions(), force: true, requestId })
-    if (result) await this.compressed(result)
-    return result
+  private async compressOnRequest(requestId: string): Promise<CompactionResult | { why: string }> {
+    // A failed summary is warned about through `warn`: kept, so the requester is told which it was.
+    let failure: string | null = null
+    const options = this.compressOptions()
+    const result = await compressIfNeeded(this.parts.handle, { ...options, force: true, requestId, warn: (m: string) => ((failure = m), options.warn(m)) })
+    if (result) {
+      await this.compressed(result)
+      return result
+    }
+    return { why: failure ?? `too few messages since the last summary (at least ${this.parts.limits.compaction.minToCompress} beyond the ${this.parts.limits.compaction.keepRecent} kept are needed)` }
   }
 
   private async compress(force = false): Promise<boolean> {

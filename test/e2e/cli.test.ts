@@ -79,7 +79,9 @@ describe('ctxagent binary', () => {
   it('rejects unknown flags and bad option values with exit 2 and one line', () => {
     const unknown = cli(['reindex', '--frobnicate'])
     expect(unknown.code).toBe(2)
-    expect(unknown.stderr).toBe("ctxagent: unknown option '--frobnicate' (see ctxagent --help)\n")
+    // The error points to the subcommand's own help.
+    expect(unknown.stderr).toBe("ctxagent: unknown option '--frobnicate' (see ctxagent reindex --help)\n")
+    expect(cli(['--home', '/tmp', 'stats', '--frob']).stderr).toMatch(/\(see ctxagent stats --help\)\n$/)
     const badDuration = cli(['watch-locks', '--interval', 'soon'])
     expect(badDuration.code).toBe(2)
     expect(badDuration.stderr.split('\n')).toHaveLength(2)
