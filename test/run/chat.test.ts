@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import type { RecordedRequest } from '../helpers/fake-llm.js'
 import { helper, findingsText } from '../helpers/run.js'
-import { exitOf, lineFrom, sleep } from '../helpers/wait.js'
+import { exitOf, lineFrom } from '../helpers/wait.js'
 import { agentRequests, expectContinuousSeq, jsonl, readTask, runSetup, waitFor } from './harness.js'
 import type { RunSetup } from './harness.js'
 
@@ -125,16 +125,15 @@ describe('chat sessions', () => {
     const dir = s.tree.layout.taskDir('running', uuid)
     const inbox = jsonl(join(dir, 'inbox.jsonl'))
     expect(inbox.filter((r) => r.kind === 'message').map((r) => r.content)).toEqual([expect.stringContaining('chat session started'), 'first', 'while dead'])
-    await sleep(2_500)
-    // Resumed before a reaper gets it: the message sent while it was dead is answered.
+    // Resumed before a reaper gets it (on this host its dead pid is proof enough): the message sent while it was dead is answered.
     const resumed = s.start(['run', '--resume', uuid])
     await waitFor('the late answer', () => readTask(s.tree, uuid).messages.some((m) => m.content === 're: while dead')).catch((err: Error) => {
       throw new Error(`${err.message}; the resumed agent said: ${resumed.err()}`)
     })
     resumed.child.kill('SIGKILL')
     await exitOf(resumed.child)
-    await sleep(2_500)
-    const reaped = await s.run(['watch-locks', '--once'])
+    // Past stale_after by the monitor's clock (CTXAGENT_NOW), with no waiting.
+    const reaped = await s.run(['watch-locks', '--once'], { CTXAGENT_NOW: new Date(Date.now() + 10_000).toISOString() })
     expect(reaped.code, reaped.stderr).toBe(0)
     const task = readTask(s.tree, uuid)
     expect(task.location).toBe('completed')
@@ -147,14 +146,16 @@ describe('chat sessions', () => {
     const s = await runSetup('chat:\n  hard_timeout_minutes: 1\n  end_grace_seconds: 1\n')
     const owner = helper('owner.mjs', [s.tree.base, 'chat-idle', '0.2'])
     const uuid = (await lineFrom(owner, /^[0-9a-f-]{36}$/)).trim()
-    const first = await s.run(['watch-locks', '--once', '--json'])
+    // The monitor's clock is the test's (CTXAGENT_NOW): the grace period passes when the test says, not when a busy machine lets it.
+    const t0 = Date.now()
+    const at = (ms: number) => ({ CTXAGENT_NOW: new Date(t0 + ms).toISOString() })
+    const first = await s.run(['watch-locks', '--once', '--json'], at(0))
     expect(first.code, first.stderr).toBe(0)
     expect(JSON.parse(findingsText(first.stdout).trim())).toMatchObject({ uuid, action: 'end_requested' })
     expect(jsonl(join(s.tree.layout.taskDir('running', uuid), 'inbox.jsonl'))).toMatchObject([{ kind: 'message', visible: false }, { kind: 'control', action: 'end', sender: 'watch-locks' }])
     // Within the grace period nothing more happens.
-    expect(findingsText((await s.run(['watch-locks', '--once', '--json'])).stdout).trim()).toBe('')
-    await sleep(1_200)
-    const second = await s.run(['watch-locks', '--once', '--json'])
+    expect(findingsText((await s.run(['watch-locks', '--once', '--json'], at(900))).stdout).trim()).toBe('')
+    const second = await s.run(['watch-locks', '--once', '--json'], at(1_100))
     expect(JSON.parse(findingsText(second.stdout).trim())).toMatchObject({ uuid, action: 'terminated', pid: owner.pid })
     expect((await exitOf(owner)).signal).toBe('SIGTERM')
   })

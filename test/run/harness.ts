@@ -135,7 +135,7 @@ export function expectContinuousSeq(messages: Line[]): void {
  * Polls `probe` until it returns something truthy. A probe that throws (a file read
  * while another process writes it) counts as "not yet".
  */
-export async function waitFor<T>(what: string, probe: () => T | null | undefined | false, ms = 20_000): Promise<T> {
+export async function waitFor<T>(what: string, probe: () => T | null | undefined | false, ms = 50_000): Promise<T> {
   const deadline = Date.now() + ms
   for (;;) {
     let value: T | null | undefined | false = null

@@ -47,7 +47,7 @@ describe('run: stops, resumes and recovery', () => {
     const recorded = await waitFor('the command pids', () => existsSync(pids) && readFileSync(pids, 'utf8').trim().split('\n').length >= 2 && readFileSync(pids, 'utf8'))
     started.child.kill('SIGINT')
     expect((await exitOf(started.child)).code).toBe(130)
-    for (const pid of recorded.trim().split('\n').map(Number)) await waitFor(`pid ${pid} gone`, () => !alive(pid), 5_000)
+    for (const pid of recorded.trim().split('\n').map(Number)) await waitFor(`pid ${pid} gone`, () => !alive(pid), 30_000)
     const task = onlyTask(s.tree)
     expect(task.location).toBe('paused')
     const result = task.messages.at(-1)
@@ -72,7 +72,7 @@ describe('run: stops, resumes and recovery', () => {
     expect(started.err()).toContain(`Take it back with: ctxagent run --resume ${uuid}`)
     // The command ignored SIGTERM; exiting at once still kills its process group.
     const pid = Number(readFileSync(join(s.ws, 'pid.txt'), 'utf8'))
-    await waitFor(`pid ${pid} gone`, () => !alive(pid), 5_000)
+    await waitFor(`pid ${pid} gone`, () => !alive(pid), 30_000)
     // Not paused: still in running/ with its lock and a fresh heartbeat; on this host the dead pid is proof enough.
     expect(readTask(s.tree, uuid).location).toBe('running')
     s.fake.queue.push(finish())
@@ -119,7 +119,7 @@ describe('run: stops, resumes and recovery', () => {
     const reaped = await s.run(['watch-locks', '--once', '--json'])
     expect(reaped.code, reaped.stderr).toBe(0)
     expect(JSON.parse(findingsText(reaped.stdout).trim().split('\n')[0] as string)).toMatchObject({ uuid, action: 'reaped', killed_commands: [group] })
-    await waitFor(`process group ${group} gone`, () => !groupAlive(group), 5_000)
+    await waitFor(`process group ${group} gone`, () => !groupAlive(group), 30_000)
     expect(readTask(s.tree, uuid).state).toMatchObject({ status: 'failed', error: expect.stringContaining(`killed the command(s) it left running (process group ${group})`) })
   })
 
@@ -147,7 +147,7 @@ describe('run: stops, resumes and recovery', () => {
     expect(resumed.code, resumed.stderr).toBe(0)
     // The dead agent's lock named the command's process group: taking the task over killed it.
     expect(resumed.stderr).toContain(`killed the command(s) the dead agent left running (process group ${group})`)
-    await waitFor(`pid ${group} gone`, () => !alive(group), 5_000)
+    await waitFor(`pid ${group} gone`, () => !alive(group), 30_000)
     const task = readTask(s.tree, uuid)
     const c2 = task.messages.find((m) => m.tool_call_id === 'c2')
     expect(c2?.content).toBe('[aborted: the process stopped before this tool finished]')
