@@ -77,6 +77,9 @@ async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'
   const prepared = opts.resume !== undefined ? await prepareResume(ctx, flags, opts.resume) : await prepareNew(ctx, flags)
   // Nothing was written until here: every check above can refuse with the tree untouched.
   const { runTask } = await import('../run/run-task.js')
+  // On a terminal, run --chat is the chat itself: typed lines go to the session it serves.
+  const here = opts.chat === true && process.stdin.isTTY === true && process.stdout.isTTY === true ? (await import('./chat-here.js')).chatHere : null
+  let stopChat = () => undefined as void
   ensureLayout({ layout: ctx.layout, config: prepared.config, index: null, now: () => ctx.now(), warn: (m) => ctx.io.warn(m) })
   const outcome = await withTaskEnv(ctx, (env) =>
     runTask(
@@ -88,11 +91,14 @@ async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'
         logFormat,
         signals: true,
         // Written at start: a run killed with SIGKILL still left its line.
-        onStarted: (uuid) => auditTask(ctx, 'run', uuid, { event: 'start' }),
+        onStarted: (uuid) => {
+          auditTask(ctx, 'run', uuid, { event: 'start' })
+          if (here) stopChat = here(ctx, uuid)
+        },
       },
       prepared.start,
     ),
-  )
+  ).finally(() => stopChat())
   auditTask(ctx, 'run', outcome.uuid, { event: 'end', detail: outcome.status })
   if (ctx.json) ctx.io.json(outcome)
   else ctx.io.out(renderOutcome(outcome))

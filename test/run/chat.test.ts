@@ -1,8 +1,9 @@
 
+import { spawn } from 'node:child_process'
 import { join } from 'node:path'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import type { RecordedRequest } from '../helpers/fake-llm.js'
-import { helper, findingsText } from '../helpers/run.js'
+import { BIN, helper, findingsText, TEST_ENV } from '../helpers/run.js'
 import { exitOf, lineFrom } from '../helpers/wait.js'
 import { agentRequests, expectContinuousSeq, jsonl, readTask, runSetup, waitFor } from './harness.js'
 import type { RunSetup } from './harness.js'
@@ -169,5 +170,27 @@ describe('chat sessions', () => {
     expect(res.code).toBe(4)
     expect(res.stderr).toMatch(/is not a chat task/)
     expect((await s.run(['chat', '00000000-0000-4000-8000-000000000000', '--send', 'hi'])).code).toBe(3)
+  })
+})
+
+describe('run --chat on a terminal', () => {
+  it('is the chat itself: a typed line gets its answer printed, Ctrl-D ends the session (exit 0)', async () => {
+    const s = await runSetup(CHAT)
+    echo(s)
+    // script(1) gives ctxagent a real terminal; what the test writes is what a person types.
+    const command = [process.execPath, BIN, 'run', '--chat', '--workspace', s.ws, '--home', s.tree.base, '--config', s.config].map((a) => `'${a}'`).join(' ')
+    const child = spawn('script', ['-qfec', command, '/dev/null'], { env: { ...process.env, ...TEST_ENV, TERM: 'dumb' }, stdio: ['pipe', 'pipe', 'pipe'] })
+    let out = ''
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()))
+    onTestFinished(() => {
+      if (child.exitCode === null) child.kill('SIGKILL')
+    })
+    await waitFor('the prompt', () => out.includes('type a message'))
+    child.stdin.write('hello there\r')
+    await waitFor('the answer', () => out.includes('agent> re: hello there'))
+    child.stdin.write('\x04')
+    expect((await exitOf(child)).code).toBe(0)
+    const uuid = s.tree.layout.list('completed')[0] as string
+    expect(readTask(s.tree, uuid).state).toMatchObject({ status: 'completed', session: { state: 'ended' } })
   })
 })
