@@ -115,8 +115,8 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
       const repaired = await repairResumed(handle)
       log.info(`resumed at turn ${handle.state.turns ?? 0} (${client.model}, dir ${handle.dir})${repaired.answered ? `; ${repaired.answered} unanswered tool call(s) answered as aborted` : ''}${repaired.rebuilt ? '; current.jsonl rebuilt' : ''}${killedText(handle.stoppedCommands, 'the dead agent')}`)
     }
-    // This process only serves the session; what is typed into its terminal is not read (issue 19).
-    if (settings.chat) log.info(`chat session: talk to it with \`ctxagent chat ${handle.uuid.slice(0, 8)}\` (from another terminal; typing here is not read), end it with \`ctxagent chat ${handle.uuid.slice(0, 8)} --end\``)
+    // Where to talk to the session from (issue 19): off a terminal nothing typed here is read.
+    if (settings.chat) log.info(`chat session: talk to it with \`ctxagent chat ${handle.uuid.slice(0, 8)}\` (from any terminal), end it with \`ctxagent chat ${handle.uuid.slice(0, 8)} --end\``)
     const remote = start.channel ? await openRemote(start, handle, config, log) : undefined
     if (remote) handle.onStop(() => remote.status(statusText(handle, 'paused; it continues when the task is resumed')))
     const tools = ToolRegistry.builtin({ allowShell: settings.allowShell, finish: !settings.chat })
