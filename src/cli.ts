@@ -3,11 +3,15 @@ import { Command, CommanderError, Option } from 'commander'
 import { chatCommand } from './commands/chat.js'
 import { cleanupCommand } from './commands/cleanup.js'
 import { commentCommand } from './commands/comment.js'
+import { completionCommand } from './commands/completion.js'
 import { compressCommand } from './commands/compress.js'
 import { configCommand } from './commands/config.js'
 import { demoCommand } from './commands/demo.js'
 import { enqueueCommand } from './commands/enqueue.js'
 import { fleetCommand } from './commands/fleet.js'
+import { doctorCommand } from './commands/doctor.js'
+import { exportCommand } from './commands/export.js'
+import { listCommand } from './commands/list.js'
 import { pauseCommand } from './commands/pause.js'
 import { reindexCommand } from './commands/reindex.js'
 import { runCommand } from './commands/run.js'
@@ -16,23 +20,28 @@ import { unlockCommand } from './commands/unlock.js'
 import { viewCommand } from './commands/view/index.js'
 import { watchLocksCommand } from './commands/watch-locks.js'
 import { workerCommand } from './commands/worker.js'
+import { examplesText } from './commands/examples.js'
 import { CtxError } from './errors.js'
 
 const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version
 
 export function buildProgram(): Command {
   const program = new Command('ctxagent')
-    .description('Disk-backed context storage, compression and recovery for LLM coding agents')
+    .description('A coding agent for the command line whose every task lives on disk, and the operator commands to inspect, measure, clean up and recover those tasks')
     .version(VERSION, '-V, --version')
-    .addOption(new Option('--home <dir>', 'base directory of the task tree (default: CTXAGENT_HOME, config context.base_dir, ./logs/contexts)'))
-    .addOption(new Option('--config <file>', 'config file (default: CTXAGENT_CONFIG, ./config.yaml)'))
+    .addOption(new Option('--home <dir>', 'base directory of the task tree (default: CTXAGENT_HOME, config context.base_dir, $XDG_STATE_HOME/ctxagent or ~/.local/state/ctxagent)'))
+    .addOption(new Option('--config <file>', 'config file, or none for no file (default: CTXAGENT_CONFIG, ./ctxagent.yaml, $XDG_CONFIG_HOME/ctxagent/config.yaml, /etc/ctxagent/config.yaml)'))
     .option('--json', 'machine-readable output (one JSON document, or JSON Lines for listings)')
     .option('--no-color', 'no colour (also NO_COLOR)')
     .showSuggestionAfterError(true)
 
-  for (const command of [runCommand(), viewCommand(), statsCommand(), cleanupCommand(), compressCommand(), pauseCommand(), commentCommand(), chatCommand(), watchLocksCommand(), unlockCommand(), reindexCommand(), configCommand(), demoCommand()]) program.addCommand(command)
+  for (const command of [runCommand(), viewCommand(), listCommand(), statsCommand(), cleanupCommand(), compressCommand(), pauseCommand(), commentCommand(), chatCommand(), watchLocksCommand(), unlockCommand(), reindexCommand(), configCommand(), doctorCommand(), demoCommand(), exportCommand(), completionCommand()]) program.addCommand(command)
   for (const command of [enqueueCommand(), workerCommand(), fleetCommand()]) program.addCommand(command)
   for (const command of [program, ...program.commands]) {
+    const examples = examplesText(command.name())
+    if (examples !== null) command.addHelpText('after', examples)
+    // Every command's --help lists --home, --config, --json and --no-color too.
+    command.configureHelp({ showGlobalOptions: true })
     command.exitOverride()
     // Commander's own error text is replaced by our one-line form in report().
     command.configureOutput({ outputError: () => undefined })
@@ -62,6 +71,17 @@ export async function main(argv: string[]): Promise<void> {
   }
 }
 
+/** The subcommand the command line named (`view `), so an error points to its own --help; '' when none. */
+function commandIn(program: Command): string {
+  for (const word of process.argv.slice(2)) {
+    if (word.startsWith('-')) continue
+    // The first word naming a command (a value of --home or --config before it is not one).
+    const found = program.commands.find((c) => c.name() === word || c.aliases().includes(word))
+    if (found) return `${found.name()} `
+  }
+  return ''
+}
+
 function report(err: unknown, program: Command): number {
   if (err instanceof CommanderError) {
     if (err.exitCode === 0) return 0
@@ -74,11 +94,12 @@ function report(err: unknown, program: Command): number {
     }
     // One line: commander puts "(Did you mean …?)" on a line of its own.
     const message = err.message.replace(/^error: /, '').replace(/\s*\n\s*/g, ' ').trim()
-    process.stderr.write(`ctxagent: ${message} (see ctxagent --help)\n`)
+    process.stderr.write(`ctxagent: ${message} (see ctxagent ${commandIn(program)}--help)\n`)
     return 2
   }
   const debug = process.env.CTXAGENT_DEBUG === '1'
   if (err instanceof CtxError) {
+    if (err.logged) return err.exitCode
     process.stderr.write(`ctxagent: ${err.message}${err.hint ? ` (${err.hint})` : ''}\n`)
     if (debug && err.stack) process.stderr.write(`${err.stack}\n`)
     return err.exitCode

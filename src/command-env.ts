@@ -1,6 +1,5 @@
 import { existsSync, statSync } from 'node:fs'
 import { userInfo } from 'node:os'
-import { DEFAULT_BASE_DIR } from './config/schema.js'
 import { loadConfig } from './config/load.js'
 import type { Config } from './config/schema.js'
 import { UsageError } from './errors.js'
@@ -8,7 +7,8 @@ import { cutInput, shortPath } from './text.js'
 import { createIo } from './io.js'
 import type { Io } from './io.js'
 import { audit } from './storage/task/audit.js'
-import { Layout } from './storage/fs/layout.js'
+import type { AuditEntry } from './storage/task/audit.js'
+import { defaultBase, Layout } from './storage/fs/layout.js'
 import type { TaskEnv } from './storage/task/env.js'
 import { openIndexStore } from './storage/index/open.js'
 import type { IndexStore } from './storage/index/store.js'
@@ -27,6 +27,8 @@ export interface GlobalOptions {
 export interface CommandEnv {
   readonly config: Config
   readonly configSource: string | null
+  /** One line about the config the operator should see once (a ./config.yaml no longer read), or null. */
+  readonly configNotice: string | null
   /** Which setting chose the task tree (SPEC §9 order). */
   readonly baseSource: BaseSource
   readonly layout: Layout
@@ -42,18 +44,20 @@ export interface CommandEnv {
 export type BaseSource = '--home' | 'CTXAGENT_HOME' | 'context.base_dir' | 'default'
 
 export function createCommandEnv(globals: GlobalOptions, env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): CommandEnv {
-  const { config, source } = loadConfig({ flag: globals.config, env, cwd })
+  const { config, source, notice } = loadConfig({ flag: globals.config, env, cwd })
   const fromEnv = nonEmpty(env.CTXAGENT_HOME)
   const [base, baseSource]: [string, BaseSource] =
     globals.home !== undefined ? [globals.home, '--home']
     : fromEnv !== undefined ? [fromEnv, 'CTXAGENT_HOME']
-    : [config.context.base_dir, config.context.base_dir === DEFAULT_BASE_DIR ? 'default' : 'context.base_dir']
+    : config.context.base_dir !== null ? [config.context.base_dir, 'context.base_dir']
+    : [defaultBase(env), 'default']
   checkBase(base, baseSource)
   const fixed = pinnedNow(env)
   const io = createIo({ env, ...(globals.color === false ? { color: false } : {}) })
   return {
     config,
     configSource: source,
+    configNotice: notice ?? null,
     baseSource,
     layout: new Layout(base),
     io,
@@ -188,9 +192,9 @@ export function openIndex(ctx: CommandEnv, create: boolean, lazy = false): Promi
   return openIndexStore({ databaseUrl: fleetDatabaseUrl(ctx), path: ctx.layout.db, create, lazy, warn: (m) => ctx.io.warn(m) })
 }
 
-export function auditTask(ctx: CommandEnv, command: string, uuid: string | null): void {
+export function auditTask(ctx: CommandEnv, command: string, uuid: string | null, extra: Pick<AuditEntry, 'event' | 'detail'> = {}): void {
   try {
-    audit(ctx.layout, { ts: ctx.now().toISOString(), os_user: ctx.osUser, command, uuid })
+    audit(ctx.layout, { ts: ctx.now().toISOString(), os_user: ctx.osUser, command, uuid, ...extra })
   } catch (err) {
     ctx.io.warn(`audit.jsonl not written: ${(explainSystemError(err, ctx.layout.base) ?? (err as Error)).message}`)
   }

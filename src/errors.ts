@@ -5,12 +5,15 @@
 export class CtxError extends Error {
   readonly exitCode: number
   readonly hint: string | undefined
+  /** Already written to stderr in the command's own format (run's JSON log): cli.ts only exits with the code. */
+  readonly logged: boolean
 
-  constructor(message: string, options: { exitCode?: number; hint?: string; cause?: unknown } = {}) {
+  constructor(message: string, options: { exitCode?: number; hint?: string; cause?: unknown; logged?: boolean } = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause })
     this.name = new.target.name
     this.exitCode = options.exitCode ?? 1
     this.hint = options.hint
+    this.logged = options.logged === true
   }
 }
 

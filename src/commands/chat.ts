@@ -31,7 +31,7 @@ const DEFAULT_TIMEOUT_MS = 300_000
 export function chatCommand(): Command {
   return new Command('chat')
     .description('talk to a chat task (run --chat): attach interactively, --send one message and print the reply, or --end the session')
-    .argument('<uuid>', 'task uuid, or a unique prefix of 8+ hex characters')
+    .argument('<uuid>', 'task uuid, a unique prefix of 8+ hex characters, or last (the newest task)')
     .option('--send <text>', 'send one message, wait for its reply and print it')
     .option('--no-wait', 'with --send: return once the message is queued (a paused session answers it after resume)')
     // No commander default: an explicit --timeout must be told apart from none (it contradicts --no-wait).

@@ -3,10 +3,10 @@ import type { CommandEnv } from '../command-env.js'
 import { auditTask, fleetDatabaseUrl, withTaskEnv } from '../command-env.js'
 import { fleetReapPass, withFleetLock } from './fleet-db.js'
 import { formatBytes } from '../duration.js'
-import { CtxError, UsageError } from '../errors.js'
+import { CtxError, NotFoundError, UsageError } from '../errors.js'
 import { createProgress } from '../progress.js'
 import { table } from '../render.js'
-import { clip, sampleOf } from '../text.js'
+import { clip, sampleOf, shortPath } from '../text.js'
 import { straysWarning } from '../storage/fs/layout.js'
 import { monitorPass } from '../operations/monitor.js'
 import type { Finding } from '../operations/monitor.js'
@@ -52,6 +52,8 @@ async function cleanup(ctx: CommandEnv, opts: CleanupOptions): Promise<void> {
   const compressAfterMs = opts.compressAfter ?? retention.compress_after_days * 86_400_000
   const deleteAfterMs = opts.deleteAfter ?? retention.delete_after_days * 86_400_000
   if (opts.schedule === undefined) {
+    // A cron job with a typo in --home must not look healthy: exit 3, as stats.
+    if (!ctx.layout.exists()) throw new NotFoundError(`there is no task tree at ${shortPath(ctx.layout.base)}`, 'check --home, CTXAGENT_HOME or context.base_dir')
     await runOnce(ctx, opts, compressAfterMs, deleteAfterMs)
     return
   }

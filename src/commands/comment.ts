@@ -10,8 +10,8 @@ const MAX_COMMENT = 100_000
 
 export function commentCommand(): Command {
   return new Command('comment')
-    .description("add a comment to a running or paused task's inbox; its agent reads it at the next turn boundary (seed 002 format)")
-    .argument('<uuid>', 'task uuid, or a unique prefix of 8+ hex characters')
+    .description("add a comment to a running or paused task's inbox; its agent reads it at the next turn boundary, as a comment from you")
+    .argument('<uuid>', 'task uuid, a unique prefix of 8+ hex characters, or last (the newest task)')
     .argument('<text...>', 'the comment')
     .action(withEnv(comment))
 }

@@ -13,6 +13,7 @@ import { resolveTask, TASK_DATA_FILES } from '../storage/fs/layout.js'
 import type { TaskRef } from '../storage/fs/layout.js'
 import { assessTask } from '../operations/reaper.js'
 import { stalenessPolicy } from '../storage/task/env.js'
+import { readMetadata } from '../storage/task/metadata.js'
 import { durationArg, positiveIntArg, withEnv } from './shared.js'
 
 interface CompressOptions {
@@ -25,7 +26,7 @@ interface CompressOptions {
 export function compressCommand(): Command {
   return new Command('compress')
     .description("summarize a task's context now (a running task is asked to do it by its agent; a dead agent's task is recovered first)")
-    .argument('<uuid>', 'task uuid, or a unique prefix of 8+ hex characters')
+    .argument('<uuid>', 'task uuid, a unique prefix of 8+ hex characters, or last (the newest task)')
     .option('--dry-run', 'show what would be summarized and the expected saving; write nothing')
     .option('--extractive', 'summarize without an LLM (keeps the task, file paths, errors, decisions, tools)')
     .option('--keep-recent <n>', 'messages kept verbatim (default: config context.compression.keep_recent)', positiveIntArg)
@@ -38,7 +39,9 @@ async function compress(ctx: CommandEnv, opts: CompressOptions, id: string): Pro
   // A link, a FIFO or a directory for one of its files: refused before anything is read as "empty" or written.
   assertRegularFiles(ref.dir, TASK_DATA_FILES)
   if (ref.location === 'running' && opts.dryRun !== true && (await ownerIsAlive(ctx, ref))) return askRunningOwner(ctx, ref, opts)
-  const summarizer = await summarizerFor(ctx, opts)
+  // A replayed task is summarized as its own agent does it, without an LLM (issue 19: no key warning for it).
+  const replayed = readMetadata(ref.dir).config.llm_provider === 'replay'
+  const summarizer = replayed ? extractiveSummarizer() : await summarizerFor(ctx, opts)
   await withTaskEnv(ctx, async (env) => {
     const outcome = await compressTask(env, ref, settingsFrom(ctx.config, opts.keepRecent), summarizer, opts.dryRun === true)
     if (outcome.kind === 'done') auditTask(ctx, 'compress', ref.uuid)

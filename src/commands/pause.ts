@@ -15,7 +15,7 @@ interface PauseOptions {
 export function pauseCommand(): Command {
   return new Command('pause')
     .description("ask a running task's agent to pause at its next turn boundary (it moves to paused/; resume with run --resume)")
-    .argument('<uuid>', 'task uuid, or a unique prefix of 8+ hex characters')
+    .argument('<uuid>', 'task uuid, a unique prefix of 8+ hex characters, or last (the newest task)')
     .addOption(new Option('--wait <duration>', 'how long to wait for the agent to pause').argParser(durationArg('--wait')).default(120_000, '2m'))
     .action(withEnv(pause))
 }

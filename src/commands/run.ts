@@ -6,15 +6,18 @@ import { auditTask, withTaskEnv } from '../command-env.js'
 import { CtxError, LockedError, UsageError } from '../errors.js'
 import { assertRegularFiles } from '../storage/fs/files.js'
 import { isUuid, resolveTask, TASK_DATA_FILES } from '../storage/fs/layout.js'
+import { VANISHED } from '../storage/lock/lock.js'
 import type { TaskRef } from '../storage/fs/layout.js'
 import { assessTask } from '../operations/reaper.js'
 import { stalenessPolicy } from '../storage/task/env.js'
 import { readMetadata } from '../storage/task/metadata.js'
 import type { TaskKey } from '../storage/task/metadata.js'
+import { readState } from '../storage/task/state.js'
+import type { TaskState } from '../storage/task/state.js'
 import type { Channel, RemoteTask } from '../sources/types.js'
 import { ensureLayout } from '../storage/task/lifecycle.js'
 import type { Outcome, RunStart } from '../run/run-task.js'
-import { checkProvider, effectiveConfig, newRunSettings, readTextArg, resumedRunSettings } from '../run/settings.js'
+import { checkProvider, effectiveConfig, newRunSettings, readTextArg, refuseTreeInWorkspace, resumedRunSettings } from '../run/settings.js'
 import type { RunFlags, RunSettings } from '../run/settings.js'
 import { durationArg, positiveIntArg, withEnv } from './shared.js'
 
@@ -30,7 +33,7 @@ export function runCommand(): Command {
     .option('--task-file <file>', 'the task, from a file (- for standard input)')
     .option('--github <owner/repo#N>', 'a GitHub issue or pull request (GITHUB_TOKEN or github.token)')
     .option('--gitlab <group/project#N|!N>', 'a GitLab issue (#N) or merge request (!N) (GITLAB_TOKEN or gitlab.token)')
-    .option('--resume <uuid>', 'continue a paused task where it stopped')
+    .option('--resume <uuid>', 'continue a paused task where it stopped (or last: the newest task)')
     .option('--chat', 'a keep-alive chat session: answer each message sent with ctxagent chat, then wait for the next (--task is an optional first message)')
     .option('--task-id <id>', 'a name for the task; a later task with the same id (and user and workspace) inherits its summary')
     .option('--user <name>', 'whose task this is (default: the OS user); selects users.<name> settings')
@@ -47,10 +50,27 @@ export function runCommand(): Command {
     // A fleet worker names the task its job announced (enqueue printed the uuid); not for operators.
     .addOption(new Option('--uuid <uuid>').hideHelp())
     .addOption(new Option('--log-format <format>', 'log lines on stderr (default: text on a terminal, json otherwise)').choices(['text', 'json']))
-    .action(withEnv(run))
+    .action(withEnv(runLogged))
 }
 
-async function run(ctx: CommandEnv, opts: RunOptions): Promise<void> {
+/**
+ * In JSON log mode (the default off a terminal) every stderr line of a run is one JSON
+ * object (SPEC §12.5): warnings, the config notice, and the outcome's last line (paused,
+ * timeout, lost, failed). A refusal before any task exists (a usage error) keeps the
+ * one-line `ctxagent: …` form of every command (SPEC §9): no log has begun.
+ */
+async function runLogged(ctx: CommandEnv, opts: RunOptions): Promise<void> {
+  const format = opts.logFormat ?? (process.stderr.isTTY ? 'text' : 'json')
+  const jsonCtx: CommandEnv = format === 'text' ? ctx : { ...ctx, io: { ...ctx.io, warn: (text) => jsonLine('warn', text) } }
+  if (ctx.configNotice !== null) jsonCtx.io.warn(ctx.configNotice)
+  return run(jsonCtx, opts, format)
+}
+
+function jsonLine(level: string, msg: string, fields: Record<string, unknown> = {}): void {
+  process.stderr.write(`${JSON.stringify({ ts: new Date().toISOString(), level, msg, ...fields })}\n`)
+}
+
+async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'): Promise<void> {
   const given = [opts.task, opts.taskFile, opts.resume, opts.github, opts.gitlab].filter((x) => x !== undefined).length
   if (given === 0 && !opts.chat) throw new UsageError('no task given', 'pass --task TEXT, --task-file FILE (- for standard input), --github owner/repo#N, --gitlab group/project#N or --resume <uuid>, or start a --chat')
   if (given > 1) throw new UsageError('--task, --task-file, --github, --gitlab and --resume exclude each other', 'give one of them')
@@ -62,6 +82,9 @@ async function run(ctx: CommandEnv, opts: RunOptions): Promise<void> {
   if (opts.uuid !== undefined && prepared.start.kind === 'new') prepared.start.uuid = opts.uuid.toLowerCase()
   // Nothing was written until here: every check above can refuse with the tree untouched.
   const { runTask } = await import('../run/run-task.js')
+  // On a terminal, run --chat is the chat itself: typed lines go to the session it serves.
+  const here = opts.chat === true && process.stdin.isTTY === true && process.stdout.isTTY === true ? (await import('./chat-here.js')).chatHere : null
+  let stopChat = () => undefined as void
   ensureLayout({ layout: ctx.layout, config: prepared.config, index: null, now: () => ctx.now(), warn: (m) => ctx.io.warn(m) })
   const outcome = await withTaskEnv(ctx, (env) =>
     runTask(
@@ -70,18 +93,27 @@ async function run(ctx: CommandEnv, opts: RunOptions): Promise<void> {
         config: prepared.config,
         settings: prepared.settings,
         stderr: process.stderr,
-        logFormat: opts.logFormat ?? (process.stderr.isTTY ? 'text' : 'json'),
+        logFormat,
         signals: true,
+        // Written at start: a run killed with SIGKILL still left its line.
+        onStarted: (uuid) => {
+          auditTask(ctx, 'run', uuid, { event: 'start' })
+          if (here) stopChat = here(ctx, uuid)
+        },
       },
       prepared.start,
     ),
     // In a fleet, an agent runs on through a database outage: its index rows wait for it.
     { lazyIndex: true },
-  )
-  auditTask(ctx, 'run', outcome.uuid)
+  ).finally(() => stopChat())
+  auditTask(ctx, 'run', outcome.uuid, { event: 'end', detail: outcome.status })
   if (ctx.json) ctx.io.json(outcome)
   else ctx.io.out(renderOutcome(outcome))
-  if (outcome.exit_code !== 0) throw outcomeError(outcome)
+  if (outcome.exit_code === 0) return
+  const err = outcomeError(outcome)
+  if (logFormat === 'text') throw err
+  jsonLine('error', err.message, { uuid: outcome.uuid, ...(err.hint ? { hint: err.hint } : {}), exit_code: err.exitCode })
+  throw new CtxError(err.message, { exitCode: err.exitCode, logged: true })
 }
 
 interface Prepared {
@@ -106,6 +138,7 @@ async function settingsFor(ctx: CommandEnv, flags: RunFlags): Promise<{ user: st
   const config = effectiveConfig(ctx.config, user, flags)
   checkProvider(config)
   const settings = newRunSettings(config, { ...flags, user }, process.cwd())
+  refuseTreeInWorkspace(settings.workspace, ctx.layout.base)
   if (settings.systemPromptFile) readTextArg(settings.systemPromptFile, 'system prompt file')
   await checkRecording(ctx, config)
   return { user, config, settings }
@@ -150,7 +183,8 @@ async function prepareResume(ctx: CommandEnv, flags: RunFlags, id: string): Prom
   if (flags.taskId !== undefined) throw new UsageError('--task-id names a new task; a resumed task keeps its own', 'drop --task-id')
   const ref = resolveTask(ctx.layout, id)
   if (ref.location === 'running') await refuseLive(ctx, ref)
-  if (ref.location === 'completed') throw new CtxError(`task ${ref.uuid} is finished (in completed/)`, { exitCode: 4, hint: 'start a new task with the same --task-id to continue from its summary' })
+  const stoppedByBudget = ref.location === 'completed' && readStateOrNull(ref.dir)?.status === 'timeout'
+  if (ref.location === 'completed' && !stoppedByBudget) throw new CtxError(`task ${ref.uuid} is finished (in completed/)`, { exitCode: 4, hint: finishedHint(readMetadata(ref.dir).task_key) })
   assertRegularFiles(ref.dir, TASK_DATA_FILES)
   const meta = readMetadata(ref.dir)
   const user = meta.user ?? ctx.osUser
@@ -165,18 +199,55 @@ async function prepareResume(ctx: CommandEnv, flags: RunFlags, id: string): Prom
   checkProvider(config)
   await checkRecording(ctx, config)
   const settings = resumedRunSettings(config, meta.run, flags, meta.user, process.cwd())
+  refuseTreeInWorkspace(settings.workspace, ctx.layout.base)
+  // Budgets count across resumes: a task that used one up continues only with it raised.
+  const spent = spentBudget(settings, readStateOrNull(ref.dir))
+  if (spent !== null) throw new UsageError(`task ${ref.uuid} has used its ${spent.budget} budget (${spent.used})`, `raise it to continue: ctxagent run --resume ${ref.uuid.slice(0, 8)} ${spent.flag}`)
   const channel = await channelOf(config, meta.task_key)
   return { config, settings, start: { kind: 'resume', ref, ...(channel ? { channel } : {}) } }
 }
 
-/** A task in running/ is resumed only when its agent is provably dead (kill -9, a crashed host). */
+/**
+ * A task in running/ is resumed only when its agent is provably dead (kill -9, a double
+ * Ctrl-C, a crashed host); on this host a pid that is gone is proof enough (an
+ * operator's request), and the takeover is said in one line.
+ */
 async function refuseLive(ctx: CommandEnv, ref: TaskRef): Promise<void> {
   await withTaskEnv(ctx, async (env) => {
-    const assessment = assessTask(env, ref, { policy: stalenessPolicy(ctx.config) })
-    if (assessment.stale) return
+    const assessment = assessTask(env, ref, { policy: { ...stalenessPolicy(ctx.config), deadPidIsProof: true } })
+    if (assessment.stale) {
+      ctx.io.warn(`task ${ref.uuid} is in running/ but ${assessment.verdict.reason}; resume takes it over`)
+      return
+    }
     const who = assessment.holder ? `pid ${assessment.holder.process_id} on ${assessment.holder.hostname}` : 'its agent'
     throw new LockedError(`task ${ref.uuid} is running (${who}: ${assessment.reason})`, 'pause it first with ctxagent pause, or wait for it to finish')
   }, { createIndex: false })
+}
+
+function readStateOrNull(dir: string): TaskState | null {
+  try {
+    return readState(dir)
+  } catch {
+    return null
+  }
+}
+
+/** Which budget the task has already used up with these settings, if any, and the flag that raises it. */
+function spentBudget(settings: RunSettings, state: TaskState | null): { budget: string; used: string; flag: string } | null {
+  if (state === null) return null
+  const turns = state.turns ?? 0
+  if (turns >= settings.maxTurns) return { budget: 'max_turns', used: `${turns} of ${settings.maxTurns} turns`, flag: `--max-turns ${turns + Math.max(10, settings.maxTurns)}` }
+  const tokens = state.total_tokens_used ?? 0
+  if (settings.maxTokens !== null && tokens >= settings.maxTokens) return { budget: 'max_tokens', used: `${tokens} of ${settings.maxTokens} tokens`, flag: `--max-tokens ${tokens + settings.maxTokens}` }
+  const elapsed = state.elapsed_ms ?? 0
+  if (settings.timeoutMs !== null && elapsed >= settings.timeoutMs) return { budget: 'timeout', used: `${Math.round(elapsed / 1000)}s of ${Math.round(settings.timeoutMs / 1000)}s`, flag: `--timeout ${Math.ceil((elapsed + settings.timeoutMs) / 60_000)}m` }
+  return null
+}
+
+/** What to do with a finished task: a local one without a key cannot be inherited from. */
+function finishedHint(key: TaskKey): string {
+  if (key.task_source === 'local' && !key.task_id) return 'start a new task (it has no --task-id, so nothing inherits from it; see ctxagent view for its summary)'
+  return 'start a new task with the same task key (--task-id, or the same issue) to continue from its summary'
 }
 
 async function checkRecording(ctx: CommandEnv, config: CommandEnv['config']): Promise<void> {
@@ -202,12 +273,16 @@ function renderOutcome(o: Outcome): string {
   if (o.error) lines.push(`reason: ${o.error}`)
   if (o.status !== 'lost') lines.push(`files: ${o.dir}`)
   if (o.status === 'paused') lines.push(`resume: ctxagent run --resume ${o.uuid}`)
+  if (o.status === 'timeout') lines.push(`continue: ctxagent run --resume ${o.uuid} --max-turns N (or --max-tokens, --timeout), a budget above what it used`)
   return lines.join('\n')
 }
 
 function outcomeError(o: Outcome): CtxError {
   if (o.status === 'paused') return new CtxError(`task ${o.uuid} paused${o.error ? `: ${o.error}` : ''}`, { exitCode: o.exit_code, hint: `resume it with ctxagent run --resume ${o.uuid}` })
-  if (o.status === 'timeout') return new CtxError(`task ${o.uuid} ran out of budget: ${o.error}`, { exitCode: 5, hint: 'raise --max-turns, --max-tokens or --timeout for the next task' })
-  if (o.status === 'lost') return new CtxError(`task ${o.uuid}: ${o.error}`, { exitCode: 1, hint: 'another process took the task over; this one stopped writing' })
+  if (o.status === 'timeout') return new CtxError(`task ${o.uuid} ran out of budget: ${o.error}`, { exitCode: 5, hint: `continue it with a raised budget: ctxagent run --resume ${o.uuid.slice(0, 8)} --max-turns N (or --max-tokens, --timeout)` })
+  if (o.status === 'lost') {
+    const vanished = o.error?.includes(VANISHED) === true
+    return new CtxError(`task ${o.uuid}: ${o.error}`, { exitCode: 1, hint: vanished ? 'its files are gone; keep the task tree out of reach of the agent (outside its workspace) and start the task again' : 'another process took the task over; this one stopped writing' })
+  }
   return new CtxError(`task ${o.uuid} failed: ${o.error}`, { exitCode: 1, hint: `see ctxagent view ${o.uuid.slice(0, 8)} --tools` })
 }

@@ -17,6 +17,8 @@ export function withEnv<O, A extends unknown[]>(body: (ctx: CommandEnv, opts: O,
     const args = received.slice(0, -2) as A
     const globals = command.optsWithGlobals<GlobalOptions>()
     const ctx = createCommandEnv(globals)
+    // run says it in its own log format (JSON lines off a terminal).
+    if (ctx.configNotice !== null && command.name() !== 'run') ctx.io.warn(ctx.configNotice)
     try {
       await body(ctx, opts, ...args)
     } catch (err) {
@@ -51,7 +53,7 @@ export function requireUuid(positional: string | undefined, flag: string | undef
     throw new UsageError('two different task ids given', 'give the uuid once, as an argument or with --uuid')
   }
   const id = positional ?? flag
-  if (id === undefined) throw new UsageError('no task id given', 'give the task uuid (or a unique prefix of 8+ hex characters)')
+  if (id === undefined) throw new UsageError('no task id given', 'give the task uuid (or a unique prefix of 8+ hex characters, or last)')
   return id
 }
 

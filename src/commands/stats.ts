@@ -6,7 +6,9 @@ import { NotFoundError, UsageError } from '../errors.js'
 import { clip, sampleOf, shortPath } from '../text.js'
 import { table } from '../render.js'
 import { STATUSES } from '../storage/task/state.js'
-import { checkHealth, collectStats, scanIntoMemory } from '../operations/stats.js'
+import { checkHealth, collectStats, scanIntoMemory, where } from '../operations/stats.js'
+import { collectTokens } from '../operations/tokens.js'
+import type { TokenReport } from '../operations/tokens.js'
 import type { CheckResult, StatsFilter, StatsReport } from '../operations/stats.js'
 import { indexDrift } from '../storage/index/store.js'
 import type { IndexStore } from '../storage/index/store.js'
@@ -37,20 +39,20 @@ export function statsCommand(): Command {
 const DAY_ONLY = /^\d{4}-\d{2}-\d{2}$/
 
 /** --from: a day (its start, UTC) or an ISO time; days that do not exist (2024-02-30) are refused, not rolled over. */
-function dateFrom(value: string): Date {
+export function dateFrom(value: string): Date {
   const date = parseIsoDate(value, { dayOnly: true })
   if (date === null) throw new InvalidArgumentError(`'${value.slice(0, 40)}' is not a date like 2024-01-31 or an ISO time like 2024-01-31T12:00:00Z`)
   return date
 }
 
 /** --to: a day includes all of it (up to the next day's start); an ISO time is exact. */
-function dateTo(value: string): Date {
+export function dateTo(value: string): Date {
   const date = dateFrom(value)
   return DAY_ONLY.test(value) ? new Date(date.getTime() + 86_400_000) : date
 }
 
 /** --user: the name as `run --user` stores it (trimmed), never empty. */
-function userName(value: string): string {
+export function userName(value: string): string {
   const trimmed = value.trim()
   if (trimmed === '' || trimmed.length > 200 || /[\u0000-\u001f\u007f]/.test(trimmed)) throw new InvalidArgumentError('must be 1 to 200 printable characters')
   return trimmed
@@ -125,6 +127,7 @@ async function stats(ctx: CommandEnv, opts: StatsOptions): Promise<void> {
   try {
     const filter: StatsFilter = { user: opts.user, from: opts.from, to: opts.to, status: opts.status }
     const report = collectStats(index, ctx.layout, filter, store === null ? 'scan' : store.name === 'PostgreSQL' ? 'postgresql' : 'tasks.db')
+    report.tokens = collectTokens(index, ctx.layout, where(filter), ctx.config.pricing)
     if (warning) ctx.io.warn(warning)
     if (unreadable.length > 0) ctx.io.warn(uncountedWarning(unreadable))
     auditTask(ctx, opts.check ? 'stats --check' : 'stats', null)
@@ -201,6 +204,7 @@ function renderStats(ctx: CommandEnv, r: StatsReport, filter: StatsFilter): stri
     `  - Duration: ${r.averages.duration_ms === null ? '-' : formatDuration(r.averages.duration_ms)}`,
     `  - Compressions: ${r.averages.compressions}`,
   )
+  if (r.tokens) lines.push('', `Tokens: ${tokenLine(r.tokens)}`)
   if (r.by_user.length) {
     lines.push('', 'By user:')
     lines.push(
@@ -212,6 +216,15 @@ function renderStats(ctx: CommandEnv, r: StatsReport, filter: StatsFilter): stri
     )
   }
   return lines.join('\n')
+}
+
+/** `12,000 (prompt 10,000, of which cached 2,000; completion 2,000) · $0.0450`: what operators compare with ccusage. */
+export function tokenLine(t: TokenReport): string {
+  const n = (x: number) => x.toLocaleString('en-US')
+  const parts = [`prompt ${n(t.prompt)}${t.cached ? `, of which cached ${n(t.cached)}` : ''}`, `completion ${n(t.completion)}`]
+  if (t.unsplit) parts.push(`not split ${n(t.unsplit)}`)
+  const cost = t.cost_usd === null ? '' : ` · $${t.cost_usd.toFixed(4)}${t.unpriced_tasks ? ` (${t.unpriced_tasks} task(s) of a model without a price)` : ''}`
+  return `${n(t.total)} (${parts.join('; ')})${cost}`
 }
 
 function cap(s: string): string {

@@ -3,7 +3,8 @@ import type { CommandEnv } from '../command-env.js'
 import { auditTask, fleetDatabaseUrl, withTaskEnv } from '../command-env.js'
 import { fleetReapPass } from './fleet-db.js'
 import { formatDuration } from '../duration.js'
-import { LockedError } from '../errors.js'
+import { LockedError, NotFoundError } from '../errors.js'
+import { shortPath } from '../text.js'
 import { table } from '../render.js'
 import { acquireMonitorLock, monitorPass } from '../operations/monitor.js'
 import { killedText } from '../operations/reaper.js'
@@ -30,8 +31,9 @@ export function watchLocksCommand(): Command {
 
 async function watchLocks(ctx: CommandEnv, opts: WatchOptions): Promise<void> {
   if (!ctx.layout.exists()) {
+    // A cron job with a typo in --home must not look healthy: exit 3, as stats.
+    if (opts.once) throw new NotFoundError(`there is no task tree at ${shortPath(ctx.layout.base)}`, 'check --home, CTXAGENT_HOME or context.base_dir')
     ctx.io.warn(`no task tree at ${ctx.layout.base} yet; nothing to watch (check --home / CTXAGENT_HOME)`)
-    if (opts.once) return
     // A monitor started before any agent: it waits for the tree, and creates nothing meanwhile.
     if (!(await waitForTree(ctx, opts.interval ?? DEFAULT_INTERVAL_MS))) {
       if (!ctx.json) ctx.io.err('watch-locks: stopped\n')
@@ -115,13 +117,15 @@ async function pause(ms: number, stopped: Promise<void>): Promise<boolean> {
 }
 
 function report(ctx: CommandEnv, result: PassResult): void {
-  if (ctx.json) {
-    for (const f of result.findings) ctx.io.jsonl(f)
-    return
-  }
   const acted = result.findings.filter((f) => f.action === 'reaped' || f.action === 'finished').length
   const chats = result.findings.filter((f) => f.action === 'end_requested' || f.action === 'terminated').length
   const alerts = result.findings.length - acted - chats
+  if (ctx.json) {
+    for (const f of result.findings) ctx.io.jsonl(f)
+    // One summary per pass, findings or not: a cron log tells "ran, found nothing" from "did not run".
+    ctx.io.jsonl({ pass: { ts: ctx.now().toISOString(), checked: result.checked, recovered: acted, alerts, chat_sessions: chats, reindexed: result.reindexed } })
+    return
+  }
   ctx.io.out(`${ctx.now().toISOString()} watch-locks: ${result.checked} running task(s) checked, ${acted} recovered, ${alerts} alert(s)${chats ? `, ${chats} chat session(s) past the hard timeout` : ''}${result.reindexed ? `, ${result.reindexed} tasks.db row(s) brought in step with the directories` : ''}`)
   if (result.findings.length === 0) return
   ctx.io.out(table(ctx.io, ['uuid', 'action', 'pid', 'host', 'last heartbeat', 'reason'], result.findings.map((f) => row(ctx, f))))

@@ -1,10 +1,12 @@
+import { homedir } from 'node:os'
+import { isAbsolute, join } from 'node:path'
 import { isCollection, isMap, isPair, isScalar, isSeq, parseDocument } from 'yaml'
 import type { Node as YamlNode, YAMLError } from 'yaml'
 import type * as z from 'zod/mini'
 import { isErrno, UsageError } from '../errors.js'
 import { describeErrno, readRegularFile } from '../input-file.js'
 import { shortPath } from '../text.js'
-import { configSchema, crossCheck, formatPath, shown } from './schema.js'
+import { configSchema, crossCheck, formatPath, isHttpUrl, shown } from './schema.js'
 import type { Config } from './schema.js'
 
 // Reading a config file: where it is, YAML to data, validation against the schema,
@@ -14,6 +16,8 @@ export interface LoadedConfig {
   config: Config
   /** The file it came from, or null when only defaults (and the environment) apply. */
   source: string | null
+  /** One line for the operator (a ./config.yaml that is no longer read), printed once by the caller. */
+  notice?: string
 }
 
 export interface ConfigLocation {
@@ -23,40 +27,97 @@ export interface ConfigLocation {
   cwd: string
 }
 
-/** `--config` > `CTXAGENT_CONFIG` > `./config.yaml` > defaults (SPEC §10). */
+/** What `--config none` (or CTXAGENT_CONFIG=none) means: no file at all, only defaults and the environment. */
+export const NO_CONFIG = 'none'
+
+/**
+ * `--config` > `CTXAGENT_CONFIG` > `./ctxagent.yaml` > `$XDG_CONFIG_HOME/ctxagent/config.yaml`
+ * (else ~/.config/…) > `/etc/ctxagent/config.yaml`, the first found (SPEC §1). `./config.yaml`
+ * is never read: it is as likely another tool's; when it holds ctxagent's keys, a notice
+ * says to rename it.
+ */
 export function loadConfig(where: ConfigLocation): LoadedConfig {
-  if (where.flag === '') throw new UsageError('--config: the path is empty', 'give the config file to use, or leave --config out')
+  if (where.flag === '') throw new UsageError('--config: the path is empty', `give the config file to use, ${NO_CONFIG} for no file, or leave --config out`)
   const explicit = where.flag ?? (nonEmpty(where.env.CTXAGENT_CONFIG) ?? undefined)
-  const file = explicit ?? 'config.yaml'
-  const raw = readConfigFile(resolveFrom(where.cwd, file), shownPath(file), explicit !== undefined)
-  const config = parseConfig(raw ?? '', shownPath(file))
-  applyEnvironment(config, where.env)
-  return { config, source: raw === null ? null : file }
+  let file: string | null
+  let raw: string | null
+  if (explicit === NO_CONFIG) [file, raw] = [null, null]
+  else if (explicit !== undefined) [file, raw] = [explicit, readConfigFile(resolveFrom(where.cwd, explicit), shownPath(explicit), true)]
+  else [file, raw] = findConfig(where)
+  if (raw === null) file = null
+  const { config, data } = parseConfigData(raw ?? '', file === null ? 'config' : shownPath(file))
+  applyEnvironment(config, data, where.env)
+  return { config, source: file, ...(file === null && explicit === undefined ? notice(where) : {}) }
+}
+
+/** The config files looked for, in order, when neither --config nor CTXAGENT_CONFIG names one. */
+export function configCandidates(where: Pick<ConfigLocation, 'env' | 'cwd'>): string[] {
+  const xdg = where.env.XDG_CONFIG_HOME
+  const home = where.env.HOME !== undefined && isAbsolute(where.env.HOME) ? where.env.HOME : homedir()
+  const userDir = xdg !== undefined && isAbsolute(xdg) ? xdg : join(home, '.config')
+  return [join(where.cwd, 'ctxagent.yaml'), join(userDir, 'ctxagent', 'config.yaml'), '/etc/ctxagent/config.yaml']
+}
+
+function findConfig(where: ConfigLocation): [string | null, string | null] {
+  for (const path of configCandidates(where)) {
+    // The one in the current directory is named as the operator sees it.
+    const named = path === join(where.cwd, 'ctxagent.yaml') ? 'ctxagent.yaml' : path
+    const raw = readConfigFile(path, shownPath(named), false)
+    if (raw !== null) return [named, raw]
+  }
+  return [null, null]
+}
+
+/**
+ * A `./config.yaml` that looks like ctxagent's (one of its top-level sections and no key
+ * it does not know): worth one line saying it is no longer read. Another tool's file
+ * there gets no word at all.
+ */
+function notice(where: ConfigLocation): { notice?: string } {
+  const path = join(where.cwd, 'config.yaml')
+  const read = readRegularFile(path, MAX_CONFIG_BYTES)
+  if (!read.ok) return {}
+  let data: unknown
+  try {
+    data = parseDocument(read.text, { logLevel: 'silent' }).toJS()
+  } catch {
+    return {}
+  }
+  if (data === null || typeof data !== 'object' || Array.isArray(data)) return {}
+  const keys = Object.keys(data)
+  const known = Object.keys(configSchema.def.shape)
+  if (keys.length === 0 || !keys.every((k) => known.includes(k))) return {}
+  return { notice: './config.yaml is no longer read (SPEC §1); rename it to ctxagent.yaml, or pass --config config.yaml' }
 }
 
 const MAX_CONFIG_BYTES = 1 << 20
 
 /**
  * A config file: a regular file of at most 1 MB (readRegularFile), so `--config
- * /dev/zero` cannot read forever nor a FIFO hang the command. Null when the implicit ./config.yaml does not exist. Errors
- * keep the shape `<file>: cannot read config (<why>)`, errno in words.
+ * /dev/zero` cannot read forever nor a FIFO hang the command. Null when a looked-for file
+ * (not one named by --config or CTXAGENT_CONFIG) does not exist. Errors keep the shape
+ * `<file>: cannot read config (<why>)`, errno in words.
  */
 function readConfigFile(path: string, shown: string, explicit: boolean): string | null {
   const read = readRegularFile(path, MAX_CONFIG_BYTES)
   if (read.ok) return read.text
-  if (read.problem === 'unreadable' && isErrno(read.err, 'ENOENT') && !explicit) return null
+  if (read.problem === 'unreadable' && (isErrno(read.err, 'ENOENT') || isErrno(read.err, 'ENOTDIR')) && !explicit) return null
   const why =
     read.problem === 'unreadable' ? describeErrno(read.err)
     : read.problem === 'directory' ? 'it is a directory'
     : read.problem === 'size' ? `${read.size.toLocaleString('en-US')} bytes; the limit is 1 MB`
     : 'not a regular file'
-  throw new UsageError(`${shown}: cannot read config (${why})`, explicit ? 'check the --config path or CTXAGENT_CONFIG' : 'ctxagent reads ./config.yaml when no --config or CTXAGENT_CONFIG is given: fix or rename it')
+  throw new UsageError(`${shown}: cannot read config (${why})`, explicit ? 'check the --config path or CTXAGENT_CONFIG' : `ctxagent reads the first of ./ctxagent.yaml, ~/.config/ctxagent/config.yaml, /etc/ctxagent/config.yaml: fix this one, or pass --config ${NO_CONFIG}`)
 }
 
 const SEE_EXAMPLE = 'see config.example.yaml for every key and its default'
 
 /** Parses YAML text into a validated config; `file` only names the source in errors. */
 export function parseConfig(yamlText: string, file = 'config.yaml'): Config {
+  return parseConfigData(yamlText, file).config
+}
+
+function parseConfigData(yamlText: string, file: string): { config: Config; data: unknown } {
   const data = readYaml(yamlText, file)
   const reserved = findProtoKey(data, [])
   // zod drops a `__proto__` key without a word: a user or server of that name would silently vanish.
@@ -69,7 +130,7 @@ export function parseConfig(yamlText: string, file = 'config.yaml'): Config {
   }
   const problem = crossCheck(result.data)
   if (problem) throw new UsageError(`${file}: ${problem}`, SEE_EXAMPLE)
-  return result.data
+  return { config: result.data, data }
 }
 
 /**
@@ -173,11 +234,38 @@ function shownPath(file: string): string {
   return shortPath(shown(file, 4096))
 }
 
-function applyEnvironment(config: Config, env: NodeJS.ProcessEnv): void {
-  // The file wins; the environment fills in secrets the file leaves out.
+/**
+ * The ecosystem's variables, each below the file (documented in README "Configuration"):
+ * the OpenAI SDK's OPENAI_API_KEY, OPENAI_BASE_URL (only when the file sets no
+ * llm.openai.base_url), Ollama's OLLAMA_HOST, gh's GH_TOKEN before GITHUB_TOKEN, and
+ * GITLAB_TOKEN. A URL from the environment is checked as strictly as one from the file.
+ */
+function applyEnvironment(config: Config, data: unknown, env: NodeJS.ProcessEnv): void {
   config.llm.openai.api_key ??= nonEmpty(env.OPENAI_API_KEY)
-  config.github.token ??= nonEmpty(env.GITHUB_TOKEN)
+  config.github.token ??= nonEmpty(env.GH_TOKEN) ?? nonEmpty(env.GITHUB_TOKEN)
   config.gitlab.token ??= nonEmpty(env.GITLAB_TOKEN)
+  const openaiUrl = nonEmpty(env.OPENAI_BASE_URL)
+  if (openaiUrl !== null && !given(data, ['llm', 'openai', 'base_url'])) config.llm.openai.base_url = envUrl('OPENAI_BASE_URL', openaiUrl)
+  const ollamaHost = nonEmpty(env.OLLAMA_HOST)
+  if (ollamaHost !== null && !given(data, ['llm', 'ollama', 'base_url'])) {
+    // Ollama's own form is host:port (http assumed); its OpenAI-compatible API is under /v1.
+    const url = /^https?:\/\//i.test(ollamaHost) ? ollamaHost : `http://${ollamaHost}`
+    config.llm.ollama.base_url = `${envUrl('OLLAMA_HOST', url).replace(/\/+$/, '')}/v1`
+  }
+}
+
+function envUrl(name: string, value: string): string {
+  if (!isHttpUrl(value)) throw new UsageError(`${name} must be an http(s) URL, like http://127.0.0.1:8080/v1 (got '${shown(value.replace(/\/\/[^/@\s]*@/, '//…@'), 80)}')`, `fix or unset ${name}`)
+  return value
+}
+
+function given(data: unknown, path: string[]): boolean {
+  let node = data
+  for (const key of path) {
+    if (node === null || typeof node !== 'object' || !Object.hasOwn(node, key)) return false
+    node = (node as Record<string, unknown>)[key]
+  }
+  return node !== undefined && node !== null
 }
 
 function nonEmpty(value: string | undefined): string | null {

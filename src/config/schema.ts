@@ -4,8 +4,6 @@ import * as z from 'zod/mini'
 import { isDuration } from '../duration.js'
 import { clip } from '../text.js'
 
-/** The task tree when neither --home, CTXAGENT_HOME nor the file names one. */
-export const DEFAULT_BASE_DIR = './logs/contexts'
 
 const POSITIVE_INT = 'must be a positive integer'
 const NON_NEGATIVE_INT = 'must be a whole number of 0 or more'
@@ -86,6 +84,18 @@ const userSettings = z.strictObject(
   { error: 'must be a mapping of settings: llm, run, system_prompt_append' },
 )
 
+/** `pricing.<model>`: USD per million tokens, for the optional cost in view and stats. */
+const PRICE = 'must be a price in USD per million tokens (a number of 0 or more)'
+const price = () => z.number({ error: PRICE }).check(z.gte(0, { error: PRICE }))
+const modelPrice = z.strictObject(
+  {
+    prompt: price(),
+    completion: price(),
+    cached: z.optional(price()),
+  },
+  { error: 'must be a mapping of prompt, completion and (optional) cached: USD per million tokens' },
+)
+
 const mcpServer = z.strictObject(
   {
     command: z.string({ error: (iss) => (iss.input === undefined ? 'is missing: the program that starts the server, like npx' : 'must be a string') }),
@@ -111,7 +121,7 @@ const endpoint = (baseUrl: string, model: string, contextLength: number) =>
 export const configSchema = z.strictObject(
   {
     context: section({
-      base_dir: withDefault(text(), DEFAULT_BASE_DIR),
+      base_dir: orNull(text()),
       durability: withDefault(oneOf(['flush', 'fsync']), 'flush'),
       max_memory_messages: withDefault(positiveInt(), 20),
       compression: section({
@@ -151,6 +161,7 @@ export const configSchema = z.strictObject(
       command_timeout_seconds: withDefault(z.int({ error: COMMAND_TIMEOUT }).check(z.positive({ error: COMMAND_TIMEOUT }), z.lte(600, { error: COMMAND_TIMEOUT })), 120),
       max_calls_per_reply: withDefault(positiveInt(), 32),
     }),
+    pricing: withDefault(z.record(z.string(), modelPrice, { error: 'must be a mapping of model names to prices (prompt, completion, cached: USD per million tokens)' }), {}),
     users: withDefault(z.record(z.string(), userSettings, { error: 'must be a mapping of user names to settings (llm, run, system_prompt_append)' }), {}),
     mcp: section({
       servers: withDefault(
@@ -207,7 +218,7 @@ export function crossCheck(config: Config): string | null {
   if (locks.stale_after_remote_seconds !== null && locks.heartbeat_seconds >= locks.stale_after_remote_seconds) {
     return `locks.heartbeat_seconds (${locks.heartbeat_seconds}) must be less than locks.stale_after_remote_seconds (${locks.stale_after_remote_seconds}), or every live agent on another host would look dead`
   }
-  if (config.context.base_dir.trim() === '') return 'context.base_dir must not be empty (leave it out for ./logs/contexts)'
+  if (config.context.base_dir !== null && config.context.base_dir.trim() === '') return 'context.base_dir must not be empty (leave it out for the per-user default, ~/.local/state/ctxagent)'
   const retention = config.context.retention
   if (retention.compress_after_days >= retention.delete_after_days) {
     return `context.retention.compress_after_days (${retention.compress_after_days}) must be less than context.retention.delete_after_days (${retention.delete_after_days}), or tasks would be deleted before they are ever gzipped`

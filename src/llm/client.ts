@@ -24,6 +24,8 @@ export interface Usage {
   prompt_tokens: number
   completion_tokens: number
   total_tokens: number
+  /** Prompt tokens the provider served from its cache, where it reports them (OpenAI: prompt_tokens_details.cached_tokens). */
+  cached_tokens?: number
 }
 
 export interface ChatResult {

@@ -54,7 +54,7 @@ export class OpenAiCompatibleClient implements LlmClient {
       if (!choice) throw new ProviderError(`${this.where()} returned no choices`, 'check that the model name is right for this server')
       return {
         message: normaliseReply(choice.message),
-        usage: response.usage ? { prompt_tokens: response.usage.prompt_tokens, completion_tokens: response.usage.completion_tokens, total_tokens: response.usage.total_tokens } : null,
+        usage: response.usage ? { prompt_tokens: response.usage.prompt_tokens, completion_tokens: response.usage.completion_tokens, total_tokens: response.usage.total_tokens, ...cachedOf(response.usage) } : null,
       }
     } catch (err) {
       throw this.explain(err)
@@ -118,4 +118,10 @@ export function requireLlmClient(config: Config): LlmClient {
   const client = createLlmClient(config)
   if (client === null) throw new UsageError('no LLM is configured (llm.provider: none)', 'set llm.provider in the config, or use --extractive')
   return client
+}
+
+/** Cached prompt tokens, where the provider reports them (OpenAI and some compatible servers). */
+function cachedOf(usage: { prompt_tokens_details?: { cached_tokens?: number } | null }): { cached_tokens?: number } {
+  const cached = usage.prompt_tokens_details?.cached_tokens
+  return typeof cached === 'number' && cached > 0 ? { cached_tokens: cached } : {}
 }

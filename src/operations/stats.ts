@@ -7,6 +7,7 @@ import { readLock } from '../storage/lock/record.js'
 import { TaskIndex } from '../storage/index/task-index.js'
 import { taskRow } from '../storage/task/row.js'
 import { beingCreated, listTasks, scanTask } from '../storage/task/scan.js'
+import type { TokenReport } from './tokens.js'
 
 export interface StatsFilter {
   user?: string | undefined
@@ -24,6 +25,8 @@ export interface StatsReport {
   disk: { running: number; paused: number; completed: number; completed_before_gzip: number; total: number }
   averages: { messages: number; tokens: number; duration_ms: number | null; compressions: number }
   by_user: { user: string | null; tasks: number; share: number; tokens: number; average_duration_ms: number | null }[]
+  /** Prompt/completion/cached split and the optional cost (config pricing): filled by collectTokens. */
+  tokens?: TokenReport
   /** Where the figures came from: the index, or a scan of the directories when it is missing. */
   source: 'tasks.db' | 'postgresql' | 'scan'
 }
@@ -33,7 +36,8 @@ interface Where {
   params: unknown[]
 }
 
-function where(filter: StatsFilter): Where {
+/** The SQL filter of `stats` (and `list`): user, status, created_at range. */
+export function where(filter: StatsFilter): Where {
   const parts: string[] = []
   const params: unknown[] = []
   if (filter.user !== undefined) (parts.push('user = ?'), params.push(filter.user))

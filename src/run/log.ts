@@ -26,6 +26,12 @@ export interface RunLog {
   status(status: Status): void
   /** Per-turn timings: a JSON line in json format (for monitoring and the benchmarks); the status line covers it on a TTY. */
   turn(fields: TurnTimings): void
+  /**
+   * What the task waits on now (`the LLM (model)`, `run_command npm test`), or null when
+   * it stops waiting: on a TTY the status line shows it with the seconds so far, redrawn
+   * every second, so a long LLM call or command never looks like a hang.
+   */
+  waiting?(what: string | null): void
   /** Clears the status line (before the outcome is printed). */
   close(): void
 }
@@ -54,19 +60,48 @@ export function createRunLog(options: LogOptions): RunLog {
     clear()
     stream.write(`${tag} ${level === 'warn' ? 'warning: ' : ''}${message}\n`)
   }
+  let last: Status | null = null
+  let waitingOn: { what: string; since: number } | null = null
+  let ticker: NodeJS.Timeout | null = null
+  const draw = () => {
+    if (!live) return
+    const head = last ? `${tag} turn ${last.turn} · tokens ${last.tokens.toLocaleString('en-US')} · window ${last.window.toLocaleString('en-US')}` : tag
+    const tail = waitingOn ? ` · waiting on ${waitingOn.what} ${Math.floor((Date.now() - waitingOn.since) / 1000)}s` : last?.lastTool ? ` · last tool ${last.lastTool}` : ''
+    const width = stream.columns ?? 100
+    stream.write(`\r\x1b[2K${`${head}${tail}`.slice(0, Math.max(10, width - 1))}`)
+    statusShown = true
+  }
   return {
-    info: (message, fields) => line('info', message, fields),
-    warn: (message, fields) => line('warn', message, fields),
+    info: (message, fields) => {
+      line('info', message, fields)
+      if (waitingOn) draw()
+    },
+    warn: (message, fields) => {
+      line('warn', message, fields)
+      if (waitingOn) draw()
+    },
     status: (s) => {
+      last = s
+      draw()
+    },
+    waiting: (what) => {
       if (!live) return
-      const text = `${tag} turn ${s.turn} · tokens ${s.tokens.toLocaleString('en-US')} · window ${s.window.toLocaleString('en-US')}${s.lastTool ? ` · last tool ${s.lastTool}` : ''}`
-      const width = stream.columns ?? 100
-      stream.write(`\r\x1b[2K${text.slice(0, Math.max(10, width - 1))}`)
-      statusShown = true
+      waitingOn = what === null ? null : { what, since: Date.now() }
+      if (ticker) clearInterval(ticker)
+      ticker = null
+      if (waitingOn) {
+        ticker = setInterval(draw, 1000)
+        ticker.unref()
+      }
+      draw()
     },
     turn: (fields) => {
       if (format === 'json') line('info', 'turn', { ...fields })
     },
-    close: clear,
+    close: () => {
+      if (ticker) clearInterval(ticker)
+      ticker = null
+      clear()
+    },
   }
 }

@@ -16,8 +16,8 @@ export interface RequestParts {
   now: () => Date
   /** The task's issue or MR, whose new comments join the inbox's (GitHub and GitLab tasks). */
   remote?: RemoteLink
-  /** Compacts the window now, for a `compress` request (null: nothing was compressed). */
-  compress: (requestId: string) => Promise<CompactionResult | null>
+  /** Compacts the window now, for a `compress` request; else says why nothing was compressed. */
+  compress: (requestId: string) => Promise<CompactionResult | { why: string }>
 }
 
 /**
@@ -29,12 +29,21 @@ export interface RequestParts {
 export class InboxRequests {
   /** Control requests acted on (or answered already, as the inbox shows): each is acted on once. */
   private readonly claimed = new Set<string>()
+  /**
+   * Where inbox.jsonl ended when this run began. A pause request before it was made for
+   * an earlier run (that run paused, or died): it is answered and dropped, never
+   * allowed to pause the resumed task at once (issue 19). No clock is compared: the
+   * position in the file says which run a request was for.
+   */
+  private readonly earlierRunsEnd: number
 
   constructor(
     private readonly parts: RequestParts,
     /** Bytes of inbox.jsonl already handled. */
     public position: number,
-  ) {}
+  ) {
+    this.earlierRunsEnd = readInbox(parts.handle.dir, position).offset
+  }
 
   /**
    * New inbox lines since the last turn: messages become one user message (seed 002
@@ -58,6 +67,11 @@ export class InboxRequests {
       if (record.kind === 'message' && record.visible !== false) comments.push({ author: record.sender, body: record.content, created_at: record.created_at })
       if (record.kind !== 'control') continue
       flush()
+      if (record.action === 'pause' && (ends[i] as number) <= this.earlierRunsEnd) {
+        this.reply(record, true, 'the task paused since this request was made; dropped (pause again to pause this run)')
+        log.info(`dropped a pause request by ${record.sender} made for an earlier run`)
+        continue
+      }
       const ending = record.action === 'end' ? this.refuse(record, 'this task is not a chat session; there is nothing to end (use ctxagent pause)') : await this.control(record)
       if (ending) {
         this.position = ends[i] as number
@@ -82,7 +96,7 @@ export class InboxRequests {
     }
     if (request.action === 'compress') {
       const result = await this.parts.compress(request.id)
-      this.reply(request, result !== null, result ? `summary ${result.record.summary_id}: window ${result.tokensBefore} → ${result.tokensAfter} tokens` : 'nothing was compressed: too few messages since the last summary, or the summary failed')
+      this.reply(request, !('why' in result), 'why' in result ? `nothing was compressed: ${result.why}` : `summary ${result.record.summary_id}: window ${result.tokensBefore} → ${result.tokensAfter} tokens`)
       return null
     }
     return null

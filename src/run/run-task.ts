@@ -72,6 +72,8 @@ export interface RunEnv {
   signals: boolean
   /** Called after each turn with the task's directory and turn count (the demo pauses half-way). */
   onTurn?: (dir: string, turns: number) => void
+  /** Called once the task exists and is this process's (the audit line of a run is written then, not at exit). */
+  onStarted?: (uuid: string) => void
 }
 
 /**
@@ -90,10 +92,17 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     inheritance = settings.inherit ? await findInheritance(env, keyColumns(start.source.key, start.user)) : null
     handle = await createTask(env, { task_key: start.source.key, user: start.user, run: runRecord(settings, config), inherited_from: inheritance?.uuid ?? null }, { onLost: lostNow, ...(start.uuid !== undefined ? { uuid: start.uuid } : {}) })
   } else {
-    handle = await resumeTask(env, start.ref, { onLost: lostNow })
+    handle = await resumeTask(env, start.ref, { onLost: lostNow, continueTimeout: start.ref.location === 'completed' })
   }
+  run.onStarted?.(handle.uuid)
   const log = createRunLog({ uuid: handle.uuid, stream: run.stderr, format: run.logFormat, now: env.now })
-  const removeSignals = run.signals ? stop.handleSignals(() => process.exit(130)) : () => undefined
+  // A second Ctrl-C exits at once and leaves the task in running/: say how to take it back.
+  const removeSignals = run.signals
+    ? stop.handleSignals(() => {
+        log.warn(`stopped at once; the task stays in running/ with its lock. Take it back with: ctxagent run --resume ${handle.uuid} (or ctxagent unlock ${handle.uuid.slice(0, 8)} to fail it)`)
+        process.exit(130)
+      }, (signal) => log.info(`${signal}: pausing at once (the LLM request and running tools are stopped)${signal === 'SIGINT' ? '; Ctrl-C again to exit without pausing' : ''}`))
+    : () => undefined
   const cancelDeadline = stop.deadline(settings.timeoutMs === null ? null : settings.timeoutMs - (handle.state.elapsed_ms ?? 0))
   let mcp: { close(): Promise<void> } | null = null
   let unwatch = (): void => undefined
@@ -108,6 +117,8 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
       const repaired = await repairResumed(handle)
       log.info(`resumed at turn ${handle.state.turns ?? 0} (${client.model}, dir ${handle.dir})${repaired.answered ? `; ${repaired.answered} unanswered tool call(s) answered as aborted` : ''}${repaired.rebuilt ? '; current.jsonl rebuilt' : ''}${killedText(handle.stoppedCommands, 'the dead agent')}`)
     }
+    // Where to talk to the session from (issue 19): off a terminal nothing typed here is read.
+    if (settings.chat) log.info(`chat session: talk to it with \`ctxagent chat ${handle.uuid.slice(0, 8)}\` (from any terminal), end it with \`ctxagent chat ${handle.uuid.slice(0, 8)} --end\``)
     const remote = start.channel ? await openRemote(start, handle, config, log, stop.signal) : undefined
     if (remote) handle.onStop(() => remote.status(statusText(handle, 'paused; it continues when the task is resumed')))
     const tools = ToolRegistry.builtin({ allowShell: settings.allowShell, finish: !settings.chat })

@@ -1,5 +1,5 @@
 import { realpathSync, statSync } from 'node:fs'
-import { resolve } from 'node:path'
+import { basename, dirname, join, resolve, sep } from 'node:path'
 import { readInputFile } from '../input-file.js'
 import { activeEndpoint, lacksOpenAiKey } from '../config/schema.js'
 import type { Config, Provider } from '../config/schema.js'
@@ -141,6 +141,35 @@ function appends(config: Config, user: string | undefined): string[] {
   const own = user === undefined ? undefined : userSettings(config, user)?.system_prompt_append
   if (own) out.push(own)
   return out
+}
+
+/**
+ * The workspace must neither contain the task tree nor lie inside it (SPEC §1): the agent's
+ * grep, list_dir or `git clean -fdx` would otherwise read or delete its own task files.
+ * Compared by real paths; a tree not created yet is judged by its nearest existing parent.
+ */
+export function refuseTreeInWorkspace(workspace: string, base: string): void {
+  const tree = realPathOfMaybeMissing(base)
+  const hint = 'keep the task tree outside the workspace: pass another --workspace, or --home (CTXAGENT_HOME) elsewhere'
+  if (tree === workspace || tree.startsWith(workspace.endsWith(sep) ? workspace : `${workspace}${sep}`)) {
+    throw new UsageError(`the workspace ${workspace} contains the task tree ${tree}; the agent could read or delete its own task files`, hint)
+  }
+  if (workspace.startsWith(`${tree}${sep}`)) throw new UsageError(`the workspace ${workspace} is inside the task tree ${tree}`, hint)
+}
+
+function realPathOfMaybeMissing(path: string): string {
+  const missing: string[] = []
+  let at = resolve(path)
+  for (;;) {
+    try {
+      return join(realpathSync(at), ...missing.reverse())
+    } catch {
+      const parent = dirname(at)
+      if (parent === at) return resolve(path)
+      missing.push(basename(at))
+      at = parent
+    }
+  }
 }
 
 function resolveWorkspace(dir: string): string {

@@ -32,12 +32,17 @@ export class StopController {
    * SIGINT/SIGTERM stop the task cleanly (it pauses); a second SIGINT exits at once
    * (the lock is reaped later). Returns the function that removes the handlers.
    */
-  handleSignals(onSecond: () => void): () => void {
+  handleSignals(onSecond: () => void, onFirst?: (signal: 'SIGINT' | 'SIGTERM') => void): () => void {
+    const first = (signal: 'SIGINT' | 'SIGTERM') => {
+      if (this.stopReason !== null) return
+      this.stop(signal)
+      onFirst?.(signal)
+    }
     const onInt = () => {
       if (this.stopReason === 'SIGINT' || this.stopReason === 'SIGTERM') onSecond()
-      else this.stop('SIGINT')
+      else first('SIGINT')
     }
-    const onTerm = () => this.stop('SIGTERM')
+    const onTerm = () => first('SIGTERM')
     process.on('SIGINT', onInt)
     process.on('SIGTERM', onTerm)
     return () => {

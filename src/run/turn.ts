@@ -4,9 +4,10 @@ import type { Summarizer } from '../context/summarizer.js'
 import { ProviderError } from '../errors.js'
 import type { ChatResult, LlmClient } from '../llm/client.js'
 import { LockLostError } from '../storage/lock/lock.js'
-import type { ToolCall } from '../storage/format/records.js'
+import type { ToolCall, TurnUsage } from '../storage/format/records.js'
 import type { TaskHandle } from '../storage/task/handle.js'
 import { estimateTokens, windowTokens } from '../storage/format/tokens.js'
+import { commandExit, mainArgument } from '../tools/main-argument.js'
 import type { ToolRegistry } from '../tools/registry.js'
 import type { ReadStamp, ToolContext } from '../tools/types.js'
 import { LoopGuard } from './guards.js'
@@ -69,6 +70,10 @@ export class Agent {
   /** Turns before the current chat message: a chat session's max_turns budget is per message. */
   private turnBase = 0
   private tokens: number
+  /** total_tokens_used split: prompt (of which cached) and completion, across resumes. */
+  private readonly split: { prompt: number; completion: number; cached: number }
+  /** The last request's tokens, recorded with the assistant message it produced. */
+  private lastUsage: TurnUsage | null = null
   private elapsedBefore: number
   private readonly startedAt = Date.now()
   /** Provider's prompt_tokens of the last request, and the window's estimate at that moment. */
@@ -83,6 +88,7 @@ export class Agent {
     const state = parts.handle.state
     this.turns = state.turns ?? 0
     this.tokens = state.total_tokens_used
+    this.split = { prompt: state.prompt_tokens ?? 0, completion: state.completion_tokens ?? 0, cached: state.cached_tokens ?? 0 }
     this.requests = new InboxRequests({ handle: parts.handle, log: parts.log, now: parts.now, ...(parts.remote ? { remote: parts.remote } : {}), compress: (requestId) => this.compressOnRequest(requestId) }, state.inbox_offset ?? 0)
     this.elapsedBefore = state.elapsed_ms ?? 0
     this.reads = new Map(Object.entries(state.read_files ?? {}))
@@ -126,7 +132,9 @@ export class Agent {
     const started = performance.now()
     await this.compress()
     const asked = performance.now()
+    this.parts.log.waiting?.(`the LLM (${this.parts.client.model})`)
     const reply = await this.ask()
+    this.parts.log.waiting?.(null)
     this.timings.llm = performance.now() - asked
     if ('kind' in reply) return reply
     const ending = await this.turn(reply)
@@ -143,6 +151,9 @@ export class Agent {
       turns: this.turns,
       llm_call_count: this.turns,
       total_tokens_used: this.tokens,
+      prompt_tokens: this.split.prompt,
+      completion_tokens: this.split.completion,
+      ...(this.split.cached > 0 ? { cached_tokens: this.split.cached } : {}),
       inbox_offset: this.requests.position,
       elapsed_ms: this.elapsedBefore + (Date.now() - this.startedAt),
       read_files: Object.fromEntries(reads),
@@ -197,10 +208,16 @@ export class Agent {
     return { summarizer, settings: limits.compaction, limit: limits.compressAt, reportedPromptTokens: reported, now, warn: (m: string) => log.warn(m) }
   }
 
-  private async compressOnRequest(requestId: string): Promise<CompactionResult | null> {
-    const result = await compressIfNeeded(this.parts.handle, { ...this.compressOptions(), force: true, requestId })
-    if (result) await this.compressed(result)
-    return result
+  private async compressOnRequest(requestId: string): Promise<CompactionResult | { why: string }> {
+    // A failed summary is warned about through `warn`: kept, so the requester is told which it was.
+    let failure: string | null = null
+    const options = this.compressOptions()
+    const result = await compressIfNeeded(this.parts.handle, { ...options, force: true, requestId, warn: (m: string) => ((failure = m), options.warn(m)) })
+    if (result) {
+      await this.compressed(result)
+      return result
+    }
+    return { why: failure ?? `too few messages since the last summary (at least ${this.parts.limits.compaction.minToCompress} beyond the ${this.parts.limits.compaction.keepRecent} kept are needed)` }
   }
 
   private async compress(force = false): Promise<boolean> {
@@ -235,7 +252,13 @@ export class Agent {
       const reply = await client.chat(messages, { tools: tools.specs(), signal: request.signal })
       this.turns++
       const usage = reply.usage
-      this.tokens += usage?.total_tokens ?? windowTokens(messages) + estimateTokens(reply.message.content ?? '') + estimateTokens(JSON.stringify(reply.message.tool_calls ?? []))
+      this.lastUsage = usage
+        ? { prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens, ...(usage.cached_tokens ? { cached_tokens: usage.cached_tokens } : {}) }
+        : { prompt_tokens: windowTokens(messages), completion_tokens: estimateTokens(reply.message.content ?? '') + estimateTokens(JSON.stringify(reply.message.tool_calls ?? [])), estimated: true }
+      this.split.prompt += this.lastUsage.prompt_tokens
+      this.split.completion += this.lastUsage.completion_tokens
+      this.split.cached += this.lastUsage.cached_tokens ?? 0
+      this.tokens += usage?.total_tokens ?? this.lastUsage.prompt_tokens + this.lastUsage.completion_tokens
       this.reported = usage ? { prompt: usage.prompt_tokens, windowAtRequest: handle.windowTokens() } : null
       return reply
     } catch (err) {
@@ -259,7 +282,7 @@ export class Agent {
     const content = reply.message.content ?? ''
     const calls = reply.message.tool_calls ?? []
     // Recorded before any tool runs: a crash mid-turn leaves the calls, which a resume answers.
-    handle.addMessage({ role: 'assistant', content, ...(calls.length > 0 ? { tool_calls: calls } : {}) })
+    handle.addMessage({ role: 'assistant', content, ...(calls.length > 0 ? { tool_calls: calls } : {}), ...(this.lastUsage ? { usage: this.lastUsage } : {}) })
     this.lastTool = null
     if (calls.length === 0) return { kind: 'completed', answer: content, finishStatus: null }
     return this.runCalls(calls)
@@ -281,17 +304,24 @@ export class Agent {
         continue
       }
       const started = performance.now()
+      const about = mainArgument(call.function.name, parseArgs(call.function.arguments))
+      log.waiting?.(`${call.function.name}${about ? ` ${about}` : ''}`)
       const outcome = await tools.call(call, this.toolContext())
+      log.waiting?.(null)
       const elapsed = performance.now() - started
       this.timings.tools += elapsed
       const duration = Math.round(elapsed)
-      this.lastTool = outcome.name
+      const arg = mainArgument(outcome.name, outcome.args)
+      this.lastTool = arg ? `${outcome.name} ${arg}` : outcome.name
       let result = outcome.aborted ? `${ABORTED} ${outcome.output}`.trimEnd() : outcome.output
       const verdict = this.guard.observe(outcome.name, outcome.args, outcome.output, outcome.malformed)
       if (verdict.kind === 'warn') result = `${result}\n\n${verdict.note}`
       this.answer(call, outcome.name, result, outcome.status, outcome.error, duration, outcome.args)
       this.compareWithRecording(call, outcome.output)
-      log.info(`${outcome.name} ${outcome.status}${outcome.error ? `: ${outcome.error}` : ''} (${duration} ms)`, { tool: outcome.name, status: outcome.status, duration_ms: duration })
+      // What it was about and how it ended: `run_command \`npm test\` exited 1`, not "success".
+      const exit = outcome.name === 'run_command' && outcome.status === 'success' ? commandExit(outcome.output) : null
+      const shownArg = arg === null ? '' : outcome.name === 'run_command' ? ` \`${arg}\`` : ` ${arg}`
+      log.info(`${outcome.name}${shownArg} ${exit ?? outcome.status}${outcome.error ? `: ${outcome.error}` : ''} (${duration} ms)`, { tool: outcome.name, ...(arg === null ? {} : { arg }), status: outcome.status, ...(exit === null ? {} : { exit }), duration_ms: duration })
       if (verdict.kind === 'stuck' || verdict.kind === 'malformed') ending = { kind: 'failed', reason: verdict.reason }
       else if (outcome.finish) ending = { kind: 'completed', answer: outcome.finish.summary, finishStatus: outcome.finish.status }
     }
@@ -336,4 +366,13 @@ export class Agent {
 /** The provider's "prompt too long" answer, in the wordings of OpenAI, vLLM, llama.cpp and Ollama. */
 export function isContextExceeded(err: ProviderError): boolean {
   return /context[_ ]length|maximum context|context window|too many tokens|prompt is too long|exceeds the (model'?s )?context|n_ctx/i.test(err.message)
+}
+
+/** A call's arguments as the model sent them, for naming the call before it runs (malformed: none). */
+function parseArgs(text: string): unknown {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return null
+  }
 }

@@ -9,7 +9,7 @@ import { makeTree } from '../fixtures/tree.js'
 describe('parseConfig', () => {
   it('fills every default from an empty file', () => {
     const config = parseConfig('')
-    expect(config.context.base_dir).toBe('./logs/contexts')
+    expect(config.context.base_dir).toBeNull()
     expect(config.context.compression).toEqual({ threshold: 0.7, token_threshold: null, keep_recent: 10, min_to_compress: 5 })
     expect(config.locks).toEqual({ heartbeat_seconds: 30, stale_after_seconds: 60, stale_after_remote_seconds: null })
     expect(config.alerts.long_running_hours).toBe(6)
@@ -41,30 +41,57 @@ describe('parseConfig', () => {
 })
 
 describe('loadConfig', () => {
-  it('prefers --config, then CTXAGENT_CONFIG, then ./config.yaml', () => {
+  it('prefers --config, then CTXAGENT_CONFIG, then ./ctxagent.yaml, then $XDG_CONFIG_HOME/ctxagent/config.yaml', () => {
     const dir = makeTree().base
-    writeFileSync(join(dir, 'config.yaml'), 'context:\n  base_dir: from-cwd\n')
+    const xdg = join(dir, 'xdg')
+    mkdirSync(join(xdg, 'ctxagent'), { recursive: true })
+    writeFileSync(join(xdg, 'ctxagent', 'config.yaml'), 'context:\n  base_dir: from-xdg\n')
     writeFileSync(join(dir, 'env.yaml'), 'context:\n  base_dir: from-env\n')
     writeFileSync(join(dir, 'flag.yaml'), 'context:\n  base_dir: from-flag\n')
-    const env = { CTXAGENT_CONFIG: join(dir, 'env.yaml') }
+    const env = { CTXAGENT_CONFIG: join(dir, 'env.yaml'), XDG_CONFIG_HOME: xdg }
     expect(loadConfig({ flag: join(dir, 'flag.yaml'), env, cwd: dir }).config.context.base_dir).toBe('from-flag')
     expect(loadConfig({ env, cwd: dir }).config.context.base_dir).toBe('from-env')
-    expect(loadConfig({ env: {}, cwd: dir })).toMatchObject({ source: 'config.yaml', config: { context: { base_dir: 'from-cwd' } } })
+    expect(loadConfig({ env: { XDG_CONFIG_HOME: xdg }, cwd: dir })).toMatchObject({ source: join(xdg, 'ctxagent', 'config.yaml'), config: { context: { base_dir: 'from-xdg' } } })
+    writeFileSync(join(dir, 'ctxagent.yaml'), 'context:\n  base_dir: from-cwd\n')
+    expect(loadConfig({ env: { XDG_CONFIG_HOME: xdg }, cwd: dir })).toMatchObject({ source: 'ctxagent.yaml', config: { context: { base_dir: 'from-cwd' } } })
+    // none: no file at all, whatever is around.
+    expect(loadConfig({ flag: 'none', env, cwd: dir })).toMatchObject({ source: null, config: { context: { base_dir: null } } })
+    expect(loadConfig({ env: { CTXAGENT_CONFIG: 'none', XDG_CONFIG_HOME: xdg }, cwd: dir }).source).toBeNull()
   })
 
-  it('uses defaults when there is no ./config.yaml, but fails for a named file that is missing', () => {
+  it("never reads ./config.yaml: another tool's is ignored without a word, ctxagent's own gets one notice", () => {
     const dir = makeTree().base
-    expect(loadConfig({ env: {}, cwd: dir }).source).toBeNull()
+    const env = { XDG_CONFIG_HOME: join(dir, 'no-xdg') }
+    writeFileSync(join(dir, 'config.yaml'), 'server:\n  port: 8080\n')
+    expect(loadConfig({ env, cwd: dir })).toEqual(expect.objectContaining({ source: null }))
+    expect(loadConfig({ env, cwd: dir }).notice).toBeUndefined()
+    writeFileSync(join(dir, 'config.yaml'), 'locks:\n  stale_after_seconds: 10\n')
+    const loaded = loadConfig({ env, cwd: dir })
+    expect(loaded.config.locks.stale_after_seconds).toBe(60)
+    expect(loaded.notice).toMatch(/config\.yaml is no longer read.*rename it to ctxagent\.yaml/)
+  })
+
+  it('uses defaults when no file is found, but fails for a named file that is missing', () => {
+    const dir = makeTree().base
+    expect(loadConfig({ env: { XDG_CONFIG_HOME: join(dir, 'x') }, cwd: dir }).source).toBeNull()
     expect(() => loadConfig({ flag: 'nope.yaml', env: {}, cwd: dir })).toThrow(/nope\.yaml: cannot read config/)
   })
 
-  it('takes secrets from the environment when the file has none', () => {
+  it('takes secrets and endpoints from the environment when the file has none (GH_TOKEN before GITHUB_TOKEN)', () => {
     const dir = makeTree().base
-    writeFileSync(join(dir, 'config.yaml'), 'github:\n  token: from-file\n')
-    const { config } = loadConfig({ env: { OPENAI_API_KEY: 'sk-env', GITHUB_TOKEN: 'gh-env', GITLAB_TOKEN: 'gl-env' }, cwd: dir })
+    writeFileSync(join(dir, 'ctxagent.yaml'), 'github:\n  token: from-file\nllm:\n  ollama:\n    base_url: http://file:1/v1\n')
+    const env = { OPENAI_API_KEY: 'sk-env', GITHUB_TOKEN: 'gh-env', GITLAB_TOKEN: 'gl-env', OPENAI_BASE_URL: 'http://127.0.0.1:9/v1', OLLAMA_HOST: 'box:11434' }
+    const { config } = loadConfig({ env, cwd: dir })
     expect(config.llm.openai.api_key).toBe('sk-env')
+    expect(config.llm.openai.base_url).toBe('http://127.0.0.1:9/v1')
+    expect(config.llm.ollama.base_url).toBe('http://file:1/v1')
     expect(config.github.token).toBe('from-file')
     expect(config.gitlab.token).toBe('gl-env')
+    const bare = loadConfig({ flag: 'none', env: { ...env, GH_TOKEN: 'gh-cli' }, cwd: dir }).config
+    expect(bare.github.token).toBe('gh-cli')
+    expect(bare.llm.ollama.base_url).toBe('http://box:11434/v1')
+    expect(loadConfig({ flag: 'none', env: { GITHUB_TOKEN: 'gh-env' }, cwd: dir }).config.github.token).toBe('gh-env')
+    expect(usageError(() => loadConfig({ flag: 'none', env: { OPENAI_BASE_URL: 'localhost:8080' }, cwd: dir })).message).toMatch(/^OPENAI_BASE_URL must be an http\(s\) URL/)
   })
 })
 
@@ -95,16 +122,16 @@ describe('loadConfig: files that are not config files (one line, never a hang)',
     expect(usageError(() => loadConfig({ flag, env: {}, cwd: dir }))).toEqual({ message, hint: HINT })
   })
 
-  it('refuses an implicit ./config.yaml that is a FIFO instead of waiting for a writer', () => {
+  it('refuses an implicit ./ctxagent.yaml that is a FIFO instead of waiting for a writer', () => {
     const dir = makeTree().base
-    execFileSync('mkfifo', [join(dir, 'config.yaml')])
-    expect(usageError(() => loadConfig({ env: {}, cwd: dir })).message).toBe('config.yaml: cannot read config (not a regular file)')
+    execFileSync('mkfifo', [join(dir, 'ctxagent.yaml')])
+    expect(usageError(() => loadConfig({ env: {}, cwd: dir })).message).toBe('ctxagent.yaml: cannot read config (not a regular file)')
   })
 
   it('says an empty --config is empty (and treats an empty CTXAGENT_CONFIG as unset)', () => {
     const dir = makeTree().base
-    expect(usageError(() => loadConfig({ flag: '', env: {}, cwd: dir }))).toEqual({ message: '--config: the path is empty', hint: 'give the config file to use, or leave --config out' })
-    expect(loadConfig({ env: { CTXAGENT_CONFIG: '' }, cwd: dir }).source).toBeNull()
+    expect(usageError(() => loadConfig({ flag: '', env: {}, cwd: dir }))).toEqual({ message: '--config: the path is empty', hint: 'give the config file to use, none for no file, or leave --config out' })
+    expect(loadConfig({ env: { CTXAGENT_CONFIG: '', XDG_CONFIG_HOME: join(dir, 'x') }, cwd: dir }).source).toBeNull()
   })
 
   it('keeps a file name with control characters on one line', () => {

@@ -65,21 +65,23 @@ describe('ctxagent binary', () => {
 
   it('rejects a bad config file with exit 2, the key path, and no change on disk', () => {
     const cwd = scratch()
-    writeFileSync(join(cwd, 'config.yaml'), 'llm:\n  openai:\n    context_length: -1\n')
+    writeFileSync(join(cwd, 'ctxagent.yaml'), 'llm:\n  openai:\n    context_length: -1\n')
     for (const command of [['reindex'], ['watch-locks', '--once'], ['unlock', 'abcdef0123']]) {
       const res = cli([...command, '--home', join(cwd, 'home')], {}, cwd)
       expect(res.code).toBe(2)
-      expect(res.stderr).toBe('ctxagent: config.yaml: llm.openai.context_length must be a positive integer (see config.example.yaml for every key and its default)\n')
+      expect(res.stderr).toBe('ctxagent: ctxagent.yaml: llm.openai.context_length must be a positive integer (see config.example.yaml for every key and its default)\n')
     }
     const viaFlag = cli(['reindex', '--config', 'missing.yaml', '--home', join(cwd, 'home')], {}, cwd)
     expect(viaFlag.code).toBe(2)
-    expect(readdirSync(cwd)).toEqual(['config.yaml'])
+    expect(readdirSync(cwd)).toEqual(['ctxagent.yaml'])
   })
 
   it('rejects unknown flags and bad option values with exit 2 and one line', () => {
     const unknown = cli(['reindex', '--frobnicate'])
     expect(unknown.code).toBe(2)
-    expect(unknown.stderr).toBe("ctxagent: unknown option '--frobnicate' (see ctxagent --help)\n")
+    // The error points to the subcommand's own help.
+    expect(unknown.stderr).toBe("ctxagent: unknown option '--frobnicate' (see ctxagent reindex --help)\n")
+    expect(cli(['--home', '/tmp', 'stats', '--frob']).stderr).toMatch(/\(see ctxagent stats --help\)\n$/)
     const badDuration = cli(['watch-locks', '--interval', 'soon'])
     expect(badDuration.code).toBe(2)
     expect(badDuration.stderr.split('\n')).toHaveLength(2)
@@ -88,28 +90,49 @@ describe('ctxagent binary', () => {
 
   it('shows a stack trace only with CTXAGENT_DEBUG=1', () => {
     const cwd = scratch()
-    writeFileSync(join(cwd, 'config.yaml'), 'locks: [1\n')
+    writeFileSync(join(cwd, 'ctxagent.yaml'), 'locks: [1\n')
     expect(cli(['reindex'], {}, cwd).stderr.split('\n')).toHaveLength(2)
     expect(cli(['reindex'], { CTXAGENT_DEBUG: '1' }, cwd).stderr).toMatch(/\n\s+at /)
   })
 
-  it('resolves the base directory: --home > CTXAGENT_HOME > config > ./logs/contexts', () => {
+  it('resolves the base directory: --home > CTXAGENT_HOME > config > $XDG_STATE_HOME/ctxagent', () => {
     const cwd = scratch()
-    for (const d of ['flag', 'env', 'conf', 'logs/contexts']) mkdirSync(join(cwd, d, 'completed'), { recursive: true })
-    const indexedIn = () => ['flag', 'env', 'conf', 'logs/contexts'].filter((d) => existsSync(join(cwd, d, 'tasks.db')))
-    const reset = () => ['flag', 'env', 'conf', 'logs/contexts'].forEach((d) => rmSync(join(cwd, d, 'tasks.db'), { force: true }))
-    writeFileSync(join(cwd, 'config.yaml'), 'context:\n  base_dir: conf\n')
-    expect(cli(['reindex', '--home', 'flag'], { CTXAGENT_HOME: join(cwd, 'env') }, cwd).code).toBe(0)
+    const dirs = ['flag', 'env', 'conf', 'state/ctxagent']
+    for (const d of dirs) mkdirSync(join(cwd, d, 'completed'), { recursive: true })
+    const indexedIn = () => dirs.filter((d) => existsSync(join(cwd, d, 'tasks.db')))
+    const reset = () => dirs.forEach((d) => rmSync(join(cwd, d, 'tasks.db'), { force: true }))
+    const xdg = { XDG_STATE_HOME: join(cwd, 'state') }
+    writeFileSync(join(cwd, 'ctxagent.yaml'), 'context:\n  base_dir: conf\n')
+    expect(cli(['reindex', '--home', 'flag'], { ...xdg, CTXAGENT_HOME: join(cwd, 'env') }, cwd).code).toBe(0)
     expect(indexedIn()).toEqual(['flag'])
     reset()
-    cli(['reindex'], { CTXAGENT_HOME: join(cwd, 'env') }, cwd)
+    cli(['reindex'], { ...xdg, CTXAGENT_HOME: join(cwd, 'env') }, cwd)
     expect(indexedIn()).toEqual(['env'])
     reset()
-    cli(['reindex'], {}, cwd)
+    cli(['reindex'], xdg, cwd)
     expect(indexedIn()).toEqual(['conf'])
     reset()
-    rmSync(join(cwd, 'config.yaml'))
-    cli(['reindex'], {}, cwd)
-    expect(indexedIn()).toEqual(['logs/contexts'])
+    rmSync(join(cwd, 'ctxagent.yaml'))
+    cli(['reindex'], xdg, cwd)
+    expect(indexedIn()).toEqual(['state/ctxagent'])
+    expect(existsSync(join(cwd, 'logs'))).toBe(false)
+  })
+
+  it('exits 3 for a missing tree from watch-locks --once and cleanup, as stats does', () => {
+    const missing = join(scratch(), 'typo')
+    for (const args of [['watch-locks', '--once'], ['watch-locks', '--once', '--json'], ['cleanup'], ['stats']]) {
+      const res = cli([...args, '--home', missing])
+      expect(res.code, args.join(' ')).toBe(3)
+      expect(res.stderr).toMatch(/^ctxagent: there is no task tree at .+typo \(check --home, CTXAGENT_HOME or context\.base_dir\)\n$/)
+    }
+    expect(existsSync(missing)).toBe(false)
+  })
+
+  it('watch-locks --once --json prints one summary per pass, also when nothing happened', () => {
+    const home = scratch()
+    mkdirSync(join(home, 'running'))
+    const res = cli(['watch-locks', '--once', '--json', '--home', home], { CTXAGENT_NOW: '2024-05-01T00:00:00Z' })
+    expect(res.code).toBe(0)
+    expect(JSON.parse(res.stdout)).toEqual({ pass: { ts: '2024-05-01T00:00:00.000Z', checked: 0, recovered: 0, alerts: 0, chat_sessions: 0, reindexed: 0 } })
   })
 })

@@ -18,26 +18,26 @@ const ENV = { OPENAI_API_KEY: 'sk-fromtheenvironment', GITHUB_TOKEN: '', GITLAB_
 describe('ctxagent config', () => {
   it('prints the effective config as JSON: its source, the task tree, which secrets are set, never their values', () => {
     const cwd = scratch()
-    writeFileSync(join(cwd, 'config.yaml'), FILE)
+    writeFileSync(join(cwd, 'ctxagent.yaml'), FILE)
     const res = cli(['config', '--json', '--home', 'tree'], ENV, cwd)
     expect(res.code).toBe(0)
     const out = JSON.parse(res.stdout) as { source: string; base_dir: string; base_dir_from: string; secrets_set: string[]; config: ReturnType<typeof parseConfig> }
-    expect(out.source).toBe('config.yaml')
+    expect(out.source).toBe('ctxagent.yaml')
     expect(out.base_dir).toBe(join(cwd, 'tree'))
     expect(out.base_dir_from).toBe('--home')
     expect(out.secrets_set).toEqual(['llm.openai.api_key', 'github.token'])
     expect(out.config.llm.openai).toMatchObject({ model: 'gpt-4.1', context_length: 64000, api_key: null })
     expect(out.config.github.token).toBeNull()
     expect(res.stdout).not.toContain('fromthe')
-    expect(readdirSync(cwd)).toEqual(['config.yaml'])
+    expect(readdirSync(cwd)).toEqual(['ctxagent.yaml'])
   })
 
   it('prints YAML that reads back as the same config, secrets left to the environment', () => {
     const cwd = scratch()
-    writeFileSync(join(cwd, 'config.yaml'), FILE)
+    writeFileSync(join(cwd, 'ctxagent.yaml'), FILE)
     const res = cli(['config'], ENV, cwd)
     expect(res.code).toBe(0)
-    expect(res.stdout).toMatch(/^# ctxagent configuration, from config\.yaml\n# task tree: .+\/logs\/contexts \(from default\)\n/)
+    expect(res.stdout).toMatch(/^# ctxagent configuration, from ctxagent\.yaml\n# task tree: \/nonexistent\/ctxagent-test-state\/ctxagent \(from default\)\n/)
     expect(res.stdout).toContain('api_key: null # set (hidden)')
     expect(res.stdout).not.toContain('fromthe')
     const expected = withoutSecrets(parseConfig(FILE)).config
@@ -47,11 +47,36 @@ describe('ctxagent config', () => {
   it('names what chose the task tree: --home, CTXAGENT_HOME, the file, or the default', () => {
     const cwd = scratch()
     const from = (args: string[], env: Record<string, string> = {}) => (JSON.parse(cli(['config', '--json', ...args], { ...ENV, ...env }, cwd).stdout) as { base_dir: string; base_dir_from: string })
-    expect(from([])).toEqual(expect.objectContaining({ base_dir: join(cwd, 'logs/contexts'), base_dir_from: 'default' }))
-    writeFileSync(join(cwd, 'config.yaml'), 'context:\n  base_dir: conf\n')
+    expect(from([])).toEqual(expect.objectContaining({ base_dir: '/nonexistent/ctxagent-test-state/ctxagent', base_dir_from: 'default' }))
+    expect(from([], { XDG_STATE_HOME: join(cwd, 'state') })).toEqual(expect.objectContaining({ base_dir: join(cwd, 'state', 'ctxagent'), base_dir_from: 'default' }))
+    expect(from([], { XDG_STATE_HOME: 'relative', HOME: cwd })).toEqual(expect.objectContaining({ base_dir: join(cwd, '.local', 'state', 'ctxagent'), base_dir_from: 'default' }))
+    writeFileSync(join(cwd, 'ctxagent.yaml'), 'context:\n  base_dir: conf\n')
     expect(from([])).toEqual(expect.objectContaining({ base_dir: join(cwd, 'conf'), base_dir_from: 'context.base_dir' }))
     expect(from([], { CTXAGENT_HOME: join(cwd, 'env') })).toEqual(expect.objectContaining({ base_dir: join(cwd, 'env'), base_dir_from: 'CTXAGENT_HOME' }))
     expect(from(['--home', 'flag'], { CTXAGENT_HOME: join(cwd, 'env') })).toEqual(expect.objectContaining({ base_dir: join(cwd, 'flag'), base_dir_from: '--home' }))
+  })
+
+  it("ignores another tool's ./config.yaml in every command, and says once to rename ctxagent's own", () => {
+    const cwd = scratch()
+    writeFileSync(join(cwd, 'config.yaml'), 'server:\n  port: 8080\n')
+    for (const args of [['config'], ['stats', '--home', cwd], ['view', 'abcdef01', '--home', cwd]]) {
+      const res = cli(args, ENV, cwd)
+      expect(res.stderr).not.toContain('not a known setting')
+      expect(res.stderr).not.toContain('config.yaml')
+    }
+    writeFileSync(join(cwd, 'config.yaml'), 'locks:\n  stale_after_seconds: 10\n')
+    const res = cli(['config', '--json'], ENV, cwd)
+    expect(res.code).toBe(0)
+    expect(res.stderr).toBe('ctxagent: warning: ./config.yaml is no longer read (SPEC §1); rename it to ctxagent.yaml, or pass --config config.yaml\n')
+    expect((JSON.parse(res.stdout) as { config: { locks: { stale_after_seconds: number } } }).config.locks.stale_after_seconds).toBe(60)
+    expect(cli(['config', '--json', '--config', 'none'], ENV, cwd).stdout).toContain('"source": null')
+  })
+
+  it('honours OPENAI_BASE_URL when the file names no base_url, and GH_TOKEN', () => {
+    const res = cli(['config', '--json', '--config', 'none'], { ...ENV, OPENAI_BASE_URL: 'http://127.0.0.1:9/v1', GH_TOKEN: 'x' }, scratch())
+    const out = JSON.parse(res.stdout) as { secrets_set: string[]; config: { llm: { openai: { base_url: string } } } }
+    expect(out.config.llm.openai.base_url).toBe('http://127.0.0.1:9/v1')
+    expect(out.secrets_set).toContain('github.token')
   })
 
   it('says when only defaults apply', () => {
@@ -63,10 +88,10 @@ describe('ctxagent config', () => {
 
   it('checks a file: exit 2 with the key path when it is invalid', () => {
     const cwd = scratch()
-    writeFileSync(join(cwd, 'config.yaml'), 'alerts:\n  failure_rate: 2\n')
+    writeFileSync(join(cwd, 'ctxagent.yaml'), 'alerts:\n  failure_rate: 2\n')
     const res = cli(['config'], ENV, cwd)
     expect(res.code).toBe(2)
     expect(res.stdout).toBe('')
-    expect(res.stderr).toBe('ctxagent: config.yaml: alerts.failure_rate must be a number greater than 0 and at most 1 (see config.example.yaml for every key and its default)\n')
+    expect(res.stderr).toBe('ctxagent: ctxagent.yaml: alerts.failure_rate must be a number greater than 0 and at most 1 (see config.example.yaml for every key and its default)\n')
   })
 })

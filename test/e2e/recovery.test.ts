@@ -5,7 +5,7 @@ import Database from 'better-sqlite3'
 import { describe, expect, it } from 'vitest'
 import { hostname, processStart } from '../../src/storage/fs/process-info.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
-import { BIN, cli, cliAsync, deadPid, helper } from '../helpers/run.js'
+import { BIN, cli, cliAsync, deadPid, helper, findingsText } from '../helpers/run.js'
 import { exitOf, lineFrom, sleep } from '../helpers/wait.js'
 
 const ago = (ms: number) => new Date(Date.now() - ms).toISOString()
@@ -26,13 +26,13 @@ describe('watch-locks', () => {
 
     const early = cli(['watch-locks', '--once', '--json', '--home', tree.base])
     expect(early.code).toBe(0)
-    expect(early.stdout).toBe('')
+    expect(findingsText(early.stdout).trim()).toBe('')
     expect(existsSync(tree.layout.taskDir('running', uuid))).toBe(true)
 
-    await sleep(1200)
-    const late = cli(['watch-locks', '--once', '--json', '--stale-after', '1s', '--home', tree.base])
+    // Past stale-after by the monitor's clock (CTXAGENT_NOW): no waiting, no margin.
+    const late = cli(['watch-locks', '--once', '--json', '--stale-after', '1s', '--home', tree.base], { CTXAGENT_NOW: new Date(Date.now() + 5_000).toISOString() })
     expect(late.code).toBe(0)
-    const report = JSON.parse(late.stdout) as Record<string, unknown>
+    const report = JSON.parse(findingsText(late.stdout)) as Record<string, unknown>
     expect(report).toMatchObject({ uuid, action: 'reaped', pid, hostname: hostname() })
     const dir = tree.layout.taskDir('completed', uuid)
     expect(state(dir)).toMatchObject({ status: 'failed', error: expect.stringContaining(`pid ${pid}`) })
@@ -51,7 +51,7 @@ describe('watch-locks', () => {
     const res = cli(['watch-locks', '--once', '--json', '--stale-after', '1s', '--home', tree.base])
     owner.kill('SIGKILL')
     await exitOf(owner)
-    expect(res.stdout).toBe('')
+    expect(findingsText(res.stdout).trim()).toBe('')
     expect(existsSync(tree.layout.taskDir('running', uuid))).toBe(true)
   })
 
@@ -65,7 +65,7 @@ describe('watch-locks', () => {
       cliAsync(['watch-locks', '--once', '--json', '--home', tree.base]),
       cliAsync(['watch-locks', '--once', '--json', '--home', tree.base]),
     ])
-    const uuids = `${a.stdout}${b.stdout}`.trim().split('\n').map((l) => (JSON.parse(l) as { uuid: string }).uuid)
+    const uuids = `${findingsText(a.stdout)}\n${findingsText(b.stdout)}`.replace(/\n+/g, '\n').trim().split('\n').map((l) => (JSON.parse(l) as { uuid: string }).uuid)
     expect(uuids.sort()).toEqual(Array.from({ length: 100 }, (_, i) => uuidN(i + 1)).sort())
     expect(readdirSync(tree.layout.dir('running'))).toEqual([])
     expect(readdirSync(tree.layout.dir('completed'))).toHaveLength(100)
@@ -99,7 +99,7 @@ describe('watch-locks', () => {
     const old = (Date.now() - 300_000) / 1000
     utimesSync(join(tree.layout.taskDir('running', uuidN(2)), '.lock'), old, old)
     const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
-    const findings = res.stdout.trim().split('\n').map((l) => JSON.parse(l) as { uuid: string; reason: string; action: string })
+    const findings = findingsText(res.stdout).trim().split('\n').map((l) => JSON.parse(l) as { uuid: string; reason: string; action: string })
     const reaped = findings.filter((f) => f.action === 'reaped')
     expect(reaped.map((r) => r.uuid).sort()).toEqual([uuidN(1), uuidN(2)])
     expect(reaped.find((r) => r.uuid === uuidN(1))?.reason).toContain('reused')
@@ -112,7 +112,7 @@ describe('watch-locks', () => {
     tree.write({ uuid: uuidN(12), location: 'running', status: 'paused', state: { updated_at: ago(120_000) } })
     tree.write({ uuid: uuidN(13), location: 'running', status: 'processing', state: { updated_at: ago(120_000) } })
     const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
-    const acted = res.stdout.trim().split('\n').map((l) => JSON.parse(l) as { uuid: string; action: string }).filter((f) => f.action !== 'alert')
+    const acted = findingsText(res.stdout).trim().split('\n').map((l) => JSON.parse(l) as { uuid: string; action: string }).filter((f) => f.action !== 'alert')
     expect(acted.map((f) => [f.uuid, f.action]).sort()).toEqual([
       [uuidN(12), 'finished'],
       [uuidN(13), 'reaped'],
@@ -128,7 +128,7 @@ describe('watch-locks', () => {
     tree.write({ uuid: uuidN(7), location: 'running', lock: { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: ago(7 * 3_600_000), heartbeat_at: ago(1000) } })
     tree.write({ uuid: uuidN(8), location: 'running', startedAt: ago(9 * 86_400_000), lock: { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: ago(60_000), heartbeat_at: ago(1000) } })
     const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
-    expect(JSON.parse(res.stdout)).toMatchObject({ uuid: uuidN(7), action: 'alert', reason: expect.stringContaining('running for 7.0h') })
+    expect(JSON.parse(findingsText(res.stdout))).toMatchObject({ uuid: uuidN(7), action: 'alert', reason: expect.stringContaining('running for 7.0h') })
     const human = cli(['watch-locks', '--once', '--home', tree.base])
     expect(human.stdout).toMatch(/2 running task\(s\) checked, 0 recovered, 1 alert/)
   })
@@ -144,10 +144,14 @@ describe('unlock', () => {
     expect(existsSync(tree.layout.taskDir('running', uuidN(9)))).toBe(true)
     const forced = cli(['unlock', '00000009', '--force', '--json', '--home', tree.base])
     expect(forced.code).toBe(0)
-    expect(JSON.parse(forced.stdout)).toMatchObject({ uuid: uuidN(9), action: 'reaped' })
+    expect(JSON.parse(findingsText(forced.stdout))).toMatchObject({ uuid: uuidN(9), action: 'reaped' })
     expect(state(tree.layout.taskDir('completed', uuidN(9))).status).toBe('failed')
     const audit = readFileSync(join(tree.base, 'audit.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>)
-    expect(audit).toEqual([expect.objectContaining({ command: 'unlock', uuid: uuidN(9), os_user: expect.any(String), ts: expect.any(String) })])
+    // The refusal is recorded, and the forced takeover is marked as such.
+    expect(audit).toEqual([
+      expect.objectContaining({ command: 'unlock', uuid: uuidN(9), event: 'refused', detail: expect.stringContaining(`pid ${process.pid}`), os_user: expect.any(String), ts: expect.any(String) }),
+      expect.objectContaining({ command: 'unlock', uuid: uuidN(9), event: 'forced' }),
+    ])
   })
 
   it('reaps a dead holder and says so', () => {
@@ -164,7 +168,7 @@ describe('unlock', () => {
     tree.write({ uuid: uuidN(13), location: 'paused', lock: { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: ago(1000), heartbeat_at: ago(1000) } })
     const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
     expect(res.code, res.stderr).toBe(0)
-    expect(JSON.parse(res.stdout)).toMatchObject({ uuid: uuidN(12), action: 'finished', reason: expect.stringContaining('removed a leftover lock') })
+    expect(JSON.parse(findingsText(res.stdout))).toMatchObject({ uuid: uuidN(12), action: 'finished', reason: expect.stringContaining('removed a leftover lock') })
     expect(existsSync(join(tree.layout.taskDir('paused', uuidN(12)), '.lock'))).toBe(false)
     expect(existsSync(join(tree.layout.taskDir('paused', uuidN(13)), '.lock'))).toBe(true)
   })
@@ -175,7 +179,7 @@ describe('unlock', () => {
     tree.write({ uuid: uuidN(11), location: 'running', lock: { process_id: deadPid(), hostname: hostname(), acquired_at: ago(300_000), heartbeat_at: ago(300_000), reaping: owner } })
     const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
     expect(res.code, res.stderr).toBe(0)
-    expect(JSON.parse(res.stdout)).toMatchObject({ uuid: uuidN(11), action: 'reaped', pid: 4242, hostname: 'build-7' })
+    expect(JSON.parse(findingsText(res.stdout))).toMatchObject({ uuid: uuidN(11), action: 'reaped', pid: 4242, hostname: 'build-7' })
     expect(state(tree.layout.taskDir('completed', uuidN(11))).error).toMatch(/^agent died: pid 4242 on build-7, last heartbeat .* \(a reaper, pid \d+, died while recovering it; pid \d+ is gone/)
   })
 
@@ -232,8 +236,8 @@ describe('reindex', () => {
     const child = spawn(process.execPath, [BIN, 'watch-locks', '--interval', '1s', '--home', base], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } })
     let stderr = ''
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
-    await sleep(2_000)
-    expect(stderr).toMatch(/no task tree at .*not-yet yet; nothing to watch/)
+    // Waits for the event (its warning), however long a busy machine takes to start it.
+    while (!/no task tree at .*not-yet yet; nothing to watch/.test(stderr)) await sleep(50)
     expect(existsSync(base)).toBe(false)
     mkdirSync(join(base, 'running'), { recursive: true })
     await lineFrom(child, /watch-locks: 0 running task\(s\) checked/)

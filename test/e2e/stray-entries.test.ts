@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { makeTree, uuidN } from '../fixtures/tree.js'
 import { hostname } from '../../src/storage/fs/process-info.js'
-import { cli, cliAsync } from '../helpers/run.js'
+import { cli, cliAsync, findingsText } from '../helpers/run.js'
 
 const OLD = '2020-01-01T00:00:00.000Z'
 
@@ -185,7 +185,7 @@ describe('stray entries, links and a stale index', () => {
     const pass = cli(['watch-locks', '--once', '--json', '--home', tree.base])
     expect(pass.code, pass.stderr).toBe(0)
     expect(pass.stderr).toBe('')
-    const alerts = pass.stdout.trim().split('\n').map((l) => JSON.parse(l) as { uuid: string; action: string; reason: string })
+    const alerts = findingsText(pass.stdout).trim().split('\n').map((l) => JSON.parse(l) as { uuid: string; action: string; reason: string })
     for (const uuid of [uuidN(0x60), uuidN(0x61)]) {
       expect(alerts).toContainEqual({ uuid, action: 'alert', reason: expect.stringContaining(`not a lock record`), pid: null, hostname: null, heartbeat_at: null })
     }

@@ -72,6 +72,7 @@ export async function startFakeGithub(options: { owner?: string; repo?: string; 
         return send(f?.status ?? 500, { message: f?.message, documentation_url: 'https://docs.github.com/rest' }, f?.headers)
       }
       const path = url.pathname
+      if (req.method === 'GET' && path === '/user') return send(200, user('ctxagent-bot', 7), { 'x-oauth-scopes': 'repo, read:org' })
       if (req.method === 'GET' && path === `${base}/issues/${number}`) return send(200, { ...fake.issue, comments: fake.comments.length })
       if (req.method === 'GET' && path === `${base}/pulls/${number}` && fake.pull) return send(200, fake.pull)
       if (req.method === 'GET' && path === `${base}/issues/${number}/comments`) {

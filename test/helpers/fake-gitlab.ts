@@ -57,6 +57,8 @@ export async function startFakeGitlab(options: { mr?: boolean } = {}): Promise<F
         res.end(JSON.stringify(data))
       }
       if (req.headers['private-token'] !== fake.token) return send(401, { message: '401 Unauthorized' })
+      if (req.method === 'GET' && path === '/api/v4/user') return send(200, author('ctxagent-bot'))
+      if (req.method === 'GET' && path === '/api/v4/personal_access_tokens/self') return send(200, { id: 1, name: 'ctxagent', scopes: ['api'], active: true })
       if (req.method === 'GET' && path === base) return send(200, fake.item)
       if (req.method === 'GET' && path === `${base}/notes`) return send(200, fake.notes)
       if (req.method === 'POST' && path === `${base}/notes`) return send(201, fake.addNote('ctxagent-bot', String(body?.body ?? '')))

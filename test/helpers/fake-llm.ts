@@ -15,7 +15,7 @@ export interface Reply {
   /** Answer only after this long (a slow LLM); the request may be aborted meanwhile. */
   delayMs?: number
   headers?: Record<string, string>
-  usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number }
+  usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number; prompt_tokens_details?: { cached_tokens: number } }
   /** The assistant message sent exactly as given (a malformed one, as a hostile or broken server sends it); a string is its JSON text. */
   message?: Record<string, unknown> | string
 }

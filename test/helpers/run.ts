@@ -10,12 +10,19 @@ export interface CliResult {
   stderr: string
 }
 
+/**
+ * The environment every test's ctxagent gets: no inherited home or config, and the XDG
+ * directories pointed away from the user's own (so that no test reads ~/.config/ctxagent
+ * or writes ~/.local/state/ctxagent).
+ */
+export const TEST_ENV: Record<string, string> = { NO_COLOR: '1', CTXAGENT_DEBUG: '', CTXAGENT_HOME: '', CTXAGENT_CONFIG: '', XDG_CONFIG_HOME: '/nonexistent/ctxagent-test-config', XDG_STATE_HOME: '/nonexistent/ctxagent-test-state', OPENAI_BASE_URL: '', GH_TOKEN: '', OLLAMA_HOST: '' }
+
 /** Runs the built binary, as an operator would. */
 export function cli(args: string[], env: Record<string, string> = {}, cwd = ROOT): CliResult {
   const res = spawnSync(process.execPath, [BIN, ...args], {
     cwd,
     encoding: 'utf8',
-    env: { ...process.env, NO_COLOR: '1', CTXAGENT_DEBUG: '', CTXAGENT_HOME: '', CTXAGENT_CONFIG: '', ...env },
+    env: { ...process.env, ...TEST_ENV, ...env },
   })
   return { code: res.status ?? -1, stdout: res.stdout, stderr: res.stderr }
 }
@@ -25,7 +32,7 @@ export function cliAsync(args: string[], env: Record<string, string> = {}): Prom
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [BIN, ...args], {
       cwd: ROOT,
-      env: { ...process.env, NO_COLOR: '1', CTXAGENT_DEBUG: '', CTXAGENT_HOME: '', CTXAGENT_CONFIG: '', ...env },
+      env: { ...process.env, ...TEST_ENV, ...env },
     })
     let stdout = ''
     let stderr = ''
@@ -43,4 +50,9 @@ export function helper(name: string, args: string[]) {
 /** A pid that certainly belonged to a process that has exited. */
 export function deadPid(): number {
   return spawnSync(process.execPath, ['-e', '0']).pid as number
+}
+
+/** watch-locks --json output without its per-pass summary line (`{"pass":{…}}`): the findings only, as text. */
+export function findingsText(stdout: string): string {
+  return stdout.split('\n').filter((l) => !l.startsWith('{"pass":')).join('\n')
 }

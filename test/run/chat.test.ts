@@ -1,9 +1,10 @@
 
+import { spawn } from 'node:child_process'
 import { join } from 'node:path'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import type { RecordedRequest } from '../helpers/fake-llm.js'
-import { helper } from '../helpers/run.js'
-import { exitOf, lineFrom, sleep } from '../helpers/wait.js'
+import { BIN, helper, findingsText, TEST_ENV } from '../helpers/run.js'
+import { exitOf, lineFrom } from '../helpers/wait.js'
 import { agentRequests, expectContinuousSeq, jsonl, readTask, runSetup, waitFor } from './harness.js'
 import type { RunSetup } from './harness.js'
 
@@ -76,6 +77,8 @@ describe('chat sessions', () => {
     expect(task.location).toBe('completed')
     expect(task.state).toMatchObject({ status: 'completed', session: { state: 'ended' }, final_answer: 're: hello' })
     expect(started.err()).toMatch(/chat: end requested/)
+    // It says how to reach the session: this process reads nothing typed into its terminal.
+    expect(started.err()).toContain(`talk to it with \`ctxagent chat ${uuid.slice(0, 8)}\``)
     expect(task.inbox.filter((r) => r.kind === 'reply')).toMatchObject([{ action: 'end', ok: true }])
     const again = await s.run(['chat', uuid, '--end'])
     expect(again.code).toBe(0)
@@ -123,16 +126,15 @@ describe('chat sessions', () => {
     const dir = s.tree.layout.taskDir('running', uuid)
     const inbox = jsonl(join(dir, 'inbox.jsonl'))
     expect(inbox.filter((r) => r.kind === 'message').map((r) => r.content)).toEqual([expect.stringContaining('chat session started'), 'first', 'while dead'])
-    await sleep(2_500)
-    // Resumed before a reaper gets it: the message sent while it was dead is answered.
+    // Resumed before a reaper gets it (on this host its dead pid is proof enough): the message sent while it was dead is answered.
     const resumed = s.start(['run', '--resume', uuid])
     await waitFor('the late answer', () => readTask(s.tree, uuid).messages.some((m) => m.content === 're: while dead')).catch((err: Error) => {
       throw new Error(`${err.message}; the resumed agent said: ${resumed.err()}`)
     })
     resumed.child.kill('SIGKILL')
     await exitOf(resumed.child)
-    await sleep(2_500)
-    const reaped = await s.run(['watch-locks', '--once'])
+    // Past stale_after by the monitor's clock (CTXAGENT_NOW), with no waiting.
+    const reaped = await s.run(['watch-locks', '--once'], { CTXAGENT_NOW: new Date(Date.now() + 10_000).toISOString() })
     expect(reaped.code, reaped.stderr).toBe(0)
     const task = readTask(s.tree, uuid)
     expect(task.location).toBe('completed')
@@ -145,15 +147,17 @@ describe('chat sessions', () => {
     const s = await runSetup('chat:\n  hard_timeout_minutes: 1\n  end_grace_seconds: 1\n')
     const owner = helper('owner.mjs', [s.tree.base, 'chat-idle', '0.2'])
     const uuid = (await lineFrom(owner, /^[0-9a-f-]{36}$/)).trim()
-    const first = await s.run(['watch-locks', '--once', '--json'])
+    // The monitor's clock is the test's (CTXAGENT_NOW): the grace period passes when the test says, not when a busy machine lets it.
+    const t0 = Date.now()
+    const at = (ms: number) => ({ CTXAGENT_NOW: new Date(t0 + ms).toISOString() })
+    const first = await s.run(['watch-locks', '--once', '--json'], at(0))
     expect(first.code, first.stderr).toBe(0)
-    expect(JSON.parse(first.stdout.trim())).toMatchObject({ uuid, action: 'end_requested' })
+    expect(JSON.parse(findingsText(first.stdout).trim())).toMatchObject({ uuid, action: 'end_requested' })
     expect(jsonl(join(s.tree.layout.taskDir('running', uuid), 'inbox.jsonl'))).toMatchObject([{ kind: 'message', visible: false }, { kind: 'control', action: 'end', sender: 'watch-locks' }])
     // Within the grace period nothing more happens.
-    expect((await s.run(['watch-locks', '--once', '--json'])).stdout.trim()).toBe('')
-    await sleep(1_200)
-    const second = await s.run(['watch-locks', '--once', '--json'])
-    expect(JSON.parse(second.stdout.trim())).toMatchObject({ uuid, action: 'terminated', pid: owner.pid })
+    expect(findingsText((await s.run(['watch-locks', '--once', '--json'], at(900))).stdout).trim()).toBe('')
+    const second = await s.run(['watch-locks', '--once', '--json'], at(1_100))
+    expect(JSON.parse(findingsText(second.stdout).trim())).toMatchObject({ uuid, action: 'terminated', pid: owner.pid })
     expect((await exitOf(owner)).signal).toBe('SIGTERM')
   })
 
@@ -166,5 +170,27 @@ describe('chat sessions', () => {
     expect(res.code).toBe(4)
     expect(res.stderr).toMatch(/is not a chat task/)
     expect((await s.run(['chat', '00000000-0000-4000-8000-000000000000', '--send', 'hi'])).code).toBe(3)
+  })
+})
+
+describe('run --chat on a terminal', () => {
+  it('is the chat itself: a typed line gets its answer printed, Ctrl-D ends the session (exit 0)', async () => {
+    const s = await runSetup(CHAT)
+    echo(s)
+    // script(1) gives ctxagent a real terminal; what the test writes is what a person types.
+    const command = [process.execPath, BIN, 'run', '--chat', '--workspace', s.ws, '--home', s.tree.base, '--config', s.config].map((a) => `'${a}'`).join(' ')
+    const child = spawn('script', ['-qfec', command, '/dev/null'], { env: { ...process.env, ...TEST_ENV, TERM: 'dumb' }, stdio: ['pipe', 'pipe', 'pipe'] })
+    let out = ''
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()))
+    onTestFinished(() => {
+      if (child.exitCode === null) child.kill('SIGKILL')
+    })
+    await waitFor('the prompt', () => out.includes('type a message'))
+    child.stdin.write('hello there\r')
+    await waitFor('the answer', () => out.includes('agent> re: hello there'))
+    child.stdin.write('\x04')
+    expect((await exitOf(child)).code).toBe(0)
+    const uuid = s.tree.layout.list('completed')[0] as string
+    expect(readTask(s.tree, uuid).state).toMatchObject({ status: 'completed', session: { state: 'ended' } })
   })
 })

@@ -1,9 +1,10 @@
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { BIN } from '../helpers/run.js'
+import { invokedAs } from '../../src/commands/demo.js'
+import { BIN, ROOT } from '../helpers/run.js'
 import { jsonl } from './harness.js'
 
 describe('ctxagent demo', () => {
@@ -18,7 +19,9 @@ describe('ctxagent demo', () => {
     })
     expect(res.status, res.stderr).toBe(0)
     expect(res.stdout).toMatch(/replayed 36 turns in [\d.]+s, paused by request after turn 18 and resumed; the task is completed/)
-    expect(res.stdout).toContain('$ ctxagent view')
+    // No ctxagent on PATH, run from elsewhere: the commands it prints name the launcher by its path.
+    expect(res.stdout).toContain(`$ ${realpathSync(BIN)} view`)
+    expect(res.stdout).toContain(`try:                 ${realpathSync(BIN)} --home ${home} view`)
     expect(res.stdout).toContain('Context Storage Statistics')
     const uuid = /the task directory: +\S+\/completed\/(\S+)/.exec(res.stdout)?.[1] as string
     const dir = join(home, 'completed', uuid)
@@ -36,5 +39,17 @@ describe('ctxagent demo', () => {
     const tests = spawnSync(process.execPath, ['test/run.mjs'], { cwd: workspace, encoding: 'utf8' })
     expect(tests.stdout).toMatch(/22 passed, 0 failed/)
     expect(readFileSync(join(workspace, 'src', 'invoice.js'), 'utf8')).toContain('this.chargedShare(subtotal, discount)')
+  })
+})
+
+describe('the commands the demo prints', () => {
+  it('name ctxagent when that is this program on PATH, ./bin/ctxagent from the project, else the full path', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ctxagent-path-'))
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+    expect(invokedAs({ PATH: '/usr/bin' }, ROOT, BIN)).toBe('./bin/ctxagent')
+    expect(invokedAs({ PATH: '/usr/bin' }, dir, BIN)).toBe(realpathSync(BIN))
+    mkdirSync(join(dir, 'bin'))
+    symlinkSync(BIN, join(dir, 'bin', 'ctxagent'))
+    expect(invokedAs({ PATH: `/usr/bin:${join(dir, 'bin')}` }, dir, BIN)).toBe('ctxagent')
   })
 })

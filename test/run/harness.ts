@@ -8,7 +8,7 @@ import { makeTree } from '../fixtures/tree.js'
 import type { Tree } from '../fixtures/tree.js'
 import { startFakeLlm } from '../helpers/fake-llm.js'
 import type { FakeLlm, RecordedRequest } from '../helpers/fake-llm.js'
-import { BIN, cliAsync, ROOT } from '../helpers/run.js'
+import { BIN, cliAsync, ROOT, TEST_ENV } from '../helpers/run.js'
 import type { CliResult } from '../helpers/run.js'
 
 export interface RunSetup {
@@ -49,7 +49,7 @@ export async function runSetup(extraYaml = ''): Promise<RunSetup> {
     start: (args) => {
       const child = spawn(process.execPath, [BIN, ...args, ...common], {
         cwd: ROOT,
-        env: { ...process.env, NO_COLOR: '1', CTXAGENT_DEBUG: '', CTXAGENT_HOME: '', CTXAGENT_CONFIG: '' },
+        env: { ...process.env, ...TEST_ENV },
         stdio: ['ignore', 'pipe', 'pipe'],
       })
       let out = ''
@@ -135,7 +135,7 @@ export function expectContinuousSeq(messages: Line[]): void {
  * Polls `probe` until it returns something truthy. A probe that throws (a file read
  * while another process writes it) counts as "not yet".
  */
-export async function waitFor<T>(what: string, probe: () => T | null | undefined | false, ms = 20_000): Promise<T> {
+export async function waitFor<T>(what: string, probe: () => T | null | undefined | false, ms = 50_000): Promise<T> {
   const deadline = Date.now() + ms
   for (;;) {
     let value: T | null | undefined | false = null

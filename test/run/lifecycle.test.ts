@@ -1,3 +1,4 @@
+import { findingsText } from '../helpers/run.js'
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -46,7 +47,7 @@ describe('run: stops, resumes and recovery', () => {
     const recorded = await waitFor('the command pids', () => existsSync(pids) && readFileSync(pids, 'utf8').trim().split('\n').length >= 2 && readFileSync(pids, 'utf8'))
     started.child.kill('SIGINT')
     expect((await exitOf(started.child)).code).toBe(130)
-    for (const pid of recorded.trim().split('\n').map(Number)) await waitFor(`pid ${pid} gone`, () => !alive(pid), 5_000)
+    for (const pid of recorded.trim().split('\n').map(Number)) await waitFor(`pid ${pid} gone`, () => !alive(pid), 30_000)
     const task = onlyTask(s.tree)
     expect(task.location).toBe('paused')
     const result = task.messages.at(-1)
@@ -61,21 +62,25 @@ describe('run: stops, resumes and recovery', () => {
     s.fake.queue.push({ calls: [{ name: 'run_command', arguments: { command: "trap '' TERM; echo $$ > pid.txt; while true; do sleep 0.1; done" } }] })
     const started = s.start(['run', '--task', 't', '--workspace', s.ws, '--allow-shell'])
     const uuid = await waitFor('the task', () => runningUuid(s))
-    await waitFor('the command', () => jsonl(join(s.tree.layout.taskDir('running', uuid), 'messages.jsonl')).some((m) => m.role === 'assistant'))
-    await sleep(300)
+    // The command runs and ignores TERM once it wrote its pid (the trap comes first).
+    await waitFor('the command', () => existsSync(join(s.ws, 'pid.txt')) && readFileSync(join(s.ws, 'pid.txt'), 'utf8').endsWith('\n'))
     started.child.kill('SIGINT')
-    await sleep(200)
+    // The first SIGINT is being handled (the command has 2 s of grace to stop): the second exits at once.
+    await waitFor('the first SIGINT', () => started.err().includes('SIGINT: pausing at once'))
     started.child.kill('SIGINT')
     expect((await exitOf(started.child)).code).toBe(130)
+    expect(started.err()).toContain(`Take it back with: ctxagent run --resume ${uuid}`)
     // The command ignored SIGTERM; exiting at once still kills its process group.
     const pid = Number(readFileSync(join(s.ws, 'pid.txt'), 'utf8'))
-    await waitFor(`pid ${pid} gone`, () => !alive(pid), 5_000)
-    // Not paused: still in running/ with its lock, for watch-locks or a resume to recover.
+    await waitFor(`pid ${pid} gone`, () => !alive(pid), 30_000)
+    // Not paused: still in running/ with its lock and a fresh heartbeat; on this host the dead pid is proof enough.
     expect(readTask(s.tree, uuid).location).toBe('running')
-    await sleep(2_500)
     s.fake.queue.push(finish())
     const resumed = await s.run(['run', '--resume', uuid])
     expect(resumed.code, resumed.stderr).toBe(0)
+    // However long the machine took meanwhile (the heartbeat may or may not have aged past stale_after), the dead pid is named.
+    expect(resumed.stderr).toContain(`pid ${started.child.pid} is gone`)
+    expect(resumed.stderr).toContain('resume takes it over')
     for (const r of agentRequests(s.fake)) expectWellFormed(r)
   })
 
@@ -114,8 +119,8 @@ describe('run: stops, resumes and recovery', () => {
     await sleep(2_500)
     const reaped = await s.run(['watch-locks', '--once', '--json'])
     expect(reaped.code, reaped.stderr).toBe(0)
-    expect(JSON.parse(reaped.stdout.trim().split('\n')[0] as string)).toMatchObject({ uuid, action: 'reaped', killed_commands: [group] })
-    await waitFor(`process group ${group} gone`, () => !groupAlive(group), 5_000)
+    expect(JSON.parse(findingsText(reaped.stdout).trim().split('\n')[0] as string)).toMatchObject({ uuid, action: 'reaped', killed_commands: [group] })
+    await waitFor(`process group ${group} gone`, () => !groupAlive(group), 30_000)
     expect(readTask(s.tree, uuid).state).toMatchObject({ status: 'failed', error: expect.stringContaining(`killed the command(s) it left running (process group ${group})`) })
   })
 
@@ -143,7 +148,7 @@ describe('run: stops, resumes and recovery', () => {
     expect(resumed.code, resumed.stderr).toBe(0)
     // The dead agent's lock named the command's process group: taking the task over killed it.
     expect(resumed.stderr).toContain(`killed the command(s) the dead agent left running (process group ${group})`)
-    await waitFor(`pid ${group} gone`, () => !alive(group), 5_000)
+    await waitFor(`pid ${group} gone`, () => !alive(group), 30_000)
     const task = readTask(s.tree, uuid)
     const c2 = task.messages.find((m) => m.tool_call_id === 'c2')
     expect(c2?.content).toBe('[aborted: the process stopped before this tool finished]')

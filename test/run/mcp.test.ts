@@ -47,7 +47,7 @@ describe('MCP servers as tools', () => {
     const started = res.stderr.split('\n').map((l) => (l ? (JSON.parse(l) as { msg: string; mcp_pids?: Record<string, number> }) : null)).find((l) => l?.mcp_pids)
     const pid = started?.mcp_pids?.files as number
     expect(pid).toBeGreaterThan(0)
-    await waitFor('the server to be closed', () => !alive(pid), 5_000)
+    await waitFor('the server to be closed', () => !alive(pid), 30_000)
   })
 
   it('restarts a server that died mid-task once; after a second death its tools answer with errors', async () => {

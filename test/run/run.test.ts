@@ -115,7 +115,7 @@ describe('run: a local task', () => {
     s.fake.fallback = () => ({ calls: [{ name: 'read_file', arguments: { path: 'README.md' } }] })
     const res = await s.run(['run', '--task', 't', '--workspace', s.ws])
     expect(res.code).toBe(1)
-    expect(res.stderr).toMatch(/^ctxagent: task .* failed: stuck: read_file called 5 times in a row/m)
+    expect(res.stderr).toMatch(/^{"ts":"[^"]+","level":"error","msg":"task .* failed: stuck: read_file called 5 times in a row/m)
     const task = onlyTask(s.tree)
     expect(task.state).toMatchObject({ status: 'failed', turns: 5 })
     const results = task.messages.filter((m) => m.role === 'tool').map((m) => String(m.content))

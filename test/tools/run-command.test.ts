@@ -17,9 +17,9 @@ const alive = (pid: number) => {
   }
 }
 
-/** Waits (up to 10 s) for the command to have written `n` pids, one a line, to `file`. */
+/** Waits (up to 50 s: a busy machine is slow, not broken) for the command to have written `n` pids, one a line, to `file`. */
 async function pidsIn(file: string, n: number): Promise<number[]> {
-  for (let i = 0; i < 200; i++) {
+  for (let i = 0; i < 1000; i++) {
     const lines = existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n').filter(Boolean) : []
     if (lines.length >= n) return lines.map(Number)
     await sleep(50)

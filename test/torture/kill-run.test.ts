@@ -5,7 +5,7 @@ import Database from 'better-sqlite3'
 import { describe, expect, it } from 'vitest'
 import { makeTree } from '../fixtures/tree.js'
 import { startFakeLlm } from '../helpers/fake-llm.js'
-import { BIN, cliAsync, ROOT } from '../helpers/run.js'
+import { BIN, cliAsync, ROOT, findingsText } from '../helpers/run.js'
 import { exitOf, sleep } from '../helpers/wait.js'
 import { expectWellFormed } from '../run/harness.js'
 import { litter, strayLocks } from './checks.js'
@@ -84,7 +84,7 @@ describe('torture: run processes killed at random instants', () => {
 
     const reaped = await cliAsync(['watch-locks', '--once', '--json', ...common])
     expect(reaped.code, reaped.stderr).toBe(0)
-    const findings = reaped.stdout.trim().split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as { uuid: string; action: string })
+    const findings = findingsText(reaped.stdout).trim().split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as { uuid: string; action: string })
     // reaped: failed with the dead pid; finished: it had settled and only the move was left.
     const reapedIds = findings.filter((f) => f.action === 'reaped' || f.action === 'finished').map((f) => f.uuid)
     const leftForReaper = uuids.filter((uuid) => !resumed.includes(uuid))
@@ -98,7 +98,7 @@ describe('torture: run processes killed at random instants', () => {
     expect([...reapedIds].sort()).toEqual([...leftForReaper].sort())
     // A second pass finds nothing: each was reaped exactly once.
     const again = await cliAsync(['watch-locks', '--once', '--json', ...common])
-    expect(again.stdout.trim()).toBe('')
+    expect(findingsText(again.stdout).trim()).toBe('')
     expect(readdirSync(tree.layout.dir('running'))).toEqual([])
 
     // tasks.db says what the directories say.

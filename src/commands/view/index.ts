@@ -1,3 +1,4 @@
+import { costOf, splitOf } from '../../operations/tokens.js'
 import { join } from 'node:path'
 import { Command, Option } from 'commander'
 import type { CommandEnv } from '../../command-env.js'
@@ -32,8 +33,8 @@ const DEFAULT_LIMIT = 10
 export function viewCommand(): Command {
   return new Command('view')
     .description('inspect one task: overview, or its messages, summaries, tools, current window or planning')
-    .argument('[uuid]', 'task uuid, or a unique prefix of 8+ hex characters')
-    .option('--uuid <uuid>', 'the task, as an option (seed 000 style)')
+    .argument('[uuid]', 'task uuid, a unique prefix of 8+ hex characters, or last (the newest task)')
+    .option('--uuid <uuid>', 'the task, as an option instead of the argument')
     .option('--messages', 'list messages.jsonl')
     .option('--summaries', 'list summaries.jsonl')
     .option('--tools', 'list tools.jsonl')
@@ -78,31 +79,37 @@ async function view(ctx: CommandEnv, opts: ViewOptions, positional?: string): Pr
     // Audited once read: a task that cannot be read shows nothing, and its view changes nothing.
     auditTask(ctx, 'view', ref.uuid)
     warnBad(ctx, overview.counts.bad_lines)
-    if (ctx.json) ctx.io.json(overview)
-    else ctx.io.out(renderOverview(ctx, overview))
+    const split = splitOf({ total_tokens_used: overview.state?.total_tokens_used ?? 0, ...(overview.state ?? {}) })
+    const tokens = { ...split, cost_usd: costOf(overview.metadata.config?.model, split, ctx.config.pricing) }
+    if (ctx.json) ctx.io.json({ ...overview, tokens })
+    else ctx.io.out(renderOverview(ctx, overview, tokens))
     return
   }
+  // Where following starts is taken before the listing is read: a message appended
+  // meanwhile is then followed (and, if the listing has it too, not printed twice).
+  const followFrom = opts.follow ? (fileSize(join(ref.dir, FILES.messages)) ?? 0) : 0
   const listing = await listRecords(ref, kind, { limit: opts.all ? null : (opts.limit ?? DEFAULT_LIMIT), role: opts.role, hidden: opts.hidden === true })
   auditTask(ctx, 'view', ref.uuid)
   warnBad(ctx, listing.bad_lines)
   if (ctx.json) for (const record of listing.records) ctx.io.jsonl(record)
   else ctx.io.out(renderListing(ctx, kind, listing.records, opts.full === true))
-  if (opts.follow) await follow(ctx, ref, opts)
+  const listedUpTo = Math.max(0, ...listing.records.map((r) => (typeof r.seq === 'number' ? r.seq : 0)))
+  if (opts.follow) await follow(ctx, ref, opts, followFrom, listedUpTo)
 }
 
-async function follow(ctx: CommandEnv, ref: TaskRef, opts: ViewOptions): Promise<void> {
+async function follow(ctx: CommandEnv, ref: TaskRef, opts: ViewOptions, from: number, listedUpTo: number): Promise<void> {
   if (ref.location !== 'running') {
     ctx.io.warn(`task ${ref.uuid} is in ${ref.location}/, not running; nothing to follow`)
     return
   }
-  const path = join(ref.dir, FILES.messages)
   const { stopped, dispose } = stopSignal()
   try {
     const locate = () => {
       const now = resolveTask(ctx.layout, ref.uuid)
       return { path: join(now.dir, FILES.messages), running: now.location === 'running' }
     }
-    for await (const record of followJsonl(fileSize(path) ?? 0, { stop: stopped, locate })) {
+    for await (const record of followJsonl(from, { stop: stopped, locate })) {
+      if (typeof record.seq === 'number' && record.seq <= listedUpTo) continue
       if (opts.role !== undefined && record.role !== opts.role) continue
       if (record.visible === false && opts.hidden !== true) continue
       if (ctx.json) ctx.io.jsonl(record)

@@ -3,10 +3,12 @@ import { formatDuration } from '../../duration.js'
 import type { JsonRecord } from '../../storage/format/jsonl.js'
 import type { Overview, RecordKind } from '../../storage/task/reader.js'
 import { clip } from '../../text.js'
+import { mainArgument } from '../../tools/main-argument.js'
+import type { TokenSplit } from '../../operations/tokens.js'
 
 const PREVIEW = 120
 
-export function renderOverview(ctx: CommandEnv, o: Overview): string {
+export function renderOverview(ctx: CommandEnv, o: Overview, tokens: TokenSplit & { cost_usd: number | null }): string {
   const c = ctx.io.chalk
   const m = o.metadata
   const s = o.state
@@ -19,6 +21,8 @@ export function renderOverview(ctx: CommandEnv, o: Overview): string {
     `${c.bold('Repository:')} ${[key.task_source, m.repository].filter(Boolean).join('/') || '-'}`,
     `${c.bold('Task:')} ${key.task_type ? `${key.task_type.replace(/_/g, ' ')} #${m.task_identifier}` : m.task_type}`,
     `${c.bold('User:')} ${m.user ?? '-'}`,
+    `${c.bold('Model:')} ${m.config?.model || '-'} (${m.config?.llm_provider || '-'})`,
+    `${c.bold('Workspace:')} ${m.run?.workspace ?? '-'}`,
     `${c.bold('Started:')} ${when(started)}`,
     `${c.bold('Completed:')} ${s?.completed_at ? when(s.completed_at) : '-'}`,
     `${c.bold('Duration:')} ${end && started ? `${formatDuration(Date.parse(end) - Date.parse(started))}${s?.completed_at ? '' : ' so far'}` : '-'}`,
@@ -30,7 +34,8 @@ export function renderOverview(ctx: CommandEnv, o: Overview): string {
     c.bold('Statistics:'),
     `  LLM calls: ${num(s?.llm_call_count)}`,
     `  Tool calls: ${num(o.counts.tools)}`,
-    `  Total tokens: ${num(s?.total_tokens_used)}`,
+    `  Total tokens: ${num(tokens.total)}${tokens.prompt + tokens.completion > 0 ? ` (prompt ${num(tokens.prompt)}${tokens.cached ? `, of which cached ${num(tokens.cached)}` : ''}; completion ${num(tokens.completion)})` : ''}`,
+    ...(tokens.cost_usd === null ? [] : [`  Cost: $${tokens.cost_usd.toFixed(4)} (config pricing)`]),
     `  Compressions: ${num(s?.compression_count ?? o.counts.summaries)}`,
     '',
     `${c.bold('Messages:')} ${num(o.counts.messages)}${o.last_messages.length ? ` (showing last ${o.last_messages.length})` : ''}`,
@@ -57,10 +62,14 @@ export function renderRecord(ctx: CommandEnv, kind: RecordKind, r: JsonRecord, f
     case 'messages':
     case 'current': {
       const seq = kind === 'messages' ? `[${text(r.seq)}] ` : ''
-      const tool = r.tool_name ? ` ${c.dim(text(r.tool_name))}` : ''
-      const calls = Array.isArray(r.tool_calls) ? ` ${c.dim(`→ ${r.tool_calls.map((t: { function?: { name?: string } }) => t.function?.name ?? '?').join(', ')}`)}` : ''
-      const hidden = r.visible === false ? c.dim(' (hidden)') : ''
-      return `${seq}${roleColour(ctx, text(r.role))}${tool}${hidden}:${calls} ${show(r.content)}`
+      const tool = r.tool_name ? ` ${text(r.tool_name)}` : ''
+      const callList = Array.isArray(r.tool_calls) ? preview(`→ ${r.tool_calls.map(callText).join(', ')}`, Math.floor(width(ctx) / 2)) : ''
+      const calls = callList ? ` ${callList}` : ''
+      const hidden = r.visible === false ? ' (hidden)' : ''
+      // A preview fits the terminal's width (80 columns off a terminal): one line per message.
+      const room = width(ctx) - `${seq}${text(r.role)}${tool}${hidden}:${calls} `.length
+      const body = full ? text(r.content) : preview(text(r.content), Math.max(20, room))
+      return `${seq}${roleColour(ctx, text(r.role))}${c.dim(tool)}${c.dim(hidden)}:${c.dim(calls)} ${body}`
     }
     case 'summaries':
       // Seed 003's records name the count and the saving instead of the range and the sizes.
@@ -75,6 +84,24 @@ export function renderRecord(ctx: CommandEnv, kind: RecordKind, r: JsonRecord, f
     case 'planning':
       return `[${text(r.id)}] ${text(r.plan_type)} ${c.dim(text(r.created_at))}\n${full ? text(r.plan_content) : indent(text(r.plan_content))}`
   }
+}
+
+/** An assistant's tool call as `read_file(calc.js)`: the name and its main argument. */
+function callText(call: { function?: { name?: string; arguments?: string } }): string {
+  const name = call.function?.name ?? '?'
+  let args: unknown = null
+  try {
+    args = JSON.parse(call.function?.arguments ?? 'null')
+  } catch {
+    // Malformed arguments: the name alone.
+  }
+  const about = mainArgument(name, args, 40)
+  return about === null ? name : `${name}(${about})`
+}
+
+/** Columns to fit a one-line preview into: the terminal's, else 80. */
+function width(ctx: CommandEnv): number {
+  return ctx.io.isTTY && ctx.io.stdout.columns ? ctx.io.stdout.columns : 80
 }
 
 function indent(text: string): string {

@@ -24,6 +24,16 @@ export interface StoredMessage {
   is_summarized?: boolean
   /** The inbox.jsonl record (chat message or comment) this user message came from. */
   inbox_id?: string
+  /** An assistant message: the tokens of the request that produced it (the provider's, or estimated). */
+  usage?: TurnUsage
+}
+
+/** One LLM request's tokens: prompt (of which cached) and completion; `estimated` when the provider reported none. */
+export interface TurnUsage {
+  prompt_tokens: number
+  completion_tokens: number
+  cached_tokens?: number
+  estimated?: true
 }
 
 /** One line of current.jsonl: what the LLM is given (SPEC §2.4). */

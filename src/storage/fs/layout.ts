@@ -1,5 +1,6 @@
-import { lstatSync, readdirSync } from 'node:fs'
-import { join, resolve } from 'node:path'
+import { lstatSync, readdirSync, readFileSync } from 'node:fs'
+import { homedir } from 'node:os'
+import { isAbsolute, join, resolve } from 'node:path'
 import { isErrno, NotFoundError, UsageError } from '../../errors.js'
 import { cutInput, sampleOf } from '../../text.js'
 
@@ -22,6 +23,19 @@ export const FILES = {
 
 /** The files of a task that hold its data (not its locks): always regular files, never links. */
 export const TASK_DATA_FILES: readonly string[] = [FILES.metadata, FILES.state, FILES.messages, FILES.current, FILES.summaries, FILES.tools, FILES.planning, FILES.inbox, FILES.finalSummary]
+
+/**
+ * The task tree when neither --home, CTXAGENT_HOME nor context.base_dir names one: per
+ * user, in the XDG state directory (SPEC §1), never under the current directory, where
+ * the agent's own workspace would hold it. A relative XDG_STATE_HOME is ignored, as the
+ * XDG spec says.
+ */
+export function defaultBase(env: NodeJS.ProcessEnv): string {
+  const state = env.XDG_STATE_HOME
+  if (state !== undefined && isAbsolute(state)) return join(state, 'ctxagent')
+  const home = env.HOME !== undefined && isAbsolute(env.HOME) ? env.HOME : homedir()
+  return join(home, '.local', 'state', 'ctxagent')
+}
 
 /** The paths of one base directory (SPEC §1). */
 export class Layout {
@@ -117,8 +131,12 @@ export function parseTaskId(input: string): { id: string; full: boolean } {
   return { id, full: id.length === 36 }
 }
 
-/** Finds a task by full uuid or unique prefix in running/, paused/ and completed/. */
+/** The word accepted wherever a uuid is: the newest task of the tree (as `claude --continue`, `codex resume --last`). */
+export const LAST = 'last'
+
+/** Finds a task by full uuid or unique prefix in running/, paused/ and completed/, or the newest one for `last`. */
 export function resolveTask(layout: Layout, input: string): TaskRef {
+  if (input === LAST) return newestTask(layout)
   const { id, full } = parseTaskId(input)
   const matches: TaskRef[] = []
   for (const location of LOCATIONS) {
@@ -135,6 +153,38 @@ export function resolveTask(layout: Layout, input: string): TaskRef {
   }
   // A uuid in two locations can only come from copying by hand; the live one wins.
   return matches[0] as TaskRef
+}
+
+/**
+ * The task created last (metadata.json's created_at; the directory's time where that
+ * cannot be read), wherever it is now.
+ */
+function newestTask(layout: Layout): TaskRef {
+  let best: { ref: TaskRef; at: number } | null = null
+  for (const location of LOCATIONS) {
+    for (const uuid of layout.list(location)) {
+      const dir = layout.taskDir(location, uuid)
+      const at = createdAt(dir)
+      if (best === null || at > best.at || (at === best.at && uuid > best.ref.uuid)) best = { ref: { uuid, location, dir }, at }
+    }
+  }
+  if (best === null) throw new NotFoundError(`there is no task in ${layout.base}`, 'check --home, CTXAGENT_HOME or context.base_dir')
+  return best.ref
+}
+
+function createdAt(dir: string): number {
+  try {
+    const meta = JSON.parse(readFileSync(join(dir, 'metadata.json'), 'utf8')) as { created_at?: unknown }
+    const at = typeof meta.created_at === 'string' ? Date.parse(meta.created_at) : Number.NaN
+    if (!Number.isNaN(at)) return at
+  } catch {
+    // An unreadable or missing metadata.json: the directory's time stands in.
+  }
+  try {
+    return lstatSync(dir).mtimeMs
+  } catch {
+    return 0
+  }
 }
 
 /** Is `path` a directory? Absent is false; a directory we may not look into is an error, not "no such task". */

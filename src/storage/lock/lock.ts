@@ -4,19 +4,35 @@ import { basename, dirname, join } from 'node:path'
 import lockfile from 'proper-lockfile'
 import { CtxError, isErrno, LockedError } from '../../errors.js'
 import { removeDeadTemps, unlinkQuietly, writeTempFor } from '../fs/files.js'
-import { FILES } from '../fs/layout.js'
+import { FILES, LOCATIONS } from '../fs/layout.js'
 import { readLock } from './record.js'
 import type { LockFile, LockInfo } from './record.js'
 import { judgeLock } from './staleness.js'
 import type { StalenessPolicy, Verdict } from './staleness.js'
 import { hostname, killLeftoverGroup, processStart } from '../fs/process-info.js'
 
-/** Thrown to an owner whose lock was taken from it: it must stop writing. */
+/** The words of a LockLostError whose task directory is nowhere in the tree any more. */
+export const VANISHED = 'vanished'
+
+/**
+ * Thrown to an owner whose lock was taken from it: it must stop writing. A directory
+ * found in none of running/, paused/, completed/ was not taken over but deleted (an
+ * agent's `git clean`, an operator's rm): that is said, not "taken over".
+ */
 export class LockLostError extends CtxError {
   constructor(dir: string, holder: LockInfo | null) {
+    const gone = holder === null && !existsAnywhere(dir)
     const by = holder ? `pid ${holder.process_id} on ${holder.hostname}` : 'another process (the lock is gone)'
-    super(`lost the lock of ${dir} to ${by}`, { exitCode: 1, hint: 'another ctxagent took the task over; this process stopped writing to it' })
+    super(
+      gone ? `the task directory ${dir} ${VANISHED} (deleted by something else while the task ran)` : `lost the lock of ${dir} to ${by}`,
+      { exitCode: 1, hint: gone ? 'its files are gone; this process stopped writing' : 'another ctxagent took the task over; this process stopped writing to it' },
+    )
   }
+}
+
+function existsAnywhere(dir: string): boolean {
+  const base = dirname(dirname(dir))
+  return LOCATIONS.some((location) => existsSync(join(base, location, basename(dir))))
 }
 
 /**

@@ -6,6 +6,13 @@ export interface StalenessPolicy {
   staleAfterMs: number
   /** For locks of other hosts, whose pid cannot be checked; default 2 × staleAfterMs. */
   staleAfterRemoteMs?: number | undefined
+  /**
+   * An operator's explicit request (`run --resume`, `unlock`): on the same host a pid
+   * that is gone (or reused) is proof enough, without waiting for the heartbeat to age
+   * (a double Ctrl-C leaves a fresh heartbeat and a dead pid). watch-locks, acting on
+   * its own, keeps waiting for stale_after as well (SPEC §4).
+   */
+  deadPidIsProof?: boolean
 }
 
 export interface Verdict {
@@ -35,7 +42,13 @@ export function judgeLock(lock: LockFile, now: Date, policy: StalenessPolicy, lo
     return { stale: true, reason: `remote host ${info.hostname}: no heartbeat for ${ageText(age)}` }
   }
   const age = nowMs - (Number.isNaN(heartbeat) ? lock.mtimeMs : heartbeat)
-  if (age <= policy.staleAfterMs) return { stale: false, reason: `heartbeat ${ageText(age)} ago` }
+  if (age <= policy.staleAfterMs) {
+    if (policy.deadPidIsProof === true) {
+      const exited = exitedOwner(info.process_id, info.process_start)
+      if (exited !== null) return { stale: true, reason: `${exited}; last heartbeat ${ageText(age)} ago` }
+    }
+    return { stale: false, reason: `heartbeat ${ageText(age)} ago` }
+  }
   const status = pidStatus(info.process_id)
   if (status === 'gone') return { stale: true, reason: `pid ${info.process_id} is gone; last heartbeat ${ageText(age)} ago` }
   if (status === 'unknown') return { stale: false, reason: `pid ${info.process_id} cannot be checked; treated as held` }
@@ -46,6 +59,15 @@ export function judgeLock(lock: LockFile, now: Date, policy: StalenessPolicy, lo
     return { stale: true, reason: `pid ${info.process_id} was reused by another process; last heartbeat ${ageText(age)} ago` }
   }
   return { stale: false, reason: `pid ${info.process_id} is alive (heartbeat ${ageText(age)} ago)` }
+}
+
+/** Why a same-host owner is certainly not running, or null when it may be. */
+function exitedOwner(pid: number, recordedStart: string | null | undefined): string | null {
+  const status = pidStatus(pid)
+  if (status === 'gone') return `its agent exited (pid ${pid} is gone)`
+  if (status !== 'alive' || recordedStart == null) return null
+  const start = processStart(pid)
+  return start !== null && start !== recordedStart ? `its agent exited (pid ${pid} was reused by another process)` : null
 }
 
 function ageText(ms: number): string {

@@ -8,6 +8,13 @@ export interface AuditEntry {
   command: string
   /** null for a command that read every task (reindex). */
   uuid: string | null
+  /**
+   * What happened, when a command writes more than one line or did not do what it was
+   * asked: `start` and `end` (run), `refused` (unlock of a live task), `forced` (unlock --force).
+   */
+  event?: 'start' | 'end' | 'refused' | 'forced'
+  /** With `end`: the task's status; with `refused`: why. */
+  detail?: string
 }
 
 /**

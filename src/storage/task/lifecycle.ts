@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs'
+import { chmodSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs'
 import { activeEndpoint } from '../../config/schema.js'
 import { CtxError, isErrno } from '../../errors.js'
 import { taskDiskUse } from '../fs/disk.js'
@@ -98,14 +98,20 @@ export async function createTask(env: TaskEnv, task: NewTask, options: CreateOpt
  * A task still in running/ whose owner is provably dead (kill -9, a crashed host) is
  * taken over where it is: acquiring its stale lock is the proof.
  */
-export async function resumeTask(env: TaskEnv, ref: TaskRef, options: CreateOptions = {}): Promise<TaskHandle> {
-  if (ref.location === 'completed') {
-    throw new CtxError(`task ${ref.uuid} is in completed/, not paused/`, { exitCode: 4, hint: 'only paused tasks can be resumed' })
+export async function resumeTask(env: TaskEnv, ref: TaskRef, options: CreateOptions & { continueTimeout?: boolean } = {}): Promise<TaskHandle> {
+  // A task stopped by a budget (status timeout) continues with a raised budget: it goes back from completed/.
+  const continuing = ref.location === 'completed' && options.continueTimeout === true && safeState(ref.dir)?.status === 'timeout'
+  if (ref.location === 'completed' && !continuing) {
+    throw new CtxError(`task ${ref.uuid} is in completed/, not paused/`, { exitCode: 4, hint: 'only paused tasks, and tasks stopped by a budget, can be resumed' })
+  }
+  if (continuing && readdirSync(ref.dir).some((name) => name.endsWith('.gz'))) {
+    throw new CtxError(`task ${ref.uuid} was archived by cleanup (its files are gzipped)`, { exitCode: 4, hint: 'continue it as a new task: ctxagent run --task-file … with --task-id, or read it with ctxagent view' })
   }
   ensureLayout(env)
-  const lock = await TaskLock.acquire(ref.dir, { ...stalenessPolicy(env.config), now: env.now })
+  // Resuming is an operator's request: on this host a dead owner's pid is proof enough.
+  const lock = await TaskLock.acquire(ref.dir, { ...stalenessPolicy(env.config), deadPidIsProof: true, now: env.now })
   const target = env.layout.taskDir('running', ref.uuid)
-  if (ref.location === 'paused') {
+  if (ref.location === 'paused' || continuing) {
     try {
       renameSync(ref.dir, target)
     } catch (err) {
@@ -119,14 +125,14 @@ export async function resumeTask(env: TaskEnv, ref: TaskRef, options: CreateOpti
     handle = await TaskHandle.open(env, ref.uuid, target, lock, options.onLost)
   } catch (err) {
     // Its files cannot be opened (a link planted in it, an unreadable file): the task goes back as it was.
-    if (ref.location === 'paused') {
+    if (ref.location === 'paused' || continuing) {
       renameSync(target, ref.dir)
       lock.movedTo(ref.dir)
     }
     await lock.release()
     throw err
   }
-  await handle.update({ status: 'processing', last_activity: 'resumed', error: null })
+  await handle.update({ status: 'processing', last_activity: 'resumed', error: null, ...(continuing ? { completed_at: null } : {}) })
   return handle
 }
 

@@ -5,7 +5,7 @@ import { JsonlAppender, tailPlainSync } from '../format/jsonl.js'
 import { FILES } from '../fs/layout.js'
 import { maskText, maskValue } from '../format/mask.js'
 import { normalizeMessage } from '../format/records.js'
-import type { Role, StoredMessage, ToolCall, WindowMessage } from '../format/records.js'
+import type { Role, StoredMessage, ToolCall, TurnUsage, WindowMessage } from '../format/records.js'
 import { SequencedLog } from '../format/sequenced-log.js'
 import type { LogOptions } from '../format/sequenced-log.js'
 import { estimateMessageTokens } from '../format/tokens.js'
@@ -22,6 +22,8 @@ export interface NewMessage {
   token_count?: number
   /** The inbox record it came from (messages.jsonl only; the LLM never sees it). */
   inbox_id?: string
+  /** An assistant message's request tokens (messages.jsonl only). */
+  usage?: TurnUsage
 }
 
 export interface MessageStoreOptions extends LogOptions {
@@ -85,6 +87,7 @@ export class MessageStore {
     if (toolCalls !== undefined) stored.tool_calls = toolCalls
     if (input.visible === false) stored.visible = false
     if (input.inbox_id !== undefined) stored.inbox_id = input.inbox_id
+    if (input.usage !== undefined) stored.usage = input.usage
     // The content is most of the bytes: JSON-escaped and UTF-8-encoded once, then
     // spliced into both lines (each still one Buffer and one write).
     const escaped = this.json.encode(content)
@@ -146,6 +149,7 @@ function messageParts(m: StoredMessage): [string, string] {
   let tail = `,"timestamp":${JSON.stringify(m.timestamp)},"token_count":${m.token_count}${optionalFields(m)}`
   if (m.visible === false) tail += ',"visible":false'
   if (m.inbox_id !== undefined) tail += `,"inbox_id":${JSON.stringify(m.inbox_id)}`
+  if (m.usage !== undefined) tail += `,"usage":${JSON.stringify(m.usage)}`
   return [`{"seq":${m.seq},"role":${JSON.stringify(m.role)},"content":`, `${tail}}\n`]
 }
 

@@ -31,6 +31,10 @@ export interface TaskState {
   llm_call_count: number
   tool_call_count: number
   total_tokens_used: number
+  /** total_tokens_used split (SPEC §2.2 beyond the seeds): prompt and completion tokens, and the prompt tokens served from the provider's cache. Absent in older files. */
+  prompt_tokens?: number
+  completion_tokens?: number
+  cached_tokens?: number
   current_context_tokens: number
   compression_count: number
   /** Lines in messages.jsonl, kept by ctxagent so that indexing needs no scan (absent in older files). */

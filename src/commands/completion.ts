@@ -1,0 +1,125 @@
+import { Argument, Command } from 'commander'
+import type { Option } from 'commander'
+
+const SHELLS = ['bash', 'zsh', 'fish'] as const
+type Shell = (typeof SHELLS)[number]
+
+interface Spec {
+  name: string
+  aliases: string[]
+  description: string
+  options: { flag: string; description: string; choices: readonly string[]; value: boolean }[]
+}
+
+export function completionCommand(): Command {
+  return new Command('completion')
+    .description('print a shell completion script for bash, zsh or fish')
+    .addArgument(new Argument('<shell>', 'the shell').choices([...SHELLS]))
+    .addHelpText('after', `
+Examples:
+  $ source <(ctxagent completion bash)                          in ~/.bashrc
+  $ ctxagent completion zsh > "\${fpath[1]}/_ctxagent"           then restart zsh
+  $ ctxagent completion fish > ~/.config/fish/completions/ctxagent.fish`)
+    // No config is read: a completion script must come out even where the config is broken.
+    .action((shell: Shell, _opts: unknown, command: Command) => {
+      const program = command.parent as Command
+      const specs = program.commands.map(specOf)
+      const globals = program.options.map(optionSpec).filter((o) => o.flag !== '--version')
+      process.stdout.write(shell === 'bash' ? bash(specs, globals) : shell === 'zsh' ? zsh(specs, globals) : fish(specs, globals))
+    })
+}
+
+function specOf(command: Command): Spec {
+  return { name: command.name(), aliases: command.aliases(), description: command.description(), options: command.options.map(optionSpec) }
+}
+
+function optionSpec(option: Option): Spec['options'][number] {
+  return { flag: option.long ?? option.short ?? '', description: option.description, choices: option.argChoices ?? [], value: option.required || option.optional }
+}
+
+/** Text inside single quotes, for every shell here: ' becomes '\'' (bash, zsh) or \' (fish). Descriptions are cut to `max`, word lists never. */
+function quoted(text: string, shell: Shell, max = Number.POSITIVE_INFINITY): string {
+  const oneLine = text.replace(/\s+/g, ' ').slice(0, max)
+  return shell === 'fish' ? `'${oneLine.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'` : `'${oneLine.replace(/'/g, "'\\''")}'`
+}
+
+function bash(specs: Spec[], globals: Spec['options']): string {
+  const names = specs.flatMap((s) => [s.name, ...s.aliases])
+  const cases = specs.map((s) => {
+    const choices = s.options.filter((o) => o.choices.length > 0).map((o) => `      ${o.flag}) COMPREPLY=( $(compgen -W ${quoted(o.choices.join(' '), 'bash')} -- "$cur") ); return ;;`)
+    return [`    ${[s.name, ...s.aliases].join('|')})`, choices.length ? `      case "$prev" in\n${choices.join('\n')}\n      esac` : '', `      opts=${quoted([...s.options.map((o) => o.flag), '--help'].join(' '), 'bash')} ;;`].filter(Boolean).join('\n')
+  })
+  return `# ctxagent completion for bash: source <(ctxagent completion bash)
+_ctxagent() {
+  local cur prev cmd i opts
+  cur="\${COMP_WORDS[COMP_CWORD]}"
+  prev="\${COMP_WORDS[COMP_CWORD-1]}"
+  cmd=""
+  for ((i = 1; i < COMP_CWORD; i++)); do
+    case "\${COMP_WORDS[i]}" in
+      --home|--config) ((i++)) ;;
+      -*) ;;
+      *) cmd="\${COMP_WORDS[i]}"; break ;;
+    esac
+  done
+  case "$prev" in
+    --home|--config|--workspace|--task-file|--system-prompt-file|--replay-from) COMPREPLY=( $(compgen -f -- "$cur") ); return ;;
+  esac
+  if [ -z "$cmd" ]; then
+    COMPREPLY=( $(compgen -W ${quoted([...names, ...globals.map((o) => o.flag), '--help', '--version'].join(' '), 'bash')} -- "$cur") )
+    return
+  fi
+  opts=""
+  case "$cmd" in
+${cases.join('\n')}
+  esac
+  COMPREPLY=( $(compgen -W "$opts" -- "$cur") )
+}
+complete -o default -F _ctxagent ctxagent
+`
+}
+
+function zsh(specs: Spec[], globals: Spec['options']): string {
+  const commands = specs.flatMap((s) => [s.name, ...s.aliases].map((n) => `    ${quoted(`${n.replace(/:/g, '\\:')}:${s.description}`, 'zsh', 100)}`))
+  const cases = specs.map((s) => `    ${[s.name, ...s.aliases].join('|')})\n      _arguments -s ${[...s.options, ...globals].map((o) => quoted(`${o.flag}[${o.description.replace(/[[\]:]/g, ' ')}]${o.choices.length ? `:value:(${o.choices.join(' ')})` : o.value ? ':value:_files' : ''}`, 'zsh')).join(' ')} '*:file:_files' ;;`)
+  return `#compdef ctxagent
+# ctxagent completion for zsh: ctxagent completion zsh > "\${fpath[1]}/_ctxagent" (or source <(ctxagent completion zsh))
+_ctxagent() {
+  local -a commands
+  commands=(
+${commands.join('\n')}
+  )
+  local i=2 cmd=""
+  while (( i < CURRENT )); do
+    case "$words[i]" in
+      --home|--config) (( i += 2 )); continue ;;
+      -*) ;;
+      *) cmd="$words[i]"; break ;;
+    esac
+    (( i++ ))
+  done
+  if [[ -z "$cmd" ]]; then
+    _describe 'command' commands
+    return
+  fi
+  case "$cmd" in
+${cases.join('\n')}
+  esac
+}
+if [[ "\${funcstack[1]}" == "_ctxagent" ]]; then _ctxagent "$@"; else compdef _ctxagent ctxagent; fi
+`
+}
+
+function fish(specs: Spec[], globals: Spec['options']): string {
+  const lines = ['# ctxagent completion for fish: ctxagent completion fish > ~/.config/fish/completions/ctxagent.fish', 'complete -c ctxagent -f']
+  for (const o of globals) lines.push(`complete -c ctxagent -n __fish_use_subcommand -l ${o.flag.replace(/^--/, '')} -d ${quoted(o.description, 'fish', 100)}`)
+  for (const s of specs) {
+    for (const name of [s.name, ...s.aliases]) lines.push(`complete -c ctxagent -n __fish_use_subcommand -a ${name} -d ${quoted(s.description, 'fish', 100)}`)
+    const seen = `'__fish_seen_subcommand_from ${[s.name, ...s.aliases].join(' ')}'`
+    for (const o of s.options) {
+      const choices = o.choices.length ? ` -x -a ${quoted(o.choices.join(' '), 'fish')}` : o.value ? ' -r -F' : ''
+      lines.push(`complete -c ctxagent -n ${seen} -l ${o.flag.replace(/^--/, '')}${choices} -d ${quoted(o.description, 'fish', 100)}`)
+    }
+  }
+  return `${lines.join('\n')}\n`
+}

@@ -1,0 +1,35 @@
+import { Command } from 'commander'
+import type { CommandEnv } from '../command-env.js'
+import { runDoctor } from '../operations/doctor.js'
+import type { Check } from '../operations/doctor.js'
+import { durationArg, withEnv } from './shared.js'
+
+interface DoctorOptions {
+  timeout: number
+}
+
+export function doctorCommand(): Command {
+  return new Command('doctor')
+    .description('check the setup, one line each: config file, task tree and free space, the LLM answering a tool call, each MCP server, the GitHub and GitLab tokens')
+    .option('--timeout <duration>', 'how long each network check may take (default: 30s)', durationArg('--timeout'))
+    .addHelpText('after', `
+Examples:
+  $ ctxagent doctor
+  $ ctxagent doctor --config ci.yaml --json | jq '.checks[] | select(.status == "fail")'
+Exit status: 0 when nothing failed (warnings allowed), 1 otherwise.`)
+    .action(withEnv(doctor))
+}
+
+async function doctor(ctx: CommandEnv, opts: Partial<DoctorOptions>): Promise<void> {
+  const checks = await runDoctor({ config: ctx.config, configSource: ctx.configSource, layout: ctx.layout, timeoutMs: opts.timeout ?? 30_000 })
+  const failed = checks.filter((c) => c.status === 'fail').length
+  if (ctx.json) ctx.io.json({ ok: failed === 0, checks })
+  else ctx.io.out(checks.map((c) => line(ctx, c)).join('\n'))
+  if (failed > 0) process.exitCode = 1
+}
+
+function line(ctx: CommandEnv, c: Check): string {
+  const k = ctx.io.chalk
+  const mark = c.status === 'ok' ? k.green('ok  ') : c.status === 'warn' ? k.yellow('warn') : c.status === 'fail' ? k.red('FAIL') : k.dim('--  ')
+  return `${mark} ${c.name}: ${c.message}${c.hint ? ` (${c.hint})` : ''}`
+}

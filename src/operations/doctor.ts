@@ -1,0 +1,165 @@
+import { accessSync, constants, existsSync, statfsSync } from 'node:fs'
+import { dirname } from 'node:path'
+import type { Config } from '../config/schema.js'
+import { lacksOpenAiKey } from '../config/schema.js'
+import { formatBytes } from '../duration.js'
+import type { Layout } from '../storage/fs/layout.js'
+
+/** One line of `ctxagent doctor`: ok, a warning, or a failure with what to do. */
+export interface Check {
+  name: string
+  status: 'ok' | 'warn' | 'fail' | 'skip'
+  message: string
+  /** What to do, when not ok. */
+  hint?: string
+}
+
+export interface DoctorInput {
+  config: Config
+  configSource: string | null
+  layout: Layout
+  /** How long each network check may take. */
+  timeoutMs: number
+}
+
+/**
+ * Every check, in the order an operator fixes things: the config file, the tree, the
+ * LLM (reachable and answering a tool call), each MCP server, the GitHub and GitLab
+ * tokens. Each is independent: one failing never stops the others.
+ */
+export async function runDoctor(input: DoctorInput): Promise<Check[]> {
+  const checks: Check[] = [configCheck(input), treeCheck(input)]
+  checks.push(await guarded('llm', () => llmCheck(input)))
+  checks.push(...(await mcpChecks(input)))
+  checks.push(await guarded('github', () => githubCheck(input)))
+  checks.push(await guarded('gitlab', () => gitlabCheck(input)))
+  // The sandbox of run_command gets its line here, from describeSandbox(config), once it exists.
+  return checks
+}
+
+async function guarded(name: string, check: () => Promise<Check>): Promise<Check> {
+  try {
+    return await check()
+  } catch (err) {
+    return { name, status: 'fail', message: (err as Error).message.split('\n')[0] ?? 'failed' }
+  }
+}
+
+function configCheck({ configSource }: DoctorInput): Check {
+  if (configSource === null) return { name: 'config', status: 'ok', message: 'no config file (defaults and the environment); looked for ./ctxagent.yaml, ~/.config/ctxagent/config.yaml, /etc/ctxagent/config.yaml' }
+  return { name: 'config', status: 'ok', message: `${configSource} (valid)` }
+}
+
+function treeCheck({ layout, config }: DoctorInput): Check {
+  const base = layout.base
+  // A tree not created yet: its nearest existing parent must be writable.
+  const at = existsSync(base) ? base : nearestExisting(base)
+  try {
+    accessSync(at, constants.W_OK | constants.X_OK)
+  } catch {
+    return { name: 'tree', status: 'fail', message: `${base}: ${at === base ? '' : `${at} `}is not writable by this user`, hint: 'pass --home (or CTXAGENT_HOME) a directory you can write' }
+  }
+  const where = existsSync(base) ? base : `${base} (created at the first run, in ${at})`
+  try {
+    const s = statfsSync(at)
+    const free = s.bavail * s.bsize
+    const percent = s.blocks === 0 ? 100 : (100 * s.bavail) / s.blocks
+    const text = `${where}: ${formatBytes(free)} free (${percent.toFixed(1)}%)`
+    if (percent < config.alerts.free_critical_percent) return { name: 'tree', status: 'fail', message: text, hint: 'free some space, or run ctxagent cleanup' }
+    if (percent < config.alerts.free_warning_percent) return { name: 'tree', status: 'warn', message: text, hint: 'free some space, or run ctxagent cleanup' }
+    return { name: 'tree', status: 'ok', message: text }
+  } catch {
+    return { name: 'tree', status: 'ok', message: where }
+  }
+}
+
+function nearestExisting(path: string): string {
+  let at = path
+  while (!existsSync(at) && dirname(at) !== at) at = dirname(at)
+  return at
+}
+
+const PING_TOOL = {
+  type: 'function' as const,
+  function: {
+    name: 'report_ready',
+    description: 'Report that you are ready. Always call this tool.',
+    parameters: { type: 'object', properties: { ready: { type: 'boolean' } }, required: ['ready'] },
+  },
+}
+
+/** The LLM answers, and answers with a tool call: what an agent needs of it, not just a reachable port. */
+async function llmCheck({ config, timeoutMs }: DoctorInput): Promise<Check> {
+  const provider = config.llm.provider
+  if (provider === 'none') return { name: 'llm', status: 'fail', message: 'no LLM is configured (llm.provider: none)', hint: 'set llm.provider and llm.<provider>.model in the config' }
+  if (provider === 'replay') return { name: 'llm', status: 'ok', message: `replay of ${config.llm.replay.from ?? '(no recording set)'}: no LLM is asked` }
+  if (lacksOpenAiKey(config)) return { name: 'llm', status: 'fail', message: 'no OpenAI API key is set', hint: 'set OPENAI_API_KEY or llm.openai.api_key, or point llm.openai.base_url (OPENAI_BASE_URL) at a local server' }
+  const { OpenAiCompatibleClient } = await import('../llm/openai-compatible.js')
+  const endpoint = provider === 'ollama' ? config.llm.ollama : config.llm.openai
+  // One attempt, bounded: a doctor that retries for minutes helps no one.
+  const client = new OpenAiCompatibleClient({ ...endpoint, max_retries: 0, timeout_seconds: Math.min(endpoint.timeout_seconds, timeoutMs / 1000) }, provider)
+  const where = `${endpoint.base_url} (${provider}, model ${endpoint.model})`
+  const reply = await client.chat(
+    [{ role: 'system', content: 'You are checking a tool-calling setup.' }, { role: 'user', content: 'Call the report_ready tool with ready set to true. Do not answer in text.' }],
+    { tools: [PING_TOOL], signal: AbortSignal.timeout(timeoutMs) },
+  )
+  const called = reply.message.tool_calls?.some((c) => c.function.name === PING_TOOL.function.name) === true
+  if (!called) return { name: 'llm', status: 'fail', message: `${where} answers, but not with a tool call`, hint: 'use a model (and server settings) that support tool calls: an agent cannot work without them' }
+  return { name: 'llm', status: 'ok', message: `${where} answers with a tool call` }
+}
+
+async function mcpChecks({ config }: DoctorInput): Promise<Check[]> {
+  const enabled = Object.entries(config.mcp.servers).filter(([, s]) => s.enabled)
+  if (enabled.length === 0) return [{ name: 'mcp', status: 'skip', message: 'no MCP server configured' }]
+  const { McpServers } = await import('../tools/mcp.js')
+  const checks: Check[] = []
+  for (const [name, server] of enabled) {
+    const warnings: string[] = []
+    const started = await McpServers.start({ ...config.mcp, servers: { [name]: server } }, (m) => warnings.push(m), AbortSignal.timeout(Math.max(1, server.timeout_seconds) * 1000 + 5000))
+    try {
+      if (warnings.length > 0 || Object.keys(started.servers.pids()).length === 0) {
+        checks.push({ name: `mcp ${name}`, status: 'fail', message: warnings[0] ?? 'did not start', hint: `check mcp.servers.${name}.command and args` })
+      } else {
+        const names = started.tools.map((t) => t.name)
+        checks.push({ name: `mcp ${name}`, status: 'ok', message: `started, ${names.length} tool(s)${names.length ? `: ${names.slice(0, 5).join(', ')}${names.length > 5 ? ', …' : ''}` : ''}` })
+      }
+    } finally {
+      await started.servers.close()
+    }
+  }
+  return checks
+}
+
+/** Who the GitHub token is, and its scopes (classic tokens list them; fine-grained ones do not). */
+async function githubCheck({ config, timeoutMs }: DoctorInput): Promise<Check> {
+  const token = config.github.token
+  if (!token) return { name: 'github', status: 'skip', message: 'no token (GH_TOKEN, GITHUB_TOKEN or github.token); --github tasks need one' }
+  const res = await fetch(`${config.github.api_url.replace(/\/+$/, '')}/user`, { headers: { authorization: `token ${token}`, accept: 'application/vnd.github+json', 'user-agent': 'ctxagent-doctor' }, signal: AbortSignal.timeout(timeoutMs) })
+  if (res.status === 401) return { name: 'github', status: 'fail', message: `${config.github.api_url} refuses the token (401)`, hint: 'the token is wrong or expired: make a new one' }
+  if (!res.ok) return { name: 'github', status: 'fail', message: `${config.github.api_url}/user answered ${res.status}`, hint: 'check github.api_url' }
+  const login = ((await res.json()) as { login?: string }).login ?? '?'
+  const scopes = res.headers.get('x-oauth-scopes')
+  const scopeText = scopes === null ? 'fine-grained (no scope list: it needs Issues and Pull requests read/write)' : `scopes: ${scopes || '(none)'}`
+  const bot = config.github.bot_name && config.github.bot_name !== login ? `; github.bot_name is ${config.github.bot_name}, not ${login}` : ''
+  return { name: 'github', status: bot ? 'warn' : 'ok', message: `token of ${login}, ${scopeText}${bot}`, ...(bot ? { hint: `set github.bot_name: ${login}, or its own comments count as new` } : {}) }
+}
+
+async function gitlabCheck({ config, timeoutMs }: DoctorInput): Promise<Check> {
+  const token = config.gitlab.token
+  if (!token) return { name: 'gitlab', status: 'skip', message: 'no token (GITLAB_TOKEN or gitlab.token); --gitlab tasks need one' }
+  const api = `${config.gitlab.url.replace(/\/+$/, '')}/api/v4`
+  const get = (path: string) => fetch(`${api}${path}`, { headers: { 'private-token': token }, signal: AbortSignal.timeout(timeoutMs) })
+  const user = await get('/user')
+  if (user.status === 401) return { name: 'gitlab', status: 'fail', message: `${config.gitlab.url} refuses the token (401)`, hint: 'the token is wrong or expired: make a new one' }
+  if (!user.ok) return { name: 'gitlab', status: 'fail', message: `${api}/user answered ${user.status}`, hint: 'check gitlab.url' }
+  const username = ((await user.json()) as { username?: string }).username ?? '?'
+  const self = await get('/personal_access_tokens/self')
+  const scopes = self.ok ? ((await self.json()) as { scopes?: string[] }).scopes ?? [] : null
+  const needsApi = scopes !== null && !scopes.includes('api')
+  return {
+    name: 'gitlab',
+    status: needsApi ? 'warn' : 'ok',
+    message: `token of ${username}, scopes: ${scopes === null ? 'unknown' : scopes.join(', ') || '(none)'}`,
+    ...(needsApi ? { hint: 'posting notes needs the api scope' } : {}),
+  }
+}

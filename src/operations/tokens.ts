@@ -1,0 +1,77 @@
+import type { Config } from '../config/schema.js'
+import type { Layout, Location } from '../storage/fs/layout.js'
+import type { TaskIndex } from '../storage/index/task-index.js'
+import { readState } from '../storage/task/state.js'
+import type { TaskState } from '../storage/task/state.js'
+
+/** A task's tokens, split as the provider reported them (or as estimated where it did not). */
+export interface TokenSplit {
+  total: number
+  prompt: number
+  completion: number
+  cached: number
+}
+
+export interface TokenReport extends TokenSplit {
+  /** Tokens of tasks written before the split was recorded: in `total`, in neither prompt nor completion. */
+  unsplit: number
+  /** USD, from config `pricing`, over the tasks whose model has a price; null when none has. */
+  cost_usd: number | null
+  /** Tasks whose model has no price in config `pricing` (their tokens are not in cost_usd). */
+  unpriced_tasks: number
+}
+
+/** The split of one task's state.json (an older file without it: all of it unsplit). */
+export function splitOf(state: Pick<TaskState, 'total_tokens_used' | 'prompt_tokens' | 'completion_tokens' | 'cached_tokens'>): TokenSplit {
+  return { total: state.total_tokens_used ?? 0, prompt: state.prompt_tokens ?? 0, completion: state.completion_tokens ?? 0, cached: state.cached_tokens ?? 0 }
+}
+
+/**
+ * What a task cost, in USD, from `pricing.<model>` (per million tokens; cached prompt
+ * tokens at the cached price, else the prompt price), or null when the model has none.
+ */
+export function costOf(model: string | null | undefined, split: TokenSplit, pricing: Config['pricing']): number | null {
+  if (!model || !Object.hasOwn(pricing, model)) return null
+  const price = pricing[model] as Config['pricing'][string]
+  const cached = Math.min(split.cached, split.prompt)
+  const usd = ((split.prompt - cached) * price.prompt + cached * (price.cached ?? price.prompt) + split.completion * price.completion) / 1_000_000
+  return Math.round(usd * 1e6) / 1e6
+}
+
+/**
+ * The token split and cost over the tasks that `whereSql` selects in the index: each
+ * task's state.json is read for its split (tasks.db keeps only the total), the model
+ * from the row's metadata. A task whose state cannot be read counts its indexed total as unsplit.
+ */
+export function collectTokens(index: TaskIndex, layout: Layout, where: { sql: string; params: unknown[] }, pricing: Config['pricing']): TokenReport {
+  const rows = index.db.prepare(`SELECT uuid, location, metadata, total_tokens FROM tasks ${where.sql}`).all(...where.params) as { uuid: string; location: Location; metadata: string | null; total_tokens: number | null }[]
+  const report: TokenReport = { total: 0, prompt: 0, completion: 0, cached: 0, unsplit: 0, cost_usd: null, unpriced_tasks: 0 }
+  for (const row of rows) {
+    let state: TaskState | null = null
+    try {
+      state = readState(layout.taskDir(row.location, row.uuid))
+    } catch {
+      // Unreadable: its indexed total counts, unsplit.
+    }
+    const split = state ? splitOf(state) : { total: row.total_tokens ?? 0, prompt: 0, completion: 0, cached: 0 }
+    report.total += split.total
+    report.prompt += split.prompt
+    report.completion += split.completion
+    report.cached += split.cached
+    report.unsplit += Math.max(0, split.total - split.prompt - split.completion)
+    const cost = costOf(modelOf(row.metadata), split, pricing)
+    if (cost === null) report.unpriced_tasks++
+    else report.cost_usd = Math.round(((report.cost_usd ?? 0) + cost) * 1e6) / 1e6
+  }
+  return report
+}
+
+function modelOf(metadata: string | null): string | null {
+  if (metadata === null) return null
+  try {
+    const model = (JSON.parse(metadata) as { config?: { model?: unknown } }).config?.model
+    return typeof model === 'string' ? model : null
+  } catch {
+    return null
+  }
+}

@@ -1,0 +1,52 @@
+import { spawnSync } from 'node:child_process'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { cli } from '../helpers/run.js'
+
+function scratch(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'ctxagent-completion-'))
+  onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+/** What the bash completion offers for a command line (the cursor at its end). */
+function complete(script: string, words: string[]): string[] {
+  const dir = scratch()
+  writeFileSync(join(dir, 'c.bash'), script)
+  const res = spawnSync('bash', ['-c', `source ${join(dir, 'c.bash')}; COMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; _ctxagent; printf '%s\\n' "\${COMPREPLY[@]}"`], { encoding: 'utf8' })
+  return res.stdout.split('\n').filter(Boolean)
+}
+
+describe('ctxagent completion', () => {
+  it('prints a bash script that bash -n accepts and that completes commands, options and choices', () => {
+    const res = cli(['completion', 'bash'])
+    expect(res.code, res.stderr).toBe(0)
+    const dir = scratch()
+    writeFileSync(join(dir, 'c.bash'), res.stdout)
+    const check = spawnSync('bash', ['-n', join(dir, 'c.bash')], { encoding: 'utf8' })
+    expect(check.status, check.stderr).toBe(0)
+    expect(complete(res.stdout, ['ctxagent', 'vi'])).toEqual(['view'])
+    expect(complete(res.stdout, ['ctxagent', '--home', 'x', 'li'])).toEqual(['list'])
+    expect(complete(res.stdout, ['ctxagent', 'run', '--max-t'])).toEqual(['--max-turns', '--max-tokens'])
+    expect(complete(res.stdout, ['ctxagent', 'run', '--provider', ''])).toEqual(['openai', 'ollama', 'replay'])
+    expect(complete(res.stdout, ['ctxagent', 'ls', '--sea'])).toEqual(['--search'])
+  })
+
+  it('prints zsh and fish scripts naming every command, and refuses another shell (exit 2)', () => {
+    for (const shell of ['zsh', 'fish']) {
+      const res = cli(['completion', shell])
+      expect(res.code, res.stderr).toBe(0)
+      for (const command of ['run', 'view', 'list', 'stats', 'cleanup', 'watch-locks', 'doctor', 'export']) expect(res.stdout, `${shell}: ${command}`).toContain(command)
+    }
+    expect(cli(['completion', 'zsh']).stdout).toMatch(/^#compdef ctxagent\n/)
+    expect(cli(['completion', 'tcsh']).code).toBe(2)
+  })
+
+  it('needs no config: a broken one does not stop it', () => {
+    const dir = scratch()
+    writeFileSync(join(dir, 'ctxagent.yaml'), 'locks: [1\n')
+    expect(cli(['completion', 'bash'], {}, dir).code).toBe(0)
+  })
+})

@@ -1,0 +1,61 @@
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { startFakeGithub } from '../helpers/fake-github.js'
+import { startFakeGitlab } from '../helpers/fake-gitlab.js'
+import { ROOT } from '../helpers/run.js'
+import { runSetup } from './harness.js'
+
+const SERVER = join(ROOT, 'node_modules/@modelcontextprotocol/server-filesystem/dist/index.js')
+
+interface Doctor {
+  ok: boolean
+  checks: { name: string; status: string; message: string; hint?: string }[]
+}
+
+describe('ctxagent doctor', () => {
+  it('a working setup: every line ok, the LLM answering a tool call, the MCP server listing tools, the tokens named', async () => {
+    const s = await runSetup()
+    const gh = await startFakeGithub()
+    const gl = await startFakeGitlab()
+    writeFileSync(s.config, s.fake.configYaml(`github:\n  api_url: ${gh.url}\n  token: ${gh.token}\ngitlab:\n  url: ${gl.url}\n  token: ${gl.token}\nmcp:\n  servers:\n    files:\n      command: ${process.execPath}\n      args: [${JSON.stringify(SERVER)}, ${JSON.stringify(s.ws)}]\n      timeout_seconds: 20\n`))
+    s.fake.queue.push({ calls: [{ name: 'report_ready', arguments: { ready: true } }] })
+    const res = await s.run(['doctor', '--json'])
+    expect(res.code, res.stderr + res.stdout).toBe(0)
+    const out = JSON.parse(res.stdout) as Doctor
+    expect(out.ok).toBe(true)
+    const by = Object.fromEntries(out.checks.map((c) => [c.name, c]))
+    expect(by.config).toMatchObject({ status: 'ok', message: expect.stringContaining(s.config) })
+    expect(by.tree).toMatchObject({ status: 'ok', message: expect.stringMatching(/free/) })
+    expect(by.llm).toMatchObject({ status: 'ok', message: expect.stringContaining('answers with a tool call') })
+    expect(by['mcp files']).toMatchObject({ status: 'ok', message: expect.stringMatching(/started, \d+ tool\(s\): /) })
+    expect(by.github).toMatchObject({ status: 'ok', message: 'token of ctxagent-bot, scopes: repo, read:org' })
+    expect(by.gitlab).toMatchObject({ status: 'ok', message: 'token of ctxagent-bot, scopes: api' })
+    // The request offered the tool and was answered by a call to it.
+    expect(JSON.stringify(s.fake.requests[0]?.body.tools)).toContain('report_ready')
+    const text = await s.run(['doctor'])
+    expect(text.stdout.split('\n').filter(Boolean).every((l) => /^(ok  |warn|FAIL|--  ) \S+/.test(l))).toBe(true)
+  })
+
+  it('a broken setup: each problem one line with what to do, exit 1', async () => {
+    const s = await runSetup()
+    const gh = await startFakeGithub()
+    writeFileSync(s.config, s.fake.configYaml(`github:\n  api_url: ${gh.url}\n  token: ghp_wrongtoken00000000000000000000000000\nmcp:\n  servers:\n    broken:\n      command: ${process.execPath}\n      args: ["-e", "console.error('cannot open the database'); process.exit(3)"]\n      timeout_seconds: 5\n`))
+    // The model answers in text: reachable, but no use to an agent.
+    const res = await s.run(['doctor', '--json'])
+    expect(res.code).toBe(1)
+    const by = Object.fromEntries((JSON.parse(res.stdout) as Doctor).checks.map((c) => [c.name, c]))
+    expect(by.llm).toMatchObject({ status: 'fail', message: expect.stringContaining('answers, but not with a tool call'), hint: expect.stringContaining('tool calls') })
+    expect(by['mcp broken']).toMatchObject({ status: 'fail', message: expect.stringContaining('cannot open the database') })
+    expect(by.github).toMatchObject({ status: 'fail', message: expect.stringContaining('refuses the token (401)') })
+    expect(by.gitlab).toMatchObject({ status: 'skip' })
+  })
+
+  it('an LLM that is not there: one line naming it', async () => {
+    const s = await runSetup()
+    writeFileSync(s.config, 'llm:\n  provider: openai\n  openai:\n    base_url: http://127.0.0.1:9/v1\n    api_key: k\n')
+    const res = await s.run(['doctor', '--timeout', '5s'])
+    expect(res.code).toBe(1)
+    expect(res.stdout).toMatch(/^FAIL llm: cannot reach .*127\.0\.0\.1:9/m)
+  })
+})
