@@ -3,6 +3,7 @@ import { isOwn, marker } from '../sources/marker.js'
 import type { TaskState } from '../storage/task/state.js'
 import type { Comment } from '../sources/types.js'
 import type { RunLog } from './log.js'
+import { maskText } from '../storage/format/mask.js'
 
 type Detection = TaskState['comment_detection']
 
@@ -11,7 +12,8 @@ type Detection = TaskState['comment_detection']
  * edited at milestones, an outcome comment at the end, and new comments found by id
  * (seed 002) at most every `min_interval`. What it has seen lives in state.json, so a
  * resumed task sees nothing twice. Every failure to talk to the server is a warning:
- * the task never fails for it.
+ * the task never fails for it. Every comment is masked here, as it leaves: secrets and
+ * addresses never reach a public issue, whatever the text was built from.
  */
 export class RemoteLink {
   private readonly seen: Set<string>
@@ -39,7 +41,7 @@ export class RemoteLink {
 
   /** Posts the status comment, or edits it when a resumed task already has one. */
   async status(text: string): Promise<void> {
-    const body = `${text}\n\n${marker(this.uuid)}`
+    const body = maskText(`${text}\n\n${marker(this.uuid)}`)
     await this.quietly('update the status comment on', async () => {
       if (this.statusId === null) this.statusId = await this.channel.post(body)
       else await this.channel.edit(this.statusId, body)
@@ -48,7 +50,7 @@ export class RemoteLink {
 
   /** The outcome, as a comment of its own. */
   async outcome(text: string): Promise<void> {
-    await this.quietly('post the outcome on', () => this.channel.post(`${text}\n\n${marker(this.uuid)}`).then(() => undefined))
+    await this.quietly('post the outcome on', () => this.channel.post(maskText(`${text}\n\n${marker(this.uuid)}`)).then(() => undefined))
   }
 
   /** New comments by people since the last look; none more often than the interval allows. */

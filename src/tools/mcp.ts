@@ -3,6 +3,7 @@ import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotoc
 import { Ajv } from 'ajv'
 import type { ValidateFunction } from 'ajv'
 import type { Config } from '../config/schema.js'
+import { maskCredentials, maskValue } from '../storage/format/mask.js'
 import type { Tool, ToolOutcome } from './types.js'
 
 export type McpServerConfig = Config['mcp']['servers'][string]
@@ -95,7 +96,8 @@ class McpServer {
       }
     }
     try {
-      const result = await (this.client as Client).callTool({ name: tool, arguments: args }, undefined, { timeout: this.config.timeout_seconds * 1000, signal })
+      // The arguments leave for a third-party process: ctxagent's secrets never go with them.
+      const result = await (this.client as Client).callTool({ name: tool, arguments: maskValue(args, maskCredentials) }, undefined, { timeout: this.config.timeout_seconds * 1000, signal })
       const text = contentText(result.content)
       if (result.isError === true) return { output: `Error: ${text || 'the tool reported an error'}`, status: 'error', error: firstLine(text) || 'the tool reported an error' }
       return { output: text, status: 'success', error: null }
