@@ -32,9 +32,13 @@ interface Candidate {
 
 /**
  * The latest finished (completed or failed) task with this key that left a summary,
- * found through tasks.db, or by scanning completed/ when there is no index.
+ * found through tasks.db, or by scanning completed/ when there is no index. A local
+ * task's key names its workspace only by folder name (`app` for both clientA/app and
+ * clientB/app), so `workspace` (the real path of the new task's workspace) must also be
+ * the one the earlier task recorded: findings never cross projects. An older task that
+ * recorded no workspace is still readable, but no one's parent.
  */
-export async function findInheritance(env: TaskEnv, key: TaskKeyColumns): Promise<Inheritance | null> {
+export async function findInheritance(env: TaskEnv, key: TaskKeyColumns, workspace: string | null = null): Promise<Inheritance | null> {
   if (!key.task_identifier) return null
   // The index is trusted only while it knows every finished task (a listing is cheap; reading every task is not).
   const index = env.index
@@ -42,11 +46,20 @@ export async function findInheritance(env: TaskEnv, key: TaskKeyColumns): Promis
   const candidates = trusted ? index.finishedWithKey(key) : scanCompleted(env, key)
   for (const candidate of candidates) {
     const dir = env.layout.taskDir(candidate.location, candidate.uuid)
+    if (workspace !== null && workspaceOf(dir) !== workspace) continue
     const found = await summaryOf(dir)
     if (found === null) continue
     return { ...candidate, ...found, planning: await planningOf(dir) }
   }
   return null
+}
+
+function workspaceOf(dir: string): string | null {
+  try {
+    return readMetadata(dir).run?.workspace ?? null
+  } catch {
+    return null
+  }
 }
 
 function scanCompleted(env: TaskEnv, key: TaskKeyColumns): Candidate[] {

@@ -86,7 +86,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   let inheritance: Inheritance | null = null
   let handle: TaskHandle
   if (start.kind === 'new') {
-    inheritance = settings.inherit ? await findInheritance(env, keyColumns(start.source.key, start.user)) : null
+    inheritance = settings.inherit ? await findInheritance(env, keyColumns(start.source.key, start.user), start.source.key.task_source === 'local' ? settings.workspace : null) : null
     handle = await createTask(env, { task_key: start.source.key, user: start.user, run: runRecord(settings, config), inherited_from: inheritance?.uuid ?? null }, { onLost: lostNow })
   } else {
     handle = await resumeTask(env, start.ref, { onLost: lostNow })

@@ -4,6 +4,7 @@ import { Octokit } from '@octokit/rest'
 import type { Config } from '../config/schema.js'
 import { CtxError, UsageError } from '../errors.js'
 import { isOwn } from './marker.js'
+import { oneLine, quoted } from './quote.js'
 import type { Channel, RemoteComment, RemoteTask } from './types.js'
 
 const RetryingOctokit = Octokit.plugin(retry, throttling)
@@ -59,20 +60,21 @@ export async function loadGithubTask(config: Config, ref: GithubRef): Promise<Re
   const issue = await call(where, () => api.rest.issues.get({ owner: ref.owner, repo: ref.repo, issue_number: ref.number }))
   const isPr = issue.pull_request != null
   const comments = await call(where, () => api.paginate(api.rest.issues.listComments, { owner: ref.owner, repo: ref.repo, issue_number: ref.number, per_page: 100 }))
+  // Every word from the forge is quoted or flattened to one line: none can pass for our own headers.
   const parts = [
-    `# ${isPr ? 'Pull request' : 'Issue'} ${where}: ${issue.title}`,
-    `Opened by @${issue.user?.login ?? 'unknown'}${labels(issue.labels)}`,
+    `# ${isPr ? 'Pull request' : 'Issue'} ${where}: ${oneLine(issue.title)}`,
+    `Opened by @${oneLine(issue.user?.login ?? 'unknown')}${labels(issue.labels)}`,
     '',
-    issue.body?.trim() || '(no description)',
+    issue.body?.trim() ? quoted(issue.body.trim()) : '(no description)',
   ]
   if (isPr) {
     const pr = await call(where, () => api.rest.pulls.get({ owner: ref.owner, repo: ref.repo, pull_number: ref.number }))
-    parts.splice(2, 0, `Branch ${pr.head.ref} into ${pr.base.ref}`)
+    parts.splice(2, 0, `Branch ${oneLine(pr.head.ref)} into ${oneLine(pr.base.ref)}`)
     const threads = await unresolvedThreads(api, ref)
     if (threads.length > 0) parts.push('', '## Unresolved review threads', ...threads)
   }
   const visible = comments.filter((c) => !isOwn(c.body ?? '', c.user?.login, config.github.bot_name))
-  if (visible.length > 0) parts.push('', '## Comments', ...visible.map((c) => `### @${c.user?.login ?? 'unknown'} (${c.created_at})\n${c.body ?? ''}`))
+  if (visible.length > 0) parts.push('', '## Comments', ...visible.map((c) => `### @${oneLine(c.user?.login ?? 'unknown')} (${oneLine(c.created_at)})\n${quoted(c.body ?? '')}`))
   return {
     key: { task_source: 'github', owner: ref.owner, repo: ref.repo, task_type: isPr ? 'pull_request' : 'issue', task_id: String(ref.number) },
     text: parts.join('\n'),
@@ -90,7 +92,7 @@ async function unresolvedThreads(api: Client, ref: GithubRef): Promise<string[]>
   const data = await call(`${ref.owner}/${ref.repo}#${ref.number}`, () => api.graphql<Threads>(query, { owner: ref.owner, repo: ref.repo, number: ref.number }))
   return data.repository.pullRequest.reviewThreads.nodes
     .filter((t) => !t.isResolved)
-    .map((t) => `### ${t.path}${t.line ? `:${t.line}` : ''}\n${t.comments.nodes.map((c) => `@${c.author?.login ?? 'unknown'}: ${c.body}`).join('\n')}`)
+    .map((t) => `### ${oneLine(t.path)}${t.line ? `:${t.line}` : ''}\n${t.comments.nodes.map((c) => `@${oneLine(c.author?.login ?? 'unknown')}:\n${quoted(c.body)}`).join('\n')}`)
 }
 
 /** The channel of a task that came from GitHub (a resumed one: its key says where). */
@@ -118,7 +120,7 @@ function githubChannel(api: Client, ref: GithubRef, botName: string | null): Cha
 }
 
 function labels(list: (string | { name?: string })[]): string {
-  const names = list.map((l) => (typeof l === 'string' ? l : (l.name ?? ''))).filter((n) => n !== '')
+  const names = list.map((l) => oneLine(typeof l === 'string' ? l : (l.name ?? ''), 60)).filter((n) => n !== '')
   return names.length > 0 ? `; labels: ${names.join(', ')}` : ''
 }
 

@@ -50,7 +50,7 @@ describe('GitLab tasks', () => {
     const first = (await waitFor('the first request', () => agentRequests(s.fake)[0]))?.body.messages[1]?.content ?? ''
     expect(first).toContain('# Merge request acme/backend/api!12: Fix the pagination of /orders')
     expect(first).toContain('Branch fix-pagination into main')
-    expect(first).toContain('## Unresolved threads\n### app/orders.rb:40\n@carol: Use the cursor here')
+    expect(first).toContain('## Unresolved threads\n### app/orders.rb:40\n@carol:\n> Use the cursor here')
     expect(first).not.toContain('done already')
     gl.addNote('dave', 'Also check per_page=100.')
     gl.addNote('dave', 'assigned to @erin', true)
@@ -58,7 +58,7 @@ describe('GitLab tasks', () => {
     started.child.kill('SIGTERM')
     await exitOf(started.child)
     const task = onlyTask(s.tree)
-    expect(task.messages.filter((m) => m.content === '[New Comment from @dave]:\nAlso check per_page=100.')).toHaveLength(1)
+    expect(task.messages.filter((m) => m.content === '[New Comment from @dave]:\n> Also check per_page=100.')).toHaveLength(1)
     expect(task.messages.some((m) => String(m.content).includes('assigned to @erin'))).toBe(false)
     expect(task.metadata).toMatchObject({ task_type: 'gitlab_merge_request' })
   })

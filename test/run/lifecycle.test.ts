@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { alive, exitOf, groupAlive, killGroup, sleep } from '../helpers/wait.js'
@@ -222,7 +222,7 @@ describe('run: stops, resumes and recovery', () => {
     expect((await s.run(['comment', uuid, 'please', 'use', 'tabs'])).code).toBe(0)
     const one = await waitFor('the comment in a request', () => s.fake.requests.find((r) => JSON.stringify(r.body.messages).includes('please use tabs')))
     const osUser = (await import('node:os')).userInfo().username
-    expect(one.body.messages.filter((m) => m.role === 'user' && m.content === `[New Comment from @${osUser}]:\nplease use tabs`)).toHaveLength(1)
+    expect(one.body.messages.filter((m) => m.role === 'user' && m.content === `[New Comment from @${osUser}]:\n> please use tabs`)).toHaveLength(1)
     // Both written while the agent waits on a slow request: the next turn reads them together.
     s.fake.fallback = () => ({ delayMs: 2_500, calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
     const count = s.fake.requests.length
@@ -230,7 +230,7 @@ describe('run: stops, resumes and recovery', () => {
     await Promise.all([s.run(['comment', uuid, 'first']), s.run(['comment', uuid, 'second'])])
     const both = await waitFor('both comments', () => s.fake.requests.find((r) => JSON.stringify(r.body.messages).includes('second')), 30_000)
     const last = both.body.messages.filter((m) => m.role === 'user').at(-1)?.content ?? ''
-    expect(last).toMatch(new RegExp(`^\\[New Comments Detected\\]:\\nComment 1 from @${osUser} \\(.+\\):\\n(first|second)\\n\\nComment 2 from @${osUser} \\(.+\\):\\n(first|second)\\n$`))
+    expect(last).toMatch(new RegExp(`^\\[New Comments Detected\\]:\\nComment 1 from @${osUser} \\(.+\\):\\n> (first|second)\\n\\nComment 2 from @${osUser} \\(.+\\):\\n> (first|second)\\n$`))
     started.child.kill('SIGTERM')
     await exitOf(started.child)
     // Every comment was added exactly once.
@@ -283,6 +283,28 @@ describe('run: stops, resumes and recovery', () => {
     s.fake.queue.push({ content: 'fourth' })
     const fourth = await s.run(['run', '--task', 'once more', '--task-id', 'calc-7', '--workspace', s.ws, '--json'])
     expect((JSON.parse(fourth.stdout) as { inherited_from: string | null }).inherited_from).toEqual(expect.any(String))
+  })
+
+  it('inheritance never crosses projects: clientA/app and clientB/app with the same --task-id keep their own findings', async () => {
+    const s = await runSetup()
+    const a = join(s.ws, 'clientA', 'app')
+    const b = join(s.ws, 'clientB', 'app')
+    mkdirSync(a, { recursive: true })
+    mkdirSync(b, { recursive: true })
+    s.fake.queue.push({ content: 'answer A' }, { content: 'FINAL: clientA secret finding' })
+    const first = await s.run(['run', '--task', 'audit', '--task-id', 'audit-1', '--workspace', a, '--json'])
+    expect(first.code, first.stderr).toBe(0)
+    const firstUuid = (JSON.parse(first.stdout) as { uuid: string }).uuid
+    s.fake.queue.push({ content: 'answer B' }, { content: 'FINAL: clientB' })
+    const second = await s.run(['run', '--task', 'audit', '--task-id', 'audit-1', '--workspace', b, '--json'])
+    expect((JSON.parse(second.stdout) as { inherited_from: string | null }).inherited_from).toBeNull()
+    expect(JSON.stringify(agentRequests(s.fake).at(-1)?.body.messages)).not.toContain('clientA secret finding')
+    // The same project again, by another path to it (a symlink), does inherit; and without tasks.db too.
+    symlinkSync(a, join(s.ws, 'link-to-a'))
+    rmSync(s.tree.layout.db)
+    s.fake.queue.push({ content: 'answer A2' })
+    const third = await s.run(['run', '--task', 'audit', '--task-id', 'audit-1', '--workspace', join(s.ws, 'link-to-a'), '--json'])
+    expect((JSON.parse(third.stdout) as { inherited_from: string | null }).inherited_from).toBe(firstUuid)
   })
 
   it('replay plays a recorded task back, running its tools for real, to the same files', async () => {
