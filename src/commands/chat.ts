@@ -10,6 +10,7 @@ import { resolveTask } from '../storage/fs/layout.js'
 import type { TaskRef } from '../storage/fs/layout.js'
 import { readMetadata } from '../storage/task/metadata.js'
 import { durationArg, withEnv } from './shared.js'
+import { forTerminal } from '../terminal-text.js'
 
 interface ChatOptions {
   send?: string
@@ -82,7 +83,7 @@ async function sendOne(ctx: CommandEnv, ref: TaskRef, text: string, opts: ChatPl
   const outcome = await waitForReply(ctx.layout, ref.uuid, record.id, from, opts.timeout)
   if (outcome.kind === 'reply') {
     if (ctx.json) ctx.io.json(outcome.message)
-    else ctx.io.out(outcome.message.content)
+    else ctx.io.out(forTerminal(outcome.message.content))
     return
   }
   throw noReply(ref, outcome, opts.timeout)
@@ -121,7 +122,7 @@ async function attach(ctx: CommandEnv, ref: TaskRef, opts: ChatPlan): Promise<vo
       rl.close()
       throw noReply(ref, outcome, opts.timeout)
     }
-    ctx.io.out(`${ctx.io.chalk.cyan('agent>')} ${outcome.message.content}`)
+    ctx.io.out(`${ctx.io.chalk.cyan('agent>')} ${forTerminal(outcome.message.content)}`)
     rl.prompt()
   }
   ctx.io.out('detached; the session goes on')

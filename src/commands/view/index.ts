@@ -10,6 +10,7 @@ import { fileSize, followJsonl, listRecords, readOverview } from '../../storage/
 import type { RecordKind } from '../../storage/task/reader.js'
 import { positiveIntArg, requireUuid, stopSignal, withEnv } from '../shared.js'
 import { renderListing, renderOverview, renderRecord } from './render.js'
+import { forTerminalDeep } from '../../terminal-text.js'
 
 interface ViewOptions {
   uuid?: string
@@ -70,6 +71,7 @@ function checkOptions(opts: ViewOptions): RecordKind | undefined {
   return kind
 }
 
+// Human output prints stored text through forTerminalDeep (escape sequences a model or a comment wrote stripped); --json escapes them anyway.
 async function view(ctx: CommandEnv, opts: ViewOptions, positional?: string): Promise<void> {
   const kind = checkOptions(opts)
   const ref = resolveTask(ctx.layout, requireUuid(positional, opts.uuid))
@@ -79,14 +81,14 @@ async function view(ctx: CommandEnv, opts: ViewOptions, positional?: string): Pr
     auditTask(ctx, 'view', ref.uuid)
     warnBad(ctx, overview.counts.bad_lines)
     if (ctx.json) ctx.io.json(overview)
-    else ctx.io.out(renderOverview(ctx, overview))
+    else ctx.io.out(renderOverview(ctx, forTerminalDeep(overview)))
     return
   }
   const listing = await listRecords(ref, kind, { limit: opts.all ? null : (opts.limit ?? DEFAULT_LIMIT), role: opts.role, hidden: opts.hidden === true })
   auditTask(ctx, 'view', ref.uuid)
   warnBad(ctx, listing.bad_lines)
   if (ctx.json) for (const record of listing.records) ctx.io.jsonl(record)
-  else ctx.io.out(renderListing(ctx, kind, listing.records, opts.full === true))
+  else ctx.io.out(renderListing(ctx, kind, forTerminalDeep(listing.records), opts.full === true))
   if (opts.follow) await follow(ctx, ref, opts)
 }
 
@@ -106,7 +108,7 @@ async function follow(ctx: CommandEnv, ref: TaskRef, opts: ViewOptions): Promise
       if (opts.role !== undefined && record.role !== opts.role) continue
       if (record.visible === false && opts.hidden !== true) continue
       if (ctx.json) ctx.io.jsonl(record)
-      else ctx.io.out(renderRecord(ctx, 'messages', record, opts.full === true))
+      else ctx.io.out(renderRecord(ctx, 'messages', forTerminalDeep(record), opts.full === true))
     }
   } finally {
     dispose()
