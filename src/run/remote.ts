@@ -17,6 +17,12 @@ type Detection = TaskState['comment_detection']
  */
 export class RemoteLink {
   private readonly seen: Set<string>
+  /**
+   * The highest numeric comment id seen. GitHub and GitLab number comments in the order
+   * they are made, so anything at or below it is old, however many there are: the id
+   * list in state.json is capped, and GitLab has no `since` to narrow what it returns.
+   */
+  private highWater: number | null
   private lastCheck: string | null
   private lastPoll = 0
   private statusId: string | null
@@ -29,14 +35,21 @@ export class RemoteLink {
     detection: Detection,
   ) {
     this.seen = new Set(detection.last_comment_ids)
+    // A task saved before the mark existed: its id list gives one.
+    this.highWater = highest(detection.last_comment_id ?? null, detection.last_comment_ids)
     this.lastCheck = detection.last_check_timestamp
     this.statusId = detection.status_comment_id ?? null
     if (channel.botName === null) log.warn(`no bot_name is configured for ${channel.name}: new comments are not read while the task runs (set github.bot_name or gitlab.bot_name)`)
   }
 
-  /** For state.json: seen ids (the newest 1,000), last check, the status comment. */
+  /** The issue's name, e.g. acme/shop#42 (for log lines). */
+  get name(): string {
+    return this.channel.name
+  }
+
+  /** For state.json: the high-water mark, seen ids (the newest 1,000, for ids that are not numbers), last check, the status comment. */
   detection(): Detection {
-    return { last_comment_ids: [...this.seen].slice(-1000), last_check_timestamp: this.lastCheck, status_comment_id: this.statusId }
+    return { last_comment_ids: [...this.seen].slice(-1000), last_comment_id: this.highWater, last_check_timestamp: this.lastCheck, status_comment_id: this.statusId }
   }
 
   /** Posts the status comment, or edits it when a resumed task already has one. */
@@ -62,9 +75,11 @@ export class RemoteLink {
     let fresh: Comment[] = []
     await this.quietly('read new comments on', async () => {
       const all = await this.channel.listComments(since)
-      // Edited comments are not new: only ids never seen count.
-      const unseen = all.filter((c) => !this.seen.has(c.id))
+      // Edited comments are not new: only ids never seen, above the mark, count.
+      const mark = this.highWater
+      const unseen = all.filter((c) => !this.seen.has(c.id) && !(mark !== null && isId(c.id) && Number(c.id) <= mark))
       for (const c of unseen) this.seen.add(c.id)
+      this.highWater = highest(this.highWater, unseen.map((c) => c.id))
       fresh = unseen.filter((c) => !isOwn(c.body, c.author, this.channel.botName))
       this.lastCheck = now.toISOString()
     })
@@ -79,6 +94,17 @@ export class RemoteLink {
       this.log.warn(`could not ${what} ${this.channel.name}: ${(err as Error).message}`)
     }
   }
+}
+
+function isId(id: string): boolean {
+  return /^\d{1,15}$/.test(id)
+}
+
+/** The highest of a mark and the numeric ids in a list (null when there is none). */
+function highest(mark: number | null, ids: readonly string[]): number | null {
+  let top = mark
+  for (const id of ids) if (isId(id) && (top === null || Number(id) > top)) top = Number(id)
+  return top
 }
 
 /** The status comment's text: what works on the issue, which task, and where it stands. */
