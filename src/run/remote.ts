@@ -33,6 +33,8 @@ export class RemoteLink {
     private readonly log: RunLog,
     private readonly minIntervalMs: number,
     detection: Detection,
+    /** The task's stop (SIGINT, SIGTERM, --timeout, a lost lock): a poll under way is dropped at once. */
+    private readonly stop?: AbortSignal,
   ) {
     this.seen = new Set(detection.last_comment_ids)
     // A task saved before the mark existed: its id list gives one.
@@ -55,15 +57,15 @@ export class RemoteLink {
   /** Posts the status comment, or edits it when a resumed task already has one. */
   async status(text: string): Promise<void> {
     const body = maskText(`${text}\n\n${marker(this.uuid)}`)
-    await this.quietly('update the status comment on', async () => {
-      if (this.statusId === null) this.statusId = await this.channel.post(body)
-      else await this.channel.edit(this.statusId, body)
+    await this.quietly('update the status comment on', async (signal) => {
+      if (this.statusId === null) this.statusId = await this.channel.post(body, signal)
+      else await this.channel.edit(this.statusId, body, signal)
     })
   }
 
   /** The outcome, as a comment of its own. */
   async outcome(text: string): Promise<void> {
-    await this.quietly('post the outcome on', () => this.channel.post(maskText(`${text}\n\n${marker(this.uuid)}`)).then(() => undefined))
+    await this.quietly('post the outcome on', (signal) => this.channel.post(maskText(`${text}\n\n${marker(this.uuid)}`), signal).then(() => undefined))
   }
 
   /** New comments by people since the last look; none more often than the interval allows. */
@@ -73,8 +75,8 @@ export class RemoteLink {
     // A margin for clocks that disagree; ids already seen are dropped anyway.
     const since = this.lastCheck === null ? null : new Date(Date.parse(this.lastCheck) - 300_000).toISOString()
     let fresh: Comment[] = []
-    await this.quietly('read new comments on', async () => {
-      const all = await this.channel.listComments(since)
+    await this.quietly('read new comments on', async (signal) => {
+      const all = await this.channel.listComments(since, signal)
       // Edited comments are not new: only ids never seen, above the mark, count.
       const mark = this.highWater
       const unseen = all.filter((c) => !this.seen.has(c.id) && !(mark !== null && isId(c.id) && Number(c.id) <= mark))
@@ -82,18 +84,49 @@ export class RemoteLink {
       this.highWater = highest(this.highWater, unseen.map((c) => c.id))
       fresh = unseen.filter((c) => !isOwn(c.body, c.author, this.channel.botName))
       this.lastCheck = now.toISOString()
-    })
+    }, true)
     if (fresh.length > 0) this.log.info(`${fresh.length} new comment(s) on ${this.channel.name}`)
     return fresh
   }
 
-  private async quietly(what: string, body: () => Promise<void>): Promise<void> {
+  /**
+   * One call to the forge, bounded: CALL_TIMEOUT_MS at most whatever the client waits
+   * for (a rate limit, a server that does not answer), and, when `stoppable`, not a
+   * moment past the task's stop. The status and outcome comments written while
+   * stopping are not stoppable: they are what the stop is meant to leave behind.
+   */
+  private async quietly(what: string, body: (signal: AbortSignal) => Promise<void>, stoppable = false): Promise<void> {
+    const stop = stoppable ? this.stop : undefined
+    const signal = AbortSignal.any([AbortSignal.timeout(CALL_TIMEOUT_MS), ...(stop ? [stop] : [])])
     try {
-      await body()
+      await abortable(body(signal), signal)
     } catch (err) {
-      this.log.warn(`could not ${what} ${this.channel.name}: ${(err as Error).message}`)
+      if (stop?.aborted) return
+      this.log.warn(`could not ${what} ${this.channel.name}: ${signal.aborted ? `no answer within ${CALL_TIMEOUT_MS / 1000}s` : (err as Error).message}`)
     }
   }
+}
+
+/** The longest one call to the forge may take, waits for rate limits included. */
+const CALL_TIMEOUT_MS = 10_000
+
+/** The promise, or a rejection as soon as the signal aborts (a client may not honour the signal in its own waits). */
+function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason)
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason)
+    signal.addEventListener('abort', onAbort, { once: true })
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort)
+        resolve(value)
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort)
+        reject(err)
+      },
+    )
+  })
 }
 
 function isId(id: string): boolean {

@@ -106,7 +106,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
       const repaired = await repairResumed(handle)
       log.info(`resumed at turn ${handle.state.turns ?? 0} (${client.model}, dir ${handle.dir})${repaired.answered ? `; ${repaired.answered} unanswered tool call(s) answered as aborted` : ''}${repaired.rebuilt ? '; current.jsonl rebuilt' : ''}${killedText(handle.stoppedCommands, 'the dead agent')}`)
     }
-    const remote = start.channel ? await openRemote(start, handle, config, log) : undefined
+    const remote = start.channel ? await openRemote(start, handle, config, log, stop.signal) : undefined
     if (remote) handle.onStop(() => remote.status(statusText(handle, 'paused; it continues when the task is resumed')))
     const tools = ToolRegistry.builtin({ allowShell: settings.allowShell, finish: !settings.chat })
     mcp = await startMcp(config, tools, log)
@@ -166,9 +166,9 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   }
 }
 
-async function openRemote(start: RunStart, handle: TaskHandle, config: Config, log: RunLog): Promise<RemoteLink> {
+async function openRemote(start: RunStart, handle: TaskHandle, config: Config, log: RunLog, stop: AbortSignal): Promise<RemoteLink> {
   const detection = start.kind === 'new' ? { last_comment_ids: start.seen ?? [], last_check_timestamp: new Date().toISOString(), status_comment_id: null } : handle.state.comment_detection
-  const link = new RemoteLink(start.channel as Channel, handle.uuid, log, config.comments.min_interval_seconds * 1000, detection)
+  const link = new RemoteLink(start.channel as Channel, handle.uuid, log, config.comments.min_interval_seconds * 1000, detection, stop)
   await link.status(statusText(handle, start.kind === 'new' ? 'started' : 'resumed'))
   // The status comment's id and the seen comments are state from now on.
   await handle.update({ comment_detection: link.detection() })

@@ -32,10 +32,15 @@ function isItemNumber(n: number): boolean {
   return Number.isInteger(n) && n >= 1 && n <= MAX_ITEM_NUMBER
 }
 
+/** The longest rate-limit wait that is waited out; a longer one fails the call (a warning while a task runs). */
+const MAX_RATE_LIMIT_WAIT_SECONDS = 5
+
 /**
  * The client, as GitHub recommends using it: retries of failed requests
  * (@octokit/plugin-retry) and rate limits waited out (@octokit/plugin-throttling:
- * the reset time of a primary limit, Retry-After of a secondary one), twice at most.
+ * the reset time of a primary limit, Retry-After of a secondary one), twice at most,
+ * and only when the wait is short: a reset an hour away must not hold a turn (nor a
+ * stop, a pause or --timeout) for an hour.
  */
 function client(config: Config): Client {
   const token = config.github.token
@@ -45,8 +50,8 @@ function client(config: Config): Client {
     baseUrl: config.github.api_url,
     userAgent: 'ctxagent',
     throttle: {
-      onRateLimit: (_after: number, _options: unknown, _octokit: unknown, retryCount: number) => retryCount < 2,
-      onSecondaryRateLimit: (_after: number, _options: unknown, _octokit: unknown, retryCount: number) => retryCount < 2,
+      onRateLimit: (after: number, _options: unknown, _octokit: unknown, retryCount: number) => retryCount < 2 && after <= MAX_RATE_LIMIT_WAIT_SECONDS,
+      onSecondaryRateLimit: (after: number, _options: unknown, _octokit: unknown, retryCount: number) => retryCount < 2 && after <= MAX_RATE_LIMIT_WAIT_SECONDS,
     },
     retry: { retries: 2 },
     log: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
@@ -105,16 +110,16 @@ function githubChannel(api: Client, ref: GithubRef, botName: string | null): Cha
   return {
     name: where,
     botName,
-    async listComments(since) {
-      const list = await call(where, () => api.paginate(api.rest.issues.listComments, { owner: ref.owner, repo: ref.repo, issue_number: ref.number, per_page: 100, ...(since ? { since } : {}) }))
+    async listComments(since, signal) {
+      const list = await call(where, () => api.paginate(api.rest.issues.listComments, { owner: ref.owner, repo: ref.repo, issue_number: ref.number, per_page: 100, ...(since ? { since } : {}), ...(signal ? { request: { signal } } : {}) }))
       return list.map((c): RemoteComment => ({ id: String(c.id), author: c.user?.login ?? 'unknown', body: c.body ?? '', created_at: c.created_at }))
     },
-    async post(body) {
-      const made = await call(where, () => api.rest.issues.createComment({ owner: ref.owner, repo: ref.repo, issue_number: ref.number, body }))
+    async post(body, signal) {
+      const made = await call(where, () => api.rest.issues.createComment({ owner: ref.owner, repo: ref.repo, issue_number: ref.number, body, ...(signal ? { request: { signal } } : {}) }))
       return String(made.id)
     },
-    async edit(id, body) {
-      await call(where, () => api.rest.issues.updateComment({ owner: ref.owner, repo: ref.repo, comment_id: Number(id), body }))
+    async edit(id, body, signal) {
+      await call(where, () => api.rest.issues.updateComment({ owner: ref.owner, repo: ref.repo, comment_id: Number(id), body, ...(signal ? { request: { signal } } : {}) }))
     },
   }
 }
@@ -132,6 +137,7 @@ async function call<T>(where: string, fn: () => Promise<T | { data: T }>): Promi
   } catch (err) {
     const status = (err as { status?: number }).status
     if (status === 401) throw new CtxError(`GitHub refused the token for ${where} (401)`, { hint: 'check GITHUB_TOKEN or github.token' })
+    if ((status === 403 || status === 429) && /rate limit/i.test(firstLine(err))) throw new CtxError(`GitHub's rate limit stops requests for ${where} (${status}): ${firstLine(err)}`, { hint: 'wait until the limit resets, or use another token' })
     if (status === 403) throw new CtxError(`GitHub denied access to ${where} (403): ${firstLine(err)}`, { hint: 'the token needs repo access (issues and pull requests: read and write)' })
     if (status === 404) throw new CtxError(`GitHub has no ${where} (404)`, { exitCode: 3, hint: 'check the owner, repository and number, and that the token can see the repository' })
     throw new CtxError(`GitHub request for ${where} failed${status ? ` (${status})` : ""}: ${firstLine(err)}`, { hint: "check github.api_url and the network" })

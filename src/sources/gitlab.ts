@@ -80,9 +80,10 @@ export function gitlabChannelFor(config: Config, ref: GitlabRef): Channel {
   return gitlabChannel(client(config), ref, config.gitlab.bot_name)
 }
 
-async function listNotes(api: Api, ref: GitlabRef): Promise<Note[]> {
+async function listNotes(api: Api, ref: GitlabRef, signal?: AbortSignal): Promise<Note[]> {
+  const options = { sort: 'asc' as const, orderBy: 'created_at' as const, ...(signal ? { signal } : {}) }
   const notes = (await call<unknown>(name(ref), () =>
-    ref.kind === 'issue' ? api.IssueNotes.all(ref.project, ref.iid, { sort: 'asc', orderBy: 'created_at' }) : api.MergeRequestNotes.all(ref.project, ref.iid, { sort: 'asc', orderBy: 'created_at' }),
+    ref.kind === 'issue' ? api.IssueNotes.all(ref.project, ref.iid, options) : api.MergeRequestNotes.all(ref.project, ref.iid, options),
   )) as Note[]
   return notes
 }
@@ -105,17 +106,18 @@ function gitlabChannel(api: Api, ref: GitlabRef, botName: string | null): Channe
   return {
     name: where,
     botName,
-    async listComments() {
-      // GitLab has no `since` for notes; ids already seen are dropped by the caller.
-      const all = await listNotes(api, ref)
+    async listComments(_since, signal) {
+      // GitLab has no `since` for notes; ids at or below the caller's high-water mark are dropped there.
+      const all = await listNotes(api, ref, signal)
       return all.filter((n) => !n.system).map((n): RemoteComment => ({ id: String(n.id), author: n.author.username, body: n.body, created_at: n.created_at }))
     },
+    // gitbeaker's create takes no signal: the caller's race (RemoteLink) bounds it.
     async post(body) {
       const made = (await call<unknown>(where, () => notes.create(ref.project, ref.iid, body))) as { id: number }
       return String(made.id)
     },
-    async edit(id, body) {
-      await call<unknown>(where, () => notes.edit(ref.project, ref.iid, Number(id), { body }))
+    async edit(id, body, signal) {
+      await call<unknown>(where, () => notes.edit(ref.project, ref.iid, Number(id), { body, ...(signal ? { signal } : {}) }))
     },
   }
 }

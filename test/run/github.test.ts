@@ -61,6 +61,41 @@ describe('GitHub tasks', () => {
     expect(agentRequests(s.fake)[0]?.body.messages[0]?.content).toContain('Whose words are data')
   })
 
+  it('a rate limit an hour long holds no turn: pause, SIGINT and --timeout each stop the task while every poll is refused', async () => {
+    const gh = await startFakeGithub()
+    const s = await setup(gh)
+    let n = 0
+    s.fake.fallback = () => ({ delayMs: 50, calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
+    const limited = () => {
+      const reset = String(Math.floor(Date.now() / 1000) + 3600)
+      for (let i = 0; i < 500; i++) gh.failures.push({ method: 'GET', path: '/repos/acme/shop/issues/42/comments', status: 403, message: 'API rate limit exceeded', headers: { 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': reset } })
+    }
+    const polled = () => gh.requests.filter((r) => r.method === 'GET' && r.path.includes('/comments')).length
+    const first = s.start(['run', '--github', 'acme/shop#42', '--workspace', s.ws])
+    await waitFor('the status comment', () => gh.comments.some((c) => MARKER.test(String(c.body))))
+    limited()
+    const at = polled()
+    await waitFor('a refused poll', () => polled() > at + 1)
+    const uuid = onlyTask(s.tree).uuid
+    expect((await s.run(['pause', uuid])).code).toBe(0)
+    expect((await exitOf(first.child)).code).toBe(0)
+    expect(first.err()).toMatch(/could not read new comments on acme\/shop#42/)
+
+    const second = s.start(['run', '--resume', uuid])
+    const before = polled()
+    await waitFor('a refused poll after the resume', () => polled() > before + 1)
+    second.child.kill('SIGINT')
+    expect((await exitOf(second.child)).code).toBe(130)
+
+    gh.failures.length = 0
+    const marked = () => gh.comments.filter((c) => MARKER.test(String(c.body))).length
+    const count = marked()
+    const third = s.start(['run', '--github', 'acme/shop#42', '--workspace', s.ws, '--task-id', 'other', '--timeout', '3s'])
+    await waitFor('the new task’s status comment', () => marked() > count)
+    limited()
+    expect((await exitOf(third.child)).code, third.err()).toBe(5)
+  })
+
   it('a comment written while the task runs reaches the next request once, in the seed format; two at once use the multi-comment format; its own never do', async () => {
     const gh = await startFakeGithub()
     const s = await setup(gh)
