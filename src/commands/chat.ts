@@ -73,8 +73,9 @@ async function sendOne(ctx: CommandEnv, ref: TaskRef, text: string, opts: ChatPl
   if (ref.location !== 'running' && opts.wait) {
     throw new CtxError(`task ${ref.uuid} is paused; no one would answer`, { exitCode: 4, hint: 'add --no-wait to queue the message for after the resume' })
   }
-  auditTask(ctx, 'chat', ref.uuid)
+  // Sent first: a message the inbox refuses (over 1 MiB) changes nothing, the audit log included.
   const { record, from } = sendChatMessage(ref.dir, ctx.osUser, text, ctx.now())
+  auditTask(ctx, 'chat', ref.uuid)
   if (!opts.wait) {
     if (ctx.json) ctx.io.json({ uuid: ref.uuid, queued: record })
     else ctx.io.out(`message ${record.id} queued for task ${ref.uuid}`)

@@ -40,8 +40,9 @@ export class InboxRequests {
    */
   async read(): Promise<Ending | null> {
     const { handle, log } = this.parts
-    const { records, ends, offset, bad } = readInbox(handle.dir, this.position)
+    const { records, ends, offset, bad, tooLong } = readInbox(handle.dir, this.position)
     if (bad > 0) log.warn(`inbox.jsonl: skipped ${bad} unreadable line(s)`)
+    if (tooLong > 0) log.warn(`inbox.jsonl: refused ${tooLong} line(s) over 1 MiB: not added to the conversation`)
     let comments: Comment[] = this.parts.remote ? await this.parts.remote.poll(this.parts.now()) : []
     // The first batch may hold the issue's comments: the log says where each came from.
     let fromRemote = comments.length
