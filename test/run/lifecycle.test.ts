@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { alive, exitOf, groupAlive, killGroup, sleep } from '../helpers/wait.js'
@@ -342,3 +342,30 @@ function readLockInfo(s: RunSetup, uuid: string): { commands?: { pgid: number }[
   }
 }
 
+
+describe('resume races', () => {
+  it('two processes resuming one paused task: one runs it, the other says in one line that it was taken (exit 4), never a raw ENOENT', async () => {
+    const s = await runSetup()
+    s.fake.queue.push({ status: 400, content: 'bad request' })
+    expect((await s.run(['run', '--task', 't', '--workspace', s.ws])).code).toBe(1)
+    const original = onlyTask(s.tree)
+    expect(original.location).toBe('paused')
+    // Clones of the paused task, each raced by two resumes.
+    const uuids = Array.from({ length: 6 }, (_, i) => `${original.uuid.slice(0, -4)}${(0xa000 + i).toString(16)}`)
+    for (const uuid of uuids) {
+      const dir = s.tree.layout.taskDir('paused', uuid)
+      cpSync(original.dir, dir, { recursive: true })
+      const meta = JSON.parse(readFileSync(join(dir, 'metadata.json'), 'utf8')) as Record<string, unknown>
+      writeFileSync(join(dir, 'metadata.json'), JSON.stringify({ ...meta, uuid }))
+    }
+    s.fake.fallback = () => ({ content: 'done' })
+    for (const uuid of uuids) {
+      const results = await Promise.all([s.run(['run', '--resume', uuid]), s.run(['run', '--resume', uuid])])
+      expect(results.map((r) => r.code).sort(), results.map((r) => r.stderr).join('\n')).toEqual([0, 4])
+      const loser = results.find((r) => r.code === 4) as { stderr: string }
+      expect(loser.stderr).not.toMatch(/ENOENT|EEXIST|ENOTEMPTY/)
+      expect(loser.stderr.trim().split('\n')).toHaveLength(1)
+      expect(loser.stderr).toMatch(/taken by another process|is running|paused|completed/)
+    }
+  })
+})
