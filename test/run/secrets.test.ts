@@ -2,6 +2,7 @@ import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { startFakeGithub } from '../helpers/fake-github.js'
+import { ROOT } from '../helpers/run.js'
 import { agentRequests, onlyTask, runSetup } from './harness.js'
 
 // Secrets of every kind ctxagent holds, none with a prefix the patterns know.
@@ -68,6 +69,18 @@ describe('secrets at every exit', () => {
     expectAbsent('stderr', res.stderr)
     expectAbsent('the task tree', treeText(s.tree.base))
     expectAbsent('the forge comments', gh.requests.map((r) => JSON.stringify(r.body)).join('\n'))
+  })
+
+  it('an MCP server’s env value sent back in a tool call’s arguments reaches the server masked', async () => {
+    const MCP_SECRET = 'mcp-env-secret-value-4242'
+    const server = join(ROOT, 'node_modules', '@modelcontextprotocol', 'server-filesystem', 'dist', 'index.js')
+    const s = await runSetup()
+    writeFileSync(s.config, s.fake.configYaml(`mcp:\n  servers:\n    files:\n      command: ${process.execPath}\n      args: [${JSON.stringify(server)}, ${JSON.stringify(s.ws)}]\n      env:\n        FILES_TOKEN: ${MCP_SECRET}\n      timeout_seconds: 20\n`))
+    s.fake.queue.push({ calls: [{ name: 'files__write_file', arguments: { path: join(s.ws, 'out.txt'), content: `token=${MCP_SECRET}` } }] }, { content: 'done' })
+    const res = await s.run(['run', '--task', 't', '--workspace', s.ws, '--log-format', 'json'])
+    expect(res.code, res.stderr).toBe(0)
+    expect(readFileSync(join(s.ws, 'out.txt'), 'utf8')).toBe('token=[SECRET:mcp.servers.files.env.FILES_TOKEN]')
+    expect(treeText(s.tree.base) + res.stdout + res.stderr).not.toContain(MCP_SECRET)
   })
 
   it('a URL with user:password@ is refused at config load, without printing the password', async () => {
