@@ -117,7 +117,17 @@ async function attach(ctx: CommandEnv, ref: TaskRef, opts: ChatPlan): Promise<vo
       rl.prompt()
       continue
     }
-    const { record, from } = sendChatMessage(ref.dir, ctx.osUser, line, ctx.now())
+    let sent: ReturnType<typeof sendChatMessage>
+    try {
+      sent = sendChatMessage(ref.dir, ctx.osUser, line, ctx.now())
+    } catch (err) {
+      // A line the inbox refuses (over 1 MiB) is said so, and the session goes on.
+      if (!(err instanceof UsageError)) throw err
+      ctx.io.warn(`${err.message} (${err.hint ?? 'send a shorter message'})`)
+      rl.prompt()
+      continue
+    }
+    const { record, from } = sent
     const outcome = await waitForReply(ctx.layout, ref.uuid, record.id, from, opts.timeout)
     if (outcome.kind !== 'reply') {
       rl.close()
