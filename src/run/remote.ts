@@ -77,6 +77,8 @@ export class RemoteLink {
     let fresh: Comment[] = []
     await this.quietly('read new comments on', async (signal) => {
       const all = await this.channel.listComments(since, signal)
+      // Answered after the call was given up: nothing is marked seen that is not returned.
+      if (signal.aborted) return
       // Edited comments are not new: only ids never seen, above the mark, count.
       const mark = this.highWater
       const unseen = all.filter((c) => !this.seen.has(c.id) && !(mark !== null && isId(c.id) && Number(c.id) <= mark))
