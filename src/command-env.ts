@@ -1,6 +1,8 @@
 import { existsSync, statSync } from 'node:fs'
 import { userInfo } from 'node:os'
 import { loadConfig } from './config/load.js'
+import { secretValues } from './config/secrets.js'
+import { installSecrets, maskCredentials } from './storage/format/mask.js'
 import type { Config } from './config/schema.js'
 import { UsageError } from './errors.js'
 import { cutInput, shortPath } from './text.js'
@@ -45,6 +47,10 @@ export type BaseSource = '--home' | 'CTXAGENT_HOME' | 'context.base_dir' | 'defa
 
 export function createCommandEnv(globals: GlobalOptions, env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): CommandEnv {
   const { config, source, notice } = loadConfig({ flag: globals.config, env, cwd })
+  // From here on every mask call knows the secret values in force, and nothing printed carries them.
+  installSecrets(secretValues(config, env))
+  guardOutput(process.stdout)
+  guardOutput(process.stderr)
   const fromEnv = nonEmpty(env.CTXAGENT_HOME)
   const [base, baseSource]: [string, BaseSource] =
     globals.home !== undefined ? [globals.home, '--home']
@@ -66,6 +72,29 @@ export function createCommandEnv(globals: GlobalOptions, env: NodeJS.ProcessEnv 
     now: () => (fixed === undefined ? new Date() : new Date(fixed)),
     osUser: safeUser(env),
   }
+}
+
+const GUARDED = Symbol('ctxagent.masked')
+
+/**
+ * Every write to the stream passes through maskCredentials (the installed secret values
+ * and the key patterns): the one step before stdout and stderr, whoever writes (the
+ * outcome, --json, logs, errors, warnings), instead of a mask call at each printer.
+ */
+function guardOutput(stream: NodeJS.WriteStream): void {
+  const marked = stream as NodeJS.WriteStream & { [GUARDED]?: true }
+  if (marked[GUARDED]) return
+  marked[GUARDED] = true
+  const write = stream.write.bind(stream) as (chunk: unknown, ...rest: unknown[]) => boolean
+  stream.write = ((chunk: unknown, ...rest: unknown[]) => {
+    if (typeof chunk === 'string') return write(maskCredentials(chunk), ...rest)
+    if (chunk instanceof Uint8Array) {
+      const text = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength).toString('utf8')
+      const masked = maskCredentials(text)
+      if (masked !== text) return write(masked, ...rest.filter((r) => typeof r === 'function'))
+    }
+    return write(chunk, ...rest)
+  }) as NodeJS.WriteStream['write']
 }
 
 /** CTXAGENT_NOW, when set: an ISO 8601 date-time, checked as strictly as --from and --to. */

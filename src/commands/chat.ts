@@ -10,6 +10,7 @@ import { resolveTask } from '../storage/fs/layout.js'
 import type { TaskRef } from '../storage/fs/layout.js'
 import { readMetadata } from '../storage/task/metadata.js'
 import { durationArg, withEnv } from './shared.js'
+import { forTerminal } from '../terminal-text.js'
 
 interface ChatOptions {
   send?: string
@@ -72,8 +73,9 @@ async function sendOne(ctx: CommandEnv, ref: TaskRef, text: string, opts: ChatPl
   if (ref.location !== 'running' && opts.wait) {
     throw new CtxError(`task ${ref.uuid} is paused; no one would answer`, { exitCode: 4, hint: 'add --no-wait to queue the message for after the resume' })
   }
-  auditTask(ctx, 'chat', ref.uuid)
+  // Sent first: a message the inbox refuses (over 1 MiB) changes nothing, the audit log included.
   const { record, from } = sendChatMessage(ref.dir, ctx.osUser, text, ctx.now())
+  auditTask(ctx, 'chat', ref.uuid)
   if (!opts.wait) {
     if (ctx.json) ctx.io.json({ uuid: ref.uuid, queued: record })
     else ctx.io.out(`message ${record.id} queued for task ${ref.uuid}`)
@@ -82,7 +84,7 @@ async function sendOne(ctx: CommandEnv, ref: TaskRef, text: string, opts: ChatPl
   const outcome = await waitForReply(ctx.layout, ref.uuid, record.id, from, opts.timeout)
   if (outcome.kind === 'reply') {
     if (ctx.json) ctx.io.json(outcome.message)
-    else ctx.io.out(outcome.message.content)
+    else ctx.io.out(forTerminal(outcome.message.content))
     return
   }
   throw noReply(ref, outcome, opts.timeout)
@@ -115,13 +117,23 @@ async function attach(ctx: CommandEnv, ref: TaskRef, opts: ChatPlan): Promise<vo
       rl.prompt()
       continue
     }
-    const { record, from } = sendChatMessage(ref.dir, ctx.osUser, line, ctx.now())
+    let sent: ReturnType<typeof sendChatMessage>
+    try {
+      sent = sendChatMessage(ref.dir, ctx.osUser, line, ctx.now())
+    } catch (err) {
+      // A line the inbox refuses (over 1 MiB) is said so, and the session goes on.
+      if (!(err instanceof UsageError)) throw err
+      ctx.io.warn(`${err.message} (${err.hint ?? 'send a shorter message'})`)
+      rl.prompt()
+      continue
+    }
+    const { record, from } = sent
     const outcome = await waitForReply(ctx.layout, ref.uuid, record.id, from, opts.timeout)
     if (outcome.kind !== 'reply') {
       rl.close()
       throw noReply(ref, outcome, opts.timeout)
     }
-    ctx.io.out(`${ctx.io.chalk.cyan('agent>')} ${outcome.message.content}`)
+    ctx.io.out(`${ctx.io.chalk.cyan('agent>')} ${forTerminal(outcome.message.content)}`)
     rl.prompt()
   }
   ctx.io.out('detached; the session goes on')

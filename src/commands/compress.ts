@@ -35,10 +35,16 @@ export function compressCommand(): Command {
 }
 
 async function compress(ctx: CommandEnv, opts: CompressOptions, id: string): Promise<void> {
-  const ref = resolveTask(ctx.layout, id)
+  let ref = resolveTask(ctx.layout, id)
   // A link, a FIFO or a directory for one of its files: refused before anything is read as "empty" or written.
   assertRegularFiles(ref.dir, TASK_DATA_FILES)
-  if (ref.location === 'running' && opts.dryRun !== true && (await ownerIsAlive(ctx, ref))) return askRunningOwner(ctx, ref, opts)
+  if (ref.location === 'running' && opts.dryRun !== true && (await ownerIsAlive(ctx, ref))) {
+    if (await askRunningOwner(ctx, ref, opts)) return
+    // The owner finished or paused before it answered: the task is compressed here, as any task no agent runs.
+    ref = resolveTask(ctx.layout, ref.uuid)
+    assertRegularFiles(ref.dir, TASK_DATA_FILES)
+    ctx.io.warn(`task ${ref.uuid} left running/ before its agent answered (now in ${ref.location}/); compressing it here`)
+  }
   // A replayed task is summarized as its own agent does it, without an LLM (issue 19: no key warning for it).
   const replayed = readMetadata(ref.dir).config.llm_provider === 'replay'
   const summarizer = replayed ? extractiveSummarizer() : await summarizerFor(ctx, opts)
@@ -95,16 +101,22 @@ async function ownerIsAlive(ctx: CommandEnv, ref: TaskRef): Promise<boolean> {
   return withTaskEnv(ctx, async (env) => !assessTask(env, ref, { policy: stalenessPolicy(ctx.config) }).stale, { createIndex: false })
 }
 
-/** A live owner is the only writer of its files: it is asked, and compresses at its next turn boundary (SPEC §12.6). */
-async function askRunningOwner(ctx: CommandEnv, ref: TaskRef, opts: CompressOptions): Promise<void> {
+/**
+ * A live owner is the only writer of its files: it is asked, and compresses at its next
+ * turn boundary (SPEC §12.6). False when the task left running/ before the owner answered
+ * (it finished or paused meanwhile): the wait ends then, not at --wait.
+ */
+async function askRunningOwner(ctx: CommandEnv, ref: TaskRef, opts: CompressOptions): Promise<boolean> {
   if (opts.extractive || opts.keepRecent !== undefined) ctx.io.warn('the running agent compresses with its own settings; --extractive and --keep-recent apply only to tasks no agent runs')
   auditTask(ctx, 'compress', ref.uuid)
-  const { reply } = await askOwner(ctx.layout, ref, 'compress', ctx.osUser, opts.wait, () => ctx.now())
+  const { reply, location } = await askOwner(ctx.layout, ref, 'compress', ctx.osUser, opts.wait, () => ctx.now())
+  if (reply === null && location !== 'running' && location !== null) return false
   if (reply === null) {
     throw new CtxError(`the agent of task ${ref.uuid} did not answer within ${Math.round(opts.wait / 1000)}s`, { hint: 'it reads requests between turns; a long tool or LLM call delays it. The request stays in its inbox' })
   }
   if (ctx.json) ctx.io.json({ uuid: ref.uuid, asked: 'owner', ok: reply.ok, message: reply.message })
   else ctx.io.out(`task ${ref.uuid}: ${reply.ok ? 'compressed by its agent' : 'not compressed'}: ${reply.message}`)
+  return true
 }
 
 function pct(after: number, before: number): string {

@@ -20,6 +20,7 @@ import type { Outcome, RunStart } from '../run/run-task.js'
 import { checkProvider, effectiveConfig, newRunSettings, readTextArg, refuseTreeInWorkspace, resumedRunSettings } from '../run/settings.js'
 import type { RunFlags, RunSettings } from '../run/settings.js'
 import { durationArg, positiveIntArg, withEnv } from './shared.js'
+import { forTerminal } from '../terminal-text.js'
 
 interface RunOptions extends Omit<RunFlags, 'inherit'> {
   inherit: boolean
@@ -269,8 +270,9 @@ function renderOutcome(o: Outcome): string {
   const seconds = (o.duration_ms / 1000).toFixed(1)
   const lines = [`task ${o.uuid} ${o.status}${o.finish_status === 'blocked' ? ' (blocked)' : ''} after ${o.turns} turn(s), ${o.tokens.toLocaleString('en-US')} tokens, ${seconds}s`]
   if (o.inherited_from) lines.push(`inherited from: ${o.inherited_from}`)
-  if (o.final_answer) lines.push('', o.final_answer.trim(), '')
-  if (o.error) lines.push(`reason: ${o.error}`)
+  // The answer and the reason are the model's and the server's words: no escape sequence of theirs reaches a terminal.
+  if (o.final_answer) lines.push('', forTerminal(o.final_answer.trim()), '')
+  if (o.error) lines.push(`reason: ${forTerminal(o.error)}`)
   if (o.status !== 'lost') lines.push(`files: ${o.dir}`)
   if (o.status === 'paused') lines.push(`resume: ctxagent run --resume ${o.uuid}`)
   if (o.status === 'timeout') lines.push(`continue: ctxagent run --resume ${o.uuid} --max-turns N (or --max-tokens, --timeout), a budget above what it used`)

@@ -8,6 +8,7 @@ import { describeErrno, readRegularFile } from '../input-file.js'
 import { shortPath } from '../text.js'
 import { configSchema, crossCheck, formatPath, isHttpUrl, shown } from './schema.js'
 import type { Config } from './schema.js'
+import { urlWithCredentials } from './secrets.js'
 
 // Reading a config file: where it is, YAML to data, validation against the schema,
 // and every problem as one line that names the key and what it expects.
@@ -47,6 +48,10 @@ export function loadConfig(where: ConfigLocation): LoadedConfig {
   if (raw === null) file = null
   const { config, data } = parseConfigData(raw ?? '', file === null ? 'config' : shownPath(file))
   applyEnvironment(config, data, where.env)
+  const withUser = urlWithCredentials(config)
+  if (withUser !== null) {
+    throw new UsageError(`${withUser} carries a user name or password (scheme://user:password@host); ctxagent refuses credentials in URLs, which would be printed and stored`, 'give the URL without user:password@ and the key in its own setting (api_key, token) or variable')
+  }
   return { config, source: file, ...(file === null && explicit === undefined ? notice(where) : {}) }
 }
 

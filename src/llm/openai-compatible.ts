@@ -4,6 +4,7 @@ import type { Config } from '../config/schema.js'
 import { ProviderError, UsageError } from '../errors.js'
 import type { ChatMessage, ChatOptions, ChatResult, LlmClient } from './client.js'
 import { normaliseReply } from './reply.js'
+import { maskCredentials } from '../storage/format/mask.js'
 
 type Endpoint = Config['llm']['openai']
 
@@ -57,7 +58,10 @@ export class OpenAiCompatibleClient implements LlmClient {
         usage: response.usage ? { prompt_tokens: response.usage.prompt_tokens, completion_tokens: response.usage.completion_tokens, total_tokens: response.usage.total_tokens, ...cachedOf(response.usage) } : null,
       }
     } catch (err) {
-      throw this.explain(err)
+      const explained = this.explain(err)
+      // A server may echo the key it was sent (or any secret): the message leaves masked.
+      explained.message = maskCredentials(explained.message)
+      throw explained
     }
   }
 

@@ -90,8 +90,9 @@ export class ChatLoop {
     for (;;) {
       const early = this.agent.early()
       if (early) return early
-      const { records, ends, offset } = readInbox(this.handle.dir, this.agent.requests.position)
+      const { records, ends, offset, tooLong } = readInbox(this.handle.dir, this.agent.requests.position)
       this.agent.requests.noteReplies(records)
+      if (tooLong > 0) this.log.warn(`chat: refused ${tooLong} inbox line(s) over 1 MiB: not answered`)
       for (const [i, record] of records.entries()) {
         const end = ends[i] as number
         if (record.kind === 'control') {

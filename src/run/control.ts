@@ -37,8 +37,9 @@ export async function askOwner(layout: Layout, ref: TaskRef, action: ControlActi
       if (location === 'running') offset = read.offset
       reply = read.records.find((r): r is Reply => r.kind === 'reply' && r.request_id === request.id) ?? null
     }
-    // pause and end are done when the task has left running/; compress when the owner answered.
-    const settled = action === 'compress' ? reply !== null : location !== 'running'
+    // pause and end are done when the task has left running/; compress when the owner answered, or
+    // left running/ (finished or paused) without answering: no one is left to answer.
+    const settled = location !== 'running' || (action === 'compress' && reply !== null)
     if (settled || Date.now() >= deadline) return { reply, location }
     await new Promise((resolve) => setTimeout(resolve, POLL_MS))
   }

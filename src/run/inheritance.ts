@@ -11,6 +11,7 @@ import type { TaskEnv } from '../storage/task/env.js'
 import { indexDrift } from '../storage/index/store.js'
 import type { TaskKeyColumns } from '../storage/index/task-index.js'
 import { estimateTokens } from '../storage/format/tokens.js'
+import { quoted } from '../sources/quote.js'
 
 /** What a new task takes over from the latest earlier task with its key (SPEC §5, seed 003 §8). */
 export interface Inheritance {
@@ -32,9 +33,13 @@ interface Candidate {
 
 /**
  * The latest finished (completed or failed) task with this key that left a summary,
- * found through tasks.db, or by scanning completed/ when there is no index.
+ * found through tasks.db, or by scanning completed/ when there is no index. A local
+ * task's key names its workspace only by folder name (`app` for both clientA/app and
+ * clientB/app), so `workspace` (the real path of the new task's workspace) must also be
+ * the one the earlier task recorded: findings never cross projects. An older task that
+ * recorded no workspace is still readable, but no one's parent.
  */
-export async function findInheritance(env: TaskEnv, key: TaskKeyColumns): Promise<Inheritance | null> {
+export async function findInheritance(env: TaskEnv, key: TaskKeyColumns, workspace: string | null = null): Promise<Inheritance | null> {
   if (!key.task_identifier) return null
   // The index is trusted only while it knows every finished task (a listing is cheap; reading every task is not).
   const index = env.index
@@ -44,11 +49,20 @@ export async function findInheritance(env: TaskEnv, key: TaskKeyColumns): Promis
   candidates ??= scanCompleted(env, key)
   for (const candidate of candidates) {
     const dir = env.layout.taskDir(candidate.location, candidate.uuid)
+    if (workspace !== null && workspaceOf(dir) !== workspace) continue
     const found = await summaryOf(dir)
     if (found === null) continue
     return { ...candidate, ...found, planning: await planningOf(dir) }
   }
   return null
+}
+
+function workspaceOf(dir: string): string | null {
+  try {
+    return readMetadata(dir).run?.workspace ?? null
+  } catch {
+    return null
+  }
 }
 
 function scanCompleted(env: TaskEnv, key: TaskKeyColumns): Candidate[] {
@@ -105,19 +119,20 @@ export function inheritanceMessage(inheritance: Inheritance, maxTokens: number):
   const header = `[Context inherited from an earlier task on the same issue: ${inheritance.uuid} (${inheritance.status}${inheritance.completed_at ? `, finished ${inheritance.completed_at}` : ''})]`
   const closing = 'Continue from where that task stopped: build on what it did, do not repeat finished work, and check the current state of the workspace before relying on it.'
   let budget = maxTokens - estimateTokens(header) - estimateTokens(closing) - 20
-  const summary = cut(inheritance.summary, Math.max(0, Math.floor(budget * 0.75)))
+  const summary = quoted(cut(inheritance.summary, Math.max(0, Math.floor(budget * 0.7))))
   budget -= estimateTokens(summary)
   const plans: string[] = []
   // Newest plans first into the budget, shown oldest first.
   for (let i = inheritance.planning.length - 1; i >= 0; i--) {
     const line = inheritance.planning[i] as string
-    const cost = estimateTokens(line) + 1
+    const cost = estimateTokens(`> ${line}`) + 1
     if (cost > budget) break
     budget -= cost
     plans.unshift(line)
   }
+  // Quoted: the summary was written from that task's inputs (issues, comments, files), and is data here too.
   const parts = [header, '', '## Summary of that task', summary]
-  if (plans.length > 0) parts.push('', '## Its planning history', ...plans)
+  if (plans.length > 0) parts.push('', '## Its planning history', quoted(plans.join('\n')))
   parts.push('', closing)
   return parts.join('\n')
 }

@@ -1,3 +1,5 @@
+import { forTerminal } from '../terminal-text.js'
+
 /** What the live status line shows (SPEC §12.5). */
 export interface Status {
   turn: number
@@ -58,7 +60,8 @@ export function createRunLog(options: LogOptions): RunLog {
       return
     }
     clear()
-    stream.write(`${tag} ${level === 'warn' ? 'warning: ' : ''}${message}\n`)
+    // Messages quote errors, names and answers from outside: their escape sequences never reach the terminal.
+    stream.write(`${tag} ${level === 'warn' ? 'warning: ' : ''}${forTerminal(message)}\n`)
   }
   let last: Status | null = null
   let waitingOn: { what: string; since: number } | null = null

@@ -3,21 +3,27 @@ import { isOwn, marker } from '../sources/marker.js'
 import type { TaskState } from '../storage/task/state.js'
 import type { Comment } from '../sources/types.js'
 import type { RunLog } from './log.js'
+import { maskText } from '../storage/format/mask.js'
 
 type Detection = TaskState['comment_detection']
 
-/** Once the task is stopping, a forge call still gets this long (a healthy server posts the "paused" status in far less). */
-const STOPPING_GRACE_MS = 5_000
 
 /**
  * A task's link to its GitHub issue or GitLab MR while it runs: one status comment,
  * edited at milestones, an outcome comment at the end, and new comments found by id
  * (seed 002) at most every `min_interval`. What it has seen lives in state.json, so a
  * resumed task sees nothing twice. Every failure to talk to the server is a warning:
- * the task never fails for it.
+ * the task never fails for it. Every comment is masked here, as it leaves: secrets and
+ * addresses never reach a public issue, whatever the text was built from.
  */
 export class RemoteLink {
   private readonly seen: Set<string>
+  /**
+   * The highest numeric comment id seen. GitHub and GitLab number comments in the order
+   * they are made, so anything at or below it is old, however many there are: the id
+   * list in state.json is capped, and GitLab has no `since` to narrow what it returns.
+   */
+  private highWater: number | null
   private lastCheck: string | null
   private lastPoll = 0
   private statusId: string | null
@@ -28,32 +34,39 @@ export class RemoteLink {
     private readonly log: RunLog,
     private readonly minIntervalMs: number,
     detection: Detection,
-    /** The task's stop: a call (a rate limit waited out, a server that hangs) is given up STOPPING_GRACE_MS after it. */
+    /** The task's stop (SIGINT, SIGTERM, --timeout, a lost lock): a poll under way is dropped at once. */
     private readonly stop?: AbortSignal,
   ) {
     this.seen = new Set(detection.last_comment_ids)
+    // A task saved before the mark existed: its id list gives one.
+    this.highWater = highest(detection.last_comment_id ?? null, detection.last_comment_ids)
     this.lastCheck = detection.last_check_timestamp
     this.statusId = detection.status_comment_id ?? null
     if (channel.botName === null) log.warn(`no bot_name is configured for ${channel.name}: new comments are not read while the task runs (set github.bot_name or gitlab.bot_name)`)
   }
 
-  /** For state.json: seen ids (the newest 1,000), last check, the status comment. */
+  /** The issue's name, e.g. acme/shop#42 (for log lines). */
+  get name(): string {
+    return this.channel.name
+  }
+
+  /** For state.json: the high-water mark, seen ids (the newest 1,000, for ids that are not numbers), last check, the status comment. */
   detection(): Detection {
-    return { last_comment_ids: [...this.seen].slice(-1000), last_check_timestamp: this.lastCheck, status_comment_id: this.statusId }
+    return { last_comment_ids: [...this.seen].slice(-1000), last_comment_id: this.highWater, last_check_timestamp: this.lastCheck, status_comment_id: this.statusId }
   }
 
   /** Posts the status comment, or edits it when a resumed task already has one. */
   async status(text: string): Promise<void> {
-    const body = `${text}\n\n${marker(this.uuid)}`
-    await this.quietly('update the status comment on', async () => {
-      if (this.statusId === null) this.statusId = await this.channel.post(body)
-      else await this.channel.edit(this.statusId, body)
+    const body = maskText(`${text}\n\n${marker(this.uuid)}`)
+    await this.quietly('update the status comment on', async (signal) => {
+      if (this.statusId === null) this.statusId = await this.channel.post(body, signal)
+      else await this.channel.edit(this.statusId, body, signal)
     })
   }
 
   /** The outcome, as a comment of its own. */
   async outcome(text: string): Promise<void> {
-    await this.quietly('post the outcome on', () => this.channel.post(`${text}\n\n${marker(this.uuid)}`).then(() => undefined))
+    await this.quietly('post the outcome on', (signal) => this.channel.post(maskText(`${text}\n\n${marker(this.uuid)}`), signal).then(() => undefined))
   }
 
   /** New comments by people since the last look; none more often than the interval allows. */
@@ -63,39 +76,71 @@ export class RemoteLink {
     // A margin for clocks that disagree; ids already seen are dropped anyway.
     const since = this.lastCheck === null ? null : new Date(Date.parse(this.lastCheck) - 300_000).toISOString()
     let fresh: Comment[] = []
-    await this.quietly('read new comments on', async () => {
-      const all = await this.channel.listComments(since)
-      // Edited comments are not new: only ids never seen count.
-      const unseen = all.filter((c) => !this.seen.has(c.id))
+    await this.quietly('read new comments on', async (signal) => {
+      const all = await this.channel.listComments(since, signal)
+      // Answered after the call was given up: nothing is marked seen that is not returned.
+      if (signal.aborted) return
+      // Edited comments are not new: only ids never seen, above the mark, count.
+      const mark = this.highWater
+      const unseen = all.filter((c) => !this.seen.has(c.id) && !(mark !== null && isId(c.id) && Number(c.id) <= mark))
       for (const c of unseen) this.seen.add(c.id)
+      this.highWater = highest(this.highWater, unseen.map((c) => c.id))
       fresh = unseen.filter((c) => !isOwn(c.body, c.author, this.channel.botName))
       this.lastCheck = now.toISOString()
-    })
+    }, true)
     if (fresh.length > 0) this.log.info(`${fresh.length} new comment(s) on ${this.channel.name}`)
     return fresh
   }
 
-  private async quietly(what: string, body: () => Promise<void>): Promise<void> {
-    let timer: NodeJS.Timeout | undefined
-    let arm = (): void => undefined
-    const givenUp = new Promise<'given up'>((resolve) => {
-      arm = () => {
-        timer = setTimeout(() => resolve('given up'), STOPPING_GRACE_MS)
-        timer.unref()
-      }
-    })
-    if (this.stop?.aborted) arm()
-    else this.stop?.addEventListener('abort', arm, { once: true })
+  /**
+   * One call to the forge, bounded: CALL_TIMEOUT_MS at most whatever the client waits
+   * for (a rate limit, a server that does not answer), and, when `stoppable`, not a
+   * moment past the task's stop. The status and outcome comments written while
+   * stopping are not stoppable: they are what the stop is meant to leave behind.
+   */
+  private async quietly(what: string, body: (signal: AbortSignal) => Promise<void>, stoppable = false): Promise<void> {
+    const stop = stoppable ? this.stop : undefined
+    const signal = AbortSignal.any([AbortSignal.timeout(CALL_TIMEOUT_MS), ...(stop ? [stop] : [])])
     try {
-      const done = await Promise.race([body().then(() => 'done' as const), givenUp])
-      if (done === 'given up') this.log.warn(`gave up trying to ${what} ${this.channel.name}: the task is stopping and the server did not answer within ${STOPPING_GRACE_MS / 1000}s`)
+      await abortable(body(signal), signal)
     } catch (err) {
-      this.log.warn(`could not ${what} ${this.channel.name}: ${(err as Error).message}`)
-    } finally {
-      clearTimeout(timer)
-      this.stop?.removeEventListener('abort', arm)
+      if (stop?.aborted) return
+      this.log.warn(`could not ${what} ${this.channel.name}: ${signal.aborted ? `no answer within ${CALL_TIMEOUT_MS / 1000}s` : (err as Error).message}`)
     }
   }
+}
+
+/** The longest one call to the forge may take, waits for rate limits included. */
+const CALL_TIMEOUT_MS = 10_000
+
+/** The promise, or a rejection as soon as the signal aborts (a client may not honour the signal in its own waits). */
+function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason)
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason)
+    signal.addEventListener('abort', onAbort, { once: true })
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort)
+        resolve(value)
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort)
+        reject(err)
+      },
+    )
+  })
+}
+
+function isId(id: string): boolean {
+  return /^\d{1,15}$/.test(id)
+}
+
+/** The highest of a mark and the numeric ids in a list (null when there is none). */
+function highest(mark: number | null, ids: readonly string[]): number | null {
+  let top = mark
+  for (const id of ids) if (isId(id) && (top === null || Number(id) > top)) top = Number(id)
+  return top
 }
 
 /** The status comment's text: what works on the issue, which task, and where it stands. */

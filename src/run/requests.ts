@@ -52,15 +52,21 @@ export class InboxRequests {
    */
   async read(): Promise<Ending | null> {
     const { handle, log } = this.parts
-    const { records, ends, offset, bad } = readInbox(handle.dir, this.position)
+    const { records, ends, offset, bad, tooLong } = readInbox(handle.dir, this.position)
     if (bad > 0) log.warn(`inbox.jsonl: skipped ${bad} unreadable line(s)`)
     this.noteReplies(records)
+    if (tooLong > 0) log.warn(`inbox.jsonl: refused ${tooLong} line(s) over 1 MiB: not added to the conversation`)
     let comments: Comment[] = this.parts.remote ? await this.parts.remote.poll(this.parts.now()) : []
+    // The first batch may hold the issue's comments: the log says where each came from.
+    let fromRemote = comments.length
     const flush = () => {
       if (comments.length === 0) return
       handle.addMessage({ role: 'user', content: formatComments(comments) })
-      log.info(`${comments.length} new comment(s) from the inbox added to the conversation`)
+      const inbox = comments.length - fromRemote
+      const where = [fromRemote > 0 ? `${fromRemote} from ${this.parts.remote?.name ?? 'the issue'}` : '', inbox > 0 ? `${inbox} from the inbox` : ''].filter(Boolean).join(' and ')
+      log.info(`${comments.length} new comment(s) added to the conversation (${where})`)
       comments = []
+      fromRemote = 0
     }
     // In order, so that a pause leaves what came after it for the resumed task.
     for (const [i, record] of records.entries()) {

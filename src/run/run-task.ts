@@ -33,6 +33,7 @@ import { readTextArg, runRecord } from './settings.js'
 import type { RunSettings } from './settings.js'
 import { StopController, stoppableClient } from './stop.js'
 import { explainSystemError, isDiskFull } from '../system-errors.js'
+import { LockedError } from '../errors.js'
 
 /** Where a new task comes from: its key and its first user message (SPEC §12.1, §13.1). */
 export interface TaskSource {
@@ -89,10 +90,12 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   let inheritance: Inheritance | null = null
   let handle: TaskHandle
   if (start.kind === 'new') {
-    inheritance = settings.inherit ? await findInheritance(env, keyColumns(start.source.key, start.user)) : null
+    inheritance = settings.inherit ? await findInheritance(env, keyColumns(start.source.key, start.user), start.source.key.task_source === 'local' ? settings.workspace : null) : null
     handle = await createTask(env, { task_key: start.source.key, user: start.user, run: runRecord(settings, config), inherited_from: inheritance?.uuid ?? null }, { onLost: lostNow, ...(start.uuid !== undefined ? { uuid: start.uuid } : {}) })
   } else {
-    handle = await resumeTask(env, start.ref, { onLost: lostNow, continueTimeout: start.ref.location === 'completed' })
+    handle = await resumeTask(env, start.ref, { onLost: lostNow, continueTimeout: start.ref.location === 'completed' }).catch((err: unknown) => {
+      throw takenWhileResuming(err, start.ref)
+    })
   }
   run.onStarted?.(handle.uuid)
   const log = createRunLog({ uuid: handle.uuid, stream: run.stderr, format: run.logFormat, now: env.now })
@@ -189,6 +192,17 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     removeSignals()
     log.close()
   }
+}
+
+/**
+ * Two processes resuming one paused task: the winner moves it to running/, and the
+ * loser's link() or rename() then finds its directory gone (ENOENT) or taken
+ * (EEXIST, ENOTEMPTY). That is a lost race, not a failure: one line, exit 4.
+ */
+function takenWhileResuming(err: unknown, ref: TaskRef): unknown {
+  const code = (err as NodeJS.ErrnoException | null)?.code
+  if (code !== 'ENOENT' && code !== 'EEXIST' && code !== 'ENOTEMPTY') return err
+  return new LockedError(`task ${ref.uuid} was taken by another process while this one resumed it`, `see ctxagent view ${ref.uuid.slice(0, 8)}; only one process runs a task`)
 }
 
 async function openRemote(start: RunStart, handle: TaskHandle, config: Config, log: RunLog, stop: AbortSignal): Promise<RemoteLink> {

@@ -4,6 +4,7 @@ import { Octokit } from '@octokit/rest'
 import type { Config } from '../config/schema.js'
 import { CtxError, UsageError } from '../errors.js'
 import { isOwn } from './marker.js'
+import { oneLine, quoted } from './quote.js'
 import type { Channel, RemoteComment, RemoteTask } from './types.js'
 
 const RetryingOctokit = Octokit.plugin(retry, throttling)
@@ -31,10 +32,15 @@ function isItemNumber(n: number): boolean {
   return Number.isInteger(n) && n >= 1 && n <= MAX_ITEM_NUMBER
 }
 
+/** The longest rate-limit wait that is waited out; a longer one fails the call (a warning while a task runs). */
+const MAX_RATE_LIMIT_WAIT_SECONDS = 5
+
 /**
  * The client, as GitHub recommends using it: retries of failed requests
  * (@octokit/plugin-retry) and rate limits waited out (@octokit/plugin-throttling:
- * the reset time of a primary limit, Retry-After of a secondary one), twice at most.
+ * the reset time of a primary limit, Retry-After of a secondary one), twice at most,
+ * and only when the wait is short: a reset an hour away must not hold a turn (nor a
+ * stop, a pause or --timeout) for an hour.
  */
 function client(config: Config): Client {
   const token = config.github.token
@@ -44,8 +50,8 @@ function client(config: Config): Client {
     baseUrl: config.github.api_url,
     userAgent: 'ctxagent',
     throttle: {
-      onRateLimit: (_after: number, _options: unknown, _octokit: unknown, retryCount: number) => retryCount < 2,
-      onSecondaryRateLimit: (_after: number, _options: unknown, _octokit: unknown, retryCount: number) => retryCount < 2,
+      onRateLimit: (after: number, _options: unknown, _octokit: unknown, retryCount: number) => retryCount < 2 && after <= MAX_RATE_LIMIT_WAIT_SECONDS,
+      onSecondaryRateLimit: (after: number, _options: unknown, _octokit: unknown, retryCount: number) => retryCount < 2 && after <= MAX_RATE_LIMIT_WAIT_SECONDS,
     },
     retry: { retries: 2 },
     log: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
@@ -59,20 +65,21 @@ export async function loadGithubTask(config: Config, ref: GithubRef): Promise<Re
   const issue = await call(where, () => api.rest.issues.get({ owner: ref.owner, repo: ref.repo, issue_number: ref.number }))
   const isPr = issue.pull_request != null
   const comments = await call(where, () => api.paginate(api.rest.issues.listComments, { owner: ref.owner, repo: ref.repo, issue_number: ref.number, per_page: 100 }))
+  // Every word from the forge is quoted or flattened to one line: none can pass for our own headers.
   const parts = [
-    `# ${isPr ? 'Pull request' : 'Issue'} ${where}: ${issue.title}`,
-    `Opened by @${issue.user?.login ?? 'unknown'}${labels(issue.labels)}`,
+    `# ${isPr ? 'Pull request' : 'Issue'} ${where}: ${oneLine(issue.title)}`,
+    `Opened by @${oneLine(issue.user?.login ?? 'unknown')}${labels(issue.labels)}`,
     '',
-    issue.body?.trim() || '(no description)',
+    issue.body?.trim() ? quoted(issue.body.trim()) : '(no description)',
   ]
   if (isPr) {
     const pr = await call(where, () => api.rest.pulls.get({ owner: ref.owner, repo: ref.repo, pull_number: ref.number }))
-    parts.splice(2, 0, `Branch ${pr.head.ref} into ${pr.base.ref}`)
+    parts.splice(2, 0, `Branch ${oneLine(pr.head.ref)} into ${oneLine(pr.base.ref)}`)
     const threads = await unresolvedThreads(api, ref)
     if (threads.length > 0) parts.push('', '## Unresolved review threads', ...threads)
   }
   const visible = comments.filter((c) => !isOwn(c.body ?? '', c.user?.login, config.github.bot_name))
-  if (visible.length > 0) parts.push('', '## Comments', ...visible.map((c) => `### @${c.user?.login ?? 'unknown'} (${c.created_at})\n${c.body ?? ''}`))
+  if (visible.length > 0) parts.push('', '## Comments', ...visible.map((c) => `### @${oneLine(c.user?.login ?? 'unknown')} (${oneLine(c.created_at)})\n${quoted(c.body ?? '')}`))
   return {
     key: { task_source: 'github', owner: ref.owner, repo: ref.repo, task_type: isPr ? 'pull_request' : 'issue', task_id: String(ref.number) },
     text: parts.join('\n'),
@@ -90,7 +97,7 @@ async function unresolvedThreads(api: Client, ref: GithubRef): Promise<string[]>
   const data = await call(`${ref.owner}/${ref.repo}#${ref.number}`, () => api.graphql<Threads>(query, { owner: ref.owner, repo: ref.repo, number: ref.number }))
   return data.repository.pullRequest.reviewThreads.nodes
     .filter((t) => !t.isResolved)
-    .map((t) => `### ${t.path}${t.line ? `:${t.line}` : ''}\n${t.comments.nodes.map((c) => `@${c.author?.login ?? 'unknown'}: ${c.body}`).join('\n')}`)
+    .map((t) => `### ${oneLine(t.path)}${t.line ? `:${t.line}` : ''}\n${t.comments.nodes.map((c) => `@${oneLine(c.author?.login ?? 'unknown')}:\n${quoted(c.body)}`).join('\n')}`)
 }
 
 /** The channel of a task that came from GitHub (a resumed one: its key says where). */
@@ -103,22 +110,22 @@ function githubChannel(api: Client, ref: GithubRef, botName: string | null): Cha
   return {
     name: where,
     botName,
-    async listComments(since) {
-      const list = await call(where, () => api.paginate(api.rest.issues.listComments, { owner: ref.owner, repo: ref.repo, issue_number: ref.number, per_page: 100, ...(since ? { since } : {}) }))
+    async listComments(since, signal) {
+      const list = await call(where, () => api.paginate(api.rest.issues.listComments, { owner: ref.owner, repo: ref.repo, issue_number: ref.number, per_page: 100, ...(since ? { since } : {}), ...(signal ? { request: { signal } } : {}) }))
       return list.map((c): RemoteComment => ({ id: String(c.id), author: c.user?.login ?? 'unknown', body: c.body ?? '', created_at: c.created_at }))
     },
-    async post(body) {
-      const made = await call(where, () => api.rest.issues.createComment({ owner: ref.owner, repo: ref.repo, issue_number: ref.number, body }))
+    async post(body, signal) {
+      const made = await call(where, () => api.rest.issues.createComment({ owner: ref.owner, repo: ref.repo, issue_number: ref.number, body, ...(signal ? { request: { signal } } : {}) }))
       return String(made.id)
     },
-    async edit(id, body) {
-      await call(where, () => api.rest.issues.updateComment({ owner: ref.owner, repo: ref.repo, comment_id: Number(id), body }))
+    async edit(id, body, signal) {
+      await call(where, () => api.rest.issues.updateComment({ owner: ref.owner, repo: ref.repo, comment_id: Number(id), body, ...(signal ? { request: { signal } } : {}) }))
     },
   }
 }
 
 function labels(list: (string | { name?: string })[]): string {
-  const names = list.map((l) => (typeof l === 'string' ? l : (l.name ?? ''))).filter((n) => n !== '')
+  const names = list.map((l) => oneLine(typeof l === 'string' ? l : (l.name ?? ''), 60)).filter((n) => n !== '')
   return names.length > 0 ? `; labels: ${names.join(', ')}` : ''
 }
 
@@ -130,6 +137,7 @@ async function call<T>(where: string, fn: () => Promise<T | { data: T }>): Promi
   } catch (err) {
     const status = (err as { status?: number }).status
     if (status === 401) throw new CtxError(`GitHub refused the token for ${where} (401)`, { hint: 'check GITHUB_TOKEN or github.token' })
+    if ((status === 403 || status === 429) && /rate limit/i.test(firstLine(err))) throw new CtxError(`GitHub's rate limit stops requests for ${where} (${status}): ${firstLine(err)}`, { hint: 'wait until the limit resets, or use another token' })
     if (status === 403) throw new CtxError(`GitHub denied access to ${where} (403): ${firstLine(err)}`, { hint: 'the token needs repo access (issues and pull requests: read and write)' })
     if (status === 404) throw new CtxError(`GitHub has no ${where} (404)`, { exitCode: 3, hint: 'check the owner, repository and number, and that the token can see the repository' })
     throw new CtxError(`GitHub request for ${where} failed${status ? ` (${status})` : ""}: ${firstLine(err)}`, { hint: "check github.api_url and the network" })

@@ -2,6 +2,7 @@ import { Gitlab } from '@gitbeaker/rest'
 import type { Config } from '../config/schema.js'
 import { CtxError, UsageError } from '../errors.js'
 import { isOwn } from './marker.js'
+import { oneLine, quoted } from './quote.js'
 import type { Channel, RemoteComment, RemoteTask } from './types.js'
 
 type Api = InstanceType<typeof Gitlab<false>>
@@ -51,19 +52,20 @@ export async function loadGitlabTask(config: Config, ref: GitlabRef): Promise<Re
     ref.kind === 'issue' ? api.Issues.show(ref.iid, { projectId: ref.project }) : api.MergeRequests.show(ref.project, ref.iid),
   )) as Item
   const notes = await listNotes(api, ref)
+  // Every word from the forge is quoted or flattened to one line: none can pass for our own headers.
   const parts = [
-    `# ${ref.kind === 'issue' ? 'Issue' : 'Merge request'} ${where}: ${item.title}`,
-    `Opened by @${item.author.username}${item.labels.length ? `; labels: ${item.labels.join(', ')}` : ''}`,
-    ...(ref.kind === 'merge_request' ? [`Branch ${item.source_branch} into ${item.target_branch}`] : []),
+    `# ${ref.kind === 'issue' ? 'Issue' : 'Merge request'} ${where}: ${oneLine(item.title)}`,
+    `Opened by @${oneLine(item.author.username)}${item.labels.length ? `; labels: ${item.labels.map((l) => oneLine(l, 60)).join(', ')}` : ''}`,
+    ...(ref.kind === 'merge_request' ? [`Branch ${oneLine(item.source_branch ?? '')} into ${oneLine(item.target_branch ?? '')}`] : []),
     '',
-    item.description?.trim() || '(no description)',
+    item.description?.trim() ? quoted(item.description.trim()) : '(no description)',
   ]
   if (ref.kind === 'merge_request') {
     const threads = await unresolvedThreads(api, ref)
     if (threads.length > 0) parts.push('', '## Unresolved threads', ...threads)
   }
   const visible = notes.filter((n) => !n.system && !isOwn(n.body, n.author.username, config.gitlab.bot_name))
-  if (visible.length > 0) parts.push('', '## Comments', ...visible.map((n) => `### @${n.author.username} (${n.created_at})\n${n.body}`))
+  if (visible.length > 0) parts.push('', '## Comments', ...visible.map((n) => `### @${oneLine(n.author.username)} (${oneLine(n.created_at)})\n${quoted(n.body)}`))
   const [group = '', ...rest] = ref.project.split('/')
   return {
     key: { task_source: 'gitlab', owner: group, repo: rest.join('/'), task_type: ref.kind, task_id: String(ref.iid) },
@@ -78,9 +80,10 @@ export function gitlabChannelFor(config: Config, ref: GitlabRef): Channel {
   return gitlabChannel(client(config), ref, config.gitlab.bot_name)
 }
 
-async function listNotes(api: Api, ref: GitlabRef): Promise<Note[]> {
+async function listNotes(api: Api, ref: GitlabRef, signal?: AbortSignal): Promise<Note[]> {
+  const options = { sort: 'asc' as const, orderBy: 'created_at' as const, ...(signal ? { signal } : {}) }
   const notes = (await call<unknown>(name(ref), () =>
-    ref.kind === 'issue' ? api.IssueNotes.all(ref.project, ref.iid, { sort: 'asc', orderBy: 'created_at' }) : api.MergeRequestNotes.all(ref.project, ref.iid, { sort: 'asc', orderBy: 'created_at' }),
+    ref.kind === 'issue' ? api.IssueNotes.all(ref.project, ref.iid, options) : api.MergeRequestNotes.all(ref.project, ref.iid, options),
   )) as Note[]
   return notes
 }
@@ -93,7 +96,7 @@ async function unresolvedThreads(api: Api, ref: GitlabRef): Promise<string[]> {
     .map((d) => {
       const position = d.notes[0]?.position
       const at = position?.new_path ? `${position.new_path}${position.new_line ? `:${position.new_line}` : ''}` : 'thread'
-      return `### ${at}\n${d.notes.filter((n) => !n.system).map((n) => `@${n.author.username}: ${n.body}`).join('\n')}`
+      return `### ${oneLine(at)}\n${d.notes.filter((n) => !n.system).map((n) => `@${oneLine(n.author.username)}:\n${quoted(n.body)}`).join('\n')}`
     })
 }
 
@@ -103,17 +106,18 @@ function gitlabChannel(api: Api, ref: GitlabRef, botName: string | null): Channe
   return {
     name: where,
     botName,
-    async listComments() {
-      // GitLab has no `since` for notes; ids already seen are dropped by the caller.
-      const all = await listNotes(api, ref)
+    async listComments(_since, signal) {
+      // GitLab has no `since` for notes; ids at or below the caller's high-water mark are dropped there.
+      const all = await listNotes(api, ref, signal)
       return all.filter((n) => !n.system).map((n): RemoteComment => ({ id: String(n.id), author: n.author.username, body: n.body, created_at: n.created_at }))
     },
+    // gitbeaker's create takes no signal: the caller's race (RemoteLink) bounds it.
     async post(body) {
       const made = (await call<unknown>(where, () => notes.create(ref.project, ref.iid, body))) as { id: number }
       return String(made.id)
     },
-    async edit(id, body) {
-      await call<unknown>(where, () => notes.edit(ref.project, ref.iid, Number(id), { body }))
+    async edit(id, body, signal) {
+      await call<unknown>(where, () => notes.edit(ref.project, ref.iid, Number(id), { body, ...(signal ? { signal } : {}) }))
     },
   }
 }

@@ -28,10 +28,10 @@ export interface Channel {
   readonly name: string
   /** The bot's own account, whose comments are never fed back (null: detection off). */
   readonly botName: string | null
-  /** All comments (not system notes), oldest first; `since` narrows where the API can. */
-  listComments(since: string | null): Promise<RemoteComment[]>
+  /** All comments (not system notes), oldest first; `since` narrows where the API can. `signal` aborts the request (and its waits). */
+  listComments(since: string | null, signal?: AbortSignal): Promise<RemoteComment[]>
   /** Posts a comment; returns its id. */
-  post(body: string): Promise<string>
+  post(body: string, signal?: AbortSignal): Promise<string>
   /** Replaces a comment's text. */
-  edit(id: string, body: string): Promise<void>
+  edit(id: string, body: string, signal?: AbortSignal): Promise<void>
 }

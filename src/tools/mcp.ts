@@ -4,6 +4,7 @@ import { Ajv } from 'ajv'
 import type { ValidateFunction } from 'ajv'
 import type { Config } from '../config/schema.js'
 import { clip, sampleOf } from '../text.js'
+import { maskCredentials, maskValue } from '../storage/format/mask.js'
 import type { Tool, ToolOutcome } from './types.js'
 
 export type McpServerConfig = Config['mcp']['servers'][string]
@@ -120,7 +121,8 @@ class McpServer {
       }
     }
     try {
-      const result = await (this.client as Client).callTool({ name: tool, arguments: args }, undefined, { timeout: this.config.timeout_seconds * 1000, signal })
+      // The arguments leave for a third-party process: ctxagent's secrets never go with them.
+      const result = await (this.client as Client).callTool({ name: tool, arguments: maskValue(args, maskCredentials) }, undefined, { timeout: this.config.timeout_seconds * 1000, signal })
       const whole = contentText(result.content)
       if (whole.length > this.maxChars) this.warn(`MCP: the result of ${this.name}__${tool} is ${whole.length.toLocaleString('en-US')} characters; the model gets the first ${this.maxChars.toLocaleString('en-US')} (mcp.max_result_chars)`)
       const text = cutResult(whole, this.maxChars)

@@ -1,4 +1,4 @@
-import { readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { hostname, processStart } from '../../src/storage/fs/process-info.js'
@@ -90,5 +90,20 @@ describe('compress', () => {
     expect(res.stdout).toContain('its agent was dead')
     const state = JSON.parse(readFileSync(join(b.tree.layout.taskDir('completed', ID), 'state.json'), 'utf8')) as { status: string; compression_count: number }
     expect(state).toMatchObject({ status: 'failed', compression_count: 1 })
+  })
+
+  it('a task that finishes while compress --wait waits for its owner ends the wait then, and is compressed here', async () => {
+    const live = { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: new Date().toISOString(), heartbeat_at: new Date().toISOString() }
+    const a = await setup('running', live)
+    const running = a.tree.layout.taskDir('running', ID)
+    const asked = cliAsync(['compress', ID, '--wait', '50s', '--extractive', '--config', a.config, '--home', a.tree.base])
+    // The owner finishes without reading its inbox: its directory moves to completed/, its lock goes.
+    for (let i = 0; i < 600 && !existsSync(join(running, 'inbox.jsonl')); i++) await new Promise((r) => setTimeout(r, 50))
+    rmSync(join(running, '.lock'), { force: true })
+    renameSync(running, a.tree.layout.taskDir('completed', ID))
+    const res = await asked
+    expect(res.code, res.stderr).toBe(0)
+    expect(res.stderr).toMatch(/left running\/ before its agent answered \(now in completed\/\); compressing it here/)
+    expect(res.stdout).toMatch(/summar|nothing to compress/)
   })
 })

@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import type { RecordedRequest } from '../helpers/fake-llm.js'
-import { BIN, helper, findingsText, TEST_ENV } from '../helpers/run.js'
+import { BIN, helper, findingsText, TEST_ENV, ROOT } from '../helpers/run.js'
 import { exitOf, lineFrom } from '../helpers/wait.js'
 import { agentRequests, expectContinuousSeq, jsonl, readTask, runSetup, waitFor } from './harness.js'
 import type { RunSetup } from './harness.js'
@@ -159,6 +159,25 @@ describe('chat sessions', () => {
     const second = await s.run(['watch-locks', '--once', '--json'], at(1_100))
     expect(JSON.parse(findingsText(second.stdout).trim())).toMatchObject({ uuid, action: 'terminated', pid: owner.pid })
     expect((await exitOf(owner)).signal).toBe('SIGTERM')
+  })
+
+  it('an attached line over 1 MiB is refused in one warning (nothing queued) and the session goes on to answer the next line', async () => {
+    const s = await runSetup(CHAT)
+    echo(s)
+    const { started, uuid } = await startChat(s)
+    const child = spawn(process.execPath, [BIN, 'chat', uuid, '--home', s.tree.base, '--config', s.config], { cwd: ROOT, env: { ...process.env, NO_COLOR: '1', CTXAGENT_HOME: '', CTXAGENT_CONFIG: '' }, stdio: ['pipe', 'pipe', 'pipe'] })
+    let out = ''
+    let err = ''
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()))
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()))
+    child.stdin.end(`${'x'.repeat(1_100_000)}\nhello\n`)
+    expect((await exitOf(child)).code, err).toBe(0)
+    expect(err).toMatch(/^ctxagent: warning: the message is [\d,]+ bytes as an inbox line; .* nothing was queued/)
+    expect(out).toContain('re: hello')
+    const task = readTask(s.tree, uuid)
+    expect(task.inbox.filter((r) => r.kind === 'message' && r.visible !== false).map((r) => r.content)).toEqual(['hello'])
+    started.child.kill('SIGTERM')
+    await exitOf(started.child)
   })
 
   it('refuses a task that is not a chat task (exit 4) and an unknown one (exit 3)', async () => {

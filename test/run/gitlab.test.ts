@@ -50,7 +50,7 @@ describe('GitLab tasks', () => {
     const first = (await waitFor('the first request', () => agentRequests(s.fake)[0]))?.body.messages[1]?.content ?? ''
     expect(first).toContain('# Merge request acme/backend/api!12: Fix the pagination of /orders')
     expect(first).toContain('Branch fix-pagination into main')
-    expect(first).toContain('## Unresolved threads\n### app/orders.rb:40\n@carol: Use the cursor here')
+    expect(first).toContain('## Unresolved threads\n### app/orders.rb:40\n@carol:\n> Use the cursor here')
     expect(first).not.toContain('done already')
     gl.addNote('dave', 'Also check per_page=100.')
     gl.addNote('dave', 'assigned to @erin', true)
@@ -58,9 +58,38 @@ describe('GitLab tasks', () => {
     started.child.kill('SIGTERM')
     await exitOf(started.child)
     const task = onlyTask(s.tree)
-    expect(task.messages.filter((m) => m.content === '[New Comment from @dave]:\nAlso check per_page=100.')).toHaveLength(1)
+    expect(task.messages.filter((m) => m.content === '[New Comment from @dave]:\n> Also check per_page=100.')).toHaveLength(1)
     expect(task.messages.some((m) => String(m.content).includes('assigned to @erin'))).toBe(false)
     expect(task.metadata).toMatchObject({ task_type: 'gitlab_merge_request' })
+  })
+
+  it('1,500 notes across a pause and a resume: no old note comes back as new (a high-water mark, not the capped id list)', async () => {
+    const gl = await startFakeGitlab()
+    for (let i = 1; i <= 1500; i++) gl.addNote('bob', `old note ${i}.`)
+    const s = await setup(gl)
+    writeFileSync(s.config, s.fake.configYaml(`gitlab:\n  url: ${gl.url}\n  token: ${gl.token}\n  bot_name: ctxagent-bot\ncomments:\n  min_interval_seconds: 0.01\n`).replace('context_length: 8000', 'context_length: 500000'))
+    let n = 0
+    s.fake.fallback = () => ({ delayMs: 50, calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
+    const first = s.start(['run', '--gitlab', 'acme/backend/api#7', '--workspace', s.ws])
+    await waitFor('a first turn', () => agentRequests(s.fake).length >= 2)
+    gl.addNote('carol', 'fresh before the pause')
+    await waitFor('the fresh note in a request', () => agentRequests(s.fake).some((r) => JSON.stringify(r.body.messages.slice(2)).includes('fresh before the pause')))
+    const uuid = onlyTask(s.tree).uuid
+    expect((await s.run(['pause', uuid])).code).toBe(0)
+    expect((await exitOf(first.child)).code).toBe(0)
+    expect(onlyTask(s.tree).state.comment_detection).toMatchObject({ last_comment_id: expect.any(Number) })
+    const resumed = s.start(['run', '--resume', uuid])
+    const before = agentRequests(s.fake).length
+    await waitFor('turns after the resume', () => agentRequests(s.fake).length >= before + 3)
+    gl.addNote('dave', 'fresh after the resume')
+    await waitFor('the second note in a request', () => agentRequests(s.fake).some((r) => JSON.stringify(r.body.messages).includes('fresh after the resume')))
+    expect((await s.run(['pause', uuid])).code).toBe(0)
+    expect((await exitOf(resumed.child)).code).toBe(0)
+    const task = onlyTask(s.tree)
+    const later = task.messages.slice(2).map((m) => String(m.content))
+    expect(later.filter((c) => c.includes('old note'))).toEqual([])
+    expect(later.filter((c) => c.includes('fresh before the pause'))).toHaveLength(1)
+    expect(later.filter((c) => c.includes('fresh after the resume'))).toHaveLength(1)
   })
 
   it('a missing token is one line, exit 2, before anything is written', async () => {

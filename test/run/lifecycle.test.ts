@@ -1,5 +1,5 @@
 import { findingsText } from '../helpers/run.js'
-import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { alive, exitOf, groupAlive, killGroup, sleep } from '../helpers/wait.js'
@@ -227,7 +227,7 @@ describe('run: stops, resumes and recovery', () => {
     expect((await s.run(['comment', uuid, 'please', 'use', 'tabs'])).code).toBe(0)
     const one = await waitFor('the comment in a request', () => s.fake.requests.find((r) => JSON.stringify(r.body.messages).includes('please use tabs')))
     const osUser = (await import('node:os')).userInfo().username
-    expect(one.body.messages.filter((m) => m.role === 'user' && m.content === `[New Comment from @${osUser}]:\nplease use tabs`)).toHaveLength(1)
+    expect(one.body.messages.filter((m) => m.role === 'user' && m.content === `[New Comment from @${osUser}]:\n> please use tabs`)).toHaveLength(1)
     // Both written while the agent waits on a slow request: the next turn reads them together.
     s.fake.fallback = () => ({ delayMs: 2_500, calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
     const count = s.fake.requests.length
@@ -235,7 +235,7 @@ describe('run: stops, resumes and recovery', () => {
     await Promise.all([s.run(['comment', uuid, 'first']), s.run(['comment', uuid, 'second'])])
     const both = await waitFor('both comments', () => s.fake.requests.find((r) => JSON.stringify(r.body.messages).includes('second')), 30_000)
     const last = both.body.messages.filter((m) => m.role === 'user').at(-1)?.content ?? ''
-    expect(last).toMatch(new RegExp(`^\\[New Comments Detected\\]:\\nComment 1 from @${osUser} \\(.+\\):\\n(first|second)\\n\\nComment 2 from @${osUser} \\(.+\\):\\n(first|second)\\n$`))
+    expect(last).toMatch(new RegExp(`^\\[New Comments Detected\\]:\\nComment 1 from @${osUser} \\(.+\\):\\n> (first|second)\\n\\nComment 2 from @${osUser} \\(.+\\):\\n> (first|second)\\n$`))
     started.child.kill('SIGTERM')
     await exitOf(started.child)
     // Every comment was added exactly once.
@@ -290,6 +290,28 @@ describe('run: stops, resumes and recovery', () => {
     expect((JSON.parse(fourth.stdout) as { inherited_from: string | null }).inherited_from).toEqual(expect.any(String))
   })
 
+  it('inheritance never crosses projects: clientA/app and clientB/app with the same --task-id keep their own findings', async () => {
+    const s = await runSetup()
+    const a = join(s.ws, 'clientA', 'app')
+    const b = join(s.ws, 'clientB', 'app')
+    mkdirSync(a, { recursive: true })
+    mkdirSync(b, { recursive: true })
+    s.fake.queue.push({ content: 'answer A' }, { content: 'FINAL: clientA secret finding' })
+    const first = await s.run(['run', '--task', 'audit', '--task-id', 'audit-1', '--workspace', a, '--json'])
+    expect(first.code, first.stderr).toBe(0)
+    const firstUuid = (JSON.parse(first.stdout) as { uuid: string }).uuid
+    s.fake.queue.push({ content: 'answer B' }, { content: 'FINAL: clientB' })
+    const second = await s.run(['run', '--task', 'audit', '--task-id', 'audit-1', '--workspace', b, '--json'])
+    expect((JSON.parse(second.stdout) as { inherited_from: string | null }).inherited_from).toBeNull()
+    expect(JSON.stringify(agentRequests(s.fake).at(-1)?.body.messages)).not.toContain('clientA secret finding')
+    // The same project again, by another path to it (a symlink), does inherit; and without tasks.db too.
+    symlinkSync(a, join(s.ws, 'link-to-a'))
+    rmSync(s.tree.layout.db)
+    s.fake.queue.push({ content: 'answer A2' })
+    const third = await s.run(['run', '--task', 'audit', '--task-id', 'audit-1', '--workspace', join(s.ws, 'link-to-a'), '--json'])
+    expect((JSON.parse(third.stdout) as { inherited_from: string | null }).inherited_from).toBe(firstUuid)
+  })
+
   it('replay plays a recorded task back, running its tools for real, to the same files', async () => {
     const s = await runSetup()
     s.fake.queue.push(
@@ -325,3 +347,30 @@ function readLockInfo(s: RunSetup, uuid: string): { commands?: { pgid: number }[
   }
 }
 
+
+describe('resume races', () => {
+  it('two processes resuming one paused task: one runs it, the other says in one line that it was taken (exit 4), never a raw ENOENT', async () => {
+    const s = await runSetup()
+    s.fake.queue.push({ status: 400, content: 'bad request' })
+    expect((await s.run(['run', '--task', 't', '--workspace', s.ws])).code).toBe(1)
+    const original = onlyTask(s.tree)
+    expect(original.location).toBe('paused')
+    // Clones of the paused task, each raced by two resumes.
+    const uuids = Array.from({ length: 6 }, (_, i) => `${original.uuid.slice(0, -4)}${(0xa000 + i).toString(16)}`)
+    for (const uuid of uuids) {
+      const dir = s.tree.layout.taskDir('paused', uuid)
+      cpSync(original.dir, dir, { recursive: true })
+      const meta = JSON.parse(readFileSync(join(dir, 'metadata.json'), 'utf8')) as Record<string, unknown>
+      writeFileSync(join(dir, 'metadata.json'), JSON.stringify({ ...meta, uuid }))
+    }
+    s.fake.fallback = () => ({ content: 'done' })
+    for (const uuid of uuids) {
+      const results = await Promise.all([s.run(['run', '--resume', uuid]), s.run(['run', '--resume', uuid])])
+      expect(results.map((r) => r.code).sort(), results.map((r) => r.stderr).join('\n')).toEqual([0, 4])
+      const loser = results.find((r) => r.code === 4) as { stderr: string }
+      expect(loser.stderr).not.toMatch(/ENOENT|EEXIST|ENOTEMPTY/)
+      expect(loser.stderr.trim().split('\n')).toHaveLength(1)
+      expect(loser.stderr).toMatch(/taken by another process|is running|paused|completed/)
+    }
+  })
+})

@@ -11,6 +11,7 @@ import { fileSize, followJsonl, listRecords, readOverview } from '../../storage/
 import type { RecordKind } from '../../storage/task/reader.js'
 import { positiveIntArg, requireUuid, stopSignal, withEnv } from '../shared.js'
 import { renderListing, renderOverview, renderRecord } from './render.js'
+import { forTerminalDeep } from '../../terminal-text.js'
 
 interface ViewOptions {
   uuid?: string
@@ -71,6 +72,7 @@ function checkOptions(opts: ViewOptions): RecordKind | undefined {
   return kind
 }
 
+// Human output prints stored text through forTerminalDeep (escape sequences a model or a comment wrote stripped); --json escapes them anyway.
 async function view(ctx: CommandEnv, opts: ViewOptions, positional?: string): Promise<void> {
   const kind = checkOptions(opts)
   const ref = resolveTask(ctx.layout, requireUuid(positional, opts.uuid))
@@ -82,7 +84,7 @@ async function view(ctx: CommandEnv, opts: ViewOptions, positional?: string): Pr
     const split = splitOf({ total_tokens_used: overview.state?.total_tokens_used ?? 0, ...(overview.state ?? {}) })
     const tokens = { ...split, cost_usd: costOf(overview.metadata.config?.model, split, ctx.config.pricing) }
     if (ctx.json) ctx.io.json({ ...overview, tokens })
-    else ctx.io.out(renderOverview(ctx, overview, tokens))
+    else ctx.io.out(renderOverview(ctx, forTerminalDeep(overview), tokens))
     return
   }
   // Where following starts is taken before the listing is read: a message appended
@@ -92,7 +94,7 @@ async function view(ctx: CommandEnv, opts: ViewOptions, positional?: string): Pr
   auditTask(ctx, 'view', ref.uuid)
   warnBad(ctx, listing.bad_lines)
   if (ctx.json) for (const record of listing.records) ctx.io.jsonl(record)
-  else ctx.io.out(renderListing(ctx, kind, listing.records, opts.full === true))
+  else ctx.io.out(renderListing(ctx, kind, forTerminalDeep(listing.records), opts.full === true))
   const listedUpTo = Math.max(0, ...listing.records.map((r) => (typeof r.seq === 'number' ? r.seq : 0)))
   if (opts.follow) await follow(ctx, ref, opts, followFrom, listedUpTo)
 }
@@ -113,7 +115,7 @@ async function follow(ctx: CommandEnv, ref: TaskRef, opts: ViewOptions, from: nu
       if (opts.role !== undefined && record.role !== opts.role) continue
       if (record.visible === false && opts.hidden !== true) continue
       if (ctx.json) ctx.io.jsonl(record)
-      else ctx.io.out(renderRecord(ctx, 'messages', record, opts.full === true))
+      else ctx.io.out(renderRecord(ctx, 'messages', forTerminalDeep(record), opts.full === true))
     }
   } finally {
     dispose()

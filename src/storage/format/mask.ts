@@ -1,5 +1,6 @@
 /**
- * Masking of secrets and personal data before anything is persisted (SPEC §8).
+ * Masking of secrets and personal data before anything is persisted or printed (SPEC §8):
+ * the exact secret values installed by `installSecrets`, then the patterns below.
  * Each rule has cheap `hints`: its regex only runs when one of them occurs in the
  * text, which keeps masking off the hot path for ordinary messages. Hints are as
  * short and shared as the regex allows (one `gh` for all GitHub forms): every
@@ -140,8 +141,73 @@ function matchAt(text: string, at: number, anchors: Anchor[] | undefined, found:
   return found
 }
 
+/**
+ * The exact secret values in force in this process (config keys and tokens, the
+ * environment's credentials, MCP servers' env values), each with the forms it is
+ * written in elsewhere: URL-encoded, JSON-escaped, and base64 of the value alone.
+ * Installed once at start-up (`installSecrets`), so that every writer and printer
+ * that masks knows them without being told: patterns catch keys of known shapes,
+ * these catch the ones ctxagent actually holds, whatever their shape.
+ */
+interface SecretForm {
+  value: string
+  replacement: string
+}
+
+let secretForms: SecretForm[] = []
+
+/** Shorter values are too likely to be ordinary words ("ollama", "test") to be cut out of every text. */
+export const MIN_SECRET_LENGTH = 8
+
+/**
+ * Installs the secret values every mask call replaces from now on (`name` says which
+ * setting held it, shown instead of the value: `[SECRET:github.token]`). Values under
+ * MIN_SECRET_LENGTH characters are left out. Replaces what was installed before.
+ */
+export function installSecrets(secrets: readonly { name: string; value: string }[]): void {
+  const forms = new Map<string, string>()
+  for (const { name, value } of secrets) {
+    if (value.length < MIN_SECRET_LENGTH) continue
+    const replacement = `[SECRET:${name}]`
+    const b64 = Buffer.from(value, 'utf8').toString('base64')
+    for (const form of [value, encodeURIComponent(value), JSON.stringify(value).slice(1, -1), b64, b64.replace(/=+$/, ''), Buffer.from(value, 'utf8').toString('base64url')]) {
+      if (form.length >= MIN_SECRET_LENGTH && !forms.has(form)) forms.set(form, replacement)
+    }
+  }
+  // Longest first, so that a value that contains another is replaced whole.
+  secretForms = [...forms].map(([value, replacement]) => ({ value, replacement })).sort((a, b) => b.value.length - a.value.length)
+}
+
+/** True when secret values are installed (for tests and `doctor`-like reports). */
+export function secretsInstalled(): number {
+  return secretForms.length
+}
+
+function maskSecrets(text: string): string {
+  let out = text
+  for (const form of secretForms) if (out.includes(form.value)) out = out.split(form.value).join(form.replacement)
+  return out
+}
+
+/** Secrets (installed values and key patterns) and personal data (e-mail addresses): for everything stored or posted. */
 export function maskText(text: string): string {
-  const found = rulesWithHints(text)
+  return mask(text, ALL_RULES)
+}
+
+/**
+ * Secrets only, e-mail addresses kept: for what leaves the process where an address may
+ * be the point (an MCP tool's arguments) or is the operator's own (stdout, stderr).
+ */
+export function maskCredentials(text: string): string {
+  return mask(text, CREDENTIAL_RULES)
+}
+
+const ALL_RULES = (1 << RULES.length) - 1
+const CREDENTIAL_RULES = ALL_RULES & ~(1 << RULES.findIndex((r) => r.name === 'email'))
+
+function mask(input: string, rules: number): string {
+  const text = secretForms.length === 0 ? input : maskSecrets(input)
+  const found = rulesWithHints(text) & rules
   if (found === 0) return text
   let out = text
   RULES.forEach((rule, index) => {
@@ -151,12 +217,12 @@ export function maskText(text: string): string {
 }
 
 /** Masks every string inside a JSON-like value (keys are left alone). */
-export function maskValue<T>(value: T): T {
-  if (typeof value === 'string') return maskText(value) as T
-  if (Array.isArray(value)) return value.map((item) => maskValue(item)) as T
+export function maskValue<T>(value: T, maskString: (text: string) => string = maskText): T {
+  if (typeof value === 'string') return maskString(value) as T
+  if (Array.isArray(value)) return value.map((item) => maskValue(item, maskString)) as T
   if (value !== null && typeof value === 'object') {
     const out: Record<string, unknown> = {}
-    for (const [key, item] of Object.entries(value)) out[key] = maskValue(item)
+    for (const [key, item] of Object.entries(value)) out[key] = maskValue(item, maskString)
     return out as T
   }
   return value

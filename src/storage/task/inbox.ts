@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { closeSync, openSync, readSync } from 'node:fs'
 import { join } from 'node:path'
-import { isErrno } from '../../errors.js'
+import { isErrno, UsageError } from '../../errors.js'
 import { appendShared } from '../format/jsonl.js'
 import type { JsonRecord } from '../format/jsonl.js'
 import { FILES } from '../fs/layout.js'
@@ -25,6 +25,11 @@ export function appendInbox(dir: string, record: NewInboxRecord, now = new Date(
   const full = { id: randomUUID(), created_at: now.toISOString(), ...record } as InboxRecord
   if (full.kind === 'message') full.content = maskText(full.content)
   if (full.kind === 'reply') full.message = maskText(full.message)
+  // A line the reader cannot take whole would be skipped there: refused here instead, where the sender hears of it.
+  const bytes = Buffer.byteLength(JSON.stringify(full), 'utf8') + 1
+  if (bytes > CHUNK) {
+    throw new UsageError(`the message is ${bytes.toLocaleString('en-US')} bytes as an inbox line; a task's inbox takes at most ${CHUNK.toLocaleString('en-US')} (1 MiB) per message, and nothing was queued`, 'send a shorter message: put long text in a file in the workspace and name the file')
+  }
   appendShared(join(dir, FILES.inbox), full)
   return full
 }
@@ -37,12 +42,12 @@ const CHUNK = 1 << 20
  * last complete line: a line still being written is left for the next read. Lines
  * that are not inbox records are skipped (and counted), never fatal.
  */
-export function readInbox(dir: string, offset: number): { records: InboxRecord[]; ends: number[]; offset: number; bad: number } {
+export function readInbox(dir: string, offset: number): { records: InboxRecord[]; ends: number[]; offset: number; bad: number; tooLong: number } {
   let fd: number
   try {
     fd = openSync(join(dir, FILES.inbox), 'r')
   } catch (err) {
-    if (isErrno(err, 'ENOENT')) return { records: [], ends: [], offset, bad: 0 }
+    if (isErrno(err, 'ENOENT')) return { records: [], ends: [], offset, bad: 0, tooLong: 0 }
     throw err
   }
   try {
@@ -50,6 +55,8 @@ export function readInbox(dir: string, offset: number): { records: InboxRecord[]
     // The byte offset just after each record: a reader that handles one at a time saves where it stands.
     const ends: number[] = []
     let bad = 0
+    // Lines over a chunk (written by something other than appendInbox, which refuses them): counted apart, to be said so.
+    let tooLong = 0
     let position = offset
     for (;;) {
       const buf = Buffer.allocUnsafe(CHUNK)
@@ -60,7 +67,7 @@ export function readInbox(dir: string, offset: number): { records: InboxRecord[]
         // One line longer than a chunk: skip it whole once it is complete.
         const skipped = skipLongLine(fd, position + n)
         if (skipped === null) break
-        bad++
+        tooLong++
         position = skipped
         continue
       }
@@ -79,7 +86,7 @@ export function readInbox(dir: string, offset: number): { records: InboxRecord[]
       position += end + 1
       if (n < CHUNK) break
     }
-    return { records, ends, offset: position, bad }
+    return { records, ends, offset: position, bad, tooLong }
   } finally {
     closeSync(fd)
   }

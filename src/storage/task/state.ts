@@ -41,7 +41,8 @@ export interface TaskState {
   message_count?: number
   last_activity: string | null
   error: string | null
-  comment_detection: { last_comment_ids: string[]; last_check_timestamp: string | null; status_comment_id?: string | null }
+  /** last_comment_id: the highest comment id seen (a high-water mark: GitLab has no `since`, and the id list is capped). */
+  comment_detection: { last_comment_ids: string[]; last_check_timestamp: string | null; status_comment_id?: string | null; last_comment_id?: number | null }
   session?: ChatSession
   /** Written by `run` (SPEC §12): agent turns so far, for the max_turns budget. */
   turns?: number

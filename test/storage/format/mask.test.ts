@@ -1,5 +1,7 @@
-import { describe, expect, it } from 'vitest'
-import { maskText, maskValue } from '../../../src/storage/format/mask.js'
+import { afterEach, describe, expect, it } from 'vitest'
+import { parseConfig } from '../../../src/config/load.js'
+import { secretValues, urlWithCredentials } from '../../../src/config/secrets.js'
+import { installSecrets, maskCredentials, maskText, maskValue } from '../../../src/storage/format/mask.js'
 
 const POSITIVES: [string, string, string][] = [
   ['github classic', 'token ghp_1234567890abcdefghijABCDEFGHIJ123456 here', 'token [GITHUB_TOKEN] here'],
@@ -80,5 +82,32 @@ describe('maskValue', () => {
   it('masks every string inside nested values and keeps keys and other types', () => {
     const value = { path: 'a.txt', env: { token: 'ghp_1234567890abcdefghijABCDEFGHIJ123456' }, list: ['x@example.org', 3, null, true] }
     expect(maskValue(value)).toEqual({ path: 'a.txt', env: { token: '[GITHUB_TOKEN]' }, list: ['[EMAIL]', 3, null, true] })
+  })
+})
+
+describe('installed secret values', () => {
+  afterEach(() => installSecrets([]))
+
+  it('masks each value in its plain, URL-encoded, JSON-escaped and base64 forms, longest first, and only values of 8 characters or more', () => {
+    installSecrets([
+      { name: 'llm.openai.api_key', value: 'k/ey+with"quote=1' },
+      { name: 'SHORT', value: 'ollama' },
+    ])
+    const value = 'k/ey+with"quote=1'
+    expect(maskText(`a ${value} b`)).toBe('a [SECRET:llm.openai.api_key] b')
+    expect(maskText(`?key=${encodeURIComponent(value)}`)).toBe('?key=[SECRET:llm.openai.api_key]')
+    expect(maskText(JSON.stringify({ k: value }))).toBe('{"k":"[SECRET:llm.openai.api_key]"}')
+    expect(maskText(Buffer.from(value).toString('base64'))).toBe('[SECRET:llm.openai.api_key]')
+    expect(maskText('provider ollama')).toBe('provider ollama')
+    expect(maskCredentials(`mail bob@example.com ${value}`)).toBe('mail bob@example.com [SECRET:llm.openai.api_key]')
+    expect(maskValue({ args: [value] }, maskCredentials)).toEqual({ args: ['[SECRET:llm.openai.api_key]'] })
+  })
+
+  it('collects the config keys, MCP env values and the environment’s credentials, and finds user:password in URL keys', () => {
+    const config = parseConfig('llm:\n  openai:\n    api_key: cfg-key-123456\nmcp:\n  servers:\n    s:\n      command: x\n      env:\n        TOKEN: mcp-env-value-1\n')
+    const names = secretValues(config, { GH_TOKEN: 'gh-env-value-12', HOME: '/root', MY_SERVICE_PASSWORD: 'pw-value-1234' }).map((s) => s.name)
+    expect(names).toEqual(['llm.openai.api_key', 'mcp.servers.s.env.TOKEN', 'GH_TOKEN', 'MY_SERVICE_PASSWORD'])
+    expect(urlWithCredentials(config)).toBeNull()
+    expect(urlWithCredentials(parseConfig('gitlab:\n  url: https://u:p@gitlab.example.com\n'))).toBe('gitlab.url')
   })
 })

@@ -1,0 +1,63 @@
+import type { Config } from './schema.js'
+
+/** A secret value in force, and the setting (or variable) that holds it: the name is what masking shows instead. */
+export interface SecretValue {
+  name: string
+  value: string
+}
+
+/** Credentials a process of ctxagent may hold in its environment, whether or not the config reads them. */
+const KNOWN_VARIABLES = ['OPENAI_API_KEY', 'GITHUB_TOKEN', 'GH_TOKEN', 'GITLAB_TOKEN', 'ANTHROPIC_API_KEY', 'OLLAMA_API_KEY', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'NPM_TOKEN']
+
+/** Any other variable whose name says it holds a secret (API_KEY, …_TOKEN, …_SECRET, …PASSWORD). */
+const SECRET_NAME = /(?:^|_)(?:API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|ACCESS_KEY|PRIVATE_KEY)(?:$|_)/i
+
+/**
+ * Every secret value in force: the config's keys and tokens, MCP servers' env values,
+ * and the environment's credentials (the known names, and any variable named like a
+ * secret). Masking replaces each wherever it would leave the process.
+ */
+export function secretValues(config: Config, env: NodeJS.ProcessEnv): SecretValue[] {
+  const out: SecretValue[] = []
+  const add = (name: string, value: string | null | undefined) => {
+    if (typeof value === 'string' && value.trim() !== '') out.push({ name, value })
+  }
+  add('llm.openai.api_key', config.llm.openai.api_key)
+  add('llm.ollama.api_key', config.llm.ollama.api_key)
+  add('github.token', config.github.token)
+  add('gitlab.token', config.gitlab.token)
+  for (const [server, settings] of Object.entries(config.mcp.servers)) {
+    for (const [key, value] of Object.entries(settings.env)) add(`mcp.servers.${server}.env.${key}`, value)
+  }
+  for (const [key, value] of Object.entries(env)) {
+    if (KNOWN_VARIABLES.includes(key) || SECRET_NAME.test(key)) add(key, value)
+  }
+  return out
+}
+
+/** The config's URL keys, by their dotted names. */
+function urlKeys(config: Config): [string, string][] {
+  return [
+    ['llm.openai.base_url', config.llm.openai.base_url],
+    ['llm.ollama.base_url', config.llm.ollama.base_url],
+    ['github.api_url', config.github.api_url],
+    ['gitlab.url', config.gitlab.url],
+  ]
+}
+
+/**
+ * The first URL key that carries a user name or password (`https://user:pass@host`),
+ * or null. Such a URL would be printed by `config`, recorded in state.json and logs,
+ * and posted in comments; ctxagent refuses it instead of guessing where it may go.
+ */
+export function urlWithCredentials(config: Config): string | null {
+  for (const [key, value] of urlKeys(config)) {
+    try {
+      const url = new URL(value)
+      if (url.username !== '' || url.password !== '') return key
+    } catch {
+      // Not a URL: the schema says so in its own words.
+    }
+  }
+  return null
+}
