@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs'
-import { basename } from 'node:path'
+import { basename, resolve } from 'node:path'
 import { Command, Option } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask, withTaskEnv } from '../command-env.js'
@@ -14,6 +14,7 @@ import type { TaskKey } from '../storage/task/metadata.js'
 import type { Channel, RemoteTask } from '../sources/types.js'
 import { ensureLayout } from '../storage/task/lifecycle.js'
 import type { Outcome, RunStart } from '../run/run-task.js'
+import { shellSandbox } from '../run/sandbox-setup.js'
 import { checkProvider, effectiveConfig, newRunSettings, readTextArg, resumedRunSettings } from '../run/settings.js'
 import type { RunFlags, RunSettings } from '../run/settings.js'
 import { durationArg, positiveIntArg, withEnv } from './shared.js'
@@ -57,6 +58,8 @@ async function run(ctx: CommandEnv, opts: RunOptions): Promise<void> {
   const prepared = opts.resume !== undefined ? await prepareResume(ctx, flags, opts.resume) : await prepareNew(ctx, flags)
   // Nothing was written until here: every check above can refuse with the tree untouched.
   const { runTask } = await import('../run/run-task.js')
+  // A shell without a working sandbox is refused before the tree is touched (tools.sandbox: none opts out).
+  shellSandbox(prepared.config, prepared.settings.allowShell, [])
   ensureLayout({ layout: ctx.layout, config: prepared.config, index: null, now: () => ctx.now(), warn: (m) => ctx.io.warn(m) })
   const outcome = await withTaskEnv(ctx, (env) =>
     runTask(
@@ -67,6 +70,7 @@ async function run(ctx: CommandEnv, opts: RunOptions): Promise<void> {
         stderr: process.stderr,
         logFormat: opts.logFormat ?? (process.stderr.isTTY ? 'text' : 'json'),
         signals: true,
+        configFile: ctx.configSource === null ? null : resolve(process.cwd(), ctx.configSource),
       },
       prepared.start,
     ),
