@@ -9,8 +9,6 @@ import { looksBinary, SKIPPED_DIRS } from './walk.js'
 
 const MAX_FILE = 2 * 1024 * 1024
 const MAX_LINE = 500
-/** Lines longer than this are searched in their first MAX_SCANNED characters only (linear, but still bounded). */
-const MAX_SCANNED = 64 * 1024
 
 export const grep = defineTool({
   name: 'grep',
@@ -43,7 +41,7 @@ export const grep = defineTool({
       const hits: string[] = []
       for (let i = 0; i < lines.length; i++) {
         const line = (lines[i] ?? '').replace(/\r$/, '')
-        if (!regex.matcher(line.length > MAX_SCANNED ? line.slice(0, MAX_SCANNED) : line).find()) continue
+        if (!regex.matcher(line).find()) continue
         if (count >= limit) {
           hitLimit = true
           break
