@@ -1,6 +1,6 @@
 import { closeSync, constants, fstatSync, mkdirSync, openSync, readdirSync, readlinkSync } from 'node:fs'
 import type { Dirent, Stats } from 'node:fs'
-import { isAbsolute, relative, sep } from 'node:path'
+import { dirname, isAbsolute, relative, sep } from 'node:path'
 import { ToolError } from './errors.js'
 import type { ToolContext } from './types.js'
 import { inside } from './workspace.js'
@@ -259,7 +259,7 @@ export function openDir(boundary: Boundary, path: string, links = 0): { fd: numb
 /** A path ending in a link to a directory: the same path with the link's target (walked again, so checked again). */
 function followLast(parent: Parent, path: string): string {
   const target = readlinkSync(at(parent.dirFd, parent.name))
-  return isAbsolute(target) ? target : `${path}/../${target}`
+  return isAbsolute(target) ? target : `${dirname(path)}/${target}`
 }
 
 export interface DirEntry {
