@@ -3,6 +3,7 @@ import { linkSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileS
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { helper } from '../helpers/run.js'
+import { runSetup } from '../run/harness.js'
 import { setup } from '../tools/fixture.js'
 import type { Fixture } from '../tools/fixture.js'
 import { record } from './report.js'
@@ -145,3 +146,29 @@ function cmdline(pid: string): string {
     return ''
   }
 }
+
+describe('a hostile model through ctxagent run', () => {
+  it('ReDoS, a FIFO and /proc of the agent answer at once; no secret of ctxagent reaches the model', async () => {
+    const s = await runSetup('tools:\n  shell: true\n')
+    writeFileSync(join(s.ws, 'evil.txt'), `${'a'.repeat(41)}!\n`)
+    expect(spawnSync('mkfifo', [join(s.ws, 'pipe')]).status).toBe(0)
+    s.fake.queue.push(
+      {
+        calls: [
+          { name: 'grep', arguments: { pattern: '^(a+)+$' } },
+          { name: 'read_file', arguments: { path: 'pipe' } },
+          { name: 'run_command', arguments: { command: "tr '\\0' '\\n' < /proc/$PPID/environ; cat /proc/*/environ; env; echo ran" } },
+        ],
+      },
+      { calls: [{ name: 'finish', arguments: { summary: 'looked', status: 'done' } }] },
+    )
+    const res = await s.run(['run', '--task', 'look around', '--workspace', s.ws], { OPENAI_API_KEY: 'sk-proj-AGENTENVSECRET0123456789', GITHUB_TOKEN: 'ghp_AGENTGITHUBSECRET0123456789' })
+    expect(res.code).toBe(0)
+    const tools = (s.fake.requests[1]?.body.messages ?? []).filter((m) => m.role === 'tool').map((m) => m.content)
+    expect(tools[0]).toBe('no matches for /^(a+)+$/')
+    expect(tools[1]).toMatch(/not a regular file \(a FIFO/)
+    expect(tools[2]).toMatch(/ran$/)
+    const all = JSON.stringify(s.fake.requests)
+    for (const secret of ['AGENTENVSECRET', 'AGENTGITHUBSECRET', 'test-key']) expect(all).not.toContain(secret)
+  })
+})
