@@ -2,6 +2,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
+import { parseConfig } from '../../src/config/load.js'
 import { describeSandbox, planSandbox } from '../../src/tools/sandbox.js'
 import { cli } from '../helpers/run.js'
 import { setup, sleep } from './fixture.js'
@@ -98,8 +99,20 @@ describe('run_command in bubblewrap', () => {
 
   it('has no network unless tools.network allows it', async () => {
     const s = setup()
-    const out = await s.call('run_command', { command: "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '" })
-    expect(out.output).toBe('exit code 0\nlo')
+    const interfaces = "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"
+    expect((await s.call('run_command', { command: interfaces })).output).toBe('exit code 0\nlo')
+    const planned = planSandbox({ sandbox: 'bwrap', network: true, sandbox_read_only: [] }, [])
+    if (!planned.ok) throw new Error(planned.why)
+    const host = readFileSync('/proc/net/dev', 'utf8').trim().split('\n').length - 2
+    const out = await s.tools.call({ id: 'n', type: 'function', function: { name: 'run_command', arguments: JSON.stringify({ command: interfaces }) } }, { ...s.ctx, sandbox: planned.plan })
+    expect(out.output.split('\n').length - 1).toBe(host)
+  })
+
+  it('config keys say precisely what is wrong', () => {
+    expect(() => parseConfig('tools:\n  sandbox: auto\n')).toThrow('config.yaml: tools.sandbox must be bwrap or none')
+    expect(() => parseConfig('tools:\n  sandbox_read_only: [relative]\n')).toThrow('config.yaml: tools.sandbox_read_only[0] must be an absolute path')
+    expect(() => parseConfig('tools:\n  network: yes\n')).toThrow('config.yaml: tools.network must be true or false')
+    expect(parseConfig('').tools).toMatchObject({ sandbox: 'bwrap', network: false, sandbox_read_only: [] })
   })
 })
 
