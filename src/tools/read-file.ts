@@ -4,7 +4,7 @@ import { StringDecoder } from 'node:string_decoder'
 import { ToolError } from './errors.js'
 import { defineTool, ok, param } from './schema.js'
 import { looksBinary } from './walk.js'
-import { boundaryOf, entriesOf, openDir, openFileRead } from './fd-walk.js'
+import { boundaryOf, entriesOf, isHidden, openDir, openFileRead, pathOf } from './fd-walk.js'
 import type { OpenFile } from './fd-walk.js'
 import type { ToolContext } from './types.js'
 
@@ -118,9 +118,12 @@ function numberedLines(fd: number, offset: number, limit: number): string {
 function suggest(ctx: ToolContext, missing: string): string {
   let names: string[]
   try {
-    const dir = openDir(boundaryOf(ctx), dirname(missing))
+    const boundary = boundaryOf(ctx)
+    const dir = openDir(boundary, dirname(missing))
     try {
-      names = entriesOf(dir.fd).map((e) => e.name)
+      const here = pathOf(dir.fd)
+      // Not even the names of hidden places (the task tree) are suggested.
+      names = entriesOf(dir.fd).map((e) => e.name).filter((name) => !isHidden(boundary, `${here}/${name}`))
     } finally {
       dir.close()
     }
