@@ -1,8 +1,9 @@
 import { spawn, spawnSync } from 'node:child_process'
-import { linkSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, linkSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { helper } from '../helpers/run.js'
+import { exitOf } from '../helpers/wait.js'
 import { runSetup } from '../run/harness.js'
 import { setup } from '../tools/fixture.js'
 import type { Fixture } from '../tools/fixture.js'
@@ -170,5 +171,26 @@ describe('a hostile model through ctxagent run', () => {
     expect(tools[2]).toMatch(/ran$/)
     const all = JSON.stringify(s.fake.requests)
     for (const secret of ['AGENTENVSECRET', 'AGENTGITHUBSECRET', 'test-key']) expect(all).not.toContain(secret)
+  })
+})
+
+describe('stops reach sandboxed commands', () => {
+  it.each(['SIGINT', '--timeout'] as const)('%s ends a sandboxed command and every setsid child it started', async (how) => {
+    const s = await runSetup('tools:\n  shell: true\n')
+    const token = `ctxagent-stop-${process.pid}-${how}`
+    s.fake.queue.push({ calls: [{ name: 'run_command', arguments: { command: `setsid sh -c 'trap "" TERM HUP; sleep 3333; : ${token}' >/dev/null 2>&1 & echo up > up.txt; sleep 3333` } }] })
+    const started = s.start(['run', '--task', 't', '--workspace', s.ws, ...(how === '--timeout' ? ['--timeout', '3s'] : [])])
+    for (let i = 0; i < 400 && !existsSync(join(s.ws, 'up.txt')); i++) await new Promise((r) => setTimeout(r, 50))
+    expect(existsSync(join(s.ws, 'up.txt'))).toBe(true)
+    if (how === 'SIGINT') started.child.kill('SIGINT')
+    const exit = await exitOf(started.child)
+    expect(exit.code).toBe(how === 'SIGINT' ? 130 : 5)
+    let left: string[] = []
+    for (let i = 0; i < 200; i++) {
+      left = readdirSync('/proc').filter((p) => /^\d+$/.test(p) && cmdline(p).includes(token))
+      if (left.length === 0) break
+      await new Promise((r) => setTimeout(r, 50))
+    }
+    expect(left).toEqual([])
   })
 })
