@@ -317,3 +317,16 @@ export function* walkFd(boundary: Boundary, dirFd: number, skip: ReadonlySet<str
     }
   }
 }
+
+/**
+ * Lets the event loop run now and then during a long synchronous walk, so that a stop
+ * (SIGINT, --timeout, pause) is seen: an abort signal can only fire between tasks.
+ */
+export function yielder(everyMs = 50): () => Promise<void> {
+  let last = Date.now()
+  return async () => {
+    if (Date.now() - last < everyMs) return
+    await new Promise((resolve) => setImmediate(resolve))
+    last = Date.now()
+  }
+}

@@ -1,6 +1,6 @@
 import { lstatSync } from 'node:fs'
 import picomatch from 'picomatch'
-import { at, boundaryOf, openDir, walkFd } from './fd-walk.js'
+import { at, boundaryOf, openDir, walkFd, yielder } from './fd-walk.js'
 import { defineTool, ok, param } from './schema.js'
 import { SKIPPED_DIRS } from './walk.js'
 
@@ -19,7 +19,9 @@ export const glob = defineTool({
     const matches = matcher(pattern)
     const found: { rel: string; mtime: number }[] = []
     try {
+      const breathe = yielder()
       for (const entry of walkFd(boundary, base.fd, SKIPPED_DIRS)) {
+        await breathe()
         if (ctx.signal.aborted) break
         // A link is listed by its own name and time; what it points to is never looked at.
         if ((entry.kind !== 'file' && entry.kind !== 'link') || !matches(entry.rel)) continue

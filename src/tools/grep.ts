@@ -1,7 +1,7 @@
 import { closeSync, fstatSync, readFileSync, readSync } from 'node:fs'
 import { RE2JS } from 're2js'
 import { ToolError } from './errors.js'
-import { boundaryOf, openDir, openFileRead, openIn, walkFd } from './fd-walk.js'
+import { boundaryOf, openDir, openFileRead, openIn, walkFd, yielder } from './fd-walk.js'
 import type { Boundary } from './fd-walk.js'
 import { matcher } from './glob.js'
 import { defineTool, ok, param } from './schema.js'
@@ -33,7 +33,9 @@ export const grep = defineTool({
     let count = 0
     let filesWithMatches = 0
     let hitLimit = false
+    const breathe = yielder()
     for (const file of filesUnder(boundary, path ?? '.', wanted)) {
+      await breathe()
       if (ctx.signal.aborted) break
       const text = file.text
       if (text === null) continue
