@@ -36,7 +36,7 @@ async function swapping(): Promise<Fixture & { outsideFiles(): string[] }> {
 const leaked = (text: string) => text.includes('SECRET') || text.includes('outside-only')
 
 describe('file tools against a concurrent link swapper', () => {
-  it('read_file, grep, glob and list_dir never show outside content', async () => {
+  it('read_file, grep, glob and list_dir never show outside content', { timeout: 1_800_000 }, async () => {
     const s = await swapping()
     const calls: [string, Record<string, unknown>][] = [
       ['read_file', { path: 'd/f' }],
@@ -64,7 +64,7 @@ describe('file tools against a concurrent link swapper', () => {
     expect(inside).toBeGreaterThan(0)
   })
 
-  it('write_file and edit_file never write outside', async () => {
+  it('write_file and edit_file never write outside', { timeout: 1_800_000 }, async () => {
     const s = await swapping()
     const before = s.outsideFiles()
     let written = 0
