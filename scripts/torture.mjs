@@ -11,11 +11,12 @@ const results = join(root, 'test', 'torture', '.results')
 rmSync(results, { recursive: true, force: true })
 const runs = process.env.CTXAGENT_TORTURE_RUNS ?? '200'
 const rounds = process.env.CTXAGENT_TORTURE_OPS_ROUNDS ?? '20'
+const swaps = process.env.CTXAGENT_TORTURE_SWAPS ?? '10000'
 const started = Date.now()
 const vitest = spawnSync(process.execPath, [join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run', 'test/torture'], {
   cwd: root,
   stdio: 'inherit',
-  env: { ...process.env, CTXAGENT_TORTURE_REPORT: '1', CTXAGENT_TORTURE_RUNS: runs, CTXAGENT_TORTURE_OPS_ROUNDS: rounds },
+  env: { ...process.env, CTXAGENT_TORTURE_REPORT: '1', CTXAGENT_TORTURE_RUNS: runs, CTXAGENT_TORTURE_OPS_ROUNDS: rounds, CTXAGENT_TORTURE_SWAPS: swaps },
 })
 /** What each suite does, for the table. */
 const SUITES = {
@@ -23,6 +24,7 @@ const SUITES = {
   'kill-run': `${runs} \`run\` agents SIGKILLed at random instants: every complete line parses, seq continuous, half resumed to completion with well-formed requests, the rest reaped exactly once, tasks.db equal to the directories, no litter`,
   'disk-full': 'a full tmpfs under the tree: every command that writes fails with one line saying so, reads still work, no temp file, every file readable, no task lost; all works again once there is room; a run whose disk fills mid-task pauses and resumes to completion; on a read-only mount, writes say so in one line and nothing changes (needs root)',
   'hostile-liveness': 'waits a hostile party imposes (an MCP tools/list and an MCP tool call that never answer, an LLM request that never answers), each ended by SIGINT, `ctxagent pause` and `--timeout`: the exit code and task status that stop means',
+  'hostile-tools': `every file tool called ${swaps} times while another process swaps a workspace directory for a link to an outside one (0 outside reads or writes allowed); hard links to outside files, FIFOs, the task tree inside the workspace, a catastrophic regex; run_command reading /proc/*/environ of ctxagent and an MCP-like process and spawning setsid children (no secret, nothing left after)`,
   operators: `${rounds} rounds of 6 owners SIGKILLed at random while watch-locks, cleanup, unlock, compress, stats and reindex run at once and are themselves SIGKILLed 40 % of the time: after one more pass no task lost or in two places, every killed owner reaped exactly once (its error names the owner), no litter or stray lock, every file readable, tasks.db equal to the directories`,
 }
 const file = join(results, 'results.jsonl')

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs'
-import { basename } from 'node:path'
+import { basename, resolve } from 'node:path'
 import { Command, Option } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask, withTaskEnv } from '../command-env.js'
@@ -17,6 +17,7 @@ import type { TaskState } from '../storage/task/state.js'
 import type { Channel, RemoteTask } from '../sources/types.js'
 import { ensureLayout } from '../storage/task/lifecycle.js'
 import type { Outcome, RunStart } from '../run/run-task.js'
+import { shellSandbox } from '../run/sandbox-setup.js'
 import { checkProvider, effectiveConfig, newRunSettings, readTextArg, refuseTreeInWorkspace, resumedRunSettings } from '../run/settings.js'
 import type { RunFlags, RunSettings } from '../run/settings.js'
 import { durationArg, positiveIntArg, withEnv } from './shared.js'
@@ -83,6 +84,8 @@ async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'
   if (opts.uuid !== undefined && prepared.start.kind === 'new') prepared.start.uuid = opts.uuid.toLowerCase()
   // Nothing was written until here: every check above can refuse with the tree untouched.
   const { runTask } = await import('../run/run-task.js')
+  // A shell without a working sandbox is refused before the tree is touched (tools.sandbox: none opts out).
+  shellSandbox(prepared.config, prepared.settings.allowShell, [])
   // On a terminal, run --chat is the chat itself: typed lines go to the session it serves.
   const here = opts.chat === true && process.stdin.isTTY === true && process.stdout.isTTY === true ? (await import('./chat-here.js')).chatHere : null
   let stopChat = () => undefined as void
@@ -96,6 +99,7 @@ async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'
         stderr: process.stderr,
         logFormat,
         signals: true,
+        configFile: ctx.configSource === null ? null : resolve(process.cwd(), ctx.configSource),
         // Written at start: a run killed with SIGKILL still left its line.
         onStarted: (uuid) => {
           auditTask(ctx, 'run', uuid, { event: 'start' })

@@ -21,6 +21,7 @@ const ratio = () => z.number({ error: RATIO }).check(z.gt(0, { error: RATIO }), 
 const text = () => z.string({ error: 'must be a string' })
 const MAPPING = 'must be a mapping of keys'
 const flag = () => z.boolean({ error: 'must be true or false' })
+const absolutePath = z.string({ error: 'must be an absolute path' }).check(z.refine((p: string) => p.startsWith('/'), { error: 'must be an absolute path' }))
 const oneOf = <const T extends readonly [string, ...string[]]>(values: T) =>
   z.enum(values, { error: `must be ${values.slice(0, -1).join(', ')} or ${values.at(-1)}` })
 
@@ -160,6 +161,10 @@ export const configSchema = z.strictObject(
       shell: withDefault(flag(), false),
       command_timeout_seconds: withDefault(z.int({ error: COMMAND_TIMEOUT }).check(z.positive({ error: COMMAND_TIMEOUT }), z.lte(600, { error: COMMAND_TIMEOUT })), 120),
       max_calls_per_reply: withDefault(positiveInt(), 32),
+      // run_command's sandbox: bwrap, or none (an explicit opt-out; see README "Security").
+      sandbox: withDefault(oneOf(['bwrap', 'none']), 'bwrap'),
+      network: withDefault(flag(), false),
+      sandbox_read_only: withDefault(z.array(absolutePath, { error: 'must be a list of absolute paths (directories a sandboxed command may read, e.g. a toolchain in $HOME)' }), []),
     }),
     pricing: withDefault(z.record(z.string(), modelPrice, { error: 'must be a mapping of model names to prices (prompt, completion, cached: USD per million tokens)' }), {}),
     users: withDefault(z.record(z.string(), userSettings, { error: 'must be a mapping of user names to settings (llm, run, system_prompt_append)' }), {}),

@@ -18,6 +18,7 @@ import { boundAnswer } from '../storage/task/state.js'
 import type { TaskHandle } from '../storage/task/handle.js'
 import type { TaskEnv } from '../storage/task/env.js'
 import { ToolRegistry } from '../tools/registry.js'
+import { hiddenPaths, shellSandbox } from './sandbox-setup.js'
 import { Agent } from './turn.js'
 import { ChatLoop } from './chat.js'
 import { RemoteLink, statusText } from './remote.js'
@@ -71,6 +72,8 @@ export interface RunEnv {
   logFormat: 'text' | 'json'
   /** Stop on SIGINT/SIGTERM (the CLI); the demo drives stops itself. */
   signals: boolean
+  /** The config file in force, hidden from every tool and command (null: none). */
+  configFile?: string | null
   /** Called after each turn with the task's directory and turn count (the demo pauses half-way). */
   onTurn?: (dir: string, turns: number) => void
   /** Called once the task exists and is this process's (the audit line of a run is written then, not at exit). */
@@ -84,6 +87,9 @@ export interface RunEnv {
  */
 export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   const { env, config, settings } = run
+  // Before the task exists: a shell without a working sandbox is refused unless the operator opted out.
+  const hidden = hiddenPaths(env.layout.base, run.configFile ?? null)
+  const sandbox = shellSandbox(config, settings.allowShell, hidden)
   const stop = new StopController()
   const begun = Date.now()
   const lostNow = () => stop.stop('lost')
@@ -144,6 +150,8 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
         maxCallsPerReply: config.tools.max_calls_per_reply,
       },
       workspace: settings.workspace,
+      hidden,
+      sandbox,
       log,
       stop,
       now: env.now,

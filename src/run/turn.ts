@@ -9,6 +9,7 @@ import type { TaskHandle } from '../storage/task/handle.js'
 import { estimateTokens, windowTokens } from '../storage/format/tokens.js'
 import { commandExit, mainArgument } from '../tools/main-argument.js'
 import type { ToolRegistry } from '../tools/registry.js'
+import type { SandboxPlan } from '../tools/sandbox.js'
 import type { ReadStamp, ToolContext } from '../tools/types.js'
 import { LoopGuard } from './guards.js'
 import type { RunLog } from './log.js'
@@ -42,6 +43,10 @@ export interface AgentParts {
   tools: ToolRegistry
   limits: AgentLimits
   workspace: string
+  /** Real paths no tool may reach (the task tree, the config file). */
+  hidden: readonly string[]
+  /** How run_command runs (bubblewrap, or none when the operator said so). */
+  sandbox: SandboxPlan
   log: RunLog
   stop: StopController
   now: () => Date
@@ -344,6 +349,8 @@ export class Agent {
     const reads = this.reads
     return {
       workspace: this.parts.workspace,
+      hidden: this.parts.hidden,
+      sandbox: this.parts.sandbox,
       signal: this.parts.stop.signal,
       commandTimeoutSeconds: this.parts.limits.commandTimeoutSeconds,
       commands: {

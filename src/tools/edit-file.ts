@@ -1,8 +1,10 @@
-import { readFileSync, statSync } from 'node:fs'
+import { closeSync, readFileSync } from 'node:fs'
 import { ToolError } from './errors.js'
-import { checkFresh, writeWorkspaceFile } from './file-write.js'
+import { boundaryOf, openIn, walkToFile } from './fd-walk.js'
+import { checkFresh, writeInDir } from './file-write.js'
 import { defineTool, ok, param } from './schema.js'
-import { resolveInWorkspace } from './workspace.js'
+import type { OpenFile, Parent } from './fd-walk.js'
+import type { ToolContext, ToolOutcome } from './types.js'
 
 /** Larger files are edited with run_command (sed, a script): holding them whole is not worth it. */
 const MAX_EDIT = 10 * 1024 * 1024
@@ -18,27 +20,45 @@ export const editFile = defineTool({
     replace_all: param.flag('replace every occurrence', false),
   },
   async run({ path, old_string: given, new_string: givenNew, replace_all: all }, ctx) {
-    const file = resolveInWorkspace(ctx.workspace, path, { kind: 'file' })
-    checkFresh(ctx, file.rel, file.real)
     if (given === '') throw new ToolError('old_string is empty; to create or replace a whole file use write_file')
     if (given === givenNew) throw new ToolError('old_string and new_string are the same; nothing would change')
-    if (statSync(file.real).size > MAX_EDIT) throw new ToolError(`${file.rel} is over ${MAX_EDIT / 1024 / 1024} MB; edit_file does not edit files this large`)
-    const content = readFileSync(file.real, 'utf8')
-    // read_file shows CRLF lines without their \r: a model's "\n" means the file's "\r\n".
-    const crlf = content.includes('\r\n') && !given.includes('\r')
-    const oldText = crlf ? given.replaceAll('\n', '\r\n') : given
-    const newText = crlf ? givenNew.replaceAll('\n', '\r\n') : givenNew
-    const count = content.split(oldText).length - 1
-    if (count === 0) throw new ToolError(`old_string was not found in ${file.rel}${hint(content, oldText)}`)
-    if (count > 1 && !all) throw new ToolError(`old_string occurs ${count} times in ${file.rel}; add surrounding lines to make it unique, or set replace_all: true`)
-    const at = content.indexOf(oldText)
-    // split/join, not String.replace: "$&" and "$1" in new_string must stay literal.
-    const updated = all ? content.split(oldText).join(newText) : content.slice(0, at) + newText + content.slice(at + oldText.length)
-    writeWorkspaceFile(ctx, file.rel, file.real, updated)
-    const replaced = all ? count : 1
-    return ok(`edited ${file.rel}: ${replaced} replacement${replaced === 1 ? '' : 's'}\n${around(updated, at, newText.length)}`)
+    // Read and written through one held directory: no path is resolved twice.
+    const boundary = boundaryOf(ctx)
+    const parent = walkToFile(boundary, path)
+    try {
+      if (parent.name === '.') throw new ToolError(`${path} is a directory; use list_dir to see what is in it`)
+      const opened = openIn(boundary, parent.dirFd, parent.name, path)
+      let content: string
+      try {
+        checkFresh(ctx, opened.rel, opened.stat)
+        if (opened.stat.size > MAX_EDIT) throw new ToolError(`${opened.rel} is over ${MAX_EDIT / 1024 / 1024} MB; edit_file does not edit files this large`)
+        content = readFileSync(opened.fd, 'utf8')
+      } finally {
+        closeSync(opened.fd)
+      }
+      return edit(ctx, parent, opened, content, given, givenNew, all)
+    } finally {
+      parent.close()
+    }
   },
 })
+
+/** The edit itself, on the content read through `parent`; written back through it. */
+function edit(ctx: ToolContext, parent: Parent, file: OpenFile, content: string, given: string, givenNew: string, all: boolean): ToolOutcome {
+  // read_file shows CRLF lines without their \r: a model's "\n" means the file's "\r\n".
+  const crlf = content.includes('\r\n') && !given.includes('\r')
+  const oldText = crlf ? given.replaceAll('\n', '\r\n') : given
+  const newText = crlf ? givenNew.replaceAll('\n', '\r\n') : givenNew
+  const count = content.split(oldText).length - 1
+  if (count === 0) throw new ToolError(`old_string was not found in ${file.rel}${hint(content, oldText)}`)
+  if (count > 1 && !all) throw new ToolError(`old_string occurs ${count} times in ${file.rel}; add surrounding lines to make it unique, or set replace_all: true`)
+  const at = content.indexOf(oldText)
+  // split/join, not String.replace: "$&" and "$1" in new_string must stay literal.
+  const updated = all ? content.split(oldText).join(newText) : content.slice(0, at) + newText + content.slice(at + oldText.length)
+  writeInDir(ctx, parent, file.rel, updated, file.stat)
+  const replaced = all ? count : 1
+  return ok(`edited ${file.rel}: ${replaced} replacement${replaced === 1 ? '' : 's'}\n${around(updated, at, newText.length)}`)
+}
 
 /**
  * Why old_string may not have matched: line-number prefixes copied from read_file,

@@ -1,8 +1,8 @@
 import { lstatSync } from 'node:fs'
 import picomatch from 'picomatch'
+import { at, boundaryOf, openDir, walkFd, yielder } from './fd-walk.js'
 import { defineTool, ok, param } from './schema.js'
-import { walk } from './walk.js'
-import { resolveInWorkspace } from './workspace.js'
+import { SKIPPED_DIRS } from './walk.js'
 
 const MAX_RESULTS = 100
 
@@ -14,18 +14,22 @@ export const glob = defineTool({
     path: param.optionalText('directory to search in, relative to the workspace (default: the workspace)'),
   },
   async run({ pattern, path }, ctx) {
-    const base = resolveInWorkspace(ctx.workspace, path ?? '.', { kind: 'directory' })
+    const boundary = boundaryOf(ctx)
+    const base = openDir(boundary, path ?? '.')
     const matches = matcher(pattern)
     const found: { rel: string; mtime: number }[] = []
-    let seen = 0
-    for (const entry of walk(base.real)) {
-      // The walk is synchronous: every 2,000 entries the event loop gets a turn, so that a stop (SIGINT, pause, --timeout) lands mid-walk.
-      if (++seen % 2000 === 0) await new Promise((resolve) => setImmediate(resolve))
-      if (ctx.signal.aborted) break
-      // A link is listed by its own name and time; what it points to is never looked at.
-      if ((entry.kind !== 'file' && entry.kind !== 'link') || !matches(entry.rel)) continue
-      const mtime = mtimeOf(entry.path)
-      if (mtime !== null) found.push({ rel: base.rel === '.' ? entry.rel : `${base.rel}/${entry.rel}`, mtime })
+    try {
+      const breathe = yielder()
+      for (const entry of walkFd(boundary, base.fd, SKIPPED_DIRS)) {
+        await breathe()
+        if (ctx.signal.aborted) break
+        // A link is listed by its own name and time; what it points to is never looked at.
+        if ((entry.kind !== 'file' && entry.kind !== 'link') || !matches(entry.rel)) continue
+        const mtime = mtimeOf(at(entry.dirFd, entry.name))
+        if (mtime !== null) found.push({ rel: base.rel === '.' ? entry.rel : `${base.rel}/${entry.rel}`, mtime })
+      }
+    } finally {
+      base.close()
     }
     if (found.length === 0) return ok(`no files match ${pattern}${path ? ` in ${base.rel}` : ''}`)
     found.sort((a, b) => b.mtime - a.mtime || (a.rel < b.rel ? -1 : a.rel > b.rel ? 1 : 0))

@@ -1,44 +1,49 @@
-import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync, readSync } from 'node:fs'
+import { closeSync, fstatSync, readFileSync, readSync } from 'node:fs'
+import { RE2JS } from 're2js'
 import { ToolError } from './errors.js'
+import { boundaryOf, openDir, openFileRead, openIn, walkFd, yielder } from './fd-walk.js'
+import type { Boundary } from './fd-walk.js'
 import { matcher } from './glob.js'
 import { defineTool, ok, param } from './schema.js'
-import { looksBinary, walk } from './walk.js'
-import { resolveInWorkspace } from './workspace.js'
+import { looksBinary, SKIPPED_DIRS } from './walk.js'
 
 const MAX_FILE = 2 * 1024 * 1024
 const MAX_LINE = 500
 
 export const grep = defineTool({
   name: 'grep',
-  description: 'Search file contents with a JavaScript regular expression. Results are "path:line: text", grouped by file. Skips binary files and files over 2 MB.',
+  description: 'Search file contents with a regular expression (RE2 syntax: like JavaScript, but no backreferences or lookaround). Results are "path:line: text", grouped by file. Skips binary files and files over 2 MB.',
   parameters: {
-    pattern: param.text('regular expression (JavaScript syntax)'),
+    pattern: param.text('regular expression (RE2 syntax, e.g. "foo\\(", "(?i)todo")'),
     path: param.optionalText('file or directory to search, relative to the workspace (default: the workspace)'),
     include: param.optionalText('only files matching this glob, e.g. "*.ts"'),
     limit: param.int('most matching lines to show', 100, 1, 1000),
   },
   async run({ pattern, path, include, limit }, ctx) {
-    let regex: RegExp
+    // RE2 (linear time): a model's pattern such as ^(a+)+$ cannot stall the process the way a backtracking engine does.
+    let regex: RE2JS
     try {
-      regex = new RegExp(pattern)
+      regex = RE2JS.compile(pattern)
     } catch (err) {
-      throw new ToolError(`invalid regular expression ${JSON.stringify(pattern)}: ${(err as Error).message}`)
+      throw new ToolError(`invalid regular expression ${JSON.stringify(pattern)} (RE2 syntax: no backreferences or lookaround): ${(err as Error).message}`)
     }
-    const base = resolveInWorkspace(ctx.workspace, path ?? '.', { mustExist: true })
+    const boundary = boundaryOf(ctx)
     const wanted = include ? matcher(include) : () => true
     const groups: string[] = []
     let count = 0
     let filesWithMatches = 0
     let hitLimit = false
-    for (const file of filesUnder(base.real, base.rel, wanted)) {
+    const breathe = yielder()
+    for (const file of filesUnder(boundary, path ?? '.', wanted)) {
+      await breathe()
       if (ctx.signal.aborted) break
-      const text = readText(file.path)
+      const text = file.text
       if (text === null) continue
       const lines = text.split('\n')
       const hits: string[] = []
       for (let i = 0; i < lines.length; i++) {
         const line = (lines[i] ?? '').replace(/\r$/, '')
-        if (!regex.test(line)) continue
+        if (!regex.matcher(line).find()) continue
         if (count >= limit) {
           hitLimit = true
           break
@@ -61,28 +66,43 @@ export const grep = defineTool({
   },
 })
 
-/** The files to search: the one file given, or the regular files under a directory (links not followed). */
-function* filesUnder(real: string, rel: string, wanted: (rel: string) => boolean): Generator<{ path: string; rel: string }> {
-  if (!lstatSync(real).isDirectory()) {
-    yield { path: real, rel }
+/**
+ * The texts to search: the one file given, or the regular files under a directory,
+ * each opened from its held directory (links not followed, hidden places skipped).
+ */
+function* filesUnder(boundary: Boundary, path: string, wanted: (rel: string) => boolean): Generator<{ rel: string; text: string | null }> {
+  let dir: ReturnType<typeof openDir>
+  try {
+    dir = openDir(boundary, path)
+  } catch (err) {
+    if (!(err instanceof ToolError) || !err.message.includes('not a directory')) throw err
+    const file = openFileRead(boundary, path)
+    yield { rel: file.rel, text: readText(file.fd) }
     return
   }
-  for (const e of walk(real)) if (e.kind === 'file' && wanted(e.rel)) yield { path: e.path, rel: rel === '.' ? e.rel : `${rel}/${e.rel}` }
+  try {
+    for (const e of walkFd(boundary, dir.fd, SKIPPED_DIRS)) {
+      if (e.kind !== 'file' || !wanted(e.rel)) continue
+      const rel = dir.rel === '.' ? e.rel : `${dir.rel}/${e.rel}`
+      let fd: number
+      try {
+        fd = openIn(boundary, e.dirFd, e.name, rel).fd
+      } catch {
+        continue
+      }
+      yield { rel, text: readText(fd) }
+    }
+  } finally {
+    dir.close()
+  }
 }
 
-/** A file's text, or null for a binary, unreadable, too large or not regular file. */
-function readText(path: string): string | null {
-  let fd: number
+/** A file's text, or null for a binary or too large one; closes the fd. */
+function readText(fd: number): string | null {
   try {
-    // O_NOFOLLOW: a file swapped for a link during the walk is skipped, not followed out.
-    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
-  } catch {
-    return null
-  }
-  try {
-    const stat = fstatSync(fd)
-    if (!stat.isFile() || stat.size > MAX_FILE) return null
-    const head = Buffer.alloc(Math.min(8192, stat.size))
+    const size = fstatSync(fd).size
+    if (size > MAX_FILE) return null
+    const head = Buffer.alloc(Math.min(8192, size))
     readSync(fd, head, 0, head.length, 0)
     if (looksBinary(head)) return null
     return readFileSync(fd, 'utf8')

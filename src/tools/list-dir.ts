@@ -1,9 +1,8 @@
-import { readdirSync } from 'node:fs'
+import { closeSync } from 'node:fs'
 import type { Dirent } from 'node:fs'
-import { join } from 'node:path'
+import { boundaryOf, entriesOf, isHidden, openDir, openSub, pathOf } from './fd-walk.js'
 import { defineTool, ok, param } from './schema.js'
 import { SKIPPED_DIRS } from './walk.js'
-import { resolveInWorkspace } from './workspace.js'
 
 /** Past the limit, entries are still counted (to say how many were left out), up to this many. */
 const MAX_COUNTED = 10_000
@@ -17,13 +16,16 @@ export const listDir = defineTool({
     limit: param.int('most entries to show', 200, 1, 1000),
   },
   async run({ path, depth, limit }, ctx) {
-    const dir = resolveInWorkspace(ctx.workspace, path, { kind: 'directory' })
+    const boundary = boundaryOf(ctx)
+    const dir = openDir(boundary, path)
     const lines: string[] = []
     let omitted = 0
-    const visit = (abs: string, level: number): void => {
+    // Each directory is read through its held fd and entered with O_NOFOLLOW: a swap for a link is never followed.
+    const visit = (fd: number, level: number): void => {
       let entries: Dirent[]
       try {
-        entries = readdirSync(abs, { withFileTypes: true })
+        const here = pathOf(fd)
+        entries = entriesOf(fd).filter((e) => !isHidden(boundary, `${here}/${e.name}`))
       } catch {
         return
       }
@@ -35,10 +37,22 @@ export const listDir = defineTool({
         if (lines.length < limit) lines.push(`${'  '.repeat(level)}${label(e, skipped)}`)
         else omitted++
         // Links are shown, never followed: one may lead out of the workspace.
-        if (e.isDirectory() && !skipped && level < depth) visit(join(abs, e.name), level + 1)
+        if (e.isDirectory() && !skipped && level < depth) {
+          const sub = openSub(boundary, fd, e.name)
+          if (sub === null) continue
+          try {
+            visit(sub, level + 1)
+          } finally {
+            closeSync(sub)
+          }
+        }
       }
     }
-    visit(dir.real, 1)
+    try {
+      visit(dir.fd, 1)
+    } finally {
+      dir.close()
+    }
     if (lines.length === 0) return ok(`${dir.rel}/ is empty`)
     const more = omitted >= MAX_COUNTED ? `more than ${MAX_COUNTED.toLocaleString('en-US')}` : omitted.toLocaleString('en-US')
     const tail = omitted > 0 ? `\n(${more} more entries not shown; raise limit, lower depth or list a subdirectory)` : ''

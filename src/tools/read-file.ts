@@ -1,10 +1,12 @@
-import { closeSync, constants, fstatSync, openSync, readdirSync, readSync } from 'node:fs'
+import { closeSync, readSync } from 'node:fs'
 import { basename, dirname } from 'node:path'
 import { StringDecoder } from 'node:string_decoder'
 import { ToolError } from './errors.js'
 import { defineTool, ok, param } from './schema.js'
 import { looksBinary } from './walk.js'
-import { resolveInWorkspace } from './workspace.js'
+import { boundaryOf, entriesOf, isHidden, openDir, openFileRead, pathOf } from './fd-walk.js'
+import type { OpenFile } from './fd-walk.js'
+import type { ToolContext } from './types.js'
 
 const MAX_LINE = 2000
 const MAX_OUTPUT = 50_000
@@ -21,14 +23,15 @@ export const readFile = defineTool({
     limit: param.int('how many lines to show (at most 2000)', 2000, 1, 2000),
   },
   async run({ path, offset, limit }, ctx) {
-    const target = resolveInWorkspace(ctx.workspace, path)
-    if (!target.exists) throw new ToolError(`${path} does not exist${suggest(target.real)}`)
-    const file = resolveInWorkspace(ctx.workspace, path, { kind: 'file' })
-    // O_NOFOLLOW: a link swapped in after resolution is refused, not followed out.
-    const fd = openSync(file.real, constants.O_RDONLY | constants.O_NOFOLLOW)
+    let file: OpenFile
     try {
-      const stat = fstatSync(fd)
-      if (!stat.isFile()) throw new ToolError(`${file.rel} is not a regular file`)
+      file = openFileRead(boundaryOf(ctx), path)
+    } catch (err) {
+      if (err instanceof ToolError && err.message === `${path} does not exist`) throw new ToolError(`${err.message}${suggest(ctx, path)}`)
+      throw err
+    }
+    const { fd, stat } = file
+    try {
       const head = Buffer.alloc(Math.min(8192, stat.size))
       readSync(fd, head, 0, head.length, 0)
       if (looksBinary(head)) throw new ToolError(`${file.rel} is a binary file (${stat.size.toLocaleString('en-US')} bytes); read_file shows text only`)
@@ -112,10 +115,18 @@ function numberedLines(fd: number, offset: number, limit: number): string {
 }
 
 /** Up to three names in the same directory that look like the missing one. */
-function suggest(missing: string): string {
+function suggest(ctx: ToolContext, missing: string): string {
   let names: string[]
   try {
-    names = readdirSync(dirname(missing))
+    const boundary = boundaryOf(ctx)
+    const dir = openDir(boundary, dirname(missing))
+    try {
+      const here = pathOf(dir.fd)
+      // Not even the names of hidden places (the task tree) are suggested.
+      names = entriesOf(dir.fd).map((e) => e.name).filter((name) => !isHidden(boundary, `${here}/${name}`))
+    } finally {
+      dir.close()
+    }
   } catch {
     return ''
   }

@@ -1,4 +1,6 @@
 import { spawn } from 'node:child_process'
+import { constants } from 'node:os'
+import { bwrapArgs } from './sandbox.js'
 import { defineTool, param } from './schema.js'
 import type { ToolContext, ToolOutcome } from './types.js'
 
@@ -65,7 +67,13 @@ function execute(command: string, timeoutSeconds: number, ctx: ToolContext): Pro
   const { workspace: cwd, signal } = ctx
   if (signal.aborted) return Promise.resolve(describe({ how: 'aborted' }, timeoutSeconds, ''))
   return new Promise((resolve) => {
-    const child = spawn('/bin/sh', ['-c', command], { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: commandEnv() })
+    const sandbox = ctx.sandbox
+    // bwrap itself gets no secret either: its pid 1 keeps bwrap's environment, readable as /proc/1/environ inside.
+    const child =
+      sandbox.kind === 'bwrap'
+        ? spawn(sandbox.bwrap, bwrapArgs(sandbox, cwd, command), { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: '/usr/bin:/bin' } })
+        : spawn('/bin/sh', ['-c', command], { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: commandEnv() })
+    const sandboxed = sandbox.kind === 'bwrap'
     if (child.pid !== undefined) {
       trackGroup(child.pid)
       ctx.commands?.started(child.pid)
@@ -101,7 +109,7 @@ function execute(command: string, timeoutSeconds: number, ctx: ToolContext): Pro
       resolve(describe(ending ?? { how: 'error', message: 'the command ended without an exit status' }, timeoutSeconds, output.text()))
     }
     child.on('exit', (code, sig) => {
-      ending ??= { how: 'exit', code, signal: sig }
+      ending ??= sandboxed ? fromSandbox(code, sig) : { how: 'exit', code, signal: sig }
       killGroup('SIGKILL')
       if (child.pid !== undefined) {
         liveGroups.delete(child.pid)
@@ -120,6 +128,15 @@ function execute(command: string, timeoutSeconds: number, ctx: ToolContext): Pro
       settle()
     })
   })
+}
+
+/** bwrap reports a command killed by a signal as 128+N: shown as the signal, as without a sandbox. */
+function fromSandbox(code: number | null, sig: NodeJS.Signals | null): Ending {
+  if (code !== null && code > 128) {
+    const name = Object.entries(constants.signals).find(([, n]) => n === code - 128)?.[0] as NodeJS.Signals | undefined
+    if (name !== undefined) return { how: 'exit', code: null, signal: name }
+  }
+  return { how: 'exit', code, signal: sig }
 }
 
 function describe(ending: Ending, timeoutSeconds: number, text: string): ToolOutcome {

@@ -1,9 +1,17 @@
 import type { ToolSpec } from '../llm/client.js'
+import type { SandboxPlan } from './sandbox.js'
 
 /** What a tool may use while it runs: the workspace, the stop signal, and the task's memory of reads. */
 export interface ToolContext {
   /** The workspace, already resolved with realpath: the only directory tools may touch. */
   readonly workspace: string
+  /**
+   * Real paths no tool may read, write or list, whatever the workspace: the task tree and
+   * ctxagent's config file. Checked against where each opened directory really is.
+   */
+  readonly hidden: readonly string[]
+  /** How run_command runs: inside bubblewrap, or (only when the operator said so) without a sandbox. */
+  readonly sandbox: SandboxPlan
   /** Aborted when the task stops (SIGINT/SIGTERM, pause): a tool kills what it started and returns. */
   readonly signal: AbortSignal
   /** Files this task has read, for edit_file/write_file's read-before-write rule. */

@@ -1,8 +1,7 @@
-import { lstatSync } from 'node:fs'
 import { ToolError } from './errors.js'
-import { checkFresh, writeWorkspaceFile } from './file-write.js'
+import { boundaryOf, relOf, walkToFile } from './fd-walk.js'
+import { checkFresh, statIn, writeInDir } from './file-write.js'
 import { defineTool, ok, param } from './schema.js'
-import { resolveInWorkspace } from './workspace.js'
 
 export const writeFile = defineTool({
   name: 'write_file',
@@ -12,12 +11,22 @@ export const writeFile = defineTool({
     content: param.text('the whole new content of the file'),
   },
   async run({ path, content }, ctx) {
-    const target = resolveInWorkspace(ctx.workspace, path)
-    if (target.exists) {
-      if (lstatSync(target.real).isDirectory()) throw new ToolError(`${target.rel} is a directory`)
-      checkFresh(ctx, target.rel, target.real)
+    const boundary = boundaryOf(ctx)
+    // Missing parent directories are created on the way, each opened with O_NOFOLLOW from the one before.
+    const parent = walkToFile(boundary, path, true)
+    let rel: string
+    let existing: ReturnType<typeof statIn>
+    try {
+      if (parent.name === '.') throw new ToolError(`${path} is a directory`)
+      rel = relOf(boundary, parent.dirFd, parent.name)
+      existing = statIn(parent)
+      if (existing?.isDirectory()) throw new ToolError(`${rel} is a directory`)
+      if (existing?.isFile()) checkFresh(ctx, rel, existing)
+      writeInDir(ctx, parent, rel, content, existing)
+    } finally {
+      parent.close()
     }
-    writeWorkspaceFile(ctx, target.rel, target.real, content)
+    const target = { rel, exists: existing !== null }
     const lines = content === '' ? 0 : content.split('\n').length - (content.endsWith('\n') ? 1 : 0)
     const bytes = Buffer.byteLength(content)
     return ok(`${target.exists ? 'replaced' : 'created'} ${target.rel} (${count(lines, 'line')}, ${count(bytes, 'byte')})`)

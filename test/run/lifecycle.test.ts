@@ -6,6 +6,8 @@ import { alive, exitOf, groupAlive, killGroup, sleep } from '../helpers/wait.js'
 import { agentRequests, expectContinuousSeq, expectWellFormed, jsonl, onlyTask, readTask, runSetup, waitFor } from './harness.js'
 import type { RunSetup } from './harness.js'
 
+/** Tests that read a command's pids from the host need it outside a PID namespace (the sandbox's own kill is tested in test/tools/sandbox.test.ts). */
+const NO_SANDBOX = 'tools:\n  sandbox: none\n'
 /** Fast heartbeats, so that lock loss and staleness show within seconds. */
 const FAST_LOCKS = 'locks:\n  heartbeat_seconds: 0.5\n  stale_after_seconds: 2\n'
 
@@ -40,7 +42,7 @@ describe('run: stops, resumes and recovery', () => {
   })
 
   it('SIGINT during a long run_command kills its whole process group, answers the call [aborted], and exits 130', async () => {
-    const s = await runSetup()
+    const s = await runSetup(NO_SANDBOX)
     const pids = join(s.ws, 'pids.txt')
     s.fake.queue.push({ calls: [{ name: 'run_command', arguments: { command: `sleep 300 & echo $! > pids.txt; echo $$ >> pids.txt; sleep 300` } }] })
     const started = s.start(['run', '--task', 't', '--workspace', s.ws, '--allow-shell'])
@@ -57,7 +59,7 @@ describe('run: stops, resumes and recovery', () => {
   })
 
   it('a second SIGINT while the first is still stopping a tool exits 130 at once, kills the tool process group, and leaves the task for recovery', async () => {
-    const s = await runSetup(FAST_LOCKS)
+    const s = await runSetup(FAST_LOCKS + NO_SANDBOX)
     // A command that ignores SIGTERM: stopping it takes the 2 s grace period before SIGKILL.
     s.fake.queue.push({ calls: [{ name: 'run_command', arguments: { command: "trap '' TERM; echo $$ > pid.txt; while true; do sleep 0.1; done" } }] })
     const started = s.start(['run', '--task', 't', '--workspace', s.ws, '--allow-shell'])
@@ -103,7 +105,7 @@ describe('run: stops, resumes and recovery', () => {
   })
 
   it('watch-locks reaping an agent SIGKILLed mid-command kills the command it left running, and says so', async () => {
-    const s = await runSetup(FAST_LOCKS)
+    const s = await runSetup(FAST_LOCKS + NO_SANDBOX)
     s.fake.queue.push({ calls: [{ name: 'run_command', arguments: { command: 'echo $$ > cmd.pid; sleep 100 & sleep 100' } }] })
     onTestFinished(() => {
       const group = existsSync(join(s.ws, 'cmd.pid')) ? Number(readFileSync(join(s.ws, 'cmd.pid'), 'utf8')) : 0
@@ -125,7 +127,7 @@ describe('run: stops, resumes and recovery', () => {
   })
 
   it('a resumed task whose agent was SIGKILLed mid-command kills that command, and answers calls without results [aborted: …] before the first request', async () => {
-    const s = await runSetup(FAST_LOCKS)
+    const s = await runSetup(FAST_LOCKS + NO_SANDBOX)
     s.fake.queue.push({ calls: [{ name: 'read_file', arguments: { path: 'calc.js' }, id: 'c1' }, { name: 'run_command', arguments: { command: 'echo $$ > c2.pid; sleep 100' }, id: 'c2' }] })
     // A SIGKILLed agent cannot stop its command: the test does, whatever happens.
     onTestFinished(() => {

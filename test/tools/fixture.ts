@@ -4,6 +4,8 @@ import { join } from 'node:path'
 import { expect, onTestFinished } from 'vitest'
 import { ToolRegistry } from '../../src/tools/registry.js'
 import type { CallOutcome } from '../../src/tools/registry.js'
+import { planSandbox } from '../../src/tools/sandbox.js'
+import type { SandboxPlan } from '../../src/tools/sandbox.js'
 import type { ReadStamp, ToolContext } from '../../src/tools/types.js'
 
 export interface Fixture {
@@ -11,6 +13,8 @@ export interface Fixture {
   root: string
   ws: string
   outside: string
+  /** A task tree inside the workspace, holding TREE SECRET: no tool may reach it. */
+  tree: string
   ctx: ToolContext
   reads: Map<string, ReadStamp>
   tools: ToolRegistry
@@ -20,7 +24,7 @@ export interface Fixture {
 }
 
 /** A real temp workspace (with src/app.js) and an outside directory with secret.txt, removed after the test. */
-export function setup(options: { signal?: AbortSignal; allowShell?: boolean; commandTimeoutSeconds?: number } = {}): Fixture {
+export function setup(options: { signal?: AbortSignal; allowShell?: boolean; commandTimeoutSeconds?: number; sandbox?: SandboxPlan; treeInside?: boolean } = {}): Fixture {
   const root = realpathSync(mkdtempSync(join(tmpdir(), 'ctxagent-tools-')))
   onTestFinished(() => rmSync(root, { recursive: true, force: true }))
   const ws = join(root, 'ws')
@@ -29,9 +33,17 @@ export function setup(options: { signal?: AbortSignal; allowShell?: boolean; com
   mkdirSync(outside)
   writeFileSync(join(outside, 'secret.txt'), 'TOP SECRET\n')
   writeFileSync(join(ws, 'src', 'app.js'), 'const a = 1\nconst b = 2\nexport { a, b }\n')
+  // A task tree (inside the workspace with treeInside, the default layout's danger): hidden from every tool and command.
+  const tree = options.treeInside ? join(ws, 'logs', 'contexts') : join(root, 'tree')
+  mkdirSync(join(tree, 'running'), { recursive: true })
+  writeFileSync(join(tree, 'running', 'state.json'), '{"password":"TREE SECRET"}\n')
   const reads = new Map<string, ReadStamp>()
+  const planned = planSandbox({ sandbox: 'bwrap', network: false, sandbox_read_only: [] }, [tree])
+  if (!planned.ok && options.sandbox === undefined) throw new Error(`the tool tests need bubblewrap: ${planned.why}`)
   const ctx: ToolContext = {
     workspace: ws,
+    hidden: [tree],
+    sandbox: options.sandbox ?? (planned.ok ? planned.plan : { kind: 'none' }),
     signal: options.signal ?? new AbortController().signal,
     commandTimeoutSeconds: options.commandTimeoutSeconds ?? 120,
     reads: { get: (p) => reads.get(p), set: (p, s) => void reads.set(p, s) },
@@ -44,7 +56,7 @@ export function setup(options: { signal?: AbortSignal; allowShell?: boolean; com
     expect(readdirSync(outside)).toEqual(['secret.txt'])
     expect(readFileSync(join(outside, 'secret.txt'), 'utf8')).toBe('TOP SECRET\n')
   }
-  return { root, ws, outside, ctx, reads, tools, call, outsideUntouched }
+  return { root, ws, outside, tree, ctx, reads, tools, call, outsideUntouched }
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))

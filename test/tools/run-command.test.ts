@@ -42,8 +42,9 @@ describe('run_command', () => {
     expect((await s.call('run_command', { command: 'kill -SEGV $$' })).output).toBe('killed by SIGSEGV\n(no output)')
   })
 
-  it('closes stdin, removes secrets from the environment and turns pagers and prompts off', async () => {
-    const s = setup()
+  // Without a sandbox (tools.sandbox: none) the environment filter and the process-group kill are what hold.
+  it('closes stdin, removes secrets from the environment and turns pagers and prompts off (tools.sandbox: none)', async () => {
+    const s = setup({ sandbox: { kind: 'none' } })
     const secrets = { GITHUB_TOKEN: 'ghp_x', OPENAI_API_KEY: 'sk-x', GITLAB_TOKEN: 'glpat-x', ANTHROPIC_API_KEY: 'sk-ant-x', CTXAGENT_LLM_API_KEY: 'k', CTXAGENT_HOME: '/h' }
     Object.assign(process.env, secrets, { CTXAGENT_TEST_KEEP: undefined, HARMLESS_VAR: 'kept' })
     onTestFinished(() => {
@@ -72,7 +73,7 @@ describe('run_command', () => {
 
   it.each(['timeout', 'abort'] as const)('kills the whole process group on %s', async (how) => {
     const controller = new AbortController()
-    const s = setup({ signal: controller.signal })
+    const s = setup({ signal: controller.signal, sandbox: { kind: 'none' } })
     // A background sleep, a subshell's sleep, and the shell itself, each recording its pid.
     const command = 'sleep 300 & echo $! >> pids; (sleep 300 & echo $! >> pids; wait) & echo $$ >> pids; sleep 300'
     const pending = s.call('run_command', { command, ...(how === 'timeout' ? { timeout_seconds: 1 } : {}) })
@@ -86,7 +87,7 @@ describe('run_command', () => {
   })
 
   it('escalates to SIGKILL when the command ignores SIGTERM', async () => {
-    const s = setup()
+    const s = setup({ sandbox: { kind: 'none' } })
     const command = `trap '' TERM; echo $$ > pids; while :; do sleep 1; done`
     const pending = s.call('run_command', { command, timeout_seconds: 1 })
     const pids = await pidsIn(join(s.ws, 'pids'), 1)
@@ -112,7 +113,7 @@ describe('run_command', () => {
   })
 
   it('does not leave background processes behind after the command exits', async () => {
-    const s = setup()
+    const s = setup({ sandbox: { kind: 'none' } })
     const out = await s.call('run_command', { command: '(sleep 300 & echo $! > bg.pid) ; echo started' })
     expect(out.output).toBe('exit code 0\nstarted')
     await expectAllGone([Number(readFileSync(join(s.ws, 'bg.pid'), 'utf8'))])

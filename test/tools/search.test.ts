@@ -80,6 +80,6 @@ describe('grep', () => {
     const s = setup()
     const out = await s.call('grep', { pattern: '(unclosed' })
     expect(out).toMatchObject({ status: 'error', malformed: false })
-    expect(out.output).toMatch(/^Error: invalid regular expression "\(unclosed": /)
+    expect(out.output).toMatch(/^Error: invalid regular expression "\(unclosed" \(RE2 syntax: no backreferences or lookaround\): /)
   })
 })

@@ -1,23 +1,40 @@
-import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
+import { closeSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { ToolError } from '../../src/tools/errors.js'
-import { resolveInWorkspace } from '../../src/tools/workspace.js'
+import { boundaryOf, openDir, openFileRead, relOf, walkParent } from '../../src/tools/fd-walk.js'
 import { setup } from './fixture.js'
+import type { Fixture } from './fixture.js'
 
-describe('resolveInWorkspace', () => {
-  it('gives the real path and the workspace-relative one, for existing and new paths', () => {
+describe('the fd walk (fd-walk.ts)', () => {
+  /** Where a path leads: its parent held open and the workspace-relative name, for existing and new paths. */
+  const relOfPath = (s: Fixture, path: string) => {
+    const b = boundaryOf(s.ctx)
+    const parent = walkParent(b, path)
+    try {
+      return relOf(b, parent.dirFd, parent.name)
+    } finally {
+      parent.close()
+    }
+  }
+
+  it('gives the workspace-relative path, for existing and new paths', () => {
     const s = setup()
-    expect(resolveInWorkspace(s.ws, 'src/app.js')).toEqual({ real: join(s.ws, 'src', 'app.js'), rel: 'src/app.js', exists: true })
-    expect(resolveInWorkspace(s.ws, './src/../src/new/deep.txt')).toEqual({ real: join(s.ws, 'src', 'new', 'deep.txt'), rel: 'src/new/deep.txt', exists: false })
-    expect(resolveInWorkspace(s.ws, '.')).toMatchObject({ real: s.ws, rel: '.', exists: true })
-    expect(resolveInWorkspace(s.ws, join(s.ws, 'src'))).toMatchObject({ rel: 'src', exists: true })
+    expect(relOfPath(s, 'src/app.js')).toBe('src/app.js')
+    expect(relOfPath(s, './src/../src/deep.txt')).toBe('src/deep.txt')
+    expect(relOfPath(s, '.')).toBe('.')
+    expect(relOfPath(s, join(s.ws, 'src'))).toBe('src')
   })
 
-  it('resolves a link that stays inside to its target', () => {
+  it('follows a link that stays inside to its target', () => {
     const s = setup()
     symlinkSync(join(s.ws, 'src'), join(s.ws, 'code'))
-    expect(resolveInWorkspace(s.ws, 'code/app.js')).toMatchObject({ rel: 'src/app.js', exists: true })
+    symlinkSync('src/app.js', join(s.ws, 'alias.js'))
+    for (const path of ['code/app.js', 'alias.js']) {
+      const file = openFileRead(boundaryOf(s.ctx), path)
+      closeSync(file.fd)
+      expect(file.rel).toBe('src/app.js')
+    }
   })
 
   it.each([
@@ -35,17 +52,18 @@ describe('resolveInWorkspace', () => {
     symlinkSync(s.outside, join(s.ws, 'link-dir'))
     symlinkSync(join(s.outside, 'not-yet'), join(s.ws, 'dangling'))
     const path = given === 'ABS' ? join(s.outside, 'secret.txt') : given
-    expect(() => resolveInWorkspace(s.ws, path)).toThrow(ToolError)
-    expect(() => resolveInWorkspace(s.ws, path)).toThrow(/outside the workspace|symbolic link/)
+    expect(() => openFileRead(boundaryOf(s.ctx), path)).toThrow(ToolError)
+    expect(() => openFileRead(boundaryOf(s.ctx), path)).toThrow(/outside the workspace/)
   })
 
-  it('mustExist and kind say what is wrong in one line', () => {
+  it('says what is wrong in one line', () => {
     const s = setup()
-    expect(() => resolveInWorkspace(s.ws, 'nope.txt', { mustExist: true })).toThrow('nope.txt does not exist')
-    expect(() => resolveInWorkspace(s.ws, 'src', { kind: 'file' })).toThrow('src is a directory; use list_dir to see what is in it')
-    expect(() => resolveInWorkspace(s.ws, 'src/app.js', { kind: 'directory' })).toThrow(/is a file, not a directory/)
-    expect(() => resolveInWorkspace(s.ws, ' ')).toThrow(/path is empty/)
-    expect(() => resolveInWorkspace(s.ws, 'a\0b')).toThrow(/NUL/)
+    const b = boundaryOf(s.ctx)
+    expect(() => openFileRead(b, 'nope.txt')).toThrow('nope.txt does not exist')
+    expect(() => openFileRead(b, 'src')).toThrow('src is a directory; use list_dir to see what is in it')
+    expect(() => openDir(b, 'src/app.js')).toThrow(/is a file, not a directory/)
+    expect(() => walkParent(b, ' ')).toThrow(/path is empty/)
+    expect(() => walkParent(b, 'a\0b')).toThrow(/NUL/)
   })
 })
 

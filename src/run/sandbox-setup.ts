@@ -1,0 +1,30 @@
+import { realpathSync } from 'node:fs'
+import { resolve } from 'node:path'
+import type { Config } from '../config/schema.js'
+import { UsageError } from '../errors.js'
+import { planSandbox } from '../tools/sandbox.js'
+import type { SandboxPlan } from '../tools/sandbox.js'
+
+/** The places no tool and no command may reach, as real paths: the task tree and the config file. */
+export function hiddenPaths(base: string, configFile: string | null): string[] {
+  const real = (p: string) => {
+    try {
+      return realpathSync(p)
+    } catch {
+      return resolve(p)
+    }
+  }
+  return [real(base), ...(configFile === null ? [] : [real(configFile)])]
+}
+
+/**
+ * How run_command will run. With a shell offered and tools.sandbox: bwrap, bubblewrap
+ * must pass its self-check, or the run is refused before the task exists: a shell
+ * without a sandbox is only ever the operator's explicit choice (tools.sandbox: none).
+ */
+export function shellSandbox(config: Config, allowShell: boolean, hidden: readonly string[]): SandboxPlan {
+  if (!allowShell) return { kind: 'none' }
+  const planned = planSandbox(config.tools, hidden)
+  if (planned.ok) return planned.plan
+  throw new UsageError(`run_command needs a sandbox, and bubblewrap does not work here: ${planned.why}`, 'install bubblewrap (apt-get install bubblewrap), or set tools.sandbox: none in the config to run commands without a sandbox')
+}

@@ -1,0 +1,139 @@
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { parseConfig } from '../../src/config/load.js'
+import { describeSandbox, planSandbox } from '../../src/tools/sandbox.js'
+import { cli } from '../helpers/run.js'
+import { setup, sleep } from './fixture.js'
+
+/** Host pids whose command line holds `token` (a process the sandbox left behind would show here). */
+function holding(token: string): number[] {
+  const out: number[] = []
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      if (readFileSync(`/proc/${name}/cmdline`, 'utf8').includes(token)) out.push(Number(name))
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return out
+}
+
+async function settledHolding(token: string): Promise<number[]> {
+  // A killed namespace takes a moment to be reaped; waits on the event, never asserts on time.
+  for (let i = 0; i < 200 && holding(token).length > 0; i++) await sleep(50)
+  return holding(token)
+}
+
+const SECRET = 'sk-proj-SANDBOXSECRET1234567890'
+
+describe('run_command in bubblewrap', () => {
+  it("cannot read ctxagent's environment through /proc, nor its own parent's", async () => {
+    const s = setup()
+    process.env.OPENAI_API_KEY = SECRET
+    process.env.HARMLESS_VAR = 'visible-outside'
+    onTestFinished(() => {
+      delete process.env.OPENAI_API_KEY
+      delete process.env.HARMLESS_VAR
+    })
+    const command = `for f in /proc/*/environ /proc/$PPID/environ /proc/${process.pid}/environ; do tr '\\0' '\\n' < $f; done 2>&1; env; cat /proc/1/cmdline; ls /proc`
+    const out = await s.call('run_command', { command })
+    expect(out.output).toMatch(/^exit code \d+\n/)
+    expect(out.output).not.toContain(SECRET)
+    // Not even a harmless variable of ctxagent's: the command's environment is built from nothing.
+    expect(out.output).not.toContain('visible-outside')
+    expect(out.output).toMatch(/^PAGER=cat$/m)
+  })
+
+  it('kills setsid and nohup children when the command ends (and without the sandbox they would survive)', async () => {
+    const token = `ctxagent-setsid-${process.pid}-${Date.now()}`
+    const command = `setsid sh -c 'sleep 3333; : ${token}' >/dev/null 2>&1 & nohup sh -c 'trap "" HUP TERM; sleep 3334; : ${token}' >/dev/null 2>&1 & sleep 0.3; echo started`
+    const s = setup()
+    expect((await s.call('run_command', { command })).output).toBe('exit code 0\nstarted')
+    expect(await settledHolding(token)).toEqual([])
+    // The same command without a sandbox leaves its setsid child behind: the check above can fail.
+    const bare = setup({ sandbox: { kind: 'none' } })
+    const plainToken = `${token}-none`
+    await bare.call('run_command', { command: command.replaceAll(token, plainToken) })
+    const left = holding(plainToken)
+    for (const pid of left) process.kill(pid, 'SIGKILL')
+    expect(left.length).toBeGreaterThan(0)
+  })
+
+  it('writes only to the workspace; the system is read-only, the rest absent', async () => {
+    const s = setup()
+    const out = await s.call('run_command', { command: `touch ${s.outside}/x; cat ${s.outside}/secret.txt; touch /usr/x /etc/x; ls ${s.root}; echo hi > made.txt; echo done` })
+    expect(out.output).toContain('Read-only file system')
+    expect(out.output).not.toContain('TOP SECRET')
+    expect(out.output).toMatch(/done$/)
+    expect(readFileSync(join(s.ws, 'made.txt'), 'utf8')).toBe('hi\n')
+    s.outsideUntouched()
+  })
+
+  it('hides a task tree and a config file that lie inside the workspace', async () => {
+    const s = setup({ treeInside: true })
+    const config = join(s.ws, 'config.yaml')
+    writeFileSync(config, 'llm:\n  openai:\n    api_key: CONFIG-SECRET\n')
+    const plan = planSandbox({ sandbox: 'bwrap', network: false, sandbox_read_only: [] }, [s.tree, config])
+    if (!plan.ok) throw new Error(plan.why)
+    const command = 'cat config.yaml; find logs -type f; cat logs/contexts/running/state.json; echo x > logs/contexts/planted; echo end'
+    const out = await s.tools.call({ id: 'c', type: 'function', function: { name: 'run_command', arguments: JSON.stringify({ command }) } }, { ...s.ctx, sandbox: plan.plan })
+    expect(out.output).not.toContain('CONFIG-SECRET')
+    expect(out.output).not.toContain('TREE SECRET')
+    expect(out.output).toMatch(/end$/)
+    expect(readdirSync(s.tree)).toEqual(['running'])
+    expect(readFileSync(config, 'utf8')).toContain('CONFIG-SECRET')
+  })
+
+  it('keeps exit codes, signals, timeouts and the output cap', async () => {
+    const s = setup()
+    expect((await s.call('run_command', { command: 'exit 42' })).output).toBe('exit code 42\n(no output)')
+    expect((await s.call('run_command', { command: 'kill -KILL $$' })).output).toBe('killed by SIGKILL\n(no output)')
+    expect(await s.call('run_command', { command: 'trap "" TERM; sleep 300', timeout_seconds: 1 })).toMatchObject({ status: 'error', error: 'timed out after 1s' })
+    const big = await s.call('run_command', { command: 'seq 1 200000' })
+    expect(big.output.length).toBeLessThanOrEqual(30_000)
+    expect(big.output).toMatch(/\n200000$/)
+  })
+
+  it('has no network unless tools.network allows it', async () => {
+    const s = setup()
+    const interfaces = "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"
+    expect((await s.call('run_command', { command: interfaces })).output).toBe('exit code 0\nlo')
+    const planned = planSandbox({ sandbox: 'bwrap', network: true, sandbox_read_only: [] }, [])
+    if (!planned.ok) throw new Error(planned.why)
+    const host = readFileSync('/proc/net/dev', 'utf8').trim().split('\n').length - 2
+    const out = await s.tools.call({ id: 'n', type: 'function', function: { name: 'run_command', arguments: JSON.stringify({ command: interfaces }) } }, { ...s.ctx, sandbox: planned.plan })
+    expect(out.output.split('\n').length - 1).toBe(host)
+  })
+
+  it('config keys say precisely what is wrong', () => {
+    expect(() => parseConfig('tools:\n  sandbox: auto\n')).toThrow('config.yaml: tools.sandbox must be bwrap or none')
+    expect(() => parseConfig('tools:\n  sandbox_read_only: [relative]\n')).toThrow('config.yaml: tools.sandbox_read_only[0] must be an absolute path')
+    expect(() => parseConfig('tools:\n  network: yes\n')).toThrow('config.yaml: tools.network must be true or false')
+    expect(parseConfig('').tools).toMatchObject({ sandbox: 'bwrap', network: false, sandbox_read_only: [] })
+  })
+})
+
+describe('where bubblewrap is missing', () => {
+  const missing = { CTXAGENT_BWRAP: '/nonexistent/bwrap' }
+
+  it('plans no sandbox and describeSandbox says why; tools.sandbox: none is the explicit way out', () => {
+    const tools = { sandbox: 'bwrap' as const, network: false, sandbox_read_only: [] }
+    expect(planSandbox(tools, [], missing)).toEqual({ ok: false, why: '/nonexistent/bwrap is not installed (apt-get install bubblewrap)' })
+    expect(describeSandbox(tools, missing)).toMatchObject({ mode: 'bwrap', ok: false })
+    expect(describeSandbox(tools, missing).detail).toContain('tools.sandbox: none')
+    expect(describeSandbox({ ...tools, sandbox: 'none' }, missing)).toMatchObject({ mode: 'none', ok: true })
+    expect(describeSandbox(tools)).toMatchObject({ mode: 'bwrap', ok: true })
+  })
+
+  it('refuses run --allow-shell at start, in one line naming tools.sandbox: none (exit 2, nothing written)', () => {
+    const home = mkdtempSync(join(tmpdir(), 'ctxagent-nobwrap-'))
+    onTestFinished(() => rmSync(home, { recursive: true, force: true }))
+    const res = cli(['run', '--task', 'hi', '--allow-shell', '--provider', 'ollama', '--workspace', home], { ...missing, CTXAGENT_HOME: join(home, 'tree') }, home)
+    expect(res.stderr).toMatch(/^ctxagent: run_command needs a sandbox, and bubblewrap does not work here: .*tools\.sandbox: none.*\n$/)
+    expect(res.code).toBe(2)
+    expect(readdirSync(home)).toEqual([])
+  })
+})
