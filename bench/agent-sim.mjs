@@ -46,7 +46,7 @@ if (mode === 'memory') {
   for (let i = 0; i < calls; i++) {
     handle.addMessage({ role: 'assistant', content: '', tool_calls: [{ id: `c${i}`, type: 'function', function: { name: 'run', arguments: `{"step":${i}}` } }] })
     handle.addMessage({ role: 'tool', tool_call_id: `c${i}`, tool_name: 'run', content: output(i) })
-    const request = JSON.stringify({ model: 'm', messages: requestMessages(handle.window(), limit, 3) })
+    const request = JSON.stringify({ model: 'm', messages: requestMessages(handle.window(), limit, 3).messages })
     if (request.length === 0) throw new Error('unreachable')
     await compressIfNeeded(handle, options)
     if (i % 10 === 0) sample()

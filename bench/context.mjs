@@ -1,6 +1,8 @@
 // Memory of a long task kept on disk vs in a list (seed 000 §7.1), and request
 // tokens saved by prune on a recorded-style coding session.
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:http'
 import { join } from 'node:path'
 import { prune } from '../dist/context/prune.js'
 import { estimateMessageTokens } from '../dist/storage/format/tokens.js'
@@ -82,5 +84,91 @@ export async function run() {
     target: '≥ 50% saved',
     pass: saved >= 0.5,
   })
+  results.push(...(await tokenBill()))
   return results
+}
+
+const BILL_TURNS = 1000
+
+/**
+ * An OpenAI-compatible server on 127.0.0.1 that reports honest usage (prompt_tokens =
+ * the request's messages as JSON / 4, as ctxagent estimates) and records what it got.
+ */
+async function honestServer(turns) {
+  const seen = { agent: 0, summary: 0, bytes: 0, summaryBytes: 0, sizes: new Map(), answer: null }
+  const server = createServer((req, res) => {
+    let body = ''
+    req.on('data', (d) => (body += d))
+    req.on('end', () => {
+      const request = JSON.parse(body)
+      const bytes = Buffer.byteLength(JSON.stringify(request.messages))
+      const isAgent = Array.isArray(request.tools)
+      let message
+      if (isAgent) {
+        seen.agent++
+        seen.bytes += bytes
+        seen.sizes.set(seen.agent, bytes)
+        const n = seen.agent
+        message = n > turns ? { role: 'assistant', content: 'all files read' } : { role: 'assistant', content: `reading f${n}`, tool_calls: [{ id: `c${n}`, type: 'function', function: { name: 'read_file', arguments: JSON.stringify({ path: `f${n % 1000}.txt` }) } }] }
+      } else {
+        seen.summary++
+        seen.summaryBytes += bytes
+        message = { role: 'assistant', content: `## Original Task\nread the files\n## Completed Work\n- read files up to turn ${seen.agent}\n## Current State\n- going on` }
+      }
+      const prompt = Math.ceil(bytes / 4)
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: 'bench', choices: [{ index: 0, finish_reason: 'stop', message }], usage: { prompt_tokens: prompt, completion_tokens: 20, total_tokens: prompt + 20 } }))
+    })
+  })
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return { url: `http://127.0.0.1:${server.address().port}/v1`, seen, close: () => new Promise((resolve) => server.close(resolve)) }
+}
+
+/** One 1,000-turn task (9 KB tool outputs, context 128,000) through the real CLI; what it sent. */
+async function billOf(rounds, maxRounds) {
+  const dir = scratch('bill')
+  const ws = join(dir, 'ws')
+  mkdirSync(ws, { recursive: true })
+  const random = rng(9)
+  for (let i = 0; i < 1000; i++) writeFileSync(join(ws, `f${i}.txt`), agentText(random, 9 * 1024))
+  const server = await honestServer(BILL_TURNS)
+  writeFileSync(join(dir, 'config.yaml'), `llm:\n  provider: openai\n  openai:\n    base_url: ${server.url}\n    api_key: bench\n    model: bench\n    context_length: 128000\n    max_retries: 0\ncontext:\n  prune:\n    protected_tool_rounds: ${rounds}\n  compression:\n    max_rounds: ${maxRounds}\n`)
+  try {
+    const out = await new Promise((resolve, reject) => {
+      const child = spawn(process.execPath, [join(ROOT, 'bin', 'ctxagent'), 'run', '--task', 'read every file', '--workspace', ws, '--home', join(dir, 'tree'), '--config', join(dir, 'config.yaml'), '--max-turns', String(BILL_TURNS + 1), '--json'], { stdio: ['ignore', 'pipe', 'ignore'] })
+      let text = ''
+      child.stdout.on('data', (d) => (text += d))
+      child.on('exit', (code) => (code === 0 ? resolve(text) : reject(new Error(`run exited ${code}`))))
+    })
+    return { ...server.seen, answer: JSON.parse(out).answer ?? JSON.parse(out).final_answer ?? null }
+  } finally {
+    await server.close()
+    remove(dir)
+  }
+}
+
+export async function tokenBill() {
+  const seed = await billOf(1_000_000, 1_000_000)
+  const rounds = await billOf(5, 100)
+  const kb = (b) => `${(b / 1024).toFixed(0)} KB`
+  const total = (r) => r.bytes + r.summaryBytes
+  const ratio = total(rounds) / total(seed)
+  return [
+    {
+      name: 'token-bill',
+      what: `prompt bytes sent (agent and summary requests) over a ${BILL_TURNS.toLocaleString('en')}-turn task (9 KB tool outputs, context 128,000, honest usage): protected_tool_rounds 5 and max_rounds 100 vs seed 001's prune alone (protected_turns 3)`,
+      measured: `${(total(rounds) / 1e6).toFixed(1)} MB (~${Math.round(total(rounds) / 4 / 1e3).toLocaleString('en')}k tokens; summaries ${(rounds.summaryBytes / 1e6).toFixed(1)} MB) vs ${(total(seed) / 1e6).toFixed(1)} MB (~${Math.round(total(seed) / 4 / 1e3).toLocaleString('en')}k tokens; summaries ${(seed.summaryBytes / 1e6).toFixed(1)} MB); same answer: ${rounds.answer === seed.answer ? 'yes' : 'no'}`,
+      ratio: `${ratio.toFixed(2)}×`,
+      target: '≤ 0.4×',
+      pass: ratio <= 0.4 && rounds.answer === seed.answer,
+    },
+    {
+      name: 'token-bill-shape',
+      what: 'request size at turn 200 and turn 1,000, and summary calls, of the same two runs (rounds 5 vs seed 001 alone)',
+      measured: `turn 200: ${kb(rounds.sizes.get(200))} vs ${kb(seed.sizes.get(200))}; turn 1,000: ${kb(rounds.sizes.get(1000))} vs ${kb(seed.sizes.get(1000))}; summary calls ${rounds.summary} vs ${seed.summary}`,
+      ratio: `${(rounds.sizes.get(1000) / seed.sizes.get(1000)).toFixed(2)}× at turn 1,000`,
+      target: 'reported',
+      pass: true,
+    },
+  ]
 }

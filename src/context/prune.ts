@@ -5,31 +5,61 @@ const BLOB = /^\[blob:[^\]\s]+\]/
 
 type Prunable = WindowMessage & { reasoning?: unknown; reasoning_content?: unknown }
 
+/** What a request keeps in full: the tool output of the last user turns and of the last tool rounds. */
+export interface PrunePolicy {
+  /** Seed 001: tool output older than the last N user turns is pruned (0: none protected). */
+  protectedTurns: number
+  /**
+   * Tool output older than the last N assistant tool rounds (an assistant message with
+   * tool calls, and its results) is pruned too: a task given once and worked on for
+   * hundreds of rounds has one user turn, which would otherwise protect everything.
+   */
+  protectedToolRounds: number
+}
+
 /**
- * Per-request pruning (seed 001 Phase 1), a pure function over a copy of the
- * request: tool results and reasoning older than the last `protectedTurns` user
- * turns become `[pruned]` (a leading `[blob:<id>]` reference is kept); user and
- * assistant text and tool calls stay. Idempotent; the files on disk never change.
+ * Per-request pruning (seed 001 Phase 1, plus tool rounds), a pure function over a
+ * copy of the request: tool results and reasoning older than either boundary become
+ * `[pruned]` (a leading `[blob:<id>]` reference is kept); user and assistant text and
+ * tool calls stay. The last round's results (those the model has not seen yet) are
+ * always kept. Idempotent; the files on disk never change.
  */
-export function prune(messages: readonly WindowMessage[], protectedTurns: number): WindowMessage[] {
-  const userTurns: number[] = []
-  messages.forEach((m, i) => {
-    if (m.role === 'user') userTurns.push(i)
-  })
-  // Fewer user turns than protected: everything is recent.
-  const boundary = protectedTurns === 0 ? messages.length : userTurns.length >= protectedTurns ? (userTurns[userTurns.length - protectedTurns] as number) : 0
-  return messages.map((message, i) => {
-    if (i >= boundary) return message
-    const m = message as Prunable
-    let out: Prunable = m
-    if (m.role === 'tool' && m.content !== PRUNED) {
-      const blob = BLOB.exec(m.content)?.[0]
-      const pruned = blob ? `${blob} ${PRUNED}` : PRUNED
-      if (m.content !== pruned) out = { ...m, content: pruned }
-    }
-    for (const field of ['reasoning', 'reasoning_content'] as const) {
-      if (typeof out[field] === 'string' && out[field] !== PRUNED) out = { ...out, [field]: PRUNED }
-    }
-    return out
-  })
+export function prune(messages: readonly WindowMessage[], policy: PrunePolicy | number): WindowMessage[] {
+  const { protectedTurns, protectedToolRounds } = typeof policy === 'number' ? { protectedTurns: policy, protectedToolRounds: Number.POSITIVE_INFINITY } : policy
+  const boundary = Math.max(turnBoundary(messages, protectedTurns), roundBoundary(messages, Math.max(1, protectedToolRounds)))
+  return messages.map((message, i) => (i >= boundary ? message : pruned(message as Prunable)))
+}
+
+/** Index of the oldest protected user turn; 0 (everything recent) when there are fewer. */
+function turnBoundary(messages: readonly WindowMessage[], protectedTurns: number): number {
+  if (protectedTurns === 0) return messages.length
+  let seen = 0
+  for (let i = messages.length - 1; i >= 0; i--) {
+    if (messages[i]?.role === 'user' && ++seen === protectedTurns) return i
+  }
+  return 0
+}
+
+/** Index of the oldest protected tool round (its assistant message); 0 when there are fewer rounds. */
+function roundBoundary(messages: readonly WindowMessage[], rounds: number): number {
+  if (!Number.isFinite(rounds)) return 0
+  let seen = 0
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i]
+    if (m?.role === 'assistant' && (m.tool_calls?.length ?? 0) > 0 && ++seen === rounds) return i
+  }
+  return 0
+}
+
+function pruned(m: Prunable): WindowMessage {
+  let out: Prunable = m
+  if (m.role === 'tool' && m.content !== PRUNED) {
+    const blob = BLOB.exec(m.content)?.[0]
+    const stub = blob ? `${blob} ${PRUNED}` : PRUNED
+    if (m.content !== stub) out = { ...m, content: stub }
+  }
+  for (const field of ['reasoning', 'reasoning_content'] as const) {
+    if (typeof out[field] === 'string' && out[field] !== PRUNED) out = { ...out, [field]: PRUNED }
+  }
+  return out
 }

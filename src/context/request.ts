@@ -5,30 +5,74 @@ import { compact, planCompaction, shouldCompress } from './compaction.js'
 import type { CompactionPlan, CompactionResult, CompactionSettings, CompactionSink } from './compaction.js'
 import { loadSnapshot } from './snapshot.js'
 import { prune } from './prune.js'
+import type { PrunePolicy } from './prune.js'
 import type { Summarizer } from './summarizer.js'
 
+/** One LLM request as built from the window, and what building it had to leave out. */
+export interface RequestPlan {
+  messages: WindowMessage[]
+  /** Estimated tokens of `messages`. */
+  tokens: number
+  /** Estimated tokens of the pruned window before anything was cut to the budget. */
+  prunedTokens: number
+  /** Messages of the window left out because they did not fit (0 normally). */
+  dropped: number
+  /** Tool results cut down to fit, in this request only. */
+  clipped: number
+}
+
+/** A tool result larger than this share of the budget is cut in the request (the whole stays on disk). */
+const MAX_RESULT_SHARE = 0.5
+
 /**
- * The messages of one LLM request (SPEC §5): the window's head (system prompt,
+ * The messages of one LLM request (SPEC §5): the window pruned (tool output of old
+ * turns and old tool rounds, ./prune.js), then the window's head (system prompt,
  * original task, summary: everything before the first assistant or tool message)
- * always, then the newest messages that fit in `limit` tokens, without ever starting
- * on a tool result whose call was left out; then pruned. A copy: the window and the
- * files are never changed.
+ * always, and the newest messages that fit in `limit` tokens, never starting on a
+ * tool result whose call was left out. A copy: the window and the files never change.
+ * What had to be left out is counted, and said in the request itself, so that the
+ * caller can compact first and the model is never silently missing history.
  */
-export function requestMessages(window: readonly WindowMessage[], limit: number, protectedTurns: number): WindowMessage[] {
+export function requestMessages(window: readonly WindowMessage[], limit: number, policy: PrunePolicy | number): RequestPlan {
+  const pruned = prune(window, policy)
   let headEnd = 0
-  while (headEnd < window.length && (window[headEnd]?.role === 'system' || window[headEnd]?.role === 'user')) headEnd++
+  while (headEnd < pruned.length && (pruned[headEnd]?.role === 'system' || pruned[headEnd]?.role === 'user')) headEnd++
   // With no summary the head is just the leading system/user messages of the conversation.
-  const head = window.slice(0, headEnd)
+  const head = pruned.slice(0, headEnd)
+  const costs = pruned.map(estimateMessageTokens)
+  const prunedTokens = costs.reduce((a, b) => a + b, 0)
   let budget = limit - windowTokens(head)
-  let start = window.length
-  while (start > headEnd) {
-    const cost = estimateMessageTokens(window[start - 1] as WindowMessage)
+  let clipped = 0
+  const body = pruned.slice(headEnd).map((m, i) => {
+    const cap = Math.floor(Math.max(0, budget) * MAX_RESULT_SHARE)
+    if (m.role !== 'tool' || (costs[headEnd + i] as number) <= cap) return m
+    clipped++
+    const cut = clipToTokens(m.content, cap)
+    costs[headEnd + i] = estimateMessageTokens({ ...m, content: cut })
+    return { ...m, content: cut }
+  })
+  let start = body.length
+  while (start > 0) {
+    const cost = costs[headEnd + start - 1] as number
     if (cost > budget) break
     budget -= cost
     start--
   }
-  while (start < window.length && window[start]?.role === 'tool') start++
-  return prune([...head, ...window.slice(start)], protectedTurns)
+  while (start < body.length && body[start]?.role === 'tool') start++
+  const kept = body.slice(start)
+  const dropped = start
+  const note: WindowMessage[] = dropped > 0 ? [{ role: 'user', content: `[${dropped} earlier message(s) of this task are left out of this request: they did not fit the model's context. The whole history is on disk in messages.jsonl; the summary above covers what came before it.]` }] : []
+  const messages = [...head, ...note, ...kept]
+  return { messages, tokens: windowTokens(messages), prunedTokens, dropped, clipped }
+}
+
+/** Text cut to about `tokens` tokens, head and tail kept, with a note of what is missing and where the whole is. */
+function clipToTokens(text: string, tokens: number): string {
+  const chars = Math.max(200, tokens * 4 - 200)
+  if (text.length <= chars) return text
+  const head = Math.floor(chars * 0.7)
+  const tail = chars - head
+  return `${text.slice(0, head)}\n[… ${(text.length - chars).toLocaleString('en-US')} characters cut from this request to fit the context; the whole result is in tools.jsonl …]\n${text.slice(-tail)}`
 }
 
 export interface AutoCompressOptions {
@@ -36,8 +80,11 @@ export interface AutoCompressOptions {
   settings: CompactionSettings
   /** compressionLimit(config, contextLength) from ./compaction.js */
   limit: number
-  /** The provider's prompt_tokens of the last request, preferred over the estimate. */
-  reportedPromptTokens?: number | null
+  /**
+   * The caller's count of the next request: the provider's report when plausible, else
+   * the estimate of the pruned request. Default: the estimate of the whole window.
+   */
+  requestTokens?: number | null
   now: () => Date
   warn: (message: string) => void
   /** Compress whenever there is enough to summarize, under the limit too (a `compress` request, a context-length error). */
@@ -47,15 +94,16 @@ export interface AutoCompressOptions {
 }
 
 /**
- * The owner's compaction step, run after each turn: when the window is over the
- * limit, status `compressing`, summarize, back to `processing`. Best effort: a
+ * The owner's compaction step, run before each request: when the request would be over
+ * the limit, status `compressing`, summarize, back to `processing`. Best effort: a
  * failed summary is a warning, nothing changes, and the next turn tries again.
  */
 export async function compressIfNeeded(handle: TaskHandle, options: AutoCompressOptions): Promise<CompactionResult | null> {
+  const tokens = options.requestTokens ?? handle.windowTokens()
   // The cheap check first: most turns are under the limit and read nothing.
-  if (options.force !== true && (options.reportedPromptTokens ?? handle.windowTokens()) <= options.limit) return null
+  if (options.force !== true && tokens <= options.limit) return null
   const plan = planCompaction(await loadSnapshot(handle.dir), options.settings)
-  if (options.force === true ? plan === null : !shouldCompress(plan, options.limit, options.reportedPromptTokens)) return null
+  if (options.force === true ? plan === null : !shouldCompress(plan, options.limit, tokens)) return null
   await handle.setStatus('compressing', 'compressing')
   const requestId = options.requestId
   const sink: CompactionSink = requestId === undefined ? handle : { addSummary: (r) => handle.addSummary({ ...r, request_id: requestId }), replaceCurrent: (w) => handle.replaceCurrent(w) }
@@ -70,4 +118,16 @@ export async function compressIfNeeded(handle: TaskHandle, options: AutoCompress
     await handle.setStatus('processing', 'compression failed')
     return null
   }
+}
+
+/**
+ * The provider's prompt_tokens when it is plausible, else the estimate: a server or
+ * proxy that under-reports (a stub answering 1,000 every time) must not switch
+ * compaction off. A report below half the estimate is not believed (chars/4 rarely
+ * overestimates by 2×); a report above it is (the tokenizer knows best).
+ */
+export function plausibleTokens(reported: number | null, estimate: number): { tokens: number; believed: boolean } {
+  if (reported === null) return { tokens: estimate, believed: true }
+  if (reported * 2 < estimate) return { tokens: estimate, believed: false }
+  return { tokens: reported, believed: true }
 }

@@ -13,12 +13,48 @@ export interface Summarizer {
   summarize(previous: string | null, messages: readonly StoredMessage[], task: StoredMessage | null): Promise<string>
 }
 
-export function llmSummarizer(client: LlmClient): Summarizer {
+/**
+ * At most this many LLM calls for one compaction: a window that was allowed to grow
+ * far past the limit (an under-reporting server, an old task resumed) is summarized at
+ * a bounded cost, each call within the model's context.
+ */
+export const MAX_SUMMARY_CALLS = 4
+
+export function llmSummarizer(client: LlmClient, maxCalls = MAX_SUMMARY_CALLS): Summarizer {
   return {
     method: 'llm',
     model: client.model,
-    summarize: (previous, messages) => summarizeInChunks(client, SUMMARY_SYSTEM_PROMPT, previous, messages.map(transcriptLine)),
+    summarize: (previous, messages) => summarizeInChunks(client, SUMMARY_SYSTEM_PROMPT, previous, boundedTranscript(messages, chunkBudget(client) * maxCalls)),
   }
+}
+
+/** Tokens of transcript one summary call carries: half the context, the rest for the previous summary and the answer. */
+function chunkBudget(client: LlmClient): number {
+  return Math.max(512, Math.floor(client.contextLength * 0.5))
+}
+
+/**
+ * Transcript lines of `messages` within `budget` tokens. Over it, long lines are cut
+ * harder; if that is not enough, the oldest messages after the first two are replaced
+ * by one line that says which were left out and gives an extract of them (files,
+ * errors, decisions), so nothing is cut without a summary of what was cut.
+ */
+export function boundedTranscript(messages: readonly StoredMessage[], budget: number): string[] {
+  const cost = (lines: readonly string[]) => lines.reduce((sum, l) => sum + estimateTokens(l), 0)
+  const lines = messages.map((m) => transcriptLine(m))
+  if (cost(lines) <= budget) return lines
+  const perLine = Math.max(400, Math.floor(((budget * 4) / Math.max(1, messages.length)) * 0.9))
+  const cut = messages.map((m) => transcriptLine(m, perLine))
+  if (cost(cut) <= budget) return cut
+  const head = cut.slice(0, 2)
+  let room = Math.floor(budget * 0.8) - cost(head)
+  let start = cut.length
+  while (start > head.length && estimateTokens(cut[start - 1] as string) <= room) room -= estimateTokens(cut[--start] as string)
+  const omitted = messages.slice(head.length, start)
+  if (omitted.length === 0) return cut
+  const extract = extractiveSummary(null, omitted, null)
+  const note = `[${omitted.length} messages (seq ${omitted[0]?.seq}–${omitted.at(-1)?.seq}) are not shown here, to bound this summary's cost; they are in messages.jsonl. An extract of them:]\n${extract.slice(0, Math.floor(budget * 0.2) * 4)}`
+  return [...head, note, ...cut.slice(start)]
 }
 
 export function extractiveSummarizer(): Summarizer {
@@ -41,7 +77,9 @@ export async function summarizeInChunks(client: LlmClient, system: string, previ
     chunk = []
     tokens = 0
   }
-  for await (const line of lines) {
+  for await (const whole of lines) {
+    // One line never makes a call larger than the context.
+    const line = whole.length > budget * 4 ? `${whole.slice(0, budget * 3)}\n[… ${whole.length - budget * 3} characters omitted …]` : whole
     const t = estimateTokens(line)
     if (tokens + t > budget) await flush()
     chunk.push(line)

@@ -1,4 +1,6 @@
-import { compressIfNeeded, requestMessages } from '../context/request.js'
+import { compressIfNeeded, plausibleTokens, requestMessages } from '../context/request.js'
+import type { RequestPlan } from '../context/request.js'
+import type { PrunePolicy } from '../context/prune.js'
 import type { CompactionResult, CompactionSettings } from '../context/compaction.js'
 import type { Summarizer } from '../context/summarizer.js'
 import { ProviderError } from '../errors.js'
@@ -6,7 +8,7 @@ import type { ChatResult, LlmClient } from '../llm/client.js'
 import { LockLostError } from '../storage/lock/lock.js'
 import type { ToolCall, TurnUsage } from '../storage/format/records.js'
 import type { TaskHandle } from '../storage/task/handle.js'
-import { estimateTokens, windowTokens } from '../storage/format/tokens.js'
+import { estimateTokens } from '../storage/format/tokens.js'
 import { commandExit, mainArgument } from '../tools/main-argument.js'
 import type { ToolRegistry } from '../tools/registry.js'
 import type { SandboxPlan } from '../tools/sandbox.js'
@@ -29,11 +31,14 @@ export interface AgentLimits {
   compressAt: number
   /** Token budget of one request (the window is cut to it when compression could not help). */
   requestBudget: number
-  protectedTurns: number
+  /** What each request keeps of old tool output (the rest is `[pruned]` in the request only). */
+  prune: PrunePolicy
   compaction: CompactionSettings
   commandTimeoutSeconds: number
   /** Tool calls run per assistant message (tools.max_calls_per_reply); the rest are answered as skipped. */
   maxCallsPerReply: number
+  /** Compact when the window holds more tool rounds than this (context.compression.max_rounds). */
+  maxRounds: number
 }
 
 export interface AgentParts {
@@ -82,7 +87,12 @@ export class Agent {
   private elapsedBefore: number
   private readonly startedAt = Date.now()
   /** Provider's prompt_tokens of the last request, and the window's estimate at that moment. */
-  private reported: { prompt: number; windowAtRequest: number } | null = null
+  /** Provider's prompt_tokens of the last request (when believed), and the estimate of that request. */
+  private reported: { prompt: number; estimate: number } | null = null
+  /** Said once per run: a provider whose usage reports are not believed. */
+  private doubtedUsage = false
+  /** At most one compaction per turn (a turn that compacts twice is a loop, not progress). */
+  private compactedThisTurn = false
   private lastTool: string | null = null
   /** Milliseconds of the current turn spent waiting on the LLM and in tools. */
   private readonly timings = { llm: 0, tools: 0 }
@@ -135,6 +145,7 @@ export class Agent {
    */
   async step(): Promise<Ending | null> {
     const started = performance.now()
+    this.compactedThisTurn = false
     await this.compress()
     const asked = performance.now()
     this.parts.log.waiting?.(`the LLM (${this.parts.client.model})`)
@@ -207,10 +218,26 @@ export class Agent {
 
   private compressOptions() {
     const { summarizer, limits, now, log } = this.parts
-    const handle = this.parts.handle
-    // The provider's count of the last request, plus what the window gained since.
-    const reported = this.reported ? this.reported.prompt + Math.max(0, handle.windowTokens() - this.reported.windowAtRequest) : null
-    return { summarizer, settings: limits.compaction, limit: limits.compressAt, reportedPromptTokens: reported, now, warn: (m: string) => log.warn(m) }
+    // What the next request will carry: the provider's count of the last request plus
+    // what the request gained since (estimated), or the estimate alone.
+    const estimate = this.plan().prunedTokens
+    const tokens = this.reported ? this.reported.prompt + Math.max(0, estimate - this.reported.estimate) : estimate
+    return { summarizer, settings: limits.compaction, limit: limits.compressAt, requestTokens: tokens, now, warn: (m: string) => log.warn(m) }
+  }
+
+  /** More tool rounds in the window than context.compression.max_rounds (counted from the newest, stopping there). */
+  private tooManyRounds(): boolean {
+    const window = this.parts.handle.window()
+    let rounds = 0
+    for (let i = window.length - 1; i >= 0; i--) {
+      if (window[i]?.role === 'assistant' && (window[i]?.tool_calls?.length ?? 0) > 0 && ++rounds > this.parts.limits.maxRounds) return true
+    }
+    return false
+  }
+
+  /** The next request as the window stands now. */
+  private plan(budget = this.parts.limits.requestBudget): RequestPlan {
+    return requestMessages(this.parts.handle.window(), budget, this.parts.limits.prune)
   }
 
   private async compressOnRequest(requestId: string): Promise<CompactionResult | { why: string }> {
@@ -226,8 +253,10 @@ export class Agent {
   }
 
   private async compress(force = false): Promise<boolean> {
-    const result = await compressIfNeeded(this.parts.handle, { ...this.compressOptions(), force })
+    if (this.compactedThisTurn) return false
+    const result = await compressIfNeeded(this.parts.handle, { ...this.compressOptions(), force: force || this.tooManyRounds() })
     if (result === null) return false
+    this.compactedThisTurn = true
     await this.compressed(result)
     return true
   }
@@ -243,11 +272,24 @@ export class Agent {
     await this.parts.remote?.status(statusText(this.parts.handle, `working; turn ${this.turns}, context compacted (${result.record.summary_id} so far)`))
   }
 
-  /** One LLM request; a context-length error forces a compaction and one retry. */
+  /**
+   * The request as it will be sent. Leaving history out of it is a last resort: the
+   * window is compacted first (once per turn), and what still does not fit is named in
+   * the request itself.
+   */
+  private async buildRequest(budget: number): Promise<RequestPlan> {
+    let plan = this.plan(budget)
+    if (plan.dropped > 0 && (await this.compress(true))) plan = this.plan(budget)
+    if (plan.dropped > 0) this.parts.log.warn(`${plan.dropped} message(s) left out of this request: they do not fit the context even after compaction (a note in the request says so)`)
+    if (plan.clipped > 0) this.parts.log.warn(`${plan.clipped} tool result(s) cut in this request to fit the context (the whole is in tools.jsonl)`)
+    return plan
+  }
+
+  /** One LLM request; a context-length error forces a compaction (or a tighter request) and one retry. */
   private async ask(retried = false): Promise<ChatResult | Ending> {
-    const { handle, client, tools, limits, stop } = this.parts
-    const window = handle.window()
-    const messages = requestMessages(window, limits.requestBudget, limits.protectedTurns)
+    const { client, tools, limits, stop } = this.parts
+    const plan = await this.buildRequest(retried && this.compactedThisTurn ? Math.floor(limits.requestBudget * 0.6) : limits.requestBudget)
+    const messages = plan.messages
     // A signal per request: the SDK adds a listener to the signal it is given, and on
     // the task's long-lived stop signal those would pile up, one per turn.
     const request = new AbortController()
@@ -259,25 +301,36 @@ export class Agent {
       const usage = reply.usage
       this.lastUsage = usage
         ? { prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens, ...(usage.cached_tokens ? { cached_tokens: usage.cached_tokens } : {}) }
-        : { prompt_tokens: windowTokens(messages), completion_tokens: estimateTokens(reply.message.content ?? '') + estimateTokens(JSON.stringify(reply.message.tool_calls ?? [])), estimated: true }
+        : { prompt_tokens: plan.tokens, completion_tokens: estimateTokens(reply.message.content ?? '') + estimateTokens(JSON.stringify(reply.message.tool_calls ?? [])), estimated: true }
       this.split.prompt += this.lastUsage.prompt_tokens
       this.split.completion += this.lastUsage.completion_tokens
       this.split.cached += this.lastUsage.cached_tokens ?? 0
       this.tokens += usage?.total_tokens ?? this.lastUsage.prompt_tokens + this.lastUsage.completion_tokens
-      this.reported = usage ? { prompt: usage.prompt_tokens, windowAtRequest: handle.windowTokens() } : null
+      this.noteUsage(usage?.prompt_tokens ?? null, plan)
       return reply
     } catch (err) {
       const stopped = this.stopEnding()
       if (stopped) return stopped
       if (!(err instanceof ProviderError)) throw err
       if (!retried && isContextExceeded(err)) {
-        this.parts.log.warn(`the provider says the request is too long; compacting and retrying once (${err.message})`)
         this.reported = null
-        if (await this.compress(true)) return this.ask(true)
+        const compacted = await this.compress(true)
+        this.parts.log.warn(`the provider says the request is too long; ${compacted ? 'compacted the window' : 'sending a smaller request'} and retrying once (${err.message})`)
+        return this.ask(true)
       }
       return { kind: 'paused', cause: 'llm', error: err.message + (err.hint ? ` (${err.hint})` : '') }
     } finally {
       stop.signal.removeEventListener('abort', abort)
+    }
+  }
+
+  /** Keeps the provider's count of a request when it is plausible; says once when it is not. */
+  private noteUsage(prompt: number | null, plan: RequestPlan): void {
+    const judged = plausibleTokens(prompt, plan.tokens)
+    this.reported = prompt !== null && judged.believed ? { prompt, estimate: plan.prunedTokens } : null
+    if (!judged.believed && !this.doubtedUsage) {
+      this.doubtedUsage = true
+      this.parts.log.warn(`the provider reports ${(prompt ?? 0).toLocaleString('en-US')} prompt tokens for a request estimated at ${plan.tokens.toLocaleString('en-US')}; compaction goes by the estimate`)
     }
   }
 

@@ -30,12 +30,16 @@ describe('requestMessages', () => {
 
   it('keeps the head and the newest messages within the limit, never starting on an orphaned tool result', () => {
     const all = requestMessages(window, 100_000, 3)
-    expect(all).toEqual(window)
+    expect(all.messages).toEqual(window)
+    expect(all.dropped).toBe(0)
     const tight = requestMessages(window, 200, 3)
-    expect(tight.map((m) => m.content.slice(0, 12))).toEqual(['sys', 'the task', '[Summary …] ', '', 'y'.repeat(12), 'done with b'])
+    // What was left out is said in the request, right after the head.
+    expect(tight.dropped).toBeGreaterThan(0)
+    expect(tight.messages[3]?.content).toMatch(/earlier message\(s\) of this task are left out/)
+    expect(tight.messages.slice(4).map((m) => m.content.slice(0, 12))).toEqual(['', 'y'.repeat(12), 'done with b'])
     const tighter = requestMessages(window, 120, 3)
-    expect(tighter[3]?.role).not.toBe('tool')
-    expect(tighter.slice(0, 3)).toEqual(window.slice(0, 3))
+    expect(tighter.messages[4]?.role).not.toBe('tool')
+    expect(tighter.messages.slice(0, 3)).toEqual(window.slice(0, 3))
   })
 })
 

@@ -1,0 +1,133 @@
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { prune } from '../../src/context/prune.js'
+import type { WindowMessage } from '../../src/storage/format/records.js'
+import type { RecordedRequest } from '../helpers/fake-llm.js'
+import { agentRequests, expectWellFormed, onlyTask, runSetup } from './harness.js'
+
+type Sent = { role: string; content: string | null; tool_calls?: { id: string }[]; tool_call_id?: string }
+
+const sent = (r: RecordedRequest) => r.body.messages as unknown as Sent[]
+const isSummaryCall = (r: RecordedRequest) => !Array.isArray(r.body.tools)
+/** chars/4, as ctxagent estimates: what a request costs, give or take the tokenizer. */
+const tokensOf = (r: RecordedRequest) => Math.ceil(JSON.stringify(r.body.messages).length / 4)
+
+describe('prune by tool rounds (one user turn, many rounds)', () => {
+  it('a 30-round task: the last request carries only the protected rounds in full, every call still answered', async () => {
+    const s = await runSetup()
+    // A large context: nothing is compacted, only pruned.
+    writeFileSync(s.config, s.fake.configYaml('context:\n  prune:\n    protected_tool_rounds: 5\n').replace('context_length: 8000', 'context_length: 1000000'))
+    for (let i = 0; i < 30; i++) writeFileSync(join(s.ws, `f${i}.txt`), `line ${i}\n`.repeat(500)) // ~4 KB each
+    s.fake.queue = Array.from({ length: 30 }, (_, i) => ({ calls: [{ name: 'read_file', arguments: { path: `f${i}.txt` } }] }))
+    s.fake.queue.push({ content: 'read them all' })
+    const res = await s.run(['run', '--task', 'read every file', '--workspace', s.ws])
+    expect(res.code, res.stderr).toBe(0)
+    const requests = agentRequests(s.fake)
+    expect(requests).toHaveLength(31)
+    for (const r of requests) expectWellFormed(r)
+    const last = sent(requests.at(-1) as RecordedRequest)
+    const results = last.filter((m) => m.role === 'tool')
+    expect(results).toHaveLength(30)
+    const full = results.filter((m) => (m.content ?? '').length > 1000)
+    expect(full).toHaveLength(5)
+    // The newest five rounds are the ones kept whole, and the rest are stubs.
+    expect(results.slice(-5).every((m) => (m.content ?? '').length > 1000)).toBe(true)
+    expect(results.slice(0, 25).every((m) => m.content === '[pruned]')).toBe(true)
+    // The history on disk is unchanged.
+    const task = onlyTask(s.tree)
+    const stored = task.messages.filter((m) => m.role === 'tool')
+    expect(stored.every((m) => String(m.content).length > 1000)).toBe(true)
+  })
+
+  it('a chat-like window: tool output within the last user turns is kept as before', () => {
+    const round = (n: number): WindowMessage[] => [
+      { role: 'user', content: `question ${n}` },
+      { role: 'assistant', content: '', tool_calls: [{ id: `c${n}`, type: 'function', function: { name: 'read_file', arguments: '{}' } }] },
+      { role: 'tool', content: `output ${n}`, tool_call_id: `c${n}`, tool_name: 'read_file' },
+      { role: 'assistant', content: `answer ${n}` },
+    ]
+    const window = [{ role: 'system', content: 'sys' } as WindowMessage, ...[1, 2, 3, 4, 5].flatMap(round)]
+    const out = prune(window, { protectedTurns: 3, protectedToolRounds: 5 })
+    const tools = out.filter((m) => m.role === 'tool').map((m) => m.content)
+    expect(tools).toEqual(['[pruned]', '[pruned]', 'output 3', 'output 4', 'output 5'])
+    // Rounds decide when they are fewer than the turns would protect.
+    expect(prune(window, { protectedTurns: 3, protectedToolRounds: 1 }).filter((m) => m.role === 'tool').map((m) => m.content)).toEqual(['[pruned]', '[pruned]', '[pruned]', '[pruned]', 'output 5'])
+  })
+})
+
+describe('usage reports and bounded compaction', () => {
+  it('compacts when the window holds more tool rounds than compression.max_rounds, far under the token limit', async () => {
+    const s = await runSetup()
+    writeFileSync(s.config, s.fake.configYaml('context:\n  compression:\n    max_rounds: 10\n').replace('context_length: 8000', 'context_length: 1000000'))
+    let round = 0
+    s.fake.fallback = (req) => {
+      if (!Array.isArray(req.body.tools)) return { content: '## Original Task\nlist\n## Current State\nlisting' }
+      const i = round++
+      return i < 25 ? { calls: [{ name: 'list_dir', arguments: { path: '.', depth: 1 + (i % 3), limit: 10 + i } }] } : { content: 'listed' }
+    }
+    const res = await s.run(['run', '--task', 'list the workspace', '--workspace', s.ws])
+    expect(res.code, res.stderr).toBe(0)
+    const task = onlyTask(s.tree)
+    expect(task.summaries.length).toBeGreaterThanOrEqual(2)
+    // Each compaction is a bounded run of summary calls between two agent requests.
+    const runs = s.fake.requests.map((r) => (Array.isArray(r.body.tools) ? '|' : 's')).join('').split('|')
+    expect(Math.max(...runs.map((r) => r.length))).toBeLessThanOrEqual(5)
+  })
+
+  it('a server under-reporting usage: compaction still happens, with a summary, and no request exceeds the context', async () => {
+    const s = await runSetup()
+    // Pruning by rounds off in effect: the window must grow for compaction to matter.
+    writeFileSync(s.config, s.fake.configYaml('context:\n  prune:\n    protected_tool_rounds: 1000\n'))
+    for (let i = 0; i < 24; i++) writeFileSync(join(s.ws, `g${i}.txt`), `data ${i} `.repeat(300)) // ~2.4 KB each
+    const lying = { prompt_tokens: 1000, completion_tokens: 10, total_tokens: 1010 }
+    // Agent requests get the scripted rounds, summary requests a summary; all report 1,000 prompt tokens.
+    let round = 0
+    s.fake.fallback = (req) => {
+      if (!Array.isArray(req.body.tools)) return { content: '## Original Task\nread the g files\n## Current State\nreading', usage: lying }
+      const i = round++
+      return i < 24 ? { calls: [{ name: 'read_file', arguments: { path: `g${i}.txt` } }], usage: lying } : { content: 'done', usage: lying }
+    }
+    const res = await s.run(['run', '--task', 'read the g files', '--workspace', s.ws])
+    expect(res.code, res.stderr).toBe(0)
+    expect(res.stderr).toMatch(/compaction goes by the estimate/)
+    const task = onlyTask(s.tree)
+    expect(task.summaries.length, res.stderr.slice(-3000)).toBeGreaterThan(0)
+    for (const r of agentRequests(s.fake)) {
+      expectWellFormed(r)
+      expect(tokensOf(r)).toBeLessThanOrEqual(8000)
+      // Never a silent cut: no request says history was left out without a summary before it.
+      expect(sent(r).some((m) => /are left out of this request/.test(m.content ?? ''))).toBe(false)
+    }
+  })
+
+  it('resuming a task whose window grew too large: a bounded number of summary calls, each within the context, then a well-formed request', async () => {
+    const s = await runSetup()
+    writeFileSync(s.config, s.fake.configYaml('context:\n  prune:\n    protected_tool_rounds: 1000\n').replace('context_length: 8000', 'context_length: 1000000'))
+    for (let i = 0; i < 40; i++) writeFileSync(join(s.ws, `h${i}.txt`), `h${i} `.repeat(2000)) // ~8 KB each
+    s.fake.queue = Array.from({ length: 40 }, (_, i) => ({ calls: [{ name: 'read_file', arguments: { path: `h${i}.txt` } }] }))
+    // Then the server fails: the task pauses (an LLM outage), its window ~80k tokens.
+    s.fake.fallback = () => ({ status: 500, content: 'down' })
+    const first = await s.run(['run', '--task', 'read the h files', '--workspace', s.ws])
+    expect(first.code, first.stderr).toBe(1)
+    const paused = onlyTask(s.tree)
+    expect(paused.location).toBe('paused')
+    // The same task, now against a model with an 8,000-token context.
+    writeFileSync(s.config, s.fake.configYaml('context:\n  prune:\n    protected_tool_rounds: 1000\n'))
+    const before = s.fake.requests.length
+    s.fake.queue = []
+    s.fake.fallback = (req) => (Array.isArray(req.body.tools) ? { content: 'all read' } : { content: '## Original Task\nread the h files\n## Current State\nall read' })
+    const res = await s.run(['run', '--resume', paused.uuid])
+    expect(res.code, res.stderr).toBe(0)
+    const after = s.fake.requests.slice(before)
+    const summaries = after.filter(isSummaryCall)
+    const firstAgent = after.findIndex((r) => !isSummaryCall(r))
+    // Before its first request: one compaction, in at most 4 calls (+1 for a chunk boundary).
+    expect(after.slice(0, firstAgent).filter(isSummaryCall).length).toBeGreaterThan(0)
+    expect(after.slice(0, firstAgent).filter(isSummaryCall).length).toBeLessThanOrEqual(5)
+    for (const r of summaries) expect(tokensOf(r)).toBeLessThanOrEqual(8000)
+    const request = after[firstAgent] as RecordedRequest
+    expectWellFormed(request)
+    expect(tokensOf(request)).toBeLessThanOrEqual(8000)
+  })
+})
