@@ -2,6 +2,7 @@ import { cpSync, mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseConfig } from '../config/load.js'
+import { describeSandbox } from '../tools/sandbox.js'
 import type { Config } from '../config/schema.js'
 import { readJsonl } from '../storage/format/jsonl.js'
 import { appendInbox } from '../storage/task/inbox.js'
@@ -55,6 +56,14 @@ export async function runDemo(options: { home: string | null; log: NodeJS.WriteS
   cpSync(join(root, 'demo', 'project'), workspace, { recursive: true, preserveTimestamps: true })
   const home = options.home ?? join(temp, 'tasks')
   const config = demoConfig(home, recording)
+  // The recording's commands (the sample project's tests) run in the sandbox where
+  // bubblewrap works. Where it does not, they run without one, and the demo says so:
+  // they are the bundled recording's fixed commands in a temporary copy, not a model's.
+  const sandbox = describeSandbox(config.tools)
+  if (!sandbox.ok) {
+    config.tools.sandbox = 'none'
+    options.log.write(`note: bubblewrap does not work here (${sandbox.detail.split(';')[0]}); the demo's recorded commands run without a sandbox. A real run with --allow-shell needs it (apt-get install bubblewrap), or tools.sandbox: none.\n`)
+  }
   const { task, turns } = await readRecording(recording)
   const pausedAt = Math.floor(turns / 2)
 
