@@ -143,6 +143,8 @@ export const configSchema = z.strictObject(
     }),
     llm: section({
       provider: withDefault(oneOf(PROVIDERS), 'openai'),
+      // Every request carries max_tokens: a turn this many, a summary its own smaller budget.
+      max_output_tokens: withDefault(positiveInt(), 4096),
       openai: endpoint('https://api.openai.com/v1', 'gpt-4o', 128_000),
       ollama: endpoint('http://localhost:11434/v1', 'llama3.1', 8_192),
       replay: section({

@@ -16,6 +16,6 @@ export async function* visibleMessages(dir: string): AsyncGenerator<StoredMessag
 }
 
 /** The text for final_summary.txt: the whole task summarized, the history streamed. */
-export function createFinalSummary(dir: string, client: LlmClient): Promise<string> {
-  return finalSummary(client, visibleMessages(dir))
+export function createFinalSummary(dir: string, client: LlmClient, maxTokens?: number): Promise<string> {
+  return finalSummary(client, visibleMessages(dir), maxTokens)
 }

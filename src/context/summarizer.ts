@@ -24,8 +24,16 @@ export function llmSummarizer(client: LlmClient, maxCalls = MAX_SUMMARY_CALLS): 
   return {
     method: 'llm',
     model: client.model,
-    summarize: (previous, messages) => summarizeInChunks(client, SUMMARY_SYSTEM_PROMPT, previous, boundedTranscript(messages, chunkBudget(client) * maxCalls)),
+    summarize: (previous, messages) => summarizeInChunks(client, SUMMARY_SYSTEM_PROMPT, previous, boundedTranscript(messages, chunkBudget(client) * maxCalls), summaryBudget(client)),
   }
+}
+
+/**
+ * The most tokens a compaction summary may take (its request's max_tokens): a quarter of
+ * the context, at most 2,048. A summary replaces history; one that runs on defeats it.
+ */
+export function summaryBudget(client: LlmClient): number {
+  return Math.max(256, Math.min(2048, Math.floor(client.contextLength * 0.25)))
 }
 
 /** Tokens of transcript one summary call carries: half the context, the rest for the previous summary and the answer. */
@@ -66,14 +74,14 @@ export function extractiveSummarizer(): Summarizer {
  * most half the context, each folded into the summary of the chunks before it, so
  * summaries nest and nothing is dropped unread.
  */
-export async function summarizeInChunks(client: LlmClient, system: string, previous: string | null, lines: Iterable<string> | AsyncIterable<string>): Promise<string> {
+export async function summarizeInChunks(client: LlmClient, system: string, previous: string | null, lines: Iterable<string> | AsyncIterable<string>, maxTokens: number): Promise<string> {
   const budget = Math.max(512, Math.floor(client.contextLength * 0.5))
   let summary = previous
   let chunk: string[] = []
   let tokens = 0
   const flush = async () => {
     if (chunk.length === 0) return
-    summary = await ask(client, system, summary, chunk)
+    summary = await ask(client, system, summary, chunk, maxTokens)
     chunk = []
     tokens = 0
   }
@@ -89,7 +97,7 @@ export async function summarizeInChunks(client: LlmClient, system: string, previ
   return summary ?? ''
 }
 
-async function ask(client: LlmClient, system: string, previous: string | null, lines: readonly string[]): Promise<string> {
+async function ask(client: LlmClient, system: string, previous: string | null, lines: readonly string[], maxTokens: number): Promise<string> {
   const parts = []
   if (previous) parts.push(`<previous_summary>\n${previous}\n</previous_summary>`)
   parts.push(`<conversation>\n${lines.join('\n')}\n</conversation>`)
@@ -98,7 +106,7 @@ async function ask(client: LlmClient, system: string, previous: string | null, l
       { role: 'system', content: system },
       { role: 'user', content: parts.join('\n\n') },
     ],
-    { temperature: 0 },
+    { temperature: 0, maxTokens },
   )
   const text = reply.message.content?.trim() ?? ''
   if (text === '') throw new ProviderError(`the LLM (${client.model}) returned an empty summary`, 'check the model, or use --extractive')
@@ -109,9 +117,9 @@ async function ask(client: LlmClient, system: string, previous: string | null, l
  * The final summary of a whole task (seed 003 §7.4) from its messages, read as a
  * stream: chunked and nested when the history exceeds the model's context.
  */
-export async function finalSummary(client: LlmClient, messages: AsyncIterable<StoredMessage>): Promise<string> {
+export async function finalSummary(client: LlmClient, messages: AsyncIterable<StoredMessage>, maxTokens = 4000): Promise<string> {
   async function* lines() {
     for await (const m of messages) yield transcriptLine(m)
   }
-  return summarizeInChunks(client, FINAL_SUMMARY_SYSTEM_PROMPT, null, lines())
+  return summarizeInChunks(client, FINAL_SUMMARY_SYSTEM_PROMPT, null, lines(), maxTokens)
 }

@@ -21,6 +21,8 @@ export class OpenAiCompatibleClient implements LlmClient {
   constructor(
     private readonly endpoint: Endpoint,
     private readonly provider: string,
+    /** max_tokens of a request that names none (llm.max_output_tokens). */
+    private readonly maxOutputTokens = 4096,
   ) {
     this.client = new OpenAI({
       baseURL: endpoint.base_url,
@@ -46,7 +48,8 @@ export class OpenAiCompatibleClient implements LlmClient {
           model: this.endpoint.model,
           messages: messages.map(wireMessage),
           ...(options.tools?.length ? { tools: options.tools } : {}),
-          ...(options.maxTokens === undefined ? {} : { max_tokens: options.maxTokens }),
+          // Always bounded: a reply never runs on until the context is full.
+          max_tokens: Math.min(options.maxTokens ?? this.maxOutputTokens, this.maxOutputTokens),
           ...(options.temperature === undefined ? {} : { temperature: options.temperature }),
         },
         options.signal ? { signal: options.signal } : undefined,
@@ -109,7 +112,7 @@ function firstLine(text: string): string {
 export function createLlmClient(config: Config): LlmClient | null {
   const provider = config.llm.provider
   if (provider === 'none' || provider === 'replay') return null
-  return new OpenAiCompatibleClient(provider === 'ollama' ? config.llm.ollama : config.llm.openai, provider)
+  return new OpenAiCompatibleClient(provider === 'ollama' ? config.llm.ollama : config.llm.openai, provider, config.llm.max_output_tokens)
 }
 
 /** The configured client, or a usage error saying how to configure one. */

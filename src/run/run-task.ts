@@ -255,7 +255,7 @@ async function createClient(config: Config, env: TaskEnv, handle: TaskHandle, re
     // A resumed replay continues after the assistant messages this task already played.
     return ReplayClient.open(llm.replay.from as string, env.layout, llm.replay.context_length, resumed ? (handle.state.turns ?? 0) : 0)
   }
-  return new OpenAiCompatibleClient(llm.provider === 'ollama' ? llm.ollama : llm.openai, llm.provider)
+  return new OpenAiCompatibleClient(llm.provider === 'ollama' ? llm.ollama : llm.openai, llm.provider, llm.max_output_tokens)
 }
 
 /**

@@ -217,3 +217,26 @@ describe('final summary', () => {
     await handle.complete(text)
   })
 })
+
+describe('extractive summaries that nest (issue 19, item 15)', () => {
+  it('stay as clean as the first: no repeats, no passing test line as an error, no product name as a file, work carried over, newest first', () => {
+    const round = (seq: number, text: string, tool: string) => [
+      msg(seq, 'assistant', { content: text, tool_calls: [{ id: `c${seq}`, type: 'function', function: { name: 'run_command', arguments: '{"command":"npm test"}' } }] }),
+      msg(seq + 1, 'tool', { tool_name: 'run_command', content: tool }),
+    ]
+    const task = msg(1, 'user', { content: TASK })
+    const first = extractiveSummary(null, [task, ...round(2, 'Running on Node.js 20.', 'Error: cannot find module src/old.ts')], task)
+    const second = extractiveSummary(first, round(4, 'Fixed the import in src/new.ts.', '19 passed, 0 failed'), task)
+    const third = extractiveSummary(second, round(6, 'We decided to keep the cache because it is hot.', 'TypeError: x is undefined in lib/cache.js'), task)
+    expect(third).not.toMatch(/Error: -|- Error: - Error|Error: Error: Error/)
+    expect(third).not.toMatch(/Error: 19 passed/)
+    expect(third).not.toMatch(/Files:.*Node\.js/)
+    // The first summary's work is still there after two more.
+    expect(third).toContain('Summarized messages 1-3')
+    expect(third).toContain('Summarized messages 4-5')
+    // Newest first: the newest error before the oldest.
+    expect(third.indexOf('TypeError: x is undefined')).toBeLessThan(third.indexOf('cannot find module src/old.ts'))
+    expect(third).toContain('src/old.ts')
+    expect(third.match(/## Key Discoveries/g)).toHaveLength(1)
+  })
+})

@@ -130,4 +130,26 @@ describe('usage reports and bounded compaction', () => {
     expectWellFormed(request)
     expect(tokensOf(request)).toBeLessThanOrEqual(8000)
   })
+
+  it('every request carries max_tokens: a turn llm.max_output_tokens, a summary its own smaller budget (issue 19, item 14)', async () => {
+    const s = await runSetup()
+    writeFileSync(s.config, s.fake.configYaml('context:\n  compression:\n    max_rounds: 3\n').replace('llm:\n', 'llm:\n  max_output_tokens: 3000\n'))
+    let round = 0
+    s.fake.fallback = (req) => {
+      if (!Array.isArray(req.body.tools)) return { content: '## Original Task\nlist\n## Current State\nlisting' }
+      const i = round++
+      return i < 8 ? { calls: [{ name: 'list_dir', arguments: { path: '.', depth: 1 + (i % 3), limit: 10 + i } }] } : { content: 'listed' }
+    }
+    const res = await s.run(['run', '--task', 'list the workspace', '--workspace', s.ws])
+    expect(res.code, res.stderr).toBe(0)
+    const agent = s.fake.requests.filter((r) => Array.isArray(r.body.tools))
+    const summaries = s.fake.requests.filter((r) => !Array.isArray(r.body.tools))
+    expect(summaries.length).toBeGreaterThan(0)
+    for (const r of agent) expect(r.body.max_tokens).toBe(3000)
+    const compactions = summaries.filter((r) => r.body.messages[0]?.content.startsWith('You are a conversation summarizer'))
+    expect(compactions.length).toBeGreaterThan(0)
+    // context 8,000: a compaction summary may take a quarter of it at most; the final summary its own budget.
+    for (const r of compactions) expect(r.body.max_tokens).toBeLessThanOrEqual(2000)
+    for (const r of summaries) expect(r.body.max_tokens).toBeLessThanOrEqual(3000)
+  })
 })
