@@ -124,10 +124,14 @@ export async function compressIfNeeded(handle: TaskHandle, options: AutoCompress
  * The provider's prompt_tokens when it is plausible, else the estimate: a server or
  * proxy that under-reports (a stub answering 1,000 every time) must not switch
  * compaction off. A report below half the estimate is not believed (chars/4 rarely
- * overestimates by 2×); a report above it is (the tokenizer knows best).
+ * overestimates by 2×); a report above it is (the tokenizer knows best). Requests under
+ * 1,024 estimated tokens are not judged.
  */
+const MIN_JUDGED = 1024
+
 export function plausibleTokens(reported: number | null, estimate: number): { tokens: number; believed: boolean } {
   if (reported === null) return { tokens: estimate, believed: true }
-  if (reported * 2 < estimate) return { tokens: estimate, believed: false }
+  // Small requests are not judged: fixed overheads (tool specs, templates) dominate them.
+  if (estimate >= MIN_JUDGED && reported * 2 < estimate) return { tokens: estimate, believed: false }
   return { tokens: reported, believed: true }
 }

@@ -35,6 +35,8 @@ function demoConfig(home: string, recording: string): Config {
   const config = parseConfig('', 'demo')
   config.context.base_dir = home
   config.context.compression.keep_recent = 8
+  // Requests are pruned by tool rounds, so they stay small: compacting every dozen rounds shows it in 36 turns.
+  config.context.compression.max_rounds = 12
   config.llm.provider = 'replay'
   config.llm.replay.from = recording
   config.llm.replay.context_length = 10_000

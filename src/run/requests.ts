@@ -74,6 +74,8 @@ export class InboxRequests {
       if (record.kind !== 'control') continue
       flush()
       if (record.action === 'pause' && (ends[i] as number) <= this.earlierRunsEnd) {
+        // Answered already (by the run it was for, which paused on it): nothing to say again.
+        if (!this.claim(record.id)) continue
         this.reply(record, true, 'the task paused since this request was made; dropped (pause again to pause this run)')
         log.info(`dropped a pause request by ${record.sender} made for an earlier run`)
         continue

@@ -315,7 +315,7 @@ export class Agent {
       if (!retried && isContextExceeded(err)) {
         this.reported = null
         const compacted = await this.compress(true)
-        this.parts.log.warn(`the provider says the request is too long; ${compacted ? 'compacted the window' : 'sending a smaller request'} and retrying once (${err.message})`)
+        this.parts.log.warn(`the provider says the request is too long; ${compacted ? 'compacting' : 'sending a smaller request'} and retrying once (${err.message})`)
         return this.ask(true)
       }
       return { kind: 'paused', cause: 'llm', error: err.message + (err.hint ? ` (${err.hint})` : '') }

@@ -10,7 +10,7 @@ describe('parseConfig', () => {
   it('fills every default from an empty file', () => {
     const config = parseConfig('')
     expect(config.context.base_dir).toBeNull()
-    expect(config.context.compression).toEqual({ threshold: 0.7, token_threshold: null, keep_recent: 10, min_to_compress: 5 })
+    expect(config.context.compression).toEqual({ threshold: 0.7, token_threshold: null, keep_recent: 10, min_to_compress: 5, max_rounds: 100 })
     expect(config.locks).toEqual({ heartbeat_seconds: 30, stale_after_seconds: 60, stale_after_remote_seconds: null })
     expect(config.alerts.long_running_hours).toBe(6)
     expect(config.llm.ollama.base_url).toBe('http://localhost:11434/v1')

@@ -68,10 +68,12 @@ describe('run: pause and recovery', () => {
     const started = s.start(['run', '--task', 't', '--workspace', s.ws])
     const uuid = await waitFor('the task', () => runningUuid(s))
     await waitFor('the request', () => s.fake.requests.length >= 1)
-    // Two pause requests that time out: the agent is inside a long LLM call.
+    // Two pause requests that time out: the agent is stopped (SIGSTOP), then it dies
+    // without ever reading them (a pause reaches a live agent within a second).
+    started.child.kill('SIGSTOP')
     for (let i = 0; i < 2; i++) expect((await s.run(['pause', uuid, '--wait', '1s'])).code).toBe(1)
-    started.child.kill('SIGTERM')
-    expect((await exitOf(started.child)).code).toBe(143)
+    started.child.kill('SIGKILL')
+    await exitOf(started.child)
     s.fake.queue.push({ calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] })
     const resumed = await s.run(['run', '--resume', uuid, '--log-format', 'text'])
     expect(resumed.code, resumed.stderr).toBe(0)

@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -131,9 +131,11 @@ describe('where bubblewrap is missing', () => {
   it('refuses run --allow-shell at start, in one line naming tools.sandbox: none (exit 2, nothing written)', () => {
     const home = mkdtempSync(join(tmpdir(), 'ctxagent-nobwrap-'))
     onTestFinished(() => rmSync(home, { recursive: true, force: true }))
-    const res = cli(['run', '--task', 'hi', '--allow-shell', '--provider', 'ollama', '--workspace', home], { ...missing, CTXAGENT_HOME: join(home, 'tree') }, home)
+    const ws = join(home, 'ws')
+    mkdirSync(ws)
+    const res = cli(['run', '--task', 'hi', '--allow-shell', '--provider', 'ollama', '--workspace', ws], { ...missing, CTXAGENT_HOME: join(home, 'tree') }, ws)
     expect(res.stderr).toMatch(/^ctxagent: run_command needs a sandbox, and bubblewrap does not work here: .*tools\.sandbox: none.*\n$/)
     expect(res.code).toBe(2)
-    expect(readdirSync(home)).toEqual([])
+    expect(readdirSync(home)).toEqual(['ws'])
   })
 })
