@@ -4,6 +4,7 @@ import type { Config } from '../config/schema.js'
 import { lacksOpenAiKey } from '../config/schema.js'
 import { formatBytes } from '../duration.js'
 import type { Layout } from '../storage/fs/layout.js'
+import { describeSandbox } from '../tools/sandbox.js'
 
 /** One line of `ctxagent doctor`: ok, a warning, or a failure with what to do. */
 export interface Check {
@@ -33,8 +34,16 @@ export async function runDoctor(input: DoctorInput): Promise<Check[]> {
   checks.push(...(await mcpChecks(input)))
   checks.push(await guarded('github', () => githubCheck(input)))
   checks.push(await guarded('gitlab', () => gitlabCheck(input)))
-  // The sandbox of run_command gets its line here, from describeSandbox(config), once it exists.
+  checks.push(sandboxCheck(input))
   return checks
+}
+
+/** Which sandbox run_command gets, and whether it works here (a shell is refused without one). */
+function sandboxCheck({ config }: DoctorInput): Check {
+  const sandbox = describeSandbox(config.tools)
+  if (sandbox.mode === 'none') return { name: 'sandbox', status: 'warn', message: sandbox.detail, hint: 'commands can read whatever this user can; set tools.sandbox: bwrap where bubblewrap works' }
+  if (!sandbox.ok) return { name: 'sandbox', status: config.tools.shell ? 'fail' : 'warn', message: sandbox.detail, hint: 'apt-get install bubblewrap (run --allow-shell is refused until it works)' }
+  return { name: 'sandbox', status: 'ok', message: sandbox.detail }
 }
 
 async function guarded(name: string, check: () => Promise<Check>): Promise<Check> {

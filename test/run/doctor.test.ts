@@ -31,6 +31,7 @@ describe('ctxagent doctor', () => {
     expect(by['mcp files']).toMatchObject({ status: 'ok', message: expect.stringMatching(/started, \d+ tool\(s\): /) })
     expect(by.github).toMatchObject({ status: 'ok', message: 'token of ctxagent-bot, scopes: repo, read:org' })
     expect(by.gitlab).toMatchObject({ status: 'ok', message: 'token of ctxagent-bot, scopes: api' })
+    expect(by.sandbox).toMatchObject({ status: 'ok', message: expect.stringMatching(/^bubblewrap .*network off/) })
     // The request offered the tool and was answered by a call to it.
     expect(JSON.stringify(s.fake.requests[0]?.body.tools)).toContain('report_ready')
     const text = await s.run(['doctor'])
@@ -57,5 +58,16 @@ describe('ctxagent doctor', () => {
     const res = await s.run(['doctor', '--timeout', '5s'])
     expect(res.code).toBe(1)
     expect(res.stdout).toMatch(/^FAIL llm: cannot reach .*127\.0\.0\.1:9/m)
+  })
+
+  it('says which sandbox run_command gets: bubblewrap missing is a failure where the shell is on, the explicit none a warning', async () => {
+    const s = await runSetup()
+    writeFileSync(s.config, s.fake.configYaml('tools:\n  shell: true\n'))
+    const missing = await s.run(['doctor', '--json'], { CTXAGENT_BWRAP: join(s.ws, 'no-bwrap') })
+    const by = (res: typeof missing) => Object.fromEntries((JSON.parse(res.stdout) as Doctor).checks.map((c) => [c.name, c]))
+    expect(by(missing).sandbox).toMatchObject({ status: 'fail', message: expect.stringContaining('not installed'), hint: expect.stringContaining('apt-get install bubblewrap') })
+    expect(missing.code).toBe(1)
+    writeFileSync(s.config, s.fake.configYaml('tools:\n  sandbox: none\n'))
+    expect(by(await s.run(['doctor', '--json'])).sandbox).toMatchObject({ status: 'warn', message: expect.stringContaining('tools.sandbox: none') })
   })
 })
