@@ -1,7 +1,5 @@
-import { compressIfNeeded, plausibleTokens, requestMessages } from '../context/request.js'
-import type { RequestPlan } from '../context/request.js'
 import type { PrunePolicy } from '../context/prune.js'
-import type { CompactionResult, CompactionSettings } from '../context/compaction.js'
+import type { CompactionSettings } from '../context/compaction.js'
 import type { Summarizer } from '../context/summarizer.js'
 import { ProviderError } from '../errors.js'
 import type { ChatResult, LlmClient } from '../llm/client.js'
@@ -19,8 +17,8 @@ import type { StopController } from './stop.js'
 import { endingFor } from './ending.js'
 import type { Ending } from './ending.js'
 import { InboxRequests } from './requests.js'
+import { WindowKeeper } from './window-keeper.js'
 import type { RemoteLink } from './remote.js'
-import { statusText } from './remote.js'
 
 export interface AgentLimits {
   maxTurns: number
@@ -87,12 +85,8 @@ export class Agent {
   private elapsedBefore: number
   private readonly startedAt = Date.now()
   /** Provider's prompt_tokens of the last request, and the window's estimate at that moment. */
-  /** Provider's prompt_tokens of the last request (when believed), and the estimate of that request. */
-  private reported: { prompt: number; estimate: number } | null = null
-  /** Said once per run: a provider whose usage reports are not believed. */
-  private doubtedUsage = false
-  /** At most one compaction per turn (a turn that compacts twice is a loop, not progress). */
-  private compactedThisTurn = false
+  /** The window between turns: when it is compacted, and the request built from it. */
+  private readonly window: WindowKeeper
   private lastTool: string | null = null
   /** Milliseconds of the current turn spent waiting on the LLM and in tools. */
   private readonly timings = { llm: 0, tools: 0 }
@@ -104,7 +98,8 @@ export class Agent {
     this.turns = state.turns ?? 0
     this.tokens = state.total_tokens_used
     this.split = { prompt: state.prompt_tokens ?? 0, completion: state.completion_tokens ?? 0, cached: state.cached_tokens ?? 0 }
-    this.requests = new InboxRequests({ handle: parts.handle, log: parts.log, now: parts.now, ...(parts.remote ? { remote: parts.remote } : {}), compress: (requestId) => this.compressOnRequest(requestId) }, state.inbox_offset ?? 0)
+    this.window = new WindowKeeper(parts, () => this.turns)
+    this.requests = new InboxRequests({ handle: parts.handle, log: parts.log, now: parts.now, ...(parts.remote ? { remote: parts.remote } : {}), compress: (requestId) => this.window.compressOnRequest(requestId) }, state.inbox_offset ?? 0)
     this.elapsedBefore = state.elapsed_ms ?? 0
     this.reads = new Map(Object.entries(state.read_files ?? {}))
   }
@@ -145,8 +140,8 @@ export class Agent {
    */
   async step(): Promise<Ending | null> {
     const started = performance.now()
-    this.compactedThisTurn = false
-    await this.compress()
+    this.window.startTurn()
+    await this.window.compress()
     const asked = performance.now()
     this.parts.log.waiting?.(`the LLM (${this.parts.client.model})`)
     const reply = await this.ask()
@@ -216,79 +211,10 @@ export class Agent {
     return endingFor(reason, this.parts.limits.timeoutMs, this.parts.handle.dir)
   }
 
-  private compressOptions() {
-    const { summarizer, limits, now, log } = this.parts
-    // What the next request will carry: the provider's count of the last request plus
-    // what the request gained since (estimated), or the estimate alone.
-    const estimate = this.plan().prunedTokens
-    const tokens = this.reported ? this.reported.prompt + Math.max(0, estimate - this.reported.estimate) : estimate
-    return { summarizer, settings: limits.compaction, limit: limits.compressAt, requestTokens: tokens, now, warn: (m: string) => log.warn(m) }
-  }
-
-  /** More tool rounds in the window than context.compression.max_rounds (counted from the newest, stopping there). */
-  private tooManyRounds(): boolean {
-    const window = this.parts.handle.window()
-    let rounds = 0
-    for (let i = window.length - 1; i >= 0; i--) {
-      if (window[i]?.role === 'assistant' && (window[i]?.tool_calls?.length ?? 0) > 0 && ++rounds > this.parts.limits.maxRounds) return true
-    }
-    return false
-  }
-
-  /** The next request as the window stands now. */
-  private plan(budget = this.parts.limits.requestBudget): RequestPlan {
-    return requestMessages(this.parts.handle.window(), budget, this.parts.limits.prune)
-  }
-
-  private async compressOnRequest(requestId: string): Promise<CompactionResult | { why: string }> {
-    // A failed summary is warned about through `warn`: kept, so the requester is told which it was.
-    let failure: string | null = null
-    const options = this.compressOptions()
-    const result = await compressIfNeeded(this.parts.handle, { ...options, force: true, requestId, warn: (m: string) => ((failure = m), options.warn(m)) })
-    if (result) {
-      await this.compressed(result)
-      return result
-    }
-    return { why: failure ?? `too few messages since the last summary (at least ${this.parts.limits.compaction.minToCompress} beyond the ${this.parts.limits.compaction.keepRecent} kept are needed)` }
-  }
-
-  private async compress(force = false): Promise<boolean> {
-    if (this.compactedThisTurn) return false
-    const result = await compressIfNeeded(this.parts.handle, { ...this.compressOptions(), force: force || this.tooManyRounds() })
-    if (result === null) return false
-    this.compactedThisTurn = true
-    await this.compressed(result)
-    return true
-  }
-
-  private async compressed(result: CompactionResult): Promise<void> {
-    const before = result.tokensBefore
-    const after = result.tokensAfter
-    this.reported = null
-    // Where the task stands, for the planning history a later task inherits.
-    const state = /## Current State\s*\n([\s\S]*?)(?:\n## |$)/.exec(result.record.summary)?.[1]?.trim()
-    if (state) this.parts.handle.addPlan('progress', state.slice(0, 2000))
-    this.parts.log.info(`compacted the window: ${before.toLocaleString('en-US')} → ${after.toLocaleString('en-US')} tokens`)
-    await this.parts.remote?.status(statusText(this.parts.handle, `working; turn ${this.turns}, context compacted (${result.record.summary_id} so far)`))
-  }
-
-  /**
-   * The request as it will be sent. Leaving history out of it is a last resort: the
-   * window is compacted first (once per turn), and what still does not fit is named in
-   * the request itself.
-   */
-  private async buildRequest(budget: number): Promise<RequestPlan> {
-    let plan = this.plan(budget)
-    if (plan.dropped > 0 && (await this.compress(true))) plan = this.plan(budget)
-    if (plan.dropped > 0) this.parts.log.warn(`${plan.dropped} message(s) left out of this request: they do not fit the context even after compaction (a note in the request says so)`)
-    if (plan.clipped > 0) this.parts.log.warn(`${plan.clipped} tool result(s) cut in this request to fit the context (the whole is in tools.jsonl)`)
-    return plan
-  }
-
   /** One LLM request; a context-length error forces a compaction (or a tighter request) and one retry. */
   private async ask(retried = false): Promise<ChatResult | Ending> {
     const { client, tools, limits, stop } = this.parts
-    const plan = await this.buildRequest(retried && this.compactedThisTurn ? Math.floor(limits.requestBudget * 0.6) : limits.requestBudget)
+    const plan = await this.window.buildRequest(retried && this.window.compactedThisTurn ? Math.floor(limits.requestBudget * 0.6) : limits.requestBudget)
     const messages = plan.messages
     // A signal per request: the SDK adds a listener to the signal it is given, and on
     // the task's long-lived stop signal those would pile up, one per turn.
@@ -306,31 +232,21 @@ export class Agent {
       this.split.completion += this.lastUsage.completion_tokens
       this.split.cached += this.lastUsage.cached_tokens ?? 0
       this.tokens += usage?.total_tokens ?? this.lastUsage.prompt_tokens + this.lastUsage.completion_tokens
-      this.noteUsage(usage?.prompt_tokens ?? null, plan)
+      this.window.noteUsage(usage?.prompt_tokens ?? null, plan)
       return reply
     } catch (err) {
       const stopped = this.stopEnding()
       if (stopped) return stopped
       if (!(err instanceof ProviderError)) throw err
       if (!retried && isContextExceeded(err)) {
-        this.reported = null
-        const compacted = await this.compress(true)
+        this.window.forgetUsage()
+        const compacted = await this.window.compress(true)
         this.parts.log.warn(`the provider says the request is too long; ${compacted ? 'compacting' : 'sending a smaller request'} and retrying once (${err.message})`)
         return this.ask(true)
       }
       return { kind: 'paused', cause: 'llm', error: err.message + (err.hint ? ` (${err.hint})` : '') }
     } finally {
       stop.signal.removeEventListener('abort', abort)
-    }
-  }
-
-  /** Keeps the provider's count of a request when it is plausible; says once when it is not. */
-  private noteUsage(prompt: number | null, plan: RequestPlan): void {
-    const judged = plausibleTokens(prompt, plan.tokens)
-    this.reported = prompt !== null && judged.believed ? { prompt, estimate: plan.prunedTokens } : null
-    if (!judged.believed && !this.doubtedUsage) {
-      this.doubtedUsage = true
-      this.parts.log.warn(`the provider reports ${(prompt ?? 0).toLocaleString('en-US')} prompt tokens for a request estimated at ${plan.tokens.toLocaleString('en-US')}; compaction goes by the estimate`)
     }
   }
 
