@@ -145,6 +145,10 @@ export const configSchema = z.strictObject(
       provider: withDefault(oneOf(PROVIDERS), 'openai'),
       // Every request carries max_tokens: a turn this many, a summary its own smaller budget.
       max_output_tokens: withDefault(positiveInt(), 4096),
+      // The longest wait a server may ask for between retries (Retry-After), in seconds.
+      max_retry_wait: withDefault(positiveNumber(), 60),
+      // The largest response body read, in bytes (a chat completion is far smaller).
+      max_response_bytes: withDefault(positiveInt(), 32 * 1024 * 1024),
       openai: endpoint('https://api.openai.com/v1', 'gpt-4o', 128_000),
       ollama: endpoint('http://localhost:11434/v1', 'llama3.1', 8_192),
       replay: section({

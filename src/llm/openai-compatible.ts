@@ -3,6 +3,7 @@ import { lacksOpenAiKey } from '../config/schema.js'
 import type { Config } from '../config/schema.js'
 import { ProviderError, UsageError } from '../errors.js'
 import type { ChatMessage, ChatOptions, ChatResult, LlmClient } from './client.js'
+import { boundedFetch, ResponseTooLargeError, ResponseTooSlowError } from './bounded-fetch.js'
 import { normaliseReply } from './reply.js'
 import { maskCredentials } from '../storage/format/mask.js'
 
@@ -18,18 +19,25 @@ type Endpoint = Config['llm']['openai']
 export class OpenAiCompatibleClient implements LlmClient {
   private readonly client: OpenAI
 
+  private readonly maxOutputTokens: number
+  private readonly maxResponseBytes: number
+
   constructor(
     private readonly endpoint: Endpoint,
     private readonly provider: string,
-    /** max_tokens of a request that names none (llm.max_output_tokens). */
-    private readonly maxOutputTokens = 4096,
+    /** llm.max_output_tokens, llm.max_retry_wait (seconds), llm.max_response_bytes. */
+    limits: { maxOutputTokens?: number; maxRetryWait?: number; maxResponseBytes?: number } = {},
   ) {
+    // max_tokens of a request that names none.
+    this.maxOutputTokens = limits.maxOutputTokens ?? 4096
+    this.maxResponseBytes = limits.maxResponseBytes ?? 32 * 1024 * 1024
     this.client = new OpenAI({
       baseURL: endpoint.base_url,
       // Local servers need no key, but the SDK insists on one.
       apiKey: endpoint.api_key ?? 'not-needed',
       timeout: endpoint.timeout_seconds * 1000,
       maxRetries: endpoint.max_retries,
+      fetch: boundedFetch({ totalMs: endpoint.timeout_seconds * 1000, maxBytes: this.maxResponseBytes, maxRetryWaitMs: (limits.maxRetryWait ?? 60) * 1000 }),
     })
   }
 
@@ -43,7 +51,7 @@ export class OpenAiCompatibleClient implements LlmClient {
 
   async chat(messages: ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
     try {
-      const response = await this.client.chat.completions.create(
+      const pending = this.client.chat.completions.create(
         {
           model: this.endpoint.model,
           messages: messages.map(wireMessage),
@@ -54,6 +62,11 @@ export class OpenAiCompatibleClient implements LlmClient {
         },
         options.signal ? { signal: options.signal } : undefined,
       )
+      // The SDK's wait between retries does not listen to the signal: the stop ends the call here.
+      const response = options.signal ? await untilAborted(pending, options.signal) : await pending
+      if (!Array.isArray((response as { choices?: unknown } | null)?.choices)) {
+        throw new ProviderError(`${this.where()} answered with something that is not a chat completion (an HTML page, or another API)`, `check llm.${this.provider}.base_url (OpenAI-compatible servers serve /v1)`)
+      }
       const choice = response.choices[0]
       if (!choice) throw new ProviderError(`${this.where()} returned no choices`, 'check that the model name is right for this server')
       return {
@@ -76,6 +89,9 @@ export class OpenAiCompatibleClient implements LlmClient {
     if (err instanceof ProviderError) return err
     const keyHint = this.provider === 'openai' ? 'llm.openai.api_key or OPENAI_API_KEY' : `llm.${this.provider}.api_key`
     if (err instanceof OpenAI.APIUserAbortError) return new ProviderError(`request to ${this.where()} was cancelled`)
+    const bound = boundHit(err)
+    if (bound instanceof ResponseTooLargeError) return new ProviderError(`${this.where()}: ${bound.message}`, 'a chat completion is far smaller: check the server, or raise llm.max_response_bytes', err)
+    if (bound instanceof ResponseTooSlowError) return new ProviderError(`${this.where()}: ${bound.message}`, `check the server, or raise llm.${this.provider}.timeout_seconds`, err)
     if (err instanceof OpenAI.APIConnectionTimeoutError) {
       return new ProviderError(`${this.where()} did not answer within ${this.endpoint.timeout_seconds}s`, `check the server, or raise llm.${this.provider}.timeout_seconds`, err)
     }
@@ -104,6 +120,27 @@ function wireMessage(m: ChatMessage): OpenAI.Chat.ChatCompletionMessageParam {
   return out as unknown as OpenAI.Chat.ChatCompletionMessageParam
 }
 
+/** The bound a failed request hit (in the error or its causes), if any. */
+function boundHit(err: unknown): Error | null {
+  for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    if (e instanceof ResponseTooLargeError || e instanceof ResponseTooSlowError) return e
+  }
+  return null
+}
+
+/** `promise`, or a rejection as soon as `signal` aborts (the promise is left to settle unseen). */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(new OpenAI.APIUserAbortError())
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(new OpenAI.APIUserAbortError())
+    signal.addEventListener('abort', onAbort, { once: true })
+    promise.then(
+      (value) => (signal.removeEventListener('abort', onAbort), resolve(value)),
+      (err: unknown) => (signal.removeEventListener('abort', onAbort), reject(err)),
+    )
+  })
+}
+
 function firstLine(text: string): string {
   return (text.split('\n')[0] ?? text).slice(0, 300)
 }
@@ -112,7 +149,7 @@ function firstLine(text: string): string {
 export function createLlmClient(config: Config): LlmClient | null {
   const provider = config.llm.provider
   if (provider === 'none' || provider === 'replay') return null
-  return new OpenAiCompatibleClient(provider === 'ollama' ? config.llm.ollama : config.llm.openai, provider, config.llm.max_output_tokens)
+  return new OpenAiCompatibleClient(provider === 'ollama' ? config.llm.ollama : config.llm.openai, provider, llmLimits(config))
 }
 
 /** The configured client, or a usage error saying how to configure one. */
@@ -131,4 +168,9 @@ export function requireLlmClient(config: Config): LlmClient {
 function cachedOf(usage: { prompt_tokens_details?: { cached_tokens?: number } | null }): { cached_tokens?: number } {
   const cached = usage.prompt_tokens_details?.cached_tokens
   return typeof cached === 'number' && cached > 0 ? { cached_tokens: cached } : {}
+}
+
+/** The client limits of llm.* (max_tokens, the longest server-chosen wait, the largest response). */
+export function llmLimits(config: Config): { maxOutputTokens: number; maxRetryWait: number; maxResponseBytes: number } {
+  return { maxOutputTokens: config.llm.max_output_tokens, maxRetryWait: config.llm.max_retry_wait, maxResponseBytes: config.llm.max_response_bytes }
 }

@@ -106,7 +106,7 @@ async function llmCheck({ config, timeoutMs }: DoctorInput): Promise<Check> {
   const { OpenAiCompatibleClient } = await import('../llm/openai-compatible.js')
   const endpoint = provider === 'ollama' ? config.llm.ollama : config.llm.openai
   // One attempt, bounded: a doctor that retries for minutes helps no one.
-  const client = new OpenAiCompatibleClient({ ...endpoint, max_retries: 0, timeout_seconds: Math.min(endpoint.timeout_seconds, timeoutMs / 1000) }, provider, config.llm.max_output_tokens)
+  const client = new OpenAiCompatibleClient({ ...endpoint, max_retries: 0, timeout_seconds: Math.min(endpoint.timeout_seconds, timeoutMs / 1000) }, provider, { maxOutputTokens: config.llm.max_output_tokens, maxResponseBytes: config.llm.max_response_bytes, maxRetryWait: config.llm.max_retry_wait })
   const where = `${endpoint.base_url} (${provider}, model ${endpoint.model})`
   const reply = await client.chat(
     [{ role: 'system', content: 'You are checking a tool-calling setup.' }, { role: 'user', content: 'Call the report_ready tool with ready set to true. Do not answer in text.' }],
