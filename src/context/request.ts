@@ -17,12 +17,14 @@ export interface RequestPlan {
   prunedTokens: number
   /** Messages of the window left out because they did not fit (0 normally). */
   dropped: number
-  /** Tool results cut down to fit, in this request only. */
+  /** Messages cut down to fit (a huge tool result, task statement or comment), in this request only. */
   clipped: number
 }
 
-/** A tool result larger than this share of the budget is cut in the request (the whole stays on disk). */
+/** A message after the head larger than this share of the budget is cut in the request (the whole stays on disk). */
 const MAX_RESULT_SHARE = 0.5
+/** A head message (system prompt, task statement, summary) larger than this share of the limit is cut too. */
+const MAX_HEAD_SHARE = 0.25
 
 /**
  * The messages of one LLM request (SPEC §5): the window pruned (tool output of old
@@ -38,19 +40,22 @@ export function requestMessages(window: readonly WindowMessage[], limit: number,
   let headEnd = 0
   while (headEnd < pruned.length && (pruned[headEnd]?.role === 'system' || pruned[headEnd]?.role === 'user')) headEnd++
   // With no summary the head is just the leading system/user messages of the conversation.
-  const head = pruned.slice(0, headEnd)
   const costs = pruned.map(estimateMessageTokens)
   const prunedTokens = costs.reduce((a, b) => a + b, 0)
-  let budget = limit - windowTokens(head)
   let clipped = 0
-  const body = pruned.slice(headEnd).map((m, i) => {
-    const cap = Math.floor(Math.max(0, budget) * MAX_RESULT_SHARE)
-    if (m.role !== 'tool' || (costs[headEnd + i] as number) <= cap) return m
+  // Every item is bounded to fit: a 2 MB issue as the task, a huge comment or tool result
+  // would otherwise make every request too long, and the task could never go on.
+  const fit = (m: WindowMessage, i: number, cap: number): WindowMessage => {
+    if ((costs[i] as number) <= cap || typeof m.content !== 'string') return m
     clipped++
-    const cut = clipToTokens(m.content, cap)
-    costs[headEnd + i] = estimateMessageTokens({ ...m, content: cut })
+    const cut = clipToTokens(m.content, cap, m.role === 'tool' ? 'tools.jsonl' : 'messages.jsonl')
+    costs[i] = estimateMessageTokens({ ...m, content: cut })
     return { ...m, content: cut }
-  })
+  }
+  // Caps of at least 1,024 (head) and 512 tokens (after it): an item that small is never the problem.
+  const head = pruned.slice(0, headEnd).map((m, i) => fit(m, i, Math.max(1024, Math.floor(limit * MAX_HEAD_SHARE))))
+  let budget = limit - windowTokens(head)
+  const body = pruned.slice(headEnd).map((m, i) => fit(m, headEnd + i, Math.max(512, Math.floor(budget * MAX_RESULT_SHARE))))
   let start = body.length
   while (start > 0) {
     const cost = costs[headEnd + start - 1] as number
@@ -67,12 +72,12 @@ export function requestMessages(window: readonly WindowMessage[], limit: number,
 }
 
 /** Text cut to about `tokens` tokens, head and tail kept, with a note of what is missing and where the whole is. */
-function clipToTokens(text: string, tokens: number): string {
+function clipToTokens(text: string, tokens: number, where: string): string {
   const chars = Math.max(200, tokens * 4 - 200)
   if (text.length <= chars) return text
   const head = Math.floor(chars * 0.7)
   const tail = chars - head
-  return `${text.slice(0, head)}\n[… ${(text.length - chars).toLocaleString('en-US')} characters cut from this request to fit the context; the whole result is in tools.jsonl …]\n${text.slice(-tail)}`
+  return `${text.slice(0, head)}\n[… ${(text.length - chars).toLocaleString('en-US')} characters cut from this request to fit the context; the whole is in ${where} …]\n${text.slice(-tail)}`
 }
 
 export interface AutoCompressOptions {

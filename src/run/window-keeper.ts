@@ -121,7 +121,7 @@ export class WindowKeeper {
     let plan = this.plan(budget)
     if (plan.dropped > 0 && (await this.compress(true))) plan = this.plan(budget)
     if (plan.dropped > 0) this.parts.log.warn(`${plan.dropped} message(s) left out of this request: they do not fit the context even after compaction (a note in the request says so)`)
-    if (plan.clipped > 0) this.parts.log.warn(`${plan.clipped} tool result(s) cut in this request to fit the context (the whole is in tools.jsonl)`)
+    if (plan.clipped > 0) this.parts.log.warn(`${plan.clipped} message(s) cut in this request to fit the context (the whole is on disk)`)
     return plan
   }
 

@@ -152,4 +152,22 @@ describe('usage reports and bounded compaction', () => {
     for (const r of compactions) expect(r.body.max_tokens).toBeLessThanOrEqual(2000)
     for (const r of summaries) expect(r.body.max_tokens).toBeLessThanOrEqual(3000)
   })
+
+  it('a 900 KB task statement is cut to fit a small context, with a note; the task goes on instead of failing every request (issue 21)', async () => {
+    const s = await runSetup()
+    const statement = join(s.ws, 'issue.txt')
+    writeFileSync(statement, `Fix the bug.\n${'x'.repeat(900 * 1024)}\nEND OF ISSUE`)
+    s.fake.queue.push({ calls: [{ name: 'read_file', arguments: { path: 'calc.js' } }] }, { content: 'fixed' })
+    const res = await s.run(['run', '--task-file', statement, '--workspace', s.ws])
+    expect(res.code, res.stderr).toBe(0)
+    for (const r of agentRequests(s.fake)) {
+      expect(tokensOf(r)).toBeLessThanOrEqual(8000)
+      const task = sent(r).find((m) => m.role === 'user')?.content ?? ''
+      expect(task).toMatch(/^Fix the bug\./)
+      expect(task).toMatch(/characters cut from this request to fit the context; the whole is in messages\.jsonl/)
+      expect(task).toMatch(/END OF ISSUE$/)
+    }
+    // On disk the statement is whole.
+    expect(String(onlyTask(s.tree).messages.find((m) => m.role === 'user')?.content).length).toBeGreaterThan(900 * 1024)
+  })
 })
