@@ -67,7 +67,8 @@ describe('run_command in bubblewrap', () => {
     const out = await s.call('run_command', { command: `touch ${s.outside}/x; cat ${s.outside}/secret.txt; touch /usr/x /etc/x; ls ${s.root}; echo hi > made.txt; echo done` })
     expect(out.output).toContain('Read-only file system')
     expect(out.output).not.toContain('TOP SECRET')
-    expect(out.output).toMatch(/done$/)
+    // stdout and stderr are two pipes: their lines interleave in either order.
+    expect(out.output).toMatch(/^done$/m)
     expect(readFileSync(join(s.ws, 'made.txt'), 'utf8')).toBe('hi\n')
     s.outsideUntouched()
   })
