@@ -83,7 +83,7 @@ describe('run_command in bubblewrap', () => {
     const out = await s.tools.call({ id: 'c', type: 'function', function: { name: 'run_command', arguments: JSON.stringify({ command }) } }, { ...s.ctx, sandbox: plan.plan })
     expect(out.output).not.toContain('CONFIG-SECRET')
     expect(out.output).not.toContain('TREE SECRET')
-    expect(out.output).toMatch(/end$/)
+    expect(out.output).toMatch(/^end$/m)
     expect(readdirSync(s.tree)).toEqual(['running'])
     expect(readFileSync(config, 'utf8')).toContain('CONFIG-SECRET')
   })
