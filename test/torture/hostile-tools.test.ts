@@ -168,7 +168,7 @@ describe('a hostile model through ctxagent run', () => {
     const tools = (s.fake.requests[1]?.body.messages ?? []).filter((m) => m.role === 'tool').map((m) => m.content)
     expect(tools[0]).toBe('no matches for /^(a+)+$/')
     expect(tools[1]).toMatch(/not a regular file \(a FIFO/)
-    expect(tools[2]).toMatch(/ran$/)
+    expect(tools[2]).toMatch(/^ran$/m)
     const all = JSON.stringify(s.fake.requests)
     for (const secret of ['AGENTENVSECRET', 'AGENTGITHUBSECRET', 'test-key']) expect(all).not.toContain(secret)
   })
