@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { basename, resolve } from 'node:path'
 import { Command, Option } from 'commander'
 import type { CommandEnv } from '../command-env.js'
@@ -184,14 +184,29 @@ async function channelOf(config: CommandEnv['config'], key: TaskKey): Promise<Ch
   return undefined
 }
 
+/**
+ * Reads of a task about to be resumed: when they fail because its directory moved away
+ * meanwhile, another process resumed it first (a lost race, exit 4), not a damaged task.
+ */
+function stillThere<T>(ref: TaskRef, read: () => T): T {
+  try {
+    return read()
+  } catch (err) {
+    if (existsSync(ref.dir)) throw err
+    throw new LockedError(`task ${ref.uuid} was taken by another process while this one resumed it`, `see ctxagent view ${ref.uuid.slice(0, 8)}; only one process runs a task`)
+  }
+}
+
 async function prepareResume(ctx: CommandEnv, flags: RunFlags, id: string): Promise<Prepared> {
   if (flags.taskId !== undefined) throw new UsageError('--task-id names a new task; a resumed task keeps its own', 'drop --task-id')
   const ref = resolveTask(ctx.layout, id)
   if (ref.location === 'running') await refuseLive(ctx, ref)
   const stoppedByBudget = ref.location === 'completed' && readStateOrNull(ref.dir)?.status === 'timeout'
   if (ref.location === 'completed' && !stoppedByBudget) throw new CtxError(`task ${ref.uuid} is finished (in completed/)`, { exitCode: 4, hint: finishedHint(readMetadata(ref.dir).task_key) })
-  assertRegularFiles(ref.dir, TASK_DATA_FILES)
-  const meta = readMetadata(ref.dir)
+  const meta = stillThere(ref, () => {
+    assertRegularFiles(ref.dir, TASK_DATA_FILES)
+    return readMetadata(ref.dir)
+  })
   const user = meta.user ?? ctx.osUser
   const recorded = meta.config.llm_provider
   const sameProvider = flags.provider === undefined || flags.provider === recorded

@@ -17,7 +17,12 @@ export async function connectPool(url: string, role: string, max = 4): Promise<P
     keepAlive: true,
     application_name: `ctxagent ${role} ${hostname()}:${process.pid}`.slice(0, 63),
   })
+  // A server that goes away errors every client. An idle one reports to the pool; one
+  // checked out (a held advisory lock, a heartbeat between queries) would emit 'error'
+  // with no listener and end the process: each client gets its own listener, and the
+  // failure reaches whoever uses it next through the query's promise.
   pool.on('error', () => undefined)
+  pool.on('connect', (client) => void client.on('error', () => undefined))
   return pool
 }
 
