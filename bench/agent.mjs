@@ -139,12 +139,14 @@ async function resume() {
   const server = await startServer(() => ({ role: 'assistant', content: 'done' }))
   try {
     const { uuid, bytes } = hugePausedTask(base, server.url)
+    // Its workspace is the current directory: one that does not hold the task tree (run refuses that).
+    const ws = scratch('agent-resume-ws')
     const args = ['run', '--resume', uuid, '--home', base, '--config', join(base, 'config.yaml'), '--log-format', 'json']
     const resumeOnce = () =>
       new Promise((resolve, reject) => {
         server.seen.firstAt = null
         const start = process.hrtime.bigint()
-        const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'ignore', 'ignore'] })
+        const child = spawn(process.execPath, [BIN, ...args], { cwd: ws, stdio: ['ignore', 'ignore', 'ignore'] })
         const timer = setInterval(() => {
           if (server.seen.firstAt === null) return
           clearInterval(timer)
