@@ -141,7 +141,8 @@ async function resume() {
     const { uuid, bytes } = hugePausedTask(base, server.url)
     // Its workspace is the current directory: one that does not hold the task tree (run refuses that).
     const ws = scratch('agent-resume-ws')
-    const args = ['run', '--resume', uuid, '--home', base, '--config', join(base, 'config.yaml'), '--log-format', 'json']
+    // Its turns count against max_turns across resumes: raised, or the resume is refused before any request.
+    const args = ['run', '--resume', uuid, '--home', base, '--config', join(base, 'config.yaml'), '--log-format', 'json', '--max-turns', '100000000']
     const resumeOnce = () =>
       new Promise((resolve, reject) => {
         server.seen.firstAt = null
