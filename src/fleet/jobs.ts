@@ -1,4 +1,5 @@
 import type { Pool, PoolClient } from 'pg'
+import { inTransaction } from '../storage/index/pg-pool.js'
 
 /** What a job asks a worker to run: the flags of `run`, checked by enqueue. */
 export interface JobSpec {
@@ -81,24 +82,16 @@ export class JobQueue {
    * transaction, so that a stop between the two can neither lose it nor queue it twice.
    * False when the job was no longer this worker's (a reaper settled it).
    */
-  async finish(job: Job, workerId: string, end: JobEnd): Promise<boolean> {
-    const client = await this.pool.connect()
-    try {
-      await client.query('BEGIN')
+  finish(job: Job, workerId: string, end: JobEnd): Promise<boolean> {
+    return inTransaction(this.pool, async (client) => {
       const done = await client.query(
         `UPDATE fleet_jobs SET state = 'done', finished_at = now(), outcome = $3, error = $4
          WHERE id = $1 AND claimed_by = $2 AND state = 'running'`,
         [job.id, workerId, end.outcome, end.error ?? null],
       )
       if (done.rowCount === 1 && end.resume === true) await this.enqueue({ task_uuid: job.task_uuid, kind: 'resume', spec: job.spec, priority: job.priority }, client)
-      await client.query('COMMIT')
       return done.rowCount === 1
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined)
-      throw err
-    } finally {
-      client.release()
-    }
+    })
   }
 }
 

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { readFileSync, readlinkSync } from 'node:fs'
 import type { Pool } from 'pg'
 import { UsageError } from '../errors.js'
+import { inTransaction } from '../storage/index/pg-pool.js'
 
 export interface WorkerRecord {
   id: string
@@ -34,9 +35,7 @@ export function hostIdentity(): string {
 export async function registerWorker(pool: Pool, hostname: string, concurrency: number, liveSeconds: number): Promise<WorkerRecord> {
   const id = `${hostname}:${process.pid}:${randomUUID().slice(0, 8)}`
   const host = hostIdentity()
-  const client = await pool.connect()
-  try {
-    await client.query('BEGIN')
+  await inTransaction(pool, async (client) => {
     // One registration at a time per name, so that two hosts starting together cannot both pass the check.
     await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`ctxagent worker ${hostname}`])
     const clash = await client.query<{ id: string }>(
@@ -45,20 +44,13 @@ export async function registerWorker(pool: Pool, hostname: string, concurrency: 
       [hostname, host, liveSeconds],
     )
     if (clash.rows.length > 0) {
-      await client.query('ROLLBACK')
       throw new UsageError(
         `another host named '${hostname}' has a live worker (${clash.rows[0]?.id})`,
         'give each host of the fleet its own host name: locks tell hosts apart by it',
       )
     }
     await client.query('INSERT INTO fleet_workers (id, hostname, host_id, pid, concurrency) VALUES ($1, $2, $3, $4, $5)', [id, hostname, host, process.pid, concurrency])
-    await client.query('COMMIT')
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined)
-    throw err
-  } finally {
-    client.release()
-  }
+  })
   return { id, hostname, pid: process.pid, concurrency }
 }
 

@@ -77,7 +77,7 @@ export interface Parent {
 export function walkParent(boundary: Boundary, path: string, create = false): Parent {
   if (typeof path !== 'string' || path.trim() === '') throw new ToolError('path is empty; give a path relative to the workspace')
   if (path.includes('\0')) throw new ToolError('path contains a NUL byte')
-  const todo = components(boundary.workspace, path)
+  const pending = components(boundary.workspace, path)
   const root = openSync(boundary.workspace, DIR_FLAGS)
   const stack = [root]
   const close = () => {
@@ -85,9 +85,9 @@ export function walkParent(boundary: Boundary, path: string, create = false): Pa
   }
   let links = 0
   try {
-    if (todo.length === 0) todo.push('.')
-    while (todo.length > 1) {
-      const name = todo.shift() as string
+    if (pending.length === 0) pending.push('.')
+    while (pending.length > 1) {
+      const name = pending.shift() as string
       if (name === '..') {
         if (stack.length === 1) throw outside(path)
         closeSync(stack.pop() as number)
@@ -108,10 +108,10 @@ export function walkParent(boundary: Boundary, path: string, create = false): Pa
           }
           if (++links > MAX_LINKS) throw new ToolError(`${path}: too many symbolic links`)
           if (isAbsolute(target)) {
-            todo.unshift(...components(boundary.workspace, target))
+            pending.unshift(...components(boundary.workspace, target))
             while (stack.length > 1) closeSync(stack.pop() as number)
           } else {
-            todo.unshift(...target.split('/').filter((c) => c !== '' && c !== '.'))
+            pending.unshift(...target.split('/').filter((c) => c !== '' && c !== '.'))
           }
           continue
         }
@@ -122,7 +122,7 @@ export function walkParent(boundary: Boundary, path: string, create = false): Pa
           } catch (e) {
             if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e
           }
-          todo.unshift(name)
+          pending.unshift(name)
           continue
         }
         if (code === 'ENOENT') throw new ToolError(`${path} does not exist`)
@@ -131,7 +131,7 @@ export function walkParent(boundary: Boundary, path: string, create = false): Pa
       stack.push(fd)
       if (isHidden(boundary, pathOf(fd))) throw hiddenError(path)
     }
-    const name = todo[0] as string
+    const name = pending[0] as string
     if (name === '..') {
       if (stack.length === 1) throw outside(path)
       closeSync(stack.pop() as number)

@@ -10,7 +10,7 @@ import type { TaskRow } from '../../src/storage/index/task-index.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
 import type { Tree } from '../fixtures/tree.js'
 import { cli } from '../helpers/run.js'
-import { canKillServer, startPostgres } from '../helpers/postgres.js'
+import { canKillServer, queryRows, startPostgres } from '../helpers/postgres.js'
 import type { PgServer } from '../helpers/postgres.js'
 
 let server: PgServer
@@ -37,15 +37,8 @@ function tree(): Tree {
   return t
 }
 
-async function query<T extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<T[]> {
-  const client = new pg.Client({ connectionString: server.url })
-  client.on('error', () => undefined)
-  await client.connect()
-  try {
-    return (await client.query<T>(sql, params)).rows
-  } finally {
-    await client.end()
-  }
+function query<T extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<T[]> {
+  return queryRows<T>(server.url, sql, params)
 }
 
 function row(uuid: string, over: Partial<TaskRow> = {}): TaskRow {

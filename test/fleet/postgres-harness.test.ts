@@ -1,6 +1,6 @@
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { canKillServer, startPostgres } from '../helpers/postgres.js'
+import { canKillServer, queryRows, startPostgres } from '../helpers/postgres.js'
 import type { PgServer } from '../helpers/postgres.js'
 
 let server: PgServer
@@ -11,15 +11,8 @@ afterAll(async () => {
   await server?.stop()
 })
 
-async function query<T extends pg.QueryResultRow>(sql: string): Promise<T[]> {
-  const client = new pg.Client({ connectionString: server.url })
-  client.on('error', () => {})
-  await client.connect()
-  try {
-    return (await client.query<T>(sql)).rows
-  } finally {
-    await client.end()
-  }
+function query<T extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<T[]> {
+  return queryRows<T>(server.url, sql, params)
 }
 
 describe('test PostgreSQL', () => {

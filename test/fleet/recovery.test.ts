@@ -4,7 +4,7 @@ import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { BIN } from '../helpers/run.js'
 import { exitOf } from '../helpers/wait.js'
-import { startPostgres } from '../helpers/postgres.js'
+import { queryRows, startPostgres } from '../helpers/postgres.js'
 import type { PgServer } from '../helpers/postgres.js'
 import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
@@ -24,15 +24,8 @@ afterAll(async () => {
   await server?.stop()
 })
 
-async function query<T extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<T[]> {
-  const client = new pg.Client({ connectionString: server.url })
-  client.on('error', () => undefined)
-  await client.connect()
-  try {
-    return (await client.query<T>(sql, params)).rows
-  } finally {
-    await client.end()
-  }
+function query<T extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<T[]> {
+  return queryRows<T>(server.url, sql, params)
 }
 
 async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>): Promise<T> {

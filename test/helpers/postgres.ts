@@ -288,3 +288,15 @@ function signal(pid: number, sig: NodeJS.Signals): void {
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms))
 }
+
+/** Rows of one query on a connection of its own (closed after), as a test checks the database. */
+export async function queryRows<T extends pg.QueryResultRow>(url: string, sql: string, params: unknown[] = []): Promise<T[]> {
+  const client = new pg.Client({ connectionString: url })
+  client.on('error', () => undefined)
+  await client.connect()
+  try {
+    return (await client.query<T>(sql, params)).rows
+  } finally {
+    await client.end()
+  }
+}

@@ -1,5 +1,5 @@
 import { hostname } from 'node:os'
-import type { Pool } from 'pg'
+import type { Pool, PoolClient } from 'pg'
 
 /**
  * A pool on the fleet's database. `pg` is loaded here, on first use, so that a host
@@ -31,4 +31,20 @@ export function pgReason(err: unknown): string {
   const e = err as { code?: string; message?: string }
   const message = (e.message ?? String(err)).replace(/postgres(ql)?:\/\/\S+/gi, 'the database URL')
   return e.code !== undefined && !message.includes(e.code) ? `${message} [${e.code}]` : message
+}
+
+/** `body` in one transaction on a pooled client: committed when it returns, rolled back when it throws. */
+export async function inTransaction<T>(pool: Pool, body: (client: PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect()
+  try {
+    await client.query('BEGIN')
+    const result = await body(client)
+    await client.query('COMMIT')
+    return result
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined)
+    throw err
+  } finally {
+    client.release()
+  }
 }

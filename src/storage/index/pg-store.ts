@@ -2,7 +2,7 @@ import type { Pool, PoolClient } from 'pg'
 import type { DiskUse } from '../fs/disk.js'
 import { LOCATIONS } from '../fs/layout.js'
 import type { Location } from '../fs/layout.js'
-import { connectPool, pgReason } from './pg-pool.js'
+import { connectPool, inTransaction, pgReason } from './pg-pool.js'
 import { migrate } from './pg-schema.js'
 import type { FinishedRow, IndexStore } from './store.js'
 import { COLUMNS, TaskIndex } from './task-index.js'
@@ -238,18 +238,8 @@ export class PgStore implements IndexStore {
     })
   }
 
-  private async transaction(body: (client: PoolClient) => Promise<void>): Promise<void> {
-    const client = await this.pool.connect()
-    try {
-      await client.query('BEGIN')
-      await body(client)
-      await client.query('COMMIT')
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined)
-      throw err
-    } finally {
-      client.release()
-    }
+  private transaction(body: (client: PoolClient) => Promise<void>): Promise<void> {
+    return inTransaction(this.pool, body)
   }
 }
 
