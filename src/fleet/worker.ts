@@ -169,6 +169,12 @@ export class Worker {
     child.on('error', (err) => (entry.lastLine = err.message))
     child.on('close', (code) => {
       this.running.delete(job.id)
+      if (entry.stopped && !resume && locate(this.options.layout, job.task_uuid) === null) {
+        // Stopped before its task was created: nothing ran, so the job waits again as it was.
+        this.options.log(`job ${job.id}: stopped before task ${job.task_uuid} began; handed back to the queue`)
+        this.track(this.queue.release(job, this.options.record.id).catch((err: Error) => this.options.log(`job ${job.id} not handed back (${err.message}): a reaper will`)))
+        return
+      }
       const end = settle(this.options.layout, job, code, entry)
       if (end === null) {
         // Its process died holding the task's lock: watch-locks reaps it and settles the job (SPEC §14.3).

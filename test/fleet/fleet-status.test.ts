@@ -4,7 +4,7 @@ import { LOCK_KEYS } from '../../src/storage/index/pg-schema.js'
 import { exitOf } from '../helpers/wait.js'
 import { startPostgres } from '../helpers/postgres.js'
 import type { PgServer } from '../helpers/postgres.js'
-import { runSetup } from '../run/harness.js'
+import { agentRequests, runSetup } from '../run/harness.js'
 
 let server: PgServer
 beforeAll(async () => {
@@ -46,6 +46,11 @@ describe('ctxagent fleet and stats --check in a fleet', () => {
     const busy = await until('both jobs running', async () => {
       const status = JSON.parse((await s.run(['fleet', '--json'], db)).stdout) as { workers: { tasks: string[]; live: boolean; hostname: string; concurrency: number }[]; jobs: { running: number } }
       return status.jobs.running === 2 ? status : null
+    })
+    // Both tasks have asked the model: SIGTERM now pauses two tasks (a job stopped before its task began waits again untouched).
+    await until('both tasks at work', async () => {
+      const asked = new Set(agentRequests(s.fake).map((r) => JSON.stringify(r.body.messages).match(/"(one|two)"/)?.[1]))
+      return asked.has('one') && asked.has('two')
     })
     expect(busy.workers).toHaveLength(1)
     expect(busy.workers[0]).toMatchObject({ live: true, concurrency: 2 })

@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import pg from 'pg'
 import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest'
 import { exitOf } from '../helpers/wait.js'
+import { startFakeGithub } from '../helpers/fake-github.js'
 import { queryRows, startPostgres } from '../helpers/postgres.js'
 import type { PgServer } from '../helpers/postgres.js'
 import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
@@ -111,6 +112,33 @@ describe('enqueue and worker', () => {
     expect(task.messages.length).toBeGreaterThan(before)
     second.child.kill('SIGTERM')
     expect(await exitOf(second.child)).toEqual({ code: 0, signal: null })
+  })
+
+  it('a --github job stopped while its issue is fetched waits again untouched; the next worker runs it and comments on the issue', async () => {
+    const s = await runSetup()
+    const gh = await startFakeGithub()
+    writeFileSync(s.config, s.fake.configYaml(`github:\n  api_url: ${gh.url}\n  token: ${gh.token}\n  bot_name: ctxagent-bot\ncomments:\n  min_interval_seconds: 0.01\n`))
+    let open = (): void => undefined
+    gh.gate = new Promise<void>((resolve) => (open = resolve))
+    const first = startWorker(s)
+    await until('the worker to start', async () => first.err().includes('started on'))
+    const uuid = await enqueue(s, ['--github', 'acme/shop#42', '--workspace', s.ws])
+    await until('the issue asked for', async () => gh.requests.some((r) => r.path.endsWith('/issues/42')))
+    first.child.kill('SIGTERM')
+    expect(await exitOf(first.child)).toEqual({ code: 0, signal: null })
+    expect(first.err()).toContain('handed back to the queue')
+    expect(await query('SELECT kind, state, attempts, outcome FROM fleet_jobs')).toEqual([{ kind: 'new', state: 'waiting', attempts: 0, outcome: null }])
+    expect(s.tree.layout.list('running').concat(s.tree.layout.list('paused'), s.tree.layout.list('completed'))).toEqual([])
+
+    gh.gate = null
+    open()
+    s.fake.fallback = () => finish
+    const second = startWorker(s)
+    await until('the job done', async () => (await query<{ state: string }>('SELECT state FROM fleet_jobs'))[0]?.state === 'done')
+    expect(readTask(s.tree, uuid)).toMatchObject({ location: 'completed', state: { status: 'completed' }, metadata: { task_key: { task_source: 'github', task_id: '42' } } })
+    expect(gh.requests.some((r) => r.method === 'POST' && r.path.endsWith('/issues/42/comments'))).toBe(true)
+    second.child.kill('SIGTERM')
+    expect((await exitOf(second.child)).code).toBe(0)
   })
 
   it('enqueue --resume queues a paused task once; bad input says one line and queues nothing', async () => {

@@ -17,6 +17,8 @@ export interface FakeGithub {
   requests: { method: string; path: string; body: unknown }[]
   /** Answers for the next requests matching a method and path prefix, before the normal one. */
   failures: { method: string; path: string; status: number; headers?: Record<string, string>; message: string }[]
+  /** While set, every request is recorded and then waits for it (a server that has stopped answering). */
+  gate: Promise<void> | null
   /** Adds a comment as a person would, now. */
   addComment(login: string, body: string): Record<string, unknown>
 }
@@ -44,6 +46,7 @@ export async function startFakeGithub(options: { owner?: string; repo?: string; 
     threads: [],
     requests: [],
     failures: [],
+    gate: null,
     addComment: (login, body) => {
       const at = now()
       const comment = { id: nextId++, node_id: `IC_${nextId}`, body, user: user(login, nextId), created_at: at, updated_at: at, html_url: 'x', author_association: 'MEMBER' }
@@ -55,10 +58,11 @@ export async function startFakeGithub(options: { owner?: string; repo?: string; 
   const server = createServer((req, res) => {
     let raw = ''
     req.on('data', (d: Buffer) => (raw += d.toString()))
-    req.on('end', () => {
+    req.on('end', async () => {
       const url = new URL(req.url ?? '/', 'http://x')
       const body = raw ? (JSON.parse(raw) as Record<string, unknown>) : null
       fake.requests.push({ method: req.method ?? '', path: url.pathname + url.search, body })
+      if (fake.gate !== null) await fake.gate
       const send = (status: number, data: unknown, headers: Record<string, string> = {}) => {
         res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'x-ratelimit-limit': '5000', 'x-ratelimit-remaining': '4999', ...headers })
         res.end(JSON.stringify(data))
