@@ -47,6 +47,11 @@ export function helper(name: string, args: string[]) {
   return spawn(process.execPath, [`${ROOT}test/helpers/${name}`, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
 }
 
+/** Same, with its stdin a pipe (to tell it when to start). */
+export function helperWithStdin(name: string, args: string[]) {
+  return spawn(process.execPath, [`${ROOT}test/helpers/${name}`, ...args], { stdio: ['pipe', 'pipe', 'pipe'] })
+}
+
 /** A pid that certainly belonged to a process that has exited. */
 export function deadPid(): number {
   return spawnSync(process.execPath, ['-e', '0']).pid as number

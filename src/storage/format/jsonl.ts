@@ -1,7 +1,8 @@
 import { closeSync, createReadStream, existsSync, fstatSync, fsyncSync, ftruncateSync, lstatSync, openSync, readSync } from 'node:fs'
 import { createGunzip } from 'node:zlib'
 import { isErrno } from '../../errors.js'
-import { openPrivate, writeAll } from '../fs/files.js'
+import { withAppendMutex } from '../fs/append-mutex.js'
+import { openPrivate, writeAll, writeAllAt } from '../fs/files.js'
 import { Scratch } from './scratch.js'
 
 export type JsonRecord = Record<string, unknown>
@@ -316,23 +317,29 @@ export function lastRecordSync(path: string): JsonRecord | null {
 }
 
 /**
- * Appends one record to a file that several processes write (audit.jsonl, inbox.jsonl),
- * where no one may cut a torn tail: if the file does not end with a newline, the
- * record starts with one, so a crashed writer's fragment stays a bad line of its
- * own instead of swallowing this record.
+ * Appends one record to a file that several processes, maybe on several hosts, write
+ * (audit.jsonl, inbox.jsonl). O_APPEND is not atomic over NFS (each client seeks to the
+ * end it last saw), so the record is written under the file's append mutex at the size
+ * read under it, through a descriptor opened after taking it (NFS's close-to-open
+ * consistency makes that size current). No one may cut a torn tail here: if the file
+ * does not end with a newline, the record starts with one, so a crashed writer's
+ * fragment stays a bad line of its own instead of swallowing this record.
  */
 export function appendShared(path: string, record: object): void {
-  const fd = openPrivate(path, 'a+')
-  try {
-    const size = fstatSync(fd).size
-    let lead = ''
-    if (size > 0) {
-      const last = Buffer.alloc(1)
-      readSync(fd, last, 0, 1, size - 1)
-      if (last[0] !== NEWLINE) lead = '\n'
+  const line = `${JSON.stringify(record)}\n`
+  withAppendMutex(path, () => {
+    const fd = openPrivate(path, 'r+')
+    try {
+      const size = fstatSync(fd).size
+      let lead = ''
+      if (size > 0) {
+        const last = Buffer.alloc(1)
+        readSync(fd, last, 0, 1, size - 1)
+        if (last[0] !== NEWLINE) lead = '\n'
+      }
+      writeAllAt(fd, Buffer.from(lead + line), size)
+    } finally {
+      closeSync(fd)
     }
-    writeAll(fd, `${lead}${JSON.stringify(record)}\n`)
-  } finally {
-    closeSync(fd)
-  }
+  })
 }

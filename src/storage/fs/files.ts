@@ -46,6 +46,7 @@ export function makePrivateDir(path: string): void {
 
 const OPEN_FLAGS = {
   'a+': constants.O_RDWR | constants.O_APPEND | constants.O_CREAT,
+  'r+': constants.O_RDWR | constants.O_CREAT,
   wx: constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL,
 } as const
 
@@ -112,6 +113,12 @@ export function writeAll(fd: number, data: Buffer | string): void {
   }
   let offset = 0
   while (offset < buf.length) offset += writeSync(fd, buf, offset, buf.length - offset)
+}
+
+/** Writes all of `buf` at `position` (a positional write: no O_APPEND, see appendShared). */
+export function writeAllAt(fd: number, buf: Buffer, position: number): void {
+  let offset = 0
+  while (offset < buf.length) offset += writeSync(fd, buf, offset, buf.length - offset, position + offset)
 }
 
 export function tempPathFor(path: string): string {
