@@ -20,6 +20,7 @@ import { unlockCommand } from './commands/unlock.js'
 import { viewCommand } from './commands/view/index.js'
 import { watchLocksCommand } from './commands/watch-locks.js'
 import { workerCommand } from './commands/worker.js'
+import { pollCommand } from './commands/poll.js'
 import { examplesText } from './commands/examples.js'
 import { CtxError } from './errors.js'
 
@@ -36,7 +37,7 @@ export function buildProgram(): Command {
     .showSuggestionAfterError(true)
 
   for (const command of [runCommand(), viewCommand(), listCommand(), statsCommand(), cleanupCommand(), compressCommand(), pauseCommand(), commentCommand(), chatCommand(), watchLocksCommand(), unlockCommand(), reindexCommand(), configCommand(), doctorCommand(), demoCommand(), exportCommand(), completionCommand()]) program.addCommand(command)
-  for (const command of [enqueueCommand(), workerCommand(), fleetCommand()]) program.addCommand(command)
+  for (const command of [enqueueCommand(), workerCommand(), pollCommand(), fleetCommand()]) program.addCommand(command)
   for (const command of [program, ...program.commands]) {
     const examples = examplesText(command.name())
     if (examples !== null) command.addHelpText('after', examples)

@@ -11,7 +11,7 @@ import { readTextArg } from '../run/settings.js'
 import { durationArg, positiveIntArg, withEnv } from './shared.js'
 import { fleetPool } from './fleet-db.js'
 
-interface EnqueueOptions {
+export interface EnqueueOptions {
   task?: string
   taskFile?: string
   github?: string
@@ -46,7 +46,7 @@ export function enqueueCommand(): Command {
     .action(withEnv(enqueue))
 }
 
-function priorityArg(value: string): number {
+export function priorityArg(value: string): number {
   const n = Number(value)
   if (!/^-?\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || Math.abs(n) > 1_000_000) throw new UsageError(`--priority '${value.slice(0, 20)}' is not a whole number`, 'give one from -1000000 to 1000000')
   return n
@@ -100,6 +100,12 @@ async function newSpec(opts: EnqueueOptions, workspacesDir: string | null): Prom
     if (text.trim() === '') throw new UsageError('the task is empty', 'describe what the agent should do')
     spec.task = text
   }
+  return { ...spec, ...placement(opts, workspacesDir) }
+}
+
+/** Where and how a job's task runs, whatever it is: its workspace (or repository), user, name and budgets. */
+export function placement(opts: Omit<EnqueueOptions, 'task' | 'taskFile' | 'github' | 'gitlab' | 'resume' | 'priority'>, workspacesDir: string | null): JobSpec {
+  const spec: JobSpec = {}
   if (opts.repo !== undefined) {
     if (opts.workspace !== undefined) throw new UsageError('--repo and --workspace exclude each other', 'give one: --repo clones a workspace for the task')
     if (workspacesDir === null) throw new UsageError('--repo needs fleet.workspaces_dir', 'set it in the config to a directory on the shared mount, outside the task tree')

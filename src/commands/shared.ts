@@ -78,3 +78,14 @@ export function stopSignal(): StopSignal {
   })
   return { stopped, dispose }
 }
+
+/** Waits `ms`: true when it passed, false when `stopped` came first. */
+export async function pause(ms: number, stopped: Promise<void>): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined
+  const next = new Promise<true>((resolve) => {
+    timer = setTimeout(() => resolve(true), ms)
+  })
+  const passed = await Promise.race([next, stopped.then(() => false)])
+  clearTimeout(timer)
+  return passed
+}

@@ -11,7 +11,7 @@ import { killedText } from '../operations/reaper.js'
 import type { Finding, PassResult } from '../operations/monitor.js'
 import { stalenessPolicy } from '../storage/task/env.js'
 import type { TaskEnv } from '../storage/task/env.js'
-import { durationArg, stopSignal, withEnv } from './shared.js'
+import { durationArg, pause, stopSignal, withEnv } from './shared.js'
 import { MAX_TIMER_MS } from '../run/stop.js'
 
 interface WatchOptions {
@@ -103,17 +103,6 @@ async function loop(ctx: CommandEnv, intervalMs: number, body: () => Promise<voi
     dispose()
     if (!ctx.json) ctx.io.err('watch-locks: stopped\n')
   }
-}
-
-/** Waits `ms`: true when it passed, false when `stopped` came first. */
-async function pause(ms: number, stopped: Promise<void>): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined
-  const next = new Promise<true>((resolve) => {
-    timer = setTimeout(() => resolve(true), ms)
-  })
-  const passed = await Promise.race([next, stopped.then(() => false)])
-  clearTimeout(timer)
-  return passed
 }
 
 function report(ctx: CommandEnv, result: PassResult): void {

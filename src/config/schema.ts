@@ -19,6 +19,8 @@ const PERCENT = 'must be a percentage from 0 to 100'
 const percent = () => z.number({ error: PERCENT }).check(z.gte(0, { error: PERCENT }), z.lte(100, { error: PERCENT }))
 const ratio = () => z.number({ error: RATIO }).check(z.gt(0, { error: RATIO }), z.lte(1, { error: RATIO }))
 const text = () => z.string({ error: 'must be a string' })
+const LABEL = 'must be a label name: 1 to 50 characters, no comma'
+const labelName = () => z.string({ error: LABEL }).check(z.refine((v) => v.trim() !== '' && v.length <= 50 && !v.includes(','), { error: LABEL }))
 const MAPPING = 'must be a mapping of keys'
 const flag = () => z.boolean({ error: 'must be true or false' })
 const absolutePath = z.string({ error: 'must be an absolute path' }).check(z.refine((p: string) => p.startsWith('/'), { error: 'must be an absolute path' }))
@@ -202,6 +204,15 @@ export const configSchema = z.strictObject(
       max_attempts: withDefault(positiveInt(), 3),
       // Where `enqueue --repo` jobs are cloned, one directory per task: on the shared mount, outside the task tree.
       workspaces_dir: orNull(text()),
+    }),
+    poll: section({
+      // SPEC §14.2: the labels `poll` moves on each issue as its task goes on.
+      labels: section({
+        processing: withDefault(labelName(), 'ctxagent:processing'),
+        done: withDefault(labelName(), 'ctxagent:done'),
+        paused: withDefault(labelName(), 'ctxagent:paused'),
+        failed: withDefault(labelName(), 'ctxagent:failed'),
+      }),
     }),
     alerts: section({
       disk_warning_gb: withDefault(positiveNumber(), 10),

@@ -5,7 +5,7 @@ import type { Config } from '../config/schema.js'
 import { CtxError, UsageError } from '../errors.js'
 import { isOwn } from './marker.js'
 import { oneLine, quoted } from './quote.js'
-import type { Channel, RemoteComment, RemoteTask } from './types.js'
+import type { Channel, LabelledItem, RemoteComment, RemoteTask, Tracker } from './types.js'
 
 const RetryingOctokit = Octokit.plugin(retry, throttling)
 type Client = InstanceType<typeof RetryingOctokit>
@@ -23,6 +23,13 @@ export function parseGithubRef(text: string): GithubRef {
   const number = Number(match[3])
   if (!isItemNumber(number)) throw new UsageError(`--github ${text.slice(0, 80)}: the issue or pull request number must be a whole number from 1 to ${MAX_ITEM_NUMBER}`, 'e.g. --github acme/shop#42')
   return { owner: match[1] as string, repo: match[2] as string, number }
+}
+
+/** `owner/repo`, for the poller. */
+export function parseGithubRepo(text: string): { owner: string; repo: string } {
+  const match = /^([A-Za-z0-9_.-]+)\/([A-Za-z0-9_.-]+)$/.exec(text.trim())
+  if (!match) throw new UsageError(`--github ${text.slice(0, 80)} is not owner/repo`, 'e.g. --github acme/shop')
+  return { owner: match[1] as string, repo: match[2] as string }
 }
 
 /** The largest issue or pull request number GitHub stores (a signed 32-bit integer). */
@@ -120,6 +127,35 @@ function githubChannel(api: Client, ref: GithubRef, botName: string | null): Cha
     },
     async edit(id, body, signal) {
       await call(where, () => api.rest.issues.updateComment({ owner: ref.owner, repo: ref.repo, comment_id: Number(id), body, ...(signal ? { request: { signal } } : {}) }))
+    },
+  }
+}
+
+/**
+ * A repository's open issues and pull requests by label (GitHub lists both as issues),
+ * and their labels changed: for the poller (SPEC §14.2).
+ */
+export function githubTracker(config: Config, repository: string): Tracker {
+  const { owner, repo } = parseGithubRepo(repository)
+  const api = client(config)
+  const where = `${owner}/${repo}`
+  return {
+    name: `github:${where}`,
+    async listOpen(label) {
+      const items = await call(where, () => api.paginate(api.rest.issues.listForRepo, { owner, repo, labels: label, state: 'open', per_page: 100 }))
+      return items.map((i): LabelledItem => ({ ref: `${where}#${i.number}`, labels: i.labels.map((l) => (typeof l === 'string' ? l : (l.name ?? ''))) }))
+    },
+    async relabel(ref, add, remove) {
+      const { number } = parseGithubRef(ref)
+      // GitHub spaces writes a second apart: take off only what the item carries (a read is not spaced).
+      const carried = remove.length > 1 ? (await call(ref, () => api.rest.issues.get({ owner, repo, issue_number: number }))).labels.map((l) => (typeof l === 'string' ? l : (l.name ?? ''))) : remove
+      for (const name of remove.filter((l) => carried.includes(l))) {
+        await call(ref, () => api.rest.issues.removeLabel({ owner, repo, issue_number: number, name })).catch((err: unknown) => {
+          // Not carried (or already taken off by another poller): nothing to do.
+          if (!(err instanceof CtxError && err.exitCode === 3)) throw err
+        })
+      }
+      if (add !== null) await call(ref, () => api.rest.issues.addLabels({ owner, repo, issue_number: number, labels: [add] }))
     },
   }
 }

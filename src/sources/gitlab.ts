@@ -3,7 +3,7 @@ import type { Config } from '../config/schema.js'
 import { CtxError, UsageError } from '../errors.js'
 import { isOwn } from './marker.js'
 import { oneLine, quoted } from './quote.js'
-import type { Channel, RemoteComment, RemoteTask } from './types.js'
+import type { Channel, LabelledItem, RemoteComment, RemoteTask, Tracker } from './types.js'
 
 type Api = InstanceType<typeof Gitlab<false>>
 
@@ -23,6 +23,13 @@ export function parseGitlabRef(text: string): GitlabRef {
     throw new UsageError(`--gitlab ${text.slice(0, 80)}: the issue or merge request number must be a whole number from 1 to ${MAX_IID}`, 'e.g. --gitlab acme/backend/api#7, or acme/backend/api!12 for a merge request')
   }
   return { project: match[1] as string, kind: match[2] === '!' ? 'merge_request' : 'issue', iid }
+}
+
+/** `group/sub/project`, for the poller. */
+export function parseGitlabProject(text: string): string {
+  const match = /^[A-Za-z0-9_.-]+(?:\/[A-Za-z0-9_.-]+)+$/.exec(text.trim())
+  if (!match) throw new UsageError(`--gitlab ${text.slice(0, 80)} is not group/project`, 'e.g. --gitlab acme/backend/api')
+  return match[0]
 }
 
 /** The largest issue or merge request iid GitLab stores (a signed 32-bit integer). */
@@ -118,6 +125,27 @@ function gitlabChannel(api: Api, ref: GitlabRef, botName: string | null): Channe
     },
     async edit(id, body, signal) {
       await call<unknown>(where, () => notes.edit(ref.project, ref.iid, Number(id), { body, ...(signal ? { signal } : {}) }))
+    },
+  }
+}
+
+/** A project's open issues and merge requests by label, and their labels changed: for the poller (SPEC §14.2). */
+export function gitlabTracker(config: Config, projectPath: string): Tracker {
+  const project = parseGitlabProject(projectPath)
+  const api = client(config)
+  type Item = { iid: number; labels: string[] }
+  return {
+    name: `gitlab:${project}`,
+    async listOpen(label) {
+      const issues = (await call<unknown>(project, () => api.Issues.all({ projectId: project, labels: label, state: 'opened', perPage: 100 }))) as Item[]
+      const mrs = (await call<unknown>(project, () => api.MergeRequests.all({ projectId: project, labels: label, state: 'opened', perPage: 100 }))) as Item[]
+      return [...issues.map((i): LabelledItem => ({ ref: `${project}#${i.iid}`, labels: i.labels })), ...mrs.map((m): LabelledItem => ({ ref: `${project}!${m.iid}`, labels: m.labels }))]
+    },
+    async relabel(ref, add, remove) {
+      const item = parseGitlabRef(ref)
+      // One edit does both; GitLab ignores a label to remove that the item does not carry.
+      const options = { ...(add !== null ? { addLabels: add } : {}), ...(remove.length > 0 ? { removeLabels: remove.join(',') } : {}) }
+      await call<unknown>(ref, () => (item.kind === 'issue' ? api.Issues.edit(project, item.iid, options) : api.MergeRequests.edit(project, item.iid, options)))
     },
   }
 }

@@ -35,3 +35,19 @@ export interface Channel {
   /** Replaces a comment's text. */
   edit(id: string, body: string, signal?: AbortSignal): Promise<void>
 }
+
+/** An open issue, pull request or merge request carrying the poller's label (SPEC §14.2). */
+export interface LabelledItem {
+  /** As `run --github`/`--gitlab` takes it: owner/repo#N, group/project#N or group/project!N. */
+  ref: string
+  labels: string[]
+}
+
+/** A repository's issues as the poller sees them: the open ones with a label, and their labels changed. */
+export interface Tracker {
+  /** github:owner/repo or gitlab:group/project */
+  readonly name: string
+  listOpen(label: string): Promise<LabelledItem[]>
+  /** Adds `add` (unless null) and takes off each of `remove` it carries. */
+  relabel(ref: string, add: string | null, remove: readonly string[]): Promise<void>
+}

@@ -78,6 +78,16 @@ const MIGRATIONS: readonly string[] = [
    DROP TRIGGER IF EXISTS fleet_jobs_waiting ON fleet_jobs;
    CREATE TRIGGER fleet_jobs_waiting AFTER INSERT OR UPDATE OF state ON fleet_jobs
      FOR EACH ROW WHEN (NEW.state = 'waiting') EXECUTE FUNCTION fleet_jobs_notify();`,
+  // `poll`'s memory: which task each polled issue became, and which of its labels it set last.
+  `CREATE TABLE IF NOT EXISTS fleet_polled (
+     source TEXT NOT NULL,
+     ref TEXT NOT NULL,
+     task_uuid TEXT NOT NULL,
+     label TEXT,
+     created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+     updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+     PRIMARY KEY (source, ref)
+   );`,
 ]
 
 /** Advisory lock keys (bigint constants: hashtext() is not a stable API). */

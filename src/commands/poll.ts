@@ -1,0 +1,98 @@
+import { Command, InvalidArgumentError } from 'commander'
+import type { CommandEnv } from '../command-env.js'
+import { auditTask } from '../command-env.js'
+import { UsageError } from '../errors.js'
+import type { PollReport } from '../fleet/poller.js'
+import { pollPass } from '../fleet/poller.js'
+import type { JobSpec } from '../fleet/jobs.js'
+import { MAX_TIMER_MS } from '../run/stop.js'
+import type { Tracker } from '../sources/types.js'
+import type { EnqueueOptions } from './enqueue.js'
+import { placement, priorityArg } from './enqueue.js'
+import { fleetPool } from './fleet-db.js'
+import { durationArg, pause, positiveIntArg, stopSignal, withEnv } from './shared.js'
+
+interface PollOptions extends Omit<EnqueueOptions, 'task' | 'taskFile' | 'github' | 'gitlab' | 'resume' | 'taskId'> {
+  github: string[]
+  gitlab: string[]
+  label: string
+  interval: number
+  once?: boolean
+}
+
+const DEFAULT_INTERVAL_MS = 60_000
+const collect = (value: string, previous: string[]): string[] => [...previous, value]
+
+export function pollCommand(): Command {
+  return new Command('poll')
+    .description("turn each open issue/PR (GitHub) or issue/MR (GitLab) carrying --label into one fleet job, and move its labels as the task goes on (needs fleet.database_url)")
+    .option('--github <owner/repo>', 'a GitHub repository to poll (repeatable)', collect, [])
+    .option('--gitlab <group/project>', 'a GitLab project to poll (repeatable)', collect, [])
+    .requiredOption('--label <name>', 'the label that asks for an agent')
+    .option('--interval <duration>', 'time between passes, at least 10s (default: 1m)', atLeastTenSeconds, DEFAULT_INTERVAL_MS)
+    .option('--once', 'one pass, then exit (for cron, or a systemd timer); exit 1 if a repository could not be read')
+    .option('--user <name>', "whose tasks these are (default: the OS user)")
+    .option('--workspace <dir>', 'the only directory tools may touch: a path that exists on every host (default: the current directory)')
+    .option('--repo <url[#ref]>', 'clone this repository for each task into fleet.workspaces_dir, at a branch, tag or commit after #')
+    .option('--max-turns <n>', 'each task stops as timeout after this many LLM turns', positiveIntArg)
+    .option('--max-tokens <n>', 'each task stops as timeout after this many tokens in total', positiveIntArg)
+    .option('--timeout <duration>', 'each task stops as timeout after this much working time, e.g. 30m', durationArg('--timeout'))
+    .option('--priority <n>', 'higher runs first (default 0)', priorityArg)
+    .action(withEnv(poll))
+}
+
+function atLeastTenSeconds(value: string): number {
+  const ms = durationArg('--interval')(value)
+  if (ms < 10_000) throw new InvalidArgumentError('must be at least 10s (the forges rate-limit faster polling)')
+  if (ms > MAX_TIMER_MS) throw new InvalidArgumentError('must be at most 24d (run poll --once from cron for longer gaps)')
+  return ms
+}
+
+async function poll(ctx: CommandEnv, opts: PollOptions): Promise<void> {
+  if (opts.github.length + opts.gitlab.length === 0) throw new UsageError('nothing to poll', 'give --github owner/repo or --gitlab group/project (either may be repeated)')
+  const label = opts.label.trim()
+  if (label === '' || label.length > 50 || label.includes(',')) throw new UsageError(`--label '${label.slice(0, 60)}' is not a label name`, 'give one of 1 to 50 characters, without a comma')
+  const labels = ctx.config.poll.labels
+  if (Object.values(labels).includes(label)) throw new UsageError(`--label ${label} is one of the labels poll sets itself (poll.labels)`, 'ask for agents with a label of your own, e.g. --label agent')
+  // Everything is checked before the database is touched: a bad flag or a missing token queues nothing.
+  const base = placement(opts, ctx.config.fleet.workspaces_dir)
+  const targets: { tracker: Tracker; spec: (ref: string) => JobSpec }[] = []
+  if (opts.github.length > 0) {
+    const { githubTracker } = await import('../sources/github.js')
+    for (const repo of opts.github) targets.push({ tracker: githubTracker(ctx.config, repo), spec: (ref) => ({ github: ref, ...base }) })
+  }
+  if (opts.gitlab.length > 0) {
+    const { gitlabTracker } = await import('../sources/gitlab.js')
+    for (const project of opts.gitlab) targets.push({ tracker: gitlabTracker(ctx.config, project), spec: (ref) => ({ gitlab: ref, ...base }) })
+  }
+  const { pool } = await fleetPool(ctx, 'poll')
+  auditTask(ctx, 'poll', null)
+  const { stopped, dispose } = stopSignal()
+  let failed = false
+  try {
+    do {
+      for (const target of targets) {
+        const report = await pollPass(pool, ctx.layout, target.tracker, { label, labels, spec: target.spec, priority: opts.priority ?? 0 })
+        if (report.errors.length > 0) failed = true
+        show(ctx, report)
+      }
+    } while (!opts.once && (await pause(opts.interval, stopped)))
+  } finally {
+    dispose()
+    await pool.end().catch(() => undefined)
+  }
+  if (opts.once && failed) process.exitCode = 1
+}
+
+function show(ctx: CommandEnv, r: PollReport): void {
+  if (ctx.json) {
+    ctx.io.jsonl({ ts: ctx.now().toISOString(), ...r })
+    return
+  }
+  const parts = [`${r.listed} open with the label`, `${r.queued.length} queued${r.queued.length ? ` (${r.queued.join(', ')})` : ''}`]
+  if (r.resumed.length) parts.push(`${r.resumed.length} resumed (${r.resumed.join(', ')})`)
+  if (r.cancelled.length) parts.push(`${r.cancelled.length} waiting job(s) cancelled (${r.cancelled.join(', ')})`)
+  if (r.labelled.length) parts.push(`labels moved: ${r.labelled.map((l) => `${l.ref} → ${l.label ?? 'none'}`).join(', ')}`)
+  ctx.io.out(`${ctx.now().toISOString()} poll ${r.source}: ${parts.join('; ')}`)
+  for (const error of r.errors) ctx.io.warn(`poll ${r.source}: ${error} (tried again next pass)`)
+}

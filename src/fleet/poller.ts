@@ -1,0 +1,153 @@
+import { existsSync } from 'node:fs'
+import { randomUUID } from 'node:crypto'
+import type { Pool } from 'pg'
+import type { Tracker } from '../sources/types.js'
+import type { Layout } from '../storage/fs/layout.js'
+import { inTransaction } from '../storage/index/pg-pool.js'
+import type { JobSpec } from './jobs.js'
+import { JobQueue } from './jobs.js'
+
+/** The labels `poll` sets (names in config: poll.labels). */
+export interface StatusLabels {
+  processing: string
+  done: string
+  paused: string
+  failed: string
+}
+
+type Status = keyof StatusLabels | 'cancelled'
+
+export interface PollOptions {
+  /** The trigger label: open items carrying it become jobs. */
+  label: string
+  labels: StatusLabels
+  /** The job for one item (its --github/--gitlab reference set). */
+  spec: (ref: string) => JobSpec
+  priority: number
+}
+
+/** What one pass did for one repository: one line of `poll --json`. */
+export interface PollReport {
+  source: string
+  listed: number
+  queued: string[]
+  resumed: string[]
+  cancelled: string[]
+  labelled: { ref: string; label: string | null }[]
+  errors: string[]
+}
+
+/**
+ * One pass of the fleet's producer over one repository (SPEC §14.2): each open item with
+ * the trigger label and none of the status labels becomes one job, however many pollers
+ * run at once (the item's row in `fleet_polled` is claimed in the job's transaction);
+ * waiting jobs of items no longer listed (label taken off, closed) are cancelled; and each
+ * item's status label follows its task's latest job. Every step is idempotent: a poller
+ * that died half-way leaves nothing the next pass does not finish.
+ */
+export async function pollPass(pool: Pool, layout: Layout, tracker: Tracker, options: PollOptions): Promise<PollReport> {
+  const report: PollReport = { source: tracker.name, listed: 0, queued: [], resumed: [], cancelled: [], labelled: [], errors: [] }
+  let items
+  try {
+    items = await tracker.listOpen(options.label)
+  } catch (err) {
+    report.errors.push((err as Error).message)
+    return report
+  }
+  report.listed = items.length
+  const statusNames = new Set(Object.values(options.labels))
+  for (const item of items) {
+    if (item.labels.some((l) => statusNames.has(l))) continue
+    try {
+      const taken = await take(pool, layout, tracker.name, item.ref, options)
+      if (taken === 'queued') report.queued.push(item.ref)
+      if (taken === 'resumed') report.resumed.push(item.ref)
+    } catch (err) {
+      report.errors.push(`${item.ref}: ${(err as Error).message}`)
+    }
+  }
+  // Only a complete listing says an item is gone (its label taken off, or closed).
+  const listed = new Set(items.map((i) => i.ref))
+  const gone = await pool.query<{ ref: string; task_uuid: string }>(
+    `SELECT ref, task_uuid FROM fleet_polled WHERE source = $1 AND (label IS NULL OR label = 'processing') AND NOT (ref = ANY($2))`,
+    [tracker.name, [...listed]],
+  )
+  for (const row of gone.rows) {
+    const cancelled = await pool.query(`UPDATE fleet_jobs SET state = 'done', outcome = 'cancelled', finished_at = now() WHERE task_uuid = $1 AND state = 'waiting'`, [row.task_uuid])
+    if ((cancelled.rowCount ?? 0) > 0) report.cancelled.push(row.ref)
+  }
+  await follow(pool, tracker, options.labels, new Map(items.map((i) => [i.ref, i.labels])), report)
+  return report
+}
+
+/** Claims an item for a job in one transaction: a new task, a new run of a finished one, or the resume of a paused one. */
+async function take(pool: Pool, layout: Layout, source: string, ref: string, options: PollOptions): Promise<'queued' | 'resumed' | null> {
+  return inTransaction(pool, async (client) => {
+    const queue = new JobQueue(pool)
+    const row = (await client.query<{ task_uuid: string; label: string | null }>('SELECT task_uuid, label FROM fleet_polled WHERE source = $1 AND ref = $2 FOR UPDATE', [source, ref])).rows[0]
+    if (row === undefined) {
+      const uuid = randomUUID()
+      const inserted = await client.query('INSERT INTO fleet_polled (source, ref, task_uuid) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [source, ref, uuid])
+      // Another poller took it first.
+      if (inserted.rowCount !== 1) return null
+      await queue.enqueue({ task_uuid: uuid, kind: 'new', spec: options.spec(ref), priority: options.priority }, client)
+      return 'queued'
+    }
+    // In flight: its labels are still being set, or a person took the processing label off.
+    if (row.label === null || row.label === 'processing') return null
+    if (row.label === 'paused') {
+      // The paused label taken off: the operator wants it resumed (if it is still paused).
+      if (!existsSync(layout.taskDir('paused', row.task_uuid))) return null
+      const id = await queue.enqueue({ task_uuid: row.task_uuid, kind: 'resume', spec: options.spec(ref), priority: options.priority }, client)
+      await client.query(`UPDATE fleet_polled SET label = NULL, updated_at = now() WHERE source = $1 AND ref = $2`, [source, ref])
+      return id === null ? null : 'resumed'
+    }
+    // done, failed or cancelled, and its status label taken off: run it again, as a new task (it inherits the last one's summary).
+    const uuid = randomUUID()
+    await client.query(`UPDATE fleet_polled SET task_uuid = $3, label = NULL, updated_at = now() WHERE source = $1 AND ref = $2`, [source, ref, uuid])
+    await queue.enqueue({ task_uuid: uuid, kind: 'new', spec: options.spec(ref), priority: options.priority }, client)
+    return 'queued'
+  })
+}
+
+/**
+ * Moves each unsettled item's status label to what its task's latest job says. Only the
+ * labels an item is known to carry are taken off (GitHub spaces writes a second apart).
+ */
+async function follow(pool: Pool, tracker: Tracker, labels: StatusLabels, carried: Map<string, string[]>, report: PollReport): Promise<void> {
+  const rows = await pool.query<{ ref: string; label: string | null; state: string | null; outcome: string | null }>(
+    `SELECT p.ref, p.label, j.state, j.outcome FROM fleet_polled p
+     LEFT JOIN LATERAL (SELECT state, outcome FROM fleet_jobs WHERE task_uuid = p.task_uuid ORDER BY id DESC LIMIT 1) j ON true
+     WHERE p.source = $1 AND (p.label IS NULL OR p.label IN ('processing', 'paused'))`,
+    [tracker.name],
+  )
+  for (const row of rows.rows) {
+    if (row.state === null) continue
+    const status = statusOf(row.state, row.outcome)
+    if (status === row.label) continue
+    const add = status === 'cancelled' ? null : labels[status]
+    const known = carried.get(row.ref)
+    const remove = Object.values(labels).filter((l) => l !== add && (known === undefined || known.includes(l)))
+    if (add !== null && known?.includes(add) && remove.length === 0) {
+      // Already so on the forge (set by another poller): only the row is behind.
+      await pool.query(`UPDATE fleet_polled SET label = $3, updated_at = now() WHERE source = $1 AND ref = $2 AND label IS NOT DISTINCT FROM $4`, [tracker.name, row.ref, status, row.label])
+      continue
+    }
+    try {
+      await tracker.relabel(row.ref, add, remove)
+      await pool.query(`UPDATE fleet_polled SET label = $3, updated_at = now() WHERE source = $1 AND ref = $2 AND label IS NOT DISTINCT FROM $4`, [tracker.name, row.ref, status, row.label])
+      report.labelled.push({ ref: row.ref, label: add })
+    } catch (err) {
+      // Tried again next pass: the row still says the old label.
+      report.errors.push(`${row.ref}: ${(err as Error).message}`)
+    }
+  }
+}
+
+function statusOf(state: string, outcome: string | null): Status {
+  if (state !== 'done') return 'processing'
+  if (outcome === 'completed') return 'done'
+  if (outcome === 'paused') return 'paused'
+  if (outcome === 'cancelled') return 'cancelled'
+  return 'failed'
+}

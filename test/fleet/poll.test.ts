@@ -1,0 +1,203 @@
+import pg from 'pg'
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { startFakeBoard } from '../helpers/fake-board.js'
+import type { FakeBoard } from '../helpers/fake-board.js'
+import { queryRows, startPostgres } from '../helpers/postgres.js'
+import type { PgServer } from '../helpers/postgres.js'
+import { exitOf } from '../helpers/wait.js'
+import { readTask, runSetup } from '../run/harness.js'
+import type { RunSetup } from '../run/harness.js'
+
+let server: PgServer
+beforeAll(async () => {
+  server = await startPostgres()
+})
+afterAll(async () => {
+  await server?.stop()
+})
+
+function query<T extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<T[]> {
+  return queryRows<T>(server.url, sql, params)
+}
+
+beforeEach(async () => {
+  const tables = await query<{ n: string }>(`SELECT count(*) AS n FROM pg_tables WHERE tablename = 'fleet_polled'`)
+  if (tables[0]?.n === '1') await query('TRUNCATE fleet_jobs, fleet_workers, fleet_polled, tasks')
+})
+
+const db = () => ({ CTXAGENT_DATABASE_URL: server.url })
+const forges = (board: FakeBoard) =>
+  `github:\n  api_url: ${board.url}\n  token: ${board.githubToken}\n  bot_name: ctxagent-bot\ngitlab:\n  url: ${board.url}\n  token: ${board.gitlabToken}\n  bot_name: ctxagent-bot\ncomments:\n  min_interval_seconds: 0.01\n`
+
+async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>): Promise<T> {
+  for (let i = 0; ; i++) {
+    const value = await probe().catch(() => null)
+    if (value) return value
+    if (i > 1200) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+}
+
+interface Report {
+  source: string
+  listed: number
+  queued: string[]
+  resumed: string[]
+  cancelled: string[]
+  labelled: { ref: string; label: string | null }[]
+  errors: string[]
+}
+
+async function pollOnce(s: RunSetup, args: string[]): Promise<Report[]> {
+  const res = await s.run(['poll', '--once', '--json', '--label', 'agent', '--workspace', s.ws, ...args], db())
+  expect(res.stderr).toBe('')
+  expect(res.code).toBe(0)
+  return res.stdout.trim().split('\n').map((line) => JSON.parse(line) as Report)
+}
+
+function startWorker(s: RunSetup) {
+  process.env.CTXAGENT_DATABASE_URL = server.url
+  try {
+    return s.start(['worker', '--concurrency', '2'])
+  } finally {
+    delete process.env.CTXAGENT_DATABASE_URL
+  }
+}
+
+describe('ctxagent poll', () => {
+  it('two pollers at once make one job per labelled open issue, and the labels follow each task: processing, done, failed; a finished one runs again when its label comes off', async () => {
+    const board = await startFakeBoard()
+    const s = await runSetup(forges(board))
+    board.add('github', 1, ['agent'])
+    board.add('github', 2, ['agent', 'bug'])
+    board.add('github', 3, ['bug'])
+    board.add('github', 4, ['agent']).open = false
+    const [a, b] = await Promise.all([pollOnce(s, ['--github', 'acme/shop', '--max-turns', '2']), pollOnce(s, ['--github', 'acme/shop', '--max-turns', '2'])])
+    expect([...(a[0]?.queued ?? []), ...(b[0]?.queued ?? [])].sort()).toEqual(['acme/shop#1', 'acme/shop#2'])
+    expect(a[0]).toMatchObject({ source: 'github:acme/shop', listed: 2, errors: [] })
+    const jobs = await query<{ ref: string; kind: string; state: string; max_turns: number }>(`SELECT spec->>'github' AS ref, kind, state, (spec->>'max_turns')::int AS max_turns FROM fleet_jobs ORDER BY ref`)
+    expect(jobs).toEqual([
+      { ref: 'acme/shop#1', kind: 'new', state: 'waiting', max_turns: 2 },
+      { ref: 'acme/shop#2', kind: 'new', state: 'waiting', max_turns: 2 },
+    ])
+    expect(board.github.map((i) => i.labels)).toEqual([['agent', 'ctxagent:processing'], ['agent', 'bug', 'ctxagent:processing'], ['bug'], ['agent']])
+    // Polling again, however often, queues nothing more.
+    expect(await pollOnce(s, ['--github', 'acme/shop'])).toMatchObject([{ listed: 2, queued: [], labelled: [] }])
+
+    // #1 finishes; #2 uses up its two turns (timeout): done and failed.
+    let n = 0
+    s.fake.fallback = (req) =>
+      JSON.stringify(req.body.messages).includes('Item 1')
+        ? { calls: [{ name: 'finish', arguments: { summary: 'fixed', status: 'done' } }] }
+        : { calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] }
+    const worker = startWorker(s)
+    await until('both jobs done', async () => (await query<{ state: string }>('SELECT state FROM fleet_jobs')).every((j) => j.state === 'done'))
+    worker.child.kill('SIGTERM')
+    expect((await exitOf(worker.child)).code).toBe(0)
+    const [after] = await pollOnce(s, ['--github', 'acme/shop'])
+    expect(after?.labelled.sort((x, y) => x.ref.localeCompare(y.ref))).toEqual([
+      { ref: 'acme/shop#1', label: 'ctxagent:done' },
+      { ref: 'acme/shop#2', label: 'ctxagent:failed' },
+    ])
+    expect(board.github[0]?.labels).toEqual(['agent', 'ctxagent:done'])
+    expect(board.github[1]?.labels).toEqual(['agent', 'bug', 'ctxagent:failed'])
+    const [first] = await query<{ task_uuid: string }>(`SELECT task_uuid FROM fleet_polled WHERE ref = 'acme/shop#1'`)
+    expect(readTask(s.tree, first?.task_uuid as string)).toMatchObject({ location: 'completed', metadata: { task_key: { task_source: 'github', task_id: '1' } } })
+
+    // The done label taken off, the trigger label still on: it runs again, as a new task.
+    board.github[0]!.labels = ['agent']
+    const [again] = await pollOnce(s, ['--github', 'acme/shop'])
+    expect(again).toMatchObject({ queued: ['acme/shop#1'], labelled: [{ ref: 'acme/shop#1', label: 'ctxagent:processing' }] })
+    const [second] = await query<{ task_uuid: string }>(`SELECT task_uuid FROM fleet_polled WHERE ref = 'acme/shop#1'`)
+    expect(second?.task_uuid).not.toBe(first?.task_uuid)
+  })
+
+  it('a waiting job whose issue lost its label or was closed is cancelled; a paused one is resumed when its paused label comes off', async () => {
+    const board = await startFakeBoard()
+    const s = await runSetup(forges(board))
+    board.add('github', 5, ['agent'])
+    board.add('github', 6, ['agent'])
+    board.add('github', 7, ['agent'])
+    await pollOnce(s, ['--github', 'acme/shop'])
+    board.github[0]!.labels = ['ctxagent:processing'] // the trigger label taken off
+    board.github[1]!.open = false
+    const [gone] = await pollOnce(s, ['--github', 'acme/shop'])
+    expect(gone?.cancelled.sort()).toEqual(['acme/shop#5', 'acme/shop#6'])
+    expect(gone?.labelled.sort((x, y) => x.ref.localeCompare(y.ref))).toEqual([
+      { ref: 'acme/shop#5', label: null },
+      { ref: 'acme/shop#6', label: null },
+    ])
+    expect(board.github[0]?.labels).toEqual([])
+    expect(await query(`SELECT spec->>'github' AS ref, state, outcome FROM fleet_jobs ORDER BY ref`)).toEqual([
+      { ref: 'acme/shop#5', state: 'done', outcome: 'cancelled' },
+      { ref: 'acme/shop#6', state: 'done', outcome: 'cancelled' },
+      { ref: 'acme/shop#7', state: 'waiting', outcome: null },
+    ])
+
+    // #7 runs, and an operator pauses it: the paused label; taken off, the task is resumed.
+    let n = 0
+    s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
+    const worker = startWorker(s)
+    const [row] = await query<{ task_uuid: string }>(`SELECT task_uuid FROM fleet_polled WHERE ref = 'acme/shop#7'`)
+    const uuid = row?.task_uuid as string
+    await until('the task under way', async () => readTask(s.tree, uuid).messages.length >= 3)
+    expect((await s.run(['pause', uuid])).code).toBe(0)
+    await until('its job ended paused', async () => (await query<{ outcome: string }>(`SELECT outcome FROM fleet_jobs WHERE task_uuid = $1`, [uuid]))[0]?.outcome === 'paused')
+    expect((await pollOnce(s, ['--github', 'acme/shop']))[0]?.labelled).toEqual([{ ref: 'acme/shop#7', label: 'ctxagent:paused' }])
+    expect(board.github[2]?.labels).toEqual(['agent', 'ctxagent:paused'])
+    s.fake.fallback = () => ({ calls: [{ name: 'finish', arguments: { summary: 'fixed', status: 'done' } }] })
+    board.github[2]!.labels = ['agent']
+    expect((await pollOnce(s, ['--github', 'acme/shop']))[0]).toMatchObject({ resumed: ['acme/shop#7'], labelled: [{ ref: 'acme/shop#7', label: 'ctxagent:processing' }] })
+    await until('the resumed task completed', async () => readTask(s.tree, uuid).location === 'completed')
+    worker.child.kill('SIGTERM')
+    expect((await exitOf(worker.child)).code).toBe(0)
+    expect((await pollOnce(s, ['--github', 'acme/shop']))[0]?.labelled).toEqual([{ ref: 'acme/shop#7', label: 'ctxagent:done' }])
+  })
+
+  it('GitLab issues and merge requests; a secondary rate limit on GitHub is waited out by the client', async () => {
+    const board = await startFakeBoard()
+    const s = await runSetup(forges(board))
+    board.add('gitlab', 7, ['agent'])
+    board.add('gitlab', 12, ['agent'], 'merge_request')
+    board.add('gitlab', 8, ['other'])
+    board.add('github', 9, ['agent'])
+    board.failures.push({ method: 'GET', path: '/repos/acme/shop/issues', status: 403, headers: { 'retry-after': '1' }, message: 'You have exceeded a secondary rate limit. Please wait a few minutes before you try again.' })
+    const reports = await pollOnce(s, ['--gitlab', 'acme/backend/api', '--github', 'acme/shop'])
+    expect(reports.map((r) => [r.source, r.queued.sort(), r.errors])).toEqual([
+      ['github:acme/shop', ['acme/shop#9'], []],
+      ['gitlab:acme/backend/api', ['acme/backend/api!12', 'acme/backend/api#7'], []],
+    ])
+    expect(board.requests.filter((r) => r.method === 'GET' && r.path.startsWith('/repos/acme/shop/issues?'))).toHaveLength(2)
+    expect(board.gitlab.map((i) => i.labels)).toEqual([['agent', 'ctxagent:processing'], ['agent', 'ctxagent:processing'], ['other']])
+    const specs = await query<{ spec: Record<string, unknown> }>(`SELECT spec FROM fleet_jobs WHERE spec ? 'gitlab' ORDER BY id`)
+    expect(specs.map((r) => r.spec.gitlab).sort()).toEqual(['acme/backend/api!12', 'acme/backend/api#7'])
+  })
+
+  it('bad input: one line, exit 2, nothing queued; a forge that fails: one line, the pass retried, exit 1 with --once', async () => {
+    const board = await startFakeBoard()
+    const s = await runSetup(forges(board))
+    board.add('github', 1, ['agent'])
+    const cases: [string[], RegExp][] = [
+      [['poll', '--label', 'agent'], /^ctxagent: nothing to poll \(give --github owner\/repo/],
+      [['poll', '--github', 'acme/shop#1', '--label', 'agent'], /^ctxagent: --github acme\/shop#1 is not owner\/repo/],
+      [['poll', '--gitlab', 'nogroup', '--label', 'agent'], /^ctxagent: --gitlab nogroup is not group\/project/],
+      [['poll', '--github', 'acme/shop', '--label', 'ctxagent:done'], /^ctxagent: --label ctxagent:done is one of the labels poll sets itself/],
+      [['poll', '--github', 'acme/shop', '--label', 'a,b'], /^ctxagent: --label 'a,b' is not a label name/],
+      [['poll', '--github', 'acme/shop', '--label', 'agent', '--interval', '1s'], /--interval.*at least 10s/],
+    ]
+    for (const [args, message] of cases) {
+      const res = await s.run(args, db())
+      expect(res.stderr).toMatch(message)
+      expect(res.stderr.trim().split('\n')).toHaveLength(1)
+      expect(res.code).toBe(2)
+    }
+    const noDb = await s.run(['poll', '--github', 'acme/shop', '--label', 'agent'])
+    expect(noDb).toMatchObject({ code: 2, stderr: "ctxagent: poll needs the fleet's PostgreSQL database (set fleet.database_url in the config, or CTXAGENT_DATABASE_URL)\n" })
+    expect(await query('SELECT count(*)::int AS n FROM fleet_jobs')).toEqual([{ n: 0 }])
+    board.failures.push({ method: 'GET', path: '/repos/acme/shop/issues', status: 500, message: 'Server Error' }, { method: 'GET', path: '/repos/acme/shop/issues', status: 500, message: 'Server Error' }, { method: 'GET', path: '/repos/acme/shop/issues', status: 500, message: 'Server Error' })
+    const failing = await s.run(['poll', '--once', '--github', 'acme/shop', '--label', 'agent', '--workspace', s.ws], db())
+    expect(failing.code).toBe(1)
+    expect(failing.stderr).toMatch(/^ctxagent: warning: poll github:acme\/shop: GitHub request for acme\/shop failed \(500\).*\(tried again next pass\)\n$/)
+    expect(await query('SELECT count(*)::int AS n FROM fleet_jobs')).toEqual([{ n: 0 }])
+  })
+})

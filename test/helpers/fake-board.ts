@@ -1,0 +1,159 @@
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { onTestFinished } from 'vitest'
+
+/**
+ * A repository with many issues, for `poll`: GitHub's REST API (`/repos/acme/shop/...`)
+ * and GitLab's v4 (`/api/v4/projects/acme%2Fbackend%2Fapi/...`) on one 127.0.0.1 server,
+ * in the shapes of their documentation: list by label and state, labels added and
+ * removed, and what `run --github`/`--gitlab` reads and posts (the item, its comments).
+ * Reached through the real @octokit/rest and @gitbeaker/rest.
+ */
+export interface BoardItem {
+  number: number
+  kind: 'issue' | 'merge_request'
+  title: string
+  open: boolean
+  labels: string[]
+  comments: { id: number; body: string; author: string; at: string }[]
+}
+
+export interface FakeBoard {
+  url: string
+  githubToken: string
+  gitlabToken: string
+  github: BoardItem[]
+  gitlab: BoardItem[]
+  requests: { method: string; path: string; body: unknown }[]
+  /** The next requests matching method and path prefix get this status (and headers) instead. */
+  failures: { method: string; path: string; status: number; headers?: Record<string, string>; message: string }[]
+  add(forge: 'github' | 'gitlab', number: number, labels: string[], kind?: BoardItem['kind']): BoardItem
+}
+
+const GITHUB = '/repos/acme/shop'
+const GITLAB = `/api/v4/projects/${encodeURIComponent('acme/backend/api')}`
+
+export async function startFakeBoard(): Promise<FakeBoard> {
+  let nextId = 9000
+  const board: FakeBoard = {
+    url: '',
+    githubToken: 'ghp_boardtoken0000000000000000000000000',
+    gitlabToken: 'glpat-boardtoken000000000',
+    github: [],
+    gitlab: [],
+    requests: [],
+    failures: [],
+    add(forge, number, labels, kind = 'issue') {
+      const item: BoardItem = { number, kind, title: `Item ${number}`, open: true, labels, comments: [] }
+      board[forge].push(item)
+      return item
+    },
+  }
+  const at = '2026-11-01T09:00:00Z'
+  const githubUser = (login: string) => ({ login, id: login.length, node_id: `U_${login}`, type: 'User', site_admin: false })
+  const githubLabel = (name: string) => ({ id: name.length, node_id: `L_${name}`, name, color: 'ededed', default: false })
+  const githubIssue = (i: BoardItem) => ({
+    id: i.number, node_id: `I_${i.number}`, number: i.number, title: i.title, body: `Body of ${i.number}`, state: i.open ? 'open' : 'closed', locked: false,
+    user: githubUser('alice'), labels: i.labels.map(githubLabel), comments: i.comments.length, created_at: at, updated_at: at, html_url: `https://github.example/acme/shop/issues/${i.number}`,
+  })
+  const gitlabAuthor = (username: string) => ({ id: username.length, username, name: username, state: 'active', web_url: `https://gitlab.example/${username}` })
+  const gitlabItem = (i: BoardItem) => ({
+    id: 1000 + i.number, iid: i.number, project_id: 3, title: i.title, description: `Body of ${i.number}`, state: i.open ? 'opened' : 'closed', author: gitlabAuthor('alice'), labels: i.labels,
+    created_at: at, web_url: `https://gitlab.example/acme/backend/api/-/${i.kind === 'issue' ? 'issues' : 'merge_requests'}/${i.number}`,
+    ...(i.kind === 'merge_request' ? { source_branch: 'fix', target_branch: 'main' } : {}),
+  })
+  const gitlabNote = (c: BoardItem['comments'][number], i: BoardItem) => ({ id: c.id, type: null, body: c.body, attachment: null, author: gitlabAuthor(c.author), created_at: c.at, updated_at: c.at, system: false, noteable_iid: i.number, resolvable: false })
+  const matches = (i: BoardItem, labels: string | null) => labels === null || labels.split(',').every((l) => i.labels.includes(l))
+
+  const server = createServer((req, res) => {
+    let raw = ''
+    req.on('data', (d: Buffer) => (raw += d.toString()))
+    req.on('end', () => {
+      const url = new URL(req.url ?? '/', 'http://x')
+      const body = raw ? (JSON.parse(raw) as Record<string, unknown>) : null
+      const path = url.pathname
+      const method = req.method ?? ''
+      board.requests.push({ method, path: path + url.search, body })
+      const send = (status: number, data: unknown, headers: Record<string, string> = {}) => {
+        res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', ...headers })
+        res.end(JSON.stringify(data))
+      }
+      const failure = board.failures.findIndex((f) => f.method === method && path.startsWith(f.path))
+      if (failure >= 0) {
+        const [f] = board.failures.splice(failure, 1)
+        return send(f?.status ?? 500, { message: f?.message, documentation_url: 'https://docs.github.com/rest' }, f?.headers)
+      }
+      if (path.startsWith('/api/v4/')) {
+        if (req.headers['private-token'] !== board.gitlabToken) return send(401, { message: '401 Unauthorized' })
+        const list = /^(.*)\/(issues|merge_requests)$/.exec(path)
+        if (method === 'GET' && list && list[1] === GITLAB) {
+          const kind = list[2] === 'issues' ? 'issue' : 'merge_request'
+          const state = url.searchParams.get('state')
+          return send(200, board.gitlab.filter((i) => i.kind === kind && (state !== 'opened' || i.open) && matches(i, url.searchParams.get('labels'))).map(gitlabItem))
+        }
+        const one = /^(.*)\/(issues|merge_requests)\/(\d+)(\/notes|\/discussions)?(?:\/(\d+))?$/.exec(path)
+        const item = one && one[1] === GITLAB ? board.gitlab.find((i) => i.number === Number(one[3]) && i.kind === (one[2] === 'issues' ? 'issue' : 'merge_request')) : undefined
+        if (!one || !item) return send(404, { message: '404 Not found' })
+        if (one[4] === undefined && method === 'GET') return send(200, gitlabItem(item))
+        if (one[4] === undefined && method === 'PUT') {
+          const split = (v: unknown) => (typeof v === 'string' && v !== '' ? v.split(',') : [])
+          item.labels = item.labels.filter((l) => !split(body?.remove_labels).includes(l))
+          for (const l of split(body?.add_labels)) if (!item.labels.includes(l)) item.labels.push(l)
+          return send(200, gitlabItem(item))
+        }
+        if (one[4] === '/discussions') return send(200, [])
+        if (method === 'GET') return send(200, item.comments.map((c) => gitlabNote(c, item)))
+        if (method === 'POST') {
+          const c = { id: nextId++, body: String(body?.body ?? ''), author: 'ctxagent-bot', at: new Date().toISOString() }
+          item.comments.push(c)
+          return send(201, gitlabNote(c, item))
+        }
+        const note = item.comments.find((c) => c.id === Number(one[5]))
+        if (method === 'PUT' && note) {
+          note.body = String(body?.body ?? '')
+          return send(200, gitlabNote(note, item))
+        }
+        return send(404, { message: '404 Not found' })
+      }
+      if (req.headers.authorization !== `token ${board.githubToken}`) return send(401, { message: 'Bad credentials', documentation_url: 'https://docs.github.com/rest' })
+      const rate = { 'x-ratelimit-limit': '5000', 'x-ratelimit-remaining': '4999' }
+      if (method === 'GET' && path === `${GITHUB}/issues`) {
+        const state = url.searchParams.get('state') ?? 'open'
+        return send(200, board.github.filter((i) => (state === 'all' || i.open === (state === 'open')) && matches(i, url.searchParams.get('labels'))).map(githubIssue), rate)
+      }
+      const edit = new RegExp(`^${GITHUB}/issues/comments/(\\d+)$`).exec(path)
+      if (edit) {
+        const comment = board.github.flatMap((i) => i.comments).find((c) => c.id === Number(edit[1]))
+        if (method !== 'PATCH' || !comment) return send(404, { message: 'Not Found' })
+        comment.body = String(body?.body ?? '')
+        return send(200, { id: comment.id, body: comment.body, user: githubUser(comment.author), created_at: comment.at, updated_at: comment.at })
+      }
+      const one = new RegExp(`^${GITHUB}/issues/(\\d+)(/comments|/labels)?(?:/(.+))?$`).exec(path)
+      const item = one ? board.github.find((i) => i.number === Number(one[1])) : undefined
+      if (!one || !item) return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' })
+      const comment = (c: BoardItem['comments'][number]) => ({ id: c.id, node_id: `IC_${c.id}`, body: c.body, user: githubUser(c.author), created_at: c.at, updated_at: c.at, html_url: 'x', author_association: 'MEMBER' })
+      if (one[2] === undefined && method === 'GET') return send(200, githubIssue(item), rate)
+      if (one[2] === '/comments' && method === 'GET') return send(200, item.comments.map(comment), rate)
+      if (one[2] === '/comments' && method === 'POST') {
+        const c = { id: nextId++, body: String(body?.body ?? ''), author: 'ctxagent-bot', at: new Date().toISOString() }
+        item.comments.push(c)
+        return send(201, comment(c), rate)
+      }
+      if (one[2] === '/labels' && method === 'POST') {
+        for (const l of (body?.labels as string[] | undefined) ?? []) if (!item.labels.includes(l)) item.labels.push(l)
+        return send(200, item.labels.map(githubLabel), rate)
+      }
+      if (one[2] === '/labels' && method === 'DELETE' && one[3] !== undefined) {
+        const name = decodeURIComponent(one[3])
+        if (!item.labels.includes(name)) return send(404, { message: 'Label does not exist', documentation_url: 'https://docs.github.com/rest' })
+        item.labels = item.labels.filter((l) => l !== name)
+        return send(200, item.labels.map(githubLabel), rate)
+      }
+      send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' })
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  board.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  onTestFinished(() => new Promise<void>((resolve) => server.close(() => resolve())))
+  return board
+}
