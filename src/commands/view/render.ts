@@ -41,7 +41,7 @@ export function renderOverview(ctx: CommandEnv, o: Overview, tokens: TokenSplit 
     `${c.bold('Messages:')} ${num(o.counts.messages)}${o.last_messages.length ? ` (showing last ${o.last_messages.length})` : ''}`,
   )
   for (const message of o.last_messages) lines.push(`  ${renderRecord(ctx, 'messages', message as unknown as JsonRecord, false)}`)
-  lines.push('', `${c.bold('Summaries:')} ${o.counts.summaries}`)
+  lines.push('', `${c.bold('Summaries:')} ${num(o.counts.summaries)}${o.counts.summaries > o.summaries.length ? ` (showing last ${o.summaries.length}; all with --summaries --all)` : ''}`)
   for (const summary of o.summaries) {
     lines.push(`  [${summary.summary_id}] seq ${summary.start_seq}-${summary.end_seq}: ${preview(summary.summary, PREVIEW)}`)
   }

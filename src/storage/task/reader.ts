@@ -42,26 +42,26 @@ export interface Overview {
   lock: LockInfo | null
   counts: { messages: number; summaries: number; tools: number; bad_lines: number }
   last_messages: StoredMessage[]
+  /** The newest LAST_SUMMARIES summaries, oldest first (`view --summaries --all` lists every one). */
   summaries: SummaryRecord[]
   final_summary: string | null
 }
 
+const LAST_SUMMARIES = 3
+
 /**
  * What `view` shows by default. Cost does not grow with the task: counts come from
- * state.json, the last messages from a tail read, never from a scan of messages.jsonl.
+ * state.json, the last messages and summaries from tail reads, never from a scan.
  */
 export async function readOverview(ref: TaskRef, lastMessages = 10): Promise<Overview> {
   const metadata = readMetadata(ref.dir)
   const state = readState(ref.dir)
   // Hidden messages (visible: false, e.g. a chat session marker) are not part of the conversation shown.
   const tail = await tailJsonl(join(ref.dir, FILES.messages), lastMessages, (r) => r.visible !== false)
-  const summaries: SummaryRecord[] = []
-  let bad = tail.bad.length
-  for await (const item of readJsonl(join(ref.dir, FILES.summaries))) {
-    const summary = item.ok ? normalizeSummary(item.record) : null
-    if (summary) summaries.push(summary)
-    else bad++
-  }
+  // The newest summaries, read from the end: a task with thousands of them costs what one with three does.
+  const lastSummaries = await tailJsonl(join(ref.dir, FILES.summaries), LAST_SUMMARIES)
+  const summaries = lastSummaries.records.map(normalizeSummary).filter((r): r is SummaryRecord => r !== null)
+  const bad = tail.bad.length + lastSummaries.bad.length + lastSummaries.records.length - summaries.length
   const counts = await countRecords(ref.dir, state)
   const messages = tail.records.map(normalizeMessage).filter((m): m is StoredMessage => m !== null)
   return {
@@ -71,7 +71,7 @@ export async function readOverview(ref: TaskRef, lastMessages = 10): Promise<Ove
     metadata,
     state,
     lock: readLock(ref.dir)?.info ?? null,
-    counts: { messages: Math.max(counts.messages, messages.at(-1)?.seq ?? 0), summaries: summaries.length, tools: counts.tools, bad_lines: bad },
+    counts: { messages: Math.max(counts.messages, messages.at(-1)?.seq ?? 0), summaries: Math.max(counts.summaries, summaries.at(-1)?.summary_id ?? 0, summaries.length), tools: counts.tools, bad_lines: bad },
     last_messages: messages,
     summaries,
     final_summary: readText(join(ref.dir, FILES.finalSummary)),
