@@ -51,7 +51,18 @@ function roundBoundary(messages: readonly WindowMessage[], rounds: number): numb
   return 0
 }
 
+/** Each message's pruned copy, made once: the same object every turn, so its estimate (and more) is reused. */
+const prunedCopies = new WeakMap<object, WindowMessage>()
+
 function pruned(m: Prunable): WindowMessage {
+  const known = prunedCopies.get(m)
+  if (known !== undefined) return known
+  const out = prunedCopy(m)
+  prunedCopies.set(m, out)
+  return out
+}
+
+function prunedCopy(m: Prunable): WindowMessage {
   let out: Prunable = m
   if (m.role === 'tool' && m.content !== PRUNED) {
     const blob = BLOB.exec(m.content)?.[0]

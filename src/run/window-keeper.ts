@@ -75,9 +75,17 @@ export class WindowKeeper {
     return false
   }
 
-  /** The next request as the window stands now. */
+  /** The last plan, and what it was made from: the window grows only by push and is replaced whole, so these say whether it changed. */
+  private planned: { window: readonly unknown[]; length: number; budget: number; plan: RequestPlan } | null = null
+
+  /** The next request as the window stands now (made once per window and budget: a turn asks twice). */
   plan(budget = this.limits.requestBudget): RequestPlan {
-    return requestMessages(this.parts.handle.window(), budget, this.limits.prune)
+    const window = this.parts.handle.window()
+    const last = this.planned
+    if (last !== null && last.window === window && last.length === window.length && last.budget === budget) return last.plan
+    const plan = requestMessages(window, budget, this.limits.prune)
+    this.planned = { window, length: window.length, budget, plan }
+    return plan
   }
 
   async compressOnRequest(requestId: string): Promise<CompactionResult | { why: string }> {

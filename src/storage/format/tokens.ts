@@ -18,11 +18,22 @@ export function estimateTokens(text: string): number {
   return Math.ceil(japanese * 2 >= length ? length / 2 : length / 4)
 }
 
+/**
+ * Each message's estimate, kept for as long as the message object lives: the window's
+ * messages are built once and never changed in place (a change makes a copy), so a turn
+ * estimates only the messages that are new to it, not the whole window again.
+ */
+const estimates = new WeakMap<object, number>()
+
 /** Tokens of a message as the LLM sees it: its text plus the serialized tool calls. */
 export function estimateMessageTokens(message: { content?: unknown; tool_calls?: unknown }): number {
+  const known = estimates.get(message)
+  if (known !== undefined) return known
   const content = typeof message.content === 'string' ? message.content : message.content == null ? '' : JSON.stringify(message.content)
   const calls = message.tool_calls == null ? '' : JSON.stringify(message.tool_calls)
-  return estimateTokens(content) + estimateTokens(calls)
+  const tokens = estimateTokens(content) + estimateTokens(calls)
+  estimates.set(message, tokens)
+  return tokens
 }
 
 /** Estimated tokens of a whole window (what one request would carry). */

@@ -23,6 +23,9 @@ import type { TaskEnv } from './env.js'
 import { indexTask } from './row.js'
 import { windowTokens } from '../format/tokens.js'
 
+/** A running task's index row is rewritten at most this often by state writes (status changes at once). */
+const INDEX_EVERY_MS = 1_000
+
 export type Hook = (handle: TaskHandle) => void | Promise<void>
 
 /**
@@ -33,6 +36,8 @@ export type Hook = (handle: TaskHandle) => void | Promise<void>
 export class TaskHandle {
   private lostError: LockLostError | null = null
   private windowCache: { messages: WindowMessage[]; tokens: number } | null = null
+  /** When the index last got this task's row (Date.now()). */
+  private indexedAt = 0
   private timer: NodeJS.Timeout | null = null
   private stores: { messages: MessageStore; summaries: SummaryStore; tools: ToolStore; planning: PlanningStore } | null
   private readonly completionHooks: Hook[] = []
@@ -142,7 +147,9 @@ export class TaskHandle {
   /** Changes state.json (and the heartbeat, and tasks.db). */
   async update(change: Partial<TaskState> | ((state: TaskState) => Partial<TaskState>)): Promise<TaskState> {
     const stores = this.owned()
-    await this.beat(true)
+    // Still ours? A read of the lock, not a rewrite: the heartbeat timer keeps it fresh.
+    await this.rewriteLock(async () => this.lock.verify(), true)
+    const before = this.stateCache.status
     this.stateCache = await updateState(
       this.dirPath,
       (current) => ({
@@ -153,7 +160,13 @@ export class TaskHandle {
       }),
       this.env.now(),
     )
-    this.index('running')
+    // The index follows a running task's counters at most once a second (a status change at once):
+    // a turn writes state.json twice, and reindex or the next write repairs what a crash left behind.
+    const now = Date.now()
+    if (this.stateCache.status !== before || now - this.indexedAt >= INDEX_EVERY_MS) {
+      this.indexedAt = now
+      this.index('running')
+    }
     return this.stateCache
   }
 
