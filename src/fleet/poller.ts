@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs'
 import { randomUUID } from 'node:crypto'
 import type { Pool } from 'pg'
-import type { Tracker } from '../sources/types.js'
+import type { LabelledItem, Tracker } from '../sources/types.js'
 import type { Layout } from '../storage/fs/layout.js'
 import { inTransaction } from '../storage/index/pg-pool.js'
 import type { JobSpec } from './jobs.js'
@@ -44,6 +44,10 @@ export interface PollReport {
  * waiting jobs of items no longer listed (label taken off, closed) are cancelled; and each
  * item's status label follows its task's latest job. Every step is idempotent: a poller
  * that died half-way leaves nothing the next pass does not finish.
+ *
+ * A row belongs to the trigger label that made its job (`trigger`): pollers with different
+ * labels over one repository each cancel and run again only their own, since an item
+ * another label brought in is "not labelled" by theirs.
  */
 export async function pollPass(pool: Pool, layout: Layout, tracker: Tracker, options: PollOptions): Promise<PollReport> {
   const report: PollReport = { source: tracker.name, listed: 0, queued: [], resumed: [], cancelled: [], labelled: [], errors: [] }
@@ -55,11 +59,13 @@ export async function pollPass(pool: Pool, layout: Layout, tracker: Tracker, opt
     return report
   }
   report.listed = items.length
+  // Rows from before the trigger column belong to the first poller that lists their item.
+  await pool.query('UPDATE fleet_polled SET trigger = $3 WHERE source = $1 AND trigger IS NULL AND ref = ANY($2)', [tracker.name, items.map((i) => i.ref), options.label])
   const statusNames = new Set(Object.values(options.labels))
   for (const item of items) {
     if (item.labels.some((l) => statusNames.has(l))) continue
     try {
-      const taken = await take(pool, layout, tracker.name, item.ref, options)
+      const taken = await take(pool, layout, tracker.name, item, options)
       if (taken === 'queued') report.queued.push(item.ref)
       if (taken === 'resumed') report.resumed.push(item.ref)
     } catch (err) {
@@ -68,9 +74,10 @@ export async function pollPass(pool: Pool, layout: Layout, tracker: Tracker, opt
   }
   // Only a complete listing says an item is gone (its label taken off, or closed).
   const listed = new Set(items.map((i) => i.ref))
+  // Only a row of this poller's trigger: an item another label brought in is not this listing's to judge.
   const gone = await pool.query<{ ref: string; task_uuid: string }>(
-    `SELECT ref, task_uuid FROM fleet_polled WHERE source = $1 AND (label IS NULL OR label = 'processing') AND NOT (ref = ANY($2))`,
-    [tracker.name, [...listed]],
+    `SELECT ref, task_uuid FROM fleet_polled WHERE source = $1 AND trigger = $3 AND (label IS NULL OR label = 'processing') AND NOT (ref = ANY($2))`,
+    [tracker.name, [...listed], options.label],
   )
   for (const row of gone.rows) {
     const cancelled = await pool.query(`UPDATE fleet_jobs SET state = 'done', outcome = 'cancelled', finished_at = now() WHERE task_uuid = $1 AND state = 'waiting'`, [row.task_uuid])
@@ -81,13 +88,14 @@ export async function pollPass(pool: Pool, layout: Layout, tracker: Tracker, opt
 }
 
 /** Claims an item for a job in one transaction: a new task, a new run of a finished one, or the resume of a paused one. */
-async function take(pool: Pool, layout: Layout, source: string, ref: string, options: PollOptions): Promise<'queued' | 'resumed' | null> {
+async function take(pool: Pool, layout: Layout, source: string, item: LabelledItem, options: PollOptions): Promise<'queued' | 'resumed' | null> {
+  const { ref } = item
   return inTransaction(pool, async (client) => {
     const queue = new JobQueue(pool)
-    const row = (await client.query<{ task_uuid: string; label: string | null }>('SELECT task_uuid, label FROM fleet_polled WHERE source = $1 AND ref = $2 FOR UPDATE', [source, ref])).rows[0]
+    const row = (await client.query<{ task_uuid: string; label: string | null; trigger: string | null }>('SELECT task_uuid, label, trigger FROM fleet_polled WHERE source = $1 AND ref = $2 FOR UPDATE', [source, ref])).rows[0]
     if (row === undefined) {
       const uuid = randomUUID()
-      const inserted = await client.query('INSERT INTO fleet_polled (source, ref, task_uuid) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [source, ref, uuid])
+      const inserted = await client.query('INSERT INTO fleet_polled (source, ref, task_uuid, trigger) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING', [source, ref, uuid, options.label])
       // Another poller took it first.
       if (inserted.rowCount !== 1) return null
       await queue.enqueue({ task_uuid: uuid, kind: 'new', spec: options.spec(ref), priority: options.priority }, client)
@@ -95,16 +103,18 @@ async function take(pool: Pool, layout: Layout, source: string, ref: string, opt
     }
     // In flight: its labels are still being set, or a person took the processing label off.
     if (row.label === null || row.label === 'processing') return null
+    // Another label's item while it still carries that label: that poller runs it again, with its own flags.
+    if (row.trigger !== null && row.trigger !== options.label && item.labels.includes(row.trigger)) return null
     if (row.label === 'paused') {
       // The paused label taken off: the operator wants it resumed (if it is still paused).
       if (!existsSync(layout.taskDir('paused', row.task_uuid))) return null
       const id = await queue.enqueue({ task_uuid: row.task_uuid, kind: 'resume', spec: options.spec(ref), priority: options.priority }, client)
-      await client.query(`UPDATE fleet_polled SET label = NULL, updated_at = now() WHERE source = $1 AND ref = $2`, [source, ref])
+      await client.query(`UPDATE fleet_polled SET label = NULL, trigger = $3, updated_at = now() WHERE source = $1 AND ref = $2`, [source, ref, options.label])
       return id === null ? null : 'resumed'
     }
     // done, failed or cancelled, and its status label taken off: run it again, as a new task (it inherits the last one's summary).
     const uuid = randomUUID()
-    await client.query(`UPDATE fleet_polled SET task_uuid = $3, label = NULL, updated_at = now() WHERE source = $1 AND ref = $2`, [source, ref, uuid])
+    await client.query(`UPDATE fleet_polled SET task_uuid = $3, label = NULL, trigger = $4, updated_at = now() WHERE source = $1 AND ref = $2`, [source, ref, uuid, options.label])
     await queue.enqueue({ task_uuid: uuid, kind: 'new', spec: options.spec(ref), priority: options.priority }, client)
     return 'queued'
   })

@@ -154,6 +154,41 @@ describe('ctxagent poll', () => {
     expect((await pollOnce(s, ['--github', 'acme/shop']))[0]?.labelled).toEqual([{ ref: 'acme/shop#7', label: 'ctxagent:done' }])
   })
 
+  it('pollers with different labels over one repository leave each other\'s jobs alone; an item carrying both runs again only by the poller whose label made its job', async () => {
+    const board = await startFakeBoard()
+    const s = await runSetup(forges(board))
+    board.add('github', 1, ['agent'])
+    board.add('github', 2, ['triage'])
+    board.add('github', 3, ['agent', 'triage'])
+    const agent = () => pollOnce(s, ['--github', 'acme/shop', '--max-turns', '2'])
+    const triage = () => pollOnce(s, ['--github', 'acme/shop', '--max-turns', '7', '--label', 'triage'])
+    expect((await agent())[0]).toMatchObject({ queued: ['acme/shop#1', 'acme/shop#3'], cancelled: [] })
+    // Each sees the other's item as "not labelled" by its own label: that is no reason to cancel it.
+    expect((await triage())[0]).toMatchObject({ listed: 2, queued: ['acme/shop#2'], cancelled: [] })
+    expect((await agent())[0]).toMatchObject({ queued: [], cancelled: [] })
+    const jobs = () => query<{ ref: string; state: string; max_turns: number }>(`SELECT spec->>'github' AS ref, state, (spec->>'max_turns')::int AS max_turns FROM fleet_jobs ORDER BY id`)
+    expect(await jobs()).toEqual([
+      { ref: 'acme/shop#1', state: 'waiting', max_turns: 2 },
+      { ref: 'acme/shop#3', state: 'waiting', max_turns: 2 },
+      { ref: 'acme/shop#2', state: 'waiting', max_turns: 7 },
+    ])
+    expect(await query(`SELECT ref, trigger FROM fleet_polled ORDER BY ref`)).toEqual([
+      { ref: 'acme/shop#1', trigger: 'agent' },
+      { ref: 'acme/shop#2', trigger: 'triage' },
+      { ref: 'acme/shop#3', trigger: 'agent' },
+    ])
+    // #3 is done, and its done label taken off: the poller of its own label runs it again, with its own flags.
+    await query(`UPDATE fleet_jobs SET state = 'done', outcome = 'completed', finished_at = now() WHERE spec->>'github' = 'acme/shop#3'`)
+    expect((await agent())[0]?.labelled).toEqual([{ ref: 'acme/shop#3', label: 'ctxagent:done' }])
+    board.github[2]!.labels = ['agent', 'triage']
+    // A row from before the trigger column is taken over by the first poller that lists its item.
+    await query(`UPDATE fleet_polled SET trigger = NULL WHERE ref = 'acme/shop#1'`)
+    expect((await triage())[0]).toMatchObject({ queued: [], cancelled: [] })
+    expect((await agent())[0]).toMatchObject({ queued: ['acme/shop#3'], cancelled: [] })
+    expect((await jobs()).slice(3)).toEqual([{ ref: 'acme/shop#3', state: 'waiting', max_turns: 2 }])
+    expect(await query(`SELECT trigger FROM fleet_polled WHERE ref = 'acme/shop#1'`)).toEqual([{ trigger: 'agent' }])
+  })
+
   it('GitLab issues and merge requests; a secondary rate limit on GitHub is waited out by the client', async () => {
     const board = await startFakeBoard()
     const s = await runSetup(forges(board))
