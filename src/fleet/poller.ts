@@ -65,31 +65,45 @@ export async function pollPass(pool: Pool, layout: Layout, tracker: Tracker, opt
   for (const item of items) {
     if (item.labels.some((l) => statusNames.has(l))) continue
     try {
-      const taken = await take(pool, layout, tracker.name, item, options)
+      const taken = await take(pool, layout, tracker, item, options)
       if (taken === 'queued') report.queued.push(item.ref)
       if (taken === 'resumed') report.resumed.push(item.ref)
     } catch (err) {
       report.errors.push(`${item.ref}: ${(err as Error).message}`)
     }
   }
-  // Only a complete listing says an item is gone (its label taken off, or closed).
+  // Only a complete listing says an item is gone (its label taken off, or closed); and only
+  // a row of this poller's trigger: an item another label brought in is not this listing's to judge.
   const listed = new Set(items.map((i) => i.ref))
-  // Only a row of this poller's trigger: an item another label brought in is not this listing's to judge.
+  const carried = new Map(items.map((i) => [i.ref, i.labels]))
   const gone = await pool.query<{ ref: string; task_uuid: string }>(
-    `SELECT ref, task_uuid FROM fleet_polled WHERE source = $1 AND trigger = $3 AND (label IS NULL OR label = 'processing') AND NOT (ref = ANY($2))`,
+    `SELECT p.ref, p.task_uuid FROM fleet_polled p WHERE p.source = $1 AND p.trigger = $3 AND (p.label IS NULL OR p.label = 'processing') AND NOT (p.ref = ANY($2))
+       AND EXISTS (SELECT 1 FROM fleet_jobs j WHERE j.task_uuid = p.task_uuid AND j.state = 'waiting')`,
     [tracker.name, [...listed], options.label],
   )
   for (const row of gone.rows) {
+    // The listing was taken before: the item may have its label back (by a person, or
+    // another poller queued it since). Cancelled only if it is still gone.
+    let now
+    try {
+      now = await tracker.current(row.ref)
+    } catch (err) {
+      report.errors.push(`${row.ref}: ${(err as Error).message}`)
+      continue
+    }
+    if (now !== null) carried.set(row.ref, now.labels)
+    if (now !== null && now.open && now.labels.includes(options.label)) continue
     const cancelled = await pool.query(`UPDATE fleet_jobs SET state = 'done', outcome = 'cancelled', finished_at = now() WHERE task_uuid = $1 AND state = 'waiting'`, [row.task_uuid])
     if ((cancelled.rowCount ?? 0) > 0) report.cancelled.push(row.ref)
   }
-  await follow(pool, tracker, options.labels, new Map(items.map((i) => [i.ref, i.labels])), report)
+  await follow(pool, tracker, options.labels, carried, report)
   return report
 }
 
 /** Claims an item for a job in one transaction: a new task, a new run of a finished one, or the resume of a paused one. */
-async function take(pool: Pool, layout: Layout, source: string, item: LabelledItem, options: PollOptions): Promise<'queued' | 'resumed' | null> {
+async function take(pool: Pool, layout: Layout, tracker: Tracker, item: LabelledItem, options: PollOptions): Promise<'queued' | 'resumed' | null> {
   const { ref } = item
+  const source = tracker.name
   return inTransaction(pool, async (client) => {
     const queue = new JobQueue(pool)
     const row = (await client.query<{ task_uuid: string; label: string | null; trigger: string | null }>('SELECT task_uuid, label, trigger FROM fleet_polled WHERE source = $1 AND ref = $2 FOR UPDATE', [source, ref])).rows[0]
@@ -105,9 +119,12 @@ async function take(pool: Pool, layout: Layout, source: string, item: LabelledIt
     if (row.label === null || row.label === 'processing') return null
     // Another label's item while it still carries that label: that poller runs it again, with its own flags.
     if (row.trigger !== null && row.trigger !== options.label && item.labels.includes(row.trigger)) return null
+    if (row.label === 'paused' && !existsSync(layout.taskDir('paused', row.task_uuid))) return null
+    // The listing was taken before: a person (or another poller) may have put a status label
+    // back, taken the trigger off or closed it since. One GET, with the row held.
+    if (!(await stillWanted(tracker, ref, options))) return null
     if (row.label === 'paused') {
-      // The paused label taken off: the operator wants it resumed (if it is still paused).
-      if (!existsSync(layout.taskDir('paused', row.task_uuid))) return null
+      // The paused label taken off: the operator wants it resumed.
       const id = await queue.enqueue({ task_uuid: row.task_uuid, kind: 'resume', spec: options.spec(ref), priority: options.priority }, client)
       await client.query(`UPDATE fleet_polled SET label = NULL, trigger = $3, updated_at = now() WHERE source = $1 AND ref = $2`, [source, ref, options.label])
       return id === null ? null : 'resumed'
@@ -118,6 +135,13 @@ async function take(pool: Pool, layout: Layout, source: string, item: LabelledIt
     await queue.enqueue({ task_uuid: uuid, kind: 'new', spec: options.spec(ref), priority: options.priority }, client)
     return 'queued'
   })
+}
+
+/** Whether the item is, now, open with the trigger label and none of the status labels. */
+async function stillWanted(tracker: Tracker, ref: string, options: PollOptions): Promise<boolean> {
+  const now = await tracker.current(ref)
+  const status = new Set(Object.values(options.labels))
+  return now !== null && now.open && now.labels.includes(options.label) && !now.labels.some((l) => status.has(l))
 }
 
 /**

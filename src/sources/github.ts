@@ -5,7 +5,7 @@ import type { Config } from '../config/schema.js'
 import { CtxError, UsageError } from '../errors.js'
 import { isOwn } from './marker.js'
 import { oneLine, quoted } from './quote.js'
-import type { Channel, LabelledItem, RemoteComment, RemoteTask, Tracker } from './types.js'
+import type { Channel, CurrentItem, LabelledItem, RemoteComment, RemoteTask, Tracker } from './types.js'
 
 const RetryingOctokit = Octokit.plugin(retry, throttling)
 type Client = InstanceType<typeof RetryingOctokit>
@@ -144,6 +144,17 @@ export function githubTracker(config: Config, repository: string): Tracker {
     async listOpen(label) {
       const items = await call(where, () => api.paginate(api.rest.issues.listForRepo, { owner, repo, labels: label, state: 'open', per_page: 100 }))
       return items.map((i): LabelledItem => ({ ref: `${where}#${i.number}`, labels: i.labels.map((l) => (typeof l === 'string' ? l : (l.name ?? ''))) }))
+    },
+    async current(ref) {
+      const { number } = parseGithubRef(ref)
+      try {
+        const issue = await call(ref, () => api.rest.issues.get({ owner, repo, issue_number: number }))
+        return { ref, open: issue.state === 'open', labels: issue.labels.map((l) => (typeof l === 'string' ? l : (l.name ?? ''))) } satisfies CurrentItem
+      } catch (err) {
+        // Deleted, or moved to another repository: gone from this one.
+        if (err instanceof CtxError && err.exitCode === 3) return null
+        throw err
+      }
     },
     async relabel(ref, add, remove) {
       const { number } = parseGithubRef(ref)

@@ -3,7 +3,7 @@ import type { Config } from '../config/schema.js'
 import { CtxError, UsageError } from '../errors.js'
 import { isOwn } from './marker.js'
 import { oneLine, quoted } from './quote.js'
-import type { Channel, LabelledItem, RemoteComment, RemoteTask, Tracker } from './types.js'
+import type { Channel, CurrentItem, LabelledItem, RemoteComment, RemoteTask, Tracker } from './types.js'
 
 type Api = InstanceType<typeof Gitlab<false>>
 
@@ -133,13 +133,24 @@ function gitlabChannel(api: Api, ref: GitlabRef, botName: string | null): Channe
 export function gitlabTracker(config: Config, projectPath: string): Tracker {
   const project = parseGitlabProject(projectPath)
   const api = client(config)
-  type Item = { iid: number; labels: string[] }
+  type Item = { iid: number; labels: string[]; state: string }
   return {
     name: `gitlab:${project}`,
     async listOpen(label) {
       const issues = (await call<unknown>(project, () => api.Issues.all({ projectId: project, labels: label, state: 'opened', perPage: 100 }))) as Item[]
       const mrs = (await call<unknown>(project, () => api.MergeRequests.all({ projectId: project, labels: label, state: 'opened', perPage: 100 }))) as Item[]
       return [...issues.map((i): LabelledItem => ({ ref: `${project}#${i.iid}`, labels: i.labels })), ...mrs.map((m): LabelledItem => ({ ref: `${project}!${m.iid}`, labels: m.labels }))]
+    },
+    async current(ref) {
+      const item = parseGitlabRef(ref)
+      try {
+        const now = (await call<unknown>(ref, () => (item.kind === 'issue' ? api.Issues.show(item.iid, { projectId: project }) : api.MergeRequests.show(project, item.iid)))) as Item
+        return { ref, open: now.state === 'opened', labels: now.labels } satisfies CurrentItem
+      } catch (err) {
+        // Deleted, or moved to another project: gone from this one.
+        if (err instanceof CtxError && err.exitCode === 3) return null
+        throw err
+      }
     },
     async relabel(ref, add, remove) {
       const item = parseGitlabRef(ref)

@@ -1,3 +1,5 @@
+import { mkdirSync } from 'node:fs'
+import { join } from 'node:path'
 import pg from 'pg'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { startFakeBoard } from '../helpers/fake-board.js'
@@ -187,6 +189,42 @@ describe('ctxagent poll', () => {
     expect((await agent())[0]).toMatchObject({ queued: ['acme/shop#3'], cancelled: [] })
     expect((await jobs()).slice(3)).toEqual([{ ref: 'acme/shop#3', state: 'waiting', max_turns: 2 }])
     expect(await query(`SELECT trigger FROM fleet_polled WHERE ref = 'acme/shop#1'`)).toEqual([{ trigger: 'agent' }])
+  })
+
+  it('a listing taken before a person changed an item: its job is cancelled, run again or resumed only if the item, read again, still says so', async () => {
+    const board = await startFakeBoard()
+    const s = await runSetup(forges(board))
+    const [one, two, three] = [board.add('gitlab', 1, ['agent']), board.add('gitlab', 2, ['agent'], 'merge_request'), board.add('gitlab', 3, ['agent'])]
+    const poll = async () => (await pollOnce(s, ['--gitlab', 'acme/backend/api']))[0]
+    await poll()
+    const uuid = async (ref: string) => (await query<{ task_uuid: string }>(`SELECT task_uuid FROM fleet_polled WHERE ref = $1`, [ref]))[0]?.task_uuid as string
+    // !2 done, #3 paused (its task in paused/): their labels follow.
+    await query(`UPDATE fleet_jobs SET state = 'done', outcome = 'completed', finished_at = now() WHERE spec->>'gitlab' = 'acme/backend/api!2'`)
+    await query(`UPDATE fleet_jobs SET state = 'done', outcome = 'paused', finished_at = now() WHERE spec->>'gitlab' = 'acme/backend/api#3'`)
+    mkdirSync(join(s.tree.base, 'paused', await uuid('acme/backend/api#3')), { recursive: true })
+    expect((await poll())?.labelled.map((l) => l.label).sort()).toEqual(['ctxagent:done', 'ctxagent:paused'])
+    // Now the listing says: #1 lost its label, !2's done label and #3's paused label were taken off...
+    one.labels = ['ctxagent:processing']
+    two.labels = ['agent']
+    three.labels = ['agent']
+    // ...and right after it was sent, people changed their minds: #1 labelled again, !2 closed, #3's trigger label taken off.
+    board.onAnswered = (r) => {
+      if (r.method !== 'GET' || !r.path.startsWith('/api/v4/projects/acme%2Fbackend%2Fapi/merge_requests?')) return
+      one.labels = ['agent', 'ctxagent:processing']
+      two.open = false
+      three.labels = []
+      board.onAnswered = null
+    }
+    const requests = board.requests.length
+    expect(await poll()).toMatchObject({ listed: 2, queued: [], resumed: [], cancelled: [] })
+    expect(await query(`SELECT spec->>'gitlab' AS ref, kind, state, outcome FROM fleet_jobs ORDER BY ref`)).toEqual([
+      { ref: 'acme/backend/api!2', kind: 'new', state: 'done', outcome: 'completed' },
+      { ref: 'acme/backend/api#1', kind: 'new', state: 'waiting', outcome: null },
+      { ref: 'acme/backend/api#3', kind: 'new', state: 'done', outcome: 'paused' },
+    ])
+    // One GET of each item, right before it would have been acted on.
+    const reads = board.requests.slice(requests).filter((r) => r.method === 'GET' && /\/(issues|merge_requests)\/\d+$/.test(r.path))
+    expect(reads.map((r) => r.path.replace('/api/v4/projects/acme%2Fbackend%2Fapi', '')).sort()).toEqual(['/issues/1', '/issues/3', '/merge_requests/2'])
   })
 
   it('GitLab issues and merge requests; a secondary rate limit on GitHub is waited out by the client', async () => {
