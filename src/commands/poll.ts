@@ -3,7 +3,7 @@ import type { CommandEnv } from '../command-env.js'
 import { auditTask } from '../command-env.js'
 import { UsageError } from '../errors.js'
 import type { PollReport } from '../fleet/poller.js'
-import { pollPass } from '../fleet/poller.js'
+import { PollDatabaseError, pollPass } from '../fleet/poller.js'
 import type { JobSpec } from '../fleet/jobs.js'
 import { MAX_TIMER_MS } from '../run/stop.js'
 import type { Tracker } from '../sources/types.js'
@@ -72,7 +72,15 @@ async function poll(ctx: CommandEnv, opts: PollOptions): Promise<void> {
   try {
     do {
       for (const target of targets) {
-        const report = await pollPass(pool, ctx.layout, target.tracker, { label, labels, spec: target.spec, priority: opts.priority ?? 0 })
+        let report
+        try {
+          report = await pollPass(pool, ctx.layout, target.tracker, { label, labels, spec: target.spec, priority: opts.priority ?? 0 })
+        } catch (err) {
+          // PostgreSQL away: one line, and the next pass tries again (--once: exit 1, as at start).
+          if (opts.once || !(err instanceof PollDatabaseError)) throw err
+          ctx.io.warn(`poll: ${err.message} (tried again next pass)`)
+          break
+        }
         if (report.errors.length > 0) failed = true
         show(ctx, report)
       }

@@ -3,7 +3,8 @@ import { randomUUID } from 'node:crypto'
 import type { Pool } from 'pg'
 import type { LabelledItem, Tracker } from '../sources/types.js'
 import type { Layout } from '../storage/fs/layout.js'
-import { inTransaction } from '../storage/index/pg-pool.js'
+import { CtxError } from '../errors.js'
+import { inTransaction, pgReason } from '../storage/index/pg-pool.js'
 import type { JobSpec } from './jobs.js'
 import { JobQueue } from './jobs.js'
 
@@ -24,6 +25,13 @@ export interface PollOptions {
   /** The job for one item (its --github/--gitlab reference set). */
   spec: (ref: string) => JobSpec
   priority: number
+}
+
+/** The fleet's database failed during a pass: the pass ends there (a loop tries again next pass). */
+export class PollDatabaseError extends CtxError {
+  constructor(cause: unknown) {
+    super(`cannot reach the fleet's database (${pgReason(cause)})`, { exitCode: 1, hint: 'check fleet.database_url or CTXAGENT_DATABASE_URL and that the server is up' })
+  }
 }
 
 /** What one pass did for one repository: one line of `poll --json`. */
@@ -58,6 +66,16 @@ export async function pollPass(pool: Pool, layout: Layout, tracker: Tracker, opt
     report.errors.push((err as Error).message)
     return report
   }
+  try {
+    await act(pool, layout, tracker, options, items, report)
+  } catch (err) {
+    // The forge's failures are one item's (in report.errors); any other is the database's, and ends the pass.
+    throw err instanceof CtxError ? err : new PollDatabaseError(err)
+  }
+  return report
+}
+
+async function act(pool: Pool, layout: Layout, tracker: Tracker, options: PollOptions, items: LabelledItem[], report: PollReport): Promise<void> {
   report.listed = items.length
   // Rows from before the trigger column belong to the first poller that lists their item.
   await pool.query('UPDATE fleet_polled SET trigger = $3 WHERE source = $1 AND trigger IS NULL AND ref = ANY($2)', [tracker.name, items.map((i) => i.ref), options.label])
@@ -69,6 +87,7 @@ export async function pollPass(pool: Pool, layout: Layout, tracker: Tracker, opt
       if (taken === 'queued') report.queued.push(item.ref)
       if (taken === 'resumed') report.resumed.push(item.ref)
     } catch (err) {
+      if (!isForgeError(err)) throw err
       report.errors.push(`${item.ref}: ${(err as Error).message}`)
     }
   }
@@ -88,6 +107,7 @@ export async function pollPass(pool: Pool, layout: Layout, tracker: Tracker, opt
     try {
       now = await tracker.current(row.ref)
     } catch (err) {
+      if (!isForgeError(err)) throw err
       report.errors.push(`${row.ref}: ${(err as Error).message}`)
       continue
     }
@@ -97,7 +117,11 @@ export async function pollPass(pool: Pool, layout: Layout, tracker: Tracker, opt
     if ((cancelled.rowCount ?? 0) > 0) report.cancelled.push(row.ref)
   }
   await follow(pool, tracker, options.labels, carried, report)
-  return report
+}
+
+/** The trackers' failures are CtxErrors (one line each); the database's are pg's or the network's. */
+function isForgeError(err: unknown): boolean {
+  return err instanceof CtxError
 }
 
 /** Claims an item for a job in one transaction: a new task, a new run of a finished one, or the resume of a paused one. */
@@ -172,6 +196,7 @@ async function follow(pool: Pool, tracker: Tracker, labels: StatusLabels, carrie
       await pool.query(`UPDATE fleet_polled SET label = $3, updated_at = now() WHERE source = $1 AND ref = $2 AND label IS NOT DISTINCT FROM $4`, [tracker.name, row.ref, status, row.label])
       report.labelled.push({ ref: row.ref, label: add })
     } catch (err) {
+      if (!isForgeError(err)) throw err
       // Tried again next pass: the row still says the old label.
       report.errors.push(`${row.ref}: ${(err as Error).message}`)
     }

@@ -1,10 +1,10 @@
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import pg from 'pg'
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest'
 import { startFakeBoard } from '../helpers/fake-board.js'
 import type { FakeBoard } from '../helpers/fake-board.js'
-import { queryRows, startPostgres } from '../helpers/postgres.js'
+import { canKillServer, queryRows, startPostgres } from '../helpers/postgres.js'
 import type { PgServer } from '../helpers/postgres.js'
 import { exitOf } from '../helpers/wait.js'
 import { readTask, runSetup } from '../run/harness.js'
@@ -244,6 +244,47 @@ describe('ctxagent poll', () => {
     expect(board.gitlab.map((i) => i.labels)).toEqual([['agent', 'ctxagent:processing'], ['agent', 'ctxagent:processing'], ['other']])
     const specs = await query<{ spec: Record<string, unknown> }>(`SELECT spec FROM fleet_jobs WHERE spec ? 'gitlab' ORDER BY id`)
     expect(specs.map((r) => r.spec.gitlab).sort()).toEqual(['acme/backend/api!12', 'acme/backend/api#7'])
+  })
+
+  it.runIf(canKillServer())('PostgreSQL gone mid-pass: --once says so in one line and exits 1; a running poller says so in one line and its next pass queues what it missed', async () => {
+    const board = await startFakeBoard()
+    const s = await runSetup(forges(board))
+    board.add('gitlab', 1, ['agent'])
+    let down = false
+    onTestFinished(async () => {
+      if (down) await server.restart()
+    })
+    // The database is killed while the pass waits for GitLab's listing.
+    const killOnList = () => {
+      board.onRequest = async (r) => {
+        if (r.method !== 'GET' || !r.path.includes('/issues?')) return
+        board.onRequest = null
+        await server.kill()
+        down = true
+      }
+    }
+    killOnList()
+    const once = await s.run(['poll', '--once', '--gitlab', 'acme/backend/api', '--label', 'agent', '--workspace', s.ws], db())
+    expect(once.code).toBe(1)
+    expect(once.stderr).toMatch(/^ctxagent: cannot reach the fleet's database \(.+\) \(check fleet\.database_url or CTXAGENT_DATABASE_URL and that the server is up\)\n$/)
+    await server.restart()
+    down = false
+    expect(await query('SELECT count(*)::int AS n FROM fleet_jobs')).toEqual([{ n: 0 }])
+
+    killOnList()
+    process.env.CTXAGENT_DATABASE_URL = server.url
+    const poller = s.start(['poll', '--gitlab', 'acme/backend/api', '--label', 'agent', '--workspace', s.ws, '--interval', '10s'])
+    delete process.env.CTXAGENT_DATABASE_URL
+    await until('the outage reported', async () => poller.err().includes('\n'))
+    expect(poller.err()).toMatch(/^ctxagent: warning: poll: cannot reach the fleet's database \(.+\) \(tried again next pass\)\n$/)
+    await server.restart()
+    down = false
+    await until('the next pass', async () => /poll gitlab:acme\/backend\/api: 1 open with the label; 1 queued \(acme\/backend\/api#1\)/.test(poller.out()))
+    expect(await query(`SELECT spec->>'gitlab' AS ref, state FROM fleet_jobs`)).toEqual([{ ref: 'acme/backend/api#1', state: 'waiting' }])
+    expect(board.gitlab[0]?.labels).toEqual(['agent', 'ctxagent:processing'])
+    poller.child.kill('SIGTERM')
+    expect((await exitOf(poller.child)).code).toBe(0)
+    expect(poller.err().trim().split('\n')).toHaveLength(1)
   })
 
   it('bad input: one line, exit 2, nothing queued; a forge that fails: one line, the pass retried, exit 1 with --once', async () => {
