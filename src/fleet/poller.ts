@@ -25,6 +25,8 @@ export interface PollOptions {
   /** The job for one item (its --github/--gitlab reference set). */
   spec: (ref: string) => JobSpec
   priority: number
+  /** The poller's stop (the trackers are given it too): the pass ends at once with its reason. */
+  signal?: AbortSignal
 }
 
 /** The fleet's database failed during a pass: the pass ends there (a loop tries again next pass). */
@@ -63,12 +65,14 @@ export async function pollPass(pool: Pool, layout: Layout, tracker: Tracker, opt
   try {
     items = await tracker.listOpen(options.label)
   } catch (err) {
+    if (options.signal?.aborted) throw options.signal.reason
     report.errors.push((err as Error).message)
     return report
   }
   try {
     await act(pool, layout, tracker, options, items, report)
   } catch (err) {
+    if (options.signal?.aborted) throw options.signal.reason
     // The forge's failures are one item's (in report.errors); any other is the database's, and ends the pass.
     throw err instanceof CtxError ? err : new PollDatabaseError(err)
   }
@@ -87,7 +91,7 @@ async function act(pool: Pool, layout: Layout, tracker: Tracker, options: PollOp
       if (taken === 'queued') report.queued.push(item.ref)
       if (taken === 'resumed') report.resumed.push(item.ref)
     } catch (err) {
-      if (!isForgeError(err)) throw err
+      if (!isForgeError(err, options.signal)) throw err
       report.errors.push(`${item.ref}: ${(err as Error).message}`)
     }
   }
@@ -107,7 +111,7 @@ async function act(pool: Pool, layout: Layout, tracker: Tracker, options: PollOp
     try {
       now = await tracker.current(row.ref)
     } catch (err) {
-      if (!isForgeError(err)) throw err
+      if (!isForgeError(err, options.signal)) throw err
       report.errors.push(`${row.ref}: ${(err as Error).message}`)
       continue
     }
@@ -116,12 +120,12 @@ async function act(pool: Pool, layout: Layout, tracker: Tracker, options: PollOp
     const cancelled = await pool.query(`UPDATE fleet_jobs SET state = 'done', outcome = 'cancelled', finished_at = now() WHERE task_uuid = $1 AND state = 'waiting'`, [row.task_uuid])
     if ((cancelled.rowCount ?? 0) > 0) report.cancelled.push(row.ref)
   }
-  await follow(pool, tracker, options.labels, carried, report)
+  await follow(pool, tracker, options.labels, carried, report, options.signal)
 }
 
-/** The trackers' failures are CtxErrors (one line each); the database's are pg's or the network's. */
-function isForgeError(err: unknown): boolean {
-  return err instanceof CtxError
+/** The trackers' failures are CtxErrors (one line each); the database's are pg's or the network's; a stop is neither. */
+function isForgeError(err: unknown, signal: AbortSignal | undefined): boolean {
+  return err instanceof CtxError && signal?.aborted !== true
 }
 
 /** Claims an item for a job in one transaction: a new task, a new run of a finished one, or the resume of a paused one. */
@@ -172,7 +176,7 @@ async function stillWanted(tracker: Tracker, ref: string, options: PollOptions):
  * Moves each unsettled item's status label to what its task's latest job says. Only the
  * labels an item is known to carry are taken off (GitHub spaces writes a second apart).
  */
-async function follow(pool: Pool, tracker: Tracker, labels: StatusLabels, carried: Map<string, string[]>, report: PollReport): Promise<void> {
+async function follow(pool: Pool, tracker: Tracker, labels: StatusLabels, carried: Map<string, string[]>, report: PollReport, signal: AbortSignal | undefined): Promise<void> {
   const rows = await pool.query<{ ref: string; label: string | null; state: string | null; outcome: string | null }>(
     `SELECT p.ref, p.label, j.state, j.outcome FROM fleet_polled p
      LEFT JOIN LATERAL (SELECT state, outcome FROM fleet_jobs WHERE task_uuid = p.task_uuid ORDER BY id DESC LIMIT 1) j ON true
@@ -196,7 +200,7 @@ async function follow(pool: Pool, tracker: Tracker, labels: StatusLabels, carrie
       await pool.query(`UPDATE fleet_polled SET label = $3, updated_at = now() WHERE source = $1 AND ref = $2 AND label IS NOT DISTINCT FROM $4`, [tracker.name, row.ref, status, row.label])
       report.labelled.push({ ref: row.ref, label: add })
     } catch (err) {
-      if (!isForgeError(err)) throw err
+      if (!isForgeError(err, signal)) throw err
       // Tried again next pass: the row still says the old label.
       report.errors.push(`${row.ref}: ${(err as Error).message}`)
     }

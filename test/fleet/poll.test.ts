@@ -287,6 +287,31 @@ describe('ctxagent poll', () => {
     expect(poller.err().trim().split('\n')).toHaveLength(1)
   })
 
+  it('SIGTERM or SIGINT while the forge does not answer: poll ends at once, 143 or 130, its requests aborted', async () => {
+    const board = await startFakeBoard()
+    const s = await runSetup(forges(board))
+    board.add('github', 1, ['agent'])
+    board.add('gitlab', 2, ['agent'])
+    board.hang.push({ method: 'GET', path: '/repos/acme/shop/issues' }, { method: 'GET', path: '/api/v4/projects/acme%2Fbackend%2Fapi/issues' })
+    const cases: [string[], NodeJS.Signals, number, string][] = [
+      [['--github', 'acme/shop'], 'SIGTERM', 143, '/repos/acme/shop/issues?'],
+      [['--gitlab', 'acme/backend/api', '--once'], 'SIGINT', 130, '/api/v4/projects/acme%2Fbackend%2Fapi/issues?'],
+    ]
+    process.env.CTXAGENT_DATABASE_URL = server.url
+    const pollers = cases.map(([args]) => s.start(['poll', '--label', 'agent', '--workspace', s.ws, ...args]))
+    delete process.env.CTXAGENT_DATABASE_URL
+    for (const [i, [, signal, code, path]] of cases.entries()) {
+      const poller = pollers[i]!
+      await until(`the ${path} request`, async () => board.requests.some((r) => r.path.startsWith(path)))
+      poller.child.kill(signal)
+      expect(await exitOf(poller.child)).toEqual({ code, signal: null })
+      expect(poller.err()).toBe(`ctxagent: poll stopped by ${signal} during a pass (the next pass of any poller finishes what it left)\n`)
+    }
+    expect(await query('SELECT count(*)::int AS n FROM fleet_jobs')).toEqual([{ n: 0 }])
+    // Only what was asked went to the forges: no signal object flattened into query parameters.
+    expect(board.requests.filter((r) => /signal/i.test(r.path))).toEqual([])
+  })
+
   it('bad input: one line, exit 2, nothing queued; a forge that fails: one line, the pass retried, exit 1 with --once', async () => {
     const board = await startFakeBoard()
     const s = await runSetup(forges(board))
