@@ -67,11 +67,11 @@ function startWorker(s: RunSetup) {
 }
 
 describe('ctxagent poll', () => {
-  it('two pollers at once make one job per labelled open issue, and the labels follow each task: processing, done, failed; a finished one runs again when its label comes off', async () => {
+  it('two pollers at once make one job per labelled open issue or pull request, and the labels follow each task: processing, done, failed; a finished one runs again when its label comes off', async () => {
     const board = await startFakeBoard()
     const s = await runSetup(forges(board))
     board.add('github', 1, ['agent'])
-    board.add('github', 2, ['agent', 'bug'])
+    board.add('github', 2, ['agent', 'bug'], 'pull_request')
     board.add('github', 3, ['bug'])
     board.add('github', 4, ['agent']).open = false
     const [a, b] = await Promise.all([pollOnce(s, ['--github', 'acme/shop', '--max-turns', '2']), pollOnce(s, ['--github', 'acme/shop', '--max-turns', '2'])])
@@ -105,6 +105,12 @@ describe('ctxagent poll', () => {
     expect(board.github[1]?.labels).toEqual(['agent', 'bug', 'ctxagent:failed'])
     const [first] = await query<{ task_uuid: string }>(`SELECT task_uuid FROM fleet_polled WHERE ref = 'acme/shop#1'`)
     expect(readTask(s.tree, first?.task_uuid as string)).toMatchObject({ location: 'completed', metadata: { task_key: { task_source: 'github', task_id: '1' } } })
+    // #2 is a pull request (GitHub lists it among the issues): its task read it as one.
+    const [pr] = await query<{ task_uuid: string }>(`SELECT task_uuid FROM fleet_polled WHERE ref = 'acme/shop#2'`)
+    const prTask = readTask(s.tree, pr?.task_uuid as string)
+    expect(prTask.metadata).toMatchObject({ task_key: { task_source: 'github', task_type: 'pull_request', task_id: '2' } })
+    expect(JSON.stringify(prTask.messages.find((m) => m.role === 'user'))).toContain('Pull request acme/shop#2: Item 2')
+    expect(board.requests.filter((r) => r.path === '/repos/acme/shop/pulls/2' || r.path === '/graphql').map((r) => r.path)).toEqual(['/repos/acme/shop/pulls/2', '/graphql'])
 
     // The done label taken off, the trigger label still on: it runs again, as a new task.
     board.github[0]!.labels = ['agent']
@@ -227,7 +233,7 @@ describe('ctxagent poll', () => {
     expect(reads.map((r) => r.path.replace('/api/v4/projects/acme%2Fbackend%2Fapi', '')).sort()).toEqual(['/issues/1', '/issues/3', '/merge_requests/2'])
   })
 
-  it('GitLab issues and merge requests; a secondary rate limit on GitHub is waited out by the client', async () => {
+  it('GitLab issues and merge requests; a secondary rate limit on GitHub and a 429 on GitLab are waited out by the clients', async () => {
     const board = await startFakeBoard()
     const s = await runSetup(forges(board))
     board.add('gitlab', 7, ['agent'])
@@ -235,15 +241,46 @@ describe('ctxagent poll', () => {
     board.add('gitlab', 8, ['other'])
     board.add('github', 9, ['agent'])
     board.failures.push({ method: 'GET', path: '/repos/acme/shop/issues', status: 403, headers: { 'retry-after': '1' }, message: 'You have exceeded a secondary rate limit. Please wait a few minutes before you try again.' })
+    board.failures.push({ method: 'GET', path: '/api/v4/projects/acme%2Fbackend%2Fapi/issues', status: 429, headers: { 'retry-after': '1' }, message: '429 Too Many Requests' })
     const reports = await pollOnce(s, ['--gitlab', 'acme/backend/api', '--github', 'acme/shop'])
     expect(reports.map((r) => [r.source, r.queued.sort(), r.errors])).toEqual([
       ['github:acme/shop', ['acme/shop#9'], []],
       ['gitlab:acme/backend/api', ['acme/backend/api!12', 'acme/backend/api#7'], []],
     ])
     expect(board.requests.filter((r) => r.method === 'GET' && r.path.startsWith('/repos/acme/shop/issues?'))).toHaveLength(2)
+    expect(board.requests.filter((r) => r.method === 'GET' && r.path.startsWith('/api/v4/projects/acme%2Fbackend%2Fapi/issues?'))).toHaveLength(2)
     expect(board.gitlab.map((i) => i.labels)).toEqual([['agent', 'ctxagent:processing'], ['agent', 'ctxagent:processing'], ['other']])
     const specs = await query<{ spec: Record<string, unknown> }>(`SELECT spec FROM fleet_jobs WHERE spec ? 'gitlab' ORDER BY id`)
     expect(specs.map((r) => r.spec.gitlab).sort()).toEqual(['acme/backend/api!12', 'acme/backend/api#7'])
+  })
+
+  it('more than 100 labelled items (paged), a label with spaces and a colon, status labels with them too', async () => {
+    const board = await startFakeBoard()
+    const s = await runSetup(`${forges(board)}poll:\n  labels:\n    processing: 'agent: working on it'\n    done: 'agent: done'\n`)
+    const trigger = 'needs agent: yes'
+    // 130 on GitHub, 103 issues and a merge request on GitLab; all but a few already done.
+    for (let n = 1; n <= 130; n++) board.add('github', n, n === 1 || n === 130 ? [trigger] : [trigger, 'agent: done'], n === 130 ? 'pull_request' : 'issue')
+    for (let n = 1; n <= 103; n++) board.add('gitlab', n, n === 1 || n === 103 ? [trigger] : [trigger, 'agent: done'])
+    board.add('gitlab', 7, [trigger], 'merge_request')
+    const poll = async () => pollOnce(s, ['--github', 'acme/shop', '--gitlab', 'acme/backend/api', '--label', trigger])
+    const reports = await poll()
+    expect(reports.map((r) => [r.source, r.listed, r.queued.sort(), r.errors])).toEqual([
+      ['github:acme/shop', 130, ['acme/shop#1', 'acme/shop#130'], []],
+      ['gitlab:acme/backend/api', 104, ['acme/backend/api!7', 'acme/backend/api#1', 'acme/backend/api#103'], []],
+    ])
+    const lists = board.requests.filter((r) => r.method === 'GET' && /\/(issues|merge_requests)\?/.test(r.path)).map((r) => new URL(r.path, board.url).searchParams)
+    expect(lists.map((q) => [q.get('labels'), q.get('page') ?? '1'])).toEqual([
+      [trigger, '1'], [trigger, '2'], // GitHub
+      [trigger, '1'], [trigger, '2'], // GitLab issues
+      [trigger, '1'], // GitLab merge requests
+    ])
+    expect(board.github[129]?.labels).toEqual([trigger, 'agent: working on it'])
+    expect(board.gitlab[102]?.labels).toEqual([trigger, 'agent: working on it'])
+    // The pull request's task is done: its label moves, the old one taken off by its name.
+    await query(`UPDATE fleet_jobs SET state = 'done', outcome = 'completed', finished_at = now() WHERE spec->>'github' = 'acme/shop#130'`)
+    expect((await poll())[0]?.labelled).toEqual([{ ref: 'acme/shop#130', label: 'agent: done' }])
+    expect(board.github[129]?.labels).toEqual([trigger, 'agent: done'])
+    expect(board.requests.filter((r) => r.method === 'DELETE').map((r) => r.path)).toEqual([`/repos/acme/shop/issues/130/labels/${encodeURIComponent('agent: working on it')}`])
   })
 
   it.runIf(canKillServer())('PostgreSQL gone mid-pass: --once says so in one line and exits 1; a running poller says so in one line and its next pass queues what it missed', async () => {
