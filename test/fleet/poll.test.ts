@@ -123,78 +123,78 @@ describe('ctxagent poll', () => {
   it('a waiting job whose issue lost its label or was closed is cancelled; a paused one is resumed when its paused label comes off', async () => {
     const board = await startFakeBoard()
     const s = await runSetup(forges(board))
-    board.add('github', 5, ['agent'])
-    board.add('github', 6, ['agent'])
-    board.add('github', 7, ['agent'])
-    await pollOnce(s, ['--github', 'acme/shop'])
-    board.github[0]!.labels = ['ctxagent:processing'] // the trigger label taken off
-    board.github[1]!.open = false
-    const [gone] = await pollOnce(s, ['--github', 'acme/shop'])
-    expect(gone?.cancelled.sort()).toEqual(['acme/shop#5', 'acme/shop#6'])
+    board.add('gitlab', 5, ['agent'])
+    board.add('gitlab', 6, ['agent'])
+    board.add('gitlab', 7, ['agent'])
+    await pollOnce(s, ['--gitlab', 'acme/backend/api'])
+    board.gitlab[0]!.labels = ['ctxagent:processing'] // the trigger label taken off
+    board.gitlab[1]!.open = false
+    const [gone] = await pollOnce(s, ['--gitlab', 'acme/backend/api'])
+    expect(gone?.cancelled.sort()).toEqual(['acme/backend/api#5', 'acme/backend/api#6'])
     expect(gone?.labelled.sort((x, y) => x.ref.localeCompare(y.ref))).toEqual([
-      { ref: 'acme/shop#5', label: null },
-      { ref: 'acme/shop#6', label: null },
+      { ref: 'acme/backend/api#5', label: null },
+      { ref: 'acme/backend/api#6', label: null },
     ])
-    expect(board.github[0]?.labels).toEqual([])
-    expect(await query(`SELECT spec->>'github' AS ref, state, outcome FROM fleet_jobs ORDER BY ref`)).toEqual([
-      { ref: 'acme/shop#5', state: 'done', outcome: 'cancelled' },
-      { ref: 'acme/shop#6', state: 'done', outcome: 'cancelled' },
-      { ref: 'acme/shop#7', state: 'waiting', outcome: null },
+    expect(board.gitlab[0]?.labels).toEqual([])
+    expect(await query(`SELECT spec->>'gitlab' AS ref, state, outcome FROM fleet_jobs ORDER BY ref`)).toEqual([
+      { ref: 'acme/backend/api#5', state: 'done', outcome: 'cancelled' },
+      { ref: 'acme/backend/api#6', state: 'done', outcome: 'cancelled' },
+      { ref: 'acme/backend/api#7', state: 'waiting', outcome: null },
     ])
 
     // #7 runs, and an operator pauses it: the paused label; taken off, the task is resumed.
     let n = 0
     s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
     const worker = startWorker(s)
-    const [row] = await query<{ task_uuid: string }>(`SELECT task_uuid FROM fleet_polled WHERE ref = 'acme/shop#7'`)
+    const [row] = await query<{ task_uuid: string }>(`SELECT task_uuid FROM fleet_polled WHERE ref = 'acme/backend/api#7'`)
     const uuid = row?.task_uuid as string
     await until('the task under way', async () => readTask(s.tree, uuid).messages.length >= 3)
     expect((await s.run(['pause', uuid])).code).toBe(0)
     await until('its job ended paused', async () => (await query<{ outcome: string }>(`SELECT outcome FROM fleet_jobs WHERE task_uuid = $1`, [uuid]))[0]?.outcome === 'paused')
-    expect((await pollOnce(s, ['--github', 'acme/shop']))[0]?.labelled).toEqual([{ ref: 'acme/shop#7', label: 'ctxagent:paused' }])
-    expect(board.github[2]?.labels).toEqual(['agent', 'ctxagent:paused'])
+    expect((await pollOnce(s, ['--gitlab', 'acme/backend/api']))[0]?.labelled).toEqual([{ ref: 'acme/backend/api#7', label: 'ctxagent:paused' }])
+    expect(board.gitlab[2]?.labels).toEqual(['agent', 'ctxagent:paused'])
     s.fake.fallback = () => ({ calls: [{ name: 'finish', arguments: { summary: 'fixed', status: 'done' } }] })
-    board.github[2]!.labels = ['agent']
-    expect((await pollOnce(s, ['--github', 'acme/shop']))[0]).toMatchObject({ resumed: ['acme/shop#7'], labelled: [{ ref: 'acme/shop#7', label: 'ctxagent:processing' }] })
+    board.gitlab[2]!.labels = ['agent']
+    expect((await pollOnce(s, ['--gitlab', 'acme/backend/api']))[0]).toMatchObject({ resumed: ['acme/backend/api#7'], labelled: [{ ref: 'acme/backend/api#7', label: 'ctxagent:processing' }] })
     await until('the resumed task completed', async () => readTask(s.tree, uuid).location === 'completed')
     worker.child.kill('SIGTERM')
     expect((await exitOf(worker.child)).code).toBe(0)
-    expect((await pollOnce(s, ['--github', 'acme/shop']))[0]?.labelled).toEqual([{ ref: 'acme/shop#7', label: 'ctxagent:done' }])
+    expect((await pollOnce(s, ['--gitlab', 'acme/backend/api']))[0]?.labelled).toEqual([{ ref: 'acme/backend/api#7', label: 'ctxagent:done' }])
   })
 
   it('pollers with different labels over one repository leave each other\'s jobs alone; an item carrying both runs again only by the poller whose label made its job', async () => {
     const board = await startFakeBoard()
     const s = await runSetup(forges(board))
-    board.add('github', 1, ['agent'])
-    board.add('github', 2, ['triage'])
-    board.add('github', 3, ['agent', 'triage'])
-    const agent = () => pollOnce(s, ['--github', 'acme/shop', '--max-turns', '2'])
-    const triage = () => pollOnce(s, ['--github', 'acme/shop', '--max-turns', '7', '--label', 'triage'])
-    expect((await agent())[0]).toMatchObject({ queued: ['acme/shop#1', 'acme/shop#3'], cancelled: [] })
+    board.add('gitlab', 1, ['agent'])
+    board.add('gitlab', 2, ['triage'])
+    board.add('gitlab', 3, ['agent', 'triage'])
+    const agent = () => pollOnce(s, ['--gitlab', 'acme/backend/api', '--max-turns', '2'])
+    const triage = () => pollOnce(s, ['--gitlab', 'acme/backend/api', '--max-turns', '7', '--label', 'triage'])
+    expect((await agent())[0]).toMatchObject({ queued: ['acme/backend/api#1', 'acme/backend/api#3'], cancelled: [] })
     // Each sees the other's item as "not labelled" by its own label: that is no reason to cancel it.
-    expect((await triage())[0]).toMatchObject({ listed: 2, queued: ['acme/shop#2'], cancelled: [] })
+    expect((await triage())[0]).toMatchObject({ listed: 2, queued: ['acme/backend/api#2'], cancelled: [] })
     expect((await agent())[0]).toMatchObject({ queued: [], cancelled: [] })
-    const jobs = () => query<{ ref: string; state: string; max_turns: number }>(`SELECT spec->>'github' AS ref, state, (spec->>'max_turns')::int AS max_turns FROM fleet_jobs ORDER BY id`)
+    const jobs = () => query<{ ref: string; state: string; max_turns: number }>(`SELECT spec->>'gitlab' AS ref, state, (spec->>'max_turns')::int AS max_turns FROM fleet_jobs ORDER BY id`)
     expect(await jobs()).toEqual([
-      { ref: 'acme/shop#1', state: 'waiting', max_turns: 2 },
-      { ref: 'acme/shop#3', state: 'waiting', max_turns: 2 },
-      { ref: 'acme/shop#2', state: 'waiting', max_turns: 7 },
+      { ref: 'acme/backend/api#1', state: 'waiting', max_turns: 2 },
+      { ref: 'acme/backend/api#3', state: 'waiting', max_turns: 2 },
+      { ref: 'acme/backend/api#2', state: 'waiting', max_turns: 7 },
     ])
     expect(await query(`SELECT ref, trigger FROM fleet_polled ORDER BY ref`)).toEqual([
-      { ref: 'acme/shop#1', trigger: 'agent' },
-      { ref: 'acme/shop#2', trigger: 'triage' },
-      { ref: 'acme/shop#3', trigger: 'agent' },
+      { ref: 'acme/backend/api#1', trigger: 'agent' },
+      { ref: 'acme/backend/api#2', trigger: 'triage' },
+      { ref: 'acme/backend/api#3', trigger: 'agent' },
     ])
     // #3 is done, and its done label taken off: the poller of its own label runs it again, with its own flags.
-    await query(`UPDATE fleet_jobs SET state = 'done', outcome = 'completed', finished_at = now() WHERE spec->>'github' = 'acme/shop#3'`)
-    expect((await agent())[0]?.labelled).toEqual([{ ref: 'acme/shop#3', label: 'ctxagent:done' }])
-    board.github[2]!.labels = ['agent', 'triage']
+    await query(`UPDATE fleet_jobs SET state = 'done', outcome = 'completed', finished_at = now() WHERE spec->>'gitlab' = 'acme/backend/api#3'`)
+    expect((await agent())[0]?.labelled).toEqual([{ ref: 'acme/backend/api#3', label: 'ctxagent:done' }])
+    board.gitlab[2]!.labels = ['agent', 'triage']
     // A row from before the trigger column is taken over by the first poller that lists its item.
-    await query(`UPDATE fleet_polled SET trigger = NULL WHERE ref = 'acme/shop#1'`)
+    await query(`UPDATE fleet_polled SET trigger = NULL WHERE ref = 'acme/backend/api#1'`)
     expect((await triage())[0]).toMatchObject({ queued: [], cancelled: [] })
-    expect((await agent())[0]).toMatchObject({ queued: ['acme/shop#3'], cancelled: [] })
-    expect((await jobs()).slice(3)).toEqual([{ ref: 'acme/shop#3', state: 'waiting', max_turns: 2 }])
-    expect(await query(`SELECT trigger FROM fleet_polled WHERE ref = 'acme/shop#1'`)).toEqual([{ trigger: 'agent' }])
+    expect((await agent())[0]).toMatchObject({ queued: ['acme/backend/api#3'], cancelled: [] })
+    expect((await jobs()).slice(3)).toEqual([{ ref: 'acme/backend/api#3', state: 'waiting', max_turns: 2 }])
+    expect(await query(`SELECT trigger FROM fleet_polled WHERE ref = 'acme/backend/api#1'`)).toEqual([{ trigger: 'agent' }])
   })
 
   it('a listing taken before a person changed an item: its job is cancelled, run again or resumed only if the item, read again, still says so', async () => {
