@@ -28,12 +28,28 @@ export function raceAbort<T>(work: () => Promise<T>, signal: AbortSignal | undef
   })
 }
 
-/** The signal of one request joined with the caller's stop. */
-export function joinSignals(own: AbortSignal | null | undefined, stop: AbortSignal): AbortSignal {
-  return own ? AbortSignal.any([own, stop]) : stop
-}
-
 /** A fetch (octokit's `request.fetch`) whose every request also ends when `stop` aborts. */
 export function abortableFetch(stop: AbortSignal): typeof fetch {
-  return (input, init) => fetch(input, { ...init, signal: joinSignals(init?.signal, stop) })
+  // A request with a signal of its own is rare here (the trackers pass none).
+  return (input, init) => fetch(input, { ...init, signal: init?.signal ? AbortSignal.any([init.signal, stop]) : stop })
+}
+
+/**
+ * Runs `work` with a signal that aborts when `stop` or `own` does. Its listeners are
+ * removed when `work` settles: AbortSignal.any() would leave a record of each joined
+ * signal in `stop`, which lives as long as the poller (Node 20: nodejs/node#55351).
+ */
+export async function withStop<T>(stop: AbortSignal, own: AbortSignal | null | undefined, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  if (!own) return work(stop)
+  const joined = new AbortController()
+  const onAbort = (event: Event) => joined.abort((event.target as AbortSignal).reason)
+  if (stop.aborted || own.aborted) joined.abort(stop.aborted ? stop.reason : own.reason)
+  stop.addEventListener('abort', onAbort, { once: true })
+  own.addEventListener('abort', onAbort, { once: true })
+  try {
+    return await work(joined.signal)
+  } finally {
+    stop.removeEventListener('abort', onAbort)
+    own.removeEventListener('abort', onAbort)
+  }
 }

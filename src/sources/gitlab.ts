@@ -3,7 +3,7 @@ import type { Config } from '../config/schema.js'
 import { CtxError, UsageError } from '../errors.js'
 import { isOwn } from './marker.js'
 import { oneLine, quoted } from './quote.js'
-import { joinSignals, raceAbort } from './abort.js'
+import { raceAbort, withStop } from './abort.js'
 import type { Channel, CurrentItem, LabelledItem, RemoteComment, RemoteTask, Tracker } from './types.js'
 
 type Api = InstanceType<typeof Gitlab<false>>
@@ -61,7 +61,7 @@ function stoppable<R extends { requester: Requester }>(resource: R, stop: AbortS
   if (stop === undefined) return resource
   const inner = resource.requester
   const wrap = <M extends keyof Requester>(method: M): Requester[M] =>
-    ((endpoint: string, options?: Parameters<Requester[M]>[1]) => inner[method](endpoint, { ...options, signal: joinSignals(options?.signal, stop) })) as Requester[M]
+    ((endpoint: string, options?: Parameters<Requester[M]>[1]) => withStop(stop, options?.signal, (signal) => inner[method](endpoint, { ...options, signal }))) as Requester[M]
   Object.assign(resource, { requester: { get: wrap('get'), post: wrap('post'), put: wrap('put'), patch: wrap('patch'), delete: wrap('delete') } })
   return resource
 }
