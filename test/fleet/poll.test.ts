@@ -233,7 +233,7 @@ describe('ctxagent poll', () => {
     expect(reads.map((r) => r.path.replace('/api/v4/projects/acme%2Fbackend%2Fapi', '')).sort()).toEqual(['/issues/1', '/issues/3', '/merge_requests/2'])
   })
 
-  it('GitLab issues and merge requests; a secondary rate limit on GitHub and a 429 on GitLab are waited out by the clients', async () => {
+  it('GitLab issues and merge requests; a secondary rate limit on GitHub is waited out, a 429 on GitLab retried, by the clients', async () => {
     const board = await startFakeBoard()
     const s = await runSetup(forges(board))
     board.add('gitlab', 7, ['agent'])
