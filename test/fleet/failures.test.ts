@@ -1,0 +1,160 @@
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import pg from 'pg'
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { exitOf } from '../helpers/wait.js'
+import { canUnshare, childrenOf, FAST_LOCKS, finish, isAlive, killAtEnd, onHost, startWorker, until } from '../helpers/fleet-hosts.js'
+import { queryRows, startPostgres } from '../helpers/postgres.js'
+import type { PgServer } from '../helpers/postgres.js'
+import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
+import type { RunSetup } from '../run/harness.js'
+
+/**
+ * What the fleet does on each kind of failure (SPEC §14.3, §12.3): agents killed again
+ * and again, a worker killed under a live agent, pauses by operators and by signals, a
+ * resume on another host, agents killed before their task began.
+ */
+let server: PgServer
+beforeAll(async () => {
+  server = await startPostgres()
+})
+afterAll(async () => {
+  await server?.stop()
+})
+beforeEach(async () => {
+  const tables = await query<{ n: string }>(`SELECT count(*) AS n FROM pg_tables WHERE tablename = 'fleet_jobs'`)
+  if (tables[0]?.n === '1') await query('TRUNCATE fleet_jobs, fleet_workers, tasks')
+})
+
+function query<T extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<T[]> {
+  return queryRows<T>(server.url, sql, params)
+}
+const db = () => ({ CTXAGENT_DATABASE_URL: server.url })
+
+interface JobRow {
+  id: number
+  kind: string
+  state: string
+  outcome: string | null
+  error: string | null
+  attempts: number
+}
+const jobs = () => query<JobRow>('SELECT id::int, kind, state, outcome, error, attempts FROM fleet_jobs ORDER BY id')
+
+async function enqueue(s: RunSetup, args: string[]): Promise<string> {
+  const res = await s.run(['enqueue', ...args], db())
+  expect(res.code, res.stderr).toBe(0)
+  return res.stdout.trim()
+}
+
+/** One watch-locks pass from this host (a host that runs no agent). */
+async function watchLocks(s: RunSetup): Promise<string> {
+  const res = await s.run(['watch-locks', '--once'], db())
+  return res.stdout + res.stderr
+}
+
+/** A model that never finishes: each turn looks for another file. */
+function endless(s: RunSetup): void {
+  let n = 0
+  s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
+}
+
+/** The agent (`ctxagent run`) a worker of this host runs now: its only child. */
+async function agentOf(workerPid: number | undefined, not: number[] = []): Promise<number> {
+  return until('the worker’s agent', async () => childrenOf(workerPid).find((p) => !not.includes(p)))
+}
+
+describe('a worker SIGKILLed under a live agent', () => {
+  it('the agent does not die of its closed stderr: it finishes, and the job is settled once, never run again while its lock lives', { timeout: 180_000 }, async () => {
+    const s = await runSetup(FAST_LOCKS)
+    let go = false
+    let n = 0
+    // Two turns: the second (and the agent's log lines after it) only once its worker is gone.
+    s.fake.fallback = (req) => (req.body.messages.some((m) => m.role === 'tool') ? { delayMs: go ? 0 : 200, ...(go ? finish : { calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] }) } : { calls: [{ name: 'glob', arguments: { pattern: '*.js' } }] })
+    const first = startWorker(s, server.url)
+    await until('the worker to start', async () => first.err().includes('started on'))
+    const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws])
+    const agent = await agentOf(first.child.pid)
+    killAtEnd(agent)
+    await until('the task under way', async () => agentRequests(s.fake).length >= 2)
+    first.child.kill('SIGKILL')
+    await exitOf(first.child)
+    // Another worker, and watch-locks, while the orphaned agent still works: its lock is live, so nobody takes its job.
+    const second = startWorker(s, server.url)
+    await until('the second worker to start', async () => second.err().includes('started on'))
+    const during = agentRequests(s.fake).length
+    await until('the orphan’s next turns', async () => agentRequests(s.fake).length >= during + 2)
+    expect(await watchLocks(s)).not.toMatch(/reaped|died/)
+    expect((await jobs()).map((j) => [j.state, j.outcome])).toEqual([['running', null]])
+    go = true
+    await until('the orphaned agent to end', async () => !isAlive(agent))
+    const task = readTask(s.tree, uuid)
+    expect(task).toMatchObject({ location: 'completed', state: { status: 'completed' } })
+    expectContinuousSeq(task.messages)
+    expect(task.tools.filter((t) => t.tool_name === 'finish')).toHaveLength(1)
+    const settled = await until('the dead worker’s job settled', async () => {
+      await watchLocks(s)
+      const rows = await jobs()
+      return rows.every((j) => j.state === 'done') ? rows : null
+    })
+    expect(settled.map((j) => [j.kind, j.outcome])).toEqual([['new', 'completed']])
+    expect(second.err()).not.toMatch(/starting task|resuming task/)
+    second.child.kill('SIGTERM')
+    expect((await exitOf(second.child)).code).toBe(0)
+  })
+})
+
+describe.runIf(canUnshare)('enqueue --resume on another host', () => {
+  it('a task paused on host a resumes on host b exactly: seq, counters, window, and a comment made while paused read once', { timeout: 180_000 }, async () => {
+    const s = await runSetup(FAST_LOCKS)
+    endless(s)
+    const a = onHost(s, server.url, 'fleet-a')
+    await until('host a', async () => a.err().includes('started on fleet-a'))
+    const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws])
+    await until('the task under way on host a', async () => agentRequests(s.fake).length >= 3)
+    expect((await s.run(['pause', uuid])).code).toBe(0)
+    await until('the job ended paused', async () => (await jobs())[0]?.outcome === 'paused')
+    process.kill(a.workerPid(), 'SIGTERM')
+    expect((await exitOf(a.unshare)).code).toBe(0)
+    const before = readTask(s.tree, uuid)
+    expect(before).toMatchObject({ location: 'paused', metadata: { hostname: 'fleet-a' } })
+    const lastBefore = agentRequests(s.fake).at(-1)?.body.messages ?? []
+    const asked = agentRequests(s.fake).length
+    expect((await s.run(['comment', uuid, 'please also check README.md'])).code).toBe(0)
+
+    // The resume on host b: one more look, then finish.
+    s.fake.fallback = (req) => (agentRequests(s.fake).length > asked + 1 ? finish : { calls: [{ name: 'glob', arguments: { pattern: `*${req.body.messages.length}*` } }] })
+    const b = onHost(s, server.url, 'fleet-b')
+    await until('host b', async () => b.err().includes('started on fleet-b'))
+    expect(await enqueue(s, ['--resume', uuid])).toBe(uuid)
+    await until('the resume completed on host b', async () => readTask(s.tree, uuid).state.status === 'completed')
+    const after = readTask(s.tree, uuid)
+    expectContinuousSeq(after.messages)
+    // What was there is there unchanged, and continues.
+    expect(after.messages.slice(0, before.messages.length)).toEqual(before.messages)
+    const comment = after.messages.filter((m) => String(m.content).includes('please also check README.md'))
+    expect(comment).toHaveLength(1)
+    const resumed = agentRequests(s.fake).slice(asked)
+    expect(resumed.length).toBeGreaterThanOrEqual(2)
+    // The window continues: the first request after the resume is the last one before it, plus what came since (the last turn, the comment).
+    const firstAfter = resumed[0]?.body.messages ?? []
+    // (An older tool result may be pruned by now: one turn more has passed, as it would have without the pause.)
+    const asPruned = lastBefore.map((m, i) => (m.role === 'tool' && firstAfter[i]?.content === '[pruned]' ? { ...m, content: '[pruned]' } : m))
+    expect(firstAfter.slice(0, lastBefore.length)).toEqual(asPruned)
+    for (const req of resumed) expect(JSON.stringify(req.body.messages).split('please also check README.md')).toHaveLength(2)
+    // Counters go on from where they stopped.
+    const b4 = before.state as { llm_call_count: number; turns: number; tool_call_count: number; total_tokens_used: number }
+    expect(after.state).toMatchObject({ llm_call_count: b4.llm_call_count + resumed.length, turns: b4.turns + resumed.length })
+    expect(after.state.tool_call_count).toBe(b4.tool_call_count + after.tools.length - before.tools.length)
+    expect(Number(after.state.total_tokens_used)).toBeGreaterThanOrEqual(b4.total_tokens_used + 120 * resumed.length)
+    expect(after.state.inbox_offset).toBe(readFileSync(join(after.dir, 'inbox.jsonl')).length)
+    const rows = await until('the resume job done', async () => {
+      const all = await jobs()
+      return all.every((j) => j.state === 'done') ? all : null
+    })
+    expect(rows.map((j) => [j.kind, j.outcome])).toEqual([['new', 'paused'], ['resume', 'completed']])
+    expect((await query<{ claimed_by: string }>('SELECT claimed_by FROM fleet_jobs ORDER BY id')).map((r) => r.claimed_by.split(':')[0])).toEqual(['fleet-a', 'fleet-b'])
+    process.kill(b.workerPid(), 'SIGTERM')
+    expect((await exitOf(b.unshare)).code).toBe(0)
+  })
+})
