@@ -1,10 +1,10 @@
 import { execFile, spawn } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
-import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import type { Pool } from 'pg'
 import type { Layout, Location, TaskRef } from '../storage/fs/layout.js'
-import { LOCATIONS } from '../storage/fs/layout.js'
+import { FILES, LOCATIONS } from '../storage/fs/layout.js'
 import { safeState } from '../storage/task/lifecycle.js'
 import { JobQueue } from './jobs.js'
 import type { Job, JobEnd } from './jobs.js'
@@ -23,6 +23,8 @@ export interface WorkerOptions {
   heartbeatMs: number
   /** fleet.workspaces_dir: where `--repo` jobs are cloned. */
   workspacesDir: string | null
+  /** fleet.max_attempts: how often a job whose agent is killed before its task began is tried (default 3). */
+  maxAttempts?: number
   log: (line: string) => void
 }
 
@@ -157,6 +159,8 @@ export class Worker {
     const [program, ...rest] = this.options.command
     const child = spawn(program as string, [...rest, ...args, '--log-format', 'json'], { detached: true, stdio: ['pipe', 'ignore', 'pipe'], env: process.env })
     const entry: Running = { job, child, stopped: false, lastLine: '' }
+    // What the paused task's state.json says before its agent takes it: unchanged after, the agent never began.
+    const pausedState = resume ? stateText(this.options.layout, job.task_uuid) : null
     this.running.set(job.id, entry)
     this.options.log(`job ${job.id}: ${resume ? 'resuming' : 'starting'} task ${job.task_uuid} (pid ${child.pid})`)
     child.stdin?.on('error', () => undefined)
@@ -167,8 +171,21 @@ export class Worker {
       entry.lastLine = lines[lines.length - 1] ?? entry.lastLine
     })
     child.on('error', (err) => (entry.lastLine = err.message))
-    child.on('close', (code) => {
+    child.on('close', (code, signal) => {
       this.running.delete(job.id)
+      if (signal !== null && !entry.stopped && notBegun(this.options.layout, job.task_uuid, resume, pausedState)) {
+        // Killed (SIGKILL, the OOM killer) before its task began: nothing ran, and nobody else would resume it.
+        const max = this.options.maxAttempts ?? 3
+        const error = `its agent was killed (${signal}) before the task began (attempt ${job.attempts} of fleet.max_attempts ${max})`
+        this.track(
+          this.queue
+            .retry(job, this.options.record.id, max, error)
+            .then((again) => this.options.log(`job ${job.id}: ${again ? `agent killed (${signal}) before task ${job.task_uuid} began; handed back to the queue (attempt ${job.attempts} of ${max})` : `failed: ${error}`}`))
+            .catch((err: Error) => this.options.log(`job ${job.id} not handed back (${err.message}): a reaper will`))
+            .finally(() => this.wake()),
+        )
+        return
+      }
       if (entry.stopped && !resume && locate(this.options.layout, job.task_uuid) === null) {
         // Stopped before its task was created: nothing ran, so the job waits again as it was.
         this.options.log(`job ${job.id}: stopped before task ${job.task_uuid} began; handed back to the queue`)
@@ -232,6 +249,21 @@ function settle(layout: Layout, job: Job, code: number | null, entry: Running): 
   if (ref.location === 'paused') return { outcome: 'paused', resume: entry.stopped || PAUSED_BY_SIGNAL.has(code ?? -1) }
   // Still in running/: its process died holding the lock.
   return null
+}
+
+/** Whether a job's task is as it was before its agent started: not created (a new task), or still in paused/ with the same state.json (a resume). */
+function notBegun(layout: Layout, uuid: string, resume: boolean, pausedState: string | null): boolean {
+  const ref = locate(layout, uuid)
+  if (!resume) return ref === null
+  return ref?.location === 'paused' && pausedState !== null && stateText(layout, uuid) === pausedState
+}
+
+function stateText(layout: Layout, uuid: string): string | null {
+  try {
+    return readFileSync(join(layout.taskDir('paused', uuid), FILES.state), 'utf8')
+  } catch {
+    return null
+  }
 }
 
 function locate(layout: Layout, uuid: string): TaskRef | null {

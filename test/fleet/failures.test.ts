@@ -1,7 +1,8 @@
-import { readFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest'
 import { exitOf } from '../helpers/wait.js'
 import { canUnshare, childrenOf, FAST_LOCKS, finish, isAlive, killAtEnd, onHost, startWorker, until } from '../helpers/fleet-hosts.js'
 import { queryRows, startPostgres } from '../helpers/postgres.js'
@@ -101,6 +102,112 @@ describe('a worker SIGKILLed under a live agent', () => {
     expect(second.err()).not.toMatch(/starting task|resuming task/)
     second.child.kill('SIGTERM')
     expect((await exitOf(second.child)).code).toBe(0)
+  })
+})
+
+/**
+ * Holds `ctxagent run` processes of a worker before they do anything (a preloaded
+ * module that blocks while a file exists), so that a test can kill an agent that
+ * certainly has not begun its task.
+ */
+function holdAgents(kind: 'new' | 'resume'): { env: Record<string, string>; held: () => number | null; release: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), 'ctxagent-hold-'))
+  onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+  const gate = join(dir, 'gate')
+  const pidFile = join(dir, 'pid')
+  writeFileSync(gate, '')
+  const flag = kind === 'new' ? '--uuid' : '--resume'
+  writeFileSync(
+    join(dir, 'hold.mjs'),
+    `import { existsSync, writeFileSync } from 'node:fs'\n` +
+      `if (process.argv.includes('run') && process.argv.includes(${JSON.stringify(flag)}) && existsSync(${JSON.stringify(gate)})) {\n` +
+      `  writeFileSync(${JSON.stringify(pidFile)}, String(process.pid))\n` +
+      `  while (existsSync(${JSON.stringify(gate)})) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20)\n` +
+      `}\n`,
+  )
+  return {
+    env: { NODE_OPTIONS: `--import ${join(dir, 'hold.mjs')}` },
+    held: () => (existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8')) : null),
+    release: () => rmSync(gate, { force: true }),
+  }
+}
+
+function startHeldWorker(s: RunSetup, env: Record<string, string>) {
+  const saved = process.env.NODE_OPTIONS
+  process.env.NODE_OPTIONS = env.NODE_OPTIONS
+  try {
+    return startWorker(s, server.url)
+  } finally {
+    if (saved === undefined) delete process.env.NODE_OPTIONS
+    else process.env.NODE_OPTIONS = saved
+  }
+}
+
+describe('agents killed before their task began (a live worker)', () => {
+  it('a new job’s agent SIGKILLed before it created its task: the job waits again, the attempt counted, and runs', { timeout: 120_000 }, async () => {
+    const s = await runSetup(FAST_LOCKS)
+    s.fake.fallback = () => finish
+    const hold = holdAgents('new')
+    const worker = startHeldWorker(s, hold.env)
+    await until('the worker to start', async () => worker.err().includes('started on'))
+    const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws])
+    const agent = await until('the held agent', async () => hold.held())
+    expect(s.tree.layout.list('running')).toEqual([])
+    hold.release()
+    process.kill(agent, 'SIGKILL')
+    const rows = await until('the job done', async () => {
+      const all = await jobs()
+      return all.every((j) => j.state === 'done') ? all : null
+    })
+    expect(rows.map((j) => [j.kind, j.outcome, j.attempts])).toEqual([['new', 'completed', 2]])
+    expect(readTask(s.tree, uuid)).toMatchObject({ location: 'completed', state: { status: 'completed' } })
+    worker.child.kill('SIGTERM')
+    expect((await exitOf(worker.child)).code).toBe(0)
+  })
+
+  it('killed before its task began as often as fleet.max_attempts allows: the job ends failed, saying so', { timeout: 120_000 }, async () => {
+    const s = await runSetup(`${FAST_LOCKS}  max_attempts: 1\n`)
+    const hold = holdAgents('new')
+    const worker = startHeldWorker(s, hold.env)
+    await until('the worker to start', async () => worker.err().includes('started on'))
+    await enqueue(s, ['--task', 'look around', '--workspace', s.ws])
+    const agent = await until('the held agent', async () => hold.held())
+    process.kill(agent, 'SIGKILL')
+    const rows = await until('the job done', async () => {
+      const all = await jobs()
+      return all.every((j) => j.state === 'done') ? all : null
+    })
+    expect(rows.map((j) => [j.kind, j.outcome, j.attempts, j.error])).toEqual([['new', 'failed', 1, 'its agent was killed (SIGKILL) before the task began (attempt 1 of fleet.max_attempts 1)']])
+    expect(agentRequests(s.fake)).toEqual([])
+    hold.release()
+    worker.child.kill('SIGTERM')
+    expect((await exitOf(worker.child)).code).toBe(0)
+  })
+
+  it('a resume’s agent SIGKILLed before it took the task from paused/: the job waits again, the attempt counted, and resumes it', { timeout: 120_000 }, async () => {
+    const s = await runSetup(FAST_LOCKS)
+    endless(s)
+    const run = s.start(['run', '--task', 'look around', '--workspace', s.ws])
+    await until('the task under way', async () => agentRequests(s.fake).length >= 2)
+    run.child.kill('SIGTERM')
+    expect((await exitOf(run.child)).code).toBe(143)
+    const uuid = readTask(s.tree, s.tree.layout.list('paused')[0] as string).uuid
+    s.fake.fallback = () => finish
+    const hold = holdAgents('resume')
+    const worker = startHeldWorker(s, hold.env)
+    await until('the worker to start', async () => worker.err().includes('started on'))
+    expect(await enqueue(s, ['--resume', uuid])).toBe(uuid)
+    const agent = await until('the held agent', async () => hold.held())
+    hold.release()
+    process.kill(agent, 'SIGKILL')
+    const rows = await until('the job done', async () => {
+      const all = await jobs()
+      return all.every((j) => j.state === 'done') ? all : null
+    })
+    expect(rows.map((j) => [j.kind, j.outcome, j.attempts])).toEqual([['resume', 'completed', 2]])
+    expect(readTask(s.tree, uuid)).toMatchObject({ location: 'completed', state: { status: 'completed' } })
+    worker.child.kill('SIGTERM')
+    expect((await exitOf(worker.child)).code).toBe(0)
   })
 })
 
