@@ -51,7 +51,7 @@ export async function fleetPass(pool: Pool, layout: Layout, config: Config, live
     for (const job of jobs) {
       // A live worker settles its own jobs, unless its task died under it and was reaped now.
       if (job.worker_live && !reaped.has(job.task_uuid)) continue
-      const end = await settleJob(pool, layout, job, reaped.has(job.task_uuid), config.fleet.max_attempts)
+      const end = await settleJob(pool, layout, job, reaped.has(job.task_uuid), config.fleet)
       if (end !== null) settled.push({ job: job.id, task: job.task_uuid, ...end })
     }
     return { skipped: false, result, settled }
@@ -77,13 +77,15 @@ async function openJobs(pool: Pool, liveSeconds: number): Promise<OpenJob[]> {
 }
 
 /** Ends a job from what its task became; null when its task is still running (an orphaned agent finishing it). */
-async function settleJob(pool: Pool, layout: Layout, job: OpenJob, reaped: boolean, maxAttempts: number): Promise<{ outcome: string; resumed: boolean } | null> {
+async function settleJob(pool: Pool, layout: Layout, job: OpenJob, reaped: boolean, fleet: Config['fleet']): Promise<{ outcome: string; resumed: boolean } | null> {
+  const maxAttempts = fleet.max_attempts
   const location = locate(layout, job.task_uuid)
   if (location === 'running') return null
   const client = await pool.connect()
   try {
     await client.query('BEGIN')
     let outcome: string
+    let error: string | null = null
     let resume = false
     if (location === null) {
       // Its process died before it created the task: the job waits again, while attempts remain.
@@ -96,10 +98,15 @@ async function settleJob(pool: Pool, layout: Layout, job: OpenJob, reaped: boole
     } else if (location === 'paused') {
       outcome = reaped ? 'died' : 'paused'
       resume = reaped || job.died + 1 < maxAttempts
+      error = reaped ? (safeState(layout.taskDir('paused', job.task_uuid))?.error ?? null) : null
     } else {
-      outcome = safeState(layout.taskDir('completed', job.task_uuid))?.status ?? 'completed'
+      const state = safeState(layout.taskDir('completed', job.task_uuid))
+      outcome = state?.status ?? 'completed'
+      error = outcome === 'completed' ? null : (state?.error ?? null)
+      // Its last allowed attempt died: the job says which it was (fleet --json counts the others as 'died').
+      if (reaped && outcome === 'failed' && fleet.recovery === 'resume') error = `${error ?? 'agent died'} (attempt ${job.died + 1} of fleet.max_attempts ${maxAttempts})`
     }
-    const done = await client.query(`UPDATE fleet_jobs SET state = 'done', finished_at = now(), outcome = $2 WHERE id = $1 AND state = 'running'`, [job.id, outcome])
+    const done = await client.query(`UPDATE fleet_jobs SET state = 'done', finished_at = now(), outcome = $2, error = $3 WHERE id = $1 AND state = 'running'`, [job.id, outcome, error?.slice(0, 2000) ?? null])
     if (done.rowCount === 1 && resume) await requeue(client, job)
     await client.query('COMMIT')
     return { outcome, resumed: done.rowCount === 1 && resume }

@@ -65,6 +65,43 @@ async function agentOf(workerPid: number | undefined, not: number[] = []): Promi
   return until('the worker’s agent', async () => childrenOf(workerPid).find((p) => !not.includes(p)))
 }
 
+describe('fleet.recovery: resume and fleet.max_attempts', () => {
+  it('a task whose agent is SIGKILLed on every attempt is resumed until max_attempts, then failed with the reason; fleet --json counts each', { timeout: 180_000 }, async () => {
+    const s = await runSetup(`${FAST_LOCKS}  max_attempts: 3\n`)
+    endless(s)
+    const worker = startWorker(s, server.url)
+    await until('the worker to start', async () => worker.err().includes('started on'))
+    const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws])
+    const killed: number[] = []
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      const agent = await agentOf(worker.child.pid, killed)
+      const asked = agentRequests(s.fake).length
+      // Killed once it works on the task (its request made: the task is in running/, its lock held).
+      await until(`attempt ${attempt} under way`, async () => agentRequests(s.fake).length > asked)
+      process.kill(agent, 'SIGKILL')
+      killed.push(agent)
+      await until(`attempt ${attempt} recovered`, async () => {
+        await watchLocks(s)
+        return (await jobs()).filter((j) => j.state === 'done').length === attempt
+      })
+    }
+    const rows = await jobs()
+    expect(rows.map((j) => [j.kind, j.state, j.outcome])).toEqual([['new', 'done', 'died'], ['resume', 'done', 'died'], ['resume', 'done', 'failed']])
+    // The job says why, as the task does.
+    for (const died of rows.slice(0, 2)) expect(died.error).toMatch(/^agent died: pid \d+ on .*; paused to be resumed$/)
+    const last = rows[2] as JobRow
+    expect(last.error).toMatch(/^agent died: pid \d+ on .* \(attempt 3 of fleet\.max_attempts 3\)$/)
+    const task = readTask(s.tree, uuid)
+    expect(task).toMatchObject({ location: 'completed', state: { status: 'failed' } })
+    expect(last.error?.startsWith(String(task.state.error))).toBe(true)
+    expectContinuousSeq(task.messages)
+    const status = JSON.parse((await s.run(['fleet', '--json'], db())).stdout) as { jobs: unknown; outcomes: unknown }
+    expect(status).toMatchObject({ jobs: { waiting: 0, running: 0, done: 3 }, outcomes: { died: 2, failed: 1 } })
+    worker.child.kill('SIGTERM')
+    expect((await exitOf(worker.child)).code).toBe(0)
+  })
+})
+
 describe('a worker SIGKILLed under a live agent', () => {
   it('the agent does not die of its closed stderr: it finishes, and the job is settled once, never run again while its lock lives', { timeout: 180_000 }, async () => {
     const s = await runSetup(FAST_LOCKS)
@@ -102,6 +139,43 @@ describe('a worker SIGKILLed under a live agent', () => {
     expect(second.err()).not.toMatch(/starting task|resuming task/)
     second.child.kill('SIGTERM')
     expect((await exitOf(second.child)).code).toBe(0)
+  })
+})
+
+describe('pauses by an operator and by a signal', () => {
+  it('with its worker dead, a task paused by `pause` stays paused; one paused by SIGTERM is queued again; state.json says who paused it', { timeout: 180_000 }, async () => {
+    const s = await runSetup(FAST_LOCKS)
+    endless(s)
+    const worker = startWorker(s, server.url, ['--concurrency', '2'])
+    await until('the worker to start', async () => worker.err().includes('started on'))
+    const byOperator = await enqueue(s, ['--task', 'one', '--workspace', s.ws])
+    const bySignal = await enqueue(s, ['--task', 'two', '--workspace', s.ws])
+    await until('both tasks at work', async () => {
+      const asked = new Set(agentRequests(s.fake).map((r) => JSON.stringify(r.body.messages).match(/"(one|two)"/)?.[1]))
+      return asked.has('one') && asked.has('two')
+    })
+    const agents = childrenOf(worker.child.pid)
+    expect(agents).toHaveLength(2)
+    for (const pid of agents) killAtEnd(pid)
+    worker.child.kill('SIGKILL')
+    await exitOf(worker.child)
+    expect((await s.run(['pause', byOperator])).code).toBe(0)
+    const signalled = Number(readTask(s.tree, bySignal).metadata.process_id)
+    expect(agents).toContain(signalled)
+    process.kill(signalled, 'SIGTERM')
+    await until('both paused', async () => readTask(s.tree, byOperator).location === 'paused' && readTask(s.tree, bySignal).location === 'paused')
+    expect(readTask(s.tree, byOperator).state.paused_by).toBe('operator')
+    expect(readTask(s.tree, bySignal).state.paused_by).toBe('signal')
+    const rows = await until('both jobs settled', async () => {
+      await watchLocks(s)
+      const all = await query<{ task_uuid: string; kind: string; state: string; outcome: string | null }>('SELECT task_uuid, kind, state, outcome FROM fleet_jobs ORDER BY id')
+      return all.filter((j) => j.state === 'done').length === 2 ? all : null
+    })
+    expect(rows).toEqual([
+      { task_uuid: byOperator, kind: 'new', state: 'done', outcome: 'paused' },
+      { task_uuid: bySignal, kind: 'new', state: 'done', outcome: 'paused' },
+      { task_uuid: bySignal, kind: 'resume', state: 'waiting', outcome: null },
+    ])
   })
 })
 
