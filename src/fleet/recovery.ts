@@ -5,6 +5,7 @@ import type { Layout, Location } from '../storage/fs/layout.js'
 import { LOCATIONS } from '../storage/fs/layout.js'
 import { LOCK_KEYS } from '../storage/index/pg-schema.js'
 import { safeState } from '../storage/task/lifecycle.js'
+import type { PausedBy, TaskState } from '../storage/task/state.js'
 import { existsSync } from 'node:fs'
 
 export interface FleetPassResult {
@@ -22,6 +23,7 @@ interface OpenJob {
   spec: unknown
   priority: number
   attempts: number
+  claimed_at: Date | null
   worker_live: boolean
   died: number
 }
@@ -63,7 +65,7 @@ export async function fleetPass(pool: Pool, layout: Layout, config: Config, live
 
 async function openJobs(pool: Pool, liveSeconds: number): Promise<OpenJob[]> {
   const result = await pool.query<Record<string, unknown>>(
-    `SELECT j.id, j.task_uuid, j.kind, j.spec, j.priority, j.attempts,
+    `SELECT j.id, j.task_uuid, j.kind, j.spec, j.priority, j.attempts, j.claimed_at,
             (w.id IS NOT NULL AND w.stopped_at IS NULL AND w.heartbeat_at > now() - make_interval(secs => $1)) AS worker_live,
             (SELECT count(*) FROM fleet_jobs d WHERE d.task_uuid = j.task_uuid AND d.outcome = 'died') AS died
      FROM fleet_jobs j LEFT JOIN fleet_workers w ON w.id = j.claimed_by
@@ -72,7 +74,7 @@ async function openJobs(pool: Pool, liveSeconds: number): Promise<OpenJob[]> {
   )
   return result.rows.map((r) => ({
     id: Number(r.id), task_uuid: String(r.task_uuid), kind: String(r.kind), spec: r.spec, priority: Number(r.priority), attempts: Number(r.attempts),
-    worker_live: r.worker_live === true, died: Number(r.died),
+    claimed_at: r.claimed_at instanceof Date ? r.claimed_at : null, worker_live: r.worker_live === true, died: Number(r.died),
   }))
 }
 
@@ -96,9 +98,13 @@ async function settleJob(pool: Pool, layout: Layout, job: OpenJob, reaped: boole
       }
       outcome = 'failed'
     } else if (location === 'paused') {
+      const state = safeState(layout.taskDir('paused', job.task_uuid))
       outcome = reaped ? 'died' : 'paused'
-      resume = reaped || job.died + 1 < maxAttempts
-      error = reaped ? (safeState(layout.taskDir('paused', job.task_uuid))?.error ?? null) : null
+      const by = pausedBy(state, job)
+      // Paused by a signal (its worker stopped) it goes on, as a live worker would have queued it; paused on
+      // purpose (an operator, a failing LLM, a full disk) it waits for whoever paused it. Not known: while attempts remain.
+      resume = reaped || (by === null ? job.died + 1 < maxAttempts : by === 'signal')
+      error = reaped ? (state?.error ?? null) : null
     } else {
       const state = safeState(layout.taskDir('completed', job.task_uuid))
       outcome = state?.status ?? 'completed'
@@ -116,6 +122,19 @@ async function settleJob(pool: Pool, layout: Layout, job: OpenJob, reaped: boole
   } finally {
     client.release()
   }
+}
+
+/**
+ * Who paused the task in this job's run: state.json's paused_by, trusted only when state.json was written
+ * after the job's claim (else an earlier run paused it, and this job's agent never took it). Null when unknown.
+ * (updated_at is the agent host's clock, claimed_at the database's: skew between them can make a pause right
+ * after the claim look older, which only falls back to the rule for an unknown pause.)
+ */
+function pausedBy(state: TaskState | null, job: OpenJob): PausedBy | null {
+  const by = state?.paused_by ?? null
+  if (by === null || job.claimed_at === null) return null
+  const written = Date.parse(state?.updated_at ?? '')
+  return !Number.isNaN(written) && written >= job.claimed_at.getTime() ? by : null
 }
 
 async function requeue(client: PoolClient, job: OpenJob): Promise<void> {
