@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import pg from 'pg'
 import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest'
 import { exitOf } from '../helpers/wait.js'
-import { canUnshare, childrenOf, FAST_LOCKS, finish, isAlive, killAtEnd, onHost, startWorker, until } from '../helpers/fleet-hosts.js'
+import { agentPid, canUnshare, coldStartFlags, FAST_LOCKS, finish, isAlive, killAtEnd, onHost, startWorker, until } from '../helpers/fleet-hosts.js'
 import { queryRows, startPostgres } from '../helpers/postgres.js'
 import type { PgServer } from '../helpers/postgres.js'
 import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
@@ -60,9 +60,12 @@ function endless(s: RunSetup): void {
   s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
 }
 
-/** The agent (`ctxagent run`) a worker of this host runs now: its only child. */
-async function agentOf(workerPid: number | undefined, not: number[] = []): Promise<number> {
-  return until('the worker’s agent', async () => childrenOf(workerPid).find((p) => !not.includes(p)))
+/** The agent (`ctxagent run`) that holds the task now, other than those in `not`. */
+async function agentOf(s: RunSetup, uuid: string, not: number[] = []): Promise<number> {
+  return until('the task’s agent', async () => {
+    const pid = agentPid(s, uuid)
+    return pid !== null && !not.includes(pid) ? pid : null
+  })
 }
 
 describe('fleet.recovery: resume and fleet.max_attempts', () => {
@@ -74,8 +77,8 @@ describe('fleet.recovery: resume and fleet.max_attempts', () => {
     const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws])
     const killed: number[] = []
     for (let attempt = 1; attempt <= 3; attempt++) {
-      const agent = await agentOf(worker.child.pid, killed)
       const asked = agentRequests(s.fake).length
+      const agent = await agentOf(s, uuid, killed)
       // Killed once it works on the task (its request made: the task is in running/, its lock held).
       await until(`attempt ${attempt} under way`, async () => agentRequests(s.fake).length > asked)
       process.kill(agent, 'SIGKILL')
@@ -112,9 +115,9 @@ describe('a worker SIGKILLed under a live agent', () => {
     const first = startWorker(s, server.url)
     await until('the worker to start', async () => first.err().includes('started on'))
     const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws])
-    const agent = await agentOf(first.child.pid)
-    killAtEnd(agent)
     await until('the task under way', async () => agentRequests(s.fake).length >= 2)
+    const agent = await agentOf(s, uuid)
+    killAtEnd(agent)
     first.child.kill('SIGKILL')
     await exitOf(first.child)
     // Another worker, and watch-locks, while the orphaned agent still works: its lock is live, so nobody takes its job.
@@ -154,15 +157,12 @@ describe('pauses by an operator and by a signal', () => {
       const asked = new Set(agentRequests(s.fake).map((r) => JSON.stringify(r.body.messages).match(/"(one|two)"/)?.[1]))
       return asked.has('one') && asked.has('two')
     })
-    const agents = childrenOf(worker.child.pid)
-    expect(agents).toHaveLength(2)
+    const agents = [await agentOf(s, byOperator), await agentOf(s, bySignal)]
     for (const pid of agents) killAtEnd(pid)
     worker.child.kill('SIGKILL')
     await exitOf(worker.child)
     expect((await s.run(['pause', byOperator])).code).toBe(0)
-    const signalled = Number(readTask(s.tree, bySignal).metadata.process_id)
-    expect(agents).toContain(signalled)
-    process.kill(signalled, 'SIGTERM')
+    process.kill(agents[1] as number, 'SIGTERM')
     await until('both paused', async () => readTask(s.tree, byOperator).location === 'paused' && readTask(s.tree, bySignal).location === 'paused')
     expect(readTask(s.tree, byOperator).state.paused_by).toBe('operator')
     expect(readTask(s.tree, bySignal).state.paused_by).toBe('signal')
@@ -210,7 +210,7 @@ function startHeldWorker(s: RunSetup, env: Record<string, string>) {
   const saved = process.env.NODE_OPTIONS
   process.env.NODE_OPTIONS = env.NODE_OPTIONS
   try {
-    return startWorker(s, server.url)
+    return startWorker(s, server.url, coldStartFlags())
   } finally {
     if (saved === undefined) delete process.env.NODE_OPTIONS
     else process.env.NODE_OPTIONS = saved

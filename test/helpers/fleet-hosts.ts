@@ -1,8 +1,10 @@
 import { spawn, spawnSync } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
+import { existsSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { onTestFinished } from 'vitest'
 import type { RunSetup, Started } from '../run/harness.js'
-import { BIN } from './run.js'
+import { BIN, ROOT } from './run.js'
 
 /**
  * Fleet hosts simulated on this machine. A worker "on another host" runs in a UTS
@@ -25,6 +27,28 @@ export async function until<T>(what: string, probe: () => Promise<T | null | und
     if (i > tries) throw new Error(`timed out waiting for ${what}`)
     await new Promise((resolve) => setTimeout(resolve, 50))
   }
+}
+
+/**
+ * The pid of the agent that holds task `uuid` in running/ now (its .lock says so), or null.
+ * (Not a worker's child: a worker may also keep an idle pre-started child.)
+ */
+export function agentPid(s: RunSetup, uuid: string): number | null {
+  try {
+    const pid = (JSON.parse(readFileSync(join(s.tree.layout.taskDir('running', uuid), '.lock'), 'utf8')) as { process_id?: unknown }).process_id
+    return typeof pid === 'number' && pid > 0 ? pid : null
+  } catch {
+    return null
+  }
+}
+
+/**
+ * Flags for a worker that must start each task's agent afresh (no pre-started child), for a test that
+ * preloads code into the agents it starts; empty for a worker that has no pre-started children.
+ */
+export function coldStartFlags(): string[] {
+  const bundle = join(ROOT, 'bundle', 'cli.js')
+  return existsSync(bundle) && readFileSync(bundle, 'utf8').includes("'--no-prestart'") ? ['--no-prestart'] : []
 }
 
 /** The pids of `pid`'s children, as this machine sees them. */
