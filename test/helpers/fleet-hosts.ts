@@ -48,7 +48,7 @@ export function agentPid(s: RunSetup, uuid: string): number | null {
  */
 export function coldStartFlags(): string[] {
   const bundle = join(ROOT, 'bundle', 'cli.js')
-  return existsSync(bundle) && readFileSync(bundle, 'utf8').includes("'--no-prestart'") ? ['--no-prestart'] : []
+  return existsSync(bundle) && readFileSync(bundle, 'utf8').includes('--no-prestart') ? ['--no-prestart'] : []
 }
 
 /** The pids of `pid`'s children, as this machine sees them. */
