@@ -156,11 +156,11 @@ export class Worker {
   }
 
   private spawnTask(job: Job, args: string[], resume: boolean): void {
+    // What the paused task's state.json says before its agent takes it: unchanged after, the agent never began.
+    const pausedState = resume ? stateText(this.options.layout, job.task_uuid) : null
     const [program, ...rest] = this.options.command
     const child = spawn(program as string, [...rest, ...args, '--log-format', 'json'], { detached: true, stdio: ['pipe', 'ignore', 'pipe'], env: process.env })
     const entry: Running = { job, child, stopped: false, lastLine: '' }
-    // What the paused task's state.json says before its agent takes it: unchanged after, the agent never began.
-    const pausedState = resume ? stateText(this.options.layout, job.task_uuid) : null
     this.running.set(job.id, entry)
     this.options.log(`job ${job.id}: ${resume ? 'resuming' : 'starting'} task ${job.task_uuid} (pid ${child.pid})`)
     child.stdin?.on('error', () => undefined)
