@@ -173,14 +173,16 @@ export class Worker {
     child.on('error', (err) => (entry.lastLine = err.message))
     child.on('close', (code, signal) => {
       this.running.delete(job.id)
-      if (signal !== null && !entry.stopped && notBegun(this.options.layout, job.task_uuid, resume, pausedState)) {
-        // Killed (SIGKILL, the OOM killer) before its task began: nothing ran, and nobody else would resume it.
+      // Killed (SIGKILL, the OOM killer) before its task began, or a resume that found the paused task's lock held
+      // (exit 4: an operator's compress, a lock a killed resume left): nothing ran, and nobody else would resume it.
+      if ((signal !== null || (resume && code === 4)) && !entry.stopped && notBegun(this.options.layout, job.task_uuid, resume, pausedState)) {
         const max = this.options.maxAttempts ?? 3
-        const error = `its agent was killed (${signal}) before the task began (attempt ${job.attempts} of fleet.max_attempts ${max})`
+        const why = signal !== null ? `was killed (${signal})` : 'found the task locked'
+        const error = `its agent ${why} before the task began (attempt ${job.attempts} of fleet.max_attempts ${max})`
         this.track(
           this.queue
             .retry(job, this.options.record.id, max, error)
-            .then((again) => this.options.log(`job ${job.id}: ${again ? `agent killed (${signal}) before task ${job.task_uuid} began; handed back to the queue (attempt ${job.attempts} of ${max})` : `failed: ${error}`}`))
+            .then((again) => this.options.log(`job ${job.id}: ${again ? `its agent ${why} before task ${job.task_uuid} began; handed back to the queue (attempt ${job.attempts} of ${max})` : `failed: ${error}`}`))
             .catch((err: Error) => this.options.log(`job ${job.id} not handed back (${err.message}): a reaper will`))
             .finally(() => this.wake()),
         )

@@ -1,5 +1,5 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
 import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest'
@@ -279,6 +279,37 @@ describe('agents killed before their task began (a live worker)', () => {
       return all.every((j) => j.state === 'done') ? all : null
     })
     expect(rows.map((j) => [j.kind, j.outcome, j.attempts])).toEqual([['resume', 'completed', 2]])
+    expect(readTask(s.tree, uuid)).toMatchObject({ location: 'completed', state: { status: 'completed' } })
+    worker.child.kill('SIGTERM')
+    expect((await exitOf(worker.child)).code).toBe(0)
+  })
+})
+
+describe('a resume that finds its paused task locked', () => {
+  it('(a compress by an operator, a lock a killed resume left) hands the job back, the attempt counted, and resumes once the lock is gone', { timeout: 120_000 }, async () => {
+    const s = await runSetup(`${FAST_LOCKS}  max_attempts: 1000\n`)
+    endless(s)
+    const run = s.start(['run', '--task', 'look around', '--workspace', s.ws])
+    await until('the task under way', async () => agentRequests(s.fake).length >= 2)
+    run.child.kill('SIGTERM')
+    expect((await exitOf(run.child)).code).toBe(143)
+    const uuid = s.tree.layout.list('paused')[0] as string
+    // A live process of this host holds the paused task's lock.
+    const lock = join(s.tree.layout.taskDir('paused', uuid), '.lock')
+    const now = new Date().toISOString()
+    writeFileSync(lock, JSON.stringify({ process_id: process.pid, hostname: hostname(), acquired_at: now, heartbeat_at: now, token: 'held-by-the-test' }))
+    s.fake.fallback = () => finish
+    const worker = startWorker(s, server.url)
+    await until('the worker to start', async () => worker.err().includes('started on'))
+    expect(await enqueue(s, ['--resume', uuid])).toBe(uuid)
+    await until('a resume handed back', async () => worker.err().includes('found the task locked before task'))
+    rmSync(lock)
+    const rows = await until('the job done', async () => {
+      const all = await jobs()
+      return all.every((j) => j.state === 'done') ? all : null
+    })
+    expect(rows.map((j) => [j.kind, j.outcome])).toEqual([['resume', 'completed']])
+    expect(rows[0]?.attempts).toBeGreaterThanOrEqual(2)
     expect(readTask(s.tree, uuid)).toMatchObject({ location: 'completed', state: { status: 'completed' } })
     worker.child.kill('SIGTERM')
     expect((await exitOf(worker.child)).code).toBe(0)
