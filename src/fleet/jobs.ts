@@ -80,16 +80,16 @@ export class JobQueue {
   /**
    * Hands a claimed job back to wait again with its attempt counted (its agent was
    * killed before its task began: nothing ran); one that has had `maxAttempts` ends
-   * 'failed' with `error` instead. True when it waits again.
+   * with `last` instead. True when it waits again.
    */
-  retry(job: Job, workerId: string, maxAttempts: number, error: string): Promise<boolean> {
+  retry(job: Job, workerId: string, maxAttempts: number, last: { outcome: string; error: string }): Promise<boolean> {
     return inTransaction(this.pool, async (client) => {
       const again = await client.query(
         `UPDATE fleet_jobs SET state = 'waiting', claimed_by = NULL, claimed_at = NULL WHERE id = $1 AND claimed_by = $2 AND state = 'running' AND attempts < $3`,
         [job.id, workerId, maxAttempts],
       )
       if (again.rowCount === 1) return true
-      await client.query(`UPDATE fleet_jobs SET state = 'done', finished_at = now(), outcome = 'failed', error = $3 WHERE id = $1 AND claimed_by = $2 AND state = 'running'`, [job.id, workerId, error])
+      await client.query(`UPDATE fleet_jobs SET state = 'done', finished_at = now(), outcome = $3, error = $4 WHERE id = $1 AND claimed_by = $2 AND state = 'running'`, [job.id, workerId, last.outcome, last.error])
       return false
     })
   }

@@ -179,10 +179,14 @@ export class Worker {
         const max = this.options.maxAttempts ?? 3
         const why = signal !== null ? `was killed (${signal})` : 'found the task locked'
         const error = `its agent ${why} before the task began (attempt ${job.attempts} of fleet.max_attempts ${max})`
+        // The last attempt leaves a new job's task uncreated (failed), a resume's task paused as it was.
+        const last = { outcome: resume ? 'paused' : 'failed', error }
+        // A lock is held for a while (a compress asks the LLM): the job is handed back after a pause that grows.
+        const wait = signal === null ? Math.min(1000 * 2 ** (job.attempts - 1), 5_000) : 0
         this.track(
-          this.queue
-            .retry(job, this.options.record.id, max, error)
-            .then((again) => this.options.log(`job ${job.id}: ${again ? `its agent ${why} before task ${job.task_uuid} began; handed back to the queue (attempt ${job.attempts} of ${max})` : `failed: ${error}`}`))
+          new Promise((resolve) => setTimeout(resolve, wait))
+            .then(() => this.queue.retry(job, this.options.record.id, max, last))
+            .then((again) => this.options.log(`job ${job.id}: ${again ? `its agent ${why} before task ${job.task_uuid} began; handed back to the queue (attempt ${job.attempts} of ${max})` : `${last.outcome}: ${error}`}`))
             .catch((err: Error) => this.options.log(`job ${job.id} not handed back (${err.message}): a reaper will`))
             .finally(() => this.wake()),
         )

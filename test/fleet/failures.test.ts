@@ -316,6 +316,33 @@ describe('a resume that finds its paused task locked', () => {
   })
 })
 
+describe('a resume locked out as often as fleet.max_attempts allows', () => {
+  it('ends its job paused, saying why, and leaves the task as it was', { timeout: 120_000 }, async () => {
+    const s = await runSetup(`${FAST_LOCKS}  max_attempts: 2\n`)
+    endless(s)
+    const run = s.start(['run', '--task', 'look around', '--workspace', s.ws])
+    await until('the task under way', async () => agentRequests(s.fake).length >= 2)
+    run.child.kill('SIGTERM')
+    expect((await exitOf(run.child)).code).toBe(143)
+    const uuid = s.tree.layout.list('paused')[0] as string
+    const before = readTask(s.tree, uuid)
+    const now = new Date().toISOString()
+    writeFileSync(join(before.dir, '.lock'), JSON.stringify({ process_id: process.pid, hostname: hostname(), acquired_at: now, heartbeat_at: now, token: 'held-by-the-test' }))
+    const worker = startWorker(s, server.url)
+    await until('the worker to start', async () => worker.err().includes('started on'))
+    expect(await enqueue(s, ['--resume', uuid])).toBe(uuid)
+    const rows = await until('the job done', async () => {
+      const all = await jobs()
+      return all.every((j) => j.state === 'done') ? all : null
+    })
+    expect(rows.map((j) => [j.kind, j.outcome, j.attempts, j.error])).toEqual([['resume', 'paused', 2, 'its agent found the task locked before the task began (attempt 2 of fleet.max_attempts 2)']])
+    const after = readTask(s.tree, uuid)
+    expect([after.location, after.state, after.messages]).toEqual([before.location, before.state, before.messages])
+    worker.child.kill('SIGTERM')
+    expect((await exitOf(worker.child)).code).toBe(0)
+  })
+})
+
 describe.runIf(canUnshare)('enqueue --resume on another host', () => {
   it('a task paused on host a resumes on host b exactly: seq, counters, window, and a comment made while paused read once', { timeout: 180_000 }, async () => {
     const s = await runSetup(FAST_LOCKS)
