@@ -89,13 +89,13 @@ async function longRun() {
 }
 
 /** A paused task whose messages.jsonl is 1 GiB, its last summary near the end and a small window. */
-function hugePausedTask(base, url) {
+function hugePausedTask(base, url, workspace) {
   const uuid = '0000b16b-0000-4000-8000-00000000b16b'
   const dir = join(base, 'paused', uuid)
   mkdirSync(dir, { recursive: true })
   for (const l of ['running', 'completed']) mkdirSync(join(base, l), { recursive: true })
   const now = new Date().toISOString()
-  writeFileSync(join(dir, 'metadata.json'), `${JSON.stringify({ uuid, task_key: { task_source: 'local', owner: null, repo: 'ws', task_type: 'task', task_id: '' }, task_type: 'local_task', task_identifier: '', repository: 'ws', user: 'bench', created_at: now, process_id: 1, hostname: 'bench', config: { llm_provider: 'openai', model: 'bench', context_length: 32000, compression_threshold: 0.7 }, run: { workspace: base, allow_shell: false, max_turns: 1_000_000, max_tokens: null, timeout_ms: null, system_prompt_file: null, replay_from: null } })}\n`)
+  writeFileSync(join(dir, 'metadata.json'), `${JSON.stringify({ uuid, task_key: { task_source: 'local', owner: null, repo: 'ws', task_type: 'task', task_id: '' }, task_type: 'local_task', task_identifier: '', repository: 'ws', user: 'bench', created_at: now, process_id: 1, hostname: 'bench', config: { llm_provider: 'openai', model: 'bench', context_length: 32000, compression_threshold: 0.7 }, run: { workspace, allow_shell: false, max_turns: 1_000_000, max_tokens: null, timeout_ms: null, system_prompt_file: null, replay_from: null } })}\n`)
   const random = rng(7)
   const fd = openSync(join(dir, 'messages.jsonl'), 'w')
   let seq = 0
@@ -138,9 +138,10 @@ async function resume() {
   // The first request is all that is timed: the process is killed once it arrives.
   const server = await startServer(() => ({ role: 'assistant', content: 'done' }))
   try {
-    const { uuid, bytes } = hugePausedTask(base, server.url)
-    // Its workspace is the current directory: one that does not hold the task tree (run refuses that).
+    // Its workspace (recorded in metadata.json, as run writes it) must not hold the task tree:
+    // run refuses that (exit 2), which is what this case used to measure.
     const ws = scratch('agent-resume-ws')
+    const { uuid, bytes } = hugePausedTask(base, server.url, ws)
     // Its turns count against max_turns across resumes: raised, or the resume is refused before any request.
     const args = ['run', '--resume', uuid, '--home', base, '--config', join(base, 'config.yaml'), '--log-format', 'json', '--max-turns', '100000000']
     const resumeOnce = () =>
