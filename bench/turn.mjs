@@ -120,9 +120,14 @@ export async function timedRun(turns = TURNS, nodeFlags = []) {
   return { records, hwm: seen.hwm, summaries: seen.summary, summaryServerMs: median(seen.summaryMs.length ? seen.summaryMs : [0]), wallS, maxKb: Math.max(...seen.bytes.slice(1)) / 1024 }
 }
 
-/** Median overhead of the normal turns (no compaction) within ±5 of `turn`. */
+/**
+ * Median overhead of the normal turns (no compaction) near `turn`: turns 5–15 for turn 10,
+ * ±50 turns further on (a burst of load from other tenants of this 2-core machine can fill
+ * 11 turns, it does not fill 101).
+ */
 export function around(records, turn) {
-  const near = records.filter((r) => !r.compaction && Math.abs(r.turn - turn) <= 5)
+  const width = turn <= 10 ? 5 : 50
+  const near = records.filter((r) => !r.compaction && Math.abs(r.turn - turn) <= width)
   return { overhead: median(near.map((r) => r.overhead)), kb: median(near.map((r) => r.kb)), self: median(near.map((r) => r.selfReported)), n: near.length }
 }
 
@@ -146,7 +151,7 @@ export function slope(records) {
 export function summarize(run) {
   const { records } = run
   const last = records.length
-  const marks = [10, 1_000, 5_000].filter((t) => t + 5 <= last)
+  const marks = [10, 1_000, 5_000].filter((t) => t + 50 <= last)
   const at = Object.fromEntries(marks.map((t) => [t, around(records, t)]))
   const comp = records.filter((r) => r.compaction)
   const normal = records.filter((r) => !r.compaction)
@@ -168,7 +173,7 @@ export async function run() {
   const runs = [await timedRun(TURNS), await timedRun(TURNS)]
   const sums = runs.map(summarize)
   const [a, b] = sums
-  const late = TURNS >= 5_005 ? 5_000 : 1_000
+  const late = TURNS >= 5_050 ? 5_000 : 1_000
   const n = (t) => t.toLocaleString('en-US')
   const both = (f) => `${f(a)} / ${f(b)}`
   const early = Math.max(a.at[10].overhead, b.at[10].overhead)
@@ -179,7 +184,7 @@ export async function run() {
   return [
     {
       name: 'run-turn',
-      what: `per-turn overhead of bin/ctxagent run seen from a zero-latency server on 127.0.0.1: gap from sending reply k to receiving request k+1, less turn k's tool time; one task of ${n(TURNS)} turns, default config (context 128,000), honest usage, read_file results 2–44 KB; medians of the normal turns within ±5 of turns 10${late === 5_000 ? ', 1,000 and 5,000' : ' and 1,000'}; two runs`,
+      what: `per-turn overhead of bin/ctxagent run seen from a zero-latency server on 127.0.0.1: gap from sending reply k to receiving request k+1, less turn k's tool time; one task of ${n(TURNS)} turns, default config (context 128,000), honest usage, read_file results 2–44 KB; medians of the normal turns 5–15 and within ±50 of turn 1,000${late === 5_000 ? ' and 5,000' : ''}; two runs`,
       measured: `turn 10: ${both((s) => ms(s.at[10].overhead))}; turn 1,000: ${both((s) => ms(s.at[1_000].overhead))}${late === 5_000 ? `; turn 5,000: ${both((s) => ms(s.at[5_000].overhead))}` : ''} (requests ${both((s) => `${s.at[10].kb.toFixed(0)}→${s.at[late].kb.toFixed(0)} KB`)}; run's own log says ${both((s) => ms(s.at[late].self))} at turn ${n(late)})`,
       ratio: `turn ${n(late)} ${both((s) => `${(s.at[late].overhead / s.at[10].overhead).toFixed(2)}×`)} turn 10`,
       target: `≤ 1.5 ms at turn 10 and turn ${n(late)} ≤ 1.2× turn 10`,
