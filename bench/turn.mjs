@@ -12,6 +12,7 @@
 import { spawn } from 'node:child_process'
 import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:http'
+import { loadavg } from 'node:os'
 import { join } from 'node:path'
 import { agentText, median, remove, rng, ROOT, scratch } from './lib.mjs'
 
@@ -81,6 +82,7 @@ export async function timedRun(turns = TURNS, nodeFlags = []) {
   const logFile = join(dir, 'run.log')
   const log = openSync(logFile, 'w')
   const started = Date.now()
+  const loadBefore = loadavg()[0]
   try {
     await new Promise((resolve, reject) => {
       // run's log goes to a file, read afterwards: nothing in this process competes with the server while it runs.
@@ -92,6 +94,7 @@ export async function timedRun(turns = TURNS, nodeFlags = []) {
     await server.close()
   }
   const wallS = (Date.now() - started) / 1000
+  const load = [loadBefore, loadavg()[0]]
   const logged = new Map()
   for (const line of readFileSync(logFile, 'utf8').split('\n')) {
     if (!line.includes('"msg":"turn"')) continue
@@ -117,7 +120,7 @@ export async function timedRun(turns = TURNS, nodeFlags = []) {
       selfReported: t.overhead_ms,
     })
   }
-  return { records, hwm: seen.hwm, summaries: seen.summary, summaryServerMs: median(seen.summaryMs.length ? seen.summaryMs : [0]), wallS, maxKb: Math.max(...seen.bytes.slice(1)) / 1024 }
+  return { records, load, hwm: seen.hwm, summaries: seen.summary, summaryServerMs: median(seen.summaryMs.length ? seen.summaryMs : [0]), wallS, maxKb: Math.max(...seen.bytes.slice(1)) / 1024 }
 }
 
 /**
@@ -185,7 +188,7 @@ export async function run() {
     {
       name: 'run-turn',
       what: `per-turn overhead of bin/ctxagent run seen from a zero-latency server on 127.0.0.1: gap from sending reply k to receiving request k+1, less turn k's tool time; one task of ${n(TURNS)} turns, default config (context 128,000), honest usage, read_file results 2–44 KB; medians of the normal turns 5–15 and within ±50 of turn 1,000${late === 5_000 ? ' and 5,000' : ''}; two runs`,
-      measured: `turn 10: ${both((s) => ms(s.at[10].overhead))}; turn 1,000: ${both((s) => ms(s.at[1_000].overhead))}${late === 5_000 ? `; turn 5,000: ${both((s) => ms(s.at[5_000].overhead))}` : ''} (requests ${both((s) => `${s.at[10].kb.toFixed(0)}→${s.at[late].kb.toFixed(0)} KB`)}; run's own log says ${both((s) => ms(s.at[late].self))} at turn ${n(late)})`,
+      measured: `turn 10: ${both((s) => ms(s.at[10].overhead))}; turn 1,000: ${both((s) => ms(s.at[1_000].overhead))}${late === 5_000 ? `; turn 5,000: ${both((s) => ms(s.at[5_000].overhead))}` : ''} (requests ${both((s) => `${s.at[10].kb.toFixed(0)}→${s.at[late].kb.toFixed(0)} KB`)}; run's own log, which counts request making and sending as LLM time, says ${both((s) => ms(s.at[late].self))} at turn ${n(late)}; load average ${runs.map((r) => r.load.map((x) => x.toFixed(1)).join('→')).join(' / ')})`,
       ratio: `turn ${n(late)} ${both((s) => `${(s.at[late].overhead / s.at[10].overhead).toFixed(2)}×`)} turn 10`,
       target: `≤ 1.5 ms at turn 10 and turn ${n(late)} ≤ 1.2× turn 10`,
       pass: early <= 1.5 && lateWorst <= 1.2,
@@ -223,5 +226,5 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const flags = process.argv.slice(3)
   const r = await timedRun(turns, flags)
   const s = summarize(r)
-  process.stdout.write(`${JSON.stringify({ turns, flags, wallS: r.wallS, maxKb: r.maxKb, summaries: r.summaries, hwm: Object.fromEntries(r.hwm), ...s }, null, 1)}\n`)
+  process.stdout.write(`${JSON.stringify({ turns, flags, load: r.load, wallS: r.wallS, maxKb: r.maxKb, summaries: r.summaries, hwm: Object.fromEntries(r.hwm), ...s }, null, 1)}\n`)
 }
