@@ -1,9 +1,8 @@
-// Start-up of the bundled CLI against the unbundled one, and with bin/ctxagent's V8 flag
-// against without; stats over 100,000 real task directories; view of a task whose
+// Start-up of the bundled CLI against the unbundled one; stats over 100,000 real task directories; view of a task whose
 // messages.jsonl is 1 GiB, and of one with 5,000 summaries; cleanup's gzip of 1 GiB of
 // task files against pigz -6 with 2 threads.
 import { execFileSync, spawnSync } from 'node:child_process'
-import { closeSync, copyFileSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs'
+import { closeSync, copyFileSync, mkdirSync, openSync, readdirSync, statSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
 import { Layout } from '../dist/storage/fs/layout.js'
 import { readOverview } from '../dist/storage/task/reader.js'
@@ -14,7 +13,7 @@ const BIN = join(ROOT, 'bin', 'ctxagent')
 const ctxagent = (args) => execFileSync(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 * 1024 * 1024 })
 
 export async function run() {
-  return [...(await startupBench()), ...(await flagStartupBench()), ...(await statsBench()), ...(await viewBench()), ...(await viewSummariesBench()), ...(await cleanupBench())]
+  return [...(await startupBench()), ...(await statsBench()), ...(await viewBench()), ...(await viewSummariesBench()), ...(await cleanupBench())]
 }
 
 async function startupBench() {
@@ -34,30 +33,6 @@ async function startupBench() {
     target: 'faster than the modules (< 1×)',
     pass: ratio < 1,
   }]
-}
-
-/** bin/ctxagent as it is against a copy without its V8 flag (semi-space growth factor 1). */
-async function flagStartupBench() {
-  const text = readFileSync(BIN, 'utf8')
-  const line = /^if \(!\/semi-space\/.*\n/m.exec(text)
-  if (!line) return [{ name: 'startup-flag', what: 'ctxagent --version with the V8 flag bin/ctxagent sets vs without', measured: 'not run: bin/ctxagent sets no V8 flag', ratio: '-', target: '≤ 1.05×', pass: false }]
-  // Beside bin/ctxagent, so that it finds the bundle the same way.
-  const bare = join(ROOT, 'bin', '.bench-no-v8-flag.mjs')
-  writeFileSync(bare, text.replace(line[0], ''))
-  try {
-    const node = (args) => execFileSync(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] })
-    const [withFlag, without] = await timeInterleaved([() => ctxagent(['--version']), () => node([bare, '--version'])], 21)
-    return [{
-      name: 'startup-flag',
-      what: 'ctxagent --version with the V8 flag bin/ctxagent sets (--semi-space-growth-factor=1, by v8.setFlagsFromString) vs the same bin/ctxagent without it',
-      measured: `${withFlag.toFixed(1)} ms vs ${without.toFixed(1)} ms`,
-      ratio: `${(withFlag / without).toFixed(3)}×`,
-      target: '≤ 1.05×',
-      pass: withFlag <= 1.05 * without,
-    }]
-  } finally {
-    rmSync(bare, { force: true })
-  }
 }
 
 const STATS_TASKS = 100_000
