@@ -67,9 +67,9 @@ function vmHwm(pid) {
 
 /**
  * One task of `turns` turns through bin/ctxagent as operators run it (node flags: `nodeFlags`,
- * none by default). Returns per-turn records: {turn, gap, tools, overhead, kb, compaction, selfReported}.
+ * none by default; `bin` another copy of it). Returns per-turn records: {turn, gap, tools, overhead, kb, compaction, selfReported}.
  */
-export async function timedRun(turns = TURNS, nodeFlags = []) {
+export async function timedRun(turns = TURNS, nodeFlags = [], bin = BIN) {
   const dir = scratch('turn')
   const ws = join(dir, 'ws')
   mkdirSync(ws, { recursive: true })
@@ -86,7 +86,7 @@ export async function timedRun(turns = TURNS, nodeFlags = []) {
   try {
     await new Promise((resolve, reject) => {
       // run's log goes to a file, read afterwards: nothing in this process competes with the server while it runs.
-      child = spawn(process.execPath, [...nodeFlags, BIN, 'run', '--task', 'read the files', '--workspace', ws, '--home', join(dir, 'tree'), '--config', join(dir, 'config.yaml'), '--log-format', 'json', '--max-turns', String(turns + 1)], { stdio: ['ignore', 'ignore', log] })
+      child = spawn(process.execPath, [...nodeFlags, bin, 'run', '--task', 'read the files', '--workspace', ws, '--home', join(dir, 'tree'), '--config', join(dir, 'config.yaml'), '--log-format', 'json', '--max-turns', String(turns + 1)], { stdio: ['ignore', 'ignore', log] })
       child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`run exited ${code}: ${readFileSync(logFile, 'utf8').slice(-2000)}`))))
     })
   } finally {
