@@ -24,7 +24,7 @@ const MAX_KB = 44
 
 /** The server: replies at once; stamps (hrtime, ns) of each agent reply sent and each request received. */
 async function startServer(turns, pid) {
-  const seen = { agent: 0, summary: 0, arrived: [], headersAt: [], sent: [], bytes: [], summariesBefore: [], summaryMs: [], hwm: new Map() }
+  const seen = { agent: 0, summary: 0, cpu: [], arrived: [], headersAt: [], sent: [], bytes: [], summariesBefore: [], summaryMs: [], hwm: new Map() }
   const server = createServer((req, res) => {
     const headersAt = process.hrtime.bigint()
     const chunks = []
@@ -41,6 +41,8 @@ async function startServer(turns, pid) {
         seen.headersAt[n] = headersAt
         seen.bytes[n] = body.length
         seen.summariesBefore[n] = seen.summary
+        // CPU time of the run process so far (all its threads, GC helpers included), in clock ticks: read after the stamp, before the reply.
+        seen.cpu[n] = cpuTicks(pid())
         // Peak RSS so far of the run process, as the kernel keeps it.
         if (n === 1_001 || n === turns) seen.hwm.set(n - 1, vmHwm(pid()))
         message = n >= turns ? { role: 'assistant', content: 'done' } : { role: 'assistant', content: `reading f${n % FILES}`, tool_calls: [{ id: `c${n}`, type: 'function', function: { name: 'read_file', arguments: JSON.stringify({ path: `f${n % FILES}.txt` }) } }] }
@@ -58,6 +60,13 @@ async function startServer(turns, pid) {
   })
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
   return { url: `http://127.0.0.1:${server.address().port}/v1`, seen, close: () => new Promise((resolve) => server.close(resolve)) }
+}
+
+function cpuTicks(pid) {
+  // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return Number(fields[11]) + Number(fields[12])
 }
 
 function vmHwm(pid) {
@@ -120,7 +129,15 @@ export async function timedRun(turns = TURNS, nodeFlags = [], bin = BIN) {
       selfReported: t.overhead_ms,
     })
   }
-  return { records, load, hwm: seen.hwm, summaries: seen.summary, summaryServerMs: median(seen.summaryMs.length ? seen.summaryMs : [0]), wallS, maxKb: Math.max(...seen.bytes.slice(1)) / 1024 }
+  // CPU ms per turn of the run process (ticks of 10 ms: averaged over turns k−50…k+50).
+  const tick = 1000 / 100
+  const cpuAround = (k) => {
+    const from = Math.max(2, k - 50)
+    const to = Math.min(turns, k + 51)
+    return ((seen.cpu[to] - seen.cpu[from]) * tick) / (to - from)
+  }
+  const cpu = Object.fromEntries([10, 1_000, 5_000].filter((k) => k + 51 <= turns).map((k) => [k, cpuAround(k)]))
+  return { records, load, cpu, hwm: seen.hwm, summaries: seen.summary, summaryServerMs: median(seen.summaryMs.length ? seen.summaryMs : [0]), wallS, maxKb: Math.max(...seen.bytes.slice(1)) / 1024 }
 }
 
 /**
@@ -188,7 +205,7 @@ export async function run() {
     {
       name: 'run-turn',
       what: `per-turn overhead of bin/ctxagent run seen from a zero-latency server on 127.0.0.1: gap from sending reply k to receiving request k+1, less turn k's tool time; one task of ${n(TURNS)} turns, default config (context 128,000), honest usage, read_file results 2–44 KB; medians of the normal turns 5–15 and within ±50 of turn 1,000${late === 5_000 ? ' and 5,000' : ''}; two runs`,
-      measured: `turn 10: ${both((s) => ms(s.at[10].overhead))}; turn 1,000: ${both((s) => ms(s.at[1_000].overhead))}${late === 5_000 ? `; turn 5,000: ${both((s) => ms(s.at[5_000].overhead))}` : ''} (requests ${both((s) => `${s.at[10].kb.toFixed(0)}→${s.at[late].kb.toFixed(0)} KB`)}; run's own log, which counts request making and sending as LLM time, says ${both((s) => ms(s.at[late].self))} at turn ${n(late)}; load average ${runs.map((r) => r.load.map((x) => x.toFixed(1)).join('→')).join(' / ')})`,
+      measured: `turn 10: ${both((s) => ms(s.at[10].overhead))}; turn 1,000: ${both((s) => ms(s.at[1_000].overhead))}${late === 5_000 ? `; turn 5,000: ${both((s) => ms(s.at[5_000].overhead))}` : ''} (requests ${both((s) => `${s.at[10].kb.toFixed(0)}→${s.at[late].kb.toFixed(0)} KB`)}; run's own log, which counts request making and sending as LLM time, says ${both((s) => ms(s.at[late].self))} at turn ${n(late)}; CPU time of the run process per turn, turns 2–61 / ±50 of ${n(late)}, compactions included: ${runs.map((r) => `${r.cpu[10].toFixed(1)} / ${r.cpu[late].toFixed(1)} ms`).join(' and ')}; load average ${runs.map((r) => r.load.map((x) => x.toFixed(1)).join('→')).join(' / ')})`,
       ratio: `turn ${n(late)} ${both((s) => `${(s.at[late].overhead / s.at[10].overhead).toFixed(2)}×`)} turn 10`,
       target: `≤ 1.5 ms at turn 10 and turn ${n(late)} ≤ 1.2× turn 10`,
       pass: early <= 1.5 && lateWorst <= 1.2,
@@ -226,5 +243,5 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const flags = process.argv.slice(3)
   const r = await timedRun(turns, flags)
   const s = summarize(r)
-  process.stdout.write(`${JSON.stringify({ turns, flags, load: r.load, wallS: r.wallS, maxKb: r.maxKb, summaries: r.summaries, hwm: Object.fromEntries(r.hwm), ...s }, null, 1)}\n`)
+  process.stdout.write(`${JSON.stringify({ turns, flags, load: r.load, cpu: r.cpu, wallS: r.wallS, maxKb: r.maxKb, summaries: r.summaries, hwm: Object.fromEntries(r.hwm), ...s }, null, 1)}\n`)
 }
