@@ -27,7 +27,7 @@ try {
     for (const [name, bin] of order) {
       const r = await timedRun(turns, [], bin)
       const s = summarize(r)
-      out.runs.push({ name, load: r.load, wallS: r.wallS, hwm: Object.fromEntries(r.hwm), normalMedian: s.normalMedian, at: Object.fromEntries(Object.entries(s.at).map(([k, v]) => [k, v.overhead])), slope: s.slope.usPerKb, compactionMedian: s.compactionMedian })
+      out.runs.push({ name, load: r.load, wallS: r.wallS, cpu: r.cpu, hwm: Object.fromEntries(r.hwm), normalMedian: s.normalMedian, at: Object.fromEntries(Object.entries(s.at).map(([k, v]) => [k, v.overhead])), slope: s.slope.usPerKb, compactionMedian: s.compactionMedian })
       process.stderr.write(`${JSON.stringify(out.runs.at(-1))}\n`)
     }
   }
