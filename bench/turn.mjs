@@ -190,6 +190,7 @@ export function summarize(run) {
 const ms = (x) => `${x.toFixed(2)} ms`
 
 export async function run() {
+  if (!(TURNS >= 1_100)) throw new Error(`CTXAGENT_BENCH_TURNS=${process.env.CTXAGENT_BENCH_TURNS}: the turn suite needs at least 1,100 turns (turn 1,000 ± 50)`)
   const runs = [await timedRun(TURNS), await timedRun(TURNS)]
   const sums = runs.map(summarize)
   const [a, b] = sums
@@ -226,7 +227,7 @@ export async function run() {
       target: 'reported',
       pass: true,
     },
-    {
+    TURNS < 2_000 ? { name: 'run-memory', what: 'peak RSS of the run process at the last turn vs turn 1,000', measured: `not measured: CTXAGENT_BENCH_TURNS=${TURNS} (needs ≥ 2,000)`, ratio: '-', target: '≤ 1.25×', pass: false } : {
       name: 'run-memory',
       what: `peak RSS (VmHWM) of the bin/ctxagent run process at turn ${n(TURNS)} vs at turn 1,000, same runs (the flags bin/ctxagent runs with, none added)`,
       measured: hwm.map((h) => `${h.end.toFixed(1)} MB vs ${h.k1.toFixed(1)} MB`).join(' / '),
