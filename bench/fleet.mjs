@@ -98,7 +98,10 @@ async function dispatchLatency(db) {
   const latencies = []
   for (let i = 0; i < DISPATCHES; i++) {
     const done = await cli(['enqueue', '--task', `dispatch-${i}`, '--workspace', ws], env)
-    while (!llm.arrived.has(`dispatch-${i}`)) await new Promise((resolve) => setTimeout(resolve, 2))
+    for (const until = Date.now() + 60_000; !llm.arrived.has(`dispatch-${i}`);) {
+      if (Date.now() > until) throw new Error(`dispatch-${i} never reached the LLM; the worker said:\n${log}`)
+      await new Promise((resolve) => setTimeout(resolve, 2))
+    }
     latencies.push(llm.arrived.get(`dispatch-${i}`) - done.at)
     // The worker is idle again before the next one (its task has ended).
     const client = new pg.Client({ connectionString: db })
