@@ -39,8 +39,10 @@ async function warmChild(): Promise<void> {
   if (args === null) return
   await preload
   const { main } = await import('../cli.js')
-  // Errors name the command the task runs (cli.ts reads process.argv), not this one.
+  // Errors name the command the task runs (cli.ts reads process.argv), not this one, and
+  // so does ps: `ctxagent run --uuid …` (cut to the length of the command line it started with).
   process.argv = [...process.argv.slice(0, process.argv.lastIndexOf('worker')), ...args]
+  process.title = ['ctxagent', ...args].join(' ')
   await main(process.argv)
 }
 
