@@ -254,7 +254,7 @@ describe('the warm child', () => {
     s.fake.fallback = () => (more ? { calls: [{ name: 'glob', arguments: { pattern: '*.js' } }] } : finish)
     const a = await enqueue(s, ['--task', 'task a', '--workspace', s.ws])
     await until('task a under way', async () => agentRequests(s.fake).length >= 2)
-    expect(worker.err()).toContain(`job 1: starting task ${a} (pid ${first})`)
+    expect(worker.err()).toMatch(new RegExp(`job \\d+: starting task ${a} \\(pid ${first}\\)`))
     // ps shows the task's command line, not the warm child's.
     expect(readFileSync(`/proc/${first}/cmdline`, 'utf8')).toMatch(new RegExp(`^ctxagent run --uuid ${a} `))
     more = false
