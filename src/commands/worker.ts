@@ -1,6 +1,8 @@
+import { randomBytes } from 'node:crypto'
 import { Socket } from 'node:net'
 import { Command, Option } from 'commander'
-import type { CommandEnv } from '../command-env.js'
+import type { CommandEnv, GlobalOptions } from '../command-env.js'
+import { loadConfig } from '../config/load.js'
 import { auditTask } from '../command-env.js'
 import { registerWorker } from '../fleet/registry.js'
 import { WARM_CHILD_FLAG, Worker } from '../fleet/worker.js'
@@ -23,7 +25,7 @@ export function workerCommand(): Command {
     .addOption(new Option('--no-prestart').hideHelp())
     // Not for operators: the warm child a worker starts ahead of its next job.
     .addOption(new Option(WARM_CHILD_FLAG).hideHelp())
-    .action((opts: WorkerOptions, command: Command) => (opts.warmChild === true ? warmChild() : withEnv(worker)(opts, command)))
+    .action((opts: WorkerOptions, command: Command) => (opts.warmChild === true ? warmChild(command) : withEnv(worker)(opts, command)))
 }
 
 /**
@@ -32,9 +34,8 @@ export function workerCommand(): Command {
  * runs as if started with it (same global flags: the worker's --home and --config).
  * fd 3 closing without a line (the worker stopped or died) ends it quietly.
  */
-async function warmChild(): Promise<void> {
-  // What a task loads on demand, loaded now: the work of run, the database client, uuids.
-  const preload = Promise.all([import('../run/run-task.js'), import('pg'), import('uuid')]).catch(() => undefined)
+async function warmChild(command: Command): Promise<void> {
+  const preload = warmUp(command)
   const args = await controlLine()
   if (args === null) return
   await preload
@@ -44,6 +45,23 @@ async function warmChild(): Promise<void> {
   process.argv = [...process.argv.slice(0, process.argv.lastIndexOf('worker')), ...args]
   process.title = ['ctxagent', ...args].join(' ')
   await main(process.argv)
+}
+
+/**
+ * What every task does first and costs most the first time, done before there is one,
+ * results dropped: the modules run loads on demand (its work, the database client,
+ * uuids), the config parsed once (the task reads it again: it may have changed), the
+ * random source opened (temp file names), fetch's HTTP client loaded (the LLM requests).
+ */
+async function warmUp(command: Command): Promise<void> {
+  await Promise.all([import('../run/run-task.js'), import('pg'), import('uuid')]).catch(() => undefined)
+  try {
+    loadConfig({ flag: command.optsWithGlobals<GlobalOptions>().config, env: process.env, cwd: process.cwd() })
+  } catch {
+    // the task says what is wrong with it
+  }
+  randomBytes(4)
+  await fetch('data:,').catch(() => undefined)
 }
 
 function controlLine(): Promise<string[] | null> {
