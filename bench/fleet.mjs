@@ -7,7 +7,7 @@
 //
 // Sizes (environment): CTXAGENT_BENCH_FLEET_TASKS (throughput tasks, default 40; issue 18
 // names 200, which takes this 2-core machine ~20 min), CTXAGENT_BENCH_FLEET_DISPATCHES (20),
-// CTXAGENT_BENCH_FLEET_INDEX_TURNS (100 turns a run, 3 runs of each index).
+// CTXAGENT_BENCH_FLEET_INDEX_TURNS (200 turns a run, 6 runs of each index).
 import { execFileSync, spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs'
@@ -22,8 +22,8 @@ const BIN = join(ROOT, 'bin', 'ctxagent')
 const DISPATCHES = Number(process.env.CTXAGENT_BENCH_FLEET_DISPATCHES ?? 20)
 const TASKS = Number(process.env.CTXAGENT_BENCH_FLEET_TASKS ?? 40)
 const TURNS = 5
-const INDEX_TURNS = Number(process.env.CTXAGENT_BENCH_FLEET_INDEX_TURNS ?? 100)
-const INDEX_RUNS = 3
+const INDEX_TURNS = Number(process.env.CTXAGENT_BENCH_FLEET_INDEX_TURNS ?? 200)
+const INDEX_RUNS = 6
 /** An idle worker's warm child has long been ready: it waits this long after each task (both modes alike). */
 const IDLE_MS = 1500
 const JOBS = 10_000
@@ -275,7 +275,7 @@ async function turnCost(db, llm, tag, pgIndex) {
     const overhead = res.err.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l)).filter((l) => l.msg === 'turn' && typeof l.overhead_ms === 'number').map((l) => l.overhead_ms)
     const gaps = llm.tasks.get(tag).gaps.slice(4)
     if (gaps.length < INDEX_TURNS - 5) throw new Error(`${tag}: only ${gaps.length} turns`)
-    return { gap: median(gaps), overhead: overhead.length ? median(overhead.slice(4)) : NaN }
+    return { gaps, overhead: overhead.slice(4) }
   } finally {
     remove(home)
   }
@@ -390,13 +390,14 @@ async function indexRow(db, llm) {
   for (let i = 0; i < INDEX_RUNS; i++) {
     for (const kind of i % 2 ? ['pg', 'sqlite'] : ['sqlite', 'pg']) results[kind].push(await turnCost(db, llm, `index-${kind}-${i}`, kind === 'pg'))
   }
-  const gap = (kind) => median(results[kind].map((r) => r.gap))
-  const overhead = (kind) => median(results[kind].map((r) => r.overhead))
-  say(`index gaps pg ${results.pg.map((r) => r.gap.toFixed(2)).join(' ')}, sqlite ${results.sqlite.map((r) => r.gap.toFixed(2)).join(' ')}`)
+  // Medians of every turn of every run of each (runs alternate, so a drift in load hits both alike).
+  const gap = (kind) => median(results[kind].flatMap((r) => r.gaps))
+  const overhead = (kind) => median(results[kind].flatMap((r) => r.overhead))
+  say(`index gaps (median per run) pg ${results.pg.map((r) => median(r.gaps).toFixed(2)).join(' ')}, sqlite ${results.sqlite.map((r) => median(r.gaps).toFixed(2)).join(' ')}`)
   const extra = gap('pg') - gap('sqlite')
   return {
     name: 'fleet-index',
-    what: `time per turn outside the LLM (reply sent → next request, at the server: run's own work and a glob), one task of ${INDEX_TURNS} turns by ctxagent run with the PostgreSQL index vs tasks.db, ${INDEX_RUNS} runs each, alternating; medians of turns 5 on`,
+    what: `time per turn outside the LLM (reply sent → next request, at the server: run's own work and a glob), a task of ${INDEX_TURNS} turns by ctxagent run with the PostgreSQL index vs tasks.db, ${INDEX_RUNS} runs each, alternating; medians over turns 5 on of all runs`,
     measured: `PostgreSQL ${gap('pg').toFixed(2)} ms vs tasks.db ${gap('sqlite').toFixed(2)} ms (run's overhead_ms ${overhead('pg').toFixed(2)} vs ${overhead('sqlite').toFixed(2)})`,
     ratio: `${extra >= 0 ? '+' : '−'}${Math.abs(extra).toFixed(2)} ms a turn`,
     target: '≤ +1 ms a turn',
