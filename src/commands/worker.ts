@@ -3,7 +3,8 @@ import { Socket } from 'node:net'
 import { Command, Option } from 'commander'
 import type { CommandEnv, GlobalOptions } from '../command-env.js'
 import { loadConfig } from '../config/load.js'
-import { auditTask } from '../command-env.js'
+import { PgStore } from '../storage/index/pg-store.js'
+import { auditTask, fleetDatabaseUrl } from '../command-env.js'
 import { registerWorker } from '../fleet/registry.js'
 import { WARM_CHILD_FLAG, Worker } from '../fleet/worker.js'
 import { hostname } from '../storage/fs/process-info.js'
@@ -44,19 +45,28 @@ async function warmChild(command: Command): Promise<void> {
   // so does ps: `ctxagent run --uuid …` (cut to the length of the command line it started with).
   process.argv = [...process.argv.slice(0, process.argv.lastIndexOf('worker')), ...args]
   process.title = ['ctxagent', ...args].join(' ')
-  await main(process.argv)
+  try {
+    await main(process.argv)
+  } finally {
+    // Not taken (the task never opened its index, or another one): its connection must not keep this process alive.
+    await PgStore.dropAhead()
+  }
 }
 
 /**
- * What every task does first and costs most the first time, done before there is one,
- * results dropped: the modules run loads on demand (its work, the database client,
- * uuids), the config parsed once (the task reads it again: it may have changed), the
- * random source opened (temp file names), fetch's HTTP client loaded (the LLM requests).
+ * What every task does first and costs most the first time, done before there is one:
+ * the modules run loads on demand (its work, the database client, uuids), the config
+ * parsed once (dropped: the task reads it again, it may have changed), the PostgreSQL
+ * index connected (the task's open takes it), the random source opened (temp file
+ * names), fetch's HTTP client loaded (the LLM requests).
  */
 async function warmUp(command: Command): Promise<void> {
   await Promise.all([import('../run/run-task.js'), import('pg'), import('uuid')]).catch(() => undefined)
   try {
-    loadConfig({ flag: command.optsWithGlobals<GlobalOptions>().config, env: process.env, cwd: process.cwd() })
+    const { config } = loadConfig({ flag: command.optsWithGlobals<GlobalOptions>().config, env: process.env, cwd: process.cwd() })
+    // The task's PostgreSQL index, connected now (one connection while it waits).
+    const url = fleetDatabaseUrl({ config, env: process.env })
+    if (url !== null) PgStore.openAhead(url)
   } catch {
     // the task says what is wrong with it
   }
