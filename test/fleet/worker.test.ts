@@ -248,6 +248,8 @@ describe('the warm child', () => {
     const pid = worker.child.pid as number
     await until('the worker to start', async () => worker.err().includes('started on'))
     const [first] = await until('a warm child', async () => (warmChildren(pid).length === 1 ? warmChildren(pid) : null))
+    // It has connected its task's index before there is a task.
+    await until('the warm child connected', async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE $1`, [`ctxagent index %:${first}`]))[0]?.n === 1)
     const doneJobs = (n: number) => until(`${n} jobs done`, async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM fleet_jobs WHERE state = 'done'`))[0]?.n === n)
     // The first task looks around until told to finish.
     let more = true
