@@ -21,7 +21,7 @@ interface WorkerOptions {
 export function workerCommand(): Command {
   return new Command('worker')
     .description("take the fleet's jobs and run each task as run does, each in its own process (needs fleet.database_url); SIGTERM/SIGINT pause them and exit 0")
-    .option('--concurrency <n>', 'tasks run at once (default 1)', positiveIntArg, 1)
+    .option('--concurrency <n>', 'tasks run at once', positiveIntArg, 1)
     // Not for operators: each task starts in a child started without one warm ahead of its job (for benchmarks).
     .addOption(new Option('--no-prestart').hideHelp())
     // Not for operators: the warm child a worker starts ahead of its next job.
