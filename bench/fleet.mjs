@@ -255,6 +255,14 @@ async function fleetRun(db, llm, n, workers) {
     const end = await waitDone(db, n, `${workers} workers`)
     const seconds = (now() - started) / 1000
     if (end.completed !== n) throw new Error(`${workers} workers: ${end.completed} of ${n} tasks completed:\n${running.map((w) => w.log()).join('\n')}`)
+    if (workers === 1) {
+      // Where a task's time goes in the worker: its child at work (starting → ended), and the worker between tasks (ended → next starting).
+      const lines = running[0].lines.filter((l) => / job \d+: (starting|completed)/.test(l.line))
+      const busy = []
+      const between = []
+      for (let i = 1; i < lines.length; i++) (lines[i].line.includes('starting') ? between : busy).push(lines[i].at - lines[i - 1].at)
+      say(`1 worker: a task's child ${ms(median(busy))}, the worker between tasks ${ms(median(between))} (medians)`)
+    }
     return seconds
   } finally {
     await Promise.all(running.map((w) => w.stop()))
