@@ -59,6 +59,11 @@ export async function main(argv: string[]): Promise<void> {
     if (err.code === 'EPIPE') process.exit(0)
     throw err
   })
+  // Log lines to a reader that went away (an agent whose worker was SIGKILLed): lost, but the
+  // task goes on and settles; dying of them would leave it in running/ for a reaper (SPEC §14.3).
+  process.stderr.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err
+  })
   const program = buildProgram()
   try {
     // No arguments at all: a newcomer's first try gets the help, on stdout, as success.

@@ -1,16 +1,16 @@
 import { Command, InvalidArgumentError } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask } from '../command-env.js'
-import { UsageError } from '../errors.js'
+import { CtxError, UsageError } from '../errors.js'
 import type { PollReport } from '../fleet/poller.js'
-import { pollPass } from '../fleet/poller.js'
+import { PollDatabaseError, pollPass } from '../fleet/poller.js'
 import type { JobSpec } from '../fleet/jobs.js'
 import { MAX_TIMER_MS } from '../run/stop.js'
 import type { Tracker } from '../sources/types.js'
 import type { EnqueueOptions } from './enqueue.js'
 import { placement, priorityArg } from './enqueue.js'
 import { fleetPool } from './fleet-db.js'
-import { durationArg, pause, positiveIntArg, stopSignal, withEnv } from './shared.js'
+import { durationArg, pause, positiveIntArg, withEnv } from './shared.js'
 
 interface PollOptions extends Omit<EnqueueOptions, 'task' | 'taskFile' | 'github' | 'gitlab' | 'resume' | 'taskId'> {
   github: string[]
@@ -56,32 +56,58 @@ async function poll(ctx: CommandEnv, opts: PollOptions): Promise<void> {
   if (Object.values(labels).includes(label)) throw new UsageError(`--label ${label} is one of the labels poll sets itself (poll.labels)`, 'ask for agents with a label of your own, e.g. --label agent')
   // Everything is checked before the database is touched: a bad flag or a missing token queues nothing.
   const base = placement(opts, ctx.config.fleet.workspaces_dir)
+  // SIGINT/SIGTERM end a pass at once, even mid-request: every forge request is aborted
+  // (the clients' own signal handling would not do it, see sources/abort.ts).
+  const stop = new AbortController()
   const targets: { tracker: Tracker; spec: (ref: string) => JobSpec }[] = []
   if (opts.github.length > 0) {
     const { githubTracker } = await import('../sources/github.js')
-    for (const repo of opts.github) targets.push({ tracker: githubTracker(ctx.config, repo), spec: (ref) => ({ github: ref, ...base }) })
+    for (const repo of opts.github) targets.push({ tracker: githubTracker(ctx.config, repo, stop.signal), spec: (ref) => ({ github: ref, ...base }) })
   }
   if (opts.gitlab.length > 0) {
     const { gitlabTracker } = await import('../sources/gitlab.js')
-    for (const project of opts.gitlab) targets.push({ tracker: gitlabTracker(ctx.config, project), spec: (ref) => ({ gitlab: ref, ...base }) })
+    for (const project of opts.gitlab) targets.push({ tracker: gitlabTracker(ctx.config, project, stop.signal), spec: (ref) => ({ gitlab: ref, ...base }) })
   }
   const { pool } = await fleetPool(ctx, 'poll')
   auditTask(ctx, 'poll', null)
-  const { stopped, dispose } = stopSignal()
+  let by: NodeJS.Signals | null = null
+  const onSignal = (name: NodeJS.Signals) => {
+    by ??= name
+    stop.abort()
+  }
+  process.once('SIGINT', onSignal)
+  process.once('SIGTERM', onSignal)
+  const stopped = new Promise<void>((resolve) => stop.signal.addEventListener('abort', () => resolve(), { once: true }))
   let failed = false
   try {
     do {
       for (const target of targets) {
-        const report = await pollPass(pool, ctx.layout, target.tracker, { label, labels, spec: target.spec, priority: opts.priority ?? 0 })
+        let report
+        try {
+          report = await pollPass(pool, ctx.layout, target.tracker, { label, labels, spec: target.spec, priority: opts.priority ?? 0, signal: stop.signal })
+        } catch (err) {
+          // Stopped mid-pass: what the pass left, the next pass of any poller finishes.
+          if (stop.signal.aborted) throw interrupted(by ?? 'SIGTERM')
+          // PostgreSQL away: one line, and the next pass tries again (--once: exit 1, as at start).
+          if (opts.once || !(err instanceof PollDatabaseError)) throw err
+          ctx.io.warn(`poll: ${err.message} (tried again next pass)`)
+          break
+        }
         if (report.errors.length > 0) failed = true
         show(ctx, report)
       }
-    } while (!opts.once && (await pause(opts.interval, stopped)))
+    } while (!opts.once && !stop.signal.aborted && (await pause(opts.interval, stopped)))
   } finally {
-    dispose()
+    process.off('SIGINT', onSignal)
+    process.off('SIGTERM', onSignal)
     await pool.end().catch(() => undefined)
   }
   if (opts.once && failed) process.exitCode = 1
+}
+
+/** A pass cut short by a signal: exit 130 (SIGINT) or 143 (SIGTERM), as an interrupted command (SPEC §9). Between passes a signal ends poll with 0. */
+function interrupted(by: NodeJS.Signals): CtxError {
+  return new CtxError(`poll stopped by ${by} during a pass`, { exitCode: by === 'SIGINT' ? 130 : 143, hint: 'the next pass of any poller finishes what it left' })
 }
 
 function show(ctx: CommandEnv, r: PollReport): void {

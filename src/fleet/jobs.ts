@@ -78,6 +78,23 @@ export class JobQueue {
   }
 
   /**
+   * Hands a claimed job back to wait again with its attempt counted (its agent was
+   * killed before its task began: nothing ran); one that has had `maxAttempts` ends
+   * with `last` instead. True when it waits again.
+   */
+  retry(job: Job, workerId: string, maxAttempts: number, last: { outcome: string; error: string }): Promise<boolean> {
+    return inTransaction(this.pool, async (client) => {
+      const again = await client.query(
+        `UPDATE fleet_jobs SET state = 'waiting', claimed_by = NULL, claimed_at = NULL WHERE id = $1 AND claimed_by = $2 AND state = 'running' AND attempts < $3`,
+        [job.id, workerId, maxAttempts],
+      )
+      if (again.rowCount === 1) return true
+      await client.query(`UPDATE fleet_jobs SET state = 'done', finished_at = now(), outcome = $3, error = $4 WHERE id = $1 AND claimed_by = $2 AND state = 'running'`, [job.id, workerId, last.outcome, last.error])
+      return false
+    })
+  }
+
+  /**
    * Ends a job this worker holds; with `resume`, queues the task's resume in the same
    * transaction, so that a stop between the two can neither lose it nor queue it twice.
    * False when the job was no longer this worker's (a reaper settled it).

@@ -5,6 +5,7 @@ import type { Layout, Location } from '../storage/fs/layout.js'
 import { LOCATIONS } from '../storage/fs/layout.js'
 import { LOCK_KEYS } from '../storage/index/pg-schema.js'
 import { safeState } from '../storage/task/lifecycle.js'
+import type { PausedBy, TaskState } from '../storage/task/state.js'
 import { existsSync } from 'node:fs'
 
 export interface FleetPassResult {
@@ -22,6 +23,7 @@ interface OpenJob {
   spec: unknown
   priority: number
   attempts: number
+  claimed_at: Date | null
   worker_live: boolean
   died: number
 }
@@ -51,7 +53,7 @@ export async function fleetPass(pool: Pool, layout: Layout, config: Config, live
     for (const job of jobs) {
       // A live worker settles its own jobs, unless its task died under it and was reaped now.
       if (job.worker_live && !reaped.has(job.task_uuid)) continue
-      const end = await settleJob(pool, layout, job, reaped.has(job.task_uuid), config.fleet.max_attempts)
+      const end = await settleJob(pool, layout, job, reaped.has(job.task_uuid), config.fleet)
       if (end !== null) settled.push({ job: job.id, task: job.task_uuid, ...end })
     }
     return { skipped: false, result, settled }
@@ -63,7 +65,7 @@ export async function fleetPass(pool: Pool, layout: Layout, config: Config, live
 
 async function openJobs(pool: Pool, liveSeconds: number): Promise<OpenJob[]> {
   const result = await pool.query<Record<string, unknown>>(
-    `SELECT j.id, j.task_uuid, j.kind, j.spec, j.priority, j.attempts,
+    `SELECT j.id, j.task_uuid, j.kind, j.spec, j.priority, j.attempts, j.claimed_at,
             (w.id IS NOT NULL AND w.stopped_at IS NULL AND w.heartbeat_at > now() - make_interval(secs => $1)) AS worker_live,
             (SELECT count(*) FROM fleet_jobs d WHERE d.task_uuid = j.task_uuid AND d.outcome = 'died') AS died
      FROM fleet_jobs j LEFT JOIN fleet_workers w ON w.id = j.claimed_by
@@ -72,18 +74,20 @@ async function openJobs(pool: Pool, liveSeconds: number): Promise<OpenJob[]> {
   )
   return result.rows.map((r) => ({
     id: Number(r.id), task_uuid: String(r.task_uuid), kind: String(r.kind), spec: r.spec, priority: Number(r.priority), attempts: Number(r.attempts),
-    worker_live: r.worker_live === true, died: Number(r.died),
+    claimed_at: r.claimed_at instanceof Date ? r.claimed_at : null, worker_live: r.worker_live === true, died: Number(r.died),
   }))
 }
 
 /** Ends a job from what its task became; null when its task is still running (an orphaned agent finishing it). */
-async function settleJob(pool: Pool, layout: Layout, job: OpenJob, reaped: boolean, maxAttempts: number): Promise<{ outcome: string; resumed: boolean } | null> {
+async function settleJob(pool: Pool, layout: Layout, job: OpenJob, reaped: boolean, fleet: Config['fleet']): Promise<{ outcome: string; resumed: boolean } | null> {
+  const maxAttempts = fleet.max_attempts
   const location = locate(layout, job.task_uuid)
   if (location === 'running') return null
   const client = await pool.connect()
   try {
     await client.query('BEGIN')
     let outcome: string
+    let error: string | null = null
     let resume = false
     if (location === null) {
       // Its process died before it created the task: the job waits again, while attempts remain.
@@ -94,12 +98,21 @@ async function settleJob(pool: Pool, layout: Layout, job: OpenJob, reaped: boole
       }
       outcome = 'failed'
     } else if (location === 'paused') {
+      const state = safeState(layout.taskDir('paused', job.task_uuid))
       outcome = reaped ? 'died' : 'paused'
-      resume = reaped || job.died + 1 < maxAttempts
+      const by = pausedBy(state, job)
+      // Paused by a signal (its worker stopped) it goes on, as a live worker would have queued it; paused on
+      // purpose (an operator, a failing LLM, a full disk) it waits for whoever paused it. Not known: while attempts remain.
+      resume = reaped || (by === null ? job.died + 1 < maxAttempts : by === 'signal')
+      error = reaped ? (state?.error ?? null) : null
     } else {
-      outcome = safeState(layout.taskDir('completed', job.task_uuid))?.status ?? 'completed'
+      const state = safeState(layout.taskDir('completed', job.task_uuid))
+      outcome = state?.status ?? 'completed'
+      error = outcome === 'completed' ? null : (state?.error ?? null)
+      // Its last allowed attempt died: the job says which it was (fleet --json counts the others as 'died').
+      if (reaped && outcome === 'failed' && fleet.recovery === 'resume') error = `${error ?? 'agent died'} (attempt ${job.died + 1} of fleet.max_attempts ${maxAttempts})`
     }
-    const done = await client.query(`UPDATE fleet_jobs SET state = 'done', finished_at = now(), outcome = $2 WHERE id = $1 AND state = 'running'`, [job.id, outcome])
+    const done = await client.query(`UPDATE fleet_jobs SET state = 'done', finished_at = now(), outcome = $2, error = $3 WHERE id = $1 AND state = 'running'`, [job.id, outcome, error?.slice(0, 2000) ?? null])
     if (done.rowCount === 1 && resume) await requeue(client, job)
     await client.query('COMMIT')
     return { outcome, resumed: done.rowCount === 1 && resume }
@@ -109,6 +122,19 @@ async function settleJob(pool: Pool, layout: Layout, job: OpenJob, reaped: boole
   } finally {
     client.release()
   }
+}
+
+/**
+ * Who paused the task in this job's run: state.json's paused_by, trusted only when state.json was written
+ * after the job's claim (else an earlier run paused it, and this job's agent never took it). Null when unknown.
+ * (updated_at is the agent host's clock, claimed_at the database's: skew between them can make a pause right
+ * after the claim look older, which only falls back to the rule for an unknown pause.)
+ */
+function pausedBy(state: TaskState | null, job: OpenJob): PausedBy | null {
+  const by = state?.paused_by ?? null
+  if (by === null || job.claimed_at === null) return null
+  const written = Date.parse(state?.updated_at ?? '')
+  return !Number.isNaN(written) && written >= job.claimed_at.getTime() ? by : null
 }
 
 async function requeue(client: PoolClient, job: OpenJob): Promise<void> {

@@ -1,11 +1,11 @@
 import { execFile, spawn } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
-import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import type { Writable } from 'node:stream'
 import type { Pool } from 'pg'
 import type { Layout, Location, TaskRef } from '../storage/fs/layout.js'
-import { LOCATIONS } from '../storage/fs/layout.js'
+import { FILES, LOCATIONS } from '../storage/fs/layout.js'
 import { safeState } from '../storage/task/lifecycle.js'
 import { JobQueue } from './jobs.js'
 import type { Job, JobEnd } from './jobs.js'
@@ -29,6 +29,8 @@ export interface WorkerOptions {
   heartbeatMs: number
   /** fleet.workspaces_dir: where `--repo` jobs are cloned. */
   workspacesDir: string | null
+  /** fleet.max_attempts: how often a job whose agent is killed before its task began is tried (default 3). */
+  maxAttempts?: number
   log: (line: string) => void
 }
 
@@ -175,6 +177,8 @@ export class Worker {
   }
 
   private spawnTask(job: Job, args: string[], resume: boolean): void {
+    // What the paused task's state.json says before its agent takes it: unchanged after, the agent never began.
+    const pausedState = resume ? stateText(this.options.layout, job.task_uuid) : null
     const child = this.launch([...args, '--log-format', 'json'])
     const entry: Running = { job, child, stopped: false, lastLine: '' }
     this.running.set(job.id, entry)
@@ -187,8 +191,27 @@ export class Worker {
       entry.lastLine = lines[lines.length - 1] ?? entry.lastLine
     })
     child.on('error', (err) => (entry.lastLine = err.message))
-    child.on('close', (code) => {
+    child.on('close', (code, signal) => {
       this.running.delete(job.id)
+      // Killed (SIGKILL, the OOM killer) before its task began, or a resume that found the paused task's lock held
+      // (exit 4: an operator's compress, a lock a killed resume left): nothing ran, and nobody else would resume it.
+      if ((signal !== null || (resume && code === 4)) && !entry.stopped && notBegun(this.options.layout, job.task_uuid, resume, pausedState)) {
+        const max = this.options.maxAttempts ?? 3
+        const why = signal !== null ? `was killed (${signal})` : 'found the task locked'
+        const error = `its agent ${why} before the task began (attempt ${job.attempts} of fleet.max_attempts ${max})`
+        // The last attempt leaves a new job's task uncreated (failed), a resume's task paused as it was.
+        const last = { outcome: resume ? 'paused' : 'failed', error }
+        // A lock is held for a while (a compress asks the LLM): the job is handed back after a pause that grows.
+        const wait = signal === null ? Math.min(1000 * 2 ** (job.attempts - 1), 5_000) : 0
+        this.track(
+          new Promise((resolve) => setTimeout(resolve, wait))
+            .then(() => this.queue.retry(job, this.options.record.id, max, last))
+            .then((again) => this.options.log(`job ${job.id}: ${again ? `its agent ${why} before task ${job.task_uuid} began; handed back to the queue (attempt ${job.attempts} of ${max})` : `${last.outcome}: ${error}`}`))
+            .catch((err: Error) => this.options.log(`job ${job.id} not handed back (${err.message}): a reaper will`))
+            .finally(() => this.wake()),
+        )
+        return
+      }
       if (entry.stopped && !resume && locate(this.options.layout, job.task_uuid) === null) {
         // Stopped before its task was created: nothing ran, so the job waits again as it was.
         this.options.log(`job ${job.id}: stopped before task ${job.task_uuid} began; handed back to the queue`)
@@ -322,6 +345,21 @@ function settle(layout: Layout, job: Job, code: number | null, entry: Running): 
   if (ref.location === 'paused') return { outcome: 'paused', resume: entry.stopped || PAUSED_BY_SIGNAL.has(code ?? -1) }
   // Still in running/: its process died holding the lock.
   return null
+}
+
+/** Whether a job's task is as it was before its agent started: not created (a new task), or still in paused/ with the same state.json (a resume). */
+function notBegun(layout: Layout, uuid: string, resume: boolean, pausedState: string | null): boolean {
+  const ref = locate(layout, uuid)
+  if (!resume) return ref === null
+  return ref?.location === 'paused' && pausedState !== null && stateText(layout, uuid) === pausedState
+}
+
+function stateText(layout: Layout, uuid: string): string | null {
+  try {
+    return readFileSync(join(layout.taskDir('paused', uuid), FILES.state), 'utf8')
+  } catch {
+    return null
+  }
 }
 
 function locate(layout: Layout, uuid: string): TaskRef | null {

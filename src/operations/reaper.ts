@@ -130,7 +130,7 @@ export async function reapTask(env: TaskEnv, ref: TaskRef, options: ReapOptions)
           : answered
             ? { status: 'completed', completed_at: now, last_activity: 'completed by a reaper: the agent died after answering' }
             : recover
-              ? { status: 'paused', error: `${error}; paused to be resumed`, last_activity: 'reaped' }
+              ? { status: 'paused', paused_by: 'reaper' as const, error: `${error}; paused to be resumed`, last_activity: 'reaped' }
               : { status: 'failed', error, completed_at: now, last_activity: 'reaped' },
       env.now(),
     )

@@ -184,7 +184,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
         log.warn(`pausing: ${full.message}; resume with: ctxagent run --resume ${handle.uuid} once there is room`)
         await handle
           .update({ error: full.message })
-          .then(() => handle?.pause())
+          .then(() => handle?.pause('disk'))
           .catch(() => handle?.abandon(full.message))
           .catch(() => undefined)
       } else {
@@ -308,7 +308,8 @@ async function settle(handle: TaskHandle, ending: Ending, progress: Progress, cl
     return { ...base, status: ending.kind, location: 'completed', dir: handle.dir, error: ending.reason, exit_code: ending.kind === 'timeout' ? 5 : 1 }
   }
   await handle.update({ ...progress, error: ending.error === null ? null : maskText(ending.error) })
-  await handle.pause()
+  // Who paused it: a fleet resumes a task stopped by a signal (its worker stopped), not one an operator paused (SPEC §14.3).
+  await handle.pause(({ SIGINT: 'signal', SIGTERM: 'signal', pause: 'operator', llm: 'llm' } as const)[ending.cause])
   const exit = { SIGINT: 130, SIGTERM: 143, pause: 0, llm: 1 }[ending.cause]
   log.info(`paused (${ending.cause === 'llm' ? `the LLM failed: ${ending.error}` : ending.cause}); resume with: ctxagent run --resume ${handle.uuid}`)
   return { ...base, status: 'paused', location: 'paused', dir: handle.dir, error: ending.error, exit_code: exit }

@@ -5,7 +5,8 @@ import type { Config } from '../config/schema.js'
 import { CtxError, UsageError } from '../errors.js'
 import { isOwn } from './marker.js'
 import { oneLine, quoted } from './quote.js'
-import type { Channel, LabelledItem, RemoteComment, RemoteTask, Tracker } from './types.js'
+import { abortableFetch, raceAbort } from './abort.js'
+import type { Channel, CurrentItem, LabelledItem, RemoteComment, RemoteTask, Tracker } from './types.js'
 
 const RetryingOctokit = Octokit.plugin(retry, throttling)
 type Client = InstanceType<typeof RetryingOctokit>
@@ -47,9 +48,10 @@ const MAX_RATE_LIMIT_WAIT_SECONDS = 5
  * (@octokit/plugin-retry) and rate limits waited out (@octokit/plugin-throttling:
  * the reset time of a primary limit, Retry-After of a secondary one), twice at most,
  * and only when the wait is short: a reset an hour away must not hold a turn (nor a
- * stop, a pause or --timeout) for an hour.
+ * stop, a pause or --timeout) for an hour. With `stop`, every request it makes ends
+ * when `stop` aborts (paginate() would drop a per-call signal).
  */
-function client(config: Config): Client {
+function client(config: Config, stop?: AbortSignal): Client {
   const token = config.github.token
   if (token === null) throw new UsageError('no GitHub token is set', 'set GITHUB_TOKEN or github.token (scopes: repo, or issues and pull requests read/write)')
   return new RetryingOctokit({
@@ -61,6 +63,7 @@ function client(config: Config): Client {
       onSecondaryRateLimit: (after: number, _options: unknown, _octokit: unknown, retryCount: number) => retryCount < 2 && after <= MAX_RATE_LIMIT_WAIT_SECONDS,
     },
     retry: { retries: 2 },
+    ...(stop ? { request: { fetch: abortableFetch(stop) } } : {}),
     log: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
   })
 }
@@ -133,29 +136,41 @@ function githubChannel(api: Client, ref: GithubRef, botName: string | null): Cha
 
 /**
  * A repository's open issues and pull requests by label (GitHub lists both as issues),
- * and their labels changed: for the poller (SPEC §14.2).
+ * and their labels changed: for the poller (SPEC §14.2). `stop` ends every call at once.
  */
-export function githubTracker(config: Config, repository: string): Tracker {
+export function githubTracker(config: Config, repository: string, stop?: AbortSignal): Tracker {
   const { owner, repo } = parseGithubRepo(repository)
-  const api = client(config)
+  const api = client(config, stop)
   const where = `${owner}/${repo}`
+  const names = (list: (string | { name?: string })[]) => list.map((l) => (typeof l === 'string' ? l : (l.name ?? '')))
   return {
     name: `github:${where}`,
     async listOpen(label) {
-      const items = await call(where, () => api.paginate(api.rest.issues.listForRepo, { owner, repo, labels: label, state: 'open', per_page: 100 }))
-      return items.map((i): LabelledItem => ({ ref: `${where}#${i.number}`, labels: i.labels.map((l) => (typeof l === 'string' ? l : (l.name ?? ''))) }))
+      const items = await call(where, () => api.paginate(api.rest.issues.listForRepo, { owner, repo, labels: label, state: 'open', per_page: 100 }), stop)
+      return items.map((i): LabelledItem => ({ ref: `${where}#${i.number}`, labels: names(i.labels) }))
+    },
+    async current(ref) {
+      const { number } = parseGithubRef(ref)
+      try {
+        const issue = await call(ref, () => api.rest.issues.get({ owner, repo, issue_number: number }), stop)
+        return { ref, open: issue.state === 'open', labels: names(issue.labels) } satisfies CurrentItem
+      } catch (err) {
+        // Deleted, or moved to another repository: gone from this one.
+        if (err instanceof CtxError && err.exitCode === 3) return null
+        throw err
+      }
     },
     async relabel(ref, add, remove) {
       const { number } = parseGithubRef(ref)
       // GitHub spaces writes a second apart: take off only what the item carries (a read is not spaced).
-      const carried = remove.length > 1 ? (await call(ref, () => api.rest.issues.get({ owner, repo, issue_number: number }))).labels.map((l) => (typeof l === 'string' ? l : (l.name ?? ''))) : remove
+      const carried = remove.length > 1 ? names((await call(ref, () => api.rest.issues.get({ owner, repo, issue_number: number }), stop)).labels) : remove
       for (const name of remove.filter((l) => carried.includes(l))) {
-        await call(ref, () => api.rest.issues.removeLabel({ owner, repo, issue_number: number, name })).catch((err: unknown) => {
+        await call(ref, () => api.rest.issues.removeLabel({ owner, repo, issue_number: number, name }), stop).catch((err: unknown) => {
           // Not carried (or already taken off by another poller): nothing to do.
           if (!(err instanceof CtxError && err.exitCode === 3)) throw err
         })
       }
-      if (add !== null) await call(ref, () => api.rest.issues.addLabels({ owner, repo, issue_number: number, labels: [add] }))
+      if (add !== null) await call(ref, () => api.rest.issues.addLabels({ owner, repo, issue_number: number, labels: [add] }), stop)
     },
   }
 }
@@ -165,12 +180,13 @@ function labels(list: (string | { name?: string })[]): string {
   return names.length > 0 ? `; labels: ${names.join(', ')}` : ''
 }
 
-/** One API call: the data, or one line saying what failed and what to check. */
-async function call<T>(where: string, fn: () => Promise<T | { data: T }>): Promise<T> {
+/** One API call: the data, or one line saying what failed and what to check; `stop` aborting rejects it at once with its reason. */
+async function call<T>(where: string, fn: () => Promise<T | { data: T }>, stop?: AbortSignal): Promise<T> {
   try {
-    const result = await fn()
+    const result = await raceAbort(fn, stop)
     return result !== null && typeof result === 'object' && 'data' in result && 'status' in result ? (result as { data: T }).data : (result as T)
   } catch (err) {
+    if (stop?.aborted) throw err
     const status = (err as { status?: number }).status
     if (status === 401) throw new CtxError(`GitHub refused the token for ${where} (401)`, { hint: 'check GITHUB_TOKEN or github.token' })
     if ((status === 403 || status === 429) && /rate limit/i.test(firstLine(err))) throw new CtxError(`GitHub's rate limit stops requests for ${where} (${status}): ${firstLine(err)}`, { hint: 'wait until the limit resets, or use another token' })

@@ -1,9 +1,10 @@
-import { Gitlab } from '@gitbeaker/rest'
+import { Gitlab, Issues, MergeRequests } from '@gitbeaker/rest'
 import type { Config } from '../config/schema.js'
 import { CtxError, UsageError } from '../errors.js'
 import { isOwn } from './marker.js'
 import { oneLine, quoted } from './quote.js'
-import type { Channel, LabelledItem, RemoteComment, RemoteTask, Tracker } from './types.js'
+import { raceAbort, withStop } from './abort.js'
+import type { Channel, CurrentItem, LabelledItem, RemoteComment, RemoteTask, Tracker } from './types.js'
 
 type Api = InstanceType<typeof Gitlab<false>>
 
@@ -35,11 +36,34 @@ export function parseGitlabProject(text: string): string {
 /** The largest issue or merge request iid GitLab stores (a signed 32-bit integer). */
 const MAX_IID = 2_147_483_647
 
-/** gitbeaker retries 429 and 5xx answers itself, honouring Retry-After. */
+/**
+ * gitbeaker retries 429 and 502 answers itself, up to 10 times, 0.25·2^n ms apart: it does
+ * not read Retry-After.
+ */
 function client(config: Config): Api {
-  const token = config.gitlab.token
-  if (token === null) throw new UsageError('no GitLab token is set', 'set GITLAB_TOKEN or gitlab.token (scope: api)')
-  return new Gitlab({ host: config.gitlab.url, token })
+  return new Gitlab({ host: config.gitlab.url, token: token(config) })
+}
+
+function token(config: Config): string {
+  const value = config.gitlab.token
+  if (value === null) throw new UsageError('no GitLab token is set', 'set GITLAB_TOKEN or gitlab.token (scope: api)')
+  return value
+}
+
+type Requester = Issues['requester']
+
+/**
+ * gitbeaker takes no AbortSignal (jdalrymple/gitbeaker#3561; a `signal` option would be
+ * sent as query parameters): the resource's requester is wrapped so that each request it
+ * makes (pages and retries included) also ends when `stop` aborts.
+ */
+function stoppable<R extends { requester: Requester }>(resource: R, stop: AbortSignal | undefined): R {
+  if (stop === undefined) return resource
+  const inner = resource.requester
+  const wrap = <M extends keyof Requester>(method: M): Requester[M] =>
+    ((endpoint: string, options?: Parameters<Requester[M]>[1]) => withStop(stop, options?.signal, (signal) => inner[method](endpoint, { ...options, signal }))) as Requester[M]
+  Object.assign(resource, { requester: { get: wrap('get'), post: wrap('post'), put: wrap('put'), patch: wrap('patch'), delete: wrap('delete') } })
+  return resource
 }
 
 interface Note {
@@ -87,10 +111,13 @@ export function gitlabChannelFor(config: Config, ref: GitlabRef): Channel {
   return gitlabChannel(client(config), ref, config.gitlab.bot_name)
 }
 
+/** `signal` ends the wait for it (gitbeaker takes none: it would become query parameters). */
 async function listNotes(api: Api, ref: GitlabRef, signal?: AbortSignal): Promise<Note[]> {
-  const options = { sort: 'asc' as const, orderBy: 'created_at' as const, ...(signal ? { signal } : {}) }
-  const notes = (await call<unknown>(name(ref), () =>
-    ref.kind === 'issue' ? api.IssueNotes.all(ref.project, ref.iid, options) : api.MergeRequestNotes.all(ref.project, ref.iid, options),
+  const options = { sort: 'asc' as const, orderBy: 'created_at' as const }
+  const notes = (await call<unknown>(
+    name(ref),
+    () => (ref.kind === 'issue' ? api.IssueNotes.all(ref.project, ref.iid, options) : api.MergeRequestNotes.all(ref.project, ref.iid, options)),
+    signal,
   )) as Note[]
   return notes
 }
@@ -124,28 +151,44 @@ function gitlabChannel(api: Api, ref: GitlabRef, botName: string | null): Channe
       return String(made.id)
     },
     async edit(id, body, signal) {
-      await call<unknown>(where, () => notes.edit(ref.project, ref.iid, Number(id), { body, ...(signal ? { signal } : {}) }))
+      await call<unknown>(where, () => notes.edit(ref.project, ref.iid, Number(id), { body }), signal)
     },
   }
 }
 
-/** A project's open issues and merge requests by label, and their labels changed: for the poller (SPEC §14.2). */
-export function gitlabTracker(config: Config, projectPath: string): Tracker {
+/**
+ * A project's open issues and merge requests by label, and their labels changed: for the
+ * poller (SPEC §14.2). `stop` ends every call at once.
+ */
+export function gitlabTracker(config: Config, projectPath: string, stop?: AbortSignal): Tracker {
   const project = parseGitlabProject(projectPath)
-  const api = client(config)
-  type Item = { iid: number; labels: string[] }
+  const options = { host: config.gitlab.url, token: token(config) }
+  const issues = stoppable(new Issues(options), stop)
+  const mergeRequests = stoppable(new MergeRequests(options), stop)
+  type Item = { iid: number; labels: string[]; state: string }
   return {
     name: `gitlab:${project}`,
     async listOpen(label) {
-      const issues = (await call<unknown>(project, () => api.Issues.all({ projectId: project, labels: label, state: 'opened', perPage: 100 }))) as Item[]
-      const mrs = (await call<unknown>(project, () => api.MergeRequests.all({ projectId: project, labels: label, state: 'opened', perPage: 100 }))) as Item[]
-      return [...issues.map((i): LabelledItem => ({ ref: `${project}#${i.iid}`, labels: i.labels })), ...mrs.map((m): LabelledItem => ({ ref: `${project}!${m.iid}`, labels: m.labels }))]
+      const open = (await call<unknown>(project, () => issues.all({ projectId: project, labels: label, state: 'opened', perPage: 100 }), stop)) as Item[]
+      const mrs = (await call<unknown>(project, () => mergeRequests.all({ projectId: project, labels: label, state: 'opened', perPage: 100 }), stop)) as Item[]
+      return [...open.map((i): LabelledItem => ({ ref: `${project}#${i.iid}`, labels: i.labels })), ...mrs.map((m): LabelledItem => ({ ref: `${project}!${m.iid}`, labels: m.labels }))]
+    },
+    async current(ref) {
+      const item = parseGitlabRef(ref)
+      try {
+        const now = (await call<unknown>(ref, () => (item.kind === 'issue' ? issues.show(item.iid, { projectId: project }) : mergeRequests.show(project, item.iid)), stop)) as Item
+        return { ref, open: now.state === 'opened', labels: now.labels } satisfies CurrentItem
+      } catch (err) {
+        // Deleted, or moved to another project: gone from this one.
+        if (err instanceof CtxError && err.exitCode === 3) return null
+        throw err
+      }
     },
     async relabel(ref, add, remove) {
       const item = parseGitlabRef(ref)
       // One edit does both; GitLab ignores a label to remove that the item does not carry.
-      const options = { ...(add !== null ? { addLabels: add } : {}), ...(remove.length > 0 ? { removeLabels: remove.join(',') } : {}) }
-      await call<unknown>(ref, () => (item.kind === 'issue' ? api.Issues.edit(project, item.iid, options) : api.MergeRequests.edit(project, item.iid, options)))
+      const change = { ...(add !== null ? { addLabels: add } : {}), ...(remove.length > 0 ? { removeLabels: remove.join(',') } : {}) }
+      await call<unknown>(ref, () => (item.kind === 'issue' ? issues.edit(project, item.iid, change) : mergeRequests.edit(project, item.iid, change)), stop)
     },
   }
 }
@@ -154,10 +197,12 @@ function name(ref: GitlabRef): string {
   return `${ref.project}${ref.kind === 'issue' ? '#' : '!'}${ref.iid}`
 }
 
-async function call<T>(where: string, fn: () => Promise<T> | Promise<unknown>): Promise<T> {
+/** One API call: the data, or one line saying what failed and what to check; `stop` aborting rejects it at once with its reason. */
+async function call<T>(where: string, fn: () => Promise<T> | Promise<unknown>, stop?: AbortSignal): Promise<T> {
   try {
-    return (await fn()) as T
+    return (await raceAbort(fn as () => Promise<unknown>, stop)) as T
   } catch (err) {
+    if (stop?.aborted) throw err
     const status = (err as { cause?: { response?: { status?: number } } }).cause?.response?.status
     if (status === 401) throw new CtxError(`GitLab refused the token for ${where} (401)`, { hint: 'check GITLAB_TOKEN or gitlab.token' })
     if (status === 403) throw new CtxError(`GitLab denied access to ${where} (403)`, { hint: 'the token needs the api scope and access to the project' })

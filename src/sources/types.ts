@@ -43,11 +43,18 @@ export interface LabelledItem {
   labels: string[]
 }
 
+/** One issue, pull request or merge request as the forge has it now. */
+export interface CurrentItem extends LabelledItem {
+  open: boolean
+}
+
 /** A repository's issues as the poller sees them: the open ones with a label, and their labels changed. */
 export interface Tracker {
   /** github:owner/repo or gitlab:group/project */
   readonly name: string
   listOpen(label: string): Promise<LabelledItem[]>
+  /** One item read again (one GET), for a decision a listing taken earlier may no longer support; null when it is gone (404). */
+  current(ref: string): Promise<CurrentItem | null>
   /** Adds `add` (unless null) and takes off each of `remove` it carries. */
   relabel(ref: string, add: string | null, remove: readonly string[]): Promise<void>
 }

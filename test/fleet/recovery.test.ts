@@ -1,20 +1,14 @@
 import { spawn, spawnSync } from 'node:child_process'
-import type { ChildProcess } from 'node:child_process'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
+import { canUnshare, FAST_LOCKS, finish, onHost as workerOnHost, until } from '../helpers/fleet-hosts.js'
+import type { Host } from '../helpers/fleet-hosts.js'
 import { BIN } from '../helpers/run.js'
 import { exitOf } from '../helpers/wait.js'
 import { queryRows, startPostgres } from '../helpers/postgres.js'
 import type { PgServer } from '../helpers/postgres.js'
 import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
-
-/**
- * Hosts are simulated on this machine: each worker in a UTS namespace of its own (its
- * host name) and a PID namespace of its own (it cannot see the other host's pids, and
- * SIGKILL to its PID 1 ends everything on that "host" at once, as a crash would).
- */
-const canUnshare = process.getuid?.() === 0 && spawnSync('unshare', ['--uts', '--pid', '--fork', 'true']).status === 0
 
 let server: PgServer
 beforeAll(async () => {
@@ -28,40 +22,9 @@ function query<T extends pg.QueryResultRow>(sql: string, params: unknown[] = [])
   return queryRows<T>(server.url, sql, params)
 }
 
-async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>): Promise<T> {
-  for (let i = 0; ; i++) {
-    const value = await probe().catch(() => null)
-    if (value) return value
-    if (i > 600) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
-}
-
-const FAST_LOCKS = 'locks:\n  heartbeat_seconds: 0.2\n  stale_after_seconds: 1\nfleet:\n  poll_seconds: 0.5\n'
-const finish = { calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] }
-
-interface Host {
-  unshare: ChildProcess
-  err: () => string
-  /** The worker's pid as this machine sees it (PID 1 of its namespace). */
-  workerPid: () => number
-}
-
+/** A worker on a simulated host `name` (test/helpers/fleet-hosts.ts). */
 function onHost(s: RunSetup, name: string): Host {
-  const child = spawn('unshare', ['--uts', '--pid', '--fork', '--mount-proc', 'sh', '-c', 'hostname "$0" && exec "$@"', name, process.execPath, BIN, 'worker', '--home', s.tree.base, '--config', s.config], {
-    env: { ...process.env, CTXAGENT_DATABASE_URL: server.url, CTXAGENT_HOME: '', CTXAGENT_CONFIG: '', NO_COLOR: '1' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  let err = ''
-  child.stderr?.on('data', (d: Buffer) => (err += d.toString()))
-  const workerPid = () => Number(spawnSync('ps', ['-o', 'pid=', '--ppid', String(child.pid)]).stdout.toString().trim())
-  onTestFinished(() => {
-    if (child.exitCode === null && child.signalCode === null) {
-      const pid = workerPid()
-      if (pid > 0) process.kill(pid, 'SIGKILL')
-    }
-  })
-  return { unshare: child, err: () => err, workerPid }
+  return workerOnHost(s, server.url, name)
 }
 
 /** Two turns per task: look around first, then finish; decided from the request itself, so replies never cross tasks. */

@@ -5,13 +5,15 @@ import { onTestFinished } from 'vitest'
 /**
  * A repository with many issues, for `poll`: GitHub's REST API (`/repos/acme/shop/...`)
  * and GitLab's v4 (`/api/v4/projects/acme%2Fbackend%2Fapi/...`) on one 127.0.0.1 server,
- * in the shapes of their documentation: list by label and state, labels added and
- * removed, and what `run --github`/`--gitlab` reads and posts (the item, its comments).
+ * in the shapes of their documentation: list by label and state (paged as the forges
+ * page, with a Link header), labels added and removed, and what `run --github`/`--gitlab`
+ * reads and posts (the item, its comments; a pull request's branches and review threads).
  * Reached through the real @octokit/rest and @gitbeaker/rest.
  */
 export interface BoardItem {
   number: number
-  kind: 'issue' | 'merge_request'
+  /** GitHub: issue or pull_request (listed among the issues, as GitHub does); GitLab: issue or merge_request. */
+  kind: 'issue' | 'merge_request' | 'pull_request'
   title: string
   open: boolean
   labels: string[]
@@ -27,6 +29,12 @@ export interface FakeBoard {
   requests: { method: string; path: string; body: unknown }[]
   /** The next requests matching method and path prefix get this status (and headers) instead. */
   failures: { method: string; path: string; status: number; headers?: Record<string, string>; message: string }[]
+  /** Requests matching method and path prefix are accepted and never answered (a forge that hangs). */
+  hang: { method: string; path: string }[]
+  /** Awaited before a request is handled (e.g. to stop the database at that moment). */
+  onRequest: ((r: { method: string; path: string }) => void | Promise<void>) | null
+  /** Called once a request has been answered (e.g. to change an item after a listing was sent). */
+  onAnswered: ((r: { method: string; path: string }) => void) | null
   add(forge: 'github' | 'gitlab', number: number, labels: string[], kind?: BoardItem['kind']): BoardItem
 }
 
@@ -43,6 +51,9 @@ export async function startFakeBoard(): Promise<FakeBoard> {
     gitlab: [],
     requests: [],
     failures: [],
+    hang: [],
+    onRequest: null,
+    onAnswered: null,
     add(forge, number, labels, kind = 'issue') {
       const item: BoardItem = { number, kind, title: `Item ${number}`, open: true, labels, comments: [] }
       board[forge].push(item)
@@ -55,6 +66,11 @@ export async function startFakeBoard(): Promise<FakeBoard> {
   const githubIssue = (i: BoardItem) => ({
     id: i.number, node_id: `I_${i.number}`, number: i.number, title: i.title, body: `Body of ${i.number}`, state: i.open ? 'open' : 'closed', locked: false,
     user: githubUser('alice'), labels: i.labels.map(githubLabel), comments: i.comments.length, created_at: at, updated_at: at, html_url: `https://github.example/acme/shop/issues/${i.number}`,
+    ...(i.kind === 'pull_request' ? { pull_request: { url: `${board.url}${GITHUB}/pulls/${i.number}`, html_url: `https://github.example/acme/shop/pull/${i.number}`, diff_url: 'x', patch_url: 'x' } } : {}),
+  })
+  const githubPull = (i: BoardItem) => ({
+    id: 5000 + i.number, node_id: `PR_${i.number}`, number: i.number, title: i.title, body: `Body of ${i.number}`, state: i.open ? 'open' : 'closed', user: githubUser('bob'),
+    labels: i.labels.map(githubLabel), head: { ref: `fix-${i.number}`, sha: 'abc' }, base: { ref: 'main', sha: 'def' },
   })
   const gitlabAuthor = (username: string) => ({ id: username.length, username, name: username, state: 'active', web_url: `https://gitlab.example/${username}` })
   const gitlabItem = (i: BoardItem) => ({
@@ -64,19 +80,38 @@ export async function startFakeBoard(): Promise<FakeBoard> {
   })
   const gitlabNote = (c: BoardItem['comments'][number], i: BoardItem) => ({ id: c.id, type: null, body: c.body, attachment: null, author: gitlabAuthor(c.author), created_at: c.at, updated_at: c.at, system: false, noteable_iid: i.number, resolvable: false })
   const matches = (i: BoardItem, labels: string | null) => labels === null || labels.split(',').every((l) => i.labels.includes(l))
+  /** One page of `all` as the forges page it: `page`/`per_page`, and a Link header to the next page. */
+  const paged = <T>(url: URL, all: T[], defaultPerPage: number): { page: T[]; headers: Record<string, string> } => {
+    const perPage = Number(url.searchParams.get('per_page') ?? defaultPerPage)
+    const page = Number(url.searchParams.get('page') ?? 1)
+    const headers: Record<string, string> = {}
+    if (page * perPage < all.length) {
+      const next = new URL(url.pathname + url.search, board.url)
+      next.searchParams.set('page', String(page + 1))
+      headers.link = `<${next.href}>; rel="next"`
+    }
+    return { page: all.slice((page - 1) * perPage, page * perPage), headers }
+  }
+  const hanging: import('node:http').ServerResponse[] = []
 
   const server = createServer((req, res) => {
     let raw = ''
     req.on('data', (d: Buffer) => (raw += d.toString()))
-    req.on('end', () => {
+    req.on('end', async () => {
       const url = new URL(req.url ?? '/', 'http://x')
       const body = raw ? (JSON.parse(raw) as Record<string, unknown>) : null
       const path = url.pathname
       const method = req.method ?? ''
       board.requests.push({ method, path: path + url.search, body })
+      await board.onRequest?.({ method, path: path + url.search })
+      if (board.hang.some((h) => h.method === method && path.startsWith(h.path))) {
+        hanging.push(res)
+        return
+      }
       const send = (status: number, data: unknown, headers: Record<string, string> = {}) => {
         res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', ...headers })
         res.end(JSON.stringify(data))
+        board.onAnswered?.({ method, path: path + url.search })
       }
       const failure = board.failures.findIndex((f) => f.method === method && path.startsWith(f.path))
       if (failure >= 0) {
@@ -89,7 +124,8 @@ export async function startFakeBoard(): Promise<FakeBoard> {
         if (method === 'GET' && list && list[1] === GITLAB) {
           const kind = list[2] === 'issues' ? 'issue' : 'merge_request'
           const state = url.searchParams.get('state')
-          return send(200, board.gitlab.filter((i) => i.kind === kind && (state !== 'opened' || i.open) && matches(i, url.searchParams.get('labels'))).map(gitlabItem))
+          const { page, headers } = paged(url, board.gitlab.filter((i) => i.kind === kind && (state !== 'opened' || i.open) && matches(i, url.searchParams.get('labels'))), 20)
+          return send(200, page.map(gitlabItem), headers)
         }
         const one = /^(.*)\/(issues|merge_requests)\/(\d+)(\/notes|\/discussions)?(?:\/(\d+))?$/.exec(path)
         const item = one && one[1] === GITLAB ? board.gitlab.find((i) => i.number === Number(one[3]) && i.kind === (one[2] === 'issues' ? 'issue' : 'merge_request')) : undefined
@@ -119,8 +155,16 @@ export async function startFakeBoard(): Promise<FakeBoard> {
       const rate = { 'x-ratelimit-limit': '5000', 'x-ratelimit-remaining': '4999' }
       if (method === 'GET' && path === `${GITHUB}/issues`) {
         const state = url.searchParams.get('state') ?? 'open'
-        return send(200, board.github.filter((i) => (state === 'all' || i.open === (state === 'open')) && matches(i, url.searchParams.get('labels'))).map(githubIssue), rate)
+        const { page, headers } = paged(url, board.github.filter((i) => (state === 'all' || i.open === (state === 'open')) && matches(i, url.searchParams.get('labels'))), 30)
+        return send(200, page.map(githubIssue), { ...rate, ...headers })
       }
+      const pull = new RegExp(`^${GITHUB}/pulls/(\\d+)$`).exec(path)
+      if (pull && method === 'GET') {
+        const pr = board.github.find((i) => i.number === Number(pull[1]) && i.kind === 'pull_request')
+        return pr ? send(200, githubPull(pr), rate) : send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' })
+      }
+      // The review threads of a pull request (only GraphQL says which are resolved): none.
+      if (method === 'POST' && path === '/graphql') return send(200, { data: { repository: { pullRequest: { reviewThreads: { nodes: [] } } } } })
       const edit = new RegExp(`^${GITHUB}/issues/comments/(\\d+)$`).exec(path)
       if (edit) {
         const comment = board.github.flatMap((i) => i.comments).find((c) => c.id === Number(edit[1]))
@@ -154,6 +198,10 @@ export async function startFakeBoard(): Promise<FakeBoard> {
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   board.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-  onTestFinished(() => new Promise<void>((resolve) => server.close(() => resolve())))
+  onTestFinished(() => {
+    for (const res of hanging) res.destroy()
+    server.closeAllConnections()
+    return new Promise<void>((resolve) => server.close(() => resolve()))
+  })
   return board
 }

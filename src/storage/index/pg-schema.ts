@@ -88,6 +88,10 @@ const MIGRATIONS: readonly string[] = [
      updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
      PRIMARY KEY (source, ref)
    );`,
+  // The trigger label that made the item's current job: pollers with different labels over
+  // one repository each cancel and run again only their own (NULL: a row from before, taken
+  // over by the first poller that lists its item).
+  `ALTER TABLE fleet_polled ADD COLUMN IF NOT EXISTS trigger TEXT;`,
 ]
 
 /** Advisory lock keys (bigint constants: hashtext() is not a stable API). */

@@ -17,7 +17,7 @@ import type { TaskMetadata } from './metadata.js'
 import { toWindowMessage } from '../format/records.js'
 import type { SummaryRecord, ToolRecord, WindowMessage } from '../format/records.js'
 import { initialState, readState, updateState } from './state.js'
-import type { Status, TaskState } from './state.js'
+import type { PausedBy, Status, TaskState } from './state.js'
 import { PlanningStore, SummaryStore, ToolStore } from './stores.js'
 import type { TaskEnv } from './env.js'
 import { indexTask } from './row.js'
@@ -187,10 +187,10 @@ export class TaskHandle {
     await this.finish('completed', { completed_at: this.env.now().toISOString() }, { status: 'completed' })
   }
 
-  /** Stop on purpose: hooks, status paused, lock removed, moved to paused/. */
-  async pause(): Promise<void> {
+  /** Stop on purpose: hooks, status paused (and who paused it), lock removed, moved to paused/. */
+  async pause(by: PausedBy | null = null): Promise<void> {
     for (const hook of this.stopHooks) await hook(this)
-    await this.finish('paused', { status: 'paused', last_activity: 'paused' })
+    await this.finish('paused', { status: 'paused', last_activity: 'paused', paused_by: by })
   }
 
   /** Failure: status failed (or timeout) with the error, lock removed, moved to completed/. */
@@ -207,7 +207,7 @@ export class TaskHandle {
     this.stopTimer()
     this.closeStores()
     await this.lock.release()
-    await updateState(this.dirPath, () => ({ status: 'paused', last_activity: 'paused', error: maskText(error) }), this.env.now()).catch(() => undefined)
+    await updateState(this.dirPath, () => ({ status: 'paused', last_activity: 'paused', paused_by: 'disk', error: maskText(error) }), this.env.now()).catch(() => undefined)
     const target = this.env.layout.taskDir('paused', this.uuid)
     renameSync(this.dirPath, target)
     this.dirPath = target

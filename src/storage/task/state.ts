@@ -15,6 +15,8 @@ export const STATUSES = [
   'paused',
 ] as const
 export type Status = (typeof STATUSES)[number]
+/** Who paused a task (state.paused_by): a signal to its agent (SIGINT/SIGTERM, a stopping worker), an operator (`pause`), the LLM failing, a full disk, or a reaper (fleet.recovery: resume). */
+export type PausedBy = 'signal' | 'operator' | 'llm' | 'disk' | 'reaper'
 export const FINAL_STATUSES: readonly Status[] = ['completed', 'failed', 'timeout']
 
 export interface ChatSession {
@@ -54,6 +56,8 @@ export interface TaskState {
   read_files?: Record<string, { mtimeMs: number; size: number }>
   /** The assistant's final answer, or finish's summary. */
   final_answer?: string | null
+  /** Who paused the task, written with status paused (absent in older files, and kept after a resume until the next pause). */
+  paused_by?: PausedBy | null
   /** finish's status: done, or blocked (the task could not be done). */
   finish_status?: 'done' | 'blocked' | null
 }
