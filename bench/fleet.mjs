@@ -374,18 +374,24 @@ async function dispatchRow(db, llm) {
 }
 
 async function throughputRow(db, llm) {
-  const series = await runInSeries(db, llm, TASKS)
+  // The baseline and one worker in alternating halves, so that a drift in the machine's load hits both alike.
+  let series = 0
+  const fleet = { 1: 0 }
+  for (const half of [Math.floor(TASKS / 2), TASKS - Math.floor(TASKS / 2)]) {
+    series += await runInSeries(db, llm, half)
+    fleet[1] += await fleetRun(db, llm, half, 1)
+  }
   say(`${TASKS} tasks run in series: ${series.toFixed(1)} s`)
-  const fleet = {}
-  for (const workers of [1, 2, 4]) {
+  say(`${TASKS} tasks, 1 worker: ${fleet[1].toFixed(1)} s`)
+  for (const workers of [2, 4]) {
     fleet[workers] = await fleetRun(db, llm, TASKS, workers)
-    say(`${TASKS} tasks, ${workers} worker(s): ${fleet[workers].toFixed(1)} s`)
+    say(`${TASKS} tasks, ${workers} workers: ${fleet[workers].toFixed(1)} s`)
   }
   const perMin = (seconds) => Math.round((TASKS / seconds) * 60)
   const ratio = fleet[1] / series
   return {
     name: 'fleet-throughput',
-    what: `${TASKS} tasks of ${TURNS} turns (a glob each, then finish) against a zero-latency local server, all queued at once to 1, 2 and 4 idle workers (one task at a time each), vs the same tasks by ctxagent run one after another; PostgreSQL index in both; 2 cores`,
+    what: `${TASKS} tasks of ${TURNS} turns (a glob each, then finish) against a zero-latency local server, all queued at once to 1, 2 and 4 idle workers (one task at a time each), vs the same tasks by ctxagent run one after another (halves alternating with 1 worker's); PostgreSQL index in both; 2 cores`,
     measured: `1 worker ${perMin(fleet[1])}, 2 workers ${perMin(fleet[2])}, 4 workers ${perMin(fleet[4])} tasks/min; run in series ${perMin(series)} tasks/min (${((series / TASKS) * 1000).toFixed(0)} ms a task; 1 worker ${((fleet[1] / TASKS) * 1000).toFixed(0)} ms)`,
     ratio: `${ratio.toFixed(2)}× run's time per task (1 worker); 4 workers ${(fleet[1] / fleet[4]).toFixed(1)}× 1 worker`,
     target: '1 worker ≤ 1.2× run in series',
