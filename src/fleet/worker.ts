@@ -2,6 +2,7 @@ import { execFile, spawn } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs'
 import { dirname, join } from 'node:path'
+import type { Writable } from 'node:stream'
 import type { Pool } from 'pg'
 import type { Layout, Location, TaskRef } from '../storage/fs/layout.js'
 import { FILES, LOCATIONS } from '../storage/fs/layout.js'
@@ -19,6 +20,11 @@ export interface WorkerOptions {
   layout: Layout
   /** The ctxagent entry to run each task with (this very program), and the global flags it needs. */
   command: string[]
+  /**
+   * Keep one child started ahead of its job (node up, the CLI loaded, waiting on fd 3
+   * for the arguments of its `run`): a claimed job starts without node's start-up.
+   */
+  warmChild: boolean
   pollMs: number
   heartbeatMs: number
   /** fleet.workspaces_dir: where `--repo` jobs are cloned. */
@@ -35,6 +41,15 @@ interface Running {
   /** This worker asked the task to stop (it pauses): its resume goes back to the queue. */
   stopped: boolean
   lastLine: string
+}
+
+/** The hidden flag of `ctxagent worker` that makes it a warm child (src/commands/worker.ts). */
+export const WARM_CHILD_FLAG = '--warm-child'
+
+interface Warm {
+  child: ChildProcess
+  onIdleOutput: (chunk: Buffer) => void
+  onIdleExit: (code: number | null, signal: NodeJS.Signals | null) => void
 }
 
 /** `run`'s exit codes after it paused on SIGINT or SIGTERM (SPEC §9). */
@@ -55,6 +70,10 @@ export class Worker {
   private timers: NodeJS.Timeout[] = []
   private finished: (() => void) | null = null
   private readonly settling = new Set<Promise<void>>()
+  private warm: Warm | null = null
+  /** Warm children that died idle in a row: each waits longer before the next is started. */
+  private warmDeaths = 0
+  private warmTimer: NodeJS.Timeout | null = null
 
   constructor(private readonly options: WorkerOptions) {
     this.queue = new JobQueue(options.pool)
@@ -67,6 +86,7 @@ export class Worker {
     await this.listener.start()
     this.timers.push(setInterval(() => this.wake(), this.options.pollMs))
     this.timers.push(setInterval(() => void heartbeat(this.options.pool, this.options.record.id).catch((err: Error) => this.options.log(`heartbeat not written: ${err.message}`)), this.options.heartbeatMs))
+    this.prestart()
     this.wake()
     await done
   }
@@ -76,6 +96,7 @@ export class Worker {
     if (this.stopping) return
     this.stopping = true
     for (const timer of this.timers) clearInterval(timer)
+    this.dropWarm()
     for (const entry of this.running.values()) {
       entry.stopped = true
       if (entry.child !== null) signalGroup(entry.child, 'SIGTERM')
@@ -158,8 +179,7 @@ export class Worker {
   private spawnTask(job: Job, args: string[], resume: boolean): void {
     // What the paused task's state.json says before its agent takes it: unchanged after, the agent never began.
     const pausedState = resume ? stateText(this.options.layout, job.task_uuid) : null
-    const [program, ...rest] = this.options.command
-    const child = spawn(program as string, [...rest, ...args, '--log-format', 'json'], { detached: true, stdio: ['pipe', 'ignore', 'pipe'], env: process.env })
+    const child = this.launch([...args, '--log-format', 'json'])
     const entry: Running = { job, child, stopped: false, lastLine: '' }
     this.running.set(job.id, entry)
     this.options.log(`job ${job.id}: ${resume ? 'resuming' : 'starting'} task ${job.task_uuid} (pid ${child.pid})`)
@@ -208,6 +228,76 @@ export class Worker {
       }
       this.track(this.end(job, end).finally(() => this.wake()))
     })
+  }
+
+  /**
+   * A child running `ctxagent <args>` in a process group of its own: the warm child,
+   * handed its arguments, when one is waiting (and the next is started at once), else
+   * a new one. Either way the task has a process to itself (SPEC §14.2).
+   */
+  private launch(args: string[]): ChildProcess {
+    const warm = this.warm
+    if (warm !== null && warm.child.exitCode === null && warm.child.signalCode === null) {
+      this.warm = null
+      warm.child.stderr?.off('data', warm.onIdleOutput)
+      warm.child.off('exit', warm.onIdleExit)
+      // Its job is sent once the task's standard input is written and closed: `run` reads
+      // it with one read to the end, which a pipe still open would answer with EAGAIN.
+      let sent = false
+      const send = (): void => {
+        if (sent) return
+        sent = true
+        ;(warm.child.stdio[3] as Writable).end(`${JSON.stringify({ args })}\n`)
+      }
+      warm.child.stdin?.once('finish', send).once('error', send)
+      this.warmDeaths = 0
+      this.prestart()
+      return warm.child
+    }
+    const [program, ...rest] = this.options.command
+    return spawn(program as string, [...rest, ...args], { detached: true, stdio: ['pipe', 'ignore', 'pipe'], env: process.env })
+  }
+
+  /** Starts the next warm child, unless one waits already (or the worker stops). */
+  private prestart(): void {
+    if (!this.options.warmChild || this.stopping || this.warm !== null || this.warmTimer !== null) return
+    const [program, ...rest] = this.options.command
+    const child = spawn(program as string, [...rest, 'worker', WARM_CHILD_FLAG], { detached: true, stdio: ['pipe', 'ignore', 'pipe', 'pipe'], env: process.env })
+    const warm: Warm = {
+      child,
+      // Nothing is expected before its job; whatever comes is the operator's to see.
+      onIdleOutput: (chunk: Buffer) => process.stderr.write(chunk),
+      onIdleExit: (code, signal) => {
+        if (this.warm !== warm) return
+        this.warm = null
+        if (this.stopping) return
+        // Died before it had a job (killed, out of memory, a broken install): another is started, later each time it happens again.
+        const delay = Math.min(100 * 2 ** this.warmDeaths, 30_000)
+        this.warmDeaths++
+        this.options.log(`warm child (pid ${child.pid}) exited idle (${signal ?? `exit ${code}`}); another in ${delay} ms`)
+        this.warmTimer = setTimeout(() => {
+          this.warmTimer = null
+          this.prestart()
+        }, delay)
+      },
+    }
+    child.on('error', () => undefined)
+    child.stdin?.on('error', () => undefined)
+    ;(child.stdio[3] as Writable | null)?.on('error', () => undefined)
+    child.stderr?.on('data', warm.onIdleOutput)
+    child.on('exit', warm.onIdleExit)
+    this.warm = warm
+  }
+
+  /** The waiting warm child ends (its fd 3 closes without a job, and SIGTERM besides). */
+  private dropWarm(): void {
+    if (this.warmTimer !== null) clearTimeout(this.warmTimer)
+    this.warmTimer = null
+    const warm = this.warm
+    this.warm = null
+    if (warm === null) return
+    ;(warm.child.stdio[3] as Writable | null)?.end()
+    signalGroup(warm.child, 'SIGTERM')
   }
 
   private track(p: Promise<void>): void {

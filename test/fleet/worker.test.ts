@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
@@ -221,6 +221,62 @@ describe('enqueue --repo', () => {
     expect(existsSync(join(workspaces, missing))).toBe(false)
     worker.child.kill('SIGTERM')
     expect((await exitOf(worker.child)).code).toBe(0)
+  })
+})
+
+/** The children of `pid` waiting as warm children (Linux: read from /proc); one handed its job shows its run's command line instead. */
+function warmChildren(pid: number): number[] {
+  const found = [] as number[]
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8')
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+      if (ppid === pid && readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0').includes('--warm-child')) found.push(Number(name))
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found
+}
+
+describe('the warm child', () => {
+  it('a job runs in the child the worker started ahead of it, and the next is started; one that dies idle is replaced', async () => {
+    const s = await runSetup()
+    s.fake.fallback = () => finish
+    const worker = startWorker(s)
+    const pid = worker.child.pid as number
+    await until('the worker to start', async () => worker.err().includes('started on'))
+    const [first] = await until('a warm child', async () => (warmChildren(pid).length === 1 ? warmChildren(pid) : null))
+    // It has connected its task's index before there is a task.
+    await until('the warm child connected', async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE $1`, [`ctxagent index %:${first}`]))[0]?.n === 1)
+    const doneJobs = (n: number) => until(`${n} jobs done`, async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM fleet_jobs WHERE state = 'done'`))[0]?.n === n)
+    // The first task looks around until told to finish.
+    let more = true
+    s.fake.fallback = () => (more ? { calls: [{ name: 'glob', arguments: { pattern: '*.js' } }] } : finish)
+    const a = await enqueue(s, ['--task', 'task a', '--workspace', s.ws])
+    await until('task a under way', async () => agentRequests(s.fake).length >= 2)
+    expect(worker.err()).toMatch(new RegExp(`job \\d+: starting task ${a} \\(pid ${first}\\)`))
+    // ps shows the task's command line, not the warm child's.
+    expect(readFileSync(`/proc/${first}/cmdline`, 'utf8')).toMatch(new RegExp(`^ctxagent run --uuid ${a} `))
+    more = false
+    await doneJobs(1)
+    expect(readTask(s.tree, a)).toMatchObject({ location: 'completed', metadata: { process_id: first } })
+    // Used once: its task ended with it, and another waits for the next job.
+    const [second] = await until('the next warm child', async () => (warmChildren(pid).length === 1 && !warmChildren(pid).includes(first as number) ? warmChildren(pid) : null))
+    // Killed while it waits: the worker starts another, and the next job runs there.
+    process.kill(second as number, 'SIGKILL')
+    await until('the worker to notice', async () => worker.err().includes(`warm child (pid ${second}) exited idle (SIGKILL)`))
+    const [third] = await until('a new warm child', async () => (warmChildren(pid).length === 1 && !warmChildren(pid).includes(second as number) ? warmChildren(pid) : null))
+    const b = await enqueue(s, ['--task', 'task b', '--workspace', s.ws])
+    await doneJobs(2)
+    expect(readTask(s.tree, b)).toMatchObject({ location: 'completed', state: { status: 'completed' }, metadata: { process_id: third } })
+    expect(await query('SELECT outcome FROM fleet_jobs ORDER BY id')).toEqual([{ outcome: 'completed' }, { outcome: 'completed' }])
+    // Stopped, the worker leaves no warm child behind.
+    const [last] = await until('the next warm child', async () => (warmChildren(pid).length === 1 && !warmChildren(pid).includes(third as number) ? warmChildren(pid) : null))
+    worker.child.kill('SIGTERM')
+    expect(await exitOf(worker.child)).toEqual({ code: 0, signal: null })
+    await until('the last warm child to end', async () => !existsSync(`/proc/${last}`))
   })
 })
 

@@ -26,6 +26,8 @@ const CLOSE_PATIENCE_MS = 10_000
  * wins) and flushed in the background in one transaction; a failed flush is retried
  * with backoff, so a task keeps running while the database is away (SPEC §14.3).
  */
+let ahead: { url: string; store: Promise<PgStore>; ping: NodeJS.Timeout } | null = null
+
 export class PgStore implements IndexStore {
   readonly name = 'PostgreSQL'
   /** uuid → its newest row, or null for a removal. */
@@ -37,14 +39,47 @@ export class PgStore implements IndexStore {
   private lastError: string | null = null
   private migrated = false
 
-  private constructor(readonly pool: Pool, private readonly warn: (message: string) => void) {}
+  private constructor(readonly pool: Pool, private warn: (message: string) => void) {}
+
+  /**
+   * A worker's warm child connects, and checks the schema, before it has a task
+   * (src/commands/worker.ts): the task's own lazy open of the same URL takes that store
+   * instead of connecting then. Its connection is kept from idling out meanwhile.
+   */
+  static openAhead(url: string): void {
+    const store = PgStore.open(url, () => undefined, { lazy: true })
+    const ping = setInterval(() => void store.then((s) => s.pool.query('SELECT 1')).catch(() => undefined), 20_000)
+    ping.unref()
+    ahead = { url, store, ping }
+  }
 
   /**
    * Connects, and creates or migrates the tables (under an advisory lock). With
    * `lazy`, a database that cannot be reached now is no error: writes queue until it
    * can (an agent started during an outage still gets its rows in), reads fail.
    */
+  /** The store opened ahead and not taken, closed. */
+  static async dropAhead(): Promise<void> {
+    const early = ahead
+    ahead = null
+    if (early === null) return
+    clearInterval(early.ping)
+    await (await early.store).pool.end().catch(() => undefined)
+  }
+
   static async open(url: string, warn: (message: string) => void, options: { lazy?: boolean } = {}): Promise<PgStore> {
+    const early = ahead !== null && ahead.url === url && options.lazy === true ? ahead : null
+    if (early !== null) {
+      ahead = null
+      clearInterval(early.ping)
+      const store = await early.store
+      // Not reached ahead: this open tries again, and says so if it fails now.
+      if (store.lastError === null) {
+        store.warn = warn
+        return store
+      }
+      await store.pool.end().catch(() => undefined)
+    }
     const pool = await connectPool(url, 'index')
     const store = new PgStore(pool, warn)
     try {
