@@ -2,7 +2,7 @@ import OpenAI from 'openai'
 import { lacksOpenAiKey } from '../config/schema.js'
 import type { Config } from '../config/schema.js'
 import { ProviderError, UsageError } from '../errors.js'
-import type { ChatMessage, ChatOptions, ChatResult, LlmClient } from './client.js'
+import type { ChatMessage, ChatOptions, ChatResult, LlmClient, ToolSpec } from './client.js'
 import { boundedFetch, ResponseTooLargeError, ResponseTooSlowError } from './bounded-fetch.js'
 import { normaliseReply } from './reply.js'
 import { maskCredentials } from '../storage/format/mask.js'
@@ -51,17 +51,16 @@ export class OpenAiCompatibleClient implements LlmClient {
 
   async chat(messages: ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
     try {
-      const pending = this.client.chat.completions.create(
-        {
-          model: this.endpoint.model,
-          messages: messages.map(wireMessage),
-          ...(options.tools?.length ? { tools: options.tools } : {}),
-          // Always bounded: a reply never runs on until the context is full.
-          max_tokens: Math.min(options.maxTokens ?? this.maxOutputTokens, this.maxOutputTokens),
-          ...(options.temperature === undefined ? {} : { temperature: options.temperature }),
-        },
-        options.signal ? { signal: options.signal } : undefined,
-      )
+      // The body as bytes, JSON.stringify of the request to the byte, built from each
+      // message's JSON made once (a window of thousands of messages is not serialised
+      // again every turn). The SDK sends bytes as they are, and resends them on a retry.
+      const body = requestBody(this.endpoint.model, messages, options.tools, Math.min(options.maxTokens ?? this.maxOutputTokens, this.maxOutputTokens), options.temperature)
+      const pending = this.client.post<OpenAI.Chat.ChatCompletion>('/chat/completions', {
+        body,
+        headers: { 'content-type': 'application/json' },
+        stream: false,
+        ...(options.signal ? { signal: options.signal } : {}),
+      })
       // The SDK's wait between retries does not listen to the signal: the stop ends the call here.
       const response = options.signal ? await untilAborted(pending, options.signal) : await pending
       if (!Array.isArray((response as { choices?: unknown } | null)?.choices)) {
@@ -106,6 +105,54 @@ export class OpenAiCompatibleClient implements LlmClient {
       return new ProviderError(`${this.where()} answered ${err.status ?? 'an error'}${retried}: ${firstLine(err.message)}`, 'check the server logs', err)
     }
     return new ProviderError(`${this.where()} failed: ${(err as Error).message}`, 'set CTXAGENT_DEBUG=1 for details', err)
+  }
+}
+
+/** Each message's JSON (of its wire shape), made once: messages are never changed once made (prune and clip copy them). */
+const messageJson = new WeakMap<object, Buffer>()
+/** Each tool definition's JSON, likewise. */
+const toolJson = new WeakMap<object, Buffer>()
+
+function jsonOf<T extends object>(cache: WeakMap<object, Buffer>, value: T, wire: (v: T) => unknown): Buffer {
+  let bytes = cache.get(value)
+  if (bytes === undefined) {
+    bytes = Buffer.from(JSON.stringify(wire(value)))
+    cache.set(value, bytes)
+  }
+  return bytes
+}
+
+/**
+ * The request's JSON, byte for byte what JSON.stringify({model, messages (wire shape),
+ * tools?, max_tokens, temperature?}) gives, assembled from cached pieces: a turn
+ * serialises only its new messages, and copies the rest.
+ */
+export function requestBody(model: string, messages: readonly ChatMessage[], tools: readonly ToolSpec[] | undefined, maxTokens: number, temperature: number | undefined): Buffer {
+  const parts: Buffer[] = [Buffer.from(`{"model":${JSON.stringify(model)},"messages":[`)]
+  list(parts, messages, (m) => jsonOf(messageJson, m, wireMessage))
+  if (tools?.length) {
+    parts.push(Buffer.from('],"tools":['))
+    list(parts, tools, (t) => jsonOf(toolJson, t, (v) => v))
+  }
+  parts.push(Buffer.from(`],"max_tokens":${JSON.stringify(maxTokens)}${temperature === undefined ? '' : `,"temperature":${JSON.stringify(temperature)}`}}`))
+  let size = 0
+  for (const part of parts) size += part.length
+  const out = Buffer.allocUnsafe(size)
+  let at = 0
+  for (const part of parts) {
+    out.set(part, at)
+    at += part.length
+  }
+  return out
+}
+
+const COMMA_BYTES = Buffer.from(',')
+
+/** The items' JSON, comma-separated, onto `parts`. */
+function list<T>(parts: Buffer[], items: readonly T[], json: (item: T) => Buffer): void {
+  for (let i = 0; i < items.length; i++) {
+    if (i > 0) parts.push(COMMA_BYTES)
+    parts.push(json(items[i] as T))
   }
 }
 

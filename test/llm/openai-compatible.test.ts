@@ -1,6 +1,7 @@
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
 import { ProviderError, UsageError } from '../../src/errors.js'
+import type { ChatMessage, ToolSpec } from '../../src/llm/client.js'
 import { createLlmClient, requireLlmClient } from '../../src/llm/openai-compatible.js'
 import { startFakeLlm } from '../helpers/fake-llm.js'
 
@@ -42,5 +43,63 @@ describe('OpenAI-compatible client', () => {
     expect(ollama?.model).toBe('llama3.1')
     expect(createLlmClient(parseConfig('llm:\n  provider: none\n'))).toBeNull()
     expect(() => requireLlmClient(parseConfig('llm:\n  provider: none\n'))).toThrow(UsageError)
+  })
+  // Issue 22: the body is assembled from each message's JSON, made once per message.
+  describe('the request body', () => {
+    const tools: ToolSpec[] = [{ type: 'function', function: { name: 'read_file', description: 'Reads "a" file', parameters: { type: 'object', properties: { path: { type: 'string' } } } } }]
+    // Records carry more than the wire shape (seq, tool_name, timestamp): those never leave.
+    const window = (): ChatMessage[] => [
+      { role: 'system', content: 'You are a coding agent.\n\tTabs, "quotes", \\ backslashes, \u2028 and \u0000.' },
+      { role: 'user', content: '日本語のタスク 🚀 with an emoji' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'read_file', arguments: '{"path":"a.ts"}' } }] },
+      Object.assign({ role: 'tool', content: 'export const a = 1\n', tool_call_id: 'c1' } as ChatMessage, { seq: 4, tool_name: 'read_file', timestamp: '2026-11-26T00:00:00.000Z' }),
+      { role: 'assistant', content: '', tool_calls: [] },
+    ]
+    const wire = (m: ChatMessage) => ({ role: m.role, content: m.content, ...(m.tool_calls?.length ? { tool_calls: m.tool_calls } : {}), ...(m.tool_call_id === undefined ? {} : { tool_call_id: m.tool_call_id }) })
+
+    it('is byte for byte JSON.stringify of the request, with and without tools and temperature', async () => {
+      const fake = await startFakeLlm()
+      const client = requireLlmClient(parseConfig(fake.configYaml()))
+      const messages = window()
+      await client.chat(messages, { tools, temperature: 0.2, maxTokens: 77 })
+      await client.chat(messages)
+      await client.chat([])
+      expect(fake.requests.map((r) => r.raw.toString())).toEqual([
+        JSON.stringify({ model: 'fake-model', messages: messages.map(wire), tools, max_tokens: 77, temperature: 0.2 }),
+        JSON.stringify({ model: 'fake-model', messages: messages.map(wire), max_tokens: 4096 }),
+        JSON.stringify({ model: 'fake-model', messages: [], max_tokens: 4096 }),
+      ])
+      expect(fake.requests[0]?.raw.equals(Buffer.from(JSON.stringify({ model: 'fake-model', messages: messages.map(wire), tools, max_tokens: 77, temperature: 0.2 })))).toBe(true)
+    })
+
+    it('is sent again, the same bytes, on a retry', async () => {
+      const fake = await startFakeLlm()
+      fake.queue.push({ status: 500, headers: { 'retry-after-ms': '5' } }, { status: 429, headers: { 'retry-after-ms': '5' } }, { content: 'third time' })
+      const reply = await requireLlmClient(parseConfig(fake.configYaml())).chat(window(), { tools })
+      expect(reply.message.content).toBe('third time')
+      expect(fake.requests).toHaveLength(3)
+      expect(fake.requests[0]?.raw.length).toBeGreaterThan(200)
+      expect(fake.requests[1]?.raw.equals(fake.requests[0]?.raw as Buffer)).toBe(true)
+      expect(fake.requests[2]?.raw.equals(fake.requests[0]?.raw as Buffer)).toBe(true)
+    })
+
+    it('serialises each message once: the next turn serialises only its new messages', async () => {
+      const fake = await startFakeLlm()
+      const client = requireLlmClient(parseConfig(fake.configYaml()))
+      const messages = window()
+      const stringify = vi.spyOn(JSON, 'stringify')
+      const serialised = () => stringify.mock.calls.filter(([value]) => typeof value === 'object' && value !== null && 'role' in value).map(([value]) => (value as ChatMessage).content)
+      try {
+        await client.chat(messages, { tools })
+        expect(serialised()).toEqual(messages.map((m) => m.content))
+        stringify.mockClear()
+        const next: ChatMessage = { role: 'user', content: 'the next turn' }
+        await client.chat([...messages, next], { tools })
+        expect(serialised()).toEqual(['the next turn'])
+      } finally {
+        stringify.mockRestore()
+      }
+      expect(fake.requests[1]?.raw.toString()).toBe(JSON.stringify({ model: 'fake-model', messages: [...messages, { role: 'user', content: 'the next turn' } as ChatMessage].map(wire), tools, max_tokens: 4096 }))
+    })
   })
 })
