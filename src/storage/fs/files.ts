@@ -180,7 +180,7 @@ export function writeTempFor(path: string, data: string | Buffer): string {
  * Replaces `path` atomically: write a temp file beside it, fsync, rename over the
  * target, fsync the directory. A reader sees the old file or the new one, never half.
  */
-export function writeFileAtomic(path: string, data: string | Buffer): void {
+export function writeFileAtomic(path: string, data: string | Buffer, options: { syncDir?: boolean } = {}): void {
   const tmp = writeTempFor(path, data)
   try {
     renameSync(tmp, path)
@@ -188,7 +188,9 @@ export function writeFileAtomic(path: string, data: string | Buffer): void {
     unlinkQuietly(tmp)
     throw err
   }
-  fsyncDir(dirname(path))
+  // Without it, a power cut may bring back the previous file (whole, never half): the
+  // owner's per-turn state.json with context.durability: flush, whose appends are not fsynced either.
+  if (options.syncDir !== false) fsyncDir(dirname(path))
 }
 
 export function fsyncDir(dir: string): void {

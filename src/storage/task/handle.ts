@@ -16,7 +16,7 @@ import { readMetadata } from './metadata.js'
 import type { TaskMetadata } from './metadata.js'
 import { toWindowMessage } from '../format/records.js'
 import type { SummaryRecord, ToolRecord, WindowMessage } from '../format/records.js'
-import { initialState, readState, updateState } from './state.js'
+import { initialState, readState, updateState, writeOwnedState } from './state.js'
 import type { Status, TaskState } from './state.js'
 import { PlanningStore, SummaryStore, ToolStore } from './stores.js'
 import type { TaskEnv } from './env.js'
@@ -149,17 +149,19 @@ export class TaskHandle {
     const stores = this.owned()
     // Still ours? A read of the lock, not a rewrite: the heartbeat timer keeps it fresh.
     await this.rewriteLock(async () => this.lock.verify(), true)
-    const before = this.stateCache.status
-    this.stateCache = await updateState(
-      this.dirPath,
-      (current) => ({
-        ...(typeof change === 'function' ? change(current) : change),
-        message_count: stores.messages.lastSeq,
-        tool_call_count: stores.tools.lastSeq,
-        compression_count: stores.summaries.lastId,
-      }),
-      this.env.now(),
-    )
+    const current = this.stateCache
+    const before = current.status
+    const next: TaskState = {
+      ...current,
+      ...(typeof change === 'function' ? change(current) : change),
+      message_count: stores.messages.lastSeq,
+      tool_call_count: stores.tools.lastSeq,
+      compression_count: stores.summaries.lastId,
+      updated_at: this.env.now().toISOString(),
+    }
+    // The lock is ours: no other process writes state.json meanwhile (see writeOwnedState).
+    writeOwnedState(this.dirPath, next, this.env.config.context.durability === 'fsync')
+    this.stateCache = next
     // The index follows a running task's counters at most once a second (a status change at once):
     // a turn writes state.json twice, and reindex or the next write repairs what a crash left behind.
     const now = Date.now()

@@ -1,6 +1,9 @@
-import { readdirSync, statSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readdirSync, statSync, utimesSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
+import { parseConfig } from '../../../src/config/load.js'
+import { Layout } from '../../../src/storage/fs/layout.js'
+import { createTask } from '../../../src/storage/task/lifecycle.js'
 import { CorruptRecordError } from '../../../src/errors.js'
 import { makePrivateDir, writeFileAtomic } from '../../../src/storage/fs/files.js'
 import { JsonlAppender } from '../../../src/storage/format/jsonl.js'
@@ -15,6 +18,26 @@ describe('state.json', () => {
     await Promise.all(Array.from({ length: 20 }, () => updateState(dir, (s) => ({ llm_call_count: s.llm_call_count + 1 }))))
     expect(readState(dir)?.llm_call_count).toBe(20)
     expect(readdirSync(dir).filter((f) => f.includes('state'))).toEqual(['state.json'])
+  })
+
+  // Issue 22: the owner holds the task's .lock, so no other process writes its state.json meanwhile.
+  it("the owner writes from memory: no .state.lock, no read (a held .state.lock does not stop it, a damaged file is written whole)", async () => {
+    const base = makeTree().base
+    const task = await createTask({ layout: new Layout(base), config: parseConfig(''), index: null, now: () => new Date(), warn: () => undefined }, { task_key: { task_source: 'local', owner: null, repo: 'r', task_type: 'task', task_id: '1' }, user: null })
+    const dir = task.dir
+    // Held by a live holder (fresh mtime): a writer that takes it would wait 5 s, then fail.
+    mkdirSync(join(dir, '.state.lock'))
+    const keepFresh = setInterval(() => utimesSync(join(dir, '.state.lock'), new Date(), new Date()), 200)
+    try {
+      await task.update({ llm_call_count: 7 })
+      writeFileSync(join(dir, 'state.json'), '{torn')
+      await task.update((s) => ({ llm_call_count: s.llm_call_count + 1 }))
+    } finally {
+      clearInterval(keepFresh)
+    }
+    expect(readState(dir)).toMatchObject({ status: 'initializing', llm_call_count: 8 })
+    expect(readdirSync(dir).filter((f) => f.includes('state'))).toEqual(['.state.lock', 'state.json'])
+    await task.fail('test over')
   })
 
   it('returns null when missing and a clear error when not JSON', () => {
