@@ -16,7 +16,7 @@ import { readMetadata } from './metadata.js'
 import type { TaskMetadata } from './metadata.js'
 import { toWindowMessage } from '../format/records.js'
 import type { SummaryRecord, ToolRecord, WindowMessage } from '../format/records.js'
-import { initialState, readState, updateState, writeOwnedState } from './state.js'
+import { initialState, readState, updateState, writeOwnedState, writeOwnedStateAsync } from './state.js'
 import type { Status, TaskState } from './state.js'
 import { PlanningStore, SummaryStore, ToolStore } from './stores.js'
 import type { TaskEnv } from './env.js'
@@ -36,6 +36,8 @@ export type Hook = (handle: TaskHandle) => void | Promise<void>
 export class TaskHandle {
   private lostError: LockLostError | null = null
   private windowCache: { messages: WindowMessage[]; tokens: number } | null = null
+  /** The owner's state.json write in flight (saveProgress), or null. */
+  private pendingState: Promise<void> | null = null
   /** When the index last got this task's row (Date.now()). */
   private indexedAt = 0
   private timer: NodeJS.Timeout | null = null
@@ -146,12 +148,53 @@ export class TaskHandle {
 
   /** Changes state.json (and the heartbeat, and tasks.db). */
   async update(change: Partial<TaskState> | ((state: TaskState) => Partial<TaskState>)): Promise<TaskState> {
+    await this.settleState()
+    const next = await this.nextState(change)
+    // The lock is ours: no other process writes state.json meanwhile (see writeOwnedState).
+    writeOwnedState(this.dirPath, next, this.syncDir)
+    return this.changed(next)
+  }
+
+  /**
+   * A turn's counters (SPEC §12.2 step 6), written while the next request is on its way:
+   * the same temp + fsync + rename, in the thread pool instead of on the turn's path. The
+   * state is the new one at once (handle.state, tasks.db); the next write of state.json,
+   * whichever, first waits for this one and throws its error (a full disk, a lost lock).
+   * A crash before it lands leaves state.json as the last turn left it, as a crash just
+   * before a synchronous write would.
+   */
+  async saveProgress(change: Partial<TaskState>): Promise<TaskState> {
+    await this.settleState()
+    const next = await this.nextState(change)
+    const dir = this.dirPath
+    // Checked again just before the rename: a lock taken meanwhile stops the write.
+    const pending = writeOwnedStateAsync(dir, next, this.syncDir, () => {
+      if (!this.lock.isStillOurs()) throw new LockLostError(dir, null)
+    })
+    // Seen by whoever waits for it next, not as an unhandled rejection meanwhile.
+    pending.catch(() => undefined)
+    this.pendingState = pending
+    return this.changed(next)
+  }
+
+  /** Waits for the state write in flight (saveProgress), throwing its error if it failed. */
+  async settleState(): Promise<void> {
+    const pending = this.pendingState
+    if (pending === null) return
+    this.pendingState = null
+    await pending
+  }
+
+  private get syncDir(): boolean {
+    return this.env.config.context.durability === 'fsync'
+  }
+
+  private async nextState(change: Partial<TaskState> | ((state: TaskState) => Partial<TaskState>)): Promise<TaskState> {
     const stores = this.owned()
     // Still ours? A read of the lock, not a rewrite: the heartbeat timer keeps it fresh.
     await this.rewriteLock(async () => this.lock.verify(), true)
     const current = this.stateCache
-    const before = current.status
-    const next: TaskState = {
+    return {
       ...current,
       ...(typeof change === 'function' ? change(current) : change),
       message_count: stores.messages.lastSeq,
@@ -159,8 +202,10 @@ export class TaskHandle {
       compression_count: stores.summaries.lastId,
       updated_at: this.env.now().toISOString(),
     }
-    // The lock is ours: no other process writes state.json meanwhile (see writeOwnedState).
-    writeOwnedState(this.dirPath, next, this.env.config.context.durability === 'fsync')
+  }
+
+  private changed(next: TaskState): TaskState {
+    const before = this.stateCache.status
     this.stateCache = next
     // The index follows a running task's counters at most once a second (a status change at once):
     // a turn writes state.json twice, and reindex or the next write repairs what a crash left behind.
@@ -206,6 +251,7 @@ export class TaskHandle {
    * move the directory to paused/ (a rename needs no room). Records stay as last written.
    */
   async abandon(error: string): Promise<void> {
+    await this.settleState().catch(() => undefined)
     this.stopTimer()
     this.closeStores()
     await this.lock.release()

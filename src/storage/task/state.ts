@@ -1,7 +1,7 @@
 import { join } from 'node:path'
 import lockfile from 'proper-lockfile'
 import { CtxError, isErrno } from '../../errors.js'
-import { parseJsonObject, readSmallFile, writeFileAtomic, writeJsonAtomic } from '../fs/files.js'
+import { parseJsonObject, readSmallFile, writeFileAtomic, writeFileAtomicAsync, writeJsonAtomic } from '../fs/files.js'
 import { FILES } from '../fs/layout.js'
 
 export const STATUSES = [
@@ -160,6 +160,11 @@ export async function updateState(
  */
 export function writeOwnedState(dir: string, state: TaskState, syncDir: boolean): void {
   writeFileAtomic(join(dir, FILES.state), stateText(state), { syncDir })
+}
+
+/** writeOwnedState in the thread pool (see writeFileAtomicAsync): the owner's per-turn write, off the turn's path. */
+export function writeOwnedStateAsync(dir: string, state: TaskState, syncDir: boolean, beforeRename: () => void): Promise<void> {
+  return writeFileAtomicAsync(join(dir, FILES.state), stateText(state), { syncDir, beforeRename })
 }
 
 function stateText(state: TaskState): string {
