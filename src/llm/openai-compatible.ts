@@ -20,6 +20,8 @@ export class OpenAiCompatibleClient implements LlmClient {
   private readonly client: OpenAI
 
   private readonly maxOutputTokens: number
+  /** The last request's body: the next one copies the beginning they share. */
+  private lastBody: BuiltBody | null = null
   private readonly maxResponseBytes: number
 
   constructor(
@@ -54,9 +56,10 @@ export class OpenAiCompatibleClient implements LlmClient {
       // The body as bytes, JSON.stringify of the request to the byte, built from each
       // message's JSON made once (a window of thousands of messages is not serialised
       // again every turn). The SDK sends bytes as they are, and resends them on a retry.
-      const body = requestBody(this.endpoint.model, messages, options.tools, Math.min(options.maxTokens ?? this.maxOutputTokens, this.maxOutputTokens), options.temperature)
+      const built = requestBody(this.endpoint.model, messages, options.tools, Math.min(options.maxTokens ?? this.maxOutputTokens, this.maxOutputTokens), options.temperature, this.lastBody)
+      this.lastBody = built
       const pending = this.client.post<OpenAI.Chat.ChatCompletion>('/chat/completions', {
-        body,
+        body: built.bytes,
         headers: { 'content-type': 'application/json' },
         stream: false,
         ...(options.signal ? { signal: options.signal } : {}),
@@ -125,36 +128,65 @@ function jsonOf<T extends object>(cache: WeakMap<object, Buffer>, value: T, wire
 /**
  * The request's JSON, byte for byte what JSON.stringify({model, messages (wire shape),
  * tools?, max_tokens, temperature?}) gives, assembled from cached pieces: a turn
- * serialises only its new messages, and copies the rest.
+ * serialises only its new messages. `previous` (the body this function built last, for
+ * the same client) lends its beginning: the messages both requests start with, the same
+ * objects, are one copy of bytes, not one piece each.
  */
-export function requestBody(model: string, messages: readonly ChatMessage[], tools: readonly ToolSpec[] | undefined, maxTokens: number, temperature: number | undefined): Buffer {
-  const parts: Buffer[] = [Buffer.from(`{"model":${JSON.stringify(model)},"messages":[`)]
-  list(parts, messages, (m) => jsonOf(messageJson, m, wireMessage))
-  if (tools?.length) {
-    parts.push(Buffer.from('],"tools":['))
-    list(parts, tools, (t) => jsonOf(toolJson, t, (v) => v))
+export function requestBody(model: string, messages: readonly ChatMessage[], tools: readonly ToolSpec[] | undefined, maxTokens: number, temperature: number | undefined, previous: BuiltBody | null = null): BuiltBody {
+  const head = `{"model":${JSON.stringify(model)},"messages":[`
+  // The messages this body shares with the previous one, from the start.
+  let shared = 0
+  if (previous !== null && previous.head === head) {
+    const before = previous.messages
+    const most = Math.min(before.length, messages.length)
+    while (shared < most && before[shared] === messages[shared]) shared++
   }
-  parts.push(Buffer.from(`],"max_tokens":${JSON.stringify(maxTokens)}${temperature === undefined ? '' : `,"temperature":${JSON.stringify(temperature)}`}}`))
-  let size = 0
-  for (const part of parts) size += part.length
-  const out = Buffer.allocUnsafe(size)
-  let at = 0
-  for (const part of parts) {
+  const n = messages.length
+  const parts: Buffer[] = new Array(n - shared)
+  let size = shared > 0 ? (previous as BuiltBody).ends[shared - 1] as number : Buffer.byteLength(head)
+  for (let i = shared; i < n; i++) {
+    const part = jsonOf(messageJson, messages[i] as ChatMessage, wireMessage)
+    parts[i - shared] = part
+    size += part.length + (i > 0 ? 1 : 0)
+  }
+  let tail = ']'
+  if (tools?.length) {
+    tail += ',"tools":['
+    for (let i = 0; i < tools.length; i++) tail += `${i > 0 ? ',' : ''}${jsonOf(toolJson, tools[i] as ToolSpec, (v) => v).toString()}`
+    tail += ']'
+  }
+  tail += `,"max_tokens":${JSON.stringify(maxTokens)}${temperature === undefined ? '' : `,"temperature":${JSON.stringify(temperature)}`}}`
+  const out = Buffer.allocUnsafe(size + Buffer.byteLength(tail))
+  const ends = new Float64Array(n)
+  let at: number
+  if (shared > 0) {
+    const from = previous as BuiltBody
+    at = from.ends[shared - 1] as number
+    out.set(from.bytes.subarray(0, at), 0)
+    ends.set(from.ends.subarray(0, shared), 0)
+  } else {
+    at = out.write(head, 0)
+  }
+  for (let i = shared; i < n; i++) {
+    if (i > 0) out[at++] = COMMA
+    const part = parts[i - shared] as Buffer
     out.set(part, at)
     at += part.length
+    ends[i] = at
   }
-  return out
+  out.write(tail, at)
+  return { head, messages: messages.slice(), ends, bytes: out }
 }
 
-const COMMA_BYTES = Buffer.from(',')
-
-/** The items' JSON, comma-separated, onto `parts`. */
-function list<T>(parts: Buffer[], items: readonly T[], json: (item: T) => Buffer): void {
-  for (let i = 0; i < items.length; i++) {
-    if (i > 0) parts.push(COMMA_BYTES)
-    parts.push(json(items[i] as T))
-  }
+/** A request body as requestBody built it, and where each message's JSON ends in it. */
+export interface BuiltBody {
+  head: string
+  messages: readonly ChatMessage[]
+  ends: Float64Array
+  bytes: Buffer
 }
+
+const COMMA = 0x2c
 
 /**
  * A message as the API defines it: ctxagent's records carry more (tool_name, seq…), and

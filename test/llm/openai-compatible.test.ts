@@ -2,7 +2,7 @@ import { describe, expect, it, vi } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
 import { ProviderError, UsageError } from '../../src/errors.js'
 import type { ChatMessage, ToolSpec } from '../../src/llm/client.js'
-import { createLlmClient, requireLlmClient } from '../../src/llm/openai-compatible.js'
+import { createLlmClient, requestBody, requireLlmClient } from '../../src/llm/openai-compatible.js'
 import { startFakeLlm } from '../helpers/fake-llm.js'
 
 describe('OpenAI-compatible client', () => {
@@ -81,6 +81,29 @@ describe('OpenAI-compatible client', () => {
       expect(fake.requests[0]?.raw.length).toBeGreaterThan(200)
       expect(fake.requests[1]?.raw.equals(fake.requests[0]?.raw as Buffer)).toBe(true)
       expect(fake.requests[2]?.raw.equals(fake.requests[0]?.raw as Buffer)).toBe(true)
+    })
+
+    it('copies the beginning it shares with the previous body, and stays byte for byte JSON.stringify however the window changed', async () => {
+      const fake = await startFakeLlm()
+      const client = requireLlmClient(parseConfig(fake.configYaml()))
+      const [system, task, call, result, answer] = window() as [ChatMessage, ChatMessage, ChatMessage, ChatMessage, ChatMessage]
+      const prunedResult: ChatMessage = { ...result, content: '[pruned]' }
+      const note: ChatMessage = { role: 'user', content: 'ünïcödé ✓ next' }
+      const requests = [
+        [system, task, call, result],
+        [system, task, call, result, answer, note], // grown
+        [system, task, call, prunedResult, answer, note], // an old result pruned: a new object in the middle
+        [system, task, call, prunedResult, answer, note], // the same again
+        [system, task], // compacted: shorter
+        [],
+        [note, system, task], // a new beginning
+      ]
+      for (const messages of requests) await client.chat(messages, { tools })
+      expect(fake.requests.map((r) => r.raw.toString())).toEqual(requests.map((messages) => JSON.stringify({ model: 'fake-model', messages: messages.map(wire), tools, max_tokens: 4096 })))
+      // Another model, another beginning: nothing is borrowed from a body that started differently.
+      const first = requestBody('a', [system, task], undefined, 10, undefined)
+      expect(requestBody('b', [system, task, note], undefined, 10, 1, first).bytes.toString()).toBe(JSON.stringify({ model: 'b', messages: [system, task, note].map(wire), max_tokens: 10, temperature: 1 }))
+      expect(requestBody('a', [system, task, note], undefined, 10, undefined, first).bytes.toString()).toBe(JSON.stringify({ model: 'a', messages: [system, task, note].map(wire), max_tokens: 10 }))
     })
 
     it('serialises each message once: the next turn serialises only its new messages', async () => {
