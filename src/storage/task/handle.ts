@@ -36,8 +36,10 @@ export type Hook = (handle: TaskHandle) => void | Promise<void>
 export class TaskHandle {
   private lostError: LockLostError | null = null
   private windowCache: { messages: WindowMessage[]; tokens: number } | null = null
-  /** The owner's state.json write in flight (saveProgress), or null. */
-  private pendingState: Promise<void> | null = null
+  /** The owner's state.json writes on their way (saveProgress): the one in flight, the newest waiting, the first error. */
+  private writing: Promise<void> | null = null
+  private queued: TaskState | null = null
+  private writeError: unknown = null
   /** When the index last got this task's row (Date.now()). */
   private indexedAt = 0
   private timer: NodeJS.Timeout | null = null
@@ -148,6 +150,8 @@ export class TaskHandle {
 
   /** Changes state.json (and the heartbeat, and tasks.db). */
   async update(change: Partial<TaskState> | ((state: TaskState) => Partial<TaskState>)): Promise<TaskState> {
+    // A queued state is not written: this one holds all it held.
+    this.queued = null
     await this.settleState()
     const next = await this.nextState(change)
     // The lock is ours: no other process writes state.json meanwhile (see writeOwnedState).
@@ -158,31 +162,52 @@ export class TaskHandle {
   /**
    * A turn's counters (SPEC §12.2 step 6), written while the next request is on its way:
    * the same temp + fsync + rename, in the thread pool instead of on the turn's path. The
-   * state is the new one at once (handle.state, tasks.db); the next write of state.json,
-   * whichever, first waits for this one and throws its error (a full disk, a lost lock).
-   * A crash before it lands leaves state.json as the last turn left it, as a crash just
-   * before a synchronous write would.
+   * state is the new one at once (handle.state, tasks.db). While a write is still on its
+   * way (a slow disk: its fsync outlasts a turn) the turn does not wait: the newest state
+   * is written when it lands, the ones between are skipped (each is whole, and the next
+   * holds all they held). Every other write of state.json first waits for these and
+   * throws their error (a full disk, a lost lock). A crash before one lands leaves
+   * state.json as an earlier turn left it: whole, counters behind (messages.jsonl is the
+   * truth; inbox offsets and status changes are written at once, by update).
    */
   async saveProgress(change: Partial<TaskState>): Promise<TaskState> {
-    await this.settleState()
-    const next = await this.nextState(change)
-    const dir = this.dirPath
-    // Checked again just before the rename: a lock taken meanwhile stops the write.
-    const pending = writeOwnedStateAsync(dir, next, this.syncDir, () => {
-      if (!this.lock.isStillOurs()) throw new LockLostError(dir, null)
-    })
-    // Seen by whoever waits for it next, not as an unhandled rejection meanwhile.
-    pending.catch(() => undefined)
-    this.pendingState = pending
-    return this.changed(next)
+    this.throwWriteError()
+    const next = this.changed(await this.nextState(change))
+    if (this.writing !== null) this.queued = next
+    else this.writing = this.writeBehind(next)
+    return next
   }
 
-  /** Waits for the state write in flight (saveProgress), throwing its error if it failed. */
+  /** Writes `first`, then whatever saveProgress queued meanwhile; never rejects (the error waits in writeError). */
+  private async writeBehind(first: TaskState): Promise<void> {
+    const dir = this.dirPath
+    // Checked again just before each rename: a lock taken meanwhile stops the write.
+    const stillOurs = () => {
+      if (!this.lock.isStillOurs()) throw new LockLostError(dir, null)
+    }
+    for (let state: TaskState | null = first; state !== null; state = this.queued, this.queued = null) {
+      try {
+        await writeOwnedStateAsync(dir, state, this.syncDir, stillOurs)
+      } catch (err) {
+        this.writeError ??= err
+        this.queued = null
+        break
+      }
+    }
+    this.writing = null
+  }
+
+  /** Waits for the state writes on their way (saveProgress), throwing their error if one failed. */
   async settleState(): Promise<void> {
-    const pending = this.pendingState
-    if (pending === null) return
-    this.pendingState = null
-    await pending
+    while (this.writing !== null) await this.writing
+    this.throwWriteError()
+  }
+
+  private throwWriteError(): void {
+    const err = this.writeError
+    if (err === null) return
+    this.writeError = null
+    throw err
   }
 
   private get syncDir(): boolean {

@@ -41,7 +41,7 @@ describe('state.json', () => {
     await task.fail('test over')
   })
 
-  it("a turn's counters are written off the turn's path: the next write waits for them, and a lock lost meanwhile stops them", async () => {
+  it("a turn's counters are written off the turn's path (a write still on its way is not waited for), every other write waits for them, and a lock lost meanwhile stops them", async () => {
     const base = makeTree().base
     const task = await createTask({ layout: new Layout(base), config: parseConfig(''), index: null, now: () => new Date(), warn: () => undefined }, { task_key: { task_source: 'local', owner: null, repo: 'r', task_type: 'task', task_id: '1' }, user: null })
     const dir = task.dir
@@ -49,6 +49,10 @@ describe('state.json', () => {
       await task.saveProgress({ turns: turn, llm_call_count: turn })
       expect(task.state.turns).toBe(turn)
     }
+    // No I/O has run since the first began: the turns did not wait for it (the newest is written after it).
+    expect(readState(dir)?.turns).toBeUndefined()
+    await task.settleState()
+    expect(readState(dir)).toMatchObject({ turns: 3, llm_call_count: 3 })
     await task.update({ last_activity: 'checked' })
     expect(readState(dir)).toMatchObject({ turns: 3, llm_call_count: 3, last_activity: 'checked' })
     await task.saveProgress({ turns: 4 })
