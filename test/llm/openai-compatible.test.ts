@@ -1,4 +1,7 @@
-import { describe, expect, it, vi } from 'vitest'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { gzipSync } from 'node:zlib'
+import { describe, expect, it, onTestFinished, vi } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
 import { ProviderError, UsageError } from '../../src/errors.js'
 import type { ChatMessage, ToolSpec } from '../../src/llm/client.js'
@@ -123,6 +126,42 @@ describe('OpenAI-compatible client', () => {
         stringify.mockRestore()
       }
       expect(fake.requests[1]?.raw.toString()).toBe(JSON.stringify({ model: 'fake-model', messages: [...messages, { role: 'user', content: 'the next turn' } as ChatMessage].map(wire), tools, max_tokens: 4096 }))
+    })
+  })
+  // Issue 22: the request goes out through node:http (fetch copied the body and wrapped it in web streams).
+  describe('the transport', () => {
+    const completion = (content: string) => JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: 'm', choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content } }] })
+
+    it('sends the body as is, decodes a compressed answer, and follows a redirect as fetch does', async () => {
+      const seen: { path: string; headers: Record<string, unknown>; body: string }[] = []
+      const server = createServer((req, res) => {
+        const chunks: Buffer[] = []
+        req.on('data', (d: Buffer) => chunks.push(d))
+        req.on('end', () => {
+          seen.push({ path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString() })
+          if (req.url?.startsWith('/old/')) {
+            res.writeHead(307, { location: req.url.replace('/old/', '/v1/') })
+            return res.end()
+          }
+          const gzip = seen.length === 1
+          res.writeHead(200, { 'content-type': 'application/json', ...(gzip ? { 'content-encoding': 'gzip' } : {}) })
+          res.end(gzip ? gzipSync(completion('gzipped ✓')) : completion('after a redirect'))
+        })
+      })
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+      onTestFinished(() => new Promise<void>((resolve) => server.close(() => resolve())))
+      const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+      const config = (path: string) => parseConfig(`llm:\n  provider: openai\n  openai:\n    base_url: ${base}${path}\n    api_key: k\n    model: m\n    max_retries: 0\n`)
+      const messages: ChatMessage[] = [{ role: 'user', content: 'ünïcödé' }]
+      expect((await requireLlmClient(config('/v1')).chat(messages)).message.content).toBe('gzipped ✓')
+      expect(seen[0]?.body).toBe(JSON.stringify({ model: 'm', messages, max_tokens: 4096 }))
+      expect(seen[0]?.headers).toMatchObject({ 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(seen[0]?.body ?? '')), authorization: 'Bearer k' })
+      // fetch's own request headers are absent: the request did not go through fetch.
+      expect(seen[0]?.headers['sec-fetch-mode']).toBeUndefined()
+      expect((await requireLlmClient(config('/old')).chat(messages)).message.content).toBe('after a redirect')
+      // (fetch asks the old address again, then follows it.)
+      expect(seen.at(-1)).toMatchObject({ path: '/v1/chat/completions', body: seen[0]?.body })
+      expect(seen.slice(1, -1).map((r) => [r.path, r.body])).toEqual(seen.slice(1, -1).map(() => ['/old/chat/completions', seen[0]?.body]))
     })
   })
 })
