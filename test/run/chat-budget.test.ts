@@ -33,8 +33,9 @@ describe('chat budgets', () => {
     expect(loop.code, loop.stderr).toBe(0)
     expect(loop.stdout).toMatch(/this message used its whole budget of turns \(run.max_turns per chat message\)/)
     for (const text of ['two', 'three', 'four']) expect((await s.run(['chat', uuid, '--send', text])).stdout.trim()).toBe(`re: ${text}`)
-    const task = readTask(s.tree, uuid)
-    expect(task.state).toMatchObject({ status: 'processing', turns: 6 })
+    // state.json follows the reply (recorded first, SPEC §12.2) within the turn's write.
+    await waitFor('the sixth turn in state.json', () => readTask(s.tree, uuid).state.turns === 6 || undefined)
+    expect(readTask(s.tree, uuid).state).toMatchObject({ status: 'processing', turns: 6 })
     started.child.kill('SIGTERM')
     expect((await exitOf(started.child)).code).toBe(143)
   })
