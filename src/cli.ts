@@ -37,7 +37,7 @@ export function buildProgram(): Command {
     .showSuggestionAfterError(true)
 
   for (const command of [runCommand(), viewCommand(), listCommand(), statsCommand(), cleanupCommand(), compressCommand(), pauseCommand(), commentCommand(), chatCommand(), watchLocksCommand(), unlockCommand(), reindexCommand(), configCommand(), doctorCommand(), demoCommand(), exportCommand(), completionCommand()]) program.addCommand(command)
-  for (const command of [enqueueCommand(), workerCommand(), pollCommand(), fleetCommand()]) program.addCommand(command)
+  for (const command of [enqueueCommand(), workerCommand(main), pollCommand(), fleetCommand()]) program.addCommand(command)
   for (const command of [program, ...program.commands]) {
     const examples = examplesText(command.name())
     if (examples !== null) command.addHelpText('after', examples)

@@ -18,7 +18,8 @@ interface WorkerOptions {
   prestart: boolean
 }
 
-export function workerCommand(): Command {
+/** `runCli` is the CLI's main (cli.ts passes it: a command never imports the program above it), which a warm child runs its task with. */
+export function workerCommand(runCli: (argv: string[]) => Promise<void>): Command {
   return new Command('worker')
     .description("take the fleet's jobs and run each task as run does, each in its own process (needs fleet.database_url); SIGTERM/SIGINT pause them and exit 0")
     .option('--concurrency <n>', 'tasks run at once', positiveIntArg, 1)
@@ -26,7 +27,7 @@ export function workerCommand(): Command {
     .addOption(new Option('--no-prestart').hideHelp())
     // Not for operators: the warm child a worker starts ahead of its next job.
     .addOption(new Option(WARM_CHILD_FLAG).hideHelp())
-    .action((opts: WorkerOptions, command: Command) => (opts.warmChild === true ? warmChild(command) : withEnv(worker)(opts, command)))
+    .action((opts: WorkerOptions, command: Command) => (opts.warmChild === true ? warmChild(command, runCli) : withEnv(worker)(opts, command)))
 }
 
 /**
@@ -35,18 +36,17 @@ export function workerCommand(): Command {
  * runs as if started with it (same global flags: the worker's --home and --config).
  * fd 3 closing without a line (the worker stopped or died) ends it quietly.
  */
-async function warmChild(command: Command): Promise<void> {
+async function warmChild(command: Command, runCli: (argv: string[]) => Promise<void>): Promise<void> {
   const preload = warmUp(command)
   const args = await controlLine()
   if (args === null) return
   await preload
-  const { main } = await import('../cli.js')
   // Errors name the command the task runs (cli.ts reads process.argv), not this one, and
   // so does ps: `ctxagent run --uuid …` (cut to the length of the command line it started with).
   process.argv = [...process.argv.slice(0, process.argv.lastIndexOf('worker')), ...args]
   process.title = ['ctxagent', ...args].join(' ')
   try {
-    await main(process.argv)
+    await runCli(process.argv)
   } finally {
     // Not taken (the task never opened its index, or another one): its connection must not keep this process alive.
     await PgStore.dropAhead()
