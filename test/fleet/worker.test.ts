@@ -251,9 +251,10 @@ describe('the warm child', () => {
     // It has connected its task's index before there is a task.
     await until('the warm child connected', async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE $1`, [`ctxagent index %:${first}`]))[0]?.n === 1)
     const doneJobs = (n: number) => until(`${n} jobs done`, async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM fleet_jobs WHERE state = 'done'`))[0]?.n === n)
-    // The first task looks around until told to finish.
+    // The first task looks around until told to finish (a new pattern each time: the same call five times in a row is stopped as stuck).
     let more = true
-    s.fake.fallback = () => (more ? { calls: [{ name: 'glob', arguments: { pattern: '*.js' } }] } : finish)
+    let looks = 0
+    s.fake.fallback = () => (more ? { calls: [{ name: 'glob', arguments: { pattern: `*${looks++}*` } }] } : finish)
     const a = await enqueue(s, ['--task', 'task a', '--workspace', s.ws])
     await until('task a under way', async () => agentRequests(s.fake).length >= 2)
     expect(worker.err()).toMatch(new RegExp(`job \\d+: starting task ${a} \\(pid ${first}\\)`))
@@ -261,7 +262,7 @@ describe('the warm child', () => {
     expect(readFileSync(`/proc/${first}/cmdline`, 'utf8')).toMatch(new RegExp(`^ctxagent run --uuid ${a} `))
     more = false
     await doneJobs(1)
-    expect(readTask(s.tree, a)).toMatchObject({ location: 'completed', metadata: { process_id: first } })
+    expect(readTask(s.tree, a)).toMatchObject({ location: 'completed', state: { status: 'completed' }, metadata: { process_id: first } })
     // Used once: its task ended with it, and another waits for the next job.
     const [second] = await until('the next warm child', async () => (warmChildren(pid).length === 1 && !warmChildren(pid).includes(first as number) ? warmChildren(pid) : null))
     // Killed while it waits: the worker starts another, and the next job runs there.
