@@ -235,6 +235,8 @@ async function prepareResume(ctx: CommandEnv, flags: RunFlags, id: string): Prom
 async function refuseLive(ctx: CommandEnv, ref: TaskRef): Promise<void> {
   await withTaskEnv(ctx, async (env) => {
     const assessment = assessTask(env, ref, { policy: { ...stalenessPolicy(ctx.config), deadPidIsProof: true } })
+    // Moved out of running/ while we looked (its owner finished or paused it): a lost race, as in stillThere.
+    if (!existsSync(ref.dir)) stillThere(ref, () => assertRegularFiles(ref.dir, TASK_DATA_FILES))
     if (assessment.stale) {
       ctx.io.warn(`task ${ref.uuid} is in running/ but ${assessment.verdict.reason}; resume takes it over`)
       return

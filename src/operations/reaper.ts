@@ -68,7 +68,10 @@ export function assessTask(env: TaskEnv, ref: TaskRef, options: ReapOptions): As
   const state = safeState(ref.dir)
   // No state.json yet: a task still being created, or one killed then; the directory's own time tells which.
   const updated = Date.parse(state?.updated_at ?? '')
-  const age = env.now().getTime() - (Number.isNaN(updated) ? dirTime(ref.dir) : updated)
+  const since = Number.isNaN(updated) ? dirTime(ref.dir) : updated
+  // Gone from running/ while we looked: its owner (or another process) moved it; nothing here to act on.
+  if (since === null) return { stale: false, reason: 'it was moved out of running/ by another process just now', holder: null }
+  const age = env.now().getTime() - since
   if (age <= options.policy.staleAfterMs && options.force !== true) {
     return { stale: false, reason: `no lock, but state.json was updated ${Math.round(age / 1000)}s ago`, holder: null }
   }
@@ -177,11 +180,12 @@ function isSettled(state: TaskState): boolean {
   return state.status === 'paused' || state.status === 'completing' || state.status === 'completed' || state.status === 'failed' || state.status === 'timeout'
 }
 
-function dirTime(dir: string): number {
+/** The directory's modification time, or null when it is gone. */
+function dirTime(dir: string): number | null {
   try {
     return statSync(dir).mtimeMs
   } catch {
-    return 0
+    return null
   }
 }
 

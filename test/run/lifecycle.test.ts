@@ -371,7 +371,7 @@ describe('resume races', () => {
       expect(results.map((r) => r.code).sort(), results.map((r) => r.stderr).join('\n')).toEqual([0, 4])
       const loser = results.find((r) => r.code === 4) as { stderr: string }
       expect(loser.stderr).not.toMatch(/ENOENT|EEXIST|ENOTEMPTY/)
-      expect(loser.stderr.trim().split('\n')).toHaveLength(1)
+      expect(loser.stderr.trim().split('\n'), loser.stderr).toHaveLength(1)
       expect(loser.stderr).toMatch(/taken by another process|is running|paused|completed/)
     }
   })

@@ -138,11 +138,18 @@ export const LAST = 'last'
 export function resolveTask(layout: Layout, input: string): TaskRef {
   if (input === LAST) return newestTask(layout)
   const { id, full } = parseTaskId(input)
-  const matches: TaskRef[] = []
-  for (const location of LOCATIONS) {
-    const names = full ? (existsDir(layout.taskDir(location, id)) ? [id] : []) : layout.list(location).filter((n) => n.startsWith(id))
-    for (const uuid of names) matches.push({ uuid, location, dir: layout.taskDir(location, uuid) })
+  const find = (): TaskRef[] => {
+    const found: TaskRef[] = []
+    for (const location of LOCATIONS) {
+      const names = full ? (existsDir(layout.taskDir(location, id)) ? [id] : []) : layout.list(location).filter((n) => n.startsWith(id))
+      for (const uuid of names) found.push({ uuid, location, dir: layout.taskDir(location, uuid) })
+    }
+    return found
   }
+  // The locations are looked at one after another: a task moved between two looks (paused/ to
+  // running/ by a resume) is in neither; a second look finds it.
+  let matches = find()
+  if (matches.length === 0) matches = find()
   const distinct = new Set(matches.map((m) => m.uuid))
   if (distinct.size === 0) {
     throw new NotFoundError(`no task ${input} in ${layout.base}`, 'check the uuid, or --home / CTXAGENT_HOME')
