@@ -39,21 +39,18 @@ export function costOf(model: string | null | undefined, split: TokenSplit, pric
 }
 
 /**
- * The token split and cost over the tasks that `whereSql` selects in the index: each
- * task's state.json is read for its split (tasks.db keeps only the total), the model
- * from the row's metadata. A task whose state cannot be read counts its indexed total as unsplit.
+ * The token split and cost over the tasks that `whereSql` selects in the index: the split
+ * from the row's columns, or, for a row indexed before they existed (or without a readable
+ * state), from the task's state.json; the model from the row's metadata. A task whose
+ * state cannot be read counts its indexed total as unsplit.
  */
 export function collectTokens(index: TaskIndex, layout: Layout, where: { sql: string; params: unknown[] }, pricing: Config['pricing']): TokenReport {
-  const rows = index.db.prepare(`SELECT uuid, location, metadata, total_tokens FROM tasks ${where.sql}`).all(...where.params) as { uuid: string; location: Location; metadata: string | null; total_tokens: number | null }[]
+  const rows = index.db
+    .prepare(`SELECT uuid, location, metadata, total_tokens, prompt_tokens, completion_tokens, cached_tokens FROM tasks ${where.sql}`)
+    .all(...where.params) as { uuid: string; location: Location; metadata: string | null; total_tokens: number | null; prompt_tokens: number | null; completion_tokens: number | null; cached_tokens: number | null }[]
   const report: TokenReport = { total: 0, prompt: 0, completion: 0, cached: 0, unsplit: 0, cost_usd: null, unpriced_tasks: 0 }
   for (const row of rows) {
-    let state: TaskState | null = null
-    try {
-      state = readState(layout.taskDir(row.location, row.uuid))
-    } catch {
-      // Unreadable: its indexed total counts, unsplit.
-    }
-    const split = state ? splitOf(state) : { total: row.total_tokens ?? 0, prompt: 0, completion: 0, cached: 0 }
+    const split = row.prompt_tokens !== null ? { total: row.total_tokens ?? 0, prompt: row.prompt_tokens, completion: row.completion_tokens ?? 0, cached: row.cached_tokens ?? 0 } : splitFromState(layout, row)
     report.total += split.total
     report.prompt += split.prompt
     report.completion += split.completion
@@ -64,6 +61,16 @@ export function collectTokens(index: TaskIndex, layout: Layout, where: { sql: st
     else report.cost_usd = Math.round(((report.cost_usd ?? 0) + cost) * 1e6) / 1e6
   }
   return report
+}
+
+function splitFromState(layout: Layout, row: { uuid: string; location: Location; total_tokens: number | null }): TokenSplit {
+  let state: TaskState | null = null
+  try {
+    state = readState(layout.taskDir(row.location, row.uuid))
+  } catch {
+    // Unreadable: its indexed total counts, unsplit.
+  }
+  return state ? splitOf(state) : { total: row.total_tokens ?? 0, prompt: 0, completion: 0, cached: 0 }
 }
 
 function modelOf(metadata: string | null): string | null {

@@ -46,7 +46,8 @@ function row(uuid: string, over: Partial<TaskRow> = {}): TaskRow {
     uuid, status: 'completed', location: 'completed', task_type: 'issue', task_identifier: '7', repository: 'o/r', user: 'alice', hostname: 'h',
     created_at: '2024-01-01T00:00:00.000Z', started_at: null, updated_at: null, completed_at: '2024-01-02T00:00:00.000Z', metadata: '{}',
     total_messages: 3, total_summaries: 0, total_tool_calls: 1, llm_call_count: 2, total_tokens: 5_000_000_000, compression_count: 0,
-    final_token_count: null, final_message_count: 3, error_message: null, disk_bytes: null, disk_bytes_raw: null, ...over,
+    final_token_count: null, final_message_count: 3, error_message: null, disk_bytes: null, disk_bytes_raw: null,
+    prompt_tokens: 4_000_000_000, completion_tokens: 1_000_000_000, cached_tokens: 0, ...over,
   }
 }
 

@@ -92,6 +92,10 @@ const MIGRATIONS: readonly string[] = [
   // one repository each cancel and run again only their own (NULL: a row from before, taken
   // over by the first poller that lists its item).
   `ALTER TABLE fleet_polled ADD COLUMN IF NOT EXISTS trigger TEXT;`,
+  // The token split, so that stats sums columns instead of reading every task's state.json.
+  `ALTER TABLE tasks ADD COLUMN IF NOT EXISTS prompt_tokens BIGINT;
+   ALTER TABLE tasks ADD COLUMN IF NOT EXISTS completion_tokens BIGINT;
+   ALTER TABLE tasks ADD COLUMN IF NOT EXISTS cached_tokens BIGINT;`,
 ]
 
 /** Advisory lock keys (bigint constants: hashtext() is not a stable API). */

@@ -11,7 +11,7 @@ import type { TaskKeyColumns, TaskRow } from './task-index.js'
 /** Columns PostgreSQL returns as text (BIGINT) that a TaskRow holds as numbers. */
 const NUMERIC = new Set<keyof TaskRow>([
   'total_messages', 'total_summaries', 'total_tool_calls', 'llm_call_count', 'total_tokens', 'compression_count',
-  'final_token_count', 'final_message_count', 'disk_bytes', 'disk_bytes_raw',
+  'final_token_count', 'final_message_count', 'disk_bytes', 'disk_bytes_raw', 'prompt_tokens', 'completion_tokens', 'cached_tokens',
 ])
 const SELECT = COLUMNS.map((c) => `"${c}"`).join(', ')
 const UPSERT = `INSERT INTO tasks (${SELECT}) SELECT ${SELECT} FROM jsonb_populate_recordset(NULL::tasks, $1::jsonb)

@@ -27,6 +27,10 @@ export interface TaskRow {
   total_tool_calls: number
   llm_call_count: number
   total_tokens: number
+  /** total_tokens split as the provider reported it (state.json's prompt/completion/cached), so that stats need not read every state.json; null where the row was written without it. */
+  prompt_tokens: number | null
+  completion_tokens: number | null
+  cached_tokens: number | null
   compression_count: number
   final_token_count: number | null
   final_message_count: number | null
@@ -75,6 +79,10 @@ const MIGRATIONS: readonly string[] = [
   // Disk use, cached for settled tasks so that stats need not walk every directory.
   `ALTER TABLE tasks ADD COLUMN disk_bytes INTEGER;
    ALTER TABLE tasks ADD COLUMN disk_bytes_raw INTEGER;`,
+  // The token split, so that stats sums columns instead of reading every task's state.json.
+  `ALTER TABLE tasks ADD COLUMN prompt_tokens INTEGER;
+   ALTER TABLE tasks ADD COLUMN completion_tokens INTEGER;
+   ALTER TABLE tasks ADD COLUMN cached_tokens INTEGER;`,
 ]
 
 export const COLUMNS: readonly (keyof TaskRow)[] = [
@@ -82,6 +90,7 @@ export const COLUMNS: readonly (keyof TaskRow)[] = [
   'created_at', 'started_at', 'updated_at', 'completed_at', 'metadata', 'total_messages',
   'total_summaries', 'total_tool_calls', 'llm_call_count', 'total_tokens', 'compression_count',
   'final_token_count', 'final_message_count', 'error_message', 'disk_bytes', 'disk_bytes_raw',
+  'prompt_tokens', 'completion_tokens', 'cached_tokens',
 ]
 
 /**

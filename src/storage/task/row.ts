@@ -33,6 +33,10 @@ export function taskRow(meta: TaskMetadata, state: TaskState | null, location: L
     total_tool_calls: counts.tools,
     llm_call_count: state?.llm_call_count ?? 0,
     total_tokens: state?.total_tokens_used ?? 0,
+    // An older state.json without the split: 0 each, all of total_tokens unsplit (as stats reads it).
+    prompt_tokens: state === null ? null : (state.prompt_tokens ?? 0),
+    completion_tokens: state === null ? null : (state.completion_tokens ?? 0),
+    cached_tokens: state === null ? null : (state.cached_tokens ?? 0),
     compression_count: state?.compression_count ?? counts.summaries,
     final_token_count: final ? (state?.current_context_tokens ?? null) : null,
     final_message_count: final ? counts.messages : null,
