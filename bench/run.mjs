@@ -12,12 +12,15 @@ const suites = wanted.length ? SUITES.filter((s) => wanted.includes(s)) : SUITES
 const file = join(ROOT, 'BENCHMARKS.md')
 const previous = readPrevious()
 const results = []
+const commit = safe(() => execSync('git rev-parse --short HEAD', { cwd: ROOT }).toString().trim(), 'unknown')
+const dirty = safe(() => execSync('git status --porcelain --untracked-files=no -- src bench bin', { cwd: ROOT }).toString().trim() !== '', false)
+const at = new Date().toISOString().slice(0, 16) + 'Z'
 try {
   for (const suite of suites) {
     process.stderr.write(`bench: ${suite}…\n`)
     const mod = await import(`./${suite}.mjs`)
     for (const r of await mod.run()) {
-      results.push({ ...r, suite })
+      results.push({ ...r, suite, commit: dirty ? `${commit}+changes` : commit, at })
       process.stderr.write(`  ${r.pass ? 'PASS' : 'FAIL'} ${r.name}: ${r.measured}; ${r.ratio} (target ${r.target})\n`)
     }
   }
@@ -27,7 +30,8 @@ try {
 
 // Rows of suites not run this time are kept from the previous file.
 const merged = [...previous.filter((p) => !suites.includes(p.suite)), ...results].sort((a, b) => SUITES.indexOf(a.suite) - SUITES.indexOf(b.suite))
-const commit = safe(() => execSync('git rev-parse --short HEAD', { cwd: ROOT }).toString().trim(), 'unknown')
+// Each row says the commit it was measured at: rows kept from an earlier run describe that run's code.
+const runs = [...new Set(merged.map((r) => `${r.suite} at ${r.commit ?? 'an unrecorded commit'}${r.at ? ` (${r.at})` : ''}`))]
 const lines = [
   '# Benchmarks',
   '',
@@ -37,12 +41,15 @@ const lines = [
   'so that a drift in machine speed hits both alike),',
   'on a noisy 2-core machine: read the ratios, not the absolute times.',
   '',
-  `Last run: ${new Date().toISOString().slice(0, 16)}Z, commit ${commit}, Node ${process.version}, ${cpus().length} cores, ${Math.round(totalmem() / 1024 ** 3)} GiB.`,
+  `Last run: ${at}, commit ${commit}, Node ${process.version}, ${cpus().length} cores, ${Math.round(totalmem() / 1024 ** 3)} GiB.`,
+  `Measured: ${runs.join('; ')}.`,
   '',
   '| benchmark | what | measured | against the baseline | target | result |',
   '|---|---|---|---|---|---|',
   ...merged.map((r) => `| ${r.name} | ${r.what} | ${r.measured} | ${r.ratio} | ${r.target} | ${r.pass ? 'pass' : '**FAIL**'} |`),
   '',
+  // How the rows are measured and what they imply, kept by hand beside the code that measures.
+  safe(() => readFileSync(join(ROOT, 'bench', 'notes.md'), 'utf8').trim() + '\n', ''),
   '<!-- data: ' + JSON.stringify(merged) + ' -->',
   '',
 ]
@@ -53,7 +60,10 @@ if (results.some((r) => !r.pass)) process.exitCode = 1
 function readPrevious() {
   const text = safe(() => readFileSync(file, 'utf8'), '')
   const match = /<!-- data: (.*) -->/.exec(text)
-  return match ? safe(() => JSON.parse(match[1]), []) : []
+  // Rows written before each row carried its commit: the file's "Last run" commit.
+  const last = /^Last run: (\S+), commit (\w+)/m.exec(text)
+  const rows = match ? safe(() => JSON.parse(match[1]), []) : []
+  return rows.map((r) => ({ commit: last?.[2], at: last?.[1], ...r }))
 }
 
 function safe(fn, fallback) {
