@@ -40,19 +40,20 @@ export async function run() {
   })
   // V8 grows its young generation to a cap under sustained allocation, whatever the
   // history: a 1,000-message task ends before that, a 100,000-message one does not.
-  // The criterion pins the young generation to the same size for both runs; the
-  // default-flag figures and the heap retained after GC are reported beside it.
+  // The criterion is on the flags bin/ctxagent runs with (none); the figures with the
+  // young generation pinned to 1 MB, and the heap retained after GC, are reported beside.
+  // The real CLI's figure is run-memory (bench/turn.mjs).
   const pinned = ['--max-semi-space-size=1']
   const small = simulateRaw('disk', 500, 300, 4096, pinned)
   const large = simulateRaw('disk', 50_000, 300, 4096, pinned)
   const smallDefault = simulateRaw('disk', 500, 300, 4096)
   const largeDefault = simulateRaw('disk', 50_000, 300, 4096)
-  const growth = large.peak_rss / small.peak_rss
+  const growth = largeDefault.peak_rss / smallDefault.peak_rss
   results.push({
     name: 'memory-flat',
-    what: 'peak RSS at 100,000 messages vs at 1,000 messages (tool outputs 300 B–4 KB), both with a 1 MB young generation',
-    measured: `${large.peak_rss.toFixed(1)} MB vs ${small.peak_rss.toFixed(1)} MB; default flags ${largeDefault.peak_rss.toFixed(1)} vs ${smallDefault.peak_rss.toFixed(1)} MB; heap after GC ${largeDefault.heap_after_gc.toFixed(1)} vs ${smallDefault.heap_after_gc.toFixed(1)} MB`,
-    ratio: `${growth.toFixed(2)}× (default flags ${(largeDefault.peak_rss / smallDefault.peak_rss).toFixed(2)}×)`,
+    what: 'peak RSS at 100,000 messages vs at 1,000 messages (tool outputs 300 B–4 KB), in-process simulation (bench/agent-sim.mjs) with the flags bin/ctxagent runs with',
+    measured: `${largeDefault.peak_rss.toFixed(1)} MB vs ${smallDefault.peak_rss.toFixed(1)} MB; with a 1 MB young generation ${large.peak_rss.toFixed(1)} vs ${small.peak_rss.toFixed(1)} MB; heap after GC ${largeDefault.heap_after_gc.toFixed(1)} vs ${smallDefault.heap_after_gc.toFixed(1)} MB`,
+    ratio: `${growth.toFixed(2)}× (1 MB young generation ${(large.peak_rss / small.peak_rss).toFixed(2)}×)`,
     target: '≤ 1.2×',
     pass: growth <= 1.2,
   })

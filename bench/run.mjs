@@ -5,7 +5,7 @@ import { cpus, totalmem } from 'node:os'
 import { join } from 'node:path'
 import { DATA, remove, ROOT } from './lib.mjs'
 
-const SUITES = ['append', 'tail', 'recovery', 'operator', 'context', 'agent', 'chat', 'fleet']
+const SUITES = ['append', 'tail', 'recovery', 'operator', 'context', 'turn', 'agent', 'chat', 'fleet']
 const wanted = process.argv.slice(2)
 const suites = wanted.length ? SUITES.filter((s) => wanted.includes(s)) : SUITES
 

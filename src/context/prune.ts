@@ -25,9 +25,22 @@ export interface PrunePolicy {
  * always kept. Idempotent; the files on disk never change.
  */
 export function prune(messages: readonly WindowMessage[], policy: PrunePolicy | number): WindowMessage[] {
-  const { protectedTurns, protectedToolRounds } = typeof policy === 'number' ? { protectedTurns: policy, protectedToolRounds: Number.POSITIVE_INFINITY } : policy
-  const boundary = Math.max(turnBoundary(messages, protectedTurns), roundBoundary(messages, Math.max(1, protectedToolRounds)))
+  const boundary = pruneBoundary(messages, policy)
   return messages.map((message, i) => (i >= boundary ? message : pruned(message as Prunable)))
+}
+
+/**
+ * Index of the first message prune keeps whole (those before it are pruned). Appending
+ * messages never moves it back.
+ */
+export function pruneBoundary(messages: readonly WindowMessage[], policy: PrunePolicy | number): number {
+  const { protectedTurns, protectedToolRounds } = typeof policy === 'number' ? { protectedTurns: policy, protectedToolRounds: Number.POSITIVE_INFINITY } : policy
+  return Math.max(turnBoundary(messages, protectedTurns), roundBoundary(messages, Math.max(1, protectedToolRounds)))
+}
+
+/** A message as prune gives it before the boundary (the same object each time). */
+export function prunedMessage(message: WindowMessage): WindowMessage {
+  return pruned(message as Prunable)
 }
 
 /** Index of the oldest protected user turn; 0 (everything recent) when there are fewer. */

@@ -4,7 +4,7 @@ import { estimateMessageTokens, windowTokens } from '../storage/format/tokens.js
 import { compact, planCompaction, shouldCompress } from './compaction.js'
 import type { CompactionPlan, CompactionResult, CompactionSettings, CompactionSink } from './compaction.js'
 import { loadSnapshot } from './snapshot.js'
-import { prune } from './prune.js'
+import { pruneBoundary, prunedMessage } from './prune.js'
 import type { PrunePolicy } from './prune.js'
 import type { Summarizer } from './summarizer.js'
 
@@ -35,13 +35,14 @@ const MAX_HEAD_SHARE = 0.25
  * What had to be left out is counted, and said in the request itself, so that the
  * caller can compact first and the model is never silently missing history.
  */
-export function requestMessages(window: readonly WindowMessage[], limit: number, policy: PrunePolicy | number): RequestPlan {
-  const pruned = prune(window, policy)
+export function requestMessages(window: readonly WindowMessage[], limit: number, policy: PrunePolicy | number, memo?: PruneMemo): RequestPlan {
+  const { pruned, costs: known } = prunedWindow(window, policy, memo)
+  const costs = known.slice()
   let headEnd = 0
   while (headEnd < pruned.length && (pruned[headEnd]?.role === 'system' || pruned[headEnd]?.role === 'user')) headEnd++
   // With no summary the head is just the leading system/user messages of the conversation.
-  const costs = pruned.map(estimateMessageTokens)
-  const prunedTokens = costs.reduce((a, b) => a + b, 0)
+  let prunedTokens = 0
+  for (const cost of costs) prunedTokens += cost
   let clipped = 0
   // Every item is bounded to fit: a 2 MB issue as the task, a huge comment or tool result
   // would otherwise make every request too long, and the task could never go on.
@@ -54,7 +55,9 @@ export function requestMessages(window: readonly WindowMessage[], limit: number,
   }
   // Caps of at least 1,024 (head) and 512 tokens (after it): an item that small is never the problem.
   const head = pruned.slice(0, headEnd).map((m, i) => fit(m, i, Math.max(1024, Math.floor(limit * MAX_HEAD_SHARE))))
-  let budget = limit - windowTokens(head)
+  let headTokens = 0
+  for (let i = 0; i < headEnd; i++) headTokens += costs[i] as number
+  let budget = limit - headTokens
   const body = pruned.slice(headEnd).map((m, i) => fit(m, headEnd + i, Math.max(512, Math.floor(budget * MAX_RESULT_SHARE))))
   let start = body.length
   while (start > 0) {
@@ -68,7 +71,38 @@ export function requestMessages(window: readonly WindowMessage[], limit: number,
   const dropped = start
   const note: WindowMessage[] = dropped > 0 ? [{ role: 'user', content: `[${dropped} earlier message(s) of this task are left out of this request: they did not fit the model's context. The whole history is on disk in messages.jsonl; the summary above covers what came before it.]` }] : []
   const messages = [...head, ...note, ...kept]
-  return { messages, tokens: windowTokens(messages), prunedTokens, dropped, clipped }
+  // The request's tokens from the costs already known (a window of thousands is not looked up again).
+  let tokens = headTokens + windowTokens(note)
+  for (let i = headEnd + start; i < costs.length; i++) tokens += costs[i] as number
+  return { messages, tokens, prunedTokens, dropped, clipped }
+}
+
+/**
+ * What the last plan of a window pruned, kept by its caller (WindowKeeper) for the next:
+ * a window only grows by push (or is replaced whole), and the prune boundary only moves
+ * forward as it grows, so the messages before the last boundary are pruned copies
+ * already, with their estimates. A turn then looks up only its new messages and those
+ * the boundary passed, not the whole window.
+ */
+export interface PruneMemo {
+  last?: { window: readonly WindowMessage[]; length: number; policy: PrunePolicy | number; boundary: number; pruned: readonly WindowMessage[]; costs: readonly number[] }
+}
+
+/** The window pruned, and each message's estimate: from `memo` where it still holds, then recorded in it. */
+function prunedWindow(window: readonly WindowMessage[], policy: PrunePolicy | number, memo?: PruneMemo): { pruned: readonly WindowMessage[]; costs: readonly number[] } {
+  const boundary = pruneBoundary(window, policy)
+  const last = memo?.last
+  // Reused up to the last boundary: those entries are pruned copies of the same messages.
+  const reuse = last !== undefined && last.window === window && last.policy === policy && last.length <= window.length && last.boundary <= boundary ? last.boundary : 0
+  const pruned: WindowMessage[] = reuse > 0 ? (last as NonNullable<PruneMemo['last']>).pruned.slice(0, reuse) : []
+  const costs: number[] = reuse > 0 ? (last as NonNullable<PruneMemo['last']>).costs.slice(0, reuse) : []
+  for (let i = reuse; i < window.length; i++) {
+    const message = i < boundary ? prunedMessage(window[i] as WindowMessage) : (window[i] as WindowMessage)
+    pruned.push(message)
+    costs.push(estimateMessageTokens(message))
+  }
+  if (memo !== undefined) memo.last = { window, length: window.length, policy, boundary, pruned, costs }
+  return { pruned, costs }
 }
 
 /** Text cut to about `tokens` tokens, head and tail kept, with a note of what is missing and where the whole is. */

@@ -1,3 +1,7 @@
+import http from 'node:http'
+import https from 'node:https'
+import zlib from 'node:zlib'
+
 /**
  * A fetch for the OpenAI SDK that bounds the whole exchange, not just the wait for
  * headers (the SDK's `timeout` ends when the headers arrive: one byte every few
@@ -18,6 +22,104 @@ export class ResponseTooLargeError extends Error {}
 export class ResponseTooSlowError extends Error {}
 
 export function boundedFetch(bounds: FetchBounds): typeof fetch {
+  const viaFetch = boundedGlobalFetch(bounds)
+  return (input, init = {}) => {
+    const url = typeof input === 'string' ? input : input instanceof URL ? input.href : null
+    const body = init.body
+    // What the client sends (a request of bytes, or none) goes the short way; anything else through fetch.
+    if (url === null || !/^https?:/i.test(url) || !(body === undefined || body === null || body instanceof Uint8Array || typeof body === 'string')) return viaFetch(input, init)
+    // fetch follows a redirect with a body of text only (bytes it cannot send twice): the JSON as text.
+    return httpExchange(url, init, body ?? null, bounds, () => viaFetch(input, body instanceof Uint8Array ? { ...init, body: Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString() } : init))
+  }
+}
+
+const AGENTS = { 'http:': new http.Agent({ keepAlive: true }), 'https:': new https.Agent({ keepAlive: true }) }
+
+/**
+ * One request through node:http(s), the body written as it is (fetch copies it, and
+ * wraps it and the answer in web streams: about a millisecond a request of 200 KB), the
+ * answer read whole within the bounds and handed over as a Response. Everything the SDK
+ * sees is as with fetch: a failure to connect is a TypeError('fetch failed') with the
+ * cause, an abort rejects with the signal's reason, a bound hit after the headers fails
+ * the body. A redirect is left to fetch (`redirected`).
+ */
+function httpExchange(url: string, init: RequestInit, body: Uint8Array | string | null, bounds: FetchBounds, redirected: () => Promise<Response>): Promise<Response> {
+  return new Promise<Response>((resolve, reject) => {
+    const target = new URL(url)
+    const signal = init.signal ?? undefined
+    if (signal?.aborted) return reject(signal.reason)
+    const headers: Record<string, string> = {}
+    new Headers(init.headers).forEach((value, name) => (headers[name] = value))
+    if (body !== null) headers['content-length'] = String(typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength)
+    let settled = false
+    let response: http.IncomingMessage | null = null
+    const finish = (outcome: () => void) => {
+      if (settled) return
+      settled = true
+      clearTimeout(timer)
+      signal?.removeEventListener('abort', onAbort)
+      outcome()
+    }
+    // After the headers a failure fails the body (the SDK reads it), before them the request.
+    const fail = (err: unknown, head?: http.IncomingMessage) => {
+      if (settled) return
+      req.destroy()
+      finish(() => (head ? resolve(new Response(failingBody(err), { status: head.statusCode ?? 500, statusText: head.statusMessage ?? '', headers: responseHeaders(head, bounds) })) : reject(err)))
+    }
+    const onAbort = () => fail(signal?.reason)
+    signal?.addEventListener('abort', onAbort, { once: true })
+    const timer = setTimeout(() => fail(new ResponseTooSlowError(`the response was not complete within ${Math.round(bounds.totalMs / 1000)}s`), response ?? undefined), bounds.totalMs)
+    timer.unref()
+    const req = (target.protocol === 'https:' ? https : http).request(target, { method: init.method ?? 'GET', headers, agent: AGENTS[target.protocol as 'http:' | 'https:'] }, (res) => {
+      response = res
+      const status = res.statusCode ?? 500
+      if (status >= 300 && status < 400 && res.headers.location !== undefined) {
+        res.resume()
+        return finish(() => redirected().then(resolve, reject))
+      }
+      const chunks: Buffer[] = []
+      let bytes = 0
+      const stream = decoded(res)
+      stream.on('data', (chunk: Buffer) => {
+        bytes += chunk.length
+        if (bytes > bounds.maxBytes) return fail(new ResponseTooLargeError(`the response is over ${bounds.maxBytes.toLocaleString('en-US')} bytes`), res)
+        chunks.push(chunk)
+      })
+      stream.on('error', (err) => fail(new TypeError('terminated', { cause: err }), res))
+      res.on('aborted', () => fail(new TypeError('terminated'), res))
+      stream.on('end', () => finish(() => resolve(new Response(status === 204 || status === 304 ? null : Buffer.concat(chunks, bytes), { status, statusText: res.statusMessage ?? '', headers: responseHeaders(res, bounds) }))))
+    })
+    req.on('error', (err) => fail(response === null ? new TypeError('fetch failed', { cause: err }) : new TypeError('terminated', { cause: err }), response ?? undefined))
+    req.end(body ?? undefined)
+  })
+}
+
+/** The body as the server meant it: gzip, deflate and br undone, as fetch does. */
+function decoded(res: http.IncomingMessage): NodeJS.ReadableStream {
+  const encoding = (res.headers['content-encoding'] ?? '').trim().toLowerCase()
+  if (encoding === 'gzip' || encoding === 'x-gzip') return res.pipe(zlib.createGunzip())
+  if (encoding === 'deflate') return res.pipe(zlib.createInflate())
+  if (encoding === 'br') return res.pipe(zlib.createBrotliDecompress())
+  return res
+}
+
+function responseHeaders(res: http.IncomingMessage, bounds: FetchBounds): Headers {
+  const headers = new Headers()
+  const raw = res.rawHeaders
+  for (let i = 0; i + 1 < raw.length; i += 2) headers.append(raw[i] as string, raw[i + 1] as string)
+  if (headers.has('content-encoding')) {
+    headers.delete('content-encoding')
+    headers.delete('content-length')
+  }
+  return clampRetryAfter(headers, bounds.maxRetryWaitMs)
+}
+
+function failingBody(err: unknown): ReadableStream<Uint8Array> {
+  return new ReadableStream({ start: (controller) => controller.error(err) })
+}
+
+/** The same bounds around the platform's fetch (bodies of other kinds, redirects). */
+function boundedGlobalFetch(bounds: FetchBounds): typeof fetch {
   return async (input, init = {}) => {
     const ac = new AbortController()
     const outer = init.signal ?? undefined

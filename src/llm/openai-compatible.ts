@@ -2,7 +2,7 @@ import OpenAI from 'openai'
 import { lacksOpenAiKey } from '../config/schema.js'
 import type { Config } from '../config/schema.js'
 import { ProviderError, UsageError } from '../errors.js'
-import type { ChatMessage, ChatOptions, ChatResult, LlmClient } from './client.js'
+import type { ChatMessage, ChatOptions, ChatResult, LlmClient, ToolSpec } from './client.js'
 import { boundedFetch, ResponseTooLargeError, ResponseTooSlowError } from './bounded-fetch.js'
 import { normaliseReply } from './reply.js'
 import { maskCredentials } from '../storage/format/mask.js'
@@ -20,6 +20,8 @@ export class OpenAiCompatibleClient implements LlmClient {
   private readonly client: OpenAI
 
   private readonly maxOutputTokens: number
+  /** The last request's body: the next one copies the beginning they share. */
+  private lastBody: BuiltBody | null = null
   private readonly maxResponseBytes: number
 
   constructor(
@@ -51,17 +53,17 @@ export class OpenAiCompatibleClient implements LlmClient {
 
   async chat(messages: ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
     try {
-      const pending = this.client.chat.completions.create(
-        {
-          model: this.endpoint.model,
-          messages: messages.map(wireMessage),
-          ...(options.tools?.length ? { tools: options.tools } : {}),
-          // Always bounded: a reply never runs on until the context is full.
-          max_tokens: Math.min(options.maxTokens ?? this.maxOutputTokens, this.maxOutputTokens),
-          ...(options.temperature === undefined ? {} : { temperature: options.temperature }),
-        },
-        options.signal ? { signal: options.signal } : undefined,
-      )
+      // The body as bytes, JSON.stringify of the request to the byte, built from each
+      // message's JSON made once (a window of thousands of messages is not serialised
+      // again every turn). The SDK sends bytes as they are, and resends them on a retry.
+      const built = requestBody(this.endpoint.model, messages, options.tools, Math.min(options.maxTokens ?? this.maxOutputTokens, this.maxOutputTokens), options.temperature, this.lastBody)
+      this.lastBody = built
+      const pending = this.client.post<OpenAI.Chat.ChatCompletion>('/chat/completions', {
+        body: built.bytes,
+        headers: { 'content-type': 'application/json' },
+        stream: false,
+        ...(options.signal ? { signal: options.signal } : {}),
+      })
       // The SDK's wait between retries does not listen to the signal: the stop ends the call here.
       const response = options.signal ? await untilAborted(pending, options.signal) : await pending
       if (!Array.isArray((response as { choices?: unknown } | null)?.choices)) {
@@ -108,6 +110,83 @@ export class OpenAiCompatibleClient implements LlmClient {
     return new ProviderError(`${this.where()} failed: ${(err as Error).message}`, 'set CTXAGENT_DEBUG=1 for details', err)
   }
 }
+
+/** Each message's JSON (of its wire shape), made once: messages are never changed once made (prune and clip copy them). */
+const messageJson = new WeakMap<object, Buffer>()
+/** Each tool definition's JSON, likewise. */
+const toolJson = new WeakMap<object, Buffer>()
+
+function jsonOf<T extends object>(cache: WeakMap<object, Buffer>, value: T, wire: (v: T) => unknown): Buffer {
+  let bytes = cache.get(value)
+  if (bytes === undefined) {
+    bytes = Buffer.from(JSON.stringify(wire(value)))
+    cache.set(value, bytes)
+  }
+  return bytes
+}
+
+/**
+ * The request's JSON, byte for byte what JSON.stringify({model, messages (wire shape),
+ * tools?, max_tokens, temperature?}) gives, assembled from cached pieces: a turn
+ * serialises only its new messages. `previous` (the body this function built last, for
+ * the same client) lends its beginning: the messages both requests start with, the same
+ * objects, are one copy of bytes, not one piece each.
+ */
+export function requestBody(model: string, messages: readonly ChatMessage[], tools: readonly ToolSpec[] | undefined, maxTokens: number, temperature: number | undefined, previous: BuiltBody | null = null): BuiltBody {
+  const head = `{"model":${JSON.stringify(model)},"messages":[`
+  // The messages this body shares with the previous one, from the start.
+  let shared = 0
+  if (previous !== null && previous.head === head) {
+    const before = previous.messages
+    const most = Math.min(before.length, messages.length)
+    while (shared < most && before[shared] === messages[shared]) shared++
+  }
+  const n = messages.length
+  const parts: Buffer[] = new Array(n - shared)
+  let size = shared > 0 ? (previous as BuiltBody).ends[shared - 1] as number : Buffer.byteLength(head)
+  for (let i = shared; i < n; i++) {
+    const part = jsonOf(messageJson, messages[i] as ChatMessage, wireMessage)
+    parts[i - shared] = part
+    size += part.length + (i > 0 ? 1 : 0)
+  }
+  let tail = ']'
+  if (tools?.length) {
+    tail += ',"tools":['
+    for (let i = 0; i < tools.length; i++) tail += `${i > 0 ? ',' : ''}${jsonOf(toolJson, tools[i] as ToolSpec, (v) => v).toString()}`
+    tail += ']'
+  }
+  tail += `,"max_tokens":${JSON.stringify(maxTokens)}${temperature === undefined ? '' : `,"temperature":${JSON.stringify(temperature)}`}}`
+  const out = Buffer.allocUnsafe(size + Buffer.byteLength(tail))
+  const ends = new Float64Array(n)
+  let at: number
+  if (shared > 0) {
+    const from = previous as BuiltBody
+    at = from.ends[shared - 1] as number
+    out.set(from.bytes.subarray(0, at), 0)
+    ends.set(from.ends.subarray(0, shared), 0)
+  } else {
+    at = out.write(head, 0)
+  }
+  for (let i = shared; i < n; i++) {
+    if (i > 0) out[at++] = COMMA
+    const part = parts[i - shared] as Buffer
+    out.set(part, at)
+    at += part.length
+    ends[i] = at
+  }
+  out.write(tail, at)
+  return { head, messages: messages.slice(), ends, bytes: out }
+}
+
+/** A request body as requestBody built it, and where each message's JSON ends in it. */
+export interface BuiltBody {
+  head: string
+  messages: readonly ChatMessage[]
+  ends: Float64Array
+  bytes: Buffer
+}
+
+const COMMA = 0x2c
 
 /**
  * A message as the API defines it: ctxagent's records carry more (tool_name, seq…), and

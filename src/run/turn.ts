@@ -149,7 +149,7 @@ export class Agent {
     this.timings.llm = performance.now() - asked
     if ('kind' in reply) return reply
     const ending = await this.turn(reply)
-    await this.save()
+    await this.save(ending === null)
     this.logTimings(performance.now() - started)
     if (!ending) this.parts.onTurn?.(this.turns)
     return ending
@@ -173,9 +173,11 @@ export class Agent {
     }
   }
 
-  private async save(): Promise<void> {
+  /** The turn's counters; written while the next request goes out when there is one (`more`), else at once. */
+  private async save(more: boolean): Promise<void> {
     this.parts.handle.markProgress()
-    await this.parts.handle.update({ ...this.progress(), last_activity: this.lastTool ? `tool ${this.lastTool}` : 'answered' })
+    const change = { ...this.progress(), last_activity: this.lastTool ? `tool ${this.lastTool}` : 'answered' }
+    await (more ? this.parts.handle.saveProgress(change) : this.parts.handle.update(change))
     this.parts.log.status({ turn: this.turns, tokens: this.tokens, window: this.parts.handle.windowTokens(), lastTool: this.lastTool })
   }
 

@@ -1,5 +1,5 @@
 import { compressIfNeeded, plausibleTokens, requestMessages } from '../context/request.js'
-import type { RequestPlan } from '../context/request.js'
+import type { PruneMemo, RequestPlan } from '../context/request.js'
 import type { CompactionResult } from '../context/compaction.js'
 import type { CompactionSettings } from '../context/compaction.js'
 import type { PrunePolicy } from '../context/prune.js'
@@ -78,12 +78,15 @@ export class WindowKeeper {
   /** The last plan, and what it was made from: the window grows only by push and is replaced whole, so these say whether it changed. */
   private planned: { window: readonly unknown[]; length: number; budget: number; plan: RequestPlan } | null = null
 
+  /** What the last plan pruned, for the next (see PruneMemo). */
+  private readonly pruneMemo: PruneMemo = {}
+
   /** The next request as the window stands now (made once per window and budget: a turn asks twice). */
   plan(budget = this.limits.requestBudget): RequestPlan {
     const window = this.parts.handle.window()
     const last = this.planned
     if (last !== null && last.window === window && last.length === window.length && last.budget === budget) return last.plan
-    const plan = requestMessages(window, budget, this.limits.prune)
+    const plan = requestMessages(window, budget, this.limits.prune, this.pruneMemo)
     this.planned = { window, length: window.length, budget, plan }
     return plan
   }

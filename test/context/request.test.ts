@@ -1,8 +1,9 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { compressionLimit, settingsFrom } from '../../src/context/compaction.js'
 import { compressIfNeeded, requestMessages } from '../../src/context/request.js'
+import type { PruneMemo } from '../../src/context/request.js'
 import { extractiveSummarizer, llmSummarizer } from '../../src/context/summarizer.js'
 import { parseConfig } from '../../src/config/load.js'
 import { requireLlmClient } from '../../src/llm/openai-compatible.js'
@@ -54,6 +55,36 @@ describe('compressIfNeeded', () => {
     for (let i = 0; i < 30; i++) handle.addMessage({ role: i % 2 ? 'tool' : 'user', content: `step ${i} ${'z'.repeat(300)}`, ...(i % 2 ? { tool_name: 'run' } : {}) })
     return handle
   }
+
+  // Issue 22: a turn prunes and estimates only what changed since the last plan of the same window.
+  it('plans a growing window from what the last plan pruned exactly as from scratch', () => {
+    const policy = { protectedTurns: 3, protectedToolRounds: 5 }
+    const memo: PruneMemo = {}
+    const window: WindowMessage[] = [{ role: 'system', content: 'sys' }, { role: 'user', content: 'task' }]
+    const looked = vi.spyOn(WeakMap.prototype, 'get')
+    let last = 0
+    try {
+      for (let turn = 0; turn < 300; turn++) {
+        window.push({ role: 'assistant', content: `step ${turn}`, tool_calls: [{ id: `c${turn}`, type: 'function', function: { name: 'read_file', arguments: '{}' } }] })
+        window.push({ role: 'tool', content: `[blob:b${turn}] ${'r'.repeat(turn % 5 === 0 ? 9000 : 40)}`, tool_call_id: `c${turn}` })
+        if (turn % 40 === 39) window.push({ role: 'user', content: `comment ${turn}` })
+        for (const limit of [2000, 1_000_000]) {
+          looked.mockClear()
+          const planned = requestMessages(window, limit, policy, memo)
+          last = looked.mock.calls.length
+          expect(planned).toEqual(requestMessages(window, limit, policy))
+        }
+      }
+    } finally {
+      looked.mockRestore()
+    }
+    // The window holds over 600 messages; the last plan looked up only a handful.
+    expect(window.length).toBeGreaterThan(600)
+    expect(last).toBeLessThan(100)
+    // A window replaced whole (a compaction) is planned from scratch.
+    const replaced = window.slice(0, 20)
+    expect(requestMessages(replaced, 1_000_000, policy, memo)).toEqual(requestMessages(replaced, 1_000_000, policy))
+  })
 
   it('compresses over the limit with status compressing meanwhile, and not under it', async () => {
     const handle = await task()

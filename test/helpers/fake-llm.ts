@@ -5,6 +5,8 @@ import { onTestFinished } from 'vitest'
 export interface RecordedRequest {
   path: string
   body: { model: string; messages: { role: string; content: string }[]; [key: string]: unknown }
+  /** The body as it arrived, byte for byte. */
+  raw: Buffer
 }
 
 export interface Reply {
@@ -48,10 +50,11 @@ export async function startFakeLlm(): Promise<FakeLlm> {
       `llm:\n  provider: openai\n  openai:\n    base_url: ${fake.url}\n    api_key: test-key\n    model: fake-model\n    context_length: 8000\n    timeout_seconds: 10\n    max_retries: 2\n${extra}`,
   }
   const server = createServer((req, res) => {
-    let body = ''
-    req.on('data', (d: Buffer) => (body += d.toString()))
+    const chunks: Buffer[] = []
+    req.on('data', (d: Buffer) => chunks.push(d))
     req.on('end', async () => {
-      const recorded: RecordedRequest = { path: req.url ?? '', body: JSON.parse(body || '{}') as RecordedRequest['body'] }
+      const raw = Buffer.concat(chunks)
+      const recorded: RecordedRequest = { path: req.url ?? '', body: JSON.parse(raw.toString() || '{}') as RecordedRequest['body'], raw }
       fake.requests.push(recorded)
       const reply = fake.queue.shift() ?? fake.fallback(recorded)
       if (reply.delayMs) await new Promise((resolve) => setTimeout(resolve, reply.delayMs))
@@ -63,16 +66,16 @@ export async function startFakeLlm(): Promise<FakeLlm> {
         res.end(JSON.stringify({ error: { message: reply.content ?? `status ${status}`, type: 'server_error' } }))
         return
       }
-      const raw = typeof reply.message === 'string' ? reply.message : null
+      const verbatim = typeof reply.message === 'string' ? reply.message : null
       res.end(
         JSON.stringify({
           id: `chatcmpl-${fake.requests.length}`,
           object: 'chat.completion',
           created: 0,
           model: recorded.body.model,
-          choices: [{ index: 0, finish_reason: reply.calls ? 'tool_calls' : 'stop', message: raw === null ? (reply.message ?? { role: 'assistant', content: reply.content ?? (reply.calls ? null : ''), ...(reply.calls ? { tool_calls: toolCalls(reply.calls, fake.requests.length) } : {}) }) : '@RAW@' }],
+          choices: [{ index: 0, finish_reason: reply.calls ? 'tool_calls' : 'stop', message: verbatim === null ? (reply.message ?? { role: 'assistant', content: reply.content ?? (reply.calls ? null : ''), ...(reply.calls ? { tool_calls: toolCalls(reply.calls, fake.requests.length) } : {}) }) : '@RAW@' }],
           usage: reply.usage ?? { prompt_tokens: 100, completion_tokens: 20, total_tokens: 120 },
-        }).replace('"@RAW@"', () => raw ?? '"@RAW@"'),
+        }).replace('"@RAW@"', () => verbatim ?? '"@RAW@"'),
       )
     })
   })

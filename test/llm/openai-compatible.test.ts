@@ -1,7 +1,11 @@
-import { describe, expect, it } from 'vitest'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { gzipSync } from 'node:zlib'
+import { describe, expect, it, onTestFinished, vi } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
 import { ProviderError, UsageError } from '../../src/errors.js'
-import { createLlmClient, requireLlmClient } from '../../src/llm/openai-compatible.js'
+import type { ChatMessage, ToolSpec } from '../../src/llm/client.js'
+import { createLlmClient, requestBody, requireLlmClient } from '../../src/llm/openai-compatible.js'
 import { startFakeLlm } from '../helpers/fake-llm.js'
 
 describe('OpenAI-compatible client', () => {
@@ -42,5 +46,122 @@ describe('OpenAI-compatible client', () => {
     expect(ollama?.model).toBe('llama3.1')
     expect(createLlmClient(parseConfig('llm:\n  provider: none\n'))).toBeNull()
     expect(() => requireLlmClient(parseConfig('llm:\n  provider: none\n'))).toThrow(UsageError)
+  })
+  // Issue 22: the body is assembled from each message's JSON, made once per message.
+  describe('the request body', () => {
+    const tools: ToolSpec[] = [{ type: 'function', function: { name: 'read_file', description: 'Reads "a" file', parameters: { type: 'object', properties: { path: { type: 'string' } } } } }]
+    // Records carry more than the wire shape (seq, tool_name, timestamp): those never leave.
+    const window = (): ChatMessage[] => [
+      { role: 'system', content: 'You are a coding agent.\n\tTabs, "quotes", \\ backslashes, \u2028 and \u0000.' },
+      { role: 'user', content: '日本語のタスク 🚀 with an emoji' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'read_file', arguments: '{"path":"a.ts"}' } }] },
+      Object.assign({ role: 'tool', content: 'export const a = 1\n', tool_call_id: 'c1' } as ChatMessage, { seq: 4, tool_name: 'read_file', timestamp: '2026-11-26T00:00:00.000Z' }),
+      { role: 'assistant', content: '', tool_calls: [] },
+    ]
+    const wire = (m: ChatMessage) => ({ role: m.role, content: m.content, ...(m.tool_calls?.length ? { tool_calls: m.tool_calls } : {}), ...(m.tool_call_id === undefined ? {} : { tool_call_id: m.tool_call_id }) })
+
+    it('is byte for byte JSON.stringify of the request, with and without tools and temperature', async () => {
+      const fake = await startFakeLlm()
+      const client = requireLlmClient(parseConfig(fake.configYaml()))
+      const messages = window()
+      await client.chat(messages, { tools, temperature: 0.2, maxTokens: 77 })
+      await client.chat(messages)
+      await client.chat([])
+      expect(fake.requests.map((r) => r.raw.toString())).toEqual([
+        JSON.stringify({ model: 'fake-model', messages: messages.map(wire), tools, max_tokens: 77, temperature: 0.2 }),
+        JSON.stringify({ model: 'fake-model', messages: messages.map(wire), max_tokens: 4096 }),
+        JSON.stringify({ model: 'fake-model', messages: [], max_tokens: 4096 }),
+      ])
+      expect(fake.requests[0]?.raw.equals(Buffer.from(JSON.stringify({ model: 'fake-model', messages: messages.map(wire), tools, max_tokens: 77, temperature: 0.2 })))).toBe(true)
+    })
+
+    it('is sent again, the same bytes, on a retry', async () => {
+      const fake = await startFakeLlm()
+      fake.queue.push({ status: 500, headers: { 'retry-after-ms': '5' } }, { status: 429, headers: { 'retry-after-ms': '5' } }, { content: 'third time' })
+      const reply = await requireLlmClient(parseConfig(fake.configYaml())).chat(window(), { tools })
+      expect(reply.message.content).toBe('third time')
+      expect(fake.requests).toHaveLength(3)
+      expect(fake.requests[0]?.raw.length).toBeGreaterThan(200)
+      expect(fake.requests[1]?.raw.equals(fake.requests[0]?.raw as Buffer)).toBe(true)
+      expect(fake.requests[2]?.raw.equals(fake.requests[0]?.raw as Buffer)).toBe(true)
+    })
+
+    it('copies the beginning it shares with the previous body, and stays byte for byte JSON.stringify however the window changed', async () => {
+      const fake = await startFakeLlm()
+      const client = requireLlmClient(parseConfig(fake.configYaml()))
+      const [system, task, call, result, answer] = window() as [ChatMessage, ChatMessage, ChatMessage, ChatMessage, ChatMessage]
+      const prunedResult: ChatMessage = { ...result, content: '[pruned]' }
+      const note: ChatMessage = { role: 'user', content: 'ünïcödé ✓ next' }
+      const requests = [
+        [system, task, call, result],
+        [system, task, call, result, answer, note], // grown
+        [system, task, call, prunedResult, answer, note], // an old result pruned: a new object in the middle
+        [system, task, call, prunedResult, answer, note], // the same again
+        [system, task], // compacted: shorter
+        [],
+        [note, system, task], // a new beginning
+      ]
+      for (const messages of requests) await client.chat(messages, { tools })
+      expect(fake.requests.map((r) => r.raw.toString())).toEqual(requests.map((messages) => JSON.stringify({ model: 'fake-model', messages: messages.map(wire), tools, max_tokens: 4096 })))
+      // Another model, another beginning: nothing is borrowed from a body that started differently.
+      const first = requestBody('a', [system, task], undefined, 10, undefined)
+      expect(requestBody('b', [system, task, note], undefined, 10, 1, first).bytes.toString()).toBe(JSON.stringify({ model: 'b', messages: [system, task, note].map(wire), max_tokens: 10, temperature: 1 }))
+      expect(requestBody('a', [system, task, note], undefined, 10, undefined, first).bytes.toString()).toBe(JSON.stringify({ model: 'a', messages: [system, task, note].map(wire), max_tokens: 10 }))
+    })
+
+    it('serialises each message once: the next turn serialises only its new messages', async () => {
+      const fake = await startFakeLlm()
+      const client = requireLlmClient(parseConfig(fake.configYaml()))
+      const messages = window()
+      const stringify = vi.spyOn(JSON, 'stringify')
+      const serialised = () => stringify.mock.calls.filter(([value]) => typeof value === 'object' && value !== null && 'role' in value).map(([value]) => (value as ChatMessage).content)
+      try {
+        await client.chat(messages, { tools })
+        expect(serialised()).toEqual(messages.map((m) => m.content))
+        stringify.mockClear()
+        const next: ChatMessage = { role: 'user', content: 'the next turn' }
+        await client.chat([...messages, next], { tools })
+        expect(serialised()).toEqual(['the next turn'])
+      } finally {
+        stringify.mockRestore()
+      }
+      expect(fake.requests[1]?.raw.toString()).toBe(JSON.stringify({ model: 'fake-model', messages: [...messages, { role: 'user', content: 'the next turn' } as ChatMessage].map(wire), tools, max_tokens: 4096 }))
+    })
+  })
+  // Issue 22: the request goes out through node:http (fetch copied the body and wrapped it in web streams).
+  describe('the transport', () => {
+    const completion = (content: string) => JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: 'm', choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content } }] })
+
+    it('sends the body as is, decodes a compressed answer, and follows a redirect as fetch does', async () => {
+      const seen: { path: string; headers: Record<string, unknown>; body: string }[] = []
+      const server = createServer((req, res) => {
+        const chunks: Buffer[] = []
+        req.on('data', (d: Buffer) => chunks.push(d))
+        req.on('end', () => {
+          seen.push({ path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString() })
+          if (req.url?.startsWith('/old/')) {
+            res.writeHead(307, { location: req.url.replace('/old/', '/v1/') })
+            return res.end()
+          }
+          const gzip = seen.length === 1
+          res.writeHead(200, { 'content-type': 'application/json', ...(gzip ? { 'content-encoding': 'gzip' } : {}) })
+          res.end(gzip ? gzipSync(completion('gzipped ✓')) : completion('after a redirect'))
+        })
+      })
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+      onTestFinished(() => new Promise<void>((resolve) => server.close(() => resolve())))
+      const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+      const config = (path: string) => parseConfig(`llm:\n  provider: openai\n  openai:\n    base_url: ${base}${path}\n    api_key: k\n    model: m\n    max_retries: 0\n`)
+      const messages: ChatMessage[] = [{ role: 'user', content: 'ünïcödé' }]
+      expect((await requireLlmClient(config('/v1')).chat(messages)).message.content).toBe('gzipped ✓')
+      expect(seen[0]?.body).toBe(JSON.stringify({ model: 'm', messages, max_tokens: 4096 }))
+      expect(seen[0]?.headers).toMatchObject({ 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(seen[0]?.body ?? '')), authorization: 'Bearer k' })
+      // fetch's own request headers are absent: the request did not go through fetch.
+      expect(seen[0]?.headers['sec-fetch-mode']).toBeUndefined()
+      expect((await requireLlmClient(config('/old')).chat(messages)).message.content).toBe('after a redirect')
+      // (fetch asks the old address again, then follows it.)
+      expect(seen.at(-1)).toMatchObject({ path: '/v1/chat/completions', body: seen[0]?.body })
+      expect(seen.slice(1, -1).map((r) => [r.path, r.body])).toEqual(seen.slice(1, -1).map(() => ['/old/chat/completions', seen[0]?.body]))
+    })
   })
 })

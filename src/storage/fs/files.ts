@@ -16,6 +16,8 @@ import {
   writeSync,
 } from 'node:fs'
 import { randomBytes } from 'node:crypto'
+import { fsync, rename } from 'node:fs'
+import { open as openAsync } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { CorruptRecordError, isErrno } from '../../errors.js'
 import { pidStatus } from './process-info.js'
@@ -180,7 +182,7 @@ export function writeTempFor(path: string, data: string | Buffer): string {
  * Replaces `path` atomically: write a temp file beside it, fsync, rename over the
  * target, fsync the directory. A reader sees the old file or the new one, never half.
  */
-export function writeFileAtomic(path: string, data: string | Buffer): void {
+export function writeFileAtomic(path: string, data: string | Buffer, options: { syncDir?: boolean } = {}): void {
   const tmp = writeTempFor(path, data)
   try {
     renameSync(tmp, path)
@@ -188,7 +190,59 @@ export function writeFileAtomic(path: string, data: string | Buffer): void {
     unlinkQuietly(tmp)
     throw err
   }
-  fsyncDir(dirname(path))
+  // Without it, a power cut may bring back the previous file (whole, never half): the
+  // owner's per-turn state.json with context.durability: flush, whose appends are not fsynced either.
+  if (options.syncDir !== false) fsyncDir(dirname(path))
+}
+
+/**
+ * writeFileAtomic with its slow part in the thread pool: the temp file is created and
+ * written here (the page cache: microseconds), its fsync and the rename over `path`
+ * (+ the directory's fsync with `syncDir`) run while the event loop goes on.
+ * `beforeRename` may refuse the rename (by throwing): the temp file is then removed and
+ * nothing changed.
+ */
+export function writeFileAtomicAsync(path: string, data: string | Buffer, options: { syncDir?: boolean; beforeRename?: () => void } = {}): Promise<void> {
+  const tmp = tempPathFor(path)
+  const fd = openPrivate(tmp, 'wx')
+  try {
+    writeAll(fd, data)
+  } catch (err) {
+    closeSync(fd)
+    unlinkQuietly(tmp)
+    throw err
+  }
+  return new Promise<void>((resolve, reject) => {
+    const fail = (err: unknown) => {
+      try {
+        unlinkQuietly(tmp)
+      } finally {
+        reject(err)
+      }
+    }
+    fsync(fd, (synced) => {
+      closeSync(fd)
+      if (synced) return fail(synced)
+      try {
+        options.beforeRename?.()
+      } catch (err) {
+        return fail(err)
+      }
+      rename(tmp, path, (renamed) => {
+        if (renamed) return fail(renamed)
+        if (options.syncDir !== true) return resolve()
+        fsyncDirAsync(dirname(path)).then(resolve, resolve)
+      })
+    })
+  })
+}
+
+/** fsyncDir in the thread pool (a filesystem that refuses it is no error). */
+async function fsyncDirAsync(dir: string): Promise<void> {
+  const handle = await openAsync(dir, 'r').catch(() => null)
+  if (handle === null) return
+  await handle.sync().catch(() => undefined)
+  await handle.close()
 }
 
 export function fsyncDir(dir: string): void {

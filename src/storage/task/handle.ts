@@ -16,7 +16,7 @@ import { readMetadata } from './metadata.js'
 import type { TaskMetadata } from './metadata.js'
 import { toWindowMessage } from '../format/records.js'
 import type { SummaryRecord, ToolRecord, WindowMessage } from '../format/records.js'
-import { initialState, readState, updateState } from './state.js'
+import { initialState, readState, updateState, writeOwnedState, writeOwnedStateAsync } from './state.js'
 import type { PausedBy, Status, TaskState } from './state.js'
 import { PlanningStore, SummaryStore, ToolStore } from './stores.js'
 import type { TaskEnv } from './env.js'
@@ -36,6 +36,10 @@ export type Hook = (handle: TaskHandle) => void | Promise<void>
 export class TaskHandle {
   private lostError: LockLostError | null = null
   private windowCache: { messages: WindowMessage[]; tokens: number } | null = null
+  /** The owner's state.json writes on their way (saveProgress): the one in flight, the newest waiting, the first error. */
+  private writing: Promise<void> | null = null
+  private queued: TaskState | null = null
+  private writeError: unknown = null
   /** When the index last got this task's row (Date.now()). */
   private indexedAt = 0
   private timer: NodeJS.Timeout | null = null
@@ -146,20 +150,88 @@ export class TaskHandle {
 
   /** Changes state.json (and the heartbeat, and tasks.db). */
   async update(change: Partial<TaskState> | ((state: TaskState) => Partial<TaskState>)): Promise<TaskState> {
+    // A queued state is not written: this one holds all it held.
+    this.queued = null
+    await this.settleState()
+    const next = await this.nextState(change)
+    // The lock is ours: no other process writes state.json meanwhile (see writeOwnedState).
+    writeOwnedState(this.dirPath, next, this.syncDir)
+    return this.changed(next)
+  }
+
+  /**
+   * A turn's counters (SPEC §12.2 step 6), written while the next request is on its way:
+   * the same temp + fsync + rename, in the thread pool instead of on the turn's path. The
+   * state is the new one at once (handle.state, tasks.db). While a write is still on its
+   * way (a slow disk: its fsync outlasts a turn) the turn does not wait: the newest state
+   * is written when it lands, the ones between are skipped (each is whole, and the next
+   * holds all they held). Every other write of state.json first waits for these and
+   * throws their error (a full disk, a lost lock). A crash before one lands leaves
+   * state.json as an earlier turn left it: whole, counters behind (messages.jsonl is the
+   * truth; inbox offsets and status changes are written at once, by update).
+   */
+  async saveProgress(change: Partial<TaskState>): Promise<TaskState> {
+    this.throwWriteError()
+    const next = this.changed(await this.nextState(change))
+    if (this.writing !== null) this.queued = next
+    else this.writing = this.writeBehind(next)
+    return next
+  }
+
+  /** Writes `first`, then whatever saveProgress queued meanwhile; never rejects (the error waits in writeError). */
+  private async writeBehind(first: TaskState): Promise<void> {
+    const dir = this.dirPath
+    // Checked again just before each rename: a lock taken meanwhile stops the write.
+    const stillOurs = () => {
+      if (!this.lock.isStillOurs()) throw new LockLostError(dir, null)
+    }
+    for (let state: TaskState | null = first; state !== null; state = this.queued, this.queued = null) {
+      try {
+        await writeOwnedStateAsync(dir, state, this.syncDir, stillOurs)
+      } catch (err) {
+        this.writeError ??= err
+        this.queued = null
+        break
+      }
+    }
+    this.writing = null
+  }
+
+  /** Waits for the state writes on their way (saveProgress), throwing their error if one failed. */
+  async settleState(): Promise<void> {
+    while (this.writing !== null) await this.writing
+    this.throwWriteError()
+  }
+
+  private throwWriteError(): void {
+    const err = this.writeError
+    if (err === null) return
+    this.writeError = null
+    throw err
+  }
+
+  private get syncDir(): boolean {
+    return this.env.config.context.durability === 'fsync'
+  }
+
+  private async nextState(change: Partial<TaskState> | ((state: TaskState) => Partial<TaskState>)): Promise<TaskState> {
     const stores = this.owned()
     // Still ours? A read of the lock, not a rewrite: the heartbeat timer keeps it fresh.
     await this.rewriteLock(async () => this.lock.verify(), true)
+    const current = this.stateCache
+    return {
+      ...current,
+      ...(typeof change === 'function' ? change(current) : change),
+      message_count: stores.messages.lastSeq,
+      tool_call_count: stores.tools.lastSeq,
+      compression_count: stores.summaries.lastId,
+      updated_at: this.env.now().toISOString(),
+    }
+  }
+
+  private changed(next: TaskState): TaskState {
     const before = this.stateCache.status
-    this.stateCache = await updateState(
-      this.dirPath,
-      (current) => ({
-        ...(typeof change === 'function' ? change(current) : change),
-        message_count: stores.messages.lastSeq,
-        tool_call_count: stores.tools.lastSeq,
-        compression_count: stores.summaries.lastId,
-      }),
-      this.env.now(),
-    )
+    this.stateCache = next
     // The index follows a running task's counters at most once a second (a status change at once):
     // a turn writes state.json twice, and reindex or the next write repairs what a crash left behind.
     const now = Date.now()
@@ -204,6 +276,7 @@ export class TaskHandle {
    * move the directory to paused/ (a rename needs no room). Records stay as last written.
    */
   async abandon(error: string): Promise<void> {
+    await this.settleState().catch(() => undefined)
     this.stopTimer()
     this.closeStores()
     await this.lock.release()

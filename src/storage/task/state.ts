@@ -1,7 +1,7 @@
 import { join } from 'node:path'
 import lockfile from 'proper-lockfile'
 import { CtxError, isErrno } from '../../errors.js'
-import { parseJsonObject, readSmallFile, writeJsonAtomic } from '../fs/files.js'
+import { parseJsonObject, readSmallFile, writeFileAtomic, writeFileAtomicAsync, writeJsonAtomic } from '../fs/files.js'
 import { FILES } from '../fs/layout.js'
 
 export const STATUSES = [
@@ -152,6 +152,27 @@ export async function updateState(
   } finally {
     await release()
   }
+}
+
+/**
+ * The owner's write of its state.json: the whole state it keeps in memory, temp +
+ * fsync + rename, with no `.state.lock` and no read. While a task's `.lock` is held its
+ * holder is the only writer of state.json (SPEC §4: a reaper, `compress` and `unlock`
+ * take the `.lock` first; everyone else only appends to inbox.jsonl), so there is no
+ * other writer to exclude, and what is on disk is what the owner last wrote.
+ * The directory is fsynced with context.durability: fsync (`syncDir`).
+ */
+export function writeOwnedState(dir: string, state: TaskState, syncDir: boolean): void {
+  writeFileAtomic(join(dir, FILES.state), stateText(state), { syncDir })
+}
+
+/** writeOwnedState in the thread pool (see writeFileAtomicAsync): the owner's per-turn write, off the turn's path. */
+export function writeOwnedStateAsync(dir: string, state: TaskState, syncDir: boolean, beforeRename: () => void): Promise<void> {
+  return writeFileAtomicAsync(join(dir, FILES.state), stateText(state), { syncDir, beforeRename })
+}
+
+function stateText(state: TaskState): string {
+  return `${JSON.stringify(state, null, 2)}\n`
 }
 
 /** Writes a whole state.json (task creation), under the same lock. */

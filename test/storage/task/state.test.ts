@@ -1,6 +1,10 @@
-import { readdirSync, statSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readdirSync, renameSync, statSync, utimesSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
+import { parseConfig } from '../../../src/config/load.js'
+import { Layout } from '../../../src/storage/fs/layout.js'
+import { LockLostError } from '../../../src/storage/lock/lock.js'
+import { createTask } from '../../../src/storage/task/lifecycle.js'
 import { CorruptRecordError } from '../../../src/errors.js'
 import { makePrivateDir, writeFileAtomic } from '../../../src/storage/fs/files.js'
 import { JsonlAppender } from '../../../src/storage/format/jsonl.js'
@@ -15,6 +19,50 @@ describe('state.json', () => {
     await Promise.all(Array.from({ length: 20 }, () => updateState(dir, (s) => ({ llm_call_count: s.llm_call_count + 1 }))))
     expect(readState(dir)?.llm_call_count).toBe(20)
     expect(readdirSync(dir).filter((f) => f.includes('state'))).toEqual(['state.json'])
+  })
+
+  // Issue 22: the owner holds the task's .lock, so no other process writes its state.json meanwhile.
+  it("the owner writes from memory: no .state.lock, no read (a held .state.lock does not stop it, a damaged file is written whole)", async () => {
+    const base = makeTree().base
+    const task = await createTask({ layout: new Layout(base), config: parseConfig(''), index: null, now: () => new Date(), warn: () => undefined }, { task_key: { task_source: 'local', owner: null, repo: 'r', task_type: 'task', task_id: '1' }, user: null })
+    const dir = task.dir
+    // Held by a live holder (fresh mtime): a writer that takes it would wait 5 s, then fail.
+    mkdirSync(join(dir, '.state.lock'))
+    const keepFresh = setInterval(() => utimesSync(join(dir, '.state.lock'), new Date(), new Date()), 200)
+    try {
+      await task.update({ llm_call_count: 7 })
+      writeFileSync(join(dir, 'state.json'), '{torn')
+      await task.update((s) => ({ llm_call_count: s.llm_call_count + 1 }))
+    } finally {
+      clearInterval(keepFresh)
+    }
+    expect(readState(dir)).toMatchObject({ status: 'initializing', llm_call_count: 8 })
+    expect(readdirSync(dir).filter((f) => f.includes('state'))).toEqual(['.state.lock', 'state.json'])
+    await task.fail('test over')
+  })
+
+  it("a turn's counters are written off the turn's path (a write still on its way is not waited for), every other write waits for them, and a lock lost meanwhile stops them", async () => {
+    const base = makeTree().base
+    const task = await createTask({ layout: new Layout(base), config: parseConfig(''), index: null, now: () => new Date(), warn: () => undefined }, { task_key: { task_source: 'local', owner: null, repo: 'r', task_type: 'task', task_id: '1' }, user: null })
+    const dir = task.dir
+    for (let turn = 1; turn <= 3; turn++) {
+      await task.saveProgress({ turns: turn, llm_call_count: turn })
+      expect(task.state.turns).toBe(turn)
+    }
+    // No I/O has run since the first began: the turns did not wait for it (the newest is written after it).
+    expect(readState(dir)?.turns).toBeUndefined()
+    await task.settleState()
+    expect(readState(dir)).toMatchObject({ turns: 3, llm_call_count: 3 })
+    await task.update({ last_activity: 'checked' })
+    expect(readState(dir)).toMatchObject({ turns: 3, llm_call_count: 3, last_activity: 'checked' })
+    await task.saveProgress({ turns: 4 })
+    // Taken over while the write is on its way (the write has not reached its rename: no I/O has run since).
+    const stolen = join(dir, 'stolen.tmp')
+    writeFileSync(stolen, `${JSON.stringify({ process_id: 1, hostname: 'elsewhere', acquired_at: new Date().toISOString(), heartbeat_at: new Date().toISOString(), token: 'theirs' })}\n`)
+    renameSync(stolen, join(dir, '.lock'))
+    await expect(task.update({ turns: 5 })).rejects.toThrow(LockLostError)
+    expect(readState(dir)?.turns).toBe(3)
+    expect(readdirSync(dir).filter((f) => f.endsWith('.tmp'))).toEqual([])
   })
 
   it('returns null when missing and a clear error when not JSON', () => {
