@@ -151,8 +151,9 @@ describe('pauses by an operator and by a signal', () => {
     endless(s)
     const worker = startWorker(s, server.url, ['--concurrency', '2'])
     await until('the worker to start', async () => worker.err().includes('started on'))
-    const byOperator = await enqueue(s, ['--task', 'one', '--workspace', s.ws])
-    const bySignal = await enqueue(s, ['--task', 'two', '--workspace', s.ws])
+    // Endless indeed: at a few ms a turn (a warm agent, a zero-latency LLM) run.max_turns' 100 are over before `pause` has started.
+    const byOperator = await enqueue(s, ['--task', 'one', '--workspace', s.ws, '--max-turns', '1000000'])
+    const bySignal = await enqueue(s, ['--task', 'two', '--workspace', s.ws, '--max-turns', '1000000'])
     await until('both tasks at work', async () => {
       const asked = new Set(agentRequests(s.fake).map((r) => JSON.stringify(r.body.messages).match(/"(one|two)"/)?.[1]))
       return asked.has('one') && asked.has('two')

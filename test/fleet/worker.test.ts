@@ -251,11 +251,12 @@ describe('the warm child', () => {
     // It has connected its task's index before there is a task.
     await until('the warm child connected', async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE $1`, [`ctxagent index %:${first}`]))[0]?.n === 1)
     const doneJobs = (n: number) => until(`${n} jobs done`, async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM fleet_jobs WHERE state = 'done'`))[0]?.n === n)
-    // The first task looks around until told to finish (a new pattern each time: the same call five times in a row is stopped as stuck).
+    // The first task looks around until told to finish.
+    // (A new pattern each time: the same call 5 times over is a stuck agent; and no turn budget to run out of meanwhile.)
     let more = true
-    let looks = 0
-    s.fake.fallback = () => (more ? { calls: [{ name: 'glob', arguments: { pattern: `*${looks++}*` } }] } : finish)
-    const a = await enqueue(s, ['--task', 'task a', '--workspace', s.ws])
+    let n = 0
+    s.fake.fallback = () => (more ? { calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] } : finish)
+    const a = await enqueue(s, ['--task', 'task a', '--workspace', s.ws, '--max-turns', '1000000'])
     await until('task a under way', async () => agentRequests(s.fake).length >= 2)
     expect(worker.err()).toMatch(new RegExp(`job \\d+: starting task ${a} \\(pid ${first}\\)`))
     // ps shows the task's command line, not the warm child's.
