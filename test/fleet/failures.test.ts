@@ -286,19 +286,24 @@ describe('agents killed before their task began (a live worker)', () => {
   })
 })
 
+/** A task paused by SIGTERM whose lock a live process of this host (the test) then holds. */
+async function pausedAndLocked(s: RunSetup): Promise<{ uuid: string; lock: string }> {
+  endless(s)
+  const run = s.start(['run', '--task', 'look around', '--workspace', s.ws])
+  await until('the task under way', async () => agentRequests(s.fake).length >= 2)
+  run.child.kill('SIGTERM')
+  expect((await exitOf(run.child)).code).toBe(143)
+  const uuid = s.tree.layout.list('paused')[0] as string
+  const lock = join(s.tree.layout.taskDir('paused', uuid), '.lock')
+  const now = new Date().toISOString()
+  writeFileSync(lock, JSON.stringify({ process_id: process.pid, hostname: hostname(), acquired_at: now, heartbeat_at: now, token: 'held-by-the-test' }))
+  return { uuid, lock }
+}
+
 describe('a resume that finds its paused task locked', () => {
   it('(a compress by an operator, a lock a killed resume left) hands the job back, the attempt counted, and resumes once the lock is gone', { timeout: 120_000 }, async () => {
     const s = await runSetup(`${FAST_LOCKS}  max_attempts: 1000\n`)
-    endless(s)
-    const run = s.start(['run', '--task', 'look around', '--workspace', s.ws])
-    await until('the task under way', async () => agentRequests(s.fake).length >= 2)
-    run.child.kill('SIGTERM')
-    expect((await exitOf(run.child)).code).toBe(143)
-    const uuid = s.tree.layout.list('paused')[0] as string
-    // A live process of this host holds the paused task's lock.
-    const lock = join(s.tree.layout.taskDir('paused', uuid), '.lock')
-    const now = new Date().toISOString()
-    writeFileSync(lock, JSON.stringify({ process_id: process.pid, hostname: hostname(), acquired_at: now, heartbeat_at: now, token: 'held-by-the-test' }))
+    const { uuid, lock } = await pausedAndLocked(s)
     s.fake.fallback = () => finish
     const worker = startWorker(s, server.url)
     await until('the worker to start', async () => worker.err().includes('started on'))
@@ -320,15 +325,8 @@ describe('a resume that finds its paused task locked', () => {
 describe('a resume locked out as often as fleet.max_attempts allows', () => {
   it('ends its job paused, saying why, and leaves the task as it was', { timeout: 120_000 }, async () => {
     const s = await runSetup(`${FAST_LOCKS}  max_attempts: 2\n`)
-    endless(s)
-    const run = s.start(['run', '--task', 'look around', '--workspace', s.ws])
-    await until('the task under way', async () => agentRequests(s.fake).length >= 2)
-    run.child.kill('SIGTERM')
-    expect((await exitOf(run.child)).code).toBe(143)
-    const uuid = s.tree.layout.list('paused')[0] as string
+    const { uuid } = await pausedAndLocked(s)
     const before = readTask(s.tree, uuid)
-    const now = new Date().toISOString()
-    writeFileSync(join(before.dir, '.lock'), JSON.stringify({ process_id: process.pid, hostname: hostname(), acquired_at: now, heartbeat_at: now, token: 'held-by-the-test' }))
     const worker = startWorker(s, server.url)
     await until('the worker to start', async () => worker.err().includes('started on'))
     expect(await enqueue(s, ['--resume', uuid])).toBe(uuid)
