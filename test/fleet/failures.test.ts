@@ -74,7 +74,7 @@ describe('fleet.recovery: resume and fleet.max_attempts', () => {
     endless(s)
     const worker = startWorker(s, server.url)
     await until('the worker to start', async () => worker.err().includes('started on'))
-    const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws])
+    const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     const killed: number[] = []
     for (let attempt = 1; attempt <= 3; attempt++) {
       const asked = agentRequests(s.fake).length
@@ -114,7 +114,7 @@ describe('a worker SIGKILLed under a live agent', () => {
     s.fake.fallback = (req) => (req.body.messages.some((m) => m.role === 'tool') ? { delayMs: go ? 0 : 200, ...(go ? finish : { calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] }) } : { calls: [{ name: 'glob', arguments: { pattern: '*.js' } }] })
     const first = startWorker(s, server.url)
     await until('the worker to start', async () => first.err().includes('started on'))
-    const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws])
+    const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     await until('the task under way', async () => agentRequests(s.fake).length >= 2)
     const agent = await agentOf(s, uuid)
     killAtEnd(agent)
@@ -225,7 +225,7 @@ describe('agents killed before their task began (a live worker)', () => {
     const hold = holdAgents('new')
     const worker = startHeldWorker(s, hold.env)
     await until('the worker to start', async () => worker.err().includes('started on'))
-    const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws])
+    const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     const agent = await until('the held agent', async () => hold.held())
     expect(s.tree.layout.list('running')).toEqual([])
     hold.release()
@@ -245,7 +245,7 @@ describe('agents killed before their task began (a live worker)', () => {
     const hold = holdAgents('new')
     const worker = startHeldWorker(s, hold.env)
     await until('the worker to start', async () => worker.err().includes('started on'))
-    await enqueue(s, ['--task', 'look around', '--workspace', s.ws])
+    await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     const agent = await until('the held agent', async () => hold.held())
     process.kill(agent, 'SIGKILL')
     const rows = await until('the job done', async () => {
@@ -262,7 +262,7 @@ describe('agents killed before their task began (a live worker)', () => {
   it('a resume’s agent SIGKILLed before it took the task from paused/: the job waits again, the attempt counted, and resumes it', { timeout: 120_000 }, async () => {
     const s = await runSetup(FAST_LOCKS)
     endless(s)
-    const run = s.start(['run', '--task', 'look around', '--workspace', s.ws])
+    const run = s.start(['run', '--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     await until('the task under way', async () => agentRequests(s.fake).length >= 2)
     run.child.kill('SIGTERM')
     expect((await exitOf(run.child)).code).toBe(143)
@@ -289,7 +289,7 @@ describe('agents killed before their task began (a live worker)', () => {
 /** A task paused by SIGTERM whose lock a live process of this host (the test) then holds. */
 async function pausedAndLocked(s: RunSetup): Promise<{ uuid: string; lock: string }> {
   endless(s)
-  const run = s.start(['run', '--task', 'look around', '--workspace', s.ws])
+  const run = s.start(['run', '--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
   await until('the task under way', async () => agentRequests(s.fake).length >= 2)
   run.child.kill('SIGTERM')
   expect((await exitOf(run.child)).code).toBe(143)
@@ -348,7 +348,7 @@ describe.runIf(canUnshare)('enqueue --resume on another host', () => {
     endless(s)
     const a = onHost(s, server.url, 'fleet-a')
     await until('host a', async () => a.err().includes('started on fleet-a'))
-    const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws])
+    const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     await until('the task under way on host a', async () => agentRequests(s.fake).length >= 3)
     expect((await s.run(['pause', uuid])).code).toBe(0)
     await until('the job ended paused', async () => (await jobs())[0]?.outcome === 'paused')

@@ -126,7 +126,8 @@ describe('ctxagent poll', () => {
     board.add('gitlab', 5, ['agent'])
     board.add('gitlab', 6, ['agent'])
     board.add('gitlab', 7, ['agent'])
-    await pollOnce(s, ['--gitlab', 'acme/backend/api'])
+    // #7's task looks around until paused: no turn budget to run out of first.
+    await pollOnce(s, ['--gitlab', 'acme/backend/api', '--max-turns', '1000000'])
     board.gitlab[0]!.labels = ['ctxagent:processing'] // the trigger label taken off
     board.gitlab[1]!.open = false
     const [gone] = await pollOnce(s, ['--gitlab', 'acme/backend/api'])

@@ -189,7 +189,7 @@ describe.runIf(canUnshare)('a fleet on two simulated hosts', () => {
     s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
     const a = onHost(s, 'fleet-a')
     await until('host a', async () => a.err().includes('started on fleet-a'))
-    const uuid = (await s.run(['enqueue', '--task', 'look around', '--workspace', s.ws], { CTXAGENT_DATABASE_URL: server.url })).stdout.trim()
+    const uuid = (await s.run(['enqueue', '--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'], { CTXAGENT_DATABASE_URL: server.url })).stdout.trim()
     await until('the task under way on host a', async () => agentRequests(s.fake).length >= 3)
     // The worker's child that runs the task, not the warm child waiting for the next job (SPEC §14.2).
     const agent = Number(spawnSync('ps', ['-o', 'pid=,args=', '--ppid', String(a.workerPid())]).stdout.toString().trim().split('\n').find((line) => !line.includes('--warm-child'))?.trim().split(/\s+/)[0])

@@ -94,7 +94,7 @@ describe('enqueue and worker', () => {
     s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
     const first = startWorker(s)
     await until('the worker to start', async () => first.err().includes('started on'))
-    const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws])
+    const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     await until('the task to be under way', async () => agentRequests(s.fake).length >= 2)
     first.child.kill('SIGTERM')
     expect(await exitOf(first.child)).toEqual({ code: 0, signal: null })
@@ -167,7 +167,7 @@ describe('enqueue and worker', () => {
     // A task paused (by an operator here) is queued once; a second enqueue is a conflict.
     const worker = startWorker(s)
     await until('the worker to start', async () => worker.err().includes('started on'))
-    const uuid = await enqueue(s, ['--task', 'look', '--workspace', s.ws])
+    const uuid = await enqueue(s, ['--task', 'look', '--workspace', s.ws, '--max-turns', '1000000'])
     await until('the task to be under way', async () => readTask(s.tree, uuid).messages.length >= 3)
     expect((await s.run(['pause', uuid])).code).toBe(0)
     await until('the job to end paused', async () => (await query<{ outcome: string }>('SELECT outcome FROM fleet_jobs'))[0]?.outcome === 'paused')
