@@ -18,6 +18,22 @@ function hangingServer(s: RunSetup): string {
 }
 
 describe('every wait takes the stop', () => {
+  it('SIGTERM while the window is being summarised: the summary request is stopped and the task pauses (exit 143), never left in running/', async () => {
+    const s = await runSetup()
+    writeFileSync(s.config, s.fake.configYaml('context:\n  compression:\n    max_rounds: 3\n').replace('context_length: 8000', 'context_length: 1000000'))
+    let round = 0
+    // Agent requests look around; the summary request never answers.
+    s.fake.fallback = (req) => (Array.isArray(req.body.tools) ? { calls: [{ name: 'glob', arguments: { pattern: `*${round++}*` } }] } : { delayMs: 120_000, content: 'never' })
+    const started = s.start(['run', '--task', 'look around', '--workspace', s.ws, '--log-format', 'json'])
+    await waitFor('the summary request', () => s.fake.requests.some((r) => !Array.isArray(r.body.tools)))
+    const uuid = s.tree.layout.list('running')[0] as string
+    // As under a worker that died: nobody reads its stderr any more.
+    started.child.stderr?.destroy()
+    started.child.kill('SIGTERM')
+    expect((await exitOf(started.child)).code).toBe(143)
+    expect(readTask(s.tree, uuid)).toMatchObject({ location: 'paused', state: { status: 'paused', paused_by: 'signal' } })
+  })
+
   it('ctxagent pause stops an LLM request in flight; the resumed task does not pause again on the same request', async () => {
     const s = await runSetup()
     s.fake.queue.push({ delayMs: 120_000, content: 'never' })
