@@ -3,8 +3,8 @@ import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
 import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest'
-import { exitOf } from '../helpers/wait.js'
-import { agentPid, canUnshare, coldStartFlags, FAST_LOCKS, finish, isAlive, killAtEnd, onHost, startWorker, until } from '../helpers/fleet-hosts.js'
+import { alive, exitOf } from '../helpers/wait.js'
+import { agentPid, canUnshare, coldStartFlags, FAST_LOCKS, finish, killAtEnd, onHost, startWorker, until } from '../helpers/fleet-hosts.js'
 import { queryRows, startPostgres } from '../helpers/postgres.js'
 import type { PgServer } from '../helpers/postgres.js'
 import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
@@ -41,6 +41,13 @@ interface JobRow {
   attempts: number
 }
 const jobs = () => query<JobRow>('SELECT id::int, kind, state, outcome, error, attempts FROM fleet_jobs ORDER BY id')
+
+/** Every job, once all of them are done. */
+const settledJobs = () =>
+  until('every job done', async () => {
+    const all = await jobs()
+    return all.every((j) => j.state === 'done') ? all : null
+  })
 
 async function enqueue(s: RunSetup, args: string[]): Promise<string> {
   const res = await s.run(['enqueue', ...args], db())
@@ -128,7 +135,7 @@ describe('a worker SIGKILLed under a live agent', () => {
     expect(await watchLocks(s)).not.toMatch(/reaped|died/)
     expect((await jobs()).map((j) => [j.state, j.outcome])).toEqual([['running', null]])
     go = true
-    await until('the orphaned agent to end', async () => !isAlive(agent))
+    await until('the orphaned agent to end', async () => !alive(agent))
     const task = readTask(s.tree, uuid)
     expect(task).toMatchObject({ location: 'completed', state: { status: 'completed' } })
     expectContinuousSeq(task.messages)
@@ -235,10 +242,7 @@ describe('agents killed before their task began (a live worker)', () => {
     expect(s.tree.layout.list('running')).toEqual([])
     hold.release()
     process.kill(agent, 'SIGKILL')
-    const rows = await until('the job done', async () => {
-      const all = await jobs()
-      return all.every((j) => j.state === 'done') ? all : null
-    })
+    const rows = await settledJobs()
     expect(rows.map((j) => [j.kind, j.outcome, j.attempts])).toEqual([['new', 'completed', 2]])
     expect(readTask(s.tree, uuid)).toMatchObject({ location: 'completed', state: { status: 'completed' } })
     worker.child.kill('SIGTERM')
@@ -253,10 +257,7 @@ describe('agents killed before their task began (a live worker)', () => {
     await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     const agent = await until('the held agent', async () => hold.held())
     process.kill(agent, 'SIGKILL')
-    const rows = await until('the job done', async () => {
-      const all = await jobs()
-      return all.every((j) => j.state === 'done') ? all : null
-    })
+    const rows = await settledJobs()
     expect(rows.map((j) => [j.kind, j.outcome, j.attempts, j.error])).toEqual([['new', 'failed', 1, 'its agent was killed (SIGKILL) before the task began (attempt 1 of fleet.max_attempts 1)']])
     expect(agentRequests(s.fake)).toEqual([])
     hold.release()
@@ -280,10 +281,7 @@ describe('agents killed before their task began (a live worker)', () => {
     const agent = await until('the held agent', async () => hold.held())
     hold.release()
     process.kill(agent, 'SIGKILL')
-    const rows = await until('the job done', async () => {
-      const all = await jobs()
-      return all.every((j) => j.state === 'done') ? all : null
-    })
+    const rows = await settledJobs()
     expect(rows.map((j) => [j.kind, j.outcome, j.attempts])).toEqual([['resume', 'completed', 2]])
     expect(readTask(s.tree, uuid)).toMatchObject({ location: 'completed', state: { status: 'completed' } })
     worker.child.kill('SIGTERM')
@@ -315,10 +313,7 @@ describe('a resume that finds its paused task locked', () => {
     expect(await enqueue(s, ['--resume', uuid])).toBe(uuid)
     await until('a resume handed back', async () => worker.err().includes('found the task locked before task'))
     rmSync(lock)
-    const rows = await until('the job done', async () => {
-      const all = await jobs()
-      return all.every((j) => j.state === 'done') ? all : null
-    })
+    const rows = await settledJobs()
     expect(rows.map((j) => [j.kind, j.outcome])).toEqual([['resume', 'completed']])
     expect(rows[0]?.attempts).toBeGreaterThanOrEqual(2)
     expect(readTask(s.tree, uuid)).toMatchObject({ location: 'completed', state: { status: 'completed' } })
@@ -335,10 +330,7 @@ describe('a resume locked out as often as fleet.max_attempts allows', () => {
     const worker = startWorker(s, server.url)
     await until('the worker to start', async () => worker.err().includes('started on'))
     expect(await enqueue(s, ['--resume', uuid])).toBe(uuid)
-    const rows = await until('the job done', async () => {
-      const all = await jobs()
-      return all.every((j) => j.state === 'done') ? all : null
-    })
+    const rows = await settledJobs()
     expect(rows.map((j) => [j.kind, j.outcome, j.attempts, j.error])).toEqual([['resume', 'paused', 2, 'its agent found the task locked before the task began (attempt 2 of fleet.max_attempts 2)']])
     const after = readTask(s.tree, uuid)
     expect([after.location, after.state, after.messages]).toEqual([before.location, before.state, before.messages])
@@ -391,10 +383,7 @@ describe.runIf(canUnshare)('enqueue --resume on another host', () => {
     expect(after.state.tool_call_count).toBe(b4.tool_call_count + after.tools.length - before.tools.length)
     expect(Number(after.state.total_tokens_used)).toBeGreaterThanOrEqual(b4.total_tokens_used + 120 * resumed.length)
     expect(after.state.inbox_offset).toBe(readFileSync(join(after.dir, 'inbox.jsonl')).length)
-    const rows = await until('the resume job done', async () => {
-      const all = await jobs()
-      return all.every((j) => j.state === 'done') ? all : null
-    })
+    const rows = await settledJobs()
     expect(rows.map((j) => [j.kind, j.outcome])).toEqual([['new', 'paused'], ['resume', 'completed']])
     expect((await query<{ claimed_by: string }>('SELECT claimed_by FROM fleet_jobs ORDER BY id')).map((r) => r.claimed_by.split(':')[0])).toEqual(['fleet-a', 'fleet-b'])
     process.kill(b.workerPid(), 'SIGTERM')

@@ -57,15 +57,6 @@ export function childrenOf(pid: number | undefined): number[] {
   return spawnSync('ps', ['-o', 'pid=', '--ppid', String(pid)]).stdout.toString().trim().split(/\s+/).map(Number).filter((p) => p > 0)
 }
 
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
-
 /** Kills `pid` at the end of the test if it still lives (an agent a test left orphaned). */
 export function killAtEnd(pid: number): void {
   onTestFinished(() => {
