@@ -38,6 +38,11 @@ export class LockedError extends CtxError {
   }
 }
 
+/** Two processes resumed one task and this one lost: one line, exit 4. */
+export function resumeRaceLost(uuid: string): LockedError {
+  return new LockedError(`task ${uuid} was taken by another process while this one resumed it`, `see ctxagent view ${uuid.slice(0, 8)}; only one process runs a task`)
+}
+
 /** The LLM server failed or could not be reached: exit 1. */
 export class ProviderError extends CtxError {
   constructor(message: string, hint?: string, cause?: unknown) {

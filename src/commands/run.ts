@@ -3,7 +3,7 @@ import { basename, resolve } from 'node:path'
 import { Command, Option } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask, withTaskEnv } from '../command-env.js'
-import { CtxError, LockedError, UsageError } from '../errors.js'
+import { CtxError, LockedError, resumeRaceLost, UsageError } from '../errors.js'
 import { assertRegularFiles } from '../storage/fs/files.js'
 import { isUuid, resolveTask, TASK_DATA_FILES } from '../storage/fs/layout.js'
 import { VANISHED } from '../storage/lock/lock.js'
@@ -193,7 +193,7 @@ function stillThere<T>(ref: TaskRef, read: () => T): T {
     return read()
   } catch (err) {
     if (existsSync(ref.dir)) throw err
-    throw new LockedError(`task ${ref.uuid} was taken by another process while this one resumed it`, `see ctxagent view ${ref.uuid.slice(0, 8)}; only one process runs a task`)
+    throw resumeRaceLost(ref.uuid)
   }
 }
 
@@ -236,7 +236,7 @@ async function refuseLive(ctx: CommandEnv, ref: TaskRef): Promise<void> {
   await withTaskEnv(ctx, async (env) => {
     const assessment = assessTask(env, ref, { policy: { ...stalenessPolicy(ctx.config), deadPidIsProof: true } })
     // Moved out of running/ while we looked (its owner finished or paused it): a lost race, as in stillThere.
-    if (!existsSync(ref.dir)) stillThere(ref, () => assertRegularFiles(ref.dir, TASK_DATA_FILES))
+    if (!existsSync(ref.dir)) throw resumeRaceLost(ref.uuid)
     if (assessment.stale) {
       ctx.io.warn(`task ${ref.uuid} is in running/ but ${assessment.verdict.reason}; resume takes it over`)
       return

@@ -34,7 +34,7 @@ import { readTextArg, runRecord } from './settings.js'
 import type { RunSettings } from './settings.js'
 import { StopController, stoppableClient } from './stop.js'
 import { explainSystemError, isDiskFull } from '../system-errors.js'
-import { LockedError } from '../errors.js'
+import { resumeRaceLost } from '../errors.js'
 
 /** Where a new task comes from: its key and its first user message (SPEC §12.1, §13.1). */
 export interface TaskSource {
@@ -211,7 +211,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
 function takenWhileResuming(err: unknown, ref: TaskRef): unknown {
   const code = (err as NodeJS.ErrnoException | null)?.code
   if (code !== 'ENOENT' && code !== 'EEXIST' && code !== 'ENOTEMPTY') return err
-  return new LockedError(`task ${ref.uuid} was taken by another process while this one resumed it`, `see ctxagent view ${ref.uuid.slice(0, 8)}; only one process runs a task`)
+  return resumeRaceLost(ref.uuid)
 }
 
 async function openRemote(start: RunStart, handle: TaskHandle, config: Config, log: RunLog, stop: AbortSignal): Promise<RemoteLink> {
