@@ -19,6 +19,41 @@ export interface FetchBounds {
 }
 
 export class ResponseTooLargeError extends Error {}
+
+/**
+ * A response whose body is already in memory, read by the SDK without a web stream:
+ * `new Response(bytes)` wraps them in a ReadableStream that `json()` then drains,
+ * decodes and parses (a few hundred microseconds a request, most of them before the
+ * JIT has warmed up). `body` still gives a stream to whoever asks for one.
+ */
+class BufferedResponse extends (Response as new (body: null, init: ResponseInit) => Omit<Response, 'body' | 'text' | 'json' | 'arrayBuffer'>) {
+  readonly #bytes: Buffer | null
+
+  constructor(bytes: Buffer | null, init: ResponseInit) {
+    super(null, init)
+    this.#bytes = bytes
+  }
+
+  get body(): ReadableStream<Uint8Array> | null {
+    const bytes = this.#bytes
+    return bytes === null ? null : new ReadableStream({ start: (c) => (c.enqueue(new Uint8Array(bytes)), c.close()) })
+  }
+
+  async text(): Promise<string> {
+    const text = this.#bytes === null ? '' : this.#bytes.toString('utf8')
+    // As fetch decodes: a byte order mark is not part of the text.
+    return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text
+  }
+
+  async json(): Promise<unknown> {
+    return JSON.parse(await this.text())
+  }
+
+  async arrayBuffer(): Promise<ArrayBuffer> {
+    const bytes = this.#bytes ?? Buffer.alloc(0)
+    return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer
+  }
+}
 export class ResponseTooSlowError extends Error {}
 
 export function boundedFetch(bounds: FetchBounds): typeof fetch {
@@ -49,7 +84,8 @@ function httpExchange(url: string, init: RequestInit, body: Uint8Array | string 
     const signal = init.signal ?? undefined
     if (signal?.aborted) return reject(signal.reason)
     const headers: Record<string, string> = {}
-    new Headers(init.headers).forEach((value, name) => (headers[name] = value))
+    // The SDK passes a Headers already: read, not copied.
+    ;(init.headers instanceof Headers ? init.headers : new Headers(init.headers)).forEach((value, name) => (headers[name] = value))
     if (body !== null) headers['content-length'] = String(typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength)
     let settled = false
     let response: http.IncomingMessage | null = null
@@ -87,7 +123,7 @@ function httpExchange(url: string, init: RequestInit, body: Uint8Array | string 
       })
       stream.on('error', (err) => fail(new TypeError('terminated', { cause: err }), res))
       res.on('aborted', () => fail(new TypeError('terminated'), res))
-      stream.on('end', () => finish(() => resolve(new Response(status === 204 || status === 304 ? null : Buffer.concat(chunks, bytes), { status, statusText: res.statusMessage ?? '', headers: responseHeaders(res, bounds) }))))
+      stream.on('end', () => finish(() => resolve(new BufferedResponse(status === 204 || status === 304 ? null : Buffer.concat(chunks, bytes), { status, statusText: res.statusMessage ?? '', headers: responseHeaders(res, bounds) }) as unknown as Response)))
     })
     req.on('error', (err) => fail(response === null ? new TypeError('fetch failed', { cause: err }) : new TypeError('terminated', { cause: err }), response ?? undefined))
     req.end(body ?? undefined)
