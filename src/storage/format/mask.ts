@@ -175,6 +175,7 @@ export function installSecrets(secrets: readonly { name: string; value: string }
     }
   }
   // Longest first, so that a value that contains another is replaced whole.
+  memo = null
   secretForms = [...forms].map(([value, replacement]) => ({ value, replacement })).sort((a, b) => b.value.length - a.value.length)
 }
 
@@ -205,7 +206,24 @@ export function maskCredentials(text: string): string {
 const ALL_RULES = (1 << RULES.length) - 1
 const CREDENTIAL_RULES = ALL_RULES & ~(1 << RULES.findIndex((r) => r.name === 'email'))
 
+/**
+ * The last text masked and what it became: a tool's result is masked for messages.jsonl
+ * and again, the same string, for tools.jsonl; the second costs one comparison
+ * (the same string object compares by pointer). Forgotten when the secrets change.
+ */
+let memo: { input: string; rules: number; output: string } | null = null
+/** Shorter texts are masked again: cheaper than keeping them. */
+const MEMO_MIN = 1024
+
 function mask(input: string, rules: number): string {
+  if (input.length < MEMO_MIN) return maskNow(input, rules)
+  if (memo !== null && memo.rules === rules && memo.input === input) return memo.output
+  const output = maskNow(input, rules)
+  memo = { input, rules, output }
+  return output
+}
+
+function maskNow(input: string, rules: number): string {
   const text = secretForms.length === 0 ? input : maskSecrets(input)
   const found = rulesWithHints(text) & rules
   if (found === 0) return text

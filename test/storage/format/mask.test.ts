@@ -103,6 +103,16 @@ describe('installed secret values', () => {
     expect(maskValue({ args: [value] }, maskCredentials)).toEqual({ args: ['[SECRET:llm.openai.api_key]'] })
   })
 
+  it('masks a long text the same when asked twice, and by the secrets installed since when they change', () => {
+    // A tool's result is masked for messages.jsonl and again for tools.jsonl: the second is the first's answer.
+    const text = `${'const x = 1\n'.repeat(200)}token rotated-secret-value mail bob@example.com`
+    expect(maskCredentials(text)).toBe(`${'const x = 1\n'.repeat(200)}token rotated-secret-value mail bob@example.com`)
+    expect(maskText(text)).toBe(`${'const x = 1\n'.repeat(200)}token rotated-secret-value mail [EMAIL]`)
+    installSecrets([{ name: 'github.token', value: 'rotated-secret-value' }])
+    expect(maskText(text)).toBe(`${'const x = 1\n'.repeat(200)}token [SECRET:github.token] mail [EMAIL]`)
+    expect(maskText(text)).toBe(maskText(`${text}`))
+  })
+
   it('collects the config keys, MCP env values and the environment’s credentials, and finds user:password in URL keys', () => {
     const config = parseConfig('llm:\n  openai:\n    api_key: cfg-key-123456\nmcp:\n  servers:\n    s:\n      command: x\n      env:\n        TOKEN: mcp-env-value-1\n')
     const names = secretValues(config, { GH_TOKEN: 'gh-env-value-12', HOME: '/root', MY_SERVICE_PASSWORD: 'pw-value-1234' }).map((s) => s.name)
