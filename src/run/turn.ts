@@ -90,6 +90,7 @@ export class Agent {
   private lastTool: string | null = null
   /** Milliseconds of the current turn spent waiting on the LLM and in tools. */
   private readonly timings = { llm: 0, tools: 0 }
+  private rss = { at: -Infinity, mb: 0 }
   /** The inbox: comments, chat messages and control requests (shared with the chat loop). */
   readonly requests: InboxRequests
 
@@ -184,8 +185,15 @@ export class Agent {
   private logTimings(total: number): void {
     const { llm, tools } = this.timings
     const round = (ms: number) => Math.round(ms * 1000) / 1000
-    this.parts.log.turn({ turn: this.turns, llm_ms: round(llm), tools_ms: round(tools), overhead_ms: round(total - llm - tools), rss_mb: Math.round(process.memoryUsage.rss() / 1e5) / 10 })
+    this.parts.log.turn({ turn: this.turns, llm_ms: round(llm), tools_ms: round(tools), overhead_ms: round(total - llm - tools), rss_mb: this.rssMb() })
     this.timings.tools = 0
+  }
+
+  /** Resident memory in MB, read at most once a second: the kernel's figure costs a file read of /proc. */
+  private rssMb(): number {
+    const now = performance.now()
+    if (now - this.rss.at >= 1000) this.rss = { at: now, mb: Math.round(process.memoryUsage.rss() / 1e5) / 10 }
+    return this.rss.mb
   }
 
   /** Chat: the max_turns budget counts from here (each message has its own). */

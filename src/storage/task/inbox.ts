@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { closeSync, openSync, readSync } from 'node:fs'
+import { closeSync, openSync, readSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { isErrno, UsageError } from '../../errors.js'
 import { appendShared } from '../format/jsonl.js'
@@ -43,9 +43,14 @@ const CHUNK = 1 << 20
  * that are not inbox records are skipped (and counted), never fatal.
  */
 export function readInbox(dir: string, offset: number): { records: InboxRecord[]; ends: number[]; offset: number; bad: number; tooLong: number } {
+  const path = join(dir, FILES.inbox)
+  // Every turn looks, and mostly finds no inbox or nothing new: a stat answers that
+  // without opening the file (or throwing ENOENT). The file only grows.
+  const size = statSync(path, { throwIfNoEntry: false })?.size
+  if (size === undefined || size <= offset) return { records: [], ends: [], offset, bad: 0, tooLong: 0 }
   let fd: number
   try {
-    fd = openSync(join(dir, FILES.inbox), 'r')
+    fd = openSync(path, 'r')
   } catch (err) {
     if (isErrno(err, 'ENOENT')) return { records: [], ends: [], offset, bad: 0, tooLong: 0 }
     throw err
