@@ -98,17 +98,17 @@ export class JsonlAppender {
   }
 
   /**
-   * Appends `head`, the bytes of `middle`, and `tail` as one line, assembled in a
-   * reused buffer and written with one write: for a large pre-encoded field that
-   * several lines share, without allocating per record.
+   * Appends `head + middle + tail` as one line, encoded into a reused buffer and written
+   * with one write: for a large field serialised once that several lines share, without
+   * joining the strings or allocating per record.
    */
-  appendSpliced(head: string, middle: Buffer, tail: string): void {
+  appendSpliced(head: string, middle: string, tail: string): void {
     if (this.fd === null) throw new Error(`${this.path} is closed`)
     // At most 3 UTF-8 bytes per UTF-16 unit: an upper bound without measuring.
-    const size = 3 * (head.length + tail.length) + middle.length
+    const size = 3 * (head.length + middle.length + tail.length)
     const line = this.scratch.get(size)
     let at = line.write(head, 0)
-    at += middle.copy(line, at)
+    at += line.write(middle, at)
     at += line.write(tail, at)
     this.write(line.subarray(0, at))
   }

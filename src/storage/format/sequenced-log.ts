@@ -51,9 +51,9 @@ export class SequencedLog<K extends string> {
 
   /**
    * Appends a record the caller built under `nextId`, serialized as `head + middle +
-   * tail` with `middle` already encoded (see JsonlAppender.appendSpliced).
+   * tail` (see JsonlAppender.appendSpliced).
    */
-  appendSpliced(head: string, middle: Buffer, tail: string): void {
+  appendSpliced(head: string, middle: string, tail: string): void {
     this.appender.appendSpliced(head, middle, tail)
     this.last++
   }
