@@ -6,6 +6,7 @@ import type { ChatMessage, ChatOptions, ChatResult, LlmClient, ToolSpec } from '
 import { boundedFetch, ResponseTooLargeError, ResponseTooSlowError } from './bounded-fetch.js'
 import { normaliseReply } from './reply.js'
 import { maskCredentials } from '../storage/format/mask.js'
+import { jsonString } from '../storage/format/json-string.js'
 
 type Endpoint = Config['llm']['openai']
 
@@ -116,10 +117,10 @@ const messageJson = new WeakMap<object, Buffer>()
 /** Each tool definition's JSON, likewise. */
 const toolJson = new WeakMap<object, Buffer>()
 
-function jsonOf<T extends object>(cache: WeakMap<object, Buffer>, value: T, wire: (v: T) => unknown): Buffer {
+function jsonOf<T extends object>(cache: WeakMap<object, Buffer>, value: T, wire: (v: T) => string): Buffer {
   let bytes = cache.get(value)
   if (bytes === undefined) {
-    bytes = Buffer.from(JSON.stringify(wire(value)))
+    bytes = Buffer.from(wire(value))
     cache.set(value, bytes)
   }
   return bytes
@@ -145,14 +146,14 @@ export function requestBody(model: string, messages: readonly ChatMessage[], too
   const parts: Buffer[] = new Array(n - shared)
   let size = shared > 0 ? (previous as BuiltBody).ends[shared - 1] as number : Buffer.byteLength(head)
   for (let i = shared; i < n; i++) {
-    const part = jsonOf(messageJson, messages[i] as ChatMessage, wireMessage)
+    const part = jsonOf(messageJson, messages[i] as ChatMessage, wireJson)
     parts[i - shared] = part
     size += part.length + (i > 0 ? 1 : 0)
   }
   let tail = ']'
   if (tools?.length) {
     tail += ',"tools":['
-    for (let i = 0; i < tools.length; i++) tail += `${i > 0 ? ',' : ''}${jsonOf(toolJson, tools[i] as ToolSpec, (v) => v).toString()}`
+    for (let i = 0; i < tools.length; i++) tail += `${i > 0 ? ',' : ''}${jsonOf(toolJson, tools[i] as ToolSpec, (v) => JSON.stringify(v)).toString()}`
     tail += ']'
   }
   tail += `,"max_tokens":${JSON.stringify(maxTokens)}${temperature === undefined ? '' : `,"temperature":${JSON.stringify(temperature)}`}}`
@@ -189,14 +190,17 @@ export interface BuiltBody {
 const COMMA = 0x2c
 
 /**
- * A message as the API defines it: ctxagent's records carry more (tool_name, seq…), and
- * strict servers refuse fields they do not know.
+ * A message as the API defines it, as JSON: ctxagent's records carry more (tool_name,
+ * seq…), and strict servers refuse fields they do not know. What JSON.stringify gives of
+ * {role, content, tool_calls?, tool_call_id?}, the content escaped by jsonString (a tool
+ * result was escaped already, when it was recorded).
  */
-function wireMessage(m: ChatMessage): OpenAI.Chat.ChatCompletionMessageParam {
-  const out: Record<string, unknown> = { role: m.role, content: m.content }
-  if (m.tool_calls?.length) out.tool_calls = m.tool_calls
-  if (m.tool_call_id !== undefined) out.tool_call_id = m.tool_call_id
-  return out as unknown as OpenAI.Chat.ChatCompletionMessageParam
+function wireJson(m: ChatMessage): string {
+  let out = `{"role":${JSON.stringify(m.role)}`
+  if (m.content !== undefined) out += `,"content":${typeof m.content === 'string' ? jsonString(m.content) : JSON.stringify(m.content)}`
+  if (m.tool_calls?.length) out += `,"tool_calls":${JSON.stringify(m.tool_calls)}`
+  if (m.tool_call_id !== undefined) out += `,"tool_call_id":${JSON.stringify(m.tool_call_id)}`
+  return `${out}}`
 }
 
 /** The bound a failed request hit (in the error or its causes), if any. */

@@ -114,10 +114,12 @@ describe('OpenAI-compatible client', () => {
       const client = requireLlmClient(parseConfig(fake.configYaml()))
       const messages = window()
       const stringify = vi.spyOn(JSON, 'stringify')
-      const serialised = () => stringify.mock.calls.filter(([value]) => typeof value === 'object' && value !== null && 'role' in value).map(([value]) => (value as ChatMessage).content)
+      // Each message's content is escaped by JSON.stringify when its JSON is made.
+      const contents = new Set<unknown>([...messages.map((m) => m.content), 'the next turn'])
+      const serialised = () => stringify.mock.calls.filter(([value]) => typeof value === 'string' && contents.has(value)).map(([value]) => value)
       try {
         await client.chat(messages, { tools })
-        expect(serialised()).toEqual(messages.map((m) => m.content))
+        expect(serialised()).toEqual(messages.map((m) => m.content).filter((c) => c !== null))
         stringify.mockClear()
         const next: ChatMessage = { role: 'user', content: 'the next turn' }
         await client.chat([...messages, next], { tools })

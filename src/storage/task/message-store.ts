@@ -1,6 +1,7 @@
 import { join } from 'node:path'
 import { writeFileAtomic } from '../fs/files.js'
 import { JsonlAppender, tailPlainSync } from '../format/jsonl.js'
+import { jsonString } from '../format/json-string.js'
 import { FILES } from '../fs/layout.js'
 import { maskText, maskValue } from '../format/mask.js'
 import { normalizeMessage } from '../format/records.js'
@@ -88,7 +89,7 @@ export class MessageStore {
     if (input.usage !== undefined) stored.usage = input.usage
     // The content is most of the bytes: JSON-escaped once (natively: fast from the first
     // call, where a hand-written encoder needs the JIT), then spliced into both lines.
-    const escaped = JSON.stringify(content)
+    const escaped = jsonString(content)
     const [head, tail] = messageParts(stored)
     this.log.appendSpliced(head, escaped, tail)
     if (stored.visible !== false) this.current.appendSpliced(...windowParts(stored, escaped))

@@ -3,6 +3,7 @@ import { FILES } from '../fs/layout.js'
 import { maskText, maskValue } from '../format/mask.js'
 import type { PlanningRecord, SummaryRecord, ToolRecord } from '../format/records.js'
 import { SequencedLog } from '../format/sequenced-log.js'
+import { jsonString } from '../format/json-string.js'
 import type { LogOptions } from '../format/sequenced-log.js'
 
 type Clock = () => Date
@@ -50,7 +51,7 @@ export class ToolStore {
   }
 
   add(fields: Omit<ToolRecord, 'seq' | 'timestamp'>): ToolRecord {
-    return this.log.append({
+    const record = {
       tool_name: fields.tool_name,
       arguments: maskValue(fields.arguments),
       result: maskValue(fields.result),
@@ -58,7 +59,16 @@ export class ToolStore {
       error: fields.error === null ? null : maskText(fields.error),
       duration_ms: fields.duration_ms,
       timestamp: nowIso(this.options),
-    })
+    }
+    const { result } = record
+    // A text result (the common case, and most of the bytes) is the tool message's content,
+    // JSON-escaped already: spliced in, the line is what JSON.stringify of the record gives.
+    if (typeof result !== 'string' || Object.values(record).includes(undefined)) return this.log.append(record)
+    const seq = this.log.nextId
+    const head = `{"seq":${seq},"tool_name":${JSON.stringify(record.tool_name)},"arguments":${JSON.stringify(record.arguments)},"result":`
+    const tail = `,"status":${JSON.stringify(record.status)},"error":${JSON.stringify(record.error)},"duration_ms":${JSON.stringify(record.duration_ms)},"timestamp":${JSON.stringify(record.timestamp)}}\n`
+    this.log.appendSpliced(head, jsonString(result), tail)
+    return { seq, ...record }
   }
 
   close(): void {

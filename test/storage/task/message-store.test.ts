@@ -83,6 +83,23 @@ describe('MessageStore', () => {
 })
 
 describe('other stores', () => {
+  it('write tools.jsonl lines identical to JSON.stringify of the record, a long text result spliced in escaped once', () => {
+    const dir = makeTree().base
+    const tools = ToolStore.open(dir, { now: fixed })
+    const long = `quotes " backslash \\ newline \n tab \t 日本 \u2028 🎉 \u0001 lone \ud800 ${'x'.repeat(2000)} bob@example.com`
+    const records = [
+      tools.add({ tool_name: 'read_file', arguments: { path: 'a "b".txt' }, result: long, status: 'success', error: null, duration_ms: 12 }),
+      tools.add({ tool_name: 'read_file', arguments: { path: 'a' }, result: long, status: 'error', error: 'cut ghp_1234567890abcdefghijABCDEFGHIJ123456', duration_ms: Number.NaN }),
+      tools.add({ tool_name: 'mcp', arguments: {}, result: { structured: [1, 2] }, status: 'success', error: null, duration_ms: 1 }),
+      tools.add({ tool_name: 'glob', arguments: { pattern: '*' }, result: 'short', status: 'success', error: null, duration_ms: 0 }),
+    ]
+    tools.close()
+    expect(readFileSync(join(dir, 'tools.jsonl'), 'utf8')).toBe(records.map((r) => `${JSON.stringify(r)}\n`).join(''))
+    expect(records.map((r) => r.seq)).toEqual([1, 2, 3, 4])
+    expect(records[0]?.result).toContain('[EMAIL]')
+    expect(records[1]?.error).toBe('cut [GITHUB_TOKEN]')
+  })
+
   it('number their records and continue after reopening', () => {
     const dir = makeTree().base
     const tools = ToolStore.open(dir, { now: fixed })
