@@ -1,5 +1,3 @@
-import { createHash } from 'node:crypto'
-
 /** After this many identical calls with identical results, the result says so. */
 export const STUCK_WARN_AT = 3
 /** After this many, the task fails as stuck. */
@@ -12,25 +10,27 @@ export type Verdict = { kind: 'ok' } | { kind: 'warn'; note: string } | { kind: 
 /**
  * The loop breakers of SPEC §12.3, for weak models that repeat themselves: the same
  * call (name + arguments) with the same result several times in a row, or several
- * malformed calls in a row. Holds two hashes and two counters, whatever the task's length.
+ * malformed calls in a row. Holds the last call and its result (which the window holds
+ * anyway) and two counters, whatever the task's length.
  */
 export class LoopGuard {
-  private lastKey = ''
+  /** The last call as name and arguments, and its result: compared, not hashed (a hash reads the whole result every time; a comparison stops at the first difference, or at the lengths). */
+  private last: { call: string; result: string } | null = null
   private repeats = 0
   private malformed = 0
 
   observe(name: string, args: unknown, result: string, malformed: boolean): Verdict {
     if (malformed) {
       this.malformed++
-      this.lastKey = ''
+      this.last = null
       this.repeats = 0
       if (this.malformed >= MALFORMED_FAIL_AT) return { kind: 'malformed', reason: `${this.malformed} malformed tool calls in a row (last: ${name})` }
       return { kind: 'ok' }
     }
     this.malformed = 0
-    const key = createHash('sha256').update(name).update('\0').update(stableJson(args)).update('\0').update(result).digest('hex')
-    this.repeats = key === this.lastKey ? this.repeats + 1 : 1
-    this.lastKey = key
+    const call = `${name}\0${stableJson(args)}`
+    this.repeats = this.last !== null && this.last.call === call && this.last.result === result ? this.repeats + 1 : 1
+    this.last = { call, result }
     if (this.repeats >= STUCK_FAIL_AT) return { kind: 'stuck', reason: `stuck: ${name} called ${this.repeats} times in a row with the same arguments and the same result` }
     if (this.repeats >= STUCK_WARN_AT) {
       return {
