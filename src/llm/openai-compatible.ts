@@ -21,8 +21,10 @@ export class OpenAiCompatibleClient implements LlmClient {
   private readonly client: OpenAI
 
   private readonly maxOutputTokens: number
-  /** The last request's body: the next one copies the beginning they share. */
+  /** The last request's body: the next one keeps the beginning they share. */
   private lastBody: BuiltBody | null = null
+  /** Requests on their way: the last body's buffer is written again only when none is. */
+  private inFlight = 0
   private readonly maxResponseBytes: number
 
   constructor(
@@ -57,7 +59,7 @@ export class OpenAiCompatibleClient implements LlmClient {
       // The body as bytes, JSON.stringify of the request to the byte, built from each
       // message's JSON made once (a window of thousands of messages is not serialised
       // again every turn). The SDK sends bytes as they are, and resends them on a retry.
-      const built = requestBody(this.endpoint.model, messages, options.tools, Math.min(options.maxTokens ?? this.maxOutputTokens, this.maxOutputTokens), options.temperature, this.lastBody)
+      const built = requestBody(this.endpoint.model, messages, options.tools, Math.min(options.maxTokens ?? this.maxOutputTokens, this.maxOutputTokens), options.temperature, this.lastBody, this.inFlight === 0)
       this.lastBody = built
       const pending = this.client.post<OpenAI.Chat.ChatCompletion>('/chat/completions', {
         body: built.bytes,
@@ -65,6 +67,10 @@ export class OpenAiCompatibleClient implements LlmClient {
         stream: false,
         ...(options.signal ? { signal: options.signal } : {}),
       })
+      // The body is the SDK's until its last try is over (a stop may end this call sooner).
+      this.inFlight++
+      const settled = () => void this.inFlight--
+      pending.then(settled, settled)
       // The SDK's wait between retries does not listen to the signal: the stop ends the call here.
       const response = options.signal ? await untilAborted(pending, options.signal) : await pending
       if (!Array.isArray((response as { choices?: unknown } | null)?.choices)) {
@@ -114,8 +120,6 @@ export class OpenAiCompatibleClient implements LlmClient {
 
 /** Each message's JSON (of its wire shape), made once: messages are never changed once made (prune and clip copy them). */
 const messageJson = new WeakMap<object, Buffer>()
-/** Each tool definition's JSON, likewise. */
-const toolJson = new WeakMap<object, Buffer>()
 
 function jsonOf<T extends object>(cache: WeakMap<object, Buffer>, value: T, wire: (v: T) => string): Buffer {
   let bytes = cache.get(value)
@@ -131,9 +135,12 @@ function jsonOf<T extends object>(cache: WeakMap<object, Buffer>, value: T, wire
  * tools?, max_tokens, temperature?}) gives, assembled from cached pieces: a turn
  * serialises only its new messages. `previous` (the body this function built last, for
  * the same client) lends its beginning: the messages both requests start with, the same
- * objects, are one copy of bytes, not one piece each.
+ * objects, are bytes already in its buffer. With `reuse` (nothing is sending `previous`
+ * any more) the new messages are written into that buffer after them, in place: a turn
+ * copies and allocates only its new bytes; otherwise, or when it has no room, a new
+ * buffer (half as large again, for the turns to come) gets a copy of the beginning.
  */
-export function requestBody(model: string, messages: readonly ChatMessage[], tools: readonly ToolSpec[] | undefined, maxTokens: number, temperature: number | undefined, previous: BuiltBody | null = null): BuiltBody {
+export function requestBody(model: string, messages: readonly ChatMessage[], tools: readonly ToolSpec[] | undefined, maxTokens: number, temperature: number | undefined, previous: BuiltBody | null = null, reuse = false): BuiltBody {
   const head = `{"model":${JSON.stringify(model)},"messages":[`
   // The messages this body shares with the previous one, from the start.
   let shared = 0
@@ -144,39 +151,43 @@ export function requestBody(model: string, messages: readonly ChatMessage[], too
   }
   const n = messages.length
   const parts: Buffer[] = new Array(n - shared)
-  let size = shared > 0 ? (previous as BuiltBody).ends[shared - 1] as number : Buffer.byteLength(head)
+  const start = shared > 0 ? ((previous as BuiltBody).ends[shared - 1] as number) : Buffer.byteLength(head)
+  let size = start
   for (let i = shared; i < n; i++) {
     const part = jsonOf(messageJson, messages[i] as ChatMessage, wireJson)
     parts[i - shared] = part
     size += part.length + (i > 0 ? 1 : 0)
   }
-  let tail = ']'
-  if (tools?.length) {
-    tail += ',"tools":['
-    for (let i = 0; i < tools.length; i++) tail += `${i > 0 ? ',' : ''}${jsonOf(toolJson, tools[i] as ToolSpec, (v) => JSON.stringify(v)).toString()}`
-    tail += ']'
-  }
-  tail += `,"max_tokens":${JSON.stringify(maxTokens)}${temperature === undefined ? '' : `,"temperature":${JSON.stringify(temperature)}`}}`
-  const out = Buffer.allocUnsafe(size + Buffer.byteLength(tail))
-  const ends = new Float64Array(n)
-  let at: number
-  if (shared > 0) {
-    const from = previous as BuiltBody
-    at = from.ends[shared - 1] as number
-    out.set(from.bytes.subarray(0, at), 0)
-    ends.set(from.ends.subarray(0, shared), 0)
+  const toolList = toolsJson(tools, previous)
+  const tail = `]${toolList.json},"max_tokens":${JSON.stringify(maxTokens)}${temperature === undefined ? '' : `,"temperature":${JSON.stringify(temperature)}`}}`
+  const total = size + Buffer.byteLength(tail)
+  let store: Buffer
+  if (reuse && previous !== null && previous.store.length >= total) {
+    store = previous.store
   } else {
-    at = out.write(head, 0)
+    store = Buffer.allocUnsafe(Math.max(MIN_STORE, total + (total >> 1)))
+    if (shared > 0) store.set((previous as BuiltBody).store.subarray(0, start), 0)
   }
+  const ends = new Float64Array(n)
+  if (shared > 0) ends.set((previous as BuiltBody).ends.subarray(0, shared), 0)
+  let at = shared > 0 ? start : store.write(head, 0)
   for (let i = shared; i < n; i++) {
-    if (i > 0) out[at++] = COMMA
+    if (i > 0) store[at++] = COMMA
     const part = parts[i - shared] as Buffer
-    out.set(part, at)
+    store.set(part, at)
     at += part.length
     ends[i] = at
   }
-  out.write(tail, at)
-  return { head, messages: messages.slice(), ends, bytes: out }
+  at += store.write(tail, at)
+  return { head, messages: messages.slice(), ends, bytes: store.subarray(0, at), store, tools: toolList.tools, toolsJson: toolList.json }
+}
+
+/** `,"tools":[…]` (or nothing), taken from `previous` when its tools are the same objects. */
+function toolsJson(tools: readonly ToolSpec[] | undefined, previous: BuiltBody | null): { tools: readonly ToolSpec[]; json: string } {
+  const list = tools ?? []
+  const before = previous?.tools
+  if (before !== undefined && before.length === list.length && before.every((t, i) => t === list[i])) return { tools: before, json: previous?.toolsJson ?? '' }
+  return { tools: list.slice(), json: list.length > 0 ? `,"tools":[${list.map((t) => JSON.stringify(t)).join(',')}]` : '' }
 }
 
 /** A request body as requestBody built it, and where each message's JSON ends in it. */
@@ -184,8 +195,17 @@ export interface BuiltBody {
   head: string
   messages: readonly ChatMessage[]
   ends: Float64Array
+  /** The body: the beginning of `store`. */
   bytes: Buffer
+  /** The buffer the body was written in; the next body may be written in it too (see requestBody). */
+  store: Buffer
+  tools: readonly ToolSpec[]
+  /** `,"tools":[…]` as in the body, or empty. */
+  toolsJson: string
 }
+
+/** A body buffer is at least this large (a short conversation grows into it). */
+const MIN_STORE = 64 * 1024
 
 const COMMA = 0x2c
 

@@ -109,6 +109,45 @@ describe('OpenAI-compatible client', () => {
       expect(requestBody('a', [system, task, note], undefined, 10, undefined, first).bytes.toString()).toBe(JSON.stringify({ model: 'a', messages: [system, task, note].map(wire), max_tokens: 10 }))
     })
 
+    it('writes the next body into the last one\'s buffer only when that one is no longer being sent', async () => {
+      const [system, task] = window() as [ChatMessage, ChatMessage]
+      const big = (i: number): ChatMessage => ({ role: 'tool', content: `${i}: ${'text "quoted"\n'.repeat(3000)}`, tool_call_id: `c${i}` })
+      // Growing past the first buffer, shrinking, a new beginning: every body is JSON.stringify's, each written where the last one was when it fits.
+      const windows = [[system, task], [system, task, big(1)], [system, task, big(1), big(2)], [system, task, big(1), big(2), big(3), big(4)], [system, big(5)], [task]]
+      let previous = null
+      const seen = []
+      for (const messages of windows) {
+        const body = requestBody('m', messages, undefined, 10, undefined, previous, true)
+        expect(body.bytes.toString()).toBe(JSON.stringify({ model: 'm', messages: messages.map(wire), max_tokens: 10 }))
+        seen.push(body.store)
+        previous = body
+      }
+      expect(new Set(seen).size).toBeLessThan(seen.length)
+
+      // Two requests of one client on their way at once (a compaction's summary calls): neither body is written over.
+      const bodies: string[] = []
+      let release: () => void = () => undefined
+      const bothArrived = new Promise<void>((resolve) => (release = resolve))
+      const server = createServer((req, res) => {
+        const chunks: Buffer[] = []
+        req.on('data', (c: Buffer) => chunks.push(c))
+        req.on('end', async () => {
+          bodies.push(Buffer.concat(chunks).toString())
+          if (bodies.length === 2) release()
+          await bothArrived
+          res.writeHead(200, { 'content-type': 'application/json' })
+          res.end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: 'm', choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'ok' } }] }))
+        })
+      })
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+      onTestFinished(() => new Promise<void>((resolve) => server.close(() => resolve())))
+      const client = requireLlmClient(parseConfig(`llm:\n  openai:\n    base_url: http://127.0.0.1:${(server.address() as AddressInfo).port}/v1\n    model: m\n    max_retries: 0\n`))
+      const one = [system, task, big(6)]
+      const two = [system, task, big(7)]
+      await Promise.all([client.chat(one), client.chat(two)])
+      expect(bodies.sort()).toEqual([one, two].map((messages) => JSON.stringify({ model: 'm', messages: messages.map(wire), max_tokens: 4096 })).sort())
+    })
+
     it('serialises each message once: the next turn serialises only its new messages', async () => {
       const fake = await startFakeLlm()
       const client = requireLlmClient(parseConfig(fake.configYaml()))
