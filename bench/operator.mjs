@@ -12,8 +12,16 @@ import { agentText, median, remove, ROOT, rng, scratch, timeInterleaved, timeMed
 const BIN = join(ROOT, 'bin', 'ctxagent')
 const ctxagent = (args) => execFileSync(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 * 1024 * 1024 })
 
+// BENCH_ROWS=view,view-summaries runs only those rows (of: startup, stats, view, view-summaries, cleanup).
+const ROWS = { startup: startupBench, stats: statsBench, view: viewBench, 'view-summaries': viewSummariesBench, cleanup: cleanupBench }
+
 export async function run() {
-  return [...(await startupBench()), ...(await statsBench()), ...(await viewBench()), ...(await viewSummariesBench()), ...(await cleanupBench())]
+  const wanted = process.env.BENCH_ROWS ? process.env.BENCH_ROWS.split(',').map((r) => r.trim()) : Object.keys(ROWS)
+  const unknown = wanted.filter((r) => !(r in ROWS))
+  if (unknown.length > 0) throw new Error(`BENCH_ROWS: no operator row ${unknown.join(', ')} (rows: ${Object.keys(ROWS).join(', ')})`)
+  const results = []
+  for (const [name, bench] of Object.entries(ROWS)) if (wanted.includes(name)) results.push(...(await bench()))
+  return results
 }
 
 async function startupBench() {

@@ -28,8 +28,12 @@ try {
   remove(DATA)
 }
 
-// Rows of suites not run this time are kept from the previous file.
-const merged = [...previous.filter((p) => !suites.includes(p.suite)), ...results].sort((a, b) => SUITES.indexOf(a.suite) - SUITES.indexOf(b.suite))
+// Rows of suites not run this time are kept from the previous file; with BENCH_ROWS (some rows
+// of a suite), every row not run is kept, and each row run replaces its old self in place.
+const key = (r) => `${r.suite}/${r.name}`
+const merged = (process.env.BENCH_ROWS
+  ? [...previous.map((p) => results.find((r) => key(r) === key(p)) ?? p), ...results.filter((r) => !previous.some((p) => key(p) === key(r)))]
+  : [...previous.filter((p) => !suites.includes(p.suite)), ...results]).sort((a, b) => SUITES.indexOf(a.suite) - SUITES.indexOf(b.suite))
 // Each row says the commit it was measured at: rows kept from an earlier run describe that run's code.
 const runs = [...new Set(merged.map((r) => `${r.suite} at ${r.commit ?? 'an unrecorded commit'}${r.at ? ` (${r.at})` : ''}`))]
 const lines = [

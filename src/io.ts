@@ -38,12 +38,15 @@ export function createIo(options: IoOptions = {}): Io {
   const isTTY = stdout.isTTY === true
   const noColorEnv = env.NO_COLOR !== undefined && env.NO_COLOR !== ''
   const color = isTTY && options.color !== false && !noColorEnv
-  const chalk = new Chalk({ level: color ? 1 : 0 })
+  // Made when first used: --json output and most errors never colour anything.
+  let chalk: ChalkInstance | undefined
   return {
     isTTY,
     stderrIsTTY: stderr.isTTY === true,
     color,
-    chalk,
+    get chalk() {
+      return (chalk ??= new Chalk({ level: color ? 1 : 0 }))
+    },
     stdout,
     stderr,
     out: (text) => void stdout.write(text.endsWith('\n') ? text : `${text}\n`),

@@ -29,8 +29,9 @@ export function secretValues(config: Config, env: NodeJS.ProcessEnv): SecretValu
   for (const [server, settings] of Object.entries(config.mcp.servers)) {
     for (const [key, value] of Object.entries(settings.env)) add(`mcp.servers.${server}.env.${key}`, value)
   }
-  for (const [key, value] of Object.entries(env)) {
-    if (KNOWN_VARIABLES.includes(key) || SECRET_NAME.test(key)) add(key, value)
+  // Names first, values only of the matching ones: each read of process.env is a call into C++.
+  for (const key of Object.keys(env)) {
+    if (KNOWN_VARIABLES.includes(key) || SECRET_NAME.test(key)) add(key, env[key])
   }
   return out
 }

@@ -86,6 +86,17 @@ describe('ctxagent config', () => {
     expect(parseConfig(res.stdout)).toEqual(withoutSecrets(parseConfig('')).config)
   })
 
+  it('without a file, the defaults the bundle carries are those the schema gives a file that sets nothing', () => {
+    const cwd = scratch()
+    // A comment alone is not empty: it goes through yaml and zod; no file takes the bundle's copy (scripts/bundle.mjs).
+    writeFileSync(join(cwd, 'nothing.yaml'), '# nothing set\n')
+    const config = (args: string[]) => (JSON.parse(cli(['config', '--json', ...args], ENV, cwd).stdout) as { config: unknown }).config
+    const fromNothing = config(['--config', 'nothing.yaml'])
+    expect(config(['--config', 'none'])).toStrictEqual(fromNothing)
+    expect(config([])).toStrictEqual(fromNothing)
+    expect(fromNothing).toStrictEqual(withoutSecrets(parseConfig('')).config)
+  })
+
   it('checks a file: exit 2 with the key path when it is invalid', () => {
     const cwd = scratch()
     writeFileSync(join(cwd, 'ctxagent.yaml'), 'alerts:\n  failure_rate: 2\n')

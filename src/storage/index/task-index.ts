@@ -1,11 +1,23 @@
-import Database from 'better-sqlite3'
+import type BetterSqlite3 from 'better-sqlite3'
 import type { Database as Db, Statement } from 'better-sqlite3'
 import { chmodSync, existsSync, lstatSync, renameSync, rmSync } from 'node:fs'
+import { createRequire } from 'node:module'
 import { basename, dirname } from 'node:path'
 import { CorruptRecordError } from '../../errors.js'
 import { assertRegularFiles } from '../fs/files.js'
 import type { Location } from '../fs/layout.js'
 import type { DiskUse } from '../fs/disk.js'
+
+let loaded: typeof BetterSqlite3 | undefined
+
+/**
+ * better-sqlite3, required when the first index is opened: loading its JavaScript costs
+ * ~5 ms of start-up, which every command paid (--version and view among them) though
+ * most never open tasks.db. The native addon was already loaded only by the first open.
+ */
+function sqlite(): typeof BetterSqlite3 {
+  return (loaded ??= createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3)
+}
 
 /** One row of `tasks`: the seed 003 §12 columns plus what stats needs. */
 export interface TaskRow {
@@ -118,7 +130,7 @@ export class TaskIndex {
   static open(path: string): TaskIndex {
     if (path !== ':memory:') assertIndexFiles(path)
     const created = path !== ':memory:' && !existsSync(path)
-    const db = new Database(path, { timeout: 10_000 })
+    const db = new (sqlite())(path, { timeout: 10_000 })
     try {
       if (created) chmodSync(path, 0o600)
       db.pragma('journal_mode = WAL')
