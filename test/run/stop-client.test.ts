@@ -58,4 +58,23 @@ describe('a request asked for after the stop', () => {
     expect(res.code).toBe(0)
     expect(fake.requests).toEqual([])
   })
+
+  it('the issue’s comments polled after the stop: nothing is asked, the poll finds nothing, the process lives on', async () => {
+    const res = await inNode(`
+import { RemoteLink } from '${ROOT}dist/run/remote.js'
+const stop = new AbortController()
+stop.abort(new Error('stopped: SIGTERM'))
+let asked = 0
+// A forge client that honours the signal: an aborted request fails (a tick later, as over the network).
+const channel = { name: 'acme/shop#42', botName: 'bot', listComments: async (since, signal) => { asked++; await new Promise((r) => setTimeout(r, 10)); if (signal.aborted) throw signal.reason; return [] }, post: async () => '1', edit: async () => undefined }
+const log = { info() {}, warn: (m) => console.log('warn: ' + m), status() {}, turn() {}, close() {} }
+const link = new RemoteLink(channel, '00000000-0000-4000-8000-000000000000', log, 0, { last_comment_ids: [], last_check_timestamp: null, status_comment_id: null }, stop.signal)
+console.log('found ' + (await link.poll(new Date())).length + ', asked ' + asked)
+await new Promise((resolve) => setTimeout(resolve, 300))
+console.log('alive')
+`)
+    expect(res.stderr).toBe('')
+    expect(res.stdout).toBe('found 0, asked 0\nalive\n')
+    expect(res.code).toBe(0)
+  })
 })
