@@ -233,7 +233,12 @@ function boundHit(err: unknown): Error | null {
 
 /** `promise`, or a rejection as soon as `signal` aborts (the promise is left to settle unseen). */
 function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(new OpenAI.APIUserAbortError())
+  if (signal.aborted) {
+    // Unseen but handled: the SDK rejects it too (its own abort error), and a rejection nobody
+    // handles ends the process (a task stopped by SIGTERM during its compaction died, exit 1, left in running/).
+    promise.catch(() => undefined)
+    return Promise.reject(new OpenAI.APIUserAbortError())
+  }
   return new Promise<T>((resolve, reject) => {
     const onAbort = () => reject(new OpenAI.APIUserAbortError())
     signal.addEventListener('abort', onAbort, { once: true })

@@ -100,6 +100,8 @@ export class RemoteLink {
    */
   private async quietly(what: string, body: (signal: AbortSignal) => Promise<void>, stoppable = false): Promise<void> {
     const stop = stoppable ? this.stop : undefined
+    // Stopped already: nothing more is asked of the forge.
+    if (stop?.aborted) return
     const signal = AbortSignal.any([AbortSignal.timeout(CALL_TIMEOUT_MS), ...(stop ? [stop] : [])])
     try {
       await abortable(body(signal), signal)
@@ -115,7 +117,11 @@ const CALL_TIMEOUT_MS = 10_000
 
 /** The promise, or a rejection as soon as the signal aborts (a client may not honour the signal in its own waits). */
 function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason)
+  if (signal.aborted) {
+    // Left unseen but handled: a rejection nobody handles ends the process (the task left in running/).
+    promise.catch(() => undefined)
+    return Promise.reject(signal.reason)
+  }
   return new Promise<T>((resolve, reject) => {
     const onAbort = () => reject(signal.reason)
     signal.addEventListener('abort', onAbort, { once: true })

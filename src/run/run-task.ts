@@ -94,24 +94,39 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   const begun = Date.now()
   const lostNow = () => stop.stop('lost')
   let inheritance: Inheritance | null = null
-  let handle: TaskHandle
-  if (start.kind === 'new') {
-    inheritance = settings.inherit ? await findInheritance(env, keyColumns(start.source.key, start.user), start.source.key.task_source === 'local' ? settings.workspace : null) : null
-    handle = await createTask(env, { task_key: start.source.key, user: start.user, run: runRecord(settings, config), inherited_from: inheritance?.uuid ?? null }, { onLost: lostNow, ...(start.uuid !== undefined ? { uuid: start.uuid } : {}) })
-  } else {
-    handle = await resumeTask(env, start.ref, { onLost: lostNow, continueTimeout: start.ref.location === 'completed' }).catch((err: unknown) => {
-      throw takenWhileResuming(err, start.ref)
-    })
-  }
-  run.onStarted?.(handle.uuid)
-  const log = createRunLog({ uuid: handle.uuid, stream: run.stderr, format: run.logFormat, now: env.now })
+  if (start.kind === 'new' && settings.inherit) inheritance = await findInheritance(env, keyColumns(start.source.key, start.user), start.source.key.task_source === 'local' ? settings.workspace : null)
+  // The handlers are in place before the task's directory is: a stop while it is created (or
+  // taken from paused/) pauses it once it exists, instead of killing the process with a
+  // half-made task in running/ (a worker stopped just as its agent began a job).
+  let told: RunLog | null = null
+  let created: string | null = null
+  const pausing = (signal: 'SIGINT' | 'SIGTERM'): string => `${signal}: pausing at once (the LLM request and running tools are stopped)${signal === 'SIGINT' ? '; Ctrl-C again to exit without pausing' : ''}`
   // A second Ctrl-C exits at once and leaves the task in running/: say how to take it back.
   const removeSignals = run.signals
     ? stop.handleSignals(() => {
-        log.warn(`stopped at once; the task stays in running/ with its lock. Take it back with: ctxagent run --resume ${handle.uuid} (or ctxagent unlock ${handle.uuid.slice(0, 8)} to fail it)`)
+        if (created !== null) told?.warn(`stopped at once; the task stays in running/ with its lock. Take it back with: ctxagent run --resume ${created} (or ctxagent unlock ${created.slice(0, 8)} to fail it)`)
         process.exit(130)
-      }, (signal) => log.info(`${signal}: pausing at once (the LLM request and running tools are stopped)${signal === 'SIGINT' ? '; Ctrl-C again to exit without pausing' : ''}`))
+      }, (signal) => told?.info(pausing(signal)))
     : () => undefined
+  let handle: TaskHandle
+  try {
+    if (start.kind === 'new') {
+      handle = await createTask(env, { task_key: start.source.key, user: start.user, run: runRecord(settings, config), inherited_from: inheritance?.uuid ?? null }, { onLost: lostNow, ...(start.uuid !== undefined ? { uuid: start.uuid } : {}) })
+    } else {
+      handle = await resumeTask(env, start.ref, { onLost: lostNow, continueTimeout: start.ref.location === 'completed' }).catch((err: unknown) => {
+        throw takenWhileResuming(err, start.ref)
+      })
+    }
+  } catch (err) {
+    removeSignals()
+    throw err
+  }
+  created = handle.uuid
+  run.onStarted?.(handle.uuid)
+  const log = createRunLog({ uuid: handle.uuid, stream: run.stderr, format: run.logFormat, now: env.now })
+  told = log
+  // Stopped while the task was being created: said now that it has a log (the loop's first check pauses it).
+  if (stop.reason === 'SIGINT' || stop.reason === 'SIGTERM') log.info(pausing(stop.reason))
   const cancelDeadline = stop.deadline(settings.timeoutMs === null ? null : settings.timeoutMs - (handle.state.elapsed_ms ?? 0))
   let mcp: { close(): Promise<void> } | null = null
   let unwatch = (): void => undefined

@@ -82,10 +82,12 @@ export function stoppableClient(client: LlmClient, stop: AbortSignal): LlmClient
       return client.contextLength
     },
     async chat(messages, options = {}) {
+      const given = options.signal
+      // Stopped already (a SIGTERM while a compaction read its window): nothing is asked of the LLM.
+      if (stop.aborted) throw abortError(stop.reason)
+      if (given?.aborted) throw abortError(given.reason)
       const request = new AbortController()
       const abort = () => request.abort(stop.reason)
-      const given = options.signal
-      if (stop.aborted || given?.aborted) abort()
       stop.addEventListener('abort', abort, { once: true })
       given?.addEventListener('abort', abort, { once: true })
       try {
@@ -96,4 +98,9 @@ export function stoppableClient(client: LlmClient, stop: AbortSignal): LlmClient
       }
     },
   }
+}
+
+/** The error a request stopped before it was sent ends with: the abort's reason when it is one. */
+function abortError(reason: unknown): Error {
+  return reason instanceof Error ? reason : new Error('stopped')
 }

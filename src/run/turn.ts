@@ -225,6 +225,9 @@ export class Agent {
   private async ask(retried = false): Promise<ChatResult | Ending> {
     const { client, tools, limits, stop } = this.parts
     const plan = await this.window.buildRequest(retried && this.window.compactedThisTurn ? Math.floor(limits.requestBudget * 0.6) : limits.requestBudget)
+    // A stop that came while the window was built (a compaction it cut short): no request goes out after it.
+    const stopped = this.stopEnding()
+    if (stopped) return stopped
     const messages = plan.messages
     // A signal per request: the SDK adds a listener to the signal it is given, and on
     // the task's long-lived stop signal those would pile up, one per turn.

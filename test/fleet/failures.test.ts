@@ -178,15 +178,14 @@ describe('pauses by an operator and by a signal', () => {
       const all = await query<{ task_uuid: string; kind: string; state: string; outcome: string | null }>('SELECT task_uuid, kind, state, outcome FROM fleet_jobs ORDER BY id')
       return all.filter((j) => j.state === 'done').length === 2 ? all : null
     })
-    // Open defect (issue 18's note): about one run in three under load, the SIGTERMed agent of a
-    // SIGKILLed worker dies without pausing; watch-locks then reaps it (paused_by 'reaper', the job
-    // 'died'). Either way its resume is queued, and the operator's pause is not undone.
+    // Its agent paused as it does under a live worker (once it died of an unhandled rejection when the
+    // SIGTERM came while a compaction read its window, before the summary request: exit 1, left in running/).
     const signalled = readTask(s.tree, bySignal)
     expect(signalled.location).toBe('paused')
-    expect(['signal', 'reaper']).toContain(signalled.state.paused_by)
+    expect(signalled.state.paused_by).toBe('signal')
     expect(rows).toEqual([
       { task_uuid: byOperator, kind: 'new', state: 'done', outcome: 'paused' },
-      { task_uuid: bySignal, kind: 'new', state: 'done', outcome: signalled.state.paused_by === 'signal' ? 'paused' : 'died' },
+      { task_uuid: bySignal, kind: 'new', state: 'done', outcome: 'paused' },
       { task_uuid: bySignal, kind: 'resume', state: 'waiting', outcome: null },
     ])
   })
@@ -286,6 +285,62 @@ describe('agents killed before their task began (a live worker)', () => {
     expect(readTask(s.tree, uuid)).toMatchObject({ location: 'completed', state: { status: 'completed' } })
     worker.child.kill('SIGTERM')
     expect((await exitOf(worker.child)).code).toBe(0)
+  })
+})
+
+/**
+ * Holds a worker's agent inside task creation: at the first state.json write (its lock's
+ * mkdir), the task's directory already in running/, until the agent gets SIGWINCH. The wait
+ * is asynchronous, as every await of a real creation is. A signal sent before that SIGWINCH
+ * is delivered and dispatched before it (lower numbers first, then in order).
+ */
+function holdInCreation(): { env: Record<string, string>; held: () => number | null } {
+  const dir = mkdtempSync(join(tmpdir(), 'ctxagent-hold-'))
+  onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+  const pidFile = join(dir, 'pid')
+  writeFileSync(
+    join(dir, 'hold.mjs'),
+    `import fs from 'node:fs'\n` +
+      `if (process.argv.includes('run')) {\n` +
+      `  const mkdir = fs.mkdir\n` +
+      `  let held = false\n` +
+      `  fs.mkdir = (path, ...rest) => {\n` +
+      `    if (held || !/\\/running\\/[^/]+\\/\\.state\\.lock$/.test(String(path))) return mkdir(path, ...rest)\n` +
+      `    held = true\n` +
+      `    const alive = setInterval(() => undefined, 1000)\n` +
+      `    process.once('SIGWINCH', () => (clearInterval(alive), mkdir(path, ...rest)))\n` +
+      `    fs.writeFileSync(${JSON.stringify(pidFile)}, String(process.pid))\n` +
+      `  }\n` +
+      `}\n`,
+  )
+  return {
+    env: { NODE_OPTIONS: `--import ${join(dir, 'hold.mjs')}` },
+    held: () => (existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8')) : null),
+  }
+}
+
+describe('a worker stopped while its agent creates the task', () => {
+  it('the agent pauses the task it was creating (paused_by signal), its resume is queued, the worker exits 0', { timeout: 120_000 }, async () => {
+    const s = await runSetup(FAST_LOCKS)
+    endless(s)
+    const hold = holdInCreation()
+    const worker = startHeldWorker(s, hold.env)
+    await until('the worker to start', async () => worker.err().includes('started on'))
+    const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
+    const agent = await until('the agent inside task creation', async () => hold.held())
+    expect(s.tree.layout.list('running')).toEqual([uuid])
+    // What the stopping worker does (its SIGTERM to the agent's group), done here so that it certainly comes
+    // while the agent creates its task; the worker's own comes after it.
+    process.kill(-agent, 'SIGTERM')
+    process.kill(agent, 'SIGWINCH')
+    worker.child.kill('SIGTERM')
+    expect((await exitOf(worker.child)).code).toBe(0)
+    // (Killed by the signal instead, it left running/<uuid> with no state.json and no lock.)
+    expect([s.tree.layout.list('running'), s.tree.layout.list('paused')]).toEqual([[], [uuid]])
+    expect(readTask(s.tree, uuid)).toMatchObject({ location: 'paused', state: { status: 'paused', paused_by: 'signal' } })
+    expect(agentRequests(s.fake)).toEqual([])
+    const rows = await jobs()
+    expect(rows.map((j) => [j.kind, j.state, j.outcome])).toEqual([['new', 'done', 'paused'], ['resume', 'waiting', null]])
   })
 })
 

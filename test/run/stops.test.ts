@@ -34,6 +34,22 @@ describe('every wait takes the stop', () => {
     expect(readTask(s.tree, uuid)).toMatchObject({ location: 'paused', state: { status: 'paused', paused_by: 'signal' } })
   })
 
+  it('a stop that cuts a compaction short sends no request after it: the turn ends there and the task pauses (exit 143)', async () => {
+    const s = await runSetup()
+    writeFileSync(s.config, s.fake.configYaml('context:\n  compression:\n    max_rounds: 3\n').replace('context_length: 8000', 'context_length: 1000000'))
+    let round = 0
+    s.fake.fallback = (req) => (Array.isArray(req.body.tools) ? { calls: [{ name: 'glob', arguments: { pattern: `*${round++}*` } }] } : { delayMs: 120_000, content: 'never' })
+    const started = s.start(['run', '--task', 'look around', '--workspace', s.ws, '--log-format', 'json'])
+    await waitFor('the summary request', () => s.fake.requests.some((r) => !Array.isArray(r.body.tools)))
+    const asked = s.fake.requests.length
+    // A request after the stop would hang too (a slow LLM): the pause would wait for it.
+    s.fake.fallback = () => ({ delayMs: 120_000, content: 'never' })
+    started.child.kill('SIGTERM')
+    expect((await exitOf(started.child)).code).toBe(143)
+    expect(s.fake.requests.length).toBe(asked)
+    expect(started.err()).toMatch(/compression of task .* failed/)
+  })
+
   it('ctxagent pause stops an LLM request in flight; the resumed task does not pause again on the same request', async () => {
     const s = await runSetup()
     s.fake.queue.push({ delayMs: 120_000, content: 'never' })
