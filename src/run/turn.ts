@@ -16,6 +16,7 @@ import type { RunLog } from './log.js'
 import type { StopController } from './stop.js'
 import { endingFor } from './ending.js'
 import type { Ending } from './ending.js'
+import { raiseJitTiersEarly } from './jit.js'
 import { InboxRequests } from './requests.js'
 import { WindowKeeper } from './window-keeper.js'
 import type { RemoteLink } from './remote.js'
@@ -95,6 +96,7 @@ export class Agent {
   readonly requests: InboxRequests
 
   constructor(private readonly parts: AgentParts) {
+    raiseJitTiersEarly()
     const state = parts.handle.state
     this.turns = state.turns ?? 0
     this.tokens = state.total_tokens_used
