@@ -17,15 +17,21 @@ function hangingServer(s: RunSetup): string {
   return marker
 }
 
+/** A task that compacts after 3 tool rounds, whose summary request never answers; resolves once that request is out. */
+async function summarising() {
+  const s = await runSetup()
+  writeFileSync(s.config, s.fake.configYaml('context:\n  compression:\n    max_rounds: 3\n').replace('context_length: 8000', 'context_length: 1000000'))
+  let round = 0
+  // Agent requests look around; the summary request never answers.
+  s.fake.fallback = (req) => (Array.isArray(req.body.tools) ? { calls: [{ name: 'glob', arguments: { pattern: `*${round++}*` } }] } : { delayMs: 120_000, content: 'never' })
+  const started = s.start(['run', '--task', 'look around', '--workspace', s.ws, '--log-format', 'json'])
+  await waitFor('the summary request', () => s.fake.requests.some((r) => !Array.isArray(r.body.tools)))
+  return { s, started }
+}
+
 describe('every wait takes the stop', () => {
   it('SIGTERM while the window is being summarised: the summary request is stopped and the task pauses (exit 143), never left in running/', async () => {
-    const s = await runSetup()
-    writeFileSync(s.config, s.fake.configYaml('context:\n  compression:\n    max_rounds: 3\n').replace('context_length: 8000', 'context_length: 1000000'))
-    let round = 0
-    // Agent requests look around; the summary request never answers.
-    s.fake.fallback = (req) => (Array.isArray(req.body.tools) ? { calls: [{ name: 'glob', arguments: { pattern: `*${round++}*` } }] } : { delayMs: 120_000, content: 'never' })
-    const started = s.start(['run', '--task', 'look around', '--workspace', s.ws, '--log-format', 'json'])
-    await waitFor('the summary request', () => s.fake.requests.some((r) => !Array.isArray(r.body.tools)))
+    const { s, started } = await summarising()
     const uuid = s.tree.layout.list('running')[0] as string
     // As under a worker that died: nobody reads its stderr any more.
     started.child.stderr?.destroy()
@@ -35,12 +41,7 @@ describe('every wait takes the stop', () => {
   })
 
   it('a stop that cuts a compaction short sends no request after it: the turn ends there and the task pauses (exit 143)', async () => {
-    const s = await runSetup()
-    writeFileSync(s.config, s.fake.configYaml('context:\n  compression:\n    max_rounds: 3\n').replace('context_length: 8000', 'context_length: 1000000'))
-    let round = 0
-    s.fake.fallback = (req) => (Array.isArray(req.body.tools) ? { calls: [{ name: 'glob', arguments: { pattern: `*${round++}*` } }] } : { delayMs: 120_000, content: 'never' })
-    const started = s.start(['run', '--task', 'look around', '--workspace', s.ws, '--log-format', 'json'])
-    await waitFor('the summary request', () => s.fake.requests.some((r) => !Array.isArray(r.body.tools)))
+    const { s, started } = await summarising()
     const asked = s.fake.requests.length
     // A request after the stop would hang too (a slow LLM): the pause would wait for it.
     s.fake.fallback = () => ({ delayMs: 120_000, content: 'never' })
