@@ -16,7 +16,7 @@ import type { RunLog } from './log.js'
 import type { StopController } from './stop.js'
 import { endingFor } from './ending.js'
 import type { Ending } from './ending.js'
-import { raiseJitTiersEarly } from './jit.js'
+import { tuneV8ForTheLoop } from './v8-tuning.js'
 import { InboxRequests } from './requests.js'
 import { WindowKeeper } from './window-keeper.js'
 import type { RemoteLink } from './remote.js'
@@ -96,7 +96,7 @@ export class Agent {
   readonly requests: InboxRequests
 
   constructor(private readonly parts: AgentParts) {
-    raiseJitTiersEarly()
+    tuneV8ForTheLoop()
     const state = parts.handle.state
     this.turns = state.turns ?? 0
     this.tokens = state.total_tokens_used
