@@ -7,9 +7,12 @@ import { extractiveSummarizer } from '../dist/context/summarizer.js'
 import { parseConfig } from '../dist/config/load.js'
 import { Layout } from '../dist/storage/fs/layout.js'
 import { createTask } from '../dist/storage/task/lifecycle.js'
+import { tuneV8ForTheLoop } from '../dist/run/v8-tuning.js'
 import { agentText, rng } from './lib.mjs'
 
 const [mode, base, callsArg, minArg, maxArg] = process.argv.slice(2)
+// ctxagent's agent loop runs with these V8 settings (the heap's growth capped among them).
+if (mode === 'disk') tuneV8ForTheLoop()
 const calls = Number(callsArg)
 const min = Number(minArg)
 const max = Number(maxArg)

@@ -40,8 +40,9 @@ export async function run() {
   })
   // V8 grows its young generation to a cap under sustained allocation, whatever the
   // history: a 1,000-message task ends before that, a 100,000-message one does not.
-  // The criterion is on the flags bin/ctxagent runs with (none); the figures with the
-  // young generation pinned to 1 MB, and the heap retained after GC, are reported beside.
+  // The criterion is on the V8 settings ctxagent's agent loop runs with (src/run/v8-tuning.ts,
+  // applied by the simulation too); the figures with the young generation pinned to 1 MB,
+  // and the heap retained after GC, are reported beside.
   // The real CLI's figure is run-memory (bench/turn.mjs).
   const pinned = ['--max-semi-space-size=1']
   const small = simulateRaw('disk', 500, 300, 4096, pinned)
@@ -51,7 +52,7 @@ export async function run() {
   const growth = largeDefault.peak_rss / smallDefault.peak_rss
   results.push({
     name: 'memory-flat',
-    what: 'peak RSS at 100,000 messages vs at 1,000 messages (tool outputs 300 B–4 KB), in-process simulation (bench/agent-sim.mjs) with the flags bin/ctxagent runs with',
+    what: 'peak RSS at 100,000 messages vs at 1,000 messages (tool outputs 300 B–4 KB), in-process simulation (bench/agent-sim.mjs) with the V8 settings of ctxagent\'s agent loop (src/run/v8-tuning.ts)',
     measured: `${largeDefault.peak_rss.toFixed(1)} MB vs ${smallDefault.peak_rss.toFixed(1)} MB; with a 1 MB young generation ${large.peak_rss.toFixed(1)} vs ${small.peak_rss.toFixed(1)} MB; heap after GC ${largeDefault.heap_after_gc.toFixed(1)} vs ${smallDefault.heap_after_gc.toFixed(1)} MB`,
     ratio: `${growth.toFixed(2)}× (1 MB young generation ${(large.peak_rss / small.peak_rss).toFixed(2)}×)`,
     target: '≤ 1.2×',
