@@ -210,17 +210,6 @@ export class TaskLock {
     })
   }
 
-  /**
-   * Throws LockLostError unless the lock on disk is still this one: a read, no write
-   * (the lock file is only ever replaced whole, so a read sees one version or the other).
-   * What a state write needs before it goes ahead; the heartbeat timer keeps the time fresh.
-   */
-  verify(): void {
-    if (this.released) return
-    const seen = readLock(this.dir)
-    if (seen?.info?.token !== this.token) throw new LockLostError(this.dir, seen?.info ?? null)
-  }
-
   /** The owner made progress: written with the next heartbeat (no write of its own, so it costs nothing per turn). */
   markProgress(): void {
     this.info.progress_at = this.now().toISOString()

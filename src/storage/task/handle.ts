@@ -215,9 +215,10 @@ export class TaskHandle {
   }
 
   private async nextState(change: Partial<TaskState> | ((state: TaskState) => Partial<TaskState>)): Promise<TaskState> {
+    // Still ours? owned() compares the lock file's identity (inode, mtime, size) with the
+    // one this process last wrote: a takeover renames a new file in, a rewrite changes the
+    // mtime. Neither a read nor a rewrite of the lock: the heartbeat timer keeps it fresh.
     const stores = this.owned()
-    // Still ours? A read of the lock, not a rewrite: the heartbeat timer keeps it fresh.
-    await this.rewriteLock(async () => this.lock.verify(), true)
     const current = this.stateCache
     return {
       ...current,
