@@ -36,6 +36,11 @@ export function estimateMessageTokens(message: { content?: unknown; tool_calls?:
   return tokens
 }
 
+/** Records `tokens` as the estimate of `message`, computed from the same text by whoever made it (the store, as it appended it). */
+export function rememberEstimate(message: object, tokens: number): void {
+  estimates.set(message, tokens)
+}
+
 /** Estimated tokens of a whole window (what one request would carry). */
 export function windowTokens(window: readonly { content?: unknown; tool_calls?: unknown }[]): number {
   return window.reduce((sum, m) => sum + estimateMessageTokens(m), 0)

@@ -21,7 +21,7 @@ import type { PausedBy, Status, TaskState } from './state.js'
 import { PlanningStore, SummaryStore, ToolStore } from './stores.js'
 import type { TaskEnv } from './env.js'
 import { indexTask } from './row.js'
-import { windowTokens } from '../format/tokens.js'
+import { rememberEstimate, windowTokens } from '../format/tokens.js'
 
 /** A running task's index row is rewritten at most this often by state writes (status changes at once). */
 const INDEX_EVERY_MS = 1_000
@@ -100,7 +100,10 @@ export class TaskHandle {
   addMessage(message: NewMessage) {
     const stored = this.owned().messages.add(message)
     if (stored.visible !== false && this.windowCache !== null) {
-      this.windowCache.messages.push(toWindowMessage(stored))
+      const inWindow = toWindowMessage(stored)
+      // The store estimated this very text: the request's planning need not scan it again.
+      if (message.token_count === undefined) rememberEstimate(inWindow, stored.token_count)
+      this.windowCache.messages.push(inWindow)
       this.windowCache.tokens += stored.token_count
     }
     return stored

@@ -8,7 +8,7 @@ import { normalizeMessage } from '../format/records.js'
 import type { Role, StoredMessage, ToolCall, TurnUsage, WindowMessage } from '../format/records.js'
 import { SequencedLog } from '../format/sequenced-log.js'
 import type { LogOptions } from '../format/sequenced-log.js'
-import { estimateMessageTokens } from '../format/tokens.js'
+import { estimateTokens } from '../format/tokens.js'
 
 export interface NewMessage {
   role: Role
@@ -74,12 +74,15 @@ export class MessageStore {
   add(input: NewMessage): StoredMessage {
     const content = maskText(input.content)
     const toolCalls = input.tool_calls === undefined ? undefined : maskValue(input.tool_calls)
+    // The calls' JSON, made once: the estimate and both lines use it.
+    const callsJson = toolCalls === undefined ? undefined : JSON.stringify(toolCalls)
     const stored: StoredMessage = {
       seq: this.log.nextId,
       role: input.role,
       content,
       timestamp: this.timestamp(),
-      token_count: input.token_count ?? estimateMessageTokens({ content, tool_calls: toolCalls }),
+      // estimateMessageTokens({content, tool_calls}), from the JSON made above.
+      token_count: input.token_count ?? estimateTokens(content) + estimateTokens(callsJson ?? ''),
     }
     if (input.tool_name !== undefined) stored.tool_name = input.tool_name
     if (input.tool_call_id !== undefined) stored.tool_call_id = input.tool_call_id
@@ -90,9 +93,10 @@ export class MessageStore {
     // The content is most of the bytes: JSON-escaped once (natively: fast from the first
     // call, where a hand-written encoder needs the JIT), then spliced into both lines.
     const escaped = jsonString(content)
-    const [head, tail] = messageParts(stored)
+    const optional = optionalFields(stored, callsJson)
+    const [head, tail] = messageParts(stored, optional)
     this.log.appendSpliced(head, escaped, tail)
-    if (stored.visible !== false) this.current.appendSpliced(...windowParts(stored, escaped))
+    if (stored.visible !== false) this.current.appendSpliced(...windowParts(stored, escaped, optional))
     this.remember(stored)
     return stored
   }
@@ -144,8 +148,8 @@ export function writeWindow(dir: string, window: readonly WindowMessage[]): stri
  * A messages.jsonl line as head + escaped content + tail, so that the largest
  * field is serialized once; the whole is byte-equal to JSON.stringify(record).
  */
-function messageParts(m: StoredMessage): [string, string] {
-  let tail = `,"timestamp":${JSON.stringify(m.timestamp)},"token_count":${m.token_count}${optionalFields(m)}`
+function messageParts(m: StoredMessage, optional: string): [string, string] {
+  let tail = `,"timestamp":${JSON.stringify(m.timestamp)},"token_count":${m.token_count}${optional}`
   if (m.visible === false) tail += ',"visible":false'
   if (m.inbox_id !== undefined) tail += `,"inbox_id":${JSON.stringify(m.inbox_id)}`
   if (m.usage !== undefined) tail += `,"usage":${JSON.stringify(m.usage)}`
@@ -153,14 +157,15 @@ function messageParts(m: StoredMessage): [string, string] {
 }
 
 /** A current.jsonl line, JSON.stringify(toWindowMessage(m)), in the same three parts. */
-function windowParts(m: StoredMessage, content: string): [string, string, string] {
-  return [`{"role":${JSON.stringify(m.role)},"content":`, content, `${optionalFields(m)}}\n`]
+function windowParts(m: StoredMessage, content: string, optional: string): [string, string, string] {
+  return [`{"role":${JSON.stringify(m.role)},"content":`, content, `${optional}}\n`]
 }
 
-function optionalFields(m: StoredMessage): string {
+/** The fields after the content both lines share; `callsJson` is JSON.stringify(m.tool_calls). */
+function optionalFields(m: StoredMessage, callsJson: string | undefined): string {
   let out = ''
   if (m.tool_name !== undefined) out += `,"tool_name":${JSON.stringify(m.tool_name)}`
   if (m.tool_call_id !== undefined) out += `,"tool_call_id":${JSON.stringify(m.tool_call_id)}`
-  if (m.tool_calls !== undefined) out += `,"tool_calls":${JSON.stringify(m.tool_calls)}`
+  if (callsJson !== undefined) out += `,"tool_calls":${callsJson}`
   return out
 }

@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { readJsonl } from '../../../src/storage/format/jsonl.js'
 import { MessageStore } from '../../../src/storage/task/message-store.js'
+import { estimateMessageTokens } from '../../../src/storage/format/tokens.js'
 import { normalizeMessage, normalizeSummary, toWindowMessage } from '../../../src/storage/format/records.js'
 import { PlanningStore, SummaryStore, ToolStore } from '../../../src/storage/task/stores.js'
 import { makeTree } from '../../fixtures/tree.js'
@@ -52,6 +53,8 @@ describe('MessageStore', () => {
     expect(messageText).toBe(stored.map((m) => `${JSON.stringify(m)}\n`).join(''))
     const currentText = readFileSync(join(dir, 'current.jsonl'), 'utf8')
     expect(currentText).toBe(stored.slice(0, 3).map((m) => `${JSON.stringify(toWindowMessage(m))}\n`).join(''))
+    // Each token count is what estimateMessageTokens gives for the message as stored.
+    expect(stored.map((m) => m.token_count)).toEqual(stored.map((m) => estimateMessageTokens({ content: m.content, tool_calls: m.tool_calls })))
   })
 
   it('continues seq after a restart and after a torn tail, keeping only recent messages in memory', () => {
