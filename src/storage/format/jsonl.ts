@@ -100,15 +100,16 @@ export class JsonlAppender {
   /**
    * Appends `head + middle + tail` as one line, encoded into a reused buffer and written
    * with one write: for a large field serialised once that several lines share, without
-   * joining the strings or allocating per record.
+   * joining the strings or allocating per record. `middle` may be UTF-8 already (a field
+   * two lines share is encoded once).
    */
-  appendSpliced(head: string, middle: string, tail: string): void {
+  appendSpliced(head: string, middle: string | Buffer, tail: string): void {
     if (this.fd === null) throw new Error(`${this.path} is closed`)
     // At most 3 UTF-8 bytes per UTF-16 unit: an upper bound without measuring.
-    const size = 3 * (head.length + middle.length + tail.length)
+    const size = 3 * (head.length + tail.length) + (typeof middle === 'string' ? 3 * middle.length : middle.length)
     const line = this.scratch.get(size)
     let at = line.write(head, 0)
-    at += line.write(middle, at)
+    at += typeof middle === 'string' ? line.write(middle, at) : middle.copy(line, at)
     at += line.write(tail, at)
     this.write(line.subarray(0, at))
   }

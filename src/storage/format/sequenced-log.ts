@@ -53,7 +53,7 @@ export class SequencedLog<K extends string> {
    * Appends a record the caller built under `nextId`, serialized as `head + middle +
    * tail` (see JsonlAppender.appendSpliced).
    */
-  appendSpliced(head: string, middle: string, tail: string): void {
+  appendSpliced(head: string, middle: string | Buffer, tail: string): void {
     this.appender.appendSpliced(head, middle, tail)
     this.last++
   }

@@ -1,6 +1,7 @@
 import { join } from 'node:path'
 import { writeFileAtomic } from '../fs/files.js'
 import { JsonlAppender, tailPlainSync } from '../format/jsonl.js'
+import { JsonStringEncoder } from '../format/json-bytes.js'
 import { jsonString } from '../format/json-string.js'
 import { FILES } from '../fs/layout.js'
 import { maskText, maskValue } from '../format/mask.js'
@@ -9,6 +10,9 @@ import type { Role, StoredMessage, ToolCall, TurnUsage, WindowMessage } from '..
 import { SequencedLog } from '../format/sequenced-log.js'
 import type { LogOptions } from '../format/sequenced-log.js'
 import { estimateTokens } from '../format/tokens.js'
+
+/** Texts longer than this (characters) are escaped natively (see add). */
+const ENCODER_MAX = 8 * 1024
 
 export interface NewMessage {
   role: Role
@@ -40,6 +44,7 @@ export interface MessageStoreOptions extends LogOptions {
  */
 export class MessageStore {
   private readonly recentMessages: StoredMessage[]
+  private readonly json = new JsonStringEncoder()
   private lastMs = -1
   private lastIso = ''
 
@@ -90,9 +95,13 @@ export class MessageStore {
     if (input.visible === false) stored.visible = false
     if (input.inbox_id !== undefined) stored.inbox_id = input.inbox_id
     if (input.usage !== undefined) stored.usage = input.usage
-    // The content is most of the bytes: JSON-escaped once (natively: fast from the first
-    // call, where a hand-written encoder needs the JIT), then spliced into both lines.
-    const escaped = jsonString(content)
+    // The content is most of the bytes: JSON-escaped and UTF-8-encoded once, then
+    // spliced into both lines (each still one Buffer and one write). A long text (a tool's
+    // result) goes through JSON.stringify, whose answer the tools.jsonl line and the next
+    // request take again (jsonString); the hand-written encoder, 2-3× faster on the short
+    // texts of most messages once the JIT has compiled it, is ~5× slower before that, which
+    // is what a task's first turns would pay on their tool results.
+    const escaped = content.length > ENCODER_MAX ? Buffer.from(jsonString(content)) : this.json.encode(content)
     const optional = optionalFields(stored, callsJson)
     const [head, tail] = messageParts(stored, optional)
     this.log.appendSpliced(head, escaped, tail)
@@ -157,7 +166,7 @@ function messageParts(m: StoredMessage, optional: string): [string, string] {
 }
 
 /** A current.jsonl line, JSON.stringify(toWindowMessage(m)), in the same three parts. */
-function windowParts(m: StoredMessage, content: string, optional: string): [string, string, string] {
+function windowParts(m: StoredMessage, content: string | Buffer, optional: string): [string, string | Buffer, string] {
   return [`{"role":${JSON.stringify(m.role)},"content":`, content, `${optional}}\n`]
 }
 
