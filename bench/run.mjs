@@ -1,4 +1,5 @@
 // Runs the benchmarks (all, or those named on the command line) and writes BENCHMARKS.md.
+// `--render` runs none: it writes the file again from its own data and bench/notes.md.
 import { execSync } from 'node:child_process'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { cpus, totalmem } from 'node:os'
@@ -7,7 +8,7 @@ import { DATA, remove, ROOT } from './lib.mjs'
 
 const SUITES = ['append', 'tail', 'recovery', 'operator', 'context', 'turn', 'agent', 'chat', 'fleet']
 const wanted = process.argv.slice(2)
-const suites = wanted.length ? SUITES.filter((s) => wanted.includes(s)) : SUITES
+const suites = wanted.includes('--render') ? [] : wanted.length ? SUITES.filter((s) => wanted.includes(s)) : SUITES
 
 const file = join(ROOT, 'BENCHMARKS.md')
 const previous = readPrevious()
@@ -45,7 +46,7 @@ const lines = [
   'so that a drift in machine speed hits both alike),',
   'on a noisy 2-core machine: read the ratios, not the absolute times.',
   '',
-  `Last run: ${at}, commit ${commit}, Node ${process.version}, ${cpus().length} cores, ${Math.round(totalmem() / 1024 ** 3)} GiB.`,
+  suites.length === 0 ? lastRunLine() : `Last run: ${at}, commit ${commit}, Node ${process.version}, ${cpus().length} cores, ${Math.round(totalmem() / 1024 ** 3)} GiB.`,
   `Measured: ${runs.join('; ')}.`,
   '',
   '| benchmark | what | measured | against the baseline | target | result |',
@@ -68,6 +69,11 @@ function readPrevious() {
   const last = /^Last run: (\S+), commit (\w+)/m.exec(text)
   const rows = match ? safe(() => JSON.parse(match[1]), []) : []
   return rows.map((r) => ({ commit: last?.[2], at: last?.[1], ...r }))
+}
+
+/** The previous file's "Last run" line (a render runs nothing: the last run stays the last). */
+function lastRunLine() {
+  return /^Last run: .*$/m.exec(safe(() => readFileSync(file, 'utf8'), ''))?.[0] ?? 'Last run: none recorded.'
 }
 
 function safe(fn, fallback) {
