@@ -1,6 +1,7 @@
 import OpenAI from 'openai'
 import { lacksOpenAiKey } from '../config/schema.js'
 import type { Config } from '../config/schema.js'
+import { untilAborted } from '../abort.js'
 import { ProviderError, UsageError } from '../errors.js'
 import type { ChatMessage, ChatOptions, ChatResult, LlmClient, ToolSpec } from './client.js'
 import { boundedFetch, ResponseTooLargeError, ResponseTooSlowError } from './bounded-fetch.js'
@@ -72,7 +73,7 @@ export class OpenAiCompatibleClient implements LlmClient {
       const settled = () => void this.inFlight--
       pending.then(settled, settled)
       // The SDK's wait between retries does not listen to the signal: the stop ends the call here.
-      const response = options.signal ? await untilAborted(pending, options.signal) : await pending
+      const response = options.signal ? await untilAborted(pending, options.signal, () => new OpenAI.APIUserAbortError()) : await pending
       if (!Array.isArray((response as { choices?: unknown } | null)?.choices)) {
         throw new ProviderError(`${this.where()} answered with something that is not a chat completion (an HTML page, or another API)`, `check llm.${this.provider}.base_url (OpenAI-compatible servers serve /v1)`)
       }
@@ -229,24 +230,6 @@ function boundHit(err: unknown): Error | null {
     if (e instanceof ResponseTooLargeError || e instanceof ResponseTooSlowError) return e
   }
   return null
-}
-
-/** `promise`, or a rejection as soon as `signal` aborts (the promise is left to settle unseen). */
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) {
-    // Unseen but handled: the SDK rejects it too (its own abort error), and a rejection nobody
-    // handles ends the process (a task stopped by SIGTERM during its compaction died, exit 1, left in running/).
-    promise.catch(() => undefined)
-    return Promise.reject(new OpenAI.APIUserAbortError())
-  }
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(new OpenAI.APIUserAbortError())
-    signal.addEventListener('abort', onAbort, { once: true })
-    promise.then(
-      (value) => (signal.removeEventListener('abort', onAbort), resolve(value)),
-      (err: unknown) => (signal.removeEventListener('abort', onAbort), reject(err)),
-    )
-  })
 }
 
 function firstLine(text: string): string {

@@ -4,6 +4,7 @@ import type { TaskState } from '../storage/task/state.js'
 import type { Comment } from '../sources/types.js'
 import type { RunLog } from './log.js'
 import { maskText } from '../storage/format/mask.js'
+import { untilAborted } from '../abort.js'
 
 type Detection = TaskState['comment_detection']
 
@@ -104,7 +105,7 @@ export class RemoteLink {
     if (stop?.aborted) return
     const signal = AbortSignal.any([AbortSignal.timeout(CALL_TIMEOUT_MS), ...(stop ? [stop] : [])])
     try {
-      await abortable(body(signal), signal)
+      await untilAborted(body(signal), signal)
     } catch (err) {
       if (stop?.aborted) return
       this.log.warn(`could not ${what} ${this.channel.name}: ${signal.aborted ? `no answer within ${CALL_TIMEOUT_MS / 1000}s` : (err as Error).message}`)
@@ -115,28 +116,6 @@ export class RemoteLink {
 /** The longest one call to the forge may take, waits for rate limits included. */
 const CALL_TIMEOUT_MS = 10_000
 
-/** The promise, or a rejection as soon as the signal aborts (a client may not honour the signal in its own waits). */
-function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) {
-    // Left unseen but handled: a rejection nobody handles ends the process (the task left in running/).
-    promise.catch(() => undefined)
-    return Promise.reject(signal.reason)
-  }
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason)
-    signal.addEventListener('abort', onAbort, { once: true })
-    promise.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort)
-        resolve(value)
-      },
-      (err: unknown) => {
-        signal.removeEventListener('abort', onAbort)
-        reject(err)
-      },
-    )
-  })
-}
 
 function isId(id: string): boolean {
   return /^\d{1,15}$/.test(id)

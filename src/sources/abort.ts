@@ -1,3 +1,5 @@
+import { untilAborted } from '../abort.js'
+
 /**
  * Stopping forge calls. Neither official client takes a stop for all its requests:
  * octokit's paginate() drops `request.signal` after building the first request, and
@@ -8,23 +10,13 @@
  * own retry waits do not hold the caller either.
  */
 
-/** Settles as `work` does, or rejects with the signal's reason as soon as it aborts. */
+/** Settles as `work` does (not started when the signal has aborted), or rejects with the signal's reason as soon as it aborts. */
 export function raceAbort<T>(work: () => Promise<T>, signal: AbortSignal | undefined): Promise<T> {
   if (signal === undefined) return work()
   if (signal.aborted) return Promise.reject(signal.reason as Error)
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason as Error)
-    signal.addEventListener('abort', onAbort, { once: true })
-    work().then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort)
-        resolve(value)
-      },
-      (err: unknown) => {
-        signal.removeEventListener('abort', onAbort)
-        reject(signal.aborted ? (signal.reason as Error) : err)
-      },
-    )
+  // A failure caused by the stop (the transport aborted too) says so by the stop's reason.
+  return untilAborted(work(), signal).catch((err: unknown) => {
+    throw signal.aborted ? (signal.reason as Error) : err
   })
 }
 
