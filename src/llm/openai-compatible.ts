@@ -122,11 +122,11 @@ export class OpenAiCompatibleClient implements LlmClient {
 /** Each message's JSON (of its wire shape), made once: messages are never changed once made (prune and clip copy them). */
 const messageJson = new WeakMap<object, Buffer>()
 
-function jsonOf<T extends object>(cache: WeakMap<object, Buffer>, value: T, wire: (v: T) => string): Buffer {
-  let bytes = cache.get(value)
+function jsonOf(message: ChatMessage): Buffer {
+  let bytes = messageJson.get(message)
   if (bytes === undefined) {
-    bytes = Buffer.from(wire(value))
-    cache.set(value, bytes)
+    bytes = Buffer.from(wireJson(message))
+    messageJson.set(message, bytes)
   }
   return bytes
 }
@@ -155,7 +155,7 @@ export function requestBody(model: string, messages: readonly ChatMessage[], too
   const start = shared > 0 ? ((previous as BuiltBody).ends[shared - 1] as number) : Buffer.byteLength(head)
   let size = start
   for (let i = shared; i < n; i++) {
-    const part = jsonOf(messageJson, messages[i] as ChatMessage, wireJson)
+    const part = jsonOf(messages[i] as ChatMessage)
     parts[i - shared] = part
     size += part.length + (i > 0 ? 1 : 0)
   }

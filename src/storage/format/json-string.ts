@@ -1,9 +1,10 @@
 /**
  * JSON.stringify(text), remembered for the last few long texts. A tool's result is one
  * string that goes out four times, as JSON each time: into messages.jsonl and
- * current.jsonl, into tools.jsonl, and into the next request. Serialised once, it costs
- * a turn what its bytes cost once (~2 µs a KB of code; the strings are compared by
- * identity first, so a hit is a pointer comparison).
+ * current.jsonl, into tools.jsonl, and into the next request. Through here it is
+ * serialised once for the last two, and for all four when it is longer than the message
+ * store's own encoder takes (~2 µs a KB of code each time saved; the strings are compared
+ * by identity first, so a hit is a pointer comparison).
  */
 const MIN_LENGTH = 1024
 const KEPT = 4

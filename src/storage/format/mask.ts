@@ -174,8 +174,8 @@ export function installSecrets(secrets: readonly { name: string; value: string }
       if (form.length >= MIN_SECRET_LENGTH && !forms.has(form)) forms.set(form, replacement)
     }
   }
-  // Longest first, so that a value that contains another is replaced whole.
   memo = null
+  // Longest first, so that a value that contains another is replaced whole.
   secretForms = [...forms].map(([value, replacement]) => ({ value, replacement })).sort((a, b) => b.value.length - a.value.length)
 }
 
