@@ -156,7 +156,7 @@ export class TaskHandle {
     // A queued state is not written: this one holds all it held.
     this.queued = null
     await this.settleState()
-    const next = await this.nextState(change)
+    const next = this.nextState(change)
     // The lock is ours: no other process writes state.json meanwhile (see writeOwnedState).
     writeOwnedState(this.dirPath, next, this.syncDir)
     return this.changed(next)
@@ -175,7 +175,7 @@ export class TaskHandle {
    */
   async saveProgress(change: Partial<TaskState>): Promise<TaskState> {
     this.throwWriteError()
-    const next = this.changed(await this.nextState(change))
+    const next = this.changed(this.nextState(change))
     if (this.writing !== null) this.queued = next
     else this.writing = this.writeBehind(next)
     return next
@@ -217,7 +217,7 @@ export class TaskHandle {
     return this.env.config.context.durability === 'fsync'
   }
 
-  private async nextState(change: Partial<TaskState> | ((state: TaskState) => Partial<TaskState>)): Promise<TaskState> {
+  private nextState(change: Partial<TaskState> | ((state: TaskState) => Partial<TaskState>)): TaskState {
     // Still ours? owned() compares the lock file's identity (inode, mtime, size) with the
     // one this process last wrote: a takeover renames a new file in, a rewrite changes the
     // mtime. Neither a read nor a rewrite of the lock: the heartbeat timer keeps it fresh.
