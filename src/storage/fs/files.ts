@@ -14,9 +14,10 @@ import {
   renameSync,
   unlinkSync,
   writeSync,
+  fsync,
+  rename,
 } from 'node:fs'
 import { randomBytes } from 'node:crypto'
-import { fsync, rename } from 'node:fs'
 import { open as openAsync } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { CorruptRecordError, isErrno } from '../../errors.js'
@@ -164,10 +165,8 @@ export function deadTemps(dir: string): string[] {
  * removed before the error is rethrown, so nothing is left behind.
  */
 export function writeTempFor(path: string, data: string | Buffer): string {
-  const tmp = tempPathFor(path)
-  const fd = openPrivate(tmp, 'wx')
+  const { tmp, fd } = openTempWith(path, data)
   try {
-    writeAll(fd, data)
     fsyncSync(fd)
   } catch (err) {
     closeSync(fd)
@@ -176,6 +175,20 @@ export function writeTempFor(path: string, data: string | Buffer): string {
   }
   closeSync(fd)
   return tmp
+}
+
+/** A fresh temp file beside `path` holding `data`, still open (not fsynced); on a failure to write, removed. */
+function openTempWith(path: string, data: string | Buffer): { tmp: string; fd: number } {
+  const tmp = tempPathFor(path)
+  const fd = openPrivate(tmp, 'wx')
+  try {
+    writeAll(fd, data)
+  } catch (err) {
+    closeSync(fd)
+    unlinkQuietly(tmp)
+    throw err
+  }
+  return { tmp, fd }
 }
 
 /**
@@ -203,15 +216,7 @@ export function writeFileAtomic(path: string, data: string | Buffer, options: { 
  * nothing changed.
  */
 export function writeFileAtomicAsync(path: string, data: string | Buffer, options: { syncDir?: boolean; beforeRename?: () => void } = {}): Promise<void> {
-  const tmp = tempPathFor(path)
-  const fd = openPrivate(tmp, 'wx')
-  try {
-    writeAll(fd, data)
-  } catch (err) {
-    closeSync(fd)
-    unlinkQuietly(tmp)
-    throw err
-  }
+  const { tmp, fd } = openTempWith(path, data)
   return new Promise<void>((resolve, reject) => {
     const fail = (err: unknown) => {
       try {
