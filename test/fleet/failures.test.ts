@@ -1,3 +1,4 @@
+import type { ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -79,8 +80,7 @@ describe('fleet.recovery: resume and fleet.max_attempts', () => {
   it('a task whose agent is SIGKILLed on every attempt is resumed until max_attempts, then failed with the reason; fleet --json counts each', { timeout: 180_000 }, async () => {
     const s = await runSetup(`${FAST_LOCKS}  max_attempts: 3\n`)
     endless(s)
-    const worker = startWorker(s, server.url)
-    await until('the worker to start', async () => worker.err().includes('started on'))
+    const worker = await started(startWorker(s, server.url))
     const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     const killed: number[] = []
     for (let attempt = 1; attempt <= 3; attempt++) {
@@ -107,8 +107,7 @@ describe('fleet.recovery: resume and fleet.max_attempts', () => {
     expectContinuousSeq(task.messages)
     const status = JSON.parse((await s.run(['fleet', '--json'], db())).stdout) as { jobs: unknown; outcomes: unknown }
     expect(status).toMatchObject({ jobs: { waiting: 0, running: 0, done: 3 }, outcomes: { died: 2, failed: 1 } })
-    worker.child.kill('SIGTERM')
-    expect((await exitOf(worker.child)).code).toBe(0)
+    await stopCleanly(worker)
   })
 })
 
@@ -119,8 +118,7 @@ describe('a worker SIGKILLed under a live agent', () => {
     let n = 0
     // Two turns: the second (and the agent's log lines after it) only once its worker is gone.
     s.fake.fallback = (req) => (req.body.messages.some((m) => m.role === 'tool') ? { delayMs: go ? 0 : 200, ...(go ? finish : { calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] }) } : { calls: [{ name: 'glob', arguments: { pattern: '*.js' } }] })
-    const first = startWorker(s, server.url)
-    await until('the worker to start', async () => first.err().includes('started on'))
+    const first = await started(startWorker(s, server.url))
     const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     await until('the task under way', async () => agentRequests(s.fake).length >= 2)
     const agent = await agentOf(s, uuid)
@@ -147,8 +145,7 @@ describe('a worker SIGKILLed under a live agent', () => {
     })
     expect(settled.map((j) => [j.kind, j.outcome])).toEqual([['new', 'completed']])
     expect(second.err()).not.toMatch(/starting task|resuming task/)
-    second.child.kill('SIGTERM')
-    expect((await exitOf(second.child)).code).toBe(0)
+    await stopCleanly(second)
   })
 })
 
@@ -156,8 +153,7 @@ describe('pauses by an operator and by a signal', () => {
   it('with its worker dead, a task paused by `pause` stays paused; one paused by SIGTERM is queued again; state.json says who paused it', { timeout: 180_000 }, async () => {
     const s = await runSetup(FAST_LOCKS)
     endless(s)
-    const worker = startWorker(s, server.url, ['--concurrency', '2'])
-    await until('the worker to start', async () => worker.err().includes('started on'))
+    const worker = await started(startWorker(s, server.url, ['--concurrency', '2']))
     // Endless indeed: at a few ms a turn (a warm agent, a zero-latency LLM) run.max_turns' 100 are over before `pause` has started.
     const byOperator = await enqueue(s, ['--task', 'one', '--workspace', s.ws, '--max-turns', '1000000'])
     const bySignal = await enqueue(s, ['--task', 'two', '--workspace', s.ws, '--max-turns', '1000000'])
@@ -218,6 +214,18 @@ function holdAgents(kind: 'new' | 'resume'): { env: Record<string, string>; held
   }
 }
 
+/** `worker`, once it says it has started. */
+async function started<W extends { err: () => string }>(worker: W): Promise<W> {
+  await until('the worker to start', async () => worker.err().includes('started on'))
+  return worker
+}
+
+/** SIGTERM to a worker, which must exit 0. */
+async function stopCleanly(worker: { child: ChildProcess }): Promise<void> {
+  worker.child.kill('SIGTERM')
+  expect((await exitOf(worker.child)).code).toBe(0)
+}
+
 function startHeldWorker(s: RunSetup, env: Record<string, string>) {
   const saved = process.env.NODE_OPTIONS
   process.env.NODE_OPTIONS = env.NODE_OPTIONS
@@ -234,8 +242,7 @@ describe('agents killed before their task began (a live worker)', () => {
     const s = await runSetup(FAST_LOCKS)
     s.fake.fallback = () => finish
     const hold = holdAgents('new')
-    const worker = startHeldWorker(s, hold.env)
-    await until('the worker to start', async () => worker.err().includes('started on'))
+    const worker = await started(startHeldWorker(s, hold.env))
     const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     const agent = await until('the held agent', async () => hold.held())
     expect(s.tree.layout.list('running')).toEqual([])
@@ -244,15 +251,13 @@ describe('agents killed before their task began (a live worker)', () => {
     const rows = await settledJobs()
     expect(rows.map((j) => [j.kind, j.outcome, j.attempts])).toEqual([['new', 'completed', 2]])
     expect(readTask(s.tree, uuid)).toMatchObject({ location: 'completed', state: { status: 'completed' } })
-    worker.child.kill('SIGTERM')
-    expect((await exitOf(worker.child)).code).toBe(0)
+    await stopCleanly(worker)
   })
 
   it('killed before its task began as often as fleet.max_attempts allows: the job ends failed, saying so', { timeout: 120_000 }, async () => {
     const s = await runSetup(`${FAST_LOCKS}  max_attempts: 1\n`)
     const hold = holdAgents('new')
-    const worker = startHeldWorker(s, hold.env)
-    await until('the worker to start', async () => worker.err().includes('started on'))
+    const worker = await started(startHeldWorker(s, hold.env))
     await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     const agent = await until('the held agent', async () => hold.held())
     process.kill(agent, 'SIGKILL')
@@ -260,8 +265,7 @@ describe('agents killed before their task began (a live worker)', () => {
     expect(rows.map((j) => [j.kind, j.outcome, j.attempts, j.error])).toEqual([['new', 'failed', 1, 'its agent was killed (SIGKILL) before the task began (attempt 1 of fleet.max_attempts 1)']])
     expect(agentRequests(s.fake)).toEqual([])
     hold.release()
-    worker.child.kill('SIGTERM')
-    expect((await exitOf(worker.child)).code).toBe(0)
+    await stopCleanly(worker)
   })
 
   it('a resume’s agent SIGKILLed before it took the task from paused/: the job waits again, the attempt counted, and resumes it', { timeout: 120_000 }, async () => {
@@ -274,8 +278,7 @@ describe('agents killed before their task began (a live worker)', () => {
     const uuid = readTask(s.tree, s.tree.layout.list('paused')[0] as string).uuid
     s.fake.fallback = () => finish
     const hold = holdAgents('resume')
-    const worker = startHeldWorker(s, hold.env)
-    await until('the worker to start', async () => worker.err().includes('started on'))
+    const worker = await started(startHeldWorker(s, hold.env))
     expect(await enqueue(s, ['--resume', uuid])).toBe(uuid)
     const agent = await until('the held agent', async () => hold.held())
     hold.release()
@@ -283,8 +286,7 @@ describe('agents killed before their task began (a live worker)', () => {
     const rows = await settledJobs()
     expect(rows.map((j) => [j.kind, j.outcome, j.attempts])).toEqual([['resume', 'completed', 2]])
     expect(readTask(s.tree, uuid)).toMatchObject({ location: 'completed', state: { status: 'completed' } })
-    worker.child.kill('SIGTERM')
-    expect((await exitOf(worker.child)).code).toBe(0)
+    await stopCleanly(worker)
   })
 })
 
@@ -324,8 +326,7 @@ describe('a worker stopped while its agent creates the task', () => {
     const s = await runSetup(FAST_LOCKS)
     endless(s)
     const hold = holdInCreation()
-    const worker = startHeldWorker(s, hold.env)
-    await until('the worker to start', async () => worker.err().includes('started on'))
+    const worker = await started(startHeldWorker(s, hold.env))
     const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     const agent = await until('the agent inside task creation', async () => hold.held())
     expect(s.tree.layout.list('running')).toEqual([uuid])
@@ -333,8 +334,7 @@ describe('a worker stopped while its agent creates the task', () => {
     // while the agent creates its task; the worker's own comes after it.
     process.kill(-agent, 'SIGTERM')
     process.kill(agent, 'SIGWINCH')
-    worker.child.kill('SIGTERM')
-    expect((await exitOf(worker.child)).code).toBe(0)
+    await stopCleanly(worker)
     // (Killed by the signal instead, it left running/<uuid> with no state.json and no lock.)
     expect([s.tree.layout.list('running'), s.tree.layout.list('paused')]).toEqual([[], [uuid]])
     expect(readTask(s.tree, uuid)).toMatchObject({ location: 'paused', state: { status: 'paused', paused_by: 'signal' } })
@@ -363,8 +363,7 @@ describe('a resume that finds its paused task locked', () => {
     const s = await runSetup(`${FAST_LOCKS}  max_attempts: 1000\n`)
     const { uuid, lock } = await pausedAndLocked(s)
     s.fake.fallback = () => finish
-    const worker = startWorker(s, server.url)
-    await until('the worker to start', async () => worker.err().includes('started on'))
+    const worker = await started(startWorker(s, server.url))
     expect(await enqueue(s, ['--resume', uuid])).toBe(uuid)
     await until('a resume handed back', async () => worker.err().includes('found the task locked before task'))
     rmSync(lock)
@@ -372,8 +371,7 @@ describe('a resume that finds its paused task locked', () => {
     expect(rows.map((j) => [j.kind, j.outcome])).toEqual([['resume', 'completed']])
     expect(rows[0]?.attempts).toBeGreaterThanOrEqual(2)
     expect(readTask(s.tree, uuid)).toMatchObject({ location: 'completed', state: { status: 'completed' } })
-    worker.child.kill('SIGTERM')
-    expect((await exitOf(worker.child)).code).toBe(0)
+    await stopCleanly(worker)
   })
 })
 
@@ -382,15 +380,13 @@ describe('a resume locked out as often as fleet.max_attempts allows', () => {
     const s = await runSetup(`${FAST_LOCKS}  max_attempts: 2\n`)
     const { uuid } = await pausedAndLocked(s)
     const before = readTask(s.tree, uuid)
-    const worker = startWorker(s, server.url)
-    await until('the worker to start', async () => worker.err().includes('started on'))
+    const worker = await started(startWorker(s, server.url))
     expect(await enqueue(s, ['--resume', uuid])).toBe(uuid)
     const rows = await settledJobs()
     expect(rows.map((j) => [j.kind, j.outcome, j.attempts, j.error])).toEqual([['resume', 'paused', 2, 'its agent found the task locked before the task began (attempt 2 of fleet.max_attempts 2)']])
     const after = readTask(s.tree, uuid)
     expect([after.location, after.state, after.messages]).toEqual([before.location, before.state, before.messages])
-    worker.child.kill('SIGTERM')
-    expect((await exitOf(worker.child)).code).toBe(0)
+    await stopCleanly(worker)
   })
 })
 
