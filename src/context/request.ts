@@ -49,9 +49,9 @@ export function requestMessages(window: readonly WindowMessage[], limit: number,
   const fit = (m: WindowMessage, i: number, cap: number): WindowMessage => {
     if ((costs[i] as number) <= cap || typeof m.content !== 'string') return m
     clipped++
-    const cut = clipToTokens(m.content, cap, m.role === 'tool' ? 'tools.jsonl' : 'messages.jsonl')
-    costs[i] = estimateMessageTokens({ ...m, content: cut })
-    return { ...m, content: cut }
+    const cut: WindowMessage = { ...m, content: clipToTokens(m.content, cap, m.role === 'tool' ? 'tools.jsonl' : 'messages.jsonl') }
+    costs[i] = estimateMessageTokens(cut)
+    return cut
   }
   // Caps of at least 1,024 (head) and 512 tokens (after it): an item that small is never the problem.
   const head = pruned.slice(0, headEnd).map((m, i) => fit(m, i, Math.max(1024, Math.floor(limit * MAX_HEAD_SHARE))))
