@@ -9,7 +9,12 @@ interface Spec {
   aliases: string[]
   description: string
   options: { flag: string; description: string; choices: readonly string[]; value: boolean }[]
+  /** Its first argument is a task uuid: completed from the tree (`list --all --json`). */
+  takesUuid: boolean
 }
+
+/** Options whose value is a task uuid. */
+const UUID_OPTIONS = ['--resume', '--uuid']
 
 export function completionCommand(): Command {
   return new Command('completion')
@@ -24,13 +29,14 @@ Examples:
     .action((shell: Shell, _opts: unknown, command: Command) => {
       const program = command.parent as Command
       const specs = program.commands.map(specOf)
-      const globals = program.options.map(optionSpec).filter((o) => o.flag !== '--version')
+      const globals = program.options.filter((o) => !o.hidden).map(optionSpec).filter((o) => o.flag !== '--version')
       process.stdout.write(shell === 'bash' ? bash(specs, globals) : shell === 'zsh' ? zsh(specs, globals) : fish(specs, globals))
     })
 }
 
 function specOf(command: Command): Spec {
-  return { name: command.name(), aliases: command.aliases(), description: command.description(), options: command.options.map(optionSpec) }
+  const options = command.options.filter((o) => !o.hidden).map(optionSpec)
+  return { name: command.name(), aliases: command.aliases(), description: command.description(), options, takesUuid: /uuid/.test(command.registeredArguments[0]?.name() ?? '') }
 }
 
 function optionSpec(option: Option): Spec['options'][number] {
@@ -43,6 +49,11 @@ function quoted(text: string, shell: Shell, max = Number.POSITIVE_INFINITY): str
   return shell === 'fish' ? `'${oneLine.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'` : `'${oneLine.replace(/'/g, "'\\''")}'`
 }
 
+/** The names (and aliases) of the commands whose argument is a task uuid, as a shell case pattern. */
+function uuidCommands(specs: Spec[]): string {
+  return specs.filter((s) => s.takesUuid).flatMap((s) => [s.name, ...s.aliases]).join('|')
+}
+
 function bash(specs: Spec[], globals: Spec['options']): string {
   const names = specs.flatMap((s) => [s.name, ...s.aliases])
   const cases = specs.map((s) => {
@@ -51,19 +62,21 @@ function bash(specs: Spec[], globals: Spec['options']): string {
   })
   return `# ctxagent completion for bash: source <(ctxagent completion bash)
 _ctxagent() {
-  local cur prev cmd i opts
+  local cur prev cmd i opts tree
   cur="\${COMP_WORDS[COMP_CWORD]}"
   prev="\${COMP_WORDS[COMP_CWORD-1]}"
   cmd=""
+  tree=()
   for ((i = 1; i < COMP_CWORD; i++)); do
     case "\${COMP_WORDS[i]}" in
-      --home|--config) ((i++)) ;;
+      --home|--config) tree+=("\${COMP_WORDS[i]}" "\${COMP_WORDS[i+1]}"); ((i++)) ;;
       -*) ;;
       *) cmd="\${COMP_WORDS[i]}"; break ;;
     esac
   done
   case "$prev" in
     --home|--config|--workspace|--task-file|--system-prompt-file|--replay-from) COMPREPLY=( $(compgen -f -- "$cur") ); return ;;
+    ${UUID_OPTIONS.join('|')}) COMPREPLY=( $(compgen -W "$(_ctxagent_uuids "\${tree[@]}")" -- "$cur") ); return ;;
   esac
   if [ -z "$cmd" ]; then
     COMPREPLY=( $(compgen -W ${quoted([...names, ...globals.map((o) => o.flag), '--help', '--version'].join(' '), 'bash')} -- "$cur") )
@@ -73,7 +86,15 @@ _ctxagent() {
   case "$cmd" in
 ${cases.join('\n')}
   esac
+  case "$cur" in
+    -*) ;;
+    *) case "$cmd" in ${uuidCommands(specs) || '-'}) opts="$opts $(_ctxagent_uuids "\${tree[@]}")" ;; esac ;;
+  esac
   COMPREPLY=( $(compgen -W "$opts" -- "$cur") )
+}
+# The task uuids of the tree (--home/--config as on the command line), newest first.
+_ctxagent_uuids() {
+  ctxagent "$@" list --all --json 2>/dev/null | grep -o '"uuid":"[0-9a-f-]*"' | cut -d'"' -f4
 }
 complete -o default -F _ctxagent ctxagent
 `
@@ -81,9 +102,15 @@ complete -o default -F _ctxagent ctxagent
 
 function zsh(specs: Spec[], globals: Spec['options']): string {
   const commands = specs.flatMap((s) => [s.name, ...s.aliases].map((n) => `    ${quoted(`${n.replace(/:/g, '\\:')}:${s.description}`, 'zsh', 100)}`))
-  const cases = specs.map((s) => `    ${[s.name, ...s.aliases].join('|')})\n      _arguments -s ${[...s.options, ...globals].map((o) => quoted(`${o.flag}[${o.description.replace(/[[\]:]/g, ' ')}]${o.choices.length ? `:value:(${o.choices.join(' ')})` : o.value ? ':value:_files' : ''}`, 'zsh')).join(' ')} '*:file:_files' ;;`)
+  const value = (o: Spec['options'][number]) => (o.choices.length ? `:value:(${o.choices.join(' ')})` : UUID_OPTIONS.includes(o.flag) ? ':task:_ctxagent_uuids' : o.value ? ':value:_files' : '')
+  const cases = specs.map((s) => `    ${[s.name, ...s.aliases].join('|')})\n      _arguments -s ${[...s.options, ...globals].map((o) => quoted(`${o.flag}[${o.description.replace(/[[\]:]/g, ' ')}]${value(o)}`, 'zsh')).join(' ')} ${s.takesUuid ? "'1:task:_ctxagent_uuids' '*:file:_files'" : "'*:file:_files'"} ;;`)
   return `#compdef ctxagent
 # ctxagent completion for zsh: ctxagent completion zsh > "\${fpath[1]}/_ctxagent" (or source <(ctxagent completion zsh))
+_ctxagent_uuids() {
+  local -a ids
+  ids=(\${(f)"$(ctxagent list --all --json 2>/dev/null | grep -o '"uuid":"[0-9a-f-]*"' | cut -d'"' -f4)"})
+  compadd -a ids
+}
 _ctxagent() {
   local -a commands
   commands=(
@@ -113,11 +140,13 @@ if [[ "\${funcstack[1]}" == "_ctxagent" ]]; then _ctxagent "$@"; else compdef _c
 function fish(specs: Spec[], globals: Spec['options']): string {
   const lines = ['# ctxagent completion for fish: ctxagent completion fish > ~/.config/fish/completions/ctxagent.fish', 'complete -c ctxagent -f']
   for (const o of globals) lines.push(`complete -c ctxagent -n __fish_use_subcommand -l ${o.flag.replace(/^--/, '')} -d ${quoted(o.description, 'fish', 100)}`)
+  const uuids = `(ctxagent list --all --json 2>/dev/null | string match -r -g '"uuid":"([0-9a-f-]+)"')`
   for (const s of specs) {
     for (const name of [s.name, ...s.aliases]) lines.push(`complete -c ctxagent -n __fish_use_subcommand -a ${name} -d ${quoted(s.description, 'fish', 100)}`)
     const seen = `'__fish_seen_subcommand_from ${[s.name, ...s.aliases].join(' ')}'`
+    if (s.takesUuid) lines.push(`complete -c ctxagent -n ${seen} -a ${quoted(uuids, 'fish')}`)
     for (const o of s.options) {
-      const choices = o.choices.length ? ` -x -a ${quoted(o.choices.join(' '), 'fish')}` : o.value ? ' -r -F' : ''
+      const choices = o.choices.length ? ` -x -a ${quoted(o.choices.join(' '), 'fish')}` : UUID_OPTIONS.includes(o.flag) ? ` -x -a ${quoted(uuids, 'fish')}` : o.value ? ' -r -F' : ''
       lines.push(`complete -c ctxagent -n ${seen} -l ${o.flag.replace(/^--/, '')}${choices} -d ${quoted(o.description, 'fish', 100)}`)
     }
   }

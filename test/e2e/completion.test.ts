@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { cli } from '../helpers/run.js'
+import { cli, ROOT } from '../helpers/run.js'
 
 function scratch(): string {
   const dir = mkdtempSync(join(tmpdir(), 'ctxagent-completion-'))
@@ -11,11 +11,12 @@ function scratch(): string {
   return dir
 }
 
-/** What the bash completion offers for a command line (the cursor at its end). */
+/** What the bash completion offers for a command line (the cursor at its end), with this project's bin/ctxagent on PATH. */
 function complete(script: string, words: string[]): string[] {
   const dir = scratch()
   writeFileSync(join(dir, 'c.bash'), script)
-  const res = spawnSync('bash', ['-c', `source ${join(dir, 'c.bash')}; COMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; _ctxagent; printf '%s\\n' "\${COMPREPLY[@]}"`], { encoding: 'utf8' })
+  const env = { ...process.env, PATH: `${join(ROOT, 'bin')}:${process.env.PATH ?? ''}`, CTXAGENT_HOME: '', CTXAGENT_CONFIG: '' }
+  const res = spawnSync('bash', ['-c', `source ${join(dir, 'c.bash')}; COMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; _ctxagent; printf '%s\\n' "\${COMPREPLY[@]}"`], { encoding: 'utf8', env })
   return res.stdout.split('\n').filter(Boolean)
 }
 
@@ -32,6 +33,22 @@ describe('ctxagent completion', () => {
     expect(complete(res.stdout, ['ctxagent', 'run', '--max-t'])).toEqual(['--max-turns', '--max-tokens'])
     expect(complete(res.stdout, ['ctxagent', 'run', '--provider', ''])).toEqual(['openai', 'ollama', 'replay'])
     expect(complete(res.stdout, ['ctxagent', 'ls', '--sea'])).toEqual(['--search'])
+  })
+
+  it('completes task uuids from the tree named on the command line, and offers no internal flag', () => {
+    const home = scratch()
+    const demo = cli(['demo', '--home', home, '--json'])
+    expect(demo.code, demo.stderr).toBe(0)
+    const uuid = (JSON.parse(cli(['list', '--json', '--home', home]).stdout.split('\n')[0] ?? '{}') as { uuid: string }).uuid
+    const script = cli(['completion', 'bash']).stdout
+    expect(complete(script, ['ctxagent', '--home', home, 'view', uuid.slice(0, 4)])).toEqual([uuid])
+    expect(complete(script, ['ctxagent', '--home', home, 'run', '--resume', ''])).toEqual([uuid])
+    expect(complete(script, ['ctxagent', '--home', home, 'list', uuid.slice(0, 4)])).toEqual([])
+    for (const shell of ['bash', 'zsh', 'fish']) {
+      const text = cli(['completion', shell]).stdout
+      for (const internal of ['--warm-child', '--no-prestart']) expect(text, `${shell}: ${internal}`).not.toContain(internal)
+    }
+    expect(complete(script, ['ctxagent', 'run', '--uu'])).toEqual([])
   })
 
   it('prints zsh and fish scripts naming every command, and refuses another shell (exit 2)', () => {
