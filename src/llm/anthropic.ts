@@ -1,5 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises'
-import Anthropic from '@anthropic-ai/sdk'
+import type Anthropic from '@anthropic-ai/sdk'
+import type { Stream } from '@anthropic-ai/sdk/streaming'
 import type { Config } from '../config/schema.js'
 import { untilAborted } from '../abort.js'
 import { ProviderError } from '../errors.js'
@@ -12,11 +13,30 @@ import type { MessagesRequest } from './anthropic-request.js'
 
 type Endpoint = Config['llm']['anthropic']
 
+/** The SDK's client class, its error classes on it. */
+type Sdk = typeof Anthropic
+
+/**
+ * The SDK (a megabyte of code), loaded by the first request: every other `run`, on
+ * another provider, and every other command start without it.
+ */
+let sdkLoading: Promise<Sdk> | null = null
+function loadSdk(): Promise<Sdk> {
+  return (sdkLoading ??= import('@anthropic-ai/sdk').then((m) => m.default))
+}
+
 /** What a reply is made of, streamed or not: text and tool_use blocks in order, and the usage. */
 interface Collected {
   blocks: ({ type: 'text'; text: string } | { type: 'tool_use'; id: string; name: string; json: string; input: unknown })[]
   usage: Partial<Record<'input_tokens' | 'output_tokens' | 'cache_creation_input_tokens' | 'cache_read_input_tokens', number | null>> | null
 }
+
+/**
+ * Requests go by the SDK's post (its retries, errors and stream parsing) rather than
+ * messages.create, which writes to the console (a deprecated model, once a request):
+ * a line on stderr that is not ctxagent's breaks `--log-format json`.
+ */
+const MESSAGES = '/v1/messages'
 
 /** Errors a server sends in the middle of a stream (after its 200) that another try may not meet. */
 const PASSING_STREAM_ERRORS = new Set(['overloaded_error', 'api_error', 'rate_limit_error'])
@@ -31,16 +51,24 @@ const PASSING_STREAM_ERRORS = new Set(['overloaded_error', 'api_error', 'rate_li
  * is too long", which `run` answers with a compaction and one more try.
  */
 export class AnthropicClient implements LlmClient {
-  private readonly client: Anthropic
+  private sdk: Sdk | null = null
+  private client: Anthropic | null = null
   private readonly maxOutputTokens: number
 
   constructor(
     private readonly endpoint: Endpoint,
     /** llm.max_output_tokens, llm.max_retry_wait (seconds), llm.max_response_bytes. */
-    limits: { maxOutputTokens?: number; maxRetryWait?: number; maxResponseBytes?: number } = {},
+    private readonly limits: { maxOutputTokens?: number; maxRetryWait?: number; maxResponseBytes?: number } = {},
   ) {
     this.maxOutputTokens = limits.maxOutputTokens ?? 4096
-    this.client = new Anthropic({
+  }
+
+  /** The SDK's client, made by the first request. */
+  private async ready(): Promise<{ sdk: Sdk; client: Anthropic }> {
+    if (this.sdk !== null && this.client !== null) return { sdk: this.sdk, client: this.client }
+    const sdk = await loadSdk()
+    const { endpoint, limits } = this
+    const client = new sdk({
       baseURL: endpoint.base_url,
       // Always given: with none, the SDK would look for credentials of its own (ANTHROPIC_AUTH_TOKEN, profile files).
       // A proxy may need no key; the API itself refuses requests without one (checked before a task starts).
@@ -52,6 +80,9 @@ export class AnthropicClient implements LlmClient {
       logLevel: 'off',
       openTelemetry: false,
     })
+    this.sdk = sdk
+    this.client = client
+    return { sdk, client }
   }
 
   get model(): string {
@@ -65,14 +96,15 @@ export class AnthropicClient implements LlmClient {
   async chat(messages: ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
     const body = messagesRequest(this.endpoint.model, messages, options.tools, Math.min(options.maxTokens ?? this.maxOutputTokens, this.maxOutputTokens), options.temperature)
     try {
+      const { sdk, client } = await this.ready()
       for (let attempt = 0; ; attempt++) {
         try {
           // The SDK's wait between retries does not listen to the signal: the stop ends the call here.
-          const pending = this.endpoint.stream ? this.streamed(body, options.signal) : this.whole(body, options.signal)
-          const collected = options.signal ? await untilAborted(pending, options.signal, () => new Anthropic.APIUserAbortError()) : await pending
+          const pending = this.endpoint.stream ? this.streamed(sdk, client, body, options.signal) : this.whole(client, body, options.signal)
+          const collected = options.signal ? await untilAborted(pending, options.signal, () => new sdk.APIUserAbortError()) : await pending
           return resultOf(collected)
         } catch (err) {
-          if (!(attempt < this.endpoint.max_retries && passingStreamError(err))) throw err
+          if (!(attempt < this.endpoint.max_retries && passingStreamError(sdk, err))) throw err
           await delay(Math.min(500 * 2 ** attempt, 8000), undefined, options.signal ? { signal: options.signal } : {})
         }
       }
@@ -85,8 +117,8 @@ export class AnthropicClient implements LlmClient {
   }
 
   /** One request answered as a stream of server-sent events, collected into the reply. */
-  private async streamed(body: MessagesRequest, signal: AbortSignal | undefined): Promise<Collected> {
-    const stream = await this.client.messages.create({ ...(body as Anthropic.MessageCreateParamsNonStreaming), stream: true }, signal ? { signal } : {})
+  private async streamed(sdk: Sdk, client: Anthropic, body: MessagesRequest, signal: AbortSignal | undefined): Promise<Collected> {
+    const stream = await client.post<Stream<Anthropic.RawMessageStreamEvent>>(MESSAGES, { body: { ...body, stream: true }, stream: true, ...(signal ? { signal } : {}) })
     const collected: Collected = { blocks: [], usage: null }
     let started = false
     let stopped = false
@@ -111,15 +143,15 @@ export class AnthropicClient implements LlmClient {
       }
     }
     // The SDK ends a stream it was told to abort without an error: a stop is not an answer.
-    if (signal?.aborted) throw new Anthropic.APIUserAbortError()
+    if (signal?.aborted) throw new sdk.APIUserAbortError()
     if (!started) throw new ProviderError(`${this.where()} answered with something that is not a Messages API stream (an HTML page, or another API)`, 'check llm.anthropic.base_url (Anthropic serves /v1/messages under https://api.anthropic.com)')
     if (!stopped) throw new ProviderError(`${this.where()} ended its stream before the message was complete`, 'check the server (or a proxy in between), or set llm.anthropic.stream: false')
     return collected
   }
 
   /** One request answered with the whole message. */
-  private async whole(body: MessagesRequest, signal: AbortSignal | undefined): Promise<Collected> {
-    const message = (await this.client.messages.create({ ...(body as Anthropic.MessageCreateParamsNonStreaming), stream: false }, signal ? { signal } : {})) as unknown
+  private async whole(client: Anthropic, body: MessagesRequest, signal: AbortSignal | undefined): Promise<Collected> {
+    const message: unknown = await client.post<unknown>(MESSAGES, { body: { ...body, stream: false }, stream: false, ...(signal ? { signal } : {}) })
     const content = (message as { content?: unknown } | null)?.content
     if (!Array.isArray(content)) {
       throw new ProviderError(`${this.where()} answered with something that is not a Messages API message (an HTML page, or another API)`, 'check llm.anthropic.base_url (Anthropic serves /v1/messages under https://api.anthropic.com)')
@@ -139,10 +171,12 @@ export class AnthropicClient implements LlmClient {
 
   private explain(err: unknown): Error {
     if (err instanceof ProviderError) return err
-    if (err instanceof Anthropic.APIUserAbortError || (err instanceof Error && err.name === 'AbortError')) return new ProviderError(`request to ${this.where()} was cancelled`)
+    const Anthropic = this.sdk
+    if ((Anthropic !== null && err instanceof Anthropic.APIUserAbortError) || (err instanceof Error && err.name === 'AbortError')) return new ProviderError(`request to ${this.where()} was cancelled`)
     const bound = boundHit(err)
     if (bound instanceof ResponseTooLargeError) return new ProviderError(`${this.where()}: ${bound.message}`, 'a message is far smaller: check the server, or raise llm.max_response_bytes', err)
     if (bound instanceof ResponseTooSlowError) return new ProviderError(`${this.where()}: ${bound.message}`, 'check the server, or raise llm.anthropic.timeout_seconds', err)
+    if (Anthropic === null) return new ProviderError(`${this.where()} failed: ${(err as Error).message}`, 'set CTXAGENT_DEBUG=1 for details', err)
     if (err instanceof Anthropic.APIConnectionTimeoutError) return new ProviderError(`${this.where()} did not answer within ${this.endpoint.timeout_seconds}s`, 'check the server, or raise llm.anthropic.timeout_seconds', err)
     if (err instanceof Anthropic.APIConnectionError) {
       const cause = (err.cause as Error | undefined)?.message ?? err.message
@@ -151,7 +185,7 @@ export class AnthropicClient implements LlmClient {
     if (err instanceof Anthropic.AuthenticationError) return new ProviderError(`${this.where()} refused the API key (401)`, 'check llm.anthropic.api_key or ANTHROPIC_API_KEY', err)
     if (err instanceof Anthropic.NotFoundError) return new ProviderError(`${this.where()} answered 404: ${apiMessage(err)}`, 'check llm.anthropic.model and base_url', err)
     if (err instanceof Anthropic.APIError) {
-      if (err.status === undefined) return new ProviderError(`${this.where()} sent an error in its stream${this.endpoint.max_retries > 0 && passingStreamError(err) ? ` (${this.endpoint.max_retries} retries)` : ''}: ${apiMessage(err)}`, 'try again later (resume the task)', err)
+      if (err.status === undefined) return new ProviderError(`${this.where()} sent an error in its stream${this.endpoint.max_retries > 0 && passingStreamError(Anthropic, err) ? ` (${this.endpoint.max_retries} retries)` : ''}: ${apiMessage(err)}`, 'try again later (resume the task)', err)
       const retried = err.status === 429 || err.status >= 500 ? ` after ${this.endpoint.max_retries} retries` : ''
       return new ProviderError(`${this.where()} answered ${err.status}${retried}: ${apiMessage(err)}`, err.status === 529 ? 'Anthropic is overloaded: resume the task later' : 'check the server logs', err)
     }
@@ -185,12 +219,12 @@ export function usageOf(usage: Collected['usage']): Usage | null {
 }
 
 /** An error event inside a stream (no HTTP status) of a kind that passes: overloaded, a server error, a rate limit. */
-function passingStreamError(err: unknown): boolean {
+function passingStreamError(Anthropic: Sdk, err: unknown): boolean {
   return err instanceof Anthropic.APIError && !(err instanceof Anthropic.APIUserAbortError) && err.status === undefined && PASSING_STREAM_ERRORS.has(err.type ?? '')
 }
 
 /** The API's own words for an error (`error.message` of its body), else the SDK's. */
-function apiMessage(err: InstanceType<typeof Anthropic.APIError>): string {
+function apiMessage(err: InstanceType<Sdk['APIError']>): string {
   const text = typeof err.apiMessage === 'string' && err.apiMessage !== '' ? (err.type ? `${err.type}: ${err.apiMessage}` : err.apiMessage) : err.message
   return (text.split('\n')[0] ?? text).slice(0, 300)
 }
