@@ -17,8 +17,9 @@ async function setup(extraYaml = '', stream = true) {
   const tree = makeTree()
   const ws = mkdtempSync(join(tmpdir(), 'ctxagent-ws-'))
   onTestFinished(() => rmSync(ws, { recursive: true, force: true }))
-  writeFileSync(join(ws, 'calc.js'), 'export function add(a, b) {\n  return a - b\n}\n')
   const fake = await startFakeAnthropic()
+  // The key in the project: what the agent reads of it is masked before it is written or sent.
+  writeFileSync(join(ws, 'calc.js'), `// deploy with ${fake.key}\nexport function add(a, b) {\n  return a - b\n}\n`)
   const config = join(tree.base, 'config.yaml')
   writeFileSync(config, fake.configYaml(extraYaml, { keyInFile: false, stream }))
   const env = { ANTHROPIC_API_KEY: fake.key, ANTHROPIC_BASE_URL: '' }
@@ -85,6 +86,8 @@ describe('run with llm.provider: anthropic', () => {
     const answer = two.body.messages.at(-1)?.content[0]
     expect(answer).toMatchObject({ type: 'tool_result', tool_use_id: 'toolu_1_0', cache_control: { type: 'ephemeral' } })
     expect(String(answer?.content)).toContain('return a - b')
+    expect(String(answer?.content)).toContain('deploy with [SECRET:llm.anthropic.api_key]')
+    expect(task.messages[3]?.content).toContain('[SECRET:llm.anthropic.api_key]')
     expect(two.body.messages[1]?.content).toEqual([
       { type: 'text', text: 'Reading calc.js.' },
       { type: 'tool_use', id: 'toolu_1_0', name: 'read_file', input: { path: 'calc.js' } },
