@@ -68,8 +68,11 @@ const EMPTY_TEXT = '(empty)'
  * The request body. Cache breakpoints (`cache_control`, the API allows four): the end
  * of the system blocks (the tools come before them, so both are cached; the last tool
  * when there is no system text), the last pruned tool result (prune only ever moves
- * its boundary forward, so the prefix up to it is what the next requests share), and
- * the end of the last message (where the next request's new messages begin).
+ * its boundary forward, so the prefix up to it is what the next requests share), the
+ * end of the message before the last answer (where the previous request ended: its
+ * cache is read there, however many blocks the answer and its results added; the API
+ * looks back only 20 blocks from a breakpoint) and the end of the last message (written
+ * for the next request).
  */
 export function messagesRequest(model: string, window: readonly ChatMessage[], tools: readonly ToolSpec[] | undefined, maxTokens: number, temperature: number | undefined): MessagesRequest {
   const system: TextBlock[] = []
@@ -107,6 +110,9 @@ export function messagesRequest(model: string, window: readonly ChatMessage[], t
     const content = (messages[stub.message] as WireMessage).content
     mark(content, content.indexOf(stub.block))
   }
+  const answer = messages.findLastIndex((m) => m.role === 'assistant')
+  const before = messages[answer - 1]
+  if (answer > 0 && before !== undefined) mark(before.content, before.content.length - 1)
   const lastMessage = messages.at(-1)
   if (lastMessage !== undefined) mark(lastMessage.content, lastMessage.content.length - 1)
   return {

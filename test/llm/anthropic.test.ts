@@ -74,7 +74,7 @@ describe('Anthropic Messages API client', () => {
     expect(body.messages[4]?.content).toEqual([{ type: 'tool_result', tool_use_id: 'call_3', content: '# calc', cache_control: { type: 'ephemeral' } }])
   })
 
-  it('places at most 4 cache breakpoints: end of system, last pruned stub, last message; the same places for the same prefix', async () => {
+  it('places at most 4 cache breakpoints: end of system, last pruned stub, end of the previous request, last message; the same places for the same prefix', async () => {
     const fake = await startFakeAnthropic()
     const c = client(fake)
     const first = window()
@@ -84,8 +84,9 @@ describe('Anthropic Messages API client', () => {
     await c.chat(second, { tools })
     const [a, b] = fake.requests.map((r) => r.body) as [AnthropicRequest['body'], AnthropicRequest['body']]
     // The stub breakpoint: the last pruned result (the blob one, message 2 block 1).
-    expect(breakpoints(a)).toEqual(['system:0', 'm2:1', 'm4:0'])
-    expect(breakpoints(b)).toEqual(['system:0', 'm2:1', 'm6:0'])
+    // The previous request's end: the message before the last answer (m2 then, m4 where the first request ended).
+    expect(breakpoints(a)).toEqual(['system:0', 'm2:1', 'm2:2', 'm4:0'])
+    expect(breakpoints(b)).toEqual(['system:0', 'm2:1', 'm4:0', 'm6:0'])
     for (const body of [a, b]) expect(breakpoints(body).length).toBeLessThanOrEqual(4)
     // Everything the first request sent comes again first in the second, the same but for where its breakpoints sit.
     const plain = (body: AnthropicRequest['body'], upTo: number) => JSON.stringify({ tools: body.tools, system: body.system, messages: body.messages.slice(0, upTo) }, (k, v: unknown) => (k === 'cache_control' ? undefined : v))
