@@ -122,21 +122,22 @@ export class AnthropicClient implements LlmClient {
     const collected: Collected = { blocks: [], usage: null }
     let started = false
     let stopped = false
+    // Each event as the server sent it: a field missing (a broken or hostile server) is no crash.
     for await (const event of stream) {
       if (event.type === 'message_start') {
         started = true
-        collected.usage = { ...event.message.usage }
+        collected.usage = { ...event.message?.usage }
       } else if (event.type === 'content_block_start') {
         const block = event.content_block
-        if (block.type === 'text') collected.blocks[event.index] = { type: 'text', text: block.text }
-        else if (block.type === 'tool_use') collected.blocks[event.index] = { type: 'tool_use', id: block.id, name: block.name, json: '', input: block.input }
+        if (block?.type === 'text' && typeof block.text === 'string') collected.blocks[event.index] = { type: 'text', text: block.text }
+        else if (block?.type === 'tool_use') collected.blocks[event.index] = { type: 'tool_use', id: block.id, name: block.name, json: '', input: block.input }
       } else if (event.type === 'content_block_delta') {
         const block = collected.blocks[event.index]
-        if (event.delta.type === 'text_delta' && block?.type === 'text') block.text += event.delta.text
-        else if (event.delta.type === 'input_json_delta' && block?.type === 'tool_use') block.json += event.delta.partial_json
+        if (event.delta?.type === 'text_delta' && block?.type === 'text' && typeof event.delta.text === 'string') block.text += event.delta.text
+        else if (event.delta?.type === 'input_json_delta' && block?.type === 'tool_use' && typeof event.delta.partial_json === 'string') block.json += event.delta.partial_json
       } else if (event.type === 'message_delta') {
         // The final counts; a field the delta leaves null keeps message_start's.
-        const delta = Object.fromEntries(Object.entries(event.usage).filter(([, v]) => typeof v === 'number'))
+        const delta = Object.fromEntries(Object.entries(event.usage ?? {}).filter(([, v]) => typeof v === 'number'))
         collected.usage = { ...collected.usage, ...delta }
       } else if (event.type === 'message_stop') {
         stopped = true

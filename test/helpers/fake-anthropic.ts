@@ -52,6 +52,8 @@ export interface AnthropicReply {
   stall?: boolean
   /** A body that is not the Messages API (an HTML page). */
   html?: boolean
+  /** Streamed: these server-sent events, as they are (a broken or hostile server). */
+  rawEvents?: string
 }
 
 export interface FakeAnthropic {
@@ -140,6 +142,7 @@ function stream(res: ServerResponse, req: AnthropicRequest, reply: AnthropicRepl
   const message = messageOf(req, reply, n)
   const { output_tokens, ...input } = message.usage
   send('message_start', { message: { ...message, content: [], stop_reason: null, usage: { ...input, output_tokens: 1 } } })
+  if (reply.rawEvents !== undefined) return void res.end(reply.rawEvents)
   if (reply.stall) {
     onStall()
     return

@@ -171,6 +171,30 @@ describe('Anthropic Messages API client', () => {
     await expect(dead.chat([{ role: 'user', content: 'x' }])).rejects.toThrow(/^cannot reach LLM server http:\/\/127\.0\.0\.1:9 \(anthropic/)
   })
 
+  it('a broken stream is one error line or an odd reply, never a crash', async () => {
+    const fake = await startFakeAnthropic()
+    const event = (type: string, data: object) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`
+    fake.queue.push({ rawEvents: event('message_start', { message: { usage: { input_tokens: 3 } } }) + event('content_block_start', { index: 0, content_block: { type: 'text', text: 'cut' } }) })
+    await expect(client(fake).chat([{ role: 'user', content: 'x' }])).rejects.toThrow(/ended its stream before the message was complete/)
+    // Fields missing or of the wrong kind, deltas for blocks never started, an id and a name that are not strings.
+    fake.queue.push({
+      rawEvents: [
+        event('message_start', {}),
+        event('content_block_delta', { index: 7, delta: { type: 'text_delta', text: 'orphan' } }),
+        event('content_block_start', { index: 0 }),
+        event('content_block_start', { index: 1, content_block: { type: 'tool_use', id: 42, name: null } }),
+        event('content_block_delta', { index: 1, delta: { type: 'input_json_delta', partial_json: { not: 'text' } } }),
+        event('content_block_delta', { index: 1 }),
+        event('message_delta', { usage: { output_tokens: 'many' } }),
+        event('message_stop', {}),
+      ].join(''),
+    })
+    const odd = await client(fake).chat([{ role: 'user', content: 'x' }])
+    expect(odd.message.content).toBeNull()
+    expect(odd.message.tool_calls).toEqual([{ id: expect.stringMatching(/^call_/), type: 'function', function: { name: '', arguments: '{}' } }])
+    expect(odd.usage).toEqual({ prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 })
+  })
+
   it('a stop during a stream that has begun ends the request at once', async () => {
     const fake = await startFakeAnthropic()
     fake.queue.push({ stall: true })
