@@ -7,6 +7,7 @@ import { AnthropicClient } from '../../src/llm/anthropic.js'
 import { messagesRequest } from '../../src/llm/anthropic-request.js'
 import type { ChatMessage, ToolSpec } from '../../src/llm/client.js'
 import { createLlmClient, requireLlmClient } from '../../src/llm/providers.js'
+import { checkProvider, effectiveConfig } from '../../src/run/settings.js'
 import { isContextExceeded } from '../../src/run/turn.js'
 import { startFakeAnthropic } from '../helpers/fake-anthropic.js'
 import type { AnthropicBlock, AnthropicRequest, FakeAnthropic } from '../helpers/fake-anthropic.js'
@@ -222,5 +223,19 @@ describe('Anthropic Messages API client', () => {
     expect(made).toBeInstanceOf(AnthropicClient)
     expect([made?.model, made?.contextLength]).toEqual([config.llm.anthropic.model, 200_000])
     expect(() => parseConfig('llm:\n  anthropic:\n    stream: maybe\n')).toThrow(/llm\.anthropic\.stream must be true or false/)
+  })
+
+  it('run settings: a user on Anthropic with their model, --provider anthropic, no key refused before anything starts', () => {
+    const config = parseConfig('users:\n  carol:\n    llm: { provider: anthropic, model: claude-carol, context_length: 100000 }\n')
+    const carol = effectiveConfig(config, 'carol', {})
+    expect(carol.llm.provider).toBe('anthropic')
+    expect(carol.llm.anthropic).toMatchObject({ model: 'claude-carol', context_length: 100_000 })
+    expect(effectiveConfig(config, 'carol', { model: 'flag-model' }).llm.anthropic.model).toBe('flag-model')
+    expect(effectiveConfig(config, 'bob', { provider: 'anthropic' }).llm.provider).toBe('anthropic')
+    expect(() => effectiveConfig(config, 'bob', { provider: 'none' })).toThrow(/--provider none is not a provider/)
+    expect(() => checkProvider(carol)).toThrow(/^no Anthropic API key is set$/)
+    checkProvider(parseConfig('llm:\n  provider: anthropic\n  anthropic:\n    api_key: sk-ant-x\n'))
+    // A proxy elsewhere may hold the key itself.
+    checkProvider(parseConfig('llm:\n  provider: anthropic\n  anthropic:\n    base_url: http://127.0.0.1:4000\n'))
   })
 })
