@@ -152,5 +152,11 @@ describe('run with llm.provider: anthropic', () => {
     expect(llm).toMatchObject({ status: 'ok', message: `${s.fake.url} (anthropic, model claude-test) answers with a tool call` })
     expect(s.fake.requests).toHaveLength(1)
     expect(s.fake.requests[0]?.body).toMatchObject({ max_tokens: 256, tools: [{ name: 'report_ready' }] })
+    // Anthropic's own API and no key: said so, and nothing is asked.
+    const keyless = join(s.tree.base, 'keyless.yaml')
+    writeFileSync(keyless, 'llm:\n  provider: anthropic\n')
+    const none = await cliAsync(['doctor', '--json', '--home', s.tree.base, '--config', keyless], { ANTHROPIC_API_KEY: '', ANTHROPIC_BASE_URL: '' })
+    expect((JSON.parse(none.stdout) as { checks: { name: string }[] }).checks.find((c) => c.name === 'llm')).toEqual({ name: 'llm', status: 'fail', message: 'no Anthropic API key is set', hint: 'set ANTHROPIC_API_KEY or llm.anthropic.api_key' })
+    expect(s.fake.requests).toHaveLength(1)
   })
 })
