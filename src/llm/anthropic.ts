@@ -172,21 +172,21 @@ export class AnthropicClient implements LlmClient {
 
   private explain(err: unknown): Error {
     if (err instanceof ProviderError) return err
-    const Anthropic = this.sdk
-    if ((Anthropic !== null && err instanceof Anthropic.APIUserAbortError) || (err instanceof Error && err.name === 'AbortError')) return new ProviderError(`request to ${this.where()} was cancelled`)
+    const sdk = this.sdk
+    if ((sdk !== null && err instanceof sdk.APIUserAbortError) || (err instanceof Error && err.name === 'AbortError')) return new ProviderError(`request to ${this.where()} was cancelled`)
     const bound = boundHit(err)
     if (bound instanceof ResponseTooLargeError) return new ProviderError(`${this.where()}: ${bound.message}`, 'a message is far smaller: check the server, or raise llm.max_response_bytes', err)
     if (bound instanceof ResponseTooSlowError) return new ProviderError(`${this.where()}: ${bound.message}`, 'check the server, or raise llm.anthropic.timeout_seconds', err)
-    if (Anthropic === null) return new ProviderError(`${this.where()} failed: ${(err as Error).message}`, 'set CTXAGENT_DEBUG=1 for details', err)
-    if (err instanceof Anthropic.APIConnectionTimeoutError) return new ProviderError(`${this.where()} did not answer within ${this.endpoint.timeout_seconds}s`, 'check the server, or raise llm.anthropic.timeout_seconds', err)
-    if (err instanceof Anthropic.APIConnectionError) {
+    if (sdk === null) return new ProviderError(`${this.where()} failed: ${(err as Error).message}`, 'set CTXAGENT_DEBUG=1 for details', err)
+    if (err instanceof sdk.APIConnectionTimeoutError) return new ProviderError(`${this.where()} did not answer within ${this.endpoint.timeout_seconds}s`, 'check the server, or raise llm.anthropic.timeout_seconds', err)
+    if (err instanceof sdk.APIConnectionError) {
       const cause = (err.cause as Error | undefined)?.message ?? err.message
       return new ProviderError(`cannot reach ${this.where()}: ${cause}`, 'is it running? check llm.anthropic.base_url', err)
     }
-    if (err instanceof Anthropic.AuthenticationError) return new ProviderError(`${this.where()} refused the API key (401)`, 'check llm.anthropic.api_key or ANTHROPIC_API_KEY', err)
-    if (err instanceof Anthropic.NotFoundError) return new ProviderError(`${this.where()} answered 404: ${apiMessage(err)}`, 'check llm.anthropic.model and base_url', err)
-    if (err instanceof Anthropic.APIError) {
-      if (err.status === undefined) return new ProviderError(`${this.where()} sent an error in its stream${this.endpoint.max_retries > 0 && passingStreamError(Anthropic, err) ? ` (${this.endpoint.max_retries} retries)` : ''}: ${apiMessage(err)}`, 'try again later (resume the task)', err)
+    if (err instanceof sdk.AuthenticationError) return new ProviderError(`${this.where()} refused the API key (401)`, 'check llm.anthropic.api_key or ANTHROPIC_API_KEY', err)
+    if (err instanceof sdk.NotFoundError) return new ProviderError(`${this.where()} answered 404: ${apiMessage(err)}`, 'check llm.anthropic.model and base_url', err)
+    if (err instanceof sdk.APIError) {
+      if (err.status === undefined) return new ProviderError(`${this.where()} sent an error in its stream${this.endpoint.max_retries > 0 && passingStreamError(sdk, err) ? ` (${this.endpoint.max_retries} retries)` : ''}: ${apiMessage(err)}`, 'try again later (resume the task)', err)
       const retried = err.status === 429 || err.status >= 500 ? ` after ${this.endpoint.max_retries} retries` : ''
       return new ProviderError(`${this.where()} answered ${err.status}${retried}: ${apiMessage(err)}`, err.status === 529 ? 'Anthropic is overloaded: resume the task later' : 'check the server logs', err)
     }
@@ -220,8 +220,8 @@ export function usageOf(usage: Collected['usage']): Usage | null {
 }
 
 /** An error event inside a stream (no HTTP status) of a kind that passes: overloaded, a server error, a rate limit. */
-function passingStreamError(Anthropic: Sdk, err: unknown): boolean {
-  return err instanceof Anthropic.APIError && !(err instanceof Anthropic.APIUserAbortError) && err.status === undefined && PASSING_STREAM_ERRORS.has(err.type ?? '')
+function passingStreamError(sdk: Sdk, err: unknown): boolean {
+  return err instanceof sdk.APIError && !(err instanceof sdk.APIUserAbortError) && err.status === undefined && PASSING_STREAM_ERRORS.has(err.type ?? '')
 }
 
 /** The API's own words for an error (`error.message` of its body), else the SDK's. */
