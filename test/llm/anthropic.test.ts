@@ -196,6 +196,17 @@ describe('Anthropic Messages API client', () => {
     expect(odd.usage).toEqual({ prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 })
   })
 
+  it('a stop during the wait before a retry (retry-after: 30) ends the request at once', async () => {
+    const fake = await startFakeAnthropic()
+    fake.fallback = () => ({ status: 529, headers: { 'retry-after': '30' } })
+    const stop = new AbortController()
+    const pending = client(fake).chat([{ role: 'user', content: 'x' }], { signal: stop.signal }).catch((e: unknown) => e)
+    while (fake.requests.length === 0) await new Promise((resolve) => setTimeout(resolve, 20))
+    stop.abort(new Error('SIGINT'))
+    expect(((await pending) as ProviderError).message).toMatch(/was cancelled/)
+    expect(fake.requests).toHaveLength(1)
+  })
+
   it('a stop during a stream that has begun ends the request at once', async () => {
     const fake = await startFakeAnthropic()
     fake.queue.push({ stall: true })
