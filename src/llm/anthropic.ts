@@ -116,7 +116,13 @@ export class AnthropicClient implements LlmClient {
     }
   }
 
-  /** One request answered as a stream of server-sent events, collected into the reply. */
+  /**
+   * One request answered as a stream of server-sent events, collected into the reply.
+   * The bounded fetch reads the whole stream (within timeout_seconds, up to
+   * max_response_bytes) before the events are parsed: streaming keeps a long answer's
+   * connection busy (what Anthropic asks of long requests), it does not show the answer
+   * as it comes.
+   */
   private async streamed(sdk: Sdk, client: Anthropic, body: MessagesRequest, signal: AbortSignal | undefined): Promise<Collected> {
     const stream = await client.post<Stream<Anthropic.RawMessageStreamEvent>>(MESSAGES, { body: { ...body, stream: true }, stream: true, ...(signal ? { signal } : {}) })
     const collected: Collected = { blocks: [], usage: null }
@@ -209,7 +215,7 @@ function resultOf({ blocks, usage }: Collected): ChatResult {
  * last cache breakpoint it read or wrote: the prompt is those plus the cache's reads and
  * writes (what the context holds, and what compaction is judged by).
  */
-export function usageOf(usage: Collected['usage']): Usage | null {
+function usageOf(usage: Collected['usage']): Usage | null {
   if (usage === null) return null
   const count = (v: number | null | undefined) => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : 0)
   const read = count(usage.cache_read_input_tokens)
