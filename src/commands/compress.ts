@@ -3,7 +3,7 @@ import { compressTask } from '../operations/compress.js'
 import { settingsFrom } from '../context/compaction.js'
 import { extractiveSummarizer, llmSummarizer } from '../context/summarizer.js'
 import type { Summarizer } from '../context/summarizer.js'
-import { activeEndpoint, lacksOpenAiKey } from '../config/schema.js'
+import { activeEndpoint, missingApiKey } from '../config/schema.js'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask, withTaskEnv } from '../command-env.js'
 import { CtxError } from '../errors.js'
@@ -86,7 +86,7 @@ async function summarizerFor(ctx: CommandEnv, opts: CompressOptions): Promise<Su
   if (opts.extractive) return extractiveSummarizer()
   if (opts.dryRun) {
     const provider = ctx.config.llm.provider
-    const missing = provider === 'none' || provider === 'replay' ? `llm.provider is ${provider}` : lacksOpenAiKey(ctx.config) ? 'no OpenAI API key is set' : null
+    const missing = provider === 'none' || provider === 'replay' ? `llm.provider is ${provider}` : (missingApiKey(ctx.config)?.message ?? null)
     if (missing !== null) ctx.io.warn(`${missing}: this plan assumes an LLM summary; compress without --dry-run needs an LLM, or --extractive`)
     return {
       method: 'llm',
@@ -94,7 +94,7 @@ async function summarizerFor(ctx: CommandEnv, opts: CompressOptions): Promise<Su
       summarize: () => Promise.reject(new CtxError('a dry run makes no summary')),
     }
   }
-  return llmSummarizer((await import('../llm/openai-compatible.js')).requireLlmClient(ctx.config))
+  return llmSummarizer((await import('../llm/providers.js')).requireLlmClient(ctx.config))
 }
 
 async function ownerIsAlive(ctx: CommandEnv, ref: TaskRef): Promise<boolean> {

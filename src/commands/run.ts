@@ -40,7 +40,7 @@ export function runCommand(): Command {
     .option('--task-id <id>', 'a name for the task; a later task with the same id (and user and workspace) inherits its summary')
     .option('--user <name>', 'whose task this is (default: the OS user); selects users.<name> settings')
     .option('--workspace <dir>', 'the only directory tools may touch (default: the current directory)')
-    .addOption(new Option('--provider <name>', 'LLM provider (default: config llm.provider)').choices(['openai', 'ollama', 'replay']))
+    .addOption(new Option('--provider <name>', 'LLM provider (default: config llm.provider)').choices(['openai', 'anthropic', 'ollama', 'replay']))
     .option('--model <name>', 'model name (default: config llm.<provider>.model)')
     .option('--replay-from <uuid|file>', 'with --provider replay: the recorded task (uuid, directory or messages.jsonl) to play back')
     .option('--max-turns <n>', 'stop as timeout after this many LLM turns (default: run.max_turns, 100)', positiveIntArg)
@@ -212,7 +212,7 @@ async function prepareResume(ctx: CommandEnv, flags: RunFlags, id: string): Prom
   const sameProvider = flags.provider === undefined || flags.provider === recorded
   const config = effectiveConfig(ctx.config, user, {
     ...flags,
-    ...(flags.provider === undefined && ['openai', 'ollama', 'replay'].includes(recorded) ? { provider: recorded } : {}),
+    ...(flags.provider === undefined && ['openai', 'anthropic', 'ollama', 'replay'].includes(recorded) ? { provider: recorded } : {}),
     ...(flags.model === undefined && sameProvider && recorded !== 'replay' && meta.config.model ? { model: meta.config.model } : {}),
     ...(flags.replayFrom === undefined && sameProvider && meta.run?.replay_from ? { replayFrom: meta.run.replay_from } : {}),
   })

@@ -255,15 +255,19 @@ function shownPath(file: string): string {
 /**
  * The ecosystem's variables, each below the file (documented in README "Configuration"):
  * the OpenAI SDK's OPENAI_API_KEY, OPENAI_BASE_URL (only when the file sets no
- * llm.openai.base_url), Ollama's OLLAMA_HOST, gh's GH_TOKEN before GITHUB_TOKEN, and
+ * llm.openai.base_url), the Anthropic SDK's ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL
+ * (the same way), Ollama's OLLAMA_HOST, gh's GH_TOKEN before GITHUB_TOKEN, and
  * GITLAB_TOKEN. A URL from the environment is checked as strictly as one from the file.
  */
 function applyEnvironment(config: Config, data: unknown, env: NodeJS.ProcessEnv): void {
   config.llm.openai.api_key ??= nonEmpty(env.OPENAI_API_KEY)
+  config.llm.anthropic.api_key ??= nonEmpty(env.ANTHROPIC_API_KEY)
   config.github.token ??= nonEmpty(env.GH_TOKEN) ?? nonEmpty(env.GITHUB_TOKEN)
   config.gitlab.token ??= nonEmpty(env.GITLAB_TOKEN)
   const openaiUrl = nonEmpty(env.OPENAI_BASE_URL)
   if (openaiUrl !== null && !given(data, ['llm', 'openai', 'base_url'])) config.llm.openai.base_url = envUrl('OPENAI_BASE_URL', openaiUrl)
+  const anthropicUrl = nonEmpty(env.ANTHROPIC_BASE_URL)
+  if (anthropicUrl !== null && !given(data, ['llm', 'anthropic', 'base_url'])) config.llm.anthropic.base_url = envUrl('ANTHROPIC_BASE_URL', anthropicUrl)
   const ollamaHost = nonEmpty(env.OLLAMA_HOST)
   if (ollamaHost !== null && !given(data, ['llm', 'ollama', 'base_url'])) {
     // Ollama's own form is host:port (http assumed); its OpenAI-compatible API is under /v1.

@@ -65,7 +65,7 @@ const postgresUrl = () => z.string({ error: POSTGRES_URL }).check(z.refine(isPos
 const duration = () =>
   z.string({ error: DURATION }).check(z.refine((value: string) => isDuration(value), { error: DURATION }))
 
-export const PROVIDERS = ['openai', 'ollama', 'replay', 'none'] as const
+export const PROVIDERS = ['openai', 'anthropic', 'ollama', 'replay', 'none'] as const
 export type Provider = (typeof PROVIDERS)[number]
 
 /** `users.<name>` (SPEC §12.7): what one user's tasks change of the defaults. */
@@ -111,15 +111,15 @@ const mcpServer = z.strictObject(
   { error: 'must be a mapping of settings with at least command (and args, env, cwd, enabled, timeout_seconds)' },
 )
 
-const endpoint = (baseUrl: string, model: string, contextLength: number) =>
-  section({
-    base_url: withDefault(httpUrl(baseUrl), baseUrl),
-    api_key: orNull(text()),
-    model: withDefault(text(), model),
-    context_length: withDefault(positiveInt(), contextLength),
-    timeout_seconds: withDefault(positiveNumber(), 120),
-    max_retries: withDefault(nonNegativeInt(), 3),
-  })
+const endpointShape = (baseUrl: string, model: string, contextLength: number) => ({
+  base_url: withDefault(httpUrl(baseUrl), baseUrl),
+  api_key: orNull(text()),
+  model: withDefault(text(), model),
+  context_length: withDefault(positiveInt(), contextLength),
+  timeout_seconds: withDefault(positiveNumber(), 120),
+  max_retries: withDefault(nonNegativeInt(), 3),
+})
+const endpoint = (baseUrl: string, model: string, contextLength: number) => section(endpointShape(baseUrl, model, contextLength))
 
 export const configSchema = z.strictObject(
   {
@@ -152,6 +152,13 @@ export const configSchema = z.strictObject(
       // The largest response body read, in bytes (a chat completion is far smaller).
       max_response_bytes: withDefault(positiveInt(), 32 * 1024 * 1024),
       openai: endpoint('https://api.openai.com/v1', 'gpt-4o', 128_000),
+      // Anthropic's Messages API (seed 001's `anthropic` provider): a long answer streams for minutes, hence the longer timeout.
+      anthropic: section({
+        ...endpointShape('https://api.anthropic.com', 'claude-sonnet-5-5', 200_000),
+        timeout_seconds: withDefault(positiveNumber(), 300),
+        // Server-sent events (false: one JSON answer, for a proxy that cannot stream).
+        stream: withDefault(flag(), true),
+      }),
       ollama: endpoint('http://localhost:11434/v1', 'llama3.1', 8_192),
       replay: section({
         // A recorded task to play back: its uuid (or prefix) or a messages.jsonl path.
@@ -300,6 +307,7 @@ export function shown(value: string, max: number): string {
 export const SECRET_KEYS: readonly (readonly string[])[] = [
   ['llm', 'openai', 'api_key'],
   ['llm', 'ollama', 'api_key'],
+  ['llm', 'anthropic', 'api_key'],
   ['github', 'token'],
   ['gitlab', 'token'],
 ]
@@ -328,11 +336,21 @@ export function withoutSecrets(config: Config): { config: Config; secretsSet: st
 export function activeEndpoint(config: Config): { model: string; context_length: number } {
   const llm = config.llm
   if (llm.provider === 'replay') return { model: 'replay', context_length: llm.replay.context_length }
-  return llm.provider === 'ollama' ? llm.ollama : llm.openai
+  return llm.provider === 'ollama' ? llm.ollama : llm.provider === 'anthropic' ? llm.anthropic : llm.openai
 }
 
-/** True when the OpenAI provider points at api.openai.com with no key: every request would be refused. */
-export function lacksOpenAiKey(config: Config): boolean {
-  const openai = config.llm.openai
-  return config.llm.provider === 'openai' && openai.api_key === null && /^https:\/\/api\.openai\.com\b/.test(openai.base_url)
+/**
+ * The provider's hosted API with no key: every request would be refused, so nothing
+ * is started. A key-less server elsewhere (a local server, a proxy holding the key) is
+ * the operator's to choose.
+ */
+export function missingApiKey(config: Config): { message: string; hint: string } | null {
+  const { provider, openai, anthropic } = config.llm
+  if (provider === 'openai' && openai.api_key === null && /^https:\/\/api\.openai\.com\b/.test(openai.base_url)) {
+    return { message: 'no OpenAI API key is set', hint: 'set OPENAI_API_KEY or llm.openai.api_key, or point llm.openai.base_url (OPENAI_BASE_URL) at a local server' }
+  }
+  if (provider === 'anthropic' && anthropic.api_key === null && /^https:\/\/api\.anthropic\.com\b/.test(anthropic.base_url)) {
+    return { message: 'no Anthropic API key is set', hint: 'set ANTHROPIC_API_KEY or llm.anthropic.api_key' }
+  }
+  return null
 }

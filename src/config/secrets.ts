@@ -24,6 +24,7 @@ export function secretValues(config: Config, env: NodeJS.ProcessEnv): SecretValu
   }
   add('llm.openai.api_key', config.llm.openai.api_key)
   add('llm.ollama.api_key', config.llm.ollama.api_key)
+  add('llm.anthropic.api_key', config.llm.anthropic.api_key)
   add('github.token', config.github.token)
   add('gitlab.token', config.gitlab.token)
   for (const [server, settings] of Object.entries(config.mcp.servers)) {
@@ -41,6 +42,7 @@ function urlKeys(config: Config): [string, string][] {
   return [
     ['llm.openai.base_url', config.llm.openai.base_url],
     ['llm.ollama.base_url', config.llm.ollama.base_url],
+    ['llm.anthropic.base_url', config.llm.anthropic.base_url],
     ['github.api_url', config.github.api_url],
     ['gitlab.url', config.gitlab.url],
   ]

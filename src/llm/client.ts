@@ -24,8 +24,10 @@ export interface Usage {
   prompt_tokens: number
   completion_tokens: number
   total_tokens: number
-  /** Prompt tokens the provider served from its cache, where it reports them (OpenAI: prompt_tokens_details.cached_tokens). */
+  /** Prompt tokens the provider served from its cache, where it reports them (OpenAI: prompt_tokens_details.cached_tokens; Anthropic: cache_read_input_tokens). */
   cached_tokens?: number
+  /** Prompt tokens the provider wrote to its cache, where it reports them (Anthropic: cache_creation_input_tokens). */
+  cache_write_tokens?: number
 }
 
 export interface ChatResult {

@@ -1,8 +1,7 @@
 import OpenAI from 'openai'
-import { lacksOpenAiKey } from '../config/schema.js'
 import type { Config } from '../config/schema.js'
 import { untilAborted } from '../abort.js'
-import { ProviderError, UsageError } from '../errors.js'
+import { ProviderError } from '../errors.js'
 import type { ChatMessage, ChatOptions, ChatResult, LlmClient, ToolSpec } from './client.js'
 import { boundedFetch, ResponseTooLargeError, ResponseTooSlowError } from './bounded-fetch.js'
 import { normaliseReply } from './reply.js'
@@ -236,32 +235,8 @@ function firstLine(text: string): string {
   return (text.split('\n')[0] ?? text).slice(0, 300)
 }
 
-/** The configured client, or null with llm.provider: none. */
-export function createLlmClient(config: Config): LlmClient | null {
-  const provider = config.llm.provider
-  if (provider === 'none' || provider === 'replay') return null
-  return new OpenAiCompatibleClient(provider === 'ollama' ? config.llm.ollama : config.llm.openai, provider, llmLimits(config))
-}
-
-/** The configured client, or a usage error saying how to configure one. */
-export function requireLlmClient(config: Config): LlmClient {
-  const provider = config.llm.provider
-  if (provider === 'replay') throw new UsageError('the replay provider cannot summarize', 'use --extractive, or set llm.provider to a real LLM')
-  if (lacksOpenAiKey(config)) {
-    throw new UsageError('no OpenAI API key is set', 'set OPENAI_API_KEY or llm.openai.api_key, or use --extractive (no LLM needed)')
-  }
-  const client = createLlmClient(config)
-  if (client === null) throw new UsageError('no LLM is configured (llm.provider: none)', 'set llm.provider in the config, or use --extractive')
-  return client
-}
-
 /** Cached prompt tokens, where the provider reports them (OpenAI and some compatible servers). */
 function cachedOf(usage: { prompt_tokens_details?: { cached_tokens?: number } | null }): { cached_tokens?: number } {
   const cached = usage.prompt_tokens_details?.cached_tokens
   return typeof cached === 'number' && cached > 0 ? { cached_tokens: cached } : {}
-}
-
-/** The client limits of llm.* (max_tokens, the longest server-chosen wait, the largest response). */
-export function llmLimits(config: Config): { maxOutputTokens: number; maxRetryWait: number; maxResponseBytes: number } {
-  return { maxOutputTokens: config.llm.max_output_tokens, maxRetryWait: config.llm.max_retry_wait, maxResponseBytes: config.llm.max_response_bytes }
 }

@@ -1,7 +1,7 @@
 import { accessSync, constants, existsSync, statfsSync } from 'node:fs'
 import { dirname } from 'node:path'
 import type { Config } from '../config/schema.js'
-import { lacksOpenAiKey } from '../config/schema.js'
+import { missingApiKey } from '../config/schema.js'
 import { formatBytes } from '../duration.js'
 import type { Layout } from '../storage/fs/layout.js'
 import { describeSandbox } from '../tools/sandbox.js'
@@ -102,11 +102,17 @@ async function llmCheck({ config, timeoutMs }: DoctorInput): Promise<Check> {
   const provider = config.llm.provider
   if (provider === 'none') return { name: 'llm', status: 'fail', message: 'no LLM is configured (llm.provider: none)', hint: 'set llm.provider and llm.<provider>.model in the config' }
   if (provider === 'replay') return { name: 'llm', status: 'ok', message: `replay of ${config.llm.replay.from ?? '(no recording set)'}: no LLM is asked` }
-  if (lacksOpenAiKey(config)) return { name: 'llm', status: 'fail', message: 'no OpenAI API key is set', hint: 'set OPENAI_API_KEY or llm.openai.api_key, or point llm.openai.base_url (OPENAI_BASE_URL) at a local server' }
-  const { OpenAiCompatibleClient } = await import('../llm/openai-compatible.js')
-  const endpoint = provider === 'ollama' ? config.llm.ollama : config.llm.openai
+  const missing = missingApiKey(config)
+  if (missing !== null) return { name: 'llm', status: 'fail', ...missing }
+  const endpoint = provider === 'ollama' ? config.llm.ollama : provider === 'anthropic' ? config.llm.anthropic : config.llm.openai
   // One attempt, bounded: a doctor that retries for minutes helps no one.
-  const client = new OpenAiCompatibleClient({ ...endpoint, max_retries: 0, timeout_seconds: Math.min(endpoint.timeout_seconds, timeoutMs / 1000) }, provider, { maxOutputTokens: config.llm.max_output_tokens, maxResponseBytes: config.llm.max_response_bytes, maxRetryWait: config.llm.max_retry_wait })
+  const once = { max_retries: 0, timeout_seconds: Math.min(endpoint.timeout_seconds, timeoutMs / 1000) }
+  const limits = { maxOutputTokens: config.llm.max_output_tokens, maxResponseBytes: config.llm.max_response_bytes, maxRetryWait: config.llm.max_retry_wait }
+  const client =
+    provider === 'anthropic'
+      ? // A tool call needs few tokens: the check asks for no more (Anthropic requires max_tokens).
+        new (await import('../llm/anthropic.js')).AnthropicClient({ ...config.llm.anthropic, ...once }, { ...limits, maxOutputTokens: Math.min(limits.maxOutputTokens, 256) })
+      : new (await import('../llm/openai-compatible.js')).OpenAiCompatibleClient({ ...(provider === 'ollama' ? config.llm.ollama : config.llm.openai), ...once }, provider, limits)
   const where = `${endpoint.base_url} (${provider}, model ${endpoint.model})`
   const reply = await client.chat(
     [{ role: 'system', content: 'You are checking a tool-calling setup.' }, { role: 'user', content: 'Call the report_ready tool with ready set to true. Do not answer in text.' }],

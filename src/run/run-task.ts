@@ -5,7 +5,7 @@ import { createFinalSummary } from '../context/final-summary.js'
 import { extractiveSummarizer, llmSummarizer } from '../context/summarizer.js'
 import type { Config } from '../config/schema.js'
 import type { LlmClient } from '../llm/client.js'
-import { llmLimits, OpenAiCompatibleClient } from '../llm/openai-compatible.js'
+import { requireLlmClient } from '../llm/providers.js'
 import { ReplayClient } from '../llm/replay.js'
 import { appendInbox } from '../storage/task/inbox.js'
 import { maskText } from '../storage/format/mask.js'
@@ -270,7 +270,7 @@ async function createClient(config: Config, env: TaskEnv, handle: TaskHandle, re
     // A resumed replay continues after the assistant messages this task already played.
     return ReplayClient.open(llm.replay.from as string, env.layout, llm.replay.context_length, resumed ? (handle.state.turns ?? 0) : 0)
   }
-  return new OpenAiCompatibleClient(llm.provider === 'ollama' ? llm.ollama : llm.openai, llm.provider, llmLimits(config))
+  return requireLlmClient(config)
 }
 
 /**

@@ -1,7 +1,7 @@
 import { realpathSync, statSync } from 'node:fs'
 import { basename, dirname, join, resolve, sep } from 'node:path'
 import { readInputFile } from '../input-file.js'
-import { activeEndpoint, lacksOpenAiKey } from '../config/schema.js'
+import { activeEndpoint, missingApiKey, PROVIDERS } from '../config/schema.js'
 import type { Config, Provider } from '../config/schema.js'
 import { parseDuration } from '../duration.js'
 import { UsageError } from '../errors.js'
@@ -55,14 +55,14 @@ export function effectiveConfig(base: Config, user: string, flags: Pick<RunFlags
   const config = structuredClone(base)
   const own = userSettings(config, user)
   const provider = (flags.provider ?? own?.llm?.provider ?? config.llm.provider) as Provider
-  if (flags.provider !== undefined && !['openai', 'ollama', 'replay'].includes(flags.provider)) {
-    throw new UsageError(`--provider ${flags.provider} is not a provider`, 'use openai (any OpenAI-compatible server), ollama or replay')
+  if (flags.provider !== undefined && (!PROVIDERS.includes(flags.provider as Provider) || flags.provider === 'none')) {
+    throw new UsageError(`--provider ${flags.provider} is not a provider`, 'use openai (any OpenAI-compatible server), anthropic, ollama or replay')
   }
   config.llm.provider = provider
   if (flags.replayFrom !== undefined && provider !== 'replay') {
     throw new UsageError(`--replay-from plays a recording, but the provider is ${provider}`, 'pass --provider replay as well, or drop --replay-from')
   }
-  const endpoint = provider === 'ollama' ? config.llm.ollama : provider === 'openai' ? config.llm.openai : null
+  const endpoint = provider === 'ollama' ? config.llm.ollama : provider === 'openai' ? config.llm.openai : provider === 'anthropic' ? config.llm.anthropic : null
   if (endpoint) {
     if (own?.llm?.model !== undefined) endpoint.model = own.llm.model
     if (own?.llm?.context_length !== undefined) endpoint.context_length = own.llm.context_length
@@ -84,9 +84,8 @@ export function checkProvider(config: Config): void {
     if (config.llm.replay.from === null) throw new UsageError('the replay provider needs a recording', 'pass --replay-from <uuid|messages.jsonl> or set llm.replay.from')
     return
   }
-  if (lacksOpenAiKey(config)) {
-    throw new UsageError('no OpenAI API key is set', 'set OPENAI_API_KEY or llm.openai.api_key, or point llm.openai.base_url at a local server')
-  }
+  const missing = missingApiKey(config)
+  if (missing !== null) throw new UsageError(missing.message, missing.hint)
   if (activeEndpoint(config).model.trim() === '') throw new UsageError(`llm.${provider}.model is empty`, 'name the model to use, or pass --model')
 }
 

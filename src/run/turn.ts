@@ -79,8 +79,8 @@ export class Agent {
   /** Turns before the current chat message: a chat session's max_turns budget is per message. */
   private turnBase = 0
   private tokens: number
-  /** total_tokens_used split: prompt (of which cached) and completion, across resumes. */
-  private readonly split: { prompt: number; completion: number; cached: number }
+  /** total_tokens_used split: prompt (of which read from and written to the cache) and completion, across resumes. */
+  private readonly split: { prompt: number; completion: number; cached: number; cacheWrite: number }
   /** The last request's tokens, recorded with the assistant message it produced. */
   private lastUsage: TurnUsage | null = null
   private elapsedBefore: number
@@ -100,7 +100,7 @@ export class Agent {
     const state = parts.handle.state
     this.turns = state.turns ?? 0
     this.tokens = state.total_tokens_used
-    this.split = { prompt: state.prompt_tokens ?? 0, completion: state.completion_tokens ?? 0, cached: state.cached_tokens ?? 0 }
+    this.split = { prompt: state.prompt_tokens ?? 0, completion: state.completion_tokens ?? 0, cached: state.cached_tokens ?? 0, cacheWrite: state.cache_write_tokens ?? 0 }
     this.window = new WindowKeeper(parts, () => this.turns)
     this.requests = new InboxRequests({ handle: parts.handle, log: parts.log, now: parts.now, ...(parts.remote ? { remote: parts.remote } : {}), compress: (requestId) => this.window.compressOnRequest(requestId) }, state.inbox_offset ?? 0)
     this.elapsedBefore = state.elapsed_ms ?? 0
@@ -168,6 +168,7 @@ export class Agent {
       prompt_tokens: this.split.prompt,
       completion_tokens: this.split.completion,
       ...(this.split.cached > 0 ? { cached_tokens: this.split.cached } : {}),
+      ...(this.split.cacheWrite > 0 ? { cache_write_tokens: this.split.cacheWrite } : {}),
       inbox_offset: this.requests.position,
       elapsed_ms: this.elapsedBefore + (Date.now() - this.startedAt),
       read_files: Object.fromEntries(reads),
@@ -241,11 +242,12 @@ export class Agent {
       this.turns++
       const usage = reply.usage
       this.lastUsage = usage
-        ? { prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens, ...(usage.cached_tokens ? { cached_tokens: usage.cached_tokens } : {}) }
+        ? { prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens, ...(usage.cached_tokens ? { cached_tokens: usage.cached_tokens } : {}), ...(usage.cache_write_tokens ? { cache_write_tokens: usage.cache_write_tokens } : {}) }
         : { prompt_tokens: plan.tokens, completion_tokens: estimateTokens(reply.message.content ?? '') + estimateTokens(JSON.stringify(reply.message.tool_calls ?? [])), estimated: true }
       this.split.prompt += this.lastUsage.prompt_tokens
       this.split.completion += this.lastUsage.completion_tokens
       this.split.cached += this.lastUsage.cached_tokens ?? 0
+      this.split.cacheWrite += this.lastUsage.cache_write_tokens ?? 0
       this.tokens += usage?.total_tokens ?? this.lastUsage.prompt_tokens + this.lastUsage.completion_tokens
       this.window.noteUsage(usage?.prompt_tokens ?? null, plan)
       return reply

@@ -31,7 +31,7 @@ describe('ctxagent completion', () => {
     expect(complete(res.stdout, ['ctxagent', 'vi'])).toEqual(['view'])
     expect(complete(res.stdout, ['ctxagent', '--home', 'x', 'li'])).toEqual(['list'])
     expect(complete(res.stdout, ['ctxagent', 'run', '--max-t'])).toEqual(['--max-turns', '--max-tokens'])
-    expect(complete(res.stdout, ['ctxagent', 'run', '--provider', ''])).toEqual(['openai', 'ollama', 'replay'])
+    expect(complete(res.stdout, ['ctxagent', 'run', '--provider', ''])).toEqual(['openai', 'anthropic', 'ollama', 'replay'])
     expect(complete(res.stdout, ['ctxagent', 'ls', '--sea'])).toEqual(['--search'])
   })
 

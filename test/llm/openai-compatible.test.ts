@@ -5,7 +5,8 @@ import { describe, expect, it, onTestFinished, vi } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
 import { ProviderError, UsageError } from '../../src/errors.js'
 import type { ChatMessage, ToolSpec } from '../../src/llm/client.js'
-import { createLlmClient, requestBody, requireLlmClient } from '../../src/llm/openai-compatible.js'
+import { requestBody } from '../../src/llm/openai-compatible.js'
+import { createLlmClient, requireLlmClient } from '../../src/llm/providers.js'
 import { startFakeLlm } from '../helpers/fake-llm.js'
 
 describe('OpenAI-compatible client', () => {

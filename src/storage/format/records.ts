@@ -33,6 +33,8 @@ export interface TurnUsage {
   prompt_tokens: number
   completion_tokens: number
   cached_tokens?: number
+  /** Prompt tokens written to the provider's cache (Anthropic). */
+  cache_write_tokens?: number
   estimated?: true
 }
 

@@ -37,6 +37,8 @@ export interface TaskState {
   prompt_tokens?: number
   completion_tokens?: number
   cached_tokens?: number
+  /** Of prompt_tokens, those written to the provider's prompt cache (Anthropic's cache_creation_input_tokens). */
+  cache_write_tokens?: number
   current_context_tokens: number
   compression_count: number
   /** Lines in messages.jsonl, kept by ctxagent so that indexing needs no scan (absent in older files). */
