@@ -72,7 +72,8 @@ async function startServer(rounds) {
       let message
       if (Array.isArray(body.tools)) {
         const shared = seen.last === null ? 0 : sharedPrefix(seen.last, prompt)
-        seen.turns.push({ bytes: prompt.length, shared: seen.last === null ? 1 : shared / prompt.length, uncachedKb: Math.max(0, prompt.length - cached * 4) / 1024 })
+        // Shared: the share of the previous request that this one repeats from its start (1 when it is that request plus new messages).
+        seen.turns.push({ bytes: prompt.length, shared: seen.last === null ? 1 : shared / seen.last.length, uncachedKb: Math.max(0, prompt.length - cached * 4) / 1024 })
         seen.last = prompt
         const n = seen.rounds++
         if (n < rounds) message = { role: 'assistant', content: `Reading f${n}.txt next.`, tool_calls: [{ id: `call_${n}`, type: 'function', function: { name: 'read_file', arguments: JSON.stringify({ path: `f${n}.txt` }) } }] }
@@ -163,7 +164,7 @@ export async function run() {
     },
     {
       name: 'bill-shared',
-      what: 'share of each request that is the previous request byte for byte (tools and messages as JSON), median and 10th percentile; uncached KB per turn (median)',
+      what: 'share of the previous request that each request repeats from its start, byte for byte (tools and messages as JSON; 1 when it is the previous request plus new messages), median and 10th percentile; uncached KB per turn (median)',
       measured: `median ${m.sharedMedian.toFixed(3)}, p10 ${m.sharedP10.toFixed(3)}; ${m.uncachedKbMedian.toFixed(1)} KB uncached per turn`,
       ratio: `uncached KB per turn ${(m.uncachedKbMedian / BEFORE.uncachedKbMedian).toFixed(2)}× before (${BEFORE.uncachedKbMedian} KB; peers ~9 KB)`,
       target: 'median ≥ 0.95, p10 ≥ 0.90',

@@ -133,8 +133,11 @@ export const configSchema = z.strictObject(
         keep_recent: withDefault(positiveInt(), 10),
         min_to_compress: withDefault(positiveInt(), 5),
         max_rounds: withDefault(positiveInt(), 100),
+        // max_tokens of a summary request (compaction and final), not the turn's llm.max_output_tokens.
+        summary_max_tokens: withDefault(positiveInt(), 1500),
       }),
-      prune: section({ protected_turns: withDefault(nonNegativeInt(), 3), protected_tool_rounds: withDefault(positiveInt(), 5) }),
+      // The boundary moves in steps of step_rounds rounds (1: every round), so that a provider's prefix cache serves the rest.
+      prune: section({ protected_turns: withDefault(nonNegativeInt(), 3), protected_tool_rounds: withDefault(positiveInt(), 3), step_rounds: withDefault(positiveInt(), 12) }),
       inheritance: section({ enabled: withDefault(flag(), true), max_summary_tokens: withDefault(positiveInt(), 4000) }),
       retention: section({ compress_after_days: withDefault(positiveNumber(), 7), delete_after_days: withDefault(positiveNumber(), 30) }),
     }),

@@ -17,7 +17,7 @@ describe('prune by tool rounds (one user turn, many rounds)', () => {
   it('a 30-round task: the last request carries only the protected rounds in full, every call still answered', async () => {
     const s = await runSetup()
     // A large context: nothing is compacted, only pruned.
-    writeFileSync(s.config, s.fake.configYaml('context:\n  prune:\n    protected_tool_rounds: 5\n').replace('context_length: 8000', 'context_length: 1000000'))
+    writeFileSync(s.config, s.fake.configYaml('context:\n  prune:\n    protected_tool_rounds: 5\n    step_rounds: 1\n').replace('context_length: 8000', 'context_length: 1000000'))
     for (let i = 0; i < 30; i++) writeFileSync(join(s.ws, `f${i}.txt`), `line ${i}\n`.repeat(500)) // ~4 KB each
     s.fake.queue = Array.from({ length: 30 }, (_, i) => ({ calls: [{ name: 'read_file', arguments: { path: `f${i}.txt` } }] }))
     s.fake.queue.push({ content: 'read them all' })

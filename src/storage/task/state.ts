@@ -37,6 +37,10 @@ export interface TaskState {
   prompt_tokens?: number
   completion_tokens?: number
   cached_tokens?: number
+  /** Prompt tokens written to the provider's cache (Anthropic bills them at 1.25×), where it reports them. */
+  cache_write_tokens?: number
+  /** What the final summary's requests cost, apart from the turns' split above (absent until a task completes with an LLM summary). */
+  final_summary_tokens?: { requests: number; prompt_tokens: number; completion_tokens: number; cached_tokens: number }
   current_context_tokens: number
   compression_count: number
   /** Lines in messages.jsonl, kept by ctxagent so that indexing needs no scan (absent in older files). */
