@@ -95,8 +95,9 @@ const modelPrice = z.strictObject(
     prompt: price(),
     completion: price(),
     cached: z.optional(price()),
+    cache_write: z.optional(price()),
   },
-  { error: 'must be a mapping of prompt, completion and (optional) cached: USD per million tokens' },
+  { error: 'must be a mapping of prompt, completion and (optional) cached and cache_write: USD per million tokens' },
 )
 
 const mcpServer = z.strictObject(
@@ -178,7 +179,7 @@ export const configSchema = z.strictObject(
       network: withDefault(flag(), false),
       sandbox_read_only: withDefault(z.array(absolutePath, { error: 'must be a list of absolute paths (directories a sandboxed command may read, e.g. a toolchain in $HOME)' }), []),
     }),
-    pricing: withDefault(z.record(z.string(), modelPrice, { error: 'must be a mapping of model names to prices (prompt, completion, cached: USD per million tokens)' }), {}),
+    pricing: withDefault(z.record(z.string(), modelPrice, { error: 'must be a mapping of model names to prices (prompt, completion, cached, cache_write: USD per million tokens)' }), {}),
     users: withDefault(z.record(z.string(), userSettings, { error: 'must be a mapping of user names to settings (llm, run, system_prompt_append)' }), {}),
     mcp: section({
       servers: withDefault(

@@ -4,11 +4,12 @@ import type { JsonRecord } from '../../storage/format/jsonl.js'
 import type { Overview, RecordKind } from '../../storage/task/reader.js'
 import { clip } from '../../text.js'
 import { mainArgument } from '../../tools/main-argument.js'
-import type { TokenSplit } from '../../operations/tokens.js'
+import type { FinalSummaryTokens, TokenSplit } from '../../operations/tokens.js'
 
 const PREVIEW = 120
 
-export function renderOverview(ctx: CommandEnv, o: Overview, tokens: TokenSplit & { cost_usd: number | null }): string {
+export function renderOverview(ctx: CommandEnv, o: Overview, tokens: TokenSplit & { cost_usd: number | null; final_summary?: FinalSummaryTokens }): string {
+  const f = tokens.final_summary
   const c = ctx.io.chalk
   const m = o.metadata
   const s = o.state
@@ -36,6 +37,7 @@ export function renderOverview(ctx: CommandEnv, o: Overview, tokens: TokenSplit 
     `  Tool calls: ${num(o.counts.tools)}`,
     `  Total tokens: ${num(tokens.total)}${tokens.prompt + tokens.completion > 0 ? ` (prompt ${num(tokens.prompt)}${tokens.cached ? `, of which cached ${num(tokens.cached)}` : ''}; completion ${num(tokens.completion)})` : ''}`,
     ...(tokens.cost_usd === null ? [] : [`  Cost: $${tokens.cost_usd.toFixed(4)} (config pricing)`]),
+    ...(f ? [`  Final summary: ${num(f.requests)} request(s), prompt ${num(f.prompt)}${f.cached ? `, of which cached ${num(f.cached)}` : ''}; completion ${num(f.completion)}${f.cost_usd === null ? '' : ` · $${f.cost_usd.toFixed(4)}`}`] : []),
     `  Compressions: ${num(s?.compression_count ?? o.counts.summaries)}`,
     '',
     `${c.bold('Messages:')} ${num(o.counts.messages)}${o.last_messages.length ? ` (showing last ${o.last_messages.length})` : ''}`,
