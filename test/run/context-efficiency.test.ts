@@ -269,3 +269,24 @@ describe('a prefix that stays put, and summaries that do not re-send the task (i
     expect(view.tokens.final_summary?.cost_usd).toBeGreaterThan(0)
   })
 })
+
+describe('a prefix that stays put across a pause (issue 30)', () => {
+  it("a resumed task's first request is the one it would have sent, byte for byte, prune steps included", async () => {
+    const s = await runSetup()
+    writeFileSync(s.config, s.fake.configYaml().replace('context_length: 8000', 'context_length: 1000000'))
+    for (let i = 0; i < 20; i++) writeFileSync(join(s.ws, `p${i}.txt`), `p${i} `.repeat(500))
+    // 20 rounds: the boundary has moved once (after 15), so pruned stubs and whole outputs are both in the request.
+    s.fake.queue = Array.from({ length: 20 }, (_, i) => ({ calls: [{ name: 'read_file', arguments: { path: `p${i}.txt` } }] }))
+    s.fake.fallback = () => ({ status: 500, content: 'down' })
+    const first = await s.run(['run', '--task', 'read the p files', '--workspace', s.ws])
+    expect(first.code, first.stderr).toBe(1)
+    const refused = s.fake.requests.at(-1) as RecordedRequest
+    expect(sent(refused).filter((m) => m.content === '[pruned]').length).toBeGreaterThan(0)
+    s.fake.fallback = () => ({ content: 'all read' })
+    const before = s.fake.requests.length
+    const res = await s.run(['run', '--resume', onlyTask(s.tree).uuid])
+    expect(res.code, res.stderr).toBe(0)
+    const resumed = s.fake.requests[before] as RecordedRequest
+    expect(resumed.raw.equals(refused.raw)).toBe(true)
+  })
+})
