@@ -1,7 +1,7 @@
 import type { LlmClient } from '../llm/client.js'
 import { FINAL_SUMMARY_SYSTEM_PROMPT, SUMMARY_SYSTEM_PROMPT } from '../llm/prompts.js'
 import { ProviderError } from '../errors.js'
-import type { StoredMessage } from '../storage/format/records.js'
+import type { RequestsUsage, StoredMessage } from '../storage/format/records.js'
 import { estimateTokens } from '../storage/format/tokens.js'
 import { extractiveSummary } from './extractive.js'
 import { transcriptLine } from './transcript.js'
@@ -10,7 +10,8 @@ import { transcriptLine } from './transcript.js'
 export interface Summarizer {
   readonly method: 'llm' | 'extractive'
   readonly model: string | null
-  summarize(previous: string | null, messages: readonly StoredMessage[], task: StoredMessage | null): Promise<string>
+  /** `usage`, when given, gets the summary's LLM requests added to it. */
+  summarize(previous: string | null, messages: readonly StoredMessage[], task: StoredMessage | null, usage?: SummaryUsage): Promise<string>
 }
 
 /**
@@ -21,15 +22,16 @@ export interface Summarizer {
 export const MAX_SUMMARY_CALLS = 4
 
 /** What summary requests cost, as the provider reported it (a request without a report counts as sent, with no tokens). */
-export interface SummaryUsage {
-  requests: number
-  prompt_tokens: number
-  completion_tokens: number
-  cached_tokens: number
-}
+export type SummaryUsage = RequestsUsage
 
 export function noUsage(): SummaryUsage {
   return { requests: 0, prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0 }
+}
+
+/** Two runs of requests added up (`a` absent: `b`). */
+export function addUsage(a: SummaryUsage | undefined, b: SummaryUsage): SummaryUsage {
+  if (a === undefined) return { ...b }
+  return { requests: a.requests + b.requests, prompt_tokens: a.prompt_tokens + b.prompt_tokens, completion_tokens: a.completion_tokens + b.completion_tokens, cached_tokens: a.cached_tokens + b.cached_tokens }
 }
 
 /** context.compression.summary_max_tokens: a summary request's max_tokens, not the turn's. */
@@ -40,7 +42,7 @@ export function llmSummarizer(client: LlmClient, options: { maxTokens?: number; 
   return {
     method: 'llm',
     model: client.model,
-    summarize: (previous, messages) => summarizeInChunks(client, SUMMARY_SYSTEM_PROMPT, previous, boundedTranscript(messages, chunkBudget(client) * maxCalls), summaryBudget(client, options.maxTokens)),
+    summarize: (previous, messages, _task, usage) => summarizeInChunks(client, SUMMARY_SYSTEM_PROMPT, previous, boundedTranscript(messages, chunkBudget(client) * maxCalls), summaryBudget(client, options.maxTokens), usage),
   }
 }
 

@@ -3,6 +3,7 @@ import type { Layout, Location } from '../storage/fs/layout.js'
 import type { TaskIndex } from '../storage/index/task-index.js'
 import { readState } from '../storage/task/state.js'
 import type { TaskState } from '../storage/task/state.js'
+import type { RequestsUsage } from '../storage/format/records.js'
 
 /** A task's tokens, split as the provider reported them (or as estimated where it did not). */
 export interface TokenSplit {
@@ -43,15 +44,17 @@ export function costOf(model: string | null | undefined, split: Pick<TokenSplit,
   return Math.round(usd * 1e6) / 1e6
 }
 
-/** The final summary's requests (state.json final_summary_tokens), with their cost at the task's prices; null when none was made. */
-export function finalSummaryCost(model: string | null | undefined, state: Pick<TaskState, 'final_summary_tokens'>, pricing: Config['pricing']): FinalSummaryTokens | null {
-  const f = state.final_summary_tokens
-  if (!f) return null
-  const split = { prompt: f.prompt_tokens, completion: f.completion_tokens, cached: f.cached_tokens }
-  return { requests: f.requests, ...split, cost_usd: costOf(model, split, pricing) }
+/**
+ * Requests that are not turns (state.json final_summary_tokens, compaction_tokens), with
+ * their cost at the task's prices; null when there were none.
+ */
+export function requestsCost(model: string | null | undefined, usage: RequestsUsage | undefined, pricing: Config['pricing']): RequestsCost | null {
+  if (!usage) return null
+  const split = { prompt: usage.prompt_tokens, completion: usage.completion_tokens, cached: usage.cached_tokens }
+  return { requests: usage.requests, ...split, cost_usd: costOf(model, split, pricing) }
 }
 
-export interface FinalSummaryTokens {
+export interface RequestsCost {
   requests: number
   prompt: number
   completion: number

@@ -264,9 +264,15 @@ describe('a prefix that stays put, and summaries that do not re-send the task (i
     expect(finals.length).toBeLessThanOrEqual(2)
     for (const r of all.filter((x) => !Array.isArray(x.body.tools))) expect(r.body.max_tokens).toBe(700)
     expect(task.state.final_summary_tokens).toMatchObject({ requests: finals.length })
-    const view = JSON.parse((await s.run(['view', task.uuid, '--json'])).stdout) as { tokens: { final_summary?: { requests: number; cost_usd: number | null } } }
+    // The compactions' requests: recorded on each summary and summed in state.json.
+    const compactionRequests = all.slice(0, answer).filter((r) => !Array.isArray(r.body.tools))
+    expect(task.summaries.every((r) => (r.usage as { requests: number } | undefined)?.requests !== undefined)).toBe(true)
+    expect(task.state.compaction_tokens).toMatchObject({ requests: compactionRequests.length, completion_tokens: 20 * compactionRequests.length })
+    const view = JSON.parse((await s.run(['view', task.uuid, '--json'])).stdout) as { tokens: Record<string, { requests: number; cost_usd: number | null } | undefined> }
     expect(view.tokens.final_summary).toMatchObject({ requests: finals.length })
     expect(view.tokens.final_summary?.cost_usd).toBeGreaterThan(0)
+    expect(view.tokens.compactions).toMatchObject({ requests: compactionRequests.length })
+    expect((await s.run(['view', task.uuid])).stdout).toMatch(/Compaction summaries: \d+ request\(s\), prompt [\d,]+; completion [\d,]+ · \$/)
   })
 })
 
