@@ -94,7 +94,7 @@ async function summarizerFor(ctx: CommandEnv, opts: CompressOptions): Promise<Su
       summarize: () => Promise.reject(new CtxError('a dry run makes no summary')),
     }
   }
-  return llmSummarizer((await import('../llm/providers.js')).requireLlmClient(ctx.config))
+  return llmSummarizer((await import('../llm/providers.js')).requireLlmClient(ctx.config), { maxTokens: ctx.config.context.compression.summary_max_tokens })
 }
 
 async function ownerIsAlive(ctx: CommandEnv, ref: TaskRef): Promise<boolean> {

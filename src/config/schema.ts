@@ -95,8 +95,9 @@ const modelPrice = z.strictObject(
     prompt: price(),
     completion: price(),
     cached: z.optional(price()),
+    cache_write: z.optional(price()),
   },
-  { error: 'must be a mapping of prompt, completion and (optional) cached: USD per million tokens' },
+  { error: 'must be a mapping of prompt, completion and (optional) cached and cache_write: USD per million tokens' },
 )
 
 const mcpServer = z.strictObject(
@@ -133,8 +134,11 @@ export const configSchema = z.strictObject(
         keep_recent: withDefault(positiveInt(), 10),
         min_to_compress: withDefault(positiveInt(), 5),
         max_rounds: withDefault(positiveInt(), 100),
+        // max_tokens of a summary request (compaction and final), not the turn's llm.max_output_tokens.
+        summary_max_tokens: withDefault(positiveInt(), 1500),
       }),
-      prune: section({ protected_turns: withDefault(nonNegativeInt(), 3), protected_tool_rounds: withDefault(positiveInt(), 5) }),
+      // The boundary moves in steps of step_rounds rounds (1: every round), so that a provider's prefix cache serves the rest.
+      prune: section({ protected_turns: withDefault(nonNegativeInt(), 3), protected_tool_rounds: withDefault(positiveInt(), 3), step_rounds: withDefault(positiveInt(), 12) }),
       inheritance: section({ enabled: withDefault(flag(), true), max_summary_tokens: withDefault(positiveInt(), 4000) }),
       retention: section({ compress_after_days: withDefault(positiveNumber(), 7), delete_after_days: withDefault(positiveNumber(), 30) }),
     }),
@@ -182,7 +186,7 @@ export const configSchema = z.strictObject(
       network: withDefault(flag(), false),
       sandbox_read_only: withDefault(z.array(absolutePath, { error: 'must be a list of absolute paths (directories a sandboxed command may read, e.g. a toolchain in $HOME)' }), []),
     }),
-    pricing: withDefault(z.record(z.string(), modelPrice, { error: 'must be a mapping of model names to prices (prompt, completion, cached: USD per million tokens)' }), {}),
+    pricing: withDefault(z.record(z.string(), modelPrice, { error: 'must be a mapping of model names to prices (prompt, completion, cached, cache_write: USD per million tokens)' }), {}),
     users: withDefault(z.record(z.string(), userSettings, { error: 'must be a mapping of user names to settings (llm, run, system_prompt_append)' }), {}),
     mcp: section({
       servers: withDefault(

@@ -3,6 +3,7 @@ import type { StoredMessage, SummaryRecord, WindowMessage } from '../storage/for
 import { estimateTokens, windowTokens } from '../storage/format/tokens.js'
 import { windowOf } from './snapshot.js'
 import type { ContextSnapshot } from './snapshot.js'
+import { noUsage } from './summarizer.js'
 import type { Summarizer } from './summarizer.js'
 
 export interface CompactionSettings {
@@ -81,7 +82,8 @@ export interface CompactionResult {
  */
 export async function compact(plan: CompactionPlan, summarizer: Summarizer, sink: CompactionSink, now: Date): Promise<CompactionResult> {
   const previous = plan.snapshot.summary
-  const text = await summarizer.summarize(previous?.summary ?? null, plan.summarize, plan.snapshot.task)
+  const usage = noUsage()
+  const text = await summarizer.summarize(previous?.summary ?? null, plan.summarize, plan.snapshot.task, usage)
   const original = (previous?.summary_tokens ?? 0) + plan.summarize.reduce((sum, m) => sum + m.token_count, 0)
   const summaryTokens = estimateTokens(text)
   const record = sink.addSummary({
@@ -96,6 +98,7 @@ export async function compact(plan: CompactionPlan, summarizer: Summarizer, sink
     tokens_saved: Math.max(0, original - summaryTokens),
     method: summarizer.method,
     model: summarizer.model,
+    ...(usage.requests > 0 ? { usage } : {}),
   })
   const window = windowOf({ ...plan.snapshot, summary: record, after: plan.keep })
   sink.replaceCurrent(window)

@@ -15,6 +15,13 @@ export interface PrunePolicy {
    * hundreds of rounds has one user turn, which would otherwise protect everything.
    */
   protectedToolRounds: number
+  /**
+   * The boundary moves in steps of this many tool rounds (1: every round). Between steps
+   * each request is the previous one plus its new messages, byte for byte, which a
+   * provider's prefix cache serves; at a step the outputs of `stepRounds` rounds are
+   * pruned at once. Default 1.
+   */
+  stepRounds?: number
 }
 
 /**
@@ -34,8 +41,29 @@ export function prune(messages: readonly WindowMessage[], policy: PrunePolicy | 
  * messages never moves it back.
  */
 export function pruneBoundary(messages: readonly WindowMessage[], policy: PrunePolicy | number): number {
-  const { protectedTurns, protectedToolRounds } = typeof policy === 'number' ? { protectedTurns: policy, protectedToolRounds: Number.POSITIVE_INFINITY } : policy
-  return Math.max(turnBoundary(messages, protectedTurns), roundBoundary(messages, Math.max(1, protectedToolRounds)))
+  const { protectedTurns, protectedToolRounds, stepRounds = 1 } = typeof policy === 'number' ? { protectedTurns: policy, protectedToolRounds: Number.POSITIVE_INFINITY } : policy
+  const eager = Math.max(turnBoundary(messages, protectedTurns), roundBoundary(messages, Math.max(1, protectedToolRounds)))
+  return stepRounds > 1 ? stepPoint(messages, eager, stepRounds) : eager
+}
+
+/**
+ * The boundary in steps (hysteresis): the start of the latest tool round at or before
+ * `eager` whose number, counted from the window's start, is a multiple of `step`. Whole
+ * rounds accumulate from the protected number up to that plus step - 1, then the oldest
+ * `step` of them are pruned at once. A function of the window alone: a resumed task, whose
+ * window is rebuilt from current.jsonl, prunes its first request as the last one before
+ * the pause; a compaction (a new window) starts the count again.
+ */
+function stepPoint(messages: readonly WindowMessage[], eager: number, step: number): number {
+  let point = 0
+  let rounds = 0
+  for (let i = 0; i <= eager && i < messages.length; i++) {
+    const m = messages[i]
+    if (m?.role !== 'assistant' || (m.tool_calls?.length ?? 0) === 0) continue
+    if (rounds % step === 0) point = i
+    rounds++
+  }
+  return point
 }
 
 /** A message as prune gives it before the boundary (the same object each time). */

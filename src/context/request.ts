@@ -6,6 +6,7 @@ import type { CompactionPlan, CompactionResult, CompactionSettings, CompactionSi
 import { loadSnapshot } from './snapshot.js'
 import { pruneBoundary, prunedMessage } from './prune.js'
 import type { PrunePolicy } from './prune.js'
+import { addUsage } from './summarizer.js'
 import type { Summarizer } from './summarizer.js'
 
 /** One LLM request as built from the window, and what building it had to leave out. */
@@ -149,7 +150,8 @@ export async function compressIfNeeded(handle: TaskHandle, options: AutoCompress
   try {
     const result = await compact(plan as CompactionPlan, options.summarizer, sink, options.now())
     // TaskHandle.update counts the compressions from summaries.jsonl itself.
-    await handle.update({ status: 'processing', last_activity: 'compressed', current_context_tokens: result.tokensAfter })
+    const usage = result.record.usage
+    await handle.update({ status: 'processing', last_activity: 'compressed', current_context_tokens: result.tokensAfter, ...(usage ? { compaction_tokens: addUsage(handle.state.compaction_tokens, usage) } : {}) })
     return result
   } catch (err) {
     if (handle.lost) throw err

@@ -80,7 +80,7 @@ export class OpenAiCompatibleClient implements LlmClient {
       if (!choice) throw new ProviderError(`${this.where()} returned no choices`, 'check that the model name is right for this server')
       return {
         message: normaliseReply(choice.message),
-        usage: response.usage ? { prompt_tokens: response.usage.prompt_tokens, completion_tokens: response.usage.completion_tokens, total_tokens: response.usage.total_tokens, ...cachedOf(response.usage) } : null,
+        usage: response.usage ? { prompt_tokens: response.usage.prompt_tokens, completion_tokens: response.usage.completion_tokens, total_tokens: response.usage.total_tokens, ...cachedOf(response) } : null,
       }
     } catch (err) {
       const explained = this.explain(err)
@@ -235,8 +235,22 @@ function firstLine(text: string): string {
   return (text.split('\n')[0] ?? text).slice(0, 300)
 }
 
-/** Cached prompt tokens, where the provider reports them (OpenAI and some compatible servers). */
-function cachedOf(usage: { prompt_tokens_details?: { cached_tokens?: number } | null }): { cached_tokens?: number } {
-  const cached = usage.prompt_tokens_details?.cached_tokens
-  return typeof cached === 'number' && cached > 0 ? { cached_tokens: cached } : {}
+/** The parts of a chat completion that say how much of the prompt a server served from its cache. */
+interface CacheReport {
+  usage?: { prompt_tokens_details?: { cached_tokens?: unknown } | null } | null
+  /** llama.cpp's server: prompt tokens reused from its KV cache. */
+  timings?: { cache_n?: unknown } | null
+  tokens_cached?: unknown
+}
+
+/**
+ * Cached prompt tokens, where the server reports them: OpenAI's (and vLLM's)
+ * `usage.prompt_tokens_details.cached_tokens`, else llama.cpp's `timings.cache_n` or
+ * `tokens_cached`. A count that is not a whole number of 0 or more is not believed.
+ */
+export function cachedOf(response: CacheReport): { cached_tokens?: number } {
+  for (const value of [response.usage?.prompt_tokens_details?.cached_tokens, response.timings?.cache_n, response.tokens_cached]) {
+    if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return value > 0 ? { cached_tokens: value } : {}
+  }
+  return {}
 }

@@ -3,6 +3,7 @@ import type { Layout, Location } from '../storage/fs/layout.js'
 import type { TaskIndex } from '../storage/index/task-index.js'
 import { readState } from '../storage/task/state.js'
 import type { TaskState } from '../storage/task/state.js'
+import type { RequestsUsage } from '../storage/format/records.js'
 
 /** A task's tokens, split as the provider reported them (or as estimated where it did not). */
 export interface TokenSplit {
@@ -10,6 +11,8 @@ export interface TokenSplit {
   prompt: number
   completion: number
   cached: number
+  /** Prompt tokens written to the provider's cache (billed at pricing cache_write), where recorded. */
+  cache_write?: number
 }
 
 export interface TokenReport extends TokenSplit {
@@ -21,21 +24,42 @@ export interface TokenReport extends TokenSplit {
   unpriced_tasks: number
 }
 
-/** The split of one task's state.json (an older file without it: all of it unsplit). */
-export function splitOf(state: Pick<TaskState, 'total_tokens_used' | 'prompt_tokens' | 'completion_tokens' | 'cached_tokens'>): TokenSplit {
-  return { total: state.total_tokens_used ?? 0, prompt: state.prompt_tokens ?? 0, completion: state.completion_tokens ?? 0, cached: state.cached_tokens ?? 0 }
+/** The split of one task's state.json (an older file without it: all of it unsplit); cache writes only where recorded. */
+export function splitOf(state: Pick<TaskState, 'total_tokens_used' | 'prompt_tokens' | 'completion_tokens' | 'cached_tokens' | 'cache_write_tokens'>): TokenSplit {
+  return { total: state.total_tokens_used ?? 0, prompt: state.prompt_tokens ?? 0, completion: state.completion_tokens ?? 0, cached: state.cached_tokens ?? 0, ...(state.cache_write_tokens ? { cache_write: state.cache_write_tokens } : {}) }
 }
 
 /**
- * What a task cost, in USD, from `pricing.<model>` (per million tokens; cached prompt
- * tokens at the cached price, else the prompt price), or null when the model has none.
+ * What a task cost, in USD, from `pricing.<model>` (per million tokens), as providers
+ * bill it: prompt tokens served from the cache at `cached`, those written to it at
+ * `cache_write`, the rest at `prompt` (a missing rate: the prompt price); or null when
+ * the model has none.
  */
-export function costOf(model: string | null | undefined, split: TokenSplit, pricing: Config['pricing']): number | null {
+export function costOf(model: string | null | undefined, split: Pick<TokenSplit, 'prompt' | 'completion' | 'cached' | 'cache_write'>, pricing: Config['pricing']): number | null {
   if (!model || !Object.hasOwn(pricing, model)) return null
   const price = pricing[model] as Config['pricing'][string]
   const cached = Math.min(split.cached, split.prompt)
-  const usd = ((split.prompt - cached) * price.prompt + cached * (price.cached ?? price.prompt) + split.completion * price.completion) / 1_000_000
+  const written = Math.min(split.cache_write ?? 0, split.prompt - cached)
+  const usd = ((split.prompt - cached - written) * price.prompt + cached * (price.cached ?? price.prompt) + written * (price.cache_write ?? price.prompt) + split.completion * price.completion) / 1_000_000
   return Math.round(usd * 1e6) / 1e6
+}
+
+/**
+ * Requests that are not turns (state.json final_summary_tokens, compaction_tokens), with
+ * their cost at the task's prices; null when there were none.
+ */
+export function requestsCost(model: string | null | undefined, usage: RequestsUsage | undefined, pricing: Config['pricing']): RequestsCost | null {
+  if (!usage) return null
+  const split = { prompt: usage.prompt_tokens, completion: usage.completion_tokens, cached: usage.cached_tokens }
+  return { requests: usage.requests, ...split, cost_usd: costOf(model, split, pricing) }
+}
+
+export interface RequestsCost {
+  requests: number
+  prompt: number
+  completion: number
+  cached: number
+  cost_usd: number | null
 }
 
 /**

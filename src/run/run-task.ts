@@ -151,7 +151,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     const agent = new Agent({
       handle,
       client,
-      summarizer: client instanceof ReplayClient ? extractiveSummarizer() : llmSummarizer(summaryClient),
+      summarizer: client instanceof ReplayClient ? extractiveSummarizer() : llmSummarizer(summaryClient, { maxTokens: config.context.compression.summary_max_tokens }),
       tools,
       limits: {
         maxTurns: settings.maxTurns,
@@ -159,7 +159,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
         timeoutMs: settings.timeoutMs,
         compressAt: compressionLimit(config, client.contextLength),
         requestBudget: Math.floor(client.contextLength * 0.9),
-        prune: { protectedTurns: config.context.prune.protected_turns, protectedToolRounds: config.context.prune.protected_tool_rounds },
+        prune: { protectedTurns: config.context.prune.protected_turns, protectedToolRounds: config.context.prune.protected_tool_rounds, stepRounds: config.context.prune.step_rounds },
         compaction: settingsFrom(config),
         commandTimeoutSeconds: settings.commandTimeoutSeconds,
         maxCallsPerReply: config.tools.max_calls_per_reply,
@@ -187,7 +187,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
       ? await new ChatLoop(agent, handle, stop, log, { pollMs: config.chat.wait_interval_seconds * 1000, softTimeoutMs: config.chat.soft_timeout_minutes * 60_000 }).run()
       : await agent.run()
     unwatch()
-    const outcome = await settle(handle, ending, agent.progress(), summaryClient, log, config.run.max_answer_chars)
+    const outcome = await settle(handle, ending, agent.progress(), summaryClient, log, config.run.max_answer_chars, config.context.compression.summary_max_tokens)
     if (remote && outcome.status !== 'lost') await remote.outcome(outcomeText(outcome))
     return { ...outcome, duration_ms: Date.now() - begun, inherited_from: handle.metadata.inherited_from ?? null }
   } catch (err) {
@@ -300,7 +300,7 @@ function answeredEnding(handle: TaskHandle): Ending | null {
 type Progress = ReturnType<Agent['progress']>
 
 /** Settles the task as its ending says, and says how it went. */
-async function settle(handle: TaskHandle, ending: Ending, progress: Progress, client: LlmClient, log: RunLog, maxAnswer: number): Promise<Omit<Outcome, 'duration_ms' | 'inherited_from'>> {
+async function settle(handle: TaskHandle, ending: Ending, progress: Progress, client: LlmClient, log: RunLog, maxAnswer: number, summaryMaxTokens: number): Promise<Omit<Outcome, 'duration_ms' | 'inherited_from'>> {
   const base = { uuid: handle.uuid, turns: progress.turns, tokens: progress.total_tokens_used, final_answer: null, finish_status: null, error: null }
   if (ending.kind === 'lost') {
     log.warn(ending.error.message)
@@ -310,7 +310,7 @@ async function settle(handle: TaskHandle, ending: Ending, progress: Progress, cl
     if (ending.answer.length > maxAnswer) log.warn(`the final answer is ${ending.answer.length.toLocaleString('en-US')} characters; state.json keeps the first ${maxAnswer.toLocaleString('en-US')} (run.max_answer_chars), messages.jsonl the whole`)
     await handle.update({ ...progress, final_answer: boundAnswer(maskText(ending.answer), maxAnswer), finish_status: ending.finishStatus, ...(ending.sessionEnded ? { session: ChatLoop.ended(new Date()) } : {}) })
     if (ending.answer.trim() !== '') handle.addPlan('outcome', ending.answer.slice(0, 4000))
-    const summary = await finalSummaryText(handle, client, log)
+    const summary = await finalSummaryText(handle, client, log, summaryMaxTokens)
     await handle.complete(summary)
     log.info(`completed${ending.finishStatus === 'blocked' ? ' (blocked)' : ''} after ${progress.turns} turn(s)`)
     return { ...base, status: 'completed', location: 'completed', dir: handle.dir, final_answer: ending.answer, finish_status: ending.finishStatus, exit_code: 0 }
@@ -334,10 +334,13 @@ async function settle(handle: TaskHandle, ending: Ending, progress: Progress, cl
  * final_summary.txt (SPEC §5): the LLM's summary of the whole task; without an LLM
  * (replay), or when the LLM fails, an extractive one of the last summary and the window.
  */
-async function finalSummaryText(handle: TaskHandle, client: LlmClient, log: RunLog): Promise<string> {
+async function finalSummaryText(handle: TaskHandle, client: LlmClient, log: RunLog, maxTokens: number): Promise<string> {
   if (!(client instanceof ReplayClient)) {
     try {
-      return await createFinalSummary(handle.dir, client)
+      const { text, usage } = await createFinalSummary(handle.dir, client, maxTokens)
+      // Its cost apart from the turns' (SPEC §2.2): made once, at the end.
+      await handle.update({ final_summary_tokens: usage })
+      return text
     } catch (err) {
       log.warn(`final summary by the LLM failed (${(err as Error).message}); writing an extractive one`)
     }

@@ -10,7 +10,7 @@ describe('parseConfig', () => {
   it('fills every default from an empty file', () => {
     const config = parseConfig('')
     expect(config.context.base_dir).toBeNull()
-    expect(config.context.compression).toEqual({ threshold: 0.7, token_threshold: null, keep_recent: 10, min_to_compress: 5, max_rounds: 100 })
+    expect(config.context.compression).toEqual({ threshold: 0.7, token_threshold: null, keep_recent: 10, min_to_compress: 5, max_rounds: 100, summary_max_tokens: 1500 })
     expect(config.locks).toEqual({ heartbeat_seconds: 30, stale_after_seconds: 60, stale_after_remote_seconds: null })
     expect(config.alerts.long_running_hours).toBe(6)
     expect(config.llm.ollama.base_url).toBe('http://localhost:11434/v1')
@@ -29,6 +29,10 @@ describe('parseConfig', () => {
     ['llm:\n  openai:\n    api_key: 12\n', 'config.yaml: llm.openai.api_key must be a string'],
     ['locks:\n  heartbeat_seconds: 0\n', 'config.yaml: locks.heartbeat_seconds must be a positive number'],
     ['context:\n  inheritance:\n    enabled: maybe\n', 'config.yaml: context.inheritance.enabled must be true or false'],
+    ['context:\n  prune:\n    step_rounds: 0\n', 'config.yaml: context.prune.step_rounds must be a positive integer'],
+    ['context:\n  compression:\n    summary_max_tokens: 1.5\n', 'config.yaml: context.compression.summary_max_tokens must be a positive integer'],
+    ['pricing:\n  m: { prompt: 3, completion: 15, cache_write: -1 }\n', 'config.yaml: pricing.m.cache_write must be a price in USD per million tokens (a number of 0 or more)'],
+    ['pricing:\n  m: { prompt: 3, completion: 15, cache_read: 1 }\n', 'config.yaml: pricing.m.cache_read is not a known setting'],
     ['alerts:\n  failure_rate: 0\n', 'config.yaml: alerts.failure_rate must be a number greater than 0 and at most 1'],
   ])('rejects %j with the key path and reason', (yaml, message) => {
     expect(() => parseConfig(yaml)).toThrow(UsageError)

@@ -196,25 +196,67 @@ describe('extractive summary', () => {
 })
 
 describe('final summary', () => {
-  it('streams a long history in chunks, each folded into the summary before it', async () => {
-    const fake = await startFakeLlm()
-    let n = 0
-    fake.fallback = () => ({ content: `part summary ${++n}` })
-    const { base } = { base: makeTree().base }
+  async function taskWith(messages: (h: TaskHandle) => void): Promise<TaskHandle> {
     const handle = await createTask(
-      { layout: new Layout(base), config: parseConfig(''), index: null, now: () => new Date(), warn: () => undefined },
+      { layout: new Layout(makeTree().base), config: parseConfig(''), index: null, now: () => new Date(), warn: () => undefined },
       { task_key: { task_source: 'local', owner: 'me', repo: 'app', task_type: 'task', task_id: '8' }, user: null },
     )
-    handle.addMessage({ role: 'user', content: TASK })
-    for (let i = 0; i < 60; i++) handle.addMessage({ role: 'tool', content: `output ${i} ${'y'.repeat(800)}`, tool_name: 'run' })
-    // A 4,000-token model: chunks of at most 2,000 tokens.
+    messages(handle)
+    return handle
+  }
+
+  it('a long window that does not fit one request: two requests, the second folding in the first, each with the summary budget as max_tokens', async () => {
+    const fake = await startFakeLlm()
+    let n = 0
+    fake.fallback = () => ({ content: `part summary ${++n}`, usage: { prompt_tokens: 900, completion_tokens: 30, total_tokens: 930, prompt_tokens_details: { cached_tokens: 256 } } })
+    const handle = await taskWith((h) => {
+      h.addMessage({ role: 'system', content: 'You are a coding agent.' })
+      h.addMessage({ role: 'user', content: TASK })
+      for (let i = 0; i < 60; i++) h.addMessage({ role: 'assistant', content: `step ${i}: ${'z'.repeat(300)}` })
+    })
+    // A 4,000-token model: half of it per request, ~18,000 characters of steps.
     const client = requireLlmClient(parseConfig(fake.configYaml().replace('context_length: 8000', 'context_length: 4000')))
-    const text = await createFinalSummary(handle.dir, client)
-    expect(fake.requests.length).toBeGreaterThan(3)
-    expect(text).toBe(`part summary ${fake.requests.length}`)
-    expect(fake.requests[2]?.body.messages[1]?.content).toContain('<previous_summary>\npart summary 2')
+    const { text, usage } = await createFinalSummary(handle.dir, client, 600)
+    expect(fake.requests).toHaveLength(2)
+    expect(text).toBe('part summary 2')
     expect(fake.requests[0]?.body.messages[1]?.content).toContain(TASK)
+    expect(fake.requests[0]?.body.messages[1]?.content).not.toContain('You are a coding agent.')
+    expect(fake.requests[1]?.body.messages[1]?.content).toContain('<previous_summary>\npart summary 1')
+    // The newest step is in the second request.
+    expect(fake.requests[1]?.body.messages[1]?.content).toContain('step 59')
+    for (const r of fake.requests) expect(r.body.max_tokens).toBe(600)
+    expect(usage).toEqual({ requests: 2, prompt_tokens: 1800, completion_tokens: 60, cached_tokens: 512 })
     await handle.complete(text)
+  })
+
+  it('after compactions: one request from the latest running summary and the messages after it, old tool outputs as short heads', async () => {
+    const fake = await startFakeLlm()
+    fake.fallback = () => ({ content: '## Task\nthe login bug' })
+    const handle = await taskWith((h) => {
+      h.addMessage({ role: 'system', content: 'You are a coding agent.' })
+      h.addMessage({ role: 'user', content: TASK })
+      for (let r = 0; r < 300; r++) {
+        h.addMessage({ role: 'assistant', content: '', tool_calls: [{ id: `c${r}`, type: 'function', function: { name: 'read_file', arguments: `{"path":"f${r}.ts"}` } }] })
+        h.addMessage({ role: 'tool', content: `OLD${r} ${'o'.repeat(9000)}`, tool_call_id: `c${r}`, tool_name: 'read_file' })
+      }
+      h.addSummary({ start_seq: 3, end_seq: 602, summary: '## Original Task\nthe login bug\n## Current State\n- read 299 files', created_at: new Date().toISOString(), original_tokens: 1, summary_tokens: 1, compression_ratio: 1, compressed_message_count: 598, tokens_saved: 0, method: 'llm', model: 'fake-model' })
+      for (let r = 300; r < 310; r++) {
+        h.addMessage({ role: 'assistant', content: '', tool_calls: [{ id: `c${r}`, type: 'function', function: { name: 'read_file', arguments: `{"path":"f${r}.ts"}` } }] })
+        h.addMessage({ role: 'tool', content: `NEW${r} ${'n'.repeat(9000)} TAIL${r}`, tool_call_id: `c${r}`, tool_name: 'read_file' })
+      }
+    })
+    const client = requireLlmClient(parseConfig(fake.configYaml()))
+    await createFinalSummary(handle.dir, client)
+    expect(fake.requests).toHaveLength(1)
+    const sent = fake.requests[0]?.body.messages[1]?.content ?? ''
+    expect(sent).toContain('<previous_summary>\n## Original Task\nthe login bug')
+    expect(sent).toContain(TASK)
+    expect(sent).not.toContain('OLD')
+    expect(sent).toContain('NEW309')
+    // A head of each output, not the output.
+    expect(sent).not.toContain('TAIL309')
+    expect(sent.length).toBeLessThan(10 * 1200)
+    await handle.complete('done')
   })
 })
 

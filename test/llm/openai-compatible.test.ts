@@ -207,3 +207,40 @@ describe('OpenAI-compatible client', () => {
     })
   })
 })
+
+describe('cached prompt tokens (issue 30)', () => {
+  /** A server answering one fixed chat completion, with whatever usage and extra fields it is given. */
+  async function serverAnswering(extra: Record<string, unknown>): Promise<string> {
+    const server = createServer((req, res) => {
+      req.resume()
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'application/json' })
+        res.end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: 'm', choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'ok' } }], ...extra }))
+      })
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    onTestFinished(() => new Promise<void>((resolve) => server.close(() => resolve())))
+    return `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`
+  }
+  const clientAt = (url: string) => requireLlmClient(parseConfig(`llm:\n  provider: openai\n  openai:\n    base_url: ${url}\n    api_key: k\n    model: m\n    max_retries: 0\n`))
+  const usage = { prompt_tokens: 5000, completion_tokens: 10, total_tokens: 5010 }
+
+  it('OpenAI and vLLM: usage.prompt_tokens_details.cached_tokens', async () => {
+    const fake = await startFakeLlm()
+    fake.queue.push({ content: 'ok', usage: { ...usage, prompt_tokens_details: { cached_tokens: 4096 } } })
+    expect((await requireLlmClient(parseConfig(fake.configYaml())).chat([{ role: 'user', content: 'hi' }])).usage).toEqual({ ...usage, cached_tokens: 4096 })
+  })
+
+  it("llama.cpp's server: timings.cache_n, or tokens_cached", async () => {
+    const timings = await serverAnswering({ usage, timings: { cache_n: 4608, prompt_n: 392 } })
+    expect((await clientAt(timings).chat([{ role: 'user', content: 'hi' }])).usage).toEqual({ ...usage, cached_tokens: 4608 })
+    const tokensCached = await serverAnswering({ usage, tokens_cached: 3000 })
+    expect((await clientAt(tokensCached).chat([{ role: 'user', content: 'hi' }])).usage).toEqual({ ...usage, cached_tokens: 3000 })
+  })
+
+  it('none reported, or nonsense (a string, a negative count): no cached tokens', async () => {
+    for (const extra of [{ usage }, { usage: { ...usage, prompt_tokens_details: { cached_tokens: '12' } } }, { usage, timings: { cache_n: -5 } }, { usage, tokens_cached: 1.5 }]) {
+      expect((await clientAt(await serverAnswering(extra)).chat([{ role: 'user', content: 'hi' }])).usage).toEqual(usage)
+    }
+  })
+})

@@ -17,7 +17,7 @@ describe('prune by tool rounds (one user turn, many rounds)', () => {
   it('a 30-round task: the last request carries only the protected rounds in full, every call still answered', async () => {
     const s = await runSetup()
     // A large context: nothing is compacted, only pruned.
-    writeFileSync(s.config, s.fake.configYaml('context:\n  prune:\n    protected_tool_rounds: 5\n').replace('context_length: 8000', 'context_length: 1000000'))
+    writeFileSync(s.config, s.fake.configYaml('context:\n  prune:\n    protected_tool_rounds: 5\n    step_rounds: 1\n').replace('context_length: 8000', 'context_length: 1000000'))
     for (let i = 0; i < 30; i++) writeFileSync(join(s.ws, `f${i}.txt`), `line ${i}\n`.repeat(500)) // ~4 KB each
     s.fake.queue = Array.from({ length: 30 }, (_, i) => ({ calls: [{ name: 'read_file', arguments: { path: `f${i}.txt` } }] }))
     s.fake.queue.push({ content: 'read them all' })
@@ -169,5 +169,130 @@ describe('usage reports and bounded compaction', () => {
     }
     // On disk the statement is whole.
     expect(String(onlyTask(s.tree).messages.find((m) => m.role === 'user')?.content).length).toBeGreaterThan(900 * 1024)
+  })
+})
+
+describe('a prefix that stays put, and summaries that do not re-send the task (issue 30)', () => {
+  const HEAD = Buffer.from('{"model":"fake-model","messages":[')
+  /** The request's messages as sent (without the closing bracket), and what follows them (tools, max_tokens): both byte for byte. */
+  function parts(r: RecordedRequest): { messages: Buffer; rest: Buffer } {
+    expect(r.raw.subarray(0, HEAD.length).equals(HEAD)).toBe(true)
+    const end = HEAD.length - 1 + Buffer.byteLength(JSON.stringify(r.body.messages))
+    return { messages: r.raw.subarray(HEAD.length, end - 1), rest: r.raw.subarray(end) }
+  }
+  const pruned = (r: RecordedRequest) => new Set(sent(r).filter((m) => m.role === 'tool' && /\[pruned\]$/.test(m.content ?? '')).map((m) => m.tool_call_id))
+
+  /** Shared bytes of two buffers from their start. */
+  function sharedBytes(a: Buffer, b: Buffer): number {
+    const n = Math.min(a.length, b.length)
+    let i = 0
+    while (i < n && a[i] === b[i]) i++
+    return i
+  }
+
+  it('200 rounds in a small context: each request is the previous one plus new messages except at prune steps and compactions; cached tokens recorded; cost with cache rates in stats --json; the final summary in at most 2 bounded requests', async () => {
+    const s = await runSetup('pricing:\n  fake-model: { prompt: 3, completion: 15, cached: 0.3 }\n')
+    writeFileSync(s.config, `${s.fake.configYaml('context:\n  compression:\n    summary_max_tokens: 700\n')}pricing:\n  fake-model: { prompt: 3, completion: 15, cached: 0.3 }\n`)
+    const ROUNDS = 200
+    for (let i = 0; i < ROUNDS; i++) writeFileSync(join(s.ws, `f${i}.txt`), `file ${i} holds ${'content '.repeat(120)}\n`)
+    // Honest usage, and a prefix cache that serves what this request shares with the last one (in whole 64-token blocks).
+    let previous: Buffer | null = null
+    let round = 0
+    let answered = false
+    const reported = { prompt: 0, cached: 0 }
+    s.fake.fallback = (req) => {
+      const agent = Array.isArray(req.body.tools)
+      const cached = previous === null ? 0 : Math.floor(sharedBytes(previous, req.raw) / 256) * 64
+      previous = req.raw
+      const usage = { prompt_tokens: Math.ceil(req.raw.length / 4), completion_tokens: 20, total_tokens: Math.ceil(req.raw.length / 4) + 20, prompt_tokens_details: { cached_tokens: cached } }
+      if (agent) ((reported.prompt += usage.prompt_tokens), (reported.cached += cached))
+      if (!agent) return { content: `## Original Task\nread the files\n## Current State\nread ${round}`, usage }
+      const i = round++
+      if (i >= ROUNDS) answered = true
+      return i < ROUNDS ? { calls: [{ name: 'read_file', arguments: { path: `f${i}.txt` } }], usage } : { content: 'read them all', usage }
+    }
+    const res = await s.run(['run', '--task', 'read the files f0.txt to f199.txt', '--workspace', s.ws, '--max-turns', '300'])
+    expect(res.code, res.stderr).toBe(0)
+    expect(answered).toBe(true)
+    const task = onlyTask(s.tree)
+    expect(task.summaries.length, 'the small context compacts several times').toBeGreaterThanOrEqual(3)
+
+    // Between two agent requests: a compaction (summary requests between them), a prune step, or the previous request plus new messages.
+    const all = s.fake.requests
+    let steps = 0
+    let compactions = 0
+    let kept = 0
+    for (let i = 1, last = all.findIndex((r) => Array.isArray(r.body.tools)); i < all.length; i++) {
+      const r = all[i] as RecordedRequest
+      if (!Array.isArray(r.body.tools)) continue
+      const before = all[last] as RecordedRequest
+      const compacted = last !== i - 1
+      last = i
+      const a = parts(before)
+      const b = parts(r)
+      expect(b.rest.equals(a.rest), 'tools and max_tokens never change').toBe(true)
+      if (b.messages.subarray(0, a.messages.length).equals(a.messages)) {
+        kept++
+        continue
+      }
+      if (compacted) compactions++
+      else {
+        // A prune step: outputs whole in the previous request are stubs now, and nothing else changed before them.
+        const newly = [...pruned(r)].filter((id) => !pruned(before).has(id))
+        expect(newly.length, `request ${i}: its prefix broke without a compaction or a prune step`).toBeGreaterThan(0)
+        steps++
+      }
+    }
+    expect(compactions).toBe(task.summaries.length)
+    // The boundary moves once every 12 rounds at most (context.prune.step_rounds).
+    expect(steps).toBeLessThanOrEqual(Math.ceil(ROUNDS / 12))
+    expect(kept).toBeGreaterThan(ROUNDS * 0.8)
+
+    // The provider's cached tokens, recorded per turn and per task; the cost at the cache rate.
+    expect(task.state.prompt_tokens).toBe(reported.prompt)
+    expect(task.state.cached_tokens).toBe(reported.cached)
+    expect(reported.cached / reported.prompt).toBeGreaterThan(0.5)
+    const stats = JSON.parse((await s.run(['stats', '--json'])).stdout) as { tokens: { prompt: number; cached: number; completion: number; cost_usd: number } }
+    expect(stats.tokens).toMatchObject({ prompt: reported.prompt, cached: reported.cached })
+    const usd = ((reported.prompt - reported.cached) * 3 + reported.cached * 0.3 + stats.tokens.completion * 15) / 1e6
+    expect(stats.tokens.cost_usd).toBeCloseTo(usd, 5)
+
+    // The final summary: after the answer, at most 2 requests, each with summary_max_tokens, recorded apart.
+    const answer = all.indexOf(agentRequests(s.fake).at(-1) as RecordedRequest)
+    const finals = all.slice(answer + 1)
+    expect(finals.length).toBeGreaterThan(0)
+    expect(finals.length).toBeLessThanOrEqual(2)
+    for (const r of all.filter((x) => !Array.isArray(x.body.tools))) expect(r.body.max_tokens).toBe(700)
+    expect(task.state.final_summary_tokens).toMatchObject({ requests: finals.length })
+    // The compactions' requests: recorded on each summary and summed in state.json.
+    const compactionRequests = all.slice(0, answer).filter((r) => !Array.isArray(r.body.tools))
+    expect(task.summaries.every((r) => (r.usage as { requests: number } | undefined)?.requests !== undefined)).toBe(true)
+    expect(task.state.compaction_tokens).toMatchObject({ requests: compactionRequests.length, completion_tokens: 20 * compactionRequests.length })
+    const view = JSON.parse((await s.run(['view', task.uuid, '--json'])).stdout) as { tokens: Record<string, { requests: number; cost_usd: number | null } | undefined> }
+    expect(view.tokens.final_summary).toMatchObject({ requests: finals.length })
+    expect(view.tokens.final_summary?.cost_usd).toBeGreaterThan(0)
+    expect(view.tokens.compactions).toMatchObject({ requests: compactionRequests.length })
+    expect((await s.run(['view', task.uuid])).stdout).toMatch(/Compaction summaries: \d+ request\(s\), prompt [\d,]+; completion [\d,]+ · \$/)
+  })
+})
+
+describe('a prefix that stays put across a pause (issue 30)', () => {
+  it("a resumed task's first request is the one it would have sent, byte for byte, prune steps included", async () => {
+    const s = await runSetup()
+    writeFileSync(s.config, s.fake.configYaml().replace('context_length: 8000', 'context_length: 1000000'))
+    for (let i = 0; i < 20; i++) writeFileSync(join(s.ws, `p${i}.txt`), `p${i} `.repeat(500))
+    // 20 rounds: the boundary has moved once (after 15), so pruned stubs and whole outputs are both in the request.
+    s.fake.queue = Array.from({ length: 20 }, (_, i) => ({ calls: [{ name: 'read_file', arguments: { path: `p${i}.txt` } }] }))
+    s.fake.fallback = () => ({ status: 500, content: 'down' })
+    const first = await s.run(['run', '--task', 'read the p files', '--workspace', s.ws])
+    expect(first.code, first.stderr).toBe(1)
+    const refused = s.fake.requests.at(-1) as RecordedRequest
+    expect(sent(refused).filter((m) => m.content === '[pruned]').length).toBeGreaterThan(0)
+    s.fake.fallback = () => ({ content: 'all read' })
+    const before = s.fake.requests.length
+    const res = await s.run(['run', '--resume', onlyTask(s.tree).uuid])
+    expect(res.code, res.stderr).toBe(0)
+    const resumed = s.fake.requests[before] as RecordedRequest
+    expect(resumed.raw.equals(refused.raw)).toBe(true)
   })
 })

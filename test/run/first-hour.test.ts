@@ -171,7 +171,7 @@ describe('tokens split and cost', () => {
     expect(view.stdout).toMatch(/Model: fake-model \(openai\)/)
     expect(view.stdout).toContain(`Workspace: ${s.ws}`)
     const json = JSON.parse((await s.run(['view', uuid, '--json'])).stdout) as { tokens: unknown }
-    expect(json.tokens).toEqual({ total: 2280, prompt: 2200, completion: 80, cached: 400, cost_usd: 0.0048 })
+    expect(json.tokens).toEqual({ total: 2280, prompt: 2200, completion: 80, cached: 400, cost_usd: 0.0048, final_summary: { requests: 1, prompt: 100, completion: 20, cached: 0, cost_usd: 0.0004 } })
     const stats = JSON.parse((await s.run(['stats', '--json'])).stdout) as { tokens: unknown }
     expect(stats.tokens).toEqual({ total: 2280, prompt: 2200, completion: 80, cached: 400, unsplit: 0, cost_usd: 0.0048, unpriced_tasks: 0 })
     expect((await s.run(['stats'])).stdout).toContain('Tokens: 2,280 (prompt 2,200, of which cached 400; completion 80) · $0.0048')

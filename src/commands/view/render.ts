@@ -4,11 +4,17 @@ import type { JsonRecord } from '../../storage/format/jsonl.js'
 import type { Overview, RecordKind } from '../../storage/task/reader.js'
 import { clip } from '../../text.js'
 import { mainArgument } from '../../tools/main-argument.js'
-import type { TokenSplit } from '../../operations/tokens.js'
+import type { RequestsCost, TokenSplit } from '../../operations/tokens.js'
 
 const PREVIEW = 120
 
-export function renderOverview(ctx: CommandEnv, o: Overview, tokens: TokenSplit & { cost_usd: number | null }): string {
+/** `  Final summary: 1 request(s), prompt 2,362, of which cached 1,024; completion 241 · $0.0012`, or nothing. */
+function requestsLine(what: string, r: RequestsCost | undefined): string[] {
+  if (r === undefined) return []
+  return [`  ${what}: ${num(r.requests)} request(s), prompt ${num(r.prompt)}${r.cached ? `, of which cached ${num(r.cached)}` : ''}; completion ${num(r.completion)}${r.cost_usd === null ? '' : ` · $${r.cost_usd.toFixed(4)}`}`]
+}
+
+export function renderOverview(ctx: CommandEnv, o: Overview, tokens: TokenSplit & { cost_usd: number | null; compactions?: RequestsCost; final_summary?: RequestsCost }): string {
   const c = ctx.io.chalk
   const m = o.metadata
   const s = o.state
@@ -36,6 +42,8 @@ export function renderOverview(ctx: CommandEnv, o: Overview, tokens: TokenSplit 
     `  Tool calls: ${num(o.counts.tools)}`,
     `  Total tokens: ${num(tokens.total)}${tokens.prompt + tokens.completion > 0 ? ` (prompt ${num(tokens.prompt)}${tokens.cached ? `, of which cached ${num(tokens.cached)}` : ''}; completion ${num(tokens.completion)})` : ''}`,
     ...(tokens.cost_usd === null ? [] : [`  Cost: $${tokens.cost_usd.toFixed(4)} (config pricing)`]),
+    ...requestsLine('Compaction summaries', tokens.compactions),
+    ...requestsLine('Final summary', tokens.final_summary),
     `  Compressions: ${num(s?.compression_count ?? o.counts.summaries)}`,
     '',
     `${c.bold('Messages:')} ${num(o.counts.messages)}${o.last_messages.length ? ` (showing last ${o.last_messages.length})` : ''}`,

@@ -63,6 +63,16 @@ export interface SummaryRecord {
   model: string | null
   /** The control request (`ctxagent compress` of a live owner) this summary answers. */
   request_id?: string
+  /** What the summary's LLM requests cost, as the provider reported it (an LLM summary only). */
+  usage?: RequestsUsage
+}
+
+/** The tokens of a run of LLM requests that are not turns (a compaction's, the final summary's). */
+export interface RequestsUsage {
+  requests: number
+  prompt_tokens: number
+  completion_tokens: number
+  cached_tokens: number
 }
 
 export interface ToolRecord {

@@ -3,6 +3,7 @@ import lockfile from 'proper-lockfile'
 import { CtxError, isErrno } from '../../errors.js'
 import { parseJsonObject, readSmallFile, writeFileAtomic, writeFileAtomicAsync, writeJsonAtomic } from '../fs/files.js'
 import { FILES } from '../fs/layout.js'
+import type { RequestsUsage } from '../format/records.js'
 
 export const STATUSES = [
   'initializing',
@@ -37,8 +38,12 @@ export interface TaskState {
   prompt_tokens?: number
   completion_tokens?: number
   cached_tokens?: number
-  /** Of prompt_tokens, those written to the provider's prompt cache (Anthropic's cache_creation_input_tokens). */
+  /** Prompt tokens written to the provider's cache (Anthropic bills them at 1.25×), where it reports them. */
   cache_write_tokens?: number
+  /** What the final summary's requests cost, apart from the turns' split above (absent until a task completes with an LLM summary). */
+  final_summary_tokens?: RequestsUsage
+  /** What the compactions' summary requests cost, summed (absent until an LLM compaction by the owner). */
+  compaction_tokens?: RequestsUsage
   current_context_tokens: number
   compression_count: number
   /** Lines in messages.jsonl, kept by ctxagent so that indexing needs no scan (absent in older files). */
