@@ -89,7 +89,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   const { env, config, settings } = run
   // Before the task exists: a shell without a working sandbox is refused unless the operator opted out.
   const hidden = hiddenPaths(env.layout.base, run.configFile ?? null)
-  const sandbox = shellSandbox(config, settings.allowShell, hidden)
+  const sandbox = shellSandbox(config, settings.allowShell, hidden, settings.workspace)
   const stop = new StopController()
   const begun = Date.now()
   const lostNow = () => stop.stop('lost')

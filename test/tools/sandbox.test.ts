@@ -77,7 +77,7 @@ describe('run_command in bubblewrap', () => {
     const s = setup({ treeInside: true })
     const config = join(s.ws, 'config.yaml')
     writeFileSync(config, 'llm:\n  openai:\n    api_key: CONFIG-SECRET\n')
-    const plan = planSandbox({ sandbox: 'bwrap', network: false, sandbox_read_only: [] }, [s.tree, config])
+    const plan = planSandbox({ sandbox: 'bwrap', network: false, sandbox_read_only: [] }, [s.tree, config], s.ws)
     if (!plan.ok) throw new Error(plan.why)
     const command = 'cat config.yaml; find logs -type f; cat logs/contexts/running/state.json; echo x > logs/contexts/planted; echo end'
     const out = await s.tools.call({ id: 'c', type: 'function', function: { name: 'run_command', arguments: JSON.stringify({ command }) } }, { ...s.ctx, sandbox: plan.plan })
@@ -102,7 +102,7 @@ describe('run_command in bubblewrap', () => {
     const s = setup()
     const interfaces = "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"
     expect((await s.call('run_command', { command: interfaces })).output).toBe('exit code 0\nlo')
-    const planned = planSandbox({ sandbox: 'bwrap', network: true, sandbox_read_only: [] }, [])
+    const planned = planSandbox({ sandbox: 'bwrap', network: true, sandbox_read_only: [] }, [], s.ws)
     if (!planned.ok) throw new Error(planned.why)
     const host = readFileSync('/proc/net/dev', 'utf8').trim().split('\n').length - 2
     const out = await s.tools.call({ id: 'n', type: 'function', function: { name: 'run_command', arguments: JSON.stringify({ command: interfaces }) } }, { ...s.ctx, sandbox: planned.plan })
@@ -122,7 +122,7 @@ describe('where bubblewrap is missing', () => {
 
   it('plans no sandbox and describeSandbox says why; tools.sandbox: none is the explicit way out', () => {
     const tools = { sandbox: 'bwrap' as const, network: false, sandbox_read_only: [] }
-    expect(planSandbox(tools, [], missing)).toEqual({ ok: false, why: '/nonexistent/bwrap is not installed (apt-get install bubblewrap)' })
+    expect(planSandbox(tools, [], '/tmp', missing)).toEqual({ ok: false, why: '/nonexistent/bwrap is not installed (apt-get install bubblewrap)' })
     expect(describeSandbox(tools, missing)).toMatchObject({ mode: 'bwrap', ok: false })
     expect(describeSandbox(tools, missing).detail).toContain('tools.sandbox: none')
     expect(describeSandbox({ ...tools, sandbox: 'none' }, missing)).toMatchObject({ mode: 'none', ok: true })
