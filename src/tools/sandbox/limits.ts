@@ -30,7 +30,7 @@ function hardLimits(): Map<string, number> {
 
 /**
  * prlimit's arguments (up to and including `--`): soft and hard limit alike, so the
- * command cannot raise its own. RLIMIT_DATA, not RLIMIT_AS: V8 and WebAssembly reserve
+ * command cannot raise its own (CPU time: the hard one a second later). RLIMIT_DATA, not RLIMIT_AS: V8 and WebAssembly reserve
  * large PROT_NONE regions that RLIMIT_AS counts and RLIMIT_DATA does not. Values above
  * ctxagent's own hard limit are lowered to it (only root could raise them).
  */
@@ -43,7 +43,8 @@ export function prlimitArgs(l: CommandLimits): string[] {
     `--nproc=${cap('Max processes', l.processes)}`,
     `--fsize=${cap('Max file size', l.file_size_mb * MB)}`,
     `--nofile=${cap('Max open files', l.open_files)}`,
-    `--cpu=${cap('Max cpu time', l.cpu_seconds)}`,
+    // One second between soft and hard: at the soft limit SIGXCPU (which says why), at the hard one SIGKILL.
+    `--cpu=${cap('Max cpu time', l.cpu_seconds)}:${cap('Max cpu time', l.cpu_seconds + 1)}`,
     '--',
   ]
 }
