@@ -115,8 +115,12 @@ const mcpServer = z.strictObject(
     cwd: orNull(text()),
     enabled: withDefault(flag(), true),
     timeout_seconds: withDefault(positiveNumber(), 60),
+    // A server started by a run gets run_command's sandbox unless this says none (docs/security.md).
+    sandbox: withDefault(oneOf(['bwrap', 'none']), 'bwrap'),
+    // The network inside its sandbox (a server that calls an API needs it).
+    network: withDefault(flag(), false),
   },
-  { error: 'must be a mapping of settings with at least command (and args, env, cwd, enabled, timeout_seconds)' },
+  { error: 'must be a mapping of settings with at least command (and args, env, cwd, enabled, timeout_seconds, sandbox, network)' },
 )
 
 const endpoint = (baseUrl: string, model: string, contextLength: number) =>
@@ -197,7 +201,7 @@ export const configSchema = z.strictObject(
     users: withDefault(z.record(z.string(), userSettings, { error: 'must be a mapping of user names to settings (llm, run, system_prompt_append)' }), {}),
     mcp: section({
       servers: withDefault(
-        z.record(z.string(), mcpServer, { error: 'must be a mapping of server names to settings (command, args, env, cwd, enabled, timeout_seconds)' }),
+        z.record(z.string(), mcpServer, { error: 'must be a mapping of server names to settings (command, args, env, cwd, enabled, timeout_seconds, sandbox, network)' }),
         {},
       ),
       max_tools: withDefault(positiveInt(), 128),

@@ -115,11 +115,11 @@ type BwrapPlan = Extract<SandboxPlan, { kind: 'bwrap' }>
  * environment (an MCP server's, whose tokens must not sit in a command line) with
  * HOME and PATH of the sandbox.
  */
-export function sandboxArgs(plan: BwrapPlan, workspace: string, argv: readonly string[], options: { env?: Record<string, string>; readOnly?: readonly string[] } = {}): string[] {
+export function sandboxArgs(plan: BwrapPlan, workspace: string, argv: readonly string[], options: { env?: Record<string, string>; readOnly?: readonly string[]; chdir?: string } = {}): string[] {
   const { uid, gid } = plan.identity
   const a = ['--unshare-user', '--disable-userns', '--uid', String(uid), '--gid', String(gid), '--cap-drop', 'ALL', '--seccomp', '3']
   a.push(...mountArgs({ network: plan.network, readOnly: [...plan.readOnly, ...(options.readOnly ?? [])], hidden: plan.hidden }, workspace))
-  a.push('--chdir', workspace)
+  a.push('--chdir', options.chdir ?? workspace)
   if (options.env !== undefined) {
     a.push('--clearenv')
     for (const [k, v] of Object.entries(options.env)) a.push('--setenv', k, v)

@@ -96,6 +96,8 @@ export function mountArgs(plan: MountPlan, workspace: string): string[] {
     if (real === null) continue
     a.push('--ro-bind', real, real)
     visible.push(real)
+    // Reached through a link (a worktree's node_modules): shown at the path as given too.
+    if (resolve(p) !== real) a.push('--ro-bind', real, resolve(p))
   }
   etc(a)
   a.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--tmpfs', '/var/tmp', '--dir', HOME)
