@@ -1,9 +1,11 @@
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
+import { UsageError } from '../../src/errors.js'
 import { describeSandbox, planSandbox } from '../../src/tools/sandbox.js'
+import { sandboxIdentity } from '../../src/tools/sandbox/identity.js'
 import { cli } from '../helpers/run.js'
 import { setup, sleep } from './fixture.js'
 
@@ -113,7 +115,66 @@ describe('run_command in bubblewrap', () => {
     expect(() => parseConfig('tools:\n  sandbox: auto\n')).toThrow('config.yaml: tools.sandbox must be bwrap or none')
     expect(() => parseConfig('tools:\n  sandbox_read_only: [relative]\n')).toThrow('config.yaml: tools.sandbox_read_only[0] must be an absolute path')
     expect(() => parseConfig('tools:\n  network: yes\n')).toThrow('config.yaml: tools.network must be true or false')
-    expect(parseConfig('').tools).toMatchObject({ sandbox: 'bwrap', network: false, sandbox_read_only: [] })
+    expect(parseConfig('').tools).toMatchObject({ sandbox: 'bwrap', network: false, sandbox_read_only: [], sandbox_user: null, limits: { memory_mb: 4096, processes: 1024, file_size_mb: 1024, open_files: 4096, cpu_seconds: 600 } })
+    expect(() => parseConfig('tools:\n  sandbox_user: "a b"\n')).toThrow('config.yaml: tools.sandbox_user must be a user name or uid[:gid], like nobody or 1000:1000')
+    expect(() => parseConfig('tools:\n  limits:\n    processes: 0\n')).toThrow('config.yaml: tools.limits.processes must be a positive integer')
+    expect(() => parseConfig('tools:\n  limits:\n    swap_mb: 1\n')).toThrow('tools.limits')
+    expect(parseConfig('tools:\n  sandbox_user: "1000:1000"\n  limits:\n    memory_mb: 512\n').tools).toMatchObject({ sandbox_user: '1000:1000', limits: { memory_mb: 512, processes: 1024 } })
+    expect(() => parseConfig('mcp:\n  servers:\n    x:\n      command: node\n      sandbox: off\n')).toThrow('config.yaml: mcp.servers.x.sandbox must be bwrap or none')
+    expect(parseConfig('mcp:\n  servers:\n    x:\n      command: node\n').mcp.servers.x).toMatchObject({ sandbox: 'bwrap', network: false })
+  })
+})
+
+describe('the identity commands run as', () => {
+  const dir = () => {
+    const d = mkdtempSync(join(tmpdir(), 'ctxagent-ident-'))
+    onTestFinished(() => rmSync(d, { recursive: true, force: true }))
+    return d
+  }
+  const root = { uid: 0, gid: 0 }
+
+  it('as root: tools.sandbox_user, else the workspace owner, else nobody; never uid or gid 0', () => {
+    const ws = dir()
+    chownSync(ws, 0, 0)
+    expect(sandboxIdentity({ sandbox_user: null }, ws, root)).toMatchObject({ uid: 65534, gid: 65534, name: 'nobody', why: 'nobody' })
+    chownSync(ws, 4321, 0)
+    expect(sandboxIdentity({ sandbox_user: null }, ws, root)).toMatchObject({ uid: 4321, gid: 65534, why: 'workspace owner' })
+    chownSync(ws, 4321, 4322)
+    expect(sandboxIdentity({ sandbox_user: null }, ws, root)).toMatchObject({ uid: 4321, gid: 4322 })
+    expect(sandboxIdentity({ sandbox_user: '2000:3000' }, ws, root)).toMatchObject({ uid: 2000, gid: 3000, why: 'tools.sandbox_user' })
+    expect(sandboxIdentity({ sandbox_user: 'nobody' }, ws, root)).toMatchObject({ uid: 65534, name: 'nobody' })
+    expect(() => sandboxIdentity({ sandbox_user: 'root' }, ws, root)).toThrow(UsageError)
+    expect(() => sandboxIdentity({ sandbox_user: '0' }, ws, root)).toThrow('commands never run as root')
+    expect(() => sandboxIdentity({ sandbox_user: '1000:0' }, ws, root)).toThrow('commands never run as root')
+    expect(() => sandboxIdentity({ sandbox_user: 'no-such-user-here' }, ws, root)).toThrow('/etc/passwd has no such user')
+  })
+
+  it('not root: its own uid and gid; tools.sandbox_user naming someone else is a usage error', () => {
+    const ws = dir()
+    const self = { uid: 1234, gid: 1235 }
+    expect(sandboxIdentity({ sandbox_user: null }, ws, self)).toMatchObject({ uid: 1234, gid: 1235, why: 'self' })
+    expect(sandboxIdentity({ sandbox_user: '1234:1235' }, ws, self)).toMatchObject({ uid: 1234 })
+    expect(() => sandboxIdentity({ sandbox_user: 'nobody' }, ws, self)).toThrow('only root can run commands as another user')
+  })
+
+  it.runIf(process.getuid?.() === 0)('as root, the file tools give what they create the owner of its directory, so a command can change it', async () => {
+    const s = setup()
+    expect((await s.call('write_file', { path: 'deep/new/made.txt', content: 'model wrote\n' })).status).toBe('success')
+    for (const p of ['deep', 'deep/new', 'deep/new/made.txt']) expect(statSync(join(s.ws, p))).toMatchObject({ uid: 65534, gid: 65534 })
+    const out = await s.call('run_command', { command: 'echo command wrote >> deep/new/made.txt && id -u' })
+    expect(out.output).toBe('exit code 0\n65534')
+    expect(readFileSync(join(s.ws, 'deep/new/made.txt'), 'utf8')).toBe('model wrote\ncommand wrote\n')
+    // Replacing keeps the owner of the file replaced.
+    await s.call('read_file', { path: 'deep/new/made.txt' })
+    expect((await s.call('edit_file', { path: 'deep/new/made.txt', old_string: 'model', new_string: 'the model' })).status).toBe('success')
+    expect(statSync(join(s.ws, 'deep/new/made.txt')).uid).toBe(65534)
+  })
+
+  it('doctor says the identity, the limits and the seccomp filter in force', () => {
+    const detail = describeSandbox({ sandbox: 'bwrap', network: false, sandbox_read_only: [], sandbox_user: '2000:3000' }).detail
+    if (process.getuid?.() === 0) expect(detail).toContain('uid 2000, gid 3000; tools.sandbox_user')
+    expect(detail).toContain('no capabilities, no_new_privs, seccomp refusing')
+    expect(detail).toContain('limits: memory 4096 MB, 1024 processes, files up to 1024 MB, 4096 open files, 600 s CPU')
   })
 })
 

@@ -5,9 +5,10 @@ import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { planSandbox } from '../../src/tools/sandbox.js'
 import { startFakeLlm } from '../helpers/fake-llm.js'
-import { BIN, TEST_ENV } from '../helpers/run.js'
+import { BIN, ROOT, TEST_ENV } from '../helpers/run.js'
 import { SANDBOX_GID, SANDBOX_UID } from '../helpers/sandbox-owner.js'
 import { exitOf } from '../helpers/wait.js'
+import { onlyTask, runSetup } from '../run/harness.js'
 import { setup, sleep } from '../tools/fixture.js'
 
 /*
@@ -231,5 +232,28 @@ describe.runIf(asRoot)('a hostile model through ctxagent run --allow-shell', () 
     expect(r.stderr).toBe(`ctxagent: as root, run_command runs commands as nobody (uid ${SANDBOX_UID}), who cannot write the workspace ${ws} (owner root, mode 755); its parent directories must be searchable by that user too (chown it to the user commands should run as, or set tools.sandbox_user)\n`)
     expect(r.status).toBe(2)
     expect(existsSync(join(top, 'tree'))).toBe(false)
+  })
+})
+
+describe.runIf(asRoot)('an MCP server started by a run', () => {
+  it('runs in the sandbox as the commands do: as nobody, a root-only directory it was given stays unreadable', { timeout: 120_000 }, async () => {
+    const s = await runSetup()
+    const locked = mkdtempSync(join(tmpdir(), 'ctxagent-locked-'))
+    onTestFinished(() => rmSync(locked, { recursive: true, force: true }))
+    writeFileSync(join(locked, 'secret.txt'), 'ROOTSECRET for the server\n')
+    const server = join(ROOT, 'node_modules', '@modelcontextprotocol', 'server-filesystem', 'dist', 'index.js')
+    writeFileSync(s.config, s.fake.configYaml(`mcp:\n  servers:\n    files:\n      command: ${process.execPath}\n      args: [${JSON.stringify(server)}, ${JSON.stringify(s.ws)}, ${JSON.stringify(locked)}]\n      timeout_seconds: 30\n`))
+    s.fake.queue.push(
+      { calls: [{ name: 'files__read_text_file', arguments: { path: join(locked, 'secret.txt') } }] },
+      { calls: [{ name: 'files__write_file', arguments: { path: join(s.ws, 'by-server.txt'), content: 'written\n' } }] },
+      { content: 'done' },
+    )
+    const res = await s.run(['run', '--task', 't', '--workspace', s.ws])
+    expect(res.code, res.stderr).toBe(0)
+    const task = onlyTask(s.tree)
+    expect(task.tools.map((t) => [t.tool_name, t.status])).toEqual([['files__read_text_file', 'error'], ['files__write_file', 'success']])
+    expect(JSON.stringify(s.fake.requests)).not.toContain('ROOTSECRET')
+    // The server wrote as nobody, not as root (the run is root).
+    expect(statSync(join(s.ws, 'by-server.txt')).uid).toBe(SANDBOX_UID)
   })
 })
