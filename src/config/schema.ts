@@ -120,7 +120,7 @@ const mcpServer = z.strictObject(
     // The network inside its sandbox (a server that calls an API needs it).
     network: withDefault(flag(), false),
   },
-  { error: 'must be a mapping of settings with at least command (and args, env, cwd, enabled, timeout_seconds, sandbox, network)' },
+  { error: 'must be a mapping of settings with at least command (and args, env, cwd, enabled, timeout_seconds)' },
 )
 
 const endpoint = (baseUrl: string, model: string, contextLength: number) =>
@@ -201,7 +201,7 @@ export const configSchema = z.strictObject(
     users: withDefault(z.record(z.string(), userSettings, { error: 'must be a mapping of user names to settings (llm, run, system_prompt_append)' }), {}),
     mcp: section({
       servers: withDefault(
-        z.record(z.string(), mcpServer, { error: 'must be a mapping of server names to settings (command, args, env, cwd, enabled, timeout_seconds, sandbox, network)' }),
+        z.record(z.string(), mcpServer, { error: 'must be a mapping of server names to settings (command, args, env, cwd, enabled, timeout_seconds)' }),
         {},
       ),
       max_tools: withDefault(positiveInt(), 128),

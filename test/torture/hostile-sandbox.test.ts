@@ -10,6 +10,7 @@ import { SANDBOX_GID, SANDBOX_UID } from '../helpers/sandbox-owner.js'
 import { exitOf } from '../helpers/wait.js'
 import { onlyTask, runSetup } from '../run/harness.js'
 import { setup, sleep } from '../tools/fixture.js'
+import { record } from './report.js'
 
 /*
  * Issue #27: a hostile command, as root and as an unprivileged user, against the
@@ -220,6 +221,7 @@ describe.runIf(asRoot)('a hostile model through ctxagent run --allow-shell', () 
     const { outputs, ws } = await runChecks(uid)
     expect(outputs).toHaveLength(CHECKS.length)
     CHECKS.forEach((c, i) => c.expect(outputs[i] ?? '', ws))
+    record('hostile-sandbox', { checks_per_identity: CHECKS.length, identities: 'root, uid 65533', refused_syscalls: Object.keys(nr).length - 1 })
   })
 
   it('refuses --allow-shell when the sandbox user cannot write the workspace (exit 2, one line, nothing written)', () => {
