@@ -41,6 +41,17 @@ interface Check {
 
 const CHECKS: Check[] = [
   {
+    name: 'still runs what a build needs: git, node, npm, cc (under the test limits)',
+    command: () => `git --version; node -e 'console.log("node " + process.version)'; echo "npm $(npm --version)"; printf 'int main(void) { return 0; }\n' > t.c && cc t.c -o t && ./t && echo "cc ok"`,
+    expect: (out) => {
+      expect(out).toMatch(/^exit code 0$/m)
+      expect(out).toMatch(/^git version \d/m)
+      expect(out).toMatch(/^node v\d+/m)
+      expect(out).toMatch(/^npm \d+\.\d+/m)
+      expect(out).toMatch(/^cc ok$/m)
+    },
+  },
+  {
     name: 'cannot mount or remount',
     command: () => 'mount -o remount,rw /usr; echo "remount=$?"; mkdir -p /tmp/m; mount -t tmpfs x /tmp/m; echo "mount=$?"; touch /usr/ctxagent-probe; echo "touch=$?"',
     expect: (out) => {
