@@ -1,11 +1,11 @@
-import { chownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
 import { UsageError } from '../../src/errors.js'
 import { describeSandbox, planSandbox } from '../../src/tools/sandbox.js'
-import { sandboxIdentity } from '../../src/tools/sandbox/identity.js'
+import { giveWorkspace, sandboxIdentity } from '../../src/tools/sandbox/identity.js'
 import { cli } from '../helpers/run.js'
 import { setup, sleep } from './fixture.js'
 
@@ -168,6 +168,22 @@ describe('the identity commands run as', () => {
     await s.call('read_file', { path: 'deep/new/made.txt' })
     expect((await s.call('edit_file', { path: 'deep/new/made.txt', old_string: 'model', new_string: 'the model' })).status).toBe('success')
     expect(statSync(join(s.ws, 'deep/new/made.txt')).uid).toBe(65534)
+  })
+
+  it.runIf(process.getuid?.() === 0)('giveWorkspace hands a workspace root made to the identity, never following a link out of it', () => {
+    const top = dir()
+    chmodSync(top, 0o700)
+    const ws = join(top, 'ws')
+    const outside = join(top, 'outside')
+    mkdirSync(join(ws, 'src'), { recursive: true })
+    mkdirSync(outside)
+    writeFileSync(join(ws, 'src', 'a.js'), '1\n')
+    symlinkSync(outside, join(ws, 'out'))
+    giveWorkspace(ws, { uid: 4321, gid: 4322, name: '4321', why: 'tools.sandbox_user' })
+    for (const p of ['', 'src', 'src/a.js']) expect(statSync(join(ws, p))).toMatchObject({ uid: 4321, gid: 4322 })
+    expect(lstatSync(join(ws, 'out')).uid).toBe(4321)
+    expect(statSync(outside).uid).toBe(0)
+    expect(statSync(top).mode & 0o777).toBe(0o711)
   })
 
   it('doctor says the identity, the limits and the seccomp filter in force', () => {

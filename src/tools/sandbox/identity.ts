@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process'
-import { readFileSync, statSync } from 'node:fs'
+import { chmodSync, lchownSync, lstatSync, readdirSync, readFileSync, statSync } from 'node:fs'
+import { dirname, join } from 'node:path'
 import { UsageError } from '../../errors.js'
 
 /** Who a sandboxed command (and an MCP server) runs as: never uid or gid 0. */
@@ -102,4 +103,21 @@ export function workspaceUnwritable(identity: SandboxIdentity, workspace: string
   }
   const as = self === 0 ? `as root, run_command runs commands as ${identity.name} (uid ${identity.uid})` : `run_command runs commands as ${identity.name} (uid ${identity.uid})`
   return `${as}, who cannot write the workspace ${workspace} (${owner}); its parent directories must be searchable by that user too`
+}
+
+/**
+ * As root, gives a workspace ctxagent made itself (a clone, the demo's copy) to the
+ * identity its commands run as: every file and directory in it, and its parent made
+ * searchable. Not root: the files are already the commands' user's.
+ */
+export function giveWorkspace(workspace: string, identity: SandboxIdentity): void {
+  if (process.getuid?.() !== 0) return
+  const parent = statSync(dirname(workspace))
+  if ((parent.mode & 0o011) !== 0o011) chmodSync(dirname(workspace), (parent.mode & 0o7777) | 0o011)
+  const walk = (p: string): void => {
+    lchownSync(p, identity.uid, identity.gid)
+    // lstat: a link is chowned itself, never followed out of the workspace.
+    if (lstatSync(p).isDirectory()) for (const name of readdirSync(p)) walk(join(p, name))
+  }
+  walk(workspace)
 }
