@@ -85,7 +85,7 @@ async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'
   // Nothing was written until here: every check above can refuse with the tree untouched.
   const { runTask } = await import('../run/run-task.js')
   // A shell without a working sandbox is refused before the tree is touched (tools.sandbox: none opts out).
-  shellSandbox(prepared.config, prepared.settings.allowShell, [])
+  shellSandbox(prepared.config, prepared.settings.allowShell, [], prepared.settings.workspace)
   // On a terminal, run --chat is the chat itself: typed lines go to the session it serves.
   const here = opts.chat === true && process.stdin.isTTY === true && process.stdout.isTTY === true ? (await import('./chat-here.js')).chatHere : null
   let stopChat = () => undefined as void

@@ -11,6 +11,14 @@ const POSITIVE_NUMBER = 'must be a positive number'
 const RATIO = 'must be a number greater than 0 and at most 1'
 const DURATION = 'must be a duration such as 90s, 30m or 1h30m'
 const COMMAND_TIMEOUT = 'must be a whole number of seconds from 1 to 600'
+const SANDBOX_USER = 'must be a user name or uid[:gid], like nobody or 1000:1000'
+/** tools.sandbox_user: a user name, or uid[:gid]. */
+export const isSandboxUser = (v: string): boolean => /^\d+(:\d+)?$/.test(v) || /^[A-Za-z_][A-Za-z0-9_.-]*\$?$/.test(v)
+/**
+ * tools.limits' defaults, per command: enough for `npm test`, tsc and a C compiler
+ * (measured: docs/security.md), low enough that a fork bomb or a memory hog stops.
+ */
+export const DEFAULT_LIMITS = { memory_mb: 4096, processes: 1024, file_size_mb: 1024, open_files: 4096, cpu_seconds: 600 } as const
 
 const positiveInt = () => z.int({ error: POSITIVE_INT }).check(z.positive({ error: POSITIVE_INT }))
 const nonNegativeInt = () => z.int({ error: NON_NEGATIVE_INT }).check(z.gte(0, { error: NON_NEGATIVE_INT }))
@@ -108,6 +116,10 @@ const mcpServer = z.strictObject(
     cwd: orNull(text()),
     enabled: withDefault(flag(), true),
     timeout_seconds: withDefault(positiveNumber(), 60),
+    // A server started by a run gets run_command's sandbox unless this says none (docs/security.md).
+    sandbox: withDefault(oneOf(['bwrap', 'none']), 'bwrap'),
+    // The network inside its sandbox (a server that calls an API needs it).
+    network: withDefault(flag(), false),
   },
   { error: 'must be a mapping of settings with at least command (and args, env, cwd, enabled, timeout_seconds)' },
 )
@@ -185,6 +197,16 @@ export const configSchema = z.strictObject(
       sandbox: withDefault(oneOf(['bwrap', 'none']), 'bwrap'),
       network: withDefault(flag(), false),
       sandbox_read_only: withDefault(z.array(absolutePath, { error: 'must be a list of absolute paths (directories a sandboxed command may read, e.g. a toolchain in $HOME)' }), []),
+      // Who commands run as when ctxagent is root (a user name or uid[:gid]; never root). See docs/security.md.
+      sandbox_user: orNull(z.string({ error: SANDBOX_USER }).check(z.refine(isSandboxUser, { error: SANDBOX_USER }))),
+      // Per command (rlimits through prlimit), with or without bwrap.
+      limits: section({
+        memory_mb: withDefault(positiveInt(), DEFAULT_LIMITS.memory_mb),
+        processes: withDefault(positiveInt(), DEFAULT_LIMITS.processes),
+        file_size_mb: withDefault(positiveInt(), DEFAULT_LIMITS.file_size_mb),
+        open_files: withDefault(positiveInt(), DEFAULT_LIMITS.open_files),
+        cpu_seconds: withDefault(positiveInt(), DEFAULT_LIMITS.cpu_seconds),
+      }),
     }),
     pricing: withDefault(z.record(z.string(), modelPrice, { error: 'must be a mapping of model names to prices (prompt, completion, cached, cache_write: USD per million tokens)' }), {}),
     users: withDefault(z.record(z.string(), userSettings, { error: 'must be a mapping of user names to settings (llm, run, system_prompt_append)' }), {}),

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseConfig } from '../config/load.js'
 import { describeSandbox } from '../tools/sandbox.js'
+import { giveWorkspace, sandboxIdentity } from '../tools/sandbox/identity.js'
 import type { Config } from '../config/schema.js'
 import { readJsonl } from '../storage/format/jsonl.js'
 import { appendInbox } from '../storage/task/inbox.js'
@@ -65,6 +66,9 @@ export async function runDemo(options: { home: string | null; log: NodeJS.WriteS
   if (!sandbox.ok) {
     config.tools.sandbox = 'none'
     options.log.write(`note: bubblewrap does not work here (${sandbox.detail.split(';')[0]}); the demo's recorded commands run without a sandbox. A real run with --allow-shell needs it (apt-get install bubblewrap), or tools.sandbox: none.\n`)
+  } else {
+    // As root, its commands run as nobody (docs/security.md): the temporary copy is given to that user.
+    giveWorkspace(workspace, sandboxIdentity(config.tools, workspace))
   }
   const { task, turns } = await readRecording(recording)
   const pausedAt = Math.floor(turns / 2)

@@ -18,7 +18,8 @@ import { boundAnswer } from '../storage/task/state.js'
 import type { TaskHandle } from '../storage/task/handle.js'
 import type { TaskEnv } from '../storage/task/env.js'
 import { ToolRegistry } from '../tools/registry.js'
-import { hiddenPaths, shellSandbox } from './sandbox-setup.js'
+import type { McpSandbox } from '../tools/sandbox/mcp-launch.js'
+import { hiddenPaths, mcpSandbox, shellSandbox } from './sandbox-setup.js'
 import { Agent } from './turn.js'
 import { ChatLoop } from './chat.js'
 import { RemoteLink, statusText } from './remote.js'
@@ -89,7 +90,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   const { env, config, settings } = run
   // Before the task exists: a shell without a working sandbox is refused unless the operator opted out.
   const hidden = hiddenPaths(env.layout.base, run.configFile ?? null)
-  const sandbox = shellSandbox(config, settings.allowShell, hidden)
+  const sandbox = shellSandbox(config, settings.allowShell, hidden, settings.workspace)
   const stop = new StopController()
   const begun = Date.now()
   const lostNow = () => stop.stop('lost')
@@ -180,7 +181,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     // A task killed after it answered (during its final summary) only finishes its ending: no turn, no tools.
     const answered = start.kind === 'resume' ? answeredEnding(handle) : null
     if (answered) log.info('the task had already answered when its agent stopped; finishing its ending')
-    else mcp = await startMcp(config, tools, log, stop.signal)
+    else mcp = await startMcp(config, tools, log, stop.signal, mcpSandbox(config, settings.workspace, hidden))
     const ending = answered
       ? answered
       : settings.chat
@@ -247,11 +248,11 @@ function outcomeText(o: Pick<Outcome, 'uuid' | 'status' | 'finish_status' | 'tur
 }
 
 /** Starts the configured MCP servers and adds their tools; the SDK is loaded only when there are servers. */
-async function startMcp(config: Config, tools: ToolRegistry, log: RunLog, signal: AbortSignal): Promise<{ close(): Promise<void> } | null> {
+async function startMcp(config: Config, tools: ToolRegistry, log: RunLog, signal: AbortSignal, sandbox: McpSandbox): Promise<{ close(): Promise<void> } | null> {
   if (!Object.values(config.mcp.servers).some((s) => s.enabled)) return null
   const { McpServers } = await import('../tools/mcp.js')
   // A stop during start-up ends it (servers closed); the loop then ends the task as the stop says.
-  const started = await McpServers.start(config.mcp, (m) => log.warn(m), signal)
+  const started = await McpServers.start(config.mcp, (m) => log.warn(m), signal, sandbox)
   let added = 0
   for (const tool of started.tools) {
     if (tools.resolve(tool.name)?.name === tool.name) log.warn(`MCP: two tools are named ${tool.name}; the second is left out`)

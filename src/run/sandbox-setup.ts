@@ -3,6 +3,8 @@ import { resolve } from 'node:path'
 import type { Config } from '../config/schema.js'
 import { UsageError } from '../errors.js'
 import { planSandbox } from '../tools/sandbox.js'
+import { workspaceUnwritable } from '../tools/sandbox/identity.js'
+import type { McpSandbox } from '../tools/sandbox/mcp-launch.js'
 import type { SandboxPlan } from '../tools/sandbox.js'
 
 /** The places no tool and no command may reach, as real paths: the task tree and the config file. */
@@ -19,12 +21,30 @@ export function hiddenPaths(base: string, configFile: string | null): string[] {
 
 /**
  * How run_command will run. With a shell offered and tools.sandbox: bwrap, bubblewrap
- * must pass its self-check, or the run is refused before the task exists: a shell
- * without a sandbox is only ever the operator's explicit choice (tools.sandbox: none).
+ * must pass its self-check and the sandbox identity must be able to write the
+ * workspace, or the run is refused before the task exists: a shell without a sandbox
+ * is only ever the operator's explicit choice (tools.sandbox: none).
  */
-export function shellSandbox(config: Config, allowShell: boolean, hidden: readonly string[]): SandboxPlan {
+export function shellSandbox(config: Config, allowShell: boolean, hidden: readonly string[], workspace: string): SandboxPlan {
   if (!allowShell) return { kind: 'none' }
-  const planned = planSandbox(config.tools, hidden)
-  if (planned.ok) return planned.plan
-  throw new UsageError(`run_command needs a sandbox, and bubblewrap does not work here: ${planned.why}`, 'install bubblewrap (apt-get install bubblewrap), or set tools.sandbox: none in the config to run commands without a sandbox')
+  const real = realOrResolved(workspace)
+  const planned = planSandbox(config.tools, hidden, real)
+  if (!planned.ok) throw new UsageError(`run_command needs a sandbox, and bubblewrap does not work here: ${planned.why}`, 'install bubblewrap (apt-get install bubblewrap), or set tools.sandbox: none in the config to run commands without a sandbox')
+  if (planned.plan.kind === 'none') return planned.plan
+  const why = workspaceUnwritable(planned.plan.identity, real)
+  if (why !== null) throw new UsageError(why, 'chown it to the user commands should run as, or set tools.sandbox_user')
+  return planned.plan
+}
+
+/** What the run's MCP servers are sandboxed with (each unless its sandbox: none): run_command's settings, workspace and hidden places. */
+export function mcpSandbox(config: Config, workspace: string, hidden: readonly string[]): McpSandbox {
+  return { tools: config.tools, workspace: realOrResolved(workspace), hidden }
+}
+
+function realOrResolved(p: string): string {
+  try {
+    return realpathSync(p)
+  } catch {
+    return resolve(p)
+  }
 }

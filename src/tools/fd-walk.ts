@@ -2,6 +2,7 @@ import { closeSync, constants, fstatSync, mkdirSync, openSync, readdirSync, read
 import type { Dirent, Stats } from 'node:fs'
 import { dirname, isAbsolute, relative, sep } from 'node:path'
 import { ToolError } from './errors.js'
+import { ownPathLikeDir } from './owner.js'
 import type { ToolContext } from './types.js'
 import { inside } from './workspace.js'
 
@@ -119,6 +120,7 @@ export function walkParent(boundary: Boundary, path: string, create = false): Pa
           if (isHidden(boundary, `${pathOf(cur)}/${name}`)) throw hiddenError(path)
           try {
             mkdirSync(at(cur, name))
+            ownPathLikeDir(at(cur, name), cur)
           } catch (e) {
             if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e
           }

@@ -4,6 +4,7 @@ import type { Stats } from 'node:fs'
 import { ToolError } from './errors.js'
 import { at } from './fd-walk.js'
 import type { Parent } from './fd-walk.js'
+import { ownLikeDir } from './owner.js'
 import type { ToolContext } from './types.js'
 
 /**
@@ -32,7 +33,7 @@ export function statIn(parent: Parent): Stats | null {
  * the name through the same fd. No path is resolved again, so a directory swapped for a
  * link meanwhile cannot move the write outside; rename replaces a link at the name
  * instead of following it, and never writes into another hard link of the old file.
- * Keeps an existing file's mode; records the new stamp.
+ * Keeps an existing file's mode (and, as root, its owner); records the new stamp.
  */
 export function writeInDir(ctx: ToolContext, parent: Parent, rel: string, content: string, existing: Stats | null): void {
   if (existing?.isSymbolicLink()) throw new ToolError(`${rel} is a symbolic link; tools write files only, give the path of the file it names`)
@@ -43,6 +44,8 @@ export function writeInDir(ctx: ToolContext, parent: Parent, rel: string, conten
   let fd: number | null = null
   try {
     fd = openSync(at(parent.dirFd, tmp), constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode)
+    // As root: the owner of the file replaced, or of the directory, so a command (run unprivileged) can change it.
+    ownLikeDir(fd, parent.dirFd, existing)
     writeSync(fd, content)
     fsyncSync(fd)
     closeSync(fd)

@@ -5,6 +5,8 @@ import type { ValidateFunction } from 'ajv'
 import type { Config } from '../config/schema.js'
 import { clip, sampleOf } from '../text.js'
 import { maskCredentials, maskValue } from '../storage/format/mask.js'
+import { sandboxedServer } from './sandbox/mcp-launch.js'
+import type { McpSandbox } from './sandbox/mcp-launch.js'
 import type { Tool, ToolOutcome } from './types.js'
 
 export type McpServerConfig = Config['mcp']['servers'][string]
@@ -50,7 +52,16 @@ class McpServer {
     private readonly config: McpServerConfig,
     private readonly warn: (message: string) => void,
     private readonly maxChars: number,
+    private readonly sandbox: McpSandbox | null,
   ) {}
+
+  /** How the server is started: in the run's sandbox (unless its sandbox: none, or no run gave one), else as configured. */
+  private launch(): { command: string; args: string[] } {
+    if (this.sandbox === null || this.config.sandbox === 'none') return { command: this.config.command, args: this.config.args }
+    const planned = sandboxedServer(this.config, this.sandbox)
+    if (!planned.ok) throw new Error(`its sandbox cannot be set up: ${planned.why}; set mcp.servers.${this.name}.sandbox: none to start it without one`)
+    return planned
+  }
 
   /**
    * Starts the server and lists its tools: every page, but no more than `keep` tools
@@ -58,9 +69,10 @@ class McpServer {
    * for all of it. `signal` (the task's stop) aborts it at any point.
    */
   async start(keep: number, signal: AbortSignal): Promise<Listed[]> {
+    const { command, args } = this.launch()
     const transport = new StdioClientTransport({
-      command: this.config.command,
-      args: this.config.args,
+      command,
+      args,
       env: { ...getDefaultEnvironment(), ...this.config.env },
       ...(this.config.cwd ? { cwd: this.config.cwd } : {}),
       stderr: 'pipe',
@@ -178,16 +190,17 @@ export class McpServers {
    * naming it and the last line of its stderr; the task runs without its tools. At
    * most `mcp.max_tools` tools are kept, the first by name; the others are named in
    * one warning. `signal` (the task's stop) ends the start-up at once: every server is
-   * closed, and the caller sees the stop.
+   * closed, and the caller sees the stop. With `sandbox` (a run's), each server runs
+   * in run_command's sandbox unless its own sandbox: none.
    */
-  static async start(config: Config['mcp'], warn: (message: string) => void, signal: AbortSignal): Promise<{ servers: McpServers; tools: Tool[] }> {
+  static async start(config: Config['mcp'], warn: (message: string) => void, signal: AbortSignal, sandbox: McpSandbox | null = null): Promise<{ servers: McpServers; tools: Tool[] }> {
     const tools: Tool[] = []
     const started: McpServer[] = []
     const entries = Object.entries(config.servers).filter(([, server]) => server.enabled)
     const offered = new Map<string, number>()
     await Promise.all(
       entries.map(async ([name, server]) => {
-        const instance = new McpServer(name, server, warn, config.max_result_chars)
+        const instance = new McpServer(name, server, warn, config.max_result_chars, sandbox)
         instance.keep = config.max_tools
         try {
           const listed = await instance.start(config.max_tools, signal)

@@ -1,6 +1,10 @@
 import { spawn } from 'node:child_process'
 import { constants } from 'node:os'
-import { bwrapArgs } from './sandbox.js'
+import type { Readable, Writable } from 'node:stream'
+import { bwrapArgs, spawnIdentity } from './sandbox.js'
+import { limitReached, prlimitArgs } from './sandbox/limits.js'
+import type { CommandLimits } from './sandbox/limits.js'
+import { seccompFilter } from './sandbox/seccomp.js'
 import { defineTool, param } from './schema.js'
 import type { ToolContext, ToolOutcome } from './types.js'
 
@@ -69,18 +73,27 @@ function execute(command: string, timeoutSeconds: number, ctx: ToolContext): Pro
   return new Promise((resolve) => {
     const sandbox = ctx.sandbox
     // bwrap itself gets no secret either: its pid 1 keeps bwrap's environment, readable as /proc/1/environ inside.
+    // It starts as the sandbox identity (root drops to it here) and reads the seccomp filter from fd 3.
     const child =
       sandbox.kind === 'bwrap'
-        ? spawn(sandbox.bwrap, bwrapArgs(sandbox, cwd, command), { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: '/usr/bin:/bin' } })
-        : spawn('/bin/sh', ['-c', command], { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: commandEnv() })
+        ? spawn(sandbox.bwrap, bwrapArgs(sandbox, cwd, command), { ...spawnIdentity(sandbox), cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe', 'pipe'], env: { PATH: '/usr/bin:/bin' } })
+        : spawn(...bare(command, sandbox.limits), { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: commandEnv() })
+    if (sandbox.kind === 'bwrap') {
+      const filter = child.stdio[3] as Writable | null
+      // EPIPE when bwrap failed before reading it: its exit says why.
+      filter?.on('error', () => undefined)
+      filter?.end(seccompFilter())
+    }
     const sandboxed = sandbox.kind === 'bwrap'
     if (child.pid !== undefined) {
       trackGroup(child.pid)
       ctx.commands?.started(child.pid)
     }
     const output = new HeadTail()
-    child.stdout.setEncoding('utf8').on('data', (d: string) => output.add(d))
-    child.stderr.setEncoding('utf8').on('data', (d: string) => output.add(d))
+    // Both are pipes (stdio above); the type of a four-fd spawn does not say so.
+    const [stdout, stderr] = [child.stdout as Readable, child.stderr as Readable]
+    stdout.setEncoding('utf8').on('data', (d: string) => output.add(d))
+    stderr.setEncoding('utf8').on('data', (d: string) => output.add(d))
     let ending: Ending | null = null
     let killTimer: NodeJS.Timeout | undefined
     const killGroup = (sig: NodeJS.Signals): void => {
@@ -106,7 +119,7 @@ function execute(command: string, timeoutSeconds: number, ctx: ToolContext): Pro
       clearTimeout(timer)
       clearTimeout(killTimer)
       signal.removeEventListener('abort', onAbort)
-      resolve(describe(ending ?? { how: 'error', message: 'the command ended without an exit status' }, timeoutSeconds, output.text()))
+      resolve(describe(ending ?? { how: 'error', message: 'the command ended without an exit status' }, timeoutSeconds, output.text(), sandbox.limits ?? null))
     }
     child.on('exit', (code, sig) => {
       ending ??= sandboxed ? fromSandbox(code, sig) : { how: 'exit', code, signal: sig }
@@ -117,8 +130,8 @@ function execute(command: string, timeoutSeconds: number, ctx: ToolContext): Pro
       }
       // 'close' comes once the pipes are drained; a process that left the group may hold them open.
       setTimeout(() => {
-        child.stdout.destroy()
-        child.stderr.destroy()
+        stdout.destroy()
+        stderr.destroy()
         settle()
       }, DRAIN_MS).unref()
     })
@@ -130,6 +143,12 @@ function execute(command: string, timeoutSeconds: number, ctx: ToolContext): Pro
   })
 }
 
+/** Without a sandbox: `sh -c command`, under prlimit when there are limits to set. */
+function bare(command: string, limits: CommandLimits | undefined): [string, string[]] {
+  const [program = '/bin/sh', ...args] = [...(limits ? prlimitArgs(limits) : []), '/bin/sh', '-c', command]
+  return [program, args]
+}
+
 /** bwrap reports a command killed by a signal as 128+N: shown as the signal, as without a sandbox. */
 function fromSandbox(code: number | null, sig: NodeJS.Signals | null): Ending {
   if (code !== null && code > 128) {
@@ -139,8 +158,11 @@ function fromSandbox(code: number | null, sig: NodeJS.Signals | null): Ending {
   return { how: 'exit', code, signal: sig }
 }
 
-function describe(ending: Ending, timeoutSeconds: number, text: string): ToolOutcome {
-  const body = text === '' ? '(no output)' : text.replace(/\n$/, '')
+function describe(ending: Ending, timeoutSeconds: number, text: string, limits: CommandLimits | null = null): ToolOutcome {
+  let body = text === '' ? '(no output)' : text.replace(/\n$/, '')
+  // A limit reached is said plainly, so the model does not take it for a bug in the code.
+  const reached = limits !== null && ending.how === 'exit' ? limitReached(limits, ending.signal, text) : null
+  if (reached !== null) body += `\n[${reached}]`
   const killed = 'the command and its process group were killed'
   switch (ending.how) {
     case 'timeout':

@@ -1,29 +1,38 @@
 import { spawnSync } from 'node:child_process'
-import { lstatSync, readlinkSync, realpathSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
-import { inside } from './workspace.js'
+import { sandboxIdentity } from './sandbox/identity.js'
+import type { SandboxIdentity } from './sandbox/identity.js'
+import { DEFAULT_LIMITS, describeLimits, PRLIMIT, prlimitArgs } from './sandbox/limits.js'
+import type { CommandLimits } from './sandbox/limits.js'
+import { HOME, mountArgs } from './sandbox/mounts.js'
+import { REFUSED_SYSCALLS, seccompSupported } from './sandbox/seccomp.js'
 
 /*
  * run_command's sandbox: bubblewrap (Debian `bubblewrap`, the `bwrap` binary), as Claude
  * Code does on Linux. Flags measured in /tmp/research-sandbox (REPORT.md §1):
  * --unshare-pid with --die-with-parent is what kills `setsid sleep &` when the command
  * ends (bwrap's pid 1 gets SIGKILL when the monitor exits, and the namespace dies with
- * it); a new /proc shows only the sandbox's pids, so no /proc/<ctxagent>/environ;
- * only /usr, /etc, /opt (and the /bin, /lib links) are mounted, read-only, so $HOME,
- * other projects and ctxagent's config are absent; the workspace alone is writable.
+ * it); a new /proc shows only the sandbox's pids, so no /proc/<ctxagent>/environ.
+ * Whatever user ctxagent runs as, the command runs as an unprivileged identity (see
+ * sandbox/identity.ts) in its own user namespace, with no capabilities, no_new_privs,
+ * a seccomp filter (sandbox/seccomp.ts) and rlimits (sandbox/limits.ts). What is
+ * mounted is in sandbox/mounts.ts; docs/security.md has the whole picture.
  */
 
 /** How run_command runs, decided once at start (tools.sandbox). */
 export type SandboxPlan =
-  | { kind: 'bwrap'; bwrap: string; network: boolean; readOnly: readonly string[]; hidden: readonly string[] }
-  | { kind: 'none' }
+  | { kind: 'bwrap'; bwrap: string; network: boolean; readOnly: readonly string[]; hidden: readonly string[]; identity: SandboxIdentity; limits: CommandLimits }
+  | { kind: 'none'; limits?: CommandLimits | undefined }
 
-/** The config keys this reads (tools.sandbox, tools.network, tools.sandbox_read_only). */
+/** The config keys this reads (tools.sandbox, tools.network, tools.sandbox_read_only, tools.sandbox_user, tools.limits). */
 export interface SandboxConfig {
   sandbox: 'bwrap' | 'none'
   network: boolean
   sandbox_read_only: readonly string[]
+  sandbox_user?: string | null
+  limits?: CommandLimits
 }
 
 /** The bwrap binary: CTXAGENT_BWRAP (tests point it at a missing file), else `bwrap` on PATH. */
@@ -40,100 +49,108 @@ export function secretPlaces(home = homedir()): string[] {
 const probes = new Map<string, string | null>()
 
 /**
- * Runs bwrap once the way commands will need it (a PID namespace and its own /proc, the
- * step nested containers refuse): null when it works, else why not. Cached per binary.
+ * Runs bwrap once the way commands will need it (a user and a PID namespace and its own
+ * /proc, the step nested containers refuse), as nobody when root: null when it works,
+ * else why not. Cached per binary. prlimit and a seccomp filter for this architecture
+ * are required too.
  */
 export function probeBwrap(bwrap: string): string | null {
   const cached = probes.get(bwrap)
   if (cached !== undefined) return cached
-  const r = spawnSync(bwrap, ['--unshare-pid', '--die-with-parent', '--ro-bind', '/', '/', '--proc', '/proc', 'true'], { encoding: 'utf8', timeout: 10_000, env: { PATH: '/usr/bin:/bin' } })
+  const root = process.getuid?.() === 0
+  const as = root ? { uid: 65534, gid: 65534 } : {}
+  const r = spawnSync(bwrap, ['--unshare-user', '--disable-userns', '--cap-drop', 'ALL', '--unshare-pid', '--die-with-parent', '--ro-bind', '/', '/', '--proc', '/proc', 'true'], { ...as, encoding: 'utf8', timeout: 10_000, env: { PATH: '/usr/bin:/bin' } })
   let why: string | null = null
   if (r.error) why = (r.error as NodeJS.ErrnoException).code === 'ENOENT' ? `${bwrap} is not installed (apt-get install bubblewrap)` : r.error.message
   else if (r.status !== 0) why = (r.stderr.trim().split('\n')[0] ?? '') || `${bwrap} exited with ${r.status ?? r.signal}`
+  else if (!existsSync(PRLIMIT)) why = `${PRLIMIT} is missing (util-linux); it sets the commands' limits`
+  else if (!seccompSupported()) why = `no seccomp filter for the ${process.arch} architecture (x64 and arm64 have one)`
   probes.set(bwrap, why)
   return why
 }
 
 /** What `doctor` shows: the sandbox in force for run_command, whether it works, and why. */
-export function describeSandbox(tools: SandboxConfig, env: NodeJS.ProcessEnv = process.env): { mode: 'bwrap' | 'none'; ok: boolean; detail: string } {
-  if (tools.sandbox === 'none') return { mode: 'none', ok: true, detail: 'tools.sandbox: none — run_command runs without a sandbox (the operator chose it)' }
+export function describeSandbox(tools: SandboxConfig, env: NodeJS.ProcessEnv = process.env, workspace = process.cwd()): { mode: 'bwrap' | 'none'; ok: boolean; detail: string } {
+  const limits = tools.limits ?? DEFAULT_LIMITS
+  if (tools.sandbox === 'none') return { mode: 'none', ok: true, detail: `tools.sandbox: none — run_command runs without a sandbox, as ctxagent's own user (the operator chose it); ${describeLimits(limits)}` }
   const bwrap = bwrapBinary(env)
   const why = probeBwrap(bwrap)
   if (why !== null) return { mode: 'bwrap', ok: false, detail: `${why}; run_command is refused until bubblewrap works, or set tools.sandbox: none` }
-  return { mode: 'bwrap', ok: true, detail: `bubblewrap (${bwrap}): workspace read-write, system read-only, home and task tree hidden, network ${tools.network ? 'on' : 'off'}` }
+  let who: string
+  try {
+    const id = sandboxIdentity({ sandbox_user: tools.sandbox_user ?? null }, workspace)
+    who = `as ${id.name} (uid ${id.uid}, gid ${id.gid}; ${id.why})`
+  } catch (err) {
+    return { mode: 'bwrap', ok: false, detail: (err as Error).message }
+  }
+  return {
+    mode: 'bwrap',
+    ok: true,
+    detail: `bubblewrap (${bwrap}): ${who}, no capabilities, no_new_privs, seccomp refusing ${REFUSED_SYSCALLS.length} syscalls and new user namespaces; workspace read-write, system read-only, /etc only what programs need, home and task tree hidden, network ${tools.network ? 'on' : 'off'}; ${describeLimits(limits)}`,
+  }
 }
 
 /**
  * The plan for this run, or the reason a shell cannot be offered (the caller refuses
  * --allow-shell with it). `hidden` are real paths never shown to a command: the task
- * tree and the config file.
+ * tree and the config file. Throws a UsageError for a tools.sandbox_user that cannot be.
  */
-export function planSandbox(tools: SandboxConfig, hidden: readonly string[], env: NodeJS.ProcessEnv = process.env): { ok: true; plan: SandboxPlan } | { ok: false; why: string } {
-  if (tools.sandbox === 'none') return { ok: true, plan: { kind: 'none' } }
+export function planSandbox(tools: SandboxConfig, hidden: readonly string[], workspace: string, env: NodeJS.ProcessEnv = process.env): { ok: true; plan: SandboxPlan } | { ok: false; why: string } {
+  const limits = tools.limits ?? DEFAULT_LIMITS
+  if (tools.sandbox === 'none') return { ok: true, plan: { kind: 'none', ...(existsSync(PRLIMIT) ? { limits } : {}) } }
   const bwrap = bwrapBinary(env)
   const why = probeBwrap(bwrap)
   if (why !== null) return { ok: false, why }
-  return { ok: true, plan: { kind: 'bwrap', bwrap, network: tools.network, readOnly: tools.sandbox_read_only, hidden: [...hidden, ...secretPlaces()] } }
+  const identity = sandboxIdentity({ sandbox_user: tools.sandbox_user ?? null }, workspace)
+  return { ok: true, plan: { kind: 'bwrap', bwrap, network: tools.network, readOnly: tools.sandbox_read_only, hidden: [...hidden, ...secretPlaces()], identity, limits } }
 }
 
-const realOr = (p: string): string | null => {
-  try {
-    return realpathSync(p)
-  } catch {
-    return null
-  }
-}
+type BwrapPlan = Extract<SandboxPlan, { kind: 'bwrap' }>
 
-/** The bwrap arguments that run `sh -c command` in `workspace` (a real path). Mount order matters: later mounts cover earlier ones. */
-export function bwrapArgs(plan: Extract<SandboxPlan, { kind: 'bwrap' }>, workspace: string, command: string): string[] {
-  const a = ['--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--new-session']
-  if (!plan.network) a.push('--unshare-net')
-  // Merged-/usr systems: /bin, /lib… are links into /usr; recreate them as links.
-  for (const p of ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32']) {
-    let link: string | null = null
-    try {
-      if (!lstatSync(p).isSymbolicLink()) {
-        a.push('--ro-bind', p, p)
-        continue
-      }
-      link = readlinkSync(p)
-    } catch {
-      continue
-    }
-    a.push('--symlink', link, p)
+/**
+ * The bwrap arguments that run `argv` in `workspace` (a real path) under the plan: its
+ * own user namespace as the plan's identity, no capabilities, the seccomp filter read
+ * from fd 3 (the caller provides it: seccompFilter()), the limits through prlimit.
+ * `env` is the whole environment (--clearenv); without it the process keeps bwrap's
+ * environment (an MCP server's, whose tokens must not sit in a command line) with
+ * HOME and PATH of the sandbox.
+ */
+export function sandboxArgs(plan: BwrapPlan, workspace: string, argv: readonly string[], options: { env?: Record<string, string>; readOnly?: readonly string[]; chdir?: string } = {}): string[] {
+  const { uid, gid } = plan.identity
+  const a = ['--unshare-user', '--disable-userns', '--uid', String(uid), '--gid', String(gid), '--cap-drop', 'ALL', '--seccomp', '3']
+  a.push(...mountArgs({ network: plan.network, readOnly: [...plan.readOnly, ...(options.readOnly ?? [])], hidden: plan.hidden }, workspace))
+  a.push('--chdir', options.chdir ?? workspace)
+  if (options.env !== undefined) {
+    a.push('--clearenv')
+    for (const [k, v] of Object.entries(options.env)) a.push('--setenv', k, v)
+  } else {
+    for (const [k, v] of Object.entries({ HOME, PATH: SANDBOX_PATH })) a.push('--setenv', k, v)
   }
-  const visible: string[] = [workspace]
-  for (const p of ['/usr', '/etc', '/opt', ...plan.readOnly]) {
-    const real = realOr(p)
-    if (real === null) continue
-    a.push('--ro-bind', real, real)
-    visible.push(real)
-  }
-  const home = '/tmp/home'
-  a.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--dir', home)
-  a.push('--bind', workspace, workspace)
-  // Hidden places that a mount above shows (the task tree inside the workspace, a config file in it): covered.
-  for (const h of plan.hidden) {
-    const real = realOr(h)
-    if (real === null || !visible.some((v) => inside(v, real))) continue
-    if (lstatSync(real).isDirectory()) a.push('--tmpfs', real, '--remount-ro', real)
-    else a.push('--ro-bind', '/dev/null', real)
-  }
-  a.push('--chdir', workspace, '--clearenv')
-  for (const [k, v] of Object.entries(sandboxEnv(home))) a.push('--setenv', k, v)
-  a.push('--', '/bin/sh', '-c', command)
+  a.push('--', ...prlimitArgs(plan.limits), ...argv)
   return a
 }
+
+/** The bwrap arguments that run `sh -c command` in `workspace`. */
+export function bwrapArgs(plan: BwrapPlan, workspace: string, command: string): string[] {
+  return sandboxArgs(plan, workspace, ['/bin/sh', '-c', command], { env: sandboxEnv() })
+}
+
+/** How to start bwrap for the plan: as its identity when ctxagent is root (which also clears supplementary groups). */
+export function spawnIdentity(plan: BwrapPlan): { uid?: number; gid?: number } {
+  return process.getuid?.() === 0 ? { uid: plan.identity.uid, gid: plan.identity.gid } : {}
+}
+
+const SANDBOX_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 
 /**
  * The whole environment of a sandboxed command: none of ctxagent's (a token in it would
  * also sit in bwrap's /proc/1/environ), only what builds and tools need.
  */
-function sandboxEnv(home: string): Record<string, string> {
+function sandboxEnv(): Record<string, string> {
   const keep: Record<string, string> = {}
   for (const k of ['LANG', 'LC_ALL', 'TZ']) {
     const v = process.env[k]
     if (v !== undefined) keep[k] = v
   }
-  return { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: home, TERM: 'dumb', PAGER: 'cat', GIT_PAGER: 'cat', GIT_TERMINAL_PROMPT: '0', ...keep }
+  return { PATH: SANDBOX_PATH, HOME, TERM: 'dumb', PAGER: 'cat', GIT_PAGER: 'cat', GIT_TERMINAL_PROMPT: '0', ...keep }
 }

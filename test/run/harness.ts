@@ -9,6 +9,7 @@ import type { Tree } from '../fixtures/tree.js'
 import { startFakeLlm } from '../helpers/fake-llm.js'
 import type { FakeLlm, RecordedRequest } from '../helpers/fake-llm.js'
 import { BIN, cliAsync, ROOT, TEST_ENV } from '../helpers/run.js'
+import { giveToSandbox } from '../helpers/sandbox-owner.js'
 import type { CliResult } from '../helpers/run.js'
 
 export interface RunSetup {
@@ -36,6 +37,8 @@ export async function runSetup(extraYaml = ''): Promise<RunSetup> {
   onTestFinished(() => rmSync(ws, { recursive: true, force: true }))
   writeFileSync(join(ws, 'calc.js'), 'export function add(a, b) {\n  return a - b\n}\n')
   writeFileSync(join(ws, 'README.md'), '# calc\n\nadd(a, b) adds two numbers.\n')
+  // As root, commands and MCP servers run as the workspace's owner: nobody, here.
+  giveToSandbox(ws)
   const fake = await startFakeLlm()
   const config = join(tree.base, 'config.yaml')
   writeFileSync(config, fake.configYaml(extraYaml))

@@ -50,7 +50,8 @@ describe('a hostile MCP server is bounded', () => {
   it('SIGINT while a server never answers tools/list: the task pauses at once and the server is closed', async () => {
     const marker = join(tmpdir(), `ctxagent-hang-${process.pid}-${Date.now()}`)
     onTestFinished(() => rmSync(marker, { force: true }))
-    const s = await hostile('hang', marker, '', 600)
+    // Unsandboxed: it writes its host pid to a file outside any workspace (a sandboxed server has its own /tmp and pids).
+    const s = await hostile('hang', marker, '      sandbox: none\n', 600)
     const started = s.start(['run', '--task', 't', '--workspace', s.ws])
     const pid = Number(await waitFor('tools/list to arrive', () => (existsSync(marker) ? readFileSync(marker, 'utf8') : undefined)))
     started.child.kill('SIGINT')

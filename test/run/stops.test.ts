@@ -13,7 +13,8 @@ const HOSTILE = join(ROOT, 'test', 'helpers', 'hostile-mcp.mjs')
 function hangingServer(s: RunSetup): string {
   const marker = join(tmpdir(), `ctxagent-hang-${process.pid}-${Math.random().toString(36).slice(2)}`)
   onTestFinished(() => rmSync(marker, { force: true }))
-  writeFileSync(s.config, s.fake.configYaml(`mcp:\n  servers:\n    bad:\n      command: ${process.execPath}\n      args: [${JSON.stringify(HOSTILE)}, hang, ${JSON.stringify(marker)}]\n      timeout_seconds: 600\n`))
+  // Unsandboxed: the hang server writes its host pid to a file in /tmp (a sandboxed one has its own /tmp and pids).
+  writeFileSync(s.config, s.fake.configYaml(`mcp:\n  servers:\n    bad:\n      command: ${process.execPath}\n      args: [${JSON.stringify(HOSTILE)}, hang, ${JSON.stringify(marker)}]\n      timeout_seconds: 600\n      sandbox: none\n`))
   return marker
 }
 

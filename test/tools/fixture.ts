@@ -7,6 +7,7 @@ import type { CallOutcome } from '../../src/tools/registry.js'
 import { planSandbox } from '../../src/tools/sandbox.js'
 import type { SandboxPlan } from '../../src/tools/sandbox.js'
 import type { ReadStamp, ToolContext } from '../../src/tools/types.js'
+import { giveToSandbox } from '../helpers/sandbox-owner.js'
 
 export interface Fixture {
   /** Holds the workspace and, beside it, a directory the tools must never touch. */
@@ -38,7 +39,8 @@ export function setup(options: { signal?: AbortSignal; allowShell?: boolean; com
   mkdirSync(join(tree, 'running'), { recursive: true })
   writeFileSync(join(tree, 'running', 'state.json'), '{"password":"TREE SECRET"}\n')
   const reads = new Map<string, ReadStamp>()
-  const planned = planSandbox({ sandbox: 'bwrap', network: false, sandbox_read_only: [] }, [tree])
+  giveToSandbox(ws, root)
+  const planned = planSandbox({ sandbox: 'bwrap', network: false, sandbox_read_only: [] }, [tree], ws)
   if (!planned.ok && options.sandbox === undefined) throw new Error(`the tool tests need bubblewrap: ${planned.why}`)
   const ctx: ToolContext = {
     workspace: ws,

@@ -60,6 +60,19 @@ describe('run_command', () => {
     expect(out.output).toMatch(/^GIT_TERMINAL_PROMPT=0$/m)
   })
 
+  it('sets tools.limits without a sandbox too (prlimit), and says when one was reached', async () => {
+    const limits = { memory_mb: 256, processes: 77, file_size_mb: 3, open_files: 99, cpu_seconds: 1 }
+    const s = setup({ sandbox: { kind: 'none', limits } })
+    const out = await s.call('run_command', { command: 'grep -E "^Max (processes|open files|file size|data size|cpu time)" /proc/self/limits' })
+    expect(out.output).toMatch(/^Max processes +77 +77 /m)
+    expect(out.output).toMatch(/^Max open files +99 +99 /m)
+    expect(out.output).toMatch(/^Max file size +3145728 +3145728 /m)
+    expect(out.output).toMatch(/^Max data size +268435456 +268435456 /m)
+    expect(out.output).toMatch(/^Max cpu time +1 +2 /m)
+    const spin = await s.call('run_command', { command: 'while :; do :; done' })
+    expect(spin.output).toBe('killed by SIGXCPU\n(no output)\n[CPU time limit (tools.limits.cpu_seconds = 1) reached]')
+  })
+
   it('keeps the head and the tail of a huge output, within 30,000 characters', async () => {
     const s = setup()
     // ~1.3 MB on stdout.

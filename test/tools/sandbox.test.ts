@@ -1,9 +1,11 @@
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
+import { UsageError } from '../../src/errors.js'
 import { describeSandbox, planSandbox } from '../../src/tools/sandbox.js'
+import { giveWorkspace, sandboxIdentity } from '../../src/tools/sandbox/identity.js'
 import { cli } from '../helpers/run.js'
 import { setup, sleep } from './fixture.js'
 
@@ -77,7 +79,7 @@ describe('run_command in bubblewrap', () => {
     const s = setup({ treeInside: true })
     const config = join(s.ws, 'config.yaml')
     writeFileSync(config, 'llm:\n  openai:\n    api_key: CONFIG-SECRET\n')
-    const plan = planSandbox({ sandbox: 'bwrap', network: false, sandbox_read_only: [] }, [s.tree, config])
+    const plan = planSandbox({ sandbox: 'bwrap', network: false, sandbox_read_only: [] }, [s.tree, config], s.ws)
     if (!plan.ok) throw new Error(plan.why)
     const command = 'cat config.yaml; find logs -type f; cat logs/contexts/running/state.json; echo x > logs/contexts/planted; echo end'
     const out = await s.tools.call({ id: 'c', type: 'function', function: { name: 'run_command', arguments: JSON.stringify({ command }) } }, { ...s.ctx, sandbox: plan.plan })
@@ -102,7 +104,7 @@ describe('run_command in bubblewrap', () => {
     const s = setup()
     const interfaces = "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"
     expect((await s.call('run_command', { command: interfaces })).output).toBe('exit code 0\nlo')
-    const planned = planSandbox({ sandbox: 'bwrap', network: true, sandbox_read_only: [] }, [])
+    const planned = planSandbox({ sandbox: 'bwrap', network: true, sandbox_read_only: [] }, [], s.ws)
     if (!planned.ok) throw new Error(planned.why)
     const host = readFileSync('/proc/net/dev', 'utf8').trim().split('\n').length - 2
     const out = await s.tools.call({ id: 'n', type: 'function', function: { name: 'run_command', arguments: JSON.stringify({ command: interfaces }) } }, { ...s.ctx, sandbox: planned.plan })
@@ -113,7 +115,82 @@ describe('run_command in bubblewrap', () => {
     expect(() => parseConfig('tools:\n  sandbox: auto\n')).toThrow('config.yaml: tools.sandbox must be bwrap or none')
     expect(() => parseConfig('tools:\n  sandbox_read_only: [relative]\n')).toThrow('config.yaml: tools.sandbox_read_only[0] must be an absolute path')
     expect(() => parseConfig('tools:\n  network: yes\n')).toThrow('config.yaml: tools.network must be true or false')
-    expect(parseConfig('').tools).toMatchObject({ sandbox: 'bwrap', network: false, sandbox_read_only: [] })
+    expect(parseConfig('').tools).toMatchObject({ sandbox: 'bwrap', network: false, sandbox_read_only: [], sandbox_user: null, limits: { memory_mb: 4096, processes: 1024, file_size_mb: 1024, open_files: 4096, cpu_seconds: 600 } })
+    expect(() => parseConfig('tools:\n  sandbox_user: "a b"\n')).toThrow('config.yaml: tools.sandbox_user must be a user name or uid[:gid], like nobody or 1000:1000')
+    expect(() => parseConfig('tools:\n  limits:\n    processes: 0\n')).toThrow('config.yaml: tools.limits.processes must be a positive integer')
+    expect(() => parseConfig('tools:\n  limits:\n    swap_mb: 1\n')).toThrow('tools.limits')
+    expect(parseConfig('tools:\n  sandbox_user: "1000:1000"\n  limits:\n    memory_mb: 512\n').tools).toMatchObject({ sandbox_user: '1000:1000', limits: { memory_mb: 512, processes: 1024 } })
+    expect(() => parseConfig('mcp:\n  servers:\n    x:\n      command: node\n      sandbox: off\n')).toThrow('config.yaml: mcp.servers.x.sandbox must be bwrap or none')
+    expect(parseConfig('mcp:\n  servers:\n    x:\n      command: node\n').mcp.servers.x).toMatchObject({ sandbox: 'bwrap', network: false })
+  })
+})
+
+describe('the identity commands run as', () => {
+  const dir = () => {
+    const d = mkdtempSync(join(tmpdir(), 'ctxagent-ident-'))
+    onTestFinished(() => rmSync(d, { recursive: true, force: true }))
+    return d
+  }
+  const root = { uid: 0, gid: 0 }
+
+  it('as root: tools.sandbox_user, else the workspace owner, else nobody; never uid or gid 0', () => {
+    const ws = dir()
+    chownSync(ws, 0, 0)
+    expect(sandboxIdentity({ sandbox_user: null }, ws, root)).toMatchObject({ uid: 65534, gid: 65534, name: 'nobody', why: 'nobody' })
+    chownSync(ws, 4321, 0)
+    expect(sandboxIdentity({ sandbox_user: null }, ws, root)).toMatchObject({ uid: 4321, gid: 65534, why: 'workspace owner' })
+    chownSync(ws, 4321, 4322)
+    expect(sandboxIdentity({ sandbox_user: null }, ws, root)).toMatchObject({ uid: 4321, gid: 4322 })
+    expect(sandboxIdentity({ sandbox_user: '2000:3000' }, ws, root)).toMatchObject({ uid: 2000, gid: 3000, why: 'tools.sandbox_user' })
+    expect(sandboxIdentity({ sandbox_user: 'nobody' }, ws, root)).toMatchObject({ uid: 65534, name: 'nobody' })
+    expect(() => sandboxIdentity({ sandbox_user: 'root' }, ws, root)).toThrow(UsageError)
+    expect(() => sandboxIdentity({ sandbox_user: '0' }, ws, root)).toThrow('commands never run as root')
+    expect(() => sandboxIdentity({ sandbox_user: '1000:0' }, ws, root)).toThrow('commands never run as root')
+    expect(() => sandboxIdentity({ sandbox_user: 'no-such-user-here' }, ws, root)).toThrow('/etc/passwd has no such user')
+  })
+
+  it('not root: its own uid and gid; tools.sandbox_user naming someone else is a usage error', () => {
+    const ws = dir()
+    const self = { uid: 1234, gid: 1235 }
+    expect(sandboxIdentity({ sandbox_user: null }, ws, self)).toMatchObject({ uid: 1234, gid: 1235, why: 'self' })
+    expect(sandboxIdentity({ sandbox_user: '1234:1235' }, ws, self)).toMatchObject({ uid: 1234 })
+    expect(() => sandboxIdentity({ sandbox_user: 'nobody' }, ws, self)).toThrow('only root can run commands as another user')
+  })
+
+  it.runIf(process.getuid?.() === 0)('as root, the file tools give what they create the owner of its directory, so a command can change it', async () => {
+    const s = setup()
+    expect((await s.call('write_file', { path: 'deep/new/made.txt', content: 'model wrote\n' })).status).toBe('success')
+    for (const p of ['deep', 'deep/new', 'deep/new/made.txt']) expect(statSync(join(s.ws, p))).toMatchObject({ uid: 65534, gid: 65534 })
+    const out = await s.call('run_command', { command: 'echo command wrote >> deep/new/made.txt && id -u' })
+    expect(out.output).toBe('exit code 0\n65534')
+    expect(readFileSync(join(s.ws, 'deep/new/made.txt'), 'utf8')).toBe('model wrote\ncommand wrote\n')
+    // Replacing keeps the owner of the file replaced.
+    await s.call('read_file', { path: 'deep/new/made.txt' })
+    expect((await s.call('edit_file', { path: 'deep/new/made.txt', old_string: 'model', new_string: 'the model' })).status).toBe('success')
+    expect(statSync(join(s.ws, 'deep/new/made.txt')).uid).toBe(65534)
+  })
+
+  it.runIf(process.getuid?.() === 0)('giveWorkspace hands a workspace root made to the identity, never following a link out of it', () => {
+    const top = dir()
+    chmodSync(top, 0o700)
+    const ws = join(top, 'ws')
+    const outside = join(top, 'outside')
+    mkdirSync(join(ws, 'src'), { recursive: true })
+    mkdirSync(outside)
+    writeFileSync(join(ws, 'src', 'a.js'), '1\n')
+    symlinkSync(outside, join(ws, 'out'))
+    giveWorkspace(ws, { uid: 4321, gid: 4322, name: '4321', why: 'tools.sandbox_user' })
+    for (const p of ['', 'src', 'src/a.js']) expect(statSync(join(ws, p))).toMatchObject({ uid: 4321, gid: 4322 })
+    expect(lstatSync(join(ws, 'out')).uid).toBe(4321)
+    expect(statSync(outside).uid).toBe(0)
+    expect(statSync(top).mode & 0o777).toBe(0o711)
+  })
+
+  it('doctor says the identity, the limits and the seccomp filter in force', () => {
+    const detail = describeSandbox({ sandbox: 'bwrap', network: false, sandbox_read_only: [], sandbox_user: '2000:3000' }).detail
+    if (process.getuid?.() === 0) expect(detail).toContain('uid 2000, gid 3000; tools.sandbox_user')
+    expect(detail).toContain('no capabilities, no_new_privs, seccomp refusing')
+    expect(detail).toContain('limits: memory 4096 MB, 1024 processes, files up to 1024 MB, 4096 open files, 600 s CPU')
   })
 })
 
@@ -122,7 +199,7 @@ describe('where bubblewrap is missing', () => {
 
   it('plans no sandbox and describeSandbox says why; tools.sandbox: none is the explicit way out', () => {
     const tools = { sandbox: 'bwrap' as const, network: false, sandbox_read_only: [] }
-    expect(planSandbox(tools, [], missing)).toEqual({ ok: false, why: '/nonexistent/bwrap is not installed (apt-get install bubblewrap)' })
+    expect(planSandbox(tools, [], '/tmp', missing)).toEqual({ ok: false, why: '/nonexistent/bwrap is not installed (apt-get install bubblewrap)' })
     expect(describeSandbox(tools, missing)).toMatchObject({ mode: 'bwrap', ok: false })
     expect(describeSandbox(tools, missing).detail).toContain('tools.sandbox: none')
     expect(describeSandbox({ ...tools, sandbox: 'none' }, missing)).toMatchObject({ mode: 'none', ok: true })

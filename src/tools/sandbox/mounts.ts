@@ -1,0 +1,116 @@
+import { lstatSync, readdirSync, readlinkSync, realpathSync } from 'node:fs'
+import { dirname, isAbsolute, join, resolve } from 'node:path'
+import { inside } from '../workspace.js'
+
+/*
+ * What a sandboxed process sees of the file system. Mount order matters: a later mount
+ * covers an earlier one. Everything is read-only but the workspace, /tmp and /var/tmp
+ * (private tmpfs). Since commands run unprivileged, a file the sandbox user could not
+ * read outside stays unreadable inside.
+ */
+
+/**
+ * What programs need from /etc, each bound only if it exists: users and groups for `id`
+ * and git, name resolution, certificates, the dynamic linker, time zones, git's and
+ * perl's system config, and Debian's alternatives (cc, editor… are links through it).
+ * Everything else in /etc (ctxagent's env file, ssh host keys, shadow, cron) is absent.
+ */
+export const ETC_ENTRIES = [
+  'passwd', 'group', 'hosts', 'hostname', 'resolv.conf', 'nsswitch.conf', 'host.conf', 'gai.conf', 'networks', 'protocols', 'services',
+  'ssl', 'ca-certificates', 'ca-certificates.conf', 'pki', 'crypto-policies',
+  'alternatives', 'ld.so.cache', 'ld.so.conf', 'ld.so.conf.d',
+  'localtime', 'timezone', 'locale.alias', 'locale.conf', 'default/locale',
+  'mime.types', 'magic', 'magic.mime', 'inputrc', 'gitconfig', 'perl',
+  'os-release', 'lsb-release', 'debian_version', 'mtab',
+] as const
+
+const realOr = (p: string): string | null => {
+  try {
+    return realpathSync(p)
+  } catch {
+    return null
+  }
+}
+
+/** Whether `p` is a symbolic link (false when it does not exist). */
+function linkTarget(p: string): string | null {
+  try {
+    return lstatSync(p).isSymbolicLink() ? readlinkSync(p) : null
+  } catch {
+    return null
+  }
+}
+
+/** /bin, /lib… on a merged-/usr system are links into /usr: recreated as links, else bound. */
+function rootLinks(a: string[]): void {
+  for (const p of ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32']) {
+    const link = linkTarget(p)
+    if (link !== null) a.push('--symlink', link, p)
+    else if (realOr(p) !== null) a.push('--ro-bind', p, p)
+  }
+}
+
+/**
+ * The chosen /etc entries. A link is recreated as a link (/etc/mtab → /proc/self/mounts
+ * must name the sandbox's own /proc); where its target lies outside /usr and /etc (a
+ * resolv.conf kept in /run), that target is bound too. Python's site config
+ * (/etc/python3.N) is found by name.
+ */
+function etc(a: string[]): void {
+  let python: string[] = []
+  try {
+    python = readdirSync('/etc').filter((n) => /^python3(\.\d+)?$/.test(n))
+  } catch {
+    // No /etc at all: nothing to bind.
+  }
+  for (const name of [...ETC_ENTRIES, ...python]) {
+    const p = join('/etc', name)
+    const link = linkTarget(p)
+    if (link === null) {
+      if (realOr(p) !== null) a.push('--ro-bind', p, p)
+      continue
+    }
+    a.push('--symlink', link, p)
+    const target = resolve(dirname(p), link)
+    const real = realOr(p)
+    if (real !== null && !['/usr', '/etc', '/proc'].some((top) => inside(top, target)) && !inside('/proc', real)) a.push('--ro-bind', real, real)
+  }
+}
+
+export interface MountPlan {
+  network: boolean
+  /** More directories shown read-only (tools.sandbox_read_only, an MCP server's package). */
+  readOnly: readonly string[]
+  /** Real paths never shown: the task tree, the config file, $HOME's secret places. */
+  hidden: readonly string[]
+}
+
+/** The bwrap arguments for the namespaces and the file system, `workspace` (a real path) read-write. */
+export function mountArgs(plan: MountPlan, workspace: string): string[] {
+  const a = ['--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--new-session']
+  if (!plan.network) a.push('--unshare-net')
+  rootLinks(a)
+  const visible: string[] = [workspace]
+  for (const p of ['/usr', '/opt', ...plan.readOnly]) {
+    const real = isAbsolute(p) ? realOr(p) : null
+    if (real === null) continue
+    a.push('--ro-bind', real, real)
+    visible.push(real)
+    // Reached through a link (a worktree's node_modules): shown at the path as given too.
+    if (resolve(p) !== real) a.push('--ro-bind', real, resolve(p))
+  }
+  etc(a)
+  a.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--tmpfs', '/var/tmp', '--dir', HOME)
+  a.push('--bind', workspace, workspace)
+  // Hidden places that a mount above shows (the task tree inside the workspace, a config file in it): covered.
+  for (const h of plan.hidden) {
+    const real = realOr(h)
+    if (real === null || !visible.some((v) => inside(v, real))) continue
+    if (lstatSync(real).isDirectory()) a.push('--tmpfs', real, '--remount-ro', real)
+    else a.push('--ro-bind', '/dev/null', real)
+  }
+  return a
+}
+
+/** $HOME inside: an empty directory on the private /tmp. */
+export const HOME = '/tmp/home'
