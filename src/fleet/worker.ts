@@ -79,6 +79,12 @@ export class Worker {
   /** Warm children that died idle in a row: each waits longer before the next is started. */
   private warmDeaths = 0
   private warmTimer: NodeJS.Timeout | null = null
+  /**
+   * Resume jobs whose task another process took before this worker's agent could (it
+   * exited 4): looked at on every poll, and ended with what their task became once it
+   * leaves running/. (A worker that stops first leaves them to watch-locks.)
+   */
+  private readonly elsewhere = new Map<number, Job>()
 
   constructor(private readonly options: WorkerOptions) {
     this.queue = new JobQueue(options.pool)
@@ -126,6 +132,7 @@ export class Worker {
   }
 
   private async pump(): Promise<void> {
+    this.settleElsewhere()
     while (!this.stopping && this.running.size < this.options.record.concurrency) {
       let job: Job | null
       try {
@@ -235,6 +242,14 @@ export class Worker {
         return
       }
       const end = settle(this.options.layout, job, code, entry)
+      if (end === null && resume && code === 4 && !entry.stopped) {
+        // Another process (an operator's `run --resume`) took the task first: the job ends with what that run makes of it.
+        this.options.log(`job ${job.id}: task ${job.task_uuid} is run by another process; the job ends when that run does`)
+        this.elsewhere.set(job.id, job)
+        this.maybeFinish()
+        this.wake()
+        return
+      }
       if (end === null) {
         // Its process died holding the task's lock: watch-locks reaps it and settles the job (SPEC §14.3).
         this.options.log(`job ${job.id}: task ${job.task_uuid} was left in running/ (${entry.lastLine.slice(0, 200) || `exit ${code}`}); watch-locks recovers it`)
@@ -314,6 +329,18 @@ export class Worker {
     if (warm === null) return
     ;(warm.child.stdio[3] as Writable | null)?.end()
     signalGroup(warm.child, 'SIGTERM')
+  }
+
+  private settleElsewhere(): void {
+    for (const [id, job] of this.elsewhere) {
+      const ref = locate(this.options.layout, job.task_uuid)
+      if (ref?.location === 'running') continue
+      this.elsewhere.delete(id)
+      const status = ref === null ? null : (safeState(ref.dir)?.status ?? 'unknown')
+      // Paused by whoever ran it: theirs to resume, not queued again here.
+      const end: JobEnd = ref === null ? { outcome: 'failed', error: 'its task is gone' } : ref.location === 'paused' ? { outcome: 'paused', error: 'paused by the process that ran it instead of this job' } : { outcome: status as string }
+      this.track(this.end(job, end))
+    }
   }
 
   private track(p: Promise<void>): void {

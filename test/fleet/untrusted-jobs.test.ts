@@ -12,7 +12,6 @@ import { queryRows, startPostgres } from '../helpers/postgres.js'
 import type { PgServer } from '../helpers/postgres.js'
 import { readTask, runSetup } from '../run/harness.js'
 import { migrate } from '../../src/storage/index/pg-schema.js'
-import type { RunSetup } from '../run/harness.js'
 
 /**
  * What a fleet takes from outside is untrusted (SPEC §8, §14.4): `--repo` sources (cloned
@@ -23,9 +22,9 @@ let server: PgServer
 beforeAll(async () => {
   server = await startPostgres()
   // The schema first: a test reads fleet_jobs before any command has created it.
-  const client = new pg.Client({ connectionString: server.url })
-  await client.connect()
-  await migrate(client).finally(() => client.end())
+  const pool = new pg.Pool({ connectionString: server.url, max: 1 })
+  const client = await pool.connect()
+  await migrate(client).finally(() => (client.release(), pool.end()))
 })
 afterAll(async () => {
   await server?.stop()
