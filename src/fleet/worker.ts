@@ -85,6 +85,8 @@ export class Worker {
    * leaves running/. (A worker that stops first leaves them to watch-locks.)
    */
   private readonly elsewhere = new Map<number, Job>()
+  /** The waits in progress, ended by stop(). */
+  private readonly wakeOnStop = new Set<() => void>()
 
   constructor(private readonly options: WorkerOptions) {
     this.queue = new JobQueue(options.pool)
@@ -107,6 +109,7 @@ export class Worker {
     if (this.stopping) return
     this.stopping = true
     for (const timer of this.timers) clearInterval(timer)
+    for (const wake of this.wakeOnStop) wake()
     this.dropWarm()
     for (const entry of this.running.values()) {
       entry.stopped = true
@@ -227,7 +230,7 @@ export class Worker {
         // A lock is held for a while (a compress asks the LLM): the job is handed back after a pause that grows.
         const wait = signal === null ? Math.min(1000 * 2 ** (job.attempts - 1), 5_000) : 0
         this.track(
-          new Promise((resolve) => setTimeout(resolve, wait))
+          this.pause(wait)
             .then(() => this.queue.retry(job, this.options.record.id, max, last))
             .then((again) => this.options.log(`job ${job.id}: ${again ? `its agent ${why} before task ${job.task_uuid} began; handed back to the queue (attempt ${job.attempts} of ${max})` : `${last.outcome}: ${error}`}`))
             .catch((err: Error) => this.options.log(`job ${job.id} not handed back (${err.message}): a reaper will`))
@@ -361,10 +364,30 @@ export class Worker {
         this.options.log(`job ${job.id}: ${end.outcome}${resume ? ', its resume queued' : ''}${mine ? '' : ' (no longer this worker’s job)'}`)
         return
       } catch (err) {
+        if (this.stopping) {
+          // A stop ends every wait (SPEC §14.5): the job stays claimed by this stopped worker, and watch-locks settles it
+          // from what its task became once the database is back (SPEC §14.3), its resume queued as this worker would have.
+          this.options.log(`job ${job.id} not ended (${(err as Error).message}); stopping: watch-locks settles it once the database is back`)
+          return
+        }
         if (attempt % 10 === 0) this.options.log(`job ${job.id} not ended yet (${(err as Error).message}); retrying`)
-        await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 5_000)))
+        await this.pause(Math.min(100 * 2 ** attempt, 5_000))
       }
     }
+  }
+
+  /** Waits `ms`, or less when the worker is stopped meanwhile. */
+  private pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer)
+        this.wakeOnStop.delete(done)
+        resolve()
+      }
+      const timer = setTimeout(done, ms)
+      if (this.stopping) done()
+      else this.wakeOnStop.add(done)
+    })
   }
 
   private maybeFinish(): void {

@@ -1,8 +1,8 @@
 import pg from 'pg'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { exitOf } from '../helpers/wait.js'
-import { agentPid, finish, startWorker, until } from '../helpers/fleet-hosts.js'
-import { queryRows, startPostgres } from '../helpers/postgres.js'
+import { agentPid, FAST_LOCKS, finish, startWorker, until } from '../helpers/fleet-hosts.js'
+import { canKillServer, queryRows, startPostgres } from '../helpers/postgres.js'
 import type { PgServer } from '../helpers/postgres.js'
 import { agentRequests, readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
@@ -88,5 +88,36 @@ describe('a resume job whose task another process took', () => {
     expect(await query('SELECT state, outcome FROM fleet_jobs')).toEqual([{ state: 'done', outcome: 'completed' }])
     worker.child.kill('SIGTERM')
     expect((await exitOf(worker.child)).code).toBe(0)
+  })
+})
+
+describe.runIf(canKillServer())('a stop while PostgreSQL is down', () => {
+  it('a worker SIGTERMed with the database away pauses its task and exits 0 at once; once it is back, watch-locks settles the job and queues the resume, reindex the index', async () => {
+    const s = await runSetup(FAST_LOCKS)
+    endless(s)
+    const worker = startWorker(s, server.url)
+    await until('the worker to start', async () => worker.err().includes('started on'))
+    const queued = await s.run(['enqueue', '--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'], db())
+    expect(queued.code, queued.stderr).toBe(0)
+    const uuid = queued.stdout.trim()
+    await until('the task under way', async () => agentRequests(s.fake).length >= 2)
+    await server.kill()
+    worker.child.kill('SIGTERM')
+    // Not when the database returns: it is brought back only after the worker has exited.
+    expect(await exitOf(worker.child)).toEqual({ code: 0, signal: null })
+    expect(worker.err()).toContain('watch-locks settles it once the database is back')
+    expect(readTask(s.tree, uuid)).toMatchObject({ location: 'paused', state: { status: 'paused', paused_by: 'signal' } })
+
+    await server.restart()
+    expect(await query('SELECT kind, state FROM fleet_jobs')).toEqual([{ kind: 'new', state: 'running' }])
+    // The stopped worker's heartbeat ages past locks.stale_after: a pass then settles its job as the worker would have.
+    const jobs = await until('watch-locks to settle the job', async () => {
+      await s.run(['watch-locks', '--once'], db())
+      const rows = await query<{ kind: string; state: string; outcome: string | null }>('SELECT kind, state, outcome FROM fleet_jobs ORDER BY id')
+      return rows[0]?.state === 'done' ? rows : null
+    })
+    expect(jobs).toEqual([{ kind: 'new', state: 'done', outcome: 'paused' }, { kind: 'resume', state: 'waiting', outcome: null }])
+    expect((await s.run(['reindex'], db())).code).toBe(0)
+    expect(await query('SELECT uuid, status, location FROM tasks')).toEqual([{ uuid, status: 'paused', location: 'paused' }])
   })
 })
