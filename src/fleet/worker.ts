@@ -1,11 +1,9 @@
 import { spawn } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
-import { readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Writable } from 'node:stream'
 import type { Pool } from 'pg'
-import type { Layout, Location, TaskRef } from '../storage/fs/layout.js'
-import { FILES, LOCATIONS } from '../storage/fs/layout.js'
+import type { Layout } from '../storage/fs/layout.js'
 import { safeState } from '../storage/task/lifecycle.js'
 import { cloneWorkspace } from './clone.js'
 import type { CloneCredential } from './clone.js'
@@ -13,6 +11,7 @@ import { jobProblem } from './job-spec.js'
 import { JobQueue } from './jobs.js'
 import type { Job, JobEnd } from './jobs.js'
 import { JobListener } from './listener.js'
+import { endedElsewhere, locate, newTaskArgs, notBegun, settle, stateText } from './task-outcome.js'
 import { heartbeat, markStopped } from './registry.js'
 import type { WorkerRecord } from './registry.js'
 
@@ -57,8 +56,6 @@ interface Warm {
   onIdleExit: (code: number | null, signal: NodeJS.Signals | null) => void
 }
 
-/** `run`'s exit codes after it paused on SIGINT or SIGTERM (SPEC §9). */
-const PAUSED_BY_SIGNAL = new Set([130, 143])
 
 /**
  * Takes jobs and runs each task as `run` does, in a child process of its own (its own
@@ -336,12 +333,9 @@ export class Worker {
 
   private settleElsewhere(): void {
     for (const [id, job] of this.elsewhere) {
-      const ref = locate(this.options.layout, job.task_uuid)
-      if (ref?.location === 'running') continue
+      const end = endedElsewhere(this.options.layout, job)
+      if (end === null) continue
       this.elsewhere.delete(id)
-      const status = ref === null ? null : (safeState(ref.dir)?.status ?? 'unknown')
-      // Paused by whoever ran it: theirs to resume, not queued again here.
-      const end: JobEnd = ref === null ? { outcome: 'failed', error: 'its task is gone' } : ref.location === 'paused' ? { outcome: 'paused', error: 'paused by the process that ran it instead of this job' } : { outcome: status as string }
       this.track(this.end(job, end))
     }
   }
@@ -400,63 +394,6 @@ export class Worker {
       finished()
     })()
   }
-}
-
-/** What became of a job's task once its process ended. */
-function settle(layout: Layout, job: Job, code: number | null, entry: Running): JobEnd | null {
-  const ref = locate(layout, job.task_uuid)
-  if (ref === null) return { outcome: 'failed', error: entry.lastLine.slice(0, 500) || `run exited with ${code}` }
-  const status = safeState(ref.dir)?.status ?? 'unknown'
-  if (ref.location === 'completed') return { outcome: status }
-  if (ref.location === 'paused') return { outcome: 'paused', resume: entry.stopped || PAUSED_BY_SIGNAL.has(code ?? -1) }
-  // Still in running/: its process died holding the lock.
-  return null
-}
-
-/** Whether a job's task is as it was before its agent started: not created (a new task), or still in paused/ with the same state.json (a resume). */
-function notBegun(layout: Layout, uuid: string, resume: boolean, pausedState: string | null): boolean {
-  const ref = locate(layout, uuid)
-  if (!resume) return ref === null
-  return ref?.location === 'paused' && pausedState !== null && stateText(layout, uuid) === pausedState
-}
-
-function stateText(layout: Layout, uuid: string): string | null {
-  try {
-    return readFileSync(join(layout.taskDir('paused', uuid), FILES.state), 'utf8')
-  } catch {
-    return null
-  }
-}
-
-function locate(layout: Layout, uuid: string): TaskRef | null {
-  for (const location of LOCATIONS as readonly Location[]) {
-    const dir = layout.taskDir(location, uuid)
-    if (safeExists(dir)) return { uuid, location, dir }
-  }
-  return null
-}
-
-function safeExists(dir: string): boolean {
-  try {
-    return statSync(dir).isDirectory()
-  } catch {
-    return false
-  }
-}
-
-function newTaskArgs(job: Job, workspace: string | undefined): string[] {
-  const s = job.spec
-  const args = ['run', '--uuid', job.task_uuid]
-  if (s.github !== undefined) args.push('--github', s.github)
-  else if (s.gitlab !== undefined) args.push('--gitlab', s.gitlab)
-  else args.push('--task-file', '-')
-  if (s.user !== undefined) args.push('--user', s.user)
-  if (workspace !== undefined) args.push('--workspace', workspace)
-  if (s.task_id !== undefined) args.push('--task-id', s.task_id)
-  if (s.max_turns !== undefined) args.push('--max-turns', String(s.max_turns))
-  if (s.max_tokens !== undefined) args.push('--max-tokens', String(s.max_tokens))
-  if (s.timeout !== undefined) args.push('--timeout', s.timeout)
-  return args
 }
 
 function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
