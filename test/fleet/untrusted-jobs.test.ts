@@ -133,7 +133,7 @@ describe('--repo sources', () => {
     const workspaces = join(root, 'workspaces')
 
     const s = await runSetup(`fleet:\n  workspaces_dir: ${workspaces}\n`)
-    for (const url of [`${http.url.replace('//', `//oauth2:${token}@`)}/calc.git`, `${http.url.replace('//', `//${token}@`)}/calc.git#main`, `https://x:${token}@example.com/a b`]) {
+    for (const url of [`${http.url.replace('//', `//oauth2:${token}@`)}/calc.git`, `${http.url.replace('//', `//${token}@`)}/calc.git#main`, `https://x:${token}@example.com/a b`, `x:${token}@example.com:a.git`]) {
       const res = await s.run(['enqueue', '--task', 'x', '--repo', url], db())
       expect(res.code, res.stderr).toBe(2)
       expect(res.stderr).not.toContain(token)
