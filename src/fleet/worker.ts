@@ -56,7 +56,6 @@ interface Warm {
   onIdleExit: (code: number | null, signal: NodeJS.Signals | null) => void
 }
 
-
 /**
  * Takes jobs and runs each task as `run` does, in a child process of its own (its own
  * process group), `concurrency` at a time (SPEC §14.2). Wakes on NOTIFY, and polls
