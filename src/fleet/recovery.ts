@@ -51,8 +51,9 @@ export async function fleetPass(pool: Pool, layout: Layout, config: Config, live
     const reaped = new Set(result.findings.filter((f) => f.action === 'reaped').map((f) => f.uuid))
     const settled: FleetPassResult['settled'] = []
     for (const job of jobs) {
-      // A live worker settles its own jobs, unless its task died under it and was reaped now.
-      if (job.worker_live && !reaped.has(job.task_uuid)) continue
+      // A live worker settles its own jobs, unless its task died under it and was reaped now, or has ended (in completed/:
+      // final whoever ran it, e.g. an operator's run --resume that took it before the job's agent, which its worker forgot).
+      if (job.worker_live && !reaped.has(job.task_uuid) && locate(layout, job.task_uuid) !== 'completed') continue
       const end = await settleJob(pool, layout, job, reaped.has(job.task_uuid), config.fleet)
       if (end !== null) settled.push({ job: job.id, task: job.task_uuid, ...end })
     }
