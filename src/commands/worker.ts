@@ -11,6 +11,7 @@ import type { CloneCredential } from '../fleet/clone.js'
 import type { Config } from '../config/schema.js'
 import { hostname } from '../storage/fs/process-info.js'
 import { ensureLayout } from '../storage/task/lifecycle.js'
+import { giveWorkspace, sandboxIdentity } from '../tools/sandbox/identity.js'
 import { fleetPool } from './fleet-db.js'
 import { positiveIntArg, withEnv } from './shared.js'
 
@@ -121,7 +122,7 @@ async function worker(ctx: CommandEnv, opts: WorkerOptions): Promise<void> {
     const log = (line: string): void => ctx.io.err(`ctxagent worker ${record.id}: ${line}\n`)
     // Each task runs as this very program's `run`, with the same tree and config.
     const command = [process.execPath, ...process.execArgv, process.argv[1] as string, '--home', ctx.layout.base, ...(ctx.configSource !== null ? ['--config', ctx.configSource] : [])]
-    running = new Worker({ url, pool, record, layout: ctx.layout, command, warmChild: opts.prestart, pollMs: ctx.config.fleet.poll_seconds * 1000, workspacesDir: ctx.config.fleet.workspaces_dir, cloneCredentials: cloneCredentials(ctx.config), maxAttempts: ctx.config.fleet.max_attempts, heartbeatMs: locks.heartbeat_seconds * 1000, log })
+    running = new Worker({ url, pool, record, layout: ctx.layout, command, warmChild: opts.prestart, pollMs: ctx.config.fleet.poll_seconds * 1000, workspacesDir: ctx.config.fleet.workspaces_dir, cloneCredentials: cloneCredentials(ctx.config), giveClone: (dir) => giveWorkspace(dir, sandboxIdentity(ctx.config.tools, dir)), maxAttempts: ctx.config.fleet.max_attempts, heartbeatMs: locks.heartbeat_seconds * 1000, log })
     const stop = (): void => running?.stop()
     process.on('SIGTERM', stop)
     process.on('SIGINT', stop)

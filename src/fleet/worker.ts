@@ -33,6 +33,11 @@ export interface WorkerOptions {
   workspacesDir: string | null
   /** Tokens git is given for the `--repo` clones of their hosts (github.token, gitlab.token). */
   cloneCredentials?: CloneCredential[]
+  /**
+   * Hands a fresh clone to the user its commands run as (as root: the sandbox's
+   * unprivileged identity, which must be able to write it); nothing when not root.
+   */
+  giveClone?: (dir: string) => void
   /** fleet.max_attempts: how often a job whose agent is killed before its task began is tried (default 3). */
   maxAttempts?: number
   log: (line: string) => void
@@ -185,6 +190,7 @@ export class Worker {
     this.running.set(job.id, placeholder)
     try {
       await cloneWorkspace({ url: job.spec.repo as string, ...(job.spec.ref !== undefined ? { ref: job.spec.ref } : {}), dir, credentials: this.options.cloneCredentials ?? [] })
+      this.options.giveClone?.(dir)
     } catch (err) {
       this.running.delete(job.id)
       await this.end(job, { outcome: 'failed', error: `the repository was not cloned: ${(err as Error).message}`.slice(0, 500) })

@@ -109,6 +109,8 @@ describe('--repo sources', () => {
     expect(readTask(s.tree, uuid)).toMatchObject({ location: 'completed', state: { status: 'completed' } })
     const clone = join(workspaces, uuid)
     expect(readFileSync(join(clone, 'calc.js'), 'utf8')).toBe('v1\n')
+    // As root, the clone is handed to the unprivileged user its commands run as (nobody here), every file of it.
+    if (process.getuid?.() === 0) for (const f of [clone, join(clone, 'calc.js'), ...files(join(clone, '.git'))]) expect(statSync(f).uid, f).not.toBe(0)
     // No object file of the clone is the source's (a hard link), and no alternates point there.
     const sourceInodes = new Set(files(objects).map((f) => statSync(f).ino))
     const cloneObjects = files(join(clone, '.git', 'objects'))
