@@ -28,7 +28,7 @@ export async function fleetPool(ctx: CommandEnv, role: string, max = 4): Promise
 }
 
 /** In a fleet: one pass at a time fleet-wide, dead workers' tasks recovered and their jobs settled (SPEC §14.3). */
-export async function fleetReapPass(ctx: CommandEnv, env: TaskEnv, options: Parameters<typeof monitorPass>[1]): Promise<PassResult> {
+export async function fleetReapPass(ctx: CommandEnv, env: TaskEnv, options: Parameters<typeof monitorPass>[1]): Promise<PassResult & { jobs_recovered: number }> {
   const { fleetPass } = await import('../fleet/recovery.js')
   const { pool } = await fleetPool(ctx, 'watch-locks')
   try {
@@ -37,7 +37,7 @@ export async function fleetReapPass(ctx: CommandEnv, env: TaskEnv, options: Para
     const fleet = await fleetPass(pool, ctx.layout, ctx.config, liveSeconds, (recoverAs) => monitorPass(env, { ...options, recoverAs }))
     if (fleet.skipped) ctx.io.warn('another host runs a watch-locks pass; this one was skipped')
     for (const s of fleet.settled) if (!ctx.json) ctx.io.out(`job ${s.job} (task ${s.task}): ${s.outcome}${s.resumed ? ', its resume queued' : ''}`)
-    return fleet.result ?? { checked: 0, findings: [], reindexed: 0 }
+    return { ...(fleet.result ?? { checked: 0, findings: [], reindexed: 0 }), jobs_recovered: fleet.settled.length }
   } finally {
     await pool.end().catch(() => undefined)
   }

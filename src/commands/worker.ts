@@ -119,7 +119,7 @@ async function worker(ctx: CommandEnv, opts: WorkerOptions): Promise<void> {
     const log = (line: string): void => ctx.io.err(`ctxagent worker ${record.id}: ${line}\n`)
     // Each task runs as this very program's `run`, with the same tree and config.
     const command = [process.execPath, ...process.execArgv, process.argv[1] as string, '--home', ctx.layout.base, ...(ctx.configSource !== null ? ['--config', ctx.configSource] : [])]
-    running = new Worker({ url, pool, record, layout: ctx.layout, command, warmChild: opts.prestart, pollMs: ctx.config.fleet.poll_seconds * 1000, workspacesDir: ctx.config.fleet.workspaces_dir, maxAttempts: ctx.config.fleet.max_attempts, heartbeatMs: locks.heartbeat_seconds * 1000, log })
+    running = new Worker({ url, pool, record, layout: ctx.layout, command, warmChild: opts.prestart, pollMs: ctx.config.fleet.poll_seconds * 1000, workspacesDir: ctx.config.fleet.workspaces_dir, maxAttempts: ctx.config.fleet.max_attempts, retry: ctx.config.fleet.retry, perUser: ctx.config.fleet.limits.per_user, heartbeatMs: locks.heartbeat_seconds * 1000, log })
     const stop = (): void => running?.stop()
     process.on('SIGTERM', stop)
     process.on('SIGINT', stop)
