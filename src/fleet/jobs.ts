@@ -228,11 +228,12 @@ export function backoffSeconds(policy: RetryPolicy, attempt: number, random: () 
   return full / 2 + (full / 2) * random()
 }
 
+/** A row as it is: whether it can be run is the worker's to check (jobProblem), not taken for granted here. */
 export function decodeJob(row: Record<string, unknown>): Job {
   return {
     id: Number(row.id),
     task_uuid: String(row.task_uuid),
-    kind: row.kind === 'resume' ? 'resume' : 'new',
+    kind: String(row.kind) as JobKind,
     spec: (row.spec ?? {}) as JobSpec,
     state: row.state as JobState,
     priority: Number(row.priority),

@@ -1,12 +1,15 @@
-import { execFile, spawn } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs'
-import { dirname, join } from 'node:path'
+import { readFileSync, statSync } from 'node:fs'
+import { join } from 'node:path'
 import type { Writable } from 'node:stream'
 import type { Pool } from 'pg'
 import type { Layout, Location, TaskRef } from '../storage/fs/layout.js'
 import { FILES, LOCATIONS } from '../storage/fs/layout.js'
 import { safeState } from '../storage/task/lifecycle.js'
+import { cloneWorkspace } from './clone.js'
+import type { CloneCredential } from './clone.js'
+import { jobProblem } from './job-spec.js'
 import { JobQueue } from './jobs.js'
 import { llmOutage } from './jobs.js'
 import type { Job, JobEnd, RetryPolicy } from './jobs.js'
@@ -30,6 +33,8 @@ export interface WorkerOptions {
   heartbeatMs: number
   /** fleet.workspaces_dir: where `--repo` jobs are cloned. */
   workspacesDir: string | null
+  /** Tokens git is given for the `--repo` clones of their hosts (github.token, gitlab.token). */
+  cloneCredentials?: CloneCredential[]
   /** fleet.max_attempts: how often a job whose agent is killed before its task began is tried (default 3). */
   maxAttempts?: number
   /** fleet.retry: a task its LLM side paused for a while is run again later (SPEC §14.4); absent: never. */
@@ -84,6 +89,14 @@ export class Worker {
   private warmTimer: NodeJS.Timeout | null = null
   /** Wakes the worker when the first retrying job is due. */
   private dueTimer: NodeJS.Timeout | null = null
+  /**
+   * Resume jobs whose task another process took before this worker's agent could (it
+   * exited 4): looked at on every poll, and ended with what their task became once it
+   * leaves running/. (A worker that stops first leaves them to watch-locks.)
+   */
+  private readonly elsewhere = new Map<number, Job>()
+  /** The waits in progress, ended by stop(). */
+  private readonly wakeOnStop = new Set<() => void>()
 
   constructor(private readonly options: WorkerOptions) {
     this.queue = new JobQueue(options.pool)
@@ -107,6 +120,7 @@ export class Worker {
     this.stopping = true
     for (const timer of this.timers) clearInterval(timer)
     if (this.dueTimer !== null) clearTimeout(this.dueTimer)
+    for (const wake of this.wakeOnStop) wake()
     this.dropWarm()
     for (const entry of this.running.values()) {
       entry.stopped = true
@@ -132,6 +146,7 @@ export class Worker {
   }
 
   private async pump(): Promise<void> {
+    this.settleElsewhere()
     while (!this.stopping && this.running.size < this.options.record.concurrency) {
       let job: Job | null
       try {
@@ -166,6 +181,13 @@ export class Worker {
   }
 
   private start(job: Job): void {
+    const problem = jobProblem(job)
+    if (problem !== null) {
+      // Written by hand, or by something else than enqueue: nothing of it is run (SPEC §14.4).
+      this.options.log(`job ${job.id}: not run, its row is not valid (${problem})`)
+      this.track(this.end(job, { outcome: 'failed', failed: true, error: `the job's row is not valid: ${problem}`.slice(0, 500) }).finally(() => this.wake()))
+      return
+    }
     const existing = locate(this.options.layout, job.task_uuid)
     if (existing?.location === 'completed') {
       this.track(this.end(job, { outcome: safeState(existing.dir)?.status ?? 'completed' }))
@@ -182,12 +204,16 @@ export class Worker {
 
   /** `--repo` jobs: the repository is cloned for the task first, into fleet.workspaces_dir/<uuid>, on the shared mount. */
   private async cloneThenSpawn(job: Job): Promise<void> {
-    const dir = join(this.options.workspacesDir ?? '', job.task_uuid)
+    if (this.options.workspacesDir === null) {
+      await this.end(job, { outcome: 'failed', failed: true, error: 'the repository was not cloned: fleet.workspaces_dir is not set on this host' })
+      return
+    }
+    const dir = join(this.options.workspacesDir, job.task_uuid)
     // The clone holds a slot like a task does.
     const placeholder: Running = { job, child: null, stopped: false, lastLine: '' }
     this.running.set(job.id, placeholder)
     try {
-      await cloneWorkspace(job.spec.repo as string, job.spec.ref, dir)
+      await cloneWorkspace({ url: job.spec.repo as string, ...(job.spec.ref !== undefined ? { ref: job.spec.ref } : {}), dir, credentials: this.options.cloneCredentials ?? [] })
     } catch (err) {
       this.running.delete(job.id)
       await this.end(job, { outcome: 'failed', failed: true, error: `the repository was not cloned: ${(err as Error).message}`.slice(0, 500) })
@@ -229,7 +255,7 @@ export class Worker {
         // A lock is held for a while (a compress asks the LLM): the job is handed back after a pause that grows.
         const wait = signal === null ? Math.min(1000 * 2 ** (job.attempts - 1), 5_000) : 0
         this.track(
-          new Promise((resolve) => setTimeout(resolve, wait))
+          this.pause(wait)
             .then(() => this.queue.retry(job, this.options.record.id, max, last))
             .then((again) => this.options.log(`job ${job.id}: ${again ? `its agent ${why} before task ${job.task_uuid} began; handed back to the queue (attempt ${job.attempts} of ${max})` : `${last.outcome}: ${error}`}`))
             .catch((err: Error) => this.options.log(`job ${job.id} not handed back (${err.message}): a reaper will`))
@@ -244,6 +270,14 @@ export class Worker {
         return
       }
       const end = settle(this.options.layout, job, code, entry, this.options.retry)
+      if (end === null && resume && code === 4 && !entry.stopped) {
+        // Another process (an operator's `run --resume`) took the task first: the job ends with what that run makes of it.
+        this.options.log(`job ${job.id}: task ${job.task_uuid} is run by another process; the job ends when that run does`)
+        this.elsewhere.set(job.id, job)
+        this.maybeFinish()
+        this.wake()
+        return
+      }
       if (end === null) {
         // Its process died holding the task's lock: watch-locks reaps it and settles the job (SPEC §14.3).
         this.options.log(`job ${job.id}: task ${job.task_uuid} was left in running/ (${entry.lastLine.slice(0, 200) || `exit ${code}`}); watch-locks recovers it`)
@@ -325,6 +359,18 @@ export class Worker {
     signalGroup(warm.child, 'SIGTERM')
   }
 
+  private settleElsewhere(): void {
+    for (const [id, job] of this.elsewhere) {
+      const ref = locate(this.options.layout, job.task_uuid)
+      if (ref?.location === 'running') continue
+      this.elsewhere.delete(id)
+      const status = ref === null ? null : (safeState(ref.dir)?.status ?? 'unknown')
+      // Paused by whoever ran it: theirs to resume, not queued again here.
+      const end: JobEnd = ref === null ? { outcome: 'failed', failed: true, error: 'its task is gone' } : ref.location === 'paused' ? { outcome: 'paused', error: 'paused by the process that ran it instead of this job' } : { outcome: status as string }
+      this.track(this.end(job, end))
+    }
+  }
+
   private track(p: Promise<void>): void {
     this.settling.add(p)
     void p.finally(() => {
@@ -344,10 +390,30 @@ export class Worker {
         this.options.log(`job ${job.id}: ${end.outcome}${what}`)
         return
       } catch (err) {
+        if (this.stopping) {
+          // A stop ends every wait (SPEC §14.5): the job stays claimed by this stopped worker, and watch-locks settles it
+          // from what its task became once the database is back (SPEC §14.3), its resume queued as this worker would have.
+          this.options.log(`job ${job.id} not ended (${(err as Error).message}); stopping: watch-locks settles it once the database is back`)
+          return
+        }
         if (attempt % 10 === 0) this.options.log(`job ${job.id} not ended yet (${(err as Error).message}); retrying`)
-        await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 5_000)))
+        await this.pause(Math.min(100 * 2 ** attempt, 5_000))
       }
     }
+  }
+
+  /** Waits `ms`, or less when the worker is stopped meanwhile. */
+  private pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer)
+        this.wakeOnStop.delete(done)
+        resolve()
+      }
+      const timer = setTimeout(done, ms)
+      if (this.stopping) done()
+      else this.wakeOnStop.add(done)
+    })
   }
 
   private maybeFinish(): void {
@@ -437,32 +503,6 @@ function newTaskArgs(job: Job, workspace: string | undefined): string[] {
   if (s.model !== undefined) args.push('--model', s.model)
   if (s.allow_shell === true) args.push('--allow-shell')
   return args
-}
-
-/** Clones `url` into `dir` (a fresh directory), at `ref` when given; an existing clone (an earlier attempt) is kept. */
-async function cloneWorkspace(url: string, ref: string | undefined, dir: string): Promise<void> {
-  if (existsSync(join(dir, '.git'))) return
-  const partial = `${dir}.cloning-${process.pid}`
-  rmSync(partial, { recursive: true, force: true })
-  mkdirSync(dirname(dir), { recursive: true })
-  try {
-    // `--` ends the options: a URL can never be taken for one.
-    await git(['clone', '--quiet', '--', url, partial])
-    if (ref !== undefined) await git(['-C', partial, 'checkout', '--quiet', '--detach', ref])
-    renameSync(partial, dir)
-  } catch (err) {
-    rmSync(partial, { recursive: true, force: true })
-    throw err
-  }
-}
-
-function git(args: string[]): Promise<void> {
-  return new Promise((resolve, reject) => {
-    execFile('git', args, { env: { ...process.env, GIT_TERMINAL_PROMPT: '0' }, timeout: 600_000 }, (err, _stdout, stderr) => {
-      if (err === null) resolve()
-      else reject(new Error(String(stderr).trim().split('\n').pop() || err.message))
-    })
-  })
 }
 
 function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
