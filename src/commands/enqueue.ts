@@ -6,6 +6,7 @@ import { auditTask } from '../command-env.js'
 import { CtxError, UsageError } from '../errors.js'
 import type { JobSpec } from '../fleet/jobs.js'
 import { JobQueue } from '../fleet/jobs.js'
+import { repoProblem, validRef } from '../fleet/job-spec.js'
 import { resolveTask } from '../storage/fs/layout.js'
 import { readTextArg } from '../run/settings.js'
 import { durationArg, positiveIntArg, withEnv } from './shared.js'
@@ -82,11 +83,9 @@ async function enqueue(ctx: CommandEnv, opts: EnqueueOptions): Promise<void> {
   }
 }
 
-/** A git URL: scheme://…, scp-like user@host:path, or an absolute path (a repository on the shared mount). */
-const REPO_URL = /^(?:(?:https?|ssh|git|file):\/\/[^\s#]+|[\w.-]+@[\w.-]+:[^\s#]+|\/[^\s#]*)$/
-
 async function newSpec(opts: EnqueueOptions, workspacesDir: string | null): Promise<JobSpec> {
   const spec: JobSpec = {}
+  for (const [flag, value] of [['--github', opts.github], ['--gitlab', opts.gitlab]] as const) if (value !== undefined) refuseNul(flag, value)
   if (opts.github !== undefined) {
     const { parseGithubRef } = await import('../sources/github.js')
     parseGithubRef(opts.github)
@@ -97,6 +96,7 @@ async function newSpec(opts: EnqueueOptions, workspacesDir: string | null): Prom
     spec.gitlab = opts.gitlab
   } else {
     const text = opts.task ?? readTextArg(opts.taskFile as string, 'task file', () => readFileSync(0, 'utf8'))
+    refuseNul(opts.task !== undefined ? '--task' : 'the task file', text)
     if (text.trim() === '') throw new UsageError('the task is empty', 'describe what the agent should do')
     spec.task = text
   }
@@ -106,14 +106,17 @@ async function newSpec(opts: EnqueueOptions, workspacesDir: string | null): Prom
 /** Where and how a job's task runs, whatever it is: its workspace (or repository), user, name and budgets. */
 export function placement(opts: Omit<EnqueueOptions, 'task' | 'taskFile' | 'github' | 'gitlab' | 'resume' | 'priority'>, workspacesDir: string | null): JobSpec {
   const spec: JobSpec = {}
+  for (const [flag, value] of [['--repo', opts.repo], ['--workspace', opts.workspace], ['--user', opts.user], ['--task-id', opts.taskId]] as const) if (value !== undefined) refuseNul(flag, value)
   if (opts.repo !== undefined) {
     if (opts.workspace !== undefined) throw new UsageError('--repo and --workspace exclude each other', 'give one: --repo clones a workspace for the task')
     if (workspacesDir === null) throw new UsageError('--repo needs fleet.workspaces_dir', 'set it in the config to a directory on the shared mount, outside the task tree')
     const hash = opts.repo.indexOf('#')
     const url = hash < 0 ? opts.repo : opts.repo.slice(0, hash)
     const ref = hash < 0 ? '' : opts.repo.slice(hash + 1)
-    if (!REPO_URL.test(url) || url.length > 2000) throw new UsageError(`--repo '${url.slice(0, 80)}' is not a git URL`, 'give one like https://github.com/owner/repo.git#main, git@host:owner/repo.git or an absolute path')
-    if (hash >= 0 && !/^[\w./-]{1,200}$/.test(ref)) throw new UsageError(`--repo's ref '${ref.slice(0, 40)}' is not a branch, tag or commit name`, 'give one like #main, #v1.2 or #<commit>, or no #')
+    const problem = repoProblem(url)
+    if (problem !== null && problem.includes('user name or password')) throw new UsageError(`--repo: ${problem}`, 'give it without them: a worker takes the token for github.com or gitlab.url from GITHUB_TOKEN/GITLAB_TOKEN, else from git\'s credential helper')
+    if (problem !== null) throw new UsageError(`--repo ${problem}`, 'give one like https://github.com/owner/repo.git#main, git@host:owner/repo.git or an absolute path')
+    if (hash >= 0 && !validRef(ref)) throw new UsageError(`--repo's ref '${ref.slice(0, 40)}' is not a branch, tag or commit name`, 'give one like #main, #v1.2 or #<commit> (not starting with -), or no #')
     spec.repo = url
     if (ref !== '') spec.ref = ref
   } else {
@@ -129,6 +132,12 @@ export function placement(opts: Omit<EnqueueOptions, 'task' | 'taskFile' | 'gith
   if (opts.maxTokens !== undefined) spec.max_tokens = opts.maxTokens
   if (opts.timeout !== undefined) spec.timeout = `${Math.ceil(opts.timeout / 1000)}s`
   return spec
+}
+
+/** PostgreSQL text cannot hold a NUL byte: refused as the flag's fault, before the database is asked. */
+export function refuseNul(what: string, value: string): void {
+  const at = value.indexOf('\0')
+  if (at >= 0) throw new UsageError(`${what} holds a NUL byte (\\0) at character ${at + 1}, which the fleet's database cannot store`, 'remove it (a binary file is not a task)')
 }
 
 /** A job's workspace: a directory here, given as an absolute path, that must exist on every host too. */

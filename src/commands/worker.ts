@@ -7,6 +7,8 @@ import { PgStore } from '../storage/index/pg-store.js'
 import { auditTask, fleetDatabaseUrl } from '../command-env.js'
 import { registerWorker } from '../fleet/registry.js'
 import { WARM_CHILD_FLAG, Worker } from '../fleet/worker.js'
+import type { CloneCredential } from '../fleet/clone.js'
+import type { Config } from '../config/schema.js'
 import { hostname } from '../storage/fs/process-info.js'
 import { ensureLayout } from '../storage/task/lifecycle.js'
 import { fleetPool } from './fleet-db.js'
@@ -119,7 +121,7 @@ async function worker(ctx: CommandEnv, opts: WorkerOptions): Promise<void> {
     const log = (line: string): void => ctx.io.err(`ctxagent worker ${record.id}: ${line}\n`)
     // Each task runs as this very program's `run`, with the same tree and config.
     const command = [process.execPath, ...process.execArgv, process.argv[1] as string, '--home', ctx.layout.base, ...(ctx.configSource !== null ? ['--config', ctx.configSource] : [])]
-    running = new Worker({ url, pool, record, layout: ctx.layout, command, warmChild: opts.prestart, pollMs: ctx.config.fleet.poll_seconds * 1000, workspacesDir: ctx.config.fleet.workspaces_dir, maxAttempts: ctx.config.fleet.max_attempts, heartbeatMs: locks.heartbeat_seconds * 1000, log })
+    running = new Worker({ url, pool, record, layout: ctx.layout, command, warmChild: opts.prestart, pollMs: ctx.config.fleet.poll_seconds * 1000, workspacesDir: ctx.config.fleet.workspaces_dir, cloneCredentials: cloneCredentials(ctx.config), maxAttempts: ctx.config.fleet.max_attempts, heartbeatMs: locks.heartbeat_seconds * 1000, log })
     const stop = (): void => running?.stop()
     process.on('SIGTERM', stop)
     process.on('SIGINT', stop)
@@ -131,4 +133,20 @@ async function worker(ctx: CommandEnv, opts: WorkerOptions): Promise<void> {
   } finally {
     await pool.end().catch(() => undefined)
   }
+}
+
+/**
+ * The forge tokens a worker gives git for `--repo` clones (SPEC §8: never in the URL or
+ * the clone): github.token (GH_TOKEN, GITHUB_TOKEN) for the GitHub of github.api_url,
+ * gitlab.token (GITLAB_TOKEN) for gitlab.url's host. Other hosts: git's own credential
+ * helpers, as configured for the worker's user.
+ */
+export function cloneCredentials(config: Config): CloneCredential[] {
+  const credentials: CloneCredential[] = []
+  if (config.github.token !== null) {
+    const api = new URL(config.github.api_url)
+    credentials.push({ host: api.host === 'api.github.com' ? 'github.com' : api.host, username: 'x-access-token', token: config.github.token })
+  }
+  if (config.gitlab.token !== null) credentials.push({ host: new URL(config.gitlab.url).host, username: 'oauth2', token: config.gitlab.token })
+  return credentials
 }

@@ -112,11 +112,12 @@ export class JobQueue {
   }
 }
 
+/** A row as it is: whether it can be run is the worker's to check (jobProblem), not taken for granted here. */
 function decodeJob(row: Record<string, unknown>): Job {
   return {
     id: Number(row.id),
     task_uuid: String(row.task_uuid),
-    kind: row.kind === 'resume' ? 'resume' : 'new',
+    kind: String(row.kind) as JobKind,
     spec: (row.spec ?? {}) as JobSpec,
     state: row.state as JobState,
     priority: Number(row.priority),

@@ -1,12 +1,15 @@
-import { execFile, spawn } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs'
-import { dirname, join } from 'node:path'
+import { readFileSync, statSync } from 'node:fs'
+import { join } from 'node:path'
 import type { Writable } from 'node:stream'
 import type { Pool } from 'pg'
 import type { Layout, Location, TaskRef } from '../storage/fs/layout.js'
 import { FILES, LOCATIONS } from '../storage/fs/layout.js'
 import { safeState } from '../storage/task/lifecycle.js'
+import { cloneWorkspace } from './clone.js'
+import type { CloneCredential } from './clone.js'
+import { jobProblem } from './job-spec.js'
 import { JobQueue } from './jobs.js'
 import type { Job, JobEnd } from './jobs.js'
 import { JobListener } from './listener.js'
@@ -29,6 +32,8 @@ export interface WorkerOptions {
   heartbeatMs: number
   /** fleet.workspaces_dir: where `--repo` jobs are cloned. */
   workspacesDir: string | null
+  /** Tokens git is given for the `--repo` clones of their hosts (github.token, gitlab.token). */
+  cloneCredentials?: CloneCredential[]
   /** fleet.max_attempts: how often a job whose agent is killed before its task began is tried (default 3). */
   maxAttempts?: number
   log: (line: string) => void
@@ -141,6 +146,13 @@ export class Worker {
   }
 
   private start(job: Job): void {
+    const problem = jobProblem(job)
+    if (problem !== null) {
+      // Written by hand, or by something else than enqueue: nothing of it is run (SPEC §14.4).
+      this.options.log(`job ${job.id}: not run, its row is not valid (${problem})`)
+      this.track(this.end(job, { outcome: 'failed', error: `the job's row is not valid: ${problem}`.slice(0, 500) }).finally(() => this.wake()))
+      return
+    }
     const existing = locate(this.options.layout, job.task_uuid)
     if (existing?.location === 'completed') {
       this.track(this.end(job, { outcome: safeState(existing.dir)?.status ?? 'completed' }))
@@ -157,12 +169,16 @@ export class Worker {
 
   /** `--repo` jobs: the repository is cloned for the task first, into fleet.workspaces_dir/<uuid>, on the shared mount. */
   private async cloneThenSpawn(job: Job): Promise<void> {
-    const dir = join(this.options.workspacesDir ?? '', job.task_uuid)
+    if (this.options.workspacesDir === null) {
+      await this.end(job, { outcome: 'failed', error: 'the repository was not cloned: fleet.workspaces_dir is not set on this host' })
+      return
+    }
+    const dir = join(this.options.workspacesDir, job.task_uuid)
     // The clone holds a slot like a task does.
     const placeholder: Running = { job, child: null, stopped: false, lastLine: '' }
     this.running.set(job.id, placeholder)
     try {
-      await cloneWorkspace(job.spec.repo as string, job.spec.ref, dir)
+      await cloneWorkspace({ url: job.spec.repo as string, ...(job.spec.ref !== undefined ? { ref: job.spec.ref } : {}), dir, credentials: this.options.cloneCredentials ?? [] })
     } catch (err) {
       this.running.delete(job.id)
       await this.end(job, { outcome: 'failed', error: `the repository was not cloned: ${(err as Error).message}`.slice(0, 500) })
@@ -391,32 +407,6 @@ function newTaskArgs(job: Job, workspace: string | undefined): string[] {
   if (s.max_tokens !== undefined) args.push('--max-tokens', String(s.max_tokens))
   if (s.timeout !== undefined) args.push('--timeout', s.timeout)
   return args
-}
-
-/** Clones `url` into `dir` (a fresh directory), at `ref` when given; an existing clone (an earlier attempt) is kept. */
-async function cloneWorkspace(url: string, ref: string | undefined, dir: string): Promise<void> {
-  if (existsSync(join(dir, '.git'))) return
-  const partial = `${dir}.cloning-${process.pid}`
-  rmSync(partial, { recursive: true, force: true })
-  mkdirSync(dirname(dir), { recursive: true })
-  try {
-    // `--` ends the options: a URL can never be taken for one.
-    await git(['clone', '--quiet', '--', url, partial])
-    if (ref !== undefined) await git(['-C', partial, 'checkout', '--quiet', '--detach', ref])
-    renameSync(partial, dir)
-  } catch (err) {
-    rmSync(partial, { recursive: true, force: true })
-    throw err
-  }
-}
-
-function git(args: string[]): Promise<void> {
-  return new Promise((resolve, reject) => {
-    execFile('git', args, { env: { ...process.env, GIT_TERMINAL_PROMPT: '0' }, timeout: 600_000 }, (err, _stdout, stderr) => {
-      if (err === null) resolve()
-      else reject(new Error(String(stderr).trim().split('\n').pop() || err.message))
-    })
-  })
 }
 
 function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {

@@ -1,0 +1,101 @@
+import { execFile } from 'node:child_process'
+import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { validRef } from './job-spec.js'
+
+/** A token for the HTTPS clones of one host (a forge's): given to git at clone time, never written into the clone. */
+export interface CloneCredential {
+  /** URL.host of the repositories it is for (host, or host:port). */
+  host: string
+  username: string
+  token: string
+}
+
+/**
+ * Clones an untrusted repository (SPEC §8: `--repo` sources) for one task into `dir`
+ * (a fresh directory), checked out at `ref` when given; an existing clone (an earlier
+ * attempt's) is kept. The one place a task's workspace is made from a repository.
+ *
+ * - `--no-local`: a path or file:// source is copied through git's transport, never
+ *   hard-linked (a task writing into its `.git/objects` wrote into the source's);
+ * - nothing of the source's configuration is read: its `.git/config`, hooks and
+ *   includes stay behind (clone copies objects and refs only), no hooks run here
+ *   (`core.hooksPath` of the clone step is /dev/null), and no submodule is fetched;
+ * - credentials: a URL holding a user or password is refused at enqueue; a token for
+ *   the repository's host (github.token / gitlab.token) is answered to git by a
+ *   credential helper given on git's command line for the clone only (`git -c`, not
+ *   `git clone -c`, which would write it into the clone), from an environment variable
+ *   of the git process; without one, git's own credential helpers configured for the
+ *   worker's user answer. Nothing of it is left in the clone's `.git/config`;
+ * - the ref is resolved with `--end-of-options` and checked out by its commit id.
+ */
+export async function cloneWorkspace(options: { url: string; ref?: string; dir: string; credentials?: CloneCredential[] }): Promise<void> {
+  const { url, ref, dir } = options
+  if (existsSync(join(dir, '.git'))) return
+  if (ref !== undefined && !validRef(ref)) throw new Error(`the ref '${ref.slice(0, 40)}' is not a branch, tag or commit name`)
+  const partial = `${dir}.cloning-${process.pid}`
+  rmSync(partial, { recursive: true, force: true })
+  mkdirSync(dirname(dir), { recursive: true })
+  const credential = credentialFor(url, options.credentials ?? [])
+  const env = gitEnv(credential)
+  const helper = credential === null ? [] : ['-c', 'credential.helper=', '-c', `credential.helper=${HELPER}`]
+  try {
+    // `--` ends the options: a URL can never be taken for one.
+    await git([...SAFE, ...helper, 'clone', '--quiet', '--no-local', '--no-hardlinks', '--no-recurse-submodules', '--', url, partial], env)
+    if (ref !== undefined) {
+      const commit = await git([...SAFE, '-C', partial, 'rev-parse', '--verify', '--quiet', '--end-of-options', `${ref}^{commit}`], env).catch(() => {
+        throw new Error(`the ref '${ref}' is not in the repository`)
+      })
+      await git([...SAFE, '-C', partial, 'checkout', '--quiet', '--detach', commit.trim(), '--'], env)
+    }
+    renameSync(partial, dir)
+  } catch (err) {
+    rmSync(partial, { recursive: true, force: true })
+    throw err
+  }
+}
+
+/** Options of every git call here: no hooks run, whatever the worker's user configured. */
+const SAFE = ['-c', 'core.hooksPath=/dev/null', '-c', 'protocol.ext.allow=never']
+
+/** A credential helper that answers git's `get` with the token in its environment (never on a command line, never on disk). */
+const HELPER = '!f() { test "$1" = get || exit 0; echo "username=$CTXAGENT_GIT_USERNAME"; echo "password=$CTXAGENT_GIT_TOKEN"; }; f'
+
+/** The credential configured for the URL's host: HTTPS (or HTTP to a configured host) only. */
+function credentialFor(url: string, credentials: CloneCredential[]): CloneCredential | null {
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    return null
+  }
+  if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') return null
+  return credentials.find((c) => c.host.toLowerCase() === parsed.host.toLowerCase()) ?? null
+}
+
+/**
+ * git's environment: the worker's (its operator's git configuration included), without
+ * what would point git at another repository or object store than the clone's own, and
+ * never prompting.
+ */
+function gitEnv(credential: CloneCredential | null): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {}
+  for (const [key, value] of Object.entries(process.env)) if (!DROPPED.has(key)) env[key] = value
+  env.GIT_TERMINAL_PROMPT = '0'
+  if (credential !== null) {
+    env.CTXAGENT_GIT_USERNAME = credential.username
+    env.CTXAGENT_GIT_TOKEN = credential.token
+  }
+  return env
+}
+
+const DROPPED = new Set(['GIT_DIR', 'GIT_WORK_TREE', 'GIT_INDEX_FILE', 'GIT_OBJECT_DIRECTORY', 'GIT_ALTERNATE_OBJECT_DIRECTORIES', 'GIT_COMMON_DIR', 'GIT_NAMESPACE', 'GIT_CEILING_DIRECTORIES', 'GIT_DISCOVERY_ACROSS_FILESYSTEM'])
+
+function git(args: string[], env: NodeJS.ProcessEnv): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile('git', args, { env, timeout: 600_000 }, (err, stdout, stderr) => {
+      if (err === null) resolve(String(stdout))
+      else reject(new Error(String(stderr).trim().split('\n').pop() || err.message))
+    })
+  })
+}

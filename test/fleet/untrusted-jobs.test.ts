@@ -1,0 +1,175 @@
+import { execFileSync } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import pg from 'pg'
+import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest'
+import { exitOf } from '../helpers/wait.js'
+import { finish, startWorker, until } from '../helpers/fleet-hosts.js'
+import { startGitHttp } from '../helpers/git-http.js'
+import { queryRows, startPostgres } from '../helpers/postgres.js'
+import type { PgServer } from '../helpers/postgres.js'
+import { readTask, runSetup } from '../run/harness.js'
+import type { RunSetup } from '../run/harness.js'
+
+/**
+ * What a fleet takes from outside is untrusted (SPEC §8, §14.4): `--repo` sources (cloned
+ * as copies, never with credentials in the URL or the clone), refs (never an option),
+ * job rows written by hand (validated before anything is run), text PostgreSQL cannot hold.
+ */
+let server: PgServer
+beforeAll(async () => {
+  server = await startPostgres()
+})
+afterAll(async () => {
+  await server?.stop()
+})
+beforeEach(async () => {
+  const tables = await query<{ n: string }>(`SELECT count(*) AS n FROM pg_tables WHERE tablename = 'fleet_jobs'`)
+  if (tables[0]?.n === '1') await query('TRUNCATE fleet_jobs, fleet_workers, tasks')
+})
+
+function query<T extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<T[]> {
+  return queryRows<T>(server.url, sql, params)
+}
+const db = () => ({ CTXAGENT_DATABASE_URL: server.url })
+const jobCount = async () => (await query<{ n: number }>('SELECT count(*)::int AS n FROM fleet_jobs'))[0]?.n
+
+function tempRoot(): string {
+  const root = mkdtempSync(join(tmpdir(), 'ctxagent-repo-'))
+  onTestFinished(() => rmSync(root, { recursive: true, force: true }))
+  return root
+}
+
+function git(args: string[], cwd: string): string {
+  return execFileSync('git', args, { cwd, env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@t', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@t' } }).toString()
+}
+
+/** A repository at `dir` with two commits (calc.js v1, tagged v1; then v2), objects loose and packed. */
+function makeRepo(dir: string): void {
+  mkdirSync(dir, { recursive: true })
+  git(['init', '--quiet', '-b', 'main'], dir)
+  writeFileSync(join(dir, 'calc.js'), 'v1\n')
+  git(['add', '.'], dir)
+  git(['commit', '--quiet', '-m', 'v1'], dir)
+  git(['tag', 'v1'], dir)
+  git(['gc', '--quiet'], dir)
+  writeFileSync(join(dir, 'calc.js'), 'v2\n')
+  git(['commit', '--quiet', '-am', 'v2'], dir)
+}
+
+/** Every file under `dir`, relative path → sha256 of its bytes. */
+function hashes(dir: string): Map<string, string> {
+  const out = new Map<string, string>()
+  const walk = (d: string): void => {
+    for (const entry of readdirSync(d, { withFileTypes: true })) {
+      const p = join(d, entry.name)
+      if (entry.isDirectory()) walk(p)
+      else if (entry.isFile()) out.set(p.slice(dir.length), createHash('sha256').update(readFileSync(p)).digest('hex'))
+    }
+  }
+  walk(dir)
+  return out
+}
+
+function files(dir: string): string[] {
+  return [...hashes(dir).keys()].map((p) => join(dir, p))
+}
+
+async function doneJobs(n: number): Promise<void> {
+  await until(`${n} job(s) done`, async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM fleet_jobs WHERE state = 'done'`))[0]?.n === n)
+}
+
+async function stop(worker: ReturnType<typeof startWorker>): Promise<void> {
+  worker.child.kill('SIGTERM')
+  expect((await exitOf(worker.child)).code).toBe(0)
+}
+
+describe('--repo sources', () => {
+  it('a local repository is cloned as a copy: writing into the clone’s .git/objects leaves the source intact (fsck, same bytes)', async () => {
+    const root = tempRoot()
+    const source = join(root, 'src')
+    makeRepo(source)
+    const objects = join(source, '.git', 'objects')
+    const before = hashes(objects)
+    const workspaces = join(root, 'workspaces')
+    const s = await runSetup(`fleet:\n  workspaces_dir: ${workspaces}\n`)
+    s.fake.fallback = () => finish
+    const worker = startWorker(s, server.url)
+    await until('the worker to start', async () => worker.err().includes('started on'))
+    const res = await s.run(['enqueue', '--task', 'read calc.js', '--repo', `${source}#v1`], db())
+    expect(res.code, res.stderr).toBe(0)
+    const uuid = res.stdout.trim()
+    await doneJobs(1)
+    expect(readTask(s.tree, uuid)).toMatchObject({ location: 'completed', state: { status: 'completed' } })
+    const clone = join(workspaces, uuid)
+    expect(readFileSync(join(clone, 'calc.js'), 'utf8')).toBe('v1\n')
+    // No object file of the clone is the source's (a hard link), and no alternates point there.
+    const sourceInodes = new Set(files(objects).map((f) => statSync(f).ino))
+    const cloneObjects = files(join(clone, '.git', 'objects'))
+    expect(cloneObjects.length).toBeGreaterThan(0)
+    for (const f of cloneObjects) expect(sourceInodes.has(statSync(f).ino), f).toBe(false)
+    expect(existsSync(join(clone, '.git', 'objects', 'info', 'alternates'))).toBe(false)
+    // What a task's command could do in its clone: append to every object file.
+    for (const f of cloneObjects) appendFileSync(f, 'garbage')
+    expect(hashes(objects)).toEqual(before)
+    git(['fsck', '--full', '--strict'], source)
+    await stop(worker)
+  })
+
+  it('refuses a URL holding a user or password (exit 2, the token never echoed, nothing queued); a configured token reaches git at clone time only, never the clone', async () => {
+    const root = tempRoot()
+    makeRepo(join(root, 'work'))
+    const served = join(root, 'served')
+    mkdirSync(served)
+    git(['clone', '--quiet', '--bare', join(root, 'work'), join(served, 'calc.git')], root)
+    const token = 'glpat-SeCrEtToKeN1234567890'
+    const http = await startGitHttp(served, 'oauth2', token)
+    const workspaces = join(root, 'workspaces')
+
+    const s = await runSetup(`fleet:\n  workspaces_dir: ${workspaces}\n`)
+    for (const url of [`${http.url.replace('//', `//oauth2:${token}@`)}/calc.git`, `${http.url.replace('//', `//${token}@`)}/calc.git#main`, `https://x:${token}@example.com/a b`]) {
+      const res = await s.run(['enqueue', '--task', 'x', '--repo', url], db())
+      expect(res.code, res.stderr).toBe(2)
+      expect(res.stderr).not.toContain(token)
+      expect(res.stderr.split('\n')).toHaveLength(2)
+    }
+    expect((await s.run(['enqueue', '--task', 'x', '--repo', `${http.url.replace('//', `//oauth2:${token}@`)}/calc.git`], db())).stderr).toMatch(/^ctxagent: --repo: the URL of http:\/\/….*@127\.0\.0\.1:\d+\/calc\.git holds a user name or password \(give it without them/)
+    // ssh keeps its user name (the key authenticates); a password there is refused too.
+    expect((await s.run(['enqueue', '--task', 'x', '--repo', `ssh://git:${token}@example.com/a.git`], db())).code).toBe(2)
+    expect(await jobCount()).toBe(0)
+
+    // Without a token for its host, the clone fails (401) and says so.
+    writeFileSync(s.config, s.fake.configYaml(`fleet:\n  workspaces_dir: ${workspaces}\n`))
+    s.fake.fallback = () => finish
+    const noToken = startWorker(s, server.url)
+    await until('the worker to start', async () => noToken.err().includes('started on'))
+    const denied = (await s.run(['enqueue', '--task', 'x', '--repo', `${http.url}/calc.git`], db())).stdout.trim()
+    await doneJobs(1)
+    expect((await query<{ outcome: string; error: string }>('SELECT outcome, error FROM fleet_jobs WHERE task_uuid = $1', [denied]))[0]).toMatchObject({ outcome: 'failed', error: expect.stringMatching(/^the repository was not cloned: /) })
+    await stop(noToken)
+
+    // gitlab.token for gitlab.url's host: the clone authenticates with it, and nothing of it stays in the clone.
+    writeFileSync(s.config, s.fake.configYaml(`fleet:\n  workspaces_dir: ${workspaces}\ngitlab:\n  url: ${http.url}\n  token: ${token}\n`))
+    const worker = startWorker(s, server.url)
+    await until('the worker to start', async () => worker.err().includes('started on'))
+    const res = await s.run(['enqueue', '--task', 'read calc.js', '--repo', `${http.url}/calc.git#v1`], db())
+    expect(res.code, res.stderr).toBe(0)
+    const uuid = res.stdout.trim()
+    await doneJobs(2)
+    expect(readTask(s.tree, uuid)).toMatchObject({ location: 'completed', state: { status: 'completed' } })
+    const clone = join(workspaces, uuid)
+    expect(readFileSync(join(clone, 'calc.js'), 'utf8')).toBe('v1\n')
+    expect(http.auth).toContain(`Basic ${Buffer.from(`oauth2:${token}`).toString('base64')}`)
+    for (const [path, hash] of hashes(join(clone, '.git'))) {
+      const text = readFileSync(join(clone, '.git', path), 'latin1')
+      expect(text.includes(token), `${path} ${hash}`).toBe(false)
+    }
+    const config = readFileSync(join(clone, '.git', 'config'), 'utf8')
+    expect(config).not.toMatch(/extraheader|credential|askpass|oauth2/i)
+    expect(config).toContain(`url = ${http.url}/calc.git`)
+    for (const request of s.fake.requests) expect(request.raw.toString()).not.toContain(token)
+    await stop(worker)
+  })
+})
