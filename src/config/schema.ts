@@ -204,6 +204,8 @@ export const configSchema = z.strictObject(
       max_attempts: withDefault(positiveInt(), 3),
       // Where `enqueue --repo` jobs are cloned, one directory per task: on the shared mount, outside the task tree.
       workspaces_dir: orNull(text()),
+      // SPEC §14.5: a direct connection (not through a pooler in transaction mode) used only for LISTEN; default: the database URL.
+      listen_url: orNull(postgresUrl()),
     }),
     poll: section({
       // SPEC §14.2: the labels `poll` moves on each issue as its task goes on.
@@ -298,6 +300,7 @@ export function shown(value: string, max: number): string {
 
 /** Where the secrets live in a Config: shown by `ctxagent config` as set or not, never by value. */
 export const SECRET_KEYS: readonly (readonly string[])[] = [
+  ['fleet', 'listen_url'],
   ['llm', 'openai', 'api_key'],
   ['llm', 'ollama', 'api_key'],
   ['github', 'token'],

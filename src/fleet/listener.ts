@@ -34,6 +34,12 @@ export class JobListener {
     try {
       await client.connect()
       await client.query('LISTEN ctxagent_jobs')
+      if (this.stopped) {
+        // Stopped while it connected: the connection must not outlive the worker.
+        client.removeAllListeners('end')
+        await client.end().catch(() => undefined)
+        return
+      }
       this.client = client
       this.failures = 0
       this.onWake()

@@ -3,15 +3,12 @@ import type { Config } from '../config/schema.js'
 import type { PassResult } from '../operations/monitor.js'
 import type { Layout, Location } from '../storage/fs/layout.js'
 import { LOCATIONS } from '../storage/fs/layout.js'
-import { LOCK_KEYS } from '../storage/index/pg-schema.js'
 import { safeState } from '../storage/task/lifecycle.js'
 import type { PausedBy, TaskState } from '../storage/task/state.js'
 import { existsSync } from 'node:fs'
 
 export interface FleetPassResult {
-  /** Another host's pass was under way: this one did nothing. */
-  skipped: boolean
-  result: PassResult | null
+  result: PassResult
   /** Jobs settled for workers that died or tasks that were reaped: job id → what became of it. */
   settled: { job: number; task: string; outcome: string; resumed: boolean }[]
 }
@@ -29,38 +26,29 @@ interface OpenJob {
 }
 
 /**
- * watch-locks in a fleet (SPEC §14.3): one pass at a time fleet-wide (a session advisory
- * lock on a connection of its own, released when the pass ends or its host dies). Tasks
+ * watch-locks in a fleet (SPEC §14.3), run by the holder of the pass's lease (lease.ts:
+ * one pass at a time fleet-wide, freed when the pass ends or expires when its host dies). Tasks
  * of running jobs whose owner died are reaped to paused/ (fleet.recovery: resume, while
  * fewer than fleet.max_attempts runs died) and their resumes queued; jobs of workers that
  * died are settled from what their tasks became.
  */
 export async function fleetPass(pool: Pool, layout: Layout, config: Config, liveSeconds: number, pass: (recoverAs: (uuid: string) => 'paused' | 'failed') => Promise<PassResult>): Promise<FleetPassResult> {
-  const lock = await pool.connect()
-  let locked = false
-  try {
-    locked = (await lock.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1) AS ok', [LOCK_KEYS.watchLocks])).rows[0]?.ok === true
-    if (!locked) return { skipped: true, result: null, settled: [] }
-    const jobs = await openJobs(pool, liveSeconds)
-    const byTask = new Map(jobs.map((j) => [j.task_uuid, j]))
-    const recoverAs = (uuid: string): 'paused' | 'failed' => {
-      const job = byTask.get(uuid)
-      return job !== undefined && config.fleet.recovery === 'resume' && job.died + 1 < config.fleet.max_attempts ? 'paused' : 'failed'
-    }
-    const result = await pass(recoverAs)
-    const reaped = new Set(result.findings.filter((f) => f.action === 'reaped').map((f) => f.uuid))
-    const settled: FleetPassResult['settled'] = []
-    for (const job of jobs) {
-      // A live worker settles its own jobs, unless its task died under it and was reaped now.
-      if (job.worker_live && !reaped.has(job.task_uuid)) continue
-      const end = await settleJob(pool, layout, job, reaped.has(job.task_uuid), config.fleet)
-      if (end !== null) settled.push({ job: job.id, task: job.task_uuid, ...end })
-    }
-    return { skipped: false, result, settled }
-  } finally {
-    if (locked) await lock.query('SELECT pg_advisory_unlock($1)', [LOCK_KEYS.watchLocks]).catch(() => undefined)
-    lock.release()
+  const jobs = await openJobs(pool, liveSeconds)
+  const byTask = new Map(jobs.map((j) => [j.task_uuid, j]))
+  const recoverAs = (uuid: string): 'paused' | 'failed' => {
+    const job = byTask.get(uuid)
+    return job !== undefined && config.fleet.recovery === 'resume' && job.died + 1 < config.fleet.max_attempts ? 'paused' : 'failed'
   }
+  const result = await pass(recoverAs)
+  const reaped = new Set(result.findings.filter((f) => f.action === 'reaped').map((f) => f.uuid))
+  const settled: FleetPassResult['settled'] = []
+  for (const job of jobs) {
+    // A live worker settles its own jobs, unless its task died under it and was reaped now.
+    if (job.worker_live && !reaped.has(job.task_uuid)) continue
+    const end = await settleJob(pool, layout, job, reaped.has(job.task_uuid), config.fleet)
+    if (end !== null) settled.push({ job: job.id, task: job.task_uuid, ...end })
+  }
+  return { result, settled }
 }
 
 async function openJobs(pool: Pool, liveSeconds: number): Promise<OpenJob[]> {

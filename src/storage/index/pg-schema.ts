@@ -96,10 +96,22 @@ const MIGRATIONS: readonly string[] = [
   `ALTER TABLE tasks ADD COLUMN IF NOT EXISTS prompt_tokens BIGINT;
    ALTER TABLE tasks ADD COLUMN IF NOT EXISTS completion_tokens BIGINT;
    ALTER TABLE tasks ADD COLUMN IF NOT EXISTS cached_tokens BIGINT;`,
+  // Fleet-wide passes (watch-locks, cleanup) hold a lease row with an expiry, not a session
+  // lock, which a pooler in transaction mode would leave on a pooled connection (SPEC §14.5).
+  // denied_since/denied_interval: since when passes have been refused it, and how often they come.
+  `CREATE TABLE IF NOT EXISTS fleet_leases (
+     name TEXT PRIMARY KEY,
+     holder TEXT NOT NULL,
+     taken_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+     expires_at TIMESTAMPTZ NOT NULL,
+     done_at TIMESTAMPTZ,
+     denied_since TIMESTAMPTZ,
+     denied_interval DOUBLE PRECISION
+   );`,
 ]
 
-/** Advisory lock keys (bigint constants: hashtext() is not a stable API). */
-export const LOCK_KEYS = { migrate: 0x637478_01, watchLocks: 0x637478_02, cleanup: 0x637478_03 } as const
+/** Advisory lock keys (bigint constants: hashtext() is not a stable API); transaction-scoped only (SPEC §14.5). */
+export const LOCK_KEYS = { migrate: 0x637478_01 } as const
 
 /**
  * Brings the schema up to date: under a transaction-scoped advisory lock, so that many
