@@ -7,12 +7,12 @@ import type { Pool, PoolClient } from 'pg'
  * connection whose server went away must not kill the process (it is dropped, and the
  * next query connects again).
  */
-export async function connectPool(url: string, role: string, max = 4): Promise<Pool> {
+export async function connectPool(url: string, role: string, max = 4, connectTimeoutMs = 5_000): Promise<Pool> {
   const { default: pg } = await import('pg')
   const pool = new pg.Pool({
     connectionString: url,
     max,
-    connectionTimeoutMillis: 5_000,
+    connectionTimeoutMillis: connectTimeoutMs,
     idleTimeoutMillis: 30_000,
     keepAlive: true,
     application_name: `ctxagent ${role} ${hostname()}:${process.pid}`.slice(0, 63),
