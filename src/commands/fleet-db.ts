@@ -40,8 +40,8 @@ function leaseTimes(ctx: CommandEnv): { ttlSeconds: number; renewMs: number } {
 }
 
 /** A pass that did not get its lease: a warning, or, refused for longer than its interval, an error (exit 1 for a single pass; the loop goes on). */
-function refusedPass(ctx: CommandEnv, what: string, refusal: LeaseRefusal, once: boolean): void {
-  const text = refusalText(what, refusal)
+function refusedPass(ctx: CommandEnv, name: LeaseName, refusal: LeaseRefusal, once: boolean): void {
+  const text = refusalText(name, refusal)
   if (!refusal.overdue) return ctx.io.warn(text)
   if (once) throw new CtxError(text, { exitCode: 1, hint: 'if that host is gone its lease expires by itself; if it is stuck, stop that pass' })
   ctx.io.err(`ctxagent: ${text}\n`)
@@ -64,7 +64,7 @@ export async function fleetReapPass(ctx: CommandEnv, env: TaskEnv, options: Para
     const lease = { name: 'watch-locks' as const, ...leaseTimes(ctx), intervalSeconds: pass.intervalMs / 1000, onLost: () => ctx.io.warn(lostText('watch-locks')) }
     const outcome = await withLease(pool, lease, () => fleetPass(pool, ctx.layout, ctx.config, liveSeconds, (recoverAs) => monitorPass(env, { ...options, recoverAs })))
     if (!outcome.ran) {
-      refusedPass(ctx, 'a watch-locks pass', outcome.refusal, pass.once)
+      refusedPass(ctx, 'watch-locks', outcome.refusal, pass.once)
       return { checked: 0, findings: [], reindexed: 0 }
     }
     for (const s of outcome.value.settled) if (!ctx.json) ctx.io.out(`job ${s.job} (task ${s.task}): ${s.outcome}${s.resumed ? ', its resume queued' : ''}`)

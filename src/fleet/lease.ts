@@ -93,9 +93,9 @@ function iso(value: unknown): string {
 }
 
 /** One line for a refused pass: plain while passes still come in time, loud once none has run for longer than its interval. */
-export function refusalText(what: string, refusal: LeaseRefusal): string {
-  if (!refusal.overdue) return `another host runs ${what} (${refusal.holder}); this one was skipped`
-  return `no ${what} has run for ${Math.round(refusal.denied_seconds)} s, longer than its interval: every pass is refused the fleet-wide lease, held by ${refusal.holder} since ${refusal.taken_at} (renewed until ${refusal.expires_at})`
+export function refusalText(name: LeaseName, refusal: LeaseRefusal): string {
+  if (!refusal.overdue) return `another host runs ${name === 'cleanup' ? 'cleanup' : 'a watch-locks pass'} (${refusal.holder}); this one was skipped`
+  return `no ${name} pass has run for ${Math.round(refusal.denied_seconds)} s, longer than its interval: each is refused the fleet-wide lease, held by ${refusal.holder} since ${refusal.taken_at} (renewed until ${refusal.expires_at})`
 }
 
 export interface LeaseAlert {
