@@ -55,7 +55,7 @@ export interface FleetPassOptions {
 }
 
 /** In a fleet: one pass at a time fleet-wide, dead workers' tasks recovered and their jobs settled (SPEC §14.3). */
-export async function fleetReapPass(ctx: CommandEnv, env: TaskEnv, options: Parameters<typeof monitorPass>[1], pass: FleetPassOptions): Promise<PassResult> {
+export async function fleetReapPass(ctx: CommandEnv, env: TaskEnv, options: Parameters<typeof monitorPass>[1], pass: FleetPassOptions): Promise<PassResult & { jobs_recovered: number }> {
   const { fleetPass } = await import('../fleet/recovery.js')
   const { pool } = await fleetPool(ctx, 'watch-locks')
   try {
@@ -65,10 +65,10 @@ export async function fleetReapPass(ctx: CommandEnv, env: TaskEnv, options: Para
     const outcome = await withLease(pool, lease, () => fleetPass(pool, ctx.layout, ctx.config, liveSeconds, (recoverAs) => monitorPass(env, { ...options, recoverAs })))
     if (!outcome.ran) {
       refusedPass(ctx, 'watch-locks', outcome.refusal, pass.once)
-      return { checked: 0, findings: [], reindexed: 0 }
+      return { checked: 0, findings: [], reindexed: 0, jobs_recovered: 0 }
     }
     for (const s of outcome.value.settled) if (!ctx.json) ctx.io.out(`job ${s.job} (task ${s.task}): ${s.outcome}${s.resumed ? ', its resume queued' : ''}`)
-    return outcome.value.result
+    return { ...outcome.value.result, jobs_recovered: outcome.value.settled.length }
   } finally {
     await pool.end().catch(() => undefined)
   }

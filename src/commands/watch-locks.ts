@@ -72,7 +72,7 @@ function atLeastOneSecond(value: string): number {
   return ms
 }
 
-async function pass(ctx: CommandEnv, env: TaskEnv, policy: ReturnType<typeof stalenessPolicy>, fleet: FleetPassOptions): Promise<PassResult> {
+async function pass(ctx: CommandEnv, env: TaskEnv, policy: ReturnType<typeof stalenessPolicy>, fleet: FleetPassOptions): Promise<PassResult & { jobs_recovered?: number }> {
   const chat = { hardTimeoutMs: ctx.config.chat.hard_timeout_minutes * 60_000, graceMs: ctx.config.chat.end_grace_seconds * 1000 }
   const options = { policy, longRunningMs: ctx.config.alerts.long_running_hours * 3_600_000, noProgressMs: ctx.config.alerts.no_progress_minutes * 60_000, chat }
   const result = fleetDatabaseUrl(ctx) === null ? await monitorPass(env, options) : await fleetReapPass(ctx, env, options, fleet)
@@ -106,14 +106,14 @@ async function loop(ctx: CommandEnv, intervalMs: number, body: () => Promise<voi
   }
 }
 
-function report(ctx: CommandEnv, result: PassResult): void {
+function report(ctx: CommandEnv, result: PassResult & { jobs_recovered?: number }): void {
   const acted = result.findings.filter((f) => f.action === 'reaped' || f.action === 'finished').length
   const chats = result.findings.filter((f) => f.action === 'end_requested' || f.action === 'terminated').length
   const alerts = result.findings.length - acted - chats
   if (ctx.json) {
     for (const f of result.findings) ctx.io.jsonl(f)
     // One summary per pass, findings or not: a cron log tells "ran, found nothing" from "did not run".
-    ctx.io.jsonl({ pass: { ts: ctx.now().toISOString(), checked: result.checked, recovered: acted, alerts, chat_sessions: chats, reindexed: result.reindexed } })
+    ctx.io.jsonl({ pass: { ts: ctx.now().toISOString(), checked: result.checked, recovered: acted, alerts, chat_sessions: chats, reindexed: result.reindexed, ...(result.jobs_recovered !== undefined ? { jobs_recovered: result.jobs_recovered } : {}) } })
     return
   }
   ctx.io.out(`${ctx.now().toISOString()} watch-locks: ${result.checked} running task(s) checked, ${acted} recovered, ${alerts} alert(s)${chats ? `, ${chats} chat session(s) past the hard timeout` : ''}${result.reindexed ? `, ${result.reindexed} tasks.db row(s) brought in step with the directories` : ''}`)

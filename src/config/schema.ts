@@ -204,6 +204,17 @@ export const configSchema = z.strictObject(
       max_attempts: withDefault(positiveInt(), 3),
       // Where `enqueue --repo` jobs are cloned, one directory per task: on the shared mount, outside the task tree.
       workspaces_dir: orNull(text()),
+      // SPEC §14.4: a task paused by the LLM side (unreachable, 5xx, 429, timeout) is run again after
+      // base_seconds × 2^(attempt-1) (with jitter, at most max_seconds), until max_attempts runs.
+      retry: section({
+        base_seconds: withDefault(positiveNumber(), 30),
+        max_seconds: withDefault(positiveNumber(), 1800),
+        max_attempts: withDefault(positiveInt(), 8),
+      }),
+      // At most per_user running tasks of one user fleet-wide (null: no limit).
+      limits: section({ per_user: orNull(positiveInt()) }),
+      // Finished job rows and dead worker rows older than this are deleted by cleanup.
+      retention_days: withDefault(positiveNumber(), 30),
       // SPEC §14.5: a direct connection (not through a pooler in transaction mode) used only for LISTEN; default: the database URL.
       listen_url: orNull(postgresUrl()),
     }),

@@ -11,7 +11,8 @@ import { cloneWorkspace } from './clone.js'
 import type { CloneCredential } from './clone.js'
 import { jobProblem } from './job-spec.js'
 import { JobQueue } from './jobs.js'
-import type { Job, JobEnd } from './jobs.js'
+import { llmOutage } from './jobs.js'
+import type { Job, JobEnd, RetryPolicy } from './jobs.js'
 import { JobListener } from './listener.js'
 import { heartbeat, markStopped } from './registry.js'
 import type { WorkerRecord } from './registry.js'
@@ -36,6 +37,10 @@ export interface WorkerOptions {
   cloneCredentials?: CloneCredential[]
   /** fleet.max_attempts: how often a job whose agent is killed before its task began is tried (default 3). */
   maxAttempts?: number
+  /** fleet.retry: a task its LLM side paused for a while is run again later (SPEC §14.4); absent: never. */
+  retry?: RetryPolicy
+  /** fleet.limits.per_user: at most this many running tasks of one user, fleet-wide. */
+  perUser?: number | null
   log: (line: string) => void
   /** Why this worker's configuration cannot serve a job (abilities.ts), or null: a refused job ends with the reason. */
   refuse?: (job: Job) => string | null
@@ -61,6 +66,9 @@ interface Warm {
   onIdleExit: (code: number | null, signal: NodeJS.Signals | null) => void
 }
 
+/** A task's environment: the worker's, and a mark that a fleet resumes it (its log then gives no advice to resume by hand). */
+const FLEET_ENV = { ...process.env, CTXAGENT_FLEET_JOB: '1' }
+
 /** `run`'s exit codes after it paused on SIGINT or SIGTERM (SPEC §9). */
 const PAUSED_BY_SIGNAL = new Set([130, 143])
 
@@ -83,6 +91,8 @@ export class Worker {
   /** Warm children that died idle in a row: each waits longer before the next is started. */
   private warmDeaths = 0
   private warmTimer: NodeJS.Timeout | null = null
+  /** Wakes the worker when the first retrying job is due. */
+  private dueTimer: NodeJS.Timeout | null = null
 
   constructor(private readonly options: WorkerOptions) {
     this.queue = new JobQueue(options.pool)
@@ -110,6 +120,7 @@ export class Worker {
     if (this.stopping) return
     this.stopping = true
     for (const timer of this.timers) clearInterval(timer)
+    if (this.dueTimer !== null) clearTimeout(this.dueTimer)
     this.dropWarm()
     for (const entry of this.running.values()) {
       entry.stopped = true
@@ -138,13 +149,16 @@ export class Worker {
     while (!this.stopping && this.running.size < this.options.record.concurrency) {
       let job: Job | null
       try {
-        job = await this.queue.claim(this.options.record.id)
+        job = await this.queue.claim(this.options.record.id, this.options.perUser ?? null)
       } catch (err) {
         // PostgreSQL away: the next poll tries again.
         this.options.log(`cannot claim jobs: ${(err as Error).message}`)
         return
       }
-      if (job === null) return
+      if (job === null) {
+        await this.wakeWhenDue()
+        return
+      }
       if (this.stopping) {
         // Claimed as the stop came: hand it straight back.
         await this.queue.release(job, this.options.record.id).catch((err: Error) => this.options.log(`job ${job.id} not handed back (${err.message}): a reaper will`))
@@ -152,6 +166,17 @@ export class Worker {
       }
       this.start(job)
     }
+  }
+
+  /** A retrying job comes due without a NOTIFY: the worker wakes then (the poll interval is a backstop). */
+  private async wakeWhenDue(): Promise<void> {
+    const secs = await this.queue.nextDue().catch(() => null)
+    if (secs === null || this.stopping) return
+    if (this.dueTimer !== null) clearTimeout(this.dueTimer)
+    this.dueTimer = setTimeout(() => {
+      this.dueTimer = null
+      this.wake()
+    }, Math.min(Math.ceil(secs * 1000) + 10, this.options.pollMs))
   }
 
   private start(job: Job): void {
@@ -196,7 +221,7 @@ export class Worker {
       await cloneWorkspace({ url: job.spec.repo as string, ...(job.spec.ref !== undefined ? { ref: job.spec.ref } : {}), dir, credentials: this.options.cloneCredentials ?? [] })
     } catch (err) {
       this.running.delete(job.id)
-      await this.end(job, { outcome: 'failed', error: `the repository was not cloned: ${(err as Error).message}`.slice(0, 500) })
+      await this.end(job, { outcome: 'failed', failed: true, error: `the repository was not cloned: ${(err as Error).message}`.slice(0, 500) })
       return
     }
     this.running.delete(job.id)
@@ -250,7 +275,7 @@ export class Worker {
         this.track(this.queue.release(job, this.options.record.id).catch((err: Error) => this.options.log(`job ${job.id} not handed back (${err.message}): a reaper will`)))
         return
       }
-      const end = settle(this.options.layout, job, code, entry)
+      const end = settle(this.options.layout, job, code, entry, this.options.retry)
       if (end === null) {
         // Its process died holding the task's lock: watch-locks reaps it and settles the job (SPEC §14.3).
         this.options.log(`job ${job.id}: task ${job.task_uuid} was left in running/ (${entry.lastLine.slice(0, 200) || `exit ${code}`}); watch-locks recovers it`)
@@ -287,7 +312,7 @@ export class Worker {
       return warm.child
     }
     const [program, ...rest] = this.options.command
-    return spawn(program as string, [...rest, ...args], { detached: true, stdio: ['pipe', 'ignore', 'pipe'], env: process.env })
+    return spawn(program as string, [...rest, ...args], { detached: true, stdio: ['pipe', 'ignore', 'pipe'], env: FLEET_ENV })
   }
 
   private relayFor(child: ChildProcess): (chunk: Buffer) => void {
@@ -298,7 +323,7 @@ export class Worker {
   private prestart(): void {
     if (!this.options.warmChild || this.stopping || this.warm !== null || this.warmTimer !== null) return
     const [program, ...rest] = this.options.command
-    const child = spawn(program as string, [...rest, 'worker', WARM_CHILD_FLAG], { detached: true, stdio: ['pipe', 'ignore', 'pipe', 'pipe'], env: process.env })
+    const child = spawn(program as string, [...rest, 'worker', WARM_CHILD_FLAG], { detached: true, stdio: ['pipe', 'ignore', 'pipe', 'pipe'], env: FLEET_ENV })
     const warm: Warm = {
       child,
       // Nothing is expected before its job; whatever comes is the operator's to see.
@@ -350,8 +375,9 @@ export class Worker {
     const outcome = { ...end, resume }
     for (let attempt = 0; ; attempt++) {
       try {
-        const mine = await this.queue.finish(job, this.options.record.id, outcome)
-        this.options.log(`job ${job.id}: ${end.outcome}${resume ? ', its resume queued' : ''}${mine ? '' : ' (no longer this worker’s job)'}`)
+        const ended = await this.queue.finish(job, this.options.record.id, outcome)
+        const what = ended === null ? ' (no longer this worker’s job)' : ended.state === 'retrying' ? `; retrying in ${ended.retry_in?.toFixed(1)}s (${end.error ?? ''})` : ended.resumed ? ', its resume queued' : ` (job ${ended.state})`
+        this.options.log(`job ${job.id}: ${end.outcome}${what}`)
         return
       } catch (err) {
         if (attempt % 10 === 0) this.options.log(`job ${job.id} not ended yet (${(err as Error).message}); retrying`)
@@ -373,14 +399,32 @@ export class Worker {
 }
 
 /** What became of a job's task once its process ended. */
-function settle(layout: Layout, job: Job, code: number | null, entry: Running): JobEnd | null {
+function settle(layout: Layout, job: Job, code: number | null, entry: Running, retry: RetryPolicy | undefined): JobEnd | null {
   const ref = locate(layout, job.task_uuid)
-  if (ref === null) return { outcome: 'failed', error: entry.lastLine.slice(0, 500) || `run exited with ${code}` }
-  const status = safeState(ref.dir)?.status ?? 'unknown'
-  if (ref.location === 'completed') return { outcome: status }
-  if (ref.location === 'paused') return { outcome: 'paused', resume: entry.stopped || PAUSED_BY_SIGNAL.has(code ?? -1) }
+  if (ref === null) return { outcome: 'failed', failed: true, error: lastError(entry.lastLine) || `run exited with ${code}` }
+  const state = safeState(ref.dir)
+  const status = state?.status ?? 'unknown'
+  if (ref.location === 'completed') return { outcome: status, error: status === 'completed' ? null : (state?.error ?? null) }
+  if (ref.location === 'paused') {
+    const bySignal = entry.stopped || PAUSED_BY_SIGNAL.has(code ?? -1)
+    // The LLM side failed in a way that passes (an outage, 5xx, 429, a timeout): the fleet runs it again later.
+    if (!bySignal && retry !== undefined && llmOutage(state)) return { outcome: 'paused', error: state?.error ?? null, retry }
+    return { outcome: 'paused', resume: bySignal, error: bySignal ? null : (state?.error ?? null) }
+  }
   // Still in running/: its process died holding the lock.
   return null
+}
+
+/** `run`'s last log line as a job's error: the message of a JSON log line, or the line. */
+function lastError(line: string): string {
+  try {
+    const parsed = JSON.parse(line) as { msg?: unknown; message?: unknown }
+    const text = parsed.msg ?? parsed.message
+    if (typeof text === 'string') return text.slice(0, 500)
+  } catch {
+    // a plain line
+  }
+  return line.slice(0, 500)
 }
 
 /** Whether a job's task is as it was before its agent started: not created (a new task), or still in paused/ with the same state.json (a resume). */
@@ -426,6 +470,8 @@ function newTaskArgs(job: Job, workspace: string | undefined): string[] {
   if (s.max_turns !== undefined) args.push('--max-turns', String(s.max_turns))
   if (s.max_tokens !== undefined) args.push('--max-tokens', String(s.max_tokens))
   if (s.timeout !== undefined) args.push('--timeout', s.timeout)
+  if (s.model !== undefined) args.push('--model', s.model)
+  if (s.allow_shell === true) args.push('--allow-shell')
   return args
 }
 

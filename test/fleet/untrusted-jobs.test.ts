@@ -11,7 +11,6 @@ import { startGitHttp } from '../helpers/git-http.js'
 import { queryRows, startPostgres } from '../helpers/postgres.js'
 import type { PgServer } from '../helpers/postgres.js'
 import { readTask, runSetup } from '../run/harness.js'
-import type { RunSetup } from '../run/harness.js'
 
 /**
  * What a fleet takes from outside is untrusted (SPEC §8, §14.4): `--repo` sources (cloned
