@@ -57,8 +57,12 @@ export function workerCommand(runCli: (argv: string[]) => Promise<void>): Comman
 async function warmChild(command: Command, runCli: (argv: string[]) => Promise<void>): Promise<void> {
   const preload = warmUp(command)
   const args = await controlLine()
-  if (args === null) return
   await preload
+  if (args === null) {
+    // Its worker stopped or died (fd 3's end): the connection opened ahead must not keep an orphan alive.
+    await PgStore.dropAhead()
+    return
+  }
   // Errors name the command the task runs (cli.ts reads process.argv), not this one, and
   // so does ps: `ctxagent run --uuid …` (cut to the length of the command line it started with).
   process.argv = [...process.argv.slice(0, process.argv.lastIndexOf('worker')), ...args]

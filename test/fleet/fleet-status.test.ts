@@ -55,7 +55,7 @@ describe('ctxagent fleet and stats --check in a fleet', () => {
     expect(busy.workers[0]?.tasks).toHaveLength(2)
     const human = await s.run(['fleet'], db)
     expect(human.stdout).toContain('Workers: 1 live')
-    expect(human.stdout).toContain('Jobs: 0 waiting, 2 running, 0 done')
+    expect(human.stdout).toContain('Jobs: 0 waiting, 2 running, 0 retrying, 0 done, 0 failed, 0 cancelled')
     expect(human.stdout).toContain('Oldest waiting job: none')
     worker.child.kill('SIGTERM')
     expect((await exitOf(worker.child)).code).toBe(0)
