@@ -1,7 +1,7 @@
 import { Command } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask, fleetDatabaseUrl, withTaskEnv } from '../command-env.js'
-import { fleetPool, fleetReapPass, withFleetLock } from './fleet-db.js'
+import { fleetPool, fleetReapPass, withFleetLease } from './fleet-db.js'
 import { workerLiveSeconds } from './fleet.js'
 import { formatBytes } from '../duration.js'
 import { CtxError, NotFoundError, UsageError } from '../errors.js'
@@ -74,11 +74,7 @@ async function cleanup(ctx: CommandEnv, opts: CleanupOptions): Promise<void> {
 async function runOnce(ctx: CommandEnv, opts: CleanupOptions, compressAfterMs: number, deleteAfterMs: number): Promise<void> {
   // In a fleet, cleanup passes never overlap fleet-wide (SPEC §14.3).
   if (fleetDatabaseUrl(ctx) !== null && opts.dryRun !== true) {
-    const ran = await withFleetLock(ctx, 'cleanup', async () => {
-      await cleanupOnce(ctx, opts, compressAfterMs, deleteAfterMs)
-      return true
-    })
-    if (ran === null) ctx.io.warn('another host runs cleanup; this run was skipped')
+    await withFleetLease(ctx, 'cleanup', fleetPassOptions(opts), () => cleanupOnce(ctx, opts, compressAfterMs, deleteAfterMs))
     return
   }
   await cleanupOnce(ctx, opts, compressAfterMs, deleteAfterMs)
@@ -94,7 +90,7 @@ async function cleanupOnce(ctx: CommandEnv, opts: CleanupOptions, compressAfterM
     const policy = stalenessPolicy(ctx.config)
     const options = { policy, longRunningMs: Number.POSITIVE_INFINITY, dryRun }
     // In a fleet, a dead worker's task is recovered as watch-locks would (fleet.recovery).
-    const pass = fleetDatabaseUrl(ctx) !== null && !dryRun ? await fleetReapPass(ctx, env, options) : await monitorPass(env, options)
+    const pass = fleetDatabaseUrl(ctx) !== null && !dryRun ? await fleetReapPass(ctx, env, options, fleetPassOptions(opts)) : await monitorPass(env, options)
     const reaped = pass.findings.filter((f) => f.action !== 'alert')
     const plan = planCleanup(env, { compressAfterMs, deleteAfterMs, lockPolicy: policy })
     const before = [...plan.compress, ...plan.delete].reduce((sum, t) => sum + t.bytes, 0)
@@ -118,6 +114,11 @@ async function cleanupOnce(ctx: CommandEnv, opts: CleanupOptions, compressAfterM
     if (strays) ctx.io.warn(strays)
     if (report.failed.length > 0) throw failedError(report.failed)
   }, { createIndex: !dryRun })
+}
+
+/** Cleanup's passes come about daily (retention counts days): a lease refused for longer than a day is an alert (SPEC §14.5). */
+function fleetPassOptions(opts: CleanupOptions): { intervalMs: number; once: boolean } {
+  return { intervalMs: 86_400_000, once: opts.schedule === undefined }
 }
 
 /** Finished jobs and dead workers past fleet.retention_days (SPEC §14.4): their rows go, as old tasks do. */

@@ -5,11 +5,13 @@ import { fleetStatus } from '../fleet/status.js'
 import type { FleetStatus } from '../fleet/status.js'
 import { table } from '../render.js'
 import { fleetPool } from './fleet-db.js'
+import { fleetInitCommand } from './fleet-init.js'
 import { withEnv } from './shared.js'
 
 export function fleetCommand(): Command {
   return new Command('fleet')
     .description('the fleet at a glance: live workers (host, pid, heartbeat, tasks) and a count of dead ones, jobs by state, the oldest waiting job (needs fleet.database_url); ctxagent jobs lists the jobs')
+    .addCommand(fleetInitCommand())
     .action(withEnv(fleet))
 }
 

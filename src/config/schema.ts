@@ -215,6 +215,8 @@ export const configSchema = z.strictObject(
       limits: section({ per_user: orNull(positiveInt()) }),
       // Finished job rows and dead worker rows older than this are deleted by cleanup.
       retention_days: withDefault(positiveNumber(), 30),
+      // SPEC §14.5: a direct connection (not through a pooler in transaction mode) used only for LISTEN; default: the database URL.
+      listen_url: orNull(postgresUrl()),
     }),
     poll: section({
       // SPEC §14.2: the labels `poll` moves on each issue as its task goes on.
@@ -309,6 +311,7 @@ export function shown(value: string, max: number): string {
 
 /** Where the secrets live in a Config: shown by `ctxagent config` as set or not, never by value. */
 export const SECRET_KEYS: readonly (readonly string[])[] = [
+  ['fleet', 'listen_url'],
   ['llm', 'openai', 'api_key'],
   ['llm', 'ollama', 'api_key'],
   ['github', 'token'],

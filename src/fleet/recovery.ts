@@ -3,7 +3,6 @@ import type { Config } from '../config/schema.js'
 import type { PassResult } from '../operations/monitor.js'
 import type { Layout, Location } from '../storage/fs/layout.js'
 import { LOCATIONS } from '../storage/fs/layout.js'
-import { LOCK_KEYS } from '../storage/index/pg-schema.js'
 import { safeState } from '../storage/task/lifecycle.js'
 import type { PausedBy, TaskState } from '../storage/task/state.js'
 import { existsSync } from 'node:fs'
@@ -13,9 +12,7 @@ import { endJob, llmOutage } from './jobs.js'
 import type { JobEnd } from './jobs.js'
 
 export interface FleetPassResult {
-  /** Another host's pass was under way: this one did nothing. */
-  skipped: boolean
-  result: PassResult | null
+  result: PassResult
   /** Jobs settled for workers that died or tasks that were reaped: job id → what became of it. */
   settled: { job: number; task: string; outcome: string; resumed: boolean }[]
 }
@@ -33,8 +30,8 @@ interface OpenJob {
 }
 
 /**
- * watch-locks in a fleet (SPEC §14.3): one pass at a time fleet-wide (a session advisory
- * lock on a connection of its own, released when the pass ends or its host dies). Tasks
+ * watch-locks in a fleet (SPEC §14.3), run by the holder of the pass's lease (lease.ts:
+ * one pass at a time fleet-wide, freed when the pass ends or expires when its host dies). Tasks
  * of running jobs whose owner died are reaped to paused/ (fleet.recovery: resume, while
  * fewer than fleet.max_attempts runs died) and their resumes queued. Every pass then
  * reconciles jobs and tree: a running job whose task has left running/ (or was never made,
@@ -42,33 +39,24 @@ interface OpenJob {
  * task's move and its job's settlement is completed by the next one (SPEC §14.5).
  */
 export async function fleetPass(pool: Pool, layout: Layout, config: Config, liveSeconds: number, pass: (recoverAs: (uuid: string) => 'paused' | 'failed') => Promise<PassResult>): Promise<FleetPassResult> {
-  const lock = await pool.connect()
-  let locked = false
-  try {
-    locked = (await lock.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1) AS ok', [LOCK_KEYS.watchLocks])).rows[0]?.ok === true
-    if (!locked) return { skipped: true, result: null, settled: [] }
-    const byTask = new Map((await openJobs(pool, liveSeconds)).map((j) => [j.task_uuid, j]))
-    const recoverAs = (uuid: string): 'paused' | 'failed' => {
-      const job = byTask.get(uuid)
-      return job !== undefined && config.fleet.recovery === 'resume' && job.died + 1 < config.fleet.max_attempts ? 'paused' : 'failed'
-    }
-    const result = await pass(recoverAs)
-    await pauseAtForTest('reap:after-move')
-    const reaped = new Set(result.findings.filter((f) => f.action === 'reaped').map((f) => f.uuid))
-    const settled: FleetPassResult['settled'] = []
-    // Read again: a job its worker settled during the pass is not settled twice.
-    for (const job of await openJobs(pool, liveSeconds)) {
-      const location = locate(layout, job.task_uuid)
-      // Its agent still owns it (or a watch-locks pass will reap it), or a live worker is still starting it.
-      if (location === 'running' || (location === null && job.worker_live)) continue
-      const end = await settleJob(pool, layout, job, location, reaped.has(job.task_uuid), config.fleet)
-      if (end !== null) settled.push({ job: job.id, task: job.task_uuid, ...end })
-    }
-    return { skipped: false, result, settled }
-  } finally {
-    if (locked) await lock.query('SELECT pg_advisory_unlock($1)', [LOCK_KEYS.watchLocks]).catch(() => undefined)
-    lock.release()
+  const byTask = new Map((await openJobs(pool, liveSeconds)).map((j) => [j.task_uuid, j]))
+  const recoverAs = (uuid: string): 'paused' | 'failed' => {
+    const job = byTask.get(uuid)
+    return job !== undefined && config.fleet.recovery === 'resume' && job.died + 1 < config.fleet.max_attempts ? 'paused' : 'failed'
   }
+  const result = await pass(recoverAs)
+  await pauseAtForTest('reap:after-move')
+  const reaped = new Set(result.findings.filter((f) => f.action === 'reaped').map((f) => f.uuid))
+  const settled: FleetPassResult['settled'] = []
+  // Read again: a job its worker settled during the pass is not settled twice.
+  for (const job of await openJobs(pool, liveSeconds)) {
+    const location = locate(layout, job.task_uuid)
+    // Its agent still owns it (or a watch-locks pass will reap it), or a live worker is still starting it.
+    if (location === 'running' || (location === null && job.worker_live)) continue
+    const end = await settleJob(pool, layout, job, location, reaped.has(job.task_uuid), config.fleet)
+    if (end !== null) settled.push({ job: job.id, task: job.task_uuid, ...end })
+  }
+  return { result, settled }
 }
 
 async function openJobs(pool: Pool, liveSeconds: number): Promise<OpenJob[]> {

@@ -42,6 +42,10 @@ export interface WorkerOptions {
   /** fleet.limits.per_user: at most this many running tasks of one user, fleet-wide. */
   perUser?: number | null
   log: (line: string) => void
+  /** Why this worker's configuration cannot serve a job (abilities.ts), or null: a refused job ends with the reason. */
+  refuse?: (job: Job) => string | null
+  /** Passes a child's stderr on (default: as it comes); `--log-format json` wraps what is not JSON. */
+  relay?: (pid: number | undefined) => (chunk: Buffer) => void
 }
 
 interface Running {
@@ -106,7 +110,12 @@ export class Worker {
   /** Runs until stop() and every task it started has ended. */
   async run(): Promise<void> {
     const done = new Promise<void>((resolve) => (this.finished = resolve))
-    await this.listener.start()
+    if (!this.stopping) await this.listener.start()
+    if (this.stopping) {
+      // Stopped before it ran, or while its listener connected: nothing more is started.
+      this.maybeFinish()
+      return done
+    }
     this.timers.push(setInterval(() => this.wake(), this.options.pollMs))
     this.timers.push(setInterval(() => void heartbeat(this.options.pool, this.options.record.id).catch((err: Error) => this.options.log(`heartbeat not written: ${err.message}`)), this.options.heartbeatMs))
     this.prestart()
@@ -188,6 +197,12 @@ export class Worker {
       this.track(this.end(job, { outcome: 'failed', failed: true, error: `the job's row is not valid: ${problem}`.slice(0, 500) }).finally(() => this.wake()))
       return
     }
+    const refusal = this.options.refuse?.(job) ?? null
+    if (refusal !== null) {
+      this.options.log(`job ${job.id}: not run, ${refusal}`)
+      this.track(this.end(job, { outcome: job.kind === 'resume' ? 'paused' : 'failed', error: refusal.slice(0, 500) }).finally(() => this.wake()))
+      return
+    }
     const existing = locate(this.options.layout, job.task_uuid)
     if (existing?.location === 'completed') {
       this.track(this.end(job, { outcome: safeState(existing.dir)?.status ?? 'completed' }))
@@ -236,8 +251,9 @@ export class Worker {
     this.options.log(`job ${job.id}: ${resume ? 'resuming' : 'starting'} task ${job.task_uuid} (pid ${child.pid})`)
     child.stdin?.on('error', () => undefined)
     child.stdin?.end(resume ? '' : (job.spec.task ?? ''))
+    const relay = this.relayFor(child)
     child.stderr?.on('data', (chunk: Buffer) => {
-      process.stderr.write(chunk)
+      relay(chunk)
       const lines = chunk.toString().trim().split('\n')
       entry.lastLine = lines[lines.length - 1] ?? entry.lastLine
     })
@@ -317,6 +333,10 @@ export class Worker {
     return spawn(program as string, [...rest, ...args], { detached: true, stdio: ['pipe', 'ignore', 'pipe'], env: FLEET_ENV })
   }
 
+  private relayFor(child: ChildProcess): (chunk: Buffer) => void {
+    return this.options.relay?.(child.pid) ?? ((chunk) => void process.stderr.write(chunk))
+  }
+
   /** Starts the next warm child, unless one waits already (or the worker stops). */
   private prestart(): void {
     if (!this.options.warmChild || this.stopping || this.warm !== null || this.warmTimer !== null) return
@@ -325,7 +345,7 @@ export class Worker {
     const warm: Warm = {
       child,
       // Nothing is expected before its job; whatever comes is the operator's to see.
-      onIdleOutput: (chunk: Buffer) => process.stderr.write(chunk),
+      onIdleOutput: this.relayFor(child),
       onIdleExit: (code, signal) => {
         if (this.warm !== warm) return
         this.warm = null
