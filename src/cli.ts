@@ -9,6 +9,7 @@ import { configCommand } from './commands/config.js'
 import { demoCommand } from './commands/demo.js'
 import { enqueueCommand } from './commands/enqueue.js'
 import { fleetCommand } from './commands/fleet.js'
+import { jobsCommand } from './commands/jobs.js'
 import { doctorCommand } from './commands/doctor.js'
 import { exportCommand } from './commands/export.js'
 import { listCommand } from './commands/list.js'
@@ -37,7 +38,7 @@ export function buildProgram(): Command {
     .showSuggestionAfterError(true)
 
   for (const command of [runCommand(), viewCommand(), listCommand(), statsCommand(), cleanupCommand(), compressCommand(), pauseCommand(), commentCommand(), chatCommand(), watchLocksCommand(), unlockCommand(), reindexCommand(), configCommand(), doctorCommand(), demoCommand(), exportCommand(), completionCommand()]) program.addCommand(command)
-  for (const command of [enqueueCommand(), workerCommand(main), pollCommand(), fleetCommand()]) program.addCommand(command)
+  for (const command of [enqueueCommand(), workerCommand(main), pollCommand(), fleetCommand(), jobsCommand()]) program.addCommand(command)
   for (const command of [program, ...program.commands]) {
     const examples = examplesText(command.name())
     if (examples !== null) command.addHelpText('after', examples)

@@ -44,9 +44,18 @@ export function resumeRaceLost(uuid: string): LockedError {
 }
 
 /** The LLM server failed or could not be reached: exit 1. */
+/**
+ * A failure of the LLM side that may pass by itself (SPEC §14.4): the server unreachable,
+ * answering 5xx or 429 after the client's retries, or not answering in time.
+ */
+export type LlmFailure = 'unreachable' | 'server_error' | 'rate_limited' | 'timeout'
+
 export class ProviderError extends CtxError {
-  constructor(message: string, hint?: string, cause?: unknown) {
+  /** Set when the failure may pass by itself (a fleet runs the task again later); null when it will not (a refused key, a bad model name). */
+  readonly failure: LlmFailure | null
+  constructor(message: string, hint?: string, cause?: unknown, failure: LlmFailure | null = null) {
     super(message, { exitCode: 1, ...(hint === undefined ? {} : { hint }), cause })
+    this.failure = failure
   }
 }
 

@@ -1,7 +1,8 @@
 import { Command } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask, fleetDatabaseUrl, withTaskEnv } from '../command-env.js'
-import { fleetReapPass, withFleetLock } from './fleet-db.js'
+import { fleetPool, fleetReapPass, withFleetLease } from './fleet-db.js'
+import { workerLiveSeconds } from './fleet.js'
 import { formatBytes } from '../duration.js'
 import { CtxError, NotFoundError, UsageError } from '../errors.js'
 import { createProgress } from '../progress.js'
@@ -10,7 +11,7 @@ import { clip, sampleOf, shortPath } from '../text.js'
 import { straysWarning } from '../storage/fs/layout.js'
 import { monitorPass } from '../operations/monitor.js'
 import type { Finding } from '../operations/monitor.js'
-import { executeCleanup, planCleanup } from '../operations/retention.js'
+import { executeCleanup, expireRows, planCleanup } from '../operations/retention.js'
 import type { CleanupPlan, PlannedTask } from '../operations/retention.js'
 import { stalenessPolicy } from '../storage/task/env.js'
 import { durationArg, stopSignal, withEnv } from './shared.js'
@@ -35,6 +36,8 @@ export interface CleanupReport {
   bytes_before: number
   bytes_after: number | null
   dry_run: boolean
+  /** In a fleet: finished job rows and dead worker rows past fleet.retention_days, deleted (or that would be). */
+  fleet_rows?: { jobs: number; workers: number }
 }
 
 export function cleanupCommand(): Command {
@@ -71,11 +74,7 @@ async function cleanup(ctx: CommandEnv, opts: CleanupOptions): Promise<void> {
 async function runOnce(ctx: CommandEnv, opts: CleanupOptions, compressAfterMs: number, deleteAfterMs: number): Promise<void> {
   // In a fleet, cleanup passes never overlap fleet-wide (SPEC §14.3).
   if (fleetDatabaseUrl(ctx) !== null && opts.dryRun !== true) {
-    const ran = await withFleetLock(ctx, 'cleanup', async () => {
-      await cleanupOnce(ctx, opts, compressAfterMs, deleteAfterMs)
-      return true
-    })
-    if (ran === null) ctx.io.warn('another host runs cleanup; this run was skipped')
+    await withFleetLease(ctx, 'cleanup', fleetPassOptions(opts), () => cleanupOnce(ctx, opts, compressAfterMs, deleteAfterMs))
     return
   }
   await cleanupOnce(ctx, opts, compressAfterMs, deleteAfterMs)
@@ -91,7 +90,7 @@ async function cleanupOnce(ctx: CommandEnv, opts: CleanupOptions, compressAfterM
     const policy = stalenessPolicy(ctx.config)
     const options = { policy, longRunningMs: Number.POSITIVE_INFINITY, dryRun }
     // In a fleet, a dead worker's task is recovered as watch-locks would (fleet.recovery).
-    const pass = fleetDatabaseUrl(ctx) !== null && !dryRun ? await fleetReapPass(ctx, env, options) : await monitorPass(env, options)
+    const pass = fleetDatabaseUrl(ctx) !== null && !dryRun ? await fleetReapPass(ctx, env, options, fleetPassOptions(opts)) : await monitorPass(env, options)
     const reaped = pass.findings.filter((f) => f.action !== 'alert')
     const plan = planCleanup(env, { compressAfterMs, deleteAfterMs, lockPolicy: policy })
     const before = [...plan.compress, ...plan.delete].reduce((sum, t) => sum + t.bytes, 0)
@@ -107,6 +106,7 @@ async function cleanupOnce(ctx: CommandEnv, opts: CleanupOptions, compressAfterM
       const after = done.compressed.reduce((sum, t) => sum + t.bytes_after, 0)
       report = { compressed: done.compressed, deleted: done.deleted, reaped, skipped: plan.skipped, undated: plan.undated, failed: [...plan.unreadable, ...done.failed], litter: done.litter_removed, bytes_before: before, bytes_after: after, dry_run: false }
     }
+    if (fleetDatabaseUrl(ctx) !== null) report.fleet_rows = await expireFleetRows(ctx, dryRun)
     if (ctx.json) ctx.io.json(report)
     else ctx.io.out(render(ctx, report))
     if (plan.undated.length > 0) ctx.io.warn(undatedWarning(plan.undated))
@@ -114,6 +114,21 @@ async function cleanupOnce(ctx: CommandEnv, opts: CleanupOptions, compressAfterM
     if (strays) ctx.io.warn(strays)
     if (report.failed.length > 0) throw failedError(report.failed)
   }, { createIndex: !dryRun })
+}
+
+/** Cleanup's passes come about daily (retention counts days): a lease refused for longer than a day is an alert (SPEC §14.5). */
+function fleetPassOptions(opts: CleanupOptions): { intervalMs: number; once: boolean } {
+  return { intervalMs: 86_400_000, once: opts.schedule === undefined }
+}
+
+/** Finished jobs and dead workers past fleet.retention_days (SPEC §14.4): their rows go, as old tasks do. */
+async function expireFleetRows(ctx: CommandEnv, dryRun: boolean): Promise<{ jobs: number; workers: number }> {
+  const { pool } = await fleetPool(ctx, 'cleanup')
+  try {
+    return await expireRows(pool, ctx.config.fleet.retention_days, workerLiveSeconds(ctx), dryRun)
+  } finally {
+    await pool.end().catch(() => undefined)
+  }
 }
 
 /** A range that runs backwards (`5-1`): node-cron takes it, and it would never or oddly fire. */
@@ -145,6 +160,7 @@ function render(ctx: CommandEnv, r: CleanupReport): string {
   if (rows.length) lines.push(table(ctx.io, ['uuid', 'action', 'age', 'detail'], rows))
   const summary = `${r.dry_run ? 'dry run: ' : ''}${r.compressed.length} task(s) ${verb ? `${verb} be ` : ''}gzipped, ${r.deleted.length} ${verb ? `${verb} be ` : ''}deleted, ${r.reaped.length} stale lock(s) ${verb ? `${verb} be ` : ''}reaped`
   lines.push(r.litter > 0 ? `${summary}; ${r.litter} temp file(s) of dead processes ${r.dry_run ? 'would be ' : ''}removed` : summary)
+  if (r.fleet_rows !== undefined) lines.push(`fleet: ${r.fleet_rows.jobs} finished job row(s) and ${r.fleet_rows.workers} dead worker row(s) past fleet.retention_days ${r.dry_run ? 'would be ' : ''}deleted`)
   if (r.bytes_after !== null) lines.push(`bytes: ${formatBytes(r.bytes_before)} → ${formatBytes(r.bytes_after)} (${formatBytes(r.bytes_before - r.bytes_after)} freed)`)
   else lines.push(`bytes affected: ${formatBytes(r.bytes_before)}; nothing was changed`)
   return lines.join('\n')

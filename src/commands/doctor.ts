@@ -1,5 +1,6 @@
 import { Command } from 'commander'
 import type { CommandEnv } from '../command-env.js'
+import { fleetDatabaseUrl } from '../command-env.js'
 import { runDoctor } from '../operations/doctor.js'
 import type { Check } from '../operations/doctor.js'
 import { durationArg, withEnv } from './shared.js'
@@ -21,7 +22,7 @@ Exit status: 0 when nothing failed (warnings allowed), 1 otherwise.`)
 }
 
 async function doctor(ctx: CommandEnv, opts: Partial<DoctorOptions>): Promise<void> {
-  const checks = await runDoctor({ config: ctx.config, configSource: ctx.configSource, layout: ctx.layout, timeoutMs: opts.timeout ?? 30_000 })
+  const checks = await runDoctor({ config: ctx.config, configSource: ctx.configSource, layout: ctx.layout, timeoutMs: opts.timeout ?? 30_000, databaseUrl: fleetDatabaseUrl(ctx) })
   const failed = checks.filter((c) => c.status === 'fail').length
   if (ctx.json) ctx.io.json({ ok: failed === 0, checks })
   else ctx.io.out(checks.map((c) => line(ctx, c)).join('\n'))

@@ -1,5 +1,5 @@
-import { existsSync, readFileSync, statSync } from 'node:fs'
-import { isAbsolute, resolve } from 'node:path'
+import { existsSync, readFileSync, realpathSync, statSync } from 'node:fs'
+import { isAbsolute, join, resolve } from 'node:path'
 import { Command } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask } from '../command-env.js'
@@ -8,7 +8,7 @@ import type { JobSpec } from '../fleet/jobs.js'
 import { JobQueue } from '../fleet/jobs.js'
 import { repoProblem, validRef } from '../fleet/job-spec.js'
 import { resolveTask } from '../storage/fs/layout.js'
-import { readTextArg } from '../run/settings.js'
+import { readTextArg, refuseTreeInWorkspace } from '../run/settings.js'
 import { durationArg, positiveIntArg, withEnv } from './shared.js'
 import { fleetPool } from './fleet-db.js'
 
@@ -26,6 +26,9 @@ export interface EnqueueOptions {
   maxTokens?: number
   timeout?: number
   priority?: number
+  model?: string
+  allowShell?: boolean
+  key?: string
 }
 
 export function enqueueCommand(): Command {
@@ -43,7 +46,10 @@ export function enqueueCommand(): Command {
     .option('--max-turns <n>', 'stop as timeout after this many LLM turns', positiveIntArg)
     .option('--max-tokens <n>', 'stop as timeout after this many tokens in total', positiveIntArg)
     .option('--timeout <duration>', 'stop as timeout after this much working time, e.g. 30m', durationArg('--timeout'))
+    .option('--model <name>', 'model name (default: config llm.<provider>.model)')
+    .option('--allow-shell', 'offer the run_command tool (default: config tools.shell)')
     .option('--priority <n>', 'higher runs first (default 0)', priorityArg)
+    .option('--key <key>', 'an idempotency key: while a job with this key waits, runs or retries, enqueue queues nothing and prints its task')
     .action(withEnv(enqueue))
 }
 
@@ -59,31 +65,69 @@ async function enqueue(ctx: CommandEnv, opts: EnqueueOptions): Promise<void> {
   // Everything is checked before the database is touched: a bad flag queues nothing.
   let taskUuid: string
   let spec: JobSpec = {}
+  let user: string | null
   if (opts.resume !== undefined) {
-    const extra = (['user', 'workspace', 'repo', 'taskId', 'maxTurns', 'maxTokens', 'timeout'] as const).filter((k) => opts[k] !== undefined)
+    const extra = (['user', 'workspace', 'repo', 'taskId', 'maxTurns', 'maxTokens', 'timeout', 'model', 'allowShell'] as const).filter((k) => opts[k] !== undefined)
     if (extra.length > 0) throw new UsageError('a resumed task keeps its own settings', `drop ${extra.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(', ')}`)
     const ref = resolveTask(ctx.layout, opts.resume)
     if (ref.location !== 'paused') throw new CtxError(`task ${ref.uuid} is ${ref.location === 'running' ? 'running' : 'finished'} (in ${ref.location}/), not paused`, { exitCode: 4, hint: ref.location === 'running' ? 'pause it first with ctxagent pause' : 'enqueue a new task with the same --task-id to continue from its summary' })
     taskUuid = ref.uuid
+    user = readMetadataUser(ref.dir)
   } else {
-    spec = await newSpec(opts, ctx.config.fleet.workspaces_dir)
+    spec = await newSpec(opts, ctx.config.fleet.workspaces_dir, ctx.layout.base)
     taskUuid = (await import('uuid')).v4()
+    user = spec.user ?? ctx.osUser
   }
+  const key = opts.key === undefined ? null : checkedKey(opts.key)
   const { pool } = await fleetPool(ctx, 'enqueue')
   try {
-    const id = await new JobQueue(pool).enqueue({ task_uuid: taskUuid, kind: opts.resume !== undefined ? 'resume' : 'new', spec, priority: opts.priority ?? 0 }).catch((err: unknown) => {
+    const queue = new JobQueue(pool)
+    const failed = (err: unknown): never => {
       throw new CtxError(`the job was not queued (${(err as Error).message})`, { exitCode: 1, hint: 'check that the database is up, then enqueue again' })
-    })
-    if (id === null) throw new CtxError(`task ${taskUuid} already has a job waiting or running`, { exitCode: 4, hint: 'see ctxagent fleet' })
-    auditTask(ctx, 'enqueue', taskUuid)
-    if (ctx.json) ctx.io.json({ uuid: taskUuid, job: id })
-    else ctx.io.out(taskUuid)
+    }
+    // A key's open job may finish between the refused insert and the look-up: then the insert is tried again.
+    for (let tries = 0; ; tries++) {
+      const id = await queue.enqueue({ task_uuid: taskUuid, kind: opts.resume !== undefined ? 'resume' : 'new', spec, priority: opts.priority ?? 0, user, key }).catch(failed)
+      if (id !== null) {
+        auditTask(ctx, 'enqueue', taskUuid)
+        if (ctx.json) ctx.io.json({ uuid: taskUuid, job: id, queued: true })
+        else ctx.io.out(taskUuid)
+        return
+      }
+      const holder = key === null ? null : await queue.openWithKey(key).catch(failed)
+      if (holder !== null) {
+        // Idempotent: the same request again is the job already queued (exit 0), said on stderr.
+        if (ctx.json) ctx.io.json({ uuid: holder.task_uuid, job: holder.id, queued: false })
+        else {
+          ctx.io.out(holder.task_uuid)
+          ctx.io.warn(`job ${holder.id} with key '${key}' is ${holder.state} already; nothing queued (its task is printed)`)
+        }
+        return
+      }
+      if (key === null || tries >= 3) throw new CtxError(`task ${taskUuid} already has a job waiting, running or retrying`, { exitCode: 4, hint: `see ctxagent jobs --task ${taskUuid.slice(0, 8)}` })
+    }
   } finally {
     await pool.end().catch(() => undefined)
   }
 }
 
-async function newSpec(opts: EnqueueOptions, workspacesDir: string | null): Promise<JobSpec> {
+/** An idempotency key: 1 to 200 printable characters. */
+function checkedKey(key: string): string {
+  if (key.trim() === '' || key.length > 200 || /[\u0000-\u001f\u007f]/.test(key)) throw new UsageError('--key must be 1 to 200 printable characters', 'use a name that says what the job is for, e.g. nightly-2024-06-01')
+  return key
+}
+
+/** The user a paused task was run for (its metadata), for fleet.limits.per_user; null when its metadata does not say. */
+function readMetadataUser(dir: string): string | null {
+  try {
+    const meta = JSON.parse(readFileSync(join(dir, 'metadata.json'), 'utf8')) as { user?: unknown }
+    return typeof meta.user === 'string' ? meta.user : null
+  } catch {
+    return null
+  }
+}
+
+async function newSpec(opts: EnqueueOptions, workspacesDir: string | null, tree: string): Promise<JobSpec> {
   const spec: JobSpec = {}
   for (const [flag, value] of [['--github', opts.github], ['--gitlab', opts.gitlab]] as const) if (value !== undefined) refuseNul(flag, value)
   if (opts.github !== undefined) {
@@ -100,11 +144,11 @@ async function newSpec(opts: EnqueueOptions, workspacesDir: string | null): Prom
     if (text.trim() === '') throw new UsageError('the task is empty', 'describe what the agent should do')
     spec.task = text
   }
-  return { ...spec, ...placement(opts, workspacesDir) }
+  return { ...spec, ...placement(opts, workspacesDir, tree) }
 }
 
 /** Where and how a job's task runs, whatever it is: its workspace (or repository), user, name and budgets. */
-export function placement(opts: Omit<EnqueueOptions, 'task' | 'taskFile' | 'github' | 'gitlab' | 'resume' | 'priority'>, workspacesDir: string | null): JobSpec {
+export function placement(opts: Omit<EnqueueOptions, 'task' | 'taskFile' | 'github' | 'gitlab' | 'resume' | 'priority' | 'key'>, workspacesDir: string | null, tree: string): JobSpec {
   const spec: JobSpec = {}
   for (const [flag, value] of [['--repo', opts.repo], ['--workspace', opts.workspace], ['--user', opts.user], ['--task-id', opts.taskId]] as const) if (value !== undefined) refuseNul(flag, value)
   if (opts.repo !== undefined) {
@@ -117,12 +161,16 @@ export function placement(opts: Omit<EnqueueOptions, 'task' | 'taskFile' | 'gith
     if (problem !== null && problem.includes('user name or password')) throw new UsageError(`--repo: ${problem}`, 'give it without them: a worker takes the token for github.com or gitlab.url from GITHUB_TOKEN/GITLAB_TOKEN, else from git\'s credential helper')
     if (problem !== null) throw new UsageError(`--repo ${problem}`, 'give one like https://github.com/owner/repo.git#main, git@host:owner/repo.git or an absolute path')
     if (hash >= 0 && !validRef(ref)) throw new UsageError(`--repo's ref '${ref.slice(0, 40)}' is not a branch, tag or commit name`, 'give one like #main, #v1.2 or #<commit> (not starting with -), or no #')
+    // run's rule for a workspace holds for the clones' directory: never holding the tree, nor inside it.
+    refuseTreeInWorkspace(resolve(workspacesDir), tree)
     spec.repo = url
     if (ref !== '') spec.ref = ref
   } else {
     spec.workspace = checkedWorkspace(opts.workspace)
+    // As `run` refuses it: the agent could read or delete its own task files (checked here, not by the worker after the queue).
+    refuseTreeInWorkspace(spec.workspace, tree)
   }
-  for (const [key, value] of [['user', opts.user], ['task_id', opts.taskId]] as const) {
+  for (const [key, value] of [['user', opts.user], ['task_id', opts.taskId], ['model', opts.model]] as const) {
     if (value === undefined) continue
     const trimmed = value.trim()
     if (trimmed === '' || trimmed.length > 200 || /[\u0000-\u001f\u007f]/.test(trimmed)) throw new UsageError(`--${key.replace('_', '-')} must be 1 to 200 printable characters`, 'give a shorter name')
@@ -131,6 +179,7 @@ export function placement(opts: Omit<EnqueueOptions, 'task' | 'taskFile' | 'gith
   if (opts.maxTurns !== undefined) spec.max_turns = opts.maxTurns
   if (opts.maxTokens !== undefined) spec.max_tokens = opts.maxTokens
   if (opts.timeout !== undefined) spec.timeout = `${Math.ceil(opts.timeout / 1000)}s`
+  if (opts.allowShell === true) spec.allow_shell = true
   return spec
 }
 
@@ -146,5 +195,5 @@ function checkedWorkspace(given: string | undefined): string {
   if (!isAbsolute(workspace) || !existsSync(workspace) || !statSync(workspace).isDirectory()) {
     throw new UsageError(`the workspace ${workspace} is not a directory here`, 'give a --workspace that exists on every host of the fleet (a shared mount)')
   }
-  return workspace
+  return realpathSync(workspace)
 }

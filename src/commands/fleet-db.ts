@@ -6,7 +6,9 @@ import type { CommandEnv } from '../command-env.js'
 import { fleetDatabaseUrl } from '../command-env.js'
 import { CtxError, UsageError } from '../errors.js'
 import { connectPool, pgReason } from '../storage/index/pg-pool.js'
-import { LOCK_KEYS, migrate } from '../storage/index/pg-schema.js'
+import { migrate } from '../storage/index/pg-schema.js'
+import { refusalText, withLease } from '../fleet/lease.js'
+import type { LeaseName, LeaseRefusal } from '../fleet/lease.js'
 
 /** The fleet's database for a fleet command: required, reachable, and migrated; else one line and nothing done. */
 export async function fleetPool(ctx: CommandEnv, role: string, max = 4): Promise<{ pool: Pool; url: string }> {
@@ -22,46 +24,71 @@ export async function fleetPool(ctx: CommandEnv, role: string, max = 4): Promise
     }
   } catch (err) {
     await pool.end().catch(() => undefined)
-    throw new CtxError(`cannot reach the fleet's database (${pgReason(err)})`, { exitCode: 1, hint: 'check fleet.database_url or CTXAGENT_DATABASE_URL and that the server is up' })
+    throw new CtxError(`cannot reach the fleet's database (${pgReason(err)})`, { exitCode: 1, hint: 'check fleet.database_url or CTXAGENT_DATABASE_URL and that the server is up', cause: err })
   }
   return { pool, url }
 }
 
+/** The connection a worker LISTENs on (SPEC §14.5): fleet.listen_url, a direct one when the database URL goes through a pooler; else the database URL. */
+export function fleetListenUrl(ctx: CommandEnv, databaseUrl: string): string {
+  return ctx.config.fleet.listen_url ?? databaseUrl
+}
+
+/** How a fleet-wide pass holds its lease: renewed every heartbeat, freed after the stale time if its host dies (SPEC §4's clocks, on the database's clock). */
+function leaseTimes(ctx: CommandEnv): { ttlSeconds: number; renewMs: number } {
+  return { ttlSeconds: ctx.config.locks.stale_after_seconds, renewMs: ctx.config.locks.heartbeat_seconds * 1000 }
+}
+
+/** A pass that did not get its lease: a warning, or, refused for longer than its interval, an error (exit 1 for a single pass; the loop goes on). */
+function refusedPass(ctx: CommandEnv, name: LeaseName, refusal: LeaseRefusal, once: boolean): void {
+  const text = refusalText(name, refusal)
+  if (!refusal.overdue) return ctx.io.warn(text)
+  if (once) throw new CtxError(text, { exitCode: 1, hint: 'if that host is gone its lease expires by itself; if it is stuck, stop that pass' })
+  ctx.io.err(`ctxagent: ${text}\n`)
+}
+
+export interface FleetPassOptions {
+  /** How often passes come (--interval): refused its lease for longer is an alert (SPEC §14.5). */
+  intervalMs: number
+  /** A single pass (--once, cron): refused for too long it fails (exit 1) instead of warning. */
+  once: boolean
+}
+
 /** In a fleet: one pass at a time fleet-wide, dead workers' tasks recovered and their jobs settled (SPEC §14.3). */
-export async function fleetReapPass(ctx: CommandEnv, env: TaskEnv, options: Parameters<typeof monitorPass>[1]): Promise<PassResult> {
+export async function fleetReapPass(ctx: CommandEnv, env: TaskEnv, options: Parameters<typeof monitorPass>[1], pass: FleetPassOptions): Promise<PassResult & { jobs_recovered: number }> {
   const { fleetPass } = await import('../fleet/recovery.js')
   const { pool } = await fleetPool(ctx, 'watch-locks')
   try {
     const locks = ctx.config.locks
     const liveSeconds = locks.stale_after_remote_seconds ?? 2 * locks.stale_after_seconds
-    const fleet = await fleetPass(pool, ctx.layout, ctx.config, liveSeconds, (recoverAs) => monitorPass(env, { ...options, recoverAs }))
-    if (fleet.skipped) ctx.io.warn('another host runs a watch-locks pass; this one was skipped')
-    for (const s of fleet.settled) if (!ctx.json) ctx.io.out(`job ${s.job} (task ${s.task}): ${s.outcome}${s.resumed ? ', its resume queued' : ''}`)
-    return fleet.result ?? { checked: 0, findings: [], reindexed: 0 }
+    const lease = { name: 'watch-locks' as const, ...leaseTimes(ctx), intervalSeconds: pass.intervalMs / 1000, onLost: () => ctx.io.warn(lostText('watch-locks')) }
+    const outcome = await withLease(pool, lease, () => fleetPass(pool, ctx.layout, ctx.config, liveSeconds, (recoverAs) => monitorPass(env, { ...options, recoverAs })))
+    if (!outcome.ran) {
+      refusedPass(ctx, 'watch-locks', outcome.refusal, pass.once)
+      return { checked: 0, findings: [], reindexed: 0, jobs_recovered: 0 }
+    }
+    for (const s of outcome.value.settled) if (!ctx.json) ctx.io.out(`job ${s.job} (task ${s.task}): ${s.outcome}${s.resumed ? ', its resume queued' : ''}`)
+    return { ...outcome.value.result, jobs_recovered: outcome.value.settled.length }
   } finally {
     await pool.end().catch(() => undefined)
   }
 }
 
+function lostText(what: string): string {
+  return `this ${what} pass outlived its lease (it froze, or lost the database for longer than locks.stale_after_seconds) and another host may have taken it`
+}
+
 /**
- * Runs `body` holding a fleet-wide advisory lock (a session lock on a connection of its
- * own: released when the body ends or its host dies); null when another host holds it.
+ * Runs `body` holding the fleet-wide lease `name` (lease.ts: a row with an expiry, which
+ * works through a pooler and frees itself when its host dies); false when another host
+ * holds it (said on stderr).
  */
-export async function withFleetLock<T>(ctx: CommandEnv, key: keyof typeof LOCK_KEYS, body: () => Promise<T>): Promise<T | null> {
-  const { pool } = await fleetPool(ctx, key, 1)
+export async function withFleetLease(ctx: CommandEnv, name: LeaseName, pass: FleetPassOptions, body: () => Promise<void>): Promise<boolean> {
+  const { pool } = await fleetPool(ctx, name, 2)
   try {
-    const client = await pool.connect()
-    try {
-      const got = (await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1) AS ok', [LOCK_KEYS[key]])).rows[0]?.ok === true
-      if (!got) return null
-      try {
-        return await body()
-      } finally {
-        await client.query('SELECT pg_advisory_unlock($1)', [LOCK_KEYS[key]]).catch(() => undefined)
-      }
-    } finally {
-      client.release()
-    }
+    const outcome = await withLease(pool, { name, ...leaseTimes(ctx), intervalSeconds: pass.intervalMs / 1000, onLost: () => ctx.io.warn(lostText(name)) }, body)
+    if (!outcome.ran) refusedPass(ctx, name, outcome.refusal, pass.once)
+    return outcome.ran
   } finally {
     await pool.end().catch(() => undefined)
   }

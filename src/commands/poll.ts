@@ -55,7 +55,7 @@ async function poll(ctx: CommandEnv, opts: PollOptions): Promise<void> {
   const labels = ctx.config.poll.labels
   if (Object.values(labels).includes(label)) throw new UsageError(`--label ${label} is one of the labels poll sets itself (poll.labels)`, 'ask for agents with a label of your own, e.g. --label agent')
   // Everything is checked before the database is touched: a bad flag or a missing token queues nothing.
-  const base = placement(opts, ctx.config.fleet.workspaces_dir)
+  const base = placement(opts, ctx.config.fleet.workspaces_dir, ctx.layout.base)
   // SIGINT/SIGTERM end a pass at once, even mid-request: every forge request is aborted
   // (the clients' own signal handling would not do it, see sources/abort.ts).
   const stop = new AbortController()

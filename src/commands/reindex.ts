@@ -7,6 +7,7 @@ import { straysWarning } from '../storage/fs/layout.js'
 import { rebuildIndex } from '../operations/reindex.js'
 import type { ReindexResult } from '../operations/reindex.js'
 import { TaskIndex } from '../storage/index/task-index.js'
+import { ensureLayout } from '../storage/task/lifecycle.js'
 import { withEnv } from './shared.js'
 
 export function reindexCommand(): Command {
@@ -16,9 +17,14 @@ export function reindexCommand(): Command {
 }
 
 async function reindex(ctx: CommandEnv): Promise<void> {
-  if (!ctx.layout.exists()) throw new NotFoundError(`there is no task tree at ${ctx.layout.base}`, 'check --home, CTXAGENT_HOME or context.base_dir')
-  // The repair for a damaged index is this command: it rebuilds beside the damaged file.
   const pg = fleetDatabaseUrl(ctx) !== null
+  if (!ctx.layout.exists()) {
+    // A fleet's first reindex makes its shared tree (SPEC §14.5); alone, a missing tree is a typo in --home.
+    if (!pg) throw new NotFoundError(`there is no task tree at ${ctx.layout.base}`, 'check --home, CTXAGENT_HOME or context.base_dir')
+    ensureLayout({ layout: ctx.layout, config: ctx.config, index: null, now: () => ctx.now(), warn: (m) => ctx.io.warn(m) })
+    ctx.io.err(`reindex: created the task tree at ${ctx.layout.base}\n`)
+  }
+  // The repair for a damaged index is this command: it rebuilds beside the damaged file.
   const aside = pg ? null : TaskIndex.setAsideIfDamaged(ctx.layout.db, ctx.now())
   if (aside) ctx.io.warn(`tasks.db was damaged; moved aside to ${aside} and rebuilt from the task directories`)
   await withTaskEnv(ctx, async (env) => {

@@ -99,6 +99,7 @@ async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'
         stderr: process.stderr,
         logFormat,
         signals: true,
+        fleetJob: ctx.env.CTXAGENT_FLEET_JOB !== undefined,
         configFile: ctx.configSource === null ? null : resolve(process.cwd(), ctx.configSource),
         // Written at start: a run killed with SIGKILL still left its line.
         onStarted: (uuid) => {
@@ -115,7 +116,7 @@ async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'
   if (ctx.json) ctx.io.json(outcome)
   else ctx.io.out(renderOutcome(outcome))
   if (outcome.exit_code === 0) return
-  const err = outcomeError(outcome)
+  const err = outcomeError(outcome, ctx.env.CTXAGENT_FLEET_JOB !== undefined)
   if (logFormat === 'text') throw err
   jsonLine('error', err.message, { uuid: outcome.uuid, ...(err.hint ? { hint: err.hint } : {}), exit_code: err.exitCode })
   throw new CtxError(err.message, { exitCode: err.exitCode, logged: true })
@@ -300,8 +301,12 @@ function renderOutcome(o: Outcome): string {
   return lines.join('\n')
 }
 
-function outcomeError(o: Outcome): CtxError {
-  if (o.status === 'paused') return new CtxError(`task ${o.uuid} paused${o.error ? `: ${o.error}` : ''}`, { exitCode: o.exit_code, hint: `resume it with ctxagent run --resume ${o.uuid}` })
+/** `inFleet`: run by a worker, which queues the resume of a task its stop paused and retries a passing LLM failure (SPEC §14.4). */
+function outcomeError(o: Outcome, inFleet: boolean): CtxError {
+  if (o.status === 'paused') {
+    const hint = inFleet ? (o.exit_code === 1 ? 'the fleet retries it if the LLM side failed for a while; see ctxagent jobs --task ' + o.uuid.slice(0, 8) : 'its worker queued its resume') : `resume it with ctxagent run --resume ${o.uuid}`
+    return new CtxError(`task ${o.uuid} paused${o.error ? `: ${o.error}` : ''}`, { exitCode: o.exit_code, hint })
+  }
   if (o.status === 'timeout') return new CtxError(`task ${o.uuid} ran out of budget: ${o.error}`, { exitCode: 5, hint: `continue it with a raised budget: ctxagent run --resume ${o.uuid.slice(0, 8)} --max-turns N (or --max-tokens, --timeout)` })
   if (o.status === 'lost') {
     const vanished = o.error?.includes(VANISHED) === true

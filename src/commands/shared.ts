@@ -17,8 +17,8 @@ export function withEnv<O, A extends unknown[]>(body: (ctx: CommandEnv, opts: O,
     const args = received.slice(0, -2) as A
     const globals = command.optsWithGlobals<GlobalOptions>()
     const ctx = createCommandEnv(globals)
-    // run says it in its own log format (JSON lines off a terminal).
-    if (ctx.configNotice !== null && command.name() !== 'run') ctx.io.warn(ctx.configNotice)
+    // run and worker say it in their own log format (JSON lines).
+    if (ctx.configNotice !== null && command.name() !== 'run' && command.name() !== 'worker') ctx.io.warn(ctx.configNotice)
     try {
       await body(ctx, opts, ...args)
     } catch (err) {

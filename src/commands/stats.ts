@@ -161,7 +161,8 @@ async function addQueueAlerts(ctx: CommandEnv, result: CheckResult): Promise<voi
     const { pool } = await fleetPool(ctx, 'stats')
     try {
       const status = await fleetStatus(pool, workerLiveSeconds(ctx))
-      alerts = queueAlerts(status, ctx.config.alerts.queue_wait_minutes)
+      const { leaseAlerts } = await import('../fleet/lease.js')
+      alerts = [...queueAlerts(status, ctx.config.alerts.queue_wait_minutes), ...(await leaseAlerts(pool))]
       result.summary += `, ${status.jobs.waiting} job(s) waiting, ${status.workers.filter((w) => w.live).length} live worker(s)`
     } finally {
       await pool.end().catch(() => undefined)

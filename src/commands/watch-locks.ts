@@ -2,6 +2,7 @@ import { Command, InvalidArgumentError } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask, fleetDatabaseUrl, withTaskEnv } from '../command-env.js'
 import { fleetReapPass } from './fleet-db.js'
+import type { FleetPassOptions } from './fleet-db.js'
 import { formatDuration } from '../duration.js'
 import { LockedError, NotFoundError } from '../errors.js'
 import { shortPath } from '../text.js'
@@ -24,7 +25,7 @@ export function watchLocksCommand(): Command {
   return new Command('watch-locks')
     .description('find agents that died (stale heartbeat, process gone), fail their tasks and move them to completed/')
     .option('--once', 'one pass, then exit (for cron or a systemd timer)')
-    .option('--interval <duration>', 'time between passes, at least 1s (default: 5m)', atLeastOneSecond)
+    .option('--interval <duration>', 'time between passes, at least 1s (default: 5m); with --once in a fleet, how often cron runs it (refused the pass lease for longer: exit 1)', atLeastOneSecond)
     .option('--stale-after <duration>', 'heartbeat age after which a dead owner is reaped (default: config locks.stale_after_seconds)', durationArg('--stale-after'))
     .action(withEnv(watchLocks))
 }
@@ -53,10 +54,10 @@ async function watchLocks(ctx: CommandEnv, opts: WatchOptions): Promise<void> {
     const heartbeat = setInterval(() => void monitor.heartbeat().catch(() => undefined), ctx.config.locks.heartbeat_seconds * 1000)
     try {
       if (opts.once) {
-        report(ctx, await pass(ctx, env, policy))
+        report(ctx, await pass(ctx, env, policy, { intervalMs: opts.interval ?? DEFAULT_INTERVAL_MS, once: true }))
         return
       }
-      await loop(ctx, opts.interval ?? DEFAULT_INTERVAL_MS, async () => report(ctx, await pass(ctx, env, policy)))
+      await loop(ctx, opts.interval ?? DEFAULT_INTERVAL_MS, async () => report(ctx, await pass(ctx, env, policy, { intervalMs: opts.interval ?? DEFAULT_INTERVAL_MS, once: false })))
     } finally {
       clearInterval(heartbeat)
       await monitor.release()
@@ -71,10 +72,10 @@ function atLeastOneSecond(value: string): number {
   return ms
 }
 
-async function pass(ctx: CommandEnv, env: TaskEnv, policy: ReturnType<typeof stalenessPolicy>): Promise<PassResult> {
+async function pass(ctx: CommandEnv, env: TaskEnv, policy: ReturnType<typeof stalenessPolicy>, fleet: FleetPassOptions): Promise<PassResult & { jobs_recovered?: number }> {
   const chat = { hardTimeoutMs: ctx.config.chat.hard_timeout_minutes * 60_000, graceMs: ctx.config.chat.end_grace_seconds * 1000 }
   const options = { policy, longRunningMs: ctx.config.alerts.long_running_hours * 3_600_000, noProgressMs: ctx.config.alerts.no_progress_minutes * 60_000, chat }
-  const result = fleetDatabaseUrl(ctx) === null ? await monitorPass(env, options) : await fleetReapPass(ctx, env, options)
+  const result = fleetDatabaseUrl(ctx) === null ? await monitorPass(env, options) : await fleetReapPass(ctx, env, options, fleet)
   for (const f of result.findings) if (f.action !== 'alert') auditTask(ctx, 'watch-locks', f.uuid)
   return result
 }
@@ -105,14 +106,14 @@ async function loop(ctx: CommandEnv, intervalMs: number, body: () => Promise<voi
   }
 }
 
-function report(ctx: CommandEnv, result: PassResult): void {
+function report(ctx: CommandEnv, result: PassResult & { jobs_recovered?: number }): void {
   const acted = result.findings.filter((f) => f.action === 'reaped' || f.action === 'finished').length
   const chats = result.findings.filter((f) => f.action === 'end_requested' || f.action === 'terminated').length
   const alerts = result.findings.length - acted - chats
   if (ctx.json) {
     for (const f of result.findings) ctx.io.jsonl(f)
     // One summary per pass, findings or not: a cron log tells "ran, found nothing" from "did not run".
-    ctx.io.jsonl({ pass: { ts: ctx.now().toISOString(), checked: result.checked, recovered: acted, alerts, chat_sessions: chats, reindexed: result.reindexed } })
+    ctx.io.jsonl({ pass: { ts: ctx.now().toISOString(), checked: result.checked, recovered: acted, alerts, chat_sessions: chats, reindexed: result.reindexed, ...(result.jobs_recovered !== undefined ? { jobs_recovered: result.jobs_recovered } : {}) } })
     return
   }
   ctx.io.out(`${ctx.now().toISOString()} watch-locks: ${result.checked} running task(s) checked, ${acted} recovered, ${alerts} alert(s)${chats ? `, ${chats} chat session(s) past the hard timeout` : ''}${result.reindexed ? `, ${result.reindexed} tasks.db row(s) brought in step with the directories` : ''}`)

@@ -5,20 +5,30 @@ import type { CommandEnv, GlobalOptions } from '../command-env.js'
 import { loadConfig } from '../config/load.js'
 import { PgStore } from '../storage/index/pg-store.js'
 import { auditTask, fleetDatabaseUrl } from '../command-env.js'
-import { registerWorker } from '../fleet/registry.js'
+import { markStopped, registerWorker } from '../fleet/registry.js'
+import type { WorkerRecord } from '../fleet/registry.js'
+import { cannotServe } from '../fleet/abilities.js'
+import type { WorkerAbilities } from '../fleet/abilities.js'
+import { createWorkerLog } from '../fleet/worker-log.js'
+import type { WorkerLog } from '../fleet/worker-log.js'
+import { CtxError } from '../errors.js'
+import { isTransientPgError, pgReason } from '../storage/index/pg-pool.js'
+import { planSandbox } from '../tools/sandbox.js'
+import type { Pool } from 'pg'
 import { WARM_CHILD_FLAG, Worker } from '../fleet/worker.js'
 import type { CloneCredential } from '../fleet/clone.js'
 import type { Config } from '../config/schema.js'
 import { hostname } from '../storage/fs/process-info.js'
 import { ensureLayout } from '../storage/task/lifecycle.js'
 import { giveWorkspace, sandboxIdentity } from '../tools/sandbox/identity.js'
-import { fleetPool } from './fleet-db.js'
-import { positiveIntArg, withEnv } from './shared.js'
+import { fleetListenUrl, fleetPool } from './fleet-db.js'
+import { pause, positiveIntArg, withEnv } from './shared.js'
 
 interface WorkerOptions {
   concurrency: number
   warmChild?: boolean
   prestart: boolean
+  logFormat?: 'text' | 'json'
 }
 
 /** `runCli` is the CLI's main (cli.ts passes it: a command never imports the program above it), which a warm child runs its task with. */
@@ -30,7 +40,13 @@ export function workerCommand(runCli: (argv: string[]) => Promise<void>): Comman
     .addOption(new Option('--no-prestart').hideHelp())
     // Not for operators: the warm child a worker starts ahead of its next job.
     .addOption(new Option(WARM_CHILD_FLAG).hideHelp())
-    .action((opts: WorkerOptions, command: Command) => (opts.warmChild === true ? warmChild(command, runCli) : withEnv(worker)(opts, command)))
+    .addOption(new Option('--log-format <format>', 'log lines on stderr: text, or json (every line one JSON object, its tasks\' lines included)').choices(['text', 'json']))
+    .action((opts: WorkerOptions, command: Command) => {
+      if (opts.warmChild === true) return warmChild(command, runCli)
+      // The signals are handled before anything else (config, database): see StopRequests.
+      const stop = stopRequests()
+      return withEnv((ctx: CommandEnv, o: WorkerOptions) => worker(ctx, o, stop))(opts, command).finally(() => stop.dispose())
+    })
 }
 
 /**
@@ -42,8 +58,12 @@ export function workerCommand(runCli: (argv: string[]) => Promise<void>): Comman
 async function warmChild(command: Command, runCli: (argv: string[]) => Promise<void>): Promise<void> {
   const preload = warmUp(command)
   const args = await controlLine()
-  if (args === null) return
   await preload
+  if (args === null) {
+    // Its worker stopped or died (fd 3's end): the connection opened ahead must not keep an orphan alive.
+    await PgStore.dropAhead()
+    return
+  }
   // Errors name the command the task runs (cli.ts reads process.argv), not this one, and
   // so does ps: `ctxagent run --uuid …` (cut to the length of the command line it started with).
   process.argv = [...process.argv.slice(0, process.argv.lastIndexOf('worker')), ...args]
@@ -110,29 +130,140 @@ function controlLine(): Promise<string[] | null> {
   })
 }
 
-async function worker(ctx: CommandEnv, opts: WorkerOptions): Promise<void> {
-  const { pool, url } = await fleetPool(ctx, 'worker', opts.concurrency + 2)
+/**
+ * SIGTERM/SIGINT handled from the worker's first instant (its start-up takes seconds
+ * under load, and a stop then must not kill it by the signal): a stop before it runs
+ * ends its waits at once; once it runs, its tasks pause and it exits 0 (SPEC §14.2).
+ */
+interface StopRequests {
+  stopped: Promise<void>
+  requested: () => boolean
+  /** Called on this and every later stop. */
+  onStop(fn: () => void): void
+  dispose(): void
+}
+
+function stopRequests(): StopRequests {
+  let requested = false
+  let listeners: (() => void)[] = []
+  let resolve = (): void => undefined
+  const stopped = new Promise<void>((r) => (resolve = r))
+  const handler = (): void => {
+    requested = true
+    resolve()
+    for (const fn of listeners) fn()
+  }
+  process.on('SIGTERM', handler)
+  process.on('SIGINT', handler)
+  return {
+    stopped,
+    requested: () => requested,
+    onStop: (fn) => {
+      listeners.push(fn)
+      if (requested) fn()
+    },
+    dispose: () => {
+      listeners = []
+      process.off('SIGTERM', handler)
+      process.off('SIGINT', handler)
+    },
+  }
+}
+
+async function worker(ctx: CommandEnv, opts: WorkerOptions, stop: StopRequests): Promise<void> {
+  const log = createWorkerLog(opts.logFormat ?? 'text')
+  const logged: CommandEnv = log.format === 'text' ? ctx : { ...ctx, io: { ...ctx.io, warn: (text) => log.warn(text) } }
+  if (ctx.configNotice !== null) logged.io.warn(ctx.configNotice)
+  try {
+    await serve(logged, opts, stop, log)
+  } catch (err) {
+    if (log.format === 'text' || !(err instanceof Error)) throw err
+    // Every line JSON: the refusal too, then the exit code alone.
+    const e = err as Partial<CtxError>
+    process.stderr.write(`${JSON.stringify({ ts: new Date().toISOString(), level: 'error', msg: err.message, ...(e.hint ? { hint: e.hint } : {}), exit_code: e.exitCode ?? 1 })}\n`)
+    throw new CtxError(err.message, { exitCode: e.exitCode ?? 1, logged: true })
+  }
+}
+
+async function serve(ctx: CommandEnv, opts: WorkerOptions, stop: StopRequests, log: WorkerLog): Promise<void> {
+  const locks = ctx.config.locks
+  const liveSeconds = locks.stale_after_remote_seconds ?? 2 * locks.stale_after_seconds
+  const up = await whenDatabaseUp(ctx, opts, stop, log, liveSeconds)
+  if (up === null) {
+    log.info('stopped before it started')
+    return
+  }
+  const { pool, url, record } = up
   let running: Worker | null = null
   try {
-    const locks = ctx.config.locks
-    const liveSeconds = locks.stale_after_remote_seconds ?? 2 * locks.stale_after_seconds
-    const record = await registerWorker(pool, hostname(), opts.concurrency, liveSeconds)
+    log.setId(record.id)
+    // The first worker of a fleet makes the shared tree (SPEC §14.5).
+    if (!ctx.layout.exists()) log.info(`created the task tree at ${ctx.layout.base}`)
     ensureLayout({ layout: ctx.layout, config: ctx.config, index: null, now: () => ctx.now(), warn: (m) => ctx.io.warn(m) })
     auditTask(ctx, 'worker', null)
-    const log = (line: string): void => ctx.io.err(`ctxagent worker ${record.id}: ${line}\n`)
     // Each task runs as this very program's `run`, with the same tree and config.
     const command = [process.execPath, ...process.execArgv, process.argv[1] as string, '--home', ctx.layout.base, ...(ctx.configSource !== null ? ['--config', ctx.configSource] : [])]
-    running = new Worker({ url, pool, record, layout: ctx.layout, command, warmChild: opts.prestart, pollMs: ctx.config.fleet.poll_seconds * 1000, workspacesDir: ctx.config.fleet.workspaces_dir, cloneCredentials: cloneCredentials(ctx.config), giveClone: (dir) => giveWorkspace(dir, sandboxIdentity(ctx.config.tools, dir)), maxAttempts: ctx.config.fleet.max_attempts, heartbeatMs: locks.heartbeat_seconds * 1000, log })
-    const stop = (): void => running?.stop()
-    process.on('SIGTERM', stop)
-    process.on('SIGINT', stop)
-    log(`started on ${record.hostname}, ${opts.concurrency} at a time`)
+    const abilities = abilitiesOf(ctx.config)
+    running = new Worker({
+      url: fleetListenUrl(ctx, url), pool, record, layout: ctx.layout, command, warmChild: opts.prestart, pollMs: ctx.config.fleet.poll_seconds * 1000,
+      workspacesDir: ctx.config.fleet.workspaces_dir, cloneCredentials: cloneCredentials(ctx.config), giveClone: (dir) => giveWorkspace(dir, sandboxIdentity(ctx.config.tools, dir)), maxAttempts: ctx.config.fleet.max_attempts, retry: ctx.config.fleet.retry, perUser: ctx.config.fleet.limits.per_user, heartbeatMs: locks.heartbeat_seconds * 1000,
+      log: (line) => log.info(line), refuse: (job) => cannotServe(job, abilities), relay: (pid) => log.relay(pid),
+    })
+    const started = running
+    stop.onStop(() => started.stop())
+    log.info(`started on ${record.hostname}, ${opts.concurrency} at a time`)
     await running.run()
-    log('stopped')
-    process.off('SIGTERM', stop)
-    process.off('SIGINT', stop)
+    log.info('stopped')
   } finally {
     await pool.end().catch(() => undefined)
+  }
+}
+
+/**
+ * Connects, migrates and registers, waiting with backoff while the database cannot be
+ * reached (SPEC §14.5: a worker started before PostgreSQL, or during an outage, waits
+ * as a running one does); null when a stop came first. A refusal that stays (a wrong
+ * password, a missing right, a host name in use) is an error at once.
+ */
+async function whenDatabaseUp(ctx: CommandEnv, opts: WorkerOptions, stop: StopRequests, log: WorkerLog, liveSeconds: number): Promise<{ pool: Pool; url: string; record: WorkerRecord } | null> {
+  for (let attempt = 0; ; attempt++) {
+    const connecting = (async () => {
+      const { pool, url } = await fleetPool(ctx, 'worker', opts.concurrency + 2)
+      try {
+        return { pool, url, record: await registerWorker(pool, hostname(), opts.concurrency, liveSeconds) }
+      } catch (err) {
+        await pool.end().catch(() => undefined)
+        throw err
+      }
+    })()
+    const first = await Promise.race([connecting.then((up) => ({ up }), (err: unknown) => ({ err })), stop.stopped.then(() => null)])
+    if (first === null) {
+      // Stopped while connecting: whatever it connects is closed, and its registration marked stopped.
+      void connecting.then(async (up) => {
+        await markStopped(up.pool, up.record.id).catch(() => undefined)
+        await up.pool.end().catch(() => undefined)
+      }, () => undefined)
+      return null
+    }
+    if ('up' in first) return first.up
+    const err = first.err
+    const cause = err instanceof CtxError ? (err.cause ?? null) : err
+    if (cause === null || !isTransientPgError(cause)) throw err
+    const delay = Math.min(500 * 2 ** attempt, 30_000) * (0.75 + Math.random() / 2)
+    log.warn(`the fleet's database cannot be reached (${pgReason(cause)}); trying again in ${(delay / 1000).toFixed(1)} s`)
+    if (!(await pause(delay, stop.stopped))) return null
+  }
+}
+
+/** What this worker can serve, from its own configuration: checked once, at start. */
+function abilitiesOf(config: Config): WorkerAbilities {
+  // Whether bwrap works here: the identity does not matter for that (a job's own workspace decides it at its start).
+  const sandbox = config.tools.shell ? planSandbox(config.tools, [], config.fleet.workspaces_dir ?? '/') : null
+  return {
+    workspacesDir: config.fleet.workspaces_dir,
+    githubToken: config.github.token !== null,
+    gitlabToken: config.gitlab.token !== null,
+    shellProblem: sandbox !== null && !sandbox.ok ? sandbox.why : null,
   }
 }
 

@@ -237,6 +237,19 @@ export const configSchema = z.strictObject(
       max_attempts: withDefault(positiveInt(), 3),
       // Where `enqueue --repo` jobs are cloned, one directory per task: on the shared mount, outside the task tree.
       workspaces_dir: orNull(text()),
+      // SPEC §14.4: a task paused by the LLM side (unreachable, 5xx, 429, timeout) is run again after
+      // base_seconds × 2^(attempt-1) (with jitter, at most max_seconds), until max_attempts runs.
+      retry: section({
+        base_seconds: withDefault(positiveNumber(), 30),
+        max_seconds: withDefault(positiveNumber(), 1800),
+        max_attempts: withDefault(positiveInt(), 8),
+      }),
+      // At most per_user running tasks of one user fleet-wide (null: no limit).
+      limits: section({ per_user: orNull(positiveInt()) }),
+      // Finished job rows and dead worker rows older than this are deleted by cleanup.
+      retention_days: withDefault(positiveNumber(), 30),
+      // SPEC §14.5: a direct connection (not through a pooler in transaction mode) used only for LISTEN; default: the database URL.
+      listen_url: orNull(postgresUrl()),
     }),
     poll: section({
       // SPEC §14.2: the labels `poll` moves on each issue as its task goes on.
@@ -331,6 +344,7 @@ export function shown(value: string, max: number): string {
 
 /** Where the secrets live in a Config: shown by `ctxagent config` as set or not, never by value. */
 export const SECRET_KEYS: readonly (readonly string[])[] = [
+  ['fleet', 'listen_url'],
   ['llm', 'openai', 'api_key'],
   ['llm', 'ollama', 'api_key'],
   ['llm', 'anthropic', 'api_key'],

@@ -1,5 +1,7 @@
 import type { Pool, PoolClient } from 'pg'
 import { inTransaction } from '../storage/index/pg-pool.js'
+import { LOCK_KEYS } from '../storage/index/pg-schema.js'
+import type { TaskState } from '../storage/task/state.js'
 
 /** What a job asks a worker to run: the flags of `run`, checked by enqueue. */
 export interface JobSpec {
@@ -15,10 +17,15 @@ export interface JobSpec {
   max_turns?: number
   max_tokens?: number
   timeout?: string
+  model?: string
+  allow_shell?: boolean
 }
 
 export type JobKind = 'new' | 'resume'
-export type JobState = 'waiting' | 'running' | 'done'
+/** SPEC §14.4. waiting, running and retrying are open (a task has at most one open job); the others are finished. */
+export const JOB_STATES = ['waiting', 'running', 'retrying', 'done', 'failed', 'cancelled'] as const
+export type JobState = (typeof JOB_STATES)[number]
+export const OPEN_STATES: readonly JobState[] = ['waiting', 'running', 'retrying']
 
 export interface Job {
   id: number
@@ -29,44 +36,92 @@ export interface Job {
   priority: number
   attempts: number
   claimed_by: string | null
+  /** Whose task it is (spec.user, or the OS user who queued it): fleet.limits.per_user counts by it. */
+  user: string | null
 }
 
-/** A job's end: what its task became, and whether its resume is queued in the same transaction. */
+/** fleet.retry: how a task paused by a passing LLM failure is run again. */
+export interface RetryPolicy {
+  base_seconds: number
+  max_seconds: number
+  max_attempts: number
+}
+
+/**
+ * A job's end: what its task became (outcome), and what follows: its resume queued in the
+ * same transaction (`resume`), the job run again later (`retry`, a passing LLM failure),
+ * or nothing. `failed` says the job itself failed (its task never ran, or never settled).
+ */
 export interface JobEnd {
   outcome: string
   error?: string | null
   resume?: boolean
+  retry?: RetryPolicy
+  failed?: boolean
 }
 
+/** What became of a job once ended: its new state, and, when retrying, in how many seconds it is due. */
+export interface Ended {
+  state: JobState
+  resumed: boolean
+  retry_in: number | null
+}
+
+const JOB_COLUMNS = 'j.id, j.task_uuid, j.kind, j.spec, j.state, j.priority, j.attempts, j.claimed_by, j."user"'
+
 /**
- * The fleet's queue in PostgreSQL (SPEC §14.3): a job is claimed by one worker in one
- * statement (`FOR UPDATE SKIP LOCKED`: claimers never wait on each other), and a
- * trigger NOTIFYs `ctxagent_jobs` whenever a job starts waiting.
+ * The fleet's queue in PostgreSQL (SPEC §14.3, §14.4): a job is claimed by one worker in one
+ * statement (`FOR UPDATE SKIP LOCKED`: claimers never wait on each other), and a trigger
+ * NOTIFYs `ctxagent_jobs` whenever a job starts waiting.
  */
 export class JobQueue {
   constructor(readonly pool: Pool) {}
 
-  /** Queues a job; false when its task already has an open one (a unique index says so, in the same statement). */
-  async enqueue(job: { task_uuid: string; kind: JobKind; spec: JobSpec; priority?: number; dedupe_key?: string | null }, client: Pool | PoolClient = this.pool): Promise<number | null> {
-    const result = await client.query<{ id: string }>(
-      `INSERT INTO fleet_jobs (task_uuid, kind, spec, priority, dedupe_key) VALUES ($1, $2, $3, $4, $5)
-       ON CONFLICT DO NOTHING RETURNING id`,
-      [job.task_uuid, job.kind, JSON.stringify(job.spec), job.priority ?? 0, job.dedupe_key ?? null],
-    )
-    const row = result.rows[0]
-    return row === undefined ? null : Number(row.id)
+  /** Queues a job; null when its task already has an open one, or its key an open job (a unique index says so, in the same statement). */
+  enqueue(job: NewJob, client: Pool | PoolClient = this.pool): Promise<number | null> {
+    return insertJob(client, job)
   }
 
-  /** The next waiting job, now this worker's; null when none waits. */
-  async claim(workerId: string): Promise<Job | null> {
-    const result = await this.pool.query<Record<string, unknown>>(
-      `UPDATE fleet_jobs j SET state = 'running', claimed_by = $1, claimed_at = now(), attempts = j.attempts + 1
-       WHERE j.id = (SELECT id FROM fleet_jobs WHERE state = 'waiting' ORDER BY priority DESC, id FOR UPDATE SKIP LOCKED LIMIT 1)
-       RETURNING j.id, j.task_uuid, j.kind, j.spec, j.state, j.priority, j.attempts, j.claimed_by`,
-      [workerId],
+  /** The open job holding idempotency key `key`, if any. */
+  async openWithKey(key: string): Promise<{ id: number; task_uuid: string; state: JobState } | null> {
+    const result = await this.pool.query<{ id: string; task_uuid: string; state: JobState }>(
+      `SELECT id, task_uuid, state FROM fleet_jobs WHERE idempotency_key = $1 AND state IN ('waiting', 'running', 'retrying') LIMIT 1`,
+      [key],
     )
     const row = result.rows[0]
-    return row === undefined ? null : decodeJob(row)
+    return row === undefined ? null : { id: Number(row.id), task_uuid: row.task_uuid, state: row.state }
+  }
+
+  /**
+   * The next job due (waiting, or retrying with its time come), now this worker's; null when
+   * none is. With `perUser`, a job whose user already has that many running is passed over:
+   * claims then take turns (a transaction-scoped lock), so that two claimers cannot both
+   * see room for the same user's last slot.
+   */
+  claim(workerId: string, perUser: number | null = null): Promise<Job | null> {
+    return inTransaction(this.pool, async (client) => {
+      if (perUser !== null) await client.query('SELECT pg_advisory_xact_lock($1)', [LOCK_KEYS.claimPerUser])
+      const result = await client.query<Record<string, unknown>>(
+        `UPDATE fleet_jobs j SET state = 'running', claimed_by = $1, claimed_at = now(), attempts = j.attempts + 1, next_run_at = NULL
+         WHERE j.id = (
+           SELECT c.id FROM fleet_jobs c
+           WHERE (c.state = 'waiting' OR (c.state = 'retrying' AND c.next_run_at <= now()))
+             AND ($2::int IS NULL OR c."user" IS NULL
+                  OR (SELECT count(*) FROM fleet_jobs r WHERE r.state = 'running' AND r."user" = c."user") < $2::int)
+           ORDER BY c.priority DESC, c.id FOR UPDATE SKIP LOCKED LIMIT 1)
+         RETURNING ${JOB_COLUMNS}`,
+        [workerId, perUser],
+      )
+      const row = result.rows[0]
+      return row === undefined ? null : decodeJob(row)
+    })
+  }
+
+  /** Seconds until the first retrying job is due (0 when one is), or null when none retries. */
+  async nextDue(): Promise<number | null> {
+    const result = await this.pool.query<{ secs: number | null }>(`SELECT extract(epoch FROM min(next_run_at) - now())::float AS secs FROM fleet_jobs WHERE state = 'retrying'`)
+    const secs = result.rows[0]?.secs
+    return secs === null || secs === undefined ? null : Math.max(0, Number(secs))
   }
 
   /** Hands a claimed job back untouched (claimed as its worker was stopping). */
@@ -79,41 +134,102 @@ export class JobQueue {
 
   /**
    * Hands a claimed job back to wait again with its attempt counted (its agent was
-   * killed before its task began: nothing ran); one that has had `maxAttempts` ends
+   * killed before its task began: nothing ran); one that has had `maxAttempts` fails
    * with `last` instead. True when it waits again.
    */
   retry(job: Job, workerId: string, maxAttempts: number, last: { outcome: string; error: string }): Promise<boolean> {
     return inTransaction(this.pool, async (client) => {
       const again = await client.query(
-        `UPDATE fleet_jobs SET state = 'waiting', claimed_by = NULL, claimed_at = NULL WHERE id = $1 AND claimed_by = $2 AND state = 'running' AND attempts < $3`,
+        `UPDATE fleet_jobs SET state = CASE WHEN cancel_requested_at IS NULL THEN 'waiting' ELSE 'cancelled' END, claimed_by = NULL, claimed_at = NULL,
+                finished_at = CASE WHEN cancel_requested_at IS NULL THEN NULL ELSE now() END
+         WHERE id = $1 AND claimed_by = $2 AND state = 'running' AND (attempts < $3 OR cancel_requested_at IS NOT NULL)`,
         [job.id, workerId, maxAttempts],
       )
       if (again.rowCount === 1) return true
-      await client.query(`UPDATE fleet_jobs SET state = 'done', finished_at = now(), outcome = $3, error = $4 WHERE id = $1 AND claimed_by = $2 AND state = 'running'`, [job.id, workerId, last.outcome, last.error])
+      await endJob(client, job.id, { ...last, failed: true }, workerId)
       return false
     })
   }
 
   /**
-   * Ends a job this worker holds; with `resume`, queues the task's resume in the same
-   * transaction, so that a stop between the two can neither lose it nor queue it twice.
-   * False when the job was no longer this worker's (a reaper settled it).
+   * Ends a job this worker holds (see endJob). Null when the job was no longer this
+   * worker's (a reaper settled it).
    */
-  finish(job: Job, workerId: string, end: JobEnd): Promise<boolean> {
-    return inTransaction(this.pool, async (client) => {
-      const done = await client.query(
-        `UPDATE fleet_jobs SET state = 'done', finished_at = now(), outcome = $3, error = $4
-         WHERE id = $1 AND claimed_by = $2 AND state = 'running'`,
-        [job.id, workerId, end.outcome, end.error ?? null],
-      )
-      if (done.rowCount === 1 && end.resume === true) await this.enqueue({ task_uuid: job.task_uuid, kind: 'resume', spec: job.spec, priority: job.priority }, client)
-      return done.rowCount === 1
-    })
+  finish(job: Job, workerId: string, end: JobEnd): Promise<Ended | null> {
+    return inTransaction(this.pool, (client) => endJob(client, job.id, end, workerId))
   }
 }
 
+/**
+ * Ends a running job in the caller's transaction, from what its task became: cancelled
+ * when an operator asked; retrying (due after the backoff) for a passing LLM failure while
+ * attempts remain, failed after the last; else done (or failed), with its resume queued in
+ * the same transaction when `end.resume`, so that a stop between the two can neither lose it
+ * nor queue it twice. Null when the job was not running (or not `workerId`'s).
+ */
+export async function endJob(client: PoolClient, id: number, end: JobEnd, workerId: string | null = null): Promise<Ended | null> {
+  const found = await client.query<Record<string, unknown>>(
+    `SELECT ${JOB_COLUMNS}, j.cancel_requested_at FROM fleet_jobs j WHERE j.id = $1 AND j.state = 'running' AND ($2::text IS NULL OR j.claimed_by = $2) FOR UPDATE`,
+    [id, workerId],
+  )
+  const row = found.rows[0]
+  if (row === undefined) return null
+  const job = decodeJob(row)
+  const error = end.error?.slice(0, 2000) ?? null
+  if (row.cancel_requested_at !== null && row.cancel_requested_at !== undefined) {
+    await client.query(`UPDATE fleet_jobs SET state = 'cancelled', finished_at = now(), outcome = $2, error = COALESCE($3, error) WHERE id = $1`, [id, end.outcome, error])
+    return { state: 'cancelled', resumed: false, retry_in: null }
+  }
+  if (end.retry !== undefined && job.attempts < end.retry.max_attempts) {
+    const delay = backoffSeconds(end.retry, job.attempts)
+    await client.query(
+      `UPDATE fleet_jobs SET state = 'retrying', kind = 'resume', next_run_at = now() + make_interval(secs => $2), outcome = $3, error = $4 WHERE id = $1`,
+      [id, delay, end.outcome, error],
+    )
+    return { state: 'retrying', resumed: false, retry_in: delay }
+  }
+  const exhausted = end.retry !== undefined
+  const state: JobState = exhausted || end.failed === true ? 'failed' : 'done'
+  const why = exhausted ? `${error ?? 'the LLM side failed'} (attempt ${job.attempts} of fleet.retry.max_attempts ${end.retry?.max_attempts})`.slice(0, 2000) : error
+  await client.query(`UPDATE fleet_jobs SET state = $2, finished_at = now(), outcome = $3, error = $4 WHERE id = $1`, [id, state, end.outcome, why])
+  const resume = state === 'done' && end.resume === true
+  if (resume) await insertJob(client, { task_uuid: job.task_uuid, kind: 'resume', spec: job.spec, priority: job.priority, user: job.user })
+  return { state, resumed: resume, retry_in: null }
+}
+
+export interface NewJob {
+  task_uuid: string
+  kind: JobKind
+  spec: JobSpec
+  priority?: number
+  user?: string | null
+  /** An idempotency key (enqueue --key): no second open job may hold it. */
+  key?: string | null
+}
+
+export async function insertJob(client: Pool | PoolClient, job: NewJob): Promise<number | null> {
+  const result = await client.query<{ id: string }>(
+    `INSERT INTO fleet_jobs (task_uuid, kind, spec, priority, "user", idempotency_key) VALUES ($1, $2, $3, $4, $5, $6)
+     ON CONFLICT DO NOTHING RETURNING id`,
+    [job.task_uuid, job.kind, JSON.stringify(job.spec), job.priority ?? 0, job.user ?? job.spec.user ?? null, job.key ?? null],
+  )
+  const row = result.rows[0]
+  return row === undefined ? null : Number(row.id)
+}
+
+/** Paused by its LLM failing in a way that may pass (state.llm_failure); a task from before that field, paused by the LLM, counts too. */
+export function llmOutage(state: TaskState | null): boolean {
+  return state?.paused_by === 'llm' && (state.llm_failure === undefined || state.llm_failure !== null)
+}
+
+/** base × 2^(attempt−1), at most max, then between half of it and all of it (jitter: retries of one outage spread out). */
+export function backoffSeconds(policy: RetryPolicy, attempt: number, random: () => number = Math.random): number {
+  const full = Math.min(policy.max_seconds, policy.base_seconds * 2 ** Math.max(0, attempt - 1))
+  return full / 2 + (full / 2) * random()
+}
+
 /** A row as it is: whether it can be run is the worker's to check (jobProblem), not taken for granted here. */
-function decodeJob(row: Record<string, unknown>): Job {
+export function decodeJob(row: Record<string, unknown>): Job {
   return {
     id: Number(row.id),
     task_uuid: String(row.task_uuid),
@@ -123,5 +239,6 @@ function decodeJob(row: Record<string, unknown>): Job {
     priority: Number(row.priority),
     attempts: Number(row.attempts),
     claimed_by: (row.claimed_by as string | null) ?? null,
+    user: typeof row.user === 'string' ? row.user : null,
   }
 }

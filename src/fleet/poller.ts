@@ -117,7 +117,7 @@ async function act(pool: Pool, layout: Layout, tracker: Tracker, options: PollOp
     }
     if (now !== null) carried.set(row.ref, now.labels)
     if (now !== null && now.open && now.labels.includes(options.label)) continue
-    const cancelled = await pool.query(`UPDATE fleet_jobs SET state = 'done', outcome = 'cancelled', finished_at = now() WHERE task_uuid = $1 AND state = 'waiting'`, [row.task_uuid])
+    const cancelled = await pool.query(`UPDATE fleet_jobs SET state = 'cancelled', outcome = 'cancelled', finished_at = now() WHERE task_uuid = $1 AND state = 'waiting'`, [row.task_uuid])
     if ((cancelled.rowCount ?? 0) > 0) report.cancelled.push(row.ref)
   }
   await follow(pool, tracker, options.labels, carried, report, options.signal)
@@ -208,7 +208,9 @@ async function follow(pool: Pool, tracker: Tracker, labels: StatusLabels, carrie
 }
 
 function statusOf(state: string, outcome: string | null): Status {
-  if (state !== 'done') return 'processing'
+  if (state === 'waiting' || state === 'running' || state === 'retrying') return 'processing'
+  if (state === 'cancelled' || outcome === 'cancelled') return 'cancelled'
+  if (state === 'failed') return 'failed'
   if (outcome === 'completed') return 'done'
   if (outcome === 'paused') return 'paused'
   if (outcome === 'cancelled') return 'cancelled'

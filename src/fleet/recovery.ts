@@ -1,17 +1,18 @@
-import type { Pool, PoolClient } from 'pg'
+import type { Pool } from 'pg'
 import type { Config } from '../config/schema.js'
 import type { PassResult } from '../operations/monitor.js'
 import type { Layout, Location } from '../storage/fs/layout.js'
 import { LOCATIONS } from '../storage/fs/layout.js'
-import { LOCK_KEYS } from '../storage/index/pg-schema.js'
 import { safeState } from '../storage/task/lifecycle.js'
 import type { PausedBy, TaskState } from '../storage/task/state.js'
 import { existsSync } from 'node:fs'
+import { inTransaction } from '../storage/index/pg-pool.js'
+import { pauseAtForTest } from '../test-pause.js'
+import { endJob, llmOutage } from './jobs.js'
+import type { JobEnd } from './jobs.js'
 
 export interface FleetPassResult {
-  /** Another host's pass was under way: this one did nothing. */
-  skipped: boolean
-  result: PassResult | null
+  result: PassResult
   /** Jobs settled for workers that died or tasks that were reaped: job id → what became of it. */
   settled: { job: number; task: string; outcome: string; resumed: boolean }[]
 }
@@ -29,39 +30,33 @@ interface OpenJob {
 }
 
 /**
- * watch-locks in a fleet (SPEC §14.3): one pass at a time fleet-wide (a session advisory
- * lock on a connection of its own, released when the pass ends or its host dies). Tasks
+ * watch-locks in a fleet (SPEC §14.3), run by the holder of the pass's lease (lease.ts:
+ * one pass at a time fleet-wide, freed when the pass ends or expires when its host dies). Tasks
  * of running jobs whose owner died are reaped to paused/ (fleet.recovery: resume, while
- * fewer than fleet.max_attempts runs died) and their resumes queued; jobs of workers that
- * died are settled from what their tasks became.
+ * fewer than fleet.max_attempts runs died) and their resumes queued. Every pass then
+ * reconciles jobs and tree: a running job whose task has left running/ (or was never made,
+ * its worker dead) is settled from what its task became — so a pass killed between a
+ * task's move and its job's settlement is completed by the next one (SPEC §14.5).
  */
 export async function fleetPass(pool: Pool, layout: Layout, config: Config, liveSeconds: number, pass: (recoverAs: (uuid: string) => 'paused' | 'failed') => Promise<PassResult>): Promise<FleetPassResult> {
-  const lock = await pool.connect()
-  let locked = false
-  try {
-    locked = (await lock.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1) AS ok', [LOCK_KEYS.watchLocks])).rows[0]?.ok === true
-    if (!locked) return { skipped: true, result: null, settled: [] }
-    const jobs = await openJobs(pool, liveSeconds)
-    const byTask = new Map(jobs.map((j) => [j.task_uuid, j]))
-    const recoverAs = (uuid: string): 'paused' | 'failed' => {
-      const job = byTask.get(uuid)
-      return job !== undefined && config.fleet.recovery === 'resume' && job.died + 1 < config.fleet.max_attempts ? 'paused' : 'failed'
-    }
-    const result = await pass(recoverAs)
-    const reaped = new Set(result.findings.filter((f) => f.action === 'reaped').map((f) => f.uuid))
-    const settled: FleetPassResult['settled'] = []
-    for (const job of jobs) {
-      // A live worker settles its own jobs, unless its task died under it and was reaped now, or has ended (in completed/:
-      // final whoever ran it, e.g. an operator's run --resume that took it before the job's agent, which its worker forgot).
-      if (job.worker_live && !reaped.has(job.task_uuid) && locate(layout, job.task_uuid) !== 'completed') continue
-      const end = await settleJob(pool, layout, job, reaped.has(job.task_uuid), config.fleet)
-      if (end !== null) settled.push({ job: job.id, task: job.task_uuid, ...end })
-    }
-    return { skipped: false, result, settled }
-  } finally {
-    if (locked) await lock.query('SELECT pg_advisory_unlock($1)', [LOCK_KEYS.watchLocks]).catch(() => undefined)
-    lock.release()
+  const byTask = new Map((await openJobs(pool, liveSeconds)).map((j) => [j.task_uuid, j]))
+  const recoverAs = (uuid: string): 'paused' | 'failed' => {
+    const job = byTask.get(uuid)
+    return job !== undefined && config.fleet.recovery === 'resume' && job.died + 1 < config.fleet.max_attempts ? 'paused' : 'failed'
   }
+  const result = await pass(recoverAs)
+  await pauseAtForTest('reap:after-move')
+  const reaped = new Set(result.findings.filter((f) => f.action === 'reaped').map((f) => f.uuid))
+  const settled: FleetPassResult['settled'] = []
+  // Read again: a job its worker settled during the pass is not settled twice.
+  for (const job of await openJobs(pool, liveSeconds)) {
+    const location = locate(layout, job.task_uuid)
+    // Its agent still owns it (or a watch-locks pass will reap it), or a live worker is still starting it.
+    if (location === 'running' || (location === null && job.worker_live)) continue
+    const end = await settleJob(pool, layout, job, location, reaped.has(job.task_uuid), config.fleet)
+    if (end !== null) settled.push({ job: job.id, task: job.task_uuid, ...end })
+  }
+  return { result, settled }
 }
 
 async function openJobs(pool: Pool, liveSeconds: number): Promise<OpenJob[]> {
@@ -79,50 +74,39 @@ async function openJobs(pool: Pool, liveSeconds: number): Promise<OpenJob[]> {
   }))
 }
 
-/** Ends a job from what its task became; null when its task is still running (an orphaned agent finishing it). */
-async function settleJob(pool: Pool, layout: Layout, job: OpenJob, reaped: boolean, fleet: Config['fleet']): Promise<{ outcome: string; resumed: boolean } | null> {
+/** Ends a job from what its task became (it is not in running/); null when the job was settled meanwhile. */
+async function settleJob(pool: Pool, layout: Layout, job: OpenJob, location: Location | null, reaped: boolean, fleet: Config['fleet']): Promise<{ outcome: string; resumed: boolean } | null> {
   const maxAttempts = fleet.max_attempts
-  const location = locate(layout, job.task_uuid)
-  if (location === 'running') return null
-  const client = await pool.connect()
-  try {
-    await client.query('BEGIN')
-    let outcome: string
-    let error: string | null = null
-    let resume = false
+  return inTransaction(pool, async (client) => {
     if (location === null) {
       // Its process died before it created the task: the job waits again, while attempts remain.
-      if (job.attempts < maxAttempts) {
-        await client.query(`UPDATE fleet_jobs SET state = 'waiting', claimed_by = NULL, claimed_at = NULL WHERE id = $1 AND state = 'running'`, [job.id])
-        await client.query('COMMIT')
-        return { outcome: 'waiting again', resumed: false }
-      }
-      outcome = 'failed'
-    } else if (location === 'paused') {
+      const again = await client.query(`UPDATE fleet_jobs SET state = 'waiting', claimed_by = NULL, claimed_at = NULL WHERE id = $1 AND state = 'running' AND attempts < $2 AND cancel_requested_at IS NULL`, [job.id, maxAttempts])
+      if (again.rowCount === 1) return { outcome: 'waiting again', resumed: false }
+      const ended = await endJob(client, job.id, { outcome: 'failed', failed: true, error: `its agent died before the task was created (attempt ${job.attempts} of fleet.max_attempts ${maxAttempts})` })
+      return ended === null ? null : { outcome: 'failed', resumed: false }
+    }
+    let end: JobEnd
+    if (location === 'paused') {
       const state = safeState(layout.taskDir('paused', job.task_uuid))
-      outcome = reaped ? 'died' : 'paused'
       const by = pausedBy(state, job)
+      // Reaped by this pass, or by one that died before it settled the job: its resume is queued.
+      const died = reaped || by === 'reaper'
+      if (died) end = { outcome: 'died', resume: true, error: state?.error ?? null }
+      else if (by === 'llm' && llmOutage(state)) end = { outcome: 'paused', retry: fleet.retry, error: state?.error ?? null }
       // Paused by a signal (its worker stopped) it goes on, as a live worker would have queued it; paused on
       // purpose (an operator, a failing LLM, a full disk) it waits for whoever paused it. Not known: while attempts remain.
-      resume = reaped || (by === null ? job.died + 1 < maxAttempts : by === 'signal')
-      error = reaped ? (state?.error ?? null) : null
+      else end = { outcome: 'paused', resume: by === null ? job.died + 1 < maxAttempts : by === 'signal', error: by === 'signal' ? null : (state?.error ?? null) }
     } else {
       const state = safeState(layout.taskDir('completed', job.task_uuid))
-      outcome = state?.status ?? 'completed'
-      error = outcome === 'completed' ? null : (state?.error ?? null)
+      const outcome = state?.status ?? 'completed'
+      let error = outcome === 'completed' ? null : (state?.error ?? null)
       // Its last allowed attempt died: the job says which it was (fleet --json counts the others as 'died').
       if (reaped && outcome === 'failed' && fleet.recovery === 'resume') error = `${error ?? 'agent died'} (attempt ${job.died + 1} of fleet.max_attempts ${maxAttempts})`
+      end = { outcome, error }
     }
-    const done = await client.query(`UPDATE fleet_jobs SET state = 'done', finished_at = now(), outcome = $2, error = $3 WHERE id = $1 AND state = 'running'`, [job.id, outcome, error?.slice(0, 2000) ?? null])
-    if (done.rowCount === 1 && resume) await requeue(client, job)
-    await client.query('COMMIT')
-    return { outcome, resumed: done.rowCount === 1 && resume }
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined)
-    throw err
-  } finally {
-    client.release()
-  }
+    const ended = await endJob(client, job.id, end)
+    return ended === null ? null : { outcome: ended.state === 'retrying' ? 'retrying' : end.outcome, resumed: ended.resumed }
+  })
 }
 
 /**
@@ -136,10 +120,6 @@ function pausedBy(state: TaskState | null, job: OpenJob): PausedBy | null {
   if (by === null || job.claimed_at === null) return null
   const written = Date.parse(state?.updated_at ?? '')
   return !Number.isNaN(written) && written >= job.claimed_at.getTime() ? by : null
-}
-
-async function requeue(client: PoolClient, job: OpenJob): Promise<void> {
-  await client.query(`INSERT INTO fleet_jobs (task_uuid, kind, spec, priority) VALUES ($1, 'resume', $2, $3) ON CONFLICT DO NOTHING`, [job.task_uuid, JSON.stringify(job.spec), job.priority])
 }
 
 function locate(layout: Layout, uuid: string): Location | null {

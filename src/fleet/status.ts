@@ -1,4 +1,6 @@
 import type { Pool } from 'pg'
+import { JOB_STATES } from './jobs.js'
+import type { JobState } from './jobs.js'
 
 export interface FleetWorker {
   id: string
@@ -13,14 +15,17 @@ export interface FleetWorker {
 }
 
 export interface FleetStatus {
+  /** Live workers only: a worker whose heartbeat is older than the stale time is dead, and only counted. */
   workers: FleetWorker[]
-  jobs: { waiting: number; running: number; done: number }
+  /** Workers not stopped whose heartbeat is older than the stale time (killed, or cut off); their rows expire with fleet.retention_days. */
+  dead_workers: number
+  jobs: Record<JobState, number>
   /** Finished jobs by what their task became (completed, failed, paused, died, …). */
   outcomes: Record<string, number>
   oldest_waiting: { id: number; task_uuid: string; created_at: string; waiting_seconds: number } | null
 }
 
-/** The fleet at a glance (SPEC §14.2 `fleet`): workers not stopped, jobs by state, the oldest waiting job. */
+/** The fleet at a glance (SPEC §14.2 `fleet`): live workers (and how many are dead), jobs by state, the oldest waiting job. */
 export async function fleetStatus(pool: Pool, liveSeconds: number): Promise<FleetStatus> {
   const workers = await pool.query<Record<string, unknown>>(
     `SELECT w.id, w.hostname, w.pid, w.concurrency, w.started_at, w.heartbeat_at,
@@ -31,19 +36,21 @@ export async function fleetStatus(pool: Pool, liveSeconds: number): Promise<Flee
     [liveSeconds],
   )
   const states = await pool.query<{ state: string; n: string }>('SELECT state, count(*) AS n FROM fleet_jobs GROUP BY state')
-  const outcomes = await pool.query<{ outcome: string; n: string }>(`SELECT outcome, count(*) AS n FROM fleet_jobs WHERE state = 'done' GROUP BY outcome ORDER BY outcome`)
+  const outcomes = await pool.query<{ outcome: string; n: string }>(`SELECT outcome, count(*) AS n FROM fleet_jobs WHERE state IN ('done', 'failed', 'cancelled') GROUP BY outcome ORDER BY outcome`)
   const oldest = await pool.query<Record<string, unknown>>(
     `SELECT id, task_uuid, created_at, extract(epoch FROM now() - created_at)::float AS waiting_seconds
      FROM fleet_jobs WHERE state = 'waiting' ORDER BY created_at, id LIMIT 1`,
   )
-  const jobs = { waiting: 0, running: 0, done: 0 }
-  for (const row of states.rows) if (row.state in jobs) jobs[row.state as keyof typeof jobs] = Number(row.n)
+  const jobs = Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as Record<JobState, number>
+  for (const row of states.rows) if (row.state in jobs) jobs[row.state as JobState] = Number(row.n)
   const first = oldest.rows[0]
-  return {
-    workers: workers.rows.map((w) => ({
+  const all = workers.rows.map((w) => ({
       id: String(w.id), hostname: String(w.hostname), pid: Number(w.pid), concurrency: Number(w.concurrency),
       started_at: (w.started_at as Date).toISOString(), heartbeat_at: (w.heartbeat_at as Date).toISOString(), live: w.live === true, tasks: w.tasks as string[],
-    })),
+  }))
+  return {
+    workers: all.filter((w) => w.live),
+    dead_workers: all.filter((w) => !w.live).length,
     jobs,
     outcomes: Object.fromEntries(outcomes.rows.map((r) => [r.outcome ?? 'unknown', Number(r.n)])),
     oldest_waiting: first === undefined ? null : { id: Number(first.id), task_uuid: String(first.task_uuid), created_at: (first.created_at as Date).toISOString(), waiting_seconds: Math.round(Number(first.waiting_seconds) * 1000) / 1000 },
@@ -61,7 +68,7 @@ export interface QueueAlert {
 /** `stats --check` in a fleet: jobs waiting with no live worker; a queue older than alerts.queue_wait_minutes. */
 export function queueAlerts(status: FleetStatus, waitMinutes: number): QueueAlert[] {
   const alerts: QueueAlert[] = []
-  const live = status.workers.filter((w) => w.live).length
+  const live = status.workers.length
   if (status.jobs.waiting > 0 && live === 0) {
     alerts.push({ level: 'critical', metric: 'queue_no_worker', value: status.jobs.waiting, threshold: 0, message: `${status.jobs.waiting} job(s) waiting and no live worker` })
   }

@@ -3,7 +3,8 @@ import { join } from 'node:path'
 import type { Layout, Location, TaskRef } from '../storage/fs/layout.js'
 import { FILES, LOCATIONS } from '../storage/fs/layout.js'
 import { safeState } from '../storage/task/lifecycle.js'
-import type { Job, JobEnd } from './jobs.js'
+import { llmOutage } from './jobs.js'
+import type { Job, JobEnd, RetryPolicy } from './jobs.js'
 
 // What a worker reads of a job's task in the tree (where it is, what it became) and the `run` that starts it.
 
@@ -11,14 +12,32 @@ import type { Job, JobEnd } from './jobs.js'
 const PAUSED_BY_SIGNAL = new Set([130, 143])
 
 /** What became of a job's task once its process ended. */
-export function settle(layout: Layout, job: Job, code: number | null, entry: { stopped: boolean; lastLine: string }): JobEnd | null {
+export function settle(layout: Layout, job: Job, code: number | null, entry: { stopped: boolean; lastLine: string }, retry: RetryPolicy | undefined): JobEnd | null {
   const ref = locate(layout, job.task_uuid)
-  if (ref === null) return { outcome: 'failed', error: entry.lastLine.slice(0, 500) || `run exited with ${code}` }
-  const status = safeState(ref.dir)?.status ?? 'unknown'
-  if (ref.location === 'completed') return { outcome: status }
-  if (ref.location === 'paused') return { outcome: 'paused', resume: entry.stopped || PAUSED_BY_SIGNAL.has(code ?? -1) }
+  if (ref === null) return { outcome: 'failed', failed: true, error: lastError(entry.lastLine) || `run exited with ${code}` }
+  const state = safeState(ref.dir)
+  const status = state?.status ?? 'unknown'
+  if (ref.location === 'completed') return { outcome: status, error: status === 'completed' ? null : (state?.error ?? null) }
+  if (ref.location === 'paused') {
+    const bySignal = entry.stopped || PAUSED_BY_SIGNAL.has(code ?? -1)
+    // The LLM side failed in a way that passes (an outage, 5xx, 429, a timeout): the fleet runs it again later.
+    if (!bySignal && retry !== undefined && llmOutage(state)) return { outcome: 'paused', error: state?.error ?? null, retry }
+    return { outcome: 'paused', resume: bySignal, error: bySignal ? null : (state?.error ?? null) }
+  }
   // Still in running/: its process died holding the lock.
   return null
+}
+
+/** `run`'s last log line as a job's error: the message of a JSON log line, or the line. */
+function lastError(line: string): string {
+  try {
+    const parsed = JSON.parse(line) as { msg?: unknown; message?: unknown }
+    const text = parsed.msg ?? parsed.message
+    if (typeof text === 'string') return text.slice(0, 500)
+  } catch {
+    // a plain line
+  }
+  return line.slice(0, 500)
 }
 
 /** Whether a job's task is as it was before its agent started: not created (a new task), or still in paused/ with the same state.json (a resume). */
@@ -64,6 +83,8 @@ export function newTaskArgs(job: Job, workspace: string | undefined): string[] {
   if (s.max_turns !== undefined) args.push('--max-turns', String(s.max_turns))
   if (s.max_tokens !== undefined) args.push('--max-tokens', String(s.max_tokens))
   if (s.timeout !== undefined) args.push('--timeout', s.timeout)
+  if (s.model !== undefined) args.push('--model', s.model)
+  if (s.allow_shell === true) args.push('--allow-shell')
   return args
 }
 
@@ -75,7 +96,7 @@ export function newTaskArgs(job: Job, workspace: string | undefined): string[] {
 export function endedElsewhere(layout: Layout, job: Job): JobEnd | null {
   const ref = locate(layout, job.task_uuid)
   if (ref?.location === 'running') return null
-  if (ref === null) return { outcome: 'failed', error: 'its task is gone' }
+  if (ref === null) return { outcome: 'failed', failed: true, error: 'its task is gone' }
   if (ref.location === 'paused') return { outcome: 'paused', error: 'paused by the process that ran it instead of this job' }
   return { outcome: safeState(ref.dir)?.status ?? 'unknown' }
 }

@@ -9,7 +9,7 @@ import { cloneWorkspace } from './clone.js'
 import type { CloneCredential } from './clone.js'
 import { jobProblem } from './job-spec.js'
 import { JobQueue } from './jobs.js'
-import type { Job, JobEnd } from './jobs.js'
+import type { Job, JobEnd, RetryPolicy } from './jobs.js'
 import { JobListener } from './listener.js'
 import { endedElsewhere, locate, newTaskArgs, notBegun, settle, stateText } from './task-outcome.js'
 import { heartbeat, markStopped } from './registry.js'
@@ -40,7 +40,15 @@ export interface WorkerOptions {
   giveClone?: (dir: string) => void
   /** fleet.max_attempts: how often a job whose agent is killed before its task began is tried (default 3). */
   maxAttempts?: number
+  /** fleet.retry: a task its LLM side paused for a while is run again later (SPEC §14.4); absent: never. */
+  retry?: RetryPolicy
+  /** fleet.limits.per_user: at most this many running tasks of one user, fleet-wide. */
+  perUser?: number | null
   log: (line: string) => void
+  /** Why this worker's configuration cannot serve a job (abilities.ts), or null: a refused job ends with the reason. */
+  refuse?: (job: Job) => string | null
+  /** Passes a child's stderr on (default: as it comes); `--log-format json` wraps what is not JSON. */
+  relay?: (pid: number | undefined) => (chunk: Buffer) => void
 }
 
 interface Running {
@@ -61,6 +69,9 @@ interface Warm {
   onIdleExit: (code: number | null, signal: NodeJS.Signals | null) => void
 }
 
+/** A task's environment: the worker's, and a mark that a fleet resumes it (its log then gives no advice to resume by hand). */
+const FLEET_ENV = { ...process.env, CTXAGENT_FLEET_JOB: '1' }
+
 /**
  * Takes jobs and runs each task as `run` does, in a child process of its own (its own
  * process group), `concurrency` at a time (SPEC §14.2). Wakes on NOTIFY, and polls
@@ -80,6 +91,8 @@ export class Worker {
   /** Warm children that died idle in a row: each waits longer before the next is started. */
   private warmDeaths = 0
   private warmTimer: NodeJS.Timeout | null = null
+  /** Wakes the worker when the first retrying job is due. */
+  private dueTimer: NodeJS.Timeout | null = null
   /**
    * Resume jobs whose task another process took before this worker's agent could (it
    * exited 4): looked at on every poll, and ended with what their task became once it
@@ -97,7 +110,12 @@ export class Worker {
   /** Runs until stop() and every task it started has ended. */
   async run(): Promise<void> {
     const done = new Promise<void>((resolve) => (this.finished = resolve))
-    await this.listener.start()
+    if (!this.stopping) await this.listener.start()
+    if (this.stopping) {
+      // Stopped before it ran, or while its listener connected: nothing more is started.
+      this.maybeFinish()
+      return done
+    }
     this.timers.push(setInterval(() => this.wake(), this.options.pollMs))
     this.timers.push(setInterval(() => void heartbeat(this.options.pool, this.options.record.id).catch((err: Error) => this.options.log(`heartbeat not written: ${err.message}`)), this.options.heartbeatMs))
     this.prestart()
@@ -110,6 +128,7 @@ export class Worker {
     if (this.stopping) return
     this.stopping = true
     for (const timer of this.timers) clearInterval(timer)
+    if (this.dueTimer !== null) clearTimeout(this.dueTimer)
     for (const wake of this.wakeOnStop) wake()
     this.dropWarm()
     for (const entry of this.running.values()) {
@@ -140,13 +159,16 @@ export class Worker {
     while (!this.stopping && this.running.size < this.options.record.concurrency) {
       let job: Job | null
       try {
-        job = await this.queue.claim(this.options.record.id)
+        job = await this.queue.claim(this.options.record.id, this.options.perUser ?? null)
       } catch (err) {
         // PostgreSQL away: the next poll tries again.
         this.options.log(`cannot claim jobs: ${(err as Error).message}`)
         return
       }
-      if (job === null) return
+      if (job === null) {
+        await this.wakeWhenDue()
+        return
+      }
       if (this.stopping) {
         // Claimed as the stop came: hand it straight back.
         await this.queue.release(job, this.options.record.id).catch((err: Error) => this.options.log(`job ${job.id} not handed back (${err.message}): a reaper will`))
@@ -156,12 +178,29 @@ export class Worker {
     }
   }
 
+  /** A retrying job comes due without a NOTIFY: the worker wakes then (the poll interval is a backstop). */
+  private async wakeWhenDue(): Promise<void> {
+    const secs = await this.queue.nextDue().catch(() => null)
+    if (secs === null || this.stopping) return
+    if (this.dueTimer !== null) clearTimeout(this.dueTimer)
+    this.dueTimer = setTimeout(() => {
+      this.dueTimer = null
+      this.wake()
+    }, Math.min(Math.ceil(secs * 1000) + 10, this.options.pollMs))
+  }
+
   private start(job: Job): void {
     const problem = jobProblem(job)
     if (problem !== null) {
       // Written by hand, or by something else than enqueue: nothing of it is run (SPEC §14.4).
       this.options.log(`job ${job.id}: not run, its row is not valid (${problem})`)
-      this.track(this.end(job, { outcome: 'failed', error: `the job's row is not valid: ${problem}`.slice(0, 500) }).finally(() => this.wake()))
+      this.track(this.end(job, { outcome: 'failed', failed: true, error: `the job's row is not valid: ${problem}`.slice(0, 500) }).finally(() => this.wake()))
+      return
+    }
+    const refusal = this.options.refuse?.(job) ?? null
+    if (refusal !== null) {
+      this.options.log(`job ${job.id}: not run, ${refusal}`)
+      this.track(this.end(job, { outcome: job.kind === 'resume' ? 'paused' : 'failed', error: refusal.slice(0, 500) }).finally(() => this.wake()))
       return
     }
     const existing = locate(this.options.layout, job.task_uuid)
@@ -181,7 +220,7 @@ export class Worker {
   /** `--repo` jobs: the repository is cloned for the task first, into fleet.workspaces_dir/<uuid>, on the shared mount. */
   private async cloneThenSpawn(job: Job): Promise<void> {
     if (this.options.workspacesDir === null) {
-      await this.end(job, { outcome: 'failed', error: 'the repository was not cloned: fleet.workspaces_dir is not set on this host' })
+      await this.end(job, { outcome: 'failed', failed: true, error: 'the repository was not cloned: fleet.workspaces_dir is not set on this host' })
       return
     }
     const dir = join(this.options.workspacesDir, job.task_uuid)
@@ -193,7 +232,7 @@ export class Worker {
       this.options.giveClone?.(dir)
     } catch (err) {
       this.running.delete(job.id)
-      await this.end(job, { outcome: 'failed', error: `the repository was not cloned: ${(err as Error).message}`.slice(0, 500) })
+      await this.end(job, { outcome: 'failed', failed: true, error: `the repository was not cloned: ${(err as Error).message}`.slice(0, 500) })
       return
     }
     this.running.delete(job.id)
@@ -213,8 +252,9 @@ export class Worker {
     this.options.log(`job ${job.id}: ${resume ? 'resuming' : 'starting'} task ${job.task_uuid} (pid ${child.pid})`)
     child.stdin?.on('error', () => undefined)
     child.stdin?.end(resume ? '' : (job.spec.task ?? ''))
+    const relay = this.relayFor(child)
     child.stderr?.on('data', (chunk: Buffer) => {
-      process.stderr.write(chunk)
+      relay(chunk)
       const lines = chunk.toString().trim().split('\n')
       entry.lastLine = lines[lines.length - 1] ?? entry.lastLine
     })
@@ -246,7 +286,7 @@ export class Worker {
         this.track(this.queue.release(job, this.options.record.id).catch((err: Error) => this.options.log(`job ${job.id} not handed back (${err.message}): a reaper will`)))
         return
       }
-      const end = settle(this.options.layout, job, code, entry)
+      const end = settle(this.options.layout, job, code, entry, this.options.retry)
       if (end === null && resume && code === 4 && !entry.stopped) {
         // Another process (an operator's `run --resume`) took the task first: the job ends with what that run makes of it.
         this.options.log(`job ${job.id}: task ${job.task_uuid} is run by another process; the job ends when that run does`)
@@ -291,18 +331,22 @@ export class Worker {
       return warm.child
     }
     const [program, ...rest] = this.options.command
-    return spawn(program as string, [...rest, ...args], { detached: true, stdio: ['pipe', 'ignore', 'pipe'], env: process.env })
+    return spawn(program as string, [...rest, ...args], { detached: true, stdio: ['pipe', 'ignore', 'pipe'], env: FLEET_ENV })
+  }
+
+  private relayFor(child: ChildProcess): (chunk: Buffer) => void {
+    return this.options.relay?.(child.pid) ?? ((chunk) => void process.stderr.write(chunk))
   }
 
   /** Starts the next warm child, unless one waits already (or the worker stops). */
   private prestart(): void {
     if (!this.options.warmChild || this.stopping || this.warm !== null || this.warmTimer !== null) return
     const [program, ...rest] = this.options.command
-    const child = spawn(program as string, [...rest, 'worker', WARM_CHILD_FLAG], { detached: true, stdio: ['pipe', 'ignore', 'pipe', 'pipe'], env: process.env })
+    const child = spawn(program as string, [...rest, 'worker', WARM_CHILD_FLAG], { detached: true, stdio: ['pipe', 'ignore', 'pipe', 'pipe'], env: FLEET_ENV })
     const warm: Warm = {
       child,
       // Nothing is expected before its job; whatever comes is the operator's to see.
-      onIdleOutput: (chunk: Buffer) => process.stderr.write(chunk),
+      onIdleOutput: this.relayFor(child),
       onIdleExit: (code, signal) => {
         if (this.warm !== warm) return
         this.warm = null
@@ -359,8 +403,9 @@ export class Worker {
     const outcome = { ...end, resume }
     for (let attempt = 0; ; attempt++) {
       try {
-        const mine = await this.queue.finish(job, this.options.record.id, outcome)
-        this.options.log(`job ${job.id}: ${end.outcome}${resume ? ', its resume queued' : ''}${mine ? '' : ' (no longer this worker’s job)'}`)
+        const ended = await this.queue.finish(job, this.options.record.id, outcome)
+        const what = ended === null ? ' (no longer this worker’s job)' : ended.state === 'retrying' ? `; retrying in ${ended.retry_in?.toFixed(1)}s (${end.error ?? ''})` : ended.resumed ? ', its resume queued' : ` (job ${ended.state})`
+        this.options.log(`job ${job.id}: ${end.outcome}${what}`)
         return
       } catch (err) {
         if (this.stopping) {

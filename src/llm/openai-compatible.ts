@@ -101,19 +101,20 @@ export class OpenAiCompatibleClient implements LlmClient {
     if (err instanceof OpenAI.APIUserAbortError) return new ProviderError(`request to ${this.where()} was cancelled`)
     const bound = boundHit(err)
     if (bound instanceof ResponseTooLargeError) return new ProviderError(`${this.where()}: ${bound.message}`, 'a chat completion is far smaller: check the server, or raise llm.max_response_bytes', err)
-    if (bound instanceof ResponseTooSlowError) return new ProviderError(`${this.where()}: ${bound.message}`, `check the server, or raise llm.${this.provider}.timeout_seconds`, err)
+    if (bound instanceof ResponseTooSlowError) return new ProviderError(`${this.where()}: ${bound.message}`, `check the server, or raise llm.${this.provider}.timeout_seconds`, err, 'timeout')
     if (err instanceof OpenAI.APIConnectionTimeoutError) {
-      return new ProviderError(`${this.where()} did not answer within ${this.endpoint.timeout_seconds}s`, `check the server, or raise llm.${this.provider}.timeout_seconds`, err)
+      return new ProviderError(`${this.where()} did not answer within ${this.endpoint.timeout_seconds}s`, `check the server, or raise llm.${this.provider}.timeout_seconds`, err, 'timeout')
     }
     if (err instanceof OpenAI.APIConnectionError) {
       const cause = (err.cause as Error | undefined)?.message ?? err.message
-      return new ProviderError(`cannot reach ${this.where()}: ${cause}`, `is it running? check llm.${this.provider}.base_url`, err)
+      return new ProviderError(`cannot reach ${this.where()}: ${cause}`, `is it running? check llm.${this.provider}.base_url`, err, 'unreachable')
     }
     if (err instanceof OpenAI.AuthenticationError) return new ProviderError(`${this.where()} refused the API key (401)`, `check ${keyHint}`, err)
     if (err instanceof OpenAI.NotFoundError) return new ProviderError(`${this.where()} answered 404: ${firstLine(err.message)}`, `check llm.${this.provider}.model and base_url (OpenAI-compatible servers serve /v1)`, err)
     if (err instanceof OpenAI.APIError) {
-      const retried = err.status === 429 || (err.status ?? 0) >= 500 ? ` after ${this.endpoint.max_retries} retries` : ''
-      return new ProviderError(`${this.where()} answered ${err.status ?? 'an error'}${retried}: ${firstLine(err.message)}`, 'check the server logs', err)
+      const failure = err.status === 429 ? 'rate_limited' : (err.status ?? 0) >= 500 ? 'server_error' : null
+      const retried = failure !== null ? ` after ${this.endpoint.max_retries} retries` : ''
+      return new ProviderError(`${this.where()} answered ${err.status ?? 'an error'}${retried}: ${firstLine(err.message)}`, 'check the server logs', err, failure)
     }
     return new ProviderError(`${this.where()} failed: ${(err as Error).message}`, 'set CTXAGENT_DEBUG=1 for details', err)
   }

@@ -21,6 +21,8 @@ export interface DoctorInput {
   layout: Layout
   /** How long each network check may take. */
   timeoutMs: number
+  /** The fleet's database (SPEC §14.5), or null/absent outside a fleet: no fleet line then. */
+  databaseUrl?: string | null
 }
 
 /**
@@ -35,7 +37,51 @@ export async function runDoctor(input: DoctorInput): Promise<Check[]> {
   checks.push(await guarded('github', () => githubCheck(input)))
   checks.push(await guarded('gitlab', () => gitlabCheck(input)))
   checks.push(sandboxCheck(input))
+  if (input.databaseUrl) checks.push(await guarded('fleet', () => fleetCheck(input, input.databaseUrl as string)))
   return checks
+}
+
+/**
+ * The fleet line (SPEC §14.5): the database reachable, its schema version, the live
+ * workers, and fleet.workspaces_dir present and writable (--repo jobs are cloned there).
+ */
+async function fleetCheck({ config, timeoutMs }: DoctorInput, url: string): Promise<Check> {
+  const { connectPool, pgReason } = await import('../storage/index/pg-pool.js')
+  const { SCHEMA_VERSION } = await import('../storage/index/pg-schema.js')
+  const hint = 'ctxagent fleet init creates the schema and checks the role (README, ## Fleet)'
+  const pool = await connectPool(url, 'doctor', 1, Math.min(timeoutMs, 10_000))
+  try {
+    let version: number | null
+    try {
+      version = Number((await pool.query<{ version: number }>('SELECT max(version) AS version FROM ctxagent_schema')).rows[0]?.version ?? 0)
+    } catch (err) {
+      const code = (err as { code?: string }).code
+      if (code === '42P01') return { name: 'fleet', status: 'fail', message: 'the database is reachable, but has no ctxagent schema', hint }
+      return { name: 'fleet', status: 'fail', message: `the fleet's database cannot be reached (${pgReason(err)})`, hint: 'check fleet.database_url or CTXAGENT_DATABASE_URL and that the server is up' }
+    }
+    const stale = config.locks.stale_after_remote_seconds ?? 2 * config.locks.stale_after_seconds
+    const live = Number((await pool.query<{ n: string }>('SELECT count(*) AS n FROM fleet_workers WHERE stopped_at IS NULL AND heartbeat_at > now() - make_interval(secs => $1)', [stale])).rows[0]?.n ?? 0)
+    const parts = [`database reachable, schema version ${version}${version < SCHEMA_VERSION ? ` of ${SCHEMA_VERSION} (the next worker or fleet init migrates it)` : ''}`, `${live} live worker(s)`]
+    const dir = config.fleet.workspaces_dir
+    const dirProblem = dir === null ? null : writableDirProblem(dir)
+    parts.push(dir === null ? 'no fleet.workspaces_dir (--repo jobs are refused)' : dirProblem === null ? `workspaces_dir ${dir} writable` : `workspaces_dir ${dir} ${dirProblem}`)
+    const message = parts.join(', ')
+    if (dirProblem !== null) return { name: 'fleet', status: 'fail', message, hint: 'create fleet.workspaces_dir on the shared mount, writable by the workers\' user' }
+    if (live === 0) return { name: 'fleet', status: 'warn', message, hint: 'start ctxagent worker on a host (README, ## Fleet)' }
+    return { name: 'fleet', status: version < SCHEMA_VERSION ? 'warn' : 'ok', message, ...(version < SCHEMA_VERSION ? { hint } : {}) }
+  } finally {
+    await pool.end().catch(() => undefined)
+  }
+}
+
+function writableDirProblem(dir: string): string | null {
+  if (!existsSync(dir)) return 'does not exist'
+  try {
+    accessSync(dir, constants.W_OK | constants.X_OK)
+    return null
+  } catch {
+    return 'is not writable'
+  }
 }
 
 /** Which sandbox run_command gets, and whether it works here (a shell is refused without one). */

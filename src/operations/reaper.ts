@@ -1,4 +1,5 @@
 import { existsSync, renameSync, statSync } from 'node:fs'
+import { pauseAtForTest } from '../test-pause.js'
 import { join } from 'node:path'
 import { isErrno, LockedError } from '../errors.js'
 import { assertRegularFiles, removeDeadTemps } from '../storage/fs/files.js'
@@ -138,6 +139,7 @@ export async function reapTask(env: TaskEnv, ref: TaskRef, options: ReapOptions)
       env.now(),
     )
     await taken.release()
+    await pauseAtForTest('reap:before-move')
     const target = env.layout.taskDir(to, ref.uuid)
     // The dead owner's half-written temp files are litter: they must not travel to completed/.
     removeDeadTemps(ref.dir)

@@ -1,4 +1,5 @@
 import { availableParallelism } from 'node:os'
+import type { Pool } from 'pg'
 import { dirname, join } from 'node:path'
 import { existsSync, lstatSync, readdirSync, renameSync, rmdirSync, rmSync, statSync } from 'node:fs'
 import { CtxError, isErrno } from '../errors.js'
@@ -244,4 +245,24 @@ function removeDeadTrash(trash: string): void {
     // Not empty (a live cleanup is deleting there) or already gone: both fine.
     if (!isErrno(err, 'ENOTEMPTY') && !isErrno(err, 'EEXIST') && !isErrno(err, 'ENOENT')) throw err
   }
+}
+
+/**
+ * Retention (SPEC §14.4): deletes finished job rows finished more than `days` ago, and the
+ * rows of workers stopped, or silent for `liveSeconds`, that long ago. Open jobs are never
+ * touched. With `dryRun`, only counts.
+ */
+export async function expireRows(pool: Pool, days: number, liveSeconds: number, dryRun: boolean): Promise<{ jobs: number; workers: number }> {
+  const jobsWhere = `state IN ('done', 'failed', 'cancelled') AND finished_at < now() - make_interval(secs => $1)`
+  const workersWhere = `COALESCE(stopped_at, heartbeat_at + make_interval(secs => $2)) < now() - make_interval(secs => $1)
+                        AND NOT EXISTS (SELECT 1 FROM fleet_jobs j WHERE j.claimed_by = fleet_workers.id AND j.state = 'running')`
+  const secs = days * 86_400
+  if (dryRun) {
+    const jobs = await pool.query<{ n: string }>(`SELECT count(*) AS n FROM fleet_jobs WHERE ${jobsWhere}`, [secs])
+    const workers = await pool.query<{ n: string }>(`SELECT count(*) AS n FROM fleet_workers WHERE ${workersWhere}`, [secs, liveSeconds])
+    return { jobs: Number(jobs.rows[0]?.n ?? 0), workers: Number(workers.rows[0]?.n ?? 0) }
+  }
+  const jobs = await pool.query(`DELETE FROM fleet_jobs WHERE ${jobsWhere}`, [secs])
+  const workers = await pool.query(`DELETE FROM fleet_workers WHERE ${workersWhere}`, [secs, liveSeconds])
+  return { jobs: jobs.rowCount ?? 0, workers: workers.rowCount ?? 0 }
 }

@@ -140,7 +140,7 @@ export type Level = 'ok' | 'warning' | 'critical'
 
 export interface Alert {
   level: Exclude<Level, 'ok'>
-  metric: 'disk' | 'failure_rate' | 'running_tasks' | 'long_running' | 'free_space' | 'queue_no_worker' | 'queue_wait'
+  metric: 'disk' | 'failure_rate' | 'running_tasks' | 'long_running' | 'free_space' | 'queue_no_worker' | 'queue_wait' | 'pass_lease'
   value: number
   threshold: number
   message: string

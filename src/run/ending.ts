@@ -1,3 +1,4 @@
+import type { LlmFailure } from '../errors.js'
 import { LockLostError } from '../storage/lock/lock.js'
 import type { StopReason } from './stop.js'
 
@@ -6,7 +7,7 @@ export type Ending =
   | { kind: 'completed'; answer: string; finishStatus: 'done' | 'blocked' | null; sessionEnded?: true }
   | { kind: 'timeout'; reason: string }
   | { kind: 'failed'; reason: string }
-  | { kind: 'paused'; cause: 'SIGINT' | 'SIGTERM' | 'pause' | 'llm'; error: string | null }
+  | { kind: 'paused'; cause: 'SIGINT' | 'SIGTERM' | 'pause' | 'llm'; error: string | null; failure?: LlmFailure | null }
   | { kind: 'lost'; error: LockLostError }
 
 /** The ending a stop request means (a signal, `pause`, the --timeout budget, a lost lock). */

@@ -79,6 +79,8 @@ export interface RunEnv {
   onTurn?: (dir: string, turns: number) => void
   /** Called once the task exists and is this process's (the audit line of a run is written then, not at exit). */
   onStarted?: (uuid: string) => void
+  /** Run by a fleet's worker: a pause by a signal or a passing LLM failure is resumed by the fleet, not by hand. */
+  fleetJob?: boolean
 }
 
 /**
@@ -188,7 +190,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
       ? await new ChatLoop(agent, handle, stop, log, { pollMs: config.chat.wait_interval_seconds * 1000, softTimeoutMs: config.chat.soft_timeout_minutes * 60_000 }).run()
       : await agent.run()
     unwatch()
-    const outcome = await settle(handle, ending, agent.progress(), summaryClient, log, config.run.max_answer_chars, config.context.compression.summary_max_tokens)
+    const outcome = await settle(handle, ending, agent.progress(), summaryClient, log, config.run.max_answer_chars, config.context.compression.summary_max_tokens, run.fleetJob === true)
     if (remote && outcome.status !== 'lost') await remote.outcome(outcomeText(outcome))
     return { ...outcome, duration_ms: Date.now() - begun, inherited_from: handle.metadata.inherited_from ?? null }
   } catch (err) {
@@ -301,7 +303,7 @@ function answeredEnding(handle: TaskHandle): Ending | null {
 type Progress = ReturnType<Agent['progress']>
 
 /** Settles the task as its ending says, and says how it went. */
-async function settle(handle: TaskHandle, ending: Ending, progress: Progress, client: LlmClient, log: RunLog, maxAnswer: number, summaryMaxTokens: number): Promise<Omit<Outcome, 'duration_ms' | 'inherited_from'>> {
+async function settle(handle: TaskHandle, ending: Ending, progress: Progress, client: LlmClient, log: RunLog, maxAnswer: number, summaryMaxTokens: number, inFleet: boolean): Promise<Omit<Outcome, 'duration_ms' | 'inherited_from'>> {
   const base = { uuid: handle.uuid, turns: progress.turns, tokens: progress.total_tokens_used, final_answer: null, finish_status: null, error: null }
   if (ending.kind === 'lost') {
     log.warn(ending.error.message)
@@ -323,11 +325,14 @@ async function settle(handle: TaskHandle, ending: Ending, progress: Progress, cl
     log.warn(`${ending.kind}: ${ending.reason}`)
     return { ...base, status: ending.kind, location: 'completed', dir: handle.dir, error: ending.reason, exit_code: ending.kind === 'timeout' ? 5 : 1 }
   }
-  await handle.update({ ...progress, error: ending.error === null ? null : maskText(ending.error) })
+  await handle.update({ ...progress, error: ending.error === null ? null : maskText(ending.error), llm_failure: ending.cause === 'llm' ? (ending.failure ?? null) : null })
   // Who paused it: a fleet resumes a task stopped by a signal (its worker stopped), not one an operator paused (SPEC §14.3).
   await handle.pause(({ SIGINT: 'signal', SIGTERM: 'signal', pause: 'operator', llm: 'llm' } as const)[ending.cause])
   const exit = { SIGINT: 130, SIGTERM: 143, pause: 0, llm: 1 }[ending.cause]
-  log.info(`paused (${ending.cause === 'llm' ? `the LLM failed: ${ending.error}` : ending.cause}); resume with: ctxagent run --resume ${handle.uuid}`)
+  // In a fleet, a task stopped by its worker's signal is queued again by the worker, and one the LLM side failed is retried: no advice to resume by hand.
+  const fleetResumes = inFleet && (ending.cause === 'SIGINT' || ending.cause === 'SIGTERM' || (ending.cause === 'llm' && (ending.failure ?? null) !== null))
+  const next = fleetResumes ? (ending.cause === 'llm' ? 'the fleet runs it again later' : 'its resume is queued by its worker') : `resume with: ctxagent run --resume ${handle.uuid}`
+  log.info(`paused (${ending.cause === 'llm' ? `the LLM failed: ${ending.error}` : ending.cause}); ${next}`)
   return { ...base, status: 'paused', location: 'paused', dir: handle.dir, error: ending.error, exit_code: exit }
 }
 

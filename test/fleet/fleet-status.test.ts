@@ -1,8 +1,6 @@
-import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { LOCK_KEYS } from '../../src/storage/index/pg-schema.js'
 import { exitOf } from '../helpers/wait.js'
-import { startPostgres } from '../helpers/postgres.js'
+import { queryRows, startPostgres } from '../helpers/postgres.js'
 import type { PgServer } from '../helpers/postgres.js'
 import { agentRequests, runSetup } from '../run/harness.js'
 
@@ -57,7 +55,7 @@ describe('ctxagent fleet and stats --check in a fleet', () => {
     expect(busy.workers[0]?.tasks).toHaveLength(2)
     const human = await s.run(['fleet'], db)
     expect(human.stdout).toContain('Workers: 1 live')
-    expect(human.stdout).toContain('Jobs: 0 waiting, 2 running, 0 done')
+    expect(human.stdout).toContain('Jobs: 0 waiting, 2 running, 0 retrying, 0 done, 0 failed, 0 cancelled')
     expect(human.stdout).toContain('Oldest waiting job: none')
     worker.child.kill('SIGTERM')
     expect((await exitOf(worker.child)).code).toBe(0)
@@ -67,20 +65,19 @@ describe('ctxagent fleet and stats --check in a fleet', () => {
 })
 
 describe('passes never overlap fleet-wide', () => {
-  it('cleanup and watch-locks skip their pass while another host holds it, and run once it is free', async () => {
+  it('cleanup and watch-locks skip their pass while another host holds its lease, and run once it is free', async () => {
     const s = await runSetup()
     const db = { CTXAGENT_DATABASE_URL: server.url }
     expect((await s.run(['fleet', '--json'], db)).code).toBe(0) // the tables exist
-    const other = new pg.Client({ connectionString: server.url })
-    other.on('error', () => undefined)
-    await other.connect()
-    await other.query('SELECT pg_advisory_lock($1), pg_advisory_lock($2)', [LOCK_KEYS.cleanup, LOCK_KEYS.watchLocks])
+    // Another host's passes under way: their leases live for an hour.
+    await queryRows(server.url, `INSERT INTO fleet_leases (name, holder, expires_at) VALUES ('cleanup', 'other:1:x', now() + interval '1 hour'), ('watch-locks', 'other:1:x', now() + interval '1 hour')`)
     const cleanup = await s.run(['cleanup'], db)
-    expect(cleanup).toMatchObject({ code: 0, stderr: 'ctxagent: warning: another host runs cleanup; this run was skipped\n' })
+    expect(cleanup).toMatchObject({ code: 0, stderr: 'ctxagent: warning: another host runs cleanup (other:1:x); this one was skipped\n' })
     const watch = await s.run(['watch-locks', '--once'], db)
     expect(watch.code).toBe(0)
-    expect(watch.stderr).toBe('ctxagent: warning: another host runs a watch-locks pass; this one was skipped\n')
-    await other.end() // the other host goes away: its locks with it
+    expect(watch.stderr).toBe('ctxagent: warning: another host runs a watch-locks pass (other:1:x); this one was skipped\n')
+    // The other host went away: its leases expire.
+    await queryRows(server.url, `UPDATE fleet_leases SET expires_at = now() - interval '1 second'`)
     const again = await s.run(['cleanup'], db)
     expect(again.code).toBe(0)
     expect(again.stderr).toBe('')

@@ -138,8 +138,8 @@ describe('ctxagent poll', () => {
     ])
     expect(board.gitlab[0]?.labels).toEqual([])
     expect(await query(`SELECT spec->>'gitlab' AS ref, state, outcome FROM fleet_jobs ORDER BY ref`)).toEqual([
-      { ref: 'acme/backend/api#5', state: 'done', outcome: 'cancelled' },
-      { ref: 'acme/backend/api#6', state: 'done', outcome: 'cancelled' },
+      { ref: 'acme/backend/api#5', state: 'cancelled', outcome: 'cancelled' },
+      { ref: 'acme/backend/api#6', state: 'cancelled', outcome: 'cancelled' },
       { ref: 'acme/backend/api#7', state: 'waiting', outcome: null },
     ])
 

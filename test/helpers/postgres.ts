@@ -300,3 +300,89 @@ export async function queryRows<T extends pg.QueryResultRow>(url: string, sql: s
     await client.end()
   }
 }
+
+export interface PgBouncer {
+  /** postgres://… of the same database as the server's url, through the pooler. */
+  url: string
+  /** Stops the pooler and removes its directory. Safe to call twice. */
+  stop(): Promise<void>
+}
+
+/**
+ * Debian's PgBouncer in front of `server`, on a free loopback port, in `pool_mode =
+ * transaction` with few server connections (so that session state left by one client
+ * meets another, as it would at scale). Null when pgbouncer is not installed. As root it
+ * runs as the server's user: PgBouncer refuses to run as root.
+ */
+export async function startPgBouncer(server: PgServer, poolSize = 2): Promise<PgBouncer | null> {
+  const bin = ['/usr/sbin/pgbouncer', '/usr/bin/pgbouncer'].find((p) => existsSync(p))
+  if (bin === undefined) return null
+  const target = new URL(server.url)
+  const ids = runAsIds()
+  const base = await mkdtemp(join(tmpdir(), 'ctxagent-pgbouncer-'))
+  if (ids !== null) await chown(base, ids.uid, ids.gid)
+  const { writeFile } = await import('node:fs/promises')
+  await writeFile(join(base, 'users.txt'), `"${decodeURIComponent(target.username) || 'postgres'}" ""\n`)
+  for (let attempt = 0; ; attempt++) {
+    const port = await freePort()
+    const ini = [
+      '[databases]',
+      `* = host=${target.hostname} port=${target.port}`,
+      '[pgbouncer]',
+      'listen_addr = 127.0.0.1',
+      `listen_port = ${port}`,
+      'unix_socket_dir =',
+      'auth_type = trust',
+      `auth_file = ${join(base, 'users.txt')}`,
+      'pool_mode = transaction',
+      `default_pool_size = ${poolSize}`,
+      'max_client_conn = 500',
+      'ignore_startup_parameters = extra_float_digits,options',
+      `logfile = ${join(base, 'pgbouncer.log')}`,
+      `pidfile = ${join(base, 'pgbouncer.pid')}`,
+    ].join('\n')
+    await writeFile(join(base, 'pgbouncer.ini'), `${ini}\n`)
+    if (ids !== null) for (const f of ['users.txt', 'pgbouncer.ini']) await chown(join(base, f), ids.uid, ids.gid)
+    const child = spawn(bin, [join(base, 'pgbouncer.ini')], { ...(ids ?? {}), detached: true, stdio: ['ignore', 'ignore', 'pipe'] })
+    let err = ''
+    child.stderr?.on('data', (d: Buffer) => (err += d.toString()))
+    child.unref()
+    const url = `postgres://${target.username || 'postgres'}@127.0.0.1:${port}${target.pathname}`
+    const up = await (async () => {
+      for (let i = 0; i < 3000; i++) {
+        if (child.exitCode !== null || child.signalCode !== null) return false
+        const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 })
+        client.on('error', () => {})
+        try {
+          await client.connect()
+          await client.query('SELECT 1')
+          await client.end()
+          return true
+        } catch {
+          await client.end().catch(() => {})
+        }
+        await sleep(10)
+      }
+      return false
+    })()
+    if (!up) {
+      signal(child.pid as number, 'SIGKILL')
+      const log = await readFile(join(base, 'pgbouncer.log'), 'utf8').catch(() => '')
+      if (attempt < 5 && /Address already in use|bind/.test(log + err)) continue
+      await rm(base, { recursive: true, force: true })
+      throw new Error(`pgbouncer did not start:\n${(log + err).slice(-2000)}`)
+    }
+    let stopped = false
+    return {
+      url,
+      async stop() {
+        if (stopped) return
+        stopped = true
+        signal(child.pid as number, 'SIGINT')
+        for (let i = 0; i < 1000 && child.exitCode === null && child.signalCode === null; i++) await sleep(5)
+        signal(child.pid as number, 'SIGKILL')
+        await rm(base, { recursive: true, force: true })
+      },
+    }
+  }
+}

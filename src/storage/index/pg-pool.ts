@@ -7,12 +7,12 @@ import type { Pool, PoolClient } from 'pg'
  * connection whose server went away must not kill the process (it is dropped, and the
  * next query connects again).
  */
-export async function connectPool(url: string, role: string, max = 4): Promise<Pool> {
+export async function connectPool(url: string, role: string, max = 4, connectTimeoutMs = 5_000): Promise<Pool> {
   const { default: pg } = await import('pg')
   const pool = new pg.Pool({
     connectionString: url,
     max,
-    connectionTimeoutMillis: 5_000,
+    connectionTimeoutMillis: connectTimeoutMs,
     idleTimeoutMillis: 30_000,
     keepAlive: true,
     application_name: `ctxagent ${role} ${hostname()}:${process.pid}`.slice(0, 63),
@@ -47,4 +47,18 @@ export async function inTransaction<T>(pool: Pool, body: (client: PoolClient) =>
   } finally {
     client.release()
   }
+}
+
+/**
+ * Whether an error of connecting or of a query may pass by itself (the server down,
+ * starting, restarting, out of connections, the network): waited out with backoff. A
+ * refusal that stays until someone acts (a wrong password, no such database, a missing
+ * right) is not: retrying it would only hide it.
+ */
+export function isTransientPgError(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code
+  // No SQLSTATE: a socket error (ECONNREFUSED, ETIMEDOUT, …) or a connection that ended.
+  if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return true
+  // 08 connection exception, 53 insufficient resources, 57 operator intervention (shutdown, starting up), 58 system error.
+  return ['08', '53', '57', '58'].includes(code.slice(0, 2))
 }

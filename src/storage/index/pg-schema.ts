@@ -96,10 +96,36 @@ const MIGRATIONS: readonly string[] = [
   `ALTER TABLE tasks ADD COLUMN IF NOT EXISTS prompt_tokens BIGINT;
    ALTER TABLE tasks ADD COLUMN IF NOT EXISTS completion_tokens BIGINT;
    ALTER TABLE tasks ADD COLUMN IF NOT EXISTS cached_tokens BIGINT;`,
+  // Jobs an operator can run (SPEC §14.4): retrying (claimable again once next_run_at is
+  // due), failed and cancelled; whose job it is (per-user limits); an idempotency key that
+  // holds while the job is open; a cancel asked of a running job. A retrying job is open:
+  // the one-open-job-per-task index is made again to count it (the old one dropped after).
+  `ALTER TABLE fleet_jobs ADD COLUMN IF NOT EXISTS next_run_at TIMESTAMPTZ;
+   ALTER TABLE fleet_jobs ADD COLUMN IF NOT EXISTS "user" TEXT;
+   ALTER TABLE fleet_jobs ADD COLUMN IF NOT EXISTS idempotency_key TEXT;
+   ALTER TABLE fleet_jobs ADD COLUMN IF NOT EXISTS cancel_requested_at TIMESTAMPTZ;
+   CREATE UNIQUE INDEX IF NOT EXISTS idx_fleet_jobs_open_task ON fleet_jobs(task_uuid) WHERE state IN ('waiting', 'running', 'retrying');
+   DROP INDEX IF EXISTS idx_fleet_jobs_one_open;
+   CREATE UNIQUE INDEX IF NOT EXISTS idx_fleet_jobs_open_key ON fleet_jobs(idempotency_key) WHERE idempotency_key IS NOT NULL AND state IN ('waiting', 'running', 'retrying');
+   CREATE INDEX IF NOT EXISTS idx_fleet_jobs_retrying ON fleet_jobs(next_run_at) WHERE state = 'retrying';
+   CREATE INDEX IF NOT EXISTS idx_fleet_jobs_running_user ON fleet_jobs("user") WHERE state = 'running';
+   CREATE INDEX IF NOT EXISTS idx_fleet_jobs_finished ON fleet_jobs(finished_at) WHERE finished_at IS NOT NULL;`,
+  // Fleet-wide passes (watch-locks, cleanup) hold a lease row with an expiry, not a session
+  // lock, which a pooler in transaction mode would leave on a pooled connection (SPEC §14.5).
+  // denied_since/denied_interval: since when passes have been refused it, and how often they come.
+  `CREATE TABLE IF NOT EXISTS fleet_leases (
+     name TEXT PRIMARY KEY,
+     holder TEXT NOT NULL,
+     taken_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+     expires_at TIMESTAMPTZ NOT NULL,
+     done_at TIMESTAMPTZ,
+     denied_since TIMESTAMPTZ,
+     denied_interval DOUBLE PRECISION
+   );`,
 ]
 
-/** Advisory lock keys (bigint constants: hashtext() is not a stable API). */
-export const LOCK_KEYS = { migrate: 0x637478_01, watchLocks: 0x637478_02, cleanup: 0x637478_03 } as const
+/** Advisory lock keys (bigint constants: hashtext() is not a stable API); transaction-scoped only (SPEC §14.5). */
+export const LOCK_KEYS = { migrate: 0x637478_01, claimPerUser: 0x637478_04 } as const
 
 /**
  * Brings the schema up to date: under a transaction-scoped advisory lock, so that many

@@ -1,6 +1,7 @@
 import { join } from 'node:path'
 import lockfile from 'proper-lockfile'
 import { CtxError, isErrno } from '../../errors.js'
+import type { LlmFailure } from '../../errors.js'
 import { parseJsonObject, readSmallFile, writeFileAtomic, writeFileAtomicAsync, writeJsonAtomic } from '../fs/files.js'
 import { FILES } from '../fs/layout.js'
 import type { RequestsUsage } from '../format/records.js'
@@ -65,6 +66,8 @@ export interface TaskState {
   final_answer?: string | null
   /** Who paused the task, written with status paused (absent in older files, and kept after a resume until the next pause). */
   paused_by?: PausedBy | null
+  /** With paused_by llm: how the LLM side failed when it may pass by itself (unreachable, server_error, rate_limited, timeout), else null; a fleet retries the former (SPEC §14.4). */
+  llm_failure?: LlmFailure | null
   /** finish's status: done, or blocked (the task could not be done). */
   finish_status?: 'done' | 'blocked' | null
 }

@@ -1,0 +1,133 @@
+import { existsSync } from 'node:fs'
+import { Command, Option } from 'commander'
+import type { CommandEnv } from '../command-env.js'
+import { auditTask } from '../command-env.js'
+import { formatDuration } from '../duration.js'
+import { CtxError, UsageError } from '../errors.js'
+import { cancelJob, listJobs, parseJobId, parseJobState, retryJob, showJob } from '../fleet/job-admin.js'
+import type { JobRow } from '../fleet/job-admin.js'
+import type { JobState } from '../fleet/jobs.js'
+import { table } from '../render.js'
+import { askOwner } from '../run/control.js'
+import { isUuid, LOCATIONS } from '../storage/fs/layout.js'
+import type { Location } from '../storage/fs/layout.js'
+import { clip } from '../text.js'
+import { fleetPool } from './fleet-db.js'
+import { durationArg, positiveIntArg, withEnv } from './shared.js'
+
+interface JobsOptions {
+  state?: JobState
+  user?: string
+  task?: string
+  limit: number
+  wait: number
+}
+
+const ACTIONS = ['show', 'cancel', 'retry'] as const
+
+export function jobsCommand(): Command {
+  return new Command('jobs')
+    .description("the fleet's jobs (needs fleet.database_url): list them, or `jobs show ID`, `jobs cancel ID` (a waiting or retrying job never runs; a running one pauses its task and is not retried), `jobs retry ID` (a failed or cancelled job, again)")
+    .argument('[action]', 'show, cancel or retry (none: list the jobs)')
+    .argument('[id]', 'the job id (from the list)')
+    .option('--state <state>', 'only jobs in this state: waiting, running, retrying, done, failed or cancelled', parseJobState)
+    .option('--user <name>', "only this user's jobs")
+    .option('--task <uuid>', "only this task's jobs (a uuid, or a prefix of 8+ hex characters)", taskArg)
+    .addOption(new Option('--limit <n>', 'at most this many jobs, newest first').argParser(positiveIntArg).default(50))
+    .addOption(new Option('--wait <duration>', "cancel: how long to wait for a running job's task to pause").argParser(durationArg('--wait')).default(120_000, '2m'))
+    .action(withEnv(jobs))
+}
+
+function taskArg(value: string): string {
+  const v = value.trim().toLowerCase()
+  if (!isUuid(v) && !/^[0-9a-f]{8}[0-9a-f-]{0,28}$/.test(v)) throw new UsageError(`--task '${value.slice(0, 40)}' is not a task uuid`, 'give a uuid, or its first 8 or more characters')
+  return v
+}
+
+async function jobs(ctx: CommandEnv, opts: JobsOptions, action: string | undefined, id: string | undefined): Promise<void> {
+  // Everything about the command line is checked before the database is asked.
+  if (action !== undefined && !(ACTIONS as readonly string[]).includes(action)) throw new UsageError(`jobs: unknown action '${action.slice(0, 20)}'`, 'use jobs, jobs show ID, jobs cancel ID or jobs retry ID')
+  if (action !== undefined && id === undefined) throw new UsageError(`jobs ${action} needs a job id`, `ctxagent jobs ${action} ID (ids are listed by ctxagent jobs)`)
+  if (action === undefined && id !== undefined) throw new UsageError(`jobs: unknown action '${id.slice(0, 20)}'`, 'use jobs, jobs show ID, jobs cancel ID or jobs retry ID')
+  const jobId = id === undefined ? null : parseJobId(id)
+  const { pool } = await fleetPool(ctx, 'jobs')
+  try {
+    if (action === undefined || jobId === null) {
+      const rows = await listJobs(pool, { limit: opts.limit, ...(opts.state ? { state: opts.state } : {}), ...(opts.user ? { user: opts.user } : {}), ...(opts.task ? { task: opts.task } : {}) })
+      if (ctx.json) for (const row of rows) ctx.io.jsonl(row)
+      else ctx.io.out(rows.length === 0 ? 'no jobs' : renderList(ctx, rows))
+      return
+    }
+    if (action === 'show') {
+      const job = await showJob(pool, jobId)
+      if (ctx.json) ctx.io.json(job)
+      else ctx.io.out(renderOne(ctx, job))
+      return
+    }
+    if (action === 'retry') {
+      const again = await retryJob(pool, jobId, (uuid) => locate(ctx, uuid))
+      auditTask(ctx, 'jobs retry', again.task_uuid)
+      if (ctx.json) ctx.io.json({ job: jobId, task_uuid: again.task_uuid, state: 'waiting', kind: again.kind })
+      else ctx.io.out(`job ${jobId} waits again (${again.kind === 'resume' ? 'to resume' : 'to start'} task ${again.task_uuid})`)
+      return
+    }
+    const cancelled = await cancelJob(pool, jobId)
+    auditTask(ctx, 'jobs cancel', cancelled.task_uuid)
+    if (cancelled.was !== 'running') {
+      if (ctx.json) ctx.io.json({ job: jobId, task_uuid: cancelled.task_uuid, state: 'cancelled' })
+      else ctx.io.out(`job ${jobId} cancelled (it was ${cancelled.was}; it will not run)`)
+      return
+    }
+    await pauseRunning(ctx, jobId, cancelled.task_uuid, opts.wait)
+  } finally {
+    await pool.end().catch(() => undefined)
+  }
+}
+
+/** A running job's task is asked to pause, as `ctxagent pause` asks it; its worker then ends the job cancelled. */
+async function pauseRunning(ctx: CommandEnv, jobId: number, uuid: string, waitMs: number): Promise<void> {
+  const say = (outcome: string, message: string) => (ctx.json ? ctx.io.json({ job: jobId, task_uuid: uuid, state: 'cancelled', task: outcome }) : ctx.io.out(message))
+  const location = locate(ctx, uuid)
+  if (location !== 'running') return say(location ?? 'not_started', `job ${jobId} cancelled; its task ${uuid} is ${location === null ? 'not started yet' : `in ${location}/`}, and will not be run again`)
+  const asked = await askOwner(ctx.layout, { uuid, location: 'running', dir: ctx.layout.taskDir('running', uuid) }, 'pause', ctx.osUser, waitMs, () => ctx.now())
+  if (asked.location === 'paused') return say('paused', `job ${jobId} cancelled; its task ${uuid} paused (resume it with ctxagent enqueue --resume ${uuid.slice(0, 8)}, or jobs retry ${jobId})`)
+  if (asked.location === 'completed') return say('finished', `job ${jobId} cancelled; its task ${uuid} finished before it could pause`)
+  throw new CtxError(`job ${jobId} is marked cancelled, but the agent of task ${uuid} did not pause within ${Math.round(waitMs / 1000)}s`, { hint: 'it pauses between turns, and is not run again; the request stays in its inbox' })
+}
+
+function locate(ctx: CommandEnv, uuid: string): Location | null {
+  return (LOCATIONS as readonly Location[]).find((l) => existsSync(ctx.layout.taskDir(l, uuid))) ?? null
+}
+
+function renderList(ctx: CommandEnv, rows: JobRow[]): string {
+  const when = (iso: string | null) => (iso === null ? '-' : `${formatDuration(Math.max(0, ctx.now().getTime() - Date.parse(iso)))} ago`)
+  return table(ctx.io, ['id', 'state', 'kind', 'task', 'user', 'host', 'tries', 'prio', 'created', 'claimed', 'finished', 'last error'], rows.map((r) => [
+    String(r.id),
+    stateText(ctx, r),
+    r.kind,
+    r.task_uuid.slice(0, 8),
+    r.user ?? '-',
+    r.host ?? '-',
+    String(r.attempts),
+    String(r.priority),
+    when(r.created_at),
+    when(r.claimed_at),
+    when(r.finished_at),
+    clip((r.error ?? r.outcome ?? '').replace(/\s+/g, ' '), 60),
+  ]))
+}
+
+function stateText(ctx: CommandEnv, r: JobRow): string {
+  const { chalk } = ctx.io
+  const due = r.state === 'retrying' && r.next_run_at !== null ? ` (in ${formatDuration(Math.max(0, Date.parse(r.next_run_at) - ctx.now().getTime()))})` : ''
+  const text = `${r.state}${r.cancel_requested && r.state === 'running' ? ' (cancelling)' : ''}${due}`
+  if (r.state === 'failed') return chalk.red(text)
+  if (r.state === 'retrying' || r.state === 'cancelled') return chalk.yellow(text)
+  return text
+}
+
+function renderOne(ctx: CommandEnv, job: JobRow & { spec: object }): string {
+  const lines = Object.entries(job).filter(([k]) => k !== 'spec').map(([k, v]) => `${k}: ${v === null ? '-' : String(v)}`)
+  lines.push(`spec: ${JSON.stringify(job.spec)}`)
+  return lines.join('\n')
+}
