@@ -186,7 +186,7 @@ export function placement(opts: Omit<EnqueueOptions, 'task' | 'taskFile' | 'gith
 /** PostgreSQL text cannot hold a NUL byte: refused as the flag's fault, before the database is asked. */
 export function refuseNul(what: string, value: string): void {
   const at = value.indexOf('\0')
-  if (at >= 0) throw new UsageError(`${what} holds a NUL byte (\\0) at character ${at + 1}, which the fleet's database cannot store`, 'remove it (a binary file is not a task)')
+  if (at >= 0) throw new UsageError(`${what} holds a NUL byte (\\0) at character ${at + 1}, which the fleet's database cannot store`, 'remove it: a binary file is not a task')
 }
 
 /** A job's workspace: a directory here, given as an absolute path, that must exist on every host too. */

@@ -51,7 +51,7 @@ export function validName(value: string): boolean {
   return value.trim() === value && value !== '' && value.length <= 200 && !/[\u0000-\u001f\u007f]/.test(value)
 }
 
-const KEYS = new Set(['task', 'github', 'gitlab', 'user', 'workspace', 'repo', 'ref', 'task_id', 'max_turns', 'max_tokens', 'timeout'])
+const KEYS = new Set(['task', 'github', 'gitlab', 'user', 'workspace', 'repo', 'ref', 'task_id', 'max_turns', 'max_tokens', 'timeout', 'model', 'allow_shell'])
 
 /** Why a job read from the database cannot be run, or null when it can. */
 export function jobProblem(job: Job): string | null {
@@ -63,12 +63,13 @@ export function jobProblem(job: Job): string | null {
   const s = spec as Record<string, unknown>
   const unknownKey = Object.keys(s).find((k) => !KEYS.has(k))
   if (unknownKey !== undefined) return `spec has an unknown key ${JSON.stringify(unknownKey.slice(0, 40))}`
-  for (const key of KEYS) if (s[key] !== undefined && (key === 'max_turns' || key === 'max_tokens' ? !(Number.isSafeInteger(s[key]) && (s[key] as number) > 0) : typeof s[key] !== 'string')) return `spec.${key} is not ${key.startsWith('max_') ? 'a positive whole number' : 'text'}`
-  const text = s as Record<string, string | undefined>
+  if (s.allow_shell !== undefined && typeof s.allow_shell !== 'boolean') return 'spec.allow_shell is not true or false'
+  for (const key of KEYS) if (key !== 'allow_shell' && s[key] !== undefined && (key === 'max_turns' || key === 'max_tokens' ? !(Number.isSafeInteger(s[key]) && (s[key] as number) > 0) : typeof s[key] !== 'string')) return `spec.${key} is not ${key.startsWith('max_') ? 'a positive whole number' : 'text'}`
+  const text = s as Record<string, string | undefined> & { model?: string }
   if (job.kind === 'new' && [text.task, text.github, text.gitlab].filter((v) => v !== undefined).length !== 1) return 'spec names not exactly one of task, github, gitlab'
   if (text.github !== undefined && !/^[\w.-]+\/[\w.-]+#\d{1,9}$/.test(text.github)) return 'spec.github is not owner/repo#N'
   if (text.gitlab !== undefined && !/^[\w.-]+(?:\/[\w.-]+)+[#!]\d{1,9}$/.test(text.gitlab)) return 'spec.gitlab is not group/project#N or !N'
-  for (const key of ['user', 'task_id'] as const) if (text[key] !== undefined && !validName(text[key])) return `spec.${key} is not 1 to 200 printable characters`
+  for (const key of ['user', 'task_id', 'model'] as const) if (text[key] !== undefined && !validName(text[key])) return `spec.${key} is not 1 to 200 printable characters`
   if (text.timeout !== undefined && !/^\d{1,9}s$/.test(text.timeout)) return 'spec.timeout is not a number of seconds (Ns)'
   if (text.workspace !== undefined && (!isAbsolute(text.workspace) || text.workspace.includes('\0'))) return 'spec.workspace is not an absolute path'
   if (text.repo !== undefined && text.workspace !== undefined) return 'spec has both repo and workspace'

@@ -1,19 +1,17 @@
 import { spawn } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
-import { readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Writable } from 'node:stream'
 import type { Pool } from 'pg'
-import type { Layout, Location, TaskRef } from '../storage/fs/layout.js'
-import { FILES, LOCATIONS } from '../storage/fs/layout.js'
+import type { Layout } from '../storage/fs/layout.js'
 import { safeState } from '../storage/task/lifecycle.js'
 import { cloneWorkspace } from './clone.js'
 import type { CloneCredential } from './clone.js'
 import { jobProblem } from './job-spec.js'
 import { JobQueue } from './jobs.js'
-import { llmOutage } from './jobs.js'
 import type { Job, JobEnd, RetryPolicy } from './jobs.js'
 import { JobListener } from './listener.js'
+import { endedElsewhere, locate, newTaskArgs, notBegun, settle, stateText } from './task-outcome.js'
 import { heartbeat, markStopped } from './registry.js'
 import type { WorkerRecord } from './registry.js'
 
@@ -69,8 +67,6 @@ interface Warm {
 /** A task's environment: the worker's, and a mark that a fleet resumes it (its log then gives no advice to resume by hand). */
 const FLEET_ENV = { ...process.env, CTXAGENT_FLEET_JOB: '1' }
 
-/** `run`'s exit codes after it paused on SIGINT or SIGTERM (SPEC §9). */
-const PAUSED_BY_SIGNAL = new Set([130, 143])
 
 /**
  * Takes jobs and runs each task as `run` does, in a child process of its own (its own
@@ -93,6 +89,14 @@ export class Worker {
   private warmTimer: NodeJS.Timeout | null = null
   /** Wakes the worker when the first retrying job is due. */
   private dueTimer: NodeJS.Timeout | null = null
+  /**
+   * Resume jobs whose task another process took before this worker's agent could (it
+   * exited 4): looked at on every poll, and ended with what their task became once it
+   * leaves running/. (A worker that stops first leaves them to watch-locks.)
+   */
+  private readonly elsewhere = new Map<number, Job>()
+  /** The waits in progress, ended by stop(). */
+  private readonly wakeOnStop = new Set<() => void>()
 
   constructor(private readonly options: WorkerOptions) {
     this.queue = new JobQueue(options.pool)
@@ -121,6 +125,7 @@ export class Worker {
     this.stopping = true
     for (const timer of this.timers) clearInterval(timer)
     if (this.dueTimer !== null) clearTimeout(this.dueTimer)
+    for (const wake of this.wakeOnStop) wake()
     this.dropWarm()
     for (const entry of this.running.values()) {
       entry.stopped = true
@@ -146,6 +151,7 @@ export class Worker {
   }
 
   private async pump(): Promise<void> {
+    this.settleElsewhere()
     while (!this.stopping && this.running.size < this.options.record.concurrency) {
       let job: Job | null
       try {
@@ -261,7 +267,7 @@ export class Worker {
         // A lock is held for a while (a compress asks the LLM): the job is handed back after a pause that grows.
         const wait = signal === null ? Math.min(1000 * 2 ** (job.attempts - 1), 5_000) : 0
         this.track(
-          new Promise((resolve) => setTimeout(resolve, wait))
+          this.pause(wait)
             .then(() => this.queue.retry(job, this.options.record.id, max, last))
             .then((again) => this.options.log(`job ${job.id}: ${again ? `its agent ${why} before task ${job.task_uuid} began; handed back to the queue (attempt ${job.attempts} of ${max})` : `${last.outcome}: ${error}`}`))
             .catch((err: Error) => this.options.log(`job ${job.id} not handed back (${err.message}): a reaper will`))
@@ -276,6 +282,14 @@ export class Worker {
         return
       }
       const end = settle(this.options.layout, job, code, entry, this.options.retry)
+      if (end === null && resume && code === 4 && !entry.stopped) {
+        // Another process (an operator's `run --resume`) took the task first: the job ends with what that run makes of it.
+        this.options.log(`job ${job.id}: task ${job.task_uuid} is run by another process; the job ends when that run does`)
+        this.elsewhere.set(job.id, job)
+        this.maybeFinish()
+        this.wake()
+        return
+      }
       if (end === null) {
         // Its process died holding the task's lock: watch-locks reaps it and settles the job (SPEC §14.3).
         this.options.log(`job ${job.id}: task ${job.task_uuid} was left in running/ (${entry.lastLine.slice(0, 200) || `exit ${code}`}); watch-locks recovers it`)
@@ -361,6 +375,15 @@ export class Worker {
     signalGroup(warm.child, 'SIGTERM')
   }
 
+  private settleElsewhere(): void {
+    for (const [id, job] of this.elsewhere) {
+      const end = endedElsewhere(this.options.layout, job)
+      if (end === null) continue
+      this.elsewhere.delete(id)
+      this.track(this.end(job, end))
+    }
+  }
+
   private track(p: Promise<void>): void {
     this.settling.add(p)
     void p.finally(() => {
@@ -380,10 +403,30 @@ export class Worker {
         this.options.log(`job ${job.id}: ${end.outcome}${what}`)
         return
       } catch (err) {
+        if (this.stopping) {
+          // A stop ends every wait (SPEC §14.5): the job stays claimed by this stopped worker, and watch-locks settles it
+          // from what its task became once the database is back (SPEC §14.3), its resume queued as this worker would have.
+          this.options.log(`job ${job.id} not ended (${(err as Error).message}); stopping: watch-locks settles it once the database is back`)
+          return
+        }
         if (attempt % 10 === 0) this.options.log(`job ${job.id} not ended yet (${(err as Error).message}); retrying`)
-        await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 5_000)))
+        await this.pause(Math.min(100 * 2 ** attempt, 5_000))
       }
     }
+  }
+
+  /** Waits `ms`, or less when the worker is stopped meanwhile. */
+  private pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer)
+        this.wakeOnStop.delete(done)
+        resolve()
+      }
+      const timer = setTimeout(done, ms)
+      if (this.stopping) done()
+      else this.wakeOnStop.add(done)
+    })
   }
 
   private maybeFinish(): void {
@@ -396,83 +439,6 @@ export class Worker {
       finished()
     })()
   }
-}
-
-/** What became of a job's task once its process ended. */
-function settle(layout: Layout, job: Job, code: number | null, entry: Running, retry: RetryPolicy | undefined): JobEnd | null {
-  const ref = locate(layout, job.task_uuid)
-  if (ref === null) return { outcome: 'failed', failed: true, error: lastError(entry.lastLine) || `run exited with ${code}` }
-  const state = safeState(ref.dir)
-  const status = state?.status ?? 'unknown'
-  if (ref.location === 'completed') return { outcome: status, error: status === 'completed' ? null : (state?.error ?? null) }
-  if (ref.location === 'paused') {
-    const bySignal = entry.stopped || PAUSED_BY_SIGNAL.has(code ?? -1)
-    // The LLM side failed in a way that passes (an outage, 5xx, 429, a timeout): the fleet runs it again later.
-    if (!bySignal && retry !== undefined && llmOutage(state)) return { outcome: 'paused', error: state?.error ?? null, retry }
-    return { outcome: 'paused', resume: bySignal, error: bySignal ? null : (state?.error ?? null) }
-  }
-  // Still in running/: its process died holding the lock.
-  return null
-}
-
-/** `run`'s last log line as a job's error: the message of a JSON log line, or the line. */
-function lastError(line: string): string {
-  try {
-    const parsed = JSON.parse(line) as { msg?: unknown; message?: unknown }
-    const text = parsed.msg ?? parsed.message
-    if (typeof text === 'string') return text.slice(0, 500)
-  } catch {
-    // a plain line
-  }
-  return line.slice(0, 500)
-}
-
-/** Whether a job's task is as it was before its agent started: not created (a new task), or still in paused/ with the same state.json (a resume). */
-function notBegun(layout: Layout, uuid: string, resume: boolean, pausedState: string | null): boolean {
-  const ref = locate(layout, uuid)
-  if (!resume) return ref === null
-  return ref?.location === 'paused' && pausedState !== null && stateText(layout, uuid) === pausedState
-}
-
-function stateText(layout: Layout, uuid: string): string | null {
-  try {
-    return readFileSync(join(layout.taskDir('paused', uuid), FILES.state), 'utf8')
-  } catch {
-    return null
-  }
-}
-
-function locate(layout: Layout, uuid: string): TaskRef | null {
-  for (const location of LOCATIONS as readonly Location[]) {
-    const dir = layout.taskDir(location, uuid)
-    if (safeExists(dir)) return { uuid, location, dir }
-  }
-  return null
-}
-
-function safeExists(dir: string): boolean {
-  try {
-    return statSync(dir).isDirectory()
-  } catch {
-    return false
-  }
-}
-
-function newTaskArgs(job: Job, workspace: string | undefined): string[] {
-  const s = job.spec
-  const args = ['run', '--uuid', job.task_uuid]
-  if (s.github !== undefined) args.push('--github', s.github)
-  else if (s.gitlab !== undefined) args.push('--gitlab', s.gitlab)
-  else args.push('--task-file', '-')
-  if (s.user !== undefined) args.push('--user', s.user)
-  if (workspace !== undefined) args.push('--workspace', workspace)
-  if (s.task_id !== undefined) args.push('--task-id', s.task_id)
-  if (s.max_turns !== undefined) args.push('--max-turns', String(s.max_turns))
-  if (s.max_tokens !== undefined) args.push('--max-tokens', String(s.max_tokens))
-  if (s.timeout !== undefined) args.push('--timeout', s.timeout)
-  if (s.model !== undefined) args.push('--model', s.model)
-  if (s.allow_shell === true) args.push('--allow-shell')
-  return args
 }
 
 function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {

@@ -10,7 +10,11 @@ import zlib from 'node:zlib'
  * - total time: headers and body within `totalMs`;
  * - body size: at most `maxBytes`, else the request fails;
  * - a server-chosen wait (`Retry-After`, `retry-after-ms`) longer than `maxRetryWaitMs`
- *   is cut to it: the SDK honours whatever the server says, an hour included.
+ *   is cut to it: the SDK honours whatever the server says, an hour included;
+ * - the wait before a retry is made here, at the start of the retry, and ends when the
+ *   request's signal aborts: the SDK's own sleep between retries listens to nothing,
+ *   and its timer kept a stopped process alive for the whole wait (SPEC §12.3: a stop
+ *   ends every wait). The SDK is told to wait 0 ms (`retry-after-ms: 0`).
  */
 export interface FetchBounds {
   totalMs: number
@@ -58,7 +62,7 @@ export class ResponseTooSlowError extends Error {}
 
 export function boundedFetch(bounds: FetchBounds): typeof fetch {
   const viaFetch = boundedGlobalFetch(bounds)
-  return (input, init = {}) => {
+  const send: typeof fetch = (input, init = {}) => {
     const url = typeof input === 'string' ? input : input instanceof URL ? input.href : null
     const body = init.body
     // What the client sends (a request of bytes, or none) goes the short way; anything else through fetch.
@@ -66,6 +70,68 @@ export function boundedFetch(bounds: FetchBounds): typeof fetch {
     // fetch follows a redirect with a body of text only (bytes it cannot send twice): the JSON as text.
     return httpExchange(url, init, body ?? null, bounds, () => viaFetch(input, body instanceof Uint8Array ? { ...init, body: Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString() } : init))
   }
+  // The wait owed before a request's retry, by its body (the SDK sends the same one again); a body of text shares one slot.
+  const waits = new WeakMap<object, number>()
+  const textBodies = {}
+  return async (input, init = {}) => {
+    const key = typeof init.body === 'object' && init.body !== null ? init.body : textBodies
+    const retry = Number(new Headers(init.headers).get('x-stainless-retry-count') ?? 0)
+    const owed = retry > 0 ? (waits.get(key) ?? 0) : 0
+    waits.delete(key)
+    if (owed > 0) await abortableWait(owed, init.signal ?? undefined)
+    const res = await send(input, init)
+    if (willRetry(res)) {
+      waits.set(key, serverWait(res.headers, bounds.maxRetryWaitMs) ?? backoffMs(retry, bounds.maxRetryWaitMs))
+      res.headers.delete('retry-after')
+      res.headers.set('retry-after-ms', '0')
+    }
+    return res
+  }
+}
+
+/**
+ * How long the SDK may take over one try, its wait before it included (the SDK's
+ * `timeout`; the exchange itself is bounded by `totalMs` here): the wait is not
+ * taken for a request that timed out.
+ */
+export function sdkTimeoutMs(bounds: FetchBounds): number {
+  return bounds.totalMs + bounds.maxRetryWaitMs
+}
+
+/** The answers the SDK retries (its shouldRetry). */
+function willRetry(res: Response): boolean {
+  const told = res.headers.get('x-should-retry')
+  if (told === 'true' || told === 'false') return told === 'true'
+  return res.status === 408 || res.status === 409 || res.status === 429 || res.status >= 500
+}
+
+/** The wait the server asked for (already cut to the limit), or null. */
+function serverWait(headers: Headers, maxMs: number): number | null {
+  const millis = headers.get('retry-after-ms')
+  const seconds = headers.get('retry-after')
+  let ms = millis !== null ? Number.parseFloat(millis) : seconds !== null ? Number.parseFloat(seconds) * 1000 : Number.NaN
+  if (Number.isNaN(ms) && seconds !== null) ms = Date.parse(seconds) - Date.now()
+  return Number.isNaN(ms) ? null : Math.min(Math.max(ms, 0), maxMs)
+}
+
+/** The SDK's own backoff (0.5 s doubling to 8 s, less up to a quarter of jitter), within the limit. */
+function backoffMs(retried: number, maxMs: number): number {
+  return Math.min(Math.min(0.5 * 2 ** retried, 8) * (1 - Math.random() * 0.25) * 1000, maxMs)
+}
+
+function abortableWait(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason)
+    const onAbort = (): void => {
+      clearTimeout(timer)
+      reject(signal?.reason)
+    }
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort)
+      resolve()
+    }, ms)
+    signal?.addEventListener('abort', onAbort, { once: true })
+  })
 }
 
 const AGENTS = { 'http:': new http.Agent({ keepAlive: true }), 'https:': new https.Agent({ keepAlive: true }) }

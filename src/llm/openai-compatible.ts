@@ -4,7 +4,7 @@ import type { Config } from '../config/schema.js'
 import { untilAborted } from '../abort.js'
 import { ProviderError, UsageError } from '../errors.js'
 import type { ChatMessage, ChatOptions, ChatResult, LlmClient, ToolSpec } from './client.js'
-import { boundedFetch, ResponseTooLargeError, ResponseTooSlowError } from './bounded-fetch.js'
+import { boundedFetch, ResponseTooLargeError, ResponseTooSlowError, sdkTimeoutMs } from './bounded-fetch.js'
 import { normaliseReply } from './reply.js'
 import { maskCredentials } from '../storage/format/mask.js'
 import { jsonString } from '../storage/format/json-string.js'
@@ -37,13 +37,14 @@ export class OpenAiCompatibleClient implements LlmClient {
     // max_tokens of a request that names none.
     this.maxOutputTokens = limits.maxOutputTokens ?? 4096
     this.maxResponseBytes = limits.maxResponseBytes ?? 32 * 1024 * 1024
+    const bounds = { totalMs: endpoint.timeout_seconds * 1000, maxBytes: this.maxResponseBytes, maxRetryWaitMs: (limits.maxRetryWait ?? 60) * 1000 }
     this.client = new OpenAI({
       baseURL: endpoint.base_url,
       // Local servers need no key, but the SDK insists on one.
       apiKey: endpoint.api_key ?? 'not-needed',
-      timeout: endpoint.timeout_seconds * 1000,
+      timeout: sdkTimeoutMs(bounds),
       maxRetries: endpoint.max_retries,
-      fetch: boundedFetch({ totalMs: endpoint.timeout_seconds * 1000, maxBytes: this.maxResponseBytes, maxRetryWaitMs: (limits.maxRetryWait ?? 60) * 1000 }),
+      fetch: boundedFetch(bounds),
     })
   }
 

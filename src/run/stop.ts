@@ -1,3 +1,4 @@
+import { endIndexWaits } from '../storage/index/pg-patience.js'
 import type { LlmClient } from '../llm/client.js'
 
 /** The longest delay setTimeout holds (2^31 - 1 ms, ~24.8 days); a longer one fires at once. */
@@ -36,6 +37,8 @@ export class StopController {
     const first = (signal: 'SIGINT' | 'SIGTERM') => {
       if (this.stopReason !== null) return
       this.stop(signal)
+      // Index writes the database cannot take now are left to reindex: the task pauses without waiting for it.
+      endIndexWaits()
       onFirst?.(signal)
     }
     const onInt = () => {

@@ -11,6 +11,7 @@ import { startGitHttp } from '../helpers/git-http.js'
 import { queryRows, startPostgres } from '../helpers/postgres.js'
 import type { PgServer } from '../helpers/postgres.js'
 import { readTask, runSetup } from '../run/harness.js'
+import { migrate } from '../../src/storage/index/pg-schema.js'
 
 /**
  * What a fleet takes from outside is untrusted (SPEC §8, §14.4): `--repo` sources (cloned
@@ -20,13 +21,16 @@ import { readTask, runSetup } from '../run/harness.js'
 let server: PgServer
 beforeAll(async () => {
   server = await startPostgres()
+  // The schema first: a test reads fleet_jobs before any command has created it.
+  const pool = new pg.Pool({ connectionString: server.url, max: 1 })
+  const client = await pool.connect()
+  await migrate(client).finally(() => (client.release(), pool.end()))
 })
 afterAll(async () => {
   await server?.stop()
 })
 beforeEach(async () => {
-  const tables = await query<{ n: string }>(`SELECT count(*) AS n FROM pg_tables WHERE tablename = 'fleet_jobs'`)
-  if (tables[0]?.n === '1') await query('TRUNCATE fleet_jobs, fleet_workers, tasks')
+  await query('TRUNCATE fleet_jobs, fleet_workers, tasks')
 })
 
 function query<T extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<T[]> {
@@ -170,5 +174,62 @@ describe('--repo sources', () => {
     expect(config).toContain(`url = ${http.url}/calc.git`)
     for (const request of s.fake.requests) expect(request.raw.toString()).not.toContain(token)
     await stop(worker)
+  })
+})
+
+describe('refs and job rows', () => {
+  it('a ref starting with - is refused at enqueue (exit 2, nothing queued); job rows written by hand are validated, failed with the reason, and nothing is cloned or run', async () => {
+    const root = tempRoot()
+    const source = join(root, 'src')
+    makeRepo(source)
+    const workspaces = join(root, 'deep', 'workspaces')
+    mkdirSync(join(root, 'deep'))
+    const s = await runSetup(`fleet:\n  workspaces_dir: ${workspaces}\n`)
+    s.fake.fallback = () => finish
+    for (const ref of ['-f', '--merge', 'a..b']) {
+      const res = await s.run(['enqueue', '--task', 'x', '--repo', `${source}#${ref}`], db())
+      expect(res.code, res.stderr).toBe(2)
+      expect(res.stderr).toMatch(/^ctxagent: --repo's ref '.*' is not a branch, tag or commit name \(/)
+    }
+    expect(await jobCount()).toBe(0)
+
+    // Rows as a hostile or careless hand would write them.
+    const good = { task: 'read calc.js', repo: source }
+    const rows: [string, string, object][] = [
+      ['../../x', 'new', good],
+      ['00000000-0000-4000-8000-000000000001', 'new', { ...good, ref: '-f' }],
+      ['00000000-0000-4000-8000-000000000002', 'new', { ...good, ref: '--merge' }],
+      ['00000000-0000-4000-8000-000000000003', 'bogus', good],
+      ['00000000-0000-4000-8000-000000000004', 'new', { ...good, max_turns: -1 }],
+      ['00000000-0000-4000-8000-000000000005', 'new', { task: 'x', workspace: 'relative/dir' }],
+      ['00000000-0000-4000-8000-000000000006', 'new', { task: 'x', repo: '--upload-pack=touch /tmp/pwned' }],
+      ['00000000-0000-4000-8000-000000000007', 'new', { github: '--help' }],
+      ['00000000-0000-4000-8000-000000000008', 'new', { task: 'x', user: '-x\n' }],
+    ]
+    for (const [uuid, kind, spec] of rows) await query('INSERT INTO fleet_jobs (task_uuid, kind, spec) VALUES ($1, $2, $3)', [uuid, kind, JSON.stringify(spec)])
+    const worker = startWorker(s, server.url)
+    await doneJobs(rows.length)
+    const ended = await query<{ task_uuid: string; outcome: string; error: string }>('SELECT task_uuid, outcome, error FROM fleet_jobs ORDER BY id')
+    const reasons = ['task_uuid "../../x" is not a UUID', 'spec.ref "-f"', 'spec.ref "--merge"', 'kind "bogus"', 'spec.max_turns', 'spec.workspace is not an absolute path', "spec.repo: '--upload-pack", 'spec.github is not owner/repo#N', 'spec.user']
+    ended.forEach((row, i) => {
+      expect(row.outcome).toBe('failed')
+      expect(row.error).toContain(`the job's row is not valid: ${reasons[i]}`)
+    })
+    // Nothing was cloned, inside fleet.workspaces_dir or out of it, and no task was run.
+    expect(existsSync(workspaces)).toBe(false)
+    expect(readdirSync(join(root, 'deep'))).toEqual([])
+    expect(existsSync(join(root, 'x'))).toBe(false)
+    expect(s.fake.requests).toEqual([])
+    expect(s.tree.layout.list('running').concat(s.tree.layout.list('paused'), s.tree.layout.list('completed'))).toEqual([])
+    await stop(worker)
+  })
+
+  it('a task holding a NUL byte is a usage error naming it and where it is (exit 2), and nothing is queued', async () => {
+    const s = await runSetup()
+    const file = join(s.ws, '..', 'task-with-nul.txt')
+    writeFileSync(file, 'fix the bug\0 now')
+    const res = await s.run(['enqueue', '--task-file', file, '--workspace', s.ws], db())
+    expect(res).toMatchObject({ code: 2, stderr: "ctxagent: the task file holds a NUL byte (\\0) at character 12, which the fleet's database cannot store (remove it: a binary file is not a task)\n" })
+    expect(await jobCount()).toBe(0)
   })
 })

@@ -30,6 +30,21 @@ async function summarising() {
 }
 
 describe('every wait takes the stop', () => {
+  it('SIGINT while waiting out a 429 with Retry-After: 3600 pauses the task and ends the process (exit 130), not after the hour', async () => {
+    const s = await runSetup()
+    // The limit on a server's wait lifted to the hour, so that only a wait that listens to the stop ends before the test's timeout.
+    writeFileSync(s.config, s.fake.configYaml().replace('llm:\n', 'llm:\n  max_retry_wait: 3600\n'))
+    s.fake.fallback = () => ({ status: 429, content: 'slow down', headers: { 'retry-after': '3600' } })
+    const started = s.start(['run', '--task', 't', '--workspace', s.ws])
+    await waitFor('the 429 answered', () => s.fake.answered >= 1)
+    const uuid = s.tree.layout.list('running')[0] as string
+    started.child.kill('SIGINT')
+    expect((await exitOf(started.child)).code).toBe(130)
+    expect(readTask(s.tree, uuid)).toMatchObject({ location: 'paused', state: { status: 'paused', paused_by: 'signal' } })
+    // The retry the server put off was never sent.
+    expect(s.fake.requests).toHaveLength(1)
+  })
+
   it('SIGTERM while the window is being summarised: the summary request is stopped and the task pauses (exit 143), never left in running/', async () => {
     const { s, started } = await summarising()
     const uuid = s.tree.layout.list('running')[0] as string

@@ -3,6 +3,7 @@ import type { DiskUse } from '../fs/disk.js'
 import { LOCATIONS } from '../fs/layout.js'
 import type { Location } from '../fs/layout.js'
 import { connectPool, inTransaction, pgReason } from './pg-pool.js'
+import { indexSleep, indexWaitsEnded } from './pg-patience.js'
 import { migrate } from './pg-schema.js'
 import type { FinishedRow, IndexStore } from './store.js'
 import { COLUMNS, TaskIndex } from './task-index.js'
@@ -190,8 +191,9 @@ export class PgStore implements IndexStore {
     this.timer = null
     const deadline = Date.now() + CLOSE_PATIENCE_MS
     let flushed = await this.flush()
-    while (!flushed && Date.now() < deadline) {
-      await sleep(Math.min(backoff(this.failures), deadline - Date.now()))
+    // A stopped process does not wait for the database (pg-patience.ts).
+    while (!flushed && Date.now() < deadline && !indexWaitsEnded()) {
+      await indexSleep(Math.min(backoff(this.failures), deadline - Date.now()))
       flushed = await this.flush()
     }
     const left = this.pending.size + this.pendingDisk.size
@@ -289,8 +291,4 @@ function decode(row: Record<string, unknown>): TaskRow {
 
 function backoff(failures: number): number {
   return Math.min(100 * 2 ** Math.max(0, failures - 1), 5_000)
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)))
 }
