@@ -200,7 +200,7 @@ export class Worker {
     const refusal = this.options.refuse?.(job) ?? null
     if (refusal !== null) {
       this.options.log(`job ${job.id}: not run, ${refusal}`)
-      this.track(this.end(job, { outcome: job.kind === 'resume' ? 'paused' : 'failed', error: refusal.slice(0, 500) }).finally(() => this.wake()))
+      this.track(this.end(job, job.kind === 'resume' ? { outcome: 'paused', error: refusal.slice(0, 500) } : { outcome: 'failed', failed: true, error: refusal.slice(0, 500) }).finally(() => this.wake()))
       return
     }
     const existing = locate(this.options.layout, job.task_uuid)
