@@ -31,7 +31,7 @@ export function buildProgram(): Command {
     .description('A coding agent for the command line whose every task lives on disk, and the operator commands to inspect, measure, clean up and recover those tasks')
     .version(VERSION, '-V, --version')
     .addOption(new Option('--home <dir>', 'base directory of the task tree (default: CTXAGENT_HOME, config context.base_dir, $XDG_STATE_HOME/ctxagent or ~/.local/state/ctxagent)'))
-    .addOption(new Option('--config <file>', 'config file, or none for no file (default: CTXAGENT_CONFIG, ./ctxagent.yaml, $XDG_CONFIG_HOME/ctxagent/config.yaml, /etc/ctxagent/config.yaml)'))
+    .addOption(new Option('--config <file>', 'config file, or none for no file (default: CTXAGENT_CONFIG, $XDG_CONFIG_HOME/ctxagent/config.yaml or ~/.config/ctxagent/config.yaml, /etc/ctxagent/config.yaml; never one in the current directory)'))
     .option('--json', 'machine-readable output (one JSON document, or JSON Lines for listings)')
     .option('--no-color', 'no colour (also NO_COLOR)')
     .showSuggestionAfterError(true)

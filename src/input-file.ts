@@ -1,10 +1,11 @@
 import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs'
+import type { Stats } from 'node:fs'
 import { UsageError } from './errors.js'
 import { shortPath } from './text.js'
 
 /** What reading a named file came to: its text, or why not (each caller words it its own way). */
 export type RegularRead =
-  | { ok: true; text: string }
+  | { ok: true; text: string; stat: Stats }
   | { ok: false; problem: 'unreadable'; err: unknown }
   | { ok: false; problem: 'directory' | 'special' }
   | { ok: false; problem: 'size'; size: number }
@@ -24,9 +25,9 @@ export function readRegularFile(path: string, maxBytes: number | null): RegularR
   try {
     const stat = fstatSync(fd)
     if (!stat.isFile()) return { ok: false, problem: stat.isDirectory() ? 'directory' : 'special' }
-    if (maxBytes === null) return { ok: true, text: '' }
+    if (maxBytes === null) return { ok: true, text: '', stat }
     if (stat.size > maxBytes) return { ok: false, problem: 'size', size: stat.size }
-    return { ok: true, text: readFileSync(fd, 'utf8') }
+    return { ok: true, text: readFileSync(fd, 'utf8'), stat }
   } catch (err) {
     return { ok: false, problem: 'unreadable', err }
   } finally {

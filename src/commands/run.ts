@@ -22,6 +22,8 @@ import { checkProvider, effectiveConfig, newRunSettings, readTextArg, refuseTree
 import type { RunFlags, RunSettings } from '../run/settings.js'
 import { durationArg, positiveIntArg, withEnv } from './shared.js'
 import { forTerminal } from '../terminal-text.js'
+import { shortPath } from '../text.js'
+import { inside, realPathOf } from '../tools/workspace.js'
 
 interface RunOptions extends Omit<RunFlags, 'inherit'> {
   inherit: boolean
@@ -82,6 +84,8 @@ async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'
   if (opts.uuid !== undefined && (opts.resume !== undefined || !isUuid(opts.uuid))) throw new UsageError('--uuid names a new task and must be a uuid', 'drop --uuid')
   const prepared = opts.resume !== undefined ? await prepareResume(ctx, flags, opts.resume) : await prepareNew(ctx, flags)
   if (opts.uuid !== undefined && prepared.start.kind === 'new') prepared.start.uuid = opts.uuid.toLowerCase()
+  const configFile = ctx.configSource === null ? null : resolve(process.cwd(), ctx.configSource)
+  refuseConfigInWorkspace(prepared.settings.workspace, configFile)
   // Nothing was written until here: every check above can refuse with the tree untouched.
   const { runTask } = await import('../run/run-task.js')
   // A shell without a working sandbox is refused before the tree is touched (tools.sandbox: none opts out).
@@ -99,7 +103,7 @@ async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'
         stderr: process.stderr,
         logFormat,
         signals: true,
-        configFile: ctx.configSource === null ? null : resolve(process.cwd(), ctx.configSource),
+        configFile,
         // Written at start: a run killed with SIGKILL still left its line.
         onStarted: (uuid) => {
           auditTask(ctx, 'run', uuid, { event: 'start' })
@@ -119,6 +123,17 @@ async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'
   if (logFormat === 'text') throw err
   jsonLine('error', err.message, { uuid: outcome.uuid, ...(err.hint ? { hint: err.hint } : {}), exit_code: err.exitCode })
   throw new CtxError(err.message, { exitCode: err.exitCode, logged: true })
+}
+
+/**
+ * A config file inside the workspace is one the model could rewrite, MCP server commands
+ * included, for the next command that reads it (SPEC §8): refused, by real paths.
+ */
+function refuseConfigInWorkspace(workspace: string, configFile: string | null): void {
+  if (configFile === null) return
+  const [ws, file] = [realPathOf(workspace), realPathOf(configFile)]
+  if (!inside(ws, file)) return
+  throw new UsageError(`the config file ${shortPath(file)} is inside the workspace ${shortPath(ws)}, where the agent could rewrite it`, 'keep the config outside the workspace (~/.config/ctxagent/config.yaml, /etc/ctxagent/config.yaml, or --config elsewhere)')
 }
 
 interface Prepared {

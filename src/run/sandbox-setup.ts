@@ -1,20 +1,20 @@
-import { realpathSync } from 'node:fs'
-import { resolve } from 'node:path'
+import { dirname } from 'node:path'
+import { configCandidates } from '../config/load.js'
 import type { Config } from '../config/schema.js'
 import { UsageError } from '../errors.js'
 import { planSandbox } from '../tools/sandbox.js'
 import type { SandboxPlan } from '../tools/sandbox.js'
+import { realPathOf } from '../tools/workspace.js'
 
-/** The places no tool and no command may reach, as real paths: the task tree and the config file. */
-export function hiddenPaths(base: string, configFile: string | null): string[] {
-  const real = (p: string) => {
-    try {
-      return realpathSync(p)
-    } catch {
-      return resolve(p)
-    }
-  }
-  return [real(base), ...(configFile === null ? [] : [real(configFile)])]
+/**
+ * The places no tool and no command may reach, as real paths: the task tree, the config
+ * file in force, and every place ctxagent looks for one (the ctxagent directories of
+ * ~/.config, or XDG_CONFIG_HOME, and /etc), whether or not it exists yet: nothing a tool
+ * can write may ever be read as configuration (SPEC §8).
+ */
+export function hiddenPaths(base: string, configFile: string | null, env: NodeJS.ProcessEnv = process.env): string[] {
+  const candidates = configCandidates(env).map((file) => dirname(file))
+  return [...new Set([base, ...(configFile === null ? [] : [configFile]), ...candidates].map(realPathOf))]
 }
 
 /**

@@ -3,7 +3,7 @@ import type { Dirent, Stats } from 'node:fs'
 import { dirname, isAbsolute, relative, sep } from 'node:path'
 import { ToolError } from './errors.js'
 import type { ToolContext } from './types.js'
-import { inside } from './workspace.js'
+import { inside, realPathOf } from './workspace.js'
 
 /*
  * Race-free paths inside the workspace, without openat(): every step opens ONE name
@@ -34,8 +34,13 @@ export interface Boundary {
   hidden: readonly string[]
 }
 
+/**
+ * The hidden places are resolved again for each tool call: one that does not exist yet
+ * (~/.config/ctxagent/config.yaml when the workspace is $HOME) is refused where it would
+ * really be made, even after a link was put on the way to it.
+ */
 export function boundaryOf(ctx: ToolContext): Boundary {
-  return { workspace: ctx.workspace, hidden: ctx.hidden }
+  return { workspace: ctx.workspace, hidden: ctx.hidden.map(realPathOf) }
 }
 
 function outside(path: string): ToolError {
