@@ -67,7 +67,7 @@ describe('ctxagent binary', () => {
     const cwd = scratch()
     writeFileSync(join(cwd, 'ctxagent.yaml'), 'llm:\n  openai:\n    context_length: -1\n')
     for (const command of [['reindex'], ['watch-locks', '--once'], ['unlock', 'abcdef0123']]) {
-      const res = cli([...command, '--home', join(cwd, 'home')], {}, cwd)
+      const res = cli([...command, '--home', join(cwd, 'home')], { CTXAGENT_CONFIG: 'ctxagent.yaml' }, cwd)
       expect(res.code).toBe(2)
       expect(res.stderr).toBe('ctxagent: ctxagent.yaml: llm.openai.context_length must be a positive integer (see config.example.yaml for every key and its default)\n')
     }
