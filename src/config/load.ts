@@ -55,7 +55,7 @@ export function loadConfig(where: ConfigLocation): LoadedConfig {
   if (withUser !== null) {
     throw new UsageError(`${withUser} carries a user name or password (scheme://user:password@host); ctxagent refuses credentials in URLs, which would be printed and stored`, 'give the URL without user:password@ and the key in its own setting (api_key, token) or variable')
   }
-  return { config, source: file, ...(file === null && explicit === undefined ? notice(where) : {}) }
+  return { config, source: file, ...(explicit === undefined ? notice(where) : {}) }
 }
 
 /**

@@ -130,6 +130,8 @@ export function walkParent(boundary: Boundary, path: string, create = false): Pa
           pending.unshift(name)
           continue
         }
+        // A hidden place that does not exist yet is refused as one that does: not even its absence is told.
+        if (code === 'ENOENT' && isHidden(boundary, `${pathOf(cur)}/${name}`)) throw hiddenError(path)
         if (code === 'ENOENT') throw new ToolError(`${path} does not exist`)
         throw new ToolError(`cannot open ${path}: ${code ?? (err as Error).message}`)
       }
