@@ -3,7 +3,8 @@ import { basename, resolve } from 'node:path'
 import { Command, Option } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask, withTaskEnv } from '../command-env.js'
-import { CtxError, LockedError, resumeRaceLost, UsageError } from '../errors.js'
+import { CtxError, LockedError, NotFoundError, resumeRaceLost, UsageError } from '../errors.js'
+import { explainSystemError } from '../system-errors.js'
 import { assertRegularFiles } from '../storage/fs/files.js'
 import { isUuid, resolveTask, TASK_DATA_FILES } from '../storage/fs/layout.js'
 import { VANISHED } from '../storage/lock/lock.js'
@@ -67,14 +68,61 @@ async function runLogged(ctx: CommandEnv, opts: RunOptions): Promise<void> {
   const format = opts.logFormat ?? (process.stderr.isTTY ? 'text' : 'json')
   const jsonCtx: CommandEnv = format === 'text' ? ctx : { ...ctx, io: { ...ctx.io, warn: (text) => jsonLine('warn', text) } }
   if (ctx.configNotice !== null) jsonCtx.io.warn(ctx.configNotice)
-  return run(jsonCtx, opts, format)
+  const started: Started = { uuid: null }
+  try {
+    await run(jsonCtx, opts, format, started)
+  } catch (err) {
+    const failure = explainSystemError(err, ctx.layout.base) ?? err
+    if (format === 'text' || isRefusal(failure)) throw failure
+    // A failure the loop did not turn into an outcome (a full disk, a task tree gone): still
+    // one JSON line on stderr, and with --json one outcome on stdout, as every other ending.
+    const e = failure instanceof CtxError ? failure : new CtxError((failure as Error).message ?? String(failure))
+    jsonLine('error', e.message, { ...(started.uuid === null ? {} : { uuid: started.uuid }), ...(e.hint ? { hint: e.hint } : {}), exit_code: e.exitCode })
+    if (ctx.json) ctx.io.json(failedOutcome(ctx, started.uuid, e))
+    throw new CtxError(e.message, { exitCode: e.exitCode, logged: true })
+  }
+}
+
+/** The task this run made or took, once it exists. */
+interface Started {
+  uuid: string | null
+}
+
+/** Refused before anything ran (bad input, no such task, a live owner): the one-line form of every command (SPEC §9). */
+function isRefusal(err: unknown): boolean {
+  return err instanceof UsageError || err instanceof NotFoundError || err instanceof LockedError || (err instanceof CtxError && err.logged)
+}
+
+/** The outcome of a run that ended in an error: the task as it is now, when it exists. */
+function failedOutcome(ctx: CommandEnv, uuid: string | null, err: CtxError): Omit<Outcome, 'uuid' | 'location' | 'dir'> & { uuid: string | null; location: string | null; dir: string | null } {
+  let ref: TaskRef | null = null
+  try {
+    ref = uuid === null ? null : resolveTask(ctx.layout, uuid)
+  } catch {
+    // Gone (or never made): the outcome says so with a null location.
+  }
+  const state = ref === null ? null : readStateOrNull(ref.dir)
+  return {
+    uuid,
+    status: state?.status ?? 'failed',
+    location: ref?.location ?? null,
+    dir: ref?.dir ?? null,
+    turns: state?.turns ?? 0,
+    tokens: state?.total_tokens_used ?? 0,
+    duration_ms: state?.elapsed_ms ?? 0,
+    final_answer: state?.final_answer ?? null,
+    finish_status: null,
+    error: err.message,
+    inherited_from: null,
+    exit_code: err.exitCode,
+  }
 }
 
 function jsonLine(level: string, msg: string, fields: Record<string, unknown> = {}): void {
   process.stderr.write(`${JSON.stringify({ ts: new Date().toISOString(), level, msg, ...fields })}\n`)
 }
 
-async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'): Promise<void> {
+async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json', started: Started): Promise<void> {
   const given = [opts.task, opts.taskFile, opts.resume, opts.github, opts.gitlab].filter((x) => x !== undefined).length
   if (given === 0 && !opts.chat) throw new UsageError('no task given', 'pass --task TEXT, --task-file FILE (- for standard input), --github owner/repo#N, --gitlab group/project#N or --resume <uuid>, or start a --chat')
   if (given > 1) throw new UsageError('--task, --task-file, --github, --gitlab and --resume exclude each other', 'give one of them')
@@ -106,6 +154,7 @@ async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'
         configFile,
         // Written at start: a run killed with SIGKILL still left its line.
         onStarted: (uuid) => {
+          started.uuid = uuid
           auditTask(ctx, 'run', uuid, { event: 'start' })
           if (here) stopChat = here(ctx, uuid)
         },
