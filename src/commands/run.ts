@@ -1,9 +1,9 @@
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import { basename, resolve } from 'node:path'
 import { Command, Option } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask, withTaskEnv } from '../command-env.js'
-import { CtxError, LockedError, NotFoundError, resumeRaceLost, UsageError } from '../errors.js'
+import { CorruptRecordError, CtxError, LockedError, NotFoundError, resumeRaceLost, UsageError } from '../errors.js'
 import { explainSystemError } from '../system-errors.js'
 import { assertRegularFiles } from '../storage/fs/files.js'
 import { isUuid, resolveTask, TASK_DATA_FILES } from '../storage/fs/layout.js'
@@ -23,6 +23,7 @@ import { checkProvider, effectiveConfig, newRunSettings, readTextArg, refuseTree
 import type { RunFlags, RunSettings } from '../run/settings.js'
 import { durationArg, positiveIntArg, withEnv } from './shared.js'
 import { forTerminal } from '../terminal-text.js'
+import { readStdinText } from '../input-file.js'
 import { shortPath } from '../text.js'
 import { inside, realPathOf } from '../tools/workspace.js'
 
@@ -88,9 +89,9 @@ interface Started {
   uuid: string | null
 }
 
-/** Refused before anything ran (bad input, no such task, a live owner): the one-line form of every command (SPEC §9). */
+/** Refused before anything ran (bad input, no such task, a live owner, a damaged task): the one-line form of every command (SPEC §9). */
 function isRefusal(err: unknown): boolean {
-  return err instanceof UsageError || err instanceof NotFoundError || err instanceof LockedError || (err instanceof CtxError && err.logged)
+  return err instanceof UsageError || err instanceof NotFoundError || err instanceof LockedError || err instanceof CorruptRecordError || (err instanceof CtxError && err.logged)
 }
 
 /** The outcome of a run that ended in an error: the task as it is now, when it exists. */
@@ -193,7 +194,7 @@ interface Prepared {
 
 async function prepareNew(ctx: CommandEnv, flags: RunFlags): Promise<Prepared> {
   if (flags.github !== undefined || flags.gitlab !== undefined) return prepareRemote(ctx, flags)
-  const text = flags.task ?? (flags.taskFile === undefined ? '' : readTextArg(flags.taskFile, 'task file', () => readFileSync(0, 'utf8')))
+  const text = flags.task ?? (flags.taskFile === undefined ? '' : readTextArg(flags.taskFile, 'task file', () => readStdinText('task file', 'give a task of at most 1 MB')))
   if (text.trim() === '' && !flags.chat) throw new UsageError('the task is empty', 'describe what the agent should do')
   const taskId = flags.taskId === undefined ? '' : checkName(flags.taskId, '--task-id')
   const { user, config, settings } = await settingsFor(ctx, flags)

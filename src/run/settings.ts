@@ -1,6 +1,6 @@
 import { realpathSync, statSync } from 'node:fs'
 import { basename, dirname, join, resolve, sep } from 'node:path'
-import { readInputFile } from '../input-file.js'
+import { MAX_TEXT_INPUT, readInputFile } from '../input-file.js'
 import { activeEndpoint, lacksOpenAiKey } from '../config/schema.js'
 import type { Config, Provider } from '../config/schema.js'
 import { parseDuration } from '../duration.js'
@@ -187,7 +187,7 @@ function resolveWorkspace(dir: string): string {
 /** Reads a small text file named on the command line, with a one-line error. */
 export function readTextArg(path: string, what: string, stdin?: () => string): string {
   if (path === '-' && stdin) return stdin()
-  return readInputFile(path, what, 'give a readable text file of at most 1 MB', 1_000_000)
+  return readInputFile(path, what, 'give a readable text file of at most 1 MB', MAX_TEXT_INPUT)
 }
 
 /** users.<name>, only as the config file gave it (never an inherited property: --user constructor). */
