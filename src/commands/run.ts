@@ -3,7 +3,7 @@ import { basename, resolve } from 'node:path'
 import { Command, Option } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask, withTaskEnv } from '../command-env.js'
-import { CorruptRecordError, CtxError, LockedError, NotFoundError, resumeRaceLost, UsageError } from '../errors.js'
+import { CtxError, LockedError, resumeRaceLost, UsageError } from '../errors.js'
 import { explainSystemError } from '../system-errors.js'
 import { assertRegularFiles } from '../storage/fs/files.js'
 import { isUuid, resolveTask, TASK_DATA_FILES } from '../storage/fs/layout.js'
@@ -25,6 +25,8 @@ import { durationArg, positiveIntArg, withEnv } from './shared.js'
 import { forTerminal } from '../terminal-text.js'
 import { readStdinText } from '../input-file.js'
 import { shortPath } from '../text.js'
+import { failedOutcome, isRefusal } from './run-failure.js'
+import type { Started } from './run-failure.js'
 import { inside, realPathOf } from '../tools/workspace.js'
 
 interface RunOptions extends Omit<RunFlags, 'inherit'> {
@@ -81,41 +83,6 @@ async function runLogged(ctx: CommandEnv, opts: RunOptions): Promise<void> {
     jsonLine('error', e.message, { ...(started.uuid === null ? {} : { uuid: started.uuid }), ...(e.hint ? { hint: e.hint } : {}), exit_code: e.exitCode })
     if (ctx.json) ctx.io.json(failedOutcome(ctx, started.uuid, e))
     throw new CtxError(e.message, { exitCode: e.exitCode, logged: true })
-  }
-}
-
-/** The task this run made or took, once it exists. */
-interface Started {
-  uuid: string | null
-}
-
-/** Refused before anything ran (bad input, no such task, a live owner, a damaged task): the one-line form of every command (SPEC §9). */
-function isRefusal(err: unknown): boolean {
-  return err instanceof UsageError || err instanceof NotFoundError || err instanceof LockedError || err instanceof CorruptRecordError || (err instanceof CtxError && err.logged)
-}
-
-/** The outcome of a run that ended in an error: the task as it is now, when it exists. */
-function failedOutcome(ctx: CommandEnv, uuid: string | null, err: CtxError): Omit<Outcome, 'uuid' | 'location' | 'dir'> & { uuid: string | null; location: string | null; dir: string | null } {
-  let ref: TaskRef | null = null
-  try {
-    ref = uuid === null ? null : resolveTask(ctx.layout, uuid)
-  } catch {
-    // Gone (or never made): the outcome says so with a null location.
-  }
-  const state = ref === null ? null : readStateOrNull(ref.dir)
-  return {
-    uuid,
-    status: state?.status ?? 'failed',
-    location: ref?.location ?? null,
-    dir: ref?.dir ?? null,
-    turns: state?.turns ?? 0,
-    tokens: state?.total_tokens_used ?? 0,
-    duration_ms: state?.elapsed_ms ?? 0,
-    final_answer: state?.final_answer ?? null,
-    finish_status: null,
-    error: err.message,
-    inherited_from: null,
-    exit_code: err.exitCode,
   }
 }
 
