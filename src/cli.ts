@@ -24,6 +24,7 @@ import { workerCommand } from './commands/worker.js'
 import { pollCommand } from './commands/poll.js'
 import { examplesText } from './commands/examples.js'
 import { CtxError } from './errors.js'
+import { forTerminal } from './terminal-text.js'
 
 const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version
 
@@ -32,7 +33,7 @@ export function buildProgram(): Command {
     .description('A coding agent for the command line whose every task lives on disk, and the operator commands to inspect, measure, clean up and recover those tasks')
     .version(VERSION, '-V, --version')
     .addOption(new Option('--home <dir>', 'base directory of the task tree (default: CTXAGENT_HOME, config context.base_dir, $XDG_STATE_HOME/ctxagent or ~/.local/state/ctxagent)'))
-    .addOption(new Option('--config <file>', 'config file, or none for no file (default: CTXAGENT_CONFIG, ./ctxagent.yaml, $XDG_CONFIG_HOME/ctxagent/config.yaml, /etc/ctxagent/config.yaml)'))
+    .addOption(new Option('--config <file>', 'config file, or none for no file (default: CTXAGENT_CONFIG, $XDG_CONFIG_HOME/ctxagent/config.yaml or ~/.config/ctxagent/config.yaml, /etc/ctxagent/config.yaml; never one in the current directory)'))
     .option('--json', 'machine-readable output (one JSON document, or JSON Lines for listings)')
     .option('--no-color', 'no colour (also NO_COLOR)')
     .showSuggestionAfterError(true)
@@ -89,6 +90,14 @@ function commandIn(program: Command): string {
   return ''
 }
 
+/**
+ * The one error line, made safe for a terminal: an error may quote a server's reply, a
+ * task's text or a file name, with escape sequences in it (SPEC §8).
+ */
+function errorLine(text: string): void {
+  process.stderr.write(`ctxagent: ${forTerminal(text)}\n`)
+}
+
 function report(err: unknown, program: Command): number {
   if (err instanceof CommanderError) {
     if (err.exitCode === 0) return 0
@@ -96,23 +105,23 @@ function report(err: unknown, program: Command): number {
     if (err.code === 'commander.help') {
       const [first, second] = program.args
       const message = first === 'help' && second !== undefined ? `unknown command '${second.slice(0, 40)}'` : 'no command given'
-      process.stderr.write(`ctxagent: ${message} (run ctxagent --help for the list)\n`)
+      errorLine(`${message} (run ctxagent --help for the list)`)
       return 2
     }
     // One line: commander puts "(Did you mean …?)" on a line of its own.
     const message = err.message.replace(/^error: /, '').replace(/\s*\n\s*/g, ' ').trim()
-    process.stderr.write(`ctxagent: ${message} (see ctxagent ${commandIn(program)}--help)\n`)
+    errorLine(`${message} (see ctxagent ${commandIn(program)}--help)`)
     return 2
   }
   const debug = process.env.CTXAGENT_DEBUG === '1'
   if (err instanceof CtxError) {
     if (err.logged) return err.exitCode
-    process.stderr.write(`ctxagent: ${err.message}${err.hint ? ` (${err.hint})` : ''}\n`)
+    errorLine(`${err.message}${err.hint ? ` (${err.hint})` : ''}`)
     if (debug && err.stack) process.stderr.write(`${err.stack}\n`)
     return err.exitCode
   }
   const message = err instanceof Error ? err.message : String(err)
-  process.stderr.write(`ctxagent: ${message} (${debug ? 'stack follows' : 'set CTXAGENT_DEBUG=1 for details'})\n`)
+  errorLine(`${message} (${debug ? 'stack follows' : 'set CTXAGENT_DEBUG=1 for details'})`)
   if (debug && err instanceof Error && err.stack) process.stderr.write(`${err.stack}\n`)
   return 1
 }

@@ -1,10 +1,11 @@
-import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs'
+import { closeSync, constants, fstatSync, openSync, readFileSync, readSync } from 'node:fs'
+import type { Stats } from 'node:fs'
 import { UsageError } from './errors.js'
 import { shortPath } from './text.js'
 
 /** What reading a named file came to: its text, or why not (each caller words it its own way). */
 export type RegularRead =
-  | { ok: true; text: string }
+  | { ok: true; text: string; stat: Stats }
   | { ok: false; problem: 'unreadable'; err: unknown }
   | { ok: false; problem: 'directory' | 'special' }
   | { ok: false; problem: 'size'; size: number }
@@ -24,9 +25,9 @@ export function readRegularFile(path: string, maxBytes: number | null): RegularR
   try {
     const stat = fstatSync(fd)
     if (!stat.isFile()) return { ok: false, problem: stat.isDirectory() ? 'directory' : 'special' }
-    if (maxBytes === null) return { ok: true, text: '' }
+    if (maxBytes === null) return { ok: true, text: '', stat }
     if (stat.size > maxBytes) return { ok: false, problem: 'size', size: stat.size }
-    return { ok: true, text: readFileSync(fd, 'utf8') }
+    return { ok: true, text: readFileSync(fd, 'utf8'), stat }
   } catch (err) {
     return { ok: false, problem: 'unreadable', err }
   } finally {
@@ -37,6 +38,38 @@ export function readRegularFile(path: string, maxBytes: number | null): RegularR
 /** A task, prompt or recording file (see readRegularFile); every failure is a UsageError naming the file and `hint`. */
 export function readInputFile(path: string, what: string, hint: string, maxBytes = 1 << 20): string {
   return inputOrFail(path, what, hint, maxBytes)
+}
+
+/** The most a task or prompt may be, from a file or from standard input: 1 MB. */
+export const MAX_TEXT_INPUT = 1 << 20
+
+/**
+ * Standard input (`--task-file -`) as text, read in chunks and given up on as soon as it
+ * passes `maxBytes`: memory stays bounded by the limit, whatever is piped in.
+ */
+export function readStdinText(what: string, hint: string, maxBytes = MAX_TEXT_INPUT, fd = 0): string {
+  const chunks: Buffer[] = []
+  const buffer = Buffer.alloc(64 * 1024)
+  let total = 0
+  for (;;) {
+    let n: number
+    try {
+      n = readSync(fd, buffer, 0, buffer.length, null)
+    } catch (err) {
+      // A non-blocking stdin (inherited so) has nothing yet: wait a little, without spinning.
+      if ((err as NodeJS.ErrnoException).code === 'EAGAIN') {
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10)
+        continue
+      }
+      if ((err as NodeJS.ErrnoException).code === 'EOF') break
+      throw new UsageError(`${what} - (standard input) cannot be read (${describeErrno(err)})`, hint)
+    }
+    if (n === 0) break
+    total += n
+    if (total > maxBytes) throw new UsageError(`${what} - (standard input) is more than ${maxBytes.toLocaleString('en-US')} bytes; the limit is ${formatLimit(maxBytes)}`, hint)
+    chunks.push(Buffer.from(buffer.subarray(0, n)))
+  }
+  return Buffer.concat(chunks, total).toString('utf8')
 }
 
 /** Refuses `path` unless it is a regular file (links followed) that can be opened. */

@@ -1,9 +1,14 @@
 import { Chalk } from 'chalk'
 import type { ChalkInstance } from 'chalk'
+import { forColourTerminal, forTerminal } from './terminal-text.js'
 
 /**
  * Where a command's output goes. Data to stdout, warnings and errors to stderr;
- * colour only on a TTY and never with NO_COLOR or --no-color.
+ * colour only on a TTY and never with NO_COLOR or --no-color. Every human line (`out`,
+ * `warn`) is made safe for a terminal here, whatever the command printed: a task's text,
+ * a server's error or a file name may carry escape sequences (OSC 52 sets the clipboard,
+ * CSI rewrites the screen), and a pipe may end in a terminal too. Only ctxagent's own
+ * colours are kept, when colour is on. JSON output is left exact: JSON escapes them.
  */
 export interface Io {
   readonly isTTY: boolean
@@ -18,7 +23,7 @@ export interface Io {
   jsonl(value: unknown): void
   /** `ctxagent: warning: …` on stderr. */
   warn(text: string): void
-  /** Raw text on stderr (progress bars, interactive prompts). */
+  /** Raw text on stderr (progress bars, interactive prompts): ctxagent's own words only, never a task's. */
   err(text: string): void
   readonly stdout: NodeJS.WriteStream
   readonly stderr: NodeJS.WriteStream
@@ -49,10 +54,13 @@ export function createIo(options: IoOptions = {}): Io {
     },
     stdout,
     stderr,
-    out: (text) => void stdout.write(text.endsWith('\n') ? text : `${text}\n`),
+    out: (text) => {
+      const safe = color ? forColourTerminal(text) : forTerminal(text)
+      stdout.write(safe.endsWith('\n') ? safe : `${safe}\n`)
+    },
     json: (value) => void stdout.write(`${JSON.stringify(value, null, 2)}\n`),
     jsonl: (value) => void stdout.write(`${JSON.stringify(value)}\n`),
-    warn: (text) => void stderr.write(`ctxagent: warning: ${text}\n`),
+    warn: (text) => void stderr.write(`ctxagent: warning: ${forTerminal(text)}\n`),
     err: (text) => void stderr.write(text),
   }
 }

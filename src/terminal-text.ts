@@ -15,6 +15,19 @@ export function forTerminal(text: string): string {
   return text.replace(SEQUENCES, '').replace(CONTROLS, '')
 }
 
+/** ctxagent's own colours: SGR sequences (ESC [ params m), which set attributes and do nothing else. */
+const SGR = /(\x1b\[[0-9;]*m)/
+
+/**
+ * forTerminal for text ctxagent coloured itself: its SGR colour sequences are kept and
+ * every other sequence and control is stripped, each stretch between two colours on its
+ * own, so no sequence can be assembled across a colour.
+ */
+export function forColourTerminal(text: string): string {
+  if (!/[\x00-\x08\x0b-\x1f\x7f-\x9f]/.test(text)) return text
+  return text.split(SGR).map((part, i) => (i % 2 === 1 ? part : forTerminal(part))).join('')
+}
+
 /** Every string inside a JSON-like value made safe to print (keys too: they are printed as well). */
 export function forTerminalDeep<T>(value: T): T {
   if (typeof value === 'string') return forTerminal(value) as T

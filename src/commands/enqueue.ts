@@ -4,6 +4,7 @@ import { Command } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask } from '../command-env.js'
 import { CtxError, UsageError } from '../errors.js'
+import { readStdinText } from '../input-file.js'
 import type { JobSpec } from '../fleet/jobs.js'
 import { JobQueue } from '../fleet/jobs.js'
 import { repoProblem, validRef } from '../fleet/job-spec.js'
@@ -139,7 +140,7 @@ async function newSpec(opts: EnqueueOptions, workspacesDir: string | null, tree:
     parseGitlabRef(opts.gitlab)
     spec.gitlab = opts.gitlab
   } else {
-    const text = opts.task ?? readTextArg(opts.taskFile as string, 'task file', () => readFileSync(0, 'utf8'))
+    const text = opts.task ?? readTextArg(opts.taskFile as string, 'task file', () => readStdinText('task file', 'give a task of at most 1 MB'))
     refuseNul(opts.task !== undefined ? '--task' : 'the task file', text)
     if (text.trim() === '') throw new UsageError('the task is empty', 'describe what the agent should do')
     spec.task = text

@@ -1,9 +1,10 @@
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import { basename, resolve } from 'node:path'
 import { Command, Option } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask, withTaskEnv } from '../command-env.js'
 import { CtxError, LockedError, resumeRaceLost, UsageError } from '../errors.js'
+import { explainSystemError } from '../system-errors.js'
 import { assertRegularFiles } from '../storage/fs/files.js'
 import { isUuid, resolveTask, TASK_DATA_FILES } from '../storage/fs/layout.js'
 import { VANISHED } from '../storage/lock/lock.js'
@@ -22,6 +23,11 @@ import { checkProvider, effectiveConfig, newRunSettings, readTextArg, refuseTree
 import type { RunFlags, RunSettings } from '../run/settings.js'
 import { durationArg, positiveIntArg, withEnv } from './shared.js'
 import { forTerminal } from '../terminal-text.js'
+import { readStdinText } from '../input-file.js'
+import { shortPath } from '../text.js'
+import { failedOutcome, isRefusal } from './run-failure.js'
+import type { Started } from './run-failure.js'
+import { inside, realPathOf } from '../tools/workspace.js'
 
 interface RunOptions extends Omit<RunFlags, 'inherit'> {
   inherit: boolean
@@ -65,14 +71,26 @@ async function runLogged(ctx: CommandEnv, opts: RunOptions): Promise<void> {
   const format = opts.logFormat ?? (process.stderr.isTTY ? 'text' : 'json')
   const jsonCtx: CommandEnv = format === 'text' ? ctx : { ...ctx, io: { ...ctx.io, warn: (text) => jsonLine('warn', text) } }
   if (ctx.configNotice !== null) jsonCtx.io.warn(ctx.configNotice)
-  return run(jsonCtx, opts, format)
+  const started: Started = { uuid: null }
+  try {
+    await run(jsonCtx, opts, format, started)
+  } catch (err) {
+    const failure = explainSystemError(err, ctx.layout.base) ?? err
+    if (format === 'text' || isRefusal(failure)) throw failure
+    // A failure the loop did not turn into an outcome (a full disk, a task tree gone): still
+    // one JSON line on stderr, and with --json one outcome on stdout, as every other ending.
+    const e = failure instanceof CtxError ? failure : new CtxError((failure as Error).message ?? String(failure))
+    jsonLine('error', e.message, { ...(started.uuid === null ? {} : { uuid: started.uuid }), ...(e.hint ? { hint: e.hint } : {}), exit_code: e.exitCode })
+    if (ctx.json) ctx.io.json(failedOutcome(ctx, started.uuid, e))
+    throw new CtxError(e.message, { exitCode: e.exitCode, logged: true })
+  }
 }
 
 function jsonLine(level: string, msg: string, fields: Record<string, unknown> = {}): void {
   process.stderr.write(`${JSON.stringify({ ts: new Date().toISOString(), level, msg, ...fields })}\n`)
 }
 
-async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'): Promise<void> {
+async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json', started: Started): Promise<void> {
   const given = [opts.task, opts.taskFile, opts.resume, opts.github, opts.gitlab].filter((x) => x !== undefined).length
   if (given === 0 && !opts.chat) throw new UsageError('no task given', 'pass --task TEXT, --task-file FILE (- for standard input), --github owner/repo#N, --gitlab group/project#N or --resume <uuid>, or start a --chat')
   if (given > 1) throw new UsageError('--task, --task-file, --github, --gitlab and --resume exclude each other', 'give one of them')
@@ -82,6 +100,8 @@ async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'
   if (opts.uuid !== undefined && (opts.resume !== undefined || !isUuid(opts.uuid))) throw new UsageError('--uuid names a new task and must be a uuid', 'drop --uuid')
   const prepared = opts.resume !== undefined ? await prepareResume(ctx, flags, opts.resume) : await prepareNew(ctx, flags)
   if (opts.uuid !== undefined && prepared.start.kind === 'new') prepared.start.uuid = opts.uuid.toLowerCase()
+  const configFile = ctx.configSource === null ? null : resolve(process.cwd(), ctx.configSource)
+  refuseConfigInWorkspace(prepared.settings.workspace, configFile)
   // Nothing was written until here: every check above can refuse with the tree untouched.
   const { runTask } = await import('../run/run-task.js')
   // A shell without a working sandbox is refused before the tree is touched (tools.sandbox: none opts out).
@@ -100,9 +120,10 @@ async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'
         logFormat,
         signals: true,
         fleetJob: ctx.env.CTXAGENT_FLEET_JOB !== undefined,
-        configFile: ctx.configSource === null ? null : resolve(process.cwd(), ctx.configSource),
+        configFile,
         // Written at start: a run killed with SIGKILL still left its line.
         onStarted: (uuid) => {
+          started.uuid = uuid
           auditTask(ctx, 'run', uuid, { event: 'start' })
           if (here) stopChat = here(ctx, uuid)
         },
@@ -122,6 +143,17 @@ async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'
   throw new CtxError(err.message, { exitCode: err.exitCode, logged: true })
 }
 
+/**
+ * A config file inside the workspace is one the model could rewrite, MCP server commands
+ * included, for the next command that reads it (SPEC §8): refused, by real paths.
+ */
+function refuseConfigInWorkspace(workspace: string, configFile: string | null): void {
+  if (configFile === null) return
+  const [ws, file] = [realPathOf(workspace), realPathOf(configFile)]
+  if (!inside(ws, file)) return
+  throw new UsageError(`the config file ${shortPath(file)} is inside the workspace ${shortPath(ws)}, where the agent could rewrite it`, 'keep the config outside the workspace (~/.config/ctxagent/config.yaml, /etc/ctxagent/config.yaml, or --config elsewhere)')
+}
+
 interface Prepared {
   config: CommandEnv['config']
   settings: RunSettings
@@ -130,7 +162,7 @@ interface Prepared {
 
 async function prepareNew(ctx: CommandEnv, flags: RunFlags): Promise<Prepared> {
   if (flags.github !== undefined || flags.gitlab !== undefined) return prepareRemote(ctx, flags)
-  const text = flags.task ?? (flags.taskFile === undefined ? '' : readTextArg(flags.taskFile, 'task file', () => readFileSync(0, 'utf8')))
+  const text = flags.task ?? (flags.taskFile === undefined ? '' : readTextArg(flags.taskFile, 'task file', () => readStdinText('task file', 'give a task of at most 1 MB')))
   if (text.trim() === '' && !flags.chat) throw new UsageError('the task is empty', 'describe what the agent should do')
   const taskId = flags.taskId === undefined ? '' : checkName(flags.taskId, '--task-id')
   const { user, config, settings } = await settingsFor(ctx, flags)

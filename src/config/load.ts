@@ -9,6 +9,7 @@ import { shortPath } from '../text.js'
 import { configSchema, crossCheck, formatPath, isHttpUrl, shown } from './schema.js'
 import type { Config } from './schema.js'
 import { urlWithCredentials } from './secrets.js'
+import { whyUntrusted } from './trust.js'
 
 // Reading a config file: where it is, YAML to data, validation against the schema,
 // and every problem as one line that names the key and what it expects.
@@ -32,10 +33,12 @@ export interface ConfigLocation {
 export const NO_CONFIG = 'none'
 
 /**
- * `--config` > `CTXAGENT_CONFIG` > `./ctxagent.yaml` > `$XDG_CONFIG_HOME/ctxagent/config.yaml`
- * (else ~/.config/…) > `/etc/ctxagent/config.yaml`, the first found (SPEC §1). `./config.yaml`
- * is never read: it is as likely another tool's; when it holds ctxagent's keys, a notice
- * says to rename it.
+ * `--config` > `CTXAGENT_CONFIG` > `$XDG_CONFIG_HOME/ctxagent/config.yaml` (else
+ * ~/.config/…) > `/etc/ctxagent/config.yaml`, the first found (SPEC §1). Nothing in the
+ * current directory is read: it is `run`'s default workspace, where a model writes files
+ * (SPEC §8). A `./config.yaml` or `./ctxagent.yaml` holding ctxagent's keys gets a notice
+ * saying where the config goes. A file anyone but its owner could change, or owned by
+ * someone other than root or this user, is refused (as sshd's StrictModes does).
  */
 export function loadConfig(where: ConfigLocation): LoadedConfig {
   if (where.flag === '') throw new UsageError('--config: the path is empty', `give the config file to use, ${NO_CONFIG} for no file, or leave --config out`)
@@ -52,47 +55,57 @@ export function loadConfig(where: ConfigLocation): LoadedConfig {
   if (withUser !== null) {
     throw new UsageError(`${withUser} carries a user name or password (scheme://user:password@host); ctxagent refuses credentials in URLs, which would be printed and stored`, 'give the URL without user:password@ and the key in its own setting (api_key, token) or variable')
   }
-  return { config, source: file, ...(file === null && explicit === undefined ? notice(where) : {}) }
+  return { config, source: file, ...(explicit === undefined ? notice(where) : {}) }
 }
 
-/** The config files looked for, in order, when neither --config nor CTXAGENT_CONFIG names one. */
-export function configCandidates(where: Pick<ConfigLocation, 'env' | 'cwd'>): string[] {
-  const xdg = where.env.XDG_CONFIG_HOME
-  const home = where.env.HOME !== undefined && isAbsolute(where.env.HOME) ? where.env.HOME : homedir()
+/**
+ * The config files looked for, in order, when neither --config nor CTXAGENT_CONFIG names
+ * one: the user's (XDG_CONFIG_HOME, else ~/.config) and the system's. Never one in the
+ * current directory.
+ */
+export function configCandidates(env: NodeJS.ProcessEnv): string[] {
+  const xdg = env.XDG_CONFIG_HOME
+  const home = env.HOME !== undefined && isAbsolute(env.HOME) ? env.HOME : homedir()
   const userDir = xdg !== undefined && isAbsolute(xdg) ? xdg : join(home, '.config')
-  return [join(where.cwd, 'ctxagent.yaml'), join(userDir, 'ctxagent', 'config.yaml'), '/etc/ctxagent/config.yaml']
+  return [join(userDir, 'ctxagent', 'config.yaml'), SYSTEM_CONFIG]
 }
+
+const SYSTEM_CONFIG = '/etc/ctxagent/config.yaml'
 
 function findConfig(where: ConfigLocation): [string | null, string | null] {
-  for (const path of configCandidates(where)) {
-    // The one in the current directory is named as the operator sees it.
-    const named = path === join(where.cwd, 'ctxagent.yaml') ? 'ctxagent.yaml' : path
-    const raw = readConfigFile(path, shownPath(named), false)
-    if (raw !== null) return [named, raw]
+  for (const path of configCandidates(where.env)) {
+    const raw = readConfigFile(path, shownPath(path), false)
+    if (raw !== null) return [path, raw]
   }
   return [null, null]
 }
 
 /**
- * A `./config.yaml` that looks like ctxagent's (one of its top-level sections and no key
- * it does not know): worth one line saying it is no longer read. Another tool's file
- * there gets no word at all.
+ * A `./config.yaml` or `./ctxagent.yaml` that looks like ctxagent's (one of its top-level
+ * sections and no key it does not know): worth one line saying it is not read and where
+ * the config goes. Another tool's file there gets no word at all.
  */
 function notice(where: ConfigLocation): { notice?: string } {
-  const path = join(where.cwd, 'config.yaml')
+  for (const name of ['ctxagent.yaml', 'config.yaml']) {
+    if (!looksLikeOurs(join(where.cwd, name))) continue
+    return { notice: `./${name} is not read: nothing in the current directory is configuration, since a model working there could write it (SPEC §8); move it to ~/.config/ctxagent/config.yaml or /etc/ctxagent/config.yaml, or name it with --config` }
+  }
+  return {}
+}
+
+function looksLikeOurs(path: string): boolean {
   const read = readRegularFile(path, MAX_CONFIG_BYTES)
-  if (!read.ok) return {}
+  if (!read.ok) return false
   let data: unknown
   try {
     data = parseDocument(read.text, { logLevel: 'silent' }).toJS()
   } catch {
-    return {}
+    return false
   }
-  if (data === null || typeof data !== 'object' || Array.isArray(data)) return {}
+  if (data === null || typeof data !== 'object' || Array.isArray(data)) return false
   const keys = Object.keys(data)
   const known = Object.keys(configSchema.def.shape)
-  if (keys.length === 0 || !keys.every((k) => known.includes(k))) return {}
-  return { notice: './config.yaml is no longer read (SPEC §1); rename it to ctxagent.yaml, or pass --config config.yaml' }
+  return keys.length > 0 && keys.every((k) => known.includes(k))
 }
 
 const MAX_CONFIG_BYTES = 1 << 20
@@ -105,14 +118,18 @@ const MAX_CONFIG_BYTES = 1 << 20
  */
 function readConfigFile(path: string, shown: string, explicit: boolean): string | null {
   const read = readRegularFile(path, MAX_CONFIG_BYTES)
-  if (read.ok) return read.text
+  if (read.ok) {
+    const untrusted = whyUntrusted(path, read.stat)
+    if (untrusted !== null) throw new UsageError(`${shown}: refused as config: ${untrusted.why}`, `${untrusted.fix}; ctxagent reads a config file only when no one but its owner (root or you) can change it`)
+    return read.text
+  }
   if (read.problem === 'unreadable' && (isErrno(read.err, 'ENOENT') || isErrno(read.err, 'ENOTDIR')) && !explicit) return null
   const why =
     read.problem === 'unreadable' ? describeErrno(read.err)
     : read.problem === 'directory' ? 'it is a directory'
     : read.problem === 'size' ? `${read.size.toLocaleString('en-US')} bytes; the limit is 1 MB`
     : 'not a regular file'
-  throw new UsageError(`${shown}: cannot read config (${why})`, explicit ? 'check the --config path or CTXAGENT_CONFIG' : `ctxagent reads the first of ./ctxagent.yaml, ~/.config/ctxagent/config.yaml, /etc/ctxagent/config.yaml: fix this one, or pass --config ${NO_CONFIG}`)
+  throw new UsageError(`${shown}: cannot read config (${why})`, explicit ? 'check the --config path or CTXAGENT_CONFIG' : `ctxagent reads the first of ~/.config/ctxagent/config.yaml, /etc/ctxagent/config.yaml: fix this one, or pass --config ${NO_CONFIG}`)
 }
 
 const SEE_EXAMPLE = 'see config.example.yaml for every key and its default'

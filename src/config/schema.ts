@@ -350,6 +350,7 @@ export const SECRET_KEYS: readonly (readonly string[])[] = [
   ['llm', 'anthropic', 'api_key'],
   ['github', 'token'],
   ['gitlab', 'token'],
+  ['fleet', 'database_url'],
 ]
 
 /** A copy of the config with every secret replaced by null, and the dotted keys of those that are set. */

@@ -27,6 +27,14 @@ export function secretValues(config: Config, env: NodeJS.ProcessEnv): SecretValu
   add('llm.anthropic.api_key', config.llm.anthropic.api_key)
   add('github.token', config.github.token)
   add('gitlab.token', config.gitlab.token)
+  // The fleet's database: the whole URL, and its password alone (as written in the URL and decoded), each under one name.
+  for (const url of [config.fleet.database_url, env.CTXAGENT_DATABASE_URL]) {
+    add(DATABASE_URL, url)
+    for (const password of urlPasswords(url)) {
+      add(DATABASE_URL, password)
+      add(DATABASE_URL, safeDecode(password))
+    }
+  }
   for (const [server, settings] of Object.entries(config.mcp.servers)) {
     for (const [key, value] of Object.entries(settings.env)) add(`mcp.servers.${server}.env.${key}`, value)
   }
@@ -35,6 +43,29 @@ export function secretValues(config: Config, env: NodeJS.ProcessEnv): SecretValu
     if (KNOWN_VARIABLES.includes(key) || SECRET_NAME.test(key)) add(key, env[key])
   }
   return out
+}
+
+/** What a masked database URL or password shows, whichever of the file or CTXAGENT_DATABASE_URL gave it. */
+const DATABASE_URL = 'fleet.database_url'
+
+/** The passwords of `scheme://user:password@host/db?password=…`, as written (URL-encoded). */
+function urlPasswords(value: string | null | undefined): string[] {
+  if (typeof value !== 'string' || value === '') return []
+  try {
+    const url = new URL(value)
+    return [url.password, ...url.searchParams.getAll('password').map(encodeURIComponent)].filter((p) => p !== '')
+  } catch {
+    // libpq's key=value form is no URL; ctxagent refuses it at use (isPostgresUrl).
+    return []
+  }
+}
+
+function safeDecode(text: string): string {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    return text
+  }
 }
 
 /** The config's URL keys, by their dotted names. */

@@ -101,7 +101,7 @@ async function guarded(name: string, check: () => Promise<Check>): Promise<Check
 }
 
 function configCheck({ configSource }: DoctorInput): Check {
-  if (configSource === null) return { name: 'config', status: 'ok', message: 'no config file (defaults and the environment); looked for ./ctxagent.yaml, ~/.config/ctxagent/config.yaml, /etc/ctxagent/config.yaml' }
+  if (configSource === null) return { name: 'config', status: 'ok', message: 'no config file (defaults and the environment); looked for ~/.config/ctxagent/config.yaml (or under XDG_CONFIG_HOME), /etc/ctxagent/config.yaml; nothing in the current directory is read' }
   return { name: 'config', status: 'ok', message: `${configSource} (valid)` }
 }
 

@@ -1,5 +1,6 @@
 import { statSync } from 'node:fs'
 import { join } from 'node:path'
+import { isErrno } from '../errors.js'
 import { appendInbox, readInbox } from '../storage/task/inbox.js'
 import type { ControlAction, InboxRecord } from '../storage/task/inbox.js'
 import { FILES, LOCATIONS } from '../storage/fs/layout.js'
@@ -13,6 +14,8 @@ export interface AskResult {
   reply: Reply | null
   /** Where the task is now (a pause moves it to paused/). */
   location: Location | null
+  /** False when the task had left running/ before the request could be written: no one was asked. */
+  sent: boolean
 }
 
 const POLL_MS = 100
@@ -26,7 +29,16 @@ const POLL_MS = 100
 export async function askOwner(layout: Layout, ref: TaskRef, action: ControlAction, sender: string, waitMs: number, now: () => Date): Promise<AskResult> {
   const inbox = join(ref.dir, FILES.inbox)
   const from = fileSize(inbox) ?? 0
-  const request = appendInbox(ref.dir, { kind: 'control', action, sender }, now())
+  let request: InboxRecord
+  try {
+    request = appendInbox(ref.dir, { kind: 'control', action, sender }, now())
+  } catch (err) {
+    // The task finished or paused between the caller's look and this write: its directory, inbox
+    // and all, is in completed/ or paused/ now. Said as where it is, not as a missing lock file.
+    const location = isErrno(err, 'ENOENT') ? locate(layout, ref.uuid) : 'running'
+    if (location === 'running') throw err
+    return { reply: null, location, sent: false }
+  }
   const deadline = Date.now() + waitMs
   let reply: Reply | null = null
   let offset = from
@@ -40,7 +52,7 @@ export async function askOwner(layout: Layout, ref: TaskRef, action: ControlActi
     // pause and end are done when the task has left running/; compress when the owner answered, or
     // left running/ (finished or paused) without answering: no one is left to answer.
     const settled = location !== 'running' || (action === 'compress' && reply !== null)
-    if (settled || Date.now() >= deadline) return { reply, location }
+    if (settled || Date.now() >= deadline) return { reply, location, sent: true }
     await new Promise((resolve) => setTimeout(resolve, POLL_MS))
   }
 }

@@ -1,22 +1,22 @@
-import { realpathSync } from 'node:fs'
-import { resolve } from 'node:path'
+import { dirname } from 'node:path'
+import { configCandidates } from '../config/load.js'
 import type { Config } from '../config/schema.js'
 import { UsageError } from '../errors.js'
 import { planSandbox } from '../tools/sandbox.js'
 import { workspaceUnwritable } from '../tools/sandbox/identity.js'
 import type { McpSandbox } from '../tools/sandbox/mcp-launch.js'
 import type { SandboxPlan } from '../tools/sandbox.js'
+import { realPathOf } from '../tools/workspace.js'
 
-/** The places no tool and no command may reach, as real paths: the task tree and the config file. */
-export function hiddenPaths(base: string, configFile: string | null): string[] {
-  const real = (p: string) => {
-    try {
-      return realpathSync(p)
-    } catch {
-      return resolve(p)
-    }
-  }
-  return [real(base), ...(configFile === null ? [] : [real(configFile)])]
+/**
+ * The places no tool and no command may reach, as real paths: the task tree, the config
+ * file in force, and every place ctxagent looks for one (the ctxagent directories of
+ * ~/.config, or XDG_CONFIG_HOME, and /etc), whether or not it exists yet: nothing a tool
+ * can write may ever be read as configuration (SPEC §8).
+ */
+export function hiddenPaths(base: string, configFile: string | null, env: NodeJS.ProcessEnv = process.env): string[] {
+  const candidates = configCandidates(env).map((file) => dirname(file))
+  return [...new Set([base, ...(configFile === null ? [] : [configFile]), ...candidates].map(realPathOf))]
 }
 
 /**
@@ -27,7 +27,7 @@ export function hiddenPaths(base: string, configFile: string | null): string[] {
  */
 export function shellSandbox(config: Config, allowShell: boolean, hidden: readonly string[], workspace: string): SandboxPlan {
   if (!allowShell) return { kind: 'none' }
-  const real = realOrResolved(workspace)
+  const real = realPathOf(workspace)
   const planned = planSandbox(config.tools, hidden, real)
   if (!planned.ok) throw new UsageError(`run_command needs a sandbox, and bubblewrap does not work here: ${planned.why}`, 'install bubblewrap (apt-get install bubblewrap), or set tools.sandbox: none in the config to run commands without a sandbox')
   if (planned.plan.kind === 'none') return planned.plan
@@ -38,13 +38,5 @@ export function shellSandbox(config: Config, allowShell: boolean, hidden: readon
 
 /** What the run's MCP servers are sandboxed with (each unless its sandbox: none): run_command's settings, workspace and hidden places. */
 export function mcpSandbox(config: Config, workspace: string, hidden: readonly string[]): McpSandbox {
-  return { tools: config.tools, workspace: realOrResolved(workspace), hidden }
-}
-
-function realOrResolved(p: string): string {
-  try {
-    return realpathSync(p)
-  } catch {
-    return resolve(p)
-  }
+  return { tools: config.tools, workspace: realPathOf(workspace), hidden }
 }

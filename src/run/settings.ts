@@ -1,10 +1,11 @@
 import { realpathSync, statSync } from 'node:fs'
-import { basename, dirname, join, resolve, sep } from 'node:path'
-import { readInputFile } from '../input-file.js'
+import { resolve, sep } from 'node:path'
+import { MAX_TEXT_INPUT, readInputFile } from '../input-file.js'
 import { activeEndpoint, missingApiKey, PROVIDERS } from '../config/schema.js'
 import type { Config, Provider } from '../config/schema.js'
 import { parseDuration } from '../duration.js'
 import { UsageError } from '../errors.js'
+import { realPathOf } from '../tools/workspace.js'
 import type { RunRecord } from '../storage/task/metadata.js'
 
 /** `ctxagent run`'s flags, as commander parsed them (budgets already numbers). */
@@ -148,7 +149,7 @@ function appends(config: Config, user: string | undefined): string[] {
  * Compared by real paths; a tree not created yet is judged by its nearest existing parent.
  */
 export function refuseTreeInWorkspace(workspace: string, base: string): void {
-  const tree = realPathOfMaybeMissing(base)
+  const tree = realPathOf(base)
   const hint = 'keep the task tree outside the workspace: pass another --workspace, or --home (CTXAGENT_HOME) elsewhere'
   if (tree === workspace || tree.startsWith(workspace.endsWith(sep) ? workspace : `${workspace}${sep}`)) {
     throw new UsageError(`the workspace ${workspace} contains the task tree ${tree}; the agent could read or delete its own task files`, hint)
@@ -156,20 +157,6 @@ export function refuseTreeInWorkspace(workspace: string, base: string): void {
   if (workspace.startsWith(`${tree}${sep}`)) throw new UsageError(`the workspace ${workspace} is inside the task tree ${tree}`, hint)
 }
 
-function realPathOfMaybeMissing(path: string): string {
-  const missing: string[] = []
-  let at = resolve(path)
-  for (;;) {
-    try {
-      return join(realpathSync(at), ...missing.reverse())
-    } catch {
-      const parent = dirname(at)
-      if (parent === at) return resolve(path)
-      missing.push(basename(at))
-      at = parent
-    }
-  }
-}
 
 function resolveWorkspace(dir: string): string {
   if (dir.trim() === '') throw new UsageError('--workspace is empty', 'pass --workspace <an existing directory>, or leave it out for the current directory')
@@ -186,7 +173,7 @@ function resolveWorkspace(dir: string): string {
 /** Reads a small text file named on the command line, with a one-line error. */
 export function readTextArg(path: string, what: string, stdin?: () => string): string {
   if (path === '-' && stdin) return stdin()
-  return readInputFile(path, what, 'give a readable text file of at most 1 MB', 1_000_000)
+  return readInputFile(path, what, 'give a readable text file of at most 1 MB', MAX_TEXT_INPUT)
 }
 
 /** users.<name>, only as the config file gave it (never an inherited property: --user constructor). */

@@ -4,7 +4,7 @@ import { dirname, isAbsolute, relative, sep } from 'node:path'
 import { ToolError } from './errors.js'
 import { ownPathLikeDir } from './owner.js'
 import type { ToolContext } from './types.js'
-import { inside } from './workspace.js'
+import { inside, realPathOf } from './workspace.js'
 
 /*
  * Race-free paths inside the workspace, without openat(): every step opens ONE name
@@ -35,8 +35,13 @@ export interface Boundary {
   hidden: readonly string[]
 }
 
+/**
+ * The hidden places are resolved again for each tool call: one that does not exist yet
+ * (~/.config/ctxagent/config.yaml when the workspace is $HOME) is refused where it would
+ * really be made, even after a link was put on the way to it.
+ */
 export function boundaryOf(ctx: ToolContext): Boundary {
-  return { workspace: ctx.workspace, hidden: ctx.hidden }
+  return { workspace: ctx.workspace, hidden: ctx.hidden.map(realPathOf) }
 }
 
 function outside(path: string): ToolError {
@@ -127,6 +132,8 @@ export function walkParent(boundary: Boundary, path: string, create = false): Pa
           pending.unshift(name)
           continue
         }
+        // A hidden place that does not exist yet is refused as one that does: not even its absence is told.
+        if (code === 'ENOENT' && isHidden(boundary, `${pathOf(cur)}/${name}`)) throw hiddenError(path)
         if (code === 'ENOENT') throw new ToolError(`${path} does not exist`)
         throw new ToolError(`cannot open ${path}: ${code ?? (err as Error).message}`)
       }

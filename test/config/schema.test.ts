@@ -45,7 +45,7 @@ describe('parseConfig', () => {
 })
 
 describe('loadConfig', () => {
-  it('prefers --config, then CTXAGENT_CONFIG, then ./ctxagent.yaml, then $XDG_CONFIG_HOME/ctxagent/config.yaml', () => {
+  it('prefers --config, then CTXAGENT_CONFIG, then $XDG_CONFIG_HOME/ctxagent/config.yaml; never ./ctxagent.yaml', () => {
     const dir = makeTree().base
     const xdg = join(dir, 'xdg')
     mkdirSync(join(xdg, 'ctxagent'), { recursive: true })
@@ -56,14 +56,16 @@ describe('loadConfig', () => {
     expect(loadConfig({ flag: join(dir, 'flag.yaml'), env, cwd: dir }).config.context.base_dir).toBe('from-flag')
     expect(loadConfig({ env, cwd: dir }).config.context.base_dir).toBe('from-env')
     expect(loadConfig({ env: { XDG_CONFIG_HOME: xdg }, cwd: dir })).toMatchObject({ source: join(xdg, 'ctxagent', 'config.yaml'), config: { context: { base_dir: 'from-xdg' } } })
+    // A file in the current directory (run's default workspace, where a model writes) is never read.
     writeFileSync(join(dir, 'ctxagent.yaml'), 'context:\n  base_dir: from-cwd\n')
-    expect(loadConfig({ env: { XDG_CONFIG_HOME: xdg }, cwd: dir })).toMatchObject({ source: 'ctxagent.yaml', config: { context: { base_dir: 'from-cwd' } } })
+    expect(loadConfig({ env: { XDG_CONFIG_HOME: xdg }, cwd: dir })).toMatchObject({ source: join(xdg, 'ctxagent', 'config.yaml'), config: { context: { base_dir: 'from-xdg' } } })
+    expect(loadConfig({ env: { XDG_CONFIG_HOME: join(dir, 'none') }, cwd: dir })).toMatchObject({ source: null, config: { context: { base_dir: null } } })
     // none: no file at all, whatever is around.
     expect(loadConfig({ flag: 'none', env, cwd: dir })).toMatchObject({ source: null, config: { context: { base_dir: null } } })
     expect(loadConfig({ env: { CTXAGENT_CONFIG: 'none', XDG_CONFIG_HOME: xdg }, cwd: dir }).source).toBeNull()
   })
 
-  it("never reads ./config.yaml: another tool's is ignored without a word, ctxagent's own gets one notice", () => {
+  it("never reads ./config.yaml nor ./ctxagent.yaml: another tool's is ignored without a word, ctxagent's own gets one notice", () => {
     const dir = makeTree().base
     const env = { XDG_CONFIG_HOME: join(dir, 'no-xdg') }
     writeFileSync(join(dir, 'config.yaml'), 'server:\n  port: 8080\n')
@@ -72,7 +74,11 @@ describe('loadConfig', () => {
     writeFileSync(join(dir, 'config.yaml'), 'locks:\n  stale_after_seconds: 10\n')
     const loaded = loadConfig({ env, cwd: dir })
     expect(loaded.config.locks.stale_after_seconds).toBe(60)
-    expect(loaded.notice).toMatch(/config\.yaml is no longer read.*rename it to ctxagent\.yaml/)
+    expect(loaded.notice).toMatch(/^\.\/config\.yaml is not read: nothing in the current directory is configuration.*move it to ~\/\.config\/ctxagent\/config\.yaml.*--config/)
+    writeFileSync(join(dir, 'ctxagent.yaml'), 'mcp:\n  servers:\n    x:\n      command: touch\n')
+    const planted = loadConfig({ env, cwd: dir })
+    expect(planted.config.mcp.servers).toEqual({})
+    expect(planted.notice).toMatch(/^\.\/ctxagent\.yaml is not read/)
   })
 
   it('uses defaults when no file is found, but fails for a named file that is missing', () => {
@@ -83,8 +89,9 @@ describe('loadConfig', () => {
 
   it('takes secrets and endpoints from the environment when the file has none (GH_TOKEN before GITHUB_TOKEN)', () => {
     const dir = makeTree().base
-    writeFileSync(join(dir, 'ctxagent.yaml'), 'github:\n  token: from-file\nllm:\n  ollama:\n    base_url: http://file:1/v1\n')
-    const env = { OPENAI_API_KEY: 'sk-env', GITHUB_TOKEN: 'gh-env', GITLAB_TOKEN: 'gl-env', OPENAI_BASE_URL: 'http://127.0.0.1:9/v1', OLLAMA_HOST: 'box:11434' }
+    mkdirSync(join(dir, 'xdg', 'ctxagent'), { recursive: true })
+    writeFileSync(join(dir, 'xdg', 'ctxagent', 'config.yaml'), 'github:\n  token: from-file\nllm:\n  ollama:\n    base_url: http://file:1/v1\n')
+    const env = { XDG_CONFIG_HOME: join(dir, 'xdg'), OPENAI_API_KEY: 'sk-env', GITHUB_TOKEN: 'gh-env', GITLAB_TOKEN: 'gl-env', OPENAI_BASE_URL: 'http://127.0.0.1:9/v1', OLLAMA_HOST: 'box:11434' }
     const { config } = loadConfig({ env, cwd: dir })
     expect(config.llm.openai.api_key).toBe('sk-env')
     expect(config.llm.openai.base_url).toBe('http://127.0.0.1:9/v1')
@@ -126,10 +133,11 @@ describe('loadConfig: files that are not config files (one line, never a hang)',
     expect(usageError(() => loadConfig({ flag, env: {}, cwd: dir }))).toEqual({ message, hint: HINT })
   })
 
-  it('refuses an implicit ./ctxagent.yaml that is a FIFO instead of waiting for a writer', () => {
+  it('refuses an implicit ~/.config/ctxagent/config.yaml that is a FIFO instead of waiting for a writer', () => {
     const dir = makeTree().base
-    execFileSync('mkfifo', [join(dir, 'ctxagent.yaml')])
-    expect(usageError(() => loadConfig({ env: {}, cwd: dir })).message).toBe('ctxagent.yaml: cannot read config (not a regular file)')
+    mkdirSync(join(dir, 'ctxagent'))
+    execFileSync('mkfifo', [join(dir, 'ctxagent', 'config.yaml')])
+    expect(usageError(() => loadConfig({ env: { XDG_CONFIG_HOME: dir }, cwd: dir })).message).toBe(`${join(dir, 'ctxagent', 'config.yaml')}: cannot read config (not a regular file)`)
   })
 
   it('says an empty --config is empty (and treats an empty CTXAGENT_CONFIG as unset)', () => {

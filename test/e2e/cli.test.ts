@@ -67,7 +67,7 @@ describe('ctxagent binary', () => {
     const cwd = scratch()
     writeFileSync(join(cwd, 'ctxagent.yaml'), 'llm:\n  openai:\n    context_length: -1\n')
     for (const command of [['reindex'], ['watch-locks', '--once'], ['unlock', 'abcdef0123']]) {
-      const res = cli([...command, '--home', join(cwd, 'home')], {}, cwd)
+      const res = cli([...command, '--home', join(cwd, 'home')], { CTXAGENT_CONFIG: 'ctxagent.yaml' }, cwd)
       expect(res.code).toBe(2)
       expect(res.stderr).toBe('ctxagent: ctxagent.yaml: llm.openai.context_length must be a positive integer (see config.example.yaml for every key and its default)\n')
     }
@@ -91,8 +91,8 @@ describe('ctxagent binary', () => {
   it('shows a stack trace only with CTXAGENT_DEBUG=1', () => {
     const cwd = scratch()
     writeFileSync(join(cwd, 'ctxagent.yaml'), 'locks: [1\n')
-    expect(cli(['reindex'], {}, cwd).stderr.split('\n')).toHaveLength(2)
-    expect(cli(['reindex'], { CTXAGENT_DEBUG: '1' }, cwd).stderr).toMatch(/\n\s+at /)
+    expect(cli(['reindex', '--config', 'ctxagent.yaml'], {}, cwd).stderr.split('\n')).toHaveLength(2)
+    expect(cli(['reindex', '--config', 'ctxagent.yaml'], { CTXAGENT_DEBUG: '1' }, cwd).stderr).toMatch(/\n\s+at /)
   })
 
   it('resolves the base directory: --home > CTXAGENT_HOME > config > $XDG_STATE_HOME/ctxagent', () => {
@@ -106,11 +106,15 @@ describe('ctxagent binary', () => {
     expect(cli(['reindex', '--home', 'flag'], { ...xdg, CTXAGENT_HOME: join(cwd, 'env') }, cwd).code).toBe(0)
     expect(indexedIn()).toEqual(['flag'])
     reset()
-    cli(['reindex'], { ...xdg, CTXAGENT_HOME: join(cwd, 'env') }, cwd)
+    cli(['reindex'], { ...xdg, CTXAGENT_HOME: join(cwd, 'env'), CTXAGENT_CONFIG: 'ctxagent.yaml' }, cwd)
     expect(indexedIn()).toEqual(['env'])
     reset()
-    cli(['reindex'], xdg, cwd)
+    cli(['reindex'], { ...xdg, CTXAGENT_CONFIG: 'ctxagent.yaml' }, cwd)
     expect(indexedIn()).toEqual(['conf'])
+    reset()
+    // Found in the current directory, it is not read.
+    cli(['reindex'], xdg, cwd)
+    expect(indexedIn()).toEqual(['state/ctxagent'])
     reset()
     rmSync(join(cwd, 'ctxagent.yaml'))
     cli(['reindex'], xdg, cwd)

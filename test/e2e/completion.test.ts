@@ -64,6 +64,6 @@ describe('ctxagent completion', () => {
   it('needs no config: a broken one does not stop it', () => {
     const dir = scratch()
     writeFileSync(join(dir, 'ctxagent.yaml'), 'locks: [1\n')
-    expect(cli(['completion', 'bash'], {}, dir).code).toBe(0)
+    expect(cli(['completion', 'bash', '--config', 'ctxagent.yaml'], {}, dir).code).toBe(0)
   })
 })

@@ -19,7 +19,7 @@ describe('ctxagent config', () => {
   it('prints the effective config as JSON: its source, the task tree, which secrets are set, never their values', () => {
     const cwd = scratch()
     writeFileSync(join(cwd, 'ctxagent.yaml'), FILE)
-    const res = cli(['config', '--json', '--home', 'tree'], ENV, cwd)
+    const res = cli(['config', '--json', '--home', 'tree', '--config', 'ctxagent.yaml'], ENV, cwd)
     expect(res.code).toBe(0)
     const out = JSON.parse(res.stdout) as { source: string; base_dir: string; base_dir_from: string; secrets_set: string[]; config: ReturnType<typeof parseConfig> }
     expect(out.source).toBe('ctxagent.yaml')
@@ -35,7 +35,7 @@ describe('ctxagent config', () => {
   it('prints YAML that reads back as the same config, secrets left to the environment', () => {
     const cwd = scratch()
     writeFileSync(join(cwd, 'ctxagent.yaml'), FILE)
-    const res = cli(['config'], ENV, cwd)
+    const res = cli(['config', '--config', 'ctxagent.yaml'], ENV, cwd)
     expect(res.code).toBe(0)
     expect(res.stdout).toMatch(/^# ctxagent configuration, from ctxagent\.yaml\n# task tree: \/nonexistent\/ctxagent-test-state\/ctxagent \(from default\)\n/)
     expect(res.stdout).toContain('api_key: null # set (hidden)')
@@ -51,12 +51,13 @@ describe('ctxagent config', () => {
     expect(from([], { XDG_STATE_HOME: join(cwd, 'state') })).toEqual(expect.objectContaining({ base_dir: join(cwd, 'state', 'ctxagent'), base_dir_from: 'default' }))
     expect(from([], { XDG_STATE_HOME: 'relative', HOME: cwd })).toEqual(expect.objectContaining({ base_dir: join(cwd, '.local', 'state', 'ctxagent'), base_dir_from: 'default' }))
     writeFileSync(join(cwd, 'ctxagent.yaml'), 'context:\n  base_dir: conf\n')
-    expect(from([])).toEqual(expect.objectContaining({ base_dir: join(cwd, 'conf'), base_dir_from: 'context.base_dir' }))
+    expect(from([])).toEqual(expect.objectContaining({ base_dir_from: 'default' }))
+    expect(from(['--config', 'ctxagent.yaml'])).toEqual(expect.objectContaining({ base_dir: join(cwd, 'conf'), base_dir_from: 'context.base_dir' }))
     expect(from([], { CTXAGENT_HOME: join(cwd, 'env') })).toEqual(expect.objectContaining({ base_dir: join(cwd, 'env'), base_dir_from: 'CTXAGENT_HOME' }))
     expect(from(['--home', 'flag'], { CTXAGENT_HOME: join(cwd, 'env') })).toEqual(expect.objectContaining({ base_dir: join(cwd, 'flag'), base_dir_from: '--home' }))
   })
 
-  it("ignores another tool's ./config.yaml in every command, and says once to rename ctxagent's own", () => {
+  it("ignores another tool's ./config.yaml in every command, and says once where ctxagent's own goes", () => {
     const cwd = scratch()
     writeFileSync(join(cwd, 'config.yaml'), 'server:\n  port: 8080\n')
     for (const args of [['config'], ['stats', '--home', cwd], ['view', 'abcdef01', '--home', cwd]]) {
@@ -67,7 +68,7 @@ describe('ctxagent config', () => {
     writeFileSync(join(cwd, 'config.yaml'), 'locks:\n  stale_after_seconds: 10\n')
     const res = cli(['config', '--json'], ENV, cwd)
     expect(res.code).toBe(0)
-    expect(res.stderr).toBe('ctxagent: warning: ./config.yaml is no longer read (SPEC §1); rename it to ctxagent.yaml, or pass --config config.yaml\n')
+    expect(res.stderr).toBe('ctxagent: warning: ./config.yaml is not read: nothing in the current directory is configuration, since a model working there could write it (SPEC §8); move it to ~/.config/ctxagent/config.yaml or /etc/ctxagent/config.yaml, or name it with --config\n')
     expect((JSON.parse(res.stdout) as { config: { locks: { stale_after_seconds: number } } }).config.locks.stale_after_seconds).toBe(60)
     expect(cli(['config', '--json', '--config', 'none'], ENV, cwd).stdout).toContain('"source": null')
   })
@@ -100,7 +101,7 @@ describe('ctxagent config', () => {
   it('checks a file: exit 2 with the key path when it is invalid', () => {
     const cwd = scratch()
     writeFileSync(join(cwd, 'ctxagent.yaml'), 'alerts:\n  failure_rate: 2\n')
-    const res = cli(['config'], ENV, cwd)
+    const res = cli(['config', '--config', 'ctxagent.yaml'], ENV, cwd)
     expect(res.code).toBe(2)
     expect(res.stdout).toBe('')
     expect(res.stderr).toBe('ctxagent: ctxagent.yaml: alerts.failure_rate must be a number greater than 0 and at most 1 (see config.example.yaml for every key and its default)\n')

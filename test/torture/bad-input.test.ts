@@ -1,10 +1,12 @@
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { mkdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { makeTree } from '../fixtures/tree.js'
 import type { Tree } from '../fixtures/tree.js'
-import { cliAsync } from '../helpers/run.js'
+import { BIN, cliAsync, ROOT, TEST_ENV } from '../helpers/run.js'
+import { exitOf } from '../helpers/wait.js'
 import { snapshotTree } from '../helpers/tree-snapshot.js'
 import { BAD_CONFIGS, corpus, DEVICE_STATE, FIFO_STATE, LINKED, LINKED_STATE, TASK } from './corpus.js'
 import { record } from './report.js'
@@ -54,6 +56,50 @@ describe('torture: bad input', () => {
     record('bad-input', { tried: cases.length, right: cases.length - wrong.length, tree_unchanged: unchanged })
     expect(wrong).toEqual([])
     expect(changed).toEqual(before)
+  })
+})
+
+describe('torture: a task from standard input is bounded as a file is (issue #27 item 15)', () => {
+  it('--task-file - refuses past 1 MB as --task-file FILE does, and stops reading there: the writer is cut off long before 60 MB', { timeout: 120_000 }, async () => {
+    const tree = makeTree()
+    const before = snapshotTree(tree.base)
+    const big = join(tree.base, 'big.txt')
+    writeFileSync(big, 'x'.repeat((1 << 20) + 1))
+    const fromFile = await cliAsync(['run', '--task-file', big, '--home', tree.base, '--config', 'none', '--provider', 'replay', '--replay-from', big])
+    expect(fromFile.code).toBe(2)
+    expect(fromFile.stderr).toMatch(/^ctxagent: task file .*big\.txt is 1,048,577 bytes; the limit is 1 MB \(give a readable text file of at most 1 MB\)\n$/)
+
+    const child = spawn(process.execPath, [BIN, 'run', '--task-file', '-', '--home', tree.base, '--config', 'none', '--provider', 'replay', '--replay-from', big], { cwd: ROOT, env: { ...process.env, ...TEST_ENV }, stdio: ['pipe', 'pipe', 'pipe'] })
+    let stderr = ''
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+    child.stdin.on('error', () => undefined)
+    // Written until the reader is gone (EPIPE) or 60 MB are in: a bounded reader stops near 1 MB.
+    const chunk = Buffer.alloc(256 * 1024, 'y')
+    let written = 0
+    const exited = exitOf(child)
+    while (written < 60 * (1 << 20) && child.stdin.writable && child.exitCode === null) {
+      const ok = child.stdin.write(chunk)
+      written += chunk.length
+      if (!ok) await Promise.race([once(child.stdin, 'drain').catch(() => undefined), exited])
+    }
+    child.stdin.destroy()
+    const { code } = await exited
+    expect(code).toBe(2)
+    expect(stderr).toBe('ctxagent: task file - (standard input) is more than 1,048,576 bytes; the limit is 1 MB (give a task of at most 1 MB)\n')
+    expect(written).toBeLessThan(16 * (1 << 20))
+    rmSync(big)
+    expect(snapshotTree(tree.base)).toEqual(before)
+  })
+
+  it('--task-file - takes a task under the bound', async () => {
+    const tree = makeTree()
+    const child = spawn(process.execPath, [BIN, 'enqueue', '--task-file', '-', '--home', tree.base, '--config', 'none'], { cwd: ROOT, env: { ...process.env, ...TEST_ENV }, stdio: ['pipe', 'pipe', 'pipe'] })
+    let stderr = ''
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+    child.stdin.end('fix the totals\n')
+    expect((await exitOf(child)).code).toBe(2)
+    // Read in full and accepted as a task: what stops it is the missing database, not the input.
+    expect(stderr).toMatch(/needs the fleet's PostgreSQL database/)
   })
 })
 

@@ -27,6 +27,16 @@ const RECORDING = join(ROOT, 'demo', 'session.jsonl')
 const RECENT = new Date(Date.now() - 86_400_000).toISOString()
 const DISK_FULL = /^ctxagent: no space left on the device holding /
 
+/** run's JSON log (stderr off a terminal): its last line is the error, as one JSON object. */
+function lastLogMessage(stderr: string): string {
+  try {
+    const last = JSON.parse(stderr.trimEnd().split('\n').pop() ?? '') as { level?: string; msg?: string }
+    return last.level === 'error' ? `ctxagent: ${last.msg ?? ''}` : ''
+  } catch {
+    return ''
+  }
+}
+
 interface Case {
   name: string
   args: (base: string, ws: string) => string[]
@@ -84,7 +94,7 @@ describe.skipIf(!MOUNTABLE)('torture: a full disk (tmpfs)', () => {
       const own = c.logs ? lines.filter((l) => l.startsWith('ctxagent: ')) : lines
       const problems = [
         res.code !== c.full ? `exit ${res.code}, expected ${c.full}` : null,
-        c.full === 1 && !DISK_FULL.test(last) ? `last line does not say the disk is full: ${last}` : null,
+        c.full === 1 && !DISK_FULL.test(c.logs ? lastLogMessage(res.stderr) : last) ? `last line does not say the disk is full: ${last}` : null,
         c.full === 1 && !c.logs && own.length !== 1 ? `${own.length} stderr lines` : null,
         c.full === 1 && c.logs && own.length > 2 ? `${own.length} ctxagent lines` : null,
         // On a full disk a read may warn once (tasks.db cannot be opened, audit not written).
@@ -128,7 +138,7 @@ describe.skipIf(!MOUNTABLE)('torture: a full disk (tmpfs)', () => {
     const common = ['--home', base, '--provider', 'replay', '--replay-from', RECORDING]
     const res = await cliAsync(['run', '--task', 'fix the totals', '--workspace', ws, ...common])
     expect(res.code).toBe(1)
-    expect(res.stderr.trimEnd().split('\n').pop()).toMatch(DISK_FULL)
+    expect(lastLogMessage(res.stderr)).toMatch(DISK_FULL)
     const layout = new Layout(base)
     expect(layout.list('running')).toEqual([])
     const [uuid] = layout.list('paused')
@@ -141,6 +151,25 @@ describe.skipIf(!MOUNTABLE)('torture: a full disk (tmpfs)', () => {
     expect(resumed.code, resumed.stderr).toBe(0)
     const messages = readFileSync(join(layout.taskDir('completed', uuid as string), 'messages.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { seq: number })
     expect(messages.map((m) => m.seq)).toEqual(messages.map((_, i) => i + 1))
+  })
+
+  it('run --json --log-format json: on a disk full before the task exists or during it, stdout is one JSON outcome and every stderr line is JSON', { timeout: 120_000 }, async () => {
+    for (const spare of [0, 160 * 1024]) {
+      rmSync(join(mount, 'filler'), { force: true })
+      const base = join(mount, `json-${spare}`)
+      const ws = join(mount, `json-${spare}-ws`)
+      cpSync(join(ROOT, 'demo', 'project'), ws, { recursive: true })
+      mkdirSync(base)
+      fill(mount, spare)
+      const res = await cliAsync(['run', '--task', 'fix the totals', '--workspace', ws, '--json', '--log-format', 'json', '--home', base, '--provider', 'replay', '--replay-from', RECORDING])
+      expect(res.code, res.stderr).toBe(1)
+      const outcome = JSON.parse(res.stdout) as { status: string; error: string; exit_code: number }
+      expect(outcome, `spare ${spare}`).toMatchObject({ exit_code: 1 })
+      expect(outcome.error).toMatch(/no space left on the device holding /)
+      const lines = res.stderr.trimEnd().split('\n').map((l) => JSON.parse(l) as { level: string; msg: string })
+      expect(lines.at(-1), `spare ${spare}`).toMatchObject({ level: 'error', msg: expect.stringMatching(/no space left on the device holding /) as unknown })
+    }
+    rmSync(join(mount, 'filler'), { force: true })
   })
 })
 
@@ -161,7 +190,8 @@ describe.skipIf(!MOUNTABLE)('torture: a read-only file system', () => {
           expect(own.every((l) => l.startsWith('ctxagent: warning: ')), `${c.name}: ${res.stderr}`).toBe(true)
         } else {
           expect(res.code, `${c.name}: ${res.stderr}`).toBe(1)
-          expect(own, c.name).toEqual([`ctxagent: the task tree ${base} is on a read-only file system (give a writable --home, or remount it read-write)`])
+          const said = c.logs ? [lastLogMessage(res.stderr)] : own
+          expect(said, c.name).toEqual([`ctxagent: the task tree ${base} is on a read-only file system${c.logs ? '' : ' (give a writable --home, or remount it read-write)'}`])
         }
       }
       expect(snapshotTree(base)).toEqual(before)

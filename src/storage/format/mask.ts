@@ -1,6 +1,10 @@
 /**
  * Masking of secrets and personal data before anything is persisted or printed (SPEC §8):
- * the exact secret values installed by `installSecrets`, then the patterns below.
+ * the exact secret values installed by `installSecrets`, and the patterns below. Every
+ * match of either is found in the text as it is, then each run of overlapping matches is
+ * replaced whole by its longest match's replacement (a secret value before a pattern of
+ * the same length): a token that holds another secret's value, or a value that holds a
+ * token, never leaves a piece of either behind.
  * Each rule has cheap `hints`: its regex only runs when one of them occurs in the
  * text, which keeps masking off the hot path for ordinary messages. Hints are as
  * short and shared as the regex allows (one `gh` for all GitHub forms): every
@@ -10,14 +14,27 @@ interface MaskRule {
   name: string
   /** Literal substrings, one of which every match contains. */
   hints: readonly string[]
-  /** Replaces every match in a text known to contain one of the hints. */
-  apply: (text: string) => string
+  /** Adds every match in a text known to contain one of the hints to `out`. */
+  find: (text: string, priority: number, out: Span[]) => void
+}
+
+/** A stretch of the text to replace; of overlapping ones, the longest wins, then the lowest priority. */
+interface Span {
+  start: number
+  end: number
+  replacement: string
+  priority: number
 }
 
 const regexRule = (name: string, hints: readonly string[], pattern: RegExp, replacement: string): MaskRule => ({
   name,
   hints,
-  apply: (text) => text.replace(pattern, replacement),
+  find: (text, priority, out) => {
+    for (const m of text.matchAll(pattern)) {
+      const filled = replacement.includes('$') ? replacement.replace(/\$(\d)/g, (_, i: string) => m[Number(i)] ?? '') : replacement
+      out.push({ start: m.index, end: m.index + m[0].length, replacement: filled, priority })
+    }
+  },
 })
 
 const RULES: readonly MaskRule[] = [
@@ -44,7 +61,7 @@ const RULES: readonly MaskRule[] = [
   regexRule('stripe', ['sk_live_', 'rk_live_'], /\b(?:sk|rk)_live_[0-9A-Za-z]{20,}/g, '[STRIPE_KEY]'),
   regexRule('npm', ['npm_'], /\bnpm_[A-Za-z0-9]{36}\b/g, '[NPM_TOKEN]'),
   regexRule('bearer', ['Bearer ', 'bearer '], /\b([Bb]earer) [A-Za-z0-9._~+/-]{20,}=*/g, '$1 [TOKEN]'),
-  { name: 'email', hints: ['@'], apply: maskEmails },
+  { name: 'email', hints: ['@'], find: findEmails },
 ]
 
 // local@domain.tld with an alphabetic TLD of 2+ letters, so that package specs like
@@ -58,8 +75,7 @@ function isLocalChar(c: number): boolean {
   return (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a) || (c >= 0x30 && c <= 0x39) || c === 0x2e || c === 0x5f || c === 0x25 || c === 0x2b || c === 0x2d
 }
 
-function maskEmails(text: string): string {
-  let out = ''
+function findEmails(text: string, priority: number, out: Span[]): void {
   let copied = 0
   for (let at = text.indexOf('@'); at >= 0; at = text.indexOf('@', at + 1)) {
     // The local part first: '@@', ' @decorator' and 'a @ b' end here without a regex.
@@ -68,11 +84,10 @@ function maskEmails(text: string): string {
     if (start === at || (at - start === 3 && text.startsWith('git', start))) continue
     DOMAIN.lastIndex = at + 1
     if (!DOMAIN.test(text)) continue
-    out += `${text.slice(copied, start)}[EMAIL]`
     copied = DOMAIN.lastIndex
+    out.push({ start, end: copied, replacement: '[EMAIL]', priority })
     at = copied - 1
   }
-  return copied === 0 ? text : out + text.slice(copied)
 }
 
 /**
@@ -184,10 +199,34 @@ export function secretsInstalled(): number {
   return secretForms.length
 }
 
-function maskSecrets(text: string): string {
-  let out = text
-  for (const form of secretForms) if (out.includes(form.value)) out = out.split(form.value).join(form.replacement)
-  return out
+/** Every occurrence of an installed secret value (priority 0: before a pattern of the same length). */
+function findSecrets(text: string, out: Span[]): void {
+  for (const form of secretForms) {
+    for (let at = text.indexOf(form.value); at >= 0; at = text.indexOf(form.value, at + form.value.length)) {
+      out.push({ start: at, end: at + form.value.length, replacement: form.replacement, priority: 0 })
+    }
+  }
+}
+
+/** Each run of overlapping spans replaced whole by the replacement of its longest span. */
+function replaceSpans(text: string, spans: Span[]): string {
+  spans.sort((a, b) => a.start - b.start || b.end - a.end)
+  let out = ''
+  let copied = 0
+  for (let i = 0; i < spans.length; ) {
+    let best = spans[i] as Span
+    const start = best.start
+    let end = best.end
+    for (i++; i < spans.length && (spans[i] as Span).start < end; i++) {
+      const span = spans[i] as Span
+      const [length, bestLength] = [span.end - span.start, best.end - best.start]
+      if (length > bestLength || (length === bestLength && span.priority < best.priority)) best = span
+      end = Math.max(end, span.end)
+    }
+    out += text.slice(copied, start) + best.replacement
+    copied = end
+  }
+  return out + text.slice(copied)
 }
 
 /** Secrets (installed values and key patterns) and personal data (e-mail addresses): for everything stored or posted. */
@@ -224,14 +263,14 @@ function mask(input: string, rules: number): string {
 }
 
 function maskNow(input: string, rules: number): string {
-  const text = secretForms.length === 0 ? input : maskSecrets(input)
-  const found = rulesWithHints(text) & rules
-  if (found === 0) return text
-  let out = text
+  const spans: Span[] = []
+  if (secretForms.length > 0) findSecrets(input, spans)
+  const found = rulesWithHints(input) & rules
+  if (found === 0 && spans.length === 0) return input
   RULES.forEach((rule, index) => {
-    if (found & (1 << index)) out = rule.apply(out)
+    if (found & (1 << index)) rule.find(input, index + 1, spans)
   })
-  return out
+  return spans.length === 0 ? input : replaceSpans(input, spans)
 }
 
 /** Masks every string inside a JSON-like value (keys are left alone). */

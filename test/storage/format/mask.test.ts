@@ -113,6 +113,36 @@ describe('installed secret values', () => {
     expect(maskText(text)).toBe(maskText(`${text}`))
   })
 
+  it('replaces a known token whole even when it holds another secret’s value, and a value whole when it holds a token (the longest match wins)', () => {
+    const inner = 'gitlab-secret-inner-value'
+    const token = `ghp_${'A'.repeat(10)}${inner.replace(/-/g, '')}${'B'.repeat(10)}`
+    installSecrets([{ name: 'gitlab.token', value: inner.replace(/-/g, '') }])
+    expect(maskText(`push with ${token} now`)).toBe('push with [GITHUB_TOKEN] now')
+    const glpat = `glpat-${'x'.repeat(24)}`
+    installSecrets([{ name: 'llm.openai.api_key', value: `prefix-${glpat}-suffix` }])
+    expect(maskText(`key prefix-${glpat}-suffix and alone ${glpat}`)).toBe('key [SECRET:llm.openai.api_key] and alone [GITLAB_TOKEN]')
+    // Overlapping but neither inside the other: the whole stretch goes, under the longer one's name.
+    installSecrets([{ name: 'github.token', value: 'zzzz-overlap-ghp_' }])
+    expect(maskText(`x zzzz-overlap-ghp_${'C'.repeat(30)} y`)).toBe('x [GITHUB_TOKEN] y')
+    // A value equal to a token's whole text is named by its setting.
+    installSecrets([{ name: 'github.token', value: token }])
+    expect(maskText(token)).toBe('[SECRET:github.token]')
+  })
+
+  it('masks the fleet database URL, its password as written and decoded, from the file and CTXAGENT_DATABASE_URL', () => {
+    const config = parseConfig('fleet:\n  database_url: postgres://app:file%40pass-1234@db.example.com/ctx\n')
+    const secrets = secretValues(config, { CTXAGENT_DATABASE_URL: 'postgres://app:env-pass-5678@db/ctx?sslmode=require' })
+    expect(secrets).toEqual(expect.arrayContaining([
+      { name: 'fleet.database_url', value: 'postgres://app:file%40pass-1234@db.example.com/ctx' },
+      { name: 'fleet.database_url', value: 'file%40pass-1234' },
+      { name: 'fleet.database_url', value: 'file@pass-1234' },
+      { name: 'fleet.database_url', value: 'env-pass-5678' },
+    ]))
+    installSecrets(secrets)
+    expect(maskText('DATABASE_URL=postgres://app:env-pass-5678@db/ctx?sslmode=require')).toBe('DATABASE_URL=[SECRET:fleet.database_url]')
+    expect(maskText(`pw file@pass-1234 ${Buffer.from('env-pass-5678').toString('base64')} ${encodeURIComponent('file@pass-1234')}`)).toBe('pw [SECRET:fleet.database_url] [SECRET:fleet.database_url] [SECRET:fleet.database_url]')
+  })
+
   it('collects the config keys, MCP env values and the environment’s credentials, and finds user:password in URL keys', () => {
     const config = parseConfig('llm:\n  openai:\n    api_key: cfg-key-123456\nmcp:\n  servers:\n    s:\n      command: x\n      env:\n        TOKEN: mcp-env-value-1\n')
     const names = secretValues(config, { GH_TOKEN: 'gh-env-value-12', HOME: '/root', MY_SERVICE_PASSWORD: 'pw-value-1234' }).map((s) => s.name)

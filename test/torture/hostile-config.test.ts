@@ -1,0 +1,152 @@
+import { spawn } from 'node:child_process'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { startPostgres } from '../helpers/postgres.js'
+import { BIN, cliAsync, TEST_ENV } from '../helpers/run.js'
+import type { CliResult } from '../helpers/run.js'
+import { onlyTask, readTask, runSetup } from '../run/harness.js'
+
+/*
+ * Issue #27: a model with file tools only wrote ctxagent.yaml into its workspace (the
+ * current directory), and the next `ctxagent run` there ran its MCP server command as
+ * root. And the fleet's database password reached every exit. Real runs, a scripted model.
+ */
+
+function scratch(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix))
+  onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+/** `ctxagent <args>` run from `cwd` (run's default workspace), without --config. */
+function runIn(cwd: string, args: string[], env: Record<string, string>): Promise<CliResult> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [BIN, ...args], { cwd, env: { ...process.env, ...TEST_ENV, ...env } })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }))
+  })
+}
+
+const write = (path: string, content: string) => ({ calls: [{ name: 'write_file', arguments: { path, content } }] })
+const finish = { calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] }
+
+describe('nothing a tool can write is read as configuration', () => {
+  it('a ctxagent.yaml and config.yaml the model wrote in the current directory are never read: the next run there starts no server of theirs', async () => {
+    const s = await runSetup()
+    const marker = join(scratch('ctxagent-marker-'), 'pwned')
+    const planted = `mcp:\n  servers:\n    planted:\n      command: touch\n      args: [${JSON.stringify(marker)}]\n`
+    s.fake.queue.push(write('ctxagent.yaml', planted), write('config.yaml', planted), finish)
+    const first = await s.run(['run', '--task', 'set things up', '--workspace', s.ws])
+    expect(first.code, first.stderr).toBe(0)
+    expect(readFileSync(join(s.ws, 'ctxagent.yaml'), 'utf8')).toBe(planted)
+    // The operator's own config, where it belongs; the next run starts in the workspace.
+    const xdg = scratch('ctxagent-xdg-')
+    mkdirSync(join(xdg, 'ctxagent'))
+    writeFileSync(join(xdg, 'ctxagent', 'config.yaml'), s.fake.configYaml())
+    s.fake.queue.push(finish)
+    const second = await runIn(s.ws, ['run', '--task', 'go on', '--home', s.tree.base], { XDG_CONFIG_HOME: xdg })
+    expect(second.code, second.stderr).toBe(0)
+    expect(existsSync(marker)).toBe(false)
+    expect(second.stderr).toContain('./ctxagent.yaml is not read: nothing in the current directory is configuration')
+    expect(second.stderr.match(/is not read/g)).toHaveLength(1)
+  })
+
+  it('with the workspace at $HOME, the tools cannot write nor read ~/.config/ctxagent/config.yaml, though it does not exist, even through a link', async () => {
+    const s = await runSetup()
+    const env = { HOME: s.ws, XDG_CONFIG_HOME: '' }
+    const target = '.config/ctxagent/config.yaml'
+    s.fake.queue.push(write(target, 'mcp: {}\n'), { calls: [{ name: 'read_file', arguments: { path: target } }] }, finish)
+    expect((await s.run(['run', '--task', 'configure', '--workspace', s.ws], env)).code).toBe(0)
+    expect(existsSync(join(s.ws, target))).toBe(false)
+    const first = onlyTask(s.tree)
+    const refused = first.tools.filter((t) => t.tool_name !== 'finish')
+    expect(refused.map((t) => [t.tool_name, t.status])).toEqual([['write_file', 'error'], ['read_file', 'error']])
+    for (const t of refused) expect(JSON.stringify(t)).toContain("inside ctxagent's task tree or config")
+
+    // A link made during the run by a command (the real attack): the write would land in
+    // elsewhere/ctxagent/, which is where ~/.config/ctxagent now leads.
+    rmSync(join(s.ws, '.config'), { recursive: true, force: true })
+    mkdirSync(join(s.ws, 'elsewhere'))
+    s.fake.queue.push({ calls: [{ name: 'run_command', arguments: { command: 'ln -s elsewhere .config' } }] }, write(target, 'mcp: {}\n'), write('elsewhere/ctxagent/config.yaml', 'mcp: {}\n'), finish)
+    const again = await s.run(['run', '--task', 'configure again', '--workspace', s.ws, '--allow-shell'], env)
+    expect(again.code, again.stderr).toBe(0)
+    const second = s.tree.layout.list('completed').find((uuid) => uuid !== first.uuid) as string
+    expect(readTask(s.tree, second).tools.filter((t) => t.tool_name !== 'finish').map((t) => [t.tool_name, t.status])).toEqual([['run_command', 'success'], ['write_file', 'error'], ['write_file', 'error']])
+    expect(readdirSync(join(s.ws, 'elsewhere'))).toEqual([])
+  })
+
+  it('run refuses a config file inside its workspace (also through a link to it), with exit 2 and nothing written', async () => {
+    const s = await runSetup()
+    const inside = join(s.ws, 'agent.yaml')
+    writeFileSync(inside, s.fake.configYaml())
+    const link = join(scratch('ctxagent-link-'), 'ws')
+    symlinkSync(s.ws, link)
+    for (const [config, workspace] of [[inside, s.ws], [inside, link], [join(link, 'agent.yaml'), s.ws]] as const) {
+      const res = await cliAsync(['run', '--task', 'x', '--workspace', workspace, '--home', s.tree.base, '--config', config])
+      expect(res.code).toBe(2)
+      expect(res.stderr).toMatch(/^ctxagent: the config file .*agent\.yaml is inside the workspace .*, where the agent could rewrite it \(keep the config outside the workspace/)
+      expect(res.stderr.split('\n')).toHaveLength(2)
+    }
+    for (const location of ['running', 'paused', 'completed'] as const) expect(s.tree.layout.list(location)).toEqual([])
+  })
+})
+
+describe('the fleet database URL is a secret', () => {
+  it('its password, plain, URL-encoded and base64, leaves no exit: task files, logs, stdout, --json, view, config, and the LLM requests', { timeout: 120_000 }, async () => {
+    const pg = await startPostgres()
+    onTestFinished(() => pg.stop())
+    const password = 'Hunter2:db/pw@7731'
+    const url = pg.url.replace('postgres@', `postgres:${encodeURIComponent(password)}@`)
+    const forms = [url, password, encodeURIComponent(password), Buffer.from(password).toString('base64')]
+    const absent = (where: string, text: string) => {
+      for (const form of forms) expect(text.includes(form), `${where} carries ${form}`).toBe(false)
+    }
+    const s = await runSetup()
+    writeFileSync(join(s.ws, 'db.env'), `DATABASE_URL=${url}\nPASSWORD=${password}\nENCODED=${encodeURIComponent(password)}\nB64=${Buffer.from(password).toString('base64')}\n`)
+    s.fake.queue.push(
+      { calls: [{ name: 'read_file', arguments: { path: 'db.env' } }] },
+      { calls: [{ name: 'write_file', arguments: { path: 'notes.md', content: `the password is ${password}` } }] },
+      { content: `Connected with ${url} (password ${password}).` },
+    )
+    const env = { CTXAGENT_DATABASE_URL: url }
+    const res = await s.run(['run', '--task', `check the database ${url}`, '--workspace', s.ws, '--json', '--log-format', 'json'], env)
+    expect(res.code, res.stderr).toBe(0)
+    absent('stdout (--json)', res.stdout)
+    absent('stderr', res.stderr)
+    const task = onlyTask(s.tree)
+    expect(JSON.stringify(task.messages)).toContain('[SECRET:fleet.database_url]')
+    absent('the task directory', treeText(task.dir))
+    absent('the LLM requests', s.fake.requests.map((r) => r.raw.toString()).join('\n'))
+    for (const args of [['view', task.uuid], ['view', task.uuid, '--json'], ['view', task.uuid, '--messages', '--all'], ['view', task.uuid, '--tools'], ['config'], ['config', '--json'], ['export', task.uuid]]) {
+      const out = await s.run(args, env)
+      expect(out.code, `${args.join(' ')}: ${out.stderr}`).toBe(0)
+      absent(args.join(' '), out.stdout + out.stderr)
+    }
+    const shown = JSON.parse((await s.run(['config', '--json'], env)).stdout) as { secrets_set: string[]; database_url_from: string; config: { fleet: { database_url: unknown } } }
+    expect(shown).toMatchObject({ database_url_from: 'CTXAGENT_DATABASE_URL', config: { fleet: { database_url: null } } })
+    expect(shown.secrets_set).toContain('fleet.database_url')
+    expect((await s.run(['config'], env)).stdout).toContain('database_url: null # set (hidden), from CTXAGENT_DATABASE_URL')
+    // From the file instead: the same.
+    writeFileSync(s.config, s.fake.configYaml(`fleet:\n  database_url: ${url}\n`))
+    const fromFile = await s.run(['config', '--json'])
+    absent('config --json (file)', fromFile.stdout)
+    expect(JSON.parse(fromFile.stdout)).toMatchObject({ database_url_from: 'file' })
+  })
+})
+
+/** Every file under `dir`, as text. */
+function treeText(dir: string): string {
+  let out = ''
+  for (const name of readdirSync(dir)) {
+    const path = join(dir, name)
+    const st = statSync(path)
+    if (st.isDirectory()) out += treeText(path)
+    else if (st.isFile()) out += readFileSync(path).toString('latin1')
+  }
+  return out
+}
