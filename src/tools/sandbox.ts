@@ -23,7 +23,17 @@ import { REFUSED_SYSCALLS, seccompSupported } from './sandbox/seccomp.js'
 
 /** How run_command runs, decided once at start (tools.sandbox). */
 export type SandboxPlan =
-  | { kind: 'bwrap'; bwrap: string; network: boolean; readOnly: readonly string[]; hidden: readonly string[]; identity: SandboxIdentity; limits: CommandLimits }
+  | {
+      kind: 'bwrap'
+      bwrap: string
+      network: boolean
+      readOnly: readonly string[]
+      hidden: readonly string[]
+      /** Hidden places that do not exist yet (a config directory): no command may create them either. */
+      absent?: readonly string[]
+      identity: SandboxIdentity
+      limits: CommandLimits
+    }
   | { kind: 'none'; limits?: CommandLimits | undefined }
 
 /** The config keys this reads (tools.sandbox, tools.network, tools.sandbox_read_only, tools.sandbox_user, tools.limits). */
@@ -102,7 +112,8 @@ export function planSandbox(tools: SandboxConfig, hidden: readonly string[], wor
   const why = probeBwrap(bwrap)
   if (why !== null) return { ok: false, why }
   const identity = sandboxIdentity({ sandbox_user: tools.sandbox_user ?? null }, workspace)
-  return { ok: true, plan: { kind: 'bwrap', bwrap, network: tools.network, readOnly: tools.sandbox_read_only, hidden: [...hidden, ...secretPlaces()], identity, limits } }
+  const absent = hidden.filter((h) => !existsSync(h))
+  return { ok: true, plan: { kind: 'bwrap', bwrap, network: tools.network, readOnly: tools.sandbox_read_only, hidden: [...hidden, ...secretPlaces()], absent, identity, limits } }
 }
 
 type BwrapPlan = Extract<SandboxPlan, { kind: 'bwrap' }>
@@ -118,7 +129,7 @@ type BwrapPlan = Extract<SandboxPlan, { kind: 'bwrap' }>
 export function sandboxArgs(plan: BwrapPlan, workspace: string, argv: readonly string[], options: { env?: Record<string, string>; readOnly?: readonly string[]; chdir?: string } = {}): string[] {
   const { uid, gid } = plan.identity
   const a = ['--unshare-user', '--disable-userns', '--uid', String(uid), '--gid', String(gid), '--cap-drop', 'ALL', '--seccomp', '3']
-  a.push(...mountArgs({ network: plan.network, readOnly: [...plan.readOnly, ...(options.readOnly ?? [])], hidden: plan.hidden }, workspace))
+  a.push(...mountArgs({ network: plan.network, readOnly: [...plan.readOnly, ...(options.readOnly ?? [])], hidden: plan.hidden, absent: plan.absent ?? [] }, workspace))
   a.push('--chdir', options.chdir ?? workspace)
   if (options.env !== undefined) {
     a.push('--clearenv')

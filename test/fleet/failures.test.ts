@@ -43,11 +43,11 @@ interface JobRow {
 }
 const jobs = () => query<JobRow>('SELECT id::int, kind, state, outcome, error, attempts FROM fleet_jobs ORDER BY id')
 
-/** Every job, once all of them are done. */
+/** Every job, once all of them have ended (done, or failed after their last attempt). */
 const settledJobs = () =>
-  until('every job done', async () => {
+  until('every job ended', async () => {
     const all = await jobs()
-    return all.every((j) => j.state === 'done') ? all : null
+    return all.every((j) => ['done', 'failed', 'cancelled'].includes(j.state)) ? all : null
   })
 
 async function enqueue(s: RunSetup, args: string[]): Promise<string> {

@@ -78,6 +78,15 @@ describe('nothing a tool can write is read as configuration', () => {
     const second = s.tree.layout.list('completed').find((uuid) => uuid !== first.uuid) as string
     expect(readTask(s.tree, second).tools.filter((t) => t.tool_name !== 'finish').map((t) => [t.tool_name, t.status])).toEqual([['run_command', 'success'], ['write_file', 'error'], ['write_file', 'error']])
     expect(readdirSync(join(s.ws, 'elsewhere'))).toEqual([])
+
+    // A command that writes the config itself: the place, missing at the start, is an empty read-only directory in the sandbox.
+    rmSync(join(s.ws, '.config'), { recursive: true, force: true })
+    s.fake.queue.push({ calls: [{ name: 'run_command', arguments: { command: `mkdir -p .config/ctxagent; echo 'mcp: {}' > ${target}; echo written $?` } }] }, finish)
+    const third = await s.run(['run', '--task', 'configure by hand', '--workspace', s.ws, '--allow-shell'], env)
+    expect(third.code, third.stderr).toBe(0)
+    expect(existsSync(join(s.ws, target))).toBe(false)
+    const output = JSON.stringify(readTask(s.tree, s.tree.layout.list('completed').find((uuid) => uuid !== first.uuid && uuid !== second) as string).tools)
+    expect(output).toContain('Read-only file system')
   })
 
   it('run refuses a config file inside its workspace (also through a link to it), with exit 2 and nothing written', async () => {

@@ -83,6 +83,13 @@ export interface MountPlan {
   readOnly: readonly string[]
   /** Real paths never shown: the task tree, the config file, $HOME's secret places. */
   hidden: readonly string[]
+  /**
+   * Hidden places that do not exist yet, such as a config directory when the workspace
+   * is $HOME: one inside the workspace is covered by an empty read-only directory (bwrap
+   * makes the mount point, an empty directory), so that no command can create what
+   * ctxagent would read as configuration (SPEC §8).
+   */
+  absent?: readonly string[]
 }
 
 /** The bwrap arguments for the namespaces and the file system, `workspace` (a real path) read-write. */
@@ -108,6 +115,9 @@ export function mountArgs(plan: MountPlan, workspace: string): string[] {
     if (real === null || !visible.some((v) => inside(v, real))) continue
     if (lstatSync(real).isDirectory()) a.push('--tmpfs', real, '--remount-ro', real)
     else a.push('--ro-bind', '/dev/null', real)
+  }
+  for (const p of plan.absent ?? []) {
+    if (isAbsolute(p) && realOr(p) === null && inside(workspace, p)) a.push('--tmpfs', p, '--remount-ro', p)
   }
   return a
 }
