@@ -67,7 +67,15 @@ export const SCRIPT = `'use strict'
     else if (content !== '') item.appendChild(el('pre', '', content))
     ;(Array.isArray(r.tool_calls) ? r.tool_calls : []).forEach(function (call) {
       var fn = call && call.function ? call.function : {}
-      item.appendChild(details('→ ' + String(fn.name || '?'), String(fn.arguments || ''), 'call'))
+      var args = String(fn.arguments || '')
+      var about = ''
+      try {
+        var parsed = JSON.parse(args)
+        var main = parsed && (parsed.path || parsed.pattern || parsed.command)
+        if (typeof main === 'string') about = ' ' + main.slice(0, 60)
+        args = JSON.stringify(parsed, null, 2)
+      } catch (e) {}
+      item.appendChild(details('→ ' + String(fn.name || '?') + about, args, 'call'))
     })
     list.appendChild(item)
   }

@@ -51,6 +51,7 @@ export async function startServer(ctx: CommandEnv, options: ServeOptions): Promi
     const x: Exchange = { req, res, url, caller, api }
     const path = url.pathname
     if (req.method === 'GET' && path === '/style.css') return send(res, 200, 'text/css; charset=utf-8', STYLE)
+    if (req.method === 'GET' && path === '/favicon.ico') return send(res, 204, 'image/x-icon', '')
     if (req.method === 'GET' && path === '/app.js') return send(res, 200, 'text/javascript; charset=utf-8', SCRIPT)
     if (path === '/login') return login(x)
     if (path === '/logout' && req.method === 'POST') return logout(x)

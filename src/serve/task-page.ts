@@ -56,24 +56,25 @@ ${notice === null ? '' : html`<p class="notice" role="status">${notice}</p>`}
 ${actions(o, acting)}
 <h2>Statement</h2>
 <pre class="statement">${v.statement || '(none)'}</pre>
-<h2>Transcript <small>${num(o.counts.messages)} messages${v.hidden_before > 0 ? html`, showing the newest ${num(v.messages.length)} · <a href="?all=1">show all</a>` : ''}</small></h2>
+<h2>Transcript <small>${num(Math.max(o.counts.messages, lastSeq(v.messages)))} messages${v.hidden_before > 0 ? html`, showing the newest ${num(v.messages.length)} · <a href="?all=1">show all</a>` : ''}</small></h2>
 <ol class="transcript" id="transcript">${transcript(v.messages, v.summaries)}</ol>
 ${o.location === 'running' ? html`<p id="live" class="live" data-uuid="${o.uuid}" data-offset="${String(v.offset)}" data-after="${String(lastSeq(v.messages))}">live: new messages appear here as the agent writes them</p>` : ''}
 ${o.final_summary === null ? '' : html`<h2>Final summary</h2><pre class="final">${o.final_summary}</pre>`}
 ${s?.final_answer ? html`<h2>Final answer</h2><pre class="final">${s.final_answer}</pre>` : ''}`
 }
 
-function actions(o: Overview, a: Acting): Safe {
+function actions(o: Overview, a: Acting): Safe | string {
+  // A finished task takes no action: nothing to pause, resume, tell or compress.
+  if (o.location === 'completed') return ''
   if (a.noToken) return html`<section class="actions"><p class="muted">Actions need serve.token (or CTXAGENT_SERVE_TOKEN) set where serve runs; the CLI works meanwhile: <code>ctxagent pause ${o.uuid.slice(0, 8)}</code>.</p></section>`
   if (!a.signedIn) return html`<section class="actions"><p class="muted"><a href="/login">Sign in</a> to pause, resume, comment or compress.</p></section>`
   const form = (action: string, label: string, extra: Safe | string = '') =>
     html`<form method="post" action="/tasks/${o.uuid}/${action}" class="action"><input type="hidden" name="csrf" value="${a.csrf ?? ''}">${extra}<button>${label}</button></form>`
-  const live = o.location !== 'completed'
   return html`<section class="actions">
 ${o.location === 'running' ? form('pause', 'Pause') : ''}
 ${o.location === 'paused' ? form('resume', 'Resume') : ''}
-${live ? form('compress', 'Compress', html`<label><input type="checkbox" name="extractive" value="1"> extractive (no LLM)</label> `) : ''}
-${live ? form('comment', 'Comment', html`<textarea name="text" rows="2" maxlength="100000" required placeholder="a comment for the agent"></textarea>`) : ''}
+${form('compress', 'Compress', html`<label><input type="checkbox" name="extractive" value="1"> extractive (no LLM)</label> `)}
+${form('comment', 'Comment', html`<textarea name="text" rows="2" maxlength="100000" required placeholder="a comment for the agent"></textarea>`)}
 </section>`
 }
 
