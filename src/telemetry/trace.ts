@@ -1,0 +1,57 @@
+import type { Config } from '../config/schema.js'
+
+/**
+ * The agent loop's spans (SPEC §15): a task, its turns, each LLM call and tool call. The
+ * loop calls these methods whether or not traces are on; off (the default), they are
+ * the no-ops below and the OpenTelemetry modules are never loaded (start-up time).
+ */
+export interface TaskTrace {
+  turn(n: number): TurnTrace
+  /** Ends the task's span with what became of the task; then flushes the exporter. */
+  end(status: string, error?: string | null): Promise<void>
+}
+
+export interface TurnTrace {
+  llm(request: { model: string; messages: unknown }): LlmTrace
+  tool(name: string, callId: string, args: unknown): ToolTrace
+  end(): void
+}
+
+export interface LlmTrace {
+  end(reply: { model?: string; inputTokens: number | null; outputTokens: number | null; cachedTokens: number | null; finishReason: string; output: unknown }): void
+  fail(error: unknown): void
+}
+
+export interface ToolTrace {
+  end(status: 'success' | 'error', error: string | null, output: string): void
+}
+
+export interface TaskAttributes {
+  uuid: string
+  user: string | null
+  host: string
+  resumed: boolean
+}
+
+const NOOP_LLM: LlmTrace = { end: () => undefined, fail: () => undefined }
+const NOOP_TOOL: ToolTrace = { end: () => undefined }
+export const NOOP_TURN: TurnTrace = { llm: () => NOOP_LLM, tool: () => NOOP_TOOL, end: () => undefined }
+export const NO_TRACE: TaskTrace = { turn: () => NOOP_TURN, end: async () => undefined }
+
+/** Where traces go: telemetry.otlp_endpoint, else OTEL_EXPORTER_OTLP_ENDPOINT (or its traces-only variant), else null (off). */
+export function traceEndpoint(config: Config, env: NodeJS.ProcessEnv): string | null {
+  const configured = config.telemetry.otlp_endpoint
+  if (configured !== null) return `${configured.replace(/\/+$/, '')}/v1/traces`
+  const traces = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+  if (traces) return traces
+  const base = env.OTEL_EXPORTER_OTLP_ENDPOINT
+  return base ? `${base.replace(/\/+$/, '')}/v1/traces` : null
+}
+
+/** The task's trace: OpenTelemetry's, loaded only now, when an endpoint is configured; else the no-ops. */
+export async function startTaskTrace(config: Config, env: NodeJS.ProcessEnv, task: TaskAttributes): Promise<TaskTrace> {
+  const endpoint = traceEndpoint(config, env)
+  if (endpoint === null) return NO_TRACE
+  const { otelTaskTrace } = await import('./otel.js')
+  return otelTaskTrace({ endpoint, serviceName: config.telemetry.service_name, content: config.telemetry.content, traceparent: env.TRACEPARENT ?? null }, task)
+}
