@@ -14,6 +14,12 @@ export function serveCommand(): Command {
     .description('a page to watch and steer tasks and the fleet, Prometheus /metrics and a JSON /api (read-only without serve.token)')
     .addOption(new Option('--host <address>', 'address to listen on; any but loopback needs serve.token or CTXAGENT_SERVE_TOKEN (default: config serve.host, 127.0.0.1)'))
     .addOption(new Option('--port <n>', 'port to listen on, 0 for any free one (default: config serve.port, 7878)').argParser(portArg))
+    .addHelpText('after', `
+Examples:
+  $ ctxagent serve                                  the page on http://127.0.0.1:7878
+  $ CTXAGENT_SERVE_TOKEN=$(openssl rand -hex 32) ctxagent serve --host 0.0.0.0
+  $ curl -s localhost:7878/metrics | grep ctxagent_tasks
+  $ curl -s -X POST -H "Authorization: Bearer $T" localhost:7878/api/tasks/<uuid>/pause`)
     .action(withEnv(serve))
 }
 

@@ -10,6 +10,7 @@ import { stalenessPolicy } from '../storage/task/env.js'
 import { DURATION_BUCKETS, METRICS, WAIT_BUCKETS } from '../telemetry/names.js'
 import type { IndexSource } from './data.js'
 import type { FleetSource } from './fleet-data.js'
+import { queueAlerts } from '../fleet/status.js'
 import type { FleetStatus } from '../fleet/status.js'
 
 /** What one scrape read, shared by the collect() callbacks of that scrape. */
@@ -54,6 +55,10 @@ export class MetricsCollector {
         fleetError = 1
         this.ctx.io.warn(`metrics: the fleet's database cannot be read (${(err as Error).message})`)
       }
+    }
+    if (fleet !== null) {
+      check.alerts.push(...queueAlerts(fleet.status, this.ctx.config.alerts.queue_wait_minutes))
+      check.status = check.alerts.some((a) => a.level === 'critical') ? 'critical' : check.alerts.length ? 'warning' : 'ok'
     }
     this.current = { db, report, check, fleet }
     this.fleetError = fleetError

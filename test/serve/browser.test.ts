@@ -75,6 +75,18 @@ describe('serve in a browser', () => {
     expect(errors).toEqual([])
   })
 
+  it('stats: charts drawn on the server, no script', async () => {
+    const t = tree()
+    reindex(t)
+    const s = await startServe(t.base, { config: configWith(t, 'pricing:\n  gpt-4o:\n    prompt: 2.5\n    completion: 10\n') })
+    const { page, errors } = await open(`${s.url}/stats`)
+    await expect.poll(() => page.locator('svg[role=img]').count()).toBeGreaterThanOrEqual(4)
+    expect(await page.locator('script').count()).toBe(0)
+    expect(await page.locator('svg[aria-label="Tasks by status"] text', { hasText: 'completed' }).count()).toBe(1)
+    await page.screenshot({ path: join(ARTIFACTS, 'stats.png'), fullPage: true })
+    expect(errors).toEqual([])
+  })
+
   it('a running task: new messages appear without a reload, and the end is told', async () => {
     const t = tree()
     const owner = helperWithStdin('live-owner.mjs', [t.base, 'Add a CSV export'])
