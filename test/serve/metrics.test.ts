@@ -62,3 +62,15 @@ describe('serve: /metrics', () => {
     expect(again.text.replace(/^ctxagent_locks_stale.*$/m, '')).toBe(text.replace(/^ctxagent_locks_stale.*$/m, ''))
   })
 })
+
+describe('docs/grafana-dashboard.json', () => {
+  it('queries only metrics /metrics exports', async () => {
+    const { readFileSync } = await import('node:fs')
+    const { METRICS } = await import('../../src/telemetry/names.js')
+    const dashboard = JSON.parse(readFileSync(new URL('../../docs/grafana-dashboard.json', import.meta.url), 'utf8')) as { panels: { targets: { expr: string }[] }[] }
+    const known = new Set<string>(Object.values(METRICS).flatMap((m) => [m, `${m}_bucket`, `${m}_sum`, `${m}_count`]))
+    const used = dashboard.panels.flatMap((p) => p.targets.flatMap((t) => t.expr.match(/ctxagent_[a-z_]+/g) ?? []))
+    expect(used.length).toBeGreaterThan(10)
+    for (const name of used) expect(known, name).toContain(name)
+  })
+})
