@@ -6,7 +6,7 @@ import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trac
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions'
 import { maskText, maskValue } from '../storage/format/mask.js'
 import { ATTR, SPANS } from './names.js'
-import type { LlmTrace, TaskAttributes, TaskTrace, ToolTrace, TurnTrace } from './trace.js'
+import type { LlmTrace, TaskAttributes, TaskTrace, ToolTrace, TurnTrace } from './spans.js'
 
 export interface OtelSettings {
   endpoint: string

@@ -1,38 +1,9 @@
 import type { Config } from '../config/schema.js'
+import type { LlmTrace, TaskAttributes, TaskTrace, ToolTrace, TurnTrace } from './spans.js'
 
-/**
- * The agent loop's spans (SPEC §15): a task, its turns, each LLM call and tool call. The
- * loop calls these methods whether or not traces are on; off (the default), they are
- * the no-ops below and the OpenTelemetry modules are never loaded (start-up time).
- */
-export interface TaskTrace {
-  turn(n: number): TurnTrace
-  /** Ends the task's span with what became of the task; then flushes the exporter. */
-  end(status: string, error?: string | null): Promise<void>
-}
+export type { LlmTrace, TaskAttributes, TaskTrace, ToolTrace, TurnTrace } from './spans.js'
 
-export interface TurnTrace {
-  llm(request: { model: string; messages: unknown }): LlmTrace
-  tool(name: string, callId: string, args: unknown): ToolTrace
-  end(): void
-}
-
-export interface LlmTrace {
-  end(reply: { model?: string; inputTokens: number | null; outputTokens: number | null; cachedTokens: number | null; finishReason: string; output: unknown }): void
-  fail(error: unknown): void
-}
-
-export interface ToolTrace {
-  end(status: 'success' | 'error', error: string | null, output: string): void
-}
-
-export interface TaskAttributes {
-  uuid: string
-  user: string | null
-  host: string
-  resumed: boolean
-}
-
+/** Off (the default): every span a no-op, and the OpenTelemetry modules never loaded. */
 const NOOP_LLM: LlmTrace = { end: () => undefined, fail: () => undefined }
 const NOOP_TOOL: ToolTrace = { end: () => undefined }
 export const NOOP_TURN: TurnTrace = { llm: () => NOOP_LLM, tool: () => NOOP_TOOL, end: () => undefined }
