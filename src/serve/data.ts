@@ -66,7 +66,7 @@ export interface TaskFilter {
   user?: string | undefined
   /** A status (processing, completed, failed, …) or a location (running, paused, completed). */
   status?: string | undefined
-  /** Case-insensitive text in the uuid, repository, identifier, user, model or error (the index holds no statement). */
+  /** Case-insensitive text in the uuid, repository, identifier, user, error or metadata (model, workspace; the index holds no statement). */
   text?: string | undefined
 }
 
@@ -111,7 +111,7 @@ function whereOf(filter: TaskFilter): { sql: string; params: unknown[] } {
   else if (filter.status) (parts.push('status = ?'), params.push(filter.status))
   if (filter.text) {
     const like = `%${filter.text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`
-    parts.push(`(uuid LIKE ? ESCAPE '\\' OR repository LIKE ? ESCAPE '\\' OR task_identifier LIKE ? ESCAPE '\\' OR user LIKE ? ESCAPE '\\' OR error_message LIKE ? ESCAPE '\\' OR json_extract(metadata, '$.config.model') LIKE ? ESCAPE '\\')`)
+    parts.push(`(uuid LIKE ? ESCAPE '\\' OR repository LIKE ? ESCAPE '\\' OR task_identifier LIKE ? ESCAPE '\\' OR user LIKE ? ESCAPE '\\' OR error_message LIKE ? ESCAPE '\\' OR metadata LIKE ? ESCAPE '\\')`)
     params.push(like, like, like, like, like, like)
   }
   return { sql: parts.length ? `WHERE ${parts.join(' AND ')}` : '', params }

@@ -16,6 +16,8 @@ import type { FleetStatus } from '../fleet/status.js'
 /** What one scrape read, shared by the collect() callbacks of that scrape. */
 interface Scrape {
   db: TaskIndex
+  /** Per user and model sums, read once for the counters that share them. */
+  usage: Usage[] | null
   report: StatsReport
   check: CheckResult
   fleet: { status: FleetStatus; waits: number[]; claims: { hostname: string; claims: number }[] } | null
@@ -60,7 +62,7 @@ export class MetricsCollector {
       check.alerts.push(...queueAlerts(fleet.status, this.ctx.config.alerts.queue_wait_minutes))
       check.status = check.alerts.some((a) => a.level === 'critical') ? 'critical' : check.alerts.length ? 'warning' : 'ok'
     }
-    this.current = { db, report, check, fleet }
+    this.current = { db, usage: null, report, check, fleet }
     this.fleetError = fleetError
     try {
       return await this.registry.metrics()
@@ -87,11 +89,11 @@ export class MetricsCollector {
       for (const row of rows<{ location: string; status: string; n: number }>('SELECT location, status, COUNT(*) AS n FROM tasks GROUP BY 1, 2')) this.set({ location: row.location, status: row.status }, row.n)
     } })
 
-    const usage = () => rows<{ user: string | null; model: string; tokens: number; prompt: number; cached: number; completion: number; compactions: number; calls: number; tools: number; messages: number }>(
+    const usage = (): Usage[] => (self.s.usage ??= rows<Usage>(
       `SELECT COALESCE(user, '') AS user, ${model} AS model, SUM(total_tokens) AS tokens, SUM(COALESCE(prompt_tokens, 0)) AS prompt, SUM(COALESCE(cached_tokens, 0)) AS cached,
               SUM(COALESCE(completion_tokens, 0)) AS completion, SUM(compression_count) AS compactions, SUM(llm_call_count) AS calls, SUM(total_tool_calls) AS tools, SUM(total_messages) AS messages
        FROM tasks GROUP BY 1, 2`,
-    )
+    ))
     new Counter({ name: METRICS.tokens, help: 'Tokens of all tasks in the index, by user, model and kind (prompt includes cached; unsplit: older tasks without the split)', labelNames: ['user', 'model', 'kind'], registers: r, collect() {
       this.reset()
       for (const u of usage()) {
@@ -109,7 +111,7 @@ export class MetricsCollector {
         if (cost !== null) this.inc({ user: u.user ?? '', model: u.model }, cost)
       }
     } })
-    const sums: [string, string, (u: ReturnType<typeof usage>[number]) => number][] = [
+    const sums: [string, string, (u: Usage) => number][] = [
       [METRICS.compactions, 'Context compactions (summaries made), by user and model', (u) => u.compactions],
       [METRICS.llmCalls, 'LLM calls, by user and model', (u) => u.calls],
       [METRICS.toolCalls, 'Tool calls, by user and model (the index holds no per-tool or per-outcome counts: see docs/serve.md)', (u) => u.tools],
@@ -127,7 +129,7 @@ export class MetricsCollector {
       name: METRICS.taskDuration,
       help: 'Durations of finished tasks (started to completed), in seconds',
       type: 'histogram',
-      get: async () => ({ name: METRICS.taskDuration, help: 'Durations of finished tasks (started to completed), in seconds', type: 'histogram' as const, aggregator: 'sum' as const, values: histogram(METRICS.taskDuration, rows<{ s: number | null }>(`SELECT (julianday(completed_at) - julianday(COALESCE(started_at, created_at))) * 86400.0 AS s FROM tasks WHERE completed_at IS NOT NULL`).map((x) => x.s ?? 0).filter((x) => x >= 0), DURATION_BUCKETS) }),
+      get: async () => ({ name: METRICS.taskDuration, help: 'Durations of finished tasks (started to completed), in seconds', type: 'histogram' as const, aggregator: 'sum' as const, values: durationHistogram(self.s.db) }),
     } as unknown as Parameters<Registry['registerMetric']>[0])
 
     new Gauge({ name: METRICS.locksStale, help: 'Tasks in running/ whose lock is stale (owner dead or silent): reaped by the next watch-locks pass', registers: r, collect() {
@@ -195,6 +197,34 @@ export class MetricsCollector {
       this.set(self.fleetError)
     } })
   }
+}
+
+interface Usage {
+  user: string | null
+  model: string
+  tokens: number
+  prompt: number
+  cached: number
+  completion: number
+  compactions: number
+  calls: number
+  tools: number
+  messages: number
+}
+
+/** Finished tasks' durations, bucketed by SQLite in one pass: no row reaches JavaScript. */
+function durationHistogram(db: TaskIndex): ReturnType<typeof histogram> {
+  const buckets = DURATION_BUCKETS.map((le, i) => `SUM(s <= ${le}) AS b${i}`).join(', ')
+  const row = db.db
+    .prepare(`SELECT ${buckets}, COUNT(*) AS n, SUM(s) AS total FROM (SELECT (julianday(completed_at) - julianday(COALESCE(started_at, created_at))) * 86400.0 AS s FROM tasks WHERE completed_at IS NOT NULL) WHERE s >= 0`)
+    .get() as Record<string, number | null>
+  const name = METRICS.taskDuration
+  return [
+    ...DURATION_BUCKETS.map((le, i) => ({ metricName: `${name}_bucket`, labels: { le }, value: row[`b${i}`] ?? 0 })),
+    { metricName: `${name}_bucket`, labels: { le: '+Inf' }, value: row.n ?? 0 },
+    { metricName: `${name}_sum`, labels: {}, value: Math.round((row.total ?? 0) * 1000) / 1000 },
+    { metricName: `${name}_count`, labels: {}, value: row.n ?? 0 },
+  ]
 }
 
 /** A histogram's exposition values (cumulative buckets, +Inf, sum, count) from raw observations. */
