@@ -216,7 +216,9 @@ interface Usage {
 function durationHistogram(db: TaskIndex): ReturnType<typeof histogram> {
   const buckets = DURATION_BUCKETS.map((le, i) => `SUM(s <= ${le}) AS b${i}`).join(', ')
   const row = db.db
-    .prepare(`SELECT ${buckets}, COUNT(*) AS n, SUM(s) AS total FROM (SELECT (julianday(completed_at) - julianday(COALESCE(started_at, created_at))) * 86400.0 AS s FROM tasks WHERE completed_at IS NOT NULL) WHERE s >= 0`)
+    // MATERIALIZED: else SQLite inlines the subquery and computes each duration once per bucket.
+    .prepare(`WITH d AS MATERIALIZED (SELECT (julianday(completed_at) - julianday(COALESCE(started_at, created_at))) * 86400.0 AS s FROM tasks WHERE completed_at IS NOT NULL)
+              SELECT ${buckets}, COUNT(*) AS n, SUM(s) AS total FROM d WHERE s >= 0`)
     .get() as Record<string, number | null>
   const name = METRICS.taskDuration
   return [
