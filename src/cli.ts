@@ -22,6 +22,7 @@ import { viewCommand } from './commands/view/index.js'
 import { watchLocksCommand } from './commands/watch-locks.js'
 import { workerCommand } from './commands/worker.js'
 import { pollCommand } from './commands/poll.js'
+import { serveCommand } from './commands/serve.js'
 import { examplesText } from './commands/examples.js'
 import { CtxError } from './errors.js'
 import { forTerminal } from './terminal-text.js'
@@ -39,7 +40,7 @@ export function buildProgram(): Command {
     .showSuggestionAfterError(true)
 
   for (const command of [runCommand(), viewCommand(), listCommand(), statsCommand(), cleanupCommand(), compressCommand(), pauseCommand(), commentCommand(), chatCommand(), watchLocksCommand(), unlockCommand(), reindexCommand(), configCommand(), doctorCommand(), demoCommand(), exportCommand(), completionCommand()]) program.addCommand(command)
-  for (const command of [enqueueCommand(), workerCommand(main), pollCommand(), fleetCommand(), jobsCommand()]) program.addCommand(command)
+  for (const command of [enqueueCommand(), workerCommand(main), pollCommand(), fleetCommand(), jobsCommand(), serveCommand()]) program.addCommand(command)
   for (const command of [program, ...program.commands]) {
     const examples = examplesText(command.name())
     if (examples !== null) command.addHelpText('after', examples)

@@ -10,6 +10,8 @@ const NON_NEGATIVE_INT = 'must be a whole number of 0 or more'
 const POSITIVE_NUMBER = 'must be a positive number'
 const RATIO = 'must be a number greater than 0 and at most 1'
 const DURATION = 'must be a duration such as 90s, 30m or 1h30m'
+const PORT = 'must be a port number from 0 to 65535'
+const SERVE_TOKEN = 'must be a string of at least 16 characters (a long random one: openssl rand -hex 32)'
 const COMMAND_TIMEOUT = 'must be a whole number of seconds from 1 to 600'
 const SANDBOX_USER = 'must be a user name or uid[:gid], like nobody or 1000:1000'
 /** tools.sandbox_user: a user name, or uid[:gid]. */
@@ -272,6 +274,19 @@ export const configSchema = z.strictObject(
       // In a fleet: the oldest waiting job older than this is a warning.
       queue_wait_minutes: withDefault(positiveNumber(), 30),
     }),
+    // SPEC §15: `ctxagent serve`; any host but loopback needs the token (CTXAGENT_SERVE_TOKEN overrides it).
+    serve: section({
+      host: withDefault(text(), '127.0.0.1'),
+      port: withDefault(z.int({ error: PORT }).check(z.gte(0, { error: PORT }), z.lte(65535, { error: PORT })), 7878),
+      token: orNull(z.string({ error: SERVE_TOKEN }).check(z.minLength(16, { error: SERVE_TOKEN }))),
+    }),
+    // SPEC §15: OpenTelemetry traces of run and workers, off unless an endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT too).
+    telemetry: section({
+      otlp_endpoint: orNull(httpUrl('http://otel-collector.example.com:4318')),
+      // Message content on spans (masked); off: only sizes, models and token counts.
+      content: withDefault(flag(), false),
+      service_name: withDefault(text(), 'ctxagent'),
+    }),
   },
   { error: MAPPING },
 )
@@ -351,6 +366,7 @@ export const SECRET_KEYS: readonly (readonly string[])[] = [
   ['github', 'token'],
   ['gitlab', 'token'],
   ['fleet', 'database_url'],
+  ['serve', 'token'],
 ]
 
 /** A copy of the config with every secret replaced by null, and the dotted keys of those that are set. */

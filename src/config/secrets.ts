@@ -7,7 +7,7 @@ export interface SecretValue {
 }
 
 /** Credentials a process of ctxagent may hold in its environment, whether or not the config reads them. */
-const KNOWN_VARIABLES = ['OPENAI_API_KEY', 'GITHUB_TOKEN', 'GH_TOKEN', 'GITLAB_TOKEN', 'ANTHROPIC_API_KEY', 'OLLAMA_API_KEY', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'NPM_TOKEN']
+const KNOWN_VARIABLES = ['OPENAI_API_KEY', 'GITHUB_TOKEN', 'GH_TOKEN', 'GITLAB_TOKEN', 'ANTHROPIC_API_KEY', 'OLLAMA_API_KEY', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'NPM_TOKEN', 'CTXAGENT_SERVE_TOKEN']
 
 /** Any other variable whose name says it holds a secret (API_KEY, …_TOKEN, …_SECRET, …PASSWORD). */
 const SECRET_NAME = /(?:^|_)(?:API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|ACCESS_KEY|PRIVATE_KEY)(?:$|_)/i
@@ -35,6 +35,7 @@ export function secretValues(config: Config, env: NodeJS.ProcessEnv): SecretValu
       add(DATABASE_URL, safeDecode(password))
     }
   }
+  add('serve.token', config.serve.token)
   for (const [server, settings] of Object.entries(config.mcp.servers)) {
     for (const [key, value] of Object.entries(settings.env)) add(`mcp.servers.${server}.env.${key}`, value)
   }

@@ -83,7 +83,7 @@ export async function listTaskRows(layout: Layout, options: ListOptions): Promis
 }
 
 /** The first visible user message: the task as it was given (a chat session has none at first). */
-async function taskStatement(dir: string): Promise<string> {
+export async function taskStatement(dir: string): Promise<string> {
   for await (const item of readJsonl(join(dir, FILES.messages))) {
     if (!item.ok) continue
     const r = item.record

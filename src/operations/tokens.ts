@@ -97,7 +97,7 @@ function splitFromState(layout: Layout, row: { uuid: string; location: Location;
   return state ? splitOf(state) : { total: row.total_tokens ?? 0, prompt: 0, completion: 0, cached: 0 }
 }
 
-function modelOf(metadata: string | null): string | null {
+export function modelOf(metadata: string | null): string | null {
   if (metadata === null) return null
   try {
     const model = (JSON.parse(metadata) as { config?: { model?: unknown } }).config?.model

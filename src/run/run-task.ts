@@ -1,3 +1,5 @@
+import { hostname } from 'node:os'
+import { startTaskTrace } from '../telemetry/trace.js'
 import { compressionLimit, settingsFrom } from '../context/compaction.js'
 import { loadSnapshot } from '../context/snapshot.js'
 import { extractiveSummary } from '../context/extractive.js'
@@ -126,6 +128,9 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   }
   created = handle.uuid
   run.onStarted?.(handle.uuid)
+  // Spans of this run (task, turns, LLM and tool calls): no-ops unless telemetry.otlp_endpoint is set.
+  const taskTrace = await startTaskTrace(config, process.env, { uuid: handle.uuid, user: handle.metadata.user, host: hostname(), resumed: start.kind === 'resume' })
+  const traced: { status: string; error: string | null } = { status: 'failed', error: null }
   const log = createRunLog({ uuid: handle.uuid, stream: run.stderr, format: run.logFormat, now: env.now })
   told = log
   // Stopped while the task was being created: said now that it has a log (the loop's first check pauses it).
@@ -177,6 +182,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
       ...(client instanceof ReplayClient ? { expected: (id: string) => client.expected(id) } : {}),
       ...(run.onTurn ? { onTurn: (turns: number) => run.onTurn?.(handle.dir, turns) } : {}),
       ...(remote ? { remote } : {}),
+      trace: taskTrace,
     })
     // A pause request stops what is in flight (an LLM request, a tool, MCP start-up), not only the next turn.
     unwatch = agent.requests.watchForPause(() => stop.stop('pause'))
@@ -191,9 +197,11 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
       : await agent.run()
     unwatch()
     const outcome = await settle(handle, ending, agent.progress(), summaryClient, log, config.run.max_answer_chars, config.context.compression.summary_max_tokens, run.fleetJob === true)
+    Object.assign(traced, { status: outcome.status, error: outcome.error })
     if (remote && outcome.status !== 'lost') await remote.outcome(outcomeText(outcome))
     return { ...outcome, duration_ms: Date.now() - begun, inherited_from: handle.metadata.inherited_from ?? null }
   } catch (err) {
+    traced.error = (err as Error).message
     // An error that is not an ending: record it (unless the task is no longer ours), then report it.
     if (!handle.lost) {
       const full = explainSystemError(err, env.layout.base)
@@ -217,6 +225,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     await mcp?.close()
     cancelDeadline()
     removeSignals()
+    await taskTrace.end(traced.status, traced.error)
     log.close()
   }
 }

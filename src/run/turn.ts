@@ -1,3 +1,5 @@
+import { NOOP_TURN } from '../telemetry/trace.js'
+import type { TaskTrace, TurnTrace } from '../telemetry/trace.js'
 import type { PrunePolicy } from '../context/prune.js'
 import type { CompactionSettings } from '../context/compaction.js'
 import type { Summarizer } from '../context/summarizer.js'
@@ -60,6 +62,8 @@ export interface AgentParts {
   onTurn?: (turns: number) => void
   /** The task's issue or MR, for new comments and milestones (GitHub and GitLab tasks). */
   remote?: RemoteLink
+  /** Spans of turns, LLM calls and tool calls (no-ops unless telemetry is configured). */
+  trace?: TaskTrace
 }
 
 const ABORTED = '[aborted]'
@@ -94,6 +98,7 @@ export class Agent {
   private rss = { at: -Infinity, mb: 0 }
   /** The inbox: comments, chat messages and control requests (shared with the chat loop). */
   readonly requests: InboxRequests
+  private turnTrace: TurnTrace = NOOP_TURN
 
   constructor(private readonly parts: AgentParts) {
     tuneV8ForTheLoop()
@@ -142,20 +147,25 @@ export class Agent {
    * answer without tool calls, `finish`, a loop breaker, a stop), else null.
    */
   async step(): Promise<Ending | null> {
-    const started = performance.now()
-    this.window.startTurn()
-    await this.window.compress()
-    const asked = performance.now()
-    this.parts.log.waiting?.(`the LLM (${this.parts.client.model})`)
-    const reply = await this.ask()
-    this.parts.log.waiting?.(null)
-    this.timings.llm = performance.now() - asked
-    if ('kind' in reply) return reply
-    const ending = await this.turn(reply)
-    await this.save(ending === null)
-    this.logTimings(performance.now() - started)
-    if (!ending) this.parts.onTurn?.(this.turns)
-    return ending
+    this.turnTrace = this.parts.trace?.turn(this.turns + 1) ?? NOOP_TURN
+    try {
+      const started = performance.now()
+      this.window.startTurn()
+      await this.window.compress()
+      const asked = performance.now()
+      this.parts.log.waiting?.(`the LLM (${this.parts.client.model})`)
+      const reply = await this.ask()
+      this.parts.log.waiting?.(null)
+      this.timings.llm = performance.now() - asked
+      if ('kind' in reply) return reply
+      const ending = await this.turn(reply)
+      await this.save(ending === null)
+      this.logTimings(performance.now() - started)
+      if (!ending) this.parts.onTurn?.(this.turns)
+      return ending
+    } finally {
+      this.turnTrace.end()
+    }
   }
 
   /** The counters to write to state.json (every turn, and before the task settles). */
@@ -237,8 +247,10 @@ export class Agent {
     const request = new AbortController()
     const abort = () => request.abort(stop.signal.reason)
     stop.signal.addEventListener('abort', abort, { once: true })
+    const span = this.turnTrace.llm({ model: client.model, messages })
     try {
       const reply = await client.chat(messages, { tools: tools.specs(), signal: request.signal })
+      span.end({ inputTokens: reply.usage?.prompt_tokens ?? null, outputTokens: reply.usage?.completion_tokens ?? null, cachedTokens: reply.usage?.cached_tokens ?? null, finishReason: reply.message.tool_calls?.length ? 'tool_calls' : 'stop', output: reply.message })
       this.turns++
       const usage = reply.usage
       this.lastUsage = usage
@@ -252,6 +264,7 @@ export class Agent {
       this.window.noteUsage(usage?.prompt_tokens ?? null, plan)
       return reply
     } catch (err) {
+      span.fail(err)
       const stopped = this.stopEnding()
       if (stopped) return stopped
       if (!(err instanceof ProviderError)) throw err
@@ -297,7 +310,9 @@ export class Agent {
       const started = performance.now()
       const about = mainArgument(call.function.name, parseArgs(call.function.arguments))
       log.waiting?.(`${call.function.name}${about ? ` ${about}` : ''}`)
+      const span = this.turnTrace.tool(call.function.name, call.id, call.function.arguments)
       const outcome = await tools.call(call, this.toolContext())
+      span.end(outcome.status, outcome.error, outcome.output)
       log.waiting?.(null)
       const elapsed = performance.now() - started
       this.timings.tools += elapsed

@@ -9,6 +9,8 @@ import ts from 'typescript'
 export const FLOORS: readonly (readonly string[])[] = [
   ['cli.ts'],
   ['commands/'],
+  // The page, /metrics and /api: the same core the commands call, no operation of its own.
+  ['serve/'],
   ['command-env.ts'],
   ['fleet/'],
   ['run/'],
@@ -17,6 +19,8 @@ export const FLOORS: readonly (readonly string[])[] = [
   ['sources/'],
   ['context/'],
   ['llm/'],
+  // Metric and span names, OTLP export: recorded by the loop and the fleet, a leaf below them.
+  ['telemetry/'],
   ['storage/task/'],
   ['storage/lock/'],
   ['storage/index/'],

@@ -15,6 +15,9 @@ export interface AuditEntry {
   event?: 'start' | 'end' | 'refused' | 'forced'
   /** With `end`: the task's status; with `refused`: why. */
   detail?: string
+  /** An action taken from `ctxagent serve`'s page or API, by the signed-in operator named here. */
+  via?: 'serve'
+  operator?: string
 }
 
 /**

@@ -1,0 +1,163 @@
+import type { CommandEnv } from '../command-env.js'
+import { fleetDatabaseUrl, withTaskEnv } from '../command-env.js'
+import { settingsFrom } from '../context/compaction.js'
+import { extractiveSummarizer, llmSummarizer } from '../context/summarizer.js'
+import type { Summarizer } from '../context/summarizer.js'
+import { CtxError, isErrno, UsageError } from '../errors.js'
+import { JobQueue } from '../fleet/jobs.js'
+import { compressTask } from '../operations/compress.js'
+import { assessTask } from '../operations/reaper.js'
+import { askOwner } from '../run/control.js'
+import { assertRegularFiles } from '../storage/fs/files.js'
+import { explainSystemError } from '../system-errors.js'
+import { resolveTask, TASK_DATA_FILES } from '../storage/fs/layout.js'
+import type { TaskRef } from '../storage/fs/layout.js'
+import { connectPool, pgReason } from '../storage/index/pg-pool.js'
+import { migrate } from '../storage/index/pg-schema.js'
+import { audit } from '../storage/task/audit.js'
+import { stalenessPolicy } from '../storage/task/env.js'
+import { appendInbox } from '../storage/task/inbox.js'
+import { readMetadata } from '../storage/task/metadata.js'
+
+/**
+ * The page's actions: each the CLI's own operation (pause, comment, compress call the
+ * same core functions in the same order as their commands; resume queues the job that
+ * `enqueue --resume` queues), audited with the operator's name and `via: serve`.
+ */
+export type ActionName = 'pause' | 'resume' | 'comment' | 'compress'
+export const ACTIONS: readonly ActionName[] = ['pause', 'resume', 'comment', 'compress']
+
+export interface ActionInput {
+  operator: string
+  text?: string | undefined
+  extractive?: boolean
+  /** How long to wait for a running owner (pause, compress); the request stays in its inbox after. */
+  waitMs: number
+}
+
+export interface ActionResult {
+  /** 200 done, 202 asked (the owner acts at its next turn boundary). */
+  status: 200 | 202
+  body: Record<string, unknown>
+  message: string
+}
+
+const MAX_COMMENT = 100_000
+
+export async function runAction(ctx: CommandEnv, name: ActionName, uuid: string, input: ActionInput): Promise<ActionResult> {
+  const ref = resolveTask(ctx.layout, uuid)
+  const done = (command: string, r: TaskRef) => serveAudit(ctx, command, r.uuid, input.operator)
+  try {
+    if (name === 'pause') return await pause(ctx, ref, input, done)
+    if (name === 'resume') return await resume(ctx, ref, done)
+    if (name === 'comment') return comment(ctx, ref, input, done)
+    return await compress(ctx, ref, input, done)
+  } catch (err) {
+    throw explainSystemError(err, ctx.layout.base) ?? err
+  }
+}
+
+export function serveAudit(ctx: CommandEnv, command: string, uuid: string | null, operator: string): void {
+  try {
+    audit(ctx.layout, { ts: ctx.now().toISOString(), os_user: ctx.osUser, command, uuid, via: 'serve', operator })
+  } catch (err) {
+    ctx.io.warn(`audit.jsonl not written: ${(err as Error).message}`)
+  }
+}
+
+type Done = (command: string, ref: TaskRef) => void
+
+async function pause(ctx: CommandEnv, ref: TaskRef, input: ActionInput, done: Done): Promise<ActionResult> {
+  const ok = (outcome: string, message: string, status: 200 | 202 = 200): ActionResult => ({ status, body: { uuid: ref.uuid, outcome }, message })
+  if (ref.location === 'paused') return ok('already_paused', `task ${ref.uuid} is already paused`)
+  if (ref.location === 'completed') throw new CtxError(`task ${ref.uuid} is finished (in completed/); there is nothing to pause`, { exitCode: 4, hint: 'check the uuid' })
+  await ensureLiveOwner(ctx, ref)
+  done('pause', ref)
+  const asked = await askOwner(ctx.layout, ref, 'pause', input.operator, input.waitMs, () => ctx.now())
+  if (asked.location === 'paused') return ok('paused', `task ${ref.uuid} paused`)
+  if (asked.location === 'completed') return ok('finished', `task ${ref.uuid} finished before it could pause (in completed/)`)
+  return ok('asked', `asked the agent of task ${ref.uuid} to pause: it pauses at its next turn boundary (the request stays in its inbox)`, 202)
+}
+
+async function ensureLiveOwner(ctx: CommandEnv, ref: TaskRef): Promise<void> {
+  await withTaskEnv(ctx, async (env) => {
+    const assessment = assessTask(env, ref, { policy: stalenessPolicy(ctx.config) })
+    if (assessment.stale) throw new CtxError(`task ${ref.uuid} has no live agent (${assessment.verdict.reason})`, { hint: `recover it with ctxagent unlock ${ref.uuid.slice(0, 8)}, or wait for watch-locks` })
+  }, { createIndex: false })
+}
+
+/** In a fleet, the resume job `enqueue --resume` queues; on one host, the command to run (a page cannot start an agent). */
+async function resume(ctx: CommandEnv, ref: TaskRef, done: Done): Promise<ActionResult> {
+  if (ref.location !== 'paused') {
+    throw new CtxError(`task ${ref.uuid} is ${ref.location === 'running' ? 'running' : 'finished'} (in ${ref.location}/), not paused`, { exitCode: 4, hint: ref.location === 'running' ? 'pause it first' : 'start a new task with the same --task-id to continue from its summary' })
+  }
+  const url = fleetDatabaseUrl(ctx)
+  if (url === null) throw new CtxError(`task ${ref.uuid} is paused, and there is no fleet to queue its resume in`, { exitCode: 4, hint: `run ctxagent run --resume ${ref.uuid} on a host, or set fleet.database_url` })
+  const pool = await connectPool(url, 'serve', 1)
+  try {
+    const id = await (async () => {
+      const client = await pool.connect()
+      try {
+        await migrate(client)
+      } finally {
+        client.release()
+      }
+      return new JobQueue(pool).enqueue({ task_uuid: ref.uuid, kind: 'resume', spec: {} })
+    })().catch((err: unknown) => {
+      throw new CtxError(`the job was not queued (${pgReason(err)})`, { exitCode: 1, hint: 'check that the database is up, then try again' })
+    })
+    if (id === null) throw new CtxError(`task ${ref.uuid} already has a job waiting or running`, { exitCode: 4, hint: 'see the fleet page' })
+    done('enqueue', ref)
+    return { status: 200, body: { uuid: ref.uuid, job: id }, message: `resume of task ${ref.uuid} queued as job ${id}` }
+  } finally {
+    await pool.end().catch(() => undefined)
+  }
+}
+
+function comment(ctx: CommandEnv, start: TaskRef, input: ActionInput, done: Done): ActionResult {
+  const text = input.text ?? ''
+  if (text.trim() === '') throw new UsageError('the comment is empty', 'say something')
+  if (text.length > MAX_COMMENT) throw new UsageError(`the comment is ${text.length.toLocaleString('en-US')} characters`, `keep it under ${MAX_COMMENT.toLocaleString('en-US')}`)
+  let ref = start
+  const append = () => {
+    if (ref.location === 'completed') throw new CtxError(`task ${ref.uuid} is finished (in completed/); no agent will read the comment`, { exitCode: 4, hint: 'start a new task with the same --task-id to continue from its summary' })
+    return appendInbox(ref.dir, { kind: 'message', sender: input.operator, content: text }, ctx.now())
+  }
+  let record
+  try {
+    record = append()
+  } catch (err) {
+    // The task moved (paused or resumed) between finding it and writing: find it again, once.
+    if (!isErrno(err, 'ENOENT')) throw err
+    ref = resolveTask(ctx.layout, ref.uuid)
+    record = append()
+  }
+  done('comment', ref)
+  return { status: 200, body: { uuid: ref.uuid, location: ref.location, record }, message: `comment ${record.id} added; the agent reads it at its next turn boundary` }
+}
+
+async function compress(ctx: CommandEnv, start: TaskRef, input: ActionInput, done: Done): Promise<ActionResult> {
+  let ref = start
+  assertRegularFiles(ref.dir, TASK_DATA_FILES)
+  if (ref.location === 'running') {
+    const alive = await withTaskEnv(ctx, async (env) => !assessTask(env, ref, { policy: stalenessPolicy(ctx.config) }).stale, { createIndex: false })
+    if (alive) {
+      done('compress', ref)
+      const { reply, location } = await askOwner(ctx.layout, ref, 'compress', input.operator, input.waitMs, () => ctx.now())
+      if (reply !== null) return { status: 200, body: { uuid: ref.uuid, asked: 'owner', ok: reply.ok, message: reply.message }, message: `${reply.ok ? 'compressed by its agent' : 'not compressed'}: ${reply.message}` }
+      if (location === 'running') return { status: 202, body: { uuid: ref.uuid, asked: 'owner', ok: null }, message: 'asked its agent to compress: it does so at its next turn boundary (the request stays in its inbox)' }
+      ref = resolveTask(ctx.layout, ref.uuid)
+      assertRegularFiles(ref.dir, TASK_DATA_FILES)
+    }
+  }
+  const replayed = readMetadata(ref.dir).config.llm_provider === 'replay'
+  const summarizer: Summarizer = replayed || input.extractive === true ? extractiveSummarizer() : llmSummarizer((await import('../llm/providers.js')).requireLlmClient(ctx.config), { maxTokens: ctx.config.context.compression.summary_max_tokens })
+  return withTaskEnv(ctx, async (env) => {
+    const outcome = await compressTask(env, ref, settingsFrom(ctx.config, undefined), summarizer, false)
+    if (outcome.kind === 'nothing') return { status: 200 as const, body: { ...outcome }, message: `nothing to compress (${outcome.reason})` }
+    if (outcome.kind !== 'done') throw new CtxError('compress made a plan instead of a summary')
+    done('compress', ref)
+    const r = outcome.record
+    return { status: 200 as const, body: { ...r }, message: `summary ${r.summary_id} (${r.method}) of messages ${r.start_seq}-${r.end_seq}; window tokens ${outcome.tokens_before} → ${outcome.tokens_after}` }
+  }, { createIndex: false })
+}

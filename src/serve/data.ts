@@ -1,0 +1,199 @@
+import type { CommandEnv } from '../command-env.js'
+import { openIndex } from '../command-env.js'
+import { taskStatement } from '../operations/list.js'
+import type { ListedTask } from '../operations/list.js'
+import { scanIntoMemory } from '../operations/stats.js'
+import { costOf, modelOf } from '../operations/tokens.js'
+import type { TokenSplit } from '../operations/tokens.js'
+import { readLock } from '../storage/lock/record.js'
+import type { Location } from '../storage/fs/layout.js'
+import { indexDrift } from '../storage/index/store.js'
+import type { IndexStore } from '../storage/index/store.js'
+import type { TaskIndex } from '../storage/index/task-index.js'
+import { readState } from '../storage/task/state.js'
+
+/** How long a copy of the rows is reused where making one is costly (PostgreSQL's, or a scan without an index). */
+const COPY_MS = { PostgreSQL: 2_000, scan: 15_000 } as const
+
+/**
+ * The rows every page and scrape reads: tasks.db itself (opened once, read at each
+ * request), a copy of PostgreSQL's index refreshed at most every 2 s, or, with no index
+ * at all, a scan of the tree kept 15 s (with a warning to run reindex). Never a scan
+ * per request.
+ */
+export class IndexSource {
+  private copy: { db: TaskIndex; at: number } | null = null
+
+  private constructor(
+    private readonly ctx: CommandEnv,
+    readonly store: IndexStore | null,
+  ) {}
+
+  static async open(ctx: CommandEnv): Promise<IndexSource> {
+    const store = await openIndex(ctx, false)
+    if (store === null) ctx.io.warn(`no tasks.db under ${ctx.layout.base}: serving from a scan of the directories, refreshed every ${COPY_MS.scan / 1000}s (run ctxagent reindex to make this fast)`)
+    else {
+      const drift = await indexDrift(store, ctx.layout)
+      if (drift.length > 0) ctx.io.warn(`${store.name} is out of date (${drift.map((d) => `${d.location}/ has ${d.found}, the index ${d.indexed}`).join('; ')}): run ctxagent reindex`)
+    }
+    return new IndexSource(ctx, store)
+  }
+
+  /** Where the figures come from, as `stats --json` names it. */
+  get kind(): 'tasks.db' | 'postgresql' | 'scan' {
+    return this.store === null ? 'scan' : this.store.name === 'PostgreSQL' ? 'postgresql' : 'tasks.db'
+  }
+
+  async rows(): Promise<TaskIndex> {
+    if (this.store !== null && this.store.name !== 'PostgreSQL') return (await this.store.reporting()).db
+    const ttl = this.store === null ? COPY_MS.scan : COPY_MS.PostgreSQL
+    const now = Date.now()
+    if (this.copy !== null && now - this.copy.at < ttl) return this.copy.db
+    const db = this.store === null ? (await scanIntoMemory(this.ctx.layout)).index : (await this.store.reporting()).db
+    this.copy?.db.close()
+    this.copy = { db, at: now }
+    return db
+  }
+
+  async close(): Promise<void> {
+    this.copy?.db.close()
+    this.copy = null
+    await this.store?.close()
+  }
+}
+
+export interface TaskFilter {
+  user?: string | undefined
+  /** A status (processing, completed, failed, …) or a location (running, paused, completed). */
+  status?: string | undefined
+  /** Case-insensitive text in the uuid, repository, identifier, user, error or metadata (model, workspace; the index holds no statement). */
+  text?: string | undefined
+}
+
+export interface TaskRowView extends ListedTask {
+  tokens_split: TokenSplit
+  cost_usd: number | null
+  /** The lock's host for a running task (its owner), else the host that made the task. */
+  host: string | null
+  completed_at: string | null
+}
+
+export interface TaskPage {
+  tasks: TaskRowView[]
+  total: number
+  offset: number
+  limit: number
+}
+
+interface Row {
+  uuid: string
+  status: string
+  location: Location
+  created_at: string
+  completed_at: string | null
+  user: string | null
+  hostname: string | null
+  metadata: string | null
+  llm_call_count: number | null
+  total_tokens: number | null
+  prompt_tokens: number | null
+  completion_tokens: number | null
+  cached_tokens: number | null
+}
+
+const LOCATION_FILTERS = new Set(['running', 'paused'])
+
+function whereOf(filter: TaskFilter): { sql: string; params: unknown[] } {
+  const parts: string[] = []
+  const params: unknown[] = []
+  if (filter.user) (parts.push('user = ?'), params.push(filter.user))
+  if (filter.status && LOCATION_FILTERS.has(filter.status)) (parts.push('location = ?'), params.push(filter.status))
+  else if (filter.status) (parts.push('status = ?'), params.push(filter.status))
+  if (filter.text) {
+    const like = `%${filter.text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`
+    parts.push(`(uuid LIKE ? ESCAPE '\\' OR repository LIKE ? ESCAPE '\\' OR task_identifier LIKE ? ESCAPE '\\' OR user LIKE ? ESCAPE '\\' OR error_message LIKE ? ESCAPE '\\' OR metadata LIKE ? ESCAPE '\\')`)
+    params.push(like, like, like, like, like, like)
+  }
+  return { sql: parts.length ? `WHERE ${parts.join(' AND ')}` : '', params }
+}
+
+/**
+ * One page of tasks, newest first, from the index (a count and one indexed query: as
+ * fast with 100,000 tasks as with 10); each shown task's first statement line, final
+ * answer and owner are read from its own files (a page's worth, never the tree).
+ */
+export async function taskPage(ctx: CommandEnv, db: TaskIndex, filter: TaskFilter, offset: number, limit: number): Promise<TaskPage> {
+  const w = whereOf(filter)
+  const total = (db.db.prepare(`SELECT count(*) AS n FROM tasks ${w.sql}`).get(...w.params) as { n: number }).n
+  const rows = db.db
+    .prepare(`SELECT uuid, status, location, created_at, completed_at, user, hostname, metadata, llm_call_count, total_tokens, prompt_tokens, completion_tokens, cached_tokens FROM tasks ${w.sql} ORDER BY created_at DESC, uuid DESC LIMIT ? OFFSET ?`)
+    .all(...w.params, limit, offset) as Row[]
+  const tasks = await Promise.all(rows.map((row) => rowView(ctx, row)))
+  return { tasks, total, offset, limit }
+}
+
+async function rowView(ctx: CommandEnv, row: Row): Promise<TaskRowView> {
+  const dir = ctx.layout.taskDir(row.location, row.uuid)
+  const meta = parseMeta(row.metadata)
+  const model = modelOf(row.metadata)
+  let statement = ''
+  let answer: string | null = null
+  let turns = row.llm_call_count ?? 0
+  try {
+    statement = await taskStatement(dir)
+    const state = readState(dir)
+    answer = state?.final_answer ?? null
+    turns = state?.turns ?? turns
+  } catch {
+    // Moved or removed since the index was read: the row's own figures stand.
+  }
+  const split = { total: row.total_tokens ?? 0, prompt: row.prompt_tokens ?? 0, completion: row.completion_tokens ?? 0, cached: row.cached_tokens ?? 0 }
+  const lockHost = row.location === 'running' ? (readLockQuietly(dir)?.hostname ?? null) : null
+  return {
+    uuid: row.uuid,
+    status: row.status,
+    location: row.location,
+    created_at: row.created_at,
+    user: row.user,
+    model,
+    provider: typeof meta.config?.llm_provider === 'string' && meta.config.llm_provider !== '' ? meta.config.llm_provider : null,
+    workspace: typeof meta.run?.workspace === 'string' ? meta.run.workspace : null,
+    turns,
+    tokens: split.total,
+    task: statement.trim().split('\n')[0]?.trim() ?? '',
+    final_answer: answer,
+    tokens_split: split,
+    cost_usd: costOf(model, split, ctx.config.pricing),
+    host: lockHost ?? row.hostname,
+    completed_at: row.completed_at,
+  }
+}
+
+/** The CLI's `list --json` row, without the page's extra fields. */
+export function listedTask(t: TaskRowView): ListedTask {
+  const { tokens_split: _split, cost_usd: _cost, host: _host, completed_at: _completed, ...listed } = t
+  return listed
+}
+
+function parseMeta(text: string | null): { config?: { llm_provider?: unknown }; run?: { workspace?: unknown } } {
+  try {
+    return text === null ? {} : (JSON.parse(text) as { config?: { llm_provider?: unknown }; run?: { workspace?: unknown } })
+  } catch {
+    return {}
+  }
+}
+
+function readLockQuietly(dir: string): { hostname: string } | null {
+  try {
+    return readLock(dir)?.info ?? null
+  } catch {
+    return null
+  }
+}
+
+/** The users and statuses the index knows, for the filter form. */
+export function filterChoices(db: TaskIndex): { users: string[]; statuses: string[] } {
+  const users = (db.db.prepare('SELECT DISTINCT user FROM tasks WHERE user IS NOT NULL ORDER BY user LIMIT 500').all() as { user: string }[]).map((r) => r.user)
+  const statuses = (db.db.prepare('SELECT DISTINCT status FROM tasks ORDER BY status').all() as { status: string }[]).map((r) => r.status)
+  return { users, statuses }
+}

@@ -1,0 +1,82 @@
+import type { Pool } from 'pg'
+import type { CommandEnv } from '../command-env.js'
+import { fleetDatabaseUrl } from '../command-env.js'
+import { fleetStatus } from '../fleet/status.js'
+import type { FleetStatus } from '../fleet/status.js'
+import { connectPool } from '../storage/index/pg-pool.js'
+import type { TaskIndex } from '../storage/index/task-index.js'
+
+export interface JobError {
+  id: number
+  task_uuid: string
+  outcome: string | null
+  error: string
+  finished_at: string | null
+}
+
+/** `fleet --json`, and for the page the newest jobs that ended with an error and the running count per user. */
+export interface FleetData extends FleetStatus {
+  recent_errors: JobError[]
+  running_by_user: { user: string | null; running: number }[]
+}
+
+/** How long a worker's heartbeat may age before it counts as gone: as `ctxagent fleet` counts it (SPEC §4). */
+function workerLiveSeconds(ctx: CommandEnv): number {
+  const locks = ctx.config.locks
+  return locks.stale_after_remote_seconds ?? 2 * locks.stale_after_seconds
+}
+
+/** One pool for the server's life (fleet pages and scrapes), made when the fleet is first asked about. */
+export class FleetSource {
+  private pool: Promise<Pool> | null = null
+
+  constructor(private readonly ctx: CommandEnv) {}
+
+  get configured(): boolean {
+    return fleetDatabaseUrl(this.ctx) !== null
+  }
+
+  private connect(): Promise<Pool> {
+    const url = fleetDatabaseUrl(this.ctx)
+    if (url === null) throw new Error('no fleet database is configured')
+    this.pool ??= connectPool(url, 'serve', 2).catch((err: unknown) => {
+      this.pool = null
+      throw err
+    })
+    return this.pool
+  }
+
+  async status(): Promise<FleetStatus> {
+    return fleetStatus(await this.connect(), workerLiveSeconds(this.ctx))
+  }
+
+  async data(db: TaskIndex): Promise<FleetData> {
+    const pool = await this.connect()
+    const status = await fleetStatus(pool, workerLiveSeconds(this.ctx))
+    const errors = await pool.query<Record<string, unknown>>(
+      `SELECT id, task_uuid, outcome, error, finished_at FROM fleet_jobs WHERE error IS NOT NULL ORDER BY finished_at DESC NULLS FIRST, id DESC LIMIT 20`,
+    )
+    const running = db.db.prepare(`SELECT user, COUNT(*) AS running FROM tasks WHERE location = 'running' GROUP BY user ORDER BY running DESC, user`).all() as { user: string | null; running: number }[]
+    return {
+      ...status,
+      recent_errors: errors.rows.map((r) => ({ id: Number(r.id), task_uuid: String(r.task_uuid), outcome: r.outcome === null ? null : String(r.outcome), error: String(r.error), finished_at: r.finished_at instanceof Date ? r.finished_at.toISOString() : null })),
+      running_by_user: running,
+    }
+  }
+
+  /** Seconds each waiting job has waited, and claims by worker: for /metrics. */
+  async queueFigures(): Promise<{ waits: number[]; claims: { hostname: string; claims: number }[] }> {
+    const pool = await this.connect()
+    const waits = await pool.query<{ s: number }>(`SELECT extract(epoch FROM now() - created_at)::float AS s FROM fleet_jobs WHERE state = 'waiting'`)
+    const claims = await pool.query<{ hostname: string; n: string }>(
+      `SELECT COALESCE(w.hostname, 'unknown') AS hostname, count(*) AS n FROM fleet_jobs j LEFT JOIN fleet_workers w ON w.id = j.claimed_by WHERE j.claimed_by IS NOT NULL GROUP BY 1`,
+    )
+    return { waits: waits.rows.map((r) => Number(r.s)), claims: claims.rows.map((r) => ({ hostname: r.hostname, claims: Number(r.n) })) }
+  }
+
+  async close(): Promise<void> {
+    const pool = this.pool
+    this.pool = null
+    if (pool !== null) await (await pool.catch(() => null))?.end().catch(() => undefined)
+  }
+}

@@ -1,0 +1,242 @@
+import { Counter, Gauge, Registry } from 'prom-client'
+import type { CommandEnv } from '../command-env.js'
+import type { CheckResult, StatsReport } from '../operations/stats.js'
+import { checkHealth, collectStats } from '../operations/stats.js'
+import { costOf } from '../operations/tokens.js'
+import { assessTask } from '../operations/reaper.js'
+import { resolveTask } from '../storage/fs/layout.js'
+import type { TaskIndex } from '../storage/index/task-index.js'
+import { stalenessPolicy } from '../storage/task/env.js'
+import { DURATION_BUCKETS, METRICS, WAIT_BUCKETS } from '../telemetry/names.js'
+import type { IndexSource } from './data.js'
+import type { FleetSource } from './fleet-data.js'
+import { queueAlerts } from '../fleet/status.js'
+import type { FleetStatus } from '../fleet/status.js'
+
+/** What one scrape read, shared by the collect() callbacks of that scrape. */
+interface Scrape {
+  db: TaskIndex
+  /** Per user and model sums, read once for the counters that share them. */
+  usage: Usage[] | null
+  report: StatsReport
+  check: CheckResult
+  fleet: { status: FleetStatus; waits: number[]; claims: { hostname: string; claims: number }[] } | null
+}
+
+/**
+ * /metrics: a prom-client Registry of its own whose collect() callbacks read the index at
+ * scrape time. Counters are sums over the index's rows, so they survive restarts of serve
+ * (they fall only when cleanup deletes tasks: Prometheus reads that as a counter reset).
+ */
+export class MetricsCollector {
+  readonly registry = new Registry()
+  private current: Scrape | null = null
+
+  constructor(
+    private readonly ctx: CommandEnv,
+    private readonly index: IndexSource,
+    private readonly fleet: FleetSource,
+  ) {
+    this.define()
+  }
+
+  get contentType(): string {
+    return this.registry.contentType
+  }
+
+  async scrape(): Promise<string> {
+    const db = await this.index.rows()
+    const report = collectStats(db, this.ctx.layout, {}, this.index.kind)
+    const check = checkHealth(report, db, this.ctx.layout, this.ctx.config, this.ctx.now())
+    let fleet: Scrape['fleet'] = null
+    let fleetError = 0
+    if (this.fleet.configured) {
+      try {
+        fleet = { status: await this.fleet.status(), ...(await this.fleet.queueFigures()) }
+      } catch (err) {
+        fleetError = 1
+        this.ctx.io.warn(`metrics: the fleet's database cannot be read (${(err as Error).message})`)
+      }
+    }
+    if (fleet !== null) {
+      check.alerts.push(...queueAlerts(fleet.status, this.ctx.config.alerts.queue_wait_minutes))
+      check.status = check.alerts.some((a) => a.level === 'critical') ? 'critical' : check.alerts.length ? 'warning' : 'ok'
+    }
+    this.current = { db, usage: null, report, check, fleet }
+    this.fleetError = fleetError
+    try {
+      return await this.registry.metrics()
+    } finally {
+      this.current = null
+    }
+  }
+
+  private fleetError = 0
+
+  private get s(): Scrape {
+    if (this.current === null) throw new Error('a metric was collected outside a scrape')
+    return this.current
+  }
+
+  private define(): void {
+    const r = [this.registry]
+    const self = this
+    const rows = <T>(sql: string): T[] => self.s.db.db.prepare(sql).all() as T[]
+    const model = `COALESCE(json_extract(metadata, '$.config.model'), '')`
+
+    new Gauge({ name: METRICS.tasks, help: 'Tasks in the tree by location and status', labelNames: ['location', 'status'], registers: r, collect() {
+      this.reset()
+      for (const row of rows<{ location: string; status: string; n: number }>('SELECT location, status, COUNT(*) AS n FROM tasks GROUP BY 1, 2')) this.set({ location: row.location, status: row.status }, row.n)
+    } })
+
+    const usage = (): Usage[] => (self.s.usage ??= rows<Usage>(
+      `SELECT COALESCE(user, '') AS user, ${model} AS model, SUM(total_tokens) AS tokens, SUM(COALESCE(prompt_tokens, 0)) AS prompt, SUM(COALESCE(cached_tokens, 0)) AS cached,
+              SUM(COALESCE(completion_tokens, 0)) AS completion, SUM(compression_count) AS compactions, SUM(llm_call_count) AS calls, SUM(total_tool_calls) AS tools, SUM(total_messages) AS messages
+       FROM tasks GROUP BY 1, 2`,
+    ))
+    new Counter({ name: METRICS.tokens, help: 'Tokens of all tasks in the index, by user, model and kind (prompt includes cached; unsplit: older tasks without the split)', labelNames: ['user', 'model', 'kind'], registers: r, collect() {
+      this.reset()
+      for (const u of usage()) {
+        const labels = { user: u.user ?? '', model: u.model }
+        this.inc({ ...labels, kind: 'prompt' }, u.prompt)
+        this.inc({ ...labels, kind: 'cached' }, u.cached)
+        this.inc({ ...labels, kind: 'completion' }, u.completion)
+        this.inc({ ...labels, kind: 'unsplit' }, Math.max(0, (u.tokens ?? 0) - u.prompt - u.completion))
+      }
+    } })
+    new Counter({ name: METRICS.cost, help: 'Cost in USD from config pricing, by user and model (models without a price are left out)', labelNames: ['user', 'model'], registers: r, collect() {
+      this.reset()
+      for (const u of usage()) {
+        const cost = costOf(u.model, { prompt: u.prompt, cached: u.cached, completion: u.completion }, self.ctx.config.pricing)
+        if (cost !== null) this.inc({ user: u.user ?? '', model: u.model }, cost)
+      }
+    } })
+    const sums: [string, string, (u: Usage) => number][] = [
+      [METRICS.compactions, 'Context compactions (summaries made), by user and model', (u) => u.compactions],
+      [METRICS.llmCalls, 'LLM calls, by user and model', (u) => u.calls],
+      [METRICS.toolCalls, 'Tool calls, by user and model (the index holds no per-tool or per-outcome counts: see docs/serve.md)', (u) => u.tools],
+      [METRICS.messages, 'Messages recorded, by user and model', (u) => u.messages],
+    ]
+    for (const [name, help, value] of sums) {
+      new Counter({ name, help, labelNames: ['user', 'model'], registers: r, collect() {
+        this.reset()
+        for (const u of usage()) this.inc({ user: u.user ?? '', model: u.model }, value(u) ?? 0)
+      } })
+    }
+
+    // A histogram made from the index's rows: prom-client's Histogram only observes, so this is a metric object of its own.
+    this.registry.registerMetric({
+      name: METRICS.taskDuration,
+      help: 'Durations of finished tasks (started to completed), in seconds',
+      type: 'histogram',
+      get: async () => ({ name: METRICS.taskDuration, help: 'Durations of finished tasks (started to completed), in seconds', type: 'histogram' as const, aggregator: 'sum' as const, values: durationHistogram(self.s.db) }),
+    } as unknown as Parameters<Registry['registerMetric']>[0])
+
+    new Gauge({ name: METRICS.locksStale, help: 'Tasks in running/ whose lock is stale (owner dead or silent): reaped by the next watch-locks pass', registers: r, collect() {
+      let stale = 0
+      const env = { layout: self.ctx.layout, config: self.ctx.config, index: null, now: () => self.ctx.now(), warn: () => undefined }
+      for (const uuid of self.ctx.layout.list('running')) {
+        try {
+          if (assessTask(env, resolveTask(self.ctx.layout, uuid), { policy: stalenessPolicy(self.ctx.config) }).stale) stale++
+        } catch {
+          // Moved while looking: not stale here.
+        }
+      }
+      this.set(stale)
+    } })
+    new Counter({ name: METRICS.locksReaped, help: 'Tasks whose dead agent was reaped (their error says so), in the index', registers: r, collect() {
+      this.reset()
+      this.inc(rows<{ n: number }>(`SELECT COUNT(*) AS n FROM tasks WHERE error_message LIKE 'agent died%' OR error_message LIKE 'taken over%'`)[0]?.n ?? 0)
+    } })
+    new Gauge({ name: METRICS.disk, help: 'Disk use of the task tree by location, in bytes', labelNames: ['location'], registers: r, collect() {
+      const d = self.s.report.disk
+      this.set({ location: 'running' }, d.running)
+      this.set({ location: 'paused' }, d.paused)
+      this.set({ location: 'completed' }, d.completed)
+    } })
+    new Gauge({ name: METRICS.alert, help: "stats --check's alerts now firing: 1 per alert, by name and severity", labelNames: ['name', 'severity'], registers: r, collect() {
+      this.reset()
+      for (const a of self.s.check.alerts) this.set({ name: a.metric, severity: a.level }, 1)
+    } })
+    new Gauge({ name: METRICS.alertStatus, help: "stats --check's status: 0 ok, 1 warning, 2 critical", registers: r, collect() {
+      const st = self.s.check.status
+      this.set(st === 'ok' ? 0 : st === 'warning' ? 1 : 2)
+    } })
+
+    // The fleet: present only when it is configured (and readable at this scrape).
+    new Gauge({ name: METRICS.jobs, help: 'Fleet jobs by state', labelNames: ['state'], registers: r, collect() {
+      this.reset()
+      for (const [state, n] of Object.entries(self.s.fleet?.status.jobs ?? {})) this.set({ state }, n)
+    } })
+    new Counter({ name: METRICS.jobOutcomes, help: 'Finished fleet jobs by what their task became', labelNames: ['outcome'], registers: r, collect() {
+      this.reset()
+      for (const [outcome, n] of Object.entries(self.s.fleet?.status.outcomes ?? {})) this.inc({ outcome }, n)
+    } })
+    this.registry.registerMetric({
+      name: METRICS.queueWait,
+      type: 'histogram',
+      help: 'How long the waiting jobs have waited so far, in seconds',
+      get: async () => ({ name: METRICS.queueWait, help: 'How long the waiting jobs have waited so far, in seconds', type: 'histogram' as const, aggregator: 'sum' as const, values: self.s.fleet === null ? [] : histogram(METRICS.queueWait, self.s.fleet.waits, WAIT_BUCKETS) }),
+    } as unknown as Parameters<Registry['registerMetric']>[0])
+    new Gauge({ name: METRICS.oldestWaiting, help: 'Age of the oldest waiting job in seconds (0: none waits)', registers: r, collect() {
+      this.reset()
+      if (self.s.fleet !== null) this.set(self.s.fleet.status.oldest_waiting?.waiting_seconds ?? 0)
+    } })
+    new Gauge({ name: METRICS.workers, help: 'Fleet workers (not stopped) by state: live, or dead (heartbeat too old)', labelNames: ['state'], registers: r, collect() {
+      this.reset()
+      const workers = self.s.fleet?.status.workers
+      if (workers === undefined) return
+      this.set({ state: 'live' }, workers.filter((w) => w.live).length)
+      this.set({ state: 'dead' }, workers.filter((w) => !w.live).length)
+    } })
+    new Counter({ name: METRICS.claims, help: 'Jobs claimed by a worker, by its host (every claim the queue remembers)', labelNames: ['host'], registers: r, collect() {
+      this.reset()
+      for (const c of self.s.fleet?.claims ?? []) this.inc({ host: c.hostname }, c.claims)
+    } })
+    new Gauge({ name: METRICS.scrapeErrors, help: "1 when this scrape could not read the fleet's database", registers: r, collect() {
+      this.set(self.fleetError)
+    } })
+  }
+}
+
+interface Usage {
+  user: string | null
+  model: string
+  tokens: number
+  prompt: number
+  cached: number
+  completion: number
+  compactions: number
+  calls: number
+  tools: number
+  messages: number
+}
+
+/** Finished tasks' durations, bucketed by SQLite in one pass: no row reaches JavaScript. */
+function durationHistogram(db: TaskIndex): ReturnType<typeof histogram> {
+  const buckets = DURATION_BUCKETS.map((le, i) => `SUM(s <= ${le}) AS b${i}`).join(', ')
+  const row = db.db
+    // MATERIALIZED: else SQLite inlines the subquery and computes each duration once per bucket.
+    .prepare(`WITH d AS MATERIALIZED (SELECT (julianday(completed_at) - julianday(COALESCE(started_at, created_at))) * 86400.0 AS s FROM tasks WHERE completed_at IS NOT NULL)
+              SELECT ${buckets}, COUNT(*) AS n, SUM(s) AS total FROM d WHERE s >= 0`)
+    .get() as Record<string, number | null>
+  const name = METRICS.taskDuration
+  return [
+    ...DURATION_BUCKETS.map((le, i) => ({ metricName: `${name}_bucket`, labels: { le }, value: row[`b${i}`] ?? 0 })),
+    { metricName: `${name}_bucket`, labels: { le: '+Inf' }, value: row.n ?? 0 },
+    { metricName: `${name}_sum`, labels: {}, value: Math.round((row.total ?? 0) * 1000) / 1000 },
+    { metricName: `${name}_count`, labels: {}, value: row.n ?? 0 },
+  ]
+}
+
+/** A histogram's exposition values (cumulative buckets, +Inf, sum, count) from raw observations. */
+export function histogram(name: string, observations: readonly number[], buckets: readonly number[]): { metricName: string; labels: Record<string, string | number>; value: number }[] {
+  const counts = buckets.map((le) => observations.filter((o) => o <= le).length)
+  const sum = observations.reduce((a, b) => a + b, 0)
+  return [
+    ...buckets.map((le, i) => ({ metricName: `${name}_bucket`, labels: { le }, value: counts[i] as number })),
+    { metricName: `${name}_bucket`, labels: { le: '+Inf' }, value: observations.length },
+    { metricName: `${name}_sum`, labels: {}, value: Math.round(sum * 1000) / 1000 },
+    { metricName: `${name}_count`, labels: {}, value: observations.length },
+  ]
+}

@@ -1,0 +1,64 @@
+/**
+ * Every metric and span name, once (SPEC §15): /metrics exports the metrics (derived from
+ * the index at scrape time), the agent loop and workers open the spans. Metric names all
+ * start with `ctxagent_`; span attributes follow OpenTelemetry's GenAI conventions.
+ */
+export const METRICS = {
+  tasks: 'ctxagent_tasks',
+  tokens: 'ctxagent_tokens_total',
+  cost: 'ctxagent_cost_usd_total',
+  compactions: 'ctxagent_compactions_total',
+  llmCalls: 'ctxagent_llm_calls_total',
+  toolCalls: 'ctxagent_tool_calls_total',
+  messages: 'ctxagent_messages_total',
+  taskDuration: 'ctxagent_task_duration_seconds',
+  locksStale: 'ctxagent_locks_stale',
+  locksReaped: 'ctxagent_locks_reaped_total',
+  disk: 'ctxagent_disk_bytes',
+  alert: 'ctxagent_alert',
+  alertStatus: 'ctxagent_alert_status',
+  jobs: 'ctxagent_jobs',
+  jobOutcomes: 'ctxagent_jobs_finished_total',
+  queueWait: 'ctxagent_queue_wait_seconds',
+  oldestWaiting: 'ctxagent_queue_oldest_waiting_seconds',
+  workers: 'ctxagent_workers',
+  claims: 'ctxagent_job_claims_total',
+  scrapeErrors: 'ctxagent_scrape_errors',
+} as const
+
+export const SPANS = {
+  task: 'ctxagent.task',
+  turn: 'ctxagent.turn',
+  /** GenAI convention: `{gen_ai.operation.name} {gen_ai.request.model}`, e.g. `chat gpt-4o`. */
+  llm: (model: string) => `chat ${model}`,
+  tool: (name: string) => `execute_tool ${name}`,
+} as const
+
+/** Span attributes: GenAI semantic conventions where one exists, `ctxagent.*` for the rest. */
+export const ATTR = {
+  taskUuid: 'ctxagent.task.uuid',
+  taskUser: 'ctxagent.task.user',
+  taskStatus: 'ctxagent.task.status',
+  turn: 'ctxagent.turn',
+  host: 'host.name',
+  operation: 'gen_ai.operation.name',
+  system: 'gen_ai.system',
+  requestModel: 'gen_ai.request.model',
+  responseModel: 'gen_ai.response.model',
+  maxTokens: 'gen_ai.request.max_tokens',
+  inputTokens: 'gen_ai.usage.input_tokens',
+  outputTokens: 'gen_ai.usage.output_tokens',
+  cachedTokens: 'gen_ai.usage.cache_read.input_tokens',
+  finishReasons: 'gen_ai.response.finish_reasons',
+  toolName: 'gen_ai.tool.name',
+  toolCallId: 'gen_ai.tool.call.id',
+  toolStatus: 'ctxagent.tool.status',
+  input: 'gen_ai.input.messages',
+  output: 'gen_ai.output.messages',
+  errorType: 'error.type',
+} as const
+
+/** Task durations' histogram buckets, in seconds: a minute to a day. */
+export const DURATION_BUCKETS = [30, 60, 120, 300, 600, 1800, 3600, 7200, 21_600, 86_400]
+/** Queue waits', in seconds. */
+export const WAIT_BUCKETS = [1, 5, 15, 60, 300, 900, 1800, 3600, 14_400]

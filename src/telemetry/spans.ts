@@ -1,0 +1,33 @@
+/**
+ * The agent loop's spans (SPEC §15): a task, its turns, each LLM call and tool call. The
+ * loop calls these methods whether or not traces are on; off (the default), they are
+ * no-ops and the OpenTelemetry modules are never loaded (start-up time).
+ */
+export interface TaskTrace {
+  turn(n: number): TurnTrace
+  /** Ends the task's span with what became of the task; then flushes the exporter. */
+  end(status: string, error?: string | null): Promise<void>
+}
+
+export interface TurnTrace {
+  llm(request: { model: string; messages: unknown }): LlmTrace
+  tool(name: string, callId: string, args: unknown): ToolTrace
+  end(): void
+}
+
+export interface LlmTrace {
+  end(reply: { model?: string; inputTokens: number | null; outputTokens: number | null; cachedTokens: number | null; finishReason: string; output: unknown }): void
+  fail(error: unknown): void
+}
+
+export interface ToolTrace {
+  end(status: 'success' | 'error', error: string | null, output: string): void
+}
+
+export interface TaskAttributes {
+  uuid: string
+  user: string | null
+  host: string
+  resumed: boolean
+}
+

@@ -1,0 +1,51 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { makeTree, uuidN } from '../fixtures/tree.js'
+import { cliAsync } from '../helpers/run.js'
+import { queryRows, startPostgres } from '../helpers/postgres.js'
+import type { PgServer } from '../helpers/postgres.js'
+import { configWith, startServe, TOKEN } from './helpers.js'
+import { parseExposition, total } from './exposition.js'
+
+let server: PgServer
+beforeAll(async () => {
+  server = await startPostgres()
+})
+afterAll(async () => {
+  await server?.stop()
+})
+
+describe('serve with a fleet (PostgreSQL)', () => {
+  it('the fleet as fleet --json gives it, its metrics, and resume queued as enqueue --resume queues it', async () => {
+    const tree = makeTree()
+    tree.write({ uuid: uuidN(1), user: 'alice' })
+    tree.write({ uuid: uuidN(2), user: 'bob', location: 'paused' })
+    const config = configWith(tree, `serve:\n  token: ${TOKEN}\n`)
+    const env = { CTXAGENT_DATABASE_URL: server.url }
+    const run = (args: string[]) => cliAsync([...args, '--home', tree.base, '--config', config], env)
+    expect((await run(['reindex'])).code).toBe(0)
+    for (const task of ['one', 'two']) expect((await run(['enqueue', '--task', task, '--workspace', tree.base])).code).toBe(0)
+    const s = await startServe(tree.base, { config, env })
+    const auth = { authorization: `Bearer ${TOKEN}`, 'x-ctxagent-operator': 'frank' }
+    const api = (await (await s.get('/api/fleet')).json()) as { oldest_waiting: { waiting_seconds: number } }
+    const cli = JSON.parse((await run(['fleet', '--json'])).stdout) as { oldest_waiting: { waiting_seconds: number } }
+    expect({ ...api, oldest_waiting: { ...api.oldest_waiting, waiting_seconds: 0 } }).toEqual({ ...cli, oldest_waiting: { ...cli.oldest_waiting, waiting_seconds: 0 } })
+    expect(api).toMatchObject({ jobs: { waiting: 2, running: 0, done: 0 }, workers: [] })
+    const m = parseExposition(await (await s.get('/metrics')).text())
+    expect(total(m, 'ctxagent_jobs', { state: 'waiting' })).toBe(2)
+    expect(total(m, 'ctxagent_queue_wait_seconds', {}, 'ctxagent_queue_wait_seconds_count')).toBe(2)
+    expect(total(m, 'ctxagent_queue_oldest_waiting_seconds')).toBeGreaterThan(0)
+    expect(total(m, 'ctxagent_scrape_errors')).toBe(0)
+    // No worker while jobs wait: stats --check's critical alert, as a gauge.
+    expect(total(m, 'ctxagent_alert', { name: 'queue_no_worker', severity: 'critical' })).toBe(1)
+    expect(total(m, 'ctxagent_tasks')).toBe(2)
+    const page = await (await s.get('/fleet')).text()
+    expect(page).toContain('<dt>waiting</dt><dd>2</dd>')
+    const resumed = await s.get(`/api/tasks/${uuidN(2)}/resume`, { method: 'POST', headers: auth })
+    expect(resumed.status).toBe(200)
+    const { job } = (await resumed.json()) as { job: number }
+    const rows = await queryRows<{ task_uuid: string; kind: string; state: string }>(server.url, 'SELECT task_uuid, kind, state FROM fleet_jobs WHERE id = $1', [job])
+    expect(rows).toEqual([{ task_uuid: uuidN(2), kind: 'resume', state: 'waiting' }])
+    // Queued once: a second resume is a conflict, as enqueue --resume says.
+    expect((await s.get(`/api/tasks/${uuidN(2)}/resume`, { method: 'POST', headers: auth })).status).toBe(409)
+  })
+})
