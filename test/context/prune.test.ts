@@ -55,7 +55,7 @@ describe('prune in steps (issue 30: a prefix that stays put)', () => {
       previous = request
     }
     expect(breaks).toBe(8)
-    expect(prune(windowOf(40), policy).find((m) => m.role === 'tool')?.content).toBe('[blob:b0] [pruned]')
+    expect(prune(windowOf(40), policy).find((m) => m.role === 'tool')?.content).toBe('[pruned] [blob:b0]')
   })
 
   it('is a function of the window alone: a window rebuilt from its records (a resume) prunes as the one grown by push', () => {
