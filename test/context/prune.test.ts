@@ -22,7 +22,7 @@ function windowOf(rounds: number): WindowMessage[] {
   return out
 }
 
-const wholeRounds = (messages: readonly WindowMessage[]) => messages.filter((m) => m.role === 'tool' && !m.content.endsWith('[pruned]')).length
+const wholeRounds = (messages: readonly WindowMessage[]) => messages.filter((m) => m.role === 'tool' && !m.content.startsWith('[pruned]')).length
 
 describe('prune in steps (issue 30: a prefix that stays put)', () => {
   const policy: PrunePolicy = { protectedTurns: 3, protectedToolRounds: 3, stepRounds: 12 }
