@@ -306,10 +306,10 @@ export class Agent {
       const duration = Math.round(elapsed)
       const arg = mainArgument(outcome.name, outcome.args)
       this.lastTool = arg ? `${outcome.name} ${arg}` : outcome.name
-      let result = outcome.aborted ? `${ABORTED} ${outcome.output}`.trimEnd() : outcome.output
+      const result = outcome.aborted ? `${ABORTED} ${outcome.output}`.trimEnd() : outcome.output
       const verdict = this.guard.observe(outcome.name, outcome.args, outcome.output, outcome.malformed)
-      if (verdict.kind === 'warn') result = `${result}\n\n${verdict.note}`
-      const recorded = this.answer(call, outcome.name, result, outcome.status, outcome.error, duration, outcome.args)
+      const note = verdict.kind === 'warn' ? `\n\n${verdict.note}` : ''
+      const recorded = this.answer(call, outcome.name, result, outcome.status, outcome.error, duration, outcome.args, note)
       // The recording holds the output as recorded (masked, a long one as its blob reference).
       this.compareWithRecording(call, recorded)
       // What it was about and how it ended: `run_command \`npm test\` exited 1`, not "success".
@@ -322,10 +322,10 @@ export class Agent {
     return ending ?? this.stopEnding()
   }
 
-  private answer(call: ToolCall, name: string, result: string, status: 'success' | 'error', error: string | null, duration: number, args: Record<string, unknown>): string {
+  private answer(call: ToolCall, name: string, result: string, status: 'success' | 'error', error: string | null, duration: number, args: Record<string, unknown>, note = ''): string {
     const { handle } = this.parts
-    // Masked, and a long output stored once in blobs/ before the message that refers to it.
-    const recorded = recordToolOutput(handle.dir, result, this.parts.limits.blobs)
+    // Masked, and a long output stored once in blobs/ before the message that refers to it (the note after it).
+    const recorded = recordToolOutput(handle.dir, result, this.parts.limits.blobs, note)
     handle.addMessage({ role: 'tool', content: recorded, tool_name: name, tool_call_id: call.id })
     handle.addTool({ tool_name: name, arguments: args, result: recorded, status, error, duration_ms: duration })
     return recorded

@@ -40,12 +40,13 @@ export function leadingBlobId(text: string): string | null {
  * refers to it is written, so that no reference ever dangles) and replaced by its
  * reference, its size and its head. Identical outputs are one blob.
  */
-export function recordToolOutput(taskDir: string, output: string, settings: BlobSettings): string {
+export function recordToolOutput(taskDir: string, output: string, settings: BlobSettings, note = ''): string {
   const masked = maskText(output)
   const size = Buffer.byteLength(masked)
-  if (size <= settings.thresholdBytes) return masked
+  if (size <= settings.thresholdBytes) return maskText(`${output}${note}`)
   const id = writeBlob(taskDir, masked)
-  return blobReference(id, size, masked)
+  // A note of the agent's (a loop warning) follows the reference, outside the blob: the same output is the same blob.
+  return `${blobReference(id, size, masked)}${maskText(note)}`
 }
 
 /** Writes `text` (already masked) as a blob, atomically and 0600, unless it is there already. Returns its id. */
@@ -110,12 +111,15 @@ export function expandedOutput(taskDir: string, stored: string, maxInlineBytes: 
   const text = readBlob(taskDir, id)
   if (text === null) return stored
   const size = Buffer.byteLength(text)
-  if (size <= maxInlineBytes) return `[blob:${id}] ${text}`
+  // What the stored message carries after the reference and head (a note), sent after the text.
+  const reference = blobReference(id, size, text)
+  const note = stored.startsWith(reference) ? stored.slice(reference.length) : ''
+  if (size <= maxInlineBytes) return `[blob:${id}] ${text}${note}`
   const half = Math.floor(maxInlineBytes / 2)
   const head = headOf(text, half)
   const tail = tailOf(text, half)
   const cut = size - Buffer.byteLength(head) - Buffer.byteLength(tail)
-  return `[blob:${id}] ${head}\n[… ${cut.toLocaleString('en-US')} bytes not sent; inspect blob ${id} with offset/limit or grep to read them …]\n${tail}`
+  return `[blob:${id}] ${head}\n[… ${cut.toLocaleString('en-US')} bytes not sent; inspect blob ${id} with offset/limit or grep to read them …]\n${tail}${note}`
 }
 
 /** The first `bytes` UTF-8 bytes of `text` at most, never splitting a character. */
