@@ -4,10 +4,10 @@ import { join } from 'node:path'
 import { gunzipSync } from 'node:zlib'
 import { isErrno } from '../../errors.js'
 import { writeFileAtomic } from '../fs/files.js'
+import { BLOB_DIR } from '../fs/layout.js'
 import { maskText } from '../format/mask.js'
 
-/** The directory of a task's blobs (seed 001): `blobs/<sha256 of the masked text>`, each written once. */
-export const BLOB_DIR = 'blobs'
+export { BLOB_DIR }
 
 /** A blob id: the hex SHA-256 of its content; nothing else (no path, no dots) is ever looked up. */
 const BLOB_ID = /^[0-9a-f]{64}$/
@@ -120,6 +120,22 @@ export function expandedOutput(taskDir: string, stored: string, maxInlineBytes: 
   const tail = tailOf(text, half)
   const cut = size - Buffer.byteLength(head) - Buffer.byteLength(tail)
   return `[blob:${id}] ${head}\n[… ${cut.toLocaleString('en-US')} bytes not sent; inspect blob ${id} with offset/limit or grep to read them …]\n${tail}${note}`
+}
+
+/**
+ * A record (a message, a tools.jsonl line) with its blob reference replaced by the whole
+ * text, `[blob:<id>] ` first, for `view --full` and `export`: `content` and `result`;
+ * a missing blob leaves the reference as it is.
+ */
+export function withBlobText<T extends Record<string, unknown>>(taskDir: string, record: T): T {
+  let out = record
+  for (const key of ['content', 'result'] as const) {
+    const value = out[key]
+    if (typeof value !== 'string' || leadingBlobId(value) === null) continue
+    const whole = expandedOutput(taskDir, value, Number.POSITIVE_INFINITY)
+    if (whole !== value) out = { ...out, [key]: whole }
+  }
+  return out
 }
 
 /** The first `bytes` UTF-8 bytes of `text` at most, never splitting a character. */
