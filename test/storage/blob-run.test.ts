@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import type { RecordedRequest } from '../helpers/fake-llm.js'
@@ -62,5 +62,40 @@ describe('blobs in a run (seed 001)', () => {
       const before = JSON.stringify(sent(requests[i - 1] as RecordedRequest))
       expect(JSON.stringify(sent(requests[i] as RecordedRequest)).startsWith(before.slice(0, -1))).toBe(true)
     }
+  })
+
+  it('view --full and export show a blob whole; cleanup gzips blobs/ with the task (view still reads them) and deletes them with it', async () => {
+    const s = await runSetup()
+    const big = Array.from({ length: 600 }, (_, i) => `entry ${i + 1} of the log`).join('\n')
+    writeFileSync(join(s.ws, 'log.txt'), `${big}\n`)
+    s.fake.queue = [{ calls: [{ name: 'read_file', arguments: { path: 'log.txt' } }] }, { content: 'read' }]
+    s.fake.fallback = () => ({ content: '## Original Task\nread log.txt' })
+    const res = await s.run(['run', '--task', 'read log.txt', '--workspace', s.ws])
+    expect(res.code, res.stderr).toBe(0)
+    const task = onlyTask(s.tree)
+    const [name] = readdirSync(join(task.dir, 'blobs'))
+    const id = name as string
+    // view: the stored message shows the reference, its size and head; --full the whole text.
+    const preview = await s.run(['view', task.uuid, '--messages', '--role', 'tool'])
+    expect(preview.stdout).toContain(`[blob:${id.slice(0, 8)}`)
+    expect(preview.stdout).not.toContain('entry 600 of the log')
+    const json = await s.run(['view', task.uuid, '--messages', '--role', 'tool', '--json'])
+    expect(JSON.parse(json.stdout.trim()).content).toMatch(new RegExp(`^\\[blob:${id}\\] \\([0-9,]+ bytes; the inspect tool reads it all\\)\\n1: entry 1 of the log`))
+    const full = await s.run(['view', task.uuid, '--messages', '--role', 'tool', '--full'])
+    expect(full.code, full.stderr).toBe(0)
+    expect(full.stdout).toContain(`[blob:${id}]`)
+    expect(full.stdout).toContain('entry 600 of the log')
+    const exported = await s.run(['export', task.uuid])
+    expect(exported.stdout).toContain('entry 600 of the log')
+    // cleanup gzips the blob with the task's files; view --full still reads it.
+    const cleaned = await s.run(['cleanup', '--compress-after', '0', '--json'])
+    expect(cleaned.code, cleaned.stderr).toBe(0)
+    expect(readdirSync(join(task.dir, 'blobs'))).toEqual([`${id}.gz`])
+    const after = await s.run(['view', task.uuid, '--messages', '--role', 'tool', '--full'])
+    expect(after.code, after.stderr).toBe(0)
+    expect(after.stdout).toContain('entry 600 of the log')
+    const deleted = await s.run(['cleanup', '--delete-after', '0', '--json'])
+    expect(deleted.code, deleted.stderr).toBe(0)
+    expect(existsSync(task.dir)).toBe(false)
   })
 })
