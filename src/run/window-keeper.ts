@@ -40,7 +40,8 @@ export class WindowKeeper {
     /** The agent's turn count, for the status comment. */
     private readonly turns: () => number,
   ) {
-    this.fresh = freshOutputs(parts.handle.dir, parts.limits.blobs.maxInlineBytes)
+    // The task's directory as it is now (a task moves between running/, paused/ and completed/).
+    this.fresh = freshOutputs(() => parts.handle.dir, parts.limits.blobs.maxInlineBytes)
   }
 
   private get limits() {

@@ -2,7 +2,8 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import type { RecordedRequest } from '../helpers/fake-llm.js'
-import { agentRequests, expectWellFormed, onlyTask, runSetup } from '../run/harness.js'
+import { exitOf } from '../helpers/wait.js'
+import { agentRequests, expectWellFormed, onlyTask, readTask, runSetup, waitFor } from '../run/harness.js'
 
 type Sent = { role: string; content: string | null; tool_call_id?: string }
 const sent = (r: RecordedRequest) => r.body.messages as unknown as Sent[]
@@ -97,5 +98,28 @@ describe('blobs in a run (seed 001)', () => {
     const deleted = await s.run(['cleanup', '--delete-after', '0', '--json'])
     expect(deleted.code, deleted.stderr).toBe(0)
     expect(existsSync(task.dir)).toBe(false)
+  })
+
+  it('resume: the window rebuilt from current.jsonl refers to blobs that exist; the first request after it is the one before the pause', async () => {
+    const s = await runSetup()
+    const big = Array.from({ length: 600 }, (_, i) => `item ${i + 1} of the list`).join('\n')
+    writeFileSync(join(s.ws, 'list.txt'), `${big}\n`)
+    s.fake.queue = [{ calls: [{ name: 'read_file', arguments: { path: 'list.txt' } }] }, { delayMs: 120_000, content: 'never' }]
+    const started = s.start(['run', '--task', 'read list.txt', '--workspace', s.ws])
+    await waitFor('the request after the read', () => agentRequests(s.fake).length >= 2)
+    const uuid = s.tree.layout.list('running')[0] as string
+    const paused = await s.run(['pause', uuid, '--wait', '60s'])
+    expect(paused.code, paused.stderr).toBe(0)
+    expect((await exitOf(started.child)).code).toBe(0)
+    s.fake.queue.push({ content: 'done' })
+    const resumed = await s.run(['run', '--resume', uuid])
+    expect(resumed.code, resumed.stderr).toBe(0)
+    const requests = agentRequests(s.fake)
+    const before = sent(requests[1] as RecordedRequest).filter((m) => m.role === 'tool')
+    const after = sent(requests.at(-1) as RecordedRequest).filter((m) => m.role === 'tool')
+    expect(before[0]?.content).toMatch(/^\[blob:[0-9a-f]{64}\] 1: item 1 of the list\n/)
+    expect(before[0]?.content).toContain('600: item 600 of the list')
+    expect(after[0]?.content).toBe(before[0]?.content)
+    expect(readTask(s.tree, uuid).state).toMatchObject({ status: 'completed' })
   })
 })

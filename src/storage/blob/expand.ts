@@ -10,13 +10,14 @@ const KEEP = 256
  * for the next requests (the same object, the same bytes every turn, until prune passes
  * it). Only the newest copies are kept: memory stays bounded whatever the task's length.
  */
-export function freshOutputs(taskDir: string, maxInlineBytes: number): (message: WindowMessage) => WindowMessage {
+export function freshOutputs(taskDir: string | (() => string), maxInlineBytes: number): (message: WindowMessage) => WindowMessage {
+  const dir = typeof taskDir === 'string' ? () => taskDir : taskDir
   const copies = new Map<WindowMessage, WindowMessage>()
   return (message) => {
     if (message.role !== 'tool' || leadingBlobId(message.content) === null) return message
     const known = copies.get(message)
     if (known !== undefined) return known
-    const content = expandedOutput(taskDir, message.content, maxInlineBytes)
+    const content = expandedOutput(dir(), message.content, maxInlineBytes)
     const copy = content === message.content ? message : { ...message, content }
     copies.set(message, copy)
     if (copies.size > KEEP) copies.delete(copies.keys().next().value as WindowMessage)
