@@ -30,7 +30,7 @@ describe('torture: blobs under SIGKILL', () => {
     let uuid: string | null = null
     for (let k = 0; k < KILLS; k++) {
       const child = s.start(uuid === null ? ['run', '--task', 'read every file', '--workspace', s.ws] : ['run', '--resume', uuid])
-      const id = uuid ?? (await waitFor('the task', () => s.tree.layout.list('running')[0]))
+      const id: string = uuid ?? (await waitFor('the task', () => s.tree.layout.list('running')[0]))
       uuid = id
         const messages = join(s.tree.layout.taskDir('running', id), 'messages.jsonl')
       const reads = () => (existsSync(messages) ? readFileSync(messages, 'utf8').split('\n').filter((l) => l.includes('"tool_name":"read_file"') && l.includes('"role":"tool"')).length : 0)
