@@ -138,9 +138,6 @@ async function ask(client: LlmClient, system: string, previous: string | null, l
   return text
 }
 
-/** At most this many requests make a final summary (SPEC §5). */
-export const FINAL_SUMMARY_CALLS = 2
-
 /**
  * The final summary of a whole task (seed 003 §7.4) from what already holds it: the
  * latest running summary (which folds in every earlier one) and the messages after it,
