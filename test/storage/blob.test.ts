@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { gzipSync } from 'node:zlib'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { freshOutputs } from '../../src/storage/blob/expand.js'
+import { taskDiskUse } from '../../src/storage/fs/disk.js'
 import { BLOB_DIR, blobFiles, expandedOutput, leadingBlobId, readBlob, recordToolOutput } from '../../src/storage/blob/store.js'
 
 const SETTINGS = { thresholdBytes: 1024, maxInlineBytes: 8 * 1024 }
@@ -81,5 +82,17 @@ describe('blob store', () => {
     expect(out).toMatch(/^\[blob:[0-9a-f]{64}\] big 1 /)
     expect(out).toContain('big 1000 ')
     expect(out).toMatch(/bytes not sent; inspect blob [0-9a-f]{64}/)
+  })
+
+  it("a task's disk use counts its blobs, plain and gzipped", () => {
+    const dir = taskDir()
+    writeFileSync(join(dir, 'messages.jsonl'), 'x'.repeat(100))
+    const id = leadingBlobId(recordToolOutput(dir, lines(100), SETTINGS)) as string
+    const size = statSync(join(dir, BLOB_DIR, id)).size
+    expect(taskDiskUse(dir)).toEqual({ bytes: 100 + size, raw: 100 + size })
+    const gz = gzipSync(readFileSync(join(dir, BLOB_DIR, id)))
+    writeFileSync(join(dir, BLOB_DIR, `${id}.gz`), gz)
+    rmSync(join(dir, BLOB_DIR, id))
+    expect(taskDiskUse(dir)).toEqual({ bytes: 100 + gz.length, raw: 100 + size })
   })
 })
