@@ -1,3 +1,4 @@
+import { leadingBlobId } from '../storage/blob/store.js'
 import type { TaskHandle } from '../storage/task/handle.js'
 import type { WindowMessage } from '../storage/format/records.js'
 import { estimateMessageTokens, windowTokens } from '../storage/format/tokens.js'
@@ -50,7 +51,10 @@ export function requestMessages(window: readonly WindowMessage[], limit: number,
   const fit = (m: WindowMessage, i: number, cap: number): WindowMessage => {
     if ((costs[i] as number) <= cap || typeof m.content !== 'string') return m
     clipped++
-    const cut: WindowMessage = { ...m, content: clipToTokens(m.content, cap, m.role === 'tool' ? 'tools.jsonl' : 'messages.jsonl') }
+    // A blob's output is cut after its reference: the model can read the rest with inspect.
+    const blob = m.role === 'tool' ? leadingBlobId(m.content) : null
+    const where = blob !== null ? `blob ${blob} (the inspect tool reads it)` : m.role === 'tool' ? 'tools.jsonl' : 'messages.jsonl'
+    const cut: WindowMessage = { ...m, content: clipToTokens(m.content, cap, where) }
     costs[i] = estimateMessageTokens(cut)
     return cut
   }

@@ -26,7 +26,13 @@ export const inspect = defineTool({
     const id = blob.trim().replace(/^\[?blob:/, '').replace(/\]$/, '')
     if (!isBlobId(id)) throw new ToolError(`${JSON.stringify(blob.slice(0, 100))} is not a blob id: give the 64 hex digits of a [blob:<id>] reference of this task`)
     if (ctx.blobs === undefined) throw new ToolError('this session stores no blobs')
-    const text = ctx.blobs.read(id)
+    let text: string | null
+    try {
+      text = ctx.blobs.read(id)
+    } catch {
+      // Not said to the model: where the task directory is (a link in blobs/, a damaged .gz).
+      throw new ToolError(`blob ${id} of this task cannot be read`)
+    }
     if (text === null) throw new ToolError(`this task has no blob ${id} (only the blobs referred to in this task's own results can be read)`)
     let regex: RE2JS | null = null
     if (grep !== undefined) {

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -58,6 +58,12 @@ describe('inspect', () => {
     const refused = await call({ blob: theirs }, context(mine))
     expect(refused.status).toBe('error')
     expect(refused.output).toContain('this task has no blob')
+    // A link planted in blobs/ under a blob's name is not followed.
+    mkdirSync(join(mine, 'blobs'), { recursive: true })
+    symlinkSync(join(other, 'blobs', theirs), join(mine, 'blobs', theirs))
+    const linked = await call({ blob: theirs }, context(mine))
+    expect(linked.status).toBe('error')
+    expect(linked.output).not.toContain('ok step')
     for (const bad of ['../../etc/passwd', `../${theirs}`, `${theirs}/../x`, `/tmp/${theirs}`, 'abc']) {
       const out = await call({ blob: bad }, context(mine))
       expect(out.status, bad).toBe('error')

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync } from 'node:fs'
+import { closeSync, constants, existsSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { gunzipSync } from 'node:zlib'
 import { isErrno } from '../../errors.js'
@@ -55,9 +55,11 @@ export function writeBlob(taskDir: string, text: string): string {
   const id = createHash('sha256').update(data).digest('hex')
   const dir = join(taskDir, BLOB_DIR)
   const path = join(dir, id)
+  mkdirSync(dir, { recursive: true, mode: 0o700 })
+  // A link in its place would lead the write out of the task directory.
+  if (!lstatSync(dir).isDirectory()) throw new Error(`${dir} is not a directory (a link or a file is in its place); move it away`)
   // A cleanup gzips blobs with the task; either form is the same content.
   if (existsSync(path) || existsSync(`${path}.gz`)) return id
-  mkdirSync(dir, { recursive: true, mode: 0o700 })
   writeFileAtomic(path, data)
   return id
 }
@@ -72,17 +74,34 @@ export function blobReference(id: string, size: number, text: string): string {
 /** A blob's text, plain or gzipped by cleanup; null when the task has no such blob. Throws on a malformed id. */
 export function readBlob(taskDir: string, id: string): string | null {
   if (!isBlobId(id)) throw new Error(`blob id ${JSON.stringify(id.slice(0, 80))} is not a blob id (64 hex digits)`)
-  const path = join(taskDir, BLOB_DIR, id)
+  const dir = join(taskDir, BLOB_DIR)
   try {
-    return readFileSync(path, 'utf8')
-  } catch (err) {
-    if (!isErrno(err, 'ENOENT')) throw err
-  }
-  try {
-    return gunzipSync(readFileSync(`${path}.gz`)).toString('utf8')
+    // Never through a link (the directory or the file): only the task's own blobs are read.
+    if (!lstatSync(dir).isDirectory()) return null
   } catch (err) {
     if (isErrno(err, 'ENOENT')) return null
     throw err
+  }
+  const plain = readNoFollow(join(dir, id))
+  if (plain !== null) return plain.toString('utf8')
+  const gzipped = readNoFollow(join(dir, `${id}.gz`))
+  return gzipped === null ? null : gunzipSync(gzipped).toString('utf8')
+}
+
+/** A regular file's bytes, opened without following a link; null when it does not exist. */
+function readNoFollow(path: string): Buffer | null {
+  let fd: number
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW)
+  } catch (err) {
+    if (isErrno(err, 'ENOENT')) return null
+    if (isErrno(err, 'ELOOP')) throw new Error(`${path} is a symbolic link, not a blob; move it away`)
+    throw err
+  }
+  try {
+    return readFileSync(fd)
+  } finally {
+    closeSync(fd)
   }
 }
 
@@ -90,6 +109,8 @@ export function readBlob(taskDir: string, id: string): string | null {
 export function blobFiles(taskDir: string): string[] {
   let names: string[]
   try {
+    // Not through a link: cleanup must not gzip files outside the task directory.
+    if (!lstatSync(join(taskDir, BLOB_DIR)).isDirectory()) return []
     names = readdirSync(join(taskDir, BLOB_DIR))
   } catch (err) {
     if (isErrno(err, 'ENOENT') || isErrno(err, 'ENOTDIR')) return []
