@@ -2,6 +2,7 @@ import { join } from 'node:path'
 import { Command, Option } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask } from '../command-env.js'
+import { withBlobText } from '../storage/blob/store.js'
 import { FILES, resolveTask } from '../storage/fs/layout.js'
 import { readJsonl } from '../storage/format/jsonl.js'
 import type { JsonRecord } from '../storage/format/jsonl.js'
@@ -53,7 +54,8 @@ async function exportTask(ctx: CommandEnv, _opts: ExportOptions, id: string): Pr
     }
     const r = item.record
     if (r.visible === false) continue
-    out.push('', ...message(r))
+    // A tool output stored as a blob is exported whole (its reference first).
+    out.push('', ...message(withBlobText(ref.dir, r)))
   }
   if (s?.final_answer) out.push('', '## Outcome', '', s.final_answer.trim())
   if (overview.final_summary) out.push('', '## Final summary', '', overview.final_summary.trim())

@@ -153,6 +153,8 @@ export const configSchema = z.strictObject(
       }),
       // The boundary moves in steps of step_rounds rounds (1: every round), so that a provider's prefix cache serves the rest.
       prune: section({ protected_turns: withDefault(nonNegativeInt(), 3), protected_tool_rounds: withDefault(positiveInt(), 3), step_rounds: withDefault(positiveInt(), 12) }),
+      // Tool outputs over threshold_bytes are stored once in blobs/ (seed 001); a fresh one over max_inline_bytes is sent as head + tail.
+      blobs: section({ threshold_bytes: withDefault(positiveInt(), 8 * 1024), max_inline_bytes: withDefault(positiveInt(), 64 * 1024) }),
       inheritance: section({ enabled: withDefault(flag(), true), max_summary_tokens: withDefault(positiveInt(), 4000) }),
       retention: section({ compress_after_days: withDefault(positiveNumber(), 7), delete_after_days: withDefault(positiveNumber(), 30) }),
     }),

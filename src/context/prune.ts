@@ -105,9 +105,10 @@ function pruned(m: Prunable): WindowMessage {
 
 function prunedCopy(m: Prunable): WindowMessage {
   let out: Prunable = m
-  if (m.role === 'tool' && m.content !== PRUNED) {
+  if (m.role === 'tool' && !m.content.startsWith(PRUNED)) {
+    // Seed 001: `[pruned] [blob:<id>]`, which the inspect tool reads again.
     const blob = BLOB.exec(m.content)?.[0]
-    const stub = blob ? `${blob} ${PRUNED}` : PRUNED
+    const stub = blob ? `${PRUNED} ${blob}` : PRUNED
     if (m.content !== stub) out = { ...m, content: stub }
   }
   for (const field of ['reasoning', 'reasoning_content'] as const) {

@@ -1,3 +1,4 @@
+import { leadingBlobId } from '../storage/blob/store.js'
 import type { TaskHandle } from '../storage/task/handle.js'
 import type { WindowMessage } from '../storage/format/records.js'
 import { estimateMessageTokens, windowTokens } from '../storage/format/tokens.js'
@@ -36,8 +37,8 @@ const MAX_HEAD_SHARE = 0.25
  * What had to be left out is counted, and said in the request itself, so that the
  * caller can compact first and the model is never silently missing history.
  */
-export function requestMessages(window: readonly WindowMessage[], limit: number, policy: PrunePolicy | number, memo?: PruneMemo): RequestPlan {
-  const { pruned, costs: known } = prunedWindow(window, policy, memo)
+export function requestMessages(window: readonly WindowMessage[], limit: number, policy: PrunePolicy | number, memo?: PruneMemo, fresh?: FreshOutput): RequestPlan {
+  const { pruned, costs: known } = prunedWindow(window, policy, memo, fresh)
   const costs = known.slice()
   let headEnd = 0
   while (headEnd < pruned.length && (pruned[headEnd]?.role === 'system' || pruned[headEnd]?.role === 'user')) headEnd++
@@ -50,7 +51,10 @@ export function requestMessages(window: readonly WindowMessage[], limit: number,
   const fit = (m: WindowMessage, i: number, cap: number): WindowMessage => {
     if ((costs[i] as number) <= cap || typeof m.content !== 'string') return m
     clipped++
-    const cut: WindowMessage = { ...m, content: clipToTokens(m.content, cap, m.role === 'tool' ? 'tools.jsonl' : 'messages.jsonl') }
+    // A blob's output is cut after its reference: the model can read the rest with inspect.
+    const blob = m.role === 'tool' ? leadingBlobId(m.content) : null
+    const where = blob !== null ? `blob ${blob} (the inspect tool reads it)` : m.role === 'tool' ? 'tools.jsonl' : 'messages.jsonl'
+    const cut: WindowMessage = { ...m, content: clipToTokens(m.content, cap, where) }
     costs[i] = estimateMessageTokens(cut)
     return cut
   }
@@ -90,7 +94,14 @@ export interface PruneMemo {
 }
 
 /** The window pruned, and each message's estimate: from `memo` where it still holds, then recorded in it. */
-function prunedWindow(window: readonly WindowMessage[], policy: PrunePolicy | number, memo?: PruneMemo): { pruned: readonly WindowMessage[]; costs: readonly number[] } {
+/**
+ * A message after the prune boundary as the request sends it: a tool result stored as a
+ * blob reference is sent whole (../storage/blob/expand.js). The same object for the
+ * same message, so that its estimate is reused and its bytes never change.
+ */
+export type FreshOutput = (message: WindowMessage) => WindowMessage
+
+function prunedWindow(window: readonly WindowMessage[], policy: PrunePolicy | number, memo?: PruneMemo, fresh?: FreshOutput): { pruned: readonly WindowMessage[]; costs: readonly number[] } {
   const boundary = pruneBoundary(window, policy)
   const last = memo?.last
   // Reused up to the last boundary: those entries are pruned copies of the same messages.
@@ -98,7 +109,7 @@ function prunedWindow(window: readonly WindowMessage[], policy: PrunePolicy | nu
   const pruned: WindowMessage[] = reuse > 0 ? (last as NonNullable<PruneMemo['last']>).pruned.slice(0, reuse) : []
   const costs: number[] = reuse > 0 ? (last as NonNullable<PruneMemo['last']>).costs.slice(0, reuse) : []
   for (let i = reuse; i < window.length; i++) {
-    const message = i < boundary ? prunedMessage(window[i] as WindowMessage) : (window[i] as WindowMessage)
+    const message = i < boundary ? prunedMessage(window[i] as WindowMessage) : fresh ? fresh(window[i] as WindowMessage) : (window[i] as WindowMessage)
     pruned.push(message)
     costs.push(estimateMessageTokens(message))
   }

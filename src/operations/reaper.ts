@@ -3,6 +3,7 @@ import { pauseAtForTest } from '../test-pause.js'
 import { join } from 'node:path'
 import { isErrno, LockedError } from '../errors.js'
 import { assertRegularFiles, removeDeadTemps } from '../storage/fs/files.js'
+import { BLOB_DIR } from '../storage/fs/layout.js'
 import { FILES, LOCATIONS, TASK_DATA_FILES } from '../storage/fs/layout.js'
 import type { Location, TaskRef } from '../storage/fs/layout.js'
 import { judgeLock } from '../storage/lock/staleness.js'
@@ -143,6 +144,7 @@ export async function reapTask(env: TaskEnv, ref: TaskRef, options: ReapOptions)
     const target = env.layout.taskDir(to, ref.uuid)
     // The dead owner's half-written temp files are litter: they must not travel to completed/.
     removeDeadTemps(ref.dir)
+    removeDeadTemps(join(ref.dir, BLOB_DIR))
     renameSync(ref.dir, target)
     const finalState = next.status === 'completing' ? await updateState(target, () => ({ status: 'completed' }), env.now()) : next
     await refreshIndex(env, { uuid: ref.uuid, location: to, dir: target }, finalState)

@@ -7,6 +7,7 @@ import { explainSystemError, isTreeWide } from '../system-errors.js'
 import { archivableFiles, eachLimit, gzipInPlace, removeStaleTemps } from '../storage/format/archive.js'
 import { taskDiskUse } from '../storage/fs/disk.js'
 import { assertRegularFiles, deadTemps, makePrivateDir, removeDeadTemps } from '../storage/fs/files.js'
+import { BLOB_DIR } from '../storage/fs/layout.js'
 import { TASK_DATA_FILES } from '../storage/fs/layout.js'
 import type { TaskRef } from '../storage/fs/layout.js'
 import { judgeLock } from '../storage/lock/staleness.js'
@@ -57,7 +58,7 @@ const DAY = 86_400_000
  */
 export function planCleanup(env: TaskEnv, policy: RetentionPolicy): CleanupPlan {
   const plan: CleanupPlan = { compress: [], delete: [], skipped: [], undated: [], unreadable: [], litter: [] }
-  for (const ref of listTasks(env.layout, ['paused'])) plan.litter.push(...deadTemps(ref.dir))
+  for (const ref of listTasks(env.layout, ['paused'])) plan.litter.push(...deadTemps(ref.dir), ...deadTemps(join(ref.dir, BLOB_DIR)))
   for (const ref of listTasks(env.layout, ['completed'])) {
     try {
       planTask(env, policy, ref, plan)
@@ -73,7 +74,7 @@ export function planCleanup(env: TaskEnv, policy: RetentionPolicy): CleanupPlan 
 function planTask(env: TaskEnv, policy: RetentionPolicy, ref: TaskRef, plan: CleanupPlan): void {
   const dated = completionTime(ref.dir)
   if (dated === null) return // gone meanwhile
-  plan.litter.push(...deadTemps(ref.dir))
+  plan.litter.push(...deadTemps(ref.dir), ...deadTemps(join(ref.dir, BLOB_DIR)))
   if (dated.undated) plan.undated.push({ uuid: ref.uuid, reason: dated.undated, dated_by: new Date(dated.since).toISOString() })
   const age = env.now().getTime() - dated.since
   if (age <= policy.compressAfterMs && age <= policy.deleteAfterMs) return

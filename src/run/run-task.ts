@@ -172,6 +172,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
         commandTimeoutSeconds: settings.commandTimeoutSeconds,
         maxCallsPerReply: config.tools.max_calls_per_reply,
         maxRounds: config.context.compression.max_rounds,
+        blobs: { thresholdBytes: config.context.blobs.threshold_bytes, maxInlineBytes: config.context.blobs.max_inline_bytes },
       },
       workspace: settings.workspace,
       hidden,

@@ -11,6 +11,8 @@ import type { TaskHandle } from '../storage/task/handle.js'
 import { estimateTokens } from '../storage/format/tokens.js'
 import { commandExit, mainArgument } from '../tools/main-argument.js'
 import type { ToolRegistry } from '../tools/registry.js'
+import { readBlob, recordToolOutput } from '../storage/blob/store.js'
+import type { BlobSettings } from '../storage/blob/store.js'
 import type { SandboxPlan } from '../tools/sandbox.js'
 import type { ReadStamp, ToolContext } from '../tools/types.js'
 import { LoopGuard } from './guards.js'
@@ -40,6 +42,8 @@ export interface AgentLimits {
   maxCallsPerReply: number
   /** Compact when the window holds more tool rounds than this (context.compression.max_rounds). */
   maxRounds: number
+  /** Tool outputs stored once in blobs/ (context.blobs). */
+  blobs: BlobSettings
 }
 
 export interface AgentParts {
@@ -319,11 +323,12 @@ export class Agent {
       const duration = Math.round(elapsed)
       const arg = mainArgument(outcome.name, outcome.args)
       this.lastTool = arg ? `${outcome.name} ${arg}` : outcome.name
-      let result = outcome.aborted ? `${ABORTED} ${outcome.output}`.trimEnd() : outcome.output
+      const result = outcome.aborted ? `${ABORTED} ${outcome.output}`.trimEnd() : outcome.output
       const verdict = this.guard.observe(outcome.name, outcome.args, outcome.output, outcome.malformed)
-      if (verdict.kind === 'warn') result = `${result}\n\n${verdict.note}`
-      this.answer(call, outcome.name, result, outcome.status, outcome.error, duration, outcome.args)
-      this.compareWithRecording(call, outcome.output)
+      const note = verdict.kind === 'warn' ? `\n\n${verdict.note}` : ''
+      const recorded = this.answer(call, outcome.name, result, outcome.status, outcome.error, duration, outcome.args, note)
+      // The recording holds the output as recorded (masked, a long one as its blob reference).
+      this.compareWithRecording(call, recorded)
       // What it was about and how it ended: `run_command \`npm test\` exited 1`, not "success".
       const exit = outcome.name === 'run_command' && outcome.status === 'success' ? commandExit(outcome.output) : null
       const shownArg = arg === null ? '' : outcome.name === 'run_command' ? ` \`${arg}\`` : ` ${arg}`
@@ -334,10 +339,13 @@ export class Agent {
     return ending ?? this.stopEnding()
   }
 
-  private answer(call: ToolCall, name: string, result: string, status: 'success' | 'error', error: string | null, duration: number, args: Record<string, unknown>): void {
+  private answer(call: ToolCall, name: string, result: string, status: 'success' | 'error', error: string | null, duration: number, args: Record<string, unknown>, note = ''): string {
     const { handle } = this.parts
-    handle.addMessage({ role: 'tool', content: result, tool_name: name, tool_call_id: call.id })
-    handle.addTool({ tool_name: name, arguments: args, result, status, error, duration_ms: duration })
+    // Masked, and a long output stored once in blobs/ before the message that refers to it (the note after it).
+    const recorded = recordToolOutput(handle.dir, result, this.parts.limits.blobs, note)
+    handle.addMessage({ role: 'tool', content: recorded, tool_name: name, tool_call_id: call.id })
+    handle.addTool({ tool_name: name, arguments: args, result: recorded, status, error, duration_ms: duration })
+    return recorded
   }
 
   private compareWithRecording(call: ToolCall, live: string): void {
@@ -354,6 +362,7 @@ export class Agent {
       sandbox: this.parts.sandbox,
       signal: this.parts.stop.signal,
       commandTimeoutSeconds: this.parts.limits.commandTimeoutSeconds,
+      blobs: { read: (id) => readBlob(this.parts.handle.dir, id) },
       commands: {
         started: (pgid) => void this.parts.handle.commandRunning(pgid, true),
         ended: (pgid) => void this.parts.handle.commandRunning(pgid, false),

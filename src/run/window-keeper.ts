@@ -4,6 +4,8 @@ import type { CompactionResult } from '../context/compaction.js'
 import type { CompactionSettings } from '../context/compaction.js'
 import type { PrunePolicy } from '../context/prune.js'
 import type { Summarizer } from '../context/summarizer.js'
+import { freshOutputs } from '../storage/blob/expand.js'
+import type { BlobSettings } from '../storage/blob/store.js'
 import type { TaskHandle } from '../storage/task/handle.js'
 import type { RunLog } from './log.js'
 import { statusText } from './remote.js'
@@ -13,7 +15,7 @@ import type { RemoteLink } from './remote.js'
 export interface WindowParts {
   handle: TaskHandle
   summarizer: Summarizer
-  limits: { compaction: CompactionSettings; compressAt: number; requestBudget: number; prune: PrunePolicy; maxRounds: number }
+  limits: { compaction: CompactionSettings; compressAt: number; requestBudget: number; prune: PrunePolicy; maxRounds: number; blobs: BlobSettings }
   now: () => Date
   log: RunLog
   remote?: RemoteLink
@@ -37,7 +39,10 @@ export class WindowKeeper {
     private readonly parts: WindowParts,
     /** The agent's turn count, for the status comment. */
     private readonly turns: () => number,
-  ) {}
+  ) {
+    // The task's directory as it is now (a task moves between running/, paused/ and completed/).
+    this.fresh = freshOutputs(() => parts.handle.dir, parts.limits.blobs.maxInlineBytes)
+  }
 
   private get limits() {
     return this.parts.limits
@@ -80,13 +85,15 @@ export class WindowKeeper {
 
   /** What the last plan pruned, for the next (see PruneMemo). */
   private readonly pruneMemo: PruneMemo = {}
+  /** Fresh tool results stored as blobs, as the request sends them (whole). */
+  private readonly fresh: ReturnType<typeof freshOutputs>
 
   /** The next request as the window stands now (made once per window and budget: a turn asks twice). */
   plan(budget = this.limits.requestBudget): RequestPlan {
     const window = this.parts.handle.window()
     const last = this.planned
     if (last !== null && last.window === window && last.length === window.length && last.budget === budget) return last.plan
-    const plan = requestMessages(window, budget, this.limits.prune, this.pruneMemo)
+    const plan = requestMessages(window, budget, this.limits.prune, this.pruneMemo, this.fresh)
     this.planned = { window, length: window.length, budget, plan }
     return plan
   }

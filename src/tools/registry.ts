@@ -7,6 +7,7 @@ import { ToolError } from './errors.js'
 import { finish } from './finish.js'
 import { glob } from './glob.js'
 import { grep } from './grep.js'
+import { inspect } from './inspect.js'
 import { listDir } from './list-dir.js'
 import { readFile } from './read-file.js'
 import { runCommand } from './run-command.js'
@@ -30,7 +31,7 @@ export class ToolRegistry {
   /** The built-in tools; a chat session has no `finish` (its answers do not end it). */
   static builtin(options: { allowShell: boolean; finish?: boolean }): ToolRegistry {
     const registry = new ToolRegistry()
-    for (const tool of [readFile, listDir, glob, grep, editFile, writeFile]) registry.add(tool)
+    for (const tool of [readFile, listDir, glob, grep, editFile, writeFile, inspect]) registry.add(tool)
     if (options.finish !== false) registry.add(finish)
     if (options.allowShell) registry.add(runCommand)
     return registry

@@ -18,6 +18,8 @@ export interface ToolContext {
   readonly reads: ReadTracker
   /** run_command's default timeout (config tools.command_timeout_seconds). */
   readonly commandTimeoutSeconds: number
+  /** The task's blobs (long tool outputs stored once), for `inspect`: a blob's text by id, null when the task has none such. */
+  readonly blobs?: { read(id: string): string | null }
   /** Told when a command's process group starts and ends (the task's lock names the running ones). */
   readonly commands?: {
     started(pgid: number): void

@@ -22,7 +22,7 @@ function windowOf(rounds: number): WindowMessage[] {
   return out
 }
 
-const wholeRounds = (messages: readonly WindowMessage[]) => messages.filter((m) => m.role === 'tool' && !m.content.endsWith('[pruned]')).length
+const wholeRounds = (messages: readonly WindowMessage[]) => messages.filter((m) => m.role === 'tool' && !m.content.startsWith('[pruned]')).length
 
 describe('prune in steps (issue 30: a prefix that stays put)', () => {
   const policy: PrunePolicy = { protectedTurns: 3, protectedToolRounds: 3, stepRounds: 12 }
@@ -55,7 +55,7 @@ describe('prune in steps (issue 30: a prefix that stays put)', () => {
       previous = request
     }
     expect(breaks).toBe(8)
-    expect(prune(windowOf(40), policy).find((m) => m.role === 'tool')?.content).toBe('[blob:b0] [pruned]')
+    expect(prune(windowOf(40), policy).find((m) => m.role === 'tool')?.content).toBe('[pruned] [blob:b0]')
   })
 
   it('is a function of the window alone: a window rebuilt from its records (a resume) prunes as the one grown by push', () => {

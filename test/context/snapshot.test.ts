@@ -160,7 +160,7 @@ describe('prune', () => {
 
   it('prunes only tool results older than the protected user turns, keeping blob references', () => {
     const pruned = prune(window, 3)
-    expect(pruned.map((m) => m.content)).toEqual(['sys', 'turn 1', 'reading', '[blob:abc123] [pruned]', '[pruned]', 'turn 2', 'middle output', 'turn 3', 'recent output', 'turn 4', 'newest output'])
+    expect(pruned.map((m) => m.content)).toEqual(['sys', 'turn 1', 'reading', '[pruned] [blob:abc123]', '[pruned]', 'turn 2', 'middle output', 'turn 3', 'recent output', 'turn 4', 'newest output'])
     expect(pruned[2]?.tool_calls).toEqual(window[2]?.tool_calls)
     expect(prune(window, 1).map((m) => m.content).filter((c) => c.includes('[pruned]'))).toHaveLength(4)
   })

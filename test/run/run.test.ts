@@ -50,7 +50,7 @@ describe('run: a local task', () => {
     expect(requests).toHaveLength(3)
     for (const r of requests) expectWellFormed(r)
     const names = (requests[0]?.body.tools as { function: { name: string } }[]).map((t) => t.function.name).sort()
-    expect(names).toEqual(['edit_file', 'finish', 'glob', 'grep', 'list_dir', 'read_file', 'write_file'])
+    expect(names).toEqual(['edit_file', 'finish', 'glob', 'grep', 'inspect', 'list_dir', 'read_file', 'write_file'])
     expect(requests[0]?.body.messages.map((m) => m.role)).toEqual(['system', 'user'])
 
     const db = new Database(s.tree.layout.db, { readonly: true })

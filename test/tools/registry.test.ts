@@ -25,7 +25,7 @@ describe('parseArguments', () => {
 
 describe('ToolRegistry', () => {
   it('offers the built-in tools, run_command only when the shell is allowed', () => {
-    expect(ToolRegistry.builtin({ allowShell: true }).names()).toEqual(['read_file', 'list_dir', 'glob', 'grep', 'edit_file', 'write_file', 'finish', 'run_command'])
+    expect(ToolRegistry.builtin({ allowShell: true }).names()).toEqual(['read_file', 'list_dir', 'glob', 'grep', 'edit_file', 'write_file', 'inspect', 'finish', 'run_command'])
     expect(ToolRegistry.builtin({ allowShell: false }).names()).not.toContain('run_command')
     expect(ToolRegistry.builtin({ allowShell: false, finish: false }).names()).not.toContain('finish')
   })
@@ -60,7 +60,7 @@ describe('ToolRegistry', () => {
     const s = setup()
     const unknown = await s.call('open_file', "{path: 'x'}")
     expect(unknown).toMatchObject({ status: 'error', malformed: true, name: 'open_file', args: { path: 'x' } })
-    expect(unknown.output).toBe("Error: there is no tool named 'open_file'. The tools are: read_file, list_dir, glob, grep, edit_file, write_file, finish, run_command")
+    expect(unknown.output).toBe("Error: there is no tool named 'open_file'. The tools are: read_file, list_dir, glob, grep, edit_file, write_file, inspect, finish, run_command")
   })
 
   it('matches names case-insensitively, with white space or a functions. prefix around them', async () => {

@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { gunzipSync } from 'node:zlib'
 import Database from 'better-sqlite3'
@@ -34,6 +34,27 @@ export function litter(base: string): string[] {
   return files(base)
     .filter((f) => /\.tmp$/.test(f) || relative(base, f).startsWith('.trash/'))
     .map((f) => relative(base, f))
+}
+
+/**
+ * Blob references (`[blob:<id>]`) in a task's messages, window or tool records whose blob
+ * is not in its blobs/ (plain or gzipped): a blob is written before the message that
+ * refers to it, so a kill at any instant leaves none.
+ */
+export function danglingBlobs(base: string): string[] {
+  const out: string[] = []
+  for (const file of files(base)) {
+    const name = relative(base, file)
+    if (!/\/(messages|current|tools)\.jsonl(\.gz)?$/.test(name)) continue
+    let text = readFileSync(file)
+    if (name.endsWith('.gz')) text = gunzipSync(text)
+    const dir = join(file, '..')
+    for (const match of text.toString('utf8').matchAll(/\[blob:([0-9a-f]{64})\]/g)) {
+      const id = match[1] as string
+      if (!existsSync(join(dir, 'blobs', id)) && !existsSync(join(dir, 'blobs', `${id}.gz`))) out.push(`${name}: ${id}`)
+    }
+  }
+  return [...new Set(out)]
 }
 
 /** Every JSON file parses, every complete JSON Lines line parses, every .gz inflates. */

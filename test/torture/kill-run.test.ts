@@ -8,7 +8,7 @@ import { startFakeLlm } from '../helpers/fake-llm.js'
 import { BIN, cliAsync, ROOT, findingsText } from '../helpers/run.js'
 import { exitOf, sleep } from '../helpers/wait.js'
 import { expectWellFormed } from '../run/harness.js'
-import { litter, strayLocks } from './checks.js'
+import { danglingBlobs, litter, strayLocks } from './checks.js'
 import { record } from './report.js'
 
 const RUNS = Number(process.env.CTXAGENT_TORTURE_RUNS ?? 8)
@@ -29,7 +29,8 @@ describe('torture: run processes killed at random instants', () => {
     const ws = join(tree.base, '..', `${tree.base.split('/').pop()}-ws`)
     const { mkdirSync, rmSync } = await import('node:fs')
     mkdirSync(ws, { recursive: true })
-    for (let i = 0; i < 20; i++) writeFileSync(join(ws, `f${i}.txt`), `file ${i}\n${'text '.repeat(200)}\n`)
+    // Every third file is over context.blobs.threshold_bytes (8 KB): its reads go to blobs/, which a kill may cut short.
+    for (let i = 0; i < 20; i++) writeFileSync(join(ws, `f${i}.txt`), `file ${i}\n${'text '.repeat(i % 3 === 0 ? 3000 : 200)}\n`)
     const fake = await startFakeLlm()
     let n = 0
     fake.fallback = (req) => {
@@ -71,6 +72,9 @@ describe('torture: run processes killed at random instants', () => {
     expect(uuids.length + finished.length).toBe(RUNS)
 
     let readable = 0
+    let blobbed = 0
+    // Killed at any instant, no message refers to a blob that is not there.
+    expect(danglingBlobs(tree.base)).toEqual([])
     const started: string[] = []
     for (const uuid of uuids) {
       const dir = tree.layout.taskDir('running', uuid)
@@ -80,6 +84,7 @@ describe('torture: run processes killed at random instants', () => {
       for (const name of ['metadata.json', 'state.json']) if (existsSync(join(dir, name))) JSON.parse(readFileSync(join(dir, name), 'utf8'))
       expect(messages.map((m) => m.seq)).toEqual(messages.map((_, i) => i + 1))
       if (messages.length >= 2) started.push(uuid)
+      if (existsSync(join(dir, 'blobs'))) blobbed++
       readable++
     }
 
@@ -123,7 +128,8 @@ describe('torture: run processes killed at random instants', () => {
     // No litter: temp files of locks or writes, anywhere in the tree; no lock outside running/.
     expect(litter(tree.base)).toEqual([])
     expect(strayLocks(tree.base)).toEqual([])
-    record('kill-run', { runs: RUNS, killed_mid_work: uuids.length, readable, resumed: resumed.length, resumed_completed: completedOk, reaped: reapedIds.length, reaped_expected: leftForReaper.length })
+    expect(danglingBlobs(tree.base)).toEqual([])
+    record('kill-run', { runs: RUNS, killed_mid_work: uuids.length, readable, with_blobs: blobbed, resumed: resumed.length, resumed_completed: completedOk, reaped: reapedIds.length, reaped_expected: leftForReaper.length })
     expect(completedOk).toBe(resumed.length)
     rmSync(ws, { recursive: true, force: true })
   })

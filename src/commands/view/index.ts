@@ -4,6 +4,7 @@ import { Command, Option } from 'commander'
 import type { CommandEnv } from '../../command-env.js'
 import { auditTask } from '../../command-env.js'
 import { UsageError } from '../../errors.js'
+import { withBlobText } from '../../storage/blob/store.js'
 import { FILES, resolveTask } from '../../storage/fs/layout.js'
 import type { TaskRef } from '../../storage/fs/layout.js'
 import { ROLES } from '../../storage/format/records.js'
@@ -96,8 +97,10 @@ async function view(ctx: CommandEnv, opts: ViewOptions, positional?: string): Pr
   const listing = await listRecords(ref, kind, { limit: opts.all ? null : (opts.limit ?? DEFAULT_LIMIT), role: opts.role, hidden: opts.hidden === true })
   auditTask(ctx, 'view', ref.uuid)
   warnBad(ctx, listing.bad_lines)
-  if (ctx.json) for (const record of listing.records) ctx.io.jsonl(record)
-  else ctx.io.out(renderListing(ctx, kind, forTerminalDeep(listing.records), opts.full === true))
+  // --full: a tool output stored as a blob is shown whole (its reference first).
+  const records = opts.full === true ? listing.records.map((r) => withBlobText(ref.dir, r)) : listing.records
+  if (ctx.json) for (const record of records) ctx.io.jsonl(record)
+  else ctx.io.out(renderListing(ctx, kind, forTerminalDeep(records), opts.full === true))
   const listedUpTo = Math.max(0, ...listing.records.map((r) => (typeof r.seq === 'number' ? r.seq : 0)))
   if (opts.follow) await follow(ctx, ref, opts, followFrom, listedUpTo)
 }

@@ -5,6 +5,7 @@ import { pipeline } from 'node:stream/promises'
 import { createGzip } from 'node:zlib'
 import { fsyncDir, tempPathFor, unlinkQuietly } from '../fs/files.js'
 import { FILES } from '../fs/layout.js'
+import { blobFiles } from '../blob/store.js'
 
 export interface GzipResult {
   file: string
@@ -12,12 +13,13 @@ export interface GzipResult {
   after: number
 }
 
-/** Files of a task that cleanup compresses (SPEC §2.9); metadata.json and state.json stay plain. */
+/** Files of a task that cleanup compresses (SPEC §2.9), its blobs (`blobs/<id>`) too; metadata.json and state.json stay plain. */
 export function archivableFiles(dir: string): string[] {
   // Regular files only: a link could lead out of the task directory, and a directory named *.jsonl is not data.
-  return readdirSync(dir, { withFileTypes: true })
+  const top = readdirSync(dir, { withFileTypes: true })
     .filter((e) => e.isFile() && (e.name.endsWith('.jsonl') || e.name === FILES.finalSummary))
     .map((e) => e.name)
+  return [...top, ...blobFiles(dir).filter((name) => !name.endsWith('.gz'))]
 }
 
 /**

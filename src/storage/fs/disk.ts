@@ -10,15 +10,23 @@ export interface DiskUse {
 }
 
 /**
- * Disk use of one task directory. A .gz file's original size is its gzip trailer
- * (ISIZE, the size modulo 4 GiB), read without decompressing anything.
+ * Disk use of one task directory, its blobs/ included (long tool outputs, seed 001). A
+ * .gz file's original size is its gzip trailer (ISIZE, the size modulo 4 GiB), read
+ * without decompressing anything.
  */
 export function taskDiskUse(dir: string): DiskUse {
+  const top = filesDiskUse(dir)
+  const blobs = filesDiskUse(join(dir, 'blobs'))
+  return { bytes: top.bytes + blobs.bytes, raw: top.raw + blobs.raw }
+}
+
+/** Disk use of the regular files directly in `dir` (none when it is missing). */
+function filesDiskUse(dir: string): DiskUse {
   let names: string[]
   try {
     names = readdirSync(dir)
   } catch (err) {
-    if (isErrno(err, 'ENOENT')) return { bytes: 0, raw: 0 }
+    if (isErrno(err, 'ENOENT') || isErrno(err, 'ENOTDIR')) return { bytes: 0, raw: 0 }
     throw err
   }
   let bytes = 0

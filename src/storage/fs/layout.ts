@@ -21,6 +21,9 @@ export const FILES = {
   stateLock: '.state.lock',
 } as const
 
+/** A task's directory of blobs: long tool outputs, each stored once as `blobs/<sha256>` (seed 001, src/storage/blob/). */
+export const BLOB_DIR = 'blobs'
+
 /** The files of a task that hold its data (not its locks): always regular files, never links. */
 export const TASK_DATA_FILES: readonly string[] = [FILES.metadata, FILES.state, FILES.messages, FILES.current, FILES.summaries, FILES.tools, FILES.planning, FILES.inbox, FILES.finalSummary]
 

@@ -4,6 +4,7 @@ import { basename, dirname, join } from 'node:path'
 import lockfile from 'proper-lockfile'
 import { CtxError, isErrno, LockedError } from '../../errors.js'
 import { removeDeadTemps, unlinkQuietly, writeTempFor } from '../fs/files.js'
+import { BLOB_DIR } from '../fs/layout.js'
 import { FILES, LOCATIONS } from '../fs/layout.js'
 import { readLock } from './record.js'
 import type { LockFile, LockInfo } from './record.js'
@@ -181,6 +182,7 @@ export class TaskLock {
   /** A new holder first removes what dead holders left half-written (temp files of their atomic writes). */
   private static taken(dir: string, info: LockInfo, now: () => Date): TaskLock {
     removeDeadTemps(dir)
+    removeDeadTemps(join(dir, BLOB_DIR))
     return new TaskLock(dir, info, now)
   }
 
