@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -68,16 +68,17 @@ describe('nothing a tool can write is read as configuration', () => {
     expect(refused.map((t) => [t.tool_name, t.status])).toEqual([['write_file', 'error'], ['read_file', 'error']])
     for (const t of refused) expect(JSON.stringify(t)).toContain("inside ctxagent's task tree or config")
 
-    // A link made during the run by a command (the real attack): the write would land in
+    // A link made during the run by a command (the real attack), here without a sandbox
+    // (tools.sandbox: none, which covers no place): the write would land in
     // elsewhere/ctxagent/, which is where ~/.config/ctxagent now leads.
-    rmSync(join(s.ws, '.config'), { recursive: true, force: true })
-    mkdirSync(join(s.ws, 'elsewhere'))
-    s.fake.queue.push({ calls: [{ name: 'run_command', arguments: { command: 'ln -s elsewhere .config' } }] }, write(target, 'mcp: {}\n'), write('elsewhere/ctxagent/config.yaml', 'mcp: {}\n'), finish)
-    const again = await s.run(['run', '--task', 'configure again', '--workspace', s.ws, '--allow-shell'], env)
+    const plain = await runSetup('tools:\n  sandbox: none\n')
+    const plainEnv = { HOME: plain.ws, XDG_CONFIG_HOME: '' }
+    mkdirSync(join(plain.ws, 'elsewhere'))
+    plain.fake.queue.push({ calls: [{ name: 'run_command', arguments: { command: 'ln -s elsewhere .config' } }] }, write(target, 'mcp: {}\n'), write('elsewhere/ctxagent/config.yaml', 'mcp: {}\n'), finish)
+    const again = await plain.run(['run', '--task', 'configure again', '--workspace', plain.ws, '--allow-shell'], plainEnv)
     expect(again.code, again.stderr).toBe(0)
-    const second = s.tree.layout.list('completed').find((uuid) => uuid !== first.uuid) as string
-    expect(readTask(s.tree, second).tools.filter((t) => t.tool_name !== 'finish').map((t) => [t.tool_name, t.status])).toEqual([['run_command', 'success'], ['write_file', 'error'], ['write_file', 'error']])
-    expect(readdirSync(join(s.ws, 'elsewhere'))).toEqual([])
+    expect(onlyTask(plain.tree).tools.filter((t) => t.tool_name !== 'finish').map((t) => [t.tool_name, t.status])).toEqual([['run_command', 'success'], ['write_file', 'error'], ['write_file', 'error']])
+    expect(readdirSync(join(plain.ws, 'elsewhere'))).toEqual([])
 
     // A command that writes the config itself: the place, missing at the start, is an empty read-only directory in the sandbox.
     rmSync(join(s.ws, '.config'), { recursive: true, force: true })
@@ -85,12 +86,14 @@ describe('nothing a tool can write is read as configuration', () => {
     const third = await s.run(['run', '--task', 'configure by hand', '--workspace', s.ws, '--allow-shell'], env)
     expect(third.code, third.stderr).toBe(0)
     expect(existsSync(join(s.ws, target))).toBe(false)
-    const output = JSON.stringify(readTask(s.tree, s.tree.layout.list('completed').find((uuid) => uuid !== first.uuid && uuid !== second) as string).tools)
+    const output = JSON.stringify(readTask(s.tree, s.tree.layout.list('completed').find((uuid) => uuid !== first.uuid) as string).tools)
     expect(output).toContain('Read-only file system')
   })
 
   it('run refuses a config file inside its workspace (also through a link to it), with exit 2 and nothing written', async () => {
     const s = await runSetup()
+    // As root the harness gives workspaces to the sandbox's user; this one is root's, so that the refusal tested is "inside the workspace".
+    if (process.getuid?.() === 0) chownSync(s.ws, 0, 0)
     const inside = join(s.ws, 'agent.yaml')
     writeFileSync(inside, s.fake.configYaml())
     const link = join(scratch('ctxagent-link-'), 'ws')
