@@ -256,12 +256,14 @@ async function whenDatabaseUp(ctx: CommandEnv, opts: WorkerOptions, stop: StopRe
 
 /** What this worker can serve, from its own configuration: checked once, at start. */
 function abilitiesOf(config: Config): WorkerAbilities {
-  const sandbox = config.tools.shell ? planSandbox(config.tools, []) : null
+  const sandbox = planSandbox(config.tools, [])
+  const sandboxProblem = sandbox.ok ? null : sandbox.why
   return {
     workspacesDir: config.fleet.workspaces_dir,
     githubToken: config.github.token !== null,
     gitlabToken: config.gitlab.token !== null,
-    shellProblem: sandbox !== null && !sandbox.ok ? sandbox.why : null,
+    shellProblem: config.tools.shell ? sandboxProblem : null,
+    sandboxProblem,
   }
 }
 

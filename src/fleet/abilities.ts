@@ -8,6 +8,8 @@ export interface WorkerAbilities {
   gitlabToken: boolean
   /** tools.shell is on for its new tasks, and why the sandbox run_command needs does not work here (null: it works, or no shell; a resume keeps its task's own setting, which run checks). */
   shellProblem: string | null
+  /** Why the sandbox does not work here, whatever tools.shell says (null: it works, or tools.sandbox is none). */
+  sandboxProblem: string | null
 }
 
 /**
@@ -22,6 +24,7 @@ export function cannotServe(job: Job, abilities: WorkerAbilities): string | null
   }
   if (spec.github !== undefined && !abilities.githubToken) return 'this worker has no GitHub token for the --github job (set github.token, or GITHUB_TOKEN in its environment)'
   if (spec.gitlab !== undefined && !abilities.gitlabToken) return 'this worker has no GitLab token for the --gitlab job (set gitlab.token, or GITLAB_TOKEN in its environment)'
+  if (job.kind === 'new' && job.spec.allow_shell === true && abilities.sandboxProblem !== null) return `the job asks for run_command (--allow-shell), and this worker's sandbox does not work here: ${abilities.sandboxProblem}`
   if (job.kind === 'new' && abilities.shellProblem !== null) return `this worker's tasks get run_command (tools.shell), and its sandbox does not work here: ${abilities.shellProblem}`
   return null
 }

@@ -63,9 +63,9 @@ export function jobProblem(job: Job): string | null {
   const s = spec as Record<string, unknown>
   const unknownKey = Object.keys(s).find((k) => !KEYS.has(k))
   if (unknownKey !== undefined) return `spec has an unknown key ${JSON.stringify(unknownKey.slice(0, 40))}`
-  if (s.allow_shell !== undefined && s.allow_shell !== true) return 'spec.allow_shell is not true'
+  if (s.allow_shell !== undefined && typeof s.allow_shell !== 'boolean') return 'spec.allow_shell is not true or false'
   for (const key of KEYS) if (key !== 'allow_shell' && s[key] !== undefined && (key === 'max_turns' || key === 'max_tokens' ? !(Number.isSafeInteger(s[key]) && (s[key] as number) > 0) : typeof s[key] !== 'string')) return `spec.${key} is not ${key.startsWith('max_') ? 'a positive whole number' : 'text'}`
-  const text = s as Record<string, string | undefined>
+  const text = s as Record<string, string | undefined> & { model?: string }
   if (job.kind === 'new' && [text.task, text.github, text.gitlab].filter((v) => v !== undefined).length !== 1) return 'spec names not exactly one of task, github, gitlab'
   if (text.github !== undefined && !/^[\w.-]+\/[\w.-]+#\d{1,9}$/.test(text.github)) return 'spec.github is not owner/repo#N'
   if (text.gitlab !== undefined && !/^[\w.-]+(?:\/[\w.-]+)+[#!]\d{1,9}$/.test(text.gitlab)) return 'spec.gitlab is not group/project#N or !N'

@@ -35,7 +35,7 @@ export class JobListener {
       await client.connect()
       await client.query('LISTEN ctxagent_jobs')
       if (this.stopped) {
-        // Stopped while it connected: the connection must not outlive the worker.
+        // Stopped while it connected: a connection kept now would hold the process open.
         client.removeAllListeners('end')
         await client.end().catch(() => undefined)
         return

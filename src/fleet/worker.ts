@@ -1,19 +1,17 @@
 import { spawn } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
-import { readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Writable } from 'node:stream'
 import type { Pool } from 'pg'
-import type { Layout, Location, TaskRef } from '../storage/fs/layout.js'
-import { FILES, LOCATIONS } from '../storage/fs/layout.js'
+import type { Layout } from '../storage/fs/layout.js'
 import { safeState } from '../storage/task/lifecycle.js'
 import { cloneWorkspace } from './clone.js'
 import type { CloneCredential } from './clone.js'
 import { jobProblem } from './job-spec.js'
 import { JobQueue } from './jobs.js'
-import { llmOutage } from './jobs.js'
 import type { Job, JobEnd, RetryPolicy } from './jobs.js'
 import { JobListener } from './listener.js'
+import { endedElsewhere, locate, newTaskArgs, notBegun, settle, stateText } from './task-outcome.js'
 import { heartbeat, markStopped } from './registry.js'
 import type { WorkerRecord } from './registry.js'
 
@@ -69,8 +67,6 @@ interface Warm {
 /** A task's environment: the worker's, and a mark that a fleet resumes it (its log then gives no advice to resume by hand). */
 const FLEET_ENV = { ...process.env, CTXAGENT_FLEET_JOB: '1' }
 
-/** `run`'s exit codes after it paused on SIGINT or SIGTERM (SPEC §9). */
-const PAUSED_BY_SIGNAL = new Set([130, 143])
 
 /**
  * Takes jobs and runs each task as `run` does, in a child process of its own (its own
@@ -194,13 +190,13 @@ export class Worker {
     if (problem !== null) {
       // Written by hand, or by something else than enqueue: nothing of it is run (SPEC §14.4).
       this.options.log(`job ${job.id}: not run, its row is not valid (${problem})`)
-      this.track(this.end(job, { outcome: 'failed', failed: true, error: `the job's row is not valid: ${problem}`.slice(0, 500) }).finally(() => this.wake()))
+      this.track(this.end(job, { outcome: 'failed', error: `the job's row is not valid: ${problem}`.slice(0, 500) }).finally(() => this.wake()))
       return
     }
     const refusal = this.options.refuse?.(job) ?? null
     if (refusal !== null) {
       this.options.log(`job ${job.id}: not run, ${refusal}`)
-      this.track(this.end(job, { outcome: job.kind === 'resume' ? 'paused' : 'failed', error: refusal.slice(0, 500) }).finally(() => this.wake()))
+      this.track(this.end(job, job.kind === 'resume' ? { outcome: 'paused', error: refusal.slice(0, 500) } : { outcome: 'failed', failed: true, error: refusal.slice(0, 500) }).finally(() => this.wake()))
       return
     }
     const existing = locate(this.options.layout, job.task_uuid)
@@ -220,7 +216,7 @@ export class Worker {
   /** `--repo` jobs: the repository is cloned for the task first, into fleet.workspaces_dir/<uuid>, on the shared mount. */
   private async cloneThenSpawn(job: Job): Promise<void> {
     if (this.options.workspacesDir === null) {
-      await this.end(job, { outcome: 'failed', failed: true, error: 'the repository was not cloned: fleet.workspaces_dir is not set on this host' })
+      await this.end(job, { outcome: 'failed', error: 'the repository was not cloned: fleet.workspaces_dir is not set on this host' })
       return
     }
     const dir = join(this.options.workspacesDir, job.task_uuid)
@@ -381,12 +377,9 @@ export class Worker {
 
   private settleElsewhere(): void {
     for (const [id, job] of this.elsewhere) {
-      const ref = locate(this.options.layout, job.task_uuid)
-      if (ref?.location === 'running') continue
+      const end = endedElsewhere(this.options.layout, job)
+      if (end === null) continue
       this.elsewhere.delete(id)
-      const status = ref === null ? null : (safeState(ref.dir)?.status ?? 'unknown')
-      // Paused by whoever ran it: theirs to resume, not queued again here.
-      const end: JobEnd = ref === null ? { outcome: 'failed', failed: true, error: 'its task is gone' } : ref.location === 'paused' ? { outcome: 'paused', error: 'paused by the process that ran it instead of this job' } : { outcome: status as string }
       this.track(this.end(job, end))
     }
   }
@@ -446,83 +439,6 @@ export class Worker {
       finished()
     })()
   }
-}
-
-/** What became of a job's task once its process ended. */
-function settle(layout: Layout, job: Job, code: number | null, entry: Running, retry: RetryPolicy | undefined): JobEnd | null {
-  const ref = locate(layout, job.task_uuid)
-  if (ref === null) return { outcome: 'failed', failed: true, error: lastError(entry.lastLine) || `run exited with ${code}` }
-  const state = safeState(ref.dir)
-  const status = state?.status ?? 'unknown'
-  if (ref.location === 'completed') return { outcome: status, error: status === 'completed' ? null : (state?.error ?? null) }
-  if (ref.location === 'paused') {
-    const bySignal = entry.stopped || PAUSED_BY_SIGNAL.has(code ?? -1)
-    // The LLM side failed in a way that passes (an outage, 5xx, 429, a timeout): the fleet runs it again later.
-    if (!bySignal && retry !== undefined && llmOutage(state)) return { outcome: 'paused', error: state?.error ?? null, retry }
-    return { outcome: 'paused', resume: bySignal, error: bySignal ? null : (state?.error ?? null) }
-  }
-  // Still in running/: its process died holding the lock.
-  return null
-}
-
-/** `run`'s last log line as a job's error: the message of a JSON log line, or the line. */
-function lastError(line: string): string {
-  try {
-    const parsed = JSON.parse(line) as { msg?: unknown; message?: unknown }
-    const text = parsed.msg ?? parsed.message
-    if (typeof text === 'string') return text.slice(0, 500)
-  } catch {
-    // a plain line
-  }
-  return line.slice(0, 500)
-}
-
-/** Whether a job's task is as it was before its agent started: not created (a new task), or still in paused/ with the same state.json (a resume). */
-function notBegun(layout: Layout, uuid: string, resume: boolean, pausedState: string | null): boolean {
-  const ref = locate(layout, uuid)
-  if (!resume) return ref === null
-  return ref?.location === 'paused' && pausedState !== null && stateText(layout, uuid) === pausedState
-}
-
-function stateText(layout: Layout, uuid: string): string | null {
-  try {
-    return readFileSync(join(layout.taskDir('paused', uuid), FILES.state), 'utf8')
-  } catch {
-    return null
-  }
-}
-
-function locate(layout: Layout, uuid: string): TaskRef | null {
-  for (const location of LOCATIONS as readonly Location[]) {
-    const dir = layout.taskDir(location, uuid)
-    if (safeExists(dir)) return { uuid, location, dir }
-  }
-  return null
-}
-
-function safeExists(dir: string): boolean {
-  try {
-    return statSync(dir).isDirectory()
-  } catch {
-    return false
-  }
-}
-
-function newTaskArgs(job: Job, workspace: string | undefined): string[] {
-  const s = job.spec
-  const args = ['run', '--uuid', job.task_uuid]
-  if (s.github !== undefined) args.push('--github', s.github)
-  else if (s.gitlab !== undefined) args.push('--gitlab', s.gitlab)
-  else args.push('--task-file', '-')
-  if (s.user !== undefined) args.push('--user', s.user)
-  if (workspace !== undefined) args.push('--workspace', workspace)
-  if (s.task_id !== undefined) args.push('--task-id', s.task_id)
-  if (s.max_turns !== undefined) args.push('--max-turns', String(s.max_turns))
-  if (s.max_tokens !== undefined) args.push('--max-tokens', String(s.max_tokens))
-  if (s.timeout !== undefined) args.push('--timeout', s.timeout)
-  if (s.model !== undefined) args.push('--model', s.model)
-  if (s.allow_shell === true) args.push('--allow-shell')
-  return args
 }
 
 function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {

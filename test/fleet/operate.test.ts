@@ -136,10 +136,10 @@ describe('a worker refuses the jobs its own configuration cannot serve', () => {
       delete process.env.CTXAGENT_BWRAP
       delete process.env.GITHUB_TOKEN
     }
-    for (const uuid of [repo, github, shell]) await until(`job of ${uuid} ended`, async () => (await job(uuid))?.state === 'done')
-    expect(await job(repo)).toMatchObject({ outcome: 'failed', error: expect.stringContaining('no fleet.workspaces_dir') })
-    expect(await job(github)).toMatchObject({ outcome: 'failed', error: expect.stringContaining('no GitHub token') })
-    expect(await job(shell)).toMatchObject({ outcome: 'failed', error: expect.stringMatching(/tools\.shell.*sandbox does not work here/) })
+    for (const uuid of [repo, github, shell]) await until(`job of ${uuid} ended`, async () => (await job(uuid))?.state === 'failed')
+    expect(await job(repo)).toMatchObject({ state: 'failed', outcome: 'failed', error: expect.stringContaining('no fleet.workspaces_dir') })
+    expect(await job(github)).toMatchObject({ state: 'failed', outcome: 'failed', error: expect.stringContaining('no GitHub token') })
+    expect(await job(shell)).toMatchObject({ state: 'failed', outcome: 'failed', error: expect.stringMatching(/tools\.shell.*sandbox does not work here/) })
     // Nothing was cloned into the worker's current directory, and no task was begun.
     expect(existsSync(join(ROOT, repo))).toBe(false)
     for (const uuid of [repo, github, shell]) for (const l of ['running', 'paused', 'completed'] as const) expect(existsSync(s.tree.layout.taskDir(l, uuid))).toBe(false)

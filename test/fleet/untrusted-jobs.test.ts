@@ -81,7 +81,7 @@ function files(dir: string): string[] {
 }
 
 async function doneJobs(n: number): Promise<void> {
-  await until(`${n} job(s) finished`, async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM fleet_jobs WHERE state IN ('done', 'failed', 'cancelled')`))[0]?.n === n)
+  await until(`${n} job(s) ended`, async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM fleet_jobs WHERE state IN ('done', 'failed', 'cancelled')`))[0]?.n === n)
 }
 
 async function stop(worker: ReturnType<typeof startWorker>): Promise<void> {

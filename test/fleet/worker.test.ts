@@ -211,7 +211,7 @@ describe('enqueue --repo', () => {
     await until('the worker to start', async () => worker.err().includes('started on'))
     const uuid = await enqueue(s, ['--task', 'read calc.js', '--repo', `${join(root, 'calc.git')}#v1`])
     const missing = await enqueue(s, ['--task', 'x', '--repo', `${join(root, 'nothing.git')}`])
-    await until('both jobs done', async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM fleet_jobs WHERE state = 'done'`))[0]?.n === 2)
+    await until('both jobs ended', async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM fleet_jobs WHERE state IN ('done', 'failed')`))[0]?.n === 2)
     const task = readTask(s.tree, uuid)
     expect(task).toMatchObject({ location: 'completed', state: { status: 'completed' }, metadata: { run: { workspace: join(workspaces, uuid) } } })
     expect(readFileSync(join(workspaces, uuid, 'calc.js'), 'utf8')).toBe('v1\n')

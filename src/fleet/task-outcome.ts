@@ -1,0 +1,102 @@
+import { readFileSync, statSync } from 'node:fs'
+import { join } from 'node:path'
+import type { Layout, Location, TaskRef } from '../storage/fs/layout.js'
+import { FILES, LOCATIONS } from '../storage/fs/layout.js'
+import { safeState } from '../storage/task/lifecycle.js'
+import { llmOutage } from './jobs.js'
+import type { Job, JobEnd, RetryPolicy } from './jobs.js'
+
+// What a worker reads of a job's task in the tree (where it is, what it became) and the `run` that starts it.
+
+/** `run`'s exit codes after it paused on SIGINT or SIGTERM (SPEC §9). */
+const PAUSED_BY_SIGNAL = new Set([130, 143])
+
+/** What became of a job's task once its process ended. */
+export function settle(layout: Layout, job: Job, code: number | null, entry: { stopped: boolean; lastLine: string }, retry: RetryPolicy | undefined): JobEnd | null {
+  const ref = locate(layout, job.task_uuid)
+  if (ref === null) return { outcome: 'failed', failed: true, error: lastError(entry.lastLine) || `run exited with ${code}` }
+  const state = safeState(ref.dir)
+  const status = state?.status ?? 'unknown'
+  if (ref.location === 'completed') return { outcome: status, error: status === 'completed' ? null : (state?.error ?? null) }
+  if (ref.location === 'paused') {
+    const bySignal = entry.stopped || PAUSED_BY_SIGNAL.has(code ?? -1)
+    // The LLM side failed in a way that passes (an outage, 5xx, 429, a timeout): the fleet runs it again later.
+    if (!bySignal && retry !== undefined && llmOutage(state)) return { outcome: 'paused', error: state?.error ?? null, retry }
+    return { outcome: 'paused', resume: bySignal, error: bySignal ? null : (state?.error ?? null) }
+  }
+  // Still in running/: its process died holding the lock.
+  return null
+}
+
+/** `run`'s last log line as a job's error: the message of a JSON log line, or the line. */
+function lastError(line: string): string {
+  try {
+    const parsed = JSON.parse(line) as { msg?: unknown; message?: unknown }
+    const text = parsed.msg ?? parsed.message
+    if (typeof text === 'string') return text.slice(0, 500)
+  } catch {
+    // a plain line
+  }
+  return line.slice(0, 500)
+}
+
+/** Whether a job's task is as it was before its agent started: not created (a new task), or still in paused/ with the same state.json (a resume). */
+export function notBegun(layout: Layout, uuid: string, resume: boolean, pausedState: string | null): boolean {
+  const ref = locate(layout, uuid)
+  if (!resume) return ref === null
+  return ref?.location === 'paused' && pausedState !== null && stateText(layout, uuid) === pausedState
+}
+
+export function stateText(layout: Layout, uuid: string): string | null {
+  try {
+    return readFileSync(join(layout.taskDir('paused', uuid), FILES.state), 'utf8')
+  } catch {
+    return null
+  }
+}
+
+export function locate(layout: Layout, uuid: string): TaskRef | null {
+  for (const location of LOCATIONS as readonly Location[]) {
+    const dir = layout.taskDir(location, uuid)
+    if (safeExists(dir)) return { uuid, location, dir }
+  }
+  return null
+}
+
+function safeExists(dir: string): boolean {
+  try {
+    return statSync(dir).isDirectory()
+  } catch {
+    return false
+  }
+}
+
+export function newTaskArgs(job: Job, workspace: string | undefined): string[] {
+  const s = job.spec
+  const args = ['run', '--uuid', job.task_uuid]
+  if (s.github !== undefined) args.push('--github', s.github)
+  else if (s.gitlab !== undefined) args.push('--gitlab', s.gitlab)
+  else args.push('--task-file', '-')
+  if (s.user !== undefined) args.push('--user', s.user)
+  if (workspace !== undefined) args.push('--workspace', workspace)
+  if (s.task_id !== undefined) args.push('--task-id', s.task_id)
+  if (s.max_turns !== undefined) args.push('--max-turns', String(s.max_turns))
+  if (s.max_tokens !== undefined) args.push('--max-tokens', String(s.max_tokens))
+  if (s.timeout !== undefined) args.push('--timeout', s.timeout)
+  if (s.model !== undefined) args.push('--model', s.model)
+  if (s.allow_shell === true) args.push('--allow-shell')
+  return args
+}
+
+/**
+ * The end of a job whose task another process took (its agent exited 4), once that
+ * process is done with it; null while the task is still in running/. Paused by whoever
+ * ran it: theirs to resume, not queued again.
+ */
+export function endedElsewhere(layout: Layout, job: Job): JobEnd | null {
+  const ref = locate(layout, job.task_uuid)
+  if (ref?.location === 'running') return null
+  if (ref === null) return { outcome: 'failed', error: 'its task is gone' }
+  if (ref.location === 'paused') return { outcome: 'paused', error: 'paused by the process that ran it instead of this job' }
+  return { outcome: safeState(ref.dir)?.status ?? 'unknown' }
+}
