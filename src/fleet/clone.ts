@@ -43,9 +43,10 @@ export async function cloneWorkspace(options: { url: string; ref?: string; dir: 
     // `--` ends the options: a URL can never be taken for one.
     await git([...SAFE, ...helper, 'clone', '--quiet', '--no-local', '--no-hardlinks', '--no-recurse-submodules', '--', url, partial], env)
     if (ref !== undefined) {
-      const commit = await git([...SAFE, '-C', partial, 'rev-parse', '--verify', '--quiet', '--end-of-options', `${ref}^{commit}`], env).catch(() => {
-        throw new Error(`the ref '${ref}' is not in the repository`)
-      })
+      // A tag, a commit, the default branch, or another branch (only origin/<name> in a fresh clone).
+      const resolve = (name: string): Promise<string | null> => git([...SAFE, '-C', partial, 'rev-parse', '--verify', '--quiet', '--end-of-options', `${name}^{commit}`], env).catch(() => null)
+      const commit = (await resolve(ref)) ?? (await resolve(`origin/${ref}`))
+      if (commit === null) throw new Error(`the ref '${ref}' is not in the repository`)
       await git([...SAFE, '-C', partial, 'checkout', '--quiet', '--detach', commit.trim(), '--'], env)
     }
     renameSync(partial, dir)

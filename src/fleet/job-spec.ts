@@ -33,9 +33,9 @@ function userinfoProblem(url: string): boolean {
   return (scheme[1] as string).toLowerCase() !== 'ssh' || authority.slice(0, at).includes(':')
 }
 
-/** The URL with whatever stands between :// and @ cut out, for messages. */
+/** The URL with whatever stands before its host's @ cut out (scp-like user:password@host too), for messages. */
 export function withoutUserinfo(url: string): string {
-  return url.replace(/^([a-z]+:\/\/)[^/]*@/i, '$1…@')
+  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)?[^/]*@/i, (_all, scheme: string | undefined) => `${scheme ?? ''}…@`)
 }
 
 /**

@@ -67,7 +67,6 @@ interface Warm {
 /** A task's environment: the worker's, and a mark that a fleet resumes it (its log then gives no advice to resume by hand). */
 const FLEET_ENV = { ...process.env, CTXAGENT_FLEET_JOB: '1' }
 
-
 /**
  * Takes jobs and runs each task as `run` does, in a child process of its own (its own
  * process group), `concurrency` at a time (SPEC §14.2). Wakes on NOTIFY, and polls

@@ -49,7 +49,7 @@ function git(args: string[], cwd: string): string {
   return execFileSync('git', args, { cwd, env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@t', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@t' } }).toString()
 }
 
-/** A repository at `dir` with two commits (calc.js v1, tagged v1; then v2), objects loose and packed. */
+/** A repository at `dir` with two commits (calc.js v1, tagged v1 and branch feature; then v2 on main), objects loose and packed. */
 function makeRepo(dir: string): void {
   mkdirSync(dir, { recursive: true })
   git(['init', '--quiet', '-b', 'main'], dir)
@@ -57,6 +57,7 @@ function makeRepo(dir: string): void {
   git(['add', '.'], dir)
   git(['commit', '--quiet', '-m', 'v1'], dir)
   git(['tag', 'v1'], dir)
+  git(['branch', 'feature'], dir)
   git(['gc', '--quiet'], dir)
   writeFileSync(join(dir, 'calc.js'), 'v2\n')
   git(['commit', '--quiet', '-am', 'v2'], dir)
@@ -101,7 +102,7 @@ describe('--repo sources', () => {
     s.fake.fallback = () => finish
     const worker = startWorker(s, server.url)
     await until('the worker to start', async () => worker.err().includes('started on'))
-    const res = await s.run(['enqueue', '--task', 'read calc.js', '--repo', `${source}#v1`], db())
+    const res = await s.run(['enqueue', '--task', 'read calc.js', '--repo', `${source}#feature`], db())
     expect(res.code, res.stderr).toBe(0)
     const uuid = res.stdout.trim()
     await doneJobs(1)
@@ -132,7 +133,7 @@ describe('--repo sources', () => {
     const workspaces = join(root, 'workspaces')
 
     const s = await runSetup(`fleet:\n  workspaces_dir: ${workspaces}\n`)
-    for (const url of [`${http.url.replace('//', `//oauth2:${token}@`)}/calc.git`, `${http.url.replace('//', `//${token}@`)}/calc.git#main`, `https://x:${token}@example.com/a b`]) {
+    for (const url of [`${http.url.replace('//', `//oauth2:${token}@`)}/calc.git`, `${http.url.replace('//', `//${token}@`)}/calc.git#main`, `https://x:${token}@example.com/a b`, `x:${token}@example.com:a.git`]) {
       const res = await s.run(['enqueue', '--task', 'x', '--repo', url], db())
       expect(res.code, res.stderr).toBe(2)
       expect(res.stderr).not.toContain(token)
