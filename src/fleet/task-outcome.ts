@@ -96,7 +96,7 @@ export function newTaskArgs(job: Job, workspace: string | undefined): string[] {
 export function endedElsewhere(layout: Layout, job: Job): JobEnd | null {
   const ref = locate(layout, job.task_uuid)
   if (ref?.location === 'running') return null
-  if (ref === null) return { outcome: 'failed', error: 'its task is gone' }
+  if (ref === null) return { outcome: 'failed', failed: true, error: 'its task is gone' }
   if (ref.location === 'paused') return { outcome: 'paused', error: 'paused by the process that ran it instead of this job' }
   return { outcome: safeState(ref.dir)?.status ?? 'unknown' }
 }
