@@ -1,5 +1,6 @@
 // npm run torture: the torture suites at full size (200 agents killed), then RELIABILITY.md
 // with what was tried and what held. `npm test` runs the same suites smaller.
+// `npm run torture -- fleet kill-run` runs only the suites named; RELIABILITY.md keeps the other rows.
 import { spawnSync } from 'node:child_process'
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus } from 'node:os'
@@ -12,11 +13,19 @@ rmSync(results, { recursive: true, force: true })
 const runs = process.env.CTXAGENT_TORTURE_RUNS ?? '200'
 const rounds = process.env.CTXAGENT_TORTURE_OPS_ROUNDS ?? '20'
 const swaps = process.env.CTXAGENT_TORTURE_SWAPS ?? '10000'
+const fleetTasks = process.env.CTXAGENT_TORTURE_FLEET_TASKS ?? '300'
+const named = process.argv.slice(2)
+for (const name of named) {
+  if (!/^[a-z-]+$/.test(name) || !existsSync(join(root, 'test', 'torture', `${name}.test.ts`))) {
+    process.stderr.write(`ctxagent: no torture suite ${JSON.stringify(name)} (name one of test/torture/*.test.ts without .test.ts)\n`)
+    process.exit(2)
+  }
+}
 const started = Date.now()
-const vitest = spawnSync(process.execPath, [join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run', 'test/torture'], {
+const vitest = spawnSync(process.execPath, [join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run', ...(named.length > 0 ? named.map((n) => `test/torture/${n}.test.ts`) : ['test/torture'])], {
   cwd: root,
   stdio: 'inherit',
-  env: { ...process.env, CTXAGENT_TORTURE_REPORT: '1', CTXAGENT_TORTURE_RUNS: runs, CTXAGENT_TORTURE_OPS_ROUNDS: rounds, CTXAGENT_TORTURE_SWAPS: swaps },
+  env: { ...process.env, CTXAGENT_TORTURE_REPORT: '1', CTXAGENT_TORTURE_RUNS: runs, CTXAGENT_TORTURE_OPS_ROUNDS: rounds, CTXAGENT_TORTURE_SWAPS: swaps, CTXAGENT_TORTURE_FLEET_TASKS: fleetTasks },
 })
 /** What each suite does, for the table. */
 const SUITES = {
@@ -26,23 +35,28 @@ const SUITES = {
   'hostile-liveness': 'waits a hostile party imposes (an MCP tools/list and an MCP tool call that never answer, an LLM request that never answers), each ended by SIGINT, `ctxagent pause` and `--timeout`: the exit code and task status that stop means',
   'hostile-tools': `every file tool called ${swaps} times while another process swaps a workspace directory for a link to an outside one (0 outside reads or writes allowed); hard links to outside files, FIFOs, the task tree inside the workspace, a catastrophic regex; run_command reading /proc/*/environ of ctxagent and an MCP-like process and spawning setsid children (no secret, nothing left after)`,
   'hostile-sandbox': 'a hostile command as root and as an unprivileged user (setpriv), through run_command and a real `ctxagent run --allow-shell`: mount and remount, capabilities, `unshare -U`, a 0600 root file in /etc, the task tree and config, each syscall of the seccomp list (perl `syscall()`), a fork bomb, a memory hog, a file past its size, open files and a busy loop against `tools.limits`; an MCP server sandboxed as nobody',
+  fleet: `${fleetTasks} tasks enqueued to 4 workers, 3 on simulated hosts (PID and UTS namespaces) and one on this host (2 on this host when unshare is missing), while, at points counted in agent requests, an agent, a worker (another started) and a warm child are SIGKILLed, a worker is SIGSTOPped past its liveness and SIGCONTed, PostgreSQL is killed and restarted and the LLM answers 503s, watch-locks passes running throughout: every task completed or failed with its reason, seq continuous, one final answer each, no two requests of one task at once, no job open, nothing in running/, the index equal to the tree after reindex, every file readable, no litter`,
   operators: `${rounds} rounds of 6 owners SIGKILLed at random while watch-locks, cleanup, unlock, compress, stats and reindex run at once and are themselves SIGKILLed 40 % of the time: after one more pass no task lost or in two places, every killed owner reaped exactly once (its error names the owner), no litter or stray lock, every file readable, tasks.db equal to the directories`,
 }
 const file = join(results, 'results.jsonl')
 const rows = existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l)) : []
+// With suites named, the rows of the others stay as the last run wrote them.
+const report = join(root, 'RELIABILITY.md')
+const kept = named.length === 0 || !existsSync(report) ? [] : readFileSync(report, 'utf8').split('\n').filter((l) => /^\| [a-z-]+ \|/.test(l) && ![...named, ...rows.map((r) => r.suite)].some((suite) => l.startsWith(`| ${suite} |`)))
 const commit = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).stdout.trim() || 'unknown'
 const describe = (r) => Object.entries(r).filter(([k]) => k !== 'suite').map(([k, v]) => `${k.replaceAll('_', ' ')}: ${v}`).join(', ')
 writeFileSync(
-  join(root, 'RELIABILITY.md'),
+  report,
   [
     '# Reliability',
     '',
     'Written by `npm run torture` (the torture suites in `test/torture/` at full size; `npm test` runs them smaller).',
     '',
-    `Last run: ${new Date().toISOString().slice(0, 16)}Z, commit ${commit}, Node ${process.version}, ${cpus().length} cores, ${Math.round((Date.now() - started) / 1000)} s, vitest exit ${vitest.status}.`,
+    `Last run${named.length > 0 ? ` (${named.join(', ')})` : ''}: ${new Date().toISOString().slice(0, 16)}Z, commit ${commit}, Node ${process.version}, ${cpus().length} cores, ${Math.round((Date.now() - started) / 1000)} s, vitest exit ${vitest.status}.`,
     '',
     '| suite | what it does | result |',
     '|---|---|---|',
+    ...kept,
     ...rows.map((r) => `| ${r.suite} | ${SUITES[r.suite] ?? ''} | ${describe(r)} |`),
     '',
   ].join('\n'),

@@ -194,7 +194,7 @@ export class Worker {
     if (problem !== null) {
       // Written by hand, or by something else than enqueue: nothing of it is run (SPEC §14.4).
       this.options.log(`job ${job.id}: not run, its row is not valid (${problem})`)
-      this.track(this.end(job, { outcome: 'failed', failed: true, error: `the job's row is not valid: ${problem}`.slice(0, 500) }).finally(() => this.wake()))
+      this.track(this.end(job, { outcome: 'failed', error: `the job's row is not valid: ${problem}`.slice(0, 500) }).finally(() => this.wake()))
       return
     }
     const refusal = this.options.refuse?.(job) ?? null
@@ -220,7 +220,7 @@ export class Worker {
   /** `--repo` jobs: the repository is cloned for the task first, into fleet.workspaces_dir/<uuid>, on the shared mount. */
   private async cloneThenSpawn(job: Job): Promise<void> {
     if (this.options.workspacesDir === null) {
-      await this.end(job, { outcome: 'failed', failed: true, error: 'the repository was not cloned: fleet.workspaces_dir is not set on this host' })
+      await this.end(job, { outcome: 'failed', error: 'the repository was not cloned: fleet.workspaces_dir is not set on this host' })
       return
     }
     const dir = join(this.options.workspacesDir, job.task_uuid)

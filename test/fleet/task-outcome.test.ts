@@ -1,0 +1,17 @@
+import { mkdirSync } from 'node:fs'
+import { describe, expect, it } from 'vitest'
+import { endedElsewhere } from '../../src/fleet/task-outcome.js'
+import type { Job } from '../../src/fleet/jobs.js'
+import { makeTree } from '../fixtures/tree.js'
+
+const job = (uuid: string): Job => ({ id: 1, task_uuid: uuid, kind: 'resume', spec: {}, state: 'running', priority: 0, attempts: 1, claimed_by: 'w', user: null })
+
+describe('endedElsewhere: a job whose task another process took', () => {
+  it('waits while the task is in running/, and ends in state failed once the task is gone (not done)', () => {
+    const tree = makeTree()
+    const uuid = '0b5c4a52-6a4e-4b8e-9d51-0a4a2c1f3e77'
+    mkdirSync(tree.layout.taskDir('running', uuid), { recursive: true })
+    expect(endedElsewhere(tree.layout, job(uuid))).toBeNull()
+    expect(endedElsewhere(tree.layout, job('1f0e4d2c-3b4a-4c5d-8e6f-7a8b9c0d1e2f'))).toEqual({ outcome: 'failed', failed: true, error: 'its task is gone' })
+  })
+})
