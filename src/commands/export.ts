@@ -7,6 +7,9 @@ import { FILES, resolveTask } from '../storage/fs/layout.js'
 import { readJsonl } from '../storage/format/jsonl.js'
 import type { JsonRecord } from '../storage/format/jsonl.js'
 import { readOverview } from '../storage/task/reader.js'
+import { UsageError } from '../errors.js'
+import { costOf, requestsCost, splitOf } from '../operations/tokens.js'
+import type { RequestsCost } from '../operations/tokens.js'
 import { withEnv } from './shared.js'
 
 interface ExportOptions {
@@ -26,6 +29,7 @@ Examples:
 }
 
 async function exportTask(ctx: CommandEnv, _opts: ExportOptions, id: string): Promise<void> {
+  if (ctx.json) throw new UsageError('export writes a Markdown transcript, not JSON', 'for JSON use view <uuid> --json (the overview) or view <uuid> --messages --all --json (every message, as stored)')
   const ref = resolveTask(ctx.layout, id)
   const overview = await readOverview(ref, 0)
   auditTask(ctx, 'export', ref.uuid)
@@ -45,6 +49,17 @@ async function exportTask(ctx: CommandEnv, _opts: ExportOptions, id: string): Pr
     `| completed | ${cell(s?.completed_at ?? '-')} |`,
     `| turns, tokens | ${s?.turns ?? s?.llm_call_count ?? 0}, ${(s?.total_tokens_used ?? 0).toLocaleString('en-US')} |`,
   ]
+  if (s) {
+    // The bill as providers bill it: the split, and the cost at config pricing (cached reads and cache writes at their rates).
+    const model = m.config?.model || null
+    const split = splitOf(s)
+    const cost = costOf(model, split, ctx.config.pricing)
+    out.push(`| prompt, cached, completion | ${n(split.prompt)}, ${n(split.cached)}${split.cache_write ? ` (+${n(split.cache_write)} written to the cache)` : ''}, ${n(split.completion)} |`)
+    if (cost !== null) out.push(`| cost (turns) | $${cost.toFixed(4)} |`)
+    for (const [label, usage] of [['compactions', requestsCost(model, s.compaction_tokens, ctx.config.pricing)], ['final summary', requestsCost(model, s.final_summary_tokens, ctx.config.pricing)]] as [string, RequestsCost | null][]) {
+      if (usage !== null) out.push(`| ${label} | ${usage.requests} request${usage.requests === 1 ? '' : 's'}, ${n(usage.prompt)} prompt (${n(usage.cached)} cached), ${n(usage.completion)} completion${usage.cost_usd !== null ? `, $${usage.cost_usd.toFixed(4)}` : ''} |`)
+    }
+  }
   if (s?.error) out.push(`| error | ${cell(s.error)} |`)
   let bad = 0
   for await (const item of readJsonl(join(ref.dir, FILES.messages))) {
@@ -57,10 +72,39 @@ async function exportTask(ctx: CommandEnv, _opts: ExportOptions, id: string): Pr
     // A tool output stored as a blob is exported whole (its reference first).
     out.push('', ...message(withBlobText(ref.dir, r)))
   }
-  if (s?.final_answer) out.push('', '## Outcome', '', s.final_answer.trim())
-  if (overview.final_summary) out.push('', '## Final summary', '', overview.final_summary.trim())
+  if (s?.final_answer) out.push('', '## Outcome', '', nested(s.final_answer.trim()))
+  if (overview.final_summary) out.push('', '## Final summary', '', nested(overview.final_summary.trim()))
   if (bad > 0) ctx.io.warn(`skipped ${bad} unreadable line${bad === 1 ? '' : 's'} of messages.jsonl`)
   ctx.io.out(`${out.join('\n')}\n`)
+}
+
+const n = (v: number): string => v.toLocaleString('en-US')
+
+/**
+ * Markdown whose headings sit under a `##` section of the transcript: each heading moved
+ * down so that the highest becomes `###` (a final summary's own `## Original Task` would
+ * otherwise stand beside `## Final summary` instead of inside it). Fenced code is left alone.
+ */
+export function nested(text: string): string {
+  const lines = text.split('\n')
+  let fenced = false
+  const levels: number[] = []
+  for (const line of lines) {
+    if (/^\s*(```|~~~)/.test(line)) fenced = !fenced
+    else if (!fenced) {
+      const h = /^(#{1,6})\s/.exec(line)
+      if (h) levels.push((h[1] as string).length)
+    }
+  }
+  if (levels.length === 0) return text
+  const shift = Math.max(0, 3 - Math.min(...levels))
+  fenced = false
+  return lines
+    .map((line) => {
+      if (/^\s*(```|~~~)/.test(line)) fenced = !fenced
+      return !fenced && shift > 0 ? line.replace(/^(#{1,6})(\s)/, (_, hashes: string, space: string) => `${'#'.repeat(Math.min(6, hashes.length + shift))}${space}`) : line
+    })
+    .join('\n')
 }
 
 function message(r: JsonRecord): string[] {

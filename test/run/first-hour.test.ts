@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3'
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import { cliAsync } from '../helpers/run.js'
 import { exitOf } from '../helpers/wait.js'
 import { readTask, runSetup, waitFor } from './harness.js'
@@ -261,5 +261,26 @@ describe('export', () => {
     expect(res.stdout).toMatch(/## \[4\] tool · read_file\n\n```\n1: export function add/)
     expect(res.stdout).toContain('## Outcome\n\nadd() subtracts')
     expect((await s.run(['export', 'last', '--format', 'pdf'])).code).toBe(2)
+    // The bill: the token split, and the cost once the model has a price.
+    expect(res.stdout).toMatch(/\| prompt, cached, completion \| [\d,]+, [\d,]+, [\d,]+ \|/)
+    expect(res.stdout).not.toContain('| cost (turns) |')
+    const priced = join(s.ws, '..', `${s.ws.split('/').pop()}-priced.yaml`)
+    writeFileSync(priced, s.fake.configYaml('pricing:\n  fake-model: {prompt: 3, completion: 15, cached: 0.3}\n'))
+    onTestFinished(() => rmSync(priced, { force: true }))
+    const billed = await cliAsync(['export', 'last', '--home', s.tree.base, '--config', priced])
+    expect(billed.code, billed.stderr).toBe(0)
+    expect(billed.stdout).toMatch(/\| cost \(turns\) \| \$\d+\.\d{4} \|/)
+    // --json is refused (exit 2) with where JSON is to be had, not ignored.
+    const json = await s.run(['export', 'last', '--json'])
+    expect(json.code).toBe(2)
+    expect(json.stderr).toMatch(/^ctxagent: export writes a Markdown transcript, not JSON \(for JSON use view <uuid> --json/)
+  })
+
+  it('nests the final summary and the outcome under their own headings', async () => {
+    const { nested } = await import('../../src/commands/export.js')
+    expect(nested('## Original Task\nfix it\n## Current State\n- done')).toBe('### Original Task\nfix it\n### Current State\n- done')
+    expect(nested('# A\n## B')).toBe('### A\n#### B')
+    expect(nested('plain text\n```\n# not a heading\n```')).toBe('plain text\n```\n# not a heading\n```')
+    expect(nested('#### already deep')).toBe('#### already deep')
   })
 })
