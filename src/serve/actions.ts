@@ -5,6 +5,10 @@ import { extractiveSummarizer, llmSummarizer } from '../context/summarizer.js'
 import type { Summarizer } from '../context/summarizer.js'
 import { CtxError, isErrno, UsageError } from '../errors.js'
 import { JobQueue } from '../fleet/jobs.js'
+import { cancelJob, retryJob } from '../fleet/job-admin.js'
+import { LOCATIONS } from '../storage/fs/layout.js'
+import type { Location } from '../storage/fs/layout.js'
+import { existsSync } from 'node:fs'
 import { compressTask } from '../operations/compress.js'
 import { assessTask } from '../operations/reaper.js'
 import { askOwner } from '../run/control.js'
@@ -54,6 +58,37 @@ export async function runAction(ctx: CommandEnv, name: ActionName, uuid: string,
     return await compress(ctx, ref, input, done)
   } catch (err) {
     throw explainSystemError(err, ctx.layout.base) ?? err
+  }
+}
+
+export type JobActionName = 'cancel' | 'retry'
+
+/**
+ * `ctxagent jobs cancel|retry <id>` from the page: the same functions of the fleet's job
+ * admin, and for a running job the pause `jobs cancel` asks of its agent; audited.
+ */
+export async function runJobAction(ctx: CommandEnv, name: JobActionName, id: number, input: ActionInput): Promise<ActionResult> {
+  const url = fleetDatabaseUrl(ctx)
+  if (url === null) throw new CtxError('there is no fleet here, so no job', { exitCode: 3, hint: 'set fleet.database_url (or CTXAGENT_DATABASE_URL)' })
+  const locate = (uuid: string): Location | null => (LOCATIONS as readonly Location[]).find((l) => existsSync(ctx.layout.taskDir(l, uuid))) ?? null
+  const pool = await connectPool(url, 'serve', 1)
+  try {
+    if (name === 'retry') {
+      const again = await retryJob(pool, id, locate)
+      serveAudit(ctx, 'jobs retry', again.task_uuid, input.operator)
+      return { status: 200, body: { job: id, task_uuid: again.task_uuid, state: 'waiting', kind: again.kind }, message: `job ${id} waits again (${again.kind === 'resume' ? 'to resume' : 'to start'} its task)` }
+    }
+    const cancelled = await cancelJob(pool, id)
+    serveAudit(ctx, 'jobs cancel', cancelled.task_uuid, input.operator)
+    const body = (task: string) => ({ job: id, task_uuid: cancelled.task_uuid, state: 'cancelled', task })
+    if (cancelled.was !== 'running' || locate(cancelled.task_uuid) !== 'running') return { status: 200, body: body(locate(cancelled.task_uuid) ?? 'not_started'), message: `job ${id} cancelled; it will not run again` }
+    const dir = ctx.layout.taskDir('running', cancelled.task_uuid)
+    const asked = await askOwner(ctx.layout, { uuid: cancelled.task_uuid, location: 'running', dir }, 'pause', input.operator, input.waitMs, () => ctx.now())
+    if (asked.location === 'paused') return { status: 200, body: body('paused'), message: `job ${id} cancelled; its task paused` }
+    if (asked.location === 'completed') return { status: 200, body: body('finished'), message: `job ${id} cancelled; its task finished before it could pause` }
+    return { status: 202, body: body('asked'), message: `job ${id} cancelled; its agent was asked to pause and does so at its next turn boundary` }
+  } finally {
+    await pool.end().catch(() => undefined)
   }
 }
 

@@ -1,6 +1,8 @@
 import type { Pool } from 'pg'
 import type { CommandEnv } from '../command-env.js'
 import { fleetDatabaseUrl } from '../command-env.js'
+import { listJobs } from '../fleet/job-admin.js'
+import type { JobFilter, JobRow } from '../fleet/job-admin.js'
 import { fleetStatus } from '../fleet/status.js'
 import type { FleetStatus } from '../fleet/status.js'
 import { connectPool } from '../storage/index/pg-pool.js'
@@ -18,6 +20,8 @@ export interface JobError {
 export interface FleetData extends FleetStatus {
   recent_errors: JobError[]
   running_by_user: { user: string | null; running: number }[]
+  /** The newest jobs, as `ctxagent jobs` lists them. */
+  recent_jobs: JobRow[]
 }
 
 /** How long a worker's heartbeat may age before it counts as gone: as `ctxagent fleet` counts it (SPEC §4). */
@@ -61,7 +65,13 @@ export class FleetSource {
       ...status,
       recent_errors: errors.rows.map((r) => ({ id: Number(r.id), task_uuid: String(r.task_uuid), outcome: r.outcome === null ? null : String(r.outcome), error: String(r.error), finished_at: r.finished_at instanceof Date ? r.finished_at.toISOString() : null })),
       running_by_user: running,
+      recent_jobs: await listJobs(pool, { limit: 50 }),
     }
+  }
+
+  /** `ctxagent jobs --json`'s rows (GET /api/jobs). */
+  async jobs(filter: JobFilter): Promise<JobRow[]> {
+    return listJobs(await this.connect(), filter)
   }
 
   /** Seconds each waiting job has waited, and claims by worker: for /metrics. */

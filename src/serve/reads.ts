@@ -1,6 +1,7 @@
 import { join } from 'node:path'
 import type { CommandEnv } from '../command-env.js'
 import { queueAlerts } from '../fleet/status.js'
+import { parseJobState } from '../fleet/job-admin.js'
 import { taskStatement } from '../operations/list.js'
 import { checkHealth, collectStats, where } from '../operations/stats.js'
 import type { CheckResult, StatsFilter, StatsReport } from '../operations/stats.js'
@@ -52,7 +53,8 @@ export class ReadRoutes {
         return await this.taskPage(x, operator, csrf, noToken, null)
       }
       if (path === '/stats' || path === '/api/stats') return await this.stats(x, operator, csrf)
-      if (path === '/fleet' || path === '/api/fleet') return await this.fleetPage(x, operator, csrf)
+      if (path === '/fleet' || path === '/api/fleet') return await this.fleetPage(x, operator, csrf, null)
+      if (path === '/api/jobs') return await this.jobs(x)
     } catch (err) {
       if (err instanceof BadQuery) return fail(x.res, x.api, 400, err.message)
       throw err
@@ -157,16 +159,27 @@ export class ReadRoutes {
     sendPage(x.res, 200, page({ title: 'Stats', nav: 'stats', operator, csrf, body: renderStats(this.ctx, report, check, db) }))
   }
 
-  private async fleetPage(x: Exchange, operator: string | null, csrf: string | null): Promise<void> {
+  /** GET /api/jobs: `ctxagent jobs --json`'s rows (a JSON array), with its filters (state, user, task, limit). */
+  private async jobs(x: Exchange): Promise<void> {
+    if (!this.fleet.configured) return fail(x.res, true, 404, 'no fleet: set fleet.database_url (or CTXAGENT_DATABASE_URL)')
+    const q = x.url.searchParams
+    const state = text(q.get('state'), 'state')
+    const filter = { limit: whole(q.get('limit'), 'limit', 1, 1000) ?? 50, ...(state !== undefined ? { state: parseJobState(state) } : {}), ...optional('user', text(q.get('user'), 'user')), ...optional('task', text(q.get('task'), 'task')) }
+    sendJson(x.res, 200, await this.fleet.jobs(filter))
+  }
+
+  async fleetPage(x: Exchange, operator: string | null, csrf: string | null, notice: string | null): Promise<void> {
     if (!this.fleet.configured) {
       if (x.api) return fail(x.res, true, 404, 'no fleet: set fleet.database_url (or CTXAGENT_DATABASE_URL)')
       return sendPage(x.res, 200, page({ title: 'Fleet', nav: 'fleet', operator, csrf, body: renderFleet(this.ctx, null, 'No fleet here: this tree is served from tasks.db on one host (set fleet.database_url for a fleet).') }))
     }
     if (x.api) return sendJson(x.res, 200, await this.fleet.status())
     const data = await this.fleet.data(await this.index.rows())
-    sendPage(x.res, 200, page({ title: 'Fleet', nav: 'fleet', operator, csrf, body: renderFleet(this.ctx, forTerminalDeep(data), null) }))
+    sendPage(x.res, 200, page({ title: 'Fleet', nav: 'fleet', operator, csrf, body: renderFleet(this.ctx, forTerminalDeep(data), null, { signedIn: operator !== null, csrf }, notice) }))
   }
 }
+
+const optional = <K extends string>(key: K, value: string | undefined): { [P in K]?: string } => (value === undefined ? {} : ({ [key]: value } as { [P in K]: string }))
 
 function text(value: string | null, name: string): string | undefined {
   if (value === null || value.trim() === '') return undefined

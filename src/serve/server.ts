@@ -4,8 +4,8 @@ import type { AddressInfo } from 'node:net'
 import type { CommandEnv } from '../command-env.js'
 import { CtxError } from '../errors.js'
 import { isUuid } from '../storage/fs/layout.js'
-import { runAction, serveAudit } from './actions.js'
-import type { ActionName } from './actions.js'
+import { runAction, runJobAction, serveAudit } from './actions.js'
+import type { ActionInput, ActionName, JobActionName } from './actions.js'
 import { SCRIPT, STYLE } from './assets.js'
 import { Auth, csrfMatches, isLoopback, sessionCookie } from './auth.js'
 import type { Caller } from './auth.js'
@@ -65,6 +65,11 @@ export async function startServer(ctx: CommandEnv, options: ServeOptions): Promi
       if (req.method !== 'POST') return fail(res, api, 405, 'actions are POST requests', { allow: 'POST' })
       return act(x, action[1] as string, action[2] as ActionName)
     }
+    const jobAction = /^\/(?:api\/)?jobs\/(\d{1,15})\/(cancel|retry)$/.exec(path)
+    if (jobAction !== null) {
+      if (req.method !== 'POST') return fail(res, api, 405, 'actions are POST requests', { allow: 'POST' })
+      return actOnJob(x, Number(jobAction[1]), jobAction[2] as JobActionName)
+    }
     if (req.method !== 'GET' && req.method !== 'HEAD') return fail(res, api, 405, 'only GET here', { allow: 'GET' })
     if (path === '/metrics') return send(res, 200, metrics.contentType, await metrics.scrape())
     return reads.route(x, operatorOf(caller), csrfOf(caller), !auth.hasToken)
@@ -88,24 +93,48 @@ export async function startServer(ctx: CommandEnv, options: ServeOptions): Promi
     return redirect(x.res, '/')
   }
 
-  async function act(x: Exchange, id: string, name: ActionName): Promise<void> {
-    if (!isUuid(id)) return fail(x.res, x.api, 400, 'not a task uuid')
-    if (!auth.hasToken) return fail(x.res, x.api, 403, 'actions need serve.token (or CTXAGENT_SERVE_TOKEN) set where serve runs')
-    if (x.caller.kind === 'anonymous') return fail(x.res, x.api, 401, 'actions need the token: a bearer header, or sign in', { 'www-authenticate': 'Bearer realm="ctxagent"' })
+  /** The checks every action passes (token, CSRF for a session's form), then what it was given; null when refused (answered). */
+  async function actionInput(x: Exchange): Promise<ActionInput | null> {
+    if (!auth.hasToken) {
+      fail(x.res, x.api, 403, 'actions need serve.token (or CTXAGENT_SERVE_TOKEN) set where serve runs')
+      return null
+    }
+    if (x.caller.kind === 'anonymous') {
+      fail(x.res, x.api, 401, 'actions need the token: a bearer header, or sign in', { 'www-authenticate': 'Bearer realm="ctxagent"' })
+      return null
+    }
     const form = await readBody(x.req)
     // A session's form must carry its CSRF token (a header for scripts); a bearer header cannot be sent cross-site.
     if (x.caller.kind === 'session') {
       const given = typeof form.csrf === 'string' ? form.csrf : typeof x.req.headers['x-csrf-token'] === 'string' ? x.req.headers['x-csrf-token'] : undefined
-      if (!csrfMatches(x.caller.session, given)) return fail(x.res, x.api, 403, 'the form is stale or came from another site (CSRF token missing or wrong): reload the page')
+      if (!csrfMatches(x.caller.session, given)) {
+        fail(x.res, x.api, 403, 'the form is stale or came from another site (CSRF token missing or wrong): reload the page')
+        return null
+      }
     }
     const operator = operatorOf(x.caller) ?? 'operator'
     const wait = Number(x.url.searchParams.get('wait') ?? form.wait ?? 15)
     const waitMs = Number.isFinite(wait) && wait >= 0 ? Math.min(wait, 120) * 1000 : 15_000
     const text = typeof form.text === 'string' ? form.text : undefined
     const extractive = form.extractive === true || form.extractive === '1' || form.extractive === 'true'
-    const result = await runAction(ctx, name, id, { operator, text, extractive, waitMs })
+    return { operator, text, extractive, waitMs }
+  }
+
+  async function act(x: Exchange, id: string, name: ActionName): Promise<void> {
+    if (!isUuid(id)) return fail(x.res, x.api, 400, 'not a task uuid')
+    const input = await actionInput(x)
+    if (input === null) return
+    const result = await runAction(ctx, name, id, input)
     if (x.api) return sendJson(x.res, result.status, result.body)
-    return reads.taskPage(x, operator, csrfOf(x.caller), false, `${name}: ${result.message}`)
+    return reads.taskPage(x, input.operator, csrfOf(x.caller), false, `${name}: ${result.message}`)
+  }
+
+  async function actOnJob(x: Exchange, id: number, name: JobActionName): Promise<void> {
+    const input = await actionInput(x)
+    if (input === null) return
+    const result = await runJobAction(ctx, name, id, input)
+    if (x.api) return sendJson(x.res, result.status, result.body)
+    return reads.fleetPage(x, input.operator, csrfOf(x.caller), `${name}: ${result.message}`)
   }
 
   const server = createServer((req, res) => {

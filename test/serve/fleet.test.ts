@@ -1,4 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { makeTree, uuidN } from '../fixtures/tree.js'
 import { cliAsync } from '../helpers/run.js'
 import { queryRows, startPostgres } from '../helpers/postgres.js'
@@ -23,7 +26,13 @@ describe('serve with a fleet (PostgreSQL)', () => {
     const env = { CTXAGENT_DATABASE_URL: server.url }
     const run = (args: string[]) => cliAsync([...args, '--home', tree.base, '--config', config], env)
     expect((await run(['reindex'])).code).toBe(0)
-    for (const task of ['one', 'two']) expect((await run(['enqueue', '--task', task, '--workspace', tree.base])).code).toBe(0)
+    // A workspace of their own: enqueue refuses one that holds the tree, as run does.
+    const ws = mkdtempSync(join(tmpdir(), 'ctxagent-serve-ws-'))
+    onTestFinished(() => rmSync(ws, { recursive: true, force: true }))
+    for (const task of ['one', 'two']) {
+      const queued = await run(['enqueue', '--task', task, '--workspace', ws])
+      expect(queued.code, queued.stderr).toBe(0)
+    }
     const s = await startServe(tree.base, { config, env })
     const auth = { authorization: `Bearer ${TOKEN}`, 'x-ctxagent-operator': 'frank' }
     const api = (await (await s.get('/api/fleet')).json()) as { oldest_waiting: { waiting_seconds: number } }
@@ -47,5 +56,25 @@ describe('serve with a fleet (PostgreSQL)', () => {
     expect(rows).toEqual([{ task_uuid: uuidN(2), kind: 'resume', state: 'waiting' }])
     // Queued once: a second resume is a conflict, as enqueue --resume says.
     expect((await s.get(`/api/tasks/${uuidN(2)}/resume`, { method: 'POST', headers: auth })).status).toBe(409)
+
+    // Jobs: /api/jobs is jobs --json; cancel and retry are the CLI's, need the token, and are audited.
+    const listed = (await (await s.get('/api/jobs')).json()) as { id: number; state: string; task_uuid: string }[]
+    const cliJobs = (await run(['jobs', '--json'])).stdout.trim().split('\n').map((l) => JSON.parse(l) as { id: number })
+    expect(listed).toEqual(cliJobs)
+    const first = listed.find((j) => j.state === 'waiting' && j.task_uuid !== uuidN(2)) as { id: number; task_uuid: string }
+    expect((await s.get(`/api/jobs/${first.id}/cancel`, { method: 'POST' })).status).toBe(401)
+    const cancelled = await s.get(`/api/jobs/${first.id}/cancel`, { method: 'POST', headers: auth })
+    expect(cancelled.status).toBe(200)
+    expect(await cancelled.json()).toMatchObject({ job: first.id, state: 'cancelled' })
+    expect((await queryRows<{ state: string }>(server.url, 'SELECT state FROM fleet_jobs WHERE id = $1', [first.id]))[0]?.state).toBe('cancelled')
+    expect((await s.get(`/api/jobs/${first.id}/cancel`, { method: 'POST', headers: auth })).status).toBe(409)
+    const retried = await s.get(`/api/jobs/${first.id}/retry`, { method: 'POST', headers: auth })
+    expect(retried.status).toBe(200)
+    expect((await queryRows<{ state: string }>(server.url, 'SELECT state FROM fleet_jobs WHERE id = $1', [first.id]))[0]?.state).toBe('waiting')
+    expect((await s.get('/api/jobs/999999/retry', { method: 'POST', headers: auth })).status).toBe(404)
+    expect((await s.get('/api/jobs?state=nonsense')).status).toBe(400)
+    const fleetPage = await (await s.get('/fleet')).text()
+    expect(fleetPage).toContain(`<td class="n">${first.id}</td><td>waiting</td>`)
+    expect(fleetPage).toContain('sign in to cancel or retry')
   })
 })
