@@ -29,7 +29,7 @@ export function listCommand(): Command {
     .alias('ls')
     .description('the tasks of the tree, newest first: status, age, user, model, workspace, turns, tokens and the first line of each task')
     .option('--user <name>', 'only tasks of this user', userName)
-    .option('--from <date>', 'only tasks created on or after this date (2024-01-01 or an ISO time)', dateFrom)
+    .option('--from <date>', 'only tasks created on or after this date (2024-01-01, today, yesterday, 2d or 12h ago, or an ISO time)', dateFrom)
     .option('--to <date>', 'only tasks created up to this date (a date includes its whole day)', dateTo)
     .addOption(new Option('--status <status>', 'only tasks with this status').choices([...STATUSES]))
     .option('--search <text>', 'only tasks whose statement or final answer contains this text (any case)')
