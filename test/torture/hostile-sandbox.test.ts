@@ -202,7 +202,9 @@ async function runChecks(uid: number): Promise<{ outputs: string[]; ws: string }
   const fake = await startFakeLlm()
   const config = join(top, 'config.yaml')
   writeFileSync(config, fake.configYaml(`tools:\n  shell: true\n${LIMITS_YAML}`))
-  for (const p of [ws, tree, config]) chownSync(p, uid === 0 ? SANDBOX_UID : uid, uid === 0 ? SANDBOX_GID : uid)
+  for (const p of [ws, tree]) chownSync(p, uid === 0 ? SANDBOX_UID : uid, uid === 0 ? SANDBOX_GID : uid)
+  // The config is ctxagent's user's: one owned by anyone else is refused (src/config/trust.ts).
+  chownSync(config, uid, uid)
   rootOnlyIn(ws)
   fake.queue.push(...CHECKS.map((c, i) => ({ calls: [{ id: `k${i}`, name: 'run_command', arguments: { command: c.command({ tree, config }), timeout_seconds: 120 } }] })), { calls: [{ name: 'finish', arguments: { summary: 'probed', status: 'done' } }] })
   const argv = [process.execPath, BIN, 'run', '--task', 'probe the sandbox', '--workspace', ws, '--home', tree, '--config', config]
