@@ -202,7 +202,12 @@ describe('GitHub tasks', () => {
     expect(missing.stderr).toMatch(/^ctxagent: no GitHub token is set \(set GITHUB_TOKEN/)
     const rejected = await s.run(['run', '--github', 'acme/shop#42', '--workspace', s.ws], { GITHUB_TOKEN: 'ghp_wrong' })
     expect(rejected.code).toBe(1)
-    expect(rejected.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^ctxagent: GitHub refused the token for acme\/shop#42 \(401\)/)])
+    // One line: stderr is not a terminal, so it is run's JSON log line (a usage error above keeps the plain form).
+    const lines = rejected.stderr.trim().split('\n')
+    expect(lines).toHaveLength(1)
+    expect(JSON.parse(lines[0] as string)).toMatchObject({ level: 'error', msg: 'GitHub refused the token for acme/shop#42 (401)', hint: expect.stringMatching(/GITHUB_TOKEN/), exit_code: 1 })
+    const text = await s.run(['run', '--github', 'acme/shop#42', '--workspace', s.ws, '--log-format', 'text'], { GITHUB_TOKEN: 'ghp_wrong' })
+    expect(text.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^ctxagent: GitHub refused the token for acme\/shop#42 \(401\)/)])
     const bad = await s.run(['run', '--github', 'acme/shop', '--workspace', s.ws])
     expect(bad.code).toBe(2)
     for (const l of ['running', 'paused', 'completed'] as const) expect(readdirSync(s.tree.layout.dir(l))).toEqual([])
