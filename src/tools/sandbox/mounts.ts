@@ -97,6 +97,8 @@ export function mountArgs(plan: MountPlan, workspace: string): string[] {
   const a = ['--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--new-session']
   if (!plan.network) a.push('--unshare-net')
   rootLinks(a)
+  // The private /tmp first: a read-only path under /tmp (a project cloned there, an MCP server's package) is mounted on top of it, not hidden by it.
+  a.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--tmpfs', '/var/tmp', '--dir', HOME)
   const visible: string[] = [workspace]
   for (const p of ['/usr', '/opt', ...plan.readOnly]) {
     const real = isAbsolute(p) ? realOr(p) : null
@@ -107,7 +109,6 @@ export function mountArgs(plan: MountPlan, workspace: string): string[] {
     if (resolve(p) !== real) a.push('--ro-bind', real, resolve(p))
   }
   etc(a)
-  a.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--tmpfs', '/var/tmp', '--dir', HOME)
   a.push('--bind', workspace, workspace)
   // Hidden places that a mount above shows (the task tree inside the workspace, a config file in it): covered.
   for (const h of plan.hidden) {
