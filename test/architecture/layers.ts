@@ -21,7 +21,7 @@ export const FLOORS: readonly (readonly string[])[] = [
   ['llm/'],
   // Metric and span names, OTLP export: recorded by the loop and the fleet, a leaf below them.
   ['telemetry/'],
-  ['storage/task/'],
+  ['storage/task/', 'storage/blob/'],
   ['storage/lock/'],
   ['storage/index/'],
   ['storage/format/'],

@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto'
-import { closeSync, constants, existsSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs'
+import { closeSync, constants, existsSync, lstatSync, mkdirSync, openSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { gunzipSync } from 'node:zlib'
 import { isErrno } from '../../errors.js'
 import { writeFileAtomic } from '../fs/files.js'
 import { BLOB_DIR } from '../fs/layout.js'
+export { blobFiles } from '../fs/layout.js'
 import { maskText } from '../format/mask.js'
 
 export { BLOB_DIR }
@@ -105,19 +106,6 @@ function readNoFollow(path: string): Buffer | null {
   }
 }
 
-/** The blob files of a task (`blobs/<name>`, regular files only), for cleanup, reindex and export. */
-export function blobFiles(taskDir: string): string[] {
-  let names: string[]
-  try {
-    // Not through a link: cleanup must not gzip files outside the task directory.
-    if (!lstatSync(join(taskDir, BLOB_DIR)).isDirectory()) return []
-    names = readdirSync(join(taskDir, BLOB_DIR))
-  } catch (err) {
-    if (isErrno(err, 'ENOENT') || isErrno(err, 'ENOTDIR')) return []
-    throw err
-  }
-  return names.filter((n) => /^[0-9a-f]{64}(\.gz)?$/.test(n) && lstatSync(join(taskDir, BLOB_DIR, n)).isFile()).map((n) => `${BLOB_DIR}/${n}`)
-}
 
 /**
  * A stored tool result as a request sends it while it is fresh (not pruned): the

@@ -5,7 +5,7 @@ import { pipeline } from 'node:stream/promises'
 import { createGzip } from 'node:zlib'
 import { fsyncDir, tempPathFor, unlinkQuietly } from '../fs/files.js'
 import { FILES } from '../fs/layout.js'
-import { blobFiles } from '../blob/store.js'
+import { blobFiles } from '../fs/layout.js'
 
 export interface GzipResult {
   file: string

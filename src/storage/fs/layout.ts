@@ -213,3 +213,17 @@ export function straysWarning(layout: Layout, locations: readonly Location[] = L
   if (found.length === 0) return null
   return `${found.length} entr${found.length === 1 ? 'y' : 'ies'} named like a task but not a task directory, left alone: ${sampleOf(found, 3)} (move them out of the tree)`
 }
+
+/** The blob files of a task (`blobs/<name>`, regular files only), for cleanup, reindex and export. */
+export function blobFiles(taskDir: string): string[] {
+  let names: string[]
+  try {
+    // Not through a link: cleanup must not gzip files outside the task directory.
+    if (!lstatSync(join(taskDir, BLOB_DIR)).isDirectory()) return []
+    names = readdirSync(join(taskDir, BLOB_DIR))
+  } catch (err) {
+    if (isErrno(err, 'ENOENT') || isErrno(err, 'ENOTDIR')) return []
+    throw err
+  }
+  return names.filter((n) => /^[0-9a-f]{64}(\.gz)?$/.test(n) && lstatSync(join(taskDir, BLOB_DIR, n)).isFile()).map((n) => `${BLOB_DIR}/${n}`)
+}
