@@ -33,10 +33,16 @@ describe('torture: run processes killed at random instants', () => {
     for (let i = 0; i < 20; i++) writeFileSync(join(ws, `f${i}.txt`), `file ${i}\n${'text '.repeat(i % 3 === 0 ? 3000 : 200)}\n`)
     const fake = await startFakeLlm()
     let n = 0
+    // Each agent's task ends after its 14th request, over its first run and its resume: counted per
+    // agent (its statement names it, and a compaction keeps the statement verbatim), not from the
+    // window, which compactions and prune steps shorten.
+    const seen = new Map<string, number>()
     fake.fallback = (req) => {
       if (!Array.isArray(req.body.tools)) return { content: '## Original Task\nread the files\n## Current State\n- reading' }
-      const turns = req.body.messages.filter((m) => m.role === 'assistant').length
-      if (turns >= 12) return { content: 'all files read' }
+      const agent = /\(agent (\d+)\)/.exec(JSON.stringify(req.body.messages))?.[1] ?? 'unnamed'
+      const turns = (seen.get(agent) ?? 0) + 1
+      seen.set(agent, turns)
+      if (turns >= 14) return { content: 'all files read' }
       return { delayMs: 20, calls: [{ name: 'read_file', arguments: { path: `f${n++ % 20}.txt` } }, { name: 'glob', arguments: { pattern: `f${n % 7}*` } }] }
     }
     const config = join(tree.base, 'config.yaml')
