@@ -119,7 +119,8 @@ describe('behind PgBouncer in transaction mode', () => {
       refusals.push(pass.stderr)
       return false
     })
-    for (const r of refusals) expect(r).toBe(`ctxagent: warning: another host runs a watch-locks pass (${held.holder}); this one was skipped\n`)
+    // Refused by the dead holder's lease (naming it), or, while its monitor lock on this host is not yet stale, by that.
+    for (const r of refusals) expect([`ctxagent: warning: another host runs a watch-locks pass (${held.holder}); this one was skipped\n`, 'ctxagent: warning: another watch-locks is running; this pass was skipped\n']).toContain(r)
     const after = (await leases()).find((l) => l.name === 'watch-locks')
     expect(after).toMatchObject({ live: false, done: true })
     expect(after?.holder).not.toBe(held.holder)
