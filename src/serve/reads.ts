@@ -1,6 +1,7 @@
 import { join } from 'node:path'
 import type { CommandEnv } from '../command-env.js'
 import { queueAlerts } from '../fleet/status.js'
+import { overviewDocument } from '../operations/overview.js'
 import { parseJobState } from '../fleet/job-admin.js'
 import { taskStatement } from '../operations/list.js'
 import { checkHealth, collectStats, where } from '../operations/stats.js'
@@ -86,8 +87,7 @@ export class ReadRoutes {
     const ref = this.resolve(uuid)
     const overview = await readOverview(ref)
     serveAudit(this.ctx, 'view', ref.uuid, operator ?? 'anonymous')
-    const split = splitOf({ total_tokens_used: overview.state?.total_tokens_used ?? 0, ...(overview.state ?? {}) })
-    sendJson(x.res, 200, { ...overview, tokens: { ...split, cost_usd: costOf(overview.metadata.config?.model, split, this.ctx.config.pricing) } })
+    sendJson(x.res, 200, overviewDocument(overview, this.ctx.config.pricing))
   }
 
   async taskPage(x: Exchange, operator: string | null, csrf: string | null, noToken: boolean, notice: string | null): Promise<void> {

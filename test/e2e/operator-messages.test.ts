@@ -3,9 +3,23 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { hostname, processStart } from '../../src/storage/fs/process-info.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
-import { cli } from '../helpers/run.js'
+import { cli, deadPid } from '../helpers/run.js'
 
 describe('what operators are told', () => {
+  it('view of a task whose agent died says its pid is gone, and how to recover it; a live owner is only its heartbeat', () => {
+    const tree = makeTree()
+    const now = new Date().toISOString()
+    tree.write({ uuid: uuidN(0x61), location: 'running', status: 'processing', completedAt: null, lock: { process_id: deadPid(), hostname: hostname(), acquired_at: now, heartbeat_at: now } })
+    tree.write({ uuid: uuidN(0x62), location: 'running', status: 'processing', completedAt: null, lock: { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: now, heartbeat_at: now } })
+    const dead = cli(['view', uuidN(0x61), '--home', tree.base, '--no-color'])
+    expect(dead.code, dead.stderr).toBe(0)
+    expect(dead.stdout).toMatch(new RegExp(`Owner: pid \\d+ on .*, heartbeat .* ago — pid \\d+ is gone: its agent is dead \\(watch-locks recovers it, or ctxagent unlock ${uuidN(0x61).slice(0, 8)}\\)`))
+    expect((JSON.parse(cli(['view', uuidN(0x61), '--home', tree.base, '--json']).stdout) as { owner_state: string }).owner_state).toBe('gone')
+    const live = cli(['view', uuidN(0x62), '--home', tree.base, '--no-color'])
+    expect(live.stdout).toMatch(/Owner: pid \d+ on .*, heartbeat .* ago\n/)
+    expect((JSON.parse(cli(['view', uuidN(0x62), '--home', tree.base, '--json']).stdout) as { owner_state: string }).owner_state).toBe('alive')
+  })
+
   it('a forced unlock records a takeover by an operator, not a dead agent', () => {
     const tree = makeTree()
     const now = new Date().toISOString()

@@ -1,4 +1,4 @@
-import { costOf, requestsCost, splitOf } from '../../operations/tokens.js'
+import { overviewDocument } from '../../operations/overview.js'
 import { join } from 'node:path'
 import { Command, Option } from 'commander'
 import type { CommandEnv } from '../../command-env.js'
@@ -82,13 +82,9 @@ async function view(ctx: CommandEnv, opts: ViewOptions, positional?: string): Pr
     // Audited once read: a task that cannot be read shows nothing, and its view changes nothing.
     auditTask(ctx, 'view', ref.uuid)
     warnBad(ctx, overview.counts.bad_lines)
-    const split = splitOf({ total_tokens_used: overview.state?.total_tokens_used ?? 0, ...(overview.state ?? {}) })
-    const model = overview.metadata.config?.model
-    const compactions = requestsCost(model, overview.state?.compaction_tokens, ctx.config.pricing)
-    const final = requestsCost(model, overview.state?.final_summary_tokens, ctx.config.pricing)
-    const tokens = { ...split, cost_usd: costOf(model, split, ctx.config.pricing), ...(compactions ? { compactions } : {}), ...(final ? { final_summary: final } : {}) }
-    if (ctx.json) ctx.io.json({ ...overview, tokens })
-    else ctx.io.out(renderOverview(ctx, forTerminalDeep(overview), tokens))
+    const document = overviewDocument(overview, ctx.config.pricing)
+    if (ctx.json) ctx.io.json(document)
+    else ctx.io.out(renderOverview(ctx, forTerminalDeep(overview), document.tokens, document.owner_state))
     return
   }
   // Where following starts is taken before the listing is read: a message appended

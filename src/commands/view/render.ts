@@ -5,8 +5,11 @@ import type { Overview, RecordKind } from '../../storage/task/reader.js'
 import { clip } from '../../text.js'
 import { mainArgument } from '../../tools/main-argument.js'
 import type { RequestsCost, TokenSplit } from '../../operations/tokens.js'
+import type { ownerState } from '../../storage/lock/staleness.js'
 
 const PREVIEW = 120
+
+type OwnerState = ReturnType<typeof ownerState>
 
 /** `  Final summary: 1 request(s), prompt 2,362, of which cached 1,024; completion 241 · $0.0012`, or nothing. */
 function requestsLine(what: string, r: RequestsCost | undefined): string[] {
@@ -14,7 +17,7 @@ function requestsLine(what: string, r: RequestsCost | undefined): string[] {
   return [`  ${what}: ${num(r.requests)} request(s), prompt ${num(r.prompt)}${r.cached ? `, of which cached ${num(r.cached)}` : ''}; completion ${num(r.completion)}${r.cost_usd === null ? '' : ` · $${r.cost_usd.toFixed(4)}`}`]
 }
 
-export function renderOverview(ctx: CommandEnv, o: Overview, tokens: TokenSplit & { cost_usd: number | null; compactions?: RequestsCost; final_summary?: RequestsCost }): string {
+export function renderOverview(ctx: CommandEnv, o: Overview, tokens: TokenSplit & { cost_usd: number | null; compactions?: RequestsCost; final_summary?: RequestsCost }, owner: OwnerState | null = null): string {
   const c = ctx.io.chalk
   const m = o.metadata
   const s = o.state
@@ -33,7 +36,11 @@ export function renderOverview(ctx: CommandEnv, o: Overview, tokens: TokenSplit 
     `${c.bold('Completed:')} ${s?.completed_at ? when(s.completed_at) : '-'}`,
     `${c.bold('Duration:')} ${end && started ? `${formatDuration(Date.parse(end) - Date.parse(started))}${s?.completed_at ? '' : ' so far'}` : '-'}`,
   ]
-  if (o.lock) lines.push(`${c.bold('Owner:')} pid ${o.lock.process_id} on ${o.lock.hostname}, heartbeat ${formatDuration(ctx.now().getTime() - Date.parse(o.lock.heartbeat_at))} ago`)
+  if (o.lock) {
+    const dead = owner === 'gone' ? `pid ${o.lock.process_id} is gone` : owner === 'reused' ? `pid ${o.lock.process_id} now belongs to another process` : null
+    const recover = `watch-locks recovers it, or ctxagent unlock ${o.uuid.slice(0, 8)}`
+    lines.push(`${c.bold('Owner:')} pid ${o.lock.process_id} on ${o.lock.hostname}, heartbeat ${formatDuration(ctx.now().getTime() - Date.parse(o.lock.heartbeat_at))} ago${dead === null ? '' : ` — ${c.red(`${dead}: its agent is dead`)} (${recover})`}`)
+  }
   if (s?.error) lines.push(`${c.bold('Error:')} ${c.red(s.error)}`)
   lines.push(
     '',
