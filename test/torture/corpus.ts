@@ -50,7 +50,7 @@ const DURATION_OPTIONS: [string, (d: string) => string[], RegExp][] = [
   ['chat --timeout', (d) => ['chat', TASK, '--timeout', d], /--timeout/],
 ]
 
-const BAD_DATES = ['2024-02-30', '1', '2024-13-01', 'yesterday', '2024-1-1', '2024-01-01T25:00:00Z']
+const BAD_DATES = ['2024-02-30', '1', '2024-13-01', 'tomorrow', '2 fortnights', '2024-1-1', '2024-01-01T25:00:00Z']
 const BAD_COUNTS = ['0', '-1', '1.5', 'abc', '']
 const COUNT_OPTIONS: [string, (n: string) => string[], RegExp][] = [
   ['view --limit', (n) => ['view', TASK, '--messages', '--limit', n], /--limit/],
