@@ -3,12 +3,13 @@ import { fleetDatabaseUrl, withTaskEnv } from '../command-env.js'
 import { settingsFrom } from '../context/compaction.js'
 import { extractiveSummarizer, llmSummarizer } from '../context/summarizer.js'
 import type { Summarizer } from '../context/summarizer.js'
-import { CtxError, isErrno, UsageError } from '../errors.js'
+import { CtxError } from '../errors.js'
 import { JobQueue } from '../fleet/jobs.js'
 import { cancelJob, retryJob } from '../fleet/job-admin.js'
 import { LOCATIONS } from '../storage/fs/layout.js'
 import type { Location } from '../storage/fs/layout.js'
 import { existsSync } from 'node:fs'
+import { addComment } from '../operations/comment.js'
 import { compressTask } from '../operations/compress.js'
 import { assessTask } from '../operations/reaper.js'
 import { askOwner } from '../run/control.js'
@@ -20,7 +21,6 @@ import { connectPool, pgReason } from '../storage/index/pg-pool.js'
 import { migrate } from '../storage/index/pg-schema.js'
 import { audit } from '../storage/task/audit.js'
 import { stalenessPolicy } from '../storage/task/env.js'
-import { appendInbox } from '../storage/task/inbox.js'
 import { readMetadata } from '../storage/task/metadata.js'
 
 /**
@@ -45,8 +45,6 @@ export interface ActionResult {
   body: Record<string, unknown>
   message: string
 }
-
-const MAX_COMMENT = 100_000
 
 export async function runAction(ctx: CommandEnv, name: ActionName, uuid: string, input: ActionInput): Promise<ActionResult> {
   const ref = resolveTask(ctx.layout, uuid)
@@ -150,23 +148,7 @@ async function resume(ctx: CommandEnv, ref: TaskRef, done: Done): Promise<Action
 }
 
 function comment(ctx: CommandEnv, start: TaskRef, input: ActionInput, done: Done): ActionResult {
-  const text = input.text ?? ''
-  if (text.trim() === '') throw new UsageError('the comment is empty', 'say something')
-  if (text.length > MAX_COMMENT) throw new UsageError(`the comment is ${text.length.toLocaleString('en-US')} characters`, `keep it under ${MAX_COMMENT.toLocaleString('en-US')}`)
-  let ref = start
-  const append = () => {
-    if (ref.location === 'completed') throw new CtxError(`task ${ref.uuid} is finished (in completed/); no agent will read the comment`, { exitCode: 4, hint: 'start a new task with the same --task-id to continue from its summary' })
-    return appendInbox(ref.dir, { kind: 'message', sender: input.operator, content: text }, ctx.now())
-  }
-  let record
-  try {
-    record = append()
-  } catch (err) {
-    // The task moved (paused or resumed) between finding it and writing: find it again, once.
-    if (!isErrno(err, 'ENOENT')) throw err
-    ref = resolveTask(ctx.layout, ref.uuid)
-    record = append()
-  }
+  const { ref, record } = addComment(ctx.layout, start, input.text ?? '', input.operator, ctx.now())
   done('comment', ref)
   return { status: 200, body: { uuid: ref.uuid, location: ref.location, record }, message: `comment ${record.id} added; the agent reads it at its next turn boundary` }
 }
