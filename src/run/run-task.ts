@@ -33,6 +33,7 @@ import { createRunLog } from './log.js'
 import type { RunLog } from './log.js'
 import { defaultSystemPrompt, systemPrompt } from './prompt.js'
 import { repairResumed } from './repair.js'
+import type { RecordedFinish } from './repair.js'
 import { readTextArg, runRecord } from './settings.js'
 import type { RunSettings } from './settings.js'
 import { StopController, stoppableClient } from './stop.js'
@@ -140,20 +141,23 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   let unwatch = (): void => undefined
   try {
     const client = await createClient(config, env, handle, start.kind === 'resume')
+    const tools = ToolRegistry.builtin({ allowShell: settings.allowShell, finish: !settings.chat })
+    // A task whose agent stopped after its finish call, before state.json took the answer.
+    let finished: RecordedFinish | null = null
     if (start.kind === 'new') {
       begin(handle, settings, start, inheritance, config.context.inheritance.max_summary_tokens)
       await handle.setStatus('processing', 'started')
       log.info(`started ${handle.metadata.task_type}${handle.metadata.task_identifier ? ` ${handle.metadata.task_identifier}` : ''} in ${settings.workspace} (${client.model}, dir ${handle.dir})`)
       if (inheritance) log.info(`inherited the ${inheritance.summary_source === 'final_summary' ? 'final summary' : 'last summary'} of task ${inheritance.uuid} (${inheritance.status})`)
     } else {
-      const repaired = await repairResumed(handle)
+      const repaired = await repairResumed(handle, tools)
+      finished = repaired.finished
       log.info(`resumed at turn ${handle.state.turns ?? 0} (${client.model}, dir ${handle.dir})${repaired.answered ? `; ${repaired.answered} unanswered tool call(s) answered as aborted` : ''}${repaired.rebuilt ? '; current.jsonl rebuilt' : ''}${killedText(handle.stoppedCommands, 'the dead agent')}`)
     }
     // Where to talk to the session from (issue 19): off a terminal nothing typed here is read.
     if (settings.chat) log.info(`chat session: talk to it with \`ctxagent chat ${handle.uuid.slice(0, 8)}\` (from any terminal), end it with \`ctxagent chat ${handle.uuid.slice(0, 8)} --end\``)
     const remote = start.channel ? await openRemote(start, handle, config, log, stop.signal) : undefined
     if (remote) handle.onStop(() => remote.status(statusText(handle, 'paused; it continues when the task is resumed')))
-    const tools = ToolRegistry.builtin({ allowShell: settings.allowShell, finish: !settings.chat })
     // Summaries (compaction, the final one) are LLM requests too: the task's stop ends them.
     const summaryClient = client instanceof ReplayClient ? client : stoppableClient(client, stop.signal)
     const agent = new Agent({
@@ -188,7 +192,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     // A pause request stops what is in flight (an LLM request, a tool, MCP start-up), not only the next turn.
     unwatch = agent.requests.watchForPause(() => stop.stop('pause'))
     // A task killed after it answered (during its final summary) only finishes its ending: no turn, no tools.
-    const answered = start.kind === 'resume' ? answeredEnding(handle) : null
+    const answered = start.kind === 'resume' ? (answeredEnding(handle) ?? (finished ? { kind: 'completed' as const, answer: finished.summary, finishStatus: finished.status } : null)) : null
     if (answered) log.info('the task had already answered when its agent stopped; finishing its ending')
     else mcp = await startMcp(config, tools, log, stop.signal, mcpSandbox(config, settings.workspace, hidden))
     const ending = answered

@@ -7,6 +7,7 @@ import { ProviderError } from '../errors.js'
 import type { ChatResult, LlmClient } from '../llm/client.js'
 import { LockLostError } from '../storage/lock/lock.js'
 import type { ToolCall, TurnUsage } from '../storage/format/records.js'
+import { SKIPPED_AFTER_END } from './repair.js'
 import type { TaskHandle } from '../storage/task/handle.js'
 import { estimateTokens } from '../storage/format/tokens.js'
 import { commandExit, mainArgument } from '../tools/main-argument.js'
@@ -308,7 +309,7 @@ export class Agent {
       }
       if (ending !== null || stop.reason !== null) {
         // Every call gets exactly one result, also those that will never run.
-        this.answer(call, call.function.name, ending ? '[skipped: the task ended before this call]' : ABORTED, 'error', ending ? 'skipped' : 'aborted', 0, {})
+        this.answer(call, call.function.name, ending ? SKIPPED_AFTER_END : ABORTED, 'error', ending ? 'skipped' : 'aborted', 0, {})
         continue
       }
       const started = performance.now()

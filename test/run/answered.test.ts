@@ -77,3 +77,56 @@ describe('the final answer is bounded in state.json', () => {
     expect(reindex.code, reindex.stderr).toBe(0)
   })
 })
+
+describe('a task killed between its finish call and state.json taking the answer', () => {
+  /** A task that called finish, SIGKILLed during its final summary, its state.json set back to before the answer (and, with `unrun`, the finish call's result taken out). */
+  async function killedAfterFinish(s: RunSetup, calls: { name: string; arguments: Record<string, unknown> }[], unrun: boolean): Promise<string> {
+    s.fake.queue.push({ calls }, { delayMs: 60_000, content: 'never' })
+    const started = s.start(['run', '--task', 't', '--workspace', s.ws])
+    await waitFor('the final summary request', () => s.fake.requests.length >= 2)
+    started.child.kill('SIGKILL')
+    await exitOf(started.child)
+    const uuid = s.tree.layout.list('running')[0] as string
+    const dir = s.tree.layout.taskDir('running', uuid)
+    const state = JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8')) as Record<string, unknown>
+    delete state.final_answer
+    delete state.finish_status
+    writeFileSync(join(dir, 'state.json'), JSON.stringify(state))
+    if (unrun) {
+      for (const name of ['messages.jsonl', 'current.jsonl']) {
+        const lines = readFileSync(join(dir, name), 'utf8').split('\n').filter((l) => l !== '' && !l.includes('"role":"tool"'))
+        writeFileSync(join(dir, name), `${lines.join('\n')}\n`)
+      }
+      writeFileSync(join(dir, 'tools.jsonl'), '')
+    }
+    return uuid
+  }
+
+  for (const unrun of [false, true]) {
+    it(`a resume settles with the recorded finish (${unrun ? 'not yet run: it is run once' : 'already answered'}), asking the model nothing`, async () => {
+      const s = await runSetup()
+      const uuid = await killedAfterFinish(s, [{ name: 'finish', arguments: { summary: 'all fixed', status: 'blocked' } }], unrun)
+      const before = agentRequests(s.fake).length
+      const res = await s.run(['run', '--resume', uuid, '--json'], LATER)
+      expect(res.code, res.stderr).toBe(0)
+      expect(agentRequests(s.fake)).toHaveLength(before)
+      expect(JSON.parse(res.stdout)).toMatchObject({ status: 'completed', final_answer: 'all fixed', finish_status: 'blocked' })
+      const task = readTask(s.tree, uuid)
+      expect(task).toMatchObject({ location: 'completed', state: { status: 'completed', final_answer: 'all fixed', finish_status: 'blocked' } })
+      expect(task.tools.filter((t) => t.tool_name === 'finish')).toMatchObject([{ status: 'success', result: 'task finished (blocked)' }])
+      expect(task.messages.filter((m) => m.role === 'tool')).toHaveLength(1)
+    })
+  }
+
+  it('a finish after a call the crash cut short is not run: both are answered as aborted and the model is asked again', async () => {
+    const s = await runSetup()
+    const uuid = await killedAfterFinish(s, [{ name: 'glob', arguments: { pattern: '*' } }, { name: 'finish', arguments: { summary: 'all fixed' } }], true)
+    const before = agentRequests(s.fake).length
+    s.fake.queue.push({ content: 'done after all' })
+    const res = await s.run(['run', '--resume', uuid, '--json'], LATER)
+    expect(res.code, res.stderr).toBe(0)
+    expect(res.stderr).toMatch(/2 unanswered tool call\(s\) answered as aborted/)
+    expect(agentRequests(s.fake)).toHaveLength(before + 1)
+    expect(JSON.parse(res.stdout)).toMatchObject({ status: 'completed', final_answer: 'done after all' })
+  })
+})
