@@ -215,7 +215,7 @@ describe('torture: a fleet under chaos', () => {
       if (task.location === 'completed' && task.state.status === 'completed') {
         completed++
         if (finishes !== 1) problems.push(`${name}: ${finishes} final answers recorded`)
-        if (lastJob.state !== 'done' || lastJob.outcome !== 'completed') problems.push(`${name}: completed but its last job is ${lastJob.state} ${lastJob.outcome}`)
+        if (lastJob.state !== 'done' || lastJob.outcome !== 'completed') problems.push(`${name}: completed but its last job is ${lastJob.state} ${lastJob.outcome} (jobs: ${mine.map((j) => `${j.id} ${j.kind} ${j.state} ${j.outcome}: ${j.error}`).join('; ')})`)
       } else if (lastJob.state === 'failed' || (task.location === 'completed' && task.state.status === 'failed')) {
         if (!lastJob.error) problems.push(`${name}: failed with no reason`)
         failed.push(`${name}: ${task.location} ${String(task.state.status)}: ${lastJob.error}`)
