@@ -1,4 +1,3 @@
-import { existsSync } from 'node:fs'
 import { Command, Option } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask } from '../command-env.js'
@@ -9,8 +8,7 @@ import type { JobRow } from '../fleet/job-admin.js'
 import type { JobState } from '../fleet/jobs.js'
 import { table } from '../render.js'
 import { askOwner } from '../run/control.js'
-import { isUuid, LOCATIONS } from '../storage/fs/layout.js'
-import type { Location } from '../storage/fs/layout.js'
+import { isUuid, locateTask } from '../storage/fs/layout.js'
 import { clip } from '../text.js'
 import { fleetPool } from './fleet-db.js'
 import { durationArg, positiveIntArg, withEnv } from './shared.js'
@@ -65,7 +63,7 @@ async function jobs(ctx: CommandEnv, opts: JobsOptions, action: string | undefin
       return
     }
     if (action === 'retry') {
-      const again = await retryJob(pool, jobId, (uuid) => locate(ctx, uuid))
+      const again = await retryJob(pool, jobId, (uuid) => (locateTask(ctx.layout, uuid)?.location ?? null))
       auditTask(ctx, 'jobs retry', again.task_uuid)
       if (ctx.json) ctx.io.json({ job: jobId, task_uuid: again.task_uuid, state: 'waiting', kind: again.kind })
       else ctx.io.out(`job ${jobId} waits again (${again.kind === 'resume' ? 'to resume' : 'to start'} task ${again.task_uuid})`)
@@ -87,16 +85,12 @@ async function jobs(ctx: CommandEnv, opts: JobsOptions, action: string | undefin
 /** A running job's task is asked to pause, as `ctxagent pause` asks it; its worker then ends the job cancelled. */
 async function pauseRunning(ctx: CommandEnv, jobId: number, uuid: string, waitMs: number): Promise<void> {
   const say = (outcome: string, message: string) => (ctx.json ? ctx.io.json({ job: jobId, task_uuid: uuid, state: 'cancelled', task: outcome }) : ctx.io.out(message))
-  const location = locate(ctx, uuid)
+  const location = (locateTask(ctx.layout, uuid)?.location ?? null)
   if (location !== 'running') return say(location ?? 'not_started', `job ${jobId} cancelled; its task ${uuid} is ${location === null ? 'not started yet' : `in ${location}/`}, and will not be run again`)
   const asked = await askOwner(ctx.layout, { uuid, location: 'running', dir: ctx.layout.taskDir('running', uuid) }, 'pause', ctx.osUser, waitMs, () => ctx.now())
   if (asked.location === 'paused') return say('paused', `job ${jobId} cancelled; its task ${uuid} paused (resume it with ctxagent enqueue --resume ${uuid.slice(0, 8)}, or jobs retry ${jobId})`)
   if (asked.location === 'completed') return say('finished', `job ${jobId} cancelled; its task ${uuid} finished before it could pause`)
   throw new CtxError(`job ${jobId} is marked cancelled, but the agent of task ${uuid} did not pause within ${Math.round(waitMs / 1000)}s`, { hint: 'it pauses between turns, and is not run again; the request stays in its inbox' })
-}
-
-function locate(ctx: CommandEnv, uuid: string): Location | null {
-  return (LOCATIONS as readonly Location[]).find((l) => existsSync(ctx.layout.taskDir(l, uuid))) ?? null
 }
 
 function renderList(ctx: CommandEnv, rows: JobRow[]): string {

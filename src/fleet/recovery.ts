@@ -2,10 +2,9 @@ import type { Pool } from 'pg'
 import type { Config } from '../config/schema.js'
 import type { PassResult } from '../operations/monitor.js'
 import type { Layout, Location } from '../storage/fs/layout.js'
-import { LOCATIONS } from '../storage/fs/layout.js'
+import { locateTask } from '../storage/fs/layout.js'
 import { safeState } from '../storage/task/lifecycle.js'
 import type { PausedBy, TaskState } from '../storage/task/state.js'
-import { existsSync } from 'node:fs'
 import { inTransaction } from '../storage/index/pg-pool.js'
 import { pauseAtForTest } from '../test-pause.js'
 import { endJob, llmOutage } from './jobs.js'
@@ -50,7 +49,7 @@ export async function fleetPass(pool: Pool, layout: Layout, config: Config, live
   const settled: FleetPassResult['settled'] = []
   // Read again: a job its worker settled during the pass is not settled twice.
   for (const job of await openJobs(pool, liveSeconds)) {
-    const location = locate(layout, job.task_uuid)
+    const location = locateTask(layout, job.task_uuid)?.location ?? null
     // Its agent still owns it (or a watch-locks pass will reap it), or a live worker is still starting it.
     if (location === 'running' || (location === null && job.worker_live)) continue
     const end = await settleJob(pool, layout, job, location, reaped.has(job.task_uuid), config.fleet)
@@ -120,8 +119,4 @@ function pausedBy(state: TaskState | null, job: OpenJob): PausedBy | null {
   if (by === null || job.claimed_at === null) return null
   const written = Date.parse(state?.updated_at ?? '')
   return !Number.isNaN(written) && written >= job.claimed_at.getTime() ? by : null
-}
-
-function locate(layout: Layout, uuid: string): Location | null {
-  return (LOCATIONS as readonly Location[]).find((l) => existsSync(layout.taskDir(l, uuid))) ?? null
 }

@@ -1,7 +1,7 @@
-import { readFileSync, statSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import type { Layout, Location, TaskRef } from '../storage/fs/layout.js'
-import { FILES, LOCATIONS } from '../storage/fs/layout.js'
+import type { Layout } from '../storage/fs/layout.js'
+import { FILES, locateTask } from '../storage/fs/layout.js'
 import { safeState } from '../storage/task/lifecycle.js'
 import { llmOutage } from './jobs.js'
 import type { Job, JobEnd, RetryPolicy } from './jobs.js'
@@ -13,7 +13,7 @@ const PAUSED_BY_SIGNAL = new Set([130, 143])
 
 /** What became of a job's task once its process ended. */
 export function settle(layout: Layout, job: Job, code: number | null, entry: { stopped: boolean; lastLine: string }, retry: RetryPolicy | undefined): JobEnd | null {
-  const ref = locate(layout, job.task_uuid)
+  const ref = locateTask(layout, job.task_uuid)
   if (ref === null) return { outcome: 'failed', failed: true, error: lastError(entry.lastLine) || `run exited with ${code}` }
   const state = safeState(ref.dir)
   const status = state?.status ?? 'unknown'
@@ -42,7 +42,7 @@ function lastError(line: string): string {
 
 /** Whether a job's task is as it was before its agent started: not created (a new task), or still in paused/ with the same state.json (a resume). */
 export function notBegun(layout: Layout, uuid: string, resume: boolean, pausedState: string | null): boolean {
-  const ref = locate(layout, uuid)
+  const ref = locateTask(layout, uuid)
   if (!resume) return ref === null
   return ref?.location === 'paused' && pausedState !== null && stateText(layout, uuid) === pausedState
 }
@@ -52,22 +52,6 @@ export function stateText(layout: Layout, uuid: string): string | null {
     return readFileSync(join(layout.taskDir('paused', uuid), FILES.state), 'utf8')
   } catch {
     return null
-  }
-}
-
-export function locate(layout: Layout, uuid: string): TaskRef | null {
-  for (const location of LOCATIONS as readonly Location[]) {
-    const dir = layout.taskDir(location, uuid)
-    if (safeExists(dir)) return { uuid, location, dir }
-  }
-  return null
-}
-
-function safeExists(dir: string): boolean {
-  try {
-    return statSync(dir).isDirectory()
-  } catch {
-    return false
   }
 }
 
@@ -94,7 +78,7 @@ export function newTaskArgs(job: Job, workspace: string | undefined): string[] {
  * ran it: theirs to resume, not queued again.
  */
 export function endedElsewhere(layout: Layout, job: Job): JobEnd | null {
-  const ref = locate(layout, job.task_uuid)
+  const ref = locateTask(layout, job.task_uuid)
   if (ref?.location === 'running') return null
   if (ref === null) return { outcome: 'failed', failed: true, error: 'its task is gone' }
   if (ref.location === 'paused') return { outcome: 'paused', error: 'paused by the process that ran it instead of this job' }

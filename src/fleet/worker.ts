@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import type { Writable } from 'node:stream'
 import type { Pool } from 'pg'
 import type { Layout } from '../storage/fs/layout.js'
+import { locateTask } from '../storage/fs/layout.js'
 import { safeState } from '../storage/task/lifecycle.js'
 import { cloneWorkspace } from './clone.js'
 import type { CloneCredential } from './clone.js'
@@ -11,7 +12,7 @@ import { jobProblem } from './job-spec.js'
 import { JobQueue } from './jobs.js'
 import type { Job, JobEnd, RetryPolicy } from './jobs.js'
 import { JobListener } from './listener.js'
-import { endedElsewhere, locate, newTaskArgs, notBegun, settle, stateText } from './task-outcome.js'
+import { endedElsewhere, newTaskArgs, notBegun, settle, stateText } from './task-outcome.js'
 import { heartbeat, markStopped } from './registry.js'
 import type { WorkerRecord } from './registry.js'
 
@@ -203,7 +204,7 @@ export class Worker {
       this.track(this.end(job, job.kind === 'resume' ? { outcome: 'paused', error: refusal.slice(0, 500) } : { outcome: 'failed', failed: true, error: refusal.slice(0, 500) }).finally(() => this.wake()))
       return
     }
-    const existing = locate(this.options.layout, job.task_uuid)
+    const existing = locateTask(this.options.layout, job.task_uuid)
     if (existing?.location === 'completed') {
       this.track(this.end(job, { outcome: safeState(existing.dir)?.status ?? 'completed' }))
       return
@@ -280,7 +281,7 @@ export class Worker {
         )
         return
       }
-      if (entry.stopped && !resume && locate(this.options.layout, job.task_uuid) === null) {
+      if (entry.stopped && !resume && locateTask(this.options.layout, job.task_uuid) === null) {
         // Stopped before its task was created: nothing ran, so the job waits again as it was.
         this.options.log(`job ${job.id}: stopped before task ${job.task_uuid} began; handed back to the queue`)
         this.track(this.queue.release(job, this.options.record.id).catch((err: Error) => this.options.log(`job ${job.id} not handed back (${err.message}): a reaper will`)))

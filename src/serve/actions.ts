@@ -6,9 +6,8 @@ import type { Summarizer } from '../context/summarizer.js'
 import { CtxError } from '../errors.js'
 import { JobQueue } from '../fleet/jobs.js'
 import { cancelJob, retryJob } from '../fleet/job-admin.js'
-import { LOCATIONS } from '../storage/fs/layout.js'
+import { locateTask } from '../storage/fs/layout.js'
 import type { Location } from '../storage/fs/layout.js'
-import { existsSync } from 'node:fs'
 import { addComment } from '../operations/comment.js'
 import { compressTask } from '../operations/compress.js'
 import { assessTask } from '../operations/reaper.js'
@@ -68,7 +67,7 @@ export type JobActionName = 'cancel' | 'retry'
 export async function runJobAction(ctx: CommandEnv, name: JobActionName, id: number, input: ActionInput): Promise<ActionResult> {
   const url = fleetDatabaseUrl(ctx)
   if (url === null) throw new CtxError('there is no fleet here, so no job', { exitCode: 3, hint: 'set fleet.database_url (or CTXAGENT_DATABASE_URL)' })
-  const locate = (uuid: string): Location | null => (LOCATIONS as readonly Location[]).find((l) => existsSync(ctx.layout.taskDir(l, uuid))) ?? null
+  const locate = (uuid: string): Location | null => locateTask(ctx.layout, uuid)?.location ?? null
   const pool = await connectPool(url, 'serve', 1)
   try {
     if (name === 'retry') {

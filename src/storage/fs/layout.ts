@@ -137,6 +137,22 @@ export function parseTaskId(input: string): { id: string; full: boolean } {
 /** The word accepted wherever a uuid is: the newest task of the tree (as `claude --continue`, `codex resume --last`). */
 export const LAST = 'last'
 
+/**
+ * Where the task with this full uuid is now, or null when it is in none of running/, paused/
+ * and completed/. The locations are looked at one after another, so a task moved between two
+ * looks (a single rename: paused/ to running/ by a resume) is in neither: a second look finds it.
+ */
+export function locateTask(layout: Layout, uuid: string): TaskRef | null {
+  const look = (): TaskRef | null => {
+    for (const location of LOCATIONS) {
+      const dir = layout.taskDir(location, uuid)
+      if (existsDir(dir)) return { uuid, location, dir }
+    }
+    return null
+  }
+  return look() ?? look()
+}
+
 /** Finds a task by full uuid or unique prefix in running/, paused/ and completed/, or the newest one for `last`. */
 export function resolveTask(layout: Layout, input: string): TaskRef {
   if (input === LAST) return newestTask(layout)

@@ -1,7 +1,8 @@
-import { mkdirSync } from 'node:fs'
+import { mkdirSync, renameSync } from 'node:fs'
+import type { Layout } from '../../../src/storage/fs/layout.js'
 import { describe, expect, it } from 'vitest'
 import { NotFoundError, UsageError } from '../../../src/errors.js'
-import { parseTaskId, resolveTask } from '../../../src/storage/fs/layout.js'
+import { locateTask, parseTaskId, resolveTask } from '../../../src/storage/fs/layout.js'
 import { makeTree, uuidN } from '../../fixtures/tree.js'
 
 describe('parseTaskId', () => {
@@ -34,5 +35,30 @@ describe('resolveTask', () => {
     mkdirSync(tree.layout.taskDir('completed', '12345678-0000-4000-8000-000000000002'))
     expect(() => resolveTask(tree.layout, '12345678')).toThrow(UsageError)
     expect(() => resolveTask(tree.layout, 'abcdef01')).toThrow(NotFoundError)
+  })
+})
+
+describe('locateTask', () => {
+  it('finds a task where it is, and null where it is nowhere', () => {
+    const tree = makeTree()
+    mkdirSync(tree.layout.taskDir('completed', uuidN(3)))
+    expect(locateTask(tree.layout, uuidN(3))).toEqual({ uuid: uuidN(3), location: 'completed', dir: tree.layout.taskDir('completed', uuidN(3)) })
+    expect(locateTask(tree.layout, uuidN(4))).toBeNull()
+  })
+
+  it('finds a task moved from paused/ to running/ between its looks at running/ and paused/', () => {
+    const tree = makeTree()
+    mkdirSync(tree.layout.taskDir('paused', uuidN(5)))
+    // A layout whose look at paused/ comes just after a resume moved the task to running/.
+    let moved = false
+    const racing: Layout = Object.create(tree.layout) as Layout
+    racing.taskDir = (location, uuid) => {
+      if (location === 'paused' && !moved) {
+        moved = true
+        renameSync(tree.layout.taskDir('paused', uuid), tree.layout.taskDir('running', uuid))
+      }
+      return tree.layout.taskDir(location, uuid)
+    }
+    expect(locateTask(racing, uuidN(5))).toMatchObject({ location: 'running' })
   })
 })
