@@ -1,18 +1,23 @@
 import { Command } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { fleetDatabaseUrl } from '../command-env.js'
+import { resolve } from 'node:path'
 import { runDoctor } from '../operations/doctor.js'
+import { hiddenPaths, mcpSandbox } from '../run/sandbox-setup.js'
+import { resolveWorkspace } from '../run/settings.js'
 import type { Check } from '../operations/doctor.js'
 import { durationArg, withEnv } from './shared.js'
 
 interface DoctorOptions {
   timeout: number
+  workspace: string
 }
 
 export function doctorCommand(): Command {
   return new Command('doctor')
     .description('check the setup, one line each: config file, task tree and free space, the LLM answering a tool call, each MCP server, the GitHub and GitLab tokens')
     .option('--timeout <duration>', 'how long each network check may take (default: 30s)', durationArg('--timeout'))
+    .option('--workspace <dir>', 'start the MCP servers in the sandbox around this workspace, as a run there would (default: an empty one)')
     .addHelpText('after', `
 Examples:
   $ ctxagent doctor
@@ -22,7 +27,18 @@ Exit status: 0 when nothing failed (warnings allowed), 1 otherwise.`)
 }
 
 async function doctor(ctx: CommandEnv, opts: Partial<DoctorOptions>): Promise<void> {
-  const checks = await runDoctor({ config: ctx.config, configSource: ctx.configSource, layout: ctx.layout, timeoutMs: opts.timeout ?? 30_000, databaseUrl: fleetDatabaseUrl(ctx) })
+  const configFile = ctx.configSource === null ? null : resolve(process.cwd(), ctx.configSource)
+  const hidden = hiddenPaths(ctx.layout.base, configFile)
+  const workspace = opts.workspace === undefined ? undefined : resolveWorkspace(opts.workspace)
+  const checks = await runDoctor({
+    config: ctx.config,
+    configSource: ctx.configSource,
+    layout: ctx.layout,
+    timeoutMs: opts.timeout ?? 30_000,
+    databaseUrl: fleetDatabaseUrl(ctx),
+    mcpSandbox: (dir) => mcpSandbox(ctx.config, dir, hidden),
+    ...(workspace === undefined ? {} : { workspace }),
+  })
   const failed = checks.filter((c) => c.status === 'fail').length
   if (ctx.json) ctx.io.json({ ok: failed === 0, checks })
   else ctx.io.out(checks.map((c) => line(ctx, c)).join('\n'))

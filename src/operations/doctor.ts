@@ -1,10 +1,13 @@
-import { accessSync, constants, existsSync, statfsSync } from 'node:fs'
-import { dirname } from 'node:path'
+import { accessSync, constants, existsSync, mkdtempSync, rmSync, statfsSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
 import type { Config } from '../config/schema.js'
 import { missingApiKey } from '../config/schema.js'
 import { formatBytes } from '../duration.js'
 import type { Layout } from '../storage/fs/layout.js'
 import { describeSandbox } from '../tools/sandbox.js'
+import { giveWorkspace, sandboxIdentity } from '../tools/sandbox/identity.js'
+import type { McpSandbox } from '../tools/sandbox/mcp-launch.js'
 
 /** One line of `ctxagent doctor`: ok, a warning, or a failure with what to do. */
 export interface Check {
@@ -23,6 +26,10 @@ export interface DoctorInput {
   timeoutMs: number
   /** The fleet's database (SPEC §14.5), or null/absent outside a fleet: no fleet line then. */
   databaseUrl?: string | null
+  /** The sandbox a run would start MCP servers in, around a workspace: doctor starts them as a run does (SPEC §8). */
+  mcpSandbox?: (workspace: string) => McpSandbox
+  /** The workspace to start them in (a run's --workspace); absent: an empty one of the sandbox's user, removed after. */
+  workspace?: string
 }
 
 /**
@@ -169,26 +176,42 @@ async function llmCheck({ config, timeoutMs }: DoctorInput): Promise<Check> {
   return { name: 'llm', status: 'ok', message: `${where} answers with a tool call` }
 }
 
-async function mcpChecks({ config }: DoctorInput): Promise<Check[]> {
+async function mcpChecks({ config, mcpSandbox, workspace: given }: DoctorInput): Promise<Check[]> {
   const enabled = Object.entries(config.mcp.servers).filter(([, s]) => s.enabled)
   if (enabled.length === 0) return [{ name: 'mcp', status: 'skip', message: 'no MCP server configured' }]
-  const { McpServers } = await import('../tools/mcp.js')
   const checks: Check[] = []
-  for (const [name, server] of enabled) {
-    const warnings: string[] = []
-    const started = await McpServers.start({ ...config.mcp, servers: { [name]: server } }, (m) => warnings.push(m), AbortSignal.timeout(Math.max(1, server.timeout_seconds) * 1000 + 5000))
-    try {
-      if (warnings.length > 0 || Object.keys(started.servers.pids()).length === 0) {
-        checks.push({ name: `mcp ${name}`, status: 'fail', message: warnings[0] ?? 'did not start', hint: `check mcp.servers.${name}.command and args` })
-      } else {
-        const names = started.tools.map((t) => t.name)
-        checks.push({ name: `mcp ${name}`, status: 'ok', message: `started, ${names.length} tool(s)${names.length ? `: ${names.slice(0, 5).join(', ')}${names.length > 5 ? ', …' : ''}` : ''}` })
+  // Given, the workspace is used as it is (a run does not hand its workspace over either); else an empty one of
+  // the sandbox's user, as a run's would be: a server that works only outside the sandbox fails here as in a run.
+  const workspace = given ?? mkdtempSync(join(tmpdir(), 'ctxagent-doctor-'))
+  try {
+    if (mcpSandbox && given === undefined) {
+      try {
+        giveWorkspace(workspace, sandboxIdentity(config.tools, workspace))
+      } catch (err) {
+        return [{ name: 'mcp', status: 'fail', message: `no sandbox to start MCP servers in: ${(err as Error).message}`, hint: 'check tools.sandbox_user' }]
       }
-    } finally {
-      await started.servers.close()
     }
+    for (const [name, server] of enabled) checks.push(await mcpCheck(config, name, server, mcpSandbox?.(workspace) ?? null))
+  } finally {
+    if (given === undefined) rmSync(workspace, { recursive: true, force: true })
   }
   return checks
+}
+
+async function mcpCheck(config: Config, name: string, server: Config['mcp']['servers'][string], sandbox: McpSandbox | null): Promise<Check> {
+  const { McpServers } = await import('../tools/mcp.js')
+  const warnings: string[] = []
+  const started = await McpServers.start({ ...config.mcp, servers: { [name]: server } }, (m) => warnings.push(m), AbortSignal.timeout(Math.max(1, server.timeout_seconds) * 1000 + 5000), sandbox)
+  try {
+    if (warnings.length > 0 || Object.keys(started.servers.pids()).length === 0) {
+      return { name: `mcp ${name}`, status: 'fail', message: warnings[0] ?? 'did not start', hint: `check mcp.servers.${name}.command and args` }
+    }
+    const names = started.tools.map((t) => t.name)
+    const where = sandbox === null || server.sandbox === 'none' ? '' : ' in the sandbox'
+    return { name: `mcp ${name}`, status: 'ok', message: `started${where}, ${names.length} tool(s)${names.length ? `: ${names.slice(0, 5).join(', ')}${names.length > 5 ? ', …' : ''}` : ''}` }
+  } finally {
+    await started.servers.close()
+  }
 }
 
 /** Who the GitHub token is, and its scopes (classic tokens list them; fine-grained ones do not). */

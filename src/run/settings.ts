@@ -158,7 +158,8 @@ export function refuseTreeInWorkspace(workspace: string, base: string): void {
 }
 
 
-function resolveWorkspace(dir: string): string {
+/** A --workspace as its real path: an existing directory, else a usage error. */
+export function resolveWorkspace(dir: string): string {
   if (dir.trim() === '') throw new UsageError('--workspace is empty', 'pass --workspace <an existing directory>, or leave it out for the current directory')
   let real: string
   try {

@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs'
+import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { startFakeGithub } from '../helpers/fake-github.js'
@@ -20,7 +20,8 @@ describe('ctxagent doctor', () => {
     const gl = await startFakeGitlab()
     writeFileSync(s.config, s.fake.configYaml(`github:\n  api_url: ${gh.url}\n  token: ${gh.token}\ngitlab:\n  url: ${gl.url}\n  token: ${gl.token}\nmcp:\n  servers:\n    files:\n      command: ${process.execPath}\n      args: [${JSON.stringify(SERVER)}, ${JSON.stringify(s.ws)}]\n      timeout_seconds: 20\n`))
     s.fake.queue.push({ calls: [{ name: 'report_ready', arguments: { ready: true } }] })
-    const res = await s.run(['doctor', '--json'])
+    // Started as a run in that workspace would start it: in the sandbox around it.
+    const res = await s.run(['doctor', '--json', '--workspace', s.ws])
     expect(res.code, res.stderr + res.stdout).toBe(0)
     const out = JSON.parse(res.stdout) as Doctor
     expect(out.ok).toBe(true)
@@ -28,7 +29,7 @@ describe('ctxagent doctor', () => {
     expect(by.config).toMatchObject({ status: 'ok', message: expect.stringContaining(s.config) })
     expect(by.tree).toMatchObject({ status: 'ok', message: expect.stringMatching(/free/) })
     expect(by.llm).toMatchObject({ status: 'ok', message: expect.stringContaining('answers with a tool call') })
-    expect(by['mcp files']).toMatchObject({ status: 'ok', message: expect.stringMatching(/started, \d+ tool\(s\): /) })
+    expect(by['mcp files']).toMatchObject({ status: 'ok', message: expect.stringMatching(/started in the sandbox, \d+ tool\(s\): /) })
     expect(by.github).toMatchObject({ status: 'ok', message: 'token of ctxagent-bot, scopes: repo, read:org' })
     expect(by.gitlab).toMatchObject({ status: 'ok', message: 'token of ctxagent-bot, scopes: api' })
     expect(by.sandbox).toMatchObject({ status: 'ok', message: expect.stringMatching(/^bubblewrap .*network off/) })
@@ -41,13 +42,17 @@ describe('ctxagent doctor', () => {
   it('a broken setup: each problem one line with what to do, exit 1', async () => {
     const s = await runSetup()
     const gh = await startFakeGithub()
-    writeFileSync(s.config, s.fake.configYaml(`github:\n  api_url: ${gh.url}\n  token: ghp_wrongtoken00000000000000000000000000\nmcp:\n  servers:\n    broken:\n      command: ${process.execPath}\n      args: ["-e", "console.error('cannot open the database'); process.exit(3)"]\n      timeout_seconds: 5\n`))
+    // A server that writes beside the tree before it fails: started in the sandbox, its write lands nowhere on the host.
+    const escaped = join(s.tree.base, '..', 'escaped-from-doctor')
+    const escape = `try { require('fs').writeFileSync(${JSON.stringify(escaped)}, 'x') } catch {} console.error('cannot open the database'); process.exit(3)`
+    writeFileSync(s.config, s.fake.configYaml(`github:\n  api_url: ${gh.url}\n  token: ghp_wrongtoken00000000000000000000000000\nmcp:\n  servers:\n    broken:\n      command: ${process.execPath}\n      args: ["-e", ${JSON.stringify(escape)}]\n      timeout_seconds: 5\n`))
     // The model answers in text: reachable, but no use to an agent.
     const res = await s.run(['doctor', '--json'])
     expect(res.code).toBe(1)
     const by = Object.fromEntries((JSON.parse(res.stdout) as Doctor).checks.map((c) => [c.name, c]))
     expect(by.llm).toMatchObject({ status: 'fail', message: expect.stringContaining('answers, but not with a tool call'), hint: expect.stringContaining('tool calls') })
     expect(by['mcp broken']).toMatchObject({ status: 'fail', message: expect.stringContaining('cannot open the database') })
+    expect(existsSync(escaped)).toBe(false)
     expect(by.github).toMatchObject({ status: 'fail', message: expect.stringContaining('refuses the token (401)') })
     expect(by.gitlab).toMatchObject({ status: 'skip' })
   })

@@ -115,12 +115,15 @@ describe('torture: a fleet under chaos', () => {
 
     // watch-locks passes, one after the other, until the soak ends (they fail while PostgreSQL is down).
     let soaking = true
-    const passes = { ok: 0, failed: 0 }
+    const passes = { ok: 0, failed: 0, lastRefusal: '' }
     const passLoop = (async () => {
       while (soaking) {
         const res = await s.run(['watch-locks', '--once'], db())
         if (res.code === 0) passes.ok++
-        else passes.failed++
+        else {
+          passes.failed++
+          passes.lastRefusal = `exit ${res.code}: ${res.stderr.slice(-600)}`
+        }
       }
     })()
 
@@ -153,7 +156,9 @@ describe('torture: a fleet under chaos', () => {
         // Past the time its row counts as live (2 × locks.stale_after_seconds), by the database's clock; then a pass.
         await until('the frozen worker’s row stale', async () => (await query(`SELECT 1 FROM fleet_workers WHERE hostname = $1 AND pid = $2 AND stopped_at IS NULL AND heartbeat_at < now() - interval '3 seconds'`, [w.host, w.hostPid()])).length > 0)
         const after = passes.ok
-        await until('a watch-locks pass while it is frozen', async () => passes.ok > after)
+        await until('a watch-locks pass while it is frozen', async () => passes.ok > after).catch((err: Error) => {
+          throw new Error(`${err.message} (${passes.failed} refused in all; the last: ${passes.lastRefusal || 'none'})`)
+        })
         process.kill(w.pid(), 'SIGCONT')
       } else if (what === 'postgres') {
         await server.kill()

@@ -33,11 +33,20 @@ export function pgReason(err: unknown): string {
   return e.code !== undefined && !message.includes(e.code) ? `${message} [${e.code}]` : message
 }
 
+/**
+ * How long a transaction may sit between two statements before the server ends its session.
+ * Ours send their statements back to back; one left idle is a process frozen (SIGSTOP, a
+ * paused VM) or cut off mid-transaction, and the rows it locked would stop every other
+ * worker's and pass's writes to them for as long as it stays so. SET LOCAL: it holds through
+ * a pooler in transaction mode, where startup options do not.
+ */
+export const IDLE_IN_TRANSACTION_SECONDS = 15
+
 /** `body` in one transaction on a pooled client: committed when it returns, rolled back when it throws. */
 export async function inTransaction<T>(pool: Pool, body: (client: PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect()
   try {
-    await client.query('BEGIN')
+    await client.query(`BEGIN; SET LOCAL idle_in_transaction_session_timeout = '${IDLE_IN_TRANSACTION_SECONDS}s'`)
     const result = await body(client)
     await client.query('COMMIT')
     return result
