@@ -2,7 +2,7 @@ import Table from 'cli-table3'
 import type { Io } from './io.js'
 
 /** The width of a terminal that does not say (a serial console, some CI terminals). */
-export const DEFAULT_COLUMNS = 80
+const DEFAULT_COLUMNS = 80
 
 /** Fewer columns than this and no table is readable; narrower terminals get this width. */
 const MIN_COLUMNS = 20
@@ -10,8 +10,9 @@ const MIN_COLUMNS = 20
 /**
  * A table of rows, for a person or for a program, one helper for every command:
  * - stdout a terminal: a cli-table3 table that fits the terminal's width (80 when it
- *   does not say), the widest column cut with an ellipsis until it does, never wrapped;
- *   coloured headings only when the Io allows colour.
+ *   does not say), never wrapped: the widest column is cut with an ellipsis until a row
+ *   fits (an 8-character id stays whole as long as it can); coloured headings only when
+ *   the Io allows colour.
  * - stdout not a terminal (a pipe, a file): plain tab-separated values, a header row
  *   then one row per item, no borders, no colour, no padding, so `cut -f`, `awk -F'\t'`
  *   and `sort` work; a field's own tabs and line breaks become spaces.
@@ -24,7 +25,7 @@ export function table(io: Io, head: string[], rows: (string | number)[][]): stri
 }
 
 /** The terminal's width: what it says, 80 when it says nothing (0 or undefined), never under 20. */
-export function terminalColumns(io: Io): number {
+function terminalColumns(io: Io): number {
   const columns = io.stdout.columns
   return Math.max(MIN_COLUMNS, Number.isInteger(columns) && columns > 0 ? columns : DEFAULT_COLUMNS)
 }
