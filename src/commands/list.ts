@@ -58,12 +58,16 @@ async function list(ctx: CommandEnv, opts: ListOptions): Promise<void> {
     for (const task of result.tasks) ctx.io.jsonl(task)
     return
   }
-  if (result.tasks.length === 0) {
+  // Piped, stdout holds the rows only (a header, then one line per task) and the hints go to stderr.
+  if (result.tasks.length === 0 && ctx.io.isTTY) {
     ctx.io.out('no tasks')
     return
   }
   ctx.io.out(table(ctx.io, ['uuid', 'status', 'age', 'user', 'model', 'workspace', 'turns', 'tokens', 'task'], result.tasks.map((t) => row(ctx, t))))
-  if (result.more > 0) ctx.io.out(ctx.io.chalk.dim(`… and ${result.more} more (--all, or --limit N)`))
+  if (result.more === 0) return
+  const more = `… and ${result.more} more (--all, or --limit N)`
+  if (ctx.io.isTTY) ctx.io.out(ctx.io.chalk.dim(more))
+  else ctx.io.err(`${more}\n`)
 }
 
 function row(ctx: CommandEnv, t: ListedTask): string[] {
@@ -73,11 +77,12 @@ function row(ctx: CommandEnv, t: ListedTask): string[] {
     t.uuid.slice(0, 8),
     colour(t.status),
     formatDuration(ctx.now().getTime() - Date.parse(t.created_at)),
-    clip(t.user ?? '-', 12),
-    clip(t.model ?? '-', 16),
-    t.workspace ? clip(basename(t.workspace), 14) : '-',
+    t.user ?? '-',
+    t.model ?? '-',
+    t.workspace ? basename(t.workspace) : '-',
     String(t.turns),
     t.tokens.toLocaleString('en-US'),
-    clip(t.task || '-', 36),
+    // The first line, whole: a terminal's table cuts what does not fit, a pipe gets it all.
+    clip(t.task || '-', 500),
   ]
 }

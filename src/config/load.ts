@@ -270,7 +270,7 @@ function shownPath(file: string): string {
 }
 
 /**
- * The ecosystem's variables, each below the file (documented in README "Configuration"):
+ * The ecosystem's variables, each below the file (documented in docs/configuration.md):
  * the OpenAI SDK's OPENAI_API_KEY, OPENAI_BASE_URL (only when the file sets no
  * llm.openai.base_url), the Anthropic SDK's ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL
  * (the same way), Ollama's OLLAMA_HOST, gh's GH_TOKEN before GITHUB_TOKEN, and

@@ -197,7 +197,7 @@ export const configSchema = z.strictObject(
       shell: withDefault(flag(), false),
       command_timeout_seconds: withDefault(z.int({ error: COMMAND_TIMEOUT }).check(z.positive({ error: COMMAND_TIMEOUT }), z.lte(600, { error: COMMAND_TIMEOUT })), 120),
       max_calls_per_reply: withDefault(positiveInt(), 32),
-      // run_command's sandbox: bwrap, or none (an explicit opt-out; see README "Security").
+      // run_command's sandbox: bwrap, or none (an explicit opt-out; see docs/security.md).
       sandbox: withDefault(oneOf(['bwrap', 'none']), 'bwrap'),
       network: withDefault(flag(), false),
       sandbox_read_only: withDefault(z.array(absolutePath, { error: 'must be a list of absolute paths (directories a sandboxed command may read, e.g. a toolchain in $HOME)' }), []),

@@ -55,7 +55,7 @@ export async function runDoctor(input: DoctorInput): Promise<Check[]> {
 async function fleetCheck({ config, timeoutMs }: DoctorInput, url: string): Promise<Check> {
   const { connectPool, pgReason } = await import('../storage/index/pg-pool.js')
   const { SCHEMA_VERSION } = await import('../storage/index/pg-schema.js')
-  const hint = 'ctxagent fleet init creates the schema and checks the role (README, ## Fleet)'
+  const hint = 'ctxagent fleet init creates the schema and checks the role (docs/fleet-operations.md)'
   const pool = await connectPool(url, 'doctor', 1, Math.min(timeoutMs, 10_000))
   try {
     let version: number | null
@@ -74,7 +74,7 @@ async function fleetCheck({ config, timeoutMs }: DoctorInput, url: string): Prom
     parts.push(dir === null ? 'no fleet.workspaces_dir (--repo jobs are refused)' : dirProblem === null ? `workspaces_dir ${dir} writable` : `workspaces_dir ${dir} ${dirProblem}`)
     const message = parts.join(', ')
     if (dirProblem !== null) return { name: 'fleet', status: 'fail', message, hint: 'create fleet.workspaces_dir on the shared mount, writable by the workers\' user' }
-    if (live === 0) return { name: 'fleet', status: 'warn', message, hint: 'start ctxagent worker on a host (README, ## Fleet)' }
+    if (live === 0) return { name: 'fleet', status: 'warn', message, hint: 'start ctxagent worker on a host (docs/fleet-operations.md)' }
     return { name: 'fleet', status: version < SCHEMA_VERSION ? 'warn' : 'ok', message, ...(version < SCHEMA_VERSION ? { hint } : {}) }
   } finally {
     await pool.end().catch(() => undefined)

@@ -132,6 +132,7 @@ describe('jobs cancel and retry', () => {
     const human = await s.run(['jobs', '--limit', '1'], db())
     expect(human.code).toBe(0)
     expect(human.stdout).toMatch(/bob/)
+    expect(human.stdout.split('\n').slice(0, 2).map((l) => l.split('\t').length)).toEqual([12, 12]) // piped: a header row, then tab-separated rows
     expect(human.stdout).not.toMatch(/alice/)
     // Without a database: one line, exit 2.
     const none = await s.run(['jobs'])
