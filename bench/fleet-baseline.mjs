@@ -34,8 +34,8 @@ async function startGraphile(db, env, concurrency) {
     rest = parts.pop()
     for (const line of parts) {
       if (line === 'ready') ready = true
-      const m = /^done (\S+) (\S+)$/.exec(line)
-      if (m) done.push({ tag: m[1], code: m[2], at: now() })
+      const m = /^done (\S+) (\S+) (\d+)$/.exec(line)
+      if (m) done.push({ tag: m[1], code: m[2], most: Number(m[3]), at: now() })
     }
   })
   for (const until = Date.now() + 60_000; !ready;) {
@@ -139,6 +139,13 @@ async function ctxagentBatch(db, llm, concurrency) {
     const end = await waitDone(db, TASKS, `ctxagent at ${concurrency}`)
     const seconds = (now() - t0) / 1000
     if (end.completed !== TASKS) throw new Error(`ctxagent at ${concurrency}: ${end.completed} of ${TASKS} completed:\n${worker.log()}`)
+    let running = 0
+    let most = 0
+    for (const { line } of worker.lines) {
+      if (/ job \d+: starting task /.test(line)) most = Math.max(most, ++running)
+      else if (/ job \d+: completed/.test(line)) running--
+    }
+    say(`ctxagent at ${concurrency}: at most ${most} tasks ran at once`)
     return seconds
   } finally {
     await pool.end()
@@ -162,6 +169,7 @@ async function graphileBatch(db, llm, concurrency) {
     const seconds = (now() - t0) / 1000
     const failed = gw.done.filter((d) => d.code !== '0').length
     if (failed > 0) throw new Error(`graphile-worker at ${concurrency}: ${failed} task(s) failed`)
+    say(`graphile-worker at ${concurrency}: at most ${gw.done.at(-1).most} jobs ran at once`)
     return seconds
   } finally {
     await utils.release()
@@ -173,7 +181,7 @@ async function graphileBatch(db, llm, concurrency) {
 export async function throughputVsGraphile(db, llm) {
   const rows = []
   for (const concurrency of [1, 4, 16]) {
-    // Halves alternating, so that a drift in the machine's load hits both alike.
+    // One after the other at each concurrency: a drift in the machine's load between them shows as a swing between runs.
     const ours = await ctxagentBatch(db, llm, concurrency)
     const theirs = await graphileBatch(db, llm, concurrency)
     const perMin = (s) => Math.round((TASKS / s) * 60)

@@ -4,7 +4,7 @@
 //
 // Environment: GW_DATABASE_URL, GW_CONCURRENCY; the child's own (CTXAGENT_HOME, CTXAGENT_CONFIG,
 // CTXAGENT_DATABASE_URL) is this process's. Says "ready" on stdout once it runs, then
-// "done <tag> <exit code>" for each job ended.
+// "done <tag> <exit code> <most jobs running at once so far>" for each job ended.
 import { spawn } from 'node:child_process'
 import { join } from 'node:path'
 import { Logger, run } from 'graphile-worker'
@@ -12,6 +12,8 @@ import { ROOT } from './lib.mjs'
 
 const BIN = join(ROOT, 'bin', 'ctxagent')
 
+let running = 0
+let most = 0
 const runner = await run({
   connectionString: process.env.GW_DATABASE_URL,
   concurrency: Number(process.env.GW_CONCURRENCY ?? 1),
@@ -19,12 +21,14 @@ const runner = await run({
   logger: new Logger(() => () => undefined),
   taskList: {
     ctxagent: async (payload) => {
+      most = Math.max(most, ++running)
       const code = await new Promise((resolve) => {
         const child = spawn(process.execPath, [BIN, 'run', '--task-file', '-', '--workspace', payload.workspace, '--log-format', 'json'], { stdio: ['pipe', 'ignore', 'ignore'] })
         child.stdin.end(payload.task)
         child.on('close', resolve)
       })
-      process.stdout.write(`done ${payload.tag} ${code}\n`)
+      running--
+      process.stdout.write(`done ${payload.tag} ${code} ${most}\n`)
       if (code !== 0) throw new Error(`ctxagent run exited ${code}`)
     },
   },
