@@ -236,7 +236,7 @@ export async function enqueueVsPsql(db, llm) {
     what: `wall time of the ctxagent enqueue command (${ENQUEUES} runs; node start-up, the bundle, config, connect, schema check, insert) vs psql -c 'select 1' on the same server, alternating; beside it node -e 0 and ctxagent --version`,
     measured: `enqueue ${ms(m.enqueue)} (node ${ms(m.node)}, --version ${ms(m.version)}: the database part ${ms(m.enqueue - m.version)}); psql ${ms(m.psql)}`,
     ratio: `${(m.enqueue / m.psql).toFixed(1)}× psql; ${(m.enqueue / m.version).toFixed(2)}× --version`,
-    target: 'reported (no peer target); database part ≤ 50 ms',
+    target: 'database part (enqueue less --version) ≤ 50 ms: this bench\'s aim, psql the floor',
     pass: m.enqueue - m.version <= 50,
   }
 }
