@@ -145,7 +145,8 @@ async function ctxagentBatch(db, llm, concurrency) {
       if (/ job \d+: starting task /.test(line)) most = Math.max(most, ++running)
       else if (/ job \d+: completed/.test(line)) running--
     }
-    say(`ctxagent at ${concurrency}: at most ${most} tasks ran at once`)
+    // From the worker's log: a task's end is logged once its job is settled, after its slot was freed, so this may read one high.
+    say(`ctxagent at ${concurrency}: at most ${most} tasks ran at once (from its log)`)
     return seconds
   } finally {
     await pool.end()
