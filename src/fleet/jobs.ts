@@ -72,7 +72,8 @@ const JOB_COLUMNS = 'j.id, j.task_uuid, j.kind, j.spec, j.state, j.priority, j.a
 /**
  * The fleet's queue in PostgreSQL (SPEC §14.3, §14.4): a job is claimed by one worker in one
  * statement (`FOR UPDATE SKIP LOCKED`: claimers never wait on each other), and a trigger
- * NOTIFYs `ctxagent_jobs` whenever a job starts waiting.
+ * wakes one idle worker whenever a job starts waiting: it NOTIFYs that worker's own
+ * channel (fleet_idle), or `ctxagent_jobs` when no worker is idle.
  */
 export class JobQueue {
   constructor(readonly pool: Pool) {}
@@ -97,24 +98,43 @@ export class JobQueue {
    * none is. With `perUser`, a job whose user already has that many running is passed over:
    * claims then take turns (a transaction-scoped lock), so that two claimers cannot both
    * see room for the same user's last slot.
+   *
+   * With `idle` (the worker's own LISTEN channel), the same statement says whether the worker
+   * is idle: a claim that found nothing puts its row in fleet_idle (where the next job to
+   * wait picks one worker to wake), one that found a job takes it out. Without a per-user
+   * limit it is one statement, one round trip.
    */
-  claim(workerId: string, perUser: number | null = null): Promise<Job | null> {
-    return inTransaction(this.pool, async (client) => {
-      if (perUser !== null) await client.query('SELECT pg_advisory_xact_lock($1)', [LOCK_KEYS.claimPerUser])
-      const result = await client.query<Record<string, unknown>>(
-        `UPDATE fleet_jobs j SET state = 'running', claimed_by = $1, claimed_at = now(), attempts = j.attempts + 1, next_run_at = NULL
+  claim(workerId: string, perUser: number | null = null, idle: IdleChannel | null = null): Promise<Job | null> {
+    const sql = `WITH claimed AS (
+         UPDATE fleet_jobs j SET state = 'running', claimed_by = $1, claimed_at = now(), attempts = j.attempts + 1, next_run_at = NULL
          WHERE j.id = (
            SELECT c.id FROM fleet_jobs c
            WHERE (c.state = 'waiting' OR (c.state = 'retrying' AND c.next_run_at <= now()))
              AND ($2::int IS NULL OR c."user" IS NULL
                   OR (SELECT count(*) FROM fleet_jobs r WHERE r.state = 'running' AND r."user" = c."user") < $2::int)
            ORDER BY c.priority DESC, c.id FOR UPDATE SKIP LOCKED LIMIT 1)
-         RETURNING ${JOB_COLUMNS}`,
-        [workerId, perUser],
-      )
-      const row = result.rows[0]
-      return row === undefined ? null : decodeJob(row)
+         RETURNING ${JOB_COLUMNS}),
+       busy AS (DELETE FROM fleet_idle WHERE $3::text IS NOT NULL AND channel = $3 AND EXISTS (SELECT 1 FROM claimed)),
+       idle AS (INSERT INTO fleet_idle (channel, worker_id, stale_seconds) SELECT $3, $1, $4 WHERE $3::text IS NOT NULL AND NOT EXISTS (SELECT 1 FROM claimed)
+                ON CONFLICT (channel) DO NOTHING)
+       SELECT * FROM claimed j`
+    const params = [workerId, perUser, idle?.channel ?? null, idle?.staleSeconds ?? 0]
+    const decode = (rows: Record<string, unknown>[]): Job | null => (rows[0] === undefined ? null : decodeJob(rows[0]))
+    if (perUser === null) return this.pool.query<Record<string, unknown>>(sql, params).then((r) => decode(r.rows))
+    return inTransaction(this.pool, async (client) => {
+      await client.query('SELECT pg_advisory_xact_lock($1)', [LOCK_KEYS.claimPerUser])
+      return decode((await client.query<Record<string, unknown>>(sql, params)).rows)
     })
+  }
+
+  /** A wake-up this worker cannot use (no free slot, or stopping) goes to another idle worker (or to all, when none is). */
+  async passWake(): Promise<void> {
+    await this.pool.query('SELECT fleet_wake_idle()')
+  }
+
+  /** This worker is no longer idle anywhere (it stops). */
+  async leaveIdle(channel: string): Promise<void> {
+    await this.pool.query('DELETE FROM fleet_idle WHERE channel = $1', [channel])
   }
 
   /** Seconds until the first retrying job is due (0 when one is), or null when none retries. */
@@ -195,6 +215,12 @@ export async function endJob(client: PoolClient, id: number, end: JobEnd, worker
   const resume = state === 'done' && end.resume === true
   if (resume) await insertJob(client, { task_uuid: job.task_uuid, kind: 'resume', spec: job.spec, priority: job.priority, user: job.user })
   return { state, resumed: resume, retry_in: null }
+}
+
+/** An idle worker's own LISTEN channel, and how long after its last heartbeat it is taken for gone (its row then passed over). */
+export interface IdleChannel {
+  channel: string
+  staleSeconds: number
 }
 
 export interface NewJob {

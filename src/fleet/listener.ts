@@ -1,10 +1,16 @@
 import type { Client } from 'pg'
 
+/** Where a wake-up came from: the worker's own channel (a job chose it), or the channel every worker hears. */
+export type WakeFrom = 'own' | 'all' | 'connected'
+
+/** The channel every worker LISTENs on: a job that starts waiting while no worker is idle NOTIFYs it. */
+export const ALL_WORKERS_CHANNEL = 'ctxagent_jobs'
+
 /**
  * LISTEN on its own connection (a pooled one would be recycled, and LISTEN is per
- * session), reconnecting with backoff when the server goes away. After a reconnect it
- * wakes its owner too: notifications sent while it was away are gone, so the table is
- * read again.
+ * session), on the worker's own channel and on the one every worker hears, reconnecting
+ * with backoff when the server goes away. After a reconnect it wakes its owner too:
+ * notifications sent while it was away are gone, so the table is read again.
  */
 export class JobListener {
   private client: Client | null = null
@@ -12,7 +18,10 @@ export class JobListener {
   private failures = 0
   private retry: NodeJS.Timeout | null = null
 
-  constructor(private readonly url: string, private readonly onWake: () => void) {}
+  /** `channel`: this worker's own (a name of letters, digits and underscores), which fleet_idle names while it is idle. */
+  constructor(private readonly url: string, readonly channel: string, private readonly onWake: (from: WakeFrom) => void) {
+    if (!/^[a-z_][a-z0-9_]{0,62}$/.test(channel)) throw new Error(`not a channel name: ${channel}`)
+  }
 
   async start(): Promise<void> {
     await this.connect()
@@ -30,10 +39,10 @@ export class JobListener {
     }
     client.on('error', lost)
     client.on('end', lost)
-    client.on('notification', () => this.onWake())
+    client.on('notification', (n) => this.onWake(n.channel === this.channel ? 'own' : 'all'))
     try {
       await client.connect()
-      await client.query('LISTEN ctxagent_jobs')
+      await client.query(`LISTEN ${ALL_WORKERS_CHANNEL}; LISTEN ${this.channel}`)
       if (this.stopped) {
         // Stopped while it connected: the connection must not outlive the worker.
         client.removeAllListeners('end')
@@ -42,7 +51,7 @@ export class JobListener {
       }
       this.client = client
       this.failures = 0
-      this.onWake()
+      this.onWake('connected')
     } catch {
       client.removeAllListeners('end')
       client.end().catch(() => undefined)

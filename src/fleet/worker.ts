@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process'
+import { randomUUID } from 'node:crypto'
 import type { ChildProcess } from 'node:child_process'
 import { join } from 'node:path'
 import type { Writable } from 'node:stream'
@@ -10,8 +11,9 @@ import { cloneWorkspace } from './clone.js'
 import type { CloneCredential } from './clone.js'
 import { jobProblem } from './job-spec.js'
 import { JobQueue } from './jobs.js'
-import type { Job, JobEnd, RetryPolicy } from './jobs.js'
+import type { IdleChannel, Job, JobEnd, RetryPolicy } from './jobs.js'
 import { JobListener } from './listener.js'
+import type { WakeFrom } from './listener.js'
 import { endedElsewhere, newTaskArgs, notBegun, settle, stateText } from './task-outcome.js'
 import { heartbeat, markStopped } from './registry.js'
 import type { WorkerRecord } from './registry.js'
@@ -76,12 +78,16 @@ const FLEET_ENV = { ...process.env, CTXAGENT_FLEET_JOB: '1' }
 /**
  * Takes jobs and runs each task as `run` does, in a child process of its own (its own
  * process group), `concurrency` at a time (SPEC §14.2). Wakes on NOTIFY, and polls
- * every `pollMs` besides (a notification sent while the connection was down is lost).
+ * every `pollMs` besides (a notification sent while the connection was down is lost, and
+ * the worker a job chose to wake may have died). While its last claim found nothing it is
+ * idle (a row in fleet_idle naming its own channel): a job that starts waiting wakes one
+ * idle worker, not all of them.
  */
 export class Worker {
   private readonly queue: JobQueue
   private readonly running = new Map<number, Running>()
   private readonly listener: JobListener
+  private readonly idle: IdleChannel
   private stopping = false
   private pumping = false
   private again = false
@@ -105,7 +111,9 @@ export class Worker {
 
   constructor(private readonly options: WorkerOptions) {
     this.queue = new JobQueue(options.pool)
-    this.listener = new JobListener(options.url, () => this.wake())
+    // Taken for gone (passed over by the jobs that wake one worker) after three heartbeats missed.
+    this.idle = { channel: `ctxagent_w_${randomUUID().replaceAll('-', '')}`, staleSeconds: (3 * options.heartbeatMs) / 1000 }
+    this.listener = new JobListener(options.url, this.idle.channel, (from) => this.woken(from))
   }
 
   /** Runs until stop() and every task it started has ended. */
@@ -131,12 +139,22 @@ export class Worker {
     for (const timer of this.timers) clearInterval(timer)
     if (this.dueTimer !== null) clearTimeout(this.dueTimer)
     for (const wake of this.wakeOnStop) wake()
+    this.queue.leaveIdle(this.idle.channel).catch(() => undefined)
     this.dropWarm()
     for (const entry of this.running.values()) {
       entry.stopped = true
       if (entry.child !== null) signalGroup(entry.child, 'SIGTERM')
     }
     this.maybeFinish()
+  }
+
+  /** A wake-up meant for this worker alone that it cannot use (no free slot, or stopping) is passed on, not dropped. */
+  private woken(from: WakeFrom): void {
+    if (from === 'own' && (this.stopping || this.running.size >= this.options.record.concurrency)) {
+      this.queue.passWake().catch((err: Error) => this.options.log(`a wake-up not passed on (${err.message}): the poll finds its job`))
+      return
+    }
+    this.wake()
   }
 
   private wake(): void {
@@ -160,7 +178,7 @@ export class Worker {
     while (!this.stopping && this.running.size < this.options.record.concurrency) {
       let job: Job | null
       try {
-        job = await this.queue.claim(this.options.record.id, this.options.perUser ?? null)
+        job = await this.queue.claim(this.options.record.id, this.options.perUser ?? null, this.idle)
       } catch (err) {
         // PostgreSQL away: the next poll tries again.
         this.options.log(`cannot claim jobs: ${(err as Error).message}`)
@@ -441,6 +459,8 @@ export class Worker {
     this.finished = null
     void (async () => {
       await this.listener.stop()
+      // A claim that was on its way as the stop came may have made it idle again.
+      await this.queue.leaveIdle(this.idle.channel).catch(() => undefined)
       await markStopped(this.options.pool, this.options.record.id).catch(() => undefined)
       finished()
     })()

@@ -122,6 +122,31 @@ const MIGRATIONS: readonly string[] = [
      denied_since TIMESTAMPTZ,
      denied_interval DOUBLE PRECISION
    );`,
+  // One wake-up per job (SPEC §14.5): an idle worker (its last claim found nothing) has a row
+  // naming its own LISTEN channel; a job that starts waiting takes the longest-idle live
+  // worker's row and NOTIFYs that channel alone, or 'ctxagent_jobs' (every worker) when no
+  // worker is idle. A wake that reaches a worker with no free slot is passed on (fleet_wake_idle).
+  `CREATE TABLE IF NOT EXISTS fleet_idle (
+     channel TEXT PRIMARY KEY,
+     worker_id TEXT NOT NULL,
+     stale_seconds DOUBLE PRECISION NOT NULL,
+     since TIMESTAMPTZ NOT NULL DEFAULT now()
+   );
+   CREATE INDEX IF NOT EXISTS idx_fleet_idle_since ON fleet_idle(since);
+   CREATE OR REPLACE FUNCTION fleet_wake_idle() RETURNS void LANGUAGE plpgsql AS $$
+   DECLARE chosen TEXT;
+   BEGIN
+     SELECT i.channel INTO chosen FROM fleet_idle i JOIN fleet_workers w ON w.id = i.worker_id
+      WHERE w.stopped_at IS NULL AND w.heartbeat_at > now() - make_interval(secs => i.stale_seconds)
+      ORDER BY i.since LIMIT 1 FOR UPDATE OF i SKIP LOCKED;
+     IF chosen IS NOT NULL THEN DELETE FROM fleet_idle WHERE channel = chosen; END IF;
+     PERFORM pg_notify(COALESCE(chosen, 'ctxagent_jobs'), '');
+   END $$;
+   CREATE OR REPLACE FUNCTION fleet_jobs_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+   BEGIN
+     PERFORM fleet_wake_idle();
+     RETURN NULL;
+   END $$;`,
 ]
 
 /** Advisory lock keys (bigint constants: hashtext() is not a stable API); transaction-scoped only (SPEC §14.5). */
@@ -133,6 +158,9 @@ export const LOCK_KEYS = { migrate: 0x637478_01, claimPerUser: 0x637478_04 } as 
  * A database migrated by a newer ctxagent is used as it is (migrations only add).
  */
 export async function migrate(client: PoolClient): Promise<void> {
+  // Up to date, as it is for nearly every command of a fleet (each enqueue checks): one read,
+  // no transaction and no lock, which many commands at once would otherwise queue on.
+  if ((await versionNow(client)) >= MIGRATIONS.length) return
   await client.query('BEGIN')
   try {
     await client.query('SELECT pg_advisory_xact_lock($1)', [LOCK_KEYS.migrate])
@@ -145,6 +173,16 @@ export async function migrate(client: PoolClient): Promise<void> {
     await client.query('COMMIT')
   } catch (err) {
     await client.query('ROLLBACK').catch(() => undefined)
+    throw err
+  }
+}
+
+/** The schema's version (0 before the first migration). */
+async function versionNow(client: PoolClient): Promise<number> {
+  try {
+    return Number((await client.query<{ version: number | null }>('SELECT max(version) AS version FROM ctxagent_schema')).rows[0]?.version ?? 0)
+  } catch (err) {
+    if ((err as { code?: string }).code === '42P01') return 0
     throw err
   }
 }
