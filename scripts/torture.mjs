@@ -42,7 +42,11 @@ const file = join(results, 'results.jsonl')
 const rows = existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l)) : []
 // With suites named, the rows of the others stay as the last run wrote them.
 const report = join(root, 'RELIABILITY.md')
-const kept = named.length === 0 || !existsSync(report) ? [] : readFileSync(report, 'utf8').split('\n').filter((l) => /^\| [a-z-]+ \|/.test(l) && ![...named, ...rows.map((r) => r.suite)].some((suite) => l.startsWith(`| ${suite} |`)))
+const before = named.length === 0 || !existsSync(report) ? [] : readFileSync(report, 'utf8').split('\n')
+const kept = before.filter((l) => /^\| [a-z-]+ \|/.test(l) && !l.startsWith('| suite |') && ![...named, ...rows.map((r) => r.suite)].some((suite) => l.startsWith(`| ${suite} |`)))
+// The runs of the other suites are said as they were; a run of these same suites is replaced.
+const lastRun = `Last run${named.length > 0 ? ` (${named.join(', ')})` : ''}`
+const earlierRuns = before.filter((l) => l.startsWith('Last run') && !l.startsWith(`${lastRun}:`)).map((l) => l.replace(/^Last run(?! \()/, 'Last run (all suites)'))
 const commit = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).stdout.trim() || 'unknown'
 const describe = (r) => Object.entries(r).filter(([k]) => k !== 'suite').map(([k, v]) => `${k.replaceAll('_', ' ')}: ${v}`).join(', ')
 writeFileSync(
@@ -52,7 +56,8 @@ writeFileSync(
     '',
     'Written by `npm run torture` (the torture suites in `test/torture/` at full size; `npm test` runs them smaller).',
     '',
-    `Last run${named.length > 0 ? ` (${named.join(', ')})` : ''}: ${new Date().toISOString().slice(0, 16)}Z, commit ${commit}, Node ${process.version}, ${cpus().length} cores, ${Math.round((Date.now() - started) / 1000)} s, vitest exit ${vitest.status}.`,
+    `${lastRun}: ${new Date().toISOString().slice(0, 16)}Z, commit ${commit}, Node ${process.version}, ${cpus().length} cores, ${Math.round((Date.now() - started) / 1000)} s, vitest exit ${vitest.status}.`,
+    ...earlierRuns.flatMap((l) => ['', l]),
     '',
     '| suite | what it does | result |',
     '|---|---|---|',
