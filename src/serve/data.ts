@@ -10,6 +10,8 @@ import type { Location } from '../storage/fs/layout.js'
 import { indexDrift } from '../storage/index/store.js'
 import type { IndexStore } from '../storage/index/store.js'
 import type { TaskIndex } from '../storage/index/task-index.js'
+import { sqliteTotals } from '../storage/index/totals.js'
+import type { IndexTotals } from '../storage/index/totals.js'
 import { readState } from '../storage/task/state.js'
 
 /** How long a copy of the rows is reused where making one is costly (PostgreSQL's, or a scan without an index). */
@@ -42,6 +44,11 @@ export class IndexSource {
   /** Where the figures come from, as `stats --json` names it. */
   get kind(): 'tasks.db' | 'postgresql' | 'scan' {
     return this.store === null ? 'scan' : this.store.name === 'PostgreSQL' ? 'postgresql' : 'tasks.db'
+  }
+
+  /** The index's running totals (for /metrics): read from the index itself, never a copy. */
+  async totals(): Promise<IndexTotals> {
+    return this.store !== null ? this.store.totals() : sqliteTotals((await this.rows()).db)
   }
 
   async rows(): Promise<TaskIndex> {

@@ -1,4 +1,5 @@
 import type { PoolClient } from 'pg'
+import { pgTotalsMigration } from './pg-totals.js'
 
 /**
  * The fleet's tables in PostgreSQL (SPEC §14.1), as numbered migrations: `tasks` has
@@ -122,6 +123,8 @@ const MIGRATIONS: readonly string[] = [
      denied_since TIMESTAMPTZ,
      denied_interval DOUBLE PRECISION
    );`,
+  // Running totals kept by a trigger (totals.ts, pg-totals.ts), and the task list's indexes.
+  pgTotalsMigration(),
 ]
 
 /** Advisory lock keys (bigint constants: hashtext() is not a stable API); transaction-scoped only (SPEC §14.5). */

@@ -5,6 +5,9 @@ import type { Location } from '../fs/layout.js'
 import { connectPool, inTransaction, pgReason } from './pg-pool.js'
 import { indexSleep, indexWaitsEnded } from './pg-patience.js'
 import { migrate } from './pg-schema.js'
+import { pgTotals, POSTGRES } from './pg-totals.js'
+import { rebuildStatements } from './totals.js'
+import type { IndexTotals } from './totals.js'
 import type { FinishedRow, IndexStore } from './store.js'
 import { COLUMNS, TaskIndex } from './task-index.js'
 import type { TaskKeyColumns, TaskRow } from './task-index.js'
@@ -127,9 +130,14 @@ export class PgStore implements IndexStore {
   async replaceAll(rows: readonly TaskRow[]): Promise<void> {
     await this.drain()
     await this.ensureSchema()
+    const rebuild = rebuildStatements(POSTGRES)
     await this.transaction(async (client) => {
+      // The totals' trigger stands aside for this transaction; their sums are made once, after.
+      await client.query(`SET LOCAL ctxagent.rebuilding = 'on'`)
+      for (const sql of rebuild.before) await client.query(sql)
       await client.query('DELETE FROM tasks')
       for (let i = 0; i < rows.length; i += BATCH) await client.query(UPSERT, [JSON.stringify(rows.slice(i, i + BATCH))])
+      for (const sql of rebuild.after) await client.query(sql)
     })
   }
 
@@ -174,6 +182,12 @@ export class PgStore implements IndexStore {
     await this.ensureSchema()
     const row = (await this.pool.query<Record<string, unknown>>(`SELECT ${SELECT} FROM tasks WHERE uuid = $1`, [uuid])).rows[0]
     return row === undefined ? undefined : decode(row)
+  }
+
+  async totals(): Promise<IndexTotals> {
+    await this.drain()
+    await this.ensureSchema()
+    return pgTotals(this.pool)
   }
 
   async reporting(): Promise<{ db: TaskIndex; owned: boolean }> {

@@ -7,6 +7,7 @@ import { CorruptRecordError } from '../../errors.js'
 import { assertRegularFiles } from '../fs/files.js'
 import type { Location } from '../fs/layout.js'
 import type { DiskUse } from '../fs/disk.js'
+import { rebuildStatements, SQLITE, sqliteTotalsMigration } from './totals.js'
 
 let loaded: typeof BetterSqlite3 | undefined
 
@@ -95,6 +96,13 @@ const MIGRATIONS: readonly string[] = [
   `ALTER TABLE tasks ADD COLUMN prompt_tokens INTEGER;
    ALTER TABLE tasks ADD COLUMN completion_tokens INTEGER;
    ALTER TABLE tasks ADD COLUMN cached_tokens INTEGER;`,
+  // Running totals kept by triggers (totals.ts): /metrics reads them instead of summing every row.
+  sqliteTotalsMigration(),
+  // The task list's filters and paging, newest first: each an index that yields a page in order.
+  `CREATE INDEX idx_tasks_user_created ON tasks(user, created_at, uuid);
+   CREATE INDEX idx_tasks_status_created ON tasks(status, created_at, uuid);
+   CREATE INDEX idx_tasks_location_created ON tasks(location, created_at, uuid);
+   CREATE INDEX idx_tasks_created_uuid ON tasks(created_at, uuid);`,
 ]
 
 export const COLUMNS: readonly (keyof TaskRow)[] = [
@@ -190,12 +198,17 @@ export class TaskIndex {
     const sorted = [...rows].sort((a, b) => (a.uuid < b.uuid ? -1 : a.uuid > b.uuid ? 1 : 0))
     // Immediate: a transaction that reads first and writes later cannot wait for another
     // writer (SQLite answers SQLITE_BUSY_SNAPSHOT at once); one that takes the write lock first can.
+    // The totals' triggers too: their sums are made again once, from the new rows, keeping
+    // what deleted tasks left in the counters (totals.ts).
+    const rebuild = rebuildStatements(SQLITE)
     this.db.transaction(() => {
-      const indexes = this.db.prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'tasks' AND sql IS NOT NULL`).all() as { name: string; sql: string }[]
-      for (const index of indexes) this.db.exec(`DROP INDEX ${index.name}`)
+      const dropped = this.db.prepare(`SELECT type, name, sql FROM sqlite_master WHERE type IN ('index', 'trigger') AND tbl_name = 'tasks' AND sql IS NOT NULL`).all() as { type: string; name: string; sql: string }[]
+      for (const sql of rebuild.before) this.db.exec(sql)
+      for (const item of dropped) this.db.exec(`DROP ${item.type === 'index' ? 'INDEX' : 'TRIGGER'} ${item.name}`)
       this.db.exec('DELETE FROM tasks')
       for (const row of sorted) this.upsertStmt.run(values(row))
-      for (const index of indexes) this.db.exec(index.sql)
+      for (const item of dropped) this.db.exec(item.sql)
+      for (const sql of rebuild.after) this.db.exec(sql)
     }).immediate()
   }
 
@@ -245,7 +258,7 @@ export class TaskIndex {
 
 /** Positional parameters: binding 22 named ones per row costs more than the insert. */
 function values(row: TaskRow): unknown[] {
-  return COLUMNS.map((column) => row[column])
+  return COLUMNS.map((column) => row[column] ?? null)
 }
 
 function migrate(db: Db): void {
