@@ -8,6 +8,8 @@ import { migrate } from './pg-schema.js'
 import { pgTotals, POSTGRES } from './pg-totals.js'
 import { rebuildStatements } from './totals.js'
 import type { IndexTotals } from './totals.js'
+import { CHOICES, listSql } from './task-list.js'
+import type { ListPage, ListRow, TaskFilter } from './task-list.js'
 import type { FinishedRow, IndexStore } from './store.js'
 import { COLUMNS, TaskIndex } from './task-index.js'
 import type { TaskKeyColumns, TaskRow } from './task-index.js'
@@ -17,6 +19,7 @@ const NUMERIC = new Set<keyof TaskRow>([
   'total_messages', 'total_summaries', 'total_tool_calls', 'llm_call_count', 'total_tokens', 'compression_count',
   'final_token_count', 'final_message_count', 'disk_bytes', 'disk_bytes_raw', 'prompt_tokens', 'completion_tokens', 'cached_tokens',
 ])
+const LIST_NUMERIC = ['llm_call_count', 'total_tokens', 'prompt_tokens', 'completion_tokens', 'cached_tokens']
 const SELECT = COLUMNS.map((c) => `"${c}"`).join(', ')
 const UPSERT = `INSERT INTO tasks (${SELECT}) SELECT ${SELECT} FROM jsonb_populate_recordset(NULL::tasks, $1::jsonb)
   ON CONFLICT (uuid) DO UPDATE SET ${COLUMNS.filter((c) => c !== 'uuid').map((c) => `"${c}" = excluded."${c}"`).join(', ')}`
@@ -188,6 +191,22 @@ export class PgStore implements IndexStore {
     await this.drain()
     await this.ensureSchema()
     return pgTotals(this.pool)
+  }
+
+  async listPage(filter: TaskFilter, offset: number, limit: number): Promise<ListPage> {
+    await this.drain()
+    await this.ensureSchema()
+    const sql = listSql(filter, 'postgres', offset, limit)
+    const [count, page] = await Promise.all([this.pool.query<{ n: string }>(sql.count, sql.countParams), this.pool.query<Record<string, unknown>>(sql.page, sql.params)])
+    const rows = page.rows.map((r) => ({ ...r, ...Object.fromEntries(LIST_NUMERIC.map((c) => [c, r[c] === null || r[c] === undefined ? null : Number(r[c])])) }) as unknown as ListRow)
+    return { rows, total: Number(count.rows[0]?.n ?? 0) }
+  }
+
+  async choices(): Promise<{ users: string[]; statuses: string[] }> {
+    await this.drain()
+    await this.ensureSchema()
+    const [users, statuses] = await Promise.all([this.pool.query<{ u: string }>(CHOICES.users('"user"')), this.pool.query<{ status: string }>(CHOICES.statuses)])
+    return { users: users.rows.map((r) => r.u), statuses: statuses.rows.map((r) => r.status) }
   }
 
   async reporting(): Promise<{ db: TaskIndex; owned: boolean }> {
