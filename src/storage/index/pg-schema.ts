@@ -125,6 +125,8 @@ const MIGRATIONS: readonly string[] = [
    );`,
   // Running totals kept by a trigger (totals.ts, pg-totals.ts), and the task list's indexes.
   pgTotalsMigration(),
+  // The list's text filter's line (task-list.ts); NULL in rows written before, until a reindex.
+  `ALTER TABLE tasks ADD COLUMN IF NOT EXISTS search TEXT;`,
 ]
 
 /** Advisory lock keys (bigint constants: hashtext() is not a stable API); transaction-scoped only (SPEC §14.5). */

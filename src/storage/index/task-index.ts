@@ -8,6 +8,7 @@ import { assertRegularFiles } from '../fs/files.js'
 import type { Location } from '../fs/layout.js'
 import type { DiskUse } from '../fs/disk.js'
 import { rebuildStatements, SQLITE, sqliteTotalsMigration } from './totals.js'
+import { searchText } from './task-list.js'
 
 let loaded: typeof BetterSqlite3 | undefined
 
@@ -103,6 +104,8 @@ const MIGRATIONS: readonly string[] = [
    CREATE INDEX idx_tasks_status_created ON tasks(status, created_at, uuid);
    CREATE INDEX idx_tasks_location_created ON tasks(location, created_at, uuid);
    CREATE INDEX idx_tasks_created_uuid ON tasks(created_at, uuid);`,
+  // The list's text filter's line (task-list.ts); NULL in rows written before, until a reindex.
+  `ALTER TABLE tasks ADD COLUMN search TEXT;`,
 ]
 
 export const COLUMNS: readonly (keyof TaskRow)[] = [
@@ -127,8 +130,8 @@ export class TaskIndex {
 
   private constructor(readonly db: Db) {
     this.upsertStmt = db.prepare(
-      `INSERT INTO tasks (${COLUMNS.join(', ')}) VALUES (${COLUMNS.map(() => '?').join(', ')})
-       ON CONFLICT(uuid) DO UPDATE SET ${COLUMNS.filter((c) => c !== 'uuid').map((c) => `${c} = excluded.${c}`).join(', ')}`,
+      `INSERT INTO tasks (${COLUMNS.join(', ')}, search) VALUES (${COLUMNS.map(() => '?').join(', ')}, ?)
+       ON CONFLICT(uuid) DO UPDATE SET ${[...COLUMNS.filter((c) => c !== 'uuid'), 'search'].map((c) => `${c} = excluded.${c}`).join(', ')}`,
     )
     this.removeStmt = db.prepare('DELETE FROM tasks WHERE uuid = ?')
     this.diskStmt = db.prepare('UPDATE tasks SET disk_bytes = ?, disk_bytes_raw = ? WHERE uuid = ?')
@@ -258,7 +261,7 @@ export class TaskIndex {
 
 /** Positional parameters: binding 22 named ones per row costs more than the insert. */
 function values(row: TaskRow): unknown[] {
-  return COLUMNS.map((column) => row[column] ?? null)
+  return [...COLUMNS.map((column) => row[column] ?? null), searchText(row)]
 }
 
 function migrate(db: Db): void {

@@ -1,5 +1,6 @@
 import type { Database as Db } from 'better-sqlite3'
 import type { Location } from '../fs/layout.js'
+import type { TaskRow } from './task-index.js'
 
 /** The task list's filters (serve's `/` and `/api/tasks`). */
 export interface TaskFilter {
@@ -34,19 +35,30 @@ export interface ListPage {
 
 const LOCATION_FILTERS = new Set(['running', 'paused'])
 /**
- * Where text is looked for: metadata is the task's metadata.json as JSON, which holds its
- * uuid, repository, identifier, user, host and model; the error is the only other place.
- * (Matching the same text again in the uuid, repository… columns doubled the time of a
- * count over 100,000 rows, for nothing.)
+ * Where the list's text filter looks: a row's `search` column, a short lower-case line of
+ * what the list shows or names (uuid, repository, identifier, user, host, model,
+ * workspace, error), written with the row. Matching the whole metadata JSON (its config
+ * and all) took 3× as long over 100,000 rows. Rows an older ctxagent wrote have none:
+ * their metadata and error are matched instead, until a reindex.
  */
-const TEXT_COLUMNS = ['metadata', 'error_message']
+export function searchText(row: Pick<TaskRow, 'uuid' | 'repository' | 'task_identifier' | 'user' | 'hostname' | 'metadata' | 'error_message'>): string {
+  let meta: { config?: { model?: unknown }; run?: { workspace?: unknown } } = {}
+  try {
+    meta = JSON.parse(row.metadata) as typeof meta
+  } catch {
+    // Not JSON: its other fields still make the line.
+  }
+  const text = (v: unknown) => (typeof v === 'string' ? v : '')
+  return [row.uuid, row.repository, row.task_identifier, row.user, row.hostname, text(meta.config?.model), text(meta.run?.workspace), row.error_message].map(text).join('\n').toLowerCase()
+}
+
 export const LIST_COLUMNS = ['uuid', 'status', 'location', 'created_at', 'completed_at', 'user', 'hostname', 'metadata', 'llm_call_count', 'total_tokens', 'prompt_tokens', 'completion_tokens', 'cached_tokens']
 
 interface Sql {
   /** The page, newest first (an index per filter yields it in order: task-index.ts, pg-totals.ts). */
   page: string
-  /** The same page from the matching rows sorted, not from an index in order (SQLite; for a text that few rows match). */
-  sortedPage: string
+  /** Every match's uuid, newest first, sorted rather than read in an index's order (with a text: see sqliteListPage). */
+  matches: string
   /** The count: from the totals (totals.ts) unless text is asked for, which only the rows can answer. */
   count: string
   params: unknown[]
@@ -69,16 +81,17 @@ export function listSql(filter: TaskFilter, dialect: 'sqlite' | 'postgres', offs
   const keyWhere = parts.length ? `WHERE ${parts.join(' AND ')}` : ''
   const countParams = [...params]
   if (filter.text) {
-    const like = `%${filter.text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`
-    parts.push(`(${TEXT_COLUMNS.map((c) => `${q(c)} ${pg ? 'ILIKE' : 'LIKE'} ${p(like)} ESCAPE '\\'`).join(' OR ')})`)
+    const like = `%${filter.text.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`
+    const m = (c: string) => `${c} ${pg ? 'ILIKE' : 'LIKE'} ${p(like)} ESCAPE '\\'`
+    parts.push(`(search LIKE ${p(like)} ESCAPE '\\' OR (search IS NULL AND (${m('metadata')} OR ${m('error_message')})))`)
   }
   const where = parts.length ? `WHERE ${parts.join(' AND ')}` : ''
   const rowParams = [...params]
   const page = `SELECT ${LIST_COLUMNS.map(q).join(', ')} FROM tasks ${where} ORDER BY created_at DESC, uuid DESC LIMIT ${p(limit)} OFFSET ${p(offset)}`
-  // Unary +: not an index's order, so SQLite scans (a text match cannot use an index) and sorts only the matches.
-  const sortedPage = page.replace('ORDER BY created_at DESC, uuid DESC', 'ORDER BY +created_at DESC, +uuid DESC')
+  // Unary +: not an index's order, so SQLite reads the rows in the table's order and sorts only the matches.
+  const matches = `SELECT uuid FROM tasks ${where} ORDER BY ${pg ? 'created_at DESC, uuid DESC' : '+created_at DESC, +uuid DESC'}`
   const count = filter.text ? `SELECT count(*) AS n FROM tasks ${where}` : `SELECT COALESCE(SUM(tasks), 0) AS n FROM task_totals ${keyWhere}`
-  return { page, sortedPage, count, params, countParams: filter.text ? rowParams : countParams }
+  return { page, matches, count, params, countParams: filter.text ? rowParams : countParams }
 }
 
 /** The users and statuses the index knows, for the filter form (from the totals: a few rows). */
@@ -87,14 +100,24 @@ export const CHOICES = {
   statuses: 'SELECT DISTINCT status FROM task_totals ORDER BY status',
 }
 
-/** Up to this many matches of a text, the page is sorted from them: walking the newest-first index to find a few rare matches reads every row in the index's (random) order. */
-const SORT_MATCHES = 5_000
-
+/**
+ * A text filter reads every row it may match (no index helps a substring), so it reads
+ * them once: the matches' uuids, newest first (a sort of small rows), give the count and
+ * the page's uuids, whose rows are then read by key. A count and a page apart read the
+ * rows twice; and walking the newest-first index to find a rare text's matches reads
+ * them in the index's (random) order.
+ */
 export function sqliteListPage(db: Db, filter: TaskFilter, offset: number, limit: number): ListPage {
   const sql = listSql(filter, 'sqlite', offset, limit)
-  const total = (db.prepare(sql.count).get(...sql.countParams) as { n: number }).n
-  const page = filter.text && total <= SORT_MATCHES ? sql.sortedPage : sql.page
-  return { rows: db.prepare(page).all(...sql.params) as ListRow[], total }
+  if (!filter.text) {
+    const total = (db.prepare(sql.count).get(...sql.countParams) as { n: number }).n
+    return { rows: db.prepare(sql.page).all(...sql.params) as ListRow[], total }
+  }
+  const matches = db.prepare(sql.matches).pluck().all(...sql.countParams) as string[]
+  const uuids = matches.slice(offset, offset + limit)
+  const byKey = db.prepare(`SELECT ${LIST_COLUMNS.join(', ')} FROM tasks WHERE uuid IN (${uuids.map(() => '?').join(', ')})`)
+  const rows = new Map((uuids.length ? (byKey.all(...uuids) as ListRow[]) : []).map((r) => [r.uuid, r]))
+  return { rows: uuids.flatMap((u) => rows.get(u) ?? []), total: matches.length }
 }
 
 export function sqliteChoices(db: Db): { users: string[]; statuses: string[] } {
