@@ -251,7 +251,7 @@ export class TaskIndex {
   }
 
   get(uuid: string): TaskRow | undefined {
-    return this.db.prepare('SELECT * FROM tasks WHERE uuid = ?').get(uuid) as TaskRow | undefined
+    return this.db.prepare(`SELECT ${COLUMNS.join(', ')} FROM tasks WHERE uuid = ?`).get(uuid) as TaskRow | undefined
   }
 
   close(): void {
