@@ -2,19 +2,26 @@
 // list (/, unfiltered and filtered) and /metrics, each timed against a static file of the
 // same server (/style.css: the HTTP round trip alone), and the server's peak resident
 // memory after those requests; then the live follower's delay (SSE) from an append to
-// messages.jsonl to the event at an EventSource-like client.
+// messages.jsonl to the event at an EventSource-like client; and the per-turn cost of
+// OpenTelemetry traces: bin/ctxagent run against a zero-latency server (bench/turn.mjs's
+// timedRun), traces on (to a local OTLP/HTTP receiver) vs off, runs alternating.
 import { execFileSync, spawn } from 'node:child_process'
 import { appendFileSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:http'
 import { createRequire } from 'node:module'
 import { arch, platform } from 'node:os'
 import { dirname, join } from 'node:path'
 import pg from 'pg'
 import { median, remove, ROOT, scratch, timeInterleaved, uuidN } from './lib.mjs'
+import { timedRun } from './turn.mjs'
 
 const TASKS = 100_000
 const USERS = ['alice', 'bob', 'carol', 'dave', 'erin', 'frank', 'gina', 'hank']
 const STATUSES = ['completed', 'completed', 'completed', 'failed', 'timeout']
 const LIVE_EVENTS = 30
+/** Turns per run of the telemetry row, and runs each way (on, off), alternating. */
+const TELEMETRY_TURNS = 400
+const TELEMETRY_RUNS = 3
 
 /** Rows as ctxagent writes them: metadata is a task's metadata.json (uuid, key, repository, user, config…). */
 function rows() {
@@ -66,6 +73,7 @@ export async function run() {
       await db.stop()
     }
     results.push(await liveDelay(base))
+    results.push(await telemetryCost())
     return results
   } finally {
     remove(base)
@@ -155,6 +163,46 @@ async function liveDelay(base) {
     return { name: 'serve-live', what: `a running task's page follower (Server-Sent Events): an append to messages.jsonl → its event at the client, ${LIVE_EVENTS} appends at unaligned times`, measured: `p50 ${p50.toFixed(1)} ms, max ${Math.max(...delays).toFixed(1)} ms (a static file: ${round.toFixed(1)} ms)`, ratio: `${(p50 / round).toFixed(1)}× a static file's round trip`, target: '≤ 200 ms p50', pass: p50 <= 200 }
   } finally {
     await s.stop()
+  }
+}
+
+/** Median per-turn overhead (normal turns from turn 5 on) with traces sent to a local OTLP/HTTP receiver vs none. */
+export async function telemetryCost() {
+  let requests = 0
+  let bytes = 0
+  const receiver = createServer((req, res) => {
+    req.on('data', (d) => (bytes += d.length))
+    req.on('end', () => {
+      requests++
+      res.writeHead(200, { 'content-type': req.headers['content-type'] ?? 'application/json' })
+      res.end(req.headers['content-type']?.includes('json') ? '{}' : '')
+    })
+  })
+  await new Promise((resolve) => receiver.listen(0, '127.0.0.1', resolve))
+  const endpoint = `http://127.0.0.1:${receiver.address().port}`
+  const overheads = { on: [], off: [] }
+  try {
+    for (let i = 0; i < TELEMETRY_RUNS; i++) {
+      for (const mode of i % 2 ? ['on', 'off'] : ['off', 'on']) {
+        // run reads OTEL_EXPORTER_OTLP_ENDPOINT (telemetry.otlp_endpoint unset): timedRun's child inherits this environment.
+        if (mode === 'on') process.env.OTEL_EXPORTER_OTLP_ENDPOINT = endpoint
+        else delete process.env.OTEL_EXPORTER_OTLP_ENDPOINT
+        const { records } = await timedRun(TELEMETRY_TURNS)
+        overheads[mode].push(...records.filter((r) => r.turn >= 5 && !r.compaction).map((r) => r.overhead))
+      }
+    }
+  } finally {
+    delete process.env.OTEL_EXPORTER_OTLP_ENDPOINT
+    await new Promise((resolve) => receiver.close(resolve))
+  }
+  if (requests === 0) throw new Error('the OTLP receiver got no traces: telemetry was not on')
+  const on = median(overheads.on)
+  const off = median(overheads.off)
+  const more = on - off
+  return {
+    name: 'telemetry-turn', what: `per-turn overhead of bin/ctxagent run (bench/turn.mjs's measure: reply sent → next request, less tool time; normal turns from turn 5) with OpenTelemetry traces exported to an OTLP/HTTP receiver on 127.0.0.1 vs off; ${TELEMETRY_RUNS} runs of ${TELEMETRY_TURNS} turns each way, alternating`,
+    measured: `on ${on.toFixed(3)} ms vs off ${off.toFixed(3)} ms a turn (${requests} export requests, ${(bytes / 1024).toFixed(0)} KB)`,
+    ratio: `${more >= 0 ? '+' : '−'}${Math.abs(more).toFixed(3)} ms a turn (${(on / off).toFixed(2)}× off)`, target: '≤ +0.1 ms a turn', pass: more <= 0.1,
   }
 }
 
