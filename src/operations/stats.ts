@@ -167,7 +167,7 @@ export interface RunningRow {
 }
 
 /** checkHealth's alerts from the figures they need and the tasks in running/ (serve's /metrics reads these from the index's totals). */
-export function checkAlerts(report: Pick<StatsReport, 'total' | 'by_location' | 'by_status' | 'disk'>, rows: readonly RunningRow[], layout: Layout, config: Config, now: Date): CheckResult {
+export function checkAlerts(report: Pick<StatsReport, 'total' | 'by_location' | 'by_status'> & { disk: { total: number } }, rows: readonly RunningRow[], layout: Layout, config: Config, now: Date): CheckResult {
   const a = config.alerts
   const alerts: Alert[] = []
   const gb = report.disk.total / GB

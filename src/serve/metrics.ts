@@ -63,7 +63,7 @@ export class MetricsCollector {
     }
     const total = Object.values(by_location).reduce((a, b) => a + b, 0)
     const running = totals.live.filter((t) => t.location === 'running')
-    const check = checkAlerts({ total, by_location, by_status, disk: { ...disk, completed_before_gzip: 0, total: disk.running + disk.paused + disk.completed } }, running, this.ctx.layout, this.ctx.config, this.ctx.now())
+    const check = checkAlerts({ total, by_location, by_status, disk: { total: disk.running + disk.paused + disk.completed } }, running, this.ctx.layout, this.ctx.config, this.ctx.now())
     let fleet: Scrape['fleet'] = null
     let fleetError = 0
     if (this.fleet.configured) {
