@@ -105,7 +105,9 @@ const MIGRATIONS: readonly string[] = [
    CREATE INDEX idx_tasks_location_created ON tasks(location, created_at, uuid);
    CREATE INDEX idx_tasks_created_uuid ON tasks(created_at, uuid);`,
   // The list's text filter's line (task-list.ts); NULL in rows written before, until a reindex.
-  `ALTER TABLE tasks ADD COLUMN search TEXT;`,
+  // Indexed with the filters' columns, so that a text filter reads this index, not the wide rows.
+  `ALTER TABLE tasks ADD COLUMN search TEXT;
+   CREATE INDEX idx_tasks_search ON tasks(search, created_at, uuid, user, status, location);`,
 ]
 
 export const COLUMNS: readonly (keyof TaskRow)[] = [

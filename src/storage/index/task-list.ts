@@ -54,10 +54,23 @@ export function searchText(row: Pick<TaskRow, 'uuid' | 'repository' | 'task_iden
 
 export const LIST_COLUMNS = ['uuid', 'status', 'location', 'created_at', 'completed_at', 'user', 'hostname', 'metadata', 'llm_call_count', 'total_tokens', 'prompt_tokens', 'completion_tokens', 'cached_tokens']
 
+/** The filters by user, status or location: an index each. */
+function keyConditions(filter: TaskFilter, q: (c: string) => string, p: (value: unknown) => string): string[] {
+  const parts: string[] = []
+  if (filter.user) parts.push(`${q('user')} = ${p(filter.user)}`)
+  if (filter.status && LOCATION_FILTERS.has(filter.status)) parts.push(`location = ${p(filter.status)}`)
+  else if (filter.status) parts.push(`status = ${p(filter.status)}`)
+  return parts
+}
+
+function likeOf(text: string): string {
+  return `%${text.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`
+}
+
 interface Sql {
   /** The page, newest first (an index per filter yields it in order: task-index.ts, pg-totals.ts). */
   page: string
-  /** Every match's uuid, newest first, sorted rather than read in an index's order (with a text: see sqliteListPage). */
+  /** Every match's uuid, newest first, sorted rather than read in an index's order (PostgreSQL, with a text: see sqliteListPage). */
   matches: string
   /** The count: from the totals (totals.ts) unless text is asked for, which only the rows can answer. */
   count: string
@@ -75,21 +88,18 @@ export function listSql(filter: TaskFilter, dialect: 'sqlite' | 'postgres', offs
   const parts: string[] = []
   const params: unknown[] = []
   const p = (value: unknown) => (params.push(value), pg ? `$${params.length}` : '?')
-  if (filter.user) parts.push(`${q('user')} = ${p(filter.user)}`)
-  if (filter.status && LOCATION_FILTERS.has(filter.status)) parts.push(`location = ${p(filter.status)}`)
-  else if (filter.status) parts.push(`status = ${p(filter.status)}`)
+  parts.push(...keyConditions(filter, q, p))
   const keyWhere = parts.length ? `WHERE ${parts.join(' AND ')}` : ''
   const countParams = [...params]
   if (filter.text) {
-    const like = `%${filter.text.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`
+    const like = likeOf(filter.text)
     const m = (c: string) => `${c} ${pg ? 'ILIKE' : 'LIKE'} ${p(like)} ESCAPE '\\'`
     parts.push(`(search LIKE ${p(like)} ESCAPE '\\' OR (search IS NULL AND (${m('metadata')} OR ${m('error_message')})))`)
   }
   const where = parts.length ? `WHERE ${parts.join(' AND ')}` : ''
   const rowParams = [...params]
   const page = `SELECT ${LIST_COLUMNS.map(q).join(', ')} FROM tasks ${where} ORDER BY created_at DESC, uuid DESC LIMIT ${p(limit)} OFFSET ${p(offset)}`
-  // Unary +: not an index's order, so SQLite reads the rows in the table's order and sorts only the matches.
-  const matches = `SELECT uuid FROM tasks ${where} ORDER BY ${pg ? 'created_at DESC, uuid DESC' : '+created_at DESC, +uuid DESC'}`
+  const matches = `SELECT uuid FROM tasks ${where} ORDER BY created_at DESC, uuid DESC`
   const count = filter.text ? `SELECT count(*) AS n FROM tasks ${where}` : `SELECT COALESCE(SUM(tasks), 0) AS n FROM task_totals ${keyWhere}`
   return { page, matches, count, params, countParams: filter.text ? rowParams : countParams }
 }
@@ -113,7 +123,19 @@ export function sqliteListPage(db: Db, filter: TaskFilter, offset: number, limit
     const total = (db.prepare(sql.count).get(...sql.countParams) as { n: number }).n
     return { rows: db.prepare(sql.page).all(...sql.params) as ListRow[], total }
   }
-  const matches = db.prepare(sql.matches).pluck().all(...sql.countParams) as string[]
+  // The search lines in an index of their own with the filters' columns (task-index.ts), read without the (wide) rows;
+  // named, or SQLite walks the newest-first index to spare the sort and reads every row. Rows without a line apart.
+  const params: unknown[] = []
+  const keys = keyConditions(filter, (c) => c, (v) => (params.push(v), '?')).map((c) => `${c} AND `).join('')
+  const like = likeOf(filter.text)
+  const matches = db
+    .prepare(
+      `SELECT uuid, created_at FROM tasks INDEXED BY idx_tasks_search WHERE ${keys}search LIKE ? ESCAPE '\\'
+       UNION ALL SELECT uuid, created_at FROM tasks WHERE ${keys}search IS NULL AND (metadata LIKE ? ESCAPE '\\' OR error_message LIKE ? ESCAPE '\\')
+       ORDER BY 2 DESC, 1 DESC`,
+    )
+    .pluck()
+    .all(...params, like, ...params, like, like) as string[]
   const uuids = matches.slice(offset, offset + limit)
   const byKey = db.prepare(`SELECT ${LIST_COLUMNS.join(', ')} FROM tasks WHERE uuid IN (${uuids.map(() => '?').join(', ')})`)
   const rows = new Map((uuids.length ? (byKey.all(...uuids) as ListRow[]) : []).map((r) => [r.uuid, r]))
