@@ -1,6 +1,5 @@
 import type { Database as Db } from 'better-sqlite3'
 import type { Location } from '../fs/layout.js'
-import type { TaskRow } from './task-index.js'
 
 /** The task list's filters (serve's `/` and `/api/tasks`). */
 export interface TaskFilter {
@@ -34,6 +33,17 @@ export interface ListPage {
 }
 
 const LOCATION_FILTERS = new Set(['running', 'paused'])
+/** A row's fields the search line is made of (TaskRow's: task-index.ts imports this module). */
+export interface SearchFields {
+  uuid: string
+  repository: string | null
+  task_identifier: string | null
+  user: string | null
+  hostname: string | null
+  metadata: string
+  error_message: string | null
+}
+
 /**
  * Where the list's text filter looks: a row's `search` column, a short lower-case line of
  * what the list shows or names (uuid, repository, identifier, user, host, model,
@@ -41,7 +51,7 @@ const LOCATION_FILTERS = new Set(['running', 'paused'])
  * and all) took 3× as long over 100,000 rows. Rows an older ctxagent wrote have none:
  * their metadata and error are matched instead, until a reindex.
  */
-export function searchText(row: Pick<TaskRow, 'uuid' | 'repository' | 'task_identifier' | 'user' | 'hostname' | 'metadata' | 'error_message'>): string {
+export function searchText(row: SearchFields): string {
   let meta: { config?: { model?: unknown }; run?: { workspace?: unknown } } = {}
   try {
     meta = JSON.parse(row.metadata) as typeof meta
