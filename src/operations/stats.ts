@@ -156,6 +156,18 @@ const GB = 1024 ** 3
 
 /** The alerts of seed 000 §8.3, with thresholds from config `alerts`. */
 export function checkHealth(report: StatsReport, index: TaskIndex, layout: Layout, config: Config, now: Date): CheckResult {
+  const running = index.db.prepare(`SELECT uuid, started_at, created_at FROM tasks WHERE location = 'running'`).all() as RunningRow[]
+  return checkAlerts(report, running, layout, config, now)
+}
+
+export interface RunningRow {
+  uuid: string
+  started_at: string | null
+  created_at: string
+}
+
+/** checkHealth's alerts from the figures they need and the tasks in running/ (serve's /metrics reads these from the index's totals). */
+export function checkAlerts(report: Pick<StatsReport, 'total' | 'by_location' | 'by_status'> & { disk: { total: number } }, rows: readonly RunningRow[], layout: Layout, config: Config, now: Date): CheckResult {
   const a = config.alerts
   const alerts: Alert[] = []
   const gb = report.disk.total / GB
@@ -172,7 +184,6 @@ export function checkHealth(report: StatsReport, index: TaskIndex, layout: Layou
     alerts.push({ level: 'warning', metric: 'running_tasks', value: running, threshold: a.max_running_tasks, message: `${running} tasks in running/ > ${a.max_running_tasks}` })
   }
   const limitMs = a.long_running_hours * 3_600_000
-  const rows = index.db.prepare(`SELECT uuid, started_at, created_at FROM tasks WHERE location = 'running'`).all() as { uuid: string; started_at: string | null; created_at: string }[]
   const long = rows.filter((r) => {
     const since = Date.parse(readLock(layout.taskDir('running', r.uuid))?.info?.acquired_at ?? r.started_at ?? r.created_at)
     return !Number.isNaN(since) && now.getTime() - since > limitMs

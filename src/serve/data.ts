@@ -6,10 +6,13 @@ import { scanIntoMemory } from '../operations/stats.js'
 import { costOf, modelOf } from '../operations/tokens.js'
 import type { TokenSplit } from '../operations/tokens.js'
 import { readLock } from '../storage/lock/record.js'
-import type { Location } from '../storage/fs/layout.js'
 import { indexDrift } from '../storage/index/store.js'
 import type { IndexStore } from '../storage/index/store.js'
 import type { TaskIndex } from '../storage/index/task-index.js'
+import { sqliteTotals } from '../storage/index/totals.js'
+import type { IndexTotals } from '../storage/index/totals.js'
+import { sqliteChoices, sqliteListPage } from '../storage/index/task-list.js'
+import type { ListPage, ListRow, TaskFilter } from '../storage/index/task-list.js'
 import { readState } from '../storage/task/state.js'
 
 /** How long a copy of the rows is reused where making one is costly (PostgreSQL's, or a scan without an index). */
@@ -44,6 +47,20 @@ export class IndexSource {
     return this.store === null ? 'scan' : this.store.name === 'PostgreSQL' ? 'postgresql' : 'tasks.db'
   }
 
+  /** One page of the task list: from the index itself, never a copy (a scan's copy when there is no index). */
+  async listPage(filter: TaskFilter, offset: number, limit: number): Promise<ListPage> {
+    return this.store !== null ? this.store.listPage(filter, offset, limit) : sqliteListPage((await this.rows()).db, filter, offset, limit)
+  }
+
+  async choices(): Promise<{ users: string[]; statuses: string[] }> {
+    return this.store !== null ? this.store.choices() : sqliteChoices((await this.rows()).db)
+  }
+
+  /** The index's running totals (for /metrics): read from the index itself, never a copy. */
+  async totals(): Promise<IndexTotals> {
+    return this.store !== null ? this.store.totals() : sqliteTotals((await this.rows()).db)
+  }
+
   async rows(): Promise<TaskIndex> {
     if (this.store !== null && this.store.name !== 'PostgreSQL') return (await this.store.reporting()).db
     const ttl = this.store === null ? COPY_MS.scan : COPY_MS.PostgreSQL
@@ -62,13 +79,7 @@ export class IndexSource {
   }
 }
 
-export interface TaskFilter {
-  user?: string | undefined
-  /** A status (processing, completed, failed, …) or a location (running, paused, completed). */
-  status?: string | undefined
-  /** Case-insensitive text in the uuid, repository, identifier, user, error or metadata (model, workspace; the index holds no statement). */
-  text?: string | undefined
-}
+export type { TaskFilter } from '../storage/index/task-list.js'
 
 export interface TaskRowView extends ListedTask {
   tokens_split: TokenSplit
@@ -85,54 +96,19 @@ export interface TaskPage {
   limit: number
 }
 
-interface Row {
-  uuid: string
-  status: string
-  location: Location
-  created_at: string
-  completed_at: string | null
-  user: string | null
-  hostname: string | null
-  metadata: string | null
-  llm_call_count: number | null
-  total_tokens: number | null
-  prompt_tokens: number | null
-  completion_tokens: number | null
-  cached_tokens: number | null
-}
-
-const LOCATION_FILTERS = new Set(['running', 'paused'])
-
-function whereOf(filter: TaskFilter): { sql: string; params: unknown[] } {
-  const parts: string[] = []
-  const params: unknown[] = []
-  if (filter.user) (parts.push('user = ?'), params.push(filter.user))
-  if (filter.status && LOCATION_FILTERS.has(filter.status)) (parts.push('location = ?'), params.push(filter.status))
-  else if (filter.status) (parts.push('status = ?'), params.push(filter.status))
-  if (filter.text) {
-    const like = `%${filter.text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`
-    parts.push(`(uuid LIKE ? ESCAPE '\\' OR repository LIKE ? ESCAPE '\\' OR task_identifier LIKE ? ESCAPE '\\' OR user LIKE ? ESCAPE '\\' OR error_message LIKE ? ESCAPE '\\' OR metadata LIKE ? ESCAPE '\\')`)
-    params.push(like, like, like, like, like, like)
-  }
-  return { sql: parts.length ? `WHERE ${parts.join(' AND ')}` : '', params }
-}
-
 /**
- * One page of tasks, newest first, from the index (a count and one indexed query: as
- * fast with 100,000 tasks as with 10); each shown task's first statement line, final
- * answer and owner are read from its own files (a page's worth, never the tree).
+ * One page of tasks, newest first, from the index (task-list.ts: indexed queries, the
+ * count from the totals: as fast with 100,000 tasks as with 10, in tasks.db or
+ * PostgreSQL); each shown task's first statement line, final answer and owner are read
+ * from its own files (a page's worth, never the tree).
  */
-export async function taskPage(ctx: CommandEnv, db: TaskIndex, filter: TaskFilter, offset: number, limit: number): Promise<TaskPage> {
-  const w = whereOf(filter)
-  const total = (db.db.prepare(`SELECT count(*) AS n FROM tasks ${w.sql}`).get(...w.params) as { n: number }).n
-  const rows = db.db
-    .prepare(`SELECT uuid, status, location, created_at, completed_at, user, hostname, metadata, llm_call_count, total_tokens, prompt_tokens, completion_tokens, cached_tokens FROM tasks ${w.sql} ORDER BY created_at DESC, uuid DESC LIMIT ? OFFSET ?`)
-    .all(...w.params, limit, offset) as Row[]
+export async function taskPage(ctx: CommandEnv, index: IndexSource, filter: TaskFilter, offset: number, limit: number): Promise<TaskPage> {
+  const { rows, total } = await index.listPage(filter, offset, limit)
   const tasks = await Promise.all(rows.map((row) => rowView(ctx, row)))
   return { tasks, total, offset, limit }
 }
 
-async function rowView(ctx: CommandEnv, row: Row): Promise<TaskRowView> {
+async function rowView(ctx: CommandEnv, row: ListRow): Promise<TaskRowView> {
   const dir = ctx.layout.taskDir(row.location, row.uuid)
   const meta = parseMeta(row.metadata)
   const model = modelOf(row.metadata)
@@ -189,11 +165,4 @@ function readLockQuietly(dir: string): { hostname: string } | null {
   } catch {
     return null
   }
-}
-
-/** The users and statuses the index knows, for the filter form. */
-export function filterChoices(db: TaskIndex): { users: string[]; statuses: string[] } {
-  const users = (db.db.prepare('SELECT DISTINCT user FROM tasks WHERE user IS NOT NULL ORDER BY user LIMIT 500').all() as { user: string }[]).map((r) => r.user)
-  const statuses = (db.db.prepare('SELECT DISTINCT status FROM tasks ORDER BY status').all() as { status: string }[]).map((r) => r.status)
-  return { users, statuses }
 }

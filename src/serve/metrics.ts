@@ -1,13 +1,17 @@
 import { Counter, Gauge, Registry } from 'prom-client'
 import type { CommandEnv } from '../command-env.js'
-import type { CheckResult, StatsReport } from '../operations/stats.js'
-import { checkHealth, collectStats } from '../operations/stats.js'
+import type { CheckResult } from '../operations/stats.js'
+import { checkAlerts, collectStats } from '../operations/stats.js'
 import { costOf } from '../operations/tokens.js'
 import { assessTask } from '../operations/reaper.js'
 import { resolveTask } from '../storage/fs/layout.js'
-import type { TaskIndex } from '../storage/index/task-index.js'
+import { taskDiskUse } from '../storage/fs/disk.js'
+import { LOCATIONS } from '../storage/fs/layout.js'
+import type { Location } from '../storage/fs/layout.js'
+import type { CounterRow, IndexTotals } from '../storage/index/totals.js'
 import { stalenessPolicy } from '../storage/task/env.js'
-import { DURATION_BUCKETS, METRICS, WAIT_BUCKETS } from '../telemetry/names.js'
+import { DURATION_BUCKETS } from '../storage/index/totals.js'
+import { METRICS, WAIT_BUCKETS } from '../telemetry/names.js'
 import type { IndexSource } from './data.js'
 import type { FleetSource } from './fleet-data.js'
 import { queueAlerts } from '../fleet/status.js'
@@ -15,18 +19,17 @@ import type { FleetStatus } from '../fleet/status.js'
 
 /** What one scrape read, shared by the collect() callbacks of that scrape. */
 interface Scrape {
-  db: TaskIndex
-  /** Per user and model sums, read once for the counters that share them. */
-  usage: Usage[] | null
-  report: StatsReport
+  totals: IndexTotals
+  disk: Record<Location, number>
   check: CheckResult
   fleet: { status: FleetStatus; waits: number[]; claims: { hostname: string; claims: number }[] } | null
 }
 
 /**
- * /metrics: a prom-client Registry of its own whose collect() callbacks read the index at
- * scrape time. Counters are sums over the index's rows, so they survive restarts of serve
- * (they fall only when cleanup deletes tasks: Prometheus reads that as a counter reset).
+ * /metrics: a prom-client Registry of its own whose collect() callbacks read the index's
+ * running totals (totals.ts: a few dozen rows, kept by triggers) at scrape time. Counters
+ * are the live rows' sums plus what deleted tasks left, so they survive restarts of serve
+ * and cleanup alike: they never fall.
  */
 export class MetricsCollector {
   readonly registry = new Registry()
@@ -45,9 +48,22 @@ export class MetricsCollector {
   }
 
   async scrape(): Promise<string> {
-    const db = await this.index.rows()
-    const report = collectStats(db, this.ctx.layout, {}, this.index.kind)
-    const check = checkHealth(report, db, this.ctx.layout, this.ctx.config, this.ctx.now())
+    let totals = await this.index.totals()
+    if (totals.tasks.some((t) => t.location === 'completed' && t.unmeasured > 0)) {
+      // Reindexed tasks not measured yet: stats' pass measures and caches them once (the triggers then count them).
+      collectStats(await this.index.rows(), this.ctx.layout, {}, this.index.kind)
+      totals = await this.index.totals()
+    }
+    const disk = diskUse(this.ctx, totals)
+    const by_location = Object.fromEntries(LOCATIONS.map((l) => [l, 0])) as Record<Location, number>
+    const by_status: Record<string, number> = {}
+    for (const t of totals.tasks) {
+      by_location[t.location] = (by_location[t.location] ?? 0) + t.tasks
+      by_status[t.status] = (by_status[t.status] ?? 0) + t.tasks
+    }
+    const total = Object.values(by_location).reduce((a, b) => a + b, 0)
+    const running = totals.live.filter((t) => t.location === 'running')
+    const check = checkAlerts({ total, by_location, by_status, disk: { total: disk.running + disk.paused + disk.completed } }, running, this.ctx.layout, this.ctx.config, this.ctx.now())
     let fleet: Scrape['fleet'] = null
     let fleetError = 0
     if (this.fleet.configured) {
@@ -62,7 +78,7 @@ export class MetricsCollector {
       check.alerts.push(...queueAlerts(fleet.status, this.ctx.config.alerts.queue_wait_minutes))
       check.status = check.alerts.some((a) => a.level === 'critical') ? 'critical' : check.alerts.length ? 'warning' : 'ok'
     }
-    this.current = { db, usage: null, report, check, fleet }
+    this.current = { totals, disk, check, fleet }
     this.fleetError = fleetError
     try {
       return await this.registry.metrics()
@@ -81,55 +97,57 @@ export class MetricsCollector {
   private define(): void {
     const r = [this.registry]
     const self = this
-    const rows = <T>(sql: string): T[] => self.s.db.db.prepare(sql).all() as T[]
-    const model = `COALESCE(json_extract(metadata, '$.config.model'), '')`
 
     new Gauge({ name: METRICS.tasks, help: 'Tasks in the tree by location and status', labelNames: ['location', 'status'], registers: r, collect() {
       this.reset()
-      for (const row of rows<{ location: string; status: string; n: number }>('SELECT location, status, COUNT(*) AS n FROM tasks GROUP BY 1, 2')) this.set({ location: row.location, status: row.status }, row.n)
+      const n = new Map<string, { location: string; status: string; n: number }>()
+      for (const t of self.s.totals.tasks) {
+        const key = `${t.location}\0${t.status}`
+        const entry = n.get(key) ?? { location: t.location, status: t.status, n: 0 }
+        entry.n += t.tasks
+        n.set(key, entry)
+      }
+      for (const e of n.values()) this.set({ location: e.location, status: e.status }, e.n)
     } })
 
-    const usage = (): Usage[] => (self.s.usage ??= rows<Usage>(
-      `SELECT COALESCE(user, '') AS user, ${model} AS model, SUM(total_tokens) AS tokens, SUM(COALESCE(prompt_tokens, 0)) AS prompt, SUM(COALESCE(cached_tokens, 0)) AS cached,
-              SUM(COALESCE(completion_tokens, 0)) AS completion, SUM(compression_count) AS compactions, SUM(llm_call_count) AS calls, SUM(total_tool_calls) AS tools, SUM(total_messages) AS messages
-       FROM tasks GROUP BY 1, 2`,
-    ))
-    new Counter({ name: METRICS.tokens, help: 'Tokens of all tasks in the index, by user, model and kind (prompt includes cached; unsplit: older tasks without the split)', labelNames: ['user', 'model', 'kind'], registers: r, collect() {
+    const usage = (): CounterRow[] => self.s.totals.counters
+    new Counter({ name: METRICS.tokens, help: 'Tokens of all tasks the index has held, by user, model and kind (prompt includes cached; unsplit: older tasks without the split)', labelNames: ['user', 'model', 'kind'], registers: r, collect() {
       this.reset()
       for (const u of usage()) {
-        const labels = { user: u.user ?? '', model: u.model }
+        const labels = { user: u.user, model: u.model }
         this.inc({ ...labels, kind: 'prompt' }, u.prompt)
         this.inc({ ...labels, kind: 'cached' }, u.cached)
         this.inc({ ...labels, kind: 'completion' }, u.completion)
-        this.inc({ ...labels, kind: 'unsplit' }, Math.max(0, (u.tokens ?? 0) - u.prompt - u.completion))
+        this.inc({ ...labels, kind: 'unsplit' }, Math.max(0, u.tokens - u.prompt - u.completion))
       }
     } })
     new Counter({ name: METRICS.cost, help: 'Cost in USD from config pricing, by user and model (models without a price are left out)', labelNames: ['user', 'model'], registers: r, collect() {
       this.reset()
       for (const u of usage()) {
         const cost = costOf(u.model, { prompt: u.prompt, cached: u.cached, completion: u.completion }, self.ctx.config.pricing)
-        if (cost !== null) this.inc({ user: u.user ?? '', model: u.model }, cost)
+        if (cost !== null) this.inc({ user: u.user, model: u.model }, cost)
       }
     } })
-    const sums: [string, string, (u: Usage) => number][] = [
+    const sums: [string, string, (u: CounterRow) => number][] = [
       [METRICS.compactions, 'Context compactions (summaries made), by user and model', (u) => u.compactions],
-      [METRICS.llmCalls, 'LLM calls, by user and model', (u) => u.calls],
-      [METRICS.toolCalls, 'Tool calls, by user and model (the index holds no per-tool or per-outcome counts: see docs/serve.md)', (u) => u.tools],
+      [METRICS.llmCalls, 'LLM calls, by user and model', (u) => u.llm_calls],
+      [METRICS.turns, 'Agent turns (one LLM call each), by user and model', (u) => u.llm_calls],
+      [METRICS.toolCalls, 'Tool calls, by user and model (the index holds no per-tool or per-outcome counts: see docs/serve.md)', (u) => u.tool_calls],
       [METRICS.messages, 'Messages recorded, by user and model', (u) => u.messages],
     ]
     for (const [name, help, value] of sums) {
       new Counter({ name, help, labelNames: ['user', 'model'], registers: r, collect() {
         this.reset()
-        for (const u of usage()) this.inc({ user: u.user ?? '', model: u.model }, value(u) ?? 0)
+        for (const u of usage()) this.inc({ user: u.user, model: u.model }, value(u))
       } })
     }
 
-    // A histogram made from the index's rows: prom-client's Histogram only observes, so this is a metric object of its own.
+    // A histogram made from the totals: prom-client's Histogram only observes, so this is a metric object of its own.
     this.registry.registerMetric({
       name: METRICS.taskDuration,
       help: 'Durations of finished tasks (started to completed), in seconds',
       type: 'histogram',
-      get: async () => ({ name: METRICS.taskDuration, help: 'Durations of finished tasks (started to completed), in seconds', type: 'histogram' as const, aggregator: 'sum' as const, values: durationHistogram(self.s.db) }),
+      get: async () => ({ name: METRICS.taskDuration, help: 'Durations of finished tasks (started to completed), in seconds', type: 'histogram' as const, aggregator: 'sum' as const, values: durationHistogram(self.s.totals) }),
     } as unknown as Parameters<Registry['registerMetric']>[0])
 
     new Gauge({ name: METRICS.locksStale, help: 'Tasks in running/ whose lock is stale (owner dead or silent): reaped by the next watch-locks pass', registers: r, collect() {
@@ -146,10 +164,10 @@ export class MetricsCollector {
     } })
     new Counter({ name: METRICS.locksReaped, help: 'Tasks whose dead agent was reaped (their error says so), in the index', registers: r, collect() {
       this.reset()
-      this.inc(rows<{ n: number }>(`SELECT COUNT(*) AS n FROM tasks WHERE error_message LIKE 'agent died%' OR error_message LIKE 'taken over%'`)[0]?.n ?? 0)
+      this.inc(self.s.totals.counters.reduce((sum, u) => sum + u.reaped, 0))
     } })
     new Gauge({ name: METRICS.disk, help: 'Disk use of the task tree by location, in bytes', labelNames: ['location'], registers: r, collect() {
-      const d = self.s.report.disk
+      const d = self.s.disk
       this.set({ location: 'running' }, d.running)
       this.set({ location: 'paused' }, d.paused)
       this.set({ location: 'completed' }, d.completed)
@@ -199,33 +217,26 @@ export class MetricsCollector {
   }
 }
 
-interface Usage {
-  user: string | null
-  model: string
-  tokens: number
-  prompt: number
-  cached: number
-  completion: number
-  compactions: number
-  calls: number
-  tools: number
-  messages: number
+/** Disk use by location: running and paused tasks measured now, completed ones from their cached sizes. */
+function diskUse(ctx: CommandEnv, totals: IndexTotals): Record<Location, number> {
+  const disk: Record<Location, number> = { running: 0, paused: 0, completed: 0 }
+  for (const t of totals.live) disk[t.location] += taskDiskUse(ctx.layout.taskDir(t.location, t.uuid)).bytes
+  for (const t of totals.tasks) if (t.location === 'completed') disk.completed += t.disk_bytes
+  return disk
 }
 
-/** Finished tasks' durations, bucketed by SQLite in one pass: no row reaches JavaScript. */
-function durationHistogram(db: TaskIndex): ReturnType<typeof histogram> {
-  const buckets = DURATION_BUCKETS.map((le, i) => `SUM(s <= ${le}) AS b${i}`).join(', ')
-  const row = db.db
-    // MATERIALIZED: else SQLite inlines the subquery and computes each duration once per bucket.
-    .prepare(`WITH d AS MATERIALIZED (SELECT (julianday(completed_at) - julianday(COALESCE(started_at, created_at))) * 86400.0 AS s FROM tasks WHERE completed_at IS NOT NULL)
-              SELECT ${buckets}, COUNT(*) AS n, SUM(s) AS total FROM d WHERE s >= 0`)
-    .get() as Record<string, number | null>
+/** The duration histogram's exposition values from the totals' per-bucket counts. */
+function durationHistogram(totals: IndexTotals): ReturnType<typeof histogram> {
   const name = METRICS.taskDuration
+  const per = DURATION_BUCKETS.map((_, i) => totals.durations.find((d) => d.bucket === i)?.n ?? 0)
+  const count = totals.durations.reduce((sum, d) => sum + d.n, 0)
+  const totalMs = totals.durations.reduce((sum, d) => sum + d.total_ms, 0)
+  let cumulative = 0
   return [
-    ...DURATION_BUCKETS.map((le, i) => ({ metricName: `${name}_bucket`, labels: { le }, value: row[`b${i}`] ?? 0 })),
-    { metricName: `${name}_bucket`, labels: { le: '+Inf' }, value: row.n ?? 0 },
-    { metricName: `${name}_sum`, labels: {}, value: Math.round((row.total ?? 0) * 1000) / 1000 },
-    { metricName: `${name}_count`, labels: {}, value: row.n ?? 0 },
+    ...DURATION_BUCKETS.map((le, i) => ({ metricName: `${name}_bucket`, labels: { le }, value: (cumulative += per[i] as number) })),
+    { metricName: `${name}_bucket`, labels: { le: '+Inf' }, value: count },
+    { metricName: `${name}_sum`, labels: {}, value: totalMs / 1000 },
+    { metricName: `${name}_count`, labels: {}, value: count },
   ]
 }
 

@@ -16,7 +16,7 @@ import { forTerminalDeep } from '../terminal-text.js'
 import { serveAudit } from './actions.js'
 import type { FleetSource } from './fleet-data.js'
 import type { IndexSource, TaskFilter } from './data.js'
-import { filterChoices, listedTask, taskPage } from './data.js'
+import { listedTask, taskPage } from './data.js'
 import { renderFleet } from './fleet-page.js'
 import { page } from './html.js'
 import { renderTaskList } from './list-page.js'
@@ -69,14 +69,13 @@ export class ReadRoutes {
     if (filter.status !== undefined && !FILTER_STATUSES.has(filter.status)) throw new BadQuery(`status must be one of ${[...FILTER_STATUSES].join(', ')}`)
     const offset = whole(q.get('offset'), 'offset', 0, 10_000_000) ?? 0
     const limit = whole(q.get('limit'), 'limit', 1, 1000) ?? PAGE_SIZE
-    const db = await this.index.rows()
-    const result = await taskPage(this.ctx, db, filter, offset, limit)
+    const result = await taskPage(this.ctx, this.index, filter, offset, limit)
     if (x.api) {
       // `list --json`: one task per line; the total for paging in a header.
       const body = result.tasks.map((t) => `${JSON.stringify(listedTask(t))}\n`).join('')
       return send(x.res, 200, 'application/x-ndjson; charset=utf-8', body, { 'x-total-count': String(result.total) })
     }
-    sendPage(x.res, 200, page({ title: 'Tasks', nav: 'tasks', operator, csrf, body: renderTaskList(this.ctx, result, filter, filterChoices(db)) }))
+    sendPage(x.res, 200, page({ title: 'Tasks', nav: 'tasks', operator, csrf, body: renderTaskList(this.ctx, result, filter, await this.index.choices()) }))
   }
 
   private resolve(uuid: string): TaskRef {

@@ -9,6 +9,7 @@ export const METRICS = {
   cost: 'ctxagent_cost_usd_total',
   compactions: 'ctxagent_compactions_total',
   llmCalls: 'ctxagent_llm_calls_total',
+  turns: 'ctxagent_turns_total',
   toolCalls: 'ctxagent_tool_calls_total',
   messages: 'ctxagent_messages_total',
   taskDuration: 'ctxagent_task_duration_seconds',
@@ -58,7 +59,5 @@ export const ATTR = {
   errorType: 'error.type',
 } as const
 
-/** Task durations' histogram buckets, in seconds: a minute to a day. */
-export const DURATION_BUCKETS = [30, 60, 120, 300, 600, 1800, 3600, 7200, 21_600, 86_400]
 /** Queue waits', in seconds. */
 export const WAIT_BUCKETS = [1, 5, 15, 60, 300, 900, 1800, 3600, 14_400]

@@ -1,4 +1,5 @@
 import type { PoolClient } from 'pg'
+import { pgTotalsMigration } from './pg-totals.js'
 
 /**
  * The fleet's tables in PostgreSQL (SPEC §14.1), as numbered migrations: `tasks` has
@@ -147,6 +148,10 @@ const MIGRATIONS: readonly string[] = [
      PERFORM fleet_wake_idle();
      RETURN NULL;
    END $$;`,
+  // Running totals kept by a trigger (totals.ts, pg-totals.ts), and the task list's indexes.
+  pgTotalsMigration(),
+  // The list's text filter's line (task-list.ts); NULL in rows written before, until a reindex.
+  `ALTER TABLE tasks ADD COLUMN IF NOT EXISTS search TEXT;`,
 ]
 
 /** Advisory lock keys (bigint constants: hashtext() is not a stable API); transaction-scoped only (SPEC §14.5). */

@@ -5,6 +5,11 @@ import type { Location } from '../fs/layout.js'
 import { connectPool, inTransaction, pgReason } from './pg-pool.js'
 import { indexSleep, indexWaitsEnded } from './pg-patience.js'
 import { migrate } from './pg-schema.js'
+import { pgTotals, POSTGRES } from './pg-totals.js'
+import { rebuildStatements } from './totals.js'
+import type { IndexTotals } from './totals.js'
+import { CHOICES, LIST_COLUMNS, listSql, searchText } from './task-list.js'
+import type { ListPage, ListRow, TaskFilter } from './task-list.js'
 import type { FinishedRow, IndexStore } from './store.js'
 import { COLUMNS, TaskIndex } from './task-index.js'
 import type { TaskKeyColumns, TaskRow } from './task-index.js'
@@ -14,9 +19,12 @@ const NUMERIC = new Set<keyof TaskRow>([
   'total_messages', 'total_summaries', 'total_tool_calls', 'llm_call_count', 'total_tokens', 'compression_count',
   'final_token_count', 'final_message_count', 'disk_bytes', 'disk_bytes_raw', 'prompt_tokens', 'completion_tokens', 'cached_tokens',
 ])
+const LIST_NUMERIC = ['llm_call_count', 'total_tokens', 'prompt_tokens', 'completion_tokens', 'cached_tokens']
 const SELECT = COLUMNS.map((c) => `"${c}"`).join(', ')
-const UPSERT = `INSERT INTO tasks (${SELECT}) SELECT ${SELECT} FROM jsonb_populate_recordset(NULL::tasks, $1::jsonb)
-  ON CONFLICT (uuid) DO UPDATE SET ${COLUMNS.filter((c) => c !== 'uuid').map((c) => `"${c}" = excluded."${c}"`).join(', ')}`
+/** Rows with their search line (task-list.ts), each a JSON object of a batch. */
+const UPSERT = `INSERT INTO tasks (${SELECT}, search) SELECT ${SELECT}, search FROM jsonb_populate_recordset(NULL::tasks, $1::jsonb)
+  ON CONFLICT (uuid) DO UPDATE SET ${[...COLUMNS.filter((c) => c !== 'uuid'), 'search'].map((c) => `"${c}" = excluded."${c}"`).join(', ')}`
+const batch = (rows: readonly TaskRow[]): string => JSON.stringify(rows.map((row) => ({ ...row, search: searchText(row) })))
 /** Rows per statement in a rebuild: one JSON parameter each, well under PostgreSQL's limits. */
 const BATCH = 2_000
 /** How long close() keeps retrying queued writes before it leaves them to reindex. */
@@ -127,9 +135,14 @@ export class PgStore implements IndexStore {
   async replaceAll(rows: readonly TaskRow[]): Promise<void> {
     await this.drain()
     await this.ensureSchema()
+    const rebuild = rebuildStatements(POSTGRES)
     await this.transaction(async (client) => {
+      // The totals' trigger stands aside for this transaction; their sums are made once, after.
+      await client.query(`SET LOCAL ctxagent.rebuilding = 'on'`)
+      for (const sql of rebuild.before) await client.query(sql)
       await client.query('DELETE FROM tasks')
-      for (let i = 0; i < rows.length; i += BATCH) await client.query(UPSERT, [JSON.stringify(rows.slice(i, i + BATCH))])
+      for (let i = 0; i < rows.length; i += BATCH) await client.query(UPSERT, [batch(rows.slice(i, i + BATCH))])
+      for (const sql of rebuild.after) await client.query(sql)
     })
   }
 
@@ -174,6 +187,36 @@ export class PgStore implements IndexStore {
     await this.ensureSchema()
     const row = (await this.pool.query<Record<string, unknown>>(`SELECT ${SELECT} FROM tasks WHERE uuid = $1`, [uuid])).rows[0]
     return row === undefined ? undefined : decode(row)
+  }
+
+  async totals(): Promise<IndexTotals> {
+    await this.drain()
+    await this.ensureSchema()
+    return pgTotals(this.pool)
+  }
+
+  async listPage(filter: TaskFilter, offset: number, limit: number): Promise<ListPage> {
+    await this.drain()
+    await this.ensureSchema()
+    const sql = listSql(filter, 'postgres', offset, limit)
+    const decode = (r: Record<string, unknown>) => ({ ...r, ...Object.fromEntries(LIST_NUMERIC.map((c) => [c, r[c] === null || r[c] === undefined ? null : Number(r[c])])) }) as unknown as ListRow
+    if (filter.text) {
+      // One pass over the rows a text may match, as tasks.db does it (task-list.ts).
+      const matches = (await this.pool.query<{ uuid: string }>(sql.matches, sql.countParams)).rows.map((r) => r.uuid)
+      const uuids = matches.slice(offset, offset + limit)
+      const found = await this.pool.query<Record<string, unknown>>(`SELECT ${LIST_COLUMNS.map((c) => `"${c}"`).join(', ')} FROM tasks WHERE uuid = ANY($1::text[])`, [uuids])
+      const rows = new Map(found.rows.map((r) => [r.uuid as string, decode(r)]))
+      return { rows: uuids.flatMap((u) => rows.get(u) ?? []), total: matches.length }
+    }
+    const [count, page] = await Promise.all([this.pool.query<{ n: string }>(sql.count, sql.countParams), this.pool.query<Record<string, unknown>>(sql.page, sql.params)])
+    return { rows: page.rows.map(decode), total: Number(count.rows[0]?.n ?? 0) }
+  }
+
+  async choices(): Promise<{ users: string[]; statuses: string[] }> {
+    await this.drain()
+    await this.ensureSchema()
+    const [users, statuses] = await Promise.all([this.pool.query<{ u: string }>(CHOICES.users('"user"')), this.pool.query<{ status: string }>(CHOICES.statuses)])
+    return { users: users.rows.map((r) => r.u), statuses: statuses.rows.map((r) => r.status) }
   }
 
   async reporting(): Promise<{ db: TaskIndex; owned: boolean }> {
@@ -257,7 +300,7 @@ export class PgStore implements IndexStore {
     const uses = [...disk].map(([uuid, use]) => ({ uuid, bytes: use.bytes, raw: use.raw }))
     const statements: [string, unknown[]][] = []
     if (removals.length > 0) statements.push(['DELETE FROM tasks WHERE uuid = ANY($1::text[])', [removals]])
-    if (upserts.length > 0) statements.push([UPSERT, [JSON.stringify(upserts)]])
+    if (upserts.length > 0) statements.push([UPSERT, [batch(upserts)]])
     if (uses.length > 0) {
       statements.push([
         `UPDATE tasks t SET disk_bytes = d.bytes, disk_bytes_raw = d.raw

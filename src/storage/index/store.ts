@@ -3,6 +3,10 @@ import type { Layout, Location } from '../fs/layout.js'
 import type { DiskUse } from '../fs/disk.js'
 import { TaskIndex } from './task-index.js'
 import type { TaskKeyColumns, TaskRow } from './task-index.js'
+import { sqliteTotals } from './totals.js'
+import { sqliteChoices, sqliteListPage } from './task-list.js'
+import type { ListPage, TaskFilter } from './task-list.js'
+import type { IndexTotals } from './totals.js'
 
 export type FinishedRow = Pick<TaskRow, 'uuid' | 'location' | 'status' | 'completed_at'>
 
@@ -30,6 +34,12 @@ export interface IndexStore {
   /** Every row's uuid and location. */
   locations(): Promise<Map<string, Location>>
   get(uuid: string): Promise<TaskRow | undefined>
+  /** The running totals /metrics reports (totals.ts): a few dozen rows however many tasks. */
+  totals(): Promise<IndexTotals>
+  /** One page of the task list, newest first, and how many match (task-list.ts). */
+  listPage(filter: TaskFilter, offset: number, limit: number): Promise<ListPage>
+  /** The users and statuses the index knows, for the list's filter form. */
+  choices(): Promise<{ users: string[]; statuses: string[] }>
   /**
    * The rows as a tasks.db the reporting queries (stats) run on: tasks.db itself, or an
    * in-memory copy of PostgreSQL's whose disk-use cache writes go back to PostgreSQL.
@@ -84,6 +94,18 @@ export class SqliteStore implements IndexStore {
 
   async get(uuid: string): Promise<TaskRow | undefined> {
     return this.db.get(uuid)
+  }
+
+  async totals(): Promise<IndexTotals> {
+    return sqliteTotals(this.db.db)
+  }
+
+  async listPage(filter: TaskFilter, offset: number, limit: number): Promise<ListPage> {
+    return sqliteListPage(this.db.db, filter, offset, limit)
+  }
+
+  async choices(): Promise<{ users: string[]; statuses: string[] }> {
+    return sqliteChoices(this.db.db)
   }
 
   async reporting(): Promise<{ db: TaskIndex; owned: boolean }> {

@@ -7,6 +7,8 @@ import { CorruptRecordError } from '../../errors.js'
 import { assertRegularFiles } from '../fs/files.js'
 import type { Location } from '../fs/layout.js'
 import type { DiskUse } from '../fs/disk.js'
+import { rebuildStatements, SQLITE, sqliteTotalsMigration } from './totals.js'
+import { searchText } from './task-list.js'
 
 let loaded: typeof BetterSqlite3 | undefined
 
@@ -95,6 +97,17 @@ const MIGRATIONS: readonly string[] = [
   `ALTER TABLE tasks ADD COLUMN prompt_tokens INTEGER;
    ALTER TABLE tasks ADD COLUMN completion_tokens INTEGER;
    ALTER TABLE tasks ADD COLUMN cached_tokens INTEGER;`,
+  // Running totals kept by triggers (totals.ts): /metrics reads them instead of summing every row.
+  sqliteTotalsMigration(),
+  // The task list's filters and paging, newest first: each an index that yields a page in order.
+  `CREATE INDEX idx_tasks_user_created ON tasks(user, created_at, uuid);
+   CREATE INDEX idx_tasks_status_created ON tasks(status, created_at, uuid);
+   CREATE INDEX idx_tasks_location_created ON tasks(location, created_at, uuid);
+   CREATE INDEX idx_tasks_created_uuid ON tasks(created_at, uuid);`,
+  // The list's text filter's line (task-list.ts); NULL in rows written before, until a reindex.
+  // Indexed with the filters' columns, so that a text filter reads this index, not the wide rows.
+  `ALTER TABLE tasks ADD COLUMN search TEXT;
+   CREATE INDEX idx_tasks_search ON tasks(search, created_at, uuid, user, status, location);`,
 ]
 
 export const COLUMNS: readonly (keyof TaskRow)[] = [
@@ -119,8 +132,8 @@ export class TaskIndex {
 
   private constructor(readonly db: Db) {
     this.upsertStmt = db.prepare(
-      `INSERT INTO tasks (${COLUMNS.join(', ')}) VALUES (${COLUMNS.map(() => '?').join(', ')})
-       ON CONFLICT(uuid) DO UPDATE SET ${COLUMNS.filter((c) => c !== 'uuid').map((c) => `${c} = excluded.${c}`).join(', ')}`,
+      `INSERT INTO tasks (${COLUMNS.join(', ')}, search) VALUES (${COLUMNS.map(() => '?').join(', ')}, ?)
+       ON CONFLICT(uuid) DO UPDATE SET ${[...COLUMNS.filter((c) => c !== 'uuid'), 'search'].map((c) => `${c} = excluded.${c}`).join(', ')}`,
     )
     this.removeStmt = db.prepare('DELETE FROM tasks WHERE uuid = ?')
     this.diskStmt = db.prepare('UPDATE tasks SET disk_bytes = ?, disk_bytes_raw = ? WHERE uuid = ?')
@@ -190,12 +203,17 @@ export class TaskIndex {
     const sorted = [...rows].sort((a, b) => (a.uuid < b.uuid ? -1 : a.uuid > b.uuid ? 1 : 0))
     // Immediate: a transaction that reads first and writes later cannot wait for another
     // writer (SQLite answers SQLITE_BUSY_SNAPSHOT at once); one that takes the write lock first can.
+    // The totals' triggers too: their sums are made again once, from the new rows, keeping
+    // what deleted tasks left in the counters (totals.ts).
+    const rebuild = rebuildStatements(SQLITE)
     this.db.transaction(() => {
-      const indexes = this.db.prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'tasks' AND sql IS NOT NULL`).all() as { name: string; sql: string }[]
-      for (const index of indexes) this.db.exec(`DROP INDEX ${index.name}`)
+      const dropped = this.db.prepare(`SELECT type, name, sql FROM sqlite_master WHERE type IN ('index', 'trigger') AND tbl_name = 'tasks' AND sql IS NOT NULL`).all() as { type: string; name: string; sql: string }[]
+      for (const sql of rebuild.before) this.db.exec(sql)
+      for (const item of dropped) this.db.exec(`DROP ${item.type === 'index' ? 'INDEX' : 'TRIGGER'} ${item.name}`)
       this.db.exec('DELETE FROM tasks')
       for (const row of sorted) this.upsertStmt.run(values(row))
-      for (const index of indexes) this.db.exec(index.sql)
+      for (const item of dropped) this.db.exec(item.sql)
+      for (const sql of rebuild.after) this.db.exec(sql)
     }).immediate()
   }
 
@@ -235,7 +253,7 @@ export class TaskIndex {
   }
 
   get(uuid: string): TaskRow | undefined {
-    return this.db.prepare('SELECT * FROM tasks WHERE uuid = ?').get(uuid) as TaskRow | undefined
+    return this.db.prepare(`SELECT ${COLUMNS.join(', ')} FROM tasks WHERE uuid = ?`).get(uuid) as TaskRow | undefined
   }
 
   close(): void {
@@ -245,7 +263,7 @@ export class TaskIndex {
 
 /** Positional parameters: binding 22 named ones per row costs more than the insert. */
 function values(row: TaskRow): unknown[] {
-  return COLUMNS.map((column) => row[column])
+  return [...COLUMNS.map((column) => row[column] ?? null), searchText(row)]
 }
 
 function migrate(db: Db): void {

@@ -1,0 +1,79 @@
+import type { Pool } from 'pg'
+import { applyRow, COUNTER_COLUMNS, liveSums, LIVE_ROWS } from './totals.js'
+import type { Dialect, IndexTotals } from './totals.js'
+
+/**
+ * The totals of totals.ts in PostgreSQL: the same tables, kept by one row trigger on
+ * `tasks`. A rebuild (reindex) sets `ctxagent.rebuilding` for its transaction (SET LOCAL,
+ * which a pooler in transaction mode keeps to that transaction), so the trigger leaves
+ * the totals to the rebuild's own sums.
+ */
+export const POSTGRES: Dialect = {
+  user: '"user"',
+  model: (r) => `ctxagent_model(${r}metadata)`,
+  seconds: (r) => `ctxagent_seconds(${r}completed_at, COALESCE(${r}started_at, ${r}created_at))`,
+}
+
+/** The migration: tables, helper functions (which never throw on a malformed row), the trigger, and the rows already there. */
+export function pgTotalsMigration(): string {
+  const d = POSTGRES
+  const live = liveSums(d)
+  const all = ['tasks', 'counters', 'durations'] as ('tasks' | 'counters' | 'durations')[]
+  const body = (statements: string[]) => statements.map((x) => `${x};`).join('\n      ')
+  return `
+  CREATE TABLE IF NOT EXISTS task_totals (location TEXT NOT NULL, status TEXT NOT NULL, "user" TEXT NOT NULL, model TEXT NOT NULL,
+    tasks BIGINT NOT NULL, disk_bytes BIGINT NOT NULL, disk_raw BIGINT NOT NULL, unmeasured BIGINT NOT NULL, PRIMARY KEY (location, status, "user", model));
+  CREATE TABLE IF NOT EXISTS task_counters ("user" TEXT NOT NULL, model TEXT NOT NULL, ${COUNTER_COLUMNS.map((c) => `${c} BIGINT NOT NULL`).join(', ')}, PRIMARY KEY ("user", model));
+  CREATE TABLE IF NOT EXISTS task_durations (bucket INTEGER PRIMARY KEY, n BIGINT NOT NULL, total_ms BIGINT NOT NULL);
+  CREATE OR REPLACE FUNCTION ctxagent_model(metadata TEXT) RETURNS TEXT LANGUAGE plpgsql IMMUTABLE AS $$
+  BEGIN
+    RETURN COALESCE(metadata::jsonb #>> '{config,model}', '');
+  EXCEPTION WHEN others THEN RETURN '';
+  END $$;
+  CREATE OR REPLACE FUNCTION ctxagent_seconds(done TEXT, since TEXT) RETURNS DOUBLE PRECISION LANGUAGE plpgsql IMMUTABLE AS $$
+  BEGIN
+    RETURN EXTRACT(EPOCH FROM (done::timestamptz - since::timestamptz));
+  EXCEPTION WHEN others THEN RETURN NULL;
+  END $$;
+  CREATE OR REPLACE FUNCTION ctxagent_task_totals() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    IF current_setting('ctxagent.rebuilding', true) = 'on' THEN RETURN NULL; END IF;
+    IF TG_OP = 'DELETE' THEN
+      ${body(applyRow(d, 'OLD.', -1, ['tasks']))}
+    ELSIF TG_OP = 'UPDATE' THEN
+      ${body([...applyRow(d, 'OLD.', -1, all), ...applyRow(d, 'NEW.', 1, all)])}
+    ELSE
+      ${body(applyRow(d, 'NEW.', 1, all))}
+    END IF;
+    IF TG_OP <> 'INSERT' THEN DELETE FROM task_totals WHERE tasks = 0; END IF;
+    RETURN NULL;
+  END $$;
+  DROP TRIGGER IF EXISTS tasks_totals ON tasks;
+  CREATE TRIGGER tasks_totals AFTER INSERT OR UPDATE OR DELETE ON tasks FOR EACH ROW EXECUTE FUNCTION ctxagent_task_totals();
+  DELETE FROM task_totals; DELETE FROM task_counters; DELETE FROM task_durations;
+  INSERT INTO task_totals ${live.tasks};
+  INSERT INTO task_counters ${live.counters};
+  INSERT INTO task_durations ${live.durations};
+  CREATE INDEX IF NOT EXISTS idx_tasks_user_created ON tasks("user", created_at, uuid);
+  CREATE INDEX IF NOT EXISTS idx_tasks_status_created ON tasks(status, created_at, uuid);
+  CREATE INDEX IF NOT EXISTS idx_tasks_location_created ON tasks(location, created_at, uuid);
+  CREATE INDEX IF NOT EXISTS idx_tasks_created_uuid ON tasks(created_at, uuid);`
+}
+
+const n = (v: unknown): number => Number(v ?? 0)
+
+/** The totals as /metrics reads them, from PostgreSQL (a few dozen rows: no copy of the index). */
+export async function pgTotals(pool: Pool): Promise<IndexTotals> {
+  const [tasks, counters, durations, live] = await Promise.all([
+    pool.query<Record<string, unknown>>('SELECT * FROM task_totals WHERE tasks > 0'),
+    pool.query<Record<string, unknown>>('SELECT * FROM task_counters'),
+    pool.query<Record<string, unknown>>('SELECT * FROM task_durations ORDER BY bucket'),
+    pool.query<IndexTotals['live'][number]>(LIVE_ROWS),
+  ])
+  return {
+    tasks: tasks.rows.map((r) => ({ location: r.location, status: r.status, user: r.user, model: r.model, tasks: n(r.tasks), disk_bytes: n(r.disk_bytes), disk_raw: n(r.disk_raw), unmeasured: n(r.unmeasured) }) as IndexTotals['tasks'][number]),
+    counters: counters.rows.map((r) => ({ user: r.user, model: r.model, ...Object.fromEntries(COUNTER_COLUMNS.map((c) => [c, n(r[c])])) }) as IndexTotals['counters'][number]),
+    durations: durations.rows.map((r) => ({ bucket: n(r.bucket), n: n(r.n), total_ms: n(r.total_ms) })),
+    live: live.rows,
+  }
+}

@@ -1,0 +1,202 @@
+import type { Database as Db } from 'better-sqlite3'
+import type { Location } from '../fs/layout.js'
+
+/**
+ * Running totals of the index, kept by triggers on `tasks` in the index itself (tasks.db
+ * and PostgreSQL alike), so that /metrics reads a few dozen rows, not 100,000:
+ *
+ * - `task_totals`: live tasks by location, status, user and model, with their cached disk
+ *   use. A deleted row leaves it (these are gauges).
+ * - `task_counters`: tokens, calls, compactions… by user and model; `task_durations`:
+ *   finished tasks' durations by histogram bucket. A deleted row (cleanup) leaves its
+ *   figures here: counters are the live sums plus what deleted tasks had, so they never
+ *   fall. A rebuild (reindex) keeps that retired part and recomputes the live part.
+ */
+
+/** Upper bounds (seconds) of the task duration histogram's buckets: half a minute to a day. */
+export const DURATION_BUCKETS = [30, 60, 120, 300, 600, 1800, 3600, 7200, 21_600, 86_400] as const
+
+export interface TotalsRow {
+  location: Location
+  status: string
+  user: string
+  model: string
+  tasks: number
+  disk_bytes: number
+  disk_raw: number
+  /** Tasks here whose disk use is not cached yet (reindexed, never measured). */
+  unmeasured: number
+}
+
+export interface CounterRow {
+  user: string
+  model: string
+  prompt: number
+  cached: number
+  completion: number
+  tokens: number
+  compactions: number
+  llm_calls: number
+  tool_calls: number
+  messages: number
+  /** Tasks whose dead agent was reaped (their error says so). */
+  reaped: number
+}
+
+export interface DurationRow {
+  /** Index into DURATION_BUCKETS; DURATION_BUCKETS.length: above the last. */
+  bucket: number
+  n: number
+  total_ms: number
+}
+
+/** Tasks not yet in completed/: measured live and checked for long runs. */
+export interface LiveRow {
+  uuid: string
+  location: Location
+  started_at: string | null
+  created_at: string
+}
+
+export interface IndexTotals {
+  tasks: TotalsRow[]
+  counters: CounterRow[]
+  durations: DurationRow[]
+  live: LiveRow[]
+}
+
+/** One SQL dialect's spelling of what the totals need. */
+export interface Dialect {
+  user: string
+  model: (row: string) => string
+  /** A task's duration in seconds, or NULL. */
+  seconds: (row: string) => string
+}
+
+export const SQLITE: Dialect = {
+  user: 'user',
+  model: (r) => `COALESCE(json_extract(${r}metadata, '$.config.model'), '')`,
+  seconds: (r) => `((julianday(${r}completed_at) - julianday(COALESCE(${r}started_at, ${r}created_at))) * 86400.0)`,
+}
+
+export const COUNTER_COLUMNS = ['prompt', 'cached', 'completion', 'tokens', 'compactions', 'llm_calls', 'tool_calls', 'messages', 'reaped'] as const
+
+/** Each counter's value for one row (`r` is `NEW.`, `OLD.` or '' for the table itself). */
+function counterValues(d: Dialect, r: string): string[] {
+  return [
+    `COALESCE(${r}prompt_tokens, 0)`, `COALESCE(${r}cached_tokens, 0)`, `COALESCE(${r}completion_tokens, 0)`, `COALESCE(${r}total_tokens, 0)`,
+    `COALESCE(${r}compression_count, 0)`, `COALESCE(${r}llm_call_count, 0)`, `COALESCE(${r}total_tool_calls, 0)`, `COALESCE(${r}total_messages, 0)`,
+    `CASE WHEN ${r}error_message LIKE 'agent died%' OR ${r}error_message LIKE 'taken over%' THEN 1 ELSE 0 END`,
+  ]
+}
+
+function bucketOf(d: Dialect, r: string): string {
+  return `CASE ${DURATION_BUCKETS.map((le, i) => `WHEN ${d.seconds(r)} <= ${le} THEN ${i}`).join(' ')} ELSE ${DURATION_BUCKETS.length} END`
+}
+
+const u = (d: Dialect): string => d.user
+
+/** Adds (sign 1) or takes away (-1) one row's part of each table. */
+export function applyRow(d: Dialect, r: 'NEW.' | 'OLD.', sign: 1 | -1, tables: ('tasks' | 'counters' | 'durations')[]): string[] {
+  const s = sign === 1 ? '' : '-'
+  const out: string[] = []
+  if (tables.includes('tasks')) {
+    out.push(`INSERT INTO task_totals (location, status, ${u(d)}, model, tasks, disk_bytes, disk_raw, unmeasured)
+      VALUES (${r}location, ${r}status, COALESCE(${r}${u(d)}, ''), ${d.model(r)}, ${s}1, ${s}COALESCE(${r}disk_bytes, 0), ${s}COALESCE(${r}disk_bytes_raw, 0), ${s}(CASE WHEN ${r}disk_bytes IS NULL THEN 1 ELSE 0 END))
+      ON CONFLICT (location, status, ${u(d)}, model) DO UPDATE SET tasks = task_totals.tasks + excluded.tasks, disk_bytes = task_totals.disk_bytes + excluded.disk_bytes,
+        disk_raw = task_totals.disk_raw + excluded.disk_raw, unmeasured = task_totals.unmeasured + excluded.unmeasured`)
+  }
+  if (tables.includes('counters')) {
+    out.push(`INSERT INTO task_counters (${u(d)}, model, ${COUNTER_COLUMNS.join(', ')})
+      VALUES (COALESCE(${r}${u(d)}, ''), ${d.model(r)}, ${counterValues(d, r).map((v) => `${s}${v}`).join(', ')})
+      ON CONFLICT (${u(d)}, model) DO UPDATE SET ${COUNTER_COLUMNS.map((c) => `${c} = task_counters.${c} + excluded.${c}`).join(', ')}`)
+  }
+  if (tables.includes('durations')) {
+    out.push(`INSERT INTO task_durations (bucket, n, total_ms)
+      SELECT ${bucketOf(d, r)}, ${s}1, ${s}ROUND(${d.seconds(r)} * 1000) WHERE ${r}completed_at IS NOT NULL AND ${d.seconds(r)} >= 0
+      ON CONFLICT (bucket) DO UPDATE SET n = task_durations.n + excluded.n, total_ms = task_durations.total_ms + excluded.total_ms`)
+  }
+  return out
+}
+
+/** The live part of each table, from `tasks` itself: SELECTs whose columns are named as the table's. */
+export function liveSums(d: Dialect): { tasks: string; counters: string; durations: string } {
+  const model = d.model('')
+  return {
+    tasks: `SELECT location, status, COALESCE(${u(d)}, '') AS ${u(d)}, ${model} AS model, COUNT(*) AS tasks, COALESCE(SUM(disk_bytes), 0) AS disk_bytes,
+      COALESCE(SUM(disk_bytes_raw), 0) AS disk_raw, SUM(CASE WHEN disk_bytes IS NULL THEN 1 ELSE 0 END) AS unmeasured
+      FROM tasks WHERE true GROUP BY 1, 2, 3, 4`,
+    counters: `SELECT COALESCE(${u(d)}, '') AS ${u(d)}, ${model} AS model, ${counterValues(d, '').map((v, i) => `SUM(${v}) AS ${COUNTER_COLUMNS[i]}`).join(', ')}
+      FROM tasks WHERE true GROUP BY 1, 2`,
+    durations: `SELECT ${bucketOf(d, '')} AS bucket, COUNT(*) AS n, SUM(ROUND(${d.seconds('')} * 1000)) AS total_ms
+      FROM tasks WHERE completed_at IS NOT NULL AND ${d.seconds('')} >= 0 GROUP BY 1`,
+  }
+}
+
+const SQLITE_TABLES = `
+  CREATE TABLE IF NOT EXISTS task_totals (location TEXT NOT NULL, status TEXT NOT NULL, user TEXT NOT NULL, model TEXT NOT NULL,
+    tasks INTEGER NOT NULL, disk_bytes INTEGER NOT NULL, disk_raw INTEGER NOT NULL, unmeasured INTEGER NOT NULL, PRIMARY KEY (location, status, user, model));
+  CREATE TABLE IF NOT EXISTS task_counters (user TEXT NOT NULL, model TEXT NOT NULL, ${COUNTER_COLUMNS.map((c) => `${c} INTEGER NOT NULL`).join(', ')}, PRIMARY KEY (user, model));
+  CREATE TABLE IF NOT EXISTS task_durations (bucket INTEGER PRIMARY KEY, n INTEGER NOT NULL, total_ms INTEGER NOT NULL);`
+
+/** tasks.db's triggers: one statement list per event. */
+export function sqliteTriggers(): string {
+  const d = SQLITE
+  const body = (statements: string[]) => statements.map((x) => `${x};`).join('\n')
+  const prune = 'DELETE FROM task_totals WHERE tasks = 0;'
+  return `
+  CREATE TRIGGER tasks_totals_insert AFTER INSERT ON tasks BEGIN
+    ${body(applyRow(d, 'NEW.', 1, ['tasks', 'counters', 'durations']))}
+  END;
+  CREATE TRIGGER tasks_totals_update AFTER UPDATE ON tasks BEGIN
+    ${body([...applyRow(d, 'OLD.', -1, ['tasks', 'counters', 'durations']), ...applyRow(d, 'NEW.', 1, ['tasks', 'counters', 'durations'])])}
+    ${prune}
+  END;
+  CREATE TRIGGER tasks_totals_delete AFTER DELETE ON tasks BEGIN
+    ${body(applyRow(d, 'OLD.', -1, ['tasks']))}
+    ${prune}
+  END;`
+}
+
+/** The migration that adds the totals to tasks.db: tables, triggers, and the rows already there. */
+export function sqliteTotalsMigration(): string {
+  const live = liveSums(SQLITE)
+  return `${SQLITE_TABLES}
+  ${sqliteTriggers()}
+  INSERT INTO task_totals ${live.tasks};
+  INSERT INTO task_counters ${live.counters};
+  INSERT INTO task_durations ${live.durations};`
+}
+
+/**
+ * Around a rebuild of `tasks` (reindex): `before` turns the counters into their retired
+ * part alone (what deleted tasks left: the counters less the live sums) and the live
+ * tables into nothing; `after` adds the new rows' sums. Neither counts twice nor loses.
+ */
+export function rebuildStatements(d: Dialect): { before: string[]; after: string[] } {
+  const live = liveSums(d)
+  const shape = { counters: { keys: [u(d), 'model'], values: [...COUNTER_COLUMNS] }, durations: { keys: ['bucket'], values: ['n', 'total_ms'] } }
+  const merge = (table: 'counters' | 'durations', sign: '' | '-') => {
+    const { keys, values } = shape[table]
+    return `INSERT INTO task_${table} (${[...keys, ...values].join(', ')})
+      SELECT ${[...keys, ...values.map((v) => `${sign}${v}`)].join(', ')} FROM (${live[table]}) AS live WHERE true
+      ON CONFLICT (${keys.join(', ')}) DO UPDATE SET ${values.map((v) => `${v} = task_${table}.${v} + excluded.${v}`).join(', ')}`
+  }
+  return {
+    before: [merge('counters', '-'), merge('durations', '-'), 'DELETE FROM task_totals'],
+    after: [`INSERT INTO task_totals ${live.tasks}`, merge('counters', ''), merge('durations', '')],
+  }
+}
+
+/** Tasks in running/ and paused/ (by the location index: few of many). */
+export const LIVE_ROWS = `SELECT uuid, location, started_at, created_at FROM tasks WHERE location IN ('running', 'paused')`
+
+/** The totals as /metrics reads them, from tasks.db. */
+export function sqliteTotals(db: Db): IndexTotals {
+  return {
+    tasks: db.prepare('SELECT * FROM task_totals WHERE tasks > 0').all() as TotalsRow[],
+    counters: db.prepare('SELECT * FROM task_counters').all() as CounterRow[],
+    durations: db.prepare('SELECT * FROM task_durations ORDER BY bucket').all() as DurationRow[],
+    live: db.prepare(LIVE_ROWS).all() as LiveRow[],
+  }
+}
