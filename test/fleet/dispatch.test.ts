@@ -132,11 +132,15 @@ describe('wake one idle worker per job', () => {
   it('a wake-up passed on (by a worker with no free slot) goes to the next idle worker, then to all when none is', { timeout: 120_000 }, async () => {
     const workers = await idleWorkers(2)
     const queue = new JobQueue(pool)
-    // Nothing waits: each woken worker claims nothing and is idle again, at the back of the line.
+    // Nothing waits: each woken worker claims nothing and is idle again, at the back of the line
+    // (its claim puts its row back: waited for, so that the next step sees both rows as they settle).
+    const idleAgain = async () => until('both workers idle again', async () => Number((await queryRows<{ n: string }>(server.url, 'SELECT count(*) AS n FROM fleet_idle'))[0]?.n) === 2)
     await queue.passWake()
     await until('one worker woken', async () => workers.reduce((n, w) => n + w.wakes.own, 0) === 1)
+    await idleAgain()
     await queue.passWake()
     await until('the other worker woken', async () => workers.every((w) => w.wakes.own === 1))
+    await idleAgain()
     await pool.query('DELETE FROM fleet_idle')
     const heard = workers.map((w) => w.wakes.all)
     await queue.passWake()
