@@ -8,6 +8,7 @@ import type { PausedBy, TaskState } from '../storage/task/state.js'
 import { inTransaction } from '../storage/index/pg-pool.js'
 import { pauseAtForTest } from '../test-pause.js'
 import { endJob, llmOutage } from './jobs.js'
+import { completedEnd } from './task-outcome.js'
 import type { JobEnd } from './jobs.js'
 
 export interface FleetPassResult {
@@ -97,8 +98,8 @@ async function settleJob(pool: Pool, layout: Layout, job: OpenJob, location: Loc
       else end = { outcome: 'paused', resume: by === null ? job.died + 1 < maxAttempts : by === 'signal', error: by === 'signal' ? null : (state?.error ?? null) }
     } else {
       const state = safeState(layout.taskDir('completed', job.task_uuid))
-      const outcome = state?.status ?? 'completed'
-      let error = outcome === 'completed' ? null : (state?.error ?? null)
+      const { outcome, error: recorded } = completedEnd(state, 'completed')
+      let error = recorded
       // Its last allowed attempt died: the job says which it was (fleet --json counts the others as 'died').
       if (reaped && outcome === 'failed' && fleet.recovery === 'resume') error = `${error ?? 'agent died'} (attempt ${job.died + 1} of fleet.max_attempts ${maxAttempts})`
       end = { outcome, error }

@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import type { Layout } from '../storage/fs/layout.js'
 import { FILES, locateTask } from '../storage/fs/layout.js'
 import { safeState } from '../storage/task/lifecycle.js'
+import type { TaskState } from '../storage/task/state.js'
 import { llmOutage } from './jobs.js'
 import type { Job, JobEnd, RetryPolicy } from './jobs.js'
 
@@ -16,8 +17,7 @@ export function settle(layout: Layout, job: Job, code: number | null, entry: { s
   const ref = locateTask(layout, job.task_uuid)
   if (ref === null) return { outcome: 'failed', failed: true, error: lastError(entry.lastLine) || `run exited with ${code}` }
   const state = safeState(ref.dir)
-  const status = state?.status ?? 'unknown'
-  if (ref.location === 'completed') return { outcome: status, error: status === 'completed' ? null : (state?.error ?? null) }
+  if (ref.location === 'completed') return completedEnd(state, 'unknown')
   if (ref.location === 'paused') {
     const bySignal = entry.stopped || PAUSED_BY_SIGNAL.has(code ?? -1)
     // The LLM side failed in a way that passes (an outage, 5xx, 429, a timeout): the fleet runs it again later.
@@ -82,5 +82,15 @@ export function endedElsewhere(layout: Layout, job: Job): JobEnd | null {
   if (ref?.location === 'running') return null
   if (ref === null) return { outcome: 'failed', failed: true, error: 'its task is gone' }
   if (ref.location === 'paused') return { outcome: 'paused', error: 'paused by the process that ran it instead of this job' }
-  return { outcome: safeState(ref.dir)?.status ?? 'unknown' }
+  return completedEnd(safeState(ref.dir), 'unknown')
+}
+
+/**
+ * The end of a job whose task is in completed/. A task still saying `completing` there
+ * is completed: its agent died after the move, before the last state write, which the
+ * next scan makes (SPEC §3); the job must not keep the word of that instant.
+ */
+export function completedEnd(state: TaskState | null, unread: string): { outcome: string; error: string | null } {
+  const status = state === null ? unread : state.status === 'completing' ? 'completed' : state.status
+  return { outcome: status, error: status === 'completed' ? null : (state?.error ?? null) }
 }

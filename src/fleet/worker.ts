@@ -14,7 +14,7 @@ import { JobQueue } from './jobs.js'
 import type { IdleChannel, Job, JobEnd, RetryPolicy } from './jobs.js'
 import { JobListener } from './listener.js'
 import type { WakeFrom } from './listener.js'
-import { endedElsewhere, newTaskArgs, notBegun, settle, stateText } from './task-outcome.js'
+import { completedEnd, endedElsewhere, newTaskArgs, notBegun, settle, stateText } from './task-outcome.js'
 import { heartbeat, markStopped } from './registry.js'
 import type { WorkerRecord } from './registry.js'
 
@@ -224,7 +224,7 @@ export class Worker {
     }
     const existing = locateTask(this.options.layout, job.task_uuid)
     if (existing?.location === 'completed') {
-      this.track(this.end(job, { outcome: safeState(existing.dir)?.status ?? 'completed' }))
+      this.track(this.end(job, completedEnd(safeState(existing.dir), 'completed')))
       return
     }
     // A new job whose task exists already (an earlier attempt created it) continues it.

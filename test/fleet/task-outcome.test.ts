@@ -1,8 +1,8 @@
 import { mkdirSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
-import { endedElsewhere } from '../../src/fleet/task-outcome.js'
+import { endedElsewhere, settle } from '../../src/fleet/task-outcome.js'
 import type { Job } from '../../src/fleet/jobs.js'
-import { makeTree } from '../fixtures/tree.js'
+import { makeTree, uuidN } from '../fixtures/tree.js'
 
 const job = (uuid: string): Job => ({ id: 1, task_uuid: uuid, kind: 'resume', spec: {}, state: 'running', priority: 0, attempts: 1, claimed_by: 'w', user: null })
 
@@ -13,5 +13,19 @@ describe('endedElsewhere: a job whose task another process took', () => {
     mkdirSync(tree.layout.taskDir('running', uuid), { recursive: true })
     expect(endedElsewhere(tree.layout, job(uuid))).toBeNull()
     expect(endedElsewhere(tree.layout, job('1f0e4d2c-3b4a-4c5d-8e6f-7a8b9c0d1e2f'))).toEqual({ outcome: 'failed', failed: true, error: 'its task is gone' })
+  })
+})
+
+describe('a job whose agent died between its task\'s move to completed/ and its last state write', () => {
+  it('ends completed, not with the word of that instant (completing)', () => {
+    const tree = makeTree()
+    const uuid = uuidN(7)
+    tree.write({ uuid, location: 'completed', status: 'completing' })
+    const died = { stopped: false, lastLine: '' }
+    expect(settle(tree.layout, job(uuid), 137, died, undefined)).toEqual({ outcome: 'completed', error: null })
+    expect(endedElsewhere(tree.layout, job(uuid))).toEqual({ outcome: 'completed', error: null })
+    const failed = uuidN(8)
+    tree.write({ uuid: failed, location: 'completed', status: 'failed' })
+    expect(settle(tree.layout, job(failed), 1, died, undefined)).toEqual({ outcome: 'failed', error: 'boom' })
   })
 })
