@@ -99,10 +99,12 @@ describe('every wait takes the stop', () => {
     expect(s.fake.requests).toHaveLength(0)
 
     const timed = await runSetup()
-    const marker2 = hangingServer(timed)
+    hangingServer(timed)
+    // The start-up never ends, so only the timeout ends this run. (On a loaded machine the 2 s can run out before
+    // tools/list is sent — the server still starting — which is the same wait: no marker is asserted.)
     const res = await timed.run(['run', '--task', 't', '--workspace', timed.ws, '--timeout', '2s'])
     expect(res.code, res.stderr).toBe(5)
-    expect(existsSync(marker2)).toBe(true)
+    expect(res.stderr).toMatch(/timeout budget: 2s of work reached/)
     expect(timed.fake.requests).toHaveLength(0)
   })
 
