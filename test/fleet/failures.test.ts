@@ -2,12 +2,10 @@ import type { ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import pg from 'pg'
-import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import { alive, exitOf } from '../helpers/wait.js'
 import { agentPid, canUnshare, coldStartFlags, FAST_LOCKS, finish, killAtEnd, onHost, startWorker, until } from '../helpers/fleet-hosts.js'
-import { queryRows, startPostgres } from '../helpers/postgres.js'
-import type { PgServer } from '../helpers/postgres.js'
+import { usePostgres } from '../helpers/use-postgres.js'
 import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
 
@@ -16,22 +14,9 @@ import type { RunSetup } from '../run/harness.js'
  * and again, a worker killed under a live agent, pauses by operators and by signals, a
  * resume on another host, agents killed before their task began.
  */
-let server: PgServer
-beforeAll(async () => {
-  server = await startPostgres()
-})
-afterAll(async () => {
-  await server?.stop()
-})
-beforeEach(async () => {
-  const tables = await query<{ n: string }>(`SELECT count(*) AS n FROM pg_tables WHERE tablename = 'fleet_jobs'`)
-  if (tables[0]?.n === '1') await query('TRUNCATE fleet_jobs, fleet_workers, tasks')
-})
-
-function query<T extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<T[]> {
-  return queryRows<T>(server.url, sql, params)
-}
-const db = () => ({ CTXAGENT_DATABASE_URL: server.url })
+const database = usePostgres({ truncate: ['fleet_jobs', 'fleet_workers', 'tasks'] })
+const query = database.query
+const db = database.env
 
 interface JobRow {
   id: number
@@ -80,7 +65,7 @@ describe('fleet.recovery: resume and fleet.max_attempts', () => {
   it('a task whose agent is SIGKILLed on every attempt is resumed until max_attempts, then failed with the reason; fleet --json counts each', { timeout: 180_000 }, async () => {
     const s = await runSetup(`${FAST_LOCKS}  max_attempts: 3\n`)
     endless(s)
-    const worker = await started(startWorker(s, server.url))
+    const worker = await started(startWorker(s, database.server.url))
     const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     const killed: number[] = []
     for (let attempt = 1; attempt <= 3; attempt++) {
@@ -118,7 +103,7 @@ describe('a worker SIGKILLed under a live agent', () => {
     let n = 0
     // Two turns: the second (and the agent's log lines after it) only once its worker is gone.
     s.fake.fallback = (req) => (req.body.messages.some((m) => m.role === 'tool') ? { delayMs: go ? 0 : 200, ...(go ? finish : { calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] }) } : { calls: [{ name: 'glob', arguments: { pattern: '*.js' } }] })
-    const first = await started(startWorker(s, server.url))
+    const first = await started(startWorker(s, database.server.url))
     const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     await until('the task under way', async () => agentRequests(s.fake).length >= 2)
     const agent = await agentOf(s, uuid)
@@ -126,7 +111,7 @@ describe('a worker SIGKILLed under a live agent', () => {
     first.child.kill('SIGKILL')
     await exitOf(first.child)
     // Another worker, and watch-locks, while the orphaned agent still works: its lock is live, so nobody takes its job.
-    const second = startWorker(s, server.url)
+    const second = startWorker(s, database.server.url)
     await until('the second worker to start', async () => second.err().includes('started on'))
     const during = agentRequests(s.fake).length
     await until('the orphan’s next turns', async () => agentRequests(s.fake).length >= during + 2)
@@ -153,7 +138,7 @@ describe('pauses by an operator and by a signal', () => {
   it('with its worker dead, a task paused by `pause` stays paused; one paused by SIGTERM is queued again; state.json says who paused it', { timeout: 180_000 }, async () => {
     const s = await runSetup(FAST_LOCKS)
     endless(s)
-    const worker = await started(startWorker(s, server.url, ['--concurrency', '2']))
+    const worker = await started(startWorker(s, database.server.url, ['--concurrency', '2']))
     // Endless indeed: at a few ms a turn (a warm agent, a zero-latency LLM) run.max_turns' 100 are over before `pause` has started.
     const byOperator = await enqueue(s, ['--task', 'one', '--workspace', s.ws, '--max-turns', '1000000'])
     const bySignal = await enqueue(s, ['--task', 'two', '--workspace', s.ws, '--max-turns', '1000000'])
@@ -230,7 +215,7 @@ function startHeldWorker(s: RunSetup, env: Record<string, string>) {
   const saved = process.env.NODE_OPTIONS
   process.env.NODE_OPTIONS = env.NODE_OPTIONS
   try {
-    return startWorker(s, server.url, coldStartFlags())
+    return startWorker(s, database.server.url, coldStartFlags())
   } finally {
     if (saved === undefined) delete process.env.NODE_OPTIONS
     else process.env.NODE_OPTIONS = saved
@@ -363,7 +348,7 @@ describe('a resume that finds its paused task locked', () => {
     const s = await runSetup(`${FAST_LOCKS}  max_attempts: 1000\n`)
     const { uuid, lock } = await pausedAndLocked(s)
     s.fake.fallback = () => finish
-    const worker = await started(startWorker(s, server.url))
+    const worker = await started(startWorker(s, database.server.url))
     expect(await enqueue(s, ['--resume', uuid])).toBe(uuid)
     await until('a resume handed back', async () => worker.err().includes('found the task locked before task'))
     rmSync(lock)
@@ -380,7 +365,7 @@ describe('a resume locked out as often as fleet.max_attempts allows', () => {
     const s = await runSetup(`${FAST_LOCKS}  max_attempts: 2\n`)
     const { uuid } = await pausedAndLocked(s)
     const before = readTask(s.tree, uuid)
-    const worker = await started(startWorker(s, server.url))
+    const worker = await started(startWorker(s, database.server.url))
     expect(await enqueue(s, ['--resume', uuid])).toBe(uuid)
     const rows = await settledJobs()
     expect(rows.map((j) => [j.kind, j.outcome, j.attempts, j.error])).toEqual([['resume', 'paused', 2, 'its agent found the task locked before the task began (attempt 2 of fleet.max_attempts 2)']])
@@ -394,7 +379,7 @@ describe.runIf(canUnshare)('enqueue --resume on another host', () => {
   it('a task paused on host a resumes on host b exactly: seq, counters, window, and a comment made while paused read once', { timeout: 180_000 }, async () => {
     const s = await runSetup(FAST_LOCKS)
     endless(s)
-    const a = onHost(s, server.url, 'fleet-a')
+    const a = onHost(s, database.server.url, 'fleet-a')
     await until('host a', async () => a.err().includes('started on fleet-a'))
     const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     await until('the task under way on host a', async () => agentRequests(s.fake).length >= 3)
@@ -410,7 +395,7 @@ describe.runIf(canUnshare)('enqueue --resume on another host', () => {
 
     // The resume on host b: one more look, then finish.
     s.fake.fallback = (req) => (agentRequests(s.fake).length > asked + 1 ? finish : { calls: [{ name: 'glob', arguments: { pattern: `*${req.body.messages.length}*` } }] })
-    const b = onHost(s, server.url, 'fleet-b')
+    const b = onHost(s, database.server.url, 'fleet-b')
     await until('host b', async () => b.err().includes('started on fleet-b'))
     expect(await enqueue(s, ['--resume', uuid])).toBe(uuid)
     await until('the resume completed on host b', async () => readTask(s.tree, uuid).state.status === 'completed')

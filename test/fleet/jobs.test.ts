@@ -2,33 +2,18 @@ import type { ChildProcess } from 'node:child_process'
 import { spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { dirname } from 'node:path'
-import pg from 'pg'
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { exitOf } from '../helpers/wait.js'
 import { agentPid, childrenOf, FAST_LOCKS, finish, killAtEnd, startWorker, until } from '../helpers/fleet-hosts.js'
-import { queryRows, startPostgres } from '../helpers/postgres.js'
-import type { PgServer } from '../helpers/postgres.js'
+import { usePostgres } from '../helpers/use-postgres.js'
 import { cli } from '../helpers/run.js'
 import { agentRequests, readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
 
 /** SPEC §14.4: `ctxagent jobs` (list, show, cancel, retry), enqueue --key, its checks and flags, fleet.limits.per_user, retention. */
-let server: PgServer
-beforeAll(async () => {
-  server = await startPostgres()
-})
-afterAll(async () => {
-  await server?.stop()
-})
-beforeEach(async () => {
-  const tables = await query<{ n: string }>(`SELECT count(*) AS n FROM pg_tables WHERE tablename = 'fleet_jobs'`)
-  if (tables[0]?.n === '1') await query('TRUNCATE fleet_jobs, fleet_workers, tasks')
-})
-
-function query<T extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<T[]> {
-  return queryRows<T>(server.url, sql, params)
-}
-const db = () => ({ CTXAGENT_DATABASE_URL: server.url })
+const database = usePostgres({ truncate: ['fleet_jobs', 'fleet_workers', 'tasks'] })
+const query = database.query
+const db = database.env
 
 interface JobRow {
   id: number
@@ -75,7 +60,7 @@ describe('jobs cancel and retry', () => {
     const cancelWaiting = await s.run(['jobs', 'cancel', String(two?.id)], db())
     expect(cancelWaiting.code, cancelWaiting.stderr).toBe(0)
     expect(cancelWaiting.stdout).toMatch(/cancelled \(it was waiting; it will not run\)/)
-    const worker = await started(startWorker(s, server.url, ['--concurrency', '2']))
+    const worker = await started(startWorker(s, database.server.url, ['--concurrency', '2']))
     await until('the first task under way', async () => agentRequests(s.fake).length >= 2 && agentPid(s, first) !== null)
     // The running one: its task pauses through the control request `pause` uses, and its job ends cancelled, no resume queued.
     const cancelRunning = await s.run(['jobs', 'cancel', String(one?.id), '--json'], db())
@@ -153,7 +138,7 @@ describe('enqueue', () => {
     expect(JSON.parse(json.stdout)).toMatchObject({ uuid: first, queued: false })
     expect(await jobs()).toHaveLength(1)
     s.fake.fallback = () => finish
-    const worker = await started(startWorker(s, server.url))
+    const worker = await started(startWorker(s, database.server.url))
     await until('the job done', async () => (await jobs())[0]?.state === 'done')
     const third = await enqueue(s, ['--task', 'nightly', '--workspace', s.ws, '--key', 'nightly-1'])
     expect(third).not.toBe(first)
@@ -184,7 +169,7 @@ describe('enqueue', () => {
     s.fake.fallback = () => finish
     const uuid = await enqueue(s, ['--task', 'x', '--workspace', s.ws, '--model', 'other-model', '--allow-shell', '--max-turns', '7', '--user', 'carol'])
     expect((await jobs())[0]).toMatchObject({ user: 'carol', spec: { model: 'other-model', allow_shell: true, max_turns: 7, user: 'carol' } })
-    const worker = await started(startWorker(s, server.url))
+    const worker = await started(startWorker(s, database.server.url))
     await until('the job done', async () => (await jobs())[0]?.state === 'done')
     const first = agentRequests(s.fake)[0]
     expect(first?.body.model).toBe('other-model')
@@ -202,7 +187,7 @@ describe('fleet.limits.per_user', () => {
     for (const t of ['a1', 'a2', 'a3']) alice.push(await enqueue(s, ['--task', t, '--workspace', s.ws, '--user', 'alice', '--max-turns', '1000000']))
     const bob = await enqueue(s, ['--task', 'b1', '--workspace', s.ws, '--user', 'bob', '--max-turns', '1000000'])
     // Two workers with room for six tasks: only the limit holds alice's back.
-    const workers = [await started(startWorker(s, server.url, ['--concurrency', '3'])), await started(startWorker(s, server.url, ['--concurrency', '3']))]
+    const workers = [await started(startWorker(s, database.server.url, ['--concurrency', '3'])), await started(startWorker(s, database.server.url, ['--concurrency', '3']))]
     const running = () => query<{ user: string; task_uuid: string }>(`SELECT "user", task_uuid FROM fleet_jobs WHERE state = 'running' ORDER BY id`)
     await until('alice and bob each running', async () => {
       const rows = await running()
@@ -228,10 +213,10 @@ describe('workers and retention', () => {
   it('fleet shows live workers and counts dead ones; cleanup expires finished jobs and dead workers past fleet.retention_days, never an open job', { timeout: 180_000 }, async () => {
     const s = await runSetup(`${FAST_LOCKS}  retention_days: 1\n`)
     s.fake.fallback = () => finish
-    const dead = await started(startWorker(s, server.url))
+    const dead = await started(startWorker(s, database.server.url))
     dead.child.kill('SIGKILL')
     await exitOf(dead.child)
-    const live = await started(startWorker(s, server.url))
+    const live = await started(startWorker(s, database.server.url))
     await enqueue(s, ['--task', 'x', '--workspace', s.ws])
     await until('the job done', async () => (await jobs())[0]?.state === 'done')
     const status = await until('the killed worker dead', async () => {
@@ -257,7 +242,7 @@ describe('workers and retention', () => {
 
   it('a warm child waiting for its job exits when its worker is SIGKILLed', { timeout: 120_000 }, async () => {
     const s = await runSetup(FAST_LOCKS)
-    const worker = await started(startWorker(s, server.url))
+    const worker = await started(startWorker(s, database.server.url))
     const warm = await until('the warm child', async () => childrenOf(worker.child.pid)[0] ?? null)
     killAtEnd(warm)
     worker.child.kill('SIGKILL')

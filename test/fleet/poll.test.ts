@@ -1,33 +1,18 @@
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
-import pg from 'pg'
-import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import { startFakeBoard } from '../helpers/fake-board.js'
 import type { FakeBoard } from '../helpers/fake-board.js'
-import { canKillServer, queryRows, startPostgres } from '../helpers/postgres.js'
-import type { PgServer } from '../helpers/postgres.js'
+import { canKillServer } from '../helpers/postgres.js'
+import { usePostgres } from '../helpers/use-postgres.js'
 import { exitOf } from '../helpers/wait.js'
 import { readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
 
-let server: PgServer
-beforeAll(async () => {
-  server = await startPostgres()
-})
-afterAll(async () => {
-  await server?.stop()
-})
+const database = usePostgres({ truncate: ['fleet_jobs', 'fleet_workers', 'fleet_polled', 'tasks'] })
+const query = database.query
+const db = database.env
 
-function query<T extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<T[]> {
-  return queryRows<T>(server.url, sql, params)
-}
-
-beforeEach(async () => {
-  const tables = await query<{ n: string }>(`SELECT count(*) AS n FROM pg_tables WHERE tablename = 'fleet_polled'`)
-  if (tables[0]?.n === '1') await query('TRUNCATE fleet_jobs, fleet_workers, fleet_polled, tasks')
-})
-
-const db = () => ({ CTXAGENT_DATABASE_URL: server.url })
 const forges = (board: FakeBoard) =>
   `github:\n  api_url: ${board.url}\n  token: ${board.githubToken}\n  bot_name: ctxagent-bot\ngitlab:\n  url: ${board.url}\n  token: ${board.gitlabToken}\n  bot_name: ctxagent-bot\ncomments:\n  min_interval_seconds: 0.01\n`
 
@@ -58,7 +43,7 @@ async function pollOnce(s: RunSetup, args: string[]): Promise<Report[]> {
 }
 
 function startWorker(s: RunSetup) {
-  process.env.CTXAGENT_DATABASE_URL = server.url
+  process.env.CTXAGENT_DATABASE_URL = database.server.url
   try {
     return s.start(['worker', '--concurrency', '2'])
   } finally {
@@ -290,14 +275,14 @@ describe('ctxagent poll', () => {
     board.add('gitlab', 1, ['agent'])
     let down = false
     onTestFinished(async () => {
-      if (down) await server.restart()
+      if (down) await database.server.restart()
     })
     // The database is killed while the pass waits for GitLab's listing.
     const killOnList = () => {
       board.onRequest = async (r) => {
         if (r.method !== 'GET' || !r.path.includes('/issues?')) return
         board.onRequest = null
-        await server.kill()
+        await database.server.kill()
         down = true
       }
     }
@@ -305,17 +290,17 @@ describe('ctxagent poll', () => {
     const once = await s.run(['poll', '--once', '--gitlab', 'acme/backend/api', '--label', 'agent', '--workspace', s.ws], db())
     expect(once.code).toBe(1)
     expect(once.stderr).toMatch(/^ctxagent: cannot reach the fleet's database \(.+\) \(check fleet\.database_url or CTXAGENT_DATABASE_URL and that the server is up\)\n$/)
-    await server.restart()
+    await database.server.restart()
     down = false
     expect(await query('SELECT count(*)::int AS n FROM fleet_jobs')).toEqual([{ n: 0 }])
 
     killOnList()
-    process.env.CTXAGENT_DATABASE_URL = server.url
+    process.env.CTXAGENT_DATABASE_URL = database.server.url
     const poller = s.start(['poll', '--gitlab', 'acme/backend/api', '--label', 'agent', '--workspace', s.ws, '--interval', '10s'])
     delete process.env.CTXAGENT_DATABASE_URL
     await until('the outage reported', async () => poller.err().includes('\n'))
     expect(poller.err()).toMatch(/^ctxagent: warning: poll: cannot reach the fleet's database \(.+\) \(tried again next pass\)\n$/)
-    await server.restart()
+    await database.server.restart()
     down = false
     await until('the next pass', async () => /poll gitlab:acme\/backend\/api: 1 open with the label; 1 queued \(acme\/backend\/api#1\)/.test(poller.out()))
     expect(await query(`SELECT spec->>'gitlab' AS ref, state FROM fleet_jobs`)).toEqual([{ ref: 'acme/backend/api#1', state: 'waiting' }])
@@ -335,7 +320,7 @@ describe('ctxagent poll', () => {
       [['--github', 'acme/shop'], 'SIGTERM', 143, '/repos/acme/shop/issues?'],
       [['--gitlab', 'acme/backend/api', '--once'], 'SIGINT', 130, '/api/v4/projects/acme%2Fbackend%2Fapi/issues?'],
     ]
-    process.env.CTXAGENT_DATABASE_URL = server.url
+    process.env.CTXAGENT_DATABASE_URL = database.server.url
     const pollers = cases.map(([args]) => s.start(['poll', '--label', 'agent', '--workspace', s.ws, ...args]))
     delete process.env.CTXAGENT_DATABASE_URL
     for (const [i, [, signal, code, path]] of cases.entries()) {

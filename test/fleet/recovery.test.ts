@@ -1,30 +1,19 @@
 import { spawn, spawnSync } from 'node:child_process'
-import pg from 'pg'
-import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import { canUnshare, FAST_LOCKS, finish, onHost as workerOnHost, until } from '../helpers/fleet-hosts.js'
 import type { Host } from '../helpers/fleet-hosts.js'
 import { BIN } from '../helpers/run.js'
 import { exitOf } from '../helpers/wait.js'
-import { queryRows, startPostgres } from '../helpers/postgres.js'
-import type { PgServer } from '../helpers/postgres.js'
+import { usePostgres } from '../helpers/use-postgres.js'
 import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
 
-let server: PgServer
-beforeAll(async () => {
-  server = await startPostgres()
-})
-afterAll(async () => {
-  await server?.stop()
-})
-
-function query<T extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<T[]> {
-  return queryRows<T>(server.url, sql, params)
-}
+const database = usePostgres()
+const query = database.query
 
 /** A worker on a simulated host `name` (test/helpers/fleet-hosts.ts). */
 function onHost(s: RunSetup, name: string): Host {
-  return workerOnHost(s, server.url, name)
+  return workerOnHost(s, database.server.url, name)
 }
 
 /** Two turns per task: look around first, then finish; decided from the request itself, so replies never cross tasks. */
@@ -45,7 +34,7 @@ function expectExactlyOnce(s: RunSetup, uuids: string[]): void {
 describe('a fleet on one host', () => {
   it('PostgreSQL SIGKILLed and restarted mid-run: nothing lost, nothing run twice, the index equal to the tree', { timeout: 180_000 }, async () => {
     const s = await runSetup(FAST_LOCKS)
-    const db = { CTXAGENT_DATABASE_URL: server.url }
+    const db = { CTXAGENT_DATABASE_URL: database.server.url }
     await query('TRUNCATE fleet_jobs, fleet_workers, tasks').catch(() => undefined)
     // The database is killed while a task waits for its LLM reply (the 5th request: the third task under way),
     // so that tasks are certainly running through the outage.
@@ -55,7 +44,7 @@ describe('a fleet on one host', () => {
     let requests = 0
     s.fake.fallback = (req) => {
       if (Array.isArray(req.body.tools) && ++requests === 5) {
-        killed = server.kill().then(() => {
+        killed = database.server.kill().then(() => {
           down = true
         })
         return { delayMs: 300, ...twoTurns(req) }
@@ -64,11 +53,11 @@ describe('a fleet on one host', () => {
       return { delayMs: 20, ...twoTurns(req) }
     }
     onTestFinished(async () => {
-      if (killed !== null && down) await server.restart().catch(() => undefined)
+      if (killed !== null && down) await database.server.restart().catch(() => undefined)
     })
     const uuids: string[] = []
     for (let i = 0; i < 8; i++) uuids.push((await s.run(['enqueue', '--task', `task ${i}`, '--workspace', s.ws], db)).stdout.trim())
-    process.env.CTXAGENT_DATABASE_URL = server.url
+    process.env.CTXAGENT_DATABASE_URL = database.server.url
     const worker = s.start(['worker', '--concurrency', '2'])
     delete process.env.CTXAGENT_DATABASE_URL
     // Tasks under way keep working on the tree while the database is away.
@@ -76,7 +65,7 @@ describe('a fleet on one host', () => {
       throw new Error(`${(err as Error).message}; ${requests} requests; worker said:\n${worker.err().slice(-3000)}`)
     })
     down = false
-    await server.restart()
+    await database.server.restart()
     const jobs = await until('every job done', async () => {
       const rows = await query<{ task_uuid: string; state: string; outcome: string }>('SELECT task_uuid, state, outcome FROM fleet_jobs ORDER BY id')
       return rows.length === 8 && rows.every((r) => r.state === 'done') ? rows : null
@@ -100,7 +89,7 @@ describe.runIf(canUnshare)('a fleet on two simulated hosts', () => {
     const s = await runSetup(FAST_LOCKS)
     await query('TRUNCATE fleet_jobs, fleet_workers, tasks').catch(() => undefined)
     s.fake.fallback = twoTurns
-    const env = { ...process.env, CTXAGENT_DATABASE_URL: server.url, CTXAGENT_HOME: '', CTXAGENT_CONFIG: '', NO_COLOR: '1' }
+    const env = { ...process.env, CTXAGENT_DATABASE_URL: database.server.url, CTXAGENT_HOME: '', CTXAGENT_CONFIG: '', NO_COLOR: '1' }
     const worker = [process.execPath, BIN, 'worker', '--home', s.tree.base, '--config', s.config, '--concurrency', '2']
     // Host a runs two workers side by side; host b one.
     const a = spawn('unshare', ['--uts', '--pid', '--fork', '--mount-proc', 'sh', '-c', 'hostname "$0"; "$@" & "$@" & wait', 'fleet-a', ...worker], { env, stdio: ['ignore', 'ignore', 'pipe'] })
@@ -115,7 +104,7 @@ describe.runIf(canUnshare)('a fleet on two simulated hosts', () => {
     await until('three workers', async () => (errA.match(/started on fleet-a/g) ?? []).length === 2 && b.err().includes('started on fleet-b'))
     const uuids: string[] = []
     for (let i = 0; i < 6; i++) {
-      const batch = await Promise.all(Array.from({ length: 10 }, (_, j) => s.run(['enqueue', '--task', `task ${i * 10 + j}`, '--workspace', s.ws], { CTXAGENT_DATABASE_URL: server.url })))
+      const batch = await Promise.all(Array.from({ length: 10 }, (_, j) => s.run(['enqueue', '--task', `task ${i * 10 + j}`, '--workspace', s.ws], { CTXAGENT_DATABASE_URL: database.server.url })))
       for (const res of batch) {
         expect(res.code, res.stderr).toBe(0)
         uuids.push(res.stdout.trim())
@@ -136,7 +125,7 @@ describe.runIf(canUnshare)('a fleet on two simulated hosts', () => {
     await exitOf(a)
     expect((await exitOf(b.unshare)).code).toBe(0)
     // The index equals the tree: stats from PostgreSQL and from a scan agree, and each row says where its task is.
-    const fromPg = await s.run(['stats', '--json'], { CTXAGENT_DATABASE_URL: server.url })
+    const fromPg = await s.run(['stats', '--json'], { CTXAGENT_DATABASE_URL: database.server.url })
     const scanned = await s.run(['stats', '--json'])
     expect(JSON.parse(fromPg.stdout)).toEqual(JSON.parse(scanned.stdout))
     expect(await query('SELECT count(*)::int AS n FROM tasks WHERE status = $1 AND location = $1', ['completed'])).toEqual([{ n: 60 }])
@@ -149,7 +138,7 @@ describe.runIf(canUnshare)('a fleet on two simulated hosts', () => {
     s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
     const a = onHost(s, 'fleet-a')
     await until('host a', async () => a.err().includes('started on fleet-a'))
-    const res = await s.run(['enqueue', '--task', 'look around', '--workspace', s.ws], { CTXAGENT_DATABASE_URL: server.url })
+    const res = await s.run(['enqueue', '--task', 'look around', '--workspace', s.ws], { CTXAGENT_DATABASE_URL: database.server.url })
     expect(res.code, res.stderr).toBe(0)
     const uuid = res.stdout.trim()
     await until('the task under way on host a', async () => agentRequests(s.fake).length >= 3)
@@ -164,7 +153,7 @@ describe.runIf(canUnshare)('a fleet on two simulated hosts', () => {
     await until('host b', async () => b.err().includes('started on fleet-b'))
     // watch-locks from a third host (this one) until it has judged host a's agent dead.
     await until('the dead task recovered', async () => {
-      await s.run(['watch-locks', '--once'], { CTXAGENT_DATABASE_URL: server.url })
+      await s.run(['watch-locks', '--once'], { CTXAGENT_DATABASE_URL: database.server.url })
       return (await query<{ outcome: string }>('SELECT outcome FROM fleet_jobs WHERE id = (SELECT min(id) FROM fleet_jobs)'))[0]?.outcome === 'died'
     })
     await until('the resume completed', async () => readTask(s.tree, uuid).state.status === 'completed')
@@ -189,7 +178,7 @@ describe.runIf(canUnshare)('a fleet on two simulated hosts', () => {
     s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
     const a = onHost(s, 'fleet-a')
     await until('host a', async () => a.err().includes('started on fleet-a'))
-    const uuid = (await s.run(['enqueue', '--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'], { CTXAGENT_DATABASE_URL: server.url })).stdout.trim()
+    const uuid = (await s.run(['enqueue', '--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'], { CTXAGENT_DATABASE_URL: database.server.url })).stdout.trim()
     await until('the task under way on host a', async () => agentRequests(s.fake).length >= 3)
     // The worker's child that runs the task (`run --uuid`), not the warm child waiting for the next job (SPEC §14.2),
     // nor a zombie: the worker is PID 1 of the simulated host, so orphans of the sandbox's probe are reparented to it.
@@ -206,7 +195,7 @@ describe.runIf(canUnshare)('a fleet on two simulated hosts', () => {
     s.fake.fallback = () => finish
     const b = onHost(s, 'fleet-b')
     await until('the frozen task recovered', async () => {
-      await s.run(['watch-locks', '--once'], { CTXAGENT_DATABASE_URL: server.url })
+      await s.run(['watch-locks', '--once'], { CTXAGENT_DATABASE_URL: database.server.url })
       return (await query<{ outcome: string }>('SELECT outcome FROM fleet_jobs WHERE id = (SELECT min(id) FROM fleet_jobs)'))[0]?.outcome === 'died'
     })
     await until('the resume completed on host b', async () => readTask(s.tree, uuid).state.status === 'completed')

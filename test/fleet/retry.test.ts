@@ -2,12 +2,10 @@ import type { ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import pg from 'pg'
-import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import { exitOf } from '../helpers/wait.js'
 import { agentPid, FAST_LOCKS, finish, startWorker, until } from '../helpers/fleet-hosts.js'
-import { queryRows, startPostgres } from '../helpers/postgres.js'
-import type { PgServer } from '../helpers/postgres.js'
+import { usePostgres } from '../helpers/use-postgres.js'
 import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
 
@@ -17,22 +15,9 @@ import type { RunSetup } from '../run/harness.js'
  * cannot undo by itself stays. SPEC §14.5: a watch-locks pass killed at any step leaves a
  * state the next pass completes.
  */
-let server: PgServer
-beforeAll(async () => {
-  server = await startPostgres()
-})
-afterAll(async () => {
-  await server?.stop()
-})
-beforeEach(async () => {
-  const tables = await query<{ n: string }>(`SELECT count(*) AS n FROM pg_tables WHERE tablename = 'fleet_jobs'`)
-  if (tables[0]?.n === '1') await query('TRUNCATE fleet_jobs, fleet_workers, tasks')
-})
-
-function query<T extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<T[]> {
-  return queryRows<T>(server.url, sql, params)
-}
-const db = () => ({ CTXAGENT_DATABASE_URL: server.url })
+const database = usePostgres({ truncate: ['fleet_jobs', 'fleet_workers', 'tasks'] })
+const query = database.query
+const db = database.env
 
 interface JobRow {
   id: number
@@ -80,7 +65,7 @@ describe('an LLM outage', () => {
     const s = await runSetup(RETRY(50))
     let down = true
     const llm = outage(s, 503, () => down)
-    const worker = await started(startWorker(s, server.url, ['--concurrency', '2']))
+    const worker = await started(startWorker(s, database.server.url, ['--concurrency', '2']))
     const uuids: string[] = []
     for (const task of ['one', 'two', 'three']) uuids.push(await enqueue(s, ['--task', task, '--workspace', s.ws]))
     // The outage lasts until every job has failed at least once and waits for its next run.
@@ -116,7 +101,7 @@ describe('an LLM outage', () => {
     const s = await runSetup(RETRY(2))
     let down = true
     outage(s, 503, () => down)
-    const worker = await started(startWorker(s, server.url))
+    const worker = await started(startWorker(s, database.server.url))
     const uuid = await enqueue(s, ['--task', 'one', '--workspace', s.ws])
     const [failed] = await until('the job failed', async () => {
       const rows = await jobs()
@@ -142,7 +127,7 @@ describe('an LLM outage', () => {
   it('a refused API key (401) is not an outage: the task stays paused, its job done with the error, and not retried', { timeout: 180_000 }, async () => {
     const s = await runSetup(RETRY(5))
     outage(s, 401, () => true)
-    const worker = await started(startWorker(s, server.url))
+    const worker = await started(startWorker(s, database.server.url))
     const uuid = await enqueue(s, ['--task', 'one', '--workspace', s.ws])
     const [job] = await until('the job done', async () => {
       const rows = await jobs()
@@ -168,7 +153,7 @@ async function passKilledAt(s: RunSetup, step: string, reached: () => boolean): 
   await until(`a pass stopped at ${step}`, async () => {
     rmSync(marker, { force: true })
     const saved = { ...process.env }
-    Object.assign(process.env, { CTXAGENT_DATABASE_URL: server.url, CTXAGENT_TEST_PAUSE_AT: step, CTXAGENT_TEST_PAUSE_MARKER: marker })
+    Object.assign(process.env, { CTXAGENT_DATABASE_URL: database.server.url, CTXAGENT_TEST_PAUSE_AT: step, CTXAGENT_TEST_PAUSE_MARKER: marker })
     let pass
     try {
       pass = s.start(['watch-locks', '--once'])
@@ -194,7 +179,7 @@ describe('a watch-locks pass killed at each step of a recovery', () => {
       let go = false
       let n = 0
       s.fake.fallback = () => (go ? finish : { calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
-      const worker = await started(startWorker(s, server.url))
+      const worker = await started(startWorker(s, database.server.url))
       const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
       await until('the task under way', async () => agentRequests(s.fake).length >= 2)
       const agent = await until('its agent', async () => agentPid(s, uuid))
@@ -223,7 +208,7 @@ describe('a watch-locks pass killed at each step of a recovery', () => {
     const s = await runSetup(FAST_LOCKS)
     let n = 0
     s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
-    const worker = await started(startWorker(s, server.url))
+    const worker = await started(startWorker(s, database.server.url))
     const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     await until('the task under way', async () => agentRequests(s.fake).length >= 2)
     process.kill(await until('its agent', async () => agentPid(s, uuid)), 'SIGKILL')

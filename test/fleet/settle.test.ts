@@ -1,32 +1,15 @@
-import pg from 'pg'
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { exitOf } from '../helpers/wait.js'
 import { agentPid, FAST_LOCKS, finish, startWorker, until } from '../helpers/fleet-hosts.js'
-import { canKillServer, queryRows, startPostgres } from '../helpers/postgres.js'
-import type { PgServer } from '../helpers/postgres.js'
+import { canKillServer } from '../helpers/postgres.js'
+import { usePostgres } from '../helpers/use-postgres.js'
 import { agentRequests, readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
-import { migrate } from '../../src/storage/index/pg-schema.js'
 
 /** Every job ends (SPEC §14.3): also one whose task another process ran instead of its agent. */
-let server: PgServer
-beforeAll(async () => {
-  server = await startPostgres()
-  const pool = new pg.Pool({ connectionString: server.url, max: 1 })
-  const client = await pool.connect()
-  await migrate(client).finally(() => (client.release(), pool.end()))
-})
-afterAll(async () => {
-  await server?.stop()
-})
-beforeEach(async () => {
-  await query('TRUNCATE fleet_jobs, fleet_workers, tasks')
-})
-
-function query<T extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<T[]> {
-  return queryRows<T>(server.url, sql, params)
-}
-const db = () => ({ CTXAGENT_DATABASE_URL: server.url })
+const database = usePostgres({ schema: true, truncate: ['fleet_jobs', 'fleet_workers', 'tasks'] })
+const query = database.query
+const db = database.env
 
 /** A model that never finishes: each turn looks for another file. */
 function endless(s: RunSetup): void {
@@ -56,7 +39,7 @@ describe('a resume job whose task another process took', () => {
     const byHand = s.start(['run', '--resume', uuid])
     const handPid = await until('the hand run to hold the task', async () => (readTask(s.tree, uuid).location === 'running' ? agentPid(s, uuid) : null))
     expect(handPid).toBe(byHand.child.pid)
-    const worker = startWorker(s, server.url)
+    const worker = startWorker(s, database.server.url)
     await until('the worker to see the task taken', async () => worker.err().includes(`task ${uuid} is run by another process`))
     expect(await query('SELECT state FROM fleet_jobs')).toEqual([{ state: 'running' }])
     s.fake.fallback = () => finish
@@ -77,7 +60,7 @@ describe('a resume job whose task another process took', () => {
     const done = await s.run(['run', '--task', 'x', '--workspace', s.ws])
     expect(done.code, done.stderr).toBe(0)
     const uuid = s.tree.layout.list('completed')[0] as string
-    const worker = startWorker(s, server.url)
+    const worker = startWorker(s, database.server.url)
     await until('the worker to start', async () => worker.err().includes('started on'))
     const [{ id } = { id: '' }] = await query<{ id: string }>('SELECT id FROM fleet_workers')
     // Its job, running on that live worker, as a worker that lost track of it leaves it.
@@ -95,20 +78,20 @@ describe.runIf(canKillServer())('a stop while PostgreSQL is down', () => {
   it('a worker SIGTERMed with the database away pauses its task and exits 0 at once; once it is back, watch-locks settles the job and queues the resume, reindex the index', async () => {
     const s = await runSetup(FAST_LOCKS)
     endless(s)
-    const worker = startWorker(s, server.url)
+    const worker = startWorker(s, database.server.url)
     await until('the worker to start', async () => worker.err().includes('started on'))
     const queued = await s.run(['enqueue', '--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'], db())
     expect(queued.code, queued.stderr).toBe(0)
     const uuid = queued.stdout.trim()
     await until('the task under way', async () => agentRequests(s.fake).length >= 2)
-    await server.kill()
+    await database.server.kill()
     worker.child.kill('SIGTERM')
     // Not when the database returns: it is brought back only after the worker has exited.
     expect(await exitOf(worker.child)).toEqual({ code: 0, signal: null })
     expect(worker.err()).toContain('watch-locks settles it once the database is back')
     expect(readTask(s.tree, uuid)).toMatchObject({ location: 'paused', state: { status: 'paused', paused_by: 'signal' } })
 
-    await server.restart()
+    await database.server.restart()
     expect(await query('SELECT kind, state FROM fleet_jobs')).toEqual([{ kind: 'new', state: 'running' }])
     // The stopped worker's heartbeat ages past locks.stale_after: a pass then settles its job as the worker would have.
     const jobs = await until('watch-locks to settle the job', async () => {

@@ -3,40 +3,22 @@ import { createHash } from 'node:crypto'
 import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import pg from 'pg'
-import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import { exitOf } from '../helpers/wait.js'
 import { finish, startWorker, until } from '../helpers/fleet-hosts.js'
 import { startGitHttp } from '../helpers/git-http.js'
-import { queryRows, startPostgres } from '../helpers/postgres.js'
-import type { PgServer } from '../helpers/postgres.js'
+import { usePostgres } from '../helpers/use-postgres.js'
 import { readTask, runSetup } from '../run/harness.js'
-import { migrate } from '../../src/storage/index/pg-schema.js'
 
 /**
  * What a fleet takes from outside is untrusted (SPEC §8, §14.4): `--repo` sources (cloned
  * as copies, never with credentials in the URL or the clone), refs (never an option),
  * job rows written by hand (validated before anything is run), text PostgreSQL cannot hold.
  */
-let server: PgServer
-beforeAll(async () => {
-  server = await startPostgres()
-  // The schema first: a test reads fleet_jobs before any command has created it.
-  const pool = new pg.Pool({ connectionString: server.url, max: 1 })
-  const client = await pool.connect()
-  await migrate(client).finally(() => (client.release(), pool.end()))
-})
-afterAll(async () => {
-  await server?.stop()
-})
-beforeEach(async () => {
-  await query('TRUNCATE fleet_jobs, fleet_workers, tasks')
-})
+const database = usePostgres({ schema: true, truncate: ['fleet_jobs', 'fleet_workers', 'tasks'] })
+const query = database.query
+const db = database.env
 
-function query<T extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<T[]> {
-  return queryRows<T>(server.url, sql, params)
-}
-const db = () => ({ CTXAGENT_DATABASE_URL: server.url })
 const jobCount = async () => (await query<{ n: number }>('SELECT count(*)::int AS n FROM fleet_jobs'))[0]?.n
 
 function tempRoot(): string {
@@ -100,7 +82,7 @@ describe('--repo sources', () => {
     const workspaces = join(root, 'workspaces')
     const s = await runSetup(`fleet:\n  workspaces_dir: ${workspaces}\n`)
     s.fake.fallback = () => finish
-    const worker = startWorker(s, server.url)
+    const worker = startWorker(s, database.server.url)
     await until('the worker to start', async () => worker.err().includes('started on'))
     const res = await s.run(['enqueue', '--task', 'read calc.js', '--repo', `${source}#feature`], db())
     expect(res.code, res.stderr).toBe(0)
@@ -149,7 +131,7 @@ describe('--repo sources', () => {
     // Without a token for its host, the clone fails (401) and says so.
     writeFileSync(s.config, s.fake.configYaml(`fleet:\n  workspaces_dir: ${workspaces}\n`))
     s.fake.fallback = () => finish
-    const noToken = startWorker(s, server.url)
+    const noToken = startWorker(s, database.server.url)
     await until('the worker to start', async () => noToken.err().includes('started on'))
     const denied = (await s.run(['enqueue', '--task', 'x', '--repo', `${http.url}/calc.git`], db())).stdout.trim()
     await doneJobs(1)
@@ -158,7 +140,7 @@ describe('--repo sources', () => {
 
     // gitlab.token for gitlab.url's host: the clone authenticates with it, and nothing of it stays in the clone.
     writeFileSync(s.config, s.fake.configYaml(`fleet:\n  workspaces_dir: ${workspaces}\ngitlab:\n  url: ${http.url}\n  token: ${token}\n`))
-    const worker = startWorker(s, server.url)
+    const worker = startWorker(s, database.server.url)
     await until('the worker to start', async () => worker.err().includes('started on'))
     const res = await s.run(['enqueue', '--task', 'read calc.js', '--repo', `${http.url}/calc.git#v1`], db())
     expect(res.code, res.stderr).toBe(0)
@@ -210,7 +192,7 @@ describe('refs and job rows', () => {
       ['00000000-0000-4000-8000-000000000008', 'new', { task: 'x', user: '-x\n' }],
     ]
     for (const [uuid, kind, spec] of rows) await query('INSERT INTO fleet_jobs (task_uuid, kind, spec) VALUES ($1, $2, $3)', [uuid, kind, JSON.stringify(spec)])
-    const worker = startWorker(s, server.url)
+    const worker = startWorker(s, database.server.url)
     await doneJobs(rows.length)
     const ended = await query<{ task_uuid: string; outcome: string; error: string }>('SELECT task_uuid, outcome, error FROM fleet_jobs ORDER BY id')
     const reasons = ['task_uuid "../../x" is not a UUID', 'spec.ref "-f"', 'spec.ref "--merge"', 'kind "bogus"', 'spec.max_turns', 'spec.workspace is not an absolute path', "spec.repo: '--upload-pack", 'spec.github is not owner/repo#N', 'spec.user']

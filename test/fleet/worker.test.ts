@@ -2,34 +2,18 @@ import { execFileSync, spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import pg from 'pg'
-import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import { exitOf } from '../helpers/wait.js'
 import { startFakeGithub } from '../helpers/fake-github.js'
-import { queryRows, startPostgres } from '../helpers/postgres.js'
-import type { PgServer } from '../helpers/postgres.js'
+import { usePostgres } from '../helpers/use-postgres.js'
 import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
 import type { RunSetup, Started } from '../run/harness.js'
 
-let server: PgServer
-beforeAll(async () => {
-  server = await startPostgres()
-})
-afterAll(async () => {
-  await server?.stop()
-})
-
-function query<T extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<T[]> {
-  return queryRows<T>(server.url, sql, params)
-}
-
-beforeEach(async () => {
-  const tables = await query<{ n: string }>(`SELECT count(*) AS n FROM pg_tables WHERE tablename = 'fleet_jobs'`)
-  if (tables[0]?.n === '1') await query('TRUNCATE fleet_jobs, fleet_workers, tasks')
-})
+const database = usePostgres({ truncate: ['fleet_jobs', 'fleet_workers', 'tasks'] })
+const query = database.query
+const db = database.env
 
 const finish = { calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] }
-const db = () => ({ CTXAGENT_DATABASE_URL: server.url })
 
 /** Waits for an event of the database (polled: PostgreSQL is another process), never for a time. */
 async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>): Promise<T> {
@@ -42,7 +26,7 @@ async function until<T>(what: string, probe: () => Promise<T | null | undefined 
 }
 
 function startWorker(s: RunSetup, args: string[] = []): Started {
-  process.env.CTXAGENT_DATABASE_URL = server.url
+  process.env.CTXAGENT_DATABASE_URL = database.server.url
   try {
     return s.start(['worker', ...args])
   } finally {

@@ -1,12 +1,10 @@
 import { existsSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
-import pg from 'pg'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { chaosWorker, holders, warmChildren } from '../helpers/fleet-chaos.js'
 import type { ChaosWorker } from '../helpers/fleet-chaos.js'
 import { canUnshare, FAST_LOCKS, finish, until } from '../helpers/fleet-hosts.js'
-import { queryRows, startPostgres } from '../helpers/postgres.js'
-import type { PgServer } from '../helpers/postgres.js'
+import { usePostgres } from '../helpers/use-postgres.js'
 import { agentRequests, readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
 import { litter, strayLocks, taskPlaces, unreadable } from './checks.js'
@@ -35,18 +33,9 @@ const HOSTS = (FULL || process.env.CTXAGENT_TORTURE_FLEET_HOSTS === '1') && canU
 const CONCURRENCY = FULL ? 4 : 3
 const CHAOS = ['agent', 'worker', 'warm', 'freeze', 'postgres', 'llm'] as const
 
-let server: PgServer
-beforeAll(async () => {
-  server = await startPostgres()
-})
-afterAll(async () => {
-  await server?.stop()
-})
-
-function query<T extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<T[]> {
-  return queryRows<T>(server.url, sql, params)
-}
-const db = () => ({ CTXAGENT_DATABASE_URL: server.url })
+const database = usePostgres()
+const query = database.query
+const db = database.env
 
 interface JobRow {
   id: number
@@ -103,7 +92,7 @@ describe('torture: a fleet under chaos', () => {
     const injected = Object.fromEntries(CHAOS.map((c) => [c, 0])) as Record<(typeof CHAOS)[number], number>
     const llm = soakLlm(s, () => CHAOS.every((c) => injected[c] > 0))
     const args = ['--concurrency', String(CONCURRENCY)]
-    const workers: ChaosWorker[] = HOSTS.map((h) => chaosWorker(s, server.url, h, args))
+    const workers: ChaosWorker[] = HOSTS.map((h) => chaosWorker(s, database.server.url, h, args))
     await Promise.all(workers.map((w) => until('a worker to start', async () => w.err().includes('started on'))))
 
     const uuids: string[] = []
@@ -142,7 +131,7 @@ describe('torture: a fleet under chaos', () => {
         const w = random(live)
         if (w === undefined) return
         await w.kill()
-        const again = chaosWorker(s, server.url, HOSTS.includes(w.host) ? w.host : null, args)
+        const again = chaosWorker(s, database.server.url, HOSTS.includes(w.host) ? w.host : null, args)
         workers.push(again)
         await until('the new worker to start', async () => again.err().includes('started on'))
       } else if (what === 'warm') {
@@ -161,10 +150,10 @@ describe('torture: a fleet under chaos', () => {
         })
         process.kill(w.pid(), 'SIGCONT')
       } else if (what === 'postgres') {
-        await server.kill()
+        await database.server.kill()
         const failedBefore = passes.failed
         await until('a watch-locks pass refused while PostgreSQL is down', async () => passes.failed > failedBefore)
-        await server.restart()
+        await database.server.restart()
       } else {
         llm.outage = Math.max(3, CONCURRENCY * 2)
         await until('the outage answered', async () => llm.outage === 0 || (await settled()))
