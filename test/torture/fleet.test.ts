@@ -121,11 +121,14 @@ describe('torture: a fleet under chaos', () => {
       return rows.length >= TASKS && rows.every((j) => !OPEN.includes(j.state)) && readdirSync(s.tree.layout.dir('running')).filter((n) => !n.startsWith('.')).length === 0
     }
     const random = <T>(xs: T[]): T | undefined => xs[Math.floor(Math.random() * xs.length)]
+    const timeline: string[] = []
     const inject = async (what: (typeof CHAOS)[number]): Promise<void> => {
       const live = workers.filter((w) => !w.exited())
+      timeline.push(`${new Date().toISOString().slice(11, 23)} ${what}`)
       if (what === 'agent') {
         const h = random(holders(s.tree.base, workers))
         if (h === undefined) return
+        timeline.push(`agent of ${h.uuid.slice(0, 8)} (pid ${h.pid})`)
         process.kill(h.pid, 'SIGKILL')
       } else if (what === 'worker') {
         const w = random(live)
@@ -137,6 +140,7 @@ describe('torture: a fleet under chaos', () => {
       } else if (what === 'warm') {
         const pid = random(warmChildren(s.tree.base, workers))
         if (pid === undefined) return
+        timeline.push(`warm pid ${pid}`)
         process.kill(pid, 'SIGKILL')
       } else if (what === 'freeze') {
         const w = random(live)
@@ -217,6 +221,12 @@ describe('torture: a fleet under chaos', () => {
         problems.push(`${name}: left ${task.location} ${String(task.state.status)} with its last job ${lastJob.state} ${lastJob.outcome} (${lastJob.error})`)
       }
       if (mine.filter((j) => j.kind === 'new').length !== 1) problems.push(`${name}: ${mine.filter((j) => j.kind === 'new').length} new jobs`)
+    }
+    // What the workers said of each job or task in trouble, and when each chaos event struck: for the next reader of a failure.
+    if (problems.length > 0) {
+      const named = problems.flatMap((p) => [...p.matchAll(/[0-9a-f]{8}-[0-9a-f-]{27}|\(jobs: (\d+)|; (\d+) /g)].map((m) => m[1] ?? m[2] ?? m[0]))
+      const said = workers.flatMap((w, k) => w.err().split('\n').filter((l) => named.some((x) => l.includes(/^\d+$/.test(x) ? `job ${x}:` : x) || l.includes(/^\d+$/.test(x) ? `job ${x} ` : x))).map((l) => `worker ${k} (${w.host}): ${l.slice(0, 400)}`))
+      console.error(`chaos: ${timeline.join('; ')}\n${said.join('\n')}`)
     }
     expect(problems).toEqual([])
     expect(llm.overlaps).toEqual([])
