@@ -147,8 +147,8 @@ export class JobQueue {
   /** Hands a claimed job back untouched (claimed as its worker was stopping). */
   async release(job: Job, workerId: string): Promise<void> {
     await this.pool.query(
-      `UPDATE fleet_jobs SET state = 'waiting', claimed_by = NULL, claimed_at = NULL, attempts = attempts - 1 WHERE id = $1 AND claimed_by = $2 AND state = 'running'`,
-      [job.id, workerId],
+      `UPDATE fleet_jobs SET state = 'waiting', claimed_by = NULL, claimed_at = NULL, attempts = attempts - 1 WHERE id = $1 AND claimed_by = $2 AND attempts = $3 AND state = 'running'`,
+      [job.id, workerId, job.attempts],
     )
   }
 
@@ -162,11 +162,11 @@ export class JobQueue {
       const again = await client.query(
         `UPDATE fleet_jobs SET state = CASE WHEN cancel_requested_at IS NULL THEN 'waiting' ELSE 'cancelled' END, claimed_by = NULL, claimed_at = NULL,
                 finished_at = CASE WHEN cancel_requested_at IS NULL THEN NULL ELSE now() END
-         WHERE id = $1 AND claimed_by = $2 AND state = 'running' AND (attempts < $3 OR cancel_requested_at IS NOT NULL)`,
-        [job.id, workerId, maxAttempts],
+         WHERE id = $1 AND claimed_by = $2 AND attempts = $4 AND state = 'running' AND (attempts < $3 OR cancel_requested_at IS NOT NULL)`,
+        [job.id, workerId, maxAttempts, job.attempts],
       )
       if (again.rowCount === 1) return true
-      await endJob(client, job.id, { ...last, failed: true }, workerId)
+      await endJob(client, job.id, { ...last, failed: true }, { workerId, attempts: job.attempts })
       return false
     })
   }
@@ -176,7 +176,7 @@ export class JobQueue {
    * worker's (a reaper settled it).
    */
   finish(job: Job, workerId: string, end: JobEnd): Promise<Ended | null> {
-    return inTransaction(this.pool, (client) => endJob(client, job.id, end, workerId))
+    return inTransaction(this.pool, (client) => endJob(client, job.id, end, { workerId, attempts: job.attempts }))
   }
 }
 
@@ -185,12 +185,12 @@ export class JobQueue {
  * when an operator asked; retrying (due after the backoff) for a passing LLM failure while
  * attempts remain, failed after the last; else done (or failed), with its resume queued in
  * the same transaction when `end.resume`, so that a stop between the two can neither lose it
- * nor queue it twice. Null when the job was not running (or not `workerId`'s).
+ * nor queue it twice. Null when the job was not running (or, with `claim`, not in that claim).
  */
-export async function endJob(client: PoolClient, id: number, end: JobEnd, workerId: string | null = null): Promise<Ended | null> {
+export async function endJob(client: PoolClient, id: number, end: JobEnd, claim: Claim | null = null): Promise<Ended | null> {
   const found = await client.query<Record<string, unknown>>(
-    `SELECT ${JOB_COLUMNS}, j.cancel_requested_at FROM fleet_jobs j WHERE j.id = $1 AND j.state = 'running' AND ($2::text IS NULL OR j.claimed_by = $2) FOR UPDATE`,
-    [id, workerId],
+    `SELECT ${JOB_COLUMNS}, j.cancel_requested_at FROM fleet_jobs j WHERE j.id = $1 AND j.state = 'running' AND ($2::text IS NULL OR (j.claimed_by = $2 AND j.attempts = $3)) FOR UPDATE`,
+    [id, claim?.workerId ?? null, claim?.attempts ?? null],
   )
   const row = found.rows[0]
   if (row === undefined) return null
@@ -215,6 +215,17 @@ export async function endJob(client: PoolClient, id: number, end: JobEnd, worker
   const resume = state === 'done' && end.resume === true
   if (resume) await insertJob(client, { task_uuid: job.task_uuid, kind: 'resume', spec: job.spec, priority: job.priority, user: job.user })
   return { state, resumed: resume, retry_in: null }
+}
+
+/**
+ * One claim of a job: its worker and the attempt it made. A worker acts on a job only in the
+ * claim it holds: a later claim of the same job (a pass handed it back while the worker was
+ * frozen, and the worker claimed it again) is not ended, retried or released by what the
+ * earlier one's child did.
+ */
+export interface Claim {
+  workerId: string
+  attempts: number
 }
 
 /** An idle worker's own LISTEN channel, and how long after its last heartbeat it is taken for gone (its row then passed over). */

@@ -85,7 +85,8 @@ const FLEET_ENV = { ...process.env, CTXAGENT_FLEET_JOB: '1' }
  */
 export class Worker {
   private readonly queue: JobQueue
-  private readonly running = new Map<number, Running>()
+  /** By claim (job id and attempt): a job a pass handed back while this worker was frozen may be claimed by it again while its first child still ends. */
+  private readonly running = new Map<string, Running>()
   private readonly listener: JobListener
   private readonly idle: IdleChannel
   private stopping = false
@@ -245,16 +246,16 @@ export class Worker {
     const dir = join(this.options.workspacesDir, job.task_uuid)
     // The clone holds a slot like a task does.
     const placeholder: Running = { job, child: null, stopped: false, lastLine: '' }
-    this.running.set(job.id, placeholder)
+    this.running.set(claimKey(job), placeholder)
     try {
       await cloneWorkspace({ url: job.spec.repo as string, ...(job.spec.ref !== undefined ? { ref: job.spec.ref } : {}), dir, credentials: this.options.cloneCredentials ?? [] })
       this.options.giveClone?.(dir)
     } catch (err) {
-      this.running.delete(job.id)
+      this.running.delete(claimKey(job))
       await this.end(job, { outcome: 'failed', failed: true, error: `the repository was not cloned: ${(err as Error).message}`.slice(0, 500) })
       return
     }
-    this.running.delete(job.id)
+    this.running.delete(claimKey(job))
     if (placeholder.stopped) {
       await this.queue.release(job, this.options.record.id).catch(() => undefined)
       return
@@ -267,7 +268,7 @@ export class Worker {
     const pausedState = resume ? stateText(this.options.layout, job.task_uuid) : null
     const child = this.launch([...args, '--log-format', 'json'])
     const entry: Running = { job, child, stopped: false, lastLine: '' }
-    this.running.set(job.id, entry)
+    this.running.set(claimKey(job), entry)
     this.options.log(`job ${job.id}: ${resume ? 'resuming' : 'starting'} task ${job.task_uuid} (pid ${child.pid})`)
     child.stdin?.on('error', () => undefined)
     child.stdin?.end(resume ? '' : (job.spec.task ?? ''))
@@ -279,7 +280,7 @@ export class Worker {
     })
     child.on('error', (err) => (entry.lastLine = err.message))
     child.on('close', (code, signal) => {
-      this.running.delete(job.id)
+      this.running.delete(claimKey(job))
       // Killed (SIGKILL, the OOM killer) before its task began, or a resume that found the paused task's lock held
       // (exit 4: an operator's compress, a lock a killed resume left): nothing ran, and nobody else would resume it.
       if ((signal !== null || (resume && code === 4)) && !entry.stopped && notBegun(this.options.layout, job.task_uuid, resume, pausedState)) {
@@ -306,8 +307,9 @@ export class Worker {
         return
       }
       const end = settle(this.options.layout, job, code, entry, this.options.retry)
-      if (end === null && resume && code === 4 && !entry.stopped) {
-        // Another process (an operator's `run --resume`) took the task first: the job ends with what that run makes of it.
+      if (end === null && code === 4 && !entry.stopped) {
+        // Another process took the task first (an operator's `run --resume`; or, for a new job, an earlier claim's agent
+        // still running after a pass handed the job back while this worker was frozen): the job ends with what that run makes of it.
         this.options.log(`job ${job.id}: task ${job.task_uuid} is run by another process; the job ends when that run does`)
         this.elsewhere.set(job.id, job)
         this.maybeFinish()
@@ -473,4 +475,8 @@ function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
   } catch {
     // already gone
   }
+}
+
+function claimKey(job: Job): string {
+  return `${job.id}:${job.attempts}`
 }

@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, readdirSync, renameSync, rmdirSync, rmSync, statSync } from 'node:fs'
 import { activeEndpoint } from '../../config/schema.js'
 import { CtxError, isErrno } from '../../errors.js'
 import { taskDiskUse } from '../fs/disk.js'
@@ -54,6 +54,11 @@ export async function createTask(env: TaskEnv, task: NewTask, options: CreateOpt
   } catch (err) {
     if (isErrno(err, 'EEXIST')) throw new CtxError(`task ${uuid} already exists`, { exitCode: 4 })
     throw err
+  }
+  // A uuid given (a fleet job's): the task may have left running/ already, made by another process for the same job.
+  if (options.uuid !== undefined && (existsSync(env.layout.taskDir('paused', uuid)) || existsSync(env.layout.taskDir('completed', uuid)))) {
+    rmdirSync(dir)
+    throw new CtxError(`task ${uuid} already exists`, { exitCode: 4 })
   }
   try {
     const now = env.now()

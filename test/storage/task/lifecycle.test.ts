@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { parseConfig } from '../../../src/config/load.js'
@@ -26,6 +26,21 @@ function env(base: string): TaskEnv & { warnings: string[] } {
 }
 
 describe('task lifecycle', () => {
+  it('refuses a given uuid (a fleet job\'s) whose task has left running/ already: exit 4, no second directory', async () => {
+    const tree = makeTree()
+    const e = env(tree.base)
+    const uuid = '5d0f7c1e-8a2b-4c3d-9e4f-0a1b2c3d4e5f'
+    for (const location of ['completed', 'paused'] as const) {
+      tree.write({ uuid, location })
+      await expect(createTask(e, { task_key: KEY, user: 'alice' }, { uuid })).rejects.toMatchObject({ exitCode: 4, message: `task ${uuid} already exists` })
+      expect(existsSync(e.layout.taskDir('running', uuid))).toBe(false)
+      rmSync(e.layout.taskDir(location, uuid), { recursive: true })
+    }
+    const made = await createTask(e, { task_key: KEY, user: 'alice' }, { uuid })
+    expect(made.dir).toBe(e.layout.taskDir('running', uuid))
+    await made.fail('done with the test')
+  })
+
   it('creates running/<uuid> with metadata, state, lock and an index row', async () => {
     const base = makeTree().base
     const e = env(base)
