@@ -2,7 +2,6 @@ import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { tailPlainSync } from '../format/jsonl.js'
 import { FILES } from '../fs/layout.js'
-import type { TaskState } from './state.js'
 
 /**
  * A task's tool calls by tool and outcome, as state.json keeps them (`tool_calls`,
@@ -91,7 +90,7 @@ export function cleanTally(raw: unknown): ToolTally {
  * Without a tally, the calls the index counted as unknown stay so (scan.ts's count: the
  * state's, or the file's last seq when the state says nothing), or a counter would fall.
  */
-export function ownerTally(dir: string, state: Pick<TaskState, 'tool_calls' | 'tool_call_count' | 'message_count'>, lastSeq: number, label: (name: string) => string): ToolTally {
+export function ownerTally(dir: string, state: { tool_calls?: ToolTally | undefined; tool_call_count: number; message_count?: number | undefined }, lastSeq: number, label: (name: string) => string): ToolTally {
   let tally = state.tool_calls ?? legacyTally(state.message_count === undefined ? lastSeq : state.tool_call_count)
   const counted = tallySum(tally)
   const gap = lastSeq - counted
