@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { uuidN } from '../fixtures/tree.js'
@@ -103,5 +103,28 @@ describe.each([
 
     await run(['reindex'])
     expect(Object.fromEntries((await scrape()).samples)).toEqual(Object.fromEntries(expected))
+  })
+})
+
+describe('a tally across a resume', () => {
+  it('catches up with the records a dead owner wrote after its last state write, and /metrics counts each record once', async () => {
+    const s = await runSetup()
+    s.fake.queue.push({ calls: [{ name: 'read_file', arguments: { path: 'calc.js' } }] }, { calls: [{ name: 'read_file', arguments: { path: 'missing.js' } }] })
+    expect((await s.run(['run', '--task', 't', '--workspace', s.ws, '--max-turns', '2'])).code).toBe(5)
+    const uuid = s.tree.layout.list('completed')[0] as string
+    const path = join(readTask(s.tree, uuid).dir, 'state.json')
+    const state = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>
+    expect(state.tool_calls).toEqual({ read_file: { success: 1, error: 1 } })
+    // As a crash between the second record and the state write after it leaves it.
+    writeFileSync(path, JSON.stringify({ ...state, tool_call_count: 1, tool_calls: { read_file: { success: 1 } } }))
+    s.fake.queue.push({ calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] })
+    const more = await s.run(['run', '--resume', uuid, '--max-turns', '5'])
+    expect(more.code, more.stderr).toBe(0)
+    const task = readTask(s.tree, uuid)
+    expect(task.state).toMatchObject({ tool_call_count: 3, tool_calls: { read_file: { success: 1, error: 1 }, finish: { success: 1 } } })
+    const serve = await startServe(s.tree.base, { config: s.config })
+    const m = parseExposition(await (await serve.get('/metrics')).text())
+    const samples = Object.fromEntries((m.get(METRIC)?.samples ?? []).map((x) => [`${x.labels.tool}\0${x.labels.outcome}`, x.value]))
+    expect(samples).toEqual(Object.fromEntries(fromRecords(task.tools)))
   })
 })
