@@ -132,7 +132,7 @@ export class MetricsCollector {
       [METRICS.compactions, 'Context compactions (summaries made), by user and model', (u) => u.compactions],
       [METRICS.llmCalls, 'LLM calls, by user and model', (u) => u.llm_calls],
       [METRICS.turns, 'Agent turns (one LLM call each), by user and model', (u) => u.llm_calls],
-      [METRICS.toolCalls, 'Tool calls, by user and model (the index holds no per-tool or per-outcome counts: see docs/serve.md)', (u) => u.tool_calls],
+      [METRICS.toolCalls, `Tool calls, by user and model (by tool and outcome: ${METRICS.toolCallsByTool})`, (u) => u.tool_calls],
       [METRICS.messages, 'Messages recorded, by user and model', (u) => u.messages],
     ]
     for (const [name, help, value] of sums) {
@@ -141,6 +141,12 @@ export class MetricsCollector {
         for (const u of usage()) this.inc({ user: u.user, model: u.model }, value(u))
       } })
     }
+
+    // Labels bounded where they are counted (storage/task/tool-tally.ts): built-in tools, mcp:<server>, other, unknown.
+    new Counter({ name: METRICS.toolCallsByTool, help: 'Tool calls by tool (built-in name, mcp:<server>, other: a name no tool has, unknown: before tasks counted them) and outcome (success, error)', labelNames: ['tool', 'outcome'], registers: r, collect() {
+      this.reset()
+      for (const t of self.s.totals.tools) this.inc({ tool: t.tool, outcome: t.outcome }, t.n)
+    } })
 
     // A histogram made from the totals: prom-client's Histogram only observes, so this is a metric object of its own.
     this.registry.registerMetric({

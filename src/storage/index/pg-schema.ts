@@ -1,5 +1,5 @@
 import type { PoolClient } from 'pg'
-import { pgTotalsMigration } from './pg-totals.js'
+import { pgToolCallsMigration, pgTotalsMigration } from './pg-totals.js'
 
 /**
  * The fleet's tables in PostgreSQL (SPEC §14.1), as numbered migrations: `tasks` has
@@ -152,6 +152,8 @@ const MIGRATIONS: readonly string[] = [
   pgTotalsMigration(),
   // The list's text filter's line (task-list.ts); NULL in rows written before, until a reindex.
   `ALTER TABLE tasks ADD COLUMN IF NOT EXISTS search TEXT;`,
+  // Tool calls by tool and outcome: a JSON column per row, summed into task_tool_calls by a trigger (pg-totals.ts).
+  pgToolCallsMigration(),
 ]
 
 /** Advisory lock keys (bigint constants: hashtext() is not a stable API); transaction-scoped only (SPEC §14.5). */

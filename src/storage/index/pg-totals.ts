@@ -1,5 +1,5 @@
 import type { Pool } from 'pg'
-import { applyRow, COUNTER_COLUMNS, liveSums, LIVE_ROWS } from './totals.js'
+import { applyRow, COUNTER_COLUMNS, liveSums, LIVE_ROWS, TOOL_CALLS } from './totals.js'
 import type { Dialect, IndexTotals } from './totals.js'
 
 /**
@@ -12,6 +12,7 @@ export const POSTGRES: Dialect = {
   user: '"user"',
   model: (r) => `ctxagent_model(${r}metadata)`,
   seconds: (r) => `ctxagent_seconds(${r}completed_at, COALESCE(${r}started_at, ${r}created_at))`,
+  toolCalls: (r) => ({ from: `ctxagent_tool_calls(${r}tool_calls, ${r}total_tool_calls) AS tc`, tool: 'tc.tool_name', outcome: 'tc.outcome_name', n: 'tc.n', where: 'true' }),
 }
 
 /** The migration: tables, helper functions (which never throw on a malformed row), the trigger, and the rows already there. */
@@ -60,20 +61,73 @@ export function pgTotalsMigration(): string {
   CREATE INDEX IF NOT EXISTS idx_tasks_created_uuid ON tasks(created_at, uuid);`
 }
 
+/**
+ * Tool calls by tool and outcome (totals.ts's task_tool_calls): the column, the table, a
+ * function that reads a row's tally (never throwing on a malformed one; no tally: its
+ * total as unknown), and a trigger of its own on inserts and updates (a deleted row's
+ * calls stay). The table starts as the tool call counter's whole, all unknown: no row
+ * has a tally yet. ALTER TABLE locks `tasks` until the commit: no write falls between.
+ */
+export function pgToolCallsMigration(): string {
+  const d = POSTGRES
+  const body = (statements: string[]) => statements.map((x) => `${x};`).join('\n      ')
+  return `
+  ALTER TABLE tasks ADD COLUMN IF NOT EXISTS tool_calls TEXT;
+  CREATE TABLE IF NOT EXISTS task_tool_calls (tool TEXT NOT NULL, outcome TEXT NOT NULL, n BIGINT NOT NULL, PRIMARY KEY (tool, outcome));
+  CREATE OR REPLACE FUNCTION ctxagent_tool_calls(doc TEXT, total BIGINT) RETURNS TABLE (tool_name TEXT, outcome_name TEXT, n BIGINT) LANGUAGE plpgsql IMMUTABLE AS $$
+  DECLARE parsed JSONB; t RECORD; o RECORD;
+  BEGIN
+    IF doc IS NULL THEN
+      IF COALESCE(total, 0) <> 0 THEN tool_name := 'unknown'; outcome_name := 'unknown'; n := total; RETURN NEXT; END IF;
+      RETURN;
+    END IF;
+    BEGIN
+      parsed := doc::jsonb;
+    EXCEPTION WHEN others THEN RETURN;
+    END;
+    IF jsonb_typeof(parsed) <> 'object' THEN RETURN; END IF;
+    FOR t IN SELECT * FROM jsonb_each(parsed) LOOP
+      CONTINUE WHEN jsonb_typeof(t.value) <> 'object';
+      FOR o IN SELECT * FROM jsonb_each(t.value) LOOP
+        CONTINUE WHEN jsonb_typeof(o.value) <> 'number';
+        CONTINUE WHEN (o.value #>> '{}') !~ '^-?[0-9]{1,15}$';
+        tool_name := t.key; outcome_name := o.key; n := (o.value #>> '{}')::bigint;
+        IF n <> 0 THEN RETURN NEXT; END IF;
+      END LOOP;
+    END LOOP;
+  END $$;
+  CREATE OR REPLACE FUNCTION ctxagent_task_tool_calls() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    IF current_setting('ctxagent.rebuilding', true) = 'on' THEN RETURN NULL; END IF;
+    IF TG_OP = 'UPDATE' THEN
+      IF OLD.tool_calls IS NOT DISTINCT FROM NEW.tool_calls AND OLD.total_tool_calls IS NOT DISTINCT FROM NEW.total_tool_calls THEN RETURN NULL; END IF;
+      ${body(applyRow(d, 'OLD.', -1, ['tools']))}
+    END IF;
+    ${body(applyRow(d, 'NEW.', 1, ['tools']))}
+    RETURN NULL;
+  END $$;
+  DROP TRIGGER IF EXISTS tasks_tool_calls ON tasks;
+  CREATE TRIGGER tasks_tool_calls AFTER INSERT OR UPDATE ON tasks FOR EACH ROW EXECUTE FUNCTION ctxagent_task_tool_calls();
+  DELETE FROM task_tool_calls;
+  INSERT INTO task_tool_calls (tool, outcome, n) SELECT 'unknown', 'unknown', SUM(tool_calls) FROM task_counters HAVING SUM(tool_calls) > 0;`
+}
+
 const n = (v: unknown): number => Number(v ?? 0)
 
 /** The totals as /metrics reads them, from PostgreSQL (a few dozen rows: no copy of the index). */
 export async function pgTotals(pool: Pool): Promise<IndexTotals> {
-  const [tasks, counters, durations, live] = await Promise.all([
+  const [tasks, counters, durations, tools, live] = await Promise.all([
     pool.query<Record<string, unknown>>('SELECT * FROM task_totals WHERE tasks > 0'),
     pool.query<Record<string, unknown>>('SELECT * FROM task_counters'),
     pool.query<Record<string, unknown>>('SELECT * FROM task_durations ORDER BY bucket'),
+    pool.query<{ tool: string; outcome: string; n: string }>(TOOL_CALLS),
     pool.query<IndexTotals['live'][number]>(LIVE_ROWS),
   ])
   return {
     tasks: tasks.rows.map((r) => ({ location: r.location, status: r.status, user: r.user, model: r.model, tasks: n(r.tasks), disk_bytes: n(r.disk_bytes), disk_raw: n(r.disk_raw), unmeasured: n(r.unmeasured) }) as IndexTotals['tasks'][number]),
     counters: counters.rows.map((r) => ({ user: r.user, model: r.model, ...Object.fromEntries(COUNTER_COLUMNS.map((c) => [c, n(r[c])])) }) as IndexTotals['counters'][number]),
     durations: durations.rows.map((r) => ({ bucket: n(r.bucket), n: n(r.n), total_ms: n(r.total_ms) })),
+    tools: tools.rows.map((r) => ({ tool: r.tool, outcome: r.outcome, n: n(r.n) })),
     live: live.rows,
   }
 }

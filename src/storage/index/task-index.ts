@@ -7,7 +7,7 @@ import { CorruptRecordError } from '../../errors.js'
 import { assertRegularFiles } from '../fs/files.js'
 import type { Location } from '../fs/layout.js'
 import type { DiskUse } from '../fs/disk.js'
-import { rebuildStatements, SQLITE, sqliteTotalsMigration } from './totals.js'
+import { rebuildStatements, SQLITE, sqliteToolCallsMigration, sqliteTotalsMigration } from './totals.js'
 import { searchText } from './task-list.js'
 
 let loaded: typeof BetterSqlite3 | undefined
@@ -39,6 +39,8 @@ export interface TaskRow {
   total_messages: number
   total_summaries: number
   total_tool_calls: number
+  /** total_tool_calls by tool and outcome, JSON `{tool: {outcome: n}}` (storage/task/tool-tally.ts); absent or null: all unknown (rows written before). */
+  tool_calls?: string | null
   llm_call_count: number
   total_tokens: number
   /** total_tokens split as the provider reported it (state.json's prompt/completion/cached), so that stats need not read every state.json; null where the row was written without it. */
@@ -108,6 +110,8 @@ const MIGRATIONS: readonly string[] = [
   // Indexed with the filters' columns, so that a text filter reads this index, not the wide rows.
   `ALTER TABLE tasks ADD COLUMN search TEXT;
    CREATE INDEX idx_tasks_search ON tasks(search, created_at, uuid, user, status, location);`,
+  // Tool calls by tool and outcome: a JSON column per row, summed into task_tool_calls by triggers (totals.ts).
+  sqliteToolCallsMigration(),
 ]
 
 export const COLUMNS: readonly (keyof TaskRow)[] = [
@@ -115,7 +119,7 @@ export const COLUMNS: readonly (keyof TaskRow)[] = [
   'created_at', 'started_at', 'updated_at', 'completed_at', 'metadata', 'total_messages',
   'total_summaries', 'total_tool_calls', 'llm_call_count', 'total_tokens', 'compression_count',
   'final_token_count', 'final_message_count', 'error_message', 'disk_bytes', 'disk_bytes_raw',
-  'prompt_tokens', 'completion_tokens', 'cached_tokens',
+  'prompt_tokens', 'completion_tokens', 'cached_tokens', 'tool_calls',
 ]
 
 /**

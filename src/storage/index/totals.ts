@@ -11,6 +11,8 @@ import type { Location } from '../fs/layout.js'
  *   finished tasks' durations by histogram bucket. A deleted row (cleanup) leaves its
  *   figures here: counters are the live sums plus what deleted tasks had, so they never
  *   fall. A rebuild (reindex) keeps that retired part and recomputes the live part.
+ * - `task_tool_calls`: tool calls by tool and outcome, from each row's `tool_calls` JSON
+ *   (a row without one: its total_tool_calls as unknown); retired as the counters are.
  */
 
 /** Upper bounds (seconds) of the task duration histogram's buckets: half a minute to a day. */
@@ -43,6 +45,12 @@ export interface CounterRow {
   reaped: number
 }
 
+export interface ToolCallsRow {
+  tool: string
+  outcome: string
+  n: number
+}
+
 export interface DurationRow {
   /** Index into DURATION_BUCKETS; DURATION_BUCKETS.length: above the last. */
   bucket: number
@@ -62,6 +70,7 @@ export interface IndexTotals {
   tasks: TotalsRow[]
   counters: CounterRow[]
   durations: DurationRow[]
+  tools: ToolCallsRow[]
   live: LiveRow[]
 }
 
@@ -71,12 +80,25 @@ export interface Dialect {
   model: (row: string) => string
   /** A task's duration in seconds, or NULL. */
   seconds: (row: string) => string
+  /** A row's tool calls as (tool, outcome, n) rows: a FROM item after the row's table, and what to select. */
+  toolCalls: (row: string) => { from: string; tool: string; outcome: string; n: string; where: string }
 }
 
 export const SQLITE: Dialect = {
   user: 'user',
   model: (r) => `COALESCE(json_extract(${r}metadata, '$.config.model'), '')`,
   seconds: (r) => `((julianday(${r}completed_at) - julianday(COALESCE(${r}started_at, ${r}created_at))) * 86400.0)`,
+  toolCalls: (r) => {
+    const doc = `CASE WHEN ${r}tool_calls IS NULL THEN json_object('unknown', json_object('unknown', COALESCE(${r}total_tool_calls, 0)))
+      WHEN json_valid(${r}tool_calls) AND json_type(${r}tool_calls) = 'object' THEN ${r}tool_calls ELSE '{}' END`
+    return {
+      from: `json_each(${doc}) AS tc, json_each(CASE WHEN tc.type = 'object' THEN tc.value ELSE '{}' END) AS oc`,
+      tool: 'tc.key',
+      outcome: 'oc.key',
+      n: 'oc.value',
+      where: `oc.type = 'integer' AND oc.value <> 0`,
+    }
+  },
 }
 
 export const COUNTER_COLUMNS = ['prompt', 'cached', 'completion', 'tokens', 'compactions', 'llm_calls', 'tool_calls', 'messages', 'reaped'] as const
@@ -97,7 +119,7 @@ function bucketOf(d: Dialect, r: string): string {
 const u = (d: Dialect): string => d.user
 
 /** Adds (sign 1) or takes away (-1) one row's part of each table. */
-export function applyRow(d: Dialect, r: 'NEW.' | 'OLD.', sign: 1 | -1, tables: ('tasks' | 'counters' | 'durations')[]): string[] {
+export function applyRow(d: Dialect, r: 'NEW.' | 'OLD.', sign: 1 | -1, tables: ('tasks' | 'counters' | 'durations' | 'tools')[]): string[] {
   const s = sign === 1 ? '' : '-'
   const out: string[] = []
   if (tables.includes('tasks')) {
@@ -116,12 +138,19 @@ export function applyRow(d: Dialect, r: 'NEW.' | 'OLD.', sign: 1 | -1, tables: (
       SELECT ${bucketOf(d, r)}, ${s}1, ${s}ROUND(${d.seconds(r)} * 1000) WHERE ${r}completed_at IS NOT NULL AND ${d.seconds(r)} >= 0
       ON CONFLICT (bucket) DO UPDATE SET n = task_durations.n + excluded.n, total_ms = task_durations.total_ms + excluded.total_ms`)
   }
+  if (tables.includes('tools')) {
+    const t = d.toolCalls(r)
+    out.push(`INSERT INTO task_tool_calls (tool, outcome, n)
+      SELECT ${t.tool}, ${t.outcome}, ${s}${t.n} FROM ${t.from} WHERE ${t.where}
+      ON CONFLICT (tool, outcome) DO UPDATE SET n = task_tool_calls.n + excluded.n`)
+  }
   return out
 }
 
 /** The live part of each table, from `tasks` itself: SELECTs whose columns are named as the table's. */
-export function liveSums(d: Dialect): { tasks: string; counters: string; durations: string } {
+export function liveSums(d: Dialect): { tasks: string; counters: string; durations: string; tools: string } {
   const model = d.model('')
+  const t = d.toolCalls('tasks.')
   return {
     tasks: `SELECT location, status, COALESCE(${u(d)}, '') AS ${u(d)}, ${model} AS model, COUNT(*) AS tasks, COALESCE(SUM(disk_bytes), 0) AS disk_bytes,
       COALESCE(SUM(disk_bytes_raw), 0) AS disk_raw, SUM(CASE WHEN disk_bytes IS NULL THEN 1 ELSE 0 END) AS unmeasured
@@ -130,6 +159,7 @@ export function liveSums(d: Dialect): { tasks: string; counters: string; duratio
       FROM tasks WHERE true GROUP BY 1, 2`,
     durations: `SELECT ${bucketOf(d, '')} AS bucket, COUNT(*) AS n, SUM(ROUND(${d.seconds('')} * 1000)) AS total_ms
       FROM tasks WHERE completed_at IS NOT NULL AND ${d.seconds('')} >= 0 GROUP BY 1`,
+    tools: `SELECT ${t.tool} AS tool, ${t.outcome} AS outcome, SUM(${t.n}) AS n FROM tasks, ${t.from} WHERE ${t.where} GROUP BY 1, 2`,
   }
 }
 
@@ -175,17 +205,42 @@ export function sqliteTotalsMigration(): string {
  */
 export function rebuildStatements(d: Dialect): { before: string[]; after: string[] } {
   const live = liveSums(d)
-  const shape = { counters: { keys: [u(d), 'model'], values: [...COUNTER_COLUMNS] }, durations: { keys: ['bucket'], values: ['n', 'total_ms'] } }
-  const merge = (table: 'counters' | 'durations', sign: '' | '-') => {
+  const shape = { counters: { keys: [u(d), 'model'], values: [...COUNTER_COLUMNS] }, durations: { keys: ['bucket'], values: ['n', 'total_ms'] }, tool_calls: { keys: ['tool', 'outcome'], values: ['n'] } }
+  const merge = (table: 'counters' | 'durations' | 'tool_calls', sign: '' | '-') => {
     const { keys, values } = shape[table]
     return `INSERT INTO task_${table} (${[...keys, ...values].join(', ')})
-      SELECT ${[...keys, ...values.map((v) => `${sign}${v}`)].join(', ')} FROM (${live[table]}) AS live WHERE true
+      SELECT ${[...keys, ...values.map((v) => `${sign}${v}`)].join(', ')} FROM (${live[table === 'tool_calls' ? 'tools' : table]}) AS live WHERE true
       ON CONFLICT (${keys.join(', ')}) DO UPDATE SET ${values.map((v) => `${v} = task_${table}.${v} + excluded.${v}`).join(', ')}`
   }
   return {
-    before: [merge('counters', '-'), merge('durations', '-'), 'DELETE FROM task_totals'],
-    after: [`INSERT INTO task_totals ${live.tasks}`, merge('counters', ''), merge('durations', '')],
+    before: [merge('counters', '-'), merge('durations', '-'), merge('tool_calls', '-'), 'DELETE FROM task_totals'],
+    after: [`INSERT INTO task_totals ${live.tasks}`, merge('counters', ''), merge('durations', ''), merge('tool_calls', '')],
   }
+}
+
+/** Tool calls by tool and outcome, as /metrics reads them. */
+export const TOOL_CALLS = 'SELECT tool, outcome, n FROM task_tool_calls WHERE n > 0 ORDER BY tool, outcome'
+
+/**
+ * The migration that adds tool calls by tool and outcome to tasks.db: the column, the
+ * table, its triggers (a deleted row's calls stay: no delete trigger). Every row there
+ * has no tally yet (its calls are unknown), so the table starts as the tool call
+ * counter's whole, retired part and all: one unknown figure.
+ */
+export function sqliteToolCallsMigration(): string {
+  const d = SQLITE
+  const body = (statements: string[]) => statements.map((x) => `${x};`).join('\n')
+  return `
+  ALTER TABLE tasks ADD COLUMN tool_calls TEXT;
+  CREATE TABLE task_tool_calls (tool TEXT NOT NULL, outcome TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (tool, outcome));
+  INSERT INTO task_tool_calls (tool, outcome, n) SELECT 'unknown', 'unknown', SUM(tool_calls) FROM task_counters HAVING SUM(tool_calls) > 0;
+  CREATE TRIGGER tasks_tool_calls_insert AFTER INSERT ON tasks BEGIN
+    ${body(applyRow(d, 'NEW.', 1, ['tools']))}
+  END;
+  CREATE TRIGGER tasks_tool_calls_update AFTER UPDATE ON tasks
+    WHEN OLD.tool_calls IS NOT NEW.tool_calls OR OLD.total_tool_calls IS NOT NEW.total_tool_calls BEGIN
+    ${body([...applyRow(d, 'OLD.', -1, ['tools']), ...applyRow(d, 'NEW.', 1, ['tools'])])}
+  END;`
 }
 
 /** Tasks in running/ and paused/ (by the location index: few of many). */
@@ -197,6 +252,7 @@ export function sqliteTotals(db: Db): IndexTotals {
     tasks: db.prepare('SELECT * FROM task_totals WHERE tasks > 0').all() as TotalsRow[],
     counters: db.prepare('SELECT * FROM task_counters').all() as CounterRow[],
     durations: db.prepare('SELECT * FROM task_durations ORDER BY bucket').all() as DurationRow[],
+    tools: db.prepare(TOOL_CALLS).all() as ToolCallsRow[],
     live: db.prepare(LIVE_ROWS).all() as LiveRow[],
   }
 }

@@ -22,6 +22,8 @@ import { PlanningStore, SummaryStore, ToolStore } from './stores.js'
 import type { TaskEnv } from './env.js'
 import { indexTask } from './row.js'
 import { rememberEstimate, windowTokens } from '../format/tokens.js'
+import { addCalls, outcomeLabel, ownerTally, toolLabeler } from './tool-tally.js'
+import type { ToolTally } from './tool-tally.js'
 
 /** A running task's index row is rewritten at most this often by state writes (status changes at once). */
 const INDEX_EVERY_MS = 1_000
@@ -44,6 +46,9 @@ export class TaskHandle {
   private indexedAt = 0
   private timer: NodeJS.Timeout | null = null
   private stores: { messages: MessageStore; summaries: SummaryStore; tools: ToolStore; planning: PlanningStore } | null
+  /** Tool calls by tool and outcome, counted as tools.jsonl gets them; written with the next state (tool-tally.ts). */
+  private toolTally: ToolTally
+  private readonly toolLabel: (name: string) => string
   private readonly completionHooks: Hook[] = []
   private readonly stopHooks: Hook[] = []
 
@@ -67,6 +72,8 @@ export class TaskHandle {
       tools: ToolStore.open(dirPath, options),
       planning: PlanningStore.open(dirPath, options),
     }
+    this.toolLabel = toolLabeler(Object.keys(env.config.mcp.servers))
+    this.toolTally = ownerTally(dirPath, stateCache, this.stores.tools.lastSeq, this.toolLabel)
     const every = env.config.locks.heartbeat_seconds * 1000
     this.timer = setInterval(() => void this.beat(), every)
     this.timer.unref()
@@ -135,7 +142,9 @@ export class TaskHandle {
   }
 
   addTool(record: Omit<ToolRecord, 'seq' | 'timestamp'>): ToolRecord {
-    return this.owned().tools.add(record)
+    const stored = this.owned().tools.add(record)
+    this.toolTally = addCalls(this.toolTally, this.toolLabel(record.tool_name), outcomeLabel(record.status))
+    return stored
   }
 
   addSummary(record: Omit<SummaryRecord, 'summary_id'>): SummaryRecord {
@@ -228,6 +237,7 @@ export class TaskHandle {
       ...(typeof change === 'function' ? change(current) : change),
       message_count: stores.messages.lastSeq,
       tool_call_count: stores.tools.lastSeq,
+      tool_calls: this.toolTally,
       compression_count: stores.summaries.lastId,
       updated_at: this.env.now().toISOString(),
     }

@@ -4,6 +4,7 @@ import type { TaskRow } from '../index/task-index.js'
 import type { TaskMetadata } from './metadata.js'
 import type { TaskState } from './state.js'
 import type { TaskEnv } from './env.js'
+import { legacyTally } from './tool-tally.js'
 
 export interface TaskCounts {
   messages: number
@@ -31,6 +32,8 @@ export function taskRow(meta: TaskMetadata, state: TaskState | null, location: L
     total_messages: counts.messages,
     total_summaries: counts.summaries,
     total_tool_calls: counts.tools,
+    // By tool and outcome (tool-tally.ts); a state.json without a tally has its calls all unknown.
+    tool_calls: JSON.stringify(state?.tool_calls ?? legacyTally(counts.tools)),
     llm_call_count: state?.llm_call_count ?? 0,
     total_tokens: state?.total_tokens_used ?? 0,
     // An older state.json without the split: 0 each, all of total_tokens unsplit (as stats reads it).

@@ -5,6 +5,8 @@ import type { LlmFailure } from '../../errors.js'
 import { parseJsonObject, readSmallFile, writeFileAtomic, writeFileAtomicAsync, writeJsonAtomic } from '../fs/files.js'
 import { FILES } from '../fs/layout.js'
 import type { RequestsUsage } from '../format/records.js'
+import { cleanTally } from './tool-tally.js'
+import type { ToolTally } from './tool-tally.js'
 
 export const STATUSES = [
   'initializing',
@@ -34,6 +36,8 @@ export interface TaskState {
   completed_at: string | null
   llm_call_count: number
   tool_call_count: number
+  /** tool_call_count by tool and outcome (tool-tally.ts), for /metrics. Absent in older files. */
+  tool_calls?: ToolTally
   total_tokens_used: number
   /** total_tokens_used split (SPEC §2.2 beyond the seeds): prompt and completion tokens, and the prompt tokens served from the provider's cache. Absent in older files. */
   prompt_tokens?: number
@@ -81,6 +85,7 @@ export function initialState(now: Date): TaskState {
     completed_at: null,
     llm_call_count: 0,
     tool_call_count: 0,
+    tool_calls: {},
     total_tokens_used: 0,
     current_context_tokens: 0,
     compression_count: 0,
@@ -127,7 +132,7 @@ export function parseState(text: string, path: string): TaskState {
 }
 
 /** Defaults under a state.json read from disk (made once: reindex normalizes thousands). */
-const { message_count: _unknownCount, ...STATE_DEFAULTS } = initialState(new Date(0))
+const { message_count: _unknownCount, tool_calls: _unknownTally, ...STATE_DEFAULTS } = initialState(new Date(0))
 
 function normalizeState(raw: Record<string, unknown>): TaskState {
   const merged = { ...STATE_DEFAULTS, ...raw } as TaskState
@@ -138,6 +143,8 @@ function normalizeState(raw: Record<string, unknown>): TaskState {
   merged.comment_detection = { last_comment_ids: [], last_check_timestamp: null, ...(raw.comment_detection as object | undefined) }
   // Read small, written small: the next update of such a task brings its state.json back under every reader's cap.
   if (typeof merged.final_answer === 'string') merged.final_answer = boundAnswer(merged.final_answer, MAX_ANSWER_READ)
+  // Bounded labels and whole counts, whoever wrote the file: the index sums them into /metrics.
+  if (raw.tool_calls !== undefined) merged.tool_calls = cleanTally(raw.tool_calls)
   return merged
 }
 
