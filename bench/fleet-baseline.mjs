@@ -7,11 +7,11 @@
 // Sizes (environment): CTXAGENT_BENCH_FLEET_GW_DISPATCHES (20 each, alternating),
 // CTXAGENT_BENCH_FLEET_GW_TASKS (32 tasks at each concurrency), CTXAGENT_BENCH_FLEET_ENQUEUES (15 each).
 import { execFileSync, spawn } from 'node:child_process'
-import { existsSync, readdirSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import pg from 'pg'
 import { median, remove, ROOT } from './lib.mjs'
-import { cli, childEnv, now, percentile, setup, sleep, startWorker, truncateJobs, waitDone } from './fleet-lib.mjs'
+import { childrenCpuMs, cli, childEnv, now, percentile, reapedCpuMs, setup, sleep, startWorker, truncateJobs, waitDone } from './fleet-lib.mjs'
 
 const DISPATCHES = Number(process.env.CTXAGENT_BENCH_FLEET_GW_DISPATCHES ?? 20)
 const TASKS = Number(process.env.CTXAGENT_BENCH_FLEET_GW_TASKS ?? 32)
@@ -122,10 +122,19 @@ export async function dispatchVsGraphile(db, llm) {
   }
 }
 
-/** `TASKS` one-turn tasks queued at once to one worker running `concurrency` at a time: seconds until all ended. */
+/** A job's end in a worker's log: `job <id>: <outcome> (job done)`, and the like. */
+const JOB_ENDED = / job \d+: (?!starting|resuming|not run)\w+/
+
+/**
+ * `TASKS` one-turn tasks queued at once to one worker running `concurrency` at a time:
+ * seconds until all ended (seen in the worker's log, as graphile-worker's side sees its
+ * jobs' ends in its output, not by polling the database beside it), and the CPU of the
+ * worker and all its children, from the enqueue to its exit.
+ */
 async function ctxagentBatch(db, llm, concurrency) {
   await truncateJobs(db)
   const { home, ws, env } = setup(`fleet-gw-tp-ctx-${concurrency}`, llm, db)
+  const cpu0 = reapedCpuMs()
   const worker = await startWorker(env, ['--concurrency', String(concurrency)])
   const { queue, pool } = await ctxagentQueue(db)
   try {
@@ -136,8 +145,12 @@ async function ctxagentBatch(db, llm, concurrency) {
     for (let i = 0; i < TASKS; i++) await queue.enqueue({ task_uuid: crypto.randomUUID(), kind: 'new', spec: { task: `bench:gwt-ctx-${concurrency}-${i} turns:1`, workspace: ws } }, client)
     await client.query('COMMIT')
     client.release()
-    const end = await waitDone(db, TASKS, `ctxagent at ${concurrency}`)
+    for (const until = Date.now() + 30 * 60_000; worker.lines.filter((l) => JOB_ENDED.test(l.line)).length < TASKS;) {
+      if (Date.now() > until) throw new Error(`ctxagent at ${concurrency}: not all ${TASKS} jobs ended:\n${worker.log()}`)
+      await sleep(10)
+    }
     const seconds = (now() - t0) / 1000
+    const end = await waitDone(db, TASKS, `ctxagent at ${concurrency}`)
     if (end.completed !== TASKS) throw new Error(`ctxagent at ${concurrency}: ${end.completed} of ${TASKS} completed:\n${worker.log()}`)
     let running = 0
     let most = 0
@@ -147,7 +160,10 @@ async function ctxagentBatch(db, llm, concurrency) {
     }
     // From the worker's log: a task's end is logged once its job is settled, after its slot was freed, so this may read one high.
     say(`ctxagent at ${concurrency}: at most ${most} tasks ran at once (from its log)`)
-    return seconds
+    // The warm child left waiting for the next job: its start-up counts, though the worker's exit orphans it.
+    const waiting = childrenCpuMs(worker.pid, '--warm-child')
+    await worker.stop()
+    return { seconds, cpu: (reapedCpuMs() - cpu0 + waiting) / TASKS }
   } finally {
     await pool.end()
     await worker.stop()
@@ -157,6 +173,7 @@ async function ctxagentBatch(db, llm, concurrency) {
 
 async function graphileBatch(db, llm, concurrency) {
   const { home, ws, env } = setup(`fleet-gw-tp-gw-${concurrency}`, llm, db)
+  const cpu0 = reapedCpuMs()
   const gw = await startGraphile(db, env, concurrency)
   const utils = await graphileUtils(db)
   try {
@@ -171,7 +188,8 @@ async function graphileBatch(db, llm, concurrency) {
     const failed = gw.done.filter((d) => d.code !== '0').length
     if (failed > 0) throw new Error(`graphile-worker at ${concurrency}: ${failed} task(s) failed`)
     say(`graphile-worker at ${concurrency}: at most ${gw.done.at(-1).most} jobs ran at once`)
-    return seconds
+    await gw.stop()
+    return { seconds, cpu: (reapedCpuMs() - cpu0) / TASKS }
   } finally {
     await utils.release()
     await gw.stop()
@@ -186,13 +204,14 @@ export async function throughputVsGraphile(db, llm) {
     const ours = await ctxagentBatch(db, llm, concurrency)
     const theirs = await graphileBatch(db, llm, concurrency)
     const perMin = (s) => Math.round((TASKS / s) * 60)
-    say(`${TASKS} tasks at ${concurrency}: ctxagent ${ours.toFixed(1)} s, graphile-worker ${theirs.toFixed(1)} s`)
-    rows.push({ concurrency, ours: perMin(ours), theirs: perMin(theirs), ratio: theirs / ours })
+    say(`${TASKS} tasks at ${concurrency}: ctxagent ${ours.seconds.toFixed(1)} s, ${ms(ours.cpu)} CPU a task; graphile-worker ${theirs.seconds.toFixed(1)} s, ${ms(theirs.cpu)} CPU a task`)
+    rows.push({ concurrency, ours: perMin(ours.seconds), theirs: perMin(theirs.seconds), ratio: theirs.seconds / ours.seconds, cpu: [ours.cpu, theirs.cpu] })
   }
+  const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')
   return {
     name: 'fleet-vs-graphile-throughput',
     what: `${TASKS} one-turn tasks (finish at once) queued at once, against a zero-latency local server: one ctxagent worker --concurrency 1/4/16 vs graphile-worker 0.17.3 at the same concurrency, its task spawning node bin/ctxagent run per job; same PostgreSQL (index in both); 2 cores`,
-    measured: rows.map((r) => `at ${r.concurrency}: ${r.ours} vs ${r.theirs} tasks/min`).join('; '),
+    measured: `${rows.map((r) => `at ${r.concurrency}: ${r.ours} vs ${r.theirs} tasks/min (CPU a task, the worker's process and its children: ${ms(r.cpu[0])} vs ${ms(r.cpu[1])})`).join('; ')}; load average after ${load}`,
     ratio: rows.map((r) => `${r.ratio.toFixed(2)}× at ${r.concurrency}`).join(', '),
     target: '≥ 1.0× graphile-worker at each',
     pass: rows.every((r) => r.ratio >= 1),

@@ -1,7 +1,7 @@
 // Shared by the fleet benches (fleet.mjs, fleet-baseline.mjs): a throwaway PostgreSQL, a
 // zero-latency chat completions server, ctxagent as a child process, a worker, its jobs.
 import { execFileSync, spawn } from 'node:child_process'
-import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs'
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:http'
 import { createRequire } from 'node:module'
 import { arch, platform } from 'node:os'
@@ -12,6 +12,39 @@ import { remove, ROOT, scratch } from './lib.mjs'
 export const BIN = join(ROOT, 'bin', 'ctxagent')
 
 export const now = () => performance.timeOrigin + performance.now()
+
+/**
+ * CPU milliseconds (utime + stime) of this process's children that have ended and been
+ * waited for, with theirs in turn: a worker's or graphile-worker's process, once it has
+ * exited, and every child it reaped (/proc/self/stat's cutime and cstime).
+ */
+export function reapedCpuMs() {
+  const fields = statFields('self')
+  return (Number(fields[13]) + Number(fields[14])) * clockTick()
+}
+
+/** CPU milliseconds of `parent`'s children alive now whose command line has `word` (a worker's warm child, which its exit orphans). */
+export function childrenCpuMs(parent, word) {
+  let total = 0
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      const fields = statFields(pid)
+      if (Number(fields[1]) === parent && readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes(word)) total += (Number(fields[11]) + Number(fields[12])) * clockTick()
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return total
+}
+
+/** /proc/<pid>/stat's fields after the command's closing parenthesis (state first). */
+function statFields(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+}
+
+let tick = null
+const clockTick = () => (tick ??= 1000 / Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()))
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 export const percentile = (values, p) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor((p / 100) * values.length))]
 
@@ -134,6 +167,7 @@ export async function startWorker(env, args = []) {
     await sleep(20)
   }
   return {
+    pid: child.pid,
     lines,
     log: () => lines.map((l) => l.line).join('\n'),
     stop: async () => {
