@@ -14,27 +14,22 @@ export const BIN = join(ROOT, 'bin', 'ctxagent')
 export const now = () => performance.timeOrigin + performance.now()
 
 /**
- * CPU milliseconds (utime + stime) of this process's children that have ended and been
- * waited for, with theirs in turn: a worker's or graphile-worker's process, once it has
- * exited, and every child it reaped (/proc/self/stat's cutime and cstime).
+ * CPU milliseconds (utime + stime) used so far by process `pid` (a worker, graphile-worker's
+ * process), the children it has reaped (cutime + cstime) and those alive now: read before
+ * and after a batch, what it and its tasks' processes spent meanwhile, warm children included.
  */
-export function reapedCpuMs() {
-  const fields = statFields('self')
-  return (Number(fields[13]) + Number(fields[14])) * clockTick()
-}
-
-/** CPU milliseconds of `parent`'s children alive now whose command line has `word` (a worker's warm child, which its exit orphans). */
-export function childrenCpuMs(parent, word) {
-  let total = 0
-  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+export function treeCpuMs(pid) {
+  const own = statFields(pid)
+  let total = Number(own[11]) + Number(own[12]) + Number(own[13]) + Number(own[14])
+  for (const child of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
     try {
-      const fields = statFields(pid)
-      if (Number(fields[1]) === parent && readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes(word)) total += (Number(fields[11]) + Number(fields[12])) * clockTick()
+      const fields = statFields(child)
+      if (Number(fields[1]) === pid) total += Number(fields[11]) + Number(fields[12])
     } catch {
       // gone meanwhile
     }
   }
-  return total
+  return total * clockTick()
 }
 
 /** /proc/<pid>/stat's fields after the command's closing parenthesis (state first). */
