@@ -200,9 +200,15 @@ async function graphileBatch(db, llm, concurrency) {
 export async function throughputVsGraphile(db, llm) {
   const rows = []
   for (const concurrency of [1, 4, 16]) {
-    // One after the other at each concurrency: a drift in the machine's load between them shows as a swing between runs.
-    const ours = await ctxagentBatch(db, llm, concurrency)
-    const theirs = await graphileBatch(db, llm, concurrency)
+    // Twice each, in ABBA order, so that a drift in the machine's load hits both alike; times and CPU summed.
+    const ours = { seconds: 0, cpu: 0 }
+    const theirs = { seconds: 0, cpu: 0 }
+    for (const side of ['ours', 'theirs', 'theirs', 'ours']) {
+      const batch = side === 'ours' ? await ctxagentBatch(db, llm, concurrency) : await graphileBatch(db, llm, concurrency)
+      const sum = side === 'ours' ? ours : theirs
+      sum.seconds += batch.seconds / 2
+      sum.cpu += batch.cpu / 2
+    }
     const perMin = (s) => Math.round((TASKS / s) * 60)
     say(`${TASKS} tasks at ${concurrency}: ctxagent ${ours.seconds.toFixed(1)} s, ${ms(ours.cpu)} CPU a task; graphile-worker ${theirs.seconds.toFixed(1)} s, ${ms(theirs.cpu)} CPU a task`)
     rows.push({ concurrency, ours: perMin(ours.seconds), theirs: perMin(theirs.seconds), ratio: theirs.seconds / ours.seconds, cpu: [ours.cpu, theirs.cpu] })
@@ -210,7 +216,7 @@ export async function throughputVsGraphile(db, llm) {
   const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')
   return {
     name: 'fleet-vs-graphile-throughput',
-    what: `${TASKS} one-turn tasks (finish at once) queued at once, against a zero-latency local server: one ctxagent worker --concurrency 1/4/16 vs graphile-worker 0.17.3 at the same concurrency, its task spawning node bin/ctxagent run per job; same PostgreSQL (index in both); 2 cores`,
+    what: `${TASKS} one-turn tasks (finish at once) queued at once (twice each side, ABBA), against a zero-latency local server: one ctxagent worker --concurrency 1/4/16 vs graphile-worker 0.17.3 at the same concurrency, its task spawning node bin/ctxagent run per job; same PostgreSQL (index in both); 2 cores`,
     measured: `${rows.map((r) => `at ${r.concurrency}: ${r.ours} vs ${r.theirs} tasks/min (CPU a task from the enqueue to the last end, the worker's process and its children: ${ms(r.cpu[0])} vs ${ms(r.cpu[1])})`).join('; ')}; load average after ${load}`,
     ratio: rows.map((r) => `${r.ratio.toFixed(2)}× at ${r.concurrency}`).join(', '),
     target: '≥ 1.0× graphile-worker at each',
