@@ -7,11 +7,11 @@
 // Sizes (environment): CTXAGENT_BENCH_FLEET_GW_DISPATCHES (20 each, alternating),
 // CTXAGENT_BENCH_FLEET_GW_TASKS (32 tasks at each concurrency), CTXAGENT_BENCH_FLEET_ENQUEUES (15 each).
 import { execFileSync, spawn } from 'node:child_process'
-import { existsSync, readdirSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import pg from 'pg'
 import { median, remove, ROOT } from './lib.mjs'
-import { cli, childEnv, now, percentile, setup, sleep, startWorker, truncateJobs, waitDone } from './fleet-lib.mjs'
+import { cli, childEnv, now, percentile, setup, sleep, startWorker, treeCpuMs, truncateJobs, waitDone } from './fleet-lib.mjs'
 
 const DISPATCHES = Number(process.env.CTXAGENT_BENCH_FLEET_GW_DISPATCHES ?? 20)
 const TASKS = Number(process.env.CTXAGENT_BENCH_FLEET_GW_TASKS ?? 32)
@@ -43,6 +43,7 @@ async function startGraphile(db, env, concurrency) {
     await sleep(20)
   }
   return {
+    pid: child.pid,
     done,
     stop: async () => {
       child.kill('SIGTERM')
@@ -122,7 +123,15 @@ export async function dispatchVsGraphile(db, llm) {
   }
 }
 
-/** `TASKS` one-turn tasks queued at once to one worker running `concurrency` at a time: seconds until all ended. */
+/** A job's end in a worker's log: `job <id>: <outcome> (job done)`, and the like. */
+const JOB_ENDED = / job \d+: (?!starting|resuming|not run)\w+/
+
+/**
+ * `TASKS` one-turn tasks queued at once to one worker running `concurrency` at a time:
+ * seconds until all ended (seen in the worker's log, as graphile-worker's side sees its
+ * jobs' ends in its output, not by polling the database beside it), and the CPU of the
+ * worker and all its children, from the enqueue to its exit.
+ */
 async function ctxagentBatch(db, llm, concurrency) {
   await truncateJobs(db)
   const { home, ws, env } = setup(`fleet-gw-tp-ctx-${concurrency}`, llm, db)
@@ -131,13 +140,20 @@ async function ctxagentBatch(db, llm, concurrency) {
   try {
     await sleep(IDLE_MS)
     const client = await pool.connect()
+    const cpu0 = treeCpuMs(worker.pid)
     const t0 = now()
     await client.query('BEGIN')
     for (let i = 0; i < TASKS; i++) await queue.enqueue({ task_uuid: crypto.randomUUID(), kind: 'new', spec: { task: `bench:gwt-ctx-${concurrency}-${i} turns:1`, workspace: ws } }, client)
     await client.query('COMMIT')
     client.release()
-    const end = await waitDone(db, TASKS, `ctxagent at ${concurrency}`)
+    for (let ended = 0, seen = 0, until = Date.now() + 30 * 60_000; ended < TASKS;) {
+      if (Date.now() > until) throw new Error(`ctxagent at ${concurrency}: not all ${TASKS} jobs ended:\n${worker.log()}`)
+      await sleep(10)
+      for (; seen < worker.lines.length; seen++) if (JOB_ENDED.test(worker.lines[seen].line)) ended++
+    }
     const seconds = (now() - t0) / 1000
+    const cpu = (treeCpuMs(worker.pid) - cpu0) / TASKS
+    const end = await waitDone(db, TASKS, `ctxagent at ${concurrency}`)
     if (end.completed !== TASKS) throw new Error(`ctxagent at ${concurrency}: ${end.completed} of ${TASKS} completed:\n${worker.log()}`)
     let running = 0
     let most = 0
@@ -147,7 +163,7 @@ async function ctxagentBatch(db, llm, concurrency) {
     }
     // From the worker's log: a task's end is logged once its job is settled, after its slot was freed, so this may read one high.
     say(`ctxagent at ${concurrency}: at most ${most} tasks ran at once (from its log)`)
-    return seconds
+    return { seconds, cpu }
   } finally {
     await pool.end()
     await worker.stop()
@@ -161,6 +177,7 @@ async function graphileBatch(db, llm, concurrency) {
   const utils = await graphileUtils(db)
   try {
     await sleep(IDLE_MS)
+    const cpu0 = treeCpuMs(gw.pid)
     const t0 = now()
     for (let i = 0; i < TASKS; i++) await utils.addJob('ctxagent', { task: `bench:gwt-gw-${concurrency}-${i} turns:1`, workspace: ws, tag: `gwt-gw-${concurrency}-${i}` })
     for (const until = Date.now() + 30 * 60_000; gw.done.length < TASKS;) {
@@ -168,10 +185,11 @@ async function graphileBatch(db, llm, concurrency) {
       await sleep(10)
     }
     const seconds = (now() - t0) / 1000
+    const cpu = (treeCpuMs(gw.pid) - cpu0) / TASKS
     const failed = gw.done.filter((d) => d.code !== '0').length
     if (failed > 0) throw new Error(`graphile-worker at ${concurrency}: ${failed} task(s) failed`)
     say(`graphile-worker at ${concurrency}: at most ${gw.done.at(-1).most} jobs ran at once`)
-    return seconds
+    return { seconds, cpu }
   } finally {
     await utils.release()
     await gw.stop()
@@ -182,17 +200,24 @@ async function graphileBatch(db, llm, concurrency) {
 export async function throughputVsGraphile(db, llm) {
   const rows = []
   for (const concurrency of [1, 4, 16]) {
-    // One after the other at each concurrency: a drift in the machine's load between them shows as a swing between runs.
-    const ours = await ctxagentBatch(db, llm, concurrency)
-    const theirs = await graphileBatch(db, llm, concurrency)
+    // Twice each, in ABBA order, so that a drift in the machine's load hits both alike; times and CPU summed.
+    const ours = { seconds: 0, cpu: 0 }
+    const theirs = { seconds: 0, cpu: 0 }
+    for (const side of ['ours', 'theirs', 'theirs', 'ours']) {
+      const batch = side === 'ours' ? await ctxagentBatch(db, llm, concurrency) : await graphileBatch(db, llm, concurrency)
+      const sum = side === 'ours' ? ours : theirs
+      sum.seconds += batch.seconds / 2
+      sum.cpu += batch.cpu / 2
+    }
     const perMin = (s) => Math.round((TASKS / s) * 60)
-    say(`${TASKS} tasks at ${concurrency}: ctxagent ${ours.toFixed(1)} s, graphile-worker ${theirs.toFixed(1)} s`)
-    rows.push({ concurrency, ours: perMin(ours), theirs: perMin(theirs), ratio: theirs / ours })
+    say(`${TASKS} tasks at ${concurrency}: ctxagent ${ours.seconds.toFixed(1)} s, ${ms(ours.cpu)} CPU a task; graphile-worker ${theirs.seconds.toFixed(1)} s, ${ms(theirs.cpu)} CPU a task`)
+    rows.push({ concurrency, ours: perMin(ours.seconds), theirs: perMin(theirs.seconds), ratio: theirs.seconds / ours.seconds, cpu: [ours.cpu, theirs.cpu] })
   }
+  const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')
   return {
     name: 'fleet-vs-graphile-throughput',
-    what: `${TASKS} one-turn tasks (finish at once) queued at once, against a zero-latency local server: one ctxagent worker --concurrency 1/4/16 vs graphile-worker 0.17.3 at the same concurrency, its task spawning node bin/ctxagent run per job; same PostgreSQL (index in both); 2 cores`,
-    measured: rows.map((r) => `at ${r.concurrency}: ${r.ours} vs ${r.theirs} tasks/min`).join('; '),
+    what: `${TASKS} one-turn tasks (finish at once) queued at once (twice each side, ABBA), against a zero-latency local server: one ctxagent worker --concurrency 1/4/16 vs graphile-worker 0.17.3 at the same concurrency, its task spawning node bin/ctxagent run per job; same PostgreSQL (index in both); 2 cores`,
+    measured: `${rows.map((r) => `at ${r.concurrency}: ${r.ours} vs ${r.theirs} tasks/min (CPU a task from the enqueue to the last end, the worker's process and its children: ${ms(r.cpu[0])} vs ${ms(r.cpu[1])})`).join('; ')}; load average after ${load}`,
     ratio: rows.map((r) => `${r.ratio.toFixed(2)}× at ${r.concurrency}`).join(', '),
     target: '≥ 1.0× graphile-worker at each',
     pass: rows.every((r) => r.ratio >= 1),

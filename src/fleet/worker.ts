@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import type { ChildProcess } from 'node:child_process'
+import { availableParallelism } from 'node:os'
 import { join } from 'node:path'
 import type { Writable } from 'node:stream'
 import type { Pool } from 'pg'
@@ -28,8 +29,11 @@ export interface WorkerOptions {
   /**
    * Keep one child started ahead of its job (node up, the CLI loaded, waiting on fd 3
    * for the arguments of its `run`): a claimed job starts without node's start-up.
+   * Only while fewer tasks run than the host has cores (`cores`).
    */
   warmChild: boolean
+  /** The cores the warm child's start-up may take one of (default: os.availableParallelism()). */
+  cores?: number
   pollMs: number
   heartbeatMs: number
   /** fleet.workspaces_dir: where `--repo` jobs are cloned. */
@@ -269,6 +273,7 @@ export class Worker {
     const child = this.launch([...args, '--log-format', 'json'])
     const entry: Running = { job, child, stopped: false, lastLine: '' }
     this.running.set(claimKey(job), entry)
+    this.prestart()
     this.options.log(`job ${job.id}: ${resume ? 'resuming' : 'starting'} task ${job.task_uuid} (pid ${child.pid})`)
     child.stdin?.on('error', () => undefined)
     child.stdin?.end(resume ? '' : (job.spec.task ?? ''))
@@ -281,6 +286,7 @@ export class Worker {
     child.on('error', (err) => (entry.lastLine = err.message))
     child.on('close', (code, signal) => {
       this.running.delete(claimKey(job))
+      this.prestart()
       // Killed (SIGKILL, the OOM killer) before its task began, or a resume that found the paused task's lock held
       // (exit 4: an operator's compress, a lock a killed resume left): nothing ran, and nobody else would resume it.
       if ((signal !== null || (resume && code === 4)) && !entry.stopped && notBegun(this.options.layout, job.task_uuid, resume, pausedState)) {
@@ -348,7 +354,6 @@ export class Worker {
       }
       warm.child.stdin?.once('finish', send).once('error', send)
       this.warmDeaths = 0
-      this.prestart()
       return warm.child
     }
     const [program, ...rest] = this.options.command
@@ -359,9 +364,17 @@ export class Worker {
     return this.options.relay?.(child.pid) ?? ((chunk) => void process.stderr.write(chunk))
   }
 
-  /** Starts the next warm child, unless one waits already (or the worker stops). */
+  /**
+   * Starts the next warm child, unless one waits already (or the worker stops), while a
+   * core is left over by the tasks running. A child's start-up (node and the bundle) is
+   * ~250 ms of CPU: started ahead beside as many tasks as there are cores, it only takes
+   * that CPU from them, and its job would start no sooner (a job claimed then starts its
+   * child at once, as `run`); the last one of a busy spell would wait unused meanwhile.
+   * It is started when a task ends and the tasks left leave a core.
+   */
   private prestart(): void {
     if (!this.options.warmChild || this.stopping || this.warm !== null || this.warmTimer !== null) return
+    if (this.running.size >= (this.options.cores ?? availableParallelism())) return
     const [program, ...rest] = this.options.command
     const child = spawn(program as string, [...rest, 'worker', WARM_CHILD_FLAG], { detached: true, stdio: ['pipe', 'ignore', 'pipe', 'pipe'], env: FLEET_ENV })
     const warm: Warm = {

@@ -1,6 +1,6 @@
 import { execFileSync, spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { exitOf } from '../helpers/wait.js'
@@ -263,6 +263,29 @@ describe('the warm child', () => {
     worker.child.kill('SIGTERM')
     expect(await exitOf(worker.child)).toEqual({ code: 0, signal: null })
     await until('the last warm child to end', async () => !existsSync(`/proc/${last}`))
+  })
+
+  // Started beside as many running tasks as there are cores, a warm child's start-up only takes their CPU.
+  const cores = availableParallelism()
+  it.runIf(cores <= 4)('none waits while as many tasks run as the host has cores; one is started again once they end', async () => {
+    const s = await runSetup()
+    let more = true
+    let n = 0
+    s.fake.fallback = () => (more ? { calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] } : finish)
+    const worker = startWorker(s, ['--concurrency', String(cores + 1)])
+    const pid = worker.child.pid as number
+    await until('the worker to start', async () => worker.err().includes('started on'))
+    await until('a warm child', async () => warmChildren(pid).length === 1)
+    const marks = Array.from({ length: cores }, (_, i) => `look around, mark ${i}:`)
+    for (const mark of marks) await enqueue(s, ['--task', mark, '--workspace', s.ws, '--max-turns', '1000000'])
+    // Each task under way (its second request made): every one was started, and the last left no core for a warm child.
+    await until('every task under way', async () => marks.every((mark) => agentRequests(s.fake).filter((r) => JSON.stringify(r.body).includes(mark)).length >= 2))
+    expect(warmChildren(pid)).toEqual([])
+    more = false
+    await until('every job done', async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM fleet_jobs WHERE state = 'done'`))[0]?.n === cores)
+    await until('a warm child again', async () => warmChildren(pid).length === 1)
+    worker.child.kill('SIGTERM')
+    expect(await exitOf(worker.child)).toEqual({ code: 0, signal: null })
   })
 })
 
