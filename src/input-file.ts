@@ -1,7 +1,7 @@
 import { closeSync, constants, fstatSync, openSync, readFileSync, readSync } from 'node:fs'
 import type { Stats } from 'node:fs'
 import { UsageError } from './errors.js'
-import { shortPath } from './text.js'
+import { grouped, shortPath } from './text.js'
 
 /** What reading a named file came to: its text, or why not (each caller words it its own way). */
 export type RegularRead =
@@ -66,7 +66,7 @@ export function readStdinText(what: string, hint: string, maxBytes = MAX_TEXT_IN
     }
     if (n === 0) break
     total += n
-    if (total > maxBytes) throw new UsageError(`${what} - (standard input) is more than ${maxBytes.toLocaleString('en-US')} bytes; the limit is ${formatLimit(maxBytes)}`, hint)
+    if (total > maxBytes) throw new UsageError(`${what} - (standard input) is more than ${grouped(maxBytes)} bytes; the limit is ${formatLimit(maxBytes)}`, hint)
     chunks.push(Buffer.from(buffer.subarray(0, n)))
   }
   return Buffer.concat(chunks, total).toString('utf8')
@@ -86,7 +86,7 @@ function inputOrFail(path: string, what: string, hint: string, maxBytes: number 
     case 'unreadable':
       throw new UsageError(`${named} cannot be read (${describeErrno(read.err)})`, hint)
     case 'size':
-      throw new UsageError(`${named} is ${read.size.toLocaleString('en-US')} bytes; the limit is ${formatLimit(maxBytes as number)}`, hint)
+      throw new UsageError(`${named} is ${grouped(read.size)} bytes; the limit is ${formatLimit(maxBytes as number)}`, hint)
     default:
       throw new UsageError(`${named} is not a regular file`, hint)
   }

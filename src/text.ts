@@ -20,3 +20,13 @@ export function sampleOf(items: readonly string[], shown: number): string {
   const more = items.length > shown ? `, and ${items.length - shown} more` : ''
   return `${items.slice(0, shown).join(', ')}${more}`
 }
+
+/**
+ * A number as 12,345 (what toLocaleString('en-US') gives), without Intl: its first call
+ * loads the locale data, ~25 ms of CPU that every `run` paid for one line.
+ */
+export function grouped(n: number): string {
+  if (!Number.isSafeInteger(n)) return n.toLocaleString('en-US')
+  const digits = String(Math.abs(n)).replace(/\B(?=(\d{3})+$)/g, ',')
+  return n < 0 ? `-${digits}` : digits
+}

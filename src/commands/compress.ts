@@ -15,6 +15,7 @@ import { assessTask } from '../operations/reaper.js'
 import { stalenessPolicy } from '../storage/task/env.js'
 import { readMetadata } from '../storage/task/metadata.js'
 import { durationArg, positiveIntArg, withEnv } from './shared.js'
+import { grouped } from '../text.js'
 
 interface CompressOptions {
   dryRun?: boolean
@@ -55,7 +56,7 @@ async function compress(ctx: CommandEnv, opts: CompressOptions, id: string): Pro
       ctx.io.json(outcome.kind === 'done' ? outcome.record : outcome)
       return
     }
-    const n = (x: number) => x.toLocaleString('en-US')
+    const n = grouped
     if (outcome.kind === 'nothing') ctx.io.out(`task ${outcome.uuid}: nothing to compress (${outcome.reason})`)
     else if (outcome.kind === 'plan') {
       ctx.io.out(

@@ -11,6 +11,7 @@ import { UsageError } from '../errors.js'
 import { costOf, requestsCost, splitOf } from '../operations/tokens.js'
 import type { RequestsCost } from '../operations/tokens.js'
 import { withEnv } from './shared.js'
+import { grouped } from '../text.js'
 
 interface ExportOptions {
   format: 'markdown'
@@ -47,7 +48,7 @@ async function exportTask(ctx: CommandEnv, _opts: ExportOptions, id: string): Pr
     `| workspace | ${cell(m.run?.workspace ?? '-')} |`,
     `| started | ${cell(s?.started_at ?? m.created_at)} |`,
     `| completed | ${cell(s?.completed_at ?? '-')} |`,
-    `| turns, tokens | ${s?.turns ?? s?.llm_call_count ?? 0}, ${(s?.total_tokens_used ?? 0).toLocaleString('en-US')} |`,
+    `| turns, tokens | ${s?.turns ?? s?.llm_call_count ?? 0}, ${grouped(s?.total_tokens_used ?? 0)} |`,
   ]
   if (s) {
     // The bill as providers bill it: the split, and the cost at config pricing (cached reads and cache writes at their rates).
@@ -78,7 +79,7 @@ async function exportTask(ctx: CommandEnv, _opts: ExportOptions, id: string): Pr
   ctx.io.out(`${out.join('\n')}\n`)
 }
 
-const n = (v: number): string => v.toLocaleString('en-US')
+const n = grouped
 
 /**
  * Markdown whose headings sit under a `##` section of the transcript: each heading moved

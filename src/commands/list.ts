@@ -5,7 +5,7 @@ import { auditTask } from '../command-env.js'
 import { formatDuration } from '../duration.js'
 import { NotFoundError, UsageError } from '../errors.js'
 import { table } from '../render.js'
-import { clip, sampleOf, shortPath } from '../text.js'
+import { clip, grouped, sampleOf, shortPath } from '../text.js'
 import { listTaskRows } from '../operations/list.js'
 import type { ListedTask } from '../operations/list.js'
 import { STATUSES } from '../storage/task/state.js'
@@ -81,7 +81,7 @@ function row(ctx: CommandEnv, t: ListedTask): string[] {
     t.model ?? '-',
     t.workspace ? basename(t.workspace) : '-',
     String(t.turns),
-    t.tokens.toLocaleString('en-US'),
+    grouped(t.tokens),
     // The first line, whole: a terminal's table cuts what does not fit, a pipe gets it all.
     clip(t.task || '-', 500),
   ]

@@ -24,7 +24,7 @@ import type { RunFlags, RunSettings } from '../run/settings.js'
 import { durationArg, positiveIntArg, withEnv } from './shared.js'
 import { forTerminal } from '../terminal-text.js'
 import { readStdinText } from '../input-file.js'
-import { shortPath } from '../text.js'
+import { grouped, shortPath } from '../text.js'
 import { failedOutcome, isRefusal } from './run-failure.js'
 import type { Started } from './run-failure.js'
 import { inside, realPathOf } from '../tools/workspace.js'
@@ -322,7 +322,7 @@ function checkName(value: string, what: string): string {
 
 function renderOutcome(o: Outcome): string {
   const seconds = (o.duration_ms / 1000).toFixed(1)
-  const lines = [`task ${o.uuid} ${o.status}${o.finish_status === 'blocked' ? ' (blocked)' : ''} after ${o.turns} turn(s), ${o.tokens.toLocaleString('en-US')} tokens, ${seconds}s`]
+  const lines = [`task ${o.uuid} ${o.status}${o.finish_status === 'blocked' ? ' (blocked)' : ''} after ${o.turns} turn(s), ${grouped(o.tokens)} tokens, ${seconds}s`]
   if (o.inherited_from) lines.push(`inherited from: ${o.inherited_from}`)
   // The answer and the reason are the model's and the server's words: no escape sequence of theirs reaches a terminal.
   if (o.final_answer) lines.push('', forTerminal(o.final_answer.trim()), '')

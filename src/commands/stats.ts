@@ -3,7 +3,7 @@ import type { CommandEnv } from '../command-env.js'
 import { auditTask, fleetDatabaseUrl, openIndex, parseIsoDate } from '../command-env.js'
 import { formatBytes, formatDuration, parseDuration } from '../duration.js'
 import { NotFoundError, UsageError } from '../errors.js'
-import { clip, sampleOf, shortPath } from '../text.js'
+import { clip, grouped, sampleOf, shortPath } from '../text.js'
 import { table } from '../render.js'
 import { STATUSES } from '../storage/task/state.js'
 import { checkHealth, collectStats, scanIntoMemory, where } from '../operations/stats.js'
@@ -206,7 +206,7 @@ function renderCheck(result: CheckResult): string {
 
 function renderStats(ctx: CommandEnv, r: StatsReport, filter: StatsFilter): string {
   const c = ctx.io.chalk
-  const n = (x: number) => x.toLocaleString('en-US')
+  const n = grouped
   const filters = [
     filter.user && `user ${filter.user}`,
     filter.status && `status ${filter.status}`,
@@ -246,7 +246,7 @@ function renderStats(ctx: CommandEnv, r: StatsReport, filter: StatsFilter): stri
 
 /** `12,000 (prompt 10,000, of which cached 2,000; completion 2,000) · $0.0450`: what operators compare with ccusage. */
 export function tokenLine(t: TokenReport): string {
-  const n = (x: number) => x.toLocaleString('en-US')
+  const n = grouped
   const parts = [`prompt ${n(t.prompt)}${t.cached ? `, of which cached ${n(t.cached)}` : ''}`, `completion ${n(t.completion)}`]
   if (t.unsplit) parts.push(`not split ${n(t.unsplit)}`)
   const cost = t.cost_usd === null ? '' : ` · $${t.cost_usd.toFixed(4)}${t.unpriced_tasks ? ` (${t.unpriced_tasks} task(s) of a model without a price)` : ''}`

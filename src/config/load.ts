@@ -5,7 +5,7 @@ import type { Node as YamlNode, YAMLError } from 'yaml'
 import type * as z from 'zod/mini'
 import { isErrno, UsageError } from '../errors.js'
 import { describeErrno, readRegularFile } from '../input-file.js'
-import { shortPath } from '../text.js'
+import { grouped, shortPath } from '../text.js'
 import { configSchema, crossCheck, formatPath, isHttpUrl, shown } from './schema.js'
 import type { Config } from './schema.js'
 import { urlWithCredentials } from './secrets.js'
@@ -127,7 +127,7 @@ function readConfigFile(path: string, shown: string, explicit: boolean): string 
   const why =
     read.problem === 'unreadable' ? describeErrno(read.err)
     : read.problem === 'directory' ? 'it is a directory'
-    : read.problem === 'size' ? `${read.size.toLocaleString('en-US')} bytes; the limit is 1 MB`
+    : read.problem === 'size' ? `${grouped(read.size)} bytes; the limit is 1 MB`
     : 'not a regular file'
   throw new UsageError(`${shown}: cannot read config (${why})`, explicit ? 'check the --config path or CTXAGENT_CONFIG' : `ctxagent reads the first of ~/.config/ctxagent/config.yaml, /etc/ctxagent/config.yaml: fix this one, or pass --config ${NO_CONFIG}`)
 }

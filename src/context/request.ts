@@ -9,6 +9,7 @@ import { pruneBoundary, prunedMessage } from './prune.js'
 import type { PrunePolicy } from './prune.js'
 import { addUsage } from './summarizer.js'
 import type { Summarizer } from './summarizer.js'
+import { grouped } from '../text.js'
 
 /** One LLM request as built from the window, and what building it had to leave out. */
 export interface RequestPlan {
@@ -123,7 +124,7 @@ function clipToTokens(text: string, tokens: number, where: string): string {
   if (text.length <= chars) return text
   const head = Math.floor(chars * 0.7)
   const tail = chars - head
-  return `${text.slice(0, head)}\n[… ${(text.length - chars).toLocaleString('en-US')} characters cut from this request to fit the context; the whole is in ${where} …]\n${text.slice(-tail)}`
+  return `${text.slice(0, head)}\n[… ${grouped(text.length - chars)} characters cut from this request to fit the context; the whole is in ${where} …]\n${text.slice(-tail)}`
 }
 
 export interface AutoCompressOptions {

@@ -1,6 +1,7 @@
 import http from 'node:http'
 import https from 'node:https'
 import zlib from 'node:zlib'
+import { grouped } from '../text.js'
 
 /**
  * A fetch for the OpenAI SDK that bounds the whole exchange, not just the wait for
@@ -184,7 +185,7 @@ function httpExchange(url: string, init: RequestInit, body: Uint8Array | string 
       const stream = decoded(res)
       stream.on('data', (chunk: Buffer) => {
         bytes += chunk.length
-        if (bytes > bounds.maxBytes) return fail(new ResponseTooLargeError(`the response is over ${bounds.maxBytes.toLocaleString('en-US')} bytes`), res)
+        if (bytes > bounds.maxBytes) return fail(new ResponseTooLargeError(`the response is over ${grouped(bounds.maxBytes)} bytes`), res)
         chunks.push(chunk)
       })
       stream.on('error', (err) => fail(new TypeError('terminated', { cause: err }), res))
@@ -252,7 +253,7 @@ function boundedGlobalFetch(bounds: FetchBounds): typeof fetch {
         transform(chunk, controller) {
           bytes += chunk.byteLength
           if (bytes > bounds.maxBytes) {
-            const err = new ResponseTooLargeError(`the response is over ${bounds.maxBytes.toLocaleString('en-US')} bytes`)
+            const err = new ResponseTooLargeError(`the response is over ${grouped(bounds.maxBytes)} bytes`)
             ac.abort(err)
             controller.error(err)
             return

@@ -2,6 +2,7 @@ import { CtxError, isErrno, UsageError } from '../errors.js'
 import { resolveTask } from '../storage/fs/layout.js'
 import type { Layout, TaskRef } from '../storage/fs/layout.js'
 import { appendInbox } from '../storage/task/inbox.js'
+import { grouped } from '../text.js'
 
 /** The longest comment taken (`ctxagent comment`, the page's comment action). */
 export const MAX_COMMENT = 100_000
@@ -13,7 +14,7 @@ export const MAX_COMMENT = 100_000
  */
 export function addComment(layout: Layout, start: TaskRef, text: string, sender: string, now: Date): { ref: TaskRef; record: ReturnType<typeof appendInbox> } {
   if (text.trim() === '') throw new UsageError('the comment is empty', 'say something')
-  if (text.length > MAX_COMMENT) throw new UsageError(`the comment is ${text.length.toLocaleString('en-US')} characters`, `keep it under ${MAX_COMMENT.toLocaleString('en-US')}`)
+  if (text.length > MAX_COMMENT) throw new UsageError(`the comment is ${grouped(text.length)} characters`, `keep it under ${grouped(MAX_COMMENT)}`)
   let ref = start
   const append = () => {
     if (ref.location === 'completed') throw new CtxError(`task ${ref.uuid} is finished (in completed/); no agent will read the comment`, { exitCode: 4, hint: 'start a new task with the same --task-id to continue from its summary' })

@@ -1,4 +1,5 @@
 import { forTerminal } from '../terminal-text.js'
+import { grouped } from '../text.js'
 
 /** What the live status line shows (SPEC §12.5). */
 export interface Status {
@@ -68,7 +69,7 @@ export function createRunLog(options: LogOptions): RunLog {
   let ticker: NodeJS.Timeout | null = null
   const draw = () => {
     if (!live) return
-    const head = last ? `${tag} turn ${last.turn} · tokens ${last.tokens.toLocaleString('en-US')} · window ${last.window.toLocaleString('en-US')}` : tag
+    const head = last ? `${tag} turn ${last.turn} · tokens ${grouped(last.tokens)} · window ${grouped(last.window)}` : tag
     const tail = waitingOn ? ` · waiting on ${waitingOn.what} ${Math.floor((Date.now() - waitingOn.since) / 1000)}s` : last?.lastTool ? ` · last tool ${last.lastTool}` : ''
     const width = stream.columns ?? 100
     stream.write(`\r\x1b[2K${`${head}${tail}`.slice(0, Math.max(10, width - 1))}`)

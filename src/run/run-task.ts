@@ -39,6 +39,7 @@ import type { RunSettings } from './settings.js'
 import { StopController, stoppableClient } from './stop.js'
 import { explainSystemError, isDiskFull } from '../system-errors.js'
 import { resumeRaceLost } from '../errors.js'
+import { grouped } from '../text.js'
 
 /** Where a new task comes from: its key and its first user message (SPEC §12.1, §13.1). */
 export interface TaskSource {
@@ -324,7 +325,7 @@ async function settle(handle: TaskHandle, ending: Ending, progress: Progress, cl
     return { ...base, status: 'lost', location: 'unknown', dir: handle.dir, error: ending.error.message, exit_code: 1 }
   }
   if (ending.kind === 'completed') {
-    if (ending.answer.length > maxAnswer) log.warn(`the final answer is ${ending.answer.length.toLocaleString('en-US')} characters; state.json keeps the first ${maxAnswer.toLocaleString('en-US')} (run.max_answer_chars), messages.jsonl the whole`)
+    if (ending.answer.length > maxAnswer) log.warn(`the final answer is ${grouped(ending.answer.length)} characters; state.json keeps the first ${grouped(maxAnswer)} (run.max_answer_chars), messages.jsonl the whole`)
     await handle.update({ ...progress, final_answer: boundAnswer(maskText(ending.answer), maxAnswer), finish_status: ending.finishStatus, ...(ending.sessionEnded ? { session: ChatLoop.ended(new Date()) } : {}) })
     if (ending.answer.trim() !== '') handle.addPlan('outcome', ending.answer.slice(0, 4000))
     const summary = await finalSummaryText(handle, client, log, summaryMaxTokens)

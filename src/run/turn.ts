@@ -25,6 +25,7 @@ import { tuneV8ForTheLoop } from './v8-tuning.js'
 import { InboxRequests } from './requests.js'
 import { WindowKeeper } from './window-keeper.js'
 import type { RemoteLink } from './remote.js'
+import { grouped } from '../text.js'
 
 export interface AgentLimits {
   maxTurns: number
@@ -228,7 +229,7 @@ export class Agent {
     const { limits } = this.parts
     if (this.turnBudgetSpent()) return { kind: 'timeout', reason: `max_turns budget: ${limits.maxTurns} turns used` }
     if (limits.maxTokens !== null && this.tokens >= limits.maxTokens) {
-      return { kind: 'timeout', reason: `max_tokens budget: ${this.tokens.toLocaleString('en-US')} of ${limits.maxTokens.toLocaleString('en-US')} tokens used` }
+      return { kind: 'timeout', reason: `max_tokens budget: ${grouped(this.tokens)} of ${grouped(limits.maxTokens)} tokens used` }
     }
     return null
   }

@@ -10,6 +10,7 @@ import type { TaskHandle } from '../storage/task/handle.js'
 import type { RunLog } from './log.js'
 import { statusText } from './remote.js'
 import type { RemoteLink } from './remote.js'
+import { grouped } from '../text.js'
 
 /** What the keeper needs of the agent's parts (AgentParts has all of it). */
 export interface WindowParts {
@@ -126,7 +127,7 @@ export class WindowKeeper {
     // Where the task stands, for the planning history a later task inherits.
     const state = /## Current State\s*\n([\s\S]*?)(?:\n## |$)/.exec(result.record.summary)?.[1]?.trim()
     if (state) this.parts.handle.addPlan('progress', state.slice(0, 2000))
-    this.parts.log.info(`compacted the window: ${before.toLocaleString('en-US')} → ${after.toLocaleString('en-US')} tokens`)
+    this.parts.log.info(`compacted the window: ${grouped(before)} → ${grouped(after)} tokens`)
     await this.parts.remote?.status(statusText(this.parts.handle, `working; turn ${this.turns()}, context compacted (${result.record.summary_id} so far)`))
   }
 
@@ -149,7 +150,7 @@ export class WindowKeeper {
     this.reported = prompt !== null && judged.believed ? { prompt, estimate: plan.prunedTokens } : null
     if (!judged.believed && !this.doubtedUsage) {
       this.doubtedUsage = true
-      this.parts.log.warn(`the provider reports ${(prompt ?? 0).toLocaleString('en-US')} prompt tokens for a request estimated at ${plan.tokens.toLocaleString('en-US')}; compaction goes by the estimate`)
+      this.parts.log.warn(`the provider reports ${grouped(prompt ?? 0)} prompt tokens for a request estimated at ${grouped(plan.tokens)}; compaction goes by the estimate`)
     }
   }
 }

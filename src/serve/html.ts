@@ -1,4 +1,5 @@
 import { forTerminal } from '../terminal-text.js'
+import { grouped } from '../text.js'
 
 /**
  * HTML made from text that is data (a statement, a comment, a tool's output, a model's
@@ -64,7 +65,7 @@ ${html`<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content
 
 /** A count as 12,345. */
 export function num(n: number | null | undefined): string {
-  return (n ?? 0).toLocaleString('en-US')
+  return grouped(n ?? 0)
 }
 
 /** How long ago, roughly: 5s, 3m, 2h, 4d. */

@@ -3,6 +3,7 @@ import type { Dirent } from 'node:fs'
 import { boundaryOf, entriesOf, isHidden, openDir, openSub, pathOf } from './fd-walk.js'
 import { defineTool, ok, param } from './schema.js'
 import { SKIPPED_DIRS } from './walk.js'
+import { grouped } from '../text.js'
 
 /** Past the limit, entries are still counted (to say how many were left out), up to this many. */
 const MAX_COUNTED = 10_000
@@ -54,7 +55,7 @@ export const listDir = defineTool({
       dir.close()
     }
     if (lines.length === 0) return ok(`${dir.rel}/ is empty`)
-    const more = omitted >= MAX_COUNTED ? `more than ${MAX_COUNTED.toLocaleString('en-US')}` : omitted.toLocaleString('en-US')
+    const more = omitted >= MAX_COUNTED ? `more than ${grouped(MAX_COUNTED)}` : grouped(omitted)
     const tail = omitted > 0 ? `\n(${more} more entries not shown; raise limit, lower depth or list a subdirectory)` : ''
     return ok(`${dir.rel === '.' ? './' : `${dir.rel}/`}\n${lines.join('\n')}${tail}`)
   },

@@ -3,7 +3,7 @@ import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotoc
 import { Ajv } from 'ajv'
 import type { ValidateFunction } from 'ajv'
 import type { Config } from '../config/schema.js'
-import { clip, sampleOf } from '../text.js'
+import { clip, grouped, sampleOf } from '../text.js'
 import { maskCredentials, maskValue } from '../storage/format/mask.js'
 import { sandboxedServer } from './sandbox/mcp-launch.js'
 import type { McpSandbox } from './sandbox/mcp-launch.js'
@@ -136,7 +136,7 @@ class McpServer {
       // The arguments leave for a third-party process: ctxagent's secrets never go with them.
       const result = await (this.client as Client).callTool({ name: tool, arguments: maskValue(args, maskCredentials) }, undefined, { timeout: this.config.timeout_seconds * 1000, signal })
       const whole = contentText(result.content)
-      if (whole.length > this.maxChars) this.warn(`MCP: the result of ${this.name}__${tool} is ${whole.length.toLocaleString('en-US')} characters; the model gets the first ${this.maxChars.toLocaleString('en-US')} (mcp.max_result_chars)`)
+      if (whole.length > this.maxChars) this.warn(`MCP: the result of ${this.name}__${tool} is ${grouped(whole.length)} characters; the model gets the first ${grouped(this.maxChars)} (mcp.max_result_chars)`)
       const text = cutResult(whole, this.maxChars)
       if (result.isError === true) return { output: `Error: ${text || 'the tool reported an error'}`, status: 'error', error: firstLine(text) || 'the tool reported an error' }
       return { output: text, status: 'success', error: null }
@@ -170,7 +170,7 @@ function contentText(content: unknown): string {
 /** A result longer than `max` characters: its start, and a note saying what was left out. */
 function cutResult(text: string, max: number): string {
   if (text.length <= max) return text
-  return `${text.slice(0, max)}\n[cut: the MCP result was ${text.length.toLocaleString('en-US')} characters; only the first ${max.toLocaleString('en-US')} are kept (mcp.max_result_chars)]`
+  return `${text.slice(0, max)}\n[cut: the MCP result was ${grouped(text.length)} characters; only the first ${grouped(max)} are kept (mcp.max_result_chars)]`
 }
 
 function failure(message: string): ToolOutcome {
@@ -222,7 +222,7 @@ export class McpServers {
     }
     const oversized = tools.filter((t) => schemaChars(t.spec.function.parameters) > MAX_SCHEMA_CHARS).map((t) => t.name)
     if (oversized.length > 0) {
-      warn(`MCP: left out ${oversized.length} tool(s) whose input schema is over ${MAX_SCHEMA_CHARS.toLocaleString('en-US')} characters (it would go into every request): ${sampleOf(oversized, 10)}`)
+      warn(`MCP: left out ${oversized.length} tool(s) whose input schema is over ${grouped(MAX_SCHEMA_CHARS)} characters (it would go into every request): ${sampleOf(oversized, 10)}`)
       tools.splice(0, tools.length, ...tools.filter((t) => !oversized.includes(t.name)))
     }
     tools.sort((a, b) => (a.name < b.name ? -1 : 1))

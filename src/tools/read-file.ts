@@ -7,6 +7,7 @@ import { looksBinary } from './walk.js'
 import { boundaryOf, entriesOf, isHidden, openDir, openFileRead, pathOf } from './fd-walk.js'
 import type { OpenFile } from './fd-walk.js'
 import type { ToolContext } from './types.js'
+import { grouped } from '../text.js'
 
 const MAX_LINE = 2000
 const MAX_OUTPUT = 50_000
@@ -34,7 +35,7 @@ export const readFile = defineTool({
     try {
       const head = Buffer.alloc(Math.min(8192, stat.size))
       readSync(fd, head, 0, head.length, 0)
-      if (looksBinary(head)) throw new ToolError(`${file.rel} is a binary file (${stat.size.toLocaleString('en-US')} bytes); read_file shows text only`)
+      if (looksBinary(head)) throw new ToolError(`${file.rel} is a binary file (${grouped(stat.size)} bytes); read_file shows text only`)
       ctx.reads.set(file.rel, { mtimeMs: stat.mtimeMs, size: stat.size })
       if (stat.size === 0) return ok(`(${file.rel} is empty)`)
       return ok(numberedLines(fd, offset, limit))
@@ -66,7 +67,7 @@ function numberedLines(fd: number, offset: number, limit: number): string {
         text = text.slice(0, -1)
         length--
       }
-      const shown = length > MAX_LINE ? `${text.slice(0, MAX_LINE)}… [line cut: ${length.toLocaleString('en-US')} characters]` : text
+      const shown = length > MAX_LINE ? `${text.slice(0, MAX_LINE)}… [line cut: ${grouped(length)} characters]` : text
       const entry = `${lineNo}: ${shown}`
       const size = Buffer.byteLength(entry) + 1
       // Room is left for the footer, so the whole result stays within MAX_OUTPUT.

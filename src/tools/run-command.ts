@@ -7,6 +7,7 @@ import type { CommandLimits } from './sandbox/limits.js'
 import { seccompFilter } from './sandbox/seccomp.js'
 import { defineTool, param } from './schema.js'
 import type { ToolContext, ToolOutcome } from './types.js'
+import { grouped } from '../text.js'
 
 // Head and tail kept of the output; with the marker and the status line the result stays under 30,000 characters.
 const HEAD = 14_900
@@ -197,7 +198,7 @@ class HeadTail {
 
   text(): string {
     this.trim()
-    return this.dropped > 0 ? `${this.head}\n[… ${this.dropped.toLocaleString('en-US')} chars omitted …]\n${this.tail}` : this.head + this.tail
+    return this.dropped > 0 ? `${this.head}\n[… ${grouped(this.dropped)} chars omitted …]\n${this.tail}` : this.head + this.tail
   }
 
   private trim(): void {

@@ -2,6 +2,7 @@ import { ToolError } from './errors.js'
 import { boundaryOf, relOf, walkToFile } from './fd-walk.js'
 import { checkFresh, statIn, writeInDir } from './file-write.js'
 import { defineTool, ok, param } from './schema.js'
+import { grouped } from '../text.js'
 
 export const writeFile = defineTool({
   name: 'write_file',
@@ -33,4 +34,4 @@ export const writeFile = defineTool({
   },
 })
 
-const count = (n: number, word: string) => `${n.toLocaleString('en-US')} ${word}${n === 1 ? '' : 's'}`
+const count = (n: number, word: string) => `${grouped(n)} ${word}${n === 1 ? '' : 's'}`

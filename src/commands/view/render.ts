@@ -2,7 +2,7 @@ import type { CommandEnv } from '../../command-env.js'
 import { formatDuration } from '../../duration.js'
 import type { JsonRecord } from '../../storage/format/jsonl.js'
 import type { Overview, RecordKind } from '../../storage/task/reader.js'
-import { clip } from '../../text.js'
+import { clip, grouped } from '../../text.js'
 import { mainArgument } from '../../tools/main-argument.js'
 import type { RequestsCost, TokenSplit } from '../../operations/tokens.js'
 import type { ownerState } from '../../storage/lock/staleness.js'
@@ -134,7 +134,7 @@ function when(iso: string | null | undefined): string {
 }
 
 function num(n: number | null | undefined): string {
-  return (n ?? 0).toLocaleString('en-US')
+  return grouped(n ?? 0)
 }
 
 function statusColour(ctx: CommandEnv, status: string): string {

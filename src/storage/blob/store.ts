@@ -7,6 +7,7 @@ import { writeFileAtomic } from '../fs/files.js'
 import { BLOB_DIR } from '../fs/layout.js'
 export { blobFiles } from '../fs/layout.js'
 import { maskText } from '../format/mask.js'
+import { grouped } from '../../text.js'
 
 export { BLOB_DIR }
 
@@ -69,7 +70,7 @@ export function writeBlob(taskDir: string, text: string): string {
 export function blobReference(id: string, size: number, text: string): string {
   const head = headOf(text, HEAD_BYTES)
   const more = head.length < text.length ? '\n[…]' : ''
-  return `[blob:${id}] (${size.toLocaleString('en-US')} bytes; the inspect tool reads it all)\n${head}${more}`
+  return `[blob:${id}] (${grouped(size)} bytes; the inspect tool reads it all)\n${head}${more}`
 }
 
 /** A blob's text, plain or gzipped by cleanup; null when the task has no such blob. Throws on a malformed id. */
@@ -128,7 +129,7 @@ export function expandedOutput(taskDir: string, stored: string, maxInlineBytes: 
   const head = headOf(text, half)
   const tail = tailOf(text, half)
   const cut = size - Buffer.byteLength(head) - Buffer.byteLength(tail)
-  return `[blob:${id}] ${head}\n[… ${cut.toLocaleString('en-US')} bytes not sent; inspect blob ${id} with offset/limit or grep to read them …]\n${tail}${note}`
+  return `[blob:${id}] ${head}\n[… ${grouped(cut)} bytes not sent; inspect blob ${id} with offset/limit or grep to read them …]\n${tail}${note}`
 }
 
 /**

@@ -22,6 +22,7 @@ import { open as openAsync } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { CorruptRecordError, isErrno } from '../../errors.js'
 import { pidStatus } from './process-info.js'
+import { grouped } from '../../text.js'
 
 export const DIR_MODE = 0o700
 export const FILE_MODE = 0o600
@@ -310,7 +311,7 @@ export function readSmallFile(path: string, max = MAX_SMALL_FILE): string {
       // Larger than the buffer: a big file, or a device that never ends (never read whole).
       const st = fstatSync(fd)
       if (!st.isFile()) throw notAFileError(path, 'is not a regular file')
-      if (st.size > max) throw notAFileError(path, `is ${st.size.toLocaleString('en-US')} bytes, far more than a task's record ever is`)
+      if (st.size > max) throw notAFileError(path, `is ${grouped(st.size)} bytes, far more than a task's record ever is`)
       return readFileSync(fd, 'utf8')
     }
     // An empty read may be a FIFO without a writer (opened without blocking) or a device.

@@ -6,6 +6,7 @@ import { appendShared } from '../format/jsonl.js'
 import type { JsonRecord } from '../format/jsonl.js'
 import { FILES } from '../fs/layout.js'
 import { maskText } from '../format/mask.js'
+import { grouped } from '../../text.js'
 
 export type ControlAction = 'pause' | 'compress' | 'end'
 
@@ -28,7 +29,7 @@ export function appendInbox(dir: string, record: NewInboxRecord, now = new Date(
   // A line the reader cannot take whole would be skipped there: refused here instead, where the sender hears of it.
   const bytes = Buffer.byteLength(JSON.stringify(full), 'utf8') + 1
   if (bytes > CHUNK) {
-    throw new UsageError(`the message is ${bytes.toLocaleString('en-US')} bytes as an inbox line; a task's inbox takes at most ${CHUNK.toLocaleString('en-US')} (1 MiB) per message, and nothing was queued`, 'send a shorter message: put long text in a file in the workspace and name the file')
+    throw new UsageError(`the message is ${grouped(bytes)} bytes as an inbox line; a task's inbox takes at most ${grouped(CHUNK)} (1 MiB) per message, and nothing was queued`, 'send a shorter message: put long text in a file in the workspace and name the file')
   }
   appendShared(join(dir, FILES.inbox), full)
   return full

@@ -7,6 +7,7 @@ import { FILES } from '../fs/layout.js'
 import type { RequestsUsage } from '../format/records.js'
 import { cleanTally } from './tool-tally.js'
 import type { ToolTally } from './tool-tally.js'
+import { grouped } from '../../text.js'
 
 export const STATUSES = [
   'initializing',
@@ -111,7 +112,7 @@ const MAX_ANSWER_READ = 1_000_000
  */
 export function boundAnswer(answer: string, max: number): string {
   if (answer.length <= max) return answer
-  return `${answer.slice(0, max)}\n[cut: the final answer is ${answer.length.toLocaleString('en-US')} characters; the first ${max.toLocaleString('en-US')} are kept here, the whole is in messages.jsonl]`
+  return `${answer.slice(0, max)}\n[cut: the final answer is ${grouped(answer.length)} characters; the first ${grouped(max)} are kept here, the whole is in messages.jsonl]`
 }
 
 /** state.json of a task, or null when the task has none yet. */
