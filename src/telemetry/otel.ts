@@ -55,29 +55,29 @@ export function otelTaskTrace(settings: OtelSettings, task: TaskAttributes): Tas
       }
     : null
   const notes = new Replay()
-  /** A span of `of`'s, started now: the SDK hears of it, and its name and attributes are made, when the notes run. */
-  const start = (of: Later, name: () => string, kind: SpanKind, attributes: () => Attributes): Later => {
+  /** A span of `of`'s, started now: the SDK hears of it, and its attributes are made, when the notes run. */
+  const start = (of: Later, name: string, kind: SpanKind, attributes: () => Attributes): Later => {
     const at = performance.now()
     const later: Later = { span: null, context: of.context }
     notes.add(() => {
-      later.span = tracer.startSpan(name(), { kind, attributes: attributes(), startTime: at }, of.context)
+      later.span = tracer.startSpan(name, { kind, attributes: attributes(), startTime: at }, of.context)
       later.context = trace.setSpan(of.context, later.span)
     })
     return later
   }
 
   const turn = (n: number): TurnTrace => {
-    const turnLater = start(taskLater, () => SPANS.turn, SpanKind.INTERNAL, () => ({ ...base, [ATTR.turn]: n }))
+    const turnLater = start(taskLater, SPANS.turn, SpanKind.INTERNAL, () => ({ ...base, [ATTR.turn]: n }))
     return {
       llm: ({ model, messages }) => {
         const input = content ? content(messages) : null
-        const later = start(turnLater, () => SPANS.llm(model), SpanKind.CLIENT, () => ({ ...base, [ATTR.operation]: 'chat', [ATTR.requestModel]: model, ...(input === null ? {} : { [ATTR.input]: input }) }))
+        const later = start(turnLater, SPANS.llm(model), SpanKind.CLIENT, () => ({ ...base, [ATTR.operation]: 'chat', [ATTR.requestModel]: model, ...(input === null ? {} : { [ATTR.input]: input }) }))
         notes.waiting()
         return llmSpan(notes, later, content)
       },
       tool: (name, callId, args) => {
         const input = content ? content(args) : null
-        const later = start(turnLater, () => SPANS.tool(name), SpanKind.INTERNAL, () => ({ ...base, [ATTR.operation]: 'execute_tool', [ATTR.toolName]: name, [ATTR.toolCallId]: callId, ...(input === null ? {} : { 'gen_ai.tool.call.arguments': input }) }))
+        const later = start(turnLater, SPANS.tool(name), SpanKind.INTERNAL, () => ({ ...base, [ATTR.operation]: 'execute_tool', [ATTR.toolName]: name, [ATTR.toolCallId]: callId, ...(input === null ? {} : { 'gen_ai.tool.call.arguments': input }) }))
         return toolSpan(notes, later, content)
       },
       end: () => {
@@ -101,8 +101,9 @@ export function otelTaskTrace(settings: OtelSettings, task: TaskAttributes): Tas
 
 /**
  * How long the LLM must have kept the process waiting before the notes run: any model
- * takes longer, so they run in every wait; a local server that answers at once does not
- * (the turn's own work still holding the CPU would be slowed by theirs).
+ * takes longer, so they run in every wait. A local server that answers sooner leaves them
+ * to a later wait: run now, they would still be running when its answer comes, and hold
+ * back the next request.
  */
 const IDLE_MS = 20
 /** Notes kept at most (about 150 turns of a quick server): past it they run in the next wait, however short. */
