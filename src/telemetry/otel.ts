@@ -100,13 +100,15 @@ export function otelTaskTrace(settings: OtelSettings, task: TaskAttributes): Tas
 }
 
 /**
- * How long the LLM must have kept the process waiting before the notes run: any model
- * takes longer, so they run in every wait. A local server that answers sooner leaves them
- * to a later wait: run now, they would still be running when its answer comes, and hold
- * back the next request.
+ * How long the LLM must have kept the process waiting before the notes run: a model takes
+ * longer, so they run in every wait. A server that answers sooner (a local one, a cache)
+ * leaves them to a later wait: run then, they would hold back its answer's handling and
+ * the next request.
  */
-const IDLE_MS = 20
-/** Notes kept at most (about 150 turns of a quick server): past it they run in the next wait, however short. */
+const IDLE_MS = 100
+/** Notes run at a time in a wait: an answer that comes meanwhile waits for no more than these. */
+const SLICE = 16
+/** Notes kept at most (about 150 turns of a quick server): past it they all run in the next wait, however short. */
 const MAX_NOTES = 1_000
 
 /** Notes of what the loop did, run in order while the process waits on the LLM, or at once (run). */
@@ -120,25 +122,32 @@ class Replay {
   }
 
   /**
-   * The LLM's request is going out: the notes run once the wait has lasted IDLE_MS, after
-   * the event loop's poll for I/O (an answer that came meanwhile is taken first, and
-   * answered() then keeps the notes for the next wait).
+   * The LLM's request is going out: once the wait has lasted IDLE_MS the notes run, a
+   * slice at a time, each after the event loop's poll for I/O (an answer that came is
+   * taken first, and answered() keeps the rest for the next wait).
    */
   waiting(): void {
     this.cancel()
-    this.timer = setTimeout(() => (this.immediate = setImmediate(this.run).unref()), this.notes.length >= MAX_NOTES ? 0 : IDLE_MS).unref()
+    const all = this.notes.length >= MAX_NOTES
+    this.timer = setTimeout(() => (this.immediate = setImmediate(all ? this.run : this.slice).unref()), all ? 0 : IDLE_MS).unref()
   }
 
-  /** The LLM answered: a wait too short for the notes, unless they are too many to keep. */
+  /** The LLM answered: the notes not run yet wait for the next wait, unless they are too many to keep. */
   answered(): void {
     if (this.notes.length < MAX_NOTES) this.cancel()
   }
 
+  /** All the notes, now. */
   readonly run = (): void => {
     this.cancel()
     const notes = this.notes
     this.notes = []
     for (const note of notes) note()
+  }
+
+  private readonly slice = (): void => {
+    for (const note of this.notes.splice(0, SLICE)) note()
+    if (this.notes.length > 0) this.immediate = setImmediate(this.slice).unref()
   }
 
   private cancel(): void {

@@ -101,13 +101,16 @@ describe('traces', () => {
     expect(JSON.stringify(receiver.spans)).not.toContain(SECRET)
   })
 
-  it('a run paused by SIGTERM while the LLM answers exports every span so far before it exits: the waiting call failed, the task paused', async () => {
+  it('spans are made and exported while run waits on the LLM; paused by SIGTERM, it exports every other span before it exits: the waiting call failed, the task paused', async () => {
     const receiver = await startReceiver()
     const s = await runSetup()
     writeFileSync(s.config, s.fake.configYaml(`telemetry:\n  otlp_endpoint: ${receiver.url}\n`))
     s.fake.queue.push({ calls: [{ name: 'read_file', arguments: { path: 'calc.js' } }] }, { delayMs: 60_000, content: 'never seen' })
     const started = s.start(['run', '--task', 'what does add do?', '--workspace', s.ws])
     await waitFor('the second request', () => s.fake.requests.length >= 2)
+    // Made from the loop's notes while run waits on the LLM, and exported by the batch's timer (5 s) while it still waits.
+    await waitFor('the first turn exported during the wait', () => receiver.spans.some((x) => x.name === 'execute_tool read_file'))
+    expect(receiver.spans.map((x) => x.name)).not.toContain('ctxagent.task')
     started.child.kill('SIGTERM')
     expect((await exitOf(started.child)).code, started.err()).toBe(143)
     const byName = (name: string) => receiver.spans.filter((x) => x.name === name)
