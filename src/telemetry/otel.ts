@@ -1,5 +1,5 @@
 import { context, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api'
-import type { Attributes, Span } from '@opentelemetry/api'
+import type { Attributes, Context, Span } from '@opentelemetry/api'
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http'
 import { resourceFromAttributes } from '@opentelemetry/resources'
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base'
@@ -20,10 +20,21 @@ export interface OtelSettings {
 /** The most of one message content put on a span: spans are not a transcript. */
 const MAX_CONTENT = 16_000
 
+/** One span as the loop saw it, handed to the SDK later: its span once started there, and the context its children hang from. */
+interface Later {
+  span: Span | null
+  context: Context
+}
+
 /**
  * The task's spans through the official SDK: a BasicTracerProvider of its own (nothing
- * global is registered), a BatchSpanProcessor and the OTLP/HTTP exporter. Spans are
- * parented explicitly (no context manager), so a turn costs a few object allocations.
+ * global is registered), a BatchSpanProcessor and the OTLP/HTTP exporter.
+ *
+ * The loop's calls only note what happened and when (performance.now()); the SDK's work
+ * (ids, attributes, the batch, its JSON and export) is replayed from those notes, with the
+ * noted times, while the process waits on the LLM, and before the task's span ends. Made
+ * as each call came, the SDK's spans cost a turn ~0.3 ms between an answer and the next
+ * request, more on a busy machine (BENCHMARKS.md, telemetry-turn).
  */
 export function otelTaskTrace(settings: OtelSettings, task: TaskAttributes): TaskTrace {
   const exporter = new OTLPTraceExporter({ url: settings.endpoint, timeoutMillis: 5_000 })
@@ -35,29 +46,50 @@ export function otelTaskTrace(settings: OtelSettings, task: TaskAttributes): Tas
   const parent = settings.traceparent === null ? context.active() : propagation.extract(context.active(), { traceparent: settings.traceparent }, { get: (c, k) => (c as Record<string, string>)[k], keys: (c) => Object.keys(c as object) })
   const base: Attributes = { [ATTR.taskUuid]: task.uuid, ...(task.user === null ? {} : { [ATTR.taskUser]: task.user }) }
   const taskSpan = tracer.startSpan(SPANS.task, { kind: SpanKind.INTERNAL, attributes: { ...base, 'ctxagent.task.resumed': task.resumed } }, parent)
-  const taskContext = trace.setSpan(parent, taskSpan)
-  const content = (value: unknown): string => {
-    const text = typeof value === 'string' ? maskText(value) : JSON.stringify(maskValue(value))
-    return text.length > MAX_CONTENT ? `${text.slice(0, MAX_CONTENT)}…` : text
+  const taskLater: Later = { span: taskSpan, context: trace.setSpan(parent, taskSpan) }
+  // Content is taken when the loop hands it over (the messages may change afterwards): only with telemetry.content.
+  const content = settings.content
+    ? (value: unknown): string => {
+        const text = typeof value === 'string' ? maskText(value) : JSON.stringify(maskValue(value))
+        return text.length > MAX_CONTENT ? `${text.slice(0, MAX_CONTENT)}…` : text
+      }
+    : null
+  const notes = new Replay()
+  /** A span of `of`'s, started now: the SDK hears of it, and its attributes are made, when the notes run. */
+  const start = (of: Later, name: string, kind: SpanKind, attributes: () => Attributes): Later => {
+    const at = performance.now()
+    const later: Later = { span: null, context: of.context }
+    notes.add(() => {
+      later.span = tracer.startSpan(name, { kind, attributes: attributes(), startTime: at }, of.context)
+      later.context = trace.setSpan(of.context, later.span)
+    })
+    return later
   }
 
   const turn = (n: number): TurnTrace => {
-    const span = tracer.startSpan(SPANS.turn, { attributes: { ...base, [ATTR.turn]: n } }, taskContext)
-    const turnContext = trace.setSpan(taskContext, span)
+    const turnLater = start(taskLater, SPANS.turn, SpanKind.INTERNAL, () => ({ ...base, [ATTR.turn]: n }))
     return {
-      llm: (request) => llmSpan(tracer.startSpan(SPANS.llm(request.model), {
-        kind: SpanKind.CLIENT,
-        attributes: { ...base, [ATTR.operation]: 'chat', [ATTR.requestModel]: request.model, ...(settings.content ? { [ATTR.input]: content(request.messages) } : {}) },
-      }, turnContext), settings.content ? content : null),
-      tool: (name, callId, args) => toolSpan(tracer.startSpan(SPANS.tool(name), {
-        attributes: { ...base, [ATTR.operation]: 'execute_tool', [ATTR.toolName]: name, [ATTR.toolCallId]: callId, ...(settings.content ? { 'gen_ai.tool.call.arguments': content(args) } : {}) },
-      }, turnContext), settings.content ? content : null),
-      end: () => span.end(),
+      llm: ({ model, messages }) => {
+        const input = content ? content(messages) : null
+        const later = start(turnLater, SPANS.llm(model), SpanKind.CLIENT, () => ({ ...base, [ATTR.operation]: 'chat', [ATTR.requestModel]: model, ...(input === null ? {} : { [ATTR.input]: input }) }))
+        notes.waiting()
+        return llmSpan(notes, later, content)
+      },
+      tool: (name, callId, args) => {
+        const input = content ? content(args) : null
+        const later = start(turnLater, SPANS.tool(name), SpanKind.INTERNAL, () => ({ ...base, [ATTR.operation]: 'execute_tool', [ATTR.toolName]: name, [ATTR.toolCallId]: callId, ...(input === null ? {} : { 'gen_ai.tool.call.arguments': input }) }))
+        return toolSpan(notes, later, content)
+      },
+      end: () => {
+        const at = performance.now()
+        notes.add(() => turnLater.span?.end(at))
+      },
     }
   }
   return {
     turn,
     end: async (status, error) => {
+      notes.run()
       taskSpan.setAttribute(ATTR.taskStatus, status)
       if (error) taskSpan.setStatus({ code: SpanStatusCode.ERROR, message: maskText(error) })
       taskSpan.end()
@@ -67,34 +99,101 @@ export function otelTaskTrace(settings: OtelSettings, task: TaskAttributes): Tas
   }
 }
 
-function llmSpan(span: Span, content: ((value: unknown) => string) | null): LlmTrace {
+/**
+ * How long the LLM must have kept the process waiting before the notes run: a model takes
+ * longer, so they run in every wait. A server that answers sooner (a local one, a cache)
+ * leaves them to a later wait: run then, they would hold back its answer's handling and
+ * the next request.
+ */
+const IDLE_MS = 100
+/** Notes run at a time in a wait: an answer that comes meanwhile waits for no more than these. */
+const SLICE = 16
+/** Notes kept at most (about 150 turns of a quick server): past it they all run in the next wait, however short. */
+const MAX_NOTES = 1_000
+
+/** Notes of what the loop did, run in order while the process waits on the LLM, or at once (run). */
+class Replay {
+  private notes: (() => void)[] = []
+  private timer: NodeJS.Timeout | undefined
+  private immediate: NodeJS.Immediate | undefined
+
+  add(note: () => void): void {
+    this.notes.push(note)
+  }
+
+  /**
+   * The LLM's request is going out: once the wait has lasted IDLE_MS the notes run, a
+   * slice at a time, each after the event loop's poll for I/O (an answer that came is
+   * taken first, and answered() keeps the rest for the next wait).
+   */
+  waiting(): void {
+    this.cancel()
+    const all = this.notes.length >= MAX_NOTES
+    this.timer = setTimeout(() => (this.immediate = setImmediate(all ? this.run : this.slice).unref()), all ? 0 : IDLE_MS).unref()
+  }
+
+  /** The LLM answered: the notes not run yet wait for the next wait, unless they are too many to keep. */
+  answered(): void {
+    if (this.notes.length < MAX_NOTES) this.cancel()
+  }
+
+  /** All the notes, now. */
+  readonly run = (): void => {
+    this.cancel()
+    const notes = this.notes
+    this.notes = []
+    for (const note of notes) note()
+  }
+
+  private readonly slice = (): void => {
+    for (const note of this.notes.splice(0, SLICE)) note()
+    if (this.notes.length > 0) this.immediate = setImmediate(this.slice).unref()
+  }
+
+  private cancel(): void {
+    clearTimeout(this.timer)
+    clearImmediate(this.immediate)
+  }
+}
+
+function llmSpan(notes: Replay, later: Later, content: ((value: unknown) => string) | null): LlmTrace {
   return {
-    end: (reply) => {
-      span.setAttributes({
-        ...(reply.model ? { [ATTR.responseModel]: reply.model } : {}),
-        ...(reply.inputTokens === null ? {} : { [ATTR.inputTokens]: reply.inputTokens }),
-        ...(reply.outputTokens === null ? {} : { [ATTR.outputTokens]: reply.outputTokens }),
-        ...(reply.cachedTokens === null ? {} : { [ATTR.cachedTokens]: reply.cachedTokens }),
-        [ATTR.finishReasons]: [reply.finishReason],
-        ...(content === null ? {} : { [ATTR.output]: content(reply.output) }),
+    end: ({ model, inputTokens, outputTokens, cachedTokens, finishReason, output }) => {
+      const at = performance.now()
+      const text = content === null ? null : content(output)
+      notes.add(() => {
+        later.span?.setAttributes({
+          ...(model ? { [ATTR.responseModel]: model } : {}),
+          ...(inputTokens === null ? {} : { [ATTR.inputTokens]: inputTokens }),
+          ...(outputTokens === null ? {} : { [ATTR.outputTokens]: outputTokens }),
+          ...(cachedTokens === null ? {} : { [ATTR.cachedTokens]: cachedTokens }),
+          [ATTR.finishReasons]: [finishReason],
+          ...(text === null ? {} : { [ATTR.output]: text }),
+        }).end(at)
       })
-      span.end()
+      notes.answered()
     },
     fail: (error) => {
-      span.setAttribute(ATTR.errorType, (error as Error)?.name ?? 'Error')
-      span.setStatus({ code: SpanStatusCode.ERROR, message: maskText((error as Error)?.message ?? String(error)) })
-      span.end()
+      const at = performance.now()
+      notes.add(() => later.span?.setAttribute(ATTR.errorType, (error as Error)?.name ?? 'Error').setStatus({ code: SpanStatusCode.ERROR, message: maskText((error as Error)?.message ?? String(error)) }).end(at))
+      notes.answered()
     },
   }
 }
 
-function toolSpan(span: Span, content: ((value: unknown) => string) | null): ToolTrace {
+function toolSpan(notes: Replay, later: Later, content: ((value: unknown) => string) | null): ToolTrace {
   return {
     end: (status, error, output) => {
-      span.setAttribute(ATTR.toolStatus, status)
-      if (content !== null) span.setAttribute('gen_ai.tool.call.result', content(output))
-      if (status === 'error') span.setStatus({ code: SpanStatusCode.ERROR, message: maskText(error ?? 'error') })
-      span.end()
+      const at = performance.now()
+      const result = content === null ? null : content(output)
+      notes.add(() => {
+        const span = later.span
+        if (span === null) return
+        span.setAttribute(ATTR.toolStatus, status)
+        if (result !== null) span.setAttribute('gen_ai.tool.call.result', result)
+        if (status === 'error') span.setStatus({ code: SpanStatusCode.ERROR, message: maskText(error ?? 'error') })
+        span.end(at)
+      })
     },
   }
 }

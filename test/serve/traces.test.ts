@@ -2,7 +2,8 @@ import { writeFileSync } from 'node:fs'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { runSetup } from '../run/harness.js'
+import { exitOf } from '../helpers/wait.js'
+import { runSetup, waitFor } from '../run/harness.js'
 
 interface OtlpSpan {
   traceId: string
@@ -98,5 +99,28 @@ describe('traces', () => {
     expect(String(a['gen_ai.input.messages'])).toContain('what does add do?')
     expect(String(a['gen_ai.output.messages'])).toContain('it adds')
     expect(JSON.stringify(receiver.spans)).not.toContain(SECRET)
+  })
+
+  it('spans are made and exported while run waits on the LLM; paused by SIGTERM, it exports every other span before it exits: the waiting call failed, the task paused', async () => {
+    const receiver = await startReceiver()
+    const s = await runSetup()
+    writeFileSync(s.config, s.fake.configYaml(`telemetry:\n  otlp_endpoint: ${receiver.url}\n`))
+    s.fake.queue.push({ calls: [{ name: 'read_file', arguments: { path: 'calc.js' } }] }, { delayMs: 60_000, content: 'never seen' })
+    const started = s.start(['run', '--task', 'what does add do?', '--workspace', s.ws])
+    await waitFor('the second request', () => s.fake.requests.length >= 2)
+    // Made from the loop's notes while run waits on the LLM, and exported by the batch's timer (5 s) while it still waits.
+    await waitFor('the first turn exported during the wait', () => receiver.spans.some((x) => x.name === 'execute_tool read_file'))
+    expect(receiver.spans.map((x) => x.name)).not.toContain('ctxagent.task')
+    started.child.kill('SIGTERM')
+    expect((await exitOf(started.child)).code, started.err()).toBe(143)
+    const byName = (name: string) => receiver.spans.filter((x) => x.name === name)
+    const task = byName('ctxagent.task')[0] as OtlpSpan
+    expect(attrs(task.attributes)).toMatchObject({ 'ctxagent.task.status': 'paused' })
+    const turns = byName('ctxagent.turn')
+    expect(turns.map((x) => attrs(x.attributes)['ctxagent.turn'])).toEqual([1, 2])
+    const llm = byName('chat fake-model')
+    expect(llm.map((x) => x.parentSpanId)).toEqual(turns.map((x) => x.spanId))
+    expect(llm.map((x) => x.status?.code ?? 0)).toEqual([0, 2]) // the second: STATUS_CODE_ERROR
+    expect(byName('execute_tool read_file').map((x) => x.parentSpanId)).toEqual([(turns[0] as OtlpSpan).spanId])
   })
 })
