@@ -199,7 +199,9 @@ async function graphileBatch(db, llm, concurrency) {
 
 export async function throughputVsGraphile(db, llm) {
   const rows = []
-  for (const concurrency of [1, 4, 16]) {
+  // CTXAGENT_BENCH_GRAPHILE_CONCURRENCY=16 (or 1,4) runs only those.
+  const levels = (process.env.CTXAGENT_BENCH_GRAPHILE_CONCURRENCY ?? '1,4,16').split(',').map(Number)
+  for (const concurrency of levels) {
     // Twice each, in ABBA order, so that a drift in the machine's load hits both alike; times and CPU summed.
     const ours = { seconds: 0, cpu: 0 }
     const theirs = { seconds: 0, cpu: 0 }

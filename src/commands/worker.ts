@@ -206,7 +206,7 @@ async function serve(ctx: CommandEnv, opts: WorkerOptions, stop: StopRequests, l
     const abilities = abilitiesOf(ctx.config)
     running = new Worker({
       url: fleetListenUrl(ctx, url), pool, record, layout: ctx.layout, command, warmChild: opts.prestart, pollMs: ctx.config.fleet.poll_seconds * 1000,
-      workspacesDir: ctx.config.fleet.workspaces_dir, cloneCredentials: cloneCredentials(ctx.config), giveClone: (dir) => giveWorkspace(dir, sandboxIdentity(ctx.config.tools, dir)), maxAttempts: ctx.config.fleet.max_attempts, retry: ctx.config.fleet.retry, perUser: ctx.config.fleet.limits.per_user, heartbeatMs: locks.heartbeat_seconds * 1000,
+      workspacesDir: ctx.config.fleet.workspaces_dir, cloneCredentials: cloneCredentials(ctx.config), giveClone: (dir) => giveWorkspace(dir, sandboxIdentity(ctx.config.tools, dir)), maxAttempts: ctx.config.fleet.max_attempts, agentNiceness: ctx.config.fleet.agent_niceness, retry: ctx.config.fleet.retry, perUser: ctx.config.fleet.limits.per_user, heartbeatMs: locks.heartbeat_seconds * 1000,
       log: (line) => log.info(line), refuse: (job) => cannotServe(job, abilities), relay: (pid) => log.relay(pid),
     })
     const started = running

@@ -24,6 +24,8 @@ export const DEFAULT_LIMITS = { memory_mb: 4096, processes: 1024, file_size_mb: 
 
 const positiveInt = () => z.int({ error: POSITIVE_INT }).check(z.positive({ error: POSITIVE_INT }))
 const nonNegativeInt = () => z.int({ error: NON_NEGATIVE_INT }).check(z.gte(0, { error: NON_NEGATIVE_INT }))
+const NICENESS = 'must be a whole number from 0 to 19 (nice steps)'
+const niceness = () => z.int({ error: NICENESS }).check(z.gte(0, { error: NICENESS }), z.lte(19, { error: NICENESS }))
 const positiveNumber = () => z.number({ error: POSITIVE_NUMBER }).check(z.positive({ error: POSITIVE_NUMBER }))
 const PERCENT = 'must be a percentage from 0 to 100'
 const percent = () => z.number({ error: PERCENT }).check(z.gte(0, { error: PERCENT }), z.lte(100, { error: PERCENT }))
@@ -254,6 +256,8 @@ export const configSchema = z.strictObject(
       retention_days: withDefault(positiveNumber(), 30),
       // SPEC §14.5: a direct connection (not through a pooler in transaction mode) used only for LISTEN; default: the database URL.
       listen_url: orNull(postgresUrl()),
+      // How many nice(1) steps below its worker an agent runs (0: the same): the worker's claims and heartbeats go first on a busy host.
+      agent_niceness: withDefault(niceness(), 5),
     }),
     poll: section({
       // SPEC §14.2: the labels `poll` moves on each issue as its task goes on.

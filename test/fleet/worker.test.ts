@@ -232,6 +232,8 @@ describe('the warm child', () => {
     const pid = worker.child.pid as number
     await until('the worker to start', async () => worker.err().includes('started on'))
     const [first] = await until('a warm child', async () => (warmChildren(pid).length === 1 ? warmChildren(pid) : null))
+    // fleet.agent_niceness (5): its agents run behind the worker.
+    expect(niceOf(first as number)).toBe(Math.min(19, niceOf(pid) + 5))
     // It has connected its task's index before there is a task.
     await until('the warm child connected', async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE $1`, [`ctxagent index %:${first}`]))[0]?.n === 1)
     const doneJobs = (n: number) => until(`${n} jobs done`, async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM fleet_jobs WHERE state = 'done'`))[0]?.n === n)
@@ -264,6 +266,12 @@ describe('the warm child', () => {
     expect(await exitOf(worker.child)).toEqual({ code: 0, signal: null })
     await until('the last warm child to end', async () => !existsSync(`/proc/${last}`))
   })
+
+  /** A process's nice value (field 19 of /proc/<pid>/stat, after its name in parentheses). */
+  function niceOf(pid: number): number {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16])
+  }
 
   // Started beside as many running tasks as there are cores, a warm child's start-up only takes their CPU.
   const cores = availableParallelism()
