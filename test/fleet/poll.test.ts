@@ -51,7 +51,8 @@ function startWorker(s: RunSetup) {
   }
 }
 
-describe('ctxagent poll', () => {
+// Each test starts 10-20 processes one after another (poll passes, a worker, its agents): on a loaded machine more than the 60 s default; a give-up point, not a margin.
+describe('ctxagent poll', { timeout: 240_000 }, () => {
   it('two pollers at once make one job per labelled open issue or pull request, and the labels follow each task: processing, done, failed; a finished one runs again when its label comes off', async () => {
     const board = await startFakeBoard()
     const s = await runSetup(forges(board))
