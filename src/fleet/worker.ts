@@ -1,13 +1,12 @@
-import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import type { ChildProcess } from 'node:child_process'
-import { availableParallelism, getPriority, setPriority } from 'node:os'
+import { availableParallelism } from 'node:os'
 import { join } from 'node:path'
-import type { Writable } from 'node:stream'
 import type { Pool } from 'pg'
 import type { Layout } from '../storage/fs/layout.js'
 import { locateTask } from '../storage/fs/layout.js'
 import { safeState } from '../storage/task/lifecycle.js'
+import { AgentLauncher, signalGroup } from './agent-launcher.js'
 import { cloneWorkspace } from './clone.js'
 import type { CloneCredential } from './clone.js'
 import { jobProblem } from './job-spec.js'
@@ -69,18 +68,6 @@ interface Running {
   lastLine: string
 }
 
-/** The hidden flag of `ctxagent worker` that makes it a warm child (src/commands/worker.ts). */
-export const WARM_CHILD_FLAG = '--warm-child'
-
-interface Warm {
-  child: ChildProcess
-  onIdleOutput: (chunk: Buffer) => void
-  onIdleExit: (code: number | null, signal: NodeJS.Signals | null) => void
-}
-
-/** A task's environment: the worker's, and a mark that a fleet resumes it (its log then gives no advice to resume by hand). */
-const FLEET_ENV = { ...process.env, CTXAGENT_FLEET_JOB: '1' }
-
 /**
  * Takes jobs and runs each task as `run` does, in a child process of its own (its own
  * process group), `concurrency` at a time (SPEC §14.2). Wakes on NOTIFY, and polls
@@ -101,10 +88,7 @@ export class Worker {
   private timers: NodeJS.Timeout[] = []
   private finished: (() => void) | null = null
   private readonly settling = new Set<Promise<void>>()
-  private warm: Warm | null = null
-  /** Warm children that died idle in a row: each waits longer before the next is started. */
-  private warmDeaths = 0
-  private warmTimer: NodeJS.Timeout | null = null
+  private readonly launcher: AgentLauncher
   /** Wakes the worker when the first retrying job is due. */
   private dueTimer: NodeJS.Timeout | null = null
   /**
@@ -121,6 +105,7 @@ export class Worker {
     // Taken for gone (passed over by the jobs that wake one worker) after three heartbeats missed.
     this.idle = { channel: `ctxagent_w_${randomUUID().replaceAll('-', '')}`, staleSeconds: (3 * options.heartbeatMs) / 1000 }
     this.listener = new JobListener(options.url, this.idle.channel, (from) => this.woken(from))
+    this.launcher = new AgentLauncher({ command: options.command, warmChild: options.warmChild, niceness: options.agentNiceness ?? 0, log: options.log, relayFor: (child) => this.relayFor(child), canStart: () => this.coreLeft() })
   }
 
   /** Runs until stop() and every task it started has ended. */
@@ -134,7 +119,7 @@ export class Worker {
     }
     this.timers.push(setInterval(() => this.wake(), this.options.pollMs))
     this.timers.push(setInterval(() => void heartbeat(this.options.pool, this.options.record.id).catch((err: Error) => this.options.log(`heartbeat not written: ${err.message}`)), this.options.heartbeatMs))
-    this.prestart()
+    this.launcher.prestart()
     this.wake()
     await done
   }
@@ -147,7 +132,7 @@ export class Worker {
     if (this.dueTimer !== null) clearTimeout(this.dueTimer)
     for (const wake of this.wakeOnStop) wake()
     this.queue.leaveIdle(this.idle.channel).catch(() => undefined)
-    this.dropWarm()
+    this.launcher.stop()
     for (const entry of this.running.values()) {
       entry.stopped = true
       if (entry.child !== null) signalGroup(entry.child, 'SIGTERM')
@@ -272,10 +257,10 @@ export class Worker {
   private spawnTask(job: Job, args: string[], resume: boolean): void {
     // What the paused task's state.json says before its agent takes it: unchanged after, the agent never began.
     const pausedState = resume ? stateText(this.options.layout, job.task_uuid) : null
-    const child = this.launch([...args, '--log-format', 'json'])
+    const child = this.launcher.launch([...args, '--log-format', 'json'])
     const entry: Running = { job, child, stopped: false, lastLine: '' }
     this.running.set(claimKey(job), entry)
-    this.prestart()
+    this.launcher.prestart()
     this.options.log(`job ${job.id}: ${resume ? 'resuming' : 'starting'} task ${job.task_uuid} (pid ${child.pid})`)
     child.stdin?.on('error', () => undefined)
     child.stdin?.end(resume ? '' : (job.spec.task ?? ''))
@@ -288,7 +273,7 @@ export class Worker {
     child.on('error', (err) => (entry.lastLine = err.message))
     child.on('close', (code, signal) => {
       this.running.delete(claimKey(job))
-      this.prestart()
+      this.launcher.prestart()
       // Killed (SIGKILL, the OOM killer) before its task began, or a resume that found the paused task's lock held
       // (exit 4: an operator's compress, a lock a killed resume left): nothing ran, and nobody else would resume it.
       if ((signal !== null || (resume && code === 4)) && !entry.stopped && notBegun(this.options.layout, job.task_uuid, resume, pausedState)) {
@@ -335,85 +320,20 @@ export class Worker {
     })
   }
 
-  /**
-   * A child running `ctxagent <args>` in a process group of its own: the warm child,
-   * handed its arguments, when one is waiting (and the next is started at once), else
-   * a new one. Either way the task has a process to itself (SPEC §14.2).
-   */
-  private launch(args: string[]): ChildProcess {
-    const warm = this.warm
-    if (warm !== null && warm.child.exitCode === null && warm.child.signalCode === null) {
-      this.warm = null
-      warm.child.stderr?.off('data', warm.onIdleOutput)
-      warm.child.off('exit', warm.onIdleExit)
-      // Its job is sent once the task's standard input is written and closed: `run` reads
-      // it with one read to the end, which a pipe still open would answer with EAGAIN.
-      let sent = false
-      const send = (): void => {
-        if (sent) return
-        sent = true
-        ;(warm.child.stdio[3] as Writable).end(`${JSON.stringify({ args })}\n`)
-      }
-      warm.child.stdin?.once('finish', send).once('error', send)
-      this.warmDeaths = 0
-      return warm.child
-    }
-    const [program, ...rest] = this.options.command
-    return behind(spawn(program as string, [...rest, ...args], { detached: true, stdio: ['pipe', 'ignore', 'pipe'], env: FLEET_ENV }), this.options.agentNiceness ?? 0)
-  }
-
   private relayFor(child: ChildProcess): (chunk: Buffer) => void {
     return this.options.relay?.(child.pid) ?? ((chunk) => void process.stderr.write(chunk))
   }
 
   /**
-   * Starts the next warm child, unless one waits already (or the worker stops), while a
-   * core is left over by the tasks running. A child's start-up (node and the bundle) is
+   * Whether the next warm child may start: while a core is left over by the tasks
+   * running (and the worker is not stopping). A child's start-up (node and the bundle) is
    * ~250 ms of CPU: started ahead beside as many tasks as there are cores, it only takes
    * that CPU from them, and its job would start no sooner (a job claimed then starts its
    * child at once, as `run`); the last one of a busy spell would wait unused meanwhile.
    * It is started when a task ends and the tasks left leave a core.
    */
-  private prestart(): void {
-    if (!this.options.warmChild || this.stopping || this.warm !== null || this.warmTimer !== null) return
-    if (this.running.size >= (this.options.cores ?? availableParallelism())) return
-    const [program, ...rest] = this.options.command
-    const child = behind(spawn(program as string, [...rest, 'worker', WARM_CHILD_FLAG], { detached: true, stdio: ['pipe', 'ignore', 'pipe', 'pipe'], env: FLEET_ENV }), this.options.agentNiceness ?? 0)
-    const warm: Warm = {
-      child,
-      // Nothing is expected before its job; whatever comes is the operator's to see.
-      onIdleOutput: this.relayFor(child),
-      onIdleExit: (code, signal) => {
-        if (this.warm !== warm) return
-        this.warm = null
-        if (this.stopping) return
-        // Died before it had a job (killed, out of memory, a broken install): another is started, later each time it happens again.
-        const delay = Math.min(100 * 2 ** this.warmDeaths, 30_000)
-        this.warmDeaths++
-        this.options.log(`warm child (pid ${child.pid}) exited idle (${signal ?? `exit ${code}`}); another in ${delay} ms`)
-        this.warmTimer = setTimeout(() => {
-          this.warmTimer = null
-          this.prestart()
-        }, delay)
-      },
-    }
-    child.on('error', () => undefined)
-    child.stdin?.on('error', () => undefined)
-    ;(child.stdio[3] as Writable | null)?.on('error', () => undefined)
-    child.stderr?.on('data', warm.onIdleOutput)
-    child.on('exit', warm.onIdleExit)
-    this.warm = warm
-  }
-
-  /** The waiting warm child ends (its fd 3 closes without a job, and SIGTERM besides). */
-  private dropWarm(): void {
-    if (this.warmTimer !== null) clearTimeout(this.warmTimer)
-    this.warmTimer = null
-    const warm = this.warm
-    this.warm = null
-    if (warm === null) return
-    ;(warm.child.stdio[3] as Writable | null)?.end()
-    signalGroup(warm.child, 'SIGTERM')
+  private coreLeft(): boolean {
+    return !this.stopping && this.running.size < (this.options.cores ?? availableParallelism())
   }
 
   private settleElsewhere(): void {
@@ -484,31 +404,6 @@ export class Worker {
   }
 }
 
-function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
-  try {
-    if (child.pid !== undefined) process.kill(-child.pid, signal)
-  } catch {
-    // already gone
-  }
-}
-
 function claimKey(job: Job): string {
   return `${job.id}:${job.attempts}`
-}
-
-/**
- * An agent `steps` nicer than its worker (fleet.agent_niceness): on a host whose agents keep
- * every core busy, the worker's claims, settlements and heartbeats (and the fleet's database,
- * when it is local) still run when they must, instead of waiting behind the agents they
- * dispatch. Measured: 0.89× graphile-worker's tasks a minute at concurrency 16 without, 1.11× with 5.
- */
-function behind(child: ChildProcess, steps: number): ChildProcess {
-  if (child.pid !== undefined && steps > 0) {
-    try {
-      setPriority(child.pid, Math.min(19, getPriority() + steps))
-    } catch {
-      // Gone already, or not allowed: it runs at the worker's priority.
-    }
-  }
-  return child
 }
