@@ -12,6 +12,7 @@ import type { Tree } from '../fixtures/tree.js'
 import { cli } from '../helpers/run.js'
 import { canKillServer, queryRows, startPostgres } from '../helpers/postgres.js'
 import type { PgServer } from '../helpers/postgres.js'
+import { taskRow } from '../fixtures/task-row.js'
 
 let server: PgServer
 beforeAll(async () => {
@@ -41,15 +42,7 @@ function query<T extends pg.QueryResultRow>(sql: string, params: unknown[] = [])
   return queryRows<T>(server.url, sql, params)
 }
 
-function row(uuid: string, over: Partial<TaskRow> = {}): TaskRow {
-  return {
-    uuid, status: 'completed', location: 'completed', task_type: 'issue', task_identifier: '7', repository: 'o/r', user: 'alice', hostname: 'h',
-    created_at: '2024-01-01T00:00:00.000Z', started_at: null, updated_at: null, completed_at: '2024-01-02T00:00:00.000Z', metadata: '{}',
-    total_messages: 3, total_summaries: 0, total_tool_calls: 1, llm_call_count: 2, total_tokens: 5_000_000_000, compression_count: 0,
-    final_token_count: null, final_message_count: 3, error_message: null, disk_bytes: null, disk_bytes_raw: null,
-    prompt_tokens: 4_000_000_000, completion_tokens: 1_000_000_000, cached_tokens: 0, ...over,
-  }
-}
+const row = (uuid: string, over: Partial<TaskRow> = {}): TaskRow => taskRow(uuid, { total_tokens: 5_000_000_000, prompt_tokens: 4_000_000_000, completion_tokens: 1_000_000_000, ...over })
 
 describe('the index in PostgreSQL', () => {
   it('reindex fills it, and stats --json from it equals stats from a scan of the directories', () => {

@@ -5,10 +5,10 @@ import { PgStore } from '../../../src/storage/index/pg-store.js'
 import { SCHEMA_VERSION } from '../../../src/storage/index/pg-schema.js'
 import { SqliteStore } from '../../../src/storage/index/store.js'
 import type { IndexStore } from '../../../src/storage/index/store.js'
-import type { TaskRow } from '../../../src/storage/index/task-index.js'
 import { makeTree, uuidN } from '../../fixtures/tree.js'
 import { queryRows, startPostgres } from '../../helpers/postgres.js'
 import type { PgServer } from '../../helpers/postgres.js'
+import { taskRow as row } from '../../fixtures/task-row.js'
 
 let server: PgServer
 beforeAll(async () => {
@@ -18,15 +18,6 @@ afterAll(async () => {
   await server?.stop()
 })
 
-function row(uuid: string, over: Partial<TaskRow> = {}): TaskRow {
-  return {
-    uuid, status: 'completed', location: 'completed', task_type: 'issue', task_identifier: '7', repository: 'o/r', user: 'alice', hostname: 'h',
-    created_at: '2024-01-01T00:00:00.000Z', started_at: null, updated_at: null, completed_at: '2024-01-02T00:00:00.000Z', metadata: '{}',
-    total_messages: 3, total_summaries: 0, total_tool_calls: 1, llm_call_count: 2, total_tokens: 10, compression_count: 0,
-    final_token_count: null, final_message_count: 3, error_message: null, disk_bytes: null, disk_bytes_raw: null,
-    prompt_tokens: 8, completion_tokens: 2, cached_tokens: 0, ...over,
-  }
-}
 
 async function tools(store: IndexStore): Promise<Record<string, number>> {
   return Object.fromEntries((await store.totals()).tools.map((t) => [`${t.tool}/${t.outcome}`, t.n]))
