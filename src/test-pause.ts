@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs'
+import { existsSync, writeFileSync } from 'node:fs'
 
 /**
  * A test's hook into a step of a long operation: with CTXAGENT_TEST_PAUSE_AT=<step>, the
@@ -10,4 +10,16 @@ export async function pauseAtForTest(step: string): Promise<void> {
   const marker = process.env.CTXAGENT_TEST_PAUSE_MARKER
   if (marker !== undefined) writeFileSync(marker, `${process.pid}\n`)
   await new Promise((resolve) => setTimeout(resolve, 2 ** 31 - 1))
+}
+
+/**
+ * Like pauseAtForTest, but the process goes on once the test removes the marker: with
+ * CTXAGENT_TEST_HOLD_AT=<step>, it writes its pid to CTXAGENT_TEST_HOLD_MARKER on reaching
+ * that step and waits (signals still handled) until that file is gone. Unset, it does nothing.
+ */
+export async function holdForTest(step: string): Promise<void> {
+  const marker = process.env.CTXAGENT_TEST_HOLD_MARKER
+  if (process.env.CTXAGENT_TEST_HOLD_AT !== step || marker === undefined) return
+  writeFileSync(marker, `${process.pid}\n`)
+  while (existsSync(marker)) await new Promise((resolve) => setTimeout(resolve, 20))
 }

@@ -86,7 +86,7 @@ async function jobs(ctx: CommandEnv, opts: JobsOptions, action: string | undefin
 async function pauseRunning(ctx: CommandEnv, jobId: number, uuid: string, waitMs: number): Promise<void> {
   const say = (outcome: string, message: string) => (ctx.json ? ctx.io.json({ job: jobId, task_uuid: uuid, state: 'cancelled', task: outcome }) : ctx.io.out(message))
   const location = (locateTask(ctx.layout, uuid)?.location ?? null)
-  if (location !== 'running') return say(location ?? 'not_started', `job ${jobId} cancelled; its task ${uuid} is ${location === null ? 'not started yet' : `in ${location}/`}, and will not be run again`)
+  if (location !== 'running') return say(location ?? 'not_started', `job ${jobId} cancelled; its task ${uuid} is ${location === null ? 'not started yet' : `in ${location}/`}: its worker does not start it, or pauses it as its agent starts`)
   const asked = await askOwner(ctx.layout, { uuid, location: 'running', dir: ctx.layout.taskDir('running', uuid) }, 'pause', ctx.osUser, waitMs, () => ctx.now())
   if (asked.location === 'paused') return say('paused', `job ${jobId} cancelled; its task ${uuid} paused (resume it with ctxagent enqueue --resume ${uuid.slice(0, 8)}, or jobs retry ${jobId})`)
   if (asked.location === 'completed') return say('finished', `job ${jobId} cancelled; its task ${uuid} finished before it could pause`)

@@ -3,6 +3,7 @@ import { CtxError, LockedError, NotFoundError, UsageError } from '../errors.js'
 import { inTransaction } from '../storage/index/pg-pool.js'
 import type { JobKind, JobSpec, JobState } from './jobs.js'
 import { JOB_STATES } from './jobs.js'
+import { ALL_WORKERS_CHANNEL } from './listener.js'
 
 /** A job as `ctxagent jobs` shows it (SPEC §14.4). */
 export interface JobRow {
@@ -71,7 +72,9 @@ export async function showJob(pool: Pool, id: number): Promise<JobRow & { spec: 
 /**
  * Cancels a job: a waiting or retrying one never runs; a running one is marked, and ends
  * `cancelled` (not retried, its resume not queued) once its task stops — the caller asks
- * the task's agent to pause. A finished job is a conflict.
+ * the task's agent to pause when it runs, and its worker, woken, does not start an agent
+ * it has not started yet, and pauses one that is starting (docs/fleet.md#cancelling-a-job).
+ * A finished job is a conflict.
  */
 export async function cancelJob(pool: Pool, id: number): Promise<{ task_uuid: string; was: JobState }> {
   return inTransaction(pool, async (client) => {
@@ -79,6 +82,8 @@ export async function cancelJob(pool: Pool, id: number): Promise<{ task_uuid: st
     if (row === undefined) throw notFound(id)
     if (row.state === 'running') {
       await client.query('UPDATE fleet_jobs SET cancel_requested_at = COALESCE(cancel_requested_at, now()) WHERE id = $1', [id])
+      // Every worker looks at its claims when this commits: the one holding it does not start its agent, or pauses it as it starts.
+      await client.query(`SELECT pg_notify('${ALL_WORKERS_CHANNEL}', 'cancel')`)
     } else if (row.state === 'waiting' || row.state === 'retrying') {
       await client.query(`UPDATE fleet_jobs SET state = 'cancelled', finished_at = now(), outcome = 'cancelled', next_run_at = NULL WHERE id = $1`, [id])
     } else {

@@ -144,6 +144,29 @@ export class JobQueue {
     return secs === null || secs === undefined ? null : Math.max(0, Number(secs))
   }
 
+  /**
+   * Whether a job this worker claimed may start (SPEC §14.4: a cancelled job never runs):
+   * 'cancelled' when an operator cancelled it since the claim, 'gone' when it is no
+   * longer this claim's (a reaper handed it back), else 'run'.
+   */
+  async mayStart(job: Job, workerId: string): Promise<'run' | 'cancelled' | 'gone'> {
+    const result = await this.pool.query<{ cancelled: boolean }>(
+      `SELECT cancel_requested_at IS NOT NULL AS cancelled FROM fleet_jobs WHERE id = $1 AND claimed_by = $2 AND attempts = $3 AND state = 'running'`,
+      [job.id, workerId, job.attempts],
+    )
+    const row = result.rows[0]
+    return row === undefined ? 'gone' : row.cancelled ? 'cancelled' : 'run'
+  }
+
+  /** This worker's claims (job id and attempt) that an operator cancelled while they run. */
+  async cancelledClaims(workerId: string): Promise<{ id: number; attempts: number }[]> {
+    const result = await this.pool.query<{ id: string; attempts: number }>(
+      `SELECT id, attempts FROM fleet_jobs WHERE claimed_by = $1 AND state = 'running' AND cancel_requested_at IS NOT NULL`,
+      [workerId],
+    )
+    return result.rows.map((r) => ({ id: Number(r.id), attempts: Number(r.attempts) }))
+  }
+
   /** Hands a claimed job back untouched (claimed as its worker was stopping). */
   async release(job: Job, workerId: string): Promise<void> {
     await this.pool.query(

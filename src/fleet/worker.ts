@@ -6,6 +6,8 @@ import type { Pool } from 'pg'
 import type { Layout } from '../storage/fs/layout.js'
 import { locateTask } from '../storage/fs/layout.js'
 import { safeState } from '../storage/task/lifecycle.js'
+import { appendInbox } from '../storage/task/inbox.js'
+import { holdForTest } from '../test-pause.js'
 import { AgentLauncher, signalGroup } from './agent-launcher.js'
 import { cloneWorkspace } from './clone.js'
 import type { CloneCredential } from './clone.js'
@@ -66,6 +68,10 @@ interface Running {
   /** This worker asked the task to stop (it pauses): its resume goes back to the queue. */
   stopped: boolean
   lastLine: string
+  /** A resume: its paused task's state.json as it was before the agent took it. */
+  pausedState?: string | null
+  /** Its job's cancel was passed on to the agent (deliverCancels). */
+  cancelAsked?: boolean
 }
 
 /**
@@ -167,6 +173,7 @@ export class Worker {
 
   private async pump(): Promise<void> {
     this.settleElsewhere()
+    await this.deliverCancels()
     while (!this.stopping && this.running.size < this.options.record.concurrency) {
       let job: Job | null
       try {
@@ -221,44 +228,94 @@ export class Worker {
     }
     // A new job whose task exists already (an earlier attempt created it) continues it.
     const resume = job.kind === 'resume' || existing !== null
-    if (!resume && job.spec.repo !== undefined) {
-      this.track(this.cloneThenSpawn(job))
-      return
-    }
-    this.spawnTask(job, resume ? ['run', '--resume', job.task_uuid] : newTaskArgs(job, job.spec.workspace), resume)
+    this.track(this.prepare(job, resume))
   }
 
-  /** `--repo` jobs: the repository is cloned for the task first, into fleet.workspaces_dir/<uuid>, on the shared mount. */
-  private async cloneThenSpawn(job: Job): Promise<void> {
-    if (this.options.workspacesDir === null) {
-      await this.end(job, { outcome: 'failed', error: 'the repository was not cloned: fleet.workspaces_dir is not set on this host' })
-      return
-    }
-    const dir = join(this.options.workspacesDir, job.task_uuid)
-    // The clone holds a slot like a task does.
+  /**
+   * From the claim to the agent, holding a slot like a task does: a job cancelled since its
+   * claim is not started, and neither is one cancelled during its `--repo` clone (the
+   * repository is cloned first, into fleet.workspaces_dir/<uuid>, on the shared mount);
+   * see docs/fleet.md#cancelling-a-job.
+   */
+  private async prepare(job: Job, resume: boolean): Promise<void> {
     const placeholder: Running = { job, child: null, stopped: false, lastLine: '' }
     this.running.set(claimKey(job), placeholder)
-    try {
-      await cloneWorkspace({ url: job.spec.repo as string, ...(job.spec.ref !== undefined ? { ref: job.spec.ref } : {}), dir, credentials: this.options.cloneCredentials ?? [] })
-      this.options.giveClone?.(dir)
-    } catch (err) {
-      this.running.delete(claimKey(job))
-      await this.end(job, { outcome: 'failed', failed: true, error: `the repository was not cloned: ${(err as Error).message}`.slice(0, 500) })
-      return
+    await holdForTest('worker:claimed')
+    if (await this.notToStart(job, resume, placeholder)) return
+    let workspace = job.spec.workspace
+    if (!resume && job.spec.repo !== undefined) {
+      if (this.options.workspacesDir === null) {
+        this.running.delete(claimKey(job))
+        await this.end(job, { outcome: 'failed', error: 'the repository was not cloned: fleet.workspaces_dir is not set on this host' })
+        return
+      }
+      workspace = join(this.options.workspacesDir, job.task_uuid)
+      try {
+        await cloneWorkspace({ url: job.spec.repo, ...(job.spec.ref !== undefined ? { ref: job.spec.ref } : {}), dir: workspace, credentials: this.options.cloneCredentials ?? [] })
+        this.options.giveClone?.(workspace)
+      } catch (err) {
+        this.running.delete(claimKey(job))
+        await this.end(job, { outcome: 'failed', failed: true, error: `the repository was not cloned: ${(err as Error).message}`.slice(0, 500) })
+        return
+      }
+      if (await this.notToStart(job, resume, placeholder)) return
     }
     this.running.delete(claimKey(job))
-    if (placeholder.stopped) {
-      await this.queue.release(job, this.options.record.id).catch(() => undefined)
-      return
+    this.spawnTask(job, resume ? ['run', '--resume', job.task_uuid] : newTaskArgs(job, workspace), resume)
+  }
+
+  /**
+   * True (and the slot freed, the job settled) when the claimed job must not start now: the
+   * worker stopped (the job waits again as it was), an operator cancelled it (it ends
+   * cancelled, its task untouched), or it is no longer this claim's. A database that does
+   * not answer lets it start: a cancel then reaches the agent as it starts (deliverCancels).
+   */
+  private async notToStart(job: Job, resume: boolean, placeholder: Running): Promise<boolean> {
+    const may = placeholder.stopped ? 'run' : await this.queue.mayStart(job, this.options.record.id).catch((err: Error) => {
+      this.options.log(`job ${job.id}: cancel not looked at (${err.message}); starting it`)
+      return 'run' as const
+    })
+    if (!placeholder.stopped && may === 'run') return false
+    this.running.delete(claimKey(job))
+    if (placeholder.stopped) await this.queue.release(job, this.options.record.id).catch(() => undefined)
+    else if (may === 'gone') this.options.log(`job ${job.id}: no longer this worker's claim; not started`)
+    else await this.end(job, { outcome: resume ? 'paused' : 'cancelled', error: 'cancelled before its agent started' })
+    return true
+  }
+
+  /**
+   * A job cancelled while its agent starts or runs (docs/fleet.md#cancelling-a-job): its task,
+   * once in running/, gets the pause request `jobs cancel` writes; an agent that has not taken
+   * its task yet is sent SIGTERM, and pauses the task at its first check, before any LLM request.
+   */
+  private async deliverCancels(): Promise<void> {
+    if (![...this.running.values()].some((e) => e.child !== null && e.cancelAsked !== true)) return
+    const claims = await this.queue.cancelledClaims(this.options.record.id).catch(() => [])
+    for (const claim of claims) {
+      const entry = this.running.get(`${claim.id}:${claim.attempts}`)
+      if (entry === undefined || entry.child === null || entry.cancelAsked === true) continue
+      entry.cancelAsked = true
+      const uuid = entry.job.task_uuid
+      const where = locateTask(this.options.layout, uuid)
+      if (where?.location === 'running') {
+        try {
+          appendInbox(where.dir, { kind: 'control', action: 'pause', sender: 'jobs cancel' })
+          this.options.log(`job ${claim.id}: cancelled; its task ${uuid} is asked to pause`)
+        } catch (err) {
+          this.options.log(`job ${claim.id}: cancelled; the pause request was not written (${(err as Error).message})`)
+        }
+      } else if (where === null || (where.location === 'paused' && entry.pausedState !== undefined && stateText(this.options.layout, uuid) === entry.pausedState)) {
+        signalGroup(entry.child, 'SIGTERM')
+        this.options.log(`job ${claim.id}: cancelled as its agent starts; it pauses task ${uuid} before its first turn`)
+      }
     }
-    this.spawnTask(job, newTaskArgs(job, dir), false)
   }
 
   private spawnTask(job: Job, args: string[], resume: boolean): void {
     // What the paused task's state.json says before its agent takes it: unchanged after, the agent never began.
     const pausedState = resume ? stateText(this.options.layout, job.task_uuid) : null
     const child = this.launcher.launch([...args, '--log-format', 'json'])
-    const entry: Running = { job, child, stopped: false, lastLine: '' }
+    const entry: Running = { job, child, stopped: false, lastLine: '', ...(resume ? { pausedState } : {}) }
     this.running.set(claimKey(job), entry)
     this.launcher.prestart()
     this.options.log(`job ${job.id}: ${resume ? 'resuming' : 'starting'} task ${job.task_uuid} (pid ${child.pid})`)

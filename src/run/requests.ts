@@ -30,10 +30,12 @@ export class InboxRequests {
   /** Control requests acted on (or answered already, as the inbox shows): each is acted on once. */
   private readonly claimed = new Set<string>()
   /**
-   * Where inbox.jsonl ended when this run began. A pause request before it was made for
-   * an earlier run (that run paused, or died): it is answered and dropped, never
-   * allowed to pause the resumed task at once (issue 19). No clock is compared: the
-   * position in the file says which run a request was for.
+   * Where inbox.jsonl ended when this run began (took the task). A pause request before it
+   * was made for an earlier run (that run paused, or died): it is answered and dropped,
+   * never allowed to pause the resumed task at once (issue 19). No clock is compared: the
+   * position in the file says which run a request was for. One written between the moment
+   * the task was taken and this loop's start (a `jobs cancel` as a fleet's agent starts) is
+   * this run's: it pauses the task before its first LLM request.
    */
   private readonly earlierRunsEnd: number
 
@@ -41,8 +43,11 @@ export class InboxRequests {
     private readonly parts: RequestParts,
     /** Bytes of inbox.jsonl already handled. */
     public position: number,
+    /** Bytes of inbox.jsonl when the task was taken (absent: now). */
+    atStart?: number,
   ) {
-    this.earlierRunsEnd = readInbox(parts.handle.dir, position).offset
+    const now = readInbox(parts.handle.dir, position).offset
+    this.earlierRunsEnd = atStart === undefined ? now : Math.min(now, Math.max(position, atStart))
   }
 
   /**

@@ -1,4 +1,5 @@
 import { hostname } from 'node:os'
+import { join } from 'node:path'
 import { startTaskTrace } from '../telemetry/trace.js'
 import { compressionLimit, settingsFrom } from '../context/compaction.js'
 import { loadSnapshot } from '../context/snapshot.js'
@@ -40,6 +41,9 @@ import { StopController, stoppableClient } from './stop.js'
 import { explainSystemError, isDiskFull } from '../system-errors.js'
 import { resumeRaceLost } from '../errors.js'
 import { grouped } from '../text.js'
+import { holdForTest } from '../test-pause.js'
+import { FILES } from '../storage/fs/layout.js'
+import { fileSize } from '../storage/task/reader.js'
 
 /** Where a new task comes from: its key and its first user message (SPEC §12.1, §13.1). */
 export interface TaskSource {
@@ -116,7 +120,10 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
       }, (signal) => told?.info(pausing(signal)))
     : () => undefined
   let handle: TaskHandle
+  // Where the inbox ends before this run takes the task: a pause request after it (a `jobs cancel` while a fleet's agent starts) is this run's.
+  const inboxAtStart = start.kind === 'new' ? 0 : (fileSize(join(start.ref.dir, FILES.inbox)) ?? 0)
   try {
+    await holdForTest('run:before-take')
     if (start.kind === 'new') {
       handle = await createTask(env, { task_key: start.source.key, user: start.user, run: runRecord(settings, config), inherited_from: inheritance?.uuid ?? null }, { onLost: lostNow, ...(start.uuid !== undefined ? { uuid: start.uuid } : {}) })
     } else {
@@ -130,6 +137,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   }
   created = handle.uuid
   run.onStarted?.(handle.uuid)
+  await holdForTest('run:after-take')
   // Spans of this run (task, turns, LLM and tool calls): no-ops unless telemetry.otlp_endpoint is set.
   const taskTrace = await startTaskTrace(config, process.env, { uuid: handle.uuid, user: handle.metadata.user, host: hostname(), resumed: start.kind === 'resume' })
   const traced: { status: string; error: string | null } = { status: 'failed', error: null }
@@ -189,6 +197,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
       ...(run.onTurn ? { onTurn: (turns: number) => run.onTurn?.(handle.dir, turns) } : {}),
       ...(remote ? { remote } : {}),
       trace: taskTrace,
+      inboxAtStart,
     })
     // A pause request stops what is in flight (an LLM request, a tool, MCP start-up), not only the next turn.
     unwatch = agent.requests.watchForPause(() => stop.stop('pause'))

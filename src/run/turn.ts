@@ -70,6 +70,8 @@ export interface AgentParts {
   remote?: RemoteLink
   /** Spans of turns, LLM calls and tool calls (no-ops unless telemetry is configured). */
   trace?: TaskTrace
+  /** Bytes of inbox.jsonl when this run took the task (0 for a new one): a pause request after them is for this run. */
+  inboxAtStart?: number
 }
 
 const ABORTED = '[aborted]'
@@ -113,7 +115,7 @@ export class Agent {
     this.tokens = state.total_tokens_used
     this.split = { prompt: state.prompt_tokens ?? 0, completion: state.completion_tokens ?? 0, cached: state.cached_tokens ?? 0, cacheWrite: state.cache_write_tokens ?? 0 }
     this.window = new WindowKeeper(parts, () => this.turns)
-    this.requests = new InboxRequests({ handle: parts.handle, log: parts.log, now: parts.now, ...(parts.remote ? { remote: parts.remote } : {}), compress: (requestId) => this.window.compressOnRequest(requestId) }, state.inbox_offset ?? 0)
+    this.requests = new InboxRequests({ handle: parts.handle, log: parts.log, now: parts.now, ...(parts.remote ? { remote: parts.remote } : {}), compress: (requestId) => this.window.compressOnRequest(requestId) }, state.inbox_offset ?? 0, parts.inboxAtStart)
     this.elapsedBefore = state.elapsed_ms ?? 0
     this.reads = new Map(Object.entries(state.read_files ?? {}))
   }
