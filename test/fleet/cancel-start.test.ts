@@ -1,0 +1,184 @@
+import { execFileSync } from 'node:child_process'
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { exitOf } from '../helpers/wait.js'
+import { usePostgres } from '../helpers/use-postgres.js'
+import { readTask, runSetup } from '../run/harness.js'
+import type { RunSetup, Started } from '../run/harness.js'
+
+const database = usePostgres({ truncate: ['fleet_jobs', 'fleet_workers', 'tasks'] })
+const query = database.query
+const db = database.env
+
+/**
+ * Issue 36: `jobs cancel` at each moment of a job's start (docs/fleet.md#cancelling-a-job).
+ * Each moment is held by the test (a hold point of the worker or its agent, or a git that
+ * waits), the job cancelled there, then let go: the job ends cancelled, no LLM request is
+ * sent, and the task is not completed.
+ */
+
+async function until<T>(what: string, probe: () => Promise<T | null | undefined | false> | T | null | undefined | false): Promise<T> {
+  for (let i = 0; ; i++) {
+    const value = await Promise.resolve(probe()).catch(() => null)
+    if (value) return value
+    if (i > 2400) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+}
+
+function startWorker(s: RunSetup, env: Record<string, string>): Started {
+  const saved = { ...process.env }
+  Object.assign(process.env, { CTXAGENT_DATABASE_URL: database.server.url, ...env })
+  try {
+    return s.start(['worker'])
+  } finally {
+    for (const key of Object.keys(process.env)) if (!(key in saved)) delete process.env[key]
+    Object.assign(process.env, saved)
+  }
+}
+
+async function enqueue(s: RunSetup, args: string[]): Promise<{ uuid: string; id: number }> {
+  const res = await s.run(['enqueue', ...args], db())
+  expect(res.stderr).toBe('')
+  const uuid = res.stdout.trim()
+  const row = (await query<{ id: string }>('SELECT id FROM fleet_jobs WHERE task_uuid = $1', [uuid]))[0]
+  return { uuid, id: Number(row?.id) }
+}
+
+const job = async (id: number) => (await query<{ state: string; outcome: string | null; error: string | null }>('SELECT state, outcome, error FROM fleet_jobs WHERE id = $1', [id]))[0]
+
+/** A bare repository to clone, and a fleet.workspaces_dir for the clones. */
+function bareRepo(): { repo: string; workspaces: string } {
+  const root = mkdtempSync(join(tmpdir(), 'ctxagent-cancel-'))
+  onTestFinished(() => rmSync(root, { recursive: true, force: true }))
+  const src = join(root, 'src')
+  mkdirSync(src)
+  const git = (args: string[], cwd = root) => execFileSync('git', args, { cwd, env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@t', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@t' } })
+  git(['init', '--quiet', '-b', 'main'], src)
+  writeFileSync(join(src, 'calc.js'), 'v1\n')
+  git(['add', '.'], src)
+  git(['commit', '--quiet', '-m', 'v1'], src)
+  git(['clone', '--quiet', '--bare', src, join(root, 'calc.git')])
+  return { repo: join(root, 'calc.git'), workspaces: join(root, 'workspaces') }
+}
+
+/** A hold point (CTXAGENT_TEST_HOLD_AT): reached when its marker exists, let go by removing it. */
+function holdAt(step: string): { env: Record<string, string>; reached: () => boolean; release: () => void } {
+  const marker = join(mkdtempSync(join(tmpdir(), 'ctxagent-hold-')), 'held')
+  onTestFinished(() => rmSync(marker, { force: true }))
+  return { env: { CTXAGENT_TEST_HOLD_AT: step, CTXAGENT_TEST_HOLD_MARKER: marker }, reached: () => existsSync(marker), release: () => rmSync(marker, { force: true }) }
+}
+
+async function stopWorker(worker: Started): Promise<void> {
+  worker.child.kill('SIGTERM')
+  expect((await exitOf(worker.child)).code).toBe(0)
+}
+
+describe('jobs cancel at each moment of a job start', () => {
+  it('claimed, before its clone: the job ends cancelled, nothing cloned, no task, no LLM request', { timeout: 180_000 }, async () => {
+    const { repo, workspaces } = bareRepo()
+    const s = await runSetup(`fleet:\n  workspaces_dir: ${workspaces}\n`)
+    const hold = holdAt('worker:claimed')
+    const worker = startWorker(s, hold.env)
+    const { uuid, id } = await enqueue(s, ['--task', 'read calc.js', '--repo', repo])
+    await until('the job claimed', hold.reached)
+    const cancelled = await s.run(['jobs', 'cancel', String(id)], db())
+    expect(cancelled.code, cancelled.stderr).toBe(0)
+    expect(cancelled.stdout).toContain('not started yet: its worker does not start it')
+    hold.release()
+    await until('the job cancelled', async () => (await job(id))?.state === 'cancelled')
+    expect(await job(id)).toEqual({ state: 'cancelled', outcome: 'cancelled', error: 'cancelled before its agent started' })
+    expect(existsSync(join(workspaces, uuid))).toBe(false)
+    expect(() => readTask(s.tree, uuid)).toThrow(/nowhere/)
+    expect(s.fake.requests).toHaveLength(0)
+    await stopWorker(worker)
+  })
+
+  it('cloning: the clone ends, the agent never starts; the job ends cancelled, no LLM request', { timeout: 180_000 }, async () => {
+    const { repo, workspaces } = bareRepo()
+    const s = await runSetup(`fleet:\n  workspaces_dir: ${workspaces}\n`)
+    // A git that waits, at `clone`, until the test removes its gate.
+    const bin = mkdtempSync(join(tmpdir(), 'ctxagent-git-'))
+    onTestFinished(() => rmSync(bin, { recursive: true, force: true }))
+    const gate = join(bin, 'gate')
+    writeFileSync(gate, '')
+    const realGit = execFileSync('sh', ['-c', 'command -v git']).toString().trim()
+    writeFileSync(join(bin, 'git'), `#!/bin/sh\ncase " $* " in *" clone "*) touch "${gate}.reached"; while [ -e "${gate}" ]; do sleep 0.05; done;; esac\nexec "${realGit}" "$@"\n`)
+    chmodSync(join(bin, 'git'), 0o755)
+    const worker = startWorker(s, { PATH: `${bin}:${process.env.PATH ?? ''}` })
+    const { uuid, id } = await enqueue(s, ['--task', 'read calc.js', '--repo', repo])
+    await until('the clone under way', () => existsSync(`${gate}.reached`))
+    const cancelled = await s.run(['jobs', 'cancel', String(id), '--json'], db())
+    expect(cancelled.code, cancelled.stderr).toBe(0)
+    expect(JSON.parse(cancelled.stdout)).toEqual({ job: id, task_uuid: uuid, state: 'cancelled', task: 'not_started' })
+    rmSync(gate)
+    await until('the job cancelled', async () => (await job(id))?.state === 'cancelled')
+    expect(await job(id)).toMatchObject({ state: 'cancelled', outcome: 'cancelled' })
+    // Cloned (the clone was under way), never worked in.
+    expect(readFileSync(join(workspaces, uuid, 'calc.js'), 'utf8')).toBe('v1\n')
+    expect(() => readTask(s.tree, uuid)).toThrow(/nowhere/)
+    expect(s.fake.requests).toHaveLength(0)
+    await stopWorker(worker)
+  })
+
+  it('agent starting, its task not taken yet: the worker passes the cancel on; the task pauses before its first LLM request', { timeout: 180_000 }, async () => {
+    const s = await runSetup()
+    s.fake.fallback = () => ({ calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] })
+    const hold = holdAt('run:before-take')
+    const worker = startWorker(s, hold.env)
+    const { uuid, id } = await enqueue(s, ['--task', 'look around', '--workspace', s.ws])
+    await until('the agent started', hold.reached)
+    const cancelled = await s.run(['jobs', 'cancel', String(id)], db())
+    expect(cancelled.code, cancelled.stderr).toBe(0)
+    expect(cancelled.stdout).toContain('not started yet')
+    await until('the worker to pass the cancel on', () => worker.err().includes(`job ${id}: cancelled as its agent starts`))
+    hold.release()
+    await until('the job cancelled', async () => (await job(id))?.state === 'cancelled')
+    expect(await job(id)).toMatchObject({ state: 'cancelled', outcome: 'paused' })
+    expect(readTask(s.tree, uuid)).toMatchObject({ location: 'paused', state: { status: 'paused', turns: 0 } })
+    expect(s.fake.requests).toHaveLength(0)
+    // Not queued again: the cancelled job is the task's last.
+    expect(await query('SELECT count(*)::int AS n FROM fleet_jobs')).toEqual([{ n: 1 }])
+    await stopWorker(worker)
+  })
+
+  it('agent started, its task taken, before its first turn: the pause request is this run\'s; no LLM request', { timeout: 180_000 }, async () => {
+    const s = await runSetup()
+    s.fake.fallback = () => ({ calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] })
+    const hold = holdAt('run:after-take')
+    const worker = startWorker(s, hold.env)
+    const { uuid, id } = await enqueue(s, ['--task', 'look around', '--workspace', s.ws])
+    await until('the agent took its task', hold.reached)
+    expect(readTask(s.tree, uuid).location).toBe('running')
+    const cancelling = s.run(['jobs', 'cancel', String(id), '--json'], db())
+    const inbox = join(s.tree.layout.taskDir('running', uuid), 'inbox.jsonl')
+    await until('the pause request written', () => existsSync(inbox) && readFileSync(inbox, 'utf8').includes('"action":"pause"'))
+    hold.release()
+    const cancelled = await cancelling
+    expect(cancelled.code, cancelled.stderr).toBe(0)
+    expect(JSON.parse(cancelled.stdout)).toEqual({ job: id, task_uuid: uuid, state: 'cancelled', task: 'paused' })
+    await until('the job cancelled', async () => (await job(id))?.state === 'cancelled')
+    expect(await job(id)).toMatchObject({ state: 'cancelled', outcome: 'paused' })
+    expect(readTask(s.tree, uuid)).toMatchObject({ location: 'paused', state: { status: 'paused', paused_by: 'operator', turns: 0 } })
+    expect(s.fake.requests).toHaveLength(0)
+    await stopWorker(worker)
+  })
+
+  it('running: its task pauses, the job ends cancelled and is not run again', { timeout: 180_000 }, async () => {
+    const s = await runSetup()
+    let n = 0
+    s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
+    const worker = startWorker(s, {})
+    const { uuid, id } = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
+    await until('the task under way', () => s.fake.requests.length >= 2)
+    const cancelled = await s.run(['jobs', 'cancel', String(id), '--json'], db())
+    expect(cancelled.code, cancelled.stderr).toBe(0)
+    expect(JSON.parse(cancelled.stdout)).toEqual({ job: id, task_uuid: uuid, state: 'cancelled', task: 'paused' })
+    await until('the job cancelled', async () => (await job(id))?.state === 'cancelled')
+    expect(readTask(s.tree, uuid)).toMatchObject({ location: 'paused', state: { status: 'paused' } })
+    expect(await query('SELECT count(*)::int AS n FROM fleet_jobs')).toEqual([{ n: 1 }])
+    await stopWorker(worker)
+  })
+})
