@@ -6,6 +6,8 @@ import { runDoctor } from '../operations/doctor.js'
 import { hiddenPaths, mcpSandbox } from '../run/sandbox-setup.js'
 import { resolveWorkspace } from '../run/settings.js'
 import type { Check } from '../operations/doctor.js'
+import { isLoopback } from '../serve/auth.js'
+import { serveToken } from './serve.js'
 import { durationArg, withEnv } from './shared.js'
 
 interface DoctorOptions {
@@ -38,11 +40,22 @@ async function doctor(ctx: CommandEnv, opts: Partial<DoctorOptions>): Promise<vo
     databaseUrl: fleetDatabaseUrl(ctx),
     mcpSandbox: (dir) => mcpSandbox(ctx.config, dir, hidden),
     ...(workspace === undefined ? {} : { workspace }),
+    serve: serveSetup(ctx),
   })
   const failed = checks.filter((c) => c.status === 'fail').length
   if (ctx.json) ctx.io.json({ ok: failed === 0, checks })
   else ctx.io.out(checks.map((c) => line(ctx, c)).join('\n'))
   if (failed > 0) process.exitCode = 1
+}
+
+/** What doctor's serve line needs: whether a token is set (a CTXAGENT_SERVE_TOKEN too short is the problem), and the host's kind. */
+function serveSetup(ctx: CommandEnv): { token: boolean; loopback: boolean; problem?: string } {
+  const loopback = isLoopback(ctx.config.serve.host)
+  try {
+    return { token: serveToken(ctx) !== null, loopback }
+  } catch (err) {
+    return { token: false, loopback, problem: (err as Error).message }
+  }
 }
 
 function line(ctx: CommandEnv, c: Check): string {

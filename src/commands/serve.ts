@@ -32,7 +32,7 @@ function portArg(value: string): number {
 const MIN_TOKEN = 16
 
 /** serve.token, or CTXAGENT_SERVE_TOKEN over it; a secret (masked wherever it would be printed). */
-function serveToken(ctx: CommandEnv): string | null {
+export function serveToken(ctx: CommandEnv): string | null {
   const fromEnv = ctx.env.CTXAGENT_SERVE_TOKEN
   if (fromEnv !== undefined && fromEnv !== '') {
     if (fromEnv.length < MIN_TOKEN) throw new UsageError(`CTXAGENT_SERVE_TOKEN is shorter than ${MIN_TOKEN} characters`, 'use a long random one: openssl rand -hex 32')

@@ -285,6 +285,9 @@ export const configSchema = z.strictObject(
       host: withDefault(text(), '127.0.0.1'),
       port: withDefault(z.int({ error: PORT }).check(z.gte(0, { error: PORT }), z.lte(65535, { error: PORT })), 7878),
       token: orNull(z.string({ error: SERVE_TOKEN }).check(z.minLength(16, { error: SERVE_TOKEN }))),
+      // Live (SSE) followers of one running task, and of all together; past either: 503 (docs/serve.md#live-followers).
+      max_followers_per_task: withDefault(positiveInt(), 50),
+      max_followers: withDefault(positiveInt(), 500),
     }),
     // SPEC §15: OpenTelemetry traces of run and workers, off unless an endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT too).
     telemetry: section({

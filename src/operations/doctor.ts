@@ -30,6 +30,8 @@ export interface DoctorInput {
   mcpSandbox?: (workspace: string) => McpSandbox
   /** The workspace to start them in (a run's --workspace); absent: an empty one of the sandbox's user, removed after. */
   workspace?: string
+  /** Whether serve has a token (serve.token or CTXAGENT_SERVE_TOKEN), and serves on loopback (serve.host); absent: no serve line. */
+  serve?: { token: boolean; loopback: boolean; problem?: string }
 }
 
 /**
@@ -44,6 +46,7 @@ export async function runDoctor(input: DoctorInput): Promise<Check[]> {
   checks.push(await guarded('github', () => githubCheck(input)))
   checks.push(await guarded('gitlab', () => gitlabCheck(input)))
   checks.push(sandboxCheck(input))
+  if (input.serve) checks.push(serveCheck(input.config.serve.host, input.serve))
   if (input.databaseUrl) checks.push(await guarded('fleet', () => fleetCheck(input, input.databaseUrl as string)))
   return checks
 }
@@ -89,6 +92,18 @@ function writableDirProblem(dir: string): string | null {
   } catch {
     return 'is not writable'
   }
+}
+
+/**
+ * Who can read through `serve` (docs/serve.md#security): with a token, every read needs it;
+ * without one, reads are open on loopback to anything on this host (a sandboxed command with
+ * the host's network included), and any other host is refused.
+ */
+function serveCheck(host: string, serve: NonNullable<DoctorInput['serve']>): Check {
+  if (serve.problem !== undefined) return { name: 'serve', status: 'fail', message: serve.problem, hint: 'use a long random token: openssl rand -hex 32' }
+  if (serve.token) return { name: 'serve', status: 'ok', message: `serve.token set: the page, /api and /metrics need it on ${host} as on every address` }
+  if (!serve.loopback) return { name: 'serve', status: 'warn', message: `serve.host ${host} is not loopback and serve has no token: serve refuses to start`, hint: 'set serve.token (or CTXAGENT_SERVE_TOKEN), or serve.host: 127.0.0.1' }
+  return { name: 'serve', status: 'warn', message: `no serve.token: on ${host} serve's reads (task pages, /api, /metrics) are open to every process of this host, sandboxed commands with the network included; actions are refused`, hint: 'set serve.token (or CTXAGENT_SERVE_TOKEN) for every read to need it' }
 }
 
 /** Which sandbox run_command gets, and whether it works here (a shell is refused without one). */

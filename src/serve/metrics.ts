@@ -221,6 +221,21 @@ export class MetricsCollector {
       this.set(self.fleetError)
     } })
   }
+
+  /** This serve's live followers (docs/serve.md#live-followers): read at scrape time. */
+  addLive(counts: () => { followers: number; watchers: number; refused: number }): void {
+    const r = [this.registry]
+    new Gauge({ name: METRICS.followers, help: 'Live (SSE) followers of running tasks connected to this serve', registers: r, collect() {
+      this.set(counts().followers)
+    } })
+    new Gauge({ name: METRICS.followWatchers, help: 'Running tasks this serve reads for its live followers (one reader per task, shared)', registers: r, collect() {
+      this.set(counts().watchers)
+    } })
+    new Counter({ name: METRICS.followersRefused, help: 'Live followers refused (503) past serve.max_followers_per_task or serve.max_followers since this serve started', registers: r, collect() {
+      this.reset()
+      this.inc(counts().refused)
+    } })
+  }
 }
 
 /** Disk use by location: running and paused tasks measured now, completed ones from their cached sizes. */

@@ -20,7 +20,7 @@ import { listedTask, taskPage } from './data.js'
 import { renderFleet } from './fleet-page.js'
 import { page } from './html.js'
 import { renderTaskList } from './list-page.js'
-import { streamMessages } from './live.js'
+import type { LiveFollowers } from './live.js'
 import type { Exchange } from './respond.js'
 import { fail, send, sendJson, sendPage } from './respond.js'
 import { renderStats } from './stats-page.js'
@@ -40,6 +40,7 @@ export class ReadRoutes {
     private readonly index: IndexSource,
     private readonly fleet: FleetSource,
     private readonly headers: Record<string, string>,
+    private readonly live: LiveFollowers,
   ) {}
 
   async route(x: Exchange, operator: string | null, csrf: string | null, noToken: boolean): Promise<void> {
@@ -126,7 +127,7 @@ export class ReadRoutes {
       x.res.end(`event: end\ndata: ${ref.location}\n\n`)
       return
     }
-    await streamMessages(this.ctx, ref, x.req, x.res, offset, after, this.headers)
+    await this.live.follow(ref, x.req, x.res, offset, after, this.headers)
   }
 
   /** `stats --json` (without its source), and the alerts of `stats --check`. */

@@ -17,6 +17,7 @@ import { IndexSource } from './data.js'
 import { MetricsCollector } from './metrics.js'
 import { BodyError, readBody } from './body.js'
 import { ReadRoutes } from './reads.js'
+import { LiveFollowers } from './live.js'
 
 export interface ServeOptions {
   host: string
@@ -36,7 +37,9 @@ export async function startServer(ctx: CommandEnv, options: ServeOptions): Promi
   const index = await IndexSource.open(ctx)
   const fleet = new FleetSource(ctx)
   const metrics = new MetricsCollector(ctx, index, fleet)
-  const reads = new ReadRoutes(ctx, index, fleet, HEADERS)
+  const live = new LiveFollowers(ctx, { perTask: ctx.config.serve.max_followers_per_task, total: ctx.config.serve.max_followers })
+  metrics.addLive(() => live.counts())
+  const reads = new ReadRoutes(ctx, index, fleet, HEADERS, live)
   const loopback = isLoopback(options.host)
   const hosts = new Set(['127.0.0.1', 'localhost', '[::1]', options.host.includes(':') ? `[${options.host}]` : options.host])
 
@@ -55,8 +58,9 @@ export async function startServer(ctx: CommandEnv, options: ServeOptions): Promi
     if (req.method === 'GET' && path === '/app.js') return send(res, 200, 'text/javascript; charset=utf-8', SCRIPT)
     if (path === '/login') return login(x)
     if (path === '/logout' && req.method === 'POST') return logout(x)
-    // Off loopback every read needs the token too (SPEC §15).
-    if (!loopback && caller.kind === 'anonymous') {
+    // With a token configured, or off loopback, every read needs it too (docs/serve.md#security): a
+    // sandboxed command sharing this host's loopback must not read other users' tasks.
+    if ((!loopback || auth.hasToken) && caller.kind === 'anonymous') {
       if (!api && req.method === 'GET') return redirect(res, '/login')
       return fail(res, api, 401, 'sign in first: a bearer token, or the login form', { 'www-authenticate': 'Bearer realm="ctxagent"' })
     }
@@ -157,6 +161,7 @@ export async function startServer(ctx: CommandEnv, options: ServeOptions): Promi
     server,
     url: `http://${shown}:${address.port}`,
     close: async () => {
+      live.close()
       server.closeAllConnections()
       await new Promise<void>((resolve) => server.close(() => resolve()))
       await fleet.close()

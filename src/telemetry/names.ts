@@ -26,6 +26,9 @@ export const METRICS = {
   workers: 'ctxagent_workers',
   claims: 'ctxagent_job_claims_total',
   scrapeErrors: 'ctxagent_scrape_errors',
+  followers: 'ctxagent_serve_followers',
+  followWatchers: 'ctxagent_serve_follow_watchers',
+  followersRefused: 'ctxagent_serve_followers_refused_total',
 } as const
 
 export const SPANS = {
