@@ -120,7 +120,9 @@ describe('serve in a browser', () => {
     reindex(t)
     const paused = uuidN(4)
     const s = await startServe(t.base, { config: configWith(t, `serve:\n  token: ${TOKEN}\n`) })
+    // A token is configured: the task page itself needs it, on loopback too (docs/serve.md#security).
     const { page } = await open(`${s.url}/tasks/${paused}`)
+    expect(new URL(page.url()).pathname).toBe('/login')
     expect(await page.locator('form.action').count()).toBe(0)
     await page.getByText('Sign in').first().waitFor()
     const status = await page.evaluate(async (u) => (await fetch(`/api/tasks/${u}/comment`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"text":"sneaky"}' })).status, paused)

@@ -35,11 +35,15 @@ describe('serve with a fleet (PostgreSQL)', () => {
     }
     const s = await startServe(tree.base, { config, env })
     const auth = { authorization: `Bearer ${TOKEN}`, 'x-ctxagent-operator': 'frank' }
-    const api = (await (await s.get('/api/fleet')).json()) as { oldest_waiting: { waiting_seconds: number } }
+    // A token is configured: every read needs it, on loopback too (docs/serve.md#security).
+    for (const path of ['/api/fleet', '/api/jobs', '/metrics']) expect((await s.get(path)).status, path).toBe(401)
+    expect((await s.get('/fleet')).status).toBe(303)
+    const read = { headers: { authorization: `Bearer ${TOKEN}` } }
+    const api = (await (await s.get('/api/fleet', read)).json()) as { oldest_waiting: { waiting_seconds: number } }
     const cli = JSON.parse((await run(['fleet', '--json'])).stdout) as { oldest_waiting: { waiting_seconds: number } }
     expect({ ...api, oldest_waiting: { ...api.oldest_waiting, waiting_seconds: 0 } }).toEqual({ ...cli, oldest_waiting: { ...cli.oldest_waiting, waiting_seconds: 0 } })
     expect(api).toMatchObject({ jobs: { waiting: 2, running: 0, done: 0 }, workers: [] })
-    const m = parseExposition(await (await s.get('/metrics')).text())
+    const m = parseExposition(await (await s.get('/metrics', read)).text())
     expect(total(m, 'ctxagent_jobs', { state: 'waiting' })).toBe(2)
     expect(total(m, 'ctxagent_queue_wait_seconds', {}, 'ctxagent_queue_wait_seconds_count')).toBe(2)
     expect(total(m, 'ctxagent_queue_oldest_waiting_seconds')).toBeGreaterThan(0)
@@ -47,7 +51,7 @@ describe('serve with a fleet (PostgreSQL)', () => {
     // No worker while jobs wait: stats --check's critical alert, as a gauge.
     expect(total(m, 'ctxagent_alert', { name: 'queue_no_worker', severity: 'critical' })).toBe(1)
     expect(total(m, 'ctxagent_tasks')).toBe(2)
-    const page = await (await s.get('/fleet')).text()
+    const page = await (await s.get('/fleet', read)).text()
     expect(page).toContain('<dt>waiting</dt><dd>2</dd>')
     const resumed = await s.get(`/api/tasks/${uuidN(2)}/resume`, { method: 'POST', headers: auth })
     expect(resumed.status).toBe(200)
@@ -58,7 +62,7 @@ describe('serve with a fleet (PostgreSQL)', () => {
     expect((await s.get(`/api/tasks/${uuidN(2)}/resume`, { method: 'POST', headers: auth })).status).toBe(409)
 
     // Jobs: /api/jobs is jobs --json; cancel and retry are the CLI's, need the token, and are audited.
-    const listed = (await (await s.get('/api/jobs')).json()) as { id: number; state: string; task_uuid: string }[]
+    const listed = (await (await s.get('/api/jobs', read)).json()) as { id: number; state: string; task_uuid: string }[]
     const cliJobs = (await run(['jobs', '--json'])).stdout.trim().split('\n').map((l) => JSON.parse(l) as { id: number })
     expect(listed).toEqual(cliJobs)
     const first = listed.find((j) => j.state === 'waiting' && j.task_uuid !== uuidN(2)) as { id: number; task_uuid: string }
@@ -72,9 +76,11 @@ describe('serve with a fleet (PostgreSQL)', () => {
     expect(retried.status).toBe(200)
     expect((await queryRows<{ state: string }>(server.url, 'SELECT state FROM fleet_jobs WHERE id = $1', [first.id]))[0]?.state).toBe('waiting')
     expect((await s.get('/api/jobs/999999/retry', { method: 'POST', headers: auth })).status).toBe(404)
-    expect((await s.get('/api/jobs?state=nonsense')).status).toBe(400)
-    const fleetPage = await (await s.get('/fleet')).text()
+    expect((await s.get('/api/jobs?state=nonsense', read)).status).toBe(400)
+    const fleetPage = await (await s.get('/fleet', read)).text()
     expect(fleetPage).toContain(`<td class="n">${first.id}</td><td>waiting</td>`)
-    expect(fleetPage).toContain('sign in to cancel or retry')
+    // Read with the bearer token: signed in, so the job rows carry their Cancel/Retry forms.
+    expect(fleetPage).not.toContain('sign in to cancel or retry')
+    expect(fleetPage).toContain(`action="/jobs/${first.id}/cancel"`)
   })
 })
