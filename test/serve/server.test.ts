@@ -84,6 +84,38 @@ describe('serve: security', () => {
     expect(s.err()).not.toContain(TOKEN)
   })
 
+  it('on loopback with a token configured: every read needs it (a process of this host is no one in particular); doctor says when reads are open', async () => {
+    const tree = fixture()
+    const running = uuidN(4)
+    tree.write({ uuid: running, user: 'carol', location: 'running', createdAt: '2024-01-13T10:00:00.000Z' })
+    reindex(tree)
+    const config = configWith(tree, `serve:\n  token: ${TOKEN}\n`)
+    for (const [env, name] of [[{}, 'serve.token'], [{ CTXAGENT_SERVE_TOKEN: TOKEN }, 'CTXAGENT_SERVE_TOKEN']] as const) {
+      const s = await startServe(tree.base, name === 'serve.token' ? { config } : { env })
+      for (const path of ['/api/tasks', `/api/tasks/${uuidN(1)}`, '/api/stats', '/metrics', `/api/tasks/${running}/events`]) {
+        const res = await s.get(path)
+        expect(res.status, `${name} ${path}`).toBe(401)
+        expect(res.headers.get('www-authenticate')).toBe('Bearer realm="ctxagent"')
+      }
+      for (const path of ['/', `/tasks/${uuidN(1)}`, `/tasks/${running}/events`, '/stats', '/fleet']) expect((await s.get(path)).headers.get('location'), path).toBe('/login')
+      // What the login page itself needs stays open.
+      for (const path of ['/login', '/style.css', '/app.js']) expect((await s.get(path)).status, path).toBe(200)
+      const bearer = { headers: { authorization: `Bearer ${TOKEN}` } }
+      for (const path of ['/api/tasks', `/tasks/${uuidN(1)}`, '/metrics']) expect((await s.get(path, bearer)).status, path).toBe(200)
+      const login = await s.get('/login', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ token: TOKEN, name: 'gina' }).toString() })
+      const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0] as string
+      expect((await s.get(`/tasks/${uuidN(1)}`, { headers: { cookie } })).status).toBe(200)
+    }
+    // Without a token, loopback reads stay open, and doctor says so; with one, doctor says every read needs it.
+    const open = await startServe(tree.base)
+    expect((await open.get('/api/tasks')).status).toBe(200)
+    const line = (args: string[], env: Record<string, string> = {}) => (JSON.parse(cli(['doctor', '--json', '--timeout', '1s', '--home', tree.base, ...args], env).stdout) as { checks: { name: string; status: string; message: string }[] }).checks.find((c) => c.name === 'serve')
+    expect(line(['--config', 'none'])).toMatchObject({ status: 'warn', message: expect.stringContaining("no serve.token: on 127.0.0.1 serve's reads (task pages, /api, /metrics) are open to every process of this host") })
+    expect(line(['--config', config])).toMatchObject({ status: 'ok', message: expect.stringContaining('need it on 127.0.0.1 as on every address') })
+    expect(line(['--config', 'none'], { CTXAGENT_SERVE_TOKEN: TOKEN })).toMatchObject({ status: 'ok' })
+    expect(line(['--config', 'none'], { CTXAGENT_SERVE_TOKEN: 'short' })).toMatchObject({ status: 'fail', message: expect.stringContaining('CTXAGENT_SERVE_TOKEN is shorter than 16 characters') })
+  })
+
   it('actions: 403 with no token configured, 401 without one, 403 with a wrong one or a missing CSRF token, done with it and audited', async () => {
     const tree = fixture()
     const paused = uuidN(3)
