@@ -78,7 +78,7 @@ export async function runJobAction(ctx: CommandEnv, name: JobActionName, id: num
     const cancelled = await cancelJob(pool, id)
     serveAudit(ctx, 'jobs cancel', cancelled.task_uuid, input.operator)
     const body = (task: string) => ({ job: id, task_uuid: cancelled.task_uuid, state: 'cancelled', task })
-    if (cancelled.was !== 'running' || locate(cancelled.task_uuid) !== 'running') return { status: 200, body: body(locate(cancelled.task_uuid) ?? 'not_started'), message: `job ${id} cancelled; it will not run again` }
+    if (cancelled.was !== 'running' || locate(cancelled.task_uuid) !== 'running') return { status: 200, body: body(locate(cancelled.task_uuid) ?? 'not_started'), message: cancelled.was === 'running' ? `job ${id} cancelled; its worker does not start its task, or pauses it as its agent starts` : `job ${id} cancelled; it will not run` }
     const dir = ctx.layout.taskDir('running', cancelled.task_uuid)
     const asked = await askOwner(ctx.layout, { uuid: cancelled.task_uuid, location: 'running', dir }, 'pause', input.operator, input.waitMs, () => ctx.now())
     if (asked.location === 'paused') return { status: 200, body: body('paused'), message: `job ${id} cancelled; its task paused` }
