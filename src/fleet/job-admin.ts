@@ -3,7 +3,7 @@ import { CtxError, LockedError, NotFoundError, UsageError } from '../errors.js'
 import { inTransaction } from '../storage/index/pg-pool.js'
 import type { JobKind, JobSpec, JobState } from './jobs.js'
 import { JOB_STATES } from './jobs.js'
-import { ALL_WORKERS_CHANNEL } from './listener.js'
+import { ALL_WORKERS_CHANNEL, CANCEL_PAYLOAD } from './listener.js'
 
 /** A job as `ctxagent jobs` shows it (SPEC §14.4). */
 export interface JobRow {
@@ -83,7 +83,7 @@ export async function cancelJob(pool: Pool, id: number): Promise<{ task_uuid: st
     if (row.state === 'running') {
       await client.query('UPDATE fleet_jobs SET cancel_requested_at = COALESCE(cancel_requested_at, now()) WHERE id = $1', [id])
       // Every worker looks at its claims when this commits: the one holding it does not start its agent, or pauses it as it starts.
-      await client.query(`SELECT pg_notify('${ALL_WORKERS_CHANNEL}', 'cancel')`)
+      await client.query('SELECT pg_notify($1, $2)', [ALL_WORKERS_CHANNEL, CANCEL_PAYLOAD])
     } else if (row.state === 'waiting' || row.state === 'retrying') {
       await client.query(`UPDATE fleet_jobs SET state = 'cancelled', finished_at = now(), outcome = 'cancelled', next_run_at = NULL WHERE id = $1`, [id])
     } else {

@@ -1,10 +1,12 @@
 import type { Client } from 'pg'
 
-/** Where a wake-up came from: the worker's own channel (a job chose it), or the channel every worker hears. */
-export type WakeFrom = 'own' | 'all' | 'connected'
+/** Where a wake-up came from: the worker's own channel (a job chose it), the channel every worker hears (a job, or a running job cancelled), or a reconnect. */
+export type WakeFrom = 'own' | 'all' | 'cancel' | 'connected'
 
 /** The channel every worker LISTENs on: a job that starts waiting while no worker is idle NOTIFYs it. */
 export const ALL_WORKERS_CHANNEL = 'ctxagent_jobs'
+/** The payload of a NOTIFY on that channel saying a running job was cancelled (`jobs cancel`). */
+export const CANCEL_PAYLOAD = 'cancel'
 
 /**
  * LISTEN on its own connection (a pooled one would be recycled, and LISTEN is per
@@ -39,7 +41,7 @@ export class JobListener {
     }
     client.on('error', lost)
     client.on('end', lost)
-    client.on('notification', (n) => this.onWake(n.channel === this.channel ? 'own' : 'all'))
+    client.on('notification', (n) => this.onWake(n.channel === this.channel ? 'own' : n.payload === CANCEL_PAYLOAD ? 'cancel' : 'all'))
     try {
       await client.connect()
       await client.query(`LISTEN ${ALL_WORKERS_CHANNEL}; LISTEN ${this.channel}`)

@@ -91,6 +91,8 @@ export class Worker {
   private stopping = false
   private pumping = false
   private again = false
+  /** A cancel may have come for a job whose agent starts or runs (deliverCancels). */
+  private cancelsDue = false
   private timers: NodeJS.Timeout[] = []
   private finished: (() => void) | null = null
   private readonly settling = new Set<Promise<void>>()
@@ -123,7 +125,7 @@ export class Worker {
       this.maybeFinish()
       return done
     }
-    this.timers.push(setInterval(() => this.wake(), this.options.pollMs))
+    this.timers.push(setInterval(() => this.wake(true), this.options.pollMs))
     this.timers.push(setInterval(() => void heartbeat(this.options.pool, this.options.record.id).catch((err: Error) => this.options.log(`heartbeat not written: ${err.message}`)), this.options.heartbeatMs))
     this.launcher.prestart()
     this.wake()
@@ -152,10 +154,12 @@ export class Worker {
       this.queue.passWake().catch((err: Error) => this.options.log(`a wake-up not passed on (${err.message}): the poll finds its job`))
       return
     }
-    this.wake()
+    this.wake(from === 'cancel' || from === 'connected')
   }
 
-  private wake(): void {
+  /** `cancels`: look for running jobs cancelled too (a cancel's NOTIFY, a reconnect, the poll). */
+  private wake(cancels = false): void {
+    if (cancels) this.cancelsDue = true
     if (this.stopping) return
     if (this.pumping) {
       this.again = true
@@ -173,7 +177,10 @@ export class Worker {
 
   private async pump(): Promise<void> {
     this.settleElsewhere()
-    await this.deliverCancels()
+    if (this.cancelsDue) {
+      this.cancelsDue = false
+      await this.deliverCancels()
+    }
     while (!this.stopping && this.running.size < this.options.record.concurrency) {
       let job: Job | null
       try {

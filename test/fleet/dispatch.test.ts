@@ -53,7 +53,7 @@ async function idleWorkers(n: number): Promise<Emulated[]> {
   const workers: Emulated[] = []
   for (let i = 0; i < n; i++) {
     const record = await registerWorker(pool, 'dispatch-test', 1, 60)
-    const w: Emulated = { id: record.id, idle: { channel: `ctxagent_w_${randomUUID().replaceAll('-', '')}`, staleSeconds: 60 }, wakes: { own: 0, all: 0, connected: 0 }, claimed: [] }
+    const w: Emulated = { id: record.id, idle: { channel: `ctxagent_w_${randomUUID().replaceAll('-', '')}`, staleSeconds: 60 }, wakes: { own: 0, all: 0, cancel: 0, connected: 0 }, claimed: [] }
     const listener = new JobListener(server.url, w.idle.channel, (from) => {
       w.wakes[from]++
       if (from === 'all') return
