@@ -145,7 +145,7 @@ export class JobQueue {
   }
 
   /**
-   * Whether a job this worker claimed may start (SPEC §14.4: a cancelled job never runs):
+   * Whether a job this worker claimed may start (docs/fleet.md#cancelling-a-job: a cancelled job never runs):
    * 'cancelled' when an operator cancelled it since the claim, 'gone' when it is no
    * longer this claim's (a reaper handed it back), else 'run'.
    */
