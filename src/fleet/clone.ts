@@ -29,8 +29,8 @@ export interface CloneCredential {
  *   worker's user answer. Nothing of it is left in the clone's `.git/config`;
  * - the ref is resolved with `--end-of-options` and checked out by its commit id.
  */
-export async function cloneWorkspace(options: { url: string; ref?: string; dir: string; credentials?: CloneCredential[] }): Promise<void> {
-  const { url, ref, dir } = options
+export async function cloneWorkspace(options: { url: string; ref?: string; dir: string; credentials?: CloneCredential[]; signal?: AbortSignal }): Promise<void> {
+  const { url, ref, dir, signal } = options
   if (existsSync(join(dir, '.git'))) return
   if (ref !== undefined && !validRef(ref)) throw new Error(`the ref '${ref.slice(0, 40)}' is not a branch, tag or commit name`)
   const partial = `${dir}.cloning-${process.pid}`
@@ -38,6 +38,7 @@ export async function cloneWorkspace(options: { url: string; ref?: string; dir: 
   mkdirSync(dirname(dir), { recursive: true })
   const credential = credentialFor(url, options.credentials ?? [])
   const env = gitEnv(credential)
+  const git = (args: string[], gitEnvironment: NodeJS.ProcessEnv): Promise<string> => runGit(args, gitEnvironment, signal)
   const helper = credential === null ? [] : ['-c', 'credential.helper=', '-c', `credential.helper=${HELPER}`]
   try {
     // `--` ends the options: a URL can never be taken for one.
@@ -92,9 +93,10 @@ function gitEnv(credential: CloneCredential | null): NodeJS.ProcessEnv {
 
 const DROPPED = new Set(['GIT_DIR', 'GIT_WORK_TREE', 'GIT_INDEX_FILE', 'GIT_OBJECT_DIRECTORY', 'GIT_ALTERNATE_OBJECT_DIRECTORIES', 'GIT_COMMON_DIR', 'GIT_NAMESPACE', 'GIT_CEILING_DIRECTORIES', 'GIT_DISCOVERY_ACROSS_FILESYSTEM'])
 
-function git(args: string[], env: NodeJS.ProcessEnv): Promise<string> {
+/** One git command; `signal` (a cancelled job) kills it, and the clone is removed. */
+function runGit(args: string[], env: NodeJS.ProcessEnv, signal: AbortSignal | undefined): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile('git', args, { env, timeout: 600_000 }, (err, stdout, stderr) => {
+    execFile('git', args, { env, timeout: 600_000, ...(signal ? { signal } : {}) }, (err, stdout, stderr) => {
       if (err === null) resolve(String(stdout))
       else reject(new Error(String(stderr).trim().split('\n').pop() || err.message))
     })

@@ -72,6 +72,8 @@ interface Running {
   pausedState?: string | null
   /** Its job's cancel was passed on to the agent (deliverCancels). */
   cancelAsked?: boolean
+  /** Stops its `--repo` clone while one is made. */
+  clone?: AbortController
 }
 
 /**
@@ -257,10 +259,13 @@ export class Worker {
         return
       }
       workspace = join(this.options.workspacesDir, job.task_uuid)
+      // A cancel during the clone (deliverCancels) stops it: a large repository takes minutes.
+      placeholder.clone = new AbortController()
       try {
-        await cloneWorkspace({ url: job.spec.repo, ...(job.spec.ref !== undefined ? { ref: job.spec.ref } : {}), dir: workspace, credentials: this.options.cloneCredentials ?? [] })
+        await cloneWorkspace({ url: job.spec.repo, ...(job.spec.ref !== undefined ? { ref: job.spec.ref } : {}), dir: workspace, credentials: this.options.cloneCredentials ?? [], signal: placeholder.clone.signal })
         this.options.giveClone?.(workspace)
       } catch (err) {
+        if (placeholder.clone.signal.aborted && (await this.notToStart(job, resume, placeholder))) return
         this.running.delete(claimKey(job))
         await this.end(job, { outcome: 'failed', failed: true, error: `the repository was not cloned: ${(err as Error).message}`.slice(0, 500) })
         return
@@ -296,11 +301,20 @@ export class Worker {
    * its task yet is sent SIGTERM, and pauses the task at its first check, before any LLM request.
    */
   private async deliverCancels(): Promise<void> {
-    if (![...this.running.values()].some((e) => e.child !== null && e.cancelAsked !== true)) return
+    if (![...this.running.values()].some((e) => (e.child !== null || e.clone !== undefined) && e.cancelAsked !== true)) return
     const claims = await this.queue.cancelledClaims(this.options.record.id).catch(() => [])
     for (const claim of claims) {
       const entry = this.running.get(`${claim.id}:${claim.attempts}`)
-      if (entry === undefined || entry.child === null || entry.cancelAsked === true) continue
+      if (entry === undefined || entry.cancelAsked === true) continue
+      if (entry.child === null) {
+        // Cloning: the clone is stopped, and the job ends cancelled (prepare).
+        if (entry.clone !== undefined) {
+          entry.cancelAsked = true
+          entry.clone.abort()
+          this.options.log(`job ${claim.id}: cancelled during its clone; the clone is stopped`)
+        }
+        continue
+      }
       entry.cancelAsked = true
       const uuid = entry.job.task_uuid
       const where = locateTask(this.options.layout, uuid)

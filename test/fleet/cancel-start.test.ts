@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process'
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -96,7 +96,7 @@ describe('jobs cancel at each moment of a job start', () => {
     await stopWorker(worker)
   })
 
-  it('cloning: the clone ends, the agent never starts; the job ends cancelled, no LLM request', { timeout: 180_000 }, async () => {
+  it('cloning: the clone is stopped, the agent never starts; the job ends cancelled, no LLM request', { timeout: 180_000 }, async () => {
     const { repo, workspaces } = bareRepo()
     const s = await runSetup(`fleet:\n  workspaces_dir: ${workspaces}\n`)
     // A git that waits, at `clone`, until the test removes its gate.
@@ -113,12 +113,14 @@ describe('jobs cancel at each moment of a job start', () => {
     const cancelled = await s.run(['jobs', 'cancel', String(id), '--json'], db())
     expect(cancelled.code, cancelled.stderr).toBe(0)
     expect(JSON.parse(cancelled.stdout)).toEqual({ job: id, task_uuid: uuid, state: 'cancelled', task: 'not_started' })
-    rmSync(gate)
+    // The gate stays shut: the worker stops the clone itself (a large repository takes minutes).
     await until('the job cancelled', async () => (await job(id))?.state === 'cancelled')
-    expect(await job(id)).toMatchObject({ state: 'cancelled', outcome: 'cancelled' })
-    // Cloned (the clone was under way), never worked in.
-    expect(readFileSync(join(workspaces, uuid, 'calc.js'), 'utf8')).toBe('v1\n')
+    expect(await job(id)).toEqual({ state: 'cancelled', outcome: 'cancelled', error: 'cancelled before its agent started' })
+    expect(worker.err()).toContain(`job ${id}: cancelled during its clone; the clone is stopped`)
+    // Nothing of the clone is left, and no task was made.
+    expect(existsSync(workspaces) ? readdirSync(workspaces) : []).toEqual([])
     expect(() => readTask(s.tree, uuid)).toThrow(/nowhere/)
+    rmSync(gate)
     expect(s.fake.requests).toHaveLength(0)
     await stopWorker(worker)
   })
