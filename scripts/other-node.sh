@@ -28,5 +28,9 @@ cd "$work"
 export PATH="$nodedir/bin:$PATH" npm_config_nodedir="$nodedir"
 echo "node $(node --version): rebuilding better-sqlite3"
 npm rebuild better-sqlite3 --foreground-scripts >"$work/rebuild.log" 2>&1 || { cat "$work/rebuild.log" >&2; exit 1; }
-npx vitest run -c vitest.unit.config.ts "$@"
-npx vitest run test/e2e/cli.test.ts test/e2e/bad-input.test.ts test/run/demo.test.ts test/run/run.test.ts "$@"
+# With CTXAGENT_REPORT_DIR set (CI), each run also writes a JSON report there.
+report() { [ -n "${CTXAGENT_REPORT_DIR:-}" ] && echo --reporter=default --reporter=json "--outputFile.json=$CTXAGENT_REPORT_DIR/node$major-$1.json"; return 0; }
+status=0
+npx vitest run -c vitest.unit.config.ts $(report unit) "$@" || status=1
+npx vitest run test/e2e/cli.test.ts test/e2e/bad-input.test.ts test/run/demo.test.ts test/run/run.test.ts $(report smoke) "$@" || status=1
+exit $status
