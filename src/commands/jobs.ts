@@ -12,6 +12,7 @@ import { isUuid, locateTask } from '../storage/fs/layout.js'
 import { clip } from '../text.js'
 import { fleetPool } from './fleet-db.js'
 import { durationArg, positiveIntArg, withEnv } from './shared.js'
+import { completesFirstArgument } from './completion.js'
 
 interface JobsOptions {
   state?: JobState
@@ -24,7 +25,7 @@ interface JobsOptions {
 const ACTIONS = ['show', 'cancel', 'retry'] as const
 
 export function jobsCommand(): Command {
-  return new Command('jobs')
+  const command = new Command('jobs')
     .description("the fleet's jobs (needs fleet.database_url): list them, or `jobs show ID`, `jobs cancel ID` (a waiting or retrying job never runs; a running one pauses its task and is not retried), `jobs retry ID` (a failed or cancelled job, again)")
     .argument('[action]', 'show, cancel or retry (none: list the jobs)')
     .argument('[id]', 'the job id (from the list)')
@@ -34,6 +35,7 @@ export function jobsCommand(): Command {
     .addOption(new Option('--limit <n>', 'at most this many jobs, newest first').argParser(positiveIntArg).default(50))
     .addOption(new Option('--wait <duration>', "cancel: how long to wait for a running job's task to pause").argParser(durationArg('--wait')).default(120_000, '2m'))
     .action(withEnv(jobs))
+  return completesFirstArgument(command, ACTIONS)
 }
 
 function taskArg(value: string): string {
