@@ -12,6 +12,7 @@ export default defineConfig({
       'test/config/example.test.ts',
       'test/config/trust.test.ts',
       'test/context/prune.test.ts',
+      'test/docs/*.test.ts',
       'test/fleet/task-outcome.test.ts',
       'test/fleet/worker-log.test.ts',
       'test/llm/reply.test.ts',
