@@ -26,6 +26,7 @@ export const METRICS = {
   workers: 'ctxagent_workers',
   claims: 'ctxagent_job_claims_total',
   scrapeErrors: 'ctxagent_scrape_errors',
+  buildInfo: 'ctxagent_build_info',
 } as const
 
 export const SPANS = {
