@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs'
 import { Command, CommanderError, Option } from 'commander'
 import { chatCommand } from './commands/chat.js'
 import { cleanupCommand } from './commands/cleanup.js'
@@ -26,13 +25,13 @@ import { serveCommand } from './commands/serve.js'
 import { examplesText } from './commands/examples.js'
 import { CtxError } from './errors.js'
 import { forTerminal } from './terminal-text.js'
+import { ctxagentVersion } from './version.js'
 
-const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version
 
 export function buildProgram(): Command {
   const program = new Command('ctxagent')
     .description('A coding agent for the command line whose every task lives on disk, and the operator commands to inspect, measure, clean up and recover those tasks')
-    .version(VERSION, '-V, --version')
+    .version(ctxagentVersion(), '-V, --version')
     .addOption(new Option('--home <dir>', 'base directory of the task tree (default: CTXAGENT_HOME, config context.base_dir, $XDG_STATE_HOME/ctxagent or ~/.local/state/ctxagent)'))
     .addOption(new Option('--config <file>', 'config file, or none for no file (default: CTXAGENT_CONFIG, $XDG_CONFIG_HOME/ctxagent/config.yaml or ~/.config/ctxagent/config.yaml, /etc/ctxagent/config.yaml; never one in the current directory)'))
     .option('--json', 'machine-readable output (one JSON document, or JSON Lines for listings)')

@@ -30,3 +30,22 @@ export function grouped(n: number): string {
   const digits = String(Math.abs(n)).replace(/\B(?=(\d{3})+$)/g, ',')
   return n < 0 ? `-${digits}` : digits
 }
+
+/**
+ * `text` wrapped at spaces into lines of at most `width` characters, each after the first
+ * indented by `indent` spaces (a word longer than a line stands alone, whole: a path is
+ * never cut). For human output on a terminal; a pipe gets the one long line.
+ */
+export function wrapWords(text: string, width: number, indent: number): string {
+  const lines: string[] = []
+  let line = ''
+  for (const word of text.split(' ')) {
+    const room = width - (lines.length === 0 ? 0 : indent)
+    if (line !== '' && line.length + 1 + word.length > room) {
+      lines.push(line)
+      line = word
+    } else line = line === '' ? word : `${line} ${word}`
+  }
+  lines.push(line)
+  return lines.map((l, i) => (i === 0 ? l : `${' '.repeat(indent)}${l}`)).join('\n')
+}

@@ -9,8 +9,22 @@ interface Spec {
   aliases: string[]
   description: string
   options: { flag: string; description: string; choices: readonly string[]; value: boolean }[]
-  /** Its first argument is a task uuid: completed from the tree (`list --all --json`). */
+  /** Its first argument is a task uuid: completed from the tree (`list --all --json`), and `last`. */
   takesUuid: boolean
+  /** Its subcommands (`jobs show`, `fleet init`), offered as its first argument. */
+  subcommands: string[]
+}
+
+/**
+ * Words a command's first argument takes, for completion only: commander would check
+ * `.choices()` itself with a message of its own, and `jobs` says more (`jobs: unknown action`).
+ */
+const argumentWords = new WeakMap<Command, readonly string[]>()
+
+/** Offers `words` as `command`'s first argument in the completion scripts. */
+export function completesFirstArgument(command: Command, words: readonly string[]): Command {
+  argumentWords.set(command, words)
+  return command
 }
 
 /** Options whose value is a task uuid. */
@@ -36,7 +50,7 @@ Examples:
 
 function specOf(command: Command): Spec {
   const options = command.options.filter((o) => !o.hidden).map(optionSpec)
-  return { name: command.name(), aliases: command.aliases(), description: command.description(), options, takesUuid: /uuid/.test(command.registeredArguments[0]?.name() ?? '') }
+  return { name: command.name(), aliases: command.aliases(), description: command.description(), options, takesUuid: /uuid/.test(command.registeredArguments[0]?.name() ?? ''), subcommands: [...command.commands.map((c) => c.name()), ...(argumentWords.get(command) ?? [])] }
 }
 
 function optionSpec(option: Option): Spec['options'][number] {
@@ -58,7 +72,7 @@ function bash(specs: Spec[], globals: Spec['options']): string {
   const names = specs.flatMap((s) => [s.name, ...s.aliases])
   const cases = specs.map((s) => {
     const choices = s.options.filter((o) => o.choices.length > 0).map((o) => `      ${o.flag}) COMPREPLY=( $(compgen -W ${quoted(o.choices.join(' '), 'bash')} -- "$cur") ); return ;;`)
-    return [`    ${[s.name, ...s.aliases].join('|')})`, choices.length ? `      case "$prev" in\n${choices.join('\n')}\n      esac` : '', `      opts=${quoted([...s.options.map((o) => o.flag), '--help'].join(' '), 'bash')} ;;`].filter(Boolean).join('\n')
+    return [`    ${[s.name, ...s.aliases].join('|')})`, choices.length ? `      case "$prev" in\n${choices.join('\n')}\n      esac` : '', `      opts=${quoted([...s.subcommands, ...s.options.map((o) => o.flag), '--help'].join(' '), 'bash')} ;;`].filter(Boolean).join('\n')
   })
   return `# ctxagent completion for bash: source <(ctxagent completion bash)
 _ctxagent() {
@@ -92,8 +106,9 @@ ${cases.join('\n')}
   esac
   COMPREPLY=( $(compgen -W "$opts" -- "$cur") )
 }
-# The task uuids of the tree (--home/--config as on the command line), newest first.
+# last, then the task uuids of the tree (--home/--config as on the command line), newest first.
 _ctxagent_uuids() {
+  echo last
   ctxagent "$@" list --all --json 2>/dev/null | grep -o '"uuid":"[0-9a-f-]*"' | cut -d'"' -f4
 }
 complete -o default -F _ctxagent ctxagent
@@ -103,12 +118,12 @@ complete -o default -F _ctxagent ctxagent
 function zsh(specs: Spec[], globals: Spec['options']): string {
   const commands = specs.flatMap((s) => [s.name, ...s.aliases].map((n) => `    ${quoted(`${n.replace(/:/g, '\\:')}:${s.description}`, 'zsh', 100)}`))
   const value = (o: Spec['options'][number]) => (o.choices.length ? `:value:(${o.choices.join(' ')})` : UUID_OPTIONS.includes(o.flag) ? ':task:_ctxagent_uuids' : o.value ? ':value:_files' : '')
-  const cases = specs.map((s) => `    ${[s.name, ...s.aliases].join('|')})\n      _arguments -s ${[...s.options, ...globals].map((o) => quoted(`${o.flag}[${o.description.replace(/[[\]:]/g, ' ')}]${value(o)}`, 'zsh')).join(' ')} ${s.takesUuid ? "'1:task:_ctxagent_uuids' '*:file:_files'" : "'*:file:_files'"} ;;`)
+  const cases = specs.map((s) => `    ${[s.name, ...s.aliases].join('|')})\n      _arguments -s ${[...s.options, ...globals].map((o) => quoted(`${o.flag}[${o.description.replace(/[[\]:]/g, ' ')}]${value(o)}`, 'zsh')).join(' ')} ${s.subcommands.length > 0 ? quoted(`1:subcommand:(${s.subcommands.join(' ')})`, 'zsh') : s.takesUuid ? "'1:task:_ctxagent_uuids' '*:file:_files'" : "'*:file:_files'"} ;;`)
   return `#compdef ctxagent
 # ctxagent completion for zsh: ctxagent completion zsh > "\${fpath[1]}/_ctxagent" (or source <(ctxagent completion zsh))
 _ctxagent_uuids() {
   local -a ids
-  ids=(\${(f)"$(ctxagent list --all --json 2>/dev/null | grep -o '"uuid":"[0-9a-f-]*"' | cut -d'"' -f4)"})
+  ids=(last \${(f)"$(ctxagent list --all --json 2>/dev/null | grep -o '"uuid":"[0-9a-f-]*"' | cut -d'"' -f4)"})
   compadd -a ids
 }
 _ctxagent() {
@@ -140,11 +155,12 @@ if [[ "\${funcstack[1]}" == "_ctxagent" ]]; then _ctxagent "$@"; else compdef _c
 function fish(specs: Spec[], globals: Spec['options']): string {
   const lines = ['# ctxagent completion for fish: ctxagent completion fish > ~/.config/fish/completions/ctxagent.fish', 'complete -c ctxagent -f']
   for (const o of globals) lines.push(`complete -c ctxagent -n __fish_use_subcommand -l ${o.flag.replace(/^--/, '')} -d ${quoted(o.description, 'fish', 100)}`)
-  const uuids = `(ctxagent list --all --json 2>/dev/null | string match -r -g '"uuid":"([0-9a-f-]+)"')`
+  const uuids = `(echo last; ctxagent list --all --json 2>/dev/null | string match -r -g '"uuid":"([0-9a-f-]+)"')`
   for (const s of specs) {
     for (const name of [s.name, ...s.aliases]) lines.push(`complete -c ctxagent -n __fish_use_subcommand -a ${name} -d ${quoted(s.description, 'fish', 100)}`)
     const seen = `'__fish_seen_subcommand_from ${[s.name, ...s.aliases].join(' ')}'`
     if (s.takesUuid) lines.push(`complete -c ctxagent -n ${seen} -a ${quoted(uuids, 'fish')}`)
+    if (s.subcommands.length > 0) lines.push(`complete -c ctxagent -n ${seen} -a ${quoted(s.subcommands.join(' '), 'fish')}`)
     for (const o of s.options) {
       const choices = o.choices.length ? ` -x -a ${quoted(o.choices.join(' '), 'fish')}` : UUID_OPTIONS.includes(o.flag) ? ` -x -a ${quoted(uuids, 'fish')}` : o.value ? ' -r -F' : ''
       lines.push(`complete -c ctxagent -n ${seen} -l ${o.flag.replace(/^--/, '')}${choices} -d ${quoted(o.description, 'fish', 100)}`)

@@ -8,6 +8,7 @@ import { resolveWorkspace } from '../run/settings.js'
 import type { Check } from '../operations/doctor.js'
 import { isLoopback } from '../serve/auth.js'
 import { serveToken } from './serve.js'
+import { wrapWords } from '../text.js'
 import { durationArg, withEnv } from './shared.js'
 
 interface DoctorOptions {
@@ -58,8 +59,12 @@ function serveSetup(ctx: CommandEnv): { token: boolean; loopback: boolean; probl
   }
 }
 
+/** One check: `mark name: message (hint)`, wrapped at words under the mark's width on a terminal (a pipe gets one line a check, for grep). */
 function line(ctx: CommandEnv, c: Check): string {
   const k = ctx.io.chalk
   const mark = c.status === 'ok' ? k.green('ok  ') : c.status === 'warn' ? k.yellow('warn') : c.status === 'fail' ? k.red('FAIL') : k.dim('--  ')
-  return `${mark} ${c.name}: ${c.message}${c.hint ? ` (${c.hint})` : ''}`
+  const text = `${c.name}: ${c.message}${c.hint ? ` (${c.hint})` : ''}`
+  if (!ctx.io.isTTY) return `${mark} ${text}`
+  const width = Math.max(40, (ctx.io.stdout.columns ?? 80) - 1)
+  return `${mark} ${wrapWords(`${'x'.repeat(4)} ${text}`, width, 5).slice(5)}`
 }

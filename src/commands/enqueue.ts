@@ -12,6 +12,7 @@ import { resolveTask } from '../storage/fs/layout.js'
 import { readTextArg, refuseTreeInWorkspace } from '../run/settings.js'
 import { durationArg, positiveIntArg, withEnv } from './shared.js'
 import { fleetPool } from './fleet-db.js'
+import { hiddenPaths, shellSandbox } from '../run/sandbox-setup.js'
 
 export interface EnqueueOptions {
   task?: string
@@ -76,6 +77,9 @@ async function enqueue(ctx: CommandEnv, opts: EnqueueOptions): Promise<void> {
     user = readMetadataUser(ref.dir)
   } else {
     spec = await newSpec(opts, ctx.config.fleet.workspaces_dir, ctx.layout.base)
+    // What run --allow-shell refuses at start is refused here, not a second into the job: bubblewrap
+    // working, and the sandbox's user able to write the workspace (a --repo clone is made writable by the worker).
+    if (spec.allow_shell === true && spec.workspace !== undefined) shellSandbox(ctx.config, true, hiddenPaths(ctx.layout.base, ctx.configSource === null ? null : resolve(ctx.configSource)), spec.workspace)
     taskUuid = (await import('uuid')).v4()
     user = spec.user ?? ctx.osUser
   }

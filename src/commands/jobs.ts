@@ -12,6 +12,7 @@ import { isUuid, locateTask } from '../storage/fs/layout.js'
 import { clip } from '../text.js'
 import { fleetPool } from './fleet-db.js'
 import { durationArg, positiveIntArg, withEnv } from './shared.js'
+import { completesFirstArgument } from './completion.js'
 
 interface JobsOptions {
   state?: JobState
@@ -24,7 +25,7 @@ interface JobsOptions {
 const ACTIONS = ['show', 'cancel', 'retry'] as const
 
 export function jobsCommand(): Command {
-  return new Command('jobs')
+  const command = new Command('jobs')
     .description("the fleet's jobs (needs fleet.database_url): list them, or `jobs show ID`, `jobs cancel ID` (a waiting or retrying job never runs; a running one pauses its task and is not retried), `jobs retry ID` (a failed or cancelled job, again)")
     .argument('[action]', 'show, cancel or retry (none: list the jobs)')
     .argument('[id]', 'the job id (from the list)')
@@ -34,6 +35,7 @@ export function jobsCommand(): Command {
     .addOption(new Option('--limit <n>', 'at most this many jobs, newest first').argParser(positiveIntArg).default(50))
     .addOption(new Option('--wait <duration>', "cancel: how long to wait for a running job's task to pause").argParser(durationArg('--wait')).default(120_000, '2m'))
     .action(withEnv(jobs))
+  return completesFirstArgument(command, ACTIONS)
 }
 
 function taskArg(value: string): string {
@@ -53,7 +55,7 @@ async function jobs(ctx: CommandEnv, opts: JobsOptions, action: string | undefin
     if (action === undefined || jobId === null) {
       const rows = await listJobs(pool, { limit: opts.limit, ...(opts.state ? { state: opts.state } : {}), ...(opts.user ? { user: opts.user } : {}), ...(opts.task ? { task: opts.task } : {}) })
       if (ctx.json) for (const row of rows) ctx.io.jsonl(row)
-      else ctx.io.out(rows.length === 0 ? 'no jobs' : renderList(ctx, rows))
+      else ctx.io.out(rows.length === 0 ? 'no jobs' : renderJobList(ctx, rows))
       return
     }
     if (action === 'show') {
@@ -93,28 +95,54 @@ async function pauseRunning(ctx: CommandEnv, jobId: number, uuid: string, waitMs
   throw new CtxError(`job ${jobId} is marked cancelled, but the agent of task ${uuid} did not pause within ${Math.round(waitMs / 1000)}s`, { hint: 'it pauses between turns, and is not run again; the request stays in its inbox' })
 }
 
-function renderList(ctx: CommandEnv, rows: JobRow[]): string {
+/**
+ * The list, fitted to the terminal by choosing columns rather than cutting every one: the
+ * id, state, task (8 characters, enough for every command that takes it), what the job
+ * does and its last error always; the others as the width allows, the least telling
+ * dropped first. A pipe gets every column.
+ */
+export function renderJobList(ctx: Pick<CommandEnv, 'io' | 'now'>, rows: JobRow[]): string {
   const when = (iso: string | null) => (iso === null ? '-' : `${formatDuration(Math.max(0, ctx.now().getTime() - Date.parse(iso)))} ago`)
-  return table(ctx.io, ['id', 'state', 'kind', 'task', 'user', 'host', 'tries', 'prio', 'created', 'claimed', 'finished', 'last error'], rows.map((r) => [
-    String(r.id),
-    stateText(ctx, r),
-    r.kind,
-    r.task_uuid.slice(0, 8),
-    r.user ?? '-',
-    r.host ?? '-',
-    String(r.attempts),
-    String(r.priority),
-    when(r.created_at),
-    when(r.claimed_at),
-    when(r.finished_at),
-    clip((r.error ?? r.outcome ?? '').replace(/\s+/g, ' '), 60),
-  ]))
+  // drop: the order columns give way in (0: never); flexible: cut by the table to fit, so counted at a floor.
+  const columns: { head: string; cell: (r: JobRow) => string; drop: number; flexible?: true }[] = [
+    { head: 'id', cell: (r) => String(r.id), drop: 0 },
+    { head: 'state', cell: (r) => stateText(ctx, r), drop: 0 },
+    { head: 'task', cell: (r) => r.task_uuid.slice(0, 8), drop: 0 },
+    { head: 'what', cell: (r) => r.what || '-', drop: 0, flexible: true },
+    { head: 'user', cell: (r) => r.user ?? '-', drop: 5 },
+    { head: 'host', cell: (r) => r.host ?? '-', drop: 4 },
+    { head: 'tries', cell: (r) => String(r.attempts), drop: 6 },
+    { head: 'prio', cell: (r) => String(r.priority), drop: 1 },
+    { head: 'created', cell: (r) => when(r.created_at), drop: 3 },
+    { head: 'claimed', cell: (r) => when(r.claimed_at), drop: 2 },
+    { head: 'finished', cell: (r) => when(r.finished_at), drop: 7 },
+    { head: 'last error', cell: (r) => clip((r.error ?? '').replace(/\s+/g, ' '), 200) || '-', drop: 0, flexible: true },
+  ]
+  const cells = columns.map((c) => rows.map((r) => c.cell(r)))
+  const width = (i: number) => Math.max(columns[i]?.head.length ?? 0, ...(cells[i] ?? []).map((t) => plainWidth(t))) + 3
+  const shown = columns.map((_, i) => i)
+  if (ctx.io.isTTY) {
+    const room = Math.max(20, ctx.io.stdout.columns || 80)
+    const need = () => shown.reduce((sum, i) => sum + (columns[i]?.flexible ? Math.min(width(i), 14) : width(i)), 1)
+    for (const victim of columns.map((c, i) => ({ i, drop: c.drop })).filter((c) => c.drop > 0).sort((a, b) => a.drop - b.drop)) {
+      if (need() <= room) break
+      shown.splice(shown.indexOf(victim.i), 1)
+    }
+  }
+  return table(ctx.io, shown.map((i) => columns[i]?.head ?? ''), rows.map((_, r) => shown.map((i) => cells[i]?.[r] ?? '')))
 }
 
-function stateText(ctx: CommandEnv, r: JobRow): string {
+/** Characters a cell takes on screen (colour codes take none). */
+function plainWidth(text: string): number {
+  return text.replace(/\u001b\[[0-9;]*m/g, '').length
+}
+
+function stateText(ctx: Pick<CommandEnv, 'io' | 'now'>, r: JobRow): string {
   const { chalk } = ctx.io
   const due = r.state === 'retrying' && r.next_run_at !== null ? ` (in ${formatDuration(Math.max(0, Date.parse(r.next_run_at) - ctx.now().getTime()))})` : ''
-  const text = `${r.state}${r.cancel_requested && r.state === 'running' ? ' (cancelling)' : ''}${due}`
+  // A finished job says what its task became beside its state (done: completed or paused), not in the error column.
+  const became = (r.state === 'done' || r.state === 'failed') && r.outcome !== null && r.outcome !== r.state ? ` (${r.outcome})` : ''
+  const text = `${r.state}${r.cancel_requested && r.state === 'running' ? ' (cancelling)' : ''}${due}${became}`
   if (r.state === 'failed') return chalk.red(text)
   if (r.state === 'retrying' || r.state === 'cancelled') return chalk.yellow(text)
   return text

@@ -116,7 +116,7 @@ function report(ctx: CommandEnv, result: PassResult & { jobs_recovered?: number 
     ctx.io.jsonl({ pass: { ts: ctx.now().toISOString(), checked: result.checked, recovered: acted, alerts, chat_sessions: chats, reindexed: result.reindexed, ...(result.jobs_recovered !== undefined ? { jobs_recovered: result.jobs_recovered } : {}) } })
     return
   }
-  ctx.io.out(`${ctx.now().toISOString()} watch-locks: ${result.checked} running task(s) checked, ${acted} recovered, ${alerts} alert(s)${chats ? `, ${chats} chat session(s) past the hard timeout` : ''}${result.reindexed ? `, ${result.reindexed} tasks.db row(s) brought in step with the directories` : ''}`)
+  ctx.io.out(`${ctx.now().toISOString()} watch-locks: ${result.checked} running task(s) checked, ${acted} recovered, ${alerts} alert(s)${chats ? `, ${chats} chat session(s) past the hard timeout` : ''}${result.reindexed ? `, ${result.reindexed} index row(s) brought in step with the directories` : ''}`)
   if (result.findings.length === 0) return
   ctx.io.out(table(ctx.io, ['uuid', 'action', 'pid', 'host', 'last heartbeat', 'reason'], result.findings.map((f) => row(ctx, f))))
 }

@@ -27,6 +27,8 @@ export interface JobRow {
   error: string | null
   key: string | null
   cancel_requested: boolean
+  /** What the job does, in a line: its task's first line, the issue it works on, or the task it resumes. */
+  what: string
 }
 
 export interface JobFilter {
@@ -147,5 +149,15 @@ function toRow(r: Record<string, unknown>): JobRow {
     error: typeof r.error === 'string' ? r.error : null,
     key: typeof r.idempotency_key === 'string' ? r.idempotency_key : null,
     cancel_requested: r.cancel_requested_at instanceof Date,
+    what: whatOf(r.kind === 'resume' ? 'resume' : 'new', String(r.task_uuid), r.spec),
   }
+}
+
+/** A job's `what`: its statement's first line (at most 100 characters), its issue, or the task it resumes. */
+function whatOf(kind: JobKind, uuid: string, spec: unknown): string {
+  if (kind === 'resume') return `resume ${uuid.slice(0, 8)}`
+  const s = (typeof spec === 'object' && spec !== null ? spec : {}) as Record<string, unknown>
+  const text = [s.github, s.gitlab, s.task].find((v): v is string => typeof v === 'string')
+  const first = (text ?? '').split('\n').find((l) => l.trim() !== '')?.trim() ?? ''
+  return first.length > 100 ? `${first.slice(0, 99)}…` : first
 }

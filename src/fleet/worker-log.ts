@@ -1,7 +1,10 @@
+import { forTerminal } from '../terminal-text.js'
+
 /**
  * A worker's log on stderr: `ctxagent worker <id>: …` lines, or with --log-format json
  * one JSON object per line, its tasks' lines included (SPEC §14.5): a line a child wrote
- * that is not JSON (a warm child's stray warning) is wrapped in one.
+ * that is not JSON (a warm child's stray warning) is wrapped in one. Its agents always
+ * log JSON lines; in text they are rendered as `run` renders its own.
  */
 export interface WorkerLog {
   info(message: string): void
@@ -29,14 +32,16 @@ export function createWorkerLog(format: 'text' | 'json', stream: NodeJS.Writable
       id = value
     },
     relay: (pid) => {
-      if (format === 'text') return (chunk) => void stream.write(chunk)
       let partial = ''
       return (chunk) => {
         const lines = (partial + chunk.toString()).split('\n')
         partial = lines.pop() ?? ''
         for (const line of lines) {
           if (line.trim() === '') continue
-          if (isJsonObject(line)) stream.write(`${line}\n`)
+          if (format === 'text') {
+            const rendered = asText(line)
+            if (rendered !== null) text('', rendered)
+          } else if (isJsonObject(line)) stream.write(`${line}\n`)
           else json('warn', line, { pid: pid ?? null })
         }
       }
@@ -44,12 +49,50 @@ export function createWorkerLog(format: 'text' | 'json', stream: NodeJS.Writable
   }
 }
 
-function isJsonObject(line: string): boolean {
-  if (!line.startsWith('{')) return false
+/** An agent's log line (docs/running.md#output): level, task uuid and message, as `run` writes them with --log-format json. */
+interface AgentLine {
+  level?: unknown
+  uuid?: unknown
+  msg?: unknown
+}
+
+function parseObject(line: string): AgentLine | null {
+  if (!line.startsWith('{')) return null
   try {
     const value: unknown = JSON.parse(line)
-    return typeof value === 'object' && value !== null && !Array.isArray(value)
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as AgentLine) : null
   } catch {
-    return false
+    return null
   }
+}
+
+function isJsonObject(line: string): boolean {
+  return parseObject(line) !== null
+}
+
+/**
+ * An agent's line as text: `[uuid:1a2b3c4d] message`, as `run` prints it on a terminal;
+ * null for the per-turn timing lines (`turn`, for monitoring, which the text log leaves
+ * out); a line that is not an agent's JSON as it came. Escapes never reach the terminal.
+ */
+export function asText(line: string): string | null {
+  const parsed = parseObject(line)
+  if (parsed === null || typeof parsed.msg !== 'string') return forTerminal(line)
+  if (parsed.msg === 'turn' && parsed.level === 'info') return null
+  const tag = typeof parsed.uuid === 'string' ? `[uuid:${parsed.uuid.slice(0, 8)}] ` : ''
+  const level = parsed.level === 'warn' ? 'warning: ' : parsed.level === 'error' ? 'error: ' : ''
+  return `${tag}${level}${forTerminal(parsed.msg)}`
+}
+
+/**
+ * What a line of an agent's stderr says went wrong, to explain how its process ended: a
+ * warning or error it logged, or a line that is not its JSON (`ctxagent: …`, a crash's
+ * stack); null for its ordinary progress lines, which say nothing about an end.
+ */
+export function problemIn(line: string): string | null {
+  if (line.trim() === '') return null
+  const parsed = parseObject(line)
+  if (parsed === null) return line.trim()
+  if ((parsed.level === 'warn' || parsed.level === 'error') && typeof parsed.msg === 'string') return parsed.msg
+  return null
 }

@@ -16,6 +16,7 @@ import { JobQueue } from './jobs.js'
 import type { IdleChannel, Job, JobEnd, RetryPolicy } from './jobs.js'
 import { JobListener } from './listener.js'
 import type { WakeFrom } from './listener.js'
+import { problemIn } from './worker-log.js'
 import { completedEnd, endedElsewhere, newTaskArgs, notBegun, settle, stateText } from './task-outcome.js'
 import { heartbeat, markStopped } from './registry.js'
 import type { WorkerRecord } from './registry.js'
@@ -345,8 +346,8 @@ export class Worker {
     const relay = this.relayFor(child)
     child.stderr?.on('data', (chunk: Buffer) => {
       relay(chunk)
-      const lines = chunk.toString().trim().split('\n')
-      entry.lastLine = lines[lines.length - 1] ?? entry.lastLine
+      // What explains an end is the last problem it reported, not its last progress line.
+      for (const line of chunk.toString().split('\n')) entry.lastLine = problemIn(line) ?? entry.lastLine
     })
     child.on('error', (err) => (entry.lastLine = err.message))
     child.on('close', (code, signal) => {
@@ -389,7 +390,7 @@ export class Worker {
       }
       if (end === null) {
         // Its process died holding the task's lock: watch-locks reaps it and settles the job (SPEC §14.3).
-        this.options.log(`job ${job.id}: task ${job.task_uuid} was left in running/ (${entry.lastLine.slice(0, 200) || `exit ${code}`}); watch-locks recovers it`)
+        this.options.log(`job ${job.id}: task ${job.task_uuid} was left in running/ (${signal !== null ? `killed by ${signal}` : `exit ${code}`}${entry.lastLine === '' ? '' : `; its last problem: ${entry.lastLine.slice(0, 200)}`}); watch-locks recovers it`)
         this.maybeFinish()
         this.wake()
         return

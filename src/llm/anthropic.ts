@@ -10,6 +10,7 @@ import { boundedFetch, ResponseTooLargeError, ResponseTooSlowError } from './bou
 import { normaliseReply } from './reply.js'
 import { messagesRequest } from './anthropic-request.js'
 import type { MessagesRequest } from './anthropic-request.js'
+import { explainConnectFailure } from './connect-error.js'
 
 type Endpoint = Config['llm']['anthropic']
 
@@ -87,6 +88,10 @@ export class AnthropicClient implements LlmClient {
 
   get model(): string {
     return this.endpoint.model
+  }
+
+  get server(): string {
+    return this.endpoint.base_url
   }
 
   get contextLength(): number {
@@ -186,8 +191,9 @@ export class AnthropicClient implements LlmClient {
     if (sdk === null) return new ProviderError(`${this.where()} failed: ${(err as Error).message}`, 'set CTXAGENT_DEBUG=1 for details', err)
     if (err instanceof sdk.APIConnectionTimeoutError) return new ProviderError(`${this.where()} did not answer within ${this.endpoint.timeout_seconds}s`, 'check the server, or raise llm.anthropic.timeout_seconds', err)
     if (err instanceof sdk.APIConnectionError) {
-      const cause = (err.cause as Error | undefined)?.message ?? err.message
-      return new ProviderError(`cannot reach ${this.where()}: ${cause}`, 'is it running? check llm.anthropic.base_url', err)
+      const why = explainConnectFailure(err, 'llm.anthropic.base_url')
+      const cause = why?.what ?? (err.cause as Error | undefined)?.message ?? err.message
+      return new ProviderError(`cannot reach ${this.where()}: ${cause}`, why?.hint ?? 'is it running? check llm.anthropic.base_url', err)
     }
     if (err instanceof sdk.AuthenticationError) return new ProviderError(`${this.where()} refused the API key (401)`, 'check llm.anthropic.api_key or ANTHROPIC_API_KEY', err)
     if (err instanceof sdk.NotFoundError) return new ProviderError(`${this.where()} answered 404: ${apiMessage(err)}`, 'check llm.anthropic.model and base_url', err)

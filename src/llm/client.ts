@@ -40,6 +40,8 @@ export interface ChatResult {
 export interface LlmClient {
   /** The model name, as recorded in summaries.jsonl. */
   readonly model: string
+  /** Where its requests go, for the start line: the server's base URL (never with credentials), or the recording a replay plays. */
+  readonly server: string
   /** The model's context length in tokens (config llm.<provider>.context_length). */
   readonly contextLength: number
   chat(messages: ChatMessage[], options?: ChatOptions): Promise<ChatResult>

@@ -7,6 +7,7 @@ import { boundedFetch, ResponseTooLargeError, ResponseTooSlowError, sdkTimeoutMs
 import { normaliseReply } from './reply.js'
 import { maskCredentials } from '../storage/format/mask.js'
 import { jsonString } from '../storage/format/json-string.js'
+import { explainConnectFailure } from './connect-error.js'
 
 type Endpoint = Config['llm']['openai']
 
@@ -49,6 +50,10 @@ export class OpenAiCompatibleClient implements LlmClient {
 
   get model(): string {
     return this.endpoint.model
+  }
+
+  get server(): string {
+    return this.endpoint.base_url
   }
 
   get contextLength(): number {
@@ -106,8 +111,9 @@ export class OpenAiCompatibleClient implements LlmClient {
       return new ProviderError(`${this.where()} did not answer within ${this.endpoint.timeout_seconds}s`, `check the server, or raise llm.${this.provider}.timeout_seconds`, err, 'timeout')
     }
     if (err instanceof OpenAI.APIConnectionError) {
-      const cause = (err.cause as Error | undefined)?.message ?? err.message
-      return new ProviderError(`cannot reach ${this.where()}: ${cause}`, `is it running? check llm.${this.provider}.base_url`, err, 'unreachable')
+      const why = explainConnectFailure(err, `llm.${this.provider}.base_url`)
+      const cause = why?.what ?? (err.cause as Error | undefined)?.message ?? err.message
+      return new ProviderError(`cannot reach ${this.where()}: ${cause}`, why?.hint ?? `is it running? check llm.${this.provider}.base_url`, err, 'unreachable')
     }
     if (err instanceof OpenAI.AuthenticationError) return new ProviderError(`${this.where()} refused the API key (401)`, `check ${keyHint}`, err)
     if (err instanceof OpenAI.NotFoundError) return new ProviderError(`${this.where()} answered 404: ${firstLine(err.message)}`, `check llm.${this.provider}.model and base_url (OpenAI-compatible servers serve /v1)`, err)

@@ -19,6 +19,9 @@ import type { ChatMessage, ChatOptions, ChatResult, LlmClient } from './client.j
  */
 export class ReplayClient implements LlmClient {
   readonly model = 'replay'
+  get server(): string {
+    return `the recording ${this.source}`
+  }
   private readonly records: AsyncIterator<ReadItem>
   private lookahead: StoredMessage | null = null
   private expectedResults = new Map<string, string>()

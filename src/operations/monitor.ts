@@ -124,7 +124,7 @@ export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<P
   // After the moves, so that this pass's own rows are in; a crashed mover's are mended here.
   const reindexed = options.dryRun ? 0 : await reconcileIndex(env).catch((err: Error) => {
     if (isTreeWide(err, env.layout.base)) throw err
-    env.warn(`tasks.db not brought in step with the directories: ${err.message} (ctxagent reindex rebuilds it)`)
+    env.warn(`${env.index?.name ?? 'the index'} not brought in step with the directories: ${err.message} (ctxagent reindex rebuilds it)`)
     return 0
   })
   return { checked: running.length, findings, reindexed }

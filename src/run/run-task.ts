@@ -156,12 +156,12 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     if (start.kind === 'new') {
       begin(handle, settings, start, inheritance, config.context.inheritance.max_summary_tokens)
       await handle.setStatus('processing', 'started')
-      log.info(`started ${handle.metadata.task_type}${handle.metadata.task_identifier ? ` ${handle.metadata.task_identifier}` : ''} in ${settings.workspace} (${client.model}, dir ${handle.dir})`)
+      log.info(`started ${handle.metadata.task_type}${handle.metadata.task_identifier ? ` ${handle.metadata.task_identifier}` : ''} in ${settings.workspace} (${client.model} at ${client.server}, dir ${handle.dir})`)
       if (inheritance) log.info(`inherited the ${inheritance.summary_source === 'final_summary' ? 'final summary' : 'last summary'} of task ${inheritance.uuid} (${inheritance.status})`)
     } else {
       const repaired = await repairResumed(handle, tools)
       finished = repaired.finished
-      log.info(`resumed at turn ${handle.state.turns ?? 0} (${client.model}, dir ${handle.dir})${repaired.answered ? `; ${repaired.answered} unanswered tool call(s) answered as aborted` : ''}${repaired.rebuilt ? '; current.jsonl rebuilt' : ''}${killedText(handle.stoppedCommands, 'the dead agent')}`)
+      log.info(`resumed at turn ${handle.state.turns ?? 0} (${client.model} at ${client.server}, dir ${handle.dir})${repaired.answered ? `; ${repaired.answered} unanswered tool call(s) answered as aborted` : ''}${repaired.rebuilt ? '; current.jsonl rebuilt' : ''}${killedText(handle.stoppedCommands, 'the dead agent')}`)
     }
     // Where to talk to the session from (issue 19): off a terminal nothing typed here is read.
     if (settings.chat) log.info(`chat session: talk to it with \`ctxagent chat ${handle.uuid.slice(0, 8)}\` (from any terminal), end it with \`ctxagent chat ${handle.uuid.slice(0, 8)} --end\``)

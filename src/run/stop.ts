@@ -81,6 +81,9 @@ export function stoppableClient(client: LlmClient, stop: AbortSignal): LlmClient
     get model() {
       return client.model
     },
+    get server() {
+      return client.server
+    },
     get contextLength() {
       return client.contextLength
     },

@@ -34,6 +34,6 @@ export function renderTaskList(ctx: CommandEnv, p: TaskPage, filter: TaskFilter,
 <label>Text <input type="search" name="q" value="${filter.text ?? ''}" placeholder="uuid, repository, model, error"></label>
 <button>Filter</button></form>
 <p class="muted">${p.total === 0 ? 'no tasks' : `${num(p.offset + 1)}–${num(last)} of ${num(p.total)}`}</p>
-${p.tasks.length === 0 ? '' : html`<table class="tasks"><thead><tr><th>uuid</th><th>status</th><th>user</th><th>model</th><th>turns</th><th>tokens</th><th>cost</th><th>age</th><th>host</th><th>task</th></tr></thead><tbody>${rows}</tbody></table>`}
+${p.tasks.length === 0 ? '' : html`<div class="scroll"><table class="tasks"><thead><tr><th>uuid</th><th>status</th><th>user</th><th>model</th><th>turns</th><th>tokens</th><th>cost</th><th>age</th><th>host</th><th>task</th></tr></thead><tbody>${rows}</tbody></table></div>`}
 <nav class="pages">${p.offset > 0 ? html`<a href="${query({ offset: Math.max(0, p.offset - p.limit) })}" rel="prev">← newer</a>` : ''} ${last < p.total ? html`<a href="${query({ offset: p.offset + p.limit })}" rel="next">older →</a>` : ''}</nav>`
 }

@@ -16,6 +16,7 @@ import type { IndexSource } from './data.js'
 import type { FleetSource } from './fleet-data.js'
 import { queueAlerts } from '../fleet/status.js'
 import type { FleetStatus } from '../fleet/status.js'
+import { ctxagentVersion } from '../version.js'
 
 /** What one scrape read, shared by the collect() callbacks of that scrape. */
 interface Scrape {
@@ -98,6 +99,11 @@ export class MetricsCollector {
     const r = [this.registry]
     const self = this
 
+    // The usual build_info: constant 1, the labels say what answers (for joins and upgrade dashboards).
+    new Gauge({ name: METRICS.buildInfo, help: "ctxagent's version and the Node.js that runs serve (always 1)", labelNames: ['version', 'node'], registers: r, collect() {
+      this.set({ version: ctxagentVersion(), node: process.version }, 1)
+    } })
+
     new Gauge({ name: METRICS.tasks, help: 'Tasks in the tree by location and status', labelNames: ['location', 'status'], registers: r, collect() {
       this.reset()
       const n = new Map<string, { location: string; status: string; n: number }>()
@@ -111,13 +117,15 @@ export class MetricsCollector {
     } })
 
     const usage = (): CounterRow[] => self.s.totals.counters
-    new Counter({ name: METRICS.tokens, help: 'Tokens of all tasks the index has held, by user, model and kind (prompt includes cached; unsplit: older tasks without the split)', labelNames: ['user', 'model', 'kind'], registers: r, collect() {
+    // The kinds partition the tokens (sum() over them is the total, each token once): input is the prompt less what the
+    // provider's cache served (cache writes are in it: the index keeps no split of them), cached what it served.
+    new Counter({ name: METRICS.tokens, help: 'Tokens of all tasks the index has held, by user, model and kind; the kinds partition them: input (prompt tokens not read from the cache), cached (read from the cache), output, unsplit (older tasks without the split)', labelNames: ['user', 'model', 'kind'], registers: r, collect() {
       this.reset()
       for (const u of usage()) {
         const labels = { user: u.user, model: u.model }
-        this.inc({ ...labels, kind: 'prompt' }, u.prompt)
+        this.inc({ ...labels, kind: 'input' }, Math.max(0, u.prompt - u.cached))
         this.inc({ ...labels, kind: 'cached' }, u.cached)
-        this.inc({ ...labels, kind: 'completion' }, u.completion)
+        this.inc({ ...labels, kind: 'output' }, u.completion)
         this.inc({ ...labels, kind: 'unsplit' }, Math.max(0, u.tokens - u.prompt - u.completion))
       }
     } })

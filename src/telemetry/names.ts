@@ -29,6 +29,7 @@ export const METRICS = {
   followers: 'ctxagent_serve_followers',
   followWatchers: 'ctxagent_serve_follow_watchers',
   followersRefused: 'ctxagent_serve_followers_refused_total',
+  buildInfo: 'ctxagent_build_info',
 } as const
 
 export const SPANS = {

@@ -7,6 +7,7 @@ import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic
 import { maskText, maskValue } from '../storage/format/mask.js'
 import { ATTR, SPANS } from './names.js'
 import type { LlmTrace, TaskAttributes, TaskTrace, ToolTrace, TurnTrace } from './spans.js'
+import { ctxagentVersion } from '../version.js'
 
 export interface OtelSettings {
   endpoint: string
@@ -39,7 +40,7 @@ interface Later {
 export function otelTaskTrace(settings: OtelSettings, task: TaskAttributes): TaskTrace {
   const exporter = new OTLPTraceExporter({ url: settings.endpoint, timeoutMillis: 5_000 })
   const provider = new BasicTracerProvider({
-    resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: settings.serviceName, [ATTR_SERVICE_VERSION]: process.env.npm_package_version ?? 'ctxagent', [ATTR.host]: task.host }),
+    resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: settings.serviceName, [ATTR_SERVICE_VERSION]: ctxagentVersion(), [ATTR.host]: task.host }),
     spanProcessors: [new BatchSpanProcessor(exporter)],
   })
   const tracer = provider.getTracer('ctxagent')

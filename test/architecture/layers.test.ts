@@ -1,7 +1,17 @@
-import { describe, expect, it } from 'vitest'
+import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
 import { ROOT } from '../helpers/run.js'
-import { findCircle, floorOf, importGraph, upwardImports } from './layers.js'
+import { findCircle, FLOORS, floorOf, importGraph, upwardImports } from './layers.js'
+
+/** The paths of each row of docs/architecture.md's table of floors, as layers.ts spells them (no `src/`, `*.ts` for the ground's files). */
+function documentedFloors(): string[][] {
+  const doc = readFileSync(join(ROOT, 'docs', 'architecture.md'), 'utf8')
+  return doc
+    .split('\n')
+    .filter((line) => /^\| \d+ \|/.test(line))
+    .map((line) => [...(line.split('|')[2] ?? '').matchAll(/`src\/([^`]*)`/g)].map((m) => m[1] ?? ''))
+}
 
 describe('the house keeps its shape (docs/architecture.md)', () => {
   const graph = importGraph(join(ROOT, 'src'))
@@ -19,6 +29,24 @@ describe('the house keeps its shape (docs/architecture.md)', () => {
     expect(floorOf('run/turn.ts')).toBeLessThan(floorOf('operations/reaper.ts'))
     expect(floorOf('storage/task/handle.ts')).toBeLessThan(floorOf('storage/format/jsonl.ts'))
     expect(floorOf('storage/fs/layout.ts')).toBeLessThan(floorOf('errors.ts'))
+  })
+
+  it('docs/architecture.md lists the same floors, in the same order', () => {
+    const documented = documentedFloors().map((paths) => paths.map((p) => (p === '*.ts' ? '' : p)).sort())
+    const checked = FLOORS.map((prefixes) => [...prefixes].sort())
+    expect(documented).toEqual(checked)
+  })
+
+  it('every folder of src/ is named on a floor (a new one is placed on purpose, not left to the ground)', () => {
+    const named = new Set(FLOORS.flat())
+    const folders = readdirSync(join(ROOT, 'src'), { withFileTypes: true }).filter((d) => d.isDirectory())
+    const unplaced = folders.flatMap((d) => {
+      if (named.has(`${d.name}/`)) return []
+      const inner = readdirSync(join(ROOT, 'src', d.name), { withFileTypes: true }).filter((e) => e.isDirectory())
+      if (inner.length === 0) return [`${d.name}/`]
+      return inner.map((e) => `${d.name}/${e.name}/`).filter((p) => !named.has(p))
+    })
+    expect(unplaced).toEqual([])
   })
 
   it('finds an upward import and a circle when there is one', () => {

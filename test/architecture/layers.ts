@@ -27,7 +27,7 @@ export const FLOORS: readonly (readonly string[])[] = [
   ['storage/format/'],
   ['storage/fs/'],
   // The ground: errors, durations, text helpers, configuration, terminal output.
-  [''],
+  ['config/', ''],
 ]
 
 export function floorOf(path: string): number {

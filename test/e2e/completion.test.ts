@@ -42,7 +42,10 @@ describe('ctxagent completion', () => {
     const uuid = (JSON.parse(cli(['list', '--json', '--home', home]).stdout.split('\n')[0] ?? '{}') as { uuid: string }).uuid
     const script = cli(['completion', 'bash']).stdout
     expect(complete(script, ['ctxagent', '--home', home, 'view', uuid.slice(0, 4)])).toEqual([uuid])
-    expect(complete(script, ['ctxagent', '--home', home, 'run', '--resume', ''])).toEqual([uuid])
+    expect(complete(script, ['ctxagent', '--home', home, 'run', '--resume', ''])).toEqual(['last', uuid])
+    expect(complete(script, ['ctxagent', '--home', home, 'view', 'la'])).toEqual(['last'])
+    expect(complete(script, ['ctxagent', 'jobs', ''])).toEqual(expect.arrayContaining(['show', 'cancel', 'retry']))
+    expect(complete(script, ['ctxagent', 'jobs', 'ca'])).toEqual(['cancel'])
     expect(complete(script, ['ctxagent', '--home', home, 'list', uuid.slice(0, 4)])).toEqual([])
     for (const shell of ['bash', 'zsh', 'fish']) {
       const text = cli(['completion', shell]).stdout

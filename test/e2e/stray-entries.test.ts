@@ -76,7 +76,7 @@ describe('stray entries, links and a stale index', () => {
     rmSync(tree.layout.taskDir('completed', uuidN(40)), { recursive: true })
     const res = cli(['watch-locks', '--once', '--home', tree.base])
     expect(res.code, res.stderr).toBe(0)
-    expect(res.stdout).toContain('3 tasks.db row(s) brought in step with the directories')
+    expect(res.stdout).toContain('3 index row(s) brought in step with the directories')
     const db = new Database(join(tree.base, 'tasks.db'), { readonly: true })
     const rows = db.prepare('SELECT uuid, location, total_messages FROM tasks ORDER BY uuid').all()
     db.close()

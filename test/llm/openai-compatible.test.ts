@@ -42,6 +42,20 @@ describe('OpenAI-compatible client', () => {
     expect((err as ProviderError).message).toMatch(/^cannot reach LLM server http:\/\/127\.0\.0\.1:9\/v1/)
   })
 
+  it('names why a connection failed: refused, or a name that does not resolve', async () => {
+    const refused = requireLlmClient(parseConfig('llm:\n  openai:\n    base_url: http://127.0.0.1:9/v1\n    max_retries: 0\n'))
+    await expect(refused.chat([{ role: 'user', content: 'x' }])).rejects.toMatchObject({
+      message: expect.stringMatching(/^cannot reach LLM server http:\/\/127\.0\.0\.1:9\/v1 \(openai, model .*\): connection refused$/),
+      hint: 'is the server running and listening there? check llm.openai.base_url',
+    })
+    // .invalid never resolves (RFC 6761): the resolver answers at once, with no network.
+    const unknown = requireLlmClient(parseConfig('llm:\n  openai:\n    base_url: http://no-such-host.invalid/v1\n    max_retries: 0\n'))
+    await expect(unknown.chat([{ role: 'user', content: 'x' }])).rejects.toMatchObject({
+      message: expect.stringMatching(/: could not resolve no-such-host\.invalid( \(DNS did not answer\))?$/),
+      hint: "check the host name in llm.openai.base_url, and this machine's DNS",
+    })
+  })
+
   it('uses the Ollama endpoint for provider ollama, and none means no client', () => {
     const ollama = createLlmClient(parseConfig('llm:\n  provider: ollama\n'))
     expect(ollama?.model).toBe('llama3.1')

@@ -18,6 +18,8 @@ describe('run: a local task', () => {
     )
     const res = await s.run(['run', '--task', 'add() gives 1 for add(2, 1); fix it', '--task-id', 'calc-1', '--workspace', s.ws, '--json'])
     expect(res.code, res.stderr).toBe(0)
+    // The start line names the model and the server it is asked at.
+    expect(res.stderr).toContain(`(fake-model at ${s.fake.url}, dir `)
     const outcome = JSON.parse(res.stdout) as Record<string, unknown>
     expect(outcome).toMatchObject({ status: 'completed', turns: 3, final_answer: 'add() subtracted; it adds now', finish_status: 'done', exit_code: 0 })
     expect(readFileSync(join(s.ws, 'calc.js'), 'utf8')).toContain('return a + b')

@@ -55,7 +55,7 @@ describe.each([
     }
     const before = await scrape()
     expect(total(before, 'ctxagent_tasks')).toBe(3)
-    expect(total(before, 'ctxagent_tokens_total', { kind: 'prompt' })).toBe(43_000)
+    expect(total(before, 'ctxagent_tokens_total', { kind: 'input' })).toBe(33_000)
     expect(total(before, 'ctxagent_turns_total')).toBe(12)
     expect(total(before, 'ctxagent_task_duration_seconds', {}, 'ctxagent_task_duration_seconds_count')).toBe(2)
 
@@ -70,7 +70,7 @@ describe.each([
     const now = counterSamples(after)
     expect(was.size).toBeGreaterThan(10)
     for (const [key, value] of was) expect(now.get(key), key).toBeGreaterThanOrEqual(value)
-    expect(total(after, 'ctxagent_tokens_total', { kind: 'prompt' })).toBe(43_000)
+    expect(total(after, 'ctxagent_tokens_total', { kind: 'input' })).toBe(33_000)
     expect(total(after, 'ctxagent_turns_total')).toBe(12)
 
     // reindex rebuilds the rows from the tree: the counters neither count the live tasks twice nor lose the deleted ones.

@@ -34,11 +34,17 @@ describe('serve: /metrics', () => {
     expect(total(m, 'ctxagent_tasks')).toBe(stats.total)
     for (const [location, n] of Object.entries(stats.by_location)) expect(total(m, 'ctxagent_tasks', { location })).toBe(n)
     for (const [status, n] of Object.entries(stats.by_status)) expect(total(m, 'ctxagent_tasks', { status })).toBe(n)
-    expect(total(m, 'ctxagent_tokens_total', { kind: 'prompt' })).toBe(stats.tokens.prompt)
+    // The kinds partition the tokens: their sum is the tasks' total, each token counted once.
+    expect(total(m, 'ctxagent_tokens_total')).toBe(stats.tokens.total)
+    expect(total(m, 'ctxagent_tokens_total', { kind: 'input' })).toBe(stats.tokens.prompt - stats.tokens.cached)
     expect(total(m, 'ctxagent_tokens_total', { kind: 'cached' })).toBe(stats.tokens.cached)
-    expect(total(m, 'ctxagent_tokens_total', { kind: 'completion' })).toBe(stats.tokens.completion)
+    expect(total(m, 'ctxagent_tokens_total', { kind: 'output' })).toBe(stats.tokens.completion)
     expect(total(m, 'ctxagent_tokens_total', { kind: 'unsplit' })).toBe(stats.tokens.unsplit)
-    expect(total(m, 'ctxagent_tokens_total', { user: 'alice', kind: 'prompt' })).toBe(85_000)
+    expect(total(m, 'ctxagent_tokens_total', { user: 'alice', kind: 'input' })).toBe(75_000)
+    const build = m.get('ctxagent_build_info')?.samples ?? []
+    expect(build).toHaveLength(1)
+    expect(build[0]?.labels).toEqual({ version: cli(['--version']).stdout.trim(), node: expect.stringMatching(/^v\d+\.\d+\.\d+$/) })
+    expect(build[0]?.value).toBe(1)
     expect(total(m, 'ctxagent_cost_usd_total')).toBeCloseTo(stats.tokens.cost_usd, 6)
     for (const location of ['running', 'paused', 'completed']) expect(total(m, 'ctxagent_disk_bytes', { location })).toBe(stats.disk[location])
     // Finished tasks' durations: the two fixture tasks ran for days (created on the 10th and 11th, done on the 15th), the timeout one 3h.

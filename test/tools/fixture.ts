@@ -40,12 +40,21 @@ export function setup(options: { signal?: AbortSignal; allowShell?: boolean; com
   writeFileSync(join(tree, 'running', 'state.json'), '{"password":"TREE SECRET"}\n')
   const reads = new Map<string, ReadStamp>()
   giveToSandbox(ws, root)
-  const planned = planSandbox({ sandbox: 'bwrap', network: false, sandbox_read_only: [] }, [tree], ws)
-  if (!planned.ok && options.sandbox === undefined) throw new Error(`the tool tests need bubblewrap: ${planned.why}`)
+  // Planned when a command first needs it: planning probes bwrap (a process), which the
+  // file tools' tests never need, so that they run in `npm run test:unit` too.
+  let sandbox = options.sandbox
+  const plan = (): SandboxPlan => {
+    if (sandbox !== undefined) return sandbox
+    const planned = planSandbox({ sandbox: 'bwrap', network: false, sandbox_read_only: [] }, [tree], ws)
+    if (!planned.ok) throw new Error(`the tool tests need bubblewrap: ${planned.why}`)
+    return (sandbox = planned.plan)
+  }
   const ctx: ToolContext = {
     workspace: ws,
     hidden: [tree],
-    sandbox: options.sandbox ?? (planned.ok ? planned.plan : { kind: 'none' }),
+    get sandbox() {
+      return plan()
+    },
     signal: options.signal ?? new AbortController().signal,
     commandTimeoutSeconds: options.commandTimeoutSeconds ?? 120,
     reads: { get: (p) => reads.get(p), set: (p, s) => void reads.set(p, s) },

@@ -7,21 +7,8 @@ import { UsageError } from '../../src/errors.js'
 import { describeSandbox, planSandbox } from '../../src/tools/sandbox.js'
 import { giveWorkspace, sandboxIdentity } from '../../src/tools/sandbox/identity.js'
 import { cli } from '../helpers/run.js'
+import { killWithDescendants, pidsHolding as holding } from '../helpers/processes.js'
 import { setup, sleep } from './fixture.js'
-
-/** Host pids whose command line holds `token` (a process the sandbox left behind would show here). */
-function holding(token: string): number[] {
-  const out: number[] = []
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue
-    try {
-      if (readFileSync(`/proc/${name}/cmdline`, 'utf8').includes(token)) out.push(Number(name))
-    } catch {
-      // Gone meanwhile.
-    }
-  }
-  return out
-}
 
 async function settledHolding(token: string): Promise<number[]> {
   // A killed namespace takes a moment to be reaped; waits on the event, never asserts on time.
@@ -60,7 +47,7 @@ describe('run_command in bubblewrap', () => {
     const plainToken = `${token}-none`
     await bare.call('run_command', { command: command.replaceAll(token, plainToken) })
     const left = holding(plainToken)
-    for (const pid of left) process.kill(pid, 'SIGKILL')
+    killWithDescendants(left)
     expect(left.length).toBeGreaterThan(0)
   })
 

@@ -28,7 +28,7 @@ export function renderOverview(ctx: CommandEnv, o: Overview, tokens: TokenSplit 
     `${c.bold('Task UUID:')} ${o.uuid}`,
     `${c.bold('Status:')} ${statusColour(ctx, o.status)} (${o.location}/)`,
     `${c.bold('Repository:')} ${[key.task_source, m.repository].filter(Boolean).join('/') || '-'}`,
-    `${c.bold('Task:')} ${key.task_type ? `${key.task_type.replace(/_/g, ' ')} #${m.task_identifier}` : m.task_type}`,
+    `${c.bold('Task:')} ${taskName(key.task_source, key.task_type, m.task_identifier, m.task_type)}`,
     `${c.bold('User:')} ${m.user ?? '-'}`,
     `${c.bold('Model:')} ${m.config?.model || '-'} (${m.config?.llm_provider || '-'})`,
     `${c.bold('Workspace:')} ${m.run?.workspace ?? '-'}`,
@@ -149,4 +149,11 @@ function roleColour(ctx: CommandEnv, role: string): string {
   const c = ctx.io.chalk
   const colour = { system: c.magenta, user: c.green, assistant: c.cyan, tool: c.yellow }[role]
   return colour ? colour(role) : role
+}
+
+/** `issue #42`, `merge request !7`, `local task calc-1`, `local task (no --task-id)`. */
+export function taskName(source: string, type: string, id: string, fallback: string): string {
+  if (source === 'local' || type === 'task') return `local task ${id === '' ? '(no --task-id)' : id}`
+  if (type === '') return fallback
+  return `${type.replace(/_/g, ' ')} ${type === 'merge_request' ? '!' : '#'}${id}`
 }

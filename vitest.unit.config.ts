@@ -1,0 +1,40 @@
+import { defineConfig } from 'vitest/config'
+
+// `npm run test:unit`: the loop to run while editing (docs/development.md#tests). The files
+// here start no process, open no server and reach no database; test/helpers/no-processes.ts
+// makes each of those throw, so a file that starts needing one fails here and moves to
+// `npm test` (which runs these too). Add a file when it needs none of them.
+export default defineConfig({
+  test: {
+    include: [
+      'test/architecture/layers.test.ts',
+      'test/commands/jobs-list.test.ts',
+      'test/commands/view-render.test.ts',
+      'test/config/example.test.ts',
+      'test/config/trust.test.ts',
+      'test/context/prune.test.ts',
+      'test/docs/*.test.ts',
+      'test/fleet/task-outcome.test.ts',
+      'test/fleet/worker-log.test.ts',
+      'test/llm/reply.test.ts',
+      'test/operations/tokens.test.ts',
+      'test/render.test.ts',
+      'test/run/log.test.ts',
+      'test/run/parts.test.ts',
+      'test/storage/blob.test.ts',
+      'test/storage/format/*.test.ts',
+      'test/storage/fs/*.test.ts',
+      'test/storage/task/{lifecycle,message-store,reader,state,tool-tally}.test.ts',
+      'test/system-errors.test.ts',
+      'test/text.test.ts',
+      'test/tools/{edit-write,inspect,read-file,registry,search,stop,workspace}.test.ts',
+      'test/tools/sandbox/units.test.ts',
+    ],
+    exclude: ['test/storage/format/shared-append.test.ts'],
+    setupFiles: ['test/helpers/no-processes.ts'],
+    // A loaded machine (CI beside other work) is slow, never wrong: no test here waits on time.
+    testTimeout: 60_000,
+    pool: 'forks',
+    maxWorkers: 2,
+  },
+})
