@@ -40,6 +40,7 @@ import { StopController, stoppableClient } from './stop.js'
 import { explainSystemError, isDiskFull } from '../system-errors.js'
 import { resumeRaceLost } from '../errors.js'
 import { grouped } from '../text.js'
+import { networkFields } from '../tools/sandbox/egress-proxy.js'
 
 /** Where a new task comes from: its key and its first user message (SPEC §12.1, §13.1). */
 export interface TaskSource {
@@ -195,7 +196,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     // A task killed after it answered (during its final summary) only finishes its ending: no turn, no tools.
     const answered = start.kind === 'resume' ? (answeredEnding(handle) ?? (finished ? { kind: 'completed' as const, answer: finished.summary, finishStatus: finished.status } : null)) : null
     if (answered) log.info('the task had already answered when its agent stopped; finishing its ending')
-    else mcp = await startMcp(config, tools, log, stop.signal, mcpSandbox(config, settings.workspace, hidden))
+    else mcp = await startMcp(config, tools, log, stop.signal, mcpSandbox(config, settings.workspace, hidden, (record) => void handle.addNetwork(networkFields(record))))
     const ending = answered
       ? answered
       : settings.chat

@@ -1,4 +1,8 @@
 import { BlockList, isIP, isIPv4 } from 'node:net'
+import { normalHost, parseCidr } from '../../config/network.js'
+
+export { isHostPattern, NETWORK_MODES, networkMode, normalHost, parseCidr } from '../../config/network.js'
+export type { NetworkMode } from '../../config/network.js'
 
 /*
  * What the egress proxy (egress-proxy.ts) lets a sandboxed command reach, decided on the
@@ -6,14 +10,6 @@ import { BlockList, isIP, isIPv4 } from 'node:net'
  * host, its LAN or a cloud's metadata service is refused however it is spelled. The
  * whole policy is in docs/security.md#the-network.
  */
-
-/** tools.network (and mcp.servers.<name>.network): none, proxy or host; false and true are none and proxy. */
-export const NETWORK_MODES = ['none', 'proxy', 'host'] as const
-export type NetworkMode = (typeof NETWORK_MODES)[number]
-
-export function networkMode(value: boolean | NetworkMode): NetworkMode {
-  return value === true ? 'proxy' : value === false ? 'none' : value
-}
 
 /** Ranges no command reaches through the proxy, with the word a refusal uses. */
 const RANGES: [string, number, 'ipv4' | 'ipv6', string][] = [
@@ -107,29 +103,6 @@ export function parseNetworks(cidrs: readonly string[]): BlockList {
     list.addSubnet(parsed.address, parsed.prefix, parsed.type)
   }
   return list
-}
-
-/** `a.b.c.d/n` or `x::y/n` (a bare address is /32 or /128), or null. */
-export function parseCidr(cidr: string): { address: string; prefix: number; type: 'ipv4' | 'ipv6' } | null {
-  const [address = '', bits, extra] = cidr.split('/')
-  const family = isIP(address)
-  if (family === 0 || extra !== undefined) return null
-  const max = family === 4 ? 32 : 128
-  const prefix = bits === undefined ? max : /^\d{1,3}$/.test(bits) ? Number(bits) : -1
-  if (prefix < 0 || prefix > max) return null
-  return { address, prefix, type: family === 4 ? 'ipv4' : 'ipv6' }
-}
-
-/** A host as the proxy compares it: lower case, no trailing dot, an IPv6 literal without brackets. */
-export function normalHost(host: string): string {
-  return host.trim().toLowerCase().replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '')
-}
-
-/** tools.allowed_hosts entries: a name (`github.com`), `*.suffix` (`*.pypi.org`: its subdomains, not itself) or an IP literal. */
-export function isHostPattern(entry: string): boolean {
-  const e = normalHost(entry)
-  if (isIP(e) !== 0) return true
-  return /^(\*\.)?([a-z0-9_]([a-z0-9_-]*[a-z0-9_])?\.)*[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?$/.test(e) && e.length <= 253
 }
 
 /** Whether `host` is listed: exactly, or under a `*.suffix` entry. */
