@@ -1,4 +1,5 @@
 import { BlockList, isIP, isIPv4 } from 'node:net'
+import { networkInterfaces } from 'node:os'
 import { normalHost, parseCidr } from '../../config/network.js'
 
 export { isHostPattern, NETWORK_MODES, networkMode, normalHost, parseCidr } from '../../config/network.js'
@@ -114,6 +115,31 @@ export function hostListed(host: string, patterns: readonly string[]): boolean {
   })
 }
 
+const thisHost = new BlockList()
+thisHost.addSubnet('127.0.0.0', 8, 'ipv4')
+thisHost.addSubnet('0.0.0.0', 8, 'ipv4')
+thisHost.addAddress('::1', 'ipv6')
+thisHost.addAddress('::', 'ipv6')
+
+/** This host's own addresses (every interface's): a service listening on all of them answers on each. */
+export function localAddresses(): Set<string> {
+  return new Set(Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((i) => (i.address.split('%')[0] ?? i.address).toLowerCase())))
+}
+
+/**
+ * Whether `address` is this host: loopback, unspecified, or one of `local` (its
+ * interfaces' addresses), also when carried in an IPv6 address. Never let through,
+ * whatever tools.allowed_networks says.
+ */
+export function isThisHost(address: string, local: ReadonlySet<string>): boolean {
+  const plain = (address.split('%')[0] ?? address).toLowerCase()
+  const inner = isIP(plain) === 6 ? embeddedIPv4(plain) : null
+  for (const a of inner !== null ? [plain, inner] : [plain]) {
+    if (local.has(a) || thisHost.check(a, isIP(a) === 4 ? 'ipv4' : 'ipv6')) return true
+  }
+  return false
+}
+
 export interface EgressSettings {
   /** null: any public host; a list: only these. */
   allowedHosts: readonly string[] | null
@@ -128,10 +154,11 @@ export type Decision = { ok: true; address: string; family: 4 | 6 } | { ok: fals
 /**
  * The decision for one connection to `host`: refused when allowed_hosts does not list
  * it, else resolved (a literal is its own address) and refused when no address it
- * resolves to is public or in allowed_networks; else the first that is, which the
- * proxy connects to as it is (no second lookup a rebinding server could answer).
+ * resolves to is public or in allowed_networks, or when it is this host (`isLocal`:
+ * loopback or its interfaces' addresses); else the first that passes, which the proxy connects to as it
+ * is (no second lookup a rebinding server could answer).
  */
-export async function decide(host: string, settings: EgressSettings, networks: BlockList, lookup: Lookup): Promise<Decision> {
+export async function decide(host: string, settings: EgressSettings, networks: BlockList, lookup: Lookup, isLocal: (address: string) => boolean = (a) => isThisHost(a, localAddresses())): Promise<Decision> {
   const name = normalHost(host)
   if (name === '') return { ok: false, address: null, reason: 'no host' }
   if (settings.allowedHosts !== null && !hostListed(name, settings.allowedHosts)) return { ok: false, address: null, reason: `${name} is not in tools.allowed_hosts` }
@@ -147,10 +174,12 @@ export async function decide(host: string, settings: EgressSettings, networks: B
   let first: { address: string; why: string } | null = null
   for (const { address } of addresses) {
     const type = isIPv4(address) ? 'ipv4' : 'ipv6'
-    const why = refusedRange(address)
-    if (why === null || networks.check(address, type)) return { ok: true, address, family: type === 'ipv4' ? 4 : 6 }
+    const range = refusedRange(address)
+    const local = isLocal(address)
+    const why = range !== null ? `a ${range} address` : local ? 'an address of this host' : null
+    if (why === null || (networks.check(address, type) && !local)) return { ok: true, address, family: type === 'ipv4' ? 4 : 6 }
     first ??= { address, why }
   }
   if (first === null) return { ok: false, address: null, reason: `${name} has no address` }
-  return { ok: false, address: first.address, reason: `${name} resolves to ${first.address}, a ${first.why} address` }
+  return { ok: false, address: first.address, reason: name === first.address ? `${name} is ${first.why}` : `${name} resolves to ${first.address}, ${first.why}` }
 }

@@ -52,6 +52,12 @@ export interface ProxyOptions {
   /** Who may connect to the socket (the sandbox's user, when ctxagent is root). */
   owner?: { uid: number; gid: number }
   lookup?: Lookup
+  /**
+   * Whether an address is this host, never reached (default: loopback and this host's
+   * interfaces' addresses). Tests of the proxy alone put a stand-in upstream on 127.0.0.1
+   * and say it is not.
+   */
+  isLocal?: (address: string) => boolean
   /** Connections open at once, at most; more are refused (503). */
   maxConnections?: number
 }
@@ -110,7 +116,7 @@ export async function startEgressProxy(o: ProxyOptions): Promise<EgressProxy> {
     client.on('close', finish)
     if (target === null) return refuse(client, 400, (r.reason = 'not a host:port CONNECT target'))
     if (r.reason !== null) return refuse(client, 503, r.reason)
-    void decide(target.host, o.settings, networks, lookup).then((d) => {
+    void decide(target.host, o.settings, networks, lookup, o.isLocal).then((d) => {
       r.address = d.address
       if (!d.ok) return refuse(client, 403, (r.reason = d.reason))
       if (client.destroyed) return void (r.reason = 'closed before the connection was made')
@@ -157,7 +163,7 @@ export async function startEgressProxy(o: ProxyOptions): Promise<EgressProxy> {
     if (url === null || url.protocol !== 'http:') return answer(res, 400, (r.reason = 'the proxy takes absolute http:// URLs, and https through CONNECT'))
     if (r.reason !== null) return answer(res, 503, r.reason)
     const path = `${url.pathname}${url.search}`
-    void decide(url.hostname, o.settings, networks, lookup).then((d) => {
+    void decide(url.hostname, o.settings, networks, lookup, o.isLocal).then((d) => {
       r.address = d.address
       if (!d.ok) return answer(res, 403, (r.reason = d.reason))
       if (res.destroyed) return void (r.reason = 'closed before the connection was made')

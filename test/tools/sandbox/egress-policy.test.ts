@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { decide, embeddedIPv4, hostListed, isHostPattern, networkMode, parseCidr, parseNetworks, refusedRange } from '../../../src/tools/sandbox/egress-policy.js'
+import { decide, embeddedIPv4, hostListed, isHostPattern, isThisHost, localAddresses, networkMode, parseCidr, parseNetworks, refusedRange } from '../../../src/tools/sandbox/egress-policy.js'
 import type { Lookup } from '../../../src/tools/sandbox/egress-policy.js'
 
 describe('the egress address policy', () => {
@@ -101,6 +101,16 @@ describe('a decision for one connection', () => {
     expect(await decide('PKG.example.', listed, none, counting)).toMatchObject({ ok: true })
     // Listed, and still refused for where it leads.
     expect(await decide('evil.example', { ...listed, allowedHosts: ['evil.example'] }, none, counting)).toMatchObject({ ok: false, address: '127.0.0.1' })
+  })
+
+  it('never lets this host through: loopback, unspecified, its own interfaces, also carried in IPv6', async () => {
+    const local = new Set(['10.9.8.7', '2001:db8::5'])
+    for (const a of ['127.0.0.1', '127.3.2.1', '::1', '::', '0.0.0.0', '10.9.8.7', '::ffff:10.9.8.7', '::ffff:127.0.0.1', '2001:db8::5']) expect(isThisHost(a, local), a).toBe(true)
+    for (const a of ['10.9.8.6', '93.184.216.34', '::2']) expect(isThisHost(a, local), a).toBe(false)
+    expect(localAddresses().has('127.0.0.1')).toBe(true)
+    // mirror.lan is 10.9.8.7: this host, here, so allowed_networks does not let it through.
+    expect(await decide('mirror.lan', open, parseNetworks(['10.0.0.0/8']), lookup, (a) => isThisHost(a, local))).toEqual({ ok: false, address: '10.9.8.7', reason: 'mirror.lan resolves to 10.9.8.7, a private (10.0.0.0/8) address' })
+    expect(await decide('127.0.0.1', open, parseNetworks(['127.0.0.0/8']), lookup)).toEqual({ ok: false, address: '127.0.0.1', reason: '127.0.0.1 is a loopback (127.0.0.0/8) address' })
   })
 
   it('lets a private address through only inside allowed_networks', async () => {

@@ -12,7 +12,8 @@ import type { EgressSettings, Lookup } from '../../../src/tools/sandbox/egress-p
 /*
  * The egress proxy on its own, over its Unix socket, as the forwarder inside a sandbox
  * reaches it. The upstream is a server on 127.0.0.1, which the proxy reaches only because
- * each test that wants it lets 127.0.0.1/32 in through allowed_networks; names resolve
+ * each test that wants it lets 127.0.0.1/32 in through allowed_networks and says (isLocal)
+ * that it is not this host, which the proxy never reaches otherwise; names resolve
  * through a lookup the test gives. test/torture/hostile-network.test.ts runs the real
  * thing: a sandbox, the system's resolver and a server in a network namespace.
  */
@@ -42,9 +43,9 @@ const lookup: Lookup = async (host) => {
   return [{ address, family: 4 }]
 }
 
-async function proxyWith(settings: Partial<EgressSettings>): Promise<{ proxy: EgressProxy; records: ConnectionRecord[] }> {
+async function proxyWith(settings: Partial<EgressSettings>, loopbackIsLocal = false): Promise<{ proxy: EgressProxy; records: ConnectionRecord[] }> {
   const records: ConnectionRecord[] = []
-  const proxy = await startEgressProxy({ settings: { allowedHosts: null, allowedNetworks: [], ...settings }, by: 'run_command', log: (r) => records.push(r), lookup })
+  const proxy = await startEgressProxy({ settings: { allowedHosts: null, allowedNetworks: [], ...settings }, by: 'run_command', log: (r) => records.push(r), lookup, ...(loopbackIsLocal ? {} : { isLocal: () => false }) })
   cleanups.push(() => proxy.close())
   return { proxy, records }
 }
@@ -128,6 +129,14 @@ describe('the egress proxy', () => {
       ['CONNECT', 'other.test', false],
       ['GET', 'far.test', false],
     ])
+  })
+
+  it('never reaches this host, whatever allowed_networks says', async () => {
+    const up = await upstream()
+    const { proxy } = await proxyWith({ allowedNetworks: ['127.0.0.0/8', '0.0.0.0/0'] }, true)
+    expect((await get(proxy.socket, `http://pkg.test:${up.port}/`)).text).toBe('ctxagent egress proxy: refused: pkg.test resolves to 127.0.0.1, a loopback (127.0.0.0/8) address\n')
+    expect(await tunnel(proxy.socket, `[::ffff:127.0.0.1]:${up.port}`)).toContain('::ffff:127.0.0.1 is a loopback (127.0.0.0/8), carried in ::ffff:127.0.0.1 address')
+    expect(up.seen).toEqual([])
   })
 
   it('answers 502 when an allowed host does not accept the connection, and logs the reason', async () => {
