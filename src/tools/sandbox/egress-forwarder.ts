@@ -14,8 +14,9 @@ export const FORWARD_PORT = 3128
 export const SOCKET_INSIDE = '/run/ctxagent/egress.sock'
 
 /**
- * The forwarder (node -e): argv is [port, socket]. It says `ready` on fd 1 once it
- * listens and closes it, so the shell that started it goes on.
+ * The forwarder (node -e): argv is [port, socket]. It says `ready` on fd 3 once it
+ * listens and closes it, so the shell that started it goes on (fd 1 is /dev/null: node
+ * keeps its stdout to itself).
  */
 const FORWARDER = [
   "const net = require('net'), fs = require('fs')",
@@ -26,7 +27,7 @@ const FORWARDER = [
   '  const end = () => { c.destroy(); u.destroy() }',
   "  c.on('error', end); u.on('error', end); c.on('close', end); u.on('close', end)",
   '})',
-  "server.listen(Number(port), '127.0.0.1', () => { fs.writeSync(1, 'ready\\n'); fs.closeSync(1) })",
+  "server.listen(Number(port), '127.0.0.1', () => { fs.writeSync(3, 'ready\\n'); fs.closeSync(3) })",
 ].join('\n')
 
 /**
@@ -35,7 +36,7 @@ const FORWARDER = [
  */
 export function withForwarder(node: string, argv: readonly string[]): string[] {
   const prelude = [
-    'ready=$("$1" --v8-pool-size=1 -e "$2" "$3" "$4" &)',
+    'ready=$("$1" --v8-pool-size=1 -e "$2" "$3" "$4" 3>&1 >/dev/null &)',
     'if [ "$ready" != ready ]; then echo "ctxagent: the network proxy forwarder did not start inside the sandbox" >&2; exit 125; fi',
     'shift 4',
     'exec "$@"',

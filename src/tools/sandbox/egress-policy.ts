@@ -176,9 +176,11 @@ export async function decide(host: string, settings: EgressSettings, networks: B
     const type = isIPv4(address) ? 'ipv4' : 'ipv6'
     const range = refusedRange(address)
     const local = isLocal(address)
-    const why = range !== null ? `a ${range} address` : local ? 'an address of this host' : null
-    if (why === null || (networks.check(address, type) && !local)) return { ok: true, address, family: type === 'ipv4' ? 4 : 6 }
-    first ??= { address, why }
+    const letThrough = range === null || networks.check(address, type)
+    if (letThrough && !local) return { ok: true, address, family: type === 'ipv4' ? 4 : 6 }
+    // Loopback is said as such; a LAN address allowed_networks lets through is refused for being this host's.
+    const plainly = range !== null && (!letThrough || /^(loopback|unspecified|this-network)/.test(range))
+    first ??= { address, why: plainly ? `a ${range} address` : 'an address of this host' }
   }
   if (first === null) return { ok: false, address: null, reason: `${name} has no address` }
   return { ok: false, address: first.address, reason: name === first.address ? `${name} is ${first.why}` : `${name} resolves to ${first.address}, ${first.why}` }

@@ -109,7 +109,7 @@ describe('a decision for one connection', () => {
     for (const a of ['10.9.8.6', '93.184.216.34', '::2']) expect(isThisHost(a, local), a).toBe(false)
     expect(localAddresses().has('127.0.0.1')).toBe(true)
     // mirror.lan is 10.9.8.7: this host, here, so allowed_networks does not let it through.
-    expect(await decide('mirror.lan', open, parseNetworks(['10.0.0.0/8']), lookup, (a) => isThisHost(a, local))).toEqual({ ok: false, address: '10.9.8.7', reason: 'mirror.lan resolves to 10.9.8.7, a private (10.0.0.0/8) address' })
+    expect(await decide('mirror.lan', open, parseNetworks(['10.0.0.0/8']), lookup, (a) => isThisHost(a, local))).toEqual({ ok: false, address: '10.9.8.7', reason: 'mirror.lan resolves to 10.9.8.7, an address of this host' })
     expect(await decide('127.0.0.1', open, parseNetworks(['127.0.0.0/8']), lookup)).toEqual({ ok: false, address: '127.0.0.1', reason: '127.0.0.1 is a loopback (127.0.0.0/8) address' })
   })
 
