@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { startFakeLlm } from '../helpers/fake-llm.js'
 import type { FakeLlm } from '../helpers/fake-llm.js'
-import { BIN, TEST_ENV } from '../helpers/run.js'
+import { BIN, ROOT, TEST_ENV } from '../helpers/run.js'
 import { SANDBOX_GID, SANDBOX_UID } from '../helpers/sandbox-owner.js'
 import { exitOf } from '../helpers/wait.js'
 import { jsonl } from '../run/harness.js'
@@ -134,10 +134,10 @@ function place(): { top: string; ws: string; tree: string; hosts: string } {
  * model running each of `commands` with run_command, then finishing; the tool results
  * it got back, in order, and the task's tools.jsonl.
  */
-async function runCommands(fake: FakeLlm, at: ReturnType<typeof place>, toolsYaml: string, commands: string[]): Promise<{ outputs: string[]; tools: Record<string, unknown>[]; state: Record<string, unknown> }> {
+async function runCommands(fake: FakeLlm, at: ReturnType<typeof place>, toolsYaml: string, commands: (string | { tool: string; arguments: Record<string, unknown> })[]): Promise<{ outputs: string[]; tools: Record<string, unknown>[]; state: Record<string, unknown> }> {
   const config = join(at.top, 'config.yaml')
   writeFileSync(config, fake.configYaml(toolsYaml), { mode: 0o600 })
-  fake.queue.push(...commands.map((command, i) => ({ calls: [{ id: `c${i}`, name: 'run_command', arguments: { command, timeout_seconds: 60 } }] })), { calls: [{ name: 'finish', arguments: { summary: 'probed', status: 'done' } }] })
+  fake.queue.push(...commands.map((c, i) => ({ calls: [typeof c === 'string' ? { id: `c${i}`, name: 'run_command', arguments: { command: c, timeout_seconds: 60 } } : { id: `c${i}`, name: c.tool, arguments: c.arguments }] })), { calls: [{ name: 'finish', arguments: { summary: 'probed', status: 'done' } }] })
   const argv = [process.execPath, BIN, 'run', '--task', 'probe the network', '--workspace', at.ws, '--home', at.tree, '--config', config]
   const child = spawn('unshare', ['--mount', '--propagation', 'private', '--', 'sh', '-c', 'mount --bind "$0" /etc/hosts && exec "$@"', at.hosts, ...argv], { cwd: at.ws, env: { ...process.env, ...TEST_ENV, HOME: at.top }, stdio: ['ignore', 'pipe', 'pipe'] })
   let err = ''
@@ -205,6 +205,27 @@ describe.runIf(ready)(`network: proxy, through ctxagent run --allow-shell${why}`
     expect(network.map((t) => t.seq)).toEqual([0, 1, 2, 3, 4, 5])
     expect(state.tool_call_count).toBe(calls.length)
     record('hostile-network', { proxied_allowed: 2, proxied_refused: 4, raw_refused: 3 })
+  })
+
+  it('an MCP server with network: proxy gets a proxy of its own, with its own allowed_hosts, logged as mcp:<server>', { timeout: 300_000 }, async () => {
+    const at = place()
+    const fake = await startFakeLlm()
+    const pkg = `pkg.ctxagent-test:${port}`
+    const server = join(ROOT, 'test', 'helpers', 'hostile-mcp.mjs')
+    const yaml = `tools:\n  allowed_hosts: [other.ctxagent-test]\n  allowed_networks: [${FAR_END}/32]\nmcp:\n  servers:\n    net:\n      command: ${process.execPath}\n      args: [${JSON.stringify(server)}, fetch]\n      network: proxy\n      allowed_hosts: [pkg.ctxagent-test]\n      timeout_seconds: 30\n`
+    const before = served.length
+    const { outputs, tools } = await runCommands(fake, at, yaml, [
+      { tool: 'net__fetch', arguments: { target: pkg } },
+      { tool: 'net__fetch', arguments: { target: `other.ctxagent-test:${port}` } },
+    ])
+    expect(outputs[0]).toBe(`fetch ${pkg} 200 ns-server GET /mcp host=${pkg}`)
+    // The server's own list replaces tools.allowed_hosts.
+    expect(outputs[1]).toBe(`fetch other.ctxagent-test:${port} 403 ctxagent egress proxy: refused: other.ctxagent-test is not in tools.allowed_hosts`)
+    expect(served.slice(before)).toEqual(['GET /mcp'])
+    expect(tools.filter((t) => t.kind === 'network').map((t) => [(t.arguments as { by: string }).by, (t.arguments as { host: string }).host, t.status])).toEqual([
+      ['mcp:net', 'pkg.ctxagent-test', 'success'],
+      ['mcp:net', 'other.ctxagent-test', 'error'],
+    ])
   })
 
   it('without the proxy (network: none) the same commands reach nothing', { timeout: 300_000 }, async () => {
