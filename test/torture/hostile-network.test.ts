@@ -134,12 +134,15 @@ function place(): { top: string; ws: string; tree: string; hosts: string } {
  * model running each of `commands` with run_command, then finishing; the tool results
  * it got back, in order, and the task's tools.jsonl.
  */
-async function runCommands(fake: FakeLlm, at: ReturnType<typeof place>, toolsYaml: string, commands: (string | { tool: string; arguments: Record<string, unknown> })[]): Promise<{ outputs: string[]; tools: Record<string, unknown>[]; state: Record<string, unknown> }> {
+async function runCommands(fake: FakeLlm, at: ReturnType<typeof place>, toolsYaml: string, commands: (string | { tool: string; arguments: Record<string, unknown> })[], uid = 0): Promise<{ outputs: string[]; tools: Record<string, unknown>[]; state: Record<string, unknown> }> {
   const config = join(at.top, 'config.yaml')
   writeFileSync(config, fake.configYaml(toolsYaml), { mode: 0o600 })
+  // Not root: the run is that user's, and so are its tree, config and workspace (commands run as it).
+  const drop = uid === 0 ? '' : `setpriv --reuid=${uid} --regid=${uid} --clear-groups -- `
+  if (uid !== 0) for (const p of [config, at.tree, at.ws]) chownSync(p, uid, uid)
   fake.queue.push(...commands.map((c, i) => ({ calls: [typeof c === 'string' ? { id: `c${i}`, name: 'run_command', arguments: { command: c, timeout_seconds: 60 } } : { id: `c${i}`, name: c.tool, arguments: c.arguments }] })), { calls: [{ name: 'finish', arguments: { summary: 'probed', status: 'done' } }] })
   const argv = [process.execPath, BIN, 'run', '--task', 'probe the network', '--workspace', at.ws, '--home', at.tree, '--config', config]
-  const child = spawn('unshare', ['--mount', '--propagation', 'private', '--', 'sh', '-c', 'mount --bind "$0" /etc/hosts && exec "$@"', at.hosts, ...argv], { cwd: at.ws, env: { ...process.env, ...TEST_ENV, HOME: at.top }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn('unshare', ['--mount', '--propagation', 'private', '--', 'sh', '-c', `mount --bind "$0" /etc/hosts && exec ${drop}"$@"`, at.hosts, ...argv], { cwd: at.ws, env: { ...process.env, ...TEST_ENV, HOME: at.top }, stdio: ['ignore', 'pipe', 'pipe'] })
   let err = ''
   child.stderr.on('data', (d: Buffer) => (err += d.toString()))
   onTestFinished(() => void child.kill('SIGKILL'))
@@ -226,6 +229,21 @@ describe.runIf(ready)(`network: proxy, through ctxagent run --allow-shell${why}`
       ['mcp:net', 'pkg.ctxagent-test', 'success'],
       ['mcp:net', 'other.ctxagent-test', 'error'],
     ])
+  })
+
+  it.runIf(spawnSync('setpriv', ['--version']).status === 0)('as an unprivileged user (setpriv) the proxy works the same', { timeout: 300_000 }, async () => {
+    const uid = 65533
+    expect(spawnSync('setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--', process.execPath, BIN, '--version']).status).toBe(0)
+    const at = place()
+    const fake = await startFakeLlm()
+    const llmPort = Number(new URL(fake.url).port)
+    const pkg = `pkg.ctxagent-test:${port}`
+    const yaml = `tools:\n  shell: true\n  network: true\n  allowed_networks: [${FAR_END}/32]\n`
+    const { outputs, tools } = await runCommands(fake, at, yaml, [`id -u; node probe.cjs get ${pkg}; node probe.cjs connect loop.ctxagent-test:${llmPort}`], uid)
+    expect(outputs[0]).toMatch(new RegExp(`^${uid}$`, 'm'))
+    expect(outputs[0]).toContain(`get ${pkg} 200 ns-server GET /hello host=${pkg}`)
+    expect(outputs[0]).toContain(`connect loop.ctxagent-test:${llmPort} 403 ctxagent egress proxy: refused: loop.ctxagent-test resolves to 127.0.0.1, a loopback (127.0.0.0/8) address`)
+    expect(tools.filter((t) => t.kind === 'network').map((t) => t.status)).toEqual(['success', 'error'])
   })
 
   it('without the proxy (network: none) the same commands reach nothing', { timeout: 300_000 }, async () => {

@@ -147,7 +147,7 @@ export async function startEgressProxy(o: ProxyOptions): Promise<EgressProxy> {
         up.destroy()
         count()
       })
-    })
+    }).catch((err: unknown) => refuse(client, 502, (r.reason = (err as Error).message)))
   })
 
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
@@ -170,6 +170,8 @@ export async function startEgressProxy(o: ProxyOptions): Promise<EgressProxy> {
       r.allowed = true
       const headers: OutgoingHttpHeaders = {}
       for (const [k, v] of Object.entries(req.headers)) if (!HOP.has(k) && v !== undefined) headers[k] = v
+      // The host decided on, not another one at the same address (a CDN's other sites).
+      headers.host = url.host
       headers.connection = 'close'
       const up = httpRequest({ host: d.address, port, family: d.family, method: req.method, path, headers, agent: false, setHost: false, timeout: CONNECT_TIMEOUT_MS })
       let sock: Socket | null = null
@@ -198,7 +200,7 @@ export async function startEgressProxy(o: ProxyOptions): Promise<EgressProxy> {
         up.destroy()
       })
       req.pipe(up)
-    })
+    }).catch((err: unknown) => answer(res, 502, (r.reason = (err as Error).message)))
   })
 
   await new Promise<void>((resolve, reject) => {

@@ -50,9 +50,9 @@ async function proxyWith(settings: Partial<EgressSettings>, loopbackIsLocal = fa
   return { proxy, records }
 }
 
-function get(socket: string, url: string, body = ''): Promise<{ status: number; text: string }> {
+function get(socket: string, url: string, body = '', host = new URL(url).host): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
-    const req = request({ socketPath: socket, method: body ? 'POST' : 'GET', path: url, headers: { host: new URL(url).host } }, (res) => {
+    const req = request({ socketPath: socket, method: body ? 'POST' : 'GET', path: url, headers: { host } }, (res) => {
       let text = ''
       res.on('data', (d: Buffer) => (text += d.toString()))
       res.on('end', () => resolve({ status: res.statusCode ?? 0, text }))
@@ -137,6 +137,13 @@ describe('the egress proxy', () => {
     expect((await get(proxy.socket, `http://pkg.test:${up.port}/`)).text).toBe('ctxagent egress proxy: refused: pkg.test resolves to 127.0.0.1, a loopback (127.0.0.0/8) address\n')
     expect(await tunnel(proxy.socket, `[::ffff:127.0.0.1]:${up.port}`)).toContain('::ffff:127.0.0.1 is a loopback (127.0.0.0/8), carried in ::ffff:127.0.0.1 address')
     expect(up.seen).toEqual([])
+  })
+
+  it('sends the Host it decided on, whatever Host the client wrote (no reaching another site at the same address)', async () => {
+    const up = await upstream()
+    const { proxy } = await proxyWith({ allowedHosts: ['pkg.test'], allowedNetworks: ['127.0.0.1/32'] })
+    expect((await get(proxy.socket, `http://pkg.test:${up.port}/`, '', 'unlisted.test')).status).toBe(200)
+    expect(up.seen.map((h) => h.host)).toEqual([`pkg.test:${up.port}`])
   })
 
   it('answers 502 when an allowed host does not accept the connection, and logs the reason', async () => {
