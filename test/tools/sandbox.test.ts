@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
 import { UsageError } from '../../src/errors.js'
-import { describeSandbox, planSandbox } from '../../src/tools/sandbox.js'
+import { describeNetwork, describeSandbox, planSandbox } from '../../src/tools/sandbox.js'
 import { giveWorkspace, sandboxIdentity } from '../../src/tools/sandbox/identity.js'
 import { cli } from '../helpers/run.js'
 import { setup, sleep } from './fixture.js'
@@ -202,6 +202,10 @@ describe('the identity commands run as', () => {
     if (process.getuid?.() === 0) expect(detail).toContain('uid 2000, gid 3000; tools.sandbox_user')
     expect(detail).toContain('no capabilities, no_new_privs, seccomp refusing')
     expect(detail).toContain('limits: memory 4096 MB, 1024 processes, files up to 1024 MB, 4096 open files, 600 s CPU')
+    expect(detail).toContain('network off')
+    expect(describeNetwork({ network: true })).toBe('network through the egress proxy to any public host')
+    expect(describeNetwork({ network: 'proxy', allowed_hosts: ['github.com', '*.pypi.org'], allowed_networks: ['10.1.2.3/32'] })).toBe('network through the egress proxy to 2 allowed host(s) (and 10.1.2.3/32)')
+    expect(describeNetwork({ network: 'host' })).toBe("network: the host's (tools.network: host)")
   })
 })
 
