@@ -246,6 +246,18 @@ describe.runIf(ready)(`network: proxy, through ctxagent run --allow-shell${why}`
     expect(tools.filter((t) => t.kind === 'network').map((t) => t.status)).toEqual(['success', 'error'])
   })
 
+  it('npm and git find the proxy through the variables set for them', { timeout: 300_000 }, async () => {
+    const at = place()
+    const fake = await startFakeLlm()
+    const base = `http://pkg.ctxagent-test:${port}`
+    const before = served.length
+    await runCommands(fake, at, `tools:\n  shell: true\n  network: proxy\n  allowed_networks: [${FAR_END}/32]\n`, [
+      `npm view probe-pkg --registry ${base}/ --fetch-retries=0 --json; git ls-remote ${base}/repo.git; true`,
+    ])
+    // Neither gets an answer it understands; both asked the right server through the proxy.
+    expect(served.slice(before)).toEqual(expect.arrayContaining(['GET /probe-pkg', 'GET /repo.git/info/refs?service=git-upload-pack']))
+  })
+
   it('without the proxy (network: none) the same commands reach nothing', { timeout: 300_000 }, async () => {
     const at = place()
     const fake = await startFakeLlm()
