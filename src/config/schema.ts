@@ -3,6 +3,7 @@
 import * as z from 'zod/mini'
 import { isDuration } from '../duration.js'
 import { clip } from '../text.js'
+import { isHostPattern, NETWORK_MODES, parseCidr } from './network.js'
 
 
 const POSITIVE_INT = 'must be a positive integer'
@@ -38,6 +39,14 @@ const flag = () => z.boolean({ error: 'must be true or false' })
 const absolutePath = z.string({ error: 'must be an absolute path' }).check(z.refine((p: string) => p.startsWith('/'), { error: 'must be an absolute path' }))
 const oneOf = <const T extends readonly [string, ...string[]]>(values: T) =>
   z.enum(values, { error: `must be ${values.slice(0, -1).join(', ')} or ${values.at(-1)}` })
+
+// tools.network and mcp.servers.<name>.network (docs/security.md#the-network): false and true, the old switch, are none and proxy.
+const NETWORK = 'must be none, proxy or host (false is none, true is proxy)'
+const network = () => z.pipe(z.union([z.boolean(), z.enum(NETWORK_MODES)], { error: NETWORK }), z.transform((v: boolean | (typeof NETWORK_MODES)[number]) => (v === true ? 'proxy' : v === false ? 'none' : v)))
+const ALLOWED_HOSTS = 'must be a list of host names, *.suffix patterns or IP addresses, like [registry.npmjs.org, "*.pypi.org"]'
+const allowedHosts = () => z.array(z.string({ error: ALLOWED_HOSTS }).check(z.refine(isHostPattern, { error: ALLOWED_HOSTS })), { error: ALLOWED_HOSTS })
+const ALLOWED_NETWORKS = 'must be a list of networks in CIDR form, like [10.1.2.3/32, "fd00:1::/64"]'
+const allowedNetworks = () => z.array(z.string({ error: ALLOWED_NETWORKS }).check(z.refine((v: string) => parseCidr(v) !== null, { error: ALLOWED_NETWORKS })), { error: ALLOWED_NETWORKS })
 
 const withDefault = z._default
 const orNull = <T extends z.core.SomeType>(schema: T) => z._default(z.nullable(schema), null)
@@ -122,8 +131,10 @@ const mcpServer = z.strictObject(
     timeout_seconds: withDefault(positiveNumber(), 60),
     // A server started by a run gets run_command's sandbox unless this says none (docs/security.md).
     sandbox: withDefault(oneOf(['bwrap', 'none']), 'bwrap'),
-    // The network inside its sandbox (a server that calls an API needs it).
-    network: withDefault(flag(), false),
+    // The network inside its sandbox (a server that calls an API needs it): none, proxy or host, as tools.network.
+    network: withDefault(network(), 'none'),
+    // Hosts its proxy lets through (null: tools.allowed_hosts).
+    allowed_hosts: orNull(allowedHosts()),
   },
   { error: 'must be a mapping of settings with at least command (and args, env, cwd, enabled, timeout_seconds)' },
 )
@@ -201,7 +212,12 @@ export const configSchema = z.strictObject(
       max_calls_per_reply: withDefault(positiveInt(), 32),
       // run_command's sandbox: bwrap, or none (an explicit opt-out; see docs/security.md).
       sandbox: withDefault(oneOf(['bwrap', 'none']), 'bwrap'),
-      network: withDefault(flag(), false),
+      // none (default), proxy (only an HTTP(S) proxy that refuses this host and private networks) or host; docs/security.md#the-network.
+      network: withDefault(network(), 'none'),
+      // With network: proxy, the only hosts reached (null: any public one); *.suffix for subdomains.
+      allowed_hosts: orNull(allowedHosts()),
+      // Private networks the proxy reaches all the same (a package mirror on the LAN), in CIDR form.
+      allowed_networks: withDefault(allowedNetworks(), []),
       sandbox_read_only: withDefault(z.array(absolutePath, { error: 'must be a list of absolute paths (directories a sandboxed command may read, e.g. a toolchain in $HOME)' }), []),
       // Who commands run as when ctxagent is root (a user name or uid[:gid]; never root). See docs/security.md.
       sandbox_user: orNull(z.string({ error: SANDBOX_USER }).check(z.refine(isSandboxUser, { error: SANDBOX_USER }))),

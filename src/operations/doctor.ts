@@ -47,6 +47,8 @@ export async function runDoctor(input: DoctorInput): Promise<Check[]> {
   checks.push(await guarded('gitlab', () => gitlabCheck(input)))
   checks.push(sandboxCheck(input))
   if (input.serve) checks.push(serveCheck(input.config.serve.host, input.serve))
+  const network = networkCheck(input)
+  if (network !== null) checks.push(network)
   if (input.databaseUrl) checks.push(await guarded('fleet', () => fleetCheck(input, input.databaseUrl as string)))
   return checks
 }
@@ -112,6 +114,20 @@ function sandboxCheck({ config }: DoctorInput): Check {
   if (sandbox.mode === 'none') return { name: 'sandbox', status: 'warn', message: sandbox.detail, hint: 'commands can read whatever this user can; set tools.sandbox: bwrap where bubblewrap works' }
   if (!sandbox.ok) return { name: 'sandbox', status: config.tools.shell ? 'fail' : 'warn', message: sandbox.detail, hint: 'apt-get install bubblewrap (run --allow-shell is refused until it works)' }
   return { name: 'sandbox', status: 'ok', message: sandbox.detail }
+}
+
+/**
+ * A warning when a sandboxed command or MCP server shares the host's network (network:
+ * host): it reaches serve, PostgreSQL, /metrics and whatever else listens here. (The
+ * proxy never connects to this host, whatever tools.allowed_networks says.)
+ */
+function networkCheck({ config }: DoctorInput): Check | null {
+  const host: string[] = []
+  if (config.tools.sandbox === 'bwrap' && config.tools.network === 'host') host.push('tools.network')
+  for (const [name, server] of Object.entries(config.mcp.servers)) if (server.enabled && server.sandbox === 'bwrap' && server.network === 'host') host.push(`mcp.servers.${name}.network`)
+  if (host.length === 0) return null
+  const message = `${host.join(', ')}: host — commands share this host's network and reach its local services (serve, PostgreSQL, the metrics endpoint, anything listening on 127.0.0.1)`
+  return { name: 'network', status: 'warn', message, hint: 'use network: proxy (with tools.allowed_hosts) for package registries; see docs/security.md#the-network' }
 }
 
 async function guarded(name: string, check: () => Promise<Check>): Promise<Check> {

@@ -44,6 +44,7 @@ import { grouped } from '../text.js'
 import { holdForTest } from '../test-pause.js'
 import { FILES } from '../storage/fs/layout.js'
 import { fileSize } from '../storage/task/reader.js'
+import { networkFields } from '../tools/sandbox/egress-proxy.js'
 
 /** Where a new task comes from: its key and its first user message (SPEC §12.1, §13.1). */
 export interface TaskSource {
@@ -204,7 +205,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     // A task killed after it answered (during its final summary) only finishes its ending: no turn, no tools.
     const answered = start.kind === 'resume' ? (answeredEnding(handle) ?? (finished ? { kind: 'completed' as const, answer: finished.summary, finishStatus: finished.status } : null)) : null
     if (answered) log.info('the task had already answered when its agent stopped; finishing its ending')
-    else mcp = await startMcp(config, tools, log, stop.signal, mcpSandbox(config, settings.workspace, hidden))
+    else mcp = await startMcp(config, tools, log, stop.signal, mcpSandbox(config, settings.workspace, hidden, (record) => void handle.addNetwork(networkFields(record))))
     const ending = answered
       ? answered
       : settings.chat

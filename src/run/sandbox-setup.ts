@@ -36,7 +36,11 @@ export function shellSandbox(config: Config, allowShell: boolean, hidden: readon
   return planned.plan
 }
 
-/** What the run's MCP servers are sandboxed with (each unless its sandbox: none): run_command's settings, workspace and hidden places. */
-export function mcpSandbox(config: Config, workspace: string, hidden: readonly string[]): McpSandbox {
-  return { tools: config.tools, workspace: realPathOf(workspace), hidden }
+/**
+ * What the run's MCP servers are sandboxed with (each unless its sandbox: none):
+ * run_command's settings, workspace and hidden places; `network` is told of each
+ * connection through a server's egress proxy.
+ */
+export function mcpSandbox(config: Config, workspace: string, hidden: readonly string[], network?: McpSandbox['network']): McpSandbox {
+  return { tools: config.tools, workspace: realPathOf(workspace), hidden, ...(network !== undefined ? { network } : {}) }
 }

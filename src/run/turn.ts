@@ -13,6 +13,7 @@ import { estimateTokens } from '../storage/format/tokens.js'
 import { commandExit, mainArgument } from '../tools/main-argument.js'
 import type { ToolRegistry } from '../tools/registry.js'
 import { readBlob, recordToolOutput } from '../storage/blob/store.js'
+import { networkFields } from '../tools/sandbox/egress-proxy.js'
 import type { BlobSettings } from '../storage/blob/store.js'
 import type { SandboxPlan } from '../tools/sandbox.js'
 import type { ReadStamp, ToolContext } from '../tools/types.js'
@@ -367,6 +368,7 @@ export class Agent {
       signal: this.parts.stop.signal,
       commandTimeoutSeconds: this.parts.limits.commandTimeoutSeconds,
       blobs: { read: (id) => readBlob(this.parts.handle.dir, id) },
+      network: (record) => void this.parts.handle.addNetwork(networkFields(record)),
       commands: {
         started: (pgid) => void this.parts.handle.commandRunning(pgid, true),
         ended: (pgid) => void this.parts.handle.commandRunning(pgid, false),

@@ -5,6 +5,10 @@ import type { ValidateFunction } from 'ajv'
 import type { Config } from '../config/schema.js'
 import { clip, grouped, sampleOf } from '../text.js'
 import { maskCredentials, maskValue } from '../storage/format/mask.js'
+import { networkMode } from './sandbox/egress-policy.js'
+import { startEgressProxy } from './sandbox/egress-proxy.js'
+import type { EgressProxy } from './sandbox/egress-proxy.js'
+import { sandboxIdentity } from './sandbox/identity.js'
 import { sandboxedServer } from './sandbox/mcp-launch.js'
 import type { McpSandbox } from './sandbox/mcp-launch.js'
 import type { Tool, ToolOutcome } from './types.js'
@@ -42,6 +46,7 @@ class McpServer {
   private transport: StdioClientTransport | null = null
   private stderr = ''
   private restarts = 0
+  private proxy: EgressProxy | null = null
   private closing = false
   private dead = false
   /** How many tools its listing keeps (set by the first start, used by a restart). */
@@ -55,10 +60,20 @@ class McpServer {
     private readonly sandbox: McpSandbox | null,
   ) {}
 
-  /** How the server is started: in the run's sandbox (unless its sandbox: none, or no run gave one), else as configured. */
-  private launch(): { command: string; args: string[] } {
-    if (this.sandbox === null || this.config.sandbox === 'none') return { command: this.config.command, args: this.config.args }
-    const planned = sandboxedServer(this.config, this.sandbox)
+  /**
+   * How the server is started: in the run's sandbox (unless its sandbox: none, or no run
+   * gave one), else as configured. With network: proxy, behind an egress proxy of its own
+   * (its allowed_hosts, else tools.allowed_hosts), closed with it.
+   */
+  private async launch(): Promise<{ command: string; args: string[] }> {
+    const sandbox = this.sandbox
+    if (sandbox === null || this.config.sandbox === 'none') return { command: this.config.command, args: this.config.args }
+    if (networkMode(this.config.network) === 'proxy' && this.proxy === null) {
+      const settings = { allowedHosts: this.config.allowed_hosts ?? sandbox.tools.allowed_hosts ?? null, allowedNetworks: sandbox.tools.allowed_networks ?? [] }
+      const owner = sandboxIdentity({ sandbox_user: sandbox.tools.sandbox_user ?? null }, sandbox.workspace)
+      this.proxy = await startEgressProxy({ settings, by: `mcp:${this.name}`, log: (record) => sandbox.network?.(record), owner })
+    }
+    const planned = sandboxedServer(this.config, sandbox, this.proxy?.socket)
     if (!planned.ok) throw new Error(`its sandbox cannot be set up: ${planned.why}; set mcp.servers.${this.name}.sandbox: none to start it without one`)
     return planned
   }
@@ -69,7 +84,7 @@ class McpServer {
    * for all of it. `signal` (the task's stop) aborts it at any point.
    */
   async start(keep: number, signal: AbortSignal): Promise<Listed[]> {
-    const { command, args } = this.launch()
+    const { command, args } = await this.launch()
     const transport = new StdioClientTransport({
       command,
       args,
@@ -152,6 +167,9 @@ class McpServer {
     this.client = null
     this.transport = null
     await client?.close().catch(() => undefined)
+    const proxy = this.proxy
+    this.proxy = null
+    await proxy?.close()
   }
 }
 

@@ -4,6 +4,8 @@ import type { Readable, Writable } from 'node:stream'
 import { bwrapArgs, spawnIdentity } from './sandbox.js'
 import { limitReached, prlimitArgs } from './sandbox/limits.js'
 import type { CommandLimits } from './sandbox/limits.js'
+import { startEgressProxy } from './sandbox/egress-proxy.js'
+import type { EgressProxy } from './sandbox/egress-proxy.js'
 import { seccompFilter } from './sandbox/seccomp.js'
 import { defineTool, param } from './schema.js'
 import type { ToolContext, ToolOutcome } from './types.js'
@@ -63,21 +65,43 @@ function commandEnv(): NodeJS.ProcessEnv {
 }
 
 /**
+ * With network: proxy, the command's own egress proxy (docs/security.md#the-network)
+ * is started first and closed once the command has ended, every connection's record
+ * written to the task's tools.jsonl by then.
+ */
+async function execute(command: string, timeoutSeconds: number, ctx: ToolContext): Promise<ToolOutcome> {
+  if (ctx.signal.aborted) return describe({ how: 'aborted' }, timeoutSeconds, '')
+  const sandbox = ctx.sandbox
+  let proxy: EgressProxy | null = null
+  if (sandbox.kind === 'bwrap' && sandbox.network === 'proxy') {
+    try {
+      proxy = await startEgressProxy({ settings: sandbox.egress, by: 'run_command', log: (record) => ctx.network?.(record), owner: sandbox.identity })
+    } catch (err) {
+      return describe({ how: 'error', message: `its network proxy could not start: ${(err as Error).message}` }, timeoutSeconds, '')
+    }
+  }
+  try {
+    return await spawned(command, timeoutSeconds, ctx, proxy?.socket)
+  } finally {
+    await proxy?.close()
+  }
+}
+
+/**
  * Runs one command in its own process group, so that a timeout or a stop kills it
  * with everything it started (SIGTERM, then SIGKILL after a grace period). Whatever it
  * left running in the background is killed when the shell exits. The output is kept
  * in bounded memory: its head and its tail, whatever its size.
  */
-function execute(command: string, timeoutSeconds: number, ctx: ToolContext): Promise<ToolOutcome> {
+function spawned(command: string, timeoutSeconds: number, ctx: ToolContext, egressSocket: string | undefined): Promise<ToolOutcome> {
   const { workspace: cwd, signal } = ctx
-  if (signal.aborted) return Promise.resolve(describe({ how: 'aborted' }, timeoutSeconds, ''))
   return new Promise((resolve) => {
     const sandbox = ctx.sandbox
     // bwrap itself gets no secret either: its pid 1 keeps bwrap's environment, readable as /proc/1/environ inside.
     // It starts as the sandbox identity (root drops to it here) and reads the seccomp filter from fd 3.
     const child =
       sandbox.kind === 'bwrap'
-        ? spawn(sandbox.bwrap, bwrapArgs(sandbox, cwd, command), { ...spawnIdentity(sandbox), cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe', 'pipe'], env: { PATH: '/usr/bin:/bin' } })
+        ? spawn(sandbox.bwrap, bwrapArgs(sandbox, cwd, command, egressSocket), { ...spawnIdentity(sandbox), cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe', 'pipe'], env: { PATH: '/usr/bin:/bin' } })
         : spawn(...bare(command, sandbox.limits), { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: commandEnv() })
     if (sandbox.kind === 'bwrap') {
       const filter = child.stdio[3] as Writable | null

@@ -1,7 +1,10 @@
 import { spawnSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { homedir } from 'node:os'
-import { join } from 'node:path'
+import { isAbsolute, join } from 'node:path'
+import { proxyEnv, withForwarder } from './sandbox/egress-forwarder.js'
+import { networkMode } from './sandbox/egress-policy.js'
+import type { EgressSettings, NetworkMode } from './sandbox/egress-policy.js'
 import { sandboxIdentity } from './sandbox/identity.js'
 import type { SandboxIdentity } from './sandbox/identity.js'
 import { DEFAULT_LIMITS, describeLimits, PRLIMIT, prlimitArgs } from './sandbox/limits.js'
@@ -26,7 +29,9 @@ export type SandboxPlan =
   | {
       kind: 'bwrap'
       bwrap: string
-      network: boolean
+      network: NetworkMode
+      /** What the egress proxy lets through when network is proxy (tools.allowed_hosts, tools.allowed_networks). */
+      egress: EgressSettings
       readOnly: readonly string[]
       hidden: readonly string[]
       /** Hidden places that do not exist yet (a config directory): no command may create them either. */
@@ -36,10 +41,13 @@ export type SandboxPlan =
     }
   | { kind: 'none'; limits?: CommandLimits | undefined }
 
-/** The config keys this reads (tools.sandbox, tools.network, tools.sandbox_read_only, tools.sandbox_user, tools.limits). */
+/** The config keys this reads (tools.sandbox, tools.network, tools.allowed_hosts, tools.allowed_networks, tools.sandbox_read_only, tools.sandbox_user, tools.limits). */
 export interface SandboxConfig {
   sandbox: 'bwrap' | 'none'
-  network: boolean
+  /** none, proxy or host (false and true: none and proxy). */
+  network: NetworkMode | boolean
+  allowed_hosts?: readonly string[] | null
+  allowed_networks?: readonly string[]
   sandbox_read_only: readonly string[]
   sandbox_user?: string | null
   limits?: CommandLimits
@@ -96,8 +104,18 @@ export function describeSandbox(tools: SandboxConfig, env: NodeJS.ProcessEnv = p
   return {
     mode: 'bwrap',
     ok: true,
-    detail: `bubblewrap (${bwrap}): ${who}, no capabilities, no_new_privs, seccomp refusing ${REFUSED_SYSCALLS.length} syscalls and new user namespaces; workspace read-write, system read-only, /etc only what programs need, home and task tree hidden, network ${tools.network ? 'on' : 'off'}; ${describeLimits(limits)}`,
+    detail: `bubblewrap (${bwrap}): ${who}, no capabilities, no_new_privs, seccomp refusing ${REFUSED_SYSCALLS.length} syscalls and new user namespaces; workspace read-write, system read-only, /etc only what programs need, home and task tree hidden, ${describeNetwork(tools)}; ${describeLimits(limits)}`,
   }
+}
+
+/** The network part of doctor's line. */
+export function describeNetwork(tools: Pick<SandboxConfig, 'network' | 'allowed_hosts' | 'allowed_networks'>): string {
+  const mode = networkMode(tools.network)
+  if (mode === 'none') return 'network off'
+  if (mode === 'host') return "network: the host's (tools.network: host)"
+  const hosts = tools.allowed_hosts ?? null
+  const networks = tools.allowed_networks ?? []
+  return `network through the egress proxy to ${hosts === null ? 'any public host' : `${hosts.length} allowed host(s)`}${networks.length > 0 ? ` (and ${networks.join(', ')})` : ''}`
 }
 
 /**
@@ -113,7 +131,8 @@ export function planSandbox(tools: SandboxConfig, hidden: readonly string[], wor
   if (why !== null) return { ok: false, why }
   const identity = sandboxIdentity({ sandbox_user: tools.sandbox_user ?? null }, workspace)
   const absent = hidden.filter((h) => !existsSync(h))
-  return { ok: true, plan: { kind: 'bwrap', bwrap, network: tools.network, readOnly: tools.sandbox_read_only, hidden: [...hidden, ...secretPlaces()], absent, identity, limits } }
+  const egress = { allowedHosts: tools.allowed_hosts ?? null, allowedNetworks: tools.allowed_networks ?? [] }
+  return { ok: true, plan: { kind: 'bwrap', bwrap, network: networkMode(tools.network), egress, readOnly: tools.sandbox_read_only, hidden: [...hidden, ...secretPlaces()], absent, identity, limits } }
 }
 
 type BwrapPlan = Extract<SandboxPlan, { kind: 'bwrap' }>
@@ -126,24 +145,30 @@ type BwrapPlan = Extract<SandboxPlan, { kind: 'bwrap' }>
  * environment (an MCP server's, whose tokens must not sit in a command line) with
  * HOME and PATH of the sandbox.
  */
-export function sandboxArgs(plan: BwrapPlan, workspace: string, argv: readonly string[], options: { env?: Record<string, string>; readOnly?: readonly string[]; chdir?: string } = {}): string[] {
+export function sandboxArgs(plan: BwrapPlan, workspace: string, argv: readonly string[], options: { env?: Record<string, string>; readOnly?: readonly string[]; chdir?: string; egressSocket?: string } = {}): string[] {
   const { uid, gid } = plan.identity
   const a = ['--unshare-user', '--disable-userns', '--uid', String(uid), '--gid', String(gid), '--cap-drop', 'ALL', '--seccomp', '3']
-  a.push(...mountArgs({ network: plan.network, readOnly: [...plan.readOnly, ...(options.readOnly ?? [])], hidden: plan.hidden, absent: plan.absent ?? [] }, workspace))
+  // Behind the proxy (network: proxy), the forwarder inside is ctxagent's own node, shown read-only where it is not already.
+  const egress = plan.network === 'proxy' ? (options.egressSocket ?? null) : null
+  const node = process.execPath
+  const nodeShown = egress !== null && isAbsolute(node) && !['/usr/', '/bin/', '/opt/'].some((top) => node.startsWith(top))
+  const readOnly = [...plan.readOnly, ...(options.readOnly ?? []), ...(nodeShown ? [node] : [])]
+  a.push(...mountArgs({ network: plan.network, ...(egress !== null ? { egressSocket: egress } : {}), readOnly, hidden: plan.hidden, absent: plan.absent ?? [] }, workspace))
   a.push('--chdir', options.chdir ?? workspace)
+  const extra = egress !== null ? proxyEnv() : {}
   if (options.env !== undefined) {
     a.push('--clearenv')
-    for (const [k, v] of Object.entries(options.env)) a.push('--setenv', k, v)
+    for (const [k, v] of Object.entries({ ...options.env, ...extra })) a.push('--setenv', k, v)
   } else {
-    for (const [k, v] of Object.entries({ HOME, PATH: SANDBOX_PATH })) a.push('--setenv', k, v)
+    for (const [k, v] of Object.entries({ HOME, PATH: SANDBOX_PATH, ...extra })) a.push('--setenv', k, v)
   }
-  a.push('--', ...prlimitArgs(plan.limits), ...argv)
+  a.push('--', ...prlimitArgs(plan.limits), ...(egress !== null ? withForwarder(node, argv) : argv))
   return a
 }
 
-/** The bwrap arguments that run `sh -c command` in `workspace`. */
-export function bwrapArgs(plan: BwrapPlan, workspace: string, command: string): string[] {
-  return sandboxArgs(plan, workspace, ['/bin/sh', '-c', command], { env: sandboxEnv() })
+/** The bwrap arguments that run `sh -c command` in `workspace` (behind the proxy listening on `egressSocket`, for network: proxy). */
+export function bwrapArgs(plan: BwrapPlan, workspace: string, command: string, egressSocket?: string): string[] {
+  return sandboxArgs(plan, workspace, ['/bin/sh', '-c', command], { env: sandboxEnv(), ...(egressSocket !== undefined ? { egressSocket } : {}) })
 }
 
 /** How to start bwrap for the plan: as its identity when ctxagent is root (which also clears supplementary groups). */

@@ -1,5 +1,6 @@
 import type { ToolSpec } from '../llm/client.js'
 import type { SandboxPlan } from './sandbox.js'
+import type { ConnectionRecord } from './sandbox/egress-proxy.js'
 
 /** What a tool may use while it runs: the workspace, the stop signal, and the task's memory of reads. */
 export interface ToolContext {
@@ -20,6 +21,8 @@ export interface ToolContext {
   readonly commandTimeoutSeconds: number
   /** The task's blobs (long tool outputs stored once), for `inspect`: a blob's text by id, null when the task has none such. */
   readonly blobs?: { read(id: string): string | null }
+  /** Told of each connection a command made through the egress proxy (network: proxy), for the task's tools.jsonl. */
+  readonly network?: (record: ConnectionRecord) => void
   /** Told when a command's process group starts and ends (the task's lock names the running ones). */
   readonly commands?: {
     started(pgid: number): void

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
 import { UsageError } from '../../src/errors.js'
-import { describeSandbox, planSandbox } from '../../src/tools/sandbox.js'
+import { describeNetwork, describeSandbox, planSandbox } from '../../src/tools/sandbox.js'
 import { giveWorkspace, sandboxIdentity } from '../../src/tools/sandbox/identity.js'
 import { cli } from '../helpers/run.js'
 import { killWithDescendants, pidsHolding as holding } from '../helpers/processes.js'
@@ -87,28 +87,39 @@ describe('run_command in bubblewrap', () => {
     expect(big.output).toMatch(/\n200000$/)
   })
 
-  it('has no network unless tools.network allows it', async () => {
+  it('has no network unless tools.network allows it: none and proxy only lo, host the host\'s', async () => {
     const s = setup()
     const interfaces = "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"
     expect((await s.call('run_command', { command: interfaces })).output).toBe('exit code 0\nlo')
-    const planned = planSandbox({ sandbox: 'bwrap', network: true, sandbox_read_only: [] }, [], s.ws)
-    if (!planned.ok) throw new Error(planned.why)
+    const withNetwork = async (network: boolean | 'host') => {
+      const planned = planSandbox({ sandbox: 'bwrap', network, sandbox_read_only: [] }, [], s.ws)
+      if (!planned.ok) throw new Error(planned.why)
+      return (await s.tools.call({ id: 'n', type: 'function', function: { name: 'run_command', arguments: JSON.stringify({ command: interfaces }) } }, { ...s.ctx, sandbox: planned.plan })).output
+    }
+    // true is proxy: still only lo (the proxy is reached through a socket, test/torture/hostile-network.test.ts).
+    expect(await withNetwork(true)).toBe('exit code 0\nlo')
     const host = readFileSync('/proc/net/dev', 'utf8').trim().split('\n').length - 2
-    const out = await s.tools.call({ id: 'n', type: 'function', function: { name: 'run_command', arguments: JSON.stringify({ command: interfaces }) } }, { ...s.ctx, sandbox: planned.plan })
-    expect(out.output.split('\n').length - 1).toBe(host)
+    expect((await withNetwork('host')).split('\n').length - 1).toBe(host)
   })
 
   it('config keys say precisely what is wrong', () => {
     expect(() => parseConfig('tools:\n  sandbox: auto\n')).toThrow('config.yaml: tools.sandbox must be bwrap or none')
     expect(() => parseConfig('tools:\n  sandbox_read_only: [relative]\n')).toThrow('config.yaml: tools.sandbox_read_only[0] must be an absolute path')
-    expect(() => parseConfig('tools:\n  network: yes\n')).toThrow('config.yaml: tools.network must be true or false')
-    expect(parseConfig('').tools).toMatchObject({ sandbox: 'bwrap', network: false, sandbox_read_only: [], sandbox_user: null, limits: { memory_mb: 4096, processes: 1024, file_size_mb: 1024, open_files: 4096, cpu_seconds: 600 } })
+    expect(() => parseConfig('tools:\n  network: yes\n')).toThrow('config.yaml: tools.network must be none, proxy or host (false is none, true is proxy)')
+    expect(parseConfig('tools:\n  network: true\n').tools.network).toBe('proxy')
+    expect(parseConfig('tools:\n  network: false\n').tools.network).toBe('none')
+    expect(parseConfig('tools:\n  network: host\n').tools.network).toBe('host')
+    expect(() => parseConfig('tools:\n  allowed_hosts: [https://github.com]\n')).toThrow('config.yaml: tools.allowed_hosts[0] must be a list of host names, *.suffix patterns or IP addresses')
+    expect(() => parseConfig('tools:\n  allowed_networks: [10.0.0.0/33]\n')).toThrow('config.yaml: tools.allowed_networks[0] must be a list of networks in CIDR form')
+    expect(parseConfig('tools:\n  allowed_hosts: [registry.npmjs.org, "*.pypi.org"]\n  allowed_networks: [10.1.2.3/32]\n').tools).toMatchObject({ allowed_hosts: ['registry.npmjs.org', '*.pypi.org'], allowed_networks: ['10.1.2.3/32'] })
+    expect(parseConfig('').tools).toMatchObject({ sandbox: 'bwrap', network: 'none', allowed_hosts: null, allowed_networks: [], sandbox_read_only: [], sandbox_user: null, limits: { memory_mb: 4096, processes: 1024, file_size_mb: 1024, open_files: 4096, cpu_seconds: 600 } })
     expect(() => parseConfig('tools:\n  sandbox_user: "a b"\n')).toThrow('config.yaml: tools.sandbox_user must be a user name or uid[:gid], like nobody or 1000:1000')
     expect(() => parseConfig('tools:\n  limits:\n    processes: 0\n')).toThrow('config.yaml: tools.limits.processes must be a positive integer')
     expect(() => parseConfig('tools:\n  limits:\n    swap_mb: 1\n')).toThrow('tools.limits')
     expect(parseConfig('tools:\n  sandbox_user: "1000:1000"\n  limits:\n    memory_mb: 512\n').tools).toMatchObject({ sandbox_user: '1000:1000', limits: { memory_mb: 512, processes: 1024 } })
     expect(() => parseConfig('mcp:\n  servers:\n    x:\n      command: node\n      sandbox: off\n')).toThrow('config.yaml: mcp.servers.x.sandbox must be bwrap or none')
-    expect(parseConfig('mcp:\n  servers:\n    x:\n      command: node\n').mcp.servers.x).toMatchObject({ sandbox: 'bwrap', network: false })
+    expect(parseConfig('mcp:\n  servers:\n    x:\n      command: node\n').mcp.servers.x).toMatchObject({ sandbox: 'bwrap', network: 'none', allowed_hosts: null })
+    expect(parseConfig('mcp:\n  servers:\n    x:\n      command: node\n      network: true\n').mcp.servers.x).toMatchObject({ network: 'proxy' })
   })
 })
 
@@ -178,6 +189,10 @@ describe('the identity commands run as', () => {
     if (process.getuid?.() === 0) expect(detail).toContain('uid 2000, gid 3000; tools.sandbox_user')
     expect(detail).toContain('no capabilities, no_new_privs, seccomp refusing')
     expect(detail).toContain('limits: memory 4096 MB, 1024 processes, files up to 1024 MB, 4096 open files, 600 s CPU')
+    expect(detail).toContain('network off')
+    expect(describeNetwork({ network: true })).toBe('network through the egress proxy to any public host')
+    expect(describeNetwork({ network: 'proxy', allowed_hosts: ['github.com', '*.pypi.org'], allowed_networks: ['10.1.2.3/32'] })).toBe('network through the egress proxy to 2 allowed host(s) (and 10.1.2.3/32)')
+    expect(describeNetwork({ network: 'host' })).toBe("network: the host's (tools.network: host)")
   })
 })
 

@@ -25,8 +25,8 @@ const LIMITS_YAML = `  limits:\n${Object.entries(LIMITS).map(([k, v]) => `    ${
 
 // Syscall numbers from the kernel headers (<asm/unistd_64.h>, <asm-generic/unistd.h>), kept apart from src/ so a wrong number there is caught here.
 const NUMBERS: Record<string, Record<string, number>> = {
-  x64: { mount: 165, umount2: 166, pivot_root: 155, ptrace: 101, kexec_load: 246, kexec_file_load: 320, init_module: 175, finit_module: 313, delete_module: 176, bpf: 321, keyctl: 250, add_key: 248, request_key: 249, perf_event_open: 298, unshare: 272, clone: 56, clone3: 435, getpid: 39 },
-  arm64: { mount: 40, umount2: 39, pivot_root: 41, ptrace: 117, kexec_load: 104, kexec_file_load: 294, init_module: 105, finit_module: 273, delete_module: 106, bpf: 280, keyctl: 219, add_key: 217, request_key: 218, perf_event_open: 241, unshare: 97, clone: 220, clone3: 435, getpid: 172 },
+  x64: { mount: 165, umount2: 166, pivot_root: 155, ptrace: 101, kexec_load: 246, kexec_file_load: 320, init_module: 175, finit_module: 313, delete_module: 176, bpf: 321, keyctl: 250, add_key: 248, request_key: 249, perf_event_open: 298, io_uring_setup: 425, io_uring_enter: 426, io_uring_register: 427, unshare: 272, clone: 56, clone3: 435, getpid: 39 },
+  arm64: { mount: 40, umount2: 39, pivot_root: 41, ptrace: 117, kexec_load: 104, kexec_file_load: 294, init_module: 105, finit_module: 273, delete_module: 106, bpf: 280, keyctl: 219, add_key: 217, request_key: 218, perf_event_open: 241, io_uring_setup: 425, io_uring_enter: 426, io_uring_register: 427, unshare: 97, clone: 220, clone3: 435, getpid: 172 },
 }
 const nr = NUMBERS[process.arch] ?? {}
 // Every syscall gets CLONE_NEWUSER|SIGCHLD as its first argument: what unshare and clone need to be refused for the right reason.
@@ -92,6 +92,15 @@ const CHECKS: Check[] = [
         else expect(out).toMatch(new RegExp(`^${name} fail ${name === 'clone3' ? 38 : 1}$`, 'm'))
       }
       if (process.arch === 'x64') expect(out).toMatch(/^x32_getpid fail 1$/m)
+    },
+  },
+  {
+    // Issue #36: netlink (16), packet (17) and vsock (40) answer EAFNOSUPPORT (97); Unix, IPv4 and IPv6 open.
+    name: 'opens Unix, IPv4 and IPv6 sockets only: netlink, packet and vsock are refused',
+    command: () => `perl -e 'for (@ARGV) { my ($n, $f, $t) = split /=/; $! = 0; my $ok = socket(my $s, $f, $t, 0); printf "%s %s\\n", $n, ($ok ? "ok" : "fail " . ($!+0)) }' unix=1=1 inet=2=1 inet6=10=1 netlink=16=3 packet=17=3 vsock=40=1`,
+    expect: (out) => {
+      for (const ok of ['unix', 'inet', 'inet6']) expect(out).toMatch(new RegExp(`^${ok} ok$`, 'm'))
+      for (const refused of ['netlink', 'packet', 'vsock']) expect(out).toMatch(new RegExp(`^${refused} fail 97$`, 'm'))
     },
   },
   {

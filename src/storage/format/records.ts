@@ -86,6 +86,23 @@ export interface ToolRecord {
   timestamp: string
 }
 
+/**
+ * A connection a sandboxed command (or MCP server) made through the egress proxy, in
+ * tools.jsonl beside the tool records (docs/security.md#the-network): the shape of a tool
+ * record, `kind: network`, and the `seq` of the tool record before it (it is not a call:
+ * counts and tallies leave it out). `status` is success when the connection went
+ * through, else error with the reason.
+ */
+export interface NetworkRecord extends ToolRecord {
+  kind: 'network'
+  tool_name: 'network'
+  arguments: { by: string; method: string; host: string; port: number }
+  result: { allowed: boolean; address: string | null; bytes_up: number; bytes_down: number }
+}
+
+/** Whether a tools.jsonl line is a network record rather than a tool call. */
+export const isNetworkRecord = (record: { kind?: unknown }): boolean => record.kind === 'network'
+
 export interface PlanningRecord {
   id: number
   plan_type: string

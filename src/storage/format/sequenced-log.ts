@@ -44,6 +44,16 @@ export class SequencedLog<K extends string> {
     return record
   }
 
+  /**
+   * Appends `fields` under the last id again, without taking a new one: a record that
+   * belongs beside the sequence rather than in it (tools.jsonl's network records).
+   */
+  appendBeside<T extends object>(fields: T): Record<K, number> & T {
+    const record = { [this.idField]: this.last, ...fields } as Record<K, number> & T
+    this.appender.append(record)
+    return record
+  }
+
   /** The id the next record gets. */
   get nextId(): number {
     return this.last + 1

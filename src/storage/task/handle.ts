@@ -15,7 +15,7 @@ import type { NewMessage } from './message-store.js'
 import { readMetadata } from './metadata.js'
 import type { TaskMetadata } from './metadata.js'
 import { toWindowMessage } from '../format/records.js'
-import type { SummaryRecord, ToolRecord, WindowMessage } from '../format/records.js'
+import type { NetworkRecord, SummaryRecord, ToolRecord, WindowMessage } from '../format/records.js'
 import { initialState, readState, updateState, writeOwnedState, writeOwnedStateAsync } from './state.js'
 import type { PausedBy, Status, TaskState } from './state.js'
 import { PlanningStore, SummaryStore, ToolStore } from './stores.js'
@@ -145,6 +145,11 @@ export class TaskHandle {
     const stored = this.owned().tools.add(record)
     this.toolTally = addCalls(this.toolTally, this.toolLabel(record.tool_name), outcomeLabel(record.status))
     return stored
+  }
+
+  /** A connection through the egress proxy: in tools.jsonl, not a call (no count, no tally). */
+  addNetwork(record: Omit<NetworkRecord, 'seq' | 'timestamp' | 'kind' | 'tool_name'>): NetworkRecord {
+    return this.owned().tools.addNetwork(record)
   }
 
   addSummary(record: Omit<SummaryRecord, 'summary_id'>): SummaryRecord {

@@ -1,7 +1,7 @@
 import { join } from 'node:path'
 import { FILES } from '../fs/layout.js'
 import { maskText, maskValue } from '../format/mask.js'
-import type { PlanningRecord, SummaryRecord, ToolRecord } from '../format/records.js'
+import type { NetworkRecord, PlanningRecord, SummaryRecord, ToolRecord } from '../format/records.js'
 import { SequencedLog } from '../format/sequenced-log.js'
 import { jsonString } from '../format/json-string.js'
 import type { LogOptions } from '../format/sequenced-log.js'
@@ -69,6 +69,20 @@ export class ToolStore {
     const tail = `,"status":${JSON.stringify(record.status)},"error":${JSON.stringify(record.error)},"duration_ms":${JSON.stringify(record.duration_ms)},"timestamp":${JSON.stringify(record.timestamp)}}\n`
     this.log.appendSpliced(head, jsonString(result), tail)
     return { seq, ...record }
+  }
+
+  /** A connection through the egress proxy, masked (a host or a reason may carry a secret), beside the calls. */
+  addNetwork(fields: Omit<NetworkRecord, 'seq' | 'timestamp' | 'kind' | 'tool_name'>): NetworkRecord {
+    return this.log.appendBeside({
+      kind: 'network' as const,
+      tool_name: 'network' as const,
+      arguments: maskValue(fields.arguments),
+      result: maskValue(fields.result),
+      status: fields.status,
+      error: fields.error === null ? null : maskText(fields.error),
+      duration_ms: fields.duration_ms,
+      timestamp: nowIso(this.options),
+    })
   }
 
   close(): void {

@@ -98,8 +98,9 @@ export function ownerTally(dir: string, state: { tool_calls?: ToolTally | undefi
   let found = 0
   const path = join(dir, FILES.tools)
   if (gap <= MAX_CATCH_UP && existsSync(path)) {
-    for (const record of tailPlainSync(path, gap).records) {
-      if (typeof record.seq !== 'number' || record.seq <= counted || found === gap) continue
+    for (const record of tailPlainSync(path, gap + 256).records) {
+      // A network record repeats the seq of the call before it and is no call (records.ts).
+      if (typeof record.seq !== 'number' || record.seq <= counted || found === gap || record.kind === 'network') continue
       tally = addCalls(tally, label(typeof record.tool_name === 'string' ? record.tool_name : ''), outcomeLabel(record.status))
       found++
     }

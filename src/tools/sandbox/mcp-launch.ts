@@ -4,6 +4,8 @@ import { delimiter, dirname, isAbsolute, join, sep } from 'node:path'
 import { planSandbox, sandboxArgs } from '../sandbox.js'
 import type { SandboxConfig } from '../sandbox.js'
 import { inside } from '../workspace.js'
+import type { ConnectionRecord } from './egress-proxy.js'
+import type { NetworkMode } from './egress-policy.js'
 import { seccompFilter } from './seccomp.js'
 
 /**
@@ -14,6 +16,8 @@ export interface McpSandbox {
   tools: SandboxConfig
   workspace: string
   hidden: readonly string[]
+  /** Told of each connection a server made through its egress proxy (network: proxy), for the task's tools.jsonl. */
+  network?: (record: ConnectionRecord) => void
 }
 
 let filterFile: string | null = null
@@ -85,9 +89,10 @@ export function serverPaths(command: string, args: readonly string[], workspace:
  * The program and arguments that start an MCP server in the run's sandbox (the same
  * identity, limits, seccomp filter and mounts as run_command), or why it cannot be.
  * The server's environment passes through the transport (never a command line, which
- * any user can read in /proc): bwrap keeps it, with the sandbox's HOME and PATH.
+ * any user can read in /proc): bwrap keeps it, with the sandbox's HOME and PATH. With
+ * network: proxy, `egressSocket` is the server's own egress proxy (mcp.ts starts it).
  */
-export function sandboxedServer(server: { command: string; args: readonly string[]; cwd: string | null; network: boolean }, ctx: McpSandbox): { ok: true; command: string; args: string[] } | { ok: false; why: string } {
+export function sandboxedServer(server: { command: string; args: readonly string[]; cwd: string | null; network: NetworkMode | boolean }, ctx: McpSandbox, egressSocket?: string): { ok: true; command: string; args: string[] } | { ok: false; why: string } {
   const planned = planSandbox({ ...ctx.tools, sandbox: 'bwrap', network: server.network }, ctx.hidden, ctx.workspace)
   if (!planned.ok) return planned
   if (planned.plan.kind !== 'bwrap') return { ok: false, why: 'no sandbox planned' }
@@ -95,7 +100,7 @@ export function sandboxedServer(server: { command: string; args: readonly string
   const readOnly = serverPaths(server.command, server.args, ctx.workspace)
   const cwd = server.cwd !== null && existsSync(server.cwd) ? realpathSync(server.cwd) : null
   if (cwd !== null && !inside(ctx.workspace, cwd)) readOnly.push(cwd)
-  const bwrap = sandboxArgs(plan, ctx.workspace, [server.command, ...server.args], { readOnly, ...(cwd !== null ? { chdir: cwd } : {}) })
+  const bwrap = sandboxArgs(plan, ctx.workspace, [server.command, ...server.args], { readOnly, ...(cwd !== null ? { chdir: cwd } : {}), ...(egressSocket !== undefined ? { egressSocket } : {}) })
   const { uid, gid } = plan.identity
   const drop = process.getuid?.() === 0 ? ['setpriv', `--reuid=${uid}`, `--regid=${gid}`, '--clear-groups', '--'] : []
   return { ok: true, command: '/bin/sh', args: ['-c', 'exec 3<"$0" && exec "$@"', seccompFile(), ...drop, plan.bwrap, ...bwrap] }

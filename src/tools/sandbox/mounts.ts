@@ -1,6 +1,8 @@
 import { lstatSync, readdirSync, readlinkSync, realpathSync } from 'node:fs'
 import { dirname, isAbsolute, join, resolve } from 'node:path'
 import { inside } from '../workspace.js'
+import { SOCKET_INSIDE } from './egress-forwarder.js'
+import type { NetworkMode } from './egress-policy.js'
 
 /*
  * What a sandboxed process sees of the file system. Mount order matters: a later mount
@@ -78,7 +80,10 @@ function etc(a: string[]): void {
 }
 
 export interface MountPlan {
-  network: boolean
+  /** Only `host` shares the host's network; `none` and `proxy` get a namespace of their own (only `lo`). */
+  network: NetworkMode
+  /** `proxy`: the egress proxy's Unix socket (egress-proxy.ts), bound in at SOCKET_INSIDE. */
+  egressSocket?: string
   /** More directories shown read-only (tools.sandbox_read_only, an MCP server's package). */
   readOnly: readonly string[]
   /** Real paths never shown: the task tree, the config file, $HOME's secret places. */
@@ -95,7 +100,7 @@ export interface MountPlan {
 /** The bwrap arguments for the namespaces and the file system, `workspace` (a real path) read-write. */
 export function mountArgs(plan: MountPlan, workspace: string): string[] {
   const a = ['--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--new-session']
-  if (!plan.network) a.push('--unshare-net')
+  if (plan.network !== 'host') a.push('--unshare-net')
   rootLinks(a)
   // The private /tmp first: a read-only path under /tmp (a project cloned there, an MCP server's package) is mounted on top of it, not hidden by it.
   a.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--tmpfs', '/var/tmp', '--dir', HOME)
@@ -110,6 +115,8 @@ export function mountArgs(plan: MountPlan, workspace: string): string[] {
   }
   etc(a)
   a.push('--bind', workspace, workspace)
+  // A socket's mode, not the mount's read-only flag, decides who may connect to it.
+  if (plan.egressSocket !== undefined) a.push('--ro-bind', plan.egressSocket, SOCKET_INSIDE)
   // Hidden places that a mount above shows (the task tree inside the workspace, a config file in it): covered.
   for (const h of plan.hidden) {
     const real = realOr(h)

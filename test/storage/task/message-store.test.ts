@@ -113,6 +113,17 @@ describe('other stores', () => {
     reopened.close()
     expect(lines(join(dir, 'tools.jsonl'))[0]).toMatchObject({ seq: 1, arguments: { token: '[GITLAB_TOKEN]' } })
 
+    // A network record (the egress proxy's) goes beside the calls: the seq of the one before it, masked; the next call is still 3.
+    const net = ToolStore.open(dir, { now: fixed })
+    const connection = net.addNetwork({ arguments: { by: 'run_command', method: 'CONNECT', host: 'ghp_abcdefghijklmnopqrstuvwxyz0123456789.example', port: 443 }, result: { allowed: false, address: null, bytes_up: 0, bytes_down: 0 }, status: 'error', error: 'not in tools.allowed_hosts', duration_ms: 2 })
+    expect(connection).toMatchObject({ seq: 2, kind: 'network', tool_name: 'network', arguments: { host: '[GITHUB_TOKEN].example' } })
+    net.close()
+    const again = ToolStore.open(dir, { now: fixed })
+    expect(again.lastSeq).toBe(2)
+    expect(again.add({ tool_name: 'read', arguments: {}, result: 'ok', status: 'success', error: null, duration_ms: 1 }).seq).toBe(3)
+    again.close()
+    expect(lines(join(dir, 'tools.jsonl')).map((r) => [r.seq, r.kind ?? 'call'])).toEqual([[1, 'call'], [2, 'call'], [2, 'network'], [3, 'call']])
+
     writeFileSync(join(dir, 'summaries.jsonl'), '{"id":4,"summary":"old"}\n')
     const summaries = SummaryStore.open(dir)
     const record = summaries.add({

@@ -61,5 +61,9 @@ describe('tool call tallies', () => {
     // Records that cannot be read are unknown, so the tally's sum stays the call count.
     const torn = taskDir([{ tool_name: 'read_file', status: 'success' }], '{"seq": 2, "tool_na')
     expect(ownerTally(torn, { tool_calls: {}, tool_call_count: 0, message_count: 0 }, 2, label)).toEqual({ read_file: { success: 1 }, unknown: { unknown: 1 } })
+    // Network records (beside the calls, repeating a call's seq) are no calls: between two uncounted calls, skipped.
+    const net = taskDir([{ tool_name: 'read_file', status: 'success' }])
+    writeFileSync(join(net, 'tools.jsonl'), `{"seq":1,"kind":"network","tool_name":"network","status":"error"}\n{"seq":2,"tool_name":"grep","status":"success"}\n`, { flag: 'a' })
+    expect(ownerTally(net, { tool_calls: {}, tool_call_count: 0, message_count: 0 }, 2, label)).toEqual({ read_file: { success: 1 }, grep: { success: 1 } })
   })
 })

@@ -21,7 +21,7 @@ describe('the seccomp program', () => {
         expect(i / 8 + 1 + Math.max(jt, jf)).toBeLessThan(f.length / 8)
       }
     }
-    expect(REFUSED_SYSCALLS).toEqual(expect.arrayContaining(['mount', 'umount2', 'pivot_root', 'ptrace', 'kexec_load', 'kexec_file_load', 'init_module', 'finit_module', 'delete_module', 'bpf', 'keyctl', 'add_key', 'request_key', 'perf_event_open']))
+    expect(REFUSED_SYSCALLS).toEqual(expect.arrayContaining(['mount', 'umount2', 'pivot_root', 'ptrace', 'kexec_load', 'kexec_file_load', 'init_module', 'finit_module', 'delete_module', 'bpf', 'keyctl', 'add_key', 'request_key', 'perf_event_open', 'io_uring_setup', 'io_uring_enter', 'io_uring_register']))
   })
 
   it('has none for another architecture: the sandbox is refused rather than run without one', () => {
