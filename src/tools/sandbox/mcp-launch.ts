@@ -100,8 +100,43 @@ export function sandboxedServer(server: { command: string; args: readonly string
   const readOnly = serverPaths(server.command, server.args, ctx.workspace)
   const cwd = server.cwd !== null && existsSync(server.cwd) ? realpathSync(server.cwd) : null
   if (cwd !== null && !inside(ctx.workspace, cwd)) readOnly.push(cwd)
+  // As root, bwrap starts as the sandbox's user (setpriv first), who must be able to search its way to the
+  // server's package: one under /root (npx's cache) or in a 0700 clone cannot be shown, so say so and how to fix it.
+  const blocked = process.getuid?.() === 0 ? readOnly.map((p) => ({ path: p, at: blockedAt(plan.identity, p) })).find((b) => b.at !== null) : undefined
+  if (blocked?.at) {
+    return {
+      ok: false,
+      why: `as root, MCP servers run as ${plan.identity.name} (uid ${plan.identity.uid}), who cannot reach ${blocked.path} (${blocked.at} is not searchable by that user): install the server where it can read it (npm install -g puts it under /usr/local/lib/node_modules), or make the directories above it searchable (chmod o+x ${blocked.at})`,
+    }
+  }
   const bwrap = sandboxArgs(plan, ctx.workspace, [server.command, ...server.args], { readOnly, ...(cwd !== null ? { chdir: cwd } : {}), ...(egressSocket !== undefined ? { egressSocket } : {}) })
   const { uid, gid } = plan.identity
   const drop = process.getuid?.() === 0 ? ['setpriv', `--reuid=${uid}`, `--regid=${gid}`, '--clear-groups', '--'] : []
   return { ok: true, command: '/bin/sh', args: ['-c', 'exec 3<"$0" && exec "$@"', seccompFile(), ...drop, plan.bwrap, ...bwrap] }
+}
+
+/** The first directory on the way to `path` (or `path` itself) that `identity` may not search or read by its mode bits; null when none. */
+export function blockedAt(identity: { uid: number; gid: number }, path: string): string | null {
+  const allowed = (dir: string, bit: number): boolean => {
+    try {
+      const st = statSync(dir)
+      if (st.uid === identity.uid) return (st.mode & (bit << 6)) !== 0
+      if (st.gid === identity.gid) return (st.mode & (bit << 3)) !== 0
+      return (st.mode & bit) !== 0
+    } catch {
+      return true // gone meanwhile: bwrap will say so
+    }
+  }
+  let real: string
+  try {
+    real = realpathSync(path)
+  } catch {
+    return null
+  }
+  const above: string[] = []
+  for (let dir = dirname(real); ; dir = dirname(dir)) {
+    above.unshift(dir)
+    if (dirname(dir) === dir) break
+  }
+  return above.find((dir) => !allowed(dir, 1)) ?? (allowed(real, statSync(real).isDirectory() ? 5 : 4) ? null : real)
 }
