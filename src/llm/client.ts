@@ -32,8 +32,10 @@ export interface Usage {
 
 export interface ChatResult {
   message: { role: 'assistant'; content: string | null; tool_calls?: ToolCall[] }
-  /** As the provider reported it; null when it reported none. */
+  /** As the provider reported it, each figure checked (usage-check.ts); null when it reported none or none believable. */
   usage: Usage | null
+  /** What of the provider's usage report was not believed (a negative, fractional, huge or missing figure), for a warning. */
+  usageRefused?: string
 }
 
 /** What ctxagent needs of a model, whoever serves it. */

@@ -93,6 +93,8 @@ export class Agent {
   private readonly split: { prompt: number; completion: number; cached: number; cacheWrite: number }
   /** The last request's tokens, recorded with the assistant message it produced. */
   private lastUsage: TurnUsage | null = null
+  /** Said once per run: a provider whose usage figures are not believed. */
+  private doubtedUsage = false
   private elapsedBefore: number
   private readonly startedAt = Date.now()
   /** Provider's prompt_tokens of the last request, and the window's estimate at that moment. */
@@ -259,6 +261,7 @@ export class Agent {
       span.end({ inputTokens: reply.usage?.prompt_tokens ?? null, outputTokens: reply.usage?.completion_tokens ?? null, cachedTokens: reply.usage?.cached_tokens ?? null, finishReason: reply.message.tool_calls?.length ? 'tool_calls' : 'stop', output: reply.message })
       this.turns++
       const usage = reply.usage
+      if (reply.usageRefused !== undefined) this.refusedUsage(reply.usageRefused, usage === null)
       this.lastUsage = usage
         ? { prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens, ...(usage.cached_tokens ? { cached_tokens: usage.cached_tokens } : {}), ...(usage.cache_write_tokens ? { cache_write_tokens: usage.cache_write_tokens } : {}) }
         : { prompt_tokens: plan.tokens, completion_tokens: estimateTokens(reply.message.content ?? '') + estimateTokens(JSON.stringify(reply.message.tool_calls ?? [])), estimated: true }
@@ -284,6 +287,13 @@ export class Agent {
     } finally {
       stop.signal.removeEventListener('abort', abort)
     }
+  }
+
+  /** Says, once per run, that the provider's usage figures were not believed (docs/security.md#usage-figures-from-the-server). */
+  private refusedUsage(what: string, estimated: boolean): void {
+    if (this.doubtedUsage) return
+    this.doubtedUsage = true
+    this.parts.log.warn(`the provider's usage report is not believed (${what.slice(0, 200)}); ${estimated ? 'this request is counted by the estimate' : 'that figure is left out'}, and so are later ones like it`)
   }
 
   /** Records the assistant message, then runs its tool calls in order. */
