@@ -18,13 +18,14 @@ export interface UsageBounds {
 /**
  * Tokens are at least one byte each, a UTF-16 unit at most three bytes, and the estimate
  * at least a quarter of the characters: 12 estimated tokens cover the worst case. A
- * server's template adds a few tokens per message and its own system text.
+ * server's template adds a few tokens per message, and a server may add a system text
+ * of its own (an Ollama Modelfile's): 32,768 tokens of room for it.
  */
 export function promptBound(messages: readonly ChatMessage[], tools: readonly ToolSpec[] | undefined): number {
   let estimated = 0
   for (const message of messages) estimated += estimateMessageTokens(message)
   const toolChars = tools === undefined || tools.length === 0 ? 0 : JSON.stringify(tools).length
-  return 12 * estimated + 3 * toolChars + 64 * messages.length + 4096
+  return 12 * estimated + 3 * toolChars + 64 * messages.length + 32_768
 }
 
 /** max_tokens, and room for what a server counts beside the answer (reasoning, template tokens). */
