@@ -326,7 +326,7 @@ export class Agent {
       const started = performance.now()
       const about = mainArgument(call.function.name, parseArgs(call.function.arguments))
       log.waiting?.(`${call.function.name}${about ? ` ${about}` : ''}`)
-      const span = this.turnTrace.tool(call.function.name, call.id, call.function.arguments)
+      const span = this.turnTrace.tool(call.function.name, call.id, call.function.arguments, this.parts.handle.toolLabel(call.function.name))
       const outcome = await tools.call(call, this.toolContext())
       span.end(outcome.status, outcome.error, outcome.output)
       log.waiting?.(null)

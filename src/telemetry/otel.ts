@@ -75,9 +75,11 @@ export function otelTaskTrace(settings: OtelSettings, task: TaskAttributes): Tas
         notes.waiting()
         return llmSpan(notes, later, content)
       },
-      tool: (name, callId, args) => {
+      tool: (name, callId, args, label) => {
         const input = content ? content(args) : null
-        const later = start(turnLater, SPANS.tool(name), SpanKind.INTERNAL, () => ({ ...base, [ATTR.operation]: 'execute_tool', [ATTR.toolName]: name, [ATTR.toolCallId]: callId, ...(input === null ? {} : { 'gen_ai.tool.call.arguments': input }) }))
+        // The name and the call id are the model's text: without content, the bounded label alone.
+        const shown = content ? content(name) : label
+        const later = start(turnLater, SPANS.tool(shown), SpanKind.INTERNAL, () => ({ ...base, [ATTR.operation]: 'execute_tool', [ATTR.toolName]: shown, ...(input === null ? {} : { [ATTR.toolCallId]: content?.(callId) ?? '', 'gen_ai.tool.call.arguments': input }) }))
         return toolSpan(notes, later, content)
       },
       end: () => {
@@ -91,7 +93,8 @@ export function otelTaskTrace(settings: OtelSettings, task: TaskAttributes): Tas
     end: async (status, error) => {
       notes.run()
       taskSpan.setAttribute(ATTR.taskStatus, status)
-      if (error) taskSpan.setStatus({ code: SpanStatusCode.ERROR, message: maskText(error) })
+      // The task's error may quote its statement (an LLM server's error does): its text only with content.
+      if (error) taskSpan.setStatus({ code: SpanStatusCode.ERROR, ...(content ? { message: maskText(error) } : {}) })
       taskSpan.end()
       // Flushed on every ending (completed, failed, paused, lost): the process may exit right after.
       await provider.shutdown().catch(() => undefined)
@@ -175,10 +178,20 @@ function llmSpan(notes: Replay, later: Later, content: ((value: unknown) => stri
     },
     fail: (error) => {
       const at = performance.now()
-      notes.add(() => later.span?.setAttribute(ATTR.errorType, (error as Error)?.name ?? 'Error').setStatus({ code: SpanStatusCode.ERROR, message: maskText((error as Error)?.message ?? String(error)) }).end(at))
+      // What kind of failure (the class, and the LLM failure's kind where it has one), never the server's words without content.
+      const kind = errorKind(error)
+      const message = content === null ? null : content((error as Error)?.message ?? String(error))
+      notes.add(() => later.span?.setAttribute(ATTR.errorType, kind).setStatus({ code: SpanStatusCode.ERROR, ...(message === null ? {} : { message }) }).end(at))
       notes.answered()
     },
   }
+}
+
+/** An error's kind, free of its text: its class name, and `failure` (rate_limited, timeout…) where it has one. */
+function errorKind(error: unknown): string {
+  const name = error instanceof Error ? error.name : 'Error'
+  const failure = (error as { failure?: unknown } | null)?.failure
+  return typeof failure === 'string' && /^[a-z_]{1,32}$/.test(failure) ? `${name}:${failure}` : name
 }
 
 function toolSpan(notes: Replay, later: Later, content: ((value: unknown) => string) | null): ToolTrace {
@@ -191,7 +204,7 @@ function toolSpan(notes: Replay, later: Later, content: ((value: unknown) => str
         if (span === null) return
         span.setAttribute(ATTR.toolStatus, status)
         if (result !== null) span.setAttribute('gen_ai.tool.call.result', result)
-        if (status === 'error') span.setStatus({ code: SpanStatusCode.ERROR, message: maskText(error ?? 'error') })
+        if (status === 'error') span.setStatus({ code: SpanStatusCode.ERROR, ...(content === null ? {} : { message: content(error ?? 'error') }) })
         span.end(at)
       })
     },
