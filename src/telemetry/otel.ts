@@ -15,6 +15,8 @@ export interface OtelSettings {
   content: boolean
   /** A W3C traceparent to continue (a worker's, or a CI job's): the task span becomes its child. */
   traceparent: string | null
+  /** telemetry.headers: sent with every export (the receiver's auth). */
+  headers: Record<string, string>
 }
 
 /** The most of one message content put on a span: spans are not a transcript. */
@@ -37,7 +39,7 @@ interface Later {
  * request, more on a busy machine (BENCHMARKS.md, telemetry-turn).
  */
 export function otelTaskTrace(settings: OtelSettings, task: TaskAttributes): TaskTrace {
-  const exporter = new OTLPTraceExporter({ url: settings.endpoint, timeoutMillis: 5_000 })
+  const exporter = new OTLPTraceExporter({ url: settings.endpoint, timeoutMillis: 5_000, ...(Object.keys(settings.headers).length > 0 ? { headers: settings.headers } : {}) })
   const provider = new BasicTracerProvider({
     resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: settings.serviceName, [ATTR_SERVICE_VERSION]: process.env.npm_package_version ?? 'ctxagent', [ATTR.host]: task.host }),
     spanProcessors: [new BatchSpanProcessor(exporter)],
