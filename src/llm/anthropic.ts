@@ -57,6 +57,8 @@ export class AnthropicClient implements LlmClient {
   private sdk: Sdk | null = null
   private client: Anthropic | null = null
   private readonly maxOutputTokens: number
+  /** The pruned result the last agent request had a breakpoint on (anthropic-request.ts: kept on the next when prune moves on). */
+  private lastStub: string | null = null
 
   constructor(
     private readonly endpoint: Endpoint,
@@ -98,7 +100,10 @@ export class AnthropicClient implements LlmClient {
 
   async chat(messages: ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
     const maxTokens = Math.min(options.maxTokens ?? this.maxOutputTokens, this.maxOutputTokens)
-    const body = messagesRequest(this.endpoint.model, messages, options.tools, maxTokens, options.temperature)
+    const cache = options.cache !== false
+    const { stub, ...body } = messagesRequest(this.endpoint.model, messages, options.tools, maxTokens, options.temperature, { cache, previousStub: this.lastStub })
+    // The conversation's boundary, for the next request (a summary's request has none and changes nothing).
+    if (cache && stub !== undefined) this.lastStub = stub
     try {
       const { sdk, client } = await this.ready()
       for (let attempt = 0; ; attempt++) {

@@ -18,6 +18,8 @@ export interface ChatOptions {
   signal?: AbortSignal
   maxTokens?: number
   temperature?: number
+  /** False for a request that shares no prefix with the conversation (a compaction's, the final summary's): no prompt-cache breakpoint, which would be a one-use write. */
+  cache?: boolean
 }
 
 export interface Usage {
