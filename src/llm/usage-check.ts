@@ -24,8 +24,18 @@ export interface UsageBounds {
 export function promptBound(messages: readonly ChatMessage[], tools: readonly ToolSpec[] | undefined): number {
   let estimated = 0
   for (const message of messages) estimated += estimateMessageTokens(message)
-  const toolChars = tools === undefined || tools.length === 0 ? 0 : JSON.stringify(tools).length
+  let toolChars = 0
+  for (const tool of tools ?? []) toolChars += specChars(tool)
   return 12 * estimated + 3 * toolChars + 64 * messages.length + 32_768
+}
+
+/** Each tool spec's JSON length, made once: the registry gives the same spec objects every turn. */
+const specLengths = new WeakMap<ToolSpec, number>()
+
+function specChars(spec: ToolSpec): number {
+  let n = specLengths.get(spec)
+  if (n === undefined) specLengths.set(spec, (n = JSON.stringify(spec).length + 1))
+  return n
 }
 
 /** max_tokens, and room for what a server counts beside the answer (reasoning, template tokens). */
