@@ -8,6 +8,7 @@ import { createServer } from 'node:http'
 import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { agentText, median, remove, rng, ROOT, scratch } from './lib.mjs'
+import { measureAnthropic } from './bill-anthropic.mjs'
 
 const BIN = join(ROOT, 'bin', 'ctxagent')
 /** Tokens as ctxagent estimates them (chars / 4; the workspace is not Japanese). */
@@ -149,14 +150,30 @@ export async function measure(rounds, extraConfig = '') {
 const BEFORE = { input: 19.45e6, bill: 15.59e6, billWrites: 19.38e6, cachedShare: 0.22, uncachedKbMedian: 47.3, final: '25 requests, 6.36 MB', compaction: '30 requests, 6.12 MB' }
 const PEERS = 'Codex 13.6 M / 14.7 M, Qwen Code 15.5 M / 16.6 M, Gemini CLI 28.7 M / 30.6 M'
 
+/**
+ * bill-anthropic before issue 34's change (the prune step's breakpoint jumping past the 20-block
+ * look-back, summary requests carrying cache_control), measured with this bench at 1,000 rounds.
+ */
+const BEFORE_ANTHROPIC = { bill: 6_568_463, written: 3_466_572 }
+
 export async function run() {
   const rounds = Number(process.env.CTXAGENT_BENCH_ROUNDS ?? 1000)
+  const a = await measureAnthropic(rounds)
   const m = await measure(rounds)
   const per = 1000 / rounds
   const M = (n) => `${((n * per) / 1e6).toFixed(2)} M`
   // state.json's split holds the turns' requests (the final summary's are apart, compactions' not recorded).
   const recorded = m.state.cached_tokens ?? 0
+  const perA = 1000 / rounds
   return [
+    {
+      name: 'bill-anthropic',
+      what: `input tokens billed on Anthropic's prompt cache (entries only at cache_control breakpoints, a read looking back at most 20 blocks; writes 1.25×, reads 0.1×) over a ${rounds}-round task (~9 KB read_file outputs, context 128,000), every request counted; per 1,000 rounds`,
+      measured: `${((a.bill * perA) / 1e6).toFixed(2)} M; cache writes ${((a.written * perA) / 1e6).toFixed(2)} M; summary requests ${a.summaries.requests}, ${a.summaries.marked} with cache_control`,
+      ratio: `${((a.bill * perA) / BEFORE_ANTHROPIC.bill).toFixed(3)}× before (${(BEFORE_ANTHROPIC.bill / 1e6).toFixed(2)} M; writes ${(BEFORE_ANTHROPIC.written / 1e6).toFixed(2)} M)`,
+      target: '< 1× before, and no summary request with cache_control',
+      pass: a.bill * perA < BEFORE_ANTHROPIC.bill && a.summaries.marked === 0,
+    },
     {
       name: 'bill-cache',
       what: `input tokens billed by a provider with a prefix cache over a ${rounds}-round task (~9 KB read_file outputs, default context): cached at 0.1×, uncached at 1.25× (cache writes); per 1,000 rounds`,

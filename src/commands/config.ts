@@ -35,6 +35,7 @@ async function showConfig(ctx: CommandEnv): Promise<void> {
     node.comment = secretsSet.includes(path.join('.')) ? ' set (hidden)' : ' not set'
   }
   if (databaseFrom !== null) (doc.getIn(['fleet', 'database_url'], true) as Scalar).comment = ` set (hidden), from ${databaseFrom === 'file' ? 'the config file' : databaseFrom}`
+  for (const key of Object.keys(config.telemetry.headers)) (doc.getIn(['telemetry', 'headers', key], true) as Scalar).comment = ' set (hidden)'
   for (const [name, server] of Object.entries(config.mcp.servers)) {
     for (const key of Object.keys(server.env)) (doc.getIn(['mcp', 'servers', name, 'env', key], true) as Scalar).comment = ' set (hidden)'
   }

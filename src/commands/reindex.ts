@@ -33,6 +33,9 @@ async function reindex(ctx: CommandEnv): Promise<void> {
     const progress = createProgress(ctx.io, 'reindex', !ctx.json)
     const result = await rebuildIndex(env, progress).finally(() => progress.stop())
     auditTask(ctx, 'reindex', null)
+    // Indexed all the same, their counters as 0: said, so that an operator knows the figures are not the task's.
+    for (const r of result.repaired.slice(0, 20)) ctx.io.warn(`${r.location}/${r.uuid}: state.json has counters that are not whole numbers, indexed as ${r.counters.join(', ')}`)
+    if (result.repaired.length > 20) ctx.io.warn(`${result.repaired.length - 20} more task(s) with such counters (see --json "repaired")`)
     const strays = straysWarning(ctx.layout)
     if (strays) ctx.io.warn(strays)
     if (ctx.json) ctx.io.json(result)

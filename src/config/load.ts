@@ -51,9 +51,9 @@ export function loadConfig(where: ConfigLocation): LoadedConfig {
   if (raw === null) file = null
   const { config, data } = parseConfigData(raw ?? '', file === null ? 'config' : shownPath(file))
   applyEnvironment(config, data, where.env)
-  const withUser = urlWithCredentials(config)
+  const withUser = urlWithCredentials(config, where.env)
   if (withUser !== null) {
-    throw new UsageError(`${withUser} carries a user name or password (scheme://user:password@host); ctxagent refuses credentials in URLs, which would be printed and stored`, 'give the URL without user:password@ and the key in its own setting (api_key, token) or variable')
+    throw new UsageError(`${withUser} carries a user name or password (scheme://user:password@host); ctxagent refuses credentials in URLs, which would be printed and stored`, 'give the URL without user:password@ and the key in its own setting (api_key, token, telemetry.headers) or variable')
   }
   return { config, source: file, ...(explicit === undefined ? notice(where) : {}) }
 }

@@ -70,6 +70,12 @@ const httpUrl = (example: string) => {
   return z.string({ error }).check(z.refine(isHttpUrl, { error }))
 }
 
+/** telemetry.headers: HTTP header names (RFC 9110 tokens) and values on one line. */
+const HEADER_NAME = 'must be HTTP header names (letters, digits and !#$%&\'*+.^_`|~-)'
+const HEADER_VALUE = 'must be a header value on one line'
+const isHeaderName = (name: string) => /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$/.test(name)
+const isHeaderValue = (value: string) => !/[\r\n\0]/.test(value)
+
 /** A PostgreSQL connection URL (`postgres://` or `postgresql://`); a secret, so it is never echoed back. */
 export function isPostgresUrl(value: string): boolean {
   if (/\s/.test(value) || !/^postgres(ql)?:\/\//i.test(value)) return false
@@ -311,6 +317,8 @@ export const configSchema = z.strictObject(
       // Message content on spans (masked); off: only sizes, models and token counts.
       content: withDefault(flag(), false),
       service_name: withDefault(text(), 'ctxagent'),
+      // Headers sent with every export (an OTLP receiver's auth: `Authorization: Bearer …`); secrets, shown as set, never by value.
+      headers: withDefault(z.record(z.string().check(z.refine(isHeaderName, { error: HEADER_NAME })), z.string({ error: HEADER_VALUE }).check(z.refine(isHeaderValue, { error: HEADER_VALUE })), { error: 'must be a mapping of HTTP header names to values' }), {}),
     }),
   },
   { error: MAPPING },
@@ -403,6 +411,11 @@ export function withoutSecrets(config: Config): { config: Config; secretsSet: st
     const key = path.at(-1) as string
     if (parent[key] !== null) secretsSet.push(path.join('.'))
     parent[key] = null
+  }
+  // OTLP auth headers likewise: names shown, values never.
+  for (const key of Object.keys(copy.telemetry.headers)) {
+    secretsSet.push(`telemetry.headers.${key}`)
+    ;(copy.telemetry.headers as Record<string, string | null>)[key] = null
   }
   // MCP servers' environments usually carry tokens: names are shown, values never.
   for (const [name, server] of Object.entries(copy.mcp.servers)) {

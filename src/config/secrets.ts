@@ -36,6 +36,11 @@ export function secretValues(config: Config, env: NodeJS.ProcessEnv): SecretValu
     }
   }
   add('serve.token', config.serve.token)
+  // A header's value, and its credentials alone when it is `<scheme> <credentials>` (Bearer, Basic…).
+  for (const [key, value] of Object.entries(config.telemetry.headers)) {
+    add(`telemetry.headers.${key}`, value)
+    add(`telemetry.headers.${key}`, /^[A-Za-z][A-Za-z0-9-]* +(\S+)$/.exec(value)?.[1])
+  }
   for (const [server, settings] of Object.entries(config.mcp.servers)) {
     for (const [key, value] of Object.entries(settings.env)) add(`mcp.servers.${server}.env.${key}`, value)
   }
@@ -77,6 +82,7 @@ function urlKeys(config: Config): [string, string][] {
     ['llm.anthropic.base_url', config.llm.anthropic.base_url],
     ['github.api_url', config.github.api_url],
     ['gitlab.url', config.gitlab.url],
+    ...(config.telemetry.otlp_endpoint === null ? [] : [['telemetry.otlp_endpoint', config.telemetry.otlp_endpoint] as [string, string]]),
   ]
 }
 
@@ -85,8 +91,10 @@ function urlKeys(config: Config): [string, string][] {
  * or null. Such a URL would be printed by `config`, recorded in state.json and logs,
  * and posted in comments; ctxagent refuses it instead of guessing where it may go.
  */
-export function urlWithCredentials(config: Config): string | null {
-  for (const [key, value] of urlKeys(config)) {
+export function urlWithCredentials(config: Config, env: NodeJS.ProcessEnv = {}): string | null {
+  // The OpenTelemetry variables stand for telemetry.otlp_endpoint (read where traces start): refused alike.
+  const variables = (['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'] as const).flatMap((name): [string, string][] => (env[name] ? [[name, env[name]]] : []))
+  for (const [key, value] of [...urlKeys(config), ...variables]) {
     try {
       const url = new URL(value)
       if (url.username !== '' || url.password !== '') return key

@@ -125,7 +125,8 @@ async function ask(client: LlmClient, system: string, previous: string | null, l
       { role: 'system', content: system },
       { role: 'user', content: parts.join('\n\n') },
     ],
-    { temperature: 0, maxTokens },
+    // Its own system prompt, its own transcript: nothing a later request reads from the cache.
+    { temperature: 0, maxTokens, cache: false },
   )
   if (usage !== undefined) {
     usage.requests++

@@ -64,6 +64,14 @@ const PRUNED_STUB = /^(?:\[blob:[^\]\s]+\] )?\[pruned\]/
 /** What the API says of an empty text block: refused. A message's empty text is said so instead. */
 const EMPTY_TEXT = '(empty)'
 
+/** How a request uses the prompt cache (see messagesRequest). */
+export interface CacheUse {
+  /** False: no breakpoint at all (a compaction's or final summary's request shares no prefix with anything: a breakpoint would only be a one-use write at 1.25×). */
+  cache: boolean
+  /** The tool_use_id of the pruned result the previous request of this conversation had its breakpoint on, if any. */
+  previousStub: string | null
+}
+
 /**
  * The request body. Cache breakpoints (`cache_control`, the API allows four): the end
  * of the system blocks (the tools come before them, so both are cached; the last tool
@@ -73,8 +81,16 @@ const EMPTY_TEXT = '(empty)'
  * cache is read there, however many blocks the answer and its results added; the API
  * looks back only 20 blocks from a breakpoint) and the end of the last message (written
  * for the next request).
+ *
+ * When prune has moved its boundary since the previous request (a prune step, 12 rounds
+ * of 2 blocks or more), the previous request's end is no longer a prefix of this one
+ * (the results between the two boundaries became stubs), and the new boundary lies past
+ * the 20 blocks the API looks back from it: the cache would be read only up to the
+ * system, and the unchanged stubs written again at 1.25×. So the breakpoint before the
+ * last answer goes instead on the previous boundary (`previousStub`), which the cache
+ * holds: read there, written from there. `stub` in the result is this request's.
  */
-export function messagesRequest(model: string, window: readonly ChatMessage[], tools: readonly ToolSpec[] | undefined, maxTokens: number, temperature: number | undefined): MessagesRequest {
+export function messagesRequest(model: string, window: readonly ChatMessage[], tools: readonly ToolSpec[] | undefined, maxTokens: number, temperature: number | undefined, use: CacheUse = { cache: true, previousStub: null }): MessagesRequest & { stub?: string } {
   const system: TextBlock[] = []
   const messages: WireMessage[] = []
   // The last pruned tool result: its message, and its block (found by identity once merging is done).
@@ -104,25 +120,45 @@ export function messagesRequest(model: string, window: readonly ChatMessage[], t
     if (stub !== null) stub.message++
   }
   const wireTools = (tools ?? []).map(toolOf)
-  if (system.length > 0) mark(system, system.length - 1)
-  else if (wireTools.length > 0) wireTools[wireTools.length - 1] = { ...(wireTools.at(-1) as WireTool), cache_control: EPHEMERAL }
-  if (stub !== null) {
-    const content = (messages[stub.message] as WireMessage).content
-    mark(content, content.indexOf(stub.block))
-  }
-  const answer = messages.findLastIndex((m) => m.role === 'assistant')
-  const before = messages[answer - 1]
-  if (answer > 0 && before !== undefined) mark(before.content, before.content.length - 1)
-  const lastMessage = messages.at(-1)
-  if (lastMessage !== undefined) mark(lastMessage.content, lastMessage.content.length - 1)
-  return {
+  const body = (): MessagesRequest => ({
     model,
     max_tokens: maxTokens,
     ...(system.length > 0 ? { system } : {}),
     messages,
     ...(wireTools.length > 0 ? { tools: wireTools } : {}),
     ...(temperature === undefined ? {} : { temperature }),
+  })
+  if (!use.cache) return body()
+  if (system.length > 0) mark(system, system.length - 1)
+  else if (wireTools.length > 0) wireTools[wireTools.length - 1] = { ...(wireTools.at(-1) as WireTool), cache_control: EPHEMERAL }
+  const stubId = stub !== null && stub.block.type === 'tool_result' ? stub.block.tool_use_id : null
+  if (stub !== null) {
+    const content = (messages[stub.message] as WireMessage).content
+    mark(content, content.indexOf(stub.block))
   }
+  // The boundary moved: the previous one is where the cache holds this request's prefix.
+  const previous = stubId !== null && use.previousStub !== null && use.previousStub !== stubId ? stubAt(messages, use.previousStub) : null
+  if (previous !== null) mark(previous.content, previous.index)
+  else {
+    const answer = messages.findLastIndex((m) => m.role === 'assistant')
+    const before = messages[answer - 1]
+    if (answer > 0 && before !== undefined) mark(before.content, before.content.length - 1)
+  }
+  const lastMessage = messages.at(-1)
+  if (lastMessage !== undefined) mark(lastMessage.content, lastMessage.content.length - 1)
+  return { ...body(), ...(stubId !== null ? { stub: stubId } : {}) }
+}
+
+/** The pruned tool result answering `id` in `messages` (its message's blocks and its index), or null. */
+function stubAt(messages: readonly WireMessage[], id: string): { content: Block[]; index: number } | null {
+  for (let m = messages.length - 1; m >= 0; m--) {
+    const content = (messages[m] as WireMessage).content
+    const index = content.findIndex((b) => b.type === 'tool_result' && b.tool_use_id === id)
+    if (index === -1) continue
+    const block = content[index] as ToolResultBlock
+    return typeof block.content === 'string' && PRUNED_STUB.test(block.content) ? { content, index } : null
+  }
+  return null
 }
 
 /** A breakpoint on `blocks[i]`: a copy of the block (the blocks of a message are shared by every request). */

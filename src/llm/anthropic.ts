@@ -5,7 +5,9 @@ import type { Config } from '../config/schema.js'
 import { untilAborted } from '../abort.js'
 import { ProviderError } from '../errors.js'
 import { maskCredentials } from '../storage/format/mask.js'
-import type { ChatMessage, ChatOptions, ChatResult, LlmClient, Usage } from './client.js'
+import type { ChatMessage, ChatOptions, ChatResult, LlmClient } from './client.js'
+import { checkAnthropicUsage, completionBound, promptBound } from './usage-check.js'
+import type { UsageBounds } from './usage-check.js'
 import { boundedFetch, ResponseTooLargeError, ResponseTooSlowError } from './bounded-fetch.js'
 import { normaliseReply } from './reply.js'
 import { messagesRequest } from './anthropic-request.js'
@@ -29,7 +31,8 @@ function loadSdk(): Promise<Sdk> {
 /** What a reply is made of, streamed or not: text and tool_use blocks in order, and the usage. */
 interface Collected {
   blocks: ({ type: 'text'; text: string } | { type: 'tool_use'; id: string; name: string; json: string; input: unknown })[]
-  usage: Partial<Record<'input_tokens' | 'output_tokens' | 'cache_creation_input_tokens' | 'cache_read_input_tokens', number | null>> | null
+  /** As the server sent it (its figures checked by usage-check.ts when the reply is made). */
+  usage: Record<string, unknown> | null
 }
 
 /**
@@ -55,6 +58,8 @@ export class AnthropicClient implements LlmClient {
   private sdk: Sdk | null = null
   private client: Anthropic | null = null
   private readonly maxOutputTokens: number
+  /** The pruned result the last agent request had a breakpoint on (anthropic-request.ts: kept on the next when prune moves on). */
+  private lastStub: string | null = null
 
   constructor(
     private readonly endpoint: Endpoint,
@@ -99,7 +104,11 @@ export class AnthropicClient implements LlmClient {
   }
 
   async chat(messages: ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
-    const body = messagesRequest(this.endpoint.model, messages, options.tools, Math.min(options.maxTokens ?? this.maxOutputTokens, this.maxOutputTokens), options.temperature)
+    const maxTokens = Math.min(options.maxTokens ?? this.maxOutputTokens, this.maxOutputTokens)
+    const cache = options.cache !== false
+    const { stub, ...body } = messagesRequest(this.endpoint.model, messages, options.tools, maxTokens, options.temperature, { cache, previousStub: this.lastStub })
+    // The conversation's boundary, for the next request (a summary's request has none and changes nothing).
+    if (cache && stub !== undefined) this.lastStub = stub
     try {
       const { sdk, client } = await this.ready()
       for (let attempt = 0; ; attempt++) {
@@ -107,7 +116,7 @@ export class AnthropicClient implements LlmClient {
           // The SDK's wait between retries does not listen to the signal: the stop ends the call here.
           const pending = this.endpoint.stream ? this.streamed(sdk, client, body, options.signal) : this.whole(client, body, options.signal)
           const collected = options.signal ? await untilAborted(pending, options.signal, () => new sdk.APIUserAbortError()) : await pending
-          return resultOf(collected)
+          return resultOf(collected, { prompt: promptBound(messages, options.tools), completion: completionBound(maxTokens) })
         } catch (err) {
           if (!(attempt < this.endpoint.max_retries && passingStreamError(sdk, err))) throw err
           await delay(Math.min(500 * 2 ** attempt, 8000), undefined, options.signal ? { signal: options.signal } : {})
@@ -137,7 +146,8 @@ export class AnthropicClient implements LlmClient {
     for await (const event of stream) {
       if (event.type === 'message_start') {
         started = true
-        collected.usage = { ...event.message?.usage }
+        const usage: unknown = event.message?.usage
+        collected.usage = usage !== null && typeof usage === 'object' ? { ...usage } : {}
       } else if (event.type === 'content_block_start') {
         const block = event.content_block
         if (block?.type === 'text' && typeof block.text === 'string') collected.blocks[event.index] = { type: 'text', text: block.text }
@@ -147,8 +157,8 @@ export class AnthropicClient implements LlmClient {
         if (event.delta?.type === 'text_delta' && block?.type === 'text' && typeof event.delta.text === 'string') block.text += event.delta.text
         else if (event.delta?.type === 'input_json_delta' && block?.type === 'tool_use' && typeof event.delta.partial_json === 'string') block.json += event.delta.partial_json
       } else if (event.type === 'message_delta') {
-        // The final counts; a field the delta leaves null keeps message_start's.
-        const delta = Object.fromEntries(Object.entries(event.usage ?? {}).filter(([, v]) => typeof v === 'number'))
+        // The final counts; a field the delta leaves null keeps message_start's (any other value is checked, not skipped).
+        const delta = Object.fromEntries(Object.entries(event.usage ?? {}).filter(([, v]) => v !== null && v !== undefined))
         collected.usage = { ...collected.usage, ...delta }
       } else if (event.type === 'message_stop') {
         stopped = true
@@ -173,8 +183,8 @@ export class AnthropicClient implements LlmClient {
       if (block?.type === 'text' && typeof block.text === 'string') blocks.push({ type: 'text', text: block.text })
       else if (block?.type === 'tool_use') blocks.push({ type: 'tool_use', id: typeof block.id === 'string' ? block.id : '', name: typeof block.name === 'string' ? block.name : '', json: '', input: block.input })
     }
-    const usage = (message as { usage?: Collected['usage'] }).usage
-    return { blocks, usage: usage !== null && typeof usage === 'object' ? usage : null }
+    const usage = (message as { usage?: unknown }).usage
+    return { blocks, usage: usage !== null && typeof usage === 'object' && !Array.isArray(usage) ? (usage as Record<string, unknown>) : null }
   }
 
   private where(): string {
@@ -206,29 +216,22 @@ export class AnthropicClient implements LlmClient {
   }
 }
 
-/** The reply as ctxagent records it: the text blocks joined, each tool_use a call with its arguments as JSON text. */
-function resultOf({ blocks, usage }: Collected): ChatResult {
+/**
+ * The reply as ctxagent records it: the text blocks joined, each tool_use a call with
+ * its arguments as JSON text. The usage as ctxagent counts it: the API's input_tokens
+ * are only the tokens after the last cache breakpoint it read or wrote, so the prompt is
+ * those plus the cache's reads and writes (what the context holds, and what compaction
+ * is judged by); every figure checked against the request (usage-check.ts).
+ */
+function resultOf({ blocks, usage }: Collected, bounds: UsageBounds): ChatResult {
   const text = blocks.filter((b) => b?.type === 'text').map((b) => b.text)
   const calls = blocks.flatMap((b) => (b?.type === 'tool_use' ? [{ id: b.id, type: 'function', function: { name: b.name, arguments: b.json !== '' ? b.json : (b.input ?? {}) } }] : []))
+  const checked = checkAnthropicUsage(usage, bounds)
   return {
     message: normaliseReply({ content: text.length > 0 ? text.join('') : null, tool_calls: calls }),
-    usage: usageOf(usage),
+    usage: checked.usage,
+    ...(checked.refused !== null ? { usageRefused: checked.refused } : {}),
   }
-}
-
-/**
- * The usage as ctxagent counts it. The API's input_tokens are only the tokens after the
- * last cache breakpoint it read or wrote: the prompt is those plus the cache's reads and
- * writes (what the context holds, and what compaction is judged by).
- */
-function usageOf(usage: Collected['usage']): Usage | null {
-  if (usage === null) return null
-  const count = (v: number | null | undefined) => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : 0)
-  const read = count(usage.cache_read_input_tokens)
-  const written = count(usage.cache_creation_input_tokens)
-  const prompt = count(usage.input_tokens) + read + written
-  const completion = count(usage.output_tokens)
-  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, ...(read > 0 ? { cached_tokens: read } : {}), ...(written > 0 ? { cache_write_tokens: written } : {}) }
 }
 
 /** An error event inside a stream (no HTTP status) of a kind that passes: overloaded, a server error, a rate limit. */

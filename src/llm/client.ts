@@ -18,6 +18,8 @@ export interface ChatOptions {
   signal?: AbortSignal
   maxTokens?: number
   temperature?: number
+  /** False for a request that shares no prefix with the conversation (a compaction's, the final summary's): no prompt-cache breakpoint, which would be a one-use write. */
+  cache?: boolean
 }
 
 export interface Usage {
@@ -32,8 +34,10 @@ export interface Usage {
 
 export interface ChatResult {
   message: { role: 'assistant'; content: string | null; tool_calls?: ToolCall[] }
-  /** As the provider reported it; null when it reported none. */
+  /** As the provider reported it, each figure checked (usage-check.ts); null when it reported none or none believable. */
   usage: Usage | null
+  /** What of the provider's usage report was not believed (a negative, fractional, huge or missing figure), for a warning. */
+  usageRefused?: string
 }
 
 /** What ctxagent needs of a model, whoever serves it. */

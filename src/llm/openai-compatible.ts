@@ -5,6 +5,7 @@ import { ProviderError } from '../errors.js'
 import type { ChatMessage, ChatOptions, ChatResult, LlmClient, ToolSpec } from './client.js'
 import { boundedFetch, ResponseTooLargeError, ResponseTooSlowError, sdkTimeoutMs } from './bounded-fetch.js'
 import { normaliseReply } from './reply.js'
+import { checkOpenAiUsage, completionBound, promptBound } from './usage-check.js'
 import { maskCredentials } from '../storage/format/mask.js'
 import { jsonString } from '../storage/format/json-string.js'
 import { explainConnectFailure } from './connect-error.js'
@@ -65,7 +66,8 @@ export class OpenAiCompatibleClient implements LlmClient {
       // The body as bytes, JSON.stringify of the request to the byte, built from each
       // message's JSON made once (a window of thousands of messages is not serialised
       // again every turn). The SDK sends bytes as they are, and resends them on a retry.
-      const built = requestBody(this.endpoint.model, messages, options.tools, Math.min(options.maxTokens ?? this.maxOutputTokens, this.maxOutputTokens), options.temperature, this.lastBody, this.inFlight === 0)
+      const maxTokens = Math.min(options.maxTokens ?? this.maxOutputTokens, this.maxOutputTokens)
+      const built = requestBody(this.endpoint.model, messages, options.tools, maxTokens, options.temperature, this.lastBody, this.inFlight === 0)
       this.lastBody = built
       const pending = this.client.post<OpenAI.Chat.ChatCompletion>('/chat/completions', {
         body: built.bytes,
@@ -84,10 +86,9 @@ export class OpenAiCompatibleClient implements LlmClient {
       }
       const choice = response.choices[0]
       if (!choice) throw new ProviderError(`${this.where()} returned no choices`, 'check that the model name is right for this server')
-      return {
-        message: normaliseReply(choice.message),
-        usage: response.usage ? { prompt_tokens: response.usage.prompt_tokens, completion_tokens: response.usage.completion_tokens, total_tokens: response.usage.total_tokens, ...cachedOf(response) } : null,
-      }
+      // The server's figures are believed within what this request can cost (usage-check.ts).
+      const checked = checkOpenAiUsage(response.usage, { prompt: promptBound(messages, options.tools), completion: completionBound(maxTokens) }, cachedOf(response))
+      return { message: normaliseReply(choice.message), usage: checked.usage, ...(checked.refused !== null ? { usageRefused: checked.refused } : {}) }
     } catch (err) {
       const explained = this.explain(err)
       // A server may echo the key it was sent (or any secret): the message leaves masked.
@@ -254,11 +255,11 @@ interface CacheReport {
 /**
  * Cached prompt tokens, where the server reports them: OpenAI's (and vLLM's)
  * `usage.prompt_tokens_details.cached_tokens`, else llama.cpp's `timings.cache_n` or
- * `tokens_cached`. A count that is not a whole number of 0 or more is not believed.
+ * `tokens_cached`; as sent (checkOpenAiUsage believes it or not), undefined where none is.
  */
-export function cachedOf(response: CacheReport): { cached_tokens?: number } {
+export function cachedOf(response: CacheReport): unknown {
   for (const value of [response.usage?.prompt_tokens_details?.cached_tokens, response.timings?.cache_n, response.tokens_cached]) {
-    if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return value > 0 ? { cached_tokens: value } : {}
+    if (value !== undefined && value !== null) return value
   }
-  return {}
+  return undefined
 }

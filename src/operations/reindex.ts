@@ -8,11 +8,14 @@ import { taskRow } from '../storage/task/row.js'
 import type { TaskRow } from '../storage/index/task-index.js'
 import type { TaskEnv } from '../storage/task/env.js'
 import { beingCreated, listTasks, scanTask } from '../storage/task/scan.js'
+import { stateRepairs } from '../storage/task/state.js'
 
 export interface ReindexResult {
   indexed: number
   by_location: Record<Location, number>
   failed: { uuid: string; location: Location; error: string }[]
+  /** Tasks indexed with counters of their state.json taken as 0 or absent (not whole numbers: see state-counts.ts), and which. */
+  repaired: { uuid: string; location: Location; counters: string[] }[]
 }
 
 /**
@@ -20,7 +23,7 @@ export interface ReindexResult {
  * every row in one transaction; finishes completions that were interrupted.
  */
 export async function rebuildIndex(env: TaskEnv, progress: { start(total: number): void; tick(): void } = { start: () => undefined, tick: () => undefined }): Promise<ReindexResult> {
-  const result: ReindexResult = { indexed: 0, by_location: { running: 0, paused: 0, completed: 0 }, failed: [] }
+  const result: ReindexResult = { indexed: 0, by_location: { running: 0, paused: 0, completed: 0 }, failed: [], repaired: [] }
   if (!env.layout.exists()) return result
   const refs = listTasks(env.layout)
   const rows: TaskRow[] = []
@@ -33,6 +36,8 @@ export async function rebuildIndex(env: TaskEnv, progress: { start(total: number
       if (ref.location === 'completed' && state?.status === 'completing') {
         state = await finishCompleting({ ...env, index: null }, ref)
       }
+      const repaired = stateRepairs(state)
+      if (repaired.length > 0) result.repaired.push({ uuid: ref.uuid, location: ref.location, counters: [...repaired] })
       rows.push(taskRow(metadata, state, ref.location, counts))
       result.by_location[ref.location]++
     } else if (!beingCreated(ref)) {

@@ -96,6 +96,8 @@ export class Agent {
   private readonly split: { prompt: number; completion: number; cached: number; cacheWrite: number }
   /** The last request's tokens, recorded with the assistant message it produced. */
   private lastUsage: TurnUsage | null = null
+  /** Said once per run: a provider whose usage figures are not believed. */
+  private doubtedUsage = false
   private elapsedBefore: number
   private readonly startedAt = Date.now()
   /** Provider's prompt_tokens of the last request, and the window's estimate at that moment. */
@@ -262,6 +264,7 @@ export class Agent {
       span.end({ inputTokens: reply.usage?.prompt_tokens ?? null, outputTokens: reply.usage?.completion_tokens ?? null, cachedTokens: reply.usage?.cached_tokens ?? null, finishReason: reply.message.tool_calls?.length ? 'tool_calls' : 'stop', output: reply.message })
       this.turns++
       const usage = reply.usage
+      if (reply.usageRefused !== undefined) this.refusedUsage(reply.usageRefused, usage === null)
       this.lastUsage = usage
         ? { prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens, ...(usage.cached_tokens ? { cached_tokens: usage.cached_tokens } : {}), ...(usage.cache_write_tokens ? { cache_write_tokens: usage.cache_write_tokens } : {}) }
         : { prompt_tokens: plan.tokens, completion_tokens: estimateTokens(reply.message.content ?? '') + estimateTokens(JSON.stringify(reply.message.tool_calls ?? [])), estimated: true }
@@ -287,6 +290,13 @@ export class Agent {
     } finally {
       stop.signal.removeEventListener('abort', abort)
     }
+  }
+
+  /** Says, once per run, that the provider's usage figures were not believed (docs/security.md#usage-figures-from-the-server). */
+  private refusedUsage(what: string, estimated: boolean): void {
+    if (this.doubtedUsage) return
+    this.doubtedUsage = true
+    this.parts.log.warn(`the provider's usage report is not believed (${what.slice(0, 200)}); ${estimated ? 'this request is counted by the estimate' : 'that figure is left out'}, and so are later ones like it`)
   }
 
   /** Records the assistant message, then runs its tool calls in order. */
@@ -319,7 +329,7 @@ export class Agent {
       const started = performance.now()
       const about = mainArgument(call.function.name, parseArgs(call.function.arguments))
       log.waiting?.(`${call.function.name}${about ? ` ${about}` : ''}`)
-      const span = this.turnTrace.tool(call.function.name, call.id, call.function.arguments)
+      const span = this.turnTrace.tool(call.function.name, call.id, call.function.arguments, this.parts.handle.toolLabel(call.function.name))
       const outcome = await tools.call(call, this.toolContext())
       span.end(outcome.status, outcome.error, outcome.output)
       log.waiting?.(null)

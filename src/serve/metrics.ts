@@ -10,7 +10,7 @@ import { LOCATIONS } from '../storage/fs/layout.js'
 import type { Location } from '../storage/fs/layout.js'
 import type { CounterRow, IndexTotals } from '../storage/index/totals.js'
 import { stalenessPolicy } from '../storage/task/env.js'
-import { DURATION_BUCKETS } from '../storage/index/totals.js'
+import { COUNTER_COLUMNS, DURATION_BUCKETS } from '../storage/index/totals.js'
 import { METRICS, WAIT_BUCKETS } from '../telemetry/names.js'
 import type { IndexSource } from './data.js'
 import type { FleetSource } from './fleet-data.js'
@@ -55,6 +55,7 @@ export class MetricsCollector {
       collectStats(await this.index.rows(), this.ctx.layout, {}, this.index.kind)
       totals = await this.index.totals()
     }
+    totals = { ...totals, counters: this.soundCounters(totals.counters) }
     const disk = diskUse(this.ctx, totals)
     const by_location = Object.fromEntries(LOCATIONS.map((l) => [l, 0])) as Record<Location, number>
     const by_status: Record<string, number> = {}
@@ -89,6 +90,27 @@ export class MetricsCollector {
   }
 
   private fleetError = 0
+
+  /**
+   * Counters as Prometheus takes them (never falling): an index written before usage
+   * figures were checked may hold a negative, fractional or huge sum, which would fail
+   * the whole scrape. Such a figure counts as 0 and the log says how to mend it.
+   */
+  private soundCounters(rows: CounterRow[]): CounterRow[] {
+    let bad = 0
+    const sound = rows.map((row) => {
+      const out = { ...row }
+      for (const key of COUNTER_COLUMNS) {
+        const n = out[key]
+        if (typeof n === 'number' && Number.isSafeInteger(n) && n >= 0) continue
+        out[key] = 0
+        bad++
+      }
+      return out
+    })
+    if (bad > 0) this.ctx.io.warn(`metrics: ${bad} counter(s) in the index are not whole numbers of 0 or more (a state.json from an older version): counted as 0; run ctxagent reindex`)
+    return sound
+  }
 
   private get s(): Scrape {
     if (this.current === null) throw new Error('a metric was collected outside a scrape')

@@ -16,6 +16,8 @@ export interface OtelSettings {
   content: boolean
   /** A W3C traceparent to continue (a worker's, or a CI job's): the task span becomes its child. */
   traceparent: string | null
+  /** telemetry.headers: sent with every export (the receiver's auth). */
+  headers: Record<string, string>
 }
 
 /** The most of one message content put on a span: spans are not a transcript. */
@@ -38,7 +40,7 @@ interface Later {
  * request, more on a busy machine (BENCHMARKS.md, telemetry-turn).
  */
 export function otelTaskTrace(settings: OtelSettings, task: TaskAttributes): TaskTrace {
-  const exporter = new OTLPTraceExporter({ url: settings.endpoint, timeoutMillis: 5_000 })
+  const exporter = new OTLPTraceExporter({ url: settings.endpoint, timeoutMillis: 5_000, ...(Object.keys(settings.headers).length > 0 ? { headers: settings.headers } : {}) })
   const provider = new BasicTracerProvider({
     resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: settings.serviceName, [ATTR_SERVICE_VERSION]: ctxagentVersion(), [ATTR.host]: task.host }),
     spanProcessors: [new BatchSpanProcessor(exporter)],
@@ -76,9 +78,11 @@ export function otelTaskTrace(settings: OtelSettings, task: TaskAttributes): Tas
         notes.waiting()
         return llmSpan(notes, later, content)
       },
-      tool: (name, callId, args) => {
+      tool: (name, callId, args, label) => {
         const input = content ? content(args) : null
-        const later = start(turnLater, SPANS.tool(name), SpanKind.INTERNAL, () => ({ ...base, [ATTR.operation]: 'execute_tool', [ATTR.toolName]: name, [ATTR.toolCallId]: callId, ...(input === null ? {} : { 'gen_ai.tool.call.arguments': input }) }))
+        // The name and the call id are the model's text: without content, the bounded label alone.
+        const shown = content ? content(name) : label
+        const later = start(turnLater, SPANS.tool(shown), SpanKind.INTERNAL, () => ({ ...base, [ATTR.operation]: 'execute_tool', [ATTR.toolName]: shown, ...(input === null ? {} : { [ATTR.toolCallId]: content?.(callId) ?? '', 'gen_ai.tool.call.arguments': input }) }))
         return toolSpan(notes, later, content)
       },
       end: () => {
@@ -92,7 +96,8 @@ export function otelTaskTrace(settings: OtelSettings, task: TaskAttributes): Tas
     end: async (status, error) => {
       notes.run()
       taskSpan.setAttribute(ATTR.taskStatus, status)
-      if (error) taskSpan.setStatus({ code: SpanStatusCode.ERROR, message: maskText(error) })
+      // The task's error may quote its statement (an LLM server's error does): its text only with content.
+      if (error) taskSpan.setStatus({ code: SpanStatusCode.ERROR, ...(content ? { message: maskText(error) } : {}) })
       taskSpan.end()
       // Flushed on every ending (completed, failed, paused, lost): the process may exit right after.
       await provider.shutdown().catch(() => undefined)
@@ -176,10 +181,20 @@ function llmSpan(notes: Replay, later: Later, content: ((value: unknown) => stri
     },
     fail: (error) => {
       const at = performance.now()
-      notes.add(() => later.span?.setAttribute(ATTR.errorType, (error as Error)?.name ?? 'Error').setStatus({ code: SpanStatusCode.ERROR, message: maskText((error as Error)?.message ?? String(error)) }).end(at))
+      // What kind of failure (the class, and the LLM failure's kind where it has one), never the server's words without content.
+      const kind = errorKind(error)
+      const message = content === null ? null : content((error as Error)?.message ?? String(error))
+      notes.add(() => later.span?.setAttribute(ATTR.errorType, kind).setStatus({ code: SpanStatusCode.ERROR, ...(message === null ? {} : { message }) }).end(at))
       notes.answered()
     },
   }
+}
+
+/** An error's kind, free of its text: its class name, and `failure` (rate_limited, timeout…) where it has one. */
+function errorKind(error: unknown): string {
+  const name = error instanceof Error ? error.name : 'Error'
+  const failure = (error as { failure?: unknown } | null)?.failure
+  return typeof failure === 'string' && /^[a-z_]{1,32}$/.test(failure) ? `${name}:${failure}` : name
 }
 
 function toolSpan(notes: Replay, later: Later, content: ((value: unknown) => string) | null): ToolTrace {
@@ -192,7 +207,7 @@ function toolSpan(notes: Replay, later: Later, content: ((value: unknown) => str
         if (span === null) return
         span.setAttribute(ATTR.toolStatus, status)
         if (result !== null) span.setAttribute('gen_ai.tool.call.result', result)
-        if (status === 'error') span.setStatus({ code: SpanStatusCode.ERROR, message: maskText(error ?? 'error') })
+        if (status === 'error') span.setStatus({ code: SpanStatusCode.ERROR, ...(content === null ? {} : { message: content(error ?? 'error') }) })
         span.end(at)
       })
     },

@@ -3,6 +3,11 @@
  * loop calls these methods whether or not traces are on; off (the default), they are
  * no-ops and the OpenTelemetry modules are never loaded (start-up time).
  */
+/**
+ * Without telemetry.content a span carries no text of the task's: no statement, message,
+ * tool argument or result, and no error text (an LLM server's error, a tool's, may quote
+ * them): errors are named by their kind. With it, text is masked (docs/serve.md#traces).
+ */
 export interface TaskTrace {
   turn(n: number): TurnTrace
   /** Ends the task's span with what became of the task; then flushes the exporter. */
@@ -11,7 +16,8 @@ export interface TaskTrace {
 
 export interface TurnTrace {
   llm(request: { model: string; messages: unknown }): LlmTrace
-  tool(name: string, callId: string, args: unknown): ToolTrace
+  /** `label`: the name as a bounded label (a built-in, mcp:<server>, other), what a span without content carries: the name and the call id are the model's text. */
+  tool(name: string, callId: string, args: unknown, label: string): ToolTrace
   end(): void
 }
 

@@ -5,6 +5,7 @@ import { checkFresh, writeInDir } from './file-write.js'
 import { defineTool, ok, param } from './schema.js'
 import type { OpenFile, Parent } from './fd-walk.js'
 import type { ToolContext, ToolOutcome } from './types.js'
+import { maskedHead } from '../storage/format/mask-stream.js'
 
 /** Larger files are edited with run_command (sed, a script): holding them whole is not worth it. */
 const MAX_EDIT = 10 * 1024 * 1024
@@ -102,7 +103,7 @@ function around(content: string, at: number, length: number): string {
   const out: string[] = []
   for (let n = from; n <= to; n++) {
     const line = (lines[n - 1] ?? '').replace(/\r$/, '')
-    out.push(`${n}: ${line.length > 500 ? `${line.slice(0, 500)}… [cut]` : line}`)
+    out.push(`${n}: ${line.length > 500 ? `${maskedHead(line, 500)}… [cut]` : line}`)
   }
   return out.join('\n')
 }

@@ -6,6 +6,7 @@ import type { Boundary } from './fd-walk.js'
 import { matcher } from './glob.js'
 import { defineTool, ok, param } from './schema.js'
 import { looksBinary, SKIPPED_DIRS } from './walk.js'
+import { maskedHead } from '../storage/format/mask-stream.js'
 
 const MAX_FILE = 2 * 1024 * 1024
 const MAX_LINE = 500
@@ -49,7 +50,7 @@ export const grep = defineTool({
           break
         }
         count++
-        hits.push(`${file.rel}:${i + 1}: ${line.length > MAX_LINE ? `${line.slice(0, MAX_LINE)}… [cut]` : line}`)
+        hits.push(`${file.rel}:${i + 1}: ${line.length > MAX_LINE ? `${maskedHead(line, MAX_LINE)}… [cut]` : line}`)
       }
       if (hits.length > 0) {
         filesWithMatches++

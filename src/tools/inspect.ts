@@ -2,6 +2,7 @@ import { RE2JS } from 're2js'
 import { isBlobId } from '../storage/blob/store.js'
 import { ToolError } from './errors.js'
 import { defineTool, ok, param } from './schema.js'
+import { maskedHead } from '../storage/format/mask-stream.js'
 
 /** The most an answer carries (under context.blobs.max_inline_bytes' default, so a fresh answer is sent whole). */
 const MAX_OUTPUT = 48 * 1024
@@ -51,7 +52,7 @@ export const inspect = defineTool({
     for (let i = offset - 1; i < lines.length; i++) {
       const line = (lines[i] ?? '').replace(/\r$/, '')
       if (regex !== null && !regex.matcher(line).find()) continue
-      const shown = `${i + 1}: ${line.length > MAX_LINE ? `${line.slice(0, MAX_LINE)}… [cut]` : line}`
+      const shown = `${i + 1}: ${line.length > MAX_LINE ? `${maskedHead(line, MAX_LINE)}… [cut]` : line}`
       if (out.length >= limit || bytes + shown.length > MAX_OUTPUT) {
         more = true
         break

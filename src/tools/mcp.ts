@@ -9,6 +9,7 @@ import { networkMode } from './sandbox/egress-policy.js'
 import { startEgressProxy } from './sandbox/egress-proxy.js'
 import type { EgressProxy } from './sandbox/egress-proxy.js'
 import { sandboxIdentity } from './sandbox/identity.js'
+import { maskedHead } from '../storage/format/mask-stream.js'
 import { sandboxedServer } from './sandbox/mcp-launch.js'
 import type { McpSandbox } from './sandbox/mcp-launch.js'
 import type { Tool, ToolOutcome } from './types.js'
@@ -185,10 +186,10 @@ function contentText(content: unknown): string {
     .join('\n')
 }
 
-/** A result longer than `max` characters: its start, and a note saying what was left out. */
+/** A result longer than `max` characters: its start (masked before it is cut), and a note saying what was left out. */
 function cutResult(text: string, max: number): string {
   if (text.length <= max) return text
-  return `${text.slice(0, max)}\n[cut: the MCP result was ${grouped(text.length)} characters; only the first ${grouped(max)} are kept (mcp.max_result_chars)]`
+  return `${maskedHead(text, max)}\n[cut: the MCP result was ${grouped(text.length)} characters; only the first ${grouped(max)} are kept (mcp.max_result_chars)]`
 }
 
 function failure(message: string): ToolOutcome {

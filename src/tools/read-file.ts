@@ -8,6 +8,7 @@ import { boundaryOf, entriesOf, isHidden, openDir, openFileRead, pathOf } from '
 import type { OpenFile } from './fd-walk.js'
 import type { ToolContext } from './types.js'
 import { grouped } from '../text.js'
+import { maskedHead, maskOverlap } from '../storage/format/mask-stream.js'
 
 const MAX_LINE = 2000
 const MAX_OUTPUT = 50_000
@@ -47,8 +48,8 @@ export const readFile = defineTool({
 
 /**
  * Lines offset..offset+limit-1, read in chunks: it stops as soon as the page is full,
- * and holds at most MAX_LINE characters of any one line, so a huge file (or a huge
- * line) is never held in memory.
+ * and holds at most MAX_LINE characters of any one line (and the masking overlap past
+ * them), so a huge file (or a huge line) is never held in memory.
  */
 function numberedLines(fd: number, offset: number, limit: number): string {
   const out: string[] = []
@@ -58,6 +59,8 @@ function numberedLines(fd: number, offset: number, limit: number): string {
   let currentLength = 0
   let full = false
   let tooLong = false
+  // Of a long line, enough beyond MAX_LINE to mask a secret that starts before the cut whole (mask-stream.ts).
+  const held = MAX_LINE + maskOverlap()
   const emit = (): boolean => {
     if (lineNo >= offset) {
       let text = current
@@ -67,7 +70,7 @@ function numberedLines(fd: number, offset: number, limit: number): string {
         text = text.slice(0, -1)
         length--
       }
-      const shown = length > MAX_LINE ? `${text.slice(0, MAX_LINE)}… [line cut: ${grouped(length)} characters]` : text
+      const shown = length > MAX_LINE ? `${maskedHead(text, MAX_LINE)}… [line cut: ${grouped(length)} characters]` : text
       const entry = `${lineNo}: ${shown}`
       const size = Buffer.byteLength(entry) + 1
       // Room is left for the footer, so the whole result stays within MAX_OUTPUT.
@@ -93,7 +96,7 @@ function numberedLines(fd: number, offset: number, limit: number): string {
     for (;;) {
       const nl = text.indexOf('\n', start)
       const piece = text.slice(start, nl === -1 ? text.length : nl)
-      if (current.length <= MAX_LINE) current += piece.slice(0, MAX_LINE + 1 - current.length)
+      if (current.length <= held) current += piece.slice(0, held + 1 - current.length)
       currentLength += piece.length
       if (nl === -1) break
       if (!emit()) {

@@ -10,6 +10,7 @@ import { seccompFilter } from './sandbox/seccomp.js'
 import { defineTool, param } from './schema.js'
 import type { ToolContext, ToolOutcome } from './types.js'
 import { grouped } from '../text.js'
+import { MaskingStream } from '../storage/format/mask-stream.js'
 
 // Head and tail kept of the output; with the marker and the status line the result stays under 30,000 characters.
 const HEAD = 14_900
@@ -115,10 +116,12 @@ function spawned(command: string, timeoutSeconds: number, ctx: ToolContext, egre
       ctx.commands?.started(child.pid)
     }
     const output = new HeadTail()
+    // Masked before it is cut into head and tail: a secret across the cut would leave as two unmasked pieces (docs/security.md#masking).
+    const masking = new MaskingStream((masked) => output.add(masked))
     // Both are pipes (stdio above); the type of a four-fd spawn does not say so.
     const [stdout, stderr] = [child.stdout as Readable, child.stderr as Readable]
-    stdout.setEncoding('utf8').on('data', (d: string) => output.add(d))
-    stderr.setEncoding('utf8').on('data', (d: string) => output.add(d))
+    stdout.setEncoding('utf8').on('data', (d: string) => masking.push(d))
+    stderr.setEncoding('utf8').on('data', (d: string) => masking.push(d))
     let ending: Ending | null = null
     let killTimer: NodeJS.Timeout | undefined
     const killGroup = (sig: NodeJS.Signals): void => {
@@ -144,6 +147,7 @@ function spawned(command: string, timeoutSeconds: number, ctx: ToolContext, egre
       clearTimeout(timer)
       clearTimeout(killTimer)
       signal.removeEventListener('abort', onAbort)
+      masking.end()
       resolve(describe(ending ?? { how: 'error', message: 'the command ended without an exit status' }, timeoutSeconds, output.text(), sandbox.limits ?? null))
     }
     child.on('exit', (code, sig) => {

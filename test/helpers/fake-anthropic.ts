@@ -45,7 +45,8 @@ export interface AnthropicReply {
   content?: string
   /** tool_use blocks; arguments given as a string are streamed as that text (in two input_json_delta pieces). */
   calls?: { name: string; arguments: string | Record<string, unknown>; id?: string }[]
-  usage?: AnthropicUsage
+  /** The usage report (a hostile one: any fields, any values). */
+  usage?: AnthropicUsage | Record<string, unknown>
   /** Streamed: after message_start, an error event instead of the rest. */
   streamError?: { type: string; message: string }
   /** Streamed: message_start, then nothing more until the client goes away. */

@@ -87,6 +87,34 @@ describe('traces', () => {
     expect(all).not.toContain(SECRET)
   })
 
+  // Issue #36: a failed LLM call's span carried the server's error text, which quoted the task.
+  it("without content, no span carries an error text, a tool name or a call id of the model's, nor anything quoting the task", async () => {
+    for (const content of [false, true]) {
+      const receiver = await startReceiver()
+      const s = await runSetup()
+      writeFileSync(s.config, s.fake.configYaml(`telemetry:\n  otlp_endpoint: ${receiver.url}\n  content: ${content}\n`))
+      const word = 'Zanzibar'
+      s.fake.queue.push(
+        { calls: [{ name: `${word}_tool`, arguments: {}, id: `call_${word}` }, { name: 'read_file', arguments: { path: `${word}-notes.txt` } }] },
+        { status: 400, content: `your request "fix ${word} with ${SECRET}" was refused` },
+      )
+      const res = await s.run(['run', '--task', `fix ${word} with ${SECRET}`, '--workspace', s.ws])
+      expect(res.code, res.stderr).not.toBe(0)
+      const all = JSON.stringify(receiver.spans)
+      const llm = receiver.spans.filter((x) => x.name === 'chat fake-model')
+      expect(llm.map((x) => x.status?.code ?? 0)).toEqual([0, 2])
+      expect(attrs((llm[1] as OtlpSpan).attributes)['error.type']).toMatch(/Error/)
+      expect(receiver.spans.find((x) => x.name === 'ctxagent.task')?.status?.code).toBe(2)
+      expect(all).not.toContain(SECRET)
+      if (content) {
+        expect(all).toContain(`fix ${word} with [GITHUB_TOKEN]`)
+        continue
+      }
+      expect(all).not.toContain(word)
+      expect(receiver.spans.map((x) => x.name)).toContain('execute_tool other')
+    }
+  })
+
   it('with telemetry.content: message content on the spans, masked', async () => {
     const receiver = await startReceiver()
     const s = await runSetup()

@@ -1,7 +1,8 @@
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { setup, sleep } from './fixture.js'
+import { expectNoPiece, filler } from '../helpers/secret-pieces.js'
 
 /** Running: signal 0 reaches it and it is not a zombie waiting for its (re)parent to reap it. */
 const alive = (pid: number) => {
@@ -82,6 +83,20 @@ describe('run_command', () => {
     const omitted = /\n\[… ([\d,]+) chars omitted …\]\n/.exec(out.output)
     expect(Number(omitted?.[1]?.replaceAll(',', ''))).toBeGreaterThan(1_200_000)
     expect(out.output).toMatch(/\n199999\n200000$/)
+  })
+
+  // Issue #36: a key printed whole but across the head/tail cut left as two unmasked pieces.
+  it('a secret across the head cut or the tail cut, at every offset, is masked whole before the cut', async () => {
+    const s = setup({ sandbox: { kind: 'none' } })
+    const key = 'sk-proj-Q7vLm2Xc9RtB4nKp8WzY3hJd6FgA1sE5uT0o'
+    const [HEAD, TAIL] = [14_900, 14_900]
+    for (let k = 0; k <= key.length; k++) {
+      // The first key starts k before the head's end; the second k before the tail's start.
+      writeFileSync(join(s.ws, 'out.txt'), `${filler(HEAD - k - 1)} ${key} ${filler(100_000)} ${key} ${filler(TAIL + k - key.length - 1)}`)
+      const out = await s.call('run_command', { command: 'cat out.txt' })
+      expect(out.output).toMatch(/chars omitted/)
+      expectNoPiece(out.output, key)
+    }
   })
 
   it.each(['timeout', 'abort'] as const)('kills the whole process group on %s', async (how) => {

@@ -1,4 +1,6 @@
 import { spawn } from 'node:child_process'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -148,6 +150,66 @@ describe('the fleet database URL is a secret', () => {
     const fromFile = await s.run(['config', '--json'])
     absent('config --json (file)', fromFile.stdout)
     expect(JSON.parse(fromFile.stdout)).toMatchObject({ database_url_from: 'file' })
+  })
+})
+
+// Issue #36: an OTLP endpoint with user:password@ was accepted and printed by `config`.
+describe('no URL key carries credentials', () => {
+  const PASSWORD = 'hunter2-in-the-url-9Xq'
+  const KEYS: [string, string][] = [
+    ['llm.openai.base_url', 'llm:\n  openai:\n    base_url: URL\n'],
+    ['llm.ollama.base_url', 'llm:\n  ollama:\n    base_url: URL\n'],
+    ['llm.anthropic.base_url', 'llm:\n  anthropic:\n    base_url: URL\n'],
+    ['github.api_url', 'github:\n  api_url: URL\n'],
+    ['gitlab.url', 'gitlab:\n  url: URL\n'],
+    ['telemetry.otlp_endpoint', 'telemetry:\n  otlp_endpoint: URL\n'],
+  ]
+
+  for (const [key, yaml] of KEYS) {
+    it(`${key} with user:password@: refused in one line, exit 2, the password never printed`, async () => {
+      const s = await runSetup()
+      writeFileSync(s.config, yaml.replace('URL', `https://ops:${PASSWORD}@collector.example.com:4318`))
+      for (const args of [['config'], ['config', '--json'], ['run', '--task', 'x', '--workspace', s.ws]]) {
+        const res = await s.run(args)
+        expect(res.code, res.stderr).toBe(2)
+        expect(res.stderr).toMatch(new RegExp(`^ctxagent: ${key.replaceAll('.', '\\.')} carries a user name or password .*\n$`))
+        expect(res.stdout + res.stderr).not.toContain(PASSWORD)
+      }
+      expect(s.tree.layout.list('running')).toEqual([])
+    })
+  }
+
+  it('OTEL_EXPORTER_OTLP_ENDPOINT with user:password@ likewise; telemetry.headers (the way to authenticate) are secrets: hidden by config, masked everywhere, sent to the receiver', async () => {
+    const s = await runSetup()
+    const env = { OTEL_EXPORTER_OTLP_ENDPOINT: `http://ops:${PASSWORD}@127.0.0.1:9` }
+    const refused = await s.run(['config', '--json'], env)
+    expect(refused.code).toBe(2)
+    expect(refused.stderr).toMatch(/^ctxagent: OTEL_EXPORTER_OTLP_ENDPOINT carries a user name or password/)
+    expect(refused.stdout + refused.stderr).not.toContain(PASSWORD)
+
+    const seen: string[] = []
+    const receiver = createServer((req, res) => {
+      seen.push(String(req.headers.authorization))
+      req.resume().on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{}'))
+    })
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve))
+    onTestFinished(() => new Promise<void>((resolve) => receiver.close(() => resolve())))
+    const endpoint = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`
+    writeFileSync(s.config, s.fake.configYaml(`telemetry:\n  otlp_endpoint: ${endpoint}\n  headers:\n    Authorization: Bearer ${PASSWORD}\n`))
+    const json = await s.run(['config', '--json'])
+    expect(json.code, json.stderr).toBe(0)
+    expect(json.stdout).not.toContain(PASSWORD)
+    expect(JSON.parse(json.stdout)).toMatchObject({ config: { telemetry: { headers: { Authorization: null } } } })
+    expect(JSON.parse(json.stdout).secrets_set).toContain('telemetry.headers.Authorization')
+    const yaml = await s.run(['config'])
+    expect(yaml.stdout).toContain('Authorization: null # set (hidden)')
+    expect(yaml.stdout).not.toContain(PASSWORD)
+    s.fake.queue.push({ content: `the collector's key is ${PASSWORD}` })
+    const run = await s.run(['run', '--task', 'x', '--workspace', s.ws])
+    expect(run.code, run.stderr).toBe(0)
+    expect(seen).toContain(`Bearer ${PASSWORD}`)
+    expect(treeText(onlyTask(s.tree).dir)).not.toContain(PASSWORD)
+    expect(treeText(onlyTask(s.tree).dir)).toContain('[SECRET:telemetry.headers.Authorization]')
   })
 })
 

@@ -208,11 +208,10 @@ function findSecrets(text: string, out: Span[]): void {
   }
 }
 
-/** Each run of overlapping spans replaced whole by the replacement of its longest span. */
-function replaceSpans(text: string, spans: Span[]): string {
+/** Each run of overlapping spans as one span: the run's extent, its longest span's replacement. */
+function runsOf(spans: Span[]): Span[] {
   spans.sort((a, b) => a.start - b.start || b.end - a.end)
-  let out = ''
-  let copied = 0
+  const runs: Span[] = []
   for (let i = 0; i < spans.length; ) {
     let best = spans[i] as Span
     const start = best.start
@@ -223,10 +222,43 @@ function replaceSpans(text: string, spans: Span[]): string {
       if (length > bestLength || (length === bestLength && span.priority < best.priority)) best = span
       end = Math.max(end, span.end)
     }
-    out += text.slice(copied, start) + best.replacement
-    copied = end
+    runs.push({ start, end, replacement: best.replacement, priority: best.priority })
   }
-  return out + text.slice(copied)
+  return runs
+}
+
+/** `text` from `from` to `to` with each run inside it replaced (runs from runsOf: sorted, apart). */
+export function applyRuns(text: string, runs: readonly MaskRun[], from = 0, to = text.length): string {
+  let out = ''
+  let copied = from
+  for (const run of runs) {
+    if (run.start < from || run.end > to) continue
+    out += text.slice(copied, run.start) + run.replacement
+    copied = run.end
+  }
+  return out + text.slice(copied, to)
+}
+
+/** A stretch of a text maskText replaces, and with what. */
+export type MaskRun = Readonly<Pick<Span, 'start' | 'end' | 'replacement'>>
+
+/**
+ * Where maskText would replace what in `text`, sorted and apart: for masking a text in
+ * pieces (mask-stream.ts), where a piece must not end inside one of them.
+ */
+export function maskRuns(text: string): MaskRun[] {
+  const spans: Span[] = []
+  if (secretForms.length > 0) findSecrets(text, spans)
+  const found = rulesWithHints(text) & ALL_RULES
+  RULES.forEach((rule, index) => {
+    if (found & (1 << index)) rule.find(text, index + 1, spans)
+  })
+  return spans.length === 0 ? [] : runsOf(spans)
+}
+
+/** The longest installed secret form (a piece masked apart must overlap the next by at least this much). */
+export function longestSecret(): number {
+  return secretForms[0]?.value.length ?? 0
 }
 
 /** Secrets (installed values and key patterns) and personal data (e-mail addresses): for everything stored or posted. */
@@ -270,7 +302,7 @@ function maskNow(input: string, rules: number): string {
   RULES.forEach((rule, index) => {
     if (found & (1 << index)) rule.find(input, index + 1, spans)
   })
-  return spans.length === 0 ? input : replaceSpans(input, spans)
+  return spans.length === 0 ? input : applyRuns(input, runsOf(spans))
 }
 
 /** Masks every string inside a JSON-like value (keys are left alone). */

@@ -48,7 +48,8 @@ export class TaskHandle {
   private stores: { messages: MessageStore; summaries: SummaryStore; tools: ToolStore; planning: PlanningStore } | null
   /** Tool calls by tool and outcome, counted as tools.jsonl gets them; written with the next state (tool-tally.ts). */
   private toolTally: ToolTally
-  private readonly toolLabel: (name: string) => string
+  /** A tool name as a bounded label (tool-tally.ts): for /metrics, and for spans that carry no content. */
+  readonly toolLabel: (name: string) => string
   private readonly completionHooks: Hook[] = []
   private readonly stopHooks: Hook[] = []
 

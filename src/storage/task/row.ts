@@ -5,6 +5,7 @@ import type { TaskMetadata } from './metadata.js'
 import type { TaskState } from './state.js'
 import type { TaskEnv } from './env.js'
 import { legacyTally } from './tool-tally.js'
+import { isCount } from './state-counts.js'
 
 export interface TaskCounts {
   messages: number
@@ -34,19 +35,29 @@ export function taskRow(meta: TaskMetadata, state: TaskState | null, location: L
     total_tool_calls: counts.tools,
     // By tool and outcome (tool-tally.ts); a state.json without a tally has its calls all unknown.
     tool_calls: JSON.stringify(state?.tool_calls ?? legacyTally(counts.tools)),
-    llm_call_count: state?.llm_call_count ?? 0,
-    total_tokens: state?.total_tokens_used ?? 0,
+    llm_call_count: count(state?.llm_call_count) ?? 0,
+    total_tokens: count(state?.total_tokens_used) ?? 0,
     // An older state.json without the split: 0 each, all of total_tokens unsplit (as stats reads it).
-    prompt_tokens: state === null ? null : (state.prompt_tokens ?? 0),
-    completion_tokens: state === null ? null : (state.completion_tokens ?? 0),
-    cached_tokens: state === null ? null : (state.cached_tokens ?? 0),
-    compression_count: state?.compression_count ?? counts.summaries,
-    final_token_count: final ? (state?.current_context_tokens ?? null) : null,
+    prompt_tokens: state === null ? null : (count(state.prompt_tokens) ?? 0),
+    completion_tokens: state === null ? null : (count(state.completion_tokens) ?? 0),
+    cached_tokens: state === null ? null : (count(state.cached_tokens) ?? 0),
+    compression_count: count(state?.compression_count) ?? counts.summaries,
+    final_token_count: final ? count(state?.current_context_tokens) : null,
     final_message_count: final ? counts.messages : null,
     error_message: state?.error ?? null,
     disk_bytes: disk?.bytes ?? null,
     disk_bytes_raw: disk?.raw ?? null,
   }
+}
+
+/**
+ * A counter as the index holds it: a whole number from 0 to 2^53 (SQLite's INTEGER and
+ * PostgreSQL's bigint hold it; /metrics' counters never fall), else null. readState
+ * made a state.json's counters so already (state-counts.ts); this is the last gate
+ * before any index, whatever state it is given.
+ */
+function count(value: unknown): number | null {
+  return isCount(value) ? value : null
 }
 
 /** Writes a task's row to the index; a failure is a warning (the directories stay the truth). */

@@ -6,6 +6,7 @@ import { parseJsonObject, readSmallFile, writeFileAtomic, writeFileAtomicAsync, 
 import { FILES } from '../fs/layout.js'
 import type { RequestsUsage } from '../format/records.js'
 import { cleanTally } from './tool-tally.js'
+import { cleanCounts } from './state-counts.js'
 import type { ToolTally } from './tool-tally.js'
 import { grouped } from '../../text.js'
 
@@ -135,8 +136,19 @@ export function parseState(text: string, path: string): TaskState {
 /** Defaults under a state.json read from disk (made once: reindex normalizes thousands). */
 const { message_count: _unknownCount, tool_calls: _unknownTally, ...STATE_DEFAULTS } = initialState(new Date(0))
 
+/** What normalizeState changed in the counters of a state.json it read (state-counts.ts), for the reader to report. */
+const repairs = new WeakMap<TaskState, string[]>()
+
+/** The counters of `state` that were not whole numbers on disk, and what they became; empty for a sound file. */
+export function stateRepairs(state: TaskState | null): readonly string[] {
+  return state === null ? [] : (repairs.get(state) ?? [])
+}
+
 function normalizeState(raw: Record<string, unknown>): TaskState {
-  const merged = { ...STATE_DEFAULTS, ...raw } as TaskState
+  const counts = { ...STATE_DEFAULTS, ...raw }
+  const repaired = cleanCounts(counts)
+  const merged = counts as unknown as TaskState
+  if (repaired.length > 0) repairs.set(merged, repaired)
   if (!(STATUSES as readonly string[]).includes(merged.status)) merged.status = 'failed'
   // Not the epoch default: a start nobody recorded stays unknown (readers fall back to metadata's created_at).
   if (typeof raw.started_at !== 'string' || Number.isNaN(Date.parse(raw.started_at))) merged.started_at = null
