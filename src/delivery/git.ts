@@ -72,7 +72,6 @@ export function git(args: readonly string[], options: GitOptions): Promise<strin
     GIT_NO_REPLACE_OBJECTS: '1',
     GIT_ATTR_NOSYSTEM: '1',
     GIT_OPTIONAL_LOCKS: '0',
-    GIT_PROTOCOL_FROM_USER: '0',
     ...(options.hostConfig ? hostVariables() : { GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' }),
     ...options.env,
   }
