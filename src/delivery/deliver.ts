@@ -93,7 +93,11 @@ async function commitOnBranch(staged: Staged, input: DeliveryInput, branch: stri
   const existing = (await staged.run(['rev-parse', '--verify', '--quiet', `${ref}^{commit}`], { env: { GIT_DIR: staged.repoGitDir } }).catch(() => '')).trim()
   if (existing !== '' && existing !== input.base.commit) {
     const [tree, parent] = (await staged.run(['show', '-s', '--format=%T %P', existing], { env: { GIT_DIR: staged.repoGitDir } })).trim().split(' ')
-    if (tree === staged.tree && parent === input.base.commit) return existing
+    if (tree === staged.tree && parent === input.base.commit) {
+      // An earlier attempt's commit: the staging directory names it too (its objects are the workspace's).
+      await staged.run(['update-ref', ref, existing])
+      return existing
+    }
     return { refused: input.target.kind === 'pr-head' ? `the branch ${branch} moved since the task started; nothing pushed (no force-push)` : `a branch ${branch} already exists with another commit; nothing overwritten` }
   }
   const author = input.config.deliver.author

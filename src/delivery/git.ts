@@ -102,6 +102,7 @@ function hostVariables(): Record<string, string> {
 }
 
 function lastLine(text: string): string {
-  const lines = text.trim().split('\n').filter((l) => !l.startsWith('hint:'))
-  return (lines.pop() ?? '').slice(0, 300)
+  // The reason, not git's summary of it ("failed to push some refs" follows the rejected ref's line).
+  const lines = text.trim().split('\n').filter((l) => l.trim() !== '' && !l.startsWith('hint:') && !l.includes('failed to push some refs'))
+  return (lines.pop() ?? '').trim().slice(0, 300)
 }
