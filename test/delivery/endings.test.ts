@@ -7,7 +7,7 @@ import { onlyTask, waitFor } from '../run/harness.js'
 import { branches, deliverySetup, FIXED, git, write } from './setup.js'
 
 describe('only a task that completed with its answer delivers', () => {
-  it('nothing for a blocked finish, a failed task, a task out of budget, or a paused one', async () => {
+  it('nothing for a blocked finish, a failed task, a task out of budget, or a paused one', { timeout: 240_000 }, async () => {
     const cases: { name: string; args: string[]; replies: (s: Awaited<ReturnType<typeof deliverySetup>>) => void; status: string }[] = [
       { name: 'blocked', args: [], status: 'completed', replies: (s) => s.fake.queue.push(write('calc.js', FIXED), { calls: [{ name: 'finish', arguments: { summary: 'cannot test it', status: 'blocked' } }] }) },
       { name: 'failed', args: [], status: 'failed', replies: (s) => {

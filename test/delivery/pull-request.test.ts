@@ -7,7 +7,7 @@ import { branches, deliverySetup, filesHolding, FIXED, git, write } from './setu
 const MARKER = /<!-- ctxagent:[0-9a-f-]{36} -->/
 
 describe('delivery as a pull request (GitHub) or merge request (GitLab)', () => {
-  it('a GitHub issue: one commit on the base pushed over smart HTTP with the token, a PR with the right fields, the checkout unmoved, no host identity, the token nowhere it must not be', async () => {
+  it('a GitHub issue: one commit on the base pushed over smart HTTP with the token, a PR with the right fields, the checkout unmoved, no host identity, the token nowhere it must not be', { timeout: 180_000 }, async () => {
     const s = await deliverySetup('github', 'deliver:\n  labels: [ctxagent]\n')
     s.fake.queue.push(write('calc.js', FIXED), { content: 'add() subtracted; it adds now.\n\nThe test in README still holds.' })
     const res = await s.cli(['run', '--github', 'acme/shop#42', '--workspace', s.ws, '--deliver', 'pr', '--json'])
@@ -54,6 +54,15 @@ describe('delivery as a pull request (GitHub) or merge request (GitLab)', () => 
     expect(filesHolding(task.dir, gh.token)).toEqual([])
     expect(JSON.stringify(s.fake.requests)).not.toContain(gh.token)
     expect(git(['config', '--list', '--local'], s.ws)).not.toContain(gh.token)
+    // view (and --json), list (and --json) and export show it.
+    const short = task.uuid.slice(0, 8)
+    expect((await s.cli(['view', short])).stdout).toContain(`Delivered: PR/MR #100 https://github.example/acme/shop/pull/100 (branch ${branch} (${commit.slice(0, 12)}), pushed)`)
+    expect(JSON.parse((await s.cli(['view', short, '--json'])).stdout).state.delivery).toEqual(outcome.delivery)
+    const listed = await s.cli(['list'])
+    expect(listed.stdout.split('\n')[0]).toMatch(/\bdelivered\b/)
+    expect(listed.stdout).toContain('#100')
+    expect(JSON.parse((await s.cli(['list', '--json'])).stdout.trim()).delivery).toEqual(outcome.delivery)
+    expect((await s.cli(['export', short])).stdout).toContain('| delivery | PR/MR #100 https://github.example/acme/shop/pull/100')
   })
 
   it('a GitLab issue: a merge request from the pushed branch, draft by the title, labels, Closes #N', async () => {
