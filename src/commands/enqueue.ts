@@ -1,6 +1,6 @@
 import { existsSync, readFileSync, realpathSync, statSync } from 'node:fs'
 import { isAbsolute, join, resolve } from 'node:path'
-import { Command } from 'commander'
+import { Command, Option } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask } from '../command-env.js'
 import { CtxError, UsageError } from '../errors.js'
@@ -31,6 +31,8 @@ export interface EnqueueOptions {
   model?: string
   allowShell?: boolean
   key?: string
+  /** none, branch or pr (docs/delivery.md). */
+  deliver?: 'none' | 'branch' | 'pr'
 }
 
 export function enqueueCommand(): Command {
@@ -51,6 +53,7 @@ export function enqueueCommand(): Command {
     .option('--model <name>', 'model name (default: config llm.<provider>.model)')
     .option('--allow-shell', 'offer the run_command tool (default: config tools.shell)')
     .option('--priority <n>', 'higher runs first (default 0)', priorityArg)
+    .addOption(new Option('--deliver <mode>', "when the task completes: none, commit its change on a new branch, or push it and open a pull/merge request (default: the worker's deliver.mode; docs/delivery.md)").choices(['none', 'branch', 'pr']))
     .option('--key <key>', 'an idempotency key: while a job with this key waits, runs or retries, enqueue queues nothing and prints its task')
     .action(withEnv(enqueue))
 }
@@ -69,7 +72,7 @@ async function enqueue(ctx: CommandEnv, opts: EnqueueOptions): Promise<void> {
   let spec: JobSpec = {}
   let user: string | null
   if (opts.resume !== undefined) {
-    const extra = (['user', 'workspace', 'repo', 'taskId', 'maxTurns', 'maxTokens', 'timeout', 'model', 'allowShell'] as const).filter((k) => opts[k] !== undefined)
+    const extra = (['user', 'workspace', 'repo', 'taskId', 'maxTurns', 'maxTokens', 'timeout', 'model', 'allowShell', 'deliver'] as const).filter((k) => opts[k] !== undefined)
     if (extra.length > 0) throw new UsageError('a resumed task keeps its own settings', `drop ${extra.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(', ')}`)
     const ref = resolveTask(ctx.layout, opts.resume)
     if (ref.location !== 'paused') throw new CtxError(`task ${ref.uuid} is ${ref.location === 'running' ? 'running' : 'finished'} (in ${ref.location}/), not paused`, { exitCode: 4, hint: ref.location === 'running' ? 'pause it first with ctxagent pause' : 'enqueue a new task with the same --task-id to continue from its summary' })
@@ -185,6 +188,7 @@ export function placement(opts: Omit<EnqueueOptions, 'task' | 'taskFile' | 'gith
   if (opts.maxTokens !== undefined) spec.max_tokens = opts.maxTokens
   if (opts.timeout !== undefined) spec.timeout = `${Math.ceil(opts.timeout / 1000)}s`
   if (opts.allowShell === true) spec.allow_shell = true
+  if (opts.deliver !== undefined) spec.deliver = opts.deliver
   return spec
 }
 

@@ -11,6 +11,7 @@ import { UsageError } from '../errors.js'
 import { costOf, requestsCost, splitOf } from '../operations/tokens.js'
 import type { RequestsCost } from '../operations/tokens.js'
 import { withEnv } from './shared.js'
+import { deliveryLine, deliveryOf } from '../storage/task/delivery.js'
 import { grouped } from '../text.js'
 
 interface ExportOptions {
@@ -62,6 +63,8 @@ async function exportTask(ctx: CommandEnv, _opts: ExportOptions, id: string): Pr
     }
   }
   if (s?.error) out.push(`| error | ${cell(s.error)} |`)
+  const delivered = deliveryOf(s)
+  if (delivered !== null) out.push(`| delivery | ${cell(deliveryLine(delivered))} |`)
   let bad = 0
   for await (const item of readJsonl(join(ref.dir, FILES.messages))) {
     if (!item.ok) {

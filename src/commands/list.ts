@@ -9,6 +9,7 @@ import { clip, grouped, sampleOf, shortPath } from '../text.js'
 import { listTaskRows } from '../operations/list.js'
 import type { ListedTask } from '../operations/list.js'
 import { STATUSES } from '../storage/task/state.js'
+import { deliveryCell } from '../storage/task/delivery.js'
 import { positiveIntArg, withEnv } from './shared.js'
 import { dateFrom, dateTo, userName } from './stats.js'
 
@@ -63,7 +64,10 @@ async function list(ctx: CommandEnv, opts: ListOptions): Promise<void> {
     ctx.io.out('no tasks')
     return
   }
-  ctx.io.out(table(ctx.io, ['uuid', 'status', 'age', 'user', 'model', 'workspace', 'turns', 'tokens', 'task'], result.tasks.map((t) => row(ctx, t))))
+  // A delivered column only when a listed task asked for delivery (docs/delivery.md).
+  const delivered = result.tasks.some((t) => t.delivery !== null)
+  const rows = result.tasks.map((t) => (delivered ? [...row(ctx, t).slice(0, -1), deliveryCell(t.delivery), ...row(ctx, t).slice(-1)] : row(ctx, t)))
+  ctx.io.out(table(ctx.io, ['uuid', 'status', 'age', 'user', 'model', 'workspace', 'turns', 'tokens', ...(delivered ? ['delivered'] : []), 'task'], rows))
   if (result.more === 0) return
   const more = `… and ${result.more} more (--all, or --limit N)`
   if (ctx.io.isTTY) ctx.io.out(ctx.io.chalk.dim(more))

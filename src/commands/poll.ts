@@ -1,4 +1,4 @@
-import { Command, InvalidArgumentError } from 'commander'
+import { Command, InvalidArgumentError, Option } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask } from '../command-env.js'
 import { CtxError, UsageError } from '../errors.js'
@@ -38,6 +38,7 @@ export function pollCommand(): Command {
     .option('--max-tokens <n>', 'each task stops as timeout after this many tokens in total', positiveIntArg)
     .option('--timeout <duration>', 'each task stops as timeout after this much working time, e.g. 30m', durationArg('--timeout'))
     .option('--priority <n>', 'higher runs first (default 0)', priorityArg)
+    .addOption(new Option('--deliver <mode>', "when each task completes: none, commit its change on a new branch, or push it and open a pull/merge request (default: the worker's deliver.mode; docs/delivery.md)").choices(['none', 'branch', 'pr']))
     .action(withEnv(poll))
 }
 

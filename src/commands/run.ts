@@ -55,6 +55,7 @@ export function runCommand(): Command {
     .option('--allow-shell', 'offer the run_command tool (default: config tools.shell)')
     .option('--no-inherit', "do not start from an earlier task's summary")
     .option('--system-prompt-file <file>', 'replace the built-in system prompt')
+    .addOption(new Option('--deliver <mode>', 'when the task completes: none, commit its change on a new branch, or push it and open a pull/merge request (default: deliver.mode; docs/delivery.md)').choices(['none', 'branch', 'pr']))
     // A fleet worker names the task its job announced (enqueue printed the uuid); not for operators.
     .addOption(new Option('--uuid <uuid>').hideHelp())
     .addOption(new Option('--log-format <format>', 'log lines on stderr (default: text on a terminal, json otherwise)').choices(['text', 'json']))
@@ -96,6 +97,7 @@ async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'
   if (given > 1) throw new UsageError('--task, --task-file, --github, --gitlab and --resume exclude each other', 'give one of them')
   if (opts.chat && (opts.github !== undefined || opts.gitlab !== undefined)) throw new UsageError('--chat starts a local session; it excludes --github and --gitlab', 'give one of them')
   if (opts.chat && opts.resume !== undefined) throw new UsageError('--chat starts a new session; a resumed chat task stays a chat', 'drop --chat')
+  if (opts.deliver !== undefined && opts.resume !== undefined) throw new UsageError('--deliver is chosen when a task starts; a resumed task delivers as it was started to', 'drop --deliver')
   const flags: RunFlags = opts
   if (opts.uuid !== undefined && (opts.resume !== undefined || !isUuid(opts.uuid))) throw new UsageError('--uuid names a new task and must be a uuid', 'drop --uuid')
   const prepared = opts.resume !== undefined ? await prepareResume(ctx, flags, opts.resume) : await prepareNew(ctx, flags)

@@ -92,6 +92,9 @@ const postgresUrl = () => z.string({ error: POSTGRES_URL }).check(z.refine(isPos
 const duration = () =>
   z.string({ error: DURATION }).check(z.refine((value: string) => isDuration(value), { error: DURATION }))
 
+export const DELIVER_MODES = ['none', 'branch', 'pr'] as const
+export type DeliverMode = (typeof DELIVER_MODES)[number]
+const BRANCH = 'must be a branch name template without spaces or ~^:?*[\\, like ctxagent/<key>-<uuid8>'
 export const PROVIDERS = ['openai', 'anthropic', 'ollama', 'replay', 'none'] as const
 export type Provider = (typeof PROVIDERS)[number]
 
@@ -289,6 +292,24 @@ export const configSchema = z.strictObject(
         paused: withDefault(labelName(), 'ctxagent:paused'),
         failed: withDefault(labelName(), 'ctxagent:failed'),
       }),
+    }),
+    // Delivery of a finished task's change (docs/delivery.md): a branch, or a branch and a pull/merge request.
+    deliver: section({
+      mode: withDefault(oneOf(DELIVER_MODES), 'none'),
+      // <key> (the number, or the task id), <uuid8> and <uuid> are filled in.
+      branch: withDefault(z.string({ error: BRANCH }).check(z.refine((v) => v.trim() !== '' && !/[\s~^:?*[\\]/.test(v), { error: BRANCH })), 'ctxagent/<key>-<uuid8>'),
+      // Author and committer of every delivered commit (never the host's git identity); null: the bot name and a no-reply address.
+      author: section({ name: orNull(text()), email: orNull(text()) }),
+      // The branch a PR/MR is opened against; null: the branch the task started from.
+      base: orNull(text()),
+      draft: withDefault(flag(), false),
+      labels: withDefault(z.array(labelName(), { error: 'must be a list of label names' }), []),
+      // Paths (globs, matched on the path and on its file name) never delivered.
+      exclude: withDefault(z.array(text(), { error: 'must be a list of globs, like .env*' }), ['.env*', '*.pem', 'id_*']),
+      // A file larger than this is not delivered (null: no limit).
+      max_file_bytes: orNull(positiveInt()),
+      // Follow-up tasks on one PR/MR at most (the review loop, docs/delivery.md#the-review-loop).
+      max_rounds: withDefault(positiveInt(), 5),
     }),
     alerts: section({
       disk_warning_gb: withDefault(positiveNumber(), 10),

@@ -51,7 +51,7 @@ export function validName(value: string): boolean {
   return value.trim() === value && value !== '' && value.length <= 200 && !/[\u0000-\u001f\u007f]/.test(value)
 }
 
-const KEYS = new Set(['task', 'github', 'gitlab', 'user', 'workspace', 'repo', 'ref', 'task_id', 'max_turns', 'max_tokens', 'timeout', 'model', 'allow_shell'])
+const KEYS = new Set(['task', 'github', 'gitlab', 'user', 'workspace', 'repo', 'ref', 'task_id', 'max_turns', 'max_tokens', 'timeout', 'model', 'allow_shell', 'deliver'])
 
 /** Why a job read from the database cannot be run, or null when it can. */
 export function jobProblem(job: Job): string | null {
@@ -70,6 +70,7 @@ export function jobProblem(job: Job): string | null {
   if (text.github !== undefined && !/^[\w.-]+\/[\w.-]+#\d{1,9}$/.test(text.github)) return 'spec.github is not owner/repo#N'
   if (text.gitlab !== undefined && !/^[\w.-]+(?:\/[\w.-]+)+[#!]\d{1,9}$/.test(text.gitlab)) return 'spec.gitlab is not group/project#N or !N'
   for (const key of ['user', 'task_id', 'model'] as const) if (text[key] !== undefined && !validName(text[key])) return `spec.${key} is not 1 to 200 printable characters`
+  if (text.deliver !== undefined && !['none', 'branch', 'pr'].includes(text.deliver)) return 'spec.deliver is not none, branch or pr'
   if (text.timeout !== undefined && !/^\d{1,9}s$/.test(text.timeout)) return 'spec.timeout is not a number of seconds (Ns)'
   if (text.workspace !== undefined && (!isAbsolute(text.workspace) || text.workspace.includes('\0'))) return 'spec.workspace is not an absolute path'
   if (text.repo !== undefined && text.workspace !== undefined) return 'spec has both repo and workspace'

@@ -19,6 +19,8 @@ export interface JobSpec {
   timeout?: string
   model?: string
   allow_shell?: boolean
+  /** Delivery of the change when the task completes (docs/delivery.md); absent: deliver.mode. */
+  deliver?: 'none' | 'branch' | 'pr'
 }
 
 export type JobKind = 'new' | 'resume'

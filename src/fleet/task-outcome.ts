@@ -69,6 +69,7 @@ export function newTaskArgs(job: Job, workspace: string | undefined): string[] {
   if (s.timeout !== undefined) args.push('--timeout', s.timeout)
   if (s.model !== undefined) args.push('--model', s.model)
   if (s.allow_shell === true) args.push('--allow-shell')
+  if (s.deliver !== undefined) args.push('--deliver', s.deliver)
   return args
 }
 

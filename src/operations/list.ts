@@ -4,6 +4,8 @@ import { FILES } from '../storage/fs/layout.js'
 import { readJsonl } from '../storage/format/jsonl.js'
 import { beingCreated, listTasks, scanTask } from '../storage/task/scan.js'
 import type { StatsFilter } from './stats.js'
+import { deliveryOf } from '../storage/task/delivery.js'
+import type { Delivery } from '../storage/task/state.js'
 
 /** One row of `ctxagent list`: what an operator looks for to pick a task. */
 export interface ListedTask {
@@ -20,6 +22,8 @@ export interface ListedTask {
   /** The first line of the task statement (the first user message). */
   task: string
   final_answer: string | null
+  /** The change's delivery (docs/delivery.md), when one was asked for and has ended. */
+  delivery: Delivery | null
 }
 
 export interface ListResult {
@@ -75,6 +79,7 @@ export async function listTaskRows(layout: Layout, options: ListOptions): Promis
       tokens: s?.total_tokens_used ?? 0,
       task: firstLine(statement),
       final_answer: answer,
+      delivery: deliveryOf(s),
     })
   }
   rows.sort((a, b) => b.created_at.localeCompare(a.created_at) || b.uuid.localeCompare(a.uuid))

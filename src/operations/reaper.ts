@@ -11,7 +11,7 @@ import { readLock } from '../storage/lock/record.js'
 import { TaskLock } from '../storage/lock/lock.js'
 import type { LockInfo } from '../storage/lock/record.js'
 import type { StalenessPolicy, Verdict } from '../storage/lock/staleness.js'
-import { writeMetadata } from '../storage/task/metadata.js'
+import { readMetadata, writeMetadata } from '../storage/task/metadata.js'
 import { updateState } from '../storage/task/state.js'
 import type { TaskState } from '../storage/task/state.js'
 import { refreshIndex, safeState } from '../storage/task/lifecycle.js'
@@ -117,8 +117,11 @@ export async function reapTask(env: TaskEnv, ref: TaskRef, options: ReapOptions)
     const current = safeState(ref.dir)
     const settled = current !== null && isSettled(current)
     // An owner that died after recording its final answer (during its final summary): the task is done, not failed.
-    const answered = !settled && typeof current?.final_answer === 'string'
-    const recover = !settled && !answered && options.force !== true && options.recoverAs?.(ref.uuid) === 'paused'
+    // One that died delivering (docs/delivery.md#a-crash-during-delivery) is resumed where recovery resumes, to deliver.
+    const hasAnswer = !settled && typeof current?.final_answer === 'string'
+    const delivering = hasAnswer && current?.delivery === undefined && deliveryAsked(ref.dir)
+    const recover = !settled && (!hasAnswer || delivering) && options.force !== true && options.recoverAs?.(ref.uuid) === 'paused'
+    const answered = hasAnswer && !recover
     const to: Location = (settled && current.status === 'paused') || recover ? 'paused' : 'completed'
     // A forced takeover says so: the agent may well have been alive.
     const forced = options.force === true && verdict.reason.startsWith('forced by operator')
@@ -230,5 +233,15 @@ export async function clearLeftoverLock(env: TaskEnv, ref: TaskRef, options: Rea
   return {
     done: true,
     report: { uuid: ref.uuid, action: 'finished', reason: `removed a leftover lock (${verdict.reason})`, pid: info?.process_id ?? null, hostname: info?.hostname ?? null, heartbeat_at: info?.heartbeat_at ?? null },
+  }
+}
+
+/** Whether the task was started to deliver its change (metadata's run record). */
+function deliveryAsked(dir: string): boolean {
+  try {
+    const mode = readMetadata(dir).run?.deliver
+    return mode === 'branch' || mode === 'pr'
+  } catch {
+    return false
   }
 }

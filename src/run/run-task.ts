@@ -45,6 +45,8 @@ import { holdForTest } from '../test-pause.js'
 import { FILES } from '../storage/fs/layout.js'
 import { fileSize } from '../storage/task/reader.js'
 import { networkFields } from '../tools/sandbox/egress-proxy.js'
+import type { Delivery } from '../storage/task/state.js'
+import { deliverCompleted, deliveryRecord, deliveryText } from './delivery-step.js'
 
 /** Where a new task comes from: its key and its first user message (SPEC §12.1, §13.1). */
 export interface TaskSource {
@@ -72,6 +74,8 @@ export interface Outcome {
   error: string | null
   inherited_from: string | null
   exit_code: number
+  /** The change's delivery (docs/delivery.md): absent when none was asked for. */
+  delivery?: Delivery | null
 }
 
 export interface RunEnv {
@@ -102,6 +106,8 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   // Before the task exists: a shell without a working sandbox is refused unless the operator opted out.
   const hidden = hiddenPaths(env.layout.base, run.configFile ?? null)
   const sandbox = shellSandbox(config, settings.allowShell, hidden, settings.workspace)
+  // What delivery starts from, read (and a workspace it cannot work with refused) before the task exists.
+  const delivering = start.kind === 'new' ? await deliveryRecord(settings) : {}
   const stop = new StopController()
   const begun = Date.now()
   const lostNow = () => stop.stop('lost')
@@ -126,7 +132,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   try {
     await holdForTest('run:before-take')
     if (start.kind === 'new') {
-      handle = await createTask(env, { task_key: start.source.key, user: start.user, run: runRecord(settings, config), inherited_from: inheritance?.uuid ?? null }, { onLost: lostNow, ...(start.uuid !== undefined ? { uuid: start.uuid } : {}) })
+      handle = await createTask(env, { task_key: start.source.key, user: start.user, run: { ...runRecord(settings, config), ...delivering }, inherited_from: inheritance?.uuid ?? null }, { onLost: lostNow, ...(start.uuid !== undefined ? { uuid: start.uuid } : {}) })
     } else {
       handle = await resumeTask(env, start.ref, { onLost: lostNow, continueTimeout: start.ref.location === 'completed' }).catch((err: unknown) => {
         throw takenWhileResuming(err, start.ref)
@@ -212,7 +218,8 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
       ? await new ChatLoop(agent, handle, stop, log, { pollMs: config.chat.wait_interval_seconds * 1000, softTimeoutMs: config.chat.soft_timeout_minutes * 60_000 }).run()
       : await agent.run()
     unwatch()
-    const outcome = await settle(handle, ending, agent.progress(), summaryClient, log, config.run.max_answer_chars, config.context.compression.summary_max_tokens, run.fleetJob === true)
+    const deliverStep = (answer: string, finishStatus: 'done' | 'blocked' | null) => deliverCompleted(handle, config, log, answer, finishStatus)
+    const outcome = await settle(handle, ending, agent.progress(), summaryClient, log, config.run.max_answer_chars, config.context.compression.summary_max_tokens, run.fleetJob === true, deliverStep)
     Object.assign(traced, { status: outcome.status, error: outcome.error })
     if (remote && outcome.status !== 'lost') await remote.outcome(outcomeText(outcome))
     return { ...outcome, duration_ms: Date.now() - begun, inherited_from: handle.metadata.inherited_from ?? null }
@@ -267,9 +274,9 @@ async function openRemote(start: RunStart, handle: TaskHandle, config: Config, l
 }
 
 /** The outcome comment: the answer, or why it stopped. */
-function outcomeText(o: Pick<Outcome, 'uuid' | 'status' | 'finish_status' | 'turns' | 'final_answer' | 'error'>): string {
+function outcomeText(o: Pick<Outcome, 'uuid' | 'status' | 'finish_status' | 'turns' | 'final_answer' | 'error' | 'delivery'>): string {
   const head = `**ctxagent** task \`${o.uuid}\` ${o.status}${o.finish_status === 'blocked' ? ' (blocked)' : ''} after ${o.turns} turn(s).`
-  if (o.status === 'completed') return `${head}\n\n${o.final_answer ?? ''}`.trim()
+  if (o.status === 'completed') return `${head}\n\n${o.final_answer ?? ''}\n\n${deliveryText(o.delivery)}`.trim()
   if (o.status === 'paused') return `${head}\n\n${o.error ? `Why: ${o.error}\n\n` : ''}It continues with \`ctxagent run --resume ${o.uuid}\`.`
   return `${head}\n\nWhy: ${o.error ?? 'unknown'}`
 }
@@ -328,7 +335,7 @@ function answeredEnding(handle: TaskHandle): Ending | null {
 type Progress = ReturnType<Agent['progress']>
 
 /** Settles the task as its ending says, and says how it went. */
-async function settle(handle: TaskHandle, ending: Ending, progress: Progress, client: LlmClient, log: RunLog, maxAnswer: number, summaryMaxTokens: number, inFleet: boolean): Promise<Omit<Outcome, 'duration_ms' | 'inherited_from'>> {
+async function settle(handle: TaskHandle, ending: Ending, progress: Progress, client: LlmClient, log: RunLog, maxAnswer: number, summaryMaxTokens: number, inFleet: boolean, deliverStep: (answer: string, finishStatus: 'done' | 'blocked' | null) => Promise<Delivery | null>): Promise<Omit<Outcome, 'duration_ms' | 'inherited_from'>> {
   const base = { uuid: handle.uuid, turns: progress.turns, tokens: progress.total_tokens_used, final_answer: null, finish_status: null, error: null }
   if (ending.kind === 'lost') {
     log.warn(ending.error.message)
@@ -338,10 +345,12 @@ async function settle(handle: TaskHandle, ending: Ending, progress: Progress, cl
     if (ending.answer.length > maxAnswer) log.warn(`the final answer is ${grouped(ending.answer.length)} characters; state.json keeps the first ${grouped(maxAnswer)} (run.max_answer_chars), messages.jsonl the whole`)
     await handle.update({ ...progress, final_answer: boundAnswer(maskText(ending.answer), maxAnswer), finish_status: ending.finishStatus, ...(ending.sessionEnded ? { session: ChatLoop.ended(new Date()) } : {}) })
     if (ending.answer.trim() !== '') handle.addPlan('outcome', ending.answer.slice(0, 4000))
+    // Delivered while the task is still in running/ and its owner's: a crash during it resumes to deliver again (idempotently).
+    const delivery = await deliverStep(ending.answer, ending.finishStatus)
     const summary = await finalSummaryText(handle, client, log, summaryMaxTokens)
     await handle.complete(summary)
     log.info(`completed${ending.finishStatus === 'blocked' ? ' (blocked)' : ''} after ${progress.turns} turn(s)`)
-    return { ...base, status: 'completed', location: 'completed', dir: handle.dir, final_answer: ending.answer, finish_status: ending.finishStatus, exit_code: 0 }
+    return { ...base, status: 'completed', location: 'completed', dir: handle.dir, final_answer: ending.answer, finish_status: ending.finishStatus, exit_code: 0, ...(delivery !== null ? { delivery } : {}) }
   }
   if (ending.kind === 'timeout' || ending.kind === 'failed') {
     handle.addPlan('outcome', `${ending.kind}: ${ending.reason}`)

@@ -6,7 +6,8 @@ import type { Config, Provider } from '../config/schema.js'
 import { parseDuration } from '../duration.js'
 import { UsageError } from '../errors.js'
 import { realPathOf } from '../tools/workspace.js'
-import type { RunRecord } from '../storage/task/metadata.js'
+import type { DeliveryTarget, RunRecord } from '../storage/task/metadata.js'
+import type { DeliverMode } from '../config/schema.js'
 
 /** `ctxagent run`'s flags, as commander parsed them (budgets already numbers). */
 export interface RunFlags {
@@ -29,6 +30,8 @@ export interface RunFlags {
   chat?: boolean
   github?: string
   gitlab?: string
+  /** none, branch or pr (docs/delivery.md); default deliver.mode. */
+  deliver?: DeliverMode
 }
 
 /** Everything the loop needs to know about how to run this task. */
@@ -45,6 +48,10 @@ export interface RunSettings {
   inherit: boolean
   /** A keep-alive chat session (SPEC §6). */
   chat: boolean
+  /** Delivery of the change when the task completes (docs/delivery.md). */
+  deliver: DeliverMode
+  /** Where it goes (default a new branch); a task on the agent's own PR pushes to its head branch. */
+  deliverTarget?: DeliveryTarget
 }
 
 /**
@@ -103,6 +110,7 @@ export function newRunSettings(config: Config, flags: RunFlags, cwd: string): Ru
     systemPromptAppend: appends(config, flags.user),
     inherit: flags.inherit && config.context.inheritance.enabled,
     chat: flags.chat === true,
+    deliver: flags.deliver ?? config.deliver.mode,
   }
 }
 
@@ -119,6 +127,9 @@ export function resumedRunSettings(config: Config, record: RunRecord | undefined
     timeoutMs: flags.timeout ?? record.timeout_ms,
     systemPromptFile: fresh.systemPromptFile ?? record.system_prompt_file,
     chat: record.chat === true,
+    // A resume delivers as the task was started to (its base is in the record).
+    deliver: record.deliver ?? 'none',
+    ...(record.deliver_target ? { deliverTarget: record.deliver_target } : {}),
   }
 }
 

@@ -13,6 +13,8 @@ import { sqliteTotals } from '../storage/index/totals.js'
 import type { IndexTotals } from '../storage/index/totals.js'
 import { sqliteChoices, sqliteListPage } from '../storage/index/task-list.js'
 import type { ListPage, ListRow, TaskFilter } from '../storage/index/task-list.js'
+import { deliveryOf } from '../storage/task/delivery.js'
+import type { Delivery } from '../storage/task/state.js'
 import { readState } from '../storage/task/state.js'
 
 /** How long a copy of the rows is reused where making one is costly (PostgreSQL's, or a scan without an index). */
@@ -114,11 +116,13 @@ async function rowView(ctx: CommandEnv, row: ListRow): Promise<TaskRowView> {
   const model = modelOf(row.metadata)
   let statement = ''
   let answer: string | null = null
+  let delivery: Delivery | null = null
   let turns = row.llm_call_count ?? 0
   try {
     statement = await taskStatement(dir)
     const state = readState(dir)
     answer = state?.final_answer ?? null
+    delivery = deliveryOf(state)
     turns = state?.turns ?? turns
   } catch {
     // Moved or removed since the index was read: the row's own figures stand.
@@ -138,6 +142,7 @@ async function rowView(ctx: CommandEnv, row: ListRow): Promise<TaskRowView> {
     tokens: split.total,
     task: statement.trim().split('\n')[0]?.trim() ?? '',
     final_answer: answer,
+    delivery,
     tokens_split: split,
     cost_usd: costOf(model, split, ctx.config.pricing),
     host: lockHost ?? row.hostname,

@@ -5,6 +5,7 @@ import type { JsonRecord } from '../storage/format/jsonl.js'
 import type { Overview } from '../storage/task/reader.js'
 import { clip } from '../text.js'
 import { mainArgument } from '../tools/main-argument.js'
+import { deliveryLine, deliveryOf } from '../storage/task/delivery.js'
 import { ago, html, num, Safe, usd } from './html.js'
 
 export interface TaskView {
@@ -47,6 +48,8 @@ export function renderTask(ctx: CommandEnv, v: TaskView, acting: Acting, notice:
     ['Owner', o.lock ? `pid ${o.lock.process_id} on ${o.lock.hostname}, heartbeat ${ago(o.lock.heartbeat_at, now)} ago` : 'none'],
   ]
   if (s?.error) facts.push(['Error', html`<span class="error">${s.error}</span>`])
+  const delivered = deliveryOf(s)
+  if (delivered !== null) facts.push(['Delivered', /^https?:\/\//.test(delivered.pr?.url ?? '') && delivered.refused === null ? html`<a href="${delivered.pr?.url ?? ''}">${deliveryLine(delivered)}</a>` : deliveryLine(delivered)])
   const t = v.tokens
   return html`
 <h1>Task <code>${o.uuid}</code></h1>

@@ -40,7 +40,7 @@ const MAX_IID = 2_147_483_647
  * gitbeaker retries 429 and 502 answers itself, up to 10 times, 0.25·2^n ms apart: it does
  * not read Retry-After.
  */
-function client(config: Config): Api {
+export function client(config: Config): Api {
   return new Gitlab({ host: config.gitlab.url, token: token(config) })
 }
 
@@ -198,7 +198,7 @@ function name(ref: GitlabRef): string {
 }
 
 /** One API call: the data, or one line saying what failed and what to check; `stop` aborting rejects it at once with its reason. */
-async function call<T>(where: string, fn: () => Promise<T> | Promise<unknown>, stop?: AbortSignal): Promise<T> {
+export async function call<T>(where: string, fn: () => Promise<T> | Promise<unknown>, stop?: AbortSignal): Promise<T> {
   try {
     return (await raceAbort(fn as () => Promise<unknown>, stop)) as T
   } catch (err) {

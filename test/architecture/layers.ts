@@ -14,6 +14,8 @@ export const FLOORS: readonly (readonly string[])[] = [
   ['command-env.ts'],
   ['fleet/'],
   ['run/'],
+  // Delivery of a finished task's change (git, the forge's PR/MR): called by the loop, above the tools and sources it uses.
+  ['delivery/'],
   ['operations/'],
   ['tools/'],
   ['sources/'],

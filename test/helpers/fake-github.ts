@@ -1,6 +1,7 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { onTestFinished } from 'vitest'
+import type { GitHandler } from './git-http.js'
 
 /**
  * A GitHub REST (and GraphQL) server on 127.0.0.1 for one repository, answering in
@@ -21,11 +22,14 @@ export interface FakeGithub {
   gate: Promise<void> | null
   /** Adds a comment as a person would, now. */
   addComment(login: string, body: string): Record<string, unknown>
+  /** Pull requests opened through the API (POST /repos/{owner}/{repo}/pulls), in GitHub's shape. */
+  pulls: Record<string, unknown>[]
 }
 
 const user = (login: string, id: number) => ({ login, id, node_id: `U_${id}`, type: login.endsWith('[bot]') ? 'Bot' : 'User', site_admin: false })
 
-export async function startFakeGithub(options: { owner?: string; repo?: string; number?: number; pr?: boolean } = {}): Promise<FakeGithub> {
+/** With `git`, the server is the forge's git host too: paths holding `.git/` are git's smart HTTP (test/helpers/git-http.ts). */
+export async function startFakeGithub(options: { owner?: string; repo?: string; number?: number; pr?: boolean; git?: GitHandler } = {}): Promise<FakeGithub> {
   const owner = options.owner ?? 'acme'
   const repo = options.repo ?? 'shop'
   const number = options.number ?? 42
@@ -47,6 +51,7 @@ export async function startFakeGithub(options: { owner?: string; repo?: string; 
     requests: [],
     failures: [],
     gate: null,
+    pulls: [],
     addComment: (login, body) => {
       const at = now()
       const comment = { id: nextId++, node_id: `IC_${nextId}`, body, user: user(login, nextId), created_at: at, updated_at: at, html_url: 'x', author_association: 'MEMBER' }
@@ -56,6 +61,7 @@ export async function startFakeGithub(options: { owner?: string; repo?: string; 
   }
   const base = `/repos/${owner}/${repo}`
   const server = createServer((req, res) => {
+    if (options.git && /\.git(\/|$)/.test(req.url ?? '')) return options.git(req, res)
     let raw = ''
     req.on('data', (d: Buffer) => (raw += d.toString()))
     req.on('end', async () => {
@@ -94,6 +100,31 @@ export async function startFakeGithub(options: { owner?: string; repo?: string; 
         comment.body = body?.body
         comment.updated_at = now()
         return send(200, comment)
+      }
+      // Pulls (docs.github.com/rest/pulls/pulls): list by head, create; labels through the issues API.
+      if (req.method === 'GET' && path === base) return send(200, { id: 10, name: repo, full_name: `${owner}/${repo}`, private: false, default_branch: 'main', owner: user(owner, 3) })
+      if (req.method === 'GET' && path === `${base}/pulls`) {
+        const head = url.searchParams.get('head')
+        const state = url.searchParams.get('state') ?? 'open'
+        return send(200, fake.pulls.filter((p) => (head === null || `${owner}:${(p.head as { ref: string }).ref}` === head) && (state === 'all' || p.state === state)))
+      }
+      if (req.method === 'POST' && path === `${base}/pulls`) {
+        const b = body as { title?: string; head?: string; base?: string; body?: string; draft?: boolean }
+        if (!b.title || !b.head || !b.base) return send(422, { message: 'Validation Failed', errors: [{ resource: 'PullRequest', code: 'missing_field' }] })
+        if (fake.pulls.some((p) => (p.head as { ref: string }).ref === b.head && p.state === 'open')) return send(422, { message: 'Validation Failed', errors: [{ resource: 'PullRequest', code: 'custom', message: `A pull request already exists for ${owner}:${b.head}.` }] })
+        const n = 100 + fake.pulls.length
+        const at = now()
+        const pull = { id: 5000 + n, node_id: `PR_${n}`, number: n, state: 'open', locked: false, title: b.title, body: b.body ?? null, draft: b.draft === true, user: user('ctxagent-bot', 7), labels: [] as unknown[], head: { label: `${owner}:${b.head}`, ref: b.head, sha: 'unknown' }, base: { label: `${owner}:${b.base}`, ref: b.base, sha: 'unknown' }, html_url: `https://github.example/${owner}/${repo}/pull/${n}`, url: `${fake.url}${base}/pulls/${n}`, created_at: at, updated_at: at, merged_at: null }
+        fake.pulls.push(pull)
+        return send(201, pull)
+      }
+      const labelled = new RegExp(`^${base}/issues/(\\d+)/labels$`).exec(path)
+      if (req.method === 'POST' && labelled) {
+        const target = fake.pulls.find((p) => p.number === Number(labelled[1]))
+        if (!target) return send(404, { message: 'Not Found' })
+        const names = ((body as { labels?: string[] }).labels ?? []).map((name, i) => ({ id: 900 + i, node_id: `L_${name}`, name, color: 'ededed', default: false }))
+        target.labels = [...(target.labels as unknown[]), ...names]
+        return send(200, target.labels)
       }
       if (req.method === 'POST' && path === '/graphql') {
         const nodes = fake.threads.map((t) => ({ isResolved: t.isResolved, path: t.path, line: t.line, comments: { nodes: t.comments.map((c) => ({ author: { login: c.author }, body: c.body })) } }))

@@ -1,6 +1,7 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { onTestFinished } from 'vitest'
+import type { GitHandler } from './git-http.js'
 
 /**
  * A GitLab REST API v4 server on 127.0.0.1 for one project, answering in the shapes of
@@ -16,9 +17,12 @@ export interface FakeGitlab {
   discussions: Record<string, unknown>[]
   requests: { method: string; path: string; body: unknown }[]
   addNote(username: string, body: string, system?: boolean): Record<string, unknown>
+  /** Merge requests opened through the API (POST /projects/:id/merge_requests), in GitLab's shape. */
+  mergeRequests: Record<string, unknown>[]
 }
 
-export async function startFakeGitlab(options: { mr?: boolean } = {}): Promise<FakeGitlab> {
+/** With `git`, the server is the forge's git host too: paths holding `.git/` are git's smart HTTP (test/helpers/git-http.ts). */
+export async function startFakeGitlab(options: { mr?: boolean; git?: GitHandler } = {}): Promise<FakeGitlab> {
   const project = 'acme/backend/api'
   const iid = options.mr ? 12 : 7
   let nextId = 500
@@ -36,6 +40,7 @@ export async function startFakeGitlab(options: { mr?: boolean } = {}): Promise<F
     notes: [],
     discussions: [],
     requests: [],
+    mergeRequests: [],
     addNote: (username, body, system = false) => {
       const at = new Date().toISOString()
       const note = { id: nextId++, type: null, body, attachment: null, author: author(username), created_at: at, updated_at: at, system, noteable_id: 99, noteable_type: options.mr ? 'MergeRequest' : 'Issue', noteable_iid: iid, resolvable: false, confidential: false, internal: false }
@@ -45,6 +50,7 @@ export async function startFakeGitlab(options: { mr?: boolean } = {}): Promise<F
   }
   const base = `/api/v4/projects/${encodeURIComponent(project)}/${options.mr ? 'merge_requests' : 'issues'}/${iid}`
   const server = createServer((req, res) => {
+    if (options.git && /\.git(\/|$)/.test(req.url ?? '')) return options.git(req, res)
     let raw = ''
     req.on('data', (d: Buffer) => (raw += d.toString()))
     req.on('end', () => {
@@ -70,6 +76,23 @@ export async function startFakeGitlab(options: { mr?: boolean } = {}): Promise<F
         return send(200, note)
       }
       if (req.method === 'GET' && path === `${base}/discussions`) return send(200, fake.discussions)
+      // Merge requests (docs.gitlab.com/api/merge_requests): list by source branch, create; the project's default branch.
+      const projectPath = `/api/v4/projects/${encodeURIComponent(project)}`
+      if (req.method === 'GET' && path === projectPath) return send(200, { id: 3, path_with_namespace: project, default_branch: 'main', web_url: `https://gitlab.example/${project}` })
+      if (req.method === 'GET' && path === `${projectPath}/merge_requests`) {
+        const source = url.searchParams.get('source_branch')
+        return send(200, fake.mergeRequests.filter((m) => source === null || m.source_branch === source))
+      }
+      if (req.method === 'POST' && path === `${projectPath}/merge_requests`) {
+        const b = body as { source_branch?: string; target_branch?: string; title?: string; description?: string; labels?: string }
+        if (!b.source_branch || !b.target_branch || !b.title) return send(400, { message: 'source_branch, target_branch and title are missing' })
+        if (fake.mergeRequests.some((m) => m.source_branch === b.source_branch && m.state === 'opened')) return send(409, { message: ['Another open merge request already exists for this source branch'] })
+        const mrIid = 20 + fake.mergeRequests.length
+        const at = new Date().toISOString()
+        const mr = { id: 7000 + mrIid, iid: mrIid, project_id: 3, title: b.title, description: b.description ?? null, state: 'opened', draft: b.title.startsWith('Draft:'), source_branch: b.source_branch, target_branch: b.target_branch, labels: b.labels ? b.labels.split(',') : [], author: author('ctxagent-bot'), created_at: at, updated_at: at, web_url: `https://gitlab.example/${project}/-/merge_requests/${mrIid}` }
+        fake.mergeRequests.push(mr)
+        return send(201, mr)
+      }
       send(404, { message: '404 Not found' })
     })
   })

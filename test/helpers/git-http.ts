@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process'
 import { createServer } from 'node:http'
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { onTestFinished } from 'vitest'
 
@@ -10,17 +11,19 @@ export interface GitHttp {
   auth: (string | null)[]
 }
 
+/** Answers git's smart HTTP for the bare repositories under `root` (as `git http-backend`, CGI), to requests that pass `allowed`. */
+export type GitHandler = (req: IncomingMessage, res: ServerResponse) => void
+
 /**
- * Git's smart HTTP server (`git http-backend`, as CGI) on 127.0.0.1, serving the bare
- * repositories under `root` to whoever gives Basic `user`:`token`; anyone else gets 401
- * (and git asks its credential helpers). Stopped when the test ends.
+ * Git's smart HTTP (`git http-backend`, as CGI) for the bare repositories under `root`,
+ * to whoever gives Basic `user`:`token` (or `Bearer token`); anyone else gets 401 (and
+ * git asks its credential helpers). Each request's Authorization header is pushed to `auth`.
  */
-export async function startGitHttp(root: string, user: string, token: string): Promise<GitHttp> {
-  const expected = `Basic ${Buffer.from(`${user}:${token}`).toString('base64')}`
-  const auth: (string | null)[] = []
-  const server = createServer((req, res) => {
+export function gitHttpHandler(root: string, user: string, token: string, auth: (string | null)[]): GitHandler {
+  const expected = [`Basic ${Buffer.from(`${user}:${token}`).toString('base64')}`, `Bearer ${token}`]
+  return (req, res) => {
     auth.push(req.headers.authorization ?? null)
-    if (req.headers.authorization !== expected) {
+    if (!expected.includes(req.headers.authorization ?? '')) {
       res.writeHead(401, { 'www-authenticate': 'Basic realm="git"' })
       res.end('authentication required\n')
       return
@@ -68,7 +71,16 @@ export async function startGitHttp(root: string, user: string, token: string): P
       if (!sent) res.writeHead(500)
       res.end()
     })
-  })
+  }
+}
+
+/**
+ * Git's smart HTTP server on 127.0.0.1 serving the bare repositories under `root` to
+ * whoever gives Basic `user`:`token`; anyone else gets 401. Stopped when the test ends.
+ */
+export async function startGitHttp(root: string, user: string, token: string): Promise<GitHttp> {
+  const auth: (string | null)[] = []
+  const server = createServer(gitHttpHandler(root, user, token, auth))
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   onTestFinished(() => new Promise<void>((resolve) => {
     server.close(() => resolve())

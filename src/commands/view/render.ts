@@ -5,6 +5,7 @@ import type { Overview, RecordKind } from '../../storage/task/reader.js'
 import { clip, grouped } from '../../text.js'
 import { mainArgument } from '../../tools/main-argument.js'
 import type { RequestsCost, TokenSplit } from '../../operations/tokens.js'
+import { deliveryLine, deliveryOf } from '../../storage/task/delivery.js'
 import type { ownerState } from '../../storage/lock/staleness.js'
 
 const PREVIEW = 120
@@ -42,6 +43,8 @@ export function renderOverview(ctx: CommandEnv, o: Overview, tokens: TokenSplit 
     lines.push(`${c.bold('Owner:')} pid ${o.lock.process_id} on ${o.lock.hostname}, heartbeat ${formatDuration(ctx.now().getTime() - Date.parse(o.lock.heartbeat_at))} ago${dead === null ? '' : ` — ${c.red(`${dead}: its agent is dead`)} (${recover})`}`)
   }
   if (s?.error) lines.push(`${c.bold('Error:')} ${c.red(s.error)}`)
+  const delivered = deliveryOf(s)
+  if (delivered !== null) lines.push(`${c.bold('Delivered:')} ${delivered.refused === null ? deliveryLine(delivered) : c.yellow(deliveryLine(delivered))}`)
   lines.push(
     '',
     c.bold('Statistics:'),

@@ -316,3 +316,22 @@ export function maskValue<T>(value: T, maskString: (text: string) => string = ma
   }
   return value
 }
+
+/**
+ * What of the secrets masking knows occurs in `text`, by name, never by value: each
+ * installed secret (`github.token`, …) and each key pattern (`github token pattern`;
+ * e-mail addresses are not secrets). Delivery refuses a change holding any
+ * (docs/delivery.md#secrets).
+ */
+export function secretNamesIn(text: string): string[] {
+  const names = new Set<string>()
+  for (const form of secretForms) if (text.includes(form.value)) names.add(form.replacement.slice('[SECRET:'.length, -1))
+  const found = rulesWithHints(text) & CREDENTIAL_RULES
+  RULES.forEach((rule, index) => {
+    if ((found & (1 << index)) === 0) return
+    const spans: Span[] = []
+    rule.find(text, 0, spans)
+    if (spans.length > 0) names.add(`${rule.name} pattern`)
+  })
+  return [...names]
+}

@@ -48,7 +48,20 @@ export interface RunRecord {
   replay_from: string | null
   /** A keep-alive chat session (run --chat). */
   chat?: boolean
+  /** Delivery of the change (docs/delivery.md): the mode and what the task started from, so that a resume delivers against the same base. */
+  deliver?: 'none' | 'branch' | 'pr'
+  /** The commit the workspace had checked out when the task started. */
+  base_commit?: string | null
+  /** Its branch (null: a detached HEAD). */
+  base_branch?: string | null
+  /** The workspace's `origin` URL then (mode pr pushes there, whatever the workspace's config says later). */
+  base_remote?: string | null
+  /** Where the change goes: a new branch (the default), or one more commit on an existing PR's head branch. */
+  deliver_target?: DeliveryTarget
 }
+
+/** Where delivery puts the change (docs/delivery.md). */
+export type DeliveryTarget = { kind: 'new-branch' } | { kind: 'pr-head'; branch: string; pr: { number: number; url: string } }
 
 export function writeMetadata(dir: string, metadata: TaskMetadata): void {
   writeJsonAtomic(join(dir, FILES.metadata), metadata)

@@ -76,6 +76,18 @@ export interface TaskState {
   llm_failure?: LlmFailure | null
   /** finish's status: done, or blocked (the task could not be done). */
   finish_status?: 'done' | 'blocked' | null
+  /** The change's delivery, written when it ends (docs/delivery.md#what-is-recorded); absent: none was asked for or it has not ended. */
+  delivery?: Delivery
+}
+
+/** What delivery did: the branch and commit it made, whether it pushed, the PR/MR, or why nothing (or not all) was delivered. */
+export interface Delivery {
+  mode: 'branch' | 'pr'
+  branch: string | null
+  commit: string | null
+  pushed: boolean
+  pr: { number: number; url: string } | null
+  refused: string | null
 }
 
 export function initialState(now: Date): TaskState {

@@ -1,0 +1,96 @@
+import type { Config } from '../config/schema.js'
+import type { Forge } from '../sources/change-request.js'
+import type { TaskKey } from '../storage/task/metadata.js'
+import type { Staged } from './stage.js'
+
+/** A forge token for the origin's host, and the user name its forge expects with it over HTTPS. */
+interface Credential {
+  username: string
+  token: string
+}
+
+/**
+ * A credential helper given on git's command line for the push only: it answers git's
+ * `get` with the token in the push's environment (never on a command line, in a file,
+ * the workspace's configuration or a URL). The same as `--repo` clones use.
+ */
+const HELPER = '!f() { test "$1" = get || exit 0; echo "username=$CTXAGENT_GIT_USERNAME"; echo "password=$CTXAGENT_GIT_TOKEN"; }; f'
+
+/**
+ * Pushes the branch to the URL the workspace's `origin` had when the task started,
+ * from delivery's staging directory (so the workspace's configuration, hooks and remote
+ * settings are not read): with the forge's token when the URL is HTTP(S) on the host of
+ * a configured forge, else with git's own credentials (the host's configuration: an ssh
+ * agent, a credential store). Never forced: a branch that moved elsewhere is refused by
+ * the remote and the delivery says so.
+ */
+export async function push(staged: Staged, config: Config, url: string, branch: string): Promise<void> {
+  const credential = credentialFor(config, url)
+  const refspec = `refs/heads/${branch}:refs/heads/${branch}`
+  const args = ['push', '--quiet', '--no-verify', '--no-recurse-submodules', '--', url, refspec]
+  if (credential === null) {
+    await staged.run(args, { hostConfig: true, cwd: staged.gitDir })
+    return
+  }
+  await staged.run(args, {
+    cwd: staged.gitDir,
+    config: ['credential.helper=', `credential.helper=${HELPER}`],
+    env: { CTXAGENT_GIT_USERNAME: credential.username, CTXAGENT_GIT_TOKEN: credential.token },
+  })
+}
+
+function credentialFor(config: Config, url: string): Credential | null {
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    return null
+  }
+  if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') return null
+  const host = parsed.host.toLowerCase()
+  if (config.github.token !== null && gitHost(config.github.api_url) === host) return { username: 'x-access-token', token: config.github.token }
+  if (config.gitlab.token !== null && gitHost(config.gitlab.url) === host) return { username: 'oauth2', token: config.gitlab.token }
+  return null
+}
+
+/** The host git talks to for a forge's API URL (GitHub.com's API is on api.github.com, its git on github.com). */
+function gitHost(apiUrl: string): string {
+  const host = new URL(apiUrl).host.toLowerCase()
+  return host === 'api.github.com' ? 'github.com' : host
+}
+
+/**
+ * Where the PR/MR goes: the forge the task came from, or (a local task) the forge whose
+ * host the origin URL names, its path the repository. Null: none configured.
+ */
+export function forgeOf(config: Config, key: TaskKey, url: string): Forge | null {
+  if (key.task_source === 'github' && key.owner) return { kind: 'github', owner: key.owner, repo: key.repo }
+  if (key.task_source === 'gitlab' && key.owner) return { kind: 'gitlab', project: `${key.owner}/${key.repo}` }
+  const where = hostAndPath(url)
+  if (where === null) return null
+  if (where.host === gitHost(config.github.api_url).replace(/:\d+$/, '') || where.host === gitHost(config.github.api_url)) {
+    const [owner, repo] = where.path.split('/')
+    if (owner && repo) return { kind: 'github', owner, repo }
+  }
+  if (where.host === gitHost(config.gitlab.url) || where.host === gitHost(config.gitlab.url).replace(/:\d+$/, '')) {
+    if (where.path.includes('/')) return { kind: 'gitlab', project: where.path }
+  }
+  return null
+}
+
+/** host and repository path of an HTTP(S), ssh:// or scp-like (git@host:owner/repo.git) URL. */
+function hostAndPath(url: string): { host: string; path: string } | null {
+  const scp = /^[^@/]+@([^:/]+):(.+)$/.exec(url)
+  if (scp) return { host: (scp[1] as string).toLowerCase(), path: trimPath(scp[2] as string) }
+  try {
+    const parsed = new URL(url)
+    if (!['https:', 'http:', 'ssh:'].includes(parsed.protocol)) return null
+    return { host: parsed.protocol === 'ssh:' ? parsed.hostname.toLowerCase() : parsed.host.toLowerCase(), path: trimPath(decodeURIComponent(parsed.pathname)) }
+  } catch {
+    return null
+  }
+}
+
+function trimPath(path: string): string {
+  return path.replace(/^\/+/, '').replace(/\/+$/, '').replace(/\.git$/, '')
+}

@@ -1,0 +1,32 @@
+import type { Delivery } from './state.js'
+
+/**
+ * state.json's `delivery` as readers show it (docs/delivery.md#what-is-recorded), or null
+ * when there is none or what the file holds is not one (a hand-edited or damaged file
+ * shows no delivery rather than stopping the command).
+ */
+export function deliveryOf(state: { delivery?: unknown } | null | undefined): Delivery | null {
+  const d = state?.delivery
+  if (d === null || typeof d !== 'object' || Array.isArray(d)) return null
+  const r = d as Record<string, unknown>
+  if (r.mode !== 'branch' && r.mode !== 'pr') return null
+  const text = (v: unknown) => (typeof v === 'string' ? v : null)
+  const pr = r.pr !== null && typeof r.pr === 'object' && Number.isSafeInteger((r.pr as { number?: unknown }).number) && typeof (r.pr as { url?: unknown }).url === 'string' ? { number: (r.pr as { number: number }).number, url: (r.pr as { url: string }).url } : null
+  return { mode: r.mode, branch: text(r.branch), commit: text(r.commit), pushed: r.pushed === true, pr, refused: text(r.refused) }
+}
+
+/** One line: the PR, else the branch and commit, else why nothing was delivered. */
+export function deliveryLine(d: Delivery): string {
+  const where = d.branch === null ? null : `branch ${d.branch}${d.commit ? ` (${d.commit.slice(0, 12)})` : ''}${d.pushed ? ', pushed' : ''}`
+  if (d.refused !== null) return `${where ? `${where}; ` : ''}not delivered: ${d.refused}`
+  if (d.pr !== null) return `${d.mode === 'pr' ? 'PR/MR' : 'PR'} #${d.pr.number} ${d.pr.url} (${where ?? 'no branch'})`
+  return where ?? 'nothing delivered'
+}
+
+/** A few characters for a table: PR #N, branch, or refused. */
+export function deliveryCell(d: Delivery | null): string {
+  if (d === null) return '-'
+  if (d.refused !== null) return d.refused.startsWith('no changes') ? 'no changes' : 'refused'
+  if (d.pr !== null) return `#${d.pr.number}`
+  return 'branch'
+}

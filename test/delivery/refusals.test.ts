@@ -1,0 +1,111 @@
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { onlyTask } from '../run/harness.js'
+import { giveToSandbox } from '../helpers/sandbox-owner.js'
+import { branches, deliverySetup, filesHolding, FIXED, git, write } from './setup.js'
+
+const SECRET = 'Zq7vN2pL9xK4wR8tY6uB3mC5'
+
+describe('what is not delivered', () => {
+  it('a diff holding the value of a secret in force: refused by name (never the value), nothing committed or pushed, the files kept', async () => {
+    const s = await deliverySetup('path')
+    s.fake.queue.push(write('calc.js', FIXED), write('deploy.cfg', `url=https://deploy.example\nkey=${SECRET}\n`, false), { content: 'Fixed add and wrote the deploy config.' })
+    const res = await s.cli(['run', '--task', 'fix add', '--workspace', s.ws, '--deliver', 'pr', '--json'], { DEPLOY_TOKEN: SECRET })
+    expect(res.code, res.stderr).toBe(0)
+    const task = onlyTask(s.tree)
+    const delivery = task.state.delivery as { refused: string }
+    expect(delivery).toMatchObject({ mode: 'pr', branch: null, commit: null, pushed: false, pr: null })
+    expect(delivery.refused).toContain('deploy.cfg holds DEPLOY_TOKEN')
+    expect(res.stdout + res.stderr).not.toContain(SECRET)
+    expect(filesHolding(task.dir, SECRET)).toEqual([])
+    // Nothing committed or pushed; the workspace keeps the agent's files for a person to fix.
+    expect(branches(join(s.ws, '.git'))).toEqual(['main'])
+    expect(branches(s.bare)).toEqual(['main'])
+    expect(readFileSync(join(s.ws, 'deploy.cfg'), 'utf8')).toContain(SECRET)
+    expect(readFileSync(join(s.ws, 'calc.js'), 'utf8')).toBe(FIXED)
+    expect(git(['status', '--porcelain'], s.ws).split('\n').sort()).toEqual(['?? deploy.cfg', 'M calc.js'])
+  })
+
+  it('an .env file (deliver.exclude) and a key pattern: refused, nothing pushed; a file over max_file_bytes too', async () => {
+    const s = await deliverySetup('path', 'deliver:\n  max_file_bytes: 1000\n')
+    s.fake.queue.push(write('.env', 'DEBUG=1\n', false), write('big.txt', 'x'.repeat(2000), false), write('notes.md', 'token: ghp_abcdefghijklmnopqrstuvwxyz0123456789\n', false), { content: 'done' })
+    const res = await s.cli(['run', '--task', 'set up', '--workspace', s.ws, '--deliver', 'pr', '--json'])
+    expect(res.code, res.stderr).toBe(0)
+    const refused = String((onlyTask(s.tree).state.delivery as { refused: string }).refused)
+    expect(refused).toContain('.env matches deliver.exclude (.env*)')
+    expect(refused).toContain('big.txt is 2000 bytes, over deliver.max_file_bytes (1000)')
+    expect(refused).toContain('notes.md holds github pattern')
+    expect(branches(s.bare)).toEqual(['main'])
+    expect(branches(join(s.ws, '.git'))).toEqual(['main'])
+    expect(existsSync(join(s.ws, '.env'))).toBe(true)
+  })
+
+  it('no changes: nothing committed or opened, and the outcome says so', async () => {
+    const s = await deliverySetup('path')
+    s.fake.queue.push({ content: 'Nothing to change: add() is right.' })
+    const res = await s.cli(['run', '--task', 'check add', '--workspace', s.ws, '--deliver', 'branch', '--json'])
+    expect(res.code, res.stderr).toBe(0)
+    expect(JSON.parse(res.stdout).delivery).toMatchObject({ mode: 'branch', branch: null, commit: null, refused: expect.stringContaining('no changes') })
+    expect(branches(join(s.ws, '.git'))).toEqual(['main'])
+  })
+
+  it('hooks, an fsmonitor, a filter and diff.external planted in the workspace never run; files written into .git stay the owner’s', async () => {
+    const s = await deliverySetup('path')
+    // Where a planted program would leave its mark: writable by anyone (as root, delivery's git in the workspace runs as its owner).
+    const ran = mkdtempSync(join(tmpdir(), 'ctxagent-ran-'))
+    chmodSync(ran, 0o777)
+    onTestFinished(() => rmSync(ran, { recursive: true, force: true }))
+    const script = (name: string) => {
+      const path = join(s.ws, '.git', `evil-${name}`)
+      writeFileSync(path, `#!/bin/sh\ntouch ${ran}/${name}\ncat\n`)
+      chmodSync(path, 0o755)
+      return path
+    }
+    for (const hook of ['pre-commit', 'post-commit', 'reference-transaction', 'pre-push', 'post-checkout', 'post-index-change', 'pre-auto-gc']) {
+      writeFileSync(join(s.ws, '.git', 'hooks', hook), `#!/bin/sh\ntouch ${ran}/hook-${hook}\n`)
+      chmodSync(join(s.ws, '.git', 'hooks', hook), 0o755)
+    }
+    git(['config', 'filter.evil.clean', script('clean')], s.ws)
+    git(['config', 'filter.evil.smudge', script('smudge')], s.ws)
+    git(['config', 'filter.evil.process', script('process')], s.ws)
+    git(['config', 'filter.evil.required', 'true'], s.ws)
+    git(['config', 'core.fsmonitor', script('fsmonitor')], s.ws)
+    git(['config', 'diff.external', script('diff')], s.ws)
+    git(['config', 'core.pager', script('pager')], s.ws)
+    git(['config', 'diff.evil.textconv', script('textconv')], s.ws)
+    writeFileSync(join(s.ws, '.gitattributes'), '* filter=evil diff=evil\n')
+    giveToSandbox(s.ws)
+    s.fake.queue.push(write('calc.js', FIXED), { content: 'Fixed add.' })
+    const res = await s.cli(['run', '--task', 'fix add', '--workspace', s.ws, '--deliver', 'branch', '--json'])
+    expect(res.code, res.stderr).toBe(0)
+    const delivery = onlyTask(s.tree).state.delivery as { branch: string; commit: string; refused: string | null }
+    expect(delivery.refused).toBeNull()
+    expect(git(['rev-parse', `refs/heads/${delivery.branch}`], s.ws)).toBe(delivery.commit)
+    // The file went in as it is: no clean filter changed it.
+    expect(git(['--no-replace-objects', 'cat-file', 'blob', `${delivery.commit}:calc.js`], s.ws)).toBe(FIXED.trim())
+    expect(readdirSync(ran)).toEqual([])
+    expect(git(['ls-tree', '--name-only', delivery.commit], s.ws).split('\n').sort()).toEqual(['.gitattributes', '.gitignore', 'README.md', 'calc.js'])
+    // As root, nothing delivery wrote into the workspace's .git is root's (the sandbox user can still commit there).
+    if (process.getuid?.() === 0) {
+      const owned: string[] = []
+      const walk = (dir: string): void => {
+        for (const name of readdirSync(dir)) {
+          const p = join(dir, name)
+          if (statSync(p).uid === 0) owned.push(p)
+          if (statSync(p).isDirectory()) walk(p)
+        }
+      }
+      walk(join(s.ws, '.git'))
+      expect(owned).toEqual([])
+    }
+    // The plants are live: the workspace's own git runs them (so the test above could fail).
+    try {
+      git(['add', 'calc.js'], s.ws)
+    } catch {
+      // The planted process filter speaks no filter protocol: git gives up after starting it.
+    }
+    expect(readdirSync(ran).length).toBeGreaterThan(0)
+  })
+})
