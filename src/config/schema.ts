@@ -268,6 +268,9 @@ export const configSchema = z.strictObject(
         failed: withDefault(labelName(), 'ctxagent:failed'),
       }),
     }),
+    // Issue 33 (docs/delivery.md#the-review-loop, #trust): follow-ups per PR, and whose labels and comments start work.
+    deliver: section({ max_rounds: withDefault(positiveInt(), 5) }),
+    sources: section({ trusted: withDefault(oneOf(['write', 'any']), 'write') }),
     alerts: section({
       disk_warning_gb: withDefault(positiveNumber(), 10),
       disk_critical_gb: withDefault(positiveNumber(), 50),

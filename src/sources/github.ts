@@ -9,7 +9,7 @@ import { abortableFetch, raceAbort } from './abort.js'
 import type { Channel, CurrentItem, LabelledItem, RemoteComment, RemoteTask, Tracker } from './types.js'
 
 const RetryingOctokit = Octokit.plugin(retry, throttling)
-type Client = InstanceType<typeof RetryingOctokit>
+export type Client = InstanceType<typeof RetryingOctokit>
 
 export interface GithubRef {
   owner: string
@@ -51,7 +51,7 @@ const MAX_RATE_LIMIT_WAIT_SECONDS = 5
  * stop, a pause or --timeout) for an hour. With `stop`, every request it makes ends
  * when `stop` aborts (paginate() would drop a per-call signal).
  */
-function client(config: Config, stop?: AbortSignal): Client {
+export function client(config: Config, stop?: AbortSignal): Client {
   const token = config.github.token
   if (token === null) throw new UsageError('no GitHub token is set', 'set GITHUB_TOKEN or github.token (scopes: repo, or issues and pull requests read/write)')
   return new RetryingOctokit({
@@ -181,7 +181,7 @@ function labels(list: (string | { name?: string })[]): string {
 }
 
 /** One API call: the data, or one line saying what failed and what to check; `stop` aborting rejects it at once with its reason. */
-async function call<T>(where: string, fn: () => Promise<T | { data: T }>, stop?: AbortSignal): Promise<T> {
+export async function call<T>(where: string, fn: () => Promise<T | { data: T }>, stop?: AbortSignal): Promise<T> {
   try {
     const result = await raceAbort(fn, stop)
     return result !== null && typeof result === 'object' && 'data' in result && 'status' in result ? (result as { data: T }).data : (result as T)

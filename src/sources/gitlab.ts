@@ -44,7 +44,7 @@ function client(config: Config): Api {
   return new Gitlab({ host: config.gitlab.url, token: token(config) })
 }
 
-function token(config: Config): string {
+export function token(config: Config): string {
   const value = config.gitlab.token
   if (value === null) throw new UsageError('no GitLab token is set', 'set GITLAB_TOKEN or gitlab.token (scope: api)')
   return value
@@ -57,7 +57,7 @@ type Requester = Issues['requester']
  * sent as query parameters): the resource's requester is wrapped so that each request it
  * makes (pages and retries included) also ends when `stop` aborts.
  */
-function stoppable<R extends { requester: Requester }>(resource: R, stop: AbortSignal | undefined): R {
+export function stoppable<R extends { requester: Requester }>(resource: R, stop: AbortSignal | undefined): R {
   if (stop === undefined) return resource
   const inner = resource.requester
   const wrap = <M extends keyof Requester>(method: M): Requester[M] =>
@@ -198,7 +198,7 @@ function name(ref: GitlabRef): string {
 }
 
 /** One API call: the data, or one line saying what failed and what to check; `stop` aborting rejects it at once with its reason. */
-async function call<T>(where: string, fn: () => Promise<T> | Promise<unknown>, stop?: AbortSignal): Promise<T> {
+export async function call<T>(where: string, fn: () => Promise<T> | Promise<unknown>, stop?: AbortSignal): Promise<T> {
   try {
     return (await raceAbort(fn as () => Promise<unknown>, stop)) as T
   } catch (err) {
