@@ -1,12 +1,11 @@
 import type { Config } from '../config/schema.js'
 import { CtxError } from '../errors.js'
 import { call, client, parseGithubRef, parseGithubRepo } from './github.js'
+import { OPENER_MARKER } from './marker.js'
 import type { Client } from './github.js'
 import { AccessCache, githubCanWrite, WRITE_ASSOCIATIONS } from './trust.js'
 import type { OwnPull, ReviewEvent, ReviewWatch, TriggerCheck } from './types.js'
 
-/** The marker of the task that opened a pull request, in its body (docs/delivery.md#the-review-loop). */
-export const OPENER_MARKER = /<!-- ctxagent:([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}) -->/
 
 /**
  * What the review loop and the trust check read of one GitHub repository (REST: pulls,

@@ -3,10 +3,10 @@ import { throttling } from '@octokit/plugin-throttling'
 import { Octokit } from '@octokit/rest'
 import type { Config } from '../config/schema.js'
 import { CtxError, UsageError } from '../errors.js'
-import { isOwn } from './marker.js'
+import { isOwn, OPENER_MARKER } from './marker.js'
 import { oneLine, quoted } from './quote.js'
 import { abortableFetch, raceAbort } from './abort.js'
-import type { Channel, CurrentItem, LabelledItem, RemoteComment, RemoteTask, Tracker } from './types.js'
+import type { Channel, CurrentItem, LabelledItem, PullSource, RemoteComment, RemoteTask, Tracker } from './types.js'
 
 const RetryingOctokit = Octokit.plugin(retry, throttling)
 export type Client = InstanceType<typeof RetryingOctokit>
@@ -82,9 +82,12 @@ export async function loadGithubTask(config: Config, ref: GithubRef): Promise<Re
     '',
     issue.body?.trim() ? quoted(issue.body.trim()) : '(no description)',
   ]
+  let pull: PullSource | undefined
   if (isPr) {
     const pr = await call(where, () => api.rest.pulls.get({ owner: ref.owner, repo: ref.repo, pull_number: ref.number }))
     parts.splice(2, 0, `Branch ${oneLine(pr.head.ref)} into ${oneLine(pr.base.ref)}`)
+    const bot = config.github.bot_name
+    pull = { head: { branch: pr.head.ref, number: ref.number, url: pr.html_url }, opener: OPENER_MARKER.exec(pr.body ?? '')?.[1] ?? null, byBot: bot !== null && pr.user?.login === bot }
     const threads = await unresolvedThreads(api, ref)
     if (threads.length > 0) parts.push('', '## Unresolved review threads', ...threads)
   }
@@ -95,6 +98,7 @@ export async function loadGithubTask(config: Config, ref: GithubRef): Promise<Re
     text: parts.join('\n'),
     seen: comments.map((c) => String(c.id)),
     channel: githubChannel(api, ref, config.github.bot_name),
+    ...(pull ? { pull } : {}),
   }
 }
 

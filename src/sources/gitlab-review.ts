@@ -2,7 +2,7 @@ import { IssueLabelEvents, Jobs, MergeRequestLabelEvents, MergeRequestNotes, Mer
 import type { Config } from '../config/schema.js'
 import { CtxError } from '../errors.js'
 import { call, parseGitlabProject, parseGitlabRef, stoppable, token } from './gitlab.js'
-import { OPENER_MARKER } from './github-review.js'
+import { OPENER_MARKER } from './marker.js'
 import { AccessCache, GITLAB_DEVELOPER } from './trust.js'
 import type { OwnPull, ReviewEvent, ReviewWatch, TriggerCheck } from './types.js'
 

@@ -1,7 +1,7 @@
 import { Gitlab, Issues, MergeRequests } from '@gitbeaker/rest'
 import type { Config } from '../config/schema.js'
 import { CtxError, UsageError } from '../errors.js'
-import { isOwn } from './marker.js'
+import { isOwn, OPENER_MARKER } from './marker.js'
 import { oneLine, quoted } from './quote.js'
 import { raceAbort, withStop } from './abort.js'
 import type { Channel, CurrentItem, LabelledItem, RemoteComment, RemoteTask, Tracker } from './types.js'
@@ -78,7 +78,7 @@ interface Note {
 export async function loadGitlabTask(config: Config, ref: GitlabRef): Promise<RemoteTask> {
   const api = client(config)
   const where = name(ref)
-  type Item = { title: string; description: string | null; author: { username: string }; labels: string[]; source_branch?: string; target_branch?: string }
+  type Item = { title: string; description: string | null; author: { username: string }; labels: string[]; source_branch?: string; target_branch?: string; web_url?: string }
   const item = (await call<unknown>(where, () =>
     ref.kind === 'issue' ? api.Issues.show(ref.iid, { projectId: ref.project }) : api.MergeRequests.show(ref.project, ref.iid),
   )) as Item
@@ -103,6 +103,9 @@ export async function loadGitlabTask(config: Config, ref: GitlabRef): Promise<Re
     text: parts.join('\n'),
     seen: notes.map((n) => String(n.id)),
     channel: gitlabChannel(api, ref, config.gitlab.bot_name),
+    ...(ref.kind === 'merge_request' && item.source_branch
+      ? { pull: { head: { branch: item.source_branch, number: ref.iid, url: item.web_url ?? '' }, opener: OPENER_MARKER.exec(item.description ?? '')?.[1] ?? null, byBot: config.gitlab.bot_name !== null && item.author.username === config.gitlab.bot_name } }
+      : {}),
   }
 }
 

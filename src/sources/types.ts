@@ -1,4 +1,4 @@
-import type { TaskKey } from '../storage/task/metadata.js'
+import type { PrHead, TaskKey } from '../storage/task/metadata.js'
 
 /** A comment (issue comment, MR note, inbox message) as the agent is told of it. */
 export interface Comment {
@@ -20,6 +20,17 @@ export interface RemoteTask {
   /** Ids of the comments already in `text`: comment detection starts after them. */
   seen: string[]
   channel: Channel
+  /** A pull/merge request: its head branch, and the task that opened it (the marker in its body), if ctxagent did. */
+  pull?: PullSource
+}
+
+/** A pull/merge request as a task source (docs/delivery.md#the-review-loop). */
+export interface PullSource {
+  head: PrHead
+  /** The uuid the marker in its body names, or null. */
+  opener: string | null
+  /** Whether the bot's account opened it (then the marker is its own). */
+  byBot: boolean
 }
 
 /** What the agent does with the issue while it works (SPEC §13.1, §13.2). */

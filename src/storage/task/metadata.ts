@@ -48,6 +48,15 @@ export interface RunRecord {
   replay_from: string | null
   /** A keep-alive chat session (run --chat). */
   chat?: boolean
+  /** The pull/merge request whose head branch the workspace has checked out (docs/delivery.md#the-review-loop); null: none could be. */
+  pr_head?: PrHead | null
+}
+
+/** A pull request (GitHub) or merge request (GitLab) by its head branch. */
+export interface PrHead {
+  branch: string
+  number: number
+  url: string
 }
 
 export function writeMetadata(dir: string, metadata: TaskMetadata): void {
