@@ -1,13 +1,11 @@
 import { randomUUID } from 'node:crypto'
-import { readFileSync } from 'node:fs'
-import { join } from 'node:path'
 import type { Pool } from 'pg'
 import { CtxError } from '../errors.js'
 import { oneLine, quoted } from '../sources/quote.js'
 import type { OwnPull, ReviewEvent, ReviewWatch, Tracker } from '../sources/types.js'
 import { maskText } from '../storage/format/mask.js'
 import type { Layout } from '../storage/fs/layout.js'
-import { FILES, locateTask } from '../storage/fs/layout.js'
+import { recordsDelivery } from '../run/inheritance.js'
 import { inTransaction } from '../storage/index/pg-pool.js'
 import type { JobSpec } from './jobs.js'
 import { JobQueue } from './jobs.js'
@@ -52,7 +50,8 @@ export async function reviewPass(pool: Pool, layout: Layout, tracker: Tracker, w
   const report: ReviewReport = { watched: 0, followups: [], exhausted: [], forgotten: [], errors: [] }
   let pulls: OwnPull[]
   try {
-    pulls = (await watch.listOwnPulls()).filter((p) => p.byBot || deliveredBy(layout, p))
+    // A pull request not written by the bot's account counts only when the task its marker names recorded delivering it.
+    pulls = (await watch.listOwnPulls()).filter((p) => p.byBot || recordsDelivery(layout, p.opener, p))
   } catch (err) {
     if (options.signal?.aborted) throw options.signal.reason
     report.errors.push((err as Error).message)
@@ -77,22 +76,6 @@ export async function reviewPass(pool: Pool, layout: Layout, tracker: Tracker, w
     report.forgotten.push(row.ref)
   }
   return report
-}
-
-/**
- * A pull request whose author is not the bot's account counts as ctxagent's only when
- * the task its marker names is in this tree and recorded delivering it (anyone can
- * paste a marker into a body).
- */
-function deliveredBy(layout: Layout, pull: OwnPull): boolean {
-  const task = locateTask(layout, pull.opener)
-  if (task === null) return false
-  try {
-    const state = JSON.parse(readFileSync(join(task.dir, FILES.state), 'utf8')) as { delivery?: { pr?: { number?: unknown; url?: unknown } | null } }
-    return state.delivery?.pr?.number === pull.number && (typeof state.delivery.pr.url !== 'string' || state.delivery.pr.url === pull.url)
-  } catch {
-    return false
-  }
 }
 
 async function followUp(pool: Pool, tracker: Tracker, watch: ReviewWatch, pull: OwnPull, options: ReviewOptions): Promise<'queued' | 'exhausted' | null> {

@@ -6,7 +6,7 @@ import type { Config, Provider } from '../config/schema.js'
 import { parseDuration } from '../duration.js'
 import { UsageError } from '../errors.js'
 import { realPathOf } from '../tools/workspace.js'
-import type { RunRecord } from '../storage/task/metadata.js'
+import type { PrHead, RunRecord } from '../storage/task/metadata.js'
 
 /** `ctxagent run`'s flags, as commander parsed them (budgets already numbers). */
 export interface RunFlags {
@@ -29,6 +29,8 @@ export interface RunFlags {
   chat?: boolean
   github?: string
   gitlab?: string
+  /** A review loop's follow-up statement, after the pull request's text (docs/delivery.md#the-review-loop). */
+  followUpFile?: string
 }
 
 /** Everything the loop needs to know about how to run this task. */
@@ -45,6 +47,8 @@ export interface RunSettings {
   inherit: boolean
   /** A keep-alive chat session (SPEC §6). */
   chat: boolean
+  /** The pull request whose head branch the workspace has checked out (docs/delivery.md#the-review-loop). */
+  prHead?: PrHead | null
 }
 
 /**
@@ -119,6 +123,7 @@ export function resumedRunSettings(config: Config, record: RunRecord | undefined
     timeoutMs: flags.timeout ?? record.timeout_ms,
     systemPromptFile: fresh.systemPromptFile ?? record.system_prompt_file,
     chat: record.chat === true,
+    ...(record.pr_head !== undefined ? { prHead: record.pr_head } : {}),
   }
 }
 
@@ -132,6 +137,7 @@ export function runRecord(settings: RunSettings, config: Config): RunRecord {
     timeout_ms: settings.timeoutMs,
     system_prompt_file: settings.systemPromptFile,
     ...(settings.chat ? { chat: true } : {}),
+    ...(settings.prHead !== undefined ? { pr_head: settings.prHead } : {}),
   }
 }
 
