@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest'
 import { startFakeBoard } from '../helpers/fake-board.js'
 import type { FakeBoard } from '../helpers/fake-board.js'
 import { usePostgres } from '../helpers/use-postgres.js'
-import { runSetup } from '../run/harness.js'
+import { exitOf } from '../helpers/wait.js'
+import { agentRequests, readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
 
 const database = usePostgres({ truncate: ['fleet_jobs', 'fleet_workers', 'fleet_polled', 'fleet_reviews', 'tasks'] })
@@ -142,5 +143,41 @@ describe('poll: the review loop and trust', { timeout: 240_000 }, () => {
     expect(job?.task).toContain('> Failure: expected true')
     expect(job?.task).not.toContain('rm -rf the tests')
     expect(job?.task).not.toContain('pipeline 300')
+  })
+
+  it('a worker runs the follow-up: the pull request’s text and the statement, keyed by the pull request, inheriting from the opener, replying on the pull request', async () => {
+    const board = await startFakeBoard()
+    const s = await runSetup(forges(board, 'comments:\n  min_interval_seconds: 0.01\n'))
+    s.tree.write({ uuid: OPENER, location: 'completed', repository: 'acme/shop' })
+    const pr = board.add('github', 57, [], 'pull_request')
+    Object.assign(pr, { body: marked('The export keeps every row.'), author: 'ctxagent-bot', sha: 'head1' })
+    pr.comments.push({ id: 701, body: 'Please add a test.', author: 'carol', at: '2026-11-02T09:00:00Z', association: 'COLLABORATOR' })
+    expect((await pollOnce(s, ['--github', 'acme/shop']))[0]?.review.followups).toEqual(['acme/shop#57'])
+    s.fake.queue.push({ content: 'Added a test for the last row.' })
+    process.env.CTXAGENT_DATABASE_URL = database.server.url
+    const worker = (() => {
+      try {
+        return s.start(['worker', '--concurrency', '1'])
+      } finally {
+        delete process.env.CTXAGENT_DATABASE_URL
+      }
+    })()
+    for (let i = 0; (await query<{ state: string }>('SELECT state FROM fleet_jobs'))[0]?.state !== 'done'; i++) {
+      if (i > 2400) throw new Error('the follow-up did not finish')
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    worker.child.kill('SIGTERM')
+    expect((await exitOf(worker.child)).code).toBe(0)
+    const [row] = await query<{ task_uuid: string }>('SELECT task_uuid FROM fleet_jobs')
+    const task = readTask(s.tree, row?.task_uuid as string)
+    expect(task.metadata).toMatchObject({ task_key: { task_source: 'github', task_type: 'pull_request', task_id: '57' }, inherited_from: OPENER })
+    const first = JSON.stringify(agentRequests(s.fake)[0]?.body.messages)
+    expect(first).toContain('Pull request acme/shop#57')
+    expect(first).toContain('[Follow-up 1 of at most 5 on acme/shop#57')
+    expect(first).toContain('> Please add a test.')
+    // The outcome comment on the pull request says what the round did.
+    expect(pr.comments.some((c) => c.author === 'ctxagent-bot' && c.body.includes('Added a test for the last row.'))).toBe(true)
+    // Its own reply is no new event: nothing more is queued.
+    expect((await pollOnce(s, ['--github', 'acme/shop']))[0]?.review.followups).toEqual([])
   })
 })
