@@ -27,7 +27,7 @@ const collect = (value: string, previous: string[]): string[] => [...previous, v
 
 export function pollCommand(): Command {
   return new Command('poll')
-    .description("turn each open issue/PR (GitHub) or issue/MR (GitLab) carrying --label into one fleet job, and move its labels as the task goes on (needs fleet.database_url)")
+    .description("turn each open issue/PR (GitHub) or issue/MR (GitLab) labelled --label by someone with write access into one fleet job, move its labels as the task goes on, and queue follow-ups on the PRs/MRs ctxagent opened when reviewed or their checks fail (needs fleet.database_url)")
     .option('--github <owner/repo>', 'a GitHub repository to poll (repeatable)', collect, [])
     .option('--gitlab <group/project>', 'a GitLab project to poll (repeatable)', collect, [])
     .requiredOption('--label <name>', 'the label that asks for an agent')
