@@ -4,6 +4,7 @@ import { recordsDelivery } from '../run/inheritance.js'
 import { refuseTreeInWorkspace } from '../run/settings.js'
 import type { RunSettings } from '../run/settings.js'
 import type { RemoteTask } from '../sources/types.js'
+import { giveWorkspace, sandboxIdentity } from '../tools/sandbox/identity.js'
 import { cloneCredentials } from './worker.js'
 
 /**
@@ -27,6 +28,8 @@ export async function placeOnPull(ctx: CommandEnv, config: CommandEnv['config'],
   if (placed.note !== null) ctx.io.warn(placed.note)
   if (placed.checkedOut) {
     refuseTreeInWorkspace(placed.workspace, ctx.layout.base)
+    // As root, what git checked out is root's: given to the user the task's commands run as (the workspace's owner, or nobody).
+    giveWorkspace(placed.workspace, sandboxIdentity(config.tools, settings.workspace))
     settings.workspace = placed.workspace
     settings.prHead = pull.head
   } else {

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -66,6 +66,8 @@ describe('a task on a pull request', () => {
     expect(git(worktree, 'rev-parse', 'HEAD')).toBe(branchCommit)
     expect(readFileSync(join(worktree, 'review-note.txt'), 'utf8')).toBe('addressed\n')
     expect(existsSync(join(worktree, 'export.js'))).toBe(true)
+    // As root, the worktree is the user's the task's commands run as (the workspace's owner).
+    if (process.getuid?.() === 0) expect(statSync(join(worktree, 'export.js')).uid).toBe(statSync(s.ws).uid)
     // The operator's checkout: still main, the same files and the same uncommitted change.
     expect(git(s.ws, 'rev-parse', '--abbrev-ref', 'HEAD')).toBe('main')
     expect(git(s.ws, 'status', '--porcelain')).toBe(statusBefore)
