@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -26,13 +26,27 @@ function repository(ws: string): { origin: string; branchCommit: string } {
   git(ws, 'push', '--quiet', 'origin', 'main')
   git(ws, 'checkout', '--quiet', '-b', 'fix-csv')
   writeFileSync(join(ws, 'export.js'), 'export const rows = (list) => list\n')
-  git(ws, 'add', 'export.js')
+  writeFileSync(join(ws, '.gitattributes'), '*.js filter=evil\n')
+  git(ws, 'add', 'export.js', '.gitattributes')
   git(ws, 'commit', '--quiet', '-m', 'the export keeps every row')
   const branchCommit = git(ws, 'rev-parse', 'HEAD')
   git(ws, 'push', '--quiet', 'origin', 'fix-csv')
   git(ws, 'checkout', '--quiet', 'main')
   git(ws, 'branch', '--quiet', '-D', 'fix-csv')
   return { origin, branchCommit }
+}
+
+/**
+ * What an agent could have written into the repository's config and hooks, each leaving a
+ * file in `proof` when git runs it: a post-checkout hook, a smudge filter, an fsmonitor.
+ */
+function plantPrograms(ws: string, proof: string): void {
+  const hook = join(ws, '.git', 'hooks', 'post-checkout')
+  writeFileSync(hook, `#!/bin/sh\ntouch ${join(proof, 'hook')}\n`)
+  chmodSync(hook, 0o755)
+  git(ws, 'config', 'filter.evil.smudge', `sh -c 'touch ${join(proof, 'filter')}; cat'`)
+  git(ws, 'config', 'filter.evil.required', 'true')
+  git(ws, 'config', 'core.fsmonitor', `sh -c 'touch ${join(proof, 'fsmonitor')}'`)
 }
 
 describe('a task on a pull request', () => {
@@ -44,6 +58,9 @@ describe('a task on a pull request', () => {
     // The operator has work of their own under way on main.
     writeFileSync(join(s.ws, 'calc.js'), 'export function add(a, b) {\n  return a + b\n}\n')
     const statusBefore = git(s.ws, 'status', '--porcelain')
+    const proof = mkdtempSync(join(tmpdir(), 'ctxagent-proof-'))
+    onTestFinished(() => rmSync(proof, { recursive: true, force: true }))
+    plantPrograms(s.ws, proof)
     // The task that opened the pull request (from issue 41): its delivery record names the pull request.
     const opener = uuidN(41)
     const url = 'https://github.example/acme/shop/pull/42'
@@ -68,6 +85,8 @@ describe('a task on a pull request', () => {
     expect(existsSync(join(worktree, 'export.js'))).toBe(true)
     // As root, the worktree is the user's the task's commands run as (the workspace's owner).
     if (process.getuid?.() === 0) expect(statSync(join(worktree, 'export.js')).uid).toBe(statSync(s.ws).uid)
+    // Nothing the repository's config or hooks name ran.
+    expect(readdirSync(proof)).toEqual([])
     // The operator's checkout: still main, the same files and the same uncommitted change.
     expect(git(s.ws, 'rev-parse', '--abbrev-ref', 'HEAD')).toBe('main')
     expect(git(s.ws, 'status', '--porcelain')).toBe(statusBefore)
