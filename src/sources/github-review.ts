@@ -88,8 +88,12 @@ export function githubReviewWatch(config: Config, repository: string, stop?: Abo
       } catch (err) {
         if (stop?.aborted) throw err
       }
-      const run = await call(pull.ref, () => api.rest.checks.get({ owner, repo, check_run_id: jobId }), stop)
-      const text = [run.output.title, run.output.summary, run.output.text].filter(Boolean).join('\n')
+      // A log that cannot be read leaves the check's name and description: the follow-up still goes.
+      const run = await call(pull.ref, () => api.rest.checks.get({ owner, repo, check_run_id: jobId }), stop).catch((err: unknown) => {
+        if (stop?.aborted) throw err
+        return null
+      })
+      const text = run === null ? '' : (run.output.text ?? '')
       return text === '' ? null : text.slice(-maxChars)
     },
   }

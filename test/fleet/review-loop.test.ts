@@ -1,4 +1,8 @@
-import { describe, expect, it } from 'vitest'
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it, onTestFinished } from 'vitest'
 import { startFakeBoard } from '../helpers/fake-board.js'
 import type { FakeBoard } from '../helpers/fake-board.js'
 import { usePostgres } from '../helpers/use-postgres.js'
@@ -179,5 +183,55 @@ describe('poll: the review loop and trust', { timeout: 240_000 }, () => {
     expect(pr.comments.some((c) => c.author === 'ctxagent-bot' && c.body.includes('Added a test for the last row.'))).toBe(true)
     // Its own reply is no new event: nothing more is queued.
     expect((await pollOnce(s, ['--github', 'acme/shop']))[0]?.review.followups).toEqual([])
+  })
+
+  it('a follow-up with --repo: the fleet’s clone has the head branch checked out in place, and pr_head is recorded', async () => {
+    const board = await startFakeBoard()
+    const spaces = mkdtempSync(join(tmpdir(), 'ctxagent-spaces-'))
+    onTestFinished(() => rmSync(spaces, { recursive: true, force: true }))
+    const s = await runSetup(forges(board, `fleet:\n  workspaces_dir: ${spaces}\n`))
+    // The origin: main, and the pull request's branch one commit ahead.
+    const origin = join(spaces, 'origin.git')
+    const git = (dir: string, ...args: string[]) => execFileSync('git', ['-c', 'safe.directory=*', '-c', 'user.name=T', '-c', 'user.email=t@example.invalid', '-C', dir, ...args], { encoding: 'utf8' }).trim()
+    execFileSync('git', ['init', '--quiet', '--bare', '-b', 'main', origin])
+    const seed = mkdtempSync(join(tmpdir(), 'ctxagent-seed-'))
+    onTestFinished(() => rmSync(seed, { recursive: true, force: true }))
+    git(seed, 'init', '--quiet', '-b', 'main')
+    writeFileSync(join(seed, 'a.txt'), 'a\n')
+    git(seed, 'add', '-A')
+    git(seed, 'commit', '--quiet', '-m', 'start')
+    git(seed, 'checkout', '--quiet', '-b', 'ctxagent/41-0000002a')
+    writeFileSync(join(seed, 'b.txt'), 'b\n')
+    git(seed, 'add', '-A')
+    git(seed, 'commit', '--quiet', '-m', 'fix')
+    const head = git(seed, 'rev-parse', 'HEAD')
+    git(seed, 'push', '--quiet', origin, 'main', 'ctxagent/41-0000002a')
+    const pr = board.add('github', 57, [], 'pull_request')
+    Object.assign(pr, { body: marked('Fix.'), author: 'ctxagent-bot', sha: head, branch: 'ctxagent/41-0000002a' })
+    board.checks[head] = [{ id: 91, name: 'unit tests', conclusion: 'failure', title: 'failed', summary: '' }]
+    const res = await s.run(['poll', '--once', '--json', '--label', 'agent', '--repo', origin, '--github', 'acme/shop'], db())
+    expect(res.stderr).toBe('')
+    expect(res.code).toBe(0)
+    s.fake.queue.push({ content: 'Fixed the test.' })
+    process.env.CTXAGENT_DATABASE_URL = database.server.url
+    const worker = (() => {
+      try {
+        return s.start(['worker', '--concurrency', '1'])
+      } finally {
+        delete process.env.CTXAGENT_DATABASE_URL
+      }
+    })()
+    for (let i = 0; (await query<{ state: string }>('SELECT state FROM fleet_jobs'))[0]?.state !== 'done'; i++) {
+      if (i > 2400) throw new Error('the follow-up did not finish')
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    worker.child.kill('SIGTERM')
+    expect((await exitOf(worker.child)).code).toBe(0)
+    const [row] = await query<{ task_uuid: string }>('SELECT task_uuid FROM fleet_jobs')
+    const uuid = row?.task_uuid as string
+    const clone = realpathSync(join(spaces, uuid))
+    expect(readTask(s.tree, uuid).metadata).toMatchObject({ run: { workspace: clone, pr_head: { branch: 'ctxagent/41-0000002a', number: 57, url: 'https://github.example/acme/shop/pull/57' } } })
+    expect(git(clone, 'rev-parse', '--abbrev-ref', 'HEAD')).toBe('ctxagent/41-0000002a')
+    expect(git(clone, 'rev-parse', 'HEAD')).toBe(head)
   })
 })
