@@ -5,6 +5,8 @@ export interface Comment {
   author: string
   body: string
   created_at: string
+  /** False when the forge says its author has no write access (docs/delivery.md#trust): told to the model, never a trigger. */
+  trusted?: boolean
 }
 
 /** A comment on the task's issue, PR or MR, as the source reports it. */
