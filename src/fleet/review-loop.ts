@@ -128,7 +128,7 @@ async function followUp(pool: Pool, tracker: Tracker, watch: ReviewWatch, pull: 
  */
 export function followUpStatement(pull: OwnPull, events: readonly ReviewEvent[], logs: ReadonlyMap<string, string>, round: number, maxRounds: number): string {
   const lines = [
-    `[Follow-up ${round} of at most ${maxRounds} on ${oneLine(pull.ref)}, branch ${oneLine(pull.branch)}]: new review activity and check results on the pull request this task's key continues.`,
+    `[Follow-up ${round} of at most ${maxRounds} on ${oneLine(pull.ref)}, branch ${oneLine(pull.branch)}]: new review activity and check results on this pull request since the last round.`,
     'Address what is asked where it is right to, on this branch; when you finish, your changes are pushed to the pull request as one more commit and your answer is posted there.',
     '',
   ]
