@@ -6,7 +6,9 @@ import type { PollReport } from '../fleet/poller.js'
 import { PollDatabaseError, pollPass } from '../fleet/poller.js'
 import type { JobSpec } from '../fleet/jobs.js'
 import { MAX_TIMER_MS } from '../run/stop.js'
-import type { Tracker } from '../sources/types.js'
+import type { ReviewReport } from '../fleet/review-loop.js'
+import { reviewPass } from '../fleet/review-loop.js'
+import type { ReviewWatch, Tracker, TriggerCheck } from '../sources/types.js'
 import type { EnqueueOptions } from './enqueue.js'
 import { placement, priorityArg } from './enqueue.js'
 import { fleetPool } from './fleet-db.js'
@@ -25,7 +27,7 @@ const collect = (value: string, previous: string[]): string[] => [...previous, v
 
 export function pollCommand(): Command {
   return new Command('poll')
-    .description("turn each open issue/PR (GitHub) or issue/MR (GitLab) carrying --label into one fleet job, and move its labels as the task goes on (needs fleet.database_url)")
+    .description("turn each open issue/PR (GitHub) or issue/MR (GitLab) labelled --label by someone with write access into one fleet job, move its labels as the task goes on, and queue follow-ups on the PRs/MRs ctxagent opened when reviewed or their checks fail (needs fleet.database_url)")
     .option('--github <owner/repo>', 'a GitHub repository to poll (repeatable)', collect, [])
     .option('--gitlab <group/project>', 'a GitLab project to poll (repeatable)', collect, [])
     .requiredOption('--label <name>', 'the label that asks for an agent')
@@ -60,14 +62,21 @@ async function poll(ctx: CommandEnv, opts: PollOptions): Promise<void> {
   // SIGINT/SIGTERM end a pass at once, even mid-request: every forge request is aborted
   // (the clients' own signal handling would not do it, see sources/abort.ts).
   const stop = new AbortController()
-  const targets: { tracker: Tracker; spec: (ref: string) => JobSpec }[] = []
+  // A follow-up always delivers as one more commit on the request's head branch (docs/delivery.md#the-review-loop).
+  const targets: { tracker: Tracker; watch: ReviewWatch & TriggerCheck; spec: (ref: string) => JobSpec; followUp: (ref: string, statement: string) => JobSpec }[] = []
   if (opts.github.length > 0) {
     const { githubTracker } = await import('../sources/github.js')
-    for (const repo of opts.github) targets.push({ tracker: githubTracker(ctx.config, repo, stop.signal), spec: (ref) => ({ github: ref, ...base }) })
+    const { githubReviewWatch } = await import('../sources/github-review.js')
+    for (const repo of opts.github) {
+      targets.push({ tracker: githubTracker(ctx.config, repo, stop.signal), watch: githubReviewWatch(ctx.config, repo, stop.signal), spec: (ref) => ({ github: ref, ...base }), followUp: (ref, task) => ({ github: ref, task, ...base, deliver: 'pr' }) })
+    }
   }
   if (opts.gitlab.length > 0) {
     const { gitlabTracker } = await import('../sources/gitlab.js')
-    for (const project of opts.gitlab) targets.push({ tracker: gitlabTracker(ctx.config, project, stop.signal), spec: (ref) => ({ gitlab: ref, ...base }) })
+    const { gitlabReviewWatch } = await import('../sources/gitlab-review.js')
+    for (const project of opts.gitlab) {
+      targets.push({ tracker: gitlabTracker(ctx.config, project, stop.signal), watch: gitlabReviewWatch(ctx.config, project, stop.signal), spec: (ref) => ({ gitlab: ref, ...base }), followUp: (ref, task) => ({ gitlab: ref, task, ...base, deliver: 'pr' }) })
+    }
   }
   const { pool } = await fleetPool(ctx, 'poll')
   auditTask(ctx, 'poll', null)
@@ -84,8 +93,14 @@ async function poll(ctx: CommandEnv, opts: PollOptions): Promise<void> {
     do {
       for (const target of targets) {
         let report
+        let review
         try {
-          report = await pollPass(pool, ctx.layout, target.tracker, { label, labels, spec: target.spec, priority: opts.priority ?? 0, signal: stop.signal })
+          const trigger = ctx.config.sources.trusted === 'write' ? target.watch : null
+          report = await pollPass(pool, ctx.layout, target.tracker, { label, labels, spec: target.spec, priority: opts.priority ?? 0, signal: stop.signal, trigger })
+          // The pull/merge requests ctxagent opened: review activity and failed checks become follow-ups.
+          review = await reviewPass(pool, ctx.layout, target.tracker, target.watch, { maxRounds: ctx.config.deliver.max_rounds, spec: target.followUp, priority: opts.priority ?? 0, signal: stop.signal }).catch((err: unknown) => {
+            throw stop.signal.aborted || err instanceof CtxError ? err : new PollDatabaseError(err)
+          })
         } catch (err) {
           // Stopped mid-pass: what the pass left, the next pass of any poller finishes.
           if (stop.signal.aborted) throw interrupted(by ?? 'SIGTERM')
@@ -94,8 +109,8 @@ async function poll(ctx: CommandEnv, opts: PollOptions): Promise<void> {
           ctx.io.warn(`poll: ${err.message} (tried again next pass)`)
           break
         }
-        if (report.errors.length > 0) failed = true
-        show(ctx, report)
+        if (report.errors.length > 0 || review.errors.length > 0) failed = true
+        show(ctx, report, review)
       }
     } while (!opts.once && !stop.signal.aborted && (await pause(opts.interval, stopped)))
   } finally {
@@ -111,15 +126,19 @@ function interrupted(by: NodeJS.Signals): CtxError {
   return new CtxError(`poll stopped by ${by} during a pass`, { exitCode: by === 'SIGINT' ? 130 : 143, hint: 'the next pass of any poller finishes what it left' })
 }
 
-function show(ctx: CommandEnv, r: PollReport): void {
+function show(ctx: CommandEnv, r: PollReport, review: ReviewReport): void {
   if (ctx.json) {
-    ctx.io.jsonl({ ts: ctx.now().toISOString(), ...r })
+    ctx.io.jsonl({ ts: ctx.now().toISOString(), ...r, review })
     return
   }
   const parts = [`${r.listed} open with the label`, `${r.queued.length} queued${r.queued.length ? ` (${r.queued.join(', ')})` : ''}`]
   if (r.resumed.length) parts.push(`${r.resumed.length} resumed (${r.resumed.join(', ')})`)
   if (r.cancelled.length) parts.push(`${r.cancelled.length} waiting job(s) cancelled (${r.cancelled.join(', ')})`)
   if (r.labelled.length) parts.push(`labels moved: ${r.labelled.map((l) => `${l.ref} → ${l.label ?? 'none'}`).join(', ')}`)
+  if (r.untrusted.length) parts.push(`${r.untrusted.length} labelled by someone without write access, not queued (${r.untrusted.join(', ')})`)
+  if (review.watched) parts.push(`${review.watched} own pull request(s) watched, ${review.followups.length} follow-up(s) queued${review.followups.length ? ` (${review.followups.join(', ')})` : ''}`)
+  if (review.exhausted.length) parts.push(`deliver.max_rounds reached (${review.exhausted.join(', ')})`)
+  if (review.forgotten.length) parts.push(`merged or closed, forgotten (${review.forgotten.join(', ')})`)
   ctx.io.out(`${ctx.now().toISOString()} poll ${r.source}: ${parts.join('; ')}`)
-  for (const error of r.errors) ctx.io.warn(`poll ${r.source}: ${error} (tried again next pass)`)
+  for (const error of [...r.errors, ...review.errors]) ctx.io.warn(`poll ${r.source}: ${error} (tried again next pass)`)
 }

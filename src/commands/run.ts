@@ -58,6 +58,8 @@ export function runCommand(): Command {
     .addOption(new Option('--deliver <mode>', 'when the task completes: none, commit its change on a new branch, or push it and open a pull/merge request (default: deliver.mode; docs/delivery.md)').choices(['none', 'branch', 'pr']))
     // A fleet worker names the task its job announced (enqueue printed the uuid); not for operators.
     .addOption(new Option('--uuid <uuid>').hideHelp())
+    // A review loop's follow-up on a pull request (poll writes it; docs/delivery.md#the-review-loop); not for operators.
+    .addOption(new Option('--follow-up-file <file>').hideHelp())
     .addOption(new Option('--log-format <format>', 'log lines on stderr (default: text on a terminal, json otherwise)').choices(['text', 'json']))
     .action(withEnv(runLogged))
 }
@@ -99,8 +101,9 @@ async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'
   if (opts.chat && opts.resume !== undefined) throw new UsageError('--chat starts a new session; a resumed chat task stays a chat', 'drop --chat')
   if (opts.deliver !== undefined && opts.resume !== undefined) throw new UsageError('--deliver is chosen when a task starts; a resumed task delivers as it was started to', 'drop --deliver')
   const flags: RunFlags = opts
+  if (opts.followUpFile !== undefined && opts.github === undefined && opts.gitlab === undefined) throw new UsageError('--follow-up-file follows up a pull or merge request', 'give --github or --gitlab too')
   if (opts.uuid !== undefined && (opts.resume !== undefined || !isUuid(opts.uuid))) throw new UsageError('--uuid names a new task and must be a uuid', 'drop --uuid')
-  const prepared = opts.resume !== undefined ? await prepareResume(ctx, flags, opts.resume) : await prepareNew(ctx, flags)
+  const prepared = opts.resume !== undefined ? await prepareResume(ctx, flags, opts.resume) : await prepareNew(ctx, flags, opts.uuid)
   if (opts.uuid !== undefined && prepared.start.kind === 'new') prepared.start.uuid = opts.uuid.toLowerCase()
   const configFile = ctx.configSource === null ? null : resolve(process.cwd(), ctx.configSource)
   refuseConfigInWorkspace(prepared.settings.workspace, configFile)
@@ -162,8 +165,8 @@ interface Prepared {
   start: RunStart
 }
 
-async function prepareNew(ctx: CommandEnv, flags: RunFlags): Promise<Prepared> {
-  if (flags.github !== undefined || flags.gitlab !== undefined) return prepareRemote(ctx, flags)
+async function prepareNew(ctx: CommandEnv, flags: RunFlags, uuid: string | undefined): Promise<Prepared> {
+  if (flags.github !== undefined || flags.gitlab !== undefined) return prepareRemote(ctx, flags, uuid)
   const text = flags.task ?? (flags.taskFile === undefined ? '' : readTextArg(flags.taskFile, 'task file', () => readStdinText('task file', 'give a task of at most 1 MB')))
   if (text.trim() === '' && !flags.chat) throw new UsageError('the task is empty', 'describe what the agent should do')
   const taskId = flags.taskId === undefined ? '' : checkName(flags.taskId, '--task-id')
@@ -184,12 +187,16 @@ async function settingsFor(ctx: CommandEnv, flags: RunFlags): Promise<{ user: st
   return { user, config, settings }
 }
 
-/** A GitHub or GitLab task: checked, fetched and composed before anything is written (a bad token writes nothing). */
-async function prepareRemote(ctx: CommandEnv, flags: RunFlags): Promise<Prepared> {
+/** A GitHub or GitLab task: checked, fetched and composed before the task is written (a bad token writes nothing). */
+async function prepareRemote(ctx: CommandEnv, flags: RunFlags, uuid: string | undefined): Promise<Prepared> {
   const load = flags.github !== undefined ? await githubLoader(flags.github) : await gitlabLoader(flags.gitlab as string)
+  const followUp = flags.followUpFile === undefined ? null : readTextArg(flags.followUpFile, 'follow-up file', () => readStdinText('follow-up file', 'give a statement of at most 1 MB'))
   const { user, config, settings } = await settingsFor(ctx, flags)
   const task = await load(config)
-  return { config, settings, start: { kind: 'new', source: { key: task.key, text: task.text }, user, channel: task.channel, seen: task.seen } }
+  // A pull request: its head branch checked out (a worktree, or the fleet's clone), and the task that opened it.
+  const opener = task.pull ? await (await import('./run-pull.js')).placeOnPull(ctx, config, settings, task, uuid) : null
+  const text = followUp === null ? task.text : `${task.text}\n\n${followUp.trim()}`
+  return { config, settings, start: { kind: 'new', source: { key: task.key, text, ...(opener ? { opener } : {}) }, user, channel: task.channel, seen: task.seen } }
 }
 
 /** The reference checked now (a usage error writes nothing), the fetch later; the clients load only when used. */

@@ -311,6 +311,7 @@ export const configSchema = z.strictObject(
       // Follow-up tasks on one PR/MR at most (the review loop, docs/delivery.md#the-review-loop).
       max_rounds: withDefault(positiveInt(), 5),
     }),
+    sources: section({ trusted: withDefault(oneOf(['write', 'any']), 'write') }),
     alerts: section({
       disk_warning_gb: withDefault(positiveNumber(), 10),
       disk_critical_gb: withDefault(positiveNumber(), 50),

@@ -61,10 +61,10 @@ export async function cloneWorkspace(options: { url: string; ref?: string; dir: 
 const SAFE = ['-c', 'core.hooksPath=/dev/null', '-c', 'protocol.ext.allow=never']
 
 /** A credential helper that answers git's `get` with the token in its environment (never on a command line, never on disk). */
-const HELPER = '!f() { test "$1" = get || exit 0; echo "username=$CTXAGENT_GIT_USERNAME"; echo "password=$CTXAGENT_GIT_TOKEN"; }; f'
+export const HELPER = '!f() { test "$1" = get || exit 0; echo "username=$CTXAGENT_GIT_USERNAME"; echo "password=$CTXAGENT_GIT_TOKEN"; }; f'
 
 /** The credential configured for the URL's host: HTTPS (or HTTP to a configured host) only. */
-function credentialFor(url: string, credentials: CloneCredential[]): CloneCredential | null {
+export function credentialFor(url: string, credentials: CloneCredential[]): CloneCredential | null {
   let parsed: URL
   try {
     parsed = new URL(url)
@@ -80,7 +80,7 @@ function credentialFor(url: string, credentials: CloneCredential[]): CloneCreden
  * what would point git at another repository or object store than the clone's own, and
  * never prompting.
  */
-function gitEnv(credential: CloneCredential | null): NodeJS.ProcessEnv {
+export function gitEnv(credential: CloneCredential | null): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {}
   for (const [key, value] of Object.entries(process.env)) if (!DROPPED.has(key)) env[key] = value
   env.GIT_TERMINAL_PROMPT = '0'

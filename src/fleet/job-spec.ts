@@ -66,7 +66,8 @@ export function jobProblem(job: Job): string | null {
   if (s.allow_shell !== undefined && typeof s.allow_shell !== 'boolean') return 'spec.allow_shell is not true or false'
   for (const key of KEYS) if (key !== 'allow_shell' && s[key] !== undefined && (key === 'max_turns' || key === 'max_tokens' ? !(Number.isSafeInteger(s[key]) && (s[key] as number) > 0) : typeof s[key] !== 'string')) return `spec.${key} is not ${key.startsWith('max_') ? 'a positive whole number' : 'text'}`
   const text = s as Record<string, string | undefined> & { model?: string }
-  if (job.kind === 'new' && [text.task, text.github, text.gitlab].filter((v) => v !== undefined).length !== 1) return 'spec names not exactly one of task, github, gitlab'
+  // A task from a forge may carry a statement of its own: a review loop's follow-up (docs/delivery.md#the-review-loop).
+  if (job.kind === 'new' && ((text.github !== undefined && text.gitlab !== undefined) || [text.task, text.github, text.gitlab].every((v) => v === undefined))) return 'spec names not exactly one of task, github, gitlab'
   if (text.github !== undefined && !/^[\w.-]+\/[\w.-]+#\d{1,9}$/.test(text.github)) return 'spec.github is not owner/repo#N'
   if (text.gitlab !== undefined && !/^[\w.-]+(?:\/[\w.-]+)+[#!]\d{1,9}$/.test(text.gitlab)) return 'spec.gitlab is not group/project#N or !N'
   for (const key of ['user', 'task_id', 'model'] as const) if (text[key] !== undefined && !validName(text[key])) return `spec.${key} is not 1 to 200 printable characters`

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs'
 import { randomUUID } from 'node:crypto'
 import type { Pool } from 'pg'
-import type { LabelledItem, Tracker } from '../sources/types.js'
+import type { LabelledItem, Tracker, TriggerCheck } from '../sources/types.js'
 import type { Layout } from '../storage/fs/layout.js'
 import { CtxError } from '../errors.js'
 import { inTransaction, pgReason } from '../storage/index/pg-pool.js'
@@ -27,6 +27,8 @@ export interface PollOptions {
   priority: number
   /** The poller's stop (the trackers are given it too): the pass ends at once with its reason. */
   signal?: AbortSignal
+  /** Who put the trigger label on (sources.trusted: write); null: anyone's label counts (docs/delivery.md#trust). */
+  trigger?: TriggerCheck | null
 }
 
 /** The fleet's database failed during a pass: the pass ends there (a loop tries again next pass). */
@@ -44,6 +46,8 @@ export interface PollReport {
   resumed: string[]
   cancelled: string[]
   labelled: { ref: string; label: string | null }[]
+  /** Items whose trigger label was put on by someone without write access: no job (docs/delivery.md#trust). */
+  untrusted: string[]
   errors: string[]
 }
 
@@ -60,7 +64,7 @@ export interface PollReport {
  * another label brought in is "not labelled" by theirs.
  */
 export async function pollPass(pool: Pool, layout: Layout, tracker: Tracker, options: PollOptions): Promise<PollReport> {
-  const report: PollReport = { source: tracker.name, listed: 0, queued: [], resumed: [], cancelled: [], labelled: [], errors: [] }
+  const report: PollReport = { source: tracker.name, listed: 0, queued: [], resumed: [], cancelled: [], labelled: [], untrusted: [], errors: [] }
   let items
   try {
     items = await tracker.listOpen(options.label)
@@ -90,6 +94,7 @@ async function act(pool: Pool, layout: Layout, tracker: Tracker, options: PollOp
       const taken = await take(pool, layout, tracker, item, options)
       if (taken === 'queued') report.queued.push(item.ref)
       if (taken === 'resumed') report.resumed.push(item.ref)
+      if (taken === 'untrusted') report.untrusted.push(item.ref)
     } catch (err) {
       if (!isForgeError(err, options.signal)) throw err
       report.errors.push(`${item.ref}: ${(err as Error).message}`)
@@ -129,13 +134,14 @@ function isForgeError(err: unknown, signal: AbortSignal | undefined): boolean {
 }
 
 /** Claims an item for a job in one transaction: a new task, a new run of a finished one, or the resume of a paused one. */
-async function take(pool: Pool, layout: Layout, tracker: Tracker, item: LabelledItem, options: PollOptions): Promise<'queued' | 'resumed' | null> {
+async function take(pool: Pool, layout: Layout, tracker: Tracker, item: LabelledItem, options: PollOptions): Promise<'queued' | 'resumed' | 'untrusted' | null> {
   const { ref } = item
   const source = tracker.name
   return inTransaction(pool, async (client) => {
     const queue = new JobQueue(pool)
     const row = (await client.query<{ task_uuid: string; label: string | null; trigger: string | null }>('SELECT task_uuid, label, trigger FROM fleet_polled WHERE source = $1 AND ref = $2 FOR UPDATE', [source, ref])).rows[0]
     if (row === undefined) {
+      if (!(await trusted(ref, options))) return 'untrusted'
       const uuid = randomUUID()
       const inserted = await client.query('INSERT INTO fleet_polled (source, ref, task_uuid, trigger) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING', [source, ref, uuid, options.label])
       // Another poller took it first.
@@ -151,6 +157,7 @@ async function take(pool: Pool, layout: Layout, tracker: Tracker, item: Labelled
     // The listing was taken before: a person (or another poller) may have put a status label
     // back, taken the trigger off or closed it since. One GET, with the row held.
     if (!(await stillWanted(tracker, ref, options))) return null
+    if (!(await trusted(ref, options))) return 'untrusted'
     if (row.label === 'paused') {
       // The paused label taken off: the operator wants it resumed.
       const id = await queue.enqueue({ task_uuid: row.task_uuid, kind: 'resume', spec: options.spec(ref), priority: options.priority }, client)
@@ -163,6 +170,11 @@ async function take(pool: Pool, layout: Layout, tracker: Tracker, item: Labelled
     await queue.enqueue({ task_uuid: uuid, kind: 'new', spec: options.spec(ref), priority: options.priority }, client)
     return 'queued'
   })
+}
+
+/** Whether the trigger label was put on by someone with write access (always, with sources.trusted: any). */
+async function trusted(ref: string, options: PollOptions): Promise<boolean> {
+  return options.trigger == null || (await options.trigger.labelTrusted(ref, options.label))
 }
 
 /** Whether the item is, now, open with the trigger label and none of the status labels. */

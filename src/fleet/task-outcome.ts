@@ -61,6 +61,8 @@ export function newTaskArgs(job: Job, workspace: string | undefined): string[] {
   if (s.github !== undefined) args.push('--github', s.github)
   else if (s.gitlab !== undefined) args.push('--gitlab', s.gitlab)
   else args.push('--task-file', '-')
+  // A follow-up on a pull request: its statement on standard input too (docs/delivery.md#the-review-loop).
+  if ((s.github !== undefined || s.gitlab !== undefined) && s.task !== undefined) args.push('--follow-up-file', '-')
   if (s.user !== undefined) args.push('--user', s.user)
   if (workspace !== undefined) args.push('--workspace', workspace)
   if (s.task_id !== undefined) args.push('--task-id', s.task_id)

@@ -11,9 +11,14 @@ import type { Comment } from '../sources/types.js'
 export function formatComments(comments: readonly Comment[]): string {
   if (comments.length === 1) {
     const only = comments[0] as Comment
-    return `[New Comment from @${oneLine(only.author)}]:\n${quoted(only.body)}`
+    return `[New Comment from @${oneLine(only.author)}${untrusted(only)}]:\n${quoted(only.body)}`
   }
   const lines = ['[New Comments Detected]:']
-  comments.forEach((c, i) => lines.push(`Comment ${i + 1} from @${oneLine(c.author)}${c.created_at ? ` (${oneLine(c.created_at)})` : ''}:`, quoted(c.body), ''))
+  comments.forEach((c, i) => lines.push(`Comment ${i + 1} from @${oneLine(c.author)}${c.created_at ? ` (${oneLine(c.created_at)})` : ''}${untrusted(c)}:`, quoted(c.body), ''))
   return lines.join('\n')
+}
+
+/** A comment by someone without write access to the repository says so (docs/delivery.md#trust). */
+function untrusted(c: Comment): string {
+  return c.trusted === false ? ', who has no write access to the repository' : ''
 }

@@ -1,6 +1,7 @@
 import type { Config } from '../config/schema.js'
 import { deliver } from '../delivery/deliver.js'
 import { deliveryBase } from '../delivery/base.js'
+import { prHeadTarget } from '../sources/pr-head.js'
 import type { RunRecord } from '../storage/task/metadata.js'
 import type { TaskHandle } from '../storage/task/handle.js'
 import type { Delivery } from '../storage/task/state.js'
@@ -35,7 +36,8 @@ export async function deliverCompleted(handle: TaskHandle, config: Config, log: 
     mode: record.deliver,
     workspace: record.workspace,
     base: { commit: record.base_commit, branch: record.base_branch ?? null, remote: record.base_remote ?? null },
-    target: record.deliver_target ?? { kind: 'new-branch' },
+    // A task on a pull request's head branch (the review loop's follow-up) pushes one more commit there.
+    target: record.deliver_target ?? prHeadTarget(handle.metadata) ?? { kind: 'new-branch' },
     uuid: handle.uuid,
     key: handle.metadata.task_key,
     answer,

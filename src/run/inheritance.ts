@@ -2,7 +2,9 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { gunzipSync } from 'node:zlib'
 import { readJsonl, resolveDataFile, tailJsonl } from '../storage/format/jsonl.js'
-import { FILES } from '../storage/fs/layout.js'
+import { FILES, locateTask } from '../storage/fs/layout.js'
+import type { Layout } from '../storage/fs/layout.js'
+import type { PrHead } from '../storage/task/metadata.js'
 import type { Location } from '../storage/fs/layout.js'
 import { readMetadata } from '../storage/task/metadata.js'
 import { normalizeSummary } from '../storage/format/records.js'
@@ -55,6 +57,45 @@ export async function findInheritance(env: TaskEnv, key: TaskKeyColumns, workspa
     return { ...candidate, ...found, planning: await planningOf(dir) }
   }
   return null
+}
+
+/**
+ * What a task on a pull request takes over when no earlier task has its key: the task
+ * that opened the pull request (docs/delivery.md#the-review-loop), by its uuid, once it
+ * finished (completed or failed) and left a summary. Its key (the issue) thereby leads to
+ * the pull request's: the next follow-up inherits from this one by the pull request's key.
+ */
+export async function inheritanceOf(env: TaskEnv, uuid: string): Promise<Inheritance | null> {
+  const ref = locateTask(env.layout, uuid)
+  if (ref === null || ref.location !== 'completed') return null
+  const state = (() => {
+    try {
+      return readState(ref.dir)
+    } catch {
+      return null
+    }
+  })()
+  if (state?.status !== 'completed' && state?.status !== 'failed') return null
+  const found = await summaryOf(ref.dir)
+  if (found === null) return null
+  return { uuid, status: state.status, completed_at: state.completed_at, ...found, planning: await planningOf(ref.dir) }
+}
+
+/**
+ * Whether the task `uuid` of this tree recorded delivering this pull request (its
+ * state.json's delivery.pr): how a marker in a body not written by the bot's account is
+ * believed (anyone can paste a marker).
+ */
+export function recordsDelivery(layout: Layout, uuid: string, head: Pick<PrHead, 'number' | 'url'>): boolean {
+  const task = locateTask(layout, uuid)
+  if (task === null) return false
+  try {
+    const state = JSON.parse(readFileSync(join(task.dir, FILES.state), 'utf8')) as { delivery?: { pr?: { number?: unknown; url?: unknown } | null } }
+    const pr = state.delivery?.pr
+    return pr != null && pr.number === head.number && (typeof pr.url !== 'string' || head.url === '' || pr.url === head.url)
+  } catch {
+    return false
+  }
 }
 
 function workspaceOf(dir: string): string | null {

@@ -28,7 +28,7 @@ import { ChatLoop } from './chat.js'
 import { RemoteLink, statusText } from './remote.js'
 import type { Channel } from '../sources/types.js'
 import type { Ending } from './ending.js'
-import { findInheritance, inheritanceMessage } from './inheritance.js'
+import { findInheritance, inheritanceMessage, inheritanceOf } from './inheritance.js'
 import type { Inheritance } from './inheritance.js'
 import { createRunLog } from './log.js'
 import type { RunLog } from './log.js'
@@ -53,6 +53,8 @@ export interface TaskSource {
   key: TaskKey
   /** The task statement, the first user message. */
   text: string
+  /** A pull request's task: the task that opened it, inherited from when no earlier task has its key (docs/delivery.md#the-review-loop). */
+  opener?: string
 }
 
 /** A new task (from text, or from an issue with its channel), or a resumed one (its channel found again from its key). */
@@ -112,7 +114,10 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   const begun = Date.now()
   const lostNow = () => stop.stop('lost')
   let inheritance: Inheritance | null = null
-  if (start.kind === 'new' && settings.inherit) inheritance = await findInheritance(env, keyColumns(start.source.key, start.user), start.source.key.task_source === 'local' ? settings.workspace : null)
+  if (start.kind === 'new' && settings.inherit) {
+    inheritance = await findInheritance(env, keyColumns(start.source.key, start.user), start.source.key.task_source === 'local' ? settings.workspace : null)
+    if (inheritance === null && start.source.opener !== undefined) inheritance = await inheritanceOf(env, start.source.opener)
+  }
   // The handlers are in place before the task's directory is: a stop while it is created (or
   // taken from paused/) pauses it once it exists, instead of killing the process with a
   // half-made task in running/ (a worker stopped just as its agent began a job).

@@ -6,7 +6,7 @@ import type { Config, Provider } from '../config/schema.js'
 import { parseDuration } from '../duration.js'
 import { UsageError } from '../errors.js'
 import { realPathOf } from '../tools/workspace.js'
-import type { DeliveryTarget, RunRecord } from '../storage/task/metadata.js'
+import type { DeliveryTarget, PrHead, RunRecord } from '../storage/task/metadata.js'
 import type { DeliverMode } from '../config/schema.js'
 
 /** `ctxagent run`'s flags, as commander parsed them (budgets already numbers). */
@@ -32,6 +32,8 @@ export interface RunFlags {
   gitlab?: string
   /** none, branch or pr (docs/delivery.md); default deliver.mode. */
   deliver?: DeliverMode
+  /** A review loop's follow-up statement, after the pull request's text (docs/delivery.md#the-review-loop). */
+  followUpFile?: string
 }
 
 /** Everything the loop needs to know about how to run this task. */
@@ -52,6 +54,8 @@ export interface RunSettings {
   deliver: DeliverMode
   /** Where it goes (default a new branch); a task on the agent's own PR pushes to its head branch. */
   deliverTarget?: DeliveryTarget
+  /** The pull request whose head branch the workspace has checked out (docs/delivery.md#the-review-loop). */
+  prHead?: PrHead | null
 }
 
 /**
@@ -130,6 +134,7 @@ export function resumedRunSettings(config: Config, record: RunRecord | undefined
     // A resume delivers as the task was started to (its base is in the record).
     deliver: record.deliver ?? 'none',
     ...(record.deliver_target ? { deliverTarget: record.deliver_target } : {}),
+    ...(record.pr_head !== undefined ? { prHead: record.pr_head } : {}),
   }
 }
 
@@ -143,6 +148,7 @@ export function runRecord(settings: RunSettings, config: Config): RunRecord {
     timeout_ms: settings.timeoutMs,
     system_prompt_file: settings.systemPromptFile,
     ...(settings.chat ? { chat: true } : {}),
+    ...(settings.prHead !== undefined ? { pr_head: settings.prHead } : {}),
   }
 }
 

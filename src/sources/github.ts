@@ -3,13 +3,14 @@ import { throttling } from '@octokit/plugin-throttling'
 import { Octokit } from '@octokit/rest'
 import type { Config } from '../config/schema.js'
 import { CtxError, UsageError } from '../errors.js'
-import { isOwn } from './marker.js'
+import { isOwn, OPENER_MARKER } from './marker.js'
+import { WRITE_ASSOCIATIONS } from './trust.js'
 import { oneLine, quoted } from './quote.js'
 import { abortableFetch, raceAbort } from './abort.js'
-import type { Channel, CurrentItem, LabelledItem, RemoteComment, RemoteTask, Tracker } from './types.js'
+import type { Channel, CurrentItem, LabelledItem, PullSource, RemoteComment, RemoteTask, Tracker } from './types.js'
 
 const RetryingOctokit = Octokit.plugin(retry, throttling)
-type Client = InstanceType<typeof RetryingOctokit>
+export type Client = InstanceType<typeof RetryingOctokit>
 
 export interface GithubRef {
   owner: string
@@ -82,19 +83,25 @@ export async function loadGithubTask(config: Config, ref: GithubRef): Promise<Re
     '',
     issue.body?.trim() ? quoted(issue.body.trim()) : '(no description)',
   ]
+  let pull: PullSource | undefined
   if (isPr) {
     const pr = await call(where, () => api.rest.pulls.get({ owner: ref.owner, repo: ref.repo, pull_number: ref.number }))
     parts.splice(2, 0, `Branch ${oneLine(pr.head.ref)} into ${oneLine(pr.base.ref)}`)
+    const bot = config.github.bot_name
+    pull = { head: { branch: pr.head.ref, number: ref.number, url: pr.html_url }, opener: OPENER_MARKER.exec(pr.body ?? '')?.[1] ?? null, byBot: bot !== null && pr.user?.login === bot }
     const threads = await unresolvedThreads(api, ref)
     if (threads.length > 0) parts.push('', '## Unresolved review threads', ...threads)
   }
   const visible = comments.filter((c) => !isOwn(c.body ?? '', c.user?.login, config.github.bot_name))
-  if (visible.length > 0) parts.push('', '## Comments', ...visible.map((c) => `### @${oneLine(c.user?.login ?? 'unknown')} (${oneLine(c.created_at)})\n${quoted(c.body ?? '')}`))
+  // Who has no write access is said (docs/delivery.md#trust): their words are data like everyone's, and no request of the repository's.
+  const stranger = (association: string) => (config.sources.trusted === 'write' && !WRITE_ASSOCIATIONS.has(association) ? '; no write access to the repository' : '')
+  if (visible.length > 0) parts.push('', '## Comments', ...visible.map((c) => `### @${oneLine(c.user?.login ?? 'unknown')} (${oneLine(c.created_at)}${stranger(c.author_association)})\n${quoted(c.body ?? '')}`))
   return {
     key: { task_source: 'github', owner: ref.owner, repo: ref.repo, task_type: isPr ? 'pull_request' : 'issue', task_id: String(ref.number) },
     text: parts.join('\n'),
     seen: comments.map((c) => String(c.id)),
-    channel: githubChannel(api, ref, config.github.bot_name),
+    channel: githubChannel(api, ref, config.github.bot_name, config.sources.trusted === 'write'),
+    ...(pull ? { pull } : {}),
   }
 }
 
@@ -112,17 +119,18 @@ async function unresolvedThreads(api: Client, ref: GithubRef): Promise<string[]>
 
 /** The channel of a task that came from GitHub (a resumed one: its key says where). */
 export function githubChannelFor(config: Config, ref: GithubRef): Channel {
-  return githubChannel(client(config), ref, config.github.bot_name)
+  return githubChannel(client(config), ref, config.github.bot_name, config.sources.trusted === 'write')
 }
 
-function githubChannel(api: Client, ref: GithubRef, botName: string | null): Channel {
+/** `judge`: each comment says whether its author has write access by its author_association (docs/delivery.md#trust). */
+function githubChannel(api: Client, ref: GithubRef, botName: string | null, judge: boolean): Channel {
   const where = `${ref.owner}/${ref.repo}#${ref.number}`
   return {
     name: where,
     botName,
     async listComments(since, signal) {
       const list = await call(where, () => api.paginate(api.rest.issues.listComments, { owner: ref.owner, repo: ref.repo, issue_number: ref.number, per_page: 100, ...(since ? { since } : {}), ...(signal ? { request: { signal } } : {}) }))
-      return list.map((c): RemoteComment => ({ id: String(c.id), author: c.user?.login ?? 'unknown', body: c.body ?? '', created_at: c.created_at }))
+      return list.map((c): RemoteComment => ({ id: String(c.id), author: c.user?.login ?? 'unknown', body: c.body ?? '', created_at: c.created_at, ...(judge ? { trusted: WRITE_ASSOCIATIONS.has(c.author_association) } : {}) }))
     },
     async post(body, signal) {
       const made = await call(where, () => api.rest.issues.createComment({ owner: ref.owner, repo: ref.repo, issue_number: ref.number, body, ...(signal ? { request: { signal } } : {}) }))

@@ -1,7 +1,7 @@
 import { Gitlab, Issues, MergeRequests } from '@gitbeaker/rest'
 import type { Config } from '../config/schema.js'
 import { CtxError, UsageError } from '../errors.js'
-import { isOwn } from './marker.js'
+import { isOwn, OPENER_MARKER } from './marker.js'
 import { oneLine, quoted } from './quote.js'
 import { raceAbort, withStop } from './abort.js'
 import type { Channel, CurrentItem, LabelledItem, RemoteComment, RemoteTask, Tracker } from './types.js'
@@ -44,7 +44,7 @@ export function client(config: Config): Api {
   return new Gitlab({ host: config.gitlab.url, token: token(config) })
 }
 
-function token(config: Config): string {
+export function token(config: Config): string {
   const value = config.gitlab.token
   if (value === null) throw new UsageError('no GitLab token is set', 'set GITLAB_TOKEN or gitlab.token (scope: api)')
   return value
@@ -57,7 +57,7 @@ type Requester = Issues['requester']
  * sent as query parameters): the resource's requester is wrapped so that each request it
  * makes (pages and retries included) also ends when `stop` aborts.
  */
-function stoppable<R extends { requester: Requester }>(resource: R, stop: AbortSignal | undefined): R {
+export function stoppable<R extends { requester: Requester }>(resource: R, stop: AbortSignal | undefined): R {
   if (stop === undefined) return resource
   const inner = resource.requester
   const wrap = <M extends keyof Requester>(method: M): Requester[M] =>
@@ -78,7 +78,7 @@ interface Note {
 export async function loadGitlabTask(config: Config, ref: GitlabRef): Promise<RemoteTask> {
   const api = client(config)
   const where = name(ref)
-  type Item = { title: string; description: string | null; author: { username: string }; labels: string[]; source_branch?: string; target_branch?: string }
+  type Item = { title: string; description: string | null; author: { username: string }; labels: string[]; source_branch?: string; target_branch?: string; web_url?: string }
   const item = (await call<unknown>(where, () =>
     ref.kind === 'issue' ? api.Issues.show(ref.iid, { projectId: ref.project }) : api.MergeRequests.show(ref.project, ref.iid),
   )) as Item
@@ -103,6 +103,9 @@ export async function loadGitlabTask(config: Config, ref: GitlabRef): Promise<Re
     text: parts.join('\n'),
     seen: notes.map((n) => String(n.id)),
     channel: gitlabChannel(api, ref, config.gitlab.bot_name),
+    ...(ref.kind === 'merge_request' && item.source_branch
+      ? { pull: { head: { branch: item.source_branch, number: ref.iid, url: item.web_url ?? '' }, opener: OPENER_MARKER.exec(item.description ?? '')?.[1] ?? null, byBot: config.gitlab.bot_name !== null && item.author.username === config.gitlab.bot_name } }
+      : {}),
   }
 }
 

@@ -10,3 +10,6 @@ export const marker = (uuid: string): string => `<!-- ctxagent:${uuid} -->`
 export function isOwn(body: string, author: string | undefined, botName: string | null): boolean {
   return botName !== null && author === botName && /<!-- ctxagent:[0-9a-f-]+ -->/.test(body)
 }
+
+/** The marker of the task that opened a pull/merge request, in its body: the uuid it names (docs/delivery.md#the-review-loop). */
+export const OPENER_MARKER = /<!-- ctxagent:([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}) -->/

@@ -1,10 +1,12 @@
-import type { TaskKey } from '../storage/task/metadata.js'
+import type { PrHead, TaskKey } from '../storage/task/metadata.js'
 
 /** A comment (issue comment, MR note, inbox message) as the agent is told of it. */
 export interface Comment {
   author: string
   body: string
   created_at: string
+  /** False when the forge says its author has no write access (docs/delivery.md#trust): told to the model, never a trigger. */
+  trusted?: boolean
 }
 
 /** A comment on the task's issue, PR or MR, as the source reports it. */
@@ -20,6 +22,17 @@ export interface RemoteTask {
   /** Ids of the comments already in `text`: comment detection starts after them. */
   seen: string[]
   channel: Channel
+  /** A pull/merge request: its head branch, and the task that opened it (the marker in its body), if ctxagent did. */
+  pull?: PullSource
+}
+
+/** A pull/merge request as a task source (docs/delivery.md#the-review-loop). */
+export interface PullSource {
+  head: PrHead
+  /** The uuid the marker in its body names, or null. */
+  opener: string | null
+  /** Whether the bot's account opened it (then the marker is its own). */
+  byBot: boolean
 }
 
 /** What the agent does with the issue while it works (SPEC §13.1, §13.2). */
@@ -57,4 +70,52 @@ export interface Tracker {
   current(ref: string): Promise<CurrentItem | null>
   /** Adds `add` (unless null) and takes off each of `remove` it carries. */
   relabel(ref: string, add: string | null, remove: readonly string[]): Promise<void>
+}
+
+/**
+ * Whether the trigger label on an item was put there by someone with write access
+ * (docs/delivery.md#trust). Asked only when `sources.trusted` is `write`.
+ */
+export interface TriggerCheck {
+  labelTrusted(ref: string, label: string): Promise<boolean>
+}
+
+/** An open pull or merge request that ctxagent opened (its body carries the marker), for the review loop. */
+export interface OwnPull {
+  /** owner/repo#N or group/project!N, as `run --github`/`--gitlab` takes it. */
+  ref: string
+  number: number
+  url: string
+  /** The head branch and its commit now. */
+  branch: string
+  sha: string
+  /** The task that opened it, named by the marker in its body. */
+  opener: string
+  /** Whether the forge says the bot's account wrote it (false with no bot name configured). */
+  byBot: boolean
+  labels: string[]
+}
+
+/** Something on an own pull request that asks for a follow-up (docs/delivery.md#the-review-loop). */
+export interface ReviewEvent {
+  /** Unique on the forge: `review:ID`, `review-comment:ID`, `comment:ID`, `check:ID`, `status:ID`, `pipeline:ID`. */
+  id: string
+  kind: 'changes_requested' | 'review_comment' | 'comment' | 'check'
+  /** Who wrote it (a login), or the failing check's name. */
+  author: string
+  /** The comment's text, or the failing check's description. */
+  body: string
+  at: string
+  /** A review comment's file and line. */
+  path?: string
+}
+
+/** The review loop's reads of a repository (docs/delivery.md#the-review-loop). */
+export interface ReviewWatch {
+  /** Open pull/merge requests whose body carries ctxagent's marker. */
+  listOwnPulls(): Promise<OwnPull[]>
+  /** Its reviews asking for changes, review comments and comments by people with write access (when `trusted` is write), and failed checks on its head; never the bot's own. */
+  reviewEvents(pull: OwnPull): Promise<ReviewEvent[]>
+  /** The tail of a failed check's log (at most `maxChars`), or null when the forge keeps none we can read. */
+  checkLog(pull: OwnPull, event: ReviewEvent, maxChars: number): Promise<string | null>
 }

@@ -1,6 +1,7 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { onTestFinished } from 'vitest'
+import { githubReviewRoute, gitlabReviewRoute, pullOf, userId } from './fake-board-review.js'
 
 /**
  * A repository with many issues, for `poll`: GitHub's REST API (`/repos/acme/shop/...`)
@@ -17,7 +18,16 @@ export interface BoardItem {
   title: string
   open: boolean
   labels: string[]
-  comments: { id: number; body: string; author: string; at: string }[]
+  comments: { id: number; body: string; author: string; at: string; association?: string }[]
+  /** A pull/merge request's body, author, head branch and head commit (defaults: Body of N, bob/alice, fix-N, abc). */
+  body?: string
+  author?: string
+  branch?: string
+  sha?: string
+  /** Who put a label on (default: maintainer, a writer). */
+  labeledBy?: Record<string, string>
+  reviews?: { id: number; state: string; body: string; author: string; association: string }[]
+  reviewComments?: { id: number; body: string; author: string; association: string; path: string; line: number }[]
 }
 
 export interface FakeBoard {
@@ -36,6 +46,15 @@ export interface FakeBoard {
   /** Called once a request has been answered (e.g. to change an item after a listing was sent). */
   onAnswered: ((r: { method: string; path: string }) => void) | null
   add(forge: 'github' | 'gitlab', number: number, labels: string[], kind?: BoardItem['kind']): BoardItem
+  /** GitHub permission by login (default read); GitLab access level by username (default: not a member). */
+  permissions: Record<string, string>
+  gitlabAccess: Record<string, number>
+  /** Check runs and commit statuses by commit; logs by Actions job or GitLab job id; pipelines by MR iid; failed jobs by pipeline. */
+  checks: Record<string, { id: number; name: string; conclusion: string; title: string; summary: string }[]>
+  statuses: Record<string, { id: number; context: string; state: string; description: string }[]>
+  logs: Record<number, string>
+  pipelines: Record<number, { id: number; sha: string; status: string }[]>
+  pipelineJobs: Record<number, { id: number; name: string; stage: string }[]>
 }
 
 const GITHUB = '/repos/acme/shop'
@@ -54,6 +73,13 @@ export async function startFakeBoard(): Promise<FakeBoard> {
     hang: [],
     onRequest: null,
     onAnswered: null,
+    permissions: { maintainer: 'write' },
+    gitlabAccess: { maintainer: 30 },
+    checks: {},
+    statuses: {},
+    logs: {},
+    pipelines: {},
+    pipelineJobs: {},
     add(forge, number, labels, kind = 'issue') {
       const item: BoardItem = { number, kind, title: `Item ${number}`, open: true, labels, comments: [] }
       board[forge].push(item)
@@ -68,15 +94,11 @@ export async function startFakeBoard(): Promise<FakeBoard> {
     user: githubUser('alice'), labels: i.labels.map(githubLabel), comments: i.comments.length, created_at: at, updated_at: at, html_url: `https://github.example/acme/shop/issues/${i.number}`,
     ...(i.kind === 'pull_request' ? { pull_request: { url: `${board.url}${GITHUB}/pulls/${i.number}`, html_url: `https://github.example/acme/shop/pull/${i.number}`, diff_url: 'x', patch_url: 'x' } } : {}),
   })
-  const githubPull = (i: BoardItem) => ({
-    id: 5000 + i.number, node_id: `PR_${i.number}`, number: i.number, title: i.title, body: `Body of ${i.number}`, state: i.open ? 'open' : 'closed', user: githubUser('bob'),
-    labels: i.labels.map(githubLabel), head: { ref: `fix-${i.number}`, sha: 'abc' }, base: { ref: 'main', sha: 'def' },
-  })
-  const gitlabAuthor = (username: string) => ({ id: username.length, username, name: username, state: 'active', web_url: `https://gitlab.example/${username}` })
+  const gitlabAuthor = (username: string) => ({ id: userId(username), username, name: username, state: 'active', web_url: `https://gitlab.example/${username}` })
   const gitlabItem = (i: BoardItem) => ({
-    id: 1000 + i.number, iid: i.number, project_id: 3, title: i.title, description: `Body of ${i.number}`, state: i.open ? 'opened' : 'closed', author: gitlabAuthor('alice'), labels: i.labels,
+    id: 1000 + i.number, iid: i.number, project_id: 3, title: i.title, description: i.body ?? `Body of ${i.number}`, state: i.open ? 'opened' : 'closed', author: gitlabAuthor(i.author ?? 'alice'), labels: i.labels, sha: i.sha ?? 'abc',
     created_at: at, web_url: `https://gitlab.example/acme/backend/api/-/${i.kind === 'issue' ? 'issues' : 'merge_requests'}/${i.number}`,
-    ...(i.kind === 'merge_request' ? { source_branch: 'fix', target_branch: 'main' } : {}),
+    ...(i.kind === 'merge_request' ? { source_branch: i.branch ?? 'fix', target_branch: 'main' } : {}),
   })
   const gitlabNote = (c: BoardItem['comments'][number], i: BoardItem) => ({ id: c.id, type: null, body: c.body, attachment: null, author: gitlabAuthor(c.author), created_at: c.at, updated_at: c.at, system: false, noteable_iid: i.number, resolvable: false })
   const matches = (i: BoardItem, labels: string | null) => labels === null || labels.split(',').every((l) => i.labels.includes(l))
@@ -110,7 +132,8 @@ export async function startFakeBoard(): Promise<FakeBoard> {
       }
       const send = (status: number, data: unknown, headers: Record<string, string> = {}) => {
         res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', ...headers })
-        res.end(JSON.stringify(data))
+        // A log is plain text, as the forges send it.
+        res.end(typeof data === 'string' && headers['content-type']?.startsWith('text/') ? data : JSON.stringify(data))
         board.onAnswered?.({ method, path: path + url.search })
       }
       const failure = board.failures.findIndex((f) => f.method === method && path.startsWith(f.path))
@@ -120,6 +143,7 @@ export async function startFakeBoard(): Promise<FakeBoard> {
       }
       if (path.startsWith('/api/v4/')) {
         if (req.headers['private-token'] !== board.gitlabToken) return send(401, { message: '401 Unauthorized' })
+        if (gitlabReviewRoute(board, method, path, send)) return
         const list = /^(.*)\/(issues|merge_requests)$/.exec(path)
         if (method === 'GET' && list && list[1] === GITLAB) {
           const kind = list[2] === 'issues' ? 'issue' : 'merge_request'
@@ -153,6 +177,7 @@ export async function startFakeBoard(): Promise<FakeBoard> {
       }
       if (req.headers.authorization !== `token ${board.githubToken}`) return send(401, { message: 'Bad credentials', documentation_url: 'https://docs.github.com/rest' })
       const rate = { 'x-ratelimit-limit': '5000', 'x-ratelimit-remaining': '4999' }
+      if (githubReviewRoute(board, method, path, (status, data, headers) => send(status, data, { ...rate, ...headers }))) return
       if (method === 'GET' && path === `${GITHUB}/issues`) {
         const state = url.searchParams.get('state') ?? 'open'
         const { page, headers } = paged(url, board.github.filter((i) => (state === 'all' || i.open === (state === 'open')) && matches(i, url.searchParams.get('labels'))), 30)
@@ -161,7 +186,7 @@ export async function startFakeBoard(): Promise<FakeBoard> {
       const pull = new RegExp(`^${GITHUB}/pulls/(\\d+)$`).exec(path)
       if (pull && method === 'GET') {
         const pr = board.github.find((i) => i.number === Number(pull[1]) && i.kind === 'pull_request')
-        return pr ? send(200, githubPull(pr), rate) : send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' })
+        return pr ? send(200, pullOf(board, pr), rate) : send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' })
       }
       // The review threads of a pull request (only GraphQL says which are resolved): none.
       if (method === 'POST' && path === '/graphql') return send(200, { data: { repository: { pullRequest: { reviewThreads: { nodes: [] } } } } })
@@ -175,7 +200,7 @@ export async function startFakeBoard(): Promise<FakeBoard> {
       const one = new RegExp(`^${GITHUB}/issues/(\\d+)(/comments|/labels)?(?:/(.+))?$`).exec(path)
       const item = one ? board.github.find((i) => i.number === Number(one[1])) : undefined
       if (!one || !item) return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' })
-      const comment = (c: BoardItem['comments'][number]) => ({ id: c.id, node_id: `IC_${c.id}`, body: c.body, user: githubUser(c.author), created_at: c.at, updated_at: c.at, html_url: 'x', author_association: 'MEMBER' })
+      const comment = (c: BoardItem['comments'][number]) => ({ id: c.id, node_id: `IC_${c.id}`, body: c.body, user: githubUser(c.author), created_at: c.at, updated_at: c.at, html_url: 'x', author_association: c.association ?? 'MEMBER' })
       if (one[2] === undefined && method === 'GET') return send(200, githubIssue(item), rate)
       if (one[2] === '/comments' && method === 'GET') return send(200, item.comments.map(comment), rate)
       if (one[2] === '/comments' && method === 'POST') {

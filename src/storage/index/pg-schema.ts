@@ -154,6 +154,18 @@ const MIGRATIONS: readonly string[] = [
   `ALTER TABLE tasks ADD COLUMN IF NOT EXISTS search TEXT;`,
   // Tool calls by tool and outcome: a JSON column per row, summed into task_tool_calls by a trigger (pg-totals.ts).
   pgToolCallsMigration(),
+  // The review loop (docs/delivery.md#the-review-loop): per own pull/merge request, the
+  // follow-ups queued (at most deliver.max_rounds), the events already answered, the latest follow-up's task.
+  `CREATE TABLE IF NOT EXISTS fleet_reviews (
+     source TEXT NOT NULL,
+     ref TEXT NOT NULL,
+     rounds INTEGER NOT NULL DEFAULT 0,
+     seen TEXT[] NOT NULL DEFAULT '{}',
+     task_uuid TEXT,
+     created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+     updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+     PRIMARY KEY (source, ref)
+   );`,
 ]
 
 /** Advisory lock keys (bigint constants: hashtext() is not a stable API); transaction-scoped only (SPEC §14.5). */

@@ -58,6 +58,15 @@ export interface RunRecord {
   base_remote?: string | null
   /** Where the change goes: a new branch (the default), or one more commit on an existing PR's head branch. */
   deliver_target?: DeliveryTarget
+  /** The pull/merge request whose head branch the workspace has checked out (docs/delivery.md#the-review-loop); null: none could be. */
+  pr_head?: PrHead | null
+}
+
+/** A pull request (GitHub) or merge request (GitLab) by its head branch. */
+export interface PrHead {
+  branch: string
+  number: number
+  url: string
 }
 
 /** Where delivery puts the change (docs/delivery.md). */
