@@ -18,6 +18,8 @@ export interface ChatOptions {
   signal?: AbortSignal
   maxTokens?: number
   temperature?: number
+  /** The request's prompt tokens as the caller estimated them (what a budget check counts), when it has them at hand. */
+  promptTokens?: number
 }
 
 export interface Usage {

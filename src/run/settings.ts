@@ -21,6 +21,10 @@ export interface RunFlags {
   replayFrom?: string
   maxTurns?: number
   maxTokens?: number
+  /** --max-cost: the task's cost cap in USD. */
+  maxCost?: number
+  /** False with --no-wait: a usage limit pauses the task instead of being waited out. */
+  wait?: boolean
   timeout?: number
   allowShell?: boolean
   inherit: boolean
@@ -45,6 +49,10 @@ export interface RunSettings {
   inherit: boolean
   /** A keep-alive chat session (SPEC §6). */
   chat: boolean
+  /** The task's cost cap in USD across resumes (--max-cost, run.max_cost_usd, users.<name>.run.max_cost_usd), or null. */
+  maxCostUsd: number | null
+  /** Wait out a provider's usage limit (false: --no-wait, pause instead). */
+  wait: boolean
 }
 
 /**
@@ -74,6 +82,7 @@ export function effectiveConfig(base: Config, user: string, flags: Pick<RunFlags
   if (flags.replayFrom !== undefined) config.llm.replay.from = flags.replayFrom
   if (own?.run?.max_turns !== undefined) config.run.max_turns = own.run.max_turns
   if (own?.run?.max_tokens !== undefined) config.run.max_tokens = own.run.max_tokens
+  if (own?.run?.max_cost_usd !== undefined) config.run.max_cost_usd = own.run.max_cost_usd
   return config
 }
 
@@ -103,6 +112,8 @@ export function newRunSettings(config: Config, flags: RunFlags, cwd: string): Ru
     systemPromptAppend: appends(config, flags.user),
     inherit: flags.inherit && config.context.inheritance.enabled,
     chat: flags.chat === true,
+    maxCostUsd: flags.maxCost ?? config.run.max_cost_usd,
+    wait: flags.wait !== false,
   }
 }
 
@@ -119,6 +130,7 @@ export function resumedRunSettings(config: Config, record: RunRecord | undefined
     timeoutMs: flags.timeout ?? record.timeout_ms,
     systemPromptFile: fresh.systemPromptFile ?? record.system_prompt_file,
     chat: record.chat === true,
+    maxCostUsd: flags.maxCost ?? (record.max_cost_usd !== undefined ? record.max_cost_usd : fresh.maxCostUsd),
   }
 }
 
@@ -132,6 +144,7 @@ export function runRecord(settings: RunSettings, config: Config): RunRecord {
     timeout_ms: settings.timeoutMs,
     system_prompt_file: settings.systemPromptFile,
     ...(settings.chat ? { chat: true } : {}),
+    ...(settings.maxCostUsd !== null ? { max_cost_usd: settings.maxCostUsd } : {}),
   }
 }
 

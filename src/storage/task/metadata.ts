@@ -48,6 +48,8 @@ export interface RunRecord {
   replay_from: string | null
   /** A keep-alive chat session (run --chat). */
   chat?: boolean
+  /** The task's cost cap in USD (run --max-cost, run.max_cost_usd), across resumes; absent or null: none. */
+  max_cost_usd?: number | null
 }
 
 export function writeMetadata(dir: string, metadata: TaskMetadata): void {
