@@ -98,4 +98,36 @@ describe('cost caps pause before the request that would pass them', () => {
     expect(r.code, r.stderr).toBe(0)
     expect(r.stderr).toMatch(/model fake-model has no price in pricing: its requests are not capped by money/)
   })
+
+  it('stats shows spend per user per day against the caps; stats --check warns at budgets.warn_at and is critical at a cap', async () => {
+    const s = await runSetup()
+    priced(s, 'budgets:\n  user_daily_usd: 0.25\nusers:\n  bob:\n    budgets:\n      user_daily_usd: 0.1\n')
+    const usage = { prompt_tokens: 50, completion_tokens: 100, total_tokens: 150 }
+    s.fake.fallback = (req) => (Array.isArray(req.body.tools) ? { calls: [{ name: 'glob', arguments: { pattern: `*${s.fake.requests.length}*` } }], usage } : { content: 'summary', usage })
+    const env = { CTXAGENT_NOW: NOW }
+    // alice: 2 requests of $0.10 under her $0.25 (80%); bob: 1 under his $0.10 (100%).
+    expect((await s.run(['run', '--task', 'a', '--user', 'alice', '--workspace', s.ws], env)).code).toBe(5)
+    expect((await s.run(['run', '--task', 'b', '--user', 'bob', '--workspace', s.ws], env)).code).toBe(5)
+    const json = await s.run(['stats', '--json'], env)
+    expect(json.code, json.stderr).toBe(0)
+    const spend = (JSON.parse(json.stdout) as { spend: { days: unknown[]; caps: unknown[] } }).spend
+    expect(spend.days).toEqual([
+      { day: '2026-11-28', user: 'alice', usd: 0.2, requests: 2 },
+      { day: '2026-11-28', user: 'bob', usd: 0.1, requests: 1 },
+    ])
+    expect(spend.caps).toEqual(
+      expect.arrayContaining([
+        { cap: 'user-daily', user: 'alice', spent: 0.2, limit: 0.25, share: 0.8, resets_at: '2026-11-29T00:00:00.000Z' },
+        { cap: 'user-daily', user: 'bob', spent: 0.1, limit: 0.1, share: 1, resets_at: '2026-11-29T00:00:00.000Z' },
+      ]),
+    )
+    const check = await s.run(['stats', '--check'], env)
+    expect(check.code, check.stdout).toBe(2)
+    expect(check.stdout).toMatch(/WARNING: user alice's daily spend \$0\.20 is 80% of its user-daily cap \$0\.25/)
+    expect(check.stdout).toMatch(/CRITICAL: user bob's daily spend \$0\.10 is 100% of its user-daily cap \$0\.10: its tasks pause until 2026-11-29T00:00:00\.000Z/)
+    const text = await s.run(['stats'], env)
+    expect(text.stdout).toMatch(/Spend \(days in UTC\)/)
+    // The next day: yesterday's spend counts no more against the daily caps.
+    expect((await s.run(['stats', '--check'], { CTXAGENT_NOW: '2026-11-29T08:00:00.000Z' })).code).toBe(0)
+  })
 })
