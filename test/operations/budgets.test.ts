@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
 import { capReset, dayKey, nextDayStart, nextMonthStart, passedSharedCap, requestEstimate, sharedCaps, taskSpend } from '../../src/operations/budgets.js'
 import { initialState } from '../../src/storage/task/state.js'
+import { budgetCheck } from '../../src/operations/doctor.js'
+import type { DoctorInput } from '../../src/operations/doctor.js'
 
 describe('the windows of the shared caps, by the clock the caller gives', () => {
   it('a day and a month in UTC', () => {
@@ -55,5 +57,24 @@ describe('caps and costs', () => {
     expect(() => parseConfig('budgets:\n  timezone: Mars/Olympus\n', 'config.yaml')).toThrow(/budgets.timezone must be an IANA time zone/)
     expect(() => parseConfig('budgets:\n  user_daily_usd: -1\n', 'config.yaml')).toThrow(/budgets.user_daily_usd must be an amount in USD/)
     expect(() => parseConfig('run:\n  max_cost_usd: lots\n', 'config.yaml')).toThrow(/run.max_cost_usd must be an amount in USD/)
+  })
+})
+
+describe('doctor: which caps apply, and whether every model in use has a price', () => {
+  const input = (yaml: string) => ({ config: parseConfig(yaml, 'config.yaml') }) as DoctorInput
+  const llm = 'llm:\n  provider: openai\n  openai:\n    model: gpt-x\n'
+
+  it('no cap: skipped, saying so', () => {
+    expect(budgetCheck(input(llm))).toMatchObject({ name: 'budgets', status: 'skip', message: expect.stringMatching(/^no cost caps set .*no price for gpt-x: no cost shown/) })
+  })
+
+  it('caps, and a model of a user without a price: a warning naming it', () => {
+    const check = budgetCheck(input(`${llm}run:\n  max_cost_usd: 2\nbudgets:\n  user_daily_usd: 10\n  timezone: Europe/Berlin\nusers:\n  alice:\n    llm:\n      model: big\n    budgets:\n      user_daily_usd: null\npricing:\n  gpt-x:\n    prompt: 1\n    completion: 2\n`))
+    expect(check).toMatchObject({ status: 'warn', hint: expect.stringContaining('big') })
+    expect(check.message).toBe('run.max_cost_usd $2.00; budgets.user_daily_usd $10.00; users.alice: user_daily_usd none (days in Europe/Berlin); no price for big: not capped by money')
+  })
+
+  it('caps and every model priced: ok', () => {
+    expect(budgetCheck(input(`${llm}budgets:\n  fleet_daily_usd: 100\npricing:\n  gpt-x:\n    prompt: 1\n    completion: 2\n`))).toMatchObject({ status: 'ok', message: 'budgets.fleet_daily_usd $100.00 (days in UTC); every model in use has a price (gpt-x)' })
   })
 })
