@@ -2,7 +2,6 @@ import type { Config } from '../config/schema.js'
 import type { IndexStore } from '../storage/index/store.js'
 import type { SpendRow } from '../storage/index/spend.js'
 import { capReset, dayKey, sharedCaps, usd } from './budgets.js'
-import type { Alert } from './stats.js'
 
 /**
  * Spend against the caps (docs/running.md#budgets), for `stats`, `stats --check`, the
@@ -63,9 +62,18 @@ export async function collectSpend(store: IndexStore, config: Config, now: Date,
   return { timezone: tz, today, days: listed.map((r) => ({ ...r, usd: round(r.usd) })), caps }
 }
 
+/** An alert of `stats --check` (stats.ts's Alert) about a cap. */
+export interface BudgetAlert {
+  level: 'warning' | 'critical'
+  metric: 'budget'
+  value: number
+  threshold: number
+  message: string
+}
+
 /** `stats --check`: a cap at budgets.warn_at of its limit is a warning, at its limit critical. */
-export function capAlerts(report: SpendReport, warnAt: number): Alert[] {
-  const alerts: Alert[] = []
+export function capAlerts(report: SpendReport, warnAt: number): BudgetAlert[] {
+  const alerts: BudgetAlert[] = []
   for (const c of report.caps) {
     const level = c.spent >= c.limit ? 'critical' : c.share >= warnAt ? 'warning' : null
     if (level === null) continue
