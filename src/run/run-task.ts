@@ -40,9 +40,7 @@ import { StopController, stoppableClient } from './stop.js'
 import { explainSystemError, isDiskFull } from '../system-errors.js'
 import { resumeRaceLost } from '../errors.js'
 import { grouped } from '../text.js'
-import { SpendGuard, keyHash } from './spend-guard.js'
-import { CAP_KEYS, priceOf, sharedCaps, taskSpend, usd } from '../operations/budgets.js'
-import type { Caps } from '../operations/budgets.js'
+import { budgetLine, spendGuard } from './spend-setup.js'
 
 /** Where a new task comes from: its key and its first user message (SPEC §12.1, §13.1). */
 export interface TaskSource {
@@ -146,7 +144,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   try {
     const made = await createClient(config, env, handle, start.kind === 'resume')
     // Every request of the task checked first: cost caps, and a usage limit on its API key (docs/running.md#budgets).
-    const guard = made instanceof ReplayClient ? null : spendGuard(run, handle, made.model, log)
+    const guard = made instanceof ReplayClient ? null : spendGuard({ config, settings, index: env.index, now: env.now, fleetJob: run.fleetJob === true }, handle, made.model, log)
     const client = guard === null ? made : guard.wrap(made)
     const tools = ToolRegistry.builtin({ allowShell: settings.allowShell, finish: !settings.chat })
     // A task whose agent stopped after its finish call, before state.json took the answer.
@@ -387,42 +385,6 @@ async function finalSummaryText(handle: TaskHandle, client: LlmClient, log: RunL
   }
   const snapshot = await loadSnapshot(handle.dir)
   return extractiveSummary(snapshot.summary?.summary ?? null, snapshot.after as StoredMessage[], snapshot.task)
-}
-
-/** The check before each request: the task's caps and price, its spend so far, and its API key's hash. */
-function spendGuard(run: RunEnv, handle: TaskHandle, model: string, log: RunLog): SpendGuard {
-  const { config, settings, env } = run
-  const user = handle.metadata.user ?? ''
-  const price = priceOf(config, model)
-  const caps: Caps = { task: settings.maxCostUsd, ...sharedCaps(config, user) }
-  const provider = config.llm.provider
-  const endpoint = provider === 'anthropic' ? config.llm.anthropic : provider === 'ollama' ? config.llm.ollama : config.llm.openai
-  return new SpendGuard({
-    index: env.index,
-    user,
-    model,
-    price,
-    pricing: config.pricing,
-    caps,
-    taskSpent: price === null ? 0 : taskSpend(handle.state, model, config.pricing),
-    timezone: config.budgets.timezone,
-    now: env.now,
-    key: { hash: keyHash(endpoint.base_url, endpoint.api_key ?? null), provider },
-    // In a fleet the job waits for the limit without holding its worker's slot: the task pauses.
-    wait: settings.wait && run.fleetJob !== true,
-    maxOutputTokens: config.llm.max_output_tokens,
-    log,
-  })
-}
-
-/** What the start line says of money: the caps that apply and the spend so far, or that the model has no price; null when no cap is set. */
-function budgetLine(config: Config, settings: RunSettings, user: string, model: string, spent: number): string | null {
-  const shared = sharedCaps(config, user)
-  const caps: [string, number | null][] = [[CAP_KEYS.task, settings.maxCostUsd], ['user daily', shared.userDaily], ['user monthly', shared.userMonthly], ['fleet daily', shared.fleetDaily]]
-  const set = caps.filter((c): c is [string, number] => c[1] !== null)
-  if (set.length === 0) return null
-  if (priceOf(config, model) === null) return `model ${model} has no price in pricing: its requests are not capped by money (set pricing.${model} to cap them)`
-  return `cost caps: ${set.map(([name, cap]) => `${name} ${usd(cap)}`).join(', ')}; this task has spent ${usd(spent)}`
 }
 
 function keyColumns(key: TaskKey, user: string) {

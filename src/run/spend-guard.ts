@@ -112,11 +112,13 @@ export class SpendGuard {
   }
 
   private async chat(client: LlmClient, messages: ChatMessage[], options: ChatOptions): Promise<ChatResult> {
+    const price = this.setup.price
     for (;;) {
-      await this.keyFree(options.signal)
-      const prompt = options.promptTokens ?? windowTokens(messages) + this.toolTokens(options.tools)
-      const estimate = this.setup.price === null ? 0 : requestEstimate(this.setup.price, prompt, Math.min(options.maxTokens ?? this.setup.maxOutputTokens, this.setup.maxOutputTokens))
-      if (this.setup.price !== null) await this.checkBudget(estimate)
+      // Most requests: the key not known to be limited and looked up lately, so nothing to wait for.
+      if (this.keyUntil > 0 || Date.now() - this.keyCheckedAt >= KEY_REFRESH_MS) await this.keyFree(options.signal)
+      // Without a price nothing is counted: the request goes as it is.
+      const prompt = price === null ? 0 : (options.promptTokens ?? windowTokens(messages) + this.toolTokens(options.tools))
+      if (price !== null) await this.checkBudget(requestEstimate(price, prompt, Math.min(options.maxTokens ?? this.setup.maxOutputTokens, this.setup.maxOutputTokens)))
       let result: ChatResult
       try {
         result = await client.chat(messages, options)
@@ -137,13 +139,14 @@ export class SpendGuard {
     return this.tools.tokens
   }
 
+  /** O(1) on numbers in memory for the task's cap; the index is read only when a shared cap applies. */
   private async checkBudget(estimate: number): Promise<void> {
     const { caps, timezone, now } = this.setup
-    const at = now()
     if (caps.task !== null && this.taskSpent + estimate > caps.task) {
       throw new BudgetPause('task', null, `the task's cost cap (${CAP_KEYS.task}: ${usd(caps.task)}) would be passed: ${usd(this.taskSpent)} spent, the next request may cost ${usd(estimate)}`)
     }
     if (!this.sharedCaps) return
+    const at = now()
     const shared = await this.sharedSpend(at)
     const passed = passedSharedCap(caps, shared, estimate)
     if (passed === null) return

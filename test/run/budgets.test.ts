@@ -71,7 +71,7 @@ describe('cost caps pause before the request that would pass them', () => {
     const before = s.fake.requests.length
     const refused = await cliAsync([...args('alice three', 'alice'), '--home', s.tree.base, '--config', s.config], env)
     expect(refused.code).toBe(5)
-    expect(refused.stderr).toMatch(/user-daily cost cap \(budgets\.user_daily_usd: \$0\.35\) is spent: alice's spend today is \$0\.\d\d; it resets at 2026-11-29T00:00:00\.000Z/)
+    expect(refused.stderr).toMatch(/user-daily cost cap \(budgets\.user_daily_usd: \$0\.35\) is spent: alice's spend today is \$0\.\d\d[^;]*; it resets at 2026-11-29T00:00:00\.000Z/)
     expect(s.fake.requests.length).toBe(before)
     expect(s.tree.layout.list('running')).toHaveLength(0)
     // The next day (the test's clock): the same user starts again.
@@ -86,9 +86,13 @@ describe('cost caps pause before the request that would pass them', () => {
     s.fake.fallback = () => ({ content: 'done' })
     const carol = await s.run(['run', '--task', 't', '--user', 'carol', '--workspace', s.ws])
     expect(carol.code, carol.stderr).toBe(0)
+    // Dave has the shared $0.01, which no request (max_tokens at the completion rate: $0.10) fits: refused, nothing created.
+    const before = s.fake.requests.length
     const dave = await s.run(['run', '--task', 't', '--user', 'dave', '--workspace', s.ws])
     expect(dave.code).toBe(5)
-    expect(s.tree.layout.list('paused').map((uuid) => readTask(s.tree, uuid).state)).toEqual([expect.objectContaining({ paused_by: 'budget', budget_cap: 'user-daily' })])
+    expect(dave.stderr).toMatch(/^ctxagent: the user-daily cost cap \(budgets\.user_daily_usd: \$0\.01\) is spent: dave's spend today is \$0\.00, and a request may cost \$0\.10; it resets at /)
+    expect(s.fake.requests.length).toBe(before)
+    expect(s.tree.layout.list('paused')).toEqual([])
   })
 
   it('a model without a price is not capped by money, and the start line says so', async () => {
