@@ -134,4 +134,15 @@ describe('cost caps pause before the request that would pass them', () => {
     // The next day: yesterday's spend counts no more against the daily caps.
     expect((await s.run(['stats', '--check'], { CTXAGENT_NOW: '2026-11-29T08:00:00.000Z' })).code).toBe(0)
   })
+
+  it('--max-cost that is not an amount above 0 is a usage error (exit 2), nothing created', async () => {
+    const s = await runSetup()
+    for (const bad of ['0', 'abc', '-1', '1e3']) {
+      const r = await s.run(['run', '--task', 't', '--workspace', s.ws, '--max-cost', bad])
+      expect(r.code, bad).toBe(2)
+      expect(r.stderr).toMatch(/--max-cost.*must be an amount in USD above 0/)
+    }
+    expect(s.fake.requests).toHaveLength(0)
+    expect(s.tree.layout.list('running')).toEqual([])
+  })
 })
