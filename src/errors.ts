@@ -53,9 +53,12 @@ export type LlmFailure = 'unreachable' | 'server_error' | 'rate_limited' | 'time
 export class ProviderError extends CtxError {
   /** Set when the failure may pass by itself (a fleet runs the task again later); null when it will not (a refused key, a bad model name). */
   readonly failure: LlmFailure | null
-  constructor(message: string, hint?: string, cause?: unknown, failure: LlmFailure | null = null) {
+  /** A usage limit beyond a turn's wait (a 429 or 529 with a far reset): when it lifts; else null. */
+  readonly limitedUntil: Date | null
+  constructor(message: string, hint?: string, cause?: unknown, failure: LlmFailure | null = null, limitedUntil: Date | null = null) {
     super(message, { exitCode: 1, ...(hint === undefined ? {} : { hint }), cause })
     this.failure = failure
+    this.limitedUntil = limitedUntil
   }
 }
 

@@ -5,6 +5,7 @@ import type { TaskRef } from '../storage/fs/layout.js'
 import { readState } from '../storage/task/state.js'
 import type { TaskState } from '../storage/task/state.js'
 import type { Outcome } from '../run/run-task.js'
+import { BudgetSpentError } from '../run/budget-start.js'
 
 // How `run` ends when its loop could not make an outcome (JSON log mode, SPEC §12.5).
 
@@ -15,7 +16,7 @@ export interface Started {
 
 /** Refused before anything ran (bad input, no such task, a live owner, a damaged task): the one-line form of every command (SPEC §9). */
 export function isRefusal(err: unknown): boolean {
-  return err instanceof UsageError || err instanceof NotFoundError || err instanceof LockedError || err instanceof CorruptRecordError || (err instanceof CtxError && err.logged)
+  return err instanceof UsageError || err instanceof NotFoundError || err instanceof LockedError || err instanceof CorruptRecordError || err instanceof BudgetSpentError || (err instanceof CtxError && err.logged)
 }
 
 /** The outcome of a run that ended in an error: the task as it is now, when it exists. */

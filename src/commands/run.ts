@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs'
 import { basename, resolve } from 'node:path'
-import { Command, Option } from 'commander'
+import { Command, InvalidArgumentError, Option } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask, withTaskEnv } from '../command-env.js'
 import { CtxError, LockedError, resumeRaceLost, UsageError } from '../errors.js'
@@ -22,6 +22,8 @@ import { shellSandbox } from '../run/sandbox-setup.js'
 import { checkProvider, effectiveConfig, newRunSettings, readTextArg, refuseTreeInWorkspace, resumedRunSettings } from '../run/settings.js'
 import type { RunFlags, RunSettings } from '../run/settings.js'
 import { durationArg, positiveIntArg, withEnv } from './shared.js'
+import { refuseSpentBudget } from '../run/budget-start.js'
+import { activeEndpoint } from '../config/schema.js'
 import { forTerminal } from '../terminal-text.js'
 import { readStdinText } from '../input-file.js'
 import { grouped, shortPath } from '../text.js'
@@ -52,6 +54,8 @@ export function runCommand(): Command {
     .option('--max-turns <n>', 'stop as timeout after this many LLM turns (default: run.max_turns, 100)', positiveIntArg)
     .option('--max-tokens <n>', 'stop as timeout after this many tokens in total (default: run.max_tokens, none)', positiveIntArg)
     .option('--timeout <duration>', 'stop as timeout after this much working time, e.g. 30m (default: run.timeout, none)', durationArg('--timeout'))
+    .option('--max-cost <usd>', 'pause (exit 5) before the LLM request that would take the task past this spend in USD, across resumes (default: run.max_cost_usd, none; needs pricing for the model)', usdArg)
+    .option('--no-wait', "pause (exit 1) at a provider's usage limit instead of waiting until it lifts")
     .option('--allow-shell', 'offer the run_command tool (default: config tools.shell)')
     .option('--no-inherit', "do not start from an earlier task's summary")
     .option('--system-prompt-file <file>', 'replace the built-in system prompt')
@@ -115,8 +119,12 @@ async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'
   const here = opts.chat === true && process.stdin.isTTY === true && process.stdout.isTTY === true ? (await import('./chat-here.js')).chatHere : null
   let stopChat = () => undefined as void
   ensureLayout({ layout: ctx.layout, config: prepared.config, index: null, now: () => ctx.now(), warn: (m) => ctx.io.warn(m) })
-  const outcome = await withTaskEnv(ctx, (env) =>
-    runTask(
+  const outcome = await withTaskEnv(
+    ctx,
+    async (env) => {
+      // A cost cap already spent: refused before the task is created or moved (exit 5).
+      await refuseSpentBudget(env.index, prepared.config, startingTask(prepared, ctx), ctx.now())
+      return runTask(
       {
         env: { ...env, config: prepared.config },
         config: prepared.config,
@@ -134,7 +142,8 @@ async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'
         },
       },
       prepared.start,
-    ),
+      )
+    },
     // In a fleet, an agent runs on through a database outage: its index rows wait for it.
     { lazyIndex: true },
   ).finally(() => stopChat())
@@ -146,6 +155,22 @@ async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'
   if (logFormat === 'text') throw err
   jsonLine('error', err.message, { uuid: outcome.uuid, ...(err.hint ? { hint: err.hint } : {}), exit_code: err.exitCode })
   throw new CtxError(err.message, { exitCode: err.exitCode, logged: true })
+}
+
+/** The task about to start, as the cost caps see it. */
+function startingTask(prepared: Prepared, ctx: CommandEnv): Parameters<typeof refuseSpentBudget>[2] {
+  const { start, config, settings } = prepared
+  const model = activeEndpoint(config).model
+  if (start.kind === 'new') return { user: start.user, model, state: null, uuid: null, maxCostUsd: settings.maxCostUsd }
+  const meta = readMetadata(start.ref.dir)
+  return { user: meta.user ?? ctx.osUser, model, state: readStateOrNull(start.ref.dir), uuid: start.ref.uuid, maxCostUsd: settings.maxCostUsd }
+}
+
+/** --max-cost: an amount in USD above 0. */
+function usdArg(value: string): number {
+  const n = Number(value)
+  if (!/^\s*\d+(\.\d+)?\s*$/.test(value) || !(n > 0)) throw new InvalidArgumentError('must be an amount in USD above 0, like 2.50')
+  return n
 }
 
 /**

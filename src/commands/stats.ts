@@ -16,6 +16,9 @@ import type { TaskIndex } from '../storage/index/task-index.js'
 import { pgReason } from '../storage/index/pg-pool.js'
 import { whyIndexUnopenable } from '../system-errors.js'
 import { withEnv } from './shared.js'
+import { capAlerts, collectSpend } from '../operations/spend-report.js'
+import type { SpendReport } from '../operations/spend-report.js'
+import { usd } from '../operations/budgets.js'
 
 interface StatsOptions {
   user?: string
@@ -153,11 +156,13 @@ async function stats(ctx: CommandEnv, opts: StatsOptions): Promise<void> {
     const filter: StatsFilter = { user: opts.user, from: opts.from, to: opts.to, status: opts.status }
     const report = collectStats(index, ctx.layout, filter, store === null ? 'scan' : store.name === 'PostgreSQL' ? 'postgresql' : 'tasks.db')
     report.tokens = collectTokens(index, ctx.layout, where(filter), ctx.config.pricing)
+    if (store !== null) report.spend = await collectSpend(store, ctx.config, ctx.now(), filter)
     if (warning) ctx.io.warn(warning)
     if (unreadable.length > 0) ctx.io.warn(uncountedWarning(unreadable))
     auditTask(ctx, opts.check ? 'stats --check' : 'stats', null)
     if (opts.check) {
       const result = checkHealth(report, index, ctx.layout, ctx.config, ctx.now())
+      if (report.spend) addAlerts(result, capAlerts(report.spend, ctx.config.budgets.warn_at))
       if (fleetDatabaseUrl(ctx) !== null) await addQueueAlerts(ctx, result)
       if (ctx.json) ctx.io.json(result)
       else ctx.io.out(renderCheck(result))
@@ -199,6 +204,23 @@ async function addQueueAlerts(ctx: CommandEnv, result: CheckResult): Promise<voi
   result.status = result.alerts.some((a) => a.level === 'critical') ? 'critical' : result.alerts.length ? 'warning' : 'ok'
 }
 
+function addAlerts(result: CheckResult, alerts: CheckResult['alerts']): void {
+  result.alerts.push(...alerts)
+  result.status = result.alerts.some((a) => a.level === 'critical') ? 'critical' : result.alerts.length ? 'warning' : 'ok'
+}
+
+/** Spend per user per day, and each cap against its window's spend. */
+function spendLines(ctx: CommandEnv, s: SpendReport): string[] {
+  if (s.days.length === 0 && s.caps.length === 0) return []
+  const lines = ['', `Spend (days in ${s.timezone}):`]
+  if (s.days.length > 0) lines.push(table(ctx.io, ['day', 'user', 'spend', 'requests'], s.days.map((d) => [d.day, d.user, usd(d.usd), grouped(d.requests)])))
+  if (s.caps.length > 0) {
+    lines.push('Caps:')
+    lines.push(table(ctx.io, ['cap', 'user', 'spent', 'cap', 'used', 'resets'], s.caps.map((c) => [c.cap, c.user ?? '(fleet)', usd(c.spent), usd(c.limit), `${(c.share * 100).toFixed(0)}%`, c.resets_at])))
+  }
+  return lines
+}
+
 function renderCheck(result: CheckResult): string {
   const head = `CTXAGENT ${result.status.toUpperCase()} - ${result.alerts.length === 0 ? result.summary : `${result.alerts.length} alert(s); ${result.summary}`}`
   return [head, ...result.alerts.map((a) => `${a.level.toUpperCase()}: ${a.message}`)].join('\n')
@@ -231,6 +253,7 @@ function renderStats(ctx: CommandEnv, r: StatsReport, filter: StatsFilter): stri
     `  - Compressions: ${r.averages.compressions}`,
   )
   if (r.tokens) lines.push('', `Tokens: ${tokenLine(r.tokens)}`)
+  if (r.spend) lines.push(...spendLines(ctx, r.spend))
   if (r.by_user.length) {
     lines.push('', 'By user:')
     lines.push(

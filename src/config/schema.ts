@@ -30,6 +30,18 @@ const niceness = () => z.int({ error: NICENESS }).check(z.gte(0, { error: NICENE
 const positiveNumber = () => z.number({ error: POSITIVE_NUMBER }).check(z.positive({ error: POSITIVE_NUMBER }))
 const PERCENT = 'must be a percentage from 0 to 100'
 const percent = () => z.number({ error: PERCENT }).check(z.gte(0, { error: PERCENT }), z.lte(100, { error: PERCENT }))
+const USD = 'must be an amount in USD (a number greater than 0)'
+const usd = () => z.number({ error: USD }).check(z.positive({ error: USD }))
+const TIMEZONE = 'must be an IANA time zone such as UTC or Europe/Berlin'
+/** A time zone Intl knows (budgets.timezone). */
+export const isTimeZone = (v: string): boolean => {
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: v })
+    return true
+  } catch {
+    return false
+  }
+}
 const ratio = () => z.number({ error: RATIO }).check(z.gt(0, { error: RATIO }), z.lte(1, { error: RATIO }))
 const text = () => z.string({ error: 'must be a string' })
 const LABEL = 'must be a label name: 1 to 50 characters, no comma'
@@ -111,10 +123,12 @@ const userSettings = z.strictObject(
         { error: 'must be a mapping of keys: provider, model, context_length' },
       ),
     ),
-    run: z.optional(z.strictObject({ max_turns: z.optional(positiveInt()), max_tokens: z.optional(positiveInt()) }, { error: 'must be a mapping of keys: max_turns, max_tokens' })),
+    run: z.optional(z.strictObject({ max_turns: z.optional(positiveInt()), max_tokens: z.optional(positiveInt()), max_cost_usd: z.optional(usd()) }, { error: 'must be a mapping of keys: max_turns, max_tokens, max_cost_usd' })),
     system_prompt_append: z.optional(text()),
+    // docs/running.md#budgets: this user's own caps over budgets.user_daily_usd / user_monthly_usd (null: none).
+    budgets: z.optional(z.strictObject({ user_daily_usd: z.optional(z.nullable(usd())), user_monthly_usd: z.optional(z.nullable(usd())) }, { error: 'must be a mapping of keys: user_daily_usd, user_monthly_usd' })),
   },
-  { error: 'must be a mapping of settings: llm, run, system_prompt_append' },
+  { error: 'must be a mapping of settings: llm, run, system_prompt_append, budgets' },
 )
 
 /** `pricing.<model>`: USD per million tokens, for the optional cost in view and stats. */
@@ -214,6 +228,18 @@ export const configSchema = z.strictObject(
       timeout: orNull(duration()),
       system_prompt_append: orNull(text()),
       max_answer_chars: withDefault(positiveInt(), 200_000),
+      // docs/running.md#budgets: a task's spend cap in USD across resumes (pricing.<model>); null: none.
+      max_cost_usd: orNull(usd()),
+    }),
+    // docs/running.md#budgets: spend caps in USD that pause tasks before the request that would pass them.
+    budgets: section({
+      user_daily_usd: orNull(usd()),
+      user_monthly_usd: orNull(usd()),
+      fleet_daily_usd: orNull(usd()),
+      // Days and months of the caps begin at midnight here.
+      timezone: withDefault(z.string({ error: TIMEZONE }).check(z.refine(isTimeZone, { error: TIMEZONE })), 'UTC'),
+      // stats --check warns from this share of a cap, and is critical at the cap.
+      warn_at: withDefault(ratio(), 0.8),
     }),
     tools: section({
       shell: withDefault(flag(), false),
@@ -240,7 +266,7 @@ export const configSchema = z.strictObject(
       }),
     }),
     pricing: withDefault(z.record(z.string(), modelPrice, { error: 'must be a mapping of model names to prices (prompt, completion, cached, cache_write: USD per million tokens)' }), {}),
-    users: withDefault(z.record(z.string(), userSettings, { error: 'must be a mapping of user names to settings (llm, run, system_prompt_append)' }), {}),
+    users: withDefault(z.record(z.string(), userSettings, { error: 'must be a mapping of user names to settings (llm, run, system_prompt_append, budgets)' }), {}),
     mcp: section({
       servers: withDefault(
         z.record(z.string(), mcpServer, { error: 'must be a mapping of server names to settings (command, args, env, cwd, enabled, timeout_seconds)' }),

@@ -10,6 +10,7 @@ import { checkAnthropicUsage, completionBound, promptBound } from './usage-check
 import type { UsageBounds } from './usage-check.js'
 import { boundedFetch, ResponseTooLargeError, ResponseTooSlowError } from './bounded-fetch.js'
 import { normaliseReply } from './reply.js'
+import { limitUntilOf } from './usage-limit.js'
 import { messagesRequest } from './anthropic-request.js'
 import type { MessagesRequest } from './anthropic-request.js'
 import { explainConnectFailure } from './connect-error.js'
@@ -209,6 +210,8 @@ export class AnthropicClient implements LlmClient {
     if (err instanceof sdk.NotFoundError) return new ProviderError(`${this.where()} answered 404: ${apiMessage(err)}`, 'check llm.anthropic.model and base_url', err)
     if (err instanceof sdk.APIError) {
       if (err.status === undefined) return new ProviderError(`${this.where()} sent an error in its stream${this.endpoint.max_retries > 0 && passingStreamError(sdk, err) ? ` (${this.endpoint.max_retries} retries)` : ''}: ${apiMessage(err)}`, 'try again later (resume the task)', err)
+      const until = limitUntilOf(err)
+      if (until !== null) return new ProviderError(`${this.where()} answered ${err.status}: a usage limit until ${until.toISOString()}: ${apiMessage(err)}`, 'the task goes on once it lifts', err, 'rate_limited', until)
       const retried = err.status === 429 || err.status >= 500 ? ` after ${this.endpoint.max_retries} retries` : ''
       return new ProviderError(`${this.where()} answered ${err.status}${retried}: ${apiMessage(err)}`, err.status === 529 ? 'Anthropic is overloaded: resume the task later' : 'check the server logs', err)
     }

@@ -2,6 +2,7 @@ import http from 'node:http'
 import https from 'node:https'
 import zlib from 'node:zlib'
 import { grouped } from '../text.js'
+import { markUsageLimit } from './usage-limit.js'
 
 /**
  * A fetch for the OpenAI SDK that bounds the whole exchange, not just the wait for
@@ -214,6 +215,8 @@ function responseHeaders(res: http.IncomingMessage, bounds: FetchBounds): Header
     headers.delete('content-encoding')
     headers.delete('content-length')
   }
+  // A usage limit beyond the longest wait is not retried: it is the caller's to wait out (usage-limit.ts).
+  markUsageLimit(res.statusCode ?? 500, headers, bounds.maxRetryWaitMs)
   return clampRetryAfter(headers, bounds.maxRetryWaitMs)
 }
 
@@ -242,7 +245,9 @@ function boundedGlobalFetch(bounds: FetchBounds): typeof fetch {
       done()
       throw ac.signal.reason instanceof ResponseTooSlowError ? ac.signal.reason : err
     }
-    const headers = clampRetryAfter(new Headers(res.headers), bounds.maxRetryWaitMs)
+    const raw = new Headers(res.headers)
+    markUsageLimit(res.status, raw, bounds.maxRetryWaitMs)
+    const headers = clampRetryAfter(raw, bounds.maxRetryWaitMs)
     if (res.body === null) {
       done()
       return new Response(null, { status: res.status, statusText: res.statusText, headers })

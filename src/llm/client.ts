@@ -20,6 +20,8 @@ export interface ChatOptions {
   temperature?: number
   /** False for a request that shares no prefix with the conversation (a compaction's, the final summary's): no prompt-cache breakpoint, which would be a one-use write. */
   cache?: boolean
+  /** The request's prompt tokens as the caller estimated them (what a budget check counts), when it has them at hand. */
+  promptTokens?: number
 }
 
 export interface Usage {

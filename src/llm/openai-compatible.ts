@@ -6,6 +6,7 @@ import type { ChatMessage, ChatOptions, ChatResult, LlmClient, ToolSpec } from '
 import { boundedFetch, ResponseTooLargeError, ResponseTooSlowError, sdkTimeoutMs } from './bounded-fetch.js'
 import { normaliseReply } from './reply.js'
 import { checkOpenAiUsage, completionBound, promptBound } from './usage-check.js'
+import { limitUntilOf } from './usage-limit.js'
 import { maskCredentials } from '../storage/format/mask.js'
 import { jsonString } from '../storage/format/json-string.js'
 import { explainConnectFailure } from './connect-error.js'
@@ -120,6 +121,8 @@ export class OpenAiCompatibleClient implements LlmClient {
     if (err instanceof OpenAI.NotFoundError) return new ProviderError(`${this.where()} answered 404: ${firstLine(err.message)}`, `check llm.${this.provider}.model and base_url (OpenAI-compatible servers serve /v1)`, err)
     if (err instanceof OpenAI.APIError) {
       const failure = err.status === 429 ? 'rate_limited' : (err.status ?? 0) >= 500 ? 'server_error' : null
+      const until = limitUntilOf(err)
+      if (until !== null) return new ProviderError(`${this.where()} answered ${err.status}: a usage limit until ${until.toISOString()}: ${firstLine(err.message)}`, 'the task goes on once it lifts', err, 'rate_limited', until)
       const retried = failure !== null ? ` after ${this.endpoint.max_retries} retries` : ''
       return new ProviderError(`${this.where()} answered ${err.status ?? 'an error'}${retried}: ${firstLine(err.message)}`, 'check the server logs', err, failure)
     }

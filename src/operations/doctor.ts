@@ -49,6 +49,7 @@ export async function runDoctor(input: DoctorInput): Promise<Check[]> {
   if (input.serve) checks.push(serveCheck(input.config.serve.host, input.serve))
   const network = networkCheck(input)
   if (network !== null) checks.push(network)
+  checks.push(budgetCheck(input))
   if (input.databaseUrl) checks.push(await guarded('fleet', () => fleetCheck(input, input.databaseUrl as string)))
   return checks
 }
@@ -128,6 +129,30 @@ function networkCheck({ config }: DoctorInput): Check | null {
   if (host.length === 0) return null
   const message = `${host.join(', ')}: host — commands share this host's network and reach its local services (serve, PostgreSQL, the metrics endpoint, anything listening on 127.0.0.1)`
   return { name: 'network', status: 'warn', message, hint: 'use network: proxy (with tools.allowed_hosts) for package registries; see docs/security.md#the-network' }
+}
+
+/** The cost caps that apply (docs/running.md#budgets), and whether every model in use has a price (one without is not capped by money). */
+export function budgetCheck({ config }: DoctorInput): Check {
+  const b = config.budgets
+  const caps = [
+    ['run.max_cost_usd', config.run.max_cost_usd],
+    ['budgets.user_daily_usd', b.user_daily_usd],
+    ['budgets.user_monthly_usd', b.user_monthly_usd],
+    ['budgets.fleet_daily_usd', b.fleet_daily_usd],
+  ].filter((c): c is [string, number] => c[1] !== null).map(([key, usd]) => `${key} $${usd.toFixed(2)}`)
+  for (const [user, own] of Object.entries(config.users)) {
+    const mine = Object.entries({ ...own.run, ...own.budgets }).filter(([key]) => ['max_cost_usd', 'user_daily_usd', 'user_monthly_usd'].includes(key))
+    if (mine.length > 0) caps.push(`users.${user}: ${mine.map(([key, usd]) => `${key} ${typeof usd === 'number' ? `$${usd.toFixed(2)}` : 'none'}`).join(', ')}`)
+  }
+  const provider = config.llm.provider
+  const models = new Set<string>()
+  if (provider !== 'none' && provider !== 'replay') models.add(provider === 'anthropic' ? config.llm.anthropic.model : provider === 'ollama' ? config.llm.ollama.model : config.llm.openai.model)
+  for (const own of Object.values(config.users)) if (own.llm?.model !== undefined) models.add(own.llm.model)
+  const unpriced = [...models].filter((m) => m.trim() !== '' && !Object.hasOwn(config.pricing, m))
+  const prices = unpriced.length === 0 ? (models.size > 0 ? `every model in use has a price (${[...models].join(', ')})` : 'no model in use') : `no price for ${unpriced.join(', ')}: ${caps.length > 0 ? 'not capped by money' : 'no cost shown'}`
+  if (caps.length === 0) return { name: 'budgets', status: 'skip', message: `no cost caps set (run.max_cost_usd, budgets.*); ${prices}` }
+  const message = `${caps.join('; ')} (days in ${b.timezone}); ${prices}`
+  return unpriced.length > 0 ? { name: 'budgets', status: 'warn', message, hint: `add pricing.<model> (USD per million tokens) for ${unpriced.join(', ')}` } : { name: 'budgets', status: 'ok', message }
 }
 
 async function guarded(name: string, check: () => Promise<Check>): Promise<Check> {

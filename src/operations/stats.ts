@@ -8,6 +8,7 @@ import { TaskIndex } from '../storage/index/task-index.js'
 import { taskRow } from '../storage/task/row.js'
 import { beingCreated, listTasks, scanTask } from '../storage/task/scan.js'
 import type { TokenReport } from './tokens.js'
+import type { SpendReport } from './spend-report.js'
 
 export interface StatsFilter {
   user?: string | undefined
@@ -27,6 +28,8 @@ export interface StatsReport {
   by_user: { user: string | null; tasks: number; share: number; tokens: number; average_duration_ms: number | null }[]
   /** Prompt/completion/cached split and the optional cost (config pricing): filled by collectTokens. */
   tokens?: TokenReport
+  /** Spend per user per day and against the caps (spend-report.ts); absent without an index (the only record of spend). */
+  spend?: SpendReport
   /** Where the figures came from: the index, or a scan of the directories when it is missing. */
   source: 'tasks.db' | 'postgresql' | 'scan'
 }
@@ -140,7 +143,7 @@ export type Level = 'ok' | 'warning' | 'critical'
 
 export interface Alert {
   level: Exclude<Level, 'ok'>
-  metric: 'disk' | 'failure_rate' | 'running_tasks' | 'long_running' | 'free_space' | 'queue_no_worker' | 'queue_wait' | 'pass_lease'
+  metric: 'disk' | 'failure_rate' | 'running_tasks' | 'long_running' | 'free_space' | 'queue_no_worker' | 'queue_wait' | 'pass_lease' | 'budget'
   value: number
   threshold: number
   message: string

@@ -1,6 +1,7 @@
 import type { LlmFailure } from '../errors.js'
 import { LockLostError } from '../storage/lock/lock.js'
 import type { StopReason } from './stop.js'
+import type { BudgetCap } from '../storage/task/state.js'
 
 /** How a run of the loop ended; the caller settles the task accordingly. */
 export type Ending =
@@ -8,6 +9,8 @@ export type Ending =
   | { kind: 'timeout'; reason: string }
   | { kind: 'failed'; reason: string }
   | { kind: 'paused'; cause: 'SIGINT' | 'SIGTERM' | 'pause' | 'llm'; error: string | null; failure?: LlmFailure | null }
+  /** A cost cap would be passed by the next request, or the API key's usage limit lifts later (docs/running.md#budgets): with when it may go on by itself. */
+  | { kind: 'paused'; cause: 'budget' | 'rate-limit'; error: string; resumeAt: Date | null; budgetCap?: BudgetCap; failure?: undefined }
   | { kind: 'lost'; error: LockLostError }
 
 /** The ending a stop request means (a signal, `pause`, the --timeout budget, a lost lock). */

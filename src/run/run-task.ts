@@ -47,6 +47,7 @@ import { fileSize } from '../storage/task/reader.js'
 import { networkFields } from '../tools/sandbox/egress-proxy.js'
 import type { Delivery } from '../storage/task/state.js'
 import { deliverCompleted, deliveryRecord, deliveryText } from './delivery-step.js'
+import { budgetLine, spendGuard } from './spend-setup.js'
 
 /** Where a new task comes from: its key and its first user message (SPEC §12.1, §13.1). */
 export interface TaskSource {
@@ -161,7 +162,10 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   let mcp: { close(): Promise<void> } | null = null
   let unwatch = (): void => undefined
   try {
-    const client = await createClient(config, env, handle, start.kind === 'resume')
+    const made = await createClient(config, env, handle, start.kind === 'resume')
+    // Every request of the task checked first: cost caps, and a usage limit on its API key (docs/running.md#budgets).
+    const guard = made instanceof ReplayClient ? null : spendGuard({ config, settings, index: env.index, now: env.now, fleetJob: run.fleetJob === true }, handle, made.model, log)
+    const client = guard === null ? made : guard.wrap(made)
     const tools = ToolRegistry.builtin({ allowShell: settings.allowShell, finish: !settings.chat })
     // A task whose agent stopped after its finish call, before state.json took the answer.
     let finished: RecordedFinish | null = null
@@ -175,16 +179,20 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
       finished = repaired.finished
       log.info(`resumed at turn ${handle.state.turns ?? 0} (${client.model} at ${client.server}, dir ${handle.dir})${repaired.answered ? `; ${repaired.answered} unanswered tool call(s) answered as aborted` : ''}${repaired.rebuilt ? '; current.jsonl rebuilt' : ''}${killedText(handle.stoppedCommands, 'the dead agent')}`)
     }
+    if (guard !== null) {
+      const said = budgetLine(config, settings, handle.metadata.user ?? '', client.model, guard.spent)
+      if (said !== null) log.info(said)
+    }
     // Where to talk to the session from (issue 19): off a terminal nothing typed here is read.
     if (settings.chat) log.info(`chat session: talk to it with \`ctxagent chat ${handle.uuid.slice(0, 8)}\` (from any terminal), end it with \`ctxagent chat ${handle.uuid.slice(0, 8)} --end\``)
     const remote = start.channel ? await openRemote(start, handle, config, log, stop.signal) : undefined
     if (remote) handle.onStop(() => remote.status(statusText(handle, 'paused; it continues when the task is resumed')))
     // Summaries (compaction, the final one) are LLM requests too: the task's stop ends them.
-    const summaryClient = client instanceof ReplayClient ? client : stoppableClient(client, stop.signal)
+    const summaryClient = made instanceof ReplayClient ? made : stoppableClient(client, stop.signal)
     const agent = new Agent({
       handle,
       client,
-      summarizer: client instanceof ReplayClient ? extractiveSummarizer() : llmSummarizer(summaryClient, { maxTokens: config.context.compression.summary_max_tokens }),
+      summarizer: made instanceof ReplayClient ? extractiveSummarizer() : llmSummarizer(summaryClient, { maxTokens: config.context.compression.summary_max_tokens }),
       tools,
       limits: {
         maxTurns: settings.maxTurns,
@@ -205,7 +213,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
       log,
       stop,
       now: env.now,
-      ...(client instanceof ReplayClient ? { expected: (id: string) => client.expected(id) } : {}),
+      ...(made instanceof ReplayClient ? { expected: (id: string) => made.expected(id) } : {}),
       ...(run.onTurn ? { onTurn: (turns: number) => run.onTurn?.(handle.dir, turns) } : {}),
       ...(remote ? { remote } : {}),
       trace: taskTrace,
@@ -364,10 +372,19 @@ async function settle(handle: TaskHandle, ending: Ending, progress: Progress, cl
     log.warn(`${ending.kind}: ${ending.reason}`)
     return { ...base, status: ending.kind, location: 'completed', dir: handle.dir, error: ending.reason, exit_code: ending.kind === 'timeout' ? 5 : 1 }
   }
-  await handle.update({ ...progress, error: ending.error === null ? null : maskText(ending.error), llm_failure: ending.cause === 'llm' ? (ending.failure ?? null) : null })
+  // A budget or a usage limit: which cap, and when the task may go on by itself (docs/running.md#budgets).
+  const waits = ending.cause === 'budget' || ending.cause === 'rate-limit' ? { resume_at: ending.resumeAt?.toISOString() ?? null, budget_cap: ending.budgetCap ?? null } : { resume_at: null, budget_cap: null }
+  const failure = ending.cause === 'llm' ? (ending.failure ?? null) : ending.cause === 'rate-limit' ? 'rate_limited' : null
+  await handle.update({ ...progress, error: ending.error === null ? null : maskText(ending.error), llm_failure: failure, ...waits })
   // Who paused it: a fleet resumes a task stopped by a signal (its worker stopped), not one an operator paused (SPEC §14.3).
-  await handle.pause(({ SIGINT: 'signal', SIGTERM: 'signal', pause: 'operator', llm: 'llm' } as const)[ending.cause])
-  const exit = { SIGINT: 130, SIGTERM: 143, pause: 0, llm: 1 }[ending.cause]
+  await handle.pause(({ SIGINT: 'signal', SIGTERM: 'signal', pause: 'operator', llm: 'llm', budget: 'budget', 'rate-limit': 'rate-limit' } as const)[ending.cause])
+  const exit = { SIGINT: 130, SIGTERM: 143, pause: 0, llm: 1, budget: 5, 'rate-limit': 1 }[ending.cause]
+  if (ending.cause === 'budget' || ending.cause === 'rate-limit') {
+    const later = waits.resume_at === null ? '' : ` after ${waits.resume_at}`
+    const how = ending.cause === 'budget' ? `ctxagent run --resume ${handle.uuid}${later}, or with the cap raised${ending.budgetCap === 'task' ? ' (--max-cost)' : ''}` : `ctxagent run --resume ${handle.uuid}${later}`
+    log.info(`paused (${ending.cause}: ${ending.error}); ${inFleet && waits.resume_at !== null ? 'the fleet runs it again then' : `resume with: ${how}`}`)
+    return { ...base, status: 'paused', location: 'paused', dir: handle.dir, error: ending.error, exit_code: exit }
+  }
   // In a fleet, a task stopped by its worker's signal is queued again by the worker, and one the LLM side failed is retried: no advice to resume by hand.
   const fleetResumes = inFleet && (ending.cause === 'SIGINT' || ending.cause === 'SIGTERM' || (ending.cause === 'llm' && (ending.failure ?? null) !== null))
   const next = fleetResumes ? (ending.cause === 'llm' ? 'the fleet runs it again later' : 'its resume is queued by its worker') : `resume with: ctxagent run --resume ${handle.uuid}`

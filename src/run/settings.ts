@@ -22,6 +22,10 @@ export interface RunFlags {
   replayFrom?: string
   maxTurns?: number
   maxTokens?: number
+  /** --max-cost: the task's cost cap in USD. */
+  maxCost?: number
+  /** False with --no-wait: a usage limit pauses the task instead of being waited out. */
+  wait?: boolean
   timeout?: number
   allowShell?: boolean
   inherit: boolean
@@ -56,6 +60,10 @@ export interface RunSettings {
   deliverTarget?: DeliveryTarget
   /** The pull request whose head branch the workspace has checked out (docs/delivery.md#the-review-loop). */
   prHead?: PrHead | null
+  /** The task's cost cap in USD across resumes (--max-cost, run.max_cost_usd, users.<name>.run.max_cost_usd), or null. */
+  maxCostUsd: number | null
+  /** Wait out a provider's usage limit (false: --no-wait, pause instead). */
+  wait: boolean
 }
 
 /**
@@ -85,6 +93,7 @@ export function effectiveConfig(base: Config, user: string, flags: Pick<RunFlags
   if (flags.replayFrom !== undefined) config.llm.replay.from = flags.replayFrom
   if (own?.run?.max_turns !== undefined) config.run.max_turns = own.run.max_turns
   if (own?.run?.max_tokens !== undefined) config.run.max_tokens = own.run.max_tokens
+  if (own?.run?.max_cost_usd !== undefined) config.run.max_cost_usd = own.run.max_cost_usd
   return config
 }
 
@@ -115,6 +124,8 @@ export function newRunSettings(config: Config, flags: RunFlags, cwd: string): Ru
     inherit: flags.inherit && config.context.inheritance.enabled,
     chat: flags.chat === true,
     deliver: flags.deliver ?? config.deliver.mode,
+    maxCostUsd: flags.maxCost ?? config.run.max_cost_usd,
+    wait: flags.wait !== false,
   }
 }
 
@@ -135,6 +146,7 @@ export function resumedRunSettings(config: Config, record: RunRecord | undefined
     deliver: record.deliver ?? 'none',
     ...(record.deliver_target ? { deliverTarget: record.deliver_target } : {}),
     ...(record.pr_head !== undefined ? { prHead: record.pr_head } : {}),
+    maxCostUsd: flags.maxCost ?? (record.max_cost_usd !== undefined ? record.max_cost_usd : fresh.maxCostUsd),
   }
 }
 
@@ -149,6 +161,7 @@ export function runRecord(settings: RunSettings, config: Config): RunRecord {
     system_prompt_file: settings.systemPromptFile,
     ...(settings.chat ? { chat: true } : {}),
     ...(settings.prHead !== undefined ? { pr_head: settings.prHead } : {}),
+    ...(settings.maxCostUsd !== null ? { max_cost_usd: settings.maxCostUsd } : {}),
   }
 }
 

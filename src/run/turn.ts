@@ -27,6 +27,7 @@ import { InboxRequests } from './requests.js'
 import { WindowKeeper } from './window-keeper.js'
 import type { RemoteLink } from './remote.js'
 import { grouped } from '../text.js'
+import { BudgetPause, RateLimitPause } from './spend-guard.js'
 
 export interface AgentLimits {
   maxTurns: number
@@ -260,7 +261,7 @@ export class Agent {
     stop.signal.addEventListener('abort', abort, { once: true })
     const span = this.turnTrace.llm({ model: client.model, messages })
     try {
-      const reply = await client.chat(messages, { tools: tools.specs(), signal: request.signal })
+      const reply = await client.chat(messages, { tools: tools.specs(), signal: request.signal, promptTokens: plan.tokens })
       span.end({ inputTokens: reply.usage?.prompt_tokens ?? null, outputTokens: reply.usage?.completion_tokens ?? null, cachedTokens: reply.usage?.cached_tokens ?? null, finishReason: reply.message.tool_calls?.length ? 'tool_calls' : 'stop', output: reply.message })
       this.turns++
       const usage = reply.usage
@@ -279,6 +280,8 @@ export class Agent {
       span.fail(err)
       const stopped = this.stopEnding()
       if (stopped) return stopped
+      if (err instanceof BudgetPause) return { kind: 'paused', cause: 'budget', error: err.message, resumeAt: err.resumeAt, budgetCap: err.cap }
+      if (err instanceof RateLimitPause) return { kind: 'paused', cause: 'rate-limit', error: err.message, resumeAt: err.until }
       if (!(err instanceof ProviderError)) throw err
       if (!retried && isContextExceeded(err)) {
         this.window.forgetUsage()

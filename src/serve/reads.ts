@@ -24,6 +24,7 @@ import type { LiveFollowers } from './live.js'
 import type { Exchange } from './respond.js'
 import { fail, send, sendJson, sendPage } from './respond.js'
 import { renderStats } from './stats-page.js'
+import { capAlerts, collectSpend } from '../operations/spend-report.js'
 import { renderTask } from './task-page.js'
 import type { TaskView } from './task-page.js'
 
@@ -136,6 +137,12 @@ export class ReadRoutes {
     const report = collectStats(db, this.ctx.layout, filter, this.index.kind)
     report.tokens = collectTokens(db, this.ctx.layout, where(filter), this.ctx.config.pricing)
     const check = checkHealth(report, db, this.ctx.layout, this.ctx.config, this.ctx.now())
+    // Spend against the caps: the index keeps it (a scan has none).
+    if (this.index.store !== null) {
+      report.spend = await collectSpend(this.index.store, this.ctx.config, this.ctx.now(), filter)
+      check.alerts.push(...capAlerts(report.spend, this.ctx.config.budgets.warn_at))
+      check.status = check.alerts.some((a) => a.level === 'critical') ? 'critical' : check.alerts.length ? 'warning' : 'ok'
+    }
     if (this.fleet.configured) {
       try {
         check.alerts.push(...queueAlerts(await this.fleet.status(), this.ctx.config.alerts.queue_wait_minutes))

@@ -84,6 +84,24 @@ ${check.alerts.length === 0 ? '' : html`<ul>${check.alerts.map((a) => html`<li c
 ${priced ? html`<section class="card"><h2>Cost by user</h2>${barChart('Cost by user (USD)', users.map((u) => ({ label: u.key ?? '(none)', parts: [{ name: 'USD', value: u.cost ?? 0 }] })), (n) => `$${n.toFixed(2)}`)}</section>` : ''}
 <section class="card"><h2>Tokens per day <small>(last 30 days, by creation)</small></h2>${barChart('Tokens per day', days.map((d) => ({ label: d.key ?? '?', parts: split(d) })))}</section>
 ${days.some((d) => d.cost !== null) ? html`<section class="card"><h2>Cost per day</h2>${barChart('Cost per day (USD)', days.map((d) => ({ label: d.key ?? '?', parts: [{ name: 'USD', value: d.cost ?? 0 }] })), (n) => `$${n.toFixed(2)}`)}</section>` : ''}
+${spendCards(report)}
 <section class="card"><h2>Durations <small>(finished tasks)</small></h2>${barChart('Durations', durationBuckets(db).map((b) => ({ label: b.label, parts: [{ name: 'tasks', value: b.count }] })))}</section>
 </div>`
+}
+
+/** Spend against the caps (docs/running.md#budgets), and spend per user per day: from the index. */
+function spendCards(report: StatsReport): Safe | string {
+  const spend = report.spend
+  if (spend === undefined || (spend.caps.length === 0 && spend.days.length === 0)) return ''
+  const caps = spend.caps.length === 0
+    ? ''
+    : html`<section class="card"><h2>Spend vs caps <small>(days in ${spend.timezone})</small></h2><table><thead><tr><th>cap</th><th>user</th><th>spent</th><th>cap</th><th>used</th><th>resets</th></tr></thead><tbody>${spend.caps.map(
+        (c) => html`<tr class="${c.spent >= c.limit ? 'error' : ''}"><td>${c.cap}</td><td>${c.user ?? '(fleet)'}</td><td>${usd(c.spent)}</td><td>${usd(c.limit)}</td><td>${`${(c.share * 100).toFixed(0)}%`}</td><td>${c.resets_at}</td></tr>`,
+      )}</tbody></table></section>`
+  const days = [...new Set(spend.days.map((d) => d.day))]
+  const users = [...new Set(spend.days.map((d) => d.user))]
+  const perDay = days.length === 0
+    ? ''
+    : html`<section class="card"><h2>Spend per user per day</h2>${barChart('Spend per day (USD)', days.map((day) => ({ label: day, parts: users.map((user) => ({ name: user, value: spend.days.find((d) => d.day === day && d.user === user)?.usd ?? 0 })) })), (n) => `$${n.toFixed(2)}`)}</section>`
+  return html`${caps}${perDay}`
 }

@@ -185,13 +185,13 @@ describe('parseConfig: YAML the library only warns about', () => {
 
 describe('parseConfig: every wrong shape says what the key expects', () => {
   it.each([
-    ['users: [alice]\n', 'users must be a mapping of user names to settings (llm, run, system_prompt_append)'],
-    ['users: alice\n', 'users must be a mapping of user names to settings (llm, run, system_prompt_append)'],
-    ['users: 3\n', 'users must be a mapping of user names to settings (llm, run, system_prompt_append)'],
-    ['users:\n', 'users is empty; it must be a mapping of user names to settings (llm, run, system_prompt_append)'],
-    ['users:\n  alice: ollama\n', 'users.alice must be a mapping of settings: llm, run, system_prompt_append'],
+    ['users: [alice]\n', 'users must be a mapping of user names to settings (llm, run, system_prompt_append, budgets)'],
+    ['users: alice\n', 'users must be a mapping of user names to settings (llm, run, system_prompt_append, budgets)'],
+    ['users: 3\n', 'users must be a mapping of user names to settings (llm, run, system_prompt_append, budgets)'],
+    ['users:\n', 'users is empty; it must be a mapping of user names to settings (llm, run, system_prompt_append, budgets)'],
+    ['users:\n  alice: ollama\n', 'users.alice must be a mapping of settings: llm, run, system_prompt_append, budgets'],
     ['users:\n  alice:\n    llm: [ollama]\n', 'users.alice.llm must be a mapping of keys: provider, model, context_length'],
-    ['users:\n  alice:\n    run: 200\n', 'users.alice.run must be a mapping of keys: max_turns, max_tokens'],
+    ['users:\n  alice:\n    run: 200\n', 'users.alice.run must be a mapping of keys: max_turns, max_tokens, max_cost_usd'],
     ['users:\n  alice:\n    run:\n      max_turns: lots\n', 'users.alice.run.max_turns must be a positive integer'],
     ['mcp:\n  servers: [files]\n', 'mcp.servers must be a mapping of server names to settings (command, args, env, cwd, enabled, timeout_seconds)'],
     ['mcp:\n  servers:\n    files: npx\n', 'mcp.servers.files must be a mapping of settings with at least command (and args, env, cwd, enabled, timeout_seconds)'],

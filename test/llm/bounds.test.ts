@@ -34,9 +34,9 @@ async function hostileServer() {
       res.on('drain', pump)
       pump()
     } else if (path.startsWith('/retry')) {
-      // An hour's wait asked for once, then the answer.
+      // An hour's wait asked for once (a usage limit, or with /retry503 a busy server), then the answer.
       if (seen.filter((p) => p.startsWith('/retry')).length === 1) {
-        res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '3600' })
+        res.writeHead(path.startsWith('/retry503') ? 503 : 429, { 'content-type': 'application/json', 'retry-after': '3600' })
         res.end('{"error":{"message":"slow down"}}')
       } else {
         res.writeHead(200, { 'content-type': 'application/json' })
@@ -83,11 +83,21 @@ describe('an LLM request is bounded in time and bytes, whatever the server does 
     expect(err.message).toMatch(/over 1,000,000 bytes/)
   })
 
-  it('Retry-After: 3600 is waited only llm.max_retry_wait, then the retry answers', async () => {
+  it('Retry-After: 3600 on a 503 is waited only llm.max_retry_wait, then the retry answers', async () => {
     const s = await hostileServer()
-    const reply = await client(s.url('retry'), '  max_retry_wait: 1\n').chat([{ role: 'user', content: 'hi' }])
+    const reply = await client(s.url('retry503'), '  max_retry_wait: 1\n').chat([{ role: 'user', content: 'hi' }])
     expect(reply.message.content).toBe('hello')
     expect(s.seen.filter((p) => p.startsWith('/retry'))).toHaveLength(2)
+  })
+
+  it('a 429 with Retry-After: 3600, beyond llm.max_retry_wait, is a usage limit: not retried before it lifts, the error says when (docs/running.md#rate-limits)', async () => {
+    const s = await hostileServer()
+    const before = Date.now()
+    const err = (await failure(client(s.url('retry'), '  max_retry_wait: 1\n').chat([{ role: 'user', content: 'hi' }]))) as ProviderError
+    expect(s.seen.filter((p) => p.startsWith('/retry'))).toHaveLength(1)
+    expect(err.failure).toBe('rate_limited')
+    expect(err.limitedUntil?.getTime()).toBeGreaterThanOrEqual(before + 3_600_000 - 1000)
+    expect(err.message).toMatch(/a usage limit until /)
   })
 
   it('a stop ends the wait between retries at once (the SDK does not listen to it there)', async () => {

@@ -160,3 +160,15 @@ describe('run with llm.provider: anthropic', () => {
     expect(s.fake.requests).toHaveLength(1)
   })
 })
+
+describe("Anthropic's usage limits (docs/running.md#rate-limits)", () => {
+  it('a 529 whose anthropic-ratelimit reset is an hour away is not retried early: with --no-wait the task pauses with that time', async () => {
+    const s = await setup('  max_retry_wait: 1\n')
+    const reset = new Date(Date.now() + 3_600_000).toISOString().replace(/\.\d{3}Z$/, 'Z')
+    s.fake.queue.push({ status: 529, error: { type: 'overloaded_error', message: 'Overloaded' }, headers: { 'anthropic-ratelimit-input-tokens-reset': reset, 'anthropic-ratelimit-input-tokens-remaining': '0' } })
+    const r = await s.run(['run', '--task', 'fix add()', '--workspace', s.ws, '--no-wait', '--log-format', 'json'])
+    expect(r.code, r.stderr).toBe(1)
+    expect(s.fake.requests).toHaveLength(1)
+    expect(onlyTask(s.tree).state).toMatchObject({ status: 'paused', paused_by: 'rate-limit', resume_at: reset.replace('Z', '.000Z') })
+  })
+})

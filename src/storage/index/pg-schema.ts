@@ -1,5 +1,6 @@
 import type { PoolClient } from 'pg'
 import { pgToolCallsMigration, pgTotalsMigration } from './pg-totals.js'
+import { PG_SPEND_MIGRATION } from './spend.js'
 
 /**
  * The fleet's tables in PostgreSQL (SPEC §14.1), as numbered migrations: `tasks` has
@@ -166,6 +167,8 @@ const MIGRATIONS: readonly string[] = [
      updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
      PRIMARY KEY (source, ref)
    );`,
+  // Spend per user per day and usage limits per API key, for the budgets (spend.ts): kept by cleanup and reindex.
+  PG_SPEND_MIGRATION,
 ]
 
 /** Advisory lock keys (bigint constants: hashtext() is not a stable API); transaction-scoped only (SPEC §14.5). */

@@ -13,6 +13,8 @@ import type { ListPage, ListRow, TaskFilter } from './task-list.js'
 import type { FinishedRow, IndexStore } from './store.js'
 import { COLUMNS, TaskIndex } from './task-index.js'
 import type { TaskKeyColumns, TaskRow } from './task-index.js'
+import { monthRange, PG_SPEND } from './spend.js'
+import type { SpendRow, SpendTotals } from './spend.js'
 
 /** Columns PostgreSQL returns as text (BIGINT) that a TaskRow holds as numbers. */
 const NUMERIC = new Set<keyof TaskRow>([
@@ -42,6 +44,9 @@ export class PgStore implements IndexStore {
   /** uuid → its newest row, or null for a removal. */
   private pending = new Map<string, TaskRow | null>()
   private pendingDisk = new Map<string, DiskUse>()
+  /** Spend to add, by user and day (summed while it waits); usage limits to record, by key hash. */
+  private pendingSpend = new Map<string, { user: string; day: string; usd: number; requests: number }>()
+  private pendingLimits = new Map<string, { key: string; provider: string; until: string }>()
   private flushing: Promise<boolean> | null = null
   private timer: NodeJS.Timeout | null = null
   private failures = 0
@@ -130,6 +135,39 @@ export class PgStore implements IndexStore {
   setDiskUse(measured: readonly { uuid: string; disk: DiskUse }[]): void {
     for (const { uuid, disk } of measured) this.pendingDisk.set(uuid, disk)
     if (measured.length > 0) this.schedule(0)
+  }
+
+  addSpend(user: string, day: string, usd: number): void {
+    const id = `${user}\u0000${day}`
+    const before = this.pendingSpend.get(id)
+    this.pendingSpend.set(id, { user, day, usd: (before?.usd ?? 0) + usd, requests: (before?.requests ?? 0) + 1 })
+    this.schedule(0)
+  }
+
+  async spendTotals(user: string, day: string): Promise<SpendTotals> {
+    await this.drain()
+    await this.ensureSchema()
+    const [from, to] = monthRange(day)
+    const row = (await this.pool.query<Record<keyof SpendTotals, number>>(PG_SPEND.totals, [user, day, from, to])).rows[0]
+    return { user_day: Number(row?.user_day ?? 0), user_month: Number(row?.user_month ?? 0), fleet_day: Number(row?.fleet_day ?? 0) }
+  }
+
+  async spendByDay(from: string, to: string): Promise<SpendRow[]> {
+    await this.drain()
+    await this.ensureSchema()
+    const rows = (await this.pool.query<SpendRow>(PG_SPEND.byDay, [from, to])).rows
+    return rows.map((r) => ({ user: r.user, day: r.day, usd: Number(r.usd), requests: Number(r.requests) }))
+  }
+
+  setKeyLimit(key: string, provider: string, until: string): void {
+    this.pendingLimits.set(key, { key, provider, until })
+    this.schedule(0)
+  }
+
+  async keyLimit(key: string): Promise<string | null> {
+    await this.drain()
+    await this.ensureSchema()
+    return (await this.pool.query<{ until: string }>(PG_SPEND.limit, [key])).rows[0]?.until ?? null
   }
 
   async replaceAll(rows: readonly TaskRow[]): Promise<void> {
@@ -239,14 +277,14 @@ export class PgStore implements IndexStore {
       await indexSleep(Math.min(backoff(this.failures), deadline - Date.now()))
       flushed = await this.flush()
     }
-    const left = this.pending.size + this.pendingDisk.size
+    const left = this.queued()
     if (left > 0) this.warn(`${left} index write(s) not made in PostgreSQL (${this.lastError ?? 'unreachable'}); the task directories have them: run ctxagent reindex once it is back`)
     await this.pool.end().catch(() => undefined)
   }
 
   /** Every queued write made, or the reason it could not be. */
   private async drain(): Promise<void> {
-    if (this.pending.size === 0 && this.pendingDisk.size === 0 && this.flushing === null) return
+    if (this.queued() === 0 && this.flushing === null) return
     if (!(await this.flush())) throw new Error(`PostgreSQL index writes failed: ${this.lastError}`)
   }
 
@@ -265,12 +303,16 @@ export class PgStore implements IndexStore {
   /** One attempt at writing what is queued (joining one under way); true when nothing is left. */
   private async flush(): Promise<boolean> {
     while (this.flushing !== null) await this.flushing
-    if (this.pending.size === 0 && this.pendingDisk.size === 0) return true
+    if (this.queued() === 0) return true
     const rows = this.pending
     const disk = this.pendingDisk
+    const spend = this.pendingSpend
+    const limits = this.pendingLimits
     this.pending = new Map()
     this.pendingDisk = new Map()
-    this.flushing = this.write(rows, disk).then(
+    this.pendingSpend = new Map()
+    this.pendingLimits = new Map()
+    this.flushing = this.write(rows, disk, spend, limits).then(
       () => {
         this.failures = 0
         return true
@@ -281,19 +323,30 @@ export class PgStore implements IndexStore {
         // Put back what no newer write replaced meanwhile.
         for (const [uuid, row] of rows) if (!this.pending.has(uuid)) this.pending.set(uuid, row)
         for (const [uuid, use] of disk) if (!this.pendingDisk.has(uuid)) this.pendingDisk.set(uuid, use)
+        // Spend is added, never replaced: what failed joins what came meanwhile.
+        for (const [id, add] of spend) {
+          const later = this.pendingSpend.get(id)
+          this.pendingSpend.set(id, later ? { ...add, usd: add.usd + later.usd, requests: add.requests + later.requests } : add)
+        }
+        for (const [key, limit] of limits) if (!this.pendingLimits.has(key)) this.pendingLimits.set(key, limit)
         return false
       },
     )
     try {
       const ok = await this.flushing
-      return ok && this.pending.size === 0 && this.pendingDisk.size === 0
+      return ok && this.queued() === 0
     } finally {
       this.flushing = null
-      if (this.pending.size > 0 || this.pendingDisk.size > 0) this.schedule(this.failures > 0 ? backoff(this.failures) : 0)
+      if (this.queued() > 0) this.schedule(this.failures > 0 ? backoff(this.failures) : 0)
     }
   }
 
-  private async write(rows: Map<string, TaskRow | null>, disk: Map<string, DiskUse>): Promise<void> {
+  /** Writes waiting to be made. */
+  private queued(): number {
+    return this.pending.size + this.pendingDisk.size + this.pendingSpend.size + this.pendingLimits.size
+  }
+
+  private async write(rows: Map<string, TaskRow | null>, disk: Map<string, DiskUse>, spend: Map<string, { user: string; day: string; usd: number; requests: number }> = new Map(), limits: Map<string, { key: string; provider: string; until: string }> = new Map()): Promise<void> {
     await this.ensureSchema()
     const upserts = [...rows.values()].filter((r): r is TaskRow => r !== null)
     const removals = [...rows].filter(([, r]) => r === null).map(([uuid]) => uuid)
@@ -308,6 +361,8 @@ export class PgStore implements IndexStore {
         [JSON.stringify(uses)],
       ])
     }
+    if (spend.size > 0) statements.push([PG_SPEND.add, [JSON.stringify([...spend.values()])]])
+    if (limits.size > 0) statements.push([PG_SPEND.setLimits, [JSON.stringify([...limits.values()])]])
     if (statements.length === 1) {
       const [sql, params] = statements[0] as [string, unknown[]]
       await this.pool.query(sql, params)

@@ -7,6 +7,7 @@ import { sqliteTotals } from './totals.js'
 import { sqliteChoices, sqliteListPage } from './task-list.js'
 import type { ListPage, TaskFilter } from './task-list.js'
 import type { IndexTotals } from './totals.js'
+import type { SpendRow, SpendTotals } from './spend.js'
 
 export type FinishedRow = Pick<TaskRow, 'uuid' | 'location' | 'status' | 'completed_at'>
 
@@ -46,6 +47,16 @@ export interface IndexStore {
    * Closed by the caller only when it is not the store's own (`owned` false).
    */
   reporting(): Promise<{ db: TaskIndex; owned: boolean }>
+  /** Adds one paid LLM request's cost to a user's spend of a day (budgets.timezone's `YYYY-MM-DD`); returns at once (spend.ts). */
+  addSpend(user: string, day: string, usd: number): void
+  /** A user's spend on `day` and in its month, and every user's on `day`. */
+  spendTotals(user: string, day: string): Promise<SpendTotals>
+  /** Spend per user per day, `from` to `to` (day keys, inclusive). */
+  spendByDay(from: string, to: string): Promise<SpendRow[]>
+  /** Records that an API key (by its hash) is limited until `until` (ISO 8601); returns at once. */
+  setKeyLimit(key: string, provider: string, until: string): void
+  /** Until when an API key (by its hash) was last said to be limited (ISO 8601), or null. */
+  keyLimit(key: string): Promise<string | null>
   /** Waits until every queued write is made (or has failed for good); then closes. */
   close(): Promise<void>
 }
@@ -110,6 +121,26 @@ export class SqliteStore implements IndexStore {
 
   async reporting(): Promise<{ db: TaskIndex; owned: boolean }> {
     return { db: this.db, owned: true }
+  }
+
+  addSpend(user: string, day: string, usd: number): void {
+    this.db.spend.add(user, day, usd)
+  }
+
+  async spendTotals(user: string, day: string): Promise<SpendTotals> {
+    return this.db.spend.totals(user, day)
+  }
+
+  async spendByDay(from: string, to: string): Promise<SpendRow[]> {
+    return this.db.spend.byDay(from, to)
+  }
+
+  setKeyLimit(key: string, provider: string, until: string): void {
+    this.db.spend.setLimit(key, provider, until, new Date().toISOString())
+  }
+
+  async keyLimit(key: string): Promise<string | null> {
+    return this.db.spend.limit(key)
   }
 
   async close(): Promise<void> {

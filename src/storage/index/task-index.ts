@@ -9,6 +9,7 @@ import type { Location } from '../fs/layout.js'
 import type { DiskUse } from '../fs/disk.js'
 import { rebuildStatements, SQLITE, sqliteToolCallsMigration, sqliteTotalsMigration } from './totals.js'
 import { searchText } from './task-list.js'
+import { SqliteSpend, SQLITE_SPEND_MIGRATION } from './spend.js'
 
 let loaded: typeof BetterSqlite3 | undefined
 
@@ -112,6 +113,8 @@ const MIGRATIONS: readonly string[] = [
    CREATE INDEX idx_tasks_search ON tasks(search, created_at, uuid, user, status, location);`,
   // Tool calls by tool and outcome: a JSON column per row, summed into task_tool_calls by triggers (totals.ts).
   sqliteToolCallsMigration(),
+  // Spend per user per day and usage limits per API key, for the budgets (spend.ts): kept by cleanup and reindex.
+  SQLITE_SPEND_MIGRATION,
 ]
 
 export const COLUMNS: readonly (keyof TaskRow)[] = [
@@ -131,6 +134,8 @@ export class TaskIndex {
   private readonly upsertStmt: Statement<unknown[]>
   private readonly removeStmt: Statement<[string]>
   private readonly diskStmt: Statement<[number, number, string]>
+  /** Spend per user per day, and usage limits per API key (spend.ts). */
+  readonly spend: SqliteSpend
   /** Told of every disk-use cache write: an in-memory copy of PostgreSQL's index passes them back. */
   onDiskUse: ((measured: readonly { uuid: string; disk: DiskUse }[]) => void) | null = null
 
@@ -141,6 +146,7 @@ export class TaskIndex {
     )
     this.removeStmt = db.prepare('DELETE FROM tasks WHERE uuid = ?')
     this.diskStmt = db.prepare('UPDATE tasks SET disk_bytes = ?, disk_bytes_raw = ? WHERE uuid = ?')
+    this.spend = new SqliteSpend(db)
   }
 
   /** Opens (creating and migrating) the index at `path`. */

@@ -60,6 +60,8 @@ export interface RunRecord {
   deliver_target?: DeliveryTarget
   /** The pull/merge request whose head branch the workspace has checked out (docs/delivery.md#the-review-loop); null: none could be. */
   pr_head?: PrHead | null
+  /** The task's cost cap in USD (run --max-cost, run.max_cost_usd), across resumes; absent or null: none. */
+  max_cost_usd?: number | null
 }
 
 /** A pull request (GitHub) or merge request (GitLab) by its head branch. */

@@ -22,7 +22,9 @@ export const STATUSES = [
 ] as const
 export type Status = (typeof STATUSES)[number]
 /** Who paused a task (state.paused_by): a signal to its agent (SIGINT/SIGTERM, a stopping worker), an operator (`pause`), the LLM failing, a full disk, or a reaper (fleet.recovery: resume). */
-export type PausedBy = 'signal' | 'operator' | 'llm' | 'disk' | 'reaper'
+export type PausedBy = 'signal' | 'operator' | 'llm' | 'disk' | 'reaper' | 'budget' | 'rate-limit'
+/** The cost cap a budget pause names (state.budget_cap). */
+export type BudgetCap = 'task' | 'user-daily' | 'user-monthly' | 'fleet-daily'
 export const FINAL_STATUSES: readonly Status[] = ['completed', 'failed', 'timeout']
 
 export interface ChatSession {
@@ -78,6 +80,10 @@ export interface TaskState {
   finish_status?: 'done' | 'blocked' | null
   /** The change's delivery, written when it ends (docs/delivery.md#what-is-recorded); absent: none was asked for or it has not ended. */
   delivery?: Delivery
+  /** With paused_by budget or rate-limit: when the task may go on by itself (a cap's window resets, a usage limit lifts), ISO 8601; else null. */
+  resume_at?: string | null
+  /** With paused_by budget: the cap the next request would have passed. */
+  budget_cap?: BudgetCap | null
 }
 
 /** What delivery did: the branch and commit it made, whether it pushed, the PR/MR, or why nothing (or not all) was delivered. */

@@ -56,8 +56,9 @@ describe('tool calls by tool and outcome in the index', () => {
     SqliteStore.open(path).db.close()
     // Back to the version before, and rows written as an older ctxagent wrote them (its triggers count them).
     const raw = new Database(path)
-    raw.exec(`DROP TRIGGER tasks_tool_calls_insert; DROP TRIGGER tasks_tool_calls_update; DROP TABLE task_tool_calls; ALTER TABLE tasks DROP COLUMN tool_calls;`)
-    raw.pragma(`user_version = ${(raw.pragma('user_version', { simple: true }) as number) - 1}`)
+    // The tallies' migration and the one after it (the budgets' tables) undone.
+    raw.exec(`DROP TABLE user_spend; DROP TABLE llm_key_limits; DROP TRIGGER tasks_tool_calls_insert; DROP TRIGGER tasks_tool_calls_update; DROP TABLE task_tool_calls; ALTER TABLE tasks DROP COLUMN tool_calls;`)
+    raw.pragma(`user_version = ${(raw.pragma('user_version', { simple: true }) as number) - 2}`)
     raw.exec(`${OLD_INSERT(uuidN(1), OLD_ROWS.live, 'user')}; ${OLD_INSERT(uuidN(2), OLD_ROWS.deleted, 'user')}; DELETE FROM tasks WHERE uuid = '${uuidN(2)}';`)
     raw.close()
     const store = SqliteStore.open(path)
@@ -72,7 +73,8 @@ describe('tool calls by tool and outcome in the index', () => {
     const q = (sql: string) => queryRows(server.url, sql)
     await q('DROP SCHEMA public CASCADE; CREATE SCHEMA public')
     await (await PgStore.open(server.url, () => undefined)).close()
-    await q(`DROP TRIGGER tasks_tool_calls ON tasks; DROP TABLE task_tool_calls; ALTER TABLE tasks DROP COLUMN tool_calls; UPDATE ctxagent_schema SET version = ${SCHEMA_VERSION - 1}`)
+    // The tallies' migration and the one after it (the budgets' tables) undone.
+    await q(`DROP TABLE user_spend; DROP TABLE llm_key_limits; DROP TRIGGER tasks_tool_calls ON tasks; DROP TABLE task_tool_calls; ALTER TABLE tasks DROP COLUMN tool_calls; UPDATE ctxagent_schema SET version = ${SCHEMA_VERSION - 2}`)
     await q(`${OLD_INSERT(uuidN(1), OLD_ROWS.live, '"user"')}; ${OLD_INSERT(uuidN(2), OLD_ROWS.deleted, '"user"')}; DELETE FROM tasks WHERE uuid = '${uuidN(2)}'`)
     const store = await PgStore.open(server.url, () => undefined)
     try {
