@@ -21,7 +21,9 @@ export const STATUSES = [
 ] as const
 export type Status = (typeof STATUSES)[number]
 /** Who paused a task (state.paused_by): a signal to its agent (SIGINT/SIGTERM, a stopping worker), an operator (`pause`), the LLM failing, a full disk, or a reaper (fleet.recovery: resume). */
-export type PausedBy = 'signal' | 'operator' | 'llm' | 'disk' | 'reaper'
+export type PausedBy = 'signal' | 'operator' | 'llm' | 'disk' | 'reaper' | 'budget' | 'rate-limit'
+/** The cost cap a budget pause names (state.budget_cap). */
+export type BudgetCap = 'task' | 'user-daily' | 'user-monthly' | 'fleet-daily'
 export const FINAL_STATUSES: readonly Status[] = ['completed', 'failed', 'timeout']
 
 export interface ChatSession {
@@ -75,6 +77,10 @@ export interface TaskState {
   llm_failure?: LlmFailure | null
   /** finish's status: done, or blocked (the task could not be done). */
   finish_status?: 'done' | 'blocked' | null
+  /** With paused_by budget or rate-limit: when the task may go on by itself (a cap's window resets, a usage limit lifts), ISO 8601; else null. */
+  resume_at?: string | null
+  /** With paused_by budget: the cap the next request would have passed. */
+  budget_cap?: BudgetCap | null
 }
 
 export function initialState(now: Date): TaskState {
