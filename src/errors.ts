@@ -53,6 +53,8 @@ export type LlmFailure = 'unreachable' | 'server_error' | 'rate_limited' | 'time
 export class ProviderError extends CtxError {
   /** Set when the failure may pass by itself (a fleet runs the task again later); null when it will not (a refused key, a bad model name). */
   readonly failure: LlmFailure | null
+  /** A usage limit's reset the server named (Retry-After on a 429), ISO 8601: a fleet's job waits until then (docs/fleet-operations.md#waits). */
+  resumeAt: string | null = null
   constructor(message: string, hint?: string, cause?: unknown, failure: LlmFailure | null = null) {
     super(message, { exitCode: 1, ...(hint === undefined ? {} : { hint }), cause })
     this.failure = failure

@@ -7,7 +7,7 @@ export type Ending =
   | { kind: 'completed'; answer: string; finishStatus: 'done' | 'blocked' | null; sessionEnded?: true }
   | { kind: 'timeout'; reason: string }
   | { kind: 'failed'; reason: string }
-  | { kind: 'paused'; cause: 'SIGINT' | 'SIGTERM' | 'pause' | 'llm'; error: string | null; failure?: LlmFailure | null }
+  | { kind: 'paused'; cause: 'SIGINT' | 'SIGTERM' | 'pause' | 'llm'; error: string | null; failure?: LlmFailure | null; resumeAt?: string | null }
   | { kind: 'lost'; error: LockLostError }
 
 /** The ending a stop request means (a signal, `pause`, the --timeout budget, a lost lock). */

@@ -340,7 +340,7 @@ async function settle(handle: TaskHandle, ending: Ending, progress: Progress, cl
     log.warn(`${ending.kind}: ${ending.reason}`)
     return { ...base, status: ending.kind, location: 'completed', dir: handle.dir, error: ending.reason, exit_code: ending.kind === 'timeout' ? 5 : 1 }
   }
-  await handle.update({ ...progress, error: ending.error === null ? null : maskText(ending.error), llm_failure: ending.cause === 'llm' ? (ending.failure ?? null) : null })
+  await handle.update({ ...progress, error: ending.error === null ? null : maskText(ending.error), llm_failure: ending.cause === 'llm' ? (ending.failure ?? null) : null, resume_at: ending.cause === 'llm' ? (ending.resumeAt ?? null) : null })
   // Who paused it: a fleet resumes a task stopped by a signal (its worker stopped), not one an operator paused (SPEC §14.3).
   await handle.pause(({ SIGINT: 'signal', SIGTERM: 'signal', pause: 'operator', llm: 'llm' } as const)[ending.cause])
   const exit = { SIGINT: 130, SIGTERM: 143, pause: 0, llm: 1 }[ending.cause]
