@@ -8,7 +8,7 @@ import { LockedError, NotFoundError } from '../errors.js'
 import { shortPath } from '../text.js'
 import { table } from '../render.js'
 import { acquireMonitorLock, monitorPass } from '../operations/monitor.js'
-import { killedText } from '../operations/reaper.js'
+import { killedText, oneHostRecovery } from '../operations/reaper.js'
 import type { Finding, PassResult } from '../operations/monitor.js'
 import { stalenessPolicy } from '../storage/task/env.js'
 import type { TaskEnv } from '../storage/task/env.js'
@@ -23,7 +23,7 @@ interface WatchOptions {
 
 export function watchLocksCommand(): Command {
   return new Command('watch-locks')
-    .description('find agents that died (stale heartbeat, process gone), fail their tasks and move them to completed/')
+    .description('find agents that died (stale heartbeat, process gone) and recover their tasks: paused/ to be resumed (recovery: resume, the default), or failed in completed/ (recovery: fail); run --resume continues either')
     .option('--once', 'one pass, then exit (for cron or a systemd timer)')
     .option('--interval <duration>', 'time between passes, at least 1s (default: 5m); with --once in a fleet, how often cron runs it (refused the pass lease for longer: exit 1)', atLeastOneSecond)
     .option('--stale-after <duration>', 'heartbeat age after which a dead owner is reaped (default: config locks.stale_after_seconds)', durationArg('--stale-after'))
@@ -75,7 +75,7 @@ function atLeastOneSecond(value: string): number {
 async function pass(ctx: CommandEnv, env: TaskEnv, policy: ReturnType<typeof stalenessPolicy>, fleet: FleetPassOptions): Promise<PassResult & { jobs_recovered?: number }> {
   const chat = { hardTimeoutMs: ctx.config.chat.hard_timeout_minutes * 60_000, graceMs: ctx.config.chat.end_grace_seconds * 1000 }
   const options = { policy, longRunningMs: ctx.config.alerts.long_running_hours * 3_600_000, noProgressMs: ctx.config.alerts.no_progress_minutes * 60_000, chat }
-  const result = fleetDatabaseUrl(ctx) === null ? await monitorPass(env, options) : await fleetReapPass(ctx, env, options, fleet)
+  const result = fleetDatabaseUrl(ctx) === null ? await monitorPass(env, { ...options, ...oneHostRecovery(ctx.config.fleet.recovery) }) : await fleetReapPass(ctx, env, options, fleet)
   for (const f of result.findings) if (f.action !== 'alert') auditTask(ctx, 'watch-locks', f.uuid)
   return result
 }

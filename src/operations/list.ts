@@ -3,6 +3,7 @@ import type { Layout } from '../storage/fs/layout.js'
 import { FILES } from '../storage/fs/layout.js'
 import { readJsonl } from '../storage/format/jsonl.js'
 import { beingCreated, listTasks, scanTask } from '../storage/task/scan.js'
+import { diedState } from '../storage/task/lifecycle.js'
 import type { StatsFilter } from './stats.js'
 
 /** One row of `ctxagent list`: what an operator looks for to pick a task. */
@@ -20,6 +21,8 @@ export interface ListedTask {
   /** The first line of the task statement (the first user message). */
   task: string
   final_answer: string | null
+  /** Its agent died (reaped): paused or failed, `run --resume` continues it (docs/running.md#recovery-on-one-host). */
+  died: boolean
 }
 
 export interface ListResult {
@@ -75,6 +78,7 @@ export async function listTaskRows(layout: Layout, options: ListOptions): Promis
       tokens: s?.total_tokens_used ?? 0,
       task: firstLine(statement),
       final_answer: answer,
+      died: diedState(s ?? null),
     })
   }
   rows.sort((a, b) => b.created_at.localeCompare(a.created_at) || b.uuid.localeCompare(a.uuid))

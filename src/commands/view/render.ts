@@ -6,6 +6,7 @@ import { clip, grouped } from '../../text.js'
 import { mainArgument } from '../../tools/main-argument.js'
 import type { RequestsCost, TokenSplit } from '../../operations/tokens.js'
 import type { ownerState } from '../../storage/lock/staleness.js'
+import { diedState } from '../../storage/task/lifecycle.js'
 
 const PREVIEW = 120
 
@@ -42,6 +43,8 @@ export function renderOverview(ctx: CommandEnv, o: Overview, tokens: TokenSplit 
     lines.push(`${c.bold('Owner:')} pid ${o.lock.process_id} on ${o.lock.hostname}, heartbeat ${formatDuration(ctx.now().getTime() - Date.parse(o.lock.heartbeat_at))} ago${dead === null ? '' : ` — ${c.red(`${dead}: its agent is dead`)} (${recover})`}`)
   }
   if (s?.error) lines.push(`${c.bold('Error:')} ${c.red(s.error)}`)
+  // Its agent died (reaped): nothing is lost, it goes on from its last recorded message.
+  if (diedState(s ?? null) && o.location !== 'running') lines.push(`${c.bold('Died:')} its agent died; resumable: ctxagent run --resume ${o.uuid}`)
   lines.push(
     '',
     c.bold('Statistics:'),
