@@ -82,7 +82,7 @@ describe('jobs cancel and retry', () => {
     expect(readTask(s.tree, second).location).toBe('completed')
     const refused = await s.run(['jobs', 'retry', String(two?.id)], db())
     expect(refused.code).toBe(4)
-    expect(refused.stderr).toMatch(/^ctxagent: job \d+ is done; only a failed or cancelled job is run again \(.*\)\n$/)
+    expect(refused.stderr).toMatch(/^ctxagent: job \d+ is done; only a failed, cancelled or retrying job is run again \(.*\)\n$/)
     const resumed = await s.run(['jobs', 'retry', String(one?.id), '--json'], db())
     expect(JSON.parse(resumed.stdout)).toMatchObject({ job: one?.id, kind: 'resume', state: 'waiting' })
     await until('the first task running again', async () => readTask(s.tree, first).location === 'running')
