@@ -135,6 +135,10 @@ export class JobQueue {
    * claims then take turns (a transaction-scoped lock), so that two claimers cannot both
    * see room for the same user's last slot.
    *
+   * A job whose user's cost cap is spent (another of their jobs waits for a user-daily or
+   * user-monthly window to reset; for fleet-daily, anyone's) is passed over until the reset:
+   * it waits without taking a slot (docs/fleet-operations.md#waits).
+   *
    * With `idle` (the worker's own LISTEN channel), the same statement says whether the worker
    * is idle: a claim that found nothing puts its row in fleet_idle (where the next job to
    * wait picks one worker to wake), one that found a job takes it out. Without a per-user
@@ -148,6 +152,8 @@ export class JobQueue {
            WHERE (c.state = 'waiting' OR (c.state = 'retrying' AND c.next_run_at <= now()))
              AND ($2::int IS NULL OR c."user" IS NULL
                   OR (SELECT count(*) FROM fleet_jobs r WHERE r.state = 'running' AND r."user" = c."user") < $2::int)
+             AND NOT EXISTS (SELECT 1 FROM fleet_jobs b WHERE b.state = 'retrying' AND b.next_run_at > now() AND b.wait_reason = 'budget'
+                             AND (b.wait_cap = 'fleet-daily' OR (b.wait_cap IN ('user-daily', 'user-monthly') AND b."user" = c."user")))
            ORDER BY c.priority DESC, c.id FOR UPDATE SKIP LOCKED LIMIT 1)
          RETURNING ${JOB_COLUMNS}),
        busy AS (DELETE FROM fleet_idle WHERE $3::text IS NOT NULL AND channel = $3 AND EXISTS (SELECT 1 FROM claimed)),

@@ -25,8 +25,8 @@ async function queueOf(): Promise<JobQueue> {
 }
 
 /** A job for `uuid`, claimed by this test's "worker". */
-async function claimed(queue: JobQueue, uuid: string) {
-  await queue.enqueue({ task_uuid: uuid, kind: 'resume', spec: {}, user: 'alice' })
+async function claimed(queue: JobQueue, uuid: string, user = 'alice') {
+  await queue.enqueue({ task_uuid: uuid, kind: 'resume', spec: {}, user })
   const job = await queue.claim(WORKER)
   expect(job?.task_uuid).toBe(uuid)
   return job as NonNullable<typeof job>
@@ -113,10 +113,34 @@ describe('/metrics figures from the history', () => {
     const tree = makeTree()
     for (const [n, cap, resumeAt] of [[5, 'user-daily', new Date(Date.now() + 3_600_000).toISOString()], [6, 'task', null]] as const) {
       const uuid = uuidN(n)
-      const job = await claimed(queue, uuid)
+      // Two users: one's spent daily cap does not hold the other's job.
+      const job = await claimed(queue, uuid, cap === 'task' ? 'bob' : 'alice')
       tree.write({ uuid, location: 'paused', status: 'paused', state: { paused_by: 'budget', budget_cap: cap, resume_at: resumeAt } })
       await queue.finish(job, WORKER, settle(tree.layout, job, 5, alive, RETRY) ?? { outcome: '?' })
     }
     expect(await attemptFigures(queue.pool)).toEqual({ retries: { budget: 1 }, budgetPauses: { 'user-daily': 1, task: 1 } })
+  })
+})
+
+describe('a user whose cost cap is spent', () => {
+  it('their other jobs are not claimed until the window resets (no slot taken); other users’ jobs run; fleet-daily holds everyone', async () => {
+    const queue = await queueOf()
+    const tree = makeTree()
+    const uuid = uuidN(7)
+    const job = await claimed(queue, uuid)
+    tree.write({ uuid, location: 'paused', status: 'paused', state: { paused_by: 'budget', budget_cap: 'user-daily', resume_at: new Date(Date.now() + 3_600_000).toISOString() } })
+    await queue.finish(job, WORKER, settle(tree.layout, job, 5, alive, RETRY) ?? { outcome: '?' })
+    await queue.enqueue({ task_uuid: uuidN(8), kind: 'new', spec: { task: 'x' }, user: 'alice' })
+    await queue.enqueue({ task_uuid: uuidN(9), kind: 'new', spec: { task: 'y' }, user: 'bob' })
+    expect((await queue.claim(WORKER))?.task_uuid).toBe(uuidN(9))
+    expect(await queue.claim(WORKER)).toBeNull()
+    // The window resets (the row's time): alice's jobs run again.
+    await database.query('UPDATE fleet_jobs SET next_run_at = now() WHERE id = $1', [job.id])
+    const next = [await queue.claim(WORKER), await queue.claim(WORKER)].map((j) => j?.task_uuid).sort()
+    expect(next).toEqual([uuidN(7), uuidN(8)].sort())
+    // fleet-daily: nobody's job is claimed while it holds.
+    await database.query(`UPDATE fleet_jobs SET state = 'retrying', wait_reason = 'budget', wait_cap = 'fleet-daily', next_run_at = now() + interval '1 hour' WHERE task_uuid = $1`, [uuidN(7)])
+    await queue.enqueue({ task_uuid: uuidN(10), kind: 'new', spec: { task: 'z' }, user: 'carol' })
+    expect(await queue.claim(WORKER)).toBeNull()
   })
 })
