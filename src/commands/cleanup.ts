@@ -10,6 +10,7 @@ import { table } from '../render.js'
 import { clip, sampleOf, shortPath } from '../text.js'
 import { straysWarning } from '../storage/fs/layout.js'
 import { monitorPass } from '../operations/monitor.js'
+import { oneHostRecovery } from '../operations/reaper.js'
 import type { Finding } from '../operations/monitor.js'
 import { executeCleanup, expireRows, planCleanup } from '../operations/retention.js'
 import type { CleanupPlan, PlannedTask } from '../operations/retention.js'
@@ -90,7 +91,7 @@ async function cleanupOnce(ctx: CommandEnv, opts: CleanupOptions, compressAfterM
     const policy = stalenessPolicy(ctx.config)
     const options = { policy, longRunningMs: Number.POSITIVE_INFINITY, dryRun }
     // In a fleet, a dead worker's task is recovered as watch-locks would (fleet.recovery).
-    const pass = fleetDatabaseUrl(ctx) !== null && !dryRun ? await fleetReapPass(ctx, env, options, fleetPassOptions(opts)) : await monitorPass(env, options)
+    const pass = fleetDatabaseUrl(ctx) !== null && !dryRun ? await fleetReapPass(ctx, env, options, fleetPassOptions(opts)) : await monitorPass(env, { ...options, ...oneHostRecovery(ctx.config.fleet.recovery) })
     const reaped = pass.findings.filter((f) => f.action !== 'alert')
     const plan = planCleanup(env, { compressAfterMs, deleteAfterMs, lockPolicy: policy })
     const before = [...plan.compress, ...plan.delete].reduce((sum, t) => sum + t.bytes, 0)

@@ -5,7 +5,7 @@ import type { CommandEnv } from '../command-env.js'
 import { auditTask } from '../command-env.js'
 import { CtxError, UsageError } from '../errors.js'
 import { readStdinText } from '../input-file.js'
-import type { JobSpec } from '../fleet/jobs.js'
+import type { JobKind, JobSpec } from '../fleet/jobs.js'
 import { JobQueue } from '../fleet/jobs.js'
 import { repoProblem, validRef } from '../fleet/job-spec.js'
 import { resolveTask } from '../storage/fs/layout.js'
@@ -54,7 +54,7 @@ export function enqueueCommand(): Command {
     .option('--allow-shell', 'offer the run_command tool (default: config tools.shell)')
     .option('--priority <n>', 'higher runs first (default 0)', priorityArg)
     .addOption(new Option('--deliver <mode>', "when the task completes: none, commit its change on a new branch, or push it and open a pull/merge request (default: the worker's deliver.mode; docs/delivery.md)").choices(['none', 'branch', 'pr']))
-    .option('--key <key>', 'an idempotency key: while a job with this key waits, runs or retries, enqueue queues nothing and prints its task')
+    .option('--key <key>', 'an idempotency key: while a job with this key waits, runs or retries, and for fleet.key_retention_hours (24) after it ended done, enqueue queues nothing and prints its task')
     .action(withEnv(enqueue))
 }
 
@@ -93,26 +93,36 @@ async function enqueue(ctx: CommandEnv, opts: EnqueueOptions): Promise<void> {
     const failed = (err: unknown): never => {
       throw new CtxError(`the job was not queued (${(err as Error).message})`, { exitCode: 1, hint: 'check that the database is up, then enqueue again' })
     }
-    // A key's open job may finish between the refused insert and the look-up: then the insert is tried again.
+    const job = { task_uuid: taskUuid, kind: (opts.resume !== undefined ? 'resume' : 'new') as JobKind, spec, priority: opts.priority ?? 0, user }
+    const queued = (id: number): void => {
+      auditTask(ctx, 'enqueue', taskUuid)
+      if (ctx.json) ctx.io.json({ uuid: taskUuid, job: id, queued: true })
+      else ctx.io.out(taskUuid)
+    }
+    if (key === null) {
+      const id = await queue.enqueue(job).catch(failed)
+      if (id === null) throw new CtxError(`task ${taskUuid} already has a job waiting, running or retrying`, { exitCode: 4, hint: `see ctxagent jobs --task ${taskUuid.slice(0, 8)}` })
+      return queued(id)
+    }
+    // The key is held by an open job, or by one that ended done within fleet.key_retention_hours (docs/fleet.md#idempotency-keys).
+    const keepSeconds = ctx.config.fleet.key_retention_hours * 3600
     for (let tries = 0; ; tries++) {
-      const id = await queue.enqueue({ task_uuid: taskUuid, kind: opts.resume !== undefined ? 'resume' : 'new', spec, priority: opts.priority ?? 0, user, key }).catch(failed)
-      if (id !== null) {
-        auditTask(ctx, 'enqueue', taskUuid)
-        if (ctx.json) ctx.io.json({ uuid: taskUuid, job: id, queued: true })
-        else ctx.io.out(taskUuid)
-        return
-      }
-      const holder = key === null ? null : await queue.openWithKey(key).catch(failed)
-      if (holder !== null) {
-        // Idempotent: the same request again is the job already queued (exit 0), said on stderr.
-        if (ctx.json) ctx.io.json({ uuid: holder.task_uuid, job: holder.id, queued: false })
+      const got = await queue.enqueueKeyed({ ...job, key }, keepSeconds).catch(failed)
+      if (got !== null && 'id' in got) return queued(got.id)
+      if (got !== null) {
+        const { holder } = got
+        // Idempotent: the same request again is the job already queued, or done (exit 0), said on stderr.
+        if (ctx.json) ctx.io.json({ uuid: holder.task_uuid, job: holder.id, queued: false, state: holder.state, ...(holder.finished_at !== null ? { finished_at: holder.finished_at } : {}) })
         else {
           ctx.io.out(holder.task_uuid)
-          ctx.io.warn(`job ${holder.id} with key '${key}' is ${holder.state} already; nothing queued (its task is printed)`)
+          ctx.io.warn(holder.state === 'done'
+            ? `job ${holder.id} with key '${key}' ended done at ${holder.finished_at ?? '?'} (keys are kept ${ctx.config.fleet.key_retention_hours} h after, fleet.key_retention_hours); nothing queued (its task is printed)`
+            : `job ${holder.id} with key '${key}' is ${holder.state} already; nothing queued (its task is printed)`)
         }
         return
       }
-      if (key === null || tries >= 3) throw new CtxError(`task ${taskUuid} already has a job waiting, running or retrying`, { exitCode: 4, hint: `see ctxagent jobs --task ${taskUuid.slice(0, 8)}` })
+      // Another enqueue of the key, or of the task, won the insert: ask again (its job is then the holder).
+      if (tries >= 3) throw new CtxError(`task ${taskUuid} already has a job waiting, running or retrying`, { exitCode: 4, hint: `see ctxagent jobs --task ${taskUuid.slice(0, 8)}` })
     }
   } finally {
     await pool.end().catch(() => undefined)

@@ -16,7 +16,7 @@ interface InitOptions {
 interface RightCheck {
   right: string
   ok: boolean
-  /** What is missing and how to grant it (when not ok). */
+  /** What is missing and how to grant it; '' when ok (the JSON report carries failure text only where a check failed). */
   detail: string
 }
 
@@ -28,7 +28,7 @@ export interface InitReport {
 }
 
 /** Tables the fleet reads and writes on every host (SPEC §14.1). */
-const TABLES = ['tasks', 'fleet_jobs', 'fleet_workers', 'fleet_polled', 'fleet_reviews', 'fleet_leases', 'fleet_idle', 'ctxagent_schema']
+const TABLES = ['tasks', 'fleet_jobs', 'fleet_workers', 'fleet_polled', 'fleet_reviews', 'fleet_leases', 'fleet_idle', 'fleet_job_attempts', 'ctxagent_schema']
 
 export function fleetInitCommand(): Command {
   return new Command('init')
@@ -69,7 +69,7 @@ async function initialize(pool: Pool, listenUrl: string): Promise<InitReport> {
   const rights: RightCheck[] = []
   const grant = `GRANT CREATE ON SCHEMA public TO ${who.user}, or create the database with OWNER ${who.user}`
   if (was < SCHEMA_VERSION) {
-    rights.push({ right: 'create tables', ok: who.create, detail: `create tables: role ${who.user} may not create tables in database ${who.db} (${grant})` })
+    rights.push({ right: 'create tables', ok: who.create, detail: who.create ? '' : `create tables: role ${who.user} may not create tables in database ${who.db} (${grant})` })
     if (who.create) {
       const client = await pool.connect()
       try {
@@ -110,7 +110,7 @@ async function schemaVersion(pool: Pool): Promise<number> {
 async function notifyChecks(pool: Pool, listenUrl: string): Promise<RightCheck[]> {
   const { default: pg } = await import('pg')
   const channel = `ctxagent_init_${process.pid}`
-  const listener = new pg.Client({ connectionString: listenUrl, connectionTimeoutMillis: 5_000 })
+  const listener = new pg.Client({ connectionString: listenUrl, connectionTimeoutMillis: 5_000, application_name: 'ctxagent fleet init listen' })
   listener.on('error', () => undefined)
   const checks: RightCheck[] = []
   try {
@@ -138,7 +138,7 @@ async function notifyChecks(pool: Pool, listenUrl: string): Promise<RightCheck[]
     }
     checks.push({ right: 'NOTIFY', ok: true, detail: '' })
     const ok = await arrived
-    checks.push({ right: 'wake-ups', ok, detail: 'wake-ups: a NOTIFY did not reach the LISTEN connection within 5 s (behind a pooler in transaction mode, set fleet.listen_url to a direct connection)' })
+    checks.push({ right: 'wake-ups', ok, detail: ok ? '' : 'wake-ups: a NOTIFY did not reach the LISTEN connection within 5 s (behind a pooler in transaction mode, set fleet.listen_url to a direct connection)' })
     return checks
   } finally {
     await listener.end().catch(() => undefined)

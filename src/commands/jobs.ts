@@ -5,6 +5,7 @@ import { formatDuration } from '../duration.js'
 import { CtxError, UsageError } from '../errors.js'
 import { cancelJob, listJobs, parseJobId, parseJobState, retryJob, showJob } from '../fleet/job-admin.js'
 import type { JobRow } from '../fleet/job-admin.js'
+import type { Attempt } from '../fleet/job-history.js'
 import type { JobState } from '../fleet/jobs.js'
 import { table } from '../render.js'
 import { askOwner } from '../run/control.js'
@@ -67,8 +68,8 @@ async function jobs(ctx: CommandEnv, opts: JobsOptions, action: string | undefin
     if (action === 'retry') {
       const again = await retryJob(pool, jobId, (uuid) => (locateTask(ctx.layout, uuid)?.location ?? null))
       auditTask(ctx, 'jobs retry', again.task_uuid)
-      if (ctx.json) ctx.io.json({ job: jobId, task_uuid: again.task_uuid, state: 'waiting', kind: again.kind })
-      else ctx.io.out(`job ${jobId} waits again (${again.kind === 'resume' ? 'to resume' : 'to start'} task ${again.task_uuid})`)
+      if (ctx.json) ctx.io.json({ job: jobId, task_uuid: again.task_uuid, state: 'waiting', kind: again.kind, was: again.was })
+      else ctx.io.out(again.was === 'retrying' ? `job ${jobId} runs now, not at its retry time (${again.kind === 'resume' ? 'to resume' : 'to start'} task ${again.task_uuid})` : `job ${jobId} waits again (${again.kind === 'resume' ? 'to resume' : 'to start'} task ${again.task_uuid})`)
       return
     }
     const cancelled = await cancelJob(pool, jobId)
@@ -140,16 +141,31 @@ function plainWidth(text: string): number {
 function stateText(ctx: Pick<CommandEnv, 'io' | 'now'>, r: JobRow): string {
   const { chalk } = ctx.io
   const due = r.state === 'retrying' && r.next_run_at !== null ? ` (in ${formatDuration(Math.max(0, Date.parse(r.next_run_at) - ctx.now().getTime()))})` : ''
-  // A finished job says what its task became beside its state (done: completed or paused), not in the error column.
+  // Waiting out a usage limit or a budget: the time it lifts, not a retry. A finished job says what its task became
+  // beside its state (done: completed or paused), not in the error column.
   const became = (r.state === 'done' || r.state === 'failed') && r.outcome !== null && r.outcome !== r.state ? ` (${r.outcome})` : ''
-  const text = `${r.state}${r.cancel_requested && r.state === 'running' ? ' (cancelling)' : ''}${due}${became}`
+  const text = r.waiting_for !== null && r.next_run_at !== null
+    ? `waiting for ${r.waiting_for}${r.wait_cap ? ` ${r.wait_cap}` : ''} until ${r.next_run_at}${due}`
+    : `${r.state}${r.cancel_requested && r.state === 'running' ? ' (cancelling)' : ''}${due}${became}`
   if (r.state === 'failed') return chalk.red(text)
   if (r.state === 'retrying' || r.state === 'cancelled') return chalk.yellow(text)
   return text
 }
 
-function renderOne(ctx: CommandEnv, job: JobRow & { spec: object }): string {
-  const lines = Object.entries(job).filter(([k]) => k !== 'spec').map(([k, v]) => `${k}: ${v === null ? '-' : String(v)}`)
+function renderOne(ctx: CommandEnv, job: JobRow & { spec: object; history: Attempt[] }): string {
+  const lines = Object.entries(job).filter(([k]) => k !== 'spec' && k !== 'history').map(([k, v]) => `${k}: ${v === null ? '-' : String(v)}`)
   lines.push(`spec: ${JSON.stringify(job.spec)}`)
+  if (job.history.length === 0) return [...lines, 'history: no attempt has ended yet'].join('\n')
+  lines.push('history:')
+  lines.push(table(ctx.io, ['#', 'started', 'ended', 'host', 'outcome', 'why', 'then', 'error'], job.history.map((a) => [
+    String(a.attempt),
+    a.started_at ?? '-',
+    a.ended_at,
+    a.host ?? '-',
+    a.outcome,
+    a.reason + (a.cap ? ` (${a.cap})` : ''),
+    a.wait_until !== null ? `waited until ${a.wait_until}` : a.again ? 'ran again' : 'ended',
+    clip((a.error ?? '').replace(/\s+/g, ' '), 80) || '-',
+  ])))
   return lines.join('\n')
 }

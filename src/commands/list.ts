@@ -79,7 +79,8 @@ function row(ctx: CommandEnv, t: ListedTask): string[] {
   const colour = t.status === 'completed' ? c.green : t.status === 'failed' || t.status === 'timeout' ? c.red : t.status === 'paused' ? c.yellow : c.cyan
   return [
     t.uuid.slice(0, 8),
-    colour(t.status),
+    // A task whose agent died says so: `run --resume` continues it, paused or failed.
+    colour(t.died ? `${t.status} (died)` : t.status),
     formatDuration(ctx.now().getTime() - Date.parse(t.created_at)),
     t.user ?? '-',
     t.model ?? '-',

@@ -16,7 +16,7 @@ import type { TaskKey } from '../storage/task/metadata.js'
 import { readState } from '../storage/task/state.js'
 import type { TaskState } from '../storage/task/state.js'
 import type { Channel, RemoteTask } from '../sources/types.js'
-import { ensureLayout } from '../storage/task/lifecycle.js'
+import { ensureLayout, resumableFromCompleted } from '../storage/task/lifecycle.js'
 import type { Outcome, RunStart } from '../run/run-task.js'
 import { shellSandbox } from '../run/sandbox-setup.js'
 import { checkProvider, effectiveConfig, newRunSettings, readTextArg, refuseTreeInWorkspace, resumedRunSettings } from '../run/settings.js'
@@ -268,8 +268,9 @@ async function prepareResume(ctx: CommandEnv, flags: RunFlags, id: string): Prom
   if (flags.taskId !== undefined) throw new UsageError('--task-id names a new task; a resumed task keeps its own', 'drop --task-id')
   const ref = resolveTask(ctx.layout, id)
   if (ref.location === 'running') await refuseLive(ctx, ref)
-  const stoppedByBudget = ref.location === 'completed' && readStateOrNull(ref.dir)?.status === 'timeout'
-  if (ref.location === 'completed' && !stoppedByBudget) throw new CtxError(`task ${ref.uuid} is finished (in completed/)`, { exitCode: 4, hint: finishedHint(readMetadata(ref.dir).task_key) })
+  // A task a budget stopped, or whose agent died (recovery: fail), continues from completed/ (docs/running.md#recovery-on-one-host).
+  const continuable = ref.location === 'completed' && resumableFromCompleted(readStateOrNull(ref.dir))
+  if (ref.location === 'completed' && !continuable) throw new CtxError(`task ${ref.uuid} is finished (in completed/)`, { exitCode: 4, hint: finishedHint(readMetadata(ref.dir).task_key) })
   const meta = stillThere(ref, () => {
     assertRegularFiles(ref.dir, TASK_DATA_FILES)
     return readMetadata(ref.dir)

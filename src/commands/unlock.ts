@@ -1,9 +1,9 @@
 import { Command } from 'commander'
 import type { CommandEnv } from '../command-env.js'
-import { auditTask, withTaskEnv } from '../command-env.js'
+import { auditTask, fleetDatabaseUrl, withTaskEnv } from '../command-env.js'
 import { LockedError } from '../errors.js'
 import { resolveTask } from '../storage/fs/layout.js'
-import { clearLeftoverLock, killedText, reapTask } from '../operations/reaper.js'
+import { clearLeftoverLock, killedText, oneHostRecovery, reapTask } from '../operations/reaper.js'
 import { stalenessPolicy } from '../storage/task/env.js'
 import { withEnv } from './shared.js'
 
@@ -13,7 +13,7 @@ interface UnlockOptions {
 
 export function unlockCommand(): Command {
   return new Command('unlock')
-    .description('recover one task whose agent died: fail it and move it to completed/ (refuses while the holder is alive)')
+    .description('recover one task whose agent died: pause it for run --resume (recovery: resume, the default) or fail it (recovery: fail); refuses while the holder is alive')
     .argument('<uuid>', 'task uuid, a unique prefix of 8+ hex characters, or last (the newest task)')
     .option('--force', 'take the task even though its holder looks alive (only when you know it is not)')
     .action(withEnv(unlock))
@@ -23,7 +23,8 @@ async function unlock(ctx: CommandEnv, opts: UnlockOptions, id: string): Promise
   const ref = resolveTask(ctx.layout, id)
   await withTaskEnv(ctx, async (env) => {
     // An operator's request: on this host a pid that is gone is proof enough (SPEC §4).
-    const options = { policy: { ...stalenessPolicy(ctx.config), deadPidIsProof: true }, force: opts.force === true }
+    // recovery (docs/running.md#recovery-on-one-host): on one host a dead owner's task is paused to be resumed, by default; in a fleet watch-locks settles its job.
+    const options = { policy: { ...stalenessPolicy(ctx.config), deadPidIsProof: true }, force: opts.force === true, ...(fleetDatabaseUrl(ctx) === null ? oneHostRecovery(ctx.config.fleet.recovery) : {}) }
     const outcome = ref.location === 'running' ? await reapTask(env, ref, options) : await clearLeftoverLock(env, ref, options)
     if (!outcome.done) {
       if (outcome.holder !== null || ref.location === 'running') {

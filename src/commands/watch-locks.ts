@@ -8,12 +8,15 @@ import { LockedError, NotFoundError } from '../errors.js'
 import { shortPath } from '../text.js'
 import { table } from '../render.js'
 import { acquireMonitorLock, monitorPass } from '../operations/monitor.js'
-import { killedText } from '../operations/reaper.js'
+import { killedText, oneHostRecovery } from '../operations/reaper.js'
 import type { Finding, PassResult } from '../operations/monitor.js'
 import { stalenessPolicy } from '../storage/task/env.js'
 import type { TaskEnv } from '../storage/task/env.js'
 import { durationArg, pause, stopSignal, withEnv } from './shared.js'
 import { MAX_TIMER_MS } from '../run/stop.js'
+import { spawn } from 'node:child_process'
+import { dueResumes } from '../operations/auto-resume.js'
+import type { DueResume } from '../operations/auto-resume.js'
 
 interface WatchOptions {
   once?: boolean
@@ -23,7 +26,7 @@ interface WatchOptions {
 
 export function watchLocksCommand(): Command {
   return new Command('watch-locks')
-    .description('find agents that died (stale heartbeat, process gone), fail their tasks and move them to completed/')
+    .description('find agents that died (stale heartbeat, process gone) and recover their tasks: paused/ to be resumed (recovery: resume, the default), or failed in completed/ (recovery: fail); run --resume continues either')
     .option('--once', 'one pass, then exit (for cron or a systemd timer)')
     .option('--interval <duration>', 'time between passes, at least 1s (default: 5m); with --once in a fleet, how often cron runs it (refused the pass lease for longer: exit 1)', atLeastOneSecond)
     .option('--stale-after <duration>', 'heartbeat age after which a dead owner is reaped (default: config locks.stale_after_seconds)', durationArg('--stale-after'))
@@ -72,12 +75,48 @@ function atLeastOneSecond(value: string): number {
   return ms
 }
 
-async function pass(ctx: CommandEnv, env: TaskEnv, policy: ReturnType<typeof stalenessPolicy>, fleet: FleetPassOptions): Promise<PassResult & { jobs_recovered?: number }> {
+type Pass = PassResult & { jobs_recovered?: number; resumed?: StartedResume[] }
+
+async function pass(ctx: CommandEnv, env: TaskEnv, policy: ReturnType<typeof stalenessPolicy>, fleet: FleetPassOptions): Promise<Pass> {
   const chat = { hardTimeoutMs: ctx.config.chat.hard_timeout_minutes * 60_000, graceMs: ctx.config.chat.end_grace_seconds * 1000 }
   const options = { policy, longRunningMs: ctx.config.alerts.long_running_hours * 3_600_000, noProgressMs: ctx.config.alerts.no_progress_minutes * 60_000, chat }
-  const result = fleetDatabaseUrl(ctx) === null ? await monitorPass(env, options) : await fleetReapPass(ctx, env, options, fleet)
+  const oneHost = fleetDatabaseUrl(ctx) === null
+  const result: Pass = oneHost ? await monitorPass(env, { ...options, ...oneHostRecovery(ctx.config.fleet.recovery) }) : await fleetReapPass(ctx, env, options, fleet)
   for (const f of result.findings) if (f.action !== 'alert') auditTask(ctx, 'watch-locks', f.uuid)
+  // On one host, tasks paused until a usage limit lifted or a budget window reset go on (a fleet's jobs wait in the queue instead).
+  if (oneHost) {
+    result.resumed = startResumes(ctx, env)
+    for (const r of result.resumed) auditTask(ctx, 'watch-locks', r.uuid)
+  }
   return result
+}
+
+interface StartedResume extends DueResume {
+  action: 'resume_started'
+  pid: number | null
+}
+
+/**
+ * Starts `run --resume` of each paused task whose pause has ended (dueResumes), detached
+ * (it outlives this pass), as this very program with the same tree and config: the run
+ * applies the task's own user's settings (users.<name>) as any resume does. A run that
+ * finds the task taken meanwhile exits 4 and changes nothing.
+ */
+function startResumes(ctx: CommandEnv, env: TaskEnv): StartedResume[] {
+  const started: StartedResume[] = []
+  const { CTXAGENT_NOW: _pinned, ...childEnv } = process.env
+  for (const due of dueResumes(env)) {
+    const args = [...process.execArgv, process.argv[1] as string, 'run', '--resume', due.uuid, '--home', ctx.layout.base, ...(ctx.configSource !== null ? ['--config', ctx.configSource] : [])]
+    try {
+      const child = spawn(process.execPath, args, { detached: true, stdio: 'ignore', env: childEnv })
+      child.on('error', (err) => ctx.io.warn(`task ${due.uuid}: its resume did not start (${err.message})`))
+      child.unref()
+      started.push({ ...due, action: 'resume_started', pid: child.pid ?? null })
+    } catch (err) {
+      ctx.io.warn(`task ${due.uuid}: its resume did not start (${(err as Error).message})`)
+    }
+  }
+  return started
 }
 
 const DEFAULT_INTERVAL_MS = 5 * 60_000
@@ -106,17 +145,20 @@ async function loop(ctx: CommandEnv, intervalMs: number, body: () => Promise<voi
   }
 }
 
-function report(ctx: CommandEnv, result: PassResult & { jobs_recovered?: number }): void {
+function report(ctx: CommandEnv, result: Pass): void {
   const acted = result.findings.filter((f) => f.action === 'reaped' || f.action === 'finished').length
   const chats = result.findings.filter((f) => f.action === 'end_requested' || f.action === 'terminated').length
   const alerts = result.findings.length - acted - chats
+  const resumed = result.resumed ?? []
   if (ctx.json) {
     for (const f of result.findings) ctx.io.jsonl(f)
+    for (const r of resumed) ctx.io.jsonl(r)
     // One summary per pass, findings or not: a cron log tells "ran, found nothing" from "did not run".
-    ctx.io.jsonl({ pass: { ts: ctx.now().toISOString(), checked: result.checked, recovered: acted, alerts, chat_sessions: chats, reindexed: result.reindexed, ...(result.jobs_recovered !== undefined ? { jobs_recovered: result.jobs_recovered } : {}) } })
+    ctx.io.jsonl({ pass: { ts: ctx.now().toISOString(), checked: result.checked, recovered: acted, alerts, chat_sessions: chats, reindexed: result.reindexed, ...(result.jobs_recovered !== undefined ? { jobs_recovered: result.jobs_recovered } : {}), ...(result.resumed !== undefined ? { resumed: resumed.length } : {}) } })
     return
   }
   ctx.io.out(`${ctx.now().toISOString()} watch-locks: ${result.checked} running task(s) checked, ${acted} recovered, ${alerts} alert(s)${chats ? `, ${chats} chat session(s) past the hard timeout` : ''}${result.reindexed ? `, ${result.reindexed} index row(s) brought in step with the directories` : ''}`)
+  for (const r of resumed) ctx.io.out(`task ${r.uuid}: its ${r.reason === 'rate-limit' ? 'usage limit lifted' : 'budget window reset'} at ${r.resume_at}; run --resume started (pid ${r.pid ?? '?'})`)
   if (result.findings.length === 0) return
   ctx.io.out(table(ctx.io, ['uuid', 'action', 'pid', 'host', 'last heartbeat', 'reason'], result.findings.map((f) => row(ctx, f))))
 }

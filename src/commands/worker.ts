@@ -208,7 +208,7 @@ async function serve(ctx: CommandEnv, opts: WorkerOptions, stop: StopRequests, l
     running = new Worker({
       url: fleetListenUrl(ctx, url), pool, record, layout: ctx.layout, command, warmChild: opts.prestart, pollMs: ctx.config.fleet.poll_seconds * 1000,
       workspacesDir: ctx.config.fleet.workspaces_dir, cloneCredentials: cloneCredentials(ctx.config), giveClone: (dir) => giveWorkspace(dir, sandboxIdentity(ctx.config.tools, dir)), maxAttempts: ctx.config.fleet.max_attempts, agentNiceness: ctx.config.fleet.agent_niceness, retry: ctx.config.fleet.retry, perUser: ctx.config.fleet.limits.per_user, heartbeatMs: locks.heartbeat_seconds * 1000,
-      log: (line) => log.info(line), refuse: (job) => cannotServe(job, abilities), relay: (pid) => log.relay(pid),
+      log: (line) => log.info(line), warn: (line) => log.warn(line), error: (line) => log.error(line), refuse: (job) => cannotServe(job, abilities), relay: (pid) => log.relay(pid),
     })
     const started = running
     stop.onStop(() => started.stop())

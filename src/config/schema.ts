@@ -300,7 +300,11 @@ export const configSchema = z.strictObject(
         base_seconds: withDefault(positiveNumber(), 30),
         max_seconds: withDefault(positiveNumber(), 1800),
         max_attempts: withDefault(positiveInt(), 8),
+        // A job waiting out provider usage limits (no attempt spent) waits at most this long in all, then fails.
+        max_wait_hours: withDefault(positiveNumber(), 24),
       }),
+      // enqueue --key: a key is kept this long after its job ended done (a late cron run returns that job).
+      key_retention_hours: withDefault(positiveNumber(), 24),
       // At most per_user running tasks of one user fleet-wide (null: no limit).
       limits: section({ per_user: orNull(positiveInt()) }),
       // Finished job rows and dead worker rows older than this are deleted by cleanup.

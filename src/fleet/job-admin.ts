@@ -4,6 +4,8 @@ import { inTransaction } from '../storage/index/pg-pool.js'
 import type { JobKind, JobSpec, JobState } from './jobs.js'
 import { JOB_STATES } from './jobs.js'
 import { ALL_WORKERS_CHANNEL, CANCEL_PAYLOAD } from './listener.js'
+import { jobAttempts } from './job-history.js'
+import type { Attempt } from './job-history.js'
 
 /** A job as `ctxagent jobs` shows it (SPEC §14.4). */
 export interface JobRow {
@@ -29,6 +31,12 @@ export interface JobRow {
   cancel_requested: boolean
   /** What the job does, in a line: its task's first line, the issue it works on, or the task it resumes. */
   what: string
+  /** A retrying job waiting out a usage limit (rate-limit) or a spent budget (budget), until next_run_at; null for a retry after a failure. */
+  waiting_for: 'rate-limit' | 'budget' | null
+  /** With waiting_for budget: the cap. */
+  wait_cap: string | null
+  /** Claims that ended in such a wait: they spend no fleet.retry attempt (those counted are attempts − waits). */
+  waits: number
 }
 
 export interface JobFilter {
@@ -39,7 +47,8 @@ export interface JobFilter {
 }
 
 const SELECT = `SELECT j.id, j.state, j.kind, j.task_uuid, j."user", j.claimed_by, w.hostname, j.attempts, j.priority, j.created_at, j.claimed_at,
-                       j.finished_at, j.next_run_at, j.outcome, j.error, j.idempotency_key, j.cancel_requested_at, j.spec
+                       j.finished_at, j.next_run_at, j.outcome, j.error, j.idempotency_key, j.cancel_requested_at, j.spec,
+                       j.wait_reason, j.wait_cap, j.limit_waits
                 FROM fleet_jobs j LEFT JOIN fleet_workers w ON w.id = j.claimed_by`
 
 /** A job id as typed by an operator: a positive whole number. */
@@ -64,11 +73,11 @@ export async function listJobs(pool: Pool, filter: JobFilter): Promise<JobRow[]>
   return result.rows.map(toRow)
 }
 
-/** One job with its spec (what it runs); NotFoundError when there is none. */
-export async function showJob(pool: Pool, id: number): Promise<JobRow & { spec: JobSpec }> {
+/** One job with its spec (what it runs) and its history (every attempt, oldest first); NotFoundError when there is none. */
+export async function showJob(pool: Pool, id: number): Promise<JobRow & { spec: JobSpec; history: Attempt[] }> {
   const row = (await pool.query<Record<string, unknown>>(`${SELECT} WHERE j.id = $1`, [id])).rows[0]
   if (row === undefined) throw notFound(id)
-  return { ...toRow(row), spec: (row.spec ?? {}) as JobSpec }
+  return { ...toRow(row), spec: (row.spec ?? {}) as JobSpec, history: await jobAttempts(pool, id) }
 }
 
 /**
@@ -97,15 +106,21 @@ export async function cancelJob(pool: Pool, id: number): Promise<{ task_uuid: st
 
 /**
  * Runs a failed or cancelled job again: it waits, its attempts counted afresh, as a resume
- * when its task exists (`taskLocation`). A done or open job is a conflict, and so is a
- * task that finished or has another open job.
+ * when its task exists (`taskLocation`). A retrying job (after a failure, or waiting out a
+ * usage limit or a budget) is run now: it waits at once, its attempts as they were. A done,
+ * waiting or running job is a conflict, and so is a task that finished or has another open job.
  */
-export async function retryJob(pool: Pool, id: number, taskLocation: (uuid: string) => 'running' | 'paused' | 'completed' | null): Promise<{ task_uuid: string; kind: JobKind }> {
+export async function retryJob(pool: Pool, id: number, taskLocation: (uuid: string) => 'running' | 'paused' | 'completed' | null): Promise<{ task_uuid: string; kind: JobKind; was: JobState }> {
   return inTransaction(pool, async (client) => {
     const row = (await client.query<{ state: JobState; task_uuid: string; kind: JobKind }>('SELECT state, task_uuid, kind FROM fleet_jobs WHERE id = $1 FOR UPDATE', [id])).rows[0]
     if (row === undefined) throw notFound(id)
+    if (row.state === 'retrying') {
+      // Hurried: claimable now, by the next free worker (the trigger wakes one).
+      await client.query(`UPDATE fleet_jobs SET state = 'waiting', next_run_at = NULL, wait_reason = NULL, wait_cap = NULL WHERE id = $1`, [id])
+      return { task_uuid: row.task_uuid, kind: row.kind, was: row.state }
+    }
     if (row.state !== 'failed' && row.state !== 'cancelled') {
-      throw new LockedError(`job ${id} is ${row.state}; only a failed or cancelled job is run again`, row.state === 'done' ? 'a done job ran to its end: enqueue a new task (with the same --task-id to inherit its summary)' : 'wait for it to finish, or cancel it first')
+      throw new LockedError(`job ${id} is ${row.state}; only a failed, cancelled or retrying job is run again`, row.state === 'done' ? 'a done job ran to its end: enqueue a new task (with the same --task-id to inherit its summary)' : row.state === 'waiting' ? 'it runs as soon as a worker is free' : 'wait for it to finish, or cancel it first')
     }
     const location = taskLocation(row.task_uuid)
     if (location === 'completed') throw new LockedError(`task ${row.task_uuid} of job ${id} is finished (in completed/)`, 'enqueue a new task (with the same --task-id to inherit its summary)')
@@ -116,10 +131,10 @@ export async function retryJob(pool: Pool, id: number, taskLocation: (uuid: stri
     if (open.rows.length > 0) throw new LockedError(`task ${row.task_uuid} already has an open job (${String((open.rows[0] as { id: string }).id)})`, 'see ctxagent jobs --task ' + row.task_uuid.slice(0, 8))
     await client.query(
       `UPDATE fleet_jobs SET state = 'waiting', kind = $2, attempts = 0, claimed_by = NULL, claimed_at = NULL, finished_at = NULL, next_run_at = NULL,
-              cancel_requested_at = NULL, outcome = NULL WHERE id = $1`,
+              cancel_requested_at = NULL, outcome = NULL, wait_reason = NULL, wait_cap = NULL, limit_waits = 0, waited_seconds = 0 WHERE id = $1`,
       [id, kind],
     )
-    return { task_uuid: row.task_uuid, kind }
+    return { task_uuid: row.task_uuid, kind, was: row.state }
   })
 }
 
@@ -150,6 +165,9 @@ function toRow(r: Record<string, unknown>): JobRow {
     key: typeof r.idempotency_key === 'string' ? r.idempotency_key : null,
     cancel_requested: r.cancel_requested_at instanceof Date,
     what: whatOf(r.kind === 'resume' ? 'resume' : 'new', String(r.task_uuid), r.spec),
+    waiting_for: r.state === 'retrying' && (r.wait_reason === 'rate-limit' || r.wait_reason === 'budget') ? r.wait_reason : null,
+    wait_cap: r.state === 'retrying' && typeof r.wait_cap === 'string' ? r.wait_cap : null,
+    waits: Number(r.limit_waits ?? 0),
   }
 }
 

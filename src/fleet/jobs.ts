@@ -2,6 +2,8 @@ import type { Pool, PoolClient } from 'pg'
 import { inTransaction } from '../storage/index/pg-pool.js'
 import { LOCK_KEYS } from '../storage/index/pg-schema.js'
 import type { TaskState } from '../storage/task/state.js'
+import { recordAttempt } from './job-history.js'
+import type { AttemptReason } from './job-history.js'
 
 /** What a job asks a worker to run: the flags of `run`, checked by enqueue. */
 export interface JobSpec {
@@ -47,6 +49,21 @@ export interface RetryPolicy {
   base_seconds: number
   max_seconds: number
   max_attempts: number
+  /** A job waiting out usage limits waits at most this long in all (default 24); waits spend no attempt (docs/fleet-operations.md#waits). */
+  max_wait_hours?: number
+}
+
+/**
+ * A task paused until a known time (docs/fleet-operations.md#waits): a usage limit that
+ * lifts (rate-limit), a budget whose window resets (budget, with its cap). Its job waits
+ * until then, not claimable before, holding no slot and spending no fleet.retry attempt.
+ */
+export interface LimitWait {
+  until: string
+  reason: 'rate-limit' | 'budget'
+  cap: string | null
+  /** The total a job may wait so (fleet.retry.max_wait_hours, for usage limits); null: no cap (a budget's window is the operator's choice). */
+  maxWaitSeconds: number | null
 }
 
 /**
@@ -60,6 +77,11 @@ export interface JobEnd {
   resume?: boolean
   retry?: RetryPolicy
   failed?: boolean
+  /** Its task waits until a known time (a usage limit, a budget window): the job waits with it. */
+  wait?: LimitWait
+  /** Why the attempt ended, for the job's history (default: from the outcome); `cap` with budget. */
+  reason?: AttemptReason
+  cap?: string | null
 }
 
 /** What became of a job once ended: its new state, and, when retrying, in how many seconds it is due. */
@@ -67,6 +89,8 @@ export interface Ended {
   state: JobState
   resumed: boolean
   retry_in: number | null
+  /** Waiting out a usage limit or a budget (not a retry: no attempt spent). */
+  wait?: 'rate-limit' | 'budget'
 }
 
 const JOB_COLUMNS = 'j.id, j.task_uuid, j.kind, j.spec, j.state, j.priority, j.attempts, j.claimed_by, j."user"'
@@ -85,14 +109,26 @@ export class JobQueue {
     return insertJob(client, job)
   }
 
-  /** The open job holding idempotency key `key`, if any. */
-  async openWithKey(key: string): Promise<{ id: number; task_uuid: string; state: JobState } | null> {
-    const result = await this.pool.query<{ id: string; task_uuid: string; state: JobState }>(
-      `SELECT id, task_uuid, state FROM fleet_jobs WHERE idempotency_key = $1 AND state IN ('waiting', 'running', 'retrying') LIMIT 1`,
-      [key],
-    )
-    const row = result.rows[0]
-    return row === undefined ? null : { id: Number(row.id), task_uuid: row.task_uuid, state: row.state }
+  /**
+   * Queues a job with idempotency key `key`, unless a job holds the key: one open, or one
+   * that ended done less than `keepSeconds` ago (fleet.key_retention_hours). The holder is
+   * read FOR UPDATE: a holder finishing meanwhile is read as it ends (done, still holding
+   * the key), never missed. `{ id }` when queued, `{ holder }` when not, null when the
+   * insert lost a race to another enqueue of the key (ask again).
+   */
+  enqueueKeyed(job: NewJob & { key: string }, keepSeconds: number): Promise<{ id: number } | { holder: KeyHolder } | null> {
+    return inTransaction(this.pool, async (client) => {
+      const found = await client.query<{ id: string; task_uuid: string; state: JobState; finished_at: Date | null }>(
+        `SELECT id, task_uuid, state, finished_at FROM fleet_jobs
+         WHERE idempotency_key = $1 AND (state IN ('waiting', 'running', 'retrying') OR (state = 'done' AND finished_at > now() - make_interval(secs => $2)))
+         ORDER BY id DESC LIMIT 1 FOR UPDATE`,
+        [job.key, keepSeconds],
+      )
+      const row = found.rows[0]
+      if (row !== undefined) return { holder: { id: Number(row.id), task_uuid: row.task_uuid, state: row.state, finished_at: row.finished_at instanceof Date ? row.finished_at.toISOString() : null } }
+      const id = await insertJob(client, job)
+      return id === null ? null : { id }
+    })
   }
 
   /**
@@ -100,6 +136,10 @@ export class JobQueue {
    * none is. With `perUser`, a job whose user already has that many running is passed over:
    * claims then take turns (a transaction-scoped lock), so that two claimers cannot both
    * see room for the same user's last slot.
+   *
+   * A job whose user's cost cap is spent (another of their jobs waits for a user-daily or
+   * user-monthly window to reset; for fleet-daily, anyone's) is passed over until the reset:
+   * it waits without taking a slot (docs/fleet-operations.md#waits).
    *
    * With `idle` (the worker's own LISTEN channel), the same statement says whether the worker
    * is idle: a claim that found nothing puts its row in fleet_idle (where the next job to
@@ -114,6 +154,8 @@ export class JobQueue {
            WHERE (c.state = 'waiting' OR (c.state = 'retrying' AND c.next_run_at <= now()))
              AND ($2::int IS NULL OR c."user" IS NULL
                   OR (SELECT count(*) FROM fleet_jobs r WHERE r.state = 'running' AND r."user" = c."user") < $2::int)
+             AND NOT EXISTS (SELECT 1 FROM fleet_jobs b WHERE b.state = 'retrying' AND b.next_run_at > now() AND b.wait_reason = 'budget'
+                             AND (b.wait_cap = 'fleet-daily' OR (b.wait_cap IN ('user-daily', 'user-monthly') AND b."user" = c."user")))
            ORDER BY c.priority DESC, c.id FOR UPDATE SKIP LOCKED LIMIT 1)
          RETURNING ${JOB_COLUMNS}),
        busy AS (DELETE FROM fleet_idle WHERE $3::text IS NOT NULL AND channel = $3 AND EXISTS (SELECT 1 FROM claimed)),
@@ -184,6 +226,14 @@ export class JobQueue {
    */
   retry(job: Job, workerId: string, maxAttempts: number, last: { outcome: string; error: string }): Promise<boolean> {
     return inTransaction(this.pool, async (client) => {
+      const held = (await client.query<{ cancel: boolean }>(
+        `SELECT cancel_requested_at IS NOT NULL AS cancel FROM fleet_jobs WHERE id = $1 AND claimed_by = $2 AND attempts = $3 AND state = 'running' FOR UPDATE`,
+        [job.id, workerId, job.attempts],
+      )).rows[0]
+      if (held === undefined) return false
+      if (held.cancel || job.attempts < maxAttempts) {
+        await recordAttempt(client, job.id, { outcome: held.cancel ? 'cancelled' : 'not begun', reason: held.cancel ? 'cancelled' : 'killed', error: last.error, again: !held.cancel })
+      }
       const again = await client.query(
         `UPDATE fleet_jobs SET state = CASE WHEN cancel_requested_at IS NULL THEN 'waiting' ELSE 'cancelled' END, claimed_by = NULL, claimed_at = NULL,
                 finished_at = CASE WHEN cancel_requested_at IS NULL THEN NULL ELSE now() END
@@ -191,7 +241,7 @@ export class JobQueue {
         [job.id, workerId, maxAttempts, job.attempts],
       )
       if (again.rowCount === 1) return true
-      await endJob(client, job.id, { ...last, failed: true }, { workerId, attempts: job.attempts })
+      await endJob(client, job.id, { ...last, failed: true, reason: 'killed' }, { workerId, attempts: job.attempts })
       return false
     })
   }
@@ -214,32 +264,69 @@ export class JobQueue {
  */
 export async function endJob(client: PoolClient, id: number, end: JobEnd, claim: Claim | null = null): Promise<Ended | null> {
   const found = await client.query<Record<string, unknown>>(
-    `SELECT ${JOB_COLUMNS}, j.cancel_requested_at FROM fleet_jobs j WHERE j.id = $1 AND j.state = 'running' AND ($2::text IS NULL OR (j.claimed_by = $2 AND j.attempts = $3)) FOR UPDATE`,
+    `SELECT ${JOB_COLUMNS}, j.cancel_requested_at, j.limit_waits, j.waited_seconds FROM fleet_jobs j WHERE j.id = $1 AND j.state = 'running' AND ($2::text IS NULL OR (j.claimed_by = $2 AND j.attempts = $3)) FOR UPDATE`,
     [id, claim?.workerId ?? null, claim?.attempts ?? null],
   )
   const row = found.rows[0]
   if (row === undefined) return null
   const job = decodeJob(row)
   const error = end.error?.slice(0, 2000) ?? null
+  const history = { outcome: end.outcome, error, cap: end.cap ?? end.wait?.cap ?? null }
   if (row.cancel_requested_at !== null && row.cancel_requested_at !== undefined) {
+    await recordAttempt(client, id, { ...history, reason: 'cancelled', again: false })
     await client.query(`UPDATE fleet_jobs SET state = 'cancelled', finished_at = now(), outcome = $2, error = COALESCE($3, error) WHERE id = $1`, [id, end.outcome, error])
     return { state: 'cancelled', resumed: false, retry_in: null }
   }
-  if (end.retry !== undefined && job.attempts < end.retry.max_attempts) {
-    const delay = backoffSeconds(end.retry, job.attempts)
+  if (end.wait !== undefined) return waitOut(client, id, end.wait, history, Number(row.waited_seconds ?? 0))
+  // Claims that ended waiting out a limit spent no attempt.
+  const counted = job.attempts - Number(row.limit_waits ?? 0)
+  if (end.retry !== undefined && counted < end.retry.max_attempts) {
+    const delay = backoffSeconds(end.retry, counted)
+    await recordAttempt(client, id, { ...history, reason: end.reason ?? 'outage', again: true })
     await client.query(
-      `UPDATE fleet_jobs SET state = 'retrying', kind = 'resume', next_run_at = now() + make_interval(secs => $2), outcome = $3, error = $4 WHERE id = $1`,
+      `UPDATE fleet_jobs SET state = 'retrying', kind = 'resume', next_run_at = now() + make_interval(secs => $2), outcome = $3, error = $4, wait_reason = NULL, wait_cap = NULL WHERE id = $1`,
       [id, delay, end.outcome, error],
     )
     return { state: 'retrying', resumed: false, retry_in: delay }
   }
   const exhausted = end.retry !== undefined
   const state: JobState = exhausted || end.failed === true ? 'failed' : 'done'
-  const why = exhausted ? `${error ?? 'the LLM side failed'} (attempt ${job.attempts} of fleet.retry.max_attempts ${end.retry?.max_attempts})`.slice(0, 2000) : error
-  await client.query(`UPDATE fleet_jobs SET state = $2, finished_at = now(), outcome = $3, error = $4 WHERE id = $1`, [id, state, end.outcome, why])
+  const why = exhausted ? `${error ?? 'the LLM side failed'} (attempt ${counted} of fleet.retry.max_attempts ${end.retry?.max_attempts})`.slice(0, 2000) : error
   const resume = state === 'done' && end.resume === true
+  await recordAttempt(client, id, { ...history, error: why, reason: end.reason ?? (exhausted ? 'outage' : reasonOf(end.outcome, resume, end.failed === true)), again: resume })
+  await client.query(`UPDATE fleet_jobs SET state = $2, finished_at = now(), outcome = $3, error = $4, wait_reason = NULL, wait_cap = NULL WHERE id = $1`, [id, state, end.outcome, why])
   if (resume) await insertJob(client, { task_uuid: job.task_uuid, kind: 'resume', spec: job.spec, priority: job.priority, user: job.user })
   return { state, resumed: resume, retry_in: null }
+}
+
+/**
+ * A job whose task waits until a known time: `retrying` with wait_reason until then (the
+ * claim's `next_run_at <= now()` keeps every worker off it, its slot free meanwhile), its
+ * claim counted as a wait, not an attempt. A usage limit that would make the job's waits
+ * pass `maxWaitSeconds` in all fails the job instead (its task stays paused, resumable).
+ */
+async function waitOut(client: PoolClient, id: number, wait: LimitWait, history: { outcome: string; error: string | null; cap: string | null }, waited: number): Promise<Ended> {
+  const secs = Math.max(0, Number((await client.query<{ secs: number }>('SELECT extract(epoch FROM $1::timestamptz - now())::float AS secs', [wait.until])).rows[0]?.secs ?? 0))
+  if (wait.maxWaitSeconds !== null && waited + secs > wait.maxWaitSeconds) {
+    const why = `${history.error ?? 'a usage limit'}; it lifts at ${wait.until}, past fleet.retry.max_wait_hours (${+(wait.maxWaitSeconds / 3600).toFixed(2)} h of waiting in all; ${+(waited / 3600).toFixed(2)} h so far)`.slice(0, 2000)
+    await recordAttempt(client, id, { ...history, error: why, reason: wait.reason, again: false })
+    await client.query(`UPDATE fleet_jobs SET state = 'failed', finished_at = now(), outcome = $2, error = $3, wait_reason = NULL, wait_cap = NULL WHERE id = $1`, [id, history.outcome, why])
+    return { state: 'failed', resumed: false, retry_in: null }
+  }
+  await recordAttempt(client, id, { ...history, reason: wait.reason, waitUntil: wait.until, again: true })
+  await client.query(
+    `UPDATE fleet_jobs SET state = 'retrying', kind = 'resume', next_run_at = greatest(now(), $2::timestamptz), wait_reason = $3, wait_cap = $4,
+            limit_waits = limit_waits + 1, waited_seconds = waited_seconds + $5, outcome = $6, error = $7 WHERE id = $1`,
+    [id, wait.until, wait.reason, wait.cap, secs, history.outcome, history.error],
+  )
+  return { state: 'retrying', resumed: false, retry_in: secs, wait: wait.reason }
+}
+
+/** An attempt's reason from what its task became, when its end does not say. */
+function reasonOf(outcome: string, resumed: boolean, failed: boolean): AttemptReason {
+  if (outcome === 'completed' || outcome === 'timeout' || outcome === 'died' || outcome === 'cancelled') return outcome
+  if (outcome === 'paused') return resumed ? 'stopped' : 'paused'
+  return failed || outcome === 'failed' ? 'failed' : 'paused'
 }
 
 /**
@@ -251,6 +338,14 @@ export async function endJob(client: PoolClient, id: number, end: JobEnd, claim:
 export interface Claim {
   workerId: string
   attempts: number
+}
+
+/** The job an idempotency key returned: open, or done within fleet.key_retention_hours. */
+export interface KeyHolder {
+  id: number
+  task_uuid: string
+  state: JobState
+  finished_at: string | null
 }
 
 /** An idle worker's own LISTEN channel, and how long after its last heartbeat it is taken for gone (its row then passed over). */

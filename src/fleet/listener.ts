@@ -1,4 +1,5 @@
 import type { Client } from 'pg'
+import { hostname } from '../storage/fs/process-info.js'
 
 /** Where a wake-up came from: the worker's own channel (a job chose it), the channel every worker hears (a job, or a running job cancelled), or a reconnect. */
 export type WakeFrom = 'own' | 'all' | 'cancel' | 'connected'
@@ -32,7 +33,8 @@ export class JobListener {
   private async connect(): Promise<void> {
     if (this.stopped) return
     const { default: pg } = await import('pg')
-    const client = new pg.Client({ connectionString: this.url, keepAlive: true, connectionTimeoutMillis: 5_000 })
+    // Named in pg_stat_activity as the pools are (pg-pool.ts): an operator counting connections at 1,000 hosts tells the LISTEN ones apart.
+    const client = new pg.Client({ connectionString: this.url, keepAlive: true, connectionTimeoutMillis: 5_000, application_name: `ctxagent worker-listen ${hostname()}:${process.pid}`.slice(0, 63) })
     const lost = (): void => {
       if (this.client !== client) return
       this.client = null

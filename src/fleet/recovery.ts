@@ -8,7 +8,8 @@ import type { PausedBy, TaskState } from '../storage/task/state.js'
 import { inTransaction } from '../storage/index/pg-pool.js'
 import { pauseAtForTest } from '../test-pause.js'
 import { endJob, llmOutage } from './jobs.js'
-import { completedEnd } from './task-outcome.js'
+import { completedEnd, limitedEnd } from './task-outcome.js'
+import { recordAttempt } from './job-history.js'
 import type { JobEnd } from './jobs.js'
 
 export interface FleetPassResult {
@@ -80,6 +81,8 @@ async function settleJob(pool: Pool, layout: Layout, job: OpenJob, location: Loc
   return inTransaction(pool, async (client) => {
     if (location === null) {
       // Its process died before it created the task: the job waits again, while attempts remain.
+      const held = (await client.query(`SELECT 1 FROM fleet_jobs WHERE id = $1 AND state = 'running' AND attempts < $2 AND cancel_requested_at IS NULL FOR UPDATE`, [job.id, maxAttempts])).rowCount === 1
+      if (held) await recordAttempt(client, job.id, { outcome: 'not begun', reason: 'died', error: 'its agent died before the task was created', again: true })
       const again = await client.query(`UPDATE fleet_jobs SET state = 'waiting', claimed_by = NULL, claimed_at = NULL WHERE id = $1 AND state = 'running' AND attempts < $2 AND cancel_requested_at IS NULL`, [job.id, maxAttempts])
       if (again.rowCount === 1) return { outcome: 'waiting again', resumed: false }
       const ended = await endJob(client, job.id, { outcome: 'failed', failed: true, error: `its agent died before the task was created (attempt ${job.attempts} of fleet.max_attempts ${maxAttempts})` })
@@ -91,7 +94,10 @@ async function settleJob(pool: Pool, layout: Layout, job: OpenJob, location: Loc
       const by = pausedBy(state, job)
       // Reaped by this pass, or by one that died before it settled the job: its resume is queued.
       const died = reaped || by === 'reaper'
+      const limited = died || by === null ? null : limitedEnd(state, fleet.retry)
       if (died) end = { outcome: 'died', resume: true, error: state?.error ?? null }
+      // Paused until a usage limit lifts or a budget window resets: its job waits until then, as a live worker's would.
+      else if (limited !== null) end = limited
       else if (by === 'llm' && llmOutage(state)) end = { outcome: 'paused', retry: fleet.retry, error: state?.error ?? null }
       // Paused by a signal (its worker stopped) it goes on, as a live worker would have queued it; paused on
       // purpose (an operator, a failing LLM, a full disk) it waits for whoever paused it. Not known: while attempts remain.

@@ -5,7 +5,7 @@ import { FILES, locateTask } from '../storage/fs/layout.js'
 import { safeState } from '../storage/task/lifecycle.js'
 import type { TaskState } from '../storage/task/state.js'
 import { llmOutage } from './jobs.js'
-import type { Job, JobEnd, RetryPolicy } from './jobs.js'
+import type { Job, JobEnd, LimitWait, RetryPolicy } from './jobs.js'
 
 // What a worker reads of a job's task in the tree (where it is, what it became) and the `run` that starts it.
 
@@ -20,11 +20,41 @@ export function settle(layout: Layout, job: Job, code: number | null, entry: { s
   if (ref.location === 'completed') return completedEnd(state, 'unknown')
   if (ref.location === 'paused') {
     const bySignal = entry.stopped || PAUSED_BY_SIGNAL.has(code ?? -1)
+    const limited = bySignal ? null : limitedEnd(state, retry)
+    if (limited !== null) return limited
     // The LLM side failed in a way that passes (an outage, 5xx, 429, a timeout): the fleet runs it again later.
     if (!bySignal && retry !== undefined && llmOutage(state)) return { outcome: 'paused', error: state?.error ?? null, retry }
     return { outcome: 'paused', resume: bySignal, error: bySignal ? null : (state?.error ?? null) }
   }
   // Still in running/: its process died holding the lock.
+  return null
+}
+
+/** fleet.retry.max_wait_hours' default. */
+const MAX_WAIT_HOURS = 24
+
+/**
+ * A task paused until a known time (docs/fleet-operations.md#waits), or by a budget: a
+ * usage limit (paused_by rate-limit; or, as `run` recorded it before rate-limit pauses,
+ * paused_by llm with llm_failure rate_limited) and a budget window (paused_by budget) with
+ * their resume_at: the job waits until then. A budget pause with no time (the task's own
+ * cap: an operator raises it) ends the job, its history naming the cap. Null otherwise.
+ */
+export function limitedEnd(state: TaskState | null, retry: RetryPolicy | undefined): JobEnd | null {
+  if (state === null || state.status !== 'paused') return null
+  const wait = limitWait(state, retry?.max_wait_hours ?? MAX_WAIT_HOURS)
+  if (wait !== null) return { outcome: 'paused', error: state.error ?? null, wait }
+  if (state.paused_by === 'budget') return { outcome: 'paused', error: state.error ?? null, reason: 'budget', cap: state.budget_cap ?? null }
+  return null
+}
+
+/** The wait a paused task's state asks for, or null (no resume_at, or not a pause that ends by itself). */
+export function limitWait(state: TaskState, maxWaitHours: number): LimitWait | null {
+  const until = state.resume_at
+  if (typeof until !== 'string' || Number.isNaN(Date.parse(until))) return null
+  const iso = new Date(Date.parse(until)).toISOString()
+  if (state.paused_by === 'rate-limit' || (state.paused_by === 'llm' && state.llm_failure === 'rate_limited')) return { until: iso, reason: 'rate-limit', cap: null, maxWaitSeconds: maxWaitHours * 3600 }
+  if (state.paused_by === 'budget') return { until: iso, reason: 'budget', cap: state.budget_cap ?? null, maxWaitSeconds: null }
   return null
 }
 

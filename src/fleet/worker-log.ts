@@ -9,6 +9,8 @@ import { forTerminal } from '../terminal-text.js'
 export interface WorkerLog {
   info(message: string): void
   warn(message: string): void
+  /** A job that finally failed (a retried failure is a warning). */
+  error(message: string): void
   /** Names the worker once it is registered (its lines carry the id from then on). */
   setId(id: string): void
   /** A relay for one child's stderr: whole lines passed on, in the log's format. */
@@ -28,6 +30,7 @@ export function createWorkerLog(format: 'text' | 'json', stream: NodeJS.Writable
     format,
     info: (message) => (format === 'json' ? json('info', message) : text('', message)),
     warn: (message) => (format === 'json' ? json('warn', message) : text('warning: ', message)),
+    error: (message) => (format === 'json' ? json('error', message) : text('error: ', message)),
     setId: (value) => {
       id = value
     },

@@ -13,7 +13,7 @@ import { cloneWorkspace } from './clone.js'
 import type { CloneCredential } from './clone.js'
 import { jobProblem } from './job-spec.js'
 import { JobQueue } from './jobs.js'
-import type { IdleChannel, Job, JobEnd, RetryPolicy } from './jobs.js'
+import type { Ended, IdleChannel, Job, JobEnd, RetryPolicy } from './jobs.js'
 import { JobListener } from './listener.js'
 import type { WakeFrom } from './listener.js'
 import { problemIn } from './worker-log.js'
@@ -56,6 +56,12 @@ export interface WorkerOptions {
   /** fleet.limits.per_user: at most this many running tasks of one user, fleet-wide. */
   perUser?: number | null
   log: (line: string) => void
+  /**
+   * A job's end at its level (docs/fleet-operations.md#a-jobs-history): a failure the fleet runs again (a retry, a wait
+   * for a usage limit) is a warning, one that fails the job an error; default: `log`.
+   */
+  warn?: (line: string) => void
+  error?: (line: string) => void
   /** Why this worker's configuration cannot serve a job (abilities.ts), or null: a refused job ends with the reason. */
   refuse?: (job: Job) => string | null
   /** Passes a child's stderr on (default: as it comes); `--log-format json` wraps what is not JSON. */
@@ -439,8 +445,7 @@ export class Worker {
     for (let attempt = 0; ; attempt++) {
       try {
         const ended = await this.queue.finish(job, this.options.record.id, outcome)
-        const what = ended === null ? ' (no longer this worker’s job)' : ended.state === 'retrying' ? `; retrying in ${ended.retry_in?.toFixed(1)}s (${end.error ?? ''})` : ended.resumed ? ', its resume queued' : ` (job ${ended.state})`
-        this.options.log(`job ${job.id}: ${end.outcome}${what}`)
+        this.logEnd(job, end, ended)
         return
       } catch (err) {
         if (this.stopping) {
@@ -453,6 +458,19 @@ export class Worker {
         await this.pause(Math.min(100 * 2 ** attempt, 5_000))
       }
     }
+  }
+
+  /** A job's end in the log: a retry or a wait is a warning, a failed job an error, anything else news. */
+  private logEnd(job: Job, end: JobEnd, ended: Ended | null): void {
+    const o = this.options
+    if (ended === null) return o.log(`job ${job.id}: ${end.outcome} (no longer this worker’s job)`)
+    if (ended.wait !== undefined) {
+      const until = end.wait?.until ?? 'its reset'
+      return (o.warn ?? o.log)(`job ${job.id}: ${end.outcome}; waits until ${until} (${ended.wait}${end.wait?.cap ? ` ${end.wait.cap}` : ''}; no attempt spent, its slot free meanwhile): ${end.error ?? ''}`)
+    }
+    if (ended.state === 'retrying') return (o.warn ?? o.log)(`job ${job.id}: ${end.outcome}; retrying in ${ended.retry_in?.toFixed(1)}s (${end.error ?? ''})`)
+    if (ended.state === 'failed') return (o.error ?? o.log)(`job ${job.id}: ${end.outcome} (job failed${end.error ? `: ${end.error}` : ''})`)
+    o.log(`job ${job.id}: ${end.outcome}${ended.resumed ? ', its resume queued' : ` (job ${ended.state})`}`)
   }
 
   /** Waits `ms`, or less when the worker is stopped meanwhile. */

@@ -3,6 +3,7 @@ import type { Layout } from '../storage/fs/layout.js'
 import { FILES } from '../storage/fs/layout.js'
 import { readJsonl } from '../storage/format/jsonl.js'
 import { beingCreated, listTasks, scanTask } from '../storage/task/scan.js'
+import { diedState } from '../storage/task/lifecycle.js'
 import type { StatsFilter } from './stats.js'
 import { deliveryOf } from '../storage/task/delivery.js'
 import type { Delivery } from '../storage/task/state.js'
@@ -24,6 +25,8 @@ export interface ListedTask {
   final_answer: string | null
   /** The change's delivery (docs/delivery.md), when one was asked for and has ended. */
   delivery: Delivery | null
+  /** Its agent died (reaped): paused or failed, `run --resume` continues it (docs/running.md#recovery-on-one-host). */
+  died: boolean
 }
 
 export interface ListResult {
@@ -80,6 +83,7 @@ export async function listTaskRows(layout: Layout, options: ListOptions): Promis
       task: firstLine(statement),
       final_answer: answer,
       delivery: deliveryOf(s),
+      died: diedState(s ?? null),
     })
   }
   rows.sort((a, b) => b.created_at.localeCompare(a.created_at) || b.uuid.localeCompare(a.uuid))

@@ -33,6 +33,14 @@ export interface ReapReport {
   killed_commands?: number[]
 }
 
+/**
+ * `recovery` on one host (docs/running.md#recovery-on-one-host): resume (the default) pauses
+ * a dead owner's task for `run --resume`; fail fails it (resumable all the same).
+ */
+export function oneHostRecovery(recovery: 'resume' | 'fail'): { recoverAs?: (uuid: string) => 'paused' | 'failed' } {
+  return recovery === 'resume' ? { recoverAs: () => 'paused' } : {}
+}
+
 /** How a report says that a takeover killed the dead owner's commands ('' when none); `who` names the owner. */
 export function killedText(groups: readonly number[] | undefined, who = 'it'): string {
   return groups && groups.length > 0 ? `; killed the command(s) ${who} left running (process group ${groups.join(', ')})` : ''

@@ -263,7 +263,10 @@ export async function expireRows(pool: Pool, days: number, liveSeconds: number, 
     const workers = await pool.query<{ n: string }>(`SELECT count(*) AS n FROM fleet_workers WHERE ${workersWhere}`, [secs, liveSeconds])
     return { jobs: Number(jobs.rows[0]?.n ?? 0), workers: Number(workers.rows[0]?.n ?? 0) }
   }
-  const jobs = await pool.query(`DELETE FROM fleet_jobs WHERE ${jobsWhere}`, [secs])
+  // A job's history goes with it (fleet_job_attempts has no foreign key: see pg-schema.ts).
+  const jobs = await pool.query<{ n: string }>(`WITH gone AS (DELETE FROM fleet_jobs WHERE ${jobsWhere} RETURNING id),
+                                 history AS (DELETE FROM fleet_job_attempts a USING gone WHERE a.job_id = gone.id)
+                                 SELECT count(*) AS n FROM gone`, [secs])
   const workers = await pool.query(`DELETE FROM fleet_workers WHERE ${workersWhere}`, [secs, liveSeconds])
-  return { jobs: jobs.rowCount ?? 0, workers: workers.rowCount ?? 0 }
+  return { jobs: Number(jobs.rows[0]?.n ?? 0), workers: workers.rowCount ?? 0 }
 }

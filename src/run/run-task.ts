@@ -373,7 +373,7 @@ async function settle(handle: TaskHandle, ending: Ending, progress: Progress, cl
     return { ...base, status: ending.kind, location: 'completed', dir: handle.dir, error: ending.reason, exit_code: ending.kind === 'timeout' ? 5 : 1 }
   }
   // A budget or a usage limit: which cap, and when the task may go on by itself (docs/running.md#budgets).
-  const waits = ending.cause === 'budget' || ending.cause === 'rate-limit' ? { resume_at: ending.resumeAt?.toISOString() ?? null, budget_cap: ending.budgetCap ?? null } : { resume_at: null, budget_cap: null }
+  const waits = ending.cause === 'budget' || ending.cause === 'rate-limit' ? { resume_at: ending.resumeAt?.toISOString() ?? null, budget_cap: ending.budgetCap ?? null } : { resume_at: ending.cause === 'llm' ? (ending.resumeAt ?? null) : null, budget_cap: null }
   const failure = ending.cause === 'llm' ? (ending.failure ?? null) : ending.cause === 'rate-limit' ? 'rate_limited' : null
   await handle.update({ ...progress, error: ending.error === null ? null : maskText(ending.error), llm_failure: failure, ...waits })
   // Who paused it: a fleet resumes a task stopped by a signal (its worker stopped), not one an operator paused (SPEC §14.3).

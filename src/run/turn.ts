@@ -289,7 +289,7 @@ export class Agent {
         this.parts.log.warn(`the provider says the request is too long; ${compacted ? 'compacting' : 'sending a smaller request'} and retrying once (${err.message})`)
         return this.ask(true)
       }
-      return { kind: 'paused', cause: 'llm', error: err.message + (err.hint ? ` (${err.hint})` : ''), failure: err.failure }
+      return { kind: 'paused', cause: 'llm', error: err.message + (err.hint ? ` (${err.hint})` : ''), failure: err.failure, resumeAt: err.resumeAt }
     } finally {
       stop.signal.removeEventListener('abort', abort)
     }

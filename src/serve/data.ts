@@ -1,4 +1,5 @@
 import type { CommandEnv } from '../command-env.js'
+import { diedState } from '../storage/task/lifecycle.js'
 import { openIndex } from '../command-env.js'
 import { taskStatement } from '../operations/list.js'
 import type { ListedTask } from '../operations/list.js'
@@ -118,12 +119,14 @@ async function rowView(ctx: CommandEnv, row: ListRow): Promise<TaskRowView> {
   let answer: string | null = null
   let delivery: Delivery | null = null
   let turns = row.llm_call_count ?? 0
+  let died = false
   try {
     statement = await taskStatement(dir)
     const state = readState(dir)
     answer = state?.final_answer ?? null
     delivery = deliveryOf(state)
     turns = state?.turns ?? turns
+    died = diedState(state)
   } catch {
     // Moved or removed since the index was read: the row's own figures stand.
   }
@@ -143,6 +146,7 @@ async function rowView(ctx: CommandEnv, row: ListRow): Promise<TaskRowView> {
     task: statement.trim().split('\n')[0]?.trim() ?? '',
     final_answer: answer,
     delivery,
+    died,
     tokens_split: split,
     cost_usd: costOf(model, split, ctx.config.pricing),
     host: lockHost ?? row.hostname,

@@ -4,6 +4,7 @@ import { fleetDatabaseUrl } from '../command-env.js'
 import { listJobs } from '../fleet/job-admin.js'
 import type { JobFilter, JobRow } from '../fleet/job-admin.js'
 import { fleetStatus } from '../fleet/status.js'
+import { attemptFigures } from '../fleet/job-history.js'
 import type { FleetStatus } from '../fleet/status.js'
 import { connectPool } from '../storage/index/pg-pool.js'
 import type { TaskIndex } from '../storage/index/task-index.js'
@@ -75,13 +76,13 @@ export class FleetSource {
   }
 
   /** Seconds each waiting job has waited, and claims by worker: for /metrics. */
-  async queueFigures(): Promise<{ waits: number[]; claims: { hostname: string; claims: number }[] }> {
+  async queueFigures(): Promise<{ waits: number[]; claims: { hostname: string; claims: number }[]; retries: Record<string, number>; budgetPauses: Record<string, number> }> {
     const pool = await this.connect()
     const waits = await pool.query<{ s: number }>(`SELECT extract(epoch FROM now() - created_at)::float AS s FROM fleet_jobs WHERE state = 'waiting'`)
     const claims = await pool.query<{ hostname: string; n: string }>(
       `SELECT COALESCE(w.hostname, 'unknown') AS hostname, count(*) AS n FROM fleet_jobs j LEFT JOIN fleet_workers w ON w.id = j.claimed_by WHERE j.claimed_by IS NOT NULL GROUP BY 1`,
     )
-    return { waits: waits.rows.map((r) => Number(r.s)), claims: claims.rows.map((r) => ({ hostname: r.hostname, claims: Number(r.n) })) }
+    return { waits: waits.rows.map((r) => Number(r.s)), claims: claims.rows.map((r) => ({ hostname: r.hostname, claims: Number(r.n) })), ...(await attemptFigures(pool)) }
   }
 
   async close(): Promise<void> {

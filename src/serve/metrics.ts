@@ -23,7 +23,7 @@ interface Scrape {
   totals: IndexTotals
   disk: Record<Location, number>
   check: CheckResult
-  fleet: { status: FleetStatus; waits: number[]; claims: { hostname: string; claims: number }[] } | null
+  fleet: { status: FleetStatus; waits: number[]; claims: { hostname: string; claims: number }[]; retries: Record<string, number>; budgetPauses: Record<string, number> } | null
 }
 
 /**
@@ -225,6 +225,15 @@ export class MetricsCollector {
     new Counter({ name: METRICS.jobOutcomes, help: 'Finished fleet jobs by what their task became', labelNames: ['outcome'], registers: r, collect() {
       this.reset()
       for (const [outcome, n] of Object.entries(self.s.fleet?.status.outcomes ?? {})) this.inc({ outcome }, n)
+    } })
+    // From the jobs' history (fleet_job_attempts): a healed outage leaves a trace here, not an alert.
+    new Counter({ name: METRICS.jobRetries, help: 'Attempts of fleet jobs after which the job ran again, by reason (outage, rate-limit, budget, died, killed, stopped)', labelNames: ['reason'], registers: r, collect() {
+      this.reset()
+      for (const [reason, n] of Object.entries(self.s.fleet?.retries ?? {})) this.inc({ reason }, n)
+    } })
+    new Counter({ name: METRICS.budgetPauses, help: 'Attempts of fleet jobs that ended paused by a budget, by cap', labelNames: ['cap'], registers: r, collect() {
+      this.reset()
+      for (const [cap, n] of Object.entries(self.s.fleet?.budgetPauses ?? {})) this.inc({ cap }, n)
     } })
     this.registry.registerMetric({
       name: METRICS.queueWait,

@@ -25,6 +25,10 @@ export const METRICS = {
   oldestWaiting: 'ctxagent_queue_oldest_waiting_seconds',
   workers: 'ctxagent_workers',
   claims: 'ctxagent_job_claims_total',
+  /** Attempts after which a job ran again (an outage retried, a usage limit or budget waited out, a death recovered), by reason. */
+  jobRetries: 'ctxagent_job_retries_total',
+  /** Attempts of fleet jobs that ended in a budget pause, by cap. */
+  budgetPauses: 'ctxagent_budget_pauses_total',
   scrapeErrors: 'ctxagent_scrape_errors',
   followers: 'ctxagent_serve_followers',
   followWatchers: 'ctxagent_serve_follow_watchers',

@@ -8,7 +8,7 @@ const NOW = new Date('2026-11-28T12:00:00.000Z')
 function row(id: number, over: Partial<JobRow>): JobRow {
   return {
     id, state: 'waiting', kind: 'new', task_uuid: `${id.toString(16).padStart(8, '0')}-1111-4222-8333-444455556666`, user: 'alice', host: null, attempts: 0, priority: 0,
-    created_at: '2026-11-28T11:00:00.000Z', claimed_at: null, finished_at: null, next_run_at: null, outcome: null, error: null, key: null, cancel_requested: false, what: 'fix the failing test',
+    created_at: '2026-11-28T11:00:00.000Z', claimed_at: null, finished_at: null, next_run_at: null, outcome: null, error: null, key: null, cancel_requested: false, what: 'fix the failing test', waiting_for: null, wait_cap: null, waits: 0,
     ...over,
   }
 }

@@ -248,7 +248,8 @@ describe('cleanup', () => {
     tree.write({ uuid: uuidN(0x77), location: 'running', lock: { process_id: deadPid(), hostname: hostname(), acquired_at: '2024-01-31T00:00:00.000Z', heartbeat_at: '2024-01-31T00:00:00.000Z' } })
     const res = cli(['cleanup', '--json', '--home', tree.base], NOW)
     expect(JSON.parse(res.stdout)).toMatchObject({ reaped: [{ uuid: uuidN(0x77), action: 'reaped' }] })
-    expect(readdirSync(tree.layout.dir('completed'))).toEqual([uuidN(0x77)])
+    // recovery: resume, the default: paused to be resumed.
+    expect(readdirSync(tree.layout.dir('paused'))).toEqual([uuidN(0x77)])
   })
 
   it('--schedule repeats on its cron schedule until SIGTERM', async () => {

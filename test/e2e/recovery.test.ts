@@ -34,12 +34,12 @@ describe('watch-locks', () => {
     expect(late.code).toBe(0)
     const report = JSON.parse(findingsText(late.stdout)) as Record<string, unknown>
     expect(report).toMatchObject({ uuid, action: 'reaped', pid, hostname: hostname() })
-    const dir = tree.layout.taskDir('completed', uuid)
-    expect(state(dir)).toMatchObject({ status: 'failed', error: expect.stringContaining(`pid ${pid}`) })
-    expect(state(dir).completed_at).toEqual(expect.any(String))
+    // recovery: resume (the default, one host as a fleet): paused to be resumed, the death recorded.
+    const dir = tree.layout.taskDir('paused', uuid)
+    expect(state(dir)).toMatchObject({ status: 'paused', paused_by: 'reaper', error: expect.stringContaining(`pid ${pid}`) })
     expect(existsSync(join(dir, '.lock'))).toBe(false)
     const db = new Database(join(tree.base, 'tasks.db'), { readonly: true })
-    expect(db.prepare('SELECT status, location FROM tasks WHERE uuid = ?').get(uuid)).toEqual({ status: 'failed', location: 'completed' })
+    expect(db.prepare('SELECT status, location FROM tasks WHERE uuid = ?').get(uuid)).toEqual({ status: 'paused', location: 'paused' })
     db.close()
   })
 
@@ -68,7 +68,7 @@ describe('watch-locks', () => {
     const uuids = `${findingsText(a.stdout)}\n${findingsText(b.stdout)}`.replace(/\n+/g, '\n').trim().split('\n').map((l) => (JSON.parse(l) as { uuid: string }).uuid)
     expect(uuids.sort()).toEqual(Array.from({ length: 100 }, (_, i) => uuidN(i + 1)).sort())
     expect(readdirSync(tree.layout.dir('running'))).toEqual([])
-    expect(readdirSync(tree.layout.dir('completed'))).toHaveLength(100)
+    expect(readdirSync(tree.layout.dir('paused'))).toHaveLength(100)
   })
 
   it('the per-task takeover alone keeps two concurrent reapers from acting twice', async () => {
@@ -119,7 +119,7 @@ describe('watch-locks', () => {
     ])
     expect(existsSync(tree.layout.taskDir('running', uuidN(11)))).toBe(true)
     expect(state(tree.layout.taskDir('paused', uuidN(12))).status).toBe('paused')
-    expect(state(tree.layout.taskDir('completed', uuidN(13)))).toMatchObject({ status: 'failed', error: expect.stringContaining('no lock held') })
+    expect(state(tree.layout.taskDir('paused', uuidN(13)))).toMatchObject({ status: 'paused', paused_by: 'reaper', error: expect.stringContaining('no lock held') })
   })
 
   it('alerts on tasks running longer than alerts.long_running_hours', () => {
@@ -180,7 +180,7 @@ describe('unlock', () => {
     const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
     expect(res.code, res.stderr).toBe(0)
     expect(JSON.parse(findingsText(res.stdout))).toMatchObject({ uuid: uuidN(11), action: 'reaped', pid: 4242, hostname: 'build-7' })
-    expect(state(tree.layout.taskDir('completed', uuidN(11))).error).toMatch(/^agent died: pid 4242 on build-7, last heartbeat .* \(a reaper, pid \d+, died while recovering it; pid \d+ is gone/)
+    expect(state(tree.layout.taskDir('paused', uuidN(11))).error).toMatch(/^agent died: pid 4242 on build-7, last heartbeat .* \(a reaper, pid \d+, died while recovering it; pid \d+ is gone/)
   })
 
   it('stops an owner whose lock was taken: it writes nothing more and exits with an error', async () => {

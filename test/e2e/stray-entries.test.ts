@@ -205,8 +205,8 @@ describe('stray entries, links and a stale index', () => {
     expect(view.code, view.stderr).toBe(0)
     expect(view.stdout).not.toContain('1970')
     expect(cli(['watch-locks', '--once', '--home', tree.base]).code).toBe(0)
-    const after = JSON.parse(readFileSync(join(tree.layout.taskDir('completed', uuidN(0x70)), 'state.json'), 'utf8')) as Record<string, unknown>
-    expect(after).toMatchObject({ status: 'failed', started_at: null })
+    const after = JSON.parse(readFileSync(join(tree.layout.taskDir('paused', uuidN(0x70)), 'state.json'), 'utf8')) as Record<string, unknown>
+    expect(after).toMatchObject({ status: 'paused', started_at: null })
   })
 
   it('a FIFO for a task file: cleanup does not gzip around it, compress refuses, unlock of a dead task refuses before touching its lock', () => {

@@ -82,7 +82,7 @@ describe('jobs cancel and retry', () => {
     expect(readTask(s.tree, second).location).toBe('completed')
     const refused = await s.run(['jobs', 'retry', String(two?.id)], db())
     expect(refused.code).toBe(4)
-    expect(refused.stderr).toMatch(/^ctxagent: job \d+ is done; only a failed or cancelled job is run again \(.*\)\n$/)
+    expect(refused.stderr).toMatch(/^ctxagent: job \d+ is done; only a failed, cancelled or retrying job is run again \(.*\)\n$/)
     const resumed = await s.run(['jobs', 'retry', String(one?.id), '--json'], db())
     expect(JSON.parse(resumed.stdout)).toMatchObject({ job: one?.id, kind: 'resume', state: 'waiting' })
     await until('the first task running again', async () => readTask(s.tree, first).location === 'running')
@@ -127,7 +127,7 @@ describe('jobs cancel and retry', () => {
 })
 
 describe('enqueue', () => {
-  it('--key: while its job is open a second enqueue queues nothing and prints the first task; once it finished, the key queues again', { timeout: 180_000 }, async () => {
+  it('--key: while its job is open, and for fleet.key_retention_hours after it ended done, a second enqueue queues nothing and says which job it returned; past that the key queues again', { timeout: 180_000 }, async () => {
     const s = await runSetup(FAST_LOCKS)
     const first = await enqueue(s, ['--task', 'nightly', '--workspace', s.ws, '--key', 'nightly-1'])
     const second = await s.run(['enqueue', '--task', 'nightly again', '--workspace', s.ws, '--key', 'nightly-1'], db())
@@ -140,6 +140,17 @@ describe('enqueue', () => {
     s.fake.fallback = () => finish
     const worker = await started(startWorker(s, database.server.url))
     await until('the job done', async () => (await jobs())[0]?.state === 'done')
+    // A cron run landing just after the job ended: the key is kept (24 h by default), the done job returned and named.
+    const late = await s.run(['enqueue', '--task', 'nightly', '--workspace', s.ws, '--key', 'nightly-1'], db())
+    expect(late.code, late.stderr).toBe(0)
+    expect(late.stdout.trim()).toBe(first)
+    const firstId = (await jobs())[0]?.id
+    expect(late.stderr).toMatch(new RegExp(`job ${firstId} with key 'nightly-1' ended done at \\S+ \\(keys are kept 24 h after, fleet.key_retention_hours\\); nothing queued`))
+    const lateJson = await s.run(['enqueue', '--task', 'nightly', '--workspace', s.ws, '--key', 'nightly-1', '--json'], db())
+    expect(JSON.parse(lateJson.stdout)).toMatchObject({ uuid: first, job: firstId, queued: false, state: 'done' })
+    expect(await jobs()).toHaveLength(1)
+    // The database's clock is the one that counts: the job's end moved back past the retention, the key queues again.
+    await query(`UPDATE fleet_jobs SET finished_at = now() - interval '25 hours'`)
     const third = await enqueue(s, ['--task', 'nightly', '--workspace', s.ws, '--key', 'nightly-1'])
     expect(third).not.toBe(first)
     expect(await jobs()).toHaveLength(2)

@@ -174,11 +174,13 @@ describe('a fleet from nothing', () => {
     const made = await s.run(['fleet', 'init', '--json', '--database-url', url.toString()])
     expect(made.stderr).toBe('')
     expect(made.code).toBe(0)
-    const report = JSON.parse(made.stdout) as { schema_version: number; was: number; rights: { right: string; ok: boolean }[] }
+    const report = JSON.parse(made.stdout) as { schema_version: number; was: number; rights: { right: string; ok: boolean; detail: string }[] }
     expect(report).toMatchObject({ was: 0 })
     expect(report.schema_version).toBeGreaterThan(0)
     expect(report.rights.map((r) => r.right)).toEqual(['create tables', 'use the tables', 'LISTEN', 'NOTIFY', 'wake-ups'])
     expect(report.rights.every((r) => r.ok)).toBe(true)
+    // Failure text only where a check failed.
+    expect(report.rights.map((r) => r.detail)).toEqual(['', '', '', '', ''])
     // A second run finds it done.
     expect((await s.run(['fleet', 'init', '--database-url', url.toString()])).stdout).toContain(`schema version ${report.schema_version}: up to date`)
     // A fleet's first reindex makes the shared tree.

@@ -137,8 +137,9 @@ describe('chat sessions', () => {
     const reaped = await s.run(['watch-locks', '--once'], { CTXAGENT_NOW: new Date(Date.now() + 10_000).toISOString() })
     expect(reaped.code, reaped.stderr).toBe(0)
     const task = readTask(s.tree, uuid)
-    expect(task.location).toBe('completed')
-    expect(task.state.status).toBe('failed')
+    // recovery: resume (the default): paused to be resumed.
+    expect(task.location).toBe('paused')
+    expect(task.state).toMatchObject({ status: 'paused', paused_by: 'reaper' })
     expect(task.inbox.filter((r) => r.kind === 'message')).toHaveLength(3)
     expect(task.messages.filter((m) => m.role === 'user' && m.content === 'while dead')).toHaveLength(1)
   })

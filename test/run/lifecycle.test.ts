@@ -86,23 +86,46 @@ describe('run: stops, resumes and recovery', () => {
     for (const r of agentRequests(s.fake)) expectWellFormed(r)
   })
 
-  it('SIGKILL mid-turn leaves readable files; watch-locks --once reaps the task as failed', async () => {
-    const s = await runSetup(FAST_LOCKS)
-    s.fake.queue.push({ calls: [{ name: 'read_file', arguments: { path: 'calc.js' } }] }, { delayMs: 30_000, content: 'never' })
-    const started = s.start(['run', '--task', 't', '--workspace', s.ws])
-    await waitFor('the second LLM request', () => s.fake.requests.length >= 2)
-    started.child.kill('SIGKILL')
-    await exitOf(started.child)
-    const uuid = runningUuid(s) as string
-    await sleep(2_500)
-    const reaped = await s.run(['watch-locks', '--once', '--json'])
-    expect(reaped.code, reaped.stderr).toBe(0)
-    const task = readTask(s.tree, uuid)
-    expect(task.location).toBe('completed')
-    expect(task.state).toMatchObject({ status: 'failed', error: expect.stringContaining(`pid ${started.child.pid}`) })
-    expectContinuousSeq(task.messages)
-    expect(task.messages.map((m) => m.role)).toEqual(['system', 'user', 'assistant', 'tool'])
-  })
+  for (const recovery of ['resume', 'fail'] as const) {
+    it(`kill -9 mid-turn on one host (recovery: ${recovery}): watch-locks --once recovers the task ${recovery === 'resume' ? 'to paused/' : 'as failed'}, list and view say it died, and run --resume completes it, seq continuous, nothing answered twice`, async () => {
+      const s = await runSetup(`${FAST_LOCKS}fleet:\n  recovery: ${recovery}\n`)
+      // Two calls: the first answered, the agent killed while the second (a slow LLM turn after it) is on its way.
+      s.fake.queue.push({ calls: [{ name: 'read_file', arguments: { path: 'calc.js' }, id: 'c1' }] }, { delayMs: 30_000, content: 'never' })
+      const started = s.start(['run', '--task', 't', '--workspace', s.ws])
+      await waitFor('the second LLM request', () => s.fake.requests.length >= 2)
+      started.child.kill('SIGKILL')
+      await exitOf(started.child)
+      const uuid = runningUuid(s) as string
+      await sleep(2_500)
+      const reaped = await s.run(['watch-locks', '--once', '--json'])
+      expect(reaped.code, reaped.stderr).toBe(0)
+      const task = readTask(s.tree, uuid)
+      expect(task.location).toBe(recovery === 'resume' ? 'paused' : 'completed')
+      expect(task.state).toMatchObject(recovery === 'resume'
+        ? { status: 'paused', paused_by: 'reaper', error: expect.stringContaining(`pid ${started.child.pid}`) }
+        : { status: 'failed', last_activity: 'reaped', error: expect.stringContaining(`pid ${started.child.pid}`) })
+      expectContinuousSeq(task.messages)
+      expect(task.messages.map((m) => m.role)).toEqual(['system', 'user', 'assistant', 'tool'])
+      // list and view say which tasks died and can be resumed.
+      const listed = await s.run(['list'])
+      expect(listed.stdout).toMatch(new RegExp(`${uuid.slice(0, 8)}\\s+${recovery === 'resume' ? 'paused' : 'failed'} \\(died\\)`))
+      const listedJson = await s.run(['list', '--json'])
+      expect(JSON.parse(listedJson.stdout.trim().split('\n')[0] as string)).toMatchObject({ uuid, died: true })
+      const viewed = await s.run(['view', uuid])
+      expect(viewed.stdout).toContain(`Died: its agent died; resumable: ctxagent run --resume ${uuid}`)
+      s.fake.queue.push(finish())
+      const resumed = await s.run(['run', '--resume', uuid])
+      expect(resumed.code, resumed.stderr).toBe(0)
+      const after = readTask(s.tree, uuid)
+      expect(after.location).toBe('completed')
+      expect(after.state).toMatchObject({ status: 'completed', error: null })
+      expectContinuousSeq(after.messages)
+      // From its last recorded message on: c1 answered once, nothing before it sent again as new.
+      expect(after.messages.filter((m) => m.tool_call_id === 'c1')).toHaveLength(1)
+      expect(after.messages.slice(0, 4)).toEqual(task.messages)
+      for (const r of agentRequests(s.fake)) expectWellFormed(r)
+    })
+  }
 
   it('watch-locks reaping an agent SIGKILLed mid-command kills the command it left running, and says so', async () => {
     const s = await runSetup(FAST_LOCKS + NO_SANDBOX)
@@ -123,7 +146,8 @@ describe('run: stops, resumes and recovery', () => {
     expect(reaped.code, reaped.stderr).toBe(0)
     expect(JSON.parse(findingsText(reaped.stdout).trim().split('\n')[0] as string)).toMatchObject({ uuid, action: 'reaped', killed_commands: [group] })
     await waitFor(`process group ${group} gone`, () => !groupAlive(group), 30_000)
-    expect(readTask(s.tree, uuid).state).toMatchObject({ status: 'failed', error: expect.stringContaining(`killed the command(s) it left running (process group ${group})`) })
+    // recovery: resume (the default): paused to be resumed, the error naming what was killed.
+    expect(readTask(s.tree, uuid).state).toMatchObject({ status: 'paused', paused_by: 'reaper', error: expect.stringContaining(`killed the command(s) it left running (process group ${group})`) })
   })
 
   it('a resumed task whose agent was SIGKILLed mid-command kills that command, and answers calls without results [aborted: …] before the first request', async () => {

@@ -33,6 +33,8 @@ describe('serve with a fleet (PostgreSQL)', () => {
       const queued = await run(['enqueue', '--task', task, '--workspace', ws])
       expect(queued.code, queued.stderr).toBe(0)
     }
+    // One attempt in a job's history that waited out a budget window (as a worker records it): counted on /metrics.
+    await queryRows(server.url, `INSERT INTO fleet_job_attempts (job_id, attempt, outcome, reason, cap, again) VALUES (999999, 1, 'paused', 'budget', 'user-daily', true)`)
     const s = await startServe(tree.base, { config, env })
     const auth = { authorization: `Bearer ${TOKEN}`, 'x-ctxagent-operator': 'frank' }
     // A token is configured: every read needs it, on loopback too (docs/serve.md#security).
@@ -48,6 +50,8 @@ describe('serve with a fleet (PostgreSQL)', () => {
     expect(total(m, 'ctxagent_queue_wait_seconds', {}, 'ctxagent_queue_wait_seconds_count')).toBe(2)
     expect(total(m, 'ctxagent_queue_oldest_waiting_seconds')).toBeGreaterThan(0)
     expect(total(m, 'ctxagent_scrape_errors')).toBe(0)
+    expect(total(m, 'ctxagent_job_retries_total', { reason: 'budget' })).toBe(1)
+    expect(total(m, 'ctxagent_budget_pauses_total', { cap: 'user-daily' })).toBe(1)
     // No worker while jobs wait: stats --check's critical alert, as a gauge.
     expect(total(m, 'ctxagent_alert', { name: 'queue_no_worker', severity: 'critical' })).toBe(1)
     expect(total(m, 'ctxagent_tasks')).toBe(2)

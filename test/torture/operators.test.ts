@@ -121,7 +121,8 @@ function check(tree: Tree, r: Round): string[] {
   const problems: string[] = []
   const places = taskPlaces(tree.base)
   for (const [uuid, place] of Object.entries(places)) if (place.includes('+')) problems.push(`${uuid} is in ${place}`)
-  for (const o of r.owners) if (places[o.uuid] !== 'completed') problems.push(`owner task ${o.uuid} is in ${places[o.uuid] ?? 'no place'}, not completed/`)
+  // recovery: resume (the default): a dead owner's task is paused to be resumed.
+  for (const o of r.owners) if (places[o.uuid] !== 'paused') problems.push(`owner task ${o.uuid} is in ${places[o.uuid] ?? 'no place'}, not paused/`)
   for (const uuid of r.paused) if (places[uuid] !== 'paused') problems.push(`paused task ${uuid} is in ${places[uuid] ?? 'no place'}`)
   for (const uuid of r.aging) if (places[uuid] !== 'completed') problems.push(`aging task ${uuid} is in ${places[uuid] ?? 'no place'}`)
   for (const uuid of r.old) if (places[uuid] !== undefined) problems.push(`expired task ${uuid} was not deleted (${places[uuid]})`)
@@ -136,19 +137,19 @@ function check(tree: Tree, r: Round): string[] {
     problems.push(`tasks.db differs from the directories: ${diff.join('; ')}`)
   }
   for (const o of r.owners) {
-    if (places[o.uuid] !== 'completed') continue
-    const lines = readFileSync(join(tree.layout.taskDir('completed', o.uuid), 'messages.jsonl'), 'utf8').split('\n').slice(0, -1)
+    if (places[o.uuid] !== 'paused') continue
+    const lines = readFileSync(join(tree.layout.taskDir('paused', o.uuid), 'messages.jsonl'), 'utf8').split('\n').slice(0, -1)
     const seqs = lines.map((l) => (JSON.parse(l) as { seq: number }).seq)
     if (seqs.some((s, i) => s !== i + 1)) problems.push(`${o.uuid}: seq not continuous`)
   }
   return problems
 }
 
-/** Reaped exactly once: failed, and the error names the owner that died, not a reaper killed on the way. */
+/** Reaped exactly once: paused to be resumed, and the error names the owner that died, not a reaper killed on the way. */
 function reapedOnce(tree: Tree, o: { uuid: string; pid: number }): boolean {
   try {
-    const state = JSON.parse(readFileSync(join(tree.layout.taskDir('completed', o.uuid), 'state.json'), 'utf8')) as { status: string; error: string | null }
-    return state.status === 'failed' && (state.error ?? '').includes(`pid ${o.pid} `)
+    const state = JSON.parse(readFileSync(join(tree.layout.taskDir('paused', o.uuid), 'state.json'), 'utf8')) as { status: string; error: string | null }
+    return state.status === 'paused' && (state.error ?? '').includes(`pid ${o.pid} `)
   } catch {
     return false
   }

@@ -7,6 +7,7 @@ import { mainArgument } from '../../tools/main-argument.js'
 import type { RequestsCost, TokenSplit } from '../../operations/tokens.js'
 import { deliveryLine, deliveryOf } from '../../storage/task/delivery.js'
 import type { ownerState } from '../../storage/lock/staleness.js'
+import { diedState } from '../../storage/task/lifecycle.js'
 
 const PREVIEW = 120
 
@@ -45,6 +46,8 @@ export function renderOverview(ctx: CommandEnv, o: Overview, tokens: TokenSplit 
   if (s?.error) lines.push(`${c.bold('Error:')} ${c.red(s.error)}`)
   const delivered = deliveryOf(s)
   if (delivered !== null) lines.push(`${c.bold('Delivered:')} ${delivered.refused === null ? deliveryLine(delivered) : c.yellow(deliveryLine(delivered))}`)
+  // Its agent died (reaped): nothing is lost, it goes on from its last recorded message.
+  if (diedState(s ?? null) && o.location !== 'running') lines.push(`${c.bold('Died:')} its agent died; resumable: ctxagent run --resume ${o.uuid}`)
   lines.push(
     '',
     c.bold('Statistics:'),

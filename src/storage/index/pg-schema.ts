@@ -169,6 +169,32 @@ const MIGRATIONS: readonly string[] = [
    );`,
   // Spend per user per day and usage limits per API key, for the budgets (spend.ts): kept by cleanup and reindex.
   PG_SPEND_MIGRATION,
+  // A job's history and its waits (docs/fleet-operations.md#a-jobs-history): one row per attempt (when, where, how it
+  // ended, why, what it waits for), deleted with its job by cleanup (no foreign key: an operator's TRUNCATE of fleet_jobs must not fail). A job waiting out a usage limit or a spent budget is `retrying`
+  // with wait_reason (rate-limit, budget) until next_run_at; limit_waits counts the claims that ended so (they spend no
+  // fleet.retry attempt), waited_seconds the waits so far (fleet.retry.max_wait_hours). A key is kept after its job ended
+  // done for fleet.key_retention_hours: the look-up by key and finish time is indexed.
+  `ALTER TABLE fleet_jobs ADD COLUMN IF NOT EXISTS wait_reason TEXT;
+   ALTER TABLE fleet_jobs ADD COLUMN IF NOT EXISTS wait_cap TEXT;
+   ALTER TABLE fleet_jobs ADD COLUMN IF NOT EXISTS limit_waits INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE fleet_jobs ADD COLUMN IF NOT EXISTS waited_seconds DOUBLE PRECISION NOT NULL DEFAULT 0;
+   CREATE INDEX IF NOT EXISTS idx_fleet_jobs_key_done ON fleet_jobs(idempotency_key, finished_at) WHERE idempotency_key IS NOT NULL AND state = 'done';
+   CREATE TABLE IF NOT EXISTS fleet_job_attempts (
+     id BIGSERIAL PRIMARY KEY,
+     job_id BIGINT NOT NULL,
+     attempt INTEGER NOT NULL,
+     worker_id TEXT,
+     hostname TEXT,
+     started_at TIMESTAMPTZ,
+     ended_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+     outcome TEXT NOT NULL,
+     reason TEXT NOT NULL,
+     cap TEXT,
+     error TEXT,
+     wait_until TIMESTAMPTZ,
+     again BOOLEAN NOT NULL DEFAULT false
+   );
+   CREATE INDEX IF NOT EXISTS idx_fleet_job_attempts_job ON fleet_job_attempts(job_id);`,
 ]
 
 /** Advisory lock keys (bigint constants: hashtext() is not a stable API); transaction-scoped only (SPEC §14.5). */

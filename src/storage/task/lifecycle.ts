@@ -104,10 +104,10 @@ export async function createTask(env: TaskEnv, task: NewTask, options: CreateOpt
  * taken over where it is: acquiring its stale lock is the proof.
  */
 export async function resumeTask(env: TaskEnv, ref: TaskRef, options: CreateOptions & { continueTimeout?: boolean } = {}): Promise<TaskHandle> {
-  // A task stopped by a budget (status timeout) continues with a raised budget: it goes back from completed/.
-  const continuing = ref.location === 'completed' && options.continueTimeout === true && safeState(ref.dir)?.status === 'timeout'
+  // A task stopped by a budget (status timeout) continues with a raised budget, and one whose agent died as it was: it goes back from completed/.
+  const continuing = ref.location === 'completed' && options.continueTimeout === true && resumableFromCompleted(safeState(ref.dir))
   if (ref.location === 'completed' && !continuing) {
-    throw new CtxError(`task ${ref.uuid} is in completed/, not paused/`, { exitCode: 4, hint: 'only paused tasks, and tasks stopped by a budget, can be resumed' })
+    throw new CtxError(`task ${ref.uuid} is in completed/, not paused/`, { exitCode: 4, hint: 'only paused tasks, tasks stopped by a budget and tasks whose agent died can be resumed' })
   }
   if (continuing && readdirSync(ref.dir).some((name) => name.endsWith('.gz'))) {
     throw new CtxError(`task ${ref.uuid} was archived by cleanup (its files are gzipped)`, { exitCode: 4, hint: 'continue it as a new task: ctxagent run --task-file … with --task-id, or read it with ctxagent view' })
@@ -156,6 +156,22 @@ export async function finishCompleting(env: TaskEnv, ref: TaskRef): Promise<Task
   const next = await updateState(ref.dir, (s) => (s.status === 'completing' ? { status: 'completed', completed_at: s.completed_at ?? env.now().toISOString() } : {}), env.now())
   await refreshIndex(env, ref, next)
   return next
+}
+
+/**
+ * Whether a task's agent died (reaped by watch-locks or unlock): paused to be resumed
+ * (recovery: resume), or failed (recovery: fail). Either way `run --resume` continues it
+ * from its last recorded message (docs/running.md#recovery-on-one-host).
+ */
+export function diedState(state: TaskState | null): boolean {
+  if (state === null) return false
+  if (state.status === 'paused') return state.paused_by === 'reaper'
+  return state.status === 'failed' && state.last_activity === 'reaped'
+}
+
+/** A task in completed/ that `run --resume` continues: one a budget stopped (timeout, with the budget raised), or one whose agent died. */
+export function resumableFromCompleted(state: TaskState | null): boolean {
+  return state?.status === 'timeout' || diedState(state)
 }
 
 /** A task's state, or null when it cannot be read (a reaper decides on what it can read). */

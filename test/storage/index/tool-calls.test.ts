@@ -69,12 +69,14 @@ describe('tool calls by tool and outcome in the index', () => {
     }
   })
 
+  // The tool-call tallies' migration, counted from the last (the review loop's, the budgets' and the jobs' history came after it): the schema as it was before it.
+  const TALLY_MIGRATION_FROM_END = 4
   it('PostgreSQL: migrates an index from before tallies, keeping every call it counted', async () => {
     const q = (sql: string) => queryRows(server.url, sql)
     await q('DROP SCHEMA public CASCADE; CREATE SCHEMA public')
     await (await PgStore.open(server.url, () => undefined)).close()
-    // The tallies' migration and the one after it (the budgets' tables) undone.
-    await q(`DROP TABLE user_spend; DROP TABLE llm_key_limits; DROP TRIGGER tasks_tool_calls ON tasks; DROP TABLE task_tool_calls; ALTER TABLE tasks DROP COLUMN tool_calls; UPDATE ctxagent_schema SET version = ${SCHEMA_VERSION - 2}`)
+    // The tallies' migration undone, and those after it: the review loop's and the jobs' history (IF NOT EXISTS: run again as they are), the budgets' tables (dropped).
+    await q(`DROP TABLE user_spend; DROP TABLE llm_key_limits; DROP TRIGGER tasks_tool_calls ON tasks; DROP TABLE task_tool_calls; ALTER TABLE tasks DROP COLUMN tool_calls; UPDATE ctxagent_schema SET version = ${SCHEMA_VERSION - TALLY_MIGRATION_FROM_END}`)
     await q(`${OLD_INSERT(uuidN(1), OLD_ROWS.live, '"user"')}; ${OLD_INSERT(uuidN(2), OLD_ROWS.deleted, '"user"')}; DELETE FROM tasks WHERE uuid = '${uuidN(2)}'`)
     const store = await PgStore.open(server.url, () => undefined)
     try {
