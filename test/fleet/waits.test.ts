@@ -86,7 +86,7 @@ describe('a provider usage limit in the fleet', () => {
     expect(waiting?.until_s).toBeGreaterThan(3500)
     expect(waiting?.until_s).toBeLessThanOrEqual(3600)
     expect(waiting).toMatchObject({ attempts: 1, limit_waits: 1, outcome: 'paused' })
-    expect(readTask(s.tree, alpha)).toMatchObject({ location: 'paused', state: { paused_by: 'llm', llm_failure: 'rate_limited' } })
+    expect(readTask(s.tree, alpha)).toMatchObject({ location: 'paused', state: { paused_by: 'rate-limit', llm_failure: 'rate_limited' } })
     const sent = s.fake.requests.filter(about('alpha')).length
     // `jobs` shows it waiting, with the time.
     const listed = await s.run(['jobs'], db())
@@ -96,21 +96,26 @@ describe('a provider usage limit in the fleet', () => {
     expect(job.history).toHaveLength(1)
     expect(job.history[0]).toMatchObject({ attempt: 1, reason: 'rate-limit', outcome: 'paused', again: true })
     expect(job.history[0]?.wait_until).toBe(job.next_run_at)
-    expect(job.history[0]?.error).toMatch(/answered 429/)
-    // The one slot goes to other work meanwhile.
+    expect(job.history[0]?.error).toMatch(/answered 429|usage limit on this API key lifts at/)
+    // The one slot goes to other work meanwhile: beta is claimed and runs at once. On the same API key, it learns of
+    // the limit from the index (llm_key_limits) before sending anything, and waits too.
     const beta = await enqueue(s, ['--task', 'beta', '--workspace', s.ws])
-    await until('the other job done', async () => (await jobs())[1]?.state === 'done')
-    expect(readTask(s.tree, beta).location).toBe('completed')
+    await until('the other job run, and waiting too', async () => (await jobs())[1]?.wait_reason === 'rate-limit')
+    expect(readTask(s.tree, beta).location).toBe('paused')
+    expect(s.fake.requests.filter(about('beta')).length).toBe(0)
     expect((await jobs())[0]).toMatchObject({ state: 'retrying', wait_reason: 'rate-limit' })
     expect(s.fake.requests.filter(about('alpha')).length).toBe(sent)
     expect(worker.err()).toMatch(/warning: job \d+: paused; waits until \S+ \(rate-limit; no attempt spent/)
     // The limit lifts: the server answers again, and the row's time comes (the test's clock).
     limited = false
-    await query(`UPDATE fleet_jobs SET next_run_at = now() WHERE task_uuid = $1`, [alpha])
-    const [done] = await until('the job done', async () => {
+    // Time passing lifts the key's own record too (llm_key_limits, which every task on the key reads before sending).
+    await query('DELETE FROM llm_key_limits')
+    await query(`UPDATE fleet_jobs SET next_run_at = now() WHERE task_uuid = ANY($1)`, [[alpha, beta]])
+    const [done] = await until('both jobs done', async () => {
       const rows = await jobs()
-      return rows[0]?.state === 'done' ? rows : null
+      return rows[0]?.state === 'done' && rows[1]?.state === 'done' ? rows : null
     })
+    expect(readTask(s.tree, beta).location).toBe('completed')
     expect(done).toMatchObject({ outcome: 'completed', attempts: 2, limit_waits: 1 })
     const task = readTask(s.tree, alpha)
     expect(task.location).toBe('completed')
@@ -132,6 +137,8 @@ describe('a provider usage limit in the fleet', () => {
       return rows[0]?.wait_reason === 'rate-limit' ? rows : null
     })
     limited = false
+    // The limit has lifted early (the operator knows): the key's record goes, and retry runs the job now.
+    await query('DELETE FROM llm_key_limits')
     const hurried = await s.run(['jobs', 'retry', String(waiting?.id)], db())
     expect(hurried.code, hurried.stderr).toBe(0)
     expect(hurried.stdout).toMatch(/runs now, not at its retry time/)
@@ -156,6 +163,7 @@ describe('a provider usage limit in the fleet', () => {
       return rows[0]?.wait_reason === 'rate-limit' ? rows : null
     })
     phase = 'up'
+    await query('DELETE FROM llm_key_limits')
     await query(`UPDATE fleet_jobs SET next_run_at = now() WHERE id = $1`, [waiting?.id])
     await until('the job done', async () => (await jobs())[0]?.state === 'done')
     const job = await shown(s, waiting?.id as number)
