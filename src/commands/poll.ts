@@ -62,20 +62,19 @@ async function poll(ctx: CommandEnv, opts: PollOptions): Promise<void> {
   // SIGINT/SIGTERM end a pass at once, even mid-request: every forge request is aborted
   // (the clients' own signal handling would not do it, see sources/abort.ts).
   const stop = new AbortController()
-  // A follow-up always delivers as one more commit on the request's head branch (docs/delivery.md#the-review-loop).
   const targets: { tracker: Tracker; watch: ReviewWatch & TriggerCheck; spec: (ref: string) => JobSpec; followUp: (ref: string, statement: string) => JobSpec }[] = []
   if (opts.github.length > 0) {
     const { githubTracker } = await import('../sources/github.js')
     const { githubReviewWatch } = await import('../sources/github-review.js')
     for (const repo of opts.github) {
-      targets.push({ tracker: githubTracker(ctx.config, repo, stop.signal), watch: githubReviewWatch(ctx.config, repo, stop.signal), spec: (ref) => ({ github: ref, ...base }), followUp: (ref, task) => ({ github: ref, task, ...base, deliver: 'pr' }) })
+      targets.push({ tracker: githubTracker(ctx.config, repo, stop.signal), watch: githubReviewWatch(ctx.config, repo, stop.signal), spec: (ref) => ({ github: ref, ...base }), followUp: (ref, task) => ({ github: ref, task, ...base }) })
     }
   }
   if (opts.gitlab.length > 0) {
     const { gitlabTracker } = await import('../sources/gitlab.js')
     const { gitlabReviewWatch } = await import('../sources/gitlab-review.js')
     for (const project of opts.gitlab) {
-      targets.push({ tracker: gitlabTracker(ctx.config, project, stop.signal), watch: gitlabReviewWatch(ctx.config, project, stop.signal), spec: (ref) => ({ gitlab: ref, ...base }), followUp: (ref, task) => ({ gitlab: ref, task, ...base, deliver: 'pr' }) })
+      targets.push({ tracker: gitlabTracker(ctx.config, project, stop.signal), watch: gitlabReviewWatch(ctx.config, project, stop.signal), spec: (ref) => ({ gitlab: ref, ...base }), followUp: (ref, task) => ({ gitlab: ref, task, ...base }) })
     }
   }
   const { pool } = await fleetPool(ctx, 'poll')

@@ -220,6 +220,8 @@ async function prepareRemote(ctx: CommandEnv, flags: RunFlags, uuid: string | un
   const task = await load(config)
   // A pull request: its head branch checked out (a worktree, or the fleet's clone), and the task that opened it.
   const opener = task.pull ? await (await import('./run-pull.js')).placeOnPull(ctx, config, settings, task, uuid) : null
+  // On the head branch of a request ctxagent opened, the change goes back as one more commit there, unless --deliver says otherwise.
+  if (opener !== null && settings.prHead && flags.deliver === undefined) settings.deliver = 'pr'
   const text = followUp === null ? task.text : `${task.text}\n\n${followUp.trim()}`
   return { config, settings, start: { kind: 'new', source: { key: task.key, text, ...(opener ? { opener } : {}) }, user, channel: task.channel, seen: task.seen } }
 }
