@@ -30,3 +30,11 @@ export function grouped(n: number): string {
   const digits = String(Math.abs(n)).replace(/\B(?=(\d{3})+$)/g, ',')
   return n < 0 ? `-${digits}` : digits
 }
+
+/** What a name given on the command line or in a job may be (a user, a task id, a model, an idempotency key). */
+export const NAME_RULE = '1 to 200 printable characters'
+
+/** Whether `value` keeps NAME_RULE: not blank, at most 200 characters, no control character. Trim it first where spaces around it do not count. */
+export function isPrintableName(value: string): boolean {
+  return value.trim() !== '' && value.length <= 200 && !/[\u0000-\u001f\u007f]/.test(value)
+}

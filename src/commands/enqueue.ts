@@ -5,6 +5,7 @@ import type { CommandEnv } from '../command-env.js'
 import { auditTask } from '../command-env.js'
 import { CtxError, UsageError } from '../errors.js'
 import { readStdinText } from '../input-file.js'
+import { isPrintableName, NAME_RULE } from '../text.js'
 import type { JobSpec } from '../fleet/jobs.js'
 import { JobQueue } from '../fleet/jobs.js'
 import { repoProblem, validRef } from '../fleet/job-spec.js'
@@ -112,9 +113,9 @@ async function enqueue(ctx: CommandEnv, opts: EnqueueOptions): Promise<void> {
   }
 }
 
-/** An idempotency key: 1 to 200 printable characters. */
+/** An idempotency key: a name (NAME_RULE), spaces and all. */
 function checkedKey(key: string): string {
-  if (key.trim() === '' || key.length > 200 || /[\u0000-\u001f\u007f]/.test(key)) throw new UsageError('--key must be 1 to 200 printable characters', 'use a name that says what the job is for, e.g. nightly-2024-06-01')
+  if (!isPrintableName(key)) throw new UsageError(`--key must be ${NAME_RULE}`, 'use a name that says what the job is for, e.g. nightly-2024-06-01')
   return key
 }
 
@@ -174,7 +175,7 @@ export function placement(opts: Omit<EnqueueOptions, 'task' | 'taskFile' | 'gith
   for (const [key, value] of [['user', opts.user], ['task_id', opts.taskId], ['model', opts.model]] as const) {
     if (value === undefined) continue
     const trimmed = value.trim()
-    if (trimmed === '' || trimmed.length > 200 || /[\u0000-\u001f\u007f]/.test(trimmed)) throw new UsageError(`--${key.replace('_', '-')} must be 1 to 200 printable characters`, 'give a shorter name')
+    if (!isPrintableName(trimmed)) throw new UsageError(`--${key.replace('_', '-')} must be ${NAME_RULE}`, 'give a shorter name')
     spec[key] = trimmed
   }
   if (opts.maxTurns !== undefined) spec.max_turns = opts.maxTurns

@@ -55,23 +55,6 @@ export function stateText(layout: Layout, uuid: string): string | null {
   }
 }
 
-export function newTaskArgs(job: Job, workspace: string | undefined): string[] {
-  const s = job.spec
-  const args = ['run', '--uuid', job.task_uuid]
-  if (s.github !== undefined) args.push('--github', s.github)
-  else if (s.gitlab !== undefined) args.push('--gitlab', s.gitlab)
-  else args.push('--task-file', '-')
-  if (s.user !== undefined) args.push('--user', s.user)
-  if (workspace !== undefined) args.push('--workspace', workspace)
-  if (s.task_id !== undefined) args.push('--task-id', s.task_id)
-  if (s.max_turns !== undefined) args.push('--max-turns', String(s.max_turns))
-  if (s.max_tokens !== undefined) args.push('--max-tokens', String(s.max_tokens))
-  if (s.timeout !== undefined) args.push('--timeout', s.timeout)
-  if (s.model !== undefined) args.push('--model', s.model)
-  if (s.allow_shell === true) args.push('--allow-shell')
-  return args
-}
-
 /**
  * The end of a job whose task another process took (its agent exited 4), once that
  * process is done with it; null while the task is still in running/. Paused by whoever

@@ -9,12 +9,12 @@ import { safeState } from '../storage/task/lifecycle.js'
 import { AgentLauncher, signalGroup } from './agent-launcher.js'
 import { cloneWorkspace } from './clone.js'
 import type { CloneCredential } from './clone.js'
-import { jobProblem } from './job-spec.js'
+import { jobProblem, runArgs } from './job-spec.js'
 import { JobQueue } from './jobs.js'
 import type { IdleChannel, Job, JobEnd, RetryPolicy } from './jobs.js'
 import { JobListener } from './listener.js'
 import type { WakeFrom } from './listener.js'
-import { completedEnd, endedElsewhere, newTaskArgs, notBegun, settle, stateText } from './task-outcome.js'
+import { completedEnd, endedElsewhere, notBegun, settle, stateText } from './task-outcome.js'
 import { heartbeat, markStopped } from './registry.js'
 import type { WorkerRecord } from './registry.js'
 
@@ -225,7 +225,7 @@ export class Worker {
       this.track(this.cloneThenSpawn(job))
       return
     }
-    this.spawnTask(job, resume ? ['run', '--resume', job.task_uuid] : newTaskArgs(job, job.spec.workspace), resume)
+    this.spawnTask(job, resume ? ['run', '--resume', job.task_uuid] : runArgs(job.task_uuid, job.spec, job.spec.workspace), resume)
   }
 
   /** `--repo` jobs: the repository is cloned for the task first, into fleet.workspaces_dir/<uuid>, on the shared mount. */
@@ -251,7 +251,7 @@ export class Worker {
       await this.queue.release(job, this.options.record.id).catch(() => undefined)
       return
     }
-    this.spawnTask(job, newTaskArgs(job, dir), false)
+    this.spawnTask(job, runArgs(job.task_uuid, job.spec, dir), false)
   }
 
   private spawnTask(job: Job, args: string[], resume: boolean): void {
