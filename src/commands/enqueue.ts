@@ -1,18 +1,18 @@
-import { existsSync, readFileSync, realpathSync, statSync } from 'node:fs'
-import { isAbsolute, join, resolve } from 'node:path'
+import { existsSync, realpathSync, statSync } from 'node:fs'
+import { isAbsolute, resolve } from 'node:path'
 import { Command } from 'commander'
 import type { CommandEnv } from '../command-env.js'
-import { auditTask } from '../command-env.js'
-import { CtxError, UsageError } from '../errors.js'
+import { UsageError } from '../errors.js'
+import { CLI } from '../actions/actor.js'
+import { enqueueJob, resumeRequest } from '../actions/enqueue.js'
+import type { JobRequest } from '../actions/enqueue.js'
 import { readStdinText } from '../input-file.js'
 import { isPrintableName, NAME_RULE } from '../text.js'
 import type { JobSpec } from '../fleet/jobs.js'
-import { JobQueue } from '../fleet/jobs.js'
 import { repoProblem, validRef } from '../fleet/job-spec.js'
 import { resolveTask } from '../storage/fs/layout.js'
 import { readTextArg, refuseTreeInWorkspace } from '../run/settings.js'
 import { durationArg, positiveIntArg, withEnv } from './shared.js'
-import { fleetPool } from './fleet-db.js'
 
 export interface EnqueueOptions {
   task?: string
@@ -65,68 +65,27 @@ async function enqueue(ctx: CommandEnv, opts: EnqueueOptions): Promise<void> {
   const given = [opts.task, opts.taskFile, opts.github, opts.gitlab, opts.resume].filter((x) => x !== undefined).length
   if (given !== 1) throw new UsageError(given === 0 ? 'no task given' : '--task, --task-file, --github, --gitlab and --resume exclude each other', 'pass one of --task TEXT, --task-file FILE, --github owner/repo#N, --gitlab group/project#N or --resume <uuid>')
   // Everything is checked before the database is touched: a bad flag queues nothing.
-  let taskUuid: string
-  let spec: JobSpec = {}
-  let user: string | null
+  let request: JobRequest
   if (opts.resume !== undefined) {
     const extra = (['user', 'workspace', 'repo', 'taskId', 'maxTurns', 'maxTokens', 'timeout', 'model', 'allowShell'] as const).filter((k) => opts[k] !== undefined)
     if (extra.length > 0) throw new UsageError('a resumed task keeps its own settings', `drop ${extra.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(', ')}`)
-    const ref = resolveTask(ctx.layout, opts.resume)
-    if (ref.location !== 'paused') throw new CtxError(`task ${ref.uuid} is ${ref.location === 'running' ? 'running' : 'finished'} (in ${ref.location}/), not paused`, { exitCode: 4, hint: ref.location === 'running' ? 'pause it first with ctxagent pause' : 'enqueue a new task with the same --task-id to continue from its summary' })
-    taskUuid = ref.uuid
-    user = readMetadataUser(ref.dir)
+    request = resumeRequest(resolveTask(ctx.layout, opts.resume), { priority: opts.priority ?? 0 })
   } else {
-    spec = await newSpec(opts, ctx.config.fleet.workspaces_dir, ctx.layout.base)
-    taskUuid = (await import('uuid')).v4()
-    user = spec.user ?? ctx.osUser
+    const spec = await newSpec(opts, ctx.config.fleet.workspaces_dir, ctx.layout.base)
+    request = { uuid: (await import('uuid')).v4(), kind: 'new', spec, priority: opts.priority ?? 0, user: spec.user ?? ctx.osUser, key: null }
   }
-  const key = opts.key === undefined ? null : checkedKey(opts.key)
-  const { pool } = await fleetPool(ctx, 'enqueue')
-  try {
-    const queue = new JobQueue(pool)
-    const failed = (err: unknown): never => {
-      throw new CtxError(`the job was not queued (${(err as Error).message})`, { exitCode: 1, hint: 'check that the database is up, then enqueue again' })
-    }
-    // A key's open job may finish between the refused insert and the look-up: then the insert is tried again.
-    for (let tries = 0; ; tries++) {
-      const id = await queue.enqueue({ task_uuid: taskUuid, kind: opts.resume !== undefined ? 'resume' : 'new', spec, priority: opts.priority ?? 0, user, key }).catch(failed)
-      if (id !== null) {
-        auditTask(ctx, 'enqueue', taskUuid)
-        if (ctx.json) ctx.io.json({ uuid: taskUuid, job: id, queued: true })
-        else ctx.io.out(taskUuid)
-        return
-      }
-      const holder = key === null ? null : await queue.openWithKey(key).catch(failed)
-      if (holder !== null) {
-        // Idempotent: the same request again is the job already queued (exit 0), said on stderr.
-        if (ctx.json) ctx.io.json({ uuid: holder.task_uuid, job: holder.id, queued: false })
-        else {
-          ctx.io.out(holder.task_uuid)
-          ctx.io.warn(`job ${holder.id} with key '${key}' is ${holder.state} already; nothing queued (its task is printed)`)
-        }
-        return
-      }
-      if (key === null || tries >= 3) throw new CtxError(`task ${taskUuid} already has a job waiting, running or retrying`, { exitCode: 4, hint: `see ctxagent jobs --task ${taskUuid.slice(0, 8)}` })
-    }
-  } finally {
-    await pool.end().catch(() => undefined)
-  }
+  if (opts.key !== undefined) request.key = checkedKey(opts.key)
+  const outcome = await enqueueJob(ctx, request, CLI)
+  if (ctx.json) ctx.io.json({ uuid: outcome.uuid, job: outcome.job, queued: outcome.kind === 'queued' })
+  else ctx.io.out(outcome.uuid)
+  // Idempotent: the same request again is the job already queued (exit 0), said on stderr.
+  if (outcome.kind === 'held' && !ctx.json) ctx.io.warn(`job ${outcome.job} with key '${outcome.key}' is ${outcome.state} already; nothing queued (its task is printed)`)
 }
 
 /** An idempotency key: a name (NAME_RULE), spaces and all. */
 function checkedKey(key: string): string {
   if (!isPrintableName(key)) throw new UsageError(`--key must be ${NAME_RULE}`, 'use a name that says what the job is for, e.g. nightly-2024-06-01')
   return key
-}
-
-/** The user a paused task was run for (its metadata), for fleet.limits.per_user; null when its metadata does not say. */
-function readMetadataUser(dir: string): string | null {
-  try {
-    const meta = JSON.parse(readFileSync(join(dir, 'metadata.json'), 'utf8')) as { user?: unknown }
-    return typeof meta.user === 'string' ? meta.user : null
-  } catch {
-    return null
-  }
 }
 
 async function newSpec(opts: EnqueueOptions, workspacesDir: string | null, tree: string): Promise<JobSpec> {

@@ -178,7 +178,7 @@ async function stats(ctx: CommandEnv, opts: StatsOptions): Promise<void> {
 
 /** In a fleet (SPEC §14.2): the queue's alerts join the others; a database that cannot be reached is critical. */
 async function addQueueAlerts(ctx: CommandEnv, result: CheckResult): Promise<void> {
-  const { fleetPool } = await import('./fleet-db.js')
+  const { fleetPool } = await import('../actions/fleet-db.js')
   const { fleetStatus, queueAlerts } = await import('../fleet/status.js')
   const { workerLiveSeconds } = await import('./fleet.js')
   let alerts

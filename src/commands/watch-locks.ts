@@ -1,8 +1,8 @@
 import { Command, InvalidArgumentError } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask, fleetDatabaseUrl, withTaskEnv } from '../command-env.js'
-import { fleetReapPass } from './fleet-db.js'
-import type { FleetPassOptions } from './fleet-db.js'
+import { fleetReapPass, settledText } from '../actions/fleet-db.js'
+import type { FleetPassOptions, FleetReapOutcome } from '../actions/fleet-db.js'
 import { formatDuration } from '../duration.js'
 import { LockedError, NotFoundError } from '../errors.js'
 import { shortPath } from '../text.js'
@@ -75,12 +75,18 @@ function atLeastOneSecond(value: string): number {
 async function pass(ctx: CommandEnv, env: TaskEnv, policy: ReturnType<typeof stalenessPolicy>, fleet: FleetPassOptions): Promise<PassResult & { jobs_recovered?: number }> {
   const chat = { hardTimeoutMs: ctx.config.chat.hard_timeout_minutes * 60_000, graceMs: ctx.config.chat.end_grace_seconds * 1000 }
   const options = { policy, longRunningMs: ctx.config.alerts.long_running_hours * 3_600_000, noProgressMs: ctx.config.alerts.no_progress_minutes * 60_000, chat }
-  const result = fleetDatabaseUrl(ctx) === null ? await monitorPass(env, options) : await fleetReapPass(ctx, env, options, fleet)
+  const result = fleetDatabaseUrl(ctx) === null ? await monitorPass(env, options) : printSettled(ctx, await fleetReapPass(ctx, env, options, fleet))
   for (const f of result.findings) if (f.action !== 'alert') auditTask(ctx, 'watch-locks', f.uuid)
   return result
 }
 
 const DEFAULT_INTERVAL_MS = 5 * 60_000
+
+/** The jobs a fleet pass settled, one line each (text output only: --json reports the pass). */
+export function printSettled(ctx: CommandEnv, outcome: FleetReapOutcome): FleetReapOutcome['result'] {
+  if (!ctx.json) for (const s of outcome.settled) ctx.io.out(settledText(s))
+  return outcome.result
+}
 
 
 /** Looks for the tree every interval (at most every 5 s) until it exists (true) or SIGINT/SIGTERM (false). */

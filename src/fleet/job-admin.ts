@@ -144,3 +144,9 @@ function toRow(r: Record<string, unknown>): JobRow {
     cancel_requested: r.cancel_requested_at instanceof Date,
   }
 }
+
+/** A job's state now; null when there is no such job (it expired). */
+export async function jobState(pool: Pool, id: number): Promise<JobState | null> {
+  const row = (await pool.query<{ state: JobState }>('SELECT state FROM fleet_jobs WHERE id = $1', [id])).rows[0]
+  return row?.state ?? null
+}
