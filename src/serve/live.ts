@@ -4,14 +4,14 @@ import type { CommandEnv } from '../command-env.js'
 import { FILES, resolveTask } from '../storage/fs/layout.js'
 import type { TaskRef } from '../storage/fs/layout.js'
 import { fileSize, followJsonl } from '../storage/task/reader.js'
-import { forTerminalDeep } from '../terminal-text.js'
+import { messageView } from './message-view.js'
 
 /** How often the tail of messages.jsonl is looked at: a stat, and a read of what was appended. */
 const POLL_MS = 100
 const KEEPALIVE_MS = 15_000
 
 /**
- * A running task's new messages as Server-Sent Events, from byte `offset` of its
+ * A running task's new messages as Server-Sent Events (each its MessageView), from byte `offset` of its
  * messages.jsonl (where the page read up to), as `view --follow` streams them: the same
  * tailing code, reading only what was appended. Ends with an `end` event naming where
  * the task went when it leaves running/, or when the browser goes away.
@@ -36,8 +36,10 @@ export async function streamMessages(ctx: CommandEnv, ref: TaskRef, req: Incomin
     for await (const record of followJsonl(from, { stop: stopped, locate, pollMs: POLL_MS })) {
       const seq = typeof record.seq === 'number' ? record.seq : null
       if (seq !== null && seq <= skipUpTo) continue
+      // Not on the page either (a message kept from the model's view).
       if (record.visible === false) continue
-      res.write(`${seq === null ? '' : `id: ${seq}\n`}data: ${JSON.stringify(forTerminalDeep(record))}\n\n`)
+      // The view the page's own rendering is built from (message-view.ts): the script only places it.
+      res.write(`${seq === null ? '' : `id: ${seq}\n`}data: ${JSON.stringify(messageView(record))}\n\n`)
     }
     if (!res.destroyed) {
       const now = resolveTask(ctx.layout, ref.uuid)
