@@ -3,7 +3,7 @@ import { formatDuration } from '../duration.js'
 import type { TokenSplit } from '../operations/tokens.js'
 import type { JsonRecord } from '../storage/format/jsonl.js'
 import type { Overview } from '../storage/task/reader.js'
-import { ago, html, num, Safe, usd } from './html.js'
+import { ago, html, loginHref, num, Safe, usd } from './html.js'
 import { messageView } from './message-view.js'
 
 export interface TaskView {
@@ -66,7 +66,7 @@ function actions(o: Overview, a: Acting): Safe | string {
   // A finished task takes no action: nothing to pause, resume, tell or compress.
   if (o.location === 'completed') return ''
   if (a.noToken) return html`<section class="actions"><p class="muted">Actions need serve.token (or CTXAGENT_SERVE_TOKEN) set where serve runs; the CLI works meanwhile: <code>ctxagent pause ${o.uuid.slice(0, 8)}</code>.</p></section>`
-  if (!a.signedIn) return html`<section class="actions"><p class="muted"><a href="/login">Sign in</a> to pause, resume, comment or compress.</p></section>`
+  if (!a.signedIn) return html`<section class="actions"><p class="muted"><a href="${loginHref(`/tasks/${o.uuid}`)}">Sign in</a> to pause, resume, comment or compress.</p></section>`
   const form = (action: string, label: string, extra: Safe | string = '') =>
     html`<form method="post" action="/tasks/${o.uuid}/${action}" class="action"><input type="hidden" name="csrf" value="${a.csrf ?? ''}">${extra}<button>${label}</button></form>`
   return html`<section class="actions">
