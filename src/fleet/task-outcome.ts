@@ -97,7 +97,7 @@ export function closeVerdict(job: Job, resume: boolean, child: ChildEnd, task: T
   // Another process took the task first (an operator's `run --resume`; or, for a new job, an earlier claim's agent
   // still running after a pass handed the job back while this worker was frozen): the job ends with what that run makes of it.
   if (end === null && code === 4 && !stopped) return { kind: 'elsewhere' }
-  // Its process died holding the task's lock: watch-locks reaps it and settles the job (SPEC §14.3).
+  // Its process died holding the task's lock: watch-locks reaps it and settles the job (docs/fleet.md#recovery-and-reconciliation).
   if (end === null) return { kind: 'left_running', detail: child.lastLine.slice(0, 200) || `exit ${code}` }
   return { kind: 'end', end }
 }
