@@ -49,3 +49,11 @@ export function wrapWords(text: string, width: number, indent: number): string {
   lines.push(line)
   return lines.map((l, i) => (i === 0 ? l : `${' '.repeat(indent)}${l}`)).join('\n')
 }
+
+/** What a name given on the command line or in a job may be (a user, a task id, a model, an idempotency key). */
+export const NAME_RULE = '1 to 200 printable characters'
+
+/** Whether `value` keeps NAME_RULE: not blank, at most 200 characters, no control character. Trim it first where spaces around it do not count. */
+export function isPrintableName(value: string): boolean {
+  return value.trim() !== '' && value.length <= 200 && !/[\u0000-\u001f\u007f]/.test(value)
+}

@@ -1,8 +1,9 @@
 import { Command } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask, fleetDatabaseUrl, withTaskEnv } from '../command-env.js'
-import { fleetPool, fleetReapPass, withFleetLease } from './fleet-db.js'
+import { fleetPool, fleetReapPass, withFleetLease } from '../actions/fleet-db.js'
 import { workerLiveSeconds } from './fleet.js'
+import { printSettled } from './watch-locks.js'
 import { formatBytes } from '../duration.js'
 import { CtxError, NotFoundError, UsageError } from '../errors.js'
 import { createProgress } from '../progress.js'
@@ -91,7 +92,7 @@ async function cleanupOnce(ctx: CommandEnv, opts: CleanupOptions, compressAfterM
     const policy = stalenessPolicy(ctx.config)
     const options = { policy, longRunningMs: Number.POSITIVE_INFINITY, dryRun }
     // In a fleet, a dead worker's task is recovered as watch-locks would (fleet.recovery).
-    const pass = fleetDatabaseUrl(ctx) !== null && !dryRun ? await fleetReapPass(ctx, env, options, fleetPassOptions(opts)) : await monitorPass(env, { ...options, ...oneHostRecovery(ctx.config.fleet.recovery) })
+    const pass = fleetDatabaseUrl(ctx) !== null && !dryRun ? printSettled(ctx, await fleetReapPass(ctx, env, options, fleetPassOptions(opts))) : await monitorPass(env, { ...options, ...oneHostRecovery(ctx.config.fleet.recovery) })
     const reaped = pass.findings.filter((f) => f.action !== 'alert')
     const plan = planCleanup(env, { compressAfterMs, deleteAfterMs, lockPolicy: policy })
     const before = [...plan.compress, ...plan.delete].reduce((sum, t) => sum + t.bytes, 0)

@@ -1,7 +1,7 @@
 import { Command } from 'commander'
 import type { CommandEnv } from '../command-env.js'
-import { auditTask } from '../command-env.js'
-import { addComment } from '../operations/comment.js'
+import { CLI } from '../actions/actor.js'
+import { commentTask } from '../actions/comment.js'
 import { resolveTask } from '../storage/fs/layout.js'
 import { withEnv } from './shared.js'
 
@@ -14,8 +14,7 @@ export function commentCommand(): Command {
 }
 
 async function comment(ctx: CommandEnv, _opts: object, id: string, words: string[]): Promise<void> {
-  const { ref, record } = addComment(ctx.layout, resolveTask(ctx.layout, id), words.join(' '), ctx.osUser, ctx.now())
-  auditTask(ctx, 'comment', ref.uuid)
-  if (ctx.json) ctx.io.json({ uuid: ref.uuid, location: ref.location, record })
-  else ctx.io.out(`comment ${record.id} added to task ${ref.uuid} (${ref.location}); its agent reads it at the next turn boundary`)
+  const { uuid, location, record } = commentTask(ctx, resolveTask(ctx.layout, id), words.join(' '), CLI)
+  if (ctx.json) ctx.io.json({ uuid, location, record })
+  else ctx.io.out(`comment ${record.id} added to task ${uuid} (${location}); its agent reads it at the next turn boundary`)
 }

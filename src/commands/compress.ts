@@ -1,19 +1,9 @@
 import { Command, Option } from 'commander'
-import { compressTask } from '../operations/compress.js'
-import { settingsFrom } from '../context/compaction.js'
-import { extractiveSummarizer, llmSummarizer } from '../context/summarizer.js'
-import type { Summarizer } from '../context/summarizer.js'
-import { activeEndpoint, missingApiKey } from '../config/schema.js'
 import type { CommandEnv } from '../command-env.js'
-import { auditTask, withTaskEnv } from '../command-env.js'
 import { CtxError } from '../errors.js'
-import { askOwner } from '../run/control.js'
-import { assertRegularFiles } from '../storage/fs/files.js'
-import { resolveTask, TASK_DATA_FILES } from '../storage/fs/layout.js'
-import type { TaskRef } from '../storage/fs/layout.js'
-import { assessTask } from '../operations/reaper.js'
-import { stalenessPolicy } from '../storage/task/env.js'
-import { readMetadata } from '../storage/task/metadata.js'
+import { CLI } from '../actions/actor.js'
+import { compressAction } from '../actions/compress.js'
+import { resolveTask } from '../storage/fs/layout.js'
 import { durationArg, positiveIntArg, withEnv } from './shared.js'
 import { grouped } from '../text.js'
 
@@ -36,88 +26,40 @@ export function compressCommand(): Command {
 }
 
 async function compress(ctx: CommandEnv, opts: CompressOptions, id: string): Promise<void> {
-  let ref = resolveTask(ctx.layout, id)
-  // A link, a FIFO or a directory for one of its files: refused before anything is read as "empty" or written.
-  assertRegularFiles(ref.dir, TASK_DATA_FILES)
-  if (ref.location === 'running' && opts.dryRun !== true && (await ownerIsAlive(ctx, ref))) {
-    if (await askRunningOwner(ctx, ref, opts)) return
-    // The owner finished or paused before it answered: the task is compressed here, as any task no agent runs.
-    ref = resolveTask(ctx.layout, ref.uuid)
-    assertRegularFiles(ref.dir, TASK_DATA_FILES)
-    ctx.io.warn(`task ${ref.uuid} left running/ before its agent answered (now in ${ref.location}/); compressing it here`)
-  }
-  // A replayed task is summarized as its own agent does it, without an LLM (issue 19: no key warning for it).
-  const replayed = readMetadata(ref.dir).config.llm_provider === 'replay'
-  const summarizer = replayed ? extractiveSummarizer() : await summarizerFor(ctx, opts)
-  await withTaskEnv(ctx, async (env) => {
-    const outcome = await compressTask(env, ref, settingsFrom(ctx.config, opts.keepRecent), summarizer, opts.dryRun === true)
-    if (outcome.kind === 'done') auditTask(ctx, 'compress', ref.uuid)
-    if (ctx.json) {
-      ctx.io.json(outcome.kind === 'done' ? outcome.record : outcome)
-      return
+  const outcome = await compressAction(ctx, resolveTask(ctx.layout, id), { ...opts, waitMs: opts.wait }, CLI)
+  if (outcome.kind === 'owner' || outcome.kind === 'owner_pending') {
+    if (opts.extractive || opts.keepRecent !== undefined) ctx.io.warn('the running agent compresses with its own settings; --extractive and --keep-recent apply only to tasks no agent runs')
+    if (outcome.kind === 'owner_pending') {
+      throw new CtxError(`the agent of task ${outcome.uuid} did not answer within ${Math.round(opts.wait / 1000)}s`, { hint: 'it reads requests between turns; a long tool or LLM call delays it. The request stays in its inbox' })
     }
-    const n = grouped
-    if (outcome.kind === 'nothing') ctx.io.out(`task ${outcome.uuid}: nothing to compress (${outcome.reason})`)
-    else if (outcome.kind === 'plan') {
-      ctx.io.out(
-        [
-          `dry run: task ${outcome.uuid}`,
-          `  would summarize messages ${outcome.start_seq}-${outcome.end_seq} (${outcome.messages} messages, ${outcome.method}), keeping the last ${outcome.kept}`,
-          `  tokens ${n(outcome.tokens_before)} → about ${n(outcome.expected_tokens_after)} (${pct(outcome.expected_tokens_after, outcome.tokens_before)} of before)`,
-          '  nothing was written',
-        ].join('\n'),
-      )
-    } else {
-      const r = outcome.record
-      if (outcome.reaped) ctx.io.out(`task ${outcome.uuid}: its agent was dead (${outcome.reaped.reason}); it is now in completed/ as failed`)
-      ctx.io.out(
-        `task ${outcome.uuid}: summary ${r.summary_id} (${r.method}${r.model ? `, ${r.model}` : ''}) of messages ${r.start_seq}-${r.end_seq}; window tokens ${n(outcome.tokens_before)} → ${n(outcome.tokens_after)} (summary ratio ${r.compression_ratio})`,
-      )
-    }
-  }, { createIndex: false }) // updates tasks.db where there is one; a refusal must create nothing
-}
-
-/**
- * Fails here, before any file is touched, when no LLM is configured, except for a dry
- * run: it only plans (its estimate of an LLM summary needs no server), so it works
- * without a key. The SDK is loaded only when a summary is really made: it costs every
- * other command 100 ms of start-up.
- */
-async function summarizerFor(ctx: CommandEnv, opts: CompressOptions): Promise<Summarizer> {
-  if (opts.extractive) return extractiveSummarizer()
-  if (opts.dryRun) {
-    const provider = ctx.config.llm.provider
-    const missing = provider === 'none' || provider === 'replay' ? `llm.provider is ${provider}` : (missingApiKey(ctx.config)?.message ?? null)
-    if (missing !== null) ctx.io.warn(`${missing}: this plan assumes an LLM summary; compress without --dry-run needs an LLM, or --extractive`)
-    return {
-      method: 'llm',
-      model: activeEndpoint(ctx.config).model,
-      summarize: () => Promise.reject(new CtxError('a dry run makes no summary')),
-    }
+    if (ctx.json) ctx.io.json({ uuid: outcome.uuid, asked: 'owner', ok: outcome.ok, message: outcome.message })
+    else ctx.io.out(`task ${outcome.uuid}: ${outcome.ok ? 'compressed by its agent' : 'not compressed'}: ${outcome.message}`)
+    return
   }
-  return llmSummarizer((await import('../llm/providers.js')).requireLlmClient(ctx.config), { maxTokens: ctx.config.context.compression.summary_max_tokens })
-}
-
-async function ownerIsAlive(ctx: CommandEnv, ref: TaskRef): Promise<boolean> {
-  return withTaskEnv(ctx, async (env) => !assessTask(env, ref, { policy: stalenessPolicy(ctx.config) }).stale, { createIndex: false })
-}
-
-/**
- * A live owner is the only writer of its files: it is asked, and compresses at its next
- * turn boundary (SPEC §12.6). False when the task left running/ before the owner answered
- * (it finished or paused meanwhile): the wait ends then, not at --wait.
- */
-async function askRunningOwner(ctx: CommandEnv, ref: TaskRef, opts: CompressOptions): Promise<boolean> {
-  if (opts.extractive || opts.keepRecent !== undefined) ctx.io.warn('the running agent compresses with its own settings; --extractive and --keep-recent apply only to tasks no agent runs')
-  auditTask(ctx, 'compress', ref.uuid)
-  const { reply, location } = await askOwner(ctx.layout, ref, 'compress', ctx.osUser, opts.wait, () => ctx.now())
-  if (reply === null && location !== 'running' && location !== null) return false
-  if (reply === null) {
-    throw new CtxError(`the agent of task ${ref.uuid} did not answer within ${Math.round(opts.wait / 1000)}s`, { hint: 'it reads requests between turns; a long tool or LLM call delays it. The request stays in its inbox' })
+  if (outcome.left !== null) ctx.io.warn(`task ${outcome.uuid} left running/ before its agent answered (now in ${outcome.left}/); compressing it here`)
+  const { left: _left, ...result } = outcome
+  if (ctx.json) {
+    ctx.io.json(result.kind === 'done' ? result.record : result)
+    return
   }
-  if (ctx.json) ctx.io.json({ uuid: ref.uuid, asked: 'owner', ok: reply.ok, message: reply.message })
-  else ctx.io.out(`task ${ref.uuid}: ${reply.ok ? 'compressed by its agent' : 'not compressed'}: ${reply.message}`)
-  return true
+  const n = grouped
+  if (result.kind === 'nothing') ctx.io.out(`task ${result.uuid}: nothing to compress (${result.reason})`)
+  else if (result.kind === 'plan') {
+    ctx.io.out(
+      [
+        `dry run: task ${result.uuid}`,
+        `  would summarize messages ${result.start_seq}-${result.end_seq} (${result.messages} messages, ${result.method}), keeping the last ${result.kept}`,
+        `  tokens ${n(result.tokens_before)} → about ${n(result.expected_tokens_after)} (${pct(result.expected_tokens_after, result.tokens_before)} of before)`,
+        '  nothing was written',
+      ].join('\n'),
+    )
+  } else {
+    const r = result.record
+    if (result.reaped) ctx.io.out(`task ${result.uuid}: its agent was dead (${result.reaped.reason}); it is now in completed/ as failed`)
+    ctx.io.out(
+      `task ${result.uuid}: summary ${r.summary_id} (${r.method}${r.model ? `, ${r.model}` : ''}) of messages ${r.start_seq}-${r.end_seq}; window tokens ${n(result.tokens_before)} → ${n(result.tokens_after)} (summary ratio ${r.compression_ratio})`,
+    )
+  }
 }
 
 function pct(after: number, before: number): string {

@@ -1,17 +1,18 @@
-import { existsSync, readFileSync, realpathSync, statSync } from 'node:fs'
-import { isAbsolute, join, resolve } from 'node:path'
+import { existsSync, realpathSync, statSync } from 'node:fs'
+import { isAbsolute, resolve } from 'node:path'
 import { Command, Option } from 'commander'
 import type { CommandEnv } from '../command-env.js'
-import { auditTask } from '../command-env.js'
-import { CtxError, UsageError } from '../errors.js'
+import { UsageError } from '../errors.js'
+import { CLI } from '../actions/actor.js'
+import { enqueueJob, resumeRequest } from '../actions/enqueue.js'
+import type { JobRequest } from '../actions/enqueue.js'
 import { readStdinText } from '../input-file.js'
-import type { JobKind, JobSpec } from '../fleet/jobs.js'
-import { JobQueue } from '../fleet/jobs.js'
+import { isPrintableName, NAME_RULE } from '../text.js'
+import type { JobSpec } from '../fleet/jobs.js'
 import { repoProblem, validRef } from '../fleet/job-spec.js'
 import { resolveTask } from '../storage/fs/layout.js'
 import { readTextArg, refuseTreeInWorkspace } from '../run/settings.js'
 import { durationArg, positiveIntArg, withEnv } from './shared.js'
-import { fleetPool } from './fleet-db.js'
 import { hiddenPaths, shellSandbox } from '../run/sandbox-setup.js'
 
 export interface EnqueueOptions {
@@ -68,81 +69,34 @@ async function enqueue(ctx: CommandEnv, opts: EnqueueOptions): Promise<void> {
   const given = [opts.task, opts.taskFile, opts.github, opts.gitlab, opts.resume].filter((x) => x !== undefined).length
   if (given !== 1) throw new UsageError(given === 0 ? 'no task given' : '--task, --task-file, --github, --gitlab and --resume exclude each other', 'pass one of --task TEXT, --task-file FILE, --github owner/repo#N, --gitlab group/project#N or --resume <uuid>')
   // Everything is checked before the database is touched: a bad flag queues nothing.
-  let taskUuid: string
-  let spec: JobSpec = {}
-  let user: string | null
+  let request: JobRequest
   if (opts.resume !== undefined) {
     const extra = (['user', 'workspace', 'repo', 'taskId', 'maxTurns', 'maxTokens', 'timeout', 'model', 'allowShell', 'deliver'] as const).filter((k) => opts[k] !== undefined)
     if (extra.length > 0) throw new UsageError('a resumed task keeps its own settings', `drop ${extra.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(', ')}`)
-    const ref = resolveTask(ctx.layout, opts.resume)
-    if (ref.location !== 'paused') throw new CtxError(`task ${ref.uuid} is ${ref.location === 'running' ? 'running' : 'finished'} (in ${ref.location}/), not paused`, { exitCode: 4, hint: ref.location === 'running' ? 'pause it first with ctxagent pause' : 'enqueue a new task with the same --task-id to continue from its summary' })
-    taskUuid = ref.uuid
-    user = readMetadataUser(ref.dir)
+    request = resumeRequest(resolveTask(ctx.layout, opts.resume), { priority: opts.priority ?? 0 })
   } else {
-    spec = await newSpec(opts, ctx.config.fleet.workspaces_dir, ctx.layout.base)
+    const spec = await newSpec(opts, ctx.config.fleet.workspaces_dir, ctx.layout.base)
     // What run --allow-shell refuses at start is refused here, not a second into the job: bubblewrap
     // working, and the sandbox's user able to write the workspace (a --repo clone is made writable by the worker).
     if (spec.allow_shell === true && spec.workspace !== undefined) shellSandbox(ctx.config, true, hiddenPaths(ctx.layout.base, ctx.configSource === null ? null : resolve(ctx.configSource)), spec.workspace)
-    taskUuid = (await import('uuid')).v4()
-    user = spec.user ?? ctx.osUser
+    request = { uuid: (await import('uuid')).v4(), kind: 'new', spec, priority: opts.priority ?? 0, user: spec.user ?? ctx.osUser, key: null }
   }
-  const key = opts.key === undefined ? null : checkedKey(opts.key)
-  const { pool } = await fleetPool(ctx, 'enqueue')
-  try {
-    const queue = new JobQueue(pool)
-    const failed = (err: unknown): never => {
-      throw new CtxError(`the job was not queued (${(err as Error).message})`, { exitCode: 1, hint: 'check that the database is up, then enqueue again' })
-    }
-    const job = { task_uuid: taskUuid, kind: (opts.resume !== undefined ? 'resume' : 'new') as JobKind, spec, priority: opts.priority ?? 0, user }
-    const queued = (id: number): void => {
-      auditTask(ctx, 'enqueue', taskUuid)
-      if (ctx.json) ctx.io.json({ uuid: taskUuid, job: id, queued: true })
-      else ctx.io.out(taskUuid)
-    }
-    if (key === null) {
-      const id = await queue.enqueue(job).catch(failed)
-      if (id === null) throw new CtxError(`task ${taskUuid} already has a job waiting, running or retrying`, { exitCode: 4, hint: `see ctxagent jobs --task ${taskUuid.slice(0, 8)}` })
-      return queued(id)
-    }
-    // The key is held by an open job, or by one that ended done within fleet.key_retention_hours (docs/fleet.md#idempotency-keys).
-    const keepSeconds = ctx.config.fleet.key_retention_hours * 3600
-    for (let tries = 0; ; tries++) {
-      const got = await queue.enqueueKeyed({ ...job, key }, keepSeconds).catch(failed)
-      if (got !== null && 'id' in got) return queued(got.id)
-      if (got !== null) {
-        const { holder } = got
-        // Idempotent: the same request again is the job already queued, or done (exit 0), said on stderr.
-        if (ctx.json) ctx.io.json({ uuid: holder.task_uuid, job: holder.id, queued: false, state: holder.state, ...(holder.finished_at !== null ? { finished_at: holder.finished_at } : {}) })
-        else {
-          ctx.io.out(holder.task_uuid)
-          ctx.io.warn(holder.state === 'done'
-            ? `job ${holder.id} with key '${key}' ended done at ${holder.finished_at ?? '?'} (keys are kept ${ctx.config.fleet.key_retention_hours} h after, fleet.key_retention_hours); nothing queued (its task is printed)`
-            : `job ${holder.id} with key '${key}' is ${holder.state} already; nothing queued (its task is printed)`)
-        }
-        return
-      }
-      // Another enqueue of the key, or of the task, won the insert: ask again (its job is then the holder).
-      if (tries >= 3) throw new CtxError(`task ${taskUuid} already has a job waiting, running or retrying`, { exitCode: 4, hint: `see ctxagent jobs --task ${taskUuid.slice(0, 8)}` })
-    }
-  } finally {
-    await pool.end().catch(() => undefined)
+  if (opts.key !== undefined) request.key = checkedKey(opts.key)
+  const outcome = await enqueueJob(ctx, request, CLI)
+  if (ctx.json) ctx.io.json({ uuid: outcome.uuid, job: outcome.job, queued: outcome.kind === 'queued', ...(outcome.kind === 'held' ? { state: outcome.state, ...(outcome.finished_at !== null ? { finished_at: outcome.finished_at } : {}) } : {}) })
+  else ctx.io.out(outcome.uuid)
+  // Idempotent: the same request again is the job already queued, or done (exit 0), said on stderr.
+  if (outcome.kind === 'held' && !ctx.json) {
+    ctx.io.warn(outcome.state === 'done'
+      ? `job ${outcome.job} with key '${outcome.key}' ended done at ${outcome.finished_at ?? '?'} (keys are kept ${ctx.config.fleet.key_retention_hours} h after, fleet.key_retention_hours); nothing queued (its task is printed)`
+      : `job ${outcome.job} with key '${outcome.key}' is ${outcome.state} already; nothing queued (its task is printed)`)
   }
 }
 
-/** An idempotency key: 1 to 200 printable characters. */
+/** An idempotency key: a name (NAME_RULE), spaces and all. */
 function checkedKey(key: string): string {
-  if (key.trim() === '' || key.length > 200 || /[\u0000-\u001f\u007f]/.test(key)) throw new UsageError('--key must be 1 to 200 printable characters', 'use a name that says what the job is for, e.g. nightly-2024-06-01')
+  if (!isPrintableName(key)) throw new UsageError(`--key must be ${NAME_RULE}`, 'use a name that says what the job is for, e.g. nightly-2024-06-01')
   return key
-}
-
-/** The user a paused task was run for (its metadata), for fleet.limits.per_user; null when its metadata does not say. */
-function readMetadataUser(dir: string): string | null {
-  try {
-    const meta = JSON.parse(readFileSync(join(dir, 'metadata.json'), 'utf8')) as { user?: unknown }
-    return typeof meta.user === 'string' ? meta.user : null
-  } catch {
-    return null
-  }
 }
 
 async function newSpec(opts: EnqueueOptions, workspacesDir: string | null, tree: string): Promise<JobSpec> {
@@ -191,7 +145,7 @@ export function placement(opts: Omit<EnqueueOptions, 'task' | 'taskFile' | 'gith
   for (const [key, value] of [['user', opts.user], ['task_id', opts.taskId], ['model', opts.model]] as const) {
     if (value === undefined) continue
     const trimmed = value.trim()
-    if (trimmed === '' || trimmed.length > 200 || /[\u0000-\u001f\u007f]/.test(trimmed)) throw new UsageError(`--${key.replace('_', '-')} must be 1 to 200 printable characters`, 'give a shorter name')
+    if (!isPrintableName(trimmed)) throw new UsageError(`--${key.replace('_', '-')} must be ${NAME_RULE}`, 'give a shorter name')
     spec[key] = trimmed
   }
   if (opts.maxTurns !== undefined) spec.max_turns = opts.maxTurns

@@ -4,7 +4,7 @@ import { formatDuration } from '../duration.js'
 import { fleetStatus } from '../fleet/status.js'
 import type { FleetStatus } from '../fleet/status.js'
 import { table } from '../render.js'
-import { fleetPool } from './fleet-db.js'
+import { fleetPool } from '../actions/fleet-db.js'
 import { fleetInitCommand } from './fleet-init.js'
 import { withEnv } from './shared.js'
 

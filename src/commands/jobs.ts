@@ -1,17 +1,18 @@
 import { Command, Option } from 'commander'
 import type { CommandEnv } from '../command-env.js'
-import { auditTask } from '../command-env.js'
 import { formatDuration } from '../duration.js'
 import { CtxError, UsageError } from '../errors.js'
-import { cancelJob, listJobs, parseJobId, parseJobState, retryJob, showJob } from '../fleet/job-admin.js'
+import { CLI } from '../actions/actor.js'
+import { cancelJobAction, retryJobAction } from '../actions/jobs.js'
+import type { CancelOutcome } from '../actions/jobs.js'
+import { listJobs, parseJobId, parseJobState, showJob } from '../fleet/job-admin.js'
 import type { JobRow } from '../fleet/job-admin.js'
 import type { Attempt } from '../fleet/job-history.js'
 import type { JobState } from '../fleet/jobs.js'
 import { table } from '../render.js'
-import { askOwner } from '../run/control.js'
-import { isUuid, locateTask } from '../storage/fs/layout.js'
+import { isUuid } from '../storage/fs/layout.js'
 import { clip } from '../text.js'
-import { fleetPool } from './fleet-db.js'
+import { fleetPool } from '../actions/fleet-db.js'
 import { durationArg, positiveIntArg, withEnv } from './shared.js'
 import { completesFirstArgument } from './completion.js'
 
@@ -51,6 +52,13 @@ async function jobs(ctx: CommandEnv, opts: JobsOptions, action: string | undefin
   if (action !== undefined && id === undefined) throw new UsageError(`jobs ${action} needs a job id`, `ctxagent jobs ${action} ID (ids are listed by ctxagent jobs)`)
   if (action === undefined && id !== undefined) throw new UsageError(`jobs: unknown action '${id.slice(0, 20)}'`, 'use jobs, jobs show ID, jobs cancel ID or jobs retry ID')
   const jobId = id === undefined ? null : parseJobId(id)
+  if (action === 'cancel' && jobId !== null) return say(ctx, cancelText(await cancelJobAction(ctx, jobId, CLI, opts.wait), opts.wait))
+  if (action === 'retry' && jobId !== null) {
+    const again = await retryJobAction(ctx, jobId, CLI)
+    if (ctx.json) ctx.io.json({ job: jobId, task_uuid: again.task_uuid, state: 'waiting', kind: again.kind, was: again.was })
+    else ctx.io.out(again.was === 'retrying' ? `job ${jobId} runs now, not at its retry time (${again.kind === 'resume' ? 'to resume' : 'to start'} task ${again.task_uuid})` : `job ${jobId} waits again (${again.kind === 'resume' ? 'to resume' : 'to start'} task ${again.task_uuid})`)
+    return
+  }
   const { pool } = await fleetPool(ctx, 'jobs')
   try {
     if (action === undefined || jobId === null) {
@@ -59,41 +67,31 @@ async function jobs(ctx: CommandEnv, opts: JobsOptions, action: string | undefin
       else ctx.io.out(rows.length === 0 ? 'no jobs' : renderJobList(ctx, rows))
       return
     }
-    if (action === 'show') {
-      const job = await showJob(pool, jobId)
-      if (ctx.json) ctx.io.json(job)
-      else ctx.io.out(renderOne(ctx, job))
-      return
-    }
-    if (action === 'retry') {
-      const again = await retryJob(pool, jobId, (uuid) => (locateTask(ctx.layout, uuid)?.location ?? null))
-      auditTask(ctx, 'jobs retry', again.task_uuid)
-      if (ctx.json) ctx.io.json({ job: jobId, task_uuid: again.task_uuid, state: 'waiting', kind: again.kind, was: again.was })
-      else ctx.io.out(again.was === 'retrying' ? `job ${jobId} runs now, not at its retry time (${again.kind === 'resume' ? 'to resume' : 'to start'} task ${again.task_uuid})` : `job ${jobId} waits again (${again.kind === 'resume' ? 'to resume' : 'to start'} task ${again.task_uuid})`)
-      return
-    }
-    const cancelled = await cancelJob(pool, jobId)
-    auditTask(ctx, 'jobs cancel', cancelled.task_uuid)
-    if (cancelled.was !== 'running') {
-      if (ctx.json) ctx.io.json({ job: jobId, task_uuid: cancelled.task_uuid, state: 'cancelled' })
-      else ctx.io.out(`job ${jobId} cancelled (it was ${cancelled.was}; it will not run)`)
-      return
-    }
-    await pauseRunning(ctx, jobId, cancelled.task_uuid, opts.wait)
+    const job = await showJob(pool, jobId)
+    if (ctx.json) ctx.io.json(job)
+    else ctx.io.out(renderOne(ctx, job))
   } finally {
     await pool.end().catch(() => undefined)
   }
 }
 
-/** A running job's task is asked to pause, as `ctxagent pause` asks it; its worker then ends the job cancelled. */
-async function pauseRunning(ctx: CommandEnv, jobId: number, uuid: string, waitMs: number): Promise<void> {
-  const say = (outcome: string, message: string) => (ctx.json ? ctx.io.json({ job: jobId, task_uuid: uuid, state: 'cancelled', task: outcome }) : ctx.io.out(message))
-  const location = (locateTask(ctx.layout, uuid)?.location ?? null)
-  if (location !== 'running') return say(location ?? 'not_started', `job ${jobId} cancelled; its task ${uuid} is ${location === null ? 'not started yet' : `in ${location}/`}: its worker does not start it, or pauses it as its agent starts`)
-  const asked = await askOwner(ctx.layout, { uuid, location: 'running', dir: ctx.layout.taskDir('running', uuid) }, 'pause', ctx.osUser, waitMs, () => ctx.now())
-  if (asked.location === 'paused') return say('paused', `job ${jobId} cancelled; its task ${uuid} paused (resume it with ctxagent enqueue --resume ${uuid.slice(0, 8)}, or jobs retry ${jobId})`)
-  if (asked.location === 'completed') return say('finished', `job ${jobId} cancelled; its task ${uuid} finished before it could pause`)
-  throw new CtxError(`job ${jobId} is marked cancelled, but the agent of task ${uuid} did not pause within ${Math.round(waitMs / 1000)}s`, { hint: 'it pauses between turns, and is not run again; the request stays in its inbox' })
+function say(ctx: CommandEnv, [json, text]: [object, string]): void {
+  if (ctx.json) ctx.io.json(json)
+  else ctx.io.out(text)
+}
+
+/** `jobs cancel`: its JSON and its line. A running job whose task did not pause within --wait is an error (the request stays in its inbox). */
+function cancelText(o: CancelOutcome, waitMs: number): [object, string] {
+  const json = { job: o.job, task_uuid: o.task_uuid, state: o.state, task: o.task }
+  if (o.was !== 'running') return [json, `job ${o.job} cancelled (it was ${o.was}; it will not run)`]
+  if (o.task === 'asked') {
+    throw new CtxError(`job ${o.job} is marked cancelled, but the agent of task ${o.task_uuid} did not pause within ${Math.round(waitMs / 1000)}s`, { hint: 'it pauses between turns, and is not run again; the request stays in its inbox' })
+  }
+  // The job's row says cancelled once its worker has seen its task stop; until then, running (cancelling).
+  const job = o.state === 'running' ? `job ${o.job} is cancelling (its worker ends it cancelled once its task stops)` : `job ${o.job} ${o.state}`
+  if (o.task === 'paused') return [json, `${job}; its task ${o.task_uuid} paused (resume it with ctxagent enqueue --resume ${o.task_uuid.slice(0, 8)}, or jobs retry ${o.job})`]
+  if (o.task === 'finished') return [json, `${job}; its task ${o.task_uuid} finished before it could pause`]
+  return [json, `${job}; its task ${o.task_uuid} is ${o.task === 'not_started' ? 'not started yet' : `in ${o.task}/`}: its worker does not start it, or pauses it as its agent starts`]
 }
 
 /**

@@ -11,7 +11,7 @@ import { reviewPass } from '../fleet/review-loop.js'
 import type { ReviewWatch, Tracker, TriggerCheck } from '../sources/types.js'
 import type { EnqueueOptions } from './enqueue.js'
 import { placement, priorityArg } from './enqueue.js'
-import { fleetPool } from './fleet-db.js'
+import { fleetPool } from '../actions/fleet-db.js'
 import { durationArg, pause, positiveIntArg, withEnv } from './shared.js'
 
 interface PollOptions extends Omit<EnqueueOptions, 'task' | 'taskFile' | 'github' | 'gitlab' | 'resume' | 'taskId'> {

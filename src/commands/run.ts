@@ -26,7 +26,7 @@ import { refuseSpentBudget } from '../run/budget-start.js'
 import { activeEndpoint } from '../config/schema.js'
 import { forTerminal } from '../terminal-text.js'
 import { readStdinText } from '../input-file.js'
-import { grouped, shortPath } from '../text.js'
+import { grouped, isPrintableName, NAME_RULE, shortPath } from '../text.js'
 import { failedOutcome, isRefusal } from './run-failure.js'
 import type { Started } from './run-failure.js'
 import { inside, realPathOf } from '../tools/workspace.js'
@@ -351,8 +351,8 @@ async function checkRecording(ctx: CommandEnv, config: CommandEnv['config']): Pr
 /** A user or task id: one line of printable text, short enough to be a name. */
 function checkName(value: string, what: string): string {
   const trimmed = value.trim()
-  if (trimmed === '' || trimmed.length > 200 || /[\u0000-\u001f\u007f]/.test(trimmed)) {
-    throw new UsageError(`${what} must be 1 to 200 printable characters`, `give a shorter ${what.slice(2)}`)
+  if (!isPrintableName(trimmed)) {
+    throw new UsageError(`${what} must be ${NAME_RULE}`, `give a shorter ${what.slice(2)}`)
   }
   return trimmed
 }

@@ -3,7 +3,7 @@ import type { CommandEnv } from '../command-env.js'
 import { auditTask, fleetDatabaseUrl, openIndex, parseIsoDate } from '../command-env.js'
 import { formatBytes, formatDuration, parseDuration } from '../duration.js'
 import { NotFoundError, UsageError } from '../errors.js'
-import { clip, grouped, sampleOf, shortPath } from '../text.js'
+import { clip, grouped, isPrintableName, NAME_RULE, sampleOf, shortPath } from '../text.js'
 import { table } from '../render.js'
 import { STATUSES } from '../storage/task/state.js'
 import { checkHealth, collectStats, scanIntoMemory, where } from '../operations/stats.js'
@@ -82,7 +82,7 @@ export function dateTo(value: string): Date {
 /** --user: the name as `run --user` stores it (trimmed), never empty. */
 export function userName(value: string): string {
   const trimmed = value.trim()
-  if (trimmed === '' || trimmed.length > 200 || /[\u0000-\u001f\u007f]/.test(trimmed)) throw new InvalidArgumentError('must be 1 to 200 printable characters')
+  if (!isPrintableName(trimmed)) throw new InvalidArgumentError(`must be ${NAME_RULE}`)
   return trimmed
 }
 
@@ -183,7 +183,7 @@ async function stats(ctx: CommandEnv, opts: StatsOptions): Promise<void> {
 
 /** In a fleet (SPEC §14.2): the queue's alerts join the others; a database that cannot be reached is critical. */
 async function addQueueAlerts(ctx: CommandEnv, result: CheckResult): Promise<void> {
-  const { fleetPool } = await import('./fleet-db.js')
+  const { fleetPool } = await import('../actions/fleet-db.js')
   const { fleetStatus, queueAlerts } = await import('../fleet/status.js')
   const { workerLiveSeconds } = await import('./fleet.js')
   let alerts

@@ -1,8 +1,8 @@
 import { Command, InvalidArgumentError } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask, fleetDatabaseUrl, withTaskEnv } from '../command-env.js'
-import { fleetReapPass } from './fleet-db.js'
-import type { FleetPassOptions } from './fleet-db.js'
+import { fleetReapPass, settledText } from '../actions/fleet-db.js'
+import type { FleetPassOptions, FleetReapOutcome } from '../actions/fleet-db.js'
 import { formatDuration } from '../duration.js'
 import { LockedError, NotFoundError } from '../errors.js'
 import { shortPath } from '../text.js'
@@ -81,7 +81,7 @@ async function pass(ctx: CommandEnv, env: TaskEnv, policy: ReturnType<typeof sta
   const chat = { hardTimeoutMs: ctx.config.chat.hard_timeout_minutes * 60_000, graceMs: ctx.config.chat.end_grace_seconds * 1000 }
   const options = { policy, longRunningMs: ctx.config.alerts.long_running_hours * 3_600_000, noProgressMs: ctx.config.alerts.no_progress_minutes * 60_000, chat }
   const oneHost = fleetDatabaseUrl(ctx) === null
-  const result: Pass = oneHost ? await monitorPass(env, { ...options, ...oneHostRecovery(ctx.config.fleet.recovery) }) : await fleetReapPass(ctx, env, options, fleet)
+  const result: Pass = oneHost ? await monitorPass(env, { ...options, ...oneHostRecovery(ctx.config.fleet.recovery) }) : printSettled(ctx, await fleetReapPass(ctx, env, options, fleet))
   for (const f of result.findings) if (f.action !== 'alert') auditTask(ctx, 'watch-locks', f.uuid)
   // On one host, tasks paused until a usage limit lifted or a budget window reset go on (a fleet's jobs wait in the queue instead).
   if (oneHost) {
@@ -120,6 +120,12 @@ function startResumes(ctx: CommandEnv, env: TaskEnv): StartedResume[] {
 }
 
 const DEFAULT_INTERVAL_MS = 5 * 60_000
+
+/** The jobs a fleet pass settled, one line each (text output only: --json reports the pass). */
+export function printSettled(ctx: CommandEnv, outcome: FleetReapOutcome): FleetReapOutcome['result'] {
+  if (!ctx.json) for (const s of outcome.settled) ctx.io.out(settledText(s))
+  return outcome.result
+}
 
 
 /** Looks for the tree every interval (at most every 5 s) until it exists (true) or SIGINT/SIGTERM (false). */

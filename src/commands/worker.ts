@@ -22,7 +22,7 @@ import type { Config } from '../config/schema.js'
 import { hostname } from '../storage/fs/process-info.js'
 import { ensureLayout } from '../storage/task/lifecycle.js'
 import { giveWorkspace, sandboxIdentity } from '../tools/sandbox/identity.js'
-import { fleetListenUrl, fleetPool } from './fleet-db.js'
+import { fleetListenUrl, fleetPool } from '../actions/fleet-db.js'
 import { pause, positiveIntArg, withEnv } from './shared.js'
 
 interface WorkerOptions {

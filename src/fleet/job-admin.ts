@@ -179,3 +179,9 @@ function whatOf(kind: JobKind, uuid: string, spec: unknown): string {
   const first = (text ?? '').split('\n').find((l) => l.trim() !== '')?.trim() ?? ''
   return first.length > 100 ? `${first.slice(0, 99)}…` : first
 }
+
+/** A job's state now; null when there is no such job (it expired). */
+export async function jobState(pool: Pool, id: number): Promise<JobState | null> {
+  const row = (await pool.query<{ state: JobState }>('SELECT state FROM fleet_jobs WHERE id = $1', [id])).rows[0]
+  return row?.state ?? null
+}

@@ -5,25 +5,9 @@ import type { TaskState } from '../storage/task/state.js'
 import { recordAttempt } from './job-history.js'
 import type { AttemptReason } from './job-history.js'
 
-/** What a job asks a worker to run: the flags of `run`, checked by enqueue. */
-export interface JobSpec {
-  task?: string
-  github?: string
-  gitlab?: string
-  user?: string
-  workspace?: string
-  /** A repository to clone for the task (into fleet.workspaces_dir/<uuid>), and the branch, tag or commit to check out. */
-  repo?: string
-  ref?: string
-  task_id?: string
-  max_turns?: number
-  max_tokens?: number
-  timeout?: string
-  model?: string
-  allow_shell?: boolean
-  /** Delivery of the change when the task completes (docs/delivery.md); absent: deliver.mode. */
-  deliver?: 'none' | 'branch' | 'pr'
-}
+import type { JobSpec } from './job-spec.js'
+
+export type { JobSpec }
 
 export type JobKind = 'new' | 'resume'
 /** SPEC §14.4. waiting, running and retrying are open (a task has at most one open job); the others are finished. */

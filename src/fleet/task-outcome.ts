@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Layout } from '../storage/fs/layout.js'
 import { FILES, locateTask } from '../storage/fs/layout.js'
+import type { Location } from '../storage/fs/layout.js'
 import { safeState } from '../storage/task/lifecycle.js'
 import type { TaskState } from '../storage/task/state.js'
 import { llmOutage } from './jobs.js'
@@ -12,13 +13,33 @@ import type { Job, JobEnd, LimitWait, RetryPolicy } from './jobs.js'
 /** `run`'s exit codes after it paused on SIGINT or SIGTERM (SPEC §9). */
 const PAUSED_BY_SIGNAL = new Set([130, 143])
 
+/** A job's task as its worker finds it when the job's process has ended. */
+export interface TaskSnapshot {
+  location: Location | null
+  state: TaskState | null
+  /** A resume's task is still in paused/ with the state.json it had before its agent started: the agent never began. */
+  unchanged: boolean
+}
+
+/** Where a job's task is and what it says; `pausedState`: a resume's paused state.json read before its agent started. */
+export function taskSnapshot(layout: Layout, uuid: string, pausedState: string | null): TaskSnapshot {
+  const ref = locateTask(layout, uuid)
+  if (ref === null) return { location: null, state: null, unchanged: false }
+  const unchanged = ref.location === 'paused' && pausedState !== null && stateText(layout, uuid) === pausedState
+  return { location: ref.location, state: safeState(ref.dir), unchanged }
+}
+
 /** What became of a job's task once its process ended. */
 export function settle(layout: Layout, job: Job, code: number | null, entry: { stopped: boolean; lastLine: string }, retry: RetryPolicy | undefined): JobEnd | null {
-  const ref = locateTask(layout, job.task_uuid)
-  if (ref === null) return { outcome: 'failed', failed: true, error: lastError(entry.lastLine) || `run exited with ${code}` }
-  const state = safeState(ref.dir)
-  if (ref.location === 'completed') return completedEnd(state, 'unknown')
-  if (ref.location === 'paused') {
+  return settleFrom(taskSnapshot(layout, job.task_uuid, null), code, entry, retry)
+}
+
+/** settle(), from a snapshot of the task: null while it is still in running/ (its process died holding the lock). */
+export function settleFrom(task: TaskSnapshot, code: number | null, entry: { stopped: boolean; lastLine: string }, retry: RetryPolicy | undefined): JobEnd | null {
+  if (task.location === null) return { outcome: 'failed', failed: true, error: lastError(entry.lastLine) || `run exited with ${code}` }
+  const state = task.state
+  if (task.location === 'completed') return completedEnd(state, 'unknown')
+  if (task.location === 'paused') {
     const bySignal = entry.stopped || PAUSED_BY_SIGNAL.has(code ?? -1)
     const limited = bySignal ? null : limitedEnd(state, retry)
     if (limited !== null) return limited
@@ -58,6 +79,59 @@ export function limitWait(state: TaskState, maxWaitHours: number): LimitWait | n
   return null
 }
 
+/** How a job's process ended, as its worker saw it. */
+export interface ChildEnd {
+  code: number | null
+  signal: NodeJS.Signals | null
+  /** The worker asked the task to stop (its own stop): the resume goes back to the queue. */
+  stopped: boolean
+  /** The last problem the process reported on stderr (worker-log.ts problemIn), for an error; '' when none. */
+  lastLine: string
+}
+
+/**
+ * What a worker does once a job's process has ended:
+ * - `hand_back`: nothing ran (killed before its task began, or a resume that found the task locked); the
+ *   job waits again after `waitMs` with this attempt counted, or ends `last` after fleet.max_attempts;
+ * - `release`: stopped by its worker before its task was created; it waits again as it was;
+ * - `elsewhere`: another process runs its task (its agent exited 4); the job ends when that run does;
+ * - `left_running`: its process died holding the task's lock; watch-locks recovers the task and settles the job;
+ * - `end`: the job ends with what its task became.
+ */
+export type CloseVerdict =
+  | { kind: 'hand_back'; why: string; error: string; last: { outcome: string; error: string }; waitMs: number; maxAttempts: number }
+  | { kind: 'release' }
+  | { kind: 'elsewhere' }
+  | { kind: 'left_running'; detail: string }
+  | { kind: 'end'; end: JobEnd }
+
+/** The worker's decision when a job's process closes: pure, from the job, how its process ended and its task's snapshot. */
+export function closeVerdict(job: Job, resume: boolean, child: ChildEnd, task: TaskSnapshot, policy: { maxAttempts: number; retry: RetryPolicy | undefined }): CloseVerdict {
+  const { code, signal, stopped } = child
+  const notBegun = resume ? task.location === 'paused' && task.unchanged : task.location === null
+  // Killed (SIGKILL, the OOM killer) before its task began, or a resume that found the paused task's lock held
+  // (exit 4: an operator's compress, a lock a killed resume left): nothing ran, and nobody else would resume it.
+  if ((signal !== null || (resume && code === 4)) && !stopped && notBegun) {
+    const max = policy.maxAttempts
+    const why = signal !== null ? `was killed (${signal})` : 'found the task locked'
+    const error = `its agent ${why} before the task began (attempt ${job.attempts} of fleet.max_attempts ${max})`
+    // The last attempt leaves a new job's task uncreated (failed), a resume's task paused as it was.
+    const last = { outcome: resume ? 'paused' : 'failed', error }
+    // A lock is held for a while (a compress asks the LLM): the job is handed back after a pause that grows.
+    const waitMs = signal === null ? Math.min(1000 * 2 ** (job.attempts - 1), 5_000) : 0
+    return { kind: 'hand_back', why, error, last, waitMs, maxAttempts: max }
+  }
+  // Stopped before its task was created: nothing ran, so the job waits again as it was.
+  if (stopped && !resume && task.location === null) return { kind: 'release' }
+  const end = settleFrom(task, code, child, policy.retry)
+  // Another process took the task first (an operator's `run --resume`; or, for a new job, an earlier claim's agent
+  // still running after a pass handed the job back while this worker was frozen): the job ends with what that run makes of it.
+  if (end === null && code === 4 && !stopped) return { kind: 'elsewhere' }
+  // Its process died holding the task's lock: watch-locks reaps it and settles the job (docs/fleet.md#recovery-and-reconciliation).
+  if (end === null) return { kind: 'left_running', detail: `${signal !== null ? `killed by ${signal}` : `exit ${code}`}${child.lastLine === '' ? '' : `; its last problem: ${child.lastLine.slice(0, 200)}`}` }
+  return { kind: 'end', end }
+}
+
 /** `run`'s last log line as a job's error: the message of a JSON log line, or the line. */
 function lastError(line: string): string {
   try {
@@ -70,39 +144,12 @@ function lastError(line: string): string {
   return line.slice(0, 500)
 }
 
-/** Whether a job's task is as it was before its agent started: not created (a new task), or still in paused/ with the same state.json (a resume). */
-export function notBegun(layout: Layout, uuid: string, resume: boolean, pausedState: string | null): boolean {
-  const ref = locateTask(layout, uuid)
-  if (!resume) return ref === null
-  return ref?.location === 'paused' && pausedState !== null && stateText(layout, uuid) === pausedState
-}
-
 export function stateText(layout: Layout, uuid: string): string | null {
   try {
     return readFileSync(join(layout.taskDir('paused', uuid), FILES.state), 'utf8')
   } catch {
     return null
   }
-}
-
-export function newTaskArgs(job: Job, workspace: string | undefined): string[] {
-  const s = job.spec
-  const args = ['run', '--uuid', job.task_uuid]
-  if (s.github !== undefined) args.push('--github', s.github)
-  else if (s.gitlab !== undefined) args.push('--gitlab', s.gitlab)
-  else args.push('--task-file', '-')
-  // A follow-up on a pull request: its statement on standard input too (docs/delivery.md#the-review-loop).
-  if ((s.github !== undefined || s.gitlab !== undefined) && s.task !== undefined) args.push('--follow-up-file', '-')
-  if (s.user !== undefined) args.push('--user', s.user)
-  if (workspace !== undefined) args.push('--workspace', workspace)
-  if (s.task_id !== undefined) args.push('--task-id', s.task_id)
-  if (s.max_turns !== undefined) args.push('--max-turns', String(s.max_turns))
-  if (s.max_tokens !== undefined) args.push('--max-tokens', String(s.max_tokens))
-  if (s.timeout !== undefined) args.push('--timeout', s.timeout)
-  if (s.model !== undefined) args.push('--model', s.model)
-  if (s.allow_shell === true) args.push('--allow-shell')
-  if (s.deliver !== undefined) args.push('--deliver', s.deliver)
-  return args
 }
 
 /**

@@ -11,13 +11,13 @@ import { holdForTest } from '../test-pause.js'
 import { AgentLauncher, signalGroup } from './agent-launcher.js'
 import { cloneWorkspace } from './clone.js'
 import type { CloneCredential } from './clone.js'
-import { jobProblem } from './job-spec.js'
+import { jobProblem, runArgs } from './job-spec.js'
 import { JobQueue } from './jobs.js'
 import type { Ended, IdleChannel, Job, JobEnd, RetryPolicy } from './jobs.js'
 import { JobListener } from './listener.js'
 import type { WakeFrom } from './listener.js'
 import { problemIn } from './worker-log.js'
-import { completedEnd, endedElsewhere, newTaskArgs, notBegun, settle, stateText } from './task-outcome.js'
+import { closeVerdict, completedEnd, endedElsewhere, stateText, taskSnapshot } from './task-outcome.js'
 import { heartbeat, markStopped } from './registry.js'
 import type { WorkerRecord } from './registry.js'
 
@@ -280,7 +280,7 @@ export class Worker {
       if (await this.notToStart(job, resume, placeholder)) return
     }
     this.running.delete(claimKey(job))
-    this.spawnTask(job, resume ? ['run', '--resume', job.task_uuid] : newTaskArgs(job, workspace), resume)
+    this.spawnTask(job, resume ? ['run', '--resume', job.task_uuid] : runArgs(job.task_uuid, job.spec, workspace), resume)
   }
 
   /**
@@ -359,18 +359,12 @@ export class Worker {
     child.on('close', (code, signal) => {
       this.running.delete(claimKey(job))
       this.launcher.prestart()
-      // Killed (SIGKILL, the OOM killer) before its task began, or a resume that found the paused task's lock held
-      // (exit 4: an operator's compress, a lock a killed resume left): nothing ran, and nobody else would resume it.
-      if ((signal !== null || (resume && code === 4)) && !entry.stopped && notBegun(this.options.layout, job.task_uuid, resume, pausedState)) {
-        const max = this.options.maxAttempts ?? 3
-        const why = signal !== null ? `was killed (${signal})` : 'found the task locked'
-        const error = `its agent ${why} before the task began (attempt ${job.attempts} of fleet.max_attempts ${max})`
-        // The last attempt leaves a new job's task uncreated (failed), a resume's task paused as it was.
-        const last = { outcome: resume ? 'paused' : 'failed', error }
-        // A lock is held for a while (a compress asks the LLM): the job is handed back after a pause that grows.
-        const wait = signal === null ? Math.min(1000 * 2 ** (job.attempts - 1), 5_000) : 0
+      const task = taskSnapshot(this.options.layout, job.task_uuid, pausedState)
+      const verdict = closeVerdict(job, resume, { code, signal, stopped: entry.stopped, lastLine: entry.lastLine }, task, { maxAttempts: this.options.maxAttempts ?? 3, retry: this.options.retry })
+      if (verdict.kind === 'hand_back') {
+        const { why, error, last, maxAttempts: max } = verdict
         this.track(
-          this.pause(wait)
+          this.pause(verdict.waitMs)
             .then(() => this.queue.retry(job, this.options.record.id, max, last))
             .then((again) => this.options.log(`job ${job.id}: ${again ? `its agent ${why} before task ${job.task_uuid} began; handed back to the queue (attempt ${job.attempts} of ${max})` : `${last.outcome}: ${error}`}`))
             .catch((err: Error) => this.options.log(`job ${job.id} not handed back (${err.message}): a reaper will`))
@@ -378,30 +372,25 @@ export class Worker {
         )
         return
       }
-      if (entry.stopped && !resume && locateTask(this.options.layout, job.task_uuid) === null) {
-        // Stopped before its task was created: nothing ran, so the job waits again as it was.
+      if (verdict.kind === 'release') {
         this.options.log(`job ${job.id}: stopped before task ${job.task_uuid} began; handed back to the queue`)
         this.track(this.queue.release(job, this.options.record.id).catch((err: Error) => this.options.log(`job ${job.id} not handed back (${err.message}): a reaper will`)))
         return
       }
-      const end = settle(this.options.layout, job, code, entry, this.options.retry)
-      if (end === null && code === 4 && !entry.stopped) {
-        // Another process took the task first (an operator's `run --resume`; or, for a new job, an earlier claim's agent
-        // still running after a pass handed the job back while this worker was frozen): the job ends with what that run makes of it.
+      if (verdict.kind === 'elsewhere') {
         this.options.log(`job ${job.id}: task ${job.task_uuid} is run by another process; the job ends when that run does`)
         this.elsewhere.set(job.id, job)
         this.maybeFinish()
         this.wake()
         return
       }
-      if (end === null) {
-        // Its process died holding the task's lock: watch-locks reaps it and settles the job (SPEC §14.3).
-        this.options.log(`job ${job.id}: task ${job.task_uuid} was left in running/ (${signal !== null ? `killed by ${signal}` : `exit ${code}`}${entry.lastLine === '' ? '' : `; its last problem: ${entry.lastLine.slice(0, 200)}`}); watch-locks recovers it`)
+      if (verdict.kind === 'left_running') {
+        this.options.log(`job ${job.id}: task ${job.task_uuid} was left in running/ (${verdict.detail}); watch-locks recovers it`)
         this.maybeFinish()
         this.wake()
         return
       }
-      this.track(this.end(job, end).finally(() => this.wake()))
+      this.track(this.end(job, verdict.end).finally(() => this.wake()))
     })
   }
 

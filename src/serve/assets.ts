@@ -36,6 +36,37 @@ details summary{cursor:pointer;color:#344054}.call summary code{font-weight:600}
 @media (max-width:600px){header,main{padding-left:10px;padding-right:10px}.facts{gap:12px 24px}}
 `
 
+/**
+ * The live script's one renderer: a MessageView (message-view.ts), as the server's
+ * messageItem (task-page.ts) renders it, placed as it is given (`el` builds an element
+ * with textContent). Apart so that a test can run it against the server's rendering.
+ */
+export const RENDER_MESSAGE = `function renderMessage(v) {
+    function text(s) { return document.createTextNode(s) }
+    function details(cls, summary, body) {
+      var d = el('details', cls)
+      d.appendChild(summary)
+      d.appendChild(el('pre', '', body))
+      return d
+    }
+    var item = el('li', v.classes)
+    item.appendChild(el('span', 'seq', '#' + (v.seq === null ? '?' : String(v.seq))))
+    item.appendChild(text(' '))
+    item.appendChild(el('span', 'role r-' + v.kind, v.role))
+    if (v.tool !== null) { item.appendChild(text(' ')); item.appendChild(el('code', '', v.tool)) }
+    if (v.marks.length > 0) { item.appendChild(text(' ')); item.appendChild(el('span', 'mark', v.marks.join(' '))) }
+    if (v.result !== null) item.appendChild(details('', el('summary', '', v.result.summary), v.result.text))
+    else if (v.text !== '') item.appendChild(el('pre', '', v.text))
+    v.calls.forEach(function (c) {
+      var summary = el('summary', '')
+      summary.appendChild(text('→ '))
+      summary.appendChild(el('code', '', c.name))
+      if (c.about !== null) summary.appendChild(text(' ' + c.about))
+      item.appendChild(details('call', summary, c.args))
+    })
+    return item
+  }`
+
 export const SCRIPT = `'use strict'
 ;(function () {
   var live = document.getElementById('live')
@@ -49,37 +80,11 @@ export const SCRIPT = `'use strict'
     if (text !== undefined) node.textContent = text
     return node
   }
-  function details(summary, body, cls) {
-    var d = el('details', cls)
-    d.appendChild(el('summary', '', summary))
-    d.appendChild(el('pre', '', body))
-    return d
-  }
+  ${RENDER_MESSAGE}
   source.onmessage = function (event) {
-    var r
-    try { r = JSON.parse(event.data) } catch (e) { return }
-    var role = typeof r.role === 'string' ? r.role : 'unknown'
-    var content = typeof r.content === 'string' ? r.content : r.content == null ? '' : JSON.stringify(r.content)
-    var item = el('li', 'msg m-' + role.replace(/[^a-z]/g, ''))
-    item.appendChild(el('span', 'seq', '#' + String(r.seq)))
-    item.appendChild(document.createTextNode(' '))
-    item.appendChild(el('span', 'role r-' + role.replace(/[^a-z]/g, ''), role))
-    if (r.tool_name) { item.appendChild(document.createTextNode(' ')); item.appendChild(el('code', '', String(r.tool_name))) }
-    if (role === 'tool') item.appendChild(details('result · ' + content.length + ' chars', content))
-    else if (content !== '') item.appendChild(el('pre', '', content))
-    ;(Array.isArray(r.tool_calls) ? r.tool_calls : []).forEach(function (call) {
-      var fn = call && call.function ? call.function : {}
-      var args = String(fn.arguments || '')
-      var about = ''
-      try {
-        var parsed = JSON.parse(args)
-        var main = parsed && (parsed.path || parsed.pattern || parsed.command)
-        if (typeof main === 'string') about = ' ' + main.slice(0, 60)
-        args = JSON.stringify(parsed, null, 2)
-      } catch (e) {}
-      item.appendChild(details('→ ' + String(fn.name || '?') + about, args, 'call'))
-    })
-    list.appendChild(item)
+    var v
+    try { v = JSON.parse(event.data) } catch (e) { return }
+    list.appendChild(renderMessage(v))
   }
   source.addEventListener('end', function (event) {
     live.textContent = 'the task left running/: it is now ' + event.data + ' (reload for its final state)'

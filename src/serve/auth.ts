@@ -106,3 +106,23 @@ function sha256(text: string): Buffer {
 export function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || host === '[::1]' || /^127(?:\.\d{1,3}){3}$/.test(host)
 }
+
+const BASE = 'http://serve.invalid'
+
+/**
+ * Where signing in returns to: a path on this server given by the page that sent the
+ * operator to /login (`next`), or `/`. Anything that could lead elsewhere (another
+ * origin, `//host`, a backslash browsers read as a slash, a scheme, control characters)
+ * is `/`: no open redirect.
+ */
+export function returnPath(value: unknown): string {
+  if (typeof value !== 'string' || value.length > 2000 || !value.startsWith('/') || /[\\\u0000-\u0020\u007f]/.test(value) || value.startsWith('//')) return '/'
+  let url: URL
+  try {
+    url = new URL(value, BASE)
+  } catch {
+    return '/'
+  }
+  if (url.origin !== BASE || url.pathname === '/login' || url.pathname === '/logout') return '/'
+  return `${url.pathname}${url.search}`
+}

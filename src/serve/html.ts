@@ -47,13 +47,20 @@ export interface PageOptions {
   csrf: string | null
   /** The page needs /app.js (the live stream of a running task). */
   script?: boolean
+  /** This page's path and query: signing in from it returns here. */
+  here?: string
+}
+
+/** The sign-in page, returning to `here` (a path on this server) once signed in. */
+export function loginHref(here: string | undefined): string {
+  return here === undefined || here === '/' ? '/login' : `/login?next=${encodeURIComponent(here)}`
 }
 
 /** The frame of every page: one stylesheet and at most one script, both served from this server (CSP: 'self'). */
 export function page(o: PageOptions): string {
   const link = (href: string, name: PageOptions['nav'], label: string) => html`<a href="${href}"${o.nav === name ? new Safe(' aria-current="page"') : ''}>${label}</a>`
   const who = o.operator === null
-    ? html`<a href="/login">sign in</a>`
+    ? html`<a href="${loginHref(o.here)}">sign in</a>`
     : html`<form method="post" action="/logout" class="inline"><input type="hidden" name="csrf" value="${o.csrf ?? ''}"><span>${o.operator}</span> <button>sign out</button></form>`
   return `<!doctype html>
 ${html`<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">

@@ -6,7 +6,7 @@ import { FILES, resolveTask } from '../storage/fs/layout.js'
 import type { TaskRef } from '../storage/fs/layout.js'
 import type { JsonRecord } from '../storage/format/jsonl.js'
 import { fileSize, followJsonl } from '../storage/task/reader.js'
-import { forTerminalDeep } from '../terminal-text.js'
+import { messageView } from './message-view.js'
 
 /** How often the tail of messages.jsonl is looked at: a stat, and a read of what was appended. */
 const POLL_MS = 100
@@ -43,7 +43,8 @@ interface Watch {
 }
 
 /**
- * Running tasks' new messages as Server-Sent Events (docs/serve.md#live-followers): ONE
+ * Running tasks' new messages as Server-Sent Events, each its MessageView (message-view.ts, the
+ * view the page's own rendering is built from) (docs/serve.md#live-followers): ONE
  * watcher per task (`followJsonl`, the tailing code `view --follow` uses, reading only what
  * was appended) whose messages go to every follower of the task; at most `perTask`
  * followers of one task and `total` in all (past either: 503 with Retry-After); a
@@ -159,7 +160,7 @@ export class LiveFollowers {
     const seq = typeof record.seq === 'number' ? record.seq : null
     if ((seq !== null && seq <= follower.lastSeq) || record.visible === false || follower.res.destroyed) return
     if (seq !== null) follower.lastSeq = seq
-    this.write(follower, `${seq === null ? '' : `id: ${seq}\n`}data: ${JSON.stringify(forTerminalDeep(record))}\n\n`)
+    this.write(follower, `${seq === null ? '' : `id: ${seq}\n`}data: ${JSON.stringify(messageView(record))}\n\n`)
   }
 
   private write(follower: Follower, text: string): void {

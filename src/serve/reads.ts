@@ -77,7 +77,7 @@ export class ReadRoutes {
       const body = result.tasks.map((t) => `${JSON.stringify(listedTask(t))}\n`).join('')
       return send(x.res, 200, 'application/x-ndjson; charset=utf-8', body, { 'x-total-count': String(result.total) })
     }
-    sendPage(x.res, 200, page({ title: 'Tasks', nav: 'tasks', operator, csrf, body: renderTaskList(this.ctx, result, filter, await this.index.choices()) }))
+    sendPage(x.res, 200, page({ title: 'Tasks', nav: 'tasks', operator, csrf, here: `/${x.url.search}`, body: renderTaskList(this.ctx, result, filter, await this.index.choices()) }))
   }
 
   private resolve(uuid: string): TaskRef {
@@ -116,7 +116,7 @@ export class ReadRoutes {
       offset,
     }
     const body = renderTask(this.ctx, view, { signedIn: operator !== null, csrf, noToken }, notice)
-    sendPage(x.res, 200, page({ title: `Task ${ref.uuid.slice(0, 8)}`, nav: 'tasks', operator, csrf, body, script: overview.location === 'running' }))
+    sendPage(x.res, 200, page({ title: `Task ${ref.uuid.slice(0, 8)}`, nav: 'tasks', operator, csrf, here: `/tasks/${ref.uuid}`, body, script: overview.location === 'running' }))
   }
 
   private async events(x: Exchange, uuid: string): Promise<void> {
@@ -163,7 +163,7 @@ export class ReadRoutes {
       const { source: _source, ...data } = report
       return sendJson(x.res, 200, data)
     }
-    sendPage(x.res, 200, page({ title: 'Stats', nav: 'stats', operator, csrf, body: renderStats(this.ctx, report, check, db) }))
+    sendPage(x.res, 200, page({ title: 'Stats', nav: 'stats', operator, csrf, here: '/stats', body: renderStats(this.ctx, report, check, db) }))
   }
 
   /** GET /api/jobs: `ctxagent jobs --json`'s rows (a JSON array), with its filters (state, user, task, limit). */
@@ -178,11 +178,11 @@ export class ReadRoutes {
   async fleetPage(x: Exchange, operator: string | null, csrf: string | null, notice: string | null): Promise<void> {
     if (!this.fleet.configured) {
       if (x.api) return fail(x.res, true, 404, 'no fleet: set fleet.database_url (or CTXAGENT_DATABASE_URL)')
-      return sendPage(x.res, 200, page({ title: 'Fleet', nav: 'fleet', operator, csrf, body: renderFleet(this.ctx, null, 'No fleet here: this tree is served from tasks.db on one host (set fleet.database_url for a fleet).') }))
+      return sendPage(x.res, 200, page({ title: 'Fleet', nav: 'fleet', operator, csrf, here: '/fleet', body: renderFleet(this.ctx, null, 'No fleet here: this tree is served from tasks.db on one host (set fleet.database_url for a fleet).') }))
     }
     if (x.api) return sendJson(x.res, 200, await this.fleet.status())
     const data = await this.fleet.data(await this.index.rows())
-    sendPage(x.res, 200, page({ title: 'Fleet', nav: 'fleet', operator, csrf, body: renderFleet(this.ctx, forTerminalDeep(data), null, { signedIn: operator !== null, csrf }, notice) }))
+    sendPage(x.res, 200, page({ title: 'Fleet', nav: 'fleet', operator, csrf, here: '/fleet', body: renderFleet(this.ctx, forTerminalDeep(data), null, { signedIn: operator !== null, csrf }, notice) }))
   }
 }
 

@@ -7,10 +7,10 @@ import { isUuid } from '../storage/fs/layout.js'
 import { runAction, runJobAction, serveAudit } from './actions.js'
 import type { ActionInput, ActionName, JobActionName } from './actions.js'
 import { SCRIPT, STYLE } from './assets.js'
-import { Auth, csrfMatches, isLoopback, sessionCookie } from './auth.js'
+import { Auth, csrfMatches, isLoopback, returnPath, sessionCookie } from './auth.js'
 import type { Caller } from './auth.js'
 import { FleetSource } from './fleet-data.js'
-import { html, page } from './html.js'
+import { html, loginHref, page } from './html.js'
 import { fail, HEADERS, redirect, send, sendJson, sendPage } from './respond.js'
 import type { Exchange } from './respond.js'
 import { IndexSource } from './data.js'
@@ -61,7 +61,7 @@ export async function startServer(ctx: CommandEnv, options: ServeOptions): Promi
     // With a token configured, or off loopback, every read needs it too (docs/serve.md#security): a
     // sandboxed command sharing this host's loopback must not read other users' tasks.
     if ((!loopback || auth.hasToken) && caller.kind === 'anonymous') {
-      if (!api && req.method === 'GET') return redirect(res, '/login')
+      if (!api && req.method === 'GET') return redirect(res, loginHref(returnPath(`${url.pathname}${url.search}`)))
       return fail(res, api, 401, 'sign in first: a bearer token, or the login form', { 'www-authenticate': 'Bearer realm="ctxagent"' })
     }
     const action = /^\/(?:api\/)?tasks\/([^/]+)\/(pause|resume|comment|compress)$/.exec(path)
@@ -80,14 +80,16 @@ export async function startServer(ctx: CommandEnv, options: ServeOptions): Promi
   }
 
   async function login(x: Exchange): Promise<void> {
-    if (x.req.method === 'GET') return sendPage(x.res, 200, loginPage(null, auth.hasToken))
+    if (x.req.method === 'GET') return sendPage(x.res, 200, loginPage(null, auth.hasToken, returnPath(x.url.searchParams.get('next'))))
     if (x.req.method !== 'POST') return fail(x.res, false, 405, 'GET or POST', { allow: 'GET, POST' })
     const form = await readBody(x.req)
+    // Back to the page that sent the operator here, if it is one of this server's.
+    const next = returnPath(form.next)
     const signed = auth.hasToken ? auth.signIn(String(form.token ?? ''), typeof form.name === 'string' ? form.name : undefined) : null
-    if (signed === null) return sendPage(x.res, 403, loginPage(auth.hasToken ? 'that token is not the one serve was started with' : 'serve has no token (serve.token or CTXAGENT_SERVE_TOKEN), so no one can sign in', auth.hasToken))
+    if (signed === null) return sendPage(x.res, 403, loginPage(auth.hasToken ? 'that token is not the one serve was started with' : 'serve has no token (serve.token or CTXAGENT_SERVE_TOKEN), so no one can sign in', auth.hasToken, next))
     serveAudit(ctx, 'serve login', null, signed.session.operator)
     x.res.setHeader('set-cookie', sessionCookie(signed.id))
-    return redirect(x.res, '/')
+    return redirect(x.res, next)
   }
 
   async function logout(x: Exchange): Promise<void> {
@@ -183,7 +185,7 @@ function statusOf(err: CtxError): number {
   return err.exitCode === 2 ? 400 : err.exitCode === 3 ? 404 : err.exitCode === 4 ? 409 : 500
 }
 
-function loginPage(error: string | null, hasToken: boolean) {
+function loginPage(error: string | null, hasToken: boolean, next: string) {
   return page({
     title: 'Sign in',
     nav: 'login',
@@ -191,7 +193,7 @@ function loginPage(error: string | null, hasToken: boolean) {
     csrf: null,
     body: html`<h1>Sign in</h1>${error === null ? '' : html`<p class="notice error" role="alert">${error}</p>`}
 ${hasToken ? '' : html`<p class="muted">serve was started without a token: reads work on loopback, actions do not.</p>`}
-<form method="post" action="/login" class="login"><label>Your name (for the audit log) <input name="name" autocomplete="username" pattern="[A-Za-z0-9._@+\\-]{1,64}"></label>
+<form method="post" action="/login" class="login"><input type="hidden" name="next" value="${next}"><label>Your name (for the audit log) <input name="name" autocomplete="username" pattern="[A-Za-z0-9._@+\\-]{1,64}"></label>
 <label>Token <input name="token" type="password" autocomplete="current-password" required></label><button>Sign in</button></form>`,
   })
 }

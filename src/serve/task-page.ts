@@ -3,10 +3,9 @@ import { formatDuration } from '../duration.js'
 import type { TokenSplit } from '../operations/tokens.js'
 import type { JsonRecord } from '../storage/format/jsonl.js'
 import type { Overview } from '../storage/task/reader.js'
-import { clip } from '../text.js'
-import { mainArgument } from '../tools/main-argument.js'
 import { deliveryLine, deliveryOf } from '../storage/task/delivery.js'
-import { ago, html, num, Safe, usd } from './html.js'
+import { ago, html, loginHref, num, Safe, usd } from './html.js'
+import { messageView } from './message-view.js'
 
 export interface TaskView {
   overview: Overview
@@ -70,7 +69,7 @@ function actions(o: Overview, a: Acting): Safe | string {
   // A finished task takes no action: nothing to pause, resume, tell or compress.
   if (o.location === 'completed') return ''
   if (a.noToken) return html`<section class="actions"><p class="muted">Actions need serve.token (or CTXAGENT_SERVE_TOKEN) set where serve runs; the CLI works meanwhile: <code>ctxagent pause ${o.uuid.slice(0, 8)}</code>.</p></section>`
-  if (!a.signedIn) return html`<section class="actions"><p class="muted"><a href="/login">Sign in</a> to pause, resume, comment or compress.</p></section>`
+  if (!a.signedIn) return html`<section class="actions"><p class="muted"><a href="${loginHref(`/tasks/${o.uuid}`)}">Sign in</a> to pause, resume, comment or compress.</p></section>`
   const form = (action: string, label: string, extra: Safe | string = '') =>
     html`<form method="post" action="/tasks/${o.uuid}/${action}" class="action"><input type="hidden" name="csrf" value="${a.csrf ?? ''}">${extra}<button>${label}</button></form>`
   return html`<section class="actions">
@@ -104,31 +103,13 @@ function transcript(messages: JsonRecord[], summaries: JsonRecord[]): Safe[] {
   return [...earlier.map(summaryItem), ...out]
 }
 
+/** One message of the transcript, from its view (message-view.ts): the live script builds the same from the same view. */
 export function messageItem(r: JsonRecord): Safe {
-  const role = typeof r.role === 'string' ? r.role : 'unknown'
-  const content = typeof r.content === 'string' ? r.content : r.content == null ? '' : JSON.stringify(r.content)
-  const calls = Array.isArray(r.tool_calls) ? (r.tool_calls as { function?: { name?: string; arguments?: string } }[]) : []
-  const marks = [r.is_summarized === true ? 'summarized' : '', r.visible === false ? 'hidden' : ''].filter(Boolean).join(' ')
-  const head = html`<span class="seq">#${String(r.seq ?? '?')}</span> <span class="role r-${role}">${role}</span>${r.tool_name ? html` <code>${r.tool_name}</code>` : ''}${marks ? html` <span class="mark">${marks}</span>` : ''}`
-  const body =
-    role === 'tool'
-      ? html`<details><summary>result · ${num(content.length)} chars: ${clip(content.replace(/\s+/g, ' ').trim(), 90)}</summary><pre>${content}</pre></details>`
-      : content === ''
-        ? ''
-        : html`<pre>${content}</pre>`
-  const callItems = calls.map((call) => {
-    const name = call.function?.name ?? '?'
-    const raw = call.function?.arguments ?? ''
-    let args: unknown = raw
-    try {
-      args = JSON.parse(raw)
-    } catch {
-      // Malformed arguments are shown as they came.
-    }
-    const about = mainArgument(name, args, 60)
-    return html`<details class="call"><summary>→ <code>${name}</code>${about === null ? '' : html` ${about}`}</summary><pre>${typeof args === 'string' ? args : JSON.stringify(args, null, 2)}</pre></details>`
-  })
-  return html`<li class="msg m-${role}${marks ? ` ${marks}` : ''}">${head}${body}${callItems}</li>`
+  const v = messageView(r)
+  const head = html`<span class="seq">#${v.seq === null ? '?' : String(v.seq)}</span> <span class="role r-${v.kind}">${v.role}</span>${v.tool === null ? '' : html` <code>${v.tool}</code>`}${v.marks.length > 0 ? html` <span class="mark">${v.marks.join(' ')}</span>` : ''}`
+  const body = v.result !== null ? html`<details><summary>${v.result.summary}</summary><pre>${v.result.text}</pre></details>` : v.text === '' ? '' : html`<pre>${v.text}</pre>`
+  const calls = v.calls.map((c) => html`<details class="call"><summary>→ <code>${c.name}</code>${c.about === null ? '' : html` ${c.about}`}</summary><pre>${c.args}</pre></details>`)
+  return html`<li class="${v.classes}">${head}${body}${calls}</li>`
 }
 
 function summaryItem(r: JsonRecord): Safe {

@@ -11,6 +11,9 @@ export const FLOORS: readonly (readonly string[])[] = [
   ['commands/'],
   // The page, /metrics and /api: the same core the commands call, no operation of its own.
   ['serve/'],
+  // Each operator action once (pause, resume, enqueue, job cancel and retry, compress, comment, the fleet's
+  // pool and lease passes): typed outcomes that commands/ print and serve/ renders.
+  ['actions/'],
   ['command-env.ts'],
   ['fleet/'],
   ['run/'],

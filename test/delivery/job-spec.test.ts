@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { jobProblem } from '../../src/fleet/job-spec.js'
+import { jobProblem, runArgs } from '../../src/fleet/job-spec.js'
 import type { Job, JobSpec } from '../../src/fleet/jobs.js'
-import { newTaskArgs } from '../../src/fleet/task-outcome.js'
 import { placement } from '../../src/commands/enqueue.js'
 import { branchName } from '../../src/delivery/deliver.js'
 
@@ -10,11 +9,11 @@ const job = (spec: Record<string, unknown>): Job => ({ id: 1, task_uuid: '0b6f6c
 describe('deliver in a job', () => {
   it('enqueue and poll put --deliver in the spec; the worker gives it to run; a row asking anything else is refused', () => {
     expect(placement({ deliver: 'pr', workspace: '/tmp' }, null, '/nonexistent-tree')).toMatchObject({ deliver: 'pr' })
-    expect(newTaskArgs(job({ github: 'acme/shop#42', workspace: '/w', deliver: 'pr' }), '/w')).toEqual(expect.arrayContaining(['--deliver', 'pr']))
-    expect(newTaskArgs(job({ github: 'acme/shop#42', workspace: '/w' }), '/w')).not.toContain('--deliver')
+    expect(runArgs(job({}).task_uuid, { github: 'acme/shop#42', workspace: '/w', deliver: 'pr' }, '/w')).toEqual(expect.arrayContaining(['--deliver', 'pr']))
+    expect(runArgs(job({}).task_uuid, { github: 'acme/shop#42', workspace: '/w' }, '/w')).not.toContain('--deliver')
     expect(jobProblem(job({ github: 'acme/shop#42', deliver: 'branch' }))).toBeNull()
     expect(jobProblem(job({ github: 'acme/shop#42', deliver: '--force' }))).toBe('spec.deliver is not none, branch or pr')
-    expect(jobProblem(job({ github: 'acme/shop#42', deliver: 1 }))).toBe('spec.deliver is not text')
+    expect(jobProblem(job({ github: 'acme/shop#42', deliver: 1 }))).toBe('spec.deliver is not none, branch or pr')
   })
 
   it('the branch name: <key>, <uuid8> and <uuid> filled in; a key git would not take made safe', () => {

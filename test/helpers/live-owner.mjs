@@ -1,7 +1,7 @@
 // A task owner driven line by line from stdin, for the page's live tests: creates a task
 // under <base> (real lock and heartbeat, index <base>/tasks.db), prints its uuid, then
 // for each line "say <text>" appends an assistant message, "tool <text>" a tool call and
-// its result, "done" completes the task and exits 0. Prints "ok <n>" after each step.
+// its result, "raw <json>" appends that message as it is, "done" completes the task and exits 0. Prints "ok <n>" after each step.
 import { createInterface } from 'node:readline'
 import { parseConfig } from '../../dist/config/load.js'
 import { Layout } from '../../dist/storage/fs/layout.js'
@@ -27,7 +27,8 @@ for await (const line of createInterface({ input: process.stdin })) {
     const id = `call_${++n}`
     handle.addMessage({ role: 'assistant', content: '', tool_calls: [{ id, type: 'function', function: { name: 'read_file', arguments: JSON.stringify({ path: text }) } }] })
     handle.addMessage({ role: 'tool', tool_name: 'read_file', tool_call_id: id, content: `contents of ${text}` })
-  } else if (verb === 'done') {
+  } else if (verb === 'raw') handle.addMessage(JSON.parse(text))
+  else if (verb === 'done') {
     await handle.complete('all done')
     await index.close()
     process.stdout.write('ok done\n')

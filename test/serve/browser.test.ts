@@ -115,6 +115,46 @@ describe('serve in a browser', () => {
     expect(errors).toEqual([])
   })
 
+  it("a live message is the server's: the stream's view placed by the script renders as the page renders it after a reload", async () => {
+    const t = tree()
+    const owner = helperWithStdin('live-owner.mjs', [t.base, 'Compare the renderings'])
+    const uuid = (await lineFrom(owner, /^[0-9a-f-]{36}$/)).trim()
+    reindex(t)
+    const s = await startServe(t.base)
+    const { page, errors } = await open(`${s.url}/tasks/${uuid}`)
+    await expect.poll(() => page.locator('#live').count()).toBe(1)
+    const before = await page.locator('#transcript li.msg').count()
+    const messages = [
+      { role: 'assistant', content: 'Looking at <b>it</b>\nline two', tool_calls: [{ id: 'a', type: 'function', function: { name: 'grep', arguments: '{"pattern":"TODO  now","path":"src"}' } }, { id: 'b', type: 'function', function: { name: 'run_command', arguments: '{"command":"npm test"}' } }] },
+      { role: 'tool', tool_name: 'grep', tool_call_id: 'a', content: `src/a.ts:1: TODO now\n${'x'.repeat(300)}` },
+      { role: 'assistant', content: '', tool_calls: [{ id: 'c', type: 'function', function: { name: 'mcp_docs_search', arguments: '{"limit":3,"query":"csv export"}' } }, { id: 'd', type: 'function', function: { name: 'read_file', arguments: '{not json' } }] },
+      { role: 'assistant', content: 'colour \u001b[31mred\u001b[0m and a bell \u0007', is_summarized: true },
+      { role: 'user', content: 'a note the model is not shown', visible: false },
+    ]
+    for (const m of messages) {
+      const ack = lineFrom(owner, /^ok /)
+      owner.stdin?.write(`raw ${JSON.stringify(m)}\n`)
+      await ack
+    }
+    // Each but the hidden one, which the page leaves out too.
+    await expect.poll(() => page.locator('#transcript li.msg').count()).toBe(before + messages.length - 1)
+    const items = () => page.locator('#transcript li.msg').evaluateAll((els) => els.map((e) => e.outerHTML))
+    const live = (await items()).slice(before)
+    await page.reload()
+    const served = (await items()).slice(before)
+    expect(live).toHaveLength(4)
+    expect(live).toEqual(served)
+    // What the two used to disagree on: the result's preview, each tool's main argument (an MCP tool's too), escapes.
+    expect(served.join('\n')).toContain('colour red and a bell </pre>')
+    expect(served.join('\n')).toMatch(/result · 3\d\d chars: src\/a\.ts:1: TODO now x+…/)
+    expect(served.join('\n')).toContain('→ <code>grep</code> TODO now</summary>')
+    expect(served.join('\n')).toContain('→ <code>mcp_docs_search</code> csv export</summary>')
+    const done = lineFrom(owner, /^ok done/)
+    owner.stdin?.write('done\n')
+    await done
+    expect(errors).toEqual([])
+  })
+
   it('actions: refused without the token, done after signing in, audited with the name', async () => {
     const t = tree()
     reindex(t)

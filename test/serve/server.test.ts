@@ -160,4 +160,34 @@ describe('serve: security', () => {
     expect(readFileSync(join(tree.dir({ uuid: paused, location: 'paused' }), 'inbox.jsonl'), 'utf8')).toContain('"sender":"dave"')
     expect(s.err()).not.toContain(TOKEN)
   })
+
+  it('signing in returns to the page that sent the operator there, never to another site', async () => {
+    const tree = fixture()
+    const paused = uuidN(3)
+    const s = await startServe(tree.base, { args: ['--host', '0.0.0.0'], env: { CTXAGENT_SERVE_TOKEN: TOKEN } })
+    const base = s.url.replace('0.0.0.0', '127.0.0.1')
+    const get = (path: string, headers: Record<string, string> = {}) => fetch(`${base}${path}`, { redirect: 'manual', headers })
+    // Off loopback a read sends to sign in, remembering where from; the form carries it.
+    const sent = (await get(`/tasks/${paused}?all=1`)).headers.get('location') as string
+    expect(sent).toBe(`/login?next=${encodeURIComponent(`/tasks/${paused}?all=1`)}`)
+    expect(await (await get(sent)).text()).toContain(`<input type="hidden" name="next" value="/tasks/${paused}?all=1">`)
+    const signIn = (next: string, token = TOKEN) =>
+      fetch(`${base}/login`, { method: 'POST', redirect: 'manual', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ token, name: 'erin', next }).toString() })
+    const back = await signIn(`/tasks/${paused}?all=1`)
+    expect(back.status).toBe(303)
+    expect(back.headers.get('location')).toBe(`/tasks/${paused}?all=1`)
+    const session = (back.headers.get('set-cookie') ?? '').split(';')[0] as string
+    expect((await get(`/tasks/${paused}?all=1`, { cookie: session })).status).toBe(200)
+    // A wrong token: the form again, still returning there.
+    expect(await (await signIn('/fleet', 'wrong-token-wrong-token')).text()).toContain('<input type="hidden" name="next" value="/fleet">')
+    // Anything that could lead off this server goes to /.
+    for (const next of ['//evil.example/x', '/\\evil.example', 'https://evil.example/', 'javascript:alert(1)', '/x\r\nSet-Cookie: a=b', '/login', '/logout', ' /fleet', '']) {
+      expect([next, (await signIn(next)).headers.get('location')]).toEqual([next, '/'])
+    }
+    // On loopback reads need no sign-in: a task page's links to sign in come back to it.
+    const local = await startServe(tree.base, { env: { CTXAGENT_SERVE_TOKEN: TOKEN } })
+    const taskHtml = await (await local.get(`/tasks/${paused}`)).text()
+    expect(taskHtml).toContain(`<a href="/login?next=%2Ftasks%2F${paused}">Sign in</a> to pause`)
+    expect(taskHtml).toContain(`<a href="/login?next=%2Ftasks%2F${paused}">sign in</a>`)
+  })
 })

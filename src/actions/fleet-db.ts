@@ -54,8 +54,27 @@ export interface FleetPassOptions {
   once: boolean
 }
 
+/** A job a fleet pass settled: what its task became, and whether its resume was queued. */
+export interface SettledJob {
+  job: number
+  task: string
+  outcome: string
+  resumed: boolean
+}
+
+/** One line for a settled job, as watch-locks and cleanup print it. */
+export function settledText(s: SettledJob): string {
+  return `job ${s.job} (task ${s.task}): ${s.outcome}${s.resumed ? ', its resume queued' : ''}`
+}
+
+export interface FleetReapOutcome {
+  /** The pass (monitorPass's result) and how many jobs it settled; all zero when another host held the lease. */
+  result: PassResult & { jobs_recovered: number }
+  settled: SettledJob[]
+}
+
 /** In a fleet: one pass at a time fleet-wide, dead workers' tasks recovered and their jobs settled (SPEC §14.3). */
-export async function fleetReapPass(ctx: CommandEnv, env: TaskEnv, options: Parameters<typeof monitorPass>[1], pass: FleetPassOptions): Promise<PassResult & { jobs_recovered: number }> {
+export async function fleetReapPass(ctx: CommandEnv, env: TaskEnv, options: Parameters<typeof monitorPass>[1], pass: FleetPassOptions): Promise<FleetReapOutcome> {
   const { fleetPass } = await import('../fleet/recovery.js')
   const { pool } = await fleetPool(ctx, 'watch-locks')
   try {
@@ -65,10 +84,9 @@ export async function fleetReapPass(ctx: CommandEnv, env: TaskEnv, options: Para
     const outcome = await withLease(pool, lease, () => fleetPass(pool, ctx.layout, ctx.config, liveSeconds, (recoverAs) => monitorPass(env, { ...options, recoverAs })))
     if (!outcome.ran) {
       refusedPass(ctx, 'watch-locks', outcome.refusal, pass.once)
-      return { checked: 0, findings: [], reindexed: 0, jobs_recovered: 0 }
+      return { result: { checked: 0, findings: [], reindexed: 0, jobs_recovered: 0 }, settled: [] }
     }
-    for (const s of outcome.value.settled) if (!ctx.json) ctx.io.out(`job ${s.job} (task ${s.task}): ${s.outcome}${s.resumed ? ', its resume queued' : ''}`)
-    return { ...outcome.value.result, jobs_recovered: outcome.value.settled.length }
+    return { result: { ...outcome.value.result, jobs_recovered: outcome.value.settled.length }, settled: outcome.value.settled }
   } finally {
     await pool.end().catch(() => undefined)
   }

@@ -1,0 +1,91 @@
+import { describe, expect, it } from 'vitest'
+import { closeVerdict } from '../../src/fleet/task-outcome.js'
+import type { ChildEnd, TaskSnapshot } from '../../src/fleet/task-outcome.js'
+import type { Job, RetryPolicy } from '../../src/fleet/jobs.js'
+import { initialState } from '../../src/storage/task/state.js'
+import type { TaskState } from '../../src/storage/task/state.js'
+
+// The worker's decision when a job's process closes (src/fleet/task-outcome.ts), for each way a job can end.
+
+const job = (kind: 'new' | 'resume', attempts = 1): Job => ({ id: 7, task_uuid: '00000000-0000-4000-8000-000000000007', kind, spec: {}, state: 'running', priority: 0, attempts, claimed_by: 'w', user: null })
+const exited = (code: number | null, more: Partial<ChildEnd> = {}): ChildEnd => ({ code, signal: null, stopped: false, lastLine: '', ...more })
+const killed = (signal: NodeJS.Signals, more: Partial<ChildEnd> = {}): ChildEnd => ({ code: null, signal, stopped: false, lastLine: '', ...more })
+const state = (more: Partial<TaskState>): TaskState => ({ ...initialState(new Date('2024-06-01T00:00:00Z')), ...more })
+const at = (location: TaskSnapshot['location'], more: Partial<TaskState> = {}, unchanged = false): TaskSnapshot => ({ location, state: location === null ? null : state(more), unchanged })
+const retry: RetryPolicy = { base_seconds: 30, max_seconds: 600, max_attempts: 5 }
+const policy = { maxAttempts: 3, retry: undefined }
+
+describe('closeVerdict: how a job ended', () => {
+  it('completed, failed or timed out: the job ends with its status (and its error)', () => {
+    expect(closeVerdict(job('new'), false, exited(0), at('completed', { status: 'completed' }), policy)).toEqual({ kind: 'end', end: { outcome: 'completed', error: null } })
+    expect(closeVerdict(job('new'), false, exited(1), at('completed', { status: 'failed', error: 'boom' }), policy)).toEqual({ kind: 'end', end: { outcome: 'failed', error: 'boom' } })
+    expect(closeVerdict(job('resume'), true, exited(5), at('completed', { status: 'timeout', error: 'max turns' }), policy)).toEqual({ kind: 'end', end: { outcome: 'timeout', error: 'max turns' } })
+    // Its agent died after the move to completed/, before the last state write.
+    expect(closeVerdict(job('new'), false, killed('SIGKILL'), at('completed', { status: 'completing' }), policy)).toEqual({ kind: 'end', end: { outcome: 'completed', error: null } })
+  })
+
+  it('paused by a signal or by its worker: done, its resume queued', () => {
+    expect(closeVerdict(job('new'), false, exited(143), at('paused', { status: 'paused' }), policy)).toEqual({ kind: 'end', end: { outcome: 'paused', resume: true, error: null } })
+    expect(closeVerdict(job('new'), false, exited(130), at('paused', { status: 'paused' }), policy)).toEqual({ kind: 'end', end: { outcome: 'paused', resume: true, error: null } })
+    expect(closeVerdict(job('resume'), true, exited(0, { stopped: true }), at('paused', { status: 'paused' }), policy)).toEqual({ kind: 'end', end: { outcome: 'paused', resume: true, error: null } })
+  })
+
+  it('paused by its operator or its agent: done, no resume queued (theirs to resume)', () => {
+    expect(closeVerdict(job('new'), false, exited(0), at('paused', { status: 'paused', paused_by: 'operator' }), policy)).toEqual({ kind: 'end', end: { outcome: 'paused', resume: false, error: null } })
+  })
+
+  it('paused by an LLM failure that passes: retried later under fleet.retry; without it, paused with the error', () => {
+    const outage = at('paused', { status: 'paused', paused_by: 'llm', llm_failure: 'unreachable', error: 'connection refused' })
+    expect(closeVerdict(job('new'), false, exited(0), outage, { maxAttempts: 3, retry })).toEqual({ kind: 'end', end: { outcome: 'paused', error: 'connection refused', retry } })
+    expect(closeVerdict(job('new'), false, exited(0), outage, policy)).toEqual({ kind: 'end', end: { outcome: 'paused', resume: false, error: 'connection refused' } })
+    // An LLM failure that does not pass by itself (a bad key): not retried.
+    const lasting = at('paused', { status: 'paused', paused_by: 'llm', llm_failure: null, error: '401' })
+    expect(closeVerdict(job('new'), false, exited(0), lasting, { maxAttempts: 3, retry })).toEqual({ kind: 'end', end: { outcome: 'paused', resume: false, error: '401' } })
+  })
+
+  it('a new task never created: the job fails with run\'s last log message', () => {
+    const line = JSON.stringify({ ts: '…', level: 'error', msg: 'the workspace is not a directory' })
+    expect(closeVerdict(job('new'), false, exited(2, { lastLine: line }), at(null), policy)).toEqual({ kind: 'end', end: { outcome: 'failed', failed: true, error: 'the workspace is not a directory' } })
+    expect(closeVerdict(job('new'), false, exited(1), at(null), policy)).toEqual({ kind: 'end', end: { outcome: 'failed', failed: true, error: 'run exited with 1' } })
+  })
+
+  it('killed before its task began: handed back at once, counting the attempt; the last attempt fails a new job, leaves a resume paused', () => {
+    expect(closeVerdict(job('new', 2), false, killed('SIGKILL'), at(null), policy)).toEqual({
+      kind: 'hand_back',
+      why: 'was killed (SIGKILL)',
+      error: 'its agent was killed (SIGKILL) before the task began (attempt 2 of fleet.max_attempts 3)',
+      last: { outcome: 'failed', error: 'its agent was killed (SIGKILL) before the task began (attempt 2 of fleet.max_attempts 3)' },
+      waitMs: 0,
+      maxAttempts: 3,
+    })
+    const resumed = closeVerdict(job('resume'), true, killed('SIGKILL'), at('paused', { status: 'paused' }, true), policy)
+    expect(resumed).toMatchObject({ kind: 'hand_back', last: { outcome: 'paused' }, waitMs: 0 })
+  })
+
+  it('a resume that found its task locked (exit 4, the paused task unchanged): handed back after a pause that grows, at most 5 s', () => {
+    const locked = (attempts: number) => closeVerdict(job('resume', attempts), true, exited(4), at('paused', { status: 'paused' }, true), policy)
+    expect(locked(1)).toMatchObject({ kind: 'hand_back', why: 'found the task locked', waitMs: 1000 })
+    expect(locked(2)).toMatchObject({ waitMs: 2000 })
+    expect(locked(9)).toMatchObject({ waitMs: 5000 })
+  })
+
+  it('killed after its task began: not handed back, the job ends (or waits for watch-locks) as the task says', () => {
+    // A resume whose task changed (its agent wrote state.json), then paused: settled from the task.
+    expect(closeVerdict(job('resume'), true, killed('SIGKILL'), at('paused', { status: 'paused', paused_by: 'operator' }, false), policy)).toEqual({ kind: 'end', end: { outcome: 'paused', resume: false, error: null } })
+    // A new task created, its process killed holding the lock: left for watch-locks.
+    expect(closeVerdict(job('new'), false, killed('SIGKILL', { lastLine: 'turn 3' }), at('running'), policy)).toEqual({ kind: 'left_running', detail: 'turn 3' })
+    expect(closeVerdict(job('new'), false, exited(1), at('running'), policy)).toEqual({ kind: 'left_running', detail: 'exit 1' })
+  })
+
+  it('stopped by its worker before its task was created: released as it was (its attempt not counted)', () => {
+    expect(closeVerdict(job('new'), false, killed('SIGTERM', { stopped: true }), at(null), policy)).toEqual({ kind: 'release' })
+    expect(closeVerdict(job('new'), false, exited(143, { stopped: true }), at(null), policy)).toEqual({ kind: 'release' })
+  })
+
+  it('its task run by another process (exit 4, the task in running/): the job ends when that run does', () => {
+    expect(closeVerdict(job('resume'), true, exited(4), at('running'), policy)).toEqual({ kind: 'elsewhere' })
+    expect(closeVerdict(job('new'), false, exited(4), at('running'), policy)).toEqual({ kind: 'elsewhere' })
+    // Stopped by its worker meanwhile: not someone else's run, left for watch-locks.
+    expect(closeVerdict(job('new'), false, exited(4, { stopped: true }), at('running'), policy)).toEqual({ kind: 'left_running', detail: 'exit 4' })
+  })
+})

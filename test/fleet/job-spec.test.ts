@@ -1,0 +1,62 @@
+import { describe, expect, it } from 'vitest'
+import { JOB_SPEC_KEYS, jobProblem, runArgs, specProblem } from '../../src/fleet/job-spec.js'
+import type { JobSpec } from '../../src/fleet/job-spec.js'
+
+const uuid = '00000000-0000-4000-8000-000000000001'
+const row = (spec: unknown, kind = 'new') => ({ task_uuid: uuid, kind, priority: 0, attempts: 0, spec })
+
+describe('the job spec: one schema for its type, keys, checks and the child\'s run', () => {
+  it('allows exactly the keys of run that a job may ask for, and refuses any other', () => {
+    expect(JOB_SPEC_KEYS).toEqual(['task', 'github', 'gitlab', 'user', 'workspace', 'repo', 'ref', 'task_id', 'max_turns', 'max_tokens', 'timeout', 'model', 'allow_shell'])
+    expect(specProblem({ task: 'x', cmd: 'rm -rf /' })).toBe('spec has an unknown key "cmd"')
+    expect(specProblem({ task: 'x', __proto__x: 1 })).toBe('spec has an unknown key "__proto__x"')
+    expect(specProblem([])).toBe('spec is not an object')
+    expect(specProblem(null)).toBe('spec is not an object')
+  })
+
+  it('checks each field with one rule, naming the key and what it should be', () => {
+    const cases: [Record<string, unknown>, string | null][] = [
+      [{ task: 'fix it', user: 'alice', task_id: 'nightly', model: 'm-1', max_turns: 5, max_tokens: 1000, timeout: '60s', allow_shell: true, workspace: '/srv/ws' }, null],
+      [{ task: 7 }, 'spec.task is not text'],
+      [{ github: 'owner/repo#12' }, null],
+      [{ github: '--help' }, 'spec.github is not owner/repo#N'],
+      [{ gitlab: 'group/sub/project!3' }, null],
+      [{ gitlab: 'project#3' }, 'spec.gitlab is not group/project#N or !N'],
+      [{ task: 'x', user: '-x\n' }, 'spec.user is not 1 to 200 printable characters'],
+      [{ task: 'x', user: ' alice' }, 'spec.user is not 1 to 200 printable characters'],
+      [{ task: 'x', task_id: 'x'.repeat(201) }, 'spec.task_id is not 1 to 200 printable characters'],
+      [{ task: 'x', model: '' }, 'spec.model is not 1 to 200 printable characters'],
+      [{ task: 'x', max_turns: 0 }, 'spec.max_turns is not a positive whole number'],
+      [{ task: 'x', max_tokens: 1.5 }, 'spec.max_tokens is not a positive whole number'],
+      [{ task: 'x', max_turns: '5' }, 'spec.max_turns is not a positive whole number'],
+      [{ task: 'x', timeout: '5m' }, 'spec.timeout is not a number of seconds (Ns)'],
+      [{ task: 'x', allow_shell: 'yes' }, 'spec.allow_shell is not true or false'],
+      [{ task: 'x', workspace: 'relative/dir' }, 'spec.workspace is not an absolute path'],
+      [{ task: 'x', repo: 'https://github.com/o/r.git', ref: 'main' }, null],
+      [{ task: 'x', repo: '--upload-pack=touch /tmp/pwned' }, "spec.repo: '--upload-pack=touch /tmp/pwned' is not a git URL"],
+      [{ task: 'x', repo: 'https://u:p@github.com/o/r.git' }, 'spec.repo: the URL of https://…@github.com/o/r.git holds a user name or password'],
+      [{ task: 'x', repo: 'https://github.com/o/r.git', ref: '-f' }, 'spec.ref "-f" is not a branch, tag or commit name of a repo'],
+      [{ task: 'x', ref: 'main' }, 'spec.ref "main" is not a branch, tag or commit name of a repo'],
+      [{ task: 'x', repo: '/srv/repo', workspace: '/srv/ws' }, 'spec has both repo and workspace'],
+    ]
+    for (const [spec, problem] of cases) expect([spec, specProblem(spec)]).toEqual([spec, problem])
+  })
+
+  it("a job row: its uuid, kind and numbers, and a new task's one source", () => {
+    expect(jobProblem(row({ task: 'x' }))).toBeNull()
+    expect(jobProblem(row({}, 'resume'))).toBeNull()
+    expect(jobProblem(row({}))).toBe('spec names not exactly one of task, github, gitlab')
+    expect(jobProblem(row({ task: 'x', github: 'o/r#1' }))).toBe('spec names not exactly one of task, github, gitlab')
+    expect(jobProblem({ ...row({ task: 'x' }), task_uuid: '../../x' })).toBe('task_uuid "../../x" is not a UUID')
+    expect(jobProblem(row({ task: 'x' }, 'bogus'))).toBe('kind "bogus" is neither new nor resume')
+    expect(jobProblem({ ...row({ task: 'x' }), attempts: -1 })).toBe('priority and attempts must be whole numbers')
+  })
+
+  it("gives the child run's arguments: each field's flag, the workspace the worker chose, the task text on standard input", () => {
+    const spec: JobSpec = { task: 'fix it', user: 'alice', workspace: '/srv/ws', task_id: 'n', max_turns: 3, max_tokens: 900, timeout: '60s', model: 'm', allow_shell: true }
+    expect(runArgs(uuid, spec, spec.workspace)).toEqual(['run', '--uuid', uuid, '--task-file', '-', '--user', 'alice', '--workspace', '/srv/ws', '--task-id', 'n', '--max-turns', '3', '--max-tokens', '900', '--timeout', '60s', '--model', 'm', '--allow-shell'])
+    // A --repo job runs in the clone made for it; repo and ref are the worker's, not run's.
+    expect(runArgs(uuid, { github: 'o/r#4', repo: 'https://h/o/r.git', ref: 'main' }, '/clones/x')).toEqual(['run', '--uuid', uuid, '--github', 'o/r#4', '--workspace', '/clones/x'])
+    expect(runArgs(uuid, { gitlab: 'g/p!2', allow_shell: false }, undefined)).toEqual(['run', '--uuid', uuid, '--gitlab', 'g/p!2'])
+  })
+})
