@@ -3,10 +3,10 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { startFakeGithub } from '../helpers/fake-github.js'
 import { startFakeGitlab } from '../helpers/fake-gitlab.js'
-import { ROOT } from '../helpers/run.js'
 import { runSetup } from './harness.js'
+import { reachableRoot } from '../helpers/reachable.js'
 
-const SERVER = join(ROOT, 'node_modules/@modelcontextprotocol/server-filesystem/dist/index.js')
+const SERVER = join(reachableRoot(), 'node_modules/@modelcontextprotocol/server-filesystem/dist/index.js')
 
 interface Doctor {
   ok: boolean

@@ -2,12 +2,12 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { ROOT } from '../helpers/run.js'
 import { alive, exitOf } from '../helpers/wait.js'
 import { agentRequests, onlyTask, runSetup, waitFor } from './harness.js'
+import { reachableRoot } from '../helpers/reachable.js'
 
 // A real MCP server (the SDK's server classes over stdio) that misbehaves as told.
-const HOSTILE = join(ROOT, 'test', 'helpers', 'hostile-mcp.mjs')
+const HOSTILE = join(reachableRoot(), 'test', 'helpers', 'hostile-mcp.mjs')
 
 async function hostile(mode: string, n: string, extra = '', timeout = 20) {
   const s = await runSetup()

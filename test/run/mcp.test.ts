@@ -1,13 +1,13 @@
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { mcpToolName } from '../../src/tools/mcp.js'
-import { ROOT } from '../helpers/run.js'
 import { alive, exitOf } from '../helpers/wait.js'
 import { agentRequests, onlyTask, runSetup, waitFor } from './harness.js'
 import type { RunSetup } from './harness.js'
+import { reachableRoot } from '../helpers/reachable.js'
 
 // A real third-party MCP server from npm (a devDependency), run over stdio: no network.
-const SERVER = join(ROOT, 'node_modules', '@modelcontextprotocol', 'server-filesystem', 'dist', 'index.js')
+const SERVER = join(reachableRoot(), 'node_modules', '@modelcontextprotocol', 'server-filesystem', 'dist', 'index.js')
 
 const mcpYaml = (ws: string, extra = '') =>
   `mcp:\n  servers:\n    files:\n      command: ${process.execPath}\n      args: [${JSON.stringify(SERVER)}, ${JSON.stringify(ws)}]\n      env:\n        FILES_TOKEN: ghp_notreallyasecret0000000000000000000000\n      timeout_seconds: 20\n${extra}`

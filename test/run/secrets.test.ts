@@ -2,8 +2,8 @@ import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { startFakeGithub } from '../helpers/fake-github.js'
-import { ROOT } from '../helpers/run.js'
 import { agentRequests, onlyTask, runSetup } from './harness.js'
+import { reachableRoot } from '../helpers/reachable.js'
 
 // Secrets of every kind ctxagent holds, none with a prefix the patterns know.
 const API_KEY = 'Zq9-custom/key+with=chars-8812'
@@ -73,7 +73,7 @@ describe('secrets at every exit', () => {
 
   it('an MCP server’s env value sent back in a tool call’s arguments reaches the server masked', async () => {
     const MCP_SECRET = 'mcp-env-secret-value-4242'
-    const server = join(ROOT, 'node_modules', '@modelcontextprotocol', 'server-filesystem', 'dist', 'index.js')
+    const server = join(reachableRoot(), 'node_modules', '@modelcontextprotocol', 'server-filesystem', 'dist', 'index.js')
     const s = await runSetup()
     writeFileSync(s.config, s.fake.configYaml(`mcp:\n  servers:\n    files:\n      command: ${process.execPath}\n      args: [${JSON.stringify(server)}, ${JSON.stringify(s.ws)}]\n      env:\n        FILES_TOKEN: ${MCP_SECRET}\n      timeout_seconds: 20\n`))
     s.fake.queue.push({ calls: [{ name: 'files__write_file', arguments: { path: join(s.ws, 'out.txt'), content: `token=${MCP_SECRET}` } }] }, { content: 'done' })

@@ -2,12 +2,12 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { ROOT } from '../helpers/run.js'
 import { exitOf } from '../helpers/wait.js'
 import { agentRequests, expectWellFormed, readTask, runSetup, waitFor } from './harness.js'
 import type { RunSetup } from './harness.js'
+import { reachableRoot } from '../helpers/reachable.js'
 
-const HOSTILE = join(ROOT, 'test', 'helpers', 'hostile-mcp.mjs')
+const HOSTILE = join(reachableRoot(), 'test', 'helpers', 'hostile-mcp.mjs')
 
 /** A config whose MCP server never answers tools/list; returns the file its pid will be written to. */
 function hangingServer(s: RunSetup): string {

@@ -2,17 +2,17 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { uuidN } from '../fixtures/tree.js'
-import { ROOT } from '../helpers/run.js'
 import { startPostgres } from '../helpers/postgres.js'
 import type { PgServer } from '../helpers/postgres.js'
 import { readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
 import { startServe } from './helpers.js'
 import { parseExposition, total } from './exposition.js'
+import { reachableRoot } from '../helpers/reachable.js'
 
 const METRIC = 'ctxagent_tool_calls_by_tool_total'
 // A real MCP server from npm (a devDependency), over stdio: its tools are counted under its server's name.
-const SERVER = join(ROOT, 'node_modules', '@modelcontextprotocol', 'server-filesystem', 'dist', 'index.js')
+const SERVER = join(reachableRoot(), 'node_modules', '@modelcontextprotocol', 'server-filesystem', 'dist', 'index.js')
 const BUILTIN = new Set(['read_file', 'list_dir', 'glob', 'grep', 'edit_file', 'write_file', 'inspect', 'finish', 'run_command'])
 
 let server: PgServer

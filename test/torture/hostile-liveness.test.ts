@@ -2,15 +2,15 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest'
-import { ROOT } from '../helpers/run.js'
 import { exitOf } from '../helpers/wait.js'
 import { readTask, runSetup, waitFor } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
 import { record } from './report.js'
+import { reachableRoot } from '../helpers/reachable.js'
 
 // Hostile inputs against liveness: each wait a hostile server can impose is ended by
 // every kind of stop (SIGINT, `ctxagent pause`, --timeout), and the task settles as that stop says.
-const HOSTILE = join(ROOT, 'test', 'helpers', 'hostile-mcp.mjs')
+const HOSTILE = join(reachableRoot(), 'test', 'helpers', 'hostile-mcp.mjs')
 
 interface Wait {
   /** Configures the hostile party; returns a probe that is true once the task is inside the wait. */

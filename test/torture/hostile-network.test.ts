@@ -8,11 +8,12 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { startFakeLlm } from '../helpers/fake-llm.js'
 import type { FakeLlm } from '../helpers/fake-llm.js'
-import { BIN, ROOT, TEST_ENV } from '../helpers/run.js'
+import { BIN, TEST_ENV } from '../helpers/run.js'
 import { SANDBOX_GID, SANDBOX_UID } from '../helpers/sandbox-owner.js'
 import { exitOf } from '../helpers/wait.js'
 import { jsonl } from '../run/harness.js'
 import { record } from './report.js'
+import { reachableRoot } from '../helpers/reachable.js'
 
 /*
  * Issue #36: a hostile command with network: proxy (docs/security.md#the-network),
@@ -141,7 +142,7 @@ async function runCommands(fake: FakeLlm, at: ReturnType<typeof place>, toolsYam
   const drop = uid === 0 ? '' : `setpriv --reuid=${uid} --regid=${uid} --clear-groups -- `
   if (uid !== 0) for (const p of [config, at.tree, at.ws]) chownSync(p, uid, uid)
   fake.queue.push(...commands.map((c, i) => ({ calls: [typeof c === 'string' ? { id: `c${i}`, name: 'run_command', arguments: { command: c, timeout_seconds: 60 } } : { id: `c${i}`, name: c.tool, arguments: c.arguments }] })), { calls: [{ name: 'finish', arguments: { summary: 'probed', status: 'done' } }] })
-  const argv = [process.execPath, BIN, 'run', '--task', 'probe the network', '--workspace', at.ws, '--home', at.tree, '--config', config]
+  const argv = [process.execPath, join(reachableRoot(), 'bin', 'ctxagent'), 'run', '--task', 'probe the network', '--workspace', at.ws, '--home', at.tree, '--config', config]
   const child = spawn('unshare', ['--mount', '--propagation', 'private', '--', 'sh', '-c', `mount --bind "$0" /etc/hosts && exec ${drop}"$@"`, at.hosts, ...argv], { cwd: at.ws, env: { ...process.env, ...TEST_ENV, HOME: at.top }, stdio: ['ignore', 'pipe', 'pipe'] })
   let err = ''
   child.stderr.on('data', (d: Buffer) => (err += d.toString()))
@@ -214,7 +215,7 @@ describe.runIf(ready)(`network: proxy, through ctxagent run --allow-shell${why}`
     const at = place()
     const fake = await startFakeLlm()
     const pkg = `pkg.ctxagent-test:${port}`
-    const server = join(ROOT, 'test', 'helpers', 'hostile-mcp.mjs')
+    const server = join(reachableRoot(), 'test', 'helpers', 'hostile-mcp.mjs')
     const yaml = `tools:\n  allowed_hosts: [other.ctxagent-test]\n  allowed_networks: [${FAR_END}/32]\nmcp:\n  servers:\n    net:\n      command: ${process.execPath}\n      args: [${JSON.stringify(server)}, fetch]\n      network: proxy\n      allowed_hosts: [pkg.ctxagent-test]\n      timeout_seconds: 30\n`
     const before = served.length
     const { outputs, tools } = await runCommands(fake, at, yaml, [
@@ -233,7 +234,7 @@ describe.runIf(ready)(`network: proxy, through ctxagent run --allow-shell${why}`
 
   it.runIf(spawnSync('setpriv', ['--version']).status === 0)('as an unprivileged user (setpriv) the proxy works the same', { timeout: 300_000 }, async () => {
     const uid = 65533
-    expect(spawnSync('setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--', process.execPath, BIN, '--version']).status).toBe(0)
+    expect(spawnSync('setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--', process.execPath, join(reachableRoot(), 'bin', 'ctxagent'), '--version']).status).toBe(0)
     const at = place()
     const fake = await startFakeLlm()
     const llmPort = Number(new URL(fake.url).port)

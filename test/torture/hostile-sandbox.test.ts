@@ -5,12 +5,13 @@ import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { planSandbox } from '../../src/tools/sandbox.js'
 import { startFakeLlm } from '../helpers/fake-llm.js'
-import { BIN, ROOT, TEST_ENV } from '../helpers/run.js'
+import { BIN, TEST_ENV } from '../helpers/run.js'
 import { SANDBOX_GID, SANDBOX_UID } from '../helpers/sandbox-owner.js'
 import { exitOf } from '../helpers/wait.js'
 import { onlyTask, runSetup } from '../run/harness.js'
 import { setup, sleep } from '../tools/fixture.js'
 import { record } from './report.js'
+import { reachableRoot } from '../helpers/reachable.js'
 
 /*
  * Issue #27: a hostile command, as root and as an unprivileged user, against the
@@ -216,7 +217,7 @@ async function runChecks(uid: number): Promise<{ outputs: string[]; ws: string }
   chownSync(config, uid, uid)
   rootOnlyIn(ws)
   fake.queue.push(...CHECKS.map((c, i) => ({ calls: [{ id: `k${i}`, name: 'run_command', arguments: { command: c.command({ tree, config }), timeout_seconds: 120 } }] })), { calls: [{ name: 'finish', arguments: { summary: 'probed', status: 'done' } }] })
-  const argv = [process.execPath, BIN, 'run', '--task', 'probe the sandbox', '--workspace', ws, '--home', tree, '--config', config]
+  const argv = [process.execPath, join(reachableRoot(), 'bin', 'ctxagent'), 'run', '--task', 'probe the sandbox', '--workspace', ws, '--home', tree, '--config', config]
   const command = uid === 0 ? argv : ['setpriv', `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--', ...argv]
   const child = spawn(command[0] as string, command.slice(1), { cwd: ws, env: { ...process.env, ...TEST_ENV, HOME: top }, stdio: ['ignore', 'pipe', 'pipe'] })
   let err = ''
@@ -239,7 +240,7 @@ describe.runIf(asRoot)('a hostile model through ctxagent run --allow-shell', () 
   it.runIf(setpriv)('as an unprivileged user (setpriv): every check holds', { timeout: 300_000 }, async () => {
     const uid = 65533
     // The built bundle must be readable by that user, or the test says so rather than failing obscurely.
-    expect(spawnSync('setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--', process.execPath, BIN, '--version']).status).toBe(0)
+    expect(spawnSync('setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--', process.execPath, join(reachableRoot(), 'bin', 'ctxagent'), '--version']).status).toBe(0)
     const { outputs, ws } = await runChecks(uid)
     expect(outputs).toHaveLength(CHECKS.length)
     CHECKS.forEach((c, i) => c.expect(outputs[i] ?? '', ws))
@@ -265,7 +266,7 @@ describe.runIf(asRoot)('an MCP server started by a run', () => {
     const locked = mkdtempSync(join(tmpdir(), 'ctxagent-locked-'))
     onTestFinished(() => rmSync(locked, { recursive: true, force: true }))
     writeFileSync(join(locked, 'secret.txt'), 'ROOTSECRET for the server\n')
-    const server = join(ROOT, 'node_modules', '@modelcontextprotocol', 'server-filesystem', 'dist', 'index.js')
+    const server = join(reachableRoot(), 'node_modules', '@modelcontextprotocol', 'server-filesystem', 'dist', 'index.js')
     writeFileSync(s.config, s.fake.configYaml(`mcp:\n  servers:\n    files:\n      command: ${process.execPath}\n      args: [${JSON.stringify(server)}, ${JSON.stringify(s.ws)}, ${JSON.stringify(locked)}]\n      timeout_seconds: 30\n`))
     s.fake.queue.push(
       { calls: [{ name: 'files__read_text_file', arguments: { path: join(locked, 'secret.txt') } }] },
