@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import { spawnSync } from 'node:child_process'
-import { chmodSync, existsSync, mkdtempSync, renameSync, rmSync, statSync } from 'node:fs'
+import { chmodSync, existsSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { ROOT } from './run.js'
@@ -29,9 +29,12 @@ export function reachableRoot(): string {
   if (searchableByAll(ROOT)) return (mirror = ROOT)
   const bundle = join(ROOT, 'bundle', 'cli.js')
   const stamp = existsSync(bundle) ? String(statSync(bundle).mtimeMs) : 'none'
-  const id = createHash('sha256').update(`${ROOT}\0${stamp}`).digest('hex').slice(0, 16)
-  const target = join(tmpdir(), `ctxagent-test-checkout-${id}`)
+  const hash = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 12)
+  const prefix = `ctxagent-test-checkout-${hash(ROOT)}-`
+  const target = join(tmpdir(), `${prefix}${hash(stamp)}`)
   if (!existsSync(target)) {
+    // An earlier build's copy of this checkout is of no more use.
+    for (const old of readdirSync(tmpdir()).filter((name) => name.startsWith(prefix))) rmSync(join(tmpdir(), old), { recursive: true, force: true })
     const staging = mkdtempSync(join(tmpdir(), 'ctxagent-test-checkout-staging-'))
     // Hard links where the temporary directory is on the same file system, a copy where it is not.
     let copied = spawnSync('cp', ['-al', `${ROOT}/.`, staging], { stdio: 'ignore' })
