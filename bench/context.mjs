@@ -1,4 +1,4 @@
-// Memory of a long task kept on disk vs in a list (seed 000 §7.1), and request
+// Memory of a long task kept on disk vs in a list (docs/contract.md §9), and request
 // tokens saved by prune on a recorded-style coding session.
 import { execFileSync, spawn } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
@@ -158,7 +158,7 @@ export async function tokenBill() {
   return [
     {
       name: 'token-bill',
-      what: `prompt bytes sent (agent and summary requests) over a ${BILL_TURNS.toLocaleString('en')}-turn task (9 KB tool outputs, context 128,000, honest usage): protected_tool_rounds 5 and max_rounds 100 vs seed 001's prune alone (protected_turns 3)`,
+      what: `prompt bytes sent (agent and summary requests) over a ${BILL_TURNS.toLocaleString('en')}-turn task (9 KB tool outputs, context 128,000, honest usage): protected_tool_rounds 5 and max_rounds 100 vs docs/contract.md §5's prune alone (protected_turns 3)`,
       measured: `${(total(rounds) / 1e6).toFixed(1)} MB (~${Math.round(total(rounds) / 4 / 1e3).toLocaleString('en')}k tokens; summaries ${(rounds.summaryBytes / 1e6).toFixed(1)} MB) vs ${(total(seed) / 1e6).toFixed(1)} MB (~${Math.round(total(seed) / 4 / 1e3).toLocaleString('en')}k tokens; summaries ${(seed.summaryBytes / 1e6).toFixed(1)} MB); same answer: ${rounds.answer === seed.answer ? 'yes' : 'no'}`,
       ratio: `${ratio.toFixed(2)}×`,
       target: '≤ 0.4×',
@@ -166,7 +166,7 @@ export async function tokenBill() {
     },
     {
       name: 'token-bill-shape',
-      what: 'request size at turn 200 and turn 1,000, and summary calls, of the same two runs (rounds 5 vs seed 001 alone)',
+      what: 'request size at turn 200 and turn 1,000, and summary calls, of the same two runs (rounds 5 vs docs/contract.md §5 alone)',
       measured: `turn 200: ${kb(rounds.sizes.get(200))} vs ${kb(seed.sizes.get(200))}; turn 1,000: ${kb(rounds.sizes.get(1000))} vs ${kb(seed.sizes.get(1000))}; summary calls ${rounds.summary} vs ${seed.summary}`,
       ratio: `${(rounds.sizes.get(1000) / seed.sizes.get(1000)).toFixed(2)}× at turn 1,000`,
       target: 'reported',

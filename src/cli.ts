@@ -62,7 +62,7 @@ export async function main(argv: string[]): Promise<void> {
     throw err
   })
   // Log lines to a reader that went away (an agent whose worker was SIGKILLed): lost, but the
-  // task goes on and settles; dying of them would leave it in running/ for a reaper (SPEC §14.3).
+  // task goes on and settles; dying of them would leave it in running/ for a reaper (docs/contract.md §14.3).
   process.stderr.on('error', (err: NodeJS.ErrnoException) => {
     if (err.code !== 'EPIPE') throw err
   })
@@ -92,7 +92,7 @@ function commandIn(program: Command): string {
 
 /**
  * The one error line, made safe for a terminal: an error may quote a server's reply, a
- * task's text or a file name, with escape sequences in it (SPEC §8).
+ * task's text or a file name, with escape sequences in it (docs/contract.md §8).
  */
 function errorLine(text: string): void {
   process.stderr.write(`ctxagent: ${forTerminal(text)}\n`)

@@ -31,7 +31,7 @@ export interface CommandEnv {
   readonly configSource: string | null
   /** One line about the config the operator should see once (a ./config.yaml no longer read), or null. */
   readonly configNotice: string | null
-  /** Which setting chose the task tree (SPEC §9 order). */
+  /** Which setting chose the task tree (docs/contract.md §9 order). */
   readonly baseSource: BaseSource
   readonly layout: Layout
   readonly io: Io
@@ -202,7 +202,7 @@ export async function withTaskEnv<T>(ctx: CommandEnv, body: (env: TaskEnv) => Pr
 }
 
 /**
- * The fleet's database (SPEC §14.1): CTXAGENT_DATABASE_URL, else `fleet.database_url`,
+ * The fleet's database (docs/contract.md §14.1): CTXAGENT_DATABASE_URL, else `fleet.database_url`,
  * else null (one host, tasks.db). A secret: messages never show it.
  */
 export function fleetDatabaseUrl(ctx: Pick<CommandEnv, 'env' | 'config'>): string | null {

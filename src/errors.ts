@@ -1,6 +1,6 @@
 /**
  * The one error hierarchy. Core code throws these; only src/cli.ts turns them into
- * an exit code and the one-line `ctxagent: <message> (<hint>)` on stderr (SPEC §9).
+ * an exit code and the one-line `ctxagent: <message> (<hint>)` on stderr (docs/contract.md §9).
  */
 export class CtxError extends Error {
   readonly exitCode: number
@@ -45,7 +45,7 @@ export function resumeRaceLost(uuid: string): LockedError {
 
 /** The LLM server failed or could not be reached: exit 1. */
 /**
- * A failure of the LLM side that may pass by itself (SPEC §14.4): the server unreachable,
+ * A failure of the LLM side that may pass by itself (docs/contract.md §14.4): the server unreachable,
  * answering 5xx or 429 after the client's retries, or not answering in time.
  */
 export type LlmFailure = 'unreachable' | 'server_error' | 'rate_limited' | 'timeout'

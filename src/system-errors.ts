@@ -4,7 +4,7 @@ import { shortPath } from './text.js'
 
 /**
  * Turns what the operating system or SQLite threw (ENOSPC, EACCES, SQLITE_FULL, …)
- * into the one line of SPEC §9: what happened, where, and what to do. `base` is the
+ * into the one line of docs/contract.md §9: what happened, where, and what to do. `base` is the
  * task tree, named when the error itself carries no path (a write() has none).
  * Returns null for anything that is not a system error.
  */

@@ -1,5 +1,5 @@
 /**
- * Stored text made safe to print to a terminal (SPEC §8): a model's answer, a tool
+ * Stored text made safe to print to a terminal (docs/contract.md §8): a model's answer, a tool
  * result or a comment may carry escape sequences that set the clipboard (OSC 52), the
  * window title, or rewrite what is on screen. Human output strips them whatever the
  * destination (a pipe may end in a terminal: `| less -R`, `| tee`); --json escapes

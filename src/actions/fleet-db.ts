@@ -29,12 +29,12 @@ export async function fleetPool(ctx: CommandEnv, role: string, max = 4): Promise
   return { pool, url }
 }
 
-/** The connection a worker LISTENs on (SPEC §14.5): fleet.listen_url, a direct one when the database URL goes through a pooler; else the database URL. */
+/** The connection a worker LISTENs on (docs/contract.md §14.5): fleet.listen_url, a direct one when the database URL goes through a pooler; else the database URL. */
 export function fleetListenUrl(ctx: CommandEnv, databaseUrl: string): string {
   return ctx.config.fleet.listen_url ?? databaseUrl
 }
 
-/** How a fleet-wide pass holds its lease: renewed every heartbeat, freed after the stale time if its host dies (SPEC §4's clocks, on the database's clock). */
+/** How a fleet-wide pass holds its lease: renewed every heartbeat, freed after the stale time if its host dies (docs/contract.md §4's clocks, on the database's clock). */
 function leaseTimes(ctx: CommandEnv): { ttlSeconds: number; renewMs: number } {
   return { ttlSeconds: ctx.config.locks.stale_after_seconds, renewMs: ctx.config.locks.heartbeat_seconds * 1000 }
 }
@@ -48,7 +48,7 @@ function refusedPass(ctx: CommandEnv, name: LeaseName, refusal: LeaseRefusal, on
 }
 
 export interface FleetPassOptions {
-  /** How often passes come (--interval): refused its lease for longer is an alert (SPEC §14.5). */
+  /** How often passes come (--interval): refused its lease for longer is an alert (docs/contract.md §14.5). */
   intervalMs: number
   /** A single pass (--once, cron): refused for too long it fails (exit 1) instead of warning. */
   once: boolean
@@ -73,7 +73,7 @@ export interface FleetReapOutcome {
   settled: SettledJob[]
 }
 
-/** In a fleet: one pass at a time fleet-wide, dead workers' tasks recovered and their jobs settled (SPEC §14.3). */
+/** In a fleet: one pass at a time fleet-wide, dead workers' tasks recovered and their jobs settled (docs/contract.md §14.3). */
 export async function fleetReapPass(ctx: CommandEnv, env: TaskEnv, options: Parameters<typeof monitorPass>[1], pass: FleetPassOptions): Promise<FleetReapOutcome> {
   const { fleetPass } = await import('../fleet/recovery.js')
   const { pool } = await fleetPool(ctx, 'watch-locks')

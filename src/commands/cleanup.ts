@@ -74,7 +74,7 @@ async function cleanup(ctx: CommandEnv, opts: CleanupOptions): Promise<void> {
 }
 
 async function runOnce(ctx: CommandEnv, opts: CleanupOptions, compressAfterMs: number, deleteAfterMs: number): Promise<void> {
-  // In a fleet, cleanup passes never overlap fleet-wide (SPEC §14.3).
+  // In a fleet, cleanup passes never overlap fleet-wide (docs/contract.md §14.3).
   if (fleetDatabaseUrl(ctx) !== null && opts.dryRun !== true) {
     await withFleetLease(ctx, 'cleanup', fleetPassOptions(opts), () => cleanupOnce(ctx, opts, compressAfterMs, deleteAfterMs))
     return
@@ -118,12 +118,12 @@ async function cleanupOnce(ctx: CommandEnv, opts: CleanupOptions, compressAfterM
   }, { createIndex: !dryRun })
 }
 
-/** Cleanup's passes come about daily (retention counts days): a lease refused for longer than a day is an alert (SPEC §14.5). */
+/** Cleanup's passes come about daily (retention counts days): a lease refused for longer than a day is an alert (docs/contract.md §14.5). */
 function fleetPassOptions(opts: CleanupOptions): { intervalMs: number; once: boolean } {
   return { intervalMs: 86_400_000, once: opts.schedule === undefined }
 }
 
-/** Finished jobs and dead workers past fleet.retention_days (SPEC §14.4): their rows go, as old tasks do. */
+/** Finished jobs and dead workers past fleet.retention_days (docs/contract.md §14.4): their rows go, as old tasks do. */
 async function expireFleetRows(ctx: CommandEnv, dryRun: boolean): Promise<{ jobs: number; workers: number }> {
   const { pool } = await fleetPool(ctx, 'cleanup')
   try {

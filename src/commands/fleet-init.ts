@@ -27,7 +27,7 @@ export interface InitReport {
   rights: RightCheck[]
 }
 
-/** Tables the fleet reads and writes on every host (SPEC §14.1). */
+/** Tables the fleet reads and writes on every host (docs/contract.md §14.1). */
 const TABLES = ['tasks', 'fleet_jobs', 'fleet_workers', 'fleet_polled', 'fleet_reviews', 'fleet_leases', 'fleet_idle', 'fleet_job_attempts', 'ctxagent_schema']
 
 export function fleetInitCommand(): Command {
@@ -105,7 +105,7 @@ async function schemaVersion(pool: Pool): Promise<number> {
 /**
  * LISTEN on the listen connection and NOTIFY through the pool, and the notification
  * seen arriving: a pooler in transaction mode between them (LISTEN on a pooled
- * connection) loses it, which is what fleet.listen_url is for (SPEC §14.5).
+ * connection) loses it, which is what fleet.listen_url is for (docs/contract.md §14.5).
  */
 async function notifyChecks(pool: Pool, listenUrl: string): Promise<RightCheck[]> {
   const { default: pg } = await import('pg')

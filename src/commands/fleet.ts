@@ -15,7 +15,7 @@ export function fleetCommand(): Command {
     .action(withEnv(fleet))
 }
 
-/** How long a worker's heartbeat may age before it counts as gone: as for a remote lock (SPEC §4). */
+/** How long a worker's heartbeat may age before it counts as gone: as for a remote lock (docs/contract.md §4). */
 export function workerLiveSeconds(ctx: CommandEnv): number {
   const locks = ctx.config.locks
   return locks.stale_after_remote_seconds ?? 2 * locks.stale_after_seconds

@@ -120,7 +120,7 @@ async function poll(ctx: CommandEnv, opts: PollOptions): Promise<void> {
   if (opts.once && failed) process.exitCode = 1
 }
 
-/** A pass cut short by a signal: exit 130 (SIGINT) or 143 (SIGTERM), as an interrupted command (SPEC §9). Between passes a signal ends poll with 0. */
+/** A pass cut short by a signal: exit 130 (SIGINT) or 143 (SIGTERM), as an interrupted command (docs/contract.md §9). Between passes a signal ends poll with 0. */
 function interrupted(by: NodeJS.Signals): CtxError {
   return new CtxError(`poll stopped by ${by} during a pass`, { exitCode: by === 'SIGINT' ? 130 : 143, hint: 'the next pass of any poller finishes what it left' })
 }

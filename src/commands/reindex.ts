@@ -19,7 +19,7 @@ export function reindexCommand(): Command {
 async function reindex(ctx: CommandEnv): Promise<void> {
   const pg = fleetDatabaseUrl(ctx) !== null
   if (!ctx.layout.exists()) {
-    // A fleet's first reindex makes its shared tree (SPEC §14.5); alone, a missing tree is a typo in --home.
+    // A fleet's first reindex makes its shared tree (docs/contract.md §14.5); alone, a missing tree is a typo in --home.
     if (!pg) throw new NotFoundError(`there is no task tree at ${ctx.layout.base}`, 'check --home, CTXAGENT_HOME or context.base_dir')
     ensureLayout({ layout: ctx.layout, config: ctx.config, index: null, now: () => ctx.now(), warn: (m) => ctx.io.warn(m) })
     ctx.io.err(`reindex: created the task tree at ${ctx.layout.base}\n`)

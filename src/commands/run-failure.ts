@@ -7,14 +7,14 @@ import type { TaskState } from '../storage/task/state.js'
 import type { Outcome } from '../run/run-task.js'
 import { BudgetSpentError } from '../run/budget-start.js'
 
-// How `run` ends when its loop could not make an outcome (JSON log mode, SPEC §12.5).
+// How `run` ends when its loop could not make an outcome (JSON log mode, docs/contract.md §12.5).
 
 /** The task this run made or took, once it exists. */
 export interface Started {
   uuid: string | null
 }
 
-/** Refused before anything ran (bad input, no such task, a live owner, a damaged task): the one-line form of every command (SPEC §9). */
+/** Refused before anything ran (bad input, no such task, a live owner, a damaged task): the one-line form of every command (docs/contract.md §9). */
 export function isRefusal(err: unknown): boolean {
   return err instanceof UsageError || err instanceof NotFoundError || err instanceof LockedError || err instanceof CorruptRecordError || err instanceof BudgetSpentError || (err instanceof CtxError && err.logged)
 }

@@ -70,9 +70,9 @@ export function runCommand(): Command {
 
 /**
  * In JSON log mode (the default off a terminal) every stderr line of a run is one JSON
- * object (SPEC §12.5): warnings, the config notice, and the outcome's last line (paused,
+ * object (docs/contract.md §12.5): warnings, the config notice, and the outcome's last line (paused,
  * timeout, lost, failed). A refusal before any task exists (a usage error) keeps the
- * one-line `ctxagent: …` form of every command (SPEC §9): no log has begun.
+ * one-line `ctxagent: …` form of every command (docs/contract.md §9): no log has begun.
  */
 async function runLogged(ctx: CommandEnv, opts: RunOptions): Promise<void> {
   const format = opts.logFormat ?? (process.stderr.isTTY ? 'text' : 'json')
@@ -175,7 +175,7 @@ function usdArg(value: string): number {
 
 /**
  * A config file inside the workspace is one the model could rewrite, MCP server commands
- * included, for the next command that reads it (SPEC §8): refused, by real paths.
+ * included, for the next command that reads it (docs/contract.md §8): refused, by real paths.
  */
 function refuseConfigInWorkspace(workspace: string, configFile: string | null): void {
   if (configFile === null) return
@@ -370,7 +370,7 @@ function renderOutcome(o: Outcome): string {
   return lines.join('\n')
 }
 
-/** `inFleet`: run by a worker, which queues the resume of a task its stop paused and retries a passing LLM failure (SPEC §14.4). */
+/** `inFleet`: run by a worker, which queues the resume of a task its stop paused and retries a passing LLM failure (docs/contract.md §14.4). */
 function outcomeError(o: Outcome, inFleet: boolean): CtxError {
   if (o.status === 'paused') {
     const hint = inFleet ? (o.exit_code === 1 ? 'the fleet retries it if the LLM side failed for a while; see ctxagent jobs --task ' + o.uuid.slice(0, 8) : 'its worker queued its resume') : `resume it with ctxagent run --resume ${o.uuid}`

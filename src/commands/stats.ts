@@ -181,7 +181,7 @@ async function stats(ctx: CommandEnv, opts: StatsOptions): Promise<void> {
   }
 }
 
-/** In a fleet (SPEC §14.2): the queue's alerts join the others; a database that cannot be reached is critical. */
+/** In a fleet (docs/contract.md §14.2): the queue's alerts join the others; a database that cannot be reached is critical. */
 async function addQueueAlerts(ctx: CommandEnv, result: CheckResult): Promise<void> {
   const { fleetPool } = await import('../actions/fleet-db.js')
   const { fleetStatus, queueAlerts } = await import('../fleet/status.js')

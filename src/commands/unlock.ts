@@ -22,7 +22,7 @@ export function unlockCommand(): Command {
 async function unlock(ctx: CommandEnv, opts: UnlockOptions, id: string): Promise<void> {
   const ref = resolveTask(ctx.layout, id)
   await withTaskEnv(ctx, async (env) => {
-    // An operator's request: on this host a pid that is gone is proof enough (SPEC §4).
+    // An operator's request: on this host a pid that is gone is proof enough (docs/contract.md §4).
     // recovery (docs/running.md#recovery-on-one-host): on one host a dead owner's task is paused to be resumed, by default; in a fleet watch-locks settles its job.
     const options = { policy: { ...stalenessPolicy(ctx.config), deadPidIsProof: true }, force: opts.force === true, ...(fleetDatabaseUrl(ctx) === null ? oneHostRecovery(ctx.config.fleet.recovery) : {}) }
     const outcome = ref.location === 'running' ? await reapTask(env, ref, options) : await clearLeftoverLock(env, ref, options)

@@ -134,7 +134,7 @@ function controlLine(): Promise<string[] | null> {
 /**
  * SIGTERM/SIGINT handled from the worker's first instant (its start-up takes seconds
  * under load, and a stop then must not kill it by the signal): a stop before it runs
- * ends its waits at once; once it runs, its tasks pause and it exits 0 (SPEC §14.2).
+ * ends its waits at once; once it runs, its tasks pause and it exits 0 (docs/contract.md §14.2).
  */
 interface StopRequests {
   stopped: Promise<void>
@@ -198,7 +198,7 @@ async function serve(ctx: CommandEnv, opts: WorkerOptions, stop: StopRequests, l
   let running: Worker | null = null
   try {
     log.setId(record.id)
-    // The first worker of a fleet makes the shared tree (SPEC §14.5).
+    // The first worker of a fleet makes the shared tree (docs/contract.md §14.5).
     if (!ctx.layout.exists()) log.info(`created the task tree at ${ctx.layout.base}`)
     ensureLayout({ layout: ctx.layout, config: ctx.config, index: null, now: () => ctx.now(), warn: (m) => ctx.io.warn(m) })
     auditTask(ctx, 'worker', null)
@@ -222,7 +222,7 @@ async function serve(ctx: CommandEnv, opts: WorkerOptions, stop: StopRequests, l
 
 /**
  * Connects, migrates and registers, waiting with backoff while the database cannot be
- * reached (SPEC §14.5: a worker started before PostgreSQL, or during an outage, waits
+ * reached (docs/contract.md §14.5: a worker started before PostgreSQL, or during an outage, waits
  * as a running one does); null when a stop came first. A refusal that stays (a wrong
  * password, a missing right, a host name in use) is an error at once.
  */
@@ -271,7 +271,7 @@ function abilitiesOf(config: Config): WorkerAbilities {
 }
 
 /**
- * The forge tokens a worker gives git for `--repo` clones (SPEC §8: never in the URL or
+ * The forge tokens a worker gives git for `--repo` clones (docs/contract.md §8: never in the URL or
  * the clone): github.token (GH_TOKEN, GITHUB_TOKEN) for the GitHub of github.api_url,
  * gitlab.token (GITLAB_TOKEN) for gitlab.url's host. Other hosts: git's own credential
  * helpers, as configured for the worker's user.

@@ -34,9 +34,9 @@ export const NO_CONFIG = 'none'
 
 /**
  * `--config` > `CTXAGENT_CONFIG` > `$XDG_CONFIG_HOME/ctxagent/config.yaml` (else
- * ~/.config/…) > `/etc/ctxagent/config.yaml`, the first found (SPEC §1). Nothing in the
+ * ~/.config/…) > `/etc/ctxagent/config.yaml`, the first found (docs/contract.md §1). Nothing in the
  * current directory is read: it is `run`'s default workspace, where a model writes files
- * (SPEC §8). A `./config.yaml` or `./ctxagent.yaml` holding ctxagent's keys gets a notice
+ * (docs/contract.md §8). A `./config.yaml` or `./ctxagent.yaml` holding ctxagent's keys gets a notice
  * saying where the config goes. A file anyone but its owner could change, or owned by
  * someone other than root or this user, is refused (as sshd's StrictModes does).
  */
@@ -88,7 +88,7 @@ function findConfig(where: ConfigLocation): [string | null, string | null] {
 function notice(where: ConfigLocation): { notice?: string } {
   for (const name of ['ctxagent.yaml', 'config.yaml']) {
     if (!looksLikeOurs(join(where.cwd, name))) continue
-    return { notice: `./${name} is not read: nothing in the current directory is configuration, since a model working there could write it (SPEC §8); move it to ~/.config/ctxagent/config.yaml or /etc/ctxagent/config.yaml, or name it with --config` }
+    return { notice: `./${name} is not read: nothing in the current directory is configuration, since a model working there could write it (docs/contract.md §8); move it to ~/.config/ctxagent/config.yaml or /etc/ctxagent/config.yaml, or name it with --config` }
   }
   return {}
 }

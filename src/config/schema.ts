@@ -110,7 +110,7 @@ const BRANCH = 'must be a branch name template without spaces or ~^:?*[\\, like 
 export const PROVIDERS = ['openai', 'anthropic', 'ollama', 'replay', 'none'] as const
 export type Provider = (typeof PROVIDERS)[number]
 
-/** `users.<name>` (SPEC §12.7): what one user's tasks change of the defaults. */
+/** `users.<name>` (docs/contract.md §12.7): what one user's tasks change of the defaults. */
 const userSettings = z.strictObject(
   {
     llm: z.optional(
@@ -189,7 +189,7 @@ export const configSchema = z.strictObject(
       }),
       // The boundary moves in steps of step_rounds rounds (1: every round), so that a provider's prefix cache serves the rest.
       prune: section({ protected_turns: withDefault(nonNegativeInt(), 3), protected_tool_rounds: withDefault(positiveInt(), 3), step_rounds: withDefault(positiveInt(), 12) }),
-      // Tool outputs over threshold_bytes are stored once in blobs/ (seed 001); a fresh one over max_inline_bytes is sent as head + tail.
+      // Tool outputs over threshold_bytes are stored once in blobs/ (docs/contract.md §5); a fresh one over max_inline_bytes is sent as head + tail.
       blobs: section({ threshold_bytes: withDefault(positiveInt(), 8 * 1024), max_inline_bytes: withDefault(positiveInt(), 64 * 1024) }),
       inheritance: section({ enabled: withDefault(flag(), true), max_summary_tokens: withDefault(positiveInt(), 4000) }),
       retention: section({ compress_after_days: withDefault(positiveNumber(), 7), delete_after_days: withDefault(positiveNumber(), 30) }),
@@ -208,7 +208,7 @@ export const configSchema = z.strictObject(
       // The largest response body read, in bytes (a chat completion is far smaller).
       max_response_bytes: withDefault(positiveInt(), 32 * 1024 * 1024),
       openai: endpoint('https://api.openai.com/v1', 'gpt-4o', 128_000),
-      // Anthropic's Messages API (seed 001's `anthropic` provider): a long answer streams for minutes, hence the longer timeout.
+      // Anthropic's Messages API (docs/contract.md §5's `anthropic` provider): a long answer streams for minutes, hence the longer timeout.
       anthropic: section({
         ...endpointShape('https://api.anthropic.com', 'claude-sonnet-5-5', 200_000),
         timeout_seconds: withDefault(positiveNumber(), 300),
@@ -285,16 +285,16 @@ export const configSchema = z.strictObject(
       end_grace_seconds: withDefault(positiveNumber(), 60),
     }),
     fleet: section({
-      // SPEC §14.1: the index (and the fleet's queue) in PostgreSQL; CTXAGENT_DATABASE_URL overrides it.
+      // docs/contract.md §14.1: the index (and the fleet's queue) in PostgreSQL; CTXAGENT_DATABASE_URL overrides it.
       database_url: orNull(postgresUrl()),
       // How often an idle worker looks at the queue besides being woken by NOTIFY.
       poll_seconds: withDefault(positiveNumber(), 5),
-      // SPEC §14.3: a task whose worker died is paused and its resume queued (resume), or failed as §4 says (fail).
+      // docs/contract.md §14.3: a task whose worker died is paused and its resume queued (resume), or failed as §4 says (fail).
       recovery: withDefault(oneOf(['resume', 'fail']), 'resume'),
       max_attempts: withDefault(positiveInt(), 3),
       // Where `enqueue --repo` jobs are cloned, one directory per task: on the shared mount, outside the task tree.
       workspaces_dir: orNull(text()),
-      // SPEC §14.4: a task paused by the LLM side (unreachable, 5xx, 429, timeout) is run again after
+      // docs/contract.md §14.4: a task paused by the LLM side (unreachable, 5xx, 429, timeout) is run again after
       // base_seconds × 2^(attempt-1) (with jitter, at most max_seconds), until max_attempts runs.
       retry: section({
         base_seconds: withDefault(positiveNumber(), 30),
@@ -309,13 +309,13 @@ export const configSchema = z.strictObject(
       limits: section({ per_user: orNull(positiveInt()) }),
       // Finished job rows and dead worker rows older than this are deleted by cleanup.
       retention_days: withDefault(positiveNumber(), 30),
-      // SPEC §14.5: a direct connection (not through a pooler in transaction mode) used only for LISTEN; default: the database URL.
+      // docs/contract.md §14.5: a direct connection (not through a pooler in transaction mode) used only for LISTEN; default: the database URL.
       listen_url: orNull(postgresUrl()),
       // How many nice(1) steps below its worker an agent runs (0: the same): the worker's claims and heartbeats go first on a busy host.
       agent_niceness: withDefault(niceness(), 5),
     }),
     poll: section({
-      // SPEC §14.2: the labels `poll` moves on each issue as its task goes on.
+      // docs/contract.md §14.2: the labels `poll` moves on each issue as its task goes on.
       labels: section({
         processing: withDefault(labelName(), 'ctxagent:processing'),
         done: withDefault(labelName(), 'ctxagent:done'),
@@ -354,7 +354,7 @@ export const configSchema = z.strictObject(
       // In a fleet: the oldest waiting job older than this is a warning.
       queue_wait_minutes: withDefault(positiveNumber(), 30),
     }),
-    // SPEC §15: `ctxagent serve`; any host but loopback needs the token (CTXAGENT_SERVE_TOKEN overrides it).
+    // docs/contract.md §15: `ctxagent serve`; any host but loopback needs the token (CTXAGENT_SERVE_TOKEN overrides it).
     serve: section({
       host: withDefault(text(), '127.0.0.1'),
       port: withDefault(z.int({ error: PORT }).check(z.gte(0, { error: PORT }), z.lte(65535, { error: PORT })), 7878),
@@ -363,7 +363,7 @@ export const configSchema = z.strictObject(
       max_followers_per_task: withDefault(positiveInt(), 50),
       max_followers: withDefault(positiveInt(), 500),
     }),
-    // SPEC §15: OpenTelemetry traces of run and workers, off unless an endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT too).
+    // docs/contract.md §15: OpenTelemetry traces of run and workers, off unless an endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT too).
     telemetry: section({
       otlp_endpoint: orNull(httpUrl('http://otel-collector.example.com:4318')),
       // Message content on spans (masked); off: only sizes, models and token counts.

@@ -13,7 +13,7 @@ const STICKY = 0o1000
 const GROUP_OR_OTHER_WRITE = 0o022
 
 /**
- * sshd's StrictModes for a config file (SPEC §8): the file and every directory up to `/`
+ * sshd's StrictModes for a config file (docs/contract.md §8): the file and every directory up to `/`
  * owned by root or this user, and writable by no one else (a directory may be when it is
  * sticky, like /tmp: then no one can replace a file they do not own). A config names
  * commands ctxagent runs (MCP servers): whoever could change it could run them as us.

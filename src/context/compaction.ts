@@ -40,7 +40,7 @@ export function shouldCompress(plan: CompactionPlan | null, limit: number, repor
 }
 
 /**
- * Where to split (SPEC §5): keep the last `keepRecent` messages, moving the split
+ * Where to split (docs/contract.md §5): keep the last `keepRecent` messages, moving the split
  * back so that no tool result is separated from the assistant message that asked
  * for it, and, where that still leaves `minToCompress` to summarize, back to a user
  * turn. Null when there is not enough to summarize.

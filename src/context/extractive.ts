@@ -20,7 +20,7 @@ interface Facts {
 }
 
 /**
- * A summary without an LLM (SPEC §5): keeps the original task, every file path, the
+ * A summary without an LLM (docs/contract.md §5): keeps the original task, every file path, the
  * error lines, decisions and the tools used, in the same four sections as the LLM
  * summary. A previous summary is read by its sections, not re-extracted as text, so
  * summaries nest without repeats (`- Error: - Error: …`): its completed work is carried

@@ -25,7 +25,7 @@ export interface PrunePolicy {
 }
 
 /**
- * Per-request pruning (seed 001 Phase 1, plus tool rounds), a pure function over a
+ * Per-request pruning (docs/contract.md §5, plus tool rounds), a pure function over a
  * copy of the request: tool results and reasoning older than either boundary become
  * `[pruned]` (a leading `[blob:<id>]` reference is kept); user and assistant text and
  * tool calls stay. The last round's results (those the model has not seen yet) are

@@ -30,7 +30,7 @@ const MAX_RESULT_SHARE = 0.5
 const MAX_HEAD_SHARE = 0.25
 
 /**
- * The messages of one LLM request (SPEC §5): the window pruned (tool output of old
+ * The messages of one LLM request (docs/contract.md §5): the window pruned (tool output of old
  * turns and old tool rounds, ./prune.js), then the window's head (system prompt,
  * original task, summary: everything before the first assistant or tool message)
  * always, and the newest messages that fit in `limit` tokens, never starting on a

@@ -140,7 +140,7 @@ async function ask(client: LlmClient, system: string, previous: string | null, l
 }
 
 /**
- * The final summary of a whole task (seed 003 §7.4) from what already holds it: the
+ * The final summary of a whole task (docs/contract.md §5) from what already holds it: the
  * latest running summary (which folds in every earlier one) and the messages after it,
  * in at most two requests, never by reading the whole history again. The messages go as
  * one request when they fit half the context beside the summary; else the older part

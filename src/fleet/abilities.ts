@@ -1,6 +1,6 @@
 import type { Job } from './jobs.js'
 
-/** What this worker's own configuration lets it serve (SPEC §14.5). */
+/** What this worker's own configuration lets it serve (docs/contract.md §14.5). */
 export interface WorkerAbilities {
   /** fleet.workspaces_dir: where `--repo` jobs are cloned; null: none can be. */
   workspacesDir: string | null

@@ -30,7 +30,7 @@ interface Warm {
 }
 
 /**
- * Starts a worker's agents, each `ctxagent <args>` in a process group of its own (SPEC
+ * Starts a worker's agents, each `ctxagent <args>` in a process group of its own (docs/contract.md
  * §14.2), and keeps at most one warm child: a `ctxagent` started ahead with node and the
  * bundle loaded, handed its arguments through fd 3 when a job comes.
  */

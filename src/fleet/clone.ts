@@ -12,7 +12,7 @@ export interface CloneCredential {
 }
 
 /**
- * Clones an untrusted repository (SPEC §8: `--repo` sources) for one task into `dir`
+ * Clones an untrusted repository (docs/contract.md §8: `--repo` sources) for one task into `dir`
  * (a fresh directory), checked out at `ref` when given; an existing clone (an earlier
  * attempt's) is kept. The one place a task's workspace is made from a repository.
  *

@@ -7,7 +7,7 @@ import { ALL_WORKERS_CHANNEL, CANCEL_PAYLOAD } from './listener.js'
 import { jobAttempts } from './job-history.js'
 import type { Attempt } from './job-history.js'
 
-/** A job as `ctxagent jobs` shows it (SPEC §14.4). */
+/** A job as `ctxagent jobs` shows it (docs/contract.md §14.4). */
 export interface JobRow {
   id: number
   state: JobState

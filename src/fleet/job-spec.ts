@@ -5,7 +5,7 @@ import { isPrintableName, NAME_RULE } from '../text.js'
 
 /**
  * What a job may ask of a worker, checked where it is written (enqueue, poll) and again
- * where it is read (the worker): a job row is untrusted input (SPEC §14.4), whoever
+ * where it is read (the worker): a job row is untrusted input (docs/contract.md §14.4), whoever
  * wrote it — a row written by hand must not clone outside fleet.workspaces_dir, give git
  * an option or `run` a flag.
  */

@@ -10,7 +10,7 @@ import type { JobSpec } from './job-spec.js'
 export type { JobSpec }
 
 export type JobKind = 'new' | 'resume'
-/** SPEC §14.4. waiting, running and retrying are open (a task has at most one open job); the others are finished. */
+/** docs/contract.md §14.4. waiting, running and retrying are open (a task has at most one open job); the others are finished. */
 export const JOB_STATES = ['waiting', 'running', 'retrying', 'done', 'failed', 'cancelled'] as const
 export type JobState = (typeof JOB_STATES)[number]
 export const OPEN_STATES: readonly JobState[] = ['waiting', 'running', 'retrying']
@@ -80,7 +80,7 @@ export interface Ended {
 const JOB_COLUMNS = 'j.id, j.task_uuid, j.kind, j.spec, j.state, j.priority, j.attempts, j.claimed_by, j."user"'
 
 /**
- * The fleet's queue in PostgreSQL (SPEC §14.3, §14.4): a job is claimed by one worker in one
+ * The fleet's queue in PostgreSQL (docs/contract.md §14.3, §14.4): a job is claimed by one worker in one
  * statement (`FOR UPDATE SKIP LOCKED`: claimers never wait on each other), and a trigger
  * wakes one idle worker whenever a job starts waiting: it NOTIFYs that worker's own
  * channel (fleet_idle), or `ctxagent_jobs` when no worker is idle.

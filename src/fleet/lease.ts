@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { hostname } from 'node:os'
 import type { Pool } from 'pg'
 
-/** The fleet-wide passes that never overlap (SPEC §14.3). */
+/** The fleet-wide passes that never overlap (docs/contract.md §14.3). */
 export type LeaseName = 'watch-locks' | 'cleanup'
 
 export interface LeaseOptions {
@@ -11,7 +11,7 @@ export interface LeaseOptions {
   ttlSeconds: number
   /** How often the holder renews it while its pass runs. */
   renewMs: number
-  /** How often passes come: refused for longer than this is an alert (SPEC §14.5). */
+  /** How often passes come: refused for longer than this is an alert (docs/contract.md §14.5). */
   intervalSeconds: number
   /** Called once when a renewal finds the lease taken by another holder (this one froze past its expiry). */
   onLost?: () => void
@@ -35,7 +35,7 @@ export type LeaseOutcome<T> = { ran: true; value: T } | { ran: false; refusal: L
  * one statement (only when free or expired) and renewed while the body runs. Every
  * statement stands alone, so that the lease works through a pooler in transaction mode
  * (a session advisory lock would stay on whichever pooled connection took it), and a
- * holder that dies or is cut off frees it when it expires (SPEC §14.5).
+ * holder that dies or is cut off frees it when it expires (docs/contract.md §14.5).
  */
 export async function withLease<T>(pool: Pool, options: LeaseOptions, body: () => Promise<T>): Promise<LeaseOutcome<T>> {
   const holder = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`

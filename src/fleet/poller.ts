@@ -52,7 +52,7 @@ export interface PollReport {
 }
 
 /**
- * One pass of the fleet's producer over one repository (SPEC §14.2): each open item with
+ * One pass of the fleet's producer over one repository (docs/contract.md §14.2): each open item with
  * the trigger label and none of the status labels becomes one job, however many pollers
  * run at once (the item's row in `fleet_polled` is claimed in the job's transaction);
  * waiting jobs of items no longer listed (label taken off, closed) are cancelled; and each

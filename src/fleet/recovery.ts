@@ -31,13 +31,13 @@ interface OpenJob {
 }
 
 /**
- * watch-locks in a fleet (SPEC §14.3), run by the holder of the pass's lease (lease.ts:
+ * watch-locks in a fleet (docs/contract.md §14.3), run by the holder of the pass's lease (lease.ts:
  * one pass at a time fleet-wide, freed when the pass ends or expires when its host dies). Tasks
  * of running jobs whose owner died are reaped to paused/ (fleet.recovery: resume, while
  * fewer than fleet.max_attempts runs died) and their resumes queued. Every pass then
  * reconciles jobs and tree: a running job whose task has left running/ (or was never made,
  * its worker dead) is settled from what its task became — so a pass killed between a
- * task's move and its job's settlement is completed by the next one (SPEC §14.5).
+ * task's move and its job's settlement is completed by the next one (docs/contract.md §14.5).
  */
 export async function fleetPass(pool: Pool, layout: Layout, config: Config, liveSeconds: number, pass: (recoverAs: (uuid: string) => 'paused' | 'failed') => Promise<PassResult>): Promise<FleetPassResult> {
   const byTask = new Map((await openJobs(pool, liveSeconds)).map((j) => [j.task_uuid, j]))

@@ -29,7 +29,7 @@ export function hostIdentity(): string {
 
 /**
  * Registers a worker. A live worker (heartbeat within `liveSeconds`) with the same host
- * name on another host refuses the start: locks name hosts by that name (SPEC §4), and
+ * name on another host refuses the start: locks name hosts by that name (docs/contract.md §4), and
  * two hosts sharing it would take each other's live agents for their own dead ones.
  */
 export async function registerWorker(pool: Pool, hostname: string, concurrency: number, liveSeconds: number): Promise<WorkerRecord> {

@@ -123,7 +123,7 @@ async function followUp(pool: Pool, tracker: Tracker, watch: ReviewWatch, pull: 
 }
 
 /**
- * A follow-up's task statement: what happened, in seed 002's comment format, every word
+ * A follow-up's task statement: what happened, in docs/contract.md §6's comment format, every word
  * from the forge quoted (a comment is data, never an instruction), masked, and bounded.
  */
 export function followUpStatement(pull: OwnPull, events: readonly ReviewEvent[], logs: ReadonlyMap<string, string>, round: number, maxRounds: number): string {

@@ -25,7 +25,7 @@ export interface FleetStatus {
   oldest_waiting: { id: number; task_uuid: string; created_at: string; waiting_seconds: number } | null
 }
 
-/** The fleet at a glance (SPEC §14.2 `fleet`): live workers (and how many are dead), jobs by state, the oldest waiting job. */
+/** The fleet at a glance (docs/contract.md §14.2 `fleet`): live workers (and how many are dead), jobs by state, the oldest waiting job. */
 export async function fleetStatus(pool: Pool, liveSeconds: number): Promise<FleetStatus> {
   const workers = await pool.query<Record<string, unknown>>(
     `SELECT w.id, w.hostname, w.pid, w.concurrency, w.started_at, w.heartbeat_at,

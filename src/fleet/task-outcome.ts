@@ -10,7 +10,7 @@ import type { Job, JobEnd, LimitWait, RetryPolicy } from './jobs.js'
 
 // What a worker reads of a job's task in the tree (where it is, what it became) and the `run` that starts it.
 
-/** `run`'s exit codes after it paused on SIGINT or SIGTERM (SPEC §9). */
+/** `run`'s exit codes after it paused on SIGINT or SIGTERM (docs/contract.md §9). */
 const PAUSED_BY_SIGNAL = new Set([130, 143])
 
 /** A job's task as its worker finds it when the job's process has ended. */
@@ -168,7 +168,7 @@ export function endedElsewhere(layout: Layout, job: Job): JobEnd | null {
 /**
  * The end of a job whose task is in completed/. A task still saying `completing` there
  * is completed: its agent died after the move, before the last state write, which the
- * next scan makes (SPEC §3); the job must not keep the word of that instant.
+ * next scan makes (docs/contract.md §3); the job must not keep the word of that instant.
  */
 export function completedEnd(state: TaskState | null, unread: string): { outcome: string; error: string | null } {
   const status = state === null ? unread : state.status === 'completing' ? 'completed' : state.status

@@ -2,7 +2,7 @@ import { forTerminal } from '../terminal-text.js'
 
 /**
  * A worker's log on stderr: `ctxagent worker <id>: …` lines, or with --log-format json
- * one JSON object per line, its tasks' lines included (SPEC §14.5): a line a child wrote
+ * one JSON object per line, its tasks' lines included (docs/contract.md §14.5): a line a child wrote
  * that is not JSON (a warm child's stray warning) is wrapped in one. Its agents always
  * log JSON lines; in text they are rendered as `run` renders its own.
  */

@@ -51,7 +51,7 @@ export interface WorkerOptions {
   maxAttempts?: number
   /** fleet.agent_niceness: nice(1) steps its agents run below the worker. */
   agentNiceness?: number
-  /** fleet.retry: a task its LLM side paused for a while is run again later (SPEC §14.4); absent: never. */
+  /** fleet.retry: a task its LLM side paused for a while is run again later (docs/contract.md §14.4); absent: never. */
   retry?: RetryPolicy
   /** fleet.limits.per_user: at most this many running tasks of one user, fleet-wide. */
   perUser?: number | null
@@ -85,7 +85,7 @@ interface Running {
 
 /**
  * Takes jobs and runs each task as `run` does, in a child process of its own (its own
- * process group), `concurrency` at a time (SPEC §14.2). Wakes on NOTIFY, and polls
+ * process group), `concurrency` at a time (docs/contract.md §14.2). Wakes on NOTIFY, and polls
  * every `pollMs` besides (a notification sent while the connection was down is lost, and
  * the worker a job chose to wake may have died). While its last claim found nothing it is
  * idle (a row in fleet_idle naming its own channel): a job that starts waiting wakes one
@@ -226,7 +226,7 @@ export class Worker {
   private start(job: Job): void {
     const problem = jobProblem(job)
     if (problem !== null) {
-      // Written by hand, or by something else than enqueue: nothing of it is run (SPEC §14.4).
+      // Written by hand, or by something else than enqueue: nothing of it is run (docs/contract.md §14.4).
       this.options.log(`job ${job.id}: not run, its row is not valid (${problem})`)
       this.track(this.end(job, { outcome: 'failed', error: `the job's row is not valid: ${problem}`.slice(0, 500) }).finally(() => this.wake()))
       return
@@ -438,8 +438,8 @@ export class Worker {
         return
       } catch (err) {
         if (this.stopping) {
-          // A stop ends every wait (SPEC §14.5): the job stays claimed by this stopped worker, and watch-locks settles it
-          // from what its task became once the database is back (SPEC §14.3), its resume queued as this worker would have.
+          // A stop ends every wait (docs/contract.md §14.5): the job stays claimed by this stopped worker, and watch-locks settles it
+          // from what its task became once the database is back (docs/contract.md §14.3), its resume queued as this worker would have.
           this.options.log(`job ${job.id} not ended (${(err as Error).message}); stopping: watch-locks settles it once the database is back`)
           return
         }

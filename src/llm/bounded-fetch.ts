@@ -15,7 +15,7 @@ import { markUsageLimit } from './usage-limit.js'
  *   is cut to it: the SDK honours whatever the server says, an hour included;
  * - the wait before a retry is made here, at the start of the retry, and ends when the
  *   request's signal aborts: the SDK's own sleep between retries listens to nothing,
- *   and its timer kept a stopped process alive for the whole wait (SPEC §12.3: a stop
+ *   and its timer kept a stopped process alive for the whole wait (docs/contract.md §12.3: a stop
  *   ends every wait). The SDK is told to wait 0 ms (`retry-after-ms: 0`).
  */
 export interface FetchBounds {

@@ -11,7 +11,7 @@ import type { StoredMessage } from '../storage/format/records.js'
 import type { ChatMessage, ChatOptions, ChatResult, LlmClient } from './client.js'
 
 /**
- * The `replay` provider (SPEC §12.8): plays back the assistant messages of a recorded
+ * The `replay` provider (docs/contract.md §12.8): plays back the assistant messages of a recorded
  * task in order, while the tools run for real. The recording is streamed, one turn
  * ahead, so a recording of any size costs the memory of one turn. The recorded tool
  * results of the turn just played are kept, so the loop can say where a live result

@@ -8,7 +8,7 @@ import { grouped } from '../text.js'
 export const MAX_COMMENT = 100_000
 
 /**
- * Appends an operator's comment to a task's inbox (SPEC §6): refused when empty, too
+ * Appends an operator's comment to a task's inbox (docs/contract.md §6): refused when empty, too
  * long, or the task is finished; a task that moved (paused or resumed) between finding
  * it and writing is found again, once. Returns where the comment went and its record.
  */

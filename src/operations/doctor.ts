@@ -24,9 +24,9 @@ export interface DoctorInput {
   layout: Layout
   /** How long each network check may take. */
   timeoutMs: number
-  /** The fleet's database (SPEC §14.5), or null/absent outside a fleet: no fleet line then. */
+  /** The fleet's database (docs/contract.md §14.5), or null/absent outside a fleet: no fleet line then. */
   databaseUrl?: string | null
-  /** The sandbox a run would start MCP servers in, around a workspace: doctor starts them as a run does (SPEC §8). */
+  /** The sandbox a run would start MCP servers in, around a workspace: doctor starts them as a run does (docs/contract.md §8). */
   mcpSandbox?: (workspace: string) => McpSandbox
   /** The workspace to start them in (a run's --workspace); absent: an empty one of the sandbox's user, removed after. */
   workspace?: string
@@ -55,7 +55,7 @@ export async function runDoctor(input: DoctorInput): Promise<Check[]> {
 }
 
 /**
- * The fleet line (SPEC §14.5): the database reachable, its schema version, the live
+ * The fleet line (docs/contract.md §14.5): the database reachable, its schema version, the live
  * workers, and fleet.workspaces_dir present and writable (--repo jobs are cloned there).
  */
 async function fleetCheck({ config, timeoutMs }: DoctorInput, url: string): Promise<Check> {

@@ -31,7 +31,7 @@ export interface Alert {
   progress_at?: string
 }
 
-/** watch-locks acting on a chat session past its hard timeout (SPEC §6). */
+/** watch-locks acting on a chat session past its hard timeout (docs/contract.md §6). */
 export interface Intervention {
   uuid: string
   action: 'end_requested' | 'terminated'
@@ -131,7 +131,7 @@ export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<P
 }
 
 /**
- * The chat hard timeout (SPEC §6): a session idle past it gets a control `end`
+ * The chat hard timeout (docs/contract.md §6): a session idle past it gets a control `end`
  * request in its inbox; if its owner is still alive `graceMs` later (it ignores the
  * inbox, or hangs), and runs on this host, it gets SIGTERM, which pauses the task.
  */

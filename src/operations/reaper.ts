@@ -54,7 +54,7 @@ export interface ReapOptions {
   policy: StalenessPolicy
   /** Take the task even from a live holder (`unlock --force`). */
   force?: boolean
-  /** A fleet's choice per task (SPEC §14.3, fleet.recovery): 'paused' moves a dead owner's task to paused/ for a resume, instead of failing it. */
+  /** A fleet's choice per task (docs/contract.md §14.3, fleet.recovery): 'paused' moves a dead owner's task to paused/ for a resume, instead of failing it. */
   recoverAs?: (uuid: string) => 'paused' | 'failed'
 }
 

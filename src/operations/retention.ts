@@ -249,7 +249,7 @@ function removeDeadTrash(trash: string): void {
 }
 
 /**
- * Retention (SPEC §14.4): deletes finished job rows finished more than `days` ago, and the
+ * Retention (docs/contract.md §14.4): deletes finished job rows finished more than `days` ago, and the
  * rows of workers stopped, or silent for `liveSeconds`, that long ago. Open jobs are never
  * touched. With `dryRun`, only counts.
  */

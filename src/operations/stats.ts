@@ -53,7 +53,7 @@ export function where(filter: StatsFilter): Where {
 const DURATION_MS = `(julianday(completed_at) - julianday(COALESCE(started_at, created_at))) * 86400000.0`
 
 /**
- * Totals, disk use, averages and the per-user table (seed 000 §9.2) from tasks.db.
+ * Totals, disk use, averages and the per-user table (docs/contract.md §9) from tasks.db.
  * Disk use of settled tasks comes from the index (measured when they settled, or
  * now, once, when it is unknown); running and paused tasks are measured live.
  */
@@ -157,7 +157,7 @@ export interface CheckResult {
 
 const GB = 1024 ** 3
 
-/** The alerts of seed 000 §8.3, with thresholds from config `alerts`. */
+/** The alerts of docs/contract.md §9, with thresholds from config `alerts`. */
 export function checkHealth(report: StatsReport, index: TaskIndex, layout: Layout, config: Config, now: Date): CheckResult {
   const running = index.db.prepare(`SELECT uuid, started_at, created_at FROM tasks WHERE location = 'running'`).all() as RunningRow[]
   return checkAlerts(report, running, layout, config, now)

@@ -28,7 +28,7 @@ const POLL_MS = 25
 
 /**
  * Waits for the reply to an inbox message: the first assistant message without tool
- * calls after the user message that carries its `inbox_id` (SPEC §6). Reads only
+ * calls after the user message that carries its `inbox_id` (docs/contract.md §6). Reads only
  * what messages.jsonl gained since the message was sent. Gives up when the task
  * leaves running/ (paused or finished) or after `timeoutMs`.
  */

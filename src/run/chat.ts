@@ -21,7 +21,7 @@ export interface ChatSettings {
 }
 
 /**
- * A keep-alive chat task (SPEC §6, seed 004): answers every unread inbox message in
+ * A keep-alive chat task (docs/contract.md §6): answers every unread inbox message in
  * order, each as one user message carrying its `inbox_id`, then waits in the same
  * process for the next (a file watch on inbox.jsonl plus a poll), handling control
  * requests while it waits. The session goes active → terminating → ended: on

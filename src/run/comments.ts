@@ -2,7 +2,7 @@ import { oneLine, quoted } from '../sources/quote.js'
 import type { Comment } from '../sources/types.js'
 
 /**
- * New comments as one user message, in seed 002's formats with each body quoted:
+ * New comments as one user message, in docs/contract.md §6's formats with each body quoted:
  * `[New Comment from @author]:\n> <body>` for one; for several, `[New Comments Detected]:`
  * then `Comment N from @author (timestamp):`, the quoted body and a blank line for each.
  * A body is someone else's words: every line of it is quoted (`> `), so a forged

@@ -21,7 +21,7 @@ export interface AskResult {
 const POLL_MS = 100
 
 /**
- * Asks a task's running owner to act (SPEC §12.6): appends a control request to its
+ * Asks a task's running owner to act (docs/contract.md §12.6): appends a control request to its
  * inbox.jsonl (one write; the only file another process may write in an owned task)
  * and waits up to `waitMs` for the owner's reply, and for a pause or an end until the
  * task has left running/. Works across hosts that share the tree: it reads only files.

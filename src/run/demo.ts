@@ -46,7 +46,7 @@ function demoConfig(home: string, recording: string): Config {
 }
 
 /**
- * `ctxagent demo` (SPEC §12.8): the bundled coding session replayed end to end in a
+ * `ctxagent demo` (docs/contract.md §12.8): the bundled coding session replayed end to end in a
  * temporary copy of the sample project, with no LLM and no network: paused half-way by
  * a real pause request through the task's inbox, resumed, and completed.
  */

@@ -8,7 +8,7 @@ export const MALFORMED_FAIL_AT = 3
 export type Verdict = { kind: 'ok' } | { kind: 'warn'; note: string } | { kind: 'stuck'; reason: string } | { kind: 'malformed'; reason: string }
 
 /**
- * The loop breakers of SPEC §12.3, for weak models that repeat themselves: the same
+ * The loop breakers of docs/contract.md §12.3, for weak models that repeat themselves: the same
  * call (name + arguments) with the same result several times in a row, or several
  * malformed calls in a row. Holds the last call and its result (which the window holds
  * anyway) and two counters, whatever the task's length.

@@ -15,7 +15,7 @@ import type { TaskKeyColumns } from '../storage/index/task-index.js'
 import { estimateTokens } from '../storage/format/tokens.js'
 import { quoted } from '../sources/quote.js'
 
-/** What a new task takes over from the latest earlier task with its key (SPEC §5, seed 003 §8). */
+/** What a new task takes over from the latest earlier task with its key (docs/contract.md §5). */
 export interface Inheritance {
   uuid: string
   status: string

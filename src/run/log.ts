@@ -1,7 +1,7 @@
 import { forTerminal } from '../terminal-text.js'
 import { grouped } from '../text.js'
 
-/** What the live status line shows (SPEC §12.5). */
+/** What the live status line shows (docs/contract.md §12.5). */
 export interface Status {
   turn: number
   tokens: number
@@ -19,7 +19,7 @@ export interface TurnTimings {
 }
 
 /**
- * `run`'s log on stderr: every line prefixed `[uuid:` + the task id's first 8 characters + `]` (seed 000 §9.3), human
+ * `run`'s log on stderr: every line prefixed `[uuid:` + the task id's first 8 characters + `]` (docs/contract.md §12.5), human
  * text on a TTY, one JSON object per line otherwise or with --log-format json; on a
  * TTY a status line at the bottom, redrawn in place and cleared before each log line.
  */

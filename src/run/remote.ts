@@ -12,7 +12,7 @@ type Detection = TaskState['comment_detection']
 /**
  * A task's link to its GitHub issue or GitLab MR while it runs: one status comment,
  * edited at milestones, an outcome comment at the end, and new comments found by id
- * (seed 002) at most every `min_interval`. What it has seen lives in state.json, so a
+ * (docs/contract.md §6) at most every `min_interval`. What it has seen lives in state.json, so a
  * resumed task sees nothing twice. Every failure to talk to the server is a warning:
  * the task never fails for it. Every comment is masked here, as it leaves: secrets and
  * addresses never reach a public issue, whatever the text was built from.

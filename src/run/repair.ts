@@ -21,7 +21,7 @@ export interface RecordedFinish {
 export const SKIPPED_AFTER_END = '[skipped: the task ended before this call]'
 
 /**
- * Makes a resumed task's window well-formed before the first request (SPEC §12.3):
+ * Makes a resumed task's window well-formed before the first request (docs/contract.md §12.3):
  * current.jsonl rebuilt from the truth when a crash left it behind messages.jsonl,
  * then every tool call of the last assistant message that has no result answered
  * with an `[aborted: …]` result. Reads only the tail of messages.jsonl.

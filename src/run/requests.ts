@@ -21,7 +21,7 @@ export interface RequestParts {
 }
 
 /**
- * What others ask of a running task through its inbox.jsonl (SPEC §6, §12.6): comments
+ * What others ask of a running task through its inbox.jsonl (docs/contract.md §6, §12.6): comments
  * and chat messages, and control requests (pause, compress, end), each acted on once.
  * The position in the inbox is saved with the task's counters, so a resumed task
  * never sees a line twice.
@@ -51,7 +51,7 @@ export class InboxRequests {
   }
 
   /**
-   * New inbox lines since the last turn: messages become one user message (seed 002
+   * New inbox lines since the last turn: messages become one user message (docs/contract.md §6
    * format), control requests are acted on in order. Returns the ending a request
    * meant (a pause), else null.
    */

@@ -49,7 +49,7 @@ import type { Delivery } from '../storage/task/state.js'
 import { deliverCompleted, deliveryRecord, deliveryText } from './delivery-step.js'
 import { budgetLine, spendGuard } from './spend-setup.js'
 
-/** Where a new task comes from: its key and its first user message (SPEC §12.1, §13.1). */
+/** Where a new task comes from: its key and its first user message (docs/contract.md §12.1, §13.1). */
 export interface TaskSource {
   key: TaskKey
   /** The task statement, the first user message. */
@@ -63,7 +63,7 @@ export type RunStart =
   | { kind: 'new'; source: TaskSource; user: string; channel?: Channel; seen?: string[]; /** Chosen beforehand (a fleet job names its task). */ uuid?: string }
   | { kind: 'resume'; ref: TaskRef; channel?: Channel }
 
-/** What `run` prints at the end (SPEC §12.5) and the exit code it implies (SPEC §9, §12.3). */
+/** What `run` prints at the end (docs/contract.md §12.5) and the exit code it implies (docs/contract.md §9, §12.3). */
 export interface Outcome {
   uuid: string
   status: string
@@ -376,7 +376,7 @@ async function settle(handle: TaskHandle, ending: Ending, progress: Progress, cl
   const waits = ending.cause === 'budget' || ending.cause === 'rate-limit' ? { resume_at: ending.resumeAt?.toISOString() ?? null, budget_cap: ending.budgetCap ?? null } : { resume_at: ending.cause === 'llm' ? (ending.resumeAt ?? null) : null, budget_cap: null }
   const failure = ending.cause === 'llm' ? (ending.failure ?? null) : ending.cause === 'rate-limit' ? 'rate_limited' : null
   await handle.update({ ...progress, error: ending.error === null ? null : maskText(ending.error), llm_failure: failure, ...waits })
-  // Who paused it: a fleet resumes a task stopped by a signal (its worker stopped), not one an operator paused (SPEC §14.3).
+  // Who paused it: a fleet resumes a task stopped by a signal (its worker stopped), not one an operator paused (docs/contract.md §14.3).
   await handle.pause(({ SIGINT: 'signal', SIGTERM: 'signal', pause: 'operator', llm: 'llm', budget: 'budget', 'rate-limit': 'rate-limit' } as const)[ending.cause])
   const exit = { SIGINT: 130, SIGTERM: 143, pause: 0, llm: 1, budget: 5, 'rate-limit': 1 }[ending.cause]
   if (ending.cause === 'budget' || ending.cause === 'rate-limit') {
@@ -393,14 +393,14 @@ async function settle(handle: TaskHandle, ending: Ending, progress: Progress, cl
 }
 
 /**
- * final_summary.txt (SPEC §5): the LLM's summary of the whole task; without an LLM
+ * final_summary.txt (docs/contract.md §5): the LLM's summary of the whole task; without an LLM
  * (replay), or when the LLM fails, an extractive one of the last summary and the window.
  */
 async function finalSummaryText(handle: TaskHandle, client: LlmClient, log: RunLog, maxTokens: number): Promise<string> {
   if (!(client instanceof ReplayClient)) {
     try {
       const { text, usage } = await createFinalSummary(handle.dir, client, maxTokens)
-      // Its cost apart from the turns' (SPEC §2.2): made once, at the end.
+      // Its cost apart from the turns' (docs/contract.md §2.2): made once, at the end.
       await handle.update({ final_summary_tokens: usage })
       return text
     } catch (err) {

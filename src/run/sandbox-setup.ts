@@ -12,7 +12,7 @@ import { realPathOf } from '../tools/workspace.js'
  * The places no tool and no command may reach, as real paths: the task tree, the config
  * file in force, and every place ctxagent looks for one (the ctxagent directories of
  * ~/.config, or XDG_CONFIG_HOME, and /etc), whether or not it exists yet: nothing a tool
- * can write may ever be read as configuration (SPEC §8).
+ * can write may ever be read as configuration (docs/contract.md §8).
  */
 export function hiddenPaths(base: string, configFile: string | null, env: NodeJS.ProcessEnv = process.env): string[] {
   const candidates = configCandidates(env).map((file) => dirname(file))

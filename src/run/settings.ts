@@ -52,7 +52,7 @@ export interface RunSettings {
   /** Appended to the system prompt: run.system_prompt_append, then users.<name>.system_prompt_append. */
   systemPromptAppend: string[]
   inherit: boolean
-  /** A keep-alive chat session (SPEC §6). */
+  /** A keep-alive chat session (docs/contract.md §6). */
   chat: boolean
   /** Delivery of the change when the task completes (docs/delivery.md). */
   deliver: DeliverMode
@@ -67,7 +67,7 @@ export interface RunSettings {
 }
 
 /**
- * The config as this task sees it (SPEC §12.7): `users.<name>` overrides applied, then
+ * The config as this task sees it (docs/contract.md §12.7): `users.<name>` overrides applied, then
  * the flags (--provider, --model, --replay-from). A copy; the loaded config is unchanged.
  */
 export function effectiveConfig(base: Config, user: string, flags: Pick<RunFlags, 'provider' | 'model' | 'replayFrom'>): Config {
@@ -174,7 +174,7 @@ function appends(config: Config, user: string | undefined): string[] {
 }
 
 /**
- * The workspace must neither contain the task tree nor lie inside it (SPEC §1): the agent's
+ * The workspace must neither contain the task tree nor lie inside it (docs/contract.md §1): the agent's
  * grep, list_dir or `git clean -fdx` would otherwise read or delete its own task files.
  * Compared by real paths; a tree not created yet is judged by its nearest existing parent.
  */

@@ -80,7 +80,7 @@ const ABORTED = '[aborted]'
 const MAX_READ_STAMPS = 500
 
 /**
- * The agent loop of SPEC §12.2. One turn: the inbox (comments, control requests),
+ * The agent loop of docs/contract.md §12.2. One turn: the inbox (comments, control requests),
  * the compression check, the request (window → prune → LLM), the assistant message
  * recorded before any tool runs, each tool call executed and answered exactly once,
  * then counters, heartbeat and tasks.db. Memory stays bounded: the window (bounded by

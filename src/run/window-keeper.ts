@@ -23,7 +23,7 @@ export interface WindowParts {
 }
 
 /**
- * The window between turns (SPEC §5): when it is compacted (over the limit on the
+ * The window between turns (docs/contract.md §5): when it is compacted (over the limit on the
  * pruned request, by a plausible usage report or the estimate; too many tool rounds; a
  * `compress` request; a request that would not fit), at most once per turn, and the
  * request built from it, which never leaves history out silently.

@@ -102,7 +102,7 @@ function sha256(text: string): Buffer {
   return createHash('sha256').update(text).digest()
 }
 
-/** Loopback: where reads need no token (SPEC §15). */
+/** Loopback: where reads need no token (docs/contract.md §15). */
 export function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || host === '[::1]' || /^127(?:\.\d{1,3}){3}$/.test(host)
 }

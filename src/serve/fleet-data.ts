@@ -25,7 +25,7 @@ export interface FleetData extends FleetStatus {
   recent_jobs: JobRow[]
 }
 
-/** How long a worker's heartbeat may age before it counts as gone: as `ctxagent fleet` counts it (SPEC §4). */
+/** How long a worker's heartbeat may age before it counts as gone: as `ctxagent fleet` counts it (docs/contract.md §4). */
 function workerLiveSeconds(ctx: CommandEnv): number {
   const locks = ctx.config.locks
   return locks.stale_after_remote_seconds ?? 2 * locks.stale_after_seconds

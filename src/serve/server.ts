@@ -180,7 +180,7 @@ function csrfOf(caller: Caller): string | null {
   return caller.kind === 'session' ? caller.session.csrf : null
 }
 
-/** SPEC §9's exit codes as HTTP statuses: usage 400, not found 404, conflict 409, the rest 500. */
+/** docs/contract.md §9's exit codes as HTTP statuses: usage 400, not found 404, conflict 409, the rest 500. */
 function statusOf(err: CtxError): number {
   return err.exitCode === 2 ? 400 : err.exitCode === 3 ? 404 : err.exitCode === 4 ? 409 : 500
 }

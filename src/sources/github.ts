@@ -144,7 +144,7 @@ function githubChannel(api: Client, ref: GithubRef, botName: string | null, judg
 
 /**
  * A repository's open issues and pull requests by label (GitHub lists both as issues),
- * and their labels changed: for the poller (SPEC §14.2). `stop` ends every call at once.
+ * and their labels changed: for the poller (docs/contract.md §14.2). `stop` ends every call at once.
  */
 export function githubTracker(config: Config, repository: string, stop?: AbortSignal): Tracker {
   const { owner, repo } = parseGithubRepo(repository)

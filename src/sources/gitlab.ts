@@ -161,7 +161,7 @@ function gitlabChannel(api: Api, ref: GitlabRef, botName: string | null): Channe
 
 /**
  * A project's open issues and merge requests by label, and their labels changed: for the
- * poller (SPEC §14.2). `stop` ends every call at once.
+ * poller (docs/contract.md §14.2). `stop` ends every call at once.
  */
 export function gitlabTracker(config: Config, projectPath: string, stop?: AbortSignal): Tracker {
   const project = parseGitlabProject(projectPath)

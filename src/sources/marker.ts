@@ -1,4 +1,4 @@
-/** The hidden marker on every comment ctxagent writes (SPEC §13.1). */
+/** The hidden marker on every comment ctxagent writes (docs/contract.md §13.1). */
 export const marker = (uuid: string): string => `<!-- ctxagent:${uuid} -->`
 
 /**

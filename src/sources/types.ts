@@ -14,7 +14,7 @@ export interface RemoteComment extends Comment {
   id: string
 }
 
-/** Where the task came from, and where it reports back (SPEC §13.1). */
+/** Where the task came from, and where it reports back (docs/contract.md §13.1). */
 export interface RemoteTask {
   key: TaskKey
   /** The first user message: title, body, labels, comments (and review threads), each part with its author. */
@@ -35,7 +35,7 @@ export interface PullSource {
   byBot: boolean
 }
 
-/** What the agent does with the issue while it works (SPEC §13.1, §13.2). */
+/** What the agent does with the issue while it works (docs/contract.md §13.1, §13.2). */
 export interface Channel {
   /** Human name of the issue, e.g. "acme/shop#42". */
   readonly name: string
@@ -49,7 +49,7 @@ export interface Channel {
   edit(id: string, body: string, signal?: AbortSignal): Promise<void>
 }
 
-/** An open issue, pull request or merge request carrying the poller's label (SPEC §14.2). */
+/** An open issue, pull request or merge request carrying the poller's label (docs/contract.md §14.2). */
 export interface LabelledItem {
   /** As `run --github`/`--gitlab` takes it: owner/repo#N, group/project#N or group/project!N. */
   ref: string

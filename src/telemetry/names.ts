@@ -1,5 +1,5 @@
 /**
- * Every metric and span name, once (SPEC §15): /metrics exports the metrics (derived from
+ * Every metric and span name, once (docs/contract.md §15): /metrics exports the metrics (derived from
  * the index at scrape time), the agent loop and workers open the spans. Metric names all
  * start with `ctxagent_`; span attributes follow OpenTelemetry's GenAI conventions.
  */

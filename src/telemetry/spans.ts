@@ -1,5 +1,5 @@
 /**
- * The agent loop's spans (SPEC §15): a task, its turns, each LLM call and tool call. The
+ * The agent loop's spans (docs/contract.md §15): a task, its turns, each LLM call and tool call. The
  * loop calls these methods whether or not traces are on; off (the default), they are
  * no-ops and the OpenTelemetry modules are never loaded (start-up time).
  */

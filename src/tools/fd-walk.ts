@@ -11,8 +11,8 @@ import { inside, realPathOf } from './workspace.js'
  * relative to a directory fd already held, addressed through the /proc/self/fd/<fd>
  * magic link (the kernel resolves it to the open directory itself, not to a path), with
  * O_NOFOLLOW. A directory swapped for a symlink after a check cannot redirect an open:
- * there is no check-then-use window. Measured (/tmp/research-sandbox, 2 cores): the
- * realpath-then-open it replaces leaked outside content in 0–95 of 3,000 tries; this
+ * there is no check-then-use window. Measured on 2 cores (a swapper
+ * racing the walk, test/helpers/link-swapper.mjs): the realpath-then-open it replaces leaked outside content in 0–95 of 3,000 tries; this
  * walk in 0 of 10,000, 7 runs.
  */
 

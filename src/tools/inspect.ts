@@ -9,7 +9,7 @@ const MAX_OUTPUT = 48 * 1024
 const MAX_LINE = 2000
 
 /**
- * Reads a blob of this task again (seed 001): a long tool output that is stored once in
+ * Reads a blob of this task again (docs/contract.md §5): a long tool output that is stored once in
  * the task's blobs/ and referred to as `[blob:<id>]` (`[pruned] [blob:<id>]` once old).
  * Only this task's blobs, by their id (64 hex digits): never a path.
  */

@@ -25,7 +25,7 @@ const MAX_DESCRIPTION = 2_000
 /** A tool whose input schema is longer than this as JSON is left out: it would fill every request. */
 const MAX_SCHEMA_CHARS = 20_000
 
-/** `<server>__<tool>`, with characters outside [A-Za-z0-9_-] as `_`, at most 64 characters (SPEC §13.3). */
+/** `<server>__<tool>`, with characters outside [A-Za-z0-9_-] as `_`, at most 64 characters (docs/contract.md §13.3). */
 export function mcpToolName(server: string, tool: string): string {
   const clean = (s: string) => s.replace(/[^A-Za-z0-9_-]/g, '_')
   return `${clean(server)}__${clean(tool)}`.slice(0, 64)

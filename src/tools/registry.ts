@@ -24,7 +24,7 @@ export interface CallOutcome extends ToolOutcome {
   malformed: boolean
 }
 
-/** The tools an agent is offered, by name (SPEC §12.4; MCP tools join with add()). */
+/** The tools an agent is offered, by name (docs/contract.md §12.4; MCP tools join with add()). */
 export class ToolRegistry {
   private readonly tools = new Map<string, Tool>()
 

@@ -14,7 +14,7 @@ import { REFUSED_SYSCALLS, seccompSupported } from './sandbox/seccomp.js'
 
 /*
  * run_command's sandbox: bubblewrap (Debian `bubblewrap`, the `bwrap` binary), as Claude
- * Code does on Linux. Flags measured in /tmp/research-sandbox (REPORT.md §1):
+ * Code does on Linux. Flags chosen by measurement (test/tools/sandbox.test.ts pins them):
  * --unshare-pid with --die-with-parent is what kills `setsid sleep &` when the command
  * ends (bwrap's pid 1 gets SIGKILL when the monitor exits, and the namespace dies with
  * it); a new /proc shows only the sandbox's pids, so no /proc/<ctxagent>/environ.

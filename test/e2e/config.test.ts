@@ -68,7 +68,7 @@ describe('ctxagent config', () => {
     writeFileSync(join(cwd, 'config.yaml'), 'locks:\n  stale_after_seconds: 10\n')
     const res = cli(['config', '--json'], ENV, cwd)
     expect(res.code).toBe(0)
-    expect(res.stderr).toBe('ctxagent: warning: ./config.yaml is not read: nothing in the current directory is configuration, since a model working there could write it (SPEC §8); move it to ~/.config/ctxagent/config.yaml or /etc/ctxagent/config.yaml, or name it with --config\n')
+    expect(res.stderr).toBe('ctxagent: warning: ./config.yaml is not read: nothing in the current directory is configuration, since a model working there could write it (docs/contract.md §8); move it to ~/.config/ctxagent/config.yaml or /etc/ctxagent/config.yaml, or name it with --config\n')
     expect((JSON.parse(res.stdout) as { config: { locks: { stale_after_seconds: number } } }).config.locks.stale_after_seconds).toBe(60)
     expect(cli(['config', '--json', '--config', 'none'], ENV, cwd).stdout).toContain('"source": null')
   })

@@ -32,7 +32,7 @@ describe('what operators are told', () => {
     void dir
   })
 
-  it('a summary in seed 003 form (id, count, saving) renders with what it has', () => {
+  it('a summary in docs/contract.md §7 form (id, count, saving) renders with what it has', () => {
     const tree = makeTree()
     const dir = tree.write({ uuid: uuidN(0x52), location: 'completed', messages: 5 })
     writeFileSync(join(dir, 'summaries.jsonl'), `${JSON.stringify({ id: 1, summary: 'did the thing', created_at: '2024-01-01T00:00:00.000Z', compressed_message_count: 14, tokens_saved: 900 })}\n`)

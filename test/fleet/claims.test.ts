@@ -6,7 +6,7 @@ import type { Job } from '../../src/fleet/jobs.js'
 import { registerWorker } from '../../src/fleet/registry.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 
-/** SPEC §14.3: a worker acts on a job only in the claim it holds. */
+/** docs/contract.md §14.3: a worker acts on a job only in the claim it holds. */
 const database = usePostgres({ schema: true, truncate: ['fleet_jobs', 'fleet_workers'] })
 let pool: pg.Pool
 beforeAll(() => {

@@ -14,7 +14,7 @@ import { exitOf } from '../helpers/wait.js'
 import { readTask, runSetup } from '../run/harness.js'
 
 /**
- * SPEC §14.5: a job that starts waiting wakes one idle worker (its own channel), not every
+ * docs/contract.md §14.5: a job that starts waiting wakes one idle worker (its own channel), not every
  * idle one; with none idle, every worker hears it; a chosen worker that is frozen or gone
  * does not strand the job (another's poll takes it).
  */

@@ -10,7 +10,7 @@ import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/h
 import type { RunSetup } from '../run/harness.js'
 
 /**
- * What the fleet does on each kind of failure (SPEC §14.3, §12.3): agents killed again
+ * What the fleet does on each kind of failure (docs/contract.md §14.3, §12.3): agents killed again
  * and again, a worker killed under a live agent, pauses by operators and by signals, a
  * resume on another host, agents killed before their task began.
  */

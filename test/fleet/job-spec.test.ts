@@ -7,7 +7,7 @@ const row = (spec: unknown, kind = 'new') => ({ task_uuid: uuid, kind, priority:
 
 describe('the job spec: one schema for its type, keys, checks and the child\'s run', () => {
   it('allows exactly the keys of run that a job may ask for, and refuses any other', () => {
-    expect(JOB_SPEC_KEYS).toEqual(['task', 'github', 'gitlab', 'user', 'workspace', 'repo', 'ref', 'task_id', 'max_turns', 'max_tokens', 'timeout', 'model', 'allow_shell'])
+    expect(JOB_SPEC_KEYS).toEqual(['task', 'github', 'gitlab', 'user', 'workspace', 'repo', 'ref', 'task_id', 'max_turns', 'max_tokens', 'timeout', 'model', 'allow_shell', 'deliver'])
     expect(specProblem({ task: 'x', cmd: 'rm -rf /' })).toBe('spec has an unknown key "cmd"')
     expect(specProblem({ task: 'x', __proto__x: 1 })).toBe('spec has an unknown key "__proto__x"')
     expect(specProblem([])).toBe('spec is not an object')

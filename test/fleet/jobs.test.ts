@@ -10,7 +10,7 @@ import { cli } from '../helpers/run.js'
 import { agentRequests, readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
 
-/** SPEC §14.4: `ctxagent jobs` (list, show, cancel, retry), enqueue --key, its checks and flags, fleet.limits.per_user, retention. */
+/** docs/contract.md §14.4: `ctxagent jobs` (list, show, cancel, retry), enqueue --key, its checks and flags, fleet.limits.per_user, retention. */
 const database = usePostgres({ truncate: ['fleet_jobs', 'fleet_workers', 'tasks'] })
 const query = database.query
 const db = database.env

@@ -13,7 +13,7 @@ import { cliAsync, ROOT } from '../helpers/run.js'
 import { exitOf } from '../helpers/wait.js'
 import { readTask, runSetup } from '../run/harness.js'
 
-/** Operating a fleet (SPEC §14.5): start-up against a database that is down, stops, JSON logs, setup. */
+/** Operating a fleet (docs/contract.md §14.5): start-up against a database that is down, stops, JSON logs, setup. */
 let server: PgServer
 beforeAll(async () => {
   server = await startPostgres()

@@ -8,7 +8,7 @@ import { readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
 
 /**
- * The fleet behind a real PgBouncer in `pool_mode = transaction` (SPEC §14.5): every
+ * The fleet behind a real PgBouncer in `pool_mode = transaction` (docs/contract.md §14.5): every
  * command's database URL is the pooler's, with two server connections shared by all of
  * them, so that session state one client left (a LISTEN, an advisory lock) meets the next.
  */

@@ -180,7 +180,7 @@ describe.runIf(canUnshare)('a fleet on two simulated hosts', () => {
     await until('host a', async () => a.err().includes('started on fleet-a'))
     const uuid = (await s.run(['enqueue', '--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'], { CTXAGENT_DATABASE_URL: database.server.url })).stdout.trim()
     await until('the task under way on host a', async () => agentRequests(s.fake).length >= 3)
-    // The worker's child that runs the task (`run --uuid`), not the warm child waiting for the next job (SPEC §14.2),
+    // The worker's child that runs the task (`run --uuid`), not the warm child waiting for the next job (docs/contract.md §14.2),
     // nor a zombie: the worker is PID 1 of the simulated host, so orphans of the sandbox's probe are reparented to it.
     const agent = Number(spawnSync('ps', ['-o', 'pid=,args=', '--ppid', String(a.workerPid())]).stdout.toString().trim().split('\n').find((line) => line.includes(' run --uuid '))?.trim().split(/\s+/)[0])
     expect(agent).toBeGreaterThan(0)

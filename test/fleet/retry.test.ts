@@ -10,9 +10,9 @@ import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/h
 import type { RunSetup } from '../run/harness.js'
 
 /**
- * SPEC §14.4: a task paused by the LLM side is retried by the fleet with backoff, its job
+ * docs/contract.md §14.4: a task paused by the LLM side is retried by the fleet with backoff, its job
  * `retrying` meanwhile and `failed` after fleet.retry.max_attempts; a pause the LLM side
- * cannot undo by itself stays. SPEC §14.5: a watch-locks pass killed at any step leaves a
+ * cannot undo by itself stays. docs/contract.md §14.5: a watch-locks pass killed at any step leaves a
  * state the next pass completes.
  */
 const database = usePostgres({ truncate: ['fleet_jobs', 'fleet_workers', 'tasks'] })

@@ -6,7 +6,7 @@ import { usePostgres } from '../helpers/use-postgres.js'
 import { agentRequests, readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
 
-/** Every job ends (SPEC §14.3): also one whose task another process ran instead of its agent. */
+/** Every job ends (docs/contract.md §14.3): also one whose task another process ran instead of its agent. */
 const database = usePostgres({ schema: true, truncate: ['fleet_jobs', 'fleet_workers', 'tasks'] })
 const query = database.query
 const db = database.env

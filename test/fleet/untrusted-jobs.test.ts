@@ -11,7 +11,7 @@ import { usePostgres } from '../helpers/use-postgres.js'
 import { readTask, runSetup } from '../run/harness.js'
 
 /**
- * What a fleet takes from outside is untrusted (SPEC §8, §14.4): `--repo` sources (cloned
+ * What a fleet takes from outside is untrusted (docs/contract.md §8, §14.4): `--repo` sources (cloned
  * as copies, never with credentials in the URL or the clone), refs (never an option),
  * job rows written by hand (validated before anything is run), text PostgreSQL cannot hold.
  */

@@ -243,7 +243,7 @@ describe('run: stops, resumes and recovery', () => {
     for (const r of agentRequests(s.fake)) expectWellFormed(r)
   })
 
-  it('ctxagent comment reaches the next request of a running agent once, in the seed 002 format; two at once use the multi-comment format', async () => {
+  it('ctxagent comment reaches the next request of a running agent once, in the docs/contract.md §6 format; two at once use the multi-comment format', async () => {
     const s = await runSetup()
     let n = 0
     s.fake.fallback = () => ({ delayMs: 200, calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })

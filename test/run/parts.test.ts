@@ -46,7 +46,7 @@ describe('inbox', () => {
     expect(read).toMatchObject({ bad: 0, tooLong: 1 })
   })
 
-  it('accepts seed 004 messages without a kind, and a missing inbox is empty', () => {
+  it('accepts docs/contract.md §6 messages without a kind, and a missing inbox is empty', () => {
     const dir = tempDir()
     expect(readInbox(dir, 0)).toEqual({ records: [], ends: [], offset: 0, bad: 0, tooLong: 0 })
     writeFileSync(join(dir, 'inbox.jsonl'), '{"id":"1","sender":"u","content":"hello","created_at":"t","visible":false}\n')
@@ -54,7 +54,7 @@ describe('inbox', () => {
   })
 })
 
-describe('formatComments (seed 002, bodies quoted)', () => {
+describe('formatComments (docs/contract.md §6, bodies quoted)', () => {
   it('one comment, and several', () => {
     expect(formatComments([{ author: 'alice', body: 'use tabs', created_at: 't1' }])).toBe('[New Comment from @alice]:\n> use tabs')
     expect(formatComments([{ author: 'alice', body: 'a', created_at: 't1' }, { author: 'bob', body: 'b', created_at: 't2' }])).toBe(

@@ -9,7 +9,7 @@ type Sent = { role: string; content: string | null; tool_call_id?: string }
 const sent = (r: RecordedRequest) => r.body.messages as unknown as Sent[]
 const SECRET = 'AKIAIOSFODNN7EXAMPLE'
 
-describe('blobs in a run (seed 001)', () => {
+describe('blobs in a run (docs/contract.md §5)', () => {
   it('three identical reads: one blob, three references; sent whole while fresh, [pruned] [blob:<id>] once old; inspect reads it; no secret in blobs/', async () => {
     const s = await runSetup()
     writeFileSync(s.config, s.fake.configYaml('context:\n  prune:\n    protected_tool_rounds: 2\n    step_rounds: 1\n').replace('context_length: 8000', 'context_length: 1000000'))

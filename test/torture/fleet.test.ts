@@ -231,7 +231,7 @@ describe('torture: a fleet under chaos', () => {
     expect(problems).toEqual([])
     expect(llm.overlaps).toEqual([])
 
-    // The index equals the tree (a write missed while PostgreSQL was down is reindex's to repair, SPEC §14.3).
+    // The index equals the tree (a write missed while PostgreSQL was down is reindex's to repair, docs/contract.md §14.3).
     const places = taskPlaces(s.tree.base)
     const indexed = async () => Object.fromEntries((await query<{ uuid: string; location: string }>('SELECT uuid, location FROM tasks')).map((r) => [r.uuid, r.location]))
     const before = await indexed()

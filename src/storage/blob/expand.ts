@@ -5,7 +5,7 @@ import { expandedOutput, leadingBlobId } from './store.js'
 const KEEP = 256
 
 /**
- * The request's view of fresh tool results stored as blobs (seed 001): `[blob:<id>] ` +
+ * The request's view of fresh tool results stored as blobs (docs/contract.md §5): `[blob:<id>] ` +
  * the whole output (head + tail over `maxInlineBytes`), made once per message and kept
  * for the next requests (the same object, the same bytes every turn, until prune passes
  * it). Only the newest copies are kept: memory stays bounded whatever the task's length.

@@ -13,7 +13,7 @@ export interface GzipResult {
   after: number
 }
 
-/** Files of a task that cleanup compresses (SPEC §2.9), its blobs (`blobs/<id>`) too; metadata.json and state.json stay plain. */
+/** Files of a task that cleanup compresses (docs/contract.md §2.9), its blobs (`blobs/<id>`) too; metadata.json and state.json stay plain. */
 export function archivableFiles(dir: string): string[] {
   // Regular files only: a link could lead out of the task directory, and a directory named *.jsonl is not data.
   const top = readdirSync(dir, { withFileTypes: true })

@@ -1,5 +1,5 @@
 /**
- * Masking of secrets and personal data before anything is persisted or printed (SPEC §8):
+ * Masking of secrets and personal data before anything is persisted or printed (docs/contract.md §8):
  * the exact secret values installed by `installSecrets`, and the patterns below. Every
  * match of either is found in the text as it is, then each run of overlapping matches is
  * replaced whole by its longest match's replacement (a secret value before a pattern of

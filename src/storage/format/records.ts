@@ -10,7 +10,7 @@ export interface ToolCall {
   function: { name: string; arguments: string }
 }
 
-/** One line of messages.jsonl as ctxagent writes it (SPEC §2.3). */
+/** One line of messages.jsonl as ctxagent writes it (docs/contract.md §2.3). */
 export interface StoredMessage {
   seq: number
   role: Role
@@ -38,7 +38,7 @@ export interface TurnUsage {
   estimated?: true
 }
 
-/** One line of current.jsonl: what the LLM is given (SPEC §2.4). */
+/** One line of current.jsonl: what the LLM is given (docs/contract.md §2.4). */
 export interface WindowMessage {
   role: Role
   content: string
@@ -47,7 +47,7 @@ export interface WindowMessage {
   tool_calls?: ToolCall[]
 }
 
-/** One line of summaries.jsonl: the superset of seeds 000 and 003 (SPEC §2.5). */
+/** One line of summaries.jsonl: the superset of both original designs (docs/contract.md §11) (docs/contract.md §2.5). */
 export interface SummaryRecord {
   summary_id: number
   start_seq: number
@@ -114,7 +114,7 @@ const num = (value: unknown): number | undefined => (typeof value === 'number' &
 const str = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined)
 
 /**
- * Reads a messages.jsonl line in either seed's spelling (`tokens` for `token_count`,
+ * Reads a messages.jsonl line in either original design's spelling (docs/contract.md §11) (`tokens` for `token_count`,
  * legacy `function_call` for `tool_calls`) into the canonical shape. Returns null when
  * the line is not a message at all.
  */
@@ -153,7 +153,7 @@ function toolCallsOf(raw: JsonRecord): ToolCall[] | undefined {
   return undefined
 }
 
-/** Reads a summaries.jsonl line in either seed's spelling (`id` for `summary_id`). */
+/** Reads a summaries.jsonl line in either original design's spelling (docs/contract.md §11) (`id` for `summary_id`). */
 export function normalizeSummary(raw: JsonRecord): SummaryRecord | null {
   const summary = str(raw.summary)
   if (summary === undefined) return null

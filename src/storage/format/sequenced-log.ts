@@ -21,7 +21,7 @@ export class SequencedLog<K extends string> {
     this.last = lastId
   }
 
-  /** `idAliases` are other spellings of the id field that older files use (SPEC §2). */
+  /** `idAliases` are other spellings of the id field that older files use (docs/contract.md §2). */
   static open<K extends string>(path: string, idField: K, idAliases: readonly string[] = [], options: LogOptions = {}): SequencedLog<K> {
     const appender = JsonlAppender.open(path, { fsync: options.fsync === true })
     const lastLine = lastRecordSync(path)

@@ -1,5 +1,5 @@
 /**
- * Token estimate of seeds 000/003: characters / 4, or characters / 2 when at least
+ * Token estimate of docs/contract.md §5: characters / 4, or characters / 2 when at least
  * half of the characters are Japanese (kana or kanji), which tokenise far denser.
  */
 const JAPANESE = /[\u3040-\u30ff\u3400-\u9fff\uff66-\uff9f]/

@@ -14,7 +14,7 @@ export function appendMutexPath(path: string): string {
 
 /**
  * Runs `write` holding the file's append mutex: a directory made by mkdir, which is atomic
- * on NFS where O_APPEND is not (SPEC §14.3), the protocol proper-lockfile keeps (a mutex
+ * on NFS where O_APPEND is not (docs/contract.md §14.3), the protocol proper-lockfile keeps (a mutex
  * whose mtime is older than STALE_MS was left by a writer that died holding it and is
  * taken over). Made here with mkdir, stat and rmdir alone: a hold is one short synchronous
  * write, so proper-lockfile's mtime refresh could never run during it, and its first

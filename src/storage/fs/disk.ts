@@ -10,7 +10,7 @@ export interface DiskUse {
 }
 
 /**
- * Disk use of one task directory, its blobs/ included (long tool outputs, seed 001). A
+ * Disk use of one task directory, its blobs/ included (long tool outputs, docs/contract.md §5). A
  * .gz file's original size is its gzip trailer (ISIZE, the size modulo 4 GiB), read
  * without decompressing anything.
  */

@@ -21,7 +21,7 @@ export const FILES = {
   stateLock: '.state.lock',
 } as const
 
-/** A task's directory of blobs: long tool outputs, each stored once as `blobs/<sha256>` (seed 001, src/storage/blob/). */
+/** A task's directory of blobs: long tool outputs, each stored once as `blobs/<sha256>` (docs/contract.md §5, src/storage/blob/). */
 export const BLOB_DIR = 'blobs'
 
 /** The files of a task that hold its data (not its locks): always regular files, never links. */
@@ -29,7 +29,7 @@ export const TASK_DATA_FILES: readonly string[] = [FILES.metadata, FILES.state, 
 
 /**
  * The task tree when neither --home, CTXAGENT_HOME nor context.base_dir names one: per
- * user, in the XDG state directory (SPEC §1), never under the current directory, where
+ * user, in the XDG state directory (docs/contract.md §1), never under the current directory, where
  * the agent's own workspace would hold it. A relative XDG_STATE_HOME is ignored, as the
  * XDG spec says.
  */
@@ -40,7 +40,7 @@ export function defaultBase(env: NodeJS.ProcessEnv): string {
   return join(home, '.local', 'state', 'ctxagent')
 }
 
-/** The paths of one base directory (SPEC §1). */
+/** The paths of one base directory (docs/contract.md §1). */
 export class Layout {
   readonly base: string
 

@@ -12,7 +12,7 @@ export function hostname(): string {
 
 /**
  * An identifier of when process `pid` started, to tell a PID reused by another
- * process from the original (SPEC §4). On Linux: field 22 (`starttime`) of
+ * process from the original (docs/contract.md §4). On Linux: field 22 (`starttime`) of
  * /proc/<pid>/stat, parsed after the last `)` because the command name may contain
  * spaces and parentheses; elsewhere `ps -o lstart=`. Null when it cannot be read.
  */

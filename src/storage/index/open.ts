@@ -4,7 +4,7 @@ import { SqliteStore } from './store.js'
 import type { IndexStore } from './store.js'
 
 export interface IndexChoice {
-  /** The fleet's database (SPEC §14.1), or null for tasks.db. */
+  /** The fleet's database (docs/contract.md §14.1), or null for tasks.db. */
   databaseUrl: string | null
   /** tasks.db's path. */
   path: string

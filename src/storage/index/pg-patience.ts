@@ -1,8 +1,8 @@
 /**
  * How long a process waits for the fleet's database to take its last index writes.
- * A process asked to stop (SIGINT, SIGTERM) waits no more (SPEC §14.5: a stop ends
+ * A process asked to stop (SIGINT, SIGTERM) waits no more (docs/contract.md §14.5: a stop ends
  * every wait at once): what is left is in the task directories, and `reindex` or the
- * next watch-locks pass brings PostgreSQL in step (SPEC §14.3).
+ * next watch-locks pass brings PostgreSQL in step (docs/contract.md §14.3).
  */
 let ended = false
 const sleepers = new Set<() => void>()

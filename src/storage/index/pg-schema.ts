@@ -3,7 +3,7 @@ import { pgToolCallsMigration, pgTotalsMigration } from './pg-totals.js'
 import { PG_SPEND_MIGRATION } from './spend.js'
 
 /**
- * The fleet's tables in PostgreSQL (SPEC §14.1), as numbered migrations: `tasks` has
+ * The fleet's tables in PostgreSQL (docs/contract.md §14.1), as numbered migrations: `tasks` has
  * the columns of tasks.db (task-index.ts), times kept as the same ISO text so that both
  * indexes answer alike; `fleet_jobs` and `fleet_workers` are the queue and its workers.
  * Migrations only add: none drops or rewrites what an older ctxagent wrote.
@@ -98,7 +98,7 @@ const MIGRATIONS: readonly string[] = [
   `ALTER TABLE tasks ADD COLUMN IF NOT EXISTS prompt_tokens BIGINT;
    ALTER TABLE tasks ADD COLUMN IF NOT EXISTS completion_tokens BIGINT;
    ALTER TABLE tasks ADD COLUMN IF NOT EXISTS cached_tokens BIGINT;`,
-  // Jobs an operator can run (SPEC §14.4): retrying (claimable again once next_run_at is
+  // Jobs an operator can run (docs/contract.md §14.4): retrying (claimable again once next_run_at is
   // due), failed and cancelled; whose job it is (per-user limits); an idempotency key that
   // holds while the job is open; a cancel asked of a running job. A retrying job is open:
   // the one-open-job-per-task index is made again to count it (the old one dropped after).
@@ -113,7 +113,7 @@ const MIGRATIONS: readonly string[] = [
    CREATE INDEX IF NOT EXISTS idx_fleet_jobs_running_user ON fleet_jobs("user") WHERE state = 'running';
    CREATE INDEX IF NOT EXISTS idx_fleet_jobs_finished ON fleet_jobs(finished_at) WHERE finished_at IS NOT NULL;`,
   // Fleet-wide passes (watch-locks, cleanup) hold a lease row with an expiry, not a session
-  // lock, which a pooler in transaction mode would leave on a pooled connection (SPEC §14.5).
+  // lock, which a pooler in transaction mode would leave on a pooled connection (docs/contract.md §14.5).
   // denied_since/denied_interval: since when passes have been refused it, and how often they come.
   `CREATE TABLE IF NOT EXISTS fleet_leases (
      name TEXT PRIMARY KEY,
@@ -124,7 +124,7 @@ const MIGRATIONS: readonly string[] = [
      denied_since TIMESTAMPTZ,
      denied_interval DOUBLE PRECISION
    );`,
-  // One wake-up per job (SPEC §14.5): an idle worker (its last claim found nothing) has a row
+  // One wake-up per job (docs/contract.md §14.5): an idle worker (its last claim found nothing) has a row
   // naming its own LISTEN channel; a job that starts waiting takes the longest-idle live
   // worker's row and NOTIFYs that channel alone, or 'ctxagent_jobs' (every worker) when no
   // worker is idle. A wake that reaches a worker with no free slot is passed on (fleet_wake_idle).
@@ -197,7 +197,7 @@ const MIGRATIONS: readonly string[] = [
    CREATE INDEX IF NOT EXISTS idx_fleet_job_attempts_job ON fleet_job_attempts(job_id);`,
 ]
 
-/** Advisory lock keys (bigint constants: hashtext() is not a stable API); transaction-scoped only (SPEC §14.5). */
+/** Advisory lock keys (bigint constants: hashtext() is not a stable API); transaction-scoped only (docs/contract.md §14.5). */
 export const LOCK_KEYS = { migrate: 0x637478_01, claimPerUser: 0x637478_04 } as const
 
 /**

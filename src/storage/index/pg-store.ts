@@ -33,9 +33,9 @@ const BATCH = 2_000
 const CLOSE_PATIENCE_MS = 10_000
 
 /**
- * The index in PostgreSQL (SPEC §14.1). Writes are queued per task (the latest row
+ * The index in PostgreSQL (docs/contract.md §14.1). Writes are queued per task (the latest row
  * wins) and flushed in the background in one transaction; a failed flush is retried
- * with backoff, so a task keeps running while the database is away (SPEC §14.3).
+ * with backoff, so a task keeps running while the database is away (docs/contract.md §14.3).
  */
 let ahead: { url: string; store: Promise<PgStore>; ping: NodeJS.Timeout } | null = null
 

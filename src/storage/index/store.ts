@@ -12,7 +12,7 @@ import type { SpendRow, SpendTotals } from './spend.js'
 export type FinishedRow = Pick<TaskRow, 'uuid' | 'location' | 'status' | 'completed_at'>
 
 /**
- * The index of tasks, in tasks.db or in PostgreSQL (SPEC §7, §14.1): one interface, two
+ * The index of tasks, in tasks.db or in PostgreSQL (docs/contract.md §7, §14.1): one interface, two
  * implementations, chosen in one place (open.ts). Writes return at once, as the agent
  * loop needs (tasks.db writes them there and then; PostgreSQL queues them and flushes
  * in the background, with retries: the tree stays the truth and reindex repairs what a

@@ -22,7 +22,7 @@ function sqlite(): typeof BetterSqlite3 {
   return (loaded ??= createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3)
 }
 
-/** One row of `tasks`: the seed 003 §12 columns plus what stats needs. */
+/** One row of `tasks`: the docs/contract.md §7 columns plus what stats needs. */
 export interface TaskRow {
   uuid: string
   status: string
@@ -57,7 +57,7 @@ export interface TaskRow {
   disk_bytes_raw: number | null
 }
 
-/** The columns that make a task key (SPEC §5): task_type, task_identifier, repository, user. */
+/** The columns that make a task key (docs/contract.md §5): task_type, task_identifier, repository, user. */
 export type TaskKeyColumns = Pick<TaskRow, 'task_type' | 'task_identifier' | 'repository' | 'user'>
 
 /** Migrations, numbered by their position; `user_version` records how many ran. */
@@ -126,7 +126,7 @@ export const COLUMNS: readonly (keyof TaskRow)[] = [
 ]
 
 /**
- * tasks.db: an index of the task directories, never the truth (SPEC §7). Opened in
+ * tasks.db: an index of the task directories, never the truth (docs/contract.md §7). Opened in
  * WAL mode with a busy timeout so that many agent processes and operator commands
  * can use it at once.
  */

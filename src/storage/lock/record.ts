@@ -4,7 +4,7 @@ import { CorruptRecordError, isErrno } from '../../errors.js'
 import { readSmallFile } from '../fs/files.js'
 import { FILES } from '../fs/layout.js'
 
-/** `.lock`: who owns a task and when it last showed it was alive (SPEC §4). */
+/** `.lock`: who owns a task and when it last showed it was alive (docs/contract.md §4). */
 export interface LockInfo {
   process_id: number
   hostname: string

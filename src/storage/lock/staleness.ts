@@ -10,7 +10,7 @@ export interface StalenessPolicy {
    * An operator's explicit request (`run --resume`, `unlock`): on the same host a pid
    * that is gone (or reused) is proof enough, without waiting for the heartbeat to age
    * (a double Ctrl-C leaves a fresh heartbeat and a dead pid). watch-locks, acting on
-   * its own, keeps waiting for stale_after as well (SPEC §4).
+   * its own, keeps waiting for stale_after as well (docs/contract.md §4).
    */
   deadPidIsProof?: boolean
 }

@@ -21,7 +21,7 @@ export interface AuditEntry {
 }
 
 /**
- * Records who read or changed which task (SPEC §8) in <base>/audit.jsonl (0600).
+ * Records who read or changed which task (docs/contract.md §8) in <base>/audit.jsonl (0600).
  * Nothing is recorded where no base directory exists yet: a read of nothing
  * must not create one.
  */

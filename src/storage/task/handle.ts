@@ -119,7 +119,7 @@ export class TaskHandle {
 
   /**
    * The window (what current.jsonl holds), kept in memory as the owner appends and
-   * compacts: bounded by compaction, never the whole history (SPEC §5). Read from
+   * compacts: bounded by compaction, never the whole history (docs/contract.md §5). Read from
    * current.jsonl once, when the task was resumed.
    */
   window(): readonly WindowMessage[] {
@@ -178,7 +178,7 @@ export class TaskHandle {
   }
 
   /**
-   * A turn's counters (SPEC §12.2 step 6), written while the next request is on its way:
+   * A turn's counters (docs/contract.md §12.2 step 6), written while the next request is on its way:
    * the same temp + fsync + rename, in the thread pool instead of on the turn's path. The
    * state is the new one at once (handle.state, tasks.db). While a write is still on its
    * way (a slow disk: its fsync outlasts a turn) the turn does not wait: the newest state
@@ -267,7 +267,7 @@ export class TaskHandle {
   }
 
   /**
-   * Completion (SPEC §3): status completing with final counters, hooks, final
+   * Completion (docs/contract.md §3): status completing with final counters, hooks, final
    * summary, lock removed, directory renamed to completed/, then status completed.
    * A crash after the rename leaves `completing` in completed/, which the next scan
    * finishes.

@@ -10,7 +10,7 @@ import { grouped } from '../../text.js'
 
 export type ControlAction = 'pause' | 'compress' | 'end'
 
-/** A line of inbox.jsonl (SPEC §6, §12.6): a comment or chat message, a control request, or the owner's reply to one. */
+/** A line of inbox.jsonl (docs/contract.md §6, §12.6): a comment or chat message, a control request, or the owner's reply to one. */
 export type InboxRecord =
   | { id: string; kind: 'message'; sender: string; content: string; created_at: string; visible?: boolean }
   | { id: string; kind: 'control'; action: ControlAction; sender: string; created_at: string }

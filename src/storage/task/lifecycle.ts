@@ -19,7 +19,7 @@ import { initialState, readState, updateState, writeState } from './state.js'
 import type { TaskState } from './state.js'
 
 // A task's life on disk: created in running/, resumed from paused/, and a completion
-// that a dead owner left half-done finished by whoever finds it (SPEC §3).
+// that a dead owner left half-done finished by whoever finds it (docs/contract.md §3).
 
 export interface NewTask {
   task_key: TaskKey

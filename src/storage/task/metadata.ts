@@ -5,7 +5,7 @@ import { FILES } from '../fs/layout.js'
 
 export interface TaskKey {
   task_source: string
-  /** null for local tasks (SPEC §12.1). */
+  /** null for local tasks (docs/contract.md §12.1). */
   owner: string | null
   repo: string
   task_type: string
@@ -32,7 +32,7 @@ export interface TaskMetadata {
   }
   /** How `run` started the task, so that a resume continues with the same settings. */
   run?: RunRecord
-  /** The earlier task whose final summary this one started from (SPEC §5). */
+  /** The earlier task whose final summary this one started from (docs/contract.md §5). */
   inherited_from?: string | null
 }
 
@@ -79,8 +79,8 @@ export function writeMetadata(dir: string, metadata: TaskMetadata): void {
 }
 
 /**
- * Reads metadata.json in either seed's form: seed 000 nests the identity in
- * `task_key`, seed 003 spells it flat (`task_type`, `task_identifier`, `repository`).
+ * Reads metadata.json in either seed's form: docs/contract.md §9 nests the identity in
+ * `task_key`, docs/contract.md §7 spells it flat (`task_type`, `task_identifier`, `repository`).
  * The result always has both.
  */
 export function readMetadata(dir: string): TaskMetadata {

@@ -43,7 +43,7 @@ export interface TaskState {
   /** tool_call_count by tool and outcome (tool-tally.ts), for /metrics. Absent in older files. */
   tool_calls?: ToolTally
   total_tokens_used: number
-  /** total_tokens_used split (SPEC §2.2 beyond the seeds): prompt and completion tokens, and the prompt tokens served from the provider's cache. Absent in older files. */
+  /** total_tokens_used split (docs/contract.md §2.2, beyond the original designs): prompt and completion tokens, and the prompt tokens served from the provider's cache. Absent in older files. */
   prompt_tokens?: number
   completion_tokens?: number
   cached_tokens?: number
@@ -62,7 +62,7 @@ export interface TaskState {
   /** last_comment_id: the highest comment id seen (a high-water mark: GitLab has no `since`, and the id list is capped). */
   comment_detection: { last_comment_ids: string[]; last_check_timestamp: string | null; status_comment_id?: string | null; last_comment_id?: number | null }
   session?: ChatSession
-  /** Written by `run` (SPEC §12): agent turns so far, for the max_turns budget. */
+  /** Written by `run` (docs/contract.md §12): agent turns so far, for the max_turns budget. */
   turns?: number
   /** Milliseconds `run` has worked on the task (paused time excluded), for the timeout budget. */
   elapsed_ms?: number
@@ -74,7 +74,7 @@ export interface TaskState {
   final_answer?: string | null
   /** Who paused the task, written with status paused (absent in older files, and kept after a resume until the next pause). */
   paused_by?: PausedBy | null
-  /** With paused_by llm: how the LLM side failed when it may pass by itself (unreachable, server_error, rate_limited, timeout), else null; a fleet retries the former (SPEC §14.4). */
+  /** With paused_by llm: how the LLM side failed when it may pass by itself (unreachable, server_error, rate_limited, timeout), else null; a fleet retries the former (docs/contract.md §14.4). */
   llm_failure?: LlmFailure | null
   /** finish's status: done, or blocked (the task could not be done). */
   finish_status?: 'done' | 'blocked' | null
@@ -205,7 +205,7 @@ export async function updateState(
 /**
  * The owner's write of its state.json: the whole state it keeps in memory, temp +
  * fsync + rename, with no `.state.lock` and no read. While a task's `.lock` is held its
- * holder is the only writer of state.json (SPEC §4: a reaper, `compress` and `unlock`
+ * holder is the only writer of state.json (docs/contract.md §4: a reaper, `compress` and `unlock`
  * take the `.lock` first; everyone else only appends to inbox.jsonl), so there is no
  * other writer to exclude, and what is on disk is what the owner last wrote.
  * The directory is fsynced with context.durability: fsync (`syncDir`).

@@ -14,7 +14,7 @@ interface StoreOptions extends LogOptions {
 
 const nowIso = (options: StoreOptions): string => (options.now?.() ?? new Date()).toISOString()
 
-/** summaries.jsonl: every compression, append-only (SPEC §2.5). */
+/** summaries.jsonl: every compression, append-only (docs/contract.md §2.5). */
 export class SummaryStore {
   private constructor(private readonly log: SequencedLog<'summary_id'>) {}
 
@@ -35,7 +35,7 @@ export class SummaryStore {
   }
 }
 
-/** tools.jsonl: every tool execution (SPEC §2.6). */
+/** tools.jsonl: every tool execution (docs/contract.md §2.6). */
 export class ToolStore {
   private constructor(
     private readonly log: SequencedLog<'seq'>,
@@ -90,7 +90,7 @@ export class ToolStore {
   }
 }
 
-/** planning.jsonl: plan history (SPEC §2.7). */
+/** planning.jsonl: plan history (docs/contract.md §2.7). */
 export class PlanningStore {
   private constructor(
     private readonly log: SequencedLog<'id'>,

@@ -92,7 +92,7 @@ export interface MountPlan {
    * Hidden places that do not exist yet, such as a config directory when the workspace
    * is $HOME: one inside the workspace is covered by an empty read-only directory (bwrap
    * makes the mount point, an empty directory), so that no command can create what
-   * ctxagent would read as configuration (SPEC §8).
+   * ctxagent would read as configuration (docs/contract.md §8).
    */
   absent?: readonly string[]
 }

@@ -13,7 +13,7 @@ function records(file: string): { writer: string; i: number }[] {
   return lines.map((line) => JSON.parse(line) as { writer: string; i: number })
 }
 
-describe('appendShared: appends by several hosts without O_APPEND (SPEC §14.3)', () => {
+describe('appendShared: appends by several hosts without O_APPEND (docs/contract.md §14.3)', () => {
   it('four processes writing at the size they read (what NFS does) lose nothing: every record whole, once, in order per writer', async () => {
     const file = join(makeTree().base, 'inbox.jsonl')
     const writers = ['a', 'b', 'c', 'd'].map((w) => helperWithStdin('shared-append-loop.mjs', [file, w, '400']))

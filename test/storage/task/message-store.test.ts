@@ -141,7 +141,7 @@ describe('other stores', () => {
 })
 
 describe('record normalisation', () => {
-  it('reads seed 003 aliases into the canonical shape', () => {
+  it('reads docs/contract.md §7 aliases into the canonical shape', () => {
     expect(normalizeMessage({ seq: 2, role: 'user', content: 'x', timestamp: 't', tokens: 7 })).toMatchObject({ token_count: 7 })
     const legacy = normalizeMessage({ seq: 3, role: 'assistant', content: '', function_call: { name: 'read', arguments: { path: 'a' } } })
     expect(legacy?.tool_calls).toEqual([{ id: 'call_3', type: 'function', function: { name: 'read', arguments: '{"path":"a"}' } }])

@@ -74,7 +74,7 @@ describe('state.json', () => {
 })
 
 describe('metadata.json', () => {
-  it('derives the flat fields from seed 000 task_key and the reverse', () => {
+  it('derives the flat fields from docs/contract.md §9 task_key and the reverse', () => {
     const m000 = normalizeMetadata({ uuid: 'u', task_key: { task_source: 'gitlab', owner: 'o', repo: 'r', task_type: 'merge_request', task_id: '9' } })
     expect(m000).toMatchObject({ task_type: 'gitlab_merge_request', repository: 'o/r', task_identifier: '9' })
     const m003 = normalizeMetadata({ uuid: 'u', task_type: 'github_issue', task_identifier: '123', repository: 'a/b', user: 'me' })
