@@ -46,7 +46,10 @@ describe('the job spec: one schema for its type, keys, checks and the child\'s r
     expect(jobProblem(row({ task: 'x' }))).toBeNull()
     expect(jobProblem(row({}, 'resume'))).toBeNull()
     expect(jobProblem(row({}))).toBe('spec names not exactly one of task, github, gitlab')
-    expect(jobProblem(row({ task: 'x', github: 'o/r#1' }))).toBe('spec names not exactly one of task, github, gitlab')
+    expect(jobProblem(row({ github: 'o/r#1', gitlab: 'g/p#1' }))).toBe('spec names not exactly one of task, github, gitlab')
+    // A review loop's follow-up: the pull request, and a statement of its own (docs/delivery.md#the-review-loop).
+    expect(jobProblem(row({ task: 'x', github: 'o/r#1' }))).toBeNull()
+    expect(runArgs('00000000-0000-4000-8000-000000000001', { task: 'x', github: 'o/r#1' }, undefined)).toEqual(['run', '--uuid', '00000000-0000-4000-8000-000000000001', '--follow-up-file', '-', '--github', 'o/r#1'])
     expect(jobProblem({ ...row({ task: 'x' }), task_uuid: '../../x' })).toBe('task_uuid "../../x" is not a UUID')
     expect(jobProblem(row({ task: 'x' }, 'bogus'))).toBe('kind "bogus" is neither new nor resume')
     expect(jobProblem({ ...row({ task: 'x' }), attempts: -1 })).toBe('priority and attempts must be whole numbers')
