@@ -27,7 +27,7 @@ export function prefixCache() {
   return {
     /** Cached tokens of `prompt`; its blocks are remembered for later requests. */
     serve(prompt) {
-      let hash = createHash('sha256')
+      const hash = createHash('sha256')
       let cachedBlocks = 0
       let stillCached = true
       for (let at = 0; at + BLOCK_CHARS <= prompt.length; at += BLOCK_CHARS) {

@@ -4,7 +4,6 @@
 import { execFileSync, spawnSync } from 'node:child_process'
 import { closeSync, copyFileSync, mkdirSync, openSync, readdirSync, statSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
-import { Layout } from '../dist/storage/fs/layout.js'
 import { readOverview } from '../dist/storage/task/reader.js'
 import { cloneTasks, makeRealTasks } from './real-tasks.mjs'
 import { agentText, median, remove, ROOT, rng, scratch, timeInterleaved, timeMedian, uuidN, writeBenchTask } from './lib.mjs'

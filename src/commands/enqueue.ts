@@ -130,7 +130,7 @@ export function placement(opts: Omit<EnqueueOptions, 'task' | 'taskFile' | 'gith
     const url = hash < 0 ? opts.repo : opts.repo.slice(0, hash)
     const ref = hash < 0 ? '' : opts.repo.slice(hash + 1)
     const problem = repoProblem(url)
-    if (problem !== null && problem.includes('user name or password')) throw new UsageError(`--repo: ${problem}`, 'give it without them: a worker takes the token for github.com or gitlab.url from GITHUB_TOKEN/GITLAB_TOKEN, else from git\'s credential helper')
+    if (problem?.includes('user name or password')) throw new UsageError(`--repo: ${problem}`, 'give it without them: a worker takes the token for github.com or gitlab.url from GITHUB_TOKEN/GITLAB_TOKEN, else from git\'s credential helper')
     if (problem !== null) throw new UsageError(`--repo ${problem}`, 'give one like https://github.com/owner/repo.git#main, git@host:owner/repo.git or an absolute path')
     if (hash >= 0 && !validRef(ref)) throw new UsageError(`--repo's ref '${ref.slice(0, 40)}' is not a branch, tag or commit name`, 'give one like #main, #v1.2 or #<commit> (not starting with -), or no #')
     // run's rule for a workspace holds for the clones' directory: never holding the tree, nor inside it.

@@ -240,7 +240,7 @@ function findProtoKey(value: unknown, path: (string | number)[]): (string | numb
     const found = findProtoKey(inner, [...path, Array.isArray(value) ? Number(key) : key])
     if (found) return found
   }
-  return Object.prototype.hasOwnProperty.call(value, '__proto__') ? [...path, '__proto__'] : null
+  return  Object.hasOwn(value, '__proto__') ? [...path, '__proto__'] : null
 }
 
 /** A zod issue as `<key path> <what it expects>`: every schema above carries its own words. */

@@ -121,7 +121,7 @@ async function act(pool: Pool, layout: Layout, tracker: Tracker, options: PollOp
       continue
     }
     if (now !== null) carried.set(row.ref, now.labels)
-    if (now !== null && now.open && now.labels.includes(options.label)) continue
+    if (now?.open && now.labels.includes(options.label)) continue
     const cancelled = await pool.query(`UPDATE fleet_jobs SET state = 'cancelled', outcome = 'cancelled', finished_at = now() WHERE task_uuid = $1 AND state = 'waiting'`, [row.task_uuid])
     if ((cancelled.rowCount ?? 0) > 0) report.cancelled.push(row.ref)
   }
@@ -181,7 +181,7 @@ async function trusted(ref: string, options: PollOptions): Promise<boolean> {
 async function stillWanted(tracker: Tracker, ref: string, options: PollOptions): Promise<boolean> {
   const now = await tracker.current(ref)
   const status = new Set(Object.values(options.labels))
-  return now !== null && now.open && now.labels.includes(options.label) && !now.labels.some((l) => status.has(l))
+  return now?.open === true && now.labels.includes(options.label) && !now.labels.some((l) => status.has(l))
 }
 
 /**

@@ -4,7 +4,7 @@ import type { TokenSplit } from '../operations/tokens.js'
 import type { JsonRecord } from '../storage/format/jsonl.js'
 import type { Overview } from '../storage/task/reader.js'
 import { deliveryLine, deliveryOf } from '../storage/task/delivery.js'
-import { ago, html, loginHref, num, Safe, usd } from './html.js'
+import { ago, html, loginHref, num, type Safe, usd } from './html.js'
 import { messageView } from './message-view.js'
 
 export interface TaskView {

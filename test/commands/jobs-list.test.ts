@@ -15,8 +15,8 @@ function row(id: number, over: Partial<JobRow>): JobRow {
 
 /** What `jobs` prints on a terminal of `columns` columns (colour off). */
 function onTerminal(rows: JobRow[], columns: number): string[] {
-  let text = ''
-  const stdout = { isTTY: true, columns, write: (s: string) => ((text += s), true) } as unknown as NodeJS.WriteStream
+  let _text = ''
+  const stdout = { isTTY: true, columns, write: (s: string) => ((_text += s), true) } as unknown as NodeJS.WriteStream
   const io = createIo({ stdout, color: false, env: {} })
   return renderJobList({ io, now: () => NOW }, rows).split('\n')
 }

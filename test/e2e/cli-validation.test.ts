@@ -82,7 +82,7 @@ describe('1. stats of a task tree that does not exist', () => {
     ['stats --home <missing>', (base) => ['stats', '--home', join(base, 'missing/tree')], 3, NO_TREE],
     ['stats --json --home <missing>', (base) => ['stats', '--json', '--home', join(base, 'missing/tree')], 3, NO_TREE],
     ['stats --check --home <missing> (UNKNOWN, not OK)', (base) => ['stats', '--check', '--home', join(base, 'missing/tree')], 3, NO_TREE],
-    ['stats --check via CTXAGENT_HOME <missing>', (base) => ['stats', '--check'], 3, /there is no task tree at/, { CTXAGENT_HOME: '/nonexistent/ctxagent/tree' }],
+    ['stats --check via CTXAGENT_HOME <missing>', (_base) => ['stats', '--check'], 3, /there is no task tree at/, { CTXAGENT_HOME: '/nonexistent/ctxagent/tree' }],
   ])
 
   it('still reports an existing but empty tree as 0 tasks', () => {

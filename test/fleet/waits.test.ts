@@ -129,7 +129,7 @@ describe('a provider usage limit in the fleet', () => {
   it('jobs retry of a waiting job runs it now', { timeout: 240_000 }, async () => {
     const s = await setup(3)
     let limited = true
-    s.fake.fallback = (req) => (limited ? LIMITED : finish)
+    s.fake.fallback = (_req) => (limited ? LIMITED : finish)
     const worker = startWorker(s, database.server.url)
     const uuid = await enqueue(s, ['--task', 'gamma', '--workspace', s.ws])
     const [waiting] = await until('the job waiting', async () => {

@@ -72,7 +72,7 @@ export function githubReviewRoute(board: FakeBoard, method: string, path: string
   return false
 }
 
-export function pullOf(board: FakeBoard, i: BoardItem) {
+export function pullOf(_board: FakeBoard, i: BoardItem) {
   return {
     id: 5000 + i.number, node_id: `PR_${i.number}`, number: i.number, title: i.title, body: i.body ?? `Body of ${i.number}`, state: i.open ? 'open' : 'closed', user: githubUser(i.author ?? 'bob'),
     labels: i.labels.map((name) => ({ id: name.length, node_id: `L_${name}`, name, color: 'ededed', default: false })),

@@ -36,7 +36,7 @@ describe('ctxagent doctor', () => {
     // The request offered the tool and was answered by a call to it.
     expect(JSON.stringify(s.fake.requests[0]?.body.tools)).toContain('report_ready')
     const text = await s.run(['doctor'])
-    expect(text.stdout.split('\n').filter(Boolean).every((l) => /^(ok  |warn|FAIL|--  ) \S+/.test(l))).toBe(true)
+    expect(text.stdout.split('\n').filter(Boolean).every((l) => /^(ok {2}|warn|FAIL|-- {2}) \S+/.test(l))).toBe(true)
   })
 
   it('a broken setup: each problem one line with what to do, exit 1', async () => {
@@ -44,8 +44,8 @@ describe('ctxagent doctor', () => {
     const gh = await startFakeGithub()
     // A server that writes beside the tree before it fails: started in the sandbox, its write lands nowhere on the host.
     const escaped = join(s.tree.base, '..', 'escaped-from-doctor')
-    const escape = `try { require('fs').writeFileSync(${JSON.stringify(escaped)}, 'x') } catch {} console.error('cannot open the database'); process.exit(3)`
-    writeFileSync(s.config, s.fake.configYaml(`github:\n  api_url: ${gh.url}\n  token: ghp_wrongtoken00000000000000000000000000\nmcp:\n  servers:\n    broken:\n      command: ${process.execPath}\n      args: ["-e", ${JSON.stringify(escape)}]\n      timeout_seconds: 5\n`))
+    const escapeScript = `try { require('fs').writeFileSync(${JSON.stringify(escaped)}, 'x') } catch {} console.error('cannot open the database'); process.exit(3)`
+    writeFileSync(s.config, s.fake.configYaml(`github:\n  api_url: ${gh.url}\n  token: ghp_wrongtoken00000000000000000000000000\nmcp:\n  servers:\n    broken:\n      command: ${process.execPath}\n      args: ["-e", ${JSON.stringify(escapeScript)}]\n      timeout_seconds: 5\n`))
     // The model answers in text: reachable, but no use to an agent.
     const res = await s.run(['doctor', '--json'])
     expect(res.code).toBe(1)

@@ -92,11 +92,12 @@ export function renderRecord(ctx: CommandEnv, kind: RecordKind, r: JsonRecord, f
       const body = full ? text(r.content) : preview(text(r.content), Math.max(20, room))
       return `${seq}${roleColour(ctx, text(r.role))}${c.dim(tool)}${c.dim(hidden)}:${c.dim(calls)} ${body}`
     }
-    case 'summaries':
+    case 'summaries': {
       // Seed 003's records name the count and the saving instead of the range and the sizes.
       const range = r.start_seq !== undefined ? `seq ${text(r.start_seq)}-${text(r.end_seq)}` : `${text(r.compressed_message_count ?? '?')} messages`
       const sizes = r.original_tokens !== undefined ? `${text(r.original_tokens)}→${text(r.summary_tokens)} tokens` : `${text(r.tokens_saved ?? '?')} tokens saved`
       return `[${text(r.summary_id ?? r.id)}] ${range} ${c.dim(`${sizes}, ${text(r.method ?? 'llm')}, ${text(r.created_at)}`)}\n${full ? text(r.summary) : indent(text(r.summary))}`
+    }
     case 'tools': {
       const status = r.status === 'error' ? c.red('error') : c.green(text(r.status ?? 'success'))
       const outcome = r.status === 'error' ? text(r.error) : text(r.result)

@@ -104,7 +104,7 @@ export const SQLITE: Dialect = {
 export const COUNTER_COLUMNS = ['prompt', 'cached', 'completion', 'tokens', 'compactions', 'llm_calls', 'tool_calls', 'messages', 'reaped'] as const
 
 /** Each counter's value for one row (`r` is `NEW.`, `OLD.` or '' for the table itself). */
-function counterValues(d: Dialect, r: string): string[] {
+function counterValues(_d: Dialect, r: string): string[] {
   return [
     `COALESCE(${r}prompt_tokens, 0)`, `COALESCE(${r}cached_tokens, 0)`, `COALESCE(${r}completion_tokens, 0)`, `COALESCE(${r}total_tokens, 0)`,
     `COALESCE(${r}compression_count, 0)`, `COALESCE(${r}llm_call_count, 0)`, `COALESCE(${r}total_tool_calls, 0)`, `COALESCE(${r}total_messages, 0)`,

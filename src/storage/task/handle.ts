@@ -8,7 +8,7 @@ import { writeFileAtomic } from '../fs/files.js'
 import { tailPlainSync } from '../format/jsonl.js'
 import { FILES } from '../fs/layout.js'
 import type { Location } from '../fs/layout.js'
-import { LockLostError, TaskLock } from '../lock/lock.js'
+import { LockLostError, type TaskLock } from '../lock/lock.js'
 import { maskText } from '../format/mask.js'
 import { MessageStore } from './message-store.js'
 import type { NewMessage } from './message-store.js'
@@ -356,9 +356,9 @@ export class TaskHandle {
     }
     try {
       await write()
-    } catch (err) {
+    } catch (caught) {
       // The directory moved away under us (unlock --force, a reaper): the lock is gone with it.
-      if (isErrno(err, 'ENOENT')) err = new LockLostError(this.dirPath, null)
+      const err = isErrno(caught, 'ENOENT') ? new LockLostError(this.dirPath, null) : caught
       if (!(err instanceof LockLostError)) {
         this.env.warn(`heartbeat of task ${this.uuid} failed: ${(explainSystemError(err, this.env.layout.base) ?? (err as Error)).message}`)
         if (strict) throw err

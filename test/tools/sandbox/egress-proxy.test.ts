@@ -118,7 +118,7 @@ describe('the egress proxy', () => {
     const up = await upstream()
     const { proxy, records } = await proxyWith({ allowedHosts: ['pkg.test', 'far.test'] })
     expect(await get(proxy.socket, `http://pkg.test:${up.port}/`)).toEqual({ status: 403, text: 'ctxagent egress proxy: refused: pkg.test resolves to 127.0.0.1, a loopback (127.0.0.0/8) address\n' })
-    expect(await tunnel(proxy.socket, `127.0.0.1:${up.port}`)).toMatch(/^HTTP\/1.1 403 Forbidden\r\n[^]*127.0.0.1 is not in tools.allowed_hosts\n$/)
+    expect(await tunnel(proxy.socket, `127.0.0.1:${up.port}`)).toMatch(/^HTTP\/1.1 403 Forbidden\r\n[\s\S]*127.0.0.1 is not in tools.allowed_hosts\n$/)
     expect(await tunnel(proxy.socket, `other.test:443`)).toContain('other.test is not in tools.allowed_hosts')
     expect((await get(proxy.socket, 'https://far.test/')).status).toBe(400)
     expect(up.seen).toEqual([])
@@ -151,7 +151,7 @@ describe('the egress proxy', () => {
     const port = up.port
     await cleanups.pop()?.()
     const { proxy, records } = await proxyWith({ allowedNetworks: ['127.0.0.1/32'] })
-    expect(await tunnel(proxy.socket, `pkg.test:${port}`)).toMatch(/^HTTP\/1.1 502 Bad Gateway[^]*ECONNREFUSED/)
+    expect(await tunnel(proxy.socket, `pkg.test:${port}`)).toMatch(/^HTTP\/1.1 502 Bad Gateway[\s\S]*ECONNREFUSED/)
     await settle(records, 1)
     expect(records[0]).toMatchObject({ allowed: true, reason: expect.stringContaining('ECONNREFUSED') })
   })
