@@ -30,7 +30,10 @@ const sample = () => {
 const timer = setInterval(sample, 5)
 
 if (mode === 'memory') {
-  const history = [{ role: 'system', content: 'You are a coding agent.' }, { role: 'user', content: 'Fix the failing tests in src/.' }]
+  const history = [
+    { role: 'system', content: 'You are a coding agent.' },
+    { role: 'user', content: 'Fix the failing tests in src/.' },
+  ]
   for (let i = 0; i < calls; i++) {
     history.push({ role: 'assistant', content: '', tool_calls: [{ id: `c${i}`, type: 'function', function: { name: 'run', arguments: `{"step":${i}}` } }] })
     history.push({ role: 'tool', tool_call_id: `c${i}`, content: output(i) })
@@ -47,7 +50,11 @@ if (mode === 'memory') {
   const limit = compressionLimit(config, 128_000)
   const options = { summarizer: extractiveSummarizer(), settings: settingsFrom(config), limit, now: () => new Date(), warn: () => undefined }
   for (let i = 0; i < calls; i++) {
-    handle.addMessage({ role: 'assistant', content: '', tool_calls: [{ id: `c${i}`, type: 'function', function: { name: 'run', arguments: `{"step":${i}}` } }] })
+    handle.addMessage({
+      role: 'assistant',
+      content: '',
+      tool_calls: [{ id: `c${i}`, type: 'function', function: { name: 'run', arguments: `{"step":${i}}` } }],
+    })
     handle.addMessage({ role: 'tool', tool_call_id: `c${i}`, tool_name: 'run', content: output(i) })
     const request = JSON.stringify({ model: 'm', messages: requestMessages(handle.window(), limit, 3).messages })
     if (request.length === 0) throw new Error('unreachable')

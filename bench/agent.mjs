@@ -21,9 +21,20 @@ async function startServer(reply) {
       if (isAgent) seen.agent++
       else seen.summary++
       seen.firstAt ??= process.hrtime.bigint()
-      const message = isAgent ? reply(seen.agent) : { role: 'assistant', content: `## Original Task\nbench\n## Completed Work\n- turn ${seen.agent}\n## Current State\n- going on` }
+      const message = isAgent
+        ? reply(seen.agent)
+        : { role: 'assistant', content: `## Original Task\nbench\n## Completed Work\n- turn ${seen.agent}\n## Current State\n- going on` }
       res.writeHead(200, { 'content-type': 'application/json' })
-      res.end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: 'bench', choices: [{ index: 0, finish_reason: 'stop', message }], usage: { prompt_tokens: 1000, completion_tokens: 20, total_tokens: 1020 } }))
+      res.end(
+        JSON.stringify({
+          id: 'x',
+          object: 'chat.completion',
+          created: 0,
+          model: 'bench',
+          choices: [{ index: 0, finish_reason: 'stop', message }],
+          usage: { prompt_tokens: 1000, completion_tokens: 20, total_tokens: 1020 },
+        }),
+      )
     })
   })
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
@@ -34,7 +45,11 @@ const config = (url, extra = '') =>
   `llm:\n  provider: openai\n  openai:\n    base_url: ${url}\n    api_key: bench\n    model: bench\n    context_length: 32000\n    max_retries: 0\n${extra}`
 
 /** A call of a tool whose output is small and different each time (no stuck-loop breaker). */
-const globCall = (n) => ({ role: 'assistant', content: `step ${n}`, tool_calls: [{ id: `c${n}`, type: 'function', function: { name: 'glob', arguments: JSON.stringify({ pattern: `src/*${n % 97}*.js` }) } }] })
+const globCall = (n) => ({
+  role: 'assistant',
+  content: `step ${n}`,
+  tool_calls: [{ id: `c${n}`, type: 'function', function: { name: 'glob', arguments: JSON.stringify({ pattern: `src/*${n % 97}*.js` }) } }],
+})
 
 /** A paused task whose messages.jsonl is 1 GiB, its last summary near the end and a small window. */
 function hugePausedTask(base, url, workspace) {
@@ -43,7 +58,10 @@ function hugePausedTask(base, url, workspace) {
   mkdirSync(dir, { recursive: true })
   for (const l of ['running', 'completed']) mkdirSync(join(base, l), { recursive: true })
   const now = new Date().toISOString()
-  writeFileSync(join(dir, 'metadata.json'), `${JSON.stringify({ uuid, task_key: { task_source: 'local', owner: null, repo: 'ws', task_type: 'task', task_id: '' }, task_type: 'local_task', task_identifier: '', repository: 'ws', user: 'bench', created_at: now, process_id: 1, hostname: 'bench', config: { llm_provider: 'openai', model: 'bench', context_length: 32000, compression_threshold: 0.7 }, run: { workspace, allow_shell: false, max_turns: 1_000_000, max_tokens: null, timeout_ms: null, system_prompt_file: null, replay_from: null } })}\n`)
+  writeFileSync(
+    join(dir, 'metadata.json'),
+    `${JSON.stringify({ uuid, task_key: { task_source: 'local', owner: null, repo: 'ws', task_type: 'task', task_id: '' }, task_type: 'local_task', task_identifier: '', repository: 'ws', user: 'bench', created_at: now, process_id: 1, hostname: 'bench', config: { llm_provider: 'openai', model: 'bench', context_length: 32000, compression_threshold: 0.7 }, run: { workspace, allow_shell: false, max_turns: 1_000_000, max_tokens: null, timeout_ms: null, system_prompt_file: null, replay_from: null } })}\n`,
+  )
   const random = rng(7)
   const fd = openSync(join(dir, 'messages.jsonl'), 'w')
   let seq = 0
@@ -73,10 +91,24 @@ function hugePausedTask(base, url, workspace) {
   }
   for (const m of tail) add(m)
   closeSync(fd)
-  writeFileSync(join(dir, 'summaries.jsonl'), `${JSON.stringify({ summary_id: 1, start_seq: 3, end_seq: summaryEnd, summary: '## Original Task\nThe task.', created_at: now, original_tokens: 1, summary_tokens: 1, compression_ratio: 1, compressed_message_count: 1, tokens_saved: 0, method: 'llm', model: 'bench' })}\n`)
-  const window = [{ role: 'system', content: 'You are a coding agent.' }, { role: 'user', content: 'The task.' }, { role: 'user', content: `[Summary of the conversation so far (messages 3-${summaryEnd}); the original task is above, recent messages follow]\n\n## Original Task\nThe task.` }, ...tail]
+  writeFileSync(
+    join(dir, 'summaries.jsonl'),
+    `${JSON.stringify({ summary_id: 1, start_seq: 3, end_seq: summaryEnd, summary: '## Original Task\nThe task.', created_at: now, original_tokens: 1, summary_tokens: 1, compression_ratio: 1, compressed_message_count: 1, tokens_saved: 0, method: 'llm', model: 'bench' })}\n`,
+  )
+  const window = [
+    { role: 'system', content: 'You are a coding agent.' },
+    { role: 'user', content: 'The task.' },
+    {
+      role: 'user',
+      content: `[Summary of the conversation so far (messages 3-${summaryEnd}); the original task is above, recent messages follow]\n\n## Original Task\nThe task.`,
+    },
+    ...tail,
+  ]
   writeFileSync(join(dir, 'current.jsonl'), window.map((m) => `${JSON.stringify(m)}\n`).join(''))
-  writeFileSync(join(dir, 'state.json'), `${JSON.stringify({ status: 'paused', started_at: now, updated_at: now, completed_at: null, llm_call_count: turn, tool_call_count: turn, total_tokens_used: 0, current_context_tokens: 0, compression_count: 1, message_count: seq, last_activity: 'paused', error: null, comment_detection: { last_comment_ids: [], last_check_timestamp: null }, turns: turn })}\n`)
+  writeFileSync(
+    join(dir, 'state.json'),
+    `${JSON.stringify({ status: 'paused', started_at: now, updated_at: now, completed_at: null, llm_call_count: turn, tool_call_count: turn, total_tokens_used: 0, current_context_tokens: 0, compression_count: 1, message_count: seq, last_activity: 'paused', error: null, comment_detection: { last_comment_ids: [], last_check_timestamp: null }, turns: turn })}\n`,
+  )
   writeFileSync(join(base, 'config.yaml'), config(url))
   return { uuid, bytes }
 }
@@ -118,10 +150,7 @@ async function resume() {
       })
     const resumes = []
     const [versionMs] = await timeInterleaved(
-      [
-        () => void spawnSync(process.execPath, [BIN, '--version']),
-        async () => void resumes.push(await resumeOnce()),
-      ],
+      [() => void spawnSync(process.execPath, [BIN, '--version']), async () => void resumes.push(await resumeOnce())],
       5,
     )
     const resumeMs = median(resumes.slice(1))
@@ -152,7 +181,16 @@ function demo() {
     if (tmp) remove(tmp)
   }
   const s = median(times)
-  return [{ name: 'demo', what: 'wall time of ctxagent demo (36 turns replayed, tools run for real, pause and resume, view and stats)', measured: `${s.toFixed(1)} s`, ratio: `${(10 / s).toFixed(1)}× under the aim`, target: '≤ 10 s (aim)', pass: s <= 10 }]
+  return [
+    {
+      name: 'demo',
+      what: 'wall time of ctxagent demo (36 turns replayed, tools run for real, pause and resume, view and stats)',
+      measured: `${s.toFixed(1)} s`,
+      ratio: `${(10 / s).toFixed(1)}× under the aim`,
+      target: '≤ 10 s (aim)',
+      pass: s <= 10,
+    },
+  ]
 }
 
 export async function run() {

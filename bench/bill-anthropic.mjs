@@ -51,7 +51,8 @@ export function anthropicCache() {
   }
 }
 
-const SUMMARY = (n) => `## Original Task\nRead every file of the workspace and report what it holds.\n## Completed Work\n- read ${n} files\n## Current State\n- reading the next files, ${n} done`
+const SUMMARY = (n) =>
+  `## Original Task\nRead every file of the workspace and report what it holds.\n## Completed Work\n- read ${n} files\n## Current State\n- reading the next files, ${n} done`
 
 async function startServer(rounds) {
   const cache = anthropicCache()
@@ -67,16 +68,36 @@ async function startServer(rounds) {
       for (const k of ['read', 'written', 'input']) part[k] += bill[k]
       if (Array.isArray(body.tools)) {
         const n = seen.rounds++
-        if (n < rounds) content = [{ type: 'text', text: `Reading f${n}.txt next.` }, { type: 'tool_use', id: `toolu_${n}`, name: 'read_file', input: { path: `f${n}.txt` } }]
-        else ((seen.answered = true), (content = [{ type: 'text', text: `Read all ${rounds} files: nothing is broken.` }]))
+        if (n < rounds)
+          content = [
+            { type: 'text', text: `Reading f${n}.txt next.` },
+            { type: 'tool_use', id: `toolu_${n}`, name: 'read_file', input: { path: `f${n}.txt` } },
+          ]
+        else (seen.answered = true), (content = [{ type: 'text', text: `Read all ${rounds} files: nothing is broken.` }])
       } else {
         seen.summaries.requests++
         if (JSON.stringify(body).includes('cache_control')) seen.summaries.marked++
         content = [{ type: 'text', text: SUMMARY(seen.rounds) }]
       }
-      const usage = { input_tokens: bill.input, cache_read_input_tokens: bill.read, cache_creation_input_tokens: bill.written, output_tokens: tokens(JSON.stringify(content)) }
+      const usage = {
+        input_tokens: bill.input,
+        cache_read_input_tokens: bill.read,
+        cache_creation_input_tokens: bill.written,
+        output_tokens: tokens(JSON.stringify(content)),
+      }
       res.writeHead(200, { 'content-type': 'application/json' })
-      res.end(JSON.stringify({ id: 'msg', type: 'message', role: 'assistant', model: body.model, content, stop_reason: content.some((b) => b.type === 'tool_use') ? 'tool_use' : 'end_turn', stop_sequence: null, usage }))
+      res.end(
+        JSON.stringify({
+          id: 'msg',
+          type: 'message',
+          role: 'assistant',
+          model: body.model,
+          content,
+          stop_reason: content.some((b) => b.type === 'tool_use') ? 'tool_use' : 'end_turn',
+          stop_sequence: null,
+          usage,
+        }),
+      )
     })
   })
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
@@ -93,11 +114,32 @@ export async function measureAnthropic(rounds) {
     const random = rng(30)
     for (let i = 0; i < rounds; i++) writeFileSync(join(ws, `f${i}.txt`), agentText(random, 8_800))
     const config = join(base, 'config.yaml')
-    writeFileSync(config, `llm:\n  provider: anthropic\n  anthropic:\n    base_url: ${server.url}\n    api_key: bench\n    model: bench\n    stream: false\n    max_retries: 0\n    context_length: 128000\n`)
-    const args = ['run', '--task', `Read every file f0.txt to f${rounds - 1}.txt of the workspace, one per turn, and report what they hold.`, '--workspace', ws, '--home', join(base, 'home'), '--config', config, '--log-format', 'json', '--max-turns', String(rounds + 10)]
+    writeFileSync(
+      config,
+      `llm:\n  provider: anthropic\n  anthropic:\n    base_url: ${server.url}\n    api_key: bench\n    model: bench\n    stream: false\n    max_retries: 0\n    context_length: 128000\n`,
+    )
+    const args = [
+      'run',
+      '--task',
+      `Read every file f0.txt to f${rounds - 1}.txt of the workspace, one per turn, and report what they hold.`,
+      '--workspace',
+      ws,
+      '--home',
+      join(base, 'home'),
+      '--config',
+      config,
+      '--log-format',
+      'json',
+      '--max-turns',
+      String(rounds + 10),
+    ]
     let stderr = ''
     const code = await new Promise((resolve) => {
-      const child = spawn(process.execPath, [BIN, ...args], { cwd: ws, stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ANTHROPIC_API_KEY: '', ANTHROPIC_BASE_URL: '' } })
+      const child = spawn(process.execPath, [BIN, ...args], {
+        cwd: ws,
+        stdio: ['ignore', 'ignore', 'pipe'],
+        env: { ...process.env, ANTHROPIC_API_KEY: '', ANTHROPIC_BASE_URL: '' },
+      })
       child.stderr.on('data', (d) => (stderr = (stderr + d).slice(-4000)))
       child.once('exit', resolve)
     })

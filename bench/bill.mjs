@@ -58,7 +58,17 @@ const SUMMARY = (n) =>
 
 async function startServer(rounds) {
   const cache = prefixCache()
-  const seen = { rounds: 0, answered: false, last: null, turns: [], compaction: { requests: 0, bytes: 0 }, final: { requests: 0, bytes: 0 }, input: 0, cached: 0, agentCached: 0 }
+  const seen = {
+    rounds: 0,
+    answered: false,
+    last: null,
+    turns: [],
+    compaction: { requests: 0, bytes: 0 },
+    final: { requests: 0, bytes: 0 },
+    input: 0,
+    cached: 0,
+    agentCached: 0,
+  }
   const server = createServer((req, res) => {
     const chunks = []
     req.on('data', (d) => chunks.push(d))
@@ -74,12 +84,21 @@ async function startServer(rounds) {
       if (Array.isArray(body.tools)) {
         const shared = seen.last === null ? 0 : sharedPrefix(seen.last, prompt)
         // Shared: the share of the previous request that this one repeats from its start (1 when it is that request plus new messages).
-        seen.turns.push({ bytes: prompt.length, shared: seen.last === null ? 1 : shared / seen.last.length, uncachedKb: Math.max(0, prompt.length - cached * 4) / 1024 })
+        seen.turns.push({
+          bytes: prompt.length,
+          shared: seen.last === null ? 1 : shared / seen.last.length,
+          uncachedKb: Math.max(0, prompt.length - cached * 4) / 1024,
+        })
         seen.last = prompt
         seen.agentCached += cached
         const n = seen.rounds++
-        if (n < rounds) message = { role: 'assistant', content: `Reading f${n}.txt next.`, tool_calls: [{ id: `call_${n}`, type: 'function', function: { name: 'read_file', arguments: JSON.stringify({ path: `f${n}.txt` }) } }] }
-        else ((seen.answered = true), (message = { role: 'assistant', content: `Read all ${rounds} files: handlers, configs and tests; nothing is broken.` }))
+        if (n < rounds)
+          message = {
+            role: 'assistant',
+            content: `Reading f${n}.txt next.`,
+            tool_calls: [{ id: `call_${n}`, type: 'function', function: { name: 'read_file', arguments: JSON.stringify({ path: `f${n}.txt` }) } }],
+          }
+        else (seen.answered = true), (message = { role: 'assistant', content: `Read all ${rounds} files: handlers, configs and tests; nothing is broken.` })
       } else {
         const part = seen.answered ? seen.final : seen.compaction
         part.requests++
@@ -88,7 +107,21 @@ async function startServer(rounds) {
       }
       const completion = tokens(JSON.stringify(message))
       res.writeHead(200, { 'content-type': 'application/json' })
-      res.end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: body.model, choices: [{ index: 0, finish_reason: 'stop', message }], usage: { prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion, prompt_tokens_details: { cached_tokens: cached } } }))
+      res.end(
+        JSON.stringify({
+          id: 'x',
+          object: 'chat.completion',
+          created: 0,
+          model: body.model,
+          choices: [{ index: 0, finish_reason: 'stop', message }],
+          usage: {
+            prompt_tokens: promptTokens,
+            completion_tokens: completion,
+            total_tokens: promptTokens + completion,
+            prompt_tokens_details: { cached_tokens: cached },
+          },
+        }),
+      )
     })
   })
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
@@ -110,8 +143,25 @@ export async function measure(rounds, extraConfig = '') {
     const ws = join(base, 'ws')
     workspace(ws, rounds)
     const config = join(base, 'config.yaml')
-    writeFileSync(config, `llm:\n  provider: openai\n  openai:\n    base_url: ${server.url}\n    api_key: bench\n    model: bench\n    max_retries: 0\n${extraConfig}`)
-    const args = ['run', '--task', `Read every file f0.txt to f${rounds - 1}.txt of the workspace, one per turn, and report what they hold.`, '--workspace', ws, '--home', join(base, 'home'), '--config', config, '--log-format', 'json', '--max-turns', String(rounds + 10)]
+    writeFileSync(
+      config,
+      `llm:\n  provider: openai\n  openai:\n    base_url: ${server.url}\n    api_key: bench\n    model: bench\n    max_retries: 0\n${extraConfig}`,
+    )
+    const args = [
+      'run',
+      '--task',
+      `Read every file f0.txt to f${rounds - 1}.txt of the workspace, one per turn, and report what they hold.`,
+      '--workspace',
+      ws,
+      '--home',
+      join(base, 'home'),
+      '--config',
+      config,
+      '--log-format',
+      'json',
+      '--max-turns',
+      String(rounds + 10),
+    ]
     let stderr = ''
     const code = await new Promise((resolve) => {
       const child = spawn(process.execPath, [BIN, ...args], { cwd: ws, stdio: ['ignore', 'ignore', 'pipe'] })
@@ -147,7 +197,15 @@ export async function measure(rounds, extraConfig = '') {
 }
 
 /** This bench at 1b78265 (before issue 30), 1,000 rounds; the peers' figures from issue 30. */
-const BEFORE = { input: 19.45e6, bill: 15.59e6, billWrites: 19.38e6, cachedShare: 0.22, uncachedKbMedian: 47.3, final: '25 requests, 6.36 MB', compaction: '30 requests, 6.12 MB' }
+const BEFORE = {
+  input: 19.45e6,
+  bill: 15.59e6,
+  billWrites: 19.38e6,
+  cachedShare: 0.22,
+  uncachedKbMedian: 47.3,
+  final: '25 requests, 6.36 MB',
+  compaction: '30 requests, 6.12 MB',
+}
 const PEERS = 'Codex 13.6 M / 14.7 M, Qwen Code 15.5 M / 16.6 M, Gemini CLI 28.7 M / 30.6 M'
 
 /**

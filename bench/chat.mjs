@@ -25,11 +25,23 @@ async function startServer() {
     req.on('data', (d) => (body += d))
     req.on('end', () => {
       const at = performance.now()
-      const last = JSON.parse(body).messages.filter((m) => m.role === 'user').at(-1)?.content ?? ''
+      const last =
+        JSON.parse(body)
+          .messages.filter((m) => m.role === 'user')
+          .at(-1)?.content ?? ''
       const id = /msg-\d+/.exec(last)?.[0]
       if (id && !arrived.has(id)) arrived.set(id, at)
       res.writeHead(200, { 'content-type': 'application/json' })
-      res.end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: 'bench', choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: `ok ${id}` } }], usage: { prompt_tokens: 10, completion_tokens: 2, total_tokens: 12 } }))
+      res.end(
+        JSON.stringify({
+          id: 'x',
+          object: 'chat.completion',
+          created: 0,
+          model: 'bench',
+          choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: `ok ${id}` } }],
+          usage: { prompt_tokens: 10, completion_tokens: 2, total_tokens: 12 },
+        }),
+      )
     })
   })
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
@@ -48,9 +60,16 @@ async function waitUntil(probe, ms = 30_000) {
 async function startChat(dir, url) {
   const ws = join(dir, 'ws')
   mkdirSync(ws, { recursive: true })
-  writeFileSync(join(dir, 'config.yaml'), `llm:\n  provider: openai\n  openai:\n    base_url: ${url}\n    api_key: bench\n    model: bench\n    max_retries: 0\nchat:\n  wait_interval_seconds: ${POLL_SECONDS}\n  soft_timeout_minutes: ${IDLE_MINUTES + 5}\n`)
+  writeFileSync(
+    join(dir, 'config.yaml'),
+    `llm:\n  provider: openai\n  openai:\n    base_url: ${url}\n    api_key: bench\n    model: bench\n    max_retries: 0\nchat:\n  wait_interval_seconds: ${POLL_SECONDS}\n  soft_timeout_minutes: ${IDLE_MINUTES + 5}\n`,
+  )
   const tree = join(dir, 'tree')
-  const child = spawn(process.execPath, [BIN, 'run', '--chat', '--workspace', ws, '--home', tree, '--config', join(dir, 'config.yaml'), '--log-format', 'json'], { stdio: ['ignore', 'ignore', 'ignore'] })
+  const child = spawn(
+    process.execPath,
+    [BIN, 'run', '--chat', '--workspace', ws, '--home', tree, '--config', join(dir, 'config.yaml'), '--log-format', 'json'],
+    { stdio: ['ignore', 'ignore', 'ignore'] },
+  )
   let task = null
   await waitUntil(() => {
     let uuid

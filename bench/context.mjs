@@ -12,7 +12,11 @@ import { agentText, median, remove, ROOT, rng, scratch } from './lib.mjs'
 function simulateRaw(mode, calls, min, max, flags = []) {
   const base = scratch('sim')
   try {
-    const out = execFileSync(process.execPath, ['--expose-gc', ...flags, join(ROOT, 'bench', 'agent-sim.mjs'), mode, base, String(calls), String(min), String(max)], { maxBuffer: 1 << 20 })
+    const out = execFileSync(
+      process.execPath,
+      ['--expose-gc', ...flags, join(ROOT, 'bench', 'agent-sim.mjs'), mode, base, String(calls), String(min), String(max)],
+      { maxBuffer: 1 << 20 },
+    )
     return JSON.parse(out.toString())
   } finally {
     remove(base)
@@ -52,7 +56,7 @@ export async function run() {
   const growth = largeDefault.peak_rss / smallDefault.peak_rss
   results.push({
     name: 'memory-flat',
-    what: 'peak RSS at 100,000 messages vs at 1,000 messages (tool outputs 300 B–4 KB), in-process simulation (bench/agent-sim.mjs) with the V8 settings of ctxagent\'s agent loop (src/run/v8-tuning.ts)',
+    what: "peak RSS at 100,000 messages vs at 1,000 messages (tool outputs 300 B–4 KB), in-process simulation (bench/agent-sim.mjs) with the V8 settings of ctxagent's agent loop (src/run/v8-tuning.ts)",
     measured: `${largeDefault.peak_rss.toFixed(1)} MB vs ${smallDefault.peak_rss.toFixed(1)} MB; with a 1 MB young generation ${large.peak_rss.toFixed(1)} vs ${small.peak_rss.toFixed(1)} MB; heap after GC ${largeDefault.heap_after_gc.toFixed(1)} vs ${smallDefault.heap_after_gc.toFixed(1)} MB`,
     ratio: `${growth.toFixed(2)}× (1 MB young generation ${(large.peak_rss / small.peak_rss).toFixed(2)}×)`,
     target: '≤ 1.2×',
@@ -67,7 +71,11 @@ export async function run() {
     session.push({ role: 'user', content: agentText(random, 80 + Math.floor(random() * 400)) })
     for (let k = 3 + Math.floor(random() * 6); k > 0; k--) {
       const id = `c${turn}_${k}`
-      session.push({ role: 'assistant', content: agentText(random, 40 + Math.floor(random() * 200)), tool_calls: [{ id, type: 'function', function: { name: 'read_file', arguments: '{"path":"src/a.ts"}' } }] })
+      session.push({
+        role: 'assistant',
+        content: agentText(random, 40 + Math.floor(random() * 200)),
+        tool_calls: [{ id, type: 'function', function: { name: 'read_file', arguments: '{"path":"src/a.ts"}' } }],
+      })
       session.push({ role: 'tool', tool_call_id: id, content: agentText(random, 1024 + Math.floor(random() * 19 * 1024)) })
       const full = session.reduce((s, m) => s + estimateMessageTokens(m), 0)
       const pruned = prune(session, 3).reduce((s, m) => s + estimateMessageTokens(m), 0)
@@ -111,15 +119,34 @@ async function honestServer(turns) {
         seen.bytes += bytes
         seen.sizes.set(seen.agent, bytes)
         const n = seen.agent
-        message = n > turns ? { role: 'assistant', content: 'all files read' } : { role: 'assistant', content: `reading f${n}`, tool_calls: [{ id: `c${n}`, type: 'function', function: { name: 'read_file', arguments: JSON.stringify({ path: `f${n % 1000}.txt` }) } }] }
+        message =
+          n > turns
+            ? { role: 'assistant', content: 'all files read' }
+            : {
+                role: 'assistant',
+                content: `reading f${n}`,
+                tool_calls: [{ id: `c${n}`, type: 'function', function: { name: 'read_file', arguments: JSON.stringify({ path: `f${n % 1000}.txt` }) } }],
+              }
       } else {
         seen.summary++
         seen.summaryBytes += bytes
-        message = { role: 'assistant', content: `## Original Task\nread the files\n## Completed Work\n- read files up to turn ${seen.agent}\n## Current State\n- going on` }
+        message = {
+          role: 'assistant',
+          content: `## Original Task\nread the files\n## Completed Work\n- read files up to turn ${seen.agent}\n## Current State\n- going on`,
+        }
       }
       const prompt = Math.ceil(bytes / 4)
       res.writeHead(200, { 'content-type': 'application/json' })
-      res.end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: 'bench', choices: [{ index: 0, finish_reason: 'stop', message }], usage: { prompt_tokens: prompt, completion_tokens: 20, total_tokens: prompt + 20 } }))
+      res.end(
+        JSON.stringify({
+          id: 'x',
+          object: 'chat.completion',
+          created: 0,
+          model: 'bench',
+          choices: [{ index: 0, finish_reason: 'stop', message }],
+          usage: { prompt_tokens: prompt, completion_tokens: 20, total_tokens: prompt + 20 },
+        }),
+      )
     })
   })
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
@@ -134,10 +161,31 @@ async function billOf(rounds, maxRounds) {
   const random = rng(9)
   for (let i = 0; i < 1000; i++) writeFileSync(join(ws, `f${i}.txt`), agentText(random, 9 * 1024))
   const server = await honestServer(BILL_TURNS)
-  writeFileSync(join(dir, 'config.yaml'), `llm:\n  provider: openai\n  openai:\n    base_url: ${server.url}\n    api_key: bench\n    model: bench\n    context_length: 128000\n    max_retries: 0\ncontext:\n  prune:\n    protected_tool_rounds: ${rounds}\n  compression:\n    max_rounds: ${maxRounds}\n`)
+  writeFileSync(
+    join(dir, 'config.yaml'),
+    `llm:\n  provider: openai\n  openai:\n    base_url: ${server.url}\n    api_key: bench\n    model: bench\n    context_length: 128000\n    max_retries: 0\ncontext:\n  prune:\n    protected_tool_rounds: ${rounds}\n  compression:\n    max_rounds: ${maxRounds}\n`,
+  )
   try {
     const out = await new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, [join(ROOT, 'bin', 'ctxagent'), 'run', '--task', 'read every file', '--workspace', ws, '--home', join(dir, 'tree'), '--config', join(dir, 'config.yaml'), '--max-turns', String(BILL_TURNS + 1), '--json'], { stdio: ['ignore', 'pipe', 'ignore'] })
+      const child = spawn(
+        process.execPath,
+        [
+          join(ROOT, 'bin', 'ctxagent'),
+          'run',
+          '--task',
+          'read every file',
+          '--workspace',
+          ws,
+          '--home',
+          join(dir, 'tree'),
+          '--config',
+          join(dir, 'config.yaml'),
+          '--max-turns',
+          String(BILL_TURNS + 1),
+          '--json',
+        ],
+        { stdio: ['ignore', 'pipe', 'ignore'] },
+      )
       let text = ''
       child.stdout.on('data', (d) => (text += d))
       child.on('exit', (code) => (code === 0 ? resolve(text) : reject(new Error(`run exited ${code}`))))

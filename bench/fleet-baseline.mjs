@@ -23,7 +23,10 @@ const say = (line) => process.stderr.write(`  fleet: ${line}\n`)
 
 /** graphile-worker in a process of its own, `concurrency` jobs at a time; resolves once it runs. */
 async function startGraphile(db, env, concurrency) {
-  const child = spawn(process.execPath, [join(ROOT, 'bench', 'graphile-runner.mjs')], { env: childEnv({ ...env, GW_DATABASE_URL: db, GW_CONCURRENCY: String(concurrency) }), stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [join(ROOT, 'bench', 'graphile-runner.mjs')], {
+    env: childEnv({ ...env, GW_DATABASE_URL: db, GW_CONCURRENCY: String(concurrency) }),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   const done = []
   let err = ''
   let rest = ''
@@ -38,7 +41,7 @@ async function startGraphile(db, env, concurrency) {
       if (m) done.push({ tag: m[1], code: m[2], most: Number(m[3]), at: now() })
     }
   })
-  for (const until = Date.now() + 60_000; !ready;) {
+  for (const until = Date.now() + 60_000; !ready; ) {
     if (Date.now() > until || child.exitCode !== null) throw new Error(`graphile-worker did not start:\n${err}`)
     await sleep(20)
   }
@@ -65,7 +68,7 @@ async function ctxagentQueue(db) {
 }
 
 async function firstRequest(llm, tag) {
-  for (const until = Date.now() + 60_000; !llm.tasks.has(tag);) {
+  for (const until = Date.now() + 60_000; !llm.tasks.has(tag); ) {
     if (Date.now() > until) throw new Error(`${tag} never reached the LLM`)
     await sleep(1)
   }
@@ -143,10 +146,11 @@ async function ctxagentBatch(db, llm, concurrency) {
     const cpu0 = treeCpuMs(worker.pid)
     const t0 = now()
     await client.query('BEGIN')
-    for (let i = 0; i < TASKS; i++) await queue.enqueue({ task_uuid: crypto.randomUUID(), kind: 'new', spec: { task: `bench:gwt-ctx-${concurrency}-${i} turns:1`, workspace: ws } }, client)
+    for (let i = 0; i < TASKS; i++)
+      await queue.enqueue({ task_uuid: crypto.randomUUID(), kind: 'new', spec: { task: `bench:gwt-ctx-${concurrency}-${i} turns:1`, workspace: ws } }, client)
     await client.query('COMMIT')
     client.release()
-    for (let ended = 0, seen = 0, until = Date.now() + 30 * 60_000; ended < TASKS;) {
+    for (let ended = 0, seen = 0, until = Date.now() + 30 * 60_000; ended < TASKS; ) {
       if (Date.now() > until) throw new Error(`ctxagent at ${concurrency}: not all ${TASKS} jobs ended:\n${worker.log()}`)
       await sleep(10)
       for (; seen < worker.lines.length; seen++) if (JOB_ENDED.test(worker.lines[seen].line)) ended++
@@ -179,8 +183,9 @@ async function graphileBatch(db, llm, concurrency) {
     await sleep(IDLE_MS)
     const cpu0 = treeCpuMs(gw.pid)
     const t0 = now()
-    for (let i = 0; i < TASKS; i++) await utils.addJob('ctxagent', { task: `bench:gwt-gw-${concurrency}-${i} turns:1`, workspace: ws, tag: `gwt-gw-${concurrency}-${i}` })
-    for (const until = Date.now() + 30 * 60_000; gw.done.length < TASKS;) {
+    for (let i = 0; i < TASKS; i++)
+      await utils.addJob('ctxagent', { task: `bench:gwt-gw-${concurrency}-${i} turns:1`, workspace: ws, tag: `gwt-gw-${concurrency}-${i}` })
+    for (const until = Date.now() + 30 * 60_000; gw.done.length < TASKS; ) {
       if (Date.now() > until) throw new Error(`graphile-worker at ${concurrency}: ${gw.done.length} of ${TASKS} done`)
       await sleep(10)
     }
@@ -212,7 +217,9 @@ export async function throughputVsGraphile(db, llm) {
       sum.cpu += batch.cpu / 2
     }
     const perMin = (s) => Math.round((TASKS / s) * 60)
-    say(`${TASKS} tasks at ${concurrency}: ctxagent ${ours.seconds.toFixed(1)} s, ${ms(ours.cpu)} CPU a task; graphile-worker ${theirs.seconds.toFixed(1)} s, ${ms(theirs.cpu)} CPU a task`)
+    say(
+      `${TASKS} tasks at ${concurrency}: ctxagent ${ours.seconds.toFixed(1)} s, ${ms(ours.cpu)} CPU a task; graphile-worker ${theirs.seconds.toFixed(1)} s, ${ms(theirs.cpu)} CPU a task`,
+    )
     rows.push({ concurrency, ours: perMin(ours.seconds), theirs: perMin(theirs.seconds), ratio: theirs.seconds / ours.seconds, cpu: [ours.cpu, theirs.cpu] })
   }
   const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')
@@ -249,10 +256,12 @@ export async function enqueueVsPsql(db, llm) {
       t.psql.push(await timed(async () => execFileSync(psql, [db, '-qAtc', 'select 1'], { stdio: 'ignore' })))
       t.node.push(await timed(async () => execFileSync(process.execPath, ['-e', '0'], { stdio: 'ignore' })))
       t.version.push(await timed(() => cli(['--version'], env)))
-      t.enqueue.push(await timed(async () => {
-        const res = await cli(['enqueue', '--task', `bench:enqueue-${i} turns:1`, '--workspace', ws], env)
-        if (res.code !== 0) throw new Error(`enqueue failed: ${res.err}`)
-      }))
+      t.enqueue.push(
+        await timed(async () => {
+          const res = await cli(['enqueue', '--task', `bench:enqueue-${i} turns:1`, '--workspace', ws], env)
+          if (res.code !== 0) throw new Error(`enqueue failed: ${res.err}`)
+        }),
+      )
     }
   } finally {
     remove(home)
@@ -264,7 +273,7 @@ export async function enqueueVsPsql(db, llm) {
     what: `wall time of the ctxagent enqueue command (${ENQUEUES} runs; node start-up, the bundle, config, connect, schema check, insert) vs psql -c 'select 1' on the same server, alternating; beside it node -e 0 and ctxagent --version`,
     measured: `enqueue ${ms(m.enqueue)} (node ${ms(m.node)}, --version ${ms(m.version)}: the database part ${ms(m.enqueue - m.version)}); psql ${ms(m.psql)}`,
     ratio: `${(m.enqueue / m.psql).toFixed(1)}× psql; ${(m.enqueue / m.version).toFixed(2)}× --version`,
-    target: 'database part (enqueue less --version) ≤ 50 ms: this bench\'s aim, psql the floor',
+    target: "database part (enqueue less --version) ≤ 50 ms: this bench's aim, psql the floor",
     pass: m.enqueue - m.version <= 50,
   }
 }

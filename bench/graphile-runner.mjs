@@ -23,7 +23,9 @@ const runner = await run({
     ctxagent: async (payload) => {
       most = Math.max(most, ++running)
       const code = await new Promise((resolve) => {
-        const child = spawn(process.execPath, [BIN, 'run', '--task-file', '-', '--workspace', payload.workspace, '--log-format', 'json'], { stdio: ['pipe', 'ignore', 'ignore'] })
+        const child = spawn(process.execPath, [BIN, 'run', '--task-file', '-', '--workspace', payload.workspace, '--log-format', 'json'], {
+          stdio: ['pipe', 'ignore', 'ignore'],
+        })
         child.stdin.end(payload.task)
         child.on('close', resolve)
       })

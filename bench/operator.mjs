@@ -26,20 +26,21 @@ export async function run() {
 async function startupBench() {
   const node = (args) => execFileSync(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] })
   const unbundled = `import(${JSON.stringify(join(ROOT, 'dist', 'cli.js'))}).then((cli) => cli.main(['node', 'ctxagent', '--version']))`
-  const [bare, bundled, modules] = await timeInterleaved([
-    () => node(['-e', '0']),
-    () => ctxagent(['--version']),
-    () => node(['--input-type=module', '-e', unbundled]),
-  ], 11)
+  const [bare, bundled, modules] = await timeInterleaved(
+    [() => node(['-e', '0']), () => ctxagent(['--version']), () => node(['--input-type=module', '-e', unbundled])],
+    11,
+  )
   const ratio = (bundled - bare) / (modules - bare)
-  return [{
-    name: 'startup',
-    what: 'ctxagent --version from the bundle (what bin/ctxagent runs) vs from the ~60 modules of dist/, each less a bare node -e 0',
-    measured: `${bundled.toFixed(0)} ms (modules ${modules.toFixed(0)} ms, bare node ${bare.toFixed(0)} ms)`,
-    ratio: `${ratio.toFixed(2)}× the module load time`,
-    target: 'faster than the modules (< 1×)',
-    pass: ratio < 1,
-  }]
+  return [
+    {
+      name: 'startup',
+      what: 'ctxagent --version from the bundle (what bin/ctxagent runs) vs from the ~60 modules of dist/, each less a bare node -e 0',
+      measured: `${bundled.toFixed(0)} ms (modules ${modules.toFixed(0)} ms, bare node ${bare.toFixed(0)} ms)`,
+      ratio: `${ratio.toFixed(2)}× the module load time`,
+      target: 'faster than the modules (< 1×)',
+      pass: ratio < 1,
+    },
+  ]
 }
 
 const STATS_TASKS = 100_000
@@ -56,14 +57,16 @@ async function statsBench() {
     const [stats, startup] = await timeInterleaved([() => ctxagent(['stats', '--json', '--home', base]), () => ctxagent(['--version'])], 5)
     const total = JSON.parse(ctxagent(['stats', '--json', '--home', base]).toString()).total
     if (total !== STATS_TASKS) throw new Error(`stats counted ${total} tasks, expected ${STATS_TASKS}`)
-    return [{
-      name: 'stats',
-      what: 'stats --json over 100,000 completed task directories written by ctxagent (200 made by createTask … complete, copied with new uuids) and indexed by ctxagent reindex; whole command, the drift check listing their directories included, vs ctxagent --version',
-      measured: `${(stats / 1000).toFixed(2)} s (start-up alone ${(startup / 1000).toFixed(2)} s)`,
-      ratio: `${(stats / startup).toFixed(1)}× start-up; ${(1000 / stats).toFixed(1)}× under the limit`,
-      target: '≤ 1 s',
-      pass: stats <= 1000,
-    }]
+    return [
+      {
+        name: 'stats',
+        what: 'stats --json over 100,000 completed task directories written by ctxagent (200 made by createTask … complete, copied with new uuids) and indexed by ctxagent reindex; whole command, the drift check listing their directories included, vs ctxagent --version',
+        measured: `${(stats / 1000).toFixed(2)} s (start-up alone ${(startup / 1000).toFixed(2)} s)`,
+        ratio: `${(stats / startup).toFixed(1)}× start-up; ${(1000 / stats).toFixed(1)}× under the limit`,
+        target: '≤ 1 s',
+        pass: stats <= 1000,
+      },
+    ]
   } finally {
     remove(base)
     remove(templates)
@@ -86,7 +89,9 @@ async function viewBench() {
       const lines = []
       for (let k = 0; k < 1000; k++) {
         seq++
-        lines.push(JSON.stringify({ seq, role: seq % 2 ? 'assistant' : 'tool', content: texts[seq % 64], timestamp: '2024-01-15T10:30:00.000Z', token_count: 500 }))
+        lines.push(
+          JSON.stringify({ seq, role: seq % 2 ? 'assistant' : 'tool', content: texts[seq % 64], timestamp: '2024-01-15T10:30:00.000Z', token_count: 500 }),
+        )
       }
       const chunk = `${lines.join('\n')}\n`
       writeSync(fd, chunk)
@@ -100,14 +105,16 @@ async function viewBench() {
     }, 21)
     const [command, startup] = await timeInterleaved([() => ctxagent(['view', uuid, '--json', '--home', base]), () => ctxagent(['--version'])], 5)
     const scan = await timeMedian(() => execFileSync('wc', ['-l', file]), 3, false)
-    return [{
-      name: 'view',
-      what: `view overview of a task whose messages.jsonl is ${(statSync(file).size / 1024 ** 3).toFixed(2)} GiB (${seq.toLocaleString('en')} lines) vs wc -l of that file`,
-      measured: `${overview.toFixed(1)} ms in-process; whole command ${(command).toFixed(0)} ms, of which node start-up ${startup.toFixed(0)} ms`,
-      ratio: `${Math.round(scan / overview).toLocaleString('en')}× faster than wc -l (${(scan / 1000).toFixed(2)} s)`,
-      target: '≤ 200 ms (overview; start-up excluded)',
-      pass: overview <= 200 && command - startup <= 200,
-    }]
+    return [
+      {
+        name: 'view',
+        what: `view overview of a task whose messages.jsonl is ${(statSync(file).size / 1024 ** 3).toFixed(2)} GiB (${seq.toLocaleString('en')} lines) vs wc -l of that file`,
+        measured: `${overview.toFixed(1)} ms in-process; whole command ${(command).toFixed(0)} ms, of which node start-up ${startup.toFixed(0)} ms`,
+        ratio: `${Math.round(scan / overview).toLocaleString('en')}× faster than wc -l (${(scan / 1000).toFixed(2)} s)`,
+        target: '≤ 200 ms (overview; start-up excluded)',
+        pass: overview <= 200 && command - startup <= 200,
+      },
+    ]
   } finally {
     remove(base)
   }
@@ -124,16 +131,21 @@ async function viewSummariesBench() {
     const overview = JSON.parse(ctxagent(['view', uuid, '--json', '--home', base]).toString())
     const text = JSON.stringify(overview)
     if (!text.includes('step 4999')) throw new Error('the overview does not show the last summary')
-    const [command, one, startup] = await timeInterleaved([() => ctxagent(['view', uuid, '--json', '--home', base]), () => ctxagent(['view', uuidN(2), '--json', '--home', base]), () => ctxagent(['--version'])], 21)
+    const [command, one, startup] = await timeInterleaved(
+      [() => ctxagent(['view', uuid, '--json', '--home', base]), () => ctxagent(['view', uuidN(2), '--json', '--home', base]), () => ctxagent(['--version'])],
+      21,
+    )
     const size = statSync(join(base, 'completed', uuid, 'summaries.jsonl')).size
-    return [{
-      name: 'view-summaries',
-      what: `view overview (--json) of a completed task with 5,000 summaries (summaries.jsonl ${(size / 1024).toFixed(0)} KB, written by the task's handle), whole command, vs ctxagent --version`,
-      measured: `${command.toFixed(1)} ms (--version ${startup.toFixed(1)} ms; view of the same task with 1 summary ${one.toFixed(1)} ms)`,
-      ratio: `${(command - startup).toFixed(1)} ms more than --version (${(command - one).toFixed(1)} ms more than 1 summary)`,
-      target: '≤ 5 ms more than --version',
-      pass: command - startup <= 5,
-    }]
+    return [
+      {
+        name: 'view-summaries',
+        what: `view overview (--json) of a completed task with 5,000 summaries (summaries.jsonl ${(size / 1024).toFixed(0)} KB, written by the task's handle), whole command, vs ctxagent --version`,
+        measured: `${command.toFixed(1)} ms (--version ${startup.toFixed(1)} ms; view of the same task with 1 summary ${one.toFixed(1)} ms)`,
+        ratio: `${(command - startup).toFixed(1)} ms more than --version (${(command - one).toFixed(1)} ms more than 1 summary)`,
+        target: '≤ 5 ms more than --version',
+        pass: command - startup <= 5,
+      },
+    ]
   } finally {
     remove(base)
   }
@@ -142,7 +154,16 @@ async function viewSummariesBench() {
 async function cleanupBench() {
   const pigz = spawnSync('pigz', ['--version']).status === 0
   if (!pigz) {
-    return [{ name: 'cleanup', what: 'cleanup gzip vs pigz -6 -p 2', measured: 'not run: pigz is not installed (apt-get install pigz)', ratio: '-', target: 'ratio ≥ 0.9, RSS ≤ 150 MB', pass: false }]
+    return [
+      {
+        name: 'cleanup',
+        what: 'cleanup gzip vs pigz -6 -p 2',
+        measured: 'not run: pigz is not installed (apt-get install pigz)',
+        ratio: '-',
+        target: 'ratio ≥ 0.9, RSS ≤ 150 MB',
+        pass: false,
+      },
+    ]
   }
   const base = scratch('cleanup')
   try {
@@ -178,7 +199,11 @@ async function cleanupBench() {
     for (let r = 0; r < 3; r++) {
       setup()
       let t = process.hrtime.bigint()
-      const res = spawnSync('/usr/bin/time', ['-f', '%M', process.execPath, BIN, 'cleanup', '--compress-after', '0s', '--delete-after', '36500d', '--home', base], { encoding: 'utf8' })
+      const res = spawnSync(
+        '/usr/bin/time',
+        ['-f', '%M', process.execPath, BIN, 'cleanup', '--compress-after', '0s', '--delete-after', '36500d', '--home', base],
+        { encoding: 'utf8' },
+      )
       ours.push(Number(process.hrtime.bigint() - t) / 1e6)
       rss.push(Number(res.stderr.trim().split('\n').at(-1)) / 1024)
       if (readdirSync(join(base, 'completed', uuidN(1))).includes('messages.jsonl')) throw new Error('cleanup did not compress')
@@ -188,14 +213,16 @@ async function cleanupBench() {
     }
     const ratio = median(theirs) / median(ours)
     const peak = Math.max(...rss)
-    return [{
-      name: 'cleanup',
-      what: `cleanup gzip of ${(bytes / 1024 ** 3).toFixed(2)} GiB in 16 completed tasks vs pigz -6 -p 2 on the same files`,
-      measured: `${(bytes / 1024 ** 2 / (median(ours) / 1000)).toFixed(0)} MB/s (pigz ${(bytes / 1024 ** 2 / (median(theirs) / 1000)).toFixed(0)} MB/s); peak RSS ${peak.toFixed(0)} MB`,
-      ratio: `throughput ratio ${ratio.toFixed(2)}`,
-      target: 'ratio ≥ 0.9 and RSS ≤ 150 MB',
-      pass: ratio >= 0.9 && peak <= 150,
-    }]
+    return [
+      {
+        name: 'cleanup',
+        what: `cleanup gzip of ${(bytes / 1024 ** 3).toFixed(2)} GiB in 16 completed tasks vs pigz -6 -p 2 on the same files`,
+        measured: `${(bytes / 1024 ** 2 / (median(ours) / 1000)).toFixed(0)} MB/s (pigz ${(bytes / 1024 ** 2 / (median(theirs) / 1000)).toFixed(0)} MB/s); peak RSS ${peak.toFixed(0)} MB`,
+        ratio: `throughput ratio ${ratio.toFixed(2)}`,
+        target: 'ratio ≥ 0.9 and RSS ≤ 150 MB',
+        pass: ratio >= 0.9 && peak <= 150,
+      },
+    ]
   } finally {
     remove(base)
   }

@@ -18,17 +18,37 @@ export async function makeRealTasks(base, first, count, { summaries = 1, message
   const random = rng(first)
   try {
     for (let i = first; i < first + count; i++) {
-      const handle = await createTask(env, { task_key: { task_source: 'github', owner: 'acme', repo: `repo${i % 40}`, task_type: 'issue', task_id: String(i) }, user: `user${i % 50}` }, { uuid: uuidN(i) })
+      const handle = await createTask(
+        env,
+        { task_key: { task_source: 'github', owner: 'acme', repo: `repo${i % 40}`, task_type: 'issue', task_id: String(i) }, user: `user${i % 50}` },
+        { uuid: uuidN(i) },
+      )
       handle.addMessage({ role: 'system', content: 'You are a coding agent.' })
       handle.addMessage({ role: 'user', content: agentText(random, 300) })
       for (let m = 0; m < messages; m++) {
-        handle.addMessage({ role: 'assistant', content: '', tool_calls: [{ id: `c${m}`, type: 'function', function: { name: 'read_file', arguments: `{"path":"f${m}.txt"}` } }] })
+        handle.addMessage({
+          role: 'assistant',
+          content: '',
+          tool_calls: [{ id: `c${m}`, type: 'function', function: { name: 'read_file', arguments: `{"path":"f${m}.txt"}` } }],
+        })
         handle.addMessage({ role: 'tool', tool_call_id: `c${m}`, tool_name: 'read_file', content: agentText(random, 500) })
         handle.addTool({ tool_name: 'read_file', arguments: { path: `f${m}.txt` }, result: 'ok', status: 'success', error: null, duration_ms: 1 })
       }
       let seq = 2
       for (let s = 0; s < summaries; s++) {
-        handle.addSummary({ start_seq: seq + 1, end_seq: seq + 2, summary: `## Original Task\nissue ${i}\n## Completed Work\n- step ${s}\n## Current State\n- going on`, created_at: new Date().toISOString(), original_tokens: 400, summary_tokens: 40, compression_ratio: 0.1, compressed_message_count: 2, tokens_saved: 360, method: 'llm', model: 'bench' })
+        handle.addSummary({
+          start_seq: seq + 1,
+          end_seq: seq + 2,
+          summary: `## Original Task\nissue ${i}\n## Completed Work\n- step ${s}\n## Current State\n- going on`,
+          created_at: new Date().toISOString(),
+          original_tokens: 400,
+          summary_tokens: 40,
+          compression_ratio: 0.1,
+          compressed_message_count: 2,
+          tokens_saved: 360,
+          method: 'llm',
+          model: 'bench',
+        })
         seq += 2
       }
       await handle.update({ llm_call_count: messages, total_tokens_used: messages * 300 })
@@ -47,10 +67,12 @@ export async function makeRealTasks(base, first, count, { summaries = 1, message
  */
 export function cloneTasks(templates, base, total) {
   const from = join(templates, 'completed')
-  const sources = readdirSync(from).sort().map((uuid) => {
-    const dir = join(from, uuid)
-    return { uuid, files: readdirSync(dir).map((name) => [name, readFileSync(join(dir, name))]) }
-  })
+  const sources = readdirSync(from)
+    .sort()
+    .map((uuid) => {
+      const dir = join(from, uuid)
+      return { uuid, files: readdirSync(dir).map((name) => [name, readFileSync(join(dir, name))]) }
+    })
   for (const l of ['running', 'paused', 'completed']) mkdirSync(join(base, l), { recursive: true })
   for (let i = 1; i <= total; i++) {
     const source = sources[(i - 1) % sources.length]

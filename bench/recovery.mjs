@@ -9,7 +9,8 @@ import { liveLock, remove, ROOT, rng, scratch, timeInterleaved, timeMedian, uuid
 
 const TASKS = 10_000
 const BIN = join(ROOT, 'bin', 'ctxagent')
-const ctxagent = (args) => execFileSync(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 256 * 1024 * 1024, env: { ...process.env, NO_COLOR: '1' } })
+const ctxagent = (args) =>
+  execFileSync(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 256 * 1024 * 1024, env: { ...process.env, NO_COLOR: '1' } })
 
 export async function run() {
   const results = []
@@ -18,7 +19,14 @@ export async function run() {
   try {
     const random = rng(11)
     const lock = liveLock(process.pid, processStart(process.pid), hostname())
-    for (let i = 1; i <= TASKS; i++) writeBenchTask(join(base, 'running', uuidN(i)), uuidN(i), random, { status: 'processing', lock, completedAt: null, messages: 4, created: new Date().toISOString() })
+    for (let i = 1; i <= TASKS; i++)
+      writeBenchTask(join(base, 'running', uuidN(i)), uuidN(i), random, {
+        status: 'processing',
+        lock,
+        completedAt: null,
+        messages: 4,
+        created: new Date().toISOString(),
+      })
     // Keep the heartbeats fresh for the whole measurement: the locks are "live".
     const watch = await timeMedian(() => {
       const out = ctxagent(['watch-locks', '--once', '--json', '--home', base]).toString()
@@ -39,10 +47,13 @@ export async function run() {
     cloneTasks(templates, base, TASKS)
     // The baseline reads what reindex reads: each task's metadata.json and state.json
     // (state.json carries the record counts, so no .jsonl file is opened).
-    const [reindex, find] = await timeInterleaved([
-      () => ctxagent(['reindex', '--home', base]),
-      () => execFileSync('sh', ['-c', `find "${base}" \\( -name metadata.json -o -name state.json \\) -print0 | xargs -0 cat > /dev/null`]),
-    ], 5)
+    const [reindex, find] = await timeInterleaved(
+      [
+        () => ctxagent(['reindex', '--home', base]),
+        () => execFileSync('sh', ['-c', `find "${base}" \\( -name metadata.json -o -name state.json \\) -print0 | xargs -0 cat > /dev/null`]),
+      ],
+      5,
+    )
     const ratio = reindex / find
     results.push({
       name: 'reindex',

@@ -32,9 +32,11 @@ try {
 // Rows of suites not run this time are kept from the previous file; with BENCH_ROWS (some rows
 // of a suite), every row not run is kept, and each row run replaces its old self in place.
 const key = (r) => `${r.suite}/${r.name}`
-const merged = (process.env.BENCH_ROWS
-  ? [...previous.map((p) => results.find((r) => key(r) === key(p)) ?? p), ...results.filter((r) => !previous.some((p) => key(p) === key(r)))]
-  : [...previous.filter((p) => !suites.includes(p.suite)), ...results]).sort((a, b) => SUITES.indexOf(a.suite) - SUITES.indexOf(b.suite))
+const merged = (
+  process.env.BENCH_ROWS
+    ? [...previous.map((p) => results.find((r) => key(r) === key(p)) ?? p), ...results.filter((r) => !previous.some((p) => key(p) === key(r)))]
+    : [...previous.filter((p) => !suites.includes(p.suite)), ...results]
+).sort((a, b) => SUITES.indexOf(a.suite) - SUITES.indexOf(b.suite))
 // Each row says the commit it was measured at: rows kept from an earlier run describe that run's code.
 const runs = [...new Set(merged.map((r) => `${r.suite} at ${r.commit ?? 'an unrecorded commit'}${r.at ? ` (${r.at})` : ''}`))]
 const lines = [
@@ -42,11 +44,13 @@ const lines = [
   '',
   'Written by `npm run bench` (`npm run bench -- <suite>` for one of: ' + SUITES.join(', ') + ').',
   'Every figure is a median of repeated runs, with its baseline measured in the same run',
-  '(append, reindex, stats, view and cleanup alternate their timed runs with the baseline\'s,',
+  "(append, reindex, stats, view and cleanup alternate their timed runs with the baseline's,",
   'so that a drift in machine speed hits both alike),',
   'on a noisy 2-core machine: read the ratios, not the absolute times.',
   '',
-  suites.length === 0 ? lastRunLine() : `Last run: ${at}, commit ${commit}, Node ${process.version}, ${cpus().length} cores, ${Math.round(totalmem() / 1024 ** 3)} GiB.`,
+  suites.length === 0
+    ? lastRunLine()
+    : `Last run: ${at}, commit ${commit}, Node ${process.version}, ${cpus().length} cores, ${Math.round(totalmem() / 1024 ** 3)} GiB.`,
   `Measured: ${runs.join('; ')}.`,
   '',
   '| benchmark | what | measured | against the baseline | target | result |',

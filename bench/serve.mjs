@@ -34,16 +34,46 @@ function rows() {
     const repository = `acme/repo${i % 40}`
     const model = i % 3 ? 'gpt-4o' : 'gpt-4o-mini'
     const metadata = {
-      uuid, task_key: { task_type: 'github_issue', task_identifier: String(i), repository, user }, task_type: 'github_issue', task_identifier: String(i), repository, user,
-      created_at: created, process_id: 1000 + (i % 30000), hostname: `host-${i % 6}`,
-      config: { llm_provider: 'openai', model, context_length: 128000, compression_threshold: 0.7 }, run: { workspace: `/srv/work/${repository}` },
+      uuid,
+      task_key: { task_type: 'github_issue', task_identifier: String(i), repository, user },
+      task_type: 'github_issue',
+      task_identifier: String(i),
+      repository,
+      user,
+      created_at: created,
+      process_id: 1000 + (i % 30000),
+      hostname: `host-${i % 6}`,
+      config: { llm_provider: 'openai', model, context_length: 128000, compression_threshold: 0.7 },
+      run: { workspace: `/srv/work/${repository}` },
     }
     out.push({
-      uuid, status: STATUSES[i % STATUSES.length], location: 'completed', task_type: 'github_issue', task_identifier: String(i), repository,
-      user, hostname: `host-${i % 6}`, created_at: created, started_at: created, updated_at: done, completed_at: done, metadata: JSON.stringify(metadata),
-      total_messages: 20 + (i % 50), total_summaries: i % 3, total_tool_calls: 10 + (i % 30), llm_call_count: 10 + (i % 30), total_tokens: prompt + 300,
-      prompt_tokens: prompt, completion_tokens: 300, cached_tokens: i % 2 ? 500 : 0, compression_count: i % 3, final_token_count: 4000, final_message_count: 30,
-      error_message: i % 97 === 0 ? 'agent died (pid 123 on host-1)' : null, disk_bytes: 20_000, disk_bytes_raw: 60_000,
+      uuid,
+      status: STATUSES[i % STATUSES.length],
+      location: 'completed',
+      task_type: 'github_issue',
+      task_identifier: String(i),
+      repository,
+      user,
+      hostname: `host-${i % 6}`,
+      created_at: created,
+      started_at: created,
+      updated_at: done,
+      completed_at: done,
+      metadata: JSON.stringify(metadata),
+      total_messages: 20 + (i % 50),
+      total_summaries: i % 3,
+      total_tool_calls: 10 + (i % 30),
+      llm_call_count: 10 + (i % 30),
+      total_tokens: prompt + 300,
+      prompt_tokens: prompt,
+      completion_tokens: 300,
+      cached_tokens: i % 2 ? 500 : 0,
+      compression_count: i % 3,
+      final_token_count: 4000,
+      final_message_count: 30,
+      error_message: i % 97 === 0 ? 'agent died (pid 123 on host-1)' : null,
+      disk_bytes: 20_000,
+      disk_bytes_raw: 60_000,
     })
   }
   return out
@@ -93,7 +123,10 @@ async function indexRows(base) {
 }
 
 async function startServe(base, env) {
-  const child = spawn(process.execPath, [join(ROOT, 'bin', 'ctxagent'), 'serve', '--port', '0', '--home', base, '--config', 'none'], { stdio: ['ignore', 'pipe', 'ignore'], env: { ...process.env, ...env } })
+  const child = spawn(process.execPath, [join(ROOT, 'bin', 'ctxagent'), 'serve', '--port', '0', '--home', base, '--config', 'none'], {
+    stdio: ['ignore', 'pipe', 'ignore'],
+    env: { ...process.env, ...env },
+  })
   const url = await new Promise((resolve, reject) => {
     let out = ''
     child.stdout.on('data', (d) => {
@@ -114,15 +147,32 @@ async function startServe(base, env) {
 async function measure(base, env, backend, suffix) {
   const s = await startServe(base, env)
   try {
-    const [page, metrics, filtered, rare, round] = await timeInterleaved([s.get('/'), s.get('/metrics'), s.get('/?user=carol&q=repo7'), s.get('/?q=repo7%2F'), s.get('/style.css')], 21)
+    const [page, metrics, filtered, rare, round] = await timeInterleaved(
+      [s.get('/'), s.get('/metrics'), s.get('/?user=carol&q=repo7'), s.get('/?q=repo7%2F'), s.get('/style.css')],
+      21,
+    )
     const peakMb = Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${s.child.pid}/status`, 'utf8'))[1]) / 1024
-    const row = (name, what, ms) => ({ name: name + suffix, what: `${what}; ${backend}`, measured: `${ms.toFixed(1)} ms p50 (a static file: ${round.toFixed(1)} ms)`, ratio: `${(ms / round).toFixed(1)}× a static file's round trip`, target: '≤ 100 ms p50', pass: ms <= 100 })
+    const row = (name, what, ms) => ({
+      name: name + suffix,
+      what: `${what}; ${backend}`,
+      measured: `${ms.toFixed(1)} ms p50 (a static file: ${round.toFixed(1)} ms)`,
+      ratio: `${(ms / round).toFixed(1)}× a static file's round trip`,
+      target: '≤ 100 ms p50',
+      pass: ms <= 100,
+    })
     return [
       row('serve-list', `GET / (the newest 50 of ${TASKS.toLocaleString('en-US')} indexed tasks, with the count and the filter choices)`, page),
       row('serve-list-filtered', 'GET /?user=…&q=… (a user and a text over the same index: 1 task in 40 matches)', filtered),
       row('serve-list-text', 'GET /?q=… (a text alone that no task matches: every row read)', rare),
       row('serve-metrics', `GET /metrics over ${TASKS.toLocaleString('en-US')} indexed tasks`, metrics),
-      { name: `serve-rss${suffix}`, what: `serve's peak resident memory after those requests; ${backend}`, measured: `${peakMb.toFixed(0)} MB`, ratio: `${(peakMb / 150).toFixed(2)}× the target`, target: '≤ 150 MB', pass: peakMb <= 150 },
+      {
+        name: `serve-rss${suffix}`,
+        what: `serve's peak resident memory after those requests; ${backend}`,
+        measured: `${peakMb.toFixed(0)} MB`,
+        ratio: `${(peakMb / 150).toFixed(2)}× the target`,
+        target: '≤ 150 MB',
+        pass: peakMb <= 150,
+      },
     ]
   } finally {
     await s.stop()
@@ -135,8 +185,36 @@ async function liveDelay(base) {
   const dir = join(base, 'running', uuid)
   mkdirSync(dir)
   const now = new Date().toISOString()
-  writeFileSync(join(dir, 'metadata.json'), JSON.stringify({ uuid, task_key: { task_type: 'local_task', task_identifier: 'live', repository: '', user: 'alice' }, task_type: 'local_task', task_identifier: 'live', repository: '', user: 'alice', created_at: now, process_id: process.pid, hostname: 'bench', config: { llm_provider: 'openai', model: 'gpt-4o', context_length: 128000, compression_threshold: 0.7 } }))
-  writeFileSync(join(dir, 'state.json'), JSON.stringify({ status: 'processing', started_at: now, updated_at: now, total_tokens_used: 0, message_count: 1, summary_count: 0, tool_call_count: 0, llm_call_count: 0, compression_count: 0, current_context_tokens: 0 }))
+  writeFileSync(
+    join(dir, 'metadata.json'),
+    JSON.stringify({
+      uuid,
+      task_key: { task_type: 'local_task', task_identifier: 'live', repository: '', user: 'alice' },
+      task_type: 'local_task',
+      task_identifier: 'live',
+      repository: '',
+      user: 'alice',
+      created_at: now,
+      process_id: process.pid,
+      hostname: 'bench',
+      config: { llm_provider: 'openai', model: 'gpt-4o', context_length: 128000, compression_threshold: 0.7 },
+    }),
+  )
+  writeFileSync(
+    join(dir, 'state.json'),
+    JSON.stringify({
+      status: 'processing',
+      started_at: now,
+      updated_at: now,
+      total_tokens_used: 0,
+      message_count: 1,
+      summary_count: 0,
+      tool_call_count: 0,
+      llm_call_count: 0,
+      compression_count: 0,
+      current_context_tokens: 0,
+    }),
+  )
   const messages = join(dir, 'messages.jsonl')
   writeFileSync(messages, `${JSON.stringify({ seq: 1, role: 'user', content: 'live', timestamp: now, token_count: 1 })}\n`)
   const s = await startServe(base, {})
@@ -163,16 +241,26 @@ async function liveDelay(base) {
     const delays = []
     for (let i = 0; i < LIVE_EVENTS; i++) {
       // Unaligned with the follower's polls: a pause of its own between appends.
-      await new Promise((resolve) => setTimeout(resolve, 37 + (i * 13) % 90))
+      await new Promise((resolve) => setTimeout(resolve, 37 + ((i * 13) % 90)))
       const at = process.hrtime.bigint()
-      appendFileSync(messages, `${JSON.stringify({ seq: i + 2, role: 'assistant', content: `message ${i}`, timestamp: new Date().toISOString(), token_count: 2 })}\n`)
+      appendFileSync(
+        messages,
+        `${JSON.stringify({ seq: i + 2, role: 'assistant', content: `message ${i}`, timestamp: new Date().toISOString(), token_count: 2 })}\n`,
+      )
       const event = await nextData()
       if (!event.includes(`message ${i}`)) throw new Error(`unexpected event: ${event}`)
       delays.push(Number(process.hrtime.bigint() - at) / 1e6)
     }
     await reader.cancel()
     const p50 = median(delays)
-    return { name: 'serve-live', what: `a running task's page follower (Server-Sent Events): an append to messages.jsonl → its event at the client, ${LIVE_EVENTS} appends at unaligned times`, measured: `p50 ${p50.toFixed(1)} ms, max ${Math.max(...delays).toFixed(1)} ms (a static file: ${round.toFixed(1)} ms)`, ratio: `${(p50 / round).toFixed(1)}× a static file's round trip`, target: '≤ 200 ms p50', pass: p50 <= 200 }
+    return {
+      name: 'serve-live',
+      what: `a running task's page follower (Server-Sent Events): an append to messages.jsonl → its event at the client, ${LIVE_EVENTS} appends at unaligned times`,
+      measured: `p50 ${p50.toFixed(1)} ms, max ${Math.max(...delays).toFixed(1)} ms (a static file: ${round.toFixed(1)} ms)`,
+      ratio: `${(p50 / round).toFixed(1)}× a static file's round trip`,
+      target: '≤ 200 ms p50',
+      pass: p50 <= 200,
+    }
   } finally {
     await s.stop()
   }
@@ -221,8 +309,11 @@ export async function telemetryCost() {
   const cpuMore = median(cpu.on) - median(cpu.off)
   const signed = (ms) => `${ms >= 0 ? '+' : '−'}${Math.abs(ms).toFixed(3)}`
   return {
-    name: 'telemetry-turn', what: `per-turn overhead of bin/ctxagent run (bench/turn.mjs's measure: reply sent → next request, less tool time; normal turns from turn 5) with OpenTelemetry traces exported to an OTLP/HTTP receiver on 127.0.0.1 vs off; ${TELEMETRY_RUNS} runs of ${TELEMETRY_TURNS} turns each way, alternating`,
+    name: 'telemetry-turn',
+    what: `per-turn overhead of bin/ctxagent run (bench/turn.mjs's measure: reply sent → next request, less tool time; normal turns from turn 5) with OpenTelemetry traces exported to an OTLP/HTTP receiver on 127.0.0.1 vs off; ${TELEMETRY_RUNS} runs of ${TELEMETRY_TURNS} turns each way, alternating`,
     measured: `on ${on.toFixed(3)} ms vs off ${off.toFixed(3)} ms a turn (${requests} export requests, ${(bytes / 1024).toFixed(0)} KB); means ${mean(overheads.on).toFixed(3)} vs ${mean(overheads.off).toFixed(3)} ms; CPU of run's main thread in the gap ${median(cpu.on).toFixed(3)} vs ${median(cpu.off).toFixed(3)} ms; load average ${Math.min(...loads).toFixed(1)}–${Math.max(...loads).toFixed(1)}`,
-    ratio: `${signed(more)} ms a turn (${(on / off).toFixed(2)}× off); main-thread CPU in the gap ${signed(cpuMore)} ms`, target: '≤ +0.1 ms a turn', pass: more <= 0.1,
+    ratio: `${signed(more)} ms a turn (${(on / off).toFixed(2)}× off); main-thread CPU in the gap ${signed(cpuMore)} ms`,
+    target: '≤ +0.1 ms a turn',
+    pass: more <= 0.1,
   }
 }

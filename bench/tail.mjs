@@ -29,24 +29,30 @@ export async function run() {
       const { records } = await tailJsonl(file, 50)
       if (records.length !== 50 || records[49].seq !== seq) throw new Error('tail returned the wrong records')
     }, 21)
-    const scan = await timeMedian(async () => {
-      const last = []
-      for await (const item of readJsonl(file)) {
-        if (!item.ok) continue
-        last.push(item.record)
-        if (last.length > 50) last.shift()
-      }
-      if (last[49].seq !== seq) throw new Error('scan returned the wrong records')
-    }, 3, false)
+    const scan = await timeMedian(
+      async () => {
+        const last = []
+        for await (const item of readJsonl(file)) {
+          if (!item.ok) continue
+          last.push(item.record)
+          if (last.length > 50) last.shift()
+        }
+        if (last[49].seq !== seq) throw new Error('scan returned the wrong records')
+      },
+      3,
+      false,
+    )
     const ratio = scan / tail
-    return [{
-      name: 'tail',
-      what: `last 50 records of a ${(statSync(file).size / 1024 ** 3).toFixed(2)} GiB messages.jsonl (${seq.toLocaleString('en')} lines) vs a full streaming scan`,
-      measured: `${tail.toFixed(2)} ms (scan ${(scan / 1000).toFixed(1)} s)`,
-      ratio: `${Math.round(ratio).toLocaleString('en')}× faster`,
-      target: '≤ 10 ms and ≥ 200×',
-      pass: tail <= 10 && ratio >= 200,
-    }]
+    return [
+      {
+        name: 'tail',
+        what: `last 50 records of a ${(statSync(file).size / 1024 ** 3).toFixed(2)} GiB messages.jsonl (${seq.toLocaleString('en')} lines) vs a full streaming scan`,
+        measured: `${tail.toFixed(2)} ms (scan ${(scan / 1000).toFixed(1)} s)`,
+        ratio: `${Math.round(ratio).toLocaleString('en')}× faster`,
+        target: '≤ 10 ms and ≥ 200×',
+        pass: tail <= 10 && ratio >= 200,
+      },
+    ]
   } finally {
     remove(dir)
   }

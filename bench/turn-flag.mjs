@@ -14,7 +14,10 @@ const pairs = Number(pairsArg ?? 2)
 const BIN = join(ROOT, 'bin', 'ctxagent')
 // Beside bin/ctxagent, so that it finds the bundle the same way.
 const flagged = join(ROOT, 'bin', '.bench-v8-flag.mjs')
-const text = readFileSync(BIN, 'utf8').replace("import { fileURLToPath } from 'node:url'\n", `import { fileURLToPath } from 'node:url'\nimport { setFlagsFromString } from 'node:v8'\nsetFlagsFromString(${JSON.stringify(flag)})\n`)
+const text = readFileSync(BIN, 'utf8').replace(
+  "import { fileURLToPath } from 'node:url'\n",
+  `import { fileURLToPath } from 'node:url'\nimport { setFlagsFromString } from 'node:v8'\nsetFlagsFromString(${JSON.stringify(flag)})\n`,
+)
 if (!text.includes('setFlagsFromString(')) throw new Error('could not add the flag to a copy of bin/ctxagent')
 writeFileSync(flagged, text)
 try {
@@ -23,11 +26,30 @@ try {
   const out = { flag, turns, startup: { without: plain, with: withFlag, ratio: withFlag / plain }, runs: [] }
   for (let p = 0; p < pairs; p++) {
     // ABBA order over the pairs: a drift in load hits both alike.
-    const order = p % 2 === 0 ? [['with', flagged], ['without', BIN]] : [['without', BIN], ['with', flagged]]
+    const order =
+      p % 2 === 0
+        ? [
+            ['with', flagged],
+            ['without', BIN],
+          ]
+        : [
+            ['without', BIN],
+            ['with', flagged],
+          ]
     for (const [name, bin] of order) {
       const r = await timedRun(turns, [], bin)
       const s = summarize(r)
-      out.runs.push({ name, load: r.load, wallS: r.wallS, cpu: r.cpu, hwm: Object.fromEntries(r.hwm), normalMedian: s.normalMedian, at: Object.fromEntries(Object.entries(s.at).map(([k, v]) => [k, v.overhead])), slope: s.slope.usPerKb, compactionMedian: s.compactionMedian })
+      out.runs.push({
+        name,
+        load: r.load,
+        wallS: r.wallS,
+        cpu: r.cpu,
+        hwm: Object.fromEntries(r.hwm),
+        normalMedian: s.normalMedian,
+        at: Object.fromEntries(Object.entries(s.at).map(([k, v]) => [k, v.overhead])),
+        slope: s.slope.usPerKb,
+        compactionMedian: s.compactionMedian,
+      })
       process.stderr.write(`${JSON.stringify(out.runs.at(-1))}\n`)
     }
   }

@@ -24,7 +24,21 @@ const MAX_KB = 44
 
 /** The server: replies at once; stamps (hrtime, ns) of each agent reply sent and each request received. */
 async function startServer(turns, pid) {
-  const seen = { agent: 0, summary: 0, cpu: [], mainArrived: [], mainSent: [], newBytes: [], arrived: [], headersAt: [], sent: [], bytes: [], summariesBefore: [], summaryMs: [], hwm: new Map() }
+  const seen = {
+    agent: 0,
+    summary: 0,
+    cpu: [],
+    mainArrived: [],
+    mainSent: [],
+    newBytes: [],
+    arrived: [],
+    headersAt: [],
+    sent: [],
+    bytes: [],
+    summariesBefore: [],
+    summaryMs: [],
+    hwm: new Map(),
+  }
   const server = createServer((req, res) => {
     const headersAt = process.hrtime.bigint()
     const chunks = []
@@ -50,16 +64,35 @@ async function startServer(turns, pid) {
         seen.mainArrived[n] = mainCpuNs(pid())
         // Peak RSS so far of the run process, as the kernel keeps it.
         if (n === 1_001 || n === turns) seen.hwm.set(n - 1, vmHwm(pid()))
-        message = n >= turns ? { role: 'assistant', content: 'done' } : { role: 'assistant', content: `reading f${n % FILES}`, tool_calls: [{ id: `c${n}`, type: 'function', function: { name: 'read_file', arguments: JSON.stringify({ path: `f${n % FILES}.txt` }) } }] }
+        message =
+          n >= turns
+            ? { role: 'assistant', content: 'done' }
+            : {
+                role: 'assistant',
+                content: `reading f${n % FILES}`,
+                tool_calls: [{ id: `c${n}`, type: 'function', function: { name: 'read_file', arguments: JSON.stringify({ path: `f${n % FILES}.txt` }) } }],
+              }
       } else {
         seen.summary++
-        message = { role: 'assistant', content: `## Original Task\nread the files\n## Completed Work\n- read files up to turn ${seen.agent}\n## Current State\n- going on` }
+        message = {
+          role: 'assistant',
+          content: `## Original Task\nread the files\n## Completed Work\n- read files up to turn ${seen.agent}\n## Current State\n- going on`,
+        }
       }
       const prompt = Math.ceil(body.length / 4)
       // The run process waits for this reply: its main thread's CPU time stands still until it is sent.
       if (isAgent) seen.mainSent[seen.agent] = mainCpuNs(pid())
       res.writeHead(200, { 'content-type': 'application/json' })
-      res.end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: 'bench', choices: [{ index: 0, finish_reason: isAgent && seen.agent < turns ? 'tool_calls' : 'stop', message }], usage: { prompt_tokens: prompt, completion_tokens: 20, total_tokens: prompt + 20 } }))
+      res.end(
+        JSON.stringify({
+          id: 'x',
+          object: 'chat.completion',
+          created: 0,
+          model: 'bench',
+          choices: [{ index: 0, finish_reason: isAgent && seen.agent < turns ? 'tool_calls' : 'stop', message }],
+          usage: { prompt_tokens: prompt, completion_tokens: 20, total_tokens: prompt + 20 },
+        }),
+      )
       const sent = process.hrtime.bigint()
       if (isAgent) seen.sent[seen.agent] = sent
       else seen.summaryMs.push(Number(sent - arrived) / 1e6)
@@ -99,7 +132,10 @@ export async function timedRun(turns = TURNS, nodeFlags = [], bin = BIN) {
   let child = null
   const server = await startServer(turns, () => child.pid)
   // The default config but for the endpoint: context_length, threshold, prune as shipped.
-  writeFileSync(join(dir, 'config.yaml'), `llm:\n  provider: openai\n  openai:\n    base_url: ${server.url}\n    api_key: bench\n    model: bench\n    max_retries: 0\n`)
+  writeFileSync(
+    join(dir, 'config.yaml'),
+    `llm:\n  provider: openai\n  openai:\n    base_url: ${server.url}\n    api_key: bench\n    model: bench\n    max_retries: 0\n`,
+  )
   const logFile = join(dir, 'run.log')
   const log = openSync(logFile, 'w')
   const started = Date.now()
@@ -107,7 +143,27 @@ export async function timedRun(turns = TURNS, nodeFlags = [], bin = BIN) {
   try {
     await new Promise((resolve, reject) => {
       // run's log goes to a file, read afterwards: nothing in this process competes with the server while it runs.
-      child = spawn(process.execPath, [...nodeFlags, bin, 'run', '--task', 'read the files', '--workspace', ws, '--home', join(dir, 'tree'), '--config', join(dir, 'config.yaml'), '--log-format', 'json', '--max-turns', String(turns + 1)], { stdio: ['ignore', 'ignore', log] })
+      child = spawn(
+        process.execPath,
+        [
+          ...nodeFlags,
+          bin,
+          'run',
+          '--task',
+          'read the files',
+          '--workspace',
+          ws,
+          '--home',
+          join(dir, 'tree'),
+          '--config',
+          join(dir, 'config.yaml'),
+          '--log-format',
+          'json',
+          '--max-turns',
+          String(turns + 1),
+        ],
+        { stdio: ['ignore', 'ignore', log] },
+      )
       child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`run exited ${code}: ${readFileSync(logFile, 'utf8').slice(-2000)}`))))
     })
   } finally {
@@ -156,7 +212,17 @@ export async function timedRun(turns = TURNS, nodeFlags = [], bin = BIN) {
   // The whole task's CPU per turn: from its first request to its last (start-up apart), compactions and GC threads included.
   cpu.task = ((seen.cpu[turns] - seen.cpu[1]) * tick) / (turns - 1)
   // stamps: hrtime (ns, CLOCK_MONOTONIC, comparable with a CPU profile's µs) of each reply sent and request received.
-  return { records, load, cpu, hwm: seen.hwm, stamps: { sent: seen.sent, arrived: seen.arrived }, summaries: seen.summary, summaryServerMs: median(seen.summaryMs.length ? seen.summaryMs : [0]), wallS, maxKb: Math.max(...seen.bytes.slice(1)) / 1024 }
+  return {
+    records,
+    load,
+    cpu,
+    hwm: seen.hwm,
+    stamps: { sent: seen.sent, arrived: seen.arrived },
+    summaries: seen.summary,
+    summaryServerMs: median(seen.summaryMs.length ? seen.summaryMs : [0]),
+    wallS,
+    maxKb: Math.max(...seen.bytes.slice(1)) / 1024,
+  }
 }
 
 /**
@@ -167,7 +233,13 @@ export async function timedRun(turns = TURNS, nodeFlags = [], bin = BIN) {
 export function around(records, turn) {
   const width = turn <= 10 ? 5 : 50
   const near = records.filter((r) => !r.compaction && Math.abs(r.turn - turn) <= width)
-  return { overhead: median(near.map((r) => r.overhead)), cpuMain: median(near.map((r) => r.cpuMain)), kb: median(near.map((r) => r.kb)), self: median(near.map((r) => r.selfReported)), n: near.length }
+  return {
+    overhead: median(near.map((r) => r.overhead)),
+    cpuMain: median(near.map((r) => r.cpuMain)),
+    kb: median(near.map((r) => r.kb)),
+    self: median(near.map((r) => r.selfReported)),
+    n: near.length,
+  }
 }
 
 /**
@@ -229,7 +301,8 @@ export function summarize(run) {
 const ms = (x) => `${x.toFixed(2)} ms`
 
 export async function run() {
-  if (!(TURNS >= 1_100)) throw new Error(`CTXAGENT_BENCH_TURNS=${process.env.CTXAGENT_BENCH_TURNS}: the turn suite needs at least 1,100 turns (turn 1,000 ± 50)`)
+  if (!(TURNS >= 1_100))
+    throw new Error(`CTXAGENT_BENCH_TURNS=${process.env.CTXAGENT_BENCH_TURNS}: the turn suite needs at least 1,100 turns (turn 1,000 ± 50)`)
   const runs = [await timedRun(TURNS), await timedRun(TURNS)]
   const sums = runs.map(summarize)
   const [a, b] = sums
@@ -254,7 +327,7 @@ export async function run() {
       name: 'run-turn-slope',
       what: 'growth of that overhead with the window: Theil–Sen slope per KB of request over pairs of normal turns after turn 1,000 (same runs) whose new bytes (the assistant message and tool result the turn added) are within 0.5 KB of each other, so that only the window differs',
       measured: `${both((s) => `${s.slope.usPerKb.toFixed(2)} µs/KB`)} (requests ${a.slope.minKb.toFixed(0)}–${a.slope.maxKb.toFixed(0)} KB, ${n(a.slope.pairs)} pairs); per KB of new bytes (windows within 1 KB) ${both((s) => `${s.slope.fresh.toFixed(2)} µs`)}; every pair, the two mixed, ${both((s) => `${s.slope.all.toFixed(2)} µs/KB`)}`,
-      ratio: `${(slopeWorst * 200 / 1000).toFixed(2)} ms more for a 200 KB request`,
+      ratio: `${((slopeWorst * 200) / 1000).toFixed(2)} ms more for a 200 KB request`,
       target: '≤ 2 µs/KB',
       pass: slopeWorst <= 2,
     },
@@ -274,14 +347,23 @@ export async function run() {
       target: 'reported',
       pass: true,
     },
-    TURNS < 2_000 ? { name: 'run-memory', what: 'peak RSS of the run process at the last turn vs turn 1,000', measured: `not measured: CTXAGENT_BENCH_TURNS=${TURNS} (needs ≥ 2,000)`, ratio: '-', target: '≤ 1.25×', pass: false } : {
-      name: 'run-memory',
-      what: `peak RSS (VmHWM) of the bin/ctxagent run process at turn ${n(TURNS)} vs at turn 1,000, same runs (the flags bin/ctxagent runs with, none added)`,
-      measured: hwm.map((h) => `${h.end.toFixed(1)} MB vs ${h.k1.toFixed(1)} MB`).join(' / '),
-      ratio: growth.map((g) => `${g.toFixed(2)}×`).join(' / '),
-      target: '≤ 1.25×',
-      pass: Math.max(...growth) <= 1.25,
-    },
+    TURNS < 2_000
+      ? {
+          name: 'run-memory',
+          what: 'peak RSS of the run process at the last turn vs turn 1,000',
+          measured: `not measured: CTXAGENT_BENCH_TURNS=${TURNS} (needs ≥ 2,000)`,
+          ratio: '-',
+          target: '≤ 1.25×',
+          pass: false,
+        }
+      : {
+          name: 'run-memory',
+          what: `peak RSS (VmHWM) of the bin/ctxagent run process at turn ${n(TURNS)} vs at turn 1,000, same runs (the flags bin/ctxagent runs with, none added)`,
+          measured: hwm.map((h) => `${h.end.toFixed(1)} MB vs ${h.k1.toFixed(1)} MB`).join(' / '),
+          ratio: growth.map((g) => `${g.toFixed(2)}×`).join(' / '),
+          target: '≤ 1.25×',
+          pass: Math.max(...growth) <= 1.25,
+        },
   ]
 }
 
@@ -291,5 +373,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const flags = process.argv.slice(3)
   const r = await timedRun(turns, flags)
   const s = summarize(r)
-  process.stdout.write(`${JSON.stringify({ turns, flags, load: r.load, cpu: r.cpu, wallS: r.wallS, maxKb: r.maxKb, summaries: r.summaries, hwm: Object.fromEntries(r.hwm), ...s }, null, 1)}\n`)
+  process.stdout.write(
+    `${JSON.stringify({ turns, flags, load: r.load, cpu: r.cpu, wallS: r.wallS, maxKb: r.maxKb, summaries: r.summaries, hwm: Object.fromEntries(r.hwm), ...s }, null, 1)}\n`,
+  )
 }

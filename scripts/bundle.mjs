@@ -26,7 +26,8 @@ const pgOnNode = {
     b.onLoad({ filter: /[\\/]pg[\\/]lib[\\/]stream\.js$/ }, (args) => {
       const text = readFileSync(args.path, 'utf8')
       const check = 'if (isCloudflareRuntime()) {'
-      if (!text.includes(check)) return { contents: text, loader: 'js', warnings: [{ text: `pg-on-node: '${check}' not found in ${args.path}: pg loads undici at start-up again` }] }
+      if (!text.includes(check))
+        return { contents: text, loader: 'js', warnings: [{ text: `pg-on-node: '${check}' not found in ${args.path}: pg loads undici at start-up again` }] }
       return { contents: text.replace(check, 'if (false) {'), loader: 'js' }
     })
   },

@@ -77,32 +77,88 @@ const turns = [
   ['First I will check whether the tests pass today.', [['run_command', { command: 'node test/run.mjs' }]]],
   ['All tests pass, so the bug is not covered. I will reproduce the customer example.', [['write_file', { path: 'repro.mjs', content: REPRO }]]],
   ['', [['run_command', { command: 'node repro.mjs' }]]],
-  ['Reproduced: VAT 38.00 € on 200.00 € although the discount brings the net to 180.00 €. Where is computeVat called?', [['grep', { pattern: 'computeVat\\(', path: 'src' }]]],
+  [
+    'Reproduced: VAT 38.00 € on 200.00 € although the discount brings the net to 180.00 €. Where is computeVat called?',
+    [['grep', { pattern: 'computeVat\\(', path: 'src' }]],
+  ],
   ['Only invoice.js calls it, without the third argument (scale). Is chargedShare used anywhere?', [['grep', { pattern: 'chargedShare' }]]],
   ['chargedShare exists but nothing calls it. Let me check the rounding helpers it relies on.', [['read_file', { path: 'src/money.js' }]]],
   ['', [['read_file', { path: 'docs/rounding.md' }]]],
-  ['The docs say VAT is rounded once per category on the taxable total. The tax tests should show how scale is meant to be used.', [['read_file', { path: 'test/tax.test.mjs' }]]],
-  ['The tax test uses scale 9,000 bp for a 10 % discount: exactly what chargedShare returns. Let me check how the renderer shows the taxable amount.', [['read_file', { path: 'src/format.js' }]]],
-  ['format.js prints part.taxable, so once computeVat gets the scale the rendered line will say "on 180.00 €" too. Any other place that uses the discount?', [['grep', { pattern: 'discount', include: '*.js', path: 'src' }]]],
+  [
+    'The docs say VAT is rounded once per category on the taxable total. The tax tests should show how scale is meant to be used.',
+    [['read_file', { path: 'test/tax.test.mjs' }]],
+  ],
+  [
+    'The tax test uses scale 9,000 bp for a 10 % discount: exactly what chargedShare returns. Let me check how the renderer shows the taxable amount.',
+    [['read_file', { path: 'src/format.js' }]],
+  ],
+  [
+    'format.js prints part.taxable, so once computeVat gets the scale the rendered line will say "on 180.00 €" too. Any other place that uses the discount?',
+    [['grep', { pattern: 'discount', include: '*.js', path: 'src' }]],
+  ],
   ['', [['read_file', { path: 'test/invoice.test.mjs' }]]],
-  ['The discount tests check the net but never the VAT. The fix: pass the charged share to computeVat in totals().', [['read_file', { path: 'src/invoice.js', offset: 84, limit: 30 }]]],
+  [
+    'The discount tests check the net but never the VAT. The fix: pass the charged share to computeVat in totals().',
+    [['read_file', { path: 'src/invoice.js', offset: 84, limit: 30 }]],
+  ],
   ['', [['edit_file', { path: 'src/invoice.js', old_string: BUGGY, new_string: FIXED }]]],
   ['', [['run_command', { command: 'node repro.mjs' }]]],
   ['Now 34.20 € VAT on 180.00 € and total 214.20 €, as the customer expected. The whole suite:', [['run_command', { command: 'node test/run.mjs' }]]],
-  ['Next, a case with several categories, an exempt line and a fixed discount, to be sure the share is spread correctly.', [['write_file', { path: 'repro.mjs', content: REPRO_MIXED }]]],
+  [
+    'Next, a case with several categories, an exempt line and a fixed discount, to be sure the share is spread correctly.',
+    [['write_file', { path: 'repro.mjs', content: REPRO_MIXED }]],
+  ],
   ['', [['run_command', { command: 'node repro.mjs' }]]],
-  ['Subtotal 459.00 €, discount 45.90 €, so 90 % of every category is still charged. Let me confirm exempt lines stay outside the taxable amounts.', [['read_file', { path: 'src/tax.js', offset: 38, limit: 25 }]]],
-  ['taxableByCategory skips exempt lines and the share scales each category: 32,400 and 4,410 cents taxable, 61.56 € and 3.09 € VAT. Correct. Now the regression tests.', [['edit_file', { path: 'test/invoice.test.mjs', old_string: "test('a fixed discount is never more than the subtotal', () => {", new_string: REGRESSION }]]],
+  [
+    'Subtotal 459.00 €, discount 45.90 €, so 90 % of every category is still charged. Let me confirm exempt lines stay outside the taxable amounts.',
+    [['read_file', { path: 'src/tax.js', offset: 38, limit: 25 }]],
+  ],
+  [
+    'taxableByCategory skips exempt lines and the share scales each category: 32,400 and 4,410 cents taxable, 61.56 € and 3.09 € VAT. Correct. Now the regression tests.',
+    [['edit_file', { path: 'test/invoice.test.mjs', old_string: "test('a fixed discount is never more than the subtotal', () => {", new_string: REGRESSION }]],
+  ],
   ['', [['run_command', { command: 'node test/run.mjs' }]]],
   ['21 tests pass. Does the rendered invoice need a test for the discounted VAT line?', [['read_file', { path: 'test/format.test.mjs' }]]],
-  ['', [['edit_file', { path: 'test/format.test.mjs', old_string: "  assert.match(text, /Total +960\\.00 €$/)\n})\n", new_string: "  assert.match(text, /Total +960\\.00 €$/)\n})\n\ntest('render shows VAT on the discounted amount', () => {\n  const invoice = new Invoice({ number: 'INV-2024-0008', region: 'DE', issued: '2024-05-02' })\n  invoice.addLine({ description: 'Consulting', quantity: 2, unitPrice: 10_000 })\n  invoice.applyDiscount({ code: 'SPRING10', percent: 10 })\n  const text = invoice.render()\n  assert.match(text, /Discount SPRING10 +-20\\.00 €/)\n  assert.match(text, /VAT 19 % on 180\\.00 € +34\\.20 €/)\n  assert.match(text, /Total +214\\.20 €$/)\n})\n" }]]],
+  [
+    '',
+    [
+      [
+        'edit_file',
+        {
+          path: 'test/format.test.mjs',
+          old_string: '  assert.match(text, /Total +960\\.00 €$/)\n})\n',
+          new_string:
+            "  assert.match(text, /Total +960\\.00 €$/)\n})\n\ntest('render shows VAT on the discounted amount', () => {\n  const invoice = new Invoice({ number: 'INV-2024-0008', region: 'DE', issued: '2024-05-02' })\n  invoice.addLine({ description: 'Consulting', quantity: 2, unitPrice: 10_000 })\n  invoice.applyDiscount({ code: 'SPRING10', percent: 10 })\n  const text = invoice.render()\n  assert.match(text, /Discount SPRING10 +-20\\.00 €/)\n  assert.match(text, /VAT 19 % on 180\\.00 € +34\\.20 €/)\n  assert.match(text, /Total +214\\.20 €$/)\n})\n",
+        },
+      ],
+    ],
+  ],
   ['', [['run_command', { command: 'node test/run.mjs' }]]],
-  ['All 22 tests pass. Let me also confirm nothing else computes VAT on its own, in case an export path bypasses totals().', [['grep', { pattern: 'vatTotal|\\.vat\\b', path: 'src' }]]],
+  [
+    'All 22 tests pass. Let me also confirm nothing else computes VAT on its own, in case an export path bypasses totals().',
+    [['grep', { pattern: 'vatTotal|\\.vat\\b', path: 'src' }]],
+  ],
   ['Only totals() and the renderer, which reads totals(). The CHANGELOG next.', [['read_file', { path: 'CHANGELOG.md' }]]],
-  ['', [['edit_file', { path: 'CHANGELOG.md', old_string: '# Changelog\n\n## 1.4.2', new_string: '# Changelog\n\n## 1.4.3\n- Fix: VAT was charged on the subtotal before the discount. It is now charged on the\n  discounted amount, the discount spread over the VAT categories in proportion.\n\n## 1.4.2' }]]],
+  [
+    '',
+    [
+      [
+        'edit_file',
+        {
+          path: 'CHANGELOG.md',
+          old_string: '# Changelog\n\n## 1.4.2',
+          new_string:
+            '# Changelog\n\n## 1.4.3\n- Fix: VAT was charged on the subtotal before the discount. It is now charged on the\n  discounted amount, the discount spread over the VAT categories in proportion.\n\n## 1.4.2',
+        },
+      ],
+    ],
+  ],
   ['The version in package.json should match the new CHANGELOG entry.', [['read_file', { path: 'package.json' }]]],
   ['', [['edit_file', { path: 'package.json', old_string: '"version": "1.4.2"', new_string: '"version": "1.4.3"' }]]],
-  ['The reproduction script was only for me; removing it and running the suite a last time.', [['run_command', { command: 'rm repro.mjs && node test/run.mjs' }]]],
+  [
+    'The reproduction script was only for me; removing it and running the suite a last time.',
+    [['run_command', { command: 'rm repro.mjs && node test/run.mjs' }]],
+  ],
   ['', [['list_dir', { path: '.', depth: 1 }]]],
   [
     'Done.',
@@ -126,7 +182,11 @@ const stamp = () => new Date(start + seq * 7_000).toISOString()
 const tokens = (text) => Math.ceil(text.length / 4)
 lines.push({ seq: ++seq, role: 'user', content: TASK, timestamp: stamp(), token_count: tokens(TASK) })
 turns.forEach(([content, calls], turn) => {
-  const tool_calls = calls.map(([name, args], i) => ({ id: `call_${String(turn + 1).padStart(2, '0')}_${i}`, type: 'function', function: { name, arguments: JSON.stringify(args) } }))
+  const tool_calls = calls.map(([name, args], i) => ({
+    id: `call_${String(turn + 1).padStart(2, '0')}_${i}`,
+    type: 'function',
+    function: { name, arguments: JSON.stringify(args) },
+  }))
   lines.push({ seq: ++seq, role: 'assistant', content, timestamp: stamp(), token_count: tokens(content) + tokens(JSON.stringify(tool_calls)), tool_calls })
 })
 const out = fileURLToPath(new URL('../demo/session.jsonl', import.meta.url))

@@ -27,18 +27,48 @@ import { CtxError } from './errors.js'
 import { forTerminal } from './terminal-text.js'
 import { ctxagentVersion } from './version.js'
 
-
 export function buildProgram(): Command {
   const program = new Command('ctxagent')
-    .description('A coding agent for the command line whose every task lives on disk, and the operator commands to inspect, measure, clean up and recover those tasks')
+    .description(
+      'A coding agent for the command line whose every task lives on disk, and the operator commands to inspect, measure, clean up and recover those tasks',
+    )
     .version(ctxagentVersion(), '-V, --version')
-    .addOption(new Option('--home <dir>', 'base directory of the task tree (default: CTXAGENT_HOME, config context.base_dir, $XDG_STATE_HOME/ctxagent or ~/.local/state/ctxagent)'))
-    .addOption(new Option('--config <file>', 'config file, or none for no file (default: CTXAGENT_CONFIG, $XDG_CONFIG_HOME/ctxagent/config.yaml or ~/.config/ctxagent/config.yaml, /etc/ctxagent/config.yaml; never one in the current directory)'))
+    .addOption(
+      new Option(
+        '--home <dir>',
+        'base directory of the task tree (default: CTXAGENT_HOME, config context.base_dir, $XDG_STATE_HOME/ctxagent or ~/.local/state/ctxagent)',
+      ),
+    )
+    .addOption(
+      new Option(
+        '--config <file>',
+        'config file, or none for no file (default: CTXAGENT_CONFIG, $XDG_CONFIG_HOME/ctxagent/config.yaml or ~/.config/ctxagent/config.yaml, /etc/ctxagent/config.yaml; never one in the current directory)',
+      ),
+    )
     .option('--json', 'machine-readable output (one JSON document, or JSON Lines for listings)')
     .option('--no-color', 'no colour (also NO_COLOR)')
     .showSuggestionAfterError(true)
 
-  for (const command of [runCommand(), viewCommand(), listCommand(), statsCommand(), cleanupCommand(), compressCommand(), pauseCommand(), commentCommand(), chatCommand(), watchLocksCommand(), unlockCommand(), reindexCommand(), configCommand(), doctorCommand(), demoCommand(), exportCommand(), completionCommand()]) program.addCommand(command)
+  for (const command of [
+    runCommand(),
+    viewCommand(),
+    listCommand(),
+    statsCommand(),
+    cleanupCommand(),
+    compressCommand(),
+    pauseCommand(),
+    commentCommand(),
+    chatCommand(),
+    watchLocksCommand(),
+    unlockCommand(),
+    reindexCommand(),
+    configCommand(),
+    doctorCommand(),
+    demoCommand(),
+    exportCommand(),
+    completionCommand(),
+  ])
+    program.addCommand(command)
   for (const command of [enqueueCommand(), workerCommand(main), pollCommand(), fleetCommand(), jobsCommand(), serveCommand()]) program.addCommand(command)
   for (const command of [program, ...program.commands]) {
     const examples = examplesText(command.name())
@@ -109,7 +139,10 @@ function report(err: unknown, program: Command): number {
       return 2
     }
     // One line: commander puts "(Did you mean …?)" on a line of its own.
-    const message = err.message.replace(/^error: /, '').replace(/\s*\n\s*/g, ' ').trim()
+    const message = err.message
+      .replace(/^error: /, '')
+      .replace(/\s*\n\s*/g, ' ')
+      .trim()
     errorLine(`${message} (see ctxagent ${commandIn(program)}--help)`)
     return 2
   }

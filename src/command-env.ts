@@ -53,10 +53,13 @@ export function createCommandEnv(globals: GlobalOptions, env: NodeJS.ProcessEnv 
   guardOutput(process.stderr)
   const fromEnv = nonEmpty(env.CTXAGENT_HOME)
   const [base, baseSource]: [string, BaseSource] =
-    globals.home !== undefined ? [globals.home, '--home']
-    : fromEnv !== undefined ? [fromEnv, 'CTXAGENT_HOME']
-    : config.context.base_dir !== null ? [config.context.base_dir, 'context.base_dir']
-    : [defaultBase(env), 'default']
+    globals.home !== undefined
+      ? [globals.home, '--home']
+      : fromEnv !== undefined
+        ? [fromEnv, 'CTXAGENT_HOME']
+        : config.context.base_dir !== null
+          ? [config.context.base_dir, 'context.base_dir']
+          : [defaultBase(env), 'default']
   checkBase(base, baseSource)
   const fixed = pinnedNow(env)
   const io = createIo({ env, ...(globals.color === false ? { color: false } : {}) })
@@ -124,7 +127,13 @@ export function parseIsoDate(value: string, options: { dayOnly: boolean }): Date
   const [year, month, dom] = [Number(m[1]), Number(m[2]), Number(m[3])]
   if (month < 1 || month > 12 || dom < 1 || dom > new Date(Date.UTC(year, month, 0)).getUTCDate()) return null
   if (time) {
-    const [hour, minute, second, offH, offM] = [time[4], time[5], time[6], time[7], time[8]].map((x) => Number(x ?? 0)) as [number, number, number, number, number]
+    const [hour, minute, second, offH, offM] = [time[4], time[5], time[6], time[7], time[8]].map((x) => Number(x ?? 0)) as [
+      number,
+      number,
+      number,
+      number,
+      number,
+    ]
     if (hour > 23 || minute > 59 || second > 59 || offH > 23 || offM > 59) return null
   }
   const date = new Date(day ? `${value}T00:00:00.000Z` : value)
@@ -175,7 +184,11 @@ function safeUser(env: NodeJS.ProcessEnv): string {
  * duration of `body`. An index that cannot be opened is a warning: the directories
  * stay the truth and every command works without it.
  */
-export async function withTaskEnv<T>(ctx: CommandEnv, body: (env: TaskEnv) => Promise<T>, options: { createIndex?: boolean; lazyIndex?: boolean } = {}): Promise<T> {
+export async function withTaskEnv<T>(
+  ctx: CommandEnv,
+  body: (env: TaskEnv) => Promise<T>,
+  options: { createIndex?: boolean; lazyIndex?: boolean } = {},
+): Promise<T> {
   let index: IndexStore | null = null
   let unopened: string | null = null
   const databaseUrl = fleetDatabaseUrl(ctx)

@@ -40,7 +40,10 @@ export class LockedError extends CtxError {
 
 /** Two processes resumed one task and this one lost: one line, exit 4. */
 export function resumeRaceLost(uuid: string): LockedError {
-  return new LockedError(`task ${uuid} was taken by another process while this one resumed it`, `see ctxagent view ${uuid.slice(0, 8)}; only one process runs a task`)
+  return new LockedError(
+    `task ${uuid} was taken by another process while this one resumed it`,
+    `see ctxagent view ${uuid.slice(0, 8)}; only one process runs a task`,
+  )
 }
 
 /** The LLM server failed or could not be reached: exit 1. */

@@ -66,7 +66,8 @@ export function readStdinText(what: string, hint: string, maxBytes = MAX_TEXT_IN
     }
     if (n === 0) break
     total += n
-    if (total > maxBytes) throw new UsageError(`${what} - (standard input) is more than ${grouped(maxBytes)} bytes; the limit is ${formatLimit(maxBytes)}`, hint)
+    if (total > maxBytes)
+      throw new UsageError(`${what} - (standard input) is more than ${grouped(maxBytes)} bytes; the limit is ${formatLimit(maxBytes)}`, hint)
     chunks.push(Buffer.from(buffer.subarray(0, n)))
   }
   return Buffer.concat(chunks, total).toString('utf8')

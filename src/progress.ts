@@ -23,7 +23,7 @@ export function createProgress(io: Io, label: string, enabled = true): Progress 
   let started = false
   return {
     start: (total) => {
-      if (total > 0) (bar.start(total, 0), (started = true))
+      if (total > 0) bar.start(total, 0), (started = true)
     },
     tick: (n = 1) => {
       if (started) bar.increment(n)

@@ -40,7 +40,11 @@ function fitted(io: Io, head: string[], rows: string[][], columns: number): stri
   const content = natural.table.options.colWidths.map((w) => (typeof w === 'number' ? w : 2) - 2)
   if (lineWidth(content.map((w) => w + 2)) <= columns) return natural.text
   // The widest column is cut first, down to KEEP; then the padding goes; then any column is cut, down to one character.
-  for (const [padding, keep] of [[1, KEEP], [0, KEEP], [0, 1]] as const) {
+  for (const [padding, keep] of [
+    [1, KEEP],
+    [0, KEEP],
+    [0, 1],
+  ] as const) {
     const fit = shrink(content, keep, columns - content.length * 2 * padding)
     if (fit !== null) return render(io, head, rows, { padding, colWidths: fit.map((w) => w + 2 * padding) }).text
   }

@@ -16,7 +16,10 @@ export function explainSystemError(err: unknown, base: string): CtxError | null 
   const where = path ?? base
   const fail = (message: string, hint: string) => new CtxError(message, { hint, cause: err })
   if (isDiskFull(err, base)) {
-    return fail(`no space left on the device holding ${base}${path ? ` (writing ${path})` : ''}`, 'free some space there and run the command again; every record written before is intact')
+    return fail(
+      `no space left on the device holding ${base}${path ? ` (writing ${path})` : ''}`,
+      'free some space there and run the command again; every record written before is intact',
+    )
   }
   // SQLite's extended codes (SQLITE_BUSY_SNAPSHOT, SQLITE_CORRUPT_INDEX, …) mean what their primary code means.
   switch (/^SQLITE_[A-Z]+/.exec(code)?.[0] ?? code) {
@@ -46,7 +49,8 @@ export function explainSystemError(err: unknown, base: string): CtxError | null 
       // SQLite does not say why; the tree itself does.
       const why = accessError(base)
       if (why === 'EROFS') return fail(`the task tree ${base} is on a read-only file system`, 'give a writable --home, or remount it read-write')
-      if (why === 'EACCES' || why === 'EPERM') return fail(`permission denied: ${base}/tasks.db`, 'run ctxagent as the user that owns the task tree, or fix its permissions')
+      if (why === 'EACCES' || why === 'EPERM')
+        return fail(`permission denied: ${base}/tasks.db`, 'run ctxagent as the user that owns the task tree, or fix its permissions')
       return fail(`${base}/tasks.db cannot be opened`, 'check that this user may read and write the task tree')
     }
     case 'SQLITE_BUSY':

@@ -25,7 +25,10 @@ const SGR = /(\x1b\[[0-9;]*m)/
  */
 export function forColourTerminal(text: string): string {
   if (!/[\x00-\x08\x0b-\x1f\x7f-\x9f]/.test(text)) return text
-  return text.split(SGR).map((part, i) => (i % 2 === 1 ? part : forTerminal(part))).join('')
+  return text
+    .split(SGR)
+    .map((part, i) => (i % 2 === 1 ? part : forTerminal(part)))
+    .join('')
 }
 
 /** Every string inside a JSON-like value made safe to print (keys too: they are printed as well). */

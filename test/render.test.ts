@@ -11,7 +11,20 @@ function ioOf(tty: boolean, columns?: number) {
 
 const HEAD = ['id', 'state', 'kind', 'task', 'user', 'host', 'tries', 'prio', 'created', 'claimed', 'finished', 'last error']
 const ROWS = [
-  ['17', 'failed', 'run', '0a1b2c3d', 'alice', 'worker-node-1.example.internal', '3', '0', '2h ago', '2h ago', '1h ago', 'the LLM (gpt-4o) could not be reached: connect ECONNREFUSED 127.0.0.1:8000'],
+  [
+    '17',
+    'failed',
+    'run',
+    '0a1b2c3d',
+    'alice',
+    'worker-node-1.example.internal',
+    '3',
+    '0',
+    '2h ago',
+    '2h ago',
+    '1h ago',
+    'the LLM (gpt-4o) could not be reached: connect ECONNREFUSED 127.0.0.1:8000',
+  ],
   ['18', 'waiting', 'resume', '4e5f6a7b', 'bob', '-', '0', '5', '3m ago', '-', '-', ''],
 ]
 
@@ -41,8 +54,15 @@ describe('table', () => {
     expect(text.replace(/\x1b\[[0-9;]*m/g, '').split('\n')).toEqual(['┌───┬─────┐', '│ a │ b   │', '│ 1 │ two │', '└───┴─────┘'])
   })
 
-  it('on a pipe: a header row and tab-separated rows, a field\'s tabs and line breaks as spaces, whole', () => {
-    const text = table(ioOf(false, 40), ['uuid', 'task'], [['0a1b2c3d', 'line one\nline\ttwo\r\nthree'], ['4e5f6a7b', 7]])
+  it("on a pipe: a header row and tab-separated rows, a field's tabs and line breaks as spaces, whole", () => {
+    const text = table(
+      ioOf(false, 40),
+      ['uuid', 'task'],
+      [
+        ['0a1b2c3d', 'line one\nline\ttwo\r\nthree'],
+        ['4e5f6a7b', 7],
+      ],
+    )
     expect(text).toBe('uuid\ttask\n0a1b2c3d\tline one line two three\n4e5f6a7b\t7')
   })
 })

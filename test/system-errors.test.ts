@@ -7,7 +7,9 @@ const errno = (code: string, extra: Record<string, unknown> = {}) => Object.assi
 describe('explainSystemError', () => {
   it('says a full disk in words, naming the tree (write() errors carry no path) or the file', () => {
     expect(explainSystemError(errno('ENOSPC'), '/srv/tree')?.message).toBe('no space left on the device holding /srv/tree')
-    expect(explainSystemError(errno('ENOSPC', { path: '/srv/tree/x.tmp' }), '/srv/tree')?.message).toBe('no space left on the device holding /srv/tree (writing /srv/tree/x.tmp)')
+    expect(explainSystemError(errno('ENOSPC', { path: '/srv/tree/x.tmp' }), '/srv/tree')?.message).toBe(
+      'no space left on the device holding /srv/tree (writing /srv/tree/x.tmp)',
+    )
     const sqlite = explainSystemError(errno('SQLITE_FULL'), '/srv/tree')
     expect(sqlite).toBeInstanceOf(CtxError)
     expect(sqlite?.exitCode).toBe(1)

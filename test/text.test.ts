@@ -10,7 +10,8 @@ describe('grouped', () => {
 
 describe('wrapWords', () => {
   it('wraps at spaces within the width, indents what follows, and never cuts a word', () => {
-    const text = 'warn sandbox: commands run as nobody (65534) with a seccomp filter; /root/.npm/_npx/a-very-long-directory-name-that-cannot-fit is not readable'
+    const text =
+      'warn sandbox: commands run as nobody (65534) with a seccomp filter; /root/.npm/_npx/a-very-long-directory-name-that-cannot-fit is not readable'
     const wrapped = wrapWords(text, 40, 5)
     const lines = wrapped.split('\n')
     expect(lines.join(' ').replace(/ +/g, ' ')).toBe(text)

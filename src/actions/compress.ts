@@ -60,11 +60,15 @@ export async function compressAction(ctx: CommandEnv, start: TaskRef, input: Com
   const replayed = readMetadata(ref.dir).config.llm_provider === 'replay'
   const summarizer = replayed ? extractiveSummarizer() : await summarizerFor(ctx, input)
   // Updates the index where there is one; a refusal must create nothing.
-  return withTaskEnv(ctx, async (env) => {
-    const outcome = await compressTask(env, ref, settingsFrom(ctx.config, input.keepRecent), summarizer, input.dryRun === true)
-    if (outcome.kind === 'done') auditAction(ctx, actor, 'compress', ref.uuid)
-    return { ...outcome, left }
-  }, { createIndex: false })
+  return withTaskEnv(
+    ctx,
+    async (env) => {
+      const outcome = await compressTask(env, ref, settingsFrom(ctx.config, input.keepRecent), summarizer, input.dryRun === true)
+      if (outcome.kind === 'done') auditAction(ctx, actor, 'compress', ref.uuid)
+      return { ...outcome, left }
+    },
+    { createIndex: false },
+  )
 }
 
 async function ownerIsAlive(ctx: CommandEnv, ref: TaskRef): Promise<boolean> {

@@ -43,7 +43,11 @@ export async function enqueueJob(ctx: CommandEnv, request: JobRequest, actor: Ac
       throw new CtxError(`the job was not queued (${(err as Error).message})`, { exitCode: 1, hint: 'check that the database is up, then try again' })
     }
     const job = { task_uuid: request.uuid, kind: request.kind, spec: request.spec, priority: request.priority, user: request.user }
-    const conflict = () => new CtxError(`task ${request.uuid} already has a job waiting, running or retrying`, { exitCode: 4, hint: `see ctxagent jobs --task ${request.uuid.slice(0, 8)}` })
+    const conflict = () =>
+      new CtxError(`task ${request.uuid} already has a job waiting, running or retrying`, {
+        exitCode: 4,
+        hint: `see ctxagent jobs --task ${request.uuid.slice(0, 8)}`,
+      })
     const queued = (id: number): EnqueueOutcome => {
       auditAction(ctx, actor, 'enqueue', request.uuid)
       return { kind: 'queued', uuid: request.uuid, job: id }
@@ -58,7 +62,8 @@ export async function enqueueJob(ctx: CommandEnv, request: JobRequest, actor: Ac
     for (let tries = 0; ; tries++) {
       const got = await queue.enqueueKeyed({ ...job, key: request.key }, keepSeconds).catch(failed)
       if (got !== null && 'id' in got) return queued(got.id)
-      if (got !== null) return { kind: 'held', uuid: got.holder.task_uuid, job: got.holder.id, state: got.holder.state, key: request.key, finished_at: got.holder.finished_at }
+      if (got !== null)
+        return { kind: 'held', uuid: got.holder.task_uuid, job: got.holder.id, state: got.holder.state, key: request.key, finished_at: got.holder.finished_at }
       // Another enqueue of the key, or of the task, won the insert: ask again (its job is then the holder).
       if (tries >= 3) throw conflict()
     }
@@ -86,7 +91,10 @@ export function resumeRequest(ref: TaskRef, options: { priority?: number; key?: 
 export async function queueResume(ctx: CommandEnv, ref: TaskRef, actor: Actor): Promise<EnqueueOutcome> {
   const request = resumeRequest(ref)
   if (fleetDatabaseUrl(ctx) === null) {
-    throw new CtxError(`task ${ref.uuid} is paused, and there is no fleet to queue its resume in`, { exitCode: 4, hint: `run ctxagent run --resume ${ref.uuid} on a host, or set fleet.database_url` })
+    throw new CtxError(`task ${ref.uuid} is paused, and there is no fleet to queue its resume in`, {
+      exitCode: 4,
+      hint: `run ctxagent run --resume ${ref.uuid} on a host, or set fleet.database_url`,
+    })
   }
   return enqueueJob(ctx, request, actor)
 }

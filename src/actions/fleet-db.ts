@@ -24,7 +24,11 @@ export async function fleetPool(ctx: CommandEnv, role: string, max = 4): Promise
     }
   } catch (err) {
     await pool.end().catch(() => undefined)
-    throw new CtxError(`cannot reach the fleet's database (${pgReason(err)})`, { exitCode: 1, hint: 'check fleet.database_url or CTXAGENT_DATABASE_URL and that the server is up', cause: err })
+    throw new CtxError(`cannot reach the fleet's database (${pgReason(err)})`, {
+      exitCode: 1,
+      hint: 'check fleet.database_url or CTXAGENT_DATABASE_URL and that the server is up',
+      cause: err,
+    })
   }
   return { pool, url }
 }
@@ -74,14 +78,26 @@ export interface FleetReapOutcome {
 }
 
 /** In a fleet: one pass at a time fleet-wide, dead workers' tasks recovered and their jobs settled (docs/contract.md §14.3). */
-export async function fleetReapPass(ctx: CommandEnv, env: TaskEnv, options: Parameters<typeof monitorPass>[1], pass: FleetPassOptions): Promise<FleetReapOutcome> {
+export async function fleetReapPass(
+  ctx: CommandEnv,
+  env: TaskEnv,
+  options: Parameters<typeof monitorPass>[1],
+  pass: FleetPassOptions,
+): Promise<FleetReapOutcome> {
   const { fleetPass } = await import('../fleet/recovery.js')
   const { pool } = await fleetPool(ctx, 'watch-locks')
   try {
     const locks = ctx.config.locks
     const liveSeconds = locks.stale_after_remote_seconds ?? 2 * locks.stale_after_seconds
-    const lease = { name: 'watch-locks' as const, ...leaseTimes(ctx), intervalSeconds: pass.intervalMs / 1000, onLost: () => ctx.io.warn(lostText('watch-locks')) }
-    const outcome = await withLease(pool, lease, () => fleetPass(pool, ctx.layout, ctx.config, liveSeconds, (recoverAs) => monitorPass(env, { ...options, recoverAs })))
+    const lease = {
+      name: 'watch-locks' as const,
+      ...leaseTimes(ctx),
+      intervalSeconds: pass.intervalMs / 1000,
+      onLost: () => ctx.io.warn(lostText('watch-locks')),
+    }
+    const outcome = await withLease(pool, lease, () =>
+      fleetPass(pool, ctx.layout, ctx.config, liveSeconds, (recoverAs) => monitorPass(env, { ...options, recoverAs })),
+    )
     if (!outcome.ran) {
       refusedPass(ctx, 'watch-locks', outcome.refusal, pass.once)
       return { result: { checked: 0, findings: [], reindexed: 0, jobs_recovered: 0 }, settled: [] }
@@ -104,7 +120,11 @@ function lostText(what: string): string {
 export async function withFleetLease(ctx: CommandEnv, name: LeaseName, pass: FleetPassOptions, body: () => Promise<void>): Promise<boolean> {
   const { pool } = await fleetPool(ctx, name, 2)
   try {
-    const outcome = await withLease(pool, { name, ...leaseTimes(ctx), intervalSeconds: pass.intervalMs / 1000, onLost: () => ctx.io.warn(lostText(name)) }, body)
+    const outcome = await withLease(
+      pool,
+      { name, ...leaseTimes(ctx), intervalSeconds: pass.intervalMs / 1000, onLost: () => ctx.io.warn(lostText(name)) },
+      body,
+    )
     if (!outcome.ran) refusedPass(ctx, name, outcome.refusal, pass.once)
     return outcome.ran
   } finally {

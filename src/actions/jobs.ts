@@ -44,7 +44,14 @@ export async function cancelJobAction(ctx: CommandEnv, id: number, actor: Actor,
     const location = locateTask(ctx.layout, uuid)?.location ?? null
     if (cancelled.was !== 'running') return outcome(location ?? 'not_started', 'cancelled')
     if (location !== 'running') return outcome(location ?? 'not_started', (await jobState(pool, id)) ?? 'cancelled')
-    const asked = await askOwner(ctx.layout, { uuid, location: 'running', dir: ctx.layout.taskDir('running', uuid) }, 'pause', actorName(ctx, actor), waitMs, () => ctx.now())
+    const asked = await askOwner(
+      ctx.layout,
+      { uuid, location: 'running', dir: ctx.layout.taskDir('running', uuid) },
+      'pause',
+      actorName(ctx, actor),
+      waitMs,
+      () => ctx.now(),
+    )
     const task = asked.location === 'paused' ? 'paused' : asked.location === 'completed' ? 'finished' : 'asked'
     if (task === 'asked') return outcome(task, 'running')
     return outcome(task, await endedBy(pool, id, deadline))

@@ -30,18 +30,25 @@ export async function pauseTask(ctx: CommandEnv, ref: TaskRef, actor: Actor, wai
   // Where the task is decides: when it moves on while we look (it finishes, or pauses), where it is then.
   const settled = (location: Location | null): PauseOutcome => {
     if (location === 'paused') return { kind: 'already_paused', uuid }
-    if (location === 'completed') throw new CtxError(`task ${uuid} is finished (in completed/); there is nothing to pause`, { exitCode: 4, hint: 'check the uuid' })
+    if (location === 'completed')
+      throw new CtxError(`task ${uuid} is finished (in completed/); there is nothing to pause`, { exitCode: 4, hint: 'check the uuid' })
     throw new NotFoundError(`task ${uuid} is gone from the task tree`, 'check the uuid with ctxagent list')
   }
   if (ref.location !== 'running') return settled(ref.location)
-  const now = await withTaskEnv(ctx, async (env) => {
-    const assessment = assessTask(env, ref, { policy: stalenessPolicy(ctx.config) })
-    if (!assessment.stale) return 'running'
-    // Its lock was gone because the task had just left running/ (finished, or paused by its agent).
-    const moved = locate(ctx.layout, uuid)
-    if (moved !== 'running') return moved
-    throw new CtxError(`task ${uuid} has no live agent (${assessment.verdict.reason})`, { hint: `recover it with ctxagent unlock ${uuid.slice(0, 8)}, or wait for watch-locks` })
-  }, { createIndex: false })
+  const now = await withTaskEnv(
+    ctx,
+    async (env) => {
+      const assessment = assessTask(env, ref, { policy: stalenessPolicy(ctx.config) })
+      if (!assessment.stale) return 'running'
+      // Its lock was gone because the task had just left running/ (finished, or paused by its agent).
+      const moved = locate(ctx.layout, uuid)
+      if (moved !== 'running') return moved
+      throw new CtxError(`task ${uuid} has no live agent (${assessment.verdict.reason})`, {
+        hint: `recover it with ctxagent unlock ${uuid.slice(0, 8)}, or wait for watch-locks`,
+      })
+    },
+    { createIndex: false },
+  )
   if (now !== 'running') return settled(now)
   auditAction(ctx, actor, 'pause', uuid)
   const asked = await askOwner(ctx.layout, ref, 'pause', actorName(ctx, actor), waitMs, () => ctx.now())

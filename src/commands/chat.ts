@@ -30,15 +30,17 @@ interface ChatPlan {
 const DEFAULT_TIMEOUT_MS = 300_000
 
 export function chatCommand(): Command {
-  return new Command('chat')
-    .description('talk to a chat task (run --chat): attach interactively, --send one message and print the reply, or --end the session')
-    .argument('<uuid>', 'task uuid, a unique prefix of 8+ hex characters, or last (the newest task)')
-    .option('--send <text>', 'send one message, wait for its reply and print it')
-    .option('--no-wait', 'with --send: return once the message is queued (a paused session answers it after resume)')
-    // No commander default: an explicit --timeout must be told apart from none (it contradicts --no-wait).
-    .addOption(new Option('--timeout <duration>', 'how long to wait for a reply, or for --end (default: 5m)').argParser(durationArg('--timeout')))
-    .option('--end', 'end the session (idempotent; succeeds when there is none)')
-    .action(withEnv(chat))
+  return (
+    new Command('chat')
+      .description('talk to a chat task (run --chat): attach interactively, --send one message and print the reply, or --end the session')
+      .argument('<uuid>', 'task uuid, a unique prefix of 8+ hex characters, or last (the newest task)')
+      .option('--send <text>', 'send one message, wait for its reply and print it')
+      .option('--no-wait', 'with --send: return once the message is queued (a paused session answers it after resume)')
+      // No commander default: an explicit --timeout must be told apart from none (it contradicts --no-wait).
+      .addOption(new Option('--timeout <duration>', 'how long to wait for a reply, or for --end (default: 5m)').argParser(durationArg('--timeout')))
+      .option('--end', 'end the session (idempotent; succeeds when there is none)')
+      .action(withEnv(chat))
+  )
 }
 
 /**
@@ -48,7 +50,8 @@ export function chatCommand(): Command {
 function checkOptions(opts: ChatOptions): ChatPlan {
   if (opts.send !== undefined && opts.end) throw new UsageError('--send and --end exclude each other', 'give one of them')
   if (!opts.wait && opts.send === undefined) throw new UsageError('--no-wait applies only to --send', 'add --send TEXT to queue a message, or drop --no-wait')
-  if (!opts.wait && opts.timeout !== undefined) throw new UsageError('--timeout and --no-wait exclude each other', 'drop --timeout: with --no-wait nothing is waited for')
+  if (!opts.wait && opts.timeout !== undefined)
+    throw new UsageError('--timeout and --no-wait exclude each other', 'drop --timeout: with --no-wait nothing is waited for')
   if (opts.send !== undefined && opts.send.trim() === '') throw new UsageError('the message is empty', 'say something')
   return { ...opts, timeout: opts.timeout ?? DEFAULT_TIMEOUT_MS }
 }
@@ -56,15 +59,24 @@ function checkOptions(opts: ChatOptions): ChatPlan {
 async function chat(ctx: CommandEnv, received: ChatOptions, id: string): Promise<void> {
   const opts = checkOptions(received)
   const ref = resolveTask(ctx.layout, id)
-  if (readMetadata(ref.dir).run?.chat !== true) throw new CtxError(`task ${ref.uuid} is not a chat task`, { exitCode: 4, hint: 'start one with ctxagent run --chat; talk to other tasks with ctxagent comment' })
+  if (readMetadata(ref.dir).run?.chat !== true)
+    throw new CtxError(`task ${ref.uuid} is not a chat task`, {
+      exitCode: 4,
+      hint: 'start one with ctxagent run --chat; talk to other tasks with ctxagent comment',
+    })
   // Audited only once the command acts: a refusal reads and changes nothing.
   if (opts.end) {
     auditTask(ctx, 'chat', ref.uuid)
     return end(ctx, ref, opts)
   }
-  if (ref.location === 'completed') throw new CtxError(`the chat session of task ${ref.uuid} has ended`, { exitCode: 4, hint: 'start a new one with ctxagent run --chat' })
+  if (ref.location === 'completed')
+    throw new CtxError(`the chat session of task ${ref.uuid} has ended`, { exitCode: 4, hint: 'start a new one with ctxagent run --chat' })
   if (opts.send !== undefined) return sendOne(ctx, ref, opts.send, opts)
-  if (ref.location !== 'running') throw new CtxError(`task ${ref.uuid} is paused`, { exitCode: 4, hint: `resume it with ctxagent run --resume ${ref.uuid.slice(0, 8)}, or queue a message with --send TEXT --no-wait` })
+  if (ref.location !== 'running')
+    throw new CtxError(`task ${ref.uuid} is paused`, {
+      exitCode: 4,
+      hint: `resume it with ctxagent run --resume ${ref.uuid.slice(0, 8)}, or queue a message with --send TEXT --no-wait`,
+    })
   auditTask(ctx, 'chat', ref.uuid)
   return attach(ctx, ref, opts)
 }
@@ -91,8 +103,13 @@ async function sendOne(ctx: CommandEnv, ref: TaskRef, text: string, opts: ChatPl
 }
 
 function noReply(ref: TaskRef, outcome: Exclude<ReplyOutcome, { kind: 'reply' }>, timeoutMs: number): CtxError {
-  if (outcome.kind === 'timeout') return new CtxError(`no reply from task ${ref.uuid} within ${Math.round(timeoutMs / 1000)}s`, { hint: 'the message stays queued; its reply will be in ctxagent view --messages' })
-  return new CtxError(`task ${ref.uuid} ${outcome.location === null ? 'is gone' : `moved to ${outcome.location}/`} before it answered`, { hint: 'a paused session answers after ctxagent run --resume' })
+  if (outcome.kind === 'timeout')
+    return new CtxError(`no reply from task ${ref.uuid} within ${Math.round(timeoutMs / 1000)}s`, {
+      hint: 'the message stays queued; its reply will be in ctxagent view --messages',
+    })
+  return new CtxError(`task ${ref.uuid} ${outcome.location === null ? 'is gone' : `moved to ${outcome.location}/`} before it answered`, {
+    hint: 'a paused session answers after ctxagent run --resume',
+  })
 }
 
 /** chat --end: asks the owner to end the session, and waits until the task is completed. */
@@ -102,7 +119,9 @@ async function end(ctx: CommandEnv, ref: TaskRef, opts: ChatPlan): Promise<void>
   if (ref.location === 'paused') return say('no_session', `task ${ref.uuid}: no live session to end (it is paused; resume it, or leave it)`)
   const asked = await askOwner(ctx.layout, ref, 'end', ctx.osUser, opts.timeout, () => ctx.now())
   if (asked.location === 'completed') return say('ended', `task ${ref.uuid}: session ended`)
-  throw new CtxError(`the agent of task ${ref.uuid} did not end the session within ${Math.round(opts.timeout / 1000)}s`, { hint: 'the request stays in its inbox; watch-locks ends sessions past chat.hard_timeout_minutes' })
+  throw new CtxError(`the agent of task ${ref.uuid} did not end the session within ${Math.round(opts.timeout / 1000)}s`, {
+    hint: 'the request stays in its inbox; watch-locks ends sessions past chat.hard_timeout_minutes',
+  })
 }
 
 /** Interactive: a line is a message; its reply is printed; Ctrl-D detaches and the session goes on. */

@@ -31,30 +31,50 @@ export function completesFirstArgument(command: Command, words: readonly string[
 const UUID_OPTIONS = ['--resume', '--uuid']
 
 export function completionCommand(): Command {
-  return new Command('completion')
-    .description('print a shell completion script for bash, zsh or fish')
-    .addArgument(new Argument('<shell>', 'the shell').choices([...SHELLS]))
-    .addHelpText('after', `
+  return (
+    new Command('completion')
+      .description('print a shell completion script for bash, zsh or fish')
+      .addArgument(new Argument('<shell>', 'the shell').choices([...SHELLS]))
+      .addHelpText(
+        'after',
+        `
 Examples:
   $ source <(ctxagent completion bash)                          in ~/.bashrc
   $ ctxagent completion zsh > "\${fpath[1]}/_ctxagent"           then restart zsh
-  $ ctxagent completion fish > ~/.config/fish/completions/ctxagent.fish`)
-    // No config is read: a completion script must come out even where the config is broken.
-    .action((shell: Shell, _opts: unknown, command: Command) => {
-      const program = command.parent as Command
-      const specs = program.commands.map(specOf)
-      const globals = program.options.filter((o) => !o.hidden).map(optionSpec).filter((o) => o.flag !== '--version')
-      process.stdout.write(shell === 'bash' ? bash(specs, globals) : shell === 'zsh' ? zsh(specs, globals) : fish(specs, globals))
-    })
+  $ ctxagent completion fish > ~/.config/fish/completions/ctxagent.fish`,
+      )
+      // No config is read: a completion script must come out even where the config is broken.
+      .action((shell: Shell, _opts: unknown, command: Command) => {
+        const program = command.parent as Command
+        const specs = program.commands.map(specOf)
+        const globals = program.options
+          .filter((o) => !o.hidden)
+          .map(optionSpec)
+          .filter((o) => o.flag !== '--version')
+        process.stdout.write(shell === 'bash' ? bash(specs, globals) : shell === 'zsh' ? zsh(specs, globals) : fish(specs, globals))
+      })
+  )
 }
 
 function specOf(command: Command): Spec {
   const options = command.options.filter((o) => !o.hidden).map(optionSpec)
-  return { name: command.name(), aliases: command.aliases(), description: command.description(), options, takesUuid: /uuid/.test(command.registeredArguments[0]?.name() ?? ''), subcommands: [...command.commands.map((c) => c.name()), ...(argumentWords.get(command) ?? [])] }
+  return {
+    name: command.name(),
+    aliases: command.aliases(),
+    description: command.description(),
+    options,
+    takesUuid: /uuid/.test(command.registeredArguments[0]?.name() ?? ''),
+    subcommands: [...command.commands.map((c) => c.name()), ...(argumentWords.get(command) ?? [])],
+  }
 }
 
 function optionSpec(option: Option): Spec['options'][number] {
-  return { flag: option.long ?? option.short ?? '', description: option.description, choices: option.argChoices ?? [], value: option.required || option.optional }
+  return {
+    flag: option.long ?? option.short ?? '',
+    description: option.description,
+    choices: option.argChoices ?? [],
+    value: option.required || option.optional,
+  }
 }
 
 /** Text inside single quotes, for every shell here: ' becomes '\'' (bash, zsh) or \' (fish). Descriptions are cut to `max`, word lists never. */
@@ -65,14 +85,25 @@ function quoted(text: string, shell: Shell, max = Number.POSITIVE_INFINITY): str
 
 /** The names (and aliases) of the commands whose argument is a task uuid, as a shell case pattern. */
 function uuidCommands(specs: Spec[]): string {
-  return specs.filter((s) => s.takesUuid).flatMap((s) => [s.name, ...s.aliases]).join('|')
+  return specs
+    .filter((s) => s.takesUuid)
+    .flatMap((s) => [s.name, ...s.aliases])
+    .join('|')
 }
 
 function bash(specs: Spec[], globals: Spec['options']): string {
   const names = specs.flatMap((s) => [s.name, ...s.aliases])
   const cases = specs.map((s) => {
-    const choices = s.options.filter((o) => o.choices.length > 0).map((o) => `      ${o.flag}) COMPREPLY=( $(compgen -W ${quoted(o.choices.join(' '), 'bash')} -- "$cur") ); return ;;`)
-    return [`    ${[s.name, ...s.aliases].join('|')})`, choices.length ? `      case "$prev" in\n${choices.join('\n')}\n      esac` : '', `      opts=${quoted([...s.subcommands, ...s.options.map((o) => o.flag), '--help'].join(' '), 'bash')} ;;`].filter(Boolean).join('\n')
+    const choices = s.options
+      .filter((o) => o.choices.length > 0)
+      .map((o) => `      ${o.flag}) COMPREPLY=( $(compgen -W ${quoted(o.choices.join(' '), 'bash')} -- "$cur") ); return ;;`)
+    return [
+      `    ${[s.name, ...s.aliases].join('|')})`,
+      choices.length ? `      case "$prev" in\n${choices.join('\n')}\n      esac` : '',
+      `      opts=${quoted([...s.subcommands, ...s.options.map((o) => o.flag), '--help'].join(' '), 'bash')} ;;`,
+    ]
+      .filter(Boolean)
+      .join('\n')
   })
   return `# ctxagent completion for bash: source <(ctxagent completion bash)
 _ctxagent() {
@@ -117,8 +148,12 @@ complete -o default -F _ctxagent ctxagent
 
 function zsh(specs: Spec[], globals: Spec['options']): string {
   const commands = specs.flatMap((s) => [s.name, ...s.aliases].map((n) => `    ${quoted(`${n.replace(/:/g, '\\:')}:${s.description}`, 'zsh', 100)}`))
-  const value = (o: Spec['options'][number]) => (o.choices.length ? `:value:(${o.choices.join(' ')})` : UUID_OPTIONS.includes(o.flag) ? ':task:_ctxagent_uuids' : o.value ? ':value:_files' : '')
-  const cases = specs.map((s) => `    ${[s.name, ...s.aliases].join('|')})\n      _arguments -s ${[...s.options, ...globals].map((o) => quoted(`${o.flag}[${o.description.replace(/[[\]:]/g, ' ')}]${value(o)}`, 'zsh')).join(' ')} ${s.subcommands.length > 0 ? quoted(`1:subcommand:(${s.subcommands.join(' ')})`, 'zsh') : s.takesUuid ? "'1:task:_ctxagent_uuids' '*:file:_files'" : "'*:file:_files'"} ;;`)
+  const value = (o: Spec['options'][number]) =>
+    o.choices.length ? `:value:(${o.choices.join(' ')})` : UUID_OPTIONS.includes(o.flag) ? ':task:_ctxagent_uuids' : o.value ? ':value:_files' : ''
+  const cases = specs.map(
+    (s) =>
+      `    ${[s.name, ...s.aliases].join('|')})\n      _arguments -s ${[...s.options, ...globals].map((o) => quoted(`${o.flag}[${o.description.replace(/[[\]:]/g, ' ')}]${value(o)}`, 'zsh')).join(' ')} ${s.subcommands.length > 0 ? quoted(`1:subcommand:(${s.subcommands.join(' ')})`, 'zsh') : s.takesUuid ? "'1:task:_ctxagent_uuids' '*:file:_files'" : "'*:file:_files'"} ;;`,
+  )
   return `#compdef ctxagent
 # ctxagent completion for zsh: ctxagent completion zsh > "\${fpath[1]}/_ctxagent" (or source <(ctxagent completion zsh))
 _ctxagent_uuids() {
@@ -162,7 +197,13 @@ function fish(specs: Spec[], globals: Spec['options']): string {
     if (s.takesUuid) lines.push(`complete -c ctxagent -n ${seen} -a ${quoted(uuids, 'fish')}`)
     if (s.subcommands.length > 0) lines.push(`complete -c ctxagent -n ${seen} -a ${quoted(s.subcommands.join(' '), 'fish')}`)
     for (const o of s.options) {
-      const choices = o.choices.length ? ` -x -a ${quoted(o.choices.join(' '), 'fish')}` : UUID_OPTIONS.includes(o.flag) ? ` -x -a ${quoted(uuids, 'fish')}` : o.value ? ' -r -F' : ''
+      const choices = o.choices.length
+        ? ` -x -a ${quoted(o.choices.join(' '), 'fish')}`
+        : UUID_OPTIONS.includes(o.flag)
+          ? ` -x -a ${quoted(uuids, 'fish')}`
+          : o.value
+            ? ' -r -F'
+            : ''
       lines.push(`complete -c ctxagent -n ${seen} -l ${o.flag.replace(/^--/, '')}${choices} -d ${quoted(o.description, 'fish', 100)}`)
     }
   }

@@ -21,16 +21,21 @@ export function compressCommand(): Command {
     .option('--dry-run', 'show what would be summarized and the expected saving; write nothing')
     .option('--extractive', 'summarize without an LLM (keeps the task, file paths, errors, decisions, tools)')
     .option('--keep-recent <n>', 'messages kept verbatim (default: config context.compression.keep_recent)', positiveIntArg)
-    .addOption(new Option('--wait <duration>', "a running task: how long to wait for its agent's answer").argParser(durationArg('--wait')).default(120_000, '2m'))
+    .addOption(
+      new Option('--wait <duration>', "a running task: how long to wait for its agent's answer").argParser(durationArg('--wait')).default(120_000, '2m'),
+    )
     .action(withEnv(compress))
 }
 
 async function compress(ctx: CommandEnv, opts: CompressOptions, id: string): Promise<void> {
   const outcome = await compressAction(ctx, resolveTask(ctx.layout, id), { ...opts, waitMs: opts.wait }, CLI)
   if (outcome.kind === 'owner' || outcome.kind === 'owner_pending') {
-    if (opts.extractive || opts.keepRecent !== undefined) ctx.io.warn('the running agent compresses with its own settings; --extractive and --keep-recent apply only to tasks no agent runs')
+    if (opts.extractive || opts.keepRecent !== undefined)
+      ctx.io.warn('the running agent compresses with its own settings; --extractive and --keep-recent apply only to tasks no agent runs')
     if (outcome.kind === 'owner_pending') {
-      throw new CtxError(`the agent of task ${outcome.uuid} did not answer within ${Math.round(opts.wait / 1000)}s`, { hint: 'it reads requests between turns; a long tool or LLM call delays it. The request stays in its inbox' })
+      throw new CtxError(`the agent of task ${outcome.uuid} did not answer within ${Math.round(opts.wait / 1000)}s`, {
+        hint: 'it reads requests between turns; a long tool or LLM call delays it. The request stays in its inbox',
+      })
     }
     if (ctx.json) ctx.io.json({ uuid: outcome.uuid, asked: 'owner', ok: outcome.ok, message: outcome.message })
     else ctx.io.out(`task ${outcome.uuid}: ${outcome.ok ? 'compressed by its agent' : 'not compressed'}: ${outcome.message}`)

@@ -24,7 +24,14 @@ async function showConfig(ctx: CommandEnv): Promise<void> {
   const databaseFrom = fleetDatabaseUrl(ctx) === null ? null : ctx.env.CTXAGENT_DATABASE_URL ? 'CTXAGENT_DATABASE_URL' : 'file'
   if (databaseFrom !== null && !secretsSet.includes(DATABASE_URL)) secretsSet.push(DATABASE_URL)
   if (ctx.json) {
-    ctx.io.json({ source: ctx.configSource, base_dir: ctx.layout.base, base_dir_from: ctx.baseSource, secrets_set: secretsSet, database_url_from: databaseFrom, config })
+    ctx.io.json({
+      source: ctx.configSource,
+      base_dir: ctx.layout.base,
+      base_dir_from: ctx.baseSource,
+      secrets_set: secretsSet,
+      database_url_from: databaseFrom,
+      config,
+    })
     return
   }
   // YAML in the shape of config.yaml, so that it can start one: secrets stay null
@@ -34,7 +41,8 @@ async function showConfig(ctx: CommandEnv): Promise<void> {
     const node = doc.getIn(path, true) as Scalar
     node.comment = secretsSet.includes(path.join('.')) ? ' set (hidden)' : ' not set'
   }
-  if (databaseFrom !== null) (doc.getIn(['fleet', 'database_url'], true) as Scalar).comment = ` set (hidden), from ${databaseFrom === 'file' ? 'the config file' : databaseFrom}`
+  if (databaseFrom !== null)
+    (doc.getIn(['fleet', 'database_url'], true) as Scalar).comment = ` set (hidden), from ${databaseFrom === 'file' ? 'the config file' : databaseFrom}`
   for (const key of Object.keys(config.telemetry.headers)) (doc.getIn(['telemetry', 'headers', key], true) as Scalar).comment = ' set (hidden)'
   for (const [name, server] of Object.entries(config.mcp.servers)) {
     for (const key of Object.keys(server.env)) (doc.getIn(['mcp', 'servers', name, 'env', key], true) as Scalar).comment = ' set (hidden)'

@@ -20,7 +20,8 @@ async function demo(ctx: CommandEnv): Promise<void> {
   const { runDemo } = await import('../run/demo.js')
   // --home keeps the task where the operator wants it; otherwise a temporary tree.
   const result = await runDemo({ home: ctx.baseSource === '--home' ? ctx.layout.base : null, log: process.stdout, user: ctx.osUser })
-  if (result.second.status !== 'completed') throw new CtxError(`the demo task ended ${result.second.status}: ${result.second.error ?? ''}`, { hint: 'this is a bug in ctxagent; please report it' })
+  if (result.second.status !== 'completed')
+    throw new CtxError(`the demo task ended ${result.second.status}: ${result.second.error ?? ''}`, { hint: 'this is a bug in ctxagent; please report it' })
   const seconds = ((Date.now() - started) / 1000).toFixed(1)
   say(`\nreplayed ${result.turns} turns in ${seconds}s, paused by request after turn ${result.pausedAt} and resumed; the task is completed\n`)
   const me = invokedAs(ctx.env, process.cwd())
@@ -67,6 +68,8 @@ function realOrNull(path: string): string | null {
 
 /** Runs another ctxagent command as the operator would, its output passed through. */
 function show(ctx: CommandEnv, args: string[]): void {
-  const res = spawnSync(process.execPath, [join(packageRoot(), 'bin', 'ctxagent'), ...args, ...(ctx.io.color ? [] : ['--no-color'])], { stdio: ['ignore', 'inherit', 'inherit'] })
+  const res = spawnSync(process.execPath, [join(packageRoot(), 'bin', 'ctxagent'), ...args, ...(ctx.io.color ? [] : ['--no-color'])], {
+    stdio: ['ignore', 'inherit', 'inherit'],
+  })
   if (res.status !== 0) throw new CtxError(`ctxagent ${args[0]} exited ${res.status ?? res.signal}`, { hint: 'this is a bug in ctxagent; please report it' })
 }

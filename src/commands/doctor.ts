@@ -18,14 +18,19 @@ interface DoctorOptions {
 
 export function doctorCommand(): Command {
   return new Command('doctor')
-    .description('check the setup, one line each: config file, task tree and free space, the LLM answering a tool call, each MCP server, the GitHub and GitLab tokens')
+    .description(
+      'check the setup, one line each: config file, task tree and free space, the LLM answering a tool call, each MCP server, the GitHub and GitLab tokens',
+    )
     .option('--timeout <duration>', 'how long each network check may take (default: 30s)', durationArg('--timeout'))
     .option('--workspace <dir>', 'start the MCP servers in the sandbox around this workspace, as a run there would (default: an empty one)')
-    .addHelpText('after', `
+    .addHelpText(
+      'after',
+      `
 Examples:
   $ ctxagent doctor
   $ ctxagent doctor --config ci.yaml --json | jq '.checks[] | select(.status == "fail")'
-Exit status: 0 when nothing failed (warnings allowed), 1 otherwise.`)
+Exit status: 0 when nothing failed (warnings allowed), 1 otherwise.`,
+    )
     .action(withEnv(doctor))
 }
 

@@ -54,42 +54,70 @@ export function enqueueCommand(): Command {
     .option('--model <name>', 'model name (default: config llm.<provider>.model)')
     .option('--allow-shell', 'offer the run_command tool (default: config tools.shell)')
     .option('--priority <n>', 'higher runs first (default 0)', priorityArg)
-    .addOption(new Option('--deliver <mode>', "when the task completes: none, commit its change on a new branch, or push it and open a pull/merge request (default: the worker's deliver.mode; docs/delivery.md)").choices(['none', 'branch', 'pr']))
-    .option('--key <key>', 'an idempotency key: while a job with this key waits, runs or retries, and for fleet.key_retention_hours (24) after it ended done, enqueue queues nothing and prints its task')
+    .addOption(
+      new Option(
+        '--deliver <mode>',
+        "when the task completes: none, commit its change on a new branch, or push it and open a pull/merge request (default: the worker's deliver.mode; docs/delivery.md)",
+      ).choices(['none', 'branch', 'pr']),
+    )
+    .option(
+      '--key <key>',
+      'an idempotency key: while a job with this key waits, runs or retries, and for fleet.key_retention_hours (24) after it ended done, enqueue queues nothing and prints its task',
+    )
     .action(withEnv(enqueue))
 }
 
 export function priorityArg(value: string): number {
   const n = Number(value)
-  if (!/^-?\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || Math.abs(n) > 1_000_000) throw new UsageError(`--priority '${value.slice(0, 20)}' is not a whole number`, 'give one from -1000000 to 1000000')
+  if (!/^-?\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || Math.abs(n) > 1_000_000)
+    throw new UsageError(`--priority '${value.slice(0, 20)}' is not a whole number`, 'give one from -1000000 to 1000000')
   return n
 }
 
 async function enqueue(ctx: CommandEnv, opts: EnqueueOptions): Promise<void> {
   const given = [opts.task, opts.taskFile, opts.github, opts.gitlab, opts.resume].filter((x) => x !== undefined).length
-  if (given !== 1) throw new UsageError(given === 0 ? 'no task given' : '--task, --task-file, --github, --gitlab and --resume exclude each other', 'pass one of --task TEXT, --task-file FILE, --github owner/repo#N, --gitlab group/project#N or --resume <uuid>')
+  if (given !== 1)
+    throw new UsageError(
+      given === 0 ? 'no task given' : '--task, --task-file, --github, --gitlab and --resume exclude each other',
+      'pass one of --task TEXT, --task-file FILE, --github owner/repo#N, --gitlab group/project#N or --resume <uuid>',
+    )
   // Everything is checked before the database is touched: a bad flag queues nothing.
   let request: JobRequest
   if (opts.resume !== undefined) {
-    const extra = (['user', 'workspace', 'repo', 'taskId', 'maxTurns', 'maxTokens', 'timeout', 'model', 'allowShell', 'deliver'] as const).filter((k) => opts[k] !== undefined)
-    if (extra.length > 0) throw new UsageError('a resumed task keeps its own settings', `drop ${extra.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(', ')}`)
+    const extra = (['user', 'workspace', 'repo', 'taskId', 'maxTurns', 'maxTokens', 'timeout', 'model', 'allowShell', 'deliver'] as const).filter(
+      (k) => opts[k] !== undefined,
+    )
+    if (extra.length > 0)
+      throw new UsageError(
+        'a resumed task keeps its own settings',
+        `drop ${extra.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(', ')}`,
+      )
     request = resumeRequest(resolveTask(ctx.layout, opts.resume), { priority: opts.priority ?? 0 })
   } else {
     const spec = await newSpec(opts, ctx.config.fleet.workspaces_dir, ctx.layout.base)
     // What run --allow-shell refuses at start is refused here, not a second into the job: bubblewrap
     // working, and the sandbox's user able to write the workspace (a --repo clone is made writable by the worker).
-    if (spec.allow_shell === true && spec.workspace !== undefined) shellSandbox(ctx.config, true, hiddenPaths(ctx.layout.base, ctx.configSource === null ? null : resolve(ctx.configSource)), spec.workspace)
+    if (spec.allow_shell === true && spec.workspace !== undefined)
+      shellSandbox(ctx.config, true, hiddenPaths(ctx.layout.base, ctx.configSource === null ? null : resolve(ctx.configSource)), spec.workspace)
     request = { uuid: (await import('uuid')).v4(), kind: 'new', spec, priority: opts.priority ?? 0, user: spec.user ?? ctx.osUser, key: null }
   }
   if (opts.key !== undefined) request.key = checkedKey(opts.key)
   const outcome = await enqueueJob(ctx, request, CLI)
-  if (ctx.json) ctx.io.json({ uuid: outcome.uuid, job: outcome.job, queued: outcome.kind === 'queued', ...(outcome.kind === 'held' ? { state: outcome.state, ...(outcome.finished_at !== null ? { finished_at: outcome.finished_at } : {}) } : {}) })
+  if (ctx.json)
+    ctx.io.json({
+      uuid: outcome.uuid,
+      job: outcome.job,
+      queued: outcome.kind === 'queued',
+      ...(outcome.kind === 'held' ? { state: outcome.state, ...(outcome.finished_at !== null ? { finished_at: outcome.finished_at } : {}) } : {}),
+    })
   else ctx.io.out(outcome.uuid)
   // Idempotent: the same request again is the job already queued, or done (exit 0), said on stderr.
   if (outcome.kind === 'held' && !ctx.json) {
-    ctx.io.warn(outcome.state === 'done'
-      ? `job ${outcome.job} with key '${outcome.key}' ended done at ${outcome.finished_at ?? '?'} (keys are kept ${ctx.config.fleet.key_retention_hours} h after, fleet.key_retention_hours); nothing queued (its task is printed)`
-      : `job ${outcome.job} with key '${outcome.key}' is ${outcome.state} already; nothing queued (its task is printed)`)
+    ctx.io.warn(
+      outcome.state === 'done'
+        ? `job ${outcome.job} with key '${outcome.key}' ended done at ${outcome.finished_at ?? '?'} (keys are kept ${ctx.config.fleet.key_retention_hours} h after, fleet.key_retention_hours); nothing queued (its task is printed)`
+        : `job ${outcome.job} with key '${outcome.key}' is ${outcome.state} already; nothing queued (its task is printed)`,
+    )
   }
 }
 
@@ -101,7 +129,11 @@ function checkedKey(key: string): string {
 
 async function newSpec(opts: EnqueueOptions, workspacesDir: string | null, tree: string): Promise<JobSpec> {
   const spec: JobSpec = {}
-  for (const [flag, value] of [['--github', opts.github], ['--gitlab', opts.gitlab]] as const) if (value !== undefined) refuseNul(flag, value)
+  for (const [flag, value] of [
+    ['--github', opts.github],
+    ['--gitlab', opts.gitlab],
+  ] as const)
+    if (value !== undefined) refuseNul(flag, value)
   if (opts.github !== undefined) {
     const { parseGithubRef } = await import('../sources/github.js')
     parseGithubRef(opts.github)
@@ -120,19 +152,39 @@ async function newSpec(opts: EnqueueOptions, workspacesDir: string | null, tree:
 }
 
 /** Where and how a job's task runs, whatever it is: its workspace (or repository), user, name and budgets. */
-export function placement(opts: Omit<EnqueueOptions, 'task' | 'taskFile' | 'github' | 'gitlab' | 'resume' | 'priority' | 'key'>, workspacesDir: string | null, tree: string): JobSpec {
+export function placement(
+  opts: Omit<EnqueueOptions, 'task' | 'taskFile' | 'github' | 'gitlab' | 'resume' | 'priority' | 'key'>,
+  workspacesDir: string | null,
+  tree: string,
+): JobSpec {
   const spec: JobSpec = {}
-  for (const [flag, value] of [['--repo', opts.repo], ['--workspace', opts.workspace], ['--user', opts.user], ['--task-id', opts.taskId]] as const) if (value !== undefined) refuseNul(flag, value)
+  for (const [flag, value] of [
+    ['--repo', opts.repo],
+    ['--workspace', opts.workspace],
+    ['--user', opts.user],
+    ['--task-id', opts.taskId],
+  ] as const)
+    if (value !== undefined) refuseNul(flag, value)
   if (opts.repo !== undefined) {
     if (opts.workspace !== undefined) throw new UsageError('--repo and --workspace exclude each other', 'give one: --repo clones a workspace for the task')
-    if (workspacesDir === null) throw new UsageError('--repo needs fleet.workspaces_dir', 'set it in the config to a directory on the shared mount, outside the task tree')
+    if (workspacesDir === null)
+      throw new UsageError('--repo needs fleet.workspaces_dir', 'set it in the config to a directory on the shared mount, outside the task tree')
     const hash = opts.repo.indexOf('#')
     const url = hash < 0 ? opts.repo : opts.repo.slice(0, hash)
     const ref = hash < 0 ? '' : opts.repo.slice(hash + 1)
     const problem = repoProblem(url)
-    if (problem?.includes('user name or password')) throw new UsageError(`--repo: ${problem}`, 'give it without them: a worker takes the token for github.com or gitlab.url from GITHUB_TOKEN/GITLAB_TOKEN, else from git\'s credential helper')
-    if (problem !== null) throw new UsageError(`--repo ${problem}`, 'give one like https://github.com/owner/repo.git#main, git@host:owner/repo.git or an absolute path')
-    if (hash >= 0 && !validRef(ref)) throw new UsageError(`--repo's ref '${ref.slice(0, 40)}' is not a branch, tag or commit name`, 'give one like #main, #v1.2 or #<commit> (not starting with -), or no #')
+    if (problem?.includes('user name or password'))
+      throw new UsageError(
+        `--repo: ${problem}`,
+        "give it without them: a worker takes the token for github.com or gitlab.url from GITHUB_TOKEN/GITLAB_TOKEN, else from git's credential helper",
+      )
+    if (problem !== null)
+      throw new UsageError(`--repo ${problem}`, 'give one like https://github.com/owner/repo.git#main, git@host:owner/repo.git or an absolute path')
+    if (hash >= 0 && !validRef(ref))
+      throw new UsageError(
+        `--repo's ref '${ref.slice(0, 40)}' is not a branch, tag or commit name`,
+        'give one like #main, #v1.2 or #<commit> (not starting with -), or no #',
+      )
     // run's rule for a workspace holds for the clones' directory: never holding the tree, nor inside it.
     refuseTreeInWorkspace(resolve(workspacesDir), tree)
     spec.repo = url
@@ -142,7 +194,11 @@ export function placement(opts: Omit<EnqueueOptions, 'task' | 'taskFile' | 'gith
     // As `run` refuses it: the agent could read or delete its own task files (checked here, not by the worker after the queue).
     refuseTreeInWorkspace(spec.workspace, tree)
   }
-  for (const [key, value] of [['user', opts.user], ['task_id', opts.taskId], ['model', opts.model]] as const) {
+  for (const [key, value] of [
+    ['user', opts.user],
+    ['task_id', opts.taskId],
+    ['model', opts.model],
+  ] as const) {
     if (value === undefined) continue
     const trimmed = value.trim()
     if (!isPrintableName(trimmed)) throw new UsageError(`--${key.replace('_', '-')} must be ${NAME_RULE}`, 'give a shorter name')
@@ -159,7 +215,11 @@ export function placement(opts: Omit<EnqueueOptions, 'task' | 'taskFile' | 'gith
 /** PostgreSQL text cannot hold a NUL byte: refused as the flag's fault, before the database is asked. */
 export function refuseNul(what: string, value: string): void {
   const at = value.indexOf('\0')
-  if (at >= 0) throw new UsageError(`${what} holds a NUL byte (\\0) at character ${at + 1}, which the fleet's database cannot store`, 'remove it: a binary file is not a task')
+  if (at >= 0)
+    throw new UsageError(
+      `${what} holds a NUL byte (\\0) at character ${at + 1}, which the fleet's database cannot store`,
+      'remove it: a binary file is not a task',
+    )
 }
 
 /** A job's workspace: a directory here, given as an absolute path, that must exist on every host too. */

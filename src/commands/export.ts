@@ -23,15 +23,22 @@ export function exportCommand(): Command {
     .description('print a task as a readable transcript (Markdown): the task, every message, tool call and result, and the outcome')
     .argument('<uuid>', 'task uuid, a unique prefix of 8+ hex characters, or last (the newest task)')
     .addOption(new Option('--format <format>', 'the transcript format').choices(['markdown']).default('markdown'))
-    .addHelpText('after', `
+    .addHelpText(
+      'after',
+      `
 Examples:
   $ ctxagent export last > task.md
-  $ ctxagent export 550e8400 --format markdown | less`)
+  $ ctxagent export 550e8400 --format markdown | less`,
+    )
     .action(withEnv(exportTask))
 }
 
 async function exportTask(ctx: CommandEnv, _opts: ExportOptions, id: string): Promise<void> {
-  if (ctx.json) throw new UsageError('export writes a Markdown transcript, not JSON', 'for JSON use view <uuid> --json (the overview) or view <uuid> --messages --all --json (every message, as stored)')
+  if (ctx.json)
+    throw new UsageError(
+      'export writes a Markdown transcript, not JSON',
+      'for JSON use view <uuid> --json (the overview) or view <uuid> --messages --all --json (every message, as stored)',
+    )
   const ref = resolveTask(ctx.layout, id)
   const overview = await readOverview(ref, 0)
   auditTask(ctx, 'export', ref.uuid)
@@ -56,10 +63,18 @@ async function exportTask(ctx: CommandEnv, _opts: ExportOptions, id: string): Pr
     const model = m.config?.model || null
     const split = splitOf(s)
     const cost = costOf(model, split, ctx.config.pricing)
-    out.push(`| prompt, cached, completion | ${n(split.prompt)}, ${n(split.cached)}${split.cache_write ? ` (+${n(split.cache_write)} written to the cache)` : ''}, ${n(split.completion)} |`)
+    out.push(
+      `| prompt, cached, completion | ${n(split.prompt)}, ${n(split.cached)}${split.cache_write ? ` (+${n(split.cache_write)} written to the cache)` : ''}, ${n(split.completion)} |`,
+    )
     if (cost !== null) out.push(`| cost (turns) | $${cost.toFixed(4)} |`)
-    for (const [label, usage] of [['compactions', requestsCost(model, s.compaction_tokens, ctx.config.pricing)], ['final summary', requestsCost(model, s.final_summary_tokens, ctx.config.pricing)]] as [string, RequestsCost | null][]) {
-      if (usage !== null) out.push(`| ${label} | ${usage.requests} request${usage.requests === 1 ? '' : 's'}, ${n(usage.prompt)} prompt (${n(usage.cached)} cached), ${n(usage.completion)} completion${usage.cost_usd !== null ? `, $${usage.cost_usd.toFixed(4)}` : ''} |`)
+    for (const [label, usage] of [
+      ['compactions', requestsCost(model, s.compaction_tokens, ctx.config.pricing)],
+      ['final summary', requestsCost(model, s.final_summary_tokens, ctx.config.pricing)],
+    ] as [string, RequestsCost | null][]) {
+      if (usage !== null)
+        out.push(
+          `| ${label} | ${usage.requests} request${usage.requests === 1 ? '' : 's'}, ${n(usage.prompt)} prompt (${n(usage.cached)} cached), ${n(usage.completion)} completion${usage.cost_usd !== null ? `, $${usage.cost_usd.toFixed(4)}` : ''} |`,
+        )
     }
   }
   if (s?.error) out.push(`| error | ${cell(s.error)} |`)
@@ -106,7 +121,9 @@ export function nested(text: string): string {
   return lines
     .map((line) => {
       if (/^\s*(```|~~~)/.test(line)) fenced = !fenced
-      return !fenced && shift > 0 ? line.replace(/^(#{1,6})(\s)/, (_, hashes: string, space: string) => `${'#'.repeat(Math.min(6, hashes.length + shift))}${space}`) : line
+      return !fenced && shift > 0
+        ? line.replace(/^(#{1,6})(\s)/, (_, hashes: string, space: string) => `${'#'.repeat(Math.min(6, hashes.length + shift))}${space}`)
+        : line
     })
     .join('\n')
 }

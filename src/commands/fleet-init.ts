@@ -32,25 +32,35 @@ const TABLES = ['tasks', 'fleet_jobs', 'fleet_workers', 'fleet_polled', 'fleet_r
 
 export function fleetInitCommand(): Command {
   return new Command('init')
-    .description("create or migrate the fleet's schema in PostgreSQL and check that the role has the rights the fleet needs (create tables, use them, LISTEN, NOTIFY)")
+    .description(
+      "create or migrate the fleet's schema in PostgreSQL and check that the role has the rights the fleet needs (create tables, use them, LISTEN, NOTIFY)",
+    )
     .option('--database-url <url>', 'the database (default: fleet.database_url or CTXAGENT_DATABASE_URL)')
     .action(withEnv(init))
 }
 
 async function init(ctx: CommandEnv, opts: InitOptions): Promise<void> {
   const url = opts.databaseUrl ?? fleetDatabaseUrl(ctx)
-  if (url === null) throw new UsageError('fleet init needs the database', 'pass --database-url postgres://…, or set fleet.database_url or CTXAGENT_DATABASE_URL')
+  if (url === null)
+    throw new UsageError('fleet init needs the database', 'pass --database-url postgres://…, or set fleet.database_url or CTXAGENT_DATABASE_URL')
   if (!isPostgresUrl(url)) throw new UsageError('--database-url is not a PostgreSQL URL', 'give one like postgres://ctxagent@db.example.com:5432/ctxagent')
   const pool = await connectPool(url, 'fleet init', 2)
   try {
     const report = await initialize(pool, ctx.config.fleet.listen_url ?? url)
     if (ctx.json) ctx.io.json(report)
     else {
-      ctx.io.out(report.was === report.schema_version ? `schema version ${report.schema_version}: up to date` : `schema version ${report.schema_version} (was ${report.was === 0 ? 'none' : report.was})`)
+      ctx.io.out(
+        report.was === report.schema_version
+          ? `schema version ${report.schema_version}: up to date`
+          : `schema version ${report.schema_version} (was ${report.was === 0 ? 'none' : report.was})`,
+      )
       for (const r of report.rights) ctx.io.out(`${r.ok ? 'ok' : 'missing'}: ${r.ok ? r.right : r.detail}`)
     }
     const missing = report.rights.filter((r) => !r.ok)
-    if (missing.length > 0) throw new CtxError(`the role lacks ${missing.length} right(s) the fleet needs: ${missing.map((r) => r.right).join(', ')}`, { hint: 'grant them (listed above) and run ctxagent fleet init again' })
+    if (missing.length > 0)
+      throw new CtxError(`the role lacks ${missing.length} right(s) the fleet needs: ${missing.map((r) => r.right).join(', ')}`, {
+        hint: 'grant them (listed above) and run ctxagent fleet init again',
+      })
   } finally {
     await pool.end().catch(() => undefined)
   }
@@ -61,15 +71,25 @@ async function initialize(pool: Pool, listenUrl: string): Promise<InitReport> {
   let was: number
   let who: { user: string; db: string; create: boolean }
   try {
-    who = (await pool.query<{ user: string; db: string; create: boolean }>(`SELECT current_user AS user, current_database() AS db, has_schema_privilege(current_schema(), 'CREATE') AS create`)).rows[0] as { user: string; db: string; create: boolean }
+    who = (
+      await pool.query<{ user: string; db: string; create: boolean }>(
+        `SELECT current_user AS user, current_database() AS db, has_schema_privilege(current_schema(), 'CREATE') AS create`,
+      )
+    ).rows[0] as { user: string; db: string; create: boolean }
     was = await schemaVersion(pool)
   } catch (err) {
-    throw new CtxError(`cannot reach the fleet's database (${pgReason(err)})`, { hint: 'check the URL, that the server is up, and that the role may connect to the database' })
+    throw new CtxError(`cannot reach the fleet's database (${pgReason(err)})`, {
+      hint: 'check the URL, that the server is up, and that the role may connect to the database',
+    })
   }
   const rights: RightCheck[] = []
   const grant = `GRANT CREATE ON SCHEMA public TO ${who.user}, or create the database with OWNER ${who.user}`
   if (was < SCHEMA_VERSION) {
-    rights.push({ right: 'create tables', ok: who.create, detail: who.create ? '' : `create tables: role ${who.user} may not create tables in database ${who.db} (${grant})` })
+    rights.push({
+      right: 'create tables',
+      ok: who.create,
+      detail: who.create ? '' : `create tables: role ${who.user} may not create tables in database ${who.db} (${grant})`,
+    })
     if (who.create) {
       const client = await pool.connect()
       try {
@@ -86,7 +106,12 @@ async function initialize(pool: Pool, listenUrl: string): Promise<InitReport> {
     const exists = (await pool.query<{ ok: boolean }>('SELECT to_regclass($1) IS NOT NULL AS ok', [table])).rows[0]?.ok === true
     if (!exists) continue
     const ok = (await pool.query<{ ok: boolean }>(`SELECT has_table_privilege($1, 'SELECT, INSERT, UPDATE, DELETE') AS ok`, [table])).rows[0]?.ok === true
-    if (!ok) rights.push({ right: `use table ${table}`, ok, detail: `use table ${table}: role ${who.user} may not read and write it (GRANT SELECT, INSERT, UPDATE, DELETE ON ${table} TO ${who.user})` })
+    if (!ok)
+      rights.push({
+        right: `use table ${table}`,
+        ok,
+        detail: `use table ${table}: role ${who.user} may not read and write it (GRANT SELECT, INSERT, UPDATE, DELETE ON ${table} TO ${who.user})`,
+      })
   }
   if (version > 0 && rights.every((r) => r.ok)) rights.push({ right: 'use the tables', ok: true, detail: '' })
   rights.push(...(await notifyChecks(pool, listenUrl)))
@@ -138,7 +163,13 @@ async function notifyChecks(pool: Pool, listenUrl: string): Promise<RightCheck[]
     }
     checks.push({ right: 'NOTIFY', ok: true, detail: '' })
     const ok = await arrived
-    checks.push({ right: 'wake-ups', ok, detail: ok ? '' : 'wake-ups: a NOTIFY did not reach the LISTEN connection within 5 s (behind a pooler in transaction mode, set fleet.listen_url to a direct connection)' })
+    checks.push({
+      right: 'wake-ups',
+      ok,
+      detail: ok
+        ? ''
+        : 'wake-ups: a NOTIFY did not reach the LISTEN connection within 5 s (behind a pooler in transaction mode, set fleet.listen_url to a direct connection)',
+    })
     return checks
   } finally {
     await listener.end().catch(() => undefined)

@@ -36,24 +36,40 @@ export function listCommand(): Command {
     .option('--search <text>', 'only tasks whose statement or final answer contains this text (any case)')
     .option('--limit <n>', `how many of the newest to show (default: ${DEFAULT_LIMIT})`, positiveIntArg)
     .option('--all', 'show every matching task')
-    .addHelpText('after', `
+    .addHelpText(
+      'after',
+      `
 Examples:
   $ ctxagent list                              the 20 newest tasks
   $ ctxagent ls --status paused                what can be resumed
   $ ctxagent list --search "csv export" --all  tasks about the CSV export
-  $ ctxagent list --user alice --json | jq -r .uuid`)
+  $ ctxagent list --user alice --json | jq -r .uuid`,
+    )
     .action(withEnv(list))
 }
 
 async function list(ctx: CommandEnv, opts: ListOptions): Promise<void> {
-  if (opts.limit !== undefined && opts.all) throw new UsageError('--limit and --all exclude each other', 'give --limit N for the newest N tasks, or --all for every one')
+  if (opts.limit !== undefined && opts.all)
+    throw new UsageError('--limit and --all exclude each other', 'give --limit N for the newest N tasks, or --all for every one')
   if (opts.from && opts.to && opts.from >= opts.to) throw new UsageError('--from must be before --to', 'swap them')
   if (opts.search !== undefined && opts.search.trim() === '') throw new UsageError('--search is empty', 'give the text to look for')
   if (!ctx.layout.exists()) throw new NotFoundError(`there is no task tree at ${shortPath(ctx.layout.base)}`, 'check --home, CTXAGENT_HOME or context.base_dir')
-  const result = await listTaskRows(ctx.layout, { user: opts.user, from: opts.from, to: opts.to, status: opts.status, search: opts.search, limit: opts.all ? null : (opts.limit ?? DEFAULT_LIMIT) })
+  const result = await listTaskRows(ctx.layout, {
+    user: opts.user,
+    from: opts.from,
+    to: opts.to,
+    status: opts.status,
+    search: opts.search,
+    limit: opts.all ? null : (opts.limit ?? DEFAULT_LIMIT),
+  })
   auditTask(ctx, 'list', null)
   if (result.unreadable.length > 0) {
-    ctx.io.warn(`${result.unreadable.length} task director${result.unreadable.length === 1 ? 'y' : 'ies'} could not be read and ${result.unreadable.length === 1 ? 'is' : 'are'} not listed: ${sampleOf(result.unreadable.map((u) => `${u.uuid.slice(0, 8)} (${clip(u.error, 100)})`), 2)}`)
+    ctx.io.warn(
+      `${result.unreadable.length} task director${result.unreadable.length === 1 ? 'y' : 'ies'} could not be read and ${result.unreadable.length === 1 ? 'is' : 'are'} not listed: ${sampleOf(
+        result.unreadable.map((u) => `${u.uuid.slice(0, 8)} (${clip(u.error, 100)})`),
+        2,
+      )}`,
+    )
   }
   if (ctx.json) {
     for (const task of result.tasks) ctx.io.jsonl(task)

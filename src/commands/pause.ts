@@ -22,7 +22,9 @@ export function pauseCommand(): Command {
 async function pause(ctx: CommandEnv, opts: PauseOptions, id: string): Promise<void> {
   const outcome = await pauseTask(ctx, resolveTask(ctx.layout, id), CLI, opts.wait)
   if (outcome.kind === 'asked') {
-    throw new CtxError(`the agent of task ${outcome.uuid} did not pause within ${Math.round(opts.wait / 1000)}s`, { hint: 'it pauses between turns; a long tool or LLM call delays it. The request stays in its inbox, so it will still pause' })
+    throw new CtxError(`the agent of task ${outcome.uuid} did not pause within ${Math.round(opts.wait / 1000)}s`, {
+      hint: 'it pauses between turns; a long tool or LLM call delays it. The request stays in its inbox, so it will still pause',
+    })
   }
   if (ctx.json) ctx.io.json({ uuid: outcome.uuid, outcome: outcome.kind })
   else ctx.io.out(pauseText(outcome))

@@ -11,9 +11,7 @@ import { ensureLayout } from '../storage/task/lifecycle.js'
 import { withEnv } from './shared.js'
 
 export function reindexCommand(): Command {
-  return new Command('reindex')
-    .description('rebuild tasks.db from the task directories (including gzipped tasks)')
-    .action(withEnv(reindex))
+  return new Command('reindex').description('rebuild tasks.db from the task directories (including gzipped tasks)').action(withEnv(reindex))
 }
 
 async function reindex(ctx: CommandEnv): Promise<void> {
@@ -29,12 +27,17 @@ async function reindex(ctx: CommandEnv): Promise<void> {
   if (aside) ctx.io.warn(`tasks.db was damaged; moved aside to ${aside} and rebuilt from the task directories`)
   await withTaskEnv(ctx, async (env) => {
     // In a fleet the index is PostgreSQL's: one that cannot be reached is an error here, not a fallback to tasks.db.
-    if (pg && env.index === null) throw new CtxError('the PostgreSQL index cannot be reached, so it was not rebuilt', { exitCode: 1, hint: 'check fleet.database_url or CTXAGENT_DATABASE_URL and that the server is up, then run ctxagent reindex again' })
+    if (pg && env.index === null)
+      throw new CtxError('the PostgreSQL index cannot be reached, so it was not rebuilt', {
+        exitCode: 1,
+        hint: 'check fleet.database_url or CTXAGENT_DATABASE_URL and that the server is up, then run ctxagent reindex again',
+      })
     const progress = createProgress(ctx.io, 'reindex', !ctx.json)
     const result = await rebuildIndex(env, progress).finally(() => progress.stop())
     auditTask(ctx, 'reindex', null)
     // Indexed all the same, their counters as 0: said, so that an operator knows the figures are not the task's.
-    for (const r of result.repaired.slice(0, 20)) ctx.io.warn(`${r.location}/${r.uuid}: state.json has counters that are not whole numbers, indexed as ${r.counters.join(', ')}`)
+    for (const r of result.repaired.slice(0, 20))
+      ctx.io.warn(`${r.location}/${r.uuid}: state.json has counters that are not whole numbers, indexed as ${r.counters.join(', ')}`)
     if (result.repaired.length > 20) ctx.io.warn(`${result.repaired.length - 20} more task(s) with such counters (see --json "repaired")`)
     const strays = straysWarning(ctx.layout)
     if (strays) ctx.io.warn(strays)
@@ -42,7 +45,11 @@ async function reindex(ctx: CommandEnv): Promise<void> {
     else print(ctx, result, pg ? 'the PostgreSQL index' : ctx.layout.db)
     // The others are indexed; the exit status still says that some were not.
     const n = result.failed.length
-    if (n > 0) throw new CtxError(`${n} task director${n === 1 ? 'y' : 'ies'} could not be read and ${n === 1 ? 'is' : 'are'} not in tasks.db`, { exitCode: 1, hint: ctx.json ? 'see "failed"; fix or move them, then run ctxagent reindex again' : 'listed above; fix or move them, then run ctxagent reindex again' })
+    if (n > 0)
+      throw new CtxError(`${n} task director${n === 1 ? 'y' : 'ies'} could not be read and ${n === 1 ? 'is' : 'are'} not in tasks.db`, {
+        exitCode: 1,
+        hint: ctx.json ? 'see "failed"; fix or move them, then run ctxagent reindex again' : 'listed above; fix or move them, then run ctxagent reindex again',
+      })
   })
 }
 

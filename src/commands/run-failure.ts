@@ -16,11 +16,22 @@ export interface Started {
 
 /** Refused before anything ran (bad input, no such task, a live owner, a damaged task): the one-line form of every command (docs/contract.md §9). */
 export function isRefusal(err: unknown): boolean {
-  return err instanceof UsageError || err instanceof NotFoundError || err instanceof LockedError || err instanceof CorruptRecordError || err instanceof BudgetSpentError || (err instanceof CtxError && err.logged)
+  return (
+    err instanceof UsageError ||
+    err instanceof NotFoundError ||
+    err instanceof LockedError ||
+    err instanceof CorruptRecordError ||
+    err instanceof BudgetSpentError ||
+    (err instanceof CtxError && err.logged)
+  )
 }
 
 /** The outcome of a run that ended in an error: the task as it is now, when it exists. */
-export function failedOutcome(ctx: CommandEnv, uuid: string | null, err: CtxError): Omit<Outcome, 'uuid' | 'location' | 'dir'> & { uuid: string | null; location: string | null; dir: string | null } {
+export function failedOutcome(
+  ctx: CommandEnv,
+  uuid: string | null,
+  err: CtxError,
+): Omit<Outcome, 'uuid' | 'location' | 'dir'> & { uuid: string | null; location: string | null; dir: string | null } {
   let ref: TaskRef | null = null
   try {
     ref = uuid === null ? null : resolveTask(ctx.layout, uuid)

@@ -14,7 +14,13 @@ import { cloneCredentials } from './worker.js'
  * the marker in its body is believed: the bot's account wrote the body, or this tree's
  * task of that uuid recorded delivering it.
  */
-export async function placeOnPull(ctx: CommandEnv, config: CommandEnv['config'], settings: RunSettings, task: RemoteTask, uuid: string | undefined): Promise<string | null> {
+export async function placeOnPull(
+  ctx: CommandEnv,
+  config: CommandEnv['config'],
+  settings: RunSettings,
+  task: RemoteTask,
+  uuid: string | undefined,
+): Promise<string | null> {
   const pull = task.pull
   if (pull === undefined) return null
   const placed = await checkoutPrHead({

@@ -37,35 +37,46 @@ interface RunOptions extends Omit<RunFlags, 'inherit'> {
 }
 
 export function runCommand(): Command {
-  return new Command('run')
-    .description('run an agent task against an LLM (or resume a paused one), writing its task directory')
-    .option('--task <text>', 'the task, as text')
-    .option('--task-file <file>', 'the task, from a file (- for standard input)')
-    .option('--github <owner/repo#N>', 'a GitHub issue or pull request (GITHUB_TOKEN or github.token)')
-    .option('--gitlab <group/project#N|!N>', 'a GitLab issue (#N) or merge request (!N) (GITLAB_TOKEN or gitlab.token)')
-    .option('--resume <uuid>', 'continue a paused task where it stopped (or last: the newest task)')
-    .option('--chat', 'a keep-alive chat session: answer each message sent with ctxagent chat, then wait for the next (--task is an optional first message)')
-    .option('--task-id <id>', 'a name for the task; a later task with the same id (and user and workspace) inherits its summary')
-    .option('--user <name>', 'whose task this is (default: the OS user); selects users.<name> settings')
-    .option('--workspace <dir>', 'the only directory tools may touch (default: the current directory)')
-    .addOption(new Option('--provider <name>', 'LLM provider (default: config llm.provider)').choices(['openai', 'anthropic', 'ollama', 'replay']))
-    .option('--model <name>', 'model name (default: config llm.<provider>.model)')
-    .option('--replay-from <uuid|file>', 'with --provider replay: the recorded task (uuid, directory or messages.jsonl) to play back')
-    .option('--max-turns <n>', 'stop as timeout after this many LLM turns (default: run.max_turns, 100)', positiveIntArg)
-    .option('--max-tokens <n>', 'stop as timeout after this many tokens in total (default: run.max_tokens, none)', positiveIntArg)
-    .option('--timeout <duration>', 'stop as timeout after this much working time, e.g. 30m (default: run.timeout, none)', durationArg('--timeout'))
-    .option('--max-cost <usd>', 'pause (exit 5) before the LLM request that would take the task past this spend in USD, across resumes (default: run.max_cost_usd, none; needs pricing for the model)', usdArg)
-    .option('--no-wait', "pause (exit 1) at a provider's usage limit instead of waiting until it lifts")
-    .option('--allow-shell', 'offer the run_command tool (default: config tools.shell)')
-    .option('--no-inherit', "do not start from an earlier task's summary")
-    .option('--system-prompt-file <file>', 'replace the built-in system prompt')
-    .addOption(new Option('--deliver <mode>', 'when the task completes: none, commit its change on a new branch, or push it and open a pull/merge request (default: deliver.mode; docs/delivery.md)').choices(['none', 'branch', 'pr']))
-    // A fleet worker names the task its job announced (enqueue printed the uuid); not for operators.
-    .addOption(new Option('--uuid <uuid>').hideHelp())
-    // A review loop's follow-up on a pull request (poll writes it; docs/delivery.md#the-review-loop); not for operators.
-    .addOption(new Option('--follow-up-file <file>').hideHelp())
-    .addOption(new Option('--log-format <format>', 'log lines on stderr (default: text on a terminal, json otherwise)').choices(['text', 'json']))
-    .action(withEnv(runLogged))
+  return (
+    new Command('run')
+      .description('run an agent task against an LLM (or resume a paused one), writing its task directory')
+      .option('--task <text>', 'the task, as text')
+      .option('--task-file <file>', 'the task, from a file (- for standard input)')
+      .option('--github <owner/repo#N>', 'a GitHub issue or pull request (GITHUB_TOKEN or github.token)')
+      .option('--gitlab <group/project#N|!N>', 'a GitLab issue (#N) or merge request (!N) (GITLAB_TOKEN or gitlab.token)')
+      .option('--resume <uuid>', 'continue a paused task where it stopped (or last: the newest task)')
+      .option('--chat', 'a keep-alive chat session: answer each message sent with ctxagent chat, then wait for the next (--task is an optional first message)')
+      .option('--task-id <id>', 'a name for the task; a later task with the same id (and user and workspace) inherits its summary')
+      .option('--user <name>', 'whose task this is (default: the OS user); selects users.<name> settings')
+      .option('--workspace <dir>', 'the only directory tools may touch (default: the current directory)')
+      .addOption(new Option('--provider <name>', 'LLM provider (default: config llm.provider)').choices(['openai', 'anthropic', 'ollama', 'replay']))
+      .option('--model <name>', 'model name (default: config llm.<provider>.model)')
+      .option('--replay-from <uuid|file>', 'with --provider replay: the recorded task (uuid, directory or messages.jsonl) to play back')
+      .option('--max-turns <n>', 'stop as timeout after this many LLM turns (default: run.max_turns, 100)', positiveIntArg)
+      .option('--max-tokens <n>', 'stop as timeout after this many tokens in total (default: run.max_tokens, none)', positiveIntArg)
+      .option('--timeout <duration>', 'stop as timeout after this much working time, e.g. 30m (default: run.timeout, none)', durationArg('--timeout'))
+      .option(
+        '--max-cost <usd>',
+        'pause (exit 5) before the LLM request that would take the task past this spend in USD, across resumes (default: run.max_cost_usd, none; needs pricing for the model)',
+        usdArg,
+      )
+      .option('--no-wait', "pause (exit 1) at a provider's usage limit instead of waiting until it lifts")
+      .option('--allow-shell', 'offer the run_command tool (default: config tools.shell)')
+      .option('--no-inherit', "do not start from an earlier task's summary")
+      .option('--system-prompt-file <file>', 'replace the built-in system prompt')
+      .addOption(
+        new Option(
+          '--deliver <mode>',
+          'when the task completes: none, commit its change on a new branch, or push it and open a pull/merge request (default: deliver.mode; docs/delivery.md)',
+        ).choices(['none', 'branch', 'pr']),
+      )
+      // A fleet worker names the task its job announced (enqueue printed the uuid); not for operators.
+      .addOption(new Option('--uuid <uuid>').hideHelp())
+      // A review loop's follow-up on a pull request (poll writes it; docs/delivery.md#the-review-loop); not for operators.
+      .addOption(new Option('--follow-up-file <file>').hideHelp())
+      .addOption(new Option('--log-format <format>', 'log lines on stderr (default: text on a terminal, json otherwise)').choices(['text', 'json']))
+      .action(withEnv(runLogged))
+  )
 }
 
 /**
@@ -99,14 +110,22 @@ function jsonLine(level: string, msg: string, fields: Record<string, unknown> = 
 
 async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json', started: Started): Promise<void> {
   const given = [opts.task, opts.taskFile, opts.resume, opts.github, opts.gitlab].filter((x) => x !== undefined).length
-  if (given === 0 && !opts.chat) throw new UsageError('no task given', 'pass --task TEXT, --task-file FILE (- for standard input), --github owner/repo#N, --gitlab group/project#N or --resume <uuid>, or start a --chat')
+  if (given === 0 && !opts.chat)
+    throw new UsageError(
+      'no task given',
+      'pass --task TEXT, --task-file FILE (- for standard input), --github owner/repo#N, --gitlab group/project#N or --resume <uuid>, or start a --chat',
+    )
   if (given > 1) throw new UsageError('--task, --task-file, --github, --gitlab and --resume exclude each other', 'give one of them')
-  if (opts.chat && (opts.github !== undefined || opts.gitlab !== undefined)) throw new UsageError('--chat starts a local session; it excludes --github and --gitlab', 'give one of them')
+  if (opts.chat && (opts.github !== undefined || opts.gitlab !== undefined))
+    throw new UsageError('--chat starts a local session; it excludes --github and --gitlab', 'give one of them')
   if (opts.chat && opts.resume !== undefined) throw new UsageError('--chat starts a new session; a resumed chat task stays a chat', 'drop --chat')
-  if (opts.deliver !== undefined && opts.resume !== undefined) throw new UsageError('--deliver is chosen when a task starts; a resumed task delivers as it was started to', 'drop --deliver')
+  if (opts.deliver !== undefined && opts.resume !== undefined)
+    throw new UsageError('--deliver is chosen when a task starts; a resumed task delivers as it was started to', 'drop --deliver')
   const flags: RunFlags = opts
-  if (opts.followUpFile !== undefined && opts.github === undefined && opts.gitlab === undefined) throw new UsageError('--follow-up-file follows up a pull or merge request', 'give --github or --gitlab too')
-  if (opts.uuid !== undefined && (opts.resume !== undefined || !isUuid(opts.uuid))) throw new UsageError('--uuid names a new task and must be a uuid', 'drop --uuid')
+  if (opts.followUpFile !== undefined && opts.github === undefined && opts.gitlab === undefined)
+    throw new UsageError('--follow-up-file follows up a pull or merge request', 'give --github or --gitlab too')
+  if (opts.uuid !== undefined && (opts.resume !== undefined || !isUuid(opts.uuid)))
+    throw new UsageError('--uuid names a new task and must be a uuid', 'drop --uuid')
   const prepared = opts.resume !== undefined ? await prepareResume(ctx, flags, opts.resume) : await prepareNew(ctx, flags, opts.uuid)
   if (opts.uuid !== undefined && prepared.start.kind === 'new') prepared.start.uuid = opts.uuid.toLowerCase()
   const configFile = ctx.configSource === null ? null : resolve(process.cwd(), ctx.configSource)
@@ -125,23 +144,23 @@ async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'
       // A cost cap already spent: refused before the task is created or moved (exit 5).
       await refuseSpentBudget(env.index, prepared.config, startingTask(prepared, ctx), ctx.now())
       return runTask(
-      {
-        env: { ...env, config: prepared.config },
-        config: prepared.config,
-        settings: prepared.settings,
-        stderr: process.stderr,
-        logFormat,
-        signals: true,
-        fleetJob: ctx.env.CTXAGENT_FLEET_JOB !== undefined,
-        configFile,
-        // Written at start: a run killed with SIGKILL still left its line.
-        onStarted: (uuid) => {
-          started.uuid = uuid
-          auditTask(ctx, 'run', uuid, { event: 'start' })
-          if (here) stopChat = here(ctx, uuid)
+        {
+          env: { ...env, config: prepared.config },
+          config: prepared.config,
+          settings: prepared.settings,
+          stderr: process.stderr,
+          logFormat,
+          signals: true,
+          fleetJob: ctx.env.CTXAGENT_FLEET_JOB !== undefined,
+          configFile,
+          // Written at start: a run killed with SIGKILL still left its line.
+          onStarted: (uuid) => {
+            started.uuid = uuid
+            auditTask(ctx, 'run', uuid, { event: 'start' })
+            if (here) stopChat = here(ctx, uuid)
+          },
         },
-      },
-      prepared.start,
+        prepared.start,
       )
     },
     // In a fleet, an agent runs on through a database outage: its index rows wait for it.
@@ -181,7 +200,10 @@ function refuseConfigInWorkspace(workspace: string, configFile: string | null): 
   if (configFile === null) return
   const [ws, file] = [realPathOf(workspace), realPathOf(configFile)]
   if (!inside(ws, file)) return
-  throw new UsageError(`the config file ${shortPath(file)} is inside the workspace ${shortPath(ws)}, where the agent could rewrite it`, 'keep the config outside the workspace (~/.config/ctxagent/config.yaml, /etc/ctxagent/config.yaml, or --config elsewhere)')
+  throw new UsageError(
+    `the config file ${shortPath(file)} is inside the workspace ${shortPath(ws)}, where the agent could rewrite it`,
+    'keep the config outside the workspace (~/.config/ctxagent/config.yaml, /etc/ctxagent/config.yaml, or --config elsewhere)',
+  )
 }
 
 interface Prepared {
@@ -192,7 +214,9 @@ interface Prepared {
 
 async function prepareNew(ctx: CommandEnv, flags: RunFlags, uuid: string | undefined): Promise<Prepared> {
   if (flags.github !== undefined || flags.gitlab !== undefined) return prepareRemote(ctx, flags, uuid)
-  const text = flags.task ?? (flags.taskFile === undefined ? '' : readTextArg(flags.taskFile, 'task file', () => readStdinText('task file', 'give a task of at most 1 MB')))
+  const text =
+    flags.task ??
+    (flags.taskFile === undefined ? '' : readTextArg(flags.taskFile, 'task file', () => readStdinText('task file', 'give a task of at most 1 MB')))
   if (text.trim() === '' && !flags.chat) throw new UsageError('the task is empty', 'describe what the agent should do')
   const taskId = flags.taskId === undefined ? '' : checkName(flags.taskId, '--task-id')
   const { user, config, settings } = await settingsFor(ctx, flags)
@@ -215,7 +239,10 @@ async function settingsFor(ctx: CommandEnv, flags: RunFlags): Promise<{ user: st
 /** A GitHub or GitLab task: checked, fetched and composed before the task is written (a bad token writes nothing). */
 async function prepareRemote(ctx: CommandEnv, flags: RunFlags, uuid: string | undefined): Promise<Prepared> {
   const load = flags.github !== undefined ? await githubLoader(flags.github) : await gitlabLoader(flags.gitlab as string)
-  const followUp = flags.followUpFile === undefined ? null : readTextArg(flags.followUpFile, 'follow-up file', () => readStdinText('follow-up file', 'give a statement of at most 1 MB'))
+  const followUp =
+    flags.followUpFile === undefined
+      ? null
+      : readTextArg(flags.followUpFile, 'follow-up file', () => readStdinText('follow-up file', 'give a statement of at most 1 MB'))
   const { user, config, settings } = await settingsFor(ctx, flags)
   const task = await load(config)
   // A pull request: its head branch checked out (a worktree, or the fleet's clone), and the task that opened it.
@@ -223,7 +250,11 @@ async function prepareRemote(ctx: CommandEnv, flags: RunFlags, uuid: string | un
   // On the head branch of a request ctxagent opened, the change goes back as one more commit there, unless --deliver says otherwise.
   if (opener !== null && settings.prHead && flags.deliver === undefined) settings.deliver = 'pr'
   const text = followUp === null ? task.text : `${task.text}\n\n${followUp.trim()}`
-  return { config, settings, start: { kind: 'new', source: { key: task.key, text, ...(opener ? { opener } : {}) }, user, channel: task.channel, seen: task.seen } }
+  return {
+    config,
+    settings,
+    start: { kind: 'new', source: { key: task.key, text, ...(opener ? { opener } : {}) }, user, channel: task.channel, seen: task.seen },
+  }
 }
 
 /** The reference checked now (a usage error writes nothing), the fetch later; the clients load only when used. */
@@ -248,7 +279,11 @@ async function channelOf(config: CommandEnv['config'], key: TaskKey): Promise<Ch
   }
   if (key.task_source === 'gitlab') {
     const { gitlabChannelFor } = await import('../sources/gitlab.js')
-    return gitlabChannelFor(config, { project: `${key.owner}/${key.repo}`, kind: key.task_type === 'merge_request' ? 'merge_request' : 'issue', iid: Number(key.task_id) })
+    return gitlabChannelFor(config, {
+      project: `${key.owner}/${key.repo}`,
+      kind: key.task_type === 'merge_request' ? 'merge_request' : 'issue',
+      iid: Number(key.task_id),
+    })
   }
   return undefined
 }
@@ -272,7 +307,8 @@ async function prepareResume(ctx: CommandEnv, flags: RunFlags, id: string): Prom
   if (ref.location === 'running') await refuseLive(ctx, ref)
   // A task a budget stopped, or whose agent died (recovery: fail), continues from completed/ (docs/running.md#recovery-on-one-host).
   const continuable = ref.location === 'completed' && resumableFromCompleted(readStateOrNull(ref.dir))
-  if (ref.location === 'completed' && !continuable) throw new CtxError(`task ${ref.uuid} is finished (in completed/)`, { exitCode: 4, hint: finishedHint(readMetadata(ref.dir).task_key) })
+  if (ref.location === 'completed' && !continuable)
+    throw new CtxError(`task ${ref.uuid} is finished (in completed/)`, { exitCode: 4, hint: finishedHint(readMetadata(ref.dir).task_key) })
   const meta = stillThere(ref, () => {
     assertRegularFiles(ref.dir, TASK_DATA_FILES)
     return readMetadata(ref.dir)
@@ -292,7 +328,11 @@ async function prepareResume(ctx: CommandEnv, flags: RunFlags, id: string): Prom
   refuseTreeInWorkspace(settings.workspace, ctx.layout.base)
   // Budgets count across resumes: a task that used one up continues only with it raised.
   const spent = spentBudget(settings, readStateOrNull(ref.dir))
-  if (spent !== null) throw new UsageError(`task ${ref.uuid} has used its ${spent.budget} budget (${spent.used})`, `raise it to continue: ctxagent run --resume ${ref.uuid.slice(0, 8)} ${spent.flag}`)
+  if (spent !== null)
+    throw new UsageError(
+      `task ${ref.uuid} has used its ${spent.budget} budget (${spent.used})`,
+      `raise it to continue: ctxagent run --resume ${ref.uuid.slice(0, 8)} ${spent.flag}`,
+    )
   const channel = await channelOf(config, meta.task_key)
   return { config, settings, start: { kind: 'resume', ref, ...(channel ? { channel } : {}) } }
 }
@@ -303,17 +343,21 @@ async function prepareResume(ctx: CommandEnv, flags: RunFlags, id: string): Prom
  * operator's request), and the takeover is said in one line.
  */
 async function refuseLive(ctx: CommandEnv, ref: TaskRef): Promise<void> {
-  await withTaskEnv(ctx, async (env) => {
-    const assessment = assessTask(env, ref, { policy: { ...stalenessPolicy(ctx.config), deadPidIsProof: true } })
-    // Moved out of running/ while we looked (its owner finished or paused it): a lost race, as in stillThere.
-    if (!existsSync(ref.dir)) throw resumeRaceLost(ref.uuid)
-    if (assessment.stale) {
-      ctx.io.warn(`task ${ref.uuid} is in running/ but ${assessment.verdict.reason}; resume takes it over`)
-      return
-    }
-    const who = assessment.holder ? `pid ${assessment.holder.process_id} on ${assessment.holder.hostname}` : 'its agent'
-    throw new LockedError(`task ${ref.uuid} is running (${who}: ${assessment.reason})`, 'pause it first with ctxagent pause, or wait for it to finish')
-  }, { createIndex: false })
+  await withTaskEnv(
+    ctx,
+    async (env) => {
+      const assessment = assessTask(env, ref, { policy: { ...stalenessPolicy(ctx.config), deadPidIsProof: true } })
+      // Moved out of running/ while we looked (its owner finished or paused it): a lost race, as in stillThere.
+      if (!existsSync(ref.dir)) throw resumeRaceLost(ref.uuid)
+      if (assessment.stale) {
+        ctx.io.warn(`task ${ref.uuid} is in running/ but ${assessment.verdict.reason}; resume takes it over`)
+        return
+      }
+      const who = assessment.holder ? `pid ${assessment.holder.process_id} on ${assessment.holder.hostname}` : 'its agent'
+      throw new LockedError(`task ${ref.uuid} is running (${who}: ${assessment.reason})`, 'pause it first with ctxagent pause, or wait for it to finish')
+    },
+    { createIndex: false },
+  )
 }
 
 function readStateOrNull(dir: string): TaskState | null {
@@ -328,17 +372,25 @@ function readStateOrNull(dir: string): TaskState | null {
 function spentBudget(settings: RunSettings, state: TaskState | null): { budget: string; used: string; flag: string } | null {
   if (state === null) return null
   const turns = state.turns ?? 0
-  if (turns >= settings.maxTurns) return { budget: 'max_turns', used: `${turns} of ${settings.maxTurns} turns`, flag: `--max-turns ${turns + Math.max(10, settings.maxTurns)}` }
+  if (turns >= settings.maxTurns)
+    return { budget: 'max_turns', used: `${turns} of ${settings.maxTurns} turns`, flag: `--max-turns ${turns + Math.max(10, settings.maxTurns)}` }
   const tokens = state.total_tokens_used ?? 0
-  if (settings.maxTokens !== null && tokens >= settings.maxTokens) return { budget: 'max_tokens', used: `${tokens} of ${settings.maxTokens} tokens`, flag: `--max-tokens ${tokens + settings.maxTokens}` }
+  if (settings.maxTokens !== null && tokens >= settings.maxTokens)
+    return { budget: 'max_tokens', used: `${tokens} of ${settings.maxTokens} tokens`, flag: `--max-tokens ${tokens + settings.maxTokens}` }
   const elapsed = state.elapsed_ms ?? 0
-  if (settings.timeoutMs !== null && elapsed >= settings.timeoutMs) return { budget: 'timeout', used: `${Math.round(elapsed / 1000)}s of ${Math.round(settings.timeoutMs / 1000)}s`, flag: `--timeout ${Math.ceil((elapsed + settings.timeoutMs) / 60_000)}m` }
+  if (settings.timeoutMs !== null && elapsed >= settings.timeoutMs)
+    return {
+      budget: 'timeout',
+      used: `${Math.round(elapsed / 1000)}s of ${Math.round(settings.timeoutMs / 1000)}s`,
+      flag: `--timeout ${Math.ceil((elapsed + settings.timeoutMs) / 60_000)}m`,
+    }
   return null
 }
 
 /** What to do with a finished task: a local one without a key cannot be inherited from. */
 function finishedHint(key: TaskKey): string {
-  if (key.task_source === 'local' && !key.task_id) return 'start a new task (it has no --task-id, so nothing inherits from it; see ctxagent view for its summary)'
+  if (key.task_source === 'local' && !key.task_id)
+    return 'start a new task (it has no --task-id, so nothing inherits from it; see ctxagent view for its summary)'
   return 'start a new task with the same task key (--task-id, or the same issue) to continue from its summary'
 }
 
@@ -359,7 +411,9 @@ function checkName(value: string, what: string): string {
 
 function renderOutcome(o: Outcome): string {
   const seconds = (o.duration_ms / 1000).toFixed(1)
-  const lines = [`task ${o.uuid} ${o.status}${o.finish_status === 'blocked' ? ' (blocked)' : ''} after ${o.turns} turn(s), ${grouped(o.tokens)} tokens, ${seconds}s`]
+  const lines = [
+    `task ${o.uuid} ${o.status}${o.finish_status === 'blocked' ? ' (blocked)' : ''} after ${o.turns} turn(s), ${grouped(o.tokens)} tokens, ${seconds}s`,
+  ]
   if (o.inherited_from) lines.push(`inherited from: ${o.inherited_from}`)
   // The answer and the reason are the model's and the server's words: no escape sequence of theirs reaches a terminal.
   if (o.final_answer) lines.push('', forTerminal(o.final_answer.trim()), '')
@@ -373,13 +427,26 @@ function renderOutcome(o: Outcome): string {
 /** `inFleet`: run by a worker, which queues the resume of a task its stop paused and retries a passing LLM failure (docs/contract.md §14.4). */
 function outcomeError(o: Outcome, inFleet: boolean): CtxError {
   if (o.status === 'paused') {
-    const hint = inFleet ? (o.exit_code === 1 ? 'the fleet retries it if the LLM side failed for a while; see ctxagent jobs --task ' + o.uuid.slice(0, 8) : 'its worker queued its resume') : `resume it with ctxagent run --resume ${o.uuid}`
+    const hint = inFleet
+      ? o.exit_code === 1
+        ? 'the fleet retries it if the LLM side failed for a while; see ctxagent jobs --task ' + o.uuid.slice(0, 8)
+        : 'its worker queued its resume'
+      : `resume it with ctxagent run --resume ${o.uuid}`
     return new CtxError(`task ${o.uuid} paused${o.error ? `: ${o.error}` : ''}`, { exitCode: o.exit_code, hint })
   }
-  if (o.status === 'timeout') return new CtxError(`task ${o.uuid} ran out of budget: ${o.error}`, { exitCode: 5, hint: `continue it with a raised budget: ctxagent run --resume ${o.uuid.slice(0, 8)} --max-turns N (or --max-tokens, --timeout)` })
+  if (o.status === 'timeout')
+    return new CtxError(`task ${o.uuid} ran out of budget: ${o.error}`, {
+      exitCode: 5,
+      hint: `continue it with a raised budget: ctxagent run --resume ${o.uuid.slice(0, 8)} --max-turns N (or --max-tokens, --timeout)`,
+    })
   if (o.status === 'lost') {
     const vanished = o.error?.includes(VANISHED) === true
-    return new CtxError(`task ${o.uuid}: ${o.error}`, { exitCode: 1, hint: vanished ? 'its files are gone; keep the task tree out of reach of the agent (outside its workspace) and start the task again' : 'another process took the task over; this one stopped writing' })
+    return new CtxError(`task ${o.uuid}: ${o.error}`, {
+      exitCode: 1,
+      hint: vanished
+        ? 'its files are gone; keep the task tree out of reach of the agent (outside its workspace) and start the task again'
+        : 'another process took the task over; this one stopped writing',
+    })
   }
   return new CtxError(`task ${o.uuid} failed: ${o.error}`, { exitCode: 1, hint: `see ctxagent view ${o.uuid.slice(0, 8)} --tools` })
 }

@@ -12,14 +12,22 @@ interface ServeOptions {
 export function serveCommand(): Command {
   return new Command('serve')
     .description('a page to watch and steer tasks and the fleet, Prometheus /metrics and a JSON /api (read-only without serve.token)')
-    .addOption(new Option('--host <address>', 'address to listen on; any but loopback needs serve.token or CTXAGENT_SERVE_TOKEN (default: config serve.host, 127.0.0.1)'))
+    .addOption(
+      new Option(
+        '--host <address>',
+        'address to listen on; any but loopback needs serve.token or CTXAGENT_SERVE_TOKEN (default: config serve.host, 127.0.0.1)',
+      ),
+    )
     .addOption(new Option('--port <n>', 'port to listen on, 0 for any free one (default: config serve.port, 7878)').argParser(portArg))
-    .addHelpText('after', `
+    .addHelpText(
+      'after',
+      `
 Examples:
   $ ctxagent serve                                  the page on http://127.0.0.1:7878
   $ CTXAGENT_SERVE_TOKEN=$(openssl rand -hex 32) ctxagent serve --host 0.0.0.0
   $ curl -s localhost:7878/metrics | grep ctxagent_tasks
-  $ curl -s -X POST -H "Authorization: Bearer $T" localhost:7878/api/tasks/<uuid>/pause`)
+  $ curl -s -X POST -H "Authorization: Bearer $T" localhost:7878/api/tasks/<uuid>/pause`,
+    )
     .action(withEnv(serve))
 }
 
@@ -35,7 +43,8 @@ const MIN_TOKEN = 16
 export function serveToken(ctx: CommandEnv): string | null {
   const fromEnv = ctx.env.CTXAGENT_SERVE_TOKEN
   if (fromEnv !== undefined && fromEnv !== '') {
-    if (fromEnv.length < MIN_TOKEN) throw new UsageError(`CTXAGENT_SERVE_TOKEN is shorter than ${MIN_TOKEN} characters`, 'use a long random one: openssl rand -hex 32')
+    if (fromEnv.length < MIN_TOKEN)
+      throw new UsageError(`CTXAGENT_SERVE_TOKEN is shorter than ${MIN_TOKEN} characters`, 'use a long random one: openssl rand -hex 32')
     return fromEnv
   }
   return ctx.config.serve.token
@@ -56,7 +65,8 @@ async function serve(ctx: CommandEnv, opts: ServeOptions): Promise<void> {
     served = await startServer(ctx, { host, port, token })
   } catch (err) {
     if (isErrno(err, 'EADDRINUSE')) throw new CtxError(`port ${port} on ${host} is already in use`, { hint: 'give another --port, or stop what listens there' })
-    if (isErrno(err, 'EADDRNOTAVAIL') || isErrno(err, 'ENOTFOUND')) throw new UsageError(`cannot listen on ${host}: no such address on this host`, 'give one of its addresses, or 127.0.0.1')
+    if (isErrno(err, 'EADDRNOTAVAIL') || isErrno(err, 'ENOTFOUND'))
+      throw new UsageError(`cannot listen on ${host}: no such address on this host`, 'give one of its addresses, or 127.0.0.1')
     if (isErrno(err, 'EACCES')) throw new CtxError(`not allowed to listen on port ${port}`, { hint: 'ports below 1024 need privileges: give a higher --port' })
     throw err
   }

@@ -35,7 +35,10 @@ export function statsCommand(): Command {
     .option('--from <date>', 'only tasks created on or after this date (2024-01-01, today, yesterday, 2d or 12h ago, or an ISO time)', dateFrom)
     .option('--to <date>', 'only tasks created up to this date (a date includes its whole day)', dateTo)
     .addOption(new Option('--status <status>', 'only tasks with this status').choices([...STATUSES]))
-    .option('--check', 'evaluate the alerts (disk, failure rate, running tasks, long runs) over the whole tree and exit 0 ok, 1 warning, 2 critical (3 unknown: no task tree); takes no filters')
+    .option(
+      '--check',
+      'evaluate the alerts (disk, failure rate, running tasks, long runs) over the whole tree and exit 0 ok, 1 warning, 2 critical (3 unknown: no task tree); takes no filters',
+    )
     .action(withEnv(stats))
 }
 
@@ -69,7 +72,10 @@ export function dateAt(value: string, now: number): Date {
     }
   }
   const date = parseIsoDate(value, { dayOnly: true })
-  if (date === null) throw new InvalidArgumentError(`'${value.slice(0, 40)}' is not a date like 2024-01-31, today, yesterday, a time ago like 2d or 12h, or an ISO time like 2024-01-31T12:00:00Z`)
+  if (date === null)
+    throw new InvalidArgumentError(
+      `'${value.slice(0, 40)}' is not a date like 2024-01-31, today, yesterday, a time ago like 2d or 12h, or an ISO time like 2024-01-31T12:00:00Z`,
+    )
   return date
 }
 
@@ -91,7 +97,10 @@ function checkOptions(opts: StatsOptions): void {
   if (opts.check) {
     const filters = (['user', 'status', 'from', 'to'] as const).filter((k) => opts[k] !== undefined).map((k) => `--${k}`)
     if (filters.length > 0) {
-      throw new UsageError(`--check evaluates the whole task tree; ${filters.join(', ')} cannot narrow it`, `drop ${filters.join(' and ')}, or run stats without --check for filtered figures`)
+      throw new UsageError(
+        `--check evaluates the whole task tree; ${filters.join(', ')} cannot narrow it`,
+        `drop ${filters.join(' and ')}, or run stats without --check for filtered figures`,
+      )
     }
   }
   if (opts.from !== undefined && opts.to !== undefined && opts.from.getTime() >= opts.to.getTime()) {
@@ -132,7 +141,9 @@ async function trustedIndex(ctx: CommandEnv): Promise<{ index: IndexStore | null
 }
 
 /** The rows the reporting queries run on: the index's, or a scan's in memory. */
-async function reportingIndex(ctx: CommandEnv): Promise<{ index: TaskIndex; store: IndexStore | null; owned: boolean; warning: string | null; unreadable: { uuid: string; error: string }[] }> {
+async function reportingIndex(
+  ctx: CommandEnv,
+): Promise<{ index: TaskIndex; store: IndexStore | null; owned: boolean; warning: string | null; unreadable: { uuid: string; error: string }[] }> {
   const { index: store, warning } = await trustedIndex(ctx)
   if (store !== null) {
     try {
@@ -213,10 +224,23 @@ function addAlerts(result: CheckResult, alerts: CheckResult['alerts']): void {
 function spendLines(ctx: CommandEnv, s: SpendReport): string[] {
   if (s.days.length === 0 && s.caps.length === 0) return []
   const lines = ['', `Spend (days in ${s.timezone}):`]
-  if (s.days.length > 0) lines.push(table(ctx.io, ['day', 'user', 'spend', 'requests'], s.days.map((d) => [d.day, d.user, usd(d.usd), grouped(d.requests)])))
+  if (s.days.length > 0)
+    lines.push(
+      table(
+        ctx.io,
+        ['day', 'user', 'spend', 'requests'],
+        s.days.map((d) => [d.day, d.user, usd(d.usd), grouped(d.requests)]),
+      ),
+    )
   if (s.caps.length > 0) {
     lines.push('Caps:')
-    lines.push(table(ctx.io, ['cap', 'user', 'spent', 'cap', 'used', 'resets'], s.caps.map((c) => [c.cap, c.user ?? '(fleet)', usd(c.spent), usd(c.limit), `${(c.share * 100).toFixed(0)}%`, c.resets_at])))
+    lines.push(
+      table(
+        ctx.io,
+        ['cap', 'user', 'spent', 'cap', 'used', 'resets'],
+        s.caps.map((c) => [c.cap, c.user ?? '(fleet)', usd(c.spent), usd(c.limit), `${(c.share * 100).toFixed(0)}%`, c.resets_at]),
+      ),
+    )
   }
   return lines
 }
@@ -243,7 +267,13 @@ function renderStats(ctx: CommandEnv, r: StatsReport, filter: StatsFilter): stri
   if (statuses.length) lines.push(`  By status: ${statuses.map(([s, k]) => `${s} ${n(k)}`).join(', ')}`)
   const d = r.disk
   const saved = d.completed_before_gzip > d.completed ? ` (${formatBytes(d.completed_before_gzip)} before compression)` : ''
-  lines.push('', 'Disk usage:', `  - Running: ${formatBytes(d.running)}`, `  - Paused: ${formatBytes(d.paused)}`, `  - Completed: ${formatBytes(d.completed)}${saved}`)
+  lines.push(
+    '',
+    'Disk usage:',
+    `  - Running: ${formatBytes(d.running)}`,
+    `  - Paused: ${formatBytes(d.paused)}`,
+    `  - Completed: ${formatBytes(d.completed)}${saved}`,
+  )
   lines.push(
     '',
     'Average per task:',
@@ -260,7 +290,13 @@ function renderStats(ctx: CommandEnv, r: StatsReport, filter: StatsFilter): stri
       table(
         ctx.io,
         ['user', 'tasks', 'share', 'tokens', 'avg duration'],
-        r.by_user.map((u) => [u.user ?? '(none)', n(u.tasks), `${(u.share * 100).toFixed(0)}%`, n(u.tokens), u.average_duration_ms === null ? '-' : formatDuration(u.average_duration_ms)]),
+        r.by_user.map((u) => [
+          u.user ?? '(none)',
+          n(u.tasks),
+          `${(u.share * 100).toFixed(0)}%`,
+          n(u.tokens),
+          u.average_duration_ms === null ? '-' : formatDuration(u.average_duration_ms),
+        ]),
       ),
     )
   }
@@ -282,6 +318,9 @@ function cap(s: string): string {
 
 /** Counting from the directories: the ones that could not be read are named, not silently left out. */
 function uncountedWarning(unreadable: { uuid: string; error: string }[]): string {
-  const shown = sampleOf(unreadable.map((u) => `${u.uuid.slice(0, 8)} (${clip(u.error, 120)})`), 2)
+  const shown = sampleOf(
+    unreadable.map((u) => `${u.uuid.slice(0, 8)} (${clip(u.error, 120)})`),
+    2,
+  )
   return `${unreadable.length} task director${unreadable.length === 1 ? 'y' : 'ies'} could not be read and ${unreadable.length === 1 ? 'is' : 'are'} not counted: ${shown} (ctxagent reindex lists them all)`
 }

@@ -26,10 +26,20 @@ interface WatchOptions {
 
 export function watchLocksCommand(): Command {
   return new Command('watch-locks')
-    .description('find agents that died (stale heartbeat, process gone) and recover their tasks: paused/ to be resumed (recovery: resume, the default), or failed in completed/ (recovery: fail); run --resume continues either')
+    .description(
+      'find agents that died (stale heartbeat, process gone) and recover their tasks: paused/ to be resumed (recovery: resume, the default), or failed in completed/ (recovery: fail); run --resume continues either',
+    )
     .option('--once', 'one pass, then exit (for cron or a systemd timer)')
-    .option('--interval <duration>', 'time between passes, at least 1s (default: 5m); with --once in a fleet, how often cron runs it (refused the pass lease for longer: exit 1)', atLeastOneSecond)
-    .option('--stale-after <duration>', 'heartbeat age after which a dead owner is reaped (default: config locks.stale_after_seconds)', durationArg('--stale-after'))
+    .option(
+      '--interval <duration>',
+      'time between passes, at least 1s (default: 5m); with --once in a fleet, how often cron runs it (refused the pass lease for longer: exit 1)',
+      atLeastOneSecond,
+    )
+    .option(
+      '--stale-after <duration>',
+      'heartbeat age after which a dead owner is reaped (default: config locks.stale_after_seconds)',
+      durationArg('--stale-after'),
+    )
     .action(withEnv(watchLocks))
 }
 
@@ -60,7 +70,9 @@ async function watchLocks(ctx: CommandEnv, opts: WatchOptions): Promise<void> {
         report(ctx, await pass(ctx, env, policy, { intervalMs: opts.interval ?? DEFAULT_INTERVAL_MS, once: true }))
         return
       }
-      await loop(ctx, opts.interval ?? DEFAULT_INTERVAL_MS, async () => report(ctx, await pass(ctx, env, policy, { intervalMs: opts.interval ?? DEFAULT_INTERVAL_MS, once: false })))
+      await loop(ctx, opts.interval ?? DEFAULT_INTERVAL_MS, async () =>
+        report(ctx, await pass(ctx, env, policy, { intervalMs: opts.interval ?? DEFAULT_INTERVAL_MS, once: false })),
+      )
     } finally {
       clearInterval(heartbeat)
       await monitor.release()
@@ -79,9 +91,16 @@ type Pass = PassResult & { jobs_recovered?: number; resumed?: StartedResume[] }
 
 async function pass(ctx: CommandEnv, env: TaskEnv, policy: ReturnType<typeof stalenessPolicy>, fleet: FleetPassOptions): Promise<Pass> {
   const chat = { hardTimeoutMs: ctx.config.chat.hard_timeout_minutes * 60_000, graceMs: ctx.config.chat.end_grace_seconds * 1000 }
-  const options = { policy, longRunningMs: ctx.config.alerts.long_running_hours * 3_600_000, noProgressMs: ctx.config.alerts.no_progress_minutes * 60_000, chat }
+  const options = {
+    policy,
+    longRunningMs: ctx.config.alerts.long_running_hours * 3_600_000,
+    noProgressMs: ctx.config.alerts.no_progress_minutes * 60_000,
+    chat,
+  }
   const oneHost = fleetDatabaseUrl(ctx) === null
-  const result: Pass = oneHost ? await monitorPass(env, { ...options, ...oneHostRecovery(ctx.config.fleet.recovery) }) : printSettled(ctx, await fleetReapPass(ctx, env, options, fleet))
+  const result: Pass = oneHost
+    ? await monitorPass(env, { ...options, ...oneHostRecovery(ctx.config.fleet.recovery) })
+    : printSettled(ctx, await fleetReapPass(ctx, env, options, fleet))
   for (const f of result.findings) if (f.action !== 'alert') auditTask(ctx, 'watch-locks', f.uuid)
   // On one host, tasks paused until a usage limit lifted or a budget window reset go on (a fleet's jobs wait in the queue instead).
   if (oneHost) {
@@ -106,7 +125,16 @@ function startResumes(ctx: CommandEnv, env: TaskEnv): StartedResume[] {
   const started: StartedResume[] = []
   const { CTXAGENT_NOW: _pinned, ...childEnv } = process.env
   for (const due of dueResumes(env)) {
-    const args = [...process.execArgv, process.argv[1] as string, 'run', '--resume', due.uuid, '--home', ctx.layout.base, ...(ctx.configSource !== null ? ['--config', ctx.configSource] : [])]
+    const args = [
+      ...process.execArgv,
+      process.argv[1] as string,
+      'run',
+      '--resume',
+      due.uuid,
+      '--home',
+      ctx.layout.base,
+      ...(ctx.configSource !== null ? ['--config', ctx.configSource] : []),
+    ]
     try {
       const child = spawn(process.execPath, args, { detached: true, stdio: 'ignore', env: childEnv })
       child.on('error', (err) => ctx.io.warn(`task ${due.uuid}: its resume did not start (${err.message})`))
@@ -126,7 +154,6 @@ export function printSettled(ctx: CommandEnv, outcome: FleetReapOutcome): FleetR
   if (!ctx.json) for (const s of outcome.settled) ctx.io.out(settledText(s))
   return outcome.result
 }
-
 
 /** Looks for the tree every interval (at most every 5 s) until it exists (true) or SIGINT/SIGTERM (false). */
 async function waitForTree(ctx: CommandEnv, intervalMs: number): Promise<boolean> {
@@ -160,17 +187,46 @@ function report(ctx: CommandEnv, result: Pass): void {
     for (const f of result.findings) ctx.io.jsonl(f)
     for (const r of resumed) ctx.io.jsonl(r)
     // One summary per pass, findings or not: a cron log tells "ran, found nothing" from "did not run".
-    ctx.io.jsonl({ pass: { ts: ctx.now().toISOString(), checked: result.checked, recovered: acted, alerts, chat_sessions: chats, reindexed: result.reindexed, ...(result.jobs_recovered !== undefined ? { jobs_recovered: result.jobs_recovered } : {}), ...(result.resumed !== undefined ? { resumed: resumed.length } : {}) } })
+    ctx.io.jsonl({
+      pass: {
+        ts: ctx.now().toISOString(),
+        checked: result.checked,
+        recovered: acted,
+        alerts,
+        chat_sessions: chats,
+        reindexed: result.reindexed,
+        ...(result.jobs_recovered !== undefined ? { jobs_recovered: result.jobs_recovered } : {}),
+        ...(result.resumed !== undefined ? { resumed: resumed.length } : {}),
+      },
+    })
     return
   }
-  ctx.io.out(`${ctx.now().toISOString()} watch-locks: ${result.checked} running task(s) checked, ${acted} recovered, ${alerts} alert(s)${chats ? `, ${chats} chat session(s) past the hard timeout` : ''}${result.reindexed ? `, ${result.reindexed} index row(s) brought in step with the directories` : ''}`)
-  for (const r of resumed) ctx.io.out(`task ${r.uuid}: its ${r.reason === 'rate-limit' ? 'usage limit lifted' : 'budget window reset'} at ${r.resume_at}; run --resume started (pid ${r.pid ?? '?'})`)
+  ctx.io.out(
+    `${ctx.now().toISOString()} watch-locks: ${result.checked} running task(s) checked, ${acted} recovered, ${alerts} alert(s)${chats ? `, ${chats} chat session(s) past the hard timeout` : ''}${result.reindexed ? `, ${result.reindexed} index row(s) brought in step with the directories` : ''}`,
+  )
+  for (const r of resumed)
+    ctx.io.out(
+      `task ${r.uuid}: its ${r.reason === 'rate-limit' ? 'usage limit lifted' : 'budget window reset'} at ${r.resume_at}; run --resume started (pid ${r.pid ?? '?'})`,
+    )
   if (result.findings.length === 0) return
-  ctx.io.out(table(ctx.io, ['uuid', 'action', 'pid', 'host', 'last heartbeat', 'reason'], result.findings.map((f) => row(ctx, f))))
+  ctx.io.out(
+    table(
+      ctx.io,
+      ['uuid', 'action', 'pid', 'host', 'last heartbeat', 'reason'],
+      result.findings.map((f) => row(ctx, f)),
+    ),
+  )
 }
 
 function row(ctx: CommandEnv, f: Finding): string[] {
   const action = f.action === 'reaped' || f.action === 'finished' ? ctx.io.chalk.red(f.action) : ctx.io.chalk.yellow(f.action)
   const beat = f.heartbeat_at ? `${f.heartbeat_at} (${formatDuration(ctx.now().getTime() - Date.parse(f.heartbeat_at))} ago)` : '-'
-  return [f.uuid, action, f.pid === null ? '-' : String(f.pid), f.hostname ?? '-', beat, f.reason + ('killed_commands' in f ? killedText(f.killed_commands) : '')]
+  return [
+    f.uuid,
+    action,
+    f.pid === null ? '-' : String(f.pid),
+    f.hostname ?? '-',
+    beat,
+    f.reason + ('killed_commands' in f ? killedText(f.killed_commands) : ''),
+  ]
 }

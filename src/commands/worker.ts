@@ -34,20 +34,29 @@ interface WorkerOptions {
 
 /** `runCli` is the CLI's main (cli.ts passes it: a command never imports the program above it), which a warm child runs its task with. */
 export function workerCommand(runCli: (argv: string[]) => Promise<void>): Command {
-  return new Command('worker')
-    .description("take the fleet's jobs and run each task as run does, each in its own process (needs fleet.database_url); SIGTERM/SIGINT pause them and exit 0")
-    .option('--concurrency <n>', 'tasks run at once', positiveIntArg, 1)
-    // Not for operators: each task starts in a child started without one warm ahead of its job (for benchmarks).
-    .addOption(new Option('--no-prestart').hideHelp())
-    // Not for operators: the warm child a worker starts ahead of its next job.
-    .addOption(new Option(WARM_CHILD_FLAG).hideHelp())
-    .addOption(new Option('--log-format <format>', 'log lines on stderr: text, or json (every line one JSON object, its tasks\' lines included)').choices(['text', 'json']))
-    .action((opts: WorkerOptions, command: Command) => {
-      if (opts.warmChild === true) return warmChild(command, runCli)
-      // The signals are handled before anything else (config, database): see StopRequests.
-      const stop = stopRequests()
-      return withEnv((ctx: CommandEnv, o: WorkerOptions) => worker(ctx, o, stop))(opts, command).finally(() => stop.dispose())
-    })
+  return (
+    new Command('worker')
+      .description(
+        "take the fleet's jobs and run each task as run does, each in its own process (needs fleet.database_url); SIGTERM/SIGINT pause them and exit 0",
+      )
+      .option('--concurrency <n>', 'tasks run at once', positiveIntArg, 1)
+      // Not for operators: each task starts in a child started without one warm ahead of its job (for benchmarks).
+      .addOption(new Option('--no-prestart').hideHelp())
+      // Not for operators: the warm child a worker starts ahead of its next job.
+      .addOption(new Option(WARM_CHILD_FLAG).hideHelp())
+      .addOption(
+        new Option('--log-format <format>', "log lines on stderr: text, or json (every line one JSON object, its tasks' lines included)").choices([
+          'text',
+          'json',
+        ]),
+      )
+      .action((opts: WorkerOptions, command: Command) => {
+        if (opts.warmChild === true) return warmChild(command, runCli)
+        // The signals are handled before anything else (config, database): see StopRequests.
+        const stop = stopRequests()
+        return withEnv((ctx: CommandEnv, o: WorkerOptions) => worker(ctx, o, stop))(opts, command).finally(() => stop.dispose())
+      })
+  )
 }
 
 /**
@@ -181,7 +190,9 @@ async function worker(ctx: CommandEnv, opts: WorkerOptions, stop: StopRequests):
     if (log.format === 'text' || !(err instanceof Error)) throw err
     // Every line JSON: the refusal too, then the exit code alone.
     const e = err as Partial<CtxError>
-    process.stderr.write(`${JSON.stringify({ ts: new Date().toISOString(), level: 'error', msg: err.message, ...(e.hint ? { hint: e.hint } : {}), exit_code: e.exitCode ?? 1 })}\n`)
+    process.stderr.write(
+      `${JSON.stringify({ ts: new Date().toISOString(), level: 'error', msg: err.message, ...(e.hint ? { hint: e.hint } : {}), exit_code: e.exitCode ?? 1 })}\n`,
+    )
     throw new CtxError(err.message, { exitCode: e.exitCode ?? 1, logged: true })
   }
 }
@@ -203,12 +214,36 @@ async function serve(ctx: CommandEnv, opts: WorkerOptions, stop: StopRequests, l
     ensureLayout({ layout: ctx.layout, config: ctx.config, index: null, now: () => ctx.now(), warn: (m) => ctx.io.warn(m) })
     auditTask(ctx, 'worker', null)
     // Each task runs as this very program's `run`, with the same tree and config.
-    const command = [process.execPath, ...process.execArgv, process.argv[1] as string, '--home', ctx.layout.base, ...(ctx.configSource !== null ? ['--config', ctx.configSource] : [])]
+    const command = [
+      process.execPath,
+      ...process.execArgv,
+      process.argv[1] as string,
+      '--home',
+      ctx.layout.base,
+      ...(ctx.configSource !== null ? ['--config', ctx.configSource] : []),
+    ]
     const abilities = abilitiesOf(ctx.config)
     running = new Worker({
-      url: fleetListenUrl(ctx, url), pool, record, layout: ctx.layout, command, warmChild: opts.prestart, pollMs: ctx.config.fleet.poll_seconds * 1000,
-      workspacesDir: ctx.config.fleet.workspaces_dir, cloneCredentials: cloneCredentials(ctx.config), giveClone: (dir) => giveWorkspace(dir, sandboxIdentity(ctx.config.tools, dir)), maxAttempts: ctx.config.fleet.max_attempts, agentNiceness: ctx.config.fleet.agent_niceness, retry: ctx.config.fleet.retry, perUser: ctx.config.fleet.limits.per_user, heartbeatMs: locks.heartbeat_seconds * 1000,
-      log: (line) => log.info(line), warn: (line) => log.warn(line), error: (line) => log.error(line), refuse: (job) => cannotServe(job, abilities), relay: (pid) => log.relay(pid),
+      url: fleetListenUrl(ctx, url),
+      pool,
+      record,
+      layout: ctx.layout,
+      command,
+      warmChild: opts.prestart,
+      pollMs: ctx.config.fleet.poll_seconds * 1000,
+      workspacesDir: ctx.config.fleet.workspaces_dir,
+      cloneCredentials: cloneCredentials(ctx.config),
+      giveClone: (dir) => giveWorkspace(dir, sandboxIdentity(ctx.config.tools, dir)),
+      maxAttempts: ctx.config.fleet.max_attempts,
+      agentNiceness: ctx.config.fleet.agent_niceness,
+      retry: ctx.config.fleet.retry,
+      perUser: ctx.config.fleet.limits.per_user,
+      heartbeatMs: locks.heartbeat_seconds * 1000,
+      log: (line) => log.info(line),
+      warn: (line) => log.warn(line),
+      error: (line) => log.error(line),
+      refuse: (job) => cannotServe(job, abilities),
+      relay: (pid) => log.relay(pid),
     })
     const started = running
     stop.onStop(() => started.stop())
@@ -226,7 +261,13 @@ async function serve(ctx: CommandEnv, opts: WorkerOptions, stop: StopRequests, l
  * as a running one does); null when a stop came first. A refusal that stays (a wrong
  * password, a missing right, a host name in use) is an error at once.
  */
-async function whenDatabaseUp(ctx: CommandEnv, opts: WorkerOptions, stop: StopRequests, log: WorkerLog, liveSeconds: number): Promise<{ pool: Pool; url: string; record: WorkerRecord } | null> {
+async function whenDatabaseUp(
+  ctx: CommandEnv,
+  opts: WorkerOptions,
+  stop: StopRequests,
+  log: WorkerLog,
+  liveSeconds: number,
+): Promise<{ pool: Pool; url: string; record: WorkerRecord } | null> {
   for (let attempt = 0; ; attempt++) {
     const connecting = (async () => {
       const { pool, url } = await fleetPool(ctx, 'worker', opts.concurrency + 2)
@@ -237,13 +278,22 @@ async function whenDatabaseUp(ctx: CommandEnv, opts: WorkerOptions, stop: StopRe
         throw err
       }
     })()
-    const first = await Promise.race([connecting.then((up) => ({ up }), (err: unknown) => ({ err })), stop.stopped.then(() => null)])
+    const first = await Promise.race([
+      connecting.then(
+        (up) => ({ up }),
+        (err: unknown) => ({ err }),
+      ),
+      stop.stopped.then(() => null),
+    ])
     if (first === null) {
       // Stopped while connecting: whatever it connects is closed, and its registration marked stopped.
-      void connecting.then(async (up) => {
-        await markStopped(up.pool, up.record.id).catch(() => undefined)
-        await up.pool.end().catch(() => undefined)
-      }, () => undefined)
+      void connecting.then(
+        async (up) => {
+          await markStopped(up.pool, up.record.id).catch(() => undefined)
+          await up.pool.end().catch(() => undefined)
+        },
+        () => undefined,
+      )
       return null
     }
     if ('up' in first) return first.up

@@ -42,7 +42,7 @@ export const NO_CONFIG = 'none'
  */
 export function loadConfig(where: ConfigLocation): LoadedConfig {
   if (where.flag === '') throw new UsageError('--config: the path is empty', `give the config file to use, ${NO_CONFIG} for no file, or leave --config out`)
-  const explicit = where.flag ?? (nonEmpty(where.env.CTXAGENT_CONFIG) ?? undefined)
+  const explicit = where.flag ?? nonEmpty(where.env.CTXAGENT_CONFIG) ?? undefined
   let file: string | null
   let raw: string | null
   if (explicit === NO_CONFIG) [file, raw] = [null, null]
@@ -53,7 +53,10 @@ export function loadConfig(where: ConfigLocation): LoadedConfig {
   applyEnvironment(config, data, where.env)
   const withUser = urlWithCredentials(config, where.env)
   if (withUser !== null) {
-    throw new UsageError(`${withUser} carries a user name or password (scheme://user:password@host); ctxagent refuses credentials in URLs, which would be printed and stored`, 'give the URL without user:password@ and the key in its own setting (api_key, token, telemetry.headers) or variable')
+    throw new UsageError(
+      `${withUser} carries a user name or password (scheme://user:password@host); ctxagent refuses credentials in URLs, which would be printed and stored`,
+      'give the URL without user:password@ and the key in its own setting (api_key, token, telemetry.headers) or variable',
+    )
   }
   return { config, source: file, ...(explicit === undefined ? notice(where) : {}) }
 }
@@ -88,7 +91,9 @@ function findConfig(where: ConfigLocation): [string | null, string | null] {
 function notice(where: ConfigLocation): { notice?: string } {
   for (const name of ['ctxagent.yaml', 'config.yaml']) {
     if (!looksLikeOurs(join(where.cwd, name))) continue
-    return { notice: `./${name} is not read: nothing in the current directory is configuration, since a model working there could write it (docs/contract.md §8); move it to ~/.config/ctxagent/config.yaml or /etc/ctxagent/config.yaml, or name it with --config` }
+    return {
+      notice: `./${name} is not read: nothing in the current directory is configuration, since a model working there could write it (docs/contract.md §8); move it to ~/.config/ctxagent/config.yaml or /etc/ctxagent/config.yaml, or name it with --config`,
+    }
   }
   return {}
 }
@@ -120,16 +125,28 @@ function readConfigFile(path: string, shown: string, explicit: boolean): string 
   const read = readRegularFile(path, MAX_CONFIG_BYTES)
   if (read.ok) {
     const untrusted = whyUntrusted(path, read.stat)
-    if (untrusted !== null) throw new UsageError(`${shown}: refused as config: ${untrusted.why}`, `${untrusted.fix}; ctxagent reads a config file only when no one but its owner (root or you) can change it`)
+    if (untrusted !== null)
+      throw new UsageError(
+        `${shown}: refused as config: ${untrusted.why}`,
+        `${untrusted.fix}; ctxagent reads a config file only when no one but its owner (root or you) can change it`,
+      )
     return read.text
   }
   if (read.problem === 'unreadable' && (isErrno(read.err, 'ENOENT') || isErrno(read.err, 'ENOTDIR')) && !explicit) return null
   const why =
-    read.problem === 'unreadable' ? describeErrno(read.err)
-    : read.problem === 'directory' ? 'it is a directory'
-    : read.problem === 'size' ? `${grouped(read.size)} bytes; the limit is 1 MB`
-    : 'not a regular file'
-  throw new UsageError(`${shown}: cannot read config (${why})`, explicit ? 'check the --config path or CTXAGENT_CONFIG' : `ctxagent reads the first of ~/.config/ctxagent/config.yaml, /etc/ctxagent/config.yaml: fix this one, or pass --config ${NO_CONFIG}`)
+    read.problem === 'unreadable'
+      ? describeErrno(read.err)
+      : read.problem === 'directory'
+        ? 'it is a directory'
+        : read.problem === 'size'
+          ? `${grouped(read.size)} bytes; the limit is 1 MB`
+          : 'not a regular file'
+  throw new UsageError(
+    `${shown}: cannot read config (${why})`,
+    explicit
+      ? 'check the --config path or CTXAGENT_CONFIG'
+      : `ctxagent reads the first of ~/.config/ctxagent/config.yaml, /etc/ctxagent/config.yaml: fix this one, or pass --config ${NO_CONFIG}`,
+  )
 }
 
 const SEE_EXAMPLE = 'see config.example.yaml for every key and its default'
@@ -194,7 +211,8 @@ function readYaml(yamlText: string, file: string): unknown {
     return doc.toJS() ?? {}
   } catch (err) {
     // yaml refuses alias expansions past maxAliasCount (a billion-laughs file).
-    if (err instanceof ReferenceError) throw new UsageError(`${file}: expands YAML aliases (*name) too many times`, 'write the values out instead of repeating aliases')
+    if (err instanceof ReferenceError)
+      throw new UsageError(`${file}: expands YAML aliases (*name) too many times`, 'write the values out instead of repeating aliases')
     if (err instanceof RangeError) throw new UsageError(`${file}: is not valid YAML (nested too deeply)`, 'fix the file')
     throw err
   }
@@ -226,7 +244,10 @@ function keyAt(node: unknown, pos: number, path: (string | number)[]): (string |
   }
   if (isSeq(node)) {
     // A tag comes just before its item: the first item that ends after it is the one.
-    const index = node.items.findIndex((item) => { const end = (item as YamlNode | null)?.range?.[2]; return end !== undefined && pos < end })
+    const index = node.items.findIndex((item) => {
+      const end = (item as YamlNode | null)?.range?.[2]
+      return end !== undefined && pos < end
+    })
     if (index < 0) return path
     const item = node.items[index]
     return (isCollection(item) ? keyAt(item, pos, [...path, index]) : null) ?? [...path, index]
@@ -240,7 +261,7 @@ function findProtoKey(value: unknown, path: (string | number)[]): (string | numb
     const found = findProtoKey(inner, [...path, Array.isArray(value) ? Number(key) : key])
     if (found) return found
   }
-  return  Object.hasOwn(value, '__proto__') ? [...path, '__proto__'] : null
+  return Object.hasOwn(value, '__proto__') ? [...path, '__proto__'] : null
 }
 
 /** A zod issue as `<key path> <what it expects>`: every schema above carries its own words. */
@@ -258,7 +279,16 @@ function describeIssue(issue: z.core.$ZodIssue): string {
 /** Words for an issue a schema gave none for (none should reach here; this keeps zod's "Invalid input" out). */
 function fallbackMessage(issue: z.core.$ZodIssue): string {
   if (issue.code === 'invalid_type') {
-    const words: Record<string, string> = { string: 'a string', number: 'a number', int: 'a whole number', boolean: 'true or false', object: 'a mapping of keys', record: 'a mapping of keys', array: 'a list', map: 'a mapping of keys' }
+    const words: Record<string, string> = {
+      string: 'a string',
+      number: 'a number',
+      int: 'a whole number',
+      boolean: 'true or false',
+      object: 'a mapping of keys',
+      record: 'a mapping of keys',
+      array: 'a list',
+      map: 'a mapping of keys',
+    }
     return `must be ${words[issue.expected] ?? issue.expected}`
   }
   if (issue.code === 'invalid_value') return `must be ${issue.values.map(String).join(' or ')}`
@@ -294,7 +324,11 @@ function applyEnvironment(config: Config, data: unknown, env: NodeJS.ProcessEnv)
 }
 
 function envUrl(name: string, value: string): string {
-  if (!isHttpUrl(value)) throw new UsageError(`${name} must be an http(s) URL, like http://127.0.0.1:8080/v1 (got '${shown(value.replace(/\/\/[^/@\s]*@/, '//…@'), 80)}')`, `fix or unset ${name}`)
+  if (!isHttpUrl(value))
+    throw new UsageError(
+      `${name} must be an http(s) URL, like http://127.0.0.1:8080/v1 (got '${shown(value.replace(/\/\/[^/@\s]*@/, '//…@'), 80)}')`,
+      `fix or unset ${name}`,
+    )
   return value
 }
 

@@ -26,7 +26,11 @@ export function parseCidr(cidr: string): { address: string; prefix: number; type
 
 /** A host as the proxy compares it: lower case, no trailing dot, an IPv6 literal without brackets. */
 export function normalHost(host: string): string {
-  return host.trim().toLowerCase().replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '')
+  return host
+    .trim()
+    .toLowerCase()
+    .replace(/^\[(.*)\]$/, '$1')
+    .replace(/\.$/, '')
 }
 
 /** tools.allowed_hosts entries: a name (`github.com`), `*.suffix` (`*.pypi.org`: its subdomains, not itself) or an IP literal. */
@@ -35,4 +39,3 @@ export function isHostPattern(entry: string): boolean {
   if (isIP(e) !== 0) return true
   return /^(\*\.)?([a-z0-9_]([a-z0-9_-]*[a-z0-9_])?\.)*[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?$/.test(e) && e.length <= 253
 }
-

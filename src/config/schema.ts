@@ -5,7 +5,6 @@ import { isDuration } from '../duration.js'
 import { clip } from '../text.js'
 import { isHostPattern, NETWORK_MODES, parseCidr } from './network.js'
 
-
 const POSITIVE_INT = 'must be a positive integer'
 const NON_NEGATIVE_INT = 'must be a whole number of 0 or more'
 const POSITIVE_NUMBER = 'must be a positive number'
@@ -54,11 +53,16 @@ const oneOf = <const T extends readonly [string, ...string[]]>(values: T) =>
 
 // tools.network and mcp.servers.<name>.network (docs/security.md#the-network): false and true, the old switch, are none and proxy.
 const NETWORK = 'must be none, proxy or host (false is none, true is proxy)'
-const network = () => z.pipe(z.union([z.boolean(), z.enum(NETWORK_MODES)], { error: NETWORK }), z.transform((v: boolean | (typeof NETWORK_MODES)[number]) => (v === true ? 'proxy' : v === false ? 'none' : v)))
+const network = () =>
+  z.pipe(
+    z.union([z.boolean(), z.enum(NETWORK_MODES)], { error: NETWORK }),
+    z.transform((v: boolean | (typeof NETWORK_MODES)[number]) => (v === true ? 'proxy' : v === false ? 'none' : v)),
+  )
 const ALLOWED_HOSTS = 'must be a list of host names, *.suffix patterns or IP addresses, like [registry.npmjs.org, "*.pypi.org"]'
 const allowedHosts = () => z.array(z.string({ error: ALLOWED_HOSTS }).check(z.refine(isHostPattern, { error: ALLOWED_HOSTS })), { error: ALLOWED_HOSTS })
 const ALLOWED_NETWORKS = 'must be a list of networks in CIDR form, like [10.1.2.3/32, "fd00:1::/64"]'
-const allowedNetworks = () => z.array(z.string({ error: ALLOWED_NETWORKS }).check(z.refine((v: string) => parseCidr(v) !== null, { error: ALLOWED_NETWORKS })), { error: ALLOWED_NETWORKS })
+const allowedNetworks = () =>
+  z.array(z.string({ error: ALLOWED_NETWORKS }).check(z.refine((v: string) => parseCidr(v) !== null, { error: ALLOWED_NETWORKS })), { error: ALLOWED_NETWORKS })
 
 const withDefault = z._default
 const orNull = <T extends z.core.SomeType>(schema: T) => z._default(z.nullable(schema), null)
@@ -83,7 +87,7 @@ const httpUrl = (example: string) => {
 }
 
 /** telemetry.headers: HTTP header names (RFC 9110 tokens) and values on one line. */
-const HEADER_NAME = 'must be HTTP header names (letters, digits and !#$%&\'*+.^_`|~-)'
+const HEADER_NAME = "must be HTTP header names (letters, digits and !#$%&'*+.^_`|~-)"
 const HEADER_VALUE = 'must be a header value on one line'
 const isHeaderName = (name: string) => /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$/.test(name)
 const isHeaderValue = (value: string) => !/[\r\n\0]/.test(value)
@@ -101,8 +105,7 @@ const POSTGRES_URL = 'must be a PostgreSQL URL like postgres://user:password@db.
 const postgresUrl = () => z.string({ error: POSTGRES_URL }).check(z.refine(isPostgresUrl, { error: POSTGRES_URL }))
 
 /** A duration as in the CLI (`90s`, `30m`, `1h30m`, or a number of seconds), kept as text and parsed where used. */
-const duration = () =>
-  z.string({ error: DURATION }).check(z.refine((value: string) => isDuration(value), { error: DURATION }))
+const duration = () => z.string({ error: DURATION }).check(z.refine((value: string) => isDuration(value), { error: DURATION }))
 
 export const DELIVER_MODES = ['none', 'branch', 'pr'] as const
 export type DeliverMode = (typeof DELIVER_MODES)[number]
@@ -123,10 +126,20 @@ const userSettings = z.strictObject(
         { error: 'must be a mapping of keys: provider, model, context_length' },
       ),
     ),
-    run: z.optional(z.strictObject({ max_turns: z.optional(positiveInt()), max_tokens: z.optional(positiveInt()), max_cost_usd: z.optional(usd()) }, { error: 'must be a mapping of keys: max_turns, max_tokens, max_cost_usd' })),
+    run: z.optional(
+      z.strictObject(
+        { max_turns: z.optional(positiveInt()), max_tokens: z.optional(positiveInt()), max_cost_usd: z.optional(usd()) },
+        { error: 'must be a mapping of keys: max_turns, max_tokens, max_cost_usd' },
+      ),
+    ),
     system_prompt_append: z.optional(text()),
     // docs/running.md#budgets: this user's own caps over budgets.user_daily_usd / user_monthly_usd (null: none).
-    budgets: z.optional(z.strictObject({ user_daily_usd: z.optional(z.nullable(usd())), user_monthly_usd: z.optional(z.nullable(usd())) }, { error: 'must be a mapping of keys: user_daily_usd, user_monthly_usd' })),
+    budgets: z.optional(
+      z.strictObject(
+        { user_daily_usd: z.optional(z.nullable(usd())), user_monthly_usd: z.optional(z.nullable(usd())) },
+        { error: 'must be a mapping of keys: user_daily_usd, user_monthly_usd' },
+      ),
+    ),
   },
   { error: 'must be a mapping of settings: llm, run, system_prompt_append, budgets' },
 )
@@ -148,7 +161,12 @@ const mcpServer = z.strictObject(
   {
     command: z.string({ error: (iss) => (iss.input === undefined ? 'is missing: the program that starts the server, like npx' : 'must be a string') }),
     args: withDefault(z.array(text(), { error: 'must be a list of strings, like [-y, some-package]' }), []),
-    env: withDefault(z.record(z.string(), z.string({ error: 'must be a string (put numbers and true/false in quotes)' }), { error: 'must be a mapping of variable names to values' }), {}),
+    env: withDefault(
+      z.record(z.string(), z.string({ error: 'must be a string (put numbers and true/false in quotes)' }), {
+        error: 'must be a mapping of variable names to values',
+      }),
+      {},
+    ),
     cwd: orNull(text()),
     enabled: withDefault(flag(), true),
     timeout_seconds: withDefault(positiveNumber(), 60),
@@ -188,7 +206,11 @@ export const configSchema = z.strictObject(
         summary_max_tokens: withDefault(positiveInt(), 1500),
       }),
       // The boundary moves in steps of step_rounds rounds (1: every round), so that a provider's prefix cache serves the rest.
-      prune: section({ protected_turns: withDefault(nonNegativeInt(), 3), protected_tool_rounds: withDefault(positiveInt(), 3), step_rounds: withDefault(positiveInt(), 12) }),
+      prune: section({
+        protected_turns: withDefault(nonNegativeInt(), 3),
+        protected_tool_rounds: withDefault(positiveInt(), 3),
+        step_rounds: withDefault(positiveInt(), 12),
+      }),
       // Tool outputs over threshold_bytes are stored once in blobs/ (docs/contract.md §5); a fresh one over max_inline_bytes is sent as head + tail.
       blobs: section({ threshold_bytes: withDefault(positiveInt(), 8 * 1024), max_inline_bytes: withDefault(positiveInt(), 64 * 1024) }),
       inheritance: section({ enabled: withDefault(flag(), true), max_summary_tokens: withDefault(positiveInt(), 4000) }),
@@ -243,7 +265,10 @@ export const configSchema = z.strictObject(
     }),
     tools: section({
       shell: withDefault(flag(), false),
-      command_timeout_seconds: withDefault(z.int({ error: COMMAND_TIMEOUT }).check(z.positive({ error: COMMAND_TIMEOUT }), z.lte(600, { error: COMMAND_TIMEOUT })), 120),
+      command_timeout_seconds: withDefault(
+        z.int({ error: COMMAND_TIMEOUT }).check(z.positive({ error: COMMAND_TIMEOUT }), z.lte(600, { error: COMMAND_TIMEOUT })),
+        120,
+      ),
       max_calls_per_reply: withDefault(positiveInt(), 32),
       // run_command's sandbox: bwrap, or none (an explicit opt-out; see docs/security.md).
       sandbox: withDefault(oneOf(['bwrap', 'none']), 'bwrap'),
@@ -253,7 +278,10 @@ export const configSchema = z.strictObject(
       allowed_hosts: orNull(allowedHosts()),
       // Private networks the proxy reaches all the same (a package mirror on the LAN), in CIDR form.
       allowed_networks: withDefault(allowedNetworks(), []),
-      sandbox_read_only: withDefault(z.array(absolutePath, { error: 'must be a list of absolute paths (directories a sandboxed command may read, e.g. a toolchain in $HOME)' }), []),
+      sandbox_read_only: withDefault(
+        z.array(absolutePath, { error: 'must be a list of absolute paths (directories a sandboxed command may read, e.g. a toolchain in $HOME)' }),
+        [],
+      ),
       // Who commands run as when ctxagent is root (a user name or uid[:gid]; never root). See docs/security.md.
       sandbox_user: orNull(z.string({ error: SANDBOX_USER }).check(z.refine(isSandboxUser, { error: SANDBOX_USER }))),
       // Per command (rlimits through prlimit), with or without bwrap.
@@ -265,8 +293,16 @@ export const configSchema = z.strictObject(
         cpu_seconds: withDefault(positiveInt(), DEFAULT_LIMITS.cpu_seconds),
       }),
     }),
-    pricing: withDefault(z.record(z.string(), modelPrice, { error: 'must be a mapping of model names to prices (prompt, completion, cached, cache_write: USD per million tokens)' }), {}),
-    users: withDefault(z.record(z.string(), userSettings, { error: 'must be a mapping of user names to settings (llm, run, system_prompt_append, budgets)' }), {}),
+    pricing: withDefault(
+      z.record(z.string(), modelPrice, {
+        error: 'must be a mapping of model names to prices (prompt, completion, cached, cache_write: USD per million tokens)',
+      }),
+      {},
+    ),
+    users: withDefault(
+      z.record(z.string(), userSettings, { error: 'must be a mapping of user names to settings (llm, run, system_prompt_append, budgets)' }),
+      {},
+    ),
     mcp: section({
       servers: withDefault(
         z.record(z.string(), mcpServer, { error: 'must be a mapping of server names to settings (command, args, env, cwd, enabled, timeout_seconds)' }),
@@ -275,7 +311,11 @@ export const configSchema = z.strictObject(
       max_tools: withDefault(positiveInt(), 128),
       max_result_chars: withDefault(positiveInt(), 100_000),
     }),
-    github: section({ api_url: withDefault(httpUrl('https://github.example.com/api/v3'), 'https://api.github.com'), token: orNull(text()), bot_name: orNull(text()) }),
+    github: section({
+      api_url: withDefault(httpUrl('https://github.example.com/api/v3'), 'https://api.github.com'),
+      token: orNull(text()),
+      bot_name: orNull(text()),
+    }),
     gitlab: section({ url: withDefault(httpUrl('https://gitlab.example.com'), 'https://gitlab.com'), token: orNull(text()), bot_name: orNull(text()) }),
     comments: section({ min_interval_seconds: withDefault(positiveNumber(), 30) }),
     chat: section({
@@ -327,7 +367,10 @@ export const configSchema = z.strictObject(
     deliver: section({
       mode: withDefault(oneOf(DELIVER_MODES), 'none'),
       // <key> (the issue's number, or the task id), <uuid8> and <uuid> are filled in.
-      branch: withDefault(z.string({ error: BRANCH }).check(z.refine((v) => v.trim() !== '' && !/[\s~^:?*[\\]/.test(v), { error: BRANCH })), 'ctxagent/<key>-<uuid8>'),
+      branch: withDefault(
+        z.string({ error: BRANCH }).check(z.refine((v) => v.trim() !== '' && !/[\s~^:?*[\\]/.test(v), { error: BRANCH })),
+        'ctxagent/<key>-<uuid8>',
+      ),
       // Author and committer of every delivered commit (never the host's git identity); null: the bot name and a no-reply address.
       author: section({ name: orNull(text()), email: orNull(text()) }),
       // The branch a PR/MR is opened against; null: the branch the task started from.
@@ -370,7 +413,14 @@ export const configSchema = z.strictObject(
       content: withDefault(flag(), false),
       service_name: withDefault(text(), 'ctxagent'),
       // Headers sent with every export (an OTLP receiver's auth: `Authorization: Bearer …`); secrets, shown as set, never by value.
-      headers: withDefault(z.record(z.string().check(z.refine(isHeaderName, { error: HEADER_NAME })), z.string({ error: HEADER_VALUE }).check(z.refine(isHeaderValue, { error: HEADER_VALUE })), { error: 'must be a mapping of HTTP header names to values' }), {}),
+      headers: withDefault(
+        z.record(
+          z.string().check(z.refine(isHeaderName, { error: HEADER_NAME })),
+          z.string({ error: HEADER_VALUE }).check(z.refine(isHeaderValue, { error: HEADER_VALUE })),
+          { error: 'must be a mapping of HTTP header names to values' },
+        ),
+        {},
+      ),
     }),
   },
   { error: MAPPING },
@@ -387,7 +437,8 @@ export function crossCheck(config: Config): string | null {
   if (locks.stale_after_remote_seconds !== null && locks.heartbeat_seconds >= locks.stale_after_remote_seconds) {
     return `locks.heartbeat_seconds (${locks.heartbeat_seconds}) must be less than locks.stale_after_remote_seconds (${locks.stale_after_remote_seconds}), or every live agent on another host would look dead`
   }
-  if (config.context.base_dir !== null && config.context.base_dir.trim() === '') return 'context.base_dir must not be empty (leave it out for the per-user default, ~/.local/state/ctxagent)'
+  if (config.context.base_dir !== null && config.context.base_dir.trim() === '')
+    return 'context.base_dir must not be empty (leave it out for the per-user default, ~/.local/state/ctxagent)'
   const retention = config.context.retention
   if (retention.compress_after_days >= retention.delete_after_days) {
     return `context.retention.compress_after_days (${retention.compress_after_days}) must be less than context.retention.delete_after_days (${retention.delete_after_days}), or tasks would be deleted before they are ever gzipped`
@@ -459,7 +510,9 @@ export function withoutSecrets(config: Config): { config: Config; secretsSet: st
   const copy = structuredClone(config)
   const secretsSet: string[] = []
   for (const path of SECRET_KEYS) {
-    const parent = path.slice(0, -1).reduce<Record<string, unknown>>((node, key) => node[key] as Record<string, unknown>, copy as unknown as Record<string, unknown>)
+    const parent = path
+      .slice(0, -1)
+      .reduce<Record<string, unknown>>((node, key) => node[key] as Record<string, unknown>, copy as unknown as Record<string, unknown>)
     const key = path.at(-1) as string
     if (parent[key] !== null) secretsSet.push(path.join('.'))
     parent[key] = null
@@ -494,7 +547,10 @@ export function activeEndpoint(config: Config): { model: string; context_length:
 export function missingApiKey(config: Config): { message: string; hint: string } | null {
   const { provider, openai, anthropic } = config.llm
   if (provider === 'openai' && openai.api_key === null && /^https:\/\/api\.openai\.com\b/.test(openai.base_url)) {
-    return { message: 'no OpenAI API key is set', hint: 'set OPENAI_API_KEY or llm.openai.api_key, or point llm.openai.base_url (OPENAI_BASE_URL) at a local server' }
+    return {
+      message: 'no OpenAI API key is set',
+      hint: 'set OPENAI_API_KEY or llm.openai.api_key, or point llm.openai.base_url (OPENAI_BASE_URL) at a local server',
+    }
   }
   if (provider === 'anthropic' && anthropic.api_key === null && /^https:\/\/api\.anthropic\.com\b/.test(anthropic.base_url)) {
     return { message: 'no Anthropic API key is set', hint: 'set ANTHROPIC_API_KEY or llm.anthropic.api_key' }

@@ -7,7 +7,18 @@ export interface SecretValue {
 }
 
 /** Credentials a process of ctxagent may hold in its environment, whether or not the config reads them. */
-const KNOWN_VARIABLES = ['OPENAI_API_KEY', 'GITHUB_TOKEN', 'GH_TOKEN', 'GITLAB_TOKEN', 'ANTHROPIC_API_KEY', 'OLLAMA_API_KEY', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'NPM_TOKEN', 'CTXAGENT_SERVE_TOKEN']
+const KNOWN_VARIABLES = [
+  'OPENAI_API_KEY',
+  'GITHUB_TOKEN',
+  'GH_TOKEN',
+  'GITLAB_TOKEN',
+  'ANTHROPIC_API_KEY',
+  'OLLAMA_API_KEY',
+  'AWS_SECRET_ACCESS_KEY',
+  'AWS_SESSION_TOKEN',
+  'NPM_TOKEN',
+  'CTXAGENT_SERVE_TOKEN',
+]
 
 /** Any other variable whose name says it holds a secret (API_KEY, …_TOKEN, …_SECRET, …PASSWORD). */
 const SECRET_NAME = /(?:^|_)(?:API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|ACCESS_KEY|PRIVATE_KEY)(?:$|_)/i
@@ -93,7 +104,9 @@ function urlKeys(config: Config): [string, string][] {
  */
 export function urlWithCredentials(config: Config, env: NodeJS.ProcessEnv = {}): string | null {
   // The OpenTelemetry variables stand for telemetry.otlp_endpoint (read where traces start): refused alike.
-  const variables = (['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'] as const).flatMap((name): [string, string][] => (env[name] ? [[name, env[name]]] : []))
+  const variables = (['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'] as const).flatMap((name): [string, string][] =>
+    env[name] ? [[name, env[name]]] : [],
+  )
   for (const [key, value] of [...urlKeys(config), ...variables]) {
     try {
       const url = new URL(value)

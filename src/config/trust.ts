@@ -35,11 +35,21 @@ export function whyUntrusted(path: string, file: Stats, uid: number = process.ge
     try {
       st = statSync(dir)
     } catch (err) {
-      return { why: `its directory ${shortPath(dir)} cannot be checked (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, fix: 'check the path' }
+      return {
+        why: `its directory ${shortPath(dir)} cannot be checked (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
+        fix: 'check the path',
+      }
     }
-    if (!trusted(st)) return { why: `its directory ${shortPath(dir)} is owned by uid ${st.uid}, neither root nor you`, fix: 'keep the config in a directory owned by root or by you' }
+    if (!trusted(st))
+      return {
+        why: `its directory ${shortPath(dir)} is owned by uid ${st.uid}, neither root nor you`,
+        fix: 'keep the config in a directory owned by root or by you',
+      }
     if ((st.mode & GROUP_OR_OTHER_WRITE) !== 0 && (st.mode & STICKY) === 0) {
-      return { why: `its directory ${shortPath(dir)} may be written by its group or others (mode ${mode(st)})`, fix: `chmod go-w ${shortPath(dir)}, or keep the config elsewhere` }
+      return {
+        why: `its directory ${shortPath(dir)} may be written by its group or others (mode ${mode(st)})`,
+        fix: `chmod go-w ${shortPath(dir)}, or keep the config elsewhere`,
+      }
     }
     const up = dirname(dir)
     if (up === dir) return null

@@ -1,7 +1,8 @@
 import type { StoredMessage } from '../storage/format/records.js'
 import { clip } from '../text.js'
 
-const PATH = /(?:\.{0,2}\/)?(?:[\w@.-]+\/)+[\w.-]+\.[A-Za-z0-9]{1,8}\b|\b[\w-]+\.(?:ts|tsx|js|mjs|cjs|jsx|py|rb|go|rs|java|kt|c|h|cpp|hpp|cs|php|swift|json|ya?ml|toml|md|sql|sh|css|html|lock)\b/g
+const PATH =
+  /(?:\.{0,2}\/)?(?:[\w@.-]+\/)+[\w.-]+\.[A-Za-z0-9]{1,8}\b|\b[\w-]+\.(?:ts|tsx|js|mjs|cjs|jsx|py|rb|go|rs|java|kt|c|h|cpp|hpp|cs|php|swift|json|ya?ml|toml|md|sql|sh|css|html|lock)\b/g
 const ERROR = /\b(error|exception|failed|failure|traceback|panic|fatal|denied|cannot|not found|undefined is not)\b/i
 /** A test summary that reports no failure ("19 passed, 0 failed", "0 errors") is not an error line. */
 const NO_FAILURE = /\b0 (?:failed|failures?|errors?)\b|\bno (?:errors?|failures?)\b/i
@@ -30,7 +31,11 @@ export function extractiveSummary(previous: string | null, messages: readonly St
   const before = previous ? factsOf(previous) : { work: [], paths: [], errors: [], decisions: [] }
   const texts = messages.map((m) => `${m.content}\n${m.tool_calls?.map((c) => c.function.arguments).join('\n') ?? ''}`)
   // Newest first: the last messages' lines before the earlier ones', then the previous summary's.
-  const lines = texts.flatMap((t) => t.split('\n')).map((l) => l.trim()).filter(Boolean).reverse()
+  const lines = texts
+    .flatMap((t) => t.split('\n'))
+    .map((l) => l.trim())
+    .filter(Boolean)
+    .reverse()
   const paths = unique([...[...texts].reverse().flatMap(pathsIn), ...before.paths], MAX.paths)
   const errors = unique([...lines.filter(isErrorLine).map((l) => clip(l, 240)), ...before.errors], MAX.errors)
   const decisions = unique([...lines.filter((l) => DECISION.test(l)).map((l) => clip(l, 240)), ...before.decisions], MAX.decisions)

@@ -41,7 +41,11 @@ export function prune(messages: readonly WindowMessage[], policy: PrunePolicy | 
  * messages never moves it back.
  */
 export function pruneBoundary(messages: readonly WindowMessage[], policy: PrunePolicy | number): number {
-  const { protectedTurns, protectedToolRounds, stepRounds = 1 } = typeof policy === 'number' ? { protectedTurns: policy, protectedToolRounds: Number.POSITIVE_INFINITY } : policy
+  const {
+    protectedTurns,
+    protectedToolRounds,
+    stepRounds = 1,
+  } = typeof policy === 'number' ? { protectedTurns: policy, protectedToolRounds: Number.POSITIVE_INFINITY } : policy
   const eager = Math.max(turnBoundary(messages, protectedTurns), roundBoundary(messages, Math.max(1, protectedToolRounds)))
   return stepRounds > 1 ? stepPoint(messages, eager, stepRounds) : eager
 }

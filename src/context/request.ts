@@ -38,7 +38,13 @@ const MAX_HEAD_SHARE = 0.25
  * What had to be left out is counted, and said in the request itself, so that the
  * caller can compact first and the model is never silently missing history.
  */
-export function requestMessages(window: readonly WindowMessage[], limit: number, policy: PrunePolicy | number, memo?: PruneMemo, fresh?: FreshOutput): RequestPlan {
+export function requestMessages(
+  window: readonly WindowMessage[],
+  limit: number,
+  policy: PrunePolicy | number,
+  memo?: PruneMemo,
+  fresh?: FreshOutput,
+): RequestPlan {
   const { pruned, costs: known } = prunedWindow(window, policy, memo, fresh)
   const costs = known.slice()
   let headEnd = 0
@@ -75,7 +81,15 @@ export function requestMessages(window: readonly WindowMessage[], limit: number,
   while (start < body.length && body[start]?.role === 'tool') start++
   const kept = body.slice(start)
   const dropped = start
-  const note: WindowMessage[] = dropped > 0 ? [{ role: 'user', content: `[${dropped} earlier message(s) of this task are left out of this request: they did not fit the model's context. The whole history is on disk in messages.jsonl; the summary above covers what came before it.]` }] : []
+  const note: WindowMessage[] =
+    dropped > 0
+      ? [
+          {
+            role: 'user',
+            content: `[${dropped} earlier message(s) of this task are left out of this request: they did not fit the model's context. The whole history is on disk in messages.jsonl; the summary above covers what came before it.]`,
+          },
+        ]
+      : []
   const messages = [...head, ...note, ...kept]
   // The request's tokens from the costs already known (a window of thousands is not looked up again).
   let tokens = headTokens + windowTokens(note)
@@ -91,7 +105,14 @@ export function requestMessages(window: readonly WindowMessage[], limit: number,
  * the boundary passed, not the whole window.
  */
 export interface PruneMemo {
-  last?: { window: readonly WindowMessage[]; length: number; policy: PrunePolicy | number; boundary: number; pruned: readonly WindowMessage[]; costs: readonly number[] }
+  last?: {
+    window: readonly WindowMessage[]
+    length: number
+    policy: PrunePolicy | number
+    boundary: number
+    pruned: readonly WindowMessage[]
+    costs: readonly number[]
+  }
 }
 
 /** The window pruned, and each message's estimate: from `memo` where it still holds, then recorded in it. */
@@ -102,11 +123,17 @@ export interface PruneMemo {
  */
 export type FreshOutput = (message: WindowMessage) => WindowMessage
 
-function prunedWindow(window: readonly WindowMessage[], policy: PrunePolicy | number, memo?: PruneMemo, fresh?: FreshOutput): { pruned: readonly WindowMessage[]; costs: readonly number[] } {
+function prunedWindow(
+  window: readonly WindowMessage[],
+  policy: PrunePolicy | number,
+  memo?: PruneMemo,
+  fresh?: FreshOutput,
+): { pruned: readonly WindowMessage[]; costs: readonly number[] } {
   const boundary = pruneBoundary(window, policy)
   const last = memo?.last
   // Reused up to the last boundary: those entries are pruned copies of the same messages.
-  const reuse = last !== undefined && last.window === window && last.policy === policy && last.length <= window.length && last.boundary <= boundary ? last.boundary : 0
+  const reuse =
+    last !== undefined && last.window === window && last.policy === policy && last.length <= window.length && last.boundary <= boundary ? last.boundary : 0
   const pruned: WindowMessage[] = reuse > 0 ? (last as NonNullable<PruneMemo['last']>).pruned.slice(0, reuse) : []
   const costs: number[] = reuse > 0 ? (last as NonNullable<PruneMemo['last']>).costs.slice(0, reuse) : []
   for (let i = reuse; i < window.length; i++) {
@@ -158,12 +185,20 @@ export async function compressIfNeeded(handle: TaskHandle, options: AutoCompress
   if (options.force === true ? plan === null : !shouldCompress(plan, options.limit, tokens)) return null
   await handle.setStatus('compressing', 'compressing')
   const requestId = options.requestId
-  const sink: CompactionSink = requestId === undefined ? handle : { addSummary: (r) => handle.addSummary({ ...r, request_id: requestId }), replaceCurrent: (w) => handle.replaceCurrent(w) }
+  const sink: CompactionSink =
+    requestId === undefined
+      ? handle
+      : { addSummary: (r) => handle.addSummary({ ...r, request_id: requestId }), replaceCurrent: (w) => handle.replaceCurrent(w) }
   try {
     const result = await compact(plan as CompactionPlan, options.summarizer, sink, options.now())
     // TaskHandle.update counts the compressions from summaries.jsonl itself.
     const usage = result.record.usage
-    await handle.update({ status: 'processing', last_activity: 'compressed', current_context_tokens: result.tokensAfter, ...(usage ? { compaction_tokens: addUsage(handle.state.compaction_tokens, usage) } : {}) })
+    await handle.update({
+      status: 'processing',
+      last_activity: 'compressed',
+      current_context_tokens: result.tokensAfter,
+      ...(usage ? { compaction_tokens: addUsage(handle.state.compaction_tokens, usage) } : {}),
+    })
     return result
   } catch (err) {
     if (handle.lost) throw err

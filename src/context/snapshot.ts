@@ -23,7 +23,12 @@ export async function loadSnapshot(dir: string): Promise<ContextSnapshot> {
   const summaries = await tailJsonl(join(dir, FILES.summaries), 1)
   const summary = summaries.records[0] ? normalizeSummary(summaries.records[0]) : null
   const end = summary?.end_seq ?? 0
-  const { records } = await tailJsonl(join(dir, FILES.messages), Number.POSITIVE_INFINITY, (r) => r.visible !== false, (r) => typeof r.seq === 'number' && r.seq <= end)
+  const { records } = await tailJsonl(
+    join(dir, FILES.messages),
+    Number.POSITIVE_INFINITY,
+    (r) => r.visible !== false,
+    (r) => typeof r.seq === 'number' && r.seq <= end,
+  )
   const after = records.map(normalizeMessage).filter((m): m is StoredMessage => m !== null)
   return { system, task, summary, after: summary ? after.filter((m) => m.seq !== system?.seq && m.seq !== task?.seq) : after }
 }

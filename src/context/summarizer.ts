@@ -31,7 +31,12 @@ export function noUsage(): SummaryUsage {
 /** Two runs of requests added up (`a` absent: `b`). */
 export function addUsage(a: SummaryUsage | undefined, b: SummaryUsage): SummaryUsage {
   if (a === undefined) return { ...b }
-  return { requests: a.requests + b.requests, prompt_tokens: a.prompt_tokens + b.prompt_tokens, completion_tokens: a.completion_tokens + b.completion_tokens, cached_tokens: a.cached_tokens + b.cached_tokens }
+  return {
+    requests: a.requests + b.requests,
+    prompt_tokens: a.prompt_tokens + b.prompt_tokens,
+    completion_tokens: a.completion_tokens + b.completion_tokens,
+    cached_tokens: a.cached_tokens + b.cached_tokens,
+  }
 }
 
 /** context.compression.summary_max_tokens: a summary request's max_tokens, not the turn's. */
@@ -42,7 +47,15 @@ export function llmSummarizer(client: LlmClient, options: { maxTokens?: number; 
   return {
     method: 'llm',
     model: client.model,
-    summarize: (previous, messages, _task, usage) => summarizeInChunks(client, SUMMARY_SYSTEM_PROMPT, previous, boundedTranscript(messages, chunkBudget(client) * maxCalls), summaryBudget(client, options.maxTokens), usage),
+    summarize: (previous, messages, _task, usage) =>
+      summarizeInChunks(
+        client,
+        SUMMARY_SYSTEM_PROMPT,
+        previous,
+        boundedTranscript(messages, chunkBudget(client) * maxCalls),
+        summaryBudget(client, options.maxTokens),
+        usage,
+      ),
   }
 }
 
@@ -93,7 +106,14 @@ export function extractiveSummarizer(): Summarizer {
  * most half the context, each folded into the summary of the chunks before it, so
  * summaries nest and nothing is dropped unread.
  */
-export async function summarizeInChunks(client: LlmClient, system: string, previous: string | null, lines: Iterable<string> | AsyncIterable<string>, maxTokens: number, usage?: SummaryUsage): Promise<string> {
+export async function summarizeInChunks(
+  client: LlmClient,
+  system: string,
+  previous: string | null,
+  lines: Iterable<string> | AsyncIterable<string>,
+  maxTokens: number,
+  usage?: SummaryUsage,
+): Promise<string> {
   const budget = chunkBudget(client)
   let summary = previous
   let chunk: string[] = []
@@ -116,7 +136,14 @@ export async function summarizeInChunks(client: LlmClient, system: string, previ
   return summary ?? ''
 }
 
-async function ask(client: LlmClient, system: string, previous: string | null, lines: readonly string[], maxTokens: number, usage?: SummaryUsage): Promise<string> {
+async function ask(
+  client: LlmClient,
+  system: string,
+  previous: string | null,
+  lines: readonly string[],
+  maxTokens: number,
+  usage?: SummaryUsage,
+): Promise<string> {
   const parts = []
   if (previous) parts.push(`<previous_summary>\n${previous}\n</previous_summary>`)
   parts.push(`<conversation>\n${lines.join('\n')}\n</conversation>`)
@@ -146,7 +173,13 @@ async function ask(client: LlmClient, system: string, previous: string | null, l
  * one request when they fit half the context beside the summary; else the older part
  * that fits goes first and the rest, bounded by boundedTranscript, second.
  */
-export async function finalSummary(client: LlmClient, summary: string | null, messages: readonly StoredMessage[], maxTokens = SUMMARY_MAX_TOKENS, usage?: SummaryUsage): Promise<string> {
+export async function finalSummary(
+  client: LlmClient,
+  summary: string | null,
+  messages: readonly StoredMessage[],
+  maxTokens = SUMMARY_MAX_TOKENS,
+  usage?: SummaryUsage,
+): Promise<string> {
   const budget = Math.max(512, chunkBudget(client) - (summary === null ? 0 : estimateTokens(summary)))
   const tokens = summaryBudget(client, maxTokens)
   const lines = messages.map((m) => transcriptLine(m))

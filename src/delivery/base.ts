@@ -16,11 +16,23 @@ export interface DeliveryBase {
 export async function deliveryBase(workspace: string, mode: 'branch' | 'pr'): Promise<DeliveryBase> {
   const options = { safeDir: workspace, cwd: workspace }
   const commit = await git(['rev-parse', '--verify', '--quiet', 'HEAD^{commit}'], options).catch(() => '')
-  if (commit.trim() === '') throw new UsageError(`--deliver ${mode} needs a git repository with at least one commit in the workspace (${workspace})`, 'commit the starting point first, or run without --deliver')
+  if (commit.trim() === '')
+    throw new UsageError(
+      `--deliver ${mode} needs a git repository with at least one commit in the workspace (${workspace})`,
+      'commit the starting point first, or run without --deliver',
+    )
   const branch = (await git(['symbolic-ref', '--quiet', '--short', 'HEAD'], options).catch(() => '')).trim()
   const remote = (await git(['config', '--get', 'remote.origin.url'], options).catch(() => '')).trim()
-  if (mode === 'pr' && remote === '') throw new UsageError(`--deliver pr pushes to the workspace's origin, and ${workspace} has none`, 'add one (git remote add origin URL), or use --deliver branch')
-  if (remote !== '' && hasCredentials(remote)) throw new UsageError("the workspace's origin URL holds a user name or password", 'remove it from the URL (git remote set-url origin URL); ctxagent gives the forge token to git itself')
+  if (mode === 'pr' && remote === '')
+    throw new UsageError(
+      `--deliver pr pushes to the workspace's origin, and ${workspace} has none`,
+      'add one (git remote add origin URL), or use --deliver branch',
+    )
+  if (remote !== '' && hasCredentials(remote))
+    throw new UsageError(
+      "the workspace's origin URL holds a user name or password",
+      'remove it from the URL (git remote set-url origin URL); ctxagent gives the forge token to git itself',
+    )
   return { base_commit: commit.trim(), base_branch: branch === '' ? null : branch, base_remote: remote === '' ? null : remote }
 }
 

@@ -52,7 +52,10 @@ export async function deliver(input: DeliveryInput): Promise<DeliveryOutcome> {
     staged = await stage(input.workspace, input.base.commit)
     if (staged.tree === staged.baseTree) return refuse('no changes: the workspace holds nothing to commit over the commit the task started from')
     const problems = await refusals(staged, input.base.commit, { exclude: input.config.deliver.exclude, maxFileBytes: input.config.deliver.max_file_bytes })
-    if (problems.length > 0) return refuse(`not delivered: ${problems.slice(0, 5).join('; ')}${problems.length > 5 ? `; and ${problems.length - 5} more` : ''}. The workspace keeps the files.`)
+    if (problems.length > 0)
+      return refuse(
+        `not delivered: ${problems.slice(0, 5).join('; ')}${problems.length > 5 ? `; and ${problems.length - 5} more` : ''}. The workspace keeps the files.`,
+      )
     const commit = await commitOnBranch(staged, input, branch)
     Object.assign(outcome, { branch, commit })
     if (typeof commit !== 'string') return refuse(commit.refused)
@@ -64,7 +67,8 @@ export async function deliver(input: DeliveryInput): Promise<DeliveryOutcome> {
     await pauseAtForTest('deliver-pushed')
     if (input.target.kind === 'pr-head') return { ...outcome, pr: input.target.pr }
     const forge = forgeOf(input.config, input.key, input.base.remote)
-    if (forge === null) return refuse(`the branch is pushed, but ${input.base.remote} is on no configured forge (github.api_url, gitlab.url): no pull request opened`)
+    if (forge === null)
+      return refuse(`the branch is pushed, but ${input.base.remote} is on no configured forge (github.api_url, gitlab.url): no pull request opened`)
     const fromItem = (input.key.task_source === 'github' || input.key.task_source === 'gitlab') && /^\d+$/.test(input.key.task_id)
     const title = fromItem ? await itemTitle(input.config, forge, input.key.task_type, Number(input.key.task_id)) : firstLine(input.answer)
     const body = [
@@ -73,7 +77,15 @@ export async function deliver(input: DeliveryInput): Promise<DeliveryOutcome> {
       `Made by ctxagent task \`${input.uuid}\`.`,
       marker(input.uuid),
     ].join('\n\n')
-    outcome.pr = await openChangeRequest(input.config, forge, { branch, base: input.config.deliver.base ?? input.base.branch, title: maskText(title), body, draft: input.config.deliver.draft, labels: input.config.deliver.labels, marker: marker(input.uuid) })
+    outcome.pr = await openChangeRequest(input.config, forge, {
+      branch,
+      base: input.config.deliver.base ?? input.base.branch,
+      title: maskText(title),
+      body,
+      draft: input.config.deliver.draft,
+      labels: input.config.deliver.labels,
+      marker: marker(input.uuid),
+    })
     return outcome
   } catch (err) {
     return refuse(`delivery failed: ${(err as Error).message}`)
@@ -98,20 +110,39 @@ async function commitOnBranch(staged: Staged, input: DeliveryInput, branch: stri
       await staged.run(['update-ref', ref, existing])
       return existing
     }
-    return { refused: input.target.kind === 'pr-head' ? `the branch ${branch} moved since the task started; nothing pushed (no force-push)` : `a branch ${branch} already exists with another commit; nothing overwritten` }
+    return {
+      refused:
+        input.target.kind === 'pr-head'
+          ? `the branch ${branch} moved since the task started; nothing pushed (no force-push)`
+          : `a branch ${branch} already exists with another commit; nothing overwritten`,
+    }
   }
   const author = input.config.deliver.author
   const name = author.name ?? input.config.github.bot_name ?? input.config.gitlab.bot_name ?? 'ctxagent'
   const email = author.email ?? `${name.replace(/[^A-Za-z0-9._-]/g, '-')}@users.noreply.ctxagent.invalid`
   const identity = { GIT_AUTHOR_NAME: name, GIT_AUTHOR_EMAIL: email, GIT_COMMITTER_NAME: name, GIT_COMMITTER_EMAIL: email }
   const message = `${firstLine(input.answer)}\n\nctxagent task ${input.uuid}\n`
-  const commit = (await staged.run(['commit-tree', '--no-gpg-sign', staged.tree, '-p', input.base.commit, '-F', '-'], { env: identity, input: maskText(message) })).trim()
+  const commit = (
+    await staged.run(['commit-tree', '--no-gpg-sign', staged.tree, '-p', input.base.commit, '-F', '-'], { env: identity, input: maskText(message) })
+  ).trim()
   await staged.run(['update-ref', ref, commit])
   const owner = ownerOf(staged.top)
   if (owner !== null) giveTo(staged.gitDir, owner.uid, owner.gid)
   const asOwner = owner === null ? {} : owner
   const current = (await git(['symbolic-ref', '--quiet', 'HEAD'], { safeDir: staged.top, cwd: input.workspace }).catch(() => '')).trim()
-  await git(['fetch', '--quiet', '--no-tags', '--no-write-fetch-head', '--no-recurse-submodules', ...(current === ref ? ['--update-head-ok'] : []), staged.gitDir, `${ref}:${ref}`], { safeDir: staged.top, cwd: input.workspace, ...asOwner })
+  await git(
+    [
+      'fetch',
+      '--quiet',
+      '--no-tags',
+      '--no-write-fetch-head',
+      '--no-recurse-submodules',
+      ...(current === ref ? ['--update-head-ok'] : []),
+      staged.gitDir,
+      `${ref}:${ref}`,
+    ],
+    { safeDir: staged.top, cwd: input.workspace, ...asOwner },
+  )
   // On a PR's head branch the commit is the checkout's own now: its index follows (the files are already the commit's).
   if (current === ref) await git(['read-tree', commit], { safeDir: staged.top, cwd: input.workspace, ...asOwner })
   return commit
@@ -126,7 +157,11 @@ function ownerOf(dir: string): { uid: number; gid: number } | null {
 
 /** deliver.branch with <key> (the issue's number or the task id), <uuid8> and <uuid> filled in. */
 export function branchName(template: string, key: TaskKey, uuid: string): string {
-  const id = key.task_id.replace(/[^A-Za-z0-9._-]+/g, '-').replace(/^[-.]+|[-.]+$/g, '').slice(0, 40) || 'task'
+  const id =
+    key.task_id
+      .replace(/[^A-Za-z0-9._-]+/g, '-')
+      .replace(/^[-.]+|[-.]+$/g, '')
+      .slice(0, 40) || 'task'
   return template.replaceAll('<key>', id).replaceAll('<uuid8>', uuid.slice(0, 8)).replaceAll('<uuid>', uuid)
 }
 
@@ -138,7 +173,11 @@ async function validBranch(name: string, workspace: string): Promise<boolean> {
 }
 
 function firstLine(text: string): string {
-  const line = text.trim().split('\n').find((l) => l.trim() !== '') ?? 'Changes by ctxagent'
+  const line =
+    text
+      .trim()
+      .split('\n')
+      .find((l) => l.trim() !== '') ?? 'Changes by ctxagent'
   const plain = line.replace(/^#+\s*/, '').trim()
   return plain.length > 100 ? `${plain.slice(0, 97)}...` : plain
 }

@@ -75,13 +75,23 @@ export function git(args: readonly string[], options: GitOptions): Promise<strin
     ...(options.hostConfig ? hostVariables() : { GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' }),
     ...options.env,
   }
-  const config = [...(options.hostConfig ? SAFE_CONFIG.filter((c) => !c.startsWith('core.sshCommand=')) : SAFE_CONFIG), `safe.directory=${options.safeDir}`, ...(options.config ?? [])]
+  const config = [
+    ...(options.hostConfig ? SAFE_CONFIG.filter((c) => !c.startsWith('core.sshCommand=')) : SAFE_CONFIG),
+    `safe.directory=${options.safeDir}`,
+    ...(options.config ?? []),
+  ]
   const full = [...config.flatMap((c) => ['-c', c]), ...args]
   return new Promise((resolve, reject) => {
     const child = execFile(
       'git',
       full,
-      { env, cwd: options.cwd ?? '/', maxBuffer: options.maxBuffer ?? 64 * 1024 * 1024, timeout: 600_000, ...(options.uid !== undefined ? { uid: options.uid, gid: options.gid ?? options.uid } : {}) },
+      {
+        env,
+        cwd: options.cwd ?? '/',
+        maxBuffer: options.maxBuffer ?? 64 * 1024 * 1024,
+        timeout: 600_000,
+        ...(options.uid !== undefined ? { uid: options.uid, gid: options.gid ?? options.uid } : {}),
+      },
       (err, stdout, stderr) => {
         if (err === null) resolve(String(stdout))
         else reject(new GitError(`git ${args[0] ?? ''}: ${lastLine(String(stderr)) || err.message}`))
@@ -103,6 +113,9 @@ function hostVariables(): Record<string, string> {
 
 function lastLine(text: string): string {
   // The reason, not git's summary of it ("failed to push some refs" follows the rejected ref's line).
-  const lines = text.trim().split('\n').filter((l) => l.trim() !== '' && !l.startsWith('hint:') && !l.includes('failed to push some refs'))
+  const lines = text
+    .trim()
+    .split('\n')
+    .filter((l) => l.trim() !== '' && !l.startsWith('hint:') && !l.includes('failed to push some refs'))
   return (lines.pop() ?? '').trim().slice(0, 300)
 }

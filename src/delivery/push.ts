@@ -92,5 +92,8 @@ function hostAndPath(url: string): { host: string; path: string } | null {
 }
 
 function trimPath(path: string): string {
-  return path.replace(/^\/+/, '').replace(/\/+$/, '').replace(/\.git$/, '')
+  return path
+    .replace(/^\/+/, '')
+    .replace(/\/+$/, '')
+    .replace(/\.git$/, '')
 }

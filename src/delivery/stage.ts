@@ -46,7 +46,10 @@ export async function stage(workspace: string, base: string): Promise<Staged> {
   try {
     await git(['init', '--quiet', '--bare', '--template=', `--object-format=${format}`, gitDir], { safeDir: gitDir })
     // Delivery's own configuration, the whole of it: no filter, no fsmonitor, no hook is defined here.
-    writeFileSync(join(gitDir, 'config'), `[core]\n\trepositoryformatversion = ${format === 'sha1' ? 0 : 1}\n\tbare = false\n\tfilemode = true\n\tsymlinks = true\n\tlogallrefupdates = false\n${format === 'sha1' ? '' : `[extensions]\n\tobjectformat = ${format}\n`}`)
+    writeFileSync(
+      join(gitDir, 'config'),
+      `[core]\n\trepositoryformatversion = ${format === 'sha1' ? 0 : 1}\n\tbare = false\n\tfilemode = true\n\tsymlinks = true\n\tlogallrefupdates = false\n${format === 'sha1' ? '' : `[extensions]\n\tobjectformat = ${format}\n`}`,
+    )
     writeFileSync(join(gitDir, 'objects', 'info', 'alternates'), `${join(repoGitDir, 'objects')}\n`)
     copyExclude(join(repoGitDir, 'info', 'exclude'), join(gitDir, 'info', 'exclude'))
     await run(['read-tree', base])
@@ -81,7 +84,20 @@ async function changedFiles(run: Staged['run'], base: string): Promise<ChangedFi
 
 /** The lines a path's change adds (its new content, for a new file), for the secret scan. */
 export async function addedText(staged: Staged, base: string, path: string): Promise<string> {
-  const patch = await staged.run(['diff-index', '--cached', '-p', '-U0', '--text', '--no-color', '--no-ext-diff', '--no-textconv', '--no-renames', base, '--', `:(literal)${path}`])
+  const patch = await staged.run([
+    'diff-index',
+    '--cached',
+    '-p',
+    '-U0',
+    '--text',
+    '--no-color',
+    '--no-ext-diff',
+    '--no-textconv',
+    '--no-renames',
+    base,
+    '--',
+    `:(literal)${path}`,
+  ])
   const lines = patch.split('\n')
   const first = lines.findIndex((l) => l.startsWith('@@'))
   if (first < 0) return ''
@@ -110,4 +126,3 @@ export function giveTo(dir: string, uid: number, gid: number): void {
   }
   walk(dir)
 }
-

@@ -22,9 +22,13 @@ export function cannotServe(job: Job, abilities: WorkerAbilities): string | null
   if (job.kind === 'new' && spec.repo !== undefined && abilities.workspacesDir === null) {
     return 'this worker has no fleet.workspaces_dir to clone the --repo job into (set it on every worker, on the shared mount)'
   }
-  if (spec.github !== undefined && !abilities.githubToken) return 'this worker has no GitHub token for the --github job (set github.token, or GITHUB_TOKEN in its environment)'
-  if (spec.gitlab !== undefined && !abilities.gitlabToken) return 'this worker has no GitLab token for the --gitlab job (set gitlab.token, or GITLAB_TOKEN in its environment)'
-  if (job.kind === 'new' && job.spec.allow_shell === true && abilities.sandboxProblem !== null) return `the job asks for run_command (--allow-shell), and this worker's sandbox does not work here: ${abilities.sandboxProblem}`
-  if (job.kind === 'new' && abilities.shellProblem !== null) return `this worker's tasks get run_command (tools.shell), and its sandbox does not work here: ${abilities.shellProblem}`
+  if (spec.github !== undefined && !abilities.githubToken)
+    return 'this worker has no GitHub token for the --github job (set github.token, or GITHUB_TOKEN in its environment)'
+  if (spec.gitlab !== undefined && !abilities.gitlabToken)
+    return 'this worker has no GitLab token for the --gitlab job (set gitlab.token, or GITLAB_TOKEN in its environment)'
+  if (job.kind === 'new' && job.spec.allow_shell === true && abilities.sandboxProblem !== null)
+    return `the job asks for run_command (--allow-shell), and this worker's sandbox does not work here: ${abilities.sandboxProblem}`
+  if (job.kind === 'new' && abilities.shellProblem !== null)
+    return `this worker's tasks get run_command (tools.shell), and its sandbox does not work here: ${abilities.shellProblem}`
   return null
 }

@@ -29,7 +29,13 @@ export interface CloneCredential {
  *   worker's user answer. Nothing of it is left in the clone's `.git/config`;
  * - the ref is resolved with `--end-of-options` and checked out by its commit id.
  */
-export async function cloneWorkspace(options: { url: string; ref?: string; dir: string; credentials?: CloneCredential[]; signal?: AbortSignal }): Promise<void> {
+export async function cloneWorkspace(options: {
+  url: string
+  ref?: string
+  dir: string
+  credentials?: CloneCredential[]
+  signal?: AbortSignal
+}): Promise<void> {
   const { url, ref, dir, signal } = options
   if (existsSync(join(dir, '.git'))) return
   if (ref !== undefined && !validRef(ref)) throw new Error(`the ref '${ref.slice(0, 40)}' is not a branch, tag or commit name`)
@@ -45,7 +51,8 @@ export async function cloneWorkspace(options: { url: string; ref?: string; dir: 
     await git([...SAFE, ...helper, 'clone', '--quiet', '--no-local', '--no-hardlinks', '--no-recurse-submodules', '--', url, partial], env)
     if (ref !== undefined) {
       // A tag, a commit, the default branch, or another branch (only origin/<name> in a fresh clone).
-      const resolve = (name: string): Promise<string | null> => git([...SAFE, '-C', partial, 'rev-parse', '--verify', '--quiet', '--end-of-options', `${name}^{commit}`], env).catch(() => null)
+      const resolve = (name: string): Promise<string | null> =>
+        git([...SAFE, '-C', partial, 'rev-parse', '--verify', '--quiet', '--end-of-options', `${name}^{commit}`], env).catch(() => null)
       const commit = (await resolve(ref)) ?? (await resolve(`origin/${ref}`))
       if (commit === null) throw new Error(`the ref '${ref}' is not in the repository`)
       await git([...SAFE, '-C', partial, 'checkout', '--quiet', '--detach', commit.trim(), '--'], env)
@@ -91,7 +98,17 @@ export function gitEnv(credential: CloneCredential | null): NodeJS.ProcessEnv {
   return env
 }
 
-const DROPPED = new Set(['GIT_DIR', 'GIT_WORK_TREE', 'GIT_INDEX_FILE', 'GIT_OBJECT_DIRECTORY', 'GIT_ALTERNATE_OBJECT_DIRECTORIES', 'GIT_COMMON_DIR', 'GIT_NAMESPACE', 'GIT_CEILING_DIRECTORIES', 'GIT_DISCOVERY_ACROSS_FILESYSTEM'])
+const DROPPED = new Set([
+  'GIT_DIR',
+  'GIT_WORK_TREE',
+  'GIT_INDEX_FILE',
+  'GIT_OBJECT_DIRECTORY',
+  'GIT_ALTERNATE_OBJECT_DIRECTORIES',
+  'GIT_COMMON_DIR',
+  'GIT_NAMESPACE',
+  'GIT_CEILING_DIRECTORIES',
+  'GIT_DISCOVERY_ACROSS_FILESYSTEM',
+])
 
 /** One git command; `signal` (a cancelled job) kills it, and the clone is removed. */
 function runGit(args: string[], env: NodeJS.ProcessEnv, signal: AbortSignal | undefined): Promise<string> {

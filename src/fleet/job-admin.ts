@@ -54,12 +54,14 @@ const SELECT = `SELECT j.id, j.state, j.kind, j.task_uuid, j."user", j.claimed_b
 /** A job id as typed by an operator: a positive whole number. */
 export function parseJobId(value: string): number {
   const n = Number(value)
-  if (!/^\d{1,15}$/.test(value.trim()) || !Number.isSafeInteger(n) || n < 1) throw new UsageError(`'${value.slice(0, 40)}' is not a job id`, 'job ids are positive whole numbers; see ctxagent jobs')
+  if (!/^\d{1,15}$/.test(value.trim()) || !Number.isSafeInteger(n) || n < 1)
+    throw new UsageError(`'${value.slice(0, 40)}' is not a job id`, 'job ids are positive whole numbers; see ctxagent jobs')
   return n
 }
 
 export function parseJobState(value: string): JobState {
-  if (!(JOB_STATES as readonly string[]).includes(value)) throw new UsageError(`--state '${value.slice(0, 20)}' is not a job state`, `give one of ${JOB_STATES.join(', ')}`)
+  if (!(JOB_STATES as readonly string[]).includes(value))
+    throw new UsageError(`--state '${value.slice(0, 20)}' is not a job state`, `give one of ${JOB_STATES.join(', ')}`)
   return value as JobState
 }
 
@@ -110,9 +112,15 @@ export async function cancelJob(pool: Pool, id: number): Promise<{ task_uuid: st
  * usage limit or a budget) is run now: it waits at once, its attempts as they were. A done,
  * waiting or running job is a conflict, and so is a task that finished or has another open job.
  */
-export async function retryJob(pool: Pool, id: number, taskLocation: (uuid: string) => 'running' | 'paused' | 'completed' | null): Promise<{ task_uuid: string; kind: JobKind; was: JobState }> {
+export async function retryJob(
+  pool: Pool,
+  id: number,
+  taskLocation: (uuid: string) => 'running' | 'paused' | 'completed' | null,
+): Promise<{ task_uuid: string; kind: JobKind; was: JobState }> {
   return inTransaction(pool, async (client) => {
-    const row = (await client.query<{ state: JobState; task_uuid: string; kind: JobKind }>('SELECT state, task_uuid, kind FROM fleet_jobs WHERE id = $1 FOR UPDATE', [id])).rows[0]
+    const row = (
+      await client.query<{ state: JobState; task_uuid: string; kind: JobKind }>('SELECT state, task_uuid, kind FROM fleet_jobs WHERE id = $1 FOR UPDATE', [id])
+    ).rows[0]
     if (row === undefined) throw notFound(id)
     if (row.state === 'retrying') {
       // Hurried: claimable now, by the next free worker (the trigger wakes one).
@@ -120,15 +128,34 @@ export async function retryJob(pool: Pool, id: number, taskLocation: (uuid: stri
       return { task_uuid: row.task_uuid, kind: row.kind, was: row.state }
     }
     if (row.state !== 'failed' && row.state !== 'cancelled') {
-      throw new LockedError(`job ${id} is ${row.state}; only a failed, cancelled or retrying job is run again`, row.state === 'done' ? 'a done job ran to its end: enqueue a new task (with the same --task-id to inherit its summary)' : row.state === 'waiting' ? 'it runs as soon as a worker is free' : 'wait for it to finish, or cancel it first')
+      throw new LockedError(
+        `job ${id} is ${row.state}; only a failed, cancelled or retrying job is run again`,
+        row.state === 'done'
+          ? 'a done job ran to its end: enqueue a new task (with the same --task-id to inherit its summary)'
+          : row.state === 'waiting'
+            ? 'it runs as soon as a worker is free'
+            : 'wait for it to finish, or cancel it first',
+      )
     }
     const location = taskLocation(row.task_uuid)
-    if (location === 'completed') throw new LockedError(`task ${row.task_uuid} of job ${id} is finished (in completed/)`, 'enqueue a new task (with the same --task-id to inherit its summary)')
+    if (location === 'completed')
+      throw new LockedError(
+        `task ${row.task_uuid} of job ${id} is finished (in completed/)`,
+        'enqueue a new task (with the same --task-id to inherit its summary)',
+      )
     if (location === 'running') throw new LockedError(`task ${row.task_uuid} of job ${id} is running`, 'wait for it to stop, or pause it')
     const kind: JobKind = location === 'paused' ? 'resume' : row.kind
-    if (kind === 'resume' && location === null) throw new CtxError(`task ${row.task_uuid} of job ${id} is not in the tree`, { exitCode: 3, hint: 'check --home; its files may have been deleted' })
-    const open = await client.query('SELECT id FROM fleet_jobs WHERE task_uuid = $1 AND id <> $2 AND state IN (\'waiting\', \'running\', \'retrying\') LIMIT 1', [row.task_uuid, id])
-    if (open.rows.length > 0) throw new LockedError(`task ${row.task_uuid} already has an open job (${String((open.rows[0] as { id: string }).id)})`, 'see ctxagent jobs --task ' + row.task_uuid.slice(0, 8))
+    if (kind === 'resume' && location === null)
+      throw new CtxError(`task ${row.task_uuid} of job ${id} is not in the tree`, { exitCode: 3, hint: 'check --home; its files may have been deleted' })
+    const open = await client.query("SELECT id FROM fleet_jobs WHERE task_uuid = $1 AND id <> $2 AND state IN ('waiting', 'running', 'retrying') LIMIT 1", [
+      row.task_uuid,
+      id,
+    ])
+    if (open.rows.length > 0)
+      throw new LockedError(
+        `task ${row.task_uuid} already has an open job (${String((open.rows[0] as { id: string }).id)})`,
+        'see ctxagent jobs --task ' + row.task_uuid.slice(0, 8),
+      )
     await client.query(
       `UPDATE fleet_jobs SET state = 'waiting', kind = $2, attempts = 0, claimed_by = NULL, claimed_at = NULL, finished_at = NULL, next_run_at = NULL,
               cancel_requested_at = NULL, outcome = NULL, wait_reason = NULL, wait_cap = NULL, limit_waits = 0, waited_seconds = 0 WHERE id = $1`,
@@ -153,7 +180,12 @@ function toRow(r: Record<string, unknown>): JobRow {
     task_uuid: String(r.task_uuid),
     user: typeof r.user === 'string' ? r.user : null,
     // A worker's id starts with its host name: its row may have expired.
-    host: typeof r.hostname === 'string' ? r.hostname : claimedBy === null ? null : claimedBy.slice(0, claimedBy.indexOf(':') < 0 ? undefined : claimedBy.indexOf(':')),
+    host:
+      typeof r.hostname === 'string'
+        ? r.hostname
+        : claimedBy === null
+          ? null
+          : claimedBy.slice(0, claimedBy.indexOf(':') < 0 ? undefined : claimedBy.indexOf(':')),
     attempts: Number(r.attempts),
     priority: Number(r.priority),
     created_at: iso(r.created_at) ?? '',
@@ -176,7 +208,11 @@ function whatOf(kind: JobKind, uuid: string, spec: unknown): string {
   if (kind === 'resume') return `resume ${uuid.slice(0, 8)}`
   const s = (typeof spec === 'object' && spec !== null ? spec : {}) as Record<string, unknown>
   const text = [s.github, s.gitlab, s.task].find((v): v is string => typeof v === 'string')
-  const first = (text ?? '').split('\n').find((l) => l.trim() !== '')?.trim() ?? ''
+  const first =
+    (text ?? '')
+      .split('\n')
+      .find((l) => l.trim() !== '')
+      ?.trim() ?? ''
   return first.length > 100 ? `${first.slice(0, 99)}…` : first
 }
 

@@ -15,7 +15,19 @@ import type { Pool, PoolClient } from 'pg'
  * worker stopping (stopped), its agent killed before the task began (killed), an operator's
  * cancel (cancelled), a row or host that could not run it (refused).
  */
-export type AttemptReason = 'completed' | 'failed' | 'timeout' | 'paused' | 'outage' | 'rate-limit' | 'budget' | 'died' | 'stopped' | 'killed' | 'cancelled' | 'refused'
+export type AttemptReason =
+  | 'completed'
+  | 'failed'
+  | 'timeout'
+  | 'paused'
+  | 'outage'
+  | 'rate-limit'
+  | 'budget'
+  | 'died'
+  | 'stopped'
+  | 'killed'
+  | 'cancelled'
+  | 'refused'
 
 export interface AttemptEnd {
   /** What its task became (the job's outcome column). */
@@ -83,7 +95,9 @@ export async function jobAttempts(pool: Pool, id: number): Promise<Attempt[]> {
 /** For /metrics: attempts after which the job ran again, by reason; and budget pauses, by cap. */
 export async function attemptFigures(pool: Pool): Promise<{ retries: Record<string, number>; budgetPauses: Record<string, number> }> {
   const retries = await pool.query<{ reason: string; n: string }>('SELECT reason, count(*) AS n FROM fleet_job_attempts WHERE again GROUP BY reason')
-  const budget = await pool.query<{ cap: string; n: string }>(`SELECT COALESCE(cap, 'unknown') AS cap, count(*) AS n FROM fleet_job_attempts WHERE reason = 'budget' GROUP BY 1`)
+  const budget = await pool.query<{ cap: string; n: string }>(
+    `SELECT COALESCE(cap, 'unknown') AS cap, count(*) AS n FROM fleet_job_attempts WHERE reason = 'budget' GROUP BY 1`,
+  )
   return {
     retries: Object.fromEntries(retries.rows.map((r) => [r.reason, Number(r.n)])),
     budgetPauses: Object.fromEntries(budget.rows.map((r) => [r.cap, Number(r.n)])),

@@ -73,10 +73,15 @@ const FIELDS = {
   // The workspace the child gets is the worker's to give (this one, or a clone of `repo`).
   workspace: field(text().check(z.refine((v) => isAbsolute(v) && !v.includes('\0'), { error: 'is not an absolute path' })), null),
   /** A repository to clone for the task (into fleet.workspaces_dir/<uuid>), and the branch, tag or commit to check out. */
-  repo: field(text().check(z.superRefine((v, ctx) => {
-    const problem = repoProblem(v)
-    if (problem !== null) ctx.issues.push({ code: 'custom', message: `: ${problem}`, input: v })
-  })), null),
+  repo: field(
+    text().check(
+      z.superRefine((v, ctx) => {
+        const problem = repoProblem(v)
+        if (problem !== null) ctx.issues.push({ code: 'custom', message: `: ${problem}`, input: v })
+      }),
+    ),
+    null,
+  ),
   ref: field(text().check(z.refine(validRef, { error: (issue) => `${quoted(issue.input)} is not a branch, tag or commit name of a repo` })), null),
   task_id: field(name(), (v) => ['--task-id', v]),
   max_turns: field(positive(), (v) => ['--max-turns', String(v)]),

@@ -109,7 +109,15 @@ export class JobQueue {
         [job.key, keepSeconds],
       )
       const row = found.rows[0]
-      if (row !== undefined) return { holder: { id: Number(row.id), task_uuid: row.task_uuid, state: row.state, finished_at: row.finished_at instanceof Date ? row.finished_at.toISOString() : null } }
+      if (row !== undefined)
+        return {
+          holder: {
+            id: Number(row.id),
+            task_uuid: row.task_uuid,
+            state: row.state,
+            finished_at: row.finished_at instanceof Date ? row.finished_at.toISOString() : null,
+          },
+        }
       const id = await insertJob(client, job)
       return id === null ? null : { id }
     })
@@ -167,7 +175,9 @@ export class JobQueue {
 
   /** Seconds until the first retrying job is due (0 when one is), or null when none retries. */
   async nextDue(): Promise<number | null> {
-    const result = await this.pool.query<{ secs: number | null }>(`SELECT extract(epoch FROM min(next_run_at) - now())::float AS secs FROM fleet_jobs WHERE state = 'retrying'`)
+    const result = await this.pool.query<{ secs: number | null }>(
+      `SELECT extract(epoch FROM min(next_run_at) - now())::float AS secs FROM fleet_jobs WHERE state = 'retrying'`,
+    )
     const secs = result.rows[0]?.secs
     return secs === null || secs === undefined ? null : Math.max(0, Number(secs))
   }
@@ -210,13 +220,20 @@ export class JobQueue {
    */
   retry(job: Job, workerId: string, maxAttempts: number, last: { outcome: string; error: string }): Promise<boolean> {
     return inTransaction(this.pool, async (client) => {
-      const held = (await client.query<{ cancel: boolean }>(
-        `SELECT cancel_requested_at IS NOT NULL AS cancel FROM fleet_jobs WHERE id = $1 AND claimed_by = $2 AND attempts = $3 AND state = 'running' FOR UPDATE`,
-        [job.id, workerId, job.attempts],
-      )).rows[0]
+      const held = (
+        await client.query<{ cancel: boolean }>(
+          `SELECT cancel_requested_at IS NOT NULL AS cancel FROM fleet_jobs WHERE id = $1 AND claimed_by = $2 AND attempts = $3 AND state = 'running' FOR UPDATE`,
+          [job.id, workerId, job.attempts],
+        )
+      ).rows[0]
       if (held === undefined) return false
       if (held.cancel || job.attempts < maxAttempts) {
-        await recordAttempt(client, job.id, { outcome: held.cancel ? 'cancelled' : 'not begun', reason: held.cancel ? 'cancelled' : 'killed', error: last.error, again: !held.cancel })
+        await recordAttempt(client, job.id, {
+          outcome: held.cancel ? 'cancelled' : 'not begun',
+          reason: held.cancel ? 'cancelled' : 'killed',
+          error: last.error,
+          again: !held.cancel,
+        })
       }
       const again = await client.query(
         `UPDATE fleet_jobs SET state = CASE WHEN cancel_requested_at IS NULL THEN 'waiting' ELSE 'cancelled' END, claimed_by = NULL, claimed_at = NULL,
@@ -258,7 +275,11 @@ export async function endJob(client: PoolClient, id: number, end: JobEnd, claim:
   const history = { outcome: end.outcome, error, cap: end.cap ?? end.wait?.cap ?? null }
   if (row.cancel_requested_at !== null && row.cancel_requested_at !== undefined) {
     await recordAttempt(client, id, { ...history, reason: 'cancelled', again: false })
-    await client.query(`UPDATE fleet_jobs SET state = 'cancelled', finished_at = now(), outcome = $2, error = COALESCE($3, error) WHERE id = $1`, [id, end.outcome, error])
+    await client.query(`UPDATE fleet_jobs SET state = 'cancelled', finished_at = now(), outcome = $2, error = COALESCE($3, error) WHERE id = $1`, [
+      id,
+      end.outcome,
+      error,
+    ])
     return { state: 'cancelled', resumed: false, retry_in: null }
   }
   if (end.wait !== undefined) return waitOut(client, id, end.wait, history, Number(row.waited_seconds ?? 0))
@@ -277,8 +298,18 @@ export async function endJob(client: PoolClient, id: number, end: JobEnd, claim:
   const state: JobState = exhausted || end.failed === true ? 'failed' : 'done'
   const why = exhausted ? `${error ?? 'the LLM side failed'} (attempt ${counted} of fleet.retry.max_attempts ${end.retry?.max_attempts})`.slice(0, 2000) : error
   const resume = state === 'done' && end.resume === true
-  await recordAttempt(client, id, { ...history, error: why, reason: end.reason ?? (exhausted ? 'outage' : reasonOf(end.outcome, resume, end.failed === true)), again: resume })
-  await client.query(`UPDATE fleet_jobs SET state = $2, finished_at = now(), outcome = $3, error = $4, wait_reason = NULL, wait_cap = NULL WHERE id = $1`, [id, state, end.outcome, why])
+  await recordAttempt(client, id, {
+    ...history,
+    error: why,
+    reason: end.reason ?? (exhausted ? 'outage' : reasonOf(end.outcome, resume, end.failed === true)),
+    again: resume,
+  })
+  await client.query(`UPDATE fleet_jobs SET state = $2, finished_at = now(), outcome = $3, error = $4, wait_reason = NULL, wait_cap = NULL WHERE id = $1`, [
+    id,
+    state,
+    end.outcome,
+    why,
+  ])
   if (resume) await insertJob(client, { task_uuid: job.task_uuid, kind: 'resume', spec: job.spec, priority: job.priority, user: job.user })
   return { state, resumed: resume, retry_in: null }
 }
@@ -289,12 +320,28 @@ export async function endJob(client: PoolClient, id: number, end: JobEnd, claim:
  * claim counted as a wait, not an attempt. A usage limit that would make the job's waits
  * pass `maxWaitSeconds` in all fails the job instead (its task stays paused, resumable).
  */
-async function waitOut(client: PoolClient, id: number, wait: LimitWait, history: { outcome: string; error: string | null; cap: string | null }, waited: number): Promise<Ended> {
-  const secs = Math.max(0, Number((await client.query<{ secs: number }>('SELECT extract(epoch FROM $1::timestamptz - now())::float AS secs', [wait.until])).rows[0]?.secs ?? 0))
+async function waitOut(
+  client: PoolClient,
+  id: number,
+  wait: LimitWait,
+  history: { outcome: string; error: string | null; cap: string | null },
+  waited: number,
+): Promise<Ended> {
+  const secs = Math.max(
+    0,
+    Number((await client.query<{ secs: number }>('SELECT extract(epoch FROM $1::timestamptz - now())::float AS secs', [wait.until])).rows[0]?.secs ?? 0),
+  )
   if (wait.maxWaitSeconds !== null && waited + secs > wait.maxWaitSeconds) {
-    const why = `${history.error ?? 'a usage limit'}; it lifts at ${wait.until}, past fleet.retry.max_wait_hours (${+(wait.maxWaitSeconds / 3600).toFixed(2)} h of waiting in all; ${+(waited / 3600).toFixed(2)} h so far)`.slice(0, 2000)
+    const why =
+      `${history.error ?? 'a usage limit'}; it lifts at ${wait.until}, past fleet.retry.max_wait_hours (${+(wait.maxWaitSeconds / 3600).toFixed(2)} h of waiting in all; ${+(waited / 3600).toFixed(2)} h so far)`.slice(
+        0,
+        2000,
+      )
     await recordAttempt(client, id, { ...history, error: why, reason: wait.reason, again: false })
-    await client.query(`UPDATE fleet_jobs SET state = 'failed', finished_at = now(), outcome = $2, error = $3, wait_reason = NULL, wait_cap = NULL WHERE id = $1`, [id, history.outcome, why])
+    await client.query(
+      `UPDATE fleet_jobs SET state = 'failed', finished_at = now(), outcome = $2, error = $3, wait_reason = NULL, wait_cap = NULL WHERE id = $1`,
+      [id, history.outcome, why],
+    )
     return { state: 'failed', resumed: false, retry_in: null }
   }
   await recordAttempt(client, id, { ...history, reason: wait.reason, waitUntil: wait.until, again: true })

@@ -49,7 +49,11 @@ export async function withLease<T>(pool: Pool, options: LeaseOptions, body: () =
   let lost = false
   const renew = setInterval(() => {
     void pool
-      .query('UPDATE fleet_leases SET expires_at = now() + make_interval(secs => $3) WHERE name = $1 AND holder = $2', [options.name, holder, options.ttlSeconds])
+      .query('UPDATE fleet_leases SET expires_at = now() + make_interval(secs => $3) WHERE name = $1 AND holder = $2', [
+        options.name,
+        holder,
+        options.ttlSeconds,
+      ])
       .then((r) => {
         if (r.rowCount === 0 && !lost) {
           lost = true
@@ -65,7 +69,10 @@ export async function withLease<T>(pool: Pool, options: LeaseOptions, body: () =
     clearInterval(renew)
     // Released at once, and the refusals before it forgotten: a pass has run.
     await pool
-      .query('UPDATE fleet_leases SET expires_at = now(), done_at = now(), denied_since = NULL, denied_interval = NULL WHERE name = $1 AND holder = $2', [options.name, holder])
+      .query('UPDATE fleet_leases SET expires_at = now(), done_at = now(), denied_since = NULL, denied_interval = NULL WHERE name = $1 AND holder = $2', [
+        options.name,
+        holder,
+      ])
       .catch(() => undefined)
   }
 }

@@ -22,7 +22,11 @@ export class JobListener {
   private retry: NodeJS.Timeout | null = null
 
   /** `channel`: this worker's own (a name of letters, digits and underscores), which fleet_idle names while it is idle. */
-  constructor(private readonly url: string, readonly channel: string, private readonly onWake: (from: WakeFrom) => void) {
+  constructor(
+    private readonly url: string,
+    readonly channel: string,
+    private readonly onWake: (from: WakeFrom) => void,
+  ) {
     if (!/^[a-z_][a-z0-9_]{0,62}$/.test(channel)) throw new Error(`not a channel name: ${channel}`)
   }
 
@@ -34,7 +38,12 @@ export class JobListener {
     if (this.stopped) return
     const { default: pg } = await import('pg')
     // Named in pg_stat_activity as the pools are (pg-pool.ts): an operator counting connections at 1,000 hosts tells the LISTEN ones apart.
-    const client = new pg.Client({ connectionString: this.url, keepAlive: true, connectionTimeoutMillis: 5_000, application_name: `ctxagent worker-listen ${hostname()}:${process.pid}`.slice(0, 63) })
+    const client = new pg.Client({
+      connectionString: this.url,
+      keepAlive: true,
+      connectionTimeoutMillis: 5_000,
+      application_name: `ctxagent worker-listen ${hostname()}:${process.pid}`.slice(0, 63),
+    })
     const lost = (): void => {
       if (this.client !== client) return
       this.client = null
@@ -66,10 +75,13 @@ export class JobListener {
   private schedule(): void {
     if (this.stopped || this.retry !== null) return
     this.failures++
-    this.retry = setTimeout(() => {
-      this.retry = null
-      void this.connect()
-    }, Math.min(50 * 2 ** this.failures, 2_000))
+    this.retry = setTimeout(
+      () => {
+        this.retry = null
+        void this.connect()
+      },
+      Math.min(50 * 2 ** this.failures, 2_000),
+    )
   }
 
   async stop(): Promise<void> {

@@ -34,7 +34,10 @@ export interface PollOptions {
 /** The fleet's database failed during a pass: the pass ends there (a loop tries again next pass). */
 export class PollDatabaseError extends CtxError {
   constructor(cause: unknown) {
-    super(`cannot reach the fleet's database (${pgReason(cause)})`, { exitCode: 1, hint: 'check fleet.database_url or CTXAGENT_DATABASE_URL and that the server is up' })
+    super(`cannot reach the fleet's database (${pgReason(cause)})`, {
+      exitCode: 1,
+      hint: 'check fleet.database_url or CTXAGENT_DATABASE_URL and that the server is up',
+    })
   }
 }
 
@@ -86,7 +89,11 @@ export async function pollPass(pool: Pool, layout: Layout, tracker: Tracker, opt
 async function act(pool: Pool, layout: Layout, tracker: Tracker, options: PollOptions, items: LabelledItem[], report: PollReport): Promise<void> {
   report.listed = items.length
   // Rows from before the trigger column belong to the first poller that lists their item.
-  await pool.query('UPDATE fleet_polled SET trigger = $3 WHERE source = $1 AND trigger IS NULL AND ref = ANY($2)', [tracker.name, items.map((i) => i.ref), options.label])
+  await pool.query('UPDATE fleet_polled SET trigger = $3 WHERE source = $1 AND trigger IS NULL AND ref = ANY($2)', [
+    tracker.name,
+    items.map((i) => i.ref),
+    options.label,
+  ])
   const statusNames = new Set(Object.values(options.labels))
   for (const item of items) {
     if (item.labels.some((l) => statusNames.has(l))) continue
@@ -122,7 +129,10 @@ async function act(pool: Pool, layout: Layout, tracker: Tracker, options: PollOp
     }
     if (now !== null) carried.set(row.ref, now.labels)
     if (now?.open && now.labels.includes(options.label)) continue
-    const cancelled = await pool.query(`UPDATE fleet_jobs SET state = 'cancelled', outcome = 'cancelled', finished_at = now() WHERE task_uuid = $1 AND state = 'waiting'`, [row.task_uuid])
+    const cancelled = await pool.query(
+      `UPDATE fleet_jobs SET state = 'cancelled', outcome = 'cancelled', finished_at = now() WHERE task_uuid = $1 AND state = 'waiting'`,
+      [row.task_uuid],
+    )
     if ((cancelled.rowCount ?? 0) > 0) report.cancelled.push(row.ref)
   }
   await follow(pool, tracker, options.labels, carried, report, options.signal)
@@ -134,16 +144,32 @@ function isForgeError(err: unknown, signal: AbortSignal | undefined): boolean {
 }
 
 /** Claims an item for a job in one transaction: a new task, a new run of a finished one, or the resume of a paused one. */
-async function take(pool: Pool, layout: Layout, tracker: Tracker, item: LabelledItem, options: PollOptions): Promise<'queued' | 'resumed' | 'untrusted' | null> {
+async function take(
+  pool: Pool,
+  layout: Layout,
+  tracker: Tracker,
+  item: LabelledItem,
+  options: PollOptions,
+): Promise<'queued' | 'resumed' | 'untrusted' | null> {
   const { ref } = item
   const source = tracker.name
   return inTransaction(pool, async (client) => {
     const queue = new JobQueue(pool)
-    const row = (await client.query<{ task_uuid: string; label: string | null; trigger: string | null }>('SELECT task_uuid, label, trigger FROM fleet_polled WHERE source = $1 AND ref = $2 FOR UPDATE', [source, ref])).rows[0]
+    const row = (
+      await client.query<{ task_uuid: string; label: string | null; trigger: string | null }>(
+        'SELECT task_uuid, label, trigger FROM fleet_polled WHERE source = $1 AND ref = $2 FOR UPDATE',
+        [source, ref],
+      )
+    ).rows[0]
     if (row === undefined) {
       if (!(await trusted(ref, options))) return 'untrusted'
       const uuid = randomUUID()
-      const inserted = await client.query('INSERT INTO fleet_polled (source, ref, task_uuid, trigger) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING', [source, ref, uuid, options.label])
+      const inserted = await client.query('INSERT INTO fleet_polled (source, ref, task_uuid, trigger) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING', [
+        source,
+        ref,
+        uuid,
+        options.label,
+      ])
       // Another poller took it first.
       if (inserted.rowCount !== 1) return null
       await queue.enqueue({ task_uuid: uuid, kind: 'new', spec: options.spec(ref), priority: options.priority }, client)
@@ -166,7 +192,12 @@ async function take(pool: Pool, layout: Layout, tracker: Tracker, item: Labelled
     }
     // done, failed or cancelled, and its status label taken off: run it again, as a new task (it inherits the last one's summary).
     const uuid = randomUUID()
-    await client.query(`UPDATE fleet_polled SET task_uuid = $3, label = NULL, trigger = $4, updated_at = now() WHERE source = $1 AND ref = $2`, [source, ref, uuid, options.label])
+    await client.query(`UPDATE fleet_polled SET task_uuid = $3, label = NULL, trigger = $4, updated_at = now() WHERE source = $1 AND ref = $2`, [
+      source,
+      ref,
+      uuid,
+      options.label,
+    ])
     await queue.enqueue({ task_uuid: uuid, kind: 'new', spec: options.spec(ref), priority: options.priority }, client)
     return 'queued'
   })
@@ -188,7 +219,14 @@ async function stillWanted(tracker: Tracker, ref: string, options: PollOptions):
  * Moves each unsettled item's status label to what its task's latest job says. Only the
  * labels an item is known to carry are taken off (GitHub spaces writes a second apart).
  */
-async function follow(pool: Pool, tracker: Tracker, labels: StatusLabels, carried: Map<string, string[]>, report: PollReport, signal: AbortSignal | undefined): Promise<void> {
+async function follow(
+  pool: Pool,
+  tracker: Tracker,
+  labels: StatusLabels,
+  carried: Map<string, string[]>,
+  report: PollReport,
+  signal: AbortSignal | undefined,
+): Promise<void> {
   const rows = await pool.query<{ ref: string; label: string | null; state: string | null; outcome: string | null }>(
     `SELECT p.ref, p.label, j.state, j.outcome FROM fleet_polled p
      LEFT JOIN LATERAL (SELECT state, outcome FROM fleet_jobs WHERE task_uuid = p.task_uuid ORDER BY id DESC LIMIT 1) j ON true
@@ -204,12 +242,22 @@ async function follow(pool: Pool, tracker: Tracker, labels: StatusLabels, carrie
     const remove = Object.values(labels).filter((l) => l !== add && (known === undefined || known.includes(l)))
     if (add !== null && known?.includes(add) && remove.length === 0) {
       // Already so on the forge (set by another poller): only the row is behind.
-      await pool.query(`UPDATE fleet_polled SET label = $3, updated_at = now() WHERE source = $1 AND ref = $2 AND label IS NOT DISTINCT FROM $4`, [tracker.name, row.ref, status, row.label])
+      await pool.query(`UPDATE fleet_polled SET label = $3, updated_at = now() WHERE source = $1 AND ref = $2 AND label IS NOT DISTINCT FROM $4`, [
+        tracker.name,
+        row.ref,
+        status,
+        row.label,
+      ])
       continue
     }
     try {
       await tracker.relabel(row.ref, add, remove)
-      await pool.query(`UPDATE fleet_polled SET label = $3, updated_at = now() WHERE source = $1 AND ref = $2 AND label IS NOT DISTINCT FROM $4`, [tracker.name, row.ref, status, row.label])
+      await pool.query(`UPDATE fleet_polled SET label = $3, updated_at = now() WHERE source = $1 AND ref = $2 AND label IS NOT DISTINCT FROM $4`, [
+        tracker.name,
+        row.ref,
+        status,
+        row.label,
+      ])
       report.labelled.push({ ref: row.ref, label: add })
     } catch (err) {
       if (!isForgeError(err, signal)) throw err

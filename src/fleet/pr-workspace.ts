@@ -21,18 +21,36 @@ import { validRef } from './job-spec.js'
  * Every git command here runs in a repository an agent may have written to (its config,
  * hooks, attributes): see `safeGit`.
  */
-export async function checkoutPrHead(options: { workspace: string; uuid: string; workspacesDir: string | null; head: PrHead; forge: string; credentials: CloneCredential[] }): Promise<{ workspace: string; checkedOut: boolean; note: string | null }> {
+export async function checkoutPrHead(options: {
+  workspace: string
+  uuid: string
+  workspacesDir: string | null
+  head: PrHead
+  forge: string
+  credentials: CloneCredential[]
+}): Promise<{ workspace: string; checkedOut: boolean; note: string | null }> {
   const { workspace, head } = options
-  if (!validRef(head.branch)) throw new CtxError(`the pull request's head branch '${head.branch.slice(0, 60)}' is not a branch name ctxagent checks out`, { hint: 'run it with a --task instead' })
-  const top = await safeGit(workspace, ['rev-parse', '--show-toplevel']).then((out) => out.trim(), () => null)
-  if (top === null) return { workspace, checkedOut: false, note: `${workspace} is not a git repository: the task works there without the pull request's branch` }
+  if (!validRef(head.branch))
+    throw new CtxError(`the pull request's head branch '${head.branch.slice(0, 60)}' is not a branch name ctxagent checks out`, {
+      hint: 'run it with a --task instead',
+    })
+  const top = await safeGit(workspace, ['rev-parse', '--show-toplevel']).then(
+    (out) => out.trim(),
+    () => null,
+  )
+  if (top === null)
+    return { workspace, checkedOut: false, note: `${workspace} is not a git repository: the task works there without the pull request's branch` }
   const url = (await safeGit(top, ['config', '--get', 'remote.origin.url']).catch(() => '')).trim()
   if (url === '') return { workspace, checkedOut: false, note: `${top} has no origin remote: the task works there without the pull request's branch` }
   const fetchHead = async (dir: string): Promise<string> => {
     const credential = credentialFor(url, options.credentials)
     const helper = credential === null ? [] : ['-c', 'credential.helper=', '-c', `credential.helper=${HELPER}`]
     // By URL, with git's own upload-pack: remote.origin.uploadpack (an agent could set it) runs nothing.
-    await safeGit(dir, [...helper, 'fetch', '--quiet', '--no-tags', '--upload-pack=git-upload-pack', '--', fetchUrl(url, top), `+refs/heads/${head.branch}`], gitEnv(credential))
+    await safeGit(
+      dir,
+      [...helper, 'fetch', '--quiet', '--no-tags', '--upload-pack=git-upload-pack', '--', fetchUrl(url, top), `+refs/heads/${head.branch}`],
+      gitEnv(credential),
+    )
     return (await safeGit(dir, ['rev-parse', '--verify', 'FETCH_HEAD^{commit}'])).trim()
   }
   const own = options.workspacesDir !== null && samePath(top, join(options.workspacesDir, options.uuid))
@@ -47,7 +65,12 @@ export async function checkoutPrHead(options: { workspace: string; uuid: string;
     const sha = await fetchHead(dir)
     // A follow-up: the worktree of the last round, moved to the branch's head unless it holds changes not delivered.
     const dirty = (await safeGit(dir, ['status', '--porcelain', '--untracked-files=all'])).trim() !== ''
-    if (dirty) return { workspace: dir, checkedOut: true, note: `the worktree ${dir} holds changes an earlier round did not deliver: the task works on them as they are` }
+    if (dirty)
+      return {
+        workspace: dir,
+        checkedOut: true,
+        note: `the worktree ${dir} holds changes an earlier round did not deliver: the task works on them as they are`,
+      }
     await safeGit(dir, ['checkout', '--quiet', '--detach', sha, '--'])
     await safeGit(dir, ['checkout', '--quiet', '-B', head.branch, '--']).catch(() => undefined)
     return { workspace: dir, checkedOut: true, note: null }
@@ -56,8 +79,18 @@ export async function checkoutPrHead(options: { workspace: string; uuid: string;
   const sha = await fetchHead(top)
   // The local branch is made or moved only when that loses nothing (absent, or behind the head); else the worktree is detached there.
   const local = (await safeGit(top, ['rev-parse', '--verify', '--quiet', `refs/heads/${head.branch}`]).catch(() => '')).trim()
-  const movable = local === '' || (await safeGit(top, ['merge-base', '--is-ancestor', local, sha]).then(() => true, () => false))
-  const added = movable ? await safeGit(top, ['worktree', 'add', '--quiet', '-B', head.branch, dir, sha]).then(() => true, () => false) : false
+  const movable =
+    local === '' ||
+    (await safeGit(top, ['merge-base', '--is-ancestor', local, sha]).then(
+      () => true,
+      () => false,
+    ))
+  const added = movable
+    ? await safeGit(top, ['worktree', 'add', '--quiet', '-B', head.branch, dir, sha]).then(
+        () => true,
+        () => false,
+      )
+    : false
   // The branch is checked out elsewhere (the operator's own worktree): detached at the same commit.
   if (!added) await safeGit(top, ['worktree', 'add', '--quiet', '--detach', dir, sha])
   return { workspace: realpathSync(dir), checkedOut: true, note: null }
@@ -85,8 +118,14 @@ function samePath(a: string, b: string): boolean {
  */
 export async function safeGit(dir: string, args: string[], env: NodeJS.ProcessEnv = gitEnv(null)): Promise<string> {
   const filters = await run(['-C', dir, ...BASE, 'config', '--get-regexp', '^filter\\..*\\.(clean|smudge|process)$'], env).catch(() => '')
-  const disabled = [...new Set(filters.split('\n').map((line) => /^filter\.(.+)\.(?:clean|smudge|process) /.exec(line)?.[1]).filter((n): n is string => n !== undefined))]
-    .flatMap((name) => ['-c', `filter.${name}.clean=`, '-c', `filter.${name}.smudge=`, '-c', `filter.${name}.process=`, '-c', `filter.${name}.required=false`])
+  const disabled = [
+    ...new Set(
+      filters
+        .split('\n')
+        .map((line) => /^filter\.(.+)\.(?:clean|smudge|process) /.exec(line)?.[1])
+        .filter((n): n is string => n !== undefined),
+    ),
+  ].flatMap((name) => ['-c', `filter.${name}.clean=`, '-c', `filter.${name}.smudge=`, '-c', `filter.${name}.process=`, '-c', `filter.${name}.required=false`])
   // Whoever set core.sshCommand in the repository: the operator's GIT_SSH_COMMAND still wins, as git has it.
   const helperGiven = args.some((a) => a.startsWith('credential.helper=!'))
   return run(['-C', dir, ...BASE, ...(helperGiven ? [] : ['-c', 'credential.helper=']), ...disabled, ...args], env)
@@ -95,8 +134,18 @@ export async function safeGit(dir: string, args: string[], env: NodeJS.ProcessEn
 const asRoot = (): string[] => (process.getuid?.() === 0 ? ['-c', 'safe.directory=*'] : [])
 
 const BASE = [
-  '-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false', '-c', 'diff.external=', '-c', 'core.sshCommand=ssh',
-  '-c', 'protocol.ext.allow=never', '-c', 'core.askPass=',
+  '-c',
+  'core.hooksPath=/dev/null',
+  '-c',
+  'core.fsmonitor=false',
+  '-c',
+  'diff.external=',
+  '-c',
+  'core.sshCommand=ssh',
+  '-c',
+  'protocol.ext.allow=never',
+  '-c',
+  'core.askPass=',
   ...asRoot(),
 ]
 

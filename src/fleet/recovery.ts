@@ -39,7 +39,13 @@ interface OpenJob {
  * its worker dead) is settled from what its task became — so a pass killed between a
  * task's move and its job's settlement is completed by the next one (docs/contract.md §14.5).
  */
-export async function fleetPass(pool: Pool, layout: Layout, config: Config, liveSeconds: number, pass: (recoverAs: (uuid: string) => 'paused' | 'failed') => Promise<PassResult>): Promise<FleetPassResult> {
+export async function fleetPass(
+  pool: Pool,
+  layout: Layout,
+  config: Config,
+  liveSeconds: number,
+  pass: (recoverAs: (uuid: string) => 'paused' | 'failed') => Promise<PassResult>,
+): Promise<FleetPassResult> {
   const byTask = new Map((await openJobs(pool, liveSeconds)).map((j) => [j.task_uuid, j]))
   const recoverAs = (uuid: string): 'paused' | 'failed' => {
     const job = byTask.get(uuid)
@@ -70,22 +76,49 @@ async function openJobs(pool: Pool, liveSeconds: number): Promise<OpenJob[]> {
     [liveSeconds],
   )
   return result.rows.map((r) => ({
-    id: Number(r.id), task_uuid: String(r.task_uuid), kind: String(r.kind), spec: r.spec, priority: Number(r.priority), attempts: Number(r.attempts),
-    claimed_at: r.claimed_at instanceof Date ? r.claimed_at : null, worker_live: r.worker_live === true, died: Number(r.died),
+    id: Number(r.id),
+    task_uuid: String(r.task_uuid),
+    kind: String(r.kind),
+    spec: r.spec,
+    priority: Number(r.priority),
+    attempts: Number(r.attempts),
+    claimed_at: r.claimed_at instanceof Date ? r.claimed_at : null,
+    worker_live: r.worker_live === true,
+    died: Number(r.died),
   }))
 }
 
 /** Ends a job from what its task became (it is not in running/); null when the job was settled meanwhile. */
-async function settleJob(pool: Pool, layout: Layout, job: OpenJob, location: Location | null, reaped: boolean, fleet: Config['fleet']): Promise<{ outcome: string; resumed: boolean } | null> {
+async function settleJob(
+  pool: Pool,
+  layout: Layout,
+  job: OpenJob,
+  location: Location | null,
+  reaped: boolean,
+  fleet: Config['fleet'],
+): Promise<{ outcome: string; resumed: boolean } | null> {
   const maxAttempts = fleet.max_attempts
   return inTransaction(pool, async (client) => {
     if (location === null) {
       // Its process died before it created the task: the job waits again, while attempts remain.
-      const held = (await client.query(`SELECT 1 FROM fleet_jobs WHERE id = $1 AND state = 'running' AND attempts < $2 AND cancel_requested_at IS NULL FOR UPDATE`, [job.id, maxAttempts])).rowCount === 1
+      const held =
+        (
+          await client.query(`SELECT 1 FROM fleet_jobs WHERE id = $1 AND state = 'running' AND attempts < $2 AND cancel_requested_at IS NULL FOR UPDATE`, [
+            job.id,
+            maxAttempts,
+          ])
+        ).rowCount === 1
       if (held) await recordAttempt(client, job.id, { outcome: 'not begun', reason: 'died', error: 'its agent died before the task was created', again: true })
-      const again = await client.query(`UPDATE fleet_jobs SET state = 'waiting', claimed_by = NULL, claimed_at = NULL WHERE id = $1 AND state = 'running' AND attempts < $2 AND cancel_requested_at IS NULL`, [job.id, maxAttempts])
+      const again = await client.query(
+        `UPDATE fleet_jobs SET state = 'waiting', claimed_by = NULL, claimed_at = NULL WHERE id = $1 AND state = 'running' AND attempts < $2 AND cancel_requested_at IS NULL`,
+        [job.id, maxAttempts],
+      )
       if (again.rowCount === 1) return { outcome: 'waiting again', resumed: false }
-      const ended = await endJob(client, job.id, { outcome: 'failed', failed: true, error: `its agent died before the task was created (attempt ${job.attempts} of fleet.max_attempts ${maxAttempts})` })
+      const ended = await endJob(client, job.id, {
+        outcome: 'failed',
+        failed: true,
+        error: `its agent died before the task was created (attempt ${job.attempts} of fleet.max_attempts ${maxAttempts})`,
+      })
       return ended === null ? null : { outcome: 'failed', resumed: false }
     }
     let end: JobEnd
@@ -101,13 +134,15 @@ async function settleJob(pool: Pool, layout: Layout, job: OpenJob, location: Loc
       else if (by === 'llm' && llmOutage(state)) end = { outcome: 'paused', retry: fleet.retry, error: state?.error ?? null }
       // Paused by a signal (its worker stopped) it goes on, as a live worker would have queued it; paused on
       // purpose (an operator, a failing LLM, a full disk) it waits for whoever paused it. Not known: while attempts remain.
-      else end = { outcome: 'paused', resume: by === null ? job.died + 1 < maxAttempts : by === 'signal', error: by === 'signal' ? null : (state?.error ?? null) }
+      else
+        end = { outcome: 'paused', resume: by === null ? job.died + 1 < maxAttempts : by === 'signal', error: by === 'signal' ? null : (state?.error ?? null) }
     } else {
       const state = safeState(layout.taskDir('completed', job.task_uuid))
       const { outcome, error: recorded } = completedEnd(state, 'completed')
       let error = recorded
       // Its last allowed attempt died: the job says which it was (fleet --json counts the others as 'died').
-      if (reaped && outcome === 'failed' && fleet.recovery === 'resume') error = `${error ?? 'agent died'} (attempt ${job.died + 1} of fleet.max_attempts ${maxAttempts})`
+      if (reaped && outcome === 'failed' && fleet.recovery === 'resume')
+        error = `${error ?? 'agent died'} (attempt ${job.died + 1} of fleet.max_attempts ${maxAttempts})`
       end = { outcome, error }
     }
     const ended = await endJob(client, job.id, end)

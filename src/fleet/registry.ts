@@ -49,7 +49,13 @@ export async function registerWorker(pool: Pool, hostname: string, concurrency: 
         'give each host of the fleet its own host name: locks tell hosts apart by it',
       )
     }
-    await client.query('INSERT INTO fleet_workers (id, hostname, host_id, pid, concurrency) VALUES ($1, $2, $3, $4, $5)', [id, hostname, host, process.pid, concurrency])
+    await client.query('INSERT INTO fleet_workers (id, hostname, host_id, pid, concurrency) VALUES ($1, $2, $3, $4, $5)', [
+      id,
+      hostname,
+      host,
+      process.pid,
+      concurrency,
+    ])
     // Idle rows of workers gone (killed, or stopped without a database): no wake-up is sent to their channels.
     await client.query(`DELETE FROM fleet_idle i WHERE NOT EXISTS (SELECT 1 FROM fleet_workers w WHERE w.id = i.worker_id AND w.stopped_at IS NULL
                           AND w.heartbeat_at > now() - make_interval(secs => i.stale_seconds))`)

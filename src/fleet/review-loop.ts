@@ -70,9 +70,15 @@ export async function reviewPass(pool: Pool, layout: Layout, tracker: Tracker, w
   }
   // Only a complete listing says a pull request is gone (merged or closed): forgotten.
   const open = pulls.map((p) => p.ref)
-  const gone = await pool.query<{ ref: string; task_uuid: string | null }>('DELETE FROM fleet_reviews WHERE source = $1 AND NOT (ref = ANY($2)) RETURNING ref, task_uuid', [tracker.name, open])
+  const gone = await pool.query<{ ref: string; task_uuid: string | null }>(
+    'DELETE FROM fleet_reviews WHERE source = $1 AND NOT (ref = ANY($2)) RETURNING ref, task_uuid',
+    [tracker.name, open],
+  )
   for (const row of gone.rows) {
-    if (row.task_uuid !== null) await pool.query(`UPDATE fleet_jobs SET state = 'cancelled', outcome = 'cancelled', finished_at = now() WHERE task_uuid = $1 AND state = 'waiting'`, [row.task_uuid])
+    if (row.task_uuid !== null)
+      await pool.query(`UPDATE fleet_jobs SET state = 'cancelled', outcome = 'cancelled', finished_at = now() WHERE task_uuid = $1 AND state = 'waiting'`, [
+        row.task_uuid,
+      ])
     report.forgotten.push(row.ref)
   }
   return report
@@ -81,7 +87,8 @@ export async function reviewPass(pool: Pool, layout: Layout, tracker: Tracker, w
 async function followUp(pool: Pool, tracker: Tracker, watch: ReviewWatch, pull: OwnPull, options: ReviewOptions): Promise<'queued' | 'exhausted' | null> {
   const events = await watch.reviewEvents(pull)
   if (events.length === 0) return null
-  const before = (await pool.query<{ seen: string[] }>('SELECT seen FROM fleet_reviews WHERE source = $1 AND ref = $2', [tracker.name, pull.ref])).rows[0]?.seen ?? []
+  const before =
+    (await pool.query<{ seen: string[] }>('SELECT seen FROM fleet_reviews WHERE source = $1 AND ref = $2', [tracker.name, pull.ref])).rows[0]?.seen ?? []
   const unseen = events.filter((e) => !before.includes(e.id))
   if (unseen.length === 0) return null
   // The logs are read before the row is held (they are slow); a check another poller answered meanwhile is dropped below.
@@ -92,7 +99,12 @@ async function followUp(pool: Pool, tracker: Tracker, watch: ReviewWatch, pull: 
   }
   return inTransaction(pool, async (client) => {
     await client.query('INSERT INTO fleet_reviews (source, ref) VALUES ($1, $2) ON CONFLICT DO NOTHING', [tracker.name, pull.ref])
-    const row = (await client.query<{ rounds: number; seen: string[]; task_uuid: string | null }>('SELECT rounds, seen, task_uuid FROM fleet_reviews WHERE source = $1 AND ref = $2 FOR UPDATE', [tracker.name, pull.ref])).rows[0]
+    const row = (
+      await client.query<{ rounds: number; seen: string[]; task_uuid: string | null }>(
+        'SELECT rounds, seen, task_uuid FROM fleet_reviews WHERE source = $1 AND ref = $2 FOR UPDATE',
+        [tracker.name, pull.ref],
+      )
+    ).rows[0]
     if (row === undefined) return null
     const fresh = unseen.filter((e) => !row.seen.includes(e.id))
     if (fresh.length === 0) return null
@@ -111,7 +123,10 @@ async function followUp(pool: Pool, tracker: Tracker, watch: ReviewWatch, pull: 
     const uuid = randomUUID()
     const statement = followUpStatement(pull, fresh, logs, row.rounds + 1, options.maxRounds)
     await new JobQueue(pool).enqueue({ task_uuid: uuid, kind: 'new', spec: options.spec(pull.ref, statement), priority: options.priority }, client)
-    await client.query('UPDATE fleet_reviews SET rounds = rounds + 1, seen = seen || $3::text[], task_uuid = $4, updated_at = now() WHERE source = $1 AND ref = $2', [tracker.name, pull.ref, ids, uuid])
+    await client.query(
+      'UPDATE fleet_reviews SET rounds = rounds + 1, seen = seen || $3::text[], task_uuid = $4, updated_at = now() WHERE source = $1 AND ref = $2',
+      [tracker.name, pull.ref, ids, uuid],
+    )
     // Its labels follow the task as an issue's do (poll's fleet_polled row, under a trigger no poller has).
     await client.query(
       `INSERT INTO fleet_polled (source, ref, task_uuid, trigger) VALUES ($1, $2, $3, $4)
@@ -136,8 +151,17 @@ export function followUpStatement(pull: OwnPull, events: readonly ReviewEvent[],
   if (comments.length > 0) {
     lines.push(comments.length === 1 ? '[New Comment]:' : '[New Comments Detected]:')
     comments.forEach((c, i) => {
-      const what = c.kind === 'changes_requested' ? 'review requesting changes' : c.kind === 'review_comment' ? `review comment${c.path ? ` on ${oneLine(c.path)}` : ''}` : 'comment'
-      lines.push(`Comment ${i + 1} from @${oneLine(c.author)}${c.at ? ` (${oneLine(c.at)})` : ''}, ${what}:`, quoted(c.body.trim() === '' ? '(no text)' : c.body), '')
+      const what =
+        c.kind === 'changes_requested'
+          ? 'review requesting changes'
+          : c.kind === 'review_comment'
+            ? `review comment${c.path ? ` on ${oneLine(c.path)}` : ''}`
+            : 'comment'
+      lines.push(
+        `Comment ${i + 1} from @${oneLine(c.author)}${c.at ? ` (${oneLine(c.at)})` : ''}, ${what}:`,
+        quoted(c.body.trim() === '' ? '(no text)' : c.body),
+        '',
+      )
     })
   }
   for (const check of events.filter((e) => e.kind === 'check')) {

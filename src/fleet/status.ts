@@ -36,7 +36,9 @@ export async function fleetStatus(pool: Pool, liveSeconds: number): Promise<Flee
     [liveSeconds],
   )
   const states = await pool.query<{ state: string; n: string }>('SELECT state, count(*) AS n FROM fleet_jobs GROUP BY state')
-  const outcomes = await pool.query<{ outcome: string; n: string }>(`SELECT outcome, count(*) AS n FROM fleet_jobs WHERE state IN ('done', 'failed', 'cancelled') GROUP BY outcome ORDER BY outcome`)
+  const outcomes = await pool.query<{ outcome: string; n: string }>(
+    `SELECT outcome, count(*) AS n FROM fleet_jobs WHERE state IN ('done', 'failed', 'cancelled') GROUP BY outcome ORDER BY outcome`,
+  )
   const oldest = await pool.query<Record<string, unknown>>(
     `SELECT id, task_uuid, created_at, extract(epoch FROM now() - created_at)::float AS waiting_seconds
      FROM fleet_jobs WHERE state = 'waiting' ORDER BY created_at, id LIMIT 1`,
@@ -45,15 +47,29 @@ export async function fleetStatus(pool: Pool, liveSeconds: number): Promise<Flee
   for (const row of states.rows) if (row.state in jobs) jobs[row.state as JobState] = Number(row.n)
   const first = oldest.rows[0]
   const all = workers.rows.map((w) => ({
-      id: String(w.id), hostname: String(w.hostname), pid: Number(w.pid), concurrency: Number(w.concurrency),
-      started_at: (w.started_at as Date).toISOString(), heartbeat_at: (w.heartbeat_at as Date).toISOString(), live: w.live === true, tasks: w.tasks as string[],
+    id: String(w.id),
+    hostname: String(w.hostname),
+    pid: Number(w.pid),
+    concurrency: Number(w.concurrency),
+    started_at: (w.started_at as Date).toISOString(),
+    heartbeat_at: (w.heartbeat_at as Date).toISOString(),
+    live: w.live === true,
+    tasks: w.tasks as string[],
   }))
   return {
     workers: all.filter((w) => w.live),
     dead_workers: all.filter((w) => !w.live).length,
     jobs,
     outcomes: Object.fromEntries(outcomes.rows.map((r) => [r.outcome ?? 'unknown', Number(r.n)])),
-    oldest_waiting: first === undefined ? null : { id: Number(first.id), task_uuid: String(first.task_uuid), created_at: (first.created_at as Date).toISOString(), waiting_seconds: Math.round(Number(first.waiting_seconds) * 1000) / 1000 },
+    oldest_waiting:
+      first === undefined
+        ? null
+        : {
+            id: Number(first.id),
+            task_uuid: String(first.task_uuid),
+            created_at: (first.created_at as Date).toISOString(),
+            waiting_seconds: Math.round(Number(first.waiting_seconds) * 1000) / 1000,
+          },
   }
 }
 
@@ -70,11 +86,23 @@ export function queueAlerts(status: FleetStatus, waitMinutes: number): QueueAler
   const alerts: QueueAlert[] = []
   const live = status.workers.length
   if (status.jobs.waiting > 0 && live === 0) {
-    alerts.push({ level: 'critical', metric: 'queue_no_worker', value: status.jobs.waiting, threshold: 0, message: `${status.jobs.waiting} job(s) waiting and no live worker` })
+    alerts.push({
+      level: 'critical',
+      metric: 'queue_no_worker',
+      value: status.jobs.waiting,
+      threshold: 0,
+      message: `${status.jobs.waiting} job(s) waiting and no live worker`,
+    })
   }
   const oldest = status.oldest_waiting
   if (oldest !== null && oldest.waiting_seconds > waitMinutes * 60) {
-    alerts.push({ level: 'warning', metric: 'queue_wait', value: Math.round(oldest.waiting_seconds / 6) / 10, threshold: waitMinutes, message: `the oldest waiting job (${oldest.id}, task ${oldest.task_uuid.slice(0, 8)}) has waited ${(oldest.waiting_seconds / 60).toFixed(1)} min > ${waitMinutes} min` })
+    alerts.push({
+      level: 'warning',
+      metric: 'queue_wait',
+      value: Math.round(oldest.waiting_seconds / 6) / 10,
+      threshold: waitMinutes,
+      message: `the oldest waiting job (${oldest.id}, task ${oldest.task_uuid.slice(0, 8)}) has waited ${(oldest.waiting_seconds / 60).toFixed(1)} min > ${waitMinutes} min`,
+    })
   }
   return alerts
 }

@@ -30,12 +30,23 @@ export function taskSnapshot(layout: Layout, uuid: string, pausedState: string |
 }
 
 /** What became of a job's task once its process ended. */
-export function settle(layout: Layout, job: Job, code: number | null, entry: { stopped: boolean; lastLine: string }, retry: RetryPolicy | undefined): JobEnd | null {
+export function settle(
+  layout: Layout,
+  job: Job,
+  code: number | null,
+  entry: { stopped: boolean; lastLine: string },
+  retry: RetryPolicy | undefined,
+): JobEnd | null {
   return settleFrom(taskSnapshot(layout, job.task_uuid, null), code, entry, retry)
 }
 
 /** settle(), from a snapshot of the task: null while it is still in running/ (its process died holding the lock). */
-export function settleFrom(task: TaskSnapshot, code: number | null, entry: { stopped: boolean; lastLine: string }, retry: RetryPolicy | undefined): JobEnd | null {
+export function settleFrom(
+  task: TaskSnapshot,
+  code: number | null,
+  entry: { stopped: boolean; lastLine: string },
+  retry: RetryPolicy | undefined,
+): JobEnd | null {
   if (task.location === null) return { outcome: 'failed', failed: true, error: lastError(entry.lastLine) || `run exited with ${code}` }
   const state = task.state
   if (task.location === 'completed') return completedEnd(state, 'unknown')
@@ -74,7 +85,8 @@ export function limitWait(state: TaskState, maxWaitHours: number): LimitWait | n
   const until = state.resume_at
   if (typeof until !== 'string' || Number.isNaN(Date.parse(until))) return null
   const iso = new Date(Date.parse(until)).toISOString()
-  if (state.paused_by === 'rate-limit' || (state.paused_by === 'llm' && state.llm_failure === 'rate_limited')) return { until: iso, reason: 'rate-limit', cap: null, maxWaitSeconds: maxWaitHours * 3600 }
+  if (state.paused_by === 'rate-limit' || (state.paused_by === 'llm' && state.llm_failure === 'rate_limited'))
+    return { until: iso, reason: 'rate-limit', cap: null, maxWaitSeconds: maxWaitHours * 3600 }
   if (state.paused_by === 'budget') return { until: iso, reason: 'budget', cap: state.budget_cap ?? null, maxWaitSeconds: null }
   return null
 }
@@ -106,7 +118,13 @@ export type CloseVerdict =
   | { kind: 'end'; end: JobEnd }
 
 /** The worker's decision when a job's process closes: pure, from the job, how its process ended and its task's snapshot. */
-export function closeVerdict(job: Job, resume: boolean, child: ChildEnd, task: TaskSnapshot, policy: { maxAttempts: number; retry: RetryPolicy | undefined }): CloseVerdict {
+export function closeVerdict(
+  job: Job,
+  resume: boolean,
+  child: ChildEnd,
+  task: TaskSnapshot,
+  policy: { maxAttempts: number; retry: RetryPolicy | undefined },
+): CloseVerdict {
   const { code, signal, stopped } = child
   const notBegun = resume ? task.location === 'paused' && task.unchanged : task.location === null
   // Killed (SIGKILL, the OOM killer) before its task began, or a resume that found the paused task's lock held
@@ -128,7 +146,11 @@ export function closeVerdict(job: Job, resume: boolean, child: ChildEnd, task: T
   // still running after a pass handed the job back while this worker was frozen): the job ends with what that run makes of it.
   if (end === null && code === 4 && !stopped) return { kind: 'elsewhere' }
   // Its process died holding the task's lock: watch-locks reaps it and settles the job (docs/fleet.md#recovery-and-reconciliation).
-  if (end === null) return { kind: 'left_running', detail: `${signal !== null ? `killed by ${signal}` : `exit ${code}`}${child.lastLine === '' ? '' : `; its last problem: ${child.lastLine.slice(0, 200)}`}` }
+  if (end === null)
+    return {
+      kind: 'left_running',
+      detail: `${signal !== null ? `killed by ${signal}` : `exit ${code}`}${child.lastLine === '' ? '' : `; its last problem: ${child.lastLine.slice(0, 200)}`}`,
+    }
   return { kind: 'end', end }
 }
 

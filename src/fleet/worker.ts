@@ -122,7 +122,14 @@ export class Worker {
     // Taken for gone (passed over by the jobs that wake one worker) after three heartbeats missed.
     this.idle = { channel: `ctxagent_w_${randomUUID().replaceAll('-', '')}`, staleSeconds: (3 * options.heartbeatMs) / 1000 }
     this.listener = new JobListener(options.url, this.idle.channel, (from) => this.woken(from))
-    this.launcher = new AgentLauncher({ command: options.command, warmChild: options.warmChild, niceness: options.agentNiceness ?? 0, log: options.log, relayFor: (child) => this.relayFor(child), canStart: () => this.coreLeft() })
+    this.launcher = new AgentLauncher({
+      command: options.command,
+      warmChild: options.warmChild,
+      niceness: options.agentNiceness ?? 0,
+      log: options.log,
+      relayFor: (child) => this.relayFor(child),
+      canStart: () => this.coreLeft(),
+    })
   }
 
   /** Runs until stop() and every task it started has ended. */
@@ -135,7 +142,12 @@ export class Worker {
       return done
     }
     this.timers.push(setInterval(() => this.wake(true), this.options.pollMs))
-    this.timers.push(setInterval(() => void heartbeat(this.options.pool, this.options.record.id).catch((err: Error) => this.options.log(`heartbeat not written: ${err.message}`)), this.options.heartbeatMs))
+    this.timers.push(
+      setInterval(
+        () => void heartbeat(this.options.pool, this.options.record.id).catch((err: Error) => this.options.log(`heartbeat not written: ${err.message}`)),
+        this.options.heartbeatMs,
+      ),
+    )
     this.launcher.prestart()
     this.wake()
     await done
@@ -205,7 +217,9 @@ export class Worker {
       }
       if (this.stopping) {
         // Claimed as the stop came: hand it straight back.
-        await this.queue.release(job, this.options.record.id).catch((err: Error) => this.options.log(`job ${job.id} not handed back (${err.message}): a reaper will`))
+        await this.queue
+          .release(job, this.options.record.id)
+          .catch((err: Error) => this.options.log(`job ${job.id} not handed back (${err.message}): a reaper will`))
         return
       }
       this.start(job)
@@ -217,10 +231,13 @@ export class Worker {
     const secs = await this.queue.nextDue().catch(() => null)
     if (secs === null || this.stopping) return
     if (this.dueTimer !== null) clearTimeout(this.dueTimer)
-    this.dueTimer = setTimeout(() => {
-      this.dueTimer = null
-      this.wake()
-    }, Math.min(Math.ceil(secs * 1000) + 10, this.options.pollMs))
+    this.dueTimer = setTimeout(
+      () => {
+        this.dueTimer = null
+        this.wake()
+      },
+      Math.min(Math.ceil(secs * 1000) + 10, this.options.pollMs),
+    )
   }
 
   private start(job: Job): void {
@@ -234,7 +251,12 @@ export class Worker {
     const refusal = this.options.refuse?.(job) ?? null
     if (refusal !== null) {
       this.options.log(`job ${job.id}: not run, ${refusal}`)
-      this.track(this.end(job, job.kind === 'resume' ? { outcome: 'paused', error: refusal.slice(0, 500) } : { outcome: 'failed', failed: true, error: refusal.slice(0, 500) }).finally(() => this.wake()))
+      this.track(
+        this.end(
+          job,
+          job.kind === 'resume' ? { outcome: 'paused', error: refusal.slice(0, 500) } : { outcome: 'failed', failed: true, error: refusal.slice(0, 500) },
+        ).finally(() => this.wake()),
+      )
       return
     }
     const existing = locateTask(this.options.layout, job.task_uuid)
@@ -269,7 +291,13 @@ export class Worker {
       // A cancel during the clone (deliverCancels) stops it: a large repository takes minutes.
       placeholder.clone = new AbortController()
       try {
-        await cloneWorkspace({ url: job.spec.repo, ...(job.spec.ref !== undefined ? { ref: job.spec.ref } : {}), dir: workspace, credentials: this.options.cloneCredentials ?? [], signal: placeholder.clone.signal })
+        await cloneWorkspace({
+          url: job.spec.repo,
+          ...(job.spec.ref !== undefined ? { ref: job.spec.ref } : {}),
+          dir: workspace,
+          credentials: this.options.cloneCredentials ?? [],
+          signal: placeholder.clone.signal,
+        })
         this.options.giveClone?.(workspace)
       } catch (err) {
         if (placeholder.clone.signal.aborted && (await this.notToStart(job, resume, placeholder))) return
@@ -290,10 +318,12 @@ export class Worker {
    * not answer lets it start: a cancel then reaches the agent as it starts (deliverCancels).
    */
   private async notToStart(job: Job, resume: boolean, placeholder: Running): Promise<boolean> {
-    const may = placeholder.stopped ? 'run' : await this.queue.mayStart(job, this.options.record.id).catch((err: Error) => {
-      this.options.log(`job ${job.id}: cancel not looked at (${err.message}); starting it`)
-      return 'run' as const
-    })
+    const may = placeholder.stopped
+      ? 'run'
+      : await this.queue.mayStart(job, this.options.record.id).catch((err: Error) => {
+          this.options.log(`job ${job.id}: cancel not looked at (${err.message}); starting it`)
+          return 'run' as const
+        })
     if (!placeholder.stopped && may === 'run') return false
     this.running.delete(claimKey(job))
     if (placeholder.stopped) await this.queue.release(job, this.options.record.id).catch(() => undefined)
@@ -332,7 +362,10 @@ export class Worker {
         } catch (err) {
           this.options.log(`job ${claim.id}: cancelled; the pause request was not written (${(err as Error).message})`)
         }
-      } else if (where === null || (where.location === 'paused' && entry.pausedState !== undefined && stateText(this.options.layout, uuid) === entry.pausedState)) {
+      } else if (
+        where === null ||
+        (where.location === 'paused' && entry.pausedState !== undefined && stateText(this.options.layout, uuid) === entry.pausedState)
+      ) {
         signalGroup(entry.child, 'SIGTERM')
         this.options.log(`job ${claim.id}: cancelled as its agent starts; it pauses task ${uuid} before its first turn`)
       }
@@ -360,13 +393,20 @@ export class Worker {
       this.running.delete(claimKey(job))
       this.launcher.prestart()
       const task = taskSnapshot(this.options.layout, job.task_uuid, pausedState)
-      const verdict = closeVerdict(job, resume, { code, signal, stopped: entry.stopped, lastLine: entry.lastLine }, task, { maxAttempts: this.options.maxAttempts ?? 3, retry: this.options.retry })
+      const verdict = closeVerdict(job, resume, { code, signal, stopped: entry.stopped, lastLine: entry.lastLine }, task, {
+        maxAttempts: this.options.maxAttempts ?? 3,
+        retry: this.options.retry,
+      })
       if (verdict.kind === 'hand_back') {
         const { why, error, last, maxAttempts: max } = verdict
         this.track(
           this.pause(verdict.waitMs)
             .then(() => this.queue.retry(job, this.options.record.id, max, last))
-            .then((again) => this.options.log(`job ${job.id}: ${again ? `its agent ${why} before task ${job.task_uuid} began; handed back to the queue (attempt ${job.attempts} of ${max})` : `${last.outcome}: ${error}`}`))
+            .then((again) =>
+              this.options.log(
+                `job ${job.id}: ${again ? `its agent ${why} before task ${job.task_uuid} began; handed back to the queue (attempt ${job.attempts} of ${max})` : `${last.outcome}: ${error}`}`,
+              ),
+            )
             .catch((err: Error) => this.options.log(`job ${job.id} not handed back (${err.message}): a reaper will`))
             .finally(() => this.wake()),
         )
@@ -374,7 +414,11 @@ export class Worker {
       }
       if (verdict.kind === 'release') {
         this.options.log(`job ${job.id}: stopped before task ${job.task_uuid} began; handed back to the queue`)
-        this.track(this.queue.release(job, this.options.record.id).catch((err: Error) => this.options.log(`job ${job.id} not handed back (${err.message}): a reaper will`)))
+        this.track(
+          this.queue
+            .release(job, this.options.record.id)
+            .catch((err: Error) => this.options.log(`job ${job.id} not handed back (${err.message}): a reaper will`)),
+        )
         return
       }
       if (verdict.kind === 'elsewhere') {
@@ -455,7 +499,9 @@ export class Worker {
     if (ended === null) return o.log(`job ${job.id}: ${end.outcome} (no longer this worker’s job)`)
     if (ended.wait !== undefined) {
       const until = end.wait?.until ?? 'its reset'
-      return (o.warn ?? o.log)(`job ${job.id}: ${end.outcome}; waits until ${until} (${ended.wait}${end.wait?.cap ? ` ${end.wait.cap}` : ''}; no attempt spent, its slot free meanwhile): ${end.error ?? ''}`)
+      return (o.warn ?? o.log)(
+        `job ${job.id}: ${end.outcome}; waits until ${until} (${ended.wait}${end.wait?.cap ? ` ${end.wait.cap}` : ''}; no attempt spent, its slot free meanwhile): ${end.error ?? ''}`,
+      )
     }
     if (ended.state === 'retrying') return (o.warn ?? o.log)(`job ${job.id}: ${end.outcome}; retrying in ${ended.retry_in?.toFixed(1)}s (${end.error ?? ''})`)
     if (ended.state === 'failed') return (o.error ?? o.log)(`job ${job.id}: ${end.outcome} (job failed${end.error ? `: ${end.error}` : ''})`)

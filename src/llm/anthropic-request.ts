@@ -90,7 +90,14 @@ export interface CacheUse {
  * last answer goes instead on the previous boundary (`previousStub`), which the cache
  * holds: read there, written from there. `stub` in the result is this request's.
  */
-export function messagesRequest(model: string, window: readonly ChatMessage[], tools: readonly ToolSpec[] | undefined, maxTokens: number, temperature: number | undefined, use: CacheUse = { cache: true, previousStub: null }): MessagesRequest & { stub?: string } {
+export function messagesRequest(
+  model: string,
+  window: readonly ChatMessage[],
+  tools: readonly ToolSpec[] | undefined,
+  maxTokens: number,
+  temperature: number | undefined,
+  use: CacheUse = { cache: true, previousStub: null },
+): MessagesRequest & { stub?: string } {
   const system: TextBlock[] = []
   const messages: WireMessage[] = []
   // The last pruned tool result: its message, and its block (found by identity once merging is done).
@@ -183,7 +190,12 @@ function convert(m: ChatMessage): Block[] {
   const text = typeof m.content === 'string' ? m.content : ''
   if (m.role === 'tool') return [{ type: 'tool_result', tool_use_id: toolUseId(m.tool_call_id ?? ''), ...(text === '' ? {} : { content: text }) }]
   if (m.role === 'assistant') {
-    const calls: Block[] = (m.tool_calls ?? []).map((c) => ({ type: 'tool_use', id: toolUseId(c.id), name: c.function.name, input: inputOf(c.function.arguments) }))
+    const calls: Block[] = (m.tool_calls ?? []).map((c) => ({
+      type: 'tool_use',
+      id: toolUseId(c.id),
+      name: c.function.name,
+      input: inputOf(c.function.arguments),
+    }))
     return text.trim() === '' ? (calls.length > 0 ? calls : [{ type: 'text', text: EMPTY_TEXT }]) : [{ type: 'text', text }, ...calls]
   }
   // A system message after the conversation began (none does today) is the operator's word: said as such.

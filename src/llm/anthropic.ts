@@ -82,7 +82,11 @@ export class AnthropicClient implements LlmClient {
       apiKey: endpoint.api_key ?? 'not-needed',
       timeout: endpoint.timeout_seconds * 1000,
       maxRetries: endpoint.max_retries,
-      fetch: boundedFetch({ totalMs: endpoint.timeout_seconds * 1000, maxBytes: limits.maxResponseBytes ?? 32 * 1024 * 1024, maxRetryWaitMs: (limits.maxRetryWait ?? 60) * 1000 }),
+      fetch: boundedFetch({
+        totalMs: endpoint.timeout_seconds * 1000,
+        maxBytes: limits.maxResponseBytes ?? 32 * 1024 * 1024,
+        maxRetryWaitMs: (limits.maxRetryWait ?? 60) * 1000,
+      }),
       // The SDK logs to the console (stdout of a --json command) and may trace: ctxagent logs and traces itself.
       logLevel: 'off',
       openTelemetry: false,
@@ -107,7 +111,10 @@ export class AnthropicClient implements LlmClient {
   async chat(messages: ChatMessage[], options: ChatOptions = {}): Promise<ChatResult> {
     const maxTokens = Math.min(options.maxTokens ?? this.maxOutputTokens, this.maxOutputTokens)
     const cache = options.cache !== false
-    const { stub, ...body } = messagesRequest(this.endpoint.model, messages, options.tools, maxTokens, options.temperature, { cache, previousStub: this.lastStub })
+    const { stub, ...body } = messagesRequest(this.endpoint.model, messages, options.tools, maxTokens, options.temperature, {
+      cache,
+      previousStub: this.lastStub,
+    })
     // The conversation's boundary, for the next request (a summary's request has none and changes nothing).
     if (cache && stub !== undefined) this.lastStub = stub
     try {
@@ -139,7 +146,11 @@ export class AnthropicClient implements LlmClient {
    * as it comes.
    */
   private async streamed(sdk: Sdk, client: Anthropic, body: MessagesRequest, signal: AbortSignal | undefined): Promise<Collected> {
-    const stream = await client.post<Stream<Anthropic.RawMessageStreamEvent>>(MESSAGES, { body: { ...body, stream: true }, stream: true, ...(signal ? { signal } : {}) })
+    const stream = await client.post<Stream<Anthropic.RawMessageStreamEvent>>(MESSAGES, {
+      body: { ...body, stream: true },
+      stream: true,
+      ...(signal ? { signal } : {}),
+    })
     const collected: Collected = { blocks: [], usage: null }
     let started = false
     let stopped = false
@@ -156,7 +167,8 @@ export class AnthropicClient implements LlmClient {
       } else if (event.type === 'content_block_delta') {
         const block = collected.blocks[event.index]
         if (event.delta?.type === 'text_delta' && block?.type === 'text' && typeof event.delta.text === 'string') block.text += event.delta.text
-        else if (event.delta?.type === 'input_json_delta' && block?.type === 'tool_use' && typeof event.delta.partial_json === 'string') block.json += event.delta.partial_json
+        else if (event.delta?.type === 'input_json_delta' && block?.type === 'tool_use' && typeof event.delta.partial_json === 'string')
+          block.json += event.delta.partial_json
       } else if (event.type === 'message_delta') {
         // The final counts; a field the delta leaves null keeps message_start's (any other value is checked, not skipped).
         const delta = Object.fromEntries(Object.entries(event.usage ?? {}).filter(([, v]) => v !== null && v !== undefined))
@@ -167,8 +179,16 @@ export class AnthropicClient implements LlmClient {
     }
     // The SDK ends a stream it was told to abort without an error: a stop is not an answer.
     if (signal?.aborted) throw new sdk.APIUserAbortError()
-    if (!started) throw new ProviderError(`${this.where()} answered with something that is not a Messages API stream (an HTML page, or another API)`, 'check llm.anthropic.base_url (Anthropic serves /v1/messages under https://api.anthropic.com)')
-    if (!stopped) throw new ProviderError(`${this.where()} ended its stream before the message was complete`, 'check the server (or a proxy in between), or set llm.anthropic.stream: false')
+    if (!started)
+      throw new ProviderError(
+        `${this.where()} answered with something that is not a Messages API stream (an HTML page, or another API)`,
+        'check llm.anthropic.base_url (Anthropic serves /v1/messages under https://api.anthropic.com)',
+      )
+    if (!stopped)
+      throw new ProviderError(
+        `${this.where()} ended its stream before the message was complete`,
+        'check the server (or a proxy in between), or set llm.anthropic.stream: false',
+      )
     return collected
   }
 
@@ -177,12 +197,22 @@ export class AnthropicClient implements LlmClient {
     const message: unknown = await client.post<unknown>(MESSAGES, { body: { ...body, stream: false }, stream: false, ...(signal ? { signal } : {}) })
     const content = (message as { content?: unknown } | null)?.content
     if (!Array.isArray(content)) {
-      throw new ProviderError(`${this.where()} answered with something that is not a Messages API message (an HTML page, or another API)`, 'check llm.anthropic.base_url (Anthropic serves /v1/messages under https://api.anthropic.com)')
+      throw new ProviderError(
+        `${this.where()} answered with something that is not a Messages API message (an HTML page, or another API)`,
+        'check llm.anthropic.base_url (Anthropic serves /v1/messages under https://api.anthropic.com)',
+      )
     }
     const blocks: Collected['blocks'] = []
     for (const block of content as { type?: unknown; text?: unknown; id?: unknown; name?: unknown; input?: unknown }[]) {
       if (block?.type === 'text' && typeof block.text === 'string') blocks.push({ type: 'text', text: block.text })
-      else if (block?.type === 'tool_use') blocks.push({ type: 'tool_use', id: typeof block.id === 'string' ? block.id : '', name: typeof block.name === 'string' ? block.name : '', json: '', input: block.input })
+      else if (block?.type === 'tool_use')
+        blocks.push({
+          type: 'tool_use',
+          id: typeof block.id === 'string' ? block.id : '',
+          name: typeof block.name === 'string' ? block.name : '',
+          json: '',
+          input: block.input,
+        })
     }
     const usage = (message as { usage?: unknown }).usage
     return { blocks, usage: usage !== null && typeof usage === 'object' && !Array.isArray(usage) ? (usage as Record<string, unknown>) : null }
@@ -195,25 +225,51 @@ export class AnthropicClient implements LlmClient {
   private explain(err: unknown): Error {
     if (err instanceof ProviderError) return err
     const sdk = this.sdk
-    if ((sdk !== null && err instanceof sdk.APIUserAbortError) || (err instanceof Error && err.name === 'AbortError')) return new ProviderError(`request to ${this.where()} was cancelled`)
+    if ((sdk !== null && err instanceof sdk.APIUserAbortError) || (err instanceof Error && err.name === 'AbortError'))
+      return new ProviderError(`request to ${this.where()} was cancelled`)
     const bound = boundHit(err)
-    if (bound instanceof ResponseTooLargeError) return new ProviderError(`${this.where()}: ${bound.message}`, 'a message is far smaller: check the server, or raise llm.max_response_bytes', err)
-    if (bound instanceof ResponseTooSlowError) return new ProviderError(`${this.where()}: ${bound.message}`, 'check the server, or raise llm.anthropic.timeout_seconds', err)
+    if (bound instanceof ResponseTooLargeError)
+      return new ProviderError(`${this.where()}: ${bound.message}`, 'a message is far smaller: check the server, or raise llm.max_response_bytes', err)
+    if (bound instanceof ResponseTooSlowError)
+      return new ProviderError(`${this.where()}: ${bound.message}`, 'check the server, or raise llm.anthropic.timeout_seconds', err)
     if (sdk === null) return new ProviderError(`${this.where()} failed: ${(err as Error).message}`, 'set CTXAGENT_DEBUG=1 for details', err)
-    if (err instanceof sdk.APIConnectionTimeoutError) return new ProviderError(`${this.where()} did not answer within ${this.endpoint.timeout_seconds}s`, 'check the server, or raise llm.anthropic.timeout_seconds', err)
+    if (err instanceof sdk.APIConnectionTimeoutError)
+      return new ProviderError(
+        `${this.where()} did not answer within ${this.endpoint.timeout_seconds}s`,
+        'check the server, or raise llm.anthropic.timeout_seconds',
+        err,
+      )
     if (err instanceof sdk.APIConnectionError) {
       const why = explainConnectFailure(err, 'llm.anthropic.base_url')
       const cause = why?.what ?? (err.cause as Error | undefined)?.message ?? err.message
       return new ProviderError(`cannot reach ${this.where()}: ${cause}`, why?.hint ?? 'is it running? check llm.anthropic.base_url', err)
     }
-    if (err instanceof sdk.AuthenticationError) return new ProviderError(`${this.where()} refused the API key (401)`, 'check llm.anthropic.api_key or ANTHROPIC_API_KEY', err)
-    if (err instanceof sdk.NotFoundError) return new ProviderError(`${this.where()} answered 404: ${apiMessage(err)}`, 'check llm.anthropic.model and base_url', err)
+    if (err instanceof sdk.AuthenticationError)
+      return new ProviderError(`${this.where()} refused the API key (401)`, 'check llm.anthropic.api_key or ANTHROPIC_API_KEY', err)
+    if (err instanceof sdk.NotFoundError)
+      return new ProviderError(`${this.where()} answered 404: ${apiMessage(err)}`, 'check llm.anthropic.model and base_url', err)
     if (err instanceof sdk.APIError) {
-      if (err.status === undefined) return new ProviderError(`${this.where()} sent an error in its stream${this.endpoint.max_retries > 0 && passingStreamError(sdk, err) ? ` (${this.endpoint.max_retries} retries)` : ''}: ${apiMessage(err)}`, 'try again later (resume the task)', err)
+      if (err.status === undefined)
+        return new ProviderError(
+          `${this.where()} sent an error in its stream${this.endpoint.max_retries > 0 && passingStreamError(sdk, err) ? ` (${this.endpoint.max_retries} retries)` : ''}: ${apiMessage(err)}`,
+          'try again later (resume the task)',
+          err,
+        )
       const until = limitUntilOf(err)
-      if (until !== null) return new ProviderError(`${this.where()} answered ${err.status}: a usage limit until ${until.toISOString()}: ${apiMessage(err)}`, 'the task goes on once it lifts', err, 'rate_limited', until)
+      if (until !== null)
+        return new ProviderError(
+          `${this.where()} answered ${err.status}: a usage limit until ${until.toISOString()}: ${apiMessage(err)}`,
+          'the task goes on once it lifts',
+          err,
+          'rate_limited',
+          until,
+        )
       const retried = err.status === 429 || err.status >= 500 ? ` after ${this.endpoint.max_retries} retries` : ''
-      return new ProviderError(`${this.where()} answered ${err.status}${retried}: ${apiMessage(err)}`, err.status === 529 ? 'Anthropic is overloaded: resume the task later' : 'check the server logs', err)
+      return new ProviderError(
+        `${this.where()} answered ${err.status}${retried}: ${apiMessage(err)}`,
+        err.status === 529 ? 'Anthropic is overloaded: resume the task later' : 'check the server logs',
+        err,
+      )
     }
     return new ProviderError(`${this.where()} failed: ${(err as Error).message}`, 'set CTXAGENT_DEBUG=1 for details', err)
   }
@@ -228,7 +284,9 @@ export class AnthropicClient implements LlmClient {
  */
 function resultOf({ blocks, usage }: Collected, bounds: UsageBounds): ChatResult {
   const text = blocks.filter((b) => b?.type === 'text').map((b) => b.text)
-  const calls = blocks.flatMap((b) => (b?.type === 'tool_use' ? [{ id: b.id, type: 'function', function: { name: b.name, arguments: b.json !== '' ? b.json : (b.input ?? {}) } }] : []))
+  const calls = blocks.flatMap((b) =>
+    b?.type === 'tool_use' ? [{ id: b.id, type: 'function', function: { name: b.name, arguments: b.json !== '' ? b.json : (b.input ?? {}) } }] : [],
+  )
   const checked = checkAnthropicUsage(usage, bounds)
   return {
     message: normaliseReply({ content: text.length > 0 ? text.join('') : null, tool_calls: calls }),

@@ -68,9 +68,12 @@ export function boundedFetch(bounds: FetchBounds): typeof fetch {
     const url = typeof input === 'string' ? input : input instanceof URL ? input.href : null
     const body = init.body
     // What the client sends (a request of bytes, or none) goes the short way; anything else through fetch.
-    if (url === null || !/^https?:/i.test(url) || !(body === undefined || body === null || body instanceof Uint8Array || typeof body === 'string')) return viaFetch(input, init)
+    if (url === null || !/^https?:/i.test(url) || !(body === undefined || body === null || body instanceof Uint8Array || typeof body === 'string'))
+      return viaFetch(input, init)
     // fetch follows a redirect with a body of text only (bytes it cannot send twice): the JSON as text.
-    return httpExchange(url, init, body ?? null, bounds, () => viaFetch(input, body instanceof Uint8Array ? { ...init, body: Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString() } : init))
+    return httpExchange(url, init, body ?? null, bounds, () =>
+      viaFetch(input, body instanceof Uint8Array ? { ...init, body: Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString() } : init),
+    )
   }
   // The wait owed before a request's retry, by its body (the SDK sends the same one again); a body of text shares one slot.
   const waits = new WeakMap<object, number>()
@@ -149,7 +152,13 @@ const AGENTS = { 'http:': new http.Agent({ keepAlive: true }), 'https:': new htt
  * cause, an abort rejects with the signal's reason, a bound hit after the headers fails
  * the body. A redirect is left to fetch (`redirected`).
  */
-function httpExchange(url: string, init: RequestInit, body: Uint8Array | string | null, bounds: FetchBounds, redirected: () => Promise<Response>): Promise<Response> {
+function httpExchange(
+  url: string,
+  init: RequestInit,
+  body: Uint8Array | string | null,
+  bounds: FetchBounds,
+  redirected: () => Promise<Response>,
+): Promise<Response> {
   return new Promise<Response>((resolve, reject) => {
     const target = new URL(url)
     const signal = init.signal ?? undefined
@@ -171,32 +180,57 @@ function httpExchange(url: string, init: RequestInit, body: Uint8Array | string 
     const fail = (err: unknown, head?: http.IncomingMessage) => {
       if (settled) return
       req.destroy()
-      finish(() => (head ? resolve(new Response(failingBody(err), { status: head.statusCode ?? 500, statusText: head.statusMessage ?? '', headers: responseHeaders(head, bounds) })) : reject(err)))
+      finish(() =>
+        head
+          ? resolve(
+              new Response(failingBody(err), { status: head.statusCode ?? 500, statusText: head.statusMessage ?? '', headers: responseHeaders(head, bounds) }),
+            )
+          : reject(err),
+      )
     }
     const onAbort = () => fail(signal?.reason)
     signal?.addEventListener('abort', onAbort, { once: true })
-    const timer = setTimeout(() => fail(new ResponseTooSlowError(`the response was not complete within ${Math.round(bounds.totalMs / 1000)}s`), response ?? undefined), bounds.totalMs)
+    const timer = setTimeout(
+      () => fail(new ResponseTooSlowError(`the response was not complete within ${Math.round(bounds.totalMs / 1000)}s`), response ?? undefined),
+      bounds.totalMs,
+    )
     timer.unref()
-    const req = (target.protocol === 'https:' ? https : http).request(target, { method: init.method ?? 'GET', headers, agent: AGENTS[target.protocol as 'http:' | 'https:'] }, (res) => {
-      response = res
-      const status = res.statusCode ?? 500
-      if (status >= 300 && status < 400 && res.headers.location !== undefined) {
-        res.resume()
-        return finish(() => redirected().then(resolve, reject))
-      }
-      const chunks: Buffer[] = []
-      let bytes = 0
-      const stream = decoded(res)
-      stream.on('data', (chunk: Buffer) => {
-        bytes += chunk.length
-        if (bytes > bounds.maxBytes) return fail(new ResponseTooLargeError(`the response is over ${grouped(bounds.maxBytes)} bytes`), res)
-        chunks.push(chunk)
-      })
-      stream.on('error', (err) => fail(new TypeError('terminated', { cause: err }), res))
-      res.on('aborted', () => fail(new TypeError('terminated'), res))
-      stream.on('end', () => finish(() => resolve(new BufferedResponse(status === 204 || status === 304 ? null : Buffer.concat(chunks, bytes), { status, statusText: res.statusMessage ?? '', headers: responseHeaders(res, bounds) }) as unknown as Response)))
-    })
-    req.on('error', (err) => fail(response === null ? new TypeError('fetch failed', { cause: err }) : new TypeError('terminated', { cause: err }), response ?? undefined))
+    const req = (target.protocol === 'https:' ? https : http).request(
+      target,
+      { method: init.method ?? 'GET', headers, agent: AGENTS[target.protocol as 'http:' | 'https:'] },
+      (res) => {
+        response = res
+        const status = res.statusCode ?? 500
+        if (status >= 300 && status < 400 && res.headers.location !== undefined) {
+          res.resume()
+          return finish(() => redirected().then(resolve, reject))
+        }
+        const chunks: Buffer[] = []
+        let bytes = 0
+        const stream = decoded(res)
+        stream.on('data', (chunk: Buffer) => {
+          bytes += chunk.length
+          if (bytes > bounds.maxBytes) return fail(new ResponseTooLargeError(`the response is over ${grouped(bounds.maxBytes)} bytes`), res)
+          chunks.push(chunk)
+        })
+        stream.on('error', (err) => fail(new TypeError('terminated', { cause: err }), res))
+        res.on('aborted', () => fail(new TypeError('terminated'), res))
+        stream.on('end', () =>
+          finish(() =>
+            resolve(
+              new BufferedResponse(status === 204 || status === 304 ? null : Buffer.concat(chunks, bytes), {
+                status,
+                statusText: res.statusMessage ?? '',
+                headers: responseHeaders(res, bounds),
+              }) as unknown as Response,
+            ),
+          ),
+        )
+      },
+    )
+    req.on('error', (err) =>
+      fail(response === null ? new TypeError('fetch failed', { cause: err }) : new TypeError('terminated', { cause: err }), response ?? undefined),
+    )
     req.end(body ?? undefined)
   })
 }
@@ -235,7 +269,10 @@ function boundedGlobalFetch(bounds: FetchBounds): typeof fetch {
     const onAbort = () => ac.abort(outer?.reason)
     if (outer?.aborted) ac.abort(outer.reason)
     else outer?.addEventListener('abort', onAbort, { once: true })
-    const timer = setTimeout(() => ac.abort(new ResponseTooSlowError(`the response was not complete within ${Math.round(bounds.totalMs / 1000)}s`)), bounds.totalMs)
+    const timer = setTimeout(
+      () => ac.abort(new ResponseTooSlowError(`the response was not complete within ${Math.round(bounds.totalMs / 1000)}s`)),
+      bounds.totalMs,
+    )
     timer.unref()
     const done = () => {
       clearTimeout(timer)

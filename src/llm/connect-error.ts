@@ -39,7 +39,10 @@ export function explainConnectFailure(err: unknown, key: string): ConnectFailure
     case 'EAI_NONAME':
     case 'EAI_AGAIN':
     case 'EAI_FAIL':
-      return { what: `could not resolve ${hostname ?? 'the host name'}${code === 'EAI_AGAIN' ? ' (DNS did not answer)' : ''}`, hint: `check the host name in ${key}, and this machine's DNS` }
+      return {
+        what: `could not resolve ${hostname ?? 'the host name'}${code === 'EAI_AGAIN' ? ' (DNS did not answer)' : ''}`,
+        hint: `check the host name in ${key}, and this machine's DNS`,
+      }
     case 'ETIMEDOUT':
     case 'UND_ERR_CONNECT_TIMEOUT':
       return { what: 'the connection timed out', hint: `check ${key}, and that no firewall drops the traffic` }
@@ -52,7 +55,10 @@ export function explainConnectFailure(err: unknown, key: string): ConnectFailure
       return { what: 'no route to the host', hint: `check ${key} and this machine's network` }
   }
   if (TLS_CODES.test(code)) {
-    return { what: `TLS failed (${code}: ${cause.message})`, hint: `check the server's certificate; a private CA goes in NODE_EXTRA_CA_CERTS; and that ${key} uses https only where the server speaks it` }
+    return {
+      what: `TLS failed (${code}: ${cause.message})`,
+      hint: `check the server's certificate; a private CA goes in NODE_EXTRA_CA_CERTS; and that ${key} uses https only where the server speaks it`,
+    }
   }
   return { what: `${cause.message} (${code})`, hint: `check ${key}` }
 }

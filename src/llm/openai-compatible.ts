@@ -86,12 +86,19 @@ export class OpenAiCompatibleClient implements LlmClient {
       // The SDK's wait between retries does not listen to the signal: the stop ends the call here.
       const response = options.signal ? await untilAborted(pending, options.signal, () => new OpenAI.APIUserAbortError()) : await pending
       if (!Array.isArray((response as { choices?: unknown } | null)?.choices)) {
-        throw new ProviderError(`${this.where()} answered with something that is not a chat completion (an HTML page, or another API)`, `check llm.${this.provider}.base_url (OpenAI-compatible servers serve /v1)`)
+        throw new ProviderError(
+          `${this.where()} answered with something that is not a chat completion (an HTML page, or another API)`,
+          `check llm.${this.provider}.base_url (OpenAI-compatible servers serve /v1)`,
+        )
       }
       const choice = response.choices[0]
       if (!choice) throw new ProviderError(`${this.where()} returned no choices`, 'check that the model name is right for this server')
       // The server's figures are believed within what this request can cost (usage-check.ts).
-      const checked = checkOpenAiUsage(response.usage, { prompt: promptBound(messages, options.tools), completion: completionBound(maxTokens) }, cachedOf(response))
+      const checked = checkOpenAiUsage(
+        response.usage,
+        { prompt: promptBound(messages, options.tools), completion: completionBound(maxTokens) },
+        cachedOf(response),
+      )
       return { message: normaliseReply(choice.message), usage: checked.usage, ...(checked.refused !== null ? { usageRefused: checked.refused } : {}) }
     } catch (err) {
       const explained = this.explain(err)
@@ -110,10 +117,17 @@ export class OpenAiCompatibleClient implements LlmClient {
     const keyHint = this.provider === 'openai' ? 'llm.openai.api_key or OPENAI_API_KEY' : `llm.${this.provider}.api_key`
     if (err instanceof OpenAI.APIUserAbortError) return new ProviderError(`request to ${this.where()} was cancelled`)
     const bound = boundHit(err)
-    if (bound instanceof ResponseTooLargeError) return new ProviderError(`${this.where()}: ${bound.message}`, 'a chat completion is far smaller: check the server, or raise llm.max_response_bytes', err)
-    if (bound instanceof ResponseTooSlowError) return new ProviderError(`${this.where()}: ${bound.message}`, `check the server, or raise llm.${this.provider}.timeout_seconds`, err, 'timeout')
+    if (bound instanceof ResponseTooLargeError)
+      return new ProviderError(`${this.where()}: ${bound.message}`, 'a chat completion is far smaller: check the server, or raise llm.max_response_bytes', err)
+    if (bound instanceof ResponseTooSlowError)
+      return new ProviderError(`${this.where()}: ${bound.message}`, `check the server, or raise llm.${this.provider}.timeout_seconds`, err, 'timeout')
     if (err instanceof OpenAI.APIConnectionTimeoutError) {
-      return new ProviderError(`${this.where()} did not answer within ${this.endpoint.timeout_seconds}s`, `check the server, or raise llm.${this.provider}.timeout_seconds`, err, 'timeout')
+      return new ProviderError(
+        `${this.where()} did not answer within ${this.endpoint.timeout_seconds}s`,
+        `check the server, or raise llm.${this.provider}.timeout_seconds`,
+        err,
+        'timeout',
+      )
     }
     if (err instanceof OpenAI.APIConnectionError) {
       const why = explainConnectFailure(err, `llm.${this.provider}.base_url`)
@@ -121,13 +135,30 @@ export class OpenAiCompatibleClient implements LlmClient {
       return new ProviderError(`cannot reach ${this.where()}: ${cause}`, why?.hint ?? `is it running? check llm.${this.provider}.base_url`, err, 'unreachable')
     }
     if (err instanceof OpenAI.AuthenticationError) return new ProviderError(`${this.where()} refused the API key (401)`, `check ${keyHint}`, err)
-    if (err instanceof OpenAI.NotFoundError) return new ProviderError(`${this.where()} answered 404: ${firstLine(err.message)}`, `check llm.${this.provider}.model and base_url (OpenAI-compatible servers serve /v1)`, err)
+    if (err instanceof OpenAI.NotFoundError)
+      return new ProviderError(
+        `${this.where()} answered 404: ${firstLine(err.message)}`,
+        `check llm.${this.provider}.model and base_url (OpenAI-compatible servers serve /v1)`,
+        err,
+      )
     if (err instanceof OpenAI.APIError) {
       const failure = err.status === 429 ? 'rate_limited' : (err.status ?? 0) >= 500 ? 'server_error' : null
       const until = limitUntilOf(err)
-      if (until !== null) return new ProviderError(`${this.where()} answered ${err.status}: a usage limit until ${until.toISOString()}: ${firstLine(err.message)}`, 'the task goes on once it lifts', err, 'rate_limited', until)
+      if (until !== null)
+        return new ProviderError(
+          `${this.where()} answered ${err.status}: a usage limit until ${until.toISOString()}: ${firstLine(err.message)}`,
+          'the task goes on once it lifts',
+          err,
+          'rate_limited',
+          until,
+        )
       const retried = failure !== null ? ` after ${this.endpoint.max_retries} retries` : ''
-      const failed = new ProviderError(`${this.where()} answered ${err.status ?? 'an error'}${retried}: ${firstLine(err.message)}`, 'check the server logs', err, failure)
+      const failed = new ProviderError(
+        `${this.where()} answered ${err.status ?? 'an error'}${retried}: ${firstLine(err.message)}`,
+        'check the server logs',
+        err,
+        failure,
+      )
       // A usage limit the server said when it lifts: past the waits of a turn, a fleet's job waits until then.
       const asked = failure === 'rate_limited' ? Number(err.headers?.get(SERVER_WAIT_HEADER) ?? Number.NaN) : Number.NaN
       if (asked > this.maxRetryWaitMs) failed.resumeAt = new Date(Date.now() + asked).toISOString()
@@ -159,7 +190,15 @@ function jsonOf(message: ChatMessage): Buffer {
  * copies and allocates only its new bytes; otherwise, or when it has no room, a new
  * buffer (half as large again, for the turns to come) gets a copy of the beginning.
  */
-export function requestBody(model: string, messages: readonly ChatMessage[], tools: readonly ToolSpec[] | undefined, maxTokens: number, temperature: number | undefined, previous: BuiltBody | null = null, reuse = false): BuiltBody {
+export function requestBody(
+  model: string,
+  messages: readonly ChatMessage[],
+  tools: readonly ToolSpec[] | undefined,
+  maxTokens: number,
+  temperature: number | undefined,
+  previous: BuiltBody | null = null,
+  reuse = false,
+): BuiltBody {
   const head = `{"model":${JSON.stringify(model)},"messages":[`
   // The messages this body shares with the previous one, from the start.
   let shared = 0

@@ -66,7 +66,10 @@ export class ReplayClient implements LlmClient {
     if (options.signal?.aborted) throw new ProviderError('replay was cancelled')
     const turn = await this.nextAssistant()
     if (turn === null) {
-      throw new ProviderError(`the recording ${this.source} has no more assistant messages (${this.played} played)`, 'the recorded task ended here; replay a longer recording, or resume with a real provider')
+      throw new ProviderError(
+        `the recording ${this.source} has no more assistant messages (${this.played} played)`,
+        'the recorded task ended here; replay a longer recording, or resume with a real provider',
+      )
     }
     this.played++
     await this.collectResults(turn)
@@ -122,7 +125,8 @@ export async function checkRecordingPlays(from: string, layout: Layout): Promise
   const client = await ReplayClient.open(from, layout, 0)
   const first = await client.nextAssistant()
   await client.close()
-  if (first === null) throw new UsageError(`--replay-from ${from}: the recording has no assistant messages to play`, "give a task's messages.jsonl, its directory or its uuid")
+  if (first === null)
+    throw new UsageError(`--replay-from ${from}: the recording has no assistant messages to play`, "give a task's messages.jsonl, its directory or its uuid")
 }
 
 /** The messages.jsonl a replay reads, or a usage error saying why there is none. */

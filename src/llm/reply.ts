@@ -65,6 +65,8 @@ export function depthOf(value: unknown): number {
 function contentText(content: unknown): string | null {
   if (typeof content === 'string') return content
   if (!Array.isArray(content)) return null
-  const parts = content.map((part) => (typeof part === 'string' ? part : isObject(part) && typeof part.text === 'string' ? part.text : null)).filter((t) => t !== null)
+  const parts = content
+    .map((part) => (typeof part === 'string' ? part : isObject(part) && typeof part.text === 'string' ? part.text : null))
+    .filter((t) => t !== null)
   return parts.length > 0 ? parts.join('\n') : null
 }

@@ -104,5 +104,14 @@ export function checkAnthropicUsage(raw: Record<string, unknown> | null, bounds:
   const written = cache.cache_creation_input_tokens
   const prompt = input.n + read + written
   if (prompt > bounds.prompt) return { usage: null, refused: `input_tokens with the cache's ${prompt} (more than this request can be)` }
-  return { usage: { prompt_tokens: prompt, completion_tokens: output.n, total_tokens: prompt + output.n, ...(read > 0 ? { cached_tokens: read } : {}), ...(written > 0 ? { cache_write_tokens: written } : {}) }, refused: null }
+  return {
+    usage: {
+      prompt_tokens: prompt,
+      completion_tokens: output.n,
+      total_tokens: prompt + output.n,
+      ...(read > 0 ? { cached_tokens: read } : {}),
+      ...(written > 0 ? { cache_write_tokens: written } : {}),
+    },
+    refused: null,
+  }
 }

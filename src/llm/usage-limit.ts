@@ -20,7 +20,7 @@ export const LIMIT_UNTIL_HEADER = 'x-ctxagent-limit-until'
 /** Statuses that may carry a usage limit: too many requests, and Anthropic's overloaded. */
 const LIMIT_STATUSES = new Set([429, 529])
 
-const UNITS: Record<string, number> = { h: 3_600_000, m: 60_000, s: 1000, ms: 1, us: 0.001, 'µs': 0.001, ns: 0.000001 }
+const UNITS: Record<string, number> = { h: 3_600_000, m: 60_000, s: 1000, ms: 1, us: 0.001, µs: 0.001, ns: 0.000001 }
 
 /** OpenAI's reset duration (`6m0s`, `1s`, `20ms`, `1h2m3.5s`) in milliseconds, or null when it is not one. */
 export function parseResetDuration(text: string): number | null {

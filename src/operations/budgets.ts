@@ -50,7 +50,10 @@ export function requestEstimate(price: ModelPrice, promptTokens: number, maxToke
 /** What a task has cost so far, from its recorded tokens: the turns, the compactions and the final summary. */
 export function taskSpend(state: TaskState, model: string, pricing: Config['pricing']): number {
   const turns = costOf(model, splitOf(state), pricing) ?? 0
-  const extra = [state.compaction_tokens, state.final_summary_tokens].reduce((sum, u) => sum + (u ? (costOf(model, { prompt: u.prompt_tokens, completion: u.completion_tokens, cached: u.cached_tokens }, pricing) ?? 0) : 0), 0)
+  const extra = [state.compaction_tokens, state.final_summary_tokens].reduce(
+    (sum, u) => sum + (u ? (costOf(model, { prompt: u.prompt_tokens, completion: u.completion_tokens, cached: u.cached_tokens }, pricing) ?? 0) : 0),
+    0,
+  )
   return turns + extra
 }
 
@@ -58,14 +61,31 @@ const formats = new Map<string, Intl.DateTimeFormat>()
 
 /** The calendar date and time of `at` in `tz`, as numbers. */
 function zoned(at: Date, tz: string): { y: number; m: number; d: number; h: number; min: number; s: number } {
-  if (tz === 'UTC') return { y: at.getUTCFullYear(), m: at.getUTCMonth() + 1, d: at.getUTCDate(), h: at.getUTCHours(), min: at.getUTCMinutes(), s: at.getUTCSeconds() }
+  if (tz === 'UTC')
+    return { y: at.getUTCFullYear(), m: at.getUTCMonth() + 1, d: at.getUTCDate(), h: at.getUTCHours(), min: at.getUTCMinutes(), s: at.getUTCSeconds() }
   let format = formats.get(tz)
   if (format === undefined) {
-    format = new Intl.DateTimeFormat('en-US', { timeZone: tz, hourCycle: 'h23', year: 'numeric', month: 'numeric', day: 'numeric', hour: 'numeric', minute: 'numeric', second: 'numeric' })
+    format = new Intl.DateTimeFormat('en-US', {
+      timeZone: tz,
+      hourCycle: 'h23',
+      year: 'numeric',
+      month: 'numeric',
+      day: 'numeric',
+      hour: 'numeric',
+      minute: 'numeric',
+      second: 'numeric',
+    })
     formats.set(tz, format)
   }
   const parts = Object.fromEntries(format.formatToParts(at).map((p) => [p.type, Number(p.value)]))
-  return { y: parts.year as number, m: parts.month as number, d: parts.day as number, h: parts.hour as number, min: parts.minute as number, s: parts.second as number }
+  return {
+    y: parts.year as number,
+    m: parts.month as number,
+    d: parts.day as number,
+    h: parts.hour as number,
+    min: parts.minute as number,
+    s: parts.second as number,
+  }
 }
 
 /** The instant at which the calendar date y-m-d begins in `tz` (months and days past their end roll over). */

@@ -17,7 +17,11 @@ export function addComment(layout: Layout, start: TaskRef, text: string, sender:
   if (text.length > MAX_COMMENT) throw new UsageError(`the comment is ${grouped(text.length)} characters`, `keep it under ${grouped(MAX_COMMENT)}`)
   let ref = start
   const append = () => {
-    if (ref.location === 'completed') throw new CtxError(`task ${ref.uuid} is finished (in completed/); no agent will read the comment`, { exitCode: 4, hint: 'start a new task with the same --task-id to continue from its summary' })
+    if (ref.location === 'completed')
+      throw new CtxError(`task ${ref.uuid} is finished (in completed/); no agent will read the comment`, {
+        exitCode: 4,
+        hint: 'start a new task with the same --task-id to continue from its summary',
+      })
     return appendInbox(ref.dir, { kind: 'message', sender, content: text }, now)
   }
   try {

@@ -22,7 +22,17 @@ import type { Summarizer } from '../context/summarizer.js'
 
 export type CompressOutcome =
   | { kind: 'nothing'; uuid: string; reason: string }
-  | { kind: 'plan'; uuid: string; start_seq: number; end_seq: number; messages: number; kept: number; tokens_before: number; expected_tokens_after: number; method: Summarizer['method'] }
+  | {
+      kind: 'plan'
+      uuid: string
+      start_seq: number
+      end_seq: number
+      messages: number
+      kept: number
+      tokens_before: number
+      expected_tokens_after: number
+      method: Summarizer['method']
+    }
   | { kind: 'done'; uuid: string; record: SummaryRecord; tokens_before: number; tokens_after: number; reaped: ReapReport | null }
 
 /**
@@ -31,7 +41,13 @@ export type CompressOutcome =
  * first); never writes a file that a live process owns. Holds the task's lock while
  * it works, and writes nothing until the summary exists.
  */
-export async function compressTask(env: TaskEnv, start: TaskRef, settings: CompactionSettings, summarizer: Summarizer, dryRun: boolean): Promise<CompressOutcome> {
+export async function compressTask(
+  env: TaskEnv,
+  start: TaskRef,
+  settings: CompactionSettings,
+  summarizer: Summarizer,
+  dryRun: boolean,
+): Promise<CompressOutcome> {
   let ref = start
   let reaped: ReapReport | null = null
   const policy = stalenessPolicy(env.config)
@@ -40,7 +56,10 @@ export async function compressTask(env: TaskEnv, start: TaskRef, settings: Compa
     // A dry run only reads, which is safe beside a live owner.
     if (!assessment.stale && !dryRun) {
       const who = assessment.holder ? `pid ${assessment.holder.process_id} on ${assessment.holder.hostname}` : 'its owner'
-      throw new LockedError(`task ${ref.uuid} is running (${who}); its owner compresses it near the limit`, 'pause the task first, or wait; ctxagent never writes files a live process owns')
+      throw new LockedError(
+        `task ${ref.uuid} is running (${who}); its owner compresses it near the limit`,
+        'pause the task first, or wait; ctxagent never writes files a live process owns',
+      )
     }
     if (!dryRun) {
       const outcome = await reapTask(env, ref, { policy })
@@ -51,18 +70,25 @@ export async function compressTask(env: TaskEnv, start: TaskRef, settings: Compa
   }
   if (!existsSync(join(ref.dir, FILES.messages))) {
     const archived = existsSync(join(ref.dir, `${FILES.messages}.gz`))
-    throw new CtxError(`task ${ref.uuid} ${archived ? 'is archived (gzipped by cleanup)' : 'has no messages.jsonl'}`, { hint: archived ? 'an archived task is final; there is nothing to resume' : 'check the task directory' })
+    throw new CtxError(`task ${ref.uuid} ${archived ? 'is archived (gzipped by cleanup)' : 'has no messages.jsonl'}`, {
+      hint: archived ? 'an archived task is final; there is nothing to resume' : 'check the task directory',
+    })
   }
   const snapshot = await loadSnapshot(ref.dir)
   const plan = planCompaction(snapshot, settings)
   if (plan === null) {
     const count = snapshot.after.filter((m) => m.seq !== snapshot.system?.seq).length
-    return { kind: 'nothing', uuid: ref.uuid, reason: `${count} message(s) since the last summary; keeping ${settings.keepRecent} leaves fewer than ${settings.minToCompress} to summarize` }
+    return {
+      kind: 'nothing',
+      uuid: ref.uuid,
+      reason: `${count} message(s) since the last summary; keeping ${settings.keepRecent} leaves fewer than ${settings.minToCompress} to summarize`,
+    }
   }
   if (dryRun) {
-    const estimate = summarizer.method === 'extractive'
-      ? estimateTokens(await summarizer.summarize(snapshot.summary?.summary ?? null, plan.summarize, snapshot.task))
-      : Math.min(2000, Math.ceil(plan.summarize.reduce((s, m) => s + m.token_count, 0) * 0.15))
+    const estimate =
+      summarizer.method === 'extractive'
+        ? estimateTokens(await summarizer.summarize(snapshot.summary?.summary ?? null, plan.summarize, snapshot.task))
+        : Math.min(2000, Math.ceil(plan.summarize.reduce((s, m) => s + m.token_count, 0) * 0.15))
     const carried = [snapshot.system, snapshot.task, ...plan.keep].filter((m): m is StoredMessage => m !== null)
     const kept = windowTokens(carried.map(toWindowMessage))
     return {

@@ -78,7 +78,15 @@ export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<P
       const a = assessTask(env, ref, { policy: options.policy })
       // A task whose dead owner had answered would be completed, not failed (see reapTask).
       const answered = a.stale && typeof safeState(ref.dir)?.final_answer === 'string'
-      if (a.stale) findings.push({ uuid: ref.uuid, action: answered ? 'finished' : 'reaped', reason: answered ? `the agent died after answering (${a.verdict.reason}); would complete it with its answer` : a.verdict.reason, pid: a.holder?.process_id ?? null, hostname: a.holder?.hostname ?? null, heartbeat_at: a.holder?.heartbeat_at ?? null })
+      if (a.stale)
+        findings.push({
+          uuid: ref.uuid,
+          action: answered ? 'finished' : 'reaped',
+          reason: answered ? `the agent died after answering (${a.verdict.reason}); would complete it with its answer` : a.verdict.reason,
+          pid: a.holder?.process_id ?? null,
+          hostname: a.holder?.hostname ?? null,
+          heartbeat_at: a.holder?.heartbeat_at ?? null,
+        })
       continue
     }
     let outcome
@@ -96,7 +104,14 @@ export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<P
       continue
     }
     if (outcome.reason === UNREADABLE_LOCK) {
-      findings.push({ uuid: ref.uuid, action: 'alert', reason: `its .lock is not a lock record (damaged, or not a file), so it counts as held: if no agent runs this task, ctxagent unlock ${ref.uuid} --force recovers it`, pid: null, hostname: null, heartbeat_at: null })
+      findings.push({
+        uuid: ref.uuid,
+        action: 'alert',
+        reason: `its .lock is not a lock record (damaged, or not a file), so it counts as held: if no agent runs this task, ctxagent unlock ${ref.uuid} --force recovers it`,
+        pid: null,
+        hostname: null,
+        heartbeat_at: null,
+      })
     }
     const alert = longRunning(env, ref, options.longRunningMs, outcome.holder)
     if (alert) findings.push(alert)
@@ -122,11 +137,13 @@ export async function monitorPass(env: TaskEnv, options: PassOptions): Promise<P
     }
   }
   // After the moves, so that this pass's own rows are in; a crashed mover's are mended here.
-  const reindexed = options.dryRun ? 0 : await reconcileIndex(env).catch((err: Error) => {
-    if (isTreeWide(err, env.layout.base)) throw err
-    env.warn(`${env.index?.name ?? 'the index'} not brought in step with the directories: ${err.message} (ctxagent reindex rebuilds it)`)
-    return 0
-  })
+  const reindexed = options.dryRun
+    ? 0
+    : await reconcileIndex(env).catch((err: Error) => {
+        if (isTreeWide(err, env.layout.base)) throw err
+        env.warn(`${env.index?.name ?? 'the index'} not brought in step with the directories: ${err.message} (ctxagent reindex rebuilds it)`)
+        return 0
+      })
   return { checked: running.length, findings, reindexed }
 }
 

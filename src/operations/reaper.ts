@@ -17,8 +17,6 @@ import type { TaskState } from '../storage/task/state.js'
 import { refreshIndex, safeState } from '../storage/task/lifecycle.js'
 import type { TaskEnv } from '../storage/task/env.js'
 
-
-
 export type ReapAction = 'reaped' | 'finished'
 
 /** What a reaper did to one task (one JSON line of `watch-locks --json`). */
@@ -46,9 +44,7 @@ export function killedText(groups: readonly number[] | undefined, who = 'it'): s
   return groups && groups.length > 0 ? `; killed the command(s) ${who} left running (process group ${groups.join(', ')})` : ''
 }
 
-export type ReapOutcome =
-  | { done: true; report: ReapReport }
-  | { done: false; reason: string; holder: LockInfo | null }
+export type ReapOutcome = { done: true; report: ReapReport } | { done: false; reason: string; holder: LockInfo | null }
 
 export interface ReapOptions {
   policy: StalenessPolicy
@@ -58,9 +54,7 @@ export interface ReapOptions {
   recoverAs?: (uuid: string) => 'paused' | 'failed'
 }
 
-export type Assessment =
-  | { stale: true; verdict: Verdict; holder: LockInfo | null }
-  | { stale: false; reason: string; holder: LockInfo | null }
+export type Assessment = { stale: true; verdict: Verdict; holder: LockInfo | null } | { stale: false; reason: string; holder: LockInfo | null }
 
 /** Would reapTask act on this task now, and why? Reads only. */
 export function assessTask(env: TaskEnv, ref: TaskRef, options: ReapOptions): Assessment {
@@ -86,7 +80,9 @@ export function assessTask(env: TaskEnv, ref: TaskRef, options: ReapOptions): As
     return { stale: false, reason: `no lock, but state.json was updated ${Math.round(age / 1000)}s ago`, holder: null }
   }
   const reason =
-    state !== null && isSettled(state) ? `owner stopped before moving the task (status ${state.status})` : `no lock and no update for ${Math.round(age / 1000)}s`
+    state !== null && isSettled(state)
+      ? `owner stopped before moving the task (status ${state.status})`
+      : `no lock and no update for ${Math.round(age / 1000)}s`
   return { stale: true, verdict: { stale: true, reason }, holder: null }
 }
 
@@ -240,7 +236,14 @@ export async function clearLeftoverLock(env: TaskEnv, ref: TaskRef, options: Rea
   const info = lock.info
   return {
     done: true,
-    report: { uuid: ref.uuid, action: 'finished', reason: `removed a leftover lock (${verdict.reason})`, pid: info?.process_id ?? null, hostname: info?.hostname ?? null, heartbeat_at: info?.heartbeat_at ?? null },
+    report: {
+      uuid: ref.uuid,
+      action: 'finished',
+      reason: `removed a leftover lock (${verdict.reason})`,
+      pid: info?.process_id ?? null,
+      hostname: info?.hostname ?? null,
+      heartbeat_at: info?.heartbeat_at ?? null,
+    },
   }
 }
 

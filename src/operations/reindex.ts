@@ -22,7 +22,10 @@ export interface ReindexResult {
  * Rebuilds tasks.db from the task directories (gzipped ones included), replacing
  * every row in one transaction; finishes completions that were interrupted.
  */
-export async function rebuildIndex(env: TaskEnv, progress: { start(total: number): void; tick(): void } = { start: () => undefined, tick: () => undefined }): Promise<ReindexResult> {
+export async function rebuildIndex(
+  env: TaskEnv,
+  progress: { start(total: number): void; tick(): void } = { start: () => undefined, tick: () => undefined },
+): Promise<ReindexResult> {
   const result: ReindexResult = { indexed: 0, by_location: { running: 0, paused: 0, completed: 0 }, failed: [], repaired: [] }
   if (!env.layout.exists()) return result
   const refs = listTasks(env.layout)

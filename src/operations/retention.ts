@@ -109,7 +109,12 @@ function completionTime(dir: string): Dated | null {
     const completedAt = state?.completed_at ?? null
     const since = completedAt === null ? Number.NaN : Date.parse(completedAt)
     if (!Number.isNaN(since)) return { since, completedAt, undated: null }
-    why = state === null ? 'no state.json' : completedAt === null ? 'state.json has no completed_at' : `state.json's completed_at ${JSON.stringify(completedAt).slice(0, 40)} is not a date`
+    why =
+      state === null
+        ? 'no state.json'
+        : completedAt === null
+          ? 'state.json has no completed_at'
+          : `state.json's completed_at ${JSON.stringify(completedAt).slice(0, 40)} is not a date`
   } catch (err) {
     if (!(err instanceof CtxError)) throw err
     why = err.message.replace(`${dir}/`, '')
@@ -191,7 +196,9 @@ export async function executeCleanup(env: TaskEnv, plan: CleanupPlan, onFile: ()
     }
     onFile()
   })
-  const measured = plan.compress.filter((task) => !failed.has(task.uuid)).map((task) => ({ task, disk: taskDiskUse(env.layout.taskDir('completed', task.uuid)) }))
+  const measured = plan.compress
+    .filter((task) => !failed.has(task.uuid))
+    .map((task) => ({ task, disk: taskDiskUse(env.layout.taskDir('completed', task.uuid)) }))
   env.index?.setDiskUse(measured.map(({ task, disk }) => ({ uuid: task.uuid, disk })))
   for (const { task, disk } of measured) done.compressed.push({ ...task, bytes_after: disk.bytes })
   removeDeadTemps(env.layout.dir('completed'))
@@ -264,9 +271,12 @@ export async function expireRows(pool: Pool, days: number, liveSeconds: number, 
     return { jobs: Number(jobs.rows[0]?.n ?? 0), workers: Number(workers.rows[0]?.n ?? 0) }
   }
   // A job's history goes with it (fleet_job_attempts has no foreign key: see pg-schema.ts).
-  const jobs = await pool.query<{ n: string }>(`WITH gone AS (DELETE FROM fleet_jobs WHERE ${jobsWhere} RETURNING id),
+  const jobs = await pool.query<{ n: string }>(
+    `WITH gone AS (DELETE FROM fleet_jobs WHERE ${jobsWhere} RETURNING id),
                                  history AS (DELETE FROM fleet_job_attempts a USING gone WHERE a.job_id = gone.id)
-                                 SELECT count(*) AS n FROM gone`, [secs])
+                                 SELECT count(*) AS n FROM gone`,
+    [secs],
+  )
   const workers = await pool.query(`DELETE FROM fleet_workers WHERE ${workersWhere}`, [secs, liveSeconds])
   return { jobs: Number(jobs.rows[0]?.n ?? 0), workers: workers.rowCount ?? 0 }
 }

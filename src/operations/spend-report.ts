@@ -38,7 +38,12 @@ const DEFAULT_DAYS = 7
  * The spend report, from the index (the only record of spend per day); `from`/`to` and
  * `user` narrow the days listed, never the caps (a cap is judged on its whole window).
  */
-export async function collectSpend(store: IndexStore, config: Config, now: Date, range: { from?: Date | undefined; to?: Date | undefined; user?: string | undefined } = {}): Promise<SpendReport> {
+export async function collectSpend(
+  store: IndexStore,
+  config: Config,
+  now: Date,
+  range: { from?: Date | undefined; to?: Date | undefined; user?: string | undefined } = {},
+): Promise<SpendReport> {
   const tz = config.budgets.timezone
   const today = dayKey(now, tz)
   const from = dayKey(range.from ?? new Date(now.getTime() - (DEFAULT_DAYS - 1) * 86_400_000), tz)
@@ -55,10 +60,25 @@ export async function collectSpend(store: IndexStore, config: Config, now: Date,
   for (const user of [...users].sort()) {
     const own = sharedCaps(config, user)
     const rows = month.filter((r) => r.user === user)
-    status('user-daily', user, rows.filter((r) => r.day === today).reduce((s, r) => s + r.usd, 0), own.userDaily)
-    status('user-monthly', user, rows.reduce((s, r) => s + r.usd, 0), own.userMonthly)
+    status(
+      'user-daily',
+      user,
+      rows.filter((r) => r.day === today).reduce((s, r) => s + r.usd, 0),
+      own.userDaily,
+    )
+    status(
+      'user-monthly',
+      user,
+      rows.reduce((s, r) => s + r.usd, 0),
+      own.userMonthly,
+    )
   }
-  status('fleet-daily', null, month.filter((r) => r.day === today).reduce((s, r) => s + r.usd, 0), config.budgets.fleet_daily_usd)
+  status(
+    'fleet-daily',
+    null,
+    month.filter((r) => r.day === today).reduce((s, r) => s + r.usd, 0),
+    config.budgets.fleet_daily_usd,
+  )
   return { timezone: tz, today, days: listed.map((r) => ({ ...r, usd: round(r.usd) })), caps }
 }
 
@@ -79,7 +99,13 @@ export function capAlerts(report: SpendReport, warnAt: number): BudgetAlert[] {
     if (level === null) continue
     const whose = c.user === null ? 'the fleet' : `user ${c.user}`
     const what = `${whose}'s ${c.cap.replace(/^(user|fleet)-/, '')} spend ${usd(c.spent)} is ${(c.share * 100).toFixed(0)}% of its ${c.cap} cap ${usd(c.limit)}`
-    alerts.push({ level, metric: 'budget', value: c.share, threshold: level === 'critical' ? 1 : warnAt, message: `${what}${level === 'critical' ? `: its tasks pause until ${c.resets_at}` : ''}` })
+    alerts.push({
+      level,
+      metric: 'budget',
+      value: c.share,
+      threshold: level === 'critical' ? 1 : warnAt,
+      message: `${what}${level === 'critical' ? `: its tasks pause until ${c.resets_at}` : ''}`,
+    })
   }
   return alerts
 }

@@ -43,10 +43,10 @@ interface Where {
 export function where(filter: StatsFilter): Where {
   const parts: string[] = []
   const params: unknown[] = []
-  if (filter.user !== undefined) (parts.push('user = ?'), params.push(filter.user))
-  if (filter.status !== undefined) (parts.push('status = ?'), params.push(filter.status))
-  if (filter.from !== undefined) (parts.push('created_at >= ?'), params.push(filter.from.toISOString()))
-  if (filter.to !== undefined) (parts.push('created_at < ?'), params.push(filter.to.toISOString()))
+  if (filter.user !== undefined) parts.push('user = ?'), params.push(filter.user)
+  if (filter.status !== undefined) parts.push('status = ?'), params.push(filter.status)
+  if (filter.from !== undefined) parts.push('created_at >= ?'), params.push(filter.from.toISOString())
+  if (filter.to !== undefined) parts.push('created_at < ?'), params.push(filter.to.toISOString())
   return { sql: parts.length ? `WHERE ${parts.join(' AND ')}` : '', params }
 }
 
@@ -66,7 +66,10 @@ export function collectStats(index: TaskIndex, layout: Layout, filter: StatsFilt
     by_location[r.location] = r.n
   }
   const by_status: Record<string, number> = {}
-  for (const r of db.prepare(`SELECT status, COUNT(*) AS n FROM tasks ${w.sql} GROUP BY status ORDER BY status`).all(...w.params) as { status: string; n: number }[]) {
+  for (const r of db.prepare(`SELECT status, COUNT(*) AS n FROM tasks ${w.sql} GROUP BY status ORDER BY status`).all(...w.params) as {
+    status: string
+    n: number
+  }[]) {
     by_status[r.status] = r.n
   }
   const avg = db
@@ -118,7 +121,10 @@ function diskUse(index: TaskIndex, layout: Layout, w: Where): StatsReport['disk'
   } catch {
     cached = false // a cache that cannot be written (a full disk): count what was measured all the same
   }
-  const done = index.db.prepare(`SELECT SUM(disk_bytes) AS bytes, SUM(disk_bytes_raw) AS raw FROM tasks ${and} location = 'completed'`).get(...w.params) as { bytes: number | null; raw: number | null }
+  const done = index.db.prepare(`SELECT SUM(disk_bytes) AS bytes, SUM(disk_bytes_raw) AS raw FROM tasks ${and} location = 'completed'`).get(...w.params) as {
+    bytes: number | null
+    raw: number | null
+  }
   disk.completed = (done.bytes ?? 0) + (cached ? 0 : measured.reduce((sum, m) => sum + m.disk.bytes, 0))
   disk.completed_before_gzip = (done.raw ?? 0) + (cached ? 0 : measured.reduce((sum, m) => sum + m.disk.raw, 0))
   disk.total = disk.running + disk.paused + disk.completed
@@ -170,21 +176,53 @@ export interface RunningRow {
 }
 
 /** checkHealth's alerts from the figures they need and the tasks in running/ (serve's /metrics reads these from the index's totals). */
-export function checkAlerts(report: Pick<StatsReport, 'total' | 'by_location' | 'by_status'> & { disk: { total: number } }, rows: readonly RunningRow[], layout: Layout, config: Config, now: Date): CheckResult {
+export function checkAlerts(
+  report: Pick<StatsReport, 'total' | 'by_location' | 'by_status'> & { disk: { total: number } },
+  rows: readonly RunningRow[],
+  layout: Layout,
+  config: Config,
+  now: Date,
+): CheckResult {
   const a = config.alerts
   const alerts: Alert[] = []
   const gb = report.disk.total / GB
-  if (gb > a.disk_critical_gb) alerts.push({ level: 'critical', metric: 'disk', value: gb, threshold: a.disk_critical_gb, message: `disk use ${gb.toFixed(1)} GB > ${a.disk_critical_gb} GB` })
-  else if (gb > a.disk_warning_gb) alerts.push({ level: 'warning', metric: 'disk', value: gb, threshold: a.disk_warning_gb, message: `disk use ${gb.toFixed(1)} GB > ${a.disk_warning_gb} GB` })
+  if (gb > a.disk_critical_gb)
+    alerts.push({
+      level: 'critical',
+      metric: 'disk',
+      value: gb,
+      threshold: a.disk_critical_gb,
+      message: `disk use ${gb.toFixed(1)} GB > ${a.disk_critical_gb} GB`,
+    })
+  else if (gb > a.disk_warning_gb)
+    alerts.push({
+      level: 'warning',
+      metric: 'disk',
+      value: gb,
+      threshold: a.disk_warning_gb,
+      message: `disk use ${gb.toFixed(1)} GB > ${a.disk_warning_gb} GB`,
+    })
   const finished = (report.by_status.completed ?? 0) + (report.by_status.failed ?? 0) + (report.by_status.timeout ?? 0)
   const failed = (report.by_status.failed ?? 0) + (report.by_status.timeout ?? 0)
   const rate = finished ? failed / finished : 0
   if (rate > a.failure_rate) {
-    alerts.push({ level: 'warning', metric: 'failure_rate', value: round(rate, 4), threshold: a.failure_rate, message: `failure rate ${(rate * 100).toFixed(1)}% > ${(a.failure_rate * 100).toFixed(0)}% (${failed} of ${finished} finished tasks)` })
+    alerts.push({
+      level: 'warning',
+      metric: 'failure_rate',
+      value: round(rate, 4),
+      threshold: a.failure_rate,
+      message: `failure rate ${(rate * 100).toFixed(1)}% > ${(a.failure_rate * 100).toFixed(0)}% (${failed} of ${finished} finished tasks)`,
+    })
   }
   const running = report.by_location.running
   if (running > a.max_running_tasks) {
-    alerts.push({ level: 'warning', metric: 'running_tasks', value: running, threshold: a.max_running_tasks, message: `${running} tasks in running/ > ${a.max_running_tasks}` })
+    alerts.push({
+      level: 'warning',
+      metric: 'running_tasks',
+      value: running,
+      threshold: a.max_running_tasks,
+      message: `${running} tasks in running/ > ${a.max_running_tasks}`,
+    })
   }
   const limitMs = a.long_running_hours * 3_600_000
   const long = rows.filter((r) => {
@@ -192,14 +230,31 @@ export function checkAlerts(report: Pick<StatsReport, 'total' | 'by_location' | 
     return !Number.isNaN(since) && now.getTime() - since > limitMs
   })
   if (long.length > 0) {
-    alerts.push({ level: 'warning', metric: 'long_running', value: long.length, threshold: a.long_running_hours, message: `${long.length} task(s) running longer than ${a.long_running_hours}h: ${long.slice(0, 5).map((r) => r.uuid.slice(0, 8)).join(', ')}${long.length > 5 ? ', …' : ''}` })
+    alerts.push({
+      level: 'warning',
+      metric: 'long_running',
+      value: long.length,
+      threshold: a.long_running_hours,
+      message: `${long.length} task(s) running longer than ${a.long_running_hours}h: ${long
+        .slice(0, 5)
+        .map((r) => r.uuid.slice(0, 8))
+        .join(', ')}${long.length > 5 ? ', …' : ''}`,
+    })
   }
   const free = freeSpace(layout.base)
   if (free !== null) {
     const pct = round(free.percent, 1)
     const message = `${pct}% free (${(free.bytes / GB).toFixed(2)} GB) on the device holding ${layout.base}`
-    if (free.percent < a.free_critical_percent) alerts.push({ level: 'critical', metric: 'free_space', value: pct, threshold: a.free_critical_percent, message: `${message} < ${a.free_critical_percent}%` })
-    else if (free.percent < a.free_warning_percent) alerts.push({ level: 'warning', metric: 'free_space', value: pct, threshold: a.free_warning_percent, message: `${message} < ${a.free_warning_percent}%` })
+    if (free.percent < a.free_critical_percent)
+      alerts.push({
+        level: 'critical',
+        metric: 'free_space',
+        value: pct,
+        threshold: a.free_critical_percent,
+        message: `${message} < ${a.free_critical_percent}%`,
+      })
+    else if (free.percent < a.free_warning_percent)
+      alerts.push({ level: 'warning', metric: 'free_space', value: pct, threshold: a.free_warning_percent, message: `${message} < ${a.free_warning_percent}%` })
   }
   const status: Level = alerts.some((x) => x.level === 'critical') ? 'critical' : alerts.length ? 'warning' : 'ok'
   const summary = `${report.total} tasks, ${running} running, failure rate ${(rate * 100).toFixed(1)}%, disk ${gb.toFixed(2)} GB`

@@ -25,8 +25,16 @@ export interface TokenReport extends TokenSplit {
 }
 
 /** The split of one task's state.json (an older file without it: all of it unsplit); cache writes only where recorded. */
-export function splitOf(state: Pick<TaskState, 'total_tokens_used' | 'prompt_tokens' | 'completion_tokens' | 'cached_tokens' | 'cache_write_tokens'>): TokenSplit {
-  return { total: state.total_tokens_used ?? 0, prompt: state.prompt_tokens ?? 0, completion: state.completion_tokens ?? 0, cached: state.cached_tokens ?? 0, ...(state.cache_write_tokens ? { cache_write: state.cache_write_tokens } : {}) }
+export function splitOf(
+  state: Pick<TaskState, 'total_tokens_used' | 'prompt_tokens' | 'completion_tokens' | 'cached_tokens' | 'cache_write_tokens'>,
+): TokenSplit {
+  return {
+    total: state.total_tokens_used ?? 0,
+    prompt: state.prompt_tokens ?? 0,
+    completion: state.completion_tokens ?? 0,
+    cached: state.cached_tokens ?? 0,
+    ...(state.cache_write_tokens ? { cache_write: state.cache_write_tokens } : {}),
+  }
 }
 
 /**
@@ -35,12 +43,21 @@ export function splitOf(state: Pick<TaskState, 'total_tokens_used' | 'prompt_tok
  * `cache_write`, the rest at `prompt` (a missing rate: the prompt price); or null when
  * the model has none.
  */
-export function costOf(model: string | null | undefined, split: Pick<TokenSplit, 'prompt' | 'completion' | 'cached' | 'cache_write'>, pricing: Config['pricing']): number | null {
+export function costOf(
+  model: string | null | undefined,
+  split: Pick<TokenSplit, 'prompt' | 'completion' | 'cached' | 'cache_write'>,
+  pricing: Config['pricing'],
+): number | null {
   if (!model || !Object.hasOwn(pricing, model)) return null
   const price = pricing[model] as Config['pricing'][string]
   const cached = Math.min(split.cached, split.prompt)
   const written = Math.min(split.cache_write ?? 0, split.prompt - cached)
-  const usd = ((split.prompt - cached - written) * price.prompt + cached * (price.cached ?? price.prompt) + written * (price.cache_write ?? price.prompt) + split.completion * price.completion) / 1_000_000
+  const usd =
+    ((split.prompt - cached - written) * price.prompt +
+      cached * (price.cached ?? price.prompt) +
+      written * (price.cache_write ?? price.prompt) +
+      split.completion * price.completion) /
+    1_000_000
   return Math.round(usd * 1e6) / 1e6
 }
 
@@ -71,10 +88,21 @@ export interface RequestsCost {
 export function collectTokens(index: TaskIndex, layout: Layout, where: { sql: string; params: unknown[] }, pricing: Config['pricing']): TokenReport {
   const rows = index.db
     .prepare(`SELECT uuid, location, metadata, total_tokens, prompt_tokens, completion_tokens, cached_tokens FROM tasks ${where.sql}`)
-    .all(...where.params) as { uuid: string; location: Location; metadata: string | null; total_tokens: number | null; prompt_tokens: number | null; completion_tokens: number | null; cached_tokens: number | null }[]
+    .all(...where.params) as {
+    uuid: string
+    location: Location
+    metadata: string | null
+    total_tokens: number | null
+    prompt_tokens: number | null
+    completion_tokens: number | null
+    cached_tokens: number | null
+  }[]
   const report: TokenReport = { total: 0, prompt: 0, completion: 0, cached: 0, unsplit: 0, cost_usd: null, unpriced_tasks: 0 }
   for (const row of rows) {
-    const split = row.prompt_tokens !== null ? { total: row.total_tokens ?? 0, prompt: row.prompt_tokens, completion: row.completion_tokens ?? 0, cached: row.cached_tokens ?? 0 } : splitFromState(layout, row)
+    const split =
+      row.prompt_tokens !== null
+        ? { total: row.total_tokens ?? 0, prompt: row.prompt_tokens, completion: row.completion_tokens ?? 0, cached: row.cached_tokens ?? 0 }
+        : splitFromState(layout, row)
     report.total += split.total
     report.prompt += split.prompt
     report.completion += split.completion

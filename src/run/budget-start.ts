@@ -37,7 +37,10 @@ export async function refuseSpentBudget(index: IndexStore | null, config: Config
     const next = requestEstimate(price, task.state.current_context_tokens ?? 0, config.llm.max_output_tokens)
     if (spent + next > task.maxCostUsd) {
       const id = task.uuid?.slice(0, 8) ?? ''
-      throw new BudgetSpentError(`task ${task.uuid}'s cost cap (${CAP_KEYS.task}: ${usd(task.maxCostUsd)}) is spent: ${usd(spent)} spent, its next request may cost ${usd(next)}`, `raise it to continue: ctxagent run --resume ${id} --max-cost ${Math.ceil((spent + next) * 100 + 1) / 100}`)
+      throw new BudgetSpentError(
+        `task ${task.uuid}'s cost cap (${CAP_KEYS.task}: ${usd(task.maxCostUsd)}) is spent: ${usd(spent)} spent, its next request may cost ${usd(next)}`,
+        `raise it to continue: ctxagent run --resume ${id} --max-cost ${Math.ceil((spent + next) * 100 + 1) / 100}`,
+      )
     }
   }
   const caps = sharedCaps(config, task.user)
@@ -55,6 +58,12 @@ export async function refuseSpentBudget(index: IndexStore | null, config: Config
   if (passed === null) return
   const reset = capReset(passed.cap, now, config.budgets.timezone)?.toISOString()
   const whose = passed.cap === 'fleet-daily' ? "everyone's spend today" : `${task.user}'s spend ${passed.cap === 'user-daily' ? 'today' : 'this month'}`
-  const raise = passed.cap === 'fleet-daily' ? CAP_KEYS[passed.cap] : `${CAP_KEYS[passed.cap]} (users.${task.user}.budgets.${passed.cap === 'user-daily' ? 'user_daily_usd' : 'user_monthly_usd'} for this user alone)`
-  throw new BudgetSpentError(`the ${passed.cap} cost cap (${CAP_KEYS[passed.cap]}: ${usd(passed.limit)}) is spent: ${whose} is ${usd(passed.spent)}${passed.spent < passed.limit ? `, and a request may cost ${usd(first)}` : ''}; it resets at ${reset}`, `start it after the reset, or raise ${raise}`)
+  const raise =
+    passed.cap === 'fleet-daily'
+      ? CAP_KEYS[passed.cap]
+      : `${CAP_KEYS[passed.cap]} (users.${task.user}.budgets.${passed.cap === 'user-daily' ? 'user_daily_usd' : 'user_monthly_usd'} for this user alone)`
+  throw new BudgetSpentError(
+    `the ${passed.cap} cost cap (${CAP_KEYS[passed.cap]}: ${usd(passed.limit)}) is spent: ${whose} is ${usd(passed.spent)}${passed.spent < passed.limit ? `, and a request may cost ${usd(first)}` : ''}; it resets at ${reset}`,
+    `start it after the reset, or raise ${raise}`,
+  )
 }

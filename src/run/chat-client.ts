@@ -12,10 +12,7 @@ import type { StoredMessage } from '../storage/format/records.js'
 export type Sent = Extract<InboxRecord, { kind: 'message' }>
 
 /** What became of a message: its reply, or why there is none (yet). */
-export type ReplyOutcome =
-  | { kind: 'reply'; message: StoredMessage }
-  | { kind: 'left'; location: Location | null }
-  | { kind: 'timeout' }
+export type ReplyOutcome = { kind: 'reply'; message: StoredMessage } | { kind: 'left'; location: Location | null } | { kind: 'timeout' }
 
 /** Appends a chat message to the task's inbox; returns it with its id and where messages.jsonl stood. */
 export function sendChatMessage(dir: string, sender: string, content: string, now: Date): { record: Sent; from: number } {
@@ -32,7 +29,14 @@ const POLL_MS = 25
  * what messages.jsonl gained since the message was sent. Gives up when the task
  * leaves running/ (paused or finished) or after `timeoutMs`.
  */
-export async function waitForReply(layout: Layout, uuid: string, inboxId: string, from: number, timeoutMs: number, signal?: AbortSignal): Promise<ReplyOutcome> {
+export async function waitForReply(
+  layout: Layout,
+  uuid: string,
+  inboxId: string,
+  from: number,
+  timeoutMs: number,
+  signal?: AbortSignal,
+): Promise<ReplyOutcome> {
   const deadline = Date.now() + timeoutMs
   let position = from
   let pending = ''

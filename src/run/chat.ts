@@ -71,7 +71,12 @@ export class ChatLoop {
     const note = `[ctxagent: not answered: the session ended because its budget ran out (${ending.reason}).]`
     if (this.unanswered()) this.handle.addMessage({ role: 'assistant', content: note })
     const { records, ends } = readInbox(this.handle.dir, this.agent.requests.position)
-    const answered = new Set(this.handle.messages.recent().map((m) => m.inbox_id).filter((id) => id !== undefined))
+    const answered = new Set(
+      this.handle.messages
+        .recent()
+        .map((m) => m.inbox_id)
+        .filter((id) => id !== undefined),
+    )
     let notes = 0
     for (const [i, record] of records.entries()) {
       this.agent.requests.position = ends[i] as number
@@ -86,7 +91,12 @@ export class ChatLoop {
 
   /** The next message to answer, or why the session ends; waits while there is none. */
   private async next(): Promise<Message | Ending> {
-    const answered = new Set(this.handle.messages.recent().map((m) => m.inbox_id).filter((id) => id !== undefined))
+    const answered = new Set(
+      this.handle.messages
+        .recent()
+        .map((m) => m.inbox_id)
+        .filter((id) => id !== undefined),
+    )
     for (;;) {
       const early = this.agent.early()
       if (early) return early
@@ -165,7 +175,10 @@ export class ChatLoop {
    */
   private async outOfTurns(): Promise<null> {
     const turns = this.agent.progress().turns
-    this.handle.addMessage({ role: 'assistant', content: `[ctxagent: this message used its whole budget of turns (run.max_turns per chat message) without a final answer; the work so far is above. Send a narrower request, or ask to continue.]` })
+    this.handle.addMessage({
+      role: 'assistant',
+      content: `[ctxagent: this message used its whole budget of turns (run.max_turns per chat message) without a final answer; the work so far is above. Send a narrower request, or ask to continue.]`,
+    })
     this.log.warn(`chat: a message used its whole max_turns budget (turn ${turns}); answered with a note, the session goes on`)
     this.agent.resetTurnBudget()
     this.lastActivity = Date.now()
@@ -181,7 +194,11 @@ export class ChatLoop {
   }
 
   private async setSession(state: ChatSession['state']): Promise<void> {
-    await this.handle.update({ ...this.agent.progress(), session: { state, last_activity_at: new Date(this.lastActivity).toISOString() }, last_activity: `chat ${state}` })
+    await this.handle.update({
+      ...this.agent.progress(),
+      session: { state, last_activity_at: new Date(this.lastActivity).toISOString() },
+      last_activity: `chat ${state}`,
+    })
   }
 
   /**

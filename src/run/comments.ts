@@ -14,7 +14,9 @@ export function formatComments(comments: readonly Comment[]): string {
     return `[New Comment from @${oneLine(only.author)}${untrusted(only)}]:\n${quoted(only.body)}`
   }
   const lines = ['[New Comments Detected]:']
-  comments.forEach((c, i) => lines.push(`Comment ${i + 1} from @${oneLine(c.author)}${c.created_at ? ` (${oneLine(c.created_at)})` : ''}${untrusted(c)}:`, quoted(c.body), ''))
+  comments.forEach((c, i) =>
+    lines.push(`Comment ${i + 1} from @${oneLine(c.author)}${c.created_at ? ` (${oneLine(c.created_at)})` : ''}${untrusted(c)}:`, quoted(c.body), ''),
+  )
   return lines.join('\n')
 }
 

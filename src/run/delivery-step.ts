@@ -25,7 +25,13 @@ export async function deliveryRecord(settings: RunSettings): Promise<Partial<Run
  * does not deliver again; one killed during it delivers again, and delivery finds its
  * own branch and PR. Written to state.json when it ends.
  */
-export async function deliverCompleted(handle: TaskHandle, config: Config, log: RunLog, answer: string, finishStatus: 'done' | 'blocked' | null): Promise<Delivery | null> {
+export async function deliverCompleted(
+  handle: TaskHandle,
+  config: Config,
+  log: RunLog,
+  answer: string,
+  finishStatus: 'done' | 'blocked' | null,
+): Promise<Delivery | null> {
   const record = handle.metadata.run
   if (record?.deliver === undefined || record.deliver === 'none' || typeof record.base_commit !== 'string') return null
   if (handle.state.delivery !== undefined) return handle.state.delivery
@@ -44,7 +50,10 @@ export async function deliverCompleted(handle: TaskHandle, config: Config, log: 
   })
   await handle.update({ delivery })
   if (delivery.refused !== null) log.warn(`delivery: ${delivery.refused}`)
-  else log.info(`delivered: branch ${delivery.branch} (commit ${delivery.commit?.slice(0, 12)})${delivery.pushed ? ', pushed' : ''}${delivery.pr ? `, ${delivery.pr.url}` : ''}`)
+  else
+    log.info(
+      `delivered: branch ${delivery.branch} (commit ${delivery.commit?.slice(0, 12)})${delivery.pushed ? ', pushed' : ''}${delivery.pr ? `, ${delivery.pr.url}` : ''}`,
+    )
   return delivery
 }
 

@@ -65,7 +65,9 @@ export async function runDemo(options: { home: string | null; log: NodeJS.WriteS
   const sandbox = describeSandbox(config.tools)
   if (!sandbox.ok) {
     config.tools.sandbox = 'none'
-    options.log.write(`note: bubblewrap does not work here (${sandbox.detail.split(';')[0]}); the demo's recorded commands run without a sandbox. A real run with --allow-shell needs it (apt-get install bubblewrap), or tools.sandbox: none.\n`)
+    options.log.write(
+      `note: bubblewrap does not work here (${sandbox.detail.split(';')[0]}); the demo's recorded commands run without a sandbox. A real run with --allow-shell needs it (apt-get install bubblewrap), or tools.sandbox: none.\n`,
+    )
   } else {
     // As root, its commands run as nobody (docs/security.md): the temporary copy is given to that user.
     giveWorkspace(workspace, sandboxIdentity(config.tools, workspace))
@@ -88,9 +90,14 @@ export async function runDemo(options: { home: string | null; log: NodeJS.WriteS
           if (n === pausedAt) appendInbox(dir, { kind: 'control', action: 'pause', sender: 'ctxagent demo' })
         },
       },
-      { kind: 'new', source: { key: { task_source: 'local', owner: null, repo: 'invoice-demo', task_type: 'task', task_id: 'demo' }, text: task }, user: options.user },
+      {
+        kind: 'new',
+        source: { key: { task_source: 'local', owner: null, repo: 'invoice-demo', task_type: 'task', task_id: 'demo' }, text: task },
+        user: options.user,
+      },
     )
-    if (first.status !== 'paused') throw new Error(`the demo expected the task to pause at turn ${pausedAt}, but it ended ${first.status}: ${first.error ?? ''}`)
+    if (first.status !== 'paused')
+      throw new Error(`the demo expected the task to pause at turn ${pausedAt}, but it ended ${first.status}: ${first.error ?? ''}`)
     const second = await runTask(run, { kind: 'resume', ref: resolveTask(layout, first.uuid) })
     return { uuid: first.uuid, home: layout.base, workspace, turns, pausedAt, first, second }
   } finally {

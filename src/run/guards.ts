@@ -31,7 +31,8 @@ export class LoopGuard {
     const call = `${name}\0${stableJson(args)}`
     this.repeats = this.last !== null && this.last.call === call && this.last.result === result ? this.repeats + 1 : 1
     this.last = { call, result }
-    if (this.repeats >= STUCK_FAIL_AT) return { kind: 'stuck', reason: `stuck: ${name} called ${this.repeats} times in a row with the same arguments and the same result` }
+    if (this.repeats >= STUCK_FAIL_AT)
+      return { kind: 'stuck', reason: `stuck: ${name} called ${this.repeats} times in a row with the same arguments and the same result` }
     if (this.repeats >= STUCK_WARN_AT) {
       return {
         kind: 'warn',

@@ -47,7 +47,8 @@ export async function findInheritance(env: TaskEnv, key: TaskKeyColumns, workspa
   const index = env.index
   let candidates: Candidate[] | null = null
   // An index that cannot be read now (PostgreSQL away) is not trusted either: the directories answer.
-  if (index !== null && (await indexDrift(index, env.layout, ['completed']).catch(() => null))?.length === 0) candidates = await index.finishedWithKey(key).catch(() => null)
+  if (index !== null && (await indexDrift(index, env.layout, ['completed']).catch(() => null))?.length === 0)
+    candidates = await index.finishedWithKey(key).catch(() => null)
   candidates ??= scanCompleted(env, key)
   for (const candidate of candidates) {
     const dir = env.layout.taskDir(candidate.location, candidate.uuid)
@@ -158,7 +159,8 @@ async function planningOf(dir: string): Promise<string[]> {
  */
 export function inheritanceMessage(inheritance: Inheritance, maxTokens: number): string {
   const header = `[Context inherited from an earlier task on the same issue: ${inheritance.uuid} (${inheritance.status}${inheritance.completed_at ? `, finished ${inheritance.completed_at}` : ''})]`
-  const closing = 'Continue from where that task stopped: build on what it did, do not repeat finished work, and check the current state of the workspace before relying on it.'
+  const closing =
+    'Continue from where that task stopped: build on what it did, do not repeat finished work, and check the current state of the workspace before relying on it.'
   let budget = maxTokens - estimateTokens(header) - estimateTokens(closing) - 20
   const summary = quoted(cut(inheritance.summary, Math.max(0, Math.floor(budget * 0.7))))
   budget -= estimateTokens(summary)

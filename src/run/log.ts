@@ -70,7 +70,11 @@ export function createRunLog(options: LogOptions): RunLog {
   const draw = () => {
     if (!live) return
     const head = last ? `${tag} turn ${last.turn} · tokens ${grouped(last.tokens)} · window ${grouped(last.window)}` : tag
-    const tail = waitingOn ? ` · waiting on ${waitingOn.what} ${Math.floor((Date.now() - waitingOn.since) / 1000)}s` : last?.lastTool ? ` · last tool ${last.lastTool}` : ''
+    const tail = waitingOn
+      ? ` · waiting on ${waitingOn.what} ${Math.floor((Date.now() - waitingOn.since) / 1000)}s`
+      : last?.lastTool
+        ? ` · last tool ${last.lastTool}`
+        : ''
     const width = stream.columns ?? 100
     stream.write(`\r\x1b[2K${`${head}${tail}`.slice(0, Math.max(10, width - 1))}`)
     statusShown = true

@@ -8,7 +8,6 @@ import { untilAborted } from '../abort.js'
 
 type Detection = TaskState['comment_detection']
 
-
 /**
  * A task's link to its GitHub issue or GitLab MR while it runs: one status comment,
  * edited at milestones, an outcome comment at the end, and new comments found by id
@@ -43,7 +42,8 @@ export class RemoteLink {
     this.highWater = highest(detection.last_comment_id ?? null, detection.last_comment_ids)
     this.lastCheck = detection.last_check_timestamp
     this.statusId = detection.status_comment_id ?? null
-    if (channel.botName === null) log.warn(`no bot_name is configured for ${channel.name}: new comments are not read while the task runs (set github.bot_name or gitlab.bot_name)`)
+    if (channel.botName === null)
+      log.warn(`no bot_name is configured for ${channel.name}: new comments are not read while the task runs (set github.bot_name or gitlab.bot_name)`)
   }
 
   /** The issue's name, e.g. acme/shop#42 (for log lines). */
@@ -53,7 +53,12 @@ export class RemoteLink {
 
   /** For state.json: the high-water mark, seen ids (the newest 1,000, for ids that are not numbers), last check, the status comment. */
   detection(): Detection {
-    return { last_comment_ids: [...this.seen].slice(-1000), last_comment_id: this.highWater, last_check_timestamp: this.lastCheck, status_comment_id: this.statusId }
+    return {
+      last_comment_ids: [...this.seen].slice(-1000),
+      last_comment_id: this.highWater,
+      last_check_timestamp: this.lastCheck,
+      status_comment_id: this.statusId,
+    }
   }
 
   /** Posts the status comment, or edits it when a resumed task already has one. */
@@ -77,18 +82,25 @@ export class RemoteLink {
     // A margin for clocks that disagree; ids already seen are dropped anyway.
     const since = this.lastCheck === null ? null : new Date(Date.parse(this.lastCheck) - 300_000).toISOString()
     let fresh: Comment[] = []
-    await this.quietly('read new comments on', async (signal) => {
-      const all = await this.channel.listComments(since, signal)
-      // Answered after the call was given up: nothing is marked seen that is not returned.
-      if (signal.aborted) return
-      // Edited comments are not new: only ids never seen, above the mark, count.
-      const mark = this.highWater
-      const unseen = all.filter((c) => !this.seen.has(c.id) && !(mark !== null && isId(c.id) && Number(c.id) <= mark))
-      for (const c of unseen) this.seen.add(c.id)
-      this.highWater = highest(this.highWater, unseen.map((c) => c.id))
-      fresh = unseen.filter((c) => !isOwn(c.body, c.author, this.channel.botName))
-      this.lastCheck = now.toISOString()
-    }, true)
+    await this.quietly(
+      'read new comments on',
+      async (signal) => {
+        const all = await this.channel.listComments(since, signal)
+        // Answered after the call was given up: nothing is marked seen that is not returned.
+        if (signal.aborted) return
+        // Edited comments are not new: only ids never seen, above the mark, count.
+        const mark = this.highWater
+        const unseen = all.filter((c) => !this.seen.has(c.id) && !(mark !== null && isId(c.id) && Number(c.id) <= mark))
+        for (const c of unseen) this.seen.add(c.id)
+        this.highWater = highest(
+          this.highWater,
+          unseen.map((c) => c.id),
+        )
+        fresh = unseen.filter((c) => !isOwn(c.body, c.author, this.channel.botName))
+        this.lastCheck = now.toISOString()
+      },
+      true,
+    )
     if (fresh.length > 0) this.log.info(`${fresh.length} new comment(s) on ${this.channel.name}`)
     return fresh
   }
@@ -115,7 +127,6 @@ export class RemoteLink {
 
 /** The longest one call to the forge may take, waits for rate limits included. */
 const CALL_TIMEOUT_MS = 10_000
-
 
 function isId(id: string): boolean {
   return /^\d{1,15}$/.test(id)

@@ -62,7 +62,14 @@ export async function repairResumed(handle: TaskHandle, tools: ToolRegistry): Pr
     } else {
       aborted = true
       handle.addMessage({ role: 'tool', content: ABORTED_BY_CRASH, tool_name: call.function.name, tool_call_id: call.id })
-      handle.addTool({ tool_name: call.function.name, arguments: {}, result: ABORTED_BY_CRASH, status: 'error', error: 'aborted: the process stopped', duration_ms: 0 })
+      handle.addTool({
+        tool_name: call.function.name,
+        arguments: {},
+        result: ABORTED_BY_CRASH,
+        status: 'error',
+        error: 'aborted: the process stopped',
+        duration_ms: 0,
+      })
       count++
     }
   }

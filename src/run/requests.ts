@@ -68,7 +68,9 @@ export class InboxRequests {
       if (comments.length === 0) return
       handle.addMessage({ role: 'user', content: formatComments(comments) })
       const inbox = comments.length - fromRemote
-      const where = [fromRemote > 0 ? `${fromRemote} from ${this.parts.remote?.name ?? 'the issue'}` : '', inbox > 0 ? `${inbox} from the inbox` : ''].filter(Boolean).join(' and ')
+      const where = [fromRemote > 0 ? `${fromRemote} from ${this.parts.remote?.name ?? 'the issue'}` : '', inbox > 0 ? `${inbox} from the inbox` : '']
+        .filter(Boolean)
+        .join(' and ')
       log.info(`${comments.length} new comment(s) added to the conversation (${where})`)
       comments = []
       fromRemote = 0
@@ -85,7 +87,10 @@ export class InboxRequests {
         log.info(`dropped a pause request by ${record.sender} made for an earlier run`)
         continue
       }
-      const ending = record.action === 'end' ? this.refuse(record, 'this task is not a chat session; there is nothing to end (use ctxagent pause)') : await this.control(record)
+      const ending =
+        record.action === 'end'
+          ? this.refuse(record, 'this task is not a chat session; there is nothing to end (use ctxagent pause)')
+          : await this.control(record)
       if (ending) {
         this.position = ends[i] as number
         return ending
@@ -109,7 +114,13 @@ export class InboxRequests {
     }
     if (request.action === 'compress') {
       const result = await this.parts.compress(request.id)
-      this.reply(request, !('why' in result), 'why' in result ? `nothing was compressed: ${result.why}` : `summary ${result.record.summary_id}: window ${result.tokensBefore} → ${result.tokensAfter} tokens`)
+      this.reply(
+        request,
+        !('why' in result),
+        'why' in result
+          ? `nothing was compressed: ${result.why}`
+          : `summary ${result.record.summary_id}: window ${result.tokensBefore} → ${result.tokensAfter} tokens`,
+      )
       return null
     }
     return null

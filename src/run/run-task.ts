@@ -60,7 +60,7 @@ export interface TaskSource {
 
 /** A new task (from text, or from an issue with its channel), or a resumed one (its channel found again from its key). */
 export type RunStart =
-  | { kind: 'new'; source: TaskSource; user: string; channel?: Channel; seen?: string[]; /** Chosen beforehand (a fleet job names its task). */ uuid?: string }
+  | { kind: 'new'; source: TaskSource; user: string; channel?: Channel; seen?: string[] /** Chosen beforehand (a fleet job names its task). */; uuid?: string }
   | { kind: 'resume'; ref: TaskRef; channel?: Channel }
 
 /** What `run` prints at the end (docs/contract.md §12.5) and the exit code it implies (docs/contract.md §9, §12.3). */
@@ -124,13 +124,20 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   // half-made task in running/ (a worker stopped just as its agent began a job).
   let told: RunLog | null = null
   let created: string | null = null
-  const pausing = (signal: 'SIGINT' | 'SIGTERM'): string => `${signal}: pausing at once (the LLM request and running tools are stopped)${signal === 'SIGINT' ? '; Ctrl-C again to exit without pausing' : ''}`
+  const pausing = (signal: 'SIGINT' | 'SIGTERM'): string =>
+    `${signal}: pausing at once (the LLM request and running tools are stopped)${signal === 'SIGINT' ? '; Ctrl-C again to exit without pausing' : ''}`
   // A second Ctrl-C exits at once and leaves the task in running/: say how to take it back.
   const removeSignals = run.signals
-    ? stop.handleSignals(() => {
-        if (created !== null) told?.warn(`stopped at once; the task stays in running/ with its lock. Take it back with: ctxagent run --resume ${created} (or ctxagent unlock ${created.slice(0, 8)} to fail it)`)
-        process.exit(130)
-      }, (signal) => told?.info(pausing(signal)))
+    ? stop.handleSignals(
+        () => {
+          if (created !== null)
+            told?.warn(
+              `stopped at once; the task stays in running/ with its lock. Take it back with: ctxagent run --resume ${created} (or ctxagent unlock ${created.slice(0, 8)} to fail it)`,
+            )
+          process.exit(130)
+        },
+        (signal) => told?.info(pausing(signal)),
+      )
     : () => undefined
   let handle: TaskHandle
   // Where the inbox ends before this run takes the task: a pause request after it (a `jobs cancel` while a fleet's agent starts) is this run's.
@@ -138,7 +145,11 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   try {
     await holdForTest('run:before-take')
     if (start.kind === 'new') {
-      handle = await createTask(env, { task_key: start.source.key, user: start.user, run: { ...runRecord(settings, config), ...delivering }, inherited_from: inheritance?.uuid ?? null }, { onLost: lostNow, ...(start.uuid !== undefined ? { uuid: start.uuid } : {}) })
+      handle = await createTask(
+        env,
+        { task_key: start.source.key, user: start.user, run: { ...runRecord(settings, config), ...delivering }, inherited_from: inheritance?.uuid ?? null },
+        { onLost: lostNow, ...(start.uuid !== undefined ? { uuid: start.uuid } : {}) },
+      )
     } else {
       handle = await resumeTask(env, start.ref, { onLost: lostNow, continueTimeout: start.ref.location === 'completed' }).catch((err: unknown) => {
         throw takenWhileResuming(err, start.ref)
@@ -152,7 +163,12 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   run.onStarted?.(handle.uuid)
   await holdForTest('run:after-take')
   // Spans of this run (task, turns, LLM and tool calls): no-ops unless telemetry.otlp_endpoint is set.
-  const taskTrace = await startTaskTrace(config, process.env, { uuid: handle.uuid, user: handle.metadata.user, host: hostname(), resumed: start.kind === 'resume' })
+  const taskTrace = await startTaskTrace(config, process.env, {
+    uuid: handle.uuid,
+    user: handle.metadata.user,
+    host: hostname(),
+    resumed: start.kind === 'resume',
+  })
   const traced: { status: string; error: string | null } = { status: 'failed', error: null }
   const log = createRunLog({ uuid: handle.uuid, stream: run.stderr, format: run.logFormat, now: env.now })
   told = log
@@ -164,7 +180,10 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   try {
     const made = await createClient(config, env, handle, start.kind === 'resume')
     // Every request of the task checked first: cost caps, and a usage limit on its API key (docs/running.md#budgets).
-    const guard = made instanceof ReplayClient ? null : spendGuard({ config, settings, index: env.index, now: env.now, fleetJob: run.fleetJob === true }, handle, made.model, log)
+    const guard =
+      made instanceof ReplayClient
+        ? null
+        : spendGuard({ config, settings, index: env.index, now: env.now, fleetJob: run.fleetJob === true }, handle, made.model, log)
     const client = guard === null ? made : guard.wrap(made)
     const tools = ToolRegistry.builtin({ allowShell: settings.allowShell, finish: !settings.chat })
     // A task whose agent stopped after its finish call, before state.json took the answer.
@@ -172,19 +191,29 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     if (start.kind === 'new') {
       begin(handle, settings, start, inheritance, config.context.inheritance.max_summary_tokens)
       await handle.setStatus('processing', 'started')
-      log.info(`started ${handle.metadata.task_type}${handle.metadata.task_identifier ? ` ${handle.metadata.task_identifier}` : ''} in ${settings.workspace} (${client.model} at ${client.server}, dir ${handle.dir})`)
-      if (inheritance) log.info(`inherited the ${inheritance.summary_source === 'final_summary' ? 'final summary' : 'last summary'} of task ${inheritance.uuid} (${inheritance.status})`)
+      log.info(
+        `started ${handle.metadata.task_type}${handle.metadata.task_identifier ? ` ${handle.metadata.task_identifier}` : ''} in ${settings.workspace} (${client.model} at ${client.server}, dir ${handle.dir})`,
+      )
+      if (inheritance)
+        log.info(
+          `inherited the ${inheritance.summary_source === 'final_summary' ? 'final summary' : 'last summary'} of task ${inheritance.uuid} (${inheritance.status})`,
+        )
     } else {
       const repaired = await repairResumed(handle, tools)
       finished = repaired.finished
-      log.info(`resumed at turn ${handle.state.turns ?? 0} (${client.model} at ${client.server}, dir ${handle.dir})${repaired.answered ? `; ${repaired.answered} unanswered tool call(s) answered as aborted` : ''}${repaired.rebuilt ? '; current.jsonl rebuilt' : ''}${killedText(handle.stoppedCommands, 'the dead agent')}`)
+      log.info(
+        `resumed at turn ${handle.state.turns ?? 0} (${client.model} at ${client.server}, dir ${handle.dir})${repaired.answered ? `; ${repaired.answered} unanswered tool call(s) answered as aborted` : ''}${repaired.rebuilt ? '; current.jsonl rebuilt' : ''}${killedText(handle.stoppedCommands, 'the dead agent')}`,
+      )
     }
     if (guard !== null) {
       const said = budgetLine(config, settings, handle.metadata.user ?? '', client.model, guard.spent)
       if (said !== null) log.info(said)
     }
     // Where to talk to the session from (issue 19): off a terminal nothing typed here is read.
-    if (settings.chat) log.info(`chat session: talk to it with \`ctxagent chat ${handle.uuid.slice(0, 8)}\` (from any terminal), end it with \`ctxagent chat ${handle.uuid.slice(0, 8)} --end\``)
+    if (settings.chat)
+      log.info(
+        `chat session: talk to it with \`ctxagent chat ${handle.uuid.slice(0, 8)}\` (from any terminal), end it with \`ctxagent chat ${handle.uuid.slice(0, 8)} --end\``,
+      )
     const remote = start.channel ? await openRemote(start, handle, config, log, stop.signal) : undefined
     if (remote) handle.onStop(() => remote.status(statusText(handle, 'paused; it continues when the task is resumed')))
     // Summaries (compaction, the final one) are LLM requests too: the task's stop ends them.
@@ -192,7 +221,8 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     const agent = new Agent({
       handle,
       client,
-      summarizer: made instanceof ReplayClient ? extractiveSummarizer() : llmSummarizer(summaryClient, { maxTokens: config.context.compression.summary_max_tokens }),
+      summarizer:
+        made instanceof ReplayClient ? extractiveSummarizer() : llmSummarizer(summaryClient, { maxTokens: config.context.compression.summary_max_tokens }),
       tools,
       limits: {
         maxTurns: settings.maxTurns,
@@ -200,7 +230,11 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
         timeoutMs: settings.timeoutMs,
         compressAt: compressionLimit(config, client.contextLength),
         requestBudget: Math.floor(client.contextLength * 0.9),
-        prune: { protectedTurns: config.context.prune.protected_turns, protectedToolRounds: config.context.prune.protected_tool_rounds, stepRounds: config.context.prune.step_rounds },
+        prune: {
+          protectedTurns: config.context.prune.protected_turns,
+          protectedToolRounds: config.context.prune.protected_tool_rounds,
+          stepRounds: config.context.prune.step_rounds,
+        },
         compaction: settingsFrom(config),
         commandTimeoutSeconds: settings.commandTimeoutSeconds,
         maxCallsPerReply: config.tools.max_calls_per_reply,
@@ -222,17 +256,40 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     // A pause request stops what is in flight (an LLM request, a tool, MCP start-up), not only the next turn.
     unwatch = agent.requests.watchForPause(() => stop.stop('pause'))
     // A task killed after it answered (during its final summary) only finishes its ending: no turn, no tools.
-    const answered = start.kind === 'resume' ? (answeredEnding(handle) ?? (finished ? { kind: 'completed' as const, answer: finished.summary, finishStatus: finished.status } : null)) : null
+    const answered =
+      start.kind === 'resume'
+        ? (answeredEnding(handle) ?? (finished ? { kind: 'completed' as const, answer: finished.summary, finishStatus: finished.status } : null))
+        : null
     if (answered) log.info('the task had already answered when its agent stopped; finishing its ending')
-    else mcp = await startMcp(config, tools, log, stop.signal, mcpSandbox(config, settings.workspace, hidden, (record) => void handle.addNetwork(networkFields(record))))
+    else
+      mcp = await startMcp(
+        config,
+        tools,
+        log,
+        stop.signal,
+        mcpSandbox(config, settings.workspace, hidden, (record) => void handle.addNetwork(networkFields(record))),
+      )
     const ending = answered
       ? answered
       : settings.chat
-      ? await new ChatLoop(agent, handle, stop, log, { pollMs: config.chat.wait_interval_seconds * 1000, softTimeoutMs: config.chat.soft_timeout_minutes * 60_000 }).run()
-      : await agent.run()
+        ? await new ChatLoop(agent, handle, stop, log, {
+            pollMs: config.chat.wait_interval_seconds * 1000,
+            softTimeoutMs: config.chat.soft_timeout_minutes * 60_000,
+          }).run()
+        : await agent.run()
     unwatch()
     const deliverStep = (answer: string, finishStatus: 'done' | 'blocked' | null) => deliverCompleted(handle, config, log, answer, finishStatus)
-    const outcome = await settle(handle, ending, agent.progress(), summaryClient, log, config.run.max_answer_chars, config.context.compression.summary_max_tokens, run.fleetJob === true, deliverStep)
+    const outcome = await settle(
+      handle,
+      ending,
+      agent.progress(),
+      summaryClient,
+      log,
+      config.run.max_answer_chars,
+      config.context.compression.summary_max_tokens,
+      run.fleetJob === true,
+      deliverStep,
+    )
     Object.assign(traced, { status: outcome.status, error: outcome.error })
     if (remote && outcome.status !== 'lost') await remote.outcome(outcomeText(outcome))
     return { ...outcome, duration_ms: Date.now() - begun, inherited_from: handle.metadata.inherited_from ?? null }
@@ -278,7 +335,10 @@ function takenWhileResuming(err: unknown, ref: TaskRef): unknown {
 }
 
 async function openRemote(start: RunStart, handle: TaskHandle, config: Config, log: RunLog, stop: AbortSignal): Promise<RemoteLink> {
-  const detection = start.kind === 'new' ? { last_comment_ids: start.seen ?? [], last_check_timestamp: new Date().toISOString(), status_comment_id: null } : handle.state.comment_detection
+  const detection =
+    start.kind === 'new'
+      ? { last_comment_ids: start.seen ?? [], last_check_timestamp: new Date().toISOString(), status_comment_id: null }
+      : handle.state.comment_detection
   const link = new RemoteLink(start.channel as Channel, handle.uuid, log, config.comments.min_interval_seconds * 1000, detection, stop)
   await link.status(statusText(handle, start.kind === 'new' ? 'started' : 'resumed'))
   // The status comment's id and the seen comments are state from now on.
@@ -295,7 +355,13 @@ function outcomeText(o: Pick<Outcome, 'uuid' | 'status' | 'finish_status' | 'tur
 }
 
 /** Starts the configured MCP servers and adds their tools; the SDK is loaded only when there are servers. */
-async function startMcp(config: Config, tools: ToolRegistry, log: RunLog, signal: AbortSignal, sandbox: McpSandbox): Promise<{ close(): Promise<void> } | null> {
+async function startMcp(
+  config: Config,
+  tools: ToolRegistry,
+  log: RunLog,
+  signal: AbortSignal,
+  sandbox: McpSandbox,
+): Promise<{ close(): Promise<void> } | null> {
   if (!Object.values(config.mcp.servers).some((s) => s.enabled)) return null
   const { McpServers } = await import('../tools/mcp.js')
   // A stop during start-up ends it (servers closed); the loop then ends the task as the stop says.
@@ -326,8 +392,16 @@ async function createClient(config: Config, env: TaskEnv, handle: TaskHandle, re
  * A chat task starts with the hidden session marker in its inbox, and its first
  * message (if any) goes there too, to be answered like every other.
  */
-function begin(handle: TaskHandle, settings: RunSettings, start: Extract<RunStart, { kind: 'new' }>, inheritance: Inheritance | null, inheritTokens: number): void {
-  const base = settings.systemPromptFile ? readTextArg(settings.systemPromptFile, 'system prompt file') : defaultSystemPrompt(settings.workspace, settings.allowShell, settings.chat)
+function begin(
+  handle: TaskHandle,
+  settings: RunSettings,
+  start: Extract<RunStart, { kind: 'new' }>,
+  inheritance: Inheritance | null,
+  inheritTokens: number,
+): void {
+  const base = settings.systemPromptFile
+    ? readTextArg(settings.systemPromptFile, 'system prompt file')
+    : defaultSystemPrompt(settings.workspace, settings.allowShell, settings.chat)
   handle.addMessage({ role: 'system', content: systemPrompt(base, settings.systemPromptAppend) })
   if (settings.chat) {
     appendInbox(handle.dir, { kind: 'message', sender: 'ctxagent', content: `[chat session started by ${start.user}]`, visible: false })
@@ -348,22 +422,49 @@ function answeredEnding(handle: TaskHandle): Ending | null {
 type Progress = ReturnType<Agent['progress']>
 
 /** Settles the task as its ending says, and says how it went. */
-async function settle(handle: TaskHandle, ending: Ending, progress: Progress, client: LlmClient, log: RunLog, maxAnswer: number, summaryMaxTokens: number, inFleet: boolean, deliverStep: (answer: string, finishStatus: 'done' | 'blocked' | null) => Promise<Delivery | null>): Promise<Omit<Outcome, 'duration_ms' | 'inherited_from'>> {
+async function settle(
+  handle: TaskHandle,
+  ending: Ending,
+  progress: Progress,
+  client: LlmClient,
+  log: RunLog,
+  maxAnswer: number,
+  summaryMaxTokens: number,
+  inFleet: boolean,
+  deliverStep: (answer: string, finishStatus: 'done' | 'blocked' | null) => Promise<Delivery | null>,
+): Promise<Omit<Outcome, 'duration_ms' | 'inherited_from'>> {
   const base = { uuid: handle.uuid, turns: progress.turns, tokens: progress.total_tokens_used, final_answer: null, finish_status: null, error: null }
   if (ending.kind === 'lost') {
     log.warn(ending.error.message)
     return { ...base, status: 'lost', location: 'unknown', dir: handle.dir, error: ending.error.message, exit_code: 1 }
   }
   if (ending.kind === 'completed') {
-    if (ending.answer.length > maxAnswer) log.warn(`the final answer is ${grouped(ending.answer.length)} characters; state.json keeps the first ${grouped(maxAnswer)} (run.max_answer_chars), messages.jsonl the whole`)
-    await handle.update({ ...progress, final_answer: boundAnswer(maskText(ending.answer), maxAnswer), finish_status: ending.finishStatus, ...(ending.sessionEnded ? { session: ChatLoop.ended(new Date()) } : {}) })
+    if (ending.answer.length > maxAnswer)
+      log.warn(
+        `the final answer is ${grouped(ending.answer.length)} characters; state.json keeps the first ${grouped(maxAnswer)} (run.max_answer_chars), messages.jsonl the whole`,
+      )
+    await handle.update({
+      ...progress,
+      final_answer: boundAnswer(maskText(ending.answer), maxAnswer),
+      finish_status: ending.finishStatus,
+      ...(ending.sessionEnded ? { session: ChatLoop.ended(new Date()) } : {}),
+    })
     if (ending.answer.trim() !== '') handle.addPlan('outcome', ending.answer.slice(0, 4000))
     // Delivered while the task is still in running/ and its owner's: a crash during it resumes to deliver again (idempotently).
     const delivery = await deliverStep(ending.answer, ending.finishStatus)
     const summary = await finalSummaryText(handle, client, log, summaryMaxTokens)
     await handle.complete(summary)
     log.info(`completed${ending.finishStatus === 'blocked' ? ' (blocked)' : ''} after ${progress.turns} turn(s)`)
-    return { ...base, status: 'completed', location: 'completed', dir: handle.dir, final_answer: ending.answer, finish_status: ending.finishStatus, exit_code: 0, ...(delivery !== null ? { delivery } : {}) }
+    return {
+      ...base,
+      status: 'completed',
+      location: 'completed',
+      dir: handle.dir,
+      final_answer: ending.answer,
+      finish_status: ending.finishStatus,
+      exit_code: 0,
+      ...(delivery !== null ? { delivery } : {}),
+    }
   }
   if (ending.kind === 'timeout' || ending.kind === 'failed') {
     handle.addPlan('outcome', `${ending.kind}: ${ending.reason}`)
@@ -373,21 +474,33 @@ async function settle(handle: TaskHandle, ending: Ending, progress: Progress, cl
     return { ...base, status: ending.kind, location: 'completed', dir: handle.dir, error: ending.reason, exit_code: ending.kind === 'timeout' ? 5 : 1 }
   }
   // A budget or a usage limit: which cap, and when the task may go on by itself (docs/running.md#budgets).
-  const waits = ending.cause === 'budget' || ending.cause === 'rate-limit' ? { resume_at: ending.resumeAt?.toISOString() ?? null, budget_cap: ending.budgetCap ?? null } : { resume_at: ending.cause === 'llm' ? (ending.resumeAt ?? null) : null, budget_cap: null }
+  const waits =
+    ending.cause === 'budget' || ending.cause === 'rate-limit'
+      ? { resume_at: ending.resumeAt?.toISOString() ?? null, budget_cap: ending.budgetCap ?? null }
+      : { resume_at: ending.cause === 'llm' ? (ending.resumeAt ?? null) : null, budget_cap: null }
   const failure = ending.cause === 'llm' ? (ending.failure ?? null) : ending.cause === 'rate-limit' ? 'rate_limited' : null
   await handle.update({ ...progress, error: ending.error === null ? null : maskText(ending.error), llm_failure: failure, ...waits })
   // Who paused it: a fleet resumes a task stopped by a signal (its worker stopped), not one an operator paused (docs/contract.md §14.3).
-  await handle.pause(({ SIGINT: 'signal', SIGTERM: 'signal', pause: 'operator', llm: 'llm', budget: 'budget', 'rate-limit': 'rate-limit' } as const)[ending.cause])
+  await handle.pause(
+    ({ SIGINT: 'signal', SIGTERM: 'signal', pause: 'operator', llm: 'llm', budget: 'budget', 'rate-limit': 'rate-limit' } as const)[ending.cause],
+  )
   const exit = { SIGINT: 130, SIGTERM: 143, pause: 0, llm: 1, budget: 5, 'rate-limit': 1 }[ending.cause]
   if (ending.cause === 'budget' || ending.cause === 'rate-limit') {
     const later = waits.resume_at === null ? '' : ` after ${waits.resume_at}`
-    const how = ending.cause === 'budget' ? `ctxagent run --resume ${handle.uuid}${later}, or with the cap raised${ending.budgetCap === 'task' ? ' (--max-cost)' : ''}` : `ctxagent run --resume ${handle.uuid}${later}`
+    const how =
+      ending.cause === 'budget'
+        ? `ctxagent run --resume ${handle.uuid}${later}, or with the cap raised${ending.budgetCap === 'task' ? ' (--max-cost)' : ''}`
+        : `ctxagent run --resume ${handle.uuid}${later}`
     log.info(`paused (${ending.cause}: ${ending.error}); ${inFleet && waits.resume_at !== null ? 'the fleet runs it again then' : `resume with: ${how}`}`)
     return { ...base, status: 'paused', location: 'paused', dir: handle.dir, error: ending.error, exit_code: exit }
   }
   // In a fleet, a task stopped by its worker's signal is queued again by the worker, and one the LLM side failed is retried: no advice to resume by hand.
   const fleetResumes = inFleet && (ending.cause === 'SIGINT' || ending.cause === 'SIGTERM' || (ending.cause === 'llm' && (ending.failure ?? null) !== null))
-  const next = fleetResumes ? (ending.cause === 'llm' ? 'the fleet runs it again later' : 'its resume is queued by its worker') : `resume with: ctxagent run --resume ${handle.uuid}`
+  const next = fleetResumes
+    ? ending.cause === 'llm'
+      ? 'the fleet runs it again later'
+      : 'its resume is queued by its worker'
+    : `resume with: ctxagent run --resume ${handle.uuid}`
   log.info(`paused (${ending.cause === 'llm' ? `the LLM failed: ${ending.error}` : ending.cause}); ${next}`)
   return { ...base, status: 'paused', location: 'paused', dir: handle.dir, error: ending.error, exit_code: exit }
 }

@@ -29,7 +29,11 @@ export function shellSandbox(config: Config, allowShell: boolean, hidden: readon
   if (!allowShell) return { kind: 'none' }
   const real = realPathOf(workspace)
   const planned = planSandbox(config.tools, hidden, real)
-  if (!planned.ok) throw new UsageError(`run_command needs a sandbox, and bubblewrap does not work here: ${planned.why}`, 'install bubblewrap (apt-get install bubblewrap), or set tools.sandbox: none in the config to run commands without a sandbox')
+  if (!planned.ok)
+    throw new UsageError(
+      `run_command needs a sandbox, and bubblewrap does not work here: ${planned.why}`,
+      'install bubblewrap (apt-get install bubblewrap), or set tools.sandbox: none in the config to run commands without a sandbox',
+    )
   if (planned.plan.kind === 'none') return planned.plan
   const why = workspaceUnwritable(planned.plan.identity, real)
   if (why !== null) throw new UsageError(why, 'chown it to the user commands should run as, or set tools.sandbox_user')

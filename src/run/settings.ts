@@ -71,7 +71,8 @@ export interface RunSettings {
  * the flags (--provider, --model, --replay-from). A copy; the loaded config is unchanged.
  */
 export function effectiveConfig(base: Config, user: string, flags: Pick<RunFlags, 'provider' | 'model' | 'replayFrom'>): Config {
-  if (flags.model !== undefined && flags.model.trim() === '') throw new UsageError('--model is empty', 'name the model, or leave --model out for the configured one')
+  if (flags.model !== undefined && flags.model.trim() === '')
+    throw new UsageError('--model is empty', 'name the model, or leave --model out for the configured one')
   const config = structuredClone(base)
   const own = userSettings(config, user)
   const provider = (flags.provider ?? own?.llm?.provider ?? config.llm.provider) as Provider
@@ -82,7 +83,8 @@ export function effectiveConfig(base: Config, user: string, flags: Pick<RunFlags
   if (flags.replayFrom !== undefined && provider !== 'replay') {
     throw new UsageError(`--replay-from plays a recording, but the provider is ${provider}`, 'pass --provider replay as well, or drop --replay-from')
   }
-  const endpoint = provider === 'ollama' ? config.llm.ollama : provider === 'openai' ? config.llm.openai : provider === 'anthropic' ? config.llm.anthropic : null
+  const endpoint =
+    provider === 'ollama' ? config.llm.ollama : provider === 'openai' ? config.llm.openai : provider === 'anthropic' ? config.llm.anthropic : null
   if (endpoint) {
     if (own?.llm?.model !== undefined) endpoint.model = own.llm.model
     if (own?.llm?.context_length !== undefined) endpoint.context_length = own.llm.context_length
@@ -102,7 +104,8 @@ export function checkProvider(config: Config): void {
   const provider = config.llm.provider
   if (provider === 'none') throw new UsageError('no LLM is configured (llm.provider: none)', 'set llm.provider in the config, or pass --provider')
   if (provider === 'replay') {
-    if (config.llm.replay.from === null) throw new UsageError('the replay provider needs a recording', 'pass --replay-from <uuid|messages.jsonl> or set llm.replay.from')
+    if (config.llm.replay.from === null)
+      throw new UsageError('the replay provider needs a recording', 'pass --replay-from <uuid|messages.jsonl> or set llm.replay.from')
     return
   }
   const missing = missingApiKey(config)
@@ -186,7 +189,6 @@ export function refuseTreeInWorkspace(workspace: string, base: string): void {
   }
   if (workspace.startsWith(`${tree}${sep}`)) throw new UsageError(`the workspace ${workspace} is inside the task tree ${tree}`, hint)
 }
-
 
 /** A --workspace as its real path: an existing directory, else a usage error. */
 export function resolveWorkspace(dir: string): string {

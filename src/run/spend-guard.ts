@@ -74,7 +74,9 @@ export interface GuardSetup {
 
 /** The hash an API key's limit is recorded under: SHA-256 of the base URL and the key (never the key). */
 export function keyHash(baseUrl: string, apiKey: string | null): string {
-  return createHash('sha256').update(`${baseUrl}\n${apiKey ?? ''}`).digest('hex')
+  return createHash('sha256')
+    .update(`${baseUrl}\n${apiKey ?? ''}`)
+    .digest('hex')
 }
 
 export class SpendGuard {
@@ -121,7 +123,8 @@ export class SpendGuard {
       if (this.keyUntil > 0 || Date.now() - this.keyCheckedAt >= KEY_REFRESH_MS) await this.keyFree(options.signal)
       // Without a price nothing is counted: the request goes as it is.
       const prompt = price === null ? 0 : (options.promptTokens ?? windowTokens(messages) + this.toolTokens(options.tools))
-      if (price !== null) await this.checkBudget(requestEstimate(price, prompt, Math.min(options.maxTokens ?? this.setup.maxOutputTokens, this.setup.maxOutputTokens)))
+      if (price !== null)
+        await this.checkBudget(requestEstimate(price, prompt, Math.min(options.maxTokens ?? this.setup.maxOutputTokens, this.setup.maxOutputTokens)))
       let result: ChatResult
       try {
         result = await client.chat(messages, options)
@@ -146,7 +149,11 @@ export class SpendGuard {
   private async checkBudget(estimate: number): Promise<void> {
     const { caps, timezone, now } = this.setup
     if (caps.task !== null && this.taskSpent + estimate > caps.task) {
-      throw new BudgetPause('task', null, `the task's cost cap (${CAP_KEYS.task}: ${usd(caps.task)}) would be passed: ${usd(this.taskSpent)} spent, the next request may cost ${usd(estimate)}`)
+      throw new BudgetPause(
+        'task',
+        null,
+        `the task's cost cap (${CAP_KEYS.task}: ${usd(caps.task)}) would be passed: ${usd(this.taskSpent)} spent, the next request may cost ${usd(estimate)}`,
+      )
     }
     if (!this.sharedCaps) return
     const at = now()
@@ -155,7 +162,11 @@ export class SpendGuard {
     if (passed === null) return
     const reset = capReset(passed.cap, at, timezone)
     const whose = passed.cap === 'fleet-daily' ? "everyone's spend today" : `${this.setup.user}'s spend ${passed.cap === 'user-daily' ? 'today' : 'this month'}`
-    throw new BudgetPause(passed.cap, reset, `the ${passed.cap} cost cap (${CAP_KEYS[passed.cap]}: ${usd(passed.limit)}) would be passed: ${whose} is ${usd(passed.spent)}, the next request may cost ${usd(estimate)}; it resets at ${reset?.toISOString()}`)
+    throw new BudgetPause(
+      passed.cap,
+      reset,
+      `the ${passed.cap} cost cap (${CAP_KEYS[passed.cap]}: ${usd(passed.limit)}) would be passed: ${whose} is ${usd(passed.spent)}, the next request may cost ${usd(estimate)}; it resets at ${reset?.toISOString()}`,
+    )
   }
 
   /** The shared figures, read again from the index (which holds this task's spend too). */
@@ -167,11 +178,15 @@ export class SpendGuard {
         this.shared = { ...(await index.spendTotals(this.setup.user, day)), day }
         return this.shared
       } catch (err) {
-        if (!this.indexWarned) this.setup.log.warn(`the index cannot tell the spend of other tasks (${(err as Error).message}); the shared cost caps count this task's spend alone until it can`)
+        if (!this.indexWarned)
+          this.setup.log.warn(
+            `the index cannot tell the spend of other tasks (${(err as Error).message}); the shared cost caps count this task's spend alone until it can`,
+          )
         this.indexWarned = true
       }
     }
-    if (this.shared === null || this.shared.day !== day) this.shared = { user_day: 0, user_month: this.shared?.day.slice(0, 7) === day.slice(0, 7) ? this.shared.user_month : 0, fleet_day: 0, day }
+    if (this.shared === null || this.shared.day !== day)
+      this.shared = { user_day: 0, user_month: this.shared?.day.slice(0, 7) === day.slice(0, 7) ? this.shared.user_month : 0, fleet_day: 0, day }
     return this.shared
   }
 
@@ -181,8 +196,17 @@ export class SpendGuard {
     if (price === null) return
     const usage = result.usage
     const split = usage
-      ? { prompt: usage.prompt_tokens, completion: usage.completion_tokens, cached: usage.cached_tokens ?? 0, ...(usage.cache_write_tokens ? { cache_write: usage.cache_write_tokens } : {}) }
-      : { prompt: promptEstimate, completion: estimateTokens(result.message.content ?? '') + estimateTokens(JSON.stringify(result.message.tool_calls ?? [])), cached: 0 }
+      ? {
+          prompt: usage.prompt_tokens,
+          completion: usage.completion_tokens,
+          cached: usage.cached_tokens ?? 0,
+          ...(usage.cache_write_tokens ? { cache_write: usage.cache_write_tokens } : {}),
+        }
+      : {
+          prompt: promptEstimate,
+          completion: estimateTokens(result.message.content ?? '') + estimateTokens(JSON.stringify(result.message.tool_calls ?? [])),
+          cached: 0,
+        }
     const cost = costOf(model, split, pricing) ?? 0
     this.taskSpent += cost
     if (this.shared !== null) {
@@ -193,7 +217,8 @@ export class SpendGuard {
     try {
       index?.addSpend(user, dayKey(now(), timezone), cost)
     } catch (err) {
-      if (!this.indexWarned) this.setup.log.warn(`the spend of this task could not be added to the index (${(err as Error).message}); stats and the shared caps miss it`)
+      if (!this.indexWarned)
+        this.setup.log.warn(`the spend of this task could not be added to the index (${(err as Error).message}); stats and the shared caps miss it`)
       this.indexWarned = true
     }
   }

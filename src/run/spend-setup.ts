@@ -46,7 +46,12 @@ export function spendGuard(run: SpendRun, handle: TaskHandle, model: string, log
 /** What the start line says of money: the caps that apply and the spend so far, or that the model has no price; null when no cap is set. */
 export function budgetLine(config: Config, settings: RunSettings, user: string, model: string, spent: number): string | null {
   const shared = sharedCaps(config, user)
-  const caps: [string, number | null][] = [[CAP_KEYS.task, settings.maxCostUsd], ['user daily', shared.userDaily], ['user monthly', shared.userMonthly], ['fleet daily', shared.fleetDaily]]
+  const caps: [string, number | null][] = [
+    [CAP_KEYS.task, settings.maxCostUsd],
+    ['user daily', shared.userDaily],
+    ['user monthly', shared.userMonthly],
+    ['fleet daily', shared.fleetDaily],
+  ]
   const set = caps.filter((c): c is [string, number] => c[1] !== null)
   if (set.length === 0) return null
   if (priceOf(config, model) === null) return `model ${model} has no price in pricing: its requests are not capped by money (set pricing.${model} to cap them)`

@@ -117,9 +117,24 @@ export class Agent {
     const state = parts.handle.state
     this.turns = state.turns ?? 0
     this.tokens = state.total_tokens_used
-    this.split = { prompt: state.prompt_tokens ?? 0, completion: state.completion_tokens ?? 0, cached: state.cached_tokens ?? 0, cacheWrite: state.cache_write_tokens ?? 0 }
+    this.split = {
+      prompt: state.prompt_tokens ?? 0,
+      completion: state.completion_tokens ?? 0,
+      cached: state.cached_tokens ?? 0,
+      cacheWrite: state.cache_write_tokens ?? 0,
+    }
     this.window = new WindowKeeper(parts, () => this.turns)
-    this.requests = new InboxRequests({ handle: parts.handle, log: parts.log, now: parts.now, ...(parts.remote ? { remote: parts.remote } : {}), compress: (requestId) => this.window.compressOnRequest(requestId) }, state.inbox_offset ?? 0, parts.inboxAtStart)
+    this.requests = new InboxRequests(
+      {
+        handle: parts.handle,
+        log: parts.log,
+        now: parts.now,
+        ...(parts.remote ? { remote: parts.remote } : {}),
+        compress: (requestId) => this.window.compressOnRequest(requestId),
+      },
+      state.inbox_offset ?? 0,
+      parts.inboxAtStart,
+    )
     this.elapsedBefore = state.elapsed_ms ?? 0
     this.reads = new Map(Object.entries(state.read_files ?? {}))
   }
@@ -262,13 +277,28 @@ export class Agent {
     const span = this.turnTrace.llm({ model: client.model, messages })
     try {
       const reply = await client.chat(messages, { tools: tools.specs(), signal: request.signal, promptTokens: plan.tokens })
-      span.end({ inputTokens: reply.usage?.prompt_tokens ?? null, outputTokens: reply.usage?.completion_tokens ?? null, cachedTokens: reply.usage?.cached_tokens ?? null, finishReason: reply.message.tool_calls?.length ? 'tool_calls' : 'stop', output: reply.message })
+      span.end({
+        inputTokens: reply.usage?.prompt_tokens ?? null,
+        outputTokens: reply.usage?.completion_tokens ?? null,
+        cachedTokens: reply.usage?.cached_tokens ?? null,
+        finishReason: reply.message.tool_calls?.length ? 'tool_calls' : 'stop',
+        output: reply.message,
+      })
       this.turns++
       const usage = reply.usage
       if (reply.usageRefused !== undefined) this.refusedUsage(reply.usageRefused, usage === null)
       this.lastUsage = usage
-        ? { prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens, ...(usage.cached_tokens ? { cached_tokens: usage.cached_tokens } : {}), ...(usage.cache_write_tokens ? { cache_write_tokens: usage.cache_write_tokens } : {}) }
-        : { prompt_tokens: plan.tokens, completion_tokens: estimateTokens(reply.message.content ?? '') + estimateTokens(JSON.stringify(reply.message.tool_calls ?? [])), estimated: true }
+        ? {
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+            ...(usage.cached_tokens ? { cached_tokens: usage.cached_tokens } : {}),
+            ...(usage.cache_write_tokens ? { cache_write_tokens: usage.cache_write_tokens } : {}),
+          }
+        : {
+            prompt_tokens: plan.tokens,
+            completion_tokens: estimateTokens(reply.message.content ?? '') + estimateTokens(JSON.stringify(reply.message.tool_calls ?? [])),
+            estimated: true,
+          }
       this.split.prompt += this.lastUsage.prompt_tokens
       this.split.completion += this.lastUsage.completion_tokens
       this.split.cached += this.lastUsage.cached_tokens ?? 0
@@ -286,7 +316,9 @@ export class Agent {
       if (!retried && isContextExceeded(err)) {
         this.window.forgetUsage()
         const compacted = await this.window.compress(true)
-        this.parts.log.warn(`the provider says the request is too long; ${compacted ? 'compacting' : 'sending a smaller request'} and retrying once (${err.message})`)
+        this.parts.log.warn(
+          `the provider says the request is too long; ${compacted ? 'compacting' : 'sending a smaller request'} and retrying once (${err.message})`,
+        )
         return this.ask(true)
       }
       return { kind: 'paused', cause: 'llm', error: err.message + (err.hint ? ` (${err.hint})` : ''), failure: err.failure, resumeAt: err.resumeAt }
@@ -299,7 +331,9 @@ export class Agent {
   private refusedUsage(what: string, estimated: boolean): void {
     if (this.doubtedUsage) return
     this.doubtedUsage = true
-    this.parts.log.warn(`the provider's usage report is not believed (${what.slice(0, 200)}); ${estimated ? 'this request is counted by the estimate' : 'that figure is left out'}, and so are later ones like it`)
+    this.parts.log.warn(
+      `the provider's usage report is not believed (${what.slice(0, 200)}); ${estimated ? 'this request is counted by the estimate' : 'that figure is left out'}, and so are later ones like it`,
+    )
   }
 
   /** Records the assistant message, then runs its tool calls in order. */
@@ -318,10 +352,19 @@ export class Agent {
     const { tools, stop, log } = this.parts
     let ending: Ending | null = null
     const cap = this.parts.limits.maxCallsPerReply
-    if (calls.length > cap) log.warn(`the reply carries ${calls.length} tool calls; running the first ${cap} (tools.max_calls_per_reply), answering the rest as skipped`)
+    if (calls.length > cap)
+      log.warn(`the reply carries ${calls.length} tool calls; running the first ${cap} (tools.max_calls_per_reply), answering the rest as skipped`)
     for (const [i, call] of calls.entries()) {
       if (i >= cap && ending === null && stop.reason === null) {
-        this.answer(call, call.function.name, `[skipped: at most ${cap} tool calls run per reply; send this call again in a later reply]`, 'error', 'skipped', 0, {})
+        this.answer(
+          call,
+          call.function.name,
+          `[skipped: at most ${cap} tool calls run per reply; send this call again in a later reply]`,
+          'error',
+          'skipped',
+          0,
+          {},
+        )
         continue
       }
       if (ending !== null || stop.reason !== null) {
@@ -350,14 +393,29 @@ export class Agent {
       // What it was about and how it ended: `run_command \`npm test\` exited 1`, not "success".
       const exit = outcome.name === 'run_command' && outcome.status === 'success' ? commandExit(outcome.output) : null
       const shownArg = arg === null ? '' : outcome.name === 'run_command' ? ` \`${arg}\`` : ` ${arg}`
-      log.info(`${outcome.name}${shownArg} ${exit ?? outcome.status}${outcome.error ? `: ${outcome.error}` : ''} (${duration} ms)`, { tool: outcome.name, ...(arg === null ? {} : { arg }), status: outcome.status, ...(exit === null ? {} : { exit }), duration_ms: duration })
+      log.info(`${outcome.name}${shownArg} ${exit ?? outcome.status}${outcome.error ? `: ${outcome.error}` : ''} (${duration} ms)`, {
+        tool: outcome.name,
+        ...(arg === null ? {} : { arg }),
+        status: outcome.status,
+        ...(exit === null ? {} : { exit }),
+        duration_ms: duration,
+      })
       if (verdict.kind === 'stuck' || verdict.kind === 'malformed') ending = { kind: 'failed', reason: verdict.reason }
       else if (outcome.finish) ending = { kind: 'completed', answer: outcome.finish.summary, finishStatus: outcome.finish.status }
     }
     return ending ?? this.stopEnding()
   }
 
-  private answer(call: ToolCall, name: string, result: string, status: 'success' | 'error', error: string | null, duration: number, args: Record<string, unknown>, note = ''): string {
+  private answer(
+    call: ToolCall,
+    name: string,
+    result: string,
+    status: 'success' | 'error',
+    error: string | null,
+    duration: number,
+    args: Record<string, unknown>,
+    note = '',
+  ): string {
     const { handle } = this.parts
     // Masked, and a long output stored once in blobs/ before the message that refers to it (the note after it).
     const recorded = recordToolOutput(handle.dir, result, this.parts.limits.blobs, note)

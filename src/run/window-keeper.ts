@@ -108,7 +108,11 @@ export class WindowKeeper {
       await this.compressed(result)
       return result
     }
-    return { why: failure ?? `too few messages since the last summary (at least ${this.limits.compaction.minToCompress} beyond the ${this.limits.compaction.keepRecent} kept are needed)` }
+    return {
+      why:
+        failure ??
+        `too few messages since the last summary (at least ${this.limits.compaction.minToCompress} beyond the ${this.limits.compaction.keepRecent} kept are needed)`,
+    }
   }
 
   async compress(force = false): Promise<boolean> {
@@ -139,7 +143,10 @@ export class WindowKeeper {
   async buildRequest(budget: number): Promise<RequestPlan> {
     let plan = this.plan(budget)
     if (plan.dropped > 0 && (await this.compress(true))) plan = this.plan(budget)
-    if (plan.dropped > 0) this.parts.log.warn(`${plan.dropped} message(s) left out of this request: they do not fit the context even after compaction (a note in the request says so)`)
+    if (plan.dropped > 0)
+      this.parts.log.warn(
+        `${plan.dropped} message(s) left out of this request: they do not fit the context even after compaction (a note in the request says so)`,
+      )
     if (plan.clipped > 0) this.parts.log.warn(`${plan.clipped} message(s) cut in this request to fit the context (the whole is on disk)`)
     return plan
   }
@@ -150,7 +157,9 @@ export class WindowKeeper {
     this.reported = prompt !== null && judged.believed ? { prompt, estimate: plan.prunedTokens } : null
     if (!judged.believed && !this.doubtedUsage) {
       this.doubtedUsage = true
-      this.parts.log.warn(`the provider reports ${grouped(prompt ?? 0)} prompt tokens for a request estimated at ${grouped(plan.tokens)}; compaction goes by the estimate`)
+      this.parts.log.warn(
+        `the provider reports ${grouped(prompt ?? 0)} prompt tokens for a request estimated at ${grouped(plan.tokens)}; compaction goes by the estimate`,
+      )
     }
   }
 }

@@ -56,15 +56,33 @@ export async function runAction(ctx: CommandEnv, name: ActionName, uuid: string,
     }
     if (name === 'comment') {
       const o = commentTask(ctx, ref, input.text ?? '', actor)
-      return { status: 200, body: { uuid: o.uuid, location: o.location, record: o.record }, message: `comment ${o.record.id} added; the agent reads it at its next turn boundary` }
+      return {
+        status: 200,
+        body: { uuid: o.uuid, location: o.location, record: o.record },
+        message: `comment ${o.record.id} added; the agent reads it at its next turn boundary`,
+      }
     }
     const o = await compressAction(ctx, ref, { extractive: input.extractive === true, waitMs: input.waitMs }, actor)
-    if (o.kind === 'owner') return { status: 200, body: { uuid: o.uuid, asked: 'owner', ok: o.ok, message: o.message }, message: `${o.ok ? 'compressed by its agent' : 'not compressed'}: ${o.message}` }
-    if (o.kind === 'owner_pending') return { status: 202, body: { uuid: o.uuid, asked: 'owner', ok: null }, message: 'asked its agent to compress: it does so at its next turn boundary (the request stays in its inbox)' }
+    if (o.kind === 'owner')
+      return {
+        status: 200,
+        body: { uuid: o.uuid, asked: 'owner', ok: o.ok, message: o.message },
+        message: `${o.ok ? 'compressed by its agent' : 'not compressed'}: ${o.message}`,
+      }
+    if (o.kind === 'owner_pending')
+      return {
+        status: 202,
+        body: { uuid: o.uuid, asked: 'owner', ok: null },
+        message: 'asked its agent to compress: it does so at its next turn boundary (the request stays in its inbox)',
+      }
     if (o.kind === 'nothing') return { status: 200, body: { kind: o.kind, uuid: o.uuid, reason: o.reason }, message: `nothing to compress (${o.reason})` }
     if (o.kind !== 'done') throw new CtxError('compress made a plan instead of a summary')
     const r = o.record
-    return { status: 200, body: { ...r }, message: `summary ${r.summary_id} (${r.method}) of messages ${r.start_seq}-${r.end_seq}; window tokens ${o.tokens_before} → ${o.tokens_after}` }
+    return {
+      status: 200,
+      body: { ...r },
+      message: `summary ${r.summary_id} (${r.method}) of messages ${r.start_seq}-${r.end_seq}; window tokens ${o.tokens_before} → ${o.tokens_after}`,
+    }
   } catch (err) {
     throw explainSystemError(err, ctx.layout.base) ?? err
   }
@@ -74,11 +92,19 @@ export type JobActionName = 'cancel' | 'retry'
 
 /** `ctxagent jobs cancel|retry <id>` from the page: the same actions, the same outcomes. */
 export async function runJobAction(ctx: CommandEnv, name: JobActionName, id: number, input: ActionInput): Promise<ActionResult> {
-  if (fleetDatabaseUrl(ctx) === null) throw new CtxError('there is no fleet here, so no job', { exitCode: 3, hint: 'set fleet.database_url (or CTXAGENT_DATABASE_URL)' })
+  if (fleetDatabaseUrl(ctx) === null)
+    throw new CtxError('there is no fleet here, so no job', { exitCode: 3, hint: 'set fleet.database_url (or CTXAGENT_DATABASE_URL)' })
   const actor: Actor = { via: 'serve', operator: input.operator }
   if (name === 'retry') {
     const again = await retryJobAction(ctx, id, actor)
-    return { status: 200, body: { job: id, task_uuid: again.task_uuid, state: 'waiting', kind: again.kind, was: again.was }, message: again.was === 'retrying' ? `job ${id} runs now, not at its retry time` : `job ${id} waits again (${again.kind === 'resume' ? 'to resume' : 'to start'} its task)` }
+    return {
+      status: 200,
+      body: { job: id, task_uuid: again.task_uuid, state: 'waiting', kind: again.kind, was: again.was },
+      message:
+        again.was === 'retrying'
+          ? `job ${id} runs now, not at its retry time`
+          : `job ${id} waits again (${again.kind === 'resume' ? 'to resume' : 'to start'} its task)`,
+    }
   }
   const o = await cancelJobAction(ctx, id, actor, input.waitMs)
   return { status: o.task === 'asked' ? 202 : 200, body: { job: o.job, task_uuid: o.task_uuid, state: o.state, task: o.task }, message: cancelMessage(o) }

@@ -30,7 +30,10 @@ export class Auth {
   private readonly sessions = new Map<string, Session>()
   private readonly digest: Buffer | null
 
-  constructor(token: string | null, private readonly now: () => number = Date.now) {
+  constructor(
+    token: string | null,
+    private readonly now: () => number = Date.now,
+  ) {
     this.digest = token === null ? null : sha256(token)
   }
 

@@ -2,7 +2,10 @@ import type { IncomingMessage } from 'node:http'
 
 /** A request body the server refuses: too large, or not a form or JSON object. */
 export class BodyError extends Error {
-  constructor(readonly status: number, message: string) {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
     super(message)
   }
 }

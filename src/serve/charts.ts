@@ -37,7 +37,13 @@ export function barChart(title: string, bars: Bar[], format: (n: number) => stri
   })
   // Each legend entry as wide as its name (about 6.5 px a character at 11 px).
   const at = names.map((_, i) => labelW + names.slice(0, i).reduce((x, n) => x + 24 + Math.ceil(n.length * 6.5), 0))
-  const keys = names.length > 1 ? names.map((name, i) => html`<rect x="${String(at[i])}" y="4" width="10" height="10" fill="${colour(name)}"></rect><text x="${String((at[i] as number) + 14)}" y="13">${name}</text>`) : []
+  const keys =
+    names.length > 1
+      ? names.map(
+          (name, i) =>
+            html`<rect x="${String(at[i])}" y="4" width="10" height="10" fill="${colour(name)}"></rect><text x="${String((at[i] as number) + 14)}" y="13">${name}</text>`,
+        )
+      : []
   return html`<svg role="img" aria-label="${title}" viewBox="0 0 ${String(labelW + barW + 90)} ${String(height)}" width="100%" preserveAspectRatio="xMinYMin meet"><title>${title}</title>${keys}${rows}</svg>`
 }
 

@@ -37,10 +37,16 @@ export class IndexSource {
 
   static async open(ctx: CommandEnv): Promise<IndexSource> {
     const store = await openIndex(ctx, false)
-    if (store === null) ctx.io.warn(`no tasks.db under ${ctx.layout.base}: serving from a scan of the directories, refreshed every ${COPY_MS.scan / 1000}s (run ctxagent reindex to make this fast)`)
+    if (store === null)
+      ctx.io.warn(
+        `no tasks.db under ${ctx.layout.base}: serving from a scan of the directories, refreshed every ${COPY_MS.scan / 1000}s (run ctxagent reindex to make this fast)`,
+      )
     else {
       const drift = await indexDrift(store, ctx.layout)
-      if (drift.length > 0) ctx.io.warn(`${store.name} is out of date (${drift.map((d) => `${d.location}/ has ${d.found}, the index ${d.indexed}`).join('; ')}): run ctxagent reindex`)
+      if (drift.length > 0)
+        ctx.io.warn(
+          `${store.name} is out of date (${drift.map((d) => `${d.location}/ has ${d.found}, the index ${d.indexed}`).join('; ')}): run ctxagent reindex`,
+        )
     }
     return new IndexSource(ctx, store)
   }

@@ -61,10 +61,19 @@ export class FleetSource {
     const errors = await pool.query<Record<string, unknown>>(
       `SELECT id, task_uuid, outcome, error, finished_at FROM fleet_jobs WHERE error IS NOT NULL ORDER BY finished_at DESC NULLS FIRST, id DESC LIMIT 20`,
     )
-    const running = db.db.prepare(`SELECT user, COUNT(*) AS running FROM tasks WHERE location = 'running' GROUP BY user ORDER BY running DESC, user`).all() as { user: string | null; running: number }[]
+    const running = db.db.prepare(`SELECT user, COUNT(*) AS running FROM tasks WHERE location = 'running' GROUP BY user ORDER BY running DESC, user`).all() as {
+      user: string | null
+      running: number
+    }[]
     return {
       ...status,
-      recent_errors: errors.rows.map((r) => ({ id: Number(r.id), task_uuid: String(r.task_uuid), outcome: r.outcome === null ? null : String(r.outcome), error: String(r.error), finished_at: r.finished_at instanceof Date ? r.finished_at.toISOString() : null })),
+      recent_errors: errors.rows.map((r) => ({
+        id: Number(r.id),
+        task_uuid: String(r.task_uuid),
+        outcome: r.outcome === null ? null : String(r.outcome),
+        error: String(r.error),
+        finished_at: r.finished_at instanceof Date ? r.finished_at.toISOString() : null,
+      })),
       running_by_user: running,
       recent_jobs: await listJobs(pool, { limit: 50 }),
     }
@@ -76,13 +85,22 @@ export class FleetSource {
   }
 
   /** Seconds each waiting job has waited, and claims by worker: for /metrics. */
-  async queueFigures(): Promise<{ waits: number[]; claims: { hostname: string; claims: number }[]; retries: Record<string, number>; budgetPauses: Record<string, number> }> {
+  async queueFigures(): Promise<{
+    waits: number[]
+    claims: { hostname: string; claims: number }[]
+    retries: Record<string, number>
+    budgetPauses: Record<string, number>
+  }> {
     const pool = await this.connect()
     const waits = await pool.query<{ s: number }>(`SELECT extract(epoch FROM now() - created_at)::float AS s FROM fleet_jobs WHERE state = 'waiting'`)
     const claims = await pool.query<{ hostname: string; n: string }>(
       `SELECT COALESCE(w.hostname, 'unknown') AS hostname, count(*) AS n FROM fleet_jobs j LEFT JOIN fleet_workers w ON w.id = j.claimed_by WHERE j.claimed_by IS NOT NULL GROUP BY 1`,
     )
-    return { waits: waits.rows.map((r) => Number(r.s)), claims: claims.rows.map((r) => ({ hostname: r.hostname, claims: Number(r.n) })), ...(await attemptFigures(pool)) }
+    return {
+      waits: waits.rows.map((r) => Number(r.s)),
+      claims: claims.rows.map((r) => ({ hostname: r.hostname, claims: Number(r.n) })),
+      ...(await attemptFigures(pool)),
+    }
   }
 
   async close(): Promise<void> {

@@ -7,7 +7,8 @@ import { grouped } from '../text.js'
  * escaped. Nothing from a task reaches the page any other way.
  */
 export function esc(value: unknown): string {
-  const text = typeof value === 'string' ? value : value === null || value === undefined ? '' : typeof value === 'object' ? JSON.stringify(value, null, 2) : String(value)
+  const text =
+    typeof value === 'string' ? value : value === null || value === undefined ? '' : typeof value === 'object' ? JSON.stringify(value, null, 2) : String(value)
   return forTerminal(text).replace(/[&<>"'`]/g, (c) => ENTITIES[c] as string)
 }
 
@@ -58,15 +59,19 @@ export function loginHref(here: string | undefined): string {
 
 /** The frame of every page: one stylesheet and at most one script, both served from this server (CSP: 'self'). */
 export function page(o: PageOptions): string {
-  const link = (href: string, name: PageOptions['nav'], label: string) => html`<a href="${href}"${o.nav === name ? new Safe(' aria-current="page"') : ''}>${label}</a>`
-  const who = o.operator === null
-    ? html`<a href="${loginHref(o.here)}">sign in</a>`
-    : html`<form method="post" action="/logout" class="inline"><input type="hidden" name="csrf" value="${o.csrf ?? ''}"><span>${o.operator}</span> <button>sign out</button></form>`
+  const link = (href: string, name: PageOptions['nav'], label: string) =>
+    html`<a href="${href}"${o.nav === name ? new Safe(' aria-current="page"') : ''}>${label}</a>`
+  const who =
+    o.operator === null
+      ? html`<a href="${loginHref(o.here)}">sign in</a>`
+      : html`<form method="post" action="/logout" class="inline"><input type="hidden" name="csrf" value="${o.csrf ?? ''}"><span>${o.operator}</span> <button>sign out</button></form>`
   return `<!doctype html>
-${html`<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+${
+  html`<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${o.title} · ctxagent</title><link rel="stylesheet" href="/style.css">${o.script ? new Safe('<script src="/app.js" defer></script>') : ''}</head>
 <body><header><strong>ctxagent</strong><nav>${link('/', 'tasks', 'Tasks')}${link('/fleet', 'fleet', 'Fleet')}${link('/stats', 'stats', 'Stats')}</nav><div class="who">${who}</div></header>
-<main>${o.body}</main></body></html>`.text}
+<main>${o.body}</main></body></html>`.text
+}
 `
 }
 

@@ -4,7 +4,13 @@ import type { TaskFilter, TaskPage } from './data.js'
 import { ago, html, num, usd } from './html.js'
 import type { Safe } from './html.js'
 
-const TABS: [string, string][] = [['', 'All'], ['running', 'Running'], ['paused', 'Paused'], ['completed', 'Completed'], ['failed', 'Failed']]
+const TABS: [string, string][] = [
+  ['', 'All'],
+  ['running', 'Running'],
+  ['paused', 'Paused'],
+  ['completed', 'Completed'],
+  ['failed', 'Failed'],
+]
 
 export function renderTaskList(ctx: CommandEnv, p: TaskPage, filter: TaskFilter, choices: { users: string[]; statuses: string[] }): Safe {
   const now = ctx.now()

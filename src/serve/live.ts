@@ -57,7 +57,11 @@ export class LiveFollowers {
   private refusedCount = 0
   private readonly timer: NodeJS.Timeout
 
-  constructor(private readonly ctx: CommandEnv, private readonly limits: FollowLimits, private readonly now: () => number = Date.now) {
+  constructor(
+    private readonly ctx: CommandEnv,
+    private readonly limits: FollowLimits,
+    private readonly now: () => number = Date.now,
+  ) {
     this.timer = setInterval(() => this.keepalive(), KEEPALIVE_MS)
     this.timer.unref()
   }
@@ -78,7 +82,10 @@ export class LiveFollowers {
     const watch = live !== undefined && !live.stopping ? live : null
     if (this.all.size >= this.limits.total || (watch?.followers.size ?? 0) >= this.limits.perTask) {
       this.refusedCount++
-      const which = this.all.size >= this.limits.total ? `${this.limits.total} live followers in all (serve.max_followers)` : `${this.limits.perTask} live followers of this task (serve.max_followers_per_task)`
+      const which =
+        this.all.size >= this.limits.total
+          ? `${this.limits.total} live followers in all (serve.max_followers)`
+          : `${this.limits.perTask} live followers of this task (serve.max_followers_per_task)`
       res.writeHead(503, { ...headers, 'content-type': 'text/plain; charset=utf-8', 'retry-after': String(RETRY_AFTER_S), connection: 'close' })
       res.end(`serve has ${which} already; try again later\n`)
       return Promise.resolve()
@@ -127,10 +134,15 @@ export class LiveFollowers {
   private watch(ref: TaskRef, from: number): Watch {
     let stop: () => void = () => undefined
     const stopped = new Promise<void>((resolve) => (stop = resolve))
-    const watch: Watch = { uuid: ref.uuid, followers: new Set(), stopping: false, stop: () => {
-      watch.stopping = true
-      stop()
-    } }
+    const watch: Watch = {
+      uuid: ref.uuid,
+      followers: new Set(),
+      stopping: false,
+      stop: () => {
+        watch.stopping = true
+        stop()
+      },
+    }
     this.watches.set(ref.uuid, watch)
     const locate = () => {
       const now = resolveTask(this.ctx.layout, ref.uuid)

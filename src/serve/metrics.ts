@@ -23,7 +23,13 @@ interface Scrape {
   totals: IndexTotals
   disk: Record<Location, number>
   check: CheckResult
-  fleet: { status: FleetStatus; waits: number[]; claims: { hostname: string; claims: number }[]; retries: Record<string, number>; budgetPauses: Record<string, number> } | null
+  fleet: {
+    status: FleetStatus
+    waits: number[]
+    claims: { hostname: string; claims: number }[]
+    retries: Record<string, number>
+    budgetPauses: Record<string, number>
+  } | null
 }
 
 /**
@@ -65,7 +71,13 @@ export class MetricsCollector {
     }
     const total = Object.values(by_location).reduce((a, b) => a + b, 0)
     const running = totals.live.filter((t) => t.location === 'running')
-    const check = checkAlerts({ total, by_location, by_status, disk: { total: disk.running + disk.paused + disk.completed } }, running, this.ctx.layout, this.ctx.config, this.ctx.now())
+    const check = checkAlerts(
+      { total, by_location, by_status, disk: { total: disk.running + disk.paused + disk.completed } },
+      running,
+      this.ctx.layout,
+      this.ctx.config,
+      this.ctx.now(),
+    )
     let fleet: Scrape['fleet'] = null
     let fleetError = 0
     if (this.fleet.configured) {
@@ -108,7 +120,10 @@ export class MetricsCollector {
       }
       return out
     })
-    if (bad > 0) this.ctx.io.warn(`metrics: ${bad} counter(s) in the index are not whole numbers of 0 or more (a state.json from an older version): counted as 0; run ctxagent reindex`)
+    if (bad > 0)
+      this.ctx.io.warn(
+        `metrics: ${bad} counter(s) in the index are not whole numbers of 0 or more (a state.json from an older version): counted as 0; run ctxagent reindex`,
+      )
     return sound
   }
 
@@ -122,42 +137,66 @@ export class MetricsCollector {
     const self = this
 
     // The usual build_info: constant 1, the labels say what answers (for joins and upgrade dashboards).
-    new Gauge({ name: METRICS.buildInfo, help: "ctxagent's version and the Node.js that runs serve (always 1)", labelNames: ['version', 'node'], registers: r, collect() {
-      this.set({ version: ctxagentVersion(), node: process.version }, 1)
-    } })
+    new Gauge({
+      name: METRICS.buildInfo,
+      help: "ctxagent's version and the Node.js that runs serve (always 1)",
+      labelNames: ['version', 'node'],
+      registers: r,
+      collect() {
+        this.set({ version: ctxagentVersion(), node: process.version }, 1)
+      },
+    })
 
-    new Gauge({ name: METRICS.tasks, help: 'Tasks in the tree by location and status', labelNames: ['location', 'status'], registers: r, collect() {
-      this.reset()
-      const n = new Map<string, { location: string; status: string; n: number }>()
-      for (const t of self.s.totals.tasks) {
-        const key = `${t.location}\0${t.status}`
-        const entry = n.get(key) ?? { location: t.location, status: t.status, n: 0 }
-        entry.n += t.tasks
-        n.set(key, entry)
-      }
-      for (const e of n.values()) this.set({ location: e.location, status: e.status }, e.n)
-    } })
+    new Gauge({
+      name: METRICS.tasks,
+      help: 'Tasks in the tree by location and status',
+      labelNames: ['location', 'status'],
+      registers: r,
+      collect() {
+        this.reset()
+        const n = new Map<string, { location: string; status: string; n: number }>()
+        for (const t of self.s.totals.tasks) {
+          const key = `${t.location}\0${t.status}`
+          const entry = n.get(key) ?? { location: t.location, status: t.status, n: 0 }
+          entry.n += t.tasks
+          n.set(key, entry)
+        }
+        for (const e of n.values()) this.set({ location: e.location, status: e.status }, e.n)
+      },
+    })
 
     const usage = (): CounterRow[] => self.s.totals.counters
     // The kinds partition the tokens (sum() over them is the total, each token once): input is the prompt less what the
     // provider's cache served (cache writes are in it: the index keeps no split of them), cached what it served.
-    new Counter({ name: METRICS.tokens, help: 'Tokens of all tasks the index has held, by user, model and kind; the kinds partition them: input (prompt tokens not read from the cache), cached (read from the cache), output, unsplit (older tasks without the split)', labelNames: ['user', 'model', 'kind'], registers: r, collect() {
-      this.reset()
-      for (const u of usage()) {
-        const labels = { user: u.user, model: u.model }
-        this.inc({ ...labels, kind: 'input' }, Math.max(0, u.prompt - u.cached))
-        this.inc({ ...labels, kind: 'cached' }, u.cached)
-        this.inc({ ...labels, kind: 'output' }, u.completion)
-        this.inc({ ...labels, kind: 'unsplit' }, Math.max(0, u.tokens - u.prompt - u.completion))
-      }
-    } })
-    new Counter({ name: METRICS.cost, help: 'Cost in USD from config pricing, by user and model (models without a price are left out)', labelNames: ['user', 'model'], registers: r, collect() {
-      this.reset()
-      for (const u of usage()) {
-        const cost = costOf(u.model, { prompt: u.prompt, cached: u.cached, completion: u.completion }, self.ctx.config.pricing)
-        if (cost !== null) this.inc({ user: u.user, model: u.model }, cost)
-      }
-    } })
+    new Counter({
+      name: METRICS.tokens,
+      help: 'Tokens of all tasks the index has held, by user, model and kind; the kinds partition them: input (prompt tokens not read from the cache), cached (read from the cache), output, unsplit (older tasks without the split)',
+      labelNames: ['user', 'model', 'kind'],
+      registers: r,
+      collect() {
+        this.reset()
+        for (const u of usage()) {
+          const labels = { user: u.user, model: u.model }
+          this.inc({ ...labels, kind: 'input' }, Math.max(0, u.prompt - u.cached))
+          this.inc({ ...labels, kind: 'cached' }, u.cached)
+          this.inc({ ...labels, kind: 'output' }, u.completion)
+          this.inc({ ...labels, kind: 'unsplit' }, Math.max(0, u.tokens - u.prompt - u.completion))
+        }
+      },
+    })
+    new Counter({
+      name: METRICS.cost,
+      help: 'Cost in USD from config pricing, by user and model (models without a price are left out)',
+      labelNames: ['user', 'model'],
+      registers: r,
+      collect() {
+        this.reset()
+        for (const u of usage()) {
+          const cost = costOf(u.model, { prompt: u.prompt, cached: u.cached, completion: u.completion }, self.ctx.config.pricing)
+          if (cost !== null) this.inc({ user: u.user, model: u.model }, cost)
+        }
+      },
+    })
     const sums: [string, string, (u: CounterRow) => number][] = [
       [METRICS.compactions, 'Context compactions (summaries made), by user and model', (u) => u.compactions],
       [METRICS.llmCalls, 'LLM calls, by user and model', (u) => u.llm_calls],
@@ -166,114 +205,226 @@ export class MetricsCollector {
       [METRICS.messages, 'Messages recorded, by user and model', (u) => u.messages],
     ]
     for (const [name, help, value] of sums) {
-      new Counter({ name, help, labelNames: ['user', 'model'], registers: r, collect() {
-        this.reset()
-        for (const u of usage()) this.inc({ user: u.user, model: u.model }, value(u))
-      } })
+      new Counter({
+        name,
+        help,
+        labelNames: ['user', 'model'],
+        registers: r,
+        collect() {
+          this.reset()
+          for (const u of usage()) this.inc({ user: u.user, model: u.model }, value(u))
+        },
+      })
     }
 
     // Labels bounded where they are counted (storage/task/tool-tally.ts): built-in tools, mcp:<server>, other, unknown.
-    new Counter({ name: METRICS.toolCallsByTool, help: 'Tool calls by tool (built-in name, mcp:<server>, other: a name no tool has, unknown: before tasks counted them) and outcome (success, error)', labelNames: ['tool', 'outcome'], registers: r, collect() {
-      this.reset()
-      for (const t of self.s.totals.tools) this.inc({ tool: t.tool, outcome: t.outcome }, t.n)
-    } })
+    new Counter({
+      name: METRICS.toolCallsByTool,
+      help: 'Tool calls by tool (built-in name, mcp:<server>, other: a name no tool has, unknown: before tasks counted them) and outcome (success, error)',
+      labelNames: ['tool', 'outcome'],
+      registers: r,
+      collect() {
+        this.reset()
+        for (const t of self.s.totals.tools) this.inc({ tool: t.tool, outcome: t.outcome }, t.n)
+      },
+    })
 
     // A histogram made from the totals: prom-client's Histogram only observes, so this is a metric object of its own.
     this.registry.registerMetric({
       name: METRICS.taskDuration,
       help: 'Durations of finished tasks (started to completed), in seconds',
       type: 'histogram',
-      get: async () => ({ name: METRICS.taskDuration, help: 'Durations of finished tasks (started to completed), in seconds', type: 'histogram' as const, aggregator: 'sum' as const, values: durationHistogram(self.s.totals) }),
+      get: async () => ({
+        name: METRICS.taskDuration,
+        help: 'Durations of finished tasks (started to completed), in seconds',
+        type: 'histogram' as const,
+        aggregator: 'sum' as const,
+        values: durationHistogram(self.s.totals),
+      }),
     } as unknown as Parameters<Registry['registerMetric']>[0])
 
-    new Gauge({ name: METRICS.locksStale, help: 'Tasks in running/ whose lock is stale (owner dead or silent): reaped by the next watch-locks pass', registers: r, collect() {
-      let stale = 0
-      const env = { layout: self.ctx.layout, config: self.ctx.config, index: null, now: () => self.ctx.now(), warn: () => undefined }
-      for (const uuid of self.ctx.layout.list('running')) {
-        try {
-          if (assessTask(env, resolveTask(self.ctx.layout, uuid), { policy: stalenessPolicy(self.ctx.config) }).stale) stale++
-        } catch {
-          // Moved while looking: not stale here.
+    new Gauge({
+      name: METRICS.locksStale,
+      help: 'Tasks in running/ whose lock is stale (owner dead or silent): reaped by the next watch-locks pass',
+      registers: r,
+      collect() {
+        let stale = 0
+        const env = { layout: self.ctx.layout, config: self.ctx.config, index: null, now: () => self.ctx.now(), warn: () => undefined }
+        for (const uuid of self.ctx.layout.list('running')) {
+          try {
+            if (assessTask(env, resolveTask(self.ctx.layout, uuid), { policy: stalenessPolicy(self.ctx.config) }).stale) stale++
+          } catch {
+            // Moved while looking: not stale here.
+          }
         }
-      }
-      this.set(stale)
-    } })
-    new Counter({ name: METRICS.locksReaped, help: 'Tasks whose dead agent was reaped (their error says so), in the index', registers: r, collect() {
-      this.reset()
-      this.inc(self.s.totals.counters.reduce((sum, u) => sum + u.reaped, 0))
-    } })
-    new Gauge({ name: METRICS.disk, help: 'Disk use of the task tree by location, in bytes', labelNames: ['location'], registers: r, collect() {
-      const d = self.s.disk
-      this.set({ location: 'running' }, d.running)
-      this.set({ location: 'paused' }, d.paused)
-      this.set({ location: 'completed' }, d.completed)
-    } })
-    new Gauge({ name: METRICS.alert, help: "stats --check's alerts now firing: 1 per alert, by name and severity", labelNames: ['name', 'severity'], registers: r, collect() {
-      this.reset()
-      for (const a of self.s.check.alerts) this.set({ name: a.metric, severity: a.level }, 1)
-    } })
-    new Gauge({ name: METRICS.alertStatus, help: "stats --check's status: 0 ok, 1 warning, 2 critical", registers: r, collect() {
-      const st = self.s.check.status
-      this.set(st === 'ok' ? 0 : st === 'warning' ? 1 : 2)
-    } })
+        this.set(stale)
+      },
+    })
+    new Counter({
+      name: METRICS.locksReaped,
+      help: 'Tasks whose dead agent was reaped (their error says so), in the index',
+      registers: r,
+      collect() {
+        this.reset()
+        this.inc(self.s.totals.counters.reduce((sum, u) => sum + u.reaped, 0))
+      },
+    })
+    new Gauge({
+      name: METRICS.disk,
+      help: 'Disk use of the task tree by location, in bytes',
+      labelNames: ['location'],
+      registers: r,
+      collect() {
+        const d = self.s.disk
+        this.set({ location: 'running' }, d.running)
+        this.set({ location: 'paused' }, d.paused)
+        this.set({ location: 'completed' }, d.completed)
+      },
+    })
+    new Gauge({
+      name: METRICS.alert,
+      help: "stats --check's alerts now firing: 1 per alert, by name and severity",
+      labelNames: ['name', 'severity'],
+      registers: r,
+      collect() {
+        this.reset()
+        for (const a of self.s.check.alerts) this.set({ name: a.metric, severity: a.level }, 1)
+      },
+    })
+    new Gauge({
+      name: METRICS.alertStatus,
+      help: "stats --check's status: 0 ok, 1 warning, 2 critical",
+      registers: r,
+      collect() {
+        const st = self.s.check.status
+        this.set(st === 'ok' ? 0 : st === 'warning' ? 1 : 2)
+      },
+    })
 
     // The fleet: present only when it is configured (and readable at this scrape).
-    new Gauge({ name: METRICS.jobs, help: 'Fleet jobs by state', labelNames: ['state'], registers: r, collect() {
-      this.reset()
-      for (const [state, n] of Object.entries(self.s.fleet?.status.jobs ?? {})) this.set({ state }, n)
-    } })
-    new Counter({ name: METRICS.jobOutcomes, help: 'Finished fleet jobs by what their task became', labelNames: ['outcome'], registers: r, collect() {
-      this.reset()
-      for (const [outcome, n] of Object.entries(self.s.fleet?.status.outcomes ?? {})) this.inc({ outcome }, n)
-    } })
+    new Gauge({
+      name: METRICS.jobs,
+      help: 'Fleet jobs by state',
+      labelNames: ['state'],
+      registers: r,
+      collect() {
+        this.reset()
+        for (const [state, n] of Object.entries(self.s.fleet?.status.jobs ?? {})) this.set({ state }, n)
+      },
+    })
+    new Counter({
+      name: METRICS.jobOutcomes,
+      help: 'Finished fleet jobs by what their task became',
+      labelNames: ['outcome'],
+      registers: r,
+      collect() {
+        this.reset()
+        for (const [outcome, n] of Object.entries(self.s.fleet?.status.outcomes ?? {})) this.inc({ outcome }, n)
+      },
+    })
     // From the jobs' history (fleet_job_attempts): a healed outage leaves a trace here, not an alert.
-    new Counter({ name: METRICS.jobRetries, help: 'Attempts of fleet jobs after which the job ran again, by reason (outage, rate-limit, budget, died, killed, stopped)', labelNames: ['reason'], registers: r, collect() {
-      this.reset()
-      for (const [reason, n] of Object.entries(self.s.fleet?.retries ?? {})) this.inc({ reason }, n)
-    } })
-    new Counter({ name: METRICS.budgetPauses, help: 'Attempts of fleet jobs that ended paused by a budget, by cap', labelNames: ['cap'], registers: r, collect() {
-      this.reset()
-      for (const [cap, n] of Object.entries(self.s.fleet?.budgetPauses ?? {})) this.inc({ cap }, n)
-    } })
+    new Counter({
+      name: METRICS.jobRetries,
+      help: 'Attempts of fleet jobs after which the job ran again, by reason (outage, rate-limit, budget, died, killed, stopped)',
+      labelNames: ['reason'],
+      registers: r,
+      collect() {
+        this.reset()
+        for (const [reason, n] of Object.entries(self.s.fleet?.retries ?? {})) this.inc({ reason }, n)
+      },
+    })
+    new Counter({
+      name: METRICS.budgetPauses,
+      help: 'Attempts of fleet jobs that ended paused by a budget, by cap',
+      labelNames: ['cap'],
+      registers: r,
+      collect() {
+        this.reset()
+        for (const [cap, n] of Object.entries(self.s.fleet?.budgetPauses ?? {})) this.inc({ cap }, n)
+      },
+    })
     this.registry.registerMetric({
       name: METRICS.queueWait,
       type: 'histogram',
       help: 'How long the waiting jobs have waited so far, in seconds',
-      get: async () => ({ name: METRICS.queueWait, help: 'How long the waiting jobs have waited so far, in seconds', type: 'histogram' as const, aggregator: 'sum' as const, values: self.s.fleet === null ? [] : histogram(METRICS.queueWait, self.s.fleet.waits, WAIT_BUCKETS) }),
+      get: async () => ({
+        name: METRICS.queueWait,
+        help: 'How long the waiting jobs have waited so far, in seconds',
+        type: 'histogram' as const,
+        aggregator: 'sum' as const,
+        values: self.s.fleet === null ? [] : histogram(METRICS.queueWait, self.s.fleet.waits, WAIT_BUCKETS),
+      }),
     } as unknown as Parameters<Registry['registerMetric']>[0])
-    new Gauge({ name: METRICS.oldestWaiting, help: 'Age of the oldest waiting job in seconds (0: none waits)', registers: r, collect() {
-      this.reset()
-      if (self.s.fleet !== null) this.set(self.s.fleet.status.oldest_waiting?.waiting_seconds ?? 0)
-    } })
-    new Gauge({ name: METRICS.workers, help: 'Fleet workers (not stopped) by state: live, or dead (heartbeat too old)', labelNames: ['state'], registers: r, collect() {
-      this.reset()
-      const workers = self.s.fleet?.status.workers
-      if (workers === undefined) return
-      this.set({ state: 'live' }, workers.filter((w) => w.live).length)
-      this.set({ state: 'dead' }, workers.filter((w) => !w.live).length)
-    } })
-    new Counter({ name: METRICS.claims, help: 'Jobs claimed by a worker, by its host (every claim the queue remembers)', labelNames: ['host'], registers: r, collect() {
-      this.reset()
-      for (const c of self.s.fleet?.claims ?? []) this.inc({ host: c.hostname }, c.claims)
-    } })
-    new Gauge({ name: METRICS.scrapeErrors, help: "1 when this scrape could not read the fleet's database", registers: r, collect() {
-      this.set(self.fleetError)
-    } })
+    new Gauge({
+      name: METRICS.oldestWaiting,
+      help: 'Age of the oldest waiting job in seconds (0: none waits)',
+      registers: r,
+      collect() {
+        this.reset()
+        if (self.s.fleet !== null) this.set(self.s.fleet.status.oldest_waiting?.waiting_seconds ?? 0)
+      },
+    })
+    new Gauge({
+      name: METRICS.workers,
+      help: 'Fleet workers (not stopped) by state: live, or dead (heartbeat too old)',
+      labelNames: ['state'],
+      registers: r,
+      collect() {
+        this.reset()
+        const workers = self.s.fleet?.status.workers
+        if (workers === undefined) return
+        this.set({ state: 'live' }, workers.filter((w) => w.live).length)
+        this.set({ state: 'dead' }, workers.filter((w) => !w.live).length)
+      },
+    })
+    new Counter({
+      name: METRICS.claims,
+      help: 'Jobs claimed by a worker, by its host (every claim the queue remembers)',
+      labelNames: ['host'],
+      registers: r,
+      collect() {
+        this.reset()
+        for (const c of self.s.fleet?.claims ?? []) this.inc({ host: c.hostname }, c.claims)
+      },
+    })
+    new Gauge({
+      name: METRICS.scrapeErrors,
+      help: "1 when this scrape could not read the fleet's database",
+      registers: r,
+      collect() {
+        this.set(self.fleetError)
+      },
+    })
   }
 
   /** This serve's live followers (docs/serve.md#live-followers): read at scrape time. */
   addLive(counts: () => { followers: number; watchers: number; refused: number }): void {
     const r = [this.registry]
-    new Gauge({ name: METRICS.followers, help: 'Live (SSE) followers of running tasks connected to this serve', registers: r, collect() {
-      this.set(counts().followers)
-    } })
-    new Gauge({ name: METRICS.followWatchers, help: 'Running tasks this serve reads for its live followers (one reader per task, shared)', registers: r, collect() {
-      this.set(counts().watchers)
-    } })
-    new Counter({ name: METRICS.followersRefused, help: 'Live followers refused (503) past serve.max_followers_per_task or serve.max_followers since this serve started', registers: r, collect() {
-      this.reset()
-      this.inc(counts().refused)
-    } })
+    new Gauge({
+      name: METRICS.followers,
+      help: 'Live (SSE) followers of running tasks connected to this serve',
+      registers: r,
+      collect() {
+        this.set(counts().followers)
+      },
+    })
+    new Gauge({
+      name: METRICS.followWatchers,
+      help: 'Running tasks this serve reads for its live followers (one reader per task, shared)',
+      registers: r,
+      collect() {
+        this.set(counts().watchers)
+      },
+    })
+    new Counter({
+      name: METRICS.followersRefused,
+      help: 'Live followers refused (503) past serve.max_followers_per_task or serve.max_followers since this serve started',
+      registers: r,
+      collect() {
+        this.reset()
+        this.inc(counts().refused)
+      },
+    })
   }
 }
 
@@ -301,7 +452,11 @@ function durationHistogram(totals: IndexTotals): ReturnType<typeof histogram> {
 }
 
 /** A histogram's exposition values (cumulative buckets, +Inf, sum, count) from raw observations. */
-export function histogram(name: string, observations: readonly number[], buckets: readonly number[]): { metricName: string; labels: Record<string, string | number>; value: number }[] {
+export function histogram(
+  name: string,
+  observations: readonly number[],
+  buckets: readonly number[],
+): { metricName: string; labels: Record<string, string | number>; value: number }[] {
   const counts = buckets.map((le) => observations.filter((o) => o <= le).length)
   const sum = observations.reduce((a, b) => a + b, 0)
   return [

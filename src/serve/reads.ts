@@ -77,7 +77,18 @@ export class ReadRoutes {
       const body = result.tasks.map((t) => `${JSON.stringify(listedTask(t))}\n`).join('')
       return send(x.res, 200, 'application/x-ndjson; charset=utf-8', body, { 'x-total-count': String(result.total) })
     }
-    sendPage(x.res, 200, page({ title: 'Tasks', nav: 'tasks', operator, csrf, here: `/${x.url.search}`, body: renderTaskList(this.ctx, result, filter, await this.index.choices()) }))
+    sendPage(
+      x.res,
+      200,
+      page({
+        title: 'Tasks',
+        nav: 'tasks',
+        operator,
+        csrf,
+        here: `/${x.url.search}`,
+        body: renderTaskList(this.ctx, result, filter, await this.index.choices()),
+      }),
+    )
   }
 
   private resolve(uuid: string): TaskRef {
@@ -116,7 +127,11 @@ export class ReadRoutes {
       offset,
     }
     const body = renderTask(this.ctx, view, { signedIn: operator !== null, csrf, noToken }, notice)
-    sendPage(x.res, 200, page({ title: `Task ${ref.uuid.slice(0, 8)}`, nav: 'tasks', operator, csrf, here: `/tasks/${ref.uuid}`, body, script: overview.location === 'running' }))
+    sendPage(
+      x.res,
+      200,
+      page({ title: `Task ${ref.uuid.slice(0, 8)}`, nav: 'tasks', operator, csrf, here: `/tasks/${ref.uuid}`, body, script: overview.location === 'running' }),
+    )
   }
 
   private async events(x: Exchange, uuid: string): Promise<void> {
@@ -147,7 +162,13 @@ export class ReadRoutes {
       try {
         check.alerts.push(...queueAlerts(await this.fleet.status(), this.ctx.config.alerts.queue_wait_minutes))
       } catch (err) {
-        check.alerts.push({ level: 'critical', metric: 'queue_no_worker', value: 0, threshold: 0, message: `the fleet's database cannot be read (${(err as Error).message})` })
+        check.alerts.push({
+          level: 'critical',
+          metric: 'queue_no_worker',
+          value: 0,
+          threshold: 0,
+          message: `the fleet's database cannot be read (${(err as Error).message})`,
+        })
       }
       check.status = check.alerts.some((a) => a.level === 'critical') ? 'critical' : check.alerts.length ? 'warning' : 'ok'
     }
@@ -157,7 +178,8 @@ export class ReadRoutes {
   private async stats(x: Exchange, operator: string | null, csrf: string | null): Promise<void> {
     const q = x.url.searchParams
     const filter: StatsFilter = { user: text(q.get('user'), 'user'), status: text(q.get('status'), 'status') }
-    if (filter.status !== undefined && !(STATUSES as readonly string[]).includes(filter.status)) throw new BadQuery(`status must be one of ${STATUSES.join(', ')}`)
+    if (filter.status !== undefined && !(STATUSES as readonly string[]).includes(filter.status))
+      throw new BadQuery(`status must be one of ${STATUSES.join(', ')}`)
     const { report, check, db } = await this.statsReport(x.api ? filter : {})
     if (x.api) {
       const { source: _source, ...data } = report
@@ -171,22 +193,50 @@ export class ReadRoutes {
     if (!this.fleet.configured) return fail(x.res, true, 404, 'no fleet: set fleet.database_url (or CTXAGENT_DATABASE_URL)')
     const q = x.url.searchParams
     const state = text(q.get('state'), 'state')
-    const filter = { limit: whole(q.get('limit'), 'limit', 1, 1000) ?? 50, ...(state !== undefined ? { state: parseJobState(state) } : {}), ...optional('user', text(q.get('user'), 'user')), ...optional('task', text(q.get('task'), 'task')) }
+    const filter = {
+      limit: whole(q.get('limit'), 'limit', 1, 1000) ?? 50,
+      ...(state !== undefined ? { state: parseJobState(state) } : {}),
+      ...optional('user', text(q.get('user'), 'user')),
+      ...optional('task', text(q.get('task'), 'task')),
+    }
     sendJson(x.res, 200, await this.fleet.jobs(filter))
   }
 
   async fleetPage(x: Exchange, operator: string | null, csrf: string | null, notice: string | null): Promise<void> {
     if (!this.fleet.configured) {
       if (x.api) return fail(x.res, true, 404, 'no fleet: set fleet.database_url (or CTXAGENT_DATABASE_URL)')
-      return sendPage(x.res, 200, page({ title: 'Fleet', nav: 'fleet', operator, csrf, here: '/fleet', body: renderFleet(this.ctx, null, 'No fleet here: this tree is served from tasks.db on one host (set fleet.database_url for a fleet).') }))
+      return sendPage(
+        x.res,
+        200,
+        page({
+          title: 'Fleet',
+          nav: 'fleet',
+          operator,
+          csrf,
+          here: '/fleet',
+          body: renderFleet(this.ctx, null, 'No fleet here: this tree is served from tasks.db on one host (set fleet.database_url for a fleet).'),
+        }),
+      )
     }
     if (x.api) return sendJson(x.res, 200, await this.fleet.status())
     const data = await this.fleet.data(await this.index.rows())
-    sendPage(x.res, 200, page({ title: 'Fleet', nav: 'fleet', operator, csrf, here: '/fleet', body: renderFleet(this.ctx, forTerminalDeep(data), null, { signedIn: operator !== null, csrf }, notice) }))
+    sendPage(
+      x.res,
+      200,
+      page({
+        title: 'Fleet',
+        nav: 'fleet',
+        operator,
+        csrf,
+        here: '/fleet',
+        body: renderFleet(this.ctx, forTerminalDeep(data), null, { signedIn: operator !== null, csrf }, notice),
+      }),
+    )
   }
 }
 
-const optional = <K extends string>(key: K, value: string | undefined): { [P in K]?: string } => (value === undefined ? {} : ({ [key]: value } as { [P in K]: string }))
+const optional = <K extends string>(key: K, value: string | undefined): { [P in K]?: string } =>
+  value === undefined ? {} : ({ [key]: value } as { [P in K]: string })
 
 function text(value: string | null, name: string): string | undefined {
   if (value === null || value.trim() === '') return undefined

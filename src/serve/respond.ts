@@ -4,7 +4,8 @@ import { html, page } from './html.js'
 
 /** Every response: nothing inline runs, nothing is framed, nothing is sniffed, nothing cached. */
 export const HEADERS: Record<string, string> = {
-  'content-security-policy': "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+  'content-security-policy':
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
   'x-content-type-options': 'nosniff',
   'x-frame-options': 'DENY',
   'referrer-policy': 'no-referrer',
@@ -41,5 +42,17 @@ export function redirect(res: ServerResponse, to: string): void {
 export function fail(res: ServerResponse, api: boolean, status: number, message: string, extra: Record<string, string> = {}): void {
   if (res.headersSent) return void res.end()
   if (api) return send(res, status, 'application/json; charset=utf-8', `${JSON.stringify({ error: message })}\n`, extra)
-  send(res, status, 'text/html; charset=utf-8', page({ title: `Error ${status}`, nav: 'tasks', operator: null, csrf: null, body: html`<h1>Error ${String(status)}</h1><p class="notice error" role="alert">${message}</p><p><a href="/">back to the tasks</a></p>` }), extra)
+  send(
+    res,
+    status,
+    'text/html; charset=utf-8',
+    page({
+      title: `Error ${status}`,
+      nav: 'tasks',
+      operator: null,
+      csrf: null,
+      body: html`<h1>Error ${String(status)}</h1><p class="notice error" role="alert">${message}</p><p><a href="/">back to the tasks</a></p>`,
+    }),
+    extra,
+  )
 }

@@ -86,7 +86,18 @@ export async function startServer(ctx: CommandEnv, options: ServeOptions): Promi
     // Back to the page that sent the operator here, if it is one of this server's.
     const next = returnPath(form.next)
     const signed = auth.hasToken ? auth.signIn(String(form.token ?? ''), typeof form.name === 'string' ? form.name : undefined) : null
-    if (signed === null) return sendPage(x.res, 403, loginPage(auth.hasToken ? 'that token is not the one serve was started with' : 'serve has no token (serve.token or CTXAGENT_SERVE_TOKEN), so no one can sign in', auth.hasToken, next))
+    if (signed === null)
+      return sendPage(
+        x.res,
+        403,
+        loginPage(
+          auth.hasToken
+            ? 'that token is not the one serve was started with'
+            : 'serve has no token (serve.token or CTXAGENT_SERVE_TOKEN), so no one can sign in',
+          auth.hasToken,
+          next,
+        ),
+      )
     serveAudit(ctx, 'serve login', null, signed.session.operator)
     x.res.setHeader('set-cookie', sessionCookie(signed.id))
     return redirect(x.res, next)
@@ -197,4 +208,3 @@ ${hasToken ? '' : html`<p class="muted">serve was started without a token: reads
 <label>Token <input name="token" type="password" autocomplete="current-password" required></label><button>Sign in</button></form>`,
   })
 }
-

@@ -46,7 +46,14 @@ export function usageBy(ctx: CommandEnv, db: TaskIndex, column: 'user' | 'day', 
 
 /** Completed tasks by how long they took, in buckets an operator reads at a glance. */
 export function durationBuckets(db: TaskIndex): { label: string; count: number }[] {
-  const edges: [string, number][] = [['< 1m', 60], ['1–5m', 300], ['5–15m', 900], ['15–60m', 3600], ['1–6h', 21_600], ['≥ 6h', Infinity]]
+  const edges: [string, number][] = [
+    ['< 1m', 60],
+    ['1–5m', 300],
+    ['5–15m', 900],
+    ['15–60m', 3600],
+    ['1–6h', 21_600],
+    ['≥ 6h', Infinity],
+  ]
   const rows = db.db
     .prepare(`SELECT (julianday(completed_at) - julianday(COALESCE(started_at, created_at))) * 86400.0 AS s FROM tasks WHERE completed_at IS NOT NULL`)
     .raw()
@@ -79,13 +86,41 @@ ${check.alerts.length === 0 ? '' : html`<ul>${check.alerts.map((a) => html`<li c
 <dt>Tokens</dt><dd>${num(t?.total)} (prompt ${num(t?.prompt)}, cached ${num(t?.cached)}, completion ${num(t?.completion)})</dd><dt>Cost</dt><dd>${usd(t?.cost_usd ?? null)}</dd>
 <dt>Disk</dt><dd>${formatBytes(report.disk.total)} (running ${formatBytes(report.disk.running)}, paused ${formatBytes(report.disk.paused)}, completed ${formatBytes(report.disk.completed)})</dd>
 <dt>Average</dt><dd>${num(report.averages.messages)} messages, ${num(report.averages.tokens)} tokens, ${report.averages.duration_ms === null ? '-' : formatDuration(report.averages.duration_ms)}</dd></dl></section>
-<section class="card"><h2>Outcomes</h2>${barChart('Tasks by status', Object.entries(report.by_status).map(([status, n]) => ({ label: status, parts: [{ name: 'tasks', value: n }] })))}</section>
-<section class="card"><h2>Tokens by user</h2>${barChart('Tokens by user', users.map((u) => ({ label: u.key ?? '(none)', parts: split(u) })))}</section>
-${priced ? html`<section class="card"><h2>Cost by user</h2>${barChart('Cost by user (USD)', users.map((u) => ({ label: u.key ?? '(none)', parts: [{ name: 'USD', value: u.cost ?? 0 }] })), (n) => `$${n.toFixed(2)}`)}</section>` : ''}
-<section class="card"><h2>Tokens per day <small>(last 30 days, by creation)</small></h2>${barChart('Tokens per day', days.map((d) => ({ label: d.key ?? '?', parts: split(d) })))}</section>
-${days.some((d) => d.cost !== null) ? html`<section class="card"><h2>Cost per day</h2>${barChart('Cost per day (USD)', days.map((d) => ({ label: d.key ?? '?', parts: [{ name: 'USD', value: d.cost ?? 0 }] })), (n) => `$${n.toFixed(2)}`)}</section>` : ''}
+<section class="card"><h2>Outcomes</h2>${barChart(
+    'Tasks by status',
+    Object.entries(report.by_status).map(([status, n]) => ({ label: status, parts: [{ name: 'tasks', value: n }] })),
+  )}</section>
+<section class="card"><h2>Tokens by user</h2>${barChart(
+    'Tokens by user',
+    users.map((u) => ({ label: u.key ?? '(none)', parts: split(u) })),
+  )}</section>
+${
+  priced
+    ? html`<section class="card"><h2>Cost by user</h2>${barChart(
+        'Cost by user (USD)',
+        users.map((u) => ({ label: u.key ?? '(none)', parts: [{ name: 'USD', value: u.cost ?? 0 }] })),
+        (n) => `$${n.toFixed(2)}`,
+      )}</section>`
+    : ''
+}
+<section class="card"><h2>Tokens per day <small>(last 30 days, by creation)</small></h2>${barChart(
+    'Tokens per day',
+    days.map((d) => ({ label: d.key ?? '?', parts: split(d) })),
+  )}</section>
+${
+  days.some((d) => d.cost !== null)
+    ? html`<section class="card"><h2>Cost per day</h2>${barChart(
+        'Cost per day (USD)',
+        days.map((d) => ({ label: d.key ?? '?', parts: [{ name: 'USD', value: d.cost ?? 0 }] })),
+        (n) => `$${n.toFixed(2)}`,
+      )}</section>`
+    : ''
+}
 ${spendCards(report)}
-<section class="card"><h2>Durations <small>(finished tasks)</small></h2>${barChart('Durations', durationBuckets(db).map((b) => ({ label: b.label, parts: [{ name: 'tasks', value: b.count }] })))}</section>
+<section class="card"><h2>Durations <small>(finished tasks)</small></h2>${barChart(
+    'Durations',
+    durationBuckets(db).map((b) => ({ label: b.label, parts: [{ name: 'tasks', value: b.count }] })),
+  )}</section>
 </div>`
 }
 
@@ -93,15 +128,25 @@ ${spendCards(report)}
 function spendCards(report: StatsReport): Safe | string {
   const spend = report.spend
   if (spend === undefined || (spend.caps.length === 0 && spend.days.length === 0)) return ''
-  const caps = spend.caps.length === 0
-    ? ''
-    : html`<section class="card"><h2>Spend vs caps <small>(days in ${spend.timezone})</small></h2><table><thead><tr><th>cap</th><th>user</th><th>spent</th><th>cap</th><th>used</th><th>resets</th></tr></thead><tbody>${spend.caps.map(
-        (c) => html`<tr class="${c.spent >= c.limit ? 'error' : ''}"><td>${c.cap}</td><td>${c.user ?? '(fleet)'}</td><td>${usd(c.spent)}</td><td>${usd(c.limit)}</td><td>${`${(c.share * 100).toFixed(0)}%`}</td><td>${c.resets_at}</td></tr>`,
-      )}</tbody></table></section>`
+  const caps =
+    spend.caps.length === 0
+      ? ''
+      : html`<section class="card"><h2>Spend vs caps <small>(days in ${spend.timezone})</small></h2><table><thead><tr><th>cap</th><th>user</th><th>spent</th><th>cap</th><th>used</th><th>resets</th></tr></thead><tbody>${spend.caps.map(
+          (c) =>
+            html`<tr class="${c.spent >= c.limit ? 'error' : ''}"><td>${c.cap}</td><td>${c.user ?? '(fleet)'}</td><td>${usd(c.spent)}</td><td>${usd(c.limit)}</td><td>${`${(c.share * 100).toFixed(0)}%`}</td><td>${c.resets_at}</td></tr>`,
+        )}</tbody></table></section>`
   const days = [...new Set(spend.days.map((d) => d.day))]
   const users = [...new Set(spend.days.map((d) => d.user))]
-  const perDay = days.length === 0
-    ? ''
-    : html`<section class="card"><h2>Spend per user per day</h2>${barChart('Spend per day (USD)', days.map((day) => ({ label: day, parts: users.map((user) => ({ name: user, value: spend.days.find((d) => d.day === day && d.user === user)?.usd ?? 0 })) })), (n) => `$${n.toFixed(2)}`)}</section>`
+  const perDay =
+    days.length === 0
+      ? ''
+      : html`<section class="card"><h2>Spend per user per day</h2>${barChart(
+          'Spend per day (USD)',
+          days.map((day) => ({
+            label: day,
+            parts: users.map((user) => ({ name: user, value: spend.days.find((d) => d.day === day && d.user === user)?.usd ?? 0 })),
+          })),
+          (n) => `$${n.toFixed(2)}`,
+        )}</section>`
   return html`${caps}${perDay}`
 }

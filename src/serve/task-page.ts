@@ -48,7 +48,13 @@ export function renderTask(ctx: CommandEnv, v: TaskView, acting: Acting, notice:
   ]
   if (s?.error) facts.push(['Error', html`<span class="error">${s.error}</span>`])
   const delivered = deliveryOf(s)
-  if (delivered !== null) facts.push(['Delivered', /^https?:\/\//.test(delivered.pr?.url ?? '') && delivered.refused === null ? html`<a href="${delivered.pr?.url ?? ''}">${deliveryLine(delivered)}</a>` : deliveryLine(delivered)])
+  if (delivered !== null)
+    facts.push([
+      'Delivered',
+      /^https?:\/\//.test(delivered.pr?.url ?? '') && delivered.refused === null
+        ? html`<a href="${delivered.pr?.url ?? ''}">${deliveryLine(delivered)}</a>`
+        : deliveryLine(delivered),
+    ])
   const t = v.tokens
   return html`
 <h1>Task <code>${o.uuid}</code></h1>
@@ -68,8 +74,10 @@ ${s?.final_answer ? html`<h2>Final answer</h2><pre class="final">${s.final_answe
 function actions(o: Overview, a: Acting): Safe | string {
   // A finished task takes no action: nothing to pause, resume, tell or compress.
   if (o.location === 'completed') return ''
-  if (a.noToken) return html`<section class="actions"><p class="muted">Actions need serve.token (or CTXAGENT_SERVE_TOKEN) set where serve runs; the CLI works meanwhile: <code>ctxagent pause ${o.uuid.slice(0, 8)}</code>.</p></section>`
-  if (!a.signedIn) return html`<section class="actions"><p class="muted"><a href="${loginHref(`/tasks/${o.uuid}`)}">Sign in</a> to pause, resume, comment or compress.</p></section>`
+  if (a.noToken)
+    return html`<section class="actions"><p class="muted">Actions need serve.token (or CTXAGENT_SERVE_TOKEN) set where serve runs; the CLI works meanwhile: <code>ctxagent pause ${o.uuid.slice(0, 8)}</code>.</p></section>`
+  if (!a.signedIn)
+    return html`<section class="actions"><p class="muted"><a href="${loginHref(`/tasks/${o.uuid}`)}">Sign in</a> to pause, resume, comment or compress.</p></section>`
   const form = (action: string, label: string, extra: Safe | string = '') =>
     html`<form method="post" action="/tasks/${o.uuid}/${action}" class="action"><input type="hidden" name="csrf" value="${a.csrf ?? ''}">${extra}<button>${label}</button></form>`
   return html`<section class="actions">
@@ -96,7 +104,7 @@ function transcript(messages: JsonRecord[], summaries: JsonRecord[]): Safe[] {
   for (const message of messages) {
     out.push(messageItem(message))
     const seq = typeof message.seq === 'number' ? message.seq : -1
-    for (const summary of after.get(seq) ?? []) (out.push(summaryItem(summary)), shown.add(seq))
+    for (const summary of after.get(seq) ?? []) out.push(summaryItem(summary)), shown.add(seq)
   }
   // Summaries of messages before the ones shown: marked at the top.
   const earlier = summaries.filter((sm) => !shown.has(typeof sm.end_seq === 'number' ? sm.end_seq : -1))
@@ -107,12 +115,18 @@ function transcript(messages: JsonRecord[], summaries: JsonRecord[]): Safe[] {
 export function messageItem(r: JsonRecord): Safe {
   const v = messageView(r)
   const head = html`<span class="seq">#${v.seq === null ? '?' : String(v.seq)}</span> <span class="role r-${v.kind}">${v.role}</span>${v.tool === null ? '' : html` <code>${v.tool}</code>`}${v.marks.length > 0 ? html` <span class="mark">${v.marks.join(' ')}</span>` : ''}`
-  const body = v.result !== null ? html`<details><summary>${v.result.summary}</summary><pre>${v.result.text}</pre></details>` : v.text === '' ? '' : html`<pre>${v.text}</pre>`
-  const calls = v.calls.map((c) => html`<details class="call"><summary>→ <code>${c.name}</code>${c.about === null ? '' : html` ${c.about}`}</summary><pre>${c.args}</pre></details>`)
+  const body =
+    v.result !== null
+      ? html`<details><summary>${v.result.summary}</summary><pre>${v.result.text}</pre></details>`
+      : v.text === ''
+        ? ''
+        : html`<pre>${v.text}</pre>`
+  const calls = v.calls.map(
+    (c) => html`<details class="call"><summary>→ <code>${c.name}</code>${c.about === null ? '' : html` ${c.about}`}</summary><pre>${c.args}</pre></details>`,
+  )
   return html`<li class="${v.classes}">${head}${body}${calls}</li>`
 }
 
 function summaryItem(r: JsonRecord): Safe {
   return html`<li class="compaction"><details><summary>compaction: messages ${String(r.start_seq ?? '?')}–${String(r.end_seq ?? '?')} summarized (summary ${String(r.summary_id ?? r.id ?? '?')}, ${String(r.method ?? 'llm')}, ${num(typeof r.original_tokens === 'number' ? r.original_tokens : 0)} → ${num(typeof r.summary_tokens === 'number' ? r.summary_tokens : 0)} tokens)</summary><pre>${typeof r.summary === 'string' ? r.summary : ''}</pre></details></li>`
 }
-

@@ -36,11 +36,15 @@ export async function openChangeRequest(config: Config, forge: Forge, change: Pr
 export async function itemTitle(config: Config, forge: Forge, kind: string, number: number): Promise<string> {
   if (forge.kind === 'github') {
     const api = githubClient(config)
-    const issue = await githubCall(`${forge.owner}/${forge.repo}#${number}`, () => api.rest.issues.get({ owner: forge.owner, repo: forge.repo, issue_number: number }))
+    const issue = await githubCall(`${forge.owner}/${forge.repo}#${number}`, () =>
+      api.rest.issues.get({ owner: forge.owner, repo: forge.repo, issue_number: number }),
+    )
     return issue.title
   }
   const api = gitlabClient(config)
-  const item = (await gitlabCall<unknown>(`${forge.project}#${number}`, () => (kind === 'merge_request' ? api.MergeRequests.show(forge.project, number) : api.Issues.show(number, { projectId: forge.project })))) as { title: string }
+  const item = (await gitlabCall<unknown>(`${forge.project}#${number}`, () =>
+    kind === 'merge_request' ? api.MergeRequests.show(forge.project, number) : api.Issues.show(number, { projectId: forge.project }),
+  )) as { title: string }
   return item.title
 }
 
@@ -51,23 +55,31 @@ async function openPull(config: Config, owner: string, repo: string, change: Pro
   const found = earlier.find((p) => p.head.ref === change.branch && (p.body ?? '').includes(change.marker))
   if (found) return { number: found.number, url: found.html_url }
   const base = change.base ?? (await githubCall(where, () => api.rest.repos.get({ owner, repo }))).default_branch
-  const made = await githubCall(where, () => api.rest.pulls.create({ owner, repo, head: change.branch, base, title: change.title, body: change.body, draft: change.draft }))
+  const made = await githubCall(where, () =>
+    api.rest.pulls.create({ owner, repo, head: change.branch, base, title: change.title, body: change.body, draft: change.draft }),
+  )
   // A pull request takes its labels as an issue does.
-  if (change.labels.length > 0) await githubCall(`${where}#${made.number}`, () => api.rest.issues.addLabels({ owner, repo, issue_number: made.number, labels: [...change.labels] }))
+  if (change.labels.length > 0)
+    await githubCall(`${where}#${made.number}`, () => api.rest.issues.addLabels({ owner, repo, issue_number: made.number, labels: [...change.labels] }))
   return { number: made.number, url: made.html_url }
 }
 
 async function openMergeRequest(config: Config, project: string, change: ProposedChange): Promise<OpenedChange> {
   const api = gitlabClient(config)
   type Mr = { iid: number; web_url: string; description: string | null; source_branch: string }
-  const earlier = (await gitlabCall<unknown>(project, () => api.MergeRequests.all({ projectId: project, sourceBranch: change.branch, perPage: 100, maxPages: 1 }))) as Mr[]
+  const earlier = (await gitlabCall<unknown>(project, () =>
+    api.MergeRequests.all({ projectId: project, sourceBranch: change.branch, perPage: 100, maxPages: 1 }),
+  )) as Mr[]
   const found = earlier.find((m) => m.source_branch === change.branch && (m.description ?? '').includes(change.marker))
   if (found) return { number: found.iid, url: found.web_url }
   const base = change.base ?? ((await gitlabCall<unknown>(project, () => api.Projects.show(project))) as { default_branch: string }).default_branch
   // GitLab marks a draft by the title's prefix.
   const title = change.draft ? `Draft: ${change.title}` : change.title
   const made = (await gitlabCall<unknown>(project, () =>
-    api.MergeRequests.create(project, change.branch, base, title, { description: change.body, ...(change.labels.length > 0 ? { labels: change.labels.join(',') } : {}) }),
+    api.MergeRequests.create(project, change.branch, base, title, {
+      description: change.body,
+      ...(change.labels.length > 0 ? { labels: change.labels.join(',') } : {}),
+    }),
   )) as Mr
   return { number: made.iid, url: made.web_url }
 }

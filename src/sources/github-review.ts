@@ -6,7 +6,6 @@ import type { Client } from './github.js'
 import { AccessCache, githubCanWrite, WRITE_ASSOCIATIONS } from './trust.js'
 import type { OwnPull, ReviewEvent, ReviewWatch, TriggerCheck } from './types.js'
 
-
 /**
  * What the review loop and the trust check read of one GitHub repository (REST: pulls,
  * reviews, review comments, issue comments and events, check runs, commit statuses, the
@@ -19,7 +18,8 @@ export function githubReviewWatch(config: Config, repository: string, stop?: Abo
   const bot = config.github.bot_name
   const access = new AccessCache((login) => permission(api, owner, repo, login, stop))
   const anyone = config.sources.trusted === 'any'
-  const trusted = async (association: string | undefined, login: string): Promise<boolean> => anyone || WRITE_ASSOCIATIONS.has(association ?? '') || (await access.canWrite(login))
+  const trusted = async (association: string | undefined, login: string): Promise<boolean> =>
+    anyone || WRITE_ASSOCIATIONS.has(association ?? '') || (await access.canWrite(login))
   return {
     async labelTrusted(ref, label) {
       if (anyone) return true
@@ -37,8 +37,14 @@ export function githubReviewWatch(config: Config, repository: string, stop?: Abo
         const opener = OPENER_MARKER.exec(p.body ?? '')?.[1]
         if (opener === undefined) continue
         own.push({
-          ref: `${where}#${p.number}`, number: p.number, url: p.html_url, branch: p.head.ref, sha: p.head.sha, opener,
-          byBot: bot !== null && p.user?.login === bot, labels: p.labels.map((l) => l.name ?? ''),
+          ref: `${where}#${p.number}`,
+          number: p.number,
+          url: p.html_url,
+          branch: p.head.ref,
+          sha: p.head.sha,
+          opener,
+          byBot: bot !== null && p.user?.login === bot,
+          labels: p.labels.map((l) => l.name ?? ''),
         })
       }
       return own
@@ -54,7 +60,14 @@ export function githubReviewWatch(config: Config, repository: string, stop?: Abo
       for (const c of await call(pull.ref, () => api.paginate(api.rest.pulls.listReviewComments, at), stop)) {
         if (!person(c.user?.login) || !(await trusted(c.author_association, c.user.login))) continue
         const line = c.line ?? c.original_line
-        events.push({ id: `review-comment:${c.id}`, kind: 'review_comment', author: c.user.login, body: c.body, at: c.created_at, path: `${c.path}${line ? `:${line}` : ''}` })
+        events.push({
+          id: `review-comment:${c.id}`,
+          kind: 'review_comment',
+          author: c.user.login,
+          body: c.body,
+          at: c.created_at,
+          path: `${c.path}${line ? `:${line}` : ''}`,
+        })
       }
       for (const c of await call(pull.ref, () => api.paginate(api.rest.issues.listComments, { owner, repo, issue_number: pull.number, per_page: 100 }), stop)) {
         if (!person(c.user?.login) || !(await trusted(c.author_association, c.user.login))) continue
@@ -64,7 +77,13 @@ export function githubReviewWatch(config: Config, repository: string, stop?: Abo
       const runs = await call(pull.ref, () => api.paginate(api.rest.checks.listForRef, { owner, repo, ref: pull.sha, per_page: 100 }), stop)
       for (const run of runs) {
         if (run.conclusion !== 'failure' && run.conclusion !== 'timed_out') continue
-        events.push({ id: `check:${run.id}`, kind: 'check', author: run.name, body: [run.output.title, run.output.summary].filter(Boolean).join('\n'), at: run.completed_at ?? '' })
+        events.push({
+          id: `check:${run.id}`,
+          kind: 'check',
+          author: run.name,
+          body: [run.output.title, run.output.summary].filter(Boolean).join('\n'),
+          at: run.completed_at ?? '',
+        })
       }
       // The newest status of each context (GitHub lists the newest first).
       const statuses = await call(pull.ref, () => api.paginate(api.rest.repos.listCommitStatusesForRef, { owner, repo, ref: pull.sha, per_page: 100 }), stop)
@@ -73,7 +92,13 @@ export function githubReviewWatch(config: Config, repository: string, stop?: Abo
         if (contexts.has(s.context)) continue
         contexts.add(s.context)
         if (s.state !== 'failure' && s.state !== 'error') continue
-        events.push({ id: `status:${s.id}`, kind: 'check', author: s.context, body: [s.description, s.target_url].filter(Boolean).join('\n'), at: s.updated_at })
+        events.push({
+          id: `status:${s.id}`,
+          kind: 'check',
+          author: s.context,
+          body: [s.description, s.target_url].filter(Boolean).join('\n'),
+          at: s.updated_at,
+        })
       }
       return events
     },

@@ -23,7 +23,11 @@ export function parseGithubRef(text: string): GithubRef {
   const match = /^([A-Za-z0-9_.-]+)\/([A-Za-z0-9_.-]+)#(\d+)$/.exec(text.trim())
   if (!match) throw new UsageError(`--github ${text.slice(0, 80)} is not owner/repo#N`, 'e.g. --github acme/shop#42')
   const number = Number(match[3])
-  if (!isItemNumber(number)) throw new UsageError(`--github ${text.slice(0, 80)}: the issue or pull request number must be a whole number from 1 to ${MAX_ITEM_NUMBER}`, 'e.g. --github acme/shop#42')
+  if (!isItemNumber(number))
+    throw new UsageError(
+      `--github ${text.slice(0, 80)}: the issue or pull request number must be a whole number from 1 to ${MAX_ITEM_NUMBER}`,
+      'e.g. --github acme/shop#42',
+    )
   return { owner: match[1] as string, repo: match[2] as string, number }
 }
 
@@ -75,7 +79,9 @@ export async function loadGithubTask(config: Config, ref: GithubRef): Promise<Re
   const where = `${ref.owner}/${ref.repo}#${ref.number}`
   const issue = await call(where, () => api.rest.issues.get({ owner: ref.owner, repo: ref.repo, issue_number: ref.number }))
   const isPr = issue.pull_request != null
-  const comments = await call(where, () => api.paginate(api.rest.issues.listComments, { owner: ref.owner, repo: ref.repo, issue_number: ref.number, per_page: 100 }))
+  const comments = await call(where, () =>
+    api.paginate(api.rest.issues.listComments, { owner: ref.owner, repo: ref.repo, issue_number: ref.number, per_page: 100 }),
+  )
   // Every word from the forge is quoted or flattened to one line: none can pass for our own headers.
   const parts = [
     `# ${isPr ? 'Pull request' : 'Issue'} ${where}: ${oneLine(issue.title)}`,
@@ -88,14 +94,24 @@ export async function loadGithubTask(config: Config, ref: GithubRef): Promise<Re
     const pr = await call(where, () => api.rest.pulls.get({ owner: ref.owner, repo: ref.repo, pull_number: ref.number }))
     parts.splice(2, 0, `Branch ${oneLine(pr.head.ref)} into ${oneLine(pr.base.ref)}`)
     const bot = config.github.bot_name
-    pull = { head: { branch: pr.head.ref, number: ref.number, url: pr.html_url }, opener: OPENER_MARKER.exec(pr.body ?? '')?.[1] ?? null, byBot: bot !== null && pr.user?.login === bot }
+    pull = {
+      head: { branch: pr.head.ref, number: ref.number, url: pr.html_url },
+      opener: OPENER_MARKER.exec(pr.body ?? '')?.[1] ?? null,
+      byBot: bot !== null && pr.user?.login === bot,
+    }
     const threads = await unresolvedThreads(api, ref)
     if (threads.length > 0) parts.push('', '## Unresolved review threads', ...threads)
   }
   const visible = comments.filter((c) => !isOwn(c.body ?? '', c.user?.login, config.github.bot_name))
   // Who has no write access is said (docs/delivery.md#trust): their words are data like everyone's, and no request of the repository's.
-  const stranger = (association: string) => (config.sources.trusted === 'write' && !WRITE_ASSOCIATIONS.has(association) ? '; no write access to the repository' : '')
-  if (visible.length > 0) parts.push('', '## Comments', ...visible.map((c) => `### @${oneLine(c.user?.login ?? 'unknown')} (${oneLine(c.created_at)}${stranger(c.author_association)})\n${quoted(c.body ?? '')}`))
+  const stranger = (association: string) =>
+    config.sources.trusted === 'write' && !WRITE_ASSOCIATIONS.has(association) ? '; no write access to the repository' : ''
+  if (visible.length > 0)
+    parts.push(
+      '',
+      '## Comments',
+      ...visible.map((c) => `### @${oneLine(c.user?.login ?? 'unknown')} (${oneLine(c.created_at)}${stranger(c.author_association)})\n${quoted(c.body ?? '')}`),
+    )
   return {
     key: { task_source: 'github', owner: ref.owner, repo: ref.repo, task_type: isPr ? 'pull_request' : 'issue', task_id: String(ref.number) },
     text: parts.join('\n'),
@@ -110,11 +126,22 @@ async function unresolvedThreads(api: Client, ref: GithubRef): Promise<string[]>
   const query = `query($owner: String!, $repo: String!, $number: Int!) {
     repository(owner: $owner, name: $repo) { pullRequest(number: $number) { reviewThreads(first: 100) { nodes {
       isResolved path line comments(first: 50) { nodes { author { login } body } } } } } } }`
-  type Threads = { repository: { pullRequest: { reviewThreads: { nodes: { isResolved: boolean; path: string; line: number | null; comments: { nodes: { author: { login: string } | null; body: string }[] } }[] } } } }
+  type Threads = {
+    repository: {
+      pullRequest: {
+        reviewThreads: {
+          nodes: { isResolved: boolean; path: string; line: number | null; comments: { nodes: { author: { login: string } | null; body: string }[] } }[]
+        }
+      }
+    }
+  }
   const data = await call(`${ref.owner}/${ref.repo}#${ref.number}`, () => api.graphql<Threads>(query, { owner: ref.owner, repo: ref.repo, number: ref.number }))
   return data.repository.pullRequest.reviewThreads.nodes
     .filter((t) => !t.isResolved)
-    .map((t) => `### ${oneLine(t.path)}${t.line ? `:${t.line}` : ''}\n${t.comments.nodes.map((c) => `@${oneLine(c.author?.login ?? 'unknown')}:\n${quoted(c.body)}`).join('\n')}`)
+    .map(
+      (t) =>
+        `### ${oneLine(t.path)}${t.line ? `:${t.line}` : ''}\n${t.comments.nodes.map((c) => `@${oneLine(c.author?.login ?? 'unknown')}:\n${quoted(c.body)}`).join('\n')}`,
+    )
 }
 
 /** The channel of a task that came from GitHub (a resumed one: its key says where). */
@@ -129,15 +156,36 @@ function githubChannel(api: Client, ref: GithubRef, botName: string | null, judg
     name: where,
     botName,
     async listComments(since, signal) {
-      const list = await call(where, () => api.paginate(api.rest.issues.listComments, { owner: ref.owner, repo: ref.repo, issue_number: ref.number, per_page: 100, ...(since ? { since } : {}), ...(signal ? { request: { signal } } : {}) }))
-      return list.map((c): RemoteComment => ({ id: String(c.id), author: c.user?.login ?? 'unknown', body: c.body ?? '', created_at: c.created_at, ...(judge ? { trusted: WRITE_ASSOCIATIONS.has(c.author_association) } : {}) }))
+      const list = await call(where, () =>
+        api.paginate(api.rest.issues.listComments, {
+          owner: ref.owner,
+          repo: ref.repo,
+          issue_number: ref.number,
+          per_page: 100,
+          ...(since ? { since } : {}),
+          ...(signal ? { request: { signal } } : {}),
+        }),
+      )
+      return list.map(
+        (c): RemoteComment => ({
+          id: String(c.id),
+          author: c.user?.login ?? 'unknown',
+          body: c.body ?? '',
+          created_at: c.created_at,
+          ...(judge ? { trusted: WRITE_ASSOCIATIONS.has(c.author_association) } : {}),
+        }),
+      )
     },
     async post(body, signal) {
-      const made = await call(where, () => api.rest.issues.createComment({ owner: ref.owner, repo: ref.repo, issue_number: ref.number, body, ...(signal ? { request: { signal } } : {}) }))
+      const made = await call(where, () =>
+        api.rest.issues.createComment({ owner: ref.owner, repo: ref.repo, issue_number: ref.number, body, ...(signal ? { request: { signal } } : {}) }),
+      )
       return String(made.id)
     },
     async edit(id, body, signal) {
-      await call(where, () => api.rest.issues.updateComment({ owner: ref.owner, repo: ref.repo, comment_id: Number(id), body, ...(signal ? { request: { signal } } : {}) }))
+      await call(where, () =>
+        api.rest.issues.updateComment({ owner: ref.owner, repo: ref.repo, comment_id: Number(id), body, ...(signal ? { request: { signal } } : {}) }),
+      )
     },
   }
 }
@@ -197,10 +245,20 @@ export async function call<T>(where: string, fn: () => Promise<T | { data: T }>,
     if (stop?.aborted) throw err
     const status = (err as { status?: number }).status
     if (status === 401) throw new CtxError(`GitHub refused the token for ${where} (401)`, { hint: 'check GITHUB_TOKEN or github.token' })
-    if ((status === 403 || status === 429) && /rate limit/i.test(firstLine(err))) throw new CtxError(`GitHub's rate limit stops requests for ${where} (${status}): ${firstLine(err)}`, { hint: 'wait until the limit resets, or use another token' })
-    if (status === 403) throw new CtxError(`GitHub denied access to ${where} (403): ${firstLine(err)}`, { hint: 'the token needs repo access (issues and pull requests: read and write)' })
-    if (status === 404) throw new CtxError(`GitHub has no ${where} (404)`, { exitCode: 3, hint: 'check the owner, repository and number, and that the token can see the repository' })
-    throw new CtxError(`GitHub request for ${where} failed${status ? ` (${status})` : ""}: ${firstLine(err)}`, { hint: "check github.api_url and the network" })
+    if ((status === 403 || status === 429) && /rate limit/i.test(firstLine(err)))
+      throw new CtxError(`GitHub's rate limit stops requests for ${where} (${status}): ${firstLine(err)}`, {
+        hint: 'wait until the limit resets, or use another token',
+      })
+    if (status === 403)
+      throw new CtxError(`GitHub denied access to ${where} (403): ${firstLine(err)}`, {
+        hint: 'the token needs repo access (issues and pull requests: read and write)',
+      })
+    if (status === 404)
+      throw new CtxError(`GitHub has no ${where} (404)`, {
+        exitCode: 3,
+        hint: 'check the owner, repository and number, and that the token can see the repository',
+      })
+    throw new CtxError(`GitHub request for ${where} failed${status ? ` (${status})` : ''}: ${firstLine(err)}`, { hint: 'check github.api_url and the network' })
   }
 }
 

@@ -25,7 +25,10 @@ export function gitlabReviewWatch(config: Config, projectPath: string, stop?: Ab
   // Members of the project or of a group above it (GitLab's members/all), Developer or higher.
   const access = new AccessCache(async (id) => {
     try {
-      const member = (await call<unknown>(project, () => members.show(project, Number(id), { includeInherited: true }), stop)) as { access_level?: number; state?: string }
+      const member = (await call<unknown>(project, () => members.show(project, Number(id), { includeInherited: true }), stop)) as {
+        access_level?: number
+        state?: string
+      }
       return (member.access_level ?? 0) >= GITLAB_DEVELOPER && member.state !== 'blocked'
     } catch (err) {
       if (err instanceof CtxError && err.exitCode === 3) return false
@@ -49,19 +52,43 @@ export function gitlabReviewWatch(config: Config, projectPath: string, stop?: Ab
       for (const m of open) {
         const opener = OPENER_MARKER.exec(m.description ?? '')?.[1]
         if (opener === undefined) continue
-        own.push({ ref: `${project}!${m.iid}`, number: m.iid, url: m.web_url, branch: m.source_branch, sha: m.sha, opener, byBot: bot !== null && m.author.username === bot, labels: m.labels })
+        own.push({
+          ref: `${project}!${m.iid}`,
+          number: m.iid,
+          url: m.web_url,
+          branch: m.source_branch,
+          sha: m.sha,
+          opener,
+          byBot: bot !== null && m.author.username === bot,
+          labels: m.labels,
+        })
       }
       return own
     },
     async reviewEvents(pull) {
-      type Note = { id: number; body: string; author: Author; created_at: string; system: boolean; type: string | null; position?: { new_path?: string; new_line?: number } }
+      type Note = {
+        id: number
+        body: string
+        author: Author
+        created_at: string
+        system: boolean
+        type: string | null
+        position?: { new_path?: string; new_line?: number }
+      }
       const list = (await call<unknown>(pull.ref, () => notes.all(project, pull.number, { sort: 'asc', orderBy: 'created_at' }), stop)) as Note[]
       const events: ReviewEvent[] = []
       for (const n of list) {
         if (n.system || n.author.username === bot) continue
         if (!anyone && !(await access.canWrite(String(n.author.id)))) continue
         const path = n.position?.new_path ? `${n.position.new_path}${n.position.new_line ? `:${n.position.new_line}` : ''}` : undefined
-        events.push({ id: `note:${n.id}`, kind: n.type === 'DiffNote' ? 'review_comment' : 'comment', author: n.author.username, body: n.body, at: n.created_at, ...(path ? { path } : {}) })
+        events.push({
+          id: `note:${n.id}`,
+          kind: n.type === 'DiffNote' ? 'review_comment' : 'comment',
+          author: n.author.username,
+          body: n.body,
+          at: n.created_at,
+          ...(path ? { path } : {}),
+        })
       }
       // Pipelines of the head commit only: a failure on an earlier commit was the last round's.
       type Pipeline = { id: number; sha: string; status: string; updated_at?: string; web_url?: string }

@@ -18,10 +18,17 @@ export interface GitlabRef {
 /** `group/sub/project#N` (issue) or `group/sub/project!N` (merge request). */
 export function parseGitlabRef(text: string): GitlabRef {
   const match = /^([A-Za-z0-9_.-]+(?:\/[A-Za-z0-9_.-]+)+)([#!])(\d+)$/.exec(text.trim())
-  if (!match) throw new UsageError(`--gitlab ${text.slice(0, 80)} is not group/project#N or group/project!N`, 'e.g. --gitlab acme/backend/api#7, or acme/backend/api!12 for a merge request')
+  if (!match)
+    throw new UsageError(
+      `--gitlab ${text.slice(0, 80)} is not group/project#N or group/project!N`,
+      'e.g. --gitlab acme/backend/api#7, or acme/backend/api!12 for a merge request',
+    )
   const iid = Number(match[3])
   if (!(Number.isInteger(iid) && iid >= 1 && iid <= MAX_IID)) {
-    throw new UsageError(`--gitlab ${text.slice(0, 80)}: the issue or merge request number must be a whole number from 1 to ${MAX_IID}`, 'e.g. --gitlab acme/backend/api#7, or acme/backend/api!12 for a merge request')
+    throw new UsageError(
+      `--gitlab ${text.slice(0, 80)}: the issue or merge request number must be a whole number from 1 to ${MAX_IID}`,
+      'e.g. --gitlab acme/backend/api#7, or acme/backend/api!12 for a merge request',
+    )
   }
   return { project: match[1] as string, kind: match[2] === '!' ? 'merge_request' : 'issue', iid }
 }
@@ -61,7 +68,8 @@ export function stoppable<R extends { requester: Requester }>(resource: R, stop:
   if (stop === undefined) return resource
   const inner = resource.requester
   const wrap = <M extends keyof Requester>(method: M): Requester[M] =>
-    ((endpoint: string, options?: Parameters<Requester[M]>[1]) => withStop(stop, options?.signal, (signal) => inner[method](endpoint, { ...options, signal }))) as Requester[M]
+    ((endpoint: string, options?: Parameters<Requester[M]>[1]) =>
+      withStop(stop, options?.signal, (signal) => inner[method](endpoint, { ...options, signal }))) as Requester[M]
   Object.assign(resource, { requester: { get: wrap('get'), post: wrap('post'), put: wrap('put'), patch: wrap('patch'), delete: wrap('delete') } })
   return resource
 }
@@ -78,7 +86,15 @@ interface Note {
 export async function loadGitlabTask(config: Config, ref: GitlabRef): Promise<RemoteTask> {
   const api = client(config)
   const where = name(ref)
-  type Item = { title: string; description: string | null; author: { username: string }; labels: string[]; source_branch?: string; target_branch?: string; web_url?: string }
+  type Item = {
+    title: string
+    description: string | null
+    author: { username: string }
+    labels: string[]
+    source_branch?: string
+    target_branch?: string
+    web_url?: string
+  }
   const item = (await call<unknown>(where, () =>
     ref.kind === 'issue' ? api.Issues.show(ref.iid, { projectId: ref.project }) : api.MergeRequests.show(ref.project, ref.iid),
   )) as Item
@@ -96,7 +112,8 @@ export async function loadGitlabTask(config: Config, ref: GitlabRef): Promise<Re
     if (threads.length > 0) parts.push('', '## Unresolved threads', ...threads)
   }
   const visible = notes.filter((n) => !n.system && !isOwn(n.body, n.author.username, config.gitlab.bot_name))
-  if (visible.length > 0) parts.push('', '## Comments', ...visible.map((n) => `### @${oneLine(n.author.username)} (${oneLine(n.created_at)})\n${quoted(n.body)}`))
+  if (visible.length > 0)
+    parts.push('', '## Comments', ...visible.map((n) => `### @${oneLine(n.author.username)} (${oneLine(n.created_at)})\n${quoted(n.body)}`))
   const [group = '', ...rest] = ref.project.split('/')
   return {
     key: { task_source: 'gitlab', owner: group, repo: rest.join('/'), task_type: ref.kind, task_id: String(ref.iid) },
@@ -104,7 +121,13 @@ export async function loadGitlabTask(config: Config, ref: GitlabRef): Promise<Re
     seen: notes.map((n) => String(n.id)),
     channel: gitlabChannel(api, ref, config.gitlab.bot_name),
     ...(ref.kind === 'merge_request' && item.source_branch
-      ? { pull: { head: { branch: item.source_branch, number: ref.iid, url: item.web_url ?? '' }, opener: OPENER_MARKER.exec(item.description ?? '')?.[1] ?? null, byBot: config.gitlab.bot_name !== null && item.author.username === config.gitlab.bot_name } }
+      ? {
+          pull: {
+            head: { branch: item.source_branch, number: ref.iid, url: item.web_url ?? '' },
+            opener: OPENER_MARKER.exec(item.description ?? '')?.[1] ?? null,
+            byBot: config.gitlab.bot_name !== null && item.author.username === config.gitlab.bot_name,
+          },
+        }
       : {}),
   }
 }
@@ -133,7 +156,10 @@ async function unresolvedThreads(api: Api, ref: GitlabRef): Promise<string[]> {
     .map((d) => {
       const position = d.notes[0]?.position
       const at = position?.new_path ? `${position.new_path}${position.new_line ? `:${position.new_line}` : ''}` : 'thread'
-      return `### ${oneLine(at)}\n${d.notes.filter((n) => !n.system).map((n) => `@${oneLine(n.author.username)}:\n${quoted(n.body)}`).join('\n')}`
+      return `### ${oneLine(at)}\n${d.notes
+        .filter((n) => !n.system)
+        .map((n) => `@${oneLine(n.author.username)}:\n${quoted(n.body)}`)
+        .join('\n')}`
     })
 }
 
@@ -174,12 +200,19 @@ export function gitlabTracker(config: Config, projectPath: string, stop?: AbortS
     async listOpen(label) {
       const open = (await call<unknown>(project, () => issues.all({ projectId: project, labels: label, state: 'opened', perPage: 100 }), stop)) as Item[]
       const mrs = (await call<unknown>(project, () => mergeRequests.all({ projectId: project, labels: label, state: 'opened', perPage: 100 }), stop)) as Item[]
-      return [...open.map((i): LabelledItem => ({ ref: `${project}#${i.iid}`, labels: i.labels })), ...mrs.map((m): LabelledItem => ({ ref: `${project}!${m.iid}`, labels: m.labels }))]
+      return [
+        ...open.map((i): LabelledItem => ({ ref: `${project}#${i.iid}`, labels: i.labels })),
+        ...mrs.map((m): LabelledItem => ({ ref: `${project}!${m.iid}`, labels: m.labels })),
+      ]
     },
     async current(ref) {
       const item = parseGitlabRef(ref)
       try {
-        const now = (await call<unknown>(ref, () => (item.kind === 'issue' ? issues.show(item.iid, { projectId: project }) : mergeRequests.show(project, item.iid)), stop)) as Item
+        const now = (await call<unknown>(
+          ref,
+          () => (item.kind === 'issue' ? issues.show(item.iid, { projectId: project }) : mergeRequests.show(project, item.iid)),
+          stop,
+        )) as Item
         return { ref, open: now.state === 'opened', labels: now.labels } satisfies CurrentItem
       } catch (err) {
         // Deleted, or moved to another project: gone from this one.
@@ -209,7 +242,10 @@ export async function call<T>(where: string, fn: () => Promise<T> | Promise<unkn
     const status = (err as { cause?: { response?: { status?: number } } }).cause?.response?.status
     if (status === 401) throw new CtxError(`GitLab refused the token for ${where} (401)`, { hint: 'check GITLAB_TOKEN or gitlab.token' })
     if (status === 403) throw new CtxError(`GitLab denied access to ${where} (403)`, { hint: 'the token needs the api scope and access to the project' })
-    if (status === 404) throw new CtxError(`GitLab has no ${where} (404)`, { exitCode: 3, hint: 'check the project path and number, and that the token can see the project' })
-    throw new CtxError(`GitLab request for ${where} failed${status ? ` (${status})` : ''}: ${((err as Error).message.split('\n')[0] ?? '').slice(0, 200)}`, { hint: 'check gitlab.url and the network' })
+    if (status === 404)
+      throw new CtxError(`GitLab has no ${where} (404)`, { exitCode: 3, hint: 'check the project path and number, and that the token can see the project' })
+    throw new CtxError(`GitLab request for ${where} failed${status ? ` (${status})` : ''}: ${((err as Error).message.split('\n')[0] ?? '').slice(0, 200)}`, {
+      hint: 'check gitlab.url and the network',
+    })
   }
 }

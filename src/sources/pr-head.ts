@@ -15,6 +15,7 @@ export interface PrHeadTarget {
 export function prHeadTarget(metadata: Pick<TaskMetadata, 'run'>): PrHeadTarget | null {
   const head = metadata.run?.pr_head
   if (head === undefined || head === null) return null
-  if (typeof head.branch !== 'string' || head.branch === '' || !Number.isSafeInteger(head.number) || head.number < 1 || typeof head.url !== 'string') return null
+  if (typeof head.branch !== 'string' || head.branch === '' || !Number.isSafeInteger(head.number) || head.number < 1 || typeof head.url !== 'string')
+    return null
   return { kind: 'pr-head', branch: head.branch, pr: { number: head.number, url: head.url } }
 }

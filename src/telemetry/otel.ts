@@ -40,13 +40,24 @@ interface Later {
  * request, more on a busy machine (BENCHMARKS.md, telemetry-turn).
  */
 export function otelTaskTrace(settings: OtelSettings, task: TaskAttributes): TaskTrace {
-  const exporter = new OTLPTraceExporter({ url: settings.endpoint, timeoutMillis: 5_000, ...(Object.keys(settings.headers).length > 0 ? { headers: settings.headers } : {}) })
+  const exporter = new OTLPTraceExporter({
+    url: settings.endpoint,
+    timeoutMillis: 5_000,
+    ...(Object.keys(settings.headers).length > 0 ? { headers: settings.headers } : {}),
+  })
   const provider = new BasicTracerProvider({
     resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: settings.serviceName, [ATTR_SERVICE_VERSION]: ctxagentVersion(), [ATTR.host]: task.host }),
     spanProcessors: [new BatchSpanProcessor(exporter)],
   })
   const tracer = provider.getTracer('ctxagent')
-  const parent = settings.traceparent === null ? context.active() : propagation.extract(context.active(), { traceparent: settings.traceparent }, { get: (c, k) => (c as Record<string, string>)[k], keys: (c) => Object.keys(c as object) })
+  const parent =
+    settings.traceparent === null
+      ? context.active()
+      : propagation.extract(
+          context.active(),
+          { traceparent: settings.traceparent },
+          { get: (c, k) => (c as Record<string, string>)[k], keys: (c) => Object.keys(c as object) },
+        )
   const base: Attributes = { [ATTR.taskUuid]: task.uuid, ...(task.user === null ? {} : { [ATTR.taskUser]: task.user }) }
   const taskSpan = tracer.startSpan(SPANS.task, { kind: SpanKind.INTERNAL, attributes: { ...base, 'ctxagent.task.resumed': task.resumed } }, parent)
   const taskLater: Later = { span: taskSpan, context: trace.setSpan(parent, taskSpan) }
@@ -74,7 +85,12 @@ export function otelTaskTrace(settings: OtelSettings, task: TaskAttributes): Tas
     return {
       llm: ({ model, messages }) => {
         const input = content ? content(messages) : null
-        const later = start(turnLater, SPANS.llm(model), SpanKind.CLIENT, () => ({ ...base, [ATTR.operation]: 'chat', [ATTR.requestModel]: model, ...(input === null ? {} : { [ATTR.input]: input }) }))
+        const later = start(turnLater, SPANS.llm(model), SpanKind.CLIENT, () => ({
+          ...base,
+          [ATTR.operation]: 'chat',
+          [ATTR.requestModel]: model,
+          ...(input === null ? {} : { [ATTR.input]: input }),
+        }))
         notes.waiting()
         return llmSpan(notes, later, content)
       },
@@ -82,7 +98,12 @@ export function otelTaskTrace(settings: OtelSettings, task: TaskAttributes): Tas
         const input = content ? content(args) : null
         // The name and the call id are the model's text: without content, the bounded label alone.
         const shown = content ? content(name) : label
-        const later = start(turnLater, SPANS.tool(shown), SpanKind.INTERNAL, () => ({ ...base, [ATTR.operation]: 'execute_tool', [ATTR.toolName]: shown, ...(input === null ? {} : { [ATTR.toolCallId]: content?.(callId) ?? '', 'gen_ai.tool.call.arguments': input }) }))
+        const later = start(turnLater, SPANS.tool(shown), SpanKind.INTERNAL, () => ({
+          ...base,
+          [ATTR.operation]: 'execute_tool',
+          [ATTR.toolName]: shown,
+          ...(input === null ? {} : { [ATTR.toolCallId]: content?.(callId) ?? '', 'gen_ai.tool.call.arguments': input }),
+        }))
         return toolSpan(notes, later, content)
       },
       end: () => {
@@ -168,14 +189,16 @@ function llmSpan(notes: Replay, later: Later, content: ((value: unknown) => stri
       const at = performance.now()
       const text = content === null ? null : content(output)
       notes.add(() => {
-        later.span?.setAttributes({
-          ...(model ? { [ATTR.responseModel]: model } : {}),
-          ...(inputTokens === null ? {} : { [ATTR.inputTokens]: inputTokens }),
-          ...(outputTokens === null ? {} : { [ATTR.outputTokens]: outputTokens }),
-          ...(cachedTokens === null ? {} : { [ATTR.cachedTokens]: cachedTokens }),
-          [ATTR.finishReasons]: [finishReason],
-          ...(text === null ? {} : { [ATTR.output]: text }),
-        }).end(at)
+        later.span
+          ?.setAttributes({
+            ...(model ? { [ATTR.responseModel]: model } : {}),
+            ...(inputTokens === null ? {} : { [ATTR.inputTokens]: inputTokens }),
+            ...(outputTokens === null ? {} : { [ATTR.outputTokens]: outputTokens }),
+            ...(cachedTokens === null ? {} : { [ATTR.cachedTokens]: cachedTokens }),
+            [ATTR.finishReasons]: [finishReason],
+            ...(text === null ? {} : { [ATTR.output]: text }),
+          })
+          .end(at)
       })
       notes.answered()
     },
@@ -184,7 +207,12 @@ function llmSpan(notes: Replay, later: Later, content: ((value: unknown) => stri
       // What kind of failure (the class, and the LLM failure's kind where it has one), never the server's words without content.
       const kind = errorKind(error)
       const message = content === null ? null : content((error as Error)?.message ?? String(error))
-      notes.add(() => later.span?.setAttribute(ATTR.errorType, kind).setStatus({ code: SpanStatusCode.ERROR, ...(message === null ? {} : { message }) }).end(at))
+      notes.add(() =>
+        later.span
+          ?.setAttribute(ATTR.errorType, kind)
+          .setStatus({ code: SpanStatusCode.ERROR, ...(message === null ? {} : { message }) })
+          .end(at),
+      )
       notes.answered()
     },
   }

@@ -22,7 +22,14 @@ export interface TurnTrace {
 }
 
 export interface LlmTrace {
-  end(reply: { model?: string; inputTokens: number | null; outputTokens: number | null; cachedTokens: number | null; finishReason: string; output: unknown }): void
+  end(reply: {
+    model?: string
+    inputTokens: number | null
+    outputTokens: number | null
+    cachedTokens: number | null
+    finishReason: string
+    output: unknown
+  }): void
   fail(error: unknown): void
 }
 
@@ -36,4 +43,3 @@ export interface TaskAttributes {
   host: string
   resumed: boolean
 }
-

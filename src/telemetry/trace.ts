@@ -24,5 +24,14 @@ export async function startTaskTrace(config: Config, env: NodeJS.ProcessEnv, tas
   const endpoint = traceEndpoint(config, env)
   if (endpoint === null) return NO_TRACE
   const { otelTaskTrace } = await import('./otel.js')
-  return otelTaskTrace({ endpoint, serviceName: config.telemetry.service_name, content: config.telemetry.content, traceparent: env.TRACEPARENT ?? null, headers: config.telemetry.headers }, task)
+  return otelTaskTrace(
+    {
+      endpoint,
+      serviceName: config.telemetry.service_name,
+      content: config.telemetry.content,
+      traceparent: env.TRACEPARENT ?? null,
+      headers: config.telemetry.headers,
+    },
+    task,
+  )
 }

@@ -52,7 +52,8 @@ function edit(ctx: ToolContext, parent: Parent, file: OpenFile, content: string,
   const newText = crlf ? givenNew.replaceAll('\n', '\r\n') : givenNew
   const count = content.split(oldText).length - 1
   if (count === 0) throw new ToolError(`old_string was not found in ${file.rel}${hint(content, oldText)}`)
-  if (count > 1 && !all) throw new ToolError(`old_string occurs ${count} times in ${file.rel}; add surrounding lines to make it unique, or set replace_all: true`)
+  if (count > 1 && !all)
+    throw new ToolError(`old_string occurs ${count} times in ${file.rel}; add surrounding lines to make it unique, or set replace_all: true`)
   const at = content.indexOf(oldText)
   // split/join, not String.replace: "$&" and "$1" in new_string must stay literal.
   const updated = all ? content.split(oldText).join(newText) : content.slice(0, at) + newText + content.slice(at + oldText.length)
@@ -70,7 +71,9 @@ function hint(content: string, oldText: string): string {
   const squash = (s: string) => s.replace(/\s+/g, ' ').trim()
   if (squash(content).includes(squash(oldText))) return '; it matches if white space is ignored: copy the indentation and line breaks exactly'
   const near = nearestLine(content, oldText.split('\n').find((l) => l.trim() !== '') ?? '')
-  return near ? `; the nearest line is ${near.n}: ${near.text.trim().slice(0, 200)} (read_file the file again and copy the text exactly)` : '; read_file the file again and copy the text exactly'
+  return near
+    ? `; the nearest line is ${near.n}: ${near.text.trim().slice(0, 200)} (read_file the file again and copy the text exactly)`
+    : '; read_file the file again and copy the text exactly'
 }
 
 /** The line sharing the most words with `wanted` (a cheap similarity that needs no dependency). */

@@ -226,7 +226,8 @@ export function openIn(boundary: Boundary, dirFd: number, name: string, shown: s
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code
     if (code === 'ENOENT') throw new ToolError(`${shown} does not exist`)
-    if (code === 'ELOOP') throw new ToolError(`${shown} is a symbolic link at the last step; tools read the file it names only through a path inside the workspace`)
+    if (code === 'ELOOP')
+      throw new ToolError(`${shown} is a symbolic link at the last step; tools read the file it names only through a path inside the workspace`)
     throw new ToolError(`cannot open ${shown}: ${code ?? (err as Error).message}`)
   }
   try {
@@ -301,7 +302,14 @@ export function openSub(boundary: Boundary, dirFd: number, name: string): number
  * Walks a held directory depth-first in name order: links reported, never followed;
  * `skip` names not entered; hidden places neither listed nor entered.
  */
-export function* walkFd(boundary: Boundary, dirFd: number, skip: ReadonlySet<string>, prefix = '', depth = 1, maxDepth = Number.POSITIVE_INFINITY): Generator<DirEntry & { dirFd: number }> {
+export function* walkFd(
+  boundary: Boundary,
+  dirFd: number,
+  skip: ReadonlySet<string>,
+  prefix = '',
+  depth = 1,
+  maxDepth = Number.POSITIVE_INFINITY,
+): Generator<DirEntry & { dirFd: number }> {
   let entries: Dirent[]
   try {
     entries = entriesOf(dirFd)

@@ -15,7 +15,8 @@ import type { ToolContext } from './types.js'
 export function checkFresh(ctx: ToolContext, rel: string, now: Stats): void {
   const stamp = ctx.reads.get(rel)
   if (stamp === undefined) throw new ToolError(`${rel} has not been read by this task; read_file it first, then change it`)
-  if (now.mtimeMs !== stamp.mtimeMs || now.size !== stamp.size) throw new ToolError(`${rel} changed since this task read it; read_file it again before changing it`)
+  if (now.mtimeMs !== stamp.mtimeMs || now.size !== stamp.size)
+    throw new ToolError(`${rel} changed since this task read it; read_file it again before changing it`)
 }
 
 /** What is at a name of a held directory now (the name itself, a link not followed), or null. */

@@ -13,7 +13,8 @@ const MAX_LINE = 500
 
 export const grep = defineTool({
   name: 'grep',
-  description: 'Search file contents with a regular expression (RE2 syntax: like JavaScript, but no backreferences or lookaround). Results are "path:line: text", grouped by file. Skips binary files and files over 2 MB.',
+  description:
+    'Search file contents with a regular expression (RE2 syntax: like JavaScript, but no backreferences or lookaround). Results are "path:line: text", grouped by file. Skips binary files and files over 2 MB.',
   parameters: {
     pattern: param.text('regular expression (RE2 syntax, e.g. "foo\\(", "(?i)todo")'),
     path: param.optionalText('file or directory to search, relative to the workspace (default: the workspace)'),

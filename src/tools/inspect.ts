@@ -24,8 +24,12 @@ export const inspect = defineTool({
     grep: param.optionalText('only lines matching this regular expression (RE2 syntax, e.g. "(?i)error")'),
   },
   async run({ blob, offset, limit, grep }, ctx) {
-    const id = blob.trim().replace(/^\[?blob:/, '').replace(/\]$/, '')
-    if (!isBlobId(id)) throw new ToolError(`${JSON.stringify(blob.slice(0, 100))} is not a blob id: give the 64 hex digits of a [blob:<id>] reference of this task`)
+    const id = blob
+      .trim()
+      .replace(/^\[?blob:/, '')
+      .replace(/\]$/, '')
+    if (!isBlobId(id))
+      throw new ToolError(`${JSON.stringify(blob.slice(0, 100))} is not a blob id: give the 64 hex digits of a [blob:<id>] reference of this task`)
     if (ctx.blobs === undefined) throw new ToolError('this session stores no blobs')
     let text: string | null
     try {

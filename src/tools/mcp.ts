@@ -136,7 +136,8 @@ class McpServer {
 
   async call(tool: string, args: Record<string, unknown>, signal: AbortSignal): Promise<ToolOutcome> {
     if (this.dead || this.client === null) {
-      if (this.restarts >= 1) return failure(`the MCP server ${this.name} died and was already restarted once; its tools are unavailable for the rest of this run`)
+      if (this.restarts >= 1)
+        return failure(`the MCP server ${this.name} died and was already restarted once; its tools are unavailable for the rest of this run`)
       this.restarts++
       this.warn(`MCP server ${this.name} died${this.lastStderrLine() ? ` (${this.lastStderrLine()})` : ''}; starting it again`)
       try {
@@ -150,11 +151,18 @@ class McpServer {
     }
     try {
       // The arguments leave for a third-party process: ctxagent's secrets never go with them.
-      const result = await (this.client as Client).callTool({ name: tool, arguments: maskValue(args, maskCredentials) }, undefined, { timeout: this.config.timeout_seconds * 1000, signal })
+      const result = await (this.client as Client).callTool({ name: tool, arguments: maskValue(args, maskCredentials) }, undefined, {
+        timeout: this.config.timeout_seconds * 1000,
+        signal,
+      })
       const whole = contentText(result.content)
-      if (whole.length > this.maxChars) this.warn(`MCP: the result of ${this.name}__${tool} is ${grouped(whole.length)} characters; the model gets the first ${grouped(this.maxChars)} (mcp.max_result_chars)`)
+      if (whole.length > this.maxChars)
+        this.warn(
+          `MCP: the result of ${this.name}__${tool} is ${grouped(whole.length)} characters; the model gets the first ${grouped(this.maxChars)} (mcp.max_result_chars)`,
+        )
       const text = cutResult(whole, this.maxChars)
-      if (result.isError === true) return { output: `Error: ${text || 'the tool reported an error'}`, status: 'error', error: firstLine(text) || 'the tool reported an error' }
+      if (result.isError === true)
+        return { output: `Error: ${text || 'the tool reported an error'}`, status: 'error', error: firstLine(text) || 'the tool reported an error' }
       return { output: text, status: 'success', error: null }
     } catch (err) {
       if (signal.aborted) return { output: '[aborted]', status: 'error', error: 'aborted', aborted: true }
@@ -212,7 +220,12 @@ export class McpServers {
    * closed, and the caller sees the stop. With `sandbox` (a run's), each server runs
    * in run_command's sandbox unless its own sandbox: none.
    */
-  static async start(config: Config['mcp'], warn: (message: string) => void, signal: AbortSignal, sandbox: McpSandbox | null = null): Promise<{ servers: McpServers; tools: Tool[] }> {
+  static async start(
+    config: Config['mcp'],
+    warn: (message: string) => void,
+    signal: AbortSignal,
+    sandbox: McpSandbox | null = null,
+  ): Promise<{ servers: McpServers; tools: Tool[] }> {
     const tools: Tool[] = []
     const started: McpServer[] = []
     const entries = Object.entries(config.servers).filter(([, server]) => server.enabled)
@@ -241,14 +254,18 @@ export class McpServers {
     }
     const oversized = tools.filter((t) => schemaChars(t.spec.function.parameters) > MAX_SCHEMA_CHARS).map((t) => t.name)
     if (oversized.length > 0) {
-      warn(`MCP: left out ${oversized.length} tool(s) whose input schema is over ${grouped(MAX_SCHEMA_CHARS)} characters (it would go into every request): ${sampleOf(oversized, 10)}`)
+      warn(
+        `MCP: left out ${oversized.length} tool(s) whose input schema is over ${grouped(MAX_SCHEMA_CHARS)} characters (it would go into every request): ${sampleOf(oversized, 10)}`,
+      )
       tools.splice(0, tools.length, ...tools.filter((t) => !oversized.includes(t.name)))
     }
     tools.sort((a, b) => (a.name < b.name ? -1 : 1))
     const more = [...offered].filter(([, n]) => n > config.max_tools).map(([name]) => name)
     if (tools.length > config.max_tools || more.length > 0) {
       const dropped = tools.slice(config.max_tools).map((t) => t.name)
-      warn(`MCP: ${tools.length}${more.length > 0 ? '+' : ''} tools offered, ${config.max_tools} kept (mcp.max_tools); left out: ${sampleOf(dropped, 10)}${more.length > 0 ? `${dropped.length > 0 ? ', ' : ''}and whatever else ${more.join(', ')} offers past its first ${config.max_tools + 1}` : ''}`)
+      warn(
+        `MCP: ${tools.length}${more.length > 0 ? '+' : ''} tools offered, ${config.max_tools} kept (mcp.max_tools); left out: ${sampleOf(dropped, 10)}${more.length > 0 ? `${dropped.length > 0 ? ', ' : ''}and whatever else ${more.join(', ')} offers past its first ${config.max_tools + 1}` : ''}`,
+      )
     }
     return { servers, tools: tools.slice(0, config.max_tools) }
   }
@@ -283,13 +300,24 @@ function toTool(server: McpServer, listed: Listed): Tool {
   }
   return {
     name,
-    spec: { type: 'function', function: { name, description: clip(typeof listed.description === 'string' ? listed.description : `${listed.name} (MCP server ${server.name})`, MAX_DESCRIPTION), parameters: schema } },
+    spec: {
+      type: 'function',
+      function: {
+        name,
+        description: clip(typeof listed.description === 'string' ? listed.description : `${listed.name} (MCP server ${server.name})`, MAX_DESCRIPTION),
+        parameters: schema,
+      },
+    },
     validate(args) {
-      if (args === null || typeof args !== 'object' || Array.isArray(args)) return { ok: false, error: `the arguments of ${name} must be a JSON object; expected ${JSON.stringify(schema)}` }
+      if (args === null || typeof args !== 'object' || Array.isArray(args))
+        return { ok: false, error: `the arguments of ${name} must be a JSON object; expected ${JSON.stringify(schema)}` }
       const copy = structuredClone(args) as Record<string, unknown>
       if (check === null || check(copy)) return { ok: true, args: copy }
       const e = check.errors?.[0]
-      return { ok: false, error: `argument '${e?.instancePath.replace(/^\//, '') || '(all)'}' ${e?.message ?? 'is invalid'}; the arguments of ${name} are ${JSON.stringify(schema)}` }
+      return {
+        ok: false,
+        error: `argument '${e?.instancePath.replace(/^\//, '') || '(all)'}' ${e?.message ?? 'is invalid'}; the arguments of ${name} are ${JSON.stringify(schema)}`,
+      }
     },
     run: (args, ctx) => server.call(listed.name, args, ctx.signal),
   }

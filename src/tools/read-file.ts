@@ -127,7 +127,9 @@ function suggest(ctx: ToolContext, missing: string): string {
     try {
       const here = pathOf(dir.fd)
       // Not even the names of hidden places (the task tree) are suggested.
-      names = entriesOf(dir.fd).map((e) => e.name).filter((name) => !isHidden(boundary, `${here}/${name}`))
+      names = entriesOf(dir.fd)
+        .map((e) => e.name)
+        .filter((name) => !isHidden(boundary, `${here}/${name}`))
     } finally {
       dir.close()
     }

@@ -57,7 +57,10 @@ export class ToolRegistry {
   resolve(name: string): Tool | undefined {
     const exact = this.tools.get(name)
     if (exact) return exact
-    const wanted = name.trim().replace(/^functions\./i, '').toLowerCase()
+    const wanted = name
+      .trim()
+      .replace(/^functions\./i, '')
+      .toLowerCase()
     return [...this.tools.values()].find((t) => t.name.toLowerCase() === wanted)
   }
 
@@ -75,7 +78,12 @@ export class ToolRegistry {
     }
     const schema = JSON.stringify(tool.spec.function.parameters)
     if (!parsed.ok) {
-      return { ...errorResult(`the arguments of ${tool.name} are not a JSON object (${parsed.error}); send them as JSON matching ${schema}`), name: tool.name, args, malformed: true }
+      return {
+        ...errorResult(`the arguments of ${tool.name} are not a JSON object (${parsed.error}); send them as JSON matching ${schema}`),
+        name: tool.name,
+        args,
+        malformed: true,
+      }
     }
     const valid = tool.validate(parsed.args)
     if (!valid.ok) return { ...errorResult(valid.error), name: tool.name, args, malformed: true }
@@ -139,7 +147,8 @@ function textDepth(text: string): number {
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i)
     if (inString) {
-      if (c === 92) i++ // a backslash escapes the next character
+      if (c === 92)
+        i++ // a backslash escapes the next character
       else if (c === 34) inString = false
     } else if (c === 34) inString = true
     else if (c === 123 || c === 91) {

@@ -102,7 +102,13 @@ function spawned(command: string, timeoutSeconds: number, ctx: ToolContext, egre
     // It starts as the sandbox identity (root drops to it here) and reads the seccomp filter from fd 3.
     const child =
       sandbox.kind === 'bwrap'
-        ? spawn(sandbox.bwrap, bwrapArgs(sandbox, cwd, command, egressSocket), { ...spawnIdentity(sandbox), cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe', 'pipe'], env: { PATH: '/usr/bin:/bin' } })
+        ? spawn(sandbox.bwrap, bwrapArgs(sandbox, cwd, command, egressSocket), {
+            ...spawnIdentity(sandbox),
+            cwd,
+            detached: true,
+            stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
+            env: { PATH: '/usr/bin:/bin' },
+          })
         : spawn(...bare(command, sandbox.limits), { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: commandEnv() })
     if (sandbox.kind === 'bwrap') {
       const filter = child.stdio[3] as Writable | null

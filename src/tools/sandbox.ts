@@ -61,7 +61,9 @@ export function bwrapBinary(env: NodeJS.ProcessEnv = process.env): string {
 
 /** The secret places of $HOME hidden even when the workspace or a read-only path holds them. */
 export function secretPlaces(home = homedir()): string[] {
-  return ['.ssh', '.aws', '.config/gh', '.netrc', '.git-credentials', '.gnupg', '.docker/config.json', '.npmrc', '.pypirc', '.kube', '.config/ctxagent'].map((p) => join(home, p))
+  return ['.ssh', '.aws', '.config/gh', '.netrc', '.git-credentials', '.gnupg', '.docker/config.json', '.npmrc', '.pypirc', '.kube', '.config/ctxagent'].map(
+    (p) => join(home, p),
+  )
 }
 
 const probes = new Map<string, string | null>()
@@ -77,7 +79,11 @@ export function probeBwrap(bwrap: string): string | null {
   if (cached !== undefined) return cached
   const root = process.getuid?.() === 0
   const as = root ? { uid: 65534, gid: 65534 } : {}
-  const r = spawnSync(bwrap, ['--unshare-user', '--disable-userns', '--cap-drop', 'ALL', '--unshare-pid', '--die-with-parent', '--ro-bind', '/', '/', '--proc', '/proc', 'true'], { ...as, encoding: 'utf8', timeout: 10_000, env: { PATH: '/usr/bin:/bin' } })
+  const r = spawnSync(
+    bwrap,
+    ['--unshare-user', '--disable-userns', '--cap-drop', 'ALL', '--unshare-pid', '--die-with-parent', '--ro-bind', '/', '/', '--proc', '/proc', 'true'],
+    { ...as, encoding: 'utf8', timeout: 10_000, env: { PATH: '/usr/bin:/bin' } },
+  )
   let why: string | null = null
   if (r.error) why = (r.error as NodeJS.ErrnoException).code === 'ENOENT' ? `${bwrap} is not installed (apt-get install bubblewrap)` : r.error.message
   else if (r.status !== 0) why = (r.stderr.trim().split('\n')[0] ?? '') || `${bwrap} exited with ${r.status ?? r.signal}`
@@ -88,9 +94,18 @@ export function probeBwrap(bwrap: string): string | null {
 }
 
 /** What `doctor` shows: the sandbox in force for run_command, whether it works, and why. */
-export function describeSandbox(tools: SandboxConfig, env: NodeJS.ProcessEnv = process.env, workspace = process.cwd()): { mode: 'bwrap' | 'none'; ok: boolean; detail: string } {
+export function describeSandbox(
+  tools: SandboxConfig,
+  env: NodeJS.ProcessEnv = process.env,
+  workspace = process.cwd(),
+): { mode: 'bwrap' | 'none'; ok: boolean; detail: string } {
   const limits = tools.limits ?? DEFAULT_LIMITS
-  if (tools.sandbox === 'none') return { mode: 'none', ok: true, detail: `tools.sandbox: none — run_command runs without a sandbox, as ctxagent's own user (the operator chose it); ${describeLimits(limits)}` }
+  if (tools.sandbox === 'none')
+    return {
+      mode: 'none',
+      ok: true,
+      detail: `tools.sandbox: none — run_command runs without a sandbox, as ctxagent's own user (the operator chose it); ${describeLimits(limits)}`,
+    }
   const bwrap = bwrapBinary(env)
   const why = probeBwrap(bwrap)
   if (why !== null) return { mode: 'bwrap', ok: false, detail: `${why}; run_command is refused until bubblewrap works, or set tools.sandbox: none` }
@@ -123,7 +138,12 @@ export function describeNetwork(tools: Pick<SandboxConfig, 'network' | 'allowed_
  * --allow-shell with it). `hidden` are real paths never shown to a command: the task
  * tree and the config file. Throws a UsageError for a tools.sandbox_user that cannot be.
  */
-export function planSandbox(tools: SandboxConfig, hidden: readonly string[], workspace: string, env: NodeJS.ProcessEnv = process.env): { ok: true; plan: SandboxPlan } | { ok: false; why: string } {
+export function planSandbox(
+  tools: SandboxConfig,
+  hidden: readonly string[],
+  workspace: string,
+  env: NodeJS.ProcessEnv = process.env,
+): { ok: true; plan: SandboxPlan } | { ok: false; why: string } {
   const limits = tools.limits ?? DEFAULT_LIMITS
   if (tools.sandbox === 'none') return { ok: true, plan: { kind: 'none', ...(existsSync(PRLIMIT) ? { limits } : {}) } }
   const bwrap = bwrapBinary(env)
@@ -132,7 +152,20 @@ export function planSandbox(tools: SandboxConfig, hidden: readonly string[], wor
   const identity = sandboxIdentity({ sandbox_user: tools.sandbox_user ?? null }, workspace)
   const absent = hidden.filter((h) => !existsSync(h))
   const egress = { allowedHosts: tools.allowed_hosts ?? null, allowedNetworks: tools.allowed_networks ?? [] }
-  return { ok: true, plan: { kind: 'bwrap', bwrap, network: networkMode(tools.network), egress, readOnly: tools.sandbox_read_only, hidden: [...hidden, ...secretPlaces()], absent, identity, limits } }
+  return {
+    ok: true,
+    plan: {
+      kind: 'bwrap',
+      bwrap,
+      network: networkMode(tools.network),
+      egress,
+      readOnly: tools.sandbox_read_only,
+      hidden: [...hidden, ...secretPlaces()],
+      absent,
+      identity,
+      limits,
+    },
+  }
 }
 
 type BwrapPlan = Extract<SandboxPlan, { kind: 'bwrap' }>
@@ -145,7 +178,12 @@ type BwrapPlan = Extract<SandboxPlan, { kind: 'bwrap' }>
  * environment (an MCP server's, whose tokens must not sit in a command line) with
  * HOME and PATH of the sandbox.
  */
-export function sandboxArgs(plan: BwrapPlan, workspace: string, argv: readonly string[], options: { env?: Record<string, string>; readOnly?: readonly string[]; chdir?: string; egressSocket?: string } = {}): string[] {
+export function sandboxArgs(
+  plan: BwrapPlan,
+  workspace: string,
+  argv: readonly string[],
+  options: { env?: Record<string, string>; readOnly?: readonly string[]; chdir?: string; egressSocket?: string } = {},
+): string[] {
   const { uid, gid } = plan.identity
   const a = ['--unshare-user', '--disable-userns', '--uid', String(uid), '--gid', String(gid), '--cap-drop', 'ALL', '--seccomp', '3']
   // Behind the proxy (network: proxy), the forwarder inside is ctxagent's own node, shown read-only where it is not already.
@@ -153,7 +191,12 @@ export function sandboxArgs(plan: BwrapPlan, workspace: string, argv: readonly s
   const node = process.execPath
   const nodeShown = egress !== null && isAbsolute(node) && !['/usr/', '/bin/', '/opt/'].some((top) => node.startsWith(top))
   const readOnly = [...plan.readOnly, ...(options.readOnly ?? []), ...(nodeShown ? [node] : [])]
-  a.push(...mountArgs({ network: plan.network, ...(egress !== null ? { egressSocket: egress } : {}), readOnly, hidden: plan.hidden, absent: plan.absent ?? [] }, workspace))
+  a.push(
+    ...mountArgs(
+      { network: plan.network, ...(egress !== null ? { egressSocket: egress } : {}), readOnly, hidden: plan.hidden, absent: plan.absent ?? [] },
+      workspace,
+    ),
+  )
   a.push('--chdir', options.chdir ?? workspace)
   const extra = egress !== null ? proxyEnv() : {}
   if (options.env !== undefined) {

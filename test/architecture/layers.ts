@@ -60,7 +60,12 @@ export function importGraph(srcDir: string): Map<string, string[]> {
     const { importedFiles } = ts.preProcessFile(readFileSync(path, 'utf8'), true, true)
     const targets = importedFiles
       .filter(({ fileName }) => fileName.startsWith('.'))
-      .map(({ fileName }) => relative(srcDir, resolve(dirname(path), fileName)).split(sep).join('/').replace(/\.js$/, '.ts'))
+      .map(({ fileName }) =>
+        relative(srcDir, resolve(dirname(path), fileName))
+          .split(sep)
+          .join('/')
+          .replace(/\.js$/, '.ts'),
+      )
     graph.set(file, targets)
   }
   return graph

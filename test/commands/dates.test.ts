@@ -13,7 +13,8 @@ describe('--from and --to dates', () => {
     expect(dateAt('2d', now).toISOString()).toBe('2026-11-24T15:30:00.000Z')
     expect(dateAt('1h30m', now).toISOString()).toBe('2026-11-26T14:00:00.000Z')
     expect(dateAt('2024-01-31', now).toISOString()).toBe('2024-01-31T00:00:00.000Z')
-    for (const bad of ['soon', '1', '2024-02-30', '3 fortnights']) expect(() => dateAt(bad, now), bad).toThrow(/is not a date like 2024-01-31, today, yesterday, a time ago like 2d/)
+    for (const bad of ['soon', '1', '2024-02-30', '3 fortnights'])
+      expect(() => dateAt(bad, now), bad).toThrow(/is not a date like 2024-01-31, today, yesterday, a time ago like 2d/)
     expect(() => dateFrom('tomorrow')).toThrow(/not a date/)
   })
 
@@ -26,7 +27,12 @@ describe('--from and --to dates', () => {
     expect((JSON.parse(recent.stdout) as { total: number }).total).toBe(1)
     const today = cli(['list', '--json', '--from', 'today', '--to', 'today', '--home', tree.base, '--config', 'none'])
     expect(today.code, today.stderr).toBe(0)
-    expect(today.stdout.trim().split('\n').map((l) => (JSON.parse(l) as { uuid: string }).uuid)).toEqual([uuidN(2)])
+    expect(
+      today.stdout
+        .trim()
+        .split('\n')
+        .map((l) => (JSON.parse(l) as { uuid: string }).uuid),
+    ).toEqual([uuidN(2)])
     expect(cli(['stats', '--from', 'soon', '--home', tree.base, '--config', 'none']).code).toBe(2)
   })
 })

@@ -37,7 +37,9 @@ describe('a config file anyone but its owner could change is refused (StrictMode
     const { file } = configFile()
     const mode = parseInt(octal, 8)
     chmodSync(file, mode)
-    expect(refusal(file)).toMatch(new RegExp(`^${file}: refused as config: its group or others may write it \\(mode 0${mode.toString(8)}\\) \\(chmod go-w ${file}; `))
+    expect(refusal(file)).toMatch(
+      new RegExp(`^${file}: refused as config: its group or others may write it \\(mode 0${mode.toString(8)}\\) \\(chmod go-w ${file}; `),
+    )
   })
 
   it('refuses a file in a group- or world-writable directory, but not in a sticky one such as /tmp', () => {
@@ -57,7 +59,9 @@ describe('a config file anyone but its owner could change is refused (StrictMode
     mkdirSync(join(xdg, 'ctxagent'), { recursive: true })
     writeFileSync(join(xdg, 'ctxagent', 'config.yaml'), 'context:\n  base_dir: found\n')
     chmodSync(join(xdg, 'ctxagent', 'config.yaml'), 0o646)
-    expect(() => loadConfig({ env: { XDG_CONFIG_HOME: xdg }, cwd: '/' })).toThrow(/config\.yaml: refused as config: its group or others may write it \(mode 0646\)/)
+    expect(() => loadConfig({ env: { XDG_CONFIG_HOME: xdg }, cwd: '/' })).toThrow(
+      /config\.yaml: refused as config: its group or others may write it \(mode 0646\)/,
+    )
   })
 
   it.runIf(isRoot)('refuses a file, or a directory above it, owned by someone other than root or this user', () => {

@@ -10,7 +10,11 @@ const HEAD: WindowMessage[] = [
 
 function round(n: number): WindowMessage[] {
   return [
-    { role: 'assistant', content: `step ${n}`, tool_calls: [{ id: `c${n}`, type: 'function', function: { name: 'read_file', arguments: `{"path":"f${n}"}` } }] },
+    {
+      role: 'assistant',
+      content: `step ${n}`,
+      tool_calls: [{ id: `c${n}`, type: 'function', function: { name: 'read_file', arguments: `{"path":"f${n}"}` } }],
+    },
     { role: 'tool', content: `[blob:b${n}] output ${n}`, tool_call_id: `c${n}`, tool_name: 'read_file' },
   ]
 }

@@ -17,7 +17,11 @@ import { makeTree } from '../fixtures/tree.js'
 import { startFakeLlm } from '../helpers/fake-llm.js'
 
 describe('requestMessages', () => {
-  const call = (id: string): WindowMessage => ({ role: 'assistant', content: '', tool_calls: [{ id, type: 'function', function: { name: 'run', arguments: '{}' } }] })
+  const call = (id: string): WindowMessage => ({
+    role: 'assistant',
+    content: '',
+    tool_calls: [{ id, type: 'function', function: { name: 'run', arguments: '{}' } }],
+  })
   const window: WindowMessage[] = [
     { role: 'system', content: 'sys' },
     { role: 'user', content: 'the task' },
@@ -52,7 +56,8 @@ describe('compressIfNeeded', () => {
     )
     handle.addMessage({ role: 'system', content: 'sys' })
     handle.addMessage({ role: 'user', content: 'the task' })
-    for (let i = 0; i < 30; i++) handle.addMessage({ role: i % 2 ? 'tool' : 'user', content: `step ${i} ${'z'.repeat(300)}`, ...(i % 2 ? { tool_name: 'run' } : {}) })
+    for (let i = 0; i < 30; i++)
+      handle.addMessage({ role: i % 2 ? 'tool' : 'user', content: `step ${i} ${'z'.repeat(300)}`, ...(i % 2 ? { tool_name: 'run' } : {}) })
     return handle
   }
 
@@ -60,12 +65,19 @@ describe('compressIfNeeded', () => {
   it('plans a growing window from what the last plan pruned exactly as from scratch', () => {
     const policy = { protectedTurns: 3, protectedToolRounds: 5 }
     const memo: PruneMemo = {}
-    const window: WindowMessage[] = [{ role: 'system', content: 'sys' }, { role: 'user', content: 'task' }]
+    const window: WindowMessage[] = [
+      { role: 'system', content: 'sys' },
+      { role: 'user', content: 'task' },
+    ]
     const looked = vi.spyOn(WeakMap.prototype, 'get')
     let last = 0
     try {
       for (let turn = 0; turn < 300; turn++) {
-        window.push({ role: 'assistant', content: `step ${turn}`, tool_calls: [{ id: `c${turn}`, type: 'function', function: { name: 'read_file', arguments: '{}' } }] })
+        window.push({
+          role: 'assistant',
+          content: `step ${turn}`,
+          tool_calls: [{ id: `c${turn}`, type: 'function', function: { name: 'read_file', arguments: '{}' } }],
+        })
         window.push({ role: 'tool', content: `[blob:b${turn}] ${'r'.repeat(turn % 5 === 0 ? 9000 : 40)}`, tool_call_id: `c${turn}` })
         if (turn % 40 === 39) window.push({ role: 'user', content: `comment ${turn}` })
         for (const limit of [2000, 1_000_000]) {
@@ -96,9 +108,17 @@ describe('compressIfNeeded', () => {
       statuses.push(readState(handle.dir)?.status ?? '')
       return { content: '## Original Task\nthe task' }
     }
-    const base = { summarizer: llmSummarizer(requireLlmClient(parseConfig(fake.configYaml()))), settings, now: () => new Date(), warn: (m: string) => warnings.push(m) }
+    const base = {
+      summarizer: llmSummarizer(requireLlmClient(parseConfig(fake.configYaml()))),
+      settings,
+      now: () => new Date(),
+      warn: (m: string) => warnings.push(m),
+    }
     expect(await compressIfNeeded(handle, { ...base, limit: 1_000_000 })).toBeNull()
-    const result = await compressIfNeeded(handle, { ...base, limit: compressionLimit(parseConfig('context:\n  compression:\n    token_threshold: 500\n'), 8000) })
+    const result = await compressIfNeeded(handle, {
+      ...base,
+      limit: compressionLimit(parseConfig('context:\n  compression:\n    token_threshold: 500\n'), 8000),
+    })
     expect(result?.record.summary_id).toBe(1)
     expect(statuses).toEqual(['compressing'])
     expect(readState(handle.dir)).toMatchObject({ status: 'processing', compression_count: 1, last_activity: 'compressed' })
@@ -108,9 +128,19 @@ describe('compressIfNeeded', () => {
 
   it('keeps the in-memory window equal to current.jsonl through appends, compaction and resume', async () => {
     const handle = await task()
-    const fromDisk = (dir: string) => readFileSync(join(dir, 'current.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as WindowMessage)
+    const fromDisk = (dir: string) =>
+      readFileSync(join(dir, 'current.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as WindowMessage)
     expect(handle.window()).toEqual(fromDisk(handle.dir))
-    await compressIfNeeded(handle, { summarizer: extractiveSummarizer(), settings: settingsFrom(parseConfig('')), limit: 100, now: () => new Date(), warn: () => undefined })
+    await compressIfNeeded(handle, {
+      summarizer: extractiveSummarizer(),
+      settings: settingsFrom(parseConfig('')),
+      limit: 100,
+      now: () => new Date(),
+      warn: () => undefined,
+    })
     handle.addMessage({ role: 'user', content: 'after compaction' })
     handle.addMessage({ role: 'system', content: 'hidden', visible: false })
     expect(handle.window()).toEqual(fromDisk(handle.dir))
@@ -139,7 +169,17 @@ describe('compressIfNeeded', () => {
     expect(warnings[0]).toMatch(/failed; the window stays as it was/)
     expect(readFileSync(join(handle.dir, 'current.jsonl'), 'utf8')).toBe(before)
     expect(readState(handle.dir)?.status).toBe('processing')
-    expect((await compressIfNeeded(handle, { summarizer: extractiveSummarizer(), settings: settingsFrom(parseConfig('')), limit: 100, now: () => new Date(), warn: () => undefined }))?.record.method).toBe('extractive')
+    expect(
+      (
+        await compressIfNeeded(handle, {
+          summarizer: extractiveSummarizer(),
+          settings: settingsFrom(parseConfig('')),
+          limit: 100,
+          now: () => new Date(),
+          warn: () => undefined,
+        })
+      )?.record.method,
+    ).toBe('extractive')
     await handle.fail('over')
   })
 })

@@ -41,7 +41,10 @@ function snapshotOf(messages: StoredMessage[]): ContextSnapshot {
 }
 
 function readWindow(dir: string): WindowMessage[] {
-  return readFileSync(join(dir, 'current.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as WindowMessage)
+  return readFileSync(join(dir, 'current.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as WindowMessage)
 }
 
 describe('planCompaction', () => {
@@ -53,7 +56,10 @@ describe('planCompaction', () => {
         if (plan === null) continue
         expect(plan.keep[0]?.role).not.toBe('tool')
         const callsIn = (list: StoredMessage[]) => new Set(list.flatMap((m) => m.tool_calls?.map((c) => c.id) ?? []))
-        for (const [part, calls] of [[plan.keep, callsIn(plan.keep)], [plan.summarize, callsIn(plan.summarize)]] as const) {
+        for (const [part, calls] of [
+          [plan.keep, callsIn(plan.keep)],
+          [plan.summarize, callsIn(plan.summarize)],
+        ] as const) {
           for (const m of part) if (m.role === 'tool') expect(calls.has(m.tool_call_id as string)).toBe(true)
         }
         expect(plan.keep.length).toBeGreaterThanOrEqual(Math.min(keepRecent, messages.length - 1))
@@ -91,7 +97,11 @@ describe('compaction of a live task', () => {
     for (let r = from; r < from + rounds; r++) {
       if (r % 3 === 0) handle.addMessage({ role: 'user', content: `continue with step ${r}` })
       const id = `call_${r}`
-      handle.addMessage({ role: 'assistant', content: '', tool_calls: [{ id, type: 'function', function: { name: 'read_file', arguments: `{"path":"src/file${r}.ts"}` } }] })
+      handle.addMessage({
+        role: 'assistant',
+        content: '',
+        tool_calls: [{ id, type: 'function', function: { name: 'read_file', arguments: `{"path":"src/file${r}.ts"}` } }],
+      })
       handle.addMessage({ role: 'tool', content: `contents of src/file${r}.ts ${'x'.repeat(400)}`, tool_call_id: id, tool_name: 'read_file' })
     }
   }
@@ -160,9 +170,25 @@ describe('prune', () => {
 
   it('prunes only tool results older than the protected user turns, keeping blob references', () => {
     const pruned = prune(window, 3)
-    expect(pruned.map((m) => m.content)).toEqual(['sys', 'turn 1', 'reading', '[pruned] [blob:abc123]', '[pruned]', 'turn 2', 'middle output', 'turn 3', 'recent output', 'turn 4', 'newest output'])
+    expect(pruned.map((m) => m.content)).toEqual([
+      'sys',
+      'turn 1',
+      'reading',
+      '[pruned] [blob:abc123]',
+      '[pruned]',
+      'turn 2',
+      'middle output',
+      'turn 3',
+      'recent output',
+      'turn 4',
+      'newest output',
+    ])
     expect(pruned[2]?.tool_calls).toEqual(window[2]?.tool_calls)
-    expect(prune(window, 1).map((m) => m.content).filter((c) => c.includes('[pruned]'))).toHaveLength(4)
+    expect(
+      prune(window, 1)
+        .map((m) => m.content)
+        .filter((c) => c.includes('[pruned]')),
+    ).toHaveLength(4)
   })
 
   it('is idempotent, never changes its input, and prunes reasoning too', () => {
@@ -170,7 +196,10 @@ describe('prune', () => {
     const once = prune(window, 2)
     expect(prune(once, 2)).toEqual(once)
     expect(window).toEqual(copy)
-    const withReasoning = [{ role: 'assistant', content: 'x', reasoning_content: 'long thoughts' }, { role: 'user', content: 'now' }] as WindowMessage[]
+    const withReasoning = [
+      { role: 'assistant', content: 'x', reasoning_content: 'long thoughts' },
+      { role: 'user', content: 'now' },
+    ] as WindowMessage[]
     expect(prune(withReasoning, 1)[0]).toMatchObject({ content: 'x', reasoning_content: '[pruned]' })
     expect(prune(window, 10)).toEqual(window)
   })
@@ -180,7 +209,10 @@ describe('extractive summary', () => {
   it('keeps the task, planted file paths, errors, decisions and tools', () => {
     const messages = [
       msg(2, 'user', { content: TASK }),
-      msg(3, 'assistant', { content: 'Reading the session code.', tool_calls: [{ id: 'c', type: 'function', function: { name: 'read_file', arguments: '{"path":"src/auth/session.ts"}' } }] }),
+      msg(3, 'assistant', {
+        content: 'Reading the session code.',
+        tool_calls: [{ id: 'c', type: 'function', function: { name: 'read_file', arguments: '{"path":"src/auth/session.ts"}' } }],
+      }),
       msg(4, 'tool', { tool_name: 'read_file', content: 'export const TTL = 300 // see config/auth.yaml' }),
       msg(5, 'tool', { tool_name: 'run_tests', content: 'FAIL test/auth.test.ts\nTypeError: Cannot read properties of undefined (reading "exp")' }),
       msg(6, 'assistant', { content: 'We decided to refresh the token instead of extending TTL, because the TTL is a security requirement.' }),
@@ -208,7 +240,10 @@ describe('final summary', () => {
   it('a long window that does not fit one request: two requests, the second folding in the first, each with the summary budget as max_tokens', async () => {
     const fake = await startFakeLlm()
     let n = 0
-    fake.fallback = () => ({ content: `part summary ${++n}`, usage: { prompt_tokens: 900, completion_tokens: 30, total_tokens: 930, prompt_tokens_details: { cached_tokens: 256 } } })
+    fake.fallback = () => ({
+      content: `part summary ${++n}`,
+      usage: { prompt_tokens: 900, completion_tokens: 30, total_tokens: 930, prompt_tokens_details: { cached_tokens: 256 } },
+    })
     const handle = await taskWith((h) => {
       h.addMessage({ role: 'system', content: 'You are a coding agent.' })
       h.addMessage({ role: 'user', content: TASK })
@@ -236,12 +271,32 @@ describe('final summary', () => {
       h.addMessage({ role: 'system', content: 'You are a coding agent.' })
       h.addMessage({ role: 'user', content: TASK })
       for (let r = 0; r < 300; r++) {
-        h.addMessage({ role: 'assistant', content: '', tool_calls: [{ id: `c${r}`, type: 'function', function: { name: 'read_file', arguments: `{"path":"f${r}.ts"}` } }] })
+        h.addMessage({
+          role: 'assistant',
+          content: '',
+          tool_calls: [{ id: `c${r}`, type: 'function', function: { name: 'read_file', arguments: `{"path":"f${r}.ts"}` } }],
+        })
         h.addMessage({ role: 'tool', content: `OLD${r} ${'o'.repeat(9000)}`, tool_call_id: `c${r}`, tool_name: 'read_file' })
       }
-      h.addSummary({ start_seq: 3, end_seq: 602, summary: '## Original Task\nthe login bug\n## Current State\n- read 299 files', created_at: new Date().toISOString(), original_tokens: 1, summary_tokens: 1, compression_ratio: 1, compressed_message_count: 598, tokens_saved: 0, method: 'llm', model: 'fake-model' })
+      h.addSummary({
+        start_seq: 3,
+        end_seq: 602,
+        summary: '## Original Task\nthe login bug\n## Current State\n- read 299 files',
+        created_at: new Date().toISOString(),
+        original_tokens: 1,
+        summary_tokens: 1,
+        compression_ratio: 1,
+        compressed_message_count: 598,
+        tokens_saved: 0,
+        method: 'llm',
+        model: 'fake-model',
+      })
       for (let r = 300; r < 310; r++) {
-        h.addMessage({ role: 'assistant', content: '', tool_calls: [{ id: `c${r}`, type: 'function', function: { name: 'read_file', arguments: `{"path":"f${r}.ts"}` } }] })
+        h.addMessage({
+          role: 'assistant',
+          content: '',
+          tool_calls: [{ id: `c${r}`, type: 'function', function: { name: 'read_file', arguments: `{"path":"f${r}.ts"}` } }],
+        })
         h.addMessage({ role: 'tool', content: `NEW${r} ${'n'.repeat(9000)} TAIL${r}`, tool_call_id: `c${r}`, tool_name: 'read_file' })
       }
     })
@@ -263,7 +318,10 @@ describe('final summary', () => {
 describe('extractive summaries that nest (issue 19, item 15)', () => {
   it('stay as clean as the first: no repeats, no passing test line as an error, no product name as a file, work carried over, newest first', () => {
     const round = (seq: number, text: string, tool: string) => [
-      msg(seq, 'assistant', { content: text, tool_calls: [{ id: `c${seq}`, type: 'function', function: { name: 'run_command', arguments: '{"command":"npm test"}' } }] }),
+      msg(seq, 'assistant', {
+        content: text,
+        tool_calls: [{ id: `c${seq}`, type: 'function', function: { name: 'run_command', arguments: '{"command":"npm test"}' } }],
+      }),
       msg(seq + 1, 'tool', { tool_name: 'run_command', content: tool }),
     ]
     const task = msg(1, 'user', { content: TASK })

@@ -9,15 +9,31 @@ import { branches, deliverySetup, FIXED, git, write } from './setup.js'
 describe('only a task that completed with its answer delivers', () => {
   it('nothing for a blocked finish, a failed task, a task out of budget, or a paused one', { timeout: 240_000 }, async () => {
     const cases: { name: string; args: string[]; replies: (s: Awaited<ReturnType<typeof deliverySetup>>) => void; status: string }[] = [
-      { name: 'blocked', args: [], status: 'completed', replies: (s) => s.fake.queue.push(write('calc.js', FIXED), { calls: [{ name: 'finish', arguments: { summary: 'cannot test it', status: 'blocked' } }] }) },
-      { name: 'failed', args: [], status: 'failed', replies: (s) => {
-        s.fake.queue.push(write('calc.js', FIXED))
-        s.fake.fallback = () => ({ calls: [{ name: 'read_file', arguments: { path: 'README.md' } }] })
-      } },
-      { name: 'timeout', args: ['--max-turns', '2'], status: 'timeout', replies: (s) => {
-        s.fake.queue.push(write('calc.js', FIXED))
-        s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${Math.random()}` } }] })
-      } },
+      {
+        name: 'blocked',
+        args: [],
+        status: 'completed',
+        replies: (s) =>
+          s.fake.queue.push(write('calc.js', FIXED), { calls: [{ name: 'finish', arguments: { summary: 'cannot test it', status: 'blocked' } }] }),
+      },
+      {
+        name: 'failed',
+        args: [],
+        status: 'failed',
+        replies: (s) => {
+          s.fake.queue.push(write('calc.js', FIXED))
+          s.fake.fallback = () => ({ calls: [{ name: 'read_file', arguments: { path: 'README.md' } }] })
+        },
+      },
+      {
+        name: 'timeout',
+        args: ['--max-turns', '2'],
+        status: 'timeout',
+        replies: (s) => {
+          s.fake.queue.push(write('calc.js', FIXED))
+          s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${Math.random()}` } }] })
+        },
+      },
     ]
     for (const c of cases) {
       const s = await deliverySetup('path')
@@ -73,7 +89,10 @@ describe('a crash during delivery', () => {
       const markerDir = mkdtempSync(join(tmpdir(), 'ctxagent-marker-'))
       onTestFinished(() => rmSync(markerDir, { recursive: true, force: true }))
       const marker = join(markerDir, 'at')
-      const child = s.spawn(['run', '--github', 'acme/shop#42', '--workspace', s.ws, '--deliver', 'pr'], { CTXAGENT_TEST_PAUSE_AT: step, CTXAGENT_TEST_PAUSE_MARKER: marker })
+      const child = s.spawn(['run', '--github', 'acme/shop#42', '--workspace', s.ws, '--deliver', 'pr'], {
+        CTXAGENT_TEST_PAUSE_AT: step,
+        CTXAGENT_TEST_PAUSE_MARKER: marker,
+      })
       await waitFor(`the agent at ${step}`, () => existsSync(marker))
       child.kill('SIGKILL')
       await exitOf(child)

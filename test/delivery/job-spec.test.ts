@@ -4,7 +4,17 @@ import type { Job, JobSpec } from '../../src/fleet/jobs.js'
 import { placement } from '../../src/commands/enqueue.js'
 import { branchName } from '../../src/delivery/deliver.js'
 
-const job = (spec: Record<string, unknown>): Job => ({ id: 1, task_uuid: '0b6f6c55-1d55-4f59-9d8e-6f1a2c3b4d5e', kind: 'new', spec: spec as JobSpec, state: 'waiting', priority: 0, attempts: 0, claimed_by: null, user: null })
+const job = (spec: Record<string, unknown>): Job => ({
+  id: 1,
+  task_uuid: '0b6f6c55-1d55-4f59-9d8e-6f1a2c3b4d5e',
+  kind: 'new',
+  spec: spec as JobSpec,
+  state: 'waiting',
+  priority: 0,
+  attempts: 0,
+  claimed_by: null,
+  user: null,
+})
 
 describe('deliver in a job', () => {
   it('enqueue and poll put --deliver in the spec; the worker gives it to run; a row asking anything else is refused', () => {
@@ -18,8 +28,12 @@ describe('deliver in a job', () => {
 
   it('the branch name: <key>, <uuid8> and <uuid> filled in; a key git would not take made safe', () => {
     const uuid = '0b6f6c55-1d55-4f59-9d8e-6f1a2c3b4d5e'
-    expect(branchName('ctxagent/<key>-<uuid8>', { task_source: 'github', owner: 'acme', repo: 'shop', task_type: 'issue', task_id: '42' }, uuid)).toBe('ctxagent/42-0b6f6c55')
+    expect(branchName('ctxagent/<key>-<uuid8>', { task_source: 'github', owner: 'acme', repo: 'shop', task_type: 'issue', task_id: '42' }, uuid)).toBe(
+      'ctxagent/42-0b6f6c55',
+    )
     expect(branchName('bot/<uuid>', { task_source: 'local', owner: null, repo: '', task_type: 'task', task_id: '' }, uuid)).toBe(`bot/${uuid}`)
-    expect(branchName('ctxagent/<key>-<uuid8>', { task_source: 'local', owner: null, repo: '', task_type: 'task', task_id: '../x y~1' }, uuid)).toBe('ctxagent/x-y-1-0b6f6c55')
+    expect(branchName('ctxagent/<key>-<uuid8>', { task_source: 'local', owner: null, repo: '', task_type: 'task', task_id: '../x y~1' }, uuid)).toBe(
+      'ctxagent/x-y-1-0b6f6c55',
+    )
   })
 })

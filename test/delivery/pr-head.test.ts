@@ -47,7 +47,14 @@ describe("a task on the agent's own PR (target pr-head)", () => {
     const { bare, ws, head } = prClone()
     writeFileSync(join(ws, 'export.js'), 'rows.slice(0) // reviewed\n')
     const outcome = await deliver(input(ws, bare, head))
-    expect(outcome).toEqual({ mode: 'pr', branch: 'fix-csv', commit: expect.stringMatching(/^[0-9a-f]{40}$/), pushed: true, pr: { number: 57, url: 'https://github.example/acme/shop/pull/57' }, refused: null })
+    expect(outcome).toEqual({
+      mode: 'pr',
+      branch: 'fix-csv',
+      commit: expect.stringMatching(/^[0-9a-f]{40}$/),
+      pushed: true,
+      pr: { number: 57, url: 'https://github.example/acme/shop/pull/57' },
+      refused: null,
+    })
     const commit = outcome.commit as string
     expect(git(['--git-dir', bare, 'rev-parse', 'refs/heads/fix-csv'], '/')).toBe(commit)
     expect(git(['--git-dir', bare, 'rev-parse', `${commit}^`], '/')).toBe(head)

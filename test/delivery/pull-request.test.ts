@@ -7,7 +7,9 @@ import { branches, deliverySetup, filesHolding, FIXED, git, write } from './setu
 const MARKER = /<!-- ctxagent:[0-9a-f-]{36} -->/
 
 describe('delivery as a pull request (GitHub) or merge request (GitLab)', () => {
-  it('a GitHub issue: one commit on the base pushed over smart HTTP with the token, a PR with the right fields, the checkout unmoved, no host identity, the token nowhere it must not be', { timeout: 180_000 }, async () => {
+  it('a GitHub issue: one commit on the base pushed over smart HTTP with the token, a PR with the right fields, the checkout unmoved, no host identity, the token nowhere it must not be', {
+    timeout: 180_000,
+  }, async () => {
     const s = await deliverySetup('github', 'deliver:\n  labels: [ctxagent]\n')
     s.fake.queue.push(write('calc.js', FIXED), { content: 'add() subtracted; it adds now.\n\nThe test in README still holds.' })
     const res = await s.cli(['run', '--github', 'acme/shop#42', '--workspace', s.ws, '--deliver', 'pr', '--json'])
@@ -15,7 +17,14 @@ describe('delivery as a pull request (GitHub) or merge request (GitLab)', () => 
     const task = onlyTask(s.tree)
     const branch = `ctxagent/42-${task.uuid.slice(0, 8)}`
     const outcome = JSON.parse(res.stdout) as { delivery: { commit: string } }
-    expect(outcome.delivery).toEqual({ mode: 'pr', branch, commit: expect.stringMatching(/^[0-9a-f]{40}$/), pushed: true, pr: { number: 100, url: 'https://github.example/acme/shop/pull/100' }, refused: null })
+    expect(outcome.delivery).toEqual({
+      mode: 'pr',
+      branch,
+      commit: expect.stringMatching(/^[0-9a-f]{40}$/),
+      pushed: true,
+      pr: { number: 100, url: 'https://github.example/acme/shop/pull/100' },
+      refused: null,
+    })
     expect(task.state.delivery).toEqual(outcome.delivery)
     expect(task.metadata.run).toMatchObject({ deliver: 'pr', base_commit: s.first, base_branch: 'main', base_remote: s.origin })
     const commit = outcome.delivery.commit
@@ -25,7 +34,9 @@ describe('delivery as a pull request (GitHub) or merge request (GitLab)', () => 
     expect(git(['--git-dir', s.bare, 'rev-list', `main..${branch}`], '/')).toBe(commit)
     expect(git(['--git-dir', s.bare, 'rev-parse', `${commit}^`], '/')).toBe(s.first)
     expect(git(['--git-dir', s.bare, 'show', `${commit}:calc.js`], '/')).toBe(FIXED.trim())
-    expect(git(['--git-dir', s.bare, 'show', '-s', '--format=%an <%ae>|%cn <%ce>', commit], '/')).toBe('ctxagent-bot <ctxagent-bot@users.noreply.ctxagent.invalid>|ctxagent-bot <ctxagent-bot@users.noreply.ctxagent.invalid>')
+    expect(git(['--git-dir', s.bare, 'show', '-s', '--format=%an <%ae>|%cn <%ce>', commit], '/')).toBe(
+      'ctxagent-bot <ctxagent-bot@users.noreply.ctxagent.invalid>|ctxagent-bot <ctxagent-bot@users.noreply.ctxagent.invalid>',
+    )
     expect(git(['--git-dir', s.bare, 'diff', '--name-only', s.first, commit], '/')).toBe('calc.js')
     // The operator's checkout: still main at the start, the agent's change unstaged in the files.
     expect(git(['symbolic-ref', 'HEAD'], s.ws)).toBe('refs/heads/main')
@@ -56,7 +67,9 @@ describe('delivery as a pull request (GitHub) or merge request (GitLab)', () => 
     expect(git(['config', '--list', '--local'], s.ws)).not.toContain(gh.token)
     // view (and --json), list (and --json) and export show it.
     const short = task.uuid.slice(0, 8)
-    expect((await s.cli(['view', short])).stdout).toContain(`Delivered: PR/MR #100 https://github.example/acme/shop/pull/100 (branch ${branch} (${commit.slice(0, 12)}), pushed)`)
+    expect((await s.cli(['view', short])).stdout).toContain(
+      `Delivered: PR/MR #100 https://github.example/acme/shop/pull/100 (branch ${branch} (${commit.slice(0, 12)}), pushed)`,
+    )
     expect(JSON.parse((await s.cli(['view', short, '--json'])).stdout).state.delivery).toEqual(outcome.delivery)
     const listed = await s.cli(['list'])
     expect(listed.stdout.split('\n')[0]).toMatch(/\bdelivered\b/)
@@ -74,11 +87,26 @@ describe('delivery as a pull request (GitHub) or merge request (GitLab)', () => 
     const branch = `agent/7-${task.uuid.slice(0, 8)}`
     const gl = s.gl as NonNullable<typeof s.gl>
     expect(gl.mergeRequests).toHaveLength(1)
-    const mr = gl.mergeRequests[0] as { title: string; description: string; source_branch: string; target_branch: string; labels: string[]; iid: number; web_url: string }
+    const mr = gl.mergeRequests[0] as {
+      title: string
+      description: string
+      source_branch: string
+      target_branch: string
+      labels: string[]
+      iid: number
+      web_url: string
+    }
     expect(mr).toMatchObject({ title: 'Draft: Pagination of /orders skips a page', source_branch: branch, target_branch: 'main', labels: ['bot', 'review'] })
     expect(mr.description).toContain('Closes #7')
     expect(mr.description).toMatch(MARKER)
-    expect(task.state.delivery).toEqual({ mode: 'pr', branch, commit: expect.stringMatching(/^[0-9a-f]{40}$/), pushed: true, pr: { number: mr.iid, url: mr.web_url }, refused: null })
+    expect(task.state.delivery).toEqual({
+      mode: 'pr',
+      branch,
+      commit: expect.stringMatching(/^[0-9a-f]{40}$/),
+      pushed: true,
+      pr: { number: mr.iid, url: mr.web_url },
+      refused: null,
+    })
     expect(branches(s.bare).sort()).toEqual([branch, 'main'].sort())
     expect(s.auth).toContain(`Basic ${Buffer.from(`oauth2:${gl.token}`).toString('base64')}`)
     expect(filesHolding(join(s.ws, '.git'), gl.token)).toEqual([])

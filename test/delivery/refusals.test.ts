@@ -11,7 +11,9 @@ const SECRET = 'Zq7vN2pL9xK4wR8tY6uB3mC5'
 describe('what is not delivered', () => {
   it('a diff holding the value of a secret in force: refused by name (never the value), nothing committed or pushed, the files kept', async () => {
     const s = await deliverySetup('path')
-    s.fake.queue.push(write('calc.js', FIXED), write('deploy.cfg', `url=https://deploy.example\nkey=${SECRET}\n`, false), { content: 'Fixed add and wrote the deploy config.' })
+    s.fake.queue.push(write('calc.js', FIXED), write('deploy.cfg', `url=https://deploy.example\nkey=${SECRET}\n`, false), {
+      content: 'Fixed add and wrote the deploy config.',
+    })
     const res = await s.cli(['run', '--task', 'fix add', '--workspace', s.ws, '--deliver', 'pr', '--json'], { DEPLOY_TOKEN: SECRET })
     expect(res.code, res.stderr).toBe(0)
     const task = onlyTask(s.tree)
@@ -30,7 +32,12 @@ describe('what is not delivered', () => {
 
   it('an .env file (deliver.exclude) and a key pattern: refused, nothing pushed; a file over max_file_bytes too', async () => {
     const s = await deliverySetup('path', 'deliver:\n  max_file_bytes: 1000\n')
-    s.fake.queue.push(write('.env', 'DEBUG=1\n', false), write('big.txt', 'x'.repeat(2000), false), write('notes.md', 'token: ghp_abcdefghijklmnopqrstuvwxyz0123456789\n', false), { content: 'done' })
+    s.fake.queue.push(
+      write('.env', 'DEBUG=1\n', false),
+      write('big.txt', 'x'.repeat(2000), false),
+      write('notes.md', 'token: ghp_abcdefghijklmnopqrstuvwxyz0123456789\n', false),
+      { content: 'done' },
+    )
     const res = await s.cli(['run', '--task', 'set up', '--workspace', s.ws, '--deliver', 'pr', '--json'])
     expect(res.code, res.stderr).toBe(0)
     const refused = String((onlyTask(s.tree).state.delivery as { refused: string }).refused)

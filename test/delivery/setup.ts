@@ -17,11 +17,22 @@ import { runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
 
 /** The identity of the test's own git commands (the operator's), never the delivery's. */
-const OPERATOR = { GIT_AUTHOR_NAME: 'Operator', GIT_AUTHOR_EMAIL: 'op@example.org', GIT_COMMITTER_NAME: 'Operator', GIT_COMMITTER_EMAIL: 'op@example.org', GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' }
+const OPERATOR = {
+  GIT_AUTHOR_NAME: 'Operator',
+  GIT_AUTHOR_EMAIL: 'op@example.org',
+  GIT_COMMITTER_NAME: 'Operator',
+  GIT_COMMITTER_EMAIL: 'op@example.org',
+  GIT_CONFIG_NOSYSTEM: '1',
+  GIT_CONFIG_GLOBAL: '/dev/null',
+}
 
 /** git as the test (the operator) runs it: safe.directory for the sandbox-owned workspace. */
 export function git(args: string[], cwd: string): string {
-  return execFileSync('git', ['-c', 'safe.directory=*', ...args], { cwd, env: { PATH: process.env.PATH, HOME: '/nonexistent', ...OPERATOR }, encoding: 'utf8' }).trim()
+  return execFileSync('git', ['-c', 'safe.directory=*', ...args], {
+    cwd,
+    env: { PATH: process.env.PATH, HOME: '/nonexistent', ...OPERATOR },
+    encoding: 'utf8',
+  }).trim()
 }
 
 export interface DeliverySetup extends RunSetup {
@@ -114,7 +125,9 @@ export async function deliverySetup(forge: 'github' | 'gitlab' | 'path', extra =
 
 /** Branches of a repository (a bare one, or the workspace's). */
 export function branches(gitDir: string): string[] {
-  return git(['--git-dir', gitDir, 'for-each-ref', '--format=%(refname:short)', 'refs/heads/'], '/').split('\n').filter((b) => b !== '')
+  return git(['--git-dir', gitDir, 'for-each-ref', '--format=%(refname:short)', 'refs/heads/'], '/')
+    .split('\n')
+    .filter((b) => b !== '')
 }
 
 /** Every file under `dir` whose bytes hold `needle`. */

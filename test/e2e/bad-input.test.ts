@@ -23,7 +23,12 @@ describe('bad input', () => {
     ['--home that is a file', (base) => ['stats', '--home', join(base, 'file.txt')], 2, /--home .*file\.txt is not a directory/],
     ['an empty --home', () => ['stats', '--home', ''], 2, /--home is empty/],
     ['--config /dev/zero', () => ['stats', '--config', '/dev/zero'], 2, /\/dev\/zero: cannot read config \(not a regular file\)/],
-    ['heartbeat not below stale_after', (base) => ['stats', '--config', join(base, 'beat.yaml')], 2, /locks\.heartbeat_seconds \(60\) must be less than locks\.stale_after_seconds \(60\)/],
+    [
+      'heartbeat not below stale_after',
+      (base) => ['stats', '--config', join(base, 'beat.yaml')],
+      2,
+      /locks\.heartbeat_seconds \(60\) must be less than locks\.stale_after_seconds \(60\)/,
+    ],
     ['base_url that is not a URL', (base) => ['stats', '--config', join(base, 'url.yaml')], 2, /llm\.openai\.base_url must be an http\(s\) URL/],
     ['an empty base_dir', (base) => ['stats', '--config', join(base, 'empty-base.yaml')], 2, /context\.base_dir must not be empty/],
     ['reindex of a tree that does not exist', (base) => ['reindex', '--home', join(base, 'missing')], 3, /there is no task tree at .*missing/],

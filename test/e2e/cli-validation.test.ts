@@ -32,7 +32,10 @@ function snapshot(base: string): Record<string, string> {
 function fixture(): Tree {
   const tree = makeTree()
   tree.write({ uuid: PAUSED, location: 'paused', messages: 40, summaries: 0, tools: 0 })
-  for (const [uuid, location] of [[CHAT_PAUSED, 'paused'], [CHAT_ENDED, 'completed']] as const) {
+  for (const [uuid, location] of [
+    [CHAT_PAUSED, 'paused'],
+    [CHAT_ENDED, 'completed'],
+  ] as const) {
     const dir = tree.write({ uuid, location, messages: 4 })
     const metadata = JSON.parse(readFileSync(join(dir, 'metadata.json'), 'utf8')) as Record<string, unknown>
     writeFileSync(join(dir, 'metadata.json'), `${JSON.stringify({ ...metadata, run: { chat: true } }, null, 2)}\n`)
@@ -82,7 +85,13 @@ describe('1. stats of a task tree that does not exist', () => {
     ['stats --home <missing>', (base) => ['stats', '--home', join(base, 'missing/tree')], 3, NO_TREE],
     ['stats --json --home <missing>', (base) => ['stats', '--json', '--home', join(base, 'missing/tree')], 3, NO_TREE],
     ['stats --check --home <missing> (UNKNOWN, not OK)', (base) => ['stats', '--check', '--home', join(base, 'missing/tree')], 3, NO_TREE],
-    ['stats --check via CTXAGENT_HOME <missing>', (_base) => ['stats', '--check'], 3, /there is no task tree at/, { CTXAGENT_HOME: '/nonexistent/ctxagent/tree' }],
+    [
+      'stats --check via CTXAGENT_HOME <missing>',
+      (_base) => ['stats', '--check'],
+      3,
+      /there is no task tree at/,
+      { CTXAGENT_HOME: '/nonexistent/ctxagent/tree' },
+    ],
   ])
 
   it('still reports an existing but empty tree as 0 tasks', () => {
@@ -100,7 +109,12 @@ describe('2. chat: flags are checked before the task is looked up or anything wr
     ['chat --no-wait without --send', () => ['chat', CHAT_PAUSED, '--no-wait'], 2, /^ctxagent: --no-wait applies only to --send \(add --send TEXT/],
     ['chat --no-wait without --send, a task that does not exist', () => ['chat', uuidN(0xdead), '--no-wait'], 2, /--no-wait applies only to --send/],
     ['chat --end --no-wait', () => ['chat', CHAT_PAUSED, '--end', '--no-wait'], 2, /--no-wait applies only to --send/],
-    ['chat --send --no-wait --timeout', () => ['chat', CHAT_PAUSED, '--send', 'hi', '--no-wait', '--timeout', '1m'], 2, /--timeout and --no-wait exclude each other/],
+    [
+      'chat --send --no-wait --timeout',
+      () => ['chat', CHAT_PAUSED, '--send', 'hi', '--no-wait', '--timeout', '1m'],
+      2,
+      /--timeout and --no-wait exclude each other/,
+    ],
     ['chat --send --end on a task that is not a chat', () => ['chat', PAUSED, '--send', 'hi', '--end'], 2, /--send and --end exclude each other/],
     // Refusals that are conflicts (exit 4) write no audit line either.
     ['chat (attach) to a paused session', () => ['chat', CHAT_PAUSED], 4, /task .* is paused \(resume it/],
@@ -124,13 +138,28 @@ describe('3. contradictory or empty filters', () => {
     ['view --all --full on the overview', () => ['view', PAUSED, '--all', '--full'], 2, /--all and --full apply to a listing/],
     ['view --summaries --hidden', () => ['view', PAUSED, '--summaries', '--hidden'], 2, /--hidden shows hidden messages/],
     ['view --tools --follow', () => ['view', PAUSED, '--tools', '--follow'], 2, /--follow streams messages, not --tools/],
-    ['stats with a reversed range', () => ['stats', '--from', '2024-02-01', '--to', '2024-01-01'], 2, /^ctxagent: --from is not before --to, so no task could match/],
+    [
+      'stats with a reversed range',
+      () => ['stats', '--from', '2024-02-01', '--to', '2024-01-01'],
+      2,
+      /^ctxagent: --from is not before --to, so no task could match/,
+    ],
     ['stats with an empty range of times', () => ['stats', '--from', '2024-01-01T12:00:00Z', '--to', '2024-01-01T12:00:00Z'], 2, /--from is not before --to/],
     ['stats --user empty', () => ['stats', '--user', ''], 2, /--user .* must be 1 to 200 printable characters/],
     ['stats --user blank', () => ['stats', '--user', '  '], 2, /--user .* must be 1 to 200 printable characters/],
-    ['stats --check --status failed', () => ['stats', '--check', '--status', 'failed'], 2, /^ctxagent: --check evaluates the whole task tree; --status cannot narrow it/],
+    [
+      'stats --check --status failed',
+      () => ['stats', '--check', '--status', 'failed'],
+      2,
+      /^ctxagent: --check evaluates the whole task tree; --status cannot narrow it/,
+    ],
     ['stats --check --user --from', () => ['stats', '--check', '--user', 'alice', '--from', '2024-01-01'], 2, /--user, --from cannot narrow it/],
-    ['stats --check on a missing tree with a filter: usage first', (base) => ['stats', '--check', '--status', 'failed', '--home', join(base, 'missing')], 2, /--check evaluates the whole task tree/],
+    [
+      'stats --check on a missing tree with a filter: usage first',
+      (base) => ['stats', '--check', '--status', 'failed', '--home', join(base, 'missing')],
+      2,
+      /--check evaluates the whole task tree/,
+    ],
   ])
 
   it('still lists with --limit or --all alone, and a --to day includes that day', () => {
@@ -173,8 +202,20 @@ describe('5. issue and merge request numbers', () => {
     ['--gitlab g/p!0', () => ['run', '--gitlab', 'g/p!0'], 2, GL],
     ['--gitlab g/p!99999999999999999999', () => ['run', '--gitlab', 'g/p!99999999999999999999'], 2, GL],
     // The largest number passes the reference check; what stops it here is the missing token.
-    ['--github a/b#2147483647 gets as far as the token', () => ['run', '--github', 'a/b#2147483647'], 2, /no GitHub token is set/, { OPENAI_API_KEY: 'sk-test' }],
-    ['--gitlab g/p!2147483647 gets as far as the token', () => ['run', '--gitlab', 'g/p!2147483647'], 2, /no GitLab token is set/, { OPENAI_API_KEY: 'sk-test' }],
+    [
+      '--github a/b#2147483647 gets as far as the token',
+      () => ['run', '--github', 'a/b#2147483647'],
+      2,
+      /no GitHub token is set/,
+      { OPENAI_API_KEY: 'sk-test' },
+    ],
+    [
+      '--gitlab g/p!2147483647 gets as far as the token',
+      () => ['run', '--gitlab', 'g/p!2147483647'],
+      2,
+      /no GitLab token is set/,
+      { OPENAI_API_KEY: 'sk-test' },
+    ],
   ])
 })
 
@@ -218,11 +259,37 @@ describe('7. no command', () => {
 describe('8. every invalid --home is a usage error in one short line', () => {
   const LONG = 'a'.repeat(4000)
   cases([
-    ['--home under a regular file', (base) => ['stats', '--home', join(base, 'file.txt', 'sub')], 2, /^ctxagent: --home .*file\.txt\/sub is not a directory: a part of its path is a file \(give the directory of the task tree\)$/],
-    ['--home under a regular file, for view', (base) => ['view', PAUSED, '--home', join(base, 'file.txt', 'sub')], 2, /--home .* is not a directory: a part of its path is a file/],
-    ['--home under a regular file, for cleanup', (base) => ['cleanup', '--home', join(base, 'file.txt', 'sub')], 2, /--home .* is not a directory: a part of its path is a file/],
-    ['CTXAGENT_HOME under a regular file', () => ['stats'], 2, /^ctxagent: CTXAGENT_HOME .* is not a directory: a part of its path is a file/, { CTXAGENT_HOME: '/etc/passwd/sub' }],
-    ['a 4,000-character --home', (base) => ['stats', '--home', join(base, LONG)], 2, /^ctxagent: --home .{60}…a{99} is too long for the file system \(\d{4} characters\) \(give a shorter path\)$/],
+    [
+      '--home under a regular file',
+      (base) => ['stats', '--home', join(base, 'file.txt', 'sub')],
+      2,
+      /^ctxagent: --home .*file\.txt\/sub is not a directory: a part of its path is a file \(give the directory of the task tree\)$/,
+    ],
+    [
+      '--home under a regular file, for view',
+      (base) => ['view', PAUSED, '--home', join(base, 'file.txt', 'sub')],
+      2,
+      /--home .* is not a directory: a part of its path is a file/,
+    ],
+    [
+      '--home under a regular file, for cleanup',
+      (base) => ['cleanup', '--home', join(base, 'file.txt', 'sub')],
+      2,
+      /--home .* is not a directory: a part of its path is a file/,
+    ],
+    [
+      'CTXAGENT_HOME under a regular file',
+      () => ['stats'],
+      2,
+      /^ctxagent: CTXAGENT_HOME .* is not a directory: a part of its path is a file/,
+      { CTXAGENT_HOME: '/etc/passwd/sub' },
+    ],
+    [
+      'a 4,000-character --home',
+      (base) => ['stats', '--home', join(base, LONG)],
+      2,
+      /^ctxagent: --home .{60}…a{99} is too long for the file system \(\d{4} characters\) \(give a shorter path\)$/,
+    ],
     ['a 4,000-character --home, for reindex', (base) => ['reindex', '--home', join(base, LONG)], 2, /--home .* is too long for the file system/],
     ['a 4,000-character --home, for run', (base) => ['run', '--task', 'x', '--home', join(base, LONG)], 2, /--home .* is too long for the file system/],
   ])

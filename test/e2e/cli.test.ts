@@ -69,7 +69,9 @@ describe('ctxagent binary', () => {
     for (const command of [['reindex'], ['watch-locks', '--once'], ['unlock', 'abcdef0123']]) {
       const res = cli([...command, '--home', join(cwd, 'home')], { CTXAGENT_CONFIG: 'ctxagent.yaml' }, cwd)
       expect(res.code).toBe(2)
-      expect(res.stderr).toBe('ctxagent: ctxagent.yaml: llm.openai.context_length must be a positive integer (see config.example.yaml for every key and its default)\n')
+      expect(res.stderr).toBe(
+        'ctxagent: ctxagent.yaml: llm.openai.context_length must be a positive integer (see config.example.yaml for every key and its default)\n',
+      )
     }
     const viaFlag = cli(['reindex', '--config', 'missing.yaml', '--home', join(cwd, 'home')], {}, cwd)
     expect(viaFlag.code).toBe(2)

@@ -16,7 +16,14 @@ function complete(script: string, words: string[]): string[] {
   const dir = scratch()
   writeFileSync(join(dir, 'c.bash'), script)
   const env = { ...process.env, PATH: `${join(ROOT, 'bin')}:${process.env.PATH ?? ''}`, CTXAGENT_HOME: '', CTXAGENT_CONFIG: '' }
-  const res = spawnSync('bash', ['-c', `source ${join(dir, 'c.bash')}; COMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; _ctxagent; printf '%s\\n' "\${COMPREPLY[@]}"`], { encoding: 'utf8', env })
+  const res = spawnSync(
+    'bash',
+    [
+      '-c',
+      `source ${join(dir, 'c.bash')}; COMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; _ctxagent; printf '%s\\n' "\${COMPREPLY[@]}"`,
+    ],
+    { encoding: 'utf8', env },
+  )
   return res.stdout.split('\n').filter(Boolean)
 }
 
@@ -58,7 +65,8 @@ describe('ctxagent completion', () => {
     for (const shell of ['zsh', 'fish']) {
       const res = cli(['completion', shell])
       expect(res.code, res.stderr).toBe(0)
-      for (const command of ['run', 'view', 'list', 'stats', 'cleanup', 'watch-locks', 'doctor', 'export']) expect(res.stdout, `${shell}: ${command}`).toContain(command)
+      for (const command of ['run', 'view', 'list', 'stats', 'cleanup', 'watch-locks', 'doctor', 'export'])
+        expect(res.stdout, `${shell}: ${command}`).toContain(command)
     }
     expect(cli(['completion', 'zsh']).stdout).toMatch(/^#compdef ctxagent\n/)
     expect(cli(['completion', 'tcsh']).code).toBe(2)

@@ -11,7 +11,10 @@ import { snapshotTree } from '../helpers/tree-snapshot.js'
 
 const ID = uuidN(0x51)
 
-async function setup(location: 'paused' | 'running' | 'completed' = 'paused', lock?: Record<string, unknown>): Promise<{ tree: Tree; fake: FakeLlm; config: string }> {
+async function setup(
+  location: 'paused' | 'running' | 'completed' = 'paused',
+  lock?: Record<string, unknown>,
+): Promise<{ tree: Tree; fake: FakeLlm; config: string }> {
   const tree = makeTree()
   tree.write({ uuid: ID, location, messages: 40, summaries: 0, tools: 0, ...(lock ? { lock } : {}) })
   const fake = await startFakeLlm()
@@ -28,10 +31,18 @@ describe('compress', () => {
     expect(res.stderr).toBe('')
     expect(res.code).toBe(0)
     const record = JSON.parse(res.stdout) as Record<string, unknown>
-    expect(record).toMatchObject({ summary_id: 1, method: 'llm', model: 'fake-model', summary: '## Original Task\nFix it\n## Completed Work\n- read src/app.ts' })
+    expect(record).toMatchObject({
+      summary_id: 1,
+      method: 'llm',
+      model: 'fake-model',
+      summary: '## Original Task\nFix it\n## Completed Work\n- read src/app.ts',
+    })
     const dir = tree.layout.taskDir('paused', ID)
     expect(JSON.parse(readFileSync(join(dir, 'summaries.jsonl'), 'utf8'))).toEqual(record)
-    const window = readFileSync(join(dir, 'current.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { content: string })
+    const window = readFileSync(join(dir, 'current.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { content: string })
     expect(window[2]?.content).toContain('- read src/app.ts')
     expect(JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8'))).toMatchObject({ compression_count: 1 })
     expect(fake.requests[0]?.body.messages[0]?.content).toContain('## Original Task')
@@ -43,7 +54,13 @@ describe('compress', () => {
     const before = snapshotTree(tree.base)
     const res = cli(['compress', ID, '--dry-run', '--json', '--config', config, '--home', tree.base])
     expect(res.code).toBe(0)
-    expect(JSON.parse(res.stdout)).toMatchObject({ kind: 'plan', start_seq: 2, messages: expect.any(Number), kept: expect.any(Number), tokens_before: expect.any(Number) })
+    expect(JSON.parse(res.stdout)).toMatchObject({
+      kind: 'plan',
+      start_seq: 2,
+      messages: expect.any(Number),
+      kept: expect.any(Number),
+      tokens_before: expect.any(Number),
+    })
     expect(snapshotTree(tree.base)).toEqual(before)
     expect(fake.requests).toHaveLength(0)
   })
@@ -54,7 +71,9 @@ describe('compress', () => {
     const before = snapshotTree(tree.base)
     const res = await cliAsync(['compress', ID, '--config', config, '--home', tree.base])
     expect(res.code).toBe(1)
-    expect(res.stderr).toMatch(/^ctxagent: LLM server http:\/\/127\.0\.0\.1:\d+\/v1 \(openai, model fake-model\) answered 500 after 2 retries: .*\(check the server logs\)\n$/)
+    expect(res.stderr).toMatch(
+      /^ctxagent: LLM server http:\/\/127\.0\.0\.1:\d+\/v1 \(openai, model fake-model\) answered 500 after 2 retries: .*\(check the server logs\)\n$/,
+    )
     expect(snapshotTree(tree.base)).toEqual(before)
   })
 
@@ -71,7 +90,13 @@ describe('compress', () => {
   })
 
   it('asks a live owner (only its inbox is written; exit 1 when it does not answer), and reaps a dead owner first', async () => {
-    const live = { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: new Date().toISOString(), heartbeat_at: new Date().toISOString() }
+    const live = {
+      process_id: process.pid,
+      process_start: processStart(process.pid),
+      hostname: hostname(),
+      acquired_at: new Date().toISOString(),
+      heartbeat_at: new Date().toISOString(),
+    }
     const a = await setup('running', live)
     const before = snapshotTree(a.tree.base)
     const unanswered = cli(['compress', ID, '--wait', '1s', '--config', a.config, '--home', a.tree.base])
@@ -93,7 +118,13 @@ describe('compress', () => {
   })
 
   it('a task that finishes while compress --wait waits for its owner ends the wait then, and is compressed here', async () => {
-    const live = { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: new Date().toISOString(), heartbeat_at: new Date().toISOString() }
+    const live = {
+      process_id: process.pid,
+      process_start: processStart(process.pid),
+      hostname: hostname(),
+      acquired_at: new Date().toISOString(),
+      heartbeat_at: new Date().toISOString(),
+    }
     const a = await setup('running', live)
     const running = a.tree.layout.taskDir('running', ID)
     const asked = cliAsync(['compress', ID, '--wait', '50s', '--extractive', '--config', a.config, '--home', a.tree.base])

@@ -21,7 +21,13 @@ describe('ctxagent config', () => {
     writeFileSync(join(cwd, 'ctxagent.yaml'), FILE)
     const res = cli(['config', '--json', '--home', 'tree', '--config', 'ctxagent.yaml'], ENV, cwd)
     expect(res.code).toBe(0)
-    const out = JSON.parse(res.stdout) as { source: string; base_dir: string; base_dir_from: string; secrets_set: string[]; config: ReturnType<typeof parseConfig> }
+    const out = JSON.parse(res.stdout) as {
+      source: string
+      base_dir: string
+      base_dir_from: string
+      secrets_set: string[]
+      config: ReturnType<typeof parseConfig>
+    }
     expect(out.source).toBe('ctxagent.yaml')
     expect(out.base_dir).toBe(join(cwd, 'tree'))
     expect(out.base_dir_from).toBe('--home')
@@ -46,15 +52,22 @@ describe('ctxagent config', () => {
 
   it('names what chose the task tree: --home, CTXAGENT_HOME, the file, or the default', () => {
     const cwd = scratch()
-    const from = (args: string[], env: Record<string, string> = {}) => (JSON.parse(cli(['config', '--json', ...args], { ...ENV, ...env }, cwd).stdout) as { base_dir: string; base_dir_from: string })
+    const from = (args: string[], env: Record<string, string> = {}) =>
+      JSON.parse(cli(['config', '--json', ...args], { ...ENV, ...env }, cwd).stdout) as { base_dir: string; base_dir_from: string }
     expect(from([])).toEqual(expect.objectContaining({ base_dir: '/nonexistent/ctxagent-test-state/ctxagent', base_dir_from: 'default' }))
-    expect(from([], { XDG_STATE_HOME: join(cwd, 'state') })).toEqual(expect.objectContaining({ base_dir: join(cwd, 'state', 'ctxagent'), base_dir_from: 'default' }))
-    expect(from([], { XDG_STATE_HOME: 'relative', HOME: cwd })).toEqual(expect.objectContaining({ base_dir: join(cwd, '.local', 'state', 'ctxagent'), base_dir_from: 'default' }))
+    expect(from([], { XDG_STATE_HOME: join(cwd, 'state') })).toEqual(
+      expect.objectContaining({ base_dir: join(cwd, 'state', 'ctxagent'), base_dir_from: 'default' }),
+    )
+    expect(from([], { XDG_STATE_HOME: 'relative', HOME: cwd })).toEqual(
+      expect.objectContaining({ base_dir: join(cwd, '.local', 'state', 'ctxagent'), base_dir_from: 'default' }),
+    )
     writeFileSync(join(cwd, 'ctxagent.yaml'), 'context:\n  base_dir: conf\n')
     expect(from([])).toEqual(expect.objectContaining({ base_dir_from: 'default' }))
     expect(from(['--config', 'ctxagent.yaml'])).toEqual(expect.objectContaining({ base_dir: join(cwd, 'conf'), base_dir_from: 'context.base_dir' }))
     expect(from([], { CTXAGENT_HOME: join(cwd, 'env') })).toEqual(expect.objectContaining({ base_dir: join(cwd, 'env'), base_dir_from: 'CTXAGENT_HOME' }))
-    expect(from(['--home', 'flag'], { CTXAGENT_HOME: join(cwd, 'env') })).toEqual(expect.objectContaining({ base_dir: join(cwd, 'flag'), base_dir_from: '--home' }))
+    expect(from(['--home', 'flag'], { CTXAGENT_HOME: join(cwd, 'env') })).toEqual(
+      expect.objectContaining({ base_dir: join(cwd, 'flag'), base_dir_from: '--home' }),
+    )
   })
 
   it("ignores another tool's ./config.yaml in every command, and says once where ctxagent's own goes", () => {
@@ -68,7 +81,9 @@ describe('ctxagent config', () => {
     writeFileSync(join(cwd, 'config.yaml'), 'locks:\n  stale_after_seconds: 10\n')
     const res = cli(['config', '--json'], ENV, cwd)
     expect(res.code).toBe(0)
-    expect(res.stderr).toBe('ctxagent: warning: ./config.yaml is not read: nothing in the current directory is configuration, since a model working there could write it (docs/contract.md §8); move it to ~/.config/ctxagent/config.yaml or /etc/ctxagent/config.yaml, or name it with --config\n')
+    expect(res.stderr).toBe(
+      'ctxagent: warning: ./config.yaml is not read: nothing in the current directory is configuration, since a model working there could write it (docs/contract.md §8); move it to ~/.config/ctxagent/config.yaml or /etc/ctxagent/config.yaml, or name it with --config\n',
+    )
     expect((JSON.parse(res.stdout) as { config: { locks: { stale_after_seconds: number } } }).config.locks.stale_after_seconds).toBe(60)
     expect(cli(['config', '--json', '--config', 'none'], ENV, cwd).stdout).toContain('"source": null')
   })
@@ -104,6 +119,8 @@ describe('ctxagent config', () => {
     const res = cli(['config', '--config', 'ctxagent.yaml'], ENV, cwd)
     expect(res.code).toBe(2)
     expect(res.stdout).toBe('')
-    expect(res.stderr).toBe('ctxagent: ctxagent.yaml: alerts.failure_rate must be a number greater than 0 and at most 1 (see config.example.yaml for every key and its default)\n')
+    expect(res.stderr).toBe(
+      'ctxagent: ctxagent.yaml: alerts.failure_rate must be a number greater than 0 and at most 1 (see config.example.yaml for every key and its default)\n',
+    )
   })
 })

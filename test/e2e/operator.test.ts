@@ -17,10 +17,31 @@ function fleet(): Tree {
   tree.write({ uuid: uuidN(0xa1), location: 'completed', user: 'alice', createdAt: '2024-01-10T09:00:00.000Z', messages: 12, summaries: 2, tools: 3 })
   tree.write({ uuid: uuidN(0xb2), location: 'paused', format: 'seed003', user: 'bob', createdAt: '2024-01-20T09:00:00.000Z', messages: 4 })
   // Live: this test process holds its lock, with a heartbeat 10 s before the pinned clock.
-  const lock = { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: '2024-01-31T23:00:00.000Z', heartbeat_at: '2024-01-31T23:59:50.000Z' }
-  tree.write({ uuid: uuidN(0xc3), location: 'running', user: 'alice', createdAt: '2024-01-31T23:00:00.000Z', messages: 6, messagesTail: '{"seq":7,"role":"assist', lock })
+  const lock = {
+    process_id: process.pid,
+    process_start: processStart(process.pid),
+    hostname: hostname(),
+    acquired_at: '2024-01-31T23:00:00.000Z',
+    heartbeat_at: '2024-01-31T23:59:50.000Z',
+  }
+  tree.write({
+    uuid: uuidN(0xc3),
+    location: 'running',
+    user: 'alice',
+    createdAt: '2024-01-31T23:00:00.000Z',
+    messages: 6,
+    messagesTail: '{"seq":7,"role":"assist',
+    lock,
+  })
   tree.write({ uuid: uuidN(0xd4), location: 'completed', status: 'failed', user: 'carol', createdAt: '2024-01-05T09:00:00.000Z', messages: 2 })
-  const gz = tree.write({ uuid: uuidN(0xe5), location: 'completed', user: 'bob', createdAt: '2023-12-01T09:00:00.000Z', completedAt: '2023-12-01T10:00:00.000Z', messages: 9 })
+  const gz = tree.write({
+    uuid: uuidN(0xe5),
+    location: 'completed',
+    user: 'bob',
+    createdAt: '2023-12-01T09:00:00.000Z',
+    completedAt: '2023-12-01T10:00:00.000Z',
+    messages: 9,
+  })
   for (const name of ['messages.jsonl', 'summaries.jsonl', 'tools.jsonl']) {
     writeFileSync(join(gz, `${name}.gz`), gzipSync(readFileSync(join(gz, name))))
     unlinkSync(join(gz, name)) // as cleanup leaves it
@@ -54,7 +75,9 @@ describe('view', () => {
 
   it('lists records exactly as stored, newest last, with --limit, --all and --role', () => {
     const tree = fleet()
-    const stored = readFileSync(join(tree.layout.taskDir('completed', uuidN(0xa1)), 'messages.jsonl'), 'utf8').trim().split('\n')
+    const stored = readFileSync(join(tree.layout.taskDir('completed', uuidN(0xa1)), 'messages.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
     const two = cli(['view', uuidN(0xa1), '--messages', '--limit', '2', '--json', '--home', tree.base])
     expect(two.stdout.trim().split('\n')).toEqual(stored.slice(-2))
     const all = cli(['view', uuidN(0xa1), '--messages', '--all', '--json', '--home', tree.base])
@@ -99,7 +122,10 @@ describe('view', () => {
     const [ownerExit, followerExit] = await Promise.all([exitOf(owner), exitOf(follower)])
     expect(ownerExit.code).toBe(0)
     expect(followerExit.code).toBe(0)
-    const contents = out.trim().split('\n').map((l) => (JSON.parse(l) as { content: string }).content)
+    const contents = out
+      .trim()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as { content: string }).content)
     expect(contents).toEqual(['ready', 'step 1', 'step 2', 'step 3', 'step 4', 'step 5'])
   })
 
@@ -110,7 +136,10 @@ describe('view', () => {
     cli(['view', uuidN(0xc3), '--home', tree.base])
     cli(['view', uuidN(0xc3), '--messages', '--all', '--home', tree.base])
     expect(snapshotTree(dir)).toEqual(before)
-    const audit = readFileSync(join(tree.base, 'audit.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { command: string; uuid: string })
+    const audit = readFileSync(join(tree.base, 'audit.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { command: string; uuid: string })
     expect(audit.map((a) => [a.command, a.uuid])).toEqual([
       ['view', uuidN(0xc3)],
       ['view', uuidN(0xc3)],
@@ -160,11 +189,17 @@ describe('stats', () => {
     cli(['reindex', '--home', tree.base])
     const warn = cli(['stats', '--check', '--config', roomy, '--home', tree.base])
     expect(warn.code).toBe(1)
-    expect(warn.stdout.trim().split('\n')).toEqual([expect.stringMatching(/^CTXAGENT WARNING - 1 alert/), 'WARNING: failure rate 50.0% > 10% (1 of 2 finished tasks)'])
+    expect(warn.stdout.trim().split('\n')).toEqual([
+      expect.stringMatching(/^CTXAGENT WARNING - 1 alert/),
+      'WARNING: failure rate 50.0% > 10% (1 of 2 finished tasks)',
+    ])
     writeFileSync(join(tree.base, 'tight.yaml'), 'alerts:\n  disk_warning_gb: 0.0000001\n  disk_critical_gb: 0.000001\n')
     const crit = cli(['stats', '--check', '--json', '--config', join(tree.base, 'tight.yaml'), '--home', tree.base])
     expect(crit.code).toBe(2)
-    expect(JSON.parse(crit.stdout)).toMatchObject({ status: 'critical', alerts: expect.arrayContaining([expect.objectContaining({ metric: 'disk', level: 'critical' })]) })
+    expect(JSON.parse(crit.stdout)).toMatchObject({
+      status: 'critical',
+      alerts: expect.arrayContaining([expect.objectContaining({ metric: 'disk', level: 'critical' })]),
+    })
   })
 })
 
@@ -177,7 +212,10 @@ describe('stats --check alerts on free space', () => {
     const crit = cli(['stats', '--check', '--json', '--config', join(tree.base, 'full.yaml'), '--home', tree.base])
     expect(crit.code).toBe(2)
     const alert = (JSON.parse(crit.stdout) as { alerts: { metric: string; level: string; message: string }[] }).alerts.find((a) => a.metric === 'free_space')
-    expect(alert).toMatchObject({ level: 'critical', message: expect.stringMatching(new RegExp(`% free \\(.+ GB\\) on the device holding ${tree.base} < 99\\.9999%`)) })
+    expect(alert).toMatchObject({
+      level: 'critical',
+      message: expect.stringMatching(new RegExp(`% free \\(.+ GB\\) on the device holding ${tree.base} < 99\\.9999%`)),
+    })
     writeFileSync(join(tree.base, 'warn.yaml'), 'alerts:\n  free_warning_percent: 100\n  free_critical_percent: 0\n')
     const warn = cli(['stats', '--check', '--config', join(tree.base, 'warn.yaml'), '--home', tree.base])
     expect(warn.code).toBe(1)
@@ -188,7 +226,13 @@ describe('stats --check alerts on free space', () => {
 describe('stats --check alerts on running tasks', () => {
   it('warns about too many tasks in running/ and about tasks running longer than the limit', () => {
     const tree = makeTree()
-    const live = (acquired: string) => ({ process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: acquired, heartbeat_at: '2024-01-31T23:59:50.000Z' })
+    const live = (acquired: string) => ({
+      process_id: process.pid,
+      process_start: processStart(process.pid),
+      hostname: hostname(),
+      acquired_at: acquired,
+      heartbeat_at: '2024-01-31T23:59:50.000Z',
+    })
     tree.write({ uuid: uuidN(0x61), location: 'running', lock: live('2024-01-31T16:00:00.000Z') }) // 8 h before the pinned clock
     tree.write({ uuid: uuidN(0x62), location: 'running', lock: live('2024-01-31T23:00:00.000Z') }) // 1 h
     cli(['reindex', '--home', tree.base], NOW)
@@ -245,7 +289,11 @@ describe('cleanup', () => {
 
   it('reaps stale locks as watch-locks --once does', () => {
     const tree = makeTree()
-    tree.write({ uuid: uuidN(0x77), location: 'running', lock: { process_id: deadPid(), hostname: hostname(), acquired_at: '2024-01-31T00:00:00.000Z', heartbeat_at: '2024-01-31T00:00:00.000Z' } })
+    tree.write({
+      uuid: uuidN(0x77),
+      location: 'running',
+      lock: { process_id: deadPid(), hostname: hostname(), acquired_at: '2024-01-31T00:00:00.000Z', heartbeat_at: '2024-01-31T00:00:00.000Z' },
+    })
     const res = cli(['cleanup', '--json', '--home', tree.base], NOW)
     expect(JSON.parse(res.stdout)).toMatchObject({ reaped: [{ uuid: uuidN(0x77), action: 'reaped' }] })
     // recovery: resume, the default: paused to be resumed.

@@ -39,7 +39,9 @@ describe('pause racing a task that finishes', () => {
       writeFileSync(join(tree.base, 'go'), '')
       const [res] = await Promise.all([pausing, exitOf(owner)])
       const line = res.code === 0 ? res.stdout.trim() : res.stderr.trim()
-      expect(line, `try ${i}: ${res.stderr}`).toMatch(/^(task \S+ finished before it could pause \(in completed\/\)|task \S+ paused .*|ctxagent: task \S+ is finished \(in completed\/\); there is nothing to pause \(check the uuid\))$/)
+      expect(line, `try ${i}: ${res.stderr}`).toMatch(
+        /^(task \S+ finished before it could pause \(in completed\/\)|task \S+ paused .*|ctxagent: task \S+ is finished \(in completed\/\); there is nothing to pause \(check the uuid\))$/,
+      )
       expect([0, 4], `try ${i}: ${res.stderr}`).toContain(res.code)
       const kind = line.replace(/[0-9a-f-]{36}/, '<uuid>')
       seen[kind] = (seen[kind] ?? 0) + 1

@@ -19,11 +19,27 @@ describe.skipIf(!ROOT_USER)('a task tree this user may not read', () => {
     tree.write({ uuid: uuidN(0x51), location: 'completed', messages: 4 })
     expect(cli(['reindex', '--home', tree.base]).code).toBe(0)
     const before = snapshotTree(tree.base)
-    const cases = [['stats'], ['view', uuidN(0x51)], ['cleanup'], ['watch-locks', '--once'], ['reindex'], ['unlock', uuidN(0x51)], ['compress', uuidN(0x51), '--extractive']]
+    const cases = [
+      ['stats'],
+      ['view', uuidN(0x51)],
+      ['cleanup'],
+      ['watch-locks', '--once'],
+      ['reindex'],
+      ['unlock', uuidN(0x51)],
+      ['compress', uuidN(0x51), '--extractive'],
+    ]
     for (const args of cases) {
-      const res = spawnSync(process.execPath, [BIN, ...args, '--home', tree.base], { cwd: ROOT, uid: NOBODY, gid: NOBODY, encoding: 'utf8', env: { PATH: process.env.PATH, NO_COLOR: '1' } })
+      const res = spawnSync(process.execPath, [BIN, ...args, '--home', tree.base], {
+        cwd: ROOT,
+        uid: NOBODY,
+        gid: NOBODY,
+        encoding: 'utf8',
+        env: { PATH: process.env.PATH, NO_COLOR: '1' },
+      })
       expect(res.status, `${args[0]}: ${res.stderr}`).toBe(1)
-      expect(res.stderr.trimEnd().split('\n'), args[0]).toEqual([expect.stringMatching(new RegExp(`^ctxagent: permission denied: ${tree.base}/\\S+ \\(run ctxagent as the user that owns the task tree`))])
+      expect(res.stderr.trimEnd().split('\n'), args[0]).toEqual([
+        expect.stringMatching(new RegExp(`^ctxagent: permission denied: ${tree.base}/\\S+ \\(run ctxagent as the user that owns the task tree`)),
+      ])
     }
     expect(snapshotTree(tree.base)).toEqual(before)
   })
@@ -35,10 +51,19 @@ describe.skipIf(!ROOT_USER)('a task tree this user may not read', () => {
     const own = spawnSync('chown', ['-R', `${NOBODY}:${NOBODY}`, tree.base])
     expect(own.status).toBe(0)
     chmodSync(join(tree.layout.taskDir('completed', uuidN(0x62)), 'state.json'), 0o000)
-    const run = (args: string[]) => spawnSync(process.execPath, [BIN, ...args, '--home', tree.base], { cwd: ROOT, uid: NOBODY, gid: NOBODY, encoding: 'utf8', env: { PATH: process.env.PATH, NO_COLOR: '1' } })
+    const run = (args: string[]) =>
+      spawnSync(process.execPath, [BIN, ...args, '--home', tree.base], {
+        cwd: ROOT,
+        uid: NOBODY,
+        gid: NOBODY,
+        encoding: 'utf8',
+        env: { PATH: process.env.PATH, NO_COLOR: '1' },
+      })
     const res = run(['cleanup', '--compress-after', '1d', '--delete-after', '10000d', '--json'])
     expect(res.status, res.stderr).toBe(1)
-    expect(res.stderr.trimEnd().split('\n')).toEqual([expect.stringMatching(/^ctxagent: 1 task\(s\) in completed\/ could not be cleaned up.*permission denied: .*state\.json/)])
+    expect(res.stderr.trimEnd().split('\n')).toEqual([
+      expect.stringMatching(/^ctxagent: 1 task\(s\) in completed\/ could not be cleaned up.*permission denied: .*state\.json/),
+    ])
     const report = JSON.parse(res.stdout) as { compressed: { uuid: string }[]; failed: { uuid: string }[] }
     expect(report.compressed.map((t) => t.uuid).sort()).toEqual([uuidN(0x61), uuidN(0x63)])
     expect(report.failed.map((t) => t.uuid)).toEqual([uuidN(0x62)])

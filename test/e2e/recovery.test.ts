@@ -30,7 +30,9 @@ describe('watch-locks', () => {
     expect(existsSync(tree.layout.taskDir('running', uuid))).toBe(true)
 
     // Past stale-after by the monitor's clock (CTXAGENT_NOW): no waiting, no margin.
-    const late = cli(['watch-locks', '--once', '--json', '--stale-after', '1s', '--home', tree.base], { CTXAGENT_NOW: new Date(Date.now() + 5_000).toISOString() })
+    const late = cli(['watch-locks', '--once', '--json', '--stale-after', '1s', '--home', tree.base], {
+      CTXAGENT_NOW: new Date(Date.now() + 5_000).toISOString(),
+    })
     expect(late.code).toBe(0)
     const report = JSON.parse(findingsText(late.stdout)) as Record<string, unknown>
     expect(report).toMatchObject({ uuid, action: 'reaped', pid, hostname: hostname() })
@@ -59,13 +61,21 @@ describe('watch-locks', () => {
     const tree = makeTree()
     const pid = deadPid()
     for (let i = 1; i <= 100; i++) {
-      tree.write({ uuid: uuidN(i), location: 'running', lock: { process_id: pid, hostname: hostname(), acquired_at: ago(600_000), heartbeat_at: ago(300_000) } })
+      tree.write({
+        uuid: uuidN(i),
+        location: 'running',
+        lock: { process_id: pid, hostname: hostname(), acquired_at: ago(600_000), heartbeat_at: ago(300_000) },
+      })
     }
     const [a, b] = await Promise.all([
       cliAsync(['watch-locks', '--once', '--json', '--home', tree.base]),
       cliAsync(['watch-locks', '--once', '--json', '--home', tree.base]),
     ])
-    const uuids = `${findingsText(a.stdout)}\n${findingsText(b.stdout)}`.replace(/\n+/g, '\n').trim().split('\n').map((l) => (JSON.parse(l) as { uuid: string }).uuid)
+    const uuids = `${findingsText(a.stdout)}\n${findingsText(b.stdout)}`
+      .replace(/\n+/g, '\n')
+      .trim()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as { uuid: string }).uuid)
     expect(uuids.sort()).toEqual(Array.from({ length: 100 }, (_, i) => uuidN(i + 1)).sort())
     expect(readdirSync(tree.layout.dir('running'))).toEqual([])
     expect(readdirSync(tree.layout.dir('paused'))).toHaveLength(100)
@@ -75,7 +85,11 @@ describe('watch-locks', () => {
     const tree = makeTree()
     const pid = deadPid()
     for (let i = 1; i <= 60; i++) {
-      tree.write({ uuid: uuidN(i), location: 'running', lock: { process_id: pid, hostname: hostname(), acquired_at: ago(600_000), heartbeat_at: ago(300_000) } })
+      tree.write({
+        uuid: uuidN(i),
+        location: 'running',
+        lock: { process_id: pid, hostname: hostname(), acquired_at: ago(600_000), heartbeat_at: ago(300_000) },
+      })
     }
     const reapers = [helper('reap-pass.mjs', [tree.base]), helper('reap-pass.mjs', [tree.base])]
     const outs = reapers.map((r) => {
@@ -84,7 +98,12 @@ describe('watch-locks', () => {
       return () => out
     })
     await Promise.all(reapers.map(exitOf))
-    const uuids = outs.map((o) => o()).join('').trim().split('\n').map((l) => (JSON.parse(l) as { uuid: string }).uuid)
+    const uuids = outs
+      .map((o) => o())
+      .join('')
+      .trim()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as { uuid: string }).uuid)
     expect(uuids).toHaveLength(60)
     expect(new Set(uuids).size).toBe(60)
     expect(readdirSync(tree.layout.dir('completed'))).toHaveLength(60)
@@ -92,14 +111,25 @@ describe('watch-locks', () => {
 
   it('reaps a live pid whose start time differs (reused), and a remote lock by heartbeat; keeps a future heartbeat', () => {
     const tree = makeTree()
-    tree.write({ uuid: uuidN(1), location: 'running', lock: { process_id: process.pid, process_start: 'other', hostname: hostname(), acquired_at: ago(600_000), heartbeat_at: ago(300_000) } })
+    tree.write({
+      uuid: uuidN(1),
+      location: 'running',
+      lock: { process_id: process.pid, process_start: 'other', hostname: hostname(), acquired_at: ago(600_000), heartbeat_at: ago(300_000) },
+    })
     tree.write({ uuid: uuidN(2), location: 'running', lock: { process_id: 1, hostname: 'far.example', acquired_at: ago(600_000), heartbeat_at: ago(300_000) } })
-    tree.write({ uuid: uuidN(3), location: 'running', lock: { process_id: deadPid(), hostname: hostname(), acquired_at: ago(600_000), heartbeat_at: new Date(Date.now() + 86_400_000).toISOString() } })
+    tree.write({
+      uuid: uuidN(3),
+      location: 'running',
+      lock: { process_id: deadPid(), hostname: hostname(), acquired_at: ago(600_000), heartbeat_at: new Date(Date.now() + 86_400_000).toISOString() },
+    })
     // The remote lock's mtime must be old too: our clock must agree with theirs.
     const old = (Date.now() - 300_000) / 1000
     utimesSync(join(tree.layout.taskDir('running', uuidN(2)), '.lock'), old, old)
     const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
-    const findings = findingsText(res.stdout).trim().split('\n').map((l) => JSON.parse(l) as { uuid: string; reason: string; action: string })
+    const findings = findingsText(res.stdout)
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { uuid: string; reason: string; action: string })
     const reaped = findings.filter((f) => f.action === 'reaped')
     expect(reaped.map((r) => r.uuid).sort()).toEqual([uuidN(1), uuidN(2)])
     expect(reaped.find((r) => r.uuid === uuidN(1))?.reason).toContain('reused')
@@ -112,21 +142,44 @@ describe('watch-locks', () => {
     tree.write({ uuid: uuidN(12), location: 'running', status: 'paused', state: { updated_at: ago(120_000) } })
     tree.write({ uuid: uuidN(13), location: 'running', status: 'processing', state: { updated_at: ago(120_000) } })
     const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
-    const acted = findingsText(res.stdout).trim().split('\n').map((l) => JSON.parse(l) as { uuid: string; action: string }).filter((f) => f.action !== 'alert')
+    const acted = findingsText(res.stdout)
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { uuid: string; action: string })
+      .filter((f) => f.action !== 'alert')
     expect(acted.map((f) => [f.uuid, f.action]).sort()).toEqual([
       [uuidN(12), 'finished'],
       [uuidN(13), 'reaped'],
     ])
     expect(existsSync(tree.layout.taskDir('running', uuidN(11)))).toBe(true)
     expect(state(tree.layout.taskDir('paused', uuidN(12))).status).toBe('paused')
-    expect(state(tree.layout.taskDir('paused', uuidN(13)))).toMatchObject({ status: 'paused', paused_by: 'reaper', error: expect.stringContaining('no lock held') })
+    expect(state(tree.layout.taskDir('paused', uuidN(13)))).toMatchObject({
+      status: 'paused',
+      paused_by: 'reaper',
+      error: expect.stringContaining('no lock held'),
+    })
   })
 
   it('alerts on tasks running longer than alerts.long_running_hours', () => {
     const tree = makeTree()
     // Running since the lock was taken 7 h ago; another task started long ago but resumed just now is not.
-    tree.write({ uuid: uuidN(7), location: 'running', lock: { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: ago(7 * 3_600_000), heartbeat_at: ago(1000) } })
-    tree.write({ uuid: uuidN(8), location: 'running', startedAt: ago(9 * 86_400_000), lock: { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: ago(60_000), heartbeat_at: ago(1000) } })
+    tree.write({
+      uuid: uuidN(7),
+      location: 'running',
+      lock: {
+        process_id: process.pid,
+        process_start: processStart(process.pid),
+        hostname: hostname(),
+        acquired_at: ago(7 * 3_600_000),
+        heartbeat_at: ago(1000),
+      },
+    })
+    tree.write({
+      uuid: uuidN(8),
+      location: 'running',
+      startedAt: ago(9 * 86_400_000),
+      lock: { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: ago(60_000), heartbeat_at: ago(1000) },
+    })
     const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
     expect(JSON.parse(findingsText(res.stdout))).toMatchObject({ uuid: uuidN(7), action: 'alert', reason: expect.stringContaining('running for 7.0h') })
     const human = cli(['watch-locks', '--once', '--home', tree.base])
@@ -137,7 +190,11 @@ describe('watch-locks', () => {
 describe('unlock', () => {
   it('refuses a live holder with exit 4, and takes it with --force', () => {
     const tree = makeTree()
-    tree.write({ uuid: uuidN(9), location: 'running', lock: { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: ago(600_000), heartbeat_at: ago(300_000) } })
+    tree.write({
+      uuid: uuidN(9),
+      location: 'running',
+      lock: { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: ago(600_000), heartbeat_at: ago(300_000) },
+    })
     const refused = cli(['unlock', uuidN(9), '--home', tree.base])
     expect(refused.code).toBe(4)
     expect(refused.stderr).toMatch(new RegExp(`^ctxagent: task ${uuidN(9)} is held by pid ${process.pid} on .+\\(.+--force.+\\)\\n$`))
@@ -146,17 +203,31 @@ describe('unlock', () => {
     expect(forced.code).toBe(0)
     expect(JSON.parse(findingsText(forced.stdout))).toMatchObject({ uuid: uuidN(9), action: 'reaped' })
     expect(state(tree.layout.taskDir('completed', uuidN(9))).status).toBe('failed')
-    const audit = readFileSync(join(tree.base, 'audit.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>)
+    const audit = readFileSync(join(tree.base, 'audit.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
     // The refusal is recorded, and the forced takeover is marked as such.
     expect(audit).toEqual([
-      expect.objectContaining({ command: 'unlock', uuid: uuidN(9), event: 'refused', detail: expect.stringContaining(`pid ${process.pid}`), os_user: expect.any(String), ts: expect.any(String) }),
+      expect.objectContaining({
+        command: 'unlock',
+        uuid: uuidN(9),
+        event: 'refused',
+        detail: expect.stringContaining(`pid ${process.pid}`),
+        os_user: expect.any(String),
+        ts: expect.any(String),
+      }),
       expect.objectContaining({ command: 'unlock', uuid: uuidN(9), event: 'forced' }),
     ])
   })
 
   it('reaps a dead holder and says so', () => {
     const tree = makeTree()
-    tree.write({ uuid: uuidN(10), location: 'running', lock: { process_id: deadPid(), hostname: hostname(), acquired_at: ago(600_000), heartbeat_at: ago(300_000) } })
+    tree.write({
+      uuid: uuidN(10),
+      location: 'running',
+      lock: { process_id: deadPid(), hostname: hostname(), acquired_at: ago(600_000), heartbeat_at: ago(300_000) },
+    })
     const res = cli(['unlock', uuidN(10), '--home', tree.base])
     expect(res.code).toBe(0)
     expect(res.stdout).toContain('reaped')
@@ -164,11 +235,23 @@ describe('unlock', () => {
 
   it('clears a lock left in paused/ by a process that died holding it, and leaves a live one', () => {
     const tree = makeTree()
-    tree.write({ uuid: uuidN(12), location: 'paused', lock: { process_id: deadPid(), hostname: hostname(), acquired_at: ago(300_000), heartbeat_at: ago(300_000) } })
-    tree.write({ uuid: uuidN(13), location: 'paused', lock: { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: ago(1000), heartbeat_at: ago(1000) } })
+    tree.write({
+      uuid: uuidN(12),
+      location: 'paused',
+      lock: { process_id: deadPid(), hostname: hostname(), acquired_at: ago(300_000), heartbeat_at: ago(300_000) },
+    })
+    tree.write({
+      uuid: uuidN(13),
+      location: 'paused',
+      lock: { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: ago(1000), heartbeat_at: ago(1000) },
+    })
     const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
     expect(res.code, res.stderr).toBe(0)
-    expect(JSON.parse(findingsText(res.stdout))).toMatchObject({ uuid: uuidN(12), action: 'finished', reason: expect.stringContaining('removed a leftover lock') })
+    expect(JSON.parse(findingsText(res.stdout))).toMatchObject({
+      uuid: uuidN(12),
+      action: 'finished',
+      reason: expect.stringContaining('removed a leftover lock'),
+    })
     expect(existsSync(join(tree.layout.taskDir('paused', uuidN(12)), '.lock'))).toBe(false)
     expect(existsSync(join(tree.layout.taskDir('paused', uuidN(13)), '.lock'))).toBe(true)
   })
@@ -176,11 +259,17 @@ describe('unlock', () => {
   it('a reaper that died while recovering a task is not taken for its agent: the next one still names the dead owner', () => {
     const tree = makeTree()
     const owner = { process_id: 4242, hostname: 'build-7', heartbeat_at: ago(900_000) }
-    tree.write({ uuid: uuidN(11), location: 'running', lock: { process_id: deadPid(), hostname: hostname(), acquired_at: ago(300_000), heartbeat_at: ago(300_000), reaping: owner } })
+    tree.write({
+      uuid: uuidN(11),
+      location: 'running',
+      lock: { process_id: deadPid(), hostname: hostname(), acquired_at: ago(300_000), heartbeat_at: ago(300_000), reaping: owner },
+    })
     const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
     expect(res.code, res.stderr).toBe(0)
     expect(JSON.parse(findingsText(res.stdout))).toMatchObject({ uuid: uuidN(11), action: 'reaped', pid: 4242, hostname: 'build-7' })
-    expect(state(tree.layout.taskDir('paused', uuidN(11))).error).toMatch(/^agent died: pid 4242 on build-7, last heartbeat .* \(a reaper, pid \d+, died while recovering it; pid \d+ is gone/)
+    expect(state(tree.layout.taskDir('paused', uuidN(11))).error).toMatch(
+      /^agent died: pid 4242 on build-7, last heartbeat .* \(a reaper, pid \d+, died while recovering it; pid \d+ is gone/,
+    )
   })
 
   it('stops an owner whose lock was taken: it writes nothing more and exits with an error', async () => {
@@ -196,7 +285,12 @@ describe('unlock', () => {
     const before = readFileSync(file, 'utf8')
     await sleep(300)
     expect(readFileSync(file, 'utf8')).toBe(before)
-    expect(before.trim().split('\n').every((l) => JSON.parse(l) !== null)).toBe(true)
+    expect(
+      before
+        .trim()
+        .split('\n')
+        .every((l) => JSON.parse(l) !== null),
+    ).toBe(true)
   })
 })
 
@@ -214,12 +308,41 @@ describe('reindex', () => {
     expect(res.stdout).toContain('indexed 3 task(s)')
     expect(res.stdout).toContain(`completed/${uuidN(4)}`)
     const db = new Database(join(tree.base, 'tasks.db'), { readonly: true })
-    const rows = db.prepare('SELECT uuid, location, status, total_messages, total_summaries, total_tool_calls, task_type, repository FROM tasks ORDER BY uuid').all()
+    const rows = db
+      .prepare('SELECT uuid, location, status, total_messages, total_summaries, total_tool_calls, task_type, repository FROM tasks ORDER BY uuid')
+      .all()
     db.close()
     expect(rows).toEqual([
-      { uuid: uuidN(1), location: 'completed', status: 'completed', total_messages: 12, total_summaries: 2, total_tool_calls: 4, task_type: 'github_issue', repository: 'notfolder/coding_agent' },
-      { uuid: uuidN(2), location: 'paused', status: 'paused', total_messages: 5, total_summaries: 1, total_tool_calls: 1, task_type: 'github_issue', repository: 'notfolder/coding_agent' },
-      { uuid: uuidN(3), location: 'running', status: 'processing', total_messages: 1, total_summaries: 1, total_tool_calls: 1, task_type: 'github_issue', repository: 'notfolder/coding_agent' },
+      {
+        uuid: uuidN(1),
+        location: 'completed',
+        status: 'completed',
+        total_messages: 12,
+        total_summaries: 2,
+        total_tool_calls: 4,
+        task_type: 'github_issue',
+        repository: 'notfolder/coding_agent',
+      },
+      {
+        uuid: uuidN(2),
+        location: 'paused',
+        status: 'paused',
+        total_messages: 5,
+        total_summaries: 1,
+        total_tool_calls: 1,
+        task_type: 'github_issue',
+        repository: 'notfolder/coding_agent',
+      },
+      {
+        uuid: uuidN(3),
+        location: 'running',
+        status: 'processing',
+        total_messages: 1,
+        total_summaries: 1,
+        total_tool_calls: 1,
+        task_type: 'github_issue',
+        repository: 'notfolder/coding_agent',
+      },
     ])
   })
 
@@ -233,7 +356,10 @@ describe('reindex', () => {
   it('watch-locks in loop mode before the tree exists creates nothing, and starts watching once it appears', async () => {
     const tree = makeTree()
     const base = join(tree.base, 'not-yet')
-    const child = spawn(process.execPath, [BIN, 'watch-locks', '--interval', '1s', '--home', base], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } })
+    const child = spawn(process.execPath, [BIN, 'watch-locks', '--interval', '1s', '--home', base], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, NO_COLOR: '1' },
+    })
     let stderr = ''
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
     // Waits for the event (its warning), however long a busy machine takes to start it.

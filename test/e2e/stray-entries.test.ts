@@ -114,9 +114,13 @@ describe('stray entries, links and a stale index', () => {
     expect(report.compressed.map((t) => t.uuid).sort()).toEqual([uuidN(0x34), uuidN(0x35)])
     expect(report.undated.map((u) => u.uuid).sort()).toEqual(cases.map(([n]) => uuidN(n)))
     for (const [n, , , says] of cases) expect(report.undated.find((u) => u.uuid === uuidN(n))?.reason).toMatch(says)
-    expect(res.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^ctxagent: warning: 5 task\(s\) in completed\/ have no usable completed_at.*and 2 more/)])
+    expect(res.stderr.trim().split('\n')).toEqual([
+      expect.stringMatching(/^ctxagent: warning: 5 task\(s\) in completed\/ have no usable completed_at.*and 2 more/),
+    ])
     // Gzipped, they keep their files' times: the next cleanup does not think them young.
-    const again = JSON.parse(cli(['cleanup', '--json', '--compress-after', '1d', '--delete-after', '1d', '--home', tree.base]).stdout) as { deleted: { uuid: string }[] }
+    const again = JSON.parse(cli(['cleanup', '--json', '--compress-after', '1d', '--delete-after', '1d', '--home', tree.base]).stdout) as {
+      deleted: { uuid: string }[]
+    }
     expect(again.deleted.map((t) => t.uuid).sort()).toEqual([uuidN(0x34), uuidN(0x35)])
   })
 
@@ -152,7 +156,11 @@ describe('stray entries, links and a stale index', () => {
     const done = tree.write({ uuid: uuidN(0x50), location: 'completed', completedAt: new Date().toISOString(), messages: 3 })
     const paused = tree.write({ uuid: uuidN(0x51), location: 'paused', status: 'paused', completedAt: null, messages: 3 })
     const dead = 2 ** 22 + 12345 // above pid_max's default: no such process
-    const litter = [join(done, `state.json.${dead}.deadbeef.tmp`), join(done, `messages.jsonl.gz.${dead}.0badf00d.tmp`), join(paused, `current.jsonl.${dead}.abcdef12.tmp`)]
+    const litter = [
+      join(done, `state.json.${dead}.deadbeef.tmp`),
+      join(done, `messages.jsonl.gz.${dead}.0badf00d.tmp`),
+      join(paused, `current.jsonl.${dead}.abcdef12.tmp`),
+    ]
     for (const path of litter) writeFileSync(path, 'half\n')
     const live = join(paused, `state.json.${process.pid}.12345678.tmp`)
     writeFileSync(live, 'being written\n')
@@ -185,9 +193,19 @@ describe('stray entries, links and a stale index', () => {
     const pass = cli(['watch-locks', '--once', '--json', '--home', tree.base])
     expect(pass.code, pass.stderr).toBe(0)
     expect(pass.stderr).toBe('')
-    const alerts = findingsText(pass.stdout).trim().split('\n').map((l) => JSON.parse(l) as { uuid: string; action: string; reason: string })
+    const alerts = findingsText(pass.stdout)
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { uuid: string; action: string; reason: string })
     for (const uuid of [uuidN(0x60), uuidN(0x61)]) {
-      expect(alerts).toContainEqual({ uuid, action: 'alert', reason: expect.stringContaining(`not a lock record`), pid: null, hostname: null, heartbeat_at: null })
+      expect(alerts).toContainEqual({
+        uuid,
+        action: 'alert',
+        reason: expect.stringContaining(`not a lock record`),
+        pid: null,
+        hostname: null,
+        heartbeat_at: null,
+      })
     }
     const forced = cli(['unlock', uuidN(0x61), '--force', '--home', tree.base])
     expect(forced.code, forced.stderr).toBe(0)
@@ -197,7 +215,14 @@ describe('stray entries, links and a stale index', () => {
 
   it('a state.json that does not say when the task started is never given an invented date (1970)', () => {
     const tree = makeTree()
-    const dir = tree.write({ uuid: uuidN(0x70), location: 'running', status: 'processing', completedAt: null, messages: 3, lock: { process_id: 2 ** 22 + 7, hostname: hostname(), acquired_at: OLD, heartbeat_at: OLD } })
+    const dir = tree.write({
+      uuid: uuidN(0x70),
+      location: 'running',
+      status: 'processing',
+      completedAt: null,
+      messages: 3,
+      lock: { process_id: 2 ** 22 + 7, hostname: hostname(), acquired_at: OLD, heartbeat_at: OLD },
+    })
     const state = JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8')) as Record<string, unknown>
     delete state.started_at
     writeFileSync(join(dir, 'state.json'), JSON.stringify(state))
@@ -216,7 +241,10 @@ describe('stray entries, links and a stale index', () => {
     execFileSync('mkfifo', [join(done, 'messages.jsonl')])
     const cleanup = cli(['cleanup', '--json', '--compress-after', '1d', '--delete-after', '10000d', '--home', tree.base])
     expect(cleanup.code).toBe(1)
-    expect(JSON.parse(cleanup.stdout)).toMatchObject({ compressed: [], failed: [{ uuid: uuidN(0x80), error: expect.stringContaining('messages.jsonl is not a regular file') }] })
+    expect(JSON.parse(cleanup.stdout)).toMatchObject({
+      compressed: [],
+      failed: [{ uuid: uuidN(0x80), error: expect.stringContaining('messages.jsonl is not a regular file') }],
+    })
     expect(readdirSync(done).filter((n) => n.endsWith('.gz'))).toEqual([])
     const compress = cli(['compress', uuidN(0x80), '--extractive', '--home', tree.base])
     expect(compress.code).toBe(1)
@@ -255,7 +283,14 @@ describe('stray entries, links and a stale index', () => {
 
   it('a lock whose pid cannot be a process gets the unreadable-lock alert; reindex exits 1 when a directory could not be read', () => {
     const tree = makeTree()
-    tree.write({ uuid: uuidN(0xa0), location: 'running', status: 'processing', completedAt: null, messages: 3, lock: { process_id: 0, hostname: hostname(), acquired_at: OLD, heartbeat_at: OLD } })
+    tree.write({
+      uuid: uuidN(0xa0),
+      location: 'running',
+      status: 'processing',
+      completedAt: null,
+      messages: 3,
+      lock: { process_id: 0, hostname: hostname(), acquired_at: OLD, heartbeat_at: OLD },
+    })
     const pass = cli(['watch-locks', '--once', '--json', '--home', tree.base])
     expect(pass.stdout).toContain('not a lock record')
     const broken = tree.write({ uuid: uuidN(0xa1), location: 'completed', completedAt: OLD, messages: 3 })
@@ -263,7 +298,9 @@ describe('stray entries, links and a stale index', () => {
     const reindex = cli(['reindex', '--home', tree.base])
     expect(reindex.code).toBe(1)
     expect(reindex.stdout).toContain(`completed/${uuidN(0xa1)}`)
-    expect(reindex.stderr.trimEnd().split('\n')).toEqual(['ctxagent: 1 task directory could not be read and is not in tasks.db (listed above; fix or move them, then run ctxagent reindex again)'])
+    expect(reindex.stderr.trimEnd().split('\n')).toEqual([
+      'ctxagent: 1 task directory could not be read and is not in tasks.db (listed above; fix or move them, then run ctxagent reindex again)',
+    ])
   })
 
   it('stats counting from the directories names the ones it could not read instead of leaving them out silently', () => {
@@ -273,7 +310,9 @@ describe('stray entries, links and a stale index', () => {
     writeFileSync(join(broken, 'metadata.json'), 'null')
     const res = cli(['stats', '--json', '--home', tree.base])
     expect(res.code, res.stderr).toBe(0)
-    expect(res.stderr).toContain(`ctxagent: warning: 1 task directory could not be read and is not counted: 000000b1 (${broken}/metadata.json is not a JSON object) (ctxagent reindex lists them all)`)
+    expect(res.stderr).toContain(
+      `ctxagent: warning: 1 task directory could not be read and is not counted: 000000b1 (${broken}/metadata.json is not a JSON object) (ctxagent reindex lists them all)`,
+    )
     expect(JSON.parse(res.stdout)).toMatchObject({ total: 1 })
   })
 })

@@ -20,7 +20,13 @@ function tree(): Tree {
   const t = makeTree()
   t.write({ uuid: uuidN(0xa1), location: 'completed', user: 'alice', createdAt: '2024-01-10T09:00:00.000Z', messages: 4 })
   t.write({ uuid: uuidN(0xb2), location: 'paused', user: 'bob\tthe builder', createdAt: '2024-01-20T09:00:00.000Z' })
-  const dir = t.write({ uuid: uuidN(0xc3), location: 'completed', status: 'failed', user: 'a-user-with-a-rather-long-name', createdAt: '2024-01-25T09:00:00.000Z' })
+  const dir = t.write({
+    uuid: uuidN(0xc3),
+    location: 'completed',
+    status: 'failed',
+    user: 'a-user-with-a-rather-long-name',
+    createdAt: '2024-01-25T09:00:00.000Z',
+  })
   const messages = [
     { seq: 1, role: 'system', content: 'you are an agent', timestamp: '2024-01-25T09:00:00.000Z', token_count: 5 },
     { seq: 2, role: 'user', content: `${LONG_TASK}\nsecond line`, timestamp: '2024-01-25T09:00:00.000Z', token_count: 5 },
@@ -34,7 +40,11 @@ function onTerminal(args: string[], columns: number): Promise<string> {
   const command = [process.execPath, BIN, ...args].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(' ')
   const size = columns > 0 ? `stty cols ${columns} rows 50; ` : ''
   return new Promise((resolve, reject) => {
-    const child = spawn('script', ['-qfec', `${size}exec ${command} 2>/dev/null`, '/dev/null'], { cwd: ROOT, env: { ...process.env, ...TEST_ENV, ...NOW, NO_COLOR: '', TERM: 'xterm' }, stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn('script', ['-qfec', `${size}exec ${command} 2>/dev/null`, '/dev/null'], {
+      cwd: ROOT,
+      env: { ...process.env, ...TEST_ENV, ...NOW, NO_COLOR: '', TERM: 'xterm' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     let out = ''
     child.stdout.on('data', (d: Buffer) => (out += d.toString('utf8')))
     child.on('error', reject)
@@ -45,18 +55,27 @@ function onTerminal(args: string[], columns: number): Promise<string> {
 /** Columns a line takes on screen: East Asian wide characters two each. */
 function displayWidth(line: string): number {
   let width = 0
-  for (const ch of line) width += /[\u1100-\u115f\u2e80-\u303e\u3041-\u33ff\u3400-\u4dbf\u4e00-\u9fff\ua000-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6]/.test(ch) ? 2 : 1
+  for (const ch of line)
+    width +=
+      /[\u1100-\u115f\u2e80-\u303e\u3041-\u33ff\u3400-\u4dbf\u4e00-\u9fff\ua000-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6]/.test(
+        ch,
+      )
+        ? 2
+        : 1
   return width
 }
 
 const BOX = /^[┌│├└]/
 
 describe('tables on a pipe', () => {
-  it('list: a header row, then one tab-separated row per task, no borders, no padding; a field\'s tab and line break become spaces', () => {
+  it("list: a header row, then one tab-separated row per task, no borders, no padding; a field's tab and line break become spaces", () => {
     const t = tree()
     const res = cli(['list', '--home', t.base], NOW)
     expect(res.code, res.stderr).toBe(0)
-    const rows = res.stdout.trimEnd().split('\n').map((l) => l.split('\t'))
+    const rows = res.stdout
+      .trimEnd()
+      .split('\n')
+      .map((l) => l.split('\t'))
     expect(rows[0]).toEqual(['uuid', 'status', 'age', 'user', 'model', 'workspace', 'turns', 'tokens', 'task'])
     expect(rows).toHaveLength(4)
     for (const row of rows) expect(row).toHaveLength(9)
@@ -86,12 +105,29 @@ describe('tables on a pipe', () => {
     const lines = stats.stdout.split('\n')
     const head = lines.indexOf('user\ttasks\tshare\ttokens\tavg duration')
     expect(head).toBeGreaterThan(-1)
-    expect(lines.slice(head + 1).filter(Boolean).map((l) => l.split('\t')[0]).sort()).toEqual(['a-user-with-a-rather-long-name', 'alice', 'bob the builder'])
+    expect(
+      lines
+        .slice(head + 1)
+        .filter(Boolean)
+        .map((l) => l.split('\t')[0])
+        .sort(),
+    ).toEqual(['a-user-with-a-rather-long-name', 'alice', 'bob the builder'])
     const cleanup = cli(['cleanup', '--dry-run', '--compress-after', '1d', '--home', t.base], NOW)
     expect(cleanup.code, cleanup.stderr).toBe(0)
-    const rows = cleanup.stdout.split('\n').filter((l) => l.includes('\t')).map((l) => l.split('\t'))
+    const rows = cleanup.stdout
+      .split('\n')
+      .filter((l) => l.includes('\t'))
+      .map((l) => l.split('\t'))
     expect(rows[0]).toEqual(['uuid', 'action', 'age', 'detail'])
-    expect(rows.slice(1).map((r) => [r[0], r[1]]).sort()).toEqual([[uuidN(0xa1), 'would gzip'], [uuidN(0xc3), 'would gzip']])
+    expect(
+      rows
+        .slice(1)
+        .map((r) => [r[0], r[1]])
+        .sort(),
+    ).toEqual([
+      [uuidN(0xa1), 'would gzip'],
+      [uuidN(0xc3), 'would gzip'],
+    ])
   })
 })
 

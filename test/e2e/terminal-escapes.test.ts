@@ -21,7 +21,11 @@ const CONTROL = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]/
 function onPty(s: RunSetup, args: string[]): Promise<string> {
   const command = [process.execPath, BIN, ...args, '--home', s.tree.base, '--config', s.config].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(' ')
   return new Promise((resolve) => {
-    const child = spawn('script', ['-qfec', command, '/dev/null'], { cwd: ROOT, env: { ...process.env, ...TEST_ENV, NO_COLOR: '', TERM: 'xterm' }, stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn('script', ['-qfec', command, '/dev/null'], {
+      cwd: ROOT,
+      env: { ...process.env, ...TEST_ENV, NO_COLOR: '', TERM: 'xterm' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     let out = ''
     child.stdout.on('data', (d: Buffer) => (out += d.toString('utf8')))
     child.stderr.on('data', (d: Buffer) => (out += d.toString('utf8')))
@@ -39,7 +43,8 @@ function expectSafe(where: string, text: string): void {
 
 async function hostileTask(): Promise<{ s: RunSetup; uuid: string }> {
   const s = await runSetup('context:\n  compression:\n    keep_recent: 2\n    min_to_compress: 2\n')
-  for (let i = 0; i < 6; i++) s.fake.queue.push({ content: i === 0 ? HOSTILE : '', calls: [{ name: 'write_file', arguments: { path: `f${i}.txt`, content: HOSTILE } }] })
+  for (let i = 0; i < 6; i++)
+    s.fake.queue.push({ content: i === 0 ? HOSTILE : '', calls: [{ name: 'write_file', arguments: { path: `f${i}.txt`, content: HOSTILE } }] })
   s.fake.queue.push({ content: HOSTILE, calls: [{ name: 'finish', arguments: { summary: HOSTILE, status: 'blocked' } }] })
   const res = await s.run(['run', '--task', `do it ${HOSTILE}`, '--workspace', s.ws, '--user', 'mallory'])
   expect(res.code, res.stderr).toBe(0)

@@ -33,10 +33,18 @@ async function claimed(queue: JobQueue, uuid: string, user = 'alice') {
 }
 
 const row = async (uuid: string) =>
-  (await database.query<{ id: number; state: string; wait_reason: string | null; wait_cap: string | null; limit_waits: number; next_run_at: Date | null; error: string | null; outcome: string | null }>(
-    'SELECT id::int, state, wait_reason, wait_cap, limit_waits, next_run_at, error, outcome FROM fleet_jobs WHERE task_uuid = $1',
-    [uuid],
-  ))[0]
+  (
+    await database.query<{
+      id: number
+      state: string
+      wait_reason: string | null
+      wait_cap: string | null
+      limit_waits: number
+      next_run_at: Date | null
+      error: string | null
+      outcome: string | null
+    }>('SELECT id::int, state, wait_reason, wait_cap, limit_waits, next_run_at, error, outcome FROM fleet_jobs WHERE task_uuid = $1', [uuid])
+  )[0]
 
 describe('a job whose task a budget paused', () => {
   it('with a window that resets (user-daily): the job waits until the reset, not claimable before, no attempt spent; it runs once the time comes', async () => {
@@ -45,7 +53,12 @@ describe('a job whose task a budget paused', () => {
     const uuid = uuidN(1)
     const reset = new Date(Date.now() + 6 * 3_600_000).toISOString()
     const job = await claimed(queue, uuid)
-    tree.write({ uuid, location: 'paused', status: 'paused', state: { paused_by: 'budget', budget_cap: 'user-daily', resume_at: reset, error: 'budgets.user_daily_usd 5 would be passed' } })
+    tree.write({
+      uuid,
+      location: 'paused',
+      status: 'paused',
+      state: { paused_by: 'budget', budget_cap: 'user-daily', resume_at: reset, error: 'budgets.user_daily_usd 5 would be passed' },
+    })
     const end = settle(tree.layout, job, 5, alive, RETRY)
     expect(end).toMatchObject({ outcome: 'paused', wait: { reason: 'budget', cap: 'user-daily', until: reset, maxWaitSeconds: null } })
     const ended = await queue.finish(job, WORKER, end ?? { outcome: '?' })
@@ -55,7 +68,9 @@ describe('a job whose task a budget paused', () => {
     // Not before the reset: no worker gets it.
     expect(await queue.claim(WORKER)).toBeNull()
     const history = await jobAttempts(queue.pool, job.id)
-    expect(history).toEqual([expect.objectContaining({ attempt: 1, reason: 'budget', cap: 'user-daily', wait_until: reset, again: true, host: 'host-a', worker: WORKER })])
+    expect(history).toEqual([
+      expect.objectContaining({ attempt: 1, reason: 'budget', cap: 'user-daily', wait_until: reset, again: true, host: 'host-a', worker: WORKER }),
+    ])
     // The window resets (the test's clock: the row's time), and the job runs.
     await database.query('UPDATE fleet_jobs SET next_run_at = now() WHERE id = $1', [job.id])
     const again = await queue.claim(WORKER)
@@ -67,7 +82,12 @@ describe('a job whose task a budget paused', () => {
     const tree = makeTree()
     const uuid = uuidN(2)
     const job = await claimed(queue, uuid)
-    tree.write({ uuid, location: 'paused', status: 'paused', state: { paused_by: 'budget', budget_cap: 'task', resume_at: null, error: 'run.max_cost_usd 2 would be passed' } })
+    tree.write({
+      uuid,
+      location: 'paused',
+      status: 'paused',
+      state: { paused_by: 'budget', budget_cap: 'task', resume_at: null, error: 'run.max_cost_usd 2 would be passed' },
+    })
     const end = settle(tree.layout, job, 5, alive, RETRY)
     expect(end).toMatchObject({ outcome: 'paused', reason: 'budget', cap: 'task' })
     expect(await queue.finish(job, WORKER, end ?? { outcome: '?' })).toMatchObject({ state: 'done', resumed: false })
@@ -81,7 +101,12 @@ describe('a usage limit past fleet.retry.max_wait_hours', () => {
     const tree = makeTree()
     const uuid = uuidN(3)
     const job = await claimed(queue, uuid)
-    tree.write({ uuid, location: 'paused', status: 'paused', state: { paused_by: 'rate-limit', resume_at: new Date(Date.now() + 30 * 3_600_000).toISOString(), error: '429 usage limit' } })
+    tree.write({
+      uuid,
+      location: 'paused',
+      status: 'paused',
+      state: { paused_by: 'rate-limit', resume_at: new Date(Date.now() + 30 * 3_600_000).toISOString(), error: '429 usage limit' },
+    })
     const end = settle(tree.layout, job, 1, alive, RETRY)
     expect(end?.wait).toMatchObject({ reason: 'rate-limit', maxWaitSeconds: 24 * 3600 })
     expect(await queue.finish(job, WORKER, end ?? { outcome: '?' })).toMatchObject({ state: 'failed' })
@@ -94,9 +119,18 @@ describe('a usage limit past fleet.retry.max_wait_hours', () => {
     const uuid = uuidN(4)
     const policy = { ...RETRY, max_wait_hours: 3 }
     let job = await claimed(queue, uuid)
-    const pauseFor = (hours: number) => tree.write({ uuid, location: 'paused', status: 'paused', state: { paused_by: 'rate-limit', resume_at: new Date(Date.now() + hours * 3_600_000).toISOString(), error: '429' } })
+    const pauseFor = (hours: number) =>
+      tree.write({
+        uuid,
+        location: 'paused',
+        status: 'paused',
+        state: { paused_by: 'rate-limit', resume_at: new Date(Date.now() + hours * 3_600_000).toISOString(), error: '429' },
+      })
     pauseFor(2)
-    expect(await queue.finish(job, WORKER, settle(tree.layout, job, 1, alive, policy) ?? { outcome: '?' })).toMatchObject({ state: 'retrying', wait: 'rate-limit' })
+    expect(await queue.finish(job, WORKER, settle(tree.layout, job, 1, alive, policy) ?? { outcome: '?' })).toMatchObject({
+      state: 'retrying',
+      wait: 'rate-limit',
+    })
     await database.query('UPDATE fleet_jobs SET next_run_at = now() WHERE id = $1', [job.id])
     job = (await queue.claim(WORKER)) as typeof job
     pauseFor(2)
@@ -111,7 +145,10 @@ describe('/metrics figures from the history', () => {
   it('counts the attempts that ran again by reason, and budget pauses by cap', async () => {
     const queue = await queueOf()
     const tree = makeTree()
-    for (const [n, cap, resumeAt] of [[5, 'user-daily', new Date(Date.now() + 3_600_000).toISOString()], [6, 'task', null]] as const) {
+    for (const [n, cap, resumeAt] of [
+      [5, 'user-daily', new Date(Date.now() + 3_600_000).toISOString()],
+      [6, 'task', null],
+    ] as const) {
       const uuid = uuidN(n)
       // Two users: one's spent daily cap does not hold the other's job.
       const job = await claimed(queue, uuid, cap === 'task' ? 'bob' : 'alice')
@@ -128,7 +165,12 @@ describe('a user whose cost cap is spent', () => {
     const tree = makeTree()
     const uuid = uuidN(7)
     const job = await claimed(queue, uuid)
-    tree.write({ uuid, location: 'paused', status: 'paused', state: { paused_by: 'budget', budget_cap: 'user-daily', resume_at: new Date(Date.now() + 3_600_000).toISOString() } })
+    tree.write({
+      uuid,
+      location: 'paused',
+      status: 'paused',
+      state: { paused_by: 'budget', budget_cap: 'user-daily', resume_at: new Date(Date.now() + 3_600_000).toISOString() },
+    })
     await queue.finish(job, WORKER, settle(tree.layout, job, 5, alive, RETRY) ?? { outcome: '?' })
     await queue.enqueue({ task_uuid: uuidN(8), kind: 'new', spec: { task: 'x' }, user: 'alice' })
     await queue.enqueue({ task_uuid: uuidN(9), kind: 'new', spec: { task: 'y' }, user: 'bob' })
@@ -139,7 +181,10 @@ describe('a user whose cost cap is spent', () => {
     const next = [await queue.claim(WORKER), await queue.claim(WORKER)].map((j) => j?.task_uuid).sort()
     expect(next).toEqual([uuidN(7), uuidN(8)].sort())
     // fleet-daily: nobody's job is claimed while it holds.
-    await database.query(`UPDATE fleet_jobs SET state = 'retrying', wait_reason = 'budget', wait_cap = 'fleet-daily', next_run_at = now() + interval '1 hour' WHERE task_uuid = $1`, [uuidN(7)])
+    await database.query(
+      `UPDATE fleet_jobs SET state = 'retrying', wait_reason = 'budget', wait_cap = 'fleet-daily', next_run_at = now() + interval '1 hour' WHERE task_uuid = $1`,
+      [uuidN(7)],
+    )
     await queue.enqueue({ task_uuid: uuidN(10), kind: 'new', spec: { task: 'z' }, user: 'carol' })
     expect(await queue.claim(WORKER)).toBeNull()
   })

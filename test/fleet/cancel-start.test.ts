@@ -47,7 +47,8 @@ async function enqueue(s: RunSetup, args: string[]): Promise<{ uuid: string; id:
   return { uuid, id: Number(row?.id) }
 }
 
-const job = async (id: number) => (await query<{ state: string; outcome: string | null; error: string | null }>('SELECT state, outcome, error FROM fleet_jobs WHERE id = $1', [id]))[0]
+const job = async (id: number) =>
+  (await query<{ state: string; outcome: string | null; error: string | null }>('SELECT state, outcome, error FROM fleet_jobs WHERE id = $1', [id]))[0]
 
 /** A bare repository to clone, and a fleet.workspaces_dir for the clones. */
 function bareRepo(): { repo: string; workspaces: string } {
@@ -55,7 +56,11 @@ function bareRepo(): { repo: string; workspaces: string } {
   onTestFinished(() => rmSync(root, { recursive: true, force: true }))
   const src = join(root, 'src')
   mkdirSync(src)
-  const git = (args: string[], cwd = root) => execFileSync('git', args, { cwd, env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@t', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@t' } })
+  const git = (args: string[], cwd = root) =>
+    execFileSync('git', args, {
+      cwd,
+      env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@t', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@t' },
+    })
   git(['init', '--quiet', '-b', 'main'], src)
   writeFileSync(join(src, 'calc.js'), 'v1\n')
   git(['add', '.'], src)
@@ -68,7 +73,11 @@ function bareRepo(): { repo: string; workspaces: string } {
 function holdAt(step: string): { env: Record<string, string>; reached: () => boolean; release: () => void } {
   const marker = join(mkdtempSync(join(tmpdir(), 'ctxagent-hold-')), 'held')
   onTestFinished(() => rmSync(marker, { force: true }))
-  return { env: { CTXAGENT_TEST_HOLD_AT: step, CTXAGENT_TEST_HOLD_MARKER: marker }, reached: () => existsSync(marker), release: () => rmSync(marker, { force: true }) }
+  return {
+    env: { CTXAGENT_TEST_HOLD_AT: step, CTXAGENT_TEST_HOLD_MARKER: marker },
+    reached: () => existsSync(marker),
+    release: () => rmSync(marker, { force: true }),
+  }
 }
 
 async function stopWorker(worker: Started): Promise<void> {
@@ -105,7 +114,10 @@ describe('jobs cancel at each moment of a job start', () => {
     const gate = join(bin, 'gate')
     writeFileSync(gate, '')
     const realGit = execFileSync('sh', ['-c', 'command -v git']).toString().trim()
-    writeFileSync(join(bin, 'git'), `#!/bin/sh\ncase " $* " in *" clone "*) touch "${gate}.reached"; while [ -e "${gate}" ]; do sleep 0.05; done;; esac\nexec "${realGit}" "$@"\n`)
+    writeFileSync(
+      join(bin, 'git'),
+      `#!/bin/sh\ncase " $* " in *" clone "*) touch "${gate}.reached"; while [ -e "${gate}" ]; do sleep 0.05; done;; esac\nexec "${realGit}" "$@"\n`,
+    )
     chmodSync(join(bin, 'git'), 0o755)
     const worker = startWorker(s, { PATH: `${bin}:${process.env.PATH ?? ''}` })
     const { uuid, id } = await enqueue(s, ['--task', 'read calc.js', '--repo', repo])
@@ -125,7 +137,9 @@ describe('jobs cancel at each moment of a job start', () => {
     await stopWorker(worker)
   })
 
-  it('agent starting, its task not taken yet: the worker passes the cancel on; the task pauses before its first LLM request', { timeout: 180_000 }, async () => {
+  it('agent starting, its task not taken yet: the worker passes the cancel on; the task pauses before its first LLM request', {
+    timeout: 180_000,
+  }, async () => {
     const s = await runSetup()
     s.fake.fallback = () => ({ calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] })
     const hold = holdAt('run:before-take')
@@ -146,7 +160,7 @@ describe('jobs cancel at each moment of a job start', () => {
     await stopWorker(worker)
   })
 
-  it('agent started, its task taken, before its first turn: the pause request is this run\'s; no LLM request', { timeout: 180_000 }, async () => {
+  it("agent started, its task taken, before its first turn: the pause request is this run's; no LLM request", { timeout: 180_000 }, async () => {
     const s = await runSetup()
     s.fake.fallback = () => ({ calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] })
     const hold = holdAt('run:after-take')

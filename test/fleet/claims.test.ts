@@ -16,7 +16,13 @@ afterAll(async () => {
   await pool?.end()
 })
 
-const row = async (id: number) => (await database.query<{ state: string; attempts: number; claimed_by: string | null; error: string | null }>('SELECT state, attempts, claimed_by, error FROM fleet_jobs WHERE id = $1', [id]))[0]
+const row = async (id: number) =>
+  (
+    await database.query<{ state: string; attempts: number; claimed_by: string | null; error: string | null }>(
+      'SELECT state, attempts, claimed_by, error FROM fleet_jobs WHERE id = $1',
+      [id],
+    )
+  )[0]
 
 /** A job claimed once by the worker, handed back by a pass (as while the worker was frozen), and claimed by it again. */
 async function claimedTwice(): Promise<{ queue: JobQueue; worker: string; first: Job; second: Job }> {
@@ -31,10 +37,15 @@ async function claimedTwice(): Promise<{ queue: JobQueue; worker: string; first:
 }
 
 describe('a job claimed again by the same worker', () => {
-  it('is not retried, ended or released by what the first claim\'s child did', async () => {
+  it("is not retried, ended or released by what the first claim's child did", async () => {
     const { queue, worker, first, second } = await claimedTwice()
     // The first claim's child, killed before its task began, is reported late: the second claim stays as it is.
-    expect(await queue.retry(first, worker, 8, { outcome: 'failed', error: 'its agent was killed (SIGKILL) before the task began (attempt 1 of fleet.max_attempts 8)' })).toBe(false)
+    expect(
+      await queue.retry(first, worker, 8, {
+        outcome: 'failed',
+        error: 'its agent was killed (SIGKILL) before the task began (attempt 1 of fleet.max_attempts 8)',
+      }),
+    ).toBe(false)
     expect(await row(first.id)).toEqual({ state: 'running', attempts: 2, claimed_by: worker, error: null })
     expect(await queue.finish(first, worker, { outcome: 'failed', failed: true, error: 'late' })).toBeNull()
     await queue.release(first, worker)

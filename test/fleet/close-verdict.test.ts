@@ -7,46 +7,99 @@ import type { TaskState } from '../../src/storage/task/state.js'
 
 // The worker's decision when a job's process closes (src/fleet/task-outcome.ts), for each way a job can end.
 
-const job = (kind: 'new' | 'resume', attempts = 1): Job => ({ id: 7, task_uuid: '00000000-0000-4000-8000-000000000007', kind, spec: {}, state: 'running', priority: 0, attempts, claimed_by: 'w', user: null })
+const job = (kind: 'new' | 'resume', attempts = 1): Job => ({
+  id: 7,
+  task_uuid: '00000000-0000-4000-8000-000000000007',
+  kind,
+  spec: {},
+  state: 'running',
+  priority: 0,
+  attempts,
+  claimed_by: 'w',
+  user: null,
+})
 const exited = (code: number | null, more: Partial<ChildEnd> = {}): ChildEnd => ({ code, signal: null, stopped: false, lastLine: '', ...more })
 const killed = (signal: NodeJS.Signals, more: Partial<ChildEnd> = {}): ChildEnd => ({ code: null, signal, stopped: false, lastLine: '', ...more })
 const state = (more: Partial<TaskState>): TaskState => ({ ...initialState(new Date('2024-06-01T00:00:00Z')), ...more })
-const at = (location: TaskSnapshot['location'], more: Partial<TaskState> = {}, unchanged = false): TaskSnapshot => ({ location, state: location === null ? null : state(more), unchanged })
+const at = (location: TaskSnapshot['location'], more: Partial<TaskState> = {}, unchanged = false): TaskSnapshot => ({
+  location,
+  state: location === null ? null : state(more),
+  unchanged,
+})
 const retry: RetryPolicy = { base_seconds: 30, max_seconds: 600, max_attempts: 5 }
 const policy = { maxAttempts: 3, retry: undefined }
 
 describe('closeVerdict: how a job ended', () => {
   it('completed, failed or timed out: the job ends with its status (and its error)', () => {
-    expect(closeVerdict(job('new'), false, exited(0), at('completed', { status: 'completed' }), policy)).toEqual({ kind: 'end', end: { outcome: 'completed', error: null } })
-    expect(closeVerdict(job('new'), false, exited(1), at('completed', { status: 'failed', error: 'boom' }), policy)).toEqual({ kind: 'end', end: { outcome: 'failed', error: 'boom' } })
-    expect(closeVerdict(job('resume'), true, exited(5), at('completed', { status: 'timeout', error: 'max turns' }), policy)).toEqual({ kind: 'end', end: { outcome: 'timeout', error: 'max turns' } })
+    expect(closeVerdict(job('new'), false, exited(0), at('completed', { status: 'completed' }), policy)).toEqual({
+      kind: 'end',
+      end: { outcome: 'completed', error: null },
+    })
+    expect(closeVerdict(job('new'), false, exited(1), at('completed', { status: 'failed', error: 'boom' }), policy)).toEqual({
+      kind: 'end',
+      end: { outcome: 'failed', error: 'boom' },
+    })
+    expect(closeVerdict(job('resume'), true, exited(5), at('completed', { status: 'timeout', error: 'max turns' }), policy)).toEqual({
+      kind: 'end',
+      end: { outcome: 'timeout', error: 'max turns' },
+    })
     // Its agent died after the move to completed/, before the last state write.
-    expect(closeVerdict(job('new'), false, killed('SIGKILL'), at('completed', { status: 'completing' }), policy)).toEqual({ kind: 'end', end: { outcome: 'completed', error: null } })
+    expect(closeVerdict(job('new'), false, killed('SIGKILL'), at('completed', { status: 'completing' }), policy)).toEqual({
+      kind: 'end',
+      end: { outcome: 'completed', error: null },
+    })
   })
 
   it('paused by a signal or by its worker: done, its resume queued', () => {
-    expect(closeVerdict(job('new'), false, exited(143), at('paused', { status: 'paused' }), policy)).toEqual({ kind: 'end', end: { outcome: 'paused', resume: true, error: null } })
-    expect(closeVerdict(job('new'), false, exited(130), at('paused', { status: 'paused' }), policy)).toEqual({ kind: 'end', end: { outcome: 'paused', resume: true, error: null } })
-    expect(closeVerdict(job('resume'), true, exited(0, { stopped: true }), at('paused', { status: 'paused' }), policy)).toEqual({ kind: 'end', end: { outcome: 'paused', resume: true, error: null } })
+    expect(closeVerdict(job('new'), false, exited(143), at('paused', { status: 'paused' }), policy)).toEqual({
+      kind: 'end',
+      end: { outcome: 'paused', resume: true, error: null },
+    })
+    expect(closeVerdict(job('new'), false, exited(130), at('paused', { status: 'paused' }), policy)).toEqual({
+      kind: 'end',
+      end: { outcome: 'paused', resume: true, error: null },
+    })
+    expect(closeVerdict(job('resume'), true, exited(0, { stopped: true }), at('paused', { status: 'paused' }), policy)).toEqual({
+      kind: 'end',
+      end: { outcome: 'paused', resume: true, error: null },
+    })
   })
 
   it('paused by its operator or its agent: done, no resume queued (theirs to resume)', () => {
-    expect(closeVerdict(job('new'), false, exited(0), at('paused', { status: 'paused', paused_by: 'operator' }), policy)).toEqual({ kind: 'end', end: { outcome: 'paused', resume: false, error: null } })
+    expect(closeVerdict(job('new'), false, exited(0), at('paused', { status: 'paused', paused_by: 'operator' }), policy)).toEqual({
+      kind: 'end',
+      end: { outcome: 'paused', resume: false, error: null },
+    })
   })
 
   it('paused by an LLM failure that passes: retried later under fleet.retry; without it, paused with the error', () => {
     const outage = at('paused', { status: 'paused', paused_by: 'llm', llm_failure: 'unreachable', error: 'connection refused' })
-    expect(closeVerdict(job('new'), false, exited(0), outage, { maxAttempts: 3, retry })).toEqual({ kind: 'end', end: { outcome: 'paused', error: 'connection refused', retry } })
-    expect(closeVerdict(job('new'), false, exited(0), outage, policy)).toEqual({ kind: 'end', end: { outcome: 'paused', resume: false, error: 'connection refused' } })
+    expect(closeVerdict(job('new'), false, exited(0), outage, { maxAttempts: 3, retry })).toEqual({
+      kind: 'end',
+      end: { outcome: 'paused', error: 'connection refused', retry },
+    })
+    expect(closeVerdict(job('new'), false, exited(0), outage, policy)).toEqual({
+      kind: 'end',
+      end: { outcome: 'paused', resume: false, error: 'connection refused' },
+    })
     // An LLM failure that does not pass by itself (a bad key): not retried.
     const lasting = at('paused', { status: 'paused', paused_by: 'llm', llm_failure: null, error: '401' })
-    expect(closeVerdict(job('new'), false, exited(0), lasting, { maxAttempts: 3, retry })).toEqual({ kind: 'end', end: { outcome: 'paused', resume: false, error: '401' } })
+    expect(closeVerdict(job('new'), false, exited(0), lasting, { maxAttempts: 3, retry })).toEqual({
+      kind: 'end',
+      end: { outcome: 'paused', resume: false, error: '401' },
+    })
   })
 
-  it('a new task never created: the job fails with run\'s last log message', () => {
+  it("a new task never created: the job fails with run's last log message", () => {
     const line = JSON.stringify({ ts: '…', level: 'error', msg: 'the workspace is not a directory' })
-    expect(closeVerdict(job('new'), false, exited(2, { lastLine: line }), at(null), policy)).toEqual({ kind: 'end', end: { outcome: 'failed', failed: true, error: 'the workspace is not a directory' } })
-    expect(closeVerdict(job('new'), false, exited(1), at(null), policy)).toEqual({ kind: 'end', end: { outcome: 'failed', failed: true, error: 'run exited with 1' } })
+    expect(closeVerdict(job('new'), false, exited(2, { lastLine: line }), at(null), policy)).toEqual({
+      kind: 'end',
+      end: { outcome: 'failed', failed: true, error: 'the workspace is not a directory' },
+    })
+    expect(closeVerdict(job('new'), false, exited(1), at(null), policy)).toEqual({
+      kind: 'end',
+      end: { outcome: 'failed', failed: true, error: 'run exited with 1' },
+    })
   })
 
   it('killed before its task began: handed back at once, counting the attempt; the last attempt fails a new job, leaves a resume paused', () => {
@@ -71,9 +124,15 @@ describe('closeVerdict: how a job ended', () => {
 
   it('killed after its task began: not handed back, the job ends (or waits for watch-locks) as the task says', () => {
     // A resume whose task changed (its agent wrote state.json), then paused: settled from the task.
-    expect(closeVerdict(job('resume'), true, killed('SIGKILL'), at('paused', { status: 'paused', paused_by: 'operator' }, false), policy)).toEqual({ kind: 'end', end: { outcome: 'paused', resume: false, error: null } })
+    expect(closeVerdict(job('resume'), true, killed('SIGKILL'), at('paused', { status: 'paused', paused_by: 'operator' }, false), policy)).toEqual({
+      kind: 'end',
+      end: { outcome: 'paused', resume: false, error: null },
+    })
     // A new task created, its process killed holding the lock: left for watch-locks.
-    expect(closeVerdict(job('new'), false, killed('SIGKILL', { lastLine: 'turn 3' }), at('running'), policy)).toEqual({ kind: 'left_running', detail: 'turn 3' })
+    expect(closeVerdict(job('new'), false, killed('SIGKILL', { lastLine: 'turn 3' }), at('running'), policy)).toEqual({
+      kind: 'left_running',
+      detail: 'turn 3',
+    })
     expect(closeVerdict(job('new'), false, exited(1), at('running'), policy)).toEqual({ kind: 'left_running', detail: 'exit 1' })
   })
 

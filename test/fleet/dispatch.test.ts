@@ -53,7 +53,12 @@ async function idleWorkers(n: number): Promise<Emulated[]> {
   const workers: Emulated[] = []
   for (let i = 0; i < n; i++) {
     const record = await registerWorker(pool, 'dispatch-test', 1, 60)
-    const w: Emulated = { id: record.id, idle: { channel: `ctxagent_w_${randomUUID().replaceAll('-', '')}`, staleSeconds: 60 }, wakes: { own: 0, all: 0, cancel: 0, connected: 0 }, claimed: [] }
+    const w: Emulated = {
+      id: record.id,
+      idle: { channel: `ctxagent_w_${randomUUID().replaceAll('-', '')}`, staleSeconds: 60 },
+      wakes: { own: 0, all: 0, cancel: 0, connected: 0 },
+      claimed: [],
+    }
     const listener = new JobListener(server.url, w.idle.channel, (from) => {
       w.wakes[from]++
       if (from === 'all') return
@@ -134,7 +139,8 @@ describe('wake one idle worker per job', () => {
     const queue = new JobQueue(pool)
     // Nothing waits: each woken worker claims nothing and is idle again, at the back of the line
     // (its claim puts its row back: waited for, so that the next step sees both rows as they settle).
-    const idleAgain = async () => until('both workers idle again', async () => Number((await queryRows<{ n: string }>(server.url, 'SELECT count(*) AS n FROM fleet_idle'))[0]?.n) === 2)
+    const idleAgain = async () =>
+      until('both workers idle again', async () => Number((await queryRows<{ n: string }>(server.url, 'SELECT count(*) AS n FROM fleet_idle'))[0]?.n) === 2)
     await queue.passWake()
     await until('one worker woken', async () => workers.reduce((n, w) => n + w.wakes.own, 0) === 1)
     await idleAgain()

@@ -62,7 +62,9 @@ async function agentOf(s: RunSetup, uuid: string, not: number[] = []): Promise<n
 }
 
 describe('fleet.recovery: resume and fleet.max_attempts', () => {
-  it('a task whose agent is SIGKILLed on every attempt is resumed until max_attempts, then failed with the reason; fleet --json counts each', { timeout: 180_000 }, async () => {
+  it('a task whose agent is SIGKILLed on every attempt is resumed until max_attempts, then failed with the reason; fleet --json counts each', {
+    timeout: 180_000,
+  }, async () => {
     const s = await runSetup(`${FAST_LOCKS}  max_attempts: 3\n`)
     endless(s)
     const worker = await started(startWorker(s, database.server.url))
@@ -81,7 +83,11 @@ describe('fleet.recovery: resume and fleet.max_attempts', () => {
       })
     }
     const rows = await jobs()
-    expect(rows.map((j) => [j.kind, j.state, j.outcome])).toEqual([['new', 'done', 'died'], ['resume', 'done', 'died'], ['resume', 'done', 'failed']])
+    expect(rows.map((j) => [j.kind, j.state, j.outcome])).toEqual([
+      ['new', 'done', 'died'],
+      ['resume', 'done', 'died'],
+      ['resume', 'done', 'failed'],
+    ])
     // The job says why, as the task does.
     for (const died of rows.slice(0, 2)) expect(died.error).toMatch(/^agent died: pid \d+ on .*; paused to be resumed$/)
     const last = rows[2] as JobRow
@@ -97,12 +103,17 @@ describe('fleet.recovery: resume and fleet.max_attempts', () => {
 })
 
 describe('a worker SIGKILLed under a live agent', () => {
-  it('the agent does not die of its closed stderr: it finishes, and the job is settled once, never run again while its lock lives', { timeout: 180_000 }, async () => {
+  it('the agent does not die of its closed stderr: it finishes, and the job is settled once, never run again while its lock lives', {
+    timeout: 180_000,
+  }, async () => {
     const s = await runSetup(FAST_LOCKS)
     let go = false
     let n = 0
     // Two turns: the second (and the agent's log lines after it) only once its worker is gone.
-    s.fake.fallback = (req) => (req.body.messages.some((m) => m.role === 'tool') ? { delayMs: go ? 0 : 200, ...(go ? finish : { calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] }) } : { calls: [{ name: 'glob', arguments: { pattern: '*.js' } }] })
+    s.fake.fallback = (req) =>
+      req.body.messages.some((m) => m.role === 'tool')
+        ? { delayMs: go ? 0 : 200, ...(go ? finish : { calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] }) }
+        : { calls: [{ name: 'glob', arguments: { pattern: '*.js' } }] }
     const first = await started(startWorker(s, database.server.url))
     const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     await until('the task under way', async () => agentRequests(s.fake).length >= 2)
@@ -135,7 +146,9 @@ describe('a worker SIGKILLed under a live agent', () => {
 })
 
 describe('pauses by an operator and by a signal', () => {
-  it('with its worker dead, a task paused by `pause` stays paused; one paused by SIGTERM is queued again; state.json says who paused it', { timeout: 180_000 }, async () => {
+  it('with its worker dead, a task paused by `pause` stays paused; one paused by SIGTERM is queued again; state.json says who paused it', {
+    timeout: 180_000,
+  }, async () => {
     const s = await runSetup(FAST_LOCKS)
     endless(s)
     const worker = await started(startWorker(s, database.server.url, ['--concurrency', '2']))
@@ -152,11 +165,13 @@ describe('pauses by an operator and by a signal', () => {
     await exitOf(worker.child)
     expect((await s.run(['pause', byOperator])).code).toBe(0)
     process.kill(agents[1] as number, 'SIGTERM')
-    await until('the operator\'s pause', async () => readTask(s.tree, byOperator).location === 'paused')
+    await until("the operator's pause", async () => readTask(s.tree, byOperator).location === 'paused')
     expect(readTask(s.tree, byOperator).state.paused_by).toBe('operator')
     const rows = await until('both jobs settled', async () => {
       await watchLocks(s)
-      const all = await query<{ task_uuid: string; kind: string; state: string; outcome: string | null }>('SELECT task_uuid, kind, state, outcome FROM fleet_jobs ORDER BY id')
+      const all = await query<{ task_uuid: string; kind: string; state: string; outcome: string | null }>(
+        'SELECT task_uuid, kind, state, outcome FROM fleet_jobs ORDER BY id',
+      )
       return all.filter((j) => j.state === 'done').length === 2 ? all : null
     })
     // Its agent paused as it does under a live worker (once it died of an unhandled rejection when the
@@ -247,13 +262,17 @@ describe('agents killed before their task began (a live worker)', () => {
     const agent = await until('the held agent', async () => hold.held())
     process.kill(agent, 'SIGKILL')
     const rows = await settledJobs()
-    expect(rows.map((j) => [j.kind, j.outcome, j.attempts, j.error])).toEqual([['new', 'failed', 1, 'its agent was killed (SIGKILL) before the task began (attempt 1 of fleet.max_attempts 1)']])
+    expect(rows.map((j) => [j.kind, j.outcome, j.attempts, j.error])).toEqual([
+      ['new', 'failed', 1, 'its agent was killed (SIGKILL) before the task began (attempt 1 of fleet.max_attempts 1)'],
+    ])
     expect(agentRequests(s.fake)).toEqual([])
     hold.release()
     await stopCleanly(worker)
   })
 
-  it('a resume’s agent SIGKILLed before it took the task from paused/: the job waits again, the attempt counted, and resumes it', { timeout: 120_000 }, async () => {
+  it('a resume’s agent SIGKILLed before it took the task from paused/: the job waits again, the attempt counted, and resumes it', {
+    timeout: 120_000,
+  }, async () => {
     const s = await runSetup(FAST_LOCKS)
     endless(s)
     const run = s.start(['run', '--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
@@ -325,7 +344,10 @@ describe('a worker stopped while its agent creates the task', () => {
     expect(readTask(s.tree, uuid)).toMatchObject({ location: 'paused', state: { status: 'paused', paused_by: 'signal' } })
     expect(agentRequests(s.fake)).toEqual([])
     const rows = await jobs()
-    expect(rows.map((j) => [j.kind, j.state, j.outcome])).toEqual([['new', 'done', 'paused'], ['resume', 'waiting', null]])
+    expect(rows.map((j) => [j.kind, j.state, j.outcome])).toEqual([
+      ['new', 'done', 'paused'],
+      ['resume', 'waiting', null],
+    ])
   })
 })
 
@@ -344,7 +366,9 @@ async function pausedAndLocked(s: RunSetup): Promise<{ uuid: string; lock: strin
 }
 
 describe('a resume that finds its paused task locked', () => {
-  it('(a compress by an operator, a lock a killed resume left) hands the job back, the attempt counted, and resumes once the lock is gone', { timeout: 120_000 }, async () => {
+  it('(a compress by an operator, a lock a killed resume left) hands the job back, the attempt counted, and resumes once the lock is gone', {
+    timeout: 120_000,
+  }, async () => {
     const s = await runSetup(`${FAST_LOCKS}  max_attempts: 1000\n`)
     const { uuid, lock } = await pausedAndLocked(s)
     s.fake.fallback = () => finish
@@ -368,7 +392,9 @@ describe('a resume locked out as often as fleet.max_attempts allows', () => {
     const worker = await started(startWorker(s, database.server.url))
     expect(await enqueue(s, ['--resume', uuid])).toBe(uuid)
     const rows = await settledJobs()
-    expect(rows.map((j) => [j.kind, j.outcome, j.attempts, j.error])).toEqual([['resume', 'paused', 2, 'its agent found the task locked before the task began (attempt 2 of fleet.max_attempts 2)']])
+    expect(rows.map((j) => [j.kind, j.outcome, j.attempts, j.error])).toEqual([
+      ['resume', 'paused', 2, 'its agent found the task locked before the task began (attempt 2 of fleet.max_attempts 2)'],
+    ])
     const after = readTask(s.tree, uuid)
     expect([after.location, after.state, after.messages]).toEqual([before.location, before.state, before.messages])
     await stopCleanly(worker)
@@ -394,7 +420,8 @@ describe.runIf(canUnshare)('enqueue --resume on another host', () => {
     expect((await s.run(['comment', uuid, 'please also check README.md'])).code).toBe(0)
 
     // The resume on host b: one more look, then finish.
-    s.fake.fallback = (req) => (agentRequests(s.fake).length > asked + 1 ? finish : { calls: [{ name: 'glob', arguments: { pattern: `*${req.body.messages.length}*` } }] })
+    s.fake.fallback = (req) =>
+      agentRequests(s.fake).length > asked + 1 ? finish : { calls: [{ name: 'glob', arguments: { pattern: `*${req.body.messages.length}*` } }] }
     const b = onHost(s, database.server.url, 'fleet-b')
     await until('host b', async () => b.err().includes('started on fleet-b'))
     expect(await enqueue(s, ['--resume', uuid])).toBe(uuid)
@@ -420,8 +447,14 @@ describe.runIf(canUnshare)('enqueue --resume on another host', () => {
     expect(Number(after.state.total_tokens_used)).toBeGreaterThanOrEqual(b4.total_tokens_used + 120 * resumed.length)
     expect(after.state.inbox_offset).toBe(readFileSync(join(after.dir, 'inbox.jsonl')).length)
     const rows = await settledJobs()
-    expect(rows.map((j) => [j.kind, j.outcome])).toEqual([['new', 'paused'], ['resume', 'completed']])
-    expect((await query<{ claimed_by: string }>('SELECT claimed_by FROM fleet_jobs ORDER BY id')).map((r) => r.claimed_by.split(':')[0])).toEqual(['fleet-a', 'fleet-b'])
+    expect(rows.map((j) => [j.kind, j.outcome])).toEqual([
+      ['new', 'paused'],
+      ['resume', 'completed'],
+    ])
+    expect((await query<{ claimed_by: string }>('SELECT claimed_by FROM fleet_jobs ORDER BY id')).map((r) => r.claimed_by.split(':')[0])).toEqual([
+      'fleet-a',
+      'fleet-b',
+    ])
     process.kill(b.workerPid(), 'SIGTERM')
     expect((await exitOf(b.unshare)).code).toBe(0)
   })

@@ -25,7 +25,10 @@ describe('ctxagent fleet and stats --check in a fleet', () => {
   it('shows workers, their tasks, jobs by state and the oldest waiting job; stats --check alerts on the queue', async () => {
     const s = await runSetup('alerts:\n  queue_wait_minutes: 0.0001\n')
     const db = { CTXAGENT_DATABASE_URL: server.url }
-    expect(await s.run(['fleet'])).toMatchObject({ code: 2, stderr: "ctxagent: fleet needs the fleet's PostgreSQL database (set fleet.database_url in the config, or CTXAGENT_DATABASE_URL)\n" })
+    expect(await s.run(['fleet'])).toMatchObject({
+      code: 2,
+      stderr: "ctxagent: fleet needs the fleet's PostgreSQL database (set fleet.database_url in the config, or CTXAGENT_DATABASE_URL)\n",
+    })
     const first = (await s.run(['enqueue', '--task', 'one', '--workspace', s.ws], db)).stdout.trim()
     await s.run(['enqueue', '--task', 'two', '--workspace', s.ws, '--priority', '5'], db)
     const idle = JSON.parse((await s.run(['fleet', '--json'], db)).stdout) as Record<string, unknown>
@@ -34,7 +37,12 @@ describe('ctxagent fleet and stats --check in a fleet', () => {
     const check = await s.run(['stats', '--check', '--json'], db)
     expect(check.code).toBe(2)
     const alerts = (JSON.parse(check.stdout) as { alerts: { metric: string; level: string }[] }).alerts
-    expect(alerts).toEqual(expect.arrayContaining([expect.objectContaining({ metric: 'queue_no_worker', level: 'critical' }), expect.objectContaining({ metric: 'queue_wait', level: 'warning' })]))
+    expect(alerts).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ metric: 'queue_no_worker', level: 'critical' }),
+        expect.objectContaining({ metric: 'queue_wait', level: 'warning' }),
+      ]),
+    )
 
     let n = 0
     s.fake.fallback = () => ({ delayMs: 50, calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
@@ -42,7 +50,10 @@ describe('ctxagent fleet and stats --check in a fleet', () => {
     const worker = s.start(['worker', '--concurrency', '2'])
     delete process.env.CTXAGENT_DATABASE_URL
     const busy = await until('both jobs running', async () => {
-      const status = JSON.parse((await s.run(['fleet', '--json'], db)).stdout) as { workers: { tasks: string[]; live: boolean; hostname: string; concurrency: number }[]; jobs: { running: number } }
+      const status = JSON.parse((await s.run(['fleet', '--json'], db)).stdout) as {
+        workers: { tasks: string[]; live: boolean; hostname: string; concurrency: number }[]
+        jobs: { running: number }
+      }
       return status.jobs.running === 2 ? status : null
     })
     // Both tasks have asked the model: SIGTERM now pauses two tasks (a job stopped before its task began waits again untouched).
@@ -70,7 +81,10 @@ describe('passes never overlap fleet-wide', () => {
     const db = { CTXAGENT_DATABASE_URL: server.url }
     expect((await s.run(['fleet', '--json'], db)).code).toBe(0) // the tables exist
     // Another host's passes under way: their leases live for an hour.
-    await queryRows(server.url, `INSERT INTO fleet_leases (name, holder, expires_at) VALUES ('cleanup', 'other:1:x', now() + interval '1 hour'), ('watch-locks', 'other:1:x', now() + interval '1 hour')`)
+    await queryRows(
+      server.url,
+      `INSERT INTO fleet_leases (name, holder, expires_at) VALUES ('cleanup', 'other:1:x', now() + interval '1 hour'), ('watch-locks', 'other:1:x', now() + interval '1 hour')`,
+    )
     const cleanup = await s.run(['cleanup'], db)
     expect(cleanup).toMatchObject({ code: 0, stderr: 'ctxagent: warning: another host runs cleanup (other:1:x); this one was skipped\n' })
     const watch = await s.run(['watch-locks', '--once'], db)

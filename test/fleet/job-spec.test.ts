@@ -5,9 +5,24 @@ import type { JobSpec } from '../../src/fleet/job-spec.js'
 const uuid = '00000000-0000-4000-8000-000000000001'
 const row = (spec: unknown, kind = 'new') => ({ task_uuid: uuid, kind, priority: 0, attempts: 0, spec })
 
-describe('the job spec: one schema for its type, keys, checks and the child\'s run', () => {
+describe("the job spec: one schema for its type, keys, checks and the child's run", () => {
   it('allows exactly the keys of run that a job may ask for, and refuses any other', () => {
-    expect(JOB_SPEC_KEYS).toEqual(['task', 'github', 'gitlab', 'user', 'workspace', 'repo', 'ref', 'task_id', 'max_turns', 'max_tokens', 'timeout', 'model', 'allow_shell', 'deliver'])
+    expect(JOB_SPEC_KEYS).toEqual([
+      'task',
+      'github',
+      'gitlab',
+      'user',
+      'workspace',
+      'repo',
+      'ref',
+      'task_id',
+      'max_turns',
+      'max_tokens',
+      'timeout',
+      'model',
+      'allow_shell',
+      'deliver',
+    ])
     expect(specProblem({ task: 'x', cmd: 'rm -rf /' })).toBe('spec has an unknown key "cmd"')
     expect(specProblem({ task: 'x', __proto__x: 1 })).toBe('spec has an unknown key "__proto__x"')
     expect(specProblem([])).toBe('spec is not an object')
@@ -16,7 +31,20 @@ describe('the job spec: one schema for its type, keys, checks and the child\'s r
 
   it('checks each field with one rule, naming the key and what it should be', () => {
     const cases: [Record<string, unknown>, string | null][] = [
-      [{ task: 'fix it', user: 'alice', task_id: 'nightly', model: 'm-1', max_turns: 5, max_tokens: 1000, timeout: '60s', allow_shell: true, workspace: '/srv/ws' }, null],
+      [
+        {
+          task: 'fix it',
+          user: 'alice',
+          task_id: 'nightly',
+          model: 'm-1',
+          max_turns: 5,
+          max_tokens: 1000,
+          timeout: '60s',
+          allow_shell: true,
+          workspace: '/srv/ws',
+        },
+        null,
+      ],
       [{ task: 7 }, 'spec.task is not text'],
       [{ github: 'owner/repo#12' }, null],
       [{ github: '--help' }, 'spec.github is not owner/repo#N'],
@@ -49,17 +77,64 @@ describe('the job spec: one schema for its type, keys, checks and the child\'s r
     expect(jobProblem(row({ github: 'o/r#1', gitlab: 'g/p#1' }))).toBe('spec names not exactly one of task, github, gitlab')
     // A review loop's follow-up: the pull request, and a statement of its own (docs/delivery.md#the-review-loop).
     expect(jobProblem(row({ task: 'x', github: 'o/r#1' }))).toBeNull()
-    expect(runArgs('00000000-0000-4000-8000-000000000001', { task: 'x', github: 'o/r#1' }, undefined)).toEqual(['run', '--uuid', '00000000-0000-4000-8000-000000000001', '--follow-up-file', '-', '--github', 'o/r#1'])
+    expect(runArgs('00000000-0000-4000-8000-000000000001', { task: 'x', github: 'o/r#1' }, undefined)).toEqual([
+      'run',
+      '--uuid',
+      '00000000-0000-4000-8000-000000000001',
+      '--follow-up-file',
+      '-',
+      '--github',
+      'o/r#1',
+    ])
     expect(jobProblem({ ...row({ task: 'x' }), task_uuid: '../../x' })).toBe('task_uuid "../../x" is not a UUID')
     expect(jobProblem(row({ task: 'x' }, 'bogus'))).toBe('kind "bogus" is neither new nor resume')
     expect(jobProblem({ ...row({ task: 'x' }), attempts: -1 })).toBe('priority and attempts must be whole numbers')
   })
 
   it("gives the child run's arguments: each field's flag, the workspace the worker chose, the task text on standard input", () => {
-    const spec: JobSpec = { task: 'fix it', user: 'alice', workspace: '/srv/ws', task_id: 'n', max_turns: 3, max_tokens: 900, timeout: '60s', model: 'm', allow_shell: true }
-    expect(runArgs(uuid, spec, spec.workspace)).toEqual(['run', '--uuid', uuid, '--task-file', '-', '--user', 'alice', '--workspace', '/srv/ws', '--task-id', 'n', '--max-turns', '3', '--max-tokens', '900', '--timeout', '60s', '--model', 'm', '--allow-shell'])
+    const spec: JobSpec = {
+      task: 'fix it',
+      user: 'alice',
+      workspace: '/srv/ws',
+      task_id: 'n',
+      max_turns: 3,
+      max_tokens: 900,
+      timeout: '60s',
+      model: 'm',
+      allow_shell: true,
+    }
+    expect(runArgs(uuid, spec, spec.workspace)).toEqual([
+      'run',
+      '--uuid',
+      uuid,
+      '--task-file',
+      '-',
+      '--user',
+      'alice',
+      '--workspace',
+      '/srv/ws',
+      '--task-id',
+      'n',
+      '--max-turns',
+      '3',
+      '--max-tokens',
+      '900',
+      '--timeout',
+      '60s',
+      '--model',
+      'm',
+      '--allow-shell',
+    ])
     // A --repo job runs in the clone made for it; repo and ref are the worker's, not run's.
-    expect(runArgs(uuid, { github: 'o/r#4', repo: 'https://h/o/r.git', ref: 'main' }, '/clones/x')).toEqual(['run', '--uuid', uuid, '--github', 'o/r#4', '--workspace', '/clones/x'])
+    expect(runArgs(uuid, { github: 'o/r#4', repo: 'https://h/o/r.git', ref: 'main' }, '/clones/x')).toEqual([
+      'run',
+      '--uuid',
+      uuid,
+      '--github',
+      'o/r#4',
+      '--workspace',
+      '/clones/x',
+    ])
     expect(runArgs(uuid, { gitlab: 'g/p!2', allow_shell: false }, undefined)).toEqual(['run', '--uuid', uuid, '--gitlab', 'g/p!2'])
   })
 })

@@ -49,7 +49,9 @@ function endlessUnless(s: RunSetup, done: (messages: string) => boolean): void {
 }
 
 describe('jobs cancel and retry', () => {
-  it('a waiting job cancelled never runs; a running one pauses its task and is not retried; retry runs either again; a done one is refused', { timeout: 240_000 }, async () => {
+  it('a waiting job cancelled never runs; a running one pauses its task and is not retried; retry runs either again; a done one is refused', {
+    timeout: 240_000,
+  }, async () => {
     const s = await runSetup(FAST_LOCKS)
     let release = false
     endlessUnless(s, (m) => release && m.includes('"second"'))
@@ -69,7 +71,10 @@ describe('jobs cancel and retry', () => {
     // What it printed is what the row says: the command waited for the worker to end the job.
     expect((await jobs())[0]?.state).toBe('cancelled')
     expect(readTask(s.tree, first)).toMatchObject({ location: 'paused', state: { paused_by: 'operator' } })
-    expect((await jobs()).map((j) => [j.state, j.outcome])).toEqual([['cancelled', 'paused'], ['cancelled', 'cancelled']])
+    expect((await jobs()).map((j) => [j.state, j.outcome])).toEqual([
+      ['cancelled', 'paused'],
+      ['cancelled', 'cancelled'],
+    ])
     expect(JSON.stringify(agentRequests(s.fake).map((r) => r.body.messages))).not.toContain('"second"')
     // Cancelling a finished job is a conflict.
     const again = await s.run(['jobs', 'cancel', String(one?.id)], db())
@@ -89,10 +94,16 @@ describe('jobs cancel and retry', () => {
     await until('the first task running again', async () => readTask(s.tree, first).location === 'running')
     await stopCleanly(worker)
     // Stopped by its worker: the job is done and its resume queued (a worker's stop is not a cancel).
-    expect((await jobs()).map((j) => [j.task_uuid === first, j.kind, j.state])).toEqual([[true, 'resume', 'done'], [false, 'new', 'done'], [true, 'resume', 'waiting']])
+    expect((await jobs()).map((j) => [j.task_uuid === first, j.kind, j.state])).toEqual([
+      [true, 'resume', 'done'],
+      [false, 'new', 'done'],
+      [true, 'resume', 'waiting'],
+    ])
   })
 
-  it('ids, actions and filters are checked: exit 2 for bad input, 3 for a job that does not exist; the list filters and prints JSON Lines', { timeout: 120_000 }, async () => {
+  it('ids, actions and filters are checked: exit 2 for bad input, 3 for a job that does not exist; the list filters and prints JSON Lines', {
+    timeout: 120_000,
+  }, async () => {
     const s = await runSetup(FAST_LOCKS)
     const a = await enqueue(s, ['--task', 'a', '--workspace', s.ws, '--user', 'alice'])
     await enqueue(s, ['--task', 'b', '--workspace', s.ws, '--user', 'bob'])
@@ -101,7 +112,11 @@ describe('jobs cancel and retry', () => {
       [['jobs', 'show', '-5'], 2, /^ctxagent: /],
       [['jobs', 'cancel'], 2, /^ctxagent: jobs cancel needs a job id \(/],
       [['jobs', 'drop', '1'], 2, /^ctxagent: jobs: unknown action 'drop' \(/],
-      [['jobs', '--state', 'sleeping'], 2, /^ctxagent: --state 'sleeping' is not a job state \(give one of waiting, running, retrying, done, failed, cancelled\)/],
+      [
+        ['jobs', '--state', 'sleeping'],
+        2,
+        /^ctxagent: --state 'sleeping' is not a job state \(give one of waiting, running, retrying, done, failed, cancelled\)/,
+      ],
       [['jobs', 'show', '999999'], 3, /^ctxagent: there is no job 999999 \(/],
       [['jobs', 'retry', '999999'], 3, /^ctxagent: there is no job 999999 \(/],
     ] as const) {
@@ -111,14 +126,22 @@ describe('jobs cancel and retry', () => {
       expect(res.stderr.trim().split('\n')).toHaveLength(1)
     }
     const alice = await s.run(['jobs', '--user', 'alice', '--json'], db())
-    const rows = alice.stdout.trim().split('\n').map((l) => JSON.parse(l) as { task_uuid: string; user: string; state: string; attempts: number })
+    const rows = alice.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { task_uuid: string; user: string; state: string; attempts: number })
     expect(rows).toEqual([expect.objectContaining({ task_uuid: a, user: 'alice', state: 'waiting', attempts: 0 })])
     expect((await s.run(['jobs', '--task', a.slice(0, 8), '--json'], db())).stdout.trim().split('\n')).toHaveLength(1)
     expect((await s.run(['jobs', '--state', 'done', '--json'], db())).stdout).toBe('')
     const human = await s.run(['jobs', '--limit', '1'], db())
     expect(human.code).toBe(0)
     expect(human.stdout).toMatch(/bob/)
-    expect(human.stdout.split('\n').slice(0, 2).map((l) => l.split('\t').length)).toEqual([12, 12]) // piped: a header row, then tab-separated rows
+    expect(
+      human.stdout
+        .split('\n')
+        .slice(0, 2)
+        .map((l) => l.split('\t').length),
+    ).toEqual([12, 12]) // piped: a header row, then tab-separated rows
     expect(human.stdout).not.toMatch(/alice/)
     // Without a database: one line, exit 2.
     const none = await s.run(['jobs'])
@@ -128,7 +151,9 @@ describe('jobs cancel and retry', () => {
 })
 
 describe('enqueue', () => {
-  it('--key: while its job is open, and for fleet.key_retention_hours after it ended done, a second enqueue queues nothing and says which job it returned; past that the key queues again', { timeout: 180_000 }, async () => {
+  it('--key: while its job is open, and for fleet.key_retention_hours after it ended done, a second enqueue queues nothing and says which job it returned; past that the key queues again', {
+    timeout: 180_000,
+  }, async () => {
     const s = await runSetup(FAST_LOCKS)
     const first = await enqueue(s, ['--task', 'nightly', '--workspace', s.ws, '--key', 'nightly-1'])
     const second = await s.run(['enqueue', '--task', 'nightly again', '--workspace', s.ws, '--key', 'nightly-1'], db())
@@ -146,7 +171,9 @@ describe('enqueue', () => {
     expect(late.code, late.stderr).toBe(0)
     expect(late.stdout.trim()).toBe(first)
     const firstId = (await jobs())[0]?.id
-    expect(late.stderr).toMatch(new RegExp(`job ${firstId} with key 'nightly-1' ended done at \\S+ \\(keys are kept 24 h after, fleet.key_retention_hours\\); nothing queued`))
+    expect(late.stderr).toMatch(
+      new RegExp(`job ${firstId} with key 'nightly-1' ended done at \\S+ \\(keys are kept 24 h after, fleet.key_retention_hours\\); nothing queued`),
+    )
     const lateJson = await s.run(['enqueue', '--task', 'nightly', '--workspace', s.ws, '--key', 'nightly-1', '--json'], db())
     expect(JSON.parse(lateJson.stdout)).toMatchObject({ uuid: first, job: firstId, queued: false, state: 'done' })
     expect(await jobs()).toHaveLength(1)
@@ -158,7 +185,9 @@ describe('enqueue', () => {
     await stopCleanly(worker)
   })
 
-  it('refuses before queuing what run would refuse: a workspace holding the tree or inside it, a missing one; nothing queued', { timeout: 120_000 }, async () => {
+  it('refuses before queuing what run would refuse: a workspace holding the tree or inside it, a missing one; nothing queued', {
+    timeout: 120_000,
+  }, async () => {
     const s = await runSetup(FAST_LOCKS)
     for (const [args, message] of [
       [['--task', 'x'], /^ctxagent: the workspace .* contains the task tree .*; the agent could read or delete its own task files \(/],
@@ -192,14 +221,19 @@ describe('enqueue', () => {
 })
 
 describe('fleet.limits.per_user', () => {
-  it("one user's batch cannot take every slot: at most per_user of their tasks run fleet-wide, another user's job runs beside", { timeout: 240_000 }, async () => {
+  it("one user's batch cannot take every slot: at most per_user of their tasks run fleet-wide, another user's job runs beside", {
+    timeout: 240_000,
+  }, async () => {
     const s = await runSetup(`${FAST_LOCKS}  limits:\n    per_user: 1\n`)
     endlessUnless(s, () => false)
     const alice = [] as string[]
     for (const t of ['a1', 'a2', 'a3']) alice.push(await enqueue(s, ['--task', t, '--workspace', s.ws, '--user', 'alice', '--max-turns', '1000000']))
     const bob = await enqueue(s, ['--task', 'b1', '--workspace', s.ws, '--user', 'bob', '--max-turns', '1000000'])
     // Two workers with room for six tasks: only the limit holds alice's back.
-    const workers = [await started(startWorker(s, database.server.url, ['--concurrency', '3'])), await started(startWorker(s, database.server.url, ['--concurrency', '3']))]
+    const workers = [
+      await started(startWorker(s, database.server.url, ['--concurrency', '3'])),
+      await started(startWorker(s, database.server.url, ['--concurrency', '3'])),
+    ]
     const running = () => query<{ user: string; task_uuid: string }>(`SELECT "user", task_uuid FROM fleet_jobs WHERE state = 'running' ORDER BY id`)
     await until('alice and bob each running', async () => {
       const rows = await running()
@@ -222,7 +256,9 @@ describe('fleet.limits.per_user', () => {
 })
 
 describe('workers and retention', () => {
-  it('fleet shows live workers and counts dead ones; cleanup expires finished jobs and dead workers past fleet.retention_days, never an open job', { timeout: 180_000 }, async () => {
+  it('fleet shows live workers and counts dead ones; cleanup expires finished jobs and dead workers past fleet.retention_days, never an open job', {
+    timeout: 180_000,
+  }, async () => {
     const s = await runSetup(`${FAST_LOCKS}  retention_days: 1\n`)
     s.fake.fallback = () => finish
     const dead = await started(startWorker(s, database.server.url))
@@ -241,7 +277,9 @@ describe('workers and retention', () => {
     await enqueue(s, ['--task', 'open', '--workspace', s.ws])
     // Two days on, by the database's clock as cleanup sees it: rows finished or silent before then.
     await query(`UPDATE fleet_jobs SET created_at = created_at - interval '2 days', finished_at = finished_at - interval '2 days'`)
-    await query(`UPDATE fleet_workers SET heartbeat_at = heartbeat_at - interval '2 days', stopped_at = stopped_at - interval '2 days' WHERE pid = $1`, [dead.child.pid])
+    await query(`UPDATE fleet_workers SET heartbeat_at = heartbeat_at - interval '2 days', stopped_at = stopped_at - interval '2 days' WHERE pid = $1`, [
+      dead.child.pid,
+    ])
     const dry = await s.run(['cleanup', '--dry-run', '--json'], db())
     expect(JSON.parse(dry.stdout)).toMatchObject({ fleet_rows: { jobs: 1, workers: 1 } })
     const res = await s.run(['cleanup', '--json'], db())
@@ -260,7 +298,9 @@ describe('workers and retention', () => {
     worker.child.kill('SIGKILL')
     await exitOf(worker.child)
     await until('the orphaned warm child gone', async () => !living(warm)).catch((err: Error) => {
-      throw new Error(`${err.message}: ${spawnSync('ps', ['-o', 'pid,ppid,stat,args', '-p', String(warm)]).stdout.toString()} ${spawnSync('ls', ['-l', `/proc/${warm}/fd`]).stdout.toString()}`)
+      throw new Error(
+        `${err.message}: ${spawnSync('ps', ['-o', 'pid,ppid,stat,args', '-p', String(warm)]).stdout.toString()} ${spawnSync('ls', ['-l', `/proc/${warm}/fd`]).stdout.toString()}`,
+      )
     })
   })
 })

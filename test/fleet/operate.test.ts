@@ -44,7 +44,13 @@ async function enqueueRow(spec: Record<string, unknown>): Promise<string> {
 }
 
 async function job(uuid: string): Promise<{ state: string; outcome: string | null; error: string | null } | undefined> {
-  return (await queryRows<{ state: string; outcome: string | null; error: string | null }>(server.url, 'SELECT state, outcome, error FROM fleet_jobs WHERE task_uuid = $1', [uuid]))[0]
+  return (
+    await queryRows<{ state: string; outcome: string | null; error: string | null }>(
+      server.url,
+      'SELECT state, outcome, error FROM fleet_jobs WHERE task_uuid = $1',
+      [uuid],
+    )
+  )[0]
 }
 
 describe('a worker started while PostgreSQL is down', () => {
@@ -119,7 +125,9 @@ describe('a worker started while PostgreSQL is down', () => {
 })
 
 describe('a worker refuses the jobs its own configuration cannot serve', () => {
-  it('a --repo job without fleet.workspaces_dir, a --github job without a token, a shell without a working sandbox: each failed with its reason', { timeout: 180_000 }, async () => {
+  it('a --repo job without fleet.workspaces_dir, a --github job without a token, a shell without a working sandbox: each failed with its reason', {
+    timeout: 180_000,
+  }, async () => {
     const s = await runSetup(`${FLEET}tools:\n  shell: true\n`)
     s.fake.fallback = () => finish
     expect((await s.run(['fleet', '--json'], { CTXAGENT_DATABASE_URL: server.url })).code).toBe(0)
@@ -142,14 +150,17 @@ describe('a worker refuses the jobs its own configuration cannot serve', () => {
     expect(await job(shell)).toMatchObject({ state: 'failed', outcome: 'failed', error: expect.stringMatching(/tools\.shell.*sandbox does not work here/) })
     // Nothing was cloned into the worker's current directory, and no task was begun.
     expect(existsSync(join(ROOT, repo))).toBe(false)
-    for (const uuid of [repo, github, shell]) for (const l of ['running', 'paused', 'completed'] as const) expect(existsSync(s.tree.layout.taskDir(l, uuid))).toBe(false)
+    for (const uuid of [repo, github, shell])
+      for (const l of ['running', 'paused', 'completed'] as const) expect(existsSync(s.tree.layout.taskDir(l, uuid))).toBe(false)
     worker.child.kill('SIGTERM')
     expect((await exitOf(worker.child)).code).toBe(0)
   })
 })
 
 describe('a fleet from nothing', () => {
-  it('fleet init names each missing right, creates the schema once granted; reindex makes the tree; doctor reports the fleet', { timeout: 180_000 }, async () => {
+  it('fleet init names each missing right, creates the schema once granted; reindex makes the tree; doctor reports the fleet', {
+    timeout: 180_000,
+  }, async () => {
     const admin = new pg.Client({ connectionString: server.adminUrl })
     admin.on('error', () => undefined)
     await admin.connect()
@@ -165,7 +176,9 @@ describe('a fleet from nothing', () => {
     const refused = await s.run(['fleet', 'init', '--database-url', url.toString()])
     expect(refused.code).toBe(1)
     expect(refused.stdout).toContain(`missing: create tables: role ${name} may not create tables in database ${name}`)
-    expect(refused.stderr).toBe("ctxagent: the role lacks 1 right(s) the fleet needs: create tables (grant them (listed above) and run ctxagent fleet init again)\n")
+    expect(refused.stderr).toBe(
+      'ctxagent: the role lacks 1 right(s) the fleet needs: create tables (grant them (listed above) and run ctxagent fleet init again)\n',
+    )
     const db = new pg.Client({ connectionString: `${server.adminUrl.replace(/\/postgres$/, '')}/${name}` })
     db.on('error', () => undefined)
     await db.connect()
@@ -193,11 +206,18 @@ describe('a fleet from nothing', () => {
     // doctor's fleet line: reachable, the schema's version, no live worker yet, no workspaces_dir.
     const doctor = await cliAsync(['doctor', '--json', '--home', home, '--config', s.config], env)
     const fleet = (JSON.parse(doctor.stdout) as { checks: { name: string; status: string; message: string }[] }).checks.find((c) => c.name === 'fleet')
-    expect(fleet).toEqual({ name: 'fleet', status: 'warn', message: `database reachable, schema version ${report.schema_version}, 0 live worker(s), no fleet.workspaces_dir (--repo jobs are refused)`, hint: expect.any(String) })
+    expect(fleet).toEqual({
+      name: 'fleet',
+      status: 'warn',
+      message: `database reachable, schema version ${report.schema_version}, 0 live worker(s), no fleet.workspaces_dir (--repo jobs are refused)`,
+      hint: expect.any(String),
+    })
     // fleet.workspaces_dir set, and missing: a failure.
     const config = join(home, '..', 'config.yaml')
     writeFileSync(config, readFileSync(s.config, 'utf8').replace('fleet:\n', `fleet:\n  workspaces_dir: ${join(home, 'no-such-dir')}\n`))
-    const missing = JSON.parse((await cliAsync(['doctor', '--json', '--home', home, '--config', config], env)).stdout) as { checks: { name: string; status: string; message: string }[] }
+    const missing = JSON.parse((await cliAsync(['doctor', '--json', '--home', home, '--config', config], env)).stdout) as {
+      checks: { name: string; status: string; message: string }[]
+    }
     expect(missing.checks.find((c) => c.name === 'fleet')).toMatchObject({ status: 'fail', message: expect.stringContaining('no-such-dir does not exist') })
   })
 })

@@ -30,7 +30,14 @@ function tree(): Tree {
   t.write({ uuid: uuidN(0xa1), location: 'completed', user: 'alice', createdAt: '2024-01-10T09:00:00.000Z', messages: 12, summaries: 2, tools: 3 })
   t.write({ uuid: uuidN(0xb2), location: 'paused', format: 'seed003', user: 'bob', createdAt: '2024-01-20T09:00:00.000Z', messages: 4 })
   t.write({ uuid: uuidN(0xd4), location: 'completed', status: 'failed', user: 'carol', createdAt: '2024-01-05T09:00:00.000Z', messages: 2 })
-  const gz = t.write({ uuid: uuidN(0xe5), location: 'completed', user: 'bob', createdAt: '2023-12-01T09:00:00.000Z', completedAt: '2023-12-01T10:00:00.000Z', messages: 9 })
+  const gz = t.write({
+    uuid: uuidN(0xe5),
+    location: 'completed',
+    user: 'bob',
+    createdAt: '2023-12-01T09:00:00.000Z',
+    completedAt: '2023-12-01T10:00:00.000Z',
+    messages: 9,
+  })
   for (const name of ['messages.jsonl', 'summaries.jsonl', 'tools.jsonl']) {
     writeFileSync(join(gz, `${name}.gz`), gzipSync(readFileSync(join(gz, name))))
     unlinkSync(join(gz, name))
@@ -42,7 +49,8 @@ function query<T extends pg.QueryResultRow>(sql: string, params: unknown[] = [])
   return queryRows<T>(server.url, sql, params)
 }
 
-const row = (uuid: string, over: Partial<TaskRow> = {}): TaskRow => taskRow(uuid, { total_tokens: 5_000_000_000, prompt_tokens: 4_000_000_000, completion_tokens: 1_000_000_000, ...over })
+const row = (uuid: string, over: Partial<TaskRow> = {}): TaskRow =>
+  taskRow(uuid, { total_tokens: 5_000_000_000, prompt_tokens: 4_000_000_000, completion_tokens: 1_000_000_000, ...over })
 
 describe('the index in PostgreSQL', () => {
   it('reindex fills it, and stats --json from it equals stats from a scan of the directories', () => {
@@ -58,7 +66,9 @@ describe('the index in PostgreSQL', () => {
     expect(scanned.stderr).toContain('no tasks.db')
     expect(JSON.parse(fromPg.stdout)).toEqual(JSON.parse(scanned.stdout))
     // and again, now that PostgreSQL caches the disk use it measured
-    expect(JSON.parse(cli(['stats', '--json', '--user', 'bob', '--home', t.base], { ...NOW, ...db }).stdout)).toEqual(JSON.parse(cli(['stats', '--json', '--user', 'bob', '--home', t.base], NOW).stdout))
+    expect(JSON.parse(cli(['stats', '--json', '--user', 'bob', '--home', t.base], { ...NOW, ...db }).stdout)).toEqual(
+      JSON.parse(cli(['stats', '--json', '--user', 'bob', '--home', t.base], NOW).stdout),
+    )
   })
 
   it('migrates once however many open it at once, and records its version', async () => {
@@ -122,7 +132,9 @@ describe('the index in PostgreSQL', () => {
     expect(reindex.stderr).not.toContain('secret')
     const bad = cli(['stats', '--home', t.base], { CTXAGENT_DATABASE_URL: 'mysql://x' })
     expect(bad.code).toBe(2)
-    expect(bad.stderr).toBe("ctxagent: CTXAGENT_DATABASE_URL is not a PostgreSQL URL (give one like postgres://user:password@db.example.com:5432/ctxagent, or unset it)\n")
+    expect(bad.stderr).toBe(
+      'ctxagent: CTXAGENT_DATABASE_URL is not a PostgreSQL URL (give one like postgres://user:password@db.example.com:5432/ctxagent, or unset it)\n',
+    )
     expect(existsSync(join(t.base, 'tasks.db'))).toBe(false)
   })
 })

@@ -39,7 +39,10 @@ async function pollOnce(s: RunSetup, args: string[]): Promise<Report[]> {
   const res = await s.run(['poll', '--once', '--json', '--label', 'agent', '--workspace', s.ws, ...args], db())
   expect(res.stderr).toBe('')
   expect(res.code).toBe(0)
-  return res.stdout.trim().split('\n').map((line) => JSON.parse(line) as Report)
+  return res.stdout
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as Report)
 }
 
 function startWorker(s: RunSetup) {
@@ -63,7 +66,9 @@ describe('ctxagent poll', { timeout: 240_000 }, () => {
     const [a, b] = await Promise.all([pollOnce(s, ['--github', 'acme/shop', '--max-turns', '2']), pollOnce(s, ['--github', 'acme/shop', '--max-turns', '2'])])
     expect([...(a[0]?.queued ?? []), ...(b[0]?.queued ?? [])].sort()).toEqual(['acme/shop#1', 'acme/shop#2'])
     expect(a[0]).toMatchObject({ source: 'github:acme/shop', listed: 2, errors: [] })
-    const jobs = await query<{ ref: string; kind: string; state: string; max_turns: number }>(`SELECT spec->>'github' AS ref, kind, state, (spec->>'max_turns')::int AS max_turns FROM fleet_jobs ORDER BY ref`)
+    const jobs = await query<{ ref: string; kind: string; state: string; max_turns: number }>(
+      `SELECT spec->>'github' AS ref, kind, state, (spec->>'max_turns')::int AS max_turns FROM fleet_jobs ORDER BY ref`,
+    )
     expect(jobs).toEqual([
       { ref: 'acme/shop#1', kind: 'new', state: 'waiting', max_turns: 2 },
       { ref: 'acme/shop#2', kind: 'new', state: 'waiting', max_turns: 2 },
@@ -90,13 +95,19 @@ describe('ctxagent poll', { timeout: 240_000 }, () => {
     expect(board.github[0]?.labels).toEqual(['agent', 'ctxagent:done'])
     expect(board.github[1]?.labels).toEqual(['agent', 'bug', 'ctxagent:failed'])
     const [first] = await query<{ task_uuid: string }>(`SELECT task_uuid FROM fleet_polled WHERE ref = 'acme/shop#1'`)
-    expect(readTask(s.tree, first?.task_uuid as string)).toMatchObject({ location: 'completed', metadata: { task_key: { task_source: 'github', task_id: '1' } } })
+    expect(readTask(s.tree, first?.task_uuid as string)).toMatchObject({
+      location: 'completed',
+      metadata: { task_key: { task_source: 'github', task_id: '1' } },
+    })
     // #2 is a pull request (GitHub lists it among the issues): its task read it as one.
     const [pr] = await query<{ task_uuid: string }>(`SELECT task_uuid FROM fleet_polled WHERE ref = 'acme/shop#2'`)
     const prTask = readTask(s.tree, pr?.task_uuid as string)
     expect(prTask.metadata).toMatchObject({ task_key: { task_source: 'github', task_type: 'pull_request', task_id: '2' } })
     expect(JSON.stringify(prTask.messages.find((m) => m.role === 'user'))).toContain('Pull request acme/shop#2: Item 2')
-    expect(board.requests.filter((r) => r.path === '/repos/acme/shop/pulls/2' || r.path === '/graphql').map((r) => r.path)).toEqual(['/repos/acme/shop/pulls/2', '/graphql'])
+    expect(board.requests.filter((r) => r.path === '/repos/acme/shop/pulls/2' || r.path === '/graphql').map((r) => r.path)).toEqual([
+      '/repos/acme/shop/pulls/2',
+      '/graphql',
+    ])
 
     // The done label taken off, the trigger label still on: it runs again, as a new task.
     board.github[0]!.labels = ['agent']
@@ -137,19 +148,25 @@ describe('ctxagent poll', { timeout: 240_000 }, () => {
     const uuid = row?.task_uuid as string
     await until('the task under way', async () => readTask(s.tree, uuid).messages.length >= 3)
     expect((await s.run(['pause', uuid])).code).toBe(0)
-    await until('its job ended paused', async () => (await query<{ outcome: string }>(`SELECT outcome FROM fleet_jobs WHERE task_uuid = $1`, [uuid]))[0]?.outcome === 'paused')
+    await until(
+      'its job ended paused',
+      async () => (await query<{ outcome: string }>(`SELECT outcome FROM fleet_jobs WHERE task_uuid = $1`, [uuid]))[0]?.outcome === 'paused',
+    )
     expect((await pollOnce(s, ['--gitlab', 'acme/backend/api']))[0]?.labelled).toEqual([{ ref: 'acme/backend/api#7', label: 'ctxagent:paused' }])
     expect(board.gitlab[2]?.labels).toEqual(['agent', 'ctxagent:paused'])
     s.fake.fallback = () => ({ calls: [{ name: 'finish', arguments: { summary: 'fixed', status: 'done' } }] })
     board.gitlab[2]!.labels = ['agent']
-    expect((await pollOnce(s, ['--gitlab', 'acme/backend/api']))[0]).toMatchObject({ resumed: ['acme/backend/api#7'], labelled: [{ ref: 'acme/backend/api#7', label: 'ctxagent:processing' }] })
+    expect((await pollOnce(s, ['--gitlab', 'acme/backend/api']))[0]).toMatchObject({
+      resumed: ['acme/backend/api#7'],
+      labelled: [{ ref: 'acme/backend/api#7', label: 'ctxagent:processing' }],
+    })
     await until('the resumed task completed', async () => readTask(s.tree, uuid).location === 'completed')
     worker.child.kill('SIGTERM')
     expect((await exitOf(worker.child)).code).toBe(0)
     expect((await pollOnce(s, ['--gitlab', 'acme/backend/api']))[0]?.labelled).toEqual([{ ref: 'acme/backend/api#7', label: 'ctxagent:done' }])
   })
 
-  it('pollers with different labels over one repository leave each other\'s jobs alone; an item carrying both runs again only by the poller whose label made its job', async () => {
+  it("pollers with different labels over one repository leave each other's jobs alone; an item carrying both runs again only by the poller whose label made its job", async () => {
     const board = await startFakeBoard()
     const s = await runSetup(forges(board))
     board.add('gitlab', 1, ['agent'])
@@ -161,7 +178,10 @@ describe('ctxagent poll', { timeout: 240_000 }, () => {
     // Each sees the other's item as "not labelled" by its own label: that is no reason to cancel it.
     expect((await triage())[0]).toMatchObject({ listed: 2, queued: ['acme/backend/api#2'], cancelled: [] })
     expect((await agent())[0]).toMatchObject({ queued: [], cancelled: [] })
-    const jobs = () => query<{ ref: string; state: string; max_turns: number }>(`SELECT spec->>'gitlab' AS ref, state, (spec->>'max_turns')::int AS max_turns FROM fleet_jobs ORDER BY id`)
+    const jobs = () =>
+      query<{ ref: string; state: string; max_turns: number }>(
+        `SELECT spec->>'gitlab' AS ref, state, (spec->>'max_turns')::int AS max_turns FROM fleet_jobs ORDER BY id`,
+      )
     expect(await jobs()).toEqual([
       { ref: 'acme/backend/api#1', state: 'waiting', max_turns: 2 },
       { ref: 'acme/backend/api#3', state: 'waiting', max_turns: 2 },
@@ -227,8 +247,20 @@ describe('ctxagent poll', { timeout: 240_000 }, () => {
     board.add('gitlab', 12, ['agent'], 'merge_request')
     board.add('gitlab', 8, ['other'])
     board.add('github', 9, ['agent'])
-    board.failures.push({ method: 'GET', path: '/repos/acme/shop/issues', status: 403, headers: { 'retry-after': '1' }, message: 'You have exceeded a secondary rate limit. Please wait a few minutes before you try again.' })
-    board.failures.push({ method: 'GET', path: '/api/v4/projects/acme%2Fbackend%2Fapi/issues', status: 429, headers: { 'retry-after': '1' }, message: '429 Too Many Requests' })
+    board.failures.push({
+      method: 'GET',
+      path: '/repos/acme/shop/issues',
+      status: 403,
+      headers: { 'retry-after': '1' },
+      message: 'You have exceeded a secondary rate limit. Please wait a few minutes before you try again.',
+    })
+    board.failures.push({
+      method: 'GET',
+      path: '/api/v4/projects/acme%2Fbackend%2Fapi/issues',
+      status: 429,
+      headers: { 'retry-after': '1' },
+      message: '429 Too Many Requests',
+    })
     const reports = await pollOnce(s, ['--gitlab', 'acme/backend/api', '--github', 'acme/shop'])
     expect(reports.map((r) => [r.source, r.queued.sort(), r.errors])).toEqual([
       ['github:acme/shop', ['acme/shop#9'], []],
@@ -256,10 +288,14 @@ describe('ctxagent poll', { timeout: 240_000 }, () => {
       ['gitlab:acme/backend/api', 104, ['acme/backend/api!7', 'acme/backend/api#1', 'acme/backend/api#103'], []],
     ])
     // The listings by label (the review loop's listing of open merge requests, unlabelled, is another's).
-    const lists = board.requests.filter((r) => r.method === 'GET' && /\/(issues|merge_requests)\?(?=.*labels=)/.test(r.path)).map((r) => new URL(r.path, board.url).searchParams)
+    const lists = board.requests
+      .filter((r) => r.method === 'GET' && /\/(issues|merge_requests)\?(?=.*labels=)/.test(r.path))
+      .map((r) => new URL(r.path, board.url).searchParams)
     expect(lists.map((q) => [q.get('labels'), q.get('page') ?? '1'])).toEqual([
-      [trigger, '1'], [trigger, '2'], // GitHub
-      [trigger, '1'], [trigger, '2'], // GitLab issues
+      [trigger, '1'],
+      [trigger, '2'], // GitHub
+      [trigger, '1'],
+      [trigger, '2'], // GitLab issues
       [trigger, '1'], // GitLab merge requests
     ])
     expect(board.github[129]?.labels).toEqual([trigger, 'agent: working on it'])
@@ -268,49 +304,56 @@ describe('ctxagent poll', { timeout: 240_000 }, () => {
     await query(`UPDATE fleet_jobs SET state = 'done', outcome = 'completed', finished_at = now() WHERE spec->>'github' = 'acme/shop#130'`)
     expect((await poll())[0]?.labelled).toEqual([{ ref: 'acme/shop#130', label: 'agent: done' }])
     expect(board.github[129]?.labels).toEqual([trigger, 'agent: done'])
-    expect(board.requests.filter((r) => r.method === 'DELETE').map((r) => r.path)).toEqual([`/repos/acme/shop/issues/130/labels/${encodeURIComponent('agent: working on it')}`])
+    expect(board.requests.filter((r) => r.method === 'DELETE').map((r) => r.path)).toEqual([
+      `/repos/acme/shop/issues/130/labels/${encodeURIComponent('agent: working on it')}`,
+    ])
   })
 
-  it.runIf(canKillServer())('PostgreSQL gone mid-pass: --once says so in one line and exits 1; a running poller says so in one line and its next pass queues what it missed', async () => {
-    const board = await startFakeBoard()
-    const s = await runSetup(forges(board))
-    board.add('gitlab', 1, ['agent'])
-    let down = false
-    onTestFinished(async () => {
-      if (down) await database.server.restart()
-    })
-    // The database is killed while the pass waits for GitLab's listing.
-    const killOnList = () => {
-      board.onRequest = async (r) => {
-        if (r.method !== 'GET' || !r.path.includes('/issues?')) return
-        board.onRequest = null
-        await database.server.kill()
-        down = true
+  it.runIf(canKillServer())(
+    'PostgreSQL gone mid-pass: --once says so in one line and exits 1; a running poller says so in one line and its next pass queues what it missed',
+    async () => {
+      const board = await startFakeBoard()
+      const s = await runSetup(forges(board))
+      board.add('gitlab', 1, ['agent'])
+      let down = false
+      onTestFinished(async () => {
+        if (down) await database.server.restart()
+      })
+      // The database is killed while the pass waits for GitLab's listing.
+      const killOnList = () => {
+        board.onRequest = async (r) => {
+          if (r.method !== 'GET' || !r.path.includes('/issues?')) return
+          board.onRequest = null
+          await database.server.kill()
+          down = true
+        }
       }
-    }
-    killOnList()
-    const once = await s.run(['poll', '--once', '--gitlab', 'acme/backend/api', '--label', 'agent', '--workspace', s.ws], db())
-    expect(once.code).toBe(1)
-    expect(once.stderr).toMatch(/^ctxagent: cannot reach the fleet's database \(.+\) \(check fleet\.database_url or CTXAGENT_DATABASE_URL and that the server is up\)\n$/)
-    await database.server.restart()
-    down = false
-    expect(await query('SELECT count(*)::int AS n FROM fleet_jobs')).toEqual([{ n: 0 }])
+      killOnList()
+      const once = await s.run(['poll', '--once', '--gitlab', 'acme/backend/api', '--label', 'agent', '--workspace', s.ws], db())
+      expect(once.code).toBe(1)
+      expect(once.stderr).toMatch(
+        /^ctxagent: cannot reach the fleet's database \(.+\) \(check fleet\.database_url or CTXAGENT_DATABASE_URL and that the server is up\)\n$/,
+      )
+      await database.server.restart()
+      down = false
+      expect(await query('SELECT count(*)::int AS n FROM fleet_jobs')).toEqual([{ n: 0 }])
 
-    killOnList()
-    process.env.CTXAGENT_DATABASE_URL = database.server.url
-    const poller = s.start(['poll', '--gitlab', 'acme/backend/api', '--label', 'agent', '--workspace', s.ws, '--interval', '10s'])
-    delete process.env.CTXAGENT_DATABASE_URL
-    await until('the outage reported', async () => poller.err().includes('\n'))
-    expect(poller.err()).toMatch(/^ctxagent: warning: poll: cannot reach the fleet's database \(.+\) \(tried again next pass\)\n$/)
-    await database.server.restart()
-    down = false
-    await until('the next pass', async () => /poll gitlab:acme\/backend\/api: 1 open with the label; 1 queued \(acme\/backend\/api#1\)/.test(poller.out()))
-    expect(await query(`SELECT spec->>'gitlab' AS ref, state FROM fleet_jobs`)).toEqual([{ ref: 'acme/backend/api#1', state: 'waiting' }])
-    expect(board.gitlab[0]?.labels).toEqual(['agent', 'ctxagent:processing'])
-    poller.child.kill('SIGTERM')
-    expect((await exitOf(poller.child)).code).toBe(0)
-    expect(poller.err().trim().split('\n')).toHaveLength(1)
-  })
+      killOnList()
+      process.env.CTXAGENT_DATABASE_URL = database.server.url
+      const poller = s.start(['poll', '--gitlab', 'acme/backend/api', '--label', 'agent', '--workspace', s.ws, '--interval', '10s'])
+      delete process.env.CTXAGENT_DATABASE_URL
+      await until('the outage reported', async () => poller.err().includes('\n'))
+      expect(poller.err()).toMatch(/^ctxagent: warning: poll: cannot reach the fleet's database \(.+\) \(tried again next pass\)\n$/)
+      await database.server.restart()
+      down = false
+      await until('the next pass', async () => /poll gitlab:acme\/backend\/api: 1 open with the label; 1 queued \(acme\/backend\/api#1\)/.test(poller.out()))
+      expect(await query(`SELECT spec->>'gitlab' AS ref, state FROM fleet_jobs`)).toEqual([{ ref: 'acme/backend/api#1', state: 'waiting' }])
+      expect(board.gitlab[0]?.labels).toEqual(['agent', 'ctxagent:processing'])
+      poller.child.kill('SIGTERM')
+      expect((await exitOf(poller.child)).code).toBe(0)
+      expect(poller.err().trim().split('\n')).toHaveLength(1)
+    },
+  )
 
   it('SIGTERM or SIGINT while the forge does not answer: poll ends at once, 143 or 130, its requests aborted', async () => {
     const board = await startFakeBoard()
@@ -356,9 +399,16 @@ describe('ctxagent poll', { timeout: 240_000 }, () => {
       expect(res.code).toBe(2)
     }
     const noDb = await s.run(['poll', '--github', 'acme/shop', '--label', 'agent'])
-    expect(noDb).toMatchObject({ code: 2, stderr: "ctxagent: poll needs the fleet's PostgreSQL database (set fleet.database_url in the config, or CTXAGENT_DATABASE_URL)\n" })
+    expect(noDb).toMatchObject({
+      code: 2,
+      stderr: "ctxagent: poll needs the fleet's PostgreSQL database (set fleet.database_url in the config, or CTXAGENT_DATABASE_URL)\n",
+    })
     expect(await query('SELECT count(*)::int AS n FROM fleet_jobs')).toEqual([{ n: 0 }])
-    board.failures.push({ method: 'GET', path: '/repos/acme/shop/issues', status: 500, message: 'Server Error' }, { method: 'GET', path: '/repos/acme/shop/issues', status: 500, message: 'Server Error' }, { method: 'GET', path: '/repos/acme/shop/issues', status: 500, message: 'Server Error' })
+    board.failures.push(
+      { method: 'GET', path: '/repos/acme/shop/issues', status: 500, message: 'Server Error' },
+      { method: 'GET', path: '/repos/acme/shop/issues', status: 500, message: 'Server Error' },
+      { method: 'GET', path: '/repos/acme/shop/issues', status: 500, message: 'Server Error' },
+    )
     const failing = await s.run(['poll', '--once', '--github', 'acme/shop', '--label', 'agent', '--workspace', s.ws], db())
     expect(failing.code).toBe(1)
     expect(failing.stderr).toMatch(/^ctxagent: warning: poll github:acme\/shop: GitHub request for acme\/shop failed \(500\).*\(tried again next pass\)\n$/)

@@ -105,7 +105,9 @@ describe('behind PgBouncer in transaction mode', () => {
     await blocker.query('BEGIN')
     await blocker.query('LOCK TABLE fleet_jobs IN ACCESS EXCLUSIVE MODE')
     const watcher = startWorkerless(s, db, ['watch-locks', '--interval', '1h'])
-    const held = await until('the watcher holding the lease', async () => (await leases()).find((l) => l.name === 'watch-locks' && l.holder.includes(`:${watcher.child.pid}:`)))
+    const held = await until('the watcher holding the lease', async () =>
+      (await leases()).find((l) => l.name === 'watch-locks' && l.holder.includes(`:${watcher.child.pid}:`)),
+    )
     // Killed in its pass: it never releases the lease.
     watcher.child.kill('SIGKILL')
     await exitOf(watcher.child)
@@ -120,7 +122,11 @@ describe('behind PgBouncer in transaction mode', () => {
       return false
     })
     // Refused by the dead holder's lease (naming it), or, while its monitor lock on this host is not yet stale, by that.
-    for (const r of refusals) expect([`ctxagent: warning: another host runs a watch-locks pass (${held.holder}); this one was skipped\n`, 'ctxagent: warning: another watch-locks is running; this pass was skipped\n']).toContain(r)
+    for (const r of refusals)
+      expect([
+        `ctxagent: warning: another host runs a watch-locks pass (${held.holder}); this one was skipped\n`,
+        'ctxagent: warning: another watch-locks is running; this pass was skipped\n',
+      ]).toContain(r)
     const after = (await leases()).find((l) => l.name === 'watch-locks')
     expect(after).toMatchObject({ live: false, done: true })
     expect(after?.holder).not.toBe(held.holder)
@@ -131,19 +137,35 @@ describe('behind PgBouncer in transaction mode', () => {
     const s = await runSetup(fleetYaml(server.url))
     expect((await s.run(['fleet', '--json'], db)).code).toBe(0)
     // A holder that is stuck: it renews its lease for ever (here: an hour ahead) and never finishes.
-    await queryRows(server.url, `INSERT INTO fleet_leases (name, holder, expires_at) VALUES ('watch-locks', 'stuck:7:abcd', now() + interval '1 hour')
-      ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at, denied_since = NULL`)
+    await queryRows(
+      server.url,
+      `INSERT INTO fleet_leases (name, holder, expires_at) VALUES ('watch-locks', 'stuck:7:abcd', now() + interval '1 hour')
+      ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at, denied_since = NULL`,
+    )
     const first = await s.run(['watch-locks', '--once', '--interval', '1s'], db)
     expect(first).toMatchObject({ code: 0, stderr: 'ctxagent: warning: another host runs a watch-locks pass (stuck:7:abcd); this one was skipped\n' })
     // The database's own clock passes the interval since that first refusal.
-    await until('a second since the first refusal', async () => (await queryRows<{ over: boolean }>(server.url, `SELECT now() - denied_since > interval '1 second' AS over FROM fleet_leases WHERE name = 'watch-locks'`))[0]?.over === true)
+    await until(
+      'a second since the first refusal',
+      async () =>
+        (
+          await queryRows<{ over: boolean }>(
+            server.url,
+            `SELECT now() - denied_since > interval '1 second' AS over FROM fleet_leases WHERE name = 'watch-locks'`,
+          )
+        )[0]?.over === true,
+    )
     const overdue = await s.run(['watch-locks', '--once', '--interval', '1s'], db)
     expect(overdue.code).toBe(1)
     expect(overdue.stderr.trim().split('\n')).toHaveLength(1)
-    expect(overdue.stderr).toMatch(/^ctxagent: no watch-locks pass has run for \d+ s, longer than its interval: each is refused the fleet-wide lease, held by stuck:7:abcd since .* \(if that host is gone/)
+    expect(overdue.stderr).toMatch(
+      /^ctxagent: no watch-locks pass has run for \d+ s, longer than its interval: each is refused the fleet-wide lease, held by stuck:7:abcd since .* \(if that host is gone/,
+    )
     const check = await s.run(['stats', '--check', '--json'], db)
     expect(check.code).toBe(2)
-    expect((JSON.parse(check.stdout) as { alerts: { metric: string; level: string; message: string }[] }).alerts).toContainEqual(expect.objectContaining({ metric: 'pass_lease', level: 'critical', message: expect.stringContaining('no watch-locks pass has run for') }))
+    expect((JSON.parse(check.stdout) as { alerts: { metric: string; level: string; message: string }[] }).alerts).toContainEqual(
+      expect.objectContaining({ metric: 'pass_lease', level: 'critical', message: expect.stringContaining('no watch-locks pass has run for') }),
+    )
     // The stuck holder ends: the next pass runs, and the alert is gone.
     await queryRows(server.url, `UPDATE fleet_leases SET expires_at = now() WHERE name = 'watch-locks'`)
     expect((await s.run(['watch-locks', '--once', '--interval', '1s'], db)).stderr).toBe('')

@@ -70,10 +70,18 @@ describe('a fleet on one host', () => {
       const rows = await query<{ task_uuid: string; state: string; outcome: string }>('SELECT task_uuid, state, outcome FROM fleet_jobs ORDER BY id')
       return rows.length === 8 && rows.every((r) => r.state === 'done') ? rows : null
     }).catch(async (err) => {
-      throw new Error(`${(err as Error).message}: ${JSON.stringify(await query('SELECT id, state, outcome, claimed_by FROM fleet_jobs ORDER BY id').catch((e: Error) => e.message))}; worker said:\n${worker.err().replace(/^\{.*\n/gm, '').slice(-3000)}`)
+      throw new Error(
+        `${(err as Error).message}: ${JSON.stringify(await query('SELECT id, state, outcome, claimed_by FROM fleet_jobs ORDER BY id').catch((e: Error) => e.message))}; worker said:\n${worker
+          .err()
+          .replace(/^\{.*\n/gm, '')
+          .slice(-3000)}`,
+      )
     })
     expect(jobs.map((j) => j.task_uuid)).toEqual(uuids)
-    expect(jobs.map((j) => j.outcome), worker.err().replace(/^\{.*\n/gm, '')).toEqual(uuids.map(() => 'completed'))
+    expect(
+      jobs.map((j) => j.outcome),
+      worker.err().replace(/^\{.*\n/gm, ''),
+    ).toEqual(uuids.map(() => 'completed'))
     expectExactlyOnce(s, uuids)
     expect(agentRequests(s.fake)).toHaveLength(16)
     worker.child.kill('SIGTERM')
@@ -92,26 +100,46 @@ describe.runIf(canUnshare)('a fleet on two simulated hosts', () => {
     const env = { ...process.env, CTXAGENT_DATABASE_URL: database.server.url, CTXAGENT_HOME: '', CTXAGENT_CONFIG: '', NO_COLOR: '1' }
     const worker = [process.execPath, BIN, 'worker', '--home', s.tree.base, '--config', s.config, '--concurrency', '2']
     // Host a runs two workers side by side; host b one.
-    const a = spawn('unshare', ['--uts', '--pid', '--fork', '--mount-proc', 'sh', '-c', 'hostname "$0"; "$@" & "$@" & wait', 'fleet-a', ...worker], { env, stdio: ['ignore', 'ignore', 'pipe'] })
+    const a = spawn('unshare', ['--uts', '--pid', '--fork', '--mount-proc', 'sh', '-c', 'hostname "$0"; "$@" & "$@" & wait', 'fleet-a', ...worker], {
+      env,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    })
     const b = onHost(s, 'fleet-b')
     let errA = ''
     a.stderr?.on('data', (d: Buffer) => (errA += d.toString()))
-    const aShell = () => Number(spawnSync('ps', ['-o', 'pid=', '--ppid', String(a.pid)]).stdout.toString().trim())
-    const aWorkers = () => spawnSync('ps', ['-o', 'pid=', '--ppid', String(aShell())]).stdout.toString().trim().split(/\s+/).map(Number).filter((p) => p > 0)
+    const aShell = () =>
+      Number(
+        spawnSync('ps', ['-o', 'pid=', '--ppid', String(a.pid)])
+          .stdout.toString()
+          .trim(),
+      )
+    const aWorkers = () =>
+      spawnSync('ps', ['-o', 'pid=', '--ppid', String(aShell())])
+        .stdout.toString()
+        .trim()
+        .split(/\s+/)
+        .map(Number)
+        .filter((p) => p > 0)
     onTestFinished(() => {
       for (const pid of [aShell()]) if (pid > 0) process.kill(pid, 'SIGKILL')
     })
     await until('three workers', async () => (errA.match(/started on fleet-a/g) ?? []).length === 2 && b.err().includes('started on fleet-b'))
     const uuids: string[] = []
     for (let i = 0; i < 6; i++) {
-      const batch = await Promise.all(Array.from({ length: 10 }, (_, j) => s.run(['enqueue', '--task', `task ${i * 10 + j}`, '--workspace', s.ws], { CTXAGENT_DATABASE_URL: database.server.url })))
+      const batch = await Promise.all(
+        Array.from({ length: 10 }, (_, j) =>
+          s.run(['enqueue', '--task', `task ${i * 10 + j}`, '--workspace', s.ws], { CTXAGENT_DATABASE_URL: database.server.url }),
+        ),
+      )
       for (const res of batch) {
         expect(res.code, res.stderr).toBe(0)
         uuids.push(res.stdout.trim())
       }
     }
     const jobs = await until('60 jobs done', async () => {
-      const rows = await query<{ task_uuid: string; outcome: string; claimed_by: string }>(`SELECT task_uuid, outcome, claimed_by FROM fleet_jobs WHERE state = 'done'`)
+      const rows = await query<{ task_uuid: string; outcome: string; claimed_by: string }>(
+        `SELECT task_uuid, outcome, claimed_by FROM fleet_jobs WHERE state = 'done'`,
+      )
       return rows.length === 60 ? rows : null
     })
     expect(new Set(jobs.map((j) => j.task_uuid))).toEqual(new Set(uuids))
@@ -131,7 +159,9 @@ describe.runIf(canUnshare)('a fleet on two simulated hosts', () => {
     expect(await query('SELECT count(*)::int AS n FROM tasks WHERE status = $1 AND location = $1', ['completed'])).toEqual([{ n: 60 }])
   })
 
-  it('a host lost mid-task (its worker and agent SIGKILLed): watch-locks pauses the task and queues its resume, and the other host completes it exactly', { timeout: 180_000 }, async () => {
+  it('a host lost mid-task (its worker and agent SIGKILLed): watch-locks pauses the task and queues its resume, and the other host completes it exactly', {
+    timeout: 180_000,
+  }, async () => {
     const s = await runSetup(FAST_LOCKS)
     await query('TRUNCATE fleet_jobs, fleet_workers, tasks').catch(() => undefined)
     let n = 0
@@ -162,27 +192,44 @@ describe.runIf(canUnshare)('a fleet on two simulated hosts', () => {
     expectContinuousSeq(task.messages)
     expect(task.messages.length).toBeGreaterThan(before.messages.length)
     const jobs = await until('both jobs done', async () => {
-      const rows = await query<{ kind: string; state: string; outcome: string; claimed_by: string }>('SELECT kind, state, outcome, claimed_by FROM fleet_jobs ORDER BY id')
+      const rows = await query<{ kind: string; state: string; outcome: string; claimed_by: string }>(
+        'SELECT kind, state, outcome, claimed_by FROM fleet_jobs ORDER BY id',
+      )
       return rows.every((r) => r.state === 'done') ? rows : null
     })
-    expect(jobs.map((j) => [j.kind, j.outcome, j.claimed_by.split(':')[0]])).toEqual([['new', 'died', 'fleet-a'], ['resume', 'completed', 'fleet-b']])
+    expect(jobs.map((j) => [j.kind, j.outcome, j.claimed_by.split(':')[0]])).toEqual([
+      ['new', 'died', 'fleet-a'],
+      ['resume', 'completed', 'fleet-b'],
+    ])
     expect(await query('SELECT status, location FROM tasks WHERE uuid = $1', [uuid])).toEqual([{ status: 'completed', location: 'completed' }])
     process.kill(b.workerPid(), 'SIGTERM')
     expect((await exitOf(b.unshare)).code).toBe(0)
   })
 
-  it('an agent frozen (SIGSTOP) past the stale time is recovered on the other host; woken (SIGCONT), it writes nothing more', { timeout: 180_000 }, async () => {
+  it('an agent frozen (SIGSTOP) past the stale time is recovered on the other host; woken (SIGCONT), it writes nothing more', {
+    timeout: 180_000,
+  }, async () => {
     const s = await runSetup(FAST_LOCKS)
     await query('TRUNCATE fleet_jobs, fleet_workers, tasks').catch(() => undefined)
     let n = 0
     s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
     const a = onHost(s, 'fleet-a')
     await until('host a', async () => a.err().includes('started on fleet-a'))
-    const uuid = (await s.run(['enqueue', '--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'], { CTXAGENT_DATABASE_URL: database.server.url })).stdout.trim()
+    const uuid = (
+      await s.run(['enqueue', '--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'], { CTXAGENT_DATABASE_URL: database.server.url })
+    ).stdout.trim()
     await until('the task under way on host a', async () => agentRequests(s.fake).length >= 3)
     // The worker's child that runs the task (`run --uuid`), not the warm child waiting for the next job (docs/contract.md §14.2),
     // nor a zombie: the worker is PID 1 of the simulated host, so orphans of the sandbox's probe are reparented to it.
-    const agent = Number(spawnSync('ps', ['-o', 'pid=,args=', '--ppid', String(a.workerPid())]).stdout.toString().trim().split('\n').find((line) => line.includes(' run --uuid '))?.trim().split(/\s+/)[0])
+    const agent = Number(
+      spawnSync('ps', ['-o', 'pid=,args=', '--ppid', String(a.workerPid())])
+        .stdout.toString()
+        .trim()
+        .split('\n')
+        .find((line) => line.includes(' run --uuid '))
+        ?.trim()
+        .split(/\s+/)[0],
+    )
     expect(agent).toBeGreaterThan(0)
     process.kill(agent, 'SIGSTOP')
     onTestFinished(() => {
@@ -211,7 +258,10 @@ describe.runIf(canUnshare)('a fleet on two simulated hosts', () => {
       const rows = await query<{ state: string; outcome: string; claimed_by: string }>('SELECT state, outcome, claimed_by FROM fleet_jobs ORDER BY id')
       return rows.every((r) => r.state === 'done') ? rows : null
     })
-    expect(jobs.map((j) => [j.outcome, j.claimed_by.split(':')[0]])).toEqual([['died', 'fleet-a'], ['completed', 'fleet-b']])
+    expect(jobs.map((j) => [j.outcome, j.claimed_by.split(':')[0]])).toEqual([
+      ['died', 'fleet-a'],
+      ['completed', 'fleet-b'],
+    ])
     for (const host of [a, b]) process.kill(host.workerPid(), 'SIGTERM')
     expect((await exitOf(b.unshare)).code).toBe(0)
     expect((await exitOf(a.unshare)).code).toBe(0)

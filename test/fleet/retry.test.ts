@@ -61,7 +61,9 @@ function outage(s: RunSetup, status: number, down: () => boolean): { failed: () 
 }
 
 describe('an LLM outage', () => {
-  it('503s for a while: every task in flight and every job claimed meanwhile is retried with backoff, and all complete with no action', { timeout: 240_000 }, async () => {
+  it('503s for a while: every task in flight and every job claimed meanwhile is retried with backoff, and all complete with no action', {
+    timeout: 240_000,
+  }, async () => {
     const s = await runSetup(RETRY(50))
     let down = true
     const llm = outage(s, 503, () => down)
@@ -76,7 +78,13 @@ describe('an LLM outage', () => {
     for (const job of during) expect(job.error).toMatch(/answered 503/)
     const listed = await s.run(['jobs', '--state', 'retrying', '--json'], db())
     expect(listed.code, listed.stderr).toBe(0)
-    expect(listed.stdout.trim().split('\n').map((l) => JSON.parse(l) as { state: string; next_run_at: string | null }).every((j) => j.state === 'retrying' && j.next_run_at !== null)).toBe(true)
+    expect(
+      listed.stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { state: string; next_run_at: string | null })
+        .every((j) => j.state === 'retrying' && j.next_run_at !== null),
+    ).toBe(true)
     expect(llm.failed()).toBeGreaterThanOrEqual(3)
     down = false
     const rows = await until('every job done', async () => {
@@ -84,7 +92,11 @@ describe('an LLM outage', () => {
       return all.length === 3 && all.every((j) => j.state === 'done') ? all : null
     })
     // One job per task, run again until it completed: no resume job, nothing lost.
-    expect(rows.map((j) => [j.state, j.outcome, j.error])).toEqual([['done', 'completed', null], ['done', 'completed', null], ['done', 'completed', null]])
+    expect(rows.map((j) => [j.state, j.outcome, j.error])).toEqual([
+      ['done', 'completed', null],
+      ['done', 'completed', null],
+      ['done', 'completed', null],
+    ])
     for (const job of rows) expect(job.attempts).toBeGreaterThanOrEqual(2)
     for (const uuid of uuids) {
       const task = readTask(s.tree, uuid)
@@ -97,7 +109,9 @@ describe('an LLM outage', () => {
     await stopCleanly(worker)
   })
 
-  it('outlasting fleet.retry.max_attempts: the job fails with its last error and the task stays paused; jobs retry runs it again', { timeout: 240_000 }, async () => {
+  it('outlasting fleet.retry.max_attempts: the job fails with its last error and the task stays paused; jobs retry runs it again', {
+    timeout: 240_000,
+  }, async () => {
     const s = await runSetup(RETRY(2))
     let down = true
     outage(s, 503, () => down)
@@ -150,26 +164,33 @@ async function passKilledAt(s: RunSetup, step: string, reached: () => boolean): 
   const dir = mkdtempSync(join(tmpdir(), 'ctxagent-pause-'))
   onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
   const marker = join(dir, 'at')
-  await until(`a pass stopped at ${step}`, async () => {
-    rmSync(marker, { force: true })
-    const saved = { ...process.env }
-    Object.assign(process.env, { CTXAGENT_DATABASE_URL: database.server.url, CTXAGENT_TEST_PAUSE_AT: step, CTXAGENT_TEST_PAUSE_MARKER: marker })
-    let pass
-    try {
-      pass = s.start(['watch-locks', '--once'])
-    } finally {
-      for (const key of ['CTXAGENT_DATABASE_URL', 'CTXAGENT_TEST_PAUSE_AT', 'CTXAGENT_TEST_PAUSE_MARKER']) {
-        if (saved[key] === undefined) delete process.env[key]
-        else process.env[key] = saved[key]
+  await until(
+    `a pass stopped at ${step}`,
+    async () => {
+      rmSync(marker, { force: true })
+      const saved = { ...process.env }
+      Object.assign(process.env, { CTXAGENT_DATABASE_URL: database.server.url, CTXAGENT_TEST_PAUSE_AT: step, CTXAGENT_TEST_PAUSE_MARKER: marker })
+      let pass
+      try {
+        pass = s.start(['watch-locks', '--once'])
+      } finally {
+        for (const key of ['CTXAGENT_DATABASE_URL', 'CTXAGENT_TEST_PAUSE_AT', 'CTXAGENT_TEST_PAUSE_MARKER']) {
+          if (saved[key] === undefined) delete process.env[key]
+          else process.env[key] = saved[key]
+        }
       }
-    }
-    const child = pass.child
-    await until('the pass at the step, or its end', async () => child.exitCode !== null || (existsSync(marker) && readFileSync(marker, 'utf8').trim() === String(child.pid)))
-    const there = child.exitCode === null
-    child.kill('SIGKILL')
-    await exitOf(child)
-    return there && reached()
-  }, 200)
+      const child = pass.child
+      await until(
+        'the pass at the step, or its end',
+        async () => child.exitCode !== null || (existsSync(marker) && readFileSync(marker, 'utf8').trim() === String(child.pid)),
+      )
+      const there = child.exitCode === null
+      child.kill('SIGKILL')
+      await exitOf(child)
+      return there && reached()
+    },
+    200,
+  )
 }
 
 describe('a watch-locks pass killed at each step of a recovery', () => {
@@ -196,7 +217,10 @@ describe('a watch-locks pass killed at each step of a recovery', () => {
         const all = await jobs()
         return all.length === 2 && all.every((j) => j.state === 'done') ? all : null
       })
-      expect(rows.map((j) => [j.kind, j.state, j.outcome])).toEqual([['new', 'done', 'died'], ['resume', 'done', 'completed']])
+      expect(rows.map((j) => [j.kind, j.state, j.outcome])).toEqual([
+        ['new', 'done', 'died'],
+        ['resume', 'done', 'completed'],
+      ])
       const task = readTask(s.tree, uuid)
       expect(task.location).toBe('completed')
       expectContinuousSeq(task.messages)
@@ -215,7 +239,10 @@ describe('a watch-locks pass killed at each step of a recovery', () => {
     await until('the worker saw its agent die', async () => worker.err().includes('watch-locks recovers it'))
     const summary = await until('a pass that recovered it', async () => {
       const pass = await s.run(['watch-locks', '--once', '--json'], db())
-      const lines = pass.stdout.trim().split('\n').map((l) => JSON.parse(l) as { pass?: { recovered: number; jobs_recovered?: number } })
+      const lines = pass.stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { pass?: { recovered: number; jobs_recovered?: number } })
       const last = lines.at(-1)?.pass
       return last !== undefined && last.recovered === 1 ? last : null
     })

@@ -64,7 +64,10 @@ describe('a resume job whose task another process took', () => {
     await until('the worker to start', async () => worker.err().includes('started on'))
     const [{ id } = { id: '' }] = await query<{ id: string }>('SELECT id FROM fleet_workers')
     // Its job, running on that live worker, as a worker that lost track of it leaves it.
-    await query(`INSERT INTO fleet_jobs (task_uuid, kind, spec, state, claimed_by, claimed_at, attempts) VALUES ($1, 'resume', '{}', 'running', $2, now(), 1)`, [uuid, id])
+    await query(
+      `INSERT INTO fleet_jobs (task_uuid, kind, spec, state, claimed_by, claimed_at, attempts) VALUES ($1, 'resume', '{}', 'running', $2, now(), 1)`,
+      [uuid, id],
+    )
     const pass = await s.run(['watch-locks', '--once'], db())
     expect(pass.code, pass.stderr).toBe(0)
     expect(pass.stdout).toContain(`(task ${uuid}): completed`)
@@ -99,7 +102,10 @@ describe.runIf(canKillServer())('a stop while PostgreSQL is down', () => {
       const rows = await query<{ kind: string; state: string; outcome: string | null }>('SELECT kind, state, outcome FROM fleet_jobs ORDER BY id')
       return rows[0]?.state === 'done' ? rows : null
     })
-    expect(jobs).toEqual([{ kind: 'new', state: 'done', outcome: 'paused' }, { kind: 'resume', state: 'waiting', outcome: null }])
+    expect(jobs).toEqual([
+      { kind: 'new', state: 'done', outcome: 'paused' },
+      { kind: 'resume', state: 'waiting', outcome: null },
+    ])
     expect((await s.run(['reindex'], db())).code).toBe(0)
     expect(await query('SELECT uuid, status, location FROM tasks')).toEqual([{ uuid, status: 'paused', location: 'paused' }])
   })

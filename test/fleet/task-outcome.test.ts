@@ -4,7 +4,17 @@ import { endedElsewhere, settle } from '../../src/fleet/task-outcome.js'
 import type { Job } from '../../src/fleet/jobs.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
 
-const job = (uuid: string): Job => ({ id: 1, task_uuid: uuid, kind: 'resume', spec: {}, state: 'running', priority: 0, attempts: 1, claimed_by: 'w', user: null })
+const job = (uuid: string): Job => ({
+  id: 1,
+  task_uuid: uuid,
+  kind: 'resume',
+  spec: {},
+  state: 'running',
+  priority: 0,
+  attempts: 1,
+  claimed_by: 'w',
+  user: null,
+})
 
 describe('endedElsewhere: a job whose task another process took', () => {
   it('waits while the task is in running/, and ends in state failed once the task is gone (not done)', () => {
@@ -16,7 +26,7 @@ describe('endedElsewhere: a job whose task another process took', () => {
   })
 })
 
-describe('a job whose agent died between its task\'s move to completed/ and its last state write', () => {
+describe("a job whose agent died between its task's move to completed/ and its last state write", () => {
   it('ends completed, not with the word of that instant (completing)', () => {
     const tree = makeTree()
     const uuid = uuidN(7)

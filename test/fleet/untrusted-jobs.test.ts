@@ -28,7 +28,10 @@ function tempRoot(): string {
 }
 
 function git(args: string[], cwd: string): string {
-  return execFileSync('git', args, { cwd, env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@t', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@t' } }).toString()
+  return execFileSync('git', args, {
+    cwd,
+    env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@t', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@t' },
+  }).toString()
 }
 
 /** A repository at `dir` with two commits (calc.js v1, tagged v1 and branch feature; then v2 on main), objects loose and packed. */
@@ -64,7 +67,10 @@ function files(dir: string): string[] {
 }
 
 async function doneJobs(n: number): Promise<void> {
-  await until(`${n} job(s) finished`, async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM fleet_jobs WHERE state IN ('done', 'failed', 'cancelled')`))[0]?.n === n)
+  await until(
+    `${n} job(s) finished`,
+    async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM fleet_jobs WHERE state IN ('done', 'failed', 'cancelled')`))[0]?.n === n,
+  )
 }
 
 async function stop(worker: ReturnType<typeof startWorker>): Promise<void> {
@@ -117,13 +123,20 @@ describe('--repo sources', () => {
     const workspaces = join(root, 'workspaces')
 
     const s = await runSetup(`fleet:\n  workspaces_dir: ${workspaces}\n`)
-    for (const url of [`${http.url.replace('//', `//oauth2:${token}@`)}/calc.git`, `${http.url.replace('//', `//${token}@`)}/calc.git#main`, `https://x:${token}@example.com/a b`, `x:${token}@example.com:a.git`]) {
+    for (const url of [
+      `${http.url.replace('//', `//oauth2:${token}@`)}/calc.git`,
+      `${http.url.replace('//', `//${token}@`)}/calc.git#main`,
+      `https://x:${token}@example.com/a b`,
+      `x:${token}@example.com:a.git`,
+    ]) {
       const res = await s.run(['enqueue', '--task', 'x', '--repo', url], db())
       expect(res.code, res.stderr).toBe(2)
       expect(res.stderr).not.toContain(token)
       expect(res.stderr.split('\n')).toHaveLength(2)
     }
-    expect((await s.run(['enqueue', '--task', 'x', '--repo', `${http.url.replace('//', `//oauth2:${token}@`)}/calc.git`], db())).stderr).toMatch(/^ctxagent: --repo: the URL of http:\/\/….*@127\.0\.0\.1:\d+\/calc\.git holds a user name or password \(give it without them/)
+    expect((await s.run(['enqueue', '--task', 'x', '--repo', `${http.url.replace('//', `//oauth2:${token}@`)}/calc.git`], db())).stderr).toMatch(
+      /^ctxagent: --repo: the URL of http:\/\/….*@127\.0\.0\.1:\d+\/calc\.git holds a user name or password \(give it without them/,
+    )
     // ssh keeps its user name (the key authenticates); a password there is refused too.
     expect((await s.run(['enqueue', '--task', 'x', '--repo', `ssh://git:${token}@example.com/a.git`], db())).code).toBe(2)
     expect(await jobCount()).toBe(0)
@@ -135,7 +148,10 @@ describe('--repo sources', () => {
     await until('the worker to start', async () => noToken.err().includes('started on'))
     const denied = (await s.run(['enqueue', '--task', 'x', '--repo', `${http.url}/calc.git`], db())).stdout.trim()
     await doneJobs(1)
-    expect((await query<{ outcome: string; error: string }>('SELECT outcome, error FROM fleet_jobs WHERE task_uuid = $1', [denied]))[0]).toMatchObject({ outcome: 'failed', error: expect.stringMatching(/^the repository was not cloned: /) })
+    expect((await query<{ outcome: string; error: string }>('SELECT outcome, error FROM fleet_jobs WHERE task_uuid = $1', [denied]))[0]).toMatchObject({
+      outcome: 'failed',
+      error: expect.stringMatching(/^the repository was not cloned: /),
+    })
     await stop(noToken)
 
     // gitlab.token for gitlab.url's host: the clone authenticates with it, and nothing of it stays in the clone.
@@ -195,7 +211,17 @@ describe('refs and job rows', () => {
     const worker = startWorker(s, database.server.url)
     await doneJobs(rows.length)
     const ended = await query<{ task_uuid: string; outcome: string; error: string }>('SELECT task_uuid, outcome, error FROM fleet_jobs ORDER BY id')
-    const reasons = ['task_uuid "../../x" is not a UUID', 'spec.ref "-f"', 'spec.ref "--merge"', 'kind "bogus"', 'spec.max_turns', 'spec.workspace is not an absolute path', "spec.repo: '--upload-pack", 'spec.github is not owner/repo#N', 'spec.user']
+    const reasons = [
+      'task_uuid "../../x" is not a UUID',
+      'spec.ref "-f"',
+      'spec.ref "--merge"',
+      'kind "bogus"',
+      'spec.max_turns',
+      'spec.workspace is not an absolute path',
+      "spec.repo: '--upload-pack",
+      'spec.github is not owner/repo#N',
+      'spec.user',
+    ]
     ended.forEach((row, i) => {
       expect(row.outcome).toBe('failed')
       expect(row.error).toContain(`the job's row is not valid: ${reasons[i]}`)
@@ -214,7 +240,11 @@ describe('refs and job rows', () => {
     const file = join(s.ws, '..', 'task-with-nul.txt')
     writeFileSync(file, 'fix the bug\0 now')
     const res = await s.run(['enqueue', '--task-file', file, '--workspace', s.ws], db())
-    expect(res).toMatchObject({ code: 2, stderr: "ctxagent: the task file holds a NUL byte (\\0) at character 12, which the fleet's database cannot store (remove it: a binary file is not a task)\n" })
+    expect(res).toMatchObject({
+      code: 2,
+      stderr:
+        "ctxagent: the task file holds a NUL byte (\\0) at character 12, which the fleet's database cannot store (remove it: a binary file is not a task)\n",
+    })
     expect(await jobCount()).toBe(0)
   })
 })

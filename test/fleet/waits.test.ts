@@ -33,12 +33,19 @@ interface JobRow {
   until_s: number | null
 }
 const jobs = () =>
-  query<JobRow>(`SELECT id::int, task_uuid, state, outcome, attempts, limit_waits, wait_reason, extract(epoch FROM next_run_at - now())::float AS until_s FROM fleet_jobs ORDER BY id`)
+  query<JobRow>(
+    `SELECT id::int, task_uuid, state, outcome, attempts, limit_waits, wait_reason, extract(epoch FROM next_run_at - now())::float AS until_s FROM fleet_jobs ORDER BY id`,
+  )
 
 /** The test's config: fleet.retry with `maxAttempts`, and a client that waits at most 50 ms for a Retry-After (a longer one is a usage limit). */
 async function setup(maxAttempts: number): Promise<RunSetup> {
   const s = await runSetup(`${FAST_LOCKS}  retry:\n    base_seconds: 0.1\n    max_seconds: 0.5\n    max_attempts: ${maxAttempts}\n`)
-  writeFileSync(s.config, s.fake.configYaml(`${FAST_LOCKS}  retry:\n    base_seconds: 0.1\n    max_seconds: 0.5\n    max_attempts: ${maxAttempts}\n`).replace('llm:\n', 'llm:\n  max_retry_wait: 0.05\n'))
+  writeFileSync(
+    s.config,
+    s.fake
+      .configYaml(`${FAST_LOCKS}  retry:\n    base_seconds: 0.1\n    max_seconds: 0.5\n    max_attempts: ${maxAttempts}\n`)
+      .replace('llm:\n', 'llm:\n  max_retry_wait: 0.05\n'),
+  )
   return s
 }
 
@@ -62,7 +69,16 @@ interface ShownJob {
   next_run_at: string | null
   attempts: number
   waits: number
-  history: { attempt: number; reason: string; outcome: string; wait_until: string | null; again: boolean; error: string | null; host: string | null; started_at: string | null }[]
+  history: {
+    attempt: number
+    reason: string
+    outcome: string
+    wait_until: string | null
+    again: boolean
+    error: string | null
+    host: string | null
+    started_at: string | null
+  }[]
 }
 async function shown(s: RunSetup, id: number): Promise<ShownJob> {
   const res = await s.run(['jobs', 'show', String(id), '--json'], db())
@@ -71,7 +87,9 @@ async function shown(s: RunSetup, id: number): Promise<ShownJob> {
 }
 
 describe('a provider usage limit in the fleet', () => {
-  it('429 with Retry-After: 3600: the job waits until then, sends nothing before, spends no attempt, its slot runs another job, and it completes when the limit lifts', { timeout: 240_000 }, async () => {
+  it('429 with Retry-After: 3600: the job waits until then, sends nothing before, spends no attempt, its slot runs another job, and it completes when the limit lifts', {
+    timeout: 240_000,
+  }, async () => {
     // fleet.retry.max_attempts 1: an outage would fail the job at its first failure; a wait spends nothing.
     const s = await setup(1)
     let limited = true
@@ -121,7 +139,10 @@ describe('a provider usage limit in the fleet', () => {
     expect(task.location).toBe('completed')
     expectContinuousSeq(task.messages)
     const history = (await shown(s, done?.id as number)).history
-    expect(history.map((a) => [a.attempt, a.reason, a.again])).toEqual([[1, 'rate-limit', true], [2, 'completed', false]])
+    expect(history.map((a) => [a.attempt, a.reason, a.again])).toEqual([
+      [1, 'rate-limit', true],
+      [2, 'completed', false],
+    ])
     expect(agentRequests(s.fake).length).toBeGreaterThan(0)
     await stopCleanly(worker)
   })
@@ -147,7 +168,9 @@ describe('a provider usage limit in the fleet', () => {
     await stopCleanly(worker)
   })
 
-  it('a job’s history after an outage, then a usage limit: each attempt with its reason, the wait with its time, and the end', { timeout: 240_000 }, async () => {
+  it('a job’s history after an outage, then a usage limit: each attempt with its reason, the wait with its time, and the end', {
+    timeout: 240_000,
+  }, async () => {
     const s = await setup(3)
     let phase: 'outage' | 'limit' | 'up' = 'outage'
     s.fake.fallback = () => (phase === 'outage' ? { status: 503, content: 'overloaded' } : phase === 'limit' ? LIMITED : finish)

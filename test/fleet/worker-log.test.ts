@@ -8,7 +8,14 @@ function captured(format: 'text' | 'json') {
   stream.on('data', (c: Buffer) => chunks.push(c.toString()))
   const log = createWorkerLog(format, stream)
   log.setId('w1')
-  return { log, lines: () => chunks.join('').split('\n').filter((l) => l !== '') }
+  return {
+    log,
+    lines: () =>
+      chunks
+        .join('')
+        .split('\n')
+        .filter((l) => l !== ''),
+  }
 }
 
 const uuid = '1a2b3c4d-0000-4000-8000-000000000000'
@@ -20,7 +27,7 @@ const agentLines = [
 ]
 
 describe("a worker's log", () => {
-  it('in text, renders its agents\' JSON lines as run does on a terminal: no JSON line, no escape, no turn timings', () => {
+  it("in text, renders its agents' JSON lines as run does on a terminal: no JSON line, no escape, no turn timings", () => {
     const { log, lines } = captured('text')
     const relay = log.relay(42)
     // Split mid-line, as a pipe delivers it.
@@ -35,7 +42,7 @@ describe("a worker's log", () => {
     for (const line of lines()) expect(line.slice(line.indexOf(': ') + 2)).not.toMatch(/^\{/)
   })
 
-  it('in JSON, passes its agents\' lines on as they are and wraps what is not JSON', () => {
+  it("in JSON, passes its agents' lines on as they are and wraps what is not JSON", () => {
     const { log, lines } = captured('json')
     log.relay(42)(Buffer.from(`${agentLines.join('\n')}\n`))
     const out = lines().map((l) => JSON.parse(l) as Record<string, unknown>)

@@ -66,7 +66,9 @@ describe('enqueue and worker', () => {
     const pids = new Set(uuids.map((uuid) => readTask(s.tree, uuid).metadata.process_id))
     expect(pids.size).toBe(3)
     expect(pids.has(worker.child.pid)).toBe(false)
-    expect(await query('SELECT uuid, status, location FROM tasks ORDER BY uuid')).toEqual([...uuids].sort().map((uuid) => ({ uuid, status: 'completed', location: 'completed' })))
+    expect(await query('SELECT uuid, status, location FROM tasks ORDER BY uuid')).toEqual(
+      [...uuids].sort().map((uuid) => ({ uuid, status: 'completed', location: 'completed' })),
+    )
     worker.child.kill('SIGTERM')
     expect(await exitOf(worker.child)).toEqual({ code: 0, signal: null })
     expect(await query('SELECT count(*)::int AS n FROM fleet_workers WHERE stopped_at IS NOT NULL')).toEqual([{ n: 1 }])
@@ -84,7 +86,10 @@ describe('enqueue and worker', () => {
     expect(await exitOf(first.child)).toEqual({ code: 0, signal: null })
     expect(readTask(s.tree, uuid)).toMatchObject({ location: 'paused', state: { status: 'paused' } })
     const jobs = await query<{ kind: string; state: string; outcome: string | null }>('SELECT kind, state, outcome FROM fleet_jobs ORDER BY id')
-    expect(jobs).toEqual([{ kind: 'new', state: 'done', outcome: 'paused' }, { kind: 'resume', state: 'waiting', outcome: null }])
+    expect(jobs).toEqual([
+      { kind: 'new', state: 'done', outcome: 'paused' },
+      { kind: 'resume', state: 'waiting', outcome: null },
+    ])
 
     const before = readTask(s.tree, uuid).messages.length
     s.fake.fallback = () => finish
@@ -101,7 +106,10 @@ describe('enqueue and worker', () => {
   it('a --github job stopped while its issue is fetched waits again untouched; the next worker runs it and comments on the issue', async () => {
     const s = await runSetup()
     const gh = await startFakeGithub()
-    writeFileSync(s.config, s.fake.configYaml(`github:\n  api_url: ${gh.url}\n  token: ${gh.token}\n  bot_name: ctxagent-bot\ncomments:\n  min_interval_seconds: 0.01\n`))
+    writeFileSync(
+      s.config,
+      s.fake.configYaml(`github:\n  api_url: ${gh.url}\n  token: ${gh.token}\n  bot_name: ctxagent-bot\ncomments:\n  min_interval_seconds: 0.01\n`),
+    )
     let open = (): void => undefined
     gh.gate = new Promise<void>((resolve) => (open = resolve))
     const first = startWorker(s)
@@ -119,7 +127,11 @@ describe('enqueue and worker', () => {
     s.fake.fallback = () => finish
     const second = startWorker(s)
     await until('the job done', async () => (await query<{ state: string }>('SELECT state FROM fleet_jobs'))[0]?.state === 'done')
-    expect(readTask(s.tree, uuid)).toMatchObject({ location: 'completed', state: { status: 'completed' }, metadata: { task_key: { task_source: 'github', task_id: '42' } } })
+    expect(readTask(s.tree, uuid)).toMatchObject({
+      location: 'completed',
+      state: { status: 'completed' },
+      metadata: { task_key: { task_source: 'github', task_id: '42' } },
+    })
     expect(gh.requests.some((r) => r.method === 'POST' && r.path.endsWith('/issues/42/comments'))).toBe(true)
     second.child.kill('SIGTERM')
     expect((await exitOf(second.child)).code).toBe(0)
@@ -132,7 +144,10 @@ describe('enqueue and worker', () => {
     const paused = await s.run(['run', '--task', 'look', '--workspace', s.ws, '--max-turns', '1'])
     expect(paused.code).toBe(5) // a budget: timeout, not resumable
     const none = await s.run(['enqueue', '--task', 'x', '--workspace', s.ws])
-    expect(none).toMatchObject({ code: 2, stderr: "ctxagent: enqueue needs the fleet's PostgreSQL database (set fleet.database_url in the config, or CTXAGENT_DATABASE_URL)\n" })
+    expect(none).toMatchObject({
+      code: 2,
+      stderr: "ctxagent: enqueue needs the fleet's PostgreSQL database (set fleet.database_url in the config, or CTXAGENT_DATABASE_URL)\n",
+    })
     const down = await s.run(['enqueue', '--task', 'x', '--workspace', s.ws], { CTXAGENT_DATABASE_URL: 'postgres://u:secret@127.0.0.1:1/x' })
     expect(down.code).toBe(1)
     expect(down.stderr).toMatch(/^ctxagent: cannot reach the fleet's database \(.*ECONNREFUSED.*\) \(check fleet.database_url/)
@@ -173,7 +188,11 @@ describe('enqueue --repo', () => {
   it('clones the repository for the task into fleet.workspaces_dir at the ref, and the task works there', async () => {
     const root = mkdtempSync(join(tmpdir(), 'ctxagent-repo-'))
     onTestFinished(() => rmSync(root, { recursive: true, force: true }))
-    const git = (args: string[], cwd = root) => execFileSync('git', args, { cwd, env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@t', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@t' } })
+    const git = (args: string[], cwd = root) =>
+      execFileSync('git', args, {
+        cwd,
+        env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@t', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@t' },
+      })
     const src = join(root, 'src')
     mkdirSync(src)
     git(['init', '--quiet', '-b', 'main'], src)
@@ -188,14 +207,21 @@ describe('enqueue --repo', () => {
     const s = await runSetup(`fleet:\n  workspaces_dir: ${workspaces}\n`)
     s.fake.fallback = () => finish
     const bad = await s.run(['enqueue', '--task', 'x', '--repo', 'not a url'], db())
-    expect(bad).toMatchObject({ code: 2, stderr: "ctxagent: --repo 'not a url' is not a git URL (give one like https://github.com/owner/repo.git#main, git@host:owner/repo.git or an absolute path)\n" })
+    expect(bad).toMatchObject({
+      code: 2,
+      stderr:
+        "ctxagent: --repo 'not a url' is not a git URL (give one like https://github.com/owner/repo.git#main, git@host:owner/repo.git or an absolute path)\n",
+    })
     const both = await s.run(['enqueue', '--task', 'x', '--repo', join(root, 'calc.git'), '--workspace', s.ws], db())
     expect(both.code).toBe(2)
     const worker = startWorker(s)
     await until('the worker to start', async () => worker.err().includes('started on'))
     const uuid = await enqueue(s, ['--task', 'read calc.js', '--repo', `${join(root, 'calc.git')}#v1`])
     const missing = await enqueue(s, ['--task', 'x', '--repo', `${join(root, 'nothing.git')}`])
-    await until('both jobs ended', async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM fleet_jobs WHERE state IN ('done', 'failed')`))[0]?.n === 2)
+    await until(
+      'both jobs ended',
+      async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM fleet_jobs WHERE state IN ('done', 'failed')`))[0]?.n === 2,
+    )
     const task = readTask(s.tree, uuid)
     expect(task).toMatchObject({ location: 'completed', state: { status: 'completed' }, metadata: { run: { workspace: join(workspaces, uuid) } } })
     expect(readFileSync(join(workspaces, uuid, 'calc.js'), 'utf8')).toBe('v1\n')
@@ -235,8 +261,14 @@ describe('the warm child', () => {
     // fleet.agent_niceness (5): its agents run behind the worker.
     expect(niceOf(first as number)).toBe(Math.min(19, niceOf(pid) + 5))
     // It has connected its task's index before there is a task.
-    await until('the warm child connected', async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE $1`, [`ctxagent index %:${first}`]))[0]?.n === 1)
-    const doneJobs = (n: number) => until(`${n} jobs done`, async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM fleet_jobs WHERE state = 'done'`))[0]?.n === n)
+    await until(
+      'the warm child connected',
+      async () =>
+        (await query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE $1`, [`ctxagent index %:${first}`]))[0]?.n ===
+        1,
+    )
+    const doneJobs = (n: number) =>
+      until(`${n} jobs done`, async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM fleet_jobs WHERE state = 'done'`))[0]?.n === n)
     // The first task looks around until told to finish.
     // (A new pattern each time: the same call 5 times over is a stuck agent; and no turn budget to run out of meanwhile.)
     let more = true
@@ -251,17 +283,23 @@ describe('the warm child', () => {
     await doneJobs(1)
     expect(readTask(s.tree, a)).toMatchObject({ location: 'completed', state: { status: 'completed' }, metadata: { process_id: first } })
     // Used once: its task ended with it, and another waits for the next job.
-    const [second] = await until('the next warm child', async () => (warmChildren(pid).length === 1 && !warmChildren(pid).includes(first as number) ? warmChildren(pid) : null))
+    const [second] = await until('the next warm child', async () =>
+      warmChildren(pid).length === 1 && !warmChildren(pid).includes(first as number) ? warmChildren(pid) : null,
+    )
     // Killed while it waits: the worker starts another, and the next job runs there.
     process.kill(second as number, 'SIGKILL')
     await until('the worker to notice', async () => worker.err().includes(`warm child (pid ${second}) exited idle (SIGKILL)`))
-    const [third] = await until('a new warm child', async () => (warmChildren(pid).length === 1 && !warmChildren(pid).includes(second as number) ? warmChildren(pid) : null))
+    const [third] = await until('a new warm child', async () =>
+      warmChildren(pid).length === 1 && !warmChildren(pid).includes(second as number) ? warmChildren(pid) : null,
+    )
     const b = await enqueue(s, ['--task', 'task b', '--workspace', s.ws])
     await doneJobs(2)
     expect(readTask(s.tree, b)).toMatchObject({ location: 'completed', state: { status: 'completed' }, metadata: { process_id: third } })
     expect(await query('SELECT outcome FROM fleet_jobs ORDER BY id')).toEqual([{ outcome: 'completed' }, { outcome: 'completed' }])
     // Stopped, the worker leaves no warm child behind.
-    const [last] = await until('the next warm child', async () => (warmChildren(pid).length === 1 && !warmChildren(pid).includes(third as number) ? warmChildren(pid) : null))
+    const [last] = await until('the next warm child', async () =>
+      warmChildren(pid).length === 1 && !warmChildren(pid).includes(third as number) ? warmChildren(pid) : null,
+    )
     worker.child.kill('SIGTERM')
     expect(await exitOf(worker.child)).toEqual({ code: 0, signal: null })
     await until('the last warm child to end', async () => !existsSync(`/proc/${last}`))
@@ -287,7 +325,9 @@ describe('the warm child', () => {
     const marks = Array.from({ length: cores }, (_, i) => `look around, mark ${i}:`)
     for (const mark of marks) await enqueue(s, ['--task', mark, '--workspace', s.ws, '--max-turns', '1000000'])
     // Each task under way (its second request made): every one was started, and the last left no core for a warm child.
-    await until('every task under way', async () => marks.every((mark) => agentRequests(s.fake).filter((r) => JSON.stringify(r.body).includes(mark)).length >= 2))
+    await until('every task under way', async () =>
+      marks.every((mark) => agentRequests(s.fake).filter((r) => JSON.stringify(r.body).includes(mark)).length >= 2),
+    )
     expect(warmChildren(pid)).toEqual([])
     more = false
     await until('every job done', async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM fleet_jobs WHERE state = 'done'`))[0]?.n === cores)
@@ -305,10 +345,30 @@ describe.runIf(canUnshare)('host names in the fleet', () => {
     const { spawn } = await import('node:child_process')
     const { BIN } = await import('../helpers/run.js')
     const onHost = (name: string) =>
-      spawn('unshare', ['--uts', '--pid', '--fork', '--mount-proc', 'sh', '-c', 'hostname "$0" && exec "$@"', name, process.execPath, BIN, 'worker', '--home', s.tree.base, '--config', s.config], {
-        env: { ...process.env, ...db(), CTXAGENT_HOME: '', CTXAGENT_CONFIG: '' },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      })
+      spawn(
+        'unshare',
+        [
+          '--uts',
+          '--pid',
+          '--fork',
+          '--mount-proc',
+          'sh',
+          '-c',
+          'hostname "$0" && exec "$@"',
+          name,
+          process.execPath,
+          BIN,
+          'worker',
+          '--home',
+          s.tree.base,
+          '--config',
+          s.config,
+        ],
+        {
+          env: { ...process.env, ...db(), CTXAGENT_HOME: '', CTXAGENT_CONFIG: '' },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      )
     const a = onHost('fleet-host-a')
     let errA = ''
     a.stderr.on('data', (d: Buffer) => (errA += d.toString()))
@@ -318,10 +378,16 @@ describe.runIf(canUnshare)('host names in the fleet', () => {
     b.stderr.on('data', (d: Buffer) => (errB += d.toString()))
     const { code } = await exitOf(b)
     expect(code).toBe(2)
-    expect(errB).toMatch(/^ctxagent: another host named 'fleet-host-a' has a live worker \(fleet-host-a:1:[0-9a-f]+\) \(give each host of the fleet its own host name/)
+    expect(errB).toMatch(
+      /^ctxagent: another host named 'fleet-host-a' has a live worker \(fleet-host-a:1:[0-9a-f]+\) \(give each host of the fleet its own host name/,
+    )
     expect(await query('SELECT hostname FROM fleet_workers')).toEqual([{ hostname: 'fleet-host-a' }])
     // The first worker is PID 1 of its namespace: SIGKILL from here ends the whole "host".
-    const inner = Number(spawnSync('ps', ['-o', 'pid=', '--ppid', String(a.pid)]).stdout.toString().trim())
+    const inner = Number(
+      spawnSync('ps', ['-o', 'pid=', '--ppid', String(a.pid)])
+        .stdout.toString()
+        .trim(),
+    )
     process.kill(inner, 'SIGTERM')
     expect((await exitOf(a)).code).toBe(0)
   })

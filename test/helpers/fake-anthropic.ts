@@ -97,7 +97,12 @@ export async function startFakeAnthropic(): Promise<FakeAnthropic> {
     req.on('data', (d: Buffer) => chunks.push(d))
     req.on('end', () => {
       const raw = Buffer.concat(chunks)
-      const recorded: AnthropicRequest = { path: req.url ?? '', headers: req.headers, body: JSON.parse(raw.toString() || '{}') as AnthropicRequest['body'], raw }
+      const recorded: AnthropicRequest = {
+        path: req.url ?? '',
+        headers: req.headers,
+        body: JSON.parse(raw.toString() || '{}') as AnthropicRequest['body'],
+        raw,
+      }
       fake.requests.push(recorded)
       const reply = fake.queue.shift() ?? fake.fallback(recorded)
       res.on('close', () => {
@@ -111,7 +116,13 @@ export async function startFakeAnthropic(): Promise<FakeAnthropic> {
       }
       if (recorded.body.stream === true) return stream(res, recorded, reply, fake.requests.length, () => onStall())
       res.writeHead(200, { 'content-type': 'application/json', ...reply.headers })
-      res.end(JSON.stringify({ ...messageOf(recorded, reply, fake.requests.length), content: blocksOf(reply, fake.requests.length), stop_reason: reply.calls ? 'tool_use' : 'end_turn' }))
+      res.end(
+        JSON.stringify({
+          ...messageOf(recorded, reply, fake.requests.length),
+          content: blocksOf(reply, fake.requests.length),
+          stop_reason: reply.calls ? 'tool_use' : 'end_turn',
+        }),
+      )
     })
   })
   server.on('connection', (socket) => sockets.add(socket.once('close', () => sockets.delete(socket))))
@@ -128,12 +139,24 @@ export async function startFakeAnthropic(): Promise<FakeAnthropic> {
 }
 
 function messageOf(req: AnthropicRequest, reply: AnthropicReply, n: number) {
-  return { id: `msg_${n}`, type: 'message', role: 'assistant', model: req.body.model, stop_sequence: null, usage: reply.usage ?? { input_tokens: 100, output_tokens: 20, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 } }
+  return {
+    id: `msg_${n}`,
+    type: 'message',
+    role: 'assistant',
+    model: req.body.model,
+    stop_sequence: null,
+    usage: reply.usage ?? { input_tokens: 100, output_tokens: 20, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+  }
 }
 
 function blocksOf(reply: AnthropicReply, n: number): AnthropicBlock[] {
   const text: AnthropicBlock[] = reply.content !== undefined || !reply.calls ? [{ type: 'text', text: reply.content ?? '' }] : []
-  const calls = (reply.calls ?? []).map((c, i) => ({ type: 'tool_use', id: c.id ?? `toolu_${n}_${i}`, name: c.name, input: typeof c.arguments === 'string' ? JSON.parse(c.arguments) : c.arguments }))
+  const calls = (reply.calls ?? []).map((c, i) => ({
+    type: 'tool_use',
+    id: c.id ?? `toolu_${n}_${i}`,
+    name: c.name,
+    input: typeof c.arguments === 'string' ? JSON.parse(c.arguments) : c.arguments,
+  }))
   return [...text, ...calls]
 }
 
@@ -157,14 +180,16 @@ function stream(res: ServerResponse, req: AnthropicRequest, reply: AnthropicRepl
   if (reply.content !== undefined || !reply.calls) {
     const text = reply.content ?? ''
     send('content_block_start', { index, content_block: { type: 'text', text: '' } })
-    for (const piece of [text.slice(0, text.length >> 1), text.slice(text.length >> 1)]) send('content_block_delta', { index, delta: { type: 'text_delta', text: piece } })
+    for (const piece of [text.slice(0, text.length >> 1), text.slice(text.length >> 1)])
+      send('content_block_delta', { index, delta: { type: 'text_delta', text: piece } })
     send('content_block_stop', { index })
     index++
   }
   for (const [i, c] of (reply.calls ?? []).entries()) {
     const json = typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments)
     send('content_block_start', { index, content_block: { type: 'tool_use', id: c.id ?? `toolu_${n}_${i}`, name: c.name, input: {} } })
-    for (const piece of [json.slice(0, json.length >> 1), json.slice(json.length >> 1)]) send('content_block_delta', { index, delta: { type: 'input_json_delta', partial_json: piece } })
+    for (const piece of [json.slice(0, json.length >> 1), json.slice(json.length >> 1)])
+      send('content_block_delta', { index, delta: { type: 'input_json_delta', partial_json: piece } })
     send('content_block_stop', { index })
     index++
   }

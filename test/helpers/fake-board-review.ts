@@ -36,29 +36,91 @@ export function githubReviewRoute(board: FakeBoard, method: string, path: string
   if (events) {
     const item = board.github.find((i) => i.number === Number(events[1]))
     if (!item) return false
-    send(200, item.labels.map((label, n) => ({ id: item.number * 100 + n, node_id: `LE_${n}`, event: 'labeled', actor: githubUser(labeler(item, label)), label: { name: label, color: 'ededed' }, created_at: at })))
+    send(
+      200,
+      item.labels.map((label, n) => ({
+        id: item.number * 100 + n,
+        node_id: `LE_${n}`,
+        event: 'labeled',
+        actor: githubUser(labeler(item, label)),
+        label: { name: label, color: 'ededed' },
+        created_at: at,
+      })),
+    )
     return true
   }
   if (path === `${GITHUB}/pulls`) {
-    send(200, board.github.filter((i) => i.kind === 'pull_request' && i.open).map((i) => pullOf(board, i)))
+    send(
+      200,
+      board.github.filter((i) => i.kind === 'pull_request' && i.open).map((i) => pullOf(board, i)),
+    )
     return true
   }
   const sub = new RegExp(`^${GITHUB}/pulls/(\\d+)/(reviews|comments)$`).exec(path)
   if (sub) {
     const item = board.github.find((i) => i.number === Number(sub[1]) && i.kind === 'pull_request')
     if (!item) return false
-    if (sub[2] === 'reviews') send(200, (item.reviews ?? []).map((r) => ({ id: r.id, node_id: `R_${r.id}`, user: githubUser(r.author), body: r.body, state: r.state, author_association: r.association, submitted_at: at, commit_id: item.sha ?? 'abc' })))
-    else send(200, (item.reviewComments ?? []).map((c) => ({ id: c.id, node_id: `RC_${c.id}`, user: githubUser(c.author), body: c.body, path: c.path, line: c.line, original_line: c.line, author_association: c.association, created_at: at, updated_at: at })))
+    if (sub[2] === 'reviews')
+      send(
+        200,
+        (item.reviews ?? []).map((r) => ({
+          id: r.id,
+          node_id: `R_${r.id}`,
+          user: githubUser(r.author),
+          body: r.body,
+          state: r.state,
+          author_association: r.association,
+          submitted_at: at,
+          commit_id: item.sha ?? 'abc',
+        })),
+      )
+    else
+      send(
+        200,
+        (item.reviewComments ?? []).map((c) => ({
+          id: c.id,
+          node_id: `RC_${c.id}`,
+          user: githubUser(c.author),
+          body: c.body,
+          path: c.path,
+          line: c.line,
+          original_line: c.line,
+          author_association: c.association,
+          created_at: at,
+          updated_at: at,
+        })),
+      )
     return true
   }
   const commit = new RegExp(`^${GITHUB}/commits/([^/]+)/(check-runs|statuses)$`).exec(path)
   if (commit) {
     const sha = commit[1] as string
     if (commit[2] === 'check-runs') {
-      const runs = (board.checks[sha] ?? []).map((c) => ({ id: c.id, head_sha: sha, name: c.name, status: 'completed', conclusion: c.conclusion, started_at: at, completed_at: at, output: { title: c.title, summary: c.summary, text: null, annotations_count: 0 } }))
+      const runs = (board.checks[sha] ?? []).map((c) => ({
+        id: c.id,
+        head_sha: sha,
+        name: c.name,
+        status: 'completed',
+        conclusion: c.conclusion,
+        started_at: at,
+        completed_at: at,
+        output: { title: c.title, summary: c.summary, text: null, annotations_count: 0 },
+      }))
       send(200, { total_count: runs.length, check_runs: runs })
     } else {
-      send(200, (board.statuses[sha] ?? []).map((s) => ({ id: s.id, node_id: `S_${s.id}`, state: s.state, context: s.context, description: s.description, target_url: null, created_at: at, updated_at: at })))
+      send(
+        200,
+        (board.statuses[sha] ?? []).map((s) => ({
+          id: s.id,
+          node_id: `S_${s.id}`,
+          state: s.state,
+          context: s.context,
+          description: s.description,
+          target_url: null,
+          created_at: at,
+          updated_at: at,
+        })),
+      )
     }
     return true
   }
@@ -74,9 +136,17 @@ export function githubReviewRoute(board: FakeBoard, method: string, path: string
 
 export function pullOf(_board: FakeBoard, i: BoardItem) {
   return {
-    id: 5000 + i.number, node_id: `PR_${i.number}`, number: i.number, title: i.title, body: i.body ?? `Body of ${i.number}`, state: i.open ? 'open' : 'closed', user: githubUser(i.author ?? 'bob'),
+    id: 5000 + i.number,
+    node_id: `PR_${i.number}`,
+    number: i.number,
+    title: i.title,
+    body: i.body ?? `Body of ${i.number}`,
+    state: i.open ? 'open' : 'closed',
+    user: githubUser(i.author ?? 'bob'),
     labels: i.labels.map((name) => ({ id: name.length, node_id: `L_${name}`, name, color: 'ededed', default: false })),
-    head: { ref: i.branch ?? `fix-${i.number}`, sha: i.sha ?? 'abc' }, base: { ref: 'main', sha: 'def' }, html_url: `https://github.example/acme/shop/pull/${i.number}`,
+    head: { ref: i.branch ?? `fix-${i.number}`, sha: i.sha ?? 'abc' },
+    base: { ref: 'main', sha: 'def' },
+    html_url: `https://github.example/acme/shop/pull/${i.number}`,
   }
 }
 
@@ -93,17 +163,43 @@ export function gitlabReviewRoute(board: FakeBoard, method: string, path: string
   if (events) {
     const item = board.gitlab.find((i) => i.number === Number(events[2]) && i.kind === (events[1] === 'issues' ? 'issue' : 'merge_request'))
     if (!item) return false
-    send(200, item.labels.map((label, n) => ({ id: item.number * 100 + n, user: gitlabUser(labeler(item, label)), created_at: at, resource_type: 'Issue', resource_id: item.number, label: { id: n, name: label, color: '#ededed' }, action: 'add' })))
+    send(
+      200,
+      item.labels.map((label, n) => ({
+        id: item.number * 100 + n,
+        user: gitlabUser(labeler(item, label)),
+        created_at: at,
+        resource_type: 'Issue',
+        resource_id: item.number,
+        label: { id: n, name: label, color: '#ededed' },
+        action: 'add',
+      })),
+    )
     return true
   }
   const pipelines = new RegExp(`^${GITLAB}/merge_requests/(\\d+)/pipelines$`).exec(path)
   if (pipelines) {
-    send(200, (board.pipelines[Number(pipelines[1])] ?? []).map((p) => ({ id: p.id, iid: p.id, project_id: 3, sha: p.sha, ref: 'fix', status: p.status, updated_at: at, web_url: `https://gitlab.example/acme/backend/api/-/pipelines/${p.id}` })))
+    send(
+      200,
+      (board.pipelines[Number(pipelines[1])] ?? []).map((p) => ({
+        id: p.id,
+        iid: p.id,
+        project_id: 3,
+        sha: p.sha,
+        ref: 'fix',
+        status: p.status,
+        updated_at: at,
+        web_url: `https://gitlab.example/acme/backend/api/-/pipelines/${p.id}`,
+      })),
+    )
     return true
   }
   const jobs = new RegExp(`^${GITLAB}/pipelines/(\\d+)/jobs$`).exec(path)
   if (jobs) {
-    send(200, (board.pipelineJobs[Number(jobs[1])] ?? []).map((j) => ({ id: j.id, name: j.name, stage: j.stage, status: 'failed' })))
+    send(
+      200,
+      (board.pipelineJobs[Number(jobs[1])] ?? []).map((j) => ({ id: j.id, name: j.name, stage: j.stage, status: 'failed' })),
+    )
     return true
   }
   const trace = new RegExp(`^${GITLAB}/jobs/(\\d+)/trace$`).exec(path)

@@ -90,17 +90,63 @@ export async function startFakeBoard(): Promise<FakeBoard> {
   const githubUser = (login: string) => ({ login, id: login.length, node_id: `U_${login}`, type: 'User', site_admin: false })
   const githubLabel = (name: string) => ({ id: name.length, node_id: `L_${name}`, name, color: 'ededed', default: false })
   const githubIssue = (i: BoardItem) => ({
-    id: i.number, node_id: `I_${i.number}`, number: i.number, title: i.title, body: `Body of ${i.number}`, state: i.open ? 'open' : 'closed', locked: false,
-    user: githubUser('alice'), labels: i.labels.map(githubLabel), comments: i.comments.length, created_at: at, updated_at: at, html_url: `https://github.example/acme/shop/issues/${i.number}`,
-    ...(i.kind === 'pull_request' ? { pull_request: { url: `${board.url}${GITHUB}/pulls/${i.number}`, html_url: `https://github.example/acme/shop/pull/${i.number}`, diff_url: 'x', patch_url: 'x' } } : {}),
+    id: i.number,
+    node_id: `I_${i.number}`,
+    number: i.number,
+    title: i.title,
+    body: `Body of ${i.number}`,
+    state: i.open ? 'open' : 'closed',
+    locked: false,
+    user: githubUser('alice'),
+    labels: i.labels.map(githubLabel),
+    comments: i.comments.length,
+    created_at: at,
+    updated_at: at,
+    html_url: `https://github.example/acme/shop/issues/${i.number}`,
+    ...(i.kind === 'pull_request'
+      ? {
+          pull_request: {
+            url: `${board.url}${GITHUB}/pulls/${i.number}`,
+            html_url: `https://github.example/acme/shop/pull/${i.number}`,
+            diff_url: 'x',
+            patch_url: 'x',
+          },
+        }
+      : {}),
   })
-  const gitlabAuthor = (username: string) => ({ id: userId(username), username, name: username, state: 'active', web_url: `https://gitlab.example/${username}` })
+  const gitlabAuthor = (username: string) => ({
+    id: userId(username),
+    username,
+    name: username,
+    state: 'active',
+    web_url: `https://gitlab.example/${username}`,
+  })
   const gitlabItem = (i: BoardItem) => ({
-    id: 1000 + i.number, iid: i.number, project_id: 3, title: i.title, description: i.body ?? `Body of ${i.number}`, state: i.open ? 'opened' : 'closed', author: gitlabAuthor(i.author ?? 'alice'), labels: i.labels, sha: i.sha ?? 'abc',
-    created_at: at, web_url: `https://gitlab.example/acme/backend/api/-/${i.kind === 'issue' ? 'issues' : 'merge_requests'}/${i.number}`,
+    id: 1000 + i.number,
+    iid: i.number,
+    project_id: 3,
+    title: i.title,
+    description: i.body ?? `Body of ${i.number}`,
+    state: i.open ? 'opened' : 'closed',
+    author: gitlabAuthor(i.author ?? 'alice'),
+    labels: i.labels,
+    sha: i.sha ?? 'abc',
+    created_at: at,
+    web_url: `https://gitlab.example/acme/backend/api/-/${i.kind === 'issue' ? 'issues' : 'merge_requests'}/${i.number}`,
     ...(i.kind === 'merge_request' ? { source_branch: i.branch ?? 'fix', target_branch: 'main' } : {}),
   })
-  const gitlabNote = (c: BoardItem['comments'][number], i: BoardItem) => ({ id: c.id, type: null, body: c.body, attachment: null, author: gitlabAuthor(c.author), created_at: c.at, updated_at: c.at, system: false, noteable_iid: i.number, resolvable: false })
+  const gitlabNote = (c: BoardItem['comments'][number], i: BoardItem) => ({
+    id: c.id,
+    type: null,
+    body: c.body,
+    attachment: null,
+    author: gitlabAuthor(c.author),
+    created_at: c.at,
+    updated_at: c.at,
+    system: false,
+    noteable_iid: i.number,
+    resolvable: false,
+  })
   const matches = (i: BoardItem, labels: string | null) => labels === null || labels.split(',').every((l) => i.labels.includes(l))
   /** One page of `all` as the forges page it: `page`/`per_page`, and a Link header to the next page. */
   const paged = <T>(url: URL, all: T[], defaultPerPage: number): { page: T[]; headers: Record<string, string> } => {
@@ -148,11 +194,18 @@ export async function startFakeBoard(): Promise<FakeBoard> {
         if (method === 'GET' && list && list[1] === GITLAB) {
           const kind = list[2] === 'issues' ? 'issue' : 'merge_request'
           const state = url.searchParams.get('state')
-          const { page, headers } = paged(url, board.gitlab.filter((i) => i.kind === kind && (state !== 'opened' || i.open) && matches(i, url.searchParams.get('labels'))), 20)
+          const { page, headers } = paged(
+            url,
+            board.gitlab.filter((i) => i.kind === kind && (state !== 'opened' || i.open) && matches(i, url.searchParams.get('labels'))),
+            20,
+          )
           return send(200, page.map(gitlabItem), headers)
         }
         const one = /^(.*)\/(issues|merge_requests)\/(\d+)(\/notes|\/discussions)?(?:\/(\d+))?$/.exec(path)
-        const item = one && one[1] === GITLAB ? board.gitlab.find((i) => i.number === Number(one[3]) && i.kind === (one[2] === 'issues' ? 'issue' : 'merge_request')) : undefined
+        const item =
+          one && one[1] === GITLAB
+            ? board.gitlab.find((i) => i.number === Number(one[3]) && i.kind === (one[2] === 'issues' ? 'issue' : 'merge_request'))
+            : undefined
         if (!one || !item) return send(404, { message: '404 Not found' })
         if (one[4] === undefined && method === 'GET') return send(200, gitlabItem(item))
         if (one[4] === undefined && method === 'PUT') {
@@ -162,7 +215,11 @@ export async function startFakeBoard(): Promise<FakeBoard> {
           return send(200, gitlabItem(item))
         }
         if (one[4] === '/discussions') return send(200, [])
-        if (method === 'GET') return send(200, item.comments.map((c) => gitlabNote(c, item)))
+        if (method === 'GET')
+          return send(
+            200,
+            item.comments.map((c) => gitlabNote(c, item)),
+          )
         if (method === 'POST') {
           const c = { id: nextId++, body: String(body?.body ?? ''), author: 'ctxagent-bot', at: new Date().toISOString() }
           item.comments.push(c)
@@ -175,12 +232,17 @@ export async function startFakeBoard(): Promise<FakeBoard> {
         }
         return send(404, { message: '404 Not found' })
       }
-      if (req.headers.authorization !== `token ${board.githubToken}`) return send(401, { message: 'Bad credentials', documentation_url: 'https://docs.github.com/rest' })
+      if (req.headers.authorization !== `token ${board.githubToken}`)
+        return send(401, { message: 'Bad credentials', documentation_url: 'https://docs.github.com/rest' })
       const rate = { 'x-ratelimit-limit': '5000', 'x-ratelimit-remaining': '4999' }
       if (githubReviewRoute(board, method, path, (status, data, headers) => send(status, data, { ...rate, ...headers }))) return
       if (method === 'GET' && path === `${GITHUB}/issues`) {
         const state = url.searchParams.get('state') ?? 'open'
-        const { page, headers } = paged(url, board.github.filter((i) => (state === 'all' || i.open === (state === 'open')) && matches(i, url.searchParams.get('labels'))), 30)
+        const { page, headers } = paged(
+          url,
+          board.github.filter((i) => (state === 'all' || i.open === (state === 'open')) && matches(i, url.searchParams.get('labels'))),
+          30,
+        )
         return send(200, page.map(githubIssue), { ...rate, ...headers })
       }
       const pull = new RegExp(`^${GITHUB}/pulls/(\\d+)$`).exec(path)
@@ -200,7 +262,16 @@ export async function startFakeBoard(): Promise<FakeBoard> {
       const one = new RegExp(`^${GITHUB}/issues/(\\d+)(/comments|/labels)?(?:/(.+))?$`).exec(path)
       const item = one ? board.github.find((i) => i.number === Number(one[1])) : undefined
       if (!one || !item) return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' })
-      const comment = (c: BoardItem['comments'][number]) => ({ id: c.id, node_id: `IC_${c.id}`, body: c.body, user: githubUser(c.author), created_at: c.at, updated_at: c.at, html_url: 'x', author_association: c.association ?? 'MEMBER' })
+      const comment = (c: BoardItem['comments'][number]) => ({
+        id: c.id,
+        node_id: `IC_${c.id}`,
+        body: c.body,
+        user: githubUser(c.author),
+        created_at: c.at,
+        updated_at: c.at,
+        html_url: 'x',
+        author_association: c.association ?? 'MEMBER',
+      })
       if (one[2] === undefined && method === 'GET') return send(200, githubIssue(item), rate)
       if (one[2] === '/comments' && method === 'GET') return send(200, item.comments.map(comment), rate)
       if (one[2] === '/comments' && method === 'POST') {

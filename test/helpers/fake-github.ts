@@ -39,13 +39,34 @@ export async function startFakeGithub(options: { owner?: string; repo?: string; 
     url: '',
     token: 'ghp_faketoken000000000000000000000000000',
     issue: {
-      id: 1, node_id: 'I_1', number, title: 'CSV export drops the last row', state: 'open', locked: false,
+      id: 1,
+      node_id: 'I_1',
+      number,
+      title: 'CSV export drops the last row',
+      state: 'open',
+      locked: false,
       body: 'Exporting 3 orders gives a CSV with 2 rows.\n\nSteps: export any list of orders.',
-      user: user('alice', 1), labels: [{ id: 1, node_id: 'L_1', name: 'bug', color: 'd73a4a', default: true }], comments: 0,
-      created_at: '2026-11-01T09:00:00Z', updated_at: '2026-11-01T09:00:00Z', html_url: `https://github.example/${owner}/${repo}/issues/${number}`,
+      user: user('alice', 1),
+      labels: [{ id: 1, node_id: 'L_1', name: 'bug', color: 'd73a4a', default: true }],
+      comments: 0,
+      created_at: '2026-11-01T09:00:00Z',
+      updated_at: '2026-11-01T09:00:00Z',
+      html_url: `https://github.example/${owner}/${repo}/issues/${number}`,
       ...(options.pr ? { pull_request: { url: 'x', html_url: 'x', diff_url: 'x', patch_url: 'x' } } : {}),
     },
-    pull: options.pr ? { id: 2, number, title: 'Fix the CSV export', body: 'Closes #41', state: 'open', user: user('bob', 2), labels: [], head: { ref: 'fix-csv', sha: 'abc' }, base: { ref: 'main', sha: 'def' } } : null,
+    pull: options.pr
+      ? {
+          id: 2,
+          number,
+          title: 'Fix the CSV export',
+          body: 'Closes #41',
+          state: 'open',
+          user: user('bob', 2),
+          labels: [],
+          head: { ref: 'fix-csv', sha: 'abc' },
+          base: { ref: 'main', sha: 'def' },
+        }
+      : null,
     comments: [],
     threads: [],
     requests: [],
@@ -54,7 +75,16 @@ export async function startFakeGithub(options: { owner?: string; repo?: string; 
     pulls: [],
     addComment: (login, body) => {
       const at = now()
-      const comment = { id: nextId++, node_id: `IC_${nextId}`, body, user: user(login, nextId), created_at: at, updated_at: at, html_url: 'x', author_association: 'MEMBER' }
+      const comment = {
+        id: nextId++,
+        node_id: `IC_${nextId}`,
+        body,
+        user: user(login, nextId),
+        created_at: at,
+        updated_at: at,
+        html_url: 'x',
+        author_association: 'MEMBER',
+      }
       fake.comments.push(comment)
       return comment
     },
@@ -87,7 +117,10 @@ export async function startFakeGithub(options: { owner?: string; repo?: string; 
       if (req.method === 'GET' && path === `${base}/pulls/${number}` && fake.pull) return send(200, fake.pull)
       if (req.method === 'GET' && path === `${base}/issues/${number}/comments`) {
         const since = url.searchParams.get('since')
-        return send(200, fake.comments.filter((c) => since === null || String(c.updated_at) >= since))
+        return send(
+          200,
+          fake.comments.filter((c) => since === null || String(c.updated_at) >= since),
+        )
       }
       if (req.method === 'POST' && path === `${base}/issues/${number}/comments`) {
         const made = fake.addComment('ctxagent-bot', String(body?.body ?? ''))
@@ -102,19 +135,45 @@ export async function startFakeGithub(options: { owner?: string; repo?: string; 
         return send(200, comment)
       }
       // Pulls (docs.github.com/rest/pulls/pulls): list by head, create; labels through the issues API.
-      if (req.method === 'GET' && path === base) return send(200, { id: 10, name: repo, full_name: `${owner}/${repo}`, private: false, default_branch: 'main', owner: user(owner, 3) })
+      if (req.method === 'GET' && path === base)
+        return send(200, { id: 10, name: repo, full_name: `${owner}/${repo}`, private: false, default_branch: 'main', owner: user(owner, 3) })
       if (req.method === 'GET' && path === `${base}/pulls`) {
         const head = url.searchParams.get('head')
         const state = url.searchParams.get('state') ?? 'open'
-        return send(200, fake.pulls.filter((p) => (head === null || `${owner}:${(p.head as { ref: string }).ref}` === head) && (state === 'all' || p.state === state)))
+        return send(
+          200,
+          fake.pulls.filter((p) => (head === null || `${owner}:${(p.head as { ref: string }).ref}` === head) && (state === 'all' || p.state === state)),
+        )
       }
       if (req.method === 'POST' && path === `${base}/pulls`) {
         const b = body as { title?: string; head?: string; base?: string; body?: string; draft?: boolean }
         if (!b.title || !b.head || !b.base) return send(422, { message: 'Validation Failed', errors: [{ resource: 'PullRequest', code: 'missing_field' }] })
-        if (fake.pulls.some((p) => (p.head as { ref: string }).ref === b.head && p.state === 'open')) return send(422, { message: 'Validation Failed', errors: [{ resource: 'PullRequest', code: 'custom', message: `A pull request already exists for ${owner}:${b.head}.` }] })
+        if (fake.pulls.some((p) => (p.head as { ref: string }).ref === b.head && p.state === 'open'))
+          return send(422, {
+            message: 'Validation Failed',
+            errors: [{ resource: 'PullRequest', code: 'custom', message: `A pull request already exists for ${owner}:${b.head}.` }],
+          })
         const n = 100 + fake.pulls.length
         const at = now()
-        const pull = { id: 5000 + n, node_id: `PR_${n}`, number: n, state: 'open', locked: false, title: b.title, body: b.body ?? null, draft: b.draft === true, user: user('ctxagent-bot', 7), labels: [] as unknown[], head: { label: `${owner}:${b.head}`, ref: b.head, sha: 'unknown' }, base: { label: `${owner}:${b.base}`, ref: b.base, sha: 'unknown' }, html_url: `https://github.example/${owner}/${repo}/pull/${n}`, url: `${fake.url}${base}/pulls/${n}`, created_at: at, updated_at: at, merged_at: null }
+        const pull = {
+          id: 5000 + n,
+          node_id: `PR_${n}`,
+          number: n,
+          state: 'open',
+          locked: false,
+          title: b.title,
+          body: b.body ?? null,
+          draft: b.draft === true,
+          user: user('ctxagent-bot', 7),
+          labels: [] as unknown[],
+          head: { label: `${owner}:${b.head}`, ref: b.head, sha: 'unknown' },
+          base: { label: `${owner}:${b.base}`, ref: b.base, sha: 'unknown' },
+          html_url: `https://github.example/${owner}/${repo}/pull/${n}`,
+          url: `${fake.url}${base}/pulls/${n}`,
+          created_at: at,
+          updated_at: at,
+          merged_at: null,
+        }
         fake.pulls.push(pull)
         return send(201, pull)
       }
@@ -122,12 +181,23 @@ export async function startFakeGithub(options: { owner?: string; repo?: string; 
       if (req.method === 'POST' && labelled) {
         const target = fake.pulls.find((p) => p.number === Number(labelled[1]))
         if (!target) return send(404, { message: 'Not Found' })
-        const names = ((body as { labels?: string[] }).labels ?? []).map((name, i) => ({ id: 900 + i, node_id: `L_${name}`, name, color: 'ededed', default: false }))
+        const names = ((body as { labels?: string[] }).labels ?? []).map((name, i) => ({
+          id: 900 + i,
+          node_id: `L_${name}`,
+          name,
+          color: 'ededed',
+          default: false,
+        }))
         target.labels = [...(target.labels as unknown[]), ...names]
         return send(200, target.labels)
       }
       if (req.method === 'POST' && path === '/graphql') {
-        const nodes = fake.threads.map((t) => ({ isResolved: t.isResolved, path: t.path, line: t.line, comments: { nodes: t.comments.map((c) => ({ author: { login: c.author }, body: c.body })) } }))
+        const nodes = fake.threads.map((t) => ({
+          isResolved: t.isResolved,
+          path: t.path,
+          line: t.line,
+          comments: { nodes: t.comments.map((c) => ({ author: { login: c.author }, body: c.body })) },
+        }))
         return send(200, { data: { repository: { pullRequest: { reviewThreads: { nodes } } } } })
       }
       send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' })

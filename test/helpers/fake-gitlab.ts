@@ -32,9 +32,16 @@ export async function startFakeGitlab(options: { mr?: boolean; git?: GitHandler 
     token: 'glpat-faketoken00000000000',
     project,
     item: {
-      id: 99, iid, project_id: 3, title: options.mr ? 'Fix the pagination of /orders' : 'Pagination of /orders skips a page',
-      description: 'Page 2 repeats page 1 when per_page=50.', state: 'opened', author: author('alice'), labels: ['bug', 'api'],
-      created_at: '2026-11-01T09:00:00.000Z', web_url: `https://gitlab.example/${project}/-/issues/${iid}`,
+      id: 99,
+      iid,
+      project_id: 3,
+      title: options.mr ? 'Fix the pagination of /orders' : 'Pagination of /orders skips a page',
+      description: 'Page 2 repeats page 1 when per_page=50.',
+      state: 'opened',
+      author: author('alice'),
+      labels: ['bug', 'api'],
+      created_at: '2026-11-01T09:00:00.000Z',
+      web_url: `https://gitlab.example/${project}/-/issues/${iid}`,
       ...(options.mr ? { source_branch: 'fix-pagination', target_branch: 'main' } : {}),
     },
     notes: [],
@@ -43,7 +50,22 @@ export async function startFakeGitlab(options: { mr?: boolean; git?: GitHandler 
     mergeRequests: [],
     addNote: (username, body, system = false) => {
       const at = new Date().toISOString()
-      const note = { id: nextId++, type: null, body, attachment: null, author: author(username), created_at: at, updated_at: at, system, noteable_id: 99, noteable_type: options.mr ? 'MergeRequest' : 'Issue', noteable_iid: iid, resolvable: false, confidential: false, internal: false }
+      const note = {
+        id: nextId++,
+        type: null,
+        body,
+        attachment: null,
+        author: author(username),
+        created_at: at,
+        updated_at: at,
+        system,
+        noteable_id: 99,
+        noteable_type: options.mr ? 'MergeRequest' : 'Issue',
+        noteable_iid: iid,
+        resolvable: false,
+        confidential: false,
+        internal: false,
+      }
       fake.notes.push(note)
       return note
     },
@@ -78,18 +100,38 @@ export async function startFakeGitlab(options: { mr?: boolean; git?: GitHandler 
       if (req.method === 'GET' && path === `${base}/discussions`) return send(200, fake.discussions)
       // Merge requests (docs.gitlab.com/api/merge_requests): list by source branch, create; the project's default branch.
       const projectPath = `/api/v4/projects/${encodeURIComponent(project)}`
-      if (req.method === 'GET' && path === projectPath) return send(200, { id: 3, path_with_namespace: project, default_branch: 'main', web_url: `https://gitlab.example/${project}` })
+      if (req.method === 'GET' && path === projectPath)
+        return send(200, { id: 3, path_with_namespace: project, default_branch: 'main', web_url: `https://gitlab.example/${project}` })
       if (req.method === 'GET' && path === `${projectPath}/merge_requests`) {
         const source = url.searchParams.get('source_branch')
-        return send(200, fake.mergeRequests.filter((m) => source === null || m.source_branch === source))
+        return send(
+          200,
+          fake.mergeRequests.filter((m) => source === null || m.source_branch === source),
+        )
       }
       if (req.method === 'POST' && path === `${projectPath}/merge_requests`) {
         const b = body as { source_branch?: string; target_branch?: string; title?: string; description?: string; labels?: string }
         if (!b.source_branch || !b.target_branch || !b.title) return send(400, { message: 'source_branch, target_branch and title are missing' })
-        if (fake.mergeRequests.some((m) => m.source_branch === b.source_branch && m.state === 'opened')) return send(409, { message: ['Another open merge request already exists for this source branch'] })
+        if (fake.mergeRequests.some((m) => m.source_branch === b.source_branch && m.state === 'opened'))
+          return send(409, { message: ['Another open merge request already exists for this source branch'] })
         const mrIid = 20 + fake.mergeRequests.length
         const at = new Date().toISOString()
-        const mr = { id: 7000 + mrIid, iid: mrIid, project_id: 3, title: b.title, description: b.description ?? null, state: 'opened', draft: b.title.startsWith('Draft:'), source_branch: b.source_branch, target_branch: b.target_branch, labels: b.labels ? b.labels.split(',') : [], author: author('ctxagent-bot'), created_at: at, updated_at: at, web_url: `https://gitlab.example/${project}/-/merge_requests/${mrIid}` }
+        const mr = {
+          id: 7000 + mrIid,
+          iid: mrIid,
+          project_id: 3,
+          title: b.title,
+          description: b.description ?? null,
+          state: 'opened',
+          draft: b.title.startsWith('Draft:'),
+          source_branch: b.source_branch,
+          target_branch: b.target_branch,
+          labels: b.labels ? b.labels.split(',') : [],
+          author: author('ctxagent-bot'),
+          created_at: at,
+          updated_at: at,
+          web_url: `https://gitlab.example/${project}/-/merge_requests/${mrIid}`,
+        }
         fake.mergeRequests.push(mr)
         return send(201, mr)
       }

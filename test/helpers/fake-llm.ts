@@ -18,7 +18,10 @@ export interface Reply {
   delayMs?: number
   headers?: Record<string, string>
   /** The usage report (a hostile one: any fields, any values; null: the field sent as null). */
-  usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number; prompt_tokens_details?: { cached_tokens: number } } | Record<string, unknown> | null
+  usage?:
+    | { prompt_tokens: number; completion_tokens: number; total_tokens: number; prompt_tokens_details?: { cached_tokens: number } }
+    | Record<string, unknown>
+    | null
   /** The assistant message sent exactly as given (a malformed one, as a hostile or broken server sends it); a string is its JSON text. */
   message?: Record<string, unknown> | string
 }
@@ -74,7 +77,20 @@ export async function startFakeLlm(): Promise<FakeLlm> {
           object: 'chat.completion',
           created: 0,
           model: recorded.body.model,
-          choices: [{ index: 0, finish_reason: reply.calls ? 'tool_calls' : 'stop', message: verbatim === null ? (reply.message ?? { role: 'assistant', content: reply.content ?? (reply.calls ? null : ''), ...(reply.calls ? { tool_calls: toolCalls(reply.calls, fake.requests.length) } : {}) }) : '@RAW@' }],
+          choices: [
+            {
+              index: 0,
+              finish_reason: reply.calls ? 'tool_calls' : 'stop',
+              message:
+                verbatim === null
+                  ? (reply.message ?? {
+                      role: 'assistant',
+                      content: reply.content ?? (reply.calls ? null : ''),
+                      ...(reply.calls ? { tool_calls: toolCalls(reply.calls, fake.requests.length) } : {}),
+                    })
+                  : '@RAW@',
+            },
+          ],
           usage: reply.usage === undefined ? { prompt_tokens: 100, completion_tokens: 20, total_tokens: 120 } : reply.usage,
         }).replace('"@RAW@"', () => verbatim ?? '"@RAW@"'),
       )

@@ -54,7 +54,12 @@ export function coldStartFlags(): string[] {
 /** The pids of `pid`'s children, as this machine sees them. */
 export function childrenOf(pid: number | undefined): number[] {
   if (pid === undefined || pid <= 0) return []
-  return spawnSync('ps', ['-o', 'pid=', '--ppid', String(pid)]).stdout.toString().trim().split(/\s+/).map(Number).filter((p) => p > 0)
+  return spawnSync('ps', ['-o', 'pid=', '--ppid', String(pid)])
+    .stdout.toString()
+    .trim()
+    .split(/\s+/)
+    .map(Number)
+    .filter((p) => p > 0)
 }
 
 /** Kills `pid` at the end of the test if it still lives (an agent a test left orphaned). */
@@ -87,10 +92,31 @@ export interface Host {
 
 /** A worker on a simulated host `name` (see canUnshare). */
 export function onHost(s: RunSetup, url: string, name: string, args: string[] = []): Host {
-  const child = spawn('unshare', ['--uts', '--pid', '--fork', '--mount-proc', 'sh', '-c', 'hostname "$0" && exec "$@"', name, process.execPath, BIN, 'worker', '--home', s.tree.base, '--config', s.config, ...args], {
-    env: { ...process.env, CTXAGENT_DATABASE_URL: url, CTXAGENT_HOME: '', CTXAGENT_CONFIG: '', NO_COLOR: '1' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
+  const child = spawn(
+    'unshare',
+    [
+      '--uts',
+      '--pid',
+      '--fork',
+      '--mount-proc',
+      'sh',
+      '-c',
+      'hostname "$0" && exec "$@"',
+      name,
+      process.execPath,
+      BIN,
+      'worker',
+      '--home',
+      s.tree.base,
+      '--config',
+      s.config,
+      ...args,
+    ],
+    {
+      env: { ...process.env, CTXAGENT_DATABASE_URL: url, CTXAGENT_HOME: '', CTXAGENT_CONFIG: '', NO_COLOR: '1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  )
   let err = ''
   child.stderr?.on('data', (d: Buffer) => (err += d.toString()))
   const workerPid = () => childrenOf(child.pid)[0] ?? 0

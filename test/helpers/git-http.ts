@@ -82,9 +82,12 @@ export async function startGitHttp(root: string, user: string, token: string): P
   const auth: (string | null)[] = []
   const server = createServer(gitHttpHandler(root, user, token, auth))
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  onTestFinished(() => new Promise<void>((resolve) => {
-    server.close(() => resolve())
-    server.closeAllConnections()
-  }))
+  onTestFinished(
+    () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve())
+        server.closeAllConnections()
+      }),
+  )
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, auth }
 }

@@ -37,7 +37,8 @@ server.setRequestHandler(ListToolsRequestSchema, async () => {
   }
   if (mode === 'dup') return { tools: [tool('a'), tool('a'), tool('b')] }
   if (mode === 'big') return { tools: [tool('big'), tool('hang')] }
-  if (mode === 'fetch') return { tools: [{ ...tool('fetch'), inputSchema: { type: 'object', properties: { target: { type: 'string' } }, required: ['target'] } }] }
+  if (mode === 'fetch')
+    return { tools: [{ ...tool('fetch'), inputSchema: { type: 'object', properties: { target: { type: 'string' } }, required: ['target'] } }] }
   return { tools: Array.from({ length: n }, (_, i) => tool(`t${String(i).padStart(5, '0')}`)) }
 })
 server.setRequestHandler(CallToolRequestSchema, async (req) => {

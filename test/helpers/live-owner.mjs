@@ -13,7 +13,10 @@ const config = parseConfig('locks:\n  heartbeat_seconds: 0.5\n')
 const layout = new Layout(base)
 const index = SqliteStore.open(layout.db)
 const env = { layout, config, index, now: () => new Date(), warn: (m) => process.stderr.write(`${m}\n`) }
-const handle = await createTask(env, { task_key: { task_source: 'local', owner: null, repo: 'demo', task_type: 'task', task_id: 'live-1' }, user: 'livetester' })
+const handle = await createTask(env, {
+  task_key: { task_source: 'local', owner: null, repo: 'demo', task_type: 'task', task_id: 'live-1' },
+  user: 'livetester',
+})
 await handle.setStatus('processing')
 handle.addMessage({ role: 'system', content: 'You are a coding agent.' })
 handle.addMessage({ role: 'user', content: statement })
@@ -25,7 +28,11 @@ for await (const line of createInterface({ input: process.stdin })) {
   if (verb === 'say') handle.addMessage({ role: 'assistant', content: text })
   else if (verb === 'tool') {
     const id = `call_${++n}`
-    handle.addMessage({ role: 'assistant', content: '', tool_calls: [{ id, type: 'function', function: { name: 'read_file', arguments: JSON.stringify({ path: text }) } }] })
+    handle.addMessage({
+      role: 'assistant',
+      content: '',
+      tool_calls: [{ id, type: 'function', function: { name: 'read_file', arguments: JSON.stringify({ path: text }) } }],
+    })
     handle.addMessage({ role: 'tool', tool_name: 'read_file', tool_call_id: id, content: `contents of ${text}` })
   } else if (verb === 'raw') handle.addMessage(JSON.parse(text))
   else if (verb === 'done') {

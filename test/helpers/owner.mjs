@@ -9,12 +9,16 @@ import { createTask } from '../../dist/storage/task/lifecycle.js'
 const [base, mode = 'idle', heartbeat = '0.2'] = process.argv.slice(2)
 const config = parseConfig(`locks:\n  heartbeat_seconds: ${heartbeat}\n`)
 const env = { layout: new Layout(base), config, index: null, now: () => new Date(), warn: (m) => process.stderr.write(`${m}\n`) }
-const handle = await createTask(env, { task_key: { task_source: 'local', owner: 'me', repo: 'demo', task_type: 'task', task_id: '1' }, user: 'tester' }, {
-  onLost: () => {
-    process.stdout.write('lost\n')
-    process.exit(7)
+const handle = await createTask(
+  env,
+  { task_key: { task_source: 'local', owner: 'me', repo: 'demo', task_type: 'task', task_id: '1' }, user: 'tester' },
+  {
+    onLost: () => {
+      process.stdout.write('lost\n')
+      process.exit(7)
+    },
   },
-})
+)
 await handle.setStatus('processing')
 // "chat-idle": a chat session idle for an hour whose owner never reads its inbox.
 // Like run --chat, it starts its inbox with the hidden session marker.

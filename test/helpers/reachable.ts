@@ -34,7 +34,8 @@ export function reachableRoot(): string {
   const target = join(tmpdir(), `${prefix}${hash(stamp)}`)
   if (!existsSync(target)) {
     // An earlier build's copy of this checkout is of no more use.
-    for (const old of readdirSync(tmpdir()).filter((name) => name.startsWith(prefix) && join(tmpdir(), name) !== target)) rmSync(join(tmpdir(), old), { recursive: true, force: true })
+    for (const old of readdirSync(tmpdir()).filter((name) => name.startsWith(prefix) && join(tmpdir(), name) !== target))
+      rmSync(join(tmpdir(), old), { recursive: true, force: true })
     const staging = mkdtempSync(join(tmpdir(), 'ctxagent-test-checkout-staging-'))
     // Hard links where the temporary directory is on the same file system, a copy where it is not.
     let copied = spawnSync('cp', ['-al', `${ROOT}/.`, staging], { stdio: 'ignore' })

@@ -15,7 +15,17 @@ export interface CliResult {
  * directories pointed away from the user's own (so that no test reads ~/.config/ctxagent
  * or writes ~/.local/state/ctxagent).
  */
-export const TEST_ENV: Record<string, string> = { NO_COLOR: '1', CTXAGENT_DEBUG: '', CTXAGENT_HOME: '', CTXAGENT_CONFIG: '', XDG_CONFIG_HOME: '/nonexistent/ctxagent-test-config', XDG_STATE_HOME: '/nonexistent/ctxagent-test-state', OPENAI_BASE_URL: '', GH_TOKEN: '', OLLAMA_HOST: '' }
+export const TEST_ENV: Record<string, string> = {
+  NO_COLOR: '1',
+  CTXAGENT_DEBUG: '',
+  CTXAGENT_HOME: '',
+  CTXAGENT_CONFIG: '',
+  XDG_CONFIG_HOME: '/nonexistent/ctxagent-test-config',
+  XDG_STATE_HOME: '/nonexistent/ctxagent-test-state',
+  OPENAI_BASE_URL: '',
+  GH_TOKEN: '',
+  OLLAMA_HOST: '',
+}
 
 /** Runs the built binary, as an operator would. */
 export function cli(args: string[], env: Record<string, string> = {}, cwd = ROOT): CliResult {
@@ -59,5 +69,8 @@ export function deadPid(): number {
 
 /** watch-locks --json output without its per-pass summary line (`{"pass":{…}}`): the findings only, as text. */
 export function findingsText(stdout: string): string {
-  return stdout.split('\n').filter((l) => !l.startsWith('{"pass":')).join('\n')
+  return stdout
+    .split('\n')
+    .filter((l) => !l.startsWith('{"pass":'))
+    .join('\n')
 }

@@ -9,9 +9,16 @@ import { startFakeAnthropic } from '../helpers/fake-anthropic.js'
 
 /** A conversation of `rounds` tool rounds, the first `pruned` of them pruned to stubs (as prune does). */
 function conversation(rounds: number, pruned: number): ChatMessage[] {
-  const out: ChatMessage[] = [{ role: 'system', content: 'you code' }, { role: 'user', content: 'fix it' }]
+  const out: ChatMessage[] = [
+    { role: 'system', content: 'you code' },
+    { role: 'user', content: 'fix it' },
+  ]
   for (let i = 0; i < rounds; i++) {
-    out.push({ role: 'assistant', content: null, tool_calls: [{ id: `call_${i}`, type: 'function', function: { name: 'read_file', arguments: `{"path":"f${i}"}` } }] })
+    out.push({
+      role: 'assistant',
+      content: null,
+      tool_calls: [{ id: `call_${i}`, type: 'function', function: { name: 'read_file', arguments: `{"path":"f${i}"}` } }],
+    })
     out.push({ role: 'tool', tool_call_id: `call_${i}`, content: i < pruned ? '[pruned]' : `contents of f${i}` })
   }
   return out
@@ -46,7 +53,10 @@ describe("Anthropic's cache breakpoints across a prune step", () => {
   })
 
   it('a request that caches nothing (a summary) has no breakpoint at all', () => {
-    const body = messagesRequest('m', conversation(20, 5), [{ type: 'function', function: { name: 'f' } }], 100, undefined, { cache: false, previousStub: 'call_4' })
+    const body = messagesRequest('m', conversation(20, 5), [{ type: 'function', function: { name: 'f' } }], 100, undefined, {
+      cache: false,
+      previousStub: 'call_4',
+    })
     expect(JSON.stringify(body)).not.toContain('cache_control')
     expect(body.stub).toBeUndefined()
   })

@@ -13,7 +13,10 @@ import { startFakeAnthropic } from '../helpers/fake-anthropic.js'
 import type { AnthropicBlock, AnthropicRequest, FakeAnthropic } from '../helpers/fake-anthropic.js'
 
 const tools: ToolSpec[] = [
-  { type: 'function', function: { name: 'read_file', description: 'Reads a file', parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] } } },
+  {
+    type: 'function',
+    function: { name: 'read_file', description: 'Reads a file', parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] } },
+  },
   { type: 'function', function: { name: 'finish', parameters: { type: 'object', properties: { summary: { type: 'string' } } } } },
 ]
 
@@ -81,7 +84,11 @@ describe('Anthropic Messages API client', () => {
     const first = window()
     await c.chat(first, { tools })
     // The next turn: the same messages (the same objects) and one more round.
-    const second = [...first, { role: 'assistant' as const, content: null, tool_calls: [call('call_4', '{"path":"x"}')] }, { role: 'tool' as const, content: 'x', tool_call_id: 'call_4' }]
+    const second = [
+      ...first,
+      { role: 'assistant' as const, content: null, tool_calls: [call('call_4', '{"path":"x"}')] },
+      { role: 'tool' as const, content: 'x', tool_call_id: 'call_4' },
+    ]
     await c.chat(second, { tools })
     const [a, b] = fake.requests.map((r) => r.body) as [AnthropicRequest['body'], AnthropicRequest['body']]
     // The stub breakpoint: the last pruned result (the blob one, message 2 block 1).
@@ -90,7 +97,10 @@ describe('Anthropic Messages API client', () => {
     expect(breakpoints(b)).toEqual(['system:0', 'm2:1', 'm4:0', 'm6:0'])
     for (const body of [a, b]) expect(breakpoints(body).length).toBeLessThanOrEqual(4)
     // Everything the first request sent comes again first in the second, the same but for where its breakpoints sit.
-    const plain = (body: AnthropicRequest['body'], upTo: number) => JSON.stringify({ tools: body.tools, system: body.system, messages: body.messages.slice(0, upTo) }, (k, v: unknown) => (k === 'cache_control' ? undefined : v))
+    const plain = (body: AnthropicRequest['body'], upTo: number) =>
+      JSON.stringify({ tools: body.tools, system: body.system, messages: body.messages.slice(0, upTo) }, (k, v: unknown) =>
+        k === 'cache_control' ? undefined : v,
+      )
     expect(plain(b, a.messages.length)).toBe(plain(a, a.messages.length))
     // The window's messages are left as they were.
     expect(first).toEqual(window())
@@ -101,7 +111,10 @@ describe('Anthropic Messages API client', () => {
     expect(body.tools?.map((t) => t.cache_control ?? null)).toEqual([null, { type: 'ephemeral' }])
     expect(body.system).toBeUndefined()
     // An empty text is refused by the API: said as such.
-    expect(messagesRequest('m', [{ role: 'user', content: '' }], undefined, 10, undefined).messages[0]?.content[0]).toMatchObject({ type: 'text', text: '(empty)' })
+    expect(messagesRequest('m', [{ role: 'user', content: '' }], undefined, 10, undefined).messages[0]?.content[0]).toMatchObject({
+      type: 'text',
+      text: '(empty)',
+    })
   })
 
   for (const stream of [true, false]) {
@@ -109,7 +122,10 @@ describe('Anthropic Messages API client', () => {
       const fake = await startFakeAnthropic()
       fake.queue.push({
         content: 'Let me look.',
-        calls: [{ name: 'read_file', arguments: { path: 'calc.js', offset: 1 }, id: 'toolu_A' }, { name: 'finish', arguments: {}, id: 'toolu_B' }],
+        calls: [
+          { name: 'read_file', arguments: { path: 'calc.js', offset: 1 }, id: 'toolu_A' },
+          { name: 'finish', arguments: {}, id: 'toolu_B' },
+        ],
         usage: { input_tokens: 12, output_tokens: 30, cache_creation_input_tokens: 1500, cache_read_input_tokens: 4000 },
       })
       const reply = await client(fake, stream).chat([{ role: 'user', content: 'go' }], { tools })
@@ -138,11 +154,17 @@ describe('Anthropic Messages API client', () => {
 
   it('retries 529 overloaded honouring retry-after, and an overloaded error inside a stream; gives up after max_retries', async () => {
     const fake = await startFakeAnthropic()
-    fake.queue.push({ status: 529, headers: { 'retry-after': '0' } }, { streamError: { type: 'overloaded_error', message: 'Overloaded' } }, { content: 'third time' })
+    fake.queue.push(
+      { status: 529, headers: { 'retry-after': '0' } },
+      { streamError: { type: 'overloaded_error', message: 'Overloaded' } },
+      { content: 'third time' },
+    )
     expect((await client(fake).chat([{ role: 'user', content: 'x' }])).message.content).toBe('third time')
     expect(fake.requests).toHaveLength(3)
     fake.fallback = () => ({ status: 529, headers: { 'retry-after-ms': '5' } })
-    const err = (await client(fake).chat([{ role: 'user', content: 'x' }]).catch((e: unknown) => e)) as ProviderError
+    const err = (await client(fake)
+      .chat([{ role: 'user', content: 'x' }])
+      .catch((e: unknown) => e)) as ProviderError
     expect(err).toBeInstanceOf(ProviderError)
     expect(err.message).toContain(`LLM server ${fake.url} (anthropic, model claude-test) answered 529 after 2 retries: overloaded_error`)
     expect(err.hint).toMatch(/resume the task later/)
@@ -152,16 +174,22 @@ describe('Anthropic Messages API client', () => {
   it('a prompt too long is an error run answers with a compaction; a bad key, a wrong server, an unreachable one each one line', async () => {
     const fake = await startFakeAnthropic()
     fake.queue.push({ status: 400, error: { type: 'invalid_request_error', message: 'prompt is too long: 208310 tokens > 200000 maximum' } })
-    const tooLong = (await client(fake).chat([{ role: 'user', content: 'x' }]).catch((e: unknown) => e)) as ProviderError
+    const tooLong = (await client(fake)
+      .chat([{ role: 'user', content: 'x' }])
+      .catch((e: unknown) => e)) as ProviderError
     expect(tooLong).toBeInstanceOf(ProviderError)
     expect(isContextExceeded(tooLong)).toBe(true)
     expect(fake.requests).toHaveLength(1)
     // A server that echoes the key: the message leaves masked.
     fake.queue.push({ status: 401, error: { type: 'authentication_error', message: `invalid x-api-key ${fake.key}` } })
-    const denied = (await client(fake).chat([{ role: 'user', content: 'x' }]).catch((e: unknown) => e)) as ProviderError
+    const denied = (await client(fake)
+      .chat([{ role: 'user', content: 'x' }])
+      .catch((e: unknown) => e)) as ProviderError
     expect(denied).toMatchObject({ message: expect.stringContaining('refused the API key (401)'), hint: 'check llm.anthropic.api_key or ANTHROPIC_API_KEY' })
     fake.queue.push({ status: 400, error: { type: 'invalid_request_error', message: `bad request near ${fake.key}` } })
-    const echoed = (await client(fake).chat([{ role: 'user', content: 'x' }]).catch((e: unknown) => e)) as ProviderError
+    const echoed = (await client(fake)
+      .chat([{ role: 'user', content: 'x' }])
+      .catch((e: unknown) => e)) as ProviderError
     expect(echoed.message).toContain('answered 400: invalid_request_error: bad request near')
     expect(echoed.message).not.toContain(fake.key)
     for (const stream of [true, false]) {
@@ -175,7 +203,11 @@ describe('Anthropic Messages API client', () => {
   it('a broken stream is one error line or an odd reply, never a crash', async () => {
     const fake = await startFakeAnthropic()
     const event = (type: string, data: object) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`
-    fake.queue.push({ rawEvents: event('message_start', { message: { usage: { input_tokens: 3 } } }) + event('content_block_start', { index: 0, content_block: { type: 'text', text: 'cut' } }) })
+    fake.queue.push({
+      rawEvents:
+        event('message_start', { message: { usage: { input_tokens: 3 } } }) +
+        event('content_block_start', { index: 0, content_block: { type: 'text', text: 'cut' } }),
+    })
     await expect(client(fake).chat([{ role: 'user', content: 'x' }])).rejects.toThrow(/ended its stream before the message was complete/)
     // Fields missing or of the wrong kind, deltas for blocks never started, an id and a name that are not strings.
     fake.queue.push({
@@ -202,7 +234,9 @@ describe('Anthropic Messages API client', () => {
     const fake = await startFakeAnthropic()
     fake.fallback = () => ({ status: 529, headers: { 'retry-after': '30' } })
     const stop = new AbortController()
-    const pending = client(fake).chat([{ role: 'user', content: 'x' }], { signal: stop.signal }).catch((e: unknown) => e)
+    const pending = client(fake)
+      .chat([{ role: 'user', content: 'x' }], { signal: stop.signal })
+      .catch((e: unknown) => e)
     while (fake.requests.length === 0) await new Promise((resolve) => setTimeout(resolve, 20))
     stop.abort(new Error('SIGINT'))
     expect(((await pending) as ProviderError).message).toMatch(/was cancelled/)
@@ -213,7 +247,9 @@ describe('Anthropic Messages API client', () => {
     const fake = await startFakeAnthropic()
     fake.queue.push({ stall: true })
     const stop = new AbortController()
-    const pending = client(fake).chat([{ role: 'user', content: 'x' }], { signal: stop.signal }).catch((e: unknown) => e)
+    const pending = client(fake)
+      .chat([{ role: 'user', content: 'x' }], { signal: stop.signal })
+      .catch((e: unknown) => e)
     await fake.stalled
     stop.abort(new Error('SIGINT'))
     const err = (await pending) as ProviderError

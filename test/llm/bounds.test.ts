@@ -5,7 +5,13 @@ import { parseConfig } from '../../src/config/load.js'
 import { ProviderError } from '../../src/errors.js'
 import { OpenAiCompatibleClient } from '../../src/llm/openai-compatible.js'
 
-const COMPLETION = JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: 'm', choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'hello' } }] })
+const COMPLETION = JSON.stringify({
+  id: 'x',
+  object: 'chat.completion',
+  created: 0,
+  model: 'm',
+  choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'hello' } }],
+})
 
 /** A hostile OpenAI-compatible server on 127.0.0.1: what each path does is named by it. */
 async function hostileServer() {
@@ -50,21 +56,31 @@ async function hostileServer() {
   const sockets = new Set<import('node:net').Socket>()
   server.on('connection', (s) => sockets.add(s.once('close', () => sockets.delete(s))))
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  onTestFinished(() => new Promise<void>((resolve) => {
-    for (const s of sockets) s.destroy()
-    server.close(() => resolve())
-  }))
+  onTestFinished(
+    () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy()
+        server.close(() => resolve())
+      }),
+  )
   const port = (server.address() as AddressInfo).port
   return { seen, first, url: (path: string) => `http://127.0.0.1:${port}/${path}/v1` }
 }
 
 function client(baseUrl: string, yaml = '') {
   const config = parseConfig(`llm:\n${yaml}  openai:\n    base_url: ${baseUrl}\n    api_key: k\n    model: m\n    timeout_seconds: 2\n    max_retries: 1\n`)
-  return new OpenAiCompatibleClient(config.llm.openai, 'openai', { maxOutputTokens: config.llm.max_output_tokens, maxRetryWait: config.llm.max_retry_wait, maxResponseBytes: config.llm.max_response_bytes })
+  return new OpenAiCompatibleClient(config.llm.openai, 'openai', {
+    maxOutputTokens: config.llm.max_output_tokens,
+    maxRetryWait: config.llm.max_retry_wait,
+    maxResponseBytes: config.llm.max_response_bytes,
+  })
 }
 
 async function failure(promise: Promise<unknown>): Promise<ProviderError> {
-  const err = await promise.then(() => null, (e: unknown) => e)
+  const err = await promise.then(
+    () => null,
+    (e: unknown) => e,
+  )
   expect(err).toBeInstanceOf(ProviderError)
   return err as ProviderError
 }

@@ -16,7 +16,10 @@ describe('OpenAI-compatible client', () => {
     const client = requireLlmClient(parseConfig(fake.configYaml()))
     const reply = await client.chat([{ role: 'user', content: 'hi' }], { temperature: 0, maxTokens: 50 })
     expect(reply).toEqual({ message: { role: 'assistant', content: 'hello' }, usage: { prompt_tokens: 12, completion_tokens: 3, total_tokens: 15 } })
-    expect(fake.requests[0]).toMatchObject({ path: '/v1/chat/completions', body: { model: 'fake-model', messages: [{ role: 'user', content: 'hi' }], temperature: 0, max_tokens: 50 } })
+    expect(fake.requests[0]).toMatchObject({
+      path: '/v1/chat/completions',
+      body: { model: 'fake-model', messages: [{ role: 'user', content: 'hi' }], temperature: 0, max_tokens: 50 },
+    })
     expect(client.contextLength).toBe(8000)
   })
 
@@ -32,10 +35,15 @@ describe('OpenAI-compatible client', () => {
     const fake = await startFakeLlm()
     fake.fallback = () => ({ status: 503, headers: { 'retry-after-ms': '5' }, content: 'overloaded' })
     const client = requireLlmClient(parseConfig(fake.configYaml()))
-    await expect(client.chat([{ role: 'user', content: 'x' }])).rejects.toThrow(new RegExp(`LLM server ${fake.url.replace(/[/.]/g, '\\$&')} \\(openai, model fake-model\\) answered 503 after 2 retries`))
+    await expect(client.chat([{ role: 'user', content: 'x' }])).rejects.toThrow(
+      new RegExp(`LLM server ${fake.url.replace(/[/.]/g, '\\$&')} \\(openai, model fake-model\\) answered 503 after 2 retries`),
+    )
     expect(fake.requests).toHaveLength(3)
     fake.fallback = () => ({ status: 401, content: 'bad key' })
-    await expect(client.chat([{ role: 'user', content: 'x' }])).rejects.toMatchObject({ message: expect.stringContaining('refused the API key'), hint: 'check llm.openai.api_key or OPENAI_API_KEY' })
+    await expect(client.chat([{ role: 'user', content: 'x' }])).rejects.toMatchObject({
+      message: expect.stringContaining('refused the API key'),
+      hint: 'check llm.openai.api_key or OPENAI_API_KEY',
+    })
     const dead = requireLlmClient(parseConfig('llm:\n  openai:\n    base_url: http://127.0.0.1:9/v1\n    max_retries: 0\n'))
     const err = await dead.chat([{ role: 'user', content: 'x' }]).catch((e: unknown) => e)
     expect(err).toBeInstanceOf(ProviderError)
@@ -64,16 +72,30 @@ describe('OpenAI-compatible client', () => {
   })
   // Issue 22: the body is assembled from each message's JSON, made once per message.
   describe('the request body', () => {
-    const tools: ToolSpec[] = [{ type: 'function', function: { name: 'read_file', description: 'Reads "a" file', parameters: { type: 'object', properties: { path: { type: 'string' } } } } }]
+    const tools: ToolSpec[] = [
+      {
+        type: 'function',
+        function: { name: 'read_file', description: 'Reads "a" file', parameters: { type: 'object', properties: { path: { type: 'string' } } } },
+      },
+    ]
     // Records carry more than the wire shape (seq, tool_name, timestamp): those never leave.
     const window = (): ChatMessage[] => [
       { role: 'system', content: 'You are a coding agent.\n\tTabs, "quotes", \\ backslashes, \u2028 and \u0000.' },
       { role: 'user', content: '日本語のタスク 🚀 with an emoji' },
       { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'read_file', arguments: '{"path":"a.ts"}' } }] },
-      Object.assign({ role: 'tool', content: 'export const a = 1\n', tool_call_id: 'c1' } as ChatMessage, { seq: 4, tool_name: 'read_file', timestamp: '2026-11-26T00:00:00.000Z' }),
+      Object.assign({ role: 'tool', content: 'export const a = 1\n', tool_call_id: 'c1' } as ChatMessage, {
+        seq: 4,
+        tool_name: 'read_file',
+        timestamp: '2026-11-26T00:00:00.000Z',
+      }),
       { role: 'assistant', content: '', tool_calls: [] },
     ]
-    const wire = (m: ChatMessage) => ({ role: m.role, content: m.content, ...(m.tool_calls?.length ? { tool_calls: m.tool_calls } : {}), ...(m.tool_call_id === undefined ? {} : { tool_call_id: m.tool_call_id }) })
+    const wire = (m: ChatMessage) => ({
+      role: m.role,
+      content: m.content,
+      ...(m.tool_calls?.length ? { tool_calls: m.tool_calls } : {}),
+      ...(m.tool_call_id === undefined ? {} : { tool_call_id: m.tool_call_id }),
+    })
 
     it('is byte for byte JSON.stringify of the request, with and without tools and temperature', async () => {
       const fake = await startFakeLlm()
@@ -87,7 +109,11 @@ describe('OpenAI-compatible client', () => {
         JSON.stringify({ model: 'fake-model', messages: messages.map(wire), max_tokens: 4096 }),
         JSON.stringify({ model: 'fake-model', messages: [], max_tokens: 4096 }),
       ])
-      expect(fake.requests[0]?.raw.equals(Buffer.from(JSON.stringify({ model: 'fake-model', messages: messages.map(wire), tools, max_tokens: 77, temperature: 0.2 })))).toBe(true)
+      expect(
+        fake.requests[0]?.raw.equals(
+          Buffer.from(JSON.stringify({ model: 'fake-model', messages: messages.map(wire), tools, max_tokens: 77, temperature: 0.2 })),
+        ),
+      ).toBe(true)
     })
 
     it('is sent again, the same bytes, on a retry', async () => {
@@ -117,18 +143,31 @@ describe('OpenAI-compatible client', () => {
         [note, system, task], // a new beginning
       ]
       for (const messages of requests) await client.chat(messages, { tools })
-      expect(fake.requests.map((r) => r.raw.toString())).toEqual(requests.map((messages) => JSON.stringify({ model: 'fake-model', messages: messages.map(wire), tools, max_tokens: 4096 })))
+      expect(fake.requests.map((r) => r.raw.toString())).toEqual(
+        requests.map((messages) => JSON.stringify({ model: 'fake-model', messages: messages.map(wire), tools, max_tokens: 4096 })),
+      )
       // Another model, another beginning: nothing is borrowed from a body that started differently.
       const first = requestBody('a', [system, task], undefined, 10, undefined)
-      expect(requestBody('b', [system, task, note], undefined, 10, 1, first).bytes.toString()).toBe(JSON.stringify({ model: 'b', messages: [system, task, note].map(wire), max_tokens: 10, temperature: 1 }))
-      expect(requestBody('a', [system, task, note], undefined, 10, undefined, first).bytes.toString()).toBe(JSON.stringify({ model: 'a', messages: [system, task, note].map(wire), max_tokens: 10 }))
+      expect(requestBody('b', [system, task, note], undefined, 10, 1, first).bytes.toString()).toBe(
+        JSON.stringify({ model: 'b', messages: [system, task, note].map(wire), max_tokens: 10, temperature: 1 }),
+      )
+      expect(requestBody('a', [system, task, note], undefined, 10, undefined, first).bytes.toString()).toBe(
+        JSON.stringify({ model: 'a', messages: [system, task, note].map(wire), max_tokens: 10 }),
+      )
     })
 
-    it('writes the next body into the last one\'s buffer only when that one is no longer being sent', async () => {
+    it("writes the next body into the last one's buffer only when that one is no longer being sent", async () => {
       const [system, task] = window() as [ChatMessage, ChatMessage]
       const big = (i: number): ChatMessage => ({ role: 'tool', content: `${i}: ${'text "quoted"\n'.repeat(3000)}`, tool_call_id: `c${i}` })
       // Growing past the first buffer, shrinking, a new beginning: every body is JSON.stringify's, each written where the last one was when it fits.
-      const windows = [[system, task], [system, task, big(1)], [system, task, big(1), big(2)], [system, task, big(1), big(2), big(3), big(4)], [system, big(5)], [task]]
+      const windows = [
+        [system, task],
+        [system, task, big(1)],
+        [system, task, big(1), big(2)],
+        [system, task, big(1), big(2), big(3), big(4)],
+        [system, big(5)],
+        [task],
+      ]
       let previous = null
       const seen = []
       for (const messages of windows) {
@@ -151,12 +190,22 @@ describe('OpenAI-compatible client', () => {
           if (bodies.length === 2) release()
           await bothArrived
           res.writeHead(200, { 'content-type': 'application/json' })
-          res.end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: 'm', choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'ok' } }] }))
+          res.end(
+            JSON.stringify({
+              id: 'x',
+              object: 'chat.completion',
+              created: 0,
+              model: 'm',
+              choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'ok' } }],
+            }),
+          )
         })
       })
       await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
       onTestFinished(() => new Promise<void>((resolve) => server.close(() => resolve())))
-      const client = requireLlmClient(parseConfig(`llm:\n  openai:\n    base_url: http://127.0.0.1:${(server.address() as AddressInfo).port}/v1\n    model: m\n    max_retries: 0\n`))
+      const client = requireLlmClient(
+        parseConfig(`llm:\n  openai:\n    base_url: http://127.0.0.1:${(server.address() as AddressInfo).port}/v1\n    model: m\n    max_retries: 0\n`),
+      )
       const one = [system, task, big(6)]
       const two = [system, task, big(7)]
       await Promise.all([client.chat(one), client.chat(two)])
@@ -181,12 +230,26 @@ describe('OpenAI-compatible client', () => {
       } finally {
         stringify.mockRestore()
       }
-      expect(fake.requests[1]?.raw.toString()).toBe(JSON.stringify({ model: 'fake-model', messages: [...messages, { role: 'user', content: 'the next turn' } as ChatMessage].map(wire), tools, max_tokens: 4096 }))
+      expect(fake.requests[1]?.raw.toString()).toBe(
+        JSON.stringify({
+          model: 'fake-model',
+          messages: [...messages, { role: 'user', content: 'the next turn' } as ChatMessage].map(wire),
+          tools,
+          max_tokens: 4096,
+        }),
+      )
     })
   })
   // Issue 22: the request goes out through node:http (fetch copied the body and wrapped it in web streams).
   describe('the transport', () => {
-    const completion = (content: string) => JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: 'm', choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content } }] })
+    const completion = (content: string) =>
+      JSON.stringify({
+        id: 'x',
+        object: 'chat.completion',
+        created: 0,
+        model: 'm',
+        choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content } }],
+      })
 
     it('sends the body as is, decodes a compressed answer, and follows a redirect as fetch does', async () => {
       const seen: { path: string; headers: Record<string, unknown>; body: string }[] = []
@@ -207,11 +270,16 @@ describe('OpenAI-compatible client', () => {
       await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
       onTestFinished(() => new Promise<void>((resolve) => server.close(() => resolve())))
       const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-      const config = (path: string) => parseConfig(`llm:\n  provider: openai\n  openai:\n    base_url: ${base}${path}\n    api_key: k\n    model: m\n    max_retries: 0\n`)
+      const config = (path: string) =>
+        parseConfig(`llm:\n  provider: openai\n  openai:\n    base_url: ${base}${path}\n    api_key: k\n    model: m\n    max_retries: 0\n`)
       const messages: ChatMessage[] = [{ role: 'user', content: 'ünïcödé' }]
       expect((await requireLlmClient(config('/v1')).chat(messages)).message.content).toBe('gzipped ✓')
       expect(seen[0]?.body).toBe(JSON.stringify({ model: 'm', messages, max_tokens: 4096 }))
-      expect(seen[0]?.headers).toMatchObject({ 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(seen[0]?.body ?? '')), authorization: 'Bearer k' })
+      expect(seen[0]?.headers).toMatchObject({
+        'content-type': 'application/json',
+        'content-length': String(Buffer.byteLength(seen[0]?.body ?? '')),
+        authorization: 'Bearer k',
+      })
       // fetch's own request headers are absent: the request did not go through fetch.
       expect(seen[0]?.headers['sec-fetch-mode']).toBeUndefined()
       expect((await requireLlmClient(config('/old')).chat(messages)).message.content).toBe('after a redirect')
@@ -229,14 +297,24 @@ describe('cached prompt tokens (issue 30)', () => {
       req.resume()
       req.on('end', () => {
         res.writeHead(200, { 'content-type': 'application/json' })
-        res.end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: 'm', choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'ok' } }], ...extra }))
+        res.end(
+          JSON.stringify({
+            id: 'x',
+            object: 'chat.completion',
+            created: 0,
+            model: 'm',
+            choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'ok' } }],
+            ...extra,
+          }),
+        )
       })
     })
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
     onTestFinished(() => new Promise<void>((resolve) => server.close(() => resolve())))
     return `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`
   }
-  const clientAt = (url: string) => requireLlmClient(parseConfig(`llm:\n  provider: openai\n  openai:\n    base_url: ${url}\n    api_key: k\n    model: m\n    max_retries: 0\n`))
+  const clientAt = (url: string) =>
+    requireLlmClient(parseConfig(`llm:\n  provider: openai\n  openai:\n    base_url: ${url}\n    api_key: k\n    model: m\n    max_retries: 0\n`))
   const usage = { prompt_tokens: 5000, completion_tokens: 10, total_tokens: 5010 }
 
   it('OpenAI and vLLM: usage.prompt_tokens_details.cached_tokens', async () => {
@@ -253,7 +331,12 @@ describe('cached prompt tokens (issue 30)', () => {
   })
 
   it('none reported, or nonsense (a string, a negative count): no cached tokens', async () => {
-    for (const extra of [{ usage }, { usage: { ...usage, prompt_tokens_details: { cached_tokens: '12' } } }, { usage, timings: { cache_n: -5 } }, { usage, tokens_cached: 1.5 }]) {
+    for (const extra of [
+      { usage },
+      { usage: { ...usage, prompt_tokens_details: { cached_tokens: '12' } } },
+      { usage, timings: { cache_n: -5 } },
+      { usage, tokens_cached: 1.5 },
+    ]) {
       expect((await clientAt(await serverAnswering(extra)).chat([{ role: 'user', content: 'hi' }])).usage).toEqual(usage)
     }
   })

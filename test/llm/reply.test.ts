@@ -7,7 +7,15 @@ describe('normaliseReply', () => {
     expect(normaliseReply(null)).toEqual({ role: 'assistant', content: null })
     expect(normaliseReply({ content: [{ type: 'text', text: 'a' }, { type: 'image_url' }, 'b'] })).toEqual({ role: 'assistant', content: 'a\nb' })
     expect(normaliseReply({ content: 42 })).toEqual({ role: 'assistant', content: null })
-    const m = normaliseReply({ content: 'x', tool_calls: [{ function: { name: null, arguments: { path: 'a' } } }, 'junk', { type: 'custom', custom: {} }, { id: 'k', type: 'function', function: { name: 'glob' } }] })
+    const m = normaliseReply({
+      content: 'x',
+      tool_calls: [
+        { function: { name: null, arguments: { path: 'a' } } },
+        'junk',
+        { type: 'custom', custom: {} },
+        { id: 'k', type: 'function', function: { name: 'glob' } },
+      ],
+    })
     expect(m.tool_calls).toHaveLength(2)
     expect(m.tool_calls?.[0]).toMatchObject({ type: 'function', function: { name: '', arguments: '{"path":"a"}' } })
     expect(m.tool_calls?.[0]?.id).toMatch(/^call_[0-9a-f]{24}$/)

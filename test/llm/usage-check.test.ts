@@ -29,13 +29,15 @@ describe('a token count from the server', () => {
     expect(tokenCount(-3, 10)).toEqual({ ok: false, why: '-3 (negative)' })
   })
 
-  it("is bounded by the request: its size (a token is at least a byte) and its max_tokens", () => {
+  it('is bounded by the request: its size (a token is at least a byte) and its max_tokens', () => {
     const small = promptBound([{ role: 'user', content: 'hi' }], undefined)
     const large = promptBound([{ role: 'user', content: 'x'.repeat(400_000) }], undefined)
     // 400,000 characters are at most 1.2 MB of UTF-8: never more tokens than that.
     expect(large - small).toBeGreaterThanOrEqual(1_200_000 - 12)
     expect(large).toBeLessThan(1_300_000)
-    expect(promptBound([{ role: 'user', content: 'hi' }], [{ type: 'function', function: { name: 'f', description: 'd'.repeat(1000) } }])).toBeGreaterThan(small + 3000)
+    expect(promptBound([{ role: 'user', content: 'hi' }], [{ type: 'function', function: { name: 'f', description: 'd'.repeat(1000) } }])).toBeGreaterThan(
+      small + 3000,
+    )
     expect(completionBound(1500)).toBe(1500 + 4096)
   })
 })
@@ -76,8 +78,15 @@ describe('Anthropic usage', () => {
   const good = { input_tokens: 12, output_tokens: 30, cache_creation_input_tokens: 1500, cache_read_input_tokens: 4000 }
 
   it('a sound report: the prompt is input and the cache', () => {
-    expect(checkAnthropicUsage(good, bounds)).toEqual({ usage: { prompt_tokens: 5512, completion_tokens: 30, total_tokens: 5542, cached_tokens: 4000, cache_write_tokens: 1500 }, refused: null })
-    expect(checkAnthropicUsage({ input_tokens: 5, output_tokens: 5, cache_read_input_tokens: null }, bounds).usage).toEqual({ prompt_tokens: 5, completion_tokens: 5, total_tokens: 10 })
+    expect(checkAnthropicUsage(good, bounds)).toEqual({
+      usage: { prompt_tokens: 5512, completion_tokens: 30, total_tokens: 5542, cached_tokens: 4000, cache_write_tokens: 1500 },
+      refused: null,
+    })
+    expect(checkAnthropicUsage({ input_tokens: 5, output_tokens: 5, cache_read_input_tokens: null }, bounds).usage).toEqual({
+      prompt_tokens: 5,
+      completion_tokens: 5,
+      total_tokens: 10,
+    })
   })
 
   for (const field of ['input_tokens', 'output_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens'] as const) {
@@ -98,7 +107,10 @@ describe('Anthropic usage', () => {
 describe('both clients check what their server reports', () => {
   it('OpenAI-compatible: a negative count comes back as no usage, with why', async () => {
     const fake = await startFakeLlm()
-    fake.queue.push({ content: 'ok', usage: { prompt_tokens: -1_000_000, completion_tokens: 5, total_tokens: -999_995 } }, { content: 'ok', usage: { prompt_tokens: 1e20, completion_tokens: 5, total_tokens: 1e20 } })
+    fake.queue.push(
+      { content: 'ok', usage: { prompt_tokens: -1_000_000, completion_tokens: 5, total_tokens: -999_995 } },
+      { content: 'ok', usage: { prompt_tokens: 1e20, completion_tokens: 5, total_tokens: 1e20 } },
+    )
     const client = requireLlmClient(parseConfig(fake.configYaml()))
     expect(await client.chat([{ role: 'user', content: 'hi' }])).toMatchObject({ usage: null, usageRefused: 'prompt_tokens -1000000 (negative)' })
     expect(await client.chat([{ role: 'user', content: 'hi' }])).toMatchObject({ usage: null, usageRefused: 'prompt_tokens 100000000000000000000 (too large)' })
@@ -107,7 +119,10 @@ describe('both clients check what their server reports', () => {
   for (const stream of [true, false]) {
     it(`Anthropic (${stream ? 'streamed' : 'whole'}): a fractional or string count comes back as no usage, with why`, async () => {
       const fake = await startFakeAnthropic()
-      fake.queue.push({ content: 'ok', usage: { input_tokens: 12.5, output_tokens: 3 } }, { content: 'ok', usage: { input_tokens: 12, output_tokens: 3, cache_read_input_tokens: '4000' } })
+      fake.queue.push(
+        { content: 'ok', usage: { input_tokens: 12.5, output_tokens: 3 } },
+        { content: 'ok', usage: { input_tokens: 12, output_tokens: 3, cache_read_input_tokens: '4000' } },
+      )
       const client = requireLlmClient(parseConfig(fake.configYaml('', { stream })))
       expect(await client.chat([{ role: 'user', content: 'hi' }])).toMatchObject({ usage: null, usageRefused: 'input_tokens 12.5 (not a whole number)' })
       expect(await client.chat([{ role: 'user', content: 'hi' }])).toMatchObject({ usage: null, usageRefused: 'cache_read_input_tokens a string' })

@@ -26,7 +26,12 @@ describe('the reset of a usage limit, from what providers send', () => {
     expect(parseResetDuration('6 minutes')).toBeNull()
     expect(parseResetDuration('')).toBeNull()
     // The exhausted limit's reset, not the other's.
-    const openai = new Headers({ 'x-ratelimit-reset-requests': '1s', 'x-ratelimit-remaining-requests': '59', 'x-ratelimit-reset-tokens': '6m0s', 'x-ratelimit-remaining-tokens': '0' })
+    const openai = new Headers({
+      'x-ratelimit-reset-requests': '1s',
+      'x-ratelimit-remaining-requests': '59',
+      'x-ratelimit-reset-tokens': '6m0s',
+      'x-ratelimit-remaining-tokens': '0',
+    })
     expect(providerResetMs(openai, NOW)).toBe(360_000)
     // None said exhausted: the latest.
     expect(providerResetMs(new Headers({ 'x-ratelimit-reset-requests': '20ms', 'x-ratelimit-reset-tokens': '2s' }), NOW)).toBe(2000)
@@ -54,7 +59,11 @@ describe('the reset of a usage limit, from what providers send', () => {
     const overloaded = new Headers({ 'anthropic-ratelimit-tokens-reset': '2026-11-28T12:00:00Z' })
     markUsageLimit(529, overloaded, 60_000, NOW)
     expect(overloaded.get(LIMIT_UNTIL_HEADER)).toBe('2026-11-28T12:00:00.000Z')
-    for (const [status, headers] of [[429, new Headers({ 'retry-after': '30' })], [500, new Headers({ 'retry-after': '3600' })], [429, new Headers()]] as const) {
+    for (const [status, headers] of [
+      [429, new Headers({ 'retry-after': '30' })],
+      [500, new Headers({ 'retry-after': '3600' })],
+      [429, new Headers()],
+    ] as const) {
       markUsageLimit(status, headers, 60_000, NOW)
       expect(headers.has(LIMIT_UNTIL_HEADER)).toBe(false)
       expect(headers.has('x-should-retry')).toBe(false)

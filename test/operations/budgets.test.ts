@@ -44,7 +44,13 @@ describe('caps and costs', () => {
   it("a request's most cost, a task's spend from its recorded tokens, and which cap a request would pass", () => {
     const price = config.pricing.m as NonNullable<typeof config.pricing.m>
     expect(requestEstimate(price, 100_000, 4096)).toBeCloseTo(0.3 + 0.06144, 10)
-    const state = { ...initialState(new Date(0)), prompt_tokens: 1_000_000, cached_tokens: 500_000, completion_tokens: 100_000, compaction_tokens: { requests: 2, prompt_tokens: 100_000, completion_tokens: 0, cached_tokens: 0 } }
+    const state = {
+      ...initialState(new Date(0)),
+      prompt_tokens: 1_000_000,
+      cached_tokens: 500_000,
+      completion_tokens: 100_000,
+      compaction_tokens: { requests: 2, prompt_tokens: 100_000, completion_tokens: 0, cached_tokens: 0 },
+    }
     expect(taskSpend(state, 'm', config.pricing)).toBeCloseTo(1.5 + 0.15 + 1.5 + 0.3, 6)
     const caps = sharedCaps(config, 'alice')
     expect(passedSharedCap(caps, { user_day: 0.9, user_month: 10, fleet_day: 10 }, 0.05)).toBeNull()
@@ -65,16 +71,29 @@ describe('doctor: which caps apply, and whether every model in use has a price',
   const llm = 'llm:\n  provider: openai\n  openai:\n    model: gpt-x\n'
 
   it('no cap: skipped, saying so', () => {
-    expect(budgetCheck(input(llm))).toMatchObject({ name: 'budgets', status: 'skip', message: expect.stringMatching(/^no cost caps set .*no price for gpt-x: no cost shown/) })
+    expect(budgetCheck(input(llm))).toMatchObject({
+      name: 'budgets',
+      status: 'skip',
+      message: expect.stringMatching(/^no cost caps set .*no price for gpt-x: no cost shown/),
+    })
   })
 
   it('caps, and a model of a user without a price: a warning naming it', () => {
-    const check = budgetCheck(input(`${llm}run:\n  max_cost_usd: 2\nbudgets:\n  user_daily_usd: 10\n  timezone: Europe/Berlin\nusers:\n  alice:\n    llm:\n      model: big\n    budgets:\n      user_daily_usd: null\npricing:\n  gpt-x:\n    prompt: 1\n    completion: 2\n`))
+    const check = budgetCheck(
+      input(
+        `${llm}run:\n  max_cost_usd: 2\nbudgets:\n  user_daily_usd: 10\n  timezone: Europe/Berlin\nusers:\n  alice:\n    llm:\n      model: big\n    budgets:\n      user_daily_usd: null\npricing:\n  gpt-x:\n    prompt: 1\n    completion: 2\n`,
+      ),
+    )
     expect(check).toMatchObject({ status: 'warn', hint: expect.stringContaining('big') })
-    expect(check.message).toBe('run.max_cost_usd $2.00; budgets.user_daily_usd $10.00; users.alice: user_daily_usd none (days in Europe/Berlin); no price for big: not capped by money')
+    expect(check.message).toBe(
+      'run.max_cost_usd $2.00; budgets.user_daily_usd $10.00; users.alice: user_daily_usd none (days in Europe/Berlin); no price for big: not capped by money',
+    )
   })
 
   it('caps and every model priced: ok', () => {
-    expect(budgetCheck(input(`${llm}budgets:\n  fleet_daily_usd: 100\npricing:\n  gpt-x:\n    prompt: 1\n    completion: 2\n`))).toMatchObject({ status: 'ok', message: 'budgets.fleet_daily_usd $100.00 (days in UTC); every model in use has a price (gpt-x)' })
+    expect(budgetCheck(input(`${llm}budgets:\n  fleet_daily_usd: 100\npricing:\n  gpt-x:\n    prompt: 1\n    completion: 2\n`))).toMatchObject({
+      status: 'ok',
+      message: 'budgets.fleet_daily_usd $100.00 (days in UTC); every model in use has a price (gpt-x)',
+    })
   })
 })

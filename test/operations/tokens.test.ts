@@ -2,7 +2,9 @@ import { describe, expect, it } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
 import { costOf, requestsCost, splitOf } from '../../src/operations/tokens.js'
 
-const pricing = parseConfig('pricing:\n  sonnet: { prompt: 3, completion: 15, cached: 0.3, cache_write: 3.75 }\n  plain: { prompt: 2, completion: 8 }\n').pricing
+const pricing = parseConfig(
+  'pricing:\n  sonnet: { prompt: 3, completion: 15, cached: 0.3, cache_write: 3.75 }\n  plain: { prompt: 2, completion: 8 }\n',
+).pricing
 
 describe('cost as providers bill it (issue 30)', () => {
   it('cached input at the cached rate, cache writes at the write rate, the rest at the prompt rate', () => {
@@ -18,8 +20,15 @@ describe('cost as providers bill it (issue 30)', () => {
   })
 
   it("a state.json's split, cache writes where recorded; summary requests' cost apart", () => {
-    expect(splitOf({ total_tokens_used: 10, prompt_tokens: 8, completion_tokens: 2, cached_tokens: 4 })).toEqual({ total: 10, prompt: 8, completion: 2, cached: 4 })
-    expect(splitOf({ total_tokens_used: 10, prompt_tokens: 8, completion_tokens: 2, cached_tokens: 4, cache_write_tokens: 3 })).toMatchObject({ cache_write: 3 })
+    expect(splitOf({ total_tokens_used: 10, prompt_tokens: 8, completion_tokens: 2, cached_tokens: 4 })).toEqual({
+      total: 10,
+      prompt: 8,
+      completion: 2,
+      cached: 4,
+    })
+    expect(splitOf({ total_tokens_used: 10, prompt_tokens: 8, completion_tokens: 2, cached_tokens: 4, cache_write_tokens: 3 })).toMatchObject({
+      cache_write: 3,
+    })
     const usage = { requests: 2, prompt_tokens: 20_000, completion_tokens: 1_000, cached_tokens: 10_000 }
     expect(requestsCost('sonnet', usage, pricing)).toEqual({ requests: 2, prompt: 20_000, completion: 1_000, cached: 10_000, cost_usd: 0.048 })
     expect(requestsCost('unknown', usage, pricing)).toMatchObject({ requests: 2, cost_usd: null })

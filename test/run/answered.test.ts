@@ -43,7 +43,11 @@ describe('a task killed after answering finishes its ending', () => {
     expect(dry.stdout).toContain('would complete it with its answer')
     const res = await s.run(['watch-locks', '--once', '--json'], LATER)
     expect(res.code, res.stderr).toBe(0)
-    expect(JSON.parse(res.stdout.trim().split('\n')[0] as string)).toMatchObject({ uuid, action: 'finished', reason: expect.stringContaining('died after answering') })
+    expect(JSON.parse(res.stdout.trim().split('\n')[0] as string)).toMatchObject({
+      uuid,
+      action: 'finished',
+      reason: expect.stringContaining('died after answering'),
+    })
     expect(readTask(s.tree, uuid)).toMatchObject({ location: 'completed', state: { status: 'completed', final_answer: 'the answer', error: null } })
   })
 })
@@ -55,7 +59,9 @@ describe('the final answer is bounded in state.json', () => {
     const res = await s.run(['run', '--task', 't', '--workspace', s.ws])
     expect(res.code, res.stderr).toBe(0)
     const task = onlyTask(s.tree)
-    expect(task.state.final_answer).toBe(`${'a'.repeat(1000)}\n[cut: the final answer is 5,000 characters; the first 1,000 are kept here, the whole is in messages.jsonl]`)
+    expect(task.state.final_answer).toBe(
+      `${'a'.repeat(1000)}\n[cut: the final answer is 5,000 characters; the first 1,000 are kept here, the whole is in messages.jsonl]`,
+    )
     expect(task.messages.find((m) => m.role === 'assistant')?.content).toBe('a'.repeat(5000))
     expect(res.stderr).toMatch(/state.json keeps the first 1,000 \(run.max_answer_chars\)/)
   })
@@ -94,7 +100,9 @@ describe('a task killed between its finish call and state.json taking the answer
     writeFileSync(join(dir, 'state.json'), JSON.stringify(state))
     if (unrun) {
       for (const name of ['messages.jsonl', 'current.jsonl']) {
-        const lines = readFileSync(join(dir, name), 'utf8').split('\n').filter((l) => l !== '' && !l.includes('"role":"tool"'))
+        const lines = readFileSync(join(dir, name), 'utf8')
+          .split('\n')
+          .filter((l) => l !== '' && !l.includes('"role":"tool"'))
         writeFileSync(join(dir, name), `${lines.join('\n')}\n`)
       }
       writeFileSync(join(dir, 'tools.jsonl'), '')
@@ -120,7 +128,14 @@ describe('a task killed between its finish call and state.json taking the answer
 
   it('a finish after a call the crash cut short is not run: both are answered as aborted and the model is asked again', async () => {
     const s = await runSetup()
-    const uuid = await killedAfterFinish(s, [{ name: 'glob', arguments: { pattern: '*' } }, { name: 'finish', arguments: { summary: 'all fixed' } }], true)
+    const uuid = await killedAfterFinish(
+      s,
+      [
+        { name: 'glob', arguments: { pattern: '*' } },
+        { name: 'finish', arguments: { summary: 'all fixed' } },
+      ],
+      true,
+    )
     const before = agentRequests(s.fake).length
     s.fake.queue.push({ content: 'done after all' })
     const res = await s.run(['run', '--resume', uuid, '--json'], LATER)

@@ -10,7 +10,10 @@ import { BIN, cliAsync, ROOT, TEST_ENV } from '../helpers/run.js'
 import { exitOf } from '../helpers/wait.js'
 import { onlyTask, waitFor } from './harness.js'
 
-const finish = (usage?: AnthropicReply['usage']): AnthropicReply => ({ calls: [{ name: 'finish', arguments: { summary: 'add() fixed', status: 'done' } }], ...(usage ? { usage } : {}) })
+const finish = (usage?: AnthropicReply['usage']): AnthropicReply => ({
+  calls: [{ name: 'finish', arguments: { summary: 'add() fixed', status: 'done' } }],
+  ...(usage ? { usage } : {}),
+})
 
 /** A tree, a workspace with a small project, the fake Messages API, a config pointing at it; the key given as ANTHROPIC_API_KEY. */
 async function setup(extraYaml = '', stream = true) {
@@ -30,7 +33,11 @@ async function setup(extraYaml = '', stream = true) {
     fake,
     run: (more: string[]) => cliAsync(args(more), env),
     start: (more: string[]) => {
-      const child = spawn(process.execPath, [BIN, ...args(more)], { cwd: ROOT, env: { ...process.env, ...TEST_ENV, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+      const child = spawn(process.execPath, [BIN, ...args(more)], {
+        cwd: ROOT,
+        env: { ...process.env, ...TEST_ENV, ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      })
       let err = ''
       child.stderr?.on('data', (d: Buffer) => (err += d.toString()))
       onTestFinished(() => {
@@ -65,7 +72,11 @@ describe('run with llm.provider: anthropic', () => {
   it('tool calls round-trip through a real run; cache breakpoints stay put; cache reads and writes land in state.json; the key is in no file or body', async () => {
     const s = await setup()
     s.fake.queue.push(
-      { content: 'Reading calc.js.', calls: [{ name: 'read_file', arguments: { path: 'calc.js' } }], usage: { input_tokens: 900, output_tokens: 40, cache_creation_input_tokens: 2000, cache_read_input_tokens: 0 } },
+      {
+        content: 'Reading calc.js.',
+        calls: [{ name: 'read_file', arguments: { path: 'calc.js' } }],
+        usage: { input_tokens: 900, output_tokens: 40, cache_creation_input_tokens: 2000, cache_read_input_tokens: 0 },
+      },
       finish({ input_tokens: 150, output_tokens: 30, cache_creation_input_tokens: 100, cache_read_input_tokens: 2000 }),
     )
     const res = await s.run(['run', '--task', 'Fix add() in calc.js', '--workspace', s.ws, '--json'])
@@ -74,7 +85,10 @@ describe('run with llm.provider: anthropic', () => {
     expect(task.location).toBe('completed')
     expect(task.messages.map((m) => m.role)).toEqual(['system', 'user', 'assistant', 'tool', 'assistant', 'tool'])
     const [, , first] = task.messages
-    expect(first).toMatchObject({ content: 'Reading calc.js.', tool_calls: [{ id: 'toolu_1_0', type: 'function', function: { name: 'read_file', arguments: '{"path":"calc.js"}' } }] })
+    expect(first).toMatchObject({
+      content: 'Reading calc.js.',
+      tool_calls: [{ id: 'toolu_1_0', type: 'function', function: { name: 'read_file', arguments: '{"path":"calc.js"}' } }],
+    })
     expect(first?.usage).toEqual({ prompt_tokens: 2900, completion_tokens: 40, cache_write_tokens: 2000 })
     expect(task.metadata.config).toMatchObject({ llm_provider: 'anthropic', model: 'claude-test', context_length: 8000 })
     // The split: prompt = input + cache reads + cache writes, over both turns.
@@ -156,7 +170,12 @@ describe('run with llm.provider: anthropic', () => {
     const keyless = join(s.tree.base, 'keyless.yaml')
     writeFileSync(keyless, 'llm:\n  provider: anthropic\n')
     const none = await cliAsync(['doctor', '--json', '--home', s.tree.base, '--config', keyless], { ANTHROPIC_API_KEY: '', ANTHROPIC_BASE_URL: '' })
-    expect((JSON.parse(none.stdout) as { checks: { name: string }[] }).checks.find((c) => c.name === 'llm')).toEqual({ name: 'llm', status: 'fail', message: 'no Anthropic API key is set', hint: 'set ANTHROPIC_API_KEY or llm.anthropic.api_key' })
+    expect((JSON.parse(none.stdout) as { checks: { name: string }[] }).checks.find((c) => c.name === 'llm')).toEqual({
+      name: 'llm',
+      status: 'fail',
+      message: 'no Anthropic API key is set',
+      hint: 'set ANTHROPIC_API_KEY or llm.anthropic.api_key',
+    })
     expect(s.fake.requests).toHaveLength(1)
   })
 })
@@ -165,7 +184,11 @@ describe("Anthropic's usage limits (docs/running.md#rate-limits)", () => {
   it('a 529 whose anthropic-ratelimit reset is an hour away is not retried early: with --no-wait the task pauses with that time', async () => {
     const s = await setup('  max_retry_wait: 1\n')
     const reset = new Date(Date.now() + 3_600_000).toISOString().replace(/\.\d{3}Z$/, 'Z')
-    s.fake.queue.push({ status: 529, error: { type: 'overloaded_error', message: 'Overloaded' }, headers: { 'anthropic-ratelimit-input-tokens-reset': reset, 'anthropic-ratelimit-input-tokens-remaining': '0' } })
+    s.fake.queue.push({
+      status: 529,
+      error: { type: 'overloaded_error', message: 'Overloaded' },
+      headers: { 'anthropic-ratelimit-input-tokens-reset': reset, 'anthropic-ratelimit-input-tokens-remaining': '0' },
+    })
     const r = await s.run(['run', '--task', 'fix add()', '--workspace', s.ws, '--no-wait', '--log-format', 'json'])
     expect(r.code, r.stderr).toBe(1)
     expect(s.fake.requests).toHaveLength(1)

@@ -10,7 +10,10 @@ import type { RunSetup } from './harness.js'
 const NOW = '2026-11-28T10:00:00.000Z'
 
 function priced(s: RunSetup, extra = ''): void {
-  writeFileSync(s.config, `${s.fake.configYaml(extra).replace('llm:\n', 'llm:\n  max_output_tokens: 100\n')}pricing:\n  fake-model:\n    prompt: 0\n    completion: 1000\n`)
+  writeFileSync(
+    s.config,
+    `${s.fake.configYaml(extra).replace('llm:\n', 'llm:\n  max_output_tokens: 100\n')}pricing:\n  fake-model:\n    prompt: 0\n    completion: 1000\n`,
+  )
 }
 
 /** The user message a request's task began with. */
@@ -21,7 +24,10 @@ describe('cost caps pause before the request that would pass them', () => {
     const s = await runSetup()
     priced(s)
     // Each reply costs $0.02 (20 completion tokens): after 3 the spend is $0.06, and a 4th request may cost $0.10, past $0.15.
-    s.fake.fallback = (req) => (Array.isArray(req.body.tools) ? { calls: [{ name: 'glob', arguments: { pattern: `*${s.fake.requests.length}*` } }] } : { content: '## Original Task\nsummary' })
+    s.fake.fallback = (req) =>
+      Array.isArray(req.body.tools)
+        ? { calls: [{ name: 'glob', arguments: { pattern: `*${s.fake.requests.length}*` } }] }
+        : { content: '## Original Task\nsummary' }
     const first = await s.run(['run', '--task', 'look around', '--workspace', s.ws, '--max-cost', '0.15', '--log-format', 'json'], { CTXAGENT_NOW: NOW })
     expect(first.code, first.stderr).toBe(5)
     expect(s.fake.requests).toHaveLength(3)
@@ -71,7 +77,9 @@ describe('cost caps pause before the request that would pass them', () => {
     const before = s.fake.requests.length
     const refused = await cliAsync([...args('alice three', 'alice'), '--home', s.tree.base, '--config', s.config], env)
     expect(refused.code).toBe(5)
-    expect(refused.stderr).toMatch(/user-daily cost cap \(budgets\.user_daily_usd: \$0\.35\) is spent: alice's spend today is \$0\.\d\d[^;]*; it resets at 2026-11-29T00:00:00\.000Z/)
+    expect(refused.stderr).toMatch(
+      /user-daily cost cap \(budgets\.user_daily_usd: \$0\.35\) is spent: alice's spend today is \$0\.\d\d[^;]*; it resets at 2026-11-29T00:00:00\.000Z/,
+    )
     expect(s.fake.requests.length).toBe(before)
     expect(s.tree.layout.list('running')).toHaveLength(0)
     // The next day (the test's clock): the same user starts again.
@@ -90,7 +98,9 @@ describe('cost caps pause before the request that would pass them', () => {
     const before = s.fake.requests.length
     const dave = await s.run(['run', '--task', 't', '--user', 'dave', '--workspace', s.ws])
     expect(dave.code).toBe(5)
-    expect(dave.stderr).toMatch(/^ctxagent: the user-daily cost cap \(budgets\.user_daily_usd: \$0\.01\) is spent: dave's spend today is \$0\.00, and a request may cost \$0\.10; it resets at /)
+    expect(dave.stderr).toMatch(
+      /^ctxagent: the user-daily cost cap \(budgets\.user_daily_usd: \$0\.01\) is spent: dave's spend today is \$0\.00, and a request may cost \$0\.10; it resets at /,
+    )
     expect(s.fake.requests.length).toBe(before)
     expect(s.tree.layout.list('paused')).toEqual([])
   })
@@ -107,7 +117,10 @@ describe('cost caps pause before the request that would pass them', () => {
     const s = await runSetup()
     priced(s, 'budgets:\n  user_daily_usd: 0.25\nusers:\n  bob:\n    budgets:\n      user_daily_usd: 0.1\n')
     const usage = { prompt_tokens: 50, completion_tokens: 100, total_tokens: 150 }
-    s.fake.fallback = (req) => (Array.isArray(req.body.tools) ? { calls: [{ name: 'glob', arguments: { pattern: `*${s.fake.requests.length}*` } }], usage } : { content: 'summary', usage })
+    s.fake.fallback = (req) =>
+      Array.isArray(req.body.tools)
+        ? { calls: [{ name: 'glob', arguments: { pattern: `*${s.fake.requests.length}*` } }], usage }
+        : { content: 'summary', usage }
     const env = { CTXAGENT_NOW: NOW }
     // alice: 2 requests of $0.10 under her $0.25 (80%); bob: 1 under his $0.10 (100%).
     expect((await s.run(['run', '--task', 'a', '--user', 'alice', '--workspace', s.ws], env)).code).toBe(5)
@@ -128,7 +141,9 @@ describe('cost caps pause before the request that would pass them', () => {
     const check = await s.run(['stats', '--check'], env)
     expect(check.code, check.stdout).toBe(2)
     expect(check.stdout).toMatch(/WARNING: user alice's daily spend \$0\.20 is 80% of its user-daily cap \$0\.25/)
-    expect(check.stdout).toMatch(/CRITICAL: user bob's daily spend \$0\.10 is 100% of its user-daily cap \$0\.10: its tasks pause until 2026-11-29T00:00:00\.000Z/)
+    expect(check.stdout).toMatch(
+      /CRITICAL: user bob's daily spend \$0\.10 is 100% of its user-daily cap \$0\.10: its tasks pause until 2026-11-29T00:00:00\.000Z/,
+    )
     const text = await s.run(['stats'], env)
     expect(text.stdout).toMatch(/Spend \(days in UTC\)/)
     // The next day: yesterday's spend counts no more against the daily caps.

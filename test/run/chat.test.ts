@@ -1,4 +1,3 @@
-
 import { spawn } from 'node:child_process'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -9,7 +8,6 @@ import { agentRequests, expectContinuousSeq, jsonl, readTask, runSetup, waitFor 
 import type { RunSetup } from './harness.js'
 
 const CHAT = 'chat:\n  wait_interval_seconds: 5\n  soft_timeout_minutes: 10\nlocks:\n  heartbeat_seconds: 0.5\n  stale_after_seconds: 2\n'
-
 
 /** The fake model answers every chat message with "re: <its text>". */
 function echo(s: RunSetup): void {
@@ -38,7 +36,12 @@ describe('chat sessions', () => {
     }
     const task = readTask(s.tree, uuid)
     const users = task.messages.filter((m) => m.role === 'user')
-    expect(users.map((m) => [m.content, m.visible ?? true])).toEqual([[expect.stringContaining('[chat session started'), false], ['one', true], ['two', true], ['three', true]])
+    expect(users.map((m) => [m.content, m.visible ?? true])).toEqual([
+      [expect.stringContaining('[chat session started'), false],
+      ['one', true],
+      ['two', true],
+      ['three', true],
+    ])
     const inboxIds = task.inbox.filter((r) => r.kind === 'message').map((r) => r.id)
     expect(users.map((m) => m.inbox_id)).toEqual(inboxIds)
     expect(task.messages.filter((m) => m.role === 'assistant').map((m) => m.content)).toEqual(['re: one', 're: two', 're: three'])
@@ -154,7 +157,10 @@ describe('chat sessions', () => {
     const first = await s.run(['watch-locks', '--once', '--json'], at(0))
     expect(first.code, first.stderr).toBe(0)
     expect(JSON.parse(findingsText(first.stdout).trim())).toMatchObject({ uuid, action: 'end_requested' })
-    expect(jsonl(join(s.tree.layout.taskDir('running', uuid), 'inbox.jsonl'))).toMatchObject([{ kind: 'message', visible: false }, { kind: 'control', action: 'end', sender: 'watch-locks' }])
+    expect(jsonl(join(s.tree.layout.taskDir('running', uuid), 'inbox.jsonl'))).toMatchObject([
+      { kind: 'message', visible: false },
+      { kind: 'control', action: 'end', sender: 'watch-locks' },
+    ])
     // Within the grace period nothing more happens.
     expect(findingsText((await s.run(['watch-locks', '--once', '--json'], at(900))).stdout).trim()).toBe('')
     const second = await s.run(['watch-locks', '--once', '--json'], at(1_100))
@@ -166,7 +172,11 @@ describe('chat sessions', () => {
     const s = await runSetup(CHAT)
     echo(s)
     const { started, uuid } = await startChat(s)
-    const child = spawn(process.execPath, [BIN, 'chat', uuid, '--home', s.tree.base, '--config', s.config], { cwd: ROOT, env: { ...process.env, NO_COLOR: '1', CTXAGENT_HOME: '', CTXAGENT_CONFIG: '' }, stdio: ['pipe', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, [BIN, 'chat', uuid, '--home', s.tree.base, '--config', s.config], {
+      cwd: ROOT,
+      env: { ...process.env, NO_COLOR: '1', CTXAGENT_HOME: '', CTXAGENT_CONFIG: '' },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    })
     let out = ''
     let err = ''
     child.stdout.on('data', (d: Buffer) => (out += d.toString()))

@@ -17,7 +17,10 @@ describe('prune by tool rounds (one user turn, many rounds)', () => {
   it('a 30-round task: the last request carries only the protected rounds in full, every call still answered', async () => {
     const s = await runSetup()
     // A large context: nothing is compacted, only pruned.
-    writeFileSync(s.config, s.fake.configYaml('context:\n  prune:\n    protected_tool_rounds: 5\n    step_rounds: 1\n').replace('context_length: 8000', 'context_length: 1000000'))
+    writeFileSync(
+      s.config,
+      s.fake.configYaml('context:\n  prune:\n    protected_tool_rounds: 5\n    step_rounds: 1\n').replace('context_length: 8000', 'context_length: 1000000'),
+    )
     for (let i = 0; i < 30; i++) writeFileSync(join(s.ws, `f${i}.txt`), `line ${i}\n`.repeat(500)) // ~4 KB each
     s.fake.queue = Array.from({ length: 30 }, (_, i) => ({ calls: [{ name: 'read_file', arguments: { path: `f${i}.txt` } }] }))
     s.fake.queue.push({ content: 'read them all' })
@@ -52,7 +55,11 @@ describe('prune by tool rounds (one user turn, many rounds)', () => {
     const tools = out.filter((m) => m.role === 'tool').map((m) => m.content)
     expect(tools).toEqual(['[pruned]', '[pruned]', 'output 3', 'output 4', 'output 5'])
     // Rounds decide when they are fewer than the turns would protect.
-    expect(prune(window, { protectedTurns: 3, protectedToolRounds: 1 }).filter((m) => m.role === 'tool').map((m) => m.content)).toEqual(['[pruned]', '[pruned]', '[pruned]', '[pruned]', 'output 5'])
+    expect(
+      prune(window, { protectedTurns: 3, protectedToolRounds: 1 })
+        .filter((m) => m.role === 'tool')
+        .map((m) => m.content),
+    ).toEqual(['[pruned]', '[pruned]', '[pruned]', '[pruned]', 'output 5'])
   })
 })
 
@@ -71,7 +78,10 @@ describe('usage reports and bounded compaction', () => {
     const task = onlyTask(s.tree)
     expect(task.summaries.length).toBeGreaterThanOrEqual(2)
     // Each compaction is a bounded run of summary calls between two agent requests.
-    const runs = s.fake.requests.map((r) => (Array.isArray(r.body.tools) ? '|' : 's')).join('').split('|')
+    const runs = s.fake.requests
+      .map((r) => (Array.isArray(r.body.tools) ? '|' : 's'))
+      .join('')
+      .split('|')
     expect(Math.max(...runs.map((r) => r.length))).toBeLessThanOrEqual(5)
   })
 
@@ -103,7 +113,10 @@ describe('usage reports and bounded compaction', () => {
 
   it('resuming a task whose window grew too large: a bounded number of summary calls, each within the context, then a well-formed request', async () => {
     const s = await runSetup()
-    writeFileSync(s.config, s.fake.configYaml('context:\n  prune:\n    protected_tool_rounds: 1000\n').replace('context_length: 8000', 'context_length: 1000000'))
+    writeFileSync(
+      s.config,
+      s.fake.configYaml('context:\n  prune:\n    protected_tool_rounds: 1000\n').replace('context_length: 8000', 'context_length: 1000000'),
+    )
     for (let i = 0; i < 40; i++) writeFileSync(join(s.ws, `h${i}.txt`), `h${i} `.repeat(2000)) // ~8 KB each
     s.fake.queue = Array.from({ length: 40 }, (_, i) => ({ calls: [{ name: 'read_file', arguments: { path: `h${i}.txt` } }] }))
     // Then the server fails: the task pauses (an LLM outage), its window ~80k tokens.
@@ -116,7 +129,8 @@ describe('usage reports and bounded compaction', () => {
     writeFileSync(s.config, s.fake.configYaml('context:\n  prune:\n    protected_tool_rounds: 1000\n'))
     const before = s.fake.requests.length
     s.fake.queue = []
-    s.fake.fallback = (req) => (Array.isArray(req.body.tools) ? { content: 'all read' } : { content: '## Original Task\nread the h files\n## Current State\nall read' })
+    s.fake.fallback = (req) =>
+      Array.isArray(req.body.tools) ? { content: 'all read' } : { content: '## Original Task\nread the h files\n## Current State\nall read' }
     const res = await s.run(['run', '--resume', paused.uuid])
     expect(res.code, res.stderr).toBe(0)
     const after = s.fake.requests.slice(before)
@@ -180,7 +194,12 @@ describe('a prefix that stays put, and summaries that do not re-send the task (i
     const end = HEAD.length - 1 + Buffer.byteLength(JSON.stringify(r.body.messages))
     return { messages: r.raw.subarray(HEAD.length, end - 1), rest: r.raw.subarray(end) }
   }
-  const pruned = (r: RecordedRequest) => new Set(sent(r).filter((m) => m.role === 'tool' && /\[pruned\]$/.test(m.content ?? '')).map((m) => m.tool_call_id))
+  const pruned = (r: RecordedRequest) =>
+    new Set(
+      sent(r)
+        .filter((m) => m.role === 'tool' && /\[pruned\]$/.test(m.content ?? ''))
+        .map((m) => m.tool_call_id),
+    )
 
   /** Shared bytes of two buffers from their start. */
   function sharedBytes(a: Buffer, b: Buffer): number {
@@ -192,7 +211,10 @@ describe('a prefix that stays put, and summaries that do not re-send the task (i
 
   it('200 rounds in a small context: each request is the previous one plus new messages except at prune steps and compactions; cached tokens recorded; cost with cache rates in stats --json; the final summary in at most 2 bounded requests', async () => {
     const s = await runSetup('pricing:\n  fake-model: { prompt: 3, completion: 15, cached: 0.3 }\n')
-    writeFileSync(s.config, `${s.fake.configYaml('context:\n  compression:\n    summary_max_tokens: 700\n')}pricing:\n  fake-model: { prompt: 3, completion: 15, cached: 0.3 }\n`)
+    writeFileSync(
+      s.config,
+      `${s.fake.configYaml('context:\n  compression:\n    summary_max_tokens: 700\n')}pricing:\n  fake-model: { prompt: 3, completion: 15, cached: 0.3 }\n`,
+    )
     const ROUNDS = 200
     for (let i = 0; i < ROUNDS; i++) writeFileSync(join(s.ws, `f${i}.txt`), `file ${i} holds ${'content '.repeat(120)}\n`)
     // Honest usage, and a prefix cache that serves what this request shares with the last one (in whole 64-token blocks).
@@ -204,8 +226,13 @@ describe('a prefix that stays put, and summaries that do not re-send the task (i
       const agent = Array.isArray(req.body.tools)
       const cached = previous === null ? 0 : Math.floor(sharedBytes(previous, req.raw) / 256) * 64
       previous = req.raw
-      const usage = { prompt_tokens: Math.ceil(req.raw.length / 4), completion_tokens: 20, total_tokens: Math.ceil(req.raw.length / 4) + 20, prompt_tokens_details: { cached_tokens: cached } }
-      if (agent) ((reported.prompt += usage.prompt_tokens), (reported.cached += cached))
+      const usage = {
+        prompt_tokens: Math.ceil(req.raw.length / 4),
+        completion_tokens: 20,
+        total_tokens: Math.ceil(req.raw.length / 4) + 20,
+        prompt_tokens_details: { cached_tokens: cached },
+      }
+      if (agent) (reported.prompt += usage.prompt_tokens), (reported.cached += cached)
       if (!agent) return { content: `## Original Task\nread the files\n## Current State\nread ${round}`, usage }
       const i = round++
       if (i >= ROUNDS) answered = true
@@ -268,7 +295,9 @@ describe('a prefix that stays put, and summaries that do not re-send the task (i
     const compactionRequests = all.slice(0, answer).filter((r) => !Array.isArray(r.body.tools))
     expect(task.summaries.every((r) => (r.usage as { requests: number } | undefined)?.requests !== undefined)).toBe(true)
     expect(task.state.compaction_tokens).toMatchObject({ requests: compactionRequests.length, completion_tokens: 20 * compactionRequests.length })
-    const view = JSON.parse((await s.run(['view', task.uuid, '--json'])).stdout) as { tokens: Record<string, { requests: number; cost_usd: number | null } | undefined> }
+    const view = JSON.parse((await s.run(['view', task.uuid, '--json'])).stdout) as {
+      tokens: Record<string, { requests: number; cost_usd: number | null } | undefined>
+    }
     expect(view.tokens.final_summary).toMatchObject({ requests: finals.length })
     expect(view.tokens.final_summary?.cost_usd).toBeGreaterThan(0)
     expect(view.tokens.compactions).toMatchObject({ requests: compactionRequests.length })

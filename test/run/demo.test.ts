@@ -28,7 +28,10 @@ describe('ctxagent demo', () => {
     const state = JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8')) as Record<string, unknown>
     expect(state).toMatchObject({ status: 'completed', turns: 36, finish_status: 'done' })
     expect(Number(state.compression_count)).toBeGreaterThanOrEqual(2)
-    expect(jsonl(join(dir, 'inbox.jsonl')).map((r) => [r.kind, r.action])).toEqual([['control', 'pause'], ['reply', 'pause']])
+    expect(jsonl(join(dir, 'inbox.jsonl')).map((r) => [r.kind, r.action])).toEqual([
+      ['control', 'pause'],
+      ['reply', 'pause'],
+    ])
     const tools = jsonl(join(dir, 'tools.jsonl'))
     expect(tools).toHaveLength(36)
     expect(tools.filter((t) => t.status !== 'success')).toEqual([])

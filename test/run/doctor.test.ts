@@ -18,7 +18,12 @@ describe('ctxagent doctor', () => {
     const s = await runSetup()
     const gh = await startFakeGithub()
     const gl = await startFakeGitlab()
-    writeFileSync(s.config, s.fake.configYaml(`github:\n  api_url: ${gh.url}\n  token: ${gh.token}\ngitlab:\n  url: ${gl.url}\n  token: ${gl.token}\nmcp:\n  servers:\n    files:\n      command: ${process.execPath}\n      args: [${JSON.stringify(SERVER)}, ${JSON.stringify(s.ws)}]\n      timeout_seconds: 20\n`))
+    writeFileSync(
+      s.config,
+      s.fake.configYaml(
+        `github:\n  api_url: ${gh.url}\n  token: ${gh.token}\ngitlab:\n  url: ${gl.url}\n  token: ${gl.token}\nmcp:\n  servers:\n    files:\n      command: ${process.execPath}\n      args: [${JSON.stringify(SERVER)}, ${JSON.stringify(s.ws)}]\n      timeout_seconds: 20\n`,
+      ),
+    )
     s.fake.queue.push({ calls: [{ name: 'report_ready', arguments: { ready: true } }] })
     // Started as a run in that workspace would start it: in the sandbox around it.
     const res = await s.run(['doctor', '--json', '--workspace', s.ws])
@@ -36,7 +41,12 @@ describe('ctxagent doctor', () => {
     // The request offered the tool and was answered by a call to it.
     expect(JSON.stringify(s.fake.requests[0]?.body.tools)).toContain('report_ready')
     const text = await s.run(['doctor'])
-    expect(text.stdout.split('\n').filter(Boolean).every((l) => /^(ok {2}|warn|FAIL|-- {2}) \S+/.test(l))).toBe(true)
+    expect(
+      text.stdout
+        .split('\n')
+        .filter(Boolean)
+        .every((l) => /^(ok {2}|warn|FAIL|-- {2}) \S+/.test(l)),
+    ).toBe(true)
   })
 
   it('a broken setup: each problem one line with what to do, exit 1', async () => {
@@ -45,12 +55,21 @@ describe('ctxagent doctor', () => {
     // A server that writes beside the tree before it fails: started in the sandbox, its write lands nowhere on the host.
     const escaped = join(s.tree.base, '..', 'escaped-from-doctor')
     const escapeScript = `try { require('fs').writeFileSync(${JSON.stringify(escaped)}, 'x') } catch {} console.error('cannot open the database'); process.exit(3)`
-    writeFileSync(s.config, s.fake.configYaml(`github:\n  api_url: ${gh.url}\n  token: ghp_wrongtoken00000000000000000000000000\nmcp:\n  servers:\n    broken:\n      command: ${process.execPath}\n      args: ["-e", ${JSON.stringify(escapeScript)}]\n      timeout_seconds: 5\n`))
+    writeFileSync(
+      s.config,
+      s.fake.configYaml(
+        `github:\n  api_url: ${gh.url}\n  token: ghp_wrongtoken00000000000000000000000000\nmcp:\n  servers:\n    broken:\n      command: ${process.execPath}\n      args: ["-e", ${JSON.stringify(escapeScript)}]\n      timeout_seconds: 5\n`,
+      ),
+    )
     // The model answers in text: reachable, but no use to an agent.
     const res = await s.run(['doctor', '--json'])
     expect(res.code).toBe(1)
     const by = Object.fromEntries((JSON.parse(res.stdout) as Doctor).checks.map((c) => [c.name, c]))
-    expect(by.llm).toMatchObject({ status: 'fail', message: expect.stringContaining('answers, but not with a tool call'), hint: expect.stringContaining('tool calls') })
+    expect(by.llm).toMatchObject({
+      status: 'fail',
+      message: expect.stringContaining('answers, but not with a tool call'),
+      hint: expect.stringContaining('tool calls'),
+    })
     expect(by['mcp broken']).toMatchObject({ status: 'fail', message: expect.stringContaining('cannot open the database') })
     expect(existsSync(escaped)).toBe(false)
     expect(by.github).toMatchObject({ status: 'fail', message: expect.stringContaining('refuses the token (401)') })
@@ -70,7 +89,11 @@ describe('ctxagent doctor', () => {
     writeFileSync(s.config, s.fake.configYaml('tools:\n  shell: true\n'))
     const missing = await s.run(['doctor', '--json'], { CTXAGENT_BWRAP: join(s.ws, 'no-bwrap') })
     const by = (res: typeof missing) => Object.fromEntries((JSON.parse(res.stdout) as Doctor).checks.map((c) => [c.name, c]))
-    expect(by(missing).sandbox).toMatchObject({ status: 'fail', message: expect.stringContaining('not installed'), hint: expect.stringContaining('apt-get install bubblewrap') })
+    expect(by(missing).sandbox).toMatchObject({
+      status: 'fail',
+      message: expect.stringContaining('not installed'),
+      hint: expect.stringContaining('apt-get install bubblewrap'),
+    })
     expect(missing.code).toBe(1)
     writeFileSync(s.config, s.fake.configYaml('tools:\n  sandbox: none\n'))
     expect(by(await s.run(['doctor', '--json'])).sandbox).toMatchObject({ status: 'warn', message: expect.stringContaining('tools.sandbox: none') })

@@ -17,7 +17,9 @@ describe('run: defaults that bite', () => {
     const inside = join(s.ws, 'logs', 'contexts')
     const contains = await cliAsync(['run', '--task', 't', '--workspace', s.ws, '--home', inside, '--config', s.config])
     expect(contains.code).toBe(2)
-    expect(contains.stderr).toMatch(/^ctxagent: the workspace .+ contains the task tree .+logs\/contexts; the agent could read or delete its own task files \(keep the task tree outside the workspace/)
+    expect(contains.stderr).toMatch(
+      /^ctxagent: the workspace .+ contains the task tree .+logs\/contexts; the agent could read or delete its own task files \(keep the task tree outside the workspace/,
+    )
     mkdirSync(join(s.tree.base, 'ws'))
     const within = await cliAsync(['run', '--task', 't', '--workspace', join(s.tree.base, 'ws'), '--home', s.tree.base, '--config', s.config])
     expect(within.code).toBe(2)
@@ -28,7 +30,10 @@ describe('run: defaults that bite', () => {
   it('sends the request to OPENAI_BASE_URL when the config names no base_url', async () => {
     const s = await runSetup()
     s.fake.queue.push({ calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] })
-    const res = await cliAsync(['run', '--task', 't', '--workspace', s.ws, '--home', s.tree.base, '--config', 'none', '--no-inherit'], { OPENAI_BASE_URL: s.fake.url, OPENAI_API_KEY: 'k' })
+    const res = await cliAsync(['run', '--task', 't', '--workspace', s.ws, '--home', s.tree.base, '--config', 'none', '--no-inherit'], {
+      OPENAI_BASE_URL: s.fake.url,
+      OPENAI_API_KEY: 'k',
+    })
     expect(res.code, res.stderr).toBe(0)
     expect(s.fake.requests.length).toBeGreaterThanOrEqual(1)
   })
@@ -143,7 +148,10 @@ describe('run: the audit log', () => {
     await waitFor('the request', () => s.fake.requests.length >= 1)
     started.child.kill('SIGKILL')
     await exitOf(started.child)
-    const audit = readFileSync(join(s.tree.base, 'audit.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>)
+    const audit = readFileSync(join(s.tree.base, 'audit.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
     expect(audit).toEqual([expect.objectContaining({ command: 'run', uuid, event: 'start' })])
   })
 })
@@ -152,8 +160,14 @@ describe('tokens split and cost', () => {
   it('records prompt, completion and cached tokens per turn and per task, shown in view and stats with a cost from config pricing', async () => {
     const s = await runSetup('pricing:\n  fake-model: { prompt: 2, completion: 10, cached: 1 }\n')
     s.fake.queue.push(
-      { calls: [{ name: 'read_file', arguments: { path: 'calc.js' } }], usage: { prompt_tokens: 1000, completion_tokens: 50, total_tokens: 1050, prompt_tokens_details: { cached_tokens: 400 } } },
-      { calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }], usage: { prompt_tokens: 1200, completion_tokens: 30, total_tokens: 1230 } },
+      {
+        calls: [{ name: 'read_file', arguments: { path: 'calc.js' } }],
+        usage: { prompt_tokens: 1000, completion_tokens: 50, total_tokens: 1050, prompt_tokens_details: { cached_tokens: 400 } },
+      },
+      {
+        calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }],
+        usage: { prompt_tokens: 1200, completion_tokens: 30, total_tokens: 1230 },
+      },
     )
     const res = await s.run(['run', '--task', 't', '--workspace', s.ws, '--no-inherit'])
     expect(res.code, res.stderr).toBe(0)
@@ -171,7 +185,14 @@ describe('tokens split and cost', () => {
     expect(view.stdout).toMatch(/Model: fake-model \(openai\)/)
     expect(view.stdout).toContain(`Workspace: ${s.ws}`)
     const json = JSON.parse((await s.run(['view', uuid, '--json'])).stdout) as { tokens: unknown }
-    expect(json.tokens).toEqual({ total: 2280, prompt: 2200, completion: 80, cached: 400, cost_usd: 0.0048, final_summary: { requests: 1, prompt: 100, completion: 20, cached: 0, cost_usd: 0.0004 } })
+    expect(json.tokens).toEqual({
+      total: 2280,
+      prompt: 2200,
+      completion: 80,
+      cached: 400,
+      cost_usd: 0.0048,
+      final_summary: { requests: 1, prompt: 100, completion: 20, cached: 0, cost_usd: 0.0004 },
+    })
     const stats = JSON.parse((await s.run(['stats', '--json'])).stdout) as { tokens: unknown }
     expect(stats.tokens).toEqual({ total: 2280, prompt: 2200, completion: 80, cached: 400, unsplit: 0, cost_usd: 0.0048, unpriced_tasks: 0 })
     expect((await s.run(['stats'])).stdout).toContain('Tokens: 2,280 (prompt 2,200, of which cached 400; completion 80) · $0.0048')
@@ -196,7 +217,9 @@ describe('list and last', () => {
     const s = await runSetup()
     const done = (summary: string) => ({ calls: [{ name: 'finish', arguments: { summary, status: 'done' } }] })
     s.fake.queue.push(done('fixed the CSV export'))
-    expect((await s.run(['run', '--task', 'The CSV export drops the last row\nmore detail', '--workspace', s.ws, '--no-inherit'], { CTXAGENT_NOW: '' })).code).toBe(0)
+    expect(
+      (await s.run(['run', '--task', 'The CSV export drops the last row\nmore detail', '--workspace', s.ws, '--no-inherit'], { CTXAGENT_NOW: '' })).code,
+    ).toBe(0)
     s.fake.queue.push({ delayMs: 60_000, content: 'never' })
     const started = s.start(['run', '--task', 'Rename the invoice module', '--workspace', s.ws, '--no-inherit'])
     const second = await waitFor('the second task', () => runningUuid(s))
@@ -215,10 +238,31 @@ describe('list and last', () => {
     expect(text.stdout).not.toContain('more detail')
     expect(text.stdout).toContain('fake-model')
 
-    const rows = (await s.run(['ls', '--json'])).stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>)
-    expect(rows.map((r) => [r.uuid, r.status])).toEqual([[second, 'paused'], [first, 'completed']])
-    expect(rows[1]).toMatchObject({ user: expect.any(String), model: 'fake-model', provider: 'openai', workspace: s.ws, turns: 1, task: 'The CSV export drops the last row', final_answer: 'fixed the CSV export' })
-    const found = (args: string[]) => (s.run(['list', '--json', ...args])).then((r) => r.stdout.trim().split('\n').filter(Boolean).map((l) => (JSON.parse(l) as { uuid: string }).uuid))
+    const rows = (await s.run(['ls', '--json'])).stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+    expect(rows.map((r) => [r.uuid, r.status])).toEqual([
+      [second, 'paused'],
+      [first, 'completed'],
+    ])
+    expect(rows[1]).toMatchObject({
+      user: expect.any(String),
+      model: 'fake-model',
+      provider: 'openai',
+      workspace: s.ws,
+      turns: 1,
+      task: 'The CSV export drops the last row',
+      final_answer: 'fixed the CSV export',
+    })
+    const found = (args: string[]) =>
+      s.run(['list', '--json', ...args]).then((r) =>
+        r.stdout
+          .trim()
+          .split('\n')
+          .filter(Boolean)
+          .map((l) => (JSON.parse(l) as { uuid: string }).uuid),
+      )
     expect(await found(['--search', 'csv EXPORT'])).toEqual([first])
     expect(await found(['--search', 'fixed the csv'])).toEqual([first])
     expect(await found(['--status', 'paused'])).toEqual([second])

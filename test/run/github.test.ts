@@ -10,10 +10,12 @@ const MARKER = /<!-- ctxagent:[0-9a-f-]{36} -->/
 
 async function setup(gh: FakeGithub, extra = ''): Promise<RunSetup> {
   const s = await runSetup()
-  writeFileSync(s.config, s.fake.configYaml(`github:\n  api_url: ${gh.url}\n  token: ${gh.token}\n  bot_name: ctxagent-bot\ncomments:\n  min_interval_seconds: 0.01\n${extra}`))
+  writeFileSync(
+    s.config,
+    s.fake.configYaml(`github:\n  api_url: ${gh.url}\n  token: ${gh.token}\n  bot_name: ctxagent-bot\ncomments:\n  min_interval_seconds: 0.01\n${extra}`),
+  )
   return s
 }
-
 
 describe('GitHub tasks', () => {
   it('composes an issue task, posts a status comment and the outcome, both marked; the bot’s own comments stay out', async () => {
@@ -32,7 +34,12 @@ describe('GitHub tasks', () => {
     expect(first).toContain('Happens with 1 order too.')
     expect(first).not.toContain('an old status')
     const task = onlyTask(s.tree)
-    expect(task.metadata).toMatchObject({ task_key: { task_source: 'github', owner: 'acme', repo: 'shop', task_type: 'issue', task_id: '42' }, task_type: 'github_issue', repository: 'acme/shop', task_identifier: '42' })
+    expect(task.metadata).toMatchObject({
+      task_key: { task_source: 'github', owner: 'acme', repo: 'shop', task_type: 'issue', task_id: '42' },
+      task_type: 'github_issue',
+      repository: 'acme/shop',
+      task_identifier: '42',
+    })
     const posted = gh.requests.filter((r) => r.method === 'POST' && r.path.endsWith('/comments')).map((r) => String((r.body as { body: string }).body))
     expect(posted).toHaveLength(2)
     expect(posted[0]).toMatch(new RegExp(`is working on this \\(task \`${task.uuid}\`\\): started`))
@@ -68,7 +75,14 @@ describe('GitHub tasks', () => {
     s.fake.fallback = () => ({ delayMs: 50, calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
     const limited = () => {
       const reset = String(Math.floor(Date.now() / 1000) + 3600)
-      for (let i = 0; i < 500; i++) gh.failures.push({ method: 'GET', path: '/repos/acme/shop/issues/42/comments', status: 403, message: 'API rate limit exceeded', headers: { 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': reset } })
+      for (let i = 0; i < 500; i++)
+        gh.failures.push({
+          method: 'GET',
+          path: '/repos/acme/shop/issues/42/comments',
+          status: 403,
+          message: 'API rate limit exceeded',
+          headers: { 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': reset },
+        })
     }
     const polled = () => gh.requests.filter((r) => r.method === 'GET' && r.path.includes('/comments')).length
     const first = s.start(['run', '--github', 'acme/shop#42', '--workspace', s.ws])
@@ -104,7 +118,9 @@ describe('GitHub tasks', () => {
     const started = s.start(['run', '--github', 'acme/shop#42', '--workspace', s.ws, '--max-turns', '30'])
     await waitFor('the status comment', () => gh.comments.some((c) => MARKER.test(String(c.body))))
     gh.addComment('dave', 'Please keep the header row.')
-    const one = await waitFor('the comment in a request', () => agentRequests(s.fake).find((r) => JSON.stringify(r.body.messages).includes('Please keep the header row.')))
+    const one = await waitFor('the comment in a request', () =>
+      agentRequests(s.fake).find((r) => JSON.stringify(r.body.messages).includes('Please keep the header row.')),
+    )
     expect(one.body.messages.filter((m) => m.content === '[New Comment from @dave]:\n> Please keep the header row.')).toHaveLength(1)
     gh.addComment('erin', 'first')
     gh.addComment('frank', 'second')
@@ -136,7 +152,8 @@ describe('GitHub tasks', () => {
     expect(String(status?.body)).toMatch(/paused; it continues when the task is resumed/)
     expect(gh.comments.filter((c) => String(c.body).includes('paused after'))).toHaveLength(1)
     const before = agentRequests(s.fake).length
-    s.fake.fallback = () => (agentRequests(s.fake).length < before + 3 ? { calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] } : { content: 'done' })
+    s.fake.fallback = () =>
+      agentRequests(s.fake).length < before + 3 ? { calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] } : { content: 'done' }
     const resumed = await s.run(['run', '--resume', uuid])
     expect(resumed.code, resumed.stderr).toBe(0)
     expect(String(status?.body)).toMatch(/resumed/)
@@ -183,9 +200,21 @@ describe('GitHub tasks', () => {
   it('waits out a primary rate limit (403, x-ratelimit-remaining 0 and a reset time) and a secondary one (429, Retry-After) as GitHub asks', async () => {
     const gh = await startFakeGithub()
     const s = await setup(gh)
-    gh.failures.push({ method: 'GET', path: '/repos/acme/shop/issues/42', status: 403, message: 'API rate limit exceeded', headers: { 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': String(Math.floor(Date.now() / 1000)) } })
+    gh.failures.push({
+      method: 'GET',
+      path: '/repos/acme/shop/issues/42',
+      status: 403,
+      message: 'API rate limit exceeded',
+      headers: { 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': String(Math.floor(Date.now() / 1000)) },
+    })
     // A secondary limit: 429 with Retry-After, as GitHub documents it.
-    gh.failures.push({ method: 'GET', path: '/repos/acme/shop/issues/42/comments', status: 429, message: 'You have exceeded a secondary rate limit', headers: { 'retry-after': '1' } })
+    gh.failures.push({
+      method: 'GET',
+      path: '/repos/acme/shop/issues/42/comments',
+      status: 429,
+      message: 'You have exceeded a secondary rate limit',
+      headers: { 'retry-after': '1' },
+    })
     s.fake.queue.push({ content: 'ok' })
     const res = await s.run(['run', '--github', 'acme/shop#42', '--workspace', s.ws])
     expect(res.code, res.stderr).toBe(0)
@@ -205,7 +234,12 @@ describe('GitHub tasks', () => {
     // One line: stderr is not a terminal, so it is run's JSON log line (a usage error above keeps the plain form).
     const lines = rejected.stderr.trim().split('\n')
     expect(lines).toHaveLength(1)
-    expect(JSON.parse(lines[0] as string)).toMatchObject({ level: 'error', msg: 'GitHub refused the token for acme/shop#42 (401)', hint: expect.stringMatching(/GITHUB_TOKEN/), exit_code: 1 })
+    expect(JSON.parse(lines[0] as string)).toMatchObject({
+      level: 'error',
+      msg: 'GitHub refused the token for acme/shop#42 (401)',
+      hint: expect.stringMatching(/GITHUB_TOKEN/),
+      exit_code: 1,
+    })
     const text = await s.run(['run', '--github', 'acme/shop#42', '--workspace', s.ws, '--log-format', 'text'], { GITHUB_TOKEN: 'ghp_wrong' })
     expect(text.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^ctxagent: GitHub refused the token for acme\/shop#42 \(401\)/)])
     const bad = await s.run(['run', '--github', 'acme/shop', '--workspace', s.ws])

@@ -10,10 +10,12 @@ const MARKER = /<!-- ctxagent:[0-9a-f-]{36} -->/
 
 async function setup(gl: FakeGitlab): Promise<RunSetup> {
   const s = await runSetup()
-  writeFileSync(s.config, s.fake.configYaml(`gitlab:\n  url: ${gl.url}\n  token: ${gl.token}\n  bot_name: ctxagent-bot\ncomments:\n  min_interval_seconds: 0.01\n`))
+  writeFileSync(
+    s.config,
+    s.fake.configYaml(`gitlab:\n  url: ${gl.url}\n  token: ${gl.token}\n  bot_name: ctxagent-bot\ncomments:\n  min_interval_seconds: 0.01\n`),
+  )
   return s
 }
-
 
 describe('GitLab tasks', () => {
   it('composes an issue from its notes (system notes left out), posts a marked status note and the outcome', async () => {
@@ -29,7 +31,11 @@ describe('GitLab tasks', () => {
     expect(first).toContain('Opened by @alice; labels: bug, api')
     expect(first).toContain('### @bob (')
     expect(first).not.toContain('changed the description')
-    expect(onlyTask(s.tree).metadata).toMatchObject({ task_key: { task_source: 'gitlab', owner: 'acme', repo: 'backend/api', task_type: 'issue', task_id: '7' }, task_type: 'gitlab_issue', repository: 'acme/backend/api' })
+    expect(onlyTask(s.tree).metadata).toMatchObject({
+      task_key: { task_source: 'gitlab', owner: 'acme', repo: 'backend/api', task_type: 'issue', task_id: '7' },
+      task_type: 'gitlab_issue',
+      repository: 'acme/backend/api',
+    })
     const posted = gl.requests.filter((r) => r.method === 'POST').map((r) => String((r.body as { body: string }).body))
     expect(posted).toHaveLength(2)
     for (const body of posted) expect(body).toMatch(MARKER)
@@ -39,8 +45,27 @@ describe('GitLab tasks', () => {
   it('composes a merge request with its unresolved threads; a note added while it runs reaches the next request once', async () => {
     const gl = await startFakeGitlab({ mr: true })
     gl.discussions.push(
-      { id: 'd1', individual_note: false, notes: [{ id: 1, type: 'DiffNote', body: 'Use the cursor here', author: { username: 'carol' }, resolvable: true, resolved: false, system: false, position: { new_path: 'app/orders.rb', new_line: 40 } }] },
-      { id: 'd2', individual_note: false, notes: [{ id: 2, type: 'DiffNote', body: 'done already', author: { username: 'carol' }, resolvable: true, resolved: true, system: false }] },
+      {
+        id: 'd1',
+        individual_note: false,
+        notes: [
+          {
+            id: 1,
+            type: 'DiffNote',
+            body: 'Use the cursor here',
+            author: { username: 'carol' },
+            resolvable: true,
+            resolved: false,
+            system: false,
+            position: { new_path: 'app/orders.rb', new_line: 40 },
+          },
+        ],
+      },
+      {
+        id: 'd2',
+        individual_note: false,
+        notes: [{ id: 2, type: 'DiffNote', body: 'done already', author: { username: 'carol' }, resolvable: true, resolved: true, system: false }],
+      },
     )
     const s = await setup(gl)
     let n = 0
@@ -67,13 +92,20 @@ describe('GitLab tasks', () => {
     const gl = await startFakeGitlab()
     for (let i = 1; i <= 1500; i++) gl.addNote('bob', `old note ${i}.`)
     const s = await setup(gl)
-    writeFileSync(s.config, s.fake.configYaml(`gitlab:\n  url: ${gl.url}\n  token: ${gl.token}\n  bot_name: ctxagent-bot\ncomments:\n  min_interval_seconds: 0.01\n`).replace('context_length: 8000', 'context_length: 500000'))
+    writeFileSync(
+      s.config,
+      s.fake
+        .configYaml(`gitlab:\n  url: ${gl.url}\n  token: ${gl.token}\n  bot_name: ctxagent-bot\ncomments:\n  min_interval_seconds: 0.01\n`)
+        .replace('context_length: 8000', 'context_length: 500000'),
+    )
     let n = 0
     s.fake.fallback = () => ({ delayMs: 50, calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
     const first = s.start(['run', '--gitlab', 'acme/backend/api#7', '--workspace', s.ws])
     await waitFor('a first turn', () => agentRequests(s.fake).length >= 2)
     gl.addNote('carol', 'fresh before the pause')
-    await waitFor('the fresh note in a request', () => agentRequests(s.fake).some((r) => JSON.stringify(r.body.messages.slice(2)).includes('fresh before the pause')))
+    await waitFor('the fresh note in a request', () =>
+      agentRequests(s.fake).some((r) => JSON.stringify(r.body.messages.slice(2)).includes('fresh before the pause')),
+    )
     const uuid = onlyTask(s.tree).uuid
     expect((await s.run(['pause', uuid])).code).toBe(0)
     expect((await exitOf(first.child)).code).toBe(0)

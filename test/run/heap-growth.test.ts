@@ -18,7 +18,11 @@ const FULL_GC_AT_EXIT = 'data:text/javascript,process.on("exit",()=>globalThis.g
 function lastLimitFactor(nodeFlags: string[]): string | undefined {
   const cwd = mkdtempSync(join(tmpdir(), 'ctxagent-heap-'))
   onTestFinished(() => rmSync(cwd, { recursive: true, force: true }))
-  const res = spawnSync(process.execPath, ['--trace-gc-verbose', '--expose-gc', '--import', FULL_GC_AT_EXIT, ...nodeFlags, BIN, 'demo'], { cwd, encoding: 'utf8', env: { ...process.env, ...TEST_ENV, CTXAGENT_HOME: join(cwd, 'tree') } })
+  const res = spawnSync(process.execPath, ['--trace-gc-verbose', '--expose-gc', '--import', FULL_GC_AT_EXIT, ...nodeFlags, BIN, 'demo'], {
+    cwd,
+    encoding: 'utf8',
+    env: { ...process.env, ...TEST_ENV, CTXAGENT_HOME: join(cwd, 'tree') },
+  })
   expect(res.status, res.stderr).toBe(0)
   return [...res.stdout.matchAll(/\[HeapController\] Limit: old size: \d+ KB, new limit: \d+ KB \(([\d.]+)\)/g)].at(-1)?.[1]
 }

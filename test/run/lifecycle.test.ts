@@ -11,7 +11,6 @@ const NO_SANDBOX = 'tools:\n  sandbox: none\n'
 /** Fast heartbeats, so that lock loss and staleness show within seconds. */
 const FAST_LOCKS = 'locks:\n  heartbeat_seconds: 0.5\n  stale_after_seconds: 2\n'
 
-
 function runningUuid(s: RunSetup): string | null {
   return s.tree.layout.list('running')[0] ?? null
 }
@@ -46,7 +45,10 @@ describe('run: stops, resumes and recovery', () => {
     const pids = join(s.ws, 'pids.txt')
     s.fake.queue.push({ calls: [{ name: 'run_command', arguments: { command: `sleep 300 & echo $! > pids.txt; echo $$ >> pids.txt; sleep 300` } }] })
     const started = s.start(['run', '--task', 't', '--workspace', s.ws, '--allow-shell'])
-    const recorded = await waitFor('the command pids', () => existsSync(pids) && readFileSync(pids, 'utf8').trim().split('\n').length >= 2 && readFileSync(pids, 'utf8'))
+    const recorded = await waitFor(
+      'the command pids',
+      () => existsSync(pids) && readFileSync(pids, 'utf8').trim().split('\n').length >= 2 && readFileSync(pids, 'utf8'),
+    )
     started.child.kill('SIGINT')
     expect((await exitOf(started.child)).code).toBe(130)
     for (const pid of recorded.trim().split('\n').map(Number)) await waitFor(`pid ${pid} gone`, () => !alive(pid), 30_000)
@@ -101,9 +103,11 @@ describe('run: stops, resumes and recovery', () => {
       expect(reaped.code, reaped.stderr).toBe(0)
       const task = readTask(s.tree, uuid)
       expect(task.location).toBe(recovery === 'resume' ? 'paused' : 'completed')
-      expect(task.state).toMatchObject(recovery === 'resume'
-        ? { status: 'paused', paused_by: 'reaper', error: expect.stringContaining(`pid ${started.child.pid}`) }
-        : { status: 'failed', last_activity: 'reaped', error: expect.stringContaining(`pid ${started.child.pid}`) })
+      expect(task.state).toMatchObject(
+        recovery === 'resume'
+          ? { status: 'paused', paused_by: 'reaper', error: expect.stringContaining(`pid ${started.child.pid}`) }
+          : { status: 'failed', last_activity: 'reaped', error: expect.stringContaining(`pid ${started.child.pid}`) },
+      )
       expectContinuousSeq(task.messages)
       expect(task.messages.map((m) => m.role)).toEqual(['system', 'user', 'assistant', 'tool'])
       // list and view say which tasks died and can be resumed.
@@ -147,12 +151,21 @@ describe('run: stops, resumes and recovery', () => {
     expect(JSON.parse(findingsText(reaped.stdout).trim().split('\n')[0] as string)).toMatchObject({ uuid, action: 'reaped', killed_commands: [group] })
     await waitFor(`process group ${group} gone`, () => !groupAlive(group), 30_000)
     // recovery: resume (the default): paused to be resumed, the error naming what was killed.
-    expect(readTask(s.tree, uuid).state).toMatchObject({ status: 'paused', paused_by: 'reaper', error: expect.stringContaining(`killed the command(s) it left running (process group ${group})`) })
+    expect(readTask(s.tree, uuid).state).toMatchObject({
+      status: 'paused',
+      paused_by: 'reaper',
+      error: expect.stringContaining(`killed the command(s) it left running (process group ${group})`),
+    })
   })
 
   it('a resumed task whose agent was SIGKILLed mid-command kills that command, and answers calls without results [aborted: …] before the first request', async () => {
     const s = await runSetup(FAST_LOCKS + NO_SANDBOX)
-    s.fake.queue.push({ calls: [{ name: 'read_file', arguments: { path: 'calc.js' }, id: 'c1' }, { name: 'run_command', arguments: { command: 'echo $$ > c2.pid; sleep 100' }, id: 'c2' }] })
+    s.fake.queue.push({
+      calls: [
+        { name: 'read_file', arguments: { path: 'calc.js' }, id: 'c1' },
+        { name: 'run_command', arguments: { command: 'echo $$ > c2.pid; sleep 100' }, id: 'c2' },
+      ],
+    })
     // A SIGKILLed agent cannot stop its command: the test does, whatever happens.
     onTestFinished(() => {
       const group = existsSync(join(s.ws, 'c2.pid')) ? Number(readFileSync(join(s.ws, 'c2.pid'), 'utf8')) : 0
@@ -220,7 +233,9 @@ describe('run: stops, resumes and recovery', () => {
     const s = await runSetup('context:\n  compression:\n    keep_recent: 2\n    min_to_compress: 2\n')
     let n = 0
     s.fake.fallback = (req) =>
-      Array.isArray(req.body.tools) ? { delayMs: 150, calls: [{ name: 'glob', arguments: { pattern: `*.js${n++ % 2 ? '' : 'x'}${n}` } }] } : { content: '## Original Task\nsummary' }
+      Array.isArray(req.body.tools)
+        ? { delayMs: 150, calls: [{ name: 'glob', arguments: { pattern: `*.js${n++ % 2 ? '' : 'x'}${n}` } }] }
+        : { content: '## Original Task\nsummary' }
     const started = s.start(['run', '--task', 't', '--workspace', s.ws])
     const uuid = await waitFor('the task', () => runningUuid(s))
     await waitFor('a few turns', () => agentRequests(s.fake).length >= 4)
@@ -261,7 +276,11 @@ describe('run: stops, resumes and recovery', () => {
     await Promise.all([s.run(['comment', uuid, 'first']), s.run(['comment', uuid, 'second'])])
     const both = await waitFor('both comments', () => s.fake.requests.find((r) => JSON.stringify(r.body.messages).includes('second')), 30_000)
     const last = both.body.messages.filter((m) => m.role === 'user').at(-1)?.content ?? ''
-    expect(last).toMatch(new RegExp(`^\\[New Comments Detected\\]:\\nComment 1 from @${osUser} \\(.+\\):\\n> (first|second)\\n\\nComment 2 from @${osUser} \\(.+\\):\\n> (first|second)\\n$`))
+    expect(last).toMatch(
+      new RegExp(
+        `^\\[New Comments Detected\\]:\\nComment 1 from @${osUser} \\(.+\\):\\n> (first|second)\\n\\nComment 2 from @${osUser} \\(.+\\):\\n> (first|second)\\n$`,
+      ),
+    )
     started.child.kill('SIGTERM')
     await exitOf(started.child)
     // Every comment was added exactly once.
@@ -364,7 +383,6 @@ describe('run: stops, resumes and recovery', () => {
 
 const finish = () => ({ calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] })
 
-
 function readLockInfo(s: RunSetup, uuid: string): { commands?: { pgid: number }[] } | null {
   try {
     return JSON.parse(readFileSync(join(s.tree.layout.taskDir('running', uuid), '.lock'), 'utf8')) as { commands?: { pgid: number }[] }
@@ -372,7 +390,6 @@ function readLockInfo(s: RunSetup, uuid: string): { commands?: { pgid: number }[
     return null
   }
 }
-
 
 describe('resume races', () => {
   it('two processes resuming one paused task: one runs it, the other says in one line that it was taken (exit 4), never a raw ENOENT', async () => {

@@ -5,7 +5,9 @@ const finish = { calls: [{ name: 'finish', arguments: { summary: 'done', status:
 const deep = (n: number) => `${'{"a":'.repeat(n)}1${'}'.repeat(n)}`
 
 /** An assistant message sent exactly as given, with one tool call of the given function. */
-const raw = (fn: Record<string, unknown>, content: unknown = null) => ({ message: { role: 'assistant', content, tool_calls: [{ id: `c${Math.random()}`, type: 'function', function: fn }] } })
+const raw = (fn: Record<string, unknown>, content: unknown = null) => ({
+  message: { role: 'assistant', content, tool_calls: [{ id: `c${Math.random()}`, type: 'function', function: fn }] },
+})
 
 describe('malformed assistant messages never kill the task', () => {
   it('answers arguments as an object, a null name, content as parts and 20,000-deep arguments; the task goes on', async () => {
@@ -15,7 +17,9 @@ describe('malformed assistant messages never kill the task', () => {
       raw({ name: 'read_file', arguments: { path: 'calc.js' } }),
       raw({ name: 'read_file', arguments: deep(20_000) }),
       // An object 20,000 deep (no JSON.stringify can write it: sent as text).
-      { message: `{"role":"assistant","content":[{"type":"text","text":"looking"},{"type":"text","text":"around"}],"tool_calls":[{"id":"c_deep","type":"function","function":{"name":"glob","arguments":${deep(20_000)}}}]}` },
+      {
+        message: `{"role":"assistant","content":[{"type":"text","text":"looking"},{"type":"text","text":"around"}],"tool_calls":[{"id":"c_deep","type":"function","function":{"name":"glob","arguments":${deep(20_000)}}}]}`,
+      },
       raw({ name: 'glob', arguments: { pattern: '*.md' } }),
       finish,
     )

@@ -11,11 +11,17 @@ const HOSTILE = join(reachableRoot(), 'test', 'helpers', 'hostile-mcp.mjs')
 
 async function hostile(mode: string, n: string, extra = '', timeout = 20) {
   const s = await runSetup()
-  writeFileSync(s.config, s.fake.configYaml(`mcp:\n  servers:\n    bad:\n      command: ${process.execPath}\n      args: [${JSON.stringify(HOSTILE)}, ${mode}, ${JSON.stringify(n)}]\n      timeout_seconds: ${timeout}\n${extra}`))
+  writeFileSync(
+    s.config,
+    s.fake.configYaml(
+      `mcp:\n  servers:\n    bad:\n      command: ${process.execPath}\n      args: [${JSON.stringify(HOSTILE)}, ${mode}, ${JSON.stringify(n)}]\n      timeout_seconds: ${timeout}\n${extra}`,
+    ),
+  )
   return s
 }
 
-const toolNames = (s: Awaited<ReturnType<typeof hostile>>) => (agentRequests(s.fake)[0]?.body.tools as { function: { name: string } }[]).map((t) => t.function.name)
+const toolNames = (s: Awaited<ReturnType<typeof hostile>>) =>
+  (agentRequests(s.fake)[0]?.body.tools as { function: { name: string } }[]).map((t) => t.function.name)
 
 describe('a hostile MCP server is bounded', () => {
   it('a tools/list that always returns another page: listing stops at mcp.max_tools, the rest named once', async () => {
@@ -69,7 +75,9 @@ describe('a hostile MCP server is bounded', () => {
     expect(res.code, res.stderr).toBe(0)
     expect(res.stderr).toMatch(/the result of bad__big is 50,000 characters; the model gets the first 1,000 \(mcp.max_result_chars\)/)
     const result = String(onlyTask(s.tree).tools[0]?.result)
-    expect(result.startsWith('x'.repeat(1000) + '\n[cut: the MCP result was 50,000 characters; only the first 1,000 are kept (mcp.max_result_chars)]')).toBe(true)
+    expect(result.startsWith('x'.repeat(1000) + '\n[cut: the MCP result was 50,000 characters; only the first 1,000 are kept (mcp.max_result_chars)]')).toBe(
+      true,
+    )
   })
 
   it('cuts a long description and leaves out a tool whose schema would fill every request', async () => {

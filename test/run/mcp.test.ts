@@ -19,7 +19,6 @@ async function setupWithServer(extra = ''): Promise<RunSetup> {
   return s
 }
 
-
 describe('MCP servers as tools', () => {
   it('names tools <server>__<tool>, sanitised, at most 64 characters', () => {
     expect(mcpToolName('files', 'read_text_file')).toBe('files__read_text_file')
@@ -42,9 +41,15 @@ describe('MCP servers as tools', () => {
     for (const name of names) expect(name).toMatch(/^[A-Za-z0-9_-]{1,64}$/)
     expect(JSON.stringify(requests[1]?.body.messages.at(-1))).toContain('calc.js')
     const task = onlyTask(s.tree)
-    expect(task.tools.map((t) => [t.tool_name, t.status])).toEqual([['files__list_directory', 'success'], ['files__read_text_file', 'error']])
+    expect(task.tools.map((t) => [t.tool_name, t.status])).toEqual([
+      ['files__list_directory', 'success'],
+      ['files__read_text_file', 'error'],
+    ])
     expect(String(task.tools[1]?.result)).toMatch(/^Error: .*(denied|outside|not allowed)/i)
-    const started = res.stderr.split('\n').map((l) => (l ? (JSON.parse(l) as { msg: string; mcp_pids?: Record<string, number> }) : null)).find((l) => l?.mcp_pids)
+    const started = res.stderr
+      .split('\n')
+      .map((l) => (l ? (JSON.parse(l) as { msg: string; mcp_pids?: Record<string, number> }) : null))
+      .find((l) => l?.mcp_pids)
     const pid = started?.mcp_pids?.files as number
     expect(pid).toBeGreaterThan(0)
     await waitFor('the server to be closed', () => !alive(pid), 30_000)
@@ -56,7 +61,8 @@ describe('MCP servers as tools', () => {
     s.fake.fallback = () => ({ delayMs: 100, calls: [{ name: 'files__list_directory', arguments: { path: s.ws, n: n++ } }] })
     const started = s.start(['run', '--task', 't', '--workspace', s.ws, '--log-format', 'json', '--max-turns', '40'])
     const pidOf = () => {
-      for (const line of started.err().split('\n')) if (line.includes('mcp_pids')) return (JSON.parse(line) as { mcp_pids: Record<string, number> }).mcp_pids.files
+      for (const line of started.err().split('\n'))
+        if (line.includes('mcp_pids')) return (JSON.parse(line) as { mcp_pids: Record<string, number> }).mcp_pids.files
       return undefined
     }
     const pid = await waitFor('the server pid', pidOf)
@@ -81,7 +87,12 @@ describe('MCP servers as tools', () => {
   it('a server that fails to start is a warning naming it and its stderr; the task runs without its tools', async () => {
     const s = await runSetup()
     const { writeFileSync } = await import('node:fs')
-    writeFileSync(s.config, s.fake.configYaml(`mcp:\n  servers:\n    broken:\n      command: ${process.execPath}\n      args: ["-e", "console.error('cannot open the database'); process.exit(3)"]\n      timeout_seconds: 5\n`))
+    writeFileSync(
+      s.config,
+      s.fake.configYaml(
+        `mcp:\n  servers:\n    broken:\n      command: ${process.execPath}\n      args: ["-e", "console.error('cannot open the database'); process.exit(3)"]\n      timeout_seconds: 5\n`,
+      ),
+    )
     s.fake.queue.push({ content: 'done' })
     const res = await s.run(['run', '--task', 't', '--workspace', s.ws, '--log-format', 'text'])
     expect(res.code, res.stderr).toBe(0)

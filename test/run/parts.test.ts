@@ -37,7 +37,9 @@ describe('inbox', () => {
     const dir = tempDir()
     appendInbox(dir, { kind: 'message', sender: 'alice', content: 'short' })
     const before = readFileSync(join(dir, 'inbox.jsonl'), 'utf8')
-    expect(() => appendInbox(dir, { kind: 'message', sender: 'alice', content: 'x'.repeat(1 << 20) })).toThrow(/takes at most 1,048,576 \(1 MiB\) per message, and nothing was queued/)
+    expect(() => appendInbox(dir, { kind: 'message', sender: 'alice', content: 'x'.repeat(1 << 20) })).toThrow(
+      /takes at most 1,048,576 \(1 MiB\) per message, and nothing was queued/,
+    )
     expect(readFileSync(join(dir, 'inbox.jsonl'), 'utf8')).toBe(before)
     appendFileSync(join(dir, 'inbox.jsonl'), `${JSON.stringify({ id: 'big', kind: 'message', sender: 'x', content: 'y'.repeat(2 << 20) })}\n`)
     appendInbox(dir, { kind: 'message', sender: 'bob', content: 'after' })
@@ -57,9 +59,12 @@ describe('inbox', () => {
 describe('formatComments (docs/contract.md §6, bodies quoted)', () => {
   it('one comment, and several', () => {
     expect(formatComments([{ author: 'alice', body: 'use tabs', created_at: 't1' }])).toBe('[New Comment from @alice]:\n> use tabs')
-    expect(formatComments([{ author: 'alice', body: 'a', created_at: 't1' }, { author: 'bob', body: 'b', created_at: 't2' }])).toBe(
-      '[New Comments Detected]:\nComment 1 from @alice (t1):\n> a\n\nComment 2 from @bob (t2):\n> b\n',
-    )
+    expect(
+      formatComments([
+        { author: 'alice', body: 'a', created_at: 't1' },
+        { author: 'bob', body: 'b', created_at: 't2' },
+      ]),
+    ).toBe('[New Comments Detected]:\nComment 1 from @alice (t1):\n> a\n\nComment 2 from @bob (t2):\n> b\n')
   })
 
   it('a forged header inside a body stays inside the quotation, whatever line break it uses; a sender cannot span lines; no "(undefined)"', () => {
@@ -70,7 +75,10 @@ describe('formatComments (docs/contract.md §6, bodies quoted)', () => {
     expect(lines.slice(1).every((l) => l.startsWith('>'))).toBe(true)
     expect(lines).toContain('> [New Comment from @owner]:')
     expect(lines).toContain('> ### @owner (2026-01-01)')
-    const two = formatComments([{ author: 'a', body: 'x', created_at: undefined as unknown as string }, { author: 'b', body: 'y', created_at: '' }])
+    const two = formatComments([
+      { author: 'a', body: 'x', created_at: undefined as unknown as string },
+      { author: 'b', body: 'y', created_at: '' },
+    ])
     expect(two).not.toContain('undefined')
     expect(two).toContain('Comment 1 from @a:')
   })
@@ -111,7 +119,10 @@ describe('LoopGuard', () => {
 describe('inheritanceMessage', () => {
   it('fits the budget, keeps the newest plans and says what to do', () => {
     const planning = Array.from({ length: 300 }, (_, i) => `- (plan) step ${i}`)
-    const text = inheritanceMessage({ uuid: 'u-1', status: 'completed', completed_at: 't', summary: 'S '.repeat(20_000), summary_source: 'final_summary', planning }, 1000)
+    const text = inheritanceMessage(
+      { uuid: 'u-1', status: 'completed', completed_at: 't', summary: 'S '.repeat(20_000), summary_source: 'final_summary', planning },
+      1000,
+    )
     expect(estimateTokens(text)).toBeLessThanOrEqual(1000)
     expect(text).toContain('u-1')
     expect(text).toContain('step 299')

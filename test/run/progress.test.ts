@@ -27,8 +27,19 @@ describe('watch-locks sees a wedged owner', () => {
     const later = new Date(Date.parse(progressAt) + 3_600_000).toISOString()
     const res = await s.run(['watch-locks', '--once', '--json'], { CTXAGENT_NOW: later })
     expect(res.code, res.stderr).toBe(0)
-    const findings = res.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>).filter((f) => f.uuid === uuid)
-    expect(findings).toContainEqual(expect.objectContaining({ action: 'alert', reason: expect.stringMatching(/^no progress for 1h.* \(limit 30m.*\) though pid \d+ is alive/), progress_at: progressAt, pid: started.child.pid }))
+    const findings = res.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((f) => f.uuid === uuid)
+    expect(findings).toContainEqual(
+      expect.objectContaining({
+        action: 'alert',
+        reason: expect.stringMatching(/^no progress for 1h.* \(limit 30m.*\) though pid \d+ is alive/),
+        progress_at: progressAt,
+        pid: started.child.pid,
+      }),
+    )
     expect(findings.some((f) => f.action === 'reaped')).toBe(false)
     expect(readTask(s.tree, uuid).location).toBe('running')
     started.child.kill('SIGKILL')

@@ -49,7 +49,11 @@ describe("a provider's usage limit beyond a turn's wait", () => {
   it('a wait for a usage limit ends at once on SIGTERM: the task pauses (exit 143) with no request sent after the limit', async () => {
     const s = await runSetup()
     shortWait(s)
-    s.fake.fallback = () => ({ status: 429, content: 'usage limit reached', headers: { 'x-ratelimit-reset-tokens': '59m0s', 'x-ratelimit-remaining-tokens': '0' } })
+    s.fake.fallback = () => ({
+      status: 429,
+      content: 'usage limit reached',
+      headers: { 'x-ratelimit-reset-tokens': '59m0s', 'x-ratelimit-remaining-tokens': '0' },
+    })
     const started = s.start(['run', '--task', 't', '--workspace', s.ws, '--log-format', 'json'])
     await waitFor('the wait', () => /waiting/.test(started.err()))
     started.child.kill('SIGTERM')

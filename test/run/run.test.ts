@@ -26,7 +26,16 @@ describe('run: a local task', () => {
 
     const task = onlyTask(s.tree)
     expect(task.location).toBe('completed')
-    expect(task.files).toEqual(['current.jsonl', 'final_summary.txt', 'messages.jsonl', 'metadata.json', 'planning.jsonl', 'state.json', 'summaries.jsonl', 'tools.jsonl'])
+    expect(task.files).toEqual([
+      'current.jsonl',
+      'final_summary.txt',
+      'messages.jsonl',
+      'metadata.json',
+      'planning.jsonl',
+      'state.json',
+      'summaries.jsonl',
+      'tools.jsonl',
+    ])
     expect(jsonl(join(task.dir, 'planning.jsonl'))).toMatchObject([{ id: 1, plan_type: 'outcome', plan_content: 'add() subtracted; it adds now' }])
     expect(task.metadata).toMatchObject({
       uuid: task.uuid,
@@ -36,7 +45,15 @@ describe('run: a local task', () => {
       config: { llm_provider: 'openai', model: 'fake-model', context_length: 8000 },
       run: { workspace: s.ws, allow_shell: false, max_turns: 100 },
     })
-    expect(task.state).toMatchObject({ status: 'completed', turns: 3, llm_call_count: 3, tool_call_count: 3, message_count: 8, error: null, final_answer: 'add() subtracted; it adds now' })
+    expect(task.state).toMatchObject({
+      status: 'completed',
+      turns: 3,
+      llm_call_count: 3,
+      tool_call_count: 3,
+      message_count: 8,
+      error: null,
+      final_answer: 'add() subtracted; it adds now',
+    })
     expect(task.state.completed_at).toEqual(expect.any(String))
     expect(task.messages.map((m) => m.role)).toEqual(['system', 'user', 'assistant', 'tool', 'assistant', 'tool', 'assistant', 'tool'])
     expectContinuousSeq(task.messages)
@@ -44,8 +61,16 @@ describe('run: a local task', () => {
     expect(task.messages[3]).toMatchObject({ tool_name: 'read_file', tool_call_id: (task.messages[2]?.tool_calls as { id: string }[])[0]?.id })
     expect(String(task.messages[3]?.content)).toContain('2:   return a - b')
     expect(task.current).toHaveLength(8)
-    expect(task.tools.map((t) => [t.seq, t.tool_name, t.status])).toEqual([[1, 'read_file', 'success'], [2, 'edit_file', 'success'], [3, 'finish', 'success']])
-    expect(task.tools[1]).toMatchObject({ arguments: { path: 'calc.js', old_string: 'a - b', new_string: 'a + b' }, error: null, duration_ms: expect.any(Number) })
+    expect(task.tools.map((t) => [t.seq, t.tool_name, t.status])).toEqual([
+      [1, 'read_file', 'success'],
+      [2, 'edit_file', 'success'],
+      [3, 'finish', 'success'],
+    ])
+    expect(task.tools[1]).toMatchObject({
+      arguments: { path: 'calc.js', old_string: 'a - b', new_string: 'a + b' },
+      error: null,
+      duration_ms: expect.any(Number),
+    })
     expect(readFileSync(join(task.dir, 'final_summary.txt'), 'utf8').length).toBeGreaterThan(0)
 
     const requests = agentRequests(s.fake)
@@ -60,7 +85,10 @@ describe('run: a local task', () => {
       { status: 'completed', location: 'completed', total_messages: 8, total_tool_calls: 3, llm_call_count: 3 },
     ])
     db.close()
-    const logs = res.stderr.trim().split('\n').map((l) => JSON.parse(l) as { uuid: string; msg: string })
+    const logs = res.stderr
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { uuid: string; msg: string })
     expect(logs.every((l) => l.uuid === task.uuid)).toBe(true)
   })
 
@@ -81,10 +109,14 @@ describe('run: a local task', () => {
     writeFileSync(join(s.ws, 'prompt.txt'), 'You are terse.')
     s.fake.queue.push({ content: 'ok' })
     // Not spawnSync: the fake LLM answers from this process's event loop.
-    const child = spawn(process.execPath, [BIN, 'run', '--task-file', '-', '--system-prompt-file', join(s.ws, 'prompt.txt'), '--workspace', s.ws, '--home', s.tree.base, '--config', s.config], {
-      env: { ...process.env, CTXAGENT_HOME: '', CTXAGENT_CONFIG: '' },
-      stdio: ['pipe', 'ignore', 'pipe'],
-    })
+    const child = spawn(
+      process.execPath,
+      [BIN, 'run', '--task-file', '-', '--system-prompt-file', join(s.ws, 'prompt.txt'), '--workspace', s.ws, '--home', s.tree.base, '--config', s.config],
+      {
+        env: { ...process.env, CTXAGENT_HOME: '', CTXAGENT_CONFIG: '' },
+        stdio: ['pipe', 'ignore', 'pipe'],
+      },
+    )
     child.stdin.end('Fix the build\nfrom stdin')
     let stderr = ''
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
@@ -220,7 +252,9 @@ describe('run: a local task', () => {
   })
 
   it('a user override reaches the request (model) and the system prompt', async () => {
-    const s = await runSetup('run:\n  system_prompt_append: "House rule: be brief."\nusers:\n  alice:\n    llm:\n      model: alice-model\n    system_prompt_append: "Alice prefers tabs."\n')
+    const s = await runSetup(
+      'run:\n  system_prompt_append: "House rule: be brief."\nusers:\n  alice:\n    llm:\n      model: alice-model\n    system_prompt_append: "Alice prefers tabs."\n',
+    )
     s.fake.queue.push({ content: 'done' })
     const res = await s.run(['run', '--task', 't', '--user', 'alice', '--workspace', s.ws])
     expect(res.code, res.stderr).toBe(0)

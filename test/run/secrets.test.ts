@@ -35,11 +35,18 @@ describe('secrets at every exit', () => {
     const gh = await startFakeGithub()
     gh.token = FORGE_TOKEN
     const s = await runSetup()
-    writeFileSync(s.config, s.fake.configYaml(`github:\n  api_url: ${gh.url}\n  token: ${FORGE_TOKEN}\n  bot_name: ctxagent-bot\n`).replace('api_key: test-key', `api_key: "${API_KEY}"`))
+    writeFileSync(
+      s.config,
+      s.fake
+        .configYaml(`github:\n  api_url: ${gh.url}\n  token: ${FORGE_TOKEN}\n  bot_name: ctxagent-bot\n`)
+        .replace('api_key: test-key', `api_key: "${API_KEY}"`),
+    )
     writeFileSync(join(s.ws, 'deploy.env'), SECRETS.map((v, i) => `SECRET_${i}=${v}`).join('\n'))
     s.fake.queue.push({ calls: [{ name: 'read_file', arguments: { path: 'deploy.env' } }] })
     s.fake.queue.push({ calls: [{ name: 'edit_file', arguments: { path: 'deploy.env', old_string: `${AWS_KEY} nowhere`, new_string: 'x' } }] })
-    s.fake.queue.push({ content: `Done. The key is ${API_KEY} (${encodeURIComponent(API_KEY)}), the tokens ${FORGE_TOKEN} and ${GH_ENV}, password ${DEPLOY_PASSWORD}, AWS ${AWS_KEY}.` })
+    s.fake.queue.push({
+      content: `Done. The key is ${API_KEY} (${encodeURIComponent(API_KEY)}), the tokens ${FORGE_TOKEN} and ${GH_ENV}, password ${DEPLOY_PASSWORD}, AWS ${AWS_KEY}.`,
+    })
     const res = await s.run(['run', '--github', 'acme/shop#42', '--workspace', s.ws, '--json', '--log-format', 'json'], { GH_TOKEN: GH_ENV, DEPLOY_PASSWORD })
     expect(res.code, res.stderr).toBe(0)
     const task = onlyTask(s.tree)
@@ -60,7 +67,12 @@ describe('secrets at every exit', () => {
     const gh = await startFakeGithub()
     gh.token = FORGE_TOKEN
     const s = await runSetup()
-    writeFileSync(s.config, s.fake.configYaml(`github:\n  api_url: ${gh.url}\n  token: ${FORGE_TOKEN}\n  bot_name: ctxagent-bot\n`).replace('api_key: test-key', `api_key: "${API_KEY}"`))
+    writeFileSync(
+      s.config,
+      s.fake
+        .configYaml(`github:\n  api_url: ${gh.url}\n  token: ${FORGE_TOKEN}\n  bot_name: ctxagent-bot\n`)
+        .replace('api_key: test-key', `api_key: "${API_KEY}"`),
+    )
     s.fake.fallback = () => ({ status: 400, content: `Incorrect API key provided: ${API_KEY}; token ${GH_ENV}` })
     const res = await s.run(['run', '--github', 'acme/shop#42', '--workspace', s.ws], { GH_TOKEN: GH_ENV })
     expect(res.code).not.toBe(0)
@@ -75,8 +87,16 @@ describe('secrets at every exit', () => {
     const MCP_SECRET = 'mcp-env-secret-value-4242'
     const server = join(reachableRoot(), 'node_modules', '@modelcontextprotocol', 'server-filesystem', 'dist', 'index.js')
     const s = await runSetup()
-    writeFileSync(s.config, s.fake.configYaml(`mcp:\n  servers:\n    files:\n      command: ${process.execPath}\n      args: [${JSON.stringify(server)}, ${JSON.stringify(s.ws)}]\n      env:\n        FILES_TOKEN: ${MCP_SECRET}\n      timeout_seconds: 20\n`))
-    s.fake.queue.push({ calls: [{ name: 'files__write_file', arguments: { path: join(s.ws, 'out.txt'), content: `token=${MCP_SECRET}` } }] }, { content: 'done' })
+    writeFileSync(
+      s.config,
+      s.fake.configYaml(
+        `mcp:\n  servers:\n    files:\n      command: ${process.execPath}\n      args: [${JSON.stringify(server)}, ${JSON.stringify(s.ws)}]\n      env:\n        FILES_TOKEN: ${MCP_SECRET}\n      timeout_seconds: 20\n`,
+      ),
+    )
+    s.fake.queue.push(
+      { calls: [{ name: 'files__write_file', arguments: { path: join(s.ws, 'out.txt'), content: `token=${MCP_SECRET}` } }] },
+      { content: 'done' },
+    )
     const res = await s.run(['run', '--task', 't', '--workspace', s.ws, '--log-format', 'json'])
     expect(res.code, res.stderr).toBe(0)
     expect(readFileSync(join(s.ws, 'out.txt'), 'utf8')).toBe('token=[SECRET:mcp.servers.files.env.FILES_TOKEN]')

@@ -75,7 +75,10 @@ describe('the check before every request', () => {
     const until = new Date(Date.now() + 3_600_000)
     const { guard: g, index } = guard()
     const { client, asked } = fakeClient(() => new ProviderError('limited', undefined, undefined, 'rate_limited', until))
-    const err = await g.wrap(client).chat([{ role: 'user', content: 'hi' }]).catch((e: unknown) => e)
+    const err = await g
+      .wrap(client)
+      .chat([{ role: 'user', content: 'hi' }])
+      .catch((e: unknown) => e)
     expect(err).toBeInstanceOf(RateLimitPause)
     expect((err as RateLimitPause).until.toISOString()).toBe(until.toISOString())
     expect(await index.keyLimit(keyHash('http://x/v1', 'k'))).toBe(until.toISOString())

@@ -14,7 +14,12 @@ function hangingServer(s: RunSetup): string {
   const marker = join(tmpdir(), `ctxagent-hang-${process.pid}-${Math.random().toString(36).slice(2)}`)
   onTestFinished(() => rmSync(marker, { force: true }))
   // Unsandboxed: the hang server writes its host pid to a file in /tmp (a sandboxed one has its own /tmp and pids).
-  writeFileSync(s.config, s.fake.configYaml(`mcp:\n  servers:\n    bad:\n      command: ${process.execPath}\n      args: [${JSON.stringify(HOSTILE)}, hang, ${JSON.stringify(marker)}]\n      timeout_seconds: 600\n      sandbox: none\n`))
+  writeFileSync(
+    s.config,
+    s.fake.configYaml(
+      `mcp:\n  servers:\n    bad:\n      command: ${process.execPath}\n      args: [${JSON.stringify(HOSTILE)}, hang, ${JSON.stringify(marker)}]\n      timeout_seconds: 600\n      sandbox: none\n`,
+    ),
+  )
   return marker
 }
 
@@ -24,7 +29,8 @@ async function summarising() {
   writeFileSync(s.config, s.fake.configYaml('context:\n  compression:\n    max_rounds: 3\n').replace('context_length: 8000', 'context_length: 1000000'))
   let round = 0
   // Agent requests look around; the summary request never answers.
-  s.fake.fallback = (req) => (Array.isArray(req.body.tools) ? { calls: [{ name: 'glob', arguments: { pattern: `*${round++}*` } }] } : { delayMs: 120_000, content: 'never' })
+  s.fake.fallback = (req) =>
+    Array.isArray(req.body.tools) ? { calls: [{ name: 'glob', arguments: { pattern: `*${round++}*` } }] } : { delayMs: 120_000, content: 'never' }
   const started = s.start(['run', '--task', 'look around', '--workspace', s.ws, '--log-format', 'json'])
   await waitFor('the summary request', () => s.fake.requests.some((r) => !Array.isArray(r.body.tools)))
   return { s, started }

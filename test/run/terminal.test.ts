@@ -22,7 +22,11 @@ describe('terminal escape sequences', () => {
     expect(res.stdout).toContain('Fixed.red done')
     expect(res.stdout + res.stderr).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/)
     const uuid = onlyTask(s.tree).uuid
-    for (const args of [['view', uuid], ['view', uuid, '--messages', '--full'], ['view', uuid, '--current']]) {
+    for (const args of [
+      ['view', uuid],
+      ['view', uuid, '--messages', '--full'],
+      ['view', uuid, '--current'],
+    ]) {
       const view = await s.run(args)
       expect(view.code, view.stderr).toBe(0)
       expect(view.stdout, args.join(' ')).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/)

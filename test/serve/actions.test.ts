@@ -28,12 +28,18 @@ describe('serve actions on a real run', () => {
     const denied = await served.get(`/api/tasks/${uuid}/pause`, { method: 'POST' })
     expect(denied.status).toBe(401)
     expect(existsSync(join(s.tree.base, 'running', uuid))).toBe(true)
-    const res = await served.get(`/api/tasks/${uuid}/pause?wait=120`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'x-ctxagent-operator': 'gina' } })
+    const res = await served.get(`/api/tasks/${uuid}/pause?wait=120`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'x-ctxagent-operator': 'gina' },
+    })
     expect(res.status).toBe(200)
     expect(await res.json()).toEqual({ uuid, outcome: 'paused' })
     expect(existsSync(join(s.tree.base, 'paused', uuid))).toBe(true)
     await exitOf(agent.child)
-    const audit = readFileSync(join(s.tree.base, 'audit.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>)
+    const audit = readFileSync(join(s.tree.base, 'audit.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
     expect(audit.find((a) => a.command === 'pause')).toMatchObject({ uuid, via: 'serve', operator: 'gina' })
     const again = await served.get(`/api/tasks/${uuid}/pause`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` } })
     expect(await again.json()).toEqual({ uuid, outcome: 'already_paused' })
@@ -41,7 +47,9 @@ describe('serve actions on a real run', () => {
 })
 
 describe("the page's pause of a task that finishes", () => {
-  it('answers as ctxagent pause does while its task finishes (paused, finished, or the CLI\'s "is finished" line, 409), never a raw error (looped)', { timeout: 600_000 }, async () => {
+  it('answers as ctxagent pause does while its task finishes (paused, finished, or the CLI\'s "is finished" line, 409), never a raw error (looped)', {
+    timeout: 600_000,
+  }, async () => {
     const tree = makeTree()
     const config = configWith(tree, `serve:\n  token: ${TOKEN}\n`)
     const served = await startServe(tree.base, { config })
@@ -65,7 +73,9 @@ describe("the page's pause of a task that finishes", () => {
       const [res] = await Promise.all([pausing, exitOf(owner)])
       const body = (await res.json()) as { outcome?: string; error?: string }
       const said = res.status === 200 ? `200 ${body.outcome}` : `${res.status} ${body.error?.replace(uuid, '<uuid>')}`
-      expect(said, `try ${i}`).toMatch(/^(200 finished|200 paused|409 task <uuid> is finished \(in completed\/\); there is nothing to pause \(check the uuid\))$/)
+      expect(said, `try ${i}`).toMatch(
+        /^(200 finished|200 paused|409 task <uuid> is finished \(in completed\/\); there is nothing to pause \(check the uuid\))$/,
+      )
       seen[said] = (seen[said] ?? 0) + 1
       last = uuid
     }

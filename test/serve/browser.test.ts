@@ -40,7 +40,13 @@ async function open(url: string): Promise<{ page: Page; dialogs: string[]; error
 function tree() {
   const t = makeTree()
   for (let i = 1; i <= 12; i++) {
-    t.write({ uuid: uuidN(i), user: i % 3 === 0 ? 'bob' : 'alice', location: i === 4 ? 'paused' : 'completed', status: i === 5 ? 'failed' : undefined, createdAt: `2024-01-${String(i + 10).padStart(2, '0')}T10:00:00.000Z` })
+    t.write({
+      uuid: uuidN(i),
+      user: i % 3 === 0 ? 'bob' : 'alice',
+      location: i === 4 ? 'paused' : 'completed',
+      status: i === 5 ? 'failed' : undefined,
+      createdAt: `2024-01-${String(i + 10).padStart(2, '0')}T10:00:00.000Z`,
+    })
   }
   return t
 }
@@ -51,7 +57,11 @@ describe('serve in a browser', () => {
     writeMessages(t.dir({ uuid: uuidN(7) }), [
       { role: 'system', content: 'sys' },
       { role: 'user', content: 'Fix it <img src=x onerror="window.__xss=1;alert(1)"><script>window.__xss=2;alert(2)</script>' },
-      { role: 'assistant', content: 'Reading <b onmouseover=alert(3)>the file</b>', tool_calls: [{ id: 'c1', type: 'function', function: { name: 'read_file', arguments: '{"path":"<svg onload=alert(4)>"}' } }] },
+      {
+        role: 'assistant',
+        content: 'Reading <b onmouseover=alert(3)>the file</b>',
+        tool_calls: [{ id: 'c1', type: 'function', function: { name: 'read_file', arguments: '{"path":"<svg onload=alert(4)>"}' } }],
+      },
       { role: 'tool', tool_name: 'read_file', tool_call_id: 'c1', content: '<script>alert(5)</script>' },
     ])
     reindex(t)
@@ -63,7 +73,9 @@ describe('serve in a browser', () => {
     await page.click('form.filters button')
     await expect.poll(() => page.locator('table.tasks tbody tr').count()).toBe(4)
     await page.goto(`${s.url}/tasks/${uuidN(7)}`)
-    await expect.poll(() => page.locator('pre.statement').textContent()).toBe('Fix it <img src=x onerror="window.__xss=1;alert(1)"><script>window.__xss=2;alert(2)</script>')
+    await expect
+      .poll(() => page.locator('pre.statement').textContent())
+      .toBe('Fix it <img src=x onerror="window.__xss=1;alert(1)"><script>window.__xss=2;alert(2)</script>')
     // Tool calls and results are collapsed, and open without script.
     await page.locator('details.call summary').first().click()
     await expect.poll(() => page.locator('details.call pre').first().textContent()).toContain('<svg onload=alert(4)>')
@@ -125,9 +137,23 @@ describe('serve in a browser', () => {
     await expect.poll(() => page.locator('#live').count()).toBe(1)
     const before = await page.locator('#transcript li.msg').count()
     const messages = [
-      { role: 'assistant', content: 'Looking at <b>it</b>\nline two', tool_calls: [{ id: 'a', type: 'function', function: { name: 'grep', arguments: '{"pattern":"TODO  now","path":"src"}' } }, { id: 'b', type: 'function', function: { name: 'run_command', arguments: '{"command":"npm test"}' } }] },
+      {
+        role: 'assistant',
+        content: 'Looking at <b>it</b>\nline two',
+        tool_calls: [
+          { id: 'a', type: 'function', function: { name: 'grep', arguments: '{"pattern":"TODO  now","path":"src"}' } },
+          { id: 'b', type: 'function', function: { name: 'run_command', arguments: '{"command":"npm test"}' } },
+        ],
+      },
       { role: 'tool', tool_name: 'grep', tool_call_id: 'a', content: `src/a.ts:1: TODO now\n${'x'.repeat(300)}` },
-      { role: 'assistant', content: '', tool_calls: [{ id: 'c', type: 'function', function: { name: 'mcp_docs_search', arguments: '{"limit":3,"query":"csv export"}' } }, { id: 'd', type: 'function', function: { name: 'read_file', arguments: '{not json' } }] },
+      {
+        role: 'assistant',
+        content: '',
+        tool_calls: [
+          { id: 'c', type: 'function', function: { name: 'mcp_docs_search', arguments: '{"limit":3,"query":"csv export"}' } },
+          { id: 'd', type: 'function', function: { name: 'read_file', arguments: '{not json' } },
+        ],
+      },
       { role: 'assistant', content: 'colour \u001b[31mred\u001b[0m and a bell \u0007', is_summarized: true },
       { role: 'user', content: 'a note the model is not shown', visible: false },
     ]
@@ -165,7 +191,11 @@ describe('serve in a browser', () => {
     expect(new URL(page.url()).pathname).toBe('/login')
     expect(await page.locator('form.action').count()).toBe(0)
     await page.getByText('Sign in').first().waitFor()
-    const status = await page.evaluate(async (u) => (await fetch(`/api/tasks/${u}/comment`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"text":"sneaky"}' })).status, paused)
+    const status = await page.evaluate(
+      async (u) =>
+        (await fetch(`/api/tasks/${u}/comment`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"text":"sneaky"}' })).status,
+      paused,
+    )
     expect(status).toBe(401)
     await page.goto(`${s.url}/login`)
     await page.fill('input[name=name]', 'erin')

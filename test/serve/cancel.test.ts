@@ -14,7 +14,9 @@ async function stopCleanly(worker: { child: ChildProcess }): Promise<void> {
 }
 
 describe("the fleet page's Cancel of a running job", () => {
-  it('says "cancelled" only when the row says so: the answer waits for the worker to end the job, and the page shows them agreeing', { timeout: 240_000 }, async () => {
+  it('says "cancelled" only when the row says so: the answer waits for the worker to end the job, and the page shows them agreeing', {
+    timeout: 240_000,
+  }, async () => {
     const s = await runSetup(`${FAST_LOCKS}serve:\n  token: ${TOKEN}\n`)
     let n = 0
     s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
@@ -26,7 +28,10 @@ describe("the fleet page's Cancel of a running job", () => {
     const [job] = await database.query<{ id: number }>('SELECT id::int FROM fleet_jobs')
     const served = await startServe(s.tree.base, { config: s.config, env: database.env() })
     // The page's form, posted as a script would (the bearer token instead of a session).
-    const res = await served.get(`/jobs/${job?.id}/cancel?wait=60`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'x-ctxagent-operator': 'gina' } })
+    const res = await served.get(`/jobs/${job?.id}/cancel?wait=60`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'x-ctxagent-operator': 'gina' },
+    })
     expect(res.status).toBe(200)
     const page = await res.text()
     const [row] = await database.query<{ state: string; outcome: string }>('SELECT state, outcome FROM fleet_jobs WHERE id = $1', [job?.id])

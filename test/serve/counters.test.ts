@@ -33,9 +33,28 @@ describe.each([
     const env: Record<string, string> = envOf()
     const tree = makeTree()
     // Completed in 2024: past cleanup's 30 days, so it deletes them. The paused one stays.
-    tree.write({ uuid: uuidN(1), user: 'alice', completedAt: '2024-01-10T12:00:00.000Z', createdAt: '2024-01-10T10:00:00.000Z', state: { prompt_tokens: 40_000, completion_tokens: 5_000, cached_tokens: 10_000, total_tokens_used: 45_000, llm_call_count: 7 } })
-    tree.write({ uuid: uuidN(2), user: 'bob', status: 'failed', createdAt: '2024-01-11T10:00:00.000Z', completedAt: '2024-01-11T10:05:00.000Z', state: { prompt_tokens: 2_000, completion_tokens: 300, cached_tokens: 0, total_tokens_used: 2_300, llm_call_count: 3 } })
-    tree.write({ uuid: uuidN(3), user: 'alice', location: 'paused', createdAt: '2024-01-12T10:00:00.000Z', state: { prompt_tokens: 1_000, completion_tokens: 100, cached_tokens: 0, total_tokens_used: 1_100, llm_call_count: 2 } })
+    tree.write({
+      uuid: uuidN(1),
+      user: 'alice',
+      completedAt: '2024-01-10T12:00:00.000Z',
+      createdAt: '2024-01-10T10:00:00.000Z',
+      state: { prompt_tokens: 40_000, completion_tokens: 5_000, cached_tokens: 10_000, total_tokens_used: 45_000, llm_call_count: 7 },
+    })
+    tree.write({
+      uuid: uuidN(2),
+      user: 'bob',
+      status: 'failed',
+      createdAt: '2024-01-11T10:00:00.000Z',
+      completedAt: '2024-01-11T10:05:00.000Z',
+      state: { prompt_tokens: 2_000, completion_tokens: 300, cached_tokens: 0, total_tokens_used: 2_300, llm_call_count: 3 },
+    })
+    tree.write({
+      uuid: uuidN(3),
+      user: 'alice',
+      location: 'paused',
+      createdAt: '2024-01-12T10:00:00.000Z',
+      state: { prompt_tokens: 1_000, completion_tokens: 100, cached_tokens: 0, total_tokens_used: 1_100, llm_call_count: 2 },
+    })
     const run = async (args: string[]) => {
       const res = await cliAsync([...args, '--home', tree.base, '--config', 'none'], env)
       expect(res.code, res.stderr).toBe(0)

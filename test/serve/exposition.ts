@@ -24,38 +24,41 @@ export function parseExposition(text: string): Map<string, Family> {
   const families = new Map<string, Family>()
   const seen = new Set<string>()
   let current: Family | null = null
-  text.slice(0, -1).split('\n').forEach((line, i) => {
-    const where = `line ${i + 1}: ${line}`
-    if (line === '') return
-    if (line.startsWith('# HELP ')) {
-      const [, name, help] = /^# HELP (\S+) (.*)$/.exec(line) ?? []
-      if (!name || !NAME.test(name) || families.has(name)) throw new Error(`bad or repeated HELP, ${where}`)
-      current = { name, help: help ?? '', type: 'untyped', samples: [] }
-      families.set(name, current)
-      return
-    }
-    if (line.startsWith('# TYPE ')) {
-      const [, name, type] = /^# TYPE (\S+) (counter|gauge|histogram|summary|untyped)$/.exec(line) ?? []
-      if (!name || current === null || current.name !== name) throw new Error(`TYPE without its HELP, ${where}`)
-      current.type = type as Family['type']
-      return
-    }
-    if (line.startsWith('#')) return
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line)
-    if (m === null) throw new Error(`not a sample, ${where}`)
-    const [, name, labelText, valueText] = m as unknown as [string, string, string | undefined, string]
-    const family = current as Family | null
-    if (family === null) throw new Error(`a sample before any family, ${where}`)
-    const suffixes = family.type === 'histogram' ? ['_bucket', '_sum', '_count'] : family.type === 'summary' ? ['', '_sum', '_count'] : ['']
-    if (!suffixes.some((s) => name === family.name + s)) throw new Error(`sample ${name} outside its family ${family.name}, ${where}`)
-    const labels = parseLabels(labelText ?? '', where)
-    const value = valueText === '+Inf' ? Infinity : valueText === '-Inf' ? -Infinity : valueText === 'NaN' ? NaN : Number(valueText)
-    if (!/^(?:[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]Inf|NaN)$/.test(valueText)) throw new Error(`bad value, ${where}`)
-    const key = `${name}${JSON.stringify(Object.entries(labels).sort())}`
-    if (seen.has(key)) throw new Error(`repeated sample, ${where}`)
-    seen.add(key)
-    family.samples.push({ name, labels, value })
-  })
+  text
+    .slice(0, -1)
+    .split('\n')
+    .forEach((line, i) => {
+      const where = `line ${i + 1}: ${line}`
+      if (line === '') return
+      if (line.startsWith('# HELP ')) {
+        const [, name, help] = /^# HELP (\S+) (.*)$/.exec(line) ?? []
+        if (!name || !NAME.test(name) || families.has(name)) throw new Error(`bad or repeated HELP, ${where}`)
+        current = { name, help: help ?? '', type: 'untyped', samples: [] }
+        families.set(name, current)
+        return
+      }
+      if (line.startsWith('# TYPE ')) {
+        const [, name, type] = /^# TYPE (\S+) (counter|gauge|histogram|summary|untyped)$/.exec(line) ?? []
+        if (!name || current === null || current.name !== name) throw new Error(`TYPE without its HELP, ${where}`)
+        current.type = type as Family['type']
+        return
+      }
+      if (line.startsWith('#')) return
+      const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line)
+      if (m === null) throw new Error(`not a sample, ${where}`)
+      const [, name, labelText, valueText] = m as unknown as [string, string, string | undefined, string]
+      const family = current as Family | null
+      if (family === null) throw new Error(`a sample before any family, ${where}`)
+      const suffixes = family.type === 'histogram' ? ['_bucket', '_sum', '_count'] : family.type === 'summary' ? ['', '_sum', '_count'] : ['']
+      if (!suffixes.some((s) => name === family.name + s)) throw new Error(`sample ${name} outside its family ${family.name}, ${where}`)
+      const labels = parseLabels(labelText ?? '', where)
+      const value = valueText === '+Inf' ? Infinity : valueText === '-Inf' ? -Infinity : valueText === 'NaN' ? NaN : Number(valueText)
+      if (!/^(?:[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]Inf|NaN)$/.test(valueText)) throw new Error(`bad value, ${where}`)
+      const key = `${name}${JSON.stringify(Object.entries(labels).sort())}`
+      if (seen.has(key)) throw new Error(`repeated sample, ${where}`)
+      seen.add(key)
+      family.samples.push({ name, labels, value })
+    })
   return families
 }
 

@@ -34,7 +34,10 @@ describe('serve with a fleet (PostgreSQL)', () => {
       expect(queued.code, queued.stderr).toBe(0)
     }
     // One attempt in a job's history that waited out a budget window (as a worker records it): counted on /metrics.
-    await queryRows(server.url, `INSERT INTO fleet_job_attempts (job_id, attempt, outcome, reason, cap, again) VALUES (999999, 1, 'paused', 'budget', 'user-daily', true)`)
+    await queryRows(
+      server.url,
+      `INSERT INTO fleet_job_attempts (job_id, attempt, outcome, reason, cap, again) VALUES (999999, 1, 'paused', 'budget', 'user-daily', true)`,
+    )
     const s = await startServe(tree.base, { config, env })
     const auth = { authorization: `Bearer ${TOKEN}`, 'x-ctxagent-operator': 'frank' }
     // A token is configured: every read needs it, on loopback too (docs/serve.md#security).
@@ -43,7 +46,10 @@ describe('serve with a fleet (PostgreSQL)', () => {
     const read = { headers: { authorization: `Bearer ${TOKEN}` } }
     const api = (await (await s.get('/api/fleet', read)).json()) as { oldest_waiting: { waiting_seconds: number } }
     const cli = JSON.parse((await run(['fleet', '--json'])).stdout) as { oldest_waiting: { waiting_seconds: number } }
-    expect({ ...api, oldest_waiting: { ...api.oldest_waiting, waiting_seconds: 0 } }).toEqual({ ...cli, oldest_waiting: { ...cli.oldest_waiting, waiting_seconds: 0 } })
+    expect({ ...api, oldest_waiting: { ...api.oldest_waiting, waiting_seconds: 0 } }).toEqual({
+      ...cli,
+      oldest_waiting: { ...cli.oldest_waiting, waiting_seconds: 0 },
+    })
     expect(api).toMatchObject({ jobs: { waiting: 2, running: 0, done: 0 }, workers: [] })
     const m = parseExposition(await (await s.get('/metrics', read)).text())
     expect(total(m, 'ctxagent_jobs', { state: 'waiting' })).toBe(2)
@@ -60,14 +66,21 @@ describe('serve with a fleet (PostgreSQL)', () => {
     const resumed = await s.get(`/api/tasks/${uuidN(2)}/resume`, { method: 'POST', headers: auth })
     expect(resumed.status).toBe(200)
     const { job } = (await resumed.json()) as { job: number }
-    const rows = await queryRows<{ task_uuid: string; kind: string; state: string }>(server.url, 'SELECT task_uuid, kind, state FROM fleet_jobs WHERE id = $1', [job])
+    const rows = await queryRows<{ task_uuid: string; kind: string; state: string }>(
+      server.url,
+      'SELECT task_uuid, kind, state FROM fleet_jobs WHERE id = $1',
+      [job],
+    )
     expect(rows).toEqual([{ task_uuid: uuidN(2), kind: 'resume', state: 'waiting' }])
     // Queued once: a second resume is a conflict, as enqueue --resume says.
     expect((await s.get(`/api/tasks/${uuidN(2)}/resume`, { method: 'POST', headers: auth })).status).toBe(409)
 
     // Jobs: /api/jobs is jobs --json; cancel and retry are the CLI's, need the token, and are audited.
     const listed = (await (await s.get('/api/jobs', read)).json()) as { id: number; state: string; task_uuid: string }[]
-    const cliJobs = (await run(['jobs', '--json'])).stdout.trim().split('\n').map((l) => JSON.parse(l) as { id: number })
+    const cliJobs = (await run(['jobs', '--json'])).stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { id: number })
     expect(listed).toEqual(cliJobs)
     const first = listed.find((j) => j.state === 'waiting' && j.task_uuid !== uuidN(2)) as { id: number; task_uuid: string }
     expect((await s.get(`/api/jobs/${first.id}/cancel`, { method: 'POST' })).status).toBe(401)

@@ -55,7 +55,11 @@ async function followMany(s: Serve, uuids: string[], count: number, opened: Foll
 
 async function gauges(s: Serve): Promise<{ followers: number; watchers: number; refused: number }> {
   const m = parseExposition(await (await s.get('/metrics')).text())
-  return { followers: total(m, 'ctxagent_serve_followers'), watchers: total(m, 'ctxagent_serve_follow_watchers'), refused: total(m, 'ctxagent_serve_followers_refused_total') }
+  return {
+    followers: total(m, 'ctxagent_serve_followers'),
+    watchers: total(m, 'ctxagent_serve_follow_watchers'),
+    refused: total(m, 'ctxagent_serve_followers_refused_total'),
+  }
 }
 
 async function until<T>(what: string, probe: () => Promise<T | null | false>): Promise<T> {
@@ -73,7 +77,10 @@ describe('serve: live followers are bounded', () => {
     const tasks = [1, 2, 3, 4].map((n) => uuidN(n))
     for (const uuid of tasks) {
       const dir = tree.write({ uuid, user: 'alice', location: 'running' })
-      writeMessages(dir, [{ role: 'system', content: 'sys' }, { role: 'user', content: 'watch me' }])
+      writeMessages(dir, [
+        { role: 'system', content: 'sys' },
+        { role: 'user', content: 'watch me' },
+      ])
     }
     reindex(tree)
     const s = await startServe(tree.base, { config: configWith(tree, 'serve:\n  max_followers_per_task: 50\n  max_followers: 120\n') })

@@ -53,7 +53,10 @@ export function reindex(tree: Tree): void {
 
 /** Replaces a task's messages with these (seq from 1), so its statement and transcript are what a test needs. */
 export function writeMessages(dir: string, messages: Record<string, unknown>[]): void {
-  writeFileSync(join(dir, 'messages.jsonl'), messages.map((m, i) => `${JSON.stringify({ seq: i + 1, timestamp: '2024-01-15T10:30:00.000Z', token_count: 5, ...m })}\n`).join(''))
+  writeFileSync(
+    join(dir, 'messages.jsonl'),
+    messages.map((m, i) => `${JSON.stringify({ seq: i + 1, timestamp: '2024-01-15T10:30:00.000Z', token_count: 5, ...m })}\n`).join(''),
+  )
 }
 
 export function appendMessage(dir: string, message: Record<string, unknown>): void {

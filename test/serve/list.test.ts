@@ -32,7 +32,11 @@ describe.each([
     const list = async (query: string) => {
       const r = await s.get(`/api/tasks?${query}`)
       expect(r.status).toBe(200)
-      const uuids = (await r.text()).trim().split('\n').filter(Boolean).map((l) => (JSON.parse(l) as { uuid: string }).uuid)
+      const uuids = (await r.text())
+        .trim()
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => (JSON.parse(l) as { uuid: string }).uuid)
       return { uuids, total: Number(r.headers.get('x-total-count')) }
     }
     const all = async () => {

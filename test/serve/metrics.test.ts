@@ -5,11 +5,22 @@ import { configWith, reindex, startServe } from './helpers.js'
 import { parseExposition, total } from './exposition.js'
 
 describe('serve: /metrics', () => {
-  it('is valid exposition whose figures are the index\'s, as stats --json reports them, and survive a restart', async () => {
+  it("is valid exposition whose figures are the index's, as stats --json reports them, and survive a restart", async () => {
     const tree = makeTree()
-    tree.write({ uuid: uuidN(1), user: 'alice', createdAt: '2024-01-10T10:00:00.000Z', state: { prompt_tokens: 40_000, completion_tokens: 5_678, cached_tokens: 10_000 } })
+    tree.write({
+      uuid: uuidN(1),
+      user: 'alice',
+      createdAt: '2024-01-10T10:00:00.000Z',
+      state: { prompt_tokens: 40_000, completion_tokens: 5_678, cached_tokens: 10_000 },
+    })
     tree.write({ uuid: uuidN(2), user: 'bob', status: 'failed', createdAt: '2024-01-11T10:00:00.000Z' })
-    tree.write({ uuid: uuidN(3), user: 'alice', location: 'paused', createdAt: '2024-01-12T10:00:00.000Z', state: { prompt_tokens: 45_000, completion_tokens: 678, cached_tokens: 0 } })
+    tree.write({
+      uuid: uuidN(3),
+      user: 'alice',
+      location: 'paused',
+      createdAt: '2024-01-12T10:00:00.000Z',
+      state: { prompt_tokens: 45_000, completion_tokens: 678, cached_tokens: 0 },
+    })
     tree.write({ uuid: uuidN(4), user: 'carol', status: 'timeout', createdAt: '2024-01-13T10:00:00.000Z', completedAt: '2024-01-13T13:00:00.000Z' })
     reindex(tree)
     const config = configWith(tree, 'pricing:\n  gpt-4o:\n    prompt: 2.5\n    completion: 10\n    cached: 1.25\n')
@@ -56,7 +67,9 @@ describe('serve: /metrics', () => {
     expect(total(m, 'ctxagent_task_duration_seconds', { le: '86400' }, 'ctxagent_task_duration_seconds_bucket')).toBe(1)
     expect(total(m, 'ctxagent_task_duration_seconds', { le: '+Inf' }, 'ctxagent_task_duration_seconds_bucket')).toBe(finished)
     // stats --check's alerts: 2 of 3 finished tasks failed, > 10 %.
-    const check = JSON.parse(cli(['stats', '--check', '--json', '--home', tree.base, '--config', config]).stdout) as { alerts: { metric: string; level: string }[] }
+    const check = JSON.parse(cli(['stats', '--check', '--json', '--home', tree.base, '--config', config]).stdout) as {
+      alerts: { metric: string; level: string }[]
+    }
     for (const a of check.alerts) expect(total(m, 'ctxagent_alert', { name: a.metric, severity: a.level })).toBe(1)
     expect(total(m, 'ctxagent_alert', { name: 'failure_rate' })).toBe(1)
     expect(total(m, 'ctxagent_alert_status')).toBe(1)
@@ -73,7 +86,9 @@ describe('docs/grafana-dashboard.json', () => {
   it('queries only metrics /metrics exports', async () => {
     const { readFileSync } = await import('node:fs')
     const { METRICS } = await import('../../src/telemetry/names.js')
-    const dashboard = JSON.parse(readFileSync(new URL('../../docs/grafana-dashboard.json', import.meta.url), 'utf8')) as { panels: { targets: { expr: string }[] }[] }
+    const dashboard = JSON.parse(readFileSync(new URL('../../docs/grafana-dashboard.json', import.meta.url), 'utf8')) as {
+      panels: { targets: { expr: string }[] }[]
+    }
     const known = new Set<string>(Object.values(METRICS).flatMap((m) => [m, `${m}_bucket`, `${m}_sum`, `${m}_count`]))
     const used = dashboard.panels.flatMap((p) => p.targets.flatMap((t) => t.expr.match(/ctxagent_[a-z_]+/g) ?? []))
     expect(used.length).toBeGreaterThan(10)

@@ -33,7 +33,9 @@ describe('a resume queued from the page', () => {
     // The same job the CLI queues for the other task.
     const cli = await cliAsync(['enqueue', '--resume', other, '--home', tree.base, '--config', config], database.env())
     expect(cli.code, cli.stderr).toBe(0)
-    const rows = await database.query<{ id: number; task_uuid: string; kind: string; user: string | null; spec: unknown; state: string }>('SELECT id::int, task_uuid, kind, "user", spec, state FROM fleet_jobs ORDER BY id')
+    const rows = await database.query<{ id: number; task_uuid: string; kind: string; user: string | null; spec: unknown; state: string }>(
+      'SELECT id::int, task_uuid, kind, "user", spec, state FROM fleet_jobs ORDER BY id',
+    )
     expect(rows).toEqual([
       { id: job, task_uuid: paused, kind: 'resume', user: 'alice', spec: {}, state: 'waiting' },
       { id: expect.any(Number), task_uuid: other, kind: 'resume', user: 'alice', spec: {}, state: 'waiting' },

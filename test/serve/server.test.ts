@@ -24,15 +24,26 @@ describe('serve: reads', () => {
     const listed = await s.get('/api/tasks')
     expect(listed.status).toBe(200)
     expect(listed.headers.get('x-total-count')).toBe('3')
-    const rows = (await listed.text()).trim().split('\n').map((l) => JSON.parse(l) as unknown)
-    const cliRows = CLI(tree, ['list', '--all']).stdout.trim().split('\n').map((l) => JSON.parse(l) as unknown)
+    const rows = (await listed.text())
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as unknown)
+    const cliRows = CLI(tree, ['list', '--all'])
+      .stdout.trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as unknown)
     expect(rows).toEqual(cliRows)
     const one = await (await s.get(`/api/tasks/${uuidN(2)}`)).json()
     expect(one).toEqual(JSON.parse(CLI(tree, ['view', uuidN(2)]).stdout))
     const stats = await (await s.get('/api/stats')).json()
     expect(stats).toEqual(JSON.parse(CLI(tree, ['stats']).stdout))
     const filtered = await s.get('/api/tasks?user=alice&status=paused')
-    expect((await filtered.text()).trim().split('\n').map((l) => (JSON.parse(l) as { uuid: string }).uuid)).toEqual([uuidN(3)])
+    expect(
+      (await filtered.text())
+        .trim()
+        .split('\n')
+        .map((l) => (JSON.parse(l) as { uuid: string }).uuid),
+    ).toEqual([uuidN(3)])
   })
 
   it('pages are escaped data under a strict CSP; bad ids and paths are refused', async () => {
@@ -55,7 +66,13 @@ describe('serve: reads', () => {
     expect(body).not.toContain('\u001b')
     expect(body).toContain('&lt;/pre&gt;&lt;b&gt;x&lt;/b&gt;')
     expect(body).not.toMatch(/<script>(?!<\/script>)/)
-    for (const path of ['/tasks/not-a-uuid', '/tasks/..%2F..%2Fetc%2Fpasswd', '/api/tasks/00000001', '/tasks/%2e%2e/%2e%2e/etc/passwd', '/tasks/00000001-0000-4000-8000-000000000001%2F..%2F..']) {
+    for (const path of [
+      '/tasks/not-a-uuid',
+      '/tasks/..%2F..%2Fetc%2Fpasswd',
+      '/api/tasks/00000001',
+      '/tasks/%2e%2e/%2e%2e/etc/passwd',
+      '/tasks/00000001-0000-4000-8000-000000000001%2F..%2F..',
+    ]) {
       expect([400, 404], path).toContain((await s.get(path)).status)
     }
     expect((await s.get(`/api/tasks/${uuidN(99)}`)).status).toBe(404)
@@ -63,7 +80,9 @@ describe('serve: reads', () => {
     expect((await s.get('/etc/passwd')).status).toBe(404)
     // DNS rebinding: a page of another site that resolves its name here sends its own Host.
     const rebound = await new Promise<number>((resolve, reject) => {
-      request(`${s.url}/api/tasks`, { headers: { host: 'evil.example' } }, (res) => (res.resume(), resolve(res.statusCode ?? 0))).on('error', reject).end()
+      request(`${s.url}/api/tasks`, { headers: { host: 'evil.example' } }, (res) => (res.resume(), resolve(res.statusCode ?? 0)))
+        .on('error', reject)
+        .end()
     })
     expect(rebound).toBe(421)
   })
@@ -90,49 +109,85 @@ describe('serve: security', () => {
     tree.write({ uuid: running, user: 'carol', location: 'running', createdAt: '2024-01-13T10:00:00.000Z' })
     reindex(tree)
     const config = configWith(tree, `serve:\n  token: ${TOKEN}\n`)
-    for (const [env, name] of [[{}, 'serve.token'], [{ CTXAGENT_SERVE_TOKEN: TOKEN }, 'CTXAGENT_SERVE_TOKEN']] as const) {
+    for (const [env, name] of [
+      [{}, 'serve.token'],
+      [{ CTXAGENT_SERVE_TOKEN: TOKEN }, 'CTXAGENT_SERVE_TOKEN'],
+    ] as const) {
       const s = await startServe(tree.base, name === 'serve.token' ? { config } : { env })
       for (const path of ['/api/tasks', `/api/tasks/${uuidN(1)}`, '/api/stats', '/metrics', `/api/tasks/${running}/events`]) {
         const res = await s.get(path)
         expect(res.status, `${name} ${path}`).toBe(401)
         expect(res.headers.get('www-authenticate')).toBe('Bearer realm="ctxagent"')
       }
-      for (const path of ['/', `/tasks/${uuidN(1)}`, `/tasks/${running}/events`, '/stats', '/fleet']) expect((await s.get(path)).headers.get('location'), path).toBe('/login')
+      for (const path of ['/', `/tasks/${uuidN(1)}`, `/tasks/${running}/events`, '/stats', '/fleet'])
+        expect((await s.get(path)).headers.get('location'), path).toBe('/login')
       // What the login page itself needs stays open.
       for (const path of ['/login', '/style.css', '/app.js']) expect((await s.get(path)).status, path).toBe(200)
       const bearer = { headers: { authorization: `Bearer ${TOKEN}` } }
       for (const path of ['/api/tasks', `/tasks/${uuidN(1)}`, '/metrics']) expect((await s.get(path, bearer)).status, path).toBe(200)
-      const login = await s.get('/login', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ token: TOKEN, name: 'gina' }).toString() })
+      const login = await s.get('/login', {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ token: TOKEN, name: 'gina' }).toString(),
+      })
       const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0] as string
       expect((await s.get(`/tasks/${uuidN(1)}`, { headers: { cookie } })).status).toBe(200)
     }
     // Without a token, loopback reads stay open, and doctor says so; with one, doctor says every read needs it.
     const open = await startServe(tree.base)
     expect((await open.get('/api/tasks')).status).toBe(200)
-    const line = (args: string[], env: Record<string, string> = {}) => (JSON.parse(cli(['doctor', '--json', '--timeout', '1s', '--home', tree.base, ...args], env).stdout) as { checks: { name: string; status: string; message: string }[] }).checks.find((c) => c.name === 'serve')
-    expect(line(['--config', 'none'])).toMatchObject({ status: 'warn', message: expect.stringContaining("no serve.token: on 127.0.0.1 serve's reads (task pages, /api, /metrics) are open to every process of this host") })
+    const line = (args: string[], env: Record<string, string> = {}) =>
+      (
+        JSON.parse(cli(['doctor', '--json', '--timeout', '1s', '--home', tree.base, ...args], env).stdout) as {
+          checks: { name: string; status: string; message: string }[]
+        }
+      ).checks.find((c) => c.name === 'serve')
+    expect(line(['--config', 'none'])).toMatchObject({
+      status: 'warn',
+      message: expect.stringContaining("no serve.token: on 127.0.0.1 serve's reads (task pages, /api, /metrics) are open to every process of this host"),
+    })
     expect(line(['--config', config])).toMatchObject({ status: 'ok', message: expect.stringContaining('need it on 127.0.0.1 as on every address') })
     expect(line(['--config', 'none'], { CTXAGENT_SERVE_TOKEN: TOKEN })).toMatchObject({ status: 'ok' })
-    expect(line(['--config', 'none'], { CTXAGENT_SERVE_TOKEN: 'short' })).toMatchObject({ status: 'fail', message: expect.stringContaining('CTXAGENT_SERVE_TOKEN is shorter than 16 characters') })
+    expect(line(['--config', 'none'], { CTXAGENT_SERVE_TOKEN: 'short' })).toMatchObject({
+      status: 'fail',
+      message: expect.stringContaining('CTXAGENT_SERVE_TOKEN is shorter than 16 characters'),
+    })
   })
 
   it('actions: 403 with no token configured, 401 without one, 403 with a wrong one or a missing CSRF token, done with it and audited', async () => {
     const tree = fixture()
     const paused = uuidN(3)
     const open = await startServe(tree.base)
-    expect((await open.get(`/api/tasks/${paused}/comment`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text: 'hi' }) })).status).toBe(403)
+    expect(
+      (
+        await open.get(`/api/tasks/${paused}/comment`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ text: 'hi' }),
+        })
+      ).status,
+    ).toBe(403)
     const config = configWith(tree, `serve:\n  token: ${TOKEN}\n`)
     const s = await startServe(tree.base, { config })
     const post = (path: string, headers: Record<string, string>, body: string) => s.get(path, { method: 'POST', headers, body })
     const json = { 'content-type': 'application/json' }
     expect((await post(`/api/tasks/${paused}/comment`, json, JSON.stringify({ text: 'hi' }))).status).toBe(401)
-    expect((await post(`/api/tasks/${paused}/comment`, { ...json, authorization: 'Bearer nope-nope-nope-nope' }, JSON.stringify({ text: 'hi' }))).status).toBe(403)
-    const done = await post(`/api/tasks/${paused}/comment`, { ...json, authorization: `Bearer ${TOKEN}`, 'x-ctxagent-operator': 'carol' }, JSON.stringify({ text: 'please add tests' }))
+    expect((await post(`/api/tasks/${paused}/comment`, { ...json, authorization: 'Bearer nope-nope-nope-nope' }, JSON.stringify({ text: 'hi' }))).status).toBe(
+      403,
+    )
+    const done = await post(
+      `/api/tasks/${paused}/comment`,
+      { ...json, authorization: `Bearer ${TOKEN}`, 'x-ctxagent-operator': 'carol' },
+      JSON.stringify({ text: 'please add tests' }),
+    )
     expect(done.status).toBe(200)
     expect(await done.json()).toMatchObject({ uuid: paused, location: 'paused', record: { kind: 'message', sender: 'carol', content: 'please add tests' } })
     const inbox = readFileSync(join(tree.dir({ uuid: paused, location: 'paused' }), 'inbox.jsonl'), 'utf8')
     expect(inbox).toContain('please add tests')
-    const audit = readFileSync(join(tree.base, 'audit.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>)
+    const audit = readFileSync(join(tree.base, 'audit.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
     expect(audit.find((a) => a.command === 'comment')).toMatchObject({ uuid: paused, via: 'serve', operator: 'carol' })
     // A finished task: the CLI's own refusal, as 409.
     const finished = await post(`/api/tasks/${uuidN(1)}/comment`, { ...json, authorization: `Bearer ${TOKEN}` }, JSON.stringify({ text: 'x' }))
@@ -172,7 +227,12 @@ describe('serve: security', () => {
     expect(sent).toBe(`/login?next=${encodeURIComponent(`/tasks/${paused}?all=1`)}`)
     expect(await (await get(sent)).text()).toContain(`<input type="hidden" name="next" value="/tasks/${paused}?all=1">`)
     const signIn = (next: string, token = TOKEN) =>
-      fetch(`${base}/login`, { method: 'POST', redirect: 'manual', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ token, name: 'erin', next }).toString() })
+      fetch(`${base}/login`, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ token, name: 'erin', next }).toString(),
+      })
     const back = await signIn(`/tasks/${paused}?all=1`)
     expect(back.status).toBe(303)
     expect(back.headers.get('location')).toBe(`/tasks/${paused}?all=1`)
@@ -181,7 +241,17 @@ describe('serve: security', () => {
     // A wrong token: the form again, still returning there.
     expect(await (await signIn('/fleet', 'wrong-token-wrong-token')).text()).toContain('<input type="hidden" name="next" value="/fleet">')
     // Anything that could lead off this server goes to /.
-    for (const next of ['//evil.example/x', '/\\evil.example', 'https://evil.example/', 'javascript:alert(1)', '/x\r\nSet-Cookie: a=b', '/login', '/logout', ' /fleet', '']) {
+    for (const next of [
+      '//evil.example/x',
+      '/\\evil.example',
+      'https://evil.example/',
+      'javascript:alert(1)',
+      '/x\r\nSet-Cookie: a=b',
+      '/login',
+      '/logout',
+      ' /fleet',
+      '',
+    ]) {
       expect([next, (await signIn(next)).headers.get('location')]).toEqual([next, '/'])
     }
     // On loopback reads need no sign-in: a task page's links to sign in come back to it.

@@ -41,7 +41,12 @@ describe.each([
   it('counts the tools.jsonl records of real runs, and never falls: not after cleanup deletes the tasks, not after reindex', async () => {
     const env: Record<string, string> = envOf()
     const s: RunSetup = await runSetup()
-    writeFileSync(s.config, s.fake.configYaml(`mcp:\n  servers:\n    files:\n      command: ${process.execPath}\n      args: [${JSON.stringify(SERVER)}, ${JSON.stringify(s.ws)}]\n      timeout_seconds: 20\n`))
+    writeFileSync(
+      s.config,
+      s.fake.configYaml(
+        `mcp:\n  servers:\n    files:\n      command: ${process.execPath}\n      args: [${JSON.stringify(SERVER)}, ${JSON.stringify(s.ws)}]\n      timeout_seconds: 20\n`,
+      ),
+    )
     const run = async (args: string[]) => {
       const res = await s.run(args, env)
       expect(res.code, res.stderr).toBe(0)
@@ -62,9 +67,19 @@ describe.each([
     }
 
     s.fake.queue.push(
-      { calls: [{ name: 'read_file', arguments: { path: 'calc.js' } }, { name: 'read_file', arguments: { path: 'missing.js' } }] },
+      {
+        calls: [
+          { name: 'read_file', arguments: { path: 'calc.js' } },
+          { name: 'read_file', arguments: { path: 'missing.js' } },
+        ],
+      },
       // A name no tool has: the model's, so untrusted; counted as other, never as a series of its own.
-      { calls: [{ name: 'evil"}\nctxagent_x 1', arguments: {} }, { name: 'files__list_directory', arguments: { path: s.ws } }] },
+      {
+        calls: [
+          { name: 'evil"}\nctxagent_x 1', arguments: {} },
+          { name: 'files__list_directory', arguments: { path: s.ws } },
+        ],
+      },
       { calls: [{ name: 'files__read_text_file', arguments: { path: '/etc/passwd' } }] },
       { calls: [{ name: 'finish', arguments: { summary: 'looked', status: 'done' } }] },
     )
@@ -81,7 +96,16 @@ describe.each([
     expect(uuids).toHaveLength(2)
     const expected = new Map<string, number>()
     for (const uuid of uuids) fromRecords(readTask(s.tree, uuid).tools, expected)
-    expect(Object.fromEntries(expected)).toEqual({ 'read_file\0success': 2, 'read_file\0error': 1, 'other\0error': 1, 'mcp:files\0success': 1, 'mcp:files\0error': 1, 'finish\0success': 1, 'edit_file\0success': 1, 'edit_file\0error': 1 })
+    expect(Object.fromEntries(expected)).toEqual({
+      'read_file\0success': 2,
+      'read_file\0error': 1,
+      'other\0error': 1,
+      'mcp:files\0success': 1,
+      'mcp:files\0error': 1,
+      'finish\0success': 1,
+      'edit_file\0success': 1,
+      'edit_file\0error': 1,
+    })
 
     // Written by the runs' own index writes (the triggers), before any reindex.
     const first = await scrape()

@@ -27,7 +27,9 @@ async function startReceiver(): Promise<{ url: string; spans: OtlpSpan[]; resour
         res.writeHead(404).end()
         return
       }
-      const body = JSON.parse(Buffer.concat(chunks).toString()) as { resourceSpans: { resource: { attributes: OtlpSpan['attributes'] }; scopeSpans: { spans: OtlpSpan[] }[] }[] }
+      const body = JSON.parse(Buffer.concat(chunks).toString()) as {
+        resourceSpans: { resource: { attributes: OtlpSpan['attributes'] }; scopeSpans: { spans: OtlpSpan[] }[] }[]
+      }
       for (const rs of body.resourceSpans) {
         resources.push(attrs(rs.resource.attributes))
         for (const ss of rs.scopeSpans) spans.push(...ss.spans)
@@ -41,7 +43,12 @@ async function startReceiver(): Promise<{ url: string; spans: OtlpSpan[]; resour
 }
 
 function attrs(list: OtlpSpan['attributes']): Record<string, unknown> {
-  return Object.fromEntries(list.map(({ key, value }) => [key, value.stringValue ?? (value.intValue !== undefined ? Number(value.intValue) : undefined) ?? value.boolValue ?? value.doubleValue ?? value.arrayValue]))
+  return Object.fromEntries(
+    list.map(({ key, value }) => [
+      key,
+      value.stringValue ?? (value.intValue !== undefined ? Number(value.intValue) : undefined) ?? value.boolValue ?? value.doubleValue ?? value.arrayValue,
+    ]),
+  )
 }
 
 const SECRET = `ghp_${'a1B2c3D4'.repeat(5)}`
@@ -52,8 +59,14 @@ describe('traces', () => {
     const s = await runSetup()
     // The config, with the receiver's address beside the fake LLM's.
     writeFileSync(s.config, s.fake.configYaml(`telemetry:\n  otlp_endpoint: ${receiver.url}\n`))
-    s.fake.queue.push({ calls: [{ name: 'read_file', arguments: { path: 'calc.js' } }], usage: { prompt_tokens: 300, completion_tokens: 30, total_tokens: 330 } })
-    s.fake.queue.push({ content: 'add() subtracts; fix is a + b', usage: { prompt_tokens: 400, completion_tokens: 40, total_tokens: 440, prompt_tokens_details: { cached_tokens: 128 } } })
+    s.fake.queue.push({
+      calls: [{ name: 'read_file', arguments: { path: 'calc.js' } }],
+      usage: { prompt_tokens: 300, completion_tokens: 30, total_tokens: 330 },
+    })
+    s.fake.queue.push({
+      content: 'add() subtracts; fix is a + b',
+      usage: { prompt_tokens: 400, completion_tokens: 40, total_tokens: 440, prompt_tokens_details: { cached_tokens: 128 } },
+    })
     const res = await s.run(['run', '--task', `what does add do? my token is ${SECRET}`, '--workspace', s.ws, '--json'])
     expect(res.code, res.stderr).toBe(0)
     const uuid = (JSON.parse(res.stdout) as { uuid: string }).uuid
@@ -74,12 +87,26 @@ describe('traces', () => {
     expect(llm).toHaveLength(2)
     expect(llm.map((x) => x.parentSpanId)).toEqual(turns.map((x) => x.spanId))
     expect(llm.map((x) => x.kind)).toEqual([3, 3]) // SPAN_KIND_CLIENT
-    expect(attrs((llm[0] as OtlpSpan).attributes)).toMatchObject({ 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'fake-model', 'gen_ai.usage.input_tokens': 300, 'gen_ai.usage.output_tokens': 30, 'ctxagent.task.uuid': uuid })
-    expect(attrs((llm[1] as OtlpSpan).attributes)).toMatchObject({ 'gen_ai.usage.input_tokens': 400, 'gen_ai.usage.output_tokens': 40, 'gen_ai.usage.cache_read.input_tokens': 128 })
+    expect(attrs((llm[0] as OtlpSpan).attributes)).toMatchObject({
+      'gen_ai.operation.name': 'chat',
+      'gen_ai.request.model': 'fake-model',
+      'gen_ai.usage.input_tokens': 300,
+      'gen_ai.usage.output_tokens': 30,
+      'ctxagent.task.uuid': uuid,
+    })
+    expect(attrs((llm[1] as OtlpSpan).attributes)).toMatchObject({
+      'gen_ai.usage.input_tokens': 400,
+      'gen_ai.usage.output_tokens': 40,
+      'gen_ai.usage.cache_read.input_tokens': 128,
+    })
     const tools = byName('execute_tool read_file')
     expect(tools).toHaveLength(1)
     expect((tools[0] as OtlpSpan).parentSpanId).toBe((turns[0] as OtlpSpan).spanId)
-    expect(attrs((tools[0] as OtlpSpan).attributes)).toMatchObject({ 'gen_ai.tool.name': 'read_file', 'ctxagent.tool.status': 'success', 'ctxagent.task.uuid': uuid })
+    expect(attrs((tools[0] as OtlpSpan).attributes)).toMatchObject({
+      'gen_ai.tool.name': 'read_file',
+      'ctxagent.tool.status': 'success',
+      'ctxagent.task.uuid': uuid,
+    })
     expect(receiver.resources[0]).toMatchObject({ 'service.name': 'ctxagent' })
     const all = JSON.stringify(receiver.spans)
     expect(all).not.toContain('what does add do')
@@ -95,7 +122,12 @@ describe('traces', () => {
       writeFileSync(s.config, s.fake.configYaml(`telemetry:\n  otlp_endpoint: ${receiver.url}\n  content: ${content}\n`))
       const word = 'Zanzibar'
       s.fake.queue.push(
-        { calls: [{ name: `${word}_tool`, arguments: {}, id: `call_${word}` }, { name: 'read_file', arguments: { path: `${word}-notes.txt` } }] },
+        {
+          calls: [
+            { name: `${word}_tool`, arguments: {}, id: `call_${word}` },
+            { name: 'read_file', arguments: { path: `${word}-notes.txt` } },
+          ],
+        },
         { status: 400, content: `your request "fix ${word} with ${SECRET}" was refused` },
       )
       const res = await s.run(['run', '--task', `fix ${word} with ${SECRET}`, '--workspace', s.ws])

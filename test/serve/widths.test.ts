@@ -21,21 +21,34 @@ afterAll(async () => {
   await browser?.close()
 })
 
-const LONG = 'The CSV export of the invoicing module drops the last row of every invoice whose customer has a very long legal name; find out why and fix it, with a regression test in tests/export_test.py'
+const LONG =
+  'The CSV export of the invoicing module drops the last row of every invoice whose customer has a very long legal name; find out why and fix it, with a regression test in tests/export_test.py'
 
 /** How far the page scrolls sideways: 0 when nothing is wider than the window. */
 async function sideways(page: Page): Promise<number> {
-  return page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+  return page.evaluate('document.documentElement.scrollWidth - window.innerWidth')
 }
 
-describe('serve at a phone\'s width and a laptop\'s', () => {
+describe("serve at a phone's width and a laptop's", () => {
   it('no page scrolls sideways at 390 or 1280 px, signed in or not, with a full jobs table', { timeout: 240_000 }, async () => {
     const tree = makeTree()
-    for (let i = 1; i <= 6; i++) tree.write({ uuid: uuidN(i), user: i % 2 ? 'alice' : 'a-user-with-a-rather-long-name', location: i === 2 ? 'paused' : 'completed', status: i === 3 ? 'failed' : undefined })
+    for (let i = 1; i <= 6; i++)
+      tree.write({
+        uuid: uuidN(i),
+        user: i % 2 ? 'alice' : 'a-user-with-a-rather-long-name',
+        location: i === 2 ? 'paused' : 'completed',
+        status: i === 3 ? 'failed' : undefined,
+      })
     writeMessages(tree.dir({ uuid: uuidN(1) }), [
       { role: 'system', content: 'sys' },
       { role: 'user', content: `${LONG}\n${'x'.repeat(300)}` },
-      { role: 'assistant', content: 'Reading', tool_calls: [{ id: 'c1', type: 'function', function: { name: 'read_file', arguments: JSON.stringify({ path: `src/${'deeply/nested/'.repeat(12)}export.py` }) } }] },
+      {
+        role: 'assistant',
+        content: 'Reading',
+        tool_calls: [
+          { id: 'c1', type: 'function', function: { name: 'read_file', arguments: JSON.stringify({ path: `src/${'deeply/nested/'.repeat(12)}export.py` }) } },
+        ],
+      },
       { role: 'tool', tool_name: 'read_file', tool_call_id: 'c1', content: 'a'.repeat(2000) },
     ])
     const config = configWith(tree, `serve:\n  token: ${TOKEN}\n`)
@@ -49,7 +62,12 @@ describe('serve at a phone\'s width and a laptop\'s', () => {
       expect(queued.code, queued.stderr).toBe(0)
     }
     // Jobs with long errors: failed, as an outage would leave them.
-    await db.query(`UPDATE fleet_jobs SET state = 'failed', finished_at = now(), outcome = 'failed', error = $1 WHERE id IN (SELECT id FROM fleet_jobs ORDER BY id LIMIT 8)`, [`cannot reach LLM server http://llm.internal.example.com:8000/v1 (openai, model Qwen/Qwen2.5-Coder-32B-Instruct): connection refused ${'(retried) '.repeat(10)}`])
+    await db.query(
+      `UPDATE fleet_jobs SET state = 'failed', finished_at = now(), outcome = 'failed', error = $1 WHERE id IN (SELECT id FROM fleet_jobs ORDER BY id LIMIT 8)`,
+      [
+        `cannot reach LLM server http://llm.internal.example.com:8000/v1 (openai, model Qwen/Qwen2.5-Coder-32B-Instruct): connection refused ${'(retried) '.repeat(10)}`,
+      ],
+    )
     const s = await startServe(tree.base, { config, env })
     const pages = ['/', `/tasks/${uuidN(1)}`, `/tasks/${uuidN(2)}`, '/stats', '/fleet', '/login']
     for (const signedIn of [false, true]) {

@@ -11,7 +11,11 @@ import { agentRequests, readTask, runSetup } from '../run/harness.js'
 
 /** git as a person runs it in a test (as root, over directories owned by nobody). */
 function git(dir: string, ...args: string[]): string {
-  return execFileSync('git', ['-c', 'safe.directory=*', '-c', 'user.name=Tester', '-c', 'user.email=t@example.invalid', '-c', 'init.defaultBranch=main', '-C', dir, ...args], { encoding: 'utf8' }).trim()
+  return execFileSync(
+    'git',
+    ['-c', 'safe.directory=*', '-c', 'user.name=Tester', '-c', 'user.email=t@example.invalid', '-c', 'init.defaultBranch=main', '-C', dir, ...args],
+    { encoding: 'utf8' },
+  ).trim()
 }
 
 /** A bare origin with main and the pull request's branch fix-csv (one commit more), and the workspace a clone of it on main. */
@@ -64,9 +68,18 @@ describe('a task on a pull request', () => {
     // The task that opened the pull request (from issue 41): its delivery record names the pull request.
     const opener = uuidN(41)
     const url = 'https://github.example/acme/shop/pull/42'
-    s.tree.write({ uuid: opener, location: 'completed', repository: 'acme/shop', state: { delivery: { mode: 'pr', branch: 'fix-csv', commit: branchCommit, pushed: true, pr: { number: 42, url }, refused: null } } })
+    s.tree.write({
+      uuid: opener,
+      location: 'completed',
+      repository: 'acme/shop',
+      state: { delivery: { mode: 'pr', branch: 'fix-csv', commit: branchCommit, pushed: true, pr: { number: 42, url }, refused: null } },
+    })
     // Opened by the bot's token through another account (bob): the marker counts by the delivery record.
-    Object.assign(gh.pull as Record<string, unknown>, { html_url: url, body: `The export keeps every row.\n\nCloses #41\n\n<!-- ctxagent:${opener} -->`, head: { ref: 'fix-csv', sha: branchCommit } })
+    Object.assign(gh.pull as Record<string, unknown>, {
+      html_url: url,
+      body: `The export keeps every row.\n\nCloses #41\n\n<!-- ctxagent:${opener} -->`,
+      head: { ref: 'fix-csv', sha: branchCommit },
+    })
 
     s.fake.queue.push({ calls: [{ name: 'write_file', arguments: { path: 'review-note.txt', content: 'addressed\n' } }] }, { content: 'Renamed as asked.' })
     const res = await s.run(['run', '--github', 'acme/shop#42', '--workspace', s.ws, '--json'])
@@ -76,7 +89,11 @@ describe('a task on a pull request', () => {
 
     const task = readTask(s.tree, outcome.uuid)
     const worktree = realpathSync(join(s.ws, '.git', 'ctxagent', 'worktrees', 'github-42'))
-    expect(task.metadata).toMatchObject({ task_type: 'github_pull_request', inherited_from: opener, run: { workspace: worktree, pr_head: { branch: 'fix-csv', number: 42, url } } })
+    expect(task.metadata).toMatchObject({
+      task_type: 'github_pull_request',
+      inherited_from: opener,
+      run: { workspace: worktree, pr_head: { branch: 'fix-csv', number: 42, url } },
+    })
     expect(prHeadTarget(normalizeMetadata(task.metadata as Record<string, unknown>))).toEqual({ kind: 'pr-head', branch: 'fix-csv', pr: { number: 42, url } })
     // The worktree is on the pull request's branch, at its head, and the agent wrote there.
     expect(git(worktree, 'rev-parse', '--abbrev-ref', 'HEAD')).toBe('fix-csv')

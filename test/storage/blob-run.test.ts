@@ -12,11 +12,20 @@ const SECRET = 'AKIAIOSFODNN7EXAMPLE'
 describe('blobs in a run (docs/contract.md §5)', () => {
   it('three identical reads: one blob, three references; sent whole while fresh, [pruned] [blob:<id>] once old; inspect reads it; no secret in blobs/', async () => {
     const s = await runSetup()
-    writeFileSync(s.config, s.fake.configYaml('context:\n  prune:\n    protected_tool_rounds: 2\n    step_rounds: 1\n').replace('context_length: 8000', 'context_length: 1000000'))
+    writeFileSync(
+      s.config,
+      s.fake.configYaml('context:\n  prune:\n    protected_tool_rounds: 2\n    step_rounds: 1\n').replace('context_length: 8000', 'context_length: 1000000'),
+    )
     const big = Array.from({ length: 400 }, (_, i) => (i === 200 ? `key ${SECRET} here` : `row ${i + 1} of the big file`)).join('\n')
     writeFileSync(join(s.ws, 'big.txt'), `${big}\n`)
     const read = { calls: [{ name: 'read_file', arguments: { path: 'big.txt' } }] }
-    s.fake.queue = [read, read, read, { calls: [{ name: 'list_dir', arguments: { path: '.' } }] }, { calls: [{ name: 'list_dir', arguments: { path: '.', depth: 2 } }] }]
+    s.fake.queue = [
+      read,
+      read,
+      read,
+      { calls: [{ name: 'list_dir', arguments: { path: '.' } }] },
+      { calls: [{ name: 'list_dir', arguments: { path: '.', depth: 2 } }] },
+    ]
     // The blob id is learnt from the request that carries the first result, as the model would.
     let id = ''
     s.fake.fallback = (req) => {
@@ -81,7 +90,9 @@ describe('blobs in a run (docs/contract.md §5)', () => {
     expect(preview.stdout).toContain(`[blob:${id.slice(0, 8)}`)
     expect(preview.stdout).not.toContain('entry 600 of the log')
     const json = await s.run(['view', task.uuid, '--messages', '--role', 'tool', '--json'])
-    expect(JSON.parse(json.stdout.trim()).content).toMatch(new RegExp(`^\\[blob:${id}\\] \\([0-9,]+ bytes; the inspect tool reads it all\\)\\n1: entry 1 of the log`))
+    expect(JSON.parse(json.stdout.trim()).content).toMatch(
+      new RegExp(`^\\[blob:${id}\\] \\([0-9,]+ bytes; the inspect tool reads it all\\)\\n1: entry 1 of the log`),
+    )
     const full = await s.run(['view', task.uuid, '--messages', '--role', 'tool', '--full'])
     expect(full.code, full.stderr).toBe(0)
     expect(full.stdout).toContain(`[blob:${id}]`)

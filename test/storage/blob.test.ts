@@ -58,8 +58,7 @@ describe('blob store', () => {
     recordToolOutput(dir, text, SETTINGS)
     expect(readdirSync(join(dir, BLOB_DIR))).toEqual([`${id}.gz`])
     expect(readBlob(dir, 'f'.repeat(64))).toBeNull()
-    for (const bad of ['../../etc/passwd', `${id}/..`, id.toUpperCase(), `${id}.gz`, ''])
-      expect(() => readBlob(dir, bad)).toThrow(/not a blob id/)
+    for (const bad of ['../../etc/passwd', `${id}/..`, id.toUpperCase(), `${id}.gz`, '']) expect(() => readBlob(dir, bad)).toThrow(/not a blob id/)
   })
 
   it('a fresh output is sent whole after its reference, the same object and bytes each time; over the cap as head + tail', () => {

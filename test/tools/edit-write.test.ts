@@ -51,8 +51,12 @@ describe('edit_file', () => {
     expect((await call({ old_string: 'let total = price * amount', new_string: 'x' })).output).toBe(
       'Error: old_string was not found in dup.txt; the nearest line is 4: let total = price * count (read_file the file again and copy the text exactly)',
     )
-    expect((await call({ old_string: 'qux', new_string: 'x' })).output).toBe('Error: old_string was not found in dup.txt; read_file the file again and copy the text exactly')
-    expect((await call({ old_string: 'foo', new_string: 'x' })).output).toBe('Error: old_string occurs 2 times in dup.txt; add surrounding lines to make it unique, or set replace_all: true')
+    expect((await call({ old_string: 'qux', new_string: 'x' })).output).toBe(
+      'Error: old_string was not found in dup.txt; read_file the file again and copy the text exactly',
+    )
+    expect((await call({ old_string: 'foo', new_string: 'x' })).output).toBe(
+      'Error: old_string occurs 2 times in dup.txt; add surrounding lines to make it unique, or set replace_all: true',
+    )
     expect((await call({ old_string: 'foo', new_string: 'foo' })).output).toMatch(/are the same; nothing would change/)
     expect((await call({ old_string: '', new_string: 'x' })).output).toMatch(/old_string is empty/)
     expect(readFileSync(join(s.ws, 'dup.txt'), 'utf8')).toBe('foo\nfoo\n  bar  baz\nlet total = price * count\n')

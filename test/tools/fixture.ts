@@ -25,7 +25,9 @@ export interface Fixture {
 }
 
 /** A real temp workspace (with src/app.js) and an outside directory with secret.txt, removed after the test. */
-export function setup(options: { signal?: AbortSignal; allowShell?: boolean; commandTimeoutSeconds?: number; sandbox?: SandboxPlan; treeInside?: boolean } = {}): Fixture {
+export function setup(
+  options: { signal?: AbortSignal; allowShell?: boolean; commandTimeoutSeconds?: number; sandbox?: SandboxPlan; treeInside?: boolean } = {},
+): Fixture {
   const root = realpathSync(mkdtempSync(join(tmpdir(), 'ctxagent-tools-')))
   onTestFinished(() => rmSync(root, { recursive: true, force: true }))
   const ws = join(root, 'ws')

@@ -25,13 +25,25 @@ describe('parseArguments', () => {
 
 describe('ToolRegistry', () => {
   it('offers the built-in tools, run_command only when the shell is allowed', () => {
-    expect(ToolRegistry.builtin({ allowShell: true }).names()).toEqual(['read_file', 'list_dir', 'glob', 'grep', 'edit_file', 'write_file', 'inspect', 'finish', 'run_command'])
+    expect(ToolRegistry.builtin({ allowShell: true }).names()).toEqual([
+      'read_file',
+      'list_dir',
+      'glob',
+      'grep',
+      'edit_file',
+      'write_file',
+      'inspect',
+      'finish',
+      'run_command',
+    ])
     expect(ToolRegistry.builtin({ allowShell: false }).names()).not.toContain('run_command')
     expect(ToolRegistry.builtin({ allowShell: false, finish: false }).names()).not.toContain('finish')
   })
 
   it('gives OpenAI specs with a JSON Schema: required fields, defaults, no $schema', () => {
-    const spec = ToolRegistry.builtin({ allowShell: true }).specs().find((s) => s.function.name === 'read_file')
+    const spec = ToolRegistry.builtin({ allowShell: true })
+      .specs()
+      .find((s) => s.function.name === 'read_file')
     expect(spec).toEqual({
       type: 'function',
       function: {
@@ -60,7 +72,9 @@ describe('ToolRegistry', () => {
     const s = setup()
     const unknown = await s.call('open_file', "{path: 'x'}")
     expect(unknown).toMatchObject({ status: 'error', malformed: true, name: 'open_file', args: { path: 'x' } })
-    expect(unknown.output).toBe("Error: there is no tool named 'open_file'. The tools are: read_file, list_dir, glob, grep, edit_file, write_file, inspect, finish, run_command")
+    expect(unknown.output).toBe(
+      "Error: there is no tool named 'open_file'. The tools are: read_file, list_dir, glob, grep, edit_file, write_file, inspect, finish, run_command",
+    )
   })
 
   it('matches names case-insensitively, with white space or a functions. prefix around them', async () => {
@@ -99,8 +113,14 @@ describe('ToolRegistry', () => {
   it('coerces what weak models send: numeric strings, "true"/"false", null for an optional field; extra fields dropped', async () => {
     const s = setup()
     const tool = s.tools.resolve('edit_file')
-    expect(tool?.validate({ path: 'a', old_string: 'x', new_string: 'y', replace_all: 'TRUE', extra: 1 })).toEqual({ ok: true, args: { path: 'a', old_string: 'x', new_string: 'y', replace_all: true } })
-    expect(tool?.validate({ path: 'a', old_string: 'x', new_string: 'y', replace_all: null })).toEqual({ ok: true, args: { path: 'a', old_string: 'x', new_string: 'y', replace_all: false } })
+    expect(tool?.validate({ path: 'a', old_string: 'x', new_string: 'y', replace_all: 'TRUE', extra: 1 })).toEqual({
+      ok: true,
+      args: { path: 'a', old_string: 'x', new_string: 'y', replace_all: true },
+    })
+    expect(tool?.validate({ path: 'a', old_string: 'x', new_string: 'y', replace_all: null })).toEqual({
+      ok: true,
+      args: { path: 'a', old_string: 'x', new_string: 'y', replace_all: false },
+    })
     expect(s.tools.resolve('grep')?.validate({ pattern: 'p', path: null, limit: ' 7 ' })).toEqual({ ok: true, args: { pattern: 'p', limit: 7 } })
     expect(tool?.validate('a string')).toMatchObject({ ok: false, error: expect.stringMatching(/^the arguments must be a JSON object, not string;/) })
   })
@@ -108,19 +128,31 @@ describe('ToolRegistry', () => {
   it('turns an exception from a tool into an error result', async () => {
     const s = setup()
     const registry = new ToolRegistry()
-    const boom = (err: Error) => defineTool({ name: `t${err.name}`, description: 'x', parameters: { n: param.int('n', 1) }, run: async () => Promise.reject(err) })
+    const boom = (err: Error) =>
+      defineTool({ name: `t${err.name}`, description: 'x', parameters: { n: param.int('n', 1) }, run: async () => Promise.reject(err) })
     registry.add(boom(new ToolError('refused for a reason')))
     const plain = new Error('kaput')
     plain.name = 'Plain'
     registry.add(boom(plain))
     const call = (name: string) => registry.call({ id: '1', type: 'function', function: { name, arguments: '{"n": "2"}' } }, s.ctx)
-    expect(await call('tToolError')).toEqual({ output: 'Error: refused for a reason', status: 'error', error: 'refused for a reason', name: 'tToolError', args: { n: 2 }, malformed: false })
+    expect(await call('tToolError')).toEqual({
+      output: 'Error: refused for a reason',
+      status: 'error',
+      error: 'refused for a reason',
+      name: 'tToolError',
+      args: { n: 2 },
+      malformed: false,
+    })
     expect(await call('tPlain')).toMatchObject({ status: 'error', error: 'tPlain failed: kaput', malformed: false })
   })
 
   it('finish ends the task with its summary and status', async () => {
     const s = setup()
-    expect(await s.call('finish', { summary: 'fixed the bug' })).toMatchObject({ status: 'success', output: 'task finished (done)', finish: { summary: 'fixed the bug', status: 'done' } })
+    expect(await s.call('finish', { summary: 'fixed the bug' })).toMatchObject({
+      status: 'success',
+      output: 'task finished (done)',
+      finish: { summary: 'fixed the bug', status: 'done' },
+    })
     expect(await s.call('finish', { summary: 'no access', status: 'blocked' })).toMatchObject({ finish: { summary: 'no access', status: 'blocked' } })
   })
 })

@@ -37,7 +37,11 @@ async function expectAllGone(pids: number[]): Promise<void> {
 describe('run_command', () => {
   it('returns the exit code then the output; a failing command is a result, not a tool error', async () => {
     const s = setup()
-    expect(await s.call('run_command', { command: 'echo out; echo err >&2; exit 3' })).toMatchObject({ status: 'success', error: null, output: 'exit code 3\nout\nerr' })
+    expect(await s.call('run_command', { command: 'echo out; echo err >&2; exit 3' })).toMatchObject({
+      status: 'success',
+      error: null,
+      output: 'exit code 3\nout\nerr',
+    })
     expect((await s.call('run_command', { command: 'true' })).output).toBe('exit code 0\n(no output)')
     expect((await s.call('run_command', { command: 'pwd' })).output).toBe(`exit code 0\n${s.ws}`)
     expect((await s.call('run_command', { command: 'kill -SEGV $$' })).output).toBe('killed by SIGSEGV\n(no output)')
@@ -46,7 +50,14 @@ describe('run_command', () => {
   // Without a sandbox (tools.sandbox: none) the environment filter and the process-group kill are what hold.
   it('closes stdin, removes secrets from the environment and turns pagers and prompts off (tools.sandbox: none)', async () => {
     const s = setup({ sandbox: { kind: 'none' } })
-    const secrets = { GITHUB_TOKEN: 'ghp_x', OPENAI_API_KEY: 'sk-x', GITLAB_TOKEN: 'glpat-x', ANTHROPIC_API_KEY: 'sk-ant-x', CTXAGENT_LLM_API_KEY: 'k', CTXAGENT_HOME: '/h' }
+    const secrets = {
+      GITHUB_TOKEN: 'ghp_x',
+      OPENAI_API_KEY: 'sk-x',
+      GITLAB_TOKEN: 'glpat-x',
+      ANTHROPIC_API_KEY: 'sk-ant-x',
+      CTXAGENT_LLM_API_KEY: 'k',
+      CTXAGENT_HOME: '/h',
+    }
     Object.assign(process.env, secrets, { CTXAGENT_TEST_KEEP: undefined, HARMLESS_VAR: 'kept' })
     onTestFinished(() => {
       for (const key of [...Object.keys(secrets), 'HARMLESS_VAR']) delete process.env[key]

@@ -53,7 +53,9 @@ describe('run_command in bubblewrap', () => {
 
   it('writes only to the workspace; the system is read-only, the rest absent', async () => {
     const s = setup()
-    const out = await s.call('run_command', { command: `touch ${s.outside}/x; cat ${s.outside}/secret.txt; touch /usr/x /etc/x; ls ${s.root}; echo hi > made.txt; echo done` })
+    const out = await s.call('run_command', {
+      command: `touch ${s.outside}/x; cat ${s.outside}/secret.txt; touch /usr/x /etc/x; ls ${s.root}; echo hi > made.txt; echo done`,
+    })
     expect(out.output).toContain('Read-only file system')
     expect(out.output).not.toContain('TOP SECRET')
     // stdout and stderr are two pipes: their lines interleave in either order.
@@ -69,7 +71,10 @@ describe('run_command in bubblewrap', () => {
     const plan = planSandbox({ sandbox: 'bwrap', network: false, sandbox_read_only: [] }, [s.tree, config], s.ws)
     if (!plan.ok) throw new Error(plan.why)
     const command = 'cat config.yaml; find logs -type f; cat logs/contexts/running/state.json; echo x > logs/contexts/planted; echo end'
-    const out = await s.tools.call({ id: 'c', type: 'function', function: { name: 'run_command', arguments: JSON.stringify({ command }) } }, { ...s.ctx, sandbox: plan.plan })
+    const out = await s.tools.call(
+      { id: 'c', type: 'function', function: { name: 'run_command', arguments: JSON.stringify({ command }) } },
+      { ...s.ctx, sandbox: plan.plan },
+    )
     expect(out.output).not.toContain('CONFIG-SECRET')
     expect(out.output).not.toContain('TREE SECRET')
     expect(out.output).toMatch(/^end$/m)
@@ -81,20 +86,28 @@ describe('run_command in bubblewrap', () => {
     const s = setup()
     expect((await s.call('run_command', { command: 'exit 42' })).output).toBe('exit code 42\n(no output)')
     expect((await s.call('run_command', { command: 'kill -KILL $$' })).output).toBe('killed by SIGKILL\n(no output)')
-    expect(await s.call('run_command', { command: 'trap "" TERM; sleep 300', timeout_seconds: 1 })).toMatchObject({ status: 'error', error: 'timed out after 1s' })
+    expect(await s.call('run_command', { command: 'trap "" TERM; sleep 300', timeout_seconds: 1 })).toMatchObject({
+      status: 'error',
+      error: 'timed out after 1s',
+    })
     const big = await s.call('run_command', { command: 'seq 1 200000' })
     expect(big.output.length).toBeLessThanOrEqual(30_000)
     expect(big.output).toMatch(/\n200000$/)
   })
 
-  it('has no network unless tools.network allows it: none and proxy only lo, host the host\'s', async () => {
+  it("has no network unless tools.network allows it: none and proxy only lo, host the host's", async () => {
     const s = setup()
     const interfaces = "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"
     expect((await s.call('run_command', { command: interfaces })).output).toBe('exit code 0\nlo')
     const withNetwork = async (network: boolean | 'host') => {
       const planned = planSandbox({ sandbox: 'bwrap', network, sandbox_read_only: [] }, [], s.ws)
       if (!planned.ok) throw new Error(planned.why)
-      return (await s.tools.call({ id: 'n', type: 'function', function: { name: 'run_command', arguments: JSON.stringify({ command: interfaces }) } }, { ...s.ctx, sandbox: planned.plan })).output
+      return (
+        await s.tools.call(
+          { id: 'n', type: 'function', function: { name: 'run_command', arguments: JSON.stringify({ command: interfaces }) } },
+          { ...s.ctx, sandbox: planned.plan },
+        )
+      ).output
     }
     // true is proxy: still only lo (the proxy is reached through a socket, test/torture/hostile-network.test.ts).
     expect(await withNetwork(true)).toBe('exit code 0\nlo')
@@ -109,16 +122,42 @@ describe('run_command in bubblewrap', () => {
     expect(parseConfig('tools:\n  network: true\n').tools.network).toBe('proxy')
     expect(parseConfig('tools:\n  network: false\n').tools.network).toBe('none')
     expect(parseConfig('tools:\n  network: host\n').tools.network).toBe('host')
-    expect(() => parseConfig('tools:\n  allowed_hosts: [https://github.com]\n')).toThrow('config.yaml: tools.allowed_hosts[0] must be a list of host names, *.suffix patterns or IP addresses')
-    expect(() => parseConfig('tools:\n  allowed_networks: [10.0.0.0/33]\n')).toThrow('config.yaml: tools.allowed_networks[0] must be a list of networks in CIDR form')
-    expect(parseConfig('tools:\n  allowed_hosts: [registry.npmjs.org, "*.pypi.org"]\n  allowed_networks: [10.1.2.3/32]\n').tools).toMatchObject({ allowed_hosts: ['registry.npmjs.org', '*.pypi.org'], allowed_networks: ['10.1.2.3/32'] })
-    expect(parseConfig('').tools).toMatchObject({ sandbox: 'bwrap', network: 'none', allowed_hosts: null, allowed_networks: [], sandbox_read_only: [], sandbox_user: null, limits: { memory_mb: 4096, processes: 1024, file_size_mb: 1024, open_files: 4096, cpu_seconds: 600 } })
-    expect(() => parseConfig('tools:\n  sandbox_user: "a b"\n')).toThrow('config.yaml: tools.sandbox_user must be a user name or uid[:gid], like nobody or 1000:1000')
+    expect(() => parseConfig('tools:\n  allowed_hosts: [https://github.com]\n')).toThrow(
+      'config.yaml: tools.allowed_hosts[0] must be a list of host names, *.suffix patterns or IP addresses',
+    )
+    expect(() => parseConfig('tools:\n  allowed_networks: [10.0.0.0/33]\n')).toThrow(
+      'config.yaml: tools.allowed_networks[0] must be a list of networks in CIDR form',
+    )
+    expect(parseConfig('tools:\n  allowed_hosts: [registry.npmjs.org, "*.pypi.org"]\n  allowed_networks: [10.1.2.3/32]\n').tools).toMatchObject({
+      allowed_hosts: ['registry.npmjs.org', '*.pypi.org'],
+      allowed_networks: ['10.1.2.3/32'],
+    })
+    expect(parseConfig('').tools).toMatchObject({
+      sandbox: 'bwrap',
+      network: 'none',
+      allowed_hosts: null,
+      allowed_networks: [],
+      sandbox_read_only: [],
+      sandbox_user: null,
+      limits: { memory_mb: 4096, processes: 1024, file_size_mb: 1024, open_files: 4096, cpu_seconds: 600 },
+    })
+    expect(() => parseConfig('tools:\n  sandbox_user: "a b"\n')).toThrow(
+      'config.yaml: tools.sandbox_user must be a user name or uid[:gid], like nobody or 1000:1000',
+    )
     expect(() => parseConfig('tools:\n  limits:\n    processes: 0\n')).toThrow('config.yaml: tools.limits.processes must be a positive integer')
     expect(() => parseConfig('tools:\n  limits:\n    swap_mb: 1\n')).toThrow('tools.limits')
-    expect(parseConfig('tools:\n  sandbox_user: "1000:1000"\n  limits:\n    memory_mb: 512\n').tools).toMatchObject({ sandbox_user: '1000:1000', limits: { memory_mb: 512, processes: 1024 } })
-    expect(() => parseConfig('mcp:\n  servers:\n    x:\n      command: node\n      sandbox: off\n')).toThrow('config.yaml: mcp.servers.x.sandbox must be bwrap or none')
-    expect(parseConfig('mcp:\n  servers:\n    x:\n      command: node\n').mcp.servers.x).toMatchObject({ sandbox: 'bwrap', network: 'none', allowed_hosts: null })
+    expect(parseConfig('tools:\n  sandbox_user: "1000:1000"\n  limits:\n    memory_mb: 512\n').tools).toMatchObject({
+      sandbox_user: '1000:1000',
+      limits: { memory_mb: 512, processes: 1024 },
+    })
+    expect(() => parseConfig('mcp:\n  servers:\n    x:\n      command: node\n      sandbox: off\n')).toThrow(
+      'config.yaml: mcp.servers.x.sandbox must be bwrap or none',
+    )
+    expect(parseConfig('mcp:\n  servers:\n    x:\n      command: node\n').mcp.servers.x).toMatchObject({
+      sandbox: 'bwrap',
+      network: 'none',
+      allowed_hosts: null,
+    })
     expect(parseConfig('mcp:\n  servers:\n    x:\n      command: node\n      network: true\n').mcp.servers.x).toMatchObject({ network: 'proxy' })
   })
 })
@@ -191,7 +230,9 @@ describe('the identity commands run as', () => {
     expect(detail).toContain('limits: memory 4096 MB, 1024 processes, files up to 1024 MB, 4096 open files, 600 s CPU')
     expect(detail).toContain('network off')
     expect(describeNetwork({ network: true })).toBe('network through the egress proxy to any public host')
-    expect(describeNetwork({ network: 'proxy', allowed_hosts: ['github.com', '*.pypi.org'], allowed_networks: ['10.1.2.3/32'] })).toBe('network through the egress proxy to 2 allowed host(s) (and 10.1.2.3/32)')
+    expect(describeNetwork({ network: 'proxy', allowed_hosts: ['github.com', '*.pypi.org'], allowed_networks: ['10.1.2.3/32'] })).toBe(
+      'network through the egress proxy to 2 allowed host(s) (and 10.1.2.3/32)',
+    )
     expect(describeNetwork({ network: 'host' })).toBe("network: the host's (tools.network: host)")
   })
 })

@@ -73,7 +73,9 @@ describe('grep', () => {
     writeFileSync(join(s.ws, 'blob.bin'), Buffer.concat([Buffer.from('needle\n'), Buffer.from([0, 1, 2])]))
     writeFileSync(join(s.ws, 'large.txt'), `needle\n${'x'.repeat(3 * 1024 * 1024)}`)
     expect((await s.call('grep', { pattern: 'needle' })).output).toBe(`wide.txt:1: needle ${'w'.repeat(493)}… [cut]\n(1 match in 1 file)`)
-    expect((await s.call('grep', { pattern: 'const', limit: 1 })).output).toBe('src/app.js:1: const a = 1\n(limit of 1 matches reached; narrow the pattern, path or include, or raise limit)')
+    expect((await s.call('grep', { pattern: 'const', limit: 1 })).output).toBe(
+      'src/app.js:1: const a = 1\n(limit of 1 matches reached; narrow the pattern, path or include, or raise limit)',
+    )
   })
 
   it('answers an invalid regex with an error naming it', async () => {

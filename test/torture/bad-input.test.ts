@@ -60,7 +60,9 @@ describe('torture: bad input', () => {
 })
 
 describe('torture: a task from standard input is bounded as a file is (issue #27 item 15)', () => {
-  it('--task-file - refuses past 1 MB as --task-file FILE does, and stops reading there: the writer is cut off long before 60 MB', { timeout: 120_000 }, async () => {
+  it('--task-file - refuses past 1 MB as --task-file FILE does, and stops reading there: the writer is cut off long before 60 MB', {
+    timeout: 120_000,
+  }, async () => {
     const tree = makeTree()
     const before = snapshotTree(tree.base)
     const big = join(tree.base, 'big.txt')
@@ -69,7 +71,11 @@ describe('torture: a task from standard input is bounded as a file is (issue #27
     expect(fromFile.code).toBe(2)
     expect(fromFile.stderr).toMatch(/^ctxagent: task file .*big\.txt is 1,048,577 bytes; the limit is 1 MB \(give a readable text file of at most 1 MB\)\n$/)
 
-    const child = spawn(process.execPath, [BIN, 'run', '--task-file', '-', '--home', tree.base, '--config', 'none', '--provider', 'replay', '--replay-from', big], { cwd: ROOT, env: { ...process.env, ...TEST_ENV }, stdio: ['pipe', 'pipe', 'pipe'] })
+    const child = spawn(
+      process.execPath,
+      [BIN, 'run', '--task-file', '-', '--home', tree.base, '--config', 'none', '--provider', 'replay', '--replay-from', big],
+      { cwd: ROOT, env: { ...process.env, ...TEST_ENV }, stdio: ['pipe', 'pipe', 'pipe'] },
+    )
     let stderr = ''
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
     child.stdin.on('error', () => undefined)
@@ -93,7 +99,11 @@ describe('torture: a task from standard input is bounded as a file is (issue #27
 
   it('--task-file - takes a task under the bound', async () => {
     const tree = makeTree()
-    const child = spawn(process.execPath, [BIN, 'enqueue', '--task-file', '-', '--home', tree.base, '--config', 'none'], { cwd: ROOT, env: { ...process.env, ...TEST_ENV }, stdio: ['pipe', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, [BIN, 'enqueue', '--task-file', '-', '--home', tree.base, '--config', 'none'], {
+      cwd: ROOT,
+      env: { ...process.env, ...TEST_ENV },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    })
     let stderr = ''
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
     child.stdin.end('fix the totals\n')
@@ -112,7 +122,10 @@ function plantTraps(tree: Tree): void {
   const linked = tree.write({ uuid: LINKED, location: 'paused', messages: 6 })
   // A local task, so that resuming it needs no GitHub token.
   const meta = JSON.parse(readFileSync(join(linked, 'metadata.json'), 'utf8')) as { task_key: Record<string, unknown> }
-  writeFileSync(join(linked, 'metadata.json'), JSON.stringify({ ...meta, task_key: { ...meta.task_key, task_source: 'local', owner: null, task_type: 'task' } }))
+  writeFileSync(
+    join(linked, 'metadata.json'),
+    JSON.stringify({ ...meta, task_key: { ...meta.task_key, task_source: 'local', owner: null, task_type: 'task' } }),
+  )
   renameSync(join(linked, 'messages.jsonl'), join(tree.base, 'outside', 'messages.jsonl'))
   symlinkSync(join(tree.base, 'outside', 'messages.jsonl'), join(linked, 'messages.jsonl'))
   rmSync(join(linked, 'inbox.jsonl'), { force: true })

@@ -15,9 +15,14 @@ function blobNames(dir: string): string[] {
 }
 
 describe('torture: blobs under SIGKILL', () => {
-  it(`an agent writing a blob every round, SIGKILLed ${KILLS} times at random instants and resumed: no reference without its blob, no temp left, each output stored once`, { timeout: 600_000 }, async () => {
+  it(`an agent writing a blob every round, SIGKILLed ${KILLS} times at random instants and resumed: no reference without its blob, no temp left, each output stored once`, {
+    timeout: 600_000,
+  }, async () => {
     const s = await runSetup()
-    writeFileSync(s.config, s.fake.configYaml('locks:\n  heartbeat_seconds: 0.3\n  stale_after_seconds: 1\n').replace('context_length: 8000', 'context_length: 1000000'))
+    writeFileSync(
+      s.config,
+      s.fake.configYaml('locks:\n  heartbeat_seconds: 0.3\n  stale_after_seconds: 1\n').replace('context_length: 8000', 'context_length: 1000000'),
+    )
     // Distinct files over context.blobs.threshold_bytes (8 KB): each first read writes a blob.
     for (let i = 0; i < FILES; i++) writeFileSync(join(s.ws, `f${i}.txt`), `file ${i}\n${`${'word '.repeat(20)}${i}\n`.repeat(120)}`)
     let n = 0
@@ -32,8 +37,13 @@ describe('torture: blobs under SIGKILL', () => {
       const child = s.start(uuid === null ? ['run', '--task', 'read every file', '--workspace', s.ws] : ['run', '--resume', uuid])
       const id: string = uuid ?? (await waitFor('the task', () => s.tree.layout.list('running')[0]))
       uuid = id
-        const messages = join(s.tree.layout.taskDir('running', id), 'messages.jsonl')
-      const reads = () => (existsSync(messages) ? readFileSync(messages, 'utf8').split('\n').filter((l) => l.includes('"tool_name":"read_file"') && l.includes('"role":"tool"')).length : 0)
+      const messages = join(s.tree.layout.taskDir('running', id), 'messages.jsonl')
+      const reads = () =>
+        existsSync(messages)
+          ? readFileSync(messages, 'utf8')
+              .split('\n')
+              .filter((l) => l.includes('"tool_name":"read_file"') && l.includes('"role":"tool"')).length
+          : 0
       const before = reads()
       // Killed while it reads (each read's output a blob, new or the same): two more reads, then at a random instant.
       await waitFor('two more reads', () => reads() >= before + 2)

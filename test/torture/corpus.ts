@@ -80,7 +80,11 @@ export const BAD_CONFIGS: [string, string, RegExp][] = [
   ['users-a-list', 'users: [alice]\n', /users must be a mapping of user names to settings/],
   ['url-scheme', 'github:\n  api_url: "javascript:alert(1)"\n', /github\.api_url must be an http\(s\) URL/],
   ['empty-server-name', 'mcp:\n  servers:\n    "":\n      command: x\n', /mcp\.servers has a server name that is empty/],
-  ['gzip-after-delete', 'context:\n  retention:\n    compress_after_days: 30\n    delete_after_days: 7\n', /compress_after_days \(30\) must be less than .*delete_after_days \(7\)/],
+  [
+    'gzip-after-delete',
+    'context:\n  retention:\n    compress_after_days: 30\n    delete_after_days: 7\n',
+    /compress_after_days \(30\) must be less than .*delete_after_days \(7\)/,
+  ],
 ]
 
 export function corpus(): Case[] {
@@ -91,12 +95,15 @@ export function corpus(): Case[] {
   }
   for (const [option, args, says] of DURATION_OPTIONS) {
     // cleanup's ages may be 0 ("all of them, now"); every other duration must be more than 0.
-    for (const d of BAD_DURATIONS.filter((d) => !(d === '0' && option.startsWith('cleanup')))) cases.push({ name: `${option} '${d}'`, args: args(d), code: 2, says })
+    for (const d of BAD_DURATIONS.filter((d) => !(d === '0' && option.startsWith('cleanup'))))
+      cases.push({ name: `${option} '${d}'`, args: args(d), code: 2, says })
   }
-  for (const flag of ['--from', '--to']) for (const d of BAD_DATES) cases.push({ name: `stats ${flag} '${d}'`, args: ['stats', flag, d], code: 2, says: /is not a date|--from|--to/ })
+  for (const flag of ['--from', '--to'])
+    for (const d of BAD_DATES) cases.push({ name: `stats ${flag} '${d}'`, args: ['stats', flag, d], code: 2, says: /is not a date|--from|--to/ })
   for (const [option, args, says] of COUNT_OPTIONS) for (const n of BAD_COUNTS) cases.push({ name: `${option} '${n}'`, args: args(n), code: 2, says })
   for (const [name, , says] of BAD_CONFIGS) {
-    for (const command of [['stats'], ['view', TASK], ['run', '--task', 'x']]) cases.push({ name: `config ${name}: ${command[0]}`, args: [...command, '--config', `{base}/${name}.yaml`], code: 2, says })
+    for (const command of [['stats'], ['view', TASK], ['run', '--task', 'x']])
+      cases.push({ name: `config ${name}: ${command[0]}`, args: [...command, '--config', `{base}/${name}.yaml`], code: 2, says })
   }
   for (const command of ['view', 'stats', 'cleanup', 'compress', 'watch-locks', 'unlock', 'reindex', 'config', 'run', 'pause', 'comment', 'chat', 'demo']) {
     cases.push({ name: `${command}: an unknown flag`, args: [command, '--no-such-flag'], code: 2, says: /unknown option '--no-such-flag'/ })
@@ -112,7 +119,12 @@ export function corpus(): Case[] {
     { name: 'view two ids', args: ['view', TASK, '--uuid', MISSING], code: 2, says: /two different task ids/ },
     { name: 'view --role unknown', args: ['view', TASK, '--role', 'robot'], code: 2, says: /--role/ },
     { name: 'cleanup --schedule not cron', args: ['cleanup', '--schedule', 'every day'], code: 2, says: /schedule|cron/ },
-    { name: 'cleanup --schedule with a backward range', args: ['cleanup', '--schedule', '5-1 * * * *'], code: 2, says: /--schedule: '5-1 \* \* \* \*' is not a cron expression/ },
+    {
+      name: 'cleanup --schedule with a backward range',
+      args: ['cleanup', '--schedule', '5-1 * * * *'],
+      code: 2,
+      says: /--schedule: '5-1 \* \* \* \*' is not a cron expression/,
+    },
     { name: 'run: nothing to do', args: ['run'], code: 2, says: /no task given/ },
     { name: 'run: two sources', args: ['run', '--task', 'a', '--github', 'a/b#1'], code: 2, says: /exclude each other/ },
     { name: 'run: bad github ref', args: ['run', '--github', 'acme/shop'], code: 2, says: /is not owner\/repo#N/ },
@@ -128,11 +140,36 @@ export function corpus(): Case[] {
     { name: 'comment: too long', args: ['comment', TASK, 'x'.repeat(100_001)], code: 2, says: /keep it under/ },
     // Files the operator names: a FIFO must not hang the command, a file that is not a recording is not played.
     { name: 'run: task file is a FIFO', args: ['run', '--task-file', '{base}/fifo'], code: 2, says: /task file .*fifo is not a regular file/ },
-    { name: 'run: system prompt file is a FIFO', args: ['run', '--task', 'x', '--system-prompt-file', '{base}/fifo'], code: 2, says: /system prompt file .*fifo is not a regular file/ },
-    { name: 'run: system prompt file is a directory', args: ['run', '--task', 'x', '--system-prompt-file', '{base}/configs'], code: 2, says: /system prompt file .*configs is not a regular file/ },
-    { name: 'run: recording is a FIFO', args: ['run', '--task', 'x', '--provider', 'replay', '--replay-from', '{base}/fifo'], code: 2, says: /--replay-from .*fifo is not a regular file/ },
-    { name: 'run: recording has no assistant message', args: ['run', '--task', 'x', '--provider', 'replay', '--replay-from', '{base}/file.txt'], code: 2, says: /has no assistant messages to play/ },
-    { name: 'run: --replay-from with another provider', args: ['run', '--task', 'x', '--provider', 'openai', '--replay-from', TASK], code: 2, says: /--replay-from plays a recording, but the provider is openai/ },
+    {
+      name: 'run: system prompt file is a FIFO',
+      args: ['run', '--task', 'x', '--system-prompt-file', '{base}/fifo'],
+      code: 2,
+      says: /system prompt file .*fifo is not a regular file/,
+    },
+    {
+      name: 'run: system prompt file is a directory',
+      args: ['run', '--task', 'x', '--system-prompt-file', '{base}/configs'],
+      code: 2,
+      says: /system prompt file .*configs is not a regular file/,
+    },
+    {
+      name: 'run: recording is a FIFO',
+      args: ['run', '--task', 'x', '--provider', 'replay', '--replay-from', '{base}/fifo'],
+      code: 2,
+      says: /--replay-from .*fifo is not a regular file/,
+    },
+    {
+      name: 'run: recording has no assistant message',
+      args: ['run', '--task', 'x', '--provider', 'replay', '--replay-from', '{base}/file.txt'],
+      code: 2,
+      says: /has no assistant messages to play/,
+    },
+    {
+      name: 'run: --replay-from with another provider',
+      args: ['run', '--task', 'x', '--provider', 'openai', '--replay-from', TASK],
+      code: 2,
+      says: /--replay-from plays a recording, but the provider is openai/,
+    },
     { name: 'run: empty --workspace', args: ['run', '--task', 'x', '--workspace', ''], code: 2, says: /--workspace is empty/ },
     { name: 'run: empty --model', args: ['run', '--task', 'x', '--model', ' '], code: 2, says: /--model is empty/ },
     { name: 'watch-locks --interval past a timer', args: ['watch-locks', '--interval', '30d'], code: 2, says: /--interval.*at most 24d/ },
@@ -140,10 +177,20 @@ export function corpus(): Case[] {
     { name: 'view: state.json is a FIFO', args: ['view', FIFO_STATE], code: 1, says: /state\.json is not a regular file/ },
     { name: 'view: state.json links out', args: ['view', LINKED_STATE], code: 1, says: /state\.json is a symbolic link/ },
     { name: 'view: state.json is a device that never ends', args: ['view', DEVICE_STATE], code: 1, says: /state\.json is not a regular file/ },
-    { name: 'run --resume: state.json is a device that never ends', args: ['run', '--resume', DEVICE_STATE, '--provider', 'replay', '--replay-from', TASK], code: 1, says: /state\.json is not a regular file/ },
+    {
+      name: 'run --resume: state.json is a device that never ends',
+      args: ['run', '--resume', DEVICE_STATE, '--provider', 'replay', '--replay-from', TASK],
+      code: 1,
+      says: /state\.json is not a regular file/,
+    },
     { name: 'compress: state.json is a FIFO', args: ['compress', FIFO_STATE, '--extractive'], code: 1, says: /state\.json is not a regular file/ },
     { name: 'comment: inbox.jsonl links out', args: ['comment', LINKED, 'hello'], code: 1, says: /inbox\.jsonl is a symbolic link/ },
-    { name: 'run --resume: messages.jsonl links out', args: ['run', '--resume', LINKED, '--provider', 'replay', '--replay-from', TASK], code: 1, says: /messages\.jsonl is a symbolic link/ },
+    {
+      name: 'run --resume: messages.jsonl links out',
+      args: ['run', '--resume', LINKED, '--provider', 'replay', '--replay-from', TASK],
+      code: 1,
+      says: /messages\.jsonl is a symbolic link/,
+    },
   )
   return cases
 }

@@ -62,7 +62,12 @@ const CASES: Case[] = [
   { name: 'unlock', args: () => ['unlock', ORPHAN], full: 1 },
   // pause and chat --send append to the inbox exactly as comment does (appendShared).
   { name: 'comment', args: () => ['comment', PAUSED, 'look at tax.js'], full: 1 },
-  { name: 'run', args: (_, ws) => ['run', '--task', 'fix the totals', '--workspace', ws, '--provider', 'replay', '--replay-from', RECORDING], full: 1, logs: true },
+  {
+    name: 'run',
+    args: (_, ws) => ['run', '--task', 'fix the totals', '--workspace', ws, '--provider', 'replay', '--replay-from', RECORDING],
+    full: 1,
+    logs: true,
+  },
 ]
 
 describe.skipIf(!MOUNTABLE)('torture: a full disk (tmpfs)', () => {
@@ -78,7 +83,9 @@ describe.skipIf(!MOUNTABLE)('torture: a full disk (tmpfs)', () => {
     rmSync(mount, { recursive: true, force: true })
   })
 
-  it('every command: one clear line, no litter, every file readable, nothing lost; all of it works again once there is room', { timeout: 300_000 }, async () => {
+  it('every command: one clear line, no litter, every file readable, nothing lost; all of it works again once there is room', {
+    timeout: 300_000,
+  }, async () => {
     const { base, ws } = populate(mount, 'tree')
     const db = await cliAsync(['reindex', '--home', base])
     expect(db.code, db.stderr).toBe(0)
@@ -89,7 +96,10 @@ describe.skipIf(!MOUNTABLE)('torture: a full disk (tmpfs)', () => {
     const wrong: string[] = []
     for (const c of CASES) {
       const res = await cliAsync([...c.args(base, ws), '--home', base], { OPENAI_API_KEY: '' })
-      const lines = res.stderr.trimEnd().split('\n').filter((l) => l !== '')
+      const lines = res.stderr
+        .trimEnd()
+        .split('\n')
+        .filter((l) => l !== '')
       const last = lines[lines.length - 1] ?? ''
       const own = c.logs ? lines.filter((l) => l.startsWith('ctxagent: ')) : lines
       const problems = [
@@ -149,11 +159,16 @@ describe.skipIf(!MOUNTABLE)('torture: a full disk (tmpfs)', () => {
     rmSync(join(mount, 'filler'))
     const resumed = await cliAsync(['run', '--resume', uuid as string, ...common])
     expect(resumed.code, resumed.stderr).toBe(0)
-    const messages = readFileSync(join(layout.taskDir('completed', uuid as string), 'messages.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { seq: number })
+    const messages = readFileSync(join(layout.taskDir('completed', uuid as string), 'messages.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { seq: number })
     expect(messages.map((m) => m.seq)).toEqual(messages.map((_, i) => i + 1))
   })
 
-  it('run --json --log-format json: on a disk full before the task exists or during it, stdout is one JSON outcome and every stderr line is JSON', { timeout: 120_000 }, async () => {
+  it('run --json --log-format json: on a disk full before the task exists or during it, stdout is one JSON outcome and every stderr line is JSON', {
+    timeout: 120_000,
+  }, async () => {
     for (const spare of [0, 160 * 1024]) {
       rmSync(join(mount, 'filler'), { force: true })
       const base = join(mount, `json-${spare}`)
@@ -161,12 +176,30 @@ describe.skipIf(!MOUNTABLE)('torture: a full disk (tmpfs)', () => {
       cpSync(join(ROOT, 'demo', 'project'), ws, { recursive: true })
       mkdirSync(base)
       fill(mount, spare)
-      const res = await cliAsync(['run', '--task', 'fix the totals', '--workspace', ws, '--json', '--log-format', 'json', '--home', base, '--provider', 'replay', '--replay-from', RECORDING])
+      const res = await cliAsync([
+        'run',
+        '--task',
+        'fix the totals',
+        '--workspace',
+        ws,
+        '--json',
+        '--log-format',
+        'json',
+        '--home',
+        base,
+        '--provider',
+        'replay',
+        '--replay-from',
+        RECORDING,
+      ])
       expect(res.code, res.stderr).toBe(1)
       const outcome = JSON.parse(res.stdout) as { status: string; error: string; exit_code: number }
       expect(outcome, `spare ${spare}`).toMatchObject({ exit_code: 1 })
       expect(outcome.error).toMatch(/no space left on the device holding /)
-      const lines = res.stderr.trimEnd().split('\n').map((l) => JSON.parse(l) as { level: string; msg: string })
+      const lines = res.stderr
+        .trimEnd()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { level: string; msg: string })
       expect(lines.at(-1), `spare ${spare}`).toMatchObject({ level: 'error', msg: expect.stringMatching(/no space left on the device holding /) as unknown })
     }
     rmSync(join(mount, 'filler'), { force: true })
@@ -184,14 +217,22 @@ describe.skipIf(!MOUNTABLE)('torture: a read-only file system', () => {
       const before = snapshotTree(base)
       for (const c of CASES.filter((c) => c.name !== 'stats --check')) {
         const res = await cliAsync([...c.args(base, ws), '--home', base], { OPENAI_API_KEY: '' })
-        const own = res.stderr.trimEnd().split('\n').filter((l) => l.startsWith('ctxagent: '))
+        const own = res.stderr
+          .trimEnd()
+          .split('\n')
+          .filter((l) => l.startsWith('ctxagent: '))
         if (c.full === 0) {
           expect(res.code, `${c.name}: ${res.stderr}`).toBe(0)
-          expect(own.every((l) => l.startsWith('ctxagent: warning: ')), `${c.name}: ${res.stderr}`).toBe(true)
+          expect(
+            own.every((l) => l.startsWith('ctxagent: warning: ')),
+            `${c.name}: ${res.stderr}`,
+          ).toBe(true)
         } else {
           expect(res.code, `${c.name}: ${res.stderr}`).toBe(1)
           const said = c.logs ? [lastLogMessage(res.stderr)] : own
-          expect(said, c.name).toEqual([`ctxagent: the task tree ${base} is on a read-only file system${c.logs ? '' : ' (give a writable --home, or remount it read-write)'}`])
+          expect(said, c.name).toEqual([
+            `ctxagent: the task tree ${base} is on a read-only file system${c.logs ? '' : ' (give a writable --home, or remount it read-write)'}`,
+          ])
         }
       }
       expect(snapshotTree(base)).toEqual(before)
@@ -221,14 +262,21 @@ function canMount(): boolean {
 function populate(mount: string, name: string): { base: string; ws: string } {
   const base = join(mount, name)
   const layout = new Layout(base)
-  for (const [i, uuid] of COMPLETED.entries()) writeTask(layout.taskDir('completed', uuid), { uuid, messages: 200 + 50 * i, tools: 20, summaries: 2, completedAt: RECENT })
+  for (const [i, uuid] of COMPLETED.entries())
+    writeTask(layout.taskDir('completed', uuid), { uuid, messages: 200 + 50 * i, tools: 20, summaries: 2, completedAt: RECENT })
   writeTask(layout.taskDir('paused', PAUSED), { uuid: PAUSED, location: 'paused', messages: 120, tools: 10 })
   const pid = deadPid()
   writeTask(layout.taskDir('running', ORPHAN), {
     uuid: ORPHAN,
     location: 'running',
     messages: 30,
-    lock: { process_id: pid, hostname: spawnSync('hostname').stdout.toString().trim(), acquired_at: '2024-01-15T10:30:00.000Z', heartbeat_at: '2024-01-15T10:30:00.000Z', token: 'dead' },
+    lock: {
+      process_id: pid,
+      hostname: spawnSync('hostname').stdout.toString().trim(),
+      acquired_at: '2024-01-15T10:30:00.000Z',
+      heartbeat_at: '2024-01-15T10:30:00.000Z',
+      token: 'dead',
+    },
   })
   const ws = join(mount, `${name}-ws`)
   cpSync(join(ROOT, 'demo', 'project'), ws, { recursive: true })

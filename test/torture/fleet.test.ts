@@ -87,7 +87,9 @@ function tally(xs: string[]): Map<string, number> {
 }
 
 describe('torture: a fleet under chaos', () => {
-  it(`${TASKS} tasks on ${HOSTS.length} workers while agents, workers, warm children and PostgreSQL are killed, a worker frozen and the LLM down: 0 lost, 0 run twice, 0 stuck`, { timeout: FULL ? 3_600_000 : 900_000 }, async () => {
+  it(`${TASKS} tasks on ${HOSTS.length} workers while agents, workers, warm children and PostgreSQL are killed, a worker frozen and the LLM down: 0 lost, 0 run twice, 0 stuck`, {
+    timeout: FULL ? 3_600_000 : 900_000,
+  }, async () => {
     const s = await runSetup(`${FAST_LOCKS}  max_attempts: 8\n  retry:\n    base_seconds: 0.1\n    max_seconds: 0.5\n    max_attempts: 20\n`)
     const injected = Object.fromEntries(CHAOS.map((c) => [c, 0])) as Record<(typeof CHAOS)[number], number>
     const llm = soakLlm(s, () => CHAOS.every((c) => injected[c] > 0))
@@ -118,7 +120,11 @@ describe('torture: a fleet under chaos', () => {
 
     const settled = async (): Promise<boolean> => {
       const rows = await jobs()
-      return rows.length >= TASKS && rows.every((j) => !OPEN.includes(j.state)) && readdirSync(s.tree.layout.dir('running')).filter((n) => !n.startsWith('.')).length === 0
+      return (
+        rows.length >= TASKS &&
+        rows.every((j) => !OPEN.includes(j.state)) &&
+        readdirSync(s.tree.layout.dir('running')).filter((n) => !n.startsWith('.')).length === 0
+      )
     }
     const random = <T>(xs: T[]): T | undefined => xs[Math.floor(Math.random() * xs.length)]
     const timeline: string[] = []
@@ -147,7 +153,16 @@ describe('torture: a fleet under chaos', () => {
         if (w === undefined) return
         process.kill(w.pid(), 'SIGSTOP')
         // Past the time its row counts as live (2 × locks.stale_after_seconds), by the database's clock; then a pass.
-        await until('the frozen worker’s row stale', async () => (await query(`SELECT 1 FROM fleet_workers WHERE hostname = $1 AND pid = $2 AND stopped_at IS NULL AND heartbeat_at < now() - interval '3 seconds'`, [w.host, w.hostPid()])).length > 0)
+        await until(
+          'the frozen worker’s row stale',
+          async () =>
+            (
+              await query(
+                `SELECT 1 FROM fleet_workers WHERE hostname = $1 AND pid = $2 AND stopped_at IS NULL AND heartbeat_at < now() - interval '3 seconds'`,
+                [w.host, w.hostPid()],
+              )
+            ).length > 0,
+        )
         const after = passes.ok
         await until('a watch-locks pass while it is frozen', async () => passes.ok > after).catch((err: Error) => {
           throw new Error(`${err.message} (${passes.failed} refused in all; the last: ${passes.lastRefusal || 'none'})`)
@@ -169,7 +184,11 @@ describe('torture: a fleet under chaos', () => {
     const bound = FULL ? 60_000 : 12_000 // × 50 ms polls: only the give-up point
     let next = STEP
     for (let i = 0; ; i++) {
-      const point = await until('the next chaos point, or every job settled', async () => ((await settled()) ? 'settled' : agentRequests(s.fake).length >= next ? 'chaos' : null), bound)
+      const point = await until(
+        'the next chaos point, or every job settled',
+        async () => ((await settled()) ? 'settled' : agentRequests(s.fake).length >= next ? 'chaos' : null),
+        bound,
+      )
       if (point === 'settled') break
       await inject(CHAOS[i % CHAOS.length] as (typeof CHAOS)[number])
       next = agentRequests(s.fake).length + STEP
@@ -213,7 +232,10 @@ describe('torture: a fleet under chaos', () => {
       if (task.location === 'completed' && task.state.status === 'completed') {
         completed++
         if (finishes !== 1) problems.push(`${name}: ${finishes} final answers recorded`)
-        if (lastJob.state !== 'done' || lastJob.outcome !== 'completed') problems.push(`${name}: completed but its last job is ${lastJob.state} ${lastJob.outcome} (jobs: ${mine.map((j) => `${j.id} ${j.kind} ${j.state} ${j.outcome}: ${j.error}`).join('; ')})`)
+        if (lastJob.state !== 'done' || lastJob.outcome !== 'completed')
+          problems.push(
+            `${name}: completed but its last job is ${lastJob.state} ${lastJob.outcome} (jobs: ${mine.map((j) => `${j.id} ${j.kind} ${j.state} ${j.outcome}: ${j.error}`).join('; ')})`,
+          )
       } else if (lastJob.state === 'failed' || (task.location === 'completed' && task.state.status === 'failed')) {
         if (!lastJob.error) problems.push(`${name}: failed with no reason`)
         failed.push(`${name}: ${task.location} ${String(task.state.status)}: ${lastJob.error}`)
@@ -225,7 +247,13 @@ describe('torture: a fleet under chaos', () => {
     // What the workers said of each job or task in trouble, and when each chaos event struck: for the next reader of a failure.
     if (problems.length > 0) {
       const named = problems.flatMap((p) => [...p.matchAll(/[0-9a-f]{8}-[0-9a-f-]{27}|\(jobs: (\d+)|; (\d+) /g)].map((m) => m[1] ?? m[2] ?? m[0]))
-      const said = workers.flatMap((w, k) => w.err().split('\n').filter((l) => named.some((x) => l.includes(/^\d+$/.test(x) ? `job ${x}:` : x) || l.includes(/^\d+$/.test(x) ? `job ${x} ` : x))).map((l) => `worker ${k} (${w.host}): ${l.slice(0, 400)}`))
+      const said = workers.flatMap((w, k) =>
+        w
+          .err()
+          .split('\n')
+          .filter((l) => named.some((x) => l.includes(/^\d+$/.test(x) ? `job ${x}:` : x) || l.includes(/^\d+$/.test(x) ? `job ${x} ` : x)))
+          .map((l) => `worker ${k} (${w.host}): ${l.slice(0, 400)}`),
+      )
       console.error(`chaos: ${timeline.join('; ')}\n${said.join('\n')}`)
     }
     expect(problems).toEqual([])
@@ -233,7 +261,8 @@ describe('torture: a fleet under chaos', () => {
 
     // The index equals the tree (a write missed while PostgreSQL was down is reindex's to repair, docs/contract.md §14.3).
     const places = taskPlaces(s.tree.base)
-    const indexed = async () => Object.fromEntries((await query<{ uuid: string; location: string }>('SELECT uuid, location FROM tasks')).map((r) => [r.uuid, r.location]))
+    const indexed = async () =>
+      Object.fromEntries((await query<{ uuid: string; location: string }>('SELECT uuid, location FROM tasks')).map((r) => [r.uuid, r.location]))
     const before = await indexed()
     const drift = Object.keys({ ...places, ...before }).filter((u) => places[u] !== before[u])
     const reindex = await s.run(['reindex'], db())
@@ -250,7 +279,9 @@ describe('torture: a fleet under chaos', () => {
     record('fleet', {
       tasks: TASKS,
       workers: `${workers.length} (${HOSTS.length} at a time${HOSTS[0] === null ? '' : ', 3 of them on simulated hosts'})`,
-      chaos: Object.entries(injected).map(([k, v]) => `${k} ${v}`).join(' / '),
+      chaos: Object.entries(injected)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(' / '),
       llm_503s: llm.failed,
       watch_locks_passes: `${passes.ok} ok, ${passes.failed} refused`,
       jobs: `${rows.length} (${[...tally(rows.map((j) => `${j.kind} ${j.state} ${j.outcome ?? '-'}`))].map(([k, v]) => `${k} ${v}`).join(', ')})`,
@@ -261,6 +292,11 @@ describe('torture: a fleet under chaos', () => {
       stuck: 0,
       index_rows_reindex_repaired: drift.length,
     })
-    expect(Object.entries(injected).filter(([, v]) => v === 0).map(([k]) => k), 'chaos never injected').toEqual([])
+    expect(
+      Object.entries(injected)
+        .filter(([, v]) => v === 0)
+        .map(([k]) => k),
+      'chaos never injected',
+    ).toEqual([])
   })
 })

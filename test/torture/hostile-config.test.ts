@@ -67,7 +67,10 @@ describe('nothing a tool can write is read as configuration', () => {
     expect(existsSync(join(s.ws, target))).toBe(false)
     const first = onlyTask(s.tree)
     const refused = first.tools.filter((t) => t.tool_name !== 'finish')
-    expect(refused.map((t) => [t.tool_name, t.status])).toEqual([['write_file', 'error'], ['read_file', 'error']])
+    expect(refused.map((t) => [t.tool_name, t.status])).toEqual([
+      ['write_file', 'error'],
+      ['read_file', 'error'],
+    ])
     for (const t of refused) expect(JSON.stringify(t)).toContain("inside ctxagent's task tree or config")
 
     // A link made during the run by a command (the real attack), here without a sandbox
@@ -76,15 +79,31 @@ describe('nothing a tool can write is read as configuration', () => {
     const plain = await runSetup('tools:\n  sandbox: none\n')
     const plainEnv = { HOME: plain.ws, XDG_CONFIG_HOME: '' }
     mkdirSync(join(plain.ws, 'elsewhere'))
-    plain.fake.queue.push({ calls: [{ name: 'run_command', arguments: { command: 'ln -s elsewhere .config' } }] }, write(target, 'mcp: {}\n'), write('elsewhere/ctxagent/config.yaml', 'mcp: {}\n'), finish)
+    plain.fake.queue.push(
+      { calls: [{ name: 'run_command', arguments: { command: 'ln -s elsewhere .config' } }] },
+      write(target, 'mcp: {}\n'),
+      write('elsewhere/ctxagent/config.yaml', 'mcp: {}\n'),
+      finish,
+    )
     const again = await plain.run(['run', '--task', 'configure again', '--workspace', plain.ws, '--allow-shell'], plainEnv)
     expect(again.code, again.stderr).toBe(0)
-    expect(onlyTask(plain.tree).tools.filter((t) => t.tool_name !== 'finish').map((t) => [t.tool_name, t.status])).toEqual([['run_command', 'success'], ['write_file', 'error'], ['write_file', 'error']])
+    expect(
+      onlyTask(plain.tree)
+        .tools.filter((t) => t.tool_name !== 'finish')
+        .map((t) => [t.tool_name, t.status]),
+    ).toEqual([
+      ['run_command', 'success'],
+      ['write_file', 'error'],
+      ['write_file', 'error'],
+    ])
     expect(readdirSync(join(plain.ws, 'elsewhere'))).toEqual([])
 
     // A command that writes the config itself: the place, missing at the start, is an empty read-only directory in the sandbox.
     rmSync(join(s.ws, '.config'), { recursive: true, force: true })
-    s.fake.queue.push({ calls: [{ name: 'run_command', arguments: { command: `mkdir -p .config/ctxagent; echo 'mcp: {}' > ${target}; echo written $?` } }] }, finish)
+    s.fake.queue.push(
+      { calls: [{ name: 'run_command', arguments: { command: `mkdir -p .config/ctxagent; echo 'mcp: {}' > ${target}; echo written $?` } }] },
+      finish,
+    )
     const third = await s.run(['run', '--task', 'configure by hand', '--workspace', s.ws, '--allow-shell'], env)
     expect(third.code, third.stderr).toBe(0)
     expect(existsSync(join(s.ws, target))).toBe(false)
@@ -100,10 +119,16 @@ describe('nothing a tool can write is read as configuration', () => {
     writeFileSync(inside, s.fake.configYaml())
     const link = join(scratch('ctxagent-link-'), 'ws')
     symlinkSync(s.ws, link)
-    for (const [config, workspace] of [[inside, s.ws], [inside, link], [join(link, 'agent.yaml'), s.ws]] as const) {
+    for (const [config, workspace] of [
+      [inside, s.ws],
+      [inside, link],
+      [join(link, 'agent.yaml'), s.ws],
+    ] as const) {
       const res = await cliAsync(['run', '--task', 'x', '--workspace', workspace, '--home', s.tree.base, '--config', config])
       expect(res.code).toBe(2)
-      expect(res.stderr).toMatch(/^ctxagent: the config file .*agent\.yaml is inside the workspace .*, where the agent could rewrite it \(keep the config outside the workspace/)
+      expect(res.stderr).toMatch(
+        /^ctxagent: the config file .*agent\.yaml is inside the workspace .*, where the agent could rewrite it \(keep the config outside the workspace/,
+      )
       expect(res.stderr.split('\n')).toHaveLength(2)
     }
     for (const location of ['running', 'paused', 'completed'] as const) expect(s.tree.layout.list(location)).toEqual([])
@@ -111,7 +136,9 @@ describe('nothing a tool can write is read as configuration', () => {
 })
 
 describe('the fleet database URL is a secret', () => {
-  it('its password, plain, URL-encoded and base64, leaves no exit: task files, logs, stdout, --json, view, config, and the LLM requests', { timeout: 120_000 }, async () => {
+  it('its password, plain, URL-encoded and base64, leaves no exit: task files, logs, stdout, --json, view, config, and the LLM requests', {
+    timeout: 120_000,
+  }, async () => {
     const pg = await startPostgres()
     onTestFinished(() => pg.stop())
     const password = 'Hunter2:db/pw@7731'
@@ -121,7 +148,10 @@ describe('the fleet database URL is a secret', () => {
       for (const form of forms) expect(text.includes(form), `${where} carries ${form}`).toBe(false)
     }
     const s = await runSetup()
-    writeFileSync(join(s.ws, 'db.env'), `DATABASE_URL=${url}\nPASSWORD=${password}\nENCODED=${encodeURIComponent(password)}\nB64=${Buffer.from(password).toString('base64')}\n`)
+    writeFileSync(
+      join(s.ws, 'db.env'),
+      `DATABASE_URL=${url}\nPASSWORD=${password}\nENCODED=${encodeURIComponent(password)}\nB64=${Buffer.from(password).toString('base64')}\n`,
+    )
     s.fake.queue.push(
       { calls: [{ name: 'read_file', arguments: { path: 'db.env' } }] },
       { calls: [{ name: 'write_file', arguments: { path: 'notes.md', content: `the password is ${password}` } }] },
@@ -136,12 +166,24 @@ describe('the fleet database URL is a secret', () => {
     expect(JSON.stringify(task.messages)).toContain('[SECRET:fleet.database_url]')
     absent('the task directory', treeText(task.dir))
     absent('the LLM requests', s.fake.requests.map((r) => r.raw.toString()).join('\n'))
-    for (const args of [['view', task.uuid], ['view', task.uuid, '--json'], ['view', task.uuid, '--messages', '--all'], ['view', task.uuid, '--tools'], ['config'], ['config', '--json'], ['export', task.uuid]]) {
+    for (const args of [
+      ['view', task.uuid],
+      ['view', task.uuid, '--json'],
+      ['view', task.uuid, '--messages', '--all'],
+      ['view', task.uuid, '--tools'],
+      ['config'],
+      ['config', '--json'],
+      ['export', task.uuid],
+    ]) {
       const out = await s.run(args, env)
       expect(out.code, `${args.join(' ')}: ${out.stderr}`).toBe(0)
       absent(args.join(' '), out.stdout + out.stderr)
     }
-    const shown = JSON.parse((await s.run(['config', '--json'], env)).stdout) as { secrets_set: string[]; database_url_from: string; config: { fleet: { database_url: unknown } } }
+    const shown = JSON.parse((await s.run(['config', '--json'], env)).stdout) as {
+      secrets_set: string[]
+      database_url_from: string
+      config: { fleet: { database_url: unknown } }
+    }
     expect(shown).toMatchObject({ database_url_from: 'CTXAGENT_DATABASE_URL', config: { fleet: { database_url: null } } })
     expect(shown.secrets_set).toContain('fleet.database_url')
     expect((await s.run(['config'], env)).stdout).toContain('database_url: null # set (hidden), from CTXAGENT_DATABASE_URL')

@@ -19,7 +19,12 @@ interface Wait {
 
 const mcp = (s: RunSetup, mode: string, arg: string) =>
   // Unsandboxed: the hang server writes its host pid to a file in /tmp (a sandboxed one has its own /tmp and pids).
-  writeFileSync(s.config, s.fake.configYaml(`mcp:\n  servers:\n    bad:\n      command: ${process.execPath}\n      args: [${JSON.stringify(HOSTILE)}, ${mode}, ${JSON.stringify(arg)}]\n      timeout_seconds: 600\n      sandbox: none\n`))
+  writeFileSync(
+    s.config,
+    s.fake.configYaml(
+      `mcp:\n  servers:\n    bad:\n      command: ${process.execPath}\n      args: [${JSON.stringify(HOSTILE)}, ${mode}, ${JSON.stringify(arg)}]\n      timeout_seconds: 600\n      sandbox: none\n`,
+    ),
+  )
 
 const WAITS: Record<string, Wait> = {
   'an MCP tools/list that never answers': {

@@ -89,7 +89,8 @@ async function makeNetwork(): Promise<void> {
   ip('netns', 'exec', NS, 'ip', 'addr', 'add', `${FAR_END}/30`, 'dev', `${VETH}n`)
   ip('netns', 'exec', NS, 'ip', 'link', 'set', `${VETH}n`, 'up')
   ip('netns', 'exec', NS, 'ip', 'link', 'set', 'lo', 'up')
-  const code = "const s = require('http').createServer((q, r) => { console.log(q.method + ' ' + q.url); r.end('ns-server ' + q.method + ' ' + q.url + ' host=' + q.headers.host) }); s.listen(0, process.argv[1], () => console.log('port ' + s.address().port))"
+  const code =
+    "const s = require('http').createServer((q, r) => { console.log(q.method + ' ' + q.url); r.end('ns-server ' + q.method + ' ' + q.url + ' host=' + q.headers.host) }); s.listen(0, process.argv[1], () => console.log('port ' + s.address().port))"
   server = spawn('ip', ['netns', 'exec', NS, process.execPath, '-e', code, FAR_END], { stdio: ['ignore', 'pipe', 'inherit'] })
   port = await new Promise<number>((resolve, reject) => {
     let out = ''
@@ -126,7 +127,9 @@ function place(): { top: string; ws: string; tree: string; hosts: string } {
   writeFileSync(join(ws, 'probe.cjs'), PROBE, { mode: 0o644 })
   chownSync(ws, SANDBOX_UID, SANDBOX_GID)
   const hosts = join(top, 'hosts')
-  writeFileSync(hosts, `127.0.0.1 localhost\n${FAR_END} pkg.ctxagent-test other.ctxagent-test\n127.0.0.1 loop.ctxagent-test\n${HOST_END} lan.ctxagent-test\n`, { mode: 0o644 })
+  writeFileSync(hosts, `127.0.0.1 localhost\n${FAR_END} pkg.ctxagent-test other.ctxagent-test\n127.0.0.1 loop.ctxagent-test\n${HOST_END} lan.ctxagent-test\n`, {
+    mode: 0o644,
+  })
   return { top, ws, tree, hosts }
 }
 
@@ -135,15 +138,46 @@ function place(): { top: string; ws: string; tree: string; hosts: string } {
  * model running each of `commands` with run_command, then finishing; the tool results
  * it got back, in order, and the task's tools.jsonl.
  */
-async function runCommands(fake: FakeLlm, at: ReturnType<typeof place>, toolsYaml: string, commands: (string | { tool: string; arguments: Record<string, unknown> })[], uid = 0): Promise<{ outputs: string[]; tools: Record<string, unknown>[]; state: Record<string, unknown> }> {
+async function runCommands(
+  fake: FakeLlm,
+  at: ReturnType<typeof place>,
+  toolsYaml: string,
+  commands: (string | { tool: string; arguments: Record<string, unknown> })[],
+  uid = 0,
+): Promise<{ outputs: string[]; tools: Record<string, unknown>[]; state: Record<string, unknown> }> {
   const config = join(at.top, 'config.yaml')
   writeFileSync(config, fake.configYaml(toolsYaml), { mode: 0o600 })
   // Not root: the run is that user's, and so are its tree, config and workspace (commands run as it).
   const drop = uid === 0 ? '' : `setpriv --reuid=${uid} --regid=${uid} --clear-groups -- `
   if (uid !== 0) for (const p of [config, at.tree, at.ws]) chownSync(p, uid, uid)
-  fake.queue.push(...commands.map((c, i) => ({ calls: [typeof c === 'string' ? { id: `c${i}`, name: 'run_command', arguments: { command: c, timeout_seconds: 60 } } : { id: `c${i}`, name: c.tool, arguments: c.arguments }] })), { calls: [{ name: 'finish', arguments: { summary: 'probed', status: 'done' } }] })
-  const argv = [process.execPath, join(reachableRoot(), 'bin', 'ctxagent'), 'run', '--task', 'probe the network', '--workspace', at.ws, '--home', at.tree, '--config', config]
-  const child = spawn('unshare', ['--mount', '--propagation', 'private', '--', 'sh', '-c', `mount --bind "$0" /etc/hosts && exec ${drop}"$@"`, at.hosts, ...argv], { cwd: at.ws, env: { ...process.env, ...TEST_ENV, HOME: at.top }, stdio: ['ignore', 'pipe', 'pipe'] })
+  fake.queue.push(
+    ...commands.map((c, i) => ({
+      calls: [
+        typeof c === 'string'
+          ? { id: `c${i}`, name: 'run_command', arguments: { command: c, timeout_seconds: 60 } }
+          : { id: `c${i}`, name: c.tool, arguments: c.arguments },
+      ],
+    })),
+    { calls: [{ name: 'finish', arguments: { summary: 'probed', status: 'done' } }] },
+  )
+  const argv = [
+    process.execPath,
+    join(reachableRoot(), 'bin', 'ctxagent'),
+    'run',
+    '--task',
+    'probe the network',
+    '--workspace',
+    at.ws,
+    '--home',
+    at.tree,
+    '--config',
+    config,
+  ]
+  const child = spawn(
+    'unshare',
+    ['--mount', '--propagation', 'private', '--', 'sh', '-c', `mount --bind "$0" /etc/hosts && exec ${drop}"$@"`, at.hosts, ...argv],
+    { cwd: at.ws, env: { ...process.env, ...TEST_ENV, HOME: at.top }, stdio: ['ignore', 'pipe', 'pipe'] },
+  )
   let err = ''
   child.stderr.on('data', (d: Buffer) => (err += d.toString()))
   onTestFinished(() => void child.kill('SIGKILL'))
@@ -162,7 +196,9 @@ describe.runIf(ready)(`network: proxy, through ctxagent run --allow-shell${why}`
   beforeAll(makeNetwork, 60_000)
   afterAll(removeNetwork)
 
-  it('reaches an allowed host by name through the proxy, and nothing else: not an unlisted host, not loopback by number or by name, not this host, not a raw socket', { timeout: 300_000 }, async () => {
+  it('reaches an allowed host by name through the proxy, and nothing else: not an unlisted host, not loopback by number or by name, not this host, not a raw socket', {
+    timeout: 300_000,
+  }, async () => {
     const at = place()
     const fake = await startFakeLlm()
     const llmPort = Number(new URL(fake.url).port)
@@ -182,8 +218,12 @@ describe.runIf(ready)(`network: proxy, through ctxagent run --allow-shell${why}`
     expect(outputs[1]).toContain(`connect ${pkg} 200 ns-server GET /tunnel host=${pkg}`)
     expect(outputs[2]).toContain(`get other.ctxagent-test:${port} 403 ctxagent egress proxy: refused: other.ctxagent-test is not in tools.allowed_hosts`)
     expect(outputs[3]).toContain(`connect 127.0.0.1:${llmPort} 403 ctxagent egress proxy: refused: 127.0.0.1 is a loopback (127.0.0.0/8) address`)
-    expect(outputs[4]).toContain(`connect loop.ctxagent-test:${llmPort} 403 ctxagent egress proxy: refused: loop.ctxagent-test resolves to 127.0.0.1, a loopback (127.0.0.0/8) address`)
-    expect(outputs[5]).toContain(`connect lan.ctxagent-test:${llmPort} 403 ctxagent egress proxy: refused: lan.ctxagent-test resolves to ${HOST_END}, an address of this host`)
+    expect(outputs[4]).toContain(
+      `connect loop.ctxagent-test:${llmPort} 403 ctxagent egress proxy: refused: loop.ctxagent-test resolves to 127.0.0.1, a loopback (127.0.0.0/8) address`,
+    )
+    expect(outputs[5]).toContain(
+      `connect lan.ctxagent-test:${llmPort} 403 ctxagent egress proxy: refused: lan.ctxagent-test resolves to ${HOST_END}, an address of this host`,
+    )
     // No route out of the sandbox's own namespace; its loopback is its own (the fake LLM is not there).
     expect(outputs[6]).toMatch(new RegExp(`^raw ${FAR_END.replace(/\./g, '\\.')}:${port} error (ENETUNREACH|EHOSTUNREACH)$`, 'm'))
     expect(outputs[6]).toMatch(new RegExp(`^raw 127\\.0\\.0\\.1:${llmPort} error ECONNREFUSED$`, 'm'))
@@ -200,9 +240,14 @@ describe.runIf(ready)(`network: proxy, through ctxagent run --allow-shell${why}`
       ['CONNECT', 'loop.ctxagent-test', 'error'],
       ['CONNECT', 'lan.ctxagent-test', 'error'],
     ])
-    for (const t of network.slice(0, 2)) expect(t.result).toMatchObject({ allowed: true, address: FAR_END, bytes_up: expect.any(Number), bytes_down: expect.any(Number) })
+    for (const t of network.slice(0, 2))
+      expect(t.result).toMatchObject({ allowed: true, address: FAR_END, bytes_up: expect.any(Number), bytes_down: expect.any(Number) })
     expect((network[0]?.result as { bytes_down: number }).bytes_down).toBeGreaterThan(50)
-    expect(network[3]).toMatchObject({ tool_name: 'network', error: '127.0.0.1 is a loopback (127.0.0.0/8) address', arguments: { by: 'run_command', port: llmPort } })
+    expect(network[3]).toMatchObject({
+      tool_name: 'network',
+      error: '127.0.0.1 is a loopback (127.0.0.0/8) address',
+      arguments: { by: 'run_command', port: llmPort },
+    })
     const calls = tools.filter((t) => t.kind !== 'network')
     expect(calls.map((t) => t.seq)).toEqual(calls.map((_, i) => i + 1))
     // A network record carries the seq of the call before it: the first came while call 1 ran.
@@ -226,7 +271,9 @@ describe.runIf(ready)(`network: proxy, through ctxagent run --allow-shell${why}`
     // The server's own list replaces tools.allowed_hosts.
     expect(outputs[1]).toBe(`fetch other.ctxagent-test:${port} 403 ctxagent egress proxy: refused: other.ctxagent-test is not in tools.allowed_hosts`)
     expect(served.slice(before)).toEqual(['GET /mcp'])
-    expect(tools.filter((t) => t.kind === 'network').map((t) => [(t.arguments as { by: string }).by, (t.arguments as { host: string }).host, t.status])).toEqual([
+    expect(
+      tools.filter((t) => t.kind === 'network').map((t) => [(t.arguments as { by: string }).by, (t.arguments as { host: string }).host, t.status]),
+    ).toEqual([
       ['mcp:net', 'pkg.ctxagent-test', 'success'],
       ['mcp:net', 'other.ctxagent-test', 'error'],
     ])
@@ -234,16 +281,34 @@ describe.runIf(ready)(`network: proxy, through ctxagent run --allow-shell${why}`
 
   it.runIf(spawnSync('setpriv', ['--version']).status === 0)('as an unprivileged user (setpriv) the proxy works the same', { timeout: 300_000 }, async () => {
     const uid = 65533
-    expect(spawnSync('setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--', process.execPath, join(reachableRoot(), 'bin', 'ctxagent'), '--version']).status).toBe(0)
+    expect(
+      spawnSync('setpriv', [
+        `--reuid=${uid}`,
+        `--regid=${uid}`,
+        '--clear-groups',
+        '--',
+        process.execPath,
+        join(reachableRoot(), 'bin', 'ctxagent'),
+        '--version',
+      ]).status,
+    ).toBe(0)
     const at = place()
     const fake = await startFakeLlm()
     const llmPort = Number(new URL(fake.url).port)
     const pkg = `pkg.ctxagent-test:${port}`
     const yaml = `tools:\n  shell: true\n  network: true\n  allowed_networks: [${FAR_END}/32]\n`
-    const { outputs, tools } = await runCommands(fake, at, yaml, [`id -u; node probe.cjs get ${pkg}; node probe.cjs connect loop.ctxagent-test:${llmPort}`], uid)
+    const { outputs, tools } = await runCommands(
+      fake,
+      at,
+      yaml,
+      [`id -u; node probe.cjs get ${pkg}; node probe.cjs connect loop.ctxagent-test:${llmPort}`],
+      uid,
+    )
     expect(outputs[0]).toMatch(new RegExp(`^${uid}$`, 'm'))
     expect(outputs[0]).toContain(`get ${pkg} 200 ns-server GET /hello host=${pkg}`)
-    expect(outputs[0]).toContain(`connect loop.ctxagent-test:${llmPort} 403 ctxagent egress proxy: refused: loop.ctxagent-test resolves to 127.0.0.1, a loopback (127.0.0.0/8) address`)
+    expect(outputs[0]).toContain(
+      `connect loop.ctxagent-test:${llmPort} 403 ctxagent egress proxy: refused: loop.ctxagent-test resolves to 127.0.0.1, a loopback (127.0.0.0/8) address`,
+    )
     expect(tools.filter((t) => t.kind === 'network').map((t) => t.status)).toEqual(['success', 'error'])
   })
 
@@ -262,7 +327,9 @@ describe.runIf(ready)(`network: proxy, through ctxagent run --allow-shell${why}`
   it('without the proxy (network: none) the same commands reach nothing', { timeout: 300_000 }, async () => {
     const at = place()
     const fake = await startFakeLlm()
-    const { outputs, tools } = await runCommands(fake, at, `tools:\n  shell: true\n  allowed_networks: [${FAR_END}/32]\n`, [`echo "proxy=$HTTP_PROXY"; node probe.cjs raw 127.0.0.1:3128; node probe.cjs raw ${FAR_END}:${port}`])
+    const { outputs, tools } = await runCommands(fake, at, `tools:\n  shell: true\n  allowed_networks: [${FAR_END}/32]\n`, [
+      `echo "proxy=$HTTP_PROXY"; node probe.cjs raw 127.0.0.1:3128; node probe.cjs raw ${FAR_END}:${port}`,
+    ])
     expect(outputs[0]).toMatch(/^proxy=$/m)
     expect(outputs[0]).toMatch(/^raw 127\.0\.0\.1:3128 error ECONNREFUSED$/m)
     expect(outputs[0]).toMatch(/error (ENETUNREACH|EHOSTUNREACH)$/m)
@@ -271,7 +338,7 @@ describe.runIf(ready)(`network: proxy, through ctxagent run --allow-shell${why}`
 })
 
 describe.runIf(asRoot)(`network: host${asRoot ? '' : ' (skipped: needs root)'}`, () => {
-  it('shares the host network: a command reaches a service on this host\'s loopback, and doctor warns of it', { timeout: 300_000 }, async () => {
+  it("shares the host network: a command reaches a service on this host's loopback, and doctor warns of it", { timeout: 300_000 }, async () => {
     const local = createServer((_q, r) => r.end('a local service'))
     await new Promise<void>((resolve) => local.listen(0, '127.0.0.1', resolve))
     onTestFinished(() => void local.close())
@@ -281,9 +348,19 @@ describe.runIf(asRoot)(`network: host${asRoot ? '' : ' (skipped: needs root)'}`,
     const yaml = 'tools:\n  shell: true\n  network: host\n'
     const { outputs } = await runCommands(fake, at, yaml, [`node probe.cjs direct 127.0.0.1:${localPort}`])
     expect(outputs[0]).toContain(`direct 127.0.0.1:${localPort} 200 a local service`)
-    const doctor = spawnSync(process.execPath, [BIN, 'doctor', '--json', '--home', at.tree, '--config', join(at.top, 'config.yaml'), '--timeout', '10s'], { encoding: 'utf8', env: { ...process.env, ...TEST_ENV, HOME: at.top } })
-    const checks = JSON.parse(doctor.stdout) as { checks?: { name: string; status: string; message: string }[] } | { name: string; status: string; message: string }[]
+    const doctor = spawnSync(process.execPath, [BIN, 'doctor', '--json', '--home', at.tree, '--config', join(at.top, 'config.yaml'), '--timeout', '10s'], {
+      encoding: 'utf8',
+      env: { ...process.env, ...TEST_ENV, HOME: at.top },
+    })
+    const checks = JSON.parse(doctor.stdout) as
+      | { checks?: { name: string; status: string; message: string }[] }
+      | { name: string; status: string; message: string }[]
     const list = Array.isArray(checks) ? checks : (checks.checks ?? [])
-    expect(list.find((c) => c.name === 'network')).toEqual(expect.objectContaining({ status: 'warn', message: expect.stringContaining("tools.network: host — commands share this host's network and reach its local services (serve, PostgreSQL") }))
+    expect(list.find((c) => c.name === 'network')).toEqual(
+      expect.objectContaining({
+        status: 'warn',
+        message: expect.stringContaining("tools.network: host — commands share this host's network and reach its local services (serve, PostgreSQL"),
+      }),
+    )
   })
 })

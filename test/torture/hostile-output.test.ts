@@ -25,7 +25,7 @@ function allText(dir: string): string {
 }
 
 describe('a secret across the cut', () => {
-  it('at every offset across run_command\'s head cut and read_file\'s line cut: no piece in the task files or the requests', async () => {
+  it("at every offset across run_command's head cut and read_file's line cut: no piece in the task files or the requests", async () => {
     const s = await runSetup('tools:\n  sandbox: none\n')
     const offsets = Array.from({ length: KEY.length + 1 }, (_, k) => k)
     for (const k of offsets) {
@@ -34,7 +34,15 @@ describe('a secret across the cut', () => {
       writeFileSync(join(s.ws, `line${k}.txt`), `${filler(2000 - k - 1)} ${KEY} ${filler(3000)}\nshort line\n`)
     }
     // The agent's requests (those offering tools) get the script; compaction's get a summary.
-    const script = [...offsets.map((k) => ({ calls: [{ name: 'run_command', arguments: { command: `cat out${k}.txt` } }, { name: 'read_file', arguments: { path: `line${k}.txt` } }] })), finish]
+    const script = [
+      ...offsets.map((k) => ({
+        calls: [
+          { name: 'run_command', arguments: { command: `cat out${k}.txt` } },
+          { name: 'read_file', arguments: { path: `line${k}.txt` } },
+        ],
+      })),
+      finish,
+    ]
     const summary = s.fake.fallback
     s.fake.fallback = (req) => (Array.isArray(req.body.tools) ? (script.shift() ?? finish) : summary(req))
     const res = await s.run(['run', '--task', 'read the logs', '--workspace', s.ws, '--allow-shell', '--max-turns', '200'])

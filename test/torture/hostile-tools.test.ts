@@ -163,7 +163,10 @@ describe('a hostile model through ctxagent run', () => {
       },
       { calls: [{ name: 'finish', arguments: { summary: 'looked', status: 'done' } }] },
     )
-    const res = await s.run(['run', '--task', 'look around', '--workspace', s.ws], { OPENAI_API_KEY: 'sk-proj-AGENTENVSECRET0123456789', GITHUB_TOKEN: 'ghp_AGENTGITHUBSECRET0123456789' })
+    const res = await s.run(['run', '--task', 'look around', '--workspace', s.ws], {
+      OPENAI_API_KEY: 'sk-proj-AGENTENVSECRET0123456789',
+      GITHUB_TOKEN: 'ghp_AGENTGITHUBSECRET0123456789',
+    })
     expect(res.code).toBe(0)
     const tools = (s.fake.requests[1]?.body.messages ?? []).filter((m) => m.role === 'tool').map((m) => m.content)
     expect(tools[0]).toBe('no matches for /^(a+)+$/')
@@ -178,7 +181,14 @@ describe('stops reach sandboxed commands', () => {
   it.each(['SIGINT', '--timeout'] as const)('%s ends a sandboxed command and every setsid child it started', async (how) => {
     const s = await runSetup('tools:\n  shell: true\n')
     const token = `ctxagent-stop-${process.pid}-${how}`
-    s.fake.queue.push({ calls: [{ name: 'run_command', arguments: { command: `setsid sh -c 'trap "" TERM HUP; sleep 3333; : ${token}' >/dev/null 2>&1 & echo up > up.txt; sleep 3333` } }] })
+    s.fake.queue.push({
+      calls: [
+        {
+          name: 'run_command',
+          arguments: { command: `setsid sh -c 'trap "" TERM HUP; sleep 3333; : ${token}' >/dev/null 2>&1 & echo up > up.txt; sleep 3333` },
+        },
+      ],
+    })
     const started = s.start(['run', '--task', 't', '--workspace', s.ws, ...(how === '--timeout' ? ['--timeout', '3s'] : [])])
     for (let i = 0; i < 400 && !existsSync(join(s.ws, 'up.txt')); i++) await new Promise((r) => setTimeout(r, 50))
     expect(existsSync(join(s.ws, 'up.txt'))).toBe(true)

@@ -35,7 +35,13 @@ describe('span content off', () => {
     writeFileSync(s.config, s.fake.configYaml(`telemetry:\n  otlp_endpoint: ${otlp.url}\n`))
     const words = 'Quokka-Marmalade-7731'
     s.fake.queue.push(
-      { calls: [{ name: `${words}`, arguments: { note: words }, id: `call-${words}` }, { name: 'read_file', arguments: { path: `${words}.txt` } }, { name: 'glob', arguments: { pattern: `[${words}` } }] },
+      {
+        calls: [
+          { name: `${words}`, arguments: { note: words }, id: `call-${words}` },
+          { name: 'read_file', arguments: { path: `${words}.txt` } },
+          { name: 'glob', arguments: { pattern: `[${words}` } },
+        ],
+      },
       { status: 400, content: `invalid request: the prompt "${words}: fix the bug" breaks policy` },
     )
     const res = await s.run(['run', '--task', `${words}: fix the bug`, '--workspace', s.ws])

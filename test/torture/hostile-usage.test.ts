@@ -79,7 +79,11 @@ async function hostileRun(s: RunSetup, provider: 'openai' | 'anthropic'): Promis
   fake.fallback = () => ({ calls: call(), usage: ANTHROPIC_USAGE[n++ % ANTHROPIC_USAGE.length] as AnthropicReply['usage'] })
   const config = join(s.tree.base, 'anthropic.yaml')
   writeFileSync(config, fake.configYaml())
-  const res = await cliAsync(['run', '--task', 'count carefully', '--workspace', s.ws, ...BUDGET, '--home', s.tree.base, '--config', config], { ...db.env(), ANTHROPIC_API_KEY: '', ANTHROPIC_BASE_URL: '' })
+  const res = await cliAsync(['run', '--task', 'count carefully', '--workspace', s.ws, ...BUDGET, '--home', s.tree.base, '--config', config], {
+    ...db.env(),
+    ANTHROPIC_API_KEY: '',
+    ANTHROPIC_BASE_URL: '',
+  })
   return { uuid: uuidOf(res.stderr, res), requests: fake.requests.filter((r) => Array.isArray(r.body.tools)).length, stderr: res.stderr }
 }
 
@@ -108,7 +112,10 @@ describe('usage figures from a hostile LLM server', () => {
 
     // A task an older version wrote after believing such a server: null (1e308 summed), a string, 1e20, negatives.
     const old = uuidN(77)
-    s.tree.write({ uuid: old, state: { total_tokens_used: null, prompt_tokens: 'many', completion_tokens: -5, cached_tokens: 1e20, llm_call_count: 1e308, current_context_tokens: 2.5 } })
+    s.tree.write({
+      uuid: old,
+      state: { total_tokens_used: null, prompt_tokens: 'many', completion_tokens: -5, cached_tokens: 1e20, llm_call_count: 1e308, current_context_tokens: 2.5 },
+    })
 
     for (const env of [{}, db.env()]) {
       const reindexed = await cliAsync(['reindex', '--json', '--home', s.tree.base, '--config', 'none'], env)
@@ -131,7 +138,10 @@ describe('usage figures from a hostile LLM server', () => {
       for (const line of text.split('\n').filter((l) => l.startsWith('ctxagent_tokens_total{'))) expect(isCount(Number(line.split(' ').pop()))).toBe(true)
       expect((await serve.get('/api/stats')).status).toBe(200)
     }
-    const [old_row] = await db.query<{ total_tokens: string; llm_call_count: string; cached_tokens: string }>('SELECT total_tokens, llm_call_count, cached_tokens FROM tasks WHERE uuid = $1', [old])
+    const [old_row] = await db.query<{ total_tokens: string; llm_call_count: string; cached_tokens: string }>(
+      'SELECT total_tokens, llm_call_count, cached_tokens FROM tasks WHERE uuid = $1',
+      [old],
+    )
     expect(old_row).toEqual({ total_tokens: '0', llm_call_count: '0', cached_tokens: '0' })
     record('hostile-usage', { providers: 2, kinds: OPENAI_USAGE.length + ANTHROPIC_USAGE.length, tokens: counted })
   }, 180_000)

@@ -24,7 +24,9 @@ function completeLines(path: string): Record<string, unknown>[] {
 }
 
 describe('torture: run processes killed at random instants', () => {
-  it(`${RUNS} agents SIGKILLed mid-work: files readable, seq continuous, half resumed to completion, the rest reaped once, tasks.db equal to the tree`, { timeout: 900_000 }, async () => {
+  it(`${RUNS} agents SIGKILLed mid-work: files readable, seq continuous, half resumed to completion, the rest reaped once, tasks.db equal to the tree`, {
+    timeout: 900_000,
+  }, async () => {
     const tree = makeTree()
     const ws = join(tree.base, '..', `${tree.base.split('/').pop()}-ws`)
     const { mkdirSync, rmSync } = await import('node:fs')
@@ -43,10 +45,21 @@ describe('torture: run processes killed at random instants', () => {
       const turns = (seen.get(agent) ?? 0) + 1
       seen.set(agent, turns)
       if (turns >= 14) return { content: 'all files read' }
-      return { delayMs: 20, calls: [{ name: 'read_file', arguments: { path: `f${n++ % 20}.txt` } }, { name: 'glob', arguments: { pattern: `f${n % 7}*` } }] }
+      return {
+        delayMs: 20,
+        calls: [
+          { name: 'read_file', arguments: { path: `f${n++ % 20}.txt` } },
+          { name: 'glob', arguments: { pattern: `f${n % 7}*` } },
+        ],
+      }
     }
     const config = join(tree.base, 'config.yaml')
-    writeFileSync(config, fake.configYaml('locks:\n  heartbeat_seconds: 0.3\n  stale_after_seconds: 1\ncontext:\n  compression:\n    keep_recent: 4\n    min_to_compress: 2\n    token_threshold: 2500\n'))
+    writeFileSync(
+      config,
+      fake.configYaml(
+        'locks:\n  heartbeat_seconds: 0.3\n  stale_after_seconds: 1\ncontext:\n  compression:\n    keep_recent: 4\n    min_to_compress: 2\n    token_threshold: 2500\n',
+      ),
+    )
     const common = ['--home', tree.base, '--config', config]
     const env = { ...process.env, NO_COLOR: '1', CTXAGENT_HOME: '', CTXAGENT_CONFIG: '' }
 
@@ -58,7 +71,11 @@ describe('torture: run processes killed at random instants', () => {
       await Promise.all(
         Array.from({ length: Math.min(AT_ONCE, RUNS - i) }, async (_, j) => {
           const agent = i + j
-          const child = spawn(process.execPath, [BIN, 'run', '--task', `read every file (agent ${agent})`, '--workspace', ws, ...common], { cwd: ROOT, env, stdio: 'ignore' })
+          const child = spawn(process.execPath, [BIN, 'run', '--task', `read every file (agent ${agent})`, '--workspace', ws, ...common], {
+            cwd: ROOT,
+            env,
+            stdio: 'ignore',
+          })
           const exited = exitOf(child)
           const target = 2 + Math.floor(Math.random() * 7)
           let gone = false
@@ -99,13 +116,18 @@ describe('torture: run processes killed at random instants', () => {
     const resumed = started.filter((_, i) => i % 2 === 0)
     const before = fake.requests.length
     const outcomes: Awaited<ReturnType<typeof cliAsync>>[] = []
-    for (let i = 0; i < resumed.length; i += AT_ONCE * 2) outcomes.push(...(await Promise.all(resumed.slice(i, i + AT_ONCE * 2).map((uuid) => cliAsync(['run', '--resume', uuid, ...common])))))
+    for (let i = 0; i < resumed.length; i += AT_ONCE * 2)
+      outcomes.push(...(await Promise.all(resumed.slice(i, i + AT_ONCE * 2).map((uuid) => cliAsync(['run', '--resume', uuid, ...common])))))
     const completedOk = outcomes.filter((o) => o.code === 0).length
     for (const r of fake.requests.slice(before)) if (Array.isArray(r.body.tools)) expectWellFormed(r)
 
     const reaped = await cliAsync(['watch-locks', '--once', '--json', ...common])
     expect(reaped.code, reaped.stderr).toBe(0)
-    const findings = findingsText(reaped.stdout).trim().split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as { uuid: string; action: string })
+    const findings = findingsText(reaped.stdout)
+      .trim()
+      .split('\n')
+      .filter((l) => l !== '')
+      .map((l) => JSON.parse(l) as { uuid: string; action: string })
     // reaped: failed with the dead pid; finished: it had settled and only the move was left.
     const reapedIds = findings.filter((f) => f.action === 'reaped' || f.action === 'finished').map((f) => f.uuid)
     const leftForReaper = uuids.filter((uuid) => !resumed.includes(uuid))
@@ -128,14 +150,27 @@ describe('torture: run processes killed at random instants', () => {
     db.close()
     const dirs = readdirSync(tree.layout.dir('completed'))
       .sort()
-      .map((uuid) => ({ uuid, location: 'completed', status: (JSON.parse(readFileSync(join(tree.layout.taskDir('completed', uuid), 'state.json'), 'utf8')) as { status: string }).status }))
+      .map((uuid) => ({
+        uuid,
+        location: 'completed',
+        status: (JSON.parse(readFileSync(join(tree.layout.taskDir('completed', uuid), 'state.json'), 'utf8')) as { status: string }).status,
+      }))
     expect(rows).toEqual(dirs)
     for (const uuid of resumed) expect(dirs.find((d) => d.uuid === uuid)?.status).toBe('completed')
     // No litter: temp files of locks or writes, anywhere in the tree; no lock outside running/.
     expect(litter(tree.base)).toEqual([])
     expect(strayLocks(tree.base)).toEqual([])
     expect(danglingBlobs(tree.base)).toEqual([])
-    record('kill-run', { runs: RUNS, killed_mid_work: uuids.length, readable, with_blobs: blobbed, resumed: resumed.length, resumed_completed: completedOk, reaped: reapedIds.length, reaped_expected: leftForReaper.length })
+    record('kill-run', {
+      runs: RUNS,
+      killed_mid_work: uuids.length,
+      readable,
+      with_blobs: blobbed,
+      resumed: resumed.length,
+      resumed_completed: completedOk,
+      reaped: reapedIds.length,
+      reaped_expected: leftForReaper.length,
+    })
     expect(completedOk).toBe(resumed.length)
     rmSync(ws, { recursive: true, force: true })
   })

@@ -53,7 +53,10 @@ describe('torture: operator commands under crashes and contention', () => {
       await Promise.all(operators)
       // The next pass, uninterrupted, once every dead owner's lock is stale.
       await sleep(1_300)
-      for (const args of [['watch-locks', '--once'], ['cleanup', '--compress-after', '1d', '--delete-after', '1000d']]) {
+      for (const args of [
+        ['watch-locks', '--once'],
+        ['cleanup', '--compress-after', '1d', '--delete-after', '1000d'],
+      ]) {
         const res = await cliAsync([...args, ...common])
         if (res.code !== 0) problems.push(`round ${round}: final ${args[0]} exit ${res.code}: ${res.stderr.trim()}`)
       }
@@ -103,7 +106,11 @@ async function operatorLoop(r: Round, common: string[], stats: { commands: numbe
       () => ['stats', '--json'],
       () => ['reindex'],
     ])()
-    const child = spawn(process.execPath, [BIN, ...args, ...common], { cwd: ROOT, stdio: 'ignore', env: { ...process.env, NO_COLOR: '1', CTXAGENT_HOME: '', CTXAGENT_CONFIG: '' } })
+    const child = spawn(process.execPath, [BIN, ...args, ...common], {
+      cwd: ROOT,
+      stdio: 'ignore',
+      env: { ...process.env, NO_COLOR: '1', CTXAGENT_HOME: '', CTXAGENT_CONFIG: '' },
+    })
     stats.commands++
     if (Math.random() < 0.4) {
       // Killed somewhere between starting up and finishing its work.
@@ -133,12 +140,16 @@ function check(tree: Tree, r: Round): string[] {
   const indexed = indexedPlaces(tree.base)
   const settledPlaces = Object.fromEntries(Object.entries(places).sort())
   if (JSON.stringify(Object.fromEntries(Object.entries(indexed).sort())) !== JSON.stringify(settledPlaces)) {
-    const diff = [...new Set([...Object.keys(indexed), ...Object.keys(places)])].filter((u) => indexed[u] !== places[u]).map((u) => `${u.slice(0, 8)} index ${indexed[u] ?? '-'} dir ${places[u] ?? '-'}`)
+    const diff = [...new Set([...Object.keys(indexed), ...Object.keys(places)])]
+      .filter((u) => indexed[u] !== places[u])
+      .map((u) => `${u.slice(0, 8)} index ${indexed[u] ?? '-'} dir ${places[u] ?? '-'}`)
     problems.push(`tasks.db differs from the directories: ${diff.join('; ')}`)
   }
   for (const o of r.owners) {
     if (places[o.uuid] !== 'paused') continue
-    const lines = readFileSync(join(tree.layout.taskDir('paused', o.uuid), 'messages.jsonl'), 'utf8').split('\n').slice(0, -1)
+    const lines = readFileSync(join(tree.layout.taskDir('paused', o.uuid), 'messages.jsonl'), 'utf8')
+      .split('\n')
+      .slice(0, -1)
     const seqs = lines.map((l) => (JSON.parse(l) as { seq: number }).seq)
     if (seqs.some((s, i) => s !== i + 1)) problems.push(`${o.uuid}: seq not continuous`)
   }

@@ -33,23 +33,25 @@ const KINDS: RecordKind[] = ['messages', 'summaries', 'tools', 'current', 'plann
 const DEFAULT_LIMIT = 10
 
 export function viewCommand(): Command {
-  return new Command('view')
-    .description('inspect one task: overview, or its messages, summaries, tools, current window or planning')
-    .argument('[uuid]', 'task uuid, a unique prefix of 8+ hex characters, or last (the newest task)')
-    .option('--uuid <uuid>', 'the task, as an option instead of the argument')
-    .option('--messages', 'list messages.jsonl')
-    .option('--summaries', 'list summaries.jsonl')
-    .option('--tools', 'list tools.jsonl')
-    .option('--current', 'list current.jsonl (the window the LLM gets next)')
-    .option('--planning', 'list planning.jsonl')
-    // No commander default: an explicit --limit must be told apart from none (it contradicts --all).
-    .option('--limit <n>', `how many of the newest records to list (default: ${DEFAULT_LIMIT})`, positiveIntArg)
-    .option('--all', 'list every record')
-    .addOption(new Option('--role <role>', 'only messages of this role').choices([...ROLES]))
-    .option('--hidden', 'include hidden messages (visible: false, such as a chat session marker)')
-    .option('--follow', 'after the newest messages, stream new ones until the task leaves running/')
-    .option('--full', 'print whole message contents instead of one-line previews')
-    .action(withEnv(view))
+  return (
+    new Command('view')
+      .description('inspect one task: overview, or its messages, summaries, tools, current window or planning')
+      .argument('[uuid]', 'task uuid, a unique prefix of 8+ hex characters, or last (the newest task)')
+      .option('--uuid <uuid>', 'the task, as an option instead of the argument')
+      .option('--messages', 'list messages.jsonl')
+      .option('--summaries', 'list summaries.jsonl')
+      .option('--tools', 'list tools.jsonl')
+      .option('--current', 'list current.jsonl (the window the LLM gets next)')
+      .option('--planning', 'list planning.jsonl')
+      // No commander default: an explicit --limit must be told apart from none (it contradicts --all).
+      .option('--limit <n>', `how many of the newest records to list (default: ${DEFAULT_LIMIT})`, positiveIntArg)
+      .option('--all', 'list every record')
+      .addOption(new Option('--role <role>', 'only messages of this role').choices([...ROLES]))
+      .option('--hidden', 'include hidden messages (visible: false, such as a chat session marker)')
+      .option('--follow', 'after the newest messages, stream new ones until the task leaves running/')
+      .option('--full', 'print whole message contents instead of one-line previews')
+      .action(withEnv(view))
+  )
 }
 
 /**
@@ -63,12 +65,18 @@ function checkOptions(opts: ViewOptions): RecordKind | undefined {
   const notMessages = explicit !== undefined && explicit !== 'messages' && explicit !== 'current'
   if (opts.role !== undefined && notMessages) throw new UsageError('--role filters messages', 'use it with --messages or --current')
   if (opts.hidden && notMessages) throw new UsageError('--hidden shows hidden messages', 'use it with --messages or --current')
-  if (opts.follow && explicit !== undefined && explicit !== 'messages') throw new UsageError(`--follow streams messages, not --${explicit}`, 'use --follow alone or with --messages')
-  if (opts.limit !== undefined && opts.all) throw new UsageError('--limit and --all exclude each other', 'give --limit N for the newest N records, or --all for every one')
+  if (opts.follow && explicit !== undefined && explicit !== 'messages')
+    throw new UsageError(`--follow streams messages, not --${explicit}`, 'use --follow alone or with --messages')
+  if (opts.limit !== undefined && opts.all)
+    throw new UsageError('--limit and --all exclude each other', 'give --limit N for the newest N records, or --all for every one')
   const kind = explicit ?? (opts.follow || opts.role !== undefined || opts.hidden ? 'messages' : undefined)
   if (kind === undefined) {
     const stray = (['limit', 'all', 'full'] as const).filter((k) => opts[k] !== undefined && opts[k] !== false).map((k) => `--${k}`)
-    if (stray.length > 0) throw new UsageError(`${stray.join(' and ')} ${stray.length === 1 ? 'applies' : 'apply'} to a listing, not to the overview`, 'add --messages, --summaries, --tools, --current or --planning')
+    if (stray.length > 0)
+      throw new UsageError(
+        `${stray.join(' and ')} ${stray.length === 1 ? 'applies' : 'apply'} to a listing, not to the overview`,
+        'add --messages, --summaries, --tools, --current or --planning',
+      )
   }
   return kind
 }

@@ -16,10 +16,17 @@ type OwnerState = ReturnType<typeof ownerState>
 /** `  Final summary: 1 request(s), prompt 2,362, of which cached 1,024; completion 241 · $0.0012`, or nothing. */
 function requestsLine(what: string, r: RequestsCost | undefined): string[] {
   if (r === undefined) return []
-  return [`  ${what}: ${num(r.requests)} request(s), prompt ${num(r.prompt)}${r.cached ? `, of which cached ${num(r.cached)}` : ''}; completion ${num(r.completion)}${r.cost_usd === null ? '' : ` · $${r.cost_usd.toFixed(4)}`}`]
+  return [
+    `  ${what}: ${num(r.requests)} request(s), prompt ${num(r.prompt)}${r.cached ? `, of which cached ${num(r.cached)}` : ''}; completion ${num(r.completion)}${r.cost_usd === null ? '' : ` · $${r.cost_usd.toFixed(4)}`}`,
+  ]
 }
 
-export function renderOverview(ctx: CommandEnv, o: Overview, tokens: TokenSplit & { cost_usd: number | null; compactions?: RequestsCost; final_summary?: RequestsCost }, owner: OwnerState | null = null): string {
+export function renderOverview(
+  ctx: CommandEnv,
+  o: Overview,
+  tokens: TokenSplit & { cost_usd: number | null; compactions?: RequestsCost; final_summary?: RequestsCost },
+  owner: OwnerState | null = null,
+): string {
   const c = ctx.io.chalk
   const m = o.metadata
   const s = o.state
@@ -41,7 +48,9 @@ export function renderOverview(ctx: CommandEnv, o: Overview, tokens: TokenSplit 
   if (o.lock) {
     const dead = owner === 'gone' ? `pid ${o.lock.process_id} is gone` : owner === 'reused' ? `pid ${o.lock.process_id} now belongs to another process` : null
     const recover = `watch-locks recovers it, or ctxagent unlock ${o.uuid.slice(0, 8)}`
-    lines.push(`${c.bold('Owner:')} pid ${o.lock.process_id} on ${o.lock.hostname}, heartbeat ${formatDuration(ctx.now().getTime() - Date.parse(o.lock.heartbeat_at))} ago${dead === null ? '' : ` — ${c.red(`${dead}: its agent is dead`)} (${recover})`}`)
+    lines.push(
+      `${c.bold('Owner:')} pid ${o.lock.process_id} on ${o.lock.hostname}, heartbeat ${formatDuration(ctx.now().getTime() - Date.parse(o.lock.heartbeat_at))} ago${dead === null ? '' : ` — ${c.red(`${dead}: its agent is dead`)} (${recover})`}`,
+    )
   }
   if (s?.error) lines.push(`${c.bold('Error:')} ${c.red(s.error)}`)
   const delivered = deliveryOf(s)
@@ -62,7 +71,10 @@ export function renderOverview(ctx: CommandEnv, o: Overview, tokens: TokenSplit 
     `${c.bold('Messages:')} ${num(o.counts.messages)}${o.last_messages.length ? ` (showing last ${o.last_messages.length})` : ''}`,
   )
   for (const message of o.last_messages) lines.push(`  ${renderRecord(ctx, 'messages', message as unknown as JsonRecord, false)}`)
-  lines.push('', `${c.bold('Summaries:')} ${num(o.counts.summaries)}${o.counts.summaries > o.summaries.length ? ` (showing last ${o.summaries.length}; all with --summaries --all)` : ''}`)
+  lines.push(
+    '',
+    `${c.bold('Summaries:')} ${num(o.counts.summaries)}${o.counts.summaries > o.summaries.length ? ` (showing last ${o.summaries.length}; all with --summaries --all)` : ''}`,
+  )
   for (const summary of o.summaries) {
     lines.push(`  [${summary.summary_id}] seq ${summary.start_seq}-${summary.end_seq}: ${preview(summary.summary, PREVIEW)}`)
   }
@@ -95,7 +107,8 @@ export function renderRecord(ctx: CommandEnv, kind: RecordKind, r: JsonRecord, f
     case 'summaries': {
       // Seed 003's records name the count and the saving instead of the range and the sizes.
       const range = r.start_seq !== undefined ? `seq ${text(r.start_seq)}-${text(r.end_seq)}` : `${text(r.compressed_message_count ?? '?')} messages`
-      const sizes = r.original_tokens !== undefined ? `${text(r.original_tokens)}→${text(r.summary_tokens)} tokens` : `${text(r.tokens_saved ?? '?')} tokens saved`
+      const sizes =
+        r.original_tokens !== undefined ? `${text(r.original_tokens)}→${text(r.summary_tokens)} tokens` : `${text(r.tokens_saved ?? '?')} tokens saved`
       return `[${text(r.summary_id ?? r.id)}] ${range} ${c.dim(`${sizes}, ${text(r.method ?? 'llm')}, ${text(r.created_at)}`)}\n${full ? text(r.summary) : indent(text(r.summary))}`
     }
     case 'tools': {
@@ -127,7 +140,10 @@ function width(ctx: CommandEnv): number {
 }
 
 function indent(text: string): string {
-  return text.split('\n').map((l) => `    ${l}`).join('\n')
+  return text
+    .split('\n')
+    .map((l) => `    ${l}`)
+    .join('\n')
 }
 
 function preview(text: string, max: number): string {

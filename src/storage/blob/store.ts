@@ -107,7 +107,6 @@ function readNoFollow(path: string): Buffer | null {
   }
 }
 
-
 /**
  * A stored tool result as a request sends it while it is fresh (not pruned): the
  * reference, then the whole output, so that the model loses nothing; an output over
@@ -151,11 +150,17 @@ export function withBlobText<T extends Record<string, unknown>>(taskDir: string,
 /** The first `bytes` UTF-8 bytes of `text` at most, never splitting a character. */
 function headOf(text: string, bytes: number): string {
   if (text.length <= bytes / 3) return text
-  return Buffer.from(text).subarray(0, bytes).toString('utf8').replace(/\uFFFD+$/, '')
+  return Buffer.from(text)
+    .subarray(0, bytes)
+    .toString('utf8')
+    .replace(/\uFFFD+$/, '')
 }
 
 function tailOf(text: string, bytes: number): string {
   const data = Buffer.from(text)
   if (data.length <= bytes) return text
-  return data.subarray(data.length - bytes).toString('utf8').replace(/^\uFFFD+/, '')
+  return data
+    .subarray(data.length - bytes)
+    .toString('utf8')
+    .replace(/^\uFFFD+/, '')
 }

@@ -23,7 +23,15 @@ const WIDEN = 0xfe
 /** For UTF-8 input: control characters, '"' and '\\' are escaped; everything else is copied. */
 const UTF8_TABLE = new Uint8Array(256)
 for (let c = 0; c < 0x20; c++) UTF8_TABLE[c] = UNICODE
-for (const [byte, letter] of [[0x08, 'b'], [0x09, 't'], [0x0a, 'n'], [0x0c, 'f'], [0x0d, 'r'], [0x22, '"'], [0x5c, '\\']] as const) {
+for (const [byte, letter] of [
+  [0x08, 'b'],
+  [0x09, 't'],
+  [0x0a, 'n'],
+  [0x0c, 'f'],
+  [0x0d, 'r'],
+  [0x22, '"'],
+  [0x5c, '\\'],
+] as const) {
   UTF8_TABLE[byte] = letter.charCodeAt(0)
 }
 /** For Latin-1 input: the same, and bytes ≥ 0x80 become two UTF-8 bytes. */

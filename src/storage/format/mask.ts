@@ -185,7 +185,14 @@ export function installSecrets(secrets: readonly { name: string; value: string }
     if (value.length < MIN_SECRET_LENGTH) continue
     const replacement = `[SECRET:${name}]`
     const b64 = Buffer.from(value, 'utf8').toString('base64')
-    for (const form of [value, encodeURIComponent(value), JSON.stringify(value).slice(1, -1), b64, b64.replace(/=+$/, ''), Buffer.from(value, 'utf8').toString('base64url')]) {
+    for (const form of [
+      value,
+      encodeURIComponent(value),
+      JSON.stringify(value).slice(1, -1),
+      b64,
+      b64.replace(/=+$/, ''),
+      Buffer.from(value, 'utf8').toString('base64url'),
+    ]) {
       if (form.length >= MIN_SECRET_LENGTH && !forms.has(form)) forms.set(form, replacement)
     }
   }

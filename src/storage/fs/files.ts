@@ -159,7 +159,6 @@ export function deadTemps(dir: string): string[] {
     .map((name) => join(dir, name))
 }
 
-
 /**
  * Writes `data` to a fresh temp file beside `path` (tempPathFor) and fsyncs it; the
  * caller renames or links it into place. On failure (a full disk) the temp file is

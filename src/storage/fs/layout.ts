@@ -25,7 +25,17 @@ export const FILES = {
 export const BLOB_DIR = 'blobs'
 
 /** The files of a task that hold its data (not its locks): always regular files, never links. */
-export const TASK_DATA_FILES: readonly string[] = [FILES.metadata, FILES.state, FILES.messages, FILES.current, FILES.summaries, FILES.tools, FILES.planning, FILES.inbox, FILES.finalSummary]
+export const TASK_DATA_FILES: readonly string[] = [
+  FILES.metadata,
+  FILES.state,
+  FILES.messages,
+  FILES.current,
+  FILES.summaries,
+  FILES.tools,
+  FILES.planning,
+  FILES.inbox,
+  FILES.finalSummary,
+]
 
 /**
  * The task tree when neither --home, CTXAGENT_HOME nor context.base_dir names one: per
@@ -175,7 +185,10 @@ export function resolveTask(layout: Layout, input: string): TaskRef {
   }
   if (distinct.size > 1) {
     const some = [...distinct].slice(0, 3).join(', ')
-    throw new UsageError(`task id prefix '${input}' matches ${distinct.size} tasks (${some}${distinct.size > 3 ? ', …' : ''})`, 'give more characters of the uuid')
+    throw new UsageError(
+      `task id prefix '${input}' matches ${distinct.size} tasks (${some}${distinct.size > 3 ? ', …' : ''})`,
+      'give more characters of the uuid',
+    )
   }
   // A uuid in two locations can only come from copying by hand; the live one wins.
   return matches[0] as TaskRef

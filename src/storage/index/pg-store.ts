@@ -18,8 +18,19 @@ import type { SpendRow, SpendTotals } from './spend.js'
 
 /** Columns PostgreSQL returns as text (BIGINT) that a TaskRow holds as numbers. */
 const NUMERIC = new Set<keyof TaskRow>([
-  'total_messages', 'total_summaries', 'total_tool_calls', 'llm_call_count', 'total_tokens', 'compression_count',
-  'final_token_count', 'final_message_count', 'disk_bytes', 'disk_bytes_raw', 'prompt_tokens', 'completion_tokens', 'cached_tokens',
+  'total_messages',
+  'total_summaries',
+  'total_tool_calls',
+  'llm_call_count',
+  'total_tokens',
+  'compression_count',
+  'final_token_count',
+  'final_message_count',
+  'disk_bytes',
+  'disk_bytes_raw',
+  'prompt_tokens',
+  'completion_tokens',
+  'cached_tokens',
 ])
 const LIST_NUMERIC = ['llm_call_count', 'total_tokens', 'prompt_tokens', 'completion_tokens', 'cached_tokens']
 const SELECT = COLUMNS.map((c) => `"${c}"`).join(', ')
@@ -53,7 +64,10 @@ export class PgStore implements IndexStore {
   private lastError: string | null = null
   private migrated = false
 
-  private constructor(readonly pool: Pool, private warn: (message: string) => void) {}
+  private constructor(
+    readonly pool: Pool,
+    private warn: (message: string) => void,
+  ) {}
 
   /**
    * A worker's warm child connects, and checks the schema, before it has a task
@@ -237,23 +251,33 @@ export class PgStore implements IndexStore {
     await this.drain()
     await this.ensureSchema()
     const sql = listSql(filter, 'postgres', offset, limit)
-    const decode = (r: Record<string, unknown>) => ({ ...r, ...Object.fromEntries(LIST_NUMERIC.map((c) => [c, r[c] === null || r[c] === undefined ? null : Number(r[c])])) }) as unknown as ListRow
+    const decode = (r: Record<string, unknown>) =>
+      ({ ...r, ...Object.fromEntries(LIST_NUMERIC.map((c) => [c, r[c] === null || r[c] === undefined ? null : Number(r[c])])) }) as unknown as ListRow
     if (filter.text) {
       // One pass over the rows a text may match, as tasks.db does it (task-list.ts).
       const matches = (await this.pool.query<{ uuid: string }>(sql.matches, sql.countParams)).rows.map((r) => r.uuid)
       const uuids = matches.slice(offset, offset + limit)
-      const found = await this.pool.query<Record<string, unknown>>(`SELECT ${LIST_COLUMNS.map((c) => `"${c}"`).join(', ')} FROM tasks WHERE uuid = ANY($1::text[])`, [uuids])
+      const found = await this.pool.query<Record<string, unknown>>(
+        `SELECT ${LIST_COLUMNS.map((c) => `"${c}"`).join(', ')} FROM tasks WHERE uuid = ANY($1::text[])`,
+        [uuids],
+      )
       const rows = new Map(found.rows.map((r) => [r.uuid as string, decode(r)]))
       return { rows: uuids.flatMap((u) => rows.get(u) ?? []), total: matches.length }
     }
-    const [count, page] = await Promise.all([this.pool.query<{ n: string }>(sql.count, sql.countParams), this.pool.query<Record<string, unknown>>(sql.page, sql.params)])
+    const [count, page] = await Promise.all([
+      this.pool.query<{ n: string }>(sql.count, sql.countParams),
+      this.pool.query<Record<string, unknown>>(sql.page, sql.params),
+    ])
     return { rows: page.rows.map(decode), total: Number(count.rows[0]?.n ?? 0) }
   }
 
   async choices(): Promise<{ users: string[]; statuses: string[] }> {
     await this.drain()
     await this.ensureSchema()
-    const [users, statuses] = await Promise.all([this.pool.query<{ u: string }>(CHOICES.users('"user"')), this.pool.query<{ status: string }>(CHOICES.statuses)])
+    const [users, statuses] = await Promise.all([
+      this.pool.query<{ u: string }>(CHOICES.users('"user"')),
+      this.pool.query<{ status: string }>(CHOICES.statuses),
+    ])
     return { users: users.rows.map((r) => r.u), statuses: statuses.rows.map((r) => r.status) }
   }
 
@@ -278,7 +302,10 @@ export class PgStore implements IndexStore {
       flushed = await this.flush()
     }
     const left = this.queued()
-    if (left > 0) this.warn(`${left} index write(s) not made in PostgreSQL (${this.lastError ?? 'unreachable'}); the task directories have them: run ctxagent reindex once it is back`)
+    if (left > 0)
+      this.warn(
+        `${left} index write(s) not made in PostgreSQL (${this.lastError ?? 'unreachable'}); the task directories have them: run ctxagent reindex once it is back`,
+      )
     await this.pool.end().catch(() => undefined)
   }
 
@@ -346,7 +373,12 @@ export class PgStore implements IndexStore {
     return this.pending.size + this.pendingDisk.size + this.pendingSpend.size + this.pendingLimits.size
   }
 
-  private async write(rows: Map<string, TaskRow | null>, disk: Map<string, DiskUse>, spend: Map<string, { user: string; day: string; usd: number; requests: number }> = new Map(), limits: Map<string, { key: string; provider: string; until: string }> = new Map()): Promise<void> {
+  private async write(
+    rows: Map<string, TaskRow | null>,
+    disk: Map<string, DiskUse>,
+    spend: Map<string, { user: string; day: string; usd: number; requests: number }> = new Map(),
+    limits: Map<string, { key: string; provider: string; until: string }> = new Map(),
+  ): Promise<void> {
     await this.ensureSchema()
     const upserts = [...rows.values()].filter((r): r is TaskRow => r !== null)
     const removals = [...rows].filter(([, r]) => r === null).map(([uuid]) => uuid)
@@ -382,7 +414,7 @@ function decode(row: Record<string, unknown>): TaskRow {
   const out: Record<string, unknown> = {}
   for (const column of COLUMNS) {
     const value = row[column]
-    out[column] = NUMERIC.has(column) && value !== null && value !== undefined ? Number(value) : value ?? null
+    out[column] = NUMERIC.has(column) && value !== null && value !== undefined ? Number(value) : (value ?? null)
   }
   return out as unknown as TaskRow
 }

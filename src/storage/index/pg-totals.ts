@@ -12,7 +12,13 @@ export const POSTGRES: Dialect = {
   user: '"user"',
   model: (r) => `ctxagent_model(${r}metadata)`,
   seconds: (r) => `ctxagent_seconds(${r}completed_at, COALESCE(${r}started_at, ${r}created_at))`,
-  toolCalls: (r) => ({ from: `ctxagent_tool_calls(${r}tool_calls, ${r}total_tool_calls) AS tc`, tool: 'tc.tool_name', outcome: 'tc.outcome_name', n: 'tc.n', where: 'true' }),
+  toolCalls: (r) => ({
+    from: `ctxagent_tool_calls(${r}tool_calls, ${r}total_tool_calls) AS tc`,
+    tool: 'tc.tool_name',
+    outcome: 'tc.outcome_name',
+    n: 'tc.n',
+    where: 'true',
+  }),
 }
 
 /** The migration: tables, helper functions (which never throw on a malformed row), the trigger, and the rows already there. */
@@ -124,8 +130,22 @@ export async function pgTotals(pool: Pool): Promise<IndexTotals> {
     pool.query<IndexTotals['live'][number]>(LIVE_ROWS),
   ])
   return {
-    tasks: tasks.rows.map((r) => ({ location: r.location, status: r.status, user: r.user, model: r.model, tasks: n(r.tasks), disk_bytes: n(r.disk_bytes), disk_raw: n(r.disk_raw), unmeasured: n(r.unmeasured) }) as IndexTotals['tasks'][number]),
-    counters: counters.rows.map((r) => ({ user: r.user, model: r.model, ...Object.fromEntries(COUNTER_COLUMNS.map((c) => [c, n(r[c])])) }) as IndexTotals['counters'][number]),
+    tasks: tasks.rows.map(
+      (r) =>
+        ({
+          location: r.location,
+          status: r.status,
+          user: r.user,
+          model: r.model,
+          tasks: n(r.tasks),
+          disk_bytes: n(r.disk_bytes),
+          disk_raw: n(r.disk_raw),
+          unmeasured: n(r.unmeasured),
+        }) as IndexTotals['tasks'][number],
+    ),
+    counters: counters.rows.map(
+      (r) => ({ user: r.user, model: r.model, ...Object.fromEntries(COUNTER_COLUMNS.map((c) => [c, n(r[c])])) }) as IndexTotals['counters'][number],
+    ),
     durations: durations.rows.map((r) => ({ bucket: n(r.bucket), n: n(r.n), total_ms: n(r.total_ms) })),
     tools: tools.rows.map((r) => ({ tool: r.tool, outcome: r.outcome, n: n(r.n) })),
     live: live.rows,

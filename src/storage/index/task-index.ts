@@ -118,11 +118,34 @@ const MIGRATIONS: readonly string[] = [
 ]
 
 export const COLUMNS: readonly (keyof TaskRow)[] = [
-  'uuid', 'status', 'location', 'task_type', 'task_identifier', 'repository', 'user', 'hostname',
-  'created_at', 'started_at', 'updated_at', 'completed_at', 'metadata', 'total_messages',
-  'total_summaries', 'total_tool_calls', 'llm_call_count', 'total_tokens', 'compression_count',
-  'final_token_count', 'final_message_count', 'error_message', 'disk_bytes', 'disk_bytes_raw',
-  'prompt_tokens', 'completion_tokens', 'cached_tokens', 'tool_calls',
+  'uuid',
+  'status',
+  'location',
+  'task_type',
+  'task_identifier',
+  'repository',
+  'user',
+  'hostname',
+  'created_at',
+  'started_at',
+  'updated_at',
+  'completed_at',
+  'metadata',
+  'total_messages',
+  'total_summaries',
+  'total_tool_calls',
+  'llm_call_count',
+  'total_tokens',
+  'compression_count',
+  'final_token_count',
+  'final_message_count',
+  'error_message',
+  'disk_bytes',
+  'disk_bytes_raw',
+  'prompt_tokens',
+  'completion_tokens',
+  'cached_tokens',
+  'tool_calls',
 ]
 
 /**
@@ -216,15 +239,19 @@ export class TaskIndex {
     // The totals' triggers too: their sums are made again once, from the new rows, keeping
     // what deleted tasks left in the counters (totals.ts).
     const rebuild = rebuildStatements(SQLITE)
-    this.db.transaction(() => {
-      const dropped = this.db.prepare(`SELECT type, name, sql FROM sqlite_master WHERE type IN ('index', 'trigger') AND tbl_name = 'tasks' AND sql IS NOT NULL`).all() as { type: string; name: string; sql: string }[]
-      for (const sql of rebuild.before) this.db.exec(sql)
-      for (const item of dropped) this.db.exec(`DROP ${item.type === 'index' ? 'INDEX' : 'TRIGGER'} ${item.name}`)
-      this.db.exec('DELETE FROM tasks')
-      for (const row of sorted) this.upsertStmt.run(values(row))
-      for (const item of dropped) this.db.exec(item.sql)
-      for (const sql of rebuild.after) this.db.exec(sql)
-    }).immediate()
+    this.db
+      .transaction(() => {
+        const dropped = this.db
+          .prepare(`SELECT type, name, sql FROM sqlite_master WHERE type IN ('index', 'trigger') AND tbl_name = 'tasks' AND sql IS NOT NULL`)
+          .all() as { type: string; name: string; sql: string }[]
+        for (const sql of rebuild.before) this.db.exec(sql)
+        for (const item of dropped) this.db.exec(`DROP ${item.type === 'index' ? 'INDEX' : 'TRIGGER'} ${item.name}`)
+        this.db.exec('DELETE FROM tasks')
+        for (const row of sorted) this.upsertStmt.run(values(row))
+        for (const item of dropped) this.db.exec(item.sql)
+        for (const sql of rebuild.after) this.db.exec(sql)
+      })
+      .immediate()
   }
 
   /** Caches measured disk use, in one transaction however many tasks (one commit each would cost more than the measuring). */
@@ -296,5 +323,9 @@ const INDEX_FILES = ['', '-wal', '-shm', '-journal'] as const
  * gives errors that say nothing of the cause. `reindex` sets such files aside.
  */
 function assertIndexFiles(path: string): void {
-  assertRegularFiles(dirname(path), INDEX_FILES.map((suffix) => basename(path) + suffix), 'run ctxagent reindex: it sets it aside and rebuilds the index')
+  assertRegularFiles(
+    dirname(path),
+    INDEX_FILES.map((suffix) => basename(path) + suffix),
+    'run ctxagent reindex: it sets it aside and rebuilds the index',
+  )
 }

@@ -59,10 +59,27 @@ export function searchText(row: SearchFields): string {
     // Not JSON: its other fields still make the line.
   }
   const text = (v: unknown) => (typeof v === 'string' ? v : '')
-  return [row.uuid, row.repository, row.task_identifier, row.user, row.hostname, text(meta.config?.model), text(meta.run?.workspace), row.error_message].map(text).join('\n').toLowerCase()
+  return [row.uuid, row.repository, row.task_identifier, row.user, row.hostname, text(meta.config?.model), text(meta.run?.workspace), row.error_message]
+    .map(text)
+    .join('\n')
+    .toLowerCase()
 }
 
-export const LIST_COLUMNS = ['uuid', 'status', 'location', 'created_at', 'completed_at', 'user', 'hostname', 'metadata', 'llm_call_count', 'total_tokens', 'prompt_tokens', 'completion_tokens', 'cached_tokens']
+export const LIST_COLUMNS = [
+  'uuid',
+  'status',
+  'location',
+  'created_at',
+  'completed_at',
+  'user',
+  'hostname',
+  'metadata',
+  'llm_call_count',
+  'total_tokens',
+  'prompt_tokens',
+  'completion_tokens',
+  'cached_tokens',
+]
 
 /** The filters by user, status or location: an index each. */
 function keyConditions(filter: TaskFilter, q: (c: string) => string, p: (value: unknown) => string): string[] {
@@ -136,7 +153,13 @@ export function sqliteListPage(db: Db, filter: TaskFilter, offset: number, limit
   // The search lines in an index of their own with the filters' columns (task-index.ts), read without the (wide) rows;
   // named, or SQLite walks the newest-first index to spare the sort and reads every row. Rows without a line apart.
   const params: unknown[] = []
-  const keys = keyConditions(filter, (c) => c, (v) => (params.push(v), '?')).map((c) => `${c} AND `).join('')
+  const keys = keyConditions(
+    filter,
+    (c) => c,
+    (v) => (params.push(v), '?'),
+  )
+    .map((c) => `${c} AND `)
+    .join('')
   const like = likeOf(filter.text)
   const matches = db
     .prepare(

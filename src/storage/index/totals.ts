@@ -106,8 +106,14 @@ export const COUNTER_COLUMNS = ['prompt', 'cached', 'completion', 'tokens', 'com
 /** Each counter's value for one row (`r` is `NEW.`, `OLD.` or '' for the table itself). */
 function counterValues(_d: Dialect, r: string): string[] {
   return [
-    `COALESCE(${r}prompt_tokens, 0)`, `COALESCE(${r}cached_tokens, 0)`, `COALESCE(${r}completion_tokens, 0)`, `COALESCE(${r}total_tokens, 0)`,
-    `COALESCE(${r}compression_count, 0)`, `COALESCE(${r}llm_call_count, 0)`, `COALESCE(${r}total_tool_calls, 0)`, `COALESCE(${r}total_messages, 0)`,
+    `COALESCE(${r}prompt_tokens, 0)`,
+    `COALESCE(${r}cached_tokens, 0)`,
+    `COALESCE(${r}completion_tokens, 0)`,
+    `COALESCE(${r}total_tokens, 0)`,
+    `COALESCE(${r}compression_count, 0)`,
+    `COALESCE(${r}llm_call_count, 0)`,
+    `COALESCE(${r}total_tool_calls, 0)`,
+    `COALESCE(${r}total_messages, 0)`,
     `CASE WHEN ${r}error_message LIKE 'agent died%' OR ${r}error_message LIKE 'taken over%' THEN 1 ELSE 0 END`,
   ]
 }
@@ -130,7 +136,9 @@ export function applyRow(d: Dialect, r: 'NEW.' | 'OLD.', sign: 1 | -1, tables: (
   }
   if (tables.includes('counters')) {
     out.push(`INSERT INTO task_counters (${u(d)}, model, ${COUNTER_COLUMNS.join(', ')})
-      VALUES (COALESCE(${r}${u(d)}, ''), ${d.model(r)}, ${counterValues(d, r).map((v) => `${s}${v}`).join(', ')})
+      VALUES (COALESCE(${r}${u(d)}, ''), ${d.model(r)}, ${counterValues(d, r)
+        .map((v) => `${s}${v}`)
+        .join(', ')})
       ON CONFLICT (${u(d)}, model) DO UPDATE SET ${COUNTER_COLUMNS.map((c) => `${c} = task_counters.${c} + excluded.${c}`).join(', ')}`)
   }
   if (tables.includes('durations')) {
@@ -155,7 +163,9 @@ export function liveSums(d: Dialect): { tasks: string; counters: string; duratio
     tasks: `SELECT location, status, COALESCE(${u(d)}, '') AS ${u(d)}, ${model} AS model, COUNT(*) AS tasks, COALESCE(SUM(disk_bytes), 0) AS disk_bytes,
       COALESCE(SUM(disk_bytes_raw), 0) AS disk_raw, SUM(CASE WHEN disk_bytes IS NULL THEN 1 ELSE 0 END) AS unmeasured
       FROM tasks WHERE true GROUP BY 1, 2, 3, 4`,
-    counters: `SELECT COALESCE(${u(d)}, '') AS ${u(d)}, ${model} AS model, ${counterValues(d, '').map((v, i) => `SUM(${v}) AS ${COUNTER_COLUMNS[i]}`).join(', ')}
+    counters: `SELECT COALESCE(${u(d)}, '') AS ${u(d)}, ${model} AS model, ${counterValues(d, '')
+      .map((v, i) => `SUM(${v}) AS ${COUNTER_COLUMNS[i]}`)
+      .join(', ')}
       FROM tasks WHERE true GROUP BY 1, 2`,
     durations: `SELECT ${bucketOf(d, '')} AS bucket, COUNT(*) AS n, SUM(ROUND(${d.seconds('')} * 1000)) AS total_ms
       FROM tasks WHERE completed_at IS NOT NULL AND ${d.seconds('')} >= 0 GROUP BY 1`,
@@ -205,7 +215,11 @@ export function sqliteTotalsMigration(): string {
  */
 export function rebuildStatements(d: Dialect): { before: string[]; after: string[] } {
   const live = liveSums(d)
-  const shape = { counters: { keys: [u(d), 'model'], values: [...COUNTER_COLUMNS] }, durations: { keys: ['bucket'], values: ['n', 'total_ms'] }, tool_calls: { keys: ['tool', 'outcome'], values: ['n'] } }
+  const shape = {
+    counters: { keys: [u(d), 'model'], values: [...COUNTER_COLUMNS] },
+    durations: { keys: ['bucket'], values: ['n', 'total_ms'] },
+    tool_calls: { keys: ['tool', 'outcome'], values: ['n'] },
+  }
   const merge = (table: 'counters' | 'durations' | 'tool_calls', sign: '' | '-') => {
     const { keys, values } = shape[table]
     return `INSERT INTO task_${table} (${[...keys, ...values].join(', ')})

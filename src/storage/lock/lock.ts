@@ -24,10 +24,10 @@ export class LockLostError extends CtxError {
   constructor(dir: string, holder: LockInfo | null) {
     const gone = holder === null && !existsAnywhere(dir)
     const by = holder ? `pid ${holder.process_id} on ${holder.hostname}` : 'another process (the lock is gone)'
-    super(
-      gone ? `the task directory ${dir} ${VANISHED} (deleted by something else while the task ran)` : `lost the lock of ${dir} to ${by}`,
-      { exitCode: 1, hint: gone ? 'its files are gone; this process stopped writing' : 'another ctxagent took the task over; this process stopped writing to it' },
-    )
+    super(gone ? `the task directory ${dir} ${VANISHED} (deleted by something else while the task ran)` : `lost the lock of ${dir} to ${by}`, {
+      exitCode: 1,
+      hint: gone ? 'its files are gone; this process stopped writing' : 'another ctxagent took the task over; this process stopped writing to it',
+    })
   }
 }
 
@@ -266,7 +266,8 @@ function removeNonFileLock(path: string): void {
   try {
     rmdirSync(path)
   } catch (err) {
-    if (isErrno(err, 'ENOTEMPTY') || isErrno(err, 'EEXIST')) throw new CtxError(`${path} is a directory with files in it, not a lock`, { hint: 'move it out of the task directory and run the command again' })
+    if (isErrno(err, 'ENOTEMPTY') || isErrno(err, 'EEXIST'))
+      throw new CtxError(`${path} is a directory with files in it, not a lock`, { hint: 'move it out of the task directory and run the command again' })
     throw err
   }
 }
@@ -277,7 +278,10 @@ function removeNonFileLock(path: string): void {
  * callers that look for the move.
  */
 function movedAway(dir: string): LockedError {
-  const err = new LockedError(`${dir} moved away while its lock was being taken: another process took the task first`, 'see where it is now with ctxagent view <uuid>')
+  const err = new LockedError(
+    `${dir} moved away while its lock was being taken: another process took the task first`,
+    'see where it is now with ctxagent view <uuid>',
+  )
   return Object.assign(err, { code: 'ENOENT' })
 }
 

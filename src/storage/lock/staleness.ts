@@ -66,7 +66,10 @@ export function judgeLock(lock: LockFile, now: Date, policy: StalenessPolicy, lo
  * `unknown`), `gone`, its pid `reused` by another process, or `remote` (another host's,
  * judged by its heartbeat only). Reads /proc only.
  */
-export function ownerState(info: { hostname: string; process_id: number; process_start?: string | null }, localHost = hostname()): 'alive' | 'gone' | 'reused' | 'remote' | 'unknown' {
+export function ownerState(
+  info: { hostname: string; process_id: number; process_start?: string | null },
+  localHost = hostname(),
+): 'alive' | 'gone' | 'reused' | 'remote' | 'unknown' {
   if (info.hostname !== localHost) return 'remote'
   const status = pidStatus(info.process_id)
   if (status !== 'alive') return status === 'gone' ? 'gone' : 'unknown'

@@ -11,7 +11,13 @@ export function deliveryOf(state: { delivery?: unknown } | null | undefined): De
   const r = d as Record<string, unknown>
   if (r.mode !== 'branch' && r.mode !== 'pr') return null
   const text = (v: unknown) => (typeof v === 'string' ? v : null)
-  const pr = r.pr !== null && typeof r.pr === 'object' && Number.isSafeInteger((r.pr as { number?: unknown }).number) && typeof (r.pr as { url?: unknown }).url === 'string' ? { number: (r.pr as { number: number }).number, url: (r.pr as { url: string }).url } : null
+  const pr =
+    r.pr !== null &&
+    typeof r.pr === 'object' &&
+    Number.isSafeInteger((r.pr as { number?: unknown }).number) &&
+    typeof (r.pr as { url?: unknown }).url === 'string'
+      ? { number: (r.pr as { number: number }).number, url: (r.pr as { url: string }).url }
+      : null
   return { mode: r.mode, branch: text(r.branch), commit: text(r.commit), pushed: r.pushed === true, pr, refused: text(r.refused) }
 }
 

@@ -300,7 +300,9 @@ export class TaskHandle {
     this.stopTimer()
     this.closeStores()
     await this.lock.release()
-    await updateState(this.dirPath, () => ({ status: 'paused', last_activity: 'paused', paused_by: 'disk', error: maskText(error) }), this.env.now()).catch(() => undefined)
+    await updateState(this.dirPath, () => ({ status: 'paused', last_activity: 'paused', paused_by: 'disk', error: maskText(error) }), this.env.now()).catch(
+      () => undefined,
+    )
     const target = this.env.layout.taskDir('paused', this.uuid)
     renameSync(this.dirPath, target)
     this.dirPath = target

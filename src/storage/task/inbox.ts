@@ -29,7 +29,10 @@ export function appendInbox(dir: string, record: NewInboxRecord, now = new Date(
   // A line the reader cannot take whole would be skipped there: refused here instead, where the sender hears of it.
   const bytes = Buffer.byteLength(JSON.stringify(full), 'utf8') + 1
   if (bytes > CHUNK) {
-    throw new UsageError(`the message is ${grouped(bytes)} bytes as an inbox line; a task's inbox takes at most ${grouped(CHUNK)} (1 MiB) per message, and nothing was queued`, 'send a shorter message: put long text in a file in the workspace and name the file')
+    throw new UsageError(
+      `the message is ${grouped(bytes)} bytes as an inbox line; a task's inbox takes at most ${grouped(CHUNK)} (1 MiB) per message, and nothing was queued`,
+      'send a shorter message: put long text in a file in the workspace and name the file',
+    )
   }
   appendShared(join(dir, FILES.inbox), full)
   return full
@@ -119,7 +122,8 @@ function parseInboxLine(line: string): InboxRecord | null {
   if (raw === null || typeof raw !== 'object' || typeof raw.id !== 'string') return null
   // Seed 004 messages carry no kind: {id, sender, content, created_at, visible}.
   const kind = raw.kind ?? 'message'
-  if (kind === 'message' && typeof raw.content === 'string') return { ...raw, kind, sender: typeof raw.sender === 'string' ? raw.sender : 'unknown' } as InboxRecord
+  if (kind === 'message' && typeof raw.content === 'string')
+    return { ...raw, kind, sender: typeof raw.sender === 'string' ? raw.sender : 'unknown' } as InboxRecord
   if (kind === 'control' && (raw.action === 'pause' || raw.action === 'compress' || raw.action === 'end')) return raw as unknown as InboxRecord
   if (kind === 'reply' && typeof raw.request_id === 'string') return raw as unknown as InboxRecord
   return null

@@ -107,10 +107,16 @@ export async function resumeTask(env: TaskEnv, ref: TaskRef, options: CreateOpti
   // A task stopped by a budget (status timeout) continues with a raised budget, and one whose agent died as it was: it goes back from completed/.
   const continuing = ref.location === 'completed' && options.continueTimeout === true && resumableFromCompleted(safeState(ref.dir))
   if (ref.location === 'completed' && !continuing) {
-    throw new CtxError(`task ${ref.uuid} is in completed/, not paused/`, { exitCode: 4, hint: 'only paused tasks, tasks stopped by a budget and tasks whose agent died can be resumed' })
+    throw new CtxError(`task ${ref.uuid} is in completed/, not paused/`, {
+      exitCode: 4,
+      hint: 'only paused tasks, tasks stopped by a budget and tasks whose agent died can be resumed',
+    })
   }
   if (continuing && readdirSync(ref.dir).some((name) => name.endsWith('.gz'))) {
-    throw new CtxError(`task ${ref.uuid} was archived by cleanup (its files are gzipped)`, { exitCode: 4, hint: 'continue it as a new task: ctxagent run --task-file … with --task-id, or read it with ctxagent view' })
+    throw new CtxError(`task ${ref.uuid} was archived by cleanup (its files are gzipped)`, {
+      exitCode: 4,
+      hint: 'continue it as a new task: ctxagent run --task-file … with --task-id, or read it with ctxagent view',
+    })
   }
   ensureLayout(env)
   // Resuming is an operator's request: on this host a dead owner's pid is proof enough.
@@ -153,7 +159,11 @@ function makePrivateDirExclusive(dir: string): void {
  */
 export async function finishCompleting(env: TaskEnv, ref: TaskRef): Promise<TaskState | null> {
   if (safeState(ref.dir)?.status !== 'completing') return null
-  const next = await updateState(ref.dir, (s) => (s.status === 'completing' ? { status: 'completed', completed_at: s.completed_at ?? env.now().toISOString() } : {}), env.now())
+  const next = await updateState(
+    ref.dir,
+    (s) => (s.status === 'completing' ? { status: 'completed', completed_at: s.completed_at ?? env.now().toISOString() } : {}),
+    env.now(),
+  )
   await refreshIndex(env, ref, next)
   return next
 }

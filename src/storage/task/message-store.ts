@@ -63,7 +63,9 @@ export class MessageStore {
     const log = SequencedLog.open(path, 'seq', [], options)
     const current = JsonlAppender.open(join(dir, FILES.current), { fsync: options.fsync === true })
     const keep = options.memoryMessages ?? 20
-    const recent = tailPlainSync(path, keep).records.map(normalizeMessage).filter((m): m is StoredMessage => m !== null)
+    const recent = tailPlainSync(path, keep)
+      .records.map(normalizeMessage)
+      .filter((m): m is StoredMessage => m !== null)
     return new MessageStore(dir, log, current, options, recent)
   }
 

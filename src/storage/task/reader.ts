@@ -71,7 +71,12 @@ export async function readOverview(ref: TaskRef, lastMessages = 10): Promise<Ove
     metadata,
     state,
     lock: readLock(ref.dir)?.info ?? null,
-    counts: { messages: Math.max(counts.messages, messages.at(-1)?.seq ?? 0), summaries: Math.max(counts.summaries, summaries.at(-1)?.summary_id ?? 0, summaries.length), tools: counts.tools, bad_lines: bad },
+    counts: {
+      messages: Math.max(counts.messages, messages.at(-1)?.seq ?? 0),
+      summaries: Math.max(counts.summaries, summaries.at(-1)?.summary_id ?? 0, summaries.length),
+      tools: counts.tools,
+      bad_lines: bad,
+    },
     last_messages: messages,
     summaries,
     final_summary: readText(join(ref.dir, FILES.finalSummary)),

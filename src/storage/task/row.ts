@@ -61,7 +61,14 @@ function count(value: unknown): number | null {
 }
 
 /** Writes a task's row to the index; a failure is a warning (the directories stay the truth). */
-export function indexTask(env: TaskEnv, meta: TaskMetadata, state: TaskState | null, location: Location, counts: TaskCounts, disk: DiskUse | null = null): void {
+export function indexTask(
+  env: TaskEnv,
+  meta: TaskMetadata,
+  state: TaskState | null,
+  location: Location,
+  counts: TaskCounts,
+  disk: DiskUse | null = null,
+): void {
   if (env.index === null) return
   try {
     env.index.upsert(taskRow(meta, state, location, counts, disk))

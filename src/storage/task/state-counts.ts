@@ -40,7 +40,8 @@ export function cleanCounts(state: Record<string, unknown>): string[] {
   }
   for (const key of REQUIRED) {
     if (isCount(state[key])) continue
-    const split = key === 'total_tokens_used' && isCount(state.prompt_tokens) && isCount(state.completion_tokens) ? state.prompt_tokens + state.completion_tokens : 0
+    const split =
+      key === 'total_tokens_used' && isCount(state.prompt_tokens) && isCount(state.completion_tokens) ? state.prompt_tokens + state.completion_tokens : 0
     const fixed = Number.isSafeInteger(split) ? split : 0
     changed.push(`${key} ${shown(state[key])} → ${fixed}`)
     state[key] = fixed

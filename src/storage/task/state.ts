@@ -10,16 +10,7 @@ import { cleanCounts } from './state-counts.js'
 import type { ToolTally } from './tool-tally.js'
 import { grouped } from '../../text.js'
 
-export const STATUSES = [
-  'initializing',
-  'processing',
-  'compressing',
-  'completing',
-  'completed',
-  'failed',
-  'timeout',
-  'paused',
-] as const
+export const STATUSES = ['initializing', 'processing', 'compressing', 'completing', 'completed', 'failed', 'timeout', 'paused'] as const
 export type Status = (typeof STATUSES)[number]
 /** Who paused a task (state.paused_by): a signal to its agent (SIGINT/SIGTERM, a stopping worker), an operator (`pause`), the LLM failing, a full disk, or a reaper (fleet.recovery: resume). */
 export type PausedBy = 'signal' | 'operator' | 'llm' | 'disk' | 'reaper' | 'budget' | 'rate-limit'
@@ -186,11 +177,7 @@ const STATE_LOCK_TIMEOUT_MS = 5_000
  * read, apply `change`, stamp `updated_at`, write temp + fsync + rename. A reader
  * never sees half a file, and two writers never lose each other's change.
  */
-export async function updateState(
-  dir: string,
-  change: (state: TaskState) => Partial<TaskState>,
-  now: Date = new Date(),
-): Promise<TaskState> {
+export async function updateState(dir: string, change: (state: TaskState) => Partial<TaskState>, now: Date = new Date()): Promise<TaskState> {
   const release = await lockState(dir)
   try {
     const current = readState(dir) ?? initialState(now)

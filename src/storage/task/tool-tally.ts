@@ -32,7 +32,9 @@ const MAX_CATCH_UP = 1_000
 /** The label of a tool name, given the configured MCP servers' names. */
 export function toolLabeler(mcpServers: readonly string[]): (name: string) => string {
   // As src/tools/mcp.ts names MCP tools: characters outside [A-Za-z0-9_-] as `_`, the whole cut to 64.
-  const servers = mcpServers.map((s) => s.replace(/[^A-Za-z0-9_-]/g, '_')).map((clean) => ({ prefix: `${clean}__`.slice(0, 64), label: `mcp:${clean.slice(0, 64)}` }))
+  const servers = mcpServers
+    .map((s) => s.replace(/[^A-Za-z0-9_-]/g, '_'))
+    .map((clean) => ({ prefix: `${clean}__`.slice(0, 64), label: `mcp:${clean.slice(0, 64)}` }))
   return (name) => {
     if (BUILTIN.has(name)) return name
     for (const s of servers) if (name.startsWith(s.prefix)) return s.label
@@ -90,7 +92,12 @@ export function cleanTally(raw: unknown): ToolTally {
  * Without a tally, the calls the index counted as unknown stay so (scan.ts's count: the
  * state's, or the file's last seq when the state says nothing), or a counter would fall.
  */
-export function ownerTally(dir: string, state: { tool_calls?: ToolTally | undefined; tool_call_count: number; message_count?: number | undefined }, lastSeq: number, label: (name: string) => string): ToolTally {
+export function ownerTally(
+  dir: string,
+  state: { tool_calls?: ToolTally | undefined; tool_call_count: number; message_count?: number | undefined },
+  lastSeq: number,
+  label: (name: string) => string,
+): ToolTally {
   let tally = state.tool_calls ?? legacyTally(state.message_count === undefined ? lastSeq : state.tool_call_count)
   const counted = tallySum(tally)
   const gap = lastSeq - counted

@@ -158,10 +158,17 @@ export type Decision = { ok: true; address: string; family: 4 | 6 } | { ok: fals
  * loopback or its interfaces' addresses); else the first that passes, which the proxy connects to as it
  * is (no second lookup a rebinding server could answer).
  */
-export async function decide(host: string, settings: EgressSettings, networks: BlockList, lookup: Lookup, isLocal: (address: string) => boolean = (a) => isThisHost(a, localAddresses())): Promise<Decision> {
+export async function decide(
+  host: string,
+  settings: EgressSettings,
+  networks: BlockList,
+  lookup: Lookup,
+  isLocal: (address: string) => boolean = (a) => isThisHost(a, localAddresses()),
+): Promise<Decision> {
   const name = normalHost(host)
   if (name === '') return { ok: false, address: null, reason: 'no host' }
-  if (settings.allowedHosts !== null && !hostListed(name, settings.allowedHosts)) return { ok: false, address: null, reason: `${name} is not in tools.allowed_hosts` }
+  if (settings.allowedHosts !== null && !hostListed(name, settings.allowedHosts))
+    return { ok: false, address: null, reason: `${name} is not in tools.allowed_hosts` }
   let addresses: { address: string; family: number }[]
   if (isIP(name) !== 0) addresses = [{ address: name, family: isIP(name) }]
   else {
@@ -183,5 +190,9 @@ export async function decide(host: string, settings: EgressSettings, networks: B
     first ??= { address, why: plainly ? `a ${range} address` : 'an address of this host' }
   }
   if (first === null) return { ok: false, address: null, reason: `${name} has no address` }
-  return { ok: false, address: first.address, reason: name === first.address ? `${name} is ${first.why}` : `${name} resolves to ${first.address}, ${first.why}` }
+  return {
+    ok: false,
+    address: first.address,
+    reason: name === first.address ? `${name} is ${first.why}` : `${name} resolves to ${first.address}, ${first.why}`,
+  }
 }

@@ -65,7 +65,17 @@ export interface ProxyOptions {
 const CONNECT_TIMEOUT_MS = 30_000
 const systemLookup: Lookup = (host) => dnsLookup(host, { all: true, verbatim: true })
 // Hop-by-hop headers a proxy does not pass on (RFC 9110 §7.6.1), and the proxy's own.
-const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer', 'transfer-encoding', 'upgrade'])
+const HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authorization',
+  'proxy-authenticate',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+])
 
 /** `host:port` of a CONNECT (an IPv6 host in brackets), or null. */
 export function parseAuthority(target: string | undefined): { host: string; port: number } | null {
@@ -116,38 +126,40 @@ export async function startEgressProxy(o: ProxyOptions): Promise<EgressProxy> {
     client.on('close', finish)
     if (target === null) return refuse(client, 400, (r.reason = 'not a host:port CONNECT target'))
     if (r.reason !== null) return refuse(client, 503, r.reason)
-    void decide(target.host, o.settings, networks, lookup, o.isLocal).then((d) => {
-      r.address = d.address
-      if (!d.ok) return refuse(client, 403, (r.reason = d.reason))
-      if (client.destroyed) return void (r.reason = 'closed before the connection was made')
-      r.allowed = true
-      const up = connect({ host: d.address, port: target.port, family: d.family, timeout: CONNECT_TIMEOUT_MS })
-      const count = () => {
-        r.bytes_up = up.bytesWritten
-        r.bytes_down = up.bytesRead
-      }
-      up.once('connect', () => {
-        up.setTimeout(0)
-        client.write('HTTP/1.1 200 Connection Established\r\n\r\n')
-        if (head.length > 0) up.write(head)
-        client.pipe(up)
-        up.pipe(client)
+    void decide(target.host, o.settings, networks, lookup, o.isLocal)
+      .then((d) => {
+        r.address = d.address
+        if (!d.ok) return refuse(client, 403, (r.reason = d.reason))
+        if (client.destroyed) return void (r.reason = 'closed before the connection was made')
+        r.allowed = true
+        const up = connect({ host: d.address, port: target.port, family: d.family, timeout: CONNECT_TIMEOUT_MS })
+        const count = () => {
+          r.bytes_up = up.bytesWritten
+          r.bytes_down = up.bytesRead
+        }
+        up.once('connect', () => {
+          up.setTimeout(0)
+          client.write('HTTP/1.1 200 Connection Established\r\n\r\n')
+          if (head.length > 0) up.write(head)
+          client.pipe(up)
+          up.pipe(client)
+        })
+        up.once('timeout', () => up.destroy(new Error(`no answer from ${d.address}:${target.port} in ${CONNECT_TIMEOUT_MS / 1000} s`)))
+        up.on('error', (err) => {
+          r.reason ??= err.message
+          if (!up.pending || client.destroyed) return
+          refuse(client, 502, err.message)
+        })
+        up.on('close', () => {
+          count()
+          client.destroy()
+        })
+        client.on('close', () => {
+          up.destroy()
+          count()
+        })
       })
-      up.once('timeout', () => up.destroy(new Error(`no answer from ${d.address}:${target.port} in ${CONNECT_TIMEOUT_MS / 1000} s`)))
-      up.on('error', (err) => {
-        r.reason ??= err.message
-        if (!up.pending || client.destroyed) return
-        refuse(client, 502, err.message)
-      })
-      up.on('close', () => {
-        count()
-        client.destroy()
-      })
-      client.on('close', () => {
-        up.destroy()
-        count()
-      })
-    }).catch((err: unknown) => refuse(client, 502, (r.reason = (err as Error).message)))
+      .catch((err: unknown) => refuse(client, 502, (r.reason = (err as Error).message)))
   })
 
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
@@ -163,44 +175,56 @@ export async function startEgressProxy(o: ProxyOptions): Promise<EgressProxy> {
     if (url === null || url.protocol !== 'http:') return answer(res, 400, (r.reason = 'the proxy takes absolute http:// URLs, and https through CONNECT'))
     if (r.reason !== null) return answer(res, 503, r.reason)
     const path = `${url.pathname}${url.search}`
-    void decide(url.hostname, o.settings, networks, lookup, o.isLocal).then((d) => {
-      r.address = d.address
-      if (!d.ok) return answer(res, 403, (r.reason = d.reason))
-      if (res.destroyed) return void (r.reason = 'closed before the connection was made')
-      r.allowed = true
-      const headers: OutgoingHttpHeaders = {}
-      for (const [k, v] of Object.entries(req.headers)) if (!HOP.has(k) && v !== undefined) headers[k] = v
-      // The host decided on, not another one at the same address (a CDN's other sites).
-      headers.host = url.host
-      headers.connection = 'close'
-      const up = httpRequest({ host: d.address, port, family: d.family, method: req.method, path, headers, agent: false, setHost: false, timeout: CONNECT_TIMEOUT_MS })
-      let sock: Socket | null = null
-      up.on('socket', (s) => (sock = s))
-      const count = () => {
-        r.bytes_up = sock?.bytesWritten ?? 0
-        r.bytes_down = sock?.bytesRead ?? 0
-      }
-      up.on('response', (upRes) => {
-        up.setTimeout(0)
-        const out: OutgoingHttpHeaders = {}
-        for (const [k, v] of Object.entries(upRes.headers)) if (!HOP.has(k) && v !== undefined) out[k] = v
-        res.writeHead(upRes.statusCode ?? 502, upRes.statusMessage, out)
-        upRes.pipe(res)
-        upRes.on('end', count)
+    void decide(url.hostname, o.settings, networks, lookup, o.isLocal)
+      .then((d) => {
+        r.address = d.address
+        if (!d.ok) return answer(res, 403, (r.reason = d.reason))
+        if (res.destroyed) return void (r.reason = 'closed before the connection was made')
+        r.allowed = true
+        const headers: OutgoingHttpHeaders = {}
+        for (const [k, v] of Object.entries(req.headers)) if (!HOP.has(k) && v !== undefined) headers[k] = v
+        // The host decided on, not another one at the same address (a CDN's other sites).
+        headers.host = url.host
+        headers.connection = 'close'
+        const up = httpRequest({
+          host: d.address,
+          port,
+          family: d.family,
+          method: req.method,
+          path,
+          headers,
+          agent: false,
+          setHost: false,
+          timeout: CONNECT_TIMEOUT_MS,
+        })
+        let sock: Socket | null = null
+        up.on('socket', (s) => (sock = s))
+        const count = () => {
+          r.bytes_up = sock?.bytesWritten ?? 0
+          r.bytes_down = sock?.bytesRead ?? 0
+        }
+        up.on('response', (upRes) => {
+          up.setTimeout(0)
+          const out: OutgoingHttpHeaders = {}
+          for (const [k, v] of Object.entries(upRes.headers)) if (!HOP.has(k) && v !== undefined) out[k] = v
+          res.writeHead(upRes.statusCode ?? 502, upRes.statusMessage, out)
+          upRes.pipe(res)
+          upRes.on('end', count)
+        })
+        up.once('timeout', () => up.destroy(new Error(`no answer from ${d.address}:${port} in ${CONNECT_TIMEOUT_MS / 1000} s`)))
+        up.on('error', (err) => {
+          r.reason ??= err.message
+          count()
+          if (!res.headersSent) answer(res, 502, err.message)
+          else res.destroy()
+        })
+        res.on('close', () => {
+          count()
+          up.destroy()
+        })
+        req.pipe(up)
       })
-      up.once('timeout', () => up.destroy(new Error(`no answer from ${d.address}:${port} in ${CONNECT_TIMEOUT_MS / 1000} s`)))
-      up.on('error', (err) => {
-        r.reason ??= err.message
-        count()
-        if (!res.headersSent) answer(res, 502, err.message)
-        else res.destroy()
-      })
-      res.on('close', () => {
-        count()
-        up.destroy()
-      })
-      req.pipe(up)
-    }).catch((err: unknown) => answer(res, 502, (r.reason = (err as Error).message)))
+      .catch((err: unknown) => answer(res, 502, (r.reason = (err as Error).message)))
   })
 
   await new Promise<void>((resolve, reject) => {
@@ -232,7 +256,9 @@ function refuse(client: Duplex, status: number, why: string): void {
   if (client.destroyed) return
   const text = body(status, why)
   const reason = status === 403 ? 'Forbidden' : status === 400 ? 'Bad Request' : status === 503 ? 'Service Unavailable' : 'Bad Gateway'
-  client.end(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`)
+  client.end(
+    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
+  )
 }
 
 function answer(res: ServerResponse, status: number, why: string): void {

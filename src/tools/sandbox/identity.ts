@@ -44,12 +44,15 @@ function fromSetting(value: string, entries: PasswdEntry[]): SandboxIdentity {
   if (numeric) {
     const uid = Number(numeric[1])
     const gid = numeric[2] !== undefined ? Number(numeric[2]) : (entries.find((e) => e.uid === uid)?.gid ?? uid)
-    if (uid === 0 || gid === 0) throw new UsageError(`tools.sandbox_user is ${value}: commands never run as root (uid or gid 0)`, 'give an unprivileged user, like nobody or 1000:1000')
+    if (uid === 0 || gid === 0)
+      throw new UsageError(`tools.sandbox_user is ${value}: commands never run as root (uid or gid 0)`, 'give an unprivileged user, like nobody or 1000:1000')
     return { uid, gid, name: named(uid, entries), why: 'tools.sandbox_user' }
   }
   const entry = entries.find((e) => e.name === value)
-  if (entry === undefined) throw new UsageError(`tools.sandbox_user is ${value}, and /etc/passwd has no such user`, 'give a user name from /etc/passwd, or uid:gid')
-  if (entry.uid === 0) throw new UsageError(`tools.sandbox_user is ${value}, which is uid 0: commands never run as root`, 'give an unprivileged user, like nobody')
+  if (entry === undefined)
+    throw new UsageError(`tools.sandbox_user is ${value}, and /etc/passwd has no such user`, 'give a user name from /etc/passwd, or uid:gid')
+  if (entry.uid === 0)
+    throw new UsageError(`tools.sandbox_user is ${value}, which is uid 0: commands never run as root`, 'give an unprivileged user, like nobody')
   return { uid: entry.uid, gid: safeGid(entry.gid), name: entry.name, why: 'tools.sandbox_user' }
 }
 
@@ -59,13 +62,20 @@ function fromSetting(value: string, entries: PasswdEntry[]): SandboxIdentity {
  * usage error). Root: tools.sandbox_user if set, else the workspace's owner if that is
  * not root, else nobody. The fleet chowns the clones it makes to this identity.
  */
-export function sandboxIdentity(tools: { sandbox_user: string | null }, workspace: string, self: { uid: number; gid: number } = { uid: process.getuid?.() ?? NOBODY, gid: process.getgid?.() ?? NOBODY }): SandboxIdentity {
+export function sandboxIdentity(
+  tools: { sandbox_user: string | null },
+  workspace: string,
+  self: { uid: number; gid: number } = { uid: process.getuid?.() ?? NOBODY, gid: process.getgid?.() ?? NOBODY },
+): SandboxIdentity {
   const entries = passwd()
   if (self.uid !== 0) {
     if (tools.sandbox_user !== null) {
       const wanted = fromSetting(tools.sandbox_user, entries)
       if (wanted.uid !== self.uid || wanted.gid !== self.gid)
-        throw new UsageError(`tools.sandbox_user is ${tools.sandbox_user}, but ctxagent runs as ${named(self.uid, entries)} (uid ${self.uid}) and only root can run commands as another user`, 'remove tools.sandbox_user, or run ctxagent as that user')
+        throw new UsageError(
+          `tools.sandbox_user is ${tools.sandbox_user}, but ctxagent runs as ${named(self.uid, entries)} (uid ${self.uid}) and only root can run commands as another user`,
+          'remove tools.sandbox_user, or run ctxagent as that user',
+        )
     }
     return { uid: self.uid, gid: self.gid, name: named(self.uid, entries), why: 'self' }
   }
@@ -92,7 +102,12 @@ export function sandboxIdentity(tools: { sandbox_user: string | null }, workspac
 export function workspaceUnwritable(identity: SandboxIdentity, workspace: string): string | null {
   const self = process.getuid?.() ?? NOBODY
   const switching = self === 0 ? { uid: identity.uid, gid: identity.gid } : {}
-  const r = spawnSync('/bin/sh', ['-c', 'test -d "$1" && test -w "$1" && test -x "$1"', 'sh', workspace], { ...switching, env: { PATH: '/usr/bin:/bin' }, stdio: 'ignore', timeout: 10_000 })
+  const r = spawnSync('/bin/sh', ['-c', 'test -d "$1" && test -w "$1" && test -x "$1"', 'sh', workspace], {
+    ...switching,
+    env: { PATH: '/usr/bin:/bin' },
+    stdio: 'ignore',
+    timeout: 10_000,
+  })
   if (r.status === 0) return null
   let owner = 'unknown owner'
   try {
@@ -101,7 +116,10 @@ export function workspaceUnwritable(identity: SandboxIdentity, workspace: string
   } catch {
     owner = 'missing'
   }
-  const as = self === 0 ? `as root, run_command runs commands as ${identity.name} (uid ${identity.uid})` : `run_command runs commands as ${identity.name} (uid ${identity.uid})`
+  const as =
+    self === 0
+      ? `as root, run_command runs commands as ${identity.name} (uid ${identity.uid})`
+      : `run_command runs commands as ${identity.name} (uid ${identity.uid})`
   return `${as}, who cannot write the workspace ${workspace} (${owner}); its parent directories must be searchable by that user too`
 }
 

@@ -64,7 +64,8 @@ const OUT_OF_PROCESSES = /Resource temporarily unavailable|fork: retry|EAGAIN|Ca
  */
 export function limitReached(l: CommandLimits, signal: NodeJS.Signals | null, output: string): string | null {
   if (signal === 'SIGXCPU' || /CPU time limit exceeded/.test(output)) return `CPU time limit (tools.limits.cpu_seconds = ${l.cpu_seconds}) reached`
-  if (signal === 'SIGXFSZ' || /File size limit exceeded|File too large|EFBIG/.test(output)) return `file size limit (tools.limits.file_size_mb = ${l.file_size_mb}) reached`
+  if (signal === 'SIGXFSZ' || /File size limit exceeded|File too large|EFBIG/.test(output))
+    return `file size limit (tools.limits.file_size_mb = ${l.file_size_mb}) reached`
   const memory = OUT_OF_MEMORY.test(output)
   const processes = OUT_OF_PROCESSES.test(output)
   if (!memory && !processes) return null

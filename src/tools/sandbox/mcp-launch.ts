@@ -92,7 +92,11 @@ export function serverPaths(command: string, args: readonly string[], workspace:
  * any user can read in /proc): bwrap keeps it, with the sandbox's HOME and PATH. With
  * network: proxy, `egressSocket` is the server's own egress proxy (mcp.ts starts it).
  */
-export function sandboxedServer(server: { command: string; args: readonly string[]; cwd: string | null; network: NetworkMode | boolean }, ctx: McpSandbox, egressSocket?: string): { ok: true; command: string; args: string[] } | { ok: false; why: string } {
+export function sandboxedServer(
+  server: { command: string; args: readonly string[]; cwd: string | null; network: NetworkMode | boolean },
+  ctx: McpSandbox,
+  egressSocket?: string,
+): { ok: true; command: string; args: string[] } | { ok: false; why: string } {
   const planned = planSandbox({ ...ctx.tools, sandbox: 'bwrap', network: server.network }, ctx.hidden, ctx.workspace)
   if (!planned.ok) return planned
   if (planned.plan.kind !== 'bwrap') return { ok: false, why: 'no sandbox planned' }
@@ -109,7 +113,11 @@ export function sandboxedServer(server: { command: string; args: readonly string
       why: `as root, MCP servers run as ${plan.identity.name} (uid ${plan.identity.uid}), who cannot reach ${blocked.path} (${blocked.at} is not searchable by that user): install the server where it can read it (npm install -g puts it under /usr/local/lib/node_modules), or make the directories above it searchable (chmod o+x ${blocked.at})`,
     }
   }
-  const bwrap = sandboxArgs(plan, ctx.workspace, [server.command, ...server.args], { readOnly, ...(cwd !== null ? { chdir: cwd } : {}), ...(egressSocket !== undefined ? { egressSocket } : {}) })
+  const bwrap = sandboxArgs(plan, ctx.workspace, [server.command, ...server.args], {
+    readOnly,
+    ...(cwd !== null ? { chdir: cwd } : {}),
+    ...(egressSocket !== undefined ? { egressSocket } : {}),
+  })
   const { uid, gid } = plan.identity
   const drop = process.getuid?.() === 0 ? ['setpriv', `--reuid=${uid}`, `--regid=${gid}`, '--clear-groups', '--'] : []
   return { ok: true, command: '/bin/sh', args: ['-c', 'exec 3<"$0" && exec "$@"', seccompFile(), ...drop, plan.bwrap, ...bwrap] }

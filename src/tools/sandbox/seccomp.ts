@@ -40,7 +40,32 @@ const NR = 0
 const ARCH = 4
 const ARG0_LOW = 16
 
-type Refused = 'mount' | 'umount2' | 'pivot_root' | 'ptrace' | 'kexec_load' | 'kexec_file_load' | 'init_module' | 'finit_module' | 'delete_module' | 'bpf' | 'keyctl' | 'add_key' | 'request_key' | 'perf_event_open' | 'setns' | 'open_tree' | 'move_mount' | 'fsopen' | 'fsconfig' | 'fsmount' | 'fspick' | 'mount_setattr' | 'io_uring_setup' | 'io_uring_enter' | 'io_uring_register'
+type Refused =
+  | 'mount'
+  | 'umount2'
+  | 'pivot_root'
+  | 'ptrace'
+  | 'kexec_load'
+  | 'kexec_file_load'
+  | 'init_module'
+  | 'finit_module'
+  | 'delete_module'
+  | 'bpf'
+  | 'keyctl'
+  | 'add_key'
+  | 'request_key'
+  | 'perf_event_open'
+  | 'setns'
+  | 'open_tree'
+  | 'move_mount'
+  | 'fsopen'
+  | 'fsconfig'
+  | 'fsmount'
+  | 'fspick'
+  | 'mount_setattr'
+  | 'io_uring_setup'
+  | 'io_uring_enter'
+  | 'io_uring_register'
 
 interface Arch {
   audit: number
@@ -54,12 +79,40 @@ interface Arch {
 }
 
 // Numbers from <asm/unistd_64.h> (x86_64) and <asm-generic/unistd.h> (arm64). The new mount API (open_tree … mount_setattr) and io_uring share numbers on both.
-const generic = { open_tree: 428, move_mount: 429, fsopen: 430, fsconfig: 431, fsmount: 432, fspick: 433, mount_setattr: 442, io_uring_setup: 425, io_uring_enter: 426, io_uring_register: 427 }
+const generic = {
+  open_tree: 428,
+  move_mount: 429,
+  fsopen: 430,
+  fsconfig: 431,
+  fsmount: 432,
+  fspick: 433,
+  mount_setattr: 442,
+  io_uring_setup: 425,
+  io_uring_enter: 426,
+  io_uring_register: 427,
+}
 const ARCHES: Record<string, Arch> = {
   x64: {
     audit: 0xc000003e, // AUDIT_ARCH_X86_64
     x32: true,
-    refused: { mount: 165, umount2: 166, pivot_root: 155, ptrace: 101, kexec_load: 246, kexec_file_load: 320, init_module: 175, finit_module: 313, delete_module: 176, bpf: 321, keyctl: 250, add_key: 248, request_key: 249, perf_event_open: 298, setns: 308, ...generic },
+    refused: {
+      mount: 165,
+      umount2: 166,
+      pivot_root: 155,
+      ptrace: 101,
+      kexec_load: 246,
+      kexec_file_load: 320,
+      init_module: 175,
+      finit_module: 313,
+      delete_module: 176,
+      bpf: 321,
+      keyctl: 250,
+      add_key: 248,
+      request_key: 249,
+      perf_event_open: 298,
+      setns: 308,
+      ...generic,
+    },
     unshare: 272,
     clone: 56,
     clone3: 435,
@@ -68,7 +121,24 @@ const ARCHES: Record<string, Arch> = {
   arm64: {
     audit: 0xc00000b7, // AUDIT_ARCH_AARCH64
     x32: false,
-    refused: { mount: 40, umount2: 39, pivot_root: 41, ptrace: 117, kexec_load: 104, kexec_file_load: 294, init_module: 105, finit_module: 273, delete_module: 106, bpf: 280, keyctl: 219, add_key: 217, request_key: 218, perf_event_open: 241, setns: 268, ...generic },
+    refused: {
+      mount: 40,
+      umount2: 39,
+      pivot_root: 41,
+      ptrace: 117,
+      kexec_load: 104,
+      kexec_file_load: 294,
+      init_module: 105,
+      finit_module: 273,
+      delete_module: 106,
+      bpf: 280,
+      keyctl: 219,
+      add_key: 217,
+      request_key: 218,
+      perf_event_open: 241,
+      setns: 268,
+      ...generic,
+    },
     unshare: 97,
     clone: 220,
     clone3: 435,

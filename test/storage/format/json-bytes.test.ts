@@ -4,8 +4,56 @@ import { Scratch } from '../../../src/storage/format/scratch.js'
 
 // Every kind of character the encoder treats differently, mixed at random. LATIN1
 // keeps to U+0000–U+00FF, the strings V8 stores one byte per character (another path).
-const LATIN1 = ['a', 'abcd', 'const x = 1;', '\n', '\r\n', '\t', '"', '\\', '\\n', 'ÄÖÜ', 'résumé', '\u0080', '\u0085', '\u00a0', '\u00ff', '\u007f', '\u0000', '\u0008', '\u000c', '\u001b', '\u001f', '/', '']
-const PIECES = ['a', 'const x = 1;', '\n', '\r\n', '\t', '"', '\\', '\\n', 'ÄÖÜ', 'résumé', '日本語', '😀', '\u2028', '\u007f', '\u0000', '\u0008', '\u000c', '\u001b', '\u001f', '\ud800', '\udfff', '/', '']
+const LATIN1 = [
+  'a',
+  'abcd',
+  'const x = 1;',
+  '\n',
+  '\r\n',
+  '\t',
+  '"',
+  '\\',
+  '\\n',
+  'ÄÖÜ',
+  'résumé',
+  '\u0080',
+  '\u0085',
+  '\u00a0',
+  '\u00ff',
+  '\u007f',
+  '\u0000',
+  '\u0008',
+  '\u000c',
+  '\u001b',
+  '\u001f',
+  '/',
+  '',
+]
+const PIECES = [
+  'a',
+  'const x = 1;',
+  '\n',
+  '\r\n',
+  '\t',
+  '"',
+  '\\',
+  '\\n',
+  'ÄÖÜ',
+  'résumé',
+  '日本語',
+  '😀',
+  '\u2028',
+  '\u007f',
+  '\u0000',
+  '\u0008',
+  '\u000c',
+  '\u001b',
+  '\u001f',
+  '\ud800',
+  '\udfff',
+  '/',
+  '',
+]
 
 function randomText(seed: number, pieces = PIECES): string {
   let s = seed

@@ -36,7 +36,8 @@ describe('masking a stream in pieces', () => {
   it('pieces of every size, secrets everywhere: the same as masking the whole', () => {
     installSecrets([{ name: 'test.secret', value: SECRETS[3]?.[1] as string }])
     let text = ''
-    for (let i = 0; text.length < 400_000; i++) text += `${filler(997 * (i % 7) + 13)} ${(SECRETS[i % SECRETS.length] as [string, string])[1]} mail ann${i}@example.com `
+    for (let i = 0; text.length < 400_000; i++)
+      text += `${filler(997 * (i % 7) + 13)} ${(SECRETS[i % SECRETS.length] as [string, string])[1]} mail ann${i}@example.com `
     for (const size of [1, 7, 1000, 4096, 65_536, 100_003]) expect(streamed(text, () => size)).toBe(maskText(text))
   })
 

@@ -20,11 +20,7 @@ const POSITIVES: [string, string, string][] = [
   ['aws secret', 'aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY', 'aws_secret_access_key = [AWS_SECRET_KEY]'],
   ['slack bot', 'xoxb-123456789012-1234567890123-abcdefghijklmnop', '[SLACK_TOKEN]'],
   ['slack user', 'xoxp-123456789012-abcdef', '[SLACK_TOKEN]'],
-  [
-    'private key block',
-    'key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\nabc\n-----END RSA PRIVATE KEY-----\nend',
-    'key:\n[PRIVATE_KEY]\nend',
-  ],
+  ['private key block', 'key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\nabc\n-----END RSA PRIVATE KEY-----\nend', 'key:\n[PRIVATE_KEY]\nend'],
   ['openssh private key', '-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn\n-----END OPENSSH PRIVATE KEY-----', '[PRIVATE_KEY]'],
   ['jwt', 'Authorization: eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U', 'Authorization: [JWT]'],
   ['google', 'key=AIzaSyA1234567890abcdefghijklmnopqrstuv', 'key=[GOOGLE_API_KEY]'],
@@ -132,19 +128,25 @@ describe('installed secret values', () => {
   it('masks the fleet database URL, its password as written and decoded, from the file and CTXAGENT_DATABASE_URL', () => {
     const config = parseConfig('fleet:\n  database_url: postgres://app:file%40pass-1234@db.example.com/ctx\n')
     const secrets = secretValues(config, { CTXAGENT_DATABASE_URL: 'postgres://app:env-pass-5678@db/ctx?sslmode=require' })
-    expect(secrets).toEqual(expect.arrayContaining([
-      { name: 'fleet.database_url', value: 'postgres://app:file%40pass-1234@db.example.com/ctx' },
-      { name: 'fleet.database_url', value: 'file%40pass-1234' },
-      { name: 'fleet.database_url', value: 'file@pass-1234' },
-      { name: 'fleet.database_url', value: 'env-pass-5678' },
-    ]))
+    expect(secrets).toEqual(
+      expect.arrayContaining([
+        { name: 'fleet.database_url', value: 'postgres://app:file%40pass-1234@db.example.com/ctx' },
+        { name: 'fleet.database_url', value: 'file%40pass-1234' },
+        { name: 'fleet.database_url', value: 'file@pass-1234' },
+        { name: 'fleet.database_url', value: 'env-pass-5678' },
+      ]),
+    )
     installSecrets(secrets)
     expect(maskText('DATABASE_URL=postgres://app:env-pass-5678@db/ctx?sslmode=require')).toBe('DATABASE_URL=[SECRET:fleet.database_url]')
-    expect(maskText(`pw file@pass-1234 ${Buffer.from('env-pass-5678').toString('base64')} ${encodeURIComponent('file@pass-1234')}`)).toBe('pw [SECRET:fleet.database_url] [SECRET:fleet.database_url] [SECRET:fleet.database_url]')
+    expect(maskText(`pw file@pass-1234 ${Buffer.from('env-pass-5678').toString('base64')} ${encodeURIComponent('file@pass-1234')}`)).toBe(
+      'pw [SECRET:fleet.database_url] [SECRET:fleet.database_url] [SECRET:fleet.database_url]',
+    )
   })
 
   it('collects the config keys, MCP env values and the environment’s credentials, and finds user:password in URL keys', () => {
-    const config = parseConfig('llm:\n  openai:\n    api_key: cfg-key-123456\nmcp:\n  servers:\n    s:\n      command: x\n      env:\n        TOKEN: mcp-env-value-1\n')
+    const config = parseConfig(
+      'llm:\n  openai:\n    api_key: cfg-key-123456\nmcp:\n  servers:\n    s:\n      command: x\n      env:\n        TOKEN: mcp-env-value-1\n',
+    )
     const names = secretValues(config, { GH_TOKEN: 'gh-env-value-12', HOME: '/root', MY_SERVICE_PASSWORD: 'pw-value-1234' }).map((s) => s.name)
     expect(names).toEqual(['llm.openai.api_key', 'mcp.servers.s.env.TOKEN', 'GH_TOKEN', 'MY_SERVICE_PASSWORD'])
     expect(urlWithCredentials(config)).toBeNull()

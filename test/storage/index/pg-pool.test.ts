@@ -15,7 +15,10 @@ describe('inTransaction', () => {
   it('bounds how long its transaction may sit idle (a frozen process must not hold its row locks for ever), and only that transaction', async () => {
     const pool = await connectPool(server.url, 'test', 1)
     try {
-      const inside = await inTransaction(pool, async (client) => (await client.query<{ t: string }>("SELECT current_setting('idle_in_transaction_session_timeout') AS t")).rows[0]?.t)
+      const inside = await inTransaction(
+        pool,
+        async (client) => (await client.query<{ t: string }>("SELECT current_setting('idle_in_transaction_session_timeout') AS t")).rows[0]?.t,
+      )
       expect(inside).toBe(`${IDLE_IN_TRANSACTION_SECONDS}s`)
       // The same pooled connection afterwards: the server's default again.
       expect((await pool.query<{ t: string }>("SELECT current_setting('idle_in_transaction_session_timeout') AS t")).rows[0]?.t).toBe('0')

@@ -18,7 +18,6 @@ afterAll(async () => {
   await server?.stop()
 })
 
-
 async function tools(store: IndexStore): Promise<Record<string, number>> {
   return Object.fromEntries((await store.totals()).tools.map((t) => [`${t.tool}/${t.outcome}`, t.n]))
 }
@@ -57,7 +56,9 @@ describe('tool calls by tool and outcome in the index', () => {
     // Back to the version before, and rows written as an older ctxagent wrote them (its triggers count them).
     const raw = new Database(path)
     // The tallies' migration and the one after it (the budgets' tables) undone.
-    raw.exec(`DROP TABLE user_spend; DROP TABLE llm_key_limits; DROP TRIGGER tasks_tool_calls_insert; DROP TRIGGER tasks_tool_calls_update; DROP TABLE task_tool_calls; ALTER TABLE tasks DROP COLUMN tool_calls;`)
+    raw.exec(
+      `DROP TABLE user_spend; DROP TABLE llm_key_limits; DROP TRIGGER tasks_tool_calls_insert; DROP TRIGGER tasks_tool_calls_update; DROP TABLE task_tool_calls; ALTER TABLE tasks DROP COLUMN tool_calls;`,
+    )
     raw.pragma(`user_version = ${(raw.pragma('user_version', { simple: true }) as number) - 2}`)
     raw.exec(`${OLD_INSERT(uuidN(1), OLD_ROWS.live, 'user')}; ${OLD_INSERT(uuidN(2), OLD_ROWS.deleted, 'user')}; DELETE FROM tasks WHERE uuid = '${uuidN(2)}';`)
     raw.close()
@@ -76,8 +77,12 @@ describe('tool calls by tool and outcome in the index', () => {
     await q('DROP SCHEMA public CASCADE; CREATE SCHEMA public')
     await (await PgStore.open(server.url, () => undefined)).close()
     // The tallies' migration undone, and those after it: the review loop's and the jobs' history (IF NOT EXISTS: run again as they are), the budgets' tables (dropped).
-    await q(`DROP TABLE user_spend; DROP TABLE llm_key_limits; DROP TRIGGER tasks_tool_calls ON tasks; DROP TABLE task_tool_calls; ALTER TABLE tasks DROP COLUMN tool_calls; UPDATE ctxagent_schema SET version = ${SCHEMA_VERSION - TALLY_MIGRATION_FROM_END}`)
-    await q(`${OLD_INSERT(uuidN(1), OLD_ROWS.live, '"user"')}; ${OLD_INSERT(uuidN(2), OLD_ROWS.deleted, '"user"')}; DELETE FROM tasks WHERE uuid = '${uuidN(2)}'`)
+    await q(
+      `DROP TABLE user_spend; DROP TABLE llm_key_limits; DROP TRIGGER tasks_tool_calls ON tasks; DROP TABLE task_tool_calls; ALTER TABLE tasks DROP COLUMN tool_calls; UPDATE ctxagent_schema SET version = ${SCHEMA_VERSION - TALLY_MIGRATION_FROM_END}`,
+    )
+    await q(
+      `${OLD_INSERT(uuidN(1), OLD_ROWS.live, '"user"')}; ${OLD_INSERT(uuidN(2), OLD_ROWS.deleted, '"user"')}; DELETE FROM tasks WHERE uuid = '${uuidN(2)}'`,
+    )
     const store = await PgStore.open(server.url, () => undefined)
     try {
       await afterMigration(store)

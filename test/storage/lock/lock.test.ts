@@ -11,7 +11,6 @@ import { makeTree } from '../../fixtures/tree.js'
 import { deadPid, helper } from '../../helpers/run.js'
 import { alive, exitOf, killGroup } from '../../helpers/wait.js'
 
-
 const policy = { staleAfterMs: 60_000 }
 const ago = (ms: number) => new Date(Date.now() - ms).toISOString()
 
@@ -142,7 +141,14 @@ describe('leftover commands of a dead owner', () => {
     try {
       const pgid = command.pid as number
       await waitUntil(() => processStart(pgid) !== null)
-      writeLock(dir, { hostname: hostname(), acquired_at: ago(1000), process_id: process.pid, process_start: processStart(process.pid), heartbeat_at: ago(1000), commands: [{ pgid, start: processStart(pgid) }] })
+      writeLock(dir, {
+        hostname: hostname(),
+        acquired_at: ago(1000),
+        process_id: process.pid,
+        process_start: processStart(process.pid),
+        heartbeat_at: ago(1000),
+        commands: [{ pgid, start: processStart(pgid) }],
+      })
       const lock = await TaskLock.acquire(dir, { ...policy, force: true })
       expect(lock.stoppedCommands).toEqual([])
       expect(alive(pgid)).toBe(true)
@@ -167,4 +173,3 @@ async function waitUntil(check: () => boolean): Promise<void> {
   for (let i = 0; i < 200 && !check(); i++) await new Promise((resolve) => setTimeout(resolve, 10))
   expect(check()).toBe(true)
 }
-

@@ -26,7 +26,7 @@ function env(base: string): TaskEnv & { warnings: string[] } {
 }
 
 describe('task lifecycle', () => {
-  it('refuses a given uuid (a fleet job\'s) whose task has left running/ already: exit 4, no second directory', async () => {
+  it("refuses a given uuid (a fleet job's) whose task has left running/ already: exit 4, no second directory", async () => {
     const tree = makeTree()
     const e = env(tree.base)
     const uuid = '5d0f7c1e-8a2b-4c3d-9e4f-0a1b2c3d4e5f'
@@ -46,10 +46,26 @@ describe('task lifecycle', () => {
     const e = env(base)
     const task = await createTask(e, { task_key: KEY, user: 'alice' })
     const dir = join(base, 'running', task.uuid)
-    expect(readdirSync(dir).sort()).toEqual(['.lock', 'current.jsonl', 'messages.jsonl', 'metadata.json', 'planning.jsonl', 'state.json', 'summaries.jsonl', 'tools.jsonl'])
+    expect(readdirSync(dir).sort()).toEqual([
+      '.lock',
+      'current.jsonl',
+      'messages.jsonl',
+      'metadata.json',
+      'planning.jsonl',
+      'state.json',
+      'summaries.jsonl',
+      'tools.jsonl',
+    ])
     expect(statSync(dir).mode & 0o777).toBe(0o700)
     const meta = JSON.parse(readFileSync(join(dir, 'metadata.json'), 'utf8')) as Record<string, unknown>
-    expect(meta).toMatchObject({ uuid: task.uuid, task_type: 'github_issue', task_identifier: '42', repository: 'acme/shop', user: 'alice', process_id: process.pid })
+    expect(meta).toMatchObject({
+      uuid: task.uuid,
+      task_type: 'github_issue',
+      task_identifier: '42',
+      repository: 'acme/shop',
+      user: 'alice',
+      process_id: process.pid,
+    })
     expect(readState(dir)?.status).toBe('initializing')
     expect(await e.index?.get(task.uuid)).toMatchObject({ status: 'initializing', location: 'running', user: 'alice' })
     await task.fail('test over')
@@ -73,7 +89,13 @@ describe('task lifecycle', () => {
     expect(existsSync(join(dir, '.lock'))).toBe(false)
     expect(readFileSync(join(dir, 'final_summary.txt'), 'utf8')).toBe('All done; mail me at [EMAIL]')
     expect(readState(dir)).toMatchObject({ status: 'completed', message_count: 2, tool_call_count: 1, completed_at: expect.any(String) })
-    expect(await e.index?.get(task.uuid)).toMatchObject({ status: 'completed', location: 'completed', total_messages: 2, total_tool_calls: 1, final_message_count: 2 })
+    expect(await e.index?.get(task.uuid)).toMatchObject({
+      status: 'completed',
+      location: 'completed',
+      total_messages: 2,
+      total_tool_calls: 1,
+      final_message_count: 2,
+    })
     expect(() => task.addMessage({ role: 'user', content: 'late' })).toThrow(/no longer open/)
     await e.index?.close()
   })

@@ -11,7 +11,10 @@ import { makeTree } from '../../fixtures/tree.js'
 const fixed = () => new Date('2024-01-15T10:30:00.000Z')
 
 function lines(path: string): Record<string, unknown>[] {
-  return readFileSync(path, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>)
+  return readFileSync(path, 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as Record<string, unknown>)
 }
 
 describe('MessageStore', () => {
@@ -52,7 +55,12 @@ describe('MessageStore', () => {
     const messageText = readFileSync(join(dir, 'messages.jsonl'), 'utf8')
     expect(messageText).toBe(stored.map((m) => `${JSON.stringify(m)}\n`).join(''))
     const currentText = readFileSync(join(dir, 'current.jsonl'), 'utf8')
-    expect(currentText).toBe(stored.slice(0, 3).map((m) => `${JSON.stringify(toWindowMessage(m))}\n`).join(''))
+    expect(currentText).toBe(
+      stored
+        .slice(0, 3)
+        .map((m) => `${JSON.stringify(toWindowMessage(m))}\n`)
+        .join(''),
+    )
     // Each token count is what estimateMessageTokens gives for the message as stored.
     expect(stored.map((m) => m.token_count)).toEqual(stored.map((m) => estimateMessageTokens({ content: m.content, tool_calls: m.tool_calls })))
   })
@@ -92,7 +100,14 @@ describe('other stores', () => {
     const long = `quotes " backslash \\ newline \n tab \t 日本 \u2028 🎉 \u0001 lone \ud800 ${'x'.repeat(2000)} bob@example.com`
     const records = [
       tools.add({ tool_name: 'read_file', arguments: { path: 'a "b".txt' }, result: long, status: 'success', error: null, duration_ms: 12 }),
-      tools.add({ tool_name: 'read_file', arguments: { path: 'a' }, result: long, status: 'error', error: 'cut ghp_1234567890abcdefghijABCDEFGHIJ123456', duration_ms: Number.NaN }),
+      tools.add({
+        tool_name: 'read_file',
+        arguments: { path: 'a' },
+        result: long,
+        status: 'error',
+        error: 'cut ghp_1234567890abcdefghijABCDEFGHIJ123456',
+        duration_ms: Number.NaN,
+      }),
       tools.add({ tool_name: 'mcp', arguments: {}, result: { structured: [1, 2] }, status: 'success', error: null, duration_ms: 1 }),
       tools.add({ tool_name: 'glob', arguments: { pattern: '*' }, result: 'short', status: 'success', error: null, duration_ms: 0 }),
     ]
@@ -115,20 +130,40 @@ describe('other stores', () => {
 
     // A network record (the egress proxy's) goes beside the calls: the seq of the one before it, masked; the next call is still 3.
     const net = ToolStore.open(dir, { now: fixed })
-    const connection = net.addNetwork({ arguments: { by: 'run_command', method: 'CONNECT', host: 'ghp_abcdefghijklmnopqrstuvwxyz0123456789.example', port: 443 }, result: { allowed: false, address: null, bytes_up: 0, bytes_down: 0 }, status: 'error', error: 'not in tools.allowed_hosts', duration_ms: 2 })
+    const connection = net.addNetwork({
+      arguments: { by: 'run_command', method: 'CONNECT', host: 'ghp_abcdefghijklmnopqrstuvwxyz0123456789.example', port: 443 },
+      result: { allowed: false, address: null, bytes_up: 0, bytes_down: 0 },
+      status: 'error',
+      error: 'not in tools.allowed_hosts',
+      duration_ms: 2,
+    })
     expect(connection).toMatchObject({ seq: 2, kind: 'network', tool_name: 'network', arguments: { host: '[GITHUB_TOKEN].example' } })
     net.close()
     const again = ToolStore.open(dir, { now: fixed })
     expect(again.lastSeq).toBe(2)
     expect(again.add({ tool_name: 'read', arguments: {}, result: 'ok', status: 'success', error: null, duration_ms: 1 }).seq).toBe(3)
     again.close()
-    expect(lines(join(dir, 'tools.jsonl')).map((r) => [r.seq, r.kind ?? 'call'])).toEqual([[1, 'call'], [2, 'call'], [2, 'network'], [3, 'call']])
+    expect(lines(join(dir, 'tools.jsonl')).map((r) => [r.seq, r.kind ?? 'call'])).toEqual([
+      [1, 'call'],
+      [2, 'call'],
+      [2, 'network'],
+      [3, 'call'],
+    ])
 
     writeFileSync(join(dir, 'summaries.jsonl'), '{"id":4,"summary":"old"}\n')
     const summaries = SummaryStore.open(dir)
     const record = summaries.add({
-      start_seq: 1, end_seq: 9, summary: 's', created_at: 'now', original_tokens: 100, summary_tokens: 10,
-      compression_ratio: 0.1, compressed_message_count: 9, tokens_saved: 90, method: 'llm', model: 'm',
+      start_seq: 1,
+      end_seq: 9,
+      summary: 's',
+      created_at: 'now',
+      original_tokens: 100,
+      summary_tokens: 10,
+      compression_ratio: 0.1,
+      compressed_message_count: 9,
+      tokens_saved: 90,
+      method: 'llm',
+      model: 'm',
     })
     expect(record.summary_id).toBe(5)
     summaries.close()
@@ -146,6 +181,10 @@ describe('record normalisation', () => {
     const legacy = normalizeMessage({ seq: 3, role: 'assistant', content: '', function_call: { name: 'read', arguments: { path: 'a' } } })
     expect(legacy?.tool_calls).toEqual([{ id: 'call_3', type: 'function', function: { name: 'read', arguments: '{"path":"a"}' } }])
     expect(normalizeMessage({ role: 'robot', content: 'x' })).toBeNull()
-    expect(normalizeSummary({ id: 2, summary: 's', tokens_saved: 5000, compressed_message_count: 50 })).toMatchObject({ summary_id: 2, tokens_saved: 5000, method: 'llm' })
+    expect(normalizeSummary({ id: 2, summary: 's', tokens_saved: 5000, compressed_message_count: 50 })).toMatchObject({
+      summary_id: 2,
+      tokens_saved: 5000,
+      method: 'llm',
+    })
   })
 })

@@ -32,7 +32,10 @@ describe('appends from real processes', () => {
     child.kill('SIGKILL')
     await exitOf(child)
     const raw = readFileSync(join(dir, 'messages.jsonl'), 'utf8')
-    const complete = raw.slice(0, raw.lastIndexOf('\n') + 1).split('\n').filter(Boolean)
+    const complete = raw
+      .slice(0, raw.lastIndexOf('\n') + 1)
+      .split('\n')
+      .filter(Boolean)
     const seqs = complete.map((l) => (JSON.parse(l) as { seq: number }).seq)
     expect(seqs).toEqual(seqs.map((_, i) => i + 1))
 

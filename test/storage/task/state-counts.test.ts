@@ -27,7 +27,15 @@ const BAD = {
 describe("a state.json's counters", () => {
   it('that are not whole numbers from 0 are read as 0 (or absent), and what changed is kept for a report', () => {
     const state = parseState(JSON.stringify(BAD), '/x/state.json')
-    expect(state).toMatchObject({ llm_call_count: 0, tool_call_count: 1, total_tokens_used: 1500, prompt_tokens: 1200, completion_tokens: 300, current_context_tokens: 0, compression_count: 0 })
+    expect(state).toMatchObject({
+      llm_call_count: 0,
+      tool_call_count: 1,
+      total_tokens_used: 1500,
+      prompt_tokens: 1200,
+      completion_tokens: 300,
+      current_context_tokens: 0,
+      compression_count: 0,
+    })
     expect(state.cached_tokens).toBeUndefined()
     expect(state.cache_write_tokens).toBeUndefined()
     expect(state.turns).toBeUndefined()
@@ -46,7 +54,17 @@ describe("a state.json's counters", () => {
   })
 
   it('a sound file is read as it is, nothing reported', () => {
-    const sound = { ...BAD, llm_call_count: 2, total_tokens_used: 1500, cached_tokens: 12, cache_write_tokens: 7, current_context_tokens: 900, turns: 2, final_summary_tokens: { requests: 1, prompt_tokens: 5, completion_tokens: 10, cached_tokens: 0 }, compaction_tokens: undefined }
+    const sound = {
+      ...BAD,
+      llm_call_count: 2,
+      total_tokens_used: 1500,
+      cached_tokens: 12,
+      cache_write_tokens: 7,
+      current_context_tokens: 900,
+      turns: 2,
+      final_summary_tokens: { requests: 1, prompt_tokens: 5, completion_tokens: 10, cached_tokens: 0 },
+      compaction_tokens: undefined,
+    }
     const state = parseState(JSON.stringify(sound), '/x/state.json')
     expect(state).toMatchObject({ llm_call_count: 2, total_tokens_used: 1500, cached_tokens: 12, cache_write_tokens: 7, turns: 2 })
     expect(stateRepairs(state)).toEqual([])
@@ -55,8 +73,25 @@ describe("a state.json's counters", () => {
 
   it("the index row holds only whole numbers PostgreSQL's bigint and /metrics take, whatever state it is given", () => {
     const meta = { uuid: 'u', user: 'me', created_at: '2024-01-15T10:30:00.000Z' } as TaskMetadata
-    const hostile = { ...BAD, llm_call_count: -1, total_tokens_used: 1e20, prompt_tokens: '5', completion_tokens: Number.NaN, cached_tokens: 2 ** 60, compression_count: 0.5, current_context_tokens: -3 }
+    const hostile = {
+      ...BAD,
+      llm_call_count: -1,
+      total_tokens_used: 1e20,
+      prompt_tokens: '5',
+      completion_tokens: Number.NaN,
+      cached_tokens: 2 ** 60,
+      compression_count: 0.5,
+      current_context_tokens: -3,
+    }
     const row = taskRow(meta, hostile as never, 'completed', { messages: 3, summaries: 1, tools: 1 })
-    expect(row).toMatchObject({ llm_call_count: 0, total_tokens: 0, prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0, compression_count: 1, final_token_count: null })
+    expect(row).toMatchObject({
+      llm_call_count: 0,
+      total_tokens: 0,
+      prompt_tokens: 0,
+      completion_tokens: 0,
+      cached_tokens: 0,
+      compression_count: 1,
+      final_token_count: null,
+    })
   })
 })

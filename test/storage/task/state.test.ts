@@ -22,9 +22,12 @@ describe('state.json', () => {
   })
 
   // Issue 22: the owner holds the task's .lock, so no other process writes its state.json meanwhile.
-  it("the owner writes from memory: no .state.lock, no read (a held .state.lock does not stop it, a damaged file is written whole)", async () => {
+  it('the owner writes from memory: no .state.lock, no read (a held .state.lock does not stop it, a damaged file is written whole)', async () => {
     const base = makeTree().base
-    const task = await createTask({ layout: new Layout(base), config: parseConfig(''), index: null, now: () => new Date(), warn: () => undefined }, { task_key: { task_source: 'local', owner: null, repo: 'r', task_type: 'task', task_id: '1' }, user: null })
+    const task = await createTask(
+      { layout: new Layout(base), config: parseConfig(''), index: null, now: () => new Date(), warn: () => undefined },
+      { task_key: { task_source: 'local', owner: null, repo: 'r', task_type: 'task', task_id: '1' }, user: null },
+    )
     const dir = task.dir
     // Held by a live holder (fresh mtime): a writer that takes it would wait 5 s, then fail.
     mkdirSync(join(dir, '.state.lock'))
@@ -43,7 +46,10 @@ describe('state.json', () => {
 
   it("a turn's counters are written off the turn's path (a write still on its way is not waited for), every other write waits for them, and a lock lost meanwhile stops them", async () => {
     const base = makeTree().base
-    const task = await createTask({ layout: new Layout(base), config: parseConfig(''), index: null, now: () => new Date(), warn: () => undefined }, { task_key: { task_source: 'local', owner: null, repo: 'r', task_type: 'task', task_id: '1' }, user: null })
+    const task = await createTask(
+      { layout: new Layout(base), config: parseConfig(''), index: null, now: () => new Date(), warn: () => undefined },
+      { task_key: { task_source: 'local', owner: null, repo: 'r', task_type: 'task', task_id: '1' }, user: null },
+    )
     const dir = task.dir
     for (let turn = 1; turn <= 3; turn++) {
       await task.saveProgress({ turns: turn, llm_call_count: turn })
@@ -58,7 +64,10 @@ describe('state.json', () => {
     await task.saveProgress({ turns: 4 })
     // Taken over while the write is on its way (the write has not reached its rename: no I/O has run since).
     const stolen = join(dir, 'stolen.tmp')
-    writeFileSync(stolen, `${JSON.stringify({ process_id: 1, hostname: 'elsewhere', acquired_at: new Date().toISOString(), heartbeat_at: new Date().toISOString(), token: 'theirs' })}\n`)
+    writeFileSync(
+      stolen,
+      `${JSON.stringify({ process_id: 1, hostname: 'elsewhere', acquired_at: new Date().toISOString(), heartbeat_at: new Date().toISOString(), token: 'theirs' })}\n`,
+    )
     renameSync(stolen, join(dir, '.lock'))
     await expect(task.update({ turns: 5 })).rejects.toThrow(LockLostError)
     expect(readState(dir)?.turns).toBe(3)

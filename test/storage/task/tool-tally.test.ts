@@ -10,7 +10,10 @@ import { ToolRegistry } from '../../../src/tools/registry.js'
 function taskDir(tools: { tool_name: unknown; status: unknown }[], tail = ''): string {
   const dir = mkdtempSync(join(tmpdir(), 'ctxagent-tally-'))
   onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
-  writeFileSync(join(dir, 'tools.jsonl'), tools.map((t, i) => `${JSON.stringify({ seq: i + 1, ...t, result: 'r', error: null, duration_ms: 1 })}\n`).join('') + tail)
+  writeFileSync(
+    join(dir, 'tools.jsonl'),
+    tools.map((t, i) => `${JSON.stringify({ seq: i + 1, ...t, result: 'r', error: null, duration_ms: 1 })}\n`).join('') + tail,
+  )
   return dir
 }
 
@@ -34,7 +37,14 @@ describe('tool call tallies', () => {
 
   it('reads a tally from any state.json as bounded labels and whole counts', () => {
     const mcp = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`mcp:s${i}`, { success: 1 }]))
-    const raw = { read_file: { success: 2, error: 1, weird: 4 }, 'made up': { error: 3 }, ...(JSON.parse('{"__proto__": {"success": 5}}') as object), grep: { success: 1.5, error: -1, x: '2' }, glob: 7, ...mcp }
+    const raw = {
+      read_file: { success: 2, error: 1, weird: 4 },
+      'made up': { error: 3 },
+      ...(JSON.parse('{"__proto__": {"success": 5}}') as object),
+      grep: { success: 1.5, error: -1, x: '2' },
+      glob: 7,
+      ...mcp,
+    }
     const tally = cleanTally(raw)
     expect(tally.read_file).toEqual({ success: 2, error: 1, unknown: 4 })
     expect(tally.other).toEqual({ error: 3, success: 5 + 4 })
@@ -49,11 +59,21 @@ describe('tool call tallies', () => {
 
   it("catches an owner's tally up with the records its last state write missed", () => {
     const label = toolLabeler(['files'])
-    const dir = taskDir([{ tool_name: 'read_file', status: 'success' }, { tool_name: 'files__x', status: 'error' }, { tool_name: 'grep', status: 'success' }])
+    const dir = taskDir([
+      { tool_name: 'read_file', status: 'success' },
+      { tool_name: 'files__x', status: 'error' },
+      { tool_name: 'grep', status: 'success' },
+    ])
     // The state counted the first record; a crash came before it counted the other two.
-    expect(ownerTally(dir, { tool_calls: { read_file: { success: 1 } }, tool_call_count: 1, message_count: 2 }, 3, label)).toEqual({ read_file: { success: 1 }, 'mcp:files': { error: 1 }, grep: { success: 1 } })
+    expect(ownerTally(dir, { tool_calls: { read_file: { success: 1 } }, tool_call_count: 1, message_count: 2 }, 3, label)).toEqual({
+      read_file: { success: 1 },
+      'mcp:files': { error: 1 },
+      grep: { success: 1 },
+    })
     // Up to date: nothing read.
-    expect(ownerTally(join(dir, 'nowhere'), { tool_calls: { grep: { success: 3 } }, tool_call_count: 3, message_count: 2 }, 3, label)).toEqual({ grep: { success: 3 } })
+    expect(ownerTally(join(dir, 'nowhere'), { tool_calls: { grep: { success: 3 } }, tool_call_count: 3, message_count: 2 }, 3, label)).toEqual({
+      grep: { success: 3 },
+    })
     // Before tallies: what the state counted stays unknown (as the index counted it); the records after it are by tool.
     expect(ownerTally(dir, { tool_call_count: 2, message_count: 2 }, 3, label)).toEqual({ unknown: { unknown: 2 }, grep: { success: 1 } })
     // A state.json that counts nothing itself (not ctxagent's): the index counted the file's records, all unknown.
@@ -63,7 +83,11 @@ describe('tool call tallies', () => {
     expect(ownerTally(torn, { tool_calls: {}, tool_call_count: 0, message_count: 0 }, 2, label)).toEqual({ read_file: { success: 1 }, unknown: { unknown: 1 } })
     // Network records (beside the calls, repeating a call's seq) are no calls: between two uncounted calls, skipped.
     const net = taskDir([{ tool_name: 'read_file', status: 'success' }])
-    writeFileSync(join(net, 'tools.jsonl'), `{"seq":1,"kind":"network","tool_name":"network","status":"error"}\n{"seq":2,"tool_name":"grep","status":"success"}\n`, { flag: 'a' })
+    writeFileSync(
+      join(net, 'tools.jsonl'),
+      `{"seq":1,"kind":"network","tool_name":"network","status":"error"}\n{"seq":2,"tool_name":"grep","status":"success"}\n`,
+      { flag: 'a' },
+    )
     expect(ownerTally(net, { tool_calls: {}, tool_call_count: 0, message_count: 0 }, 2, label)).toEqual({ read_file: { success: 1 }, grep: { success: 1 } })
   })
 })

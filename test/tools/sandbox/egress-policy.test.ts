@@ -1,5 +1,16 @@
 import { describe, expect, it } from 'vitest'
-import { decide, embeddedIPv4, hostListed, isHostPattern, isThisHost, localAddresses, networkMode, parseCidr, parseNetworks, refusedRange } from '../../../src/tools/sandbox/egress-policy.js'
+import {
+  decide,
+  embeddedIPv4,
+  hostListed,
+  isHostPattern,
+  isThisHost,
+  localAddresses,
+  networkMode,
+  parseCidr,
+  parseNetworks,
+  refusedRange,
+} from '../../../src/tools/sandbox/egress-policy.js'
 import type { Lookup } from '../../../src/tools/sandbox/egress-policy.js'
 
 describe('the egress address policy', () => {
@@ -34,9 +45,12 @@ describe('the egress address policy', () => {
     expect(refusedRange(address)).toContain(why)
   })
 
-  it.each(['8.8.8.8', '1.1.1.1', '104.16.0.1', '172.32.0.1', '100.128.0.1', '2606:4700::1111', '2a00:1450:4001::1', '::ffff:8.8.8.8', '64:ff9b::8.8.8.8'])('lets the public address %s through', (address) => {
-    expect(refusedRange(address)).toBeNull()
-  })
+  it.each(['8.8.8.8', '1.1.1.1', '104.16.0.1', '172.32.0.1', '100.128.0.1', '2606:4700::1111', '2a00:1450:4001::1', '::ffff:8.8.8.8', '64:ff9b::8.8.8.8'])(
+    'lets the public address %s through',
+    (address) => {
+      expect(refusedRange(address)).toBeNull()
+    },
+  )
 
   it('reads the IPv4 address carried in an IPv6 one', () => {
     expect(embeddedIPv4('::ffff:10.0.0.1')).toBe('10.0.0.1')
@@ -72,7 +86,13 @@ describe('the egress address policy', () => {
 })
 
 describe('a decision for one connection', () => {
-  const dns: Record<string, string[]> = { 'pkg.example': ['93.184.216.34'], 'evil.example': ['127.0.0.1'], 'mixed.example': ['10.0.0.1', '93.184.216.35'], 'meta.example': ['::ffff:169.254.169.254'], 'mirror.lan': ['10.9.8.7'] }
+  const dns: Record<string, string[]> = {
+    'pkg.example': ['93.184.216.34'],
+    'evil.example': ['127.0.0.1'],
+    'mixed.example': ['10.0.0.1', '93.184.216.35'],
+    'meta.example': ['::ffff:169.254.169.254'],
+    'mirror.lan': ['10.9.8.7'],
+  }
   const lookup: Lookup = async (host) => {
     const a = dns[host]
     if (a === undefined) throw Object.assign(new Error('not found'), { code: 'ENOTFOUND' })
@@ -83,7 +103,11 @@ describe('a decision for one connection', () => {
 
   it('connects to the address it resolved, refusing loopback, private and metadata answers', async () => {
     expect(await decide('pkg.example', open, none, lookup)).toEqual({ ok: true, address: '93.184.216.34', family: 4 })
-    expect(await decide('evil.example', open, none, lookup)).toEqual({ ok: false, address: '127.0.0.1', reason: 'evil.example resolves to 127.0.0.1, a loopback (127.0.0.0/8) address' })
+    expect(await decide('evil.example', open, none, lookup)).toEqual({
+      ok: false,
+      address: '127.0.0.1',
+      reason: 'evil.example resolves to 127.0.0.1, a loopback (127.0.0.0/8) address',
+    })
     expect(await decide('meta.example', open, none, lookup)).toMatchObject({ ok: false, reason: expect.stringContaining('link-local') })
     // Of several answers, only a public one is used.
     expect(await decide('mixed.example', open, none, lookup)).toEqual({ ok: true, address: '93.184.216.35', family: 4 })
@@ -105,12 +129,21 @@ describe('a decision for one connection', () => {
 
   it('never lets this host through: loopback, unspecified, its own interfaces, also carried in IPv6', async () => {
     const local = new Set(['10.9.8.7', '2001:db8::5'])
-    for (const a of ['127.0.0.1', '127.3.2.1', '::1', '::', '0.0.0.0', '10.9.8.7', '::ffff:10.9.8.7', '::ffff:127.0.0.1', '2001:db8::5']) expect(isThisHost(a, local), a).toBe(true)
+    for (const a of ['127.0.0.1', '127.3.2.1', '::1', '::', '0.0.0.0', '10.9.8.7', '::ffff:10.9.8.7', '::ffff:127.0.0.1', '2001:db8::5'])
+      expect(isThisHost(a, local), a).toBe(true)
     for (const a of ['10.9.8.6', '93.184.216.34', '::2']) expect(isThisHost(a, local), a).toBe(false)
     expect(localAddresses().has('127.0.0.1')).toBe(true)
     // mirror.lan is 10.9.8.7: this host, here, so allowed_networks does not let it through.
-    expect(await decide('mirror.lan', open, parseNetworks(['10.0.0.0/8']), lookup, (a) => isThisHost(a, local))).toEqual({ ok: false, address: '10.9.8.7', reason: 'mirror.lan resolves to 10.9.8.7, an address of this host' })
-    expect(await decide('127.0.0.1', open, parseNetworks(['127.0.0.0/8']), lookup)).toEqual({ ok: false, address: '127.0.0.1', reason: '127.0.0.1 is a loopback (127.0.0.0/8) address' })
+    expect(await decide('mirror.lan', open, parseNetworks(['10.0.0.0/8']), lookup, (a) => isThisHost(a, local))).toEqual({
+      ok: false,
+      address: '10.9.8.7',
+      reason: 'mirror.lan resolves to 10.9.8.7, an address of this host',
+    })
+    expect(await decide('127.0.0.1', open, parseNetworks(['127.0.0.0/8']), lookup)).toEqual({
+      ok: false,
+      address: '127.0.0.1',
+      reason: '127.0.0.1 is a loopback (127.0.0.0/8) address',
+    })
   })
 
   it('lets a private address through only inside allowed_networks', async () => {

@@ -45,7 +45,13 @@ const lookup: Lookup = async (host) => {
 
 async function proxyWith(settings: Partial<EgressSettings>, loopbackIsLocal = false): Promise<{ proxy: EgressProxy; records: ConnectionRecord[] }> {
   const records: ConnectionRecord[] = []
-  const proxy = await startEgressProxy({ settings: { allowedHosts: null, allowedNetworks: [], ...settings }, by: 'run_command', log: (r) => records.push(r), lookup, ...(loopbackIsLocal ? {} : { isLocal: () => false }) })
+  const proxy = await startEgressProxy({
+    settings: { allowedHosts: null, allowedNetworks: [], ...settings },
+    by: 'run_command',
+    log: (r) => records.push(r),
+    lookup,
+    ...(loopbackIsLocal ? {} : { isLocal: () => false }),
+  })
   cleanups.push(() => proxy.close())
   return { proxy, records }
 }
@@ -117,7 +123,10 @@ describe('the egress proxy', () => {
   it('refuses loopback, an unlisted host, a name that does not resolve and a relative URL, saying why', async () => {
     const up = await upstream()
     const { proxy, records } = await proxyWith({ allowedHosts: ['pkg.test', 'far.test'] })
-    expect(await get(proxy.socket, `http://pkg.test:${up.port}/`)).toEqual({ status: 403, text: 'ctxagent egress proxy: refused: pkg.test resolves to 127.0.0.1, a loopback (127.0.0.0/8) address\n' })
+    expect(await get(proxy.socket, `http://pkg.test:${up.port}/`)).toEqual({
+      status: 403,
+      text: 'ctxagent egress proxy: refused: pkg.test resolves to 127.0.0.1, a loopback (127.0.0.0/8) address\n',
+    })
     expect(await tunnel(proxy.socket, `127.0.0.1:${up.port}`)).toMatch(/^HTTP\/1.1 403 Forbidden\r\n[\s\S]*127.0.0.1 is not in tools.allowed_hosts\n$/)
     expect(await tunnel(proxy.socket, `other.test:443`)).toContain('other.test is not in tools.allowed_hosts')
     expect((await get(proxy.socket, 'https://far.test/')).status).toBe(400)
@@ -134,8 +143,12 @@ describe('the egress proxy', () => {
   it('never reaches this host, whatever allowed_networks says', async () => {
     const up = await upstream()
     const { proxy } = await proxyWith({ allowedNetworks: ['127.0.0.0/8', '0.0.0.0/0'] }, true)
-    expect((await get(proxy.socket, `http://pkg.test:${up.port}/`)).text).toBe('ctxagent egress proxy: refused: pkg.test resolves to 127.0.0.1, a loopback (127.0.0.0/8) address\n')
-    expect(await tunnel(proxy.socket, `[::ffff:127.0.0.1]:${up.port}`)).toContain('::ffff:127.0.0.1 is a loopback (127.0.0.0/8), carried in ::ffff:127.0.0.1 address')
+    expect((await get(proxy.socket, `http://pkg.test:${up.port}/`)).text).toBe(
+      'ctxagent egress proxy: refused: pkg.test resolves to 127.0.0.1, a loopback (127.0.0.0/8) address\n',
+    )
+    expect(await tunnel(proxy.socket, `[::ffff:127.0.0.1]:${up.port}`)).toContain(
+      '::ffff:127.0.0.1 is a loopback (127.0.0.0/8), carried in ::ffff:127.0.0.1 address',
+    )
     expect(up.seen).toEqual([])
   })
 

@@ -21,7 +21,27 @@ describe('the seccomp program', () => {
         expect(i / 8 + 1 + Math.max(jt, jf)).toBeLessThan(f.length / 8)
       }
     }
-    expect(REFUSED_SYSCALLS).toEqual(expect.arrayContaining(['mount', 'umount2', 'pivot_root', 'ptrace', 'kexec_load', 'kexec_file_load', 'init_module', 'finit_module', 'delete_module', 'bpf', 'keyctl', 'add_key', 'request_key', 'perf_event_open', 'io_uring_setup', 'io_uring_enter', 'io_uring_register']))
+    expect(REFUSED_SYSCALLS).toEqual(
+      expect.arrayContaining([
+        'mount',
+        'umount2',
+        'pivot_root',
+        'ptrace',
+        'kexec_load',
+        'kexec_file_load',
+        'init_module',
+        'finit_module',
+        'delete_module',
+        'bpf',
+        'keyctl',
+        'add_key',
+        'request_key',
+        'perf_event_open',
+        'io_uring_setup',
+        'io_uring_enter',
+        'io_uring_register',
+      ]),
+    )
   })
 
   it('has none for another architecture: the sandbox is refused rather than run without one', () => {
@@ -32,14 +52,23 @@ describe('the seccomp program', () => {
 
 describe('limits', () => {
   it('are set soft and hard alike through prlimit (CPU time: the hard limit a second later)', () => {
-    expect(prlimitArgs(LIMITS)).toEqual(['/usr/bin/prlimit', `--data=${100 * 1024 * 1024}`, '--nproc=10', `--fsize=${2 * 1024 * 1024}`, '--nofile=50', '--cpu=7:8', '--'])
+    expect(prlimitArgs(LIMITS)).toEqual([
+      '/usr/bin/prlimit',
+      `--data=${100 * 1024 * 1024}`,
+      '--nproc=10',
+      `--fsize=${2 * 1024 * 1024}`,
+      '--nofile=50',
+      '--cpu=7:8',
+      '--',
+    ])
   })
 
   it('say which one was reached', () => {
     expect(limitReached(LIMITS, 'SIGXCPU', '')).toBe('CPU time limit (tools.limits.cpu_seconds = 7) reached')
     expect(limitReached(LIMITS, null, 'sh: 1: CPU time limit exceeded')).toBe('CPU time limit (tools.limits.cpu_seconds = 7) reached')
     expect(limitReached(LIMITS, 'SIGXFSZ', '')).toBe('file size limit (tools.limits.file_size_mb = 2) reached')
-    for (const out of ['bash: fork: retry: Resource temporarily unavailable', 'malloc: Cannot allocate memory', 'Out of memory!']) expect(limitReached(LIMITS, null, out)).toContain('memory 100 MB (tools.limits.memory_mb), 10 processes and threads (tools.limits.processes)')
+    for (const out of ['bash: fork: retry: Resource temporarily unavailable', 'malloc: Cannot allocate memory', 'Out of memory!'])
+      expect(limitReached(LIMITS, null, out)).toContain('memory 100 MB (tools.limits.memory_mb), 10 processes and threads (tools.limits.processes)')
     expect(limitReached(LIMITS, null, 'all 12 tests passed')).toBeNull()
     expect(limitReached(LIMITS, 'SIGKILL', '')).toBeNull()
   })
