@@ -405,6 +405,8 @@ export const configSchema = z.strictObject(
       // Live (SSE) followers of one running task, and of all together; past either: 503 (docs/serve.md#live-followers).
       max_followers_per_task: withDefault(positiveInt(), 50),
       max_followers: withDefault(positiveInt(), 500),
+      // The task list and the fleet page refresh themselves this often, quietly (0: never; docs/serve.md#the-page).
+      refresh_seconds: withDefault(nonNegativeInt(), 15),
     }),
     // docs/contract.md §15: OpenTelemetry traces of run and workers, off unless an endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT too).
     telemetry: section({

@@ -92,4 +92,23 @@ export const SCRIPT = `'use strict'
     source.close()
   })
 })()
+;(function () {
+  // The task list and the fleet page: fetched again every data-refresh seconds, what <main> shows
+  // replaced by the server's own rendering of it; never while the tab is hidden or something in
+  // <main> has the focus (a filter being typed, a comment being written).
+  var main = document.querySelector('main[data-refresh]')
+  var seconds = main ? Number(main.getAttribute('data-refresh')) : 0
+  if (!main || !(seconds > 0) || !window.fetch || !window.DOMParser) return
+  setInterval(function () {
+    var active = document.activeElement
+    if (document.hidden || (active && active !== document.body && main.contains(active))) return
+    fetch(location.href, { credentials: 'same-origin', headers: { accept: 'text/html' } }).then(function (res) {
+      return res.ok ? res.text() : null
+    }).then(function (text) {
+      if (text === null) return
+      var next = new DOMParser().parseFromString(text, 'text/html').querySelector('main[data-refresh]')
+      if (next) main.replaceChildren.apply(main, Array.prototype.slice.call(next.childNodes))
+    }).catch(function () {})
+  }, seconds * 1000)
+})()
 `

@@ -50,6 +50,8 @@ export interface PageOptions {
   script?: boolean
   /** This page's path and query: signing in from it returns here. */
   here?: string
+  /** Seconds between the page's quiet refreshes of what it shows (the task list, the fleet); absent or 0: none. */
+  refresh?: number
 }
 
 /** The sign-in page, returning to `here` (a path on this server) once signed in. */
@@ -68,9 +70,9 @@ export function page(o: PageOptions): string {
   return `<!doctype html>
 ${
   html`<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${o.title} · ctxagent</title><link rel="stylesheet" href="/style.css">${o.script ? new Safe('<script src="/app.js" defer></script>') : ''}</head>
+<title>${o.title} · ctxagent</title><link rel="stylesheet" href="/style.css">${o.script || (o.refresh ?? 0) > 0 ? new Safe('<script src="/app.js" defer></script>') : ''}</head>
 <body><header><strong>ctxagent</strong><nav>${link('/', 'tasks', 'Tasks')}${link('/fleet', 'fleet', 'Fleet')}${link('/stats', 'stats', 'Stats')}</nav><div class="who">${who}</div></header>
-<main>${o.body}</main></body></html>`.text
+<main${(o.refresh ?? 0) > 0 ? new Safe(` data-refresh="${Math.floor(o.refresh ?? 0)}"`) : ''}>${o.body}</main></body></html>`.text
 }
 `
 }

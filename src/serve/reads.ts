@@ -86,6 +86,7 @@ export class ReadRoutes {
         operator,
         csrf,
         here: `/${x.url.search}`,
+        refresh: this.ctx.config.serve.refresh_seconds,
         body: renderTaskList(this.ctx, result, filter, await this.index.choices()),
       }),
     )
@@ -229,6 +230,7 @@ export class ReadRoutes {
         operator,
         csrf,
         here: '/fleet',
+        refresh: this.ctx.config.serve.refresh_seconds,
         body: renderFleet(this.ctx, forTerminalDeep(data), null, { signedIn: operator !== null, csrf }, notice),
       }),
     )

@@ -220,4 +220,27 @@ describe('serve in a browser', () => {
     // The cookie is not readable by script.
     expect(await page.evaluate('document.cookie')).toBe('')
   })
+
+  it('the task list refreshes itself quietly: a task indexed meanwhile appears without a reload, and not while a filter has the focus', async () => {
+    const t = tree()
+    reindex(t)
+    const s = await startServe(t.base, { config: configWith(t, 'serve:\n  refresh_seconds: 1\n') })
+    const { page, errors } = await open(`${s.url}/`)
+    await expect.poll(() => page.locator('table.tasks tbody tr').count()).toBe(12)
+    await page.evaluate('window.__sameDocument = true')
+    t.write({ uuid: uuidN(13), user: 'carol', location: 'completed', createdAt: '2024-01-30T10:00:00.000Z' })
+    reindex(t)
+    await expect.poll(() => page.locator('table.tasks tbody tr').count(), { timeout: 30_000 }).toBe(13)
+    // The same document (no reload): what the page's script set is still there.
+    expect(await page.evaluate('window.__sameDocument')).toBe(true)
+    // Typing in a filter holds the refresh back.
+    await page.focus('select[name=user]')
+    t.write({ uuid: uuidN(14), user: 'carol', location: 'completed', createdAt: '2024-01-31T10:00:00.000Z' })
+    reindex(t)
+    await new Promise((resolve) => setTimeout(resolve, 2500))
+    expect(await page.locator('table.tasks tbody tr').count()).toBe(13)
+    await page.locator('body').click({ position: { x: 5, y: 5 } })
+    await expect.poll(() => page.locator('table.tasks tbody tr').count(), { timeout: 30_000 }).toBe(14)
+    expect(errors).toEqual([])
+  })
 })
