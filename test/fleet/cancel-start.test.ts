@@ -3,10 +3,13 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSyn
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { exitOf } from '../helpers/wait.js'
+import { exitOf, until } from '../helpers/wait.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 import { readTask, runSetup } from '../run/harness.js'
 import type { RunSetup, Started } from '../run/harness.js'
+
+/** Each moment here starts processes in turn: a give-up point of 120 s, not the 60 s default. */
+const untilLong = <T>(what: string, probe: () => Promise<T | null | undefined | false> | T | null | undefined | false): Promise<T> => until(what, probe, 2400)
 
 const database = usePostgres({ truncate: ['fleet_jobs', 'fleet_workers', 'tasks'] })
 const query = database.query
@@ -18,15 +21,6 @@ const db = database.env
  * waits), the job cancelled there, then let go: the job ends cancelled, no LLM request is
  * sent, and the task is not completed.
  */
-
-async function until<T>(what: string, probe: () => Promise<T | null | undefined | false> | T | null | undefined | false): Promise<T> {
-  for (let i = 0; ; i++) {
-    const value = await Promise.resolve(probe()).catch(() => null)
-    if (value) return value
-    if (i > 2400) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
-}
 
 function startWorker(s: RunSetup, env: Record<string, string>): Started {
   const saved = { ...process.env }
@@ -92,12 +86,12 @@ describe('jobs cancel at each moment of a job start', () => {
     const hold = holdAt('worker:claimed')
     const worker = startWorker(s, hold.env)
     const { uuid, id } = await enqueue(s, ['--task', 'read calc.js', '--repo', repo])
-    await until('the job claimed', hold.reached)
+    await untilLong('the job claimed', hold.reached)
     const cancelled = await s.run(['jobs', 'cancel', String(id)], db())
     expect(cancelled.code, cancelled.stderr).toBe(0)
     expect(cancelled.stdout).toContain('not started yet: its worker does not start it')
     hold.release()
-    await until('the job cancelled', async () => (await job(id))?.state === 'cancelled')
+    await untilLong('the job cancelled', async () => (await job(id))?.state === 'cancelled')
     expect(await job(id)).toEqual({ state: 'cancelled', outcome: 'cancelled', error: 'cancelled before its agent started' })
     expect(existsSync(join(workspaces, uuid))).toBe(false)
     expect(() => readTask(s.tree, uuid)).toThrow(/nowhere/)
@@ -121,12 +115,12 @@ describe('jobs cancel at each moment of a job start', () => {
     chmodSync(join(bin, 'git'), 0o755)
     const worker = startWorker(s, { PATH: `${bin}:${process.env.PATH ?? ''}` })
     const { uuid, id } = await enqueue(s, ['--task', 'read calc.js', '--repo', repo])
-    await until('the clone under way', () => existsSync(`${gate}.reached`))
+    await untilLong('the clone under way', () => existsSync(`${gate}.reached`))
     const cancelled = await s.run(['jobs', 'cancel', String(id), '--json'], db())
     expect(cancelled.code, cancelled.stderr).toBe(0)
     expect(JSON.parse(cancelled.stdout)).toEqual({ job: id, task_uuid: uuid, state: 'cancelled', task: 'not_started' })
     // The gate stays shut: the worker stops the clone itself (a large repository takes minutes).
-    await until('the job cancelled', async () => (await job(id))?.state === 'cancelled')
+    await untilLong('the job cancelled', async () => (await job(id))?.state === 'cancelled')
     expect(await job(id)).toEqual({ state: 'cancelled', outcome: 'cancelled', error: 'cancelled before its agent started' })
     expect(worker.err()).toContain(`job ${id}: cancelled during its clone; the clone is stopped`)
     // Nothing of the clone is left, and no task was made.
@@ -145,13 +139,13 @@ describe('jobs cancel at each moment of a job start', () => {
     const hold = holdAt('run:before-take')
     const worker = startWorker(s, hold.env)
     const { uuid, id } = await enqueue(s, ['--task', 'look around', '--workspace', s.ws])
-    await until('the agent started', hold.reached)
+    await untilLong('the agent started', hold.reached)
     const cancelled = await s.run(['jobs', 'cancel', String(id)], db())
     expect(cancelled.code, cancelled.stderr).toBe(0)
     expect(cancelled.stdout).toContain('not started yet')
-    await until('the worker to pass the cancel on', () => worker.err().includes(`job ${id}: cancelled as its agent starts`))
+    await untilLong('the worker to pass the cancel on', () => worker.err().includes(`job ${id}: cancelled as its agent starts`))
     hold.release()
-    await until('the job cancelled', async () => (await job(id))?.state === 'cancelled')
+    await untilLong('the job cancelled', async () => (await job(id))?.state === 'cancelled')
     expect(await job(id)).toMatchObject({ state: 'cancelled', outcome: 'paused' })
     expect(readTask(s.tree, uuid)).toMatchObject({ location: 'paused', state: { status: 'paused', turns: 0 } })
     expect(s.fake.requests).toHaveLength(0)
@@ -166,16 +160,16 @@ describe('jobs cancel at each moment of a job start', () => {
     const hold = holdAt('run:after-take')
     const worker = startWorker(s, hold.env)
     const { uuid, id } = await enqueue(s, ['--task', 'look around', '--workspace', s.ws])
-    await until('the agent took its task', hold.reached)
+    await untilLong('the agent took its task', hold.reached)
     expect(readTask(s.tree, uuid).location).toBe('running')
     const cancelling = s.run(['jobs', 'cancel', String(id), '--json'], db())
     const inbox = join(s.tree.layout.taskDir('running', uuid), 'inbox.jsonl')
-    await until('the pause request written', () => existsSync(inbox) && readFileSync(inbox, 'utf8').includes('"action":"pause"'))
+    await untilLong('the pause request written', () => existsSync(inbox) && readFileSync(inbox, 'utf8').includes('"action":"pause"'))
     hold.release()
     const cancelled = await cancelling
     expect(cancelled.code, cancelled.stderr).toBe(0)
     expect(JSON.parse(cancelled.stdout)).toEqual({ job: id, task_uuid: uuid, state: 'cancelled', task: 'paused' })
-    await until('the job cancelled', async () => (await job(id))?.state === 'cancelled')
+    await untilLong('the job cancelled', async () => (await job(id))?.state === 'cancelled')
     expect(await job(id)).toMatchObject({ state: 'cancelled', outcome: 'paused' })
     expect(readTask(s.tree, uuid)).toMatchObject({ location: 'paused', state: { status: 'paused', paused_by: 'operator', turns: 0 } })
     expect(s.fake.requests).toHaveLength(0)
@@ -188,11 +182,11 @@ describe('jobs cancel at each moment of a job start', () => {
     s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
     const worker = startWorker(s, {})
     const { uuid, id } = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
-    await until('the task under way', () => s.fake.requests.length >= 2)
+    await untilLong('the task under way', () => s.fake.requests.length >= 2)
     const cancelled = await s.run(['jobs', 'cancel', String(id), '--json'], db())
     expect(cancelled.code, cancelled.stderr).toBe(0)
     expect(JSON.parse(cancelled.stdout)).toEqual({ job: id, task_uuid: uuid, state: 'cancelled', task: 'paused' })
-    await until('the job cancelled', async () => (await job(id))?.state === 'cancelled')
+    await untilLong('the job cancelled', async () => (await job(id))?.state === 'cancelled')
     expect(readTask(s.tree, uuid)).toMatchObject({ location: 'paused', state: { status: 'paused' } })
     expect(await query('SELECT count(*)::int AS n FROM fleet_jobs')).toEqual([{ n: 1 }])
     await stopWorker(worker)

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { exitOf } from '../helpers/wait.js'
+import { exitOf, until } from '../helpers/wait.js'
 import { queryRows, startPostgres } from '../helpers/postgres.js'
 import type { PgServer } from '../helpers/postgres.js'
 import { agentRequests, runSetup } from '../run/harness.js'
@@ -11,15 +11,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.stop()
 })
-
-async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>): Promise<T> {
-  for (let i = 0; ; i++) {
-    const value = await probe().catch(() => null)
-    if (value) return value
-    if (i > 1200) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
-}
 
 describe('ctxagent fleet and stats --check in a fleet', () => {
   it('shows workers, their tasks, jobs by state and the oldest waiting job; stats --check alerts on the queue', async () => {

@@ -5,7 +5,7 @@ import { startFakeBoard } from '../helpers/fake-board.js'
 import type { FakeBoard } from '../helpers/fake-board.js'
 import { canKillServer } from '../helpers/postgres.js'
 import { usePostgres } from '../helpers/use-postgres.js'
-import { exitOf } from '../helpers/wait.js'
+import { exitOf, until } from '../helpers/wait.js'
 import { readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
 
@@ -15,15 +15,6 @@ const db = database.env
 
 const forges = (board: FakeBoard) =>
   `github:\n  api_url: ${board.url}\n  token: ${board.githubToken}\n  bot_name: ctxagent-bot\ngitlab:\n  url: ${board.url}\n  token: ${board.gitlabToken}\n  bot_name: ctxagent-bot\ncomments:\n  min_interval_seconds: 0.01\n`
-
-async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>): Promise<T> {
-  for (let i = 0; ; i++) {
-    const value = await probe().catch(() => null)
-    if (value) return value
-    if (i > 1200) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
-}
 
 interface Report {
   source: string

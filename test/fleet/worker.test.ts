@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { exitOf } from '../helpers/wait.js'
+import { exitOf, until } from '../helpers/wait.js'
 import { startFakeGithub } from '../helpers/fake-github.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
@@ -16,14 +16,6 @@ const db = database.env
 const finish = { calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] }
 
 /** Waits for an event of the database (polled: PostgreSQL is another process), never for a time. */
-async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>): Promise<T> {
-  for (let i = 0; ; i++) {
-    const value = await probe().catch(() => null)
-    if (value) return value
-    if (i > 1200) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
-}
 
 function startWorker(s: RunSetup, args: string[] = []): Started {
   process.env.CTXAGENT_DATABASE_URL = database.server.url

@@ -19,15 +19,7 @@ export const FAST_LOCKS = 'locks:\n  heartbeat_seconds: 0.2\n  stale_after_secon
 
 export const finish = { calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] }
 
-/** Waits for an event of another process (polled), never for a time: `tries` × 50 ms is only the give-up point. */
-export async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>, tries = 1200): Promise<T> {
-  for (let i = 0; ; i++) {
-    const value = await probe().catch(() => null)
-    if (value) return value
-    if (i > tries) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
-}
+export { until } from './wait.js'
 
 /**
  * The pid of the agent that holds task `uuid` in running/ now (its .lock says so), or null.

@@ -54,3 +54,23 @@ export function killGroup(pgid: number): void {
     // gone already
   }
 }
+
+/**
+ * Waits for an event of another process (polled every `everyMs`), never for a time:
+ * `tries` × `everyMs` is only the give-up point. A probe that throws counts as not yet.
+ */
+export async function until<T>(
+  what: string,
+  probe: () => Promise<T | null | undefined | false> | T | null | undefined | false,
+  tries = 1200,
+  everyMs = 50,
+): Promise<T> {
+  for (let i = 0; ; i++) {
+    const value = await Promise.resolve()
+      .then(probe)
+      .catch(() => null)
+    if (value) return value
+    if (i > tries) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, everyMs))
+  }
+}

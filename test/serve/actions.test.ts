@@ -3,18 +3,9 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { makeTree } from '../fixtures/tree.js'
 import { cliAsync, helper } from '../helpers/run.js'
-import { exitOf, lineFrom, sleep } from '../helpers/wait.js'
+import { exitOf, lineFrom, sleep, until } from '../helpers/wait.js'
 import { runSetup } from '../run/harness.js'
 import { configWith, startServe, TOKEN } from './helpers.js'
-
-async function until<T>(what: string, probe: () => T | null | undefined | false): Promise<T> {
-  for (let i = 0; ; i++) {
-    const value = probe()
-    if (value) return value
-    if (i > 2400) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 25))
-  }
-}
 
 describe('serve actions on a real run', () => {
   it('pause from the API pauses the running agent as ctxagent pause does, audited via serve', async () => {

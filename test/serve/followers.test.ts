@@ -5,6 +5,7 @@ import { makeTree, uuidN } from '../fixtures/tree.js'
 import { parseExposition, total } from './exposition.js'
 import { appendMessage, configWith, reindex, startServe, writeMessages } from './helpers.js'
 import type { Serve } from './helpers.js'
+import { until } from '../helpers/wait.js'
 
 /**
  * Issue 36: live (SSE) followers are bounded (docs/serve.md#live-followers). 2,000 raw
@@ -59,15 +60,6 @@ async function gauges(s: Serve): Promise<{ followers: number; watchers: number; 
     followers: total(m, 'ctxagent_serve_followers'),
     watchers: total(m, 'ctxagent_serve_follow_watchers'),
     refused: total(m, 'ctxagent_serve_followers_refused_total'),
-  }
-}
-
-async function until<T>(what: string, probe: () => Promise<T | null | false>): Promise<T> {
-  for (let i = 0; ; i++) {
-    const value = await probe()
-    if (value) return value
-    if (i > 1200) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 50))
   }
 }
 
