@@ -43,7 +43,8 @@ export async function cancelJobAction(ctx: CommandEnv, id: number, actor: Actor,
     const outcome = (task: CancelOutcome['task'], state: JobState): CancelOutcome => ({ job: id, task_uuid: uuid, was: cancelled.was, task, state })
     const location = locateTask(ctx.layout, uuid)?.location ?? null
     if (cancelled.was !== 'running') return outcome(location ?? 'not_started', 'cancelled')
-    if (location !== 'running') return outcome(location ?? 'not_started', (await jobState(pool, id)) ?? 'cancelled')
+    // Claimed but its agent not started (a clone under way): its worker ends it at once, the row says so then.
+    if (location !== 'running') return outcome(location ?? 'not_started', await endedBy(pool, id, deadline))
     const asked = await askOwner(
       ctx.layout,
       { uuid, location: 'running', dir: ctx.layout.taskDir('running', uuid) },

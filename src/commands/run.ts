@@ -181,7 +181,8 @@ function startingTask(prepared: Prepared, ctx: CommandEnv): Parameters<typeof re
   const { start, config, settings } = prepared
   const model = activeEndpoint(config).model
   if (start.kind === 'new') return { user: start.user, model, state: null, uuid: null, maxCostUsd: settings.maxCostUsd }
-  const meta = readMetadata(start.ref.dir)
+  // The directory gone meanwhile: another process resumed it first (a lost race, exit 4), as in prepareResume.
+  const meta = stillThere(start.ref, () => readMetadata(start.ref.dir))
   return { user: meta.user ?? ctx.osUser, model, state: readStateOrNull(start.ref.dir), uuid: start.ref.uuid, maxCostUsd: settings.maxCostUsd }
 }
 

@@ -139,6 +139,8 @@ describe('ctxagent binary', () => {
     mkdirSync(join(home, 'running'))
     const res = cli(['watch-locks', '--once', '--json', '--home', home], { CTXAGENT_NOW: '2024-05-01T00:00:00Z' })
     expect(res.code).toBe(0)
-    expect(JSON.parse(res.stdout)).toEqual({ pass: { ts: '2024-05-01T00:00:00.000Z', checked: 0, recovered: 0, alerts: 0, chat_sessions: 0, reindexed: 0 } })
+    expect(JSON.parse(res.stdout)).toEqual({
+      pass: { ts: '2024-05-01T00:00:00.000Z', checked: 0, recovered: 0, alerts: 0, chat_sessions: 0, reindexed: 0, resumed: 0 },
+    })
   })
 })

@@ -129,9 +129,10 @@ describe('closeVerdict: how a job ended', () => {
       end: { outcome: 'paused', resume: false, error: null },
     })
     // A new task created, its process killed holding the lock: left for watch-locks.
-    expect(closeVerdict(job('new'), false, killed('SIGKILL', { lastLine: 'turn 3' }), at('running'), policy)).toEqual({
+    // Said by how it ended, and the last problem it reported (worker-log.ts problemIn).
+    expect(closeVerdict(job('new'), false, killed('SIGKILL', { lastLine: 'the index could not be written' }), at('running'), policy)).toEqual({
       kind: 'left_running',
-      detail: 'turn 3',
+      detail: 'killed by SIGKILL; its last problem: the index could not be written',
     })
     expect(closeVerdict(job('new'), false, exited(1), at('running'), policy)).toEqual({ kind: 'left_running', detail: 'exit 1' })
   })

@@ -1,10 +1,10 @@
 import { spawn, spawnSync } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
-import { existsSync, readFileSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { onTestFinished } from 'vitest'
 import type { RunSetup, Started } from '../run/harness.js'
-import { BIN, ROOT } from './run.js'
+import { BIN } from './run.js'
 
 /**
  * Fleet hosts simulated on this machine. A worker "on another host" runs in a UTS
@@ -36,11 +36,13 @@ export function agentPid(s: RunSetup, uuid: string): number | null {
 
 /**
  * Flags for a worker that must start each task's agent afresh (no pre-started child), for a test that
- * preloads code into the agents it starts; empty for a worker that has no pre-started children.
+ * preloads code into the agents it starts: a warm child is started as `worker --warm-child`, so a
+ * preload that looks for `run --uuid` in its argv would never see it. Passed unconditionally (the
+ * worker has had --no-prestart since its warm child): guessing from the bundle's text broke once
+ * the worker command moved into a shared chunk (bundle/cli.js no longer names the flag).
  */
 export function coldStartFlags(): string[] {
-  const bundle = join(ROOT, 'bundle', 'cli.js')
-  return existsSync(bundle) && readFileSync(bundle, 'utf8').includes('--no-prestart') ? ['--no-prestart'] : []
+  return ['--no-prestart']
 }
 
 /** The pids of `pid`'s children, as this machine sees them. */

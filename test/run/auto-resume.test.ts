@@ -1,4 +1,5 @@
 import { writeFileSync } from 'node:fs'
+import Database from 'better-sqlite3'
 import { describe, expect, it } from 'vitest'
 import { findingsText } from '../helpers/run.js'
 import { alive } from '../helpers/wait.js'
@@ -17,7 +18,8 @@ describe('watch-locks on one host', () => {
     writeFileSync(s.config, s.fake.configYaml('').replace('llm:\n', 'llm:\n  max_retry_wait: 0.05\n'))
     let limited = true
     s.fake.fallback = () => (limited ? { status: 429, headers: { 'retry-after': '3600' }, content: 'usage limit reached' } : finish)
-    const run = await s.run(['run', '--task', 'alpha', '--workspace', s.ws])
+    // --no-wait: pause at the limit (without it, run waits the hour out: docs/running.md#rate-limits).
+    const run = await s.run(['run', '--task', 'alpha', '--workspace', s.ws, '--no-wait'])
     expect(run.code).toBe(1)
     const uuid = s.tree.layout.list('paused')[0] as string
     const paused = readTask(s.tree, uuid)
@@ -33,6 +35,13 @@ describe('watch-locks on one host', () => {
     expect(readTask(s.tree, uuid).location).toBe('paused')
     // Past the reset: its resume starts, and completes the task.
     limited = false
+    // Time passing lifts the key's own record too (llm_key_limits, which the resumed run reads, by the wall clock, before sending).
+    const db = new Database(s.tree.layout.db)
+    try {
+      expect(db.prepare('DELETE FROM llm_key_limits').run().changes).toBe(1)
+    } finally {
+      db.close()
+    }
     const late = await s.run(['watch-locks', '--once', '--json'], { CTXAGENT_NOW: new Date(resumeAt + 1_000).toISOString() })
     expect(late.code, late.stderr).toBe(0)
     const started = JSON.parse(findingsText(late.stdout).trim()) as { pid: number }

@@ -98,7 +98,9 @@ describe('run: pause and recovery', () => {
     const res = await s.run(['unlock', uuid])
     expect(res.code, res.stderr).toBe(0)
     expect(res.stdout).toContain(`its agent exited (pid ${started.child.pid} is gone)`)
-    expect(s.tree.layout.list('completed')).toEqual([uuid])
+    // fleet.recovery's default (resume) pauses it to be resumed (docs/running.md#recovery-on-one-host).
+    expect(s.tree.layout.list('running')).toEqual([])
+    expect(readTask(s.tree, uuid)).toMatchObject({ location: 'paused', state: { status: 'paused', paused_by: 'reaper' } })
   })
 
   it('continues a task stopped by a budget when the budget is raised, and says so truthfully', async () => {

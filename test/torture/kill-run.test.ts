@@ -128,7 +128,7 @@ describe('torture: run processes killed at random instants', () => {
       .split('\n')
       .filter((l) => l !== '')
       .map((l) => JSON.parse(l) as { uuid: string; action: string })
-    // reaped: failed with the dead pid; finished: it had settled and only the move was left.
+    // reaped: paused to be resumed (fleet.recovery: resume), the dead pid recorded; finished: it had settled and only the move was left.
     const reapedIds = findings.filter((f) => f.action === 'reaped' || f.action === 'finished').map((f) => f.uuid)
     const leftForReaper = uuids.filter((uuid) => !resumed.includes(uuid))
     const missed = leftForReaper.filter((uuid) => !reapedIds.includes(uuid))
@@ -148,15 +148,20 @@ describe('torture: run processes killed at random instants', () => {
     const db = new Database(tree.layout.db, { readonly: true })
     const rows = db.prepare('SELECT uuid, location, status FROM tasks ORDER BY uuid').all() as { uuid: string; location: string; status: string }[]
     db.close()
-    const dirs = readdirSync(tree.layout.dir('completed'))
-      .sort()
-      .map((uuid) => ({
-        uuid,
-        location: 'completed',
-        status: (JSON.parse(readFileSync(join(tree.layout.taskDir('completed', uuid), 'state.json'), 'utf8')) as { status: string }).status,
-      }))
+    // fleet.recovery's default (resume) pauses a reaped task to be resumed (docs/running.md#recovery-on-one-host).
+    const dirs = (['completed', 'paused'] as const)
+      .flatMap((location) =>
+        readdirSync(tree.layout.dir(location)).map((uuid) => ({
+          uuid,
+          location,
+          status: (JSON.parse(readFileSync(join(tree.layout.taskDir(location, uuid), 'state.json'), 'utf8')) as { status: string }).status,
+        })),
+      )
+      .sort((a, b) => (a.uuid < b.uuid ? -1 : 1))
     expect(rows).toEqual(dirs)
     for (const uuid of resumed) expect(dirs.find((d) => d.uuid === uuid)?.status).toBe('completed')
+    const pausedByReaper = findings.filter((f) => f.action === 'reaped').map((f) => ({ uuid: f.uuid, location: 'paused', status: 'paused' }))
+    expect(dirs.filter((d) => d.location === 'paused')).toEqual(pausedByReaper.sort((a, b) => (a.uuid < b.uuid ? -1 : 1)))
     // No litter: temp files of locks or writes, anywhere in the tree; no lock outside running/.
     expect(litter(tree.base)).toEqual([])
     expect(strayLocks(tree.base)).toEqual([])

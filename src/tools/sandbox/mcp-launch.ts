@@ -123,7 +123,7 @@ export function sandboxedServer(
   return { ok: true, command: '/bin/sh', args: ['-c', 'exec 3<"$0" && exec "$@"', seccompFile(), ...drop, plan.bwrap, ...bwrap] }
 }
 
-/** The first directory on the way to `path` (or `path` itself) that `identity` may not search or read by its mode bits; null when none. */
+/** The first directory on the way to `path` that `identity` may not search (or `path`, a file it may not read), by mode bits; null when none. */
 export function blockedAt(identity: { uid: number; gid: number }, path: string): string | null {
   const allowed = (dir: string, bit: number): boolean => {
     try {
@@ -146,5 +146,7 @@ export function blockedAt(identity: { uid: number; gid: number }, path: string):
     above.unshift(dir)
     if (dirname(dir) === dir) break
   }
-  return above.find((dir) => !allowed(dir, 1)) ?? (allowed(real, statSync(real).isDirectory() ? 5 : 4) ? null : real)
+  // bwrap binds a directory it can reach (what is in it stays as readable as it was: a root-only one, not at all);
+  // a file it must also read (a script the server runs).
+  return above.find((dir) => !allowed(dir, 1)) ?? (statSync(real).isDirectory() || allowed(real, 4) ? null : real)
 }
