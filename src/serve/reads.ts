@@ -19,6 +19,7 @@ import type { IndexSource, TaskFilter } from './data.js'
 import { listedTask, taskPage } from './data.js'
 import { renderFleet } from './fleet-page.js'
 import { page } from './html.js'
+import type { Safe } from './html.js'
 import { renderTaskList } from './list-page.js'
 import type { LiveFollowers } from './live.js'
 import type { Exchange } from './respond.js'
@@ -204,36 +205,15 @@ export class ReadRoutes {
   }
 
   async fleetPage(x: Exchange, operator: string | null, csrf: string | null, notice: string | null): Promise<void> {
+    // Only a fleet's page has something to refresh.
+    const show = (body: Safe, refresh = 0) => sendPage(x.res, 200, page({ title: 'Fleet', nav: 'fleet', operator, csrf, here: '/fleet', refresh, body }))
     if (!this.fleet.configured) {
       if (x.api) return fail(x.res, true, 404, 'no fleet: set fleet.database_url (or CTXAGENT_DATABASE_URL)')
-      return sendPage(
-        x.res,
-        200,
-        page({
-          title: 'Fleet',
-          nav: 'fleet',
-          operator,
-          csrf,
-          here: '/fleet',
-          body: renderFleet(this.ctx, null, 'No fleet here: this tree is served from tasks.db on one host (set fleet.database_url for a fleet).'),
-        }),
-      )
+      return show(renderFleet(this.ctx, null, 'No fleet here: this tree is served from tasks.db on one host (set fleet.database_url for a fleet).'))
     }
     if (x.api) return sendJson(x.res, 200, await this.fleet.status())
     const data = await this.fleet.data(await this.index.rows())
-    sendPage(
-      x.res,
-      200,
-      page({
-        title: 'Fleet',
-        nav: 'fleet',
-        operator,
-        csrf,
-        here: '/fleet',
-        refresh: this.ctx.config.serve.refresh_seconds,
-        body: renderFleet(this.ctx, forTerminalDeep(data), null, { signedIn: operator !== null, csrf }, notice),
-      }),
-    )
+    show(renderFleet(this.ctx, forTerminalDeep(data), null, { signedIn: operator !== null, csrf }, notice), this.ctx.config.serve.refresh_seconds)
   }
 }
 
