@@ -1,6 +1,6 @@
 import type { CommandEnv } from '../command-env.js'
 import { withTaskEnv } from '../command-env.js'
-import { activeEndpoint, missingApiKey } from '../config/schema.js'
+import { activeEndpoint, missingApiKey } from '../config/endpoint.js'
 import { settingsFrom } from '../context/compaction.js'
 import { extractiveSummarizer, llmSummarizer } from '../context/summarizer.js'
 import type { Summarizer } from '../context/summarizer.js'

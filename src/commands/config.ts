@@ -1,7 +1,7 @@
 import { Command } from 'commander'
 import { Document } from 'yaml'
 import type { Scalar } from 'yaml'
-import { SECRET_KEYS, withoutSecrets } from '../config/schema.js'
+import { SECRET_KEYS, withoutSecrets } from '../config/secrets.js'
 import type { CommandEnv } from '../command-env.js'
 import { fleetDatabaseUrl } from '../command-env.js'
 import { withEnv } from './shared.js'

@@ -23,7 +23,7 @@ import { checkProvider, effectiveConfig, newRunSettings, readTextArg, refuseTree
 import type { RunFlags, RunSettings } from '../run/settings.js'
 import { durationArg, positiveIntArg, withEnv } from './shared.js'
 import { refuseSpentBudget } from '../run/budget-start.js'
-import { activeEndpoint } from '../config/schema.js'
+import { activeEndpoint } from '../config/endpoint.js'
 import { forTerminal } from '../terminal-text.js'
 import { readStdinText } from '../input-file.js'
 import { grouped, isPrintableName, NAME_RULE, shortPath } from '../text.js'

@@ -117,3 +117,42 @@ export function urlWithCredentials(config: Config, env: NodeJS.ProcessEnv = {}):
   }
   return null
 }
+
+/** Where the secrets live in a Config: shown by `ctxagent config` as set or not, never by value. */
+export const SECRET_KEYS: readonly (readonly string[])[] = [
+  ['fleet', 'listen_url'],
+  ['llm', 'openai', 'api_key'],
+  ['llm', 'ollama', 'api_key'],
+  ['llm', 'anthropic', 'api_key'],
+  ['github', 'token'],
+  ['gitlab', 'token'],
+  ['fleet', 'database_url'],
+  ['serve', 'token'],
+]
+
+/** A copy of the config with every secret replaced by null, and the dotted keys of those that are set. */
+export function withoutSecrets(config: Config): { config: Config; secretsSet: string[] } {
+  const copy = structuredClone(config)
+  const secretsSet: string[] = []
+  for (const path of SECRET_KEYS) {
+    const parent = path
+      .slice(0, -1)
+      .reduce<Record<string, unknown>>((node, key) => node[key] as Record<string, unknown>, copy as unknown as Record<string, unknown>)
+    const key = path.at(-1) as string
+    if (parent[key] !== null) secretsSet.push(path.join('.'))
+    parent[key] = null
+  }
+  // OTLP auth headers likewise: names shown, values never.
+  for (const key of Object.keys(copy.telemetry.headers)) {
+    secretsSet.push(`telemetry.headers.${key}`)
+    ;(copy.telemetry.headers as Record<string, string | null>)[key] = null
+  }
+  // MCP servers' environments usually carry tokens: names are shown, values never.
+  for (const [name, server] of Object.entries(copy.mcp.servers)) {
+    for (const key of Object.keys(server.env)) {
+      secretsSet.push(`mcp.servers.${name}.env.${key}`)
+      ;(server.env as Record<string, string | null>)[key] = null
+    }
+  }
+  return { config: copy, secretsSet }
+}

@@ -1,4 +1,4 @@
-import { missingApiKey } from '../config/schema.js'
+import { missingApiKey } from '../config/endpoint.js'
 import type { Config } from '../config/schema.js'
 import { UsageError } from '../errors.js'
 import { AnthropicClient } from './anthropic.js'

@@ -2,7 +2,7 @@ import { accessSync, constants, existsSync, mkdtempSync, rmSync, statfsSync } fr
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import type { Config } from '../config/schema.js'
-import { missingApiKey } from '../config/schema.js'
+import { missingApiKey } from '../config/endpoint.js'
 import { formatBytes } from '../duration.js'
 import type { Layout } from '../storage/fs/layout.js'
 import { describeSandbox } from '../tools/sandbox.js'

@@ -2,7 +2,7 @@ import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { withoutSecrets } from '../../src/config/schema.js'
+import { withoutSecrets } from '../../src/config/secrets.js'
 import { parseConfig } from '../../src/config/load.js'
 import { cli } from '../helpers/run.js'
 

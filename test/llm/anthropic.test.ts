@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { loadConfig, parseConfig } from '../../src/config/load.js'
-import { missingApiKey, SECRET_KEYS } from '../../src/config/schema.js'
+import { missingApiKey } from '../../src/config/endpoint.js'
+import { SECRET_KEYS } from '../../src/config/secrets.js'
 import { secretValues } from '../../src/config/secrets.js'
 import { ProviderError, UsageError } from '../../src/errors.js'
 import { AnthropicClient } from '../../src/llm/anthropic.js'

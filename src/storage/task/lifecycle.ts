@@ -1,5 +1,5 @@
 import { chmodSync, existsSync, mkdirSync, readdirSync, renameSync, rmdirSync, rmSync, statSync } from 'node:fs'
-import { activeEndpoint } from '../../config/schema.js'
+import { activeEndpoint } from '../../config/endpoint.js'
 import { CtxError, isErrno } from '../../errors.js'
 import { taskDiskUse } from '../fs/disk.js'
 import { DIR_MODE, makePrivateDir } from '../fs/files.js'
