@@ -3,7 +3,7 @@ import { parseConfig } from '../../src/config/load.js'
 import { capReset, dayKey, nextDayStart, nextMonthStart, passedSharedCap, requestEstimate, sharedCaps, taskSpend } from '../../src/operations/budgets.js'
 import { initialState } from '../../src/storage/task/state.js'
 import { budgetCheck } from '../../src/operations/doctor.js'
-import type { DoctorInput } from '../../src/operations/doctor.js'
+import type { DoctorInput } from '../../src/operations/doctor-check.js'
 
 describe('the windows of the shared caps, by the clock the caller gives', () => {
   it('a day and a month in UTC', () => {
