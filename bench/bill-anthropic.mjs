@@ -4,15 +4,12 @@
 // a cache the way Anthropic documents it: entries only at `cache_control` breakpoints, a
 // breakpoint's read looking back at most 20 blocks for an entry, writes billed at 1.25×,
 // reads at 0.1×.
-import { spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { createServer } from 'node:http'
-import { mkdirSync, writeFileSync } from 'node:fs'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { agentText, remove, rng, ROOT, scratch } from './lib.mjs'
+import { runTask, startJsonServer, tokens, workspace } from './bill-lib.mjs'
+import { remove, scratch } from './lib.mjs'
 
-const BIN = join(ROOT, 'bin', 'ctxagent')
-const tokens = (text) => Math.ceil(text.length / 4)
 /** How far back from a breakpoint the API looks for a cache entry (Anthropic's docs: 20 blocks). */
 const LOOK_BACK = 20
 
@@ -57,51 +54,42 @@ const SUMMARY = (n) =>
 async function startServer(rounds) {
   const cache = anthropicCache()
   const seen = { rounds: 0, answered: false, agent: { read: 0, written: 0, input: 0 }, summaries: { requests: 0, read: 0, written: 0, input: 0, marked: 0 } }
-  const server = createServer((req, res) => {
-    const chunks = []
-    req.on('data', (d) => chunks.push(d))
-    req.on('end', () => {
-      const body = JSON.parse(Buffer.concat(chunks).toString())
-      const bill = cache.serve(body)
-      let content
-      const part = Array.isArray(body.tools) ? seen.agent : seen.summaries
-      for (const k of ['read', 'written', 'input']) part[k] += bill[k]
-      if (Array.isArray(body.tools)) {
-        const n = seen.rounds++
-        if (n < rounds)
-          content = [
-            { type: 'text', text: `Reading f${n}.txt next.` },
-            { type: 'tool_use', id: `toolu_${n}`, name: 'read_file', input: { path: `f${n}.txt` } },
-          ]
-        else (seen.answered = true), (content = [{ type: 'text', text: `Read all ${rounds} files: nothing is broken.` }])
-      } else {
-        seen.summaries.requests++
-        if (JSON.stringify(body).includes('cache_control')) seen.summaries.marked++
-        content = [{ type: 'text', text: SUMMARY(seen.rounds) }]
-      }
-      const usage = {
-        input_tokens: bill.input,
-        cache_read_input_tokens: bill.read,
-        cache_creation_input_tokens: bill.written,
-        output_tokens: tokens(JSON.stringify(content)),
-      }
-      res.writeHead(200, { 'content-type': 'application/json' })
-      res.end(
-        JSON.stringify({
-          id: 'msg',
-          type: 'message',
-          role: 'assistant',
-          model: body.model,
-          content,
-          stop_reason: content.some((b) => b.type === 'tool_use') ? 'tool_use' : 'end_turn',
-          stop_sequence: null,
-          usage,
-        }),
-      )
-    })
+  const server = await startJsonServer((body) => {
+    const bill = cache.serve(body)
+    let content
+    const part = Array.isArray(body.tools) ? seen.agent : seen.summaries
+    for (const k of ['read', 'written', 'input']) part[k] += bill[k]
+    if (Array.isArray(body.tools)) {
+      const n = seen.rounds++
+      if (n < rounds)
+        content = [
+          { type: 'text', text: `Reading f${n}.txt next.` },
+          { type: 'tool_use', id: `toolu_${n}`, name: 'read_file', input: { path: `f${n}.txt` } },
+        ]
+      else (seen.answered = true), (content = [{ type: 'text', text: `Read all ${rounds} files: nothing is broken.` }])
+    } else {
+      seen.summaries.requests++
+      if (JSON.stringify(body).includes('cache_control')) seen.summaries.marked++
+      content = [{ type: 'text', text: SUMMARY(seen.rounds) }]
+    }
+    const usage = {
+      input_tokens: bill.input,
+      cache_read_input_tokens: bill.read,
+      cache_creation_input_tokens: bill.written,
+      output_tokens: tokens(JSON.stringify(content)),
+    }
+    return {
+      id: 'msg',
+      type: 'message',
+      role: 'assistant',
+      model: body.model,
+      content,
+      stop_reason: content.some((b) => b.type === 'tool_use') ? 'tool_use' : 'end_turn',
+      stop_sequence: null,
+      usage,
+    }
   })
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
-  return { url: `http://127.0.0.1:${server.address().port}`, seen, close: () => new Promise((resolve) => server.close(resolve)) }
+  return { ...server, seen }
 }
 
 /** One whole task on the Messages API: what the cache read, wrote and left as input, agent and summary requests apart. */
@@ -110,40 +98,13 @@ export async function measureAnthropic(rounds) {
   const server = await startServer(rounds)
   try {
     const ws = join(base, 'ws')
-    mkdirSync(ws, { recursive: true })
-    const random = rng(30)
-    for (let i = 0; i < rounds; i++) writeFileSync(join(ws, `f${i}.txt`), agentText(random, 8_800))
+    workspace(ws, rounds)
     const config = join(base, 'config.yaml')
     writeFileSync(
       config,
       `llm:\n  provider: anthropic\n  anthropic:\n    base_url: ${server.url}\n    api_key: bench\n    model: bench\n    stream: false\n    max_retries: 0\n    context_length: 128000\n`,
     )
-    const args = [
-      'run',
-      '--task',
-      `Read every file f0.txt to f${rounds - 1}.txt of the workspace, one per turn, and report what they hold.`,
-      '--workspace',
-      ws,
-      '--home',
-      join(base, 'home'),
-      '--config',
-      config,
-      '--log-format',
-      'json',
-      '--max-turns',
-      String(rounds + 10),
-    ]
-    let stderr = ''
-    const code = await new Promise((resolve) => {
-      const child = spawn(process.execPath, [BIN, ...args], {
-        cwd: ws,
-        stdio: ['ignore', 'ignore', 'pipe'],
-        env: { ...process.env, ANTHROPIC_API_KEY: '', ANTHROPIC_BASE_URL: '' },
-      })
-      child.stderr.on('data', (d) => (stderr = (stderr + d).slice(-4000)))
-      child.once('exit', resolve)
-    })
-    if (code !== 0) throw new Error(`ctxagent run exited ${code}: ${stderr}`)
+    await runTask({ base, ws, config, rounds, env: { ...process.env, ANTHROPIC_API_KEY: '', ANTHROPIC_BASE_URL: '' } })
     const { agent, summaries } = server.seen
     const billOf = (p) => p.input + 1.25 * p.written + 0.1 * p.read
     return { rounds, agent, summaries, bill: billOf(agent) + billOf(summaries), written: agent.written + summaries.written }

@@ -2,17 +2,13 @@
 // CTXAGENT_BENCH_ROUNDS (default 1,000) rounds of read_file on ~9 KB files, against a
 // zero-latency OpenAI-compatible server on 127.0.0.1 that reports honest usage and keeps a
 // prefix cache the way providers do.
-import { spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { createServer } from 'node:http'
-import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { agentText, median, remove, rng, ROOT, scratch } from './lib.mjs'
 import { measureAnthropic } from './bill-anthropic.mjs'
+import { runTask, startJsonServer, tokens, workspace } from './bill-lib.mjs'
+import { median, remove, scratch } from './lib.mjs'
 
-const BIN = join(ROOT, 'bin', 'ctxagent')
-/** Tokens as ctxagent estimates them (chars / 4; the workspace is not Japanese). */
-const tokens = (text) => Math.ceil(text.length / 4)
 /** A cache block: 128 tokens (512 characters by the estimate); nothing under 1,024 tokens is cached. */
 const BLOCK_CHARS = 128 * 4
 const MIN_CACHED_BLOCKS = 1024 / 128
@@ -69,70 +65,53 @@ async function startServer(rounds) {
     cached: 0,
     agentCached: 0,
   }
-  const server = createServer((req, res) => {
-    const chunks = []
-    req.on('data', (d) => chunks.push(d))
-    req.on('end', () => {
-      const raw = Buffer.concat(chunks)
-      const body = JSON.parse(raw.toString())
-      const prompt = promptOf(body)
-      const promptTokens = tokens(prompt)
-      const cached = cache.serve(prompt)
-      seen.input += promptTokens
-      seen.cached += cached
-      let message
-      if (Array.isArray(body.tools)) {
-        const shared = seen.last === null ? 0 : sharedPrefix(seen.last, prompt)
-        // Shared: the share of the previous request that this one repeats from its start (1 when it is that request plus new messages).
-        seen.turns.push({
-          bytes: prompt.length,
-          shared: seen.last === null ? 1 : shared / seen.last.length,
-          uncachedKb: Math.max(0, prompt.length - cached * 4) / 1024,
-        })
-        seen.last = prompt
-        seen.agentCached += cached
-        const n = seen.rounds++
-        if (n < rounds)
-          message = {
-            role: 'assistant',
-            content: `Reading f${n}.txt next.`,
-            tool_calls: [{ id: `call_${n}`, type: 'function', function: { name: 'read_file', arguments: JSON.stringify({ path: `f${n}.txt` }) } }],
-          }
-        else (seen.answered = true), (message = { role: 'assistant', content: `Read all ${rounds} files: handlers, configs and tests; nothing is broken.` })
-      } else {
-        const part = seen.answered ? seen.final : seen.compaction
-        part.requests++
-        part.bytes += raw.length
-        message = { role: 'assistant', content: SUMMARY(seen.rounds) }
-      }
-      const completion = tokens(JSON.stringify(message))
-      res.writeHead(200, { 'content-type': 'application/json' })
-      res.end(
-        JSON.stringify({
-          id: 'x',
-          object: 'chat.completion',
-          created: 0,
-          model: body.model,
-          choices: [{ index: 0, finish_reason: 'stop', message }],
-          usage: {
-            prompt_tokens: promptTokens,
-            completion_tokens: completion,
-            total_tokens: promptTokens + completion,
-            prompt_tokens_details: { cached_tokens: cached },
-          },
-        }),
-      )
-    })
-  })
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
-  return { url: `http://127.0.0.1:${server.address().port}/v1`, seen, close: () => new Promise((resolve) => server.close(resolve)) }
-}
-
-/** A workspace of `n` files of ~9 KB (read_file's numbered lines make ~9.3 KB of output). */
-function workspace(dir, n) {
-  mkdirSync(dir, { recursive: true })
-  const random = rng(30)
-  for (let i = 0; i < n; i++) writeFileSync(join(dir, `f${i}.txt`), agentText(random, 8_800))
+  const server = await startJsonServer((body, raw) => {
+    const prompt = promptOf(body)
+    const promptTokens = tokens(prompt)
+    const cached = cache.serve(prompt)
+    seen.input += promptTokens
+    seen.cached += cached
+    let message
+    if (Array.isArray(body.tools)) {
+      const shared = seen.last === null ? 0 : sharedPrefix(seen.last, prompt)
+      // Shared: the share of the previous request that this one repeats from its start (1 when it is that request plus new messages).
+      seen.turns.push({
+        bytes: prompt.length,
+        shared: seen.last === null ? 1 : shared / seen.last.length,
+        uncachedKb: Math.max(0, prompt.length - cached * 4) / 1024,
+      })
+      seen.last = prompt
+      seen.agentCached += cached
+      const n = seen.rounds++
+      if (n < rounds)
+        message = {
+          role: 'assistant',
+          content: `Reading f${n}.txt next.`,
+          tool_calls: [{ id: `call_${n}`, type: 'function', function: { name: 'read_file', arguments: JSON.stringify({ path: `f${n}.txt` }) } }],
+        }
+      else (seen.answered = true), (message = { role: 'assistant', content: `Read all ${rounds} files: handlers, configs and tests; nothing is broken.` })
+    } else {
+      const part = seen.answered ? seen.final : seen.compaction
+      part.requests++
+      part.bytes += raw.length
+      message = { role: 'assistant', content: SUMMARY(seen.rounds) }
+    }
+    const completion = tokens(JSON.stringify(message))
+    return {
+      id: 'x',
+      object: 'chat.completion',
+      created: 0,
+      model: body.model,
+      choices: [{ index: 0, finish_reason: 'stop', message }],
+      usage: {
+        prompt_tokens: promptTokens,
+        completion_tokens: completion,
+        total_tokens: promptTokens + completion,
+        prompt_tokens_details: { cached_tokens: cached },
+      },
+    }
+  }, '/v1')
+  return { ...server, seen }
 }
 
 /** One whole task: the figures of the bill, and the state.json the run wrote. */
@@ -147,28 +126,7 @@ export async function measure(rounds, extraConfig = '') {
       config,
       `llm:\n  provider: openai\n  openai:\n    base_url: ${server.url}\n    api_key: bench\n    model: bench\n    max_retries: 0\n${extraConfig}`,
     )
-    const args = [
-      'run',
-      '--task',
-      `Read every file f0.txt to f${rounds - 1}.txt of the workspace, one per turn, and report what they hold.`,
-      '--workspace',
-      ws,
-      '--home',
-      join(base, 'home'),
-      '--config',
-      config,
-      '--log-format',
-      'json',
-      '--max-turns',
-      String(rounds + 10),
-    ]
-    let stderr = ''
-    const code = await new Promise((resolve) => {
-      const child = spawn(process.execPath, [BIN, ...args], { cwd: ws, stdio: ['ignore', 'ignore', 'pipe'] })
-      child.stderr.on('data', (d) => (stderr = (stderr + d).slice(-4000)))
-      child.once('exit', resolve)
-    })
-    if (code !== 0) throw new Error(`ctxagent run exited ${code}: ${stderr}`)
+    await runTask({ base, ws, config, rounds })
     const completed = join(base, 'home', 'completed')
     const state = JSON.parse(readFileSync(join(completed, readdirSync(completed)[0], 'state.json'), 'utf8'))
     const s = server.seen

