@@ -166,19 +166,21 @@ export class MetricsCollector {
     })
 
     const usage = (): CounterRow[] => self.s.totals.counters
-    // The kinds partition the tokens (sum() over them is the total, each token once): input is the prompt less what the
-    // provider's cache served (cache writes are in it: the index keeps no split of them), cached what it served.
+    // The kinds partition the tokens (sum() over them is the total, each token once): the prompt is input (neither read
+    // from the provider's cache nor written to it), cached (read) and cache_write (written); then output, and unsplit.
     new Counter({
       name: METRICS.tokens,
-      help: 'Tokens of all tasks the index has held, by user, model and kind; the kinds partition them: input (prompt tokens not read from the cache), cached (read from the cache), output, unsplit (older tasks without the split)',
+      help: 'Tokens of all tasks the index has held, by user, model and kind; the kinds partition them: input (prompt tokens neither read from nor written to the cache), cached (read from the cache), cache_write (written to the cache), output, unsplit (older tasks without the split)',
       labelNames: ['user', 'model', 'kind'],
       registers: r,
       collect() {
         this.reset()
         for (const u of usage()) {
           const labels = { user: u.user, model: u.model }
-          this.inc({ ...labels, kind: 'input' }, Math.max(0, u.prompt - u.cached))
+          const written = Math.min(u.cache_write, Math.max(0, u.prompt - u.cached))
+          this.inc({ ...labels, kind: 'input' }, Math.max(0, u.prompt - u.cached - written))
           this.inc({ ...labels, kind: 'cached' }, u.cached)
+          this.inc({ ...labels, kind: 'cache_write' }, written)
           this.inc({ ...labels, kind: 'output' }, u.completion)
           this.inc({ ...labels, kind: 'unsplit' }, Math.max(0, u.tokens - u.prompt - u.completion))
         }
@@ -192,18 +194,33 @@ export class MetricsCollector {
       collect() {
         this.reset()
         for (const u of usage()) {
-          const cost = costOf(u.model, { prompt: u.prompt, cached: u.cached, completion: u.completion }, self.ctx.config.pricing)
+          const cost = costOf(u.model, { prompt: u.prompt, cached: u.cached, cache_write: u.cache_write, completion: u.completion }, self.ctx.config.pricing)
           if (cost !== null) this.inc({ user: u.user, model: u.model }, cost)
         }
       },
     })
     const sums: [string, string, (u: CounterRow) => number][] = [
       [METRICS.compactions, 'Context compactions (summaries made), by user and model', (u) => u.compactions],
-      [METRICS.llmCalls, 'LLM calls, by user and model', (u) => u.llm_calls],
       [METRICS.turns, 'Agent turns (one LLM call each), by user and model', (u) => u.llm_calls],
       [METRICS.toolCalls, `Tool calls, by user and model (by tool and outcome: ${METRICS.toolCallsByTool})`, (u) => u.tool_calls],
       [METRICS.messages, 'Messages recorded, by user and model', (u) => u.messages],
     ]
+    // Every LLM request, by what it was for: a turn, a compaction's summary, the final summary (docs/serve.md#metrics).
+    new Counter({
+      name: METRICS.llmCalls,
+      help: 'LLM calls, by user, model and purpose: turn, summary (a compaction), final-summary',
+      labelNames: ['user', 'model', 'purpose'],
+      registers: r,
+      collect() {
+        this.reset()
+        for (const u of usage()) {
+          const labels = { user: u.user, model: u.model }
+          this.inc({ ...labels, purpose: 'turn' }, u.llm_calls)
+          this.inc({ ...labels, purpose: 'summary' }, u.summary_calls)
+          this.inc({ ...labels, purpose: 'final-summary' }, u.final_summary_calls)
+        }
+      },
+    })
     for (const [name, help, value] of sums) {
       new Counter({
         name,

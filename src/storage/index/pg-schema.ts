@@ -1,5 +1,5 @@
 import type { PoolClient } from 'pg'
-import { pgToolCallsMigration, pgTotalsMigration } from './pg-totals.js'
+import { pgCountersMigration, pgToolCallsMigration, pgTotalsMigration } from './pg-totals.js'
 import { PG_SPEND_MIGRATION } from './spend.js'
 
 /**
@@ -195,6 +195,8 @@ const MIGRATIONS: readonly string[] = [
      again BOOLEAN NOT NULL DEFAULT false
    );
    CREATE INDEX IF NOT EXISTS idx_fleet_job_attempts_job ON fleet_job_attempts(job_id);`,
+  // Cache writes and the requests that were not turns (summaries, final summaries), as columns and counters (totals.ts).
+  pgCountersMigration(),
 ]
 
 /** Advisory lock keys (bigint constants: hashtext() is not a stable API); transaction-scoped only (docs/contract.md §14.5). */

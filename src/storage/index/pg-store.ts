@@ -31,6 +31,9 @@ const NUMERIC = new Set<keyof TaskRow>([
   'prompt_tokens',
   'completion_tokens',
   'cached_tokens',
+  'cache_write_tokens',
+  'summary_calls',
+  'final_summary_calls',
 ])
 const LIST_NUMERIC = ['llm_call_count', 'total_tokens', 'prompt_tokens', 'completion_tokens', 'cached_tokens']
 const SELECT = COLUMNS.map((c) => `"${c}"`).join(', ')
