@@ -11,7 +11,8 @@ import type { Location } from '../storage/fs/layout.js'
 import type { CounterRow, IndexTotals } from '../storage/index/totals.js'
 import { stalenessPolicy } from '../storage/task/env.js'
 import { COUNTER_COLUMNS, DURATION_BUCKETS } from '../storage/index/totals.js'
-import { METRICS, WAIT_BUCKETS } from '../telemetry/names.js'
+import { METRICS } from '../telemetry/names.js'
+import type { QueueWaitRow } from '../storage/index/queue-waits.js'
 import type { IndexSource } from './data.js'
 import type { FleetSource } from './fleet-data.js'
 import { queueAlerts } from '../fleet/status.js'
@@ -25,7 +26,7 @@ interface Scrape {
   check: CheckResult
   fleet: {
     status: FleetStatus
-    waits: number[]
+    waits: QueueWaitRow[]
     claims: { hostname: string; claims: number }[]
     retries: Record<string, number>
     budgetPauses: Record<string, number>
@@ -360,16 +361,18 @@ export class MetricsCollector {
         for (const [cap, n] of Object.entries(self.s.fleet?.budgetPauses ?? {})) this.inc({ cap }, n)
       },
     })
+    // Observed once per claim, in the claim's statement, into totals nothing deletes (storage/index/queue-waits.ts): it never falls.
+    const waitHelp = 'How long each claimed job had waited to be claimed (since it was queued or handed back to wait, or its retry came due), in seconds'
     this.registry.registerMetric({
       name: METRICS.queueWait,
       type: 'histogram',
-      help: 'How long the waiting jobs have waited so far, in seconds',
+      help: waitHelp,
       get: async () => ({
         name: METRICS.queueWait,
-        help: 'How long the waiting jobs have waited so far, in seconds',
+        help: waitHelp,
         type: 'histogram' as const,
         aggregator: 'sum' as const,
-        values: self.s.fleet === null ? [] : histogram(METRICS.queueWait, self.s.fleet.waits, WAIT_BUCKETS),
+        values: self.s.fleet === null ? [] : waitHistogram(self.s.fleet.waits),
       }),
     } as unknown as Parameters<Registry['registerMetric']>[0])
     new Gauge({
@@ -454,7 +457,7 @@ function diskUse(ctx: CommandEnv, totals: IndexTotals): Record<Location, number>
 }
 
 /** The duration histogram's exposition values from the totals' per-bucket counts. */
-function durationHistogram(totals: IndexTotals): ReturnType<typeof histogram> {
+function durationHistogram(totals: IndexTotals): Samples {
   const name = METRICS.taskDuration
   const per = DURATION_BUCKETS.map((_, i) => totals.durations.find((d) => d.bucket === i)?.n ?? 0)
   const count = totals.durations.reduce((sum, d) => sum + d.n, 0)
@@ -468,18 +471,23 @@ function durationHistogram(totals: IndexTotals): ReturnType<typeof histogram> {
   ]
 }
 
-/** A histogram's exposition values (cumulative buckets, +Inf, sum, count) from raw observations. */
-export function histogram(
-  name: string,
-  observations: readonly number[],
-  buckets: readonly number[],
-): { metricName: string; labels: Record<string, string | number>; value: number }[] {
-  const counts = buckets.map((le) => observations.filter((o) => o <= le).length)
-  const sum = observations.reduce((a, b) => a + b, 0)
+/** The queue wait histogram's exposition values from its per-bucket totals (made cumulative here). */
+function waitHistogram(rows: readonly QueueWaitRow[]): Samples {
+  const name = METRICS.queueWait
+  if (rows.length === 0) return []
+  let cumulative = 0
+  let sum = 0
+  const buckets = rows.map((r) => {
+    cumulative += r.n
+    sum += r.sum_seconds
+    return { metricName: `${name}_bucket`, labels: { le: Number.isFinite(r.le) ? r.le : '+Inf' }, value: cumulative }
+  })
   return [
-    ...buckets.map((le, i) => ({ metricName: `${name}_bucket`, labels: { le }, value: counts[i] as number })),
-    { metricName: `${name}_bucket`, labels: { le: '+Inf' }, value: observations.length },
+    ...buckets,
     { metricName: `${name}_sum`, labels: {}, value: Math.round(sum * 1000) / 1000 },
-    { metricName: `${name}_count`, labels: {}, value: observations.length },
+    { metricName: `${name}_count`, labels: {}, value: cumulative },
   ]
 }
+
+/** A histogram's exposition values: cumulative buckets, +Inf, sum, count. */
+type Samples = { metricName: string; labels: Record<string, string | number>; value: number }[]

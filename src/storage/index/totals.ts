@@ -175,7 +175,10 @@ export function applyRow(
 }
 
 /** The live part of each table, from `tasks` itself: SELECTs whose columns are named as the table's. */
-export function liveSums(d: Dialect, columns: readonly CounterColumn[] = COUNTER_COLUMNS): { tasks: string; counters: string; durations: string; tools: string } {
+export function liveSums(
+  d: Dialect,
+  columns: readonly CounterColumn[] = COUNTER_COLUMNS,
+): { tasks: string; counters: string; durations: string; tools: string } {
   const model = d.model('')
   const t = d.toolCalls('tasks.')
   return {
