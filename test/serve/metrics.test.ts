@@ -66,6 +66,7 @@ describe('serve: /metrics', () => {
     expect(total(m, 'ctxagent_tokens_total', { kind: 'cached' })).toBe(stats.tokens.cached)
     expect(total(m, 'ctxagent_tokens_total', { kind: 'cache_write' })).toBe(stats.tokens.cache_write)
     expect(stats.tokens.cache_write).toBe(4_000)
+    expect(cli(['stats', '--home', tree.base, '--config', config]).stdout).toContain('of which cached 10,000 and written to the cache 4,000')
     expect(total(m, 'ctxagent_tokens_total', { kind: 'output' })).toBe(stats.tokens.completion)
     expect(total(m, 'ctxagent_tokens_total', { kind: 'unsplit' })).toBe(stats.tokens.unsplit)
     expect(total(m, 'ctxagent_tokens_total', { user: 'alice', kind: 'input' })).toBe(71_000)
