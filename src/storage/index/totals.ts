@@ -108,7 +108,7 @@ export const SQLITE: Dialect = {
 
 /** The counters the totals' first migration made: what its triggers (and an older ctxagent's) count. */
 export const FIRST_COUNTERS = ['prompt', 'cached', 'completion', 'tokens', 'compactions', 'llm_calls', 'tool_calls', 'messages', 'reaped'] as const
-/** Every counter: the first ones, then cache writes and the requests that were not turns (a later migration, counters-migration.ts). */
+/** Every counter: the first ones, then cache writes and the requests that were not turns (a later migration: sqliteCountersMigration, pg-totals.ts pgCountersMigration). */
 export const COUNTER_COLUMNS = [...FIRST_COUNTERS, 'cache_write', 'summary_calls', 'final_summary_calls'] as const
 export type CounterColumn = (typeof COUNTER_COLUMNS)[number]
 
