@@ -292,7 +292,7 @@ export function sqliteCountersMigration(): string {
   return `
   ${LATER_TASK_COLUMNS.map((c) => `ALTER TABLE tasks ADD COLUMN ${c} INTEGER;`).join('\n  ')}
   ${LATER_COUNTERS.map((c) => `ALTER TABLE task_counters ADD COLUMN ${c} INTEGER NOT NULL DEFAULT 0;`).join('\n  ')}
-  DROP TRIGGER tasks_totals_insert; DROP TRIGGER tasks_totals_update; DROP TRIGGER tasks_totals_delete;
+  DROP TRIGGER IF EXISTS tasks_totals_insert; DROP TRIGGER IF EXISTS tasks_totals_update; DROP TRIGGER IF EXISTS tasks_totals_delete;
   ${sqliteTriggers(COUNTER_COLUMNS)}`
 }
 
