@@ -306,7 +306,10 @@ function renderStats(ctx: CommandEnv, r: StatsReport, filter: StatsFilter): stri
 /** `12,000 (prompt 10,000, of which cached 2,000; completion 2,000) · $0.0450`: what operators compare with ccusage. */
 export function tokenLine(t: TokenReport): string {
   const n = grouped
-  const parts = [`prompt ${n(t.prompt)}${t.cached ? `, of which cached ${n(t.cached)}` : ''}`, `completion ${n(t.completion)}`]
+  const parts = [
+    `prompt ${n(t.prompt)}${t.cached ? `, of which cached ${n(t.cached)}` : ''}${t.cache_write ? `${t.cached ? ' and' : ', of which'} written to the cache ${n(t.cache_write)}` : ''}`,
+    `completion ${n(t.completion)}`,
+  ]
   if (t.unsplit) parts.push(`not split ${n(t.unsplit)}`)
   const cost = t.cost_usd === null ? '' : ` · $${t.cost_usd.toFixed(4)}${t.unpriced_tasks ? ` (${t.unpriced_tasks} task(s) of a model without a price)` : ''}`
   return `${n(t.total)} (${parts.join('; ')})${cost}`

@@ -1,6 +1,7 @@
 import type { Pool, PoolClient } from 'pg'
 import { inTransaction } from '../storage/index/pg-pool.js'
 import { LOCK_KEYS } from '../storage/index/pg-schema.js'
+import { CLAIM_WAITED, OBSERVE_CLAIM_WAIT } from '../storage/index/queue-waits.js'
 import type { TaskState } from '../storage/task/state.js'
 import { recordAttempt } from './job-history.js'
 import type { AttemptReason } from './job-history.js'
@@ -136,7 +137,8 @@ export class JobQueue {
    * With `idle` (the worker's own LISTEN channel), the same statement says whether the worker
    * is idle: a claim that found nothing puts its row in fleet_idle (where the next job to
    * wait picks one worker to wake), one that found a job takes it out. Without a per-user
-   * limit it is one statement, one round trip.
+   * limit it is one statement, one round trip. The same statement observes the claimed job's
+   * wait in the queue wait histogram's totals (storage/index/queue-waits.ts).
    */
   claim(workerId: string, perUser: number | null = null, idle: IdleChannel | null = null): Promise<Job | null> {
     const sql = `WITH claimed AS (
@@ -149,7 +151,8 @@ export class JobQueue {
              AND NOT EXISTS (SELECT 1 FROM fleet_jobs b WHERE b.state = 'retrying' AND b.next_run_at > now() AND b.wait_reason = 'budget'
                              AND (b.wait_cap = 'fleet-daily' OR (b.wait_cap IN ('user-daily', 'user-monthly') AND b."user" = c."user")))
            ORDER BY c.priority DESC, c.id FOR UPDATE SKIP LOCKED LIMIT 1)
-         RETURNING ${JOB_COLUMNS}),
+         RETURNING ${JOB_COLUMNS}, ${CLAIM_WAITED}),
+       observed AS (${OBSERVE_CLAIM_WAIT}),
        busy AS (DELETE FROM fleet_idle WHERE $3::text IS NOT NULL AND channel = $3 AND EXISTS (SELECT 1 FROM claimed)),
        idle AS (INSERT INTO fleet_idle (channel, worker_id, stale_seconds) SELECT $3, $1, $4 WHERE $3::text IS NOT NULL AND NOT EXISTS (SELECT 1 FROM claimed)
                 ON CONFLICT (channel) DO NOTHING)

@@ -87,7 +87,7 @@ export interface RequestsCost {
  */
 export function collectTokens(index: TaskIndex, layout: Layout, where: { sql: string; params: unknown[] }, pricing: Config['pricing']): TokenReport {
   const rows = index.db
-    .prepare(`SELECT uuid, location, metadata, total_tokens, prompt_tokens, completion_tokens, cached_tokens FROM tasks ${where.sql}`)
+    .prepare(`SELECT uuid, location, metadata, total_tokens, prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens FROM tasks ${where.sql}`)
     .all(...where.params) as {
     uuid: string
     location: Location
@@ -96,17 +96,26 @@ export function collectTokens(index: TaskIndex, layout: Layout, where: { sql: st
     prompt_tokens: number | null
     completion_tokens: number | null
     cached_tokens: number | null
+    cache_write_tokens: number | null
   }[]
-  const report: TokenReport = { total: 0, prompt: 0, completion: 0, cached: 0, unsplit: 0, cost_usd: null, unpriced_tasks: 0 }
+  const report: TokenReport = { total: 0, prompt: 0, completion: 0, cached: 0, cache_write: 0, unsplit: 0, cost_usd: null, unpriced_tasks: 0 }
   for (const row of rows) {
-    const split =
+    // Cache writes: 0 in a row indexed before their column (until a reindex).
+    const split: TokenSplit =
       row.prompt_tokens !== null
-        ? { total: row.total_tokens ?? 0, prompt: row.prompt_tokens, completion: row.completion_tokens ?? 0, cached: row.cached_tokens ?? 0 }
+        ? {
+            total: row.total_tokens ?? 0,
+            prompt: row.prompt_tokens,
+            completion: row.completion_tokens ?? 0,
+            cached: row.cached_tokens ?? 0,
+            cache_write: row.cache_write_tokens ?? 0,
+          }
         : splitFromState(layout, row)
     report.total += split.total
     report.prompt += split.prompt
     report.completion += split.completion
     report.cached += split.cached
+    report.cache_write = (report.cache_write ?? 0) + (split.cache_write ?? 0)
     report.unsplit += Math.max(0, split.total - split.prompt - split.completion)
     const cost = costOf(modelOf(row.metadata), split, pricing)
     if (cost === null) report.unpriced_tasks++

@@ -136,7 +136,14 @@ async function rowView(ctx: CommandEnv, row: ListRow): Promise<TaskRowView> {
   } catch {
     // Moved or removed since the index was read: the row's own figures stand.
   }
-  const split = { total: row.total_tokens ?? 0, prompt: row.prompt_tokens ?? 0, completion: row.completion_tokens ?? 0, cached: row.cached_tokens ?? 0 }
+  const split = {
+    total: row.total_tokens ?? 0,
+    prompt: row.prompt_tokens ?? 0,
+    completion: row.completion_tokens ?? 0,
+    cached: row.cached_tokens ?? 0,
+    // As splitOf gives it: only where the task wrote to the cache.
+    ...(row.cache_write_tokens ? { cache_write: row.cache_write_tokens } : {}),
+  }
   const lockHost = row.location === 'running' ? (readLockQuietly(dir)?.hostname ?? null) : null
   return {
     uuid: row.uuid,

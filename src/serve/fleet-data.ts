@@ -7,6 +7,8 @@ import { fleetStatus } from '../fleet/status.js'
 import { attemptFigures } from '../fleet/job-history.js'
 import type { FleetStatus } from '../fleet/status.js'
 import { connectPool } from '../storage/index/pg-pool.js'
+import { queueWaitTotals } from '../storage/index/queue-waits.js'
+import type { QueueWaitRow } from '../storage/index/queue-waits.js'
 import type { TaskIndex } from '../storage/index/task-index.js'
 
 export interface JobError {
@@ -84,20 +86,20 @@ export class FleetSource {
     return listJobs(await this.connect(), filter)
   }
 
-  /** Seconds each waiting job has waited, and claims by worker: for /metrics. */
+  /** The queue wait histogram's totals (each claim's wait, observed once), and claims by worker: for /metrics. */
   async queueFigures(): Promise<{
-    waits: number[]
+    waits: QueueWaitRow[]
     claims: { hostname: string; claims: number }[]
     retries: Record<string, number>
     budgetPauses: Record<string, number>
   }> {
     const pool = await this.connect()
-    const waits = await pool.query<{ s: number }>(`SELECT extract(epoch FROM now() - created_at)::float AS s FROM fleet_jobs WHERE state = 'waiting'`)
+    const waits = await queueWaitTotals(pool)
     const claims = await pool.query<{ hostname: string; n: string }>(
       `SELECT COALESCE(w.hostname, 'unknown') AS hostname, count(*) AS n FROM fleet_jobs j LEFT JOIN fleet_workers w ON w.id = j.claimed_by WHERE j.claimed_by IS NOT NULL GROUP BY 1`,
     )
     return {
-      waits: waits.rows.map((r) => Number(r.s)),
+      waits,
       claims: claims.rows.map((r) => ({ hostname: r.hostname, claims: Number(r.n) })),
       ...(await attemptFigures(pool)),
     }

@@ -10,8 +10,10 @@ import { LOCATIONS } from '../storage/fs/layout.js'
 import type { Location } from '../storage/fs/layout.js'
 import type { CounterRow, IndexTotals } from '../storage/index/totals.js'
 import { stalenessPolicy } from '../storage/task/env.js'
-import { COUNTER_COLUMNS, DURATION_BUCKETS } from '../storage/index/totals.js'
-import { METRICS, WAIT_BUCKETS } from '../telemetry/names.js'
+import { COUNTER_COLUMNS } from '../storage/index/totals.js'
+import { METRICS } from '../telemetry/names.js'
+import type { QueueWaitRow } from '../storage/index/queue-waits.js'
+import { durationHistogram, waitHistogram } from './metric-histograms.js'
 import type { IndexSource } from './data.js'
 import type { FleetSource } from './fleet-data.js'
 import { queueAlerts } from '../fleet/status.js'
@@ -25,7 +27,7 @@ interface Scrape {
   check: CheckResult
   fleet: {
     status: FleetStatus
-    waits: number[]
+    waits: QueueWaitRow[]
     claims: { hostname: string; claims: number }[]
     retries: Record<string, number>
     budgetPauses: Record<string, number>
@@ -166,19 +168,21 @@ export class MetricsCollector {
     })
 
     const usage = (): CounterRow[] => self.s.totals.counters
-    // The kinds partition the tokens (sum() over them is the total, each token once): input is the prompt less what the
-    // provider's cache served (cache writes are in it: the index keeps no split of them), cached what it served.
+    // The kinds partition the tokens (sum() over them is the total, each token once): the prompt is input (neither read
+    // from the provider's cache nor written to it), cached (read) and cache_write (written); then output, and unsplit.
     new Counter({
       name: METRICS.tokens,
-      help: 'Tokens of all tasks the index has held, by user, model and kind; the kinds partition them: input (prompt tokens not read from the cache), cached (read from the cache), output, unsplit (older tasks without the split)',
+      help: 'Tokens of all tasks the index has held, by user, model and kind; the kinds partition them: input (prompt tokens neither read from nor written to the cache), cached (read from the cache), cache_write (written to the cache), output, unsplit (older tasks without the split)',
       labelNames: ['user', 'model', 'kind'],
       registers: r,
       collect() {
         this.reset()
         for (const u of usage()) {
           const labels = { user: u.user, model: u.model }
-          this.inc({ ...labels, kind: 'input' }, Math.max(0, u.prompt - u.cached))
+          const written = Math.min(u.cache_write, Math.max(0, u.prompt - u.cached))
+          this.inc({ ...labels, kind: 'input' }, Math.max(0, u.prompt - u.cached - written))
           this.inc({ ...labels, kind: 'cached' }, u.cached)
+          this.inc({ ...labels, kind: 'cache_write' }, written)
           this.inc({ ...labels, kind: 'output' }, u.completion)
           this.inc({ ...labels, kind: 'unsplit' }, Math.max(0, u.tokens - u.prompt - u.completion))
         }
@@ -192,18 +196,33 @@ export class MetricsCollector {
       collect() {
         this.reset()
         for (const u of usage()) {
-          const cost = costOf(u.model, { prompt: u.prompt, cached: u.cached, completion: u.completion }, self.ctx.config.pricing)
+          const cost = costOf(u.model, { prompt: u.prompt, cached: u.cached, cache_write: u.cache_write, completion: u.completion }, self.ctx.config.pricing)
           if (cost !== null) this.inc({ user: u.user, model: u.model }, cost)
         }
       },
     })
     const sums: [string, string, (u: CounterRow) => number][] = [
       [METRICS.compactions, 'Context compactions (summaries made), by user and model', (u) => u.compactions],
-      [METRICS.llmCalls, 'LLM calls, by user and model', (u) => u.llm_calls],
       [METRICS.turns, 'Agent turns (one LLM call each), by user and model', (u) => u.llm_calls],
       [METRICS.toolCalls, `Tool calls, by user and model (by tool and outcome: ${METRICS.toolCallsByTool})`, (u) => u.tool_calls],
       [METRICS.messages, 'Messages recorded, by user and model', (u) => u.messages],
     ]
+    // Every LLM request, by what it was for: a turn, a compaction's summary, the final summary (docs/serve.md#metrics).
+    new Counter({
+      name: METRICS.llmCalls,
+      help: 'LLM calls, by user, model and purpose: turn, summary (a compaction), final-summary',
+      labelNames: ['user', 'model', 'purpose'],
+      registers: r,
+      collect() {
+        this.reset()
+        for (const u of usage()) {
+          const labels = { user: u.user, model: u.model }
+          this.inc({ ...labels, purpose: 'turn' }, u.llm_calls)
+          this.inc({ ...labels, purpose: 'summary' }, u.summary_calls)
+          this.inc({ ...labels, purpose: 'final-summary' }, u.final_summary_calls)
+        }
+      },
+    })
     for (const [name, help, value] of sums) {
       new Counter({
         name,
@@ -343,16 +362,18 @@ export class MetricsCollector {
         for (const [cap, n] of Object.entries(self.s.fleet?.budgetPauses ?? {})) this.inc({ cap }, n)
       },
     })
+    // Observed once per claim, in the claim's statement, into totals nothing deletes (storage/index/queue-waits.ts): it never falls.
+    const waitHelp = 'How long each claimed job had waited to be claimed (since it was queued or handed back to wait, or its retry came due), in seconds'
     this.registry.registerMetric({
       name: METRICS.queueWait,
       type: 'histogram',
-      help: 'How long the waiting jobs have waited so far, in seconds',
+      help: waitHelp,
       get: async () => ({
         name: METRICS.queueWait,
-        help: 'How long the waiting jobs have waited so far, in seconds',
+        help: waitHelp,
         type: 'histogram' as const,
         aggregator: 'sum' as const,
-        values: self.s.fleet === null ? [] : histogram(METRICS.queueWait, self.s.fleet.waits, WAIT_BUCKETS),
+        values: self.s.fleet === null ? [] : waitHistogram(self.s.fleet.waits),
       }),
     } as unknown as Parameters<Registry['registerMetric']>[0])
     new Gauge({
@@ -434,35 +455,4 @@ function diskUse(ctx: CommandEnv, totals: IndexTotals): Record<Location, number>
   for (const t of totals.live) disk[t.location] += taskDiskUse(ctx.layout.taskDir(t.location, t.uuid)).bytes
   for (const t of totals.tasks) if (t.location === 'completed') disk.completed += t.disk_bytes
   return disk
-}
-
-/** The duration histogram's exposition values from the totals' per-bucket counts. */
-function durationHistogram(totals: IndexTotals): ReturnType<typeof histogram> {
-  const name = METRICS.taskDuration
-  const per = DURATION_BUCKETS.map((_, i) => totals.durations.find((d) => d.bucket === i)?.n ?? 0)
-  const count = totals.durations.reduce((sum, d) => sum + d.n, 0)
-  const totalMs = totals.durations.reduce((sum, d) => sum + d.total_ms, 0)
-  let cumulative = 0
-  return [
-    ...DURATION_BUCKETS.map((le, i) => ({ metricName: `${name}_bucket`, labels: { le }, value: (cumulative += per[i] as number) })),
-    { metricName: `${name}_bucket`, labels: { le: '+Inf' }, value: count },
-    { metricName: `${name}_sum`, labels: {}, value: totalMs / 1000 },
-    { metricName: `${name}_count`, labels: {}, value: count },
-  ]
-}
-
-/** A histogram's exposition values (cumulative buckets, +Inf, sum, count) from raw observations. */
-export function histogram(
-  name: string,
-  observations: readonly number[],
-  buckets: readonly number[],
-): { metricName: string; labels: Record<string, string | number>; value: number }[] {
-  const counts = buckets.map((le) => observations.filter((o) => o <= le).length)
-  const sum = observations.reduce((a, b) => a + b, 0)
-  return [
-    ...buckets.map((le, i) => ({ metricName: `${name}_bucket`, labels: { le }, value: counts[i] as number })),
-    { metricName: `${name}_bucket`, labels: { le: '+Inf' }, value: observations.length },
-    { metricName: `${name}_sum`, labels: {}, value: Math.round(sum * 1000) / 1000 },
-    { metricName: `${name}_count`, labels: {}, value: observations.length },
-  ]
 }

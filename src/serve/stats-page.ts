@@ -24,10 +24,18 @@ export function usageBy(ctx: CommandEnv, db: TaskIndex, column: 'user' | 'day', 
   const rows = db.db
     .prepare(
       `SELECT ${key} AS key, json_extract(metadata, '$.config.model') AS model, SUM(total_tokens) AS tokens, SUM(COALESCE(prompt_tokens, 0)) AS prompt,
-              SUM(COALESCE(cached_tokens, 0)) AS cached, SUM(COALESCE(completion_tokens, 0)) AS completion
+              SUM(COALESCE(cached_tokens, 0)) AS cached, SUM(COALESCE(cache_write_tokens, 0)) AS cache_write, SUM(COALESCE(completion_tokens, 0)) AS completion
        FROM tasks ${since} GROUP BY 1, 2`,
     )
-    .all(...params) as { key: string | null; model: string | null; tokens: number | null; prompt: number; cached: number; completion: number }[]
+    .all(...params) as {
+    key: string | null
+    model: string | null
+    tokens: number | null
+    prompt: number
+    cached: number
+    cache_write: number
+    completion: number
+  }[]
   const out = new Map<string | null, Usage>()
   for (const r of rows) {
     const u = out.get(r.key) ?? { key: r.key, tokens: 0, prompt: 0, cached: 0, completion: 0, cost: null }
@@ -36,7 +44,7 @@ export function usageBy(ctx: CommandEnv, db: TaskIndex, column: 'user' | 'day', 
     u.cached += r.cached
     u.completion += r.completion
     // Prices are per token, so the sum of a group's tokens per model prices the group.
-    const cost = costOf(r.model, { prompt: r.prompt, cached: r.cached, completion: r.completion }, ctx.config.pricing)
+    const cost = costOf(r.model, { prompt: r.prompt, cached: r.cached, cache_write: r.cache_write, completion: r.completion }, ctx.config.pricing)
     if (cost !== null) u.cost = Math.round(((u.cost ?? 0) + cost) * 1e6) / 1e6
     out.set(r.key, u)
   }

@@ -67,6 +67,3 @@ export const ATTR = {
   output: 'gen_ai.output.messages',
   errorType: 'error.type',
 } as const
-
-/** Queue waits', in seconds. */
-export const WAIT_BUCKETS = [1, 5, 15, 60, 300, 900, 1800, 3600, 14_400]

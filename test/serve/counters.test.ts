@@ -38,7 +38,17 @@ describe.each([
       user: 'alice',
       completedAt: '2024-01-10T12:00:00.000Z',
       createdAt: '2024-01-10T10:00:00.000Z',
-      state: { prompt_tokens: 40_000, completion_tokens: 5_000, cached_tokens: 10_000, total_tokens_used: 45_000, llm_call_count: 7 },
+      // 2,000 of its prompt written to the provider's cache; 2 compactions' summary requests and a final summary besides its 7 turns.
+      state: {
+        prompt_tokens: 40_000,
+        completion_tokens: 5_000,
+        cached_tokens: 10_000,
+        cache_write_tokens: 2_000,
+        total_tokens_used: 45_000,
+        llm_call_count: 7,
+        compaction_tokens: { requests: 2, prompt_tokens: 900, completion_tokens: 90, cached_tokens: 0 },
+        final_summary_tokens: { requests: 1, prompt_tokens: 500, completion_tokens: 50, cached_tokens: 0 },
+      },
     })
     tree.write({
       uuid: uuidN(2),
@@ -74,8 +84,12 @@ describe.each([
     }
     const before = await scrape()
     expect(total(before, 'ctxagent_tasks')).toBe(3)
-    expect(total(before, 'ctxagent_tokens_total', { kind: 'input' })).toBe(33_000)
+    expect(total(before, 'ctxagent_tokens_total', { kind: 'input' })).toBe(31_000)
+    expect(total(before, 'ctxagent_tokens_total', { kind: 'cache_write' })).toBe(2_000)
     expect(total(before, 'ctxagent_turns_total')).toBe(12)
+    expect(total(before, 'ctxagent_llm_calls_total', { purpose: 'turn' })).toBe(12)
+    expect(total(before, 'ctxagent_llm_calls_total', { purpose: 'summary' })).toBe(2)
+    expect(total(before, 'ctxagent_llm_calls_total', { purpose: 'final-summary' })).toBe(1)
     expect(total(before, 'ctxagent_task_duration_seconds', {}, 'ctxagent_task_duration_seconds_count')).toBe(2)
 
     await run(['cleanup'])
@@ -89,8 +103,10 @@ describe.each([
     const now = counterSamples(after)
     expect(was.size).toBeGreaterThan(10)
     for (const [key, value] of was) expect(now.get(key), key).toBeGreaterThanOrEqual(value)
-    expect(total(after, 'ctxagent_tokens_total', { kind: 'input' })).toBe(33_000)
+    expect(total(after, 'ctxagent_tokens_total', { kind: 'input' })).toBe(31_000)
+    expect(total(after, 'ctxagent_tokens_total', { kind: 'cache_write' })).toBe(2_000)
     expect(total(after, 'ctxagent_turns_total')).toBe(12)
+    expect(total(after, 'ctxagent_llm_calls_total')).toBe(15)
 
     // reindex rebuilds the rows from the tree: the counters neither count the live tasks twice nor lose the deleted ones.
     await run(['reindex'])

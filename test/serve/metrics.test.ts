@@ -1,5 +1,8 @@
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { makeTree, uuidN } from '../fixtures/tree.js'
+import type { FixtureTask } from '../fixtures/tree.js'
 import { cli } from '../helpers/run.js'
 import { configWith, reindex, startServe } from './helpers.js'
 import { parseExposition, total } from './exposition.js'
@@ -7,29 +10,41 @@ import { parseExposition, total } from './exposition.js'
 describe('serve: /metrics', () => {
   it("is valid exposition whose figures are the index's, as stats --json reports them, and survive a restart", async () => {
     const tree = makeTree()
-    tree.write({
-      uuid: uuidN(1),
-      user: 'alice',
-      createdAt: '2024-01-10T10:00:00.000Z',
-      state: { prompt_tokens: 40_000, completion_tokens: 5_678, cached_tokens: 10_000 },
-    })
-    tree.write({ uuid: uuidN(2), user: 'bob', status: 'failed', createdAt: '2024-01-11T10:00:00.000Z' })
-    tree.write({
-      uuid: uuidN(3),
-      user: 'alice',
-      location: 'paused',
-      createdAt: '2024-01-12T10:00:00.000Z',
-      state: { prompt_tokens: 45_000, completion_tokens: 678, cached_tokens: 0 },
-    })
-    tree.write({ uuid: uuidN(4), user: 'carol', status: 'timeout', createdAt: '2024-01-13T10:00:00.000Z', completedAt: '2024-01-13T13:00:00.000Z' })
+    const requests = (n: number) => ({ requests: n, prompt_tokens: 100 * n, completion_tokens: 10 * n, cached_tokens: 0 })
+    const tasks: FixtureTask[] = [
+      {
+        uuid: uuidN(1),
+        user: 'alice',
+        createdAt: '2024-01-10T10:00:00.000Z',
+        // 4,000 of its prompt written to the provider's cache; 3 compactions' summaries and a final summary besides its turns.
+        state: {
+          prompt_tokens: 40_000,
+          completion_tokens: 5_678,
+          cached_tokens: 10_000,
+          cache_write_tokens: 4_000,
+          compaction_tokens: requests(3),
+          final_summary_tokens: requests(1),
+        },
+      },
+      { uuid: uuidN(2), user: 'bob', status: 'failed', createdAt: '2024-01-11T10:00:00.000Z', state: { final_summary_tokens: requests(1) } },
+      {
+        uuid: uuidN(3),
+        user: 'alice',
+        location: 'paused',
+        createdAt: '2024-01-12T10:00:00.000Z',
+        state: { prompt_tokens: 45_000, completion_tokens: 678, cached_tokens: 0, compaction_tokens: requests(2) },
+      },
+      { uuid: uuidN(4), user: 'carol', status: 'timeout', createdAt: '2024-01-13T10:00:00.000Z', completedAt: '2024-01-13T13:00:00.000Z' },
+    ]
+    for (const t of tasks) tree.write(t)
     reindex(tree)
-    const config = configWith(tree, 'pricing:\n  gpt-4o:\n    prompt: 2.5\n    completion: 10\n    cached: 1.25\n')
+    const config = configWith(tree, 'pricing:\n  gpt-4o:\n    prompt: 2.5\n    completion: 10\n    cached: 1.25\n    cache_write: 3.125\n')
     const stats = JSON.parse(cli(['stats', '--json', '--home', tree.base, '--config', config]).stdout) as {
       total: number
       by_location: Record<string, number>
       by_status: Record<string, number>
       disk: Record<string, number>
-      tokens: { total: number; prompt: number; completion: number; cached: number; unsplit: number; cost_usd: number }
+      tokens: { total: number; prompt: number; completion: number; cached: number; cache_write: number; unsplit: number; cost_usd: number }
     }
     const scrape = async () => {
       const s = await startServe(tree.base, { config })
@@ -47,11 +62,24 @@ describe('serve: /metrics', () => {
     for (const [status, n] of Object.entries(stats.by_status)) expect(total(m, 'ctxagent_tasks', { status })).toBe(n)
     // The kinds partition the tokens: their sum is the tasks' total, each token counted once.
     expect(total(m, 'ctxagent_tokens_total')).toBe(stats.tokens.total)
-    expect(total(m, 'ctxagent_tokens_total', { kind: 'input' })).toBe(stats.tokens.prompt - stats.tokens.cached)
+    expect(total(m, 'ctxagent_tokens_total', { kind: 'input' })).toBe(stats.tokens.prompt - stats.tokens.cached - stats.tokens.cache_write)
     expect(total(m, 'ctxagent_tokens_total', { kind: 'cached' })).toBe(stats.tokens.cached)
+    expect(total(m, 'ctxagent_tokens_total', { kind: 'cache_write' })).toBe(stats.tokens.cache_write)
+    expect(stats.tokens.cache_write).toBe(4_000)
+    expect(cli(['stats', '--home', tree.base, '--config', config]).stdout).toContain('of which cached 10,000 and written to the cache 4,000')
     expect(total(m, 'ctxagent_tokens_total', { kind: 'output' })).toBe(stats.tokens.completion)
     expect(total(m, 'ctxagent_tokens_total', { kind: 'unsplit' })).toBe(stats.tokens.unsplit)
-    expect(total(m, 'ctxagent_tokens_total', { user: 'alice', kind: 'input' })).toBe(75_000)
+    expect(total(m, 'ctxagent_tokens_total', { user: 'alice', kind: 'input' })).toBe(71_000)
+    // Every LLM request, by purpose: the turns and the summaries' requests each task's state.json recorded.
+    const states = tasks.map((t) => JSON.parse(readFileSync(join(tree.dir(t), 'state.json'), 'utf8')) as Record<string, { requests?: number } | number>)
+    const recorded = (key: string) => states.reduce((sum, st) => sum + ((st[key] as { requests?: number } | undefined)?.requests ?? 0), 0)
+    const turns = states.reduce((sum, st) => sum + (st.llm_call_count as number), 0)
+    expect(total(m, 'ctxagent_llm_calls_total', { purpose: 'turn' })).toBe(turns)
+    expect(total(m, 'ctxagent_llm_calls_total', { purpose: 'summary' })).toBe(recorded('compaction_tokens'))
+    expect(total(m, 'ctxagent_llm_calls_total', { purpose: 'final-summary' })).toBe(recorded('final_summary_tokens'))
+    expect(recorded('compaction_tokens') + recorded('final_summary_tokens')).toBe(7)
+    expect(total(m, 'ctxagent_llm_calls_total')).toBe(turns + 7)
+    expect(total(m, 'ctxagent_turns_total')).toBe(turns)
     const build = m.get('ctxagent_build_info')?.samples ?? []
     expect(build).toHaveLength(1)
     expect(build[0]?.labels).toEqual({ version: cli(['--version']).stdout.trim(), node: expect.stringMatching(/^v\d+\.\d+\.\d+$/) })

@@ -1,6 +1,7 @@
 import type { PoolClient } from 'pg'
-import { pgToolCallsMigration, pgTotalsMigration } from './pg-totals.js'
+import { pgCountersMigration, pgToolCallsMigration, pgTotalsMigration } from './pg-totals.js'
 import { PG_SPEND_MIGRATION } from './spend.js'
+import { PG_QUEUE_WAITS_MIGRATION } from './queue-waits.js'
 
 /**
  * The fleet's tables in PostgreSQL (docs/contract.md §14.1), as numbered migrations: `tasks` has
@@ -195,6 +196,10 @@ const MIGRATIONS: readonly string[] = [
      again BOOLEAN NOT NULL DEFAULT false
    );
    CREATE INDEX IF NOT EXISTS idx_fleet_job_attempts_job ON fleet_job_attempts(job_id);`,
+  // Cache writes and the requests that were not turns (summaries, final summaries), as columns and counters (totals.ts).
+  pgCountersMigration(),
+  // The queue wait histogram's running totals, and when each job became claimable (queue-waits.ts).
+  PG_QUEUE_WAITS_MIGRATION,
 ]
 
 /** Advisory lock keys (bigint constants: hashtext() is not a stable API); transaction-scoped only (docs/contract.md §14.5). */

@@ -31,8 +31,11 @@ const NUMERIC = new Set<keyof TaskRow>([
   'prompt_tokens',
   'completion_tokens',
   'cached_tokens',
+  'cache_write_tokens',
+  'summary_calls',
+  'final_summary_calls',
 ])
-const LIST_NUMERIC = ['llm_call_count', 'total_tokens', 'prompt_tokens', 'completion_tokens', 'cached_tokens']
+const LIST_NUMERIC = ['llm_call_count', 'total_tokens', 'prompt_tokens', 'completion_tokens', 'cached_tokens', 'cache_write_tokens']
 const SELECT = COLUMNS.map((c) => `"${c}"`).join(', ')
 /** Rows with their search line (task-list.ts), each a JSON object of a batch. */
 const UPSERT = `INSERT INTO tasks (${SELECT}, search) SELECT ${SELECT}, search FROM jsonb_populate_recordset(NULL::tasks, $1::jsonb)

@@ -1,6 +1,6 @@
 import type { Pool } from 'pg'
-import { applyRow, COUNTER_COLUMNS, liveSums, LIVE_ROWS, TOOL_CALLS } from './totals.js'
-import type { Dialect, IndexTotals } from './totals.js'
+import { applyRow, COUNTER_COLUMNS, FIRST_COUNTERS, LATER_COUNTERS, LATER_TASK_COLUMNS, liveSums, LIVE_ROWS, TOOL_CALLS } from './totals.js'
+import type { CounterColumn, Dialect, IndexTotals } from './totals.js'
 
 /**
  * The totals of totals.ts in PostgreSQL: the same tables, kept by one row trigger on
@@ -24,13 +24,11 @@ export const POSTGRES: Dialect = {
 /** The migration: tables, helper functions (which never throw on a malformed row), the trigger, and the rows already there. */
 export function pgTotalsMigration(): string {
   const d = POSTGRES
-  const live = liveSums(d)
-  const all = ['tasks', 'counters', 'durations'] as ('tasks' | 'counters' | 'durations')[]
-  const body = (statements: string[]) => statements.map((x) => `${x};`).join('\n      ')
+  const live = liveSums(d, FIRST_COUNTERS)
   return `
   CREATE TABLE IF NOT EXISTS task_totals (location TEXT NOT NULL, status TEXT NOT NULL, "user" TEXT NOT NULL, model TEXT NOT NULL,
     tasks BIGINT NOT NULL, disk_bytes BIGINT NOT NULL, disk_raw BIGINT NOT NULL, unmeasured BIGINT NOT NULL, PRIMARY KEY (location, status, "user", model));
-  CREATE TABLE IF NOT EXISTS task_counters ("user" TEXT NOT NULL, model TEXT NOT NULL, ${COUNTER_COLUMNS.map((c) => `${c} BIGINT NOT NULL`).join(', ')}, PRIMARY KEY ("user", model));
+  CREATE TABLE IF NOT EXISTS task_counters ("user" TEXT NOT NULL, model TEXT NOT NULL, ${FIRST_COUNTERS.map((c) => `${c} BIGINT NOT NULL`).join(', ')}, PRIMARY KEY ("user", model));
   CREATE TABLE IF NOT EXISTS task_durations (bucket INTEGER PRIMARY KEY, n BIGINT NOT NULL, total_ms BIGINT NOT NULL);
   CREATE OR REPLACE FUNCTION ctxagent_model(metadata TEXT) RETURNS TEXT LANGUAGE plpgsql IMMUTABLE AS $$
   BEGIN
@@ -42,19 +40,7 @@ export function pgTotalsMigration(): string {
     RETURN EXTRACT(EPOCH FROM (done::timestamptz - since::timestamptz));
   EXCEPTION WHEN others THEN RETURN NULL;
   END $$;
-  CREATE OR REPLACE FUNCTION ctxagent_task_totals() RETURNS trigger LANGUAGE plpgsql AS $$
-  BEGIN
-    IF current_setting('ctxagent.rebuilding', true) = 'on' THEN RETURN NULL; END IF;
-    IF TG_OP = 'DELETE' THEN
-      ${body(applyRow(d, 'OLD.', -1, ['tasks']))}
-    ELSIF TG_OP = 'UPDATE' THEN
-      ${body([...applyRow(d, 'OLD.', -1, all), ...applyRow(d, 'NEW.', 1, all)])}
-    ELSE
-      ${body(applyRow(d, 'NEW.', 1, all))}
-    END IF;
-    IF TG_OP <> 'INSERT' THEN DELETE FROM task_totals WHERE tasks = 0; END IF;
-    RETURN NULL;
-  END $$;
+  ${pgTotalsFunction(FIRST_COUNTERS)}
   DROP TRIGGER IF EXISTS tasks_totals ON tasks;
   CREATE TRIGGER tasks_totals AFTER INSERT OR UPDATE OR DELETE ON tasks FOR EACH ROW EXECUTE FUNCTION ctxagent_task_totals();
   DELETE FROM task_totals; DELETE FROM task_counters; DELETE FROM task_durations;
@@ -65,6 +51,26 @@ export function pgTotalsMigration(): string {
   CREATE INDEX IF NOT EXISTS idx_tasks_status_created ON tasks(status, created_at, uuid);
   CREATE INDEX IF NOT EXISTS idx_tasks_location_created ON tasks(location, created_at, uuid);
   CREATE INDEX IF NOT EXISTS idx_tasks_created_uuid ON tasks(created_at, uuid);`
+}
+
+/** The totals' row trigger's function, counting `columns` (CREATE OR REPLACE: a later migration counts more). */
+export function pgTotalsFunction(columns: readonly CounterColumn[]): string {
+  const d = POSTGRES
+  const all = ['tasks', 'counters', 'durations'] as ('tasks' | 'counters' | 'durations')[]
+  const body = (statements: string[]) => statements.map((x) => `${x};`).join('\n      ')
+  return `CREATE OR REPLACE FUNCTION ctxagent_task_totals() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    IF current_setting('ctxagent.rebuilding', true) = 'on' THEN RETURN NULL; END IF;
+    IF TG_OP = 'DELETE' THEN
+      ${body(applyRow(d, 'OLD.', -1, ['tasks'], columns))}
+    ELSIF TG_OP = 'UPDATE' THEN
+      ${body([...applyRow(d, 'OLD.', -1, all, columns), ...applyRow(d, 'NEW.', 1, all, columns)])}
+    ELSE
+      ${body(applyRow(d, 'NEW.', 1, all, columns))}
+    END IF;
+    IF TG_OP <> 'INSERT' THEN DELETE FROM task_totals WHERE tasks = 0; END IF;
+    RETURN NULL;
+  END $$;`
 }
 
 /**
@@ -116,6 +122,14 @@ export function pgToolCallsMigration(): string {
   CREATE TRIGGER tasks_tool_calls AFTER INSERT OR UPDATE ON tasks FOR EACH ROW EXECUTE FUNCTION ctxagent_task_tool_calls();
   DELETE FROM task_tool_calls;
   INSERT INTO task_tool_calls (tool, outcome, n) SELECT 'unknown', 'unknown', SUM(tool_calls) FROM task_counters HAVING SUM(tool_calls) > 0;`
+}
+
+/** totals.ts's later counters in PostgreSQL: the columns, and the trigger's function made again to count them (ALTER TABLE holds `tasks` until the commit). */
+export function pgCountersMigration(): string {
+  return `
+  ${LATER_TASK_COLUMNS.map((c) => `ALTER TABLE tasks ADD COLUMN IF NOT EXISTS ${c} BIGINT;`).join('\n  ')}
+  ${LATER_COUNTERS.map((c) => `ALTER TABLE task_counters ADD COLUMN IF NOT EXISTS ${c} BIGINT NOT NULL DEFAULT 0;`).join('\n  ')}
+  ${pgTotalsFunction(COUNTER_COLUMNS)}`
 }
 
 const n = (v: unknown): number => Number(v ?? 0)

@@ -7,7 +7,7 @@ import { CorruptRecordError } from '../../errors.js'
 import { assertRegularFiles } from '../fs/files.js'
 import type { Location } from '../fs/layout.js'
 import type { DiskUse } from '../fs/disk.js'
-import { rebuildStatements, SQLITE, sqliteToolCallsMigration, sqliteTotalsMigration } from './totals.js'
+import { rebuildStatements, SQLITE, sqliteCountersMigration, sqliteToolCallsMigration, sqliteTotalsMigration } from './totals.js'
 import { searchText } from './task-list.js'
 import { SqliteSpend, SQLITE_SPEND_MIGRATION } from './spend.js'
 
@@ -48,6 +48,11 @@ export interface TaskRow {
   prompt_tokens: number | null
   completion_tokens: number | null
   cached_tokens: number | null
+  /** Prompt tokens written to the provider's cache (state.json cache_write_tokens); absent or null where the row was written without it. */
+  cache_write_tokens?: number | null
+  /** LLM requests that were not turns: compactions' summaries and the final summary (state.json compaction_tokens.requests, final_summary_tokens.requests); absent or null as above. */
+  summary_calls?: number | null
+  final_summary_calls?: number | null
   compression_count: number
   final_token_count: number | null
   final_message_count: number | null
@@ -115,6 +120,8 @@ const MIGRATIONS: readonly string[] = [
   sqliteToolCallsMigration(),
   // Spend per user per day and usage limits per API key, for the budgets (spend.ts): kept by cleanup and reindex.
   SQLITE_SPEND_MIGRATION,
+  // Cache writes and the requests that were not turns (summaries, final summaries), as columns and counters (totals.ts).
+  sqliteCountersMigration(),
 ]
 
 export const COLUMNS: readonly (keyof TaskRow)[] = [
@@ -146,6 +153,9 @@ export const COLUMNS: readonly (keyof TaskRow)[] = [
   'completion_tokens',
   'cached_tokens',
   'tool_calls',
+  'cache_write_tokens',
+  'summary_calls',
+  'final_summary_calls',
 ]
 
 /**

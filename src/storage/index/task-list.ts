@@ -25,6 +25,8 @@ export interface ListRow {
   prompt_tokens: number | null
   completion_tokens: number | null
   cached_tokens: number | null
+  /** Null in rows indexed before the column (read as 0). */
+  cache_write_tokens?: number | null
 }
 
 export interface ListPage {
@@ -79,6 +81,7 @@ export const LIST_COLUMNS = [
   'prompt_tokens',
   'completion_tokens',
   'cached_tokens',
+  'cache_write_tokens',
 ]
 
 /** The filters by user, status or location: an index each. */

@@ -43,6 +43,11 @@ export interface CounterRow {
   messages: number
   /** Tasks whose dead agent was reaped (their error says so). */
   reaped: number
+  /** Prompt tokens written to the provider's cache (in `prompt`, apart from `cached`); 0 for rows written before the column. */
+  cache_write: number
+  /** LLM requests that were not turns: compactions' summaries, final summaries (state.json's *_tokens.requests). */
+  summary_calls: number
+  final_summary_calls: number
 }
 
 export interface ToolCallsRow {
@@ -101,21 +106,29 @@ export const SQLITE: Dialect = {
   },
 }
 
-export const COUNTER_COLUMNS = ['prompt', 'cached', 'completion', 'tokens', 'compactions', 'llm_calls', 'tool_calls', 'messages', 'reaped'] as const
+/** The counters the totals' first migration made: what its triggers (and an older ctxagent's) count. */
+export const FIRST_COUNTERS = ['prompt', 'cached', 'completion', 'tokens', 'compactions', 'llm_calls', 'tool_calls', 'messages', 'reaped'] as const
+/** Every counter: the first ones, then cache writes and the requests that were not turns (a later migration: sqliteCountersMigration, pg-totals.ts pgCountersMigration). */
+export const COUNTER_COLUMNS = [...FIRST_COUNTERS, 'cache_write', 'summary_calls', 'final_summary_calls'] as const
+export type CounterColumn = (typeof COUNTER_COLUMNS)[number]
 
-/** Each counter's value for one row (`r` is `NEW.`, `OLD.` or '' for the table itself). */
-function counterValues(_d: Dialect, r: string): string[] {
-  return [
-    `COALESCE(${r}prompt_tokens, 0)`,
-    `COALESCE(${r}cached_tokens, 0)`,
-    `COALESCE(${r}completion_tokens, 0)`,
-    `COALESCE(${r}total_tokens, 0)`,
-    `COALESCE(${r}compression_count, 0)`,
-    `COALESCE(${r}llm_call_count, 0)`,
-    `COALESCE(${r}total_tool_calls, 0)`,
-    `COALESCE(${r}total_messages, 0)`,
-    `CASE WHEN ${r}error_message LIKE 'agent died%' OR ${r}error_message LIKE 'taken over%' THEN 1 ELSE 0 END`,
-  ]
+/** Each counter's value for one row (`r` is `NEW.`, `OLD.` or '' for the table itself); a NULL (a row written before its column) is 0. */
+function counterValues(_d: Dialect, r: string, columns: readonly CounterColumn[]): string[] {
+  const value: Record<CounterColumn, string> = {
+    prompt: `COALESCE(${r}prompt_tokens, 0)`,
+    cached: `COALESCE(${r}cached_tokens, 0)`,
+    completion: `COALESCE(${r}completion_tokens, 0)`,
+    tokens: `COALESCE(${r}total_tokens, 0)`,
+    compactions: `COALESCE(${r}compression_count, 0)`,
+    llm_calls: `COALESCE(${r}llm_call_count, 0)`,
+    tool_calls: `COALESCE(${r}total_tool_calls, 0)`,
+    messages: `COALESCE(${r}total_messages, 0)`,
+    reaped: `CASE WHEN ${r}error_message LIKE 'agent died%' OR ${r}error_message LIKE 'taken over%' THEN 1 ELSE 0 END`,
+    cache_write: `COALESCE(${r}cache_write_tokens, 0)`,
+    summary_calls: `COALESCE(${r}summary_calls, 0)`,
+    final_summary_calls: `COALESCE(${r}final_summary_calls, 0)`,
+  }
+  return columns.map((c) => value[c])
 }
 
 function bucketOf(d: Dialect, r: string): string {
@@ -124,8 +137,14 @@ function bucketOf(d: Dialect, r: string): string {
 
 const u = (d: Dialect): string => d.user
 
-/** Adds (sign 1) or takes away (-1) one row's part of each table. */
-export function applyRow(d: Dialect, r: 'NEW.' | 'OLD.', sign: 1 | -1, tables: ('tasks' | 'counters' | 'durations' | 'tools')[]): string[] {
+/** Adds (sign 1) or takes away (-1) one row's part of each table (`columns`: the counters the schema has then). */
+export function applyRow(
+  d: Dialect,
+  r: 'NEW.' | 'OLD.',
+  sign: 1 | -1,
+  tables: ('tasks' | 'counters' | 'durations' | 'tools')[],
+  columns: readonly CounterColumn[] = COUNTER_COLUMNS,
+): string[] {
   const s = sign === 1 ? '' : '-'
   const out: string[] = []
   if (tables.includes('tasks')) {
@@ -135,11 +154,11 @@ export function applyRow(d: Dialect, r: 'NEW.' | 'OLD.', sign: 1 | -1, tables: (
         disk_raw = task_totals.disk_raw + excluded.disk_raw, unmeasured = task_totals.unmeasured + excluded.unmeasured`)
   }
   if (tables.includes('counters')) {
-    out.push(`INSERT INTO task_counters (${u(d)}, model, ${COUNTER_COLUMNS.join(', ')})
-      VALUES (COALESCE(${r}${u(d)}, ''), ${d.model(r)}, ${counterValues(d, r)
+    out.push(`INSERT INTO task_counters (${u(d)}, model, ${columns.join(', ')})
+      VALUES (COALESCE(${r}${u(d)}, ''), ${d.model(r)}, ${counterValues(d, r, columns)
         .map((v) => `${s}${v}`)
         .join(', ')})
-      ON CONFLICT (${u(d)}, model) DO UPDATE SET ${COUNTER_COLUMNS.map((c) => `${c} = task_counters.${c} + excluded.${c}`).join(', ')}`)
+      ON CONFLICT (${u(d)}, model) DO UPDATE SET ${columns.map((c) => `${c} = task_counters.${c} + excluded.${c}`).join(', ')}`)
   }
   if (tables.includes('durations')) {
     out.push(`INSERT INTO task_durations (bucket, n, total_ms)
@@ -156,15 +175,18 @@ export function applyRow(d: Dialect, r: 'NEW.' | 'OLD.', sign: 1 | -1, tables: (
 }
 
 /** The live part of each table, from `tasks` itself: SELECTs whose columns are named as the table's. */
-export function liveSums(d: Dialect): { tasks: string; counters: string; durations: string; tools: string } {
+export function liveSums(
+  d: Dialect,
+  columns: readonly CounterColumn[] = COUNTER_COLUMNS,
+): { tasks: string; counters: string; durations: string; tools: string } {
   const model = d.model('')
   const t = d.toolCalls('tasks.')
   return {
     tasks: `SELECT location, status, COALESCE(${u(d)}, '') AS ${u(d)}, ${model} AS model, COUNT(*) AS tasks, COALESCE(SUM(disk_bytes), 0) AS disk_bytes,
       COALESCE(SUM(disk_bytes_raw), 0) AS disk_raw, SUM(CASE WHEN disk_bytes IS NULL THEN 1 ELSE 0 END) AS unmeasured
       FROM tasks WHERE true GROUP BY 1, 2, 3, 4`,
-    counters: `SELECT COALESCE(${u(d)}, '') AS ${u(d)}, ${model} AS model, ${counterValues(d, '')
-      .map((v, i) => `SUM(${v}) AS ${COUNTER_COLUMNS[i]}`)
+    counters: `SELECT COALESCE(${u(d)}, '') AS ${u(d)}, ${model} AS model, ${counterValues(d, '', columns)
+      .map((v, i) => `SUM(${v}) AS ${columns[i]}`)
       .join(', ')}
       FROM tasks WHERE true GROUP BY 1, 2`,
     durations: `SELECT ${bucketOf(d, '')} AS bucket, COUNT(*) AS n, SUM(ROUND(${d.seconds('')} * 1000)) AS total_ms
@@ -176,20 +198,20 @@ export function liveSums(d: Dialect): { tasks: string; counters: string; duratio
 const SQLITE_TABLES = `
   CREATE TABLE IF NOT EXISTS task_totals (location TEXT NOT NULL, status TEXT NOT NULL, user TEXT NOT NULL, model TEXT NOT NULL,
     tasks INTEGER NOT NULL, disk_bytes INTEGER NOT NULL, disk_raw INTEGER NOT NULL, unmeasured INTEGER NOT NULL, PRIMARY KEY (location, status, user, model));
-  CREATE TABLE IF NOT EXISTS task_counters (user TEXT NOT NULL, model TEXT NOT NULL, ${COUNTER_COLUMNS.map((c) => `${c} INTEGER NOT NULL`).join(', ')}, PRIMARY KEY (user, model));
+  CREATE TABLE IF NOT EXISTS task_counters (user TEXT NOT NULL, model TEXT NOT NULL, ${FIRST_COUNTERS.map((c) => `${c} INTEGER NOT NULL`).join(', ')}, PRIMARY KEY (user, model));
   CREATE TABLE IF NOT EXISTS task_durations (bucket INTEGER PRIMARY KEY, n INTEGER NOT NULL, total_ms INTEGER NOT NULL);`
 
-/** tasks.db's triggers: one statement list per event. */
-export function sqliteTriggers(): string {
+/** tasks.db's triggers: one statement list per event, counting `columns`. */
+export function sqliteTriggers(columns: readonly CounterColumn[] = COUNTER_COLUMNS): string {
   const d = SQLITE
   const body = (statements: string[]) => statements.map((x) => `${x};`).join('\n')
   const prune = 'DELETE FROM task_totals WHERE tasks = 0;'
   return `
   CREATE TRIGGER tasks_totals_insert AFTER INSERT ON tasks BEGIN
-    ${body(applyRow(d, 'NEW.', 1, ['tasks', 'counters', 'durations']))}
+    ${body(applyRow(d, 'NEW.', 1, ['tasks', 'counters', 'durations'], columns))}
   END;
   CREATE TRIGGER tasks_totals_update AFTER UPDATE ON tasks BEGIN
-    ${body([...applyRow(d, 'OLD.', -1, ['tasks', 'counters', 'durations']), ...applyRow(d, 'NEW.', 1, ['tasks', 'counters', 'durations'])])}
+    ${body([...applyRow(d, 'OLD.', -1, ['tasks', 'counters', 'durations'], columns), ...applyRow(d, 'NEW.', 1, ['tasks', 'counters', 'durations'], columns)])}
     ${prune}
   END;
   CREATE TRIGGER tasks_totals_delete AFTER DELETE ON tasks BEGIN
@@ -200,9 +222,9 @@ export function sqliteTriggers(): string {
 
 /** The migration that adds the totals to tasks.db: tables, triggers, and the rows already there. */
 export function sqliteTotalsMigration(): string {
-  const live = liveSums(SQLITE)
+  const live = liveSums(SQLITE, FIRST_COUNTERS)
   return `${SQLITE_TABLES}
-  ${sqliteTriggers()}
+  ${sqliteTriggers(FIRST_COUNTERS)}
   INSERT INTO task_totals ${live.tasks};
   INSERT INTO task_counters ${live.counters};
   INSERT INTO task_durations ${live.durations};`
@@ -255,6 +277,23 @@ export function sqliteToolCallsMigration(): string {
     WHEN OLD.tool_calls IS NOT NEW.tool_calls OR OLD.total_tool_calls IS NOT NEW.total_tool_calls BEGIN
     ${body([...applyRow(d, 'OLD.', -1, ['tools']), ...applyRow(d, 'NEW.', 1, ['tools'])])}
   END;`
+}
+
+/**
+ * The columns of cache writes and of the requests that were not turns (compactions' and final
+ * summaries'): in `tasks` (NULL in rows written before: 0 in every sum, until a reindex fills
+ * them from state.json) and as counters (starting at 0: what deleted tasks had of them is not known).
+ */
+export const LATER_TASK_COLUMNS = ['cache_write_tokens', 'summary_calls', 'final_summary_calls'] as const
+export const LATER_COUNTERS = ['cache_write', 'summary_calls', 'final_summary_calls'] as const
+
+/** The migration that adds them to tasks.db: the columns, and the totals' triggers made again to count them. */
+export function sqliteCountersMigration(): string {
+  return `
+  ${LATER_TASK_COLUMNS.map((c) => `ALTER TABLE tasks ADD COLUMN ${c} INTEGER;`).join('\n  ')}
+  ${LATER_COUNTERS.map((c) => `ALTER TABLE task_counters ADD COLUMN ${c} INTEGER NOT NULL DEFAULT 0;`).join('\n  ')}
+  DROP TRIGGER IF EXISTS tasks_totals_insert; DROP TRIGGER IF EXISTS tasks_totals_update; DROP TRIGGER IF EXISTS tasks_totals_delete;
+  ${sqliteTriggers(COUNTER_COLUMNS)}`
 }
 
 /** Tasks in running/ and paused/ (by the location index: few of many). */

@@ -41,6 +41,10 @@ export function taskRow(meta: TaskMetadata, state: TaskState | null, location: L
     prompt_tokens: state === null ? null : (count(state.prompt_tokens) ?? 0),
     completion_tokens: state === null ? null : (count(state.completion_tokens) ?? 0),
     cached_tokens: state === null ? null : (count(state.cached_tokens) ?? 0),
+    cache_write_tokens: state === null ? null : (count(state.cache_write_tokens) ?? 0),
+    // The LLM requests that were not turns (turns are llm_call_count), by purpose.
+    summary_calls: state === null ? null : (count(state.compaction_tokens?.requests) ?? 0),
+    final_summary_calls: state === null ? null : (count(state.final_summary_tokens?.requests) ?? 0),
     compression_count: count(state?.compression_count) ?? counts.summaries,
     final_token_count: final ? count(state?.current_context_tokens) : null,
     final_message_count: final ? counts.messages : null,

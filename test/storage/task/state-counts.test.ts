@@ -82,6 +82,9 @@ describe("a state.json's counters", () => {
       cached_tokens: 2 ** 60,
       compression_count: 0.5,
       current_context_tokens: -3,
+      cache_write_tokens: 1e300,
+      compaction_tokens: 'many',
+      final_summary_tokens: { requests: -2 },
     }
     const row = taskRow(meta, hostile as never, 'completed', { messages: 3, summaries: 1, tools: 1 })
     expect(row).toMatchObject({
@@ -90,8 +93,18 @@ describe("a state.json's counters", () => {
       prompt_tokens: 0,
       completion_tokens: 0,
       cached_tokens: 0,
+      cache_write_tokens: 0,
+      summary_calls: 0,
+      final_summary_calls: 0,
       compression_count: 1,
       final_token_count: null,
+    })
+    // Sound figures pass as they are.
+    const sound = { ...hostile, cache_write_tokens: 7, compaction_tokens: { requests: 3 }, final_summary_tokens: { requests: 1 } }
+    expect(taskRow(meta, sound as never, 'completed', { messages: 3, summaries: 1, tools: 1 })).toMatchObject({
+      cache_write_tokens: 7,
+      summary_calls: 3,
+      final_summary_calls: 1,
     })
   })
 })
