@@ -6,6 +6,8 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import { alive, exitOf } from '../helpers/wait.js'
 import { agentPid, canUnshare, coldStartFlags, FAST_LOCKS, finish, killAtEnd, onHost, startWorker, until } from '../helpers/fleet-hosts.js'
 import { usePostgres } from '../helpers/use-postgres.js'
+import { fleetJobs } from '../helpers/fleet-jobs.js'
+import type { JobRow } from '../helpers/fleet-jobs.js'
 import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
 
@@ -18,15 +20,7 @@ const database = usePostgres({ truncate: ['fleet_jobs', 'fleet_workers', 'tasks'
 const query = database.query
 const db = database.env
 
-interface JobRow {
-  id: number
-  kind: string
-  state: string
-  outcome: string | null
-  error: string | null
-  attempts: number
-}
-const jobs = () => query<JobRow>('SELECT id::int, kind, state, outcome, error, attempts FROM fleet_jobs ORDER BY id')
+const jobs = () => fleetJobs(database)
 
 /** Every job, once all of them have ended (done, or failed after their last attempt). */
 const settledJobs = () =>
