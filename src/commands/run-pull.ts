@@ -57,8 +57,9 @@ function giveBackRootFiles(gitDir: string): void {
   if (uid === 0) return
   const walk = (p: string): void => {
     const st = lstatSync(p)
-    // lchown: a link is given itself, never followed out of the repository.
-    if (st.uid === 0) lchownSync(p, uid, gid)
+    // lchown: a link is given itself, never followed out of the repository; a file of more than one name may be
+    // another file's (a hard link an agent made to one of root's), and what git wrote here has one.
+    if (st.uid === 0 && (st.isDirectory() || st.nlink === 1)) lchownSync(p, uid, gid)
     if (st.isDirectory()) for (const name of readdirSync(p)) walk(join(p, name))
   }
   walk(gitDir)

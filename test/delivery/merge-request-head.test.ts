@@ -1,4 +1,4 @@
-import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, linkSync, lstatSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -26,11 +26,23 @@ describe('a task on a GitLab merge request', () => {
     const head = git(['rev-parse', 'HEAD'], seed)
     // The operator's checkout: main, with an uncommitted change of their own.
     writeFileSync(join(s.ws, 'NOTES'), 'mine\n')
+    // A hard link in the git directory to a file of root's (an agent's, where fs.protected_hardlinks is off): never given away.
+    const rootsFile = join(seed, 'roots-file')
+    writeFileSync(rootsFile, 'root\n')
+    const planted = join(s.ws, '.git', 'planted')
+    const asRoot = process.getuid?.() === 0
+    if (asRoot) linkSync(rootsFile, planted)
     const statusBefore = git(['status', '--porcelain'], s.ws)
 
     s.fake.queue.push(write('calc.js', FIXED), { content: 'Fixed add, as the review asked.' })
     const res = await s.cli(['run', '--gitlab', 'acme/backend/api!12', '--workspace', s.ws, '--deliver', 'pr', '--json'])
     expect(res.code, res.stderr).toBe(0)
+    // As root, nothing root made in the operator's repository stays root's (the operator's git, and delivery as its owner,
+    // write there), but a file of root's linked into it stays root's. Checked before the test's own git (as root) runs there.
+    if (asRoot) {
+      expect(rootOwned(join(s.ws, '.git'))).toEqual([planted])
+      expect(statSync(rootsFile).uid).toBe(0)
+    }
     const task = onlyTask(s.tree)
     const url = 'https://gitlab.example/acme/backend/api/-/merge_requests/12'
     const worktree = realpathSync(join(s.ws, '.git', 'ctxagent', 'worktrees', 'gitlab-12'))
@@ -57,8 +69,6 @@ describe('a task on a GitLab merge request', () => {
     expect(git(['status', '--porcelain'], s.ws)).toBe(statusBefore)
     expect(existsSync(join(s.ws, 'orders.rb'))).toBe(false)
     expect(readFileSync(join(s.ws, 'calc.js'), 'utf8')).not.toBe(FIXED)
-    // As root, nothing root made in the operator's repository stays root's (the operator's git, and delivery as its owner, write there).
-    if (process.getuid?.() === 0) expect(rootOwned(join(s.ws, '.git'))).toEqual([])
     // The token is nowhere on disk it must not be.
     expect(filesHolding(join(s.ws, '.git'), gl.token)).toEqual([])
     expect(filesHolding(task.dir, gl.token)).toEqual([])
