@@ -19,7 +19,9 @@ import { validRef } from './job-spec.js'
  * - a workspace that is not a git repository is worked in as it is (no head to push to).
  *
  * Every git command here runs in a repository an agent may have written to (its config,
- * hooks, attributes): see `safeGit`.
+ * hooks, attributes): see `safeGit`. `gitDir` is the operator's repository's git directory
+ * when a worktree of it was made or reused (git wrote there: its worktree records, refs,
+ * objects), else null.
  */
 export async function checkoutPrHead(options: {
   workspace: string
@@ -28,7 +30,7 @@ export async function checkoutPrHead(options: {
   head: PrHead
   forge: string
   credentials: CloneCredential[]
-}): Promise<{ workspace: string; checkedOut: boolean; note: string | null }> {
+}): Promise<{ workspace: string; checkedOut: boolean; note: string | null; gitDir: string | null }> {
   const { workspace, head } = options
   if (!validRef(head.branch))
     throw new CtxError(`the pull request's head branch '${head.branch.slice(0, 60)}' is not a branch name ctxagent checks out`, {
@@ -39,9 +41,10 @@ export async function checkoutPrHead(options: {
     () => null,
   )
   if (top === null)
-    return { workspace, checkedOut: false, note: `${workspace} is not a git repository: the task works there without the pull request's branch` }
+    return { workspace, checkedOut: false, note: `${workspace} is not a git repository: the task works there without the pull request's branch`, gitDir: null }
   const url = (await safeGit(top, ['config', '--get', 'remote.origin.url']).catch(() => '')).trim()
-  if (url === '') return { workspace, checkedOut: false, note: `${top} has no origin remote: the task works there without the pull request's branch` }
+  if (url === '')
+    return { workspace, checkedOut: false, note: `${top} has no origin remote: the task works there without the pull request's branch`, gitDir: null }
   const fetchHead = async (dir: string): Promise<string> => {
     const credential = credentialFor(url, options.credentials)
     const helper = credential === null ? [] : ['-c', 'credential.helper=', '-c', `credential.helper=${HELPER}`]
@@ -57,7 +60,7 @@ export async function checkoutPrHead(options: {
   if (own) {
     const sha = await fetchHead(top)
     await safeGit(top, ['checkout', '--quiet', '-B', head.branch, sha, '--'])
-    return { workspace: top, checkedOut: true, note: null }
+    return { workspace: top, checkedOut: true, note: null, gitDir: null }
   }
   const common = resolve(top, (await safeGit(top, ['rev-parse', '--git-common-dir'])).trim())
   const dir = join(common, 'ctxagent', 'worktrees', `${options.forge}-${head.number}`)
@@ -70,10 +73,11 @@ export async function checkoutPrHead(options: {
         workspace: dir,
         checkedOut: true,
         note: `the worktree ${dir} holds changes an earlier round did not deliver: the task works on them as they are`,
+        gitDir: common,
       }
     await safeGit(dir, ['checkout', '--quiet', '--detach', sha, '--'])
     await safeGit(dir, ['checkout', '--quiet', '-B', head.branch, '--']).catch(() => undefined)
-    return { workspace: dir, checkedOut: true, note: null }
+    return { workspace: dir, checkedOut: true, note: null, gitDir: common }
   }
   mkdirSync(join(common, 'ctxagent', 'worktrees'), { recursive: true })
   const sha = await fetchHead(top)
@@ -93,7 +97,7 @@ export async function checkoutPrHead(options: {
     : false
   // The branch is checked out elsewhere (the operator's own worktree): detached at the same commit.
   if (!added) await safeGit(top, ['worktree', 'add', '--quiet', '--detach', dir, sha])
-  return { workspace: realpathSync(dir), checkedOut: true, note: null }
+  return { workspace: realpathSync(dir), checkedOut: true, note: null, gitDir: common }
 }
 
 /** A local origin given as a relative path is relative to the repository. */

@@ -59,9 +59,9 @@ export interface DeliverySetup extends RunSetup {
 /**
  * A workspace that is a clone of a bare `origin` (over a path, or git's smart HTTP on the
  * forge stand-in's own host, where the token is required), a fake LLM, and a config with
- * the forge and `extra` YAML.
+ * the forge and `extra` YAML. With `item.mr`, the GitLab stand-in's item is its merge request !12.
  */
-export async function deliverySetup(forge: 'github' | 'gitlab' | 'path', extra = ''): Promise<DeliverySetup> {
+export async function deliverySetup(forge: 'github' | 'gitlab' | 'path', extra = '', item: { mr?: boolean } = {}): Promise<DeliverySetup> {
   const root = mkdtempSync(join(tmpdir(), 'ctxagent-deliver-test-'))
   onTestFinished(() => rmSync(root, { recursive: true, force: true }))
   const served = join(root, 'served')
@@ -70,7 +70,7 @@ export async function deliverySetup(forge: 'github' | 'gitlab' | 'path', extra =
   const auth: (string | null)[] = []
   let handler: GitHandler = () => undefined
   const gh = forge === 'github' ? await startFakeGithub({ git: (req, res) => handler(req, res) }) : null
-  const gl = forge === 'gitlab' ? await startFakeGitlab({ git: (req, res) => handler(req, res) }) : null
+  const gl = forge === 'gitlab' ? await startFakeGitlab({ ...item, git: (req, res) => handler(req, res) }) : null
   const token = gh?.token ?? gl?.token ?? 'ghp_unused0000000000000000000000000000'
   if (gh) handler = gitHttpHandler(served, 'x-access-token', gh.token, auth)
   if (gl) handler = gitHttpHandler(served, 'oauth2', gl.token, auth)

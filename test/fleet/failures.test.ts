@@ -6,6 +6,8 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import { alive, exitOf } from '../helpers/wait.js'
 import { agentPid, canUnshare, coldStartFlags, FAST_LOCKS, finish, killAtEnd, onHost, startWorker, until } from '../helpers/fleet-hosts.js'
 import { usePostgres } from '../helpers/use-postgres.js'
+import { fleetJobs } from '../helpers/fleet-jobs.js'
+import type { JobRow } from '../helpers/fleet-jobs.js'
 import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
 
@@ -18,15 +20,7 @@ const database = usePostgres({ truncate: ['fleet_jobs', 'fleet_workers', 'tasks'
 const query = database.query
 const db = database.env
 
-interface JobRow {
-  id: number
-  kind: string
-  state: string
-  outcome: string | null
-  error: string | null
-  attempts: number
-}
-const jobs = () => query<JobRow>('SELECT id::int, kind, state, outcome, error, attempts FROM fleet_jobs ORDER BY id')
+const jobs = () => fleetJobs(database)
 
 /** Every job, once all of them have ended (done, or failed after their last attempt). */
 const settledJobs = () =>
@@ -169,9 +163,7 @@ describe('pauses by an operator and by a signal', () => {
     expect(readTask(s.tree, byOperator).state.paused_by).toBe('operator')
     const rows = await until('both jobs settled', async () => {
       await watchLocks(s)
-      const all = await query<{ task_uuid: string; kind: string; state: string; outcome: string | null }>(
-        'SELECT task_uuid, kind, state, outcome FROM fleet_jobs ORDER BY id',
-      )
+      const all = await jobs()
       return all.filter((j) => j.state === 'done').length === 2 ? all : null
     })
     // Its agent paused as it does under a live worker (once it died of an unhandled rejection when the
@@ -179,7 +171,7 @@ describe('pauses by an operator and by a signal', () => {
     const signalled = readTask(s.tree, bySignal)
     expect(signalled.location).toBe('paused')
     expect(signalled.state.paused_by).toBe('signal')
-    expect(rows).toEqual([
+    expect(rows).toMatchObject([
       { task_uuid: byOperator, kind: 'new', state: 'done', outcome: 'paused' },
       { task_uuid: bySignal, kind: 'new', state: 'done', outcome: 'paused' },
       { task_uuid: bySignal, kind: 'resume', state: 'waiting', outcome: null },

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest'
 import { exitOf } from '../helpers/wait.js'
 import { agentPid, childrenOf, FAST_LOCKS, finish, killAtEnd, startWorker, until } from '../helpers/fleet-hosts.js'
 import { usePostgres } from '../helpers/use-postgres.js'
+import { fleetJobs } from '../helpers/fleet-jobs.js'
 import { cli } from '../helpers/run.js'
 import { agentRequests, readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
@@ -15,16 +16,7 @@ const database = usePostgres({ truncate: ['fleet_jobs', 'fleet_workers', 'tasks'
 const query = database.query
 const db = database.env
 
-interface JobRow {
-  id: number
-  task_uuid: string
-  kind: string
-  state: string
-  outcome: string | null
-  user: string | null
-  spec: Record<string, unknown>
-}
-const jobs = () => query<JobRow>('SELECT id::int, task_uuid, kind, state, outcome, "user", spec FROM fleet_jobs ORDER BY id')
+const jobs = () => fleetJobs(database)
 
 async function enqueue(s: RunSetup, args: string[]): Promise<string> {
   const res = await s.run(['enqueue', ...args], db())

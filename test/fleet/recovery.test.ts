@@ -5,6 +5,7 @@ import type { Host } from '../helpers/fleet-hosts.js'
 import { BIN } from '../helpers/run.js'
 import { exitOf } from '../helpers/wait.js'
 import { usePostgres } from '../helpers/use-postgres.js'
+import { fleetJobs } from '../helpers/fleet-jobs.js'
 import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
 
@@ -67,7 +68,7 @@ describe('a fleet on one host', () => {
     down = false
     await database.server.restart()
     const jobs = await until('every job done', async () => {
-      const rows = await query<{ task_uuid: string; state: string; outcome: string }>('SELECT task_uuid, state, outcome FROM fleet_jobs ORDER BY id')
+      const rows = await fleetJobs(database)
       return rows.length === 8 && rows.every((r) => r.state === 'done') ? rows : null
     }).catch(async (err) => {
       throw new Error(
@@ -194,12 +195,10 @@ describe.runIf(canUnshare)('a fleet on two simulated hosts', () => {
     expectContinuousSeq(task.messages)
     expect(task.messages.length).toBeGreaterThan(before.messages.length)
     const jobs = await until('both jobs done', async () => {
-      const rows = await query<{ kind: string; state: string; outcome: string; claimed_by: string }>(
-        'SELECT kind, state, outcome, claimed_by FROM fleet_jobs ORDER BY id',
-      )
+      const rows = await fleetJobs(database)
       return rows.every((r) => r.state === 'done') ? rows : null
     })
-    expect(jobs.map((j) => [j.kind, j.outcome, j.claimed_by.split(':')[0]])).toEqual([
+    expect(jobs.map((j) => [j.kind, j.outcome, j.claimed_by?.split(':')[0]])).toEqual([
       ['new', 'died', 'fleet-a'],
       ['resume', 'completed', 'fleet-b'],
     ])
@@ -257,10 +256,10 @@ describe.runIf(canUnshare)('a fleet on two simulated hosts', () => {
     expect(after.location).toBe('completed')
     expectContinuousSeq(after.messages)
     const jobs = await until('both jobs ended', async () => {
-      const rows = await query<{ state: string; outcome: string; claimed_by: string }>('SELECT state, outcome, claimed_by FROM fleet_jobs ORDER BY id')
+      const rows = await fleetJobs(database)
       return rows.every((r) => r.state === 'done') ? rows : null
     })
-    expect(jobs.map((j) => [j.outcome, j.claimed_by.split(':')[0]])).toEqual([
+    expect(jobs.map((j) => [j.outcome, j.claimed_by?.split(':')[0]])).toEqual([
       ['died', 'fleet-a'],
       ['completed', 'fleet-b'],
     ])

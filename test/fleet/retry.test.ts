@@ -6,6 +6,7 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import { exitOf } from '../helpers/wait.js'
 import { agentPid, FAST_LOCKS, finish, startWorker, until } from '../helpers/fleet-hosts.js'
 import { usePostgres } from '../helpers/use-postgres.js'
+import { fleetJobs } from '../helpers/fleet-jobs.js'
 import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
 
@@ -16,19 +17,9 @@ import type { RunSetup } from '../run/harness.js'
  * state the next pass completes.
  */
 const database = usePostgres({ truncate: ['fleet_jobs', 'fleet_workers', 'tasks'] })
-const query = database.query
 const db = database.env
 
-interface JobRow {
-  id: number
-  task_uuid: string
-  kind: string
-  state: string
-  outcome: string | null
-  error: string | null
-  attempts: number
-}
-const jobs = () => query<JobRow>('SELECT id::int, task_uuid, kind, state, outcome, error, attempts FROM fleet_jobs ORDER BY id')
+const jobs = () => fleetJobs(database)
 
 /** fleet.retry with a small base: a test waits on the jobs' states, never on these times. */
 const RETRY = (maxAttempts: number) => `${FAST_LOCKS}  retry:\n    base_seconds: 0.1\n    max_seconds: 0.5\n    max_attempts: ${maxAttempts}\n`

@@ -8,6 +8,7 @@ import { exitOf } from '../helpers/wait.js'
 import { finish, startWorker, until } from '../helpers/fleet-hosts.js'
 import { startGitHttp } from '../helpers/git-http.js'
 import { usePostgres } from '../helpers/use-postgres.js'
+import { fleetJobs } from '../helpers/fleet-jobs.js'
 import { readTask, runSetup } from '../run/harness.js'
 
 /**
@@ -210,7 +211,7 @@ describe('refs and job rows', () => {
     for (const [uuid, kind, spec] of rows) await query('INSERT INTO fleet_jobs (task_uuid, kind, spec) VALUES ($1, $2, $3)', [uuid, kind, JSON.stringify(spec)])
     const worker = startWorker(s, database.server.url)
     await doneJobs(rows.length)
-    const ended = await query<{ task_uuid: string; outcome: string; error: string }>('SELECT task_uuid, outcome, error FROM fleet_jobs ORDER BY id')
+    const ended = await fleetJobs(database)
     const reasons = [
       'task_uuid "../../x" is not a UUID',
       'spec.ref "-f"',

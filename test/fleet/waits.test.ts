@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest'
 import { exitOf } from '../helpers/wait.js'
 import { FAST_LOCKS, finish, startWorker, until } from '../helpers/fleet-hosts.js'
 import { usePostgres } from '../helpers/use-postgres.js'
+import { fleetJobs } from '../helpers/fleet-jobs.js'
 import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
 import type { RecordedRequest } from '../helpers/fake-llm.js'
@@ -22,20 +23,7 @@ const database = usePostgres({ truncate: ['fleet_jobs', 'fleet_workers', 'tasks'
 const query = database.query
 const db = database.env
 
-interface JobRow {
-  id: number
-  task_uuid: string
-  state: string
-  outcome: string | null
-  attempts: number
-  limit_waits: number
-  wait_reason: string | null
-  until_s: number | null
-}
-const jobs = () =>
-  query<JobRow>(
-    `SELECT id::int, task_uuid, state, outcome, attempts, limit_waits, wait_reason, extract(epoch FROM next_run_at - now())::float AS until_s FROM fleet_jobs ORDER BY id`,
-  )
+const jobs = () => fleetJobs(database)
 
 /** The test's config: fleet.retry with `maxAttempts`, and a client that waits at most 50 ms for a Retry-After (a longer one is a usage limit). */
 async function setup(maxAttempts: number): Promise<RunSetup> {

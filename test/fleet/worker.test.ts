@@ -6,6 +6,7 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import { exitOf, until } from '../helpers/wait.js'
 import { startFakeGithub } from '../helpers/fake-github.js'
 import { usePostgres } from '../helpers/use-postgres.js'
+import { fleetJobs } from '../helpers/fleet-jobs.js'
 import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
 import type { RunSetup, Started } from '../run/harness.js'
 
@@ -43,10 +44,10 @@ describe('enqueue and worker', () => {
     for (let i = 0; i < 3; i++) uuids.push(await enqueue(s, ['--task', `task ${i}`, '--workspace', s.ws]))
     for (const uuid of uuids) expect(uuid).toMatch(/^[0-9a-f-]{36}$/)
     const jobs = await until('every job done', async () => {
-      const rows = await query<{ task_uuid: string; state: string; outcome: string }>('SELECT task_uuid, state, outcome FROM fleet_jobs ORDER BY id')
+      const rows = await fleetJobs(database)
       return rows.every((r) => r.state === 'done') && rows.length === 3 ? rows : null
     })
-    expect(jobs).toEqual(uuids.map((task_uuid) => ({ task_uuid, state: 'done', outcome: 'completed' })))
+    expect(jobs).toMatchObject(uuids.map((task_uuid) => ({ task_uuid, state: 'done', outcome: 'completed' })))
     for (const uuid of uuids) {
       const task = readTask(s.tree, uuid)
       expect(task.location).toBe('completed')
@@ -77,8 +78,8 @@ describe('enqueue and worker', () => {
     first.child.kill('SIGTERM')
     expect(await exitOf(first.child)).toEqual({ code: 0, signal: null })
     expect(readTask(s.tree, uuid)).toMatchObject({ location: 'paused', state: { status: 'paused' } })
-    const jobs = await query<{ kind: string; state: string; outcome: string | null }>('SELECT kind, state, outcome FROM fleet_jobs ORDER BY id')
-    expect(jobs).toEqual([
+    const jobs = await fleetJobs(database)
+    expect(jobs).toMatchObject([
       { kind: 'new', state: 'done', outcome: 'paused' },
       { kind: 'resume', state: 'waiting', outcome: null },
     ])

@@ -24,6 +24,8 @@ export interface FakeGithub {
   addComment(login: string, body: string): Record<string, unknown>
   /** Pull requests opened through the API (POST /repos/{owner}/{repo}/pulls), in GitHub's shape. */
   pulls: Record<string, unknown>[]
+  /** While set, a pull request is opened and its answer waits for it (a client that dies before it hears it). */
+  holdOpened: Promise<void> | null
 }
 
 const user = (login: string, id: number) => ({ login, id, node_id: `U_${id}`, type: login.endsWith('[bot]') ? 'Bot' : 'User', site_admin: false })
@@ -73,6 +75,7 @@ export async function startFakeGithub(options: { owner?: string; repo?: string; 
     failures: [],
     gate: null,
     pulls: [],
+    holdOpened: null,
     addComment: (login, body) => {
       const at = now()
       const comment = {
@@ -175,6 +178,7 @@ export async function startFakeGithub(options: { owner?: string; repo?: string; 
           merged_at: null,
         }
         fake.pulls.push(pull)
+        if (fake.holdOpened !== null) await fake.holdOpened
         return send(201, pull)
       }
       const labelled = new RegExp(`^${base}/issues/(\\d+)/labels$`).exec(path)

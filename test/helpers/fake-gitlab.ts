@@ -41,7 +41,7 @@ export async function startFakeGitlab(options: { mr?: boolean; git?: GitHandler 
       author: author('alice'),
       labels: ['bug', 'api'],
       created_at: '2026-11-01T09:00:00.000Z',
-      web_url: `https://gitlab.example/${project}/-/issues/${iid}`,
+      web_url: `https://gitlab.example/${project}/-/${options.mr ? 'merge_requests' : 'issues'}/${iid}`,
       ...(options.mr ? { source_branch: 'fix-pagination', target_branch: 'main' } : {}),
     },
     notes: [],

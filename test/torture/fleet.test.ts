@@ -5,6 +5,7 @@ import { chaosWorker, holders, warmChildren } from '../helpers/fleet-chaos.js'
 import type { ChaosWorker } from '../helpers/fleet-chaos.js'
 import { canUnshare, FAST_LOCKS, finish, until } from '../helpers/fleet-hosts.js'
 import { usePostgres } from '../helpers/use-postgres.js'
+import { fleetJobs } from '../helpers/fleet-jobs.js'
 import { agentRequests, readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
 import { litter, strayLocks, taskPlaces, unreadable } from './checks.js'
@@ -37,15 +38,7 @@ const database = usePostgres()
 const query = database.query
 const db = database.env
 
-interface JobRow {
-  id: number
-  task_uuid: string
-  kind: string
-  state: string
-  outcome: string | null
-  error: string | null
-}
-const jobs = () => query<JobRow>('SELECT id::int, task_uuid, kind, state, outcome, error FROM fleet_jobs ORDER BY id')
+const jobs = () => fleetJobs(database)
 const OPEN = ['waiting', 'running', 'retrying']
 
 /**

@@ -24,7 +24,8 @@ export function deliveryOf(state: { delivery?: unknown } | null | undefined): De
 /** One line: the PR, else the branch and commit, else why nothing was delivered. */
 export function deliveryLine(d: Delivery): string {
   const where = d.branch === null ? null : `branch ${d.branch}${d.commit ? ` (${d.commit.slice(0, 12)})` : ''}${d.pushed ? ', pushed' : ''}`
-  if (d.refused !== null) return `${where ? `${where}; ` : ''}not delivered: ${d.refused}`
+  // A refusal of the change's files already begins so (docs/delivery.md#secrets): said once.
+  if (d.refused !== null) return `${where ? `${where}; ` : ''}${d.refused.startsWith('not delivered') ? '' : 'not delivered: '}${d.refused}`
   if (d.pr !== null) return `${d.mode === 'pr' ? 'PR/MR' : 'PR'} #${d.pr.number} ${d.pr.url} (${where ?? 'no branch'})`
   return where ?? 'nothing delivered'
 }
