@@ -1,4 +1,17 @@
-import { chmodSync, chownSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import {
+  chmodSync,
+  chownSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -216,10 +229,14 @@ describe('the identity commands run as', () => {
     mkdirSync(outside)
     writeFileSync(join(ws, 'src', 'a.js'), '1\n')
     symlinkSync(outside, join(ws, 'out'))
+    // A hard link to a file of root's outside (as a command could plant where fs.protected_hardlinks is off).
+    writeFileSync(join(outside, 'secret'), 'root only\n', { mode: 0o600 })
+    linkSync(join(outside, 'secret'), join(ws, 'src', 'linked'))
     giveWorkspace(ws, { uid: 4321, gid: 4322, name: '4321', why: 'tools.sandbox_user' })
     for (const p of ['', 'src', 'src/a.js']) expect(statSync(join(ws, p))).toMatchObject({ uid: 4321, gid: 4322 })
     expect(lstatSync(join(ws, 'out')).uid).toBe(4321)
     expect(statSync(outside).uid).toBe(0)
+    expect(statSync(join(outside, 'secret')).uid).toBe(0)
     expect(statSync(top).mode & 0o777).toBe(0o711)
   })
 

@@ -126,16 +126,22 @@ export function workspaceUnwritable(identity: SandboxIdentity, workspace: string
 /**
  * As root, gives a workspace ctxagent made itself (a clone, the demo's copy) to the
  * identity its commands run as: every file and directory in it, and its parent made
- * searchable. Not root: the files are already the commands' user's.
+ * searchable; a file hard-linked elsewhere stays whose it is. Not root: the files are
+ * already the commands' user's.
  */
 export function giveWorkspace(workspace: string, identity: SandboxIdentity): void {
   if (process.getuid?.() !== 0) return
   const parent = statSync(dirname(workspace))
   if ((parent.mode & 0o011) !== 0o011) chmodSync(dirname(workspace), (parent.mode & 0o7777) | 0o011)
   const walk = (p: string): void => {
-    lchownSync(p, identity.uid, identity.gid)
     // lstat: a link is chowned itself, never followed out of the workspace.
-    if (lstatSync(p).isDirectory()) for (const name of readdirSync(p)) walk(join(p, name))
+    const entry = lstatSync(p)
+    // A file with another name somewhere may be a hard link to a file outside the workspace
+    // (planted by a command in an earlier round where fs.protected_hardlinks is off): it keeps
+    // its owner unless it is already the identity's.
+    if (entry.isFile() && entry.nlink > 1 && entry.uid !== identity.uid) return
+    lchownSync(p, identity.uid, identity.gid)
+    if (entry.isDirectory()) for (const name of readdirSync(p)) walk(join(p, name))
   }
   walk(workspace)
 }
