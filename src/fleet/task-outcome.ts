@@ -67,8 +67,7 @@ const MAX_WAIT_HOURS = 24
 
 /**
  * A task paused until a known time (docs/fleet-operations.md#waits), or by a budget: a
- * usage limit (paused_by rate-limit; or, as `run` recorded it before rate-limit pauses,
- * paused_by llm with llm_failure rate_limited) and a budget window (paused_by budget) with
+ * usage limit (paused_by rate-limit) and a budget window (paused_by budget) with
  * their resume_at: the job waits until then. A budget pause with no time (the task's own
  * cap: an operator raises it) ends the job, its history naming the cap. Null otherwise.
  */
@@ -85,8 +84,7 @@ export function limitWait(state: TaskState, maxWaitHours: number): LimitWait | n
   const until = state.resume_at
   if (typeof until !== 'string' || Number.isNaN(Date.parse(until))) return null
   const iso = new Date(Date.parse(until)).toISOString()
-  if (state.paused_by === 'rate-limit' || (state.paused_by === 'llm' && state.llm_failure === 'rate_limited'))
-    return { until: iso, reason: 'rate-limit', cap: null, maxWaitSeconds: maxWaitHours * 3600 }
+  if (state.paused_by === 'rate-limit') return { until: iso, reason: 'rate-limit', cap: null, maxWaitSeconds: maxWaitHours * 3600 }
   if (state.paused_by === 'budget') return { until: iso, reason: 'budget', cap: state.budget_cap ?? null, maxWaitSeconds: null }
   return null
 }

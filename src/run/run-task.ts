@@ -477,7 +477,7 @@ async function settle(
   const waits =
     ending.cause === 'budget' || ending.cause === 'rate-limit'
       ? { resume_at: ending.resumeAt?.toISOString() ?? null, budget_cap: ending.budgetCap ?? null }
-      : { resume_at: ending.cause === 'llm' ? (ending.resumeAt ?? null) : null, budget_cap: null }
+      : { resume_at: null, budget_cap: null }
   const failure = ending.cause === 'llm' ? (ending.failure ?? null) : ending.cause === 'rate-limit' ? 'rate_limited' : null
   await handle.update({ ...progress, error: ending.error === null ? null : maskText(ending.error), llm_failure: failure, ...waits })
   // Who paused it: a fleet resumes a task stopped by a signal (its worker stopped), not one an operator paused (docs/contract.md §14.3).
