@@ -151,7 +151,12 @@ export class OpenAiCompatibleClient implements LlmClient {
           until,
         )
       const retried = failure !== null ? ` after ${this.endpoint.max_retries} retries` : ''
-      return new ProviderError(`${this.where()} answered ${err.status ?? 'an error'}${retried}: ${firstLine(err.message)}`, 'check the server logs', err, failure)
+      return new ProviderError(
+        `${this.where()} answered ${err.status ?? 'an error'}${retried}: ${firstLine(err.message)}`,
+        'check the server logs',
+        err,
+        failure,
+      )
     }
     return new ProviderError(`${this.where()} failed: ${(err as Error).message}`, 'set CTXAGENT_DEBUG=1 for details', err)
   }

@@ -28,12 +28,21 @@ describe('cost caps pause before the request that would pass them', () => {
       Array.isArray(req.body.tools)
         ? { calls: [{ name: 'glob', arguments: { pattern: `*${s.fake.requests.length}*` } }] }
         : { content: '## Original Task\nsummary' }
-    const first = await s.run(['run', '--task', 'look around', '--workspace', s.ws, '--max-cost', '0.15', '--log-format', 'json', '--json'], { CTXAGENT_NOW: NOW })
+    const first = await s.run(['run', '--task', 'look around', '--workspace', s.ws, '--max-cost', '0.15', '--log-format', 'json', '--json'], {
+      CTXAGENT_NOW: NOW,
+    })
     expect(first.code, first.stderr).toBe(5)
     expect(s.fake.requests).toHaveLength(3)
     const paused = onlyTask(s.tree)
     expect(paused).toMatchObject({ location: 'paused', state: { status: 'paused', paused_by: 'budget', budget_cap: 'task', resume_at: null } })
-    expect(JSON.parse(first.stdout)).toMatchObject({ uuid: paused.uuid, status: 'paused', paused_by: 'budget', budget_cap: 'task', resume_at: null, exit_code: 5 })
+    expect(JSON.parse(first.stdout)).toMatchObject({
+      uuid: paused.uuid,
+      status: 'paused',
+      paused_by: 'budget',
+      budget_cap: 'task',
+      resume_at: null,
+      exit_code: 5,
+    })
     expect(paused.state.error).toMatch(/cost cap .*\$0\.15.*\$0\.06 spent, the next request may cost \$0\.10/)
     expect(paused.metadata.run).toMatchObject({ max_cost_usd: 0.15 })
     // The same cap again: refused before anything moves (exit 5), and no request.
