@@ -28,8 +28,7 @@ interface JobRow {
   next_run_at: Date | null
   task_uuid: string
 }
-const jobs = () =>
-  database.query<JobRow>(`SELECT id::int, "user", state, attempts, wait_reason, wait_cap, next_run_at, task_uuid FROM fleet_jobs ORDER BY id`)
+const jobs = () => database.query<JobRow>(`SELECT id::int, "user", state, attempts, wait_reason, wait_cap, next_run_at, task_uuid FROM fleet_jobs ORDER BY id`)
 
 /** A worker whose clock says `now`. */
 function workerAt(s: RunSetup, now: string) {
