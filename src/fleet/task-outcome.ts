@@ -127,9 +127,17 @@ export function closeVerdict(
   const notBegun = resume ? task.location === 'paused' && task.unchanged : task.location === null
   // Killed (SIGKILL, the OOM killer) before its task began, or a resume that found the paused task's lock held
   // (exit 4: an operator's compress, a lock a killed resume left): nothing ran, and nobody else would resume it.
-  if ((signal !== null || (resume && code === 4)) && !stopped && notBegun) {
+  // Or refused by a cost cap spent (exit 5) that the claim did not see yet (a spend added since, a resume's context):
+  // the next claim sees it and makes the job wait for the reset (docs/fleet-operations.md#waits).
+  const refused = code === 5 && signal === null
+  if ((signal !== null || (resume && code === 4) || refused) && !stopped && notBegun) {
     const max = policy.maxAttempts
-    const why = signal !== null ? `was killed (${signal})` : 'found the task locked'
+    const why =
+      signal !== null
+        ? `was killed (${signal})`
+        : refused
+          ? `was refused${child.lastLine === '' ? '' : ` (${lastError(child.lastLine).slice(0, 300)})`}`
+          : 'found the task locked'
     const error = `its agent ${why} before the task began (attempt ${job.attempts} of fleet.max_attempts ${max})`
     // The last attempt leaves a new job's task uncreated (failed), a resume's task paused as it was.
     const last = { outcome: resume ? 'paused' : 'failed', error }
