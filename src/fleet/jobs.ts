@@ -155,7 +155,9 @@ export class JobQueue {
        held AS (
          UPDATE fleet_jobs h SET state = 'retrying', wait_reason = 'budget', wait_cap = spent.cap,
                 next_run_at = greatest(($5::jsonb->>CASE spent.cap WHEN 'user-monthly' THEN 'monthly_until' ELSE 'daily_until' END)::timestamptz, now() + interval '1 second')
-         FROM spent WHERE h.id = spent.id AND spent.cap IS NOT NULL AND ${due('h')}),
+         FROM spent WHERE h.id = spent.id AND spent.cap IS NOT NULL AND ${due('h')}
+           -- Rows another claim holds are left to the next claim: claimers never wait on each other.
+           AND h.id IN (SELECT l.id FROM fleet_jobs l WHERE l.id IN (SELECT id FROM spent WHERE cap IS NOT NULL) AND ${due('l')} FOR UPDATE SKIP LOCKED)),
        claimed AS (
          UPDATE fleet_jobs j SET state = 'running', claimed_by = $1, claimed_at = now(), attempts = j.attempts + 1, next_run_at = NULL
          WHERE j.id = (
