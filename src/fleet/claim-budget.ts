@@ -47,6 +47,8 @@ export function claimBudget(config: Config): ((now: Date) => ClaimBudget) | null
   const users: Record<string, Thresholds> = {}
   for (const name of Object.keys(config.users)) users[name] = thresholds(config, name, activeEndpoint(effectiveConfig(config, name, {})).model)
   const all = thresholds(config, '', activeEndpoint(config).model)
+  // No model in use has a price: nothing is capped by money.
+  if ([all, ...Object.values(users)].every((t) => t.daily === null && t.monthly === null && t.fleet === null)) return null
   return (now) => {
     const day = dayKey(now, tz)
     const [from, to] = monthRange(day)

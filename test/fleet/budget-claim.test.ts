@@ -54,6 +54,8 @@ describe('the claim and a spent cost cap', () => {
     expect(at?.users.dave).toEqual({ daily: null, monthly: 1.985, fleet: 9.985 })
     expect(at?.users.erin).toEqual({ daily: null, monthly: null, fleet: null })
     expect(claimBudget(parseConfig('pricing:\n  m:\n    prompt: 3\n    completion: 15\n', 'config.yaml'))).toBeNull()
+    // Caps, but no price for any model in use.
+    expect(claimBudget(parseConfig('budgets:\n  user_daily_usd: 1\n', 'config.yaml'))).toBeNull()
   })
 
   it("user A's daily cap spent: A's job waits for the reset (budget, no attempt spent, no slot), B's is claimed; after the reset A's is", async () => {
