@@ -58,8 +58,6 @@ export class ProviderError extends CtxError {
   readonly failure: LlmFailure | null
   /** A usage limit beyond a turn's wait (a 429 or 529 with a far reset): when it lifts; else null. */
   readonly limitedUntil: Date | null
-  /** A usage limit's reset the server named (Retry-After on a 429), ISO 8601: a fleet's job waits until then (docs/fleet-operations.md#waits). */
-  resumeAt: string | null = null
   constructor(message: string, hint?: string, cause?: unknown, failure: LlmFailure | null = null, limitedUntil: Date | null = null) {
     super(message, { exitCode: 1, ...(hint === undefined ? {} : { hint }), cause })
     this.failure = failure

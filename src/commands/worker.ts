@@ -23,6 +23,7 @@ import { hostname } from '../storage/fs/process-info.js'
 import { ensureLayout } from '../storage/task/lifecycle.js'
 import { giveWorkspace, sandboxIdentity } from '../tools/sandbox/identity.js'
 import { fleetListenUrl, fleetPool } from '../actions/fleet-db.js'
+import { claimBudget } from '../fleet/claim-budget.js'
 import { pause, positiveIntArg, withEnv } from './shared.js'
 
 interface WorkerOptions {
@@ -238,6 +239,8 @@ async function serve(ctx: CommandEnv, opts: WorkerOptions, stop: StopRequests, l
       agentNiceness: ctx.config.fleet.agent_niceness,
       retry: ctx.config.fleet.retry,
       perUser: ctx.config.fleet.limits.per_user,
+      budget: claimBudget(ctx.config),
+      now: () => ctx.now(),
       heartbeatMs: locks.heartbeat_seconds * 1000,
       log: (line) => log.info(line),
       warn: (line) => log.warn(line),

@@ -67,8 +67,7 @@ const MAX_WAIT_HOURS = 24
 
 /**
  * A task paused until a known time (docs/fleet-operations.md#waits), or by a budget: a
- * usage limit (paused_by rate-limit; or, as `run` recorded it before rate-limit pauses,
- * paused_by llm with llm_failure rate_limited) and a budget window (paused_by budget) with
+ * usage limit (paused_by rate-limit) and a budget window (paused_by budget) with
  * their resume_at: the job waits until then. A budget pause with no time (the task's own
  * cap: an operator raises it) ends the job, its history naming the cap. Null otherwise.
  */
@@ -85,8 +84,7 @@ export function limitWait(state: TaskState, maxWaitHours: number): LimitWait | n
   const until = state.resume_at
   if (typeof until !== 'string' || Number.isNaN(Date.parse(until))) return null
   const iso = new Date(Date.parse(until)).toISOString()
-  if (state.paused_by === 'rate-limit' || (state.paused_by === 'llm' && state.llm_failure === 'rate_limited'))
-    return { until: iso, reason: 'rate-limit', cap: null, maxWaitSeconds: maxWaitHours * 3600 }
+  if (state.paused_by === 'rate-limit') return { until: iso, reason: 'rate-limit', cap: null, maxWaitSeconds: maxWaitHours * 3600 }
   if (state.paused_by === 'budget') return { until: iso, reason: 'budget', cap: state.budget_cap ?? null, maxWaitSeconds: null }
   return null
 }
@@ -129,9 +127,17 @@ export function closeVerdict(
   const notBegun = resume ? task.location === 'paused' && task.unchanged : task.location === null
   // Killed (SIGKILL, the OOM killer) before its task began, or a resume that found the paused task's lock held
   // (exit 4: an operator's compress, a lock a killed resume left): nothing ran, and nobody else would resume it.
-  if ((signal !== null || (resume && code === 4)) && !stopped && notBegun) {
+  // Or refused by a cost cap spent (exit 5) that the claim did not see yet (a spend added since, a resume's context):
+  // the next claim sees it and makes the job wait for the reset (docs/fleet-operations.md#waits).
+  const refused = code === 5 && signal === null
+  if ((signal !== null || (resume && code === 4) || refused) && !stopped && notBegun) {
     const max = policy.maxAttempts
-    const why = signal !== null ? `was killed (${signal})` : 'found the task locked'
+    const why =
+      signal !== null
+        ? `was killed (${signal})`
+        : refused
+          ? `was refused${child.lastLine === '' ? '' : ` (${lastError(child.lastLine).slice(0, 300)})`}`
+          : 'found the task locked'
     const error = `its agent ${why} before the task began (attempt ${job.attempts} of fleet.max_attempts ${max})`
     // The last attempt leaves a new job's task uncreated (failed), a resume's task paused as it was.
     const last = { outcome: resume ? 'paused' : 'failed', error }

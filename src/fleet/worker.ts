@@ -9,6 +9,7 @@ import { safeState } from '../storage/task/lifecycle.js'
 import { appendInbox } from '../storage/task/inbox.js'
 import { holdForTest } from '../test-pause.js'
 import { AgentLauncher, signalGroup } from './agent-launcher.js'
+import type { ClaimBudget } from './claim-budget.js'
 import { cloneWorkspace } from './clone.js'
 import type { CloneCredential } from './clone.js'
 import { jobProblem, runArgs } from './job-spec.js'
@@ -55,6 +56,10 @@ export interface WorkerOptions {
   retry?: RetryPolicy
   /** fleet.limits.per_user: at most this many running tasks of one user, fleet-wide. */
   perUser?: number | null
+  /** The shared cost caps at a time (claim-budget.ts): a job whose cap is spent waits for its reset, unclaimed; absent: none. */
+  budget?: ((now: Date) => ClaimBudget) | null
+  /** The clock the budget windows are told by (default: the system's). */
+  now?: () => Date
   log: (line: string) => void
   /**
    * A job's end at its level (docs/fleet-operations.md#a-jobs-history): a failure the fleet runs again (a retry, a wait
@@ -205,7 +210,8 @@ export class Worker {
     while (!this.stopping && this.running.size < this.options.record.concurrency) {
       let job: Job | null
       try {
-        job = await this.queue.claim(this.options.record.id, this.options.perUser ?? null, this.idle)
+        const budget = this.options.budget?.(this.options.now?.() ?? new Date()) ?? null
+        job = await this.queue.claim(this.options.record.id, this.options.perUser ?? null, this.idle, budget)
       } catch (err) {
         // PostgreSQL away: the next poll tries again.
         this.options.log(`cannot claim jobs: ${(err as Error).message}`)

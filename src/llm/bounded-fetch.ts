@@ -94,9 +94,6 @@ export function boundedFetch(bounds: FetchBounds): typeof fetch {
   }
 }
 
-/** A response header of ours (never a server's): the wait its server asked for, in ms, before it was cut to the limit. */
-export const SERVER_WAIT_HEADER = 'x-ctxagent-server-wait-ms'
-
 /**
  * How long the SDK may take over one try, its wait before it included (the SDK's
  * `timeout`; the exchange itself is bounded by `totalMs` here): the wait is not
@@ -321,8 +318,7 @@ function clampRetryAfter(headers: Headers, maxMs: number): Headers {
   let ms = millis !== null ? Number.parseFloat(millis) : Number.parseFloat(seconds as string) * 1000
   if (Number.isNaN(ms) && seconds !== null) ms = Date.parse(seconds) - Date.now()
   if (ms >= 0 && ms <= maxMs) return headers
-  // The wait the server asked for, uncut: the client's last failure says when a usage limit lifts.
-  if (ms > maxMs) headers.set(SERVER_WAIT_HEADER, String(Math.round(ms)))
+  // A longer wait of a 429 or 529 is a usage limit, already marked (markUsageLimit): the caller waits it out, not the SDK.
   headers.delete('retry-after')
   headers.set('retry-after-ms', String(maxMs))
   return headers

@@ -3,7 +3,7 @@ import type { Config } from '../config/schema.js'
 import { untilAborted } from '../abort.js'
 import { ProviderError } from '../errors.js'
 import type { ChatMessage, ChatOptions, ChatResult, LlmClient, ToolSpec } from './client.js'
-import { boundedFetch, ResponseTooLargeError, ResponseTooSlowError, sdkTimeoutMs, SERVER_WAIT_HEADER } from './bounded-fetch.js'
+import { boundedFetch, ResponseTooLargeError, ResponseTooSlowError, sdkTimeoutMs } from './bounded-fetch.js'
 import { normaliseReply } from './reply.js'
 import { checkOpenAiUsage, completionBound, promptBound } from './usage-check.js'
 import { limitUntilOf } from './usage-limit.js'
@@ -29,8 +29,6 @@ export class OpenAiCompatibleClient implements LlmClient {
   /** Requests on their way: the last body's buffer is written again only when none is. */
   private inFlight = 0
   private readonly maxResponseBytes: number
-  /** llm.max_retry_wait in ms: a server's wait past it is a usage limit a fleet waits out (ProviderError.resumeAt). */
-  private readonly maxRetryWaitMs: number
 
   constructor(
     private readonly endpoint: Endpoint,
@@ -41,8 +39,8 @@ export class OpenAiCompatibleClient implements LlmClient {
     // max_tokens of a request that names none.
     this.maxOutputTokens = limits.maxOutputTokens ?? 4096
     this.maxResponseBytes = limits.maxResponseBytes ?? 32 * 1024 * 1024
-    this.maxRetryWaitMs = (limits.maxRetryWait ?? 60) * 1000
-    const bounds = { totalMs: endpoint.timeout_seconds * 1000, maxBytes: this.maxResponseBytes, maxRetryWaitMs: this.maxRetryWaitMs }
+    // llm.max_retry_wait: a server's wait past it is a usage limit (usage-limit.ts), the caller's to wait out.
+    const bounds = { totalMs: endpoint.timeout_seconds * 1000, maxBytes: this.maxResponseBytes, maxRetryWaitMs: (limits.maxRetryWait ?? 60) * 1000 }
     this.client = new OpenAI({
       baseURL: endpoint.base_url,
       // Local servers need no key, but the SDK insists on one.
@@ -153,16 +151,12 @@ export class OpenAiCompatibleClient implements LlmClient {
           until,
         )
       const retried = failure !== null ? ` after ${this.endpoint.max_retries} retries` : ''
-      const failed = new ProviderError(
+      return new ProviderError(
         `${this.where()} answered ${err.status ?? 'an error'}${retried}: ${firstLine(err.message)}`,
         'check the server logs',
         err,
         failure,
       )
-      // A usage limit the server said when it lifts: past the waits of a turn, a fleet's job waits until then.
-      const asked = failure === 'rate_limited' ? Number(err.headers?.get(SERVER_WAIT_HEADER) ?? Number.NaN) : Number.NaN
-      if (asked > this.maxRetryWaitMs) failed.resumeAt = new Date(Date.now() + asked).toISOString()
-      return failed
     }
     return new ProviderError(`${this.where()} failed: ${(err as Error).message}`, 'set CTXAGENT_DEBUG=1 for details', err)
   }

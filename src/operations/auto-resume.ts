@@ -15,15 +15,14 @@ export interface DueResume {
 }
 
 /**
- * The pause a task ends by itself, and when: a usage limit (paused_by rate-limit, or, as
- * older agents record it, llm with llm_failure rate_limited) or a budget window
+ * The pause a task ends by itself, and when: a usage limit (paused_by rate-limit) or a budget window
  * (paused_by budget) with its resume_at; null for any other pause.
  */
 export function selfEndingPause(state: TaskState | null): { reason: 'rate-limit' | 'budget'; at: number } | null {
   if (state === null || state.status !== 'paused' || typeof state.resume_at !== 'string') return null
   const at = Date.parse(state.resume_at)
   if (Number.isNaN(at)) return null
-  if (state.paused_by === 'rate-limit' || (state.paused_by === 'llm' && state.llm_failure === 'rate_limited')) return { reason: 'rate-limit', at }
+  if (state.paused_by === 'rate-limit') return { reason: 'rate-limit', at }
   if (state.paused_by === 'budget') return { reason: 'budget', at }
   return null
 }

@@ -8,7 +8,7 @@ export type Ending =
   | { kind: 'completed'; answer: string; finishStatus: 'done' | 'blocked' | null; sessionEnded?: true }
   | { kind: 'timeout'; reason: string }
   | { kind: 'failed'; reason: string }
-  | { kind: 'paused'; cause: 'SIGINT' | 'SIGTERM' | 'pause' | 'llm'; error: string | null; failure?: LlmFailure | null; resumeAt?: string | null }
+  | { kind: 'paused'; cause: 'SIGINT' | 'SIGTERM' | 'pause' | 'llm'; error: string | null; failure?: LlmFailure | null }
   /** A cost cap would be passed by the next request, or the API key's usage limit lifts later (docs/running.md#budgets): with when it may go on by itself. */
   | { kind: 'paused'; cause: 'budget' | 'rate-limit'; error: string; resumeAt: Date | null; budgetCap?: BudgetCap; failure?: undefined }
   | { kind: 'lost'; error: LockLostError }

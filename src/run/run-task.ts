@@ -45,7 +45,7 @@ import { holdForTest } from '../test-pause.js'
 import { FILES } from '../storage/fs/layout.js'
 import { fileSize } from '../storage/task/reader.js'
 import { networkFields } from '../tools/sandbox/egress-proxy.js'
-import type { Delivery } from '../storage/task/state.js'
+import type { BudgetCap, Delivery } from '../storage/task/state.js'
 import { deliverCompleted, deliveryRecord, deliveryText } from './delivery-step.js'
 import { budgetLine, spendGuard } from './spend-setup.js'
 
@@ -79,6 +79,13 @@ export interface Outcome {
   exit_code: number
   /** The change's delivery (docs/delivery.md): absent when none was asked for. */
   delivery?: Delivery | null
+  /**
+   * A paused task's (docs/running.md#budgets, #rate-limits): who paused it (state.paused_by), when it may go on by
+   * itself (a usage limit lifts, a budget window resets; else null) and which cost cap paused it (else null).
+   */
+  paused_by?: string
+  resume_at?: string | null
+  budget_cap?: BudgetCap | null
 }
 
 export interface RunEnv {
@@ -477,13 +484,13 @@ async function settle(
   const waits =
     ending.cause === 'budget' || ending.cause === 'rate-limit'
       ? { resume_at: ending.resumeAt?.toISOString() ?? null, budget_cap: ending.budgetCap ?? null }
-      : { resume_at: ending.cause === 'llm' ? (ending.resumeAt ?? null) : null, budget_cap: null }
+      : { resume_at: null, budget_cap: null }
   const failure = ending.cause === 'llm' ? (ending.failure ?? null) : ending.cause === 'rate-limit' ? 'rate_limited' : null
   await handle.update({ ...progress, error: ending.error === null ? null : maskText(ending.error), llm_failure: failure, ...waits })
   // Who paused it: a fleet resumes a task stopped by a signal (its worker stopped), not one an operator paused (docs/contract.md §14.3).
-  await handle.pause(
-    ({ SIGINT: 'signal', SIGTERM: 'signal', pause: 'operator', llm: 'llm', budget: 'budget', 'rate-limit': 'rate-limit' } as const)[ending.cause],
-  )
+  const pausedBy = ({ SIGINT: 'signal', SIGTERM: 'signal', pause: 'operator', llm: 'llm', budget: 'budget', 'rate-limit': 'rate-limit' } as const)[ending.cause]
+  await handle.pause(pausedBy)
+  const paused = { status: 'paused', location: 'paused', dir: handle.dir, error: ending.error, paused_by: pausedBy, ...waits }
   const exit = { SIGINT: 130, SIGTERM: 143, pause: 0, llm: 1, budget: 5, 'rate-limit': 1 }[ending.cause]
   if (ending.cause === 'budget' || ending.cause === 'rate-limit') {
     const later = waits.resume_at === null ? '' : ` after ${waits.resume_at}`
@@ -492,7 +499,7 @@ async function settle(
         ? `ctxagent run --resume ${handle.uuid}${later}, or with the cap raised${ending.budgetCap === 'task' ? ' (--max-cost)' : ''}`
         : `ctxagent run --resume ${handle.uuid}${later}`
     log.info(`paused (${ending.cause}: ${ending.error}); ${inFleet && waits.resume_at !== null ? 'the fleet runs it again then' : `resume with: ${how}`}`)
-    return { ...base, status: 'paused', location: 'paused', dir: handle.dir, error: ending.error, exit_code: exit }
+    return { ...base, ...paused, exit_code: exit }
   }
   // In a fleet, a task stopped by its worker's signal is queued again by the worker, and one the LLM side failed is retried: no advice to resume by hand.
   const fleetResumes = inFleet && (ending.cause === 'SIGINT' || ending.cause === 'SIGTERM' || (ending.cause === 'llm' && (ending.failure ?? null) !== null))
@@ -502,7 +509,7 @@ async function settle(
       : 'its resume is queued by its worker'
     : `resume with: ctxagent run --resume ${handle.uuid}`
   log.info(`paused (${ending.cause === 'llm' ? `the LLM failed: ${ending.error}` : ending.cause}); ${next}`)
-  return { ...base, status: 'paused', location: 'paused', dir: handle.dir, error: ending.error, exit_code: exit }
+  return { ...base, ...paused, exit_code: exit }
 }
 
 /**

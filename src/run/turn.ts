@@ -321,7 +321,7 @@ export class Agent {
         )
         return this.ask(true)
       }
-      return { kind: 'paused', cause: 'llm', error: err.message + (err.hint ? ` (${err.hint})` : ''), failure: err.failure, resumeAt: err.resumeAt }
+      return { kind: 'paused', cause: 'llm', error: err.message + (err.hint ? ` (${err.hint})` : ''), failure: err.failure }
     } finally {
       stop.signal.removeEventListener('abort', abort)
     }

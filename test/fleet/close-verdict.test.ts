@@ -149,3 +149,30 @@ describe('closeVerdict: how a job ended', () => {
     expect(closeVerdict(job('new'), false, exited(4, { stopped: true }), at('running'), policy)).toEqual({ kind: 'left_running', detail: 'exit 4' })
   })
 })
+
+describe('closeVerdict: refused by a cost cap before its task began (exit 5; docs/fleet-operations.md#waits)', () => {
+  const line = JSON.stringify({
+    level: 'error',
+    msg: 'the user-daily cost cap (budgets.user_daily_usd: $1.00) is spent: …; it resets at 2030-01-16T00:00:00.000Z',
+  })
+
+  it('is handed back (the next claim sees the spend and makes it wait), at most fleet.max_attempts times; a task that ran is not', () => {
+    expect(closeVerdict(job('new'), false, exited(5, { lastLine: line }), at(null), policy)).toMatchObject({
+      kind: 'hand_back',
+      why: 'was refused (the user-daily cost cap (budgets.user_daily_usd: $1.00) is spent: …; it resets at 2030-01-16T00:00:00.000Z)',
+      last: { outcome: 'failed' },
+      waitMs: 1000,
+      maxAttempts: 3,
+    })
+    // A resume refused: its paused task untouched.
+    expect(closeVerdict(job('resume', 2), true, exited(5), at('paused', { status: 'paused', paused_by: 'budget' }, true), policy)).toMatchObject({
+      kind: 'hand_back',
+      last: { outcome: 'paused' },
+      waitMs: 2000,
+    })
+    // Paused by a cap after it ran (its state changed): the job ends with that pause.
+    expect(
+      closeVerdict(job('resume'), true, exited(5), at('paused', { status: 'paused', paused_by: 'budget', budget_cap: 'task', resume_at: null }, false), policy),
+    ).toMatchObject({ kind: 'end', end: { reason: 'budget', cap: 'task' } })
+  })
+})

@@ -39,3 +39,19 @@ describe("a job whose agent died between its task's move to completed/ and its l
     expect(settle(tree.layout, job(failed), 1, died, undefined)).toEqual({ outcome: 'failed', error: 'boom' })
   })
 })
+
+describe('a usage limit has one form (docs/fleet-operations.md#waits): paused_by rate-limit with resume_at', () => {
+  const RETRY = { base_seconds: 30, max_seconds: 1800, max_attempts: 8, max_wait_hours: 24 }
+  const alive = { stopped: false, lastLine: '' }
+  const until = '2030-01-01T00:00:00.000Z'
+
+  it('waits until resume_at; a pause by the LLM side (paused_by llm) is an outage retried with backoff, whatever else its state says', () => {
+    const tree = makeTree()
+    tree.write({ uuid: uuidN(11), location: 'paused', status: 'paused', state: { paused_by: 'rate-limit', llm_failure: 'rate_limited', resume_at: until } })
+    expect(settle(tree.layout, job(uuidN(11)), 1, alive, RETRY)).toMatchObject({ wait: { reason: 'rate-limit', until, cap: null } })
+    tree.write({ uuid: uuidN(12), location: 'paused', status: 'paused', state: { paused_by: 'llm', llm_failure: 'rate_limited', resume_at: until } })
+    const outage = settle(tree.layout, job(uuidN(12)), 1, alive, RETRY)
+    expect(outage).toMatchObject({ outcome: 'paused', retry: RETRY })
+    expect(outage?.wait).toBeUndefined()
+  })
+})

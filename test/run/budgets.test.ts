@@ -28,11 +28,21 @@ describe('cost caps pause before the request that would pass them', () => {
       Array.isArray(req.body.tools)
         ? { calls: [{ name: 'glob', arguments: { pattern: `*${s.fake.requests.length}*` } }] }
         : { content: '## Original Task\nsummary' }
-    const first = await s.run(['run', '--task', 'look around', '--workspace', s.ws, '--max-cost', '0.15', '--log-format', 'json'], { CTXAGENT_NOW: NOW })
+    const first = await s.run(['run', '--task', 'look around', '--workspace', s.ws, '--max-cost', '0.15', '--log-format', 'json', '--json'], {
+      CTXAGENT_NOW: NOW,
+    })
     expect(first.code, first.stderr).toBe(5)
     expect(s.fake.requests).toHaveLength(3)
     const paused = onlyTask(s.tree)
     expect(paused).toMatchObject({ location: 'paused', state: { status: 'paused', paused_by: 'budget', budget_cap: 'task', resume_at: null } })
+    expect(JSON.parse(first.stdout)).toMatchObject({
+      uuid: paused.uuid,
+      status: 'paused',
+      paused_by: 'budget',
+      budget_cap: 'task',
+      resume_at: null,
+      exit_code: 5,
+    })
     expect(paused.state.error).toMatch(/cost cap .*\$0\.15.*\$0\.06 spent, the next request may cost \$0\.10/)
     expect(paused.metadata.run).toMatchObject({ max_cost_usd: 0.15 })
     // The same cap again: refused before anything moves (exit 5), and no request.
@@ -61,8 +71,9 @@ describe('cost caps pause before the request that would pass them', () => {
     }
     const args = (task: string, user: string) => ['run', '--task', task, '--user', user, '--workspace', s.ws, '--log-format', 'json']
     const env = { CTXAGENT_NOW: NOW }
-    const [a, b] = await Promise.all([s.run(args('alice one', 'alice'), env), s.run(args('alice two', 'alice'), env)])
+    const [a, b] = await Promise.all([s.run([...args('alice one', 'alice'), '--json'], env), s.run(args('alice two', 'alice'), env)])
     expect([a.code, b.code], a.stderr + b.stderr).toEqual([5, 5])
+    expect(JSON.parse(a.stdout)).toMatchObject({ status: 'paused', paused_by: 'budget', budget_cap: 'user-daily', resume_at: '2026-11-29T00:00:00.000Z' })
     const alice = s.fake.requests.filter((r) => taskOf(r).startsWith('alice'))
     // $0.35 allows 3 requests of $0.10 in all; each of the two may have had one more in flight.
     expect(alice.length).toBeGreaterThanOrEqual(3)

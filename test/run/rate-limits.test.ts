@@ -28,11 +28,20 @@ describe("a provider's usage limit beyond a turn's wait", () => {
     shortWait(s)
     s.fake.fallback = () => ({ status: 429, content: 'usage limit reached', headers: { 'retry-after': '3600' } })
     const before = Date.now()
-    const first = await s.run(['run', '--task', 'one', '--workspace', s.ws, '--no-wait', '--log-format', 'json'])
+    const first = await s.run(['run', '--task', 'one', '--workspace', s.ws, '--no-wait', '--log-format', 'json', '--json'])
     expect(first.code, first.stderr).toBe(1)
     expect(s.fake.requests).toHaveLength(1)
     const paused = onlyTask(s.tree)
     expect(paused.state).toMatchObject({ status: 'paused', paused_by: 'rate-limit', llm_failure: 'rate_limited', budget_cap: null })
+    // --json's outcome says why and until when (docs/running.md#rate-limits).
+    expect(JSON.parse(first.stdout)).toMatchObject({
+      uuid: paused.uuid,
+      status: 'paused',
+      paused_by: 'rate-limit',
+      resume_at: paused.state.resume_at,
+      budget_cap: null,
+      exit_code: 1,
+    })
     // An hour after the 429 was answered (between the test's clock readings around it).
     const at = Date.parse(paused.state.resume_at as string)
     expect(at).toBeGreaterThanOrEqual(before + 3_600_000 - 1000)
