@@ -1,5 +1,5 @@
 import type { Config } from '../config/schema.js'
-import { activeEndpoint } from '../config/schema.js'
+import { activeEndpoint } from '../config/endpoint.js'
 import { dayKey, nextDayStart, nextMonthStart, priceOf, requestEstimate, sharedCaps } from '../operations/budgets.js'
 import { effectiveConfig } from '../run/settings.js'
 import { monthRange } from '../storage/index/spend.js'
