@@ -87,7 +87,8 @@ describe('jobs cancel at each moment of a job start', () => {
     const worker = startWorker(s, hold.env)
     const { uuid, id } = await enqueue(s, ['--task', 'read calc.js', '--repo', repo])
     await untilLong('the job claimed', hold.reached)
-    const cancelled = await s.run(['jobs', 'cancel', String(id)], db())
+    // The worker is held: the cancel cannot see it end the job, so it waits 1 s, not the default 2 min.
+    const cancelled = await s.run(['jobs', 'cancel', String(id), '--wait', '1s'], db())
     expect(cancelled.code, cancelled.stderr).toBe(0)
     expect(cancelled.stdout).toContain('not started yet: its worker does not start it')
     hold.release()
@@ -140,7 +141,8 @@ describe('jobs cancel at each moment of a job start', () => {
     const worker = startWorker(s, hold.env)
     const { uuid, id } = await enqueue(s, ['--task', 'look around', '--workspace', s.ws])
     await untilLong('the agent started', hold.reached)
-    const cancelled = await s.run(['jobs', 'cancel', String(id)], db())
+    // The worker is held: the cancel cannot see it end the job, so it waits 1 s, not the default 2 min.
+    const cancelled = await s.run(['jobs', 'cancel', String(id), '--wait', '1s'], db())
     expect(cancelled.code, cancelled.stderr).toBe(0)
     expect(cancelled.stdout).toContain('not started yet')
     await untilLong('the worker to pass the cancel on', () => worker.err().includes(`job ${id}: cancelled as its agent starts`))
