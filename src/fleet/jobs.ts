@@ -91,6 +91,14 @@ const JOB_COLUMNS = 'j.id, j.task_uuid, j.kind, j.spec, j.state, j.priority, j.a
  * wakes one idle worker whenever a job starts waiting: it NOTIFYs that worker's own
  * channel (fleet_idle), or `ctxagent_jobs` when no worker is idle.
  */
+/** A claim handed back untouched: what its task became, why (its history's reason), and the error. */
+export interface HandBack {
+  outcome: string
+  error: string
+  /** killed before the task began; refused by its agent (a cap spent since the claim, a resume that found its task locked). */
+  reason: Extract<AttemptReason, 'killed' | 'refused'>
+}
+
 export class JobQueue {
   constructor(readonly pool: Pool) {}
 
@@ -240,7 +248,7 @@ export class JobQueue {
    * killed before its task began: nothing ran); one that has had `maxAttempts` fails
    * with `last` instead. True when it waits again.
    */
-  retry(job: Job, workerId: string, maxAttempts: number, last: { outcome: string; error: string }): Promise<boolean> {
+  retry(job: Job, workerId: string, maxAttempts: number, last: HandBack): Promise<boolean> {
     return inTransaction(this.pool, async (client) => {
       const held = (
         await client.query<{ cancel: boolean }>(
@@ -252,7 +260,7 @@ export class JobQueue {
       if (held.cancel || job.attempts < maxAttempts) {
         await recordAttempt(client, job.id, {
           outcome: held.cancel ? 'cancelled' : 'not begun',
-          reason: held.cancel ? 'cancelled' : 'killed',
+          reason: held.cancel ? 'cancelled' : last.reason,
           error: last.error,
           again: !held.cancel,
         })
@@ -264,7 +272,7 @@ export class JobQueue {
         [job.id, workerId, maxAttempts, job.attempts],
       )
       if (again.rowCount === 1) return true
-      await endJob(client, job.id, { ...last, failed: true, reason: 'killed' }, { workerId, attempts: job.attempts })
+      await endJob(client, job.id, { ...last, failed: true }, { workerId, attempts: job.attempts })
       return false
     })
   }

@@ -6,7 +6,7 @@ import type { Location } from '../storage/fs/layout.js'
 import { safeState } from '../storage/task/lifecycle.js'
 import type { TaskState } from '../storage/task/state.js'
 import { llmOutage } from './jobs.js'
-import type { Job, JobEnd, LimitWait, RetryPolicy } from './jobs.js'
+import type { HandBack, Job, JobEnd, LimitWait, RetryPolicy } from './jobs.js'
 
 // What a worker reads of a job's task in the tree (where it is, what it became) and the `run` that starts it.
 
@@ -109,7 +109,7 @@ export interface ChildEnd {
  * - `end`: the job ends with what its task became.
  */
 export type CloseVerdict =
-  | { kind: 'hand_back'; why: string; error: string; last: { outcome: string; error: string }; waitMs: number; maxAttempts: number }
+  | { kind: 'hand_back'; why: string; error: string; last: HandBack; waitMs: number; maxAttempts: number }
   | { kind: 'release' }
   | { kind: 'elsewhere' }
   | { kind: 'left_running'; detail: string }
@@ -140,7 +140,7 @@ export function closeVerdict(
           : 'found the task locked'
     const error = `its agent ${why} before the task began (attempt ${job.attempts} of fleet.max_attempts ${max})`
     // The last attempt leaves a new job's task uncreated (failed), a resume's task paused as it was.
-    const last = { outcome: resume ? 'paused' : 'failed', error }
+    const last: HandBack = { outcome: resume ? 'paused' : 'failed', error, reason: signal !== null ? 'killed' : 'refused' }
     // A lock is held for a while (a compress asks the LLM): the job is handed back after a pause that grows.
     const waitMs = signal === null ? Math.min(1000 * 2 ** (job.attempts - 1), 5_000) : 0
     return { kind: 'hand_back', why, error, last, waitMs, maxAttempts: max }

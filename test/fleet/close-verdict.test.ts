@@ -107,7 +107,7 @@ describe('closeVerdict: how a job ended', () => {
       kind: 'hand_back',
       why: 'was killed (SIGKILL)',
       error: 'its agent was killed (SIGKILL) before the task began (attempt 2 of fleet.max_attempts 3)',
-      last: { outcome: 'failed', error: 'its agent was killed (SIGKILL) before the task began (attempt 2 of fleet.max_attempts 3)' },
+      last: { outcome: 'failed', error: 'its agent was killed (SIGKILL) before the task began (attempt 2 of fleet.max_attempts 3)', reason: 'killed' },
       waitMs: 0,
       maxAttempts: 3,
     })
@@ -117,7 +117,7 @@ describe('closeVerdict: how a job ended', () => {
 
   it('a resume that found its task locked (exit 4, the paused task unchanged): handed back after a pause that grows, at most 5 s', () => {
     const locked = (attempts: number) => closeVerdict(job('resume', attempts), true, exited(4), at('paused', { status: 'paused' }, true), policy)
-    expect(locked(1)).toMatchObject({ kind: 'hand_back', why: 'found the task locked', waitMs: 1000 })
+    expect(locked(1)).toMatchObject({ kind: 'hand_back', why: 'found the task locked', waitMs: 1000, last: { reason: 'refused' } })
     expect(locked(2)).toMatchObject({ waitMs: 2000 })
     expect(locked(9)).toMatchObject({ waitMs: 5000 })
   })
@@ -160,7 +160,7 @@ describe('closeVerdict: refused by a cost cap before its task began (exit 5; doc
     expect(closeVerdict(job('new'), false, exited(5, { lastLine: line }), at(null), policy)).toMatchObject({
       kind: 'hand_back',
       why: 'was refused (the user-daily cost cap (budgets.user_daily_usd: $1.00) is spent: …; it resets at 2030-01-16T00:00:00.000Z)',
-      last: { outcome: 'failed' },
+      last: { outcome: 'failed', reason: 'refused' },
       waitMs: 1000,
       maxAttempts: 3,
     })
