@@ -28,7 +28,19 @@ export interface InitReport {
 }
 
 /** Tables the fleet reads and writes on every host (docs/contract.md §14.1). */
-const TABLES = ['tasks', 'fleet_jobs', 'fleet_workers', 'fleet_polled', 'fleet_reviews', 'fleet_leases', 'fleet_idle', 'fleet_job_attempts', 'ctxagent_schema']
+const TABLES = [
+  'tasks',
+  'fleet_jobs',
+  'fleet_workers',
+  'fleet_polled',
+  'fleet_reviews',
+  'fleet_leases',
+  'fleet_idle',
+  'fleet_job_attempts',
+  'fleet_queue_waits',
+  'fleet_counters',
+  'ctxagent_schema',
+]
 
 export function fleetInitCommand(): Command {
   return new Command('init')

@@ -91,15 +91,3 @@ export async function jobAttempts(pool: Pool, id: number): Promise<Attempt[]> {
     again: r.again === true,
   }))
 }
-
-/** For /metrics: attempts after which the job ran again, by reason; and budget pauses, by cap. */
-export async function attemptFigures(pool: Pool): Promise<{ retries: Record<string, number>; budgetPauses: Record<string, number> }> {
-  const retries = await pool.query<{ reason: string; n: string }>('SELECT reason, count(*) AS n FROM fleet_job_attempts WHERE again GROUP BY reason')
-  const budget = await pool.query<{ cap: string; n: string }>(
-    `SELECT COALESCE(cap, 'unknown') AS cap, count(*) AS n FROM fleet_job_attempts WHERE reason = 'budget' GROUP BY 1`,
-  )
-  return {
-    retries: Object.fromEntries(retries.rows.map((r) => [r.reason, Number(r.n)])),
-    budgetPauses: Object.fromEntries(budget.rows.map((r) => [r.cap, Number(r.n)])),
-  }
-}

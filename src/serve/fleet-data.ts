@@ -4,10 +4,11 @@ import { fleetDatabaseUrl } from '../command-env.js'
 import { listJobs } from '../fleet/job-admin.js'
 import type { JobFilter, JobRow } from '../fleet/job-admin.js'
 import { fleetStatus } from '../fleet/status.js'
-import { attemptFigures } from '../fleet/job-history.js'
 import type { FleetStatus } from '../fleet/status.js'
 import { connectPool } from '../storage/index/pg-pool.js'
 import { queueWaitTotals } from '../storage/index/queue-waits.js'
+import { countsFromRows, fleetCounterTotals } from '../storage/index/fleet-counters.js'
+import type { FleetCounts } from '../storage/index/fleet-counters.js'
 import type { QueueWaitRow } from '../storage/index/queue-waits.js'
 import type { TaskIndex } from '../storage/index/task-index.js'
 
@@ -86,23 +87,16 @@ export class FleetSource {
     return listJobs(await this.connect(), filter)
   }
 
-  /** The queue wait histogram's totals (each claim's wait, observed once), and claims by worker: for /metrics. */
-  async queueFigures(): Promise<{
-    waits: QueueWaitRow[]
-    claims: { hostname: string; claims: number }[]
-    retries: Record<string, number>
-    budgetPauses: Record<string, number>
-  }> {
+  /**
+   * For /metrics: the queue wait histogram's totals (each claim's wait, observed once) and the
+   * fleet's counters (claims by host, finished jobs by outcome, retries by reason, budget pauses
+   * by cap), both running totals that cleanup leaves (docs/serve.md#fleet-counters). A schema
+   * older than the counters' table: counted from the rows still kept, as before it.
+   */
+  async queueFigures(): Promise<{ waits: QueueWaitRow[]; counts: FleetCounts }> {
     const pool = await this.connect()
     const waits = await queueWaitTotals(pool)
-    const claims = await pool.query<{ hostname: string; n: string }>(
-      `SELECT COALESCE(w.hostname, 'unknown') AS hostname, count(*) AS n FROM fleet_jobs j LEFT JOIN fleet_workers w ON w.id = j.claimed_by WHERE j.claimed_by IS NOT NULL GROUP BY 1`,
-    )
-    return {
-      waits,
-      claims: claims.rows.map((r) => ({ hostname: r.hostname, claims: Number(r.n) })),
-      ...(await attemptFigures(pool)),
-    }
+    return { waits, counts: (await fleetCounterTotals(pool)) ?? (await countsFromRows(pool)) }
   }
 
   async close(): Promise<void> {

@@ -13,6 +13,7 @@ import { stalenessPolicy } from '../storage/task/env.js'
 import { COUNTER_COLUMNS } from '../storage/index/totals.js'
 import { METRICS } from '../telemetry/names.js'
 import type { QueueWaitRow } from '../storage/index/queue-waits.js'
+import type { FleetCounts } from '../storage/index/fleet-counters.js'
 import { durationHistogram, waitHistogram } from './metric-histograms.js'
 import type { IndexSource } from './data.js'
 import type { FleetSource } from './fleet-data.js'
@@ -28,9 +29,7 @@ interface Scrape {
   fleet: {
     status: FleetStatus
     waits: QueueWaitRow[]
-    claims: { hostname: string; claims: number }[]
-    retries: Record<string, number>
-    budgetPauses: Record<string, number>
+    counts: FleetCounts
   } | null
 }
 
@@ -331,6 +330,7 @@ export class MetricsCollector {
         for (const [state, n] of Object.entries(self.s.fleet?.status.jobs ?? {})) this.set({ state }, n)
       },
     })
+    // The fleet's counters: running totals kept by triggers as each event happens, which cleanup leaves (storage/index/fleet-counters.ts): they never fall.
     new Counter({
       name: METRICS.jobOutcomes,
       help: 'Finished fleet jobs by what their task became',
@@ -338,10 +338,10 @@ export class MetricsCollector {
       registers: r,
       collect() {
         this.reset()
-        for (const [outcome, n] of Object.entries(self.s.fleet?.status.outcomes ?? {})) this.inc({ outcome }, n)
+        for (const [outcome, n] of Object.entries(self.s.fleet?.counts.finished ?? {})) this.inc({ outcome }, n)
       },
     })
-    // From the jobs' history (fleet_job_attempts): a healed outage leaves a trace here, not an alert.
+    // Counted as each attempt enters the jobs' history (fleet_job_attempts): a healed outage leaves a trace here, not an alert.
     new Counter({
       name: METRICS.jobRetries,
       help: 'Attempts of fleet jobs after which the job ran again, by reason (outage, rate-limit, budget, died, killed, stopped)',
@@ -349,7 +349,7 @@ export class MetricsCollector {
       registers: r,
       collect() {
         this.reset()
-        for (const [reason, n] of Object.entries(self.s.fleet?.retries ?? {})) this.inc({ reason }, n)
+        for (const [reason, n] of Object.entries(self.s.fleet?.counts.retries ?? {})) this.inc({ reason }, n)
       },
     })
     new Counter({
@@ -359,7 +359,7 @@ export class MetricsCollector {
       registers: r,
       collect() {
         this.reset()
-        for (const [cap, n] of Object.entries(self.s.fleet?.budgetPauses ?? {})) this.inc({ cap }, n)
+        for (const [cap, n] of Object.entries(self.s.fleet?.counts.budget_pauses ?? {})) this.inc({ cap }, n)
       },
     })
     // Observed once per claim, in the claim's statement, into totals nothing deletes (storage/index/queue-waits.ts): it never falls.
@@ -400,12 +400,12 @@ export class MetricsCollector {
     })
     new Counter({
       name: METRICS.claims,
-      help: 'Jobs claimed by a worker, by its host (every claim the queue remembers)',
+      help: 'Claims of fleet jobs by a worker, by its host',
       labelNames: ['host'],
       registers: r,
       collect() {
         this.reset()
-        for (const c of self.s.fleet?.claims ?? []) this.inc({ host: c.hostname }, c.claims)
+        for (const [host, n] of Object.entries(self.s.fleet?.counts.claims ?? {})) this.inc({ host }, n)
       },
     })
     new Gauge({

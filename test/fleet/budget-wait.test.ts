@@ -1,9 +1,10 @@
 import pg from 'pg'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { attemptFigures, jobAttempts } from '../../src/fleet/job-history.js'
+import { jobAttempts } from '../../src/fleet/job-history.js'
 import { JobQueue } from '../../src/fleet/jobs.js'
 import type { RetryPolicy } from '../../src/fleet/jobs.js'
 import { settle } from '../../src/fleet/task-outcome.js'
+import { fleetCounterTotals } from '../../src/storage/index/fleet-counters.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 
@@ -13,7 +14,7 @@ import { usePostgres } from '../helpers/use-postgres.js'
  * usage limit pauses it, the job claimed and ended as a worker does (settle, then finish).
  * The clock is the database's: a wait ends when the test moves the row's next_run_at.
  */
-const database = usePostgres({ schema: true, truncate: ['fleet_jobs', 'fleet_workers', 'fleet_job_attempts'] })
+const database = usePostgres({ schema: true, truncate: ['fleet_jobs', 'fleet_workers', 'fleet_job_attempts', 'fleet_counters'] })
 const RETRY: RetryPolicy = { base_seconds: 30, max_seconds: 1800, max_attempts: 8, max_wait_hours: 24 }
 const WORKER = 'host-a:1234:test'
 const alive = { stopped: false, lastLine: '' }
@@ -136,12 +137,11 @@ describe('a usage limit past fleet.retry.max_wait_hours', () => {
     pauseFor(2)
     // 2 h waited, 2 more would pass the 3 h cap.
     expect(await queue.finish(job, WORKER, settle(tree.layout, job, 1, alive, policy) ?? { outcome: '?' })).toMatchObject({ state: 'failed' })
-    const figures = await attemptFigures(queue.pool)
-    expect(figures.retries['rate-limit']).toBe(1)
+    expect((await fleetCounterTotals(queue.pool))?.retries['rate-limit']).toBe(1)
   })
 })
 
-describe('/metrics figures from the history', () => {
+describe("/metrics' counters of the history", () => {
   it('counts the attempts that ran again by reason, and budget pauses by cap', async () => {
     const queue = await queueOf()
     const tree = makeTree()
@@ -155,7 +155,7 @@ describe('/metrics figures from the history', () => {
       tree.write({ uuid, location: 'paused', status: 'paused', state: { paused_by: 'budget', budget_cap: cap, resume_at: resumeAt } })
       await queue.finish(job, WORKER, settle(tree.layout, job, 5, alive, RETRY) ?? { outcome: '?' })
     }
-    expect(await attemptFigures(queue.pool)).toEqual({ retries: { budget: 1 }, budgetPauses: { 'user-daily': 1, task: 1 } })
+    expect(await fleetCounterTotals(queue.pool)).toMatchObject({ retries: { budget: 1 }, budget_pauses: { 'user-daily': 1, task: 1 } })
   })
 })
 

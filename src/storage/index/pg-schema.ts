@@ -2,6 +2,7 @@ import type { PoolClient } from 'pg'
 import { pgCountersMigration, pgToolCallsMigration, pgTotalsMigration } from './pg-totals.js'
 import { PG_SPEND_MIGRATION } from './spend.js'
 import { PG_QUEUE_WAITS_MIGRATION } from './queue-waits.js'
+import { PG_FLEET_COUNTERS_MIGRATION } from './fleet-counters.js'
 
 /**
  * The fleet's tables in PostgreSQL (docs/contract.md §14.1), as numbered migrations: `tasks` has
@@ -200,6 +201,8 @@ const MIGRATIONS: readonly string[] = [
   pgCountersMigration(),
   // The queue wait histogram's running totals, and when each job became claimable (queue-waits.ts).
   PG_QUEUE_WAITS_MIGRATION,
+  // The fleet's counters (claims, finished jobs, retries, budget pauses): running totals kept by triggers, which cleanup leaves (fleet-counters.ts).
+  PG_FLEET_COUNTERS_MIGRATION,
 ]
 
 /** Advisory lock keys (bigint constants: hashtext() is not a stable API); transaction-scoped only (docs/contract.md §14.5). */

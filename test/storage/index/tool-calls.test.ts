@@ -72,13 +72,13 @@ describe('tool calls by tool and outcome in the index', () => {
     }
   })
 
-  // The tool-call tallies' migration, counted from the last (the review loop's, the budgets', the jobs' history, the later counters and the queue waits came after it): the schema as it was before it.
-  const TALLY_MIGRATION_FROM_END = 6
+  // The tool-call tallies' migration, counted from the last (the review loop's, the budgets', the jobs' history, the later counters, the queue waits and the fleet's counters came after it): the schema as it was before it.
+  const TALLY_MIGRATION_FROM_END = 7
   it('PostgreSQL: migrates an index from before tallies, keeping every call it counted', async () => {
     const q = (sql: string) => queryRows(server.url, sql)
     await q('DROP SCHEMA public CASCADE; CREATE SCHEMA public')
     await (await PgStore.open(server.url, () => undefined)).close()
-    // The tallies' migration undone, and those after it: the review loop's, the jobs' history, the later counters and the queue waits (IF NOT EXISTS: run again as they are), the budgets' tables (dropped).
+    // The tallies' migration undone, and those after it: the review loop's, the jobs' history, the later counters, the queue waits and the fleet's counters (IF NOT EXISTS: run again as they are), the budgets' tables (dropped).
     await q(
       `DROP TABLE user_spend; DROP TABLE llm_key_limits; DROP TRIGGER tasks_tool_calls ON tasks; DROP TABLE task_tool_calls; ALTER TABLE tasks DROP COLUMN tool_calls; UPDATE ctxagent_schema SET version = ${SCHEMA_VERSION - TALLY_MIGRATION_FROM_END}`,
     )
