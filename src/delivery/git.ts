@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process'
 
 /**
- * git as delivery runs it in a workspace an agent wrote to (docs/delivery.md#safety):
+ * git as delivery runs it in a workspace an agent wrote to (docs/delivery.md#safety-in-an-agents-repository):
  * nothing the repository configures can run a program. Every call gets
  *
  * - `-c` settings that turn off what runs programs or reads other places: hooks

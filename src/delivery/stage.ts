@@ -14,7 +14,7 @@ export interface ChangedFile {
 
 /**
  * A change staged in a git directory of delivery's own, outside the workspace
- * (docs/delivery.md#safety): its objects go there (the workspace's are read through
+ * (docs/delivery.md#safety-in-an-agents-repository): its objects go there (the workspace's are read through
  * `alternates`), its index is its own, and its configuration is delivery's, so nothing
  * of the workspace's `.git/config` (filters, fsmonitor, hooks) is read while the
  * workspace's files are added. The workspace, its index and its checkout are not touched.

@@ -1,6 +1,6 @@
 import type { TestDatabase } from './use-postgres.js'
 
-/** One row of `fleet_jobs` as the fleet's tests read it (docs/fleet.md#jobs). */
+/** One row of `fleet_jobs` as the fleet's tests read it (docs/formats.md#the-index-in-postgresql-a-fleet). */
 export interface JobRow {
   id: number
   task_uuid: string
