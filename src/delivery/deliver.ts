@@ -141,7 +141,8 @@ async function commitOnBranch(staged: Staged, input: DeliveryInput, branch: stri
       staged.gitDir,
       `${ref}:${ref}`,
     ],
-    { safeDir: staged.top, cwd: input.workspace, ...asOwner },
+    // The workspace's config may rewrite URLs (url.<base>.insteadOf); the longest match wins, and this one is the whole path.
+    { safeDir: staged.top, cwd: input.workspace, ...asOwner, config: [`url.${staged.gitDir}.insteadOf=${staged.gitDir}`] },
   )
   // On a PR's head branch the commit is the checkout's own now: its index follows (the files are already the commit's).
   if (current === ref) await git(['read-tree', commit], { safeDir: staged.top, cwd: input.workspace, ...asOwner })
