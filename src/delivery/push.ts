@@ -1,6 +1,7 @@
 import type { Config } from '../config/schema.js'
 import type { Forge } from '../sources/change-request.js'
 import type { TaskKey } from '../storage/task/metadata.js'
+import { HELPER, helperEnv } from './credential-helper.js'
 import type { Staged } from './stage.js'
 
 /** A forge token for the origin's host, and the user name its forge expects with it over HTTPS. */
@@ -9,12 +10,6 @@ interface Credential {
   token: string
 }
 
-/**
- * A credential helper given on git's command line for the push only: it answers git's
- * `get` with the token in the push's environment (never on a command line, in a file,
- * the workspace's configuration or a URL). The same as `--repo` clones use.
- */
-const HELPER = '!f() { test "$1" = get || exit 0; echo "username=$CTXAGENT_GIT_USERNAME"; echo "password=$CTXAGENT_GIT_TOKEN"; }; f'
 
 /**
  * Pushes the branch to the URL the workspace's `origin` had when the task started,
@@ -26,16 +21,17 @@ const HELPER = '!f() { test "$1" = get || exit 0; echo "username=$CTXAGENT_GIT_U
  */
 export async function push(staged: Staged, config: Config, url: string, branch: string): Promise<void> {
   const credential = credentialFor(config, url)
+  const env = credential === null ? null : helperEnv(url, credential.username, credential.token)
   const refspec = `refs/heads/${branch}:refs/heads/${branch}`
   const args = ['push', '--quiet', '--no-verify', '--no-recurse-submodules', '--', url, refspec]
-  if (credential === null) {
+  if (env === null) {
     await staged.run(args, { hostConfig: true, cwd: staged.gitDir })
     return
   }
   await staged.run(args, {
     cwd: staged.gitDir,
     config: ['credential.helper=', `credential.helper=${HELPER}`],
-    env: { CTXAGENT_GIT_USERNAME: credential.username, CTXAGENT_GIT_TOKEN: credential.token },
+    env,
   })
 }
 
