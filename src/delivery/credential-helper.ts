@@ -10,6 +10,7 @@
  */
 export const HELPER = [
   '!f() { test "$1" = get || exit 0; p=; h=;',
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: the shell's parameter expansions
   'while IFS= read -r l; do case "$l" in protocol=*) p=${l#protocol=};; host=*) h=${l#host=};; esac; done;',
   `o=$(printf '%s://%s' "$p" "$h" | tr A-Z a-z); case "$o" in https://*:443) o=\${o%:443};; http://*:80) o=\${o%:80};; esac;`,
   'test -n "$CTXAGENT_GIT_ORIGIN" && test "$o" = "$CTXAGENT_GIT_ORIGIN" || exit 0;',

@@ -10,7 +10,6 @@ interface Credential {
   token: string
 }
 
-
 /**
  * Pushes the branch to the URL the workspace's `origin` had when the task started,
  * from delivery's staging directory (so the workspace's configuration, hooks and remote

@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process'
-import { existsSync, mkdirSync, realpathSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { isAbsolute, join, resolve } from 'node:path'
 import { CtxError } from '../errors.js'
 import type { PrHead } from '../storage/task/metadata.js'
@@ -45,12 +46,46 @@ export async function checkoutPrHead(options: {
   const fetchHead = async (dir: string): Promise<string> => {
     const credential = credentialFor(url, options.credentials)
     const helper = credential === null ? [] : ['-c', 'credential.helper=', '-c', `credential.helper=${HELPER}`]
-    // By URL, with git's own upload-pack: remote.origin.uploadpack (an agent could set it) runs nothing.
-    await safeGit(
-      dir,
-      [...helper, 'fetch', '--quiet', '--no-tags', '--upload-pack=git-upload-pack', '--', fetchUrl(url, top), `+refs/heads/${head.branch}`],
-      gitEnv(credential),
-    )
+    const common = resolve(dir, (await safeGit(dir, ['rev-parse', '--git-common-dir'])).trim())
+    // The network fetch runs in a scratch repository of ctxagent's own: none of the workspace's
+    // configuration (http.proxy, http.sslVerify, url.*.insteadOf, an agent could set them) is read
+    // while the token is in git's hands. Its objects come from the workspace's through alternates.
+    const scratch = mkdtempSync(join(tmpdir(), 'ctxagent-pr-fetch-'))
+    try {
+      await run(['init', '--quiet', '--bare', '--template=', scratch], gitEnv(null))
+      writeFileSync(join(scratch, 'objects', 'info', 'alternates'), `${join(common, 'objects')}\n`)
+      // By URL, with git's own upload-pack: remote.origin.uploadpack (an agent could set it) runs nothing.
+      await run(
+        [
+          ...BASE,
+          ...helper,
+          '--git-dir',
+          scratch,
+          'fetch',
+          '--quiet',
+          '--no-tags',
+          '--upload-pack=git-upload-pack',
+          '--',
+          fetchUrl(url, top),
+          `+refs/heads/${head.branch}:refs/heads/head`,
+        ],
+        gitEnv(credential),
+      )
+      // Then into the workspace by path, a url.*.insteadOf of the workspace's outmatched by this one (the longest wins).
+      await safeGit(dir, [
+        '-c',
+        `url.${scratch}.insteadOf=${scratch}`,
+        'fetch',
+        '--quiet',
+        '--no-tags',
+        '--upload-pack=git-upload-pack',
+        '--',
+        scratch,
+        'refs/heads/head',
+      ])
+    } finally {
+      rmSync(scratch, { recursive: true, force: true })
+    }
     return (await safeGit(dir, ['rev-parse', '--verify', 'FETCH_HEAD^{commit}'])).trim()
   }
   const own = options.workspacesDir !== null && samePath(top, join(options.workspacesDir, options.uuid))
@@ -146,6 +181,11 @@ const BASE = [
   'protocol.ext.allow=never',
   '-c',
   'core.askPass=',
+  // A fetch runs these for an alternate's refs and for git:// URLs.
+  '-c',
+  'core.alternateRefsCommand=',
+  '-c',
+  'core.gitProxy=',
   ...asRoot(),
 ]
 

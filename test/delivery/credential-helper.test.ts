@@ -15,7 +15,13 @@ async function listen(server: Server): Promise<number> {
 
 /** `git ls-remote url` with the helper answering for `given` (the URL the token was meant for). */
 function lsRemote(url: string, given: string): Promise<string> {
-  const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: '/nonexistent', GIT_CONFIG_NOSYSTEM: '1', GIT_TERMINAL_PROMPT: '0', ...helperEnv(given, 'x-access-token', TOKEN) }
+  const env = {
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    HOME: '/nonexistent',
+    GIT_CONFIG_NOSYSTEM: '1',
+    GIT_TERMINAL_PROMPT: '0',
+    ...helperEnv(given, 'x-access-token', TOKEN),
+  }
   return new Promise((resolve) => {
     execFile('git', ['-c', 'credential.helper=', '-c', `credential.helper=${HELPER}`, 'ls-remote', url], { env }, (err, _out, stderr) =>
       resolve(err === null ? '' : String(stderr)),
