@@ -81,13 +81,14 @@ describe('the reset of a usage limit, from what providers send', () => {
   })
 
   it('an absurd reset (ten years, or past what a date holds) is a month at most, and never throws', () => {
-    for (const sent of [
+    const absurd: Record<string, string>[] = [
       { 'retry-after-ms': '9'.repeat(400) },
       { 'retry-after': '99999999999999' },
       { 'retry-after': '315360000' },
       { 'x-ratelimit-reset-requests': '99999999999999h', 'x-ratelimit-remaining-requests': '0' },
       { 'anthropic-ratelimit-requests-reset': '+275760-09-13T00:00:00.000Z' },
-    ]) {
+    ]
+    for (const sent of absurd) {
       const headers = new Headers(sent)
       expect(limitResetMs(headers, NOW)).toBe(MAX_LIMIT_MS)
       markUsageLimit(429, headers, 60_000, NOW)
