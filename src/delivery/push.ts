@@ -73,6 +73,25 @@ export function forgeOf(config: Config, key: TaskKey, url: string): Forge | null
   return null
 }
 
+/**
+ * Why `url` is not the repository a forge task came from (null: it is; or the task is
+ * local; or the origin is a path on this host): a push there would carry the forge's
+ * token (or git's own credentials) to another repository, or the code to another host,
+ * as a workspace's `origin` set by an earlier round's agent could ask.
+ */
+export function notTheTaskRepository(config: Config, key: TaskKey, url: string): string | null {
+  if ((key.task_source !== 'github' && key.task_source !== 'gitlab') || !key.owner) return null
+  const where = hostAndPath(url)
+  if (where === null) return null
+  const base = key.task_source === 'github' ? config.github.api_url : config.gitlab.url
+  const host = gitHost(base)
+  // GitLab may live under a path (https://host/gitlab): its repositories' URLs start with it.
+  const root = key.task_source === 'gitlab' ? trimPath(new URL(base).pathname).toLowerCase() : ''
+  const wanted = `${root === '' ? '' : `${root}/`}${key.owner}/${key.repo}`.toLowerCase()
+  if ((where.host === host || where.host === host.replace(/:\d+$/, '')) && where.path.toLowerCase() === wanted) return null
+  return `the workspace's origin (${url}) is not ${key.owner}/${key.repo} on ${host}, the repository the task came from: nothing pushed`
+}
+
 /** host and repository path of an HTTP(S), ssh:// or scp-like (git@host:owner/repo.git) URL. */
 function hostAndPath(url: string): { host: string; path: string } | null {
   const scp = /^[^@/]+@([^:/]+):(.+)$/.exec(url)
