@@ -1,4 +1,5 @@
 import type { CommandEnv } from '../command-env.js'
+import { notTheTaskRepository } from '../delivery/push.js'
 import { checkoutPrHead } from '../fleet/pr-workspace.js'
 import { recordsDelivery } from '../run/inheritance.js'
 import { refuseTreeInWorkspace } from '../run/settings.js'
@@ -30,6 +31,7 @@ export async function placeOnPull(
     head: pull.head,
     forge: task.key.task_source,
     credentials: cloneCredentials(config),
+    notOurs: (url) => notTheTaskRepository(config, task.key, url),
   })
   if (placed.note !== null) ctx.io.warn(placed.note)
   if (placed.checkedOut) {

@@ -29,6 +29,8 @@ export async function checkoutPrHead(options: {
   head: PrHead
   forge: string
   credentials: CloneCredential[]
+  /** Why an origin URL is not the pull request's repository (null: it is); such an origin is never fetched from. */
+  notOurs?: (url: string) => string | null
 }): Promise<{ workspace: string; checkedOut: boolean; note: string | null }> {
   const { workspace, head } = options
   if (!validRef(head.branch))
@@ -43,6 +45,12 @@ export async function checkoutPrHead(options: {
     return { workspace, checkedOut: false, note: `${workspace} is not a git repository: the task works there without the pull request's branch` }
   const url = (await safeGit(top, ['config', '--get', 'remote.origin.url']).catch(() => '')).trim()
   if (url === '') return { workspace, checkedOut: false, note: `${top} has no origin remote: the task works there without the pull request's branch` }
+  // The origin is the repository's config, which an earlier round's agent could have rewritten: the token goes to the pull request's repository only.
+  const elsewhere = options.notOurs?.(url) ?? null
+  if (elsewhere !== null)
+    throw new CtxError(elsewhere.replace(/: nothing pushed$/, ': its head branch is not fetched from there'), {
+      hint: `set the origin back (git -C ${top} remote set-url origin URL)`,
+    })
   const fetchHead = async (dir: string): Promise<string> => {
     const credential = credentialFor(url, options.credentials)
     const helper = credential === null ? [] : ['-c', 'credential.helper=', '-c', `credential.helper=${HELPER}`]

@@ -93,4 +93,26 @@ describe('the fetch of a pull request’s head into a workspace an agent wrote t
     expect(readdirSync(proof)).toEqual([])
     expect(auth).toContain(`Basic ${Buffer.from(`x-access-token:${TOKEN}`).toString('base64')}`)
   })
+
+  it('never fetches from an origin that is not the pull request’s repository (an earlier round could have rewritten it)', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'ctxagent-prws-'))
+    onTestFinished(() => rmSync(root, { recursive: true, force: true }))
+    const auth: (string | null)[] = []
+    const forge = await listen(createServer(gitHttpHandler(root, 'x-access-token', TOKEN, auth)))
+    const ws = join(root, 'workspaces', 'u1')
+    mkdirSync(ws, { recursive: true })
+    git(ws, 'init', '--quiet')
+    git(ws, 'remote', 'add', 'origin', `http://${forge}/acme/private-other.git`)
+    const placing = checkoutPrHead({
+      workspace: ws,
+      uuid: 'u1',
+      workspacesDir: join(root, 'workspaces'),
+      head: { branch: 'fix', number: 7, url: `http://${forge}/acme/shop/pull/7` },
+      forge: 'github',
+      credentials: [{ host: forge, username: 'x-access-token', token: TOKEN }],
+      notOurs: (url) => (url.endsWith('/acme/shop.git') ? null : `the workspace's origin (${url}) is not acme/shop: nothing pushed`),
+    })
+    await expect(placing).rejects.toThrow(/is not acme\/shop: its head branch is not fetched from there/)
+    expect(auth).toEqual([])
+  })
 })
