@@ -1,6 +1,7 @@
 import { lchownSync, lstatSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import type { CommandEnv } from '../command-env.js'
+import { notTheTaskRepository } from '../delivery/push.js'
 import { checkoutPrHead } from '../fleet/pr-workspace.js'
 import { recordsDelivery } from '../run/inheritance.js'
 import { refuseTreeInWorkspace } from '../run/settings.js'
@@ -32,6 +33,7 @@ export async function placeOnPull(
     head: pull.head,
     forge: task.key.task_source,
     credentials: cloneCredentials(config),
+    notOurs: (url) => notTheTaskRepository(config, task.key, url),
   })
   if (placed.note !== null) ctx.io.warn(placed.note)
   if (placed.checkedOut) {

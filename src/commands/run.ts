@@ -189,7 +189,7 @@ function startingTask(prepared: Prepared, ctx: CommandEnv): Parameters<typeof re
 /** --max-cost: an amount in USD above 0. */
 function usdArg(value: string): number {
   const n = Number(value)
-  if (!/^\s*\d+(\.\d+)?\s*$/.test(value) || !(n > 0)) throw new InvalidArgumentError('must be an amount in USD above 0, like 2.50')
+  if (!/^\s*\d+(\.\d+)?\s*$/.test(value) || !(n > 0) || !Number.isFinite(n)) throw new InvalidArgumentError('must be an amount in USD above 0, like 2.50')
   return n
 }
 

@@ -17,6 +17,9 @@ import { MAX_TIMER_MS } from '../run/stop.js'
 import { spawn } from 'node:child_process'
 import { dueResumes } from '../operations/auto-resume.js'
 import type { DueResume } from '../operations/auto-resume.js'
+import { BudgetSpentError, refuseSpentBudget } from '../run/budget-start.js'
+import { safeState } from '../storage/task/lifecycle.js'
+import { readMetadata } from '../storage/task/metadata.js'
 
 interface WatchOptions {
   once?: boolean
@@ -104,7 +107,7 @@ async function pass(ctx: CommandEnv, env: TaskEnv, policy: ReturnType<typeof sta
   for (const f of result.findings) if (f.action !== 'alert') auditTask(ctx, 'watch-locks', f.uuid)
   // On one host, tasks paused until a usage limit lifted or a budget window reset go on (a fleet's jobs wait in the queue instead).
   if (oneHost) {
-    result.resumed = startResumes(ctx, env)
+    result.resumed = await startResumes(ctx, env)
     for (const r of result.resumed) auditTask(ctx, 'watch-locks', r.uuid)
   }
   return result
@@ -121,10 +124,11 @@ interface StartedResume extends DueResume {
  * applies the task's own user's settings (users.<name>) as any resume does. A run that
  * finds the task taken meanwhile exits 4 and changes nothing.
  */
-function startResumes(ctx: CommandEnv, env: TaskEnv): StartedResume[] {
+async function startResumes(ctx: CommandEnv, env: TaskEnv): Promise<StartedResume[]> {
   const started: StartedResume[] = []
   const { CTXAGENT_NOW: _pinned, ...childEnv } = process.env
   for (const due of dueResumes(env)) {
+    if (due.reason === 'budget' && (await budgetStillSpent(ctx, env, due.uuid))) continue
     const args = [
       ...process.execArgv,
       process.argv[1] as string,
@@ -145,6 +149,25 @@ function startResumes(ctx: CommandEnv, env: TaskEnv): StartedResume[] {
     }
   }
   return started
+}
+
+/**
+ * A task paused by a user's or the fleet's cost cap whose window has reset, but which a
+ * cap still stops (another window: a month's cap after the day's; spend meanwhile): its
+ * `run --resume` would be refused (exit 5) and change nothing, so every pass would start
+ * it again. It is left paused; a pass after that cap's reset (or a raised cap) resumes it.
+ */
+async function budgetStillSpent(ctx: CommandEnv, env: TaskEnv, uuid: string): Promise<boolean> {
+  try {
+    const dir = env.layout.taskDir('paused', uuid)
+    const meta = readMetadata(dir)
+    const state = safeState(dir)
+    await refuseSpentBudget(env.index, ctx.config, { user: meta.user ?? ctx.osUser, model: meta.config.model, state, uuid, maxCostUsd: null }, env.now())
+    return false
+  } catch (err) {
+    // Unreadable metadata: the resume itself says what is wrong.
+    return err instanceof BudgetSpentError
+  }
 }
 
 const DEFAULT_INTERVAL_MS = 5 * 60_000

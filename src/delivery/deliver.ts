@@ -7,7 +7,7 @@ import type { DeliveryTarget, TaskKey } from '../storage/task/metadata.js'
 import { pauseAtForTest } from '../test-pause.js'
 import { refusals } from './checks.js'
 import { git } from './git.js'
-import { forgeOf, push } from './push.js'
+import { forgeOf, notTheTaskRepository, push } from './push.js'
 import { giveTo, stage } from './stage.js'
 import type { Staged } from './stage.js'
 
@@ -62,6 +62,8 @@ export async function deliver(input: DeliveryInput): Promise<DeliveryOutcome> {
     await pauseAtForTest('deliver-committed')
     if (input.mode === 'branch') return outcome
     if (input.base.remote === null) return refuse('the workspace had no origin when the task started; the branch is committed, not pushed')
+    const elsewhere = notTheTaskRepository(input.config, input.key, input.base.remote)
+    if (elsewhere !== null) return refuse(elsewhere)
     await push(staged, input.config, input.base.remote, branch)
     outcome.pushed = true
     await pauseAtForTest('deliver-pushed')
@@ -141,7 +143,8 @@ async function commitOnBranch(staged: Staged, input: DeliveryInput, branch: stri
       staged.gitDir,
       `${ref}:${ref}`,
     ],
-    { safeDir: staged.top, cwd: input.workspace, ...asOwner },
+    // The workspace's config may rewrite URLs (url.<base>.insteadOf); the longest match wins, and this one is the whole path.
+    { safeDir: staged.top, cwd: input.workspace, ...asOwner, config: [`url.${staged.gitDir}.insteadOf=${staged.gitDir}`] },
   )
   // On a PR's head branch the commit is the checkout's own now: its index follows (the files are already the commit's).
   if (current === ref) await git(['read-tree', commit], { safeDir: staged.top, cwd: input.workspace, ...asOwner })

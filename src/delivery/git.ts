@@ -7,7 +7,8 @@ import { execFile } from 'node:child_process'
  * - `-c` settings that turn off what runs programs or reads other places: hooks
  *   (`core.hooksPath=/dev/null`: pre-commit, reference-transaction, pre-push, …),
  *   `core.fsmonitor`, the untracked cache, `diff.external`, textconv, the attributes
- *   file of the host, credential helpers and askpass programs, the `ext::` transport,
+ *   file of the host, credential helpers and askpass programs, the program a fetch asks
+ *   for an alternate's refs (`core.alternateRefsCommand`), the `ext::` transport,
  *   automatic gc and maintenance, GPG signing;
  * - an environment of its own: no system or global configuration (so no host identity
  *   either), no replace objects (refs/replace could swap the base's tree), no prompts,
@@ -22,6 +23,8 @@ import { execFile } from 'node:child_process'
 export const SAFE_CONFIG: readonly string[] = [
   'core.hooksPath=/dev/null',
   'core.fsmonitor=false',
+  // Empty: git lists an alternate's refs itself (a planted command would run on every fetch).
+  'core.alternateRefsCommand=',
   'core.untrackedCache=false',
   'core.attributesFile=/dev/null',
   'core.askPass=',

@@ -1,6 +1,7 @@
 import type { Config } from '../config/schema.js'
 import type { Forge } from '../sources/change-request.js'
 import type { TaskKey } from '../storage/task/metadata.js'
+import { HELPER, helperEnv } from './credential-helper.js'
 import type { Staged } from './stage.js'
 
 /** A forge token for the origin's host, and the user name its forge expects with it over HTTPS. */
@@ -8,13 +9,6 @@ interface Credential {
   username: string
   token: string
 }
-
-/**
- * A credential helper given on git's command line for the push only: it answers git's
- * `get` with the token in the push's environment (never on a command line, in a file,
- * the workspace's configuration or a URL). The same as `--repo` clones use.
- */
-const HELPER = '!f() { test "$1" = get || exit 0; echo "username=$CTXAGENT_GIT_USERNAME"; echo "password=$CTXAGENT_GIT_TOKEN"; }; f'
 
 /**
  * Pushes the branch to the URL the workspace's `origin` had when the task started,
@@ -26,16 +20,17 @@ const HELPER = '!f() { test "$1" = get || exit 0; echo "username=$CTXAGENT_GIT_U
  */
 export async function push(staged: Staged, config: Config, url: string, branch: string): Promise<void> {
   const credential = credentialFor(config, url)
+  const env = credential === null ? null : helperEnv(url, credential.username, credential.token)
   const refspec = `refs/heads/${branch}:refs/heads/${branch}`
   const args = ['push', '--quiet', '--no-verify', '--no-recurse-submodules', '--', url, refspec]
-  if (credential === null) {
+  if (env === null) {
     await staged.run(args, { hostConfig: true, cwd: staged.gitDir })
     return
   }
   await staged.run(args, {
     cwd: staged.gitDir,
     config: ['credential.helper=', `credential.helper=${HELPER}`],
-    env: { CTXAGENT_GIT_USERNAME: credential.username, CTXAGENT_GIT_TOKEN: credential.token },
+    env,
   })
 }
 
@@ -76,6 +71,25 @@ export function forgeOf(config: Config, key: TaskKey, url: string): Forge | null
     if (where.path.includes('/')) return { kind: 'gitlab', project: where.path }
   }
   return null
+}
+
+/**
+ * Why `url` is not the repository a forge task came from (null: it is; or the task is
+ * local; or the origin is a path on this host): a push there would carry the forge's
+ * token (or git's own credentials) to another repository, or the code to another host,
+ * as a workspace's `origin` set by an earlier round's agent could ask.
+ */
+export function notTheTaskRepository(config: Config, key: TaskKey, url: string): string | null {
+  if ((key.task_source !== 'github' && key.task_source !== 'gitlab') || !key.owner) return null
+  const where = hostAndPath(url)
+  if (where === null) return null
+  const base = key.task_source === 'github' ? config.github.api_url : config.gitlab.url
+  const host = gitHost(base)
+  // GitLab may live under a path (https://host/gitlab): its repositories' URLs start with it.
+  const root = key.task_source === 'gitlab' ? trimPath(new URL(base).pathname).toLowerCase() : ''
+  const wanted = `${root === '' ? '' : `${root}/`}${key.owner}/${key.repo}`.toLowerCase()
+  if ((where.host === host || where.host === host.replace(/:\d+$/, '')) && where.path.toLowerCase() === wanted) return null
+  return `the workspace's origin (${url}) is not ${key.owner}/${key.repo} on ${host}, the repository the task came from: nothing pushed`
 }
 
 /** host and repository path of an HTTP(S), ssh:// or scp-like (git@host:owner/repo.git) URL. */

@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process'
 import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs'
 import { dirname, join } from 'node:path'
+import { HELPER } from '../delivery/credential-helper.js'
 import { validRef } from './job-spec.js'
 
 /** A token for the HTTPS clones of one host (a forge's): given to git at clone time, never written into the clone. */
@@ -67,11 +68,16 @@ export async function cloneWorkspace(options: {
 /** Options of every git call here: no hooks run, whatever the worker's user configured. */
 const SAFE = ['-c', 'core.hooksPath=/dev/null', '-c', 'protocol.ext.allow=never']
 
-/** A credential helper that answers git's `get` with the token in its environment (never on a command line, never on disk). */
-export const HELPER = '!f() { test "$1" = get || exit 0; echo "username=$CTXAGENT_GIT_USERNAME"; echo "password=$CTXAGENT_GIT_TOKEN"; }; f'
+/** The credential helper (answering only for the URL's own origin): delivery's. */
+export { HELPER }
+
+/** A credential for one URL: the helper answers for its origin (`protocol://host`) only. */
+export interface UrlCredential extends CloneCredential {
+  origin: string
+}
 
 /** The credential configured for the URL's host: HTTPS (or HTTP to a configured host) only. */
-export function credentialFor(url: string, credentials: CloneCredential[]): CloneCredential | null {
+export function credentialFor(url: string, credentials: CloneCredential[]): UrlCredential | null {
   let parsed: URL
   try {
     parsed = new URL(url)
@@ -79,7 +85,8 @@ export function credentialFor(url: string, credentials: CloneCredential[]): Clon
     return null
   }
   if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') return null
-  return credentials.find((c) => c.host.toLowerCase() === parsed.host.toLowerCase()) ?? null
+  const found = credentials.find((c) => c.host.toLowerCase() === parsed.host.toLowerCase())
+  return found === undefined ? null : { ...found, origin: `${parsed.protocol}//${parsed.host}`.toLowerCase() }
 }
 
 /**
@@ -87,13 +94,14 @@ export function credentialFor(url: string, credentials: CloneCredential[]): Clon
  * what would point git at another repository or object store than the clone's own, and
  * never prompting.
  */
-export function gitEnv(credential: CloneCredential | null): NodeJS.ProcessEnv {
+export function gitEnv(credential: UrlCredential | null): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {}
   for (const [key, value] of Object.entries(process.env)) if (!DROPPED.has(key)) env[key] = value
   env.GIT_TERMINAL_PROMPT = '0'
   if (credential !== null) {
     env.CTXAGENT_GIT_USERNAME = credential.username
     env.CTXAGENT_GIT_TOKEN = credential.token
+    env.CTXAGENT_GIT_ORIGIN = credential.origin
   }
   return env
 }

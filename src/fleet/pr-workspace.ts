@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process'
-import { existsSync, mkdirSync, realpathSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { isAbsolute, join, resolve } from 'node:path'
 import { CtxError } from '../errors.js'
 import type { PrHead } from '../storage/task/metadata.js'
@@ -30,6 +31,8 @@ export async function checkoutPrHead(options: {
   head: PrHead
   forge: string
   credentials: CloneCredential[]
+  /** Why an origin URL is not the pull request's repository (null: it is); such an origin is never fetched from. */
+  notOurs?: (url: string) => string | null
 }): Promise<{ workspace: string; checkedOut: boolean; note: string | null; gitDir: string | null }> {
   const { workspace, head } = options
   if (!validRef(head.branch))
@@ -45,15 +48,55 @@ export async function checkoutPrHead(options: {
   const url = (await safeGit(top, ['config', '--get', 'remote.origin.url']).catch(() => '')).trim()
   if (url === '')
     return { workspace, checkedOut: false, note: `${top} has no origin remote: the task works there without the pull request's branch`, gitDir: null }
+  // The origin is the repository's config, which an earlier round's agent could have rewritten: the token goes to the pull request's repository only.
+  const elsewhere = options.notOurs?.(url) ?? null
+  if (elsewhere !== null)
+    throw new CtxError(elsewhere.replace(/: nothing pushed$/, ': its head branch is not fetched from there'), {
+      hint: `set the origin back (git -C ${top} remote set-url origin URL)`,
+    })
   const fetchHead = async (dir: string): Promise<string> => {
     const credential = credentialFor(url, options.credentials)
     const helper = credential === null ? [] : ['-c', 'credential.helper=', '-c', `credential.helper=${HELPER}`]
-    // By URL, with git's own upload-pack: remote.origin.uploadpack (an agent could set it) runs nothing.
-    await safeGit(
-      dir,
-      [...helper, 'fetch', '--quiet', '--no-tags', '--upload-pack=git-upload-pack', '--', fetchUrl(url, top), `+refs/heads/${head.branch}`],
-      gitEnv(credential),
-    )
+    const common = resolve(dir, (await safeGit(dir, ['rev-parse', '--git-common-dir'])).trim())
+    // The network fetch runs in a scratch repository of ctxagent's own: none of the workspace's
+    // configuration (http.proxy, http.sslVerify, url.*.insteadOf, an agent could set them) is read
+    // while the token is in git's hands. Its objects come from the workspace's through alternates.
+    const scratch = mkdtempSync(join(tmpdir(), 'ctxagent-pr-fetch-'))
+    try {
+      await run(['init', '--quiet', '--bare', '--template=', scratch], gitEnv(null))
+      writeFileSync(join(scratch, 'objects', 'info', 'alternates'), `${join(common, 'objects')}\n`)
+      // By URL, with git's own upload-pack: remote.origin.uploadpack (an agent could set it) runs nothing.
+      await run(
+        [
+          ...BASE,
+          ...helper,
+          '--git-dir',
+          scratch,
+          'fetch',
+          '--quiet',
+          '--no-tags',
+          '--upload-pack=git-upload-pack',
+          '--',
+          fetchUrl(url, top),
+          `+refs/heads/${head.branch}:refs/heads/head`,
+        ],
+        gitEnv(credential),
+      )
+      // Then into the workspace by path, a url.*.insteadOf of the workspace's outmatched by this one (the longest wins).
+      await safeGit(dir, [
+        '-c',
+        `url.${scratch}.insteadOf=${scratch}`,
+        'fetch',
+        '--quiet',
+        '--no-tags',
+        '--upload-pack=git-upload-pack',
+        '--',
+        scratch,
+        'refs/heads/head',
+      ])
+    } finally {
+      rmSync(scratch, { recursive: true, force: true })
+    }
     return (await safeGit(dir, ['rev-parse', '--verify', 'FETCH_HEAD^{commit}'])).trim()
   }
   const own = options.workspacesDir !== null && samePath(top, join(options.workspacesDir, options.uuid))
@@ -150,6 +193,11 @@ const BASE = [
   'protocol.ext.allow=never',
   '-c',
   'core.askPass=',
+  // A fetch runs these for an alternate's refs and for git:// URLs.
+  '-c',
+  'core.alternateRefsCommand=',
+  '-c',
+  'core.gitProxy=',
   ...asRoot(),
 ]
 

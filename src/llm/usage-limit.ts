@@ -71,9 +71,17 @@ export function providerResetMs(headers: Headers, now: number): number | null {
   return chosen.length > 0 ? Math.max(...chosen) : null
 }
 
-/** When the limit a response reports lifts, in milliseconds from `now`: Retry-After first, then the providers' reset headers; null when it says none. */
+/**
+ * The longest a usage limit is believed to last (31 days, a monthly quota's): a reset
+ * further away (ten years, or a number past what a date can hold) is taken as this, so
+ * a task pauses (and the key's other tasks wait) a month at most, then asks again.
+ */
+export const MAX_LIMIT_MS = 31 * 24 * 3_600_000
+
+/** When the limit a response reports lifts, in milliseconds from `now` (at most MAX_LIMIT_MS): Retry-After first, then the providers' reset headers; null when it says none. */
 export function limitResetMs(headers: Headers, now: number): number | null {
-  return retryAfterMs(headers, now) ?? providerResetMs(headers, now)
+  const ms = retryAfterMs(headers, now) ?? providerResetMs(headers, now)
+  return ms === null ? null : Math.min(ms, MAX_LIMIT_MS)
 }
 
 /**

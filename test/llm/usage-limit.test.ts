@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest'
-import { LIMIT_UNTIL_HEADER, limitResetMs, limitUntilOf, markUsageLimit, parseResetDuration, providerResetMs, retryAfterMs } from '../../src/llm/usage-limit.js'
+import {
+  LIMIT_UNTIL_HEADER,
+  limitResetMs,
+  limitUntilOf,
+  MAX_LIMIT_MS,
+  markUsageLimit,
+  parseResetDuration,
+  providerResetMs,
+  retryAfterMs,
+} from '../../src/llm/usage-limit.js'
 
 const NOW = Date.parse('2026-11-28T10:00:00.000Z')
 
@@ -69,5 +78,27 @@ describe('the reset of a usage limit, from what providers send', () => {
       expect(headers.has('x-should-retry')).toBe(false)
     }
     expect(limitUntilOf(new Error('x'))).toBeNull()
+  })
+
+  it('an absurd reset (ten years, or past what a date holds) is a month at most, and never throws', () => {
+    const absurd: Record<string, string>[] = [
+      { 'retry-after-ms': '9'.repeat(400) },
+      { 'retry-after': '99999999999999' },
+      { 'retry-after': '315360000' },
+      { 'x-ratelimit-reset-requests': '99999999999999h', 'x-ratelimit-remaining-requests': '0' },
+      { 'anthropic-ratelimit-requests-reset': '+275760-09-13T00:00:00.000Z' },
+    ]
+    for (const sent of absurd) {
+      const headers = new Headers(sent)
+      expect(limitResetMs(headers, NOW)).toBe(MAX_LIMIT_MS)
+      markUsageLimit(429, headers, 60_000, NOW)
+      expect(headers.get(LIMIT_UNTIL_HEADER)).toBe(new Date(NOW + MAX_LIMIT_MS).toISOString())
+    }
+    // Negative, garbage and a date in the past: no limit to wait out.
+    for (const sent of [{ 'retry-after': '-5' }, { 'retry-after': 'garbage' }, { 'retry-after': 'Wed, 21 Oct 2015 07:28:00 GMT' }]) {
+      const headers = new Headers(sent)
+      markUsageLimit(429, headers, 60_000, NOW)
+      expect(headers.get(LIMIT_UNTIL_HEADER)).toBeNull()
+    }
   })
 })

@@ -53,4 +53,39 @@ describe('watch-locks on one host', () => {
     expectContinuousSeq(done.messages)
     expect(s.fake.requests.length).toBeGreaterThan(sent)
   })
+
+  it('leaves a budget pause whose day has reset but which another cap (the month’s) still stops: no resume started each pass; a raised cap resumes it', async () => {
+    const s = await runSetup()
+    const priced = (monthly: number) =>
+      writeFileSync(
+        s.config,
+        `${s.fake.configYaml(`budgets:\n  user_daily_usd: 0.25\n  user_monthly_usd: ${monthly}\n`).replace('llm:\n', 'llm:\n  max_output_tokens: 100\n')}pricing:\n  fake-model:\n    prompt: 0\n    completion: 1000\n`,
+      )
+    priced(0.25)
+    // Each request may cost $0.10 and costs that much: two fit the day's $0.25, the third would pass it.
+    const usage = { prompt_tokens: 50, completion_tokens: 100, total_tokens: 150 }
+    s.fake.fallback = (req) =>
+      Array.isArray(req.body.tools)
+        ? { calls: [{ name: 'glob', arguments: { pattern: `*${s.fake.requests.length}*` } }], usage }
+        : { content: 'summary', usage }
+    const run = await s.run(['run', '--task', 'alpha', '--workspace', s.ws], { CTXAGENT_NOW: '2026-11-28T10:00:00.000Z' })
+    expect(run.code, run.stderr).toBe(5)
+    const uuid = s.tree.layout.list('paused')[0] as string
+    expect(readTask(s.tree, uuid).state).toMatchObject({ paused_by: 'budget', budget_cap: 'user-daily', resume_at: '2026-11-29T00:00:00.000Z' })
+    const sent = s.fake.requests.length
+    // The next day: the day's cap has reset, the month's ($0.20 of $0.25, a request may cost $0.10) has not.
+    for (let pass = 0; pass < 2; pass++) {
+      const next = await s.run(['watch-locks', '--once', '--json'], { CTXAGENT_NOW: '2026-11-29T08:00:00.000Z' })
+      expect(next.code, next.stderr).toBe(0)
+      expect(next.stdout).toContain('"resumed":0')
+    }
+    expect(readTask(s.tree, uuid).location).toBe('paused')
+    expect(s.fake.requests.length).toBe(sent)
+    // The month's cap raised: the next pass starts its resume.
+    priced(10)
+    const raised = await s.run(['watch-locks', '--once', '--json'], { CTXAGENT_NOW: '2026-11-29T08:00:00.000Z' })
+    const started = JSON.parse(findingsText(raised.stdout).trim()) as { pid: number }
+    expect(started).toMatchObject({ uuid, action: 'resume_started', reason: 'budget' })
+    await waitFor('the resumed run to end', () => !alive(started.pid), 60_000)
+  })
 })

@@ -163,7 +163,7 @@ describe('cost caps pause before the request that would pass them', () => {
 
   it('--max-cost that is not an amount above 0 is a usage error (exit 2), nothing created', async () => {
     const s = await runSetup()
-    for (const bad of ['0', 'abc', '-1', '1e3']) {
+    for (const bad of ['0', 'abc', '-1', '1e3', 'NaN', '9'.repeat(400)]) {
       const r = await s.run(['run', '--task', 't', '--workspace', s.ws, '--max-cost', bad])
       expect(r.code, bad).toBe(2)
       expect(r.stderr).toMatch(/--max-cost.*must be an amount in USD above 0/)
