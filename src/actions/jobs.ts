@@ -1,7 +1,7 @@
 import type { Pool } from 'pg'
 import type { CommandEnv } from '../command-env.js'
 import { cancelJob, jobState, retryJob } from '../fleet/job-admin.js'
-import type { JobKind, JobState } from '../fleet/jobs.js'
+import type { JobKind, JobState } from '../fleet/job.js'
 import { askOwner } from '../run/control.js'
 import { locateTask } from '../storage/fs/layout.js'
 import type { Location } from '../storage/fs/layout.js'

@@ -1,4 +1,4 @@
-import type { Job } from './jobs.js'
+import type { Job } from './job.js'
 
 /** What this worker's own configuration lets it serve (docs/contract.md §14.5). */
 export interface WorkerAbilities {

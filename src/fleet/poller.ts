@@ -5,8 +5,8 @@ import type { LabelledItem, Tracker, TriggerCheck } from '../sources/types.js'
 import type { Layout } from '../storage/fs/layout.js'
 import { CtxError } from '../errors.js'
 import { inTransaction, pgReason } from '../storage/index/pg-pool.js'
-import type { JobSpec } from './jobs.js'
-import { JobQueue } from './jobs.js'
+import type { JobSpec } from './job-spec.js'
+import { JobQueue } from './job-queue.js'
 
 /** The labels `poll` sets (names in config: poll.labels). */
 export interface StatusLabels {

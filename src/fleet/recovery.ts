@@ -7,10 +7,11 @@ import { safeState } from '../storage/task/lifecycle.js'
 import type { PausedBy, TaskState } from '../storage/task/state.js'
 import { inTransaction } from '../storage/index/pg-pool.js'
 import { pauseAtForTest } from '../test-pause.js'
-import { endJob, llmOutage } from './jobs.js'
+import { endJob } from './job-end.js'
+import { llmOutage } from './retry-policy.js'
 import { completedEnd, limitedEnd } from './task-outcome.js'
 import { recordAttempt } from './job-history.js'
-import type { JobEnd } from './jobs.js'
+import type { JobEnd } from './job.js'
 
 export interface FleetPassResult {
   result: PassResult

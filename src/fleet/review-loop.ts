@@ -7,8 +7,8 @@ import { maskText } from '../storage/format/mask.js'
 import type { Layout } from '../storage/fs/layout.js'
 import { recordsDelivery } from '../run/inheritance.js'
 import { inTransaction } from '../storage/index/pg-pool.js'
-import type { JobSpec } from './jobs.js'
-import { JobQueue } from './jobs.js'
+import type { JobSpec } from './job-spec.js'
+import { JobQueue } from './job-queue.js'
 
 /** The `trigger` of a fleet_polled row made by the review loop: no poller's label (a label has no comma). */
 export const REVIEW_TRIGGER = ',review'

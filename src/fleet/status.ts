@@ -1,6 +1,6 @@
 import type { Pool } from 'pg'
-import { JOB_STATES } from './jobs.js'
-import type { JobState } from './jobs.js'
+import { JOB_STATES } from './job.js'
+import type { JobState } from './job.js'
 
 export interface FleetWorker {
   id: string

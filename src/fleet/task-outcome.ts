@@ -5,8 +5,9 @@ import { FILES, locateTask } from '../storage/fs/layout.js'
 import type { Location } from '../storage/fs/layout.js'
 import { safeState } from '../storage/task/lifecycle.js'
 import type { TaskState } from '../storage/task/state.js'
-import { llmOutage } from './jobs.js'
-import type { HandBack, Job, JobEnd, LimitWait, RetryPolicy } from './jobs.js'
+import { llmOutage } from './retry-policy.js'
+import type { HandBack, Job, JobEnd, LimitWait } from './job.js'
+import type { RetryPolicy } from './retry-policy.js'
 
 // What a worker reads of a job's task in the tree (where it is, what it became) and the `run` that starts it.
 

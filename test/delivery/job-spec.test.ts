@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { jobProblem, runArgs } from '../../src/fleet/job-spec.js'
-import type { Job, JobSpec } from '../../src/fleet/jobs.js'
+import type { Job } from '../../src/fleet/job.js'
+import type { JobSpec } from '../../src/fleet/job-spec.js'
 import { placement } from '../../src/commands/enqueue.js'
 import { branchName } from '../../src/delivery/deliver.js'
 

@@ -3,7 +3,7 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
 import { claimBudget } from '../../src/fleet/claim-budget.js'
 import { showJob } from '../../src/fleet/job-admin.js'
-import { JobQueue } from '../../src/fleet/jobs.js'
+import { JobQueue } from '../../src/fleet/job-queue.js'
 import { uuidN } from '../fixtures/tree.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 

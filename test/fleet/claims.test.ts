@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { JobQueue } from '../../src/fleet/jobs.js'
-import type { Job } from '../../src/fleet/jobs.js'
+import { JobQueue } from '../../src/fleet/job-queue.js'
+import type { Job } from '../../src/fleet/job.js'
 import { registerWorker } from '../../src/fleet/registry.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 

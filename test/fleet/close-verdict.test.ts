@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import { closeVerdict } from '../../src/fleet/task-outcome.js'
 import type { ChildEnd, TaskSnapshot } from '../../src/fleet/task-outcome.js'
-import type { Job, RetryPolicy } from '../../src/fleet/jobs.js'
+import type { Job } from '../../src/fleet/job.js'
+import type { RetryPolicy } from '../../src/fleet/retry-policy.js'
 import { initialState } from '../../src/storage/task/state.js'
 import type { TaskState } from '../../src/storage/task/state.js'
 
