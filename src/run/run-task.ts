@@ -45,66 +45,12 @@ import { holdForTest } from '../test-pause.js'
 import { FILES } from '../storage/fs/layout.js'
 import { fileSize } from '../storage/task/reader.js'
 import { networkFields } from '../tools/sandbox/egress-proxy.js'
-import type { BudgetCap, Delivery } from '../storage/task/state.js'
-import { deliverCompleted, deliveryRecord, deliveryText } from './delivery-step.js'
+import type { Delivery } from '../storage/task/state.js'
+import { deliverCompleted, deliveryRecord } from './delivery-step.js'
+import { outcomeText } from './outcome.js'
+import type { Outcome } from './outcome.js'
+import type { RunEnv, RunStart } from './run-start.js'
 import { budgetLine, spendGuard } from './spend-setup.js'
-
-/** Where a new task comes from: its key and its first user message (docs/contract.md §12.1, §13.1). */
-export interface TaskSource {
-  key: TaskKey
-  /** The task statement, the first user message. */
-  text: string
-  /** A pull request's task: the task that opened it, inherited from when no earlier task has its key (docs/delivery.md#the-review-loop). */
-  opener?: string
-}
-
-/** A new task (from text, or from an issue with its channel), or a resumed one (its channel found again from its key). */
-export type RunStart =
-  | { kind: 'new'; source: TaskSource; user: string; channel?: Channel; seen?: string[] /** Chosen beforehand (a fleet job names its task). */; uuid?: string }
-  | { kind: 'resume'; ref: TaskRef; channel?: Channel }
-
-/** What `run` prints at the end (docs/contract.md §12.5) and the exit code it implies (docs/contract.md §9, §12.3). */
-export interface Outcome {
-  uuid: string
-  status: string
-  location: string
-  dir: string
-  turns: number
-  tokens: number
-  duration_ms: number
-  final_answer: string | null
-  finish_status: 'done' | 'blocked' | null
-  error: string | null
-  inherited_from: string | null
-  exit_code: number
-  /** The change's delivery (docs/delivery.md): absent when none was asked for. */
-  delivery?: Delivery | null
-  /**
-   * A paused task's (docs/running.md#budgets, #rate-limits): who paused it (state.paused_by), when it may go on by
-   * itself (a usage limit lifts, a budget window resets; else null) and which cost cap paused it (else null).
-   */
-  paused_by?: string
-  resume_at?: string | null
-  budget_cap?: BudgetCap | null
-}
-
-export interface RunEnv {
-  env: TaskEnv
-  config: Config
-  settings: RunSettings
-  stderr: NodeJS.WriteStream
-  logFormat: 'text' | 'json'
-  /** Stop on SIGINT/SIGTERM (the CLI); the demo drives stops itself. */
-  signals: boolean
-  /** The config file in force, hidden from every tool and command (null: none). */
-  configFile?: string | null
-  /** Called after each turn with the task's directory and turn count (the demo pauses half-way). */
-  onTurn?: (dir: string, turns: number) => void
-  /** Called once the task exists and is this process's (the audit line of a run is written then, not at exit). */
-  onStarted?: (uuid: string) => void
-  /** Run by a fleet's worker: a pause by a signal or a passing LLM failure is resumed by the fleet, not by hand. */
-  fleetJob?: boolean
-}
 
 /**
  * Runs one task to an ending: creates it (or resumes it), runs the agent loop, and
@@ -351,14 +297,6 @@ async function openRemote(start: RunStart, handle: TaskHandle, config: Config, l
   // The status comment's id and the seen comments are state from now on.
   await handle.update({ comment_detection: link.detection() })
   return link
-}
-
-/** The outcome comment: the answer, or why it stopped. */
-function outcomeText(o: Pick<Outcome, 'uuid' | 'status' | 'finish_status' | 'turns' | 'final_answer' | 'error' | 'delivery'>): string {
-  const head = `**ctxagent** task \`${o.uuid}\` ${o.status}${o.finish_status === 'blocked' ? ' (blocked)' : ''} after ${o.turns} turn(s).`
-  if (o.status === 'completed') return `${head}\n\n${o.final_answer ?? ''}\n\n${deliveryText(o.delivery)}`.trim()
-  if (o.status === 'paused') return `${head}\n\n${o.error ? `Why: ${o.error}\n\n` : ''}It continues with \`ctxagent run --resume ${o.uuid}\`.`
-  return `${head}\n\nWhy: ${o.error ?? 'unknown'}`
 }
 
 /** Starts the configured MCP servers and adds their tools; the SDK is loaded only when there are servers. */
