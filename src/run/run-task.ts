@@ -2,22 +2,16 @@ import { hostname } from 'node:os'
 import { join } from 'node:path'
 import { startTaskTrace } from '../telemetry/trace.js'
 import { compressionLimit, settingsFrom } from '../context/compaction.js'
-import { loadSnapshot } from '../context/snapshot.js'
-import { extractiveSummary } from '../context/extractive.js'
-import { createFinalSummary } from '../context/final-summary.js'
 import { extractiveSummarizer, llmSummarizer } from '../context/summarizer.js'
 import type { Config } from '../config/schema.js'
 import type { LlmClient } from '../llm/client.js'
 import { requireLlmClient } from '../llm/providers.js'
 import { ReplayClient } from '../llm/replay.js'
 import { appendInbox } from '../storage/task/inbox.js'
-import { maskText } from '../storage/format/mask.js'
 import type { TaskRef } from '../storage/fs/layout.js'
 import type { TaskKey } from '../storage/task/metadata.js'
 import { killedText } from '../operations/reaper.js'
-import type { StoredMessage } from '../storage/format/records.js'
 import { createTask, resumeTask } from '../storage/task/lifecycle.js'
-import { boundAnswer } from '../storage/task/state.js'
 import type { TaskHandle } from '../storage/task/handle.js'
 import type { TaskEnv } from '../storage/task/env.js'
 import { ToolRegistry } from '../tools/registry.js'
@@ -38,16 +32,14 @@ import type { RecordedFinish } from './repair.js'
 import { readTextArg, runRecord } from './settings.js'
 import type { RunSettings } from './settings.js'
 import { StopController, stoppableClient } from './stop.js'
-import { explainSystemError, isDiskFull } from '../system-errors.js'
 import { resumeRaceLost } from '../errors.js'
-import { grouped } from '../text.js'
 import { holdForTest } from '../test-pause.js'
 import { FILES } from '../storage/fs/layout.js'
 import { fileSize } from '../storage/task/reader.js'
 import { networkFields } from '../tools/sandbox/egress-proxy.js'
-import type { Delivery } from '../storage/task/state.js'
 import { deliverCompleted, deliveryRecord } from './delivery-step.js'
 import { outcomeText } from './outcome.js'
+import { recordError, settle } from './settle.js'
 import type { Outcome } from './outcome.js'
 import type { RunEnv, RunStart } from './run-start.js'
 import { budgetLine, spendGuard } from './spend-setup.js'
@@ -249,21 +241,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   } catch (err) {
     traced.error = (err as Error).message
     // An error that is not an ending: record it (unless the task is no longer ours), then report it.
-    if (!handle.lost) {
-      const full = explainSystemError(err, env.layout.base)
-      if (full && isDiskFull(err, env.layout.base)) {
-        // The disk, not the task, failed: paused (when even that can be written) to resume once there is room.
-        log.warn(`pausing: ${full.message}; resume with: ctxagent run --resume ${handle.uuid} once there is room`)
-        await handle
-          .update({ error: full.message })
-          .then(() => handle?.pause('disk'))
-          .catch(() => handle?.abandon(full.message))
-          .catch(() => undefined)
-      } else {
-        log.warn(`task failed: ${(err as Error).message}`)
-        await handle.fail((err as Error).message).catch(() => undefined)
-      }
-    }
+    await recordError(handle, err, env.layout.base, log)
     throw err
   } finally {
     // MCP servers live as long as this process works on the task: closed on every ending, started again by a resume.
@@ -362,111 +340,6 @@ function answeredEnding(handle: TaskHandle): Ending | null {
   const { final_answer: answer, finish_status: status, session } = handle.state
   if (typeof answer !== 'string') return null
   return { kind: 'completed', answer, finishStatus: status ?? null, ...(session ? { sessionEnded: true as const } : {}) }
-}
-
-type Progress = ReturnType<Agent['progress']>
-
-/** Settles the task as its ending says, and says how it went. */
-async function settle(
-  handle: TaskHandle,
-  ending: Ending,
-  progress: Progress,
-  client: LlmClient,
-  log: RunLog,
-  maxAnswer: number,
-  summaryMaxTokens: number,
-  inFleet: boolean,
-  deliverStep: (answer: string, finishStatus: 'done' | 'blocked' | null) => Promise<Delivery | null>,
-): Promise<Omit<Outcome, 'duration_ms' | 'inherited_from'>> {
-  const base = { uuid: handle.uuid, turns: progress.turns, tokens: progress.total_tokens_used, final_answer: null, finish_status: null, error: null }
-  if (ending.kind === 'lost') {
-    log.warn(ending.error.message)
-    return { ...base, status: 'lost', location: 'unknown', dir: handle.dir, error: ending.error.message, exit_code: 1 }
-  }
-  if (ending.kind === 'completed') {
-    if (ending.answer.length > maxAnswer)
-      log.warn(
-        `the final answer is ${grouped(ending.answer.length)} characters; state.json keeps the first ${grouped(maxAnswer)} (run.max_answer_chars), messages.jsonl the whole`,
-      )
-    await handle.update({
-      ...progress,
-      final_answer: boundAnswer(maskText(ending.answer), maxAnswer),
-      finish_status: ending.finishStatus,
-      ...(ending.sessionEnded ? { session: ChatLoop.ended(new Date()) } : {}),
-    })
-    if (ending.answer.trim() !== '') handle.addPlan('outcome', ending.answer.slice(0, 4000))
-    // Delivered while the task is still in running/ and its owner's: a crash during it resumes to deliver again (idempotently).
-    const delivery = await deliverStep(ending.answer, ending.finishStatus)
-    const summary = await finalSummaryText(handle, client, log, summaryMaxTokens)
-    await handle.complete(summary)
-    log.info(`completed${ending.finishStatus === 'blocked' ? ' (blocked)' : ''} after ${progress.turns} turn(s)`)
-    return {
-      ...base,
-      status: 'completed',
-      location: 'completed',
-      dir: handle.dir,
-      final_answer: ending.answer,
-      finish_status: ending.finishStatus,
-      exit_code: 0,
-      ...(delivery !== null ? { delivery } : {}),
-    }
-  }
-  if (ending.kind === 'timeout' || ending.kind === 'failed') {
-    handle.addPlan('outcome', `${ending.kind}: ${ending.reason}`)
-    await handle.update(progress)
-    await handle.fail(ending.reason, ending.kind === 'timeout' ? 'timeout' : 'failed')
-    log.warn(`${ending.kind}: ${ending.reason}`)
-    return { ...base, status: ending.kind, location: 'completed', dir: handle.dir, error: ending.reason, exit_code: ending.kind === 'timeout' ? 5 : 1 }
-  }
-  // A budget or a usage limit: which cap, and when the task may go on by itself (docs/running.md#budgets).
-  const waits =
-    ending.cause === 'budget' || ending.cause === 'rate-limit'
-      ? { resume_at: ending.resumeAt?.toISOString() ?? null, budget_cap: ending.budgetCap ?? null }
-      : { resume_at: null, budget_cap: null }
-  const failure = ending.cause === 'llm' ? (ending.failure ?? null) : ending.cause === 'rate-limit' ? 'rate_limited' : null
-  await handle.update({ ...progress, error: ending.error === null ? null : maskText(ending.error), llm_failure: failure, ...waits })
-  // Who paused it: a fleet resumes a task stopped by a signal (its worker stopped), not one an operator paused (docs/contract.md §14.3).
-  const pausedBy = ({ SIGINT: 'signal', SIGTERM: 'signal', pause: 'operator', llm: 'llm', budget: 'budget', 'rate-limit': 'rate-limit' } as const)[ending.cause]
-  await handle.pause(pausedBy)
-  const paused = { status: 'paused', location: 'paused', dir: handle.dir, error: ending.error, paused_by: pausedBy, ...waits }
-  const exit = { SIGINT: 130, SIGTERM: 143, pause: 0, llm: 1, budget: 5, 'rate-limit': 1 }[ending.cause]
-  if (ending.cause === 'budget' || ending.cause === 'rate-limit') {
-    const later = waits.resume_at === null ? '' : ` after ${waits.resume_at}`
-    const how =
-      ending.cause === 'budget'
-        ? `ctxagent run --resume ${handle.uuid}${later}, or with the cap raised${ending.budgetCap === 'task' ? ' (--max-cost)' : ''}`
-        : `ctxagent run --resume ${handle.uuid}${later}`
-    log.info(`paused (${ending.cause}: ${ending.error}); ${inFleet && waits.resume_at !== null ? 'the fleet runs it again then' : `resume with: ${how}`}`)
-    return { ...base, ...paused, exit_code: exit }
-  }
-  // In a fleet, a task stopped by its worker's signal is queued again by the worker, and one the LLM side failed is retried: no advice to resume by hand.
-  const fleetResumes = inFleet && (ending.cause === 'SIGINT' || ending.cause === 'SIGTERM' || (ending.cause === 'llm' && (ending.failure ?? null) !== null))
-  const next = fleetResumes
-    ? ending.cause === 'llm'
-      ? 'the fleet runs it again later'
-      : 'its resume is queued by its worker'
-    : `resume with: ctxagent run --resume ${handle.uuid}`
-  log.info(`paused (${ending.cause === 'llm' ? `the LLM failed: ${ending.error}` : ending.cause}); ${next}`)
-  return { ...base, ...paused, exit_code: exit }
-}
-
-/**
- * final_summary.txt (docs/contract.md §5): the LLM's summary of the whole task; without an LLM
- * (replay), or when the LLM fails, an extractive one of the last summary and the window.
- */
-async function finalSummaryText(handle: TaskHandle, client: LlmClient, log: RunLog, maxTokens: number): Promise<string> {
-  if (!(client instanceof ReplayClient)) {
-    try {
-      const { text, usage } = await createFinalSummary(handle.dir, client, maxTokens)
-      // Its cost apart from the turns' (docs/contract.md §2.2): made once, at the end.
-      await handle.update({ final_summary_tokens: usage })
-      return text
-    } catch (err) {
-      log.warn(`final summary by the LLM failed (${(err as Error).message}); writing an extractive one`)
-    }
-  }
-  const snapshot = await loadSnapshot(handle.dir)
-  return extractiveSummary(snapshot.summary?.summary ?? null, snapshot.after as StoredMessage[], snapshot.task)
 }
 
 function keyColumns(key: TaskKey, user: string) {
