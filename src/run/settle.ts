@@ -18,7 +18,7 @@ import type { Agent } from './turn.js'
 
 // How a run ends and what it records: the ending settled into state.json and the tree, or an error recorded.
 
-export type Progress = ReturnType<Agent['progress']>
+type Progress = ReturnType<Agent['progress']>
 
 /** Settles the task as its ending says, and says how it went. */
 export async function settle(
