@@ -37,7 +37,7 @@ export async function refuseLive(ctx: CommandEnv, ref: TaskRef): Promise<void> {
     ctx,
     async (env) => {
       const assessment = assessTask(env, ref, { policy: { ...stalenessPolicy(ctx.config), deadPidIsProof: true } })
-      // Moved out of running/ while we looked (its owner finished or paused it): a lost race, as in stillThere.
+      // Moved out of running/ while we looked (its owner finished or paused it): a lost race, as in stillThere (run-prepare.ts).
       if (!existsSync(ref.dir)) throw resumeRaceLost(ref.uuid)
       if (assessment.stale) {
         ctx.io.warn(`task ${ref.uuid} is in running/ but ${assessment.verdict.reason}; resume takes it over`)
