@@ -4,7 +4,7 @@ import { resolveTask } from '../storage/fs/layout.js'
 import type { TaskRef } from '../storage/fs/layout.js'
 import { readState } from '../storage/task/state.js'
 import type { TaskState } from '../storage/task/state.js'
-import type { Outcome } from '../run/run-task.js'
+import type { Outcome } from '../run/outcome.js'
 import { BudgetSpentError } from '../run/budget-start.js'
 
 // How `run` ends when its loop could not make an outcome (JSON log mode, docs/contract.md §12.5).

@@ -13,7 +13,7 @@ import type { TaskEnv } from '../storage/task/env.js'
 import { SqliteStore } from '../storage/index/store.js'
 import { packageRoot } from '../package-root.js'
 import { runTask } from './run-task.js'
-import type { Outcome } from './run-task.js'
+import type { Outcome } from './outcome.js'
 import { newRunSettings } from './settings.js'
 
 export interface DemoResult {

@@ -1,110 +1,29 @@
 import { hostname } from 'node:os'
-import { join } from 'node:path'
 import { startTaskTrace } from '../telemetry/trace.js'
-import { compressionLimit, settingsFrom } from '../context/compaction.js'
-import { loadSnapshot } from '../context/snapshot.js'
-import { extractiveSummary } from '../context/extractive.js'
-import { createFinalSummary } from '../context/final-summary.js'
-import { extractiveSummarizer, llmSummarizer } from '../context/summarizer.js'
-import type { Config } from '../config/schema.js'
-import type { LlmClient } from '../llm/client.js'
-import { requireLlmClient } from '../llm/providers.js'
 import { ReplayClient } from '../llm/replay.js'
-import { appendInbox } from '../storage/task/inbox.js'
-import { maskText } from '../storage/format/mask.js'
-import type { TaskRef } from '../storage/fs/layout.js'
-import type { TaskKey } from '../storage/task/metadata.js'
-import { killedText } from '../operations/reaper.js'
-import type { StoredMessage } from '../storage/format/records.js'
-import { createTask, resumeTask } from '../storage/task/lifecycle.js'
-import { boundAnswer } from '../storage/task/state.js'
 import type { TaskHandle } from '../storage/task/handle.js'
-import type { TaskEnv } from '../storage/task/env.js'
 import { ToolRegistry } from '../tools/registry.js'
-import type { McpSandbox } from '../tools/sandbox/mcp-launch.js'
-import { hiddenPaths, mcpSandbox, shellSandbox } from './sandbox-setup.js'
-import { Agent } from './turn.js'
-import { ChatLoop } from './chat.js'
-import { RemoteLink, statusText } from './remote.js'
-import type { Channel } from '../sources/types.js'
-import type { Ending } from './ending.js'
-import { findInheritance, inheritanceMessage, inheritanceOf } from './inheritance.js'
-import type { Inheritance } from './inheritance.js'
-import { createRunLog } from './log.js'
-import type { RunLog } from './log.js'
-import { defaultSystemPrompt, systemPrompt } from './prompt.js'
-import { repairResumed } from './repair.js'
-import type { RecordedFinish } from './repair.js'
-import { readTextArg, runRecord } from './settings.js'
-import type { RunSettings } from './settings.js'
-import { StopController, stoppableClient } from './stop.js'
-import { explainSystemError, isDiskFull } from '../system-errors.js'
-import { resumeRaceLost } from '../errors.js'
-import { grouped } from '../text.js'
-import { holdForTest } from '../test-pause.js'
-import { FILES } from '../storage/fs/layout.js'
-import { fileSize } from '../storage/task/reader.js'
 import { networkFields } from '../tools/sandbox/egress-proxy.js'
-import type { BudgetCap, Delivery } from '../storage/task/state.js'
-import { deliverCompleted, deliveryRecord, deliveryText } from './delivery-step.js'
-import { budgetLine, spendGuard } from './spend-setup.js'
-
-/** Where a new task comes from: its key and its first user message (docs/contract.md §12.1, §13.1). */
-export interface TaskSource {
-  key: TaskKey
-  /** The task statement, the first user message. */
-  text: string
-  /** A pull request's task: the task that opened it, inherited from when no earlier task has its key (docs/delivery.md#the-review-loop). */
-  opener?: string
-}
-
-/** A new task (from text, or from an issue with its channel), or a resumed one (its channel found again from its key). */
-export type RunStart =
-  | { kind: 'new'; source: TaskSource; user: string; channel?: Channel; seen?: string[] /** Chosen beforehand (a fleet job names its task). */; uuid?: string }
-  | { kind: 'resume'; ref: TaskRef; channel?: Channel }
-
-/** What `run` prints at the end (docs/contract.md §12.5) and the exit code it implies (docs/contract.md §9, §12.3). */
-export interface Outcome {
-  uuid: string
-  status: string
-  location: string
-  dir: string
-  turns: number
-  tokens: number
-  duration_ms: number
-  final_answer: string | null
-  finish_status: 'done' | 'blocked' | null
-  error: string | null
-  inherited_from: string | null
-  exit_code: number
-  /** The change's delivery (docs/delivery.md): absent when none was asked for. */
-  delivery?: Delivery | null
-  /**
-   * A paused task's (docs/running.md#budgets, #rate-limits): who paused it (state.paused_by), when it may go on by
-   * itself (a usage limit lifts, a budget window resets; else null) and which cost cap paused it (else null).
-   */
-  paused_by?: string
-  resume_at?: string | null
-  budget_cap?: BudgetCap | null
-}
-
-export interface RunEnv {
-  env: TaskEnv
-  config: Config
-  settings: RunSettings
-  stderr: NodeJS.WriteStream
-  logFormat: 'text' | 'json'
-  /** Stop on SIGINT/SIGTERM (the CLI); the demo drives stops itself. */
-  signals: boolean
-  /** The config file in force, hidden from every tool and command (null: none). */
-  configFile?: string | null
-  /** Called after each turn with the task's directory and turn count (the demo pauses half-way). */
-  onTurn?: (dir: string, turns: number) => void
-  /** Called once the task exists and is this process's (the audit line of a run is written then, not at exit). */
-  onStarted?: (uuid: string) => void
-  /** Run by a fleet's worker: a pause by a signal or a passing LLM failure is resumed by the fleet, not by hand. */
-  fleetJob?: boolean
-}
+import { holdForTest } from '../test-pause.js'
+import { agentLimits, summarizerFor } from './agent-setup.js'
+import { ChatLoop } from './chat.js'
+import { deliverCompleted, deliveryRecord } from './delivery-step.js'
+import { createRunLog } from './log.js'
+import { outcomeText } from './outcome.js'
+import type { Outcome } from './outcome.js'
+import { statusText } from './remote.js'
+import type { RecordedFinish } from './repair.js'
+import type { RunEnv, RunStart } from './run-start.js'
+import { hiddenPaths, mcpSandbox, shellSandbox } from './sandbox-setup.js'
+import { recordError, settle } from './settle.js'
+import { budgetLine } from './spend-setup.js'
+import { StopController, stoppableClient } from './stop.js'
+import { pauseOnSignals, pausingText } from './stop-signals.js'
+import type { SignalListeners } from './stop-signals.js'
+import { answeredEnding, beginNew, beginResumed } from './task-begin.js'
+import { openRemote, startMcp, taskClient } from './task-start.js'
+import { inboxEnd, inheritanceFor, takeTask } from './task-take.js'
+import { Agent } from './turn.js'
 
 /**
  * Runs one task to an ending: creates it (or resumes it), runs the agent loop, and
@@ -120,53 +39,22 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   const delivering = start.kind === 'new' ? await deliveryRecord(settings) : {}
   const stop = new StopController()
   const begun = Date.now()
-  const lostNow = () => stop.stop('lost')
-  let inheritance: Inheritance | null = null
-  if (start.kind === 'new' && settings.inherit) {
-    inheritance = await findInheritance(env, keyColumns(start.source.key, start.user), start.source.key.task_source === 'local' ? settings.workspace : null)
-    if (inheritance === null && start.source.opener !== undefined) inheritance = await inheritanceOf(env, start.source.opener)
-  }
+  const inheritance = await inheritanceFor(env, settings, start)
   // The handlers are in place before the task's directory is: a stop while it is created (or
   // taken from paused/) pauses it once it exists, instead of killing the process with a
   // half-made task in running/ (a worker stopped just as its agent began a job).
-  let told: RunLog | null = null
-  let created: string | null = null
-  const pausing = (signal: 'SIGINT' | 'SIGTERM'): string =>
-    `${signal}: pausing at once (the LLM request and running tools are stopped)${signal === 'SIGINT' ? '; Ctrl-C again to exit without pausing' : ''}`
-  // A second Ctrl-C exits at once and leaves the task in running/: say how to take it back.
-  const removeSignals = run.signals
-    ? stop.handleSignals(
-        () => {
-          if (created !== null)
-            told?.warn(
-              `stopped at once; the task stays in running/ with its lock. Take it back with: ctxagent run --resume ${created} (or ctxagent unlock ${created.slice(0, 8)} to fail it)`,
-            )
-          process.exit(130)
-        },
-        (signal) => told?.info(pausing(signal)),
-      )
-    : () => undefined
+  const heard: SignalListeners = { log: null, uuid: null }
+  const removeSignals = run.signals ? pauseOnSignals(stop, heard) : () => undefined
+  const inboxAtStart = inboxEnd(start)
   let handle: TaskHandle
-  // Where the inbox ends before this run takes the task: a pause request after it (a `jobs cancel` while a fleet's agent starts) is this run's.
-  const inboxAtStart = start.kind === 'new' ? 0 : (fileSize(join(start.ref.dir, FILES.inbox)) ?? 0)
   try {
     await holdForTest('run:before-take')
-    if (start.kind === 'new') {
-      handle = await createTask(
-        env,
-        { task_key: start.source.key, user: start.user, run: { ...runRecord(settings, config), ...delivering }, inherited_from: inheritance?.uuid ?? null },
-        { onLost: lostNow, ...(start.uuid !== undefined ? { uuid: start.uuid } : {}) },
-      )
-    } else {
-      handle = await resumeTask(env, start.ref, { onLost: lostNow, continueTimeout: start.ref.location === 'completed' }).catch((err: unknown) => {
-        throw takenWhileResuming(err, start.ref)
-      })
-    }
+    handle = await takeTask(env, start, { config, settings, delivering, inheritance, onLost: () => stop.stop('lost') })
   } catch (err) {
     removeSignals()
     throw err
   }
-  created = handle.uuid
+  heard.uuid = handle.uuid
   run.onStarted?.(handle.uuid)
   await holdForTest('run:after-take')
   // Spans of this run (task, turns, LLM and tool calls): no-ops unless telemetry.otlp_endpoint is set.
@@ -178,40 +66,19 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   })
   const traced: { status: string; error: string | null } = { status: 'failed', error: null }
   const log = createRunLog({ uuid: handle.uuid, stream: run.stderr, format: run.logFormat, now: env.now })
-  told = log
+  heard.log = log
   // Stopped while the task was being created: said now that it has a log (the loop's first check pauses it).
-  if (stop.reason === 'SIGINT' || stop.reason === 'SIGTERM') log.info(pausing(stop.reason))
+  if (stop.reason === 'SIGINT' || stop.reason === 'SIGTERM') log.info(pausingText(stop.reason))
   const cancelDeadline = stop.deadline(settings.timeoutMs === null ? null : settings.timeoutMs - (handle.state.elapsed_ms ?? 0))
   let mcp: { close(): Promise<void> } | null = null
   let unwatch = (): void => undefined
   try {
-    const made = await createClient(config, env, handle, start.kind === 'resume')
-    // Every request of the task checked first: cost caps, and a usage limit on its API key (docs/running.md#budgets).
-    const guard =
-      made instanceof ReplayClient
-        ? null
-        : spendGuard({ config, settings, index: env.index, now: env.now, fleetJob: run.fleetJob === true }, handle, made.model, log)
-    const client = guard === null ? made : guard.wrap(made)
+    const { made, guard, client } = await taskClient(run, handle, start.kind === 'resume', log)
     const tools = ToolRegistry.builtin({ allowShell: settings.allowShell, finish: !settings.chat })
     // A task whose agent stopped after its finish call, before state.json took the answer.
     let finished: RecordedFinish | null = null
-    if (start.kind === 'new') {
-      begin(handle, settings, start, inheritance, config.context.inheritance.max_summary_tokens)
-      await handle.setStatus('processing', 'started')
-      log.info(
-        `started ${handle.metadata.task_type}${handle.metadata.task_identifier ? ` ${handle.metadata.task_identifier}` : ''} in ${settings.workspace} (${client.model} at ${client.server}, dir ${handle.dir})`,
-      )
-      if (inheritance)
-        log.info(
-          `inherited the ${inheritance.summary_source === 'final_summary' ? 'final summary' : 'last summary'} of task ${inheritance.uuid} (${inheritance.status})`,
-        )
-    } else {
-      const repaired = await repairResumed(handle, tools)
-      finished = repaired.finished
-      log.info(
-        `resumed at turn ${handle.state.turns ?? 0} (${client.model} at ${client.server}, dir ${handle.dir})${repaired.answered ? `; ${repaired.answered} unanswered tool call(s) answered as aborted` : ''}${repaired.rebuilt ? '; current.jsonl rebuilt' : ''}${killedText(handle.stoppedCommands, 'the dead agent')}`,
-      )
-    }
+    if (start.kind === 'new') await beginNew(handle, run, start, inheritance, client, log)
+    else finished = await beginResumed(handle, tools, client, log)
     if (guard !== null) {
       const said = budgetLine(config, settings, handle.metadata.user ?? '', client.model, guard.spent)
       if (said !== null) log.info(said)
@@ -228,26 +95,9 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     const agent = new Agent({
       handle,
       client,
-      summarizer:
-        made instanceof ReplayClient ? extractiveSummarizer() : llmSummarizer(summaryClient, { maxTokens: config.context.compression.summary_max_tokens }),
+      summarizer: summarizerFor(made, summaryClient, config),
       tools,
-      limits: {
-        maxTurns: settings.maxTurns,
-        maxTokens: settings.maxTokens,
-        timeoutMs: settings.timeoutMs,
-        compressAt: compressionLimit(config, client.contextLength),
-        requestBudget: Math.floor(client.contextLength * 0.9),
-        prune: {
-          protectedTurns: config.context.prune.protected_turns,
-          protectedToolRounds: config.context.prune.protected_tool_rounds,
-          stepRounds: config.context.prune.step_rounds,
-        },
-        compaction: settingsFrom(config),
-        commandTimeoutSeconds: settings.commandTimeoutSeconds,
-        maxCallsPerReply: config.tools.max_calls_per_reply,
-        maxRounds: config.context.compression.max_rounds,
-        blobs: { thresholdBytes: config.context.blobs.threshold_bytes, maxInlineBytes: config.context.blobs.max_inline_bytes },
-      },
+      limits: agentLimits(config, settings, client),
       workspace: settings.workspace,
       hidden,
       sandbox,
@@ -262,11 +112,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     })
     // A pause request stops what is in flight (an LLM request, a tool, MCP start-up), not only the next turn.
     unwatch = agent.requests.watchForPause(() => stop.stop('pause'))
-    // A task killed after it answered (during its final summary) only finishes its ending: no turn, no tools.
-    const answered =
-      start.kind === 'resume'
-        ? (answeredEnding(handle) ?? (finished ? { kind: 'completed' as const, answer: finished.summary, finishStatus: finished.status } : null))
-        : null
+    const answered = start.kind === 'resume' ? answeredEnding(handle, finished) : null
     if (answered) log.info('the task had already answered when its agent stopped; finishing its ending')
     else
       mcp = await startMcp(
@@ -303,21 +149,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   } catch (err) {
     traced.error = (err as Error).message
     // An error that is not an ending: record it (unless the task is no longer ours), then report it.
-    if (!handle.lost) {
-      const full = explainSystemError(err, env.layout.base)
-      if (full && isDiskFull(err, env.layout.base)) {
-        // The disk, not the task, failed: paused (when even that can be written) to resume once there is room.
-        log.warn(`pausing: ${full.message}; resume with: ctxagent run --resume ${handle.uuid} once there is room`)
-        await handle
-          .update({ error: full.message })
-          .then(() => handle?.pause('disk'))
-          .catch(() => handle?.abandon(full.message))
-          .catch(() => undefined)
-      } else {
-        log.warn(`task failed: ${(err as Error).message}`)
-        await handle.fail((err as Error).message).catch(() => undefined)
-      }
-    }
+    await recordError(handle, err, env.layout.base, log)
     throw err
   } finally {
     // MCP servers live as long as this process works on the task: closed on every ending, started again by a resume.
@@ -328,210 +160,4 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     await taskTrace.end(traced.status, traced.error)
     log.close()
   }
-}
-
-/**
- * Two processes resuming one paused task: the winner moves it to running/, and the
- * loser's link() or rename() then finds its directory gone (ENOENT) or taken
- * (EEXIST, ENOTEMPTY). That is a lost race, not a failure: one line, exit 4.
- */
-function takenWhileResuming(err: unknown, ref: TaskRef): unknown {
-  const code = (err as NodeJS.ErrnoException | null)?.code
-  if (code !== 'ENOENT' && code !== 'EEXIST' && code !== 'ENOTEMPTY') return err
-  return resumeRaceLost(ref.uuid)
-}
-
-async function openRemote(start: RunStart, handle: TaskHandle, config: Config, log: RunLog, stop: AbortSignal): Promise<RemoteLink> {
-  const detection =
-    start.kind === 'new'
-      ? { last_comment_ids: start.seen ?? [], last_check_timestamp: new Date().toISOString(), status_comment_id: null }
-      : handle.state.comment_detection
-  const link = new RemoteLink(start.channel as Channel, handle.uuid, log, config.comments.min_interval_seconds * 1000, detection, stop)
-  await link.status(statusText(handle, start.kind === 'new' ? 'started' : 'resumed'))
-  // The status comment's id and the seen comments are state from now on.
-  await handle.update({ comment_detection: link.detection() })
-  return link
-}
-
-/** The outcome comment: the answer, or why it stopped. */
-function outcomeText(o: Pick<Outcome, 'uuid' | 'status' | 'finish_status' | 'turns' | 'final_answer' | 'error' | 'delivery'>): string {
-  const head = `**ctxagent** task \`${o.uuid}\` ${o.status}${o.finish_status === 'blocked' ? ' (blocked)' : ''} after ${o.turns} turn(s).`
-  if (o.status === 'completed') return `${head}\n\n${o.final_answer ?? ''}\n\n${deliveryText(o.delivery)}`.trim()
-  if (o.status === 'paused') return `${head}\n\n${o.error ? `Why: ${o.error}\n\n` : ''}It continues with \`ctxagent run --resume ${o.uuid}\`.`
-  return `${head}\n\nWhy: ${o.error ?? 'unknown'}`
-}
-
-/** Starts the configured MCP servers and adds their tools; the SDK is loaded only when there are servers. */
-async function startMcp(
-  config: Config,
-  tools: ToolRegistry,
-  log: RunLog,
-  signal: AbortSignal,
-  sandbox: McpSandbox,
-): Promise<{ close(): Promise<void> } | null> {
-  if (!Object.values(config.mcp.servers).some((s) => s.enabled)) return null
-  const { McpServers } = await import('../tools/mcp.js')
-  // A stop during start-up ends it (servers closed); the loop then ends the task as the stop says.
-  const started = await McpServers.start(config.mcp, (m) => log.warn(m), signal, sandbox)
-  let added = 0
-  for (const tool of started.tools) {
-    if (tools.resolve(tool.name)?.name === tool.name) log.warn(`MCP: two tools are named ${tool.name}; the second is left out`)
-    else {
-      tools.add(tool)
-      added++
-    }
-  }
-  if (!signal.aborted) log.info(`MCP: ${added} tool(s) from ${Object.keys(started.servers.pids()).length} server(s)`, { mcp_pids: started.servers.pids() })
-  return started.servers
-}
-
-async function createClient(config: Config, env: TaskEnv, handle: TaskHandle, resumed: boolean): Promise<LlmClient> {
-  const llm = config.llm
-  if (llm.provider === 'replay') {
-    // A resumed replay continues after the assistant messages this task already played.
-    return ReplayClient.open(llm.replay.from as string, env.layout, llm.replay.context_length, resumed ? (handle.state.turns ?? 0) : 0)
-  }
-  return requireLlmClient(config)
-}
-
-/**
- * The first messages of a new task: system prompt, task statement, inherited context.
- * A chat task starts with the hidden session marker in its inbox, and its first
- * message (if any) goes there too, to be answered like every other.
- */
-function begin(
-  handle: TaskHandle,
-  settings: RunSettings,
-  start: Extract<RunStart, { kind: 'new' }>,
-  inheritance: Inheritance | null,
-  inheritTokens: number,
-): void {
-  const base = settings.systemPromptFile
-    ? readTextArg(settings.systemPromptFile, 'system prompt file')
-    : defaultSystemPrompt(settings.workspace, settings.allowShell, settings.chat)
-  handle.addMessage({ role: 'system', content: systemPrompt(base, settings.systemPromptAppend) })
-  if (settings.chat) {
-    appendInbox(handle.dir, { kind: 'message', sender: 'ctxagent', content: `[chat session started by ${start.user}]`, visible: false })
-    if (start.source.text.trim() !== '') appendInbox(handle.dir, { kind: 'message', sender: start.user, content: start.source.text })
-  } else {
-    handle.addMessage({ role: 'user', content: start.source.text })
-  }
-  if (inheritance) handle.addMessage({ role: 'user', content: inheritanceMessage(inheritance, inheritTokens) })
-}
-
-/** The ending of a task whose state.json already holds its final answer (settle got that far before a kill), else null. */
-function answeredEnding(handle: TaskHandle): Ending | null {
-  const { final_answer: answer, finish_status: status, session } = handle.state
-  if (typeof answer !== 'string') return null
-  return { kind: 'completed', answer, finishStatus: status ?? null, ...(session ? { sessionEnded: true as const } : {}) }
-}
-
-type Progress = ReturnType<Agent['progress']>
-
-/** Settles the task as its ending says, and says how it went. */
-async function settle(
-  handle: TaskHandle,
-  ending: Ending,
-  progress: Progress,
-  client: LlmClient,
-  log: RunLog,
-  maxAnswer: number,
-  summaryMaxTokens: number,
-  inFleet: boolean,
-  deliverStep: (answer: string, finishStatus: 'done' | 'blocked' | null) => Promise<Delivery | null>,
-): Promise<Omit<Outcome, 'duration_ms' | 'inherited_from'>> {
-  const base = { uuid: handle.uuid, turns: progress.turns, tokens: progress.total_tokens_used, final_answer: null, finish_status: null, error: null }
-  if (ending.kind === 'lost') {
-    log.warn(ending.error.message)
-    return { ...base, status: 'lost', location: 'unknown', dir: handle.dir, error: ending.error.message, exit_code: 1 }
-  }
-  if (ending.kind === 'completed') {
-    if (ending.answer.length > maxAnswer)
-      log.warn(
-        `the final answer is ${grouped(ending.answer.length)} characters; state.json keeps the first ${grouped(maxAnswer)} (run.max_answer_chars), messages.jsonl the whole`,
-      )
-    await handle.update({
-      ...progress,
-      final_answer: boundAnswer(maskText(ending.answer), maxAnswer),
-      finish_status: ending.finishStatus,
-      ...(ending.sessionEnded ? { session: ChatLoop.ended(new Date()) } : {}),
-    })
-    if (ending.answer.trim() !== '') handle.addPlan('outcome', ending.answer.slice(0, 4000))
-    // Delivered while the task is still in running/ and its owner's: a crash during it resumes to deliver again (idempotently).
-    const delivery = await deliverStep(ending.answer, ending.finishStatus)
-    const summary = await finalSummaryText(handle, client, log, summaryMaxTokens)
-    await handle.complete(summary)
-    log.info(`completed${ending.finishStatus === 'blocked' ? ' (blocked)' : ''} after ${progress.turns} turn(s)`)
-    return {
-      ...base,
-      status: 'completed',
-      location: 'completed',
-      dir: handle.dir,
-      final_answer: ending.answer,
-      finish_status: ending.finishStatus,
-      exit_code: 0,
-      ...(delivery !== null ? { delivery } : {}),
-    }
-  }
-  if (ending.kind === 'timeout' || ending.kind === 'failed') {
-    handle.addPlan('outcome', `${ending.kind}: ${ending.reason}`)
-    await handle.update(progress)
-    await handle.fail(ending.reason, ending.kind === 'timeout' ? 'timeout' : 'failed')
-    log.warn(`${ending.kind}: ${ending.reason}`)
-    return { ...base, status: ending.kind, location: 'completed', dir: handle.dir, error: ending.reason, exit_code: ending.kind === 'timeout' ? 5 : 1 }
-  }
-  // A budget or a usage limit: which cap, and when the task may go on by itself (docs/running.md#budgets).
-  const waits =
-    ending.cause === 'budget' || ending.cause === 'rate-limit'
-      ? { resume_at: ending.resumeAt?.toISOString() ?? null, budget_cap: ending.budgetCap ?? null }
-      : { resume_at: null, budget_cap: null }
-  const failure = ending.cause === 'llm' ? (ending.failure ?? null) : ending.cause === 'rate-limit' ? 'rate_limited' : null
-  await handle.update({ ...progress, error: ending.error === null ? null : maskText(ending.error), llm_failure: failure, ...waits })
-  // Who paused it: a fleet resumes a task stopped by a signal (its worker stopped), not one an operator paused (docs/contract.md §14.3).
-  const pausedBy = ({ SIGINT: 'signal', SIGTERM: 'signal', pause: 'operator', llm: 'llm', budget: 'budget', 'rate-limit': 'rate-limit' } as const)[ending.cause]
-  await handle.pause(pausedBy)
-  const paused = { status: 'paused', location: 'paused', dir: handle.dir, error: ending.error, paused_by: pausedBy, ...waits }
-  const exit = { SIGINT: 130, SIGTERM: 143, pause: 0, llm: 1, budget: 5, 'rate-limit': 1 }[ending.cause]
-  if (ending.cause === 'budget' || ending.cause === 'rate-limit') {
-    const later = waits.resume_at === null ? '' : ` after ${waits.resume_at}`
-    const how =
-      ending.cause === 'budget'
-        ? `ctxagent run --resume ${handle.uuid}${later}, or with the cap raised${ending.budgetCap === 'task' ? ' (--max-cost)' : ''}`
-        : `ctxagent run --resume ${handle.uuid}${later}`
-    log.info(`paused (${ending.cause}: ${ending.error}); ${inFleet && waits.resume_at !== null ? 'the fleet runs it again then' : `resume with: ${how}`}`)
-    return { ...base, ...paused, exit_code: exit }
-  }
-  // In a fleet, a task stopped by its worker's signal is queued again by the worker, and one the LLM side failed is retried: no advice to resume by hand.
-  const fleetResumes = inFleet && (ending.cause === 'SIGINT' || ending.cause === 'SIGTERM' || (ending.cause === 'llm' && (ending.failure ?? null) !== null))
-  const next = fleetResumes
-    ? ending.cause === 'llm'
-      ? 'the fleet runs it again later'
-      : 'its resume is queued by its worker'
-    : `resume with: ctxagent run --resume ${handle.uuid}`
-  log.info(`paused (${ending.cause === 'llm' ? `the LLM failed: ${ending.error}` : ending.cause}); ${next}`)
-  return { ...base, ...paused, exit_code: exit }
-}
-
-/**
- * final_summary.txt (docs/contract.md §5): the LLM's summary of the whole task; without an LLM
- * (replay), or when the LLM fails, an extractive one of the last summary and the window.
- */
-async function finalSummaryText(handle: TaskHandle, client: LlmClient, log: RunLog, maxTokens: number): Promise<string> {
-  if (!(client instanceof ReplayClient)) {
-    try {
-      const { text, usage } = await createFinalSummary(handle.dir, client, maxTokens)
-      // Its cost apart from the turns' (docs/contract.md §2.2): made once, at the end.
-      await handle.update({ final_summary_tokens: usage })
-      return text
-    } catch (err) {
-      log.warn(`final summary by the LLM failed (${(err as Error).message}); writing an extractive one`)
-    }
-  }
-  const snapshot = await loadSnapshot(handle.dir)
-  return extractiveSummary(snapshot.summary?.summary ?? null, snapshot.after as StoredMessage[], snapshot.task)
-}
-
-function keyColumns(key: TaskKey, user: string) {
-  const repository = key.owner && key.repo ? `${key.owner}/${key.repo}` : key.repo || key.owner || ''
-  return { task_type: `${key.task_source}_${key.task_type}`, task_identifier: key.task_id || null, repository: repository || null, user }
 }
