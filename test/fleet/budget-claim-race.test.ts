@@ -2,7 +2,7 @@ import pg from 'pg'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
 import { claimBudget } from '../../src/fleet/claim-budget.js'
-import { showJob } from '../../src/fleet/job-admin.js'
+import { cancelJob, showJob } from '../../src/fleet/job-admin.js'
 import { JobQueue } from '../../src/fleet/jobs.js'
 import type { Job } from '../../src/fleet/jobs.js'
 import { uuidN } from '../fixtures/tree.js'
@@ -96,5 +96,28 @@ describe('the claim and a spent cost cap, across claims and claimers', () => {
     const counted = await database.query<{ n: string }>(`SELECT COALESCE(sum(n), 0) AS n FROM fleet_counters WHERE name = 'claims'`)
     expect(Number(counted[0]?.n)).toBe(claimed.length)
     expect((await waits()) - before).toBe(claimed.length)
+  })
+
+  // A job cancelled while its worker hands it back (its agent killed before the task began): JobQueue.retry records
+  // the attempt as cancelled and ends the job `cancelled`, but leaves its outcome as it was (NULL: ctxagent_jobs_finished_total
+  // counts it as outcome "unknown", and `jobs` shows none) and returns true, so the worker logs "handed back to the queue".
+  // Fix (src/fleet/jobs.ts, JobQueue.retry): in its UPDATE add
+  //   outcome = CASE WHEN cancel_requested_at IS NULL THEN outcome ELSE 'cancelled' END
+  // with RETURNING state, and `if (again.rowCount === 1) return again.rows[0]?.state === 'waiting'`.
+  it.fails('a job cancelled as its worker hands it back ends cancelled, counted so, and is not said to wait again', async () => {
+    const queue = await queueOf()
+    const id = await enqueue(queue, 7, 'alice')
+    const job = await queue.claim('host-a:1:test')
+    expect(job).toMatchObject({ id })
+    await cancelJob(queue.pool, id)
+    const again = await queue.retry(job as Job, 'host-a:1:test', 3, {
+      outcome: 'failed',
+      error: 'its agent was killed (SIGKILL) before the task began',
+      reason: 'killed',
+    })
+    expect(await showJob(queue.pool, id)).toMatchObject({ state: 'cancelled', outcome: 'cancelled' })
+    const finished = await database.query<{ label: string; n: string }>(`SELECT label, n FROM fleet_counters WHERE name = 'finished'`)
+    expect(finished.map((r) => [r.label, Number(r.n)])).toEqual([['cancelled', 1]])
+    expect(again).toBe(false)
   })
 })
