@@ -25,7 +25,7 @@ const CONFIG = parseConfig(
   ].join('\n'),
   'config.yaml',
 )
-const figures = claimBudget(CONFIG)
+const figures = claimBudget(CONFIG, 'ctxagent')
 const NOW = new Date('2030-01-15T10:00:00Z')
 
 async function queueOf(max = 2): Promise<JobQueue> {
@@ -38,7 +38,7 @@ async function spend(user: string, day: string, usd: number): Promise<void> {
   await database.query('INSERT INTO user_spend ("user", day, usd, requests) VALUES ($1, $2, $3, 1)', [user, day, usd])
 }
 
-async function enqueue(queue: JobQueue, n: number, user: string, priority = 0): Promise<number> {
+async function enqueue(queue: JobQueue, n: number, user: string | null, priority = 0): Promise<number> {
   return (await queue.enqueue({ task_uuid: uuidN(n), kind: 'new', spec: { task: `job ${n}` }, user, priority })) as number
 }
 
@@ -119,5 +119,21 @@ describe('the claim and a spent cost cap, across claims and claimers', () => {
     const finished = await database.query<{ label: string; n: string }>(`SELECT label, n FROM fleet_counters WHERE name = 'finished'`)
     expect(finished.map((r) => [r.label, Number(r.n)])).toEqual([['cancelled', 1]])
     expect(again).toBe(false)
+  })
+
+  // A job with no user (`poll` without --user) runs as the worker's OS user: `run` takes it as the task's user, checks
+  // that user's caps and adds the spend to that user's row. The claim must read the same, or it hands the job out to
+  // be refused (exit 5) at every claim until fleet.max_attempts fails it, instead of making it wait for the reset.
+  it('a job with no user is capped as the OS user its worker runs it as', async () => {
+    const queue = await queueOf()
+    const worker = claimBudget(CONFIG, 'ctxagent')?.(NOW) ?? null
+    expect(worker?.os_user).toBe('ctxagent')
+    await spend('ctxagent', '2030-01-15', 0.99)
+    const spent = await enqueue(queue, 8, null)
+    expect(await queue.claim('host-a:1:test', null, null, worker)).toBeNull()
+    expect(await showJob(queue.pool, spent)).toMatchObject({ state: 'retrying', waiting_for: 'budget', wait_cap: 'user-daily', attempts: 0 })
+    // Another worker's OS user has room: its claim hands the same kind of job out.
+    const other = await enqueue(queue, 9, null)
+    expect(await queue.claim('host-b:1:test', null, null, claimBudget(CONFIG, 'worker2')?.(NOW) ?? null)).toMatchObject({ id: other, user: null })
   })
 })
