@@ -99,7 +99,10 @@ async function enqueue(ctx: CommandEnv, opts: EnqueueOptions): Promise<void> {
     // working, and the sandbox's user able to write the workspace (a --repo clone is made writable by the worker).
     if (spec.allow_shell === true && spec.workspace !== undefined)
       shellSandbox(ctx.config, true, hiddenPaths(ctx.layout.base, ctx.configSource === null ? null : resolve(ctx.configSource)), spec.workspace)
-    request = { uuid: (await import('uuid')).v4(), kind: 'new', spec, priority: opts.priority ?? 0, user: spec.user ?? ctx.osUser, key: null }
+    // Whose task this is goes in the spec too: without it the worker's `run` would take its own OS user for the task's
+    // (the caps it checks, the spend it adds), not the job's user that per_user and the claim's caps count.
+    const user = spec.user ?? ctx.osUser
+    request = { uuid: (await import('uuid')).v4(), kind: 'new', spec: { ...spec, user }, priority: opts.priority ?? 0, user, key: null }
   }
   if (opts.key !== undefined) request.key = checkedKey(opts.key)
   const outcome = await enqueueJob(ctx, request, CLI)

@@ -239,7 +239,7 @@ async function serve(ctx: CommandEnv, opts: WorkerOptions, stop: StopRequests, l
       agentNiceness: ctx.config.fleet.agent_niceness,
       retry: ctx.config.fleet.retry,
       perUser: ctx.config.fleet.limits.per_user,
-      budget: claimBudget(ctx.config),
+      budget: claimBudget(ctx.config, ctx.osUser),
       now: () => ctx.now(),
       heartbeatMs: locks.heartbeat_seconds * 1000,
       log: (line) => log.info(line),

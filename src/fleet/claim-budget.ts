@@ -26,6 +26,8 @@ export interface ClaimBudget {
   /** Thresholds (USD) for every user not named in users.*, then for each one named; null: no cap. */
   all: Thresholds
   users: Record<string, Thresholds>
+  /** The user a job without one runs as: the worker's OS user, which its `run` takes for the task's (its caps, its spend). */
+  os_user: string
 }
 
 export interface Thresholds {
@@ -37,9 +39,10 @@ export interface Thresholds {
 /**
  * The claim's budget figures at a given time, or null when no shared cap is configured (the
  * claim then reads no spend). The thresholds are worked out once, from the config; the
- * day and the resets at each call.
+ * day and the resets at each call. `osUser`: the worker's OS user, whose a job without a
+ * user is (`run` without --user runs the task for it).
  */
-export function claimBudget(config: Config): ((now: Date) => ClaimBudget) | null {
+export function claimBudget(config: Config, osUser: string): ((now: Date) => ClaimBudget) | null {
   const b = config.budgets
   const anyUserCap = Object.values(config.users).some((u) => u?.budgets?.user_daily_usd != null || u?.budgets?.user_monthly_usd != null)
   if (b.user_daily_usd === null && b.user_monthly_usd === null && b.fleet_daily_usd === null && !anyUserCap) return null
@@ -52,7 +55,16 @@ export function claimBudget(config: Config): ((now: Date) => ClaimBudget) | null
   return (now) => {
     const day = dayKey(now, tz)
     const [from, to] = monthRange(day)
-    return { day, from, to, daily_until: nextDayStart(now, tz).toISOString(), monthly_until: nextMonthStart(now, tz).toISOString(), all, users }
+    return {
+      day,
+      from,
+      to,
+      daily_until: nextDayStart(now, tz).toISOString(),
+      monthly_until: nextMonthStart(now, tz).toISOString(),
+      all,
+      users,
+      os_user: osUser,
+    }
   }
 }
 
@@ -66,12 +78,14 @@ function thresholds(config: Config, user: string, model: string): Thresholds {
 }
 
 /**
- * The cap spent for the job user `u` (an SQL expression), by the ClaimBudget in `param`
- * (a jsonb parameter), or NULL: the month's first (its reset is the latest), then the
- * day's, then the fleet's. Each is one read of user_spend's primary key (the fleet's sum
- * does not depend on the job: PostgreSQL reads it once per statement).
+ * The cap spent for the job user `job` (an SQL expression; NULL: the worker's OS user, as its
+ * `run` takes it), by the ClaimBudget in `param` (a jsonb parameter), or NULL: the month's
+ * first (its reset is the latest), then the day's, then the fleet's. Each is one read of
+ * user_spend's primary key (the fleet's sum does not depend on the job: PostgreSQL reads it
+ * once per statement).
  */
-export function spentCapSql(u: string, param: string): string {
+export function spentCapSql(job: string, param: string): string {
+  const u = `COALESCE(${job}, ${param}->>'os_user')`
   const caps = `COALESCE(${param}->'users'->${u}, ${param}->'all')`
   const sum = (where: string) => `(SELECT coalesce(sum(s.usd), 0) FROM user_spend s WHERE ${where})`
   return `CASE WHEN ${param} IS NULL THEN NULL

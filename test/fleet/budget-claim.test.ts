@@ -27,7 +27,7 @@ const CONFIG = parseConfig(
   ].join('\n'),
   'config.yaml',
 )
-const figures = claimBudget(CONFIG)
+const figures = claimBudget(CONFIG, 'ctxagent')
 // Far from the database's own clock: the reset it is told is always ahead of it.
 const NOW = new Date('2030-01-15T10:00:00Z')
 const TOMORROW = '2030-01-16T00:00:00.000Z'
@@ -53,9 +53,9 @@ describe('the claim and a spent cost cap', () => {
     expect(at?.all).toEqual({ daily: 0.985, monthly: null, fleet: 9.985 })
     expect(at?.users.dave).toEqual({ daily: null, monthly: 1.985, fleet: 9.985 })
     expect(at?.users.erin).toEqual({ daily: null, monthly: null, fleet: null })
-    expect(claimBudget(parseConfig('pricing:\n  m:\n    prompt: 3\n    completion: 15\n', 'config.yaml'))).toBeNull()
+    expect(claimBudget(parseConfig('pricing:\n  m:\n    prompt: 3\n    completion: 15\n', 'config.yaml'), 'ctxagent')).toBeNull()
     // Caps, but no price for any model in use.
-    expect(claimBudget(parseConfig('budgets:\n  user_daily_usd: 1\n', 'config.yaml'))).toBeNull()
+    expect(claimBudget(parseConfig('budgets:\n  user_daily_usd: 1\n', 'config.yaml'), 'ctxagent')).toBeNull()
   })
 
   it("user A's daily cap spent: A's job waits for the reset (budget, no attempt spent, no slot), B's is claimed; after the reset A's is", async () => {

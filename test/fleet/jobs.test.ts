@@ -213,6 +213,16 @@ describe('enqueue', () => {
 })
 
 describe('fleet.limits.per_user', () => {
+  // The job's user is the one its task runs for: without --user, the OS user who queued it goes in the spec too, or
+  // the worker's `run` would take its own OS user (the caps it checks, the spend it adds, the resume's user).
+  it('without --user, the OS user who queued the job is its task’s user too (in the spec its worker runs)', { timeout: 60_000 }, async () => {
+    const s = await runSetup(`${FAST_LOCKS}tools:\n  sandbox: none\n`)
+    await enqueue(s, ['--task', 'x', '--workspace', s.ws])
+    const [job] = await jobs()
+    expect(job?.user).toEqual(expect.any(String))
+    expect(job?.spec.user).toBe(job?.user)
+  })
+
   it("one user's batch cannot take every slot: at most per_user of their tasks run fleet-wide, another user's job runs beside", {
     timeout: 240_000,
   }, async () => {

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process'
 import {
   chmodSync,
   chownSync,
@@ -232,11 +233,15 @@ describe('the identity commands run as', () => {
     // A hard link to a file of root's outside (as a command could plant where fs.protected_hardlinks is off).
     writeFileSync(join(outside, 'secret'), 'root only\n', { mode: 0o600 })
     linkSync(join(outside, 'secret'), join(ws, 'src', 'linked'))
+    // And to one of root's that is not a regular file (a FIFO; a socket alike): its inode is root's as well.
+    execFileSync('mkfifo', ['-m', '600', join(outside, 'pipe')])
+    linkSync(join(outside, 'pipe'), join(ws, 'src', 'pipe'))
     giveWorkspace(ws, { uid: 4321, gid: 4322, name: '4321', why: 'tools.sandbox_user' })
     for (const p of ['', 'src', 'src/a.js']) expect(statSync(join(ws, p))).toMatchObject({ uid: 4321, gid: 4322 })
     expect(lstatSync(join(ws, 'out')).uid).toBe(4321)
     expect(statSync(outside).uid).toBe(0)
     expect(statSync(join(outside, 'secret')).uid).toBe(0)
+    expect(lstatSync(join(outside, 'pipe')).uid).toBe(0)
     expect(statSync(top).mode & 0o777).toBe(0o711)
   })
 

@@ -33,12 +33,17 @@ export const COUNTS_FROM_ROWS = `
 
 /**
  * The migration: the table, its triggers, then its first values from the rows as they are.
- * Both tables are locked first (in the order the fleet's transactions write them: an attempt,
- * then its job), so that no write lands between the triggers and the first values: none is
- * counted twice or lost.
+ * Both tables are locked first, so that no write lands between the triggers and the first
+ * values: none is counted twice or lost. The jobs first, in a mode that waits for every
+ * transaction holding one of their rows (EXCLUSIVE: even one read FOR UPDATE; plain reads
+ * go on): each of the fleet's transactions that writes a job's history has locked the job
+ * before, and now either ends before the migration locks the history, or waits for it
+ * from its start. (The history first, or the jobs in a weaker mode, and a transaction that
+ * wrote its job before its history, as a hand-back's last attempt does, deadlocked with it.)
  */
 export const PG_FLEET_COUNTERS_MIGRATION = `
-  LOCK TABLE fleet_job_attempts, fleet_jobs IN SHARE ROW EXCLUSIVE MODE;
+  LOCK TABLE fleet_jobs IN EXCLUSIVE MODE;
+  LOCK TABLE fleet_job_attempts IN SHARE ROW EXCLUSIVE MODE;
   CREATE TABLE IF NOT EXISTS fleet_counters (name TEXT NOT NULL, label TEXT NOT NULL, n BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (name, label));
   CREATE OR REPLACE FUNCTION fleet_counters_add(TEXT, TEXT) RETURNS void LANGUAGE sql AS $$
     INSERT INTO fleet_counters (name, label, n) VALUES ($1, $2, 1) ON CONFLICT (name, label) DO UPDATE SET n = fleet_counters.n + 1

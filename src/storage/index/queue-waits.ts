@@ -9,8 +9,9 @@ import type { Pool } from 'pg'
  * A job is claimable from `fleet_jobs.ready_at`, which a trigger keeps: the time it began to wait
  * (queued, or handed back to wait again: a retry by an operator, a job released or sent back by
  * its worker or a reaper), or, while it is retrying, the time its retry or its wait (a usage
- * limit, a budget window) comes due (next_run_at). Time held back by fleet.limits.per_user or
- * by a spent budget of its user is waiting time too.
+ * limit, a budget window) comes due (next_run_at). Time held back by fleet.limits.per_user, or
+ * passed over while still waiting because its user's cap is spent, is waiting time too; a job
+ * the claim makes wait for the cap's reset is retrying, from the reset.
  */
 
 /** Upper bounds (seconds) of the buckets: a second to four hours; the last row, +Inf. */

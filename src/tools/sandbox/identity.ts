@@ -138,8 +138,9 @@ export function giveWorkspace(workspace: string, identity: SandboxIdentity): voi
     const entry = lstatSync(p)
     // A file with another name somewhere may be a hard link to a file outside the workspace
     // (planted by a command in an earlier round where fs.protected_hardlinks is off): it keeps
-    // its owner unless it is already the identity's.
-    if (entry.isFile() && entry.nlink > 1 && entry.uid !== identity.uid) return
+    // its owner unless it is already the identity's. Any file that is not a directory: a FIFO,
+    // a socket or a device node of root's is linked as easily as a regular file.
+    if (!entry.isDirectory() && entry.nlink > 1 && entry.uid !== identity.uid) return
     lchownSync(p, identity.uid, identity.gid)
     if (entry.isDirectory()) for (const name of readdirSync(p)) walk(join(p, name))
   }
