@@ -85,11 +85,26 @@ function thresholds(config: Config, user: string, model: string): Thresholds {
  * once per statement).
  */
 export function spentCapSql(job: string, param: string): string {
-  const u = `COALESCE(${job}, ${param}->>'os_user')`
-  const caps = `COALESCE(${param}->'users'->${u}, ${param}->'all')`
+  const u = userSql(job, param)
+  const caps = capsSql(job, param)
   const sum = (where: string) => `(SELECT coalesce(sum(s.usd), 0) FROM user_spend s WHERE ${where})`
   return `CASE WHEN ${param} IS NULL THEN NULL
       WHEN ${u} IS NOT NULL AND (${caps}->>'monthly')::float8 < ${sum(`s."user" = ${u} AND s.day BETWEEN ${param}->>'from' AND ${param}->>'to'`)} THEN 'user-monthly'
       WHEN ${u} IS NOT NULL AND (${caps}->>'daily')::float8 < ${sum(`s."user" = ${u} AND s.day = ${param}->>'day'`)} THEN 'user-daily'
       WHEN (${caps}->>'fleet')::float8 < ${sum(`s.day = ${param}->>'day'`)} THEN 'fleet-daily' END`
+}
+
+/** SQL: whether the fleet's daily cap applies to a job's user (null for a user whose model has no price); true when the claim has no figures. */
+export function fleetCappedSql(job: string, param: string): string {
+  return `(${param} IS NULL OR (${capsSql(job, param)}->>'fleet') IS NOT NULL)`
+}
+
+/** SQL: the user a job runs as (a job without one: the worker's OS user). */
+function userSql(job: string, param: string): string {
+  return `COALESCE(${job}, ${param}->>'os_user')`
+}
+
+/** SQL: that user's thresholds (users.<name>, else every other user's). */
+function capsSql(job: string, param: string): string {
+  return `COALESCE(${param}->'users'->${userSql(job, param)}, ${param}->'all')`
 }

@@ -2,7 +2,7 @@ import type { Pool } from 'pg'
 import { inTransaction } from '../storage/index/pg-pool.js'
 import { LOCK_KEYS } from '../storage/index/pg-schema.js'
 import { CLAIM_WAITED, OBSERVE_CLAIM_WAIT } from '../storage/index/queue-waits.js'
-import { spentCapSql } from './claim-budget.js'
+import { fleetCappedSql, spentCapSql } from './claim-budget.js'
 import type { ClaimBudget } from './claim-budget.js'
 import type { IdleChannel, Job } from './job.js'
 import { decodeJob, JOB_COLUMNS } from './job-row.js'
@@ -49,7 +49,7 @@ export function claimJob(pool: Pool, workerId: string, perUser: number | null, i
              AND ($2::int IS NULL OR c."user" IS NULL
                   OR (SELECT count(*) FROM fleet_jobs r WHERE r.state = 'running' AND r."user" = c."user") < $2::int)
              AND NOT EXISTS (SELECT 1 FROM fleet_jobs b WHERE b.state = 'retrying' AND b.next_run_at > now() AND b.wait_reason = 'budget'
-                             AND (b.wait_cap = 'fleet-daily' OR (b.wait_cap IN ('user-daily', 'user-monthly') AND b."user" = c."user")))
+                             AND ((b.wait_cap = 'fleet-daily' AND ${fleetCappedSql('c."user"', '$5::jsonb')}) OR (b.wait_cap IN ('user-daily', 'user-monthly') AND b."user" = c."user")))
            ORDER BY c.priority DESC, c.id FOR UPDATE SKIP LOCKED LIMIT 1)
          RETURNING ${JOB_COLUMNS}, ${CLAIM_WAITED}),
        observed AS (${OBSERVE_CLAIM_WAIT}),

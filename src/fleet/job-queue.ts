@@ -7,6 +7,9 @@ import { endJob } from './job-end.js'
 import { recordAttempt } from './job-history.js'
 import { insertJob } from './job-row.js'
 
+/** What a hand-back came to (JobQueue.retry). */
+export type HandedBack = 'waiting' | 'cancelled' | 'ended' | 'gone'
+
 /**
  * The fleet's queue in PostgreSQL (docs/contract.md §14.3, §14.4): a job is claimed by one worker in one
  * statement (`FOR UPDATE SKIP LOCKED`: claimers never wait on each other), and a trigger
@@ -109,9 +112,10 @@ export class JobQueue {
   /**
    * Hands a claimed job back to wait again with its attempt counted (its agent was
    * killed before its task began: nothing ran); one that has had `maxAttempts` fails
-   * with `last` instead. True when it waits again.
+   * with `last` instead, one cancelled meanwhile ends cancelled. Which of these, or
+   * `gone` when this worker no longer holds that claim.
    */
-  retry(job: Job, workerId: string, maxAttempts: number, last: HandBack): Promise<boolean> {
+  retry(job: Job, workerId: string, maxAttempts: number, last: HandBack): Promise<HandedBack> {
     return inTransaction(this.pool, async (client) => {
       const held = (
         await client.query<{ cancel: boolean }>(
@@ -119,7 +123,7 @@ export class JobQueue {
           [job.id, workerId, job.attempts],
         )
       ).rows[0]
-      if (held === undefined) return false
+      if (held === undefined) return 'gone'
       if (held.cancel || job.attempts < maxAttempts) {
         await recordAttempt(client, job.id, {
           outcome: held.cancel ? 'cancelled' : 'not begun',
@@ -130,13 +134,16 @@ export class JobQueue {
       }
       const again = await client.query(
         `UPDATE fleet_jobs SET state = CASE WHEN cancel_requested_at IS NULL THEN 'waiting' ELSE 'cancelled' END, claimed_by = NULL, claimed_at = NULL,
-                finished_at = CASE WHEN cancel_requested_at IS NULL THEN NULL ELSE now() END
-         WHERE id = $1 AND claimed_by = $2 AND attempts = $4 AND state = 'running' AND (attempts < $3 OR cancel_requested_at IS NOT NULL)`,
+                finished_at = CASE WHEN cancel_requested_at IS NULL THEN NULL ELSE now() END,
+                outcome = CASE WHEN cancel_requested_at IS NULL THEN outcome ELSE 'cancelled' END
+         WHERE id = $1 AND claimed_by = $2 AND attempts = $4 AND state = 'running' AND (attempts < $3 OR cancel_requested_at IS NOT NULL)
+         RETURNING state`,
         [job.id, workerId, maxAttempts, job.attempts],
       )
-      if (again.rowCount === 1) return true
+      // Cancelled as it was handed back: it ends so (not waiting again).
+      if (again.rowCount === 1) return again.rows[0]?.state === 'waiting' ? 'waiting' : 'cancelled'
       await endJob(client, job.id, { ...last, failed: true }, { workerId, attempts: job.attempts })
-      return false
+      return 'ended'
     })
   }
 

@@ -202,11 +202,16 @@ export class Worker {
       this.track(
         this.pause(verdict.waitMs)
           .then(() => this.queue.retry(job, this.options.record.id, max, last))
-          .then((again) =>
-            this.options.log(
-              `job ${job.id}: ${again ? `its agent ${why} before task ${job.task_uuid} began; handed back to the queue (attempt ${job.attempts} of ${max})` : `${last.outcome}: ${error}`}`,
-            ),
-          )
+          .then((handed) => {
+            if (handed === 'gone') return
+            const said =
+              handed === 'waiting'
+                ? `its agent ${why} before task ${job.task_uuid} began; handed back to the queue (attempt ${job.attempts} of ${max})`
+                : handed === 'cancelled'
+                  ? `cancelled before task ${job.task_uuid} began (its agent ${why})`
+                  : `${last.outcome}: ${error}`
+            this.options.log(`job ${job.id}: ${said}`)
+          })
           .catch((err: Error) => this.options.log(`job ${job.id} not handed back (${err.message}): a reaper will`))
           .finally(() => this.wake()),
       )

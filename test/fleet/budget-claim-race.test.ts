@@ -3,8 +3,8 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
 import { claimBudget } from '../../src/fleet/claim-budget.js'
 import { cancelJob, showJob } from '../../src/fleet/job-admin.js'
-import { JobQueue } from '../../src/fleet/jobs.js'
-import type { Job } from '../../src/fleet/jobs.js'
+import { JobQueue } from '../../src/fleet/job-queue.js'
+import type { Job } from '../../src/fleet/job.js'
 import { uuidN } from '../fixtures/tree.js'
 import { fleetJobs } from '../helpers/fleet-jobs.js'
 import { usePostgres } from '../helpers/use-postgres.js'
@@ -45,10 +45,8 @@ async function enqueue(queue: JobQueue, n: number, user: string | null, priority
 describe('the claim and a spent cost cap, across claims and claimers', () => {
   // The fleet's daily cap spent: a job of a priced model waits for the reset, in the claim's statement. Erin's model
   // has no price, "not capped by money": her job is handed out in that statement, and must be by the next claims too.
-  // Today the claim's NOT EXISTS passes over everyone's jobs while any job waits for fleet-daily, so her second job waits.
-  // Fix (src/fleet/jobs.ts, claim): the fleet-daily arm of the NOT EXISTS applies only to a job capped by money,
-  //   (b.wait_cap = 'fleet-daily' AND ($5::jsonb IS NULL OR (COALESCE($5::jsonb->'users'->c."user", $5::jsonb->'all')->>'fleet') IS NOT NULL))
-  it.fails('a fleet-daily wait never holds back the jobs of a user whose model has no price', async () => {
+  // The claim's NOT EXISTS passes over the jobs of everyone the fleet's cap applies to while one waits for fleet-daily, never hers.
+  it('a fleet-daily wait never holds back the jobs of a user whose model has no price', async () => {
     const queue = await queueOf()
     await spend('bob', '2030-01-15', 9.99)
     const f = await enqueue(queue, 1, 'frank', 5)
@@ -99,12 +97,9 @@ describe('the claim and a spent cost cap, across claims and claimers', () => {
   })
 
   // A job cancelled while its worker hands it back (its agent killed before the task began): JobQueue.retry records
-  // the attempt as cancelled and ends the job `cancelled`, but leaves its outcome as it was (NULL: ctxagent_jobs_finished_total
-  // counts it as outcome "unknown", and `jobs` shows none) and returns true, so the worker logs "handed back to the queue".
-  // Fix (src/fleet/jobs.ts, JobQueue.retry): in its UPDATE add
-  //   outcome = CASE WHEN cancel_requested_at IS NULL THEN outcome ELSE 'cancelled' END
-  // with RETURNING state, and `if (again.rowCount === 1) return again.rows[0]?.state === 'waiting'`.
-  it.fails('a job cancelled as its worker hands it back ends cancelled, counted so, and is not said to wait again', async () => {
+  // the attempt as cancelled and ends the job `cancelled` with that outcome (ctxagent_jobs_finished_total counts it so),
+  // and says so, so that the worker does not log "handed back to the queue".
+  it('a job cancelled as its worker hands it back ends cancelled, counted so, and is not said to wait again', async () => {
     const queue = await queueOf()
     const id = await enqueue(queue, 7, 'alice')
     const job = await queue.claim('host-a:1:test')
@@ -118,7 +113,7 @@ describe('the claim and a spent cost cap, across claims and claimers', () => {
     expect(await showJob(queue.pool, id)).toMatchObject({ state: 'cancelled', outcome: 'cancelled' })
     const finished = await database.query<{ label: string; n: string }>(`SELECT label, n FROM fleet_counters WHERE name = 'finished'`)
     expect(finished.map((r) => [r.label, Number(r.n)])).toEqual([['cancelled', 1]])
-    expect(again).toBe(false)
+    expect(again).toBe('cancelled')
   })
 
   // A job with no user (`poll` without --user) runs as the worker's OS user: `run` takes it as the task's user, checks

@@ -46,7 +46,7 @@ describe('a job claimed again by the same worker', () => {
         error: 'its agent was killed (SIGKILL) before the task began (attempt 1 of fleet.max_attempts 8)',
         reason: 'killed',
       }),
-    ).toBe(false)
+    ).toBe('gone')
     expect(await row(first.id)).toEqual({ state: 'running', attempts: 2, claimed_by: worker, error: null })
     expect(await queue.finish(first, worker, { outcome: 'failed', failed: true, error: 'late' })).toBeNull()
     await queue.release(first, worker)
@@ -58,10 +58,10 @@ describe('a job claimed again by the same worker', () => {
 
   it('hands back, or fails after its last attempt, the claim it holds', async () => {
     const { queue, worker, second } = await claimedTwice()
-    expect(await queue.retry(second, worker, 8, { outcome: 'failed', error: 'killed', reason: 'killed' })).toBe(true)
+    expect(await queue.retry(second, worker, 8, { outcome: 'failed', error: 'killed', reason: 'killed' })).toBe('waiting')
     expect(await row(second.id)).toMatchObject({ state: 'waiting', claimed_by: null })
     const third = (await queue.claim(worker)) as Job
-    expect(await queue.retry(third, worker, 3, { outcome: 'failed', error: 'killed', reason: 'killed' })).toBe(false)
+    expect(await queue.retry(third, worker, 3, { outcome: 'failed', error: 'killed', reason: 'killed' })).toBe('ended')
     expect(await row(third.id)).toMatchObject({ state: 'failed', attempts: 3, error: 'killed' })
   })
 })

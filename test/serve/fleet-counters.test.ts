@@ -80,7 +80,7 @@ describe('the fleet counters on /metrics', () => {
     // The task's own budget: paused for someone, not run again.
     await finish({ outcome: 'paused', reason: 'budget', cap: 'task' })
     // Its agent killed before the task began: it waits again and is claimed next.
-    expect(await queue.retry(await claim(host), host, 3, { outcome: 'failed', error: 'killed', reason: 'killed' })).toBe(true)
+    expect(await queue.retry(await claim(host), host, 3, { outcome: 'failed', error: 'killed', reason: 'killed' })).toBe('waiting')
     await finish({ outcome: 'paused', resume: true })
     await finish({ outcome: 'died', resume: true })
     const last = (await database.query<{ id: string }>(`SELECT id FROM fleet_jobs WHERE task_uuid = $1`, [uuidN(8)]))[0] as { id: string }
