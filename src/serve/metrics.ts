@@ -12,13 +12,12 @@ import type { CounterRow, IndexTotals } from '../storage/index/totals.js'
 import { stalenessPolicy } from '../storage/task/env.js'
 import { COUNTER_COLUMNS } from '../storage/index/totals.js'
 import { METRICS } from '../telemetry/names.js'
-import type { QueueWaitRow } from '../storage/index/queue-waits.js'
-import type { FleetCounts } from '../storage/index/fleet-counters.js'
-import { durationHistogram, waitHistogram } from './metric-histograms.js'
+import { durationHistogram } from './metric-histograms.js'
+import { defineFleetMetrics } from './fleet-metrics.js'
+import type { FleetScrape } from './fleet-metrics.js'
 import type { IndexSource } from './data.js'
 import type { FleetSource } from './fleet-data.js'
 import { queueAlerts } from '../fleet/status.js'
-import type { FleetStatus } from '../fleet/status.js'
 import { ctxagentVersion } from '../version.js'
 
 /** What one scrape read, shared by the collect() callbacks of that scrape. */
@@ -26,11 +25,7 @@ interface Scrape {
   totals: IndexTotals
   disk: Record<Location, number>
   check: CheckResult
-  fleet: {
-    status: FleetStatus
-    waits: QueueWaitRow[]
-    counts: FleetCounts
-  } | null
+  fleet: FleetScrape | null
 }
 
 /**
@@ -320,102 +315,11 @@ export class MetricsCollector {
     })
 
     // The fleet: present only when it is configured (and readable at this scrape).
-    new Gauge({
-      name: METRICS.jobs,
-      help: 'Fleet jobs by state',
-      labelNames: ['state'],
-      registers: r,
-      collect() {
-        this.reset()
-        for (const [state, n] of Object.entries(self.s.fleet?.status.jobs ?? {})) this.set({ state }, n)
-      },
-    })
-    // The fleet's counters: running totals kept by triggers as each event happens, which cleanup leaves (storage/index/fleet-counters.ts): they never fall.
-    new Counter({
-      name: METRICS.jobOutcomes,
-      help: 'Finished fleet jobs by what their task became',
-      labelNames: ['outcome'],
-      registers: r,
-      collect() {
-        this.reset()
-        for (const [outcome, n] of Object.entries(self.s.fleet?.counts.finished ?? {})) this.inc({ outcome }, n)
-      },
-    })
-    // Counted as each attempt enters the jobs' history (fleet_job_attempts): a healed outage leaves a trace here, not an alert.
-    new Counter({
-      name: METRICS.jobRetries,
-      help: 'Attempts of fleet jobs after which the job ran again, by reason (outage, rate-limit, budget, died, killed, stopped)',
-      labelNames: ['reason'],
-      registers: r,
-      collect() {
-        this.reset()
-        for (const [reason, n] of Object.entries(self.s.fleet?.counts.retries ?? {})) this.inc({ reason }, n)
-      },
-    })
-    new Counter({
-      name: METRICS.budgetPauses,
-      help: 'Attempts of fleet jobs that ended paused by a budget, by cap',
-      labelNames: ['cap'],
-      registers: r,
-      collect() {
-        this.reset()
-        for (const [cap, n] of Object.entries(self.s.fleet?.counts.budget_pauses ?? {})) this.inc({ cap }, n)
-      },
-    })
-    // Observed once per claim, in the claim's statement, into totals nothing deletes (storage/index/queue-waits.ts): it never falls.
-    const waitHelp = 'How long each claimed job had waited to be claimed (since it was queued or handed back to wait, or its retry came due), in seconds'
-    this.registry.registerMetric({
-      name: METRICS.queueWait,
-      type: 'histogram',
-      help: waitHelp,
-      get: async () => ({
-        name: METRICS.queueWait,
-        help: waitHelp,
-        type: 'histogram' as const,
-        aggregator: 'sum' as const,
-        values: self.s.fleet === null ? [] : waitHistogram(self.s.fleet.waits),
-      }),
-    } as unknown as Parameters<Registry['registerMetric']>[0])
-    new Gauge({
-      name: METRICS.oldestWaiting,
-      help: 'Age of the oldest waiting job in seconds (0: none waits)',
-      registers: r,
-      collect() {
-        this.reset()
-        if (self.s.fleet !== null) this.set(self.s.fleet.status.oldest_waiting?.waiting_seconds ?? 0)
-      },
-    })
-    new Gauge({
-      name: METRICS.workers,
-      help: 'Fleet workers (not stopped) by state: live, or dead (heartbeat too old)',
-      labelNames: ['state'],
-      registers: r,
-      collect() {
-        this.reset()
-        const workers = self.s.fleet?.status.workers
-        if (workers === undefined) return
-        this.set({ state: 'live' }, workers.filter((w) => w.live).length)
-        this.set({ state: 'dead' }, workers.filter((w) => !w.live).length)
-      },
-    })
-    new Counter({
-      name: METRICS.claims,
-      help: 'Claims of fleet jobs by a worker, by its host',
-      labelNames: ['host'],
-      registers: r,
-      collect() {
-        this.reset()
-        for (const [host, n] of Object.entries(self.s.fleet?.counts.claims ?? {})) this.inc({ host }, n)
-      },
-    })
-    new Gauge({
-      name: METRICS.scrapeErrors,
-      help: "1 when this scrape could not read the fleet's database",
-      registers: r,
-      collect() {
-        this.set(self.fleetError)
-      },
-    })
+    defineFleetMetrics(
+      this.registry,
+      () => self.s.fleet,
+      () => self.fleetError,
+    )
   }
 
   /** This serve's live followers (docs/serve.md#live-followers): read at scrape time. */
