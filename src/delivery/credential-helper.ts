@@ -19,6 +19,12 @@ export const HELPER = [
 
 /** The helper's environment for an HTTP(S) URL (null: not HTTP(S)). */
 export function helperEnv(url: string, username: string, token: string): Record<string, string> | null {
+  const at = httpOrigin(url)
+  return at === null ? null : { CTXAGENT_GIT_ORIGIN: at.origin, CTXAGENT_GIT_USERNAME: username, CTXAGENT_GIT_TOKEN: token }
+}
+
+/** An HTTP(S) URL's host (with its port, if any) and origin (`protocol://host`), lower-cased; null for any other URL or a path. */
+export function httpOrigin(url: string): { host: string; origin: string } | null {
   let parsed: URL
   try {
     parsed = new URL(url)
@@ -26,5 +32,6 @@ export function helperEnv(url: string, username: string, token: string): Record<
     return null
   }
   if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') return null
-  return { CTXAGENT_GIT_ORIGIN: `${parsed.protocol}//${parsed.host}`.toLowerCase(), CTXAGENT_GIT_USERNAME: username, CTXAGENT_GIT_TOKEN: token }
+  const host = parsed.host.toLowerCase()
+  return { host, origin: `${parsed.protocol}//${host}` }
 }

@@ -1,7 +1,7 @@
 import type { Config } from '../config/schema.js'
 import type { Forge } from '../sources/change-request.js'
 import type { TaskKey } from '../storage/task/metadata.js'
-import { HELPER, helperEnv } from './credential-helper.js'
+import { HELPER, helperEnv, httpOrigin } from './credential-helper.js'
 import type { Staged } from './stage.js'
 
 /** A forge token for the origin's host, and the user name its forge expects with it over HTTPS. */
@@ -35,14 +35,8 @@ export async function push(staged: Staged, config: Config, url: string, branch: 
 }
 
 function credentialFor(config: Config, url: string): Credential | null {
-  let parsed: URL
-  try {
-    parsed = new URL(url)
-  } catch {
-    return null
-  }
-  if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') return null
-  const host = parsed.host.toLowerCase()
+  const host = httpOrigin(url)?.host
+  if (host === undefined) return null
   if (config.github.token !== null && gitHost(config.github.api_url) === host) return { username: 'x-access-token', token: config.github.token }
   if (config.gitlab.token !== null && gitHost(config.gitlab.url) === host) return { username: 'oauth2', token: config.gitlab.token }
   return null

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process'
 import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs'
 import { dirname, join } from 'node:path'
-import { HELPER } from '../delivery/credential-helper.js'
+import { HELPER, httpOrigin } from '../delivery/credential-helper.js'
 import { validRef } from './job-spec.js'
 
 /** A token for the HTTPS clones of one host (a forge's): given to git at clone time, never written into the clone. */
@@ -78,15 +78,10 @@ export interface UrlCredential extends CloneCredential {
 
 /** The credential configured for the URL's host: HTTPS (or HTTP to a configured host) only. */
 export function credentialFor(url: string, credentials: CloneCredential[]): UrlCredential | null {
-  let parsed: URL
-  try {
-    parsed = new URL(url)
-  } catch {
-    return null
-  }
-  if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') return null
-  const found = credentials.find((c) => c.host.toLowerCase() === parsed.host.toLowerCase())
-  return found === undefined ? null : { ...found, origin: `${parsed.protocol}//${parsed.host}`.toLowerCase() }
+  const at = httpOrigin(url)
+  if (at === null) return null
+  const found = credentials.find((c) => c.host.toLowerCase() === at.host)
+  return found === undefined ? null : { ...found, origin: at.origin }
 }
 
 /**
