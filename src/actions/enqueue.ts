@@ -73,14 +73,15 @@ export async function enqueueJob(ctx: CommandEnv, request: JobRequest, actor: Ac
 }
 
 /** The resume job of a paused task: any host's worker continues it, counted for the user it was run for. */
-export function resumeRequest(ref: TaskRef, options: { priority?: number; key?: string | null } = {}): JobRequest {
+export function resumeRequest(ref: TaskRef, options: { priority?: number; key?: string | null; maxCostUsd?: number } = {}): JobRequest {
   if (ref.location !== 'paused') {
     throw new CtxError(`task ${ref.uuid} is ${ref.location === 'running' ? 'running' : 'finished'} (in ${ref.location}/), not paused`, {
       exitCode: 4,
       hint: ref.location === 'running' ? 'pause it first with ctxagent pause' : 'enqueue a new task with the same --task-id to continue from its summary',
     })
   }
-  return { uuid: ref.uuid, kind: 'resume', spec: {}, priority: options.priority ?? 0, user: metadataUser(ref.dir), key: options.key ?? null }
+  const spec = options.maxCostUsd === undefined ? {} : { max_cost_usd: options.maxCostUsd }
+  return { uuid: ref.uuid, kind: 'resume', spec, priority: options.priority ?? 0, user: metadataUser(ref.dir), key: options.key ?? null }
 }
 
 /**

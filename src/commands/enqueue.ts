@@ -12,7 +12,7 @@ import type { JobSpec } from '../fleet/job-spec.js'
 import { repoProblem, validRef } from '../fleet/job-spec.js'
 import { resolveTask } from '../storage/fs/layout.js'
 import { readTextArg, refuseTreeInWorkspace } from '../run/settings.js'
-import { durationArg, positiveIntArg, withEnv } from './shared.js'
+import { durationArg, positiveIntArg, usdArg, withEnv } from './shared.js'
 import { hiddenPaths, shellSandbox } from '../run/sandbox-setup.js'
 
 export interface EnqueueOptions {
@@ -27,6 +27,7 @@ export interface EnqueueOptions {
   taskId?: string
   maxTurns?: number
   maxTokens?: number
+  maxCost?: number
   timeout?: number
   priority?: number
   model?: string
@@ -50,6 +51,11 @@ export function enqueueCommand(): Command {
     .option('--task-id <id>', 'a name for the task; a later task with the same id inherits its summary')
     .option('--max-turns <n>', 'stop as timeout after this many LLM turns', positiveIntArg)
     .option('--max-tokens <n>', 'stop as timeout after this many tokens in total', positiveIntArg)
+    .option(
+      '--max-cost <usd>',
+      'pause the task before a request that would take its spend past this many USD (with --resume: the raised cap it goes on under; docs/running.md#budgets)',
+      usdArg,
+    )
     .option('--timeout <duration>', 'stop as timeout after this much working time, e.g. 30m', durationArg('--timeout'))
     .option('--model <name>', 'model name (default: config llm.<provider>.model)')
     .option('--allow-shell', 'offer the run_command tool (default: config tools.shell)')
@@ -92,7 +98,10 @@ async function enqueue(ctx: CommandEnv, opts: EnqueueOptions): Promise<void> {
         'a resumed task keeps its own settings',
         `drop ${extra.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(', ')}`,
       )
-    request = resumeRequest(resolveTask(ctx.layout, opts.resume), { priority: opts.priority ?? 0 })
+    request = resumeRequest(resolveTask(ctx.layout, opts.resume), {
+      priority: opts.priority ?? 0,
+      ...(opts.maxCost === undefined ? {} : { maxCostUsd: opts.maxCost }),
+    })
   } else {
     const spec = await newSpec(opts, ctx.config.fleet.workspaces_dir, ctx.layout.base)
     // What run --allow-shell refuses at start is refused here, not a second into the job: bubblewrap
@@ -209,6 +218,7 @@ export function placement(
   }
   if (opts.maxTurns !== undefined) spec.max_turns = opts.maxTurns
   if (opts.maxTokens !== undefined) spec.max_tokens = opts.maxTokens
+  if (opts.maxCost !== undefined) spec.max_cost_usd = opts.maxCost
   if (opts.timeout !== undefined) spec.timeout = `${Math.ceil(opts.timeout / 1000)}s`
   if (opts.allowShell === true) spec.allow_shell = true
   if (opts.deliver !== undefined) spec.deliver = opts.deliver

@@ -1,5 +1,5 @@
 import { resolve } from 'node:path'
-import { Command, InvalidArgumentError, Option } from 'commander'
+import { Command, Option } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask, withTaskEnv } from '../command-env.js'
 import { CtxError, UsageError } from '../errors.js'
@@ -8,7 +8,7 @@ import { isUuid } from '../storage/fs/layout.js'
 import { ensureLayout } from '../storage/task/lifecycle.js'
 import { shellSandbox } from '../run/sandbox-setup.js'
 import type { RunFlags } from '../run/settings.js'
-import { durationArg, positiveIntArg, withEnv } from './shared.js'
+import { durationArg, positiveIntArg, usdArg, withEnv } from './shared.js'
 import { refuseSpentBudget } from '../run/budget-start.js'
 import { failedOutcome, isRefusal } from './run-failure.js'
 import type { Started } from './run-failure.js'
@@ -159,11 +159,4 @@ async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'
   if (logFormat === 'text') throw err
   jsonLine('error', err.message, { uuid: outcome.uuid, ...(err.hint ? { hint: err.hint } : {}), exit_code: err.exitCode })
   throw new CtxError(err.message, { exitCode: err.exitCode, logged: true })
-}
-
-/** --max-cost: an amount in USD above 0. */
-function usdArg(value: string): number {
-  const n = Number(value)
-  if (!/^\s*\d+(\.\d+)?\s*$/.test(value) || !(n > 0) || !Number.isFinite(n)) throw new InvalidArgumentError('must be an amount in USD above 0, like 2.50')
-  return n
 }

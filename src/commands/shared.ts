@@ -42,6 +42,13 @@ export function durationArg(what: string, options: { zero?: boolean } = {}) {
   }
 }
 
+/** --max-cost: an amount in USD above 0 (a finite one). */
+export function usdArg(value: string): number {
+  const n = Number(value)
+  if (!/^\s*\d+(\.\d+)?\s*$/.test(value) || !(n > 0) || !Number.isFinite(n)) throw new InvalidArgumentError('must be an amount in USD above 0, like 2.50')
+  return n
+}
+
 export function positiveIntArg(value: string): number {
   const n = Number(value)
   if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n <= 0) throw new InvalidArgumentError('must be a positive whole number')

@@ -62,6 +62,8 @@ const TEXT = 'is not text'
 const text = () => z.string({ error: TEXT })
 const name = () => text().check(z.refine((v) => v.trim() === v && isPrintableName(v), { error: `is not ${NAME_RULE}` }))
 const positive = () => z.int({ error: 'is not a positive whole number' }).check(z.positive({ error: 'is not a positive whole number' }))
+const USD = 'is not an amount in USD above 0'
+const usd = () => z.number({ error: USD }).check(z.refine((v) => Number.isFinite(v) && v > 0, { error: USD }))
 const quoted = (input: unknown) => JSON.stringify(String(input).slice(0, 40))
 
 const FIELDS = {
@@ -86,6 +88,8 @@ const FIELDS = {
   task_id: field(name(), (v) => ['--task-id', v]),
   max_turns: field(positive(), (v) => ['--max-turns', String(v)]),
   max_tokens: field(positive(), (v) => ['--max-tokens', String(v)]),
+  /** The task's cost cap (docs/running.md#budgets); with a resume, the raised cap it goes on under. */
+  max_cost_usd: field(usd(), (v) => ['--max-cost', String(v)]),
   timeout: field(text().check(z.regex(/^\d{1,9}s$/, { error: 'is not a number of seconds (Ns)' })), (v) => ['--timeout', v]),
   model: field(name(), (v) => ['--model', v]),
   allow_shell: field(z.boolean({ error: 'is not true or false' }), (v) => (v ? ['--allow-shell'] : [])),
@@ -145,6 +149,11 @@ export function jobProblem(job: JobRowFields): string | null {
   const forges = (['github', 'gitlab'] as const).filter((k) => spec[k] !== undefined).length
   if (job.kind === 'new' && (forges > 1 || (forges === 0 && spec.task === undefined))) return 'spec names not exactly one of task, github, gitlab'
   return null
+}
+
+/** The child's arguments for a resume: `run --resume`, and a raised cost cap when the job carries one. */
+export function resumeArgs(uuid: string, spec: JobSpec): string[] {
+  return ['run', '--resume', uuid, ...(spec.max_cost_usd === undefined ? [] : ['--max-cost', String(spec.max_cost_usd)])]
 }
 
 /** The child's arguments for a new job's task: `run` with the spec's flags, in `workspace` (the spec's, or the clone made for it). */

@@ -7,7 +7,7 @@ import type { Job, JobEnd } from './job.js'
 import { claimKey } from './job-child.js'
 import type { Running } from './job-child.js'
 import type { JobQueue } from './job-queue.js'
-import { jobProblem, runArgs } from './job-spec.js'
+import { jobProblem, resumeArgs, runArgs } from './job-spec.js'
 import { completedEnd } from './task-outcome.js'
 import type { WorkerOptions } from './worker-options.js'
 
@@ -96,7 +96,7 @@ export async function prepareJob(host: StartHost, job: Job, resume: boolean): Pr
     if (await notToStart(host, job, resume, placeholder)) return
   }
   host.running.delete(claimKey(job))
-  host.spawn(job, resume ? ['run', '--resume', job.task_uuid] : runArgs(job.task_uuid, job.spec, workspace), resume)
+  host.spawn(job, resume ? resumeArgs(job.task_uuid, job.spec) : runArgs(job.task_uuid, job.spec, workspace), resume)
 }
 
 /**

@@ -116,6 +116,9 @@ export type CloseVerdict =
   | { kind: 'left_running'; detail: string }
   | { kind: 'end'; end: JobEnd }
 
+/** How run refuses a task whose own cost cap is spent (run/budget-start.ts). */
+const TASK_CAP_REFUSAL = /^(?:ctxagent: )?task \S+'s cost cap \(/
+
 /** The worker's decision when a job's process closes: pure, from the job, how its process ended and its task's snapshot. */
 export function closeVerdict(
   job: Job,
@@ -131,6 +134,10 @@ export function closeVerdict(
   // Or refused by a cost cap spent (exit 5) that the claim did not see yet (a spend added since, a resume's context):
   // the next claim sees it and makes the job wait for the reset (docs/fleet-operations.md#waits).
   const refused = code === 5 && signal === null
+  // A resume refused by its task's own cap: no window resets that one, so the job ends with the task paused for
+  // someone to raise it (run --resume --max-cost), rather than be handed back to be refused again.
+  if (refused && resume && notBegun && !stopped && TASK_CAP_REFUSAL.test(lastError(child.lastLine)))
+    return { kind: 'end', end: { outcome: 'paused', reason: 'budget', cap: 'task', error: lastError(child.lastLine).slice(0, 500) } }
   if ((signal !== null || (resume && code === 4) || refused) && !stopped && notBegun) {
     const max = policy.maxAttempts
     const why =

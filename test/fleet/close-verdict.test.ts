@@ -171,6 +171,23 @@ describe('closeVerdict: refused by a cost cap before its task began (exit 5; doc
       last: { outcome: 'paused' },
       waitMs: 2000,
     })
+    // A resume refused by its task's own cap (no reset will lift it): ended paused for someone to raise it, not handed back.
+    const own = JSON.stringify({
+      level: 'error',
+      msg: "task 0000cafe-…'s cost cap (run.max_cost_usd: $0.50) is spent: $0.49 spent, its next request may cost $0.02",
+    })
+    expect(
+      closeVerdict(
+        job('resume'),
+        true,
+        exited(5, { lastLine: own }),
+        at('paused', { status: 'paused', paused_by: 'budget', budget_cap: 'task' }, true),
+        policy,
+      ),
+    ).toMatchObject({ kind: 'end', end: { outcome: 'paused', reason: 'budget', cap: 'task', error: expect.stringContaining('run.max_cost_usd') } })
+    // The same in a text-mode log line.
+    const text = "ctxagent: task 0000cafe-…'s cost cap (run.max_cost_usd (--max-cost): $0.05) is spent: $0.00 spent, its next request may cost $0.10"
+    expect(closeVerdict(job('resume'), true, exited(5, { lastLine: text }), at('paused', { status: 'paused' }, true), policy)).toMatchObject({ kind: 'end' })
     // Paused by a cap after it ran (its state changed): the job ends with that pause.
     expect(
       closeVerdict(job('resume'), true, exited(5), at('paused', { status: 'paused', paused_by: 'budget', budget_cap: 'task', resume_at: null }, false), policy),

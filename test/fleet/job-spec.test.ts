@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { JOB_SPEC_KEYS, jobProblem, runArgs, specProblem } from '../../src/fleet/job-spec.js'
+import { JOB_SPEC_KEYS, jobProblem, resumeArgs, runArgs, specProblem } from '../../src/fleet/job-spec.js'
 import type { JobSpec } from '../../src/fleet/job-spec.js'
 
 const uuid = '00000000-0000-4000-8000-000000000001'
@@ -18,6 +18,7 @@ describe("the job spec: one schema for its type, keys, checks and the child's ru
       'task_id',
       'max_turns',
       'max_tokens',
+      'max_cost_usd',
       'timeout',
       'model',
       'allow_shell',
@@ -57,6 +58,9 @@ describe("the job spec: one schema for its type, keys, checks and the child's ru
       [{ task: 'x', max_turns: 0 }, 'spec.max_turns is not a positive whole number'],
       [{ task: 'x', max_tokens: 1.5 }, 'spec.max_tokens is not a positive whole number'],
       [{ task: 'x', max_turns: '5' }, 'spec.max_turns is not a positive whole number'],
+      [{ task: 'x', max_cost_usd: 2.5 }, null],
+      [{ task: 'x', max_cost_usd: 0 }, 'spec.max_cost_usd is not an amount in USD above 0'],
+      [{ task: 'x', max_cost_usd: '2' }, 'spec.max_cost_usd is not an amount in USD above 0'],
       [{ task: 'x', timeout: '5m' }, 'spec.timeout is not a number of seconds (Ns)'],
       [{ task: 'x', allow_shell: 'yes' }, 'spec.allow_shell is not true or false'],
       [{ task: 'x', workspace: 'relative/dir' }, 'spec.workspace is not an absolute path'],
@@ -73,6 +77,7 @@ describe("the job spec: one schema for its type, keys, checks and the child's ru
   it("a job row: its uuid, kind and numbers, and a new task's one source", () => {
     expect(jobProblem(row({ task: 'x' }))).toBeNull()
     expect(jobProblem(row({}, 'resume'))).toBeNull()
+    expect(jobProblem(row({ max_cost_usd: 10 }, 'resume'))).toBeNull()
     expect(jobProblem(row({}))).toBe('spec names not exactly one of task, github, gitlab')
     expect(jobProblem(row({ github: 'o/r#1', gitlab: 'g/p#1' }))).toBe('spec names not exactly one of task, github, gitlab')
     // A review loop's follow-up: the pull request, and a statement of its own (docs/delivery.md#the-review-loop).
@@ -99,6 +104,7 @@ describe("the job spec: one schema for its type, keys, checks and the child's ru
       task_id: 'n',
       max_turns: 3,
       max_tokens: 900,
+      max_cost_usd: 2.5,
       timeout: '60s',
       model: 'm',
       allow_shell: true,
@@ -119,6 +125,8 @@ describe("the job spec: one schema for its type, keys, checks and the child's ru
       '3',
       '--max-tokens',
       '900',
+      '--max-cost',
+      '2.5',
       '--timeout',
       '60s',
       '--model',
@@ -136,5 +144,10 @@ describe("the job spec: one schema for its type, keys, checks and the child's ru
       '/clones/x',
     ])
     expect(runArgs(uuid, { gitlab: 'g/p!2', allow_shell: false }, undefined)).toEqual(['run', '--uuid', uuid, '--gitlab', 'g/p!2'])
+  })
+
+  it("gives a resume's child run --resume, and the raised cost cap the job carries", () => {
+    expect(resumeArgs(uuid, {})).toEqual(['run', '--resume', uuid])
+    expect(resumeArgs(uuid, { max_cost_usd: 10 })).toEqual(['run', '--resume', uuid, '--max-cost', '10'])
   })
 })

@@ -1,0 +1,60 @@
+import type { ChildProcess } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { describe, expect, it } from 'vitest'
+import { fleetJobs } from '../helpers/fleet-jobs.js'
+import { FAST_LOCKS, finish, startWorker, until } from '../helpers/fleet-hosts.js'
+import { usePostgres } from '../helpers/use-postgres.js'
+import { exitOf } from '../helpers/wait.js'
+import { readTask, runSetup } from '../run/harness.js'
+
+/**
+ * docs/fleet-operations.md#waits and docs/fleet.md#enqueue: a task paused at its own cost cap
+ * (run.max_cost_usd, which no window resets) is queued to resume. Refused by that cap, its job
+ * ends at once with the task paused (not handed back to be refused again); queued again with a
+ * raised cap (enqueue --resume --max-cost), it goes on to completion.
+ */
+const database = usePostgres({ schema: true, truncate: ['fleet_jobs', 'fleet_workers', 'tasks', 'fleet_job_attempts', 'user_spend'] })
+const db = database.env
+
+async function stopCleanly(worker: { child: ChildProcess }): Promise<void> {
+  worker.child.kill('SIGTERM')
+  expect((await exitOf(worker.child)).code).toBe(0)
+}
+
+describe('a resume of a task paused at its own cost cap', () => {
+  it('refused by the cap: the job ends, its task paused; with --max-cost raised it completes', { timeout: 240_000 }, async () => {
+    const s = await runSetup()
+    // Each request may cost 100 tokens at $1,000 per million: $0.10, past a $0.05 cap before the first one.
+    writeFileSync(
+      s.config,
+      `${s.fake.configYaml(FAST_LOCKS).replace('llm:\n', 'llm:\n  max_output_tokens: 100\n')}pricing:\n  fake-model:\n    prompt: 0\n    completion: 1000\n`,
+    )
+    s.fake.fallback = () => finish
+    const first = await s.run(['run', '--task', 'count the files', '--workspace', s.ws, '--max-cost', '0.05', '--json'])
+    expect(first.code, first.stderr).toBe(5)
+    const uuid = (JSON.parse(first.stdout) as { uuid: string }).uuid
+    expect(readTask(s.tree, uuid)).toMatchObject({ location: 'paused', state: { paused_by: 'budget', budget_cap: 'task' } })
+    expect(s.fake.requests).toHaveLength(0)
+
+    const worker = startWorker(s, database.server.url, ['--concurrency', '1'])
+    expect((await s.run(['enqueue', '--resume', uuid], db())).code).toBe(0)
+    const ended = await until('the resume job to end', async () => {
+      const [job] = await fleetJobs(database)
+      return job !== undefined && job.state !== 'waiting' && job.state !== 'running' ? job : null
+    })
+    // Ended once, the task as it was: not handed back (no second attempt), no request sent.
+    expect(ended).toMatchObject({ state: 'done', outcome: 'paused', attempts: 1 })
+    expect(ended.error).toMatch(/cost cap \(run\.max_cost_usd/)
+    expect(readTask(s.tree, uuid).location).toBe('paused')
+    expect(s.fake.requests).toHaveLength(0)
+    const history = JSON.parse((await s.run(['jobs', 'show', String(ended.id), '--json'], db())).stdout) as { history: object[] }
+    expect(history.history).toEqual([expect.objectContaining({ reason: 'budget', cap: 'task', again: false })])
+
+    const raised = await s.run(['enqueue', '--resume', uuid, '--max-cost', '1', '--json'], db())
+    expect(raised.code, raised.stderr).toBe(0)
+    await until('the raised resume to complete', async () => readTask(s.tree, uuid).location === 'completed')
+    expect(readTask(s.tree, uuid).state.status).toBe('completed')
+    expect(s.fake.requests.length).toBeGreaterThan(0)
+    await stopCleanly(worker)
+  })
+})
