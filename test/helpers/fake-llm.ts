@@ -16,6 +16,8 @@ export interface Reply {
   calls?: { name: string; arguments: string | Record<string, unknown>; id?: string }[]
   /** Answer only after this long (a slow LLM); the request may be aborted meanwhile. */
   delayMs?: number
+  /** Answer only once this has settled (a barrier the test opens, e.g. when every agent has sent its first request). */
+  after?: Promise<unknown>
   headers?: Record<string, string>
   /** The usage report (a hostile one: any fields, any values; null: the field sent as null). */
   usage?:
@@ -61,6 +63,7 @@ export async function startFakeLlm(): Promise<FakeLlm> {
       const recorded: RecordedRequest = { path: req.url ?? '', body: JSON.parse(raw.toString() || '{}') as RecordedRequest['body'], raw }
       fake.requests.push(recorded)
       const reply = fake.queue.shift() ?? fake.fallback(recorded)
+      if (reply.after) await reply.after.catch(() => undefined)
       if (reply.delayMs) await new Promise((resolve) => setTimeout(resolve, reply.delayMs))
       if (res.destroyed || req.socket.destroyed) return
       const status = reply.status ?? 200

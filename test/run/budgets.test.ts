@@ -64,10 +64,16 @@ describe('cost caps pause before the request that would pass them', () => {
     priced(s, 'budgets:\n  user_daily_usd: 0.35\n')
     // Every reply costs what its estimate says ($0.10): a request in flight is the most a task can overshoot by.
     const usage = { prompt_tokens: 50, completion_tokens: 100, total_tokens: 150 }
+    // Both tasks are under way before either is answered: on a busy machine the second could otherwise start
+    // after the first had spent the cap, and be refused at its start instead of sharing it.
+    let bothAsked = (): void => undefined
+    const both = new Promise<void>((resolve) => (bothAsked = resolve))
     s.fake.fallback = (req) => {
       if (!Array.isArray(req.body.tools)) return { content: '## Original Task\nsummary', usage }
       if (taskOf(req).startsWith('bob')) return { content: 'bob is done', usage }
-      return { calls: [{ name: 'glob', arguments: { pattern: `*${s.fake.requests.length}*` } }], usage, delayMs: 30 }
+      const asking = new Set(s.fake.requests.map(taskOf).filter((t) => t.startsWith('alice one') || t.startsWith('alice two')))
+      if (asking.size === 2) bothAsked()
+      return { calls: [{ name: 'glob', arguments: { pattern: `*${s.fake.requests.length}*` } }], usage, delayMs: 30, after: both }
     }
     const args = (task: string, user: string) => ['run', '--task', task, '--user', user, '--workspace', s.ws, '--log-format', 'json']
     const env = { CTXAGENT_NOW: NOW }
