@@ -95,7 +95,10 @@ describe('poll: the review loop and trust', { timeout: 240_000 }, () => {
     // Nothing new: nothing queued, however often; the pull request's labels follow its task.
     const [again] = await pollOnce(s, ['--github', 'acme/shop'])
     expect(again?.review.followups).toEqual([])
-    expect(again?.labelled).toEqual([{ ref: 'acme/shop#57', label: 'ctxagent:processing' }])
+    // Labelled by whichever poll first saw the follow-up queued: this one, or the other of the two above when it
+    // came to its labels after the first had queued it (on a busy machine it may).
+    expect(pr.labels).toEqual(['ctxagent:processing'])
+    expect(again?.labelled.filter((l) => l.ref !== 'acme/shop#57')).toEqual([])
     await settle()
     const [labelled] = await pollOnce(s, ['--github', 'acme/shop'])
     expect(labelled?.labelled).toEqual([{ ref: 'acme/shop#57', label: 'ctxagent:done' }])
