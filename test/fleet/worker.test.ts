@@ -1,4 +1,4 @@
-import { execFileSync, spawnSync } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -7,6 +7,7 @@ import { exitOf, until } from '../helpers/wait.js'
 import { startFakeGithub } from '../helpers/fake-github.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 import { fleetJobs } from '../helpers/fleet-jobs.js'
+import { canUnshare, onHost } from '../helpers/fleet-hosts.js'
 import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
 import type { RunSetup, Started } from '../run/harness.js'
 
@@ -330,58 +331,20 @@ describe('the warm child', () => {
   })
 })
 
-const canUnshare = process.getuid?.() === 0 && spawnSync('unshare', ['--uts', '--pid', '--fork', 'true']).status === 0
-
 describe.runIf(canUnshare)('host names in the fleet', () => {
   it('refuses a worker whose host name a live worker on another host already has', async () => {
     const s = await runSetup()
-    const { spawn } = await import('node:child_process')
-    const { BIN } = await import('../helpers/run.js')
-    const onHost = (name: string) =>
-      spawn(
-        'unshare',
-        [
-          '--uts',
-          '--pid',
-          '--fork',
-          '--mount-proc',
-          'sh',
-          '-c',
-          'hostname "$0" && exec "$@"',
-          name,
-          process.execPath,
-          BIN,
-          'worker',
-          '--home',
-          s.tree.base,
-          '--config',
-          s.config,
-        ],
-        {
-          env: { ...process.env, ...db(), CTXAGENT_HOME: '', CTXAGENT_CONFIG: '' },
-          stdio: ['ignore', 'pipe', 'pipe'],
-        },
-      )
-    const a = onHost('fleet-host-a')
-    let errA = ''
-    a.stderr.on('data', (d: Buffer) => (errA += d.toString()))
-    await until('the first worker', async () => errA.includes('started on fleet-host-a'))
-    const b = onHost('fleet-host-a')
-    let errB = ''
-    b.stderr.on('data', (d: Buffer) => (errB += d.toString()))
-    const { code } = await exitOf(b)
+    const a = onHost(s, database.server.url, 'fleet-host-a')
+    await until('the first worker', async () => a.err().includes('started on fleet-host-a'))
+    const b = onHost(s, database.server.url, 'fleet-host-a')
+    const { code } = await exitOf(b.unshare)
     expect(code).toBe(2)
-    expect(errB).toMatch(
+    expect(b.err()).toMatch(
       /^ctxagent: another host named 'fleet-host-a' has a live worker \(fleet-host-a:1:[0-9a-f]+\) \(give each host of the fleet its own host name/,
     )
     expect(await query('SELECT hostname FROM fleet_workers')).toEqual([{ hostname: 'fleet-host-a' }])
     // The first worker is PID 1 of its namespace: SIGKILL from here ends the whole "host".
-    const inner = Number(
-      spawnSync('ps', ['-o', 'pid=', '--ppid', String(a.pid)])
-        .stdout.toString()
-        .trim(),
-    )
-    process.kill(inner, 'SIGTERM')
-    expect((await exitOf(a)).code).toBe(0)
+    process.kill(a.workerPid(), 'SIGTERM')
+    expect((await exitOf(a.unshare)).code).toBe(0)
   })
 })
