@@ -17,6 +17,8 @@ export const FLOORS: readonly (readonly string[])[] = [
   ['command-env.ts'],
   ['fleet/'],
   ['run/'],
+  // What a task works in: clones, worktrees, PR checkouts, the repository's environment (setup, cache, its trusted base).
+  ['workspace/'],
   // Delivery of a finished task's change (git, the forge's PR/MR): called by the loop, above the tools and sources it uses.
   ['delivery/'],
   ['operations/'],
