@@ -10,6 +10,7 @@ import { enqueueCommand } from './commands/enqueue.js'
 import { fleetCommand } from './commands/fleet.js'
 import { jobsCommand } from './commands/jobs.js'
 import { doctorCommand } from './commands/doctor.js'
+import { evalCommand } from './commands/eval/index.js'
 import { exportCommand } from './commands/export.js'
 import { listCommand } from './commands/list.js'
 import { pauseCommand } from './commands/pause.js'
@@ -66,6 +67,7 @@ export function buildProgram(): Command {
     doctorCommand(),
     demoCommand(),
     exportCommand(),
+    evalCommand(),
     completionCommand(),
   ])
     program.addCommand(command)

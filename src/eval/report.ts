@@ -23,7 +23,8 @@ export interface Trial {
 
 export interface VariantReport {
   name: string
-  trials: number
+  /** Trials recorded. */
+  count: number
   tasks: number
   /** Mean over tasks of each task's share of passing runs. */
   pass_at_1: number
@@ -70,7 +71,7 @@ export function variantReport(name: string, trials: readonly Trial[]): VariantRe
   const count = Math.max(mine.length, 1)
   return {
     name,
-    trials: mine.length,
+    count: mine.length,
     tasks: byTask.size,
     pass_at_1: mean([...byTask.values()].map((ts) => ts.filter((t) => t.passed).length / ts.length)),
     pass_at_k: passAtK,

@@ -20,6 +20,8 @@ export interface EvalTask {
   /** The commit the agent starts from; null: the repository's HEAD (a directory that is no repository: its files). */
   commit: string | null
   check: string
+  /** A patch applied over the commit before the agent starts (task.yaml `patch`: many tasks on one repository, a bug put in), or null. */
+  startPatch: string | null
   /** The agent's working time, and the check's. */
   timeoutMs: number | null
   checkTimeoutMs: number
@@ -45,10 +47,11 @@ const taskFile = z.strictObject(
     repo: text('repo'),
     commit: z.optional(text('commit')),
     check: text('check'),
+    patch: z.optional(text('patch')),
     timeout: z.optional(text('timeout')),
     check_timeout: z.optional(text('check_timeout')),
   },
-  { error: 'must be a mapping of statement, repo, commit, check and (optional) timeout, check_timeout' },
+  { error: 'must be a mapping of statement, repo, commit, check and (optional) patch, timeout, check_timeout' },
 )
 
 /** Reads every task of the suite at `dir` (sorted by name). Throws only when the suite itself cannot be read. */
@@ -105,6 +108,8 @@ export function readTask(dir: string, name: string): EvalTask | string | null {
   }
   if (hidden.length === 0) return 'tests/ holds no file: a task needs its hidden check files'
   const solution = join(dir, 'solution.patch')
+  const startPatch = spec.patch === undefined ? null : resolve(dir, spec.patch)
+  if (startPatch !== null && !existsSync(startPatch)) return `task.yaml: patch ${spec.patch} does not exist`
   return {
     name,
     dir,
@@ -112,6 +117,7 @@ export function readTask(dir: string, name: string): EvalTask | string | null {
     repo: isUrl(spec.repo) || isAbsolute(spec.repo) ? spec.repo : resolve(dir, spec.repo),
     commit: spec.commit ?? null,
     check: spec.check,
+    startPatch,
     timeoutMs,
     checkTimeoutMs,
     hidden,

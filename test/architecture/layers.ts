@@ -15,6 +15,8 @@ export const FLOORS: readonly (readonly string[])[] = [
   // pool and lease passes): typed outcomes that commands/ print and serve/ renders.
   ['actions/'],
   ['command-env.ts'],
+  // Evals: suites of tasks run as ordinary tasks with hidden checks (docs/eval.md); trials may become fleet jobs.
+  ['eval/'],
   ['fleet/'],
   ['run/'],
   // What a task works in: clones, worktrees, PR checkouts, the repository's environment (setup, cache, its trusted base).
