@@ -80,18 +80,20 @@ function thresholds(config: Config, user: string, model: string): Thresholds {
 /**
  * The cap spent for the job user `job` (an SQL expression; NULL: the worker's OS user, as its
  * `run` takes it), by the ClaimBudget in `param` (a jsonb parameter), or NULL: the month's
- * first (its reset is the latest), then the day's, then the fleet's. Each is one read of
- * user_spend's primary key (the fleet's sum does not depend on the job: PostgreSQL reads it
- * once per statement).
+ * first (its reset is the latest), then the day's, then the fleet's. The user's month and day
+ * are one read of user_spend's primary key (the month's days, today's among them); the
+ * fleet's sum does not depend on the job: PostgreSQL reads it once per statement.
  */
 export function spentCapSql(job: string, param: string): string {
   const u = userSql(job, param)
   const caps = capsSql(job, param)
-  const sum = (where: string) => `(SELECT coalesce(sum(s.usd), 0) FROM user_spend s WHERE ${where})`
-  return `CASE WHEN ${param} IS NULL THEN NULL
-      WHEN ${u} IS NOT NULL AND (${caps}->>'monthly')::float8 < ${sum(`s."user" = ${u} AND s.day BETWEEN ${param}->>'from' AND ${param}->>'to'`)} THEN 'user-monthly'
-      WHEN ${u} IS NOT NULL AND (${caps}->>'daily')::float8 < ${sum(`s."user" = ${u} AND s.day = ${param}->>'day'`)} THEN 'user-daily'
-      WHEN (${caps}->>'fleet')::float8 < ${sum(`s.day = ${param}->>'day'`)} THEN 'fleet-daily' END`
+  const fleet = `(SELECT coalesce(sum(s.usd), 0) FROM user_spend s WHERE s.day = ${param}->>'day')`
+  return `(SELECT CASE WHEN ${param} IS NULL THEN NULL
+      WHEN ${u} IS NOT NULL AND (${caps}->>'monthly')::float8 < m.month THEN 'user-monthly'
+      WHEN ${u} IS NOT NULL AND (${caps}->>'daily')::float8 < m.today THEN 'user-daily'
+      WHEN (${caps}->>'fleet')::float8 < ${fleet} THEN 'fleet-daily' END
+    FROM (SELECT coalesce(sum(s.usd), 0) AS month, coalesce(sum(s.usd) FILTER (WHERE s.day = ${param}->>'day'), 0) AS today
+          FROM user_spend s WHERE s."user" = ${u} AND s.day BETWEEN ${param}->>'from' AND ${param}->>'to') m)`
 }
 
 /** SQL: whether the fleet's daily cap applies to a job's user (null for a user whose model has no price); true when the claim has no figures. */

@@ -5,6 +5,7 @@ import type { Layout, Location } from '../storage/fs/layout.js'
 import { locateTask } from '../storage/fs/layout.js'
 import { safeState } from '../storage/task/lifecycle.js'
 import type { PausedBy, TaskState } from '../storage/task/state.js'
+import { rollUpTallies } from '../storage/index/fleet-tallies.js'
 import { inTransaction } from '../storage/index/pg-pool.js'
 import { pauseAtForTest } from '../test-pause.js'
 import { endJob } from './job-end.js'
@@ -39,6 +40,7 @@ interface OpenJob {
  * reconciles jobs and tree: a running job whose task has left running/ (or was never made,
  * its worker dead) is settled from what its task became — so a pass killed between a
  * task's move and its job's settlement is completed by the next one (docs/contract.md §14.5).
+ * The pass also rolls up the fleet's tallies.
  */
 export async function fleetPass(
   pool: Pool,
@@ -64,6 +66,8 @@ export async function fleetPass(
     const end = await settleJob(pool, layout, job, location, reaped.has(job.task_uuid), config.fleet)
     if (end !== null) settled.push({ job: job.id, task: job.task_uuid, ...end })
   }
+  // The claims' and ends' logs into the fleet's totals, also when no one reads /metrics (docs/formats.md#fleet-tallies).
+  await rollUpTallies(pool)
   return { result, settled }
 }
 
