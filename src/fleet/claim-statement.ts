@@ -2,7 +2,7 @@ import type { Pool } from 'pg'
 import { inTransaction } from '../storage/index/pg-pool.js'
 import { LOCK_KEYS } from '../storage/index/pg-schema.js'
 import { CLAIM_WAITED, OBSERVE_CLAIM_WAIT } from '../storage/index/queue-waits.js'
-import { fleetCappedSql, spentCapSql } from './claim-budget.js'
+import { fleetCappedSql, fleetSpendSql, spentCapSql } from './claim-budget.js'
 import type { ClaimBudget } from './claim-budget.js'
 import type { IdleChannel, Job } from './job.js'
 import { decodeJob, JOB_COLUMNS } from './job-row.js'
@@ -50,19 +50,18 @@ export function claimJob(pool: Pool, workerId: string, perUser: number | null, i
  * $1 worker, $2 per-user limit, $3 idle channel, $4 its staleness, $5 the ClaimBudget (jsonb).
  */
 function claimSql(budget: boolean): string {
-  const capsFirst = `WITH head AS MATERIALIZED (
-         SELECT c.id, COALESCE(c."user", $5::jsonb->>'os_user') AS u FROM fleet_jobs c
-         WHERE $5::jsonb IS NOT NULL AND ${due('c')} ORDER BY c.priority DESC, c.id LIMIT ${CAP_MARK}),
-       users AS MATERIALIZED (
-         SELECT h.u, COALESCE(${spentCapSql('h.u', '$5::jsonb')}, '') AS cap FROM (SELECT DISTINCT u FROM head) h),
+  const capsFirst = `WITH fleet AS MATERIALIZED (SELECT ${fleetSpendSql('$5::jsonb')} AS usd),
+       head AS MATERIALIZED (SELECT * FROM fleet_claim_head($5::jsonb, ${CAP_MARK})),
+       users AS MATERIALIZED (SELECT DISTINCT head.u, head.cap FROM head),
        held AS (
-         UPDATE fleet_jobs h SET state = 'retrying', wait_reason = 'budget', wait_cap = s.cap,
-                next_run_at = greatest(($5::jsonb->>CASE s.cap WHEN 'user-monthly' THEN 'monthly_until' ELSE 'daily_until' END)::timestamptz, now() + interval '1 second')
-         FROM head, users s WHERE h.id = head.id AND s.u = head.u AND s.cap <> '' AND ${due('h')}
+         UPDATE fleet_jobs h SET state = 'retrying', wait_reason = 'budget', wait_cap = head.cap,
+                next_run_at = greatest(($5::jsonb->>CASE head.cap WHEN 'user-monthly' THEN 'monthly_until' ELSE 'daily_until' END)::timestamptz, now() + interval '1 second')
+         FROM head WHERE h.id = head.id AND head.cap <> '' AND ${due('h')}
            -- Rows another claim holds are left to the next claim: claimers never wait on each other.
-           AND h.id IN (SELECT l.id FROM fleet_jobs l WHERE l.id IN (SELECT head.id FROM head JOIN users s ON s.u = head.u WHERE s.cap <> '') AND ${due('l')} FOR UPDATE SKIP LOCKED)),`
+           AND h.id IN (SELECT l.id FROM fleet_jobs l WHERE l.id IN (SELECT head.id FROM head WHERE head.cap <> '') AND ${due('l')} FOR UPDATE SKIP LOCKED)),`
   const capped = `
-             AND COALESCE((SELECT s.cap FROM users s WHERE s.u = COALESCE(c."user", $5::jsonb->>'os_user')), ${spentCapSql('c."user"', '$5::jsonb')}, '') = ''`
+             AND COALESCE((SELECT s.cap FROM users s WHERE s.u = COALESCE(c."user", $5::jsonb->>'os_user')),
+                          ${spentCapSql('c."user"', '$5::jsonb', '(SELECT usd FROM fleet)')}, '') = ''`
   return `${budget ? `${capsFirst}
       ` : 'WITH '}claimed AS (
          UPDATE fleet_jobs j SET state = 'running', claimed_by = $1, claimed_at = now(), attempts = j.attempts + 1, next_run_at = NULL
