@@ -63,6 +63,10 @@ export async function fleetPass(
     const location = locateTask(layout, job.task_uuid)?.location ?? null
     // Its agent still owns it (or a watch-locks pass will reap it), or a live worker is still starting it.
     if (location === 'running' || (location === null && job.worker_live)) continue
+    // In paused/ under a live worker, by design: its agent is starting (a resume's task is in paused/ until
+    // it takes it), or has just paused for a usage limit or a budget and its worker is ending the job as a
+    // wait. That worker settles it; settled here, it was recorded `stopped` and its resume queued at once.
+    if (location === 'paused' && job.worker_live && !reaped.has(job.task_uuid)) continue
     const end = await settleJob(pool, layout, job, location, reaped.has(job.task_uuid), config.fleet)
     if (end !== null) settled.push({ job: job.id, task: job.task_uuid, ...end })
   }
