@@ -18,7 +18,9 @@ const CAP_MARK = 32
  *
  * A job whose user's cost cap is spent (another of their jobs waits for a user-daily or
  * user-monthly window to reset; for fleet-daily, anyone's) is passed over until the reset:
- * it waits without taking a slot (docs/fleet-operations.md#waits). With `budget` (the
+ * it waits without taking a slot (docs/fleet-operations.md#waits); with `budget`, those of
+ * the first CAP_MARK due jobs are made to wait for that window, until the same time
+ * (storage/index/spend.ts's fleet_claim_head), so that none stays `waiting` without a reason. With `budget` (the
  * worker's caps, claim-budget.ts) the claim reads the spend too: a job whose cap
  * user_spend says is spent is not handed out, and those of the first CAP_MARK due jobs so
  * passed over are made to wait for the reset in the same statement (`retrying`,
@@ -55,7 +57,7 @@ function claimSql(budget: boolean): string {
        users AS MATERIALIZED (SELECT DISTINCT head.u, head.cap FROM head),
        held AS (
          UPDATE fleet_jobs h SET state = 'retrying', wait_reason = 'budget', wait_cap = head.cap,
-                next_run_at = greatest(($5::jsonb->>CASE head.cap WHEN 'user-monthly' THEN 'monthly_until' ELSE 'daily_until' END)::timestamptz, now() + interval '1 second')
+                next_run_at = greatest(COALESCE(head.until, ($5::jsonb->>CASE head.cap WHEN 'user-monthly' THEN 'monthly_until' ELSE 'daily_until' END)::timestamptz), now() + interval '1 second')
          FROM head WHERE h.id = head.id AND head.cap <> '' AND ${due('h')}
            -- Rows another claim holds are left to the next claim: claimers never wait on each other.
            AND h.id IN (SELECT l.id FROM fleet_jobs l WHERE l.id IN (SELECT head.id FROM head WHERE head.cap <> '') AND ${due('l')} FOR UPDATE SKIP LOCKED)),`

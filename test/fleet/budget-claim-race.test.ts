@@ -98,6 +98,28 @@ describe('the claim and a spent cost cap, across claims and claimers', () => {
     expect((await waits()) - before).toBe(claimed.length)
   })
 
+  // A user whose task paused on their daily cap (its job waits for the window) and who has more jobs queued, their
+  // spend short of the claim's threshold: the claim passes those jobs over (they would be refused at their start), and
+  // must not leave them `waiting` with no reason while workers idle: each is made to wait for the same window, until
+  // the same time, and says so.
+  it('the other jobs of a user held back by a window one of theirs waits for say why and until when', async () => {
+    const queue = await queueOf()
+    await spend('carol', '2030-01-15', 0.5)
+    const until = '2030-01-16T00:00:00.000Z'
+    await database.query(
+      `INSERT INTO fleet_jobs (task_uuid, kind, spec, "user", state, wait_reason, wait_cap, next_run_at) VALUES ($1, 'resume', '{}', 'carol', 'retrying', 'budget', 'user-daily', $2)`,
+      [uuidN(20), until],
+    )
+    const held = [await enqueue(queue, 21, 'carol', 5), await enqueue(queue, 22, 'carol', 5)]
+    const other = await enqueue(queue, 23, 'alice')
+    expect(await queue.claim('host-a:1:test', null, null, figures?.(NOW) ?? null)).toMatchObject({ id: other })
+    for (const id of held) {
+      const job = await showJob(queue.pool, id)
+      expect(job).toMatchObject({ state: 'retrying', waiting_for: 'budget', wait_cap: 'user-daily', attempts: 0 })
+      expect(new Date(job?.next_run_at ?? '').toISOString()).toBe(until)
+    }
+  })
+
   // A job cancelled while its worker hands it back (its agent killed before the task began): JobQueue.retry records
   // the attempt as cancelled and ends the job `cancelled` with that outcome (ctxagent_jobs_finished_total counts it so),
   // and says so, so that the worker does not log "handed back to the queue".
