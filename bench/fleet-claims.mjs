@@ -124,7 +124,9 @@ export async function claimScaleRows(server, say) {
       for (const way of round % 2 ? [...WAYS].reverse() : WAYS) {
         const r = await claimRun(server.url, server.pid, way, n, JobQueue)
         results[n][way].push(r)
-        say(`claim ${way} × ${n}: ${Math.round(r.perSecond)}/s, p99 ${r.p99.toFixed(0)} ms${r.cpuPerClaim === null ? '' : `, server ${r.cpuPerClaim.toFixed(2)} ms CPU a claim`}`)
+        say(
+          `claim ${way} × ${n}: ${Math.round(r.perSecond)}/s, p99 ${r.p99.toFixed(0)} ms${r.cpuPerClaim === null ? '' : `, server ${r.cpuPerClaim.toFixed(2)} ms CPU a claim`}`,
+        )
       }
     }
   }

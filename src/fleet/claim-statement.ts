@@ -64,8 +64,12 @@ function claimSql(budget: boolean): string {
   const capped = `
              AND COALESCE((SELECT s.cap FROM users s WHERE s.u = COALESCE(c."user", $5::jsonb->>'os_user')),
                           ${spentCapSql('c."user"', '$5::jsonb', '(SELECT usd FROM fleet)')}, '') = ''`
-  return `${budget ? `${capsFirst}
-      ` : 'WITH '}claimed AS (
+  return `${
+    budget
+      ? `${capsFirst}
+      `
+      : 'WITH '
+  }claimed AS (
          UPDATE fleet_jobs j SET state = 'running', claimed_by = $1, claimed_at = now(), attempts = j.attempts + 1, next_run_at = NULL
          WHERE j.id = (
            SELECT c.id FROM fleet_jobs c

@@ -24,9 +24,11 @@ const database = usePostgres({
 })
 
 const CONFIG = parseConfig(
-  ['llm:\n  provider: openai\n  max_output_tokens: 1000\n  openai:\n    model: m', 'budgets:\n  user_daily_usd: 5', 'pricing:\n  m:\n    prompt: 3\n    completion: 15'].join(
-    '\n',
-  ),
+  [
+    'llm:\n  provider: openai\n  max_output_tokens: 1000\n  openai:\n    model: m',
+    'budgets:\n  user_daily_usd: 5',
+    'pricing:\n  m:\n    prompt: 3\n    completion: 15',
+  ].join('\n'),
   'config.yaml',
 )
 const NOW = new Date('2030-01-15T10:00:00Z')
@@ -60,7 +62,8 @@ describe('the claim’s counters and queue wait histogram, with many claimers an
       [CLAIMERS],
     )
     await admin.query(`INSERT INTO user_spend ("user", day, usd, requests) VALUES ('alice', '2030-01-15', 1, 1), ('bob', '2030-01-14', 2, 1)`)
-    for (let n = 1; n <= JOBS; n++) await queue.enqueue({ task_uuid: uuidN(n), kind: 'new', spec: { task: `job ${n}` }, user: ['alice', 'bob', null][n % 3] ?? null })
+    for (let n = 1; n <= JOBS; n++)
+      await queue.enqueue({ task_uuid: uuidN(n), kind: 'new', spec: { task: `job ${n}` }, user: ['alice', 'bob', null][n % 3] ?? null })
     const budget = claimBudget(CONFIG, 'ctxagent')?.(NOW) ?? null
     expect(budget).not.toBeNull()
     const before = figures(await fleetCounterTotals(admin), await queueWaitTotals(admin))
