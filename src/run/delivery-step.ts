@@ -5,18 +5,64 @@ import { prHeadTarget } from '../sources/pr-head.js'
 import type { RunRecord } from '../storage/task/metadata.js'
 import type { TaskHandle } from '../storage/task/handle.js'
 import type { Delivery } from '../storage/task/state.js'
+import { sandboxIdentity } from '../tools/sandbox/identity.js'
+import { removeTaskTree, taskTree } from '../workspace/task-tree.js'
 import type { RunLog } from './log.js'
 import type { RunSettings } from './settings.js'
 
+/** What a new task records for its delivery, and the tree it works on (null: it does not deliver). */
+export interface DeliveryStart {
+  record: Partial<RunRecord>
+  /** Removes a worktree made for a task that then did not start. */
+  undo: () => void
+}
+
 /**
  * What a new task records for its delivery (docs/delivery.md#the-base): the mode, and the
- * commit, branch and origin it starts from, read before the agent runs. A workspace that
- * cannot be delivered from is refused here, before the task exists.
+ * commit, branch and origin it starts from, read before the agent runs; and the tree of its
+ * own it works on (docs/delivery.md#what-a-task-starts-from), which becomes the settings'
+ * workspace. A workspace that cannot be delivered from is refused here, before the task exists.
  */
-export async function deliveryRecord(settings: RunSettings): Promise<Partial<RunRecord>> {
-  if (settings.deliver === 'none') return {}
+export async function deliveryStart(settings: RunSettings, config: Config, uuid: string): Promise<DeliveryStart> {
+  if (settings.deliver === 'none') return { record: {}, undo: () => undefined }
   const base = await deliveryBase(settings.workspace, settings.deliver)
-  return { deliver: settings.deliver, ...base, ...(settings.deliverTarget ? { deliver_target: settings.deliverTarget } : {}) }
+  const tree = await taskTree({
+    workspace: settings.workspace,
+    uuid,
+    commit: base.base_commit,
+    workspacesDir: config.fleet.workspaces_dir,
+    onPullHead: settings.prHead !== undefined && settings.prHead !== null,
+    identity: sandboxIdentity(config.tools, settings.workspace),
+  })
+  settings.workspace = tree.workspace
+  return {
+    record: {
+      deliver: settings.deliver,
+      ...base,
+      ...(settings.deliverTarget ? { deliver_target: settings.deliverTarget } : {}),
+      workspace: tree.workspace,
+      starts_from: tree.startsFrom,
+    },
+    undo: () => {
+      if (tree.made) removeTaskTree(tree.startsFrom)
+    },
+  }
+}
+
+/**
+ * A task's worktree, once nothing in it is wanted any more: its change is committed on the
+ * branch (whether or not the push and the PR followed), or it held none. One whose delivery
+ * was refused before a commit (a secret, an excluded file) is kept for a person, and
+ * removed by `cleanup` with its task (docs/delivery.md#what-a-task-starts-from).
+ */
+function releaseTree(record: RunRecord, delivery: Delivery, log: RunLog): void {
+  const done = delivery.commit !== null || (delivery.refused ?? '').startsWith('no changes')
+  if (!done || record.starts_from?.kind !== 'worktree') return
+  try {
+    if (removeTaskTree(record.starts_from)) log.info(`removed the task's worktree ${record.starts_from.worktree}`)
+  } catch (err) {
+    log.warn(`the task's worktree ${record.starts_from.worktree} was not removed (${(err as Error).message}); cleanup removes it with the task`)
+  }
 }
 
 /**
@@ -34,7 +80,11 @@ export async function deliverCompleted(
 ): Promise<Delivery | null> {
   const record = handle.metadata.run
   if (record?.deliver === undefined || record.deliver === 'none' || typeof record.base_commit !== 'string') return null
-  if (handle.state.delivery !== undefined) return handle.state.delivery
+  if (handle.state.delivery !== undefined) {
+    // A crash after the delivery was recorded, before its worktree was removed.
+    releaseTree(record, handle.state.delivery, log)
+    return handle.state.delivery
+  }
   if (finishStatus === 'blocked') return null
   log.info(`delivering the change (${record.deliver === 'pr' ? 'branch and pull request' : 'branch'})`)
   const delivery = await deliver({
@@ -54,6 +104,7 @@ export async function deliverCompleted(
     log.info(
       `delivered: branch ${delivery.branch} (commit ${delivery.commit?.slice(0, 12)})${delivery.pushed ? ', pushed' : ''}${delivery.pr ? `, ${delivery.pr.url}` : ''}`,
     )
+  releaseTree(record, delivery, log)
   return delivery
 }
 
