@@ -2,11 +2,13 @@ import type { Config } from '../config/schema.js'
 import { deliver } from '../delivery/deliver.js'
 import { deliveryBase } from '../delivery/base.js'
 import { prHeadTarget } from '../sources/pr-head.js'
+import type { Layout } from '../storage/fs/layout.js'
 import type { RunRecord } from '../storage/task/metadata.js'
 import type { TaskHandle } from '../storage/task/handle.js'
 import type { Delivery } from '../storage/task/state.js'
 import { sandboxIdentity } from '../tools/sandbox/identity.js'
 import { removeTaskTree, taskTree } from '../workspace/task-tree.js'
+import { openPullOfIssue } from './issue-pull.js'
 import type { RunLog } from './log.js'
 import type { RunSettings } from './settings.js'
 
@@ -74,6 +76,7 @@ function releaseTree(record: RunRecord, delivery: Delivery, log: RunLog): void {
 export async function deliverCompleted(
   handle: TaskHandle,
   config: Config,
+  layout: Layout,
   log: RunLog,
   answer: string,
   finishStatus: 'done' | 'blocked' | null,
@@ -87,17 +90,31 @@ export async function deliverCompleted(
   }
   if (finishStatus === 'blocked') return null
   log.info(`delivering the change (${record.deliver === 'pr' ? 'branch and pull request' : 'branch'})`)
-  const delivery = await deliver({
+  // A task on a pull request's head branch (the review loop's follow-up) pushes one more commit there.
+  const target = record.deliver_target ?? prHeadTarget(handle.metadata) ?? { kind: 'new-branch' }
+  // One PR per issue: another task's, opened while this one ran, leaves this change on its branch, unpushed.
+  const taken =
+    record.deliver === 'pr' && target.kind === 'new-branch'
+      ? await openPullOfIssue(config, layout, handle.metadata.task_key, handle.uuid).catch(() => null)
+      : null
+  let delivery = await deliver({
     config,
-    mode: record.deliver,
+    mode: taken === null ? record.deliver : 'branch',
     workspace: record.workspace,
     base: { commit: record.base_commit, branch: record.base_branch ?? null, remote: record.base_remote ?? null },
-    // A task on a pull request's head branch (the review loop's follow-up) pushes one more commit there.
-    target: record.deliver_target ?? prHeadTarget(handle.metadata) ?? { kind: 'new-branch' },
+    target,
     uuid: handle.uuid,
     key: handle.metadata.task_key,
     answer,
   })
+  if (taken !== null)
+    delivery = {
+      ...delivery,
+      mode: 'pr',
+      refused:
+        delivery.refused ??
+        `the issue has ctxagent's open pull request ${taken.url}, opened while this task ran: the change is committed on branch ${delivery.branch}, not pushed, and no second pull request is opened`,
+    }
   await handle.update({ delivery })
   if (delivery.refused !== null) log.warn(`delivery: ${delivery.refused}`)
   else

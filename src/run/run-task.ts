@@ -147,7 +147,9 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
           }).run()
         : await agent.run()
     unwatch()
-    const deliverStep = (answer: string, finishStatus: 'done' | 'blocked' | null) => deliverCompleted(handle, config, log, answer, finishStatus)
+    // A stop from here on does not pause a completed task: its ending (delivery, final summary) goes on, and the signal's line says so.
+    if (ending.kind === 'completed') heard.answered = true
+    const deliverStep = (answer: string, finishStatus: 'done' | 'blocked' | null) => deliverCompleted(handle, config, env.layout, log, answer, finishStatus)
     const outcome = await settle(
       handle,
       ending,

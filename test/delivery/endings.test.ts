@@ -1,10 +1,10 @@
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { exitOf } from '../helpers/wait.js'
 import { onlyTask, waitFor } from '../run/harness.js'
-import { branches, deliverySetup, FIXED, git, write } from './setup.js'
+import { branches, deliverySetup, FIXED, git, runOf, write } from './setup.js'
 
 describe('only a task that completed with its answer delivers', () => {
   it('nothing for a blocked finish, a failed task, a task out of budget, or a paused one', { timeout: 240_000 }, async () => {
@@ -51,7 +51,8 @@ describe('only a task that completed with its answer delivers', () => {
     let slow = true
     s.fake.fallback = () => (slow ? { delayMs: 100, calls: [{ name: 'glob', arguments: { pattern: `*${Math.random()}` } }] } : { content: 'Fixed add.' })
     const child = s.spawn(['run', '--task', 'fix add', '--workspace', s.ws, '--deliver', 'branch'])
-    await waitFor('the change', () => git(['status', '--porcelain'], s.ws) !== '')
+    // The change is made in the task's worktree, never in the checkout.
+    await waitFor('the change', () => s.tree.layout.list('running').length === 1 && readFileSync(join(runOf(onlyTask(s.tree)).workspace, 'calc.js'), 'utf8') === FIXED)
     const uuid = onlyTask(s.tree).uuid
     expect((await s.cli(['pause', uuid])).code).toBe(0)
     await exitOf(child)
