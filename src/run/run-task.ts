@@ -41,8 +41,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   const taking: RunStart = start.kind === 'new' ? { ...start, uuid: start.uuid ?? randomUUID() } : start
   // What delivery starts from, read (and a workspace it cannot work with refused) before the task exists; a
   // delivering task works on a tree of its own from here (docs/delivery.md#what-a-task-starts-from).
-  const delivering =
-    taking.kind === 'new' ? await deliveryStart(settings, config, taking.uuid as string) : { record: {}, undo: () => undefined }
+  const delivering = taking.kind === 'new' ? await deliveryStart(settings, config, taking.uuid as string) : { record: {}, undo: () => undefined }
   let sandbox: ReturnType<typeof shellSandbox>
   try {
     sandbox = shellSandbox(config, settings.allowShell, hidden, settings.workspace)

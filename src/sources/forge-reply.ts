@@ -16,7 +16,8 @@ export function forgeReply<T>(forge: ForgeName, request: string, schema: z.ZodTy
   const issue = parsed.error.issues[0]
   const at = (issue?.path ?? []).map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`)).join('')
   const field = at === '' ? 'the reply' : at.replace(/^\./, '')
-  const why = issue?.code === 'invalid_type' && / received undefined$/.test(issue.message) ? 'is missing' : `is not as documented (${issue?.message ?? 'invalid'})`
+  const why =
+    issue?.code === 'invalid_type' && / received undefined$/.test(issue.message) ? 'is missing' : `is not as documented (${issue?.message ?? 'invalid'})`
   throw new CtxError(`${forge}'s reply to ${request} is not what its API documents: ${field} ${why}`, {
     hint: `check ${forge === 'GitHub' ? 'github.api_url' : 'gitlab.url'}: is the forge's API answering there?`,
   })

@@ -52,7 +52,10 @@ describe('only a task that completed with its answer delivers', () => {
     s.fake.fallback = () => (slow ? { delayMs: 100, calls: [{ name: 'glob', arguments: { pattern: `*${Math.random()}` } }] } : { content: 'Fixed add.' })
     const child = s.spawn(['run', '--task', 'fix add', '--workspace', s.ws, '--deliver', 'branch'])
     // The change is made in the task's worktree, never in the checkout.
-    await waitFor('the change', () => s.tree.layout.list('running').length === 1 && readFileSync(join(runOf(onlyTask(s.tree)).workspace, 'calc.js'), 'utf8') === FIXED)
+    await waitFor(
+      'the change',
+      () => s.tree.layout.list('running').length === 1 && readFileSync(join(runOf(onlyTask(s.tree)).workspace, 'calc.js'), 'utf8') === FIXED,
+    )
     const uuid = onlyTask(s.tree).uuid
     expect((await s.cli(['pause', uuid])).code).toBe(0)
     await exitOf(child)

@@ -44,7 +44,7 @@ describe('one pull request per issue', () => {
     expect(git(['status', '--porcelain'], s.ws)).toBe('')
   })
 
-  it("a PR another account wrote with the marker of a task that never delivered it is not continued", {
+  it('a PR another account wrote with the marker of a task that never delivered it is not continued', {
     timeout: 240_000,
   }, async () => {
     const s = await deliverySetup('github')
@@ -55,7 +55,13 @@ describe('one pull request per issue', () => {
     // Someone else's PR with the task's marker pasted in (not the bot's, not the PR the task recorded).
     const pasted = { ...(gh.pulls[0] as Record<string, unknown>) }
     gh.pulls[0] = { ...pasted, state: 'closed' }
-    gh.pulls.push({ ...pasted, number: 7, html_url: 'https://github.example/acme/shop/pull/7', user: { login: 'mallory', id: 66 }, head: { ref: 'evil', sha: 'x' } })
+    gh.pulls.push({
+      ...pasted,
+      number: 7,
+      html_url: 'https://github.example/acme/shop/pull/7',
+      user: { login: 'mallory', id: 66 },
+      head: { ref: 'evil', sha: 'x' },
+    })
     s.fake.queue.push(write('README.md', '# calc\n'), { content: 'Docs.' })
     const again = await s.cli(['run', '--github', 'acme/shop#42', '--workspace', s.ws, '--deliver', 'pr', '--json'])
     expect(again.code, again.stderr).toBe(0)
@@ -76,7 +82,9 @@ describe('one pull request per issue', () => {
     const res = await s.cli(['run', '--github', 'acme/shop#42', '--workspace', s.ws, '--deliver', 'pr', '--json'])
     const refused = String((JSON.parse(res.stdout).delivery as { refused: string }).refused)
     expect(refused).not.toContain('Cannot read properties')
-    expect(refused).toMatch(/^delivery failed: GitHub's reply to acme\/shop's pull requests of ctxagent\/42-[0-9a-f]{8} is not what its API documents: \[0\]\.html_url is missing$/)
+    expect(refused).toMatch(
+      /^delivery failed: GitHub's reply to acme\/shop's pull requests of ctxagent\/42-[0-9a-f]{8} is not what its API documents: \[0\]\.html_url is missing$/,
+    )
     expect(gh.pulls).toHaveLength(0)
   })
 })

@@ -8,14 +8,21 @@ import { branches, deliverySetup, FIXED, git, runOf, write } from './setup.js'
 // docs/delivery.md#what-a-task-starts-from: a delivering task works on a tree of its own.
 
 describe('only what the agent changed is delivered', () => {
-  it("a dirty checkout: the operator's modified and untracked files are neither delivered nor touched; the task said what it started from", { timeout: 240_000 }, async () => {
+  it("a dirty checkout: the operator's modified and untracked files are neither delivered nor touched; the task said what it started from", {
+    timeout: 240_000,
+  }, async () => {
     const s = await deliverySetup('github')
     // The operator's work in progress: a half-edited README and an untracked note.
     writeFileSync(join(s.ws, 'README.md'), '# calc\n\nadd(a, b) adds two numbers. TODO: say more\n')
     writeFileSync(join(s.ws, 'notes-wip.md'), 'my notes, not for anyone yet\n')
     giveToSandbox(s.ws)
     const statusBefore = git(['status', '--porcelain'], s.ws)
-    expect(statusBefore.split('\n').map((l) => l.trim()).sort()).toEqual(['?? notes-wip.md', 'M README.md'])
+    expect(
+      statusBefore
+        .split('\n')
+        .map((l) => l.trim())
+        .sort(),
+    ).toEqual(['?? notes-wip.md', 'M README.md'])
     s.fake.queue.push(write('calc.js', FIXED), { content: 'add() adds now.' })
     const res = await s.cli(['run', '--github', 'acme/shop#42', '--workspace', s.ws, '--deliver', 'pr', '--json'])
     expect(res.code, res.stderr).toBe(0)
@@ -37,7 +44,9 @@ describe('only what the agent changed is delivered', () => {
     expect(res.stderr).toContain(`starts from commit ${s.first.slice(0, 12)} of ${s.ws}, in a worktree of its own`)
   })
 
-  it("two tasks on one workspace: the second delivers nothing of the first's leftovers; the first's worktree stays for its resume until cleanup deletes the task", { timeout: 300_000 }, async () => {
+  it("two tasks on one workspace: the second delivers nothing of the first's leftovers; the first's worktree stays for its resume until cleanup deletes the task", {
+    timeout: 300_000,
+  }, async () => {
     const s = await deliverySetup('path')
     // The first task edits, then runs out of turns: no delivery, its change left where it worked.
     s.fake.queue.push(write('calc.js', FIXED))
@@ -63,7 +72,11 @@ describe('only what the agent changed is delivered', () => {
     const cleaned = await s.cli(['cleanup', '--delete-after', '0s', '--json'])
     expect(cleaned.code, cleaned.stderr).toBe(0)
     expect(existsSync(firstTree)).toBe(false)
-    expect(git(['worktree', 'list', '--porcelain'], s.ws).split('\n').filter((l) => l.startsWith('worktree '))).toEqual([`worktree ${s.ws}`])
+    expect(
+      git(['worktree', 'list', '--porcelain'], s.ws)
+        .split('\n')
+        .filter((l) => l.startsWith('worktree ')),
+    ).toEqual([`worktree ${s.ws}`])
   })
 
   it("the repository's info/exclude is respected (and .gitignore): an excluded file the agent wrote is not delivered", { timeout: 240_000 }, async () => {

@@ -46,7 +46,12 @@ describe('delivery as a pull request (GitHub) or merge request (GitLab)', () => 
     expect(git(['rev-parse', `refs/heads/${branch}`], s.ws)).toBe(commit)
     const run = runOf(task)
     const worktree = String(run.starts_from?.worktree)
-    expect(run.starts_from).toMatchObject({ kind: 'worktree', workspace: s.ws, commit: s.first, worktree: expect.stringContaining('/.git/ctxagent/worktrees/task-') })
+    expect(run.starts_from).toMatchObject({
+      kind: 'worktree',
+      workspace: s.ws,
+      commit: s.first,
+      worktree: expect.stringContaining('/.git/ctxagent/worktrees/task-'),
+    })
     expect(run.workspace).toBe(worktree)
     expect(existsSync(worktree)).toBe(false)
     expect(git(['worktree', 'list', '--porcelain'], s.ws)).not.toContain(worktree)
