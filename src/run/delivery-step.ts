@@ -6,6 +6,7 @@ import type { Layout } from '../storage/fs/layout.js'
 import type { RunRecord } from '../storage/task/metadata.js'
 import type { TaskHandle } from '../storage/task/handle.js'
 import type { Delivery } from '../storage/task/state.js'
+import { holdForTest } from '../test-pause.js'
 import { sandboxIdentity } from '../tools/sandbox/identity.js'
 import { removeTaskTree, taskTree } from '../workspace/task-tree.js'
 import { openPullOfIssue } from './issue-pull.js'
@@ -90,6 +91,7 @@ export async function deliverCompleted(
   }
   if (finishStatus === 'blocked') return null
   log.info(`delivering the change (${record.deliver === 'pr' ? 'branch and pull request' : 'branch'})`)
+  await holdForTest('run:delivering')
   // A task on a pull request's head branch (the review loop's follow-up) pushes one more commit there.
   const target = record.deliver_target ?? prHeadTarget(handle.metadata) ?? { kind: 'new-branch' }
   // One PR per issue: another task's, opened while this one ran, leaves this change on its branch, unpushed.

@@ -85,9 +85,37 @@ describe('only a task that completed with its answer delivers', () => {
   })
 })
 
+describe('a stop during delivery', () => {
+  it('a first Ctrl-C once the task has answered does not pause it: the line says so, the change is delivered, the run exits 0', {
+    timeout: 240_000,
+  }, async () => {
+    const s = await deliverySetup('path')
+    s.fake.queue.push(write('calc.js', FIXED), { content: 'Fixed add.' })
+    const markerDir = mkdtempSync(join(tmpdir(), 'ctxagent-marker-'))
+    onTestFinished(() => rmSync(markerDir, { recursive: true, force: true }))
+    const marker = join(markerDir, 'held')
+    const child = s.spawn(['run', '--task', 'fix add', '--workspace', s.ws, '--deliver', 'branch', '--log-format', 'text'], {
+      CTXAGENT_TEST_HOLD_AT: 'run:delivering',
+      CTXAGENT_TEST_HOLD_MARKER: marker,
+    })
+    let stderr = ''
+    child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()))
+    await waitFor('the run at its delivery', () => existsSync(marker))
+    child.kill('SIGINT')
+    await waitFor('the line about the stop', () => stderr.includes('SIGINT: the task has its answer and is not paused'))
+    expect(stderr).not.toContain('pausing at once')
+    rmSync(marker)
+    expect((await exitOf(child)).code).toBe(0)
+    const task = onlyTask(s.tree)
+    expect(task.location).toBe('completed')
+    expect(task.state.delivery).toMatchObject({ mode: 'branch', refused: null })
+    expect(branches(join(s.ws, '.git')).length).toBe(2)
+  })
+})
+
 describe('a crash during delivery', () => {
   for (const step of ['deliver-committed', 'deliver-pushed']) {
-    it(`SIGKILL at ${step}: the resume delivers with the same commit, one branch and one PR`, async () => {
+    it(`SIGKILL at ${step}: the resume delivers with the same commit, one branch and one PR`, { timeout: 180_000 }, async () => {
       const s = await deliverySetup('github')
       s.fake.queue.push(write('calc.js', FIXED), { content: 'Fixed add.' })
       const markerDir = mkdtempSync(join(tmpdir(), 'ctxagent-marker-'))
