@@ -3,7 +3,7 @@ import { deliver } from '../delivery/deliver.js'
 import { deliveryBase } from '../delivery/base.js'
 import { prHeadTarget } from '../sources/pr-head.js'
 import type { Layout } from '../storage/fs/layout.js'
-import type { RunRecord } from '../storage/task/metadata.js'
+import type { RunRecord, StartsFrom } from '../storage/task/metadata.js'
 import type { TaskHandle } from '../storage/task/handle.js'
 import type { Delivery } from '../storage/task/state.js'
 import { holdForTest } from '../test-pause.js'
@@ -13,11 +13,11 @@ import { openPullOfIssue } from './issue-pull.js'
 import type { RunLog } from './log.js'
 import type { RunSettings } from './settings.js'
 
-/** What a new task records for its delivery, and the tree it works on (null: it does not deliver). */
+/** What a new task records for its delivery (empty: it does not deliver), and the worktree made for it now, if one was. */
 export interface DeliveryStart {
   record: Partial<RunRecord>
-  /** Removes a worktree made for a task that then did not start. */
-  undo: () => void
+  /** Removed (removeTaskTree) when the task then does not start. */
+  made: StartsFrom | undefined
 }
 
 /**
@@ -27,7 +27,7 @@ export interface DeliveryStart {
  * workspace. A workspace that cannot be delivered from is refused here, before the task exists.
  */
 export async function deliveryStart(settings: RunSettings, config: Config, uuid: string): Promise<DeliveryStart> {
-  if (settings.deliver === 'none') return { record: {}, undo: () => undefined }
+  if (settings.deliver === 'none') return { record: {}, made: undefined }
   const base = await deliveryBase(settings.workspace, settings.deliver)
   const tree = await taskTree({
     workspace: settings.workspace,
@@ -46,9 +46,7 @@ export async function deliveryStart(settings: RunSettings, config: Config, uuid:
       workspace: tree.workspace,
       starts_from: tree.startsFrom,
     },
-    undo: () => {
-      if (tree.made) removeTaskTree(tree.startsFrom)
-    },
+    made: tree.made ? tree.startsFrom : undefined,
   }
 }
 
@@ -95,6 +93,7 @@ export async function deliverCompleted(
   // A task on a pull request's head branch (the review loop's follow-up) pushes one more commit there.
   const target = record.deliver_target ?? prHeadTarget(handle.metadata) ?? { kind: 'new-branch' }
   // One PR per issue: another task's, opened while this one ran, leaves this change on its branch, unpushed.
+  // (A listing that fails is no reason not to deliver: the forge answers the opening itself.)
   const taken =
     record.deliver === 'pr' && target.kind === 'new-branch'
       ? await openPullOfIssue(config, layout, handle.metadata.task_key, handle.uuid).catch(() => null)

@@ -26,6 +26,7 @@ import { answeredEnding, beginNew, beginResumed } from './task-begin.js'
 import { openRemote, startMcp, taskClient } from './task-start.js'
 import { inboxEnd, inheritanceFor, takeTask } from './task-take.js'
 import { Agent } from './turn.js'
+import { removeTaskTree } from '../workspace/task-tree.js'
 
 /**
  * Runs one task to an ending: creates it (or resumes it), runs the agent loop, and
@@ -41,12 +42,12 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   const taking: RunStart = start.kind === 'new' ? { ...start, uuid: start.uuid ?? randomUUID() } : start
   // What delivery starts from, read (and a workspace it cannot work with refused) before the task exists; a
   // delivering task works on a tree of its own from here (docs/delivery.md#what-a-task-starts-from).
-  const delivering = taking.kind === 'new' ? await deliveryStart(settings, config, taking.uuid as string) : { record: {}, undo: () => undefined }
+  const delivering = taking.kind === 'new' ? await deliveryStart(settings, config, taking.uuid as string) : { record: {}, made: undefined }
   let sandbox: ReturnType<typeof shellSandbox>
   try {
     sandbox = shellSandbox(config, settings.allowShell, hidden, settings.workspace)
   } catch (err) {
-    delivering.undo()
+    removeTaskTree(delivering.made)
     throw err
   }
   const stop = new StopController()
@@ -63,7 +64,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     handle = await takeTask(env, taking, { config, settings, delivering: delivering.record, inheritance, onLost: () => stop.stop('lost') })
   } catch (err) {
     removeSignals()
-    delivering.undo()
+    removeTaskTree(delivering.made)
     throw err
   }
   heard.uuid = handle.uuid
