@@ -1,6 +1,7 @@
 import type { Config } from '../config/schema.js'
-import { call as githubCall, client as githubClient } from './github.js'
-import { call as gitlabCall, client as gitlabClient } from './gitlab.js'
+
+// The forge clients (Octokit, gitbeaker: ~700 KB of code) are loaded when a change request is
+// opened, not by every run that might deliver one (BENCHMARKS.md, start-run).
 
 /** A pull request (GitHub) or merge request (GitLab) delivery asks for (docs/delivery.md#the-pull-request). */
 export interface ProposedChange {
@@ -35,12 +36,14 @@ export async function openChangeRequest(config: Config, forge: Forge, change: Pr
 /** The issue's (or PR's / MR's) title, for the title of the change. */
 export async function itemTitle(config: Config, forge: Forge, kind: string, number: number): Promise<string> {
   if (forge.kind === 'github') {
+    const { call: githubCall, client: githubClient } = await import('./github.js')
     const api = githubClient(config)
     const issue = await githubCall(`${forge.owner}/${forge.repo}#${number}`, () =>
       api.rest.issues.get({ owner: forge.owner, repo: forge.repo, issue_number: number }),
     )
     return issue.title
   }
+  const { call: gitlabCall, client: gitlabClient } = await import('./gitlab.js')
   const api = gitlabClient(config)
   const item = (await gitlabCall<unknown>(`${forge.project}#${number}`, () =>
     kind === 'merge_request' ? api.MergeRequests.show(forge.project, number) : api.Issues.show(number, { projectId: forge.project }),
@@ -49,6 +52,7 @@ export async function itemTitle(config: Config, forge: Forge, kind: string, numb
 }
 
 async function openPull(config: Config, owner: string, repo: string, change: ProposedChange): Promise<OpenedChange> {
+  const { call: githubCall, client: githubClient } = await import('./github.js')
   const api = githubClient(config)
   const where = `${owner}/${repo}`
   const earlier = await githubCall(where, () => api.rest.pulls.list({ owner, repo, head: `${owner}:${change.branch}`, state: 'all', per_page: 100 }))
@@ -65,6 +69,7 @@ async function openPull(config: Config, owner: string, repo: string, change: Pro
 }
 
 async function openMergeRequest(config: Config, project: string, change: ProposedChange): Promise<OpenedChange> {
+  const { call: gitlabCall, client: gitlabClient } = await import('./gitlab.js')
   const api = gitlabClient(config)
   type Mr = { iid: number; web_url: string; description: string | null; source_branch: string }
   const earlier = (await gitlabCall<unknown>(project, () =>
