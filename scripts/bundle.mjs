@@ -17,7 +17,13 @@ const defaults = JSON.stringify(configSchema.parse({}))
 // The built-in tools' JSON Schemas, from the tools tsc just compiled: a run offers them without
 // converting zod to JSON Schema at start-up (src/tools/schema.ts).
 const { ToolRegistry } = await import(`${root}dist/tools/registry.js`)
-const toolSchemas = JSON.stringify(Object.fromEntries(ToolRegistry.builtin({ allowShell: true }).specs().map((s) => [s.function.name, s.function.parameters])))
+const toolSchemas = JSON.stringify(
+  Object.fromEntries(
+    ToolRegistry.builtin({ allowShell: true })
+      .specs()
+      .map((s) => [s.function.name, s.function.parameters]),
+  ),
+)
 /**
  * pg asks at load whether it runs in a Cloudflare Worker; on Node 20 (no `navigator`) it does
  * so by making a `Response`, which loads undici, all of fetch: ~15 ms of every command that
