@@ -16,7 +16,7 @@ export interface ToolDefinition<S extends Shape> {
 /**
  * The built-in tools' JSON Schemas by tool name, put into the bundle by scripts/bundle.mjs,
  * which computes them with jsonSchema() from these same definitions when it builds: z.toJSONSchema
- * for nine tools was ~5 ms of every run's start-up (BENCHMARKS.md, start-run). Undefined when
+ * of the tools was ~1.6 % of run's start-up in a CPU profile (BENCHMARKS.md, start-run). Undefined when
  * running from dist/ (the tests), where they are computed here.
  */
 declare const CTXAGENT_TOOL_SCHEMAS: string | undefined
