@@ -19,6 +19,7 @@ export default defineConfig({
       'test/fleet/worker-log.test.ts',
       'test/llm/reply.test.ts',
       'test/operations/tokens.test.ts',
+      'test/cli.test.ts',
       'test/render.test.ts',
       'test/run/log.test.ts',
       'test/run/parts.test.ts',
