@@ -13,7 +13,7 @@ import type { RunEnv } from './run-start.js'
 
 /** `run`'s exit code for a task whose environment could not be prepared (docs/contract.md §9). */
 export const SETUP_FAILED_EXIT = 6
-/** The setup log, kept with the task (docs/formats.md#setup-log). */
+/** The setup log, kept with the task (docs/formats.md#setuplog). */
 export const SETUP_LOG = 'setup.log'
 export const TEST_TIMEOUT_MS = 10 * 60_000
 
