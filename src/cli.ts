@@ -10,6 +10,7 @@ import { enqueueCommand } from './commands/enqueue.js'
 import { fleetCommand } from './commands/fleet.js'
 import { jobsCommand } from './commands/jobs.js'
 import { doctorCommand } from './commands/doctor.js'
+import { envCommand } from './commands/env.js'
 import { exportCommand } from './commands/export.js'
 import { listCommand } from './commands/list.js'
 import { pauseCommand } from './commands/pause.js'
@@ -64,6 +65,7 @@ export function buildProgram(): Command {
     reindexCommand(),
     configCommand(),
     doctorCommand(),
+    envCommand(),
     demoCommand(),
     exportCommand(),
     completionCommand(),

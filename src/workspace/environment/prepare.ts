@@ -41,6 +41,8 @@ export interface PrepareInput {
   store: string
   env?: NodeJS.ProcessEnv
   signal?: AbortSignal
+  /** Only make sure the cache holds the result (`env prepare`): nothing is copied into the workspace, no maintenance. */
+  prepareOnly?: boolean
 }
 
 /** The cache's store: on the fleet's shared mount when there is one, else beside the task tree. */
@@ -89,10 +91,9 @@ export async function prepareEnvironment(input: PrepareInput): Promise<Prepared>
     )
     if (got.kind === 'failed') return { kind: 'failed', record: { ...record, cache: 'failed', error: got.error, tail: got.setup?.tail ?? null, setup_seconds: seconds(got.setup) } }
     Object.assign(record, { cache: got.kind, setup_seconds: got.kind === 'miss' ? seconds(got.setup) : null })
-    const restored = restore(got.entry, input.workspace, spec.cache?.paths ?? [])
-    Object.assign(record, restored)
+    if (input.prepareOnly !== true) Object.assign(record, restore(got.entry, input.workspace, spec.cache?.paths ?? []))
   }
-  if (spec.maintenance !== undefined) {
+  if (spec.maintenance !== undefined && input.prepareOnly !== true) {
     const run = await runScript({ plan, workspace: input.workspace, script: spec.maintenance, hosts: null, timeoutMs: MAINTENANCE_TIMEOUT_MS, log: input.log })
     if (run.error !== null || run.code !== 0) return failed(`maintenance ${run.error ?? (run.timedOut ? 'timed out' : `exited with ${run.code}`)}`, run.tail)
   }
