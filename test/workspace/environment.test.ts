@@ -55,6 +55,9 @@ describe('repository environments', () => {
     expect(JSON.stringify(second.tools)).toContain('installed from v1')
     expect((second.state.test_run as { tail: string }).tail).toContain('installed from v1')
     expect((second.state.test_run as { tail: string }).tail).not.toContain('tampered')
+    const view = await s.run(['view', second.uuid])
+    expect(view.stdout).toMatch(/Environment: \.ctxagent\/environment\.yml \(origin\/HEAD at [0-9a-f]{12}\); cache hit; restored deps/)
+    expect(view.stdout).toMatch(/Test command: `cat deps\/marker`: exit 0 \(\d+\.\ds\)/)
   })
 
   it("reads the environment from the default branch: one changed on the task's branch (a PR head) is not used", { timeout: 180_000 }, async () => {
@@ -88,5 +91,6 @@ describe('repository environments', () => {
     expect(s.fake.requests).toHaveLength(0)
     expect(t.messages).toEqual([])
     expect(readdirSync(join(s.tree.base, 'completed')).length).toBeGreaterThan(0)
+    expect((await s.run(['view', t.uuid])).stdout).toContain('Environment: setup failed: setup exited with 3')
   })
 })
