@@ -66,7 +66,10 @@ async function prepare(ctx: CommandEnv, opts: PrepareOptions): Promise<void> {
     else if (prepared.kind === 'none') ctx.io.out(`${opts.repo ?? workspace} has no environment`)
     else ctx.io.out(`${prepared.record.status}: ${prepared.record.file ?? `environments.${prepared.record.operator}`}; cache ${prepared.record.cache}`)
     if (prepared.kind === 'failed')
-      throw new CtxError(`setup failed: ${prepared.record.error}`, { exitCode: 6, hint: prepared.record.tail ? `its output ended: ${prepared.record.tail.trim().split('\n').slice(-3).join(' | ')}` : 'see docs/environments.md' })
+      throw new CtxError(`setup failed: ${prepared.record.error}`, {
+        exitCode: 6,
+        hint: prepared.record.tail ? `its output ended: ${prepared.record.tail.trim().split('\n').slice(-3).join(' | ')}` : 'see docs/environments.md',
+      })
   } finally {
     rmSync(scratch, { recursive: true, force: true })
   }

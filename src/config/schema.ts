@@ -427,6 +427,8 @@ export const configSchema = z.strictObject(
     }),
     // Repository environments (docs/environments.md): keyed by owner/repo or a workspace's path; wins over the repository's own file.
     environments: withDefault(environmentsSchema, {}),
+    // The environments' cache: cleanup removes results unused for max_age_days, then the least recently used past max_gb.
+    environment_cache: section({ max_age_days: withDefault(positiveNumber(), 14), max_gb: withDefault(positiveNumber(), 20) }),
   },
   { error: MAPPING },
 )

@@ -43,7 +43,9 @@ export async function environmentStep(run: RunEnv, handle: TaskHandle, hidden: r
   const error = `the environment could not be prepared: ${prepared.record.error ?? 'unknown'}`
   handle.addPlan('outcome', `setup_failed: ${error}`)
   await handle.fail(error, 'setup_failed')
-  log.warn(`setup_failed: ${error}${prepared.record.tail ? `; the setup log's tail:\n${prepared.record.tail.trimEnd().split('\n').slice(-10).join('\n')}` : ''}`)
+  log.warn(
+    `setup_failed: ${error}${prepared.record.tail ? `; the setup log's tail:\n${prepared.record.tail.trimEnd().split('\n').slice(-10).join('\n')}` : ''}`,
+  )
   return {
     kind: 'failed',
     outcome: {

@@ -15,7 +15,11 @@ const refusal = (text: string): string => {
 
 describe('the environment file', () => {
   it('takes every key', () => {
-    expect(parse('setup: npm ci\nsetup_hosts: [registry.npmjs.org, "*.pypi.org"]\nsetup_secrets: [NPM_TOKEN]\ncache:\n  paths: [node_modules]\n  key: [package-lock.json]\nmaintenance: npm run build\ntest: npm test\n')).toEqual({
+    expect(
+      parse(
+        'setup: npm ci\nsetup_hosts: [registry.npmjs.org, "*.pypi.org"]\nsetup_secrets: [NPM_TOKEN]\ncache:\n  paths: [node_modules]\n  key: [package-lock.json]\nmaintenance: npm run build\ntest: npm test\n',
+      ),
+    ).toEqual({
       setup: 'npm ci',
       setup_hosts: ['registry.npmjs.org', '*.pypi.org'],
       setup_secrets: ['NPM_TOKEN'],
@@ -47,6 +51,8 @@ describe('the environment file', () => {
       '/srv/ws': { test: 'make' },
     })
     expect(() => parseConfig('environments:\n  acme/shop:\n    tests: npm test\n')).toThrow('config.yaml: environments.acme/shop.tests is not a known setting')
-    expect(() => parseConfig('environments:\n  shop:\n    test: x\n')).toThrow("config.yaml: environments.shop must be a mapping of owner/repo (or a workspace path) to an environment")
+    expect(() => parseConfig('environments:\n  shop:\n    test: x\n')).toThrow(
+      'config.yaml: environments.shop must be a mapping of owner/repo (or a workspace path) to an environment',
+    )
   })
 })

@@ -48,10 +48,9 @@ async function hostileRun(uid: number) {
   // The agent has a network, through its own proxy, to its own hosts only.
   writeFileSync(config, fake.configYaml('tools:\n  shell: true\n  network: proxy\n  allowed_hosts: [agent-only.test]\n'), { mode: 0o600 })
   chownSync(config, uid, uid)
-  fake.queue.push(
-    ...PROBES.map((command, i) => ({ calls: [{ id: `p${i}`, name: 'run_command', arguments: { command, timeout_seconds: 120 } }] })),
-    { calls: [{ name: 'finish', arguments: { summary: 'probed', status: 'done' } }] },
-  )
+  fake.queue.push(...PROBES.map((command, i) => ({ calls: [{ id: `p${i}`, name: 'run_command', arguments: { command, timeout_seconds: 120 } }] })), {
+    calls: [{ name: 'finish', arguments: { summary: 'probed', status: 'done' } }],
+  })
   const argv = [process.execPath, join(reachableRoot(), 'bin', 'ctxagent'), 'run', '--task', 'probe', '--workspace', ws, '--home', tree, '--config', config]
   const command = uid === 0 ? argv : ['setpriv', `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--', ...argv]
   const child = spawn(command[0] as string, command.slice(1), {
@@ -65,9 +64,16 @@ async function hostileRun(uid: number) {
   const exit = await exitOf(child)
   expect({ code: exit.code, err: exit.code === 0 ? '' : err }).toEqual({ code: 0, err: '' })
   const outputs = fake.requests.slice(1, PROBES.length + 1).map((r) => r.body.messages.filter((m) => m.role === 'tool').at(-1)?.content ?? '')
-  const [uuid = ''] = readdirSync(join(tree, 'completed'), { recursive: true }).map(String).filter((p) => /[0-9a-f-]{36}$/.test(p))
+  const [uuid = ''] = readdirSync(join(tree, 'completed'), { recursive: true })
+    .map(String)
+    .filter((p) => /[0-9a-f-]{36}$/.test(p))
   const dir = join(tree, 'completed', uuid)
-  return { outputs, all: JSON.stringify(fake.requests.map((r) => r.body.messages)), log: readFileSync(join(dir, 'setup.log'), 'utf8'), transcript: readFileSync(join(dir, 'messages.jsonl'), 'utf8') }
+  return {
+    outputs,
+    all: JSON.stringify(fake.requests.map((r) => r.body.messages)),
+    log: readFileSync(join(dir, 'setup.log'), 'utf8'),
+    transcript: readFileSync(join(dir, 'messages.jsonl'), 'utf8'),
+  }
 }
 
 function expectContained(r: Awaited<ReturnType<typeof hostileRun>>): void {

@@ -19,10 +19,9 @@ const SETUP = 'echo SETUP-OUTPUT-LINE\nmkdir -p deps\necho "installed from $(cat
 
 /** Runs one task in `ws` whose agent runs `command` (when given) and finishes; its uuid, exit code and files. */
 async function task(s: RunSetup, ws: string, command: string | null) {
-  s.fake.queue.push(
-    ...(command === null ? [] : [{ calls: [{ name: 'run_command', arguments: { command, timeout_seconds: 60 } }] }]),
-    { calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] },
-  )
+  s.fake.queue.push(...(command === null ? [] : [{ calls: [{ name: 'run_command', arguments: { command, timeout_seconds: 60 } }] }]), {
+    calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }],
+  })
   const r = await s.run(['run', '--task', 'look at the project', '--workspace', ws, '--allow-shell', '--json'])
   const uuid = (JSON.parse(r.stdout || '{}') as { uuid?: string }).uuid
   if (uuid === undefined) throw new Error(`no outcome: ${r.stderr}`)
@@ -33,7 +32,9 @@ const log = (dir: string) => (existsSync(join(dir, 'setup.log')) ? readFileSync(
 const text = (messages: unknown[]) => JSON.stringify(messages)
 
 describe('repository environments', () => {
-  it('runs setup once per key and restores its result into a second task; the output stays in the setup log, a task writing into its copy leaves the cache as it was', { timeout: 180_000 }, async () => {
+  it('runs setup once per key and restores its result into a second task; the output stays in the setup log, a task writing into its copy leaves the cache as it was', {
+    timeout: 180_000,
+  }, async () => {
     const s = await runSetup()
     const origin = makeOrigin({ 'deps.lock': 'v1\n', '.ctxagent/environment.yml': ENV_FILE(SETUP) })
     const first = await task(s, origin.clone(), 'cat deps/marker; echo tampered > deps/marker; cat deps/marker')

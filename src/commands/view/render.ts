@@ -55,7 +55,8 @@ export function renderOverview(
   }
   if (s?.error) lines.push(`${c.bold('Error:')} ${c.red(s.error)}`)
   const environment = environmentOf(s)
-  if (environment !== null) lines.push(`${c.bold('Environment:')} ${environment.status === 'ready' ? environmentLine(environment) : c.red(environmentLine(environment))}`)
+  if (environment !== null)
+    lines.push(`${c.bold('Environment:')} ${environment.status === 'ready' ? environmentLine(environment) : c.red(environmentLine(environment))}`)
   const tested = testRunOf(s)
   if (tested !== null) lines.push(`${c.bold('Test command:')} ${tested.exit_code === 0 ? testRunLine(tested) : c.yellow(testRunLine(tested))}`)
   const delivered = deliveryOf(s)

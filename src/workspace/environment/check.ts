@@ -11,7 +11,14 @@ export async function environmentChecks(config: Config, workspace: string | null
   if (workspace !== null) {
     try {
       const found = await resolveEnvironment(config.environments, workspace, null)
-      if (found === null) return [{ name: 'environment', status: 'skip', message: `${workspace} has no environment (.ctxagent/environment.yml at its default branch, or environments: in the config)` }]
+      if (found === null)
+        return [
+          {
+            name: 'environment',
+            status: 'skip',
+            message: `${workspace} has no environment (.ctxagent/environment.yml at its default branch, or environments: in the config)`,
+          },
+        ]
       const from = [found.file, found.operator === null ? null : `environments.${found.operator}`].filter((x) => x !== null).join(' and ')
       return [await specCheck('environment', from, found.spec, env)]
     } catch (err) {
@@ -24,7 +31,12 @@ export async function environmentChecks(config: Config, workspace: string | null
 async function specCheck(name: string, from: string, spec: EnvironmentSpec, env: NodeJS.ProcessEnv): Promise<Check> {
   const missing = (spec.setup_secrets ?? []).filter((n) => (env[n] ?? '') === '')
   if (missing.length > 0)
-    return { name, status: 'fail', message: `${from}: setup_secrets ${missing.join(', ')} not set in ctxagent's environment`, hint: 'set them where ctxagent runs' }
+    return {
+      name,
+      status: 'fail',
+      message: `${from}: setup_secrets ${missing.join(', ')} not set in ctxagent's environment`,
+      hint: 'set them where ctxagent runs',
+    }
   const unresolved: string[] = []
   for (const host of (spec.setup_hosts ?? []).filter((h) => !h.startsWith('*.'))) {
     try {
@@ -37,6 +49,7 @@ async function specCheck(name: string, from: string, spec: EnvironmentSpec, env:
     spec.setup !== undefined ? `setup to ${(spec.setup_hosts ?? []).length} host(s), caching ${(spec.cache?.paths ?? []).join(', ')}` : 'no setup',
     spec.test !== undefined ? `test: ${spec.test}` : null,
   ].filter((p) => p !== null)
-  if (unresolved.length > 0) return { name, status: 'warn', message: `${from}: setup_hosts ${unresolved.join(', ')} do not resolve here`, hint: 'check the names' }
+  if (unresolved.length > 0)
+    return { name, status: 'warn', message: `${from}: setup_hosts ${unresolved.join(', ')} do not resolve here`, hint: 'check the names' }
   return { name, status: 'ok', message: `${from}: ${parts.join('; ')}` }
 }

@@ -1,4 +1,4 @@
-import { lstatSync } from 'node:fs'
+import { lstatSync, utimesSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Config } from '../../config/schema.js'
 import { secretValues } from '../../config/secrets.js'
@@ -89,8 +89,12 @@ export async function prepareEnvironment(input: PrepareInput): Promise<Prepared>
       { environment, workspace: input.workspace, plan, store: input.store, secrets, networks: input.config.tools.allowed_networks, log: input.log },
       input.signal,
     )
-    if (got.kind === 'failed') return { kind: 'failed', record: { ...record, cache: 'failed', error: got.error, tail: got.setup?.tail ?? null, setup_seconds: seconds(got.setup) } }
+    if (got.kind === 'failed')
+      return { kind: 'failed', record: { ...record, cache: 'failed', error: got.error, tail: got.setup?.tail ?? null, setup_seconds: seconds(got.setup) } }
     Object.assign(record, { cache: got.kind, setup_seconds: got.kind === 'miss' ? seconds(got.setup) : null })
+    // Its last use, for cleanup's age (docs/environments.md#the-cache).
+    const now = new Date()
+    utimesSync(got.entry, now, now)
     if (input.prepareOnly !== true) Object.assign(record, restore(got.entry, input.workspace, spec.cache?.paths ?? []))
   }
   if (spec.maintenance !== undefined && input.prepareOnly !== true) {
