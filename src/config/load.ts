@@ -167,7 +167,7 @@ export function parseYamlWith<T>(schema: z.ZodMiniType<T>, yamlText: string, fil
   const reserved = findProtoKey(data, [])
   if (reserved) throw new UsageError(`${file}: ${formatPath(reserved)} cannot be used as a name (__proto__ is reserved)`, 'fix the file')
   const result = schema.safeParse(data, { reportInput: true })
-  if (!result.success) throw new UsageError(`${file}: ${describeIssue(result.error.issues[0] as z.core.$ZodIssue)}`, 'fix the file')
+  if (!result.success) throw new UsageError(`${file}: ${describeIssue(result.error.issues[0] as z.core.$ZodIssue, result.error.issues)}`, 'fix the file')
   return result.data
 }
 
