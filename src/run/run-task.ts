@@ -9,6 +9,7 @@ import { holdForTest } from '../test-pause.js'
 import { agentLimits, summarizerFor } from './agent-setup.js'
 import { ChatLoop } from './chat.js'
 import { deliverCompleted, deliveryStart } from './delivery-step.js'
+import { environmentStep, testStep } from './environment-step.js'
 import { issueStatus, labelIssue, movesLabels } from './issue-labels.js'
 import { createRunLog } from './log.js'
 import { outcomeText } from './outcome.js'
@@ -86,11 +87,17 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   let mcp: { close(): Promise<void> } | null = null
   let unwatch = (): void => undefined
   try {
+    // A new task's environment (docs/environments.md), before any LLM request: a failed setup ends it here.
+    const prepared = start.kind === 'new' ? await environmentStep(run, handle, hidden, log, begun) : { kind: 'ready' as const, note: null }
+    if (prepared.kind === 'failed') {
+      Object.assign(traced, { status: 'setup_failed', error: prepared.outcome.error })
+      return prepared.outcome
+    }
     const { made, guard, client } = await taskClient(run, handle, start.kind === 'resume', log)
     const tools = ToolRegistry.builtin({ allowShell: settings.allowShell, finish: !settings.chat })
     // A task whose agent stopped after its finish call, before state.json took the answer.
     let finished: RecordedFinish | null = null
-    if (start.kind === 'new') await beginNew(handle, run, start, inheritance, client, log)
+    if (start.kind === 'new') await beginNew(handle, run, start, inheritance, client, log, prepared.note)
     else finished = await beginResumed(handle, tools, client, log)
     if (guard !== null) {
       const said = budgetLine(config, settings, handle.metadata.user ?? '', client.model, guard.spent)
@@ -149,6 +156,8 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     unwatch()
     // A stop from here on does not pause a completed task: its ending (delivery, final summary) goes on, and the signal's line says so.
     if (ending.kind === 'completed') heard.answered = true
+    // The repository's test command, run by ctxagent itself once the agent finished (docs/environments.md#the-test-command).
+    if (ending.kind === 'completed') await testStep(run, handle, hidden, log)
     const deliverStep = (answer: string, finishStatus: 'done' | 'blocked' | null) => deliverCompleted(handle, config, env.layout, log, answer, finishStatus)
     const outcome = await settle(
       handle,

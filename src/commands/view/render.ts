@@ -6,6 +6,7 @@ import { clip, grouped } from '../../text.js'
 import { mainArgument } from '../../tools/main-argument.js'
 import type { RequestsCost, TokenSplit } from '../../operations/tokens.js'
 import { deliveryLine, deliveryOf } from '../../storage/task/delivery.js'
+import { environmentLine, environmentOf, testRunLine, testRunOf } from '../../storage/task/environment-view.js'
 import type { ownerState } from '../../storage/lock/staleness.js'
 import { diedState } from '../../storage/task/lifecycle.js'
 
@@ -53,6 +54,11 @@ export function renderOverview(
     )
   }
   if (s?.error) lines.push(`${c.bold('Error:')} ${c.red(s.error)}`)
+  const environment = environmentOf(s)
+  if (environment !== null)
+    lines.push(`${c.bold('Environment:')} ${environment.status === 'ready' ? environmentLine(environment) : c.red(environmentLine(environment))}`)
+  const tested = testRunOf(s)
+  if (tested !== null) lines.push(`${c.bold('Test command:')} ${tested.exit_code === 0 ? testRunLine(tested) : c.yellow(testRunLine(tested))}`)
   const delivered = deliveryOf(s)
   if (delivered !== null) lines.push(`${c.bold('Delivered:')} ${delivered.refused === null ? deliveryLine(delivered) : c.yellow(deliveryLine(delivered))}`)
   // Its agent died (reaped): nothing is lost, it goes on from its last recorded message.
