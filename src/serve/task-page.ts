@@ -47,6 +47,9 @@ export function renderTask(ctx: CommandEnv, v: TaskView, acting: Acting, notice:
     ['Owner', o.lock ? `pid ${o.lock.process_id} on ${o.lock.hostname}, heartbeat ${ago(o.lock.heartbeat_at, now)} ago` : 'none'],
   ]
   if (s?.error) facts.push(['Error', html`<span class="error">${s.error}</span>`])
+  // Waits on the provider (docs/running.md#waits), the newest last: a wait, not an error.
+  if (o.waits.length > 0)
+    facts.push(['Waits', html`${o.waits.map((w, i) => html`${i > 0 ? html`<br>` : ''}<span class="when">${w.created_at}</span> ${w.plan_content}`)}`])
   const delivered = deliveryOf(s)
   if (delivered !== null)
     facts.push([
