@@ -1,6 +1,6 @@
 import type { PoolClient } from 'pg'
 import { pgCountersMigration, pgToolCallsMigration, pgTotalsMigration } from './pg-totals.js'
-import { PG_SPEND_CARRIED_MIGRATION, PG_SPEND_MIGRATION } from './spend.js'
+import { PG_SPEND_MIGRATION } from './spend.js'
 import { PG_QUEUE_WAITS_MIGRATION } from './queue-waits.js'
 import { PG_FLEET_COUNTERS_MIGRATION } from './fleet-counters.js'
 
@@ -203,8 +203,6 @@ const MIGRATIONS: readonly string[] = [
   PG_QUEUE_WAITS_MIGRATION,
   // The fleet's counters (claims, finished jobs, retries, budget pauses): running totals kept by triggers, which cleanup leaves (fleet-counters.ts).
   PG_FLEET_COUNTERS_MIGRATION,
-  // What tasks.db's spend has given user_spend, so that carrying it (reindex, a tree's first fleet use) adds it once (spend.ts).
-  PG_SPEND_CARRIED_MIGRATION,
 ]
 
 /** Advisory lock keys (bigint constants: hashtext() is not a stable API); transaction-scoped only (docs/contract.md §14.5). */

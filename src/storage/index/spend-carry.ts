@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs'
 import type { PoolClient } from 'pg'
 import { LOCK_KEYS } from './pg-schema.js'
-import { PG_SPEND } from './spend.js'
+import { PG_SPEND, PG_SPEND_CARRIED_MIGRATION } from './spend.js'
 import type { SpendRow } from './spend.js'
 import { TaskIndex } from './task-index.js'
 
@@ -28,6 +28,8 @@ export function hostSpend(dbPath: string): SpendRow[] {
 export async function carrySpend(client: PoolClient, source: string, rows: readonly SpendRow[]): Promise<number> {
   if (rows.length === 0) return 0
   await client.query('SELECT pg_advisory_xact_lock($1)', [LOCK_KEYS.carrySpend])
+  // Made here, under the lock, not by a numbered migration: only a tree that has a tasks.db ever needs it.
+  await client.query(PG_SPEND_CARRIED_MIGRATION)
   const json = JSON.stringify(rows)
   const delta = (await client.query<SpendRow>(PG_SPEND.uncarried, [source, json])).rows.map((r) => ({ ...r, usd: Number(r.usd), requests: Number(r.requests) }))
   if (delta.length > 0) await client.query(PG_SPEND.add, [JSON.stringify(delta)])
