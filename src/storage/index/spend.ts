@@ -7,7 +7,8 @@ import type { Database as Db, Statement } from 'better-sqlite3'
  * - `user_spend`: USD spent per user per day (the day in budgets.timezone, `YYYY-MM-DD`),
  *   added to by each agent after each LLM request it paid for. Not derived from `tasks`:
  *   a task's cost spans days, and prices are config. So cleanup (which deletes task rows)
- *   and reindex (which rebuilds them) leave it as it is, as they leave the counters.
+ *   and reindex (which rebuilds them) leave it as it is, as they leave the counters;
+ *   reindex into PostgreSQL adds tasks.db's to it, once (spend-carry.ts).
  * - `llm_key_limits`: a provider's usage limit on one API key, until when: keyed by the
  *   SHA-256 of base URL and key (never the key), so that every task on that key waits
  *   without a failed request of its own.

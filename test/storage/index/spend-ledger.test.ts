@@ -65,7 +65,7 @@ describe('one spend ledger when a tree joins a fleet', () => {
     spendOnHost(tree.layout.db, 'bob', 0.35)
     const r = await cliAsync(['stats', '--home', tree.base, '--config', config], database.env())
     expect(r.code, r.stderr).toBe(0)
-    expect(r.stderr).toContain("carried $0.35 of spend from")
+    expect(r.stderr).toContain('carried $0.35 of spend from')
     expect(await fleetSpend('bob')).toEqual([0.35])
     expect((await cliAsync(['stats', '--home', tree.base, '--config', config], database.env())).code).toBe(0)
     expect(await fleetSpend('bob')).toEqual([0.35])
