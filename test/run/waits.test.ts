@@ -1,6 +1,7 @@
 import { writeFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import { cli } from '../helpers/run.js'
+import { startServe } from '../serve/helpers.js'
 import { onlyTask, runSetup } from './harness.js'
 
 /*
@@ -17,7 +18,9 @@ interface WaitLine {
   wait_reason: string
 }
 
-async function retried(retryAfter: string): Promise<{ waits: WaitLine[]; view: string; viewJson: { waits: { plan_content: string }[] } }> {
+async function retried(
+  retryAfter: string,
+): Promise<{ waits: WaitLine[]; view: string; viewJson: { waits: { plan_content: string }[] }; page: () => Promise<string> }> {
   const s = await runSetup()
   writeFileSync(s.config, s.fake.configYaml().replace('llm:\n', 'llm:\n  max_retry_wait: 600\n'))
   s.fake.queue.push({ status: 429, content: 'slow down', headers: { 'retry-after': retryAfter } })
@@ -34,7 +37,12 @@ async function retried(retryAfter: string): Promise<{ waits: WaitLine[]; view: s
   const home = ['--home', s.tree.base, '--config', s.config]
   const view = cli(['view', task.uuid, ...home], { COLUMNS: '200' }).stdout
   const viewJson = JSON.parse(cli(['view', task.uuid, '--json', ...home]).stdout) as { waits: { plan_content: string }[] }
-  return { waits, view, viewJson }
+  // The task page, from `serve` on the same tree.
+  const page = async () => {
+    const served = await startServe(s.tree.base, { config: s.config })
+    return (await served.get(`/tasks/${task.uuid}`)).text()
+  }
+  return { waits, view, viewJson, page }
 }
 
 describe('waits on the provider', () => {
@@ -57,8 +65,11 @@ describe('waits on the provider', () => {
     })
 
   it('a short wait the server asks for is taken, and leaves its trace like any other', { timeout: 60_000 }, async () => {
-    const { waits, view } = await retried('1')
+    const { waits, view, page } = await retried('1')
     expect(waits.map((w) => [w.wait_ms, w.wait_reason])).toEqual([[1000, 'the server asked (Retry-After: 1)']])
     expect(view).toContain('waiting 1.0 s before retry 1: the provider answered 429; the server asked (Retry-After: 1)')
+    const html = await page()
+    expect(html).toContain('<dt>Waits</dt>')
+    expect(html).toContain('waiting 1.0 s before retry 1: the provider answered 429; the server asked (Retry-After: 1)')
   })
 })
