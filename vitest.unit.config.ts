@@ -8,6 +8,7 @@ export default defineConfig({
   test: {
     include: [
       'test/architecture/layers.test.ts',
+      'test/bench/dist-imports.test.ts',
       'test/commands/jobs-list.test.ts',
       'test/commands/view-render.test.ts',
       'test/config/example.test.ts',
