@@ -52,6 +52,9 @@ export function renderTask(ctx: CommandEnv, v: TaskView, acting: Acting, notice:
   if (environment !== null) facts.push(['Environment', environmentLine(environment)])
   const tested = testRunOf(s)
   if (tested !== null) facts.push(['Test command', testRunLine(tested)])
+  // Waits on the provider (docs/running.md#waits), the newest last: a wait, not an error.
+  if (o.waits.length > 0)
+    facts.push(['Waits', html`${o.waits.map((w, i) => html`${i > 0 ? html`<br>` : ''}<span class="when">${w.created_at}</span> ${w.plan_content}`)}`])
   const delivered = deliveryOf(s)
   if (delivered !== null)
     facts.push([

@@ -84,6 +84,11 @@ export function renderOverview(
   for (const summary of o.summaries) {
     lines.push(`  [${summary.summary_id}] seq ${summary.start_seq}-${summary.end_seq}: ${preview(summary.summary, PREVIEW)}`)
   }
+  // Waits on the provider (docs/running.md#waits): a task that sat still says why.
+  if (o.waits.length > 0) {
+    lines.push('', `${c.bold('Waits:')} (last ${o.waits.length}; all with --planning --all)`)
+    for (const w of o.waits) lines.push(`  ${c.dim(w.created_at)} ${w.plan_content}`)
+  }
   if (o.final_summary !== null) lines.push('', `${c.bold('Final summary:')} ${preview(o.final_summary, PREVIEW)}`)
   return lines.join('\n')
 }

@@ -210,7 +210,7 @@ const MIGRATIONS: readonly string[] = [
 ]
 
 /** Advisory lock keys (bigint constants: hashtext() is not a stable API); transaction-scoped only (docs/contract.md §14.5). */
-export const LOCK_KEYS = { migrate: 0x637478_01, claimPerUser: 0x637478_04, rollUp: ROLL_UP_LOCK } as const
+export const LOCK_KEYS = { migrate: 0x637478_01, claimPerUser: 0x637478_04, carrySpend: 0x637478_06, rollUp: ROLL_UP_LOCK } as const
 
 /**
  * Brings the schema up to date: under a transaction-scoped advisory lock, so that many

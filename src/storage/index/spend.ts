@@ -7,7 +7,8 @@ import type { Database as Db, Statement } from 'better-sqlite3'
  * - `user_spend`: USD spent per user per day (the day in budgets.timezone, `YYYY-MM-DD`),
  *   added to by each agent after each LLM request it paid for. Not derived from `tasks`:
  *   a task's cost spans days, and prices are config. So cleanup (which deletes task rows)
- *   and reindex (which rebuilds them) leave it as it is, as they leave the counters.
+ *   and reindex (which rebuilds them) leave it as it is, as they leave the counters;
+ *   reindex into PostgreSQL adds tasks.db's to it, once (spend-carry.ts).
  * - `llm_key_limits`: a provider's usage limit on one API key, until when: keyed by the
  *   SHA-256 of base URL and key (never the key), so that every task on that key waits
  *   without a failed request of its own.
@@ -181,6 +182,20 @@ export class SqliteSpend {
   }
 }
 
+/**
+ * What tasks.db's user_spend has already given PostgreSQL's, per tree (`source`, the
+ * tasks.db path) and user and day: carrying it again adds only what was spent since
+ * (docs/fleet-operations.md#joining-a-fleet), so a reindex run twice never counts twice.
+ */
+export const PG_SPEND_CARRIED_MIGRATION = `CREATE TABLE IF NOT EXISTS user_spend_carried (
+     source TEXT NOT NULL,
+     "user" TEXT NOT NULL,
+     day TEXT NOT NULL,
+     usd DOUBLE PRECISION NOT NULL DEFAULT 0,
+     requests BIGINT NOT NULL DEFAULT 0,
+     PRIMARY KEY (source, "user", day)
+   );`
+
 /** PostgreSQL's side: the statements, with their parameters in the same order as tasks.db's. */
 export const PG_SPEND = {
   /** A batch of additions: `[{user, day, usd, requests}]` as one JSON parameter. */
@@ -196,5 +211,14 @@ export const PG_SPEND = {
   setLimits: `INSERT INTO llm_key_limits (key, provider, until, recorded_at)
     SELECT key, provider, until, now() FROM jsonb_to_recordset($1::jsonb) AS l(key TEXT, provider TEXT, until TIMESTAMPTZ)
     ON CONFLICT (key) DO UPDATE SET provider = excluded.provider, until = excluded.until, recorded_at = excluded.recorded_at`,
+  /** What tasks.db's rows (`$2`, JSON) hold beyond what source `$1` carried before, per user and day. */
+  uncarried: `SELECT s."user", s.day, s.usd - coalesce(c.usd, 0) AS usd, greatest(s.requests - coalesce(c.requests, 0), 0)::bigint AS requests
+    FROM jsonb_to_recordset($2::jsonb) AS s("user" TEXT, day TEXT, usd DOUBLE PRECISION, requests BIGINT)
+    LEFT JOIN user_spend_carried c ON c.source = $1 AND c."user" = s."user" AND c.day = s.day
+    WHERE s.usd > coalesce(c.usd, 0)`,
+  /** The figures source `$1` has carried, as of its rows `$2` (JSON). */
+  carried: `INSERT INTO user_spend_carried (source, "user", day, usd, requests)
+    SELECT $1, "user", day, usd, requests FROM jsonb_to_recordset($2::jsonb) AS s("user" TEXT, day TEXT, usd DOUBLE PRECISION, requests BIGINT)
+    ON CONFLICT (source, "user", day) DO UPDATE SET usd = greatest(user_spend_carried.usd, excluded.usd), requests = greatest(user_spend_carried.requests, excluded.requests)`,
   limit: `SELECT to_char(until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS until FROM llm_key_limits WHERE key = $1`,
 } as const
