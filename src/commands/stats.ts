@@ -195,14 +195,14 @@ async function stats(ctx: CommandEnv, opts: StatsOptions): Promise<void> {
 /** In a fleet (docs/contract.md §14.2): the queue's alerts join the others; a database that cannot be reached is critical. */
 async function addQueueAlerts(ctx: CommandEnv, result: CheckResult): Promise<void> {
   const { fleetPool } = await import('../actions/fleet-db.js')
-  const { fleetStatus, queueAlerts } = await import('../fleet/status.js')
+  const { fleetStatus, queueAlerts } = await import('../fleet/queue/status.js')
   const { workerLiveSeconds } = await import('./fleet.js')
   let alerts
   try {
     const { pool } = await fleetPool(ctx, 'stats')
     try {
       const status = await fleetStatus(pool, workerLiveSeconds(ctx))
-      const { leaseAlerts } = await import('../fleet/lease.js')
+      const { leaseAlerts } = await import('../fleet/recovery/lease.js')
       alerts = [...queueAlerts(status, ctx.config.alerts.queue_wait_minutes), ...(await leaseAlerts(pool))]
       result.summary += `, ${status.jobs.waiting} job(s) waiting, ${status.workers.filter((w) => w.live).length} live worker(s)`
     } finally {

@@ -1,8 +1,8 @@
 import type { ChildProcess } from 'node:child_process'
 import type { AgentLauncher } from './agent-launcher.js'
-import type { Job } from './job.js'
-import { closeVerdict, stateText, taskSnapshot } from './task-outcome.js'
-import type { CloseVerdict } from './task-outcome.js'
+import type { Job } from '../queue/job.js'
+import { closeVerdict, stateText, taskSnapshot } from '../queue/task-outcome.js'
+import type { CloseVerdict } from '../queue/task-outcome.js'
 import { problemIn } from './worker-log.js'
 import type { WorkerOptions } from './worker-options.js'
 

@@ -1,4 +1,4 @@
-import type { Job } from './job.js'
+import type { Job } from '../queue/job.js'
 
 /** What this worker's own configuration lets it serve (docs/contract.md §14.5). */
 export interface WorkerAbilities {

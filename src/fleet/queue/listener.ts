@@ -1,5 +1,5 @@
 import type { Client } from 'pg'
-import { hostname } from '../storage/fs/process-info.js'
+import { hostname } from '../../storage/fs/process-info.js'
 
 /** Where a wake-up came from: the worker's own channel (a job chose it), the channel every worker hears (a job, or a running job cancelled), or a reconnect. */
 export type WakeFrom = 'own' | 'all' | 'cancel' | 'connected'

@@ -1,4 +1,4 @@
-import { forTerminal } from '../terminal-text.js'
+import { forTerminal } from '../../terminal-text.js'
 
 /**
  * A worker's log on stderr: `ctxagent worker <id>: …` lines, or with --log-format json

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import { readFileSync, readlinkSync } from 'node:fs'
 import type { Pool } from 'pg'
-import { UsageError } from '../errors.js'
-import { inTransaction } from '../storage/index/pg-pool.js'
+import { UsageError } from '../../errors.js'
+import { inTransaction } from '../../storage/index/pg-pool.js'
 
 export interface WorkerRecord {
   id: string

@@ -1,4 +1,4 @@
-import type { TaskState } from '../storage/task/state.js'
+import type { TaskState } from '../../storage/task/state.js'
 
 /** fleet.retry: how a task paused by a passing LLM failure is run again. */
 export interface RetryPolicy {

@@ -1,9 +1,9 @@
-import { locateTask } from '../storage/fs/layout.js'
-import { appendInbox } from '../storage/task/inbox.js'
+import { locateTask } from '../../storage/fs/layout.js'
+import { appendInbox } from '../../storage/task/inbox.js'
 import { signalGroup } from './agent-launcher.js'
 import type { Running } from './job-child.js'
-import type { JobQueue } from './job-queue.js'
-import { stateText } from './task-outcome.js'
+import type { JobQueue } from '../queue/job-queue.js'
+import { stateText } from '../queue/task-outcome.js'
 import type { WorkerOptions } from './worker-options.js'
 
 /** What delivering cancels needs of its worker: its slots, and the queue that says which of its claims an operator cancelled. */

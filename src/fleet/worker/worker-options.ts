@@ -1,10 +1,10 @@
 import type { Pool } from 'pg'
-import type { Layout } from '../storage/fs/layout.js'
-import type { ClaimBudget } from './claim-budget.js'
-import type { CloneCredential } from './clone.js'
-import type { Job } from './job.js'
+import type { Layout } from '../../storage/fs/layout.js'
+import type { ClaimBudget } from '../queue/claim-budget.js'
+import type { CloneCredential } from '../../workspace/clone.js'
+import type { Job } from '../queue/job.js'
 import type { WorkerRecord } from './registry.js'
-import type { RetryPolicy } from './retry-policy.js'
+import type { RetryPolicy } from '../queue/retry-policy.js'
 
 export interface WorkerOptions {
   url: string

@@ -1,12 +1,12 @@
 import { existsSync } from 'node:fs'
 import { randomUUID } from 'node:crypto'
 import type { Pool } from 'pg'
-import type { LabelledItem, Tracker, TriggerCheck } from '../sources/types.js'
-import type { Layout } from '../storage/fs/layout.js'
-import { CtxError } from '../errors.js'
-import { inTransaction, pgReason } from '../storage/index/pg-pool.js'
-import type { JobSpec } from './job-spec.js'
-import { JobQueue } from './job-queue.js'
+import type { LabelledItem, Tracker, TriggerCheck } from '../../sources/types.js'
+import type { Layout } from '../../storage/fs/layout.js'
+import { CtxError } from '../../errors.js'
+import { inTransaction, pgReason } from '../../storage/index/pg-pool.js'
+import type { JobSpec } from '../queue/job-spec.js'
+import { JobQueue } from '../queue/job-queue.js'
 
 /** The labels `poll` sets (names in config: poll.labels). */
 export interface StatusLabels {

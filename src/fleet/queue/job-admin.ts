@@ -1,6 +1,6 @@
 import type { Pool } from 'pg'
-import { CtxError, LockedError, NotFoundError, UsageError } from '../errors.js'
-import { inTransaction } from '../storage/index/pg-pool.js'
+import { CtxError, LockedError, NotFoundError, UsageError } from '../../errors.js'
+import { inTransaction } from '../../storage/index/pg-pool.js'
 import type { JobKind, JobState } from './job.js'
 import type { JobSpec } from './job-spec.js'
 import { JOB_STATES } from './job.js'

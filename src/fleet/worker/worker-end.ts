@@ -1,5 +1,5 @@
-import type { Ended, Job, JobEnd } from './job.js'
-import type { JobQueue } from './job-queue.js'
+import type { Ended, Job, JobEnd } from '../queue/job.js'
+import type { JobQueue } from '../queue/job-queue.js'
 import type { WorkerOptions } from './worker-options.js'
 
 /** What ending a job needs of its worker: its queue, whether it stops, and its wait that a stop cuts short. */

@@ -1,8 +1,8 @@
-import type { Config } from '../config/schema.js'
-import { activeEndpoint } from '../config/endpoint.js'
-import { dayKey, nextDayStart, nextMonthStart, priceOf, requestEstimate, sharedCaps } from '../operations/budgets.js'
-import { effectiveConfig } from '../run/settings.js'
-import { monthRange } from '../storage/index/spend.js'
+import type { Config } from '../../config/schema.js'
+import { activeEndpoint } from '../../config/endpoint.js'
+import { dayKey, nextDayStart, nextMonthStart, priceOf, requestEstimate, sharedCaps } from '../../operations/budgets.js'
+import { effectiveConfig } from '../../run/settings.js'
+import { monthRange } from '../../storage/index/spend.js'
 
 /**
  * The shared cost caps as the claim knows them (docs/fleet-operations.md#waits): a job

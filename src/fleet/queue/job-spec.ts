@@ -1,7 +1,7 @@
 import { isAbsolute } from 'node:path'
 import * as z from 'zod/mini'
-import { isUuid } from '../storage/fs/layout.js'
-import { isPrintableName, NAME_RULE } from '../text.js'
+import { isUuid } from '../../storage/fs/layout.js'
+import { isPrintableName, NAME_RULE } from '../../text.js'
 
 /**
  * What a job may ask of a worker, checked where it is written (enqueue, poll) and again

@@ -1,5 +1,5 @@
 import type { Pool, PoolClient } from 'pg'
-import { inTransaction } from '../storage/index/pg-pool.js'
+import { inTransaction } from '../../storage/index/pg-pool.js'
 import type { ClaimBudget } from './claim-budget.js'
 import { claimJob } from './claim-statement.js'
 import type { Ended, HandBack, IdleChannel, Job, JobEnd, JobState, KeyHolder, NewJob } from './job.js'
