@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process'
 import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { HELPER, httpOrigin } from '../delivery/credential-helper.js'
-import { validRef } from '../fleet/queue/job-spec.js'
+import { validRef } from './ref.js'
 
 /** A token for the HTTPS clones of one host (a forge's): given to git at clone time, never written into the clone. */
 export interface CloneCredential {

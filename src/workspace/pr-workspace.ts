@@ -6,7 +6,7 @@ import { CtxError } from '../errors.js'
 import type { PrHead } from '../storage/task/metadata.js'
 import type { CloneCredential } from './clone.js'
 import { credentialFor, gitEnv, HELPER } from './clone.js'
-import { validRef } from '../fleet/queue/job-spec.js'
+import { validRef } from './ref.js'
 
 /**
  * A task on a pull request works on its head branch (docs/delivery.md#the-review-loop):

@@ -15,8 +15,13 @@ export const FLOORS: readonly (readonly string[])[] = [
   // pool and lease passes): typed outcomes that commands/ print and serve/ renders.
   ['actions/'],
   ['command-env.ts'],
-  ['fleet/'],
+  // The fleet in parts, each the only writer of its tables: the worker process, polling and the
+  // review loop, the watch-locks pass over jobs; all of them over the queue (fleet_jobs and its history).
+  ['fleet/worker/', 'fleet/poll/', 'fleet/recovery/'],
+  ['fleet/queue/'],
   ['run/'],
+  // What a task works in: clones and pull-request checkouts, for a single-host run and a worker alike.
+  ['workspace/'],
   // Delivery of a finished task's change (git, the forge's PR/MR): called by the loop, above the tools and sources it uses.
   ['delivery/'],
   ['operations/'],

@@ -2,6 +2,7 @@ import { isAbsolute } from 'node:path'
 import * as z from 'zod/mini'
 import { isUuid } from '../../storage/fs/layout.js'
 import { isPrintableName, NAME_RULE } from '../../text.js'
+import { validRef } from '../../workspace/ref.js'
 
 /**
  * What a job may ask of a worker, checked where it is written (enqueue, poll) and again
@@ -37,14 +38,6 @@ function userinfoProblem(url: string): boolean {
 /** The URL with whatever stands before its host's @ cut out (scp-like user:password@host too), for messages. */
 export function withoutUserinfo(url: string): string {
   return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)?[^/]*@/i, (_all, scheme: string | undefined) => `${scheme ?? ''}…@`)
-}
-
-/**
- * Whether a `--repo` ref may be given to git: a branch, tag or commit name, never
- * something git would read as an option (`-f`, `--merge`) or a revision range.
- */
-export function validRef(ref: string): boolean {
-  return /^[\w./-]{1,200}$/.test(ref) && !ref.startsWith('-') && !ref.includes('..') && !ref.endsWith('.lock') && !ref.endsWith('/') && !ref.endsWith('.')
 }
 
 /**
