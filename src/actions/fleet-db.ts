@@ -9,6 +9,7 @@ import { connectPool, pgReason } from '../storage/index/pg-pool.js'
 import { migrate } from '../storage/index/pg-schema.js'
 import { refusalText, withLease } from '../fleet/recovery/lease.js'
 import type { LeaseName, LeaseRefusal } from '../fleet/recovery/lease.js'
+import { workerLiveSeconds } from '../storage/index/worker-liveness.js'
 
 /** The fleet's database for a fleet command: required, reachable, and migrated; else one line and nothing done. */
 export async function fleetPool(ctx: CommandEnv, role: string, max = 4): Promise<{ pool: Pool; url: string }> {
@@ -87,8 +88,7 @@ export async function fleetReapPass(
   const { fleetPass } = await import('../fleet/recovery/recovery.js')
   const { pool } = await fleetPool(ctx, 'watch-locks')
   try {
-    const locks = ctx.config.locks
-    const liveSeconds = locks.stale_after_remote_seconds ?? 2 * locks.stale_after_seconds
+    const liveSeconds = workerLiveSeconds(ctx.config.locks)
     const lease = {
       name: 'watch-locks' as const,
       ...leaseTimes(ctx),

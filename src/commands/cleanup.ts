@@ -2,7 +2,7 @@ import { Command } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask, fleetDatabaseUrl, withTaskEnv } from '../command-env.js'
 import { fleetPool, fleetReapPass, withFleetLease } from '../actions/fleet-db.js'
-import { workerLiveSeconds } from './fleet.js'
+import { workerLiveSeconds } from '../storage/index/worker-liveness.js'
 import { printSettled } from './watch-locks.js'
 import { formatBytes } from '../duration.js'
 import { CtxError, NotFoundError, UsageError } from '../errors.js'
@@ -170,7 +170,7 @@ function fleetPassOptions(opts: CleanupOptions): { intervalMs: number; once: boo
 async function expireFleetRows(ctx: CommandEnv, dryRun: boolean): Promise<{ jobs: number; workers: number }> {
   const { pool } = await fleetPool(ctx, 'cleanup')
   try {
-    return await expireRows(pool, ctx.config.fleet.retention_days, workerLiveSeconds(ctx), dryRun)
+    return await expireRows(pool, ctx.config.fleet.retention_days, workerLiveSeconds(ctx.config.locks), dryRun)
   } finally {
     await pool.end().catch(() => undefined)
   }

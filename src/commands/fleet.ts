@@ -7,6 +7,7 @@ import { table } from '../render.js'
 import { fleetPool } from '../actions/fleet-db.js'
 import { fleetInitCommand } from './fleet-init.js'
 import { withEnv } from './shared.js'
+import { workerLiveSeconds } from '../storage/index/worker-liveness.js'
 
 export function fleetCommand(): Command {
   return new Command('fleet')
@@ -17,16 +18,10 @@ export function fleetCommand(): Command {
     .action(withEnv(fleet))
 }
 
-/** How long a worker's heartbeat may age before it counts as gone: as for a remote lock (docs/contract.md §4). */
-export function workerLiveSeconds(ctx: CommandEnv): number {
-  const locks = ctx.config.locks
-  return locks.stale_after_remote_seconds ?? 2 * locks.stale_after_seconds
-}
-
 async function fleet(ctx: CommandEnv): Promise<void> {
   const { pool } = await fleetPool(ctx, 'fleet')
   try {
-    const status = await fleetStatus(pool, workerLiveSeconds(ctx))
+    const status = await fleetStatus(pool, workerLiveSeconds(ctx.config.locks))
     if (ctx.json) ctx.io.json(status)
     else ctx.io.out(render(ctx, status))
   } finally {

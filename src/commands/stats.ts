@@ -196,12 +196,12 @@ async function stats(ctx: CommandEnv, opts: StatsOptions): Promise<void> {
 async function addQueueAlerts(ctx: CommandEnv, result: CheckResult): Promise<void> {
   const { fleetPool } = await import('../actions/fleet-db.js')
   const { fleetStatus, queueAlerts } = await import('../fleet/queue/status.js')
-  const { workerLiveSeconds } = await import('./fleet.js')
+  const { workerLiveSeconds } = await import('../storage/index/worker-liveness.js')
   let alerts
   try {
     const { pool } = await fleetPool(ctx, 'stats')
     try {
-      const status = await fleetStatus(pool, workerLiveSeconds(ctx))
+      const status = await fleetStatus(pool, workerLiveSeconds(ctx.config.locks))
       const { leaseAlerts } = await import('../fleet/recovery/lease.js')
       alerts = [...queueAlerts(status, ctx.config.alerts.queue_wait_minutes), ...(await leaseAlerts(pool))]
       result.summary += `, ${status.jobs.waiting} job(s) waiting, ${status.workers.filter((w) => w.live).length} live worker(s)`

@@ -25,6 +25,7 @@ import { giveWorkspace, sandboxIdentity } from '../tools/sandbox/identity.js'
 import { fleetListenUrl, fleetPool } from '../actions/fleet-db.js'
 import { claimBudget } from '../fleet/queue/claim-budget.js'
 import { pause, positiveIntArg, withEnv } from './shared.js'
+import { workerLiveSeconds } from '../storage/index/worker-liveness.js'
 
 interface WorkerOptions {
   concurrency: number
@@ -200,7 +201,7 @@ async function worker(ctx: CommandEnv, opts: WorkerOptions, stop: StopRequests):
 
 async function serve(ctx: CommandEnv, opts: WorkerOptions, stop: StopRequests, log: WorkerLog): Promise<void> {
   const locks = ctx.config.locks
-  const liveSeconds = locks.stale_after_remote_seconds ?? 2 * locks.stale_after_seconds
+  const liveSeconds = workerLiveSeconds(locks)
   const up = await whenDatabaseUp(ctx, opts, stop, log, liveSeconds)
   if (up === null) {
     log.info('stopped before it started')

@@ -1,6 +1,7 @@
 import type { Pool } from 'pg'
 import { JOB_STATES } from './job.js'
 import type { JobState } from './job.js'
+import { liveWorkerSql } from '../../storage/index/worker-liveness.js'
 
 export interface FleetWorker {
   id: string
@@ -29,7 +30,7 @@ export interface FleetStatus {
 export async function fleetStatus(pool: Pool, liveSeconds: number): Promise<FleetStatus> {
   const workers = await pool.query<Record<string, unknown>>(
     `SELECT w.id, w.hostname, w.pid, w.concurrency, w.started_at, w.heartbeat_at,
-            (w.heartbeat_at > now() - make_interval(secs => $1)) AS live,
+            ${liveWorkerSql('w', '$1')} AS live,
             COALESCE(array_agg(j.task_uuid ORDER BY j.id) FILTER (WHERE j.id IS NOT NULL), '{}') AS tasks
      FROM fleet_workers w LEFT JOIN fleet_jobs j ON j.claimed_by = w.id AND j.state = 'running'
      WHERE w.stopped_at IS NULL GROUP BY w.id ORDER BY w.hostname, w.started_at`,

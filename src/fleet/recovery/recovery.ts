@@ -12,6 +12,7 @@ import { llmOutage } from '../queue/retry-policy.js'
 import { completedEnd, limitedEnd } from '../queue/task-outcome.js'
 import { recordAttempt } from '../queue/job-history.js'
 import type { JobEnd } from '../queue/job.js'
+import { liveWorkerSql } from '../../storage/index/worker-liveness.js'
 
 export interface FleetPassResult {
   result: PassResult
@@ -70,7 +71,7 @@ export async function fleetPass(
 async function openJobs(pool: Pool, liveSeconds: number): Promise<OpenJob[]> {
   const result = await pool.query<Record<string, unknown>>(
     `SELECT j.id, j.task_uuid, j.kind, j.spec, j.priority, j.attempts, j.claimed_at,
-            (w.id IS NOT NULL AND w.stopped_at IS NULL AND w.heartbeat_at > now() - make_interval(secs => $1)) AS worker_live,
+            (w.id IS NOT NULL AND ${liveWorkerSql('w', '$1')}) AS worker_live,
             (SELECT count(*) FROM fleet_jobs d WHERE d.task_uuid = j.task_uuid AND d.outcome = 'died') AS died
      FROM fleet_jobs j LEFT JOIN fleet_workers w ON w.id = j.claimed_by
      WHERE j.state = 'running'`,

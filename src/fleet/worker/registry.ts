@@ -3,6 +3,7 @@ import { readFileSync, readlinkSync } from 'node:fs'
 import type { Pool } from 'pg'
 import { UsageError } from '../../errors.js'
 import { inTransaction } from '../../storage/index/pg-pool.js'
+import { liveWorkerSql } from '../../storage/index/worker-liveness.js'
 
 export interface WorkerRecord {
   id: string
@@ -39,8 +40,7 @@ export async function registerWorker(pool: Pool, hostname: string, concurrency: 
     // One registration at a time per name, so that two hosts starting together cannot both pass the check.
     await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`ctxagent worker ${hostname}`])
     const clash = await client.query<{ id: string }>(
-      `SELECT id FROM fleet_workers WHERE hostname = $1 AND host_id <> $2 AND stopped_at IS NULL
-       AND heartbeat_at > now() - make_interval(secs => $3) LIMIT 1`,
+      `SELECT id FROM fleet_workers w WHERE hostname = $1 AND host_id <> $2 AND ${liveWorkerSql('w', '$3')} LIMIT 1`,
       [hostname, host, liveSeconds],
     )
     if (clash.rows.length > 0) {
