@@ -7,7 +7,7 @@ import { networkFields } from '../tools/sandbox/egress-proxy.js'
 import { holdForTest } from '../test-pause.js'
 import { agentLimits, summarizerFor } from './agent-setup.js'
 import { ChatLoop } from './chat.js'
-import { deliverCompleted, deliveryRecord } from './delivery-step.js'
+import { deliveryRecord } from './delivery-step.js'
 import { createRunLog } from './log.js'
 import { outcomeText } from './outcome.js'
 import type { Outcome } from './outcome.js'
@@ -131,18 +131,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
           }).run()
         : await agent.run()
     unwatch()
-    const deliverStep = (answer: string, finishStatus: 'done' | 'blocked' | null) => deliverCompleted(handle, config, log, answer, finishStatus)
-    const outcome = await settle(
-      handle,
-      ending,
-      agent.progress(),
-      summaryClient,
-      log,
-      config.run.max_answer_chars,
-      config.context.compression.summary_max_tokens,
-      run.fleetJob === true,
-      deliverStep,
-    )
+    const outcome = await settle({ handle, ending, progress: agent.progress(), summaryClient, log, config, inFleet: run.fleetJob === true })
     Object.assign(traced, { status: outcome.status, error: outcome.error })
     if (remote && outcome.status !== 'lost') await remote.outcome(outcomeText(outcome))
     return { ...outcome, duration_ms: Date.now() - begun, inherited_from: handle.metadata.inherited_from ?? null }
