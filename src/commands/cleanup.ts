@@ -3,7 +3,7 @@ import type { CommandEnv } from '../command-env.js'
 import { auditTask, fleetDatabaseUrl, withTaskEnv } from '../command-env.js'
 import { fleetPool, fleetReapPass, withFleetLease } from '../actions/fleet-db.js'
 import { workerLiveSeconds } from '../storage/index/worker-liveness.js'
-import { printSettled } from './watch-locks.js'
+import { printSettled } from '../command-kit/settled.js'
 import { formatBytes } from '../duration.js'
 import { CtxError, NotFoundError, UsageError } from '../errors.js'
 import { createProgress } from '../progress.js'
@@ -16,7 +16,7 @@ import type { Finding } from '../operations/monitor.js'
 import { executeCleanup, expireRows, planCleanup } from '../operations/retention.js'
 import type { CleanupPlan, PlannedTask } from '../operations/retention.js'
 import { stalenessPolicy } from '../storage/task/env.js'
-import { durationArg, stopSignal, withEnv } from './shared.js'
+import { durationArg, stopSignal, withEnv } from '../command-kit/shared.js'
 
 interface CleanupOptions {
   dryRun?: boolean

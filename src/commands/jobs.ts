@@ -13,8 +13,8 @@ import { table } from '../render.js'
 import { isUuid } from '../storage/fs/layout.js'
 import { clip } from '../text.js'
 import { fleetPool } from '../actions/fleet-db.js'
-import { durationArg, positiveIntArg, withEnv } from './shared.js'
-import { completesFirstArgument } from './completion.js'
+import { durationArg, positiveIntArg, withEnv } from '../command-kit/shared.js'
+import { completesFirstArgument } from '../command-kit/completion-words.js'
 
 interface JobsOptions {
   state?: JobState

@@ -1,3 +1,4 @@
+import type { Config } from '../config/schema.js'
 import { execFile } from 'node:child_process'
 import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs'
 import { dirname, join } from 'node:path'
@@ -121,4 +122,20 @@ function runGit(args: string[], env: NodeJS.ProcessEnv, signal: AbortSignal | un
       else reject(new Error(String(stderr).trim().split('\n').pop() || err.message))
     })
   })
+}
+
+/**
+ * The forge tokens a worker gives git for `--repo` clones (docs/contract.md §8: never in the URL or
+ * the clone): github.token (GH_TOKEN, GITHUB_TOKEN) for the GitHub of github.api_url,
+ * gitlab.token (GITLAB_TOKEN) for gitlab.url's host. Other hosts: git's own credential
+ * helpers, as configured for the worker's user.
+ */
+export function cloneCredentials(config: Config): CloneCredential[] {
+  const credentials: CloneCredential[] = []
+  if (config.github.token !== null) {
+    const api = new URL(config.github.api_url)
+    credentials.push({ host: api.host === 'api.github.com' ? 'github.com' : api.host, username: 'x-access-token', token: config.github.token })
+  }
+  if (config.gitlab.token !== null) credentials.push({ host: new URL(config.gitlab.url).host, username: 'oauth2', token: config.gitlab.token })
+  return credentials
 }

@@ -9,6 +9,9 @@ import ts from 'typescript'
 export const FLOORS: readonly (readonly string[])[] = [
   ['cli.ts'],
   ['commands/'],
+  // What commands share and no command owns: running a command with its env, argument parsers,
+  // completion words, the lines of settled jobs (a command never imports another command).
+  ['command-kit/'],
   // The page, /metrics and /api: the same core the commands call, no operation of its own.
   ['serve/'],
   // Each operator action once (pause, resume, enqueue, job cancel and retry, compress, comment, the fleet's
@@ -79,6 +82,21 @@ export function importGraph(srcDir: string): Map<string, string[]> {
 /** Every import that points to a floor above its own file's floor. */
 export function upwardImports(graph: Map<string, string[]>): Violation[] {
   return [...graph].flatMap(([file, targets]) => targets.filter((t) => floorOf(t) < floorOf(file)).map((imports) => ({ file, imports })))
+}
+
+/** The command a file of commands/ belongs to: its folder (`commands/run/…` is `run`), or the file itself. */
+function commandOf(path: string): string {
+  const parts = path.split('/')
+  return parts.length > 2 ? `${parts[1]}/` : (parts[1] ?? path)
+}
+
+/** Every import from one command into another: commands share only what lies below them (docs/architecture.md). */
+export function crossCommandImports(graph: Map<string, string[]>): Violation[] {
+  return [...graph].flatMap(([file, targets]) =>
+    file.startsWith('commands/')
+      ? targets.filter((t) => t.startsWith('commands/') && commandOf(t) !== commandOf(file)).map((imports) => ({ file, imports }))
+      : [],
+  )
 }
 
 /** One import circle, as the files around it, or null when there is none. */

@@ -96,3 +96,10 @@ export async function pause(ms: number, stopped: Promise<void>): Promise<boolean
   clearTimeout(timer)
   return passed
 }
+
+export function priorityArg(value: string): number {
+  const n = Number(value)
+  if (!/^-?\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || Math.abs(n) > 1_000_000)
+    throw new UsageError(`--priority '${value.slice(0, 20)}' is not a whole number`, 'give one from -1000000 to 1000000')
+  return n
+}

@@ -1,14 +1,14 @@
 import { lchownSync, lstatSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
-import type { CommandEnv } from '../command-env.js'
-import { notTheTaskRepository } from '../delivery/push.js'
-import { checkoutPrHead } from '../workspace/pr-workspace.js'
-import { recordsDelivery } from '../run/inheritance.js'
-import { refuseTreeInWorkspace } from '../run/settings.js'
-import type { RunSettings } from '../run/settings.js'
-import type { RemoteTask } from '../sources/types.js'
-import { giveWorkspace, sandboxIdentity } from '../tools/sandbox/identity.js'
-import { cloneCredentials } from './worker.js'
+import type { CommandEnv } from '../../command-env.js'
+import { notTheTaskRepository } from '../../delivery/push.js'
+import { checkoutPrHead } from '../../workspace/pr-workspace.js'
+import { recordsDelivery } from '../../run/inheritance.js'
+import { refuseTreeInWorkspace } from '../../run/settings.js'
+import type { RunSettings } from '../../run/settings.js'
+import type { RemoteTask } from '../../sources/types.js'
+import { giveWorkspace, sandboxIdentity } from '../../tools/sandbox/identity.js'
+import { cloneCredentials } from '../../workspace/clone.js'
 
 /**
  * A task on a pull/merge request works on its head branch (docs/delivery.md#the-review-loop):

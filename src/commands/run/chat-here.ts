@@ -1,7 +1,7 @@
 import { createInterface } from 'node:readline'
-import type { CommandEnv } from '../command-env.js'
-import { sendChatMessage, waitForReply } from '../run/chat-client.js'
-import { appendInbox } from '../storage/task/inbox.js'
+import type { CommandEnv } from '../../command-env.js'
+import { sendChatMessage, waitForReply } from '../../run/chat-client.js'
+import { appendInbox } from '../../storage/task/inbox.js'
 
 /**
  * `run --chat` on a terminal is the chat itself (issue 19): a typed line is a message to

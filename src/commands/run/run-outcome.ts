@@ -1,8 +1,8 @@
-import type { Outcome } from '../run/outcome.js'
-import { VANISHED } from '../storage/lock/lock.js'
-import { CtxError } from '../errors.js'
-import { forTerminal } from '../terminal-text.js'
-import { grouped } from '../text.js'
+import type { Outcome } from '../../run/outcome.js'
+import { VANISHED } from '../../storage/lock/lock.js'
+import { CtxError } from '../../errors.js'
+import { forTerminal } from '../../terminal-text.js'
+import { grouped } from '../../text.js'
 
 // How `run` shows its outcome: the lines on stdout, and the error (message, hint, exit code) a run that did not complete ends with.
 

@@ -1,12 +1,12 @@
 import { Command } from 'commander'
 import type { Pool } from 'pg'
-import type { CommandEnv } from '../command-env.js'
-import { fleetDatabaseUrl } from '../command-env.js'
-import { isPostgresUrl } from '../config/schema.js'
-import { CtxError, UsageError } from '../errors.js'
-import { connectPool, pgReason } from '../storage/index/pg-pool.js'
-import { migrate, SCHEMA_VERSION } from '../storage/index/pg-schema.js'
-import { withEnv } from './shared.js'
+import type { CommandEnv } from '../../command-env.js'
+import { fleetDatabaseUrl } from '../../command-env.js'
+import { isPostgresUrl } from '../../config/schema.js'
+import { CtxError, UsageError } from '../../errors.js'
+import { connectPool, pgReason } from '../../storage/index/pg-pool.js'
+import { migrate, SCHEMA_VERSION } from '../../storage/index/pg-schema.js'
+import { withEnv } from '../../command-kit/shared.js'
 
 interface InitOptions {
   databaseUrl?: string

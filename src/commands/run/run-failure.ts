@@ -1,11 +1,11 @@
-import type { CommandEnv } from '../command-env.js'
-import { CorruptRecordError, CtxError, LockedError, NotFoundError, UsageError } from '../errors.js'
-import { resolveTask } from '../storage/fs/layout.js'
-import type { TaskRef } from '../storage/fs/layout.js'
-import { readState } from '../storage/task/state.js'
-import type { TaskState } from '../storage/task/state.js'
-import type { Outcome } from '../run/outcome.js'
-import { BudgetSpentError } from '../run/budget-start.js'
+import type { CommandEnv } from '../../command-env.js'
+import { CorruptRecordError, CtxError, LockedError, NotFoundError, UsageError } from '../../errors.js'
+import { resolveTask } from '../../storage/fs/layout.js'
+import type { TaskRef } from '../../storage/fs/layout.js'
+import { readState } from '../../storage/task/state.js'
+import type { TaskState } from '../../storage/task/state.js'
+import type { Outcome } from '../../run/outcome.js'
+import { BudgetSpentError } from '../../run/budget-start.js'
 
 // How `run` ends when its loop could not make an outcome (JSON log mode, docs/contract.md §12.5).
 

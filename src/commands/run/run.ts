@@ -1,15 +1,15 @@
 import { resolve } from 'node:path'
 import { Command, Option } from 'commander'
-import type { CommandEnv } from '../command-env.js'
-import { auditTask, withTaskEnv } from '../command-env.js'
-import { CtxError, UsageError } from '../errors.js'
-import { explainSystemError } from '../system-errors.js'
-import { isUuid } from '../storage/fs/layout.js'
-import { ensureLayout } from '../storage/task/lifecycle.js'
-import { shellSandbox } from '../run/sandbox-setup.js'
-import type { RunFlags } from '../run/settings.js'
-import { durationArg, positiveIntArg, usdArg, withEnv } from './shared.js'
-import { refuseSpentBudget } from '../run/budget-start.js'
+import type { CommandEnv } from '../../command-env.js'
+import { auditTask, withTaskEnv } from '../../command-env.js'
+import { CtxError, UsageError } from '../../errors.js'
+import { explainSystemError } from '../../system-errors.js'
+import { isUuid } from '../../storage/fs/layout.js'
+import { ensureLayout } from '../../storage/task/lifecycle.js'
+import { shellSandbox } from '../../run/sandbox-setup.js'
+import type { RunFlags } from '../../run/settings.js'
+import { durationArg, positiveIntArg, usdArg, withEnv } from '../../command-kit/shared.js'
+import { refuseSpentBudget } from '../../run/budget-start.js'
 import { failedOutcome, isRefusal } from './run-failure.js'
 import type { Started } from './run-failure.js'
 import { outcomeError, renderOutcome } from './run-outcome.js'
@@ -116,7 +116,7 @@ async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'
   const configFile = ctx.configSource === null ? null : resolve(process.cwd(), ctx.configSource)
   refuseConfigInWorkspace(prepared.settings.workspace, configFile)
   // Nothing was written until here: every check above can refuse with the tree untouched.
-  const { runTask } = await import('../run/run-task.js')
+  const { runTask } = await import('../../run/run-task.js')
   // A shell without a working sandbox is refused before the tree is touched (tools.sandbox: none opts out).
   shellSandbox(prepared.config, prepared.settings.allowShell, [], prepared.settings.workspace)
   // On a terminal, run --chat is the chat itself: typed lines go to the session it serves.

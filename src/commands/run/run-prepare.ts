@@ -1,23 +1,23 @@
 import { existsSync } from 'node:fs'
 import { basename } from 'node:path'
-import type { CommandEnv } from '../command-env.js'
-import { CtxError, resumeRaceLost, UsageError } from '../errors.js'
-import { activeEndpoint } from '../config/endpoint.js'
-import { readStdinText } from '../input-file.js'
-import type { refuseSpentBudget } from '../run/budget-start.js'
-import type { RunStart } from '../run/run-start.js'
-import { checkProvider, effectiveConfig, newRunSettings, readTextArg, refuseTreeInWorkspace, resumedRunSettings } from '../run/settings.js'
-import type { RunFlags, RunSettings } from '../run/settings.js'
-import type { Channel, RemoteTask } from '../sources/types.js'
-import { assertRegularFiles } from '../storage/fs/files.js'
-import { resolveTask, TASK_DATA_FILES } from '../storage/fs/layout.js'
-import type { TaskRef } from '../storage/fs/layout.js'
-import { resumableFromCompleted } from '../storage/task/lifecycle.js'
-import { readMetadata } from '../storage/task/metadata.js'
-import type { TaskKey } from '../storage/task/metadata.js'
-import { readState } from '../storage/task/state.js'
-import type { TaskState } from '../storage/task/state.js'
-import { isPrintableName, NAME_RULE } from '../text.js'
+import type { CommandEnv } from '../../command-env.js'
+import { CtxError, resumeRaceLost, UsageError } from '../../errors.js'
+import { activeEndpoint } from '../../config/endpoint.js'
+import { readStdinText } from '../../input-file.js'
+import type { refuseSpentBudget } from '../../run/budget-start.js'
+import type { RunStart } from '../../run/run-start.js'
+import { checkProvider, effectiveConfig, newRunSettings, readTextArg, refuseTreeInWorkspace, resumedRunSettings } from '../../run/settings.js'
+import type { RunFlags, RunSettings } from '../../run/settings.js'
+import type { Channel, RemoteTask } from '../../sources/types.js'
+import { assertRegularFiles } from '../../storage/fs/files.js'
+import { resolveTask, TASK_DATA_FILES } from '../../storage/fs/layout.js'
+import type { TaskRef } from '../../storage/fs/layout.js'
+import { resumableFromCompleted } from '../../storage/task/lifecycle.js'
+import { readMetadata } from '../../storage/task/metadata.js'
+import type { TaskKey } from '../../storage/task/metadata.js'
+import { readState } from '../../storage/task/state.js'
+import type { TaskState } from '../../storage/task/state.js'
+import { isPrintableName, NAME_RULE } from '../../text.js'
 import { finishedHint, refuseLive, spentBudget } from './run-refusals.js'
 
 // What `run` starts from: a new task (text, a file, a chat), one from GitHub or GitLab, or a resumed one,
@@ -76,13 +76,13 @@ async function prepareRemote(ctx: CommandEnv, flags: RunFlags, uuid: string | un
 
 /** The reference checked now (a usage error writes nothing), the fetch later; the clients load only when used. */
 async function githubLoader(spec: string): Promise<(config: CommandEnv['config']) => Promise<RemoteTask>> {
-  const { parseGithubRef, loadGithubTask } = await import('../sources/github.js')
+  const { parseGithubRef, loadGithubTask } = await import('../../sources/github.js')
   const ref = parseGithubRef(spec)
   return (config) => loadGithubTask(config, ref)
 }
 
 async function gitlabLoader(spec: string): Promise<(config: CommandEnv['config']) => Promise<RemoteTask>> {
-  const { parseGitlabRef, loadGitlabTask } = await import('../sources/gitlab.js')
+  const { parseGitlabRef, loadGitlabTask } = await import('../../sources/gitlab.js')
   const ref = parseGitlabRef(spec)
   return (config) => loadGitlabTask(config, ref)
 }
@@ -127,11 +127,11 @@ export async function prepareResume(ctx: CommandEnv, flags: RunFlags, id: string
 async function channelOf(config: CommandEnv['config'], key: TaskKey): Promise<Channel | undefined> {
   if (key.owner === null) return undefined
   if (key.task_source === 'github') {
-    const { githubChannelFor } = await import('../sources/github.js')
+    const { githubChannelFor } = await import('../../sources/github.js')
     return githubChannelFor(config, { owner: key.owner, repo: key.repo, number: Number(key.task_id) })
   }
   if (key.task_source === 'gitlab') {
-    const { gitlabChannelFor } = await import('../sources/gitlab.js')
+    const { gitlabChannelFor } = await import('../../sources/gitlab.js')
     return gitlabChannelFor(config, {
       project: `${key.owner}/${key.repo}`,
       kind: key.task_type === 'merge_request' ? 'merge_request' : 'issue',
@@ -174,7 +174,7 @@ function readStateOrNull(dir: string): TaskState | null {
 
 async function checkRecording(ctx: CommandEnv, config: CommandEnv['config']): Promise<void> {
   if (config.llm.provider !== 'replay') return
-  const { checkRecordingPlays } = await import('../llm/replay.js')
+  const { checkRecordingPlays } = await import('../../llm/replay.js')
   await checkRecordingPlays(config.llm.replay.from as string, ctx.layout)
 }
 

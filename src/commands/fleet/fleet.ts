@@ -1,13 +1,13 @@
 import { Command } from 'commander'
-import type { CommandEnv } from '../command-env.js'
-import { formatDuration } from '../duration.js'
-import { fleetStatus } from '../fleet/queue/status.js'
-import type { FleetStatus } from '../fleet/queue/status.js'
-import { table } from '../render.js'
-import { fleetPool } from '../actions/fleet-db.js'
+import type { CommandEnv } from '../../command-env.js'
+import { formatDuration } from '../../duration.js'
+import { fleetStatus } from '../../fleet/queue/status.js'
+import type { FleetStatus } from '../../fleet/queue/status.js'
+import { table } from '../../render.js'
+import { fleetPool } from '../../actions/fleet-db.js'
 import { fleetInitCommand } from './fleet-init.js'
-import { withEnv } from './shared.js'
-import { workerLiveSeconds } from '../storage/index/worker-liveness.js'
+import { withEnv } from '../../command-kit/shared.js'
+import { workerLiveSeconds } from '../../storage/index/worker-liveness.js'
 
 export function fleetCommand(): Command {
   return new Command('fleet')
