@@ -7,6 +7,7 @@ import { CtxError } from '../../errors.js'
 import { inTransaction, pgReason } from '../../storage/index/pg-pool.js'
 import type { JobSpec } from '../queue/job-spec.js'
 import { JobQueue } from '../queue/job-queue.js'
+import { withdrawWaiting } from '../queue/job-admin.js'
 
 /** The labels `poll` sets (names in config: poll.labels). */
 export interface StatusLabels {
@@ -129,11 +130,7 @@ async function act(pool: Pool, layout: Layout, tracker: Tracker, options: PollOp
     }
     if (now !== null) carried.set(row.ref, now.labels)
     if (now?.open && now.labels.includes(options.label)) continue
-    const cancelled = await pool.query(
-      `UPDATE fleet_jobs SET state = 'cancelled', outcome = 'cancelled', finished_at = now() WHERE task_uuid = $1 AND state = 'waiting'`,
-      [row.task_uuid],
-    )
-    if ((cancelled.rowCount ?? 0) > 0) report.cancelled.push(row.ref)
+    if (await withdrawWaiting(pool, row.task_uuid)) report.cancelled.push(row.ref)
   }
   await follow(pool, tracker, options.labels, carried, report, options.signal)
 }

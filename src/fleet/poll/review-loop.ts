@@ -9,6 +9,7 @@ import { recordsDelivery } from '../../run/inheritance.js'
 import { inTransaction } from '../../storage/index/pg-pool.js'
 import type { JobSpec } from '../queue/job-spec.js'
 import { JobQueue } from '../queue/job-queue.js'
+import { withdrawWaiting } from '../queue/job-admin.js'
 
 /** The `trigger` of a fleet_polled row made by the review loop: no poller's label (a label has no comma). */
 export const REVIEW_TRIGGER = ',review'
@@ -75,10 +76,7 @@ export async function reviewPass(pool: Pool, layout: Layout, tracker: Tracker, w
     [tracker.name, open],
   )
   for (const row of gone.rows) {
-    if (row.task_uuid !== null)
-      await pool.query(`UPDATE fleet_jobs SET state = 'cancelled', outcome = 'cancelled', finished_at = now() WHERE task_uuid = $1 AND state = 'waiting'`, [
-        row.task_uuid,
-      ])
+    if (row.task_uuid !== null) await withdrawWaiting(pool, row.task_uuid)
     report.forgotten.push(row.ref)
   }
   return report

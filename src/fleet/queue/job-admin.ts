@@ -222,3 +222,15 @@ export async function jobState(pool: Pool, id: number): Promise<JobState | null>
   const row = (await pool.query<{ state: JobState }>('SELECT state FROM fleet_jobs WHERE id = $1', [id])).rows[0]
   return row?.state ?? null
 }
+
+/**
+ * A waiting job whose source withdrew it (its issue lost the label, its pull request merged or
+ * closed) ends cancelled; one already claimed runs on. True when one was.
+ */
+export async function withdrawWaiting(pool: Pool, taskUuid: string): Promise<boolean> {
+  const cancelled = await pool.query(
+    `UPDATE fleet_jobs SET state = 'cancelled', outcome = 'cancelled', finished_at = now() WHERE task_uuid = $1 AND state = 'waiting'`,
+    [taskUuid],
+  )
+  return (cancelled.rowCount ?? 0) > 0
+}

@@ -108,3 +108,23 @@ function reasonOf(outcome: string, resumed: boolean, failed: boolean): AttemptRe
   if (outcome === 'paused') return resumed ? 'stopped' : 'paused'
   return failed || outcome === 'failed' ? 'failed' : 'paused'
 }
+
+/**
+ * A running job whose agent died before it created its task waits again (the attempt recorded
+ * as not begun), while attempts remain and no cancel came; false when it may not.
+ */
+export async function requeueNotBegun(client: PoolClient, jobId: number, maxAttempts: number): Promise<boolean> {
+  const held =
+    (
+      await client.query(`SELECT 1 FROM fleet_jobs WHERE id = $1 AND state = 'running' AND attempts < $2 AND cancel_requested_at IS NULL FOR UPDATE`, [
+        jobId,
+        maxAttempts,
+      ])
+    ).rowCount === 1
+  if (held) await recordAttempt(client, jobId, { outcome: 'not begun', reason: 'died', error: 'its agent died before the task was created', again: true })
+  const again = await client.query(
+    `UPDATE fleet_jobs SET state = 'waiting', claimed_by = NULL, claimed_at = NULL WHERE id = $1 AND state = 'running' AND attempts < $2 AND cancel_requested_at IS NULL`,
+    [jobId, maxAttempts],
+  )
+  return again.rowCount === 1
+}

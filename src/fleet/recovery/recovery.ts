@@ -7,10 +7,9 @@ import { safeState } from '../../storage/task/lifecycle.js'
 import type { PausedBy, TaskState } from '../../storage/task/state.js'
 import { inTransaction } from '../../storage/index/pg-pool.js'
 import { pauseAtForTest } from '../../test-pause.js'
-import { endJob } from '../queue/job-end.js'
+import { endJob, requeueNotBegun } from '../queue/job-end.js'
 import { llmOutage } from '../queue/retry-policy.js'
 import { completedEnd, limitedEnd } from '../queue/task-outcome.js'
-import { recordAttempt } from '../queue/job-history.js'
 import type { JobEnd } from '../queue/job.js'
 import { liveWorkerSql } from '../../storage/index/worker-liveness.js'
 
@@ -103,19 +102,7 @@ async function settleJob(
   return inTransaction(pool, async (client) => {
     if (location === null) {
       // Its process died before it created the task: the job waits again, while attempts remain.
-      const held =
-        (
-          await client.query(`SELECT 1 FROM fleet_jobs WHERE id = $1 AND state = 'running' AND attempts < $2 AND cancel_requested_at IS NULL FOR UPDATE`, [
-            job.id,
-            maxAttempts,
-          ])
-        ).rowCount === 1
-      if (held) await recordAttempt(client, job.id, { outcome: 'not begun', reason: 'died', error: 'its agent died before the task was created', again: true })
-      const again = await client.query(
-        `UPDATE fleet_jobs SET state = 'waiting', claimed_by = NULL, claimed_at = NULL WHERE id = $1 AND state = 'running' AND attempts < $2 AND cancel_requested_at IS NULL`,
-        [job.id, maxAttempts],
-      )
-      if (again.rowCount === 1) return { outcome: 'waiting again', resumed: false }
+      if (await requeueNotBegun(client, job.id, maxAttempts)) return { outcome: 'waiting again', resumed: false }
       const ended = await endJob(client, job.id, {
         outcome: 'failed',
         failed: true,
