@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { ROOT } from '../helpers/run.js'
-import { crossCommandImports, findCircle, FLOORS, floorOf, importGraph, upwardImports } from './layers.js'
+import { crossCommandImports, findCircle, FLOORS, floorOf, importGraph, tableWriters, upwardImports } from './layers.js'
 
 /** The paths of each row of docs/architecture.md's table of floors, as layers.ts spells them (no `src/`, `*.ts` for the ground's files). */
 function documentedFloors(): string[][] {
@@ -22,6 +22,12 @@ describe('the house keeps its shape (docs/architecture.md)', () => {
 
   it("no command imports another command (a command's own folder, like commands/run/, is one command)", () => {
     expect(crossCommandImports(graph)).toEqual([])
+  })
+
+  it('only the queue writes fleet_jobs and its history (a schema migration and the expiry of old rows aside)', () => {
+    const outside = tableWriters(join(ROOT, 'src'), ['fleet_jobs', 'fleet_job_attempts']).filter((f) => !f.startsWith('fleet/queue/'))
+    // queue-waits.ts fills a new column once (a migration); retention.ts deletes rows past fleet.retention_days.
+    expect(outside).toEqual(['operations/retention.ts', 'storage/index/queue-waits.ts'])
   })
 
   it('no import circles', () => {

@@ -99,6 +99,15 @@ export function crossCommandImports(graph: Map<string, string[]>): Violation[] {
   )
 }
 
+/** The files of src/ (relative to it) whose SQL inserts into, updates or deletes from one of `tables`. */
+export function tableWriters(srcDir: string, tables: readonly string[]): string[] {
+  const write = new RegExp(`\\b(INSERT\\s+INTO|UPDATE|DELETE\\s+FROM)\\s+(${tables.join('|')})\\b`)
+  return sourceFiles(srcDir)
+    .filter((path) => write.test(readFileSync(path, 'utf8')))
+    .map((path) => relative(srcDir, path).split(sep).join('/'))
+    .sort()
+}
+
 /** One import circle, as the files around it, or null when there is none. */
 export function findCircle(graph: Map<string, string[]>): string[] | null {
   const done = new Set<string>()
