@@ -6,6 +6,7 @@ import type { LlmClient } from '../llm/client.js'
 import { ReplayClient } from '../llm/replay.js'
 import { maskText } from '../storage/format/mask.js'
 import type { StoredMessage } from '../storage/format/records.js'
+import type { Layout } from '../storage/fs/layout.js'
 import type { TaskHandle } from '../storage/task/handle.js'
 import { boundAnswer } from '../storage/task/state.js'
 import { explainSystemError, isDiskFull } from '../system-errors.js'
@@ -30,13 +31,15 @@ export interface SettleInput {
   summaryClient: LlmClient
   log: RunLog
   config: Config
+  /** The task tree (delivery removes the task's own worktree under it). */
+  layout: Layout
   /** Run by a fleet's worker: a pause it resumes by itself is not advised to be resumed by hand. */
   inFleet: boolean
 }
 
 /** Settles the task as its ending says (delivering a completed one first), and says how it went. */
 export async function settle(input: SettleInput): Promise<Omit<Outcome, 'duration_ms' | 'inherited_from'>> {
-  const { handle, ending, progress, summaryClient: client, log, config, inFleet } = input
+  const { handle, ending, progress, summaryClient: client, log, config, layout, inFleet } = input
   const maxAnswer = config.run.max_answer_chars
   const summaryMaxTokens = config.context.compression.summary_max_tokens
   const base = { uuid: handle.uuid, turns: progress.turns, tokens: progress.total_tokens_used, final_answer: null, finish_status: null, error: null }
@@ -57,7 +60,7 @@ export async function settle(input: SettleInput): Promise<Omit<Outcome, 'duratio
     })
     if (ending.answer.trim() !== '') handle.addPlan('outcome', ending.answer.slice(0, 4000))
     // Delivered while the task is still in running/ and its owner's: a crash during it resumes to deliver again (idempotently).
-    const delivery = await deliverCompleted(handle, config, log, ending.answer, ending.finishStatus)
+    const delivery = await deliverCompleted(handle, config, layout, log, ending.answer, ending.finishStatus)
     const summary = await finalSummaryText(handle, client, log, summaryMaxTokens)
     await handle.complete(summary)
     log.info(`completed${ending.finishStatus === 'blocked' ? ' (blocked)' : ''} after ${progress.turns} turn(s)`)

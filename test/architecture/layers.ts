@@ -23,7 +23,7 @@ export const FLOORS: readonly (readonly string[])[] = [
   ['fleet/worker/', 'fleet/poll/', 'fleet/recovery/'],
   ['fleet/queue/'],
   ['run/'],
-  // What a task works in: clones and pull-request checkouts, for a single-host run and a worker alike.
+  // What a task works in: its own worktree of a checkout, clones and pull-request checkouts, for a single-host run and a worker alike.
   ['workspace/'],
   // Delivery of a finished task's change (git, the forge's PR/MR): called by the loop, above the tools and sources it uses.
   ['delivery/'],
