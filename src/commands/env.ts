@@ -4,12 +4,12 @@ import { join, resolve } from 'node:path'
 import { Command } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { CtxError, UsageError } from '../errors.js'
-import { cloneWorkspace } from '../fleet/clone.js'
+import { cloneWorkspace } from '../workspace/clone.js'
 import { hiddenPaths } from '../run/sandbox-setup.js'
 import { resolveWorkspace } from '../run/settings.js'
 import { giveWorkspace, sandboxIdentity } from '../tools/sandbox/identity.js'
 import { environmentStore, prepareEnvironment } from '../workspace/environment/prepare.js'
-import { withEnv } from './shared.js'
+import { withEnv } from '../command-kit/shared.js'
 
 interface PrepareOptions {
   workspace?: string

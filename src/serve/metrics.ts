@@ -17,7 +17,7 @@ import { defineFleetMetrics } from './fleet-metrics.js'
 import type { FleetScrape } from './fleet-metrics.js'
 import type { IndexSource } from './data.js'
 import type { FleetSource } from './fleet-data.js'
-import { queueAlerts } from '../fleet/status.js'
+import { queueAlerts } from '../fleet/queue/status.js'
 import { ctxagentVersion } from '../version.js'
 
 /** What one scrape read, shared by the collect() callbacks of that scrape. */

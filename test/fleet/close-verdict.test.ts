@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest'
-import { closeVerdict } from '../../src/fleet/task-outcome.js'
-import type { ChildEnd, TaskSnapshot } from '../../src/fleet/task-outcome.js'
-import type { Job } from '../../src/fleet/job.js'
-import type { RetryPolicy } from '../../src/fleet/retry-policy.js'
+import { closeVerdict } from '../../src/fleet/queue/task-outcome.js'
+import type { ChildEnd, TaskSnapshot } from '../../src/fleet/queue/task-outcome.js'
+import type { Job } from '../../src/fleet/queue/job.js'
+import type { RetryPolicy } from '../../src/fleet/queue/retry-policy.js'
 import { initialState } from '../../src/storage/task/state.js'
 import type { TaskState } from '../../src/storage/task/state.js'
 
-// The worker's decision when a job's process closes (src/fleet/task-outcome.ts), for each way a job can end.
+// The worker's decision when a job's process closes (src/fleet/queue/task-outcome.ts), for each way a job can end.
 
 const job = (kind: 'new' | 'resume', attempts = 1): Job => ({
   id: 7,
