@@ -17,6 +17,9 @@ export class CtxError extends Error {
   }
 }
 
+/** `run`'s task completed, but the delivery it was started with did not happen (refused or failed): docs/contract.md §9. */
+export const UNDELIVERED_EXIT = 6
+
 /** Bad flags, bad task id, bad config: exit 2. Nothing on disk was touched. */
 export class UsageError extends CtxError {
   constructor(message: string, hint?: string) {

@@ -21,7 +21,13 @@ import type { RunSettings } from './settings.js'
 export async function inheritanceFor(env: TaskEnv, settings: RunSettings, start: RunStart): Promise<Inheritance | null> {
   if (start.kind !== 'new' || !settings.inherit) return null
   const found = await findInheritance(env, keyColumns(start.source.key, start.user), start.source.key.task_source === 'local' ? settings.workspace : null)
-  if (found === null && start.source.opener !== undefined) return inheritanceOf(env, start.source.opener)
+  if (found === null && start.source.opener !== undefined)
+    return inheritanceOf(env, start.source.opener, {
+      key: start.source.key,
+      user: start.user,
+      pr: settings.prHead ?? null,
+      acrossUsers: env.config.context.inheritance.across_users,
+    })
   return found
 }
 

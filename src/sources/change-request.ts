@@ -1,6 +1,7 @@
 import type { Config } from '../config/schema.js'
 import { call as githubCall, client as githubClient } from './github.js'
 import { call as gitlabCall, client as gitlabClient } from './gitlab.js'
+import { markerOf } from './marker.js'
 
 /** A pull request (GitHub) or merge request (GitLab) delivery asks for (docs/delivery.md#the-pull-request). */
 export interface ProposedChange {
@@ -52,7 +53,7 @@ async function openPull(config: Config, owner: string, repo: string, change: Pro
   const api = githubClient(config)
   const where = `${owner}/${repo}`
   const earlier = await githubCall(where, () => api.rest.pulls.list({ owner, repo, head: `${owner}:${change.branch}`, state: 'all', per_page: 100 }))
-  const found = earlier.find((p) => p.head.ref === change.branch && (p.body ?? '').includes(change.marker))
+  const found = earlier.find((p) => p.head.ref === change.branch && markerOf(p.body) === markerOf(change.marker))
   if (found) return { number: found.number, url: found.html_url }
   const base = change.base ?? (await githubCall(where, () => api.rest.repos.get({ owner, repo }))).default_branch
   const made = await githubCall(where, () =>
@@ -70,7 +71,7 @@ async function openMergeRequest(config: Config, project: string, change: Propose
   const earlier = (await gitlabCall<unknown>(project, () =>
     api.MergeRequests.all({ projectId: project, sourceBranch: change.branch, perPage: 100, maxPages: 1 }),
   )) as Mr[]
-  const found = earlier.find((m) => m.source_branch === change.branch && (m.description ?? '').includes(change.marker))
+  const found = earlier.find((m) => m.source_branch === change.branch && markerOf(m.description) === markerOf(change.marker))
   if (found) return { number: found.iid, url: found.web_url }
   const base = change.base ?? ((await gitlabCall<unknown>(project, () => api.Projects.show(project))) as { default_branch: string }).default_branch
   // GitLab marks a draft by the title's prefix.

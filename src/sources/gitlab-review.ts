@@ -2,7 +2,7 @@ import { IssueLabelEvents, Jobs, MergeRequestLabelEvents, MergeRequestNotes, Mer
 import type { Config } from '../config/schema.js'
 import { CtxError } from '../errors.js'
 import { call, parseGitlabProject, parseGitlabRef, stoppable, token } from './gitlab.js'
-import { OPENER_MARKER } from './marker.js'
+import { markerOf } from './marker.js'
 import { AccessCache, GITLAB_DEVELOPER } from './trust.js'
 import type { OwnPull, ReviewEvent, ReviewWatch, TriggerCheck } from './types.js'
 
@@ -50,8 +50,8 @@ export function gitlabReviewWatch(config: Config, projectPath: string, stop?: Ab
       const open = (await call<unknown>(project, () => mrs.all({ projectId: project, state: 'opened', perPage: 100 }), stop)) as Mr[]
       const own: OwnPull[] = []
       for (const m of open) {
-        const opener = OPENER_MARKER.exec(m.description ?? '')?.[1]
-        if (opener === undefined) continue
+        const opener = markerOf(m.description ?? '')
+        if (opener === null) continue
         own.push({
           ref: `${project}!${m.iid}`,
           number: m.iid,
