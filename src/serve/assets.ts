@@ -38,7 +38,7 @@ details summary{cursor:pointer;color:#344054}.call summary code{font-weight:600}
 table.stack tr{background:var(--card);border:1px solid var(--line);border-radius:6px;margin:0 0 8px;padding:4px 0}
 table.stack td{display:grid;grid-template-columns:6.5em minmax(0,1fr);gap:8px;border:0;padding:2px 10px;text-align:left;max-width:none;white-space:normal;overflow-wrap:anywhere}
 table.stack td::before{content:attr(data-label);color:var(--muted);font-size:12px;text-transform:uppercase;letter-spacing:.03em;overflow-wrap:normal}
-table.stack td:not([data-label])::before{content:none}.scroll:has(table.stack){overflow-x:visible}}
+table.stack td>*{justify-self:start}table.stack td:not([data-label])::before{content:none}.scroll:has(table.stack){overflow-x:visible}}
 `
 
 /**
