@@ -93,16 +93,11 @@ export async function fileChanges(staged: Staged): Promise<FileChange[]> {
 }
 
 /** Commands that check work: tests, builds, linters, type checks. */
-const CHECKING = /\b(test|tests|pytest|jest|vitest|mocha|rspec|tox|nox|unittest|check|lint|eslint|ruff|flake8|mypy|tsc|typecheck|build|make|cargo|gradle|mvn|ctest|phpunit)\b/i
+const CHECKING =
+  /\b(test|tests|pytest|jest|vitest|mocha|rspec|tox|nox|unittest|check|lint|eslint|ruff|flake8|mypy|tsc|typecheck|build|make|cargo|gradle|mvn|ctest|phpunit)\b/i
 
 /** The task's own figures and its last check, for the body (docs/delivery.md#the-pull-request). */
-export async function taskFacts(
-  dir: string,
-  metadata: Pick<TaskMetadata, 'uuid' | 'config'>,
-  state: TaskState,
-  config: Config,
-  now: Date,
-): Promise<TaskFacts> {
+export async function taskFacts(dir: string, metadata: Pick<TaskMetadata, 'uuid' | 'config'>, state: TaskState, config: Config, now: Date): Promise<TaskFacts> {
   const started = state.started_at === null ? Number.NaN : Date.parse(state.started_at)
   const base = config.serve.public_url
   return {
@@ -124,7 +119,9 @@ async function lastCheck(dir: string): Promise<CheckRun | null> {
     const command = (r.arguments as { command?: unknown } | null)?.command
     if (typeof command !== 'string' || !CHECKING.test(command)) continue
     const first = typeof r.result === 'string' ? (r.result.split('\n')[0] ?? '') : ''
-    const ending = /^(exit code -?\d+|exit code unknown|killed by SIG[A-Z0-9]+|timed out after \d+s)/.exec(first)?.[0] ?? (r.status === 'error' ? `failed: ${String(r.error ?? '')}` : 'ended')
+    const ending =
+      /^(exit code -?\d+|exit code unknown|killed by SIG[A-Z0-9]+|timed out after \d+s)/.exec(first)?.[0] ??
+      (r.status === 'error' ? `failed: ${String(r.error ?? '')}` : 'ended')
     found = { command, ending }
   }
   return found

@@ -213,6 +213,7 @@ export function completedEnd(state: TaskState | null, unread: string): { outcome
   // Completed, its answer standing, but the delivery it was queued with did not happen: its own outcome, never a
   // retry (run exits 6 then; docs/contract.md §14.4), the reason as the job's error.
   const delivery = status === 'completed' ? deliveryOf(state) : null
-  if (undelivered(delivery)) return { outcome: 'undelivered', error: `not delivered: ${delivery?.refused ?? ''}`.replace(/^not delivered: not delivered/, 'not delivered') }
+  if (undelivered(delivery))
+    return { outcome: 'undelivered', error: `not delivered: ${delivery?.refused ?? ''}`.replace(/^not delivered: not delivered/, 'not delivered') }
   return { outcome: status, error: status === 'completed' ? null : (state?.error ?? null) }
 }

@@ -12,10 +12,7 @@ describe('the pull request tells a reviewer what they need; markers are only ctx
   it('the body: the answer first, Closes #N, files and lines, the last check and its exit, turns, time, cost, the task’s link; a pasted marker is gone, the last line the task’s own', {
     timeout: 180_000,
   }, async () => {
-    const s = await deliverySetup(
-      'github',
-      'serve:\n  public_url: https://ctxagent.example.org/\npricing:\n  fake-model:\n    prompt: 1\n    completion: 2\n',
-    )
+    const s = await deliverySetup('github', 'serve:\n  public_url: https://ctxagent.example.org/\npricing:\n  fake-model:\n    prompt: 1\n    completion: 2\n')
     const run = (command: string) => ({ calls: [{ name: 'run_command', arguments: { command } }] })
     s.fake.queue.push(
       write('calc.js', FIXED),
@@ -74,7 +71,9 @@ describe('a delivery that did not happen is loud', () => {
     expect(res.stdout + res.stderr).not.toContain(secret)
   })
 
-  it('failed (the remote rejects the push): exit 6, delivery_result failed; on a terminal the summary line names the reason', { timeout: 180_000 }, async () => {
+  it('failed (the remote rejects the push): exit 6, delivery_result failed; on a terminal the summary line names the reason', {
+    timeout: 180_000,
+  }, async () => {
     const s = await deliverySetup('path')
     const hook = join(s.bare, 'hooks', 'pre-receive')
     writeFileSync(hook, '#!/bin/sh\necho "pushes are closed today" >&2\nexit 1\n')
@@ -82,7 +81,11 @@ describe('a delivery that did not happen is loud', () => {
     s.fake.queue.push(write('calc.js', FIXED), { content: 'Fixed add.' }, write('calc.js', `${FIXED}// again\n`), { content: 'Fixed add again.' })
     const json = await s.cli(['run', '--task', 'fix add', '--workspace', s.ws, '--deliver', 'pr', '--json'])
     expect(json.code, json.stderr).toBe(6)
-    expect(JSON.parse(json.stdout)).toMatchObject({ status: 'completed', delivery_result: 'failed', delivery: { pushed: false, refused: expect.stringMatching(/^delivery failed: git push/) } })
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      status: 'completed',
+      delivery_result: 'failed',
+      delivery: { pushed: false, refused: expect.stringMatching(/^delivery failed: git push/) },
+    })
     expect(branches(s.bare)).toEqual(['main'])
     // The human summary (stdout) and the error line (stderr) both say it.
     const text = await s.cli(['run', '--task', 'fix add', '--workspace', s.ws, '--deliver', 'pr', '--log-format', 'text'])

@@ -33,15 +33,36 @@ const policy = { maxAttempts: 3, retry: undefined }
 describe('closeVerdict: how a job ended', () => {
   it('completed with its delivery refused or failed (run exits 6): the job ends undelivered with the reason, no retry; no changes is completed', () => {
     const delivery = (refused: string | null) => ({ mode: 'pr' as const, branch: null, commit: null, pushed: false, pr: null, refused })
-    expect(closeVerdict(job('new'), false, exited(6), at('completed', { status: 'completed', delivery: delivery('not delivered: .env matches deliver.exclude (.env*)') }), policy)).toEqual({
+    expect(
+      closeVerdict(
+        job('new'),
+        false,
+        exited(6),
+        at('completed', { status: 'completed', delivery: delivery('not delivered: .env matches deliver.exclude (.env*)') }),
+        policy,
+      ),
+    ).toEqual({
       kind: 'end',
       end: { outcome: 'undelivered', error: 'not delivered: .env matches deliver.exclude (.env*)' },
     })
-    expect(closeVerdict(job('resume'), true, exited(6), at('completed', { status: 'completed', delivery: delivery('delivery failed: git push: rejected') }), { maxAttempts: 3, retry })).toEqual({
+    expect(
+      closeVerdict(job('resume'), true, exited(6), at('completed', { status: 'completed', delivery: delivery('delivery failed: git push: rejected') }), {
+        maxAttempts: 3,
+        retry,
+      }),
+    ).toEqual({
       kind: 'end',
       end: { outcome: 'undelivered', error: 'not delivered: delivery failed: git push: rejected' },
     })
-    expect(closeVerdict(job('new'), false, exited(0), at('completed', { status: 'completed', delivery: delivery('no changes: the workspace holds nothing') }), policy)).toEqual({
+    expect(
+      closeVerdict(
+        job('new'),
+        false,
+        exited(0),
+        at('completed', { status: 'completed', delivery: delivery('no changes: the workspace holds nothing') }),
+        policy,
+      ),
+    ).toEqual({
       kind: 'end',
       end: { outcome: 'completed', error: null },
     })

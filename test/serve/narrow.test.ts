@@ -18,11 +18,27 @@ afterAll(async () => {
   await browser?.close()
 })
 
-const delivered = { mode: 'pr', branch: 'ctxagent/42-00000001', commit: 'a'.repeat(40), pushed: true, pr: { number: 57, url: 'https://github.example/acme/shop/pull/57' }, refused: null }
-const refused = { mode: 'pr', branch: null, commit: null, pushed: false, pr: null, refused: 'not delivered: deploy.cfg holds DEPLOY_TOKEN. The workspace keeps the files.' }
+const delivered = {
+  mode: 'pr',
+  branch: 'ctxagent/42-00000001',
+  commit: 'a'.repeat(40),
+  pushed: true,
+  pr: { number: 57, url: 'https://github.example/acme/shop/pull/57' },
+  refused: null,
+}
+const refused = {
+  mode: 'pr',
+  branch: null,
+  commit: null,
+  pushed: false,
+  pr: null,
+  refused: 'not delivered: deploy.cfg holds DEPLOY_TOKEN. The workspace keeps the files.',
+}
 
 describe('the page on a narrow screen, and the delivered column', () => {
-  it('at 390 px the task list and the caps table are cards of labelled lines, nothing clipped and no word broken; at 1280 px tables; the list has a delivered column', { timeout: 120_000 }, async () => {
+  it('at 390 px the task list and the caps table are cards of labelled lines, nothing clipped and no word broken; at 1280 px tables; the list has a delivered column', {
+    timeout: 120_000,
+  }, async () => {
     const tree = makeTree()
     tree.write({ uuid: uuidN(1), user: 'a-user-with-a-rather-long-name', location: 'completed', state: { delivery: delivered } })
     tree.write({ uuid: uuidN(2), user: 'alice', location: 'completed', state: { delivery: refused } })
@@ -38,15 +54,17 @@ describe('the page on a narrow screen, and the delivered column', () => {
       // The delivered column: the PR linked, a refusal said.
       const row = (n: number) => page.locator(`table.tasks tbody tr:has(a[href="/tasks/${uuidN(n)}"])`)
       await expect.poll(() => row(1).locator('td[data-label=delivered] a').getAttribute('href')).toBe(delivered.pr.url)
-      expect(await row(2).locator('td[data-label=delivered]').innerText()).toBe('refused')
-      expect(await row(3).locator('td[data-label=delivered]').innerText()).toBe('-')
+      expect(await row(2).locator('td[data-label=delivered]').textContent()).toBe('refused')
+      expect(await row(3).locator('td[data-label=delivered]').textContent()).toBe('-')
       await page.goto(`${s.url}/stats`)
       await page.screenshot({ path: join(ARTIFACTS, `narrow-stats-${width}.png`), fullPage: true })
       expect(await page.locator('table.stack td[data-label=user]').count()).toBeGreaterThan(0)
       for (const path of ['/', '/stats']) {
         await page.goto(`${s.url}${path}`)
         // Nothing wider than its box (clipped or scrolled inside its card), no page scrolling sideways.
-        const clipped = await page.evaluate(`[...document.querySelectorAll('table.stack td, table.stack')].filter((e) => e.scrollWidth > e.clientWidth + 1).length`)
+        const clipped = await page.evaluate(
+          `[...document.querySelectorAll('table.stack td, table.stack')].filter((e) => e.scrollWidth > e.clientWidth + 1).length`,
+        )
         expect(clipped, `${path} at ${width}`).toBe(0)
         expect(await page.evaluate('document.documentElement.scrollWidth - window.innerWidth')).toBeLessThanOrEqual(0)
         // No cell's label is broken inside a word (the caps table showed "US ER").

@@ -139,7 +139,9 @@ describe('a task on a pull request', () => {
     writeFileSync(s.config, yaml(''))
     const { branchCommit } = repository(s.ws)
     const url = 'https://github.example/acme/shop/pull/42'
-    const delivered = (n: number) => ({ delivery: { mode: 'pr', branch: 'fix-csv', commit: branchCommit, pushed: true, pr: { number: n, url: url.replace('42', String(n)) }, refused: null } })
+    const delivered = (n: number) => ({
+      delivery: { mode: 'pr', branch: 'fix-csv', commit: branchCommit, pushed: true, pr: { number: n, url: url.replace('42', String(n)) }, refused: null },
+    })
     // Another user's task that delivered this pull request, and the run's own user's task that delivered another one.
     const mallory = uuidN(51)
     s.tree.write({ uuid: mallory, location: 'completed', repository: 'acme/shop', user: 'mallory', state: delivered(42) })
