@@ -1,5 +1,5 @@
 import type { PoolClient } from 'pg'
-import { pgCountersMigration, pgToolCallsMigration, pgTotalsMigration } from './pg-totals.js'
+import { pgCountersMigration, pgDeliveriesMigration, pgToolCallsMigration, pgTotalsMigration } from './pg-totals.js'
 import { PG_SPEND_MIGRATION } from './spend.js'
 import { PG_QUEUE_WAITS_MIGRATION } from './queue-waits.js'
 import { PG_FLEET_COUNTERS_MIGRATION } from './fleet-counters.js'
@@ -203,6 +203,8 @@ const MIGRATIONS: readonly string[] = [
   PG_QUEUE_WAITS_MIGRATION,
   // The fleet's counters (claims, finished jobs, retries, budget pauses): running totals kept by triggers, which cleanup leaves (fleet-counters.ts).
   PG_FLEET_COUNTERS_MIGRATION,
+  // Deliveries by result, as a column and counters (totals.ts; ctxagent_deliveries_total).
+  pgDeliveriesMigration(),
 ]
 
 /** Advisory lock keys (bigint constants: hashtext() is not a stable API); transaction-scoped only (docs/contract.md §14.5). */
