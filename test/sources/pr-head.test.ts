@@ -132,7 +132,9 @@ describe('a task on a pull request', () => {
     expect((JSON.parse(res.stdout) as { inherited_from: string | null }).inherited_from).toBeNull()
   })
 
-  it("the opener named by the bot's marker is inherited only when it is the same user's and delivered that very pull request (context.inheritance.across_users opens the first)", { timeout: 240_000 }, async () => {
+  it("the opener named by the bot's marker is inherited only when it is the same user's and delivered that very pull request (context.inheritance.across_users opens the first)", {
+    timeout: 240_000,
+  }, async () => {
     const gh = await startFakeGithub({ pr: true })
     const s = await runSetup()
     const yaml = (more: string) => s.fake.configYaml(`github:\n  api_url: ${gh.url}\n  token: ${gh.token}\n  bot_name: ctxagent-bot\n${more}`)

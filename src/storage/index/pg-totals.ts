@@ -1,5 +1,16 @@
 import type { Pool } from 'pg'
-import { applyRow, COUNTER_COLUMNS, FIRST_COUNTERS, LATER_COUNTERS, LATER_TASK_COLUMNS, liveSums, LIVE_ROWS, TOOL_CALLS, SECOND_COUNTERS, DELIVERY_COUNTERS } from './totals.js'
+import {
+  applyRow,
+  COUNTER_COLUMNS,
+  FIRST_COUNTERS,
+  LATER_COUNTERS,
+  LATER_TASK_COLUMNS,
+  liveSums,
+  LIVE_ROWS,
+  TOOL_CALLS,
+  SECOND_COUNTERS,
+  DELIVERY_COUNTERS,
+} from './totals.js'
 import type { CounterColumn, Dialect, IndexTotals } from './totals.js'
 
 /**
