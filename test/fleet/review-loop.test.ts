@@ -179,7 +179,16 @@ describe('poll: the review loop and trust', { timeout: 240_000 }, () => {
       location: 'completed',
       repository: 'acme/shop',
       user: userInfo().username,
-      state: { delivery: { mode: 'pr', branch: 'ctxagent/41-0000002a', commit: null, pushed: true, pr: { number: 57, url: 'https://github.example/acme/shop/pull/57' }, refused: null } },
+      state: {
+        delivery: {
+          mode: 'pr',
+          branch: 'ctxagent/41-0000002a',
+          commit: null,
+          pushed: true,
+          pr: { number: 57, url: 'https://github.example/acme/shop/pull/57' },
+          refused: null,
+        },
+      },
     })
     const pr = board.add('github', 57, [], 'pull_request')
     Object.assign(pr, { body: marked('The export keeps every row.'), author: 'ctxagent-bot', sha: 'head1' })
