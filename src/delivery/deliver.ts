@@ -128,7 +128,8 @@ async function commitOnBranch(staged: Staged, input: DeliveryInput, branch: stri
     await staged.run(['commit-tree', '--no-gpg-sign', staged.tree, '-p', input.base.commit, '-F', '-'], { env: identity, input: maskText(message) })
   ).trim()
   await staged.run(['update-ref', ref, commit])
-  const owner = ownerOf(staged.top)
+  // The repository's git directory's owner, not the work tree's: a task's worktree is its sandbox user's.
+  const owner = ownerOf(staged.repoGitDir)
   if (owner !== null) giveTo(staged.gitDir, owner.uid, owner.gid)
   const asOwner = owner === null ? {} : owner
   const current = (await git(['symbolic-ref', '--quiet', 'HEAD'], { safeDir: staged.top, cwd: input.workspace }).catch(() => '')).trim()
