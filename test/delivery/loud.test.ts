@@ -78,7 +78,7 @@ describe('a delivery that did not happen is loud', () => {
     const hook = join(s.bare, 'hooks', 'pre-receive')
     writeFileSync(hook, '#!/bin/sh\necho "pushes are closed today" >&2\nexit 1\n')
     chmodSync(hook, 0o755)
-    s.fake.queue.push(write('calc.js', FIXED), { content: 'Fixed add.' }, write('calc.js', `${FIXED}// again\n`), { content: 'Fixed add again.' })
+    s.fake.queue.push(write('calc.js', FIXED), { content: 'Fixed add.' })
     const json = await s.cli(['run', '--task', 'fix add', '--workspace', s.ws, '--deliver', 'pr', '--json'])
     expect(json.code, json.stderr).toBe(6)
     expect(JSON.parse(json.stdout)).toMatchObject({
@@ -88,6 +88,8 @@ describe('a delivery that did not happen is loud', () => {
     })
     expect(branches(s.bare)).toEqual(['main'])
     // The human summary (stdout) and the error line (stderr) both say it.
+    s.fake.queue.length = 0
+    s.fake.queue.push(write('calc.js', `${FIXED}// again\n`), { content: 'Fixed add again.' })
     const text = await s.cli(['run', '--task', 'fix add', '--workspace', s.ws, '--deliver', 'pr', '--log-format', 'text'])
     expect(text.code, text.stderr).toBe(6)
     expect(text.stdout).toMatch(/^branch ctxagent\/\S+ \([0-9a-f]{12}\); not delivered: delivery failed: git push/m)
