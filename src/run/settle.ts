@@ -10,6 +10,8 @@ import type { Layout } from '../storage/fs/layout.js'
 import type { TaskHandle } from '../storage/task/handle.js'
 import { boundAnswer } from '../storage/task/state.js'
 import { explainSystemError, isDiskFull } from '../system-errors.js'
+import { UNDELIVERED_EXIT } from '../errors.js'
+import { deliveryResult, undelivered } from '../storage/task/delivery.js'
 import { grouped } from '../text.js'
 import { ChatLoop } from './chat.js'
 import { deliverCompleted } from './delivery-step.js'
@@ -71,8 +73,9 @@ export async function settle(input: SettleInput): Promise<Omit<Outcome, 'duratio
       dir: handle.dir,
       final_answer: ending.answer,
       finish_status: ending.finishStatus,
-      exit_code: 0,
-      ...(delivery !== null ? { delivery } : {}),
+      // Completed all the same (its answer stands), but a delivery asked for that did not happen is its own exit (docs/contract.md §9).
+      exit_code: undelivered(delivery) ? UNDELIVERED_EXIT : 0,
+      ...(delivery !== null ? { delivery, delivery_result: deliveryResult(delivery) } : {}),
     }
   }
   if (ending.kind === 'timeout' || ending.kind === 'failed') {

@@ -1,6 +1,7 @@
 import type { Outcome } from '../../run/outcome.js'
 import { VANISHED } from '../../storage/lock/lock.js'
-import { CtxError } from '../../errors.js'
+import { CtxError, UNDELIVERED_EXIT } from '../../errors.js'
+import { deliveryLine } from '../../storage/task/delivery.js'
 import { forTerminal } from '../../terminal-text.js'
 import { grouped } from '../../text.js'
 
@@ -15,6 +16,8 @@ export function renderOutcome(o: Outcome): string {
   // The answer and the reason are the model's and the server's words: no escape sequence of theirs reaches a terminal.
   if (o.final_answer) lines.push('', forTerminal(o.final_answer.trim()), '')
   if (o.error) lines.push(`reason: ${forTerminal(o.error)}`)
+  // The PR, or why there is none (docs/delivery.md#what-is-recorded): a delivery that did not happen is never silent.
+  if (o.delivery) lines.push(forTerminal(`${o.delivery.refused === null ? 'delivered: ' : ''}${deliveryLine(o.delivery)}`))
   if (o.status !== 'lost') lines.push(`files: ${o.dir}`)
   if (o.status === 'paused') lines.push(`resume: ctxagent run --resume ${o.uuid}`)
   if (o.status === 'timeout') lines.push(`continue: ctxagent run --resume ${o.uuid} --max-turns N (or --max-tokens, --timeout), a budget above what it used`)
@@ -23,6 +26,11 @@ export function renderOutcome(o: Outcome): string {
 
 /** `inFleet`: run by a worker, which queues the resume of a task its stop paused and retries a passing LLM failure (docs/contract.md §14.4). */
 export function outcomeError(o: Outcome, inFleet: boolean): CtxError {
+  if (o.status === 'completed' && o.exit_code === UNDELIVERED_EXIT)
+    return new CtxError(`task ${o.uuid} completed, but its change was not delivered: ${o.delivery?.refused ?? 'unknown'}`, {
+      exitCode: UNDELIVERED_EXIT,
+      hint: `the workspace keeps the change; see ctxagent view ${o.uuid.slice(0, 8)}`,
+    })
   if (o.status === 'paused') {
     const hint = inFleet
       ? o.exit_code === 1

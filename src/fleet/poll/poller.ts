@@ -269,6 +269,8 @@ function statusOf(state: string, outcome: string | null): Status {
   if (state === 'cancelled' || outcome === 'cancelled') return 'cancelled'
   if (state === 'failed') return 'failed'
   if (outcome === 'completed') return 'done'
+  // A change asked for and not delivered (docs/delivery.md#what-is-recorded) is not done: someone must look.
+  if (outcome === 'undelivered') return 'failed'
   if (outcome === 'paused') return 'paused'
   if (outcome === 'cancelled') return 'cancelled'
   return 'failed'

@@ -104,6 +104,8 @@ async function waitOut(
 
 /** An attempt's reason from what its task became, when its end does not say. */
 function reasonOf(outcome: string, resumed: boolean, failed: boolean): AttemptReason {
+  // Its task completed; only its delivery did not happen (the job's outcome and error say so).
+  if (outcome === 'undelivered') return 'completed'
   if (outcome === 'completed' || outcome === 'timeout' || outcome === 'died' || outcome === 'cancelled') return outcome
   if (outcome === 'paused') return resumed ? 'stopped' : 'paused'
   return failed || outcome === 'failed' ? 'failed' : 'paused'

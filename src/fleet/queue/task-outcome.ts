@@ -4,6 +4,7 @@ import type { Layout } from '../../storage/fs/layout.js'
 import { FILES, locateTask } from '../../storage/fs/layout.js'
 import type { Location } from '../../storage/fs/layout.js'
 import { safeState } from '../../storage/task/lifecycle.js'
+import { deliveryOf, undelivered } from '../../storage/task/delivery.js'
 import type { TaskState } from '../../storage/task/state.js'
 import { llmOutage } from './retry-policy.js'
 import type { HandBack, Job, JobEnd, LimitWait } from './job.js'
@@ -205,8 +206,14 @@ export function endedElsewhere(layout: Layout, job: Job): JobEnd | null {
  * The end of a job whose task is in completed/. A task still saying `completing` there
  * is completed: its agent died after the move, before the last state write, which the
  * next scan makes (docs/contract.md §3); the job must not keep the word of that instant.
+ * One whose delivery was refused or failed ends `undelivered`.
  */
 export function completedEnd(state: TaskState | null, unread: string): { outcome: string; error: string | null } {
   const status = state === null ? unread : state.status === 'completing' ? 'completed' : state.status
+  // Completed, its answer standing, but the delivery it was queued with did not happen: its own outcome, never a
+  // retry (run exits 6 then; docs/contract.md §14.4), the reason as the job's error.
+  const delivery = status === 'completed' ? deliveryOf(state) : null
+  if (undelivered(delivery))
+    return { outcome: 'undelivered', error: `not delivered: ${delivery?.refused ?? ''}`.replace(/^not delivered: not delivered/, 'not delivered') }
   return { outcome: status, error: status === 'completed' ? null : (state?.error ?? null) }
 }

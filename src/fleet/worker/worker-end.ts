@@ -44,5 +44,7 @@ function logJobEnd(options: WorkerOptions, job: Job, end: JobEnd, ended: Ended |
   }
   if (ended.state === 'retrying') return (o.warn ?? o.log)(`job ${job.id}: ${end.outcome}; retrying in ${ended.retry_in?.toFixed(1)}s (${end.error ?? ''})`)
   if (ended.state === 'failed') return (o.error ?? o.log)(`job ${job.id}: ${end.outcome} (job failed${end.error ? `: ${end.error}` : ''})`)
+  // Its task completed, its delivery did not happen (docs/delivery.md#what-is-recorded): a warning with the reason.
+  if (end.outcome === 'undelivered') return (o.warn ?? o.log)(`job ${job.id}: undelivered (job ${ended.state}): ${end.error ?? ''}`)
   o.log(`job ${job.id}: ${end.outcome}${ended.resumed ? ', its resume queued' : ` (job ${ended.state})`}`)
 }
