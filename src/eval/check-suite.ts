@@ -21,12 +21,20 @@ export async function checkTask(task: EvalTask, config: Config, scratch: string,
   if (task.solution === null) return { task: task.name, ok: true, solution: false }
   const after = await attempt(task, config, scratch, mirrors, hidden, true)
   if (typeof after === 'string') return { task: task.name, ok: false, why: after }
-  if (after !== true) return { task: task.name, ok: false, why: `its check fails with solution.patch applied (${after.last}): the check or the solution is wrong` }
+  if (after !== true)
+    return { task: task.name, ok: false, why: `its check fails with solution.patch applied (${after.last}): the check or the solution is wrong` }
   return { task: task.name, ok: true, solution: true }
 }
 
 /** true: the check passed; else its output's last line; or a string: why it could not be run. */
-async function attempt(task: EvalTask, config: Config, scratch: string, mirrors: string, hidden: readonly string[], solved: boolean): Promise<true | { last: string } | string> {
+async function attempt(
+  task: EvalTask,
+  config: Config,
+  scratch: string,
+  mirrors: string,
+  hidden: readonly string[],
+  solved: boolean,
+): Promise<true | { last: string } | string> {
   const dir = mkdtempSync(join(scratch, `${task.name}-`))
   // Searchable by the sandbox's user, who runs the check in the workspace below.
   chmodSync(dir, 0o711)

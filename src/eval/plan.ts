@@ -40,12 +40,27 @@ export function planEval(input: PlanInput): EvalPlan {
   const suitePath = realpathSync(input.suite)
   const suite = readSuite(suitePath)
   if (suite.tasks.length === 0)
-    throw new UsageError(`the suite ${suitePath} has no usable task`, suite.problems.length > 0 ? `${suite.problems[0]?.name}: ${suite.problems[0]?.why}` : 'each task is a directory with task.yaml and tests/')
+    throw new UsageError(
+      `the suite ${suitePath} has no usable task`,
+      suite.problems.length > 0 ? `${suite.problems[0]?.name}: ${suite.problems[0]?.why}` : 'each task is a directory with task.yaml and tests/',
+    )
   if (input.variants.length === 0) throw new UsageError('no variant given', 'give --variant NAME=config.yaml (once per variant; two for a paired comparison)')
   checkVariants(input.variants)
-  const pricing = new Map(input.variants.map((v) => [v.name, v.config === null ? input.config.pricing : loadConfig({ flag: v.config, env: input.env, cwd: process.cwd() }).config.pricing]))
+  const pricing = new Map(
+    input.variants.map((v) => [
+      v.name,
+      v.config === null ? input.config.pricing : loadConfig({ flag: v.config, env: input.env, cwd: process.cwd() }).config.pricing,
+    ]),
+  )
   const id = evalId(suitePath, input.variants, input.runs, configTexts(input.variants))
-  const spec: EvalSpec = { id, suite: suitePath, created_at: input.now.toISOString(), runs: input.runs, variants: input.variants, tasks: suite.tasks.map((t) => t.name) }
+  const spec: EvalSpec = {
+    id,
+    suite: suitePath,
+    created_at: input.now.toISOString(),
+    runs: input.runs,
+    variants: input.variants,
+    tasks: suite.tasks.map((t) => t.name),
+  }
   const workRoot = input.workDir ?? join(tmpdir(), 'ctxagent-eval', id)
   mkdirSync(workRoot, { recursive: true, mode: 0o711 })
   if (inside(realpathSync(workRoot), realpathSync(input.base)))

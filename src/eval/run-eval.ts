@@ -50,7 +50,8 @@ export async function runEval(input: EvalRunInput): Promise<EvalReport> {
   const todo: { task: EvalTask; variant: VariantSpec; run: number }[] = []
   for (const variant of input.spec.variants)
     for (const task of input.tasks)
-      for (let run = 1; run <= input.spec.runs; run++) if (!have.has(trialKey({ task: task.name, variant: variant.name, run }))) todo.push({ task, variant, run })
+      for (let run = 1; run <= input.spec.runs; run++)
+        if (!have.has(trialKey({ task: task.name, variant: variant.name, run }))) todo.push({ task, variant, run })
   const total = todo.length
   let finished = 0
   const worker = async (): Promise<void> => {

@@ -55,8 +55,7 @@ export async function runTrial(input: TrialInput): Promise<Trial> {
   const base = { task: task.name, variant: variant.name, run: input.run, uuid: agent.uuid }
   const bill = agent.uuid === null ? { usd: 0, tokens: 0, turns: 0 } : await billOf(input.layout, agent.uuid, input.pricing)
   const ended = { ...bill, duration_ms: Date.now() - began, finished_at: new Date().toISOString() }
-  if (agent.status === 'setup_failed' || agent.uuid === null)
-    return { ...base, ...ended, passed: false, status: agent.status, check: null }
+  if (agent.status === 'setup_failed' || agent.uuid === null) return { ...base, ...ended, passed: false, status: agent.status, check: null }
   placeHidden(task, workspace)
   const check = await runCheck(input.config, workspace, task.check, task.checkTimeoutMs, input.hidden)
   return {

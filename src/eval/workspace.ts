@@ -1,6 +1,21 @@
 import { spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { chownSync, closeSync, constants, cpSync, existsSync, fchownSync, lstatSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeSync } from 'node:fs'
+import {
+  chownSync,
+  closeSync,
+  constants,
+  cpSync,
+  existsSync,
+  fchownSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeSync,
+} from 'node:fs'
 import { join, sep } from 'node:path'
 import { git, SAFE_CONFIG } from '../delivery/git.js'
 import type { Config } from '../config/schema.js'
@@ -41,10 +56,20 @@ export async function startingTree(task: EvalTask, into: string, mirrors: string
       throw new Error(`task.yaml's patch does not apply: ${err.message.split('\n')[0]}`)
     })
   await git(['add', '--all', '--force', '--', '.'], at)
-  await git(['commit', '--quiet', '--no-verify', '--allow-empty', '-m', `${task.name}: the starting tree${task.commit === null ? '' : ` (${task.commit.slice(0, 12)})`}`], {
-    ...at,
-    env: IDENTITY,
-  })
+  await git(
+    [
+      'commit',
+      '--quiet',
+      '--no-verify',
+      '--allow-empty',
+      '-m',
+      `${task.name}: the starting tree${task.commit === null ? '' : ` (${task.commit.slice(0, 12)})`}`,
+    ],
+    {
+      ...at,
+      env: IDENTITY,
+    },
+  )
   // As root, the tree is the sandbox user's, as a clone ctxagent makes for a task is.
   giveWorkspace(into, sandboxIdentity(tools, into))
 }
@@ -64,7 +89,13 @@ async function mirrorOf(url: string, mirrors: string): Promise<string> {
 /** `git archive <commit>` of the repository at `repo`, unpacked into `into`. */
 function archiveInto(repo: string, commit: string, into: string): Promise<void> {
   const args = [...SAFE_CONFIG.flatMap((c) => ['-c', c]), '-c', 'safe.directory=*', 'archive', '--format=tar', '--end-of-options', commit]
-  const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: '/nonexistent', GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', GIT_NO_REPLACE_OBJECTS: '1' }
+  const env = {
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    HOME: '/nonexistent',
+    GIT_CONFIG_NOSYSTEM: '1',
+    GIT_CONFIG_GLOBAL: '/dev/null',
+    GIT_NO_REPLACE_OBJECTS: '1',
+  }
   return new Promise((resolve, reject) => {
     const archive = spawn('git', args, { cwd: repo, env, stdio: ['ignore', 'pipe', 'pipe'] })
     const tar = spawn('tar', ['-x', '--no-same-owner', '-C', into], { stdio: ['pipe', 'ignore', 'pipe'] })
@@ -129,4 +160,3 @@ function kindOf(path: string): 'dir' | 'file' | 'other' | null {
     return null
   }
 }
-

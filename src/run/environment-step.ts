@@ -1,4 +1,5 @@
 import { join } from 'node:path'
+import { SETUP_FAILED_EXIT } from '../errors.js'
 import type { TaskHandle } from '../storage/task/handle.js'
 import type { TestRun } from '../storage/task/state.js'
 import { planSandbox } from '../tools/sandbox.js'
@@ -11,9 +12,7 @@ import type { RunEnv } from './run-start.js'
 
 // A new task's environment, prepared before its first LLM request, and its test command run after its agent (docs/environments.md).
 
-/** `run`'s exit code for a task whose environment could not be prepared (docs/contract.md §9). */
-export const SETUP_FAILED_EXIT = 6
-/** The setup log, kept with the task (docs/formats.md#setup-log). */
+/** The setup log, kept with the task (docs/formats.md#setuplog). */
 export const SETUP_LOG = 'setup.log'
 export const TEST_TIMEOUT_MS = 10 * 60_000
 
@@ -43,7 +42,9 @@ export async function environmentStep(run: RunEnv, handle: TaskHandle, hidden: r
   const error = `the environment could not be prepared: ${prepared.record.error ?? 'unknown'}`
   handle.addPlan('outcome', `setup_failed: ${error}`)
   await handle.fail(error, 'setup_failed')
-  log.warn(`setup_failed: ${error}${prepared.record.tail ? `; the setup log's tail:\n${prepared.record.tail.trimEnd().split('\n').slice(-10).join('\n')}` : ''}`)
+  log.warn(
+    `setup_failed: ${error}${prepared.record.tail ? `; the setup log's tail:\n${prepared.record.tail.trimEnd().split('\n').slice(-10).join('\n')}` : ''}`,
+  )
   return {
     kind: 'failed',
     outcome: {

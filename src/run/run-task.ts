@@ -1,14 +1,16 @@
+import { randomUUID } from 'node:crypto'
 import { hostname } from 'node:os'
 import { startTaskTrace } from '../telemetry/trace.js'
 import { ReplayClient } from '../llm/replay.js'
 import type { TaskHandle } from '../storage/task/handle.js'
 import { ToolRegistry } from '../tools/registry.js'
 import { networkFields } from '../tools/sandbox/egress-proxy.js'
-import { holdForTest } from '../test-pause.js'
+import { holdForTest, stallForTest } from '../test-pause.js'
 import { agentLimits, summarizerFor } from './agent-setup.js'
 import { ChatLoop } from './chat.js'
-import { deliverCompleted, deliveryRecord } from './delivery-step.js'
+import { deliveryStart } from './delivery-step.js'
 import { environmentStep, testStep } from './environment-step.js'
+import { issueStatus, labelIssue, movesLabels } from './issue-labels.js'
 import { createRunLog } from './log.js'
 import { outcomeText } from './outcome.js'
 import type { Outcome } from './outcome.js'
@@ -16,7 +18,8 @@ import { statusText } from './remote.js'
 import type { RecordedFinish } from './repair.js'
 import type { RunEnv, RunStart } from './run-start.js'
 import { hiddenPaths, mcpSandbox, shellSandbox } from './sandbox-setup.js'
-import { recordError, settle } from './settle.js'
+import { StalledError, watchDrain } from './drain-guard.js'
+import { pauseStalled, recordError, settle } from './settle.js'
 import { budgetLine } from './spend-setup.js'
 import { StopController, stoppableClient } from './stop.js'
 import { pauseOnSignals, pausingText } from './stop-signals.js'
@@ -25,6 +28,7 @@ import { answeredEnding, beginNew, beginResumed } from './task-begin.js'
 import { openRemote, startMcp, taskClient } from './task-start.js'
 import { inboxEnd, inheritanceFor, takeTask } from './task-take.js'
 import { Agent } from './turn.js'
+import { removeTaskTree } from '../workspace/task-tree.js'
 
 /**
  * Runs one task to an ending: creates it (or resumes it), runs the agent loop, and
@@ -35,12 +39,21 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   const { env, config, settings } = run
   // Before the task exists: a shell without a working sandbox is refused unless the operator opted out.
   const hidden = hiddenPaths(env.layout.base, run.configFile ?? null)
-  const sandbox = shellSandbox(config, settings.allowShell, hidden, settings.workspace)
-  // What delivery starts from, read (and a workspace it cannot work with refused) before the task exists.
-  const delivering = start.kind === 'new' ? await deliveryRecord(settings) : {}
+  // Inherited by the workspace the task was started in, before a delivering task moves to a tree of its own.
+  const inheritance = await inheritanceFor(env, settings, start)
+  const taking: RunStart = start.kind === 'new' ? { ...start, uuid: start.uuid ?? randomUUID() } : start
+  // What delivery starts from, read (and a workspace it cannot work with refused) before the task exists; a
+  // delivering task works on a tree of its own from here (docs/delivery.md#what-a-task-starts-from).
+  const delivering = taking.kind === 'new' ? await deliveryStart(settings, config, taking.uuid as string) : { record: {}, made: undefined }
+  let sandbox: ReturnType<typeof shellSandbox>
+  try {
+    sandbox = shellSandbox(config, settings.allowShell, hidden, settings.workspace)
+  } catch (err) {
+    removeTaskTree(delivering.made)
+    throw err
+  }
   const stop = new StopController()
   const begun = Date.now()
-  const inheritance = await inheritanceFor(env, settings, start)
   // The handlers are in place before the task's directory is: a stop while it is created (or
   // taken from paused/) pauses it once it exists, instead of killing the process with a
   // half-made task in running/ (a worker stopped just as its agent began a job).
@@ -50,9 +63,10 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   let handle: TaskHandle
   try {
     await holdForTest('run:before-take')
-    handle = await takeTask(env, start, { config, settings, delivering, inheritance, onLost: () => stop.stop('lost') })
+    handle = await takeTask(env, taking, { config, settings, delivering: delivering.record, inheritance, onLost: () => stop.stop('lost') })
   } catch (err) {
     removeSignals()
+    removeTaskTree(delivering.made)
     throw err
   }
   heard.uuid = handle.uuid
@@ -71,9 +85,12 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   // Stopped while the task was being created: said now that it has a log (the loop's first check pauses it).
   if (stop.reason === 'SIGINT' || stop.reason === 'SIGTERM') log.info(pausingText(stop.reason))
   const cancelDeadline = stop.deadline(settings.timeoutMs === null ? null : settings.timeoutMs - (handle.state.elapsed_ms ?? 0))
-  let mcp: { close(): Promise<void> } | null = null
+  // Set inside work(): what the finally below closes.
+  const open: { mcp: { close(): Promise<void> } | null } = { mcp: null }
   let unwatch = (): void => undefined
-  try {
+  const drain = watchDrain(handle.uuid)
+  const work = async (): Promise<Outcome> => {
+    await stallForTest('run:work')
     // A new task's environment (docs/environments.md), before any LLM request: a failed setup ends it here.
     const prepared = start.kind === 'new' ? await environmentStep(run, handle, hidden, log, begun) : { kind: 'ready' as const, note: null }
     if (prepared.kind === 'failed') {
@@ -96,6 +113,9 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
         `chat session: talk to it with \`ctxagent chat ${handle.uuid.slice(0, 8)}\` (from any terminal), end it with \`ctxagent chat ${handle.uuid.slice(0, 8)} --end\``,
       )
     const remote = start.channel ? await openRemote(start, handle, config, log, stop.signal) : undefined
+    // By hand, an issue delivered as a PR carries poll's status labels, so that a poller does not queue it again.
+    const labelling = remote !== undefined && movesLabels(settings, handle.metadata.task_key, run.fleetJob === true)
+    if (labelling) await labelIssue(config, handle.metadata.task_key, 'processing', log)
     if (remote) handle.onStop(() => remote.status(statusText(handle, 'paused; it continues when the task is resumed')))
     // Summaries (compaction, the final one) are LLM requests too: the task's stop ends them.
     const summaryClient = made instanceof ReplayClient ? made : stoppableClient(client, stop.signal)
@@ -122,7 +142,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     const answered = start.kind === 'resume' ? answeredEnding(handle, finished) : null
     if (answered) log.info('the task had already answered when its agent stopped; finishing its ending')
     else
-      mcp = await startMcp(
+      open.mcp = await startMcp(
         config,
         tools,
         log,
@@ -138,32 +158,30 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
           }).run()
         : await agent.run()
     unwatch()
+    // A stop from here on does not pause a completed task: its ending (delivery, final summary) goes on, and the signal's line says so.
+    if (ending.kind === 'completed') heard.answered = true
     // The repository's test command, run by ctxagent itself once the agent finished (docs/environments.md#the-test-command).
     if (ending.kind === 'completed') await testStep(run, handle, hidden, log)
-    const deliverStep = (answer: string, finishStatus: 'done' | 'blocked' | null) => deliverCompleted(handle, config, log, answer, finishStatus)
-    const outcome = await settle(
-      handle,
-      ending,
-      agent.progress(),
-      summaryClient,
-      log,
-      config.run.max_answer_chars,
-      config.context.compression.summary_max_tokens,
-      run.fleetJob === true,
-      deliverStep,
-    )
+    const outcome = await settle({ handle, ending, progress: agent.progress(), summaryClient, log, config, layout: env.layout, inFleet: run.fleetJob === true })
     Object.assign(traced, { status: outcome.status, error: outcome.error })
     if (remote && outcome.status !== 'lost') await remote.outcome(outcomeText(outcome))
+    const labelled = labelling ? issueStatus(outcome.status) : null
+    if (labelled !== null) await labelIssue(config, handle.metadata.task_key, labelled, log)
     return { ...outcome, duration_ms: Date.now() - begun, inherited_from: handle.metadata.inherited_from ?? null }
+  }
+  try {
+    return await Promise.race([work(), drain.stalled])
   } catch (err) {
     traced.error = (err as Error).message
     // An error that is not an ending: record it (unless the task is no longer ours), then report it.
-    await recordError(handle, err, env.layout.base, log)
+    if (err instanceof StalledError) await pauseStalled(handle, err, log)
+    else await recordError(handle, err, env.layout.base, log)
     throw err
   } finally {
+    drain.dispose()
     // MCP servers live as long as this process works on the task: closed on every ending, started again by a resume.
     unwatch()
-    await mcp?.close()
+    await open.mcp?.close()
     cancelDeadline()
     removeSignals()
     await taskTrace.end(traced.status, traced.error)

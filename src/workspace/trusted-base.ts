@@ -87,4 +87,3 @@ export function describeBase(base: TrustedBase): string {
   if (base.kind === 'workspace') return "the workspace's own files (not a git repository)"
   return `nothing (${base.why})`
 }
-

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { onlyTask } from '../run/harness.js'
 import { giveToSandbox } from '../helpers/sandbox-owner.js'
-import { branches, deliverySetup, filesHolding, FIXED, git, write } from './setup.js'
+import { branches, deliverySetup, filesHolding, FIXED, git, runOf, write } from './setup.js'
 
 const SECRET = 'Zq7vN2pL9xK4wR8tY6uB3mC5'
 
@@ -15,19 +15,22 @@ describe('what is not delivered', () => {
       content: 'Fixed add and wrote the deploy config.',
     })
     const res = await s.cli(['run', '--task', 'fix add', '--workspace', s.ws, '--deliver', 'pr', '--json'], { DEPLOY_TOKEN: SECRET })
-    expect(res.code, res.stderr).toBe(0)
+    // Completed, not delivered: exit 6 (docs/contract.md §9).
+    expect(res.code, res.stderr).toBe(6)
     const task = onlyTask(s.tree)
     const delivery = task.state.delivery as { refused: string }
     expect(delivery).toMatchObject({ mode: 'pr', branch: null, commit: null, pushed: false, pr: null })
     expect(delivery.refused).toContain('deploy.cfg holds DEPLOY_TOKEN')
     expect(res.stdout + res.stderr).not.toContain(SECRET)
     expect(filesHolding(task.dir, SECRET)).toEqual([])
-    // Nothing committed or pushed; the workspace keeps the agent's files for a person to fix.
+    // Nothing committed or pushed; the task's worktree keeps the agent's files for a person to fix, the checkout untouched.
     expect(branches(join(s.ws, '.git'))).toEqual(['main'])
     expect(branches(s.bare)).toEqual(['main'])
-    expect(readFileSync(join(s.ws, 'deploy.cfg'), 'utf8')).toContain(SECRET)
-    expect(readFileSync(join(s.ws, 'calc.js'), 'utf8')).toBe(FIXED)
-    expect(git(['status', '--porcelain'], s.ws).split('\n').sort()).toEqual(['?? deploy.cfg', 'M calc.js'])
+    const tree = runOf(task).workspace
+    expect(readFileSync(join(tree, 'deploy.cfg'), 'utf8')).toContain(SECRET)
+    expect(readFileSync(join(tree, 'calc.js'), 'utf8')).toBe(FIXED)
+    expect(git(['status', '--porcelain'], tree).split('\n').sort()).toEqual(['?? deploy.cfg', 'M calc.js'])
+    expect(git(['status', '--porcelain'], s.ws)).toBe('')
   })
 
   it('an .env file (deliver.exclude) and a key pattern: refused, nothing pushed; a file over max_file_bytes too', async () => {
@@ -39,14 +42,15 @@ describe('what is not delivered', () => {
       { content: 'done' },
     )
     const res = await s.cli(['run', '--task', 'set up', '--workspace', s.ws, '--deliver', 'pr', '--json'])
-    expect(res.code, res.stderr).toBe(0)
+    expect(res.code, res.stderr).toBe(6)
     const refused = String((onlyTask(s.tree).state.delivery as { refused: string }).refused)
     expect(refused).toContain('.env matches deliver.exclude (.env*)')
     expect(refused).toContain('big.txt is 2000 bytes, over deliver.max_file_bytes (1000)')
     expect(refused).toContain('notes.md holds github pattern')
     expect(branches(s.bare)).toEqual(['main'])
     expect(branches(join(s.ws, '.git'))).toEqual(['main'])
-    expect(existsSync(join(s.ws, '.env'))).toBe(true)
+    expect(existsSync(join(runOf(onlyTask(s.tree)).workspace, '.env'))).toBe(true)
+    expect(existsSync(join(s.ws, '.env'))).toBe(false)
   })
 
   it('no changes: nothing committed or opened, and the outcome says so', async () => {
@@ -55,6 +59,8 @@ describe('what is not delivered', () => {
     const res = await s.cli(['run', '--task', 'check add', '--workspace', s.ws, '--deliver', 'branch', '--json'])
     expect(res.code, res.stderr).toBe(0)
     expect(JSON.parse(res.stdout).delivery).toMatchObject({ mode: 'branch', branch: null, commit: null, refused: expect.stringContaining('no changes') })
+    // Nothing to deliver is no failed delivery: exit 0, said as no_changes.
+    expect(JSON.parse(res.stdout).delivery_result).toBe('no_changes')
     expect(branches(join(s.ws, '.git'))).toEqual(['main'])
   })
 
@@ -64,6 +70,10 @@ describe('what is not delivered', () => {
     const ran = mkdtempSync(join(tmpdir(), 'ctxagent-ran-'))
     chmodSync(ran, 0o777)
     onTestFinished(() => rmSync(ran, { recursive: true, force: true }))
+    // In the commit the task starts from (before anything is planted): its worktree is checked out with it, and no filter runs.
+    writeFileSync(join(s.ws, '.gitattributes'), '* filter=evil diff=evil\n')
+    git(['add', '.gitattributes'], s.ws)
+    git(['commit', '--quiet', '-m', 'attributes'], s.ws)
     const script = (name: string) => {
       const path = join(s.ws, '.git', `evil-${name}`)
       writeFileSync(path, `#!/bin/sh\ntouch ${ran}/${name}\ncat\n`)
@@ -82,7 +92,6 @@ describe('what is not delivered', () => {
     git(['config', 'diff.external', script('diff')], s.ws)
     git(['config', 'core.pager', script('pager')], s.ws)
     git(['config', 'diff.evil.textconv', script('textconv')], s.ws)
-    writeFileSync(join(s.ws, '.gitattributes'), '* filter=evil diff=evil\n')
     giveToSandbox(s.ws)
     s.fake.queue.push(write('calc.js', FIXED), { content: 'Fixed add.' })
     const res = await s.cli(['run', '--task', 'fix add', '--workspace', s.ws, '--deliver', 'branch', '--json'])

@@ -152,3 +152,11 @@ export const write = (path: string, content: string, existing = true) => ({
 })
 
 export const FIXED = 'export function add(a, b) {\n  return a + b\n}\n'
+
+/** metadata.run of a task as delivery reads it: its workspace, and what it started from (docs/delivery.md#what-a-task-starts-from). */
+export function runOf(task: { metadata: Record<string, unknown> }): {
+  workspace: string
+  starts_from?: { kind: string; workspace: string; commit: string; worktree?: string; git_dir?: string }
+} {
+  return task.metadata.run as ReturnType<typeof runOf>
+}

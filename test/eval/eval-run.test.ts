@@ -20,7 +20,11 @@ function makeSuite(): { dir: string; suite: string } {
   const repo = join(dir, 'repo')
   mkdirSync(repo)
   writeFileSync(join(repo, 'calc.js'), BUGGY)
-  const git = (...args: string[]) => execFileSync('git', args, { cwd: repo, env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@x', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@x' } })
+  const git = (...args: string[]) =>
+    execFileSync('git', args, {
+      cwd: repo,
+      env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@x', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@x' },
+    })
   git('init', '-q')
   git('add', '.')
   git('commit', '-qm', 'buggy')
@@ -32,12 +36,18 @@ function makeSuite(): { dir: string; suite: string } {
   const task = (name: string, statement: string, assertion: string) => {
     mkdirSync(join(suite, name, 'tests'), { recursive: true })
     writeFileSync(join(suite, name, 'task.yaml'), `statement: ${JSON.stringify(statement)}\nrepo: ../../repo\ncommit: ${commit}\ncheck: node check.mjs\n`)
-    writeFileSync(join(suite, name, 'tests', 'check.mjs'), `// ${HIDDEN_MARK}\nimport * as c from './calc.js'\nif (!(${assertion})) { console.log('wrong'); process.exit(1) }\n`)
+    writeFileSync(
+      join(suite, name, 'tests', 'check.mjs'),
+      `// ${HIDDEN_MARK}\nimport * as c from './calc.js'\nif (!(${assertion})) { console.log('wrong'); process.exit(1) }\n`,
+    )
   }
   task('add', 'TASK-ADD: add() subtracts; make it add.', 'c.add(2, 3) === 5')
   task('mul', 'TASK-MUL: mul() adds; make it multiply.', 'c.mul(2, 3) === 6')
   task('already', 'TASK-ALREADY: nothing to do.', 'typeof c.add === "function"')
-  writeFileSync(join(suite, 'add', 'solution.patch'), `# ${SOLUTION_MARK}\n--- a/calc.js\n+++ b/calc.js\n@@ -1,2 +1,2 @@\n-export const add = (a, b) => a - b\n+export const add = (a, b) => a + b\n export const mul = (a, b) => a + b\n`)
+  writeFileSync(
+    join(suite, 'add', 'solution.patch'),
+    `# ${SOLUTION_MARK}\n--- a/calc.js\n+++ b/calc.js\n@@ -1,2 +1,2 @@\n-export const add = (a, b) => a - b\n+export const add = (a, b) => a + b\n export const mul = (a, b) => a + b\n`,
+  )
   return { dir, suite }
 }
 
@@ -70,7 +80,13 @@ function setup(fake: FakeLlm): { home: string; config: string; work: string } {
 }
 
 interface Report {
-  variants: { name: string; pass_at_1: number; usd_per_task: number; usd_per_solved: number | null; trials: { task: string; passed: boolean; usd: number; status: string; uuid: string }[] }[]
+  variants: {
+    name: string
+    pass_at_1: number
+    usd_per_task: number
+    usd_per_solved: number | null
+    trials: { task: string; passed: boolean; usd: number; status: string; uuid: string }[]
+  }[]
   paired: { a: string; b: string; pass_diff: number; ci95: [number, number] }[]
   dir: string
 }
@@ -95,7 +111,22 @@ describe('ctxagent eval', () => {
     rmSync(join(suite, 'already'), { recursive: true })
     const fake = await startFakeLlm()
     const { home, config, work } = setup(fake)
-    const args = ['--home', home, '--config', config, '--json', 'eval', 'run', suite, '--variant', 'meh=model=meh-model', '--variant', 'good=model=good-model', '--work-dir', work]
+    const args = [
+      '--home',
+      home,
+      '--config',
+      config,
+      '--json',
+      'eval',
+      'run',
+      suite,
+      '--variant',
+      'meh=model=meh-model',
+      '--variant',
+      'good=model=good-model',
+      '--work-dir',
+      work,
+    ]
     const res = await cliAsync(args)
     expect(res.stderr).not.toMatch(/ctxagent: (?!warning)/)
     expect(res.code).toBe(0)

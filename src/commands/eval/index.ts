@@ -11,7 +11,7 @@ import { runEval } from '../../eval/run-eval.js'
 import { readSuite } from '../../eval/suite.js'
 import { parseVariant } from '../../eval/variants.js'
 import { hiddenPaths } from '../../run/sandbox-setup.js'
-import { positiveIntArg, stopSignal, withEnv } from '../shared.js'
+import { positiveIntArg, stopSignal, withEnv } from '../../command-kit/shared.js'
 import { renderChecks, renderReport, trialLine } from './render.js'
 
 interface RunOptions {
@@ -35,7 +35,12 @@ export function evalCommand(): Command {
     .command('run')
     .description('run every task of a suite with each variant, then its hidden check; the same command again resumes a stopped eval')
     .argument('[suite]', 'a directory of tasks, each with task.yaml and tests/')
-    .option('--variant <name=config>', 'a config file, or key=value,… (model, provider, max_turns, max_tokens, timeout, max_cost, allow_shell, replay, config); repeatable', collect, [])
+    .option(
+      '--variant <name=config>',
+      'a config file, or key=value,… (model, provider, max_turns, max_tokens, timeout, max_cost, allow_shell, replay, config); repeatable',
+      collect,
+      [],
+    )
     .option('--runs <n>', 'trials per task and variant (default: 1)', positiveIntArg)
     .option('--concurrency <k>', 'trials at once (default: 1)', positiveIntArg)
     .option('--work-dir <dir>', "where the trials' workspaces go, outside the task tree (default: a directory under the system's temporary directory)")
@@ -58,7 +63,10 @@ async function checkSuite(ctx: CommandEnv, _opts: object, suite: string): Promis
   verdicts.sort((a, b) => a.task.localeCompare(b.task))
   if (ctx.json) ctx.io.json({ suite, tasks: verdicts })
   else ctx.io.out(renderChecks(verdicts, ctx.io))
-  if (verdicts.some((v) => !v.ok)) throw new CtxError(`${verdicts.filter((v) => !v.ok).length} of ${verdicts.length} task(s) cannot be used`, { hint: 'fix them, or leave them out of the suite' })
+  if (verdicts.some((v) => !v.ok))
+    throw new CtxError(`${verdicts.filter((v) => !v.ok).length} of ${verdicts.length} task(s) cannot be used`, {
+      hint: 'fix them, or leave them out of the suite',
+    })
 }
 
 async function runSuite(ctx: CommandEnv, opts: RunOptions, suiteArg: string | undefined): Promise<void> {

@@ -8,7 +8,11 @@ import { forTerminal } from '../../terminal-text.js'
 // How `eval` shows a suite's check and an eval's report on a terminal (docs/eval.md#the-report).
 
 export function renderChecks(verdicts: readonly TaskVerdict[], io: Io): string {
-  const rows = verdicts.map((v) => [v.task, v.ok ? io.chalk.green('usable') : io.chalk.red('left out'), v.ok ? (v.solution ? 'fails at the start, passes with solution.patch' : 'fails at the start (no solution.patch)') : forTerminal(v.why)])
+  const rows = verdicts.map((v) => [
+    v.task,
+    v.ok ? io.chalk.green('usable') : io.chalk.red('left out'),
+    v.ok ? (v.solution ? 'fails at the start, passes with solution.patch' : 'fails at the start (no solution.patch)') : forTerminal(v.why),
+  ])
   const usable = verdicts.filter((v) => v.ok).length
   return `${table(io, ['task', 'verdict', 'why'], rows)}\n${usable} of ${verdicts.length} task(s) usable`
 }
@@ -36,7 +40,13 @@ export function renderReport(r: EvalReport, io: Io): string {
       .join(', '),
   ])
   const lines = [`eval ${r.id}: ${r.tasks.length} task(s) × ${r.variants.length} variant(s) × ${r.runs} run(s); ${r.suite}`, table(io, head, rows)]
-  if (r.runs > 1) for (const v of r.variants) lines.push(`${v.name}: ${Object.entries(v.pass_at_k).map(([k, p]) => `pass@${k} ${pct(p)}`).join(', ')}`)
+  if (r.runs > 1)
+    for (const v of r.variants)
+      lines.push(
+        `${v.name}: ${Object.entries(v.pass_at_k)
+          .map(([k, p]) => `pass@${k} ${pct(p)}`)
+          .join(', ')}`,
+      )
   for (const p of r.paired)
     lines.push(
       `${p.a} − ${p.b} over ${p.tasks} task(s): pass rate ${signed(p.pass_diff * 100)} points (95 % CI ${signed(p.ci95[0] * 100)} to ${signed(p.ci95[1] * 100)}), $/task ${signed(p.usd_diff, 4)} (95 % CI ${signed(p.usd_ci95[0], 4)} to ${signed(p.usd_ci95[1], 4)}); paired bootstrap over tasks`,

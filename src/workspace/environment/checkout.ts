@@ -19,7 +19,13 @@ export async function scratchCheckout(workspace: string, commit: string, owner: 
   mkdirSync(work)
   const gitArgs = [...SAFE_CONFIG.flatMap((c) => ['-c', c]), '-c', 'safe.directory=*', 'archive', '--format=tar', '--end-of-options', commit]
   await new Promise<void>((resolve, reject) => {
-    const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: '/nonexistent', GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', GIT_NO_REPLACE_OBJECTS: '1' }
+    const env = {
+      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      HOME: '/nonexistent',
+      GIT_CONFIG_NOSYSTEM: '1',
+      GIT_CONFIG_GLOBAL: '/dev/null',
+      GIT_NO_REPLACE_OBJECTS: '1',
+    }
     const archive = spawn('git', gitArgs, { cwd: workspace, env, stdio: ['ignore', 'pipe', 'pipe'] })
     const tar = spawn('tar', ['-x', '--no-same-owner', '-C', work], { stdio: ['pipe', 'ignore', 'pipe'] })
     archive.stdout.pipe(tar.stdin)
@@ -65,4 +71,3 @@ export function present(path: string): boolean {
     return existsSync(path)
   }
 }
-

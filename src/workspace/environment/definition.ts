@@ -29,11 +29,7 @@ export interface Environment {
  * issue or pull request, a fleet's `--repo`), else it is read from the origin URL. A bad
  * definition is a UsageError naming the file or the config key.
  */
-export async function resolveEnvironment(
-  environments: Config['environments'],
-  workspace: string,
-  repository: string | null,
-): Promise<Environment | null> {
+export async function resolveEnvironment(environments: Config['environments'], workspace: string, repository: string | null): Promise<Environment | null> {
   const base = await trustedBase(workspace)
   const real = realPathOf(workspace)
   const name = repository ?? (await originRepository(workspace))

@@ -1,4 +1,4 @@
-import { lstatSync } from 'node:fs'
+import { lstatSync, utimesSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Config } from '../../config/schema.js'
 import { secretValues } from '../../config/secrets.js'
@@ -41,6 +41,8 @@ export interface PrepareInput {
   store: string
   env?: NodeJS.ProcessEnv
   signal?: AbortSignal
+  /** Only make sure the cache holds the result (`env prepare`): nothing is copied into the workspace, no maintenance. */
+  prepareOnly?: boolean
 }
 
 /** The cache's store: on the fleet's shared mount when there is one, else beside the task tree. */
@@ -87,12 +89,15 @@ export async function prepareEnvironment(input: PrepareInput): Promise<Prepared>
       { environment, workspace: input.workspace, plan, store: input.store, secrets, networks: input.config.tools.allowed_networks, log: input.log },
       input.signal,
     )
-    if (got.kind === 'failed') return { kind: 'failed', record: { ...record, cache: 'failed', error: got.error, tail: got.setup?.tail ?? null, setup_seconds: seconds(got.setup) } }
+    if (got.kind === 'failed')
+      return { kind: 'failed', record: { ...record, cache: 'failed', error: got.error, tail: got.setup?.tail ?? null, setup_seconds: seconds(got.setup) } }
     Object.assign(record, { cache: got.kind, setup_seconds: got.kind === 'miss' ? seconds(got.setup) : null })
-    const restored = restore(got.entry, input.workspace, spec.cache?.paths ?? [])
-    Object.assign(record, restored)
+    // Its last use, for cleanup's age (docs/environments.md#the-cache).
+    const now = new Date()
+    utimesSync(got.entry, now, now)
+    if (input.prepareOnly !== true) Object.assign(record, restore(got.entry, input.workspace, spec.cache?.paths ?? []))
   }
-  if (spec.maintenance !== undefined) {
+  if (spec.maintenance !== undefined && input.prepareOnly !== true) {
     const run = await runScript({ plan, workspace: input.workspace, script: spec.maintenance, hosts: null, timeoutMs: MAINTENANCE_TIMEOUT_MS, log: input.log })
     if (run.error !== null || run.code !== 0) return failed(`maintenance ${run.error ?? (run.timedOut ? 'timed out' : `exited with ${run.code}`)}`, run.tail)
   }

@@ -126,8 +126,7 @@ function spawned(run: ScriptRun, plan: BwrapPlan, socket: string | undefined, be
       clearTimeout(killTimer)
       killGroup('SIGKILL')
       masking.end()
-      const finish = (): void =>
-        resolve({ code: timedOut ? null : code, timedOut, tail, ms: Date.now() - began, error })
+      const finish = (): void => resolve({ code: timedOut ? null : code, timedOut, tail, ms: Date.now() - began, error })
       if (log === null) return finish()
       if (dropped > 0) log.write(`\n[… ${dropped} characters of output not kept; the tail follows …]\n${tail}`)
       log.end(finish)

@@ -93,7 +93,11 @@ async function runSetup(ctx: SetupContext, dir: string): Promise<CacheResult> {
       log: ctx.log,
     })
     if (setup.error !== null || setup.code !== 0)
-      return { kind: 'failed', setup, error: setup.error ?? (setup.timedOut ? `setup timed out after ${SETUP_TIMEOUT_MS / 60_000} minutes` : `setup exited with ${setup.code}`) }
+      return {
+        kind: 'failed',
+        setup,
+        error: setup.error ?? (setup.timedOut ? `setup timed out after ${SETUP_TIMEOUT_MS / 60_000} minutes` : `setup exited with ${setup.code}`),
+      }
     mkdirSync(dirname(dir), { recursive: true })
     const collected = mkdtempSync(`${dir}.collect-`)
     for (const path of spec.cache.paths) {
