@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, realpathSync, statSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, realpathSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { loadConfig } from '../config/load.js'
@@ -63,6 +63,8 @@ export function planEval(input: PlanInput): EvalPlan {
   }
   const workRoot = input.workDir ?? join(tmpdir(), 'ctxagent-eval', id)
   mkdirSync(workRoot, { recursive: true, mode: 0o711 })
+  // The sandbox's user (as root: another user) must reach the trials' workspaces below it.
+  chmodSync(workRoot, (statSync(workRoot).mode & 0o777) | 0o011)
   if (inside(realpathSync(workRoot), realpathSync(input.base)))
     throw new UsageError(`--work-dir ${workRoot} is inside the task tree`, 'the sandbox hides the task tree from the agent; give a directory outside it')
   // The suite (its tests and solutions) and every variant's config file are hidden from the agents, as the task tree is.

@@ -16,6 +16,7 @@ export interface EvalRunInput {
   concurrency: number
   layout: Layout
   config: Config
+  configFile: string | null
   workRoot: string
   hidden: readonly string[]
   signal: AbortSignal
@@ -62,6 +63,7 @@ export async function runEval(input: EvalRunInput): Promise<EvalReport> {
         mirrors: join(dir, 'mirrors'),
         layout: input.layout,
         config: input.config,
+        configFile: input.configFile,
         pricing: input.pricing.get(next.variant.name) ?? input.config.pricing,
         hidden: input.hidden,
         signal: input.signal,

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process'
 import { chmodSync, mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { NO_CONFIG } from '../config/load.js'
 import type { Config } from '../config/schema.js'
 import { CtxError } from '../errors.js'
 import { overviewDocument } from '../operations/overview.js'
@@ -24,6 +25,8 @@ export interface TrialInput {
   layout: Layout
   /** The operator's config (the check's sandbox); the variant's own config file is the agent's. */
   config: Config
+  /** The operator's config file (null: none), the agent's when the variant names none. */
+  configFile: string | null
   /** Pricing for the trial's cost: the variant's config's. */
   pricing: Config['pricing']
   /** Places the agent never sees: the suite (its tests and solutions), and the task tree and config as always. */
@@ -58,12 +61,14 @@ export async function runTrial(input: TrialInput): Promise<Trial> {
   if (agent.status === 'setup_failed' || agent.uuid === null) return { ...base, ...ended, passed: false, status: agent.status, check: null }
   placeHidden(task, workspace)
   const check = await runCheck(input.config, workspace, task.check, task.checkTimeoutMs, input.hidden)
+  // A check that could not run is no verdict: the trial is not recorded, and the same command runs it again.
+  if (check.error !== null) throw new CtxError(`the check of ${task.name} could not run: ${check.error}`, { hint: 'fix the sandbox (ctxagent doctor), then run the same command again' })
   return {
     ...base,
     ...ended,
     passed: check.passed,
     status: agent.status,
-    check: { exit_code: check.exit_code, tail: check.error ?? check.tail },
+    check: { exit_code: check.exit_code, tail: check.tail },
   }
 }
 
@@ -81,7 +86,7 @@ function runAgent(input: TrialInput, workspace: string, statement: string): Prom
     join(packageRoot(), 'bin', 'ctxagent'),
     '--home',
     input.layout.base,
-    ...(variant.config === null ? [] : ['--config', variant.config]),
+    ...configArgs(variant.config ?? input.configFile),
     '--json',
     'run',
     '--workspace',
@@ -114,6 +119,11 @@ function runAgent(input: TrialInput, workspace: string, statement: string): Prom
       resolve(outcomeOf(out, err))
     })
   })
+}
+
+/** --config for the agent's run: the variant's file, else the operator's; none: no file (what the operator runs with). */
+function configArgs(file: string | null): string[] {
+  return ['--config', file ?? NO_CONFIG]
 }
 
 function outcomeOf(stdout: string, stderr: string): AgentEnd {

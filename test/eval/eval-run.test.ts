@@ -132,7 +132,6 @@ describe('ctxagent eval', () => {
     expect(res.code).toBe(0)
     const report = JSON.parse(res.stdout) as Report
     const [meh, good] = report.variants
-    console.log(JSON.stringify(report.variants.map((v) => [v.name, v.trials])))
     expect(meh?.pass_at_1).toBe(0.5)
     expect(good?.pass_at_1).toBe(1)
     expect(good?.trials.map((t) => [t.task, t.passed, t.status])).toEqual([

@@ -97,6 +97,7 @@ async function runSuite(ctx: CommandEnv, opts: RunOptions, suiteArg: string | un
       concurrency: opts.concurrency ?? 1,
       layout: ctx.layout,
       config: ctx.config,
+      configFile: ctx.configSource,
       workRoot: plan.workRoot,
       hidden: plan.hidden,
       signal: abort.signal,
