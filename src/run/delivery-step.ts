@@ -37,17 +37,24 @@ export async function deliverCompleted(
   if (handle.state.delivery !== undefined) return handle.state.delivery
   if (finishStatus === 'blocked') return null
   log.info(`delivering the change (${record.deliver === 'pr' ? 'branch and pull request' : 'branch'})`)
-  const delivery = await deliver({
-    config,
-    mode: record.deliver,
-    workspace: record.workspace,
-    base: { commit: record.base_commit, branch: record.base_branch ?? null, remote: record.base_remote ?? null },
-    // A task on a pull request's head branch (the review loop's follow-up) pushes one more commit there.
-    target: record.deliver_target ?? prHeadTarget(handle.metadata) ?? { kind: 'new-branch' },
-    uuid: handle.uuid,
-    key: handle.metadata.task_key,
-    answer,
-  })
+  const delivery =
+    record.base_git === undefined
+      ? unrecorded(record.deliver)
+      : await deliver({
+          config,
+          mode: record.deliver,
+          repository: record.base_git,
+          base: { commit: record.base_commit, branch: record.base_branch ?? null, remote: record.base_remote ?? null },
+          made: handle.state.delivery_commit ?? null,
+          remember: async (commit) => {
+            await handle.update({ delivery_commit: commit })
+          },
+          // A task on a pull request's head branch (the review loop's follow-up) pushes one more commit there.
+          target: record.deliver_target ?? prHeadTarget(handle.metadata) ?? { kind: 'new-branch' },
+          uuid: handle.uuid,
+          key: handle.metadata.task_key,
+          answer,
+        })
   await handle.update({ delivery })
   if (delivery.refused !== null) log.warn(`delivery: ${delivery.refused}`)
   else
@@ -55,6 +62,18 @@ export async function deliverCompleted(
       `delivered: branch ${delivery.branch} (commit ${delivery.commit?.slice(0, 12)})${delivery.pushed ? ', pushed' : ''}${delivery.pr ? `, ${delivery.pr.url}` : ''}`,
     )
   return delivery
+}
+
+/** A task started before its repository was recorded at start (docs/delivery.md#the-repository): not delivered from whatever `.git` names now. */
+function unrecorded(mode: 'branch' | 'pr'): Delivery {
+  return {
+    mode,
+    branch: null,
+    commit: null,
+    pushed: false,
+    pr: null,
+    refused: "the task started before ctxagent recorded its repository at start: not delivered (commit the workspace's change by hand)",
+  }
 }
 
 /** The outcome comment's line about the delivery. */
