@@ -18,7 +18,7 @@ interface PollOptions extends Omit<EnqueueOptions, 'task' | 'taskFile' | 'github
   github: string[]
   gitlab: string[]
   label: string
-  interval: number
+  interval?: number
   once?: boolean
 }
 
@@ -33,7 +33,7 @@ export function pollCommand(): Command {
     .option('--github <owner/repo>', 'a GitHub repository to poll (repeatable)', collect, [])
     .option('--gitlab <group/project>', 'a GitLab project to poll (repeatable)', collect, [])
     .requiredOption('--label <name>', 'the label that asks for an agent')
-    .option('--interval <duration>', 'time between passes, at least 10s (default: 1m)', atLeastTenSeconds, DEFAULT_INTERVAL_MS)
+    .option('--interval <duration>', 'time between passes, at least 10s (default: 1m)', atLeastTenSeconds)
     .option('--once', 'one pass, then exit (for cron, or a systemd timer); exit 1 if a repository could not be read')
     .option('--user <name>', 'whose tasks these are (default: the OS user)')
     .option('--workspace <dir>', 'the only directory tools may touch: a path that exists on every host (default: the current directory)')
@@ -148,7 +148,7 @@ async function poll(ctx: CommandEnv, opts: PollOptions): Promise<void> {
         if (report.errors.length > 0 || review.errors.length > 0) failed = true
         show(ctx, report, review)
       }
-    } while (!opts.once && !stop.signal.aborted && (await pause(opts.interval, stopped)))
+    } while (!opts.once && !stop.signal.aborted && (await pause(opts.interval ?? DEFAULT_INTERVAL_MS, stopped)))
   } finally {
     process.off('SIGINT', onSignal)
     process.off('SIGTERM', onSignal)

@@ -176,8 +176,11 @@ function parseConfigData(yamlText: string, file: string): { config: Config; data
   // reportInput: the messages say "is empty" for a null; the input itself is never printed.
   const result = configSchema.safeParse(data, { reportInput: true })
   if (!result.success) {
-    const issue = result.error.issues[0] as z.core.$ZodIssue
-    throw new UsageError(`${file}: ${describeIssue(issue)}`, SEE_EXAMPLE)
+    const issues = result.error.issues
+    // A misspelt key is two issues: the unknown key and the required one it was meant to be; the typo is what to say.
+    const unknown = issues.find((i) => i.code === 'unrecognized_keys')
+    const issue = unknown ?? (issues[0] as z.core.$ZodIssue)
+    throw new UsageError(`${file}: ${describeIssue(issue, issues)}`, SEE_EXAMPLE)
   }
   const problem = crossCheck(result.data)
   if (problem) throw new UsageError(`${file}: ${problem}`, SEE_EXAMPLE)
@@ -267,15 +270,21 @@ function findProtoKey(value: unknown, path: (string | number)[]): (string | numb
 }
 
 /** A zod issue as `<key path> <what it expects>`: every schema above carries its own words. */
-function describeIssue(issue: z.core.$ZodIssue): string {
+function describeIssue(issue: z.core.$ZodIssue, all: readonly z.core.$ZodIssue[]): string {
   const path = formatPath(issue.path)
   if (issue.code === 'unrecognized_keys') {
-    return `${formatPath([...issue.path, issue.keys[0] as string])} is not a known setting`
+    const missing = all.find((i) => i.code === 'invalid_type' && i.input === undefined && i.path.length === issue.path.length + 1 && sameStart(i.path, issue.path))
+    const meant = missing === undefined ? '' : ` (did you mean ${String(missing.path.at(-1))}?)`
+    return `${formatPath([...issue.path, issue.keys[0] as string])} is not a known setting${meant}`
   }
   const subject = path || 'the file'
   const expects = issue.message.startsWith('must ') || issue.message.startsWith('is ') ? issue.message : fallbackMessage(issue)
   if (issue.code === 'invalid_type' && issue.input === null && expects.startsWith('must ')) return `${subject} is empty; it ${expects}`
   return `${subject} ${expects}`
+}
+
+function sameStart(path: readonly PropertyKey[], prefix: readonly PropertyKey[]): boolean {
+  return prefix.every((key, i) => path[i] === key)
 }
 
 /** Words for an issue a schema gave none for (none should reach here; this keeps zod's "Invalid input" out). */

@@ -44,6 +44,8 @@ describe('parseConfig', () => {
     ],
     ['pricing:\n  m: { prompt: 3, completion: 15, cache_read: 1 }\n', 'config.yaml: pricing.m.cache_read is not a known setting'],
     ['alerts:\n  failure_rate: 0\n', 'config.yaml: alerts.failure_rate must be a number greater than 0 and at most 1'],
+    // A misspelt required key: the typo is named, not the key it was meant to be.
+    ['pricing:\n  m:\n    prompt: 3\n    completoin: 15\n', 'config.yaml: pricing.m.completoin is not a known setting (did you mean completion?)'],
   ])('rejects %j with the key path and reason', (yaml, message) => {
     expect(() => parseConfig(yaml)).toThrow(UsageError)
     expect(() => parseConfig(yaml)).toThrow(message)

@@ -31,6 +31,16 @@ describe('ctxagent binary', () => {
     expect(cli(['chat', '--help']).stdout).toMatch(/reply, or for --end \(default: 5m\)/)
   })
 
+  it("names each option's default once: the help's own text, not commander's as well", () => {
+    for (const c of [...COMMANDS, 'run', 'pause', 'comment', 'chat', 'demo', 'doctor', 'export', 'enqueue', 'worker', 'poll', 'jobs', 'serve']) {
+      const help = cli([c, '--help'], { COLUMNS: '80' })
+      expect(help.code).toBe(0)
+      // One entry per option: its first line and the lines its description wraps onto.
+      const entries = help.stdout.split(/\n(?= {2}-)/)
+      for (const entry of entries) expect(entry.match(/\(default:? /g)?.length ?? 0, `${c}: ${entry}`).toBeLessThanOrEqual(1)
+    }
+  })
+
   it('says in one line how to build it when the bundle is missing', () => {
     const copy = scratch()
     mkdirSync(join(copy, 'bin'))
