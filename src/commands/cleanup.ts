@@ -16,6 +16,8 @@ import type { Finding } from '../operations/monitor.js'
 import { executeCleanup, expireRows, planCleanup } from '../operations/retention.js'
 import type { CleanupPlan, PlannedTask } from '../operations/retention.js'
 import { stalenessPolicy } from '../storage/task/env.js'
+import type { StartsFrom } from '../storage/task/metadata.js'
+import { removeTaskTree, taskTreeOf } from '../workspace/task-tree.js'
 import { durationArg, stopSignal, withEnv } from './shared.js'
 
 interface CleanupOptions {
@@ -133,7 +135,10 @@ async function cleanupOnce(ctx: CommandEnv, opts: CleanupOptions, compressAfterM
         const files = plan.compress.reduce((n, t) => n + (t.files?.length ?? 0), 0) + plan.delete.length
         const progress = createProgress(ctx.io, 'cleanup', !ctx.json)
         progress.start(files)
+        // A deleted task's worktree (docs/delivery.md#what-a-task-starts-from) goes with it: read before its files go.
+        const trees = new Map(plan.delete.map((t) => [t.uuid, taskTreeOf(env.layout.taskDir('completed', t.uuid))]))
         const done = await executeCleanup(env, plan, () => progress.tick()).finally(() => progress.stop())
+        for (const t of done.deleted) removeTreeOf(ctx, t.uuid, trees.get(t.uuid))
         for (const t of [...done.compressed, ...done.deleted, ...reaped]) auditTask(ctx, 'cleanup', t.uuid)
         const after = done.compressed.reduce((sum, t) => sum + t.bytes_after, 0)
         report = {
@@ -159,6 +164,15 @@ async function cleanupOnce(ctx: CommandEnv, opts: CleanupOptions, compressAfterM
     },
     { createIndex: !dryRun },
   )
+}
+
+/** A deleted task's worktree removed; one that cannot be is said, and the pass goes on. */
+function removeTreeOf(ctx: CommandEnv, uuid: string, from: StartsFrom | undefined): void {
+  try {
+    removeTaskTree(from)
+  } catch (err) {
+    ctx.io.warn(`task ${uuid.slice(0, 8)}: its worktree ${from?.worktree} was not removed (${(err as Error).message})`)
+  }
 }
 
 /** Cleanup's passes come about daily (retention counts days): a lease refused for longer than a day is an alert (docs/contract.md §14.5). */

@@ -5,6 +5,7 @@ import { CtxError, resumeRaceLost, UsageError } from '../errors.js'
 import { activeEndpoint } from '../config/endpoint.js'
 import { readStdinText } from '../input-file.js'
 import type { refuseSpentBudget } from '../run/budget-start.js'
+import { openPullOfIssue } from '../run/issue-pull.js'
 import type { RunStart } from '../run/run-start.js'
 import { checkProvider, effectiveConfig, newRunSettings, readTextArg, refuseTreeInWorkspace, resumedRunSettings } from '../run/settings.js'
 import type { RunFlags, RunSettings } from '../run/settings.js'
@@ -62,6 +63,14 @@ async function prepareRemote(ctx: CommandEnv, flags: RunFlags, uuid: string | un
       : readTextArg(flags.followUpFile, 'follow-up file', () => readStdinText('follow-up file', 'give a statement of at most 1 MB'))
   const { user, config, settings } = await settingsFor(ctx, flags)
   const task = await load(config)
+  // An issue whose work is already in an open PR of ctxagent's: continued there, one more commit on its branch (docs/delivery.md#one-pull-request-per-issue).
+  if (task.pull === undefined && settings.deliver === 'pr') {
+    const open = await openPullOfIssue(config, ctx.layout, task.key)
+    if (open !== null) {
+      ctx.io.warn(`the issue already has ctxagent's open pull request ${open.url}: this task continues it (one more commit on ${open.branch})`)
+      task.pull = { head: { branch: open.branch, number: open.number, url: open.url }, opener: open.opener, byBot: open.byBot }
+    }
+  }
   // A pull request: its head branch checked out (a worktree, or the fleet's clone), and the task that opened it.
   const opener = task.pull ? await (await import('./run-pull.js')).placeOnPull(ctx, config, settings, task, uuid) : null
   // On the head branch of a request ctxagent opened, the change goes back as one more commit there, unless --deliver says otherwise.

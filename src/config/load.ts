@@ -273,7 +273,9 @@ function findProtoKey(value: unknown, path: (string | number)[]): (string | numb
 function describeIssue(issue: z.core.$ZodIssue, all: readonly z.core.$ZodIssue[]): string {
   const path = formatPath(issue.path)
   if (issue.code === 'unrecognized_keys') {
-    const missing = all.find((i) => i.code === 'invalid_type' && i.input === undefined && i.path.length === issue.path.length + 1 && sameStart(i.path, issue.path))
+    const missing = all.find(
+      (i) => i.code === 'invalid_type' && i.input === undefined && i.path.length === issue.path.length + 1 && sameStart(i.path, issue.path),
+    )
     const meant = missing === undefined ? '' : ` (did you mean ${String(missing.path.at(-1))}?)`
     return `${formatPath([...issue.path, issue.keys[0] as string])} is not a known setting${meant}`
   }

@@ -1,6 +1,6 @@
-import { chownSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chownSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { git } from './git.js'
 import type { GitOptions } from './git.js'
 import type { RepositoryRecord } from './repository.js'
@@ -112,10 +112,15 @@ export async function addedText(staged: Staged, base: string, path: string): Pro
     .join('\n')
 }
 
-/** The repository's own ignore list (its info/exclude), when it is a regular file. */
+/**
+ * The repository's own ignore list (its info/exclude, in the common git directory, the one
+ * a worktree's git reads too), when it is a regular file. The staging directory is made
+ * without git's template, so it has no `info/` until this makes it.
+ */
 function copyExclude(from: string, to: string): void {
   try {
     if (!lstatSync(from).isFile()) return
+    mkdirSync(dirname(to), { recursive: true })
     writeFileSync(to, readFileSync(from))
   } catch {
     // None.

@@ -101,7 +101,9 @@ export function recordsDelivery(layout: Layout, uuid: string, head: Pick<PrHead,
 
 function workspaceOf(dir: string): string | null {
   try {
-    return readMetadata(dir).run?.workspace ?? null
+    // A delivering task worked on a tree of its own: it was started in the workspace it names.
+    const run = readMetadata(dir).run
+    return run?.starts_from?.workspace ?? run?.workspace ?? null
   } catch {
     return null
   }

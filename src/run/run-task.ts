@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import { hostname } from 'node:os'
 import { startTaskTrace } from '../telemetry/trace.js'
 import { ReplayClient } from '../llm/replay.js'
@@ -7,7 +8,8 @@ import { networkFields } from '../tools/sandbox/egress-proxy.js'
 import { holdForTest } from '../test-pause.js'
 import { agentLimits, summarizerFor } from './agent-setup.js'
 import { ChatLoop } from './chat.js'
-import { deliverCompleted, deliveryRecord } from './delivery-step.js'
+import { deliverCompleted, deliveryStart } from './delivery-step.js'
+import { issueStatus, labelIssue, movesLabels } from './issue-labels.js'
 import { createRunLog } from './log.js'
 import { outcomeText } from './outcome.js'
 import type { Outcome } from './outcome.js'
@@ -24,6 +26,7 @@ import { answeredEnding, beginNew, beginResumed } from './task-begin.js'
 import { openRemote, startMcp, taskClient } from './task-start.js'
 import { inboxEnd, inheritanceFor, takeTask } from './task-take.js'
 import { Agent } from './turn.js'
+import { removeTaskTree } from '../workspace/task-tree.js'
 
 /**
  * Runs one task to an ending: creates it (or resumes it), runs the agent loop, and
@@ -34,12 +37,21 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   const { env, config, settings } = run
   // Before the task exists: a shell without a working sandbox is refused unless the operator opted out.
   const hidden = hiddenPaths(env.layout.base, run.configFile ?? null)
-  const sandbox = shellSandbox(config, settings.allowShell, hidden, settings.workspace)
-  // What delivery starts from, read (and a workspace it cannot work with refused) before the task exists.
-  const delivering = start.kind === 'new' ? await deliveryRecord(settings) : {}
+  // Inherited by the workspace the task was started in, before a delivering task moves to a tree of its own.
+  const inheritance = await inheritanceFor(env, settings, start)
+  const taking: RunStart = start.kind === 'new' ? { ...start, uuid: start.uuid ?? randomUUID() } : start
+  // What delivery starts from, read (and a workspace it cannot work with refused) before the task exists; a
+  // delivering task works on a tree of its own from here (docs/delivery.md#what-a-task-starts-from).
+  const delivering = taking.kind === 'new' ? await deliveryStart(settings, config, taking.uuid as string) : { record: {}, made: undefined }
+  let sandbox: ReturnType<typeof shellSandbox>
+  try {
+    sandbox = shellSandbox(config, settings.allowShell, hidden, settings.workspace)
+  } catch (err) {
+    removeTaskTree(delivering.made)
+    throw err
+  }
   const stop = new StopController()
   const begun = Date.now()
-  const inheritance = await inheritanceFor(env, settings, start)
   // The handlers are in place before the task's directory is: a stop while it is created (or
   // taken from paused/) pauses it once it exists, instead of killing the process with a
   // half-made task in running/ (a worker stopped just as its agent began a job).
@@ -49,9 +61,10 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   let handle: TaskHandle
   try {
     await holdForTest('run:before-take')
-    handle = await takeTask(env, start, { config, settings, delivering, inheritance, onLost: () => stop.stop('lost') })
+    handle = await takeTask(env, taking, { config, settings, delivering: delivering.record, inheritance, onLost: () => stop.stop('lost') })
   } catch (err) {
     removeSignals()
+    removeTaskTree(delivering.made)
     throw err
   }
   heard.uuid = handle.uuid
@@ -89,6 +102,9 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
         `chat session: talk to it with \`ctxagent chat ${handle.uuid.slice(0, 8)}\` (from any terminal), end it with \`ctxagent chat ${handle.uuid.slice(0, 8)} --end\``,
       )
     const remote = start.channel ? await openRemote(start, handle, config, log, stop.signal) : undefined
+    // By hand, an issue delivered as a PR carries poll's status labels, so that a poller does not queue it again.
+    const labelling = remote !== undefined && movesLabels(settings, handle.metadata.task_key, run.fleetJob === true)
+    if (labelling) await labelIssue(config, handle.metadata.task_key, 'processing', log)
     if (remote) handle.onStop(() => remote.status(statusText(handle, 'paused; it continues when the task is resumed')))
     // Summaries (compaction, the final one) are LLM requests too: the task's stop ends them.
     const summaryClient = made instanceof ReplayClient ? made : stoppableClient(client, stop.signal)
@@ -131,7 +147,9 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
           }).run()
         : await agent.run()
     unwatch()
-    const deliverStep = (answer: string, finishStatus: 'done' | 'blocked' | null) => deliverCompleted(handle, config, log, answer, finishStatus)
+    // A stop from here on does not pause a completed task: its ending (delivery, final summary) goes on, and the signal's line says so.
+    if (ending.kind === 'completed') heard.answered = true
+    const deliverStep = (answer: string, finishStatus: 'done' | 'blocked' | null) => deliverCompleted(handle, config, env.layout, log, answer, finishStatus)
     const outcome = await settle(
       handle,
       ending,
@@ -145,6 +163,8 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     )
     Object.assign(traced, { status: outcome.status, error: outcome.error })
     if (remote && outcome.status !== 'lost') await remote.outcome(outcomeText(outcome))
+    const labelled = labelling ? issueStatus(outcome.status) : null
+    if (labelled !== null) await labelIssue(config, handle.metadata.task_key, labelled, log)
     return { ...outcome, duration_ms: Date.now() - begun, inherited_from: handle.metadata.inherited_from ?? null }
   } catch (err) {
     traced.error = (err as Error).message

@@ -3,14 +3,21 @@ import type { StopController } from './stop.js'
 
 // What SIGINT and SIGTERM do to a run, and the lines that say so (docs/running.md#stops-budgets-and-exit-codes).
 
-/** Who hears of a signal: the run's log once it has one, and the task once it exists. */
+/** Who hears of a signal: the run's log once it has one, and the task once it exists; whether it has answered. */
 export interface SignalListeners {
   log: RunLog | null
   uuid: string | null
+  /** The model has answered: what is left is the ending (delivery, the final summary), which a stop does not pause. */
+  answered?: boolean
 }
 
 export function pausingText(signal: 'SIGINT' | 'SIGTERM'): string {
   return `${signal}: pausing at once (the LLM request and running tools are stopped)${signal === 'SIGINT' ? '; Ctrl-C again to exit without pausing' : ''}`
+}
+
+/** What a first stop does once the task has its answer (docs/running.md#stops-budgets-and-exit-codes): it completes, delivery first. */
+export function endingText(signal: 'SIGINT' | 'SIGTERM'): string {
+  return `${signal}: the task has its answer and is not paused: its delivery (if asked for) finishes and it completes, its final summary made without the LLM${signal === 'SIGINT' ? '; Ctrl-C again to exit at once (run --resume then finishes the ending)' : ''}`
 }
 
 /**
@@ -26,6 +33,6 @@ export function pauseOnSignals(stop: StopController, heard: SignalListeners): ()
         )
       process.exit(130)
     },
-    (signal) => heard.log?.info(pausingText(signal)),
+    (signal) => heard.log?.info(heard.answered === true ? endingText(signal) : pausingText(signal)),
   )
 }

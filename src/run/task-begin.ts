@@ -3,6 +3,7 @@ import { killedText } from '../operations/reaper.js'
 import { appendInbox } from '../storage/task/inbox.js'
 import type { TaskHandle } from '../storage/task/handle.js'
 import type { ToolRegistry } from '../tools/registry.js'
+import { startsFromText } from '../workspace/task-tree.js'
 import type { Ending } from './ending.js'
 import { inheritanceMessage } from './inheritance.js'
 import type { Inheritance } from './inheritance.js'
@@ -31,6 +32,9 @@ export async function beginNew(
   log.info(
     `started ${handle.metadata.task_type}${handle.metadata.task_identifier ? ` ${handle.metadata.task_identifier}` : ''} in ${settings.workspace} (${client.model} at ${client.server}, dir ${handle.dir})`,
   )
+  // What it works on, said once at start (docs/delivery.md#what-a-task-starts-from).
+  const from = handle.metadata.run?.starts_from
+  if (from !== undefined) log.info(startsFromText(from))
   if (inheritance)
     log.info(
       `inherited the ${inheritance.summary_source === 'final_summary' ? 'final summary' : 'last summary'} of task ${inheritance.uuid} (${inheritance.status})`,

@@ -1,4 +1,6 @@
+import { z } from 'zod'
 import type { Config } from '../config/schema.js'
+import { forgeReply } from './forge-reply.js'
 import { call as githubCall, client as githubClient } from './github.js'
 import { call as gitlabCall, client as gitlabClient } from './gitlab.js'
 
@@ -36,28 +38,36 @@ export async function openChangeRequest(config: Config, forge: Forge, change: Pr
 export async function itemTitle(config: Config, forge: Forge, kind: string, number: number): Promise<string> {
   if (forge.kind === 'github') {
     const api = githubClient(config)
-    const issue = await githubCall(`${forge.owner}/${forge.repo}#${number}`, () =>
-      api.rest.issues.get({ owner: forge.owner, repo: forge.repo, issue_number: number }),
-    )
-    return issue.title
+    const where = `${forge.owner}/${forge.repo}#${number}`
+    const issue = await githubCall(where, () => api.rest.issues.get({ owner: forge.owner, repo: forge.repo, issue_number: number }))
+    return forgeReply('GitHub', where, TITLED, issue).title
   }
   const api = gitlabClient(config)
-  const item = (await gitlabCall<unknown>(`${forge.project}#${number}`, () =>
+  const where = `${forge.project}${kind === 'merge_request' ? '!' : '#'}${number}`
+  const item = await gitlabCall<unknown>(where, () =>
     kind === 'merge_request' ? api.MergeRequests.show(forge.project, number) : api.Issues.show(number, { projectId: forge.project }),
-  )) as { title: string }
-  return item.title
+  )
+  return forgeReply('GitLab', where, TITLED, item).title
 }
+
+// The fields delivery reads of each reply (docs.github.com/rest/pulls, docs.gitlab.com/api/merge_requests).
+const TITLED = z.object({ title: z.string() })
+const DEFAULT_BRANCH = z.object({ default_branch: z.string() })
+const PULL = z.object({ number: z.number(), html_url: z.string(), body: z.string().nullish(), head: z.object({ ref: z.string() }) })
+const MERGE_REQUEST = z.object({ iid: z.number(), web_url: z.string(), description: z.string().nullish(), source_branch: z.string() })
 
 async function openPull(config: Config, owner: string, repo: string, change: ProposedChange): Promise<OpenedChange> {
   const api = githubClient(config)
   const where = `${owner}/${repo}`
-  const earlier = await githubCall(where, () => api.rest.pulls.list({ owner, repo, head: `${owner}:${change.branch}`, state: 'all', per_page: 100 }))
+  const listed = await githubCall(where, () => api.rest.pulls.list({ owner, repo, head: `${owner}:${change.branch}`, state: 'all', per_page: 100 }))
+  const earlier = forgeReply('GitHub', `${where}'s pull requests of ${change.branch}`, z.array(PULL), listed)
   const found = earlier.find((p) => p.head.ref === change.branch && (p.body ?? '').includes(change.marker))
   if (found) return { number: found.number, url: found.html_url }
-  const base = change.base ?? (await githubCall(where, () => api.rest.repos.get({ owner, repo }))).default_branch
-  const made = await githubCall(where, () =>
+  const base = change.base ?? forgeReply('GitHub', where, DEFAULT_BRANCH, await githubCall(where, () => api.rest.repos.get({ owner, repo }))).default_branch
+  const opened = await githubCall(where, () =>
     api.rest.pulls.create({ owner, repo, head: change.branch, base, title: change.title, body: change.body, draft: change.draft }),
   )
+  const made = forgeReply('GitHub', `${where}'s new pull request`, PULL, opened)
   // A pull request takes its labels as an issue does.
   if (change.labels.length > 0)
     await githubCall(`${where}#${made.number}`, () => api.rest.issues.addLabels({ owner, repo, issue_number: made.number, labels: [...change.labels] }))
@@ -66,20 +76,19 @@ async function openPull(config: Config, owner: string, repo: string, change: Pro
 
 async function openMergeRequest(config: Config, project: string, change: ProposedChange): Promise<OpenedChange> {
   const api = gitlabClient(config)
-  type Mr = { iid: number; web_url: string; description: string | null; source_branch: string }
-  const earlier = (await gitlabCall<unknown>(project, () =>
-    api.MergeRequests.all({ projectId: project, sourceBranch: change.branch, perPage: 100, maxPages: 1 }),
-  )) as Mr[]
+  const listed = await gitlabCall<unknown>(project, () => api.MergeRequests.all({ projectId: project, sourceBranch: change.branch, perPage: 100, maxPages: 1 }))
+  const earlier = forgeReply('GitLab', `${project}'s merge requests of ${change.branch}`, z.array(MERGE_REQUEST), listed)
   const found = earlier.find((m) => m.source_branch === change.branch && (m.description ?? '').includes(change.marker))
   if (found) return { number: found.iid, url: found.web_url }
-  const base = change.base ?? ((await gitlabCall<unknown>(project, () => api.Projects.show(project))) as { default_branch: string }).default_branch
+  const base = change.base ?? forgeReply('GitLab', project, DEFAULT_BRANCH, await gitlabCall<unknown>(project, () => api.Projects.show(project))).default_branch
   // GitLab marks a draft by the title's prefix.
   const title = change.draft ? `Draft: ${change.title}` : change.title
-  const made = (await gitlabCall<unknown>(project, () =>
+  const opened = await gitlabCall<unknown>(project, () =>
     api.MergeRequests.create(project, change.branch, base, title, {
       description: change.body,
       ...(change.labels.length > 0 ? { labels: change.labels.join(',') } : {}),
     }),
-  )) as Mr
+  )
+  const made = forgeReply('GitLab', `${project}'s new merge request`, MERGE_REQUEST, opened)
   return { number: made.iid, url: made.web_url }
 }

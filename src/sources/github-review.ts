@@ -1,6 +1,8 @@
+import { z } from 'zod'
 import type { Config } from '../config/schema.js'
 import { CtxError } from '../errors.js'
 import { call, client, parseGithubRef, parseGithubRepo } from './github.js'
+import { forgeReply } from './forge-reply.js'
 import { OPENER_MARKER } from './marker.js'
 import type { Client } from './github.js'
 import { AccessCache, githubCanWrite, WRITE_ASSOCIATIONS } from './trust.js'
@@ -31,7 +33,8 @@ export function githubReviewWatch(config: Config, repository: string, stop?: Abo
       return login !== undefined && (await access.canWrite(login))
     },
     async listOwnPulls() {
-      const pulls = await call(where, () => api.paginate(api.rest.pulls.list, { owner, repo, state: 'open', per_page: 100 }), stop)
+      const listed = await call(where, () => api.paginate(api.rest.pulls.list, { owner, repo, state: 'open', per_page: 100 }), stop)
+      const pulls = forgeReply('GitHub', `${where}'s open pull requests`, z.array(OPEN_PULL), listed)
       const own: OwnPull[] = []
       for (const p of pulls) {
         const opener = OPENER_MARKER.exec(p.body ?? '')?.[1]
@@ -123,6 +126,16 @@ export function githubReviewWatch(config: Config, repository: string, stop?: Abo
     },
   }
 }
+
+/** What the review loop and delivery read of an open pull request (docs.github.com/rest/pulls/pulls#list-pull-requests). */
+const OPEN_PULL = z.object({
+  number: z.number(),
+  html_url: z.string(),
+  body: z.string().nullish(),
+  head: z.object({ ref: z.string(), sha: z.string() }),
+  user: z.object({ login: z.string() }).nullish(),
+  labels: z.array(z.object({ name: z.string().nullish() })),
+})
 
 /** Write access by the collaborator permission API; not a collaborator (404) is none. */
 async function permission(api: Client, owner: string, repo: string, username: string, stop: AbortSignal | undefined): Promise<boolean> {

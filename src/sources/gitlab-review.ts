@@ -1,10 +1,23 @@
 import { IssueLabelEvents, Jobs, MergeRequestLabelEvents, MergeRequestNotes, MergeRequests, ProjectMembers } from '@gitbeaker/rest'
+import { z } from 'zod'
 import type { Config } from '../config/schema.js'
 import { CtxError } from '../errors.js'
 import { call, parseGitlabProject, parseGitlabRef, stoppable, token } from './gitlab.js'
+import { forgeReply } from './forge-reply.js'
 import { OPENER_MARKER } from './marker.js'
 import { AccessCache, GITLAB_DEVELOPER } from './trust.js'
 import type { OwnPull, ReviewEvent, ReviewWatch, TriggerCheck } from './types.js'
+
+/** What the review loop and delivery read of an open merge request (docs.gitlab.com/api/merge_requests). */
+const OPEN_MR = z.object({
+  iid: z.number(),
+  web_url: z.string(),
+  source_branch: z.string(),
+  sha: z.string().nullish(),
+  description: z.string().nullish(),
+  author: z.object({ username: z.string() }),
+  labels: z.array(z.string()),
+})
 
 /**
  * What the review loop and the trust check read of one GitLab project (merge requests,
@@ -46,8 +59,8 @@ export function gitlabReviewWatch(config: Config, projectPath: string, stop?: Ab
       return added?.user != null && (await access.canWrite(String(added.user.id)))
     },
     async listOwnPulls() {
-      type Mr = { iid: number; web_url: string; source_branch: string; sha: string; description: string | null; author: Author; labels: string[] }
-      const open = (await call<unknown>(project, () => mrs.all({ projectId: project, state: 'opened', perPage: 100 }), stop)) as Mr[]
+      const listed = await call<unknown>(project, () => mrs.all({ projectId: project, state: 'opened', perPage: 100 }), stop)
+      const open = forgeReply('GitLab', `${project}'s open merge requests`, z.array(OPEN_MR), listed)
       const own: OwnPull[] = []
       for (const m of open) {
         const opener = OPENER_MARKER.exec(m.description ?? '')?.[1]
@@ -57,7 +70,7 @@ export function gitlabReviewWatch(config: Config, projectPath: string, stop?: Ab
           number: m.iid,
           url: m.web_url,
           branch: m.source_branch,
-          sha: m.sha,
+          sha: m.sha ?? '',
           opener,
           byBot: bot !== null && m.author.username === bot,
           labels: m.labels,

@@ -23,7 +23,7 @@ const IDENTITIES: [string, number][] =
       ]
     : [['itself', 0]]
 
-/** As an agent could: the fix in the files, and on `branch` (checked out) a merge commit of exactly that tree carrying the token. */
+/** As an agent could, in its tree `dir`: the fix in the files, and on `branch` (checked out) a merge commit of exactly that tree carrying the token. */
 function agentCommits(s: DeliverySetup, dir: string, branch: string, token: string): { merge: string; side: string } {
   const env = {
     PATH: process.env.PATH,
@@ -76,9 +76,9 @@ describe.each(IDENTITIES)("the agent's own commits, never pushed (as %s)", (_, u
     s.fake.queue.push({ content: 'add() adds now.' })
     let agent = { merge: '', side: '' }
     let branch = ''
-    const res = await runWithAgent(s, ['run', '--github', 'acme/shop#42', '--workspace', s.ws, '--deliver', 'pr', '--json'], () => {
+    const res = await runWithAgent(s, ['run', '--github', 'acme/shop#42', '--workspace', s.ws, '--deliver', 'pr', '--json'], (tree) => {
       branch = `ctxagent/42-${onlyTask(s.tree).uuid.slice(0, 8)}`
-      agent = agentCommits(s, s.ws, branch, token)
+      agent = agentCommits(s, tree, branch, token)
     })
     expect(res.code, res.stderr).toBe(0)
     const task = onlyTask(s.tree)
@@ -87,7 +87,7 @@ describe.each(IDENTITIES)("the agent's own commits, never pushed (as %s)", (_, u
     const pushed = ctxagentsOnly(s, `refs/heads/${branch}`, s.first, agent, token)
     expect(delivery.commit).toBe(pushed)
     expect(git(['--git-dir', s.bare, 'log', '--format=%B', '-1', pushed], '/')).toBe(`add() adds now.\n\nctxagent task ${task.uuid}`)
-    // The workspace's branch is ctxagent's commit now; the agent's is an unreferenced object there.
+    // The repository's branch is ctxagent's commit now; the agent's is an unreferenced object there.
     expect(git(['rev-parse', `refs/heads/${branch}`], s.ws)).toBe(pushed)
   })
 
@@ -106,9 +106,10 @@ describe.each(IDENTITIES)("the agent's own commits, never pushed (as %s)", (_, u
     const head = git(['rev-parse', 'HEAD'], seed)
     s.fake.queue.push({ content: 'Fixed add, as the review asked.' })
     let agent = { merge: '', side: '' }
-    const res = await runWithAgent(s, ['run', '--gitlab', 'acme/backend/api!12', '--workspace', s.ws, '--deliver', 'pr', '--json'], () => {
-      const worktree = realpathSync(join(s.ws, '.git', 'ctxagent', 'worktrees', 'gitlab-12'))
-      agent = agentCommits(s, worktree, 'fix-pagination', token)
+    const res = await runWithAgent(s, ['run', '--gitlab', 'acme/backend/api!12', '--workspace', s.ws, '--deliver', 'pr', '--json'], (tree) => {
+      // The pull request's head checked out for it is the task's tree.
+      expect(tree).toBe(realpathSync(join(s.ws, '.git', 'ctxagent', 'worktrees', 'gitlab-12')))
+      agent = agentCommits(s, tree, 'fix-pagination', token)
     })
     expect(res.code, res.stderr).toBe(0)
     const delivery = onlyTask(s.tree).state.delivery as { commit: string; pushed: boolean; refused: string | null }

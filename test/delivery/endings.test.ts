@@ -1,10 +1,10 @@
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { exitOf } from '../helpers/wait.js'
 import { onlyTask, waitFor } from '../run/harness.js'
-import { branches, deliverySetup, FIXED, git, write } from './setup.js'
+import { branches, deliverySetup, FIXED, git, runOf, write } from './setup.js'
 
 describe('only a task that completed with its answer delivers', () => {
   it('nothing for a blocked finish, a failed task, a task out of budget, or a paused one', { timeout: 240_000 }, async () => {
@@ -51,7 +51,11 @@ describe('only a task that completed with its answer delivers', () => {
     let slow = true
     s.fake.fallback = () => (slow ? { delayMs: 100, calls: [{ name: 'glob', arguments: { pattern: `*${Math.random()}` } }] } : { content: 'Fixed add.' })
     const child = s.spawn(['run', '--task', 'fix add', '--workspace', s.ws, '--deliver', 'branch'])
-    await waitFor('the change', () => git(['status', '--porcelain'], s.ws) !== '')
+    // The change is made in the task's worktree, never in the checkout.
+    await waitFor(
+      'the change',
+      () => s.tree.layout.list('running').length === 1 && readFileSync(join(runOf(onlyTask(s.tree)).workspace, 'calc.js'), 'utf8') === FIXED,
+    )
     const uuid = onlyTask(s.tree).uuid
     expect((await s.cli(['pause', uuid])).code).toBe(0)
     await exitOf(child)
@@ -81,9 +85,37 @@ describe('only a task that completed with its answer delivers', () => {
   })
 })
 
+describe('a stop during delivery', () => {
+  it('a first Ctrl-C once the task has answered does not pause it: the line says so, the change is delivered, the run exits 0', {
+    timeout: 240_000,
+  }, async () => {
+    const s = await deliverySetup('path')
+    s.fake.queue.push(write('calc.js', FIXED), { content: 'Fixed add.' })
+    const markerDir = mkdtempSync(join(tmpdir(), 'ctxagent-marker-'))
+    onTestFinished(() => rmSync(markerDir, { recursive: true, force: true }))
+    const marker = join(markerDir, 'held')
+    const child = s.spawn(['run', '--task', 'fix add', '--workspace', s.ws, '--deliver', 'branch', '--log-format', 'text'], {
+      CTXAGENT_TEST_HOLD_AT: 'run:delivering',
+      CTXAGENT_TEST_HOLD_MARKER: marker,
+    })
+    let stderr = ''
+    child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()))
+    await waitFor('the run at its delivery', () => existsSync(marker))
+    child.kill('SIGINT')
+    await waitFor('the line about the stop', () => stderr.includes('SIGINT: the task has its answer and is not paused'))
+    expect(stderr).not.toContain('pausing at once')
+    rmSync(marker)
+    expect((await exitOf(child)).code).toBe(0)
+    const task = onlyTask(s.tree)
+    expect(task.location).toBe('completed')
+    expect(task.state.delivery).toMatchObject({ mode: 'branch', refused: null })
+    expect(branches(join(s.ws, '.git')).length).toBe(2)
+  })
+})
+
 describe('a crash during delivery', () => {
   for (const step of ['deliver-committed', 'deliver-pushed']) {
-    it(`SIGKILL at ${step}: the resume delivers with the same commit, one branch and one PR`, async () => {
+    it(`SIGKILL at ${step}: the resume delivers with the same commit, one branch and one PR`, { timeout: 180_000 }, async () => {
       const s = await deliverySetup('github')
       s.fake.queue.push(write('calc.js', FIXED), { content: 'Fixed add.' })
       const markerDir = mkdtempSync(join(tmpdir(), 'ctxagent-marker-'))

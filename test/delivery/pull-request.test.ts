@@ -1,8 +1,8 @@
-import { readFileSync } from 'node:fs'
+import { existsSync, readFileSync, realpathSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { onlyTask } from '../run/harness.js'
-import { branches, deliverySetup, filesHolding, FIXED, git, write } from './setup.js'
+import { branches, deliverySetup, filesHolding, FIXED, git, runOf, write } from './setup.js'
 
 const MARKER = /<!-- ctxagent:[0-9a-f-]{36} -->/
 
@@ -38,12 +38,29 @@ describe('delivery as a pull request (GitHub) or merge request (GitLab)', () => 
       'ctxagent-bot <ctxagent-bot@users.noreply.ctxagent.invalid>|ctxagent-bot <ctxagent-bot@users.noreply.ctxagent.invalid>',
     )
     expect(git(['--git-dir', s.bare, 'diff', '--name-only', s.first, commit], '/')).toBe('calc.js')
-    // The operator's checkout: still main at the start, the agent's change unstaged in the files.
+    // The operator's checkout: still main at the start, its files untouched (the agent worked in a worktree of its own, removed once delivered).
     expect(git(['symbolic-ref', 'HEAD'], s.ws)).toBe('refs/heads/main')
     expect(git(['rev-parse', 'HEAD'], s.ws)).toBe(s.first)
-    expect(git(['status', '--porcelain'], s.ws)).toBe('M calc.js')
-    expect(readFileSync(join(s.ws, 'calc.js'), 'utf8')).toBe(FIXED)
+    expect(git(['status', '--porcelain'], s.ws)).toBe('')
+    expect(readFileSync(join(s.ws, 'calc.js'), 'utf8')).not.toBe(FIXED)
     expect(git(['rev-parse', `refs/heads/${branch}`], s.ws)).toBe(commit)
+    const run = runOf(task)
+    const worktree = String(run.starts_from?.worktree)
+    expect(run.starts_from).toMatchObject({
+      kind: 'worktree',
+      workspace: s.ws,
+      commit: s.first,
+      worktree: expect.stringContaining('/.git/ctxagent/worktrees/task-'),
+    })
+    expect(run.workspace).toBe(worktree)
+    // The repository delivery worked through is the worktree's, recorded at start: its gitfile, its own git directory, the checkout's as the common one.
+    const gitDir = realpathSync(join(s.ws, '.git'))
+    expect(task.metadata.run).toMatchObject({
+      base_git: { top: worktree, dotgit: 'gitfile', git_dir: { path: expect.stringMatching(/\/worktrees\/task-[^/]+$/) }, common_dir: { path: gitDir } },
+    })
+    expect(existsSync(worktree)).toBe(false)
+    expect(git(['worktree', 'list', '--porcelain'], s.ws)).not.toContain(worktree)
+    expect(res.stderr).toContain(`starts from commit ${s.first.slice(0, 12)} of ${s.ws}, in a worktree of its own`)
     // The PR.
     const gh = s.gh as NonNullable<typeof s.gh>
     expect(gh.pulls).toHaveLength(1)

@@ -11,7 +11,7 @@ import { branches, deliverySetup, FIXED, git, write } from './setup.js'
  * default, resume), and the resume delivers once: one branch, one commit, one PR.
  */
 describe('an agent that died delivering, found by the reaper', () => {
-  it('is paused to be resumed; the resume finds the PR the forge opened and opens no other', async () => {
+  it('is paused to be resumed; the resume finds the PR the forge opened and opens no other', { timeout: 180_000 }, async () => {
     const s = await deliverySetup('github')
     const gh = s.gh as NonNullable<typeof s.gh>
     s.fake.queue.push(write('calc.js', FIXED), { content: 'Fixed add.' })

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { onlyTask } from '../run/harness.js'
 import { giveToSandbox } from '../helpers/sandbox-owner.js'
-import { branches, deliverySetup, filesHolding, FIXED, git, write } from './setup.js'
+import { branches, deliverySetup, filesHolding, FIXED, git, runOf, write } from './setup.js'
 
 const SECRET = 'Zq7vN2pL9xK4wR8tY6uB3mC5'
 
@@ -22,12 +22,14 @@ describe('what is not delivered', () => {
     expect(delivery.refused).toContain('deploy.cfg holds DEPLOY_TOKEN')
     expect(res.stdout + res.stderr).not.toContain(SECRET)
     expect(filesHolding(task.dir, SECRET)).toEqual([])
-    // Nothing committed or pushed; the workspace keeps the agent's files for a person to fix.
+    // Nothing committed or pushed; the task's worktree keeps the agent's files for a person to fix, the checkout untouched.
     expect(branches(join(s.ws, '.git'))).toEqual(['main'])
     expect(branches(s.bare)).toEqual(['main'])
-    expect(readFileSync(join(s.ws, 'deploy.cfg'), 'utf8')).toContain(SECRET)
-    expect(readFileSync(join(s.ws, 'calc.js'), 'utf8')).toBe(FIXED)
-    expect(git(['status', '--porcelain'], s.ws).split('\n').sort()).toEqual(['?? deploy.cfg', 'M calc.js'])
+    const tree = runOf(task).workspace
+    expect(readFileSync(join(tree, 'deploy.cfg'), 'utf8')).toContain(SECRET)
+    expect(readFileSync(join(tree, 'calc.js'), 'utf8')).toBe(FIXED)
+    expect(git(['status', '--porcelain'], tree).split('\n').sort()).toEqual(['?? deploy.cfg', 'M calc.js'])
+    expect(git(['status', '--porcelain'], s.ws)).toBe('')
   })
 
   it('an .env file (deliver.exclude) and a key pattern: refused, nothing pushed; a file over max_file_bytes too', async () => {
@@ -46,7 +48,8 @@ describe('what is not delivered', () => {
     expect(refused).toContain('notes.md holds github pattern')
     expect(branches(s.bare)).toEqual(['main'])
     expect(branches(join(s.ws, '.git'))).toEqual(['main'])
-    expect(existsSync(join(s.ws, '.env'))).toBe(true)
+    expect(existsSync(join(runOf(onlyTask(s.tree)).workspace, '.env'))).toBe(true)
+    expect(existsSync(join(s.ws, '.env'))).toBe(false)
   })
 
   it('a commit the forge does not have yet, holding a token, under the base: not pushed (every object a push would send is scanned)', async () => {
@@ -84,6 +87,10 @@ describe('what is not delivered', () => {
     const ran = mkdtempSync(join(tmpdir(), 'ctxagent-ran-'))
     chmodSync(ran, 0o777)
     onTestFinished(() => rmSync(ran, { recursive: true, force: true }))
+    // In the commit the task starts from (before anything is planted): its worktree is checked out with it, and no filter runs.
+    writeFileSync(join(s.ws, '.gitattributes'), '* filter=evil diff=evil\n')
+    git(['add', '.gitattributes'], s.ws)
+    git(['commit', '--quiet', '-m', 'attributes'], s.ws)
     const script = (name: string) => {
       const path = join(s.ws, '.git', `evil-${name}`)
       writeFileSync(path, `#!/bin/sh\ntouch ${ran}/${name}\ncat\n`)
@@ -102,7 +109,6 @@ describe('what is not delivered', () => {
     git(['config', 'diff.external', script('diff')], s.ws)
     git(['config', 'core.pager', script('pager')], s.ws)
     git(['config', 'diff.evil.textconv', script('textconv')], s.ws)
-    writeFileSync(join(s.ws, '.gitattributes'), '* filter=evil diff=evil\n')
     giveToSandbox(s.ws)
     s.fake.queue.push(write('calc.js', FIXED), { content: 'Fixed add.' })
     const res = await s.cli(['run', '--task', 'fix add', '--workspace', s.ws, '--deliver', 'branch', '--json'])

@@ -8,11 +8,12 @@ import { branches, deliverySetup, FIXED, git, runWithAgent } from './setup.js'
 import type { DeliverySetup } from './setup.js'
 
 /**
- * docs/delivery.md#the-repository: delivery works on the repository the task started with,
- * recorded before the agent runs. An agent that points the workspace's `.git` at another
- * repository (a gitfile, a symbolic link) or its work tree elsewhere (`core.worktree`) gets
- * a refusal naming why, and the other repository — a clone of the same origin, writable by
- * whoever delivers — is left exactly as it was.
+ * docs/delivery.md#the-repository: delivery works on the repository of the task's tree
+ * (its own worktree, whose `.git` is a gitfile), recorded before the agent runs. An agent
+ * that points the tree's `.git` at another repository (a gitfile naming it, a symbolic
+ * link) or its work tree elsewhere (`core.worktree`) gets a refusal naming why, and the
+ * other repository — a clone of the same origin, writable by whoever delivers — is left
+ * exactly as it was.
  */
 const IDENTITIES: [string, number][] =
   process.getuid?.() === 0
@@ -42,7 +43,7 @@ const SWAPS: [string, (ws: string, other: string) => void, RegExp][] = [
       renameSync(join(ws, '.git'), join(ws, '.git-was'))
       writeFileSync(join(ws, '.git'), `gitdir: ${join(other, '.git')}\n`)
     },
-    /the workspace's \.git is a gitfile now, not what the task started with: not delivered/,
+    /the workspace's \.git names another git directory \(.*\/other\/\.git\) than the task started with: not delivered/,
   ],
   [
     'a symbolic link to the other repository',
@@ -59,16 +60,17 @@ const SWAPS: [string, (ws: string, other: string) => void, RegExp][] = [
   ],
 ]
 
-describe.each(IDENTITIES)('a workspace whose .git changed under the agent (as %s)', (_, uid) => {
+describe.each(IDENTITIES)("a task's tree whose .git changed under the agent (as %s)", (_, uid) => {
   it.each(SWAPS)('%s: refused, naming why; nothing pushed; the other repository unchanged', async (_what, swap, why) => {
     const s = await deliverySetup('github')
     s.runAs(uid)
     const other = otherRepository(s)
     const before = other.state()
     s.fake.queue.push({ content: 'Fixed add.' })
-    const res = await runWithAgent(s, ['run', '--github', 'acme/shop#42', '--workspace', s.ws, '--deliver', 'pr', '--json'], () => {
-      writeFileSync(join(s.ws, 'calc.js'), FIXED)
-      swap(s.ws, other.dir)
+    const res = await runWithAgent(s, ['run', '--github', 'acme/shop#42', '--workspace', s.ws, '--deliver', 'pr', '--json'], (tree) => {
+      writeFileSync(join(tree, 'calc.js'), FIXED)
+      swap(tree, other.dir)
+      // What the test's git wrote as root (the tree sits in the checkout's .git) goes back to the checkout's owner.
       giveToSandbox(s.ws)
     })
     expect(res.code, res.stderr).toBe(0)

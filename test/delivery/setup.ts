@@ -14,7 +14,7 @@ import { reachableRoot } from '../helpers/reachable.js'
 import { ROOT, TEST_ENV } from '../helpers/run.js'
 import type { CliResult } from '../helpers/run.js'
 import { giveToSandbox } from '../helpers/sandbox-owner.js'
-import { runSetup, waitFor } from '../run/harness.js'
+import { onlyTask, runSetup, waitFor } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
 
 /** The identity of the test's own git commands (the operator's), never the delivery's. */
@@ -153,11 +153,12 @@ function giveTo(dir: string, uid: number): void {
 }
 
 /**
- * Runs ctxagent with `args` held at its task's start (after the repository is recorded,
- * before the first turn): `agent` plays the agent there (what a command in the sandbox
- * could do to the workspace), then the run goes on. Resolves to its exit and output.
+ * Runs ctxagent with `args` held at its task's start (after its tree is made and its
+ * repository recorded, before the first turn): `agent` plays the agent there, given the
+ * tree the task works in (metadata's `run.workspace`; what a command in the sandbox could
+ * do to it), then the run goes on. Resolves to its exit and output.
  */
-export async function runWithAgent(s: DeliverySetup, args: string[], agent: () => void): Promise<CliResult> {
+export async function runWithAgent(s: DeliverySetup, args: string[], agent: (tree: string) => void): Promise<CliResult> {
   const markers = mkdtempSync(join(tmpdir(), 'ctxagent-hold-'))
   chmodSync(markers, 0o777)
   onTestFinished(() => rmSync(markers, { recursive: true, force: true }))
@@ -170,7 +171,7 @@ export async function runWithAgent(s: DeliverySetup, args: string[], agent: () =
   const closed = new Promise<number>((resolve) => child.on('close', (code) => resolve(code ?? -1)))
   await waitFor('the run held at its start', () => existsSync(marker) || child.exitCode !== null)
   if (existsSync(marker)) {
-    agent()
+    agent(runOf(onlyTask(s.tree)).workspace)
     rmSync(marker)
   }
   return { code: await closed, stdout, stderr }
@@ -205,3 +206,11 @@ export const write = (path: string, content: string, existing = true) => ({
 })
 
 export const FIXED = 'export function add(a, b) {\n  return a + b\n}\n'
+
+/** metadata.run of a task as delivery reads it: its workspace, and what it started from (docs/delivery.md#what-a-task-starts-from). */
+export function runOf(task: { metadata: Record<string, unknown> }): {
+  workspace: string
+  starts_from?: { kind: string; workspace: string; commit: string; worktree?: string; git_dir?: string }
+} {
+  return task.metadata.run as ReturnType<typeof runOf>
+}

@@ -18,6 +18,8 @@ export interface FakeGithub {
   requests: { method: string; path: string; body: unknown }[]
   /** Answers for the next requests matching a method and path prefix, before the normal one. */
   failures: { method: string; path: string; status: number; headers?: Record<string, string>; message: string }[]
+  /** A reply (any JSON) for the next request matching a method and exact path, instead of the normal one: a server that is not quite GitHub. */
+  replies: { method: string; path: string; status: number; body: unknown }[]
   /** While set, every request is recorded and then waits for it (a server that has stopped answering). */
   gate: Promise<void> | null
   /** Adds a comment as a person would, now. */
@@ -73,6 +75,7 @@ export async function startFakeGithub(options: { owner?: string; repo?: string; 
     threads: [],
     requests: [],
     failures: [],
+    replies: [],
     gate: null,
     pulls: [],
     holdOpened: null,
@@ -115,6 +118,11 @@ export async function startFakeGithub(options: { owner?: string; repo?: string; 
         return send(f?.status ?? 500, { message: f?.message, documentation_url: 'https://docs.github.com/rest' }, f?.headers)
       }
       const path = url.pathname
+      const reply = fake.replies.findIndex((r) => r.method === req.method && r.path === path)
+      if (reply >= 0) {
+        const [r] = fake.replies.splice(reply, 1)
+        return send(r?.status ?? 200, r?.body)
+      }
       if (req.method === 'GET' && path === '/user') return send(200, user('ctxagent-bot', 7), { 'x-oauth-scopes': 'repo, read:org' })
       if (req.method === 'GET' && path === `${base}/issues/${number}`) return send(200, { ...fake.issue, comments: fake.comments.length })
       if (req.method === 'GET' && path === `${base}/pulls/${number}` && fake.pull) return send(200, fake.pull)
@@ -183,7 +191,7 @@ export async function startFakeGithub(options: { owner?: string; repo?: string; 
       }
       const labelled = new RegExp(`^${base}/issues/(\\d+)/labels$`).exec(path)
       if (req.method === 'POST' && labelled) {
-        const target = fake.pulls.find((p) => p.number === Number(labelled[1]))
+        const target = Number(labelled[1]) === number ? fake.issue : fake.pulls.find((p) => p.number === Number(labelled[1]))
         if (!target) return send(404, { message: 'Not Found' })
         const names = ((body as { labels?: string[] }).labels ?? []).map((name, i) => ({
           id: 900 + i,
@@ -193,6 +201,16 @@ export async function startFakeGithub(options: { owner?: string; repo?: string; 
           default: false,
         }))
         target.labels = [...(target.labels as unknown[]), ...names]
+        return send(200, target.labels)
+      }
+      // A label taken off (docs.github.com/rest/issues/labels#remove-a-label-from-an-issue): 404 when the item does not carry it.
+      const unlabelled = new RegExp(`^${base}/issues/(\\d+)/labels/([^/]+)$`).exec(path)
+      if (req.method === 'DELETE' && unlabelled) {
+        const target = Number(unlabelled[1]) === number ? fake.issue : fake.pulls.find((p) => p.number === Number(unlabelled[1]))
+        const name = decodeURIComponent(unlabelled[2] as string)
+        const carried = (target?.labels ?? []) as { name: string }[]
+        if (!target || !carried.some((l) => l.name === name)) return send(404, { message: 'Label does not exist' })
+        target.labels = carried.filter((l) => l.name !== name)
         return send(200, target.labels)
       }
       if (req.method === 'POST' && path === '/graphql') {

@@ -64,6 +64,23 @@ export interface RunRecord {
   pr_head?: PrHead | null
   /** The task's cost cap in USD (run --max-cost, run.max_cost_usd), across resumes; absent or null: none. */
   max_cost_usd?: number | null
+  /** What a delivering task works on (docs/delivery.md#what-a-task-starts-from); absent: the workspace itself. */
+  starts_from?: StartsFrom
+}
+
+/**
+ * The tree of its own a delivering task works on (docs/delivery.md#what-a-task-starts-from):
+ * a worktree made for it at the commit its checkout had (`worktree`), the fleet's `--repo`
+ * clone made for it (`clone`), or a pull request's head branch checked out for it (`pr-head`).
+ */
+export interface StartsFrom {
+  kind: 'worktree' | 'clone' | 'pr-head'
+  /** The directory the task was started with (--workspace, or the current directory). */
+  workspace: string
+  commit: string
+  /** kind worktree: the worktree (its top level) and the git directory that keeps its record. */
+  worktree?: string
+  git_dir?: string
 }
 
 /** A directory as the kernel knows it: a replaced one at the same path has another device/inode. */
