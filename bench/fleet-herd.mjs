@@ -37,7 +37,7 @@ function serverCpuMs(postmaster) {
 }
 
 async function measure(db, postmaster, n, one) {
-  const { JobQueue } = await import(join(ROOT, 'dist', 'fleet', 'jobs.js'))
+  const { JobQueue } = await import(join(ROOT, 'dist', 'fleet', 'job-queue.js'))
   const { JobListener } = await import(join(ROOT, 'dist', 'fleet', 'listener.js'))
   const { registerWorker } = await import(join(ROOT, 'dist', 'fleet', 'registry.js'))
   const pool = new pg.Pool({ connectionString: db, max: 20 })

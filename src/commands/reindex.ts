@@ -56,6 +56,7 @@ async function reindex(ctx: CommandEnv): Promise<void> {
 function print(ctx: CommandEnv, result: ReindexResult, into: string): void {
   const { running, paused, completed } = result.by_location
   ctx.io.out(`indexed ${result.indexed} task(s) into ${into} (running ${running}, paused ${paused}, completed ${completed})`)
+  if (result.spend_carried_usd > 0) ctx.io.out(`carried $${result.spend_carried_usd.toFixed(2)} of spend from tasks.db into the fleet's ledger`)
   if (result.failed.length > 0) {
     ctx.io.out(`${result.failed.length} director${result.failed.length === 1 ? 'y' : 'ies'} could not be read:`)
     for (const f of result.failed) ctx.io.out(`  ${f.location}/${f.uuid}: ${f.error}`)

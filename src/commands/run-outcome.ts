@@ -36,6 +36,11 @@ export function outcomeError(o: Outcome, inFleet: boolean): CtxError {
       exitCode: 5,
       hint: `continue it with a raised budget: ctxagent run --resume ${o.uuid.slice(0, 8)} --max-turns N (or --max-tokens, --timeout)`,
     })
+  if (o.status === 'setup_failed')
+    return new CtxError(`task ${o.uuid} ended setup_failed: ${o.error}`, {
+      exitCode: o.exit_code,
+      hint: `see its setup log (${o.dir}/setup.log) and the repository's environment (docs/environments.md)`,
+    })
   if (o.status === 'lost') {
     const vanished = o.error?.includes(VANISHED) === true
     return new CtxError(`task ${o.uuid}: ${o.error}`, {

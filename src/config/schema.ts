@@ -2,6 +2,7 @@
 // methods, so that the bundle keeps only what is used (a command parses less code).
 import * as z from 'zod/mini'
 import { isDuration } from '../duration.js'
+import { environmentsSchema } from './environment.js'
 import { isHostPattern, NETWORK_MODES, parseCidr } from './network.js'
 import { shown } from './shown.js'
 
@@ -424,6 +425,10 @@ export const configSchema = z.strictObject(
         {},
       ),
     }),
+    // Repository environments (docs/environments.md): keyed by owner/repo or a workspace's path; wins over the repository's own file.
+    environments: withDefault(environmentsSchema, {}),
+    // The environments' cache: cleanup removes results unused for max_age_days, then the least recently used past max_gb.
+    environment_cache: section({ max_age_days: withDefault(positiveNumber(), 14), max_gb: withDefault(positiveNumber(), 20) }),
   },
   { error: MAPPING },
 )

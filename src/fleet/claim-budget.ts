@@ -78,20 +78,18 @@ function thresholds(config: Config, user: string, model: string): Thresholds {
 }
 
 /**
- * The cap spent for the job user `job` (an SQL expression; NULL: the worker's OS user, as its
- * `run` takes it), by the ClaimBudget in `param` (a jsonb parameter), or NULL: the month's
- * first (its reset is the latest), then the day's, then the fleet's. Each is one read of
- * user_spend's primary key (the fleet's sum does not depend on the job: PostgreSQL reads it
- * once per statement).
+ * SQL: the cap spent for the job user `job` (an SQL expression; NULL: the worker's OS user, as
+ * its `run` takes it), by the ClaimBudget in `param` (a jsonb parameter), or NULL: the month's
+ * first, then the day's, then the fleet's (storage/index/spend.ts's fleet_spent_cap, one read
+ * of user_spend's key), `fleet` the fleet's spend today (read once by the claim).
  */
-export function spentCapSql(job: string, param: string): string {
-  const u = userSql(job, param)
-  const caps = capsSql(job, param)
-  const sum = (where: string) => `(SELECT coalesce(sum(s.usd), 0) FROM user_spend s WHERE ${where})`
-  return `CASE WHEN ${param} IS NULL THEN NULL
-      WHEN ${u} IS NOT NULL AND (${caps}->>'monthly')::float8 < ${sum(`s."user" = ${u} AND s.day BETWEEN ${param}->>'from' AND ${param}->>'to'`)} THEN 'user-monthly'
-      WHEN ${u} IS NOT NULL AND (${caps}->>'daily')::float8 < ${sum(`s."user" = ${u} AND s.day = ${param}->>'day'`)} THEN 'user-daily'
-      WHEN (${caps}->>'fleet')::float8 < ${sum(`s.day = ${param}->>'day'`)} THEN 'fleet-daily' END`
+export function spentCapSql(job: string, param: string, fleet: string): string {
+  return `fleet_spent_cap(${userSql(job, param)}, ${param}, ${fleet})`
+}
+
+/** SQL: the fleet's spend today, by the ClaimBudget in `param` (0 without one). */
+export function fleetSpendSql(param: string): string {
+  return `(SELECT coalesce(sum(s.usd), 0) FROM user_spend s WHERE ${param} IS NOT NULL AND s.day = ${param}->>'day')`
 }
 
 /** SQL: whether the fleet's daily cap applies to a job's user (null for a user whose model has no price); true when the claim has no figures. */

@@ -5,6 +5,7 @@ import type { Layout, Location } from '../storage/fs/layout.js'
 import { locateTask } from '../storage/fs/layout.js'
 import { safeState } from '../storage/task/lifecycle.js'
 import type { PausedBy, TaskState } from '../storage/task/state.js'
+import { rollUpTallies } from '../storage/index/fleet-tallies.js'
 import { inTransaction } from '../storage/index/pg-pool.js'
 import { pauseAtForTest } from '../test-pause.js'
 import { endJob } from './job-end.js'
@@ -39,6 +40,7 @@ interface OpenJob {
  * reconciles jobs and tree: a running job whose task has left running/ (or was never made,
  * its worker dead) is settled from what its task became — so a pass killed between a
  * task's move and its job's settlement is completed by the next one (docs/contract.md §14.5).
+ * The pass also rolls up the fleet's tallies.
  */
 export async function fleetPass(
   pool: Pool,
@@ -61,9 +63,15 @@ export async function fleetPass(
     const location = locateTask(layout, job.task_uuid)?.location ?? null
     // Its agent still owns it (or a watch-locks pass will reap it), or a live worker is still starting it.
     if (location === 'running' || (location === null && job.worker_live)) continue
+    // In paused/ under a live worker, by design: its agent is starting (a resume's task is in paused/ until
+    // it takes it), or has just paused for a usage limit or a budget and its worker is ending the job as a
+    // wait. That worker settles it; settled here, it was recorded `stopped` and its resume queued at once.
+    if (location === 'paused' && job.worker_live && !reaped.has(job.task_uuid)) continue
     const end = await settleJob(pool, layout, job, location, reaped.has(job.task_uuid), config.fleet)
     if (end !== null) settled.push({ job: job.id, task: job.task_uuid, ...end })
   }
+  // The claims' and ends' logs into the fleet's totals, also when no one reads /metrics (docs/formats.md#fleet-tallies).
+  await rollUpTallies(pool)
   return { result, settled }
 }
 

@@ -140,3 +140,14 @@ export async function recordError(handle: TaskHandle, err: unknown, base: string
     await handle.fail((err as Error).message).catch(() => undefined)
   }
 }
+
+/** A run whose loop drained with its task unsettled (drain-guard.ts): paused with why, to be resumed. */
+export async function pauseStalled(handle: TaskHandle, err: Error, log: RunLog): Promise<void> {
+  if (handle.lost) return
+  log.warn(`pausing: ${err.message}`)
+  await handle
+    .update({ error: err.message })
+    .then(() => handle.pause())
+    .catch(() => handle.abandon(err.message))
+    .catch(() => undefined)
+}

@@ -8,6 +8,7 @@ import type { FleetStatus } from '../fleet/status.js'
 import { connectPool } from '../storage/index/pg-pool.js'
 import { queueWaitTotals } from '../storage/index/queue-waits.js'
 import { countsFromRows, fleetCounterTotals } from '../storage/index/fleet-counters.js'
+import { rollUpTallies } from '../storage/index/fleet-tallies.js'
 import type { FleetCounts } from '../storage/index/fleet-counters.js'
 import type { QueueWaitRow } from '../storage/index/queue-waits.js'
 import type { TaskIndex } from '../storage/index/task-index.js'
@@ -91,10 +92,13 @@ export class FleetSource {
    * For /metrics: the queue wait histogram's totals (each claim's wait, observed once) and the
    * fleet's counters (claims by host, finished jobs by outcome, retries by reason, budget pauses
    * by cap), both running totals that cleanup leaves (docs/serve.md#fleet-counters). A schema
-   * older than the counters' table: counted from the rows still kept, as before it.
+   * older than the counters' table: counted from the rows still kept, as before it. The
+   * logs since the last roll-up are rolled up first, so that the read stays short
+   * (docs/formats.md#fleet-tallies).
    */
   async queueFigures(): Promise<{ waits: QueueWaitRow[]; counts: FleetCounts }> {
     const pool = await this.connect()
+    await rollUpTallies(pool)
     const waits = await queueWaitTotals(pool)
     return { waits, counts: (await fleetCounterTotals(pool)) ?? (await countsFromRows(pool)) }
   }

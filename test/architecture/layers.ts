@@ -17,7 +17,7 @@ export const FLOORS: readonly (readonly string[])[] = [
   ['command-env.ts'],
   ['fleet/'],
   ['run/'],
-  // What a task works in: its own worktree of a checkout (and, next, clones and pull requests' checkouts).
+  // What a task works in: its own worktree of a checkout, the repository's trusted base and environment (setup, cache); next, clones and PR checkouts.
   ['workspace/'],
   // Delivery of a finished task's change (git, the forge's PR/MR): called by the loop, above the tools and sources it uses.
   ['delivery/'],

@@ -114,8 +114,9 @@ describe('the fleet counters on /metrics', () => {
       await migrate(client)
       // The schema as the version before made it: no counters' table, no triggers.
       await client.query(
-        `DROP TRIGGER fleet_jobs_count ON fleet_jobs; DROP TRIGGER fleet_job_attempts_count ON fleet_job_attempts; DROP TABLE fleet_counters;
-         UPDATE ctxagent_schema SET version = ${SCHEMA_VERSION - 1}`,
+        `DROP TABLE fleet_counter_log, fleet_queue_wait_log; DROP FUNCTION fleet_tallies_roll_up(); DROP INDEX idx_fleet_jobs_claimable;
+         DROP TRIGGER fleet_jobs_count ON fleet_jobs; DROP TRIGGER fleet_job_attempts_count ON fleet_job_attempts; DROP TABLE fleet_counters;
+         UPDATE ctxagent_schema SET version = ${SCHEMA_VERSION - 2}`,
       )
     } finally {
       client.release()

@@ -87,5 +87,5 @@ describe('cache writes and summary calls in the index', () => {
   })
 })
 
-/** The later counters' migration, counted from the last (the queue waits' and the fleet's counters' came after it, IF NOT EXISTS: run again as they are): the schema as it was before it. */
-const LATER_COUNTERS_FROM_END = 3
+/** The later counters' migration, counted from the last (the queue waits', the fleet's counters' and its tallies' came after it, IF NOT EXISTS: run again as they are): the schema as it was before it. */
+const LATER_COUNTERS_FROM_END = 4
