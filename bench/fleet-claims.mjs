@@ -112,7 +112,7 @@ async function countsOf(db) {
 }
 
 export async function claimScaleRows(server, say) {
-  const { JobQueue } = await import(join(ROOT, 'dist', 'fleet', 'job-queue.js'))
+  const { JobQueue } = await import(join(ROOT, 'dist', 'fleet', 'queue', 'job-queue.js'))
   const admin = new pg.Client({ connectionString: server.url })
   await admin.connect()
   await createSchema(admin)

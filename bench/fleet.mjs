@@ -92,7 +92,7 @@ async function fleetRun(db, llm, n, workers) {
   const running = await Promise.all(Array.from({ length: workers }, () => startWorker(env)))
   try {
     await sleep(IDLE_MS)
-    const { JobQueue } = await import(join(ROOT, 'dist', 'fleet', 'job-queue.js'))
+    const { JobQueue } = await import(join(ROOT, 'dist', 'fleet', 'queue', 'job-queue.js'))
     const pool = new pg.Pool({ connectionString: db, max: 1 })
     const queue = new JobQueue(pool)
     const client = await pool.connect()
@@ -150,7 +150,7 @@ async function turnCost(db, llm, tag, pgIndex) {
 }
 
 async function claimsPerSecond(db) {
-  const { JobQueue } = await import(join(ROOT, 'dist', 'fleet', 'job-queue.js'))
+  const { JobQueue } = await import(join(ROOT, 'dist', 'fleet', 'queue', 'job-queue.js'))
   const admin = new pg.Client({ connectionString: db })
   await admin.connect()
   await admin.query('TRUNCATE fleet_jobs, fleet_workers, fleet_idle')

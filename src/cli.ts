@@ -11,7 +11,7 @@ import { ctxagentVersion } from './version.js'
  * `all`: a command that reads the others (completion lists them all).
  */
 const COMMANDS: readonly { names: readonly string[]; all?: true; load: () => Promise<Command> }[] = [
-  { names: ['run'], load: async () => (await import('./commands/run.js')).runCommand() },
+  { names: ['run'], load: async () => (await import('./commands/run/run.js')).runCommand() },
   { names: ['view'], load: async () => (await import('./commands/view/index.js')).viewCommand() },
   { names: ['list', 'ls'], load: async () => (await import('./commands/list.js')).listCommand() },
   { names: ['stats'], load: async () => (await import('./commands/stats.js')).statsCommand() },
@@ -32,7 +32,7 @@ const COMMANDS: readonly { names: readonly string[]; all?: true; load: () => Pro
   { names: ['enqueue'], load: async () => (await import('./commands/enqueue.js')).enqueueCommand() },
   { names: ['worker'], load: async () => (await import('./commands/worker.js')).workerCommand(main) },
   { names: ['poll'], load: async () => (await import('./commands/poll.js')).pollCommand() },
-  { names: ['fleet'], load: async () => (await import('./commands/fleet.js')).fleetCommand() },
+  { names: ['fleet'], load: async () => (await import('./commands/fleet/fleet.js')).fleetCommand() },
   { names: ['jobs'], load: async () => (await import('./commands/jobs.js')).jobsCommand() },
   { names: ['serve'], load: async () => (await import('./commands/serve.js')).serveCommand() },
 ]

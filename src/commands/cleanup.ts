@@ -4,8 +4,8 @@ import { Command } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask, fleetDatabaseUrl, withTaskEnv } from '../command-env.js'
 import { fleetPool, fleetReapPass, withFleetLease } from '../actions/fleet-db.js'
-import { workerLiveSeconds } from './fleet.js'
-import { printSettled } from './watch-locks.js'
+import { workerLiveSeconds } from '../storage/index/worker-liveness.js'
+import { printSettled } from '../command-kit/settled.js'
 import { formatBytes } from '../duration.js'
 import { CtxError, NotFoundError, UsageError } from '../errors.js'
 import { createProgress } from '../progress.js'
@@ -18,9 +18,9 @@ import type { Finding } from '../operations/monitor.js'
 import { executeCleanup, expireRows, planCleanup } from '../operations/retention.js'
 import type { CleanupPlan, PlannedTask } from '../operations/retention.js'
 import { stalenessPolicy } from '../storage/task/env.js'
+import { durationArg, stopSignal, withEnv } from '../command-kit/shared.js'
 import type { StartsFrom } from '../storage/task/metadata.js'
 import { removeTaskTree, taskTreeOf } from '../workspace/task-tree.js'
-import { durationArg, stopSignal, withEnv } from './shared.js'
 
 interface CleanupOptions {
   dryRun?: boolean
@@ -197,7 +197,7 @@ function fleetPassOptions(opts: CleanupOptions): { intervalMs: number; once: boo
 async function expireFleetRows(ctx: CommandEnv, dryRun: boolean): Promise<{ jobs: number; workers: number }> {
   const { pool } = await fleetPool(ctx, 'cleanup')
   try {
-    return await expireRows(pool, ctx.config.fleet.retention_days, workerLiveSeconds(ctx), dryRun)
+    return await expireRows(pool, ctx.config.fleet.retention_days, workerLiveSeconds(ctx.config.locks), dryRun)
   } finally {
     await pool.end().catch(() => undefined)
   }

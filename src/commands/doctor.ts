@@ -7,10 +7,10 @@ import { hiddenPaths, mcpSandbox } from '../run/sandbox-setup.js'
 import { resolveWorkspace } from '../run/settings.js'
 import type { Check } from '../operations/doctor-check.js'
 import { isLoopback } from '../serve/auth.js'
-import { serveToken } from './serve.js'
+import { serveToken } from '../command-kit/serve-token.js'
 import { wrapWords } from '../text.js'
 import { environmentChecks } from '../workspace/environment/check.js'
-import { durationArg, withEnv } from './shared.js'
+import { durationArg, withEnv } from '../command-kit/shared.js'
 
 interface DoctorOptions {
   timeout: number

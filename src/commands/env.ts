@@ -3,13 +3,13 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { Command } from 'commander'
 import type { CommandEnv } from '../command-env.js'
-import { CtxError, UsageError } from '../errors.js'
-import { cloneWorkspace } from '../fleet/clone.js'
+import { CtxError, SETUP_FAILED_EXIT, UsageError } from '../errors.js'
+import { cloneWorkspace } from '../workspace/clone.js'
 import { hiddenPaths } from '../run/sandbox-setup.js'
 import { resolveWorkspace } from '../run/settings.js'
 import { giveWorkspace, sandboxIdentity } from '../tools/sandbox/identity.js'
 import { environmentStore, prepareEnvironment } from '../workspace/environment/prepare.js'
-import { withEnv } from './shared.js'
+import { withEnv } from '../command-kit/shared.js'
 
 interface PrepareOptions {
   workspace?: string
@@ -67,7 +67,7 @@ async function prepare(ctx: CommandEnv, opts: PrepareOptions): Promise<void> {
     else ctx.io.out(`${prepared.record.status}: ${prepared.record.file ?? `environments.${prepared.record.operator}`}; cache ${prepared.record.cache}`)
     if (prepared.kind === 'failed')
       throw new CtxError(`setup failed: ${prepared.record.error}`, {
-        exitCode: 6,
+        exitCode: SETUP_FAILED_EXIT,
         hint: prepared.record.tail ? `its output ended: ${prepared.record.tail.trim().split('\n').slice(-3).join(' | ')}` : 'see docs/environments.md',
       })
   } finally {

@@ -8,7 +8,7 @@ import { rebuildIndex } from '../operations/reindex.js'
 import type { ReindexResult } from '../operations/reindex.js'
 import { TaskIndex } from '../storage/index/task-index.js'
 import { ensureLayout } from '../storage/task/lifecycle.js'
-import { withEnv } from './shared.js'
+import { withEnv } from '../command-kit/shared.js'
 
 export function reindexCommand(): Command {
   return new Command('reindex').description('rebuild tasks.db from the task directories (including gzipped tasks)').action(withEnv(reindex))

@@ -1,9 +1,9 @@
-import { Command, InvalidArgumentError, Option } from 'commander'
+import { Command, Option } from 'commander'
 import type { CommandEnv } from '../command-env.js'
-import { auditTask, fleetDatabaseUrl, openIndex, parseIsoDate } from '../command-env.js'
-import { formatBytes, formatDuration, parseDuration } from '../duration.js'
+import { auditTask, fleetDatabaseUrl, openIndex } from '../command-env.js'
+import { formatBytes, formatDuration } from '../duration.js'
 import { NotFoundError, UsageError } from '../errors.js'
-import { clip, grouped, isPrintableName, NAME_RULE, sampleOf, shortPath } from '../text.js'
+import { clip, grouped, sampleOf, shortPath } from '../text.js'
 import { table } from '../render.js'
 import { STATUSES } from '../storage/task/state.js'
 import { checkHealth, collectStats, scanIntoMemory, where } from '../operations/stats.js'
@@ -15,10 +15,11 @@ import type { IndexStore } from '../storage/index/store.js'
 import type { TaskIndex } from '../storage/index/task-index.js'
 import { pgReason } from '../storage/index/pg-pool.js'
 import { whyIndexUnopenable } from '../system-errors.js'
-import { withEnv } from './shared.js'
+import { withEnv } from '../command-kit/shared.js'
 import { capAlerts, collectSpend } from '../operations/spend-report.js'
 import type { SpendReport } from '../operations/spend-report.js'
 import { usd } from '../operations/budgets.js'
+import { dateFrom, dateTo, userName } from '../command-kit/filter-args.js'
 
 interface StatsOptions {
   user?: string
@@ -40,56 +41,6 @@ export function statsCommand(): Command {
       'evaluate the alerts (disk, failure rate, running tasks, long runs) over the whole tree and exit 0 ok, 1 warning, 2 critical (3 unknown: no task tree); takes no filters',
     )
     .action(withEnv(stats))
-}
-
-const DAY_ONLY = /^\d{4}-\d{2}-\d{2}$/
-
-/** Words for a whole day, and a duration back from now (2d, 12h, 1h30m), as cleanup's ages are given. */
-const DAY_WORDS = new Set(['today', 'yesterday'])
-const AGO = /^\d+(\.\d+)?\s*[a-z]/i
-
-/**
- * --from: a day (its start, UTC), `today` or `yesterday` (that day's start, UTC), a
- * duration back from now (`2d`, `12h`), or an ISO time; days that do not exist
- * (2024-02-30) are refused, not rolled over.
- */
-export function dateFrom(value: string): Date {
-  return dateAt(value, Date.now())
-}
-
-/** dateFrom at a given instant (now, in ms). */
-export function dateAt(value: string, now: number): Date {
-  const word = value.trim().toLowerCase()
-  if (DAY_WORDS.has(word)) {
-    const today = Math.floor(now / 86_400_000) * 86_400_000
-    return new Date(word === 'today' ? today : today - 86_400_000)
-  }
-  if (AGO.test(word)) {
-    try {
-      return new Date(now - parseDuration(word, 'the date'))
-    } catch {
-      // not a duration after all: said below
-    }
-  }
-  const date = parseIsoDate(value, { dayOnly: true })
-  if (date === null)
-    throw new InvalidArgumentError(
-      `'${value.slice(0, 40)}' is not a date like 2024-01-31, today, yesterday, a time ago like 2d or 12h, or an ISO time like 2024-01-31T12:00:00Z`,
-    )
-  return date
-}
-
-/** --to: a day (or today, yesterday) includes all of it (up to the next day's start); a time ago or an ISO time is exact. */
-export function dateTo(value: string): Date {
-  const date = dateFrom(value)
-  return DAY_ONLY.test(value) || DAY_WORDS.has(value.trim().toLowerCase()) ? new Date(date.getTime() + 86_400_000) : date
-}
-
-/** --user: the name as `run --user` stores it (trimmed), never empty. */
-export function userName(value: string): string {
-  const trimmed = value.trim()
-  if (!isPrintableName(trimmed)) throw new InvalidArgumentError(`must be ${NAME_RULE}`)
-  return trimmed
 }
 
 /** Flags that contradict each other are refused before anything is read or written. */
@@ -195,14 +146,14 @@ async function stats(ctx: CommandEnv, opts: StatsOptions): Promise<void> {
 /** In a fleet (docs/contract.md §14.2): the queue's alerts join the others; a database that cannot be reached is critical. */
 async function addQueueAlerts(ctx: CommandEnv, result: CheckResult): Promise<void> {
   const { fleetPool } = await import('../actions/fleet-db.js')
-  const { fleetStatus, queueAlerts } = await import('../fleet/status.js')
-  const { workerLiveSeconds } = await import('./fleet.js')
+  const { fleetStatus, queueAlerts } = await import('../fleet/queue/status.js')
+  const { workerLiveSeconds } = await import('../storage/index/worker-liveness.js')
   let alerts
   try {
     const { pool } = await fleetPool(ctx, 'stats')
     try {
-      const status = await fleetStatus(pool, workerLiveSeconds(ctx))
-      const { leaseAlerts } = await import('../fleet/lease.js')
+      const status = await fleetStatus(pool, workerLiveSeconds(ctx.config.locks))
+      const { leaseAlerts } = await import('../fleet/recovery/lease.js')
       alerts = [...queueAlerts(status, ctx.config.alerts.queue_wait_minutes), ...(await leaseAlerts(pool))]
       result.summary += `, ${status.jobs.waiting} job(s) waiting, ${status.workers.filter((w) => w.live).length} live worker(s)`
     } finally {

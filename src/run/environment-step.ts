@@ -1,4 +1,5 @@
 import { join } from 'node:path'
+import { SETUP_FAILED_EXIT } from '../errors.js'
 import type { TaskHandle } from '../storage/task/handle.js'
 import type { TestRun } from '../storage/task/state.js'
 import { planSandbox } from '../tools/sandbox.js'
@@ -11,8 +12,6 @@ import type { RunEnv } from './run-start.js'
 
 // A new task's environment, prepared before its first LLM request, and its test command run after its agent (docs/environments.md).
 
-/** `run`'s exit code for a task whose environment could not be prepared (docs/contract.md §9). */
-export const SETUP_FAILED_EXIT = 6
 /** The setup log, kept with the task (docs/formats.md#setuplog). */
 export const SETUP_LOG = 'setup.log'
 export const TEST_TIMEOUT_MS = 10 * 60_000

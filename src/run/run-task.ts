@@ -8,7 +8,7 @@ import { networkFields } from '../tools/sandbox/egress-proxy.js'
 import { holdForTest, stallForTest } from '../test-pause.js'
 import { agentLimits, summarizerFor } from './agent-setup.js'
 import { ChatLoop } from './chat.js'
-import { deliverCompleted, deliveryStart } from './delivery-step.js'
+import { deliveryStart } from './delivery-step.js'
 import { environmentStep, testStep } from './environment-step.js'
 import { issueStatus, labelIssue, movesLabels } from './issue-labels.js'
 import { createRunLog } from './log.js'
@@ -162,18 +162,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     if (ending.kind === 'completed') heard.answered = true
     // The repository's test command, run by ctxagent itself once the agent finished (docs/environments.md#the-test-command).
     if (ending.kind === 'completed') await testStep(run, handle, hidden, log)
-    const deliverStep = (answer: string, finishStatus: 'done' | 'blocked' | null) => deliverCompleted(handle, config, env.layout, log, answer, finishStatus)
-    const outcome = await settle(
-      handle,
-      ending,
-      agent.progress(),
-      summaryClient,
-      log,
-      config.run.max_answer_chars,
-      config.context.compression.summary_max_tokens,
-      run.fleetJob === true,
-      deliverStep,
-    )
+    const outcome = await settle({ handle, ending, progress: agent.progress(), summaryClient, log, config, layout: env.layout, inFleet: run.fleetJob === true })
     Object.assign(traced, { status: outcome.status, error: outcome.error })
     if (remote && outcome.status !== 'lost') await remote.outcome(outcomeText(outcome))
     const labelled = labelling ? issueStatus(outcome.status) : null

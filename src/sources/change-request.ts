@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import type { Config } from '../config/schema.js'
 import { forgeReply } from './forge-reply.js'
+import { markerOf } from './marker.js'
 
 // The forge clients (Octokit, gitbeaker: ~700 KB of code) are loaded when a change request is
 // opened, not by every run that might deliver one (BENCHMARKS.md, start-run).
@@ -65,7 +66,7 @@ async function openPull(config: Config, owner: string, repo: string, change: Pro
   const where = `${owner}/${repo}`
   const listed = await githubCall(where, () => api.rest.pulls.list({ owner, repo, head: `${owner}:${change.branch}`, state: 'all', per_page: 100 }))
   const earlier = forgeReply('GitHub', `${where}'s pull requests of ${change.branch}`, z.array(PULL), listed)
-  const found = earlier.find((p) => p.head.ref === change.branch && (p.body ?? '').includes(change.marker))
+  const found = earlier.find((p) => p.head.ref === change.branch && markerOf(p.body) === markerOf(change.marker))
   if (found) return { number: found.number, url: found.html_url }
   const base = change.base ?? forgeReply('GitHub', where, DEFAULT_BRANCH, await githubCall(where, () => api.rest.repos.get({ owner, repo }))).default_branch
   const opened = await githubCall(where, () =>
@@ -83,7 +84,7 @@ async function openMergeRequest(config: Config, project: string, change: Propose
   const api = gitlabClient(config)
   const listed = await gitlabCall<unknown>(project, () => api.MergeRequests.all({ projectId: project, sourceBranch: change.branch, perPage: 100, maxPages: 1 }))
   const earlier = forgeReply('GitLab', `${project}'s merge requests of ${change.branch}`, z.array(MERGE_REQUEST), listed)
-  const found = earlier.find((m) => m.source_branch === change.branch && (m.description ?? '').includes(change.marker))
+  const found = earlier.find((m) => m.source_branch === change.branch && markerOf(m.description) === markerOf(change.marker))
   if (found) return { number: found.iid, url: found.web_url }
   const base = change.base ?? forgeReply('GitLab', project, DEFAULT_BRANCH, await gitlabCall<unknown>(project, () => api.Projects.show(project))).default_branch
   // GitLab marks a draft by the title's prefix.

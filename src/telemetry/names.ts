@@ -12,6 +12,7 @@ export const METRICS = {
   turns: 'ctxagent_turns_total',
   toolCalls: 'ctxagent_tool_calls_total',
   toolCallsByTool: 'ctxagent_tool_calls_by_tool_total',
+  deliveries: 'ctxagent_deliveries_total',
   messages: 'ctxagent_messages_total',
   taskDuration: 'ctxagent_task_duration_seconds',
   locksStale: 'ctxagent_locks_stale',

@@ -73,7 +73,8 @@ describe.each(IDENTITIES)("a task's tree whose .git changed under the agent (as 
       // What the test's git wrote as root (the tree sits in the checkout's .git) goes back to the checkout's owner.
       giveToSandbox(s.ws)
     })
-    expect(res.code, res.stderr).toBe(0)
+    // Refused: completed, not delivered (exit 6, docs/contract.md §9).
+    expect(res.code, res.stderr).toBe(6)
     const delivery = onlyTask(s.tree).state.delivery as { refused: string | null; pushed: boolean; commit: string | null }
     expect(delivery).toMatchObject({ pushed: false, commit: null })
     expect(delivery.refused).toMatch(why)

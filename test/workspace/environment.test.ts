@@ -83,7 +83,7 @@ describe('repository environments', () => {
     const s = await runSetup()
     const origin = makeOrigin({ 'deps.lock': 'v1\n', '.ctxagent/environment.yml': ENV_FILE('echo cannot-install >&2\nexit 3') })
     const t = await task(s, origin.clone(), null)
-    expect(t.code).toBe(6)
+    expect(t.code).toBe(7)
     expect(t.location).toBe('completed')
     expect(t.state.status).toBe('setup_failed')
     expect(t.state.environment).toMatchObject({ status: 'setup_failed', cache: 'failed', error: 'setup exited with 3' })

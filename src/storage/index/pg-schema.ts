@@ -1,5 +1,5 @@
 import type { PoolClient } from 'pg'
-import { pgCountersMigration, pgToolCallsMigration, pgTotalsMigration } from './pg-totals.js'
+import { pgCountersMigration, pgDeliveriesMigration, pgToolCallsMigration, pgTotalsMigration } from './pg-totals.js'
 import { PG_CLAIM_HEAD_FUNCTION, PG_SPEND_MIGRATION, PG_SPENT_CAP_FUNCTION } from './spend.js'
 import { PG_QUEUE_WAITS_MIGRATION } from './queue-waits.js'
 import { PG_FLEET_COUNTERS_MIGRATION } from './fleet-counters.js'
@@ -207,6 +207,8 @@ const MIGRATIONS: readonly string[] = [
   // The histogram's and the counters' events appended to logs that readers roll up, off the claim's path; the claim's index (fleet-tallies.ts);
   // its look at the queue's head and its spend read, planned once per connection (spend.ts).
   PG_FLEET_TALLIES_MIGRATION + PG_SPENT_CAP_FUNCTION + PG_CLAIM_HEAD_FUNCTION,
+  // Deliveries by result, as a column and counters (totals.ts; ctxagent_deliveries_total).
+  pgDeliveriesMigration(),
 ]
 
 /** Advisory lock keys (bigint constants: hashtext() is not a stable API); transaction-scoped only (docs/contract.md §14.5). */

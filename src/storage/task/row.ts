@@ -2,6 +2,7 @@ import type { DiskUse } from '../fs/disk.js'
 import type { Location } from '../fs/layout.js'
 import type { TaskRow } from '../index/task-index.js'
 import type { TaskMetadata } from './metadata.js'
+import { deliveryOf, deliveryResult } from './delivery.js'
 import type { TaskState } from './state.js'
 import type { TaskEnv } from './env.js'
 import { legacyTally } from './tool-tally.js'
@@ -45,6 +46,7 @@ export function taskRow(meta: TaskMetadata, state: TaskState | null, location: L
     // The LLM requests that were not turns (turns are llm_call_count), by purpose.
     summary_calls: state === null ? null : (count(state.compaction_tokens?.requests) ?? 0),
     final_summary_calls: state === null ? null : (count(state.final_summary_tokens?.requests) ?? 0),
+    delivery_result: deliveryResultOf(state),
     compression_count: count(state?.compression_count) ?? counts.summaries,
     final_token_count: final ? count(state?.current_context_tokens) : null,
     final_message_count: final ? counts.messages : null,
@@ -79,4 +81,10 @@ export function indexTask(
   } catch (err) {
     env.warn(`tasks.db not updated for ${meta.uuid}: ${(err as Error).message} (run ctxagent reindex later)`)
   }
+}
+
+/** How the delivery ended, for the index's counters (ctxagent_deliveries_total): counted once the task is completed. */
+function deliveryResultOf(state: TaskState | null): string | null {
+  const d = deliveryOf(state)
+  return d === null || state?.status !== 'completed' ? null : deliveryResult(d)
 }

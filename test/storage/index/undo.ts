@@ -1,11 +1,17 @@
-import { FIRST_COUNTERS, LATER_COUNTERS, LATER_TASK_COLUMNS, sqliteTriggers } from '../../../src/storage/index/totals.js'
+import { DELIVERY_COUNTERS, FIRST_COUNTERS, LATER_COUNTERS, LATER_TASK_COLUMNS, sqliteTriggers } from '../../../src/storage/index/totals.js'
 
 /**
- * tasks.db's later counters' migration undone (the last one): their columns dropped, the
- * totals' triggers as the migration before left them. A test then sets user_version back.
+ * tasks.db's later counters' migration and the deliveries' after it undone (the last two):
+ * their columns dropped, the totals' triggers as the migration before left them. A test
+ * then sets user_version back by SQLITE_UNDONE.
  */
 export const SQLITE_UNDO_LATER_COUNTERS = `
   DROP TRIGGER tasks_totals_insert; DROP TRIGGER tasks_totals_update; DROP TRIGGER tasks_totals_delete;
+  ALTER TABLE tasks DROP COLUMN delivery_result;
+  ${DELIVERY_COUNTERS.map((c) => `ALTER TABLE task_counters DROP COLUMN ${c};`).join(' ')}
   ${LATER_TASK_COLUMNS.map((c) => `ALTER TABLE tasks DROP COLUMN ${c};`).join(' ')}
   ${LATER_COUNTERS.map((c) => `ALTER TABLE task_counters DROP COLUMN ${c};`).join(' ')}
   ${sqliteTriggers(FIRST_COUNTERS)}`
+
+/** How many of tasks.db's migrations SQLITE_UNDO_LATER_COUNTERS undoes. */
+export const SQLITE_UNDONE = 2
