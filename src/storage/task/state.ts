@@ -71,6 +71,8 @@ export interface TaskState {
   finish_status?: 'done' | 'blocked' | null
   /** The change's delivery, written when it ends (docs/delivery.md#what-is-recorded); absent: none was asked for or it has not ended. */
   delivery?: Delivery
+  /** The commit delivery made, written before it left delivery's staging directory: a delivery after a crash reuses exactly it (docs/delivery.md#a-crash-during-delivery). */
+  delivery_commit?: string
   /** With paused_by budget or rate-limit: when the task may go on by itself (a cap's window resets, a usage limit lifts), ISO 8601; else null. */
   resume_at?: string | null
   /** With paused_by budget: the cap the next request would have passed. */
