@@ -19,8 +19,11 @@ import { withEnv } from './shared.js'
 import { capAlerts, collectSpend } from '../operations/spend-report.js'
 import type { SpendReport } from '../operations/spend-report.js'
 import { usd } from '../operations/budgets.js'
+import { checkOutcomeOptions, outcomeGroup, statsOutcomes } from './stats-outcomes.js'
+import type { OutcomesOptions } from './stats-outcomes.js'
+import { OUTCOME_GROUPS } from '../operations/outcomes-report.js'
 
-interface StatsOptions {
+interface StatsOptions extends OutcomesOptions {
   user?: string
   from?: Date
   to?: Date
@@ -39,6 +42,10 @@ export function statsCommand(): Command {
       '--check',
       'evaluate the alerts (disk, failure rate, running tasks, long runs) over the whole tree and exit 0 ok, 1 warning, 2 critical (3 unknown: no task tree); takes no filters',
     )
+    .option('--outcomes', 'the pull/merge requests ctxagent opened: merged, closed, still open, merge rate, time to merge, rounds and $ per merged one')
+    .option('--refresh', 'with --outcomes: ask the forge for the state of the ones still open first')
+    .option('--by <group>', `with --outcomes: one row per ${OUTCOME_GROUPS.join(', ')} (default model)`, outcomeGroup)
+    .option('--since <date>', 'with --outcomes: only the ones opened on or after this date (as --from)', dateFrom)
     .action(withEnv(stats))
 }
 
@@ -159,6 +166,12 @@ async function reportingIndex(
 }
 
 async function stats(ctx: CommandEnv, opts: StatsOptions): Promise<void> {
+  checkOutcomeOptions(opts)
+  if (opts.outcomes) {
+    if (!ctx.layout.exists())
+      throw new NotFoundError(`there is no task tree at ${shortPath(ctx.layout.base)}`, 'check --home, CTXAGENT_HOME or context.base_dir')
+    return statsOutcomes(ctx, opts)
+  }
   checkOptions(opts)
   // A misspelt --home must not look like a healthy, empty tree (for --check, 3 is UNKNOWN).
   if (!ctx.layout.exists()) throw new NotFoundError(`there is no task tree at ${shortPath(ctx.layout.base)}`, 'check --home, CTXAGENT_HOME or context.base_dir')

@@ -3,6 +3,7 @@ import { pgCountersMigration, pgToolCallsMigration, pgTotalsMigration } from './
 import { PG_SPEND_MIGRATION } from './spend.js'
 import { PG_QUEUE_WAITS_MIGRATION } from './queue-waits.js'
 import { PG_FLEET_COUNTERS_MIGRATION } from './fleet-counters.js'
+import { PG_PULL_REQUESTS_MIGRATION } from './pull-requests.js'
 
 /**
  * The fleet's tables in PostgreSQL (docs/contract.md §14.1), as numbered migrations: `tasks` has
@@ -203,6 +204,8 @@ const MIGRATIONS: readonly string[] = [
   PG_QUEUE_WAITS_MIGRATION,
   // The fleet's counters (claims, finished jobs, retries, budget pauses): running totals kept by triggers, which cleanup leaves (fleet-counters.ts).
   PG_FLEET_COUNTERS_MIGRATION,
+  // The pull/merge requests ctxagent opened: the tasks' link to them, and the forge's facts (pull-requests.ts).
+  PG_PULL_REQUESTS_MIGRATION,
 ]
 
 /** Advisory lock keys (bigint constants: hashtext() is not a stable API); transaction-scoped only (docs/contract.md §14.5). */

@@ -27,10 +27,10 @@ async function endDuringUpgrade(first: string): Promise<void> {
   await database.query('DROP SCHEMA public CASCADE; CREATE SCHEMA public')
   const setup = await client()
   await migrate(setup as unknown as pg.PoolClient)
-  // The schema as the version before made it.
+  // The schema as the version before made it (the pull requests' migration, after it, IF NOT EXISTS: run again as it is).
   await setup.query(
     `DROP TRIGGER fleet_jobs_count ON fleet_jobs; DROP TRIGGER fleet_job_attempts_count ON fleet_job_attempts; DROP TABLE fleet_counters;
-     UPDATE ctxagent_schema SET version = ${SCHEMA_VERSION - 1}`,
+     UPDATE ctxagent_schema SET version = ${SCHEMA_VERSION - 2}`,
   )
   const id = Number(
     (
