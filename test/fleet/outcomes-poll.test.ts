@@ -23,7 +23,9 @@ describe('a poll pass refreshes the outcomes of the pull requests ctxagent opene
     const configFile = outcomeConfig(tree, gh, gl)
     const ctx = (...args: string[]) => cliAsync(['--home', tree.base, '--config', configFile, ...args], database.env())
     expect((await ctx('reindex')).code).toBe(0)
-    await database.query(`INSERT INTO fleet_polled (source, ref, task_uuid, label, trigger) VALUES ('github:acme/shop', 'acme/shop#42', $1, 'done', 'agent')`, [opener])
+    await database.query(`INSERT INTO fleet_polled (source, ref, task_uuid, label, trigger) VALUES ('github:acme/shop', 'acme/shop#42', $1, 'done', 'agent')`, [
+      opener,
+    ])
 
     const config = parseConfig(readFileSync(configFile, 'utf8'))
     const pool = new pg.Pool({ connectionString: database.server.url, max: 2 })

@@ -3,6 +3,8 @@ import { makeTree } from '../fixtures/tree.js'
 import { startFakeGithub } from '../helpers/fake-github.js'
 import { startFakeGitlab } from '../helpers/fake-gitlab.js'
 import { cliAsync } from '../helpers/run.js'
+import { startServe } from '../serve/helpers.js'
+import { parseExposition } from '../serve/exposition.js'
 import { EXPECTED_TOTAL, forgeFacts, GH, GL, outcomeConfig, outcomeTasks } from './outcomes-fixture.js'
 
 describe('stats --outcomes: the fate of the pull requests ctxagent opened', () => {
@@ -63,6 +65,17 @@ describe('stats --outcomes: the fate of the pull requests ctxagent opened', () =
     const after = JSON.parse((await ctx('stats', '--outcomes', '--json')).stdout)
     expect(after.total).toEqual(refreshed.total)
     expect(after.pull_requests).toEqual(refreshed.pull_requests)
+
+    // /metrics: the same counts and money by outcome, from the rebuilt index.
+    const serve = await startServe(tree.base, { config })
+    try {
+      const families = parseExposition(await (await serve.get('/metrics')).text())
+      const by = (name: string) => Object.fromEntries((families.get(name)?.samples ?? []).map((x) => [x.labels.outcome, x.value]))
+      expect(by('ctxagent_pull_requests_total')).toEqual({ merged: 2, closed: 1, open: 1 })
+      expect(by('ctxagent_pull_request_usd_total')).toEqual({ merged: 0.92, closed: 0.7, open: 0.35 })
+    } finally {
+      serve.child.kill('SIGTERM')
+    }
 
     // A second refresh asks again only about the one still open.
     const asked = { gh: gh.requests.length, gl: gl.requests.length }
