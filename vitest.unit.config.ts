@@ -8,6 +8,7 @@ export default defineConfig({
   test: {
     include: [
       'test/architecture/layers.test.ts',
+      'test/bench/dist-imports.test.ts',
       'test/commands/jobs-list.test.ts',
       'test/commands/view-render.test.ts',
       'test/config/example.test.ts',
@@ -18,6 +19,7 @@ export default defineConfig({
       'test/fleet/worker-log.test.ts',
       'test/llm/reply.test.ts',
       'test/operations/tokens.test.ts',
+      'test/cli.test.ts',
       'test/render.test.ts',
       'test/run/log.test.ts',
       'test/run/parts.test.ts',

@@ -61,7 +61,7 @@ async function graphileUtils(db) {
 }
 
 async function ctxagentQueue(db) {
-  const { JobQueue } = await import(join(ROOT, 'dist', 'fleet', 'jobs.js'))
+  const { JobQueue } = await import(join(ROOT, 'dist', 'fleet', 'queue', 'job-queue.js'))
   const pool = new pg.Pool({ connectionString: db, max: 1 })
   await pool.query('SELECT 1')
   return { queue: new JobQueue(pool), pool }

@@ -37,9 +37,9 @@ function serverCpuMs(postmaster) {
 }
 
 async function measure(db, postmaster, n, one) {
-  const { JobQueue } = await import(join(ROOT, 'dist', 'fleet', 'jobs.js'))
-  const { JobListener } = await import(join(ROOT, 'dist', 'fleet', 'listener.js'))
-  const { registerWorker } = await import(join(ROOT, 'dist', 'fleet', 'registry.js'))
+  const { JobQueue } = await import(join(ROOT, 'dist', 'fleet', 'queue', 'job-queue.js'))
+  const { JobListener } = await import(join(ROOT, 'dist', 'fleet', 'queue', 'listener.js'))
+  const { registerWorker } = await import(join(ROOT, 'dist', 'fleet', 'worker', 'registry.js'))
   const pool = new pg.Pool({ connectionString: db, max: 20 })
   await pool.query('TRUNCATE fleet_jobs, fleet_workers, fleet_idle')
   const queue = new JobQueue(pool)

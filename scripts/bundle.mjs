@@ -14,6 +14,16 @@ const root = fileURLToPath(new URL('..', import.meta.url))
 // start-up (~0.9 ms; src/config/load.ts).
 const { configSchema } = await import(`${root}dist/config/schema.js`)
 const defaults = JSON.stringify(configSchema.parse({}))
+// The built-in tools' JSON Schemas, from the tools tsc just compiled: a run offers them without
+// converting zod to JSON Schema at start-up (src/tools/schema.ts).
+const { ToolRegistry } = await import(`${root}dist/tools/registry.js`)
+const toolSchemas = JSON.stringify(
+  Object.fromEntries(
+    ToolRegistry.builtin({ allowShell: true })
+      .specs()
+      .map((s) => [s.function.name, s.function.parameters]),
+  ),
+)
 /**
  * pg asks at load whether it runs in a Cloudflare Worker; on Node 20 (no `navigator`) it does
  * so by making a `Response`, which loads undici, all of fetch: ~15 ms of every command that
@@ -44,7 +54,7 @@ await build({
   target: 'node20',
   // pg-native: pg's optional native driver, which ctxagent does not use.
   external: ['better-sqlite3', 'pg-native'],
-  define: { CTXAGENT_DEFAULT_CONFIG: JSON.stringify(defaults) },
+  define: { CTXAGENT_DEFAULT_CONFIG: JSON.stringify(defaults), CTXAGENT_TOOL_SCHEMAS: JSON.stringify(toolSchemas) },
   // Bundled CommonJS libraries call require() for Node's built-ins.
   banner: { js: "import { createRequire as __ctxagentRequire } from 'node:module'; const require = __ctxagentRequire(import.meta.url);" },
   // Through dist/*.js.map down to src/*.ts, for CTXAGENT_DEBUG=1 stack traces.

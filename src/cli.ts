@@ -1,33 +1,67 @@
 import { Command, CommanderError, Option } from 'commander'
-import { chatCommand } from './commands/chat.js'
-import { cleanupCommand } from './commands/cleanup.js'
-import { commentCommand } from './commands/comment.js'
-import { completionCommand } from './commands/completion.js'
-import { compressCommand } from './commands/compress.js'
-import { configCommand } from './commands/config.js'
-import { demoCommand } from './commands/demo.js'
-import { enqueueCommand } from './commands/enqueue.js'
-import { fleetCommand } from './commands/fleet.js'
-import { jobsCommand } from './commands/jobs.js'
-import { doctorCommand } from './commands/doctor.js'
-import { exportCommand } from './commands/export.js'
-import { listCommand } from './commands/list.js'
-import { pauseCommand } from './commands/pause.js'
-import { reindexCommand } from './commands/reindex.js'
-import { runCommand } from './commands/run.js'
-import { statsCommand } from './commands/stats.js'
-import { unlockCommand } from './commands/unlock.js'
-import { viewCommand } from './commands/view/index.js'
-import { watchLocksCommand } from './commands/watch-locks.js'
-import { workerCommand } from './commands/worker.js'
-import { pollCommand } from './commands/poll.js'
-import { serveCommand } from './commands/serve.js'
 import { examplesText } from './commands/examples.js'
 import { CtxError } from './errors.js'
 import { forTerminal } from './terminal-text.js'
 import { ctxagentVersion } from './version.js'
 
-export function buildProgram(): Command {
+/**
+ * The commands, in the order --help lists them, each loaded only when it runs: a command's
+ * module brings what it uses (SQLite, PostgreSQL, the LLM clients, the forges), and
+ * `ctxagent list` should not compile what `ctxagent worker` needs (BENCHMARKS.md, start-list).
+ * `all`: a command that reads the others (completion lists them all).
+ */
+const COMMANDS: readonly { names: readonly string[]; all?: true; load: () => Promise<Command> }[] = [
+  { names: ['run'], load: async () => (await import('./commands/run/run.js')).runCommand() },
+  { names: ['view'], load: async () => (await import('./commands/view/index.js')).viewCommand() },
+  { names: ['list', 'ls'], load: async () => (await import('./commands/list.js')).listCommand() },
+  { names: ['stats'], load: async () => (await import('./commands/stats/stats.js')).statsCommand() },
+  { names: ['cleanup'], load: async () => (await import('./commands/cleanup.js')).cleanupCommand() },
+  { names: ['compress'], load: async () => (await import('./commands/compress.js')).compressCommand() },
+  { names: ['pause'], load: async () => (await import('./commands/pause.js')).pauseCommand() },
+  { names: ['comment'], load: async () => (await import('./commands/comment.js')).commentCommand() },
+  { names: ['chat'], load: async () => (await import('./commands/chat.js')).chatCommand() },
+  { names: ['watch-locks'], load: async () => (await import('./commands/watch-locks.js')).watchLocksCommand() },
+  { names: ['unlock'], load: async () => (await import('./commands/unlock.js')).unlockCommand() },
+  { names: ['reindex'], load: async () => (await import('./commands/reindex.js')).reindexCommand() },
+  { names: ['config'], load: async () => (await import('./commands/config.js')).configCommand() },
+  { names: ['doctor'], load: async () => (await import('./commands/doctor.js')).doctorCommand() },
+  { names: ['demo'], load: async () => (await import('./commands/demo.js')).demoCommand() },
+  { names: ['export'], load: async () => (await import('./commands/export.js')).exportCommand() },
+  { names: ['env'], load: async () => (await import('./commands/env.js')).envCommand() },
+  { names: ['completion'], all: true, load: async () => (await import('./commands/completion.js')).completionCommand() },
+  { names: ['enqueue'], load: async () => (await import('./commands/enqueue.js')).enqueueCommand() },
+  { names: ['worker'], load: async () => (await import('./commands/worker.js')).workerCommand(main) },
+  { names: ['poll'], load: async () => (await import('./commands/poll.js')).pollCommand() },
+  { names: ['fleet'], load: async () => (await import('./commands/fleet/fleet.js')).fleetCommand() },
+  { names: ['jobs'], load: async () => (await import('./commands/jobs.js')).jobsCommand() },
+  { names: ['serve'], load: async () => (await import('./commands/serve.js')).serveCommand() },
+]
+
+/** The global options that take a value: their value is not a command's name. */
+const GLOBAL_VALUES = new Set(['--home', '--config'])
+
+/**
+ * The commands `argv` needs: the one it names; none for `--version` alone; every one when it
+ * names none or one of no known name (the help, commander's "did you mean", `help <command>`),
+ * so that commander sees the program it would have seen with all of them.
+ */
+export function commandsFor(argv: readonly string[]): typeof COMMANDS {
+  const words = argv.slice(2)
+  for (let i = 0; i < words.length; i++) {
+    const word = words[i] as string
+    if (word === '--') break
+    if (GLOBAL_VALUES.has(word)) {
+      i++
+      continue
+    }
+    if (word.startsWith('-')) continue
+    const named = COMMANDS.find((c) => c.names.includes(word))
+    return named !== undefined && named.all !== true ? [named] : COMMANDS
+  }
+  return words.includes('--version') || words.includes('-V') ? [] : COMMANDS
+}
+
+export async function buildProgram(argv: readonly string[]): Promise<Command> {
   const program = new Command('ctxagent')
     .description(
       'A coding agent for the command line whose every task lives on disk, and the operator commands to inspect, measure, clean up and recover those tasks',
@@ -49,27 +83,7 @@ export function buildProgram(): Command {
     .option('--no-color', 'no colour (also NO_COLOR)')
     .showSuggestionAfterError(true)
 
-  for (const command of [
-    runCommand(),
-    viewCommand(),
-    listCommand(),
-    statsCommand(),
-    cleanupCommand(),
-    compressCommand(),
-    pauseCommand(),
-    commentCommand(),
-    chatCommand(),
-    watchLocksCommand(),
-    unlockCommand(),
-    reindexCommand(),
-    configCommand(),
-    doctorCommand(),
-    demoCommand(),
-    exportCommand(),
-    completionCommand(),
-  ])
-    program.addCommand(command)
-  for (const command of [enqueueCommand(), workerCommand(main), pollCommand(), fleetCommand(), jobsCommand(), serveCommand()]) program.addCommand(command)
+  for (const command of await Promise.all(commandsFor(argv).map((c) => c.load()))) program.addCommand(command)
   for (const command of [program, ...program.commands]) {
     const examples = examplesText(command.name())
     if (examples !== null) command.addHelpText('after', examples)
@@ -96,7 +110,7 @@ export async function main(argv: string[]): Promise<void> {
   process.stderr.on('error', (err: NodeJS.ErrnoException) => {
     if (err.code !== 'EPIPE') throw err
   })
-  const program = buildProgram()
+  const program = await buildProgram(argv)
   try {
     // No arguments at all: a newcomer's first try gets the help, on stdout, as success.
     if (argv.length <= 2) {

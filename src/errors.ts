@@ -17,6 +17,11 @@ export class CtxError extends Error {
   }
 }
 
+/** `run`'s task completed, but the delivery it was started with did not happen (refused or failed): docs/contract.md §9. */
+export const UNDELIVERED_EXIT = 6
+/** `run`'s task ended `setup_failed`: its repository's environment could not be prepared, no LLM request made (docs/contract.md §9, §16.2); `env prepare`'s setup failed. */
+export const SETUP_FAILED_EXIT = 7
+
 /** Bad flags, bad task id, bad config: exit 2. Nothing on disk was touched. */
 export class UsageError extends CtxError {
   constructor(message: string, hint?: string) {

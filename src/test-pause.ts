@@ -23,3 +23,13 @@ export async function holdForTest(step: string): Promise<void> {
   writeFileSync(marker, `${process.pid}\n`)
   while (existsSync(marker)) await new Promise((resolve) => setTimeout(resolve, 20))
 }
+
+/**
+ * A test's stand-in for a step that awaits what can never end (docs/contract.md §12.3): with
+ * CTXAGENT_TEST_STALL_AT=<step>, the process awaits, at that step, a promise nothing
+ * settles and that keeps nothing alive, so its event loop drains. Unset, it does nothing.
+ */
+export async function stallForTest(step: string): Promise<void> {
+  if (process.env.CTXAGENT_TEST_STALL_AT !== step) return
+  await new Promise<never>(() => undefined)
+}

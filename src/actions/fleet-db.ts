@@ -7,8 +7,9 @@ import { fleetDatabaseUrl } from '../command-env.js'
 import { CtxError, UsageError } from '../errors.js'
 import { connectPool, pgReason } from '../storage/index/pg-pool.js'
 import { migrate } from '../storage/index/pg-schema.js'
-import { refusalText, withLease } from '../fleet/lease.js'
-import type { LeaseName, LeaseRefusal } from '../fleet/lease.js'
+import { refusalText, withLease } from '../fleet/recovery/lease.js'
+import type { LeaseName, LeaseRefusal } from '../fleet/recovery/lease.js'
+import { workerLiveSeconds } from '../storage/index/worker-liveness.js'
 
 /** The fleet's database for a fleet command: required, reachable, and migrated; else one line and nothing done. */
 export async function fleetPool(ctx: CommandEnv, role: string, max = 4): Promise<{ pool: Pool; url: string }> {
@@ -84,11 +85,10 @@ export async function fleetReapPass(
   options: Parameters<typeof monitorPass>[1],
   pass: FleetPassOptions,
 ): Promise<FleetReapOutcome> {
-  const { fleetPass } = await import('../fleet/recovery.js')
+  const { fleetPass } = await import('../fleet/recovery/recovery.js')
   const { pool } = await fleetPool(ctx, 'watch-locks')
   try {
-    const locks = ctx.config.locks
-    const liveSeconds = locks.stale_after_remote_seconds ?? 2 * locks.stale_after_seconds
+    const liveSeconds = workerLiveSeconds(ctx.config.locks)
     const lease = {
       name: 'watch-locks' as const,
       ...leaseTimes(ctx),

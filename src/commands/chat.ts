@@ -9,7 +9,7 @@ import type { ReplyOutcome } from '../run/chat-client.js'
 import { resolveTask } from '../storage/fs/layout.js'
 import type { TaskRef } from '../storage/fs/layout.js'
 import { readMetadata } from '../storage/task/metadata.js'
-import { durationArg, withEnv } from './shared.js'
+import { durationArg, withEnv } from '../command-kit/shared.js'
 import { forTerminal } from '../terminal-text.js'
 
 interface ChatOptions {

@@ -1,9 +1,11 @@
+import { listEntries, planCacheCleanup, removeEntry } from '../workspace/environment/cache-cleanup.js'
+import { environmentStore } from '../workspace/environment/prepare.js'
 import { Command } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask, fleetDatabaseUrl, withTaskEnv } from '../command-env.js'
 import { fleetPool, fleetReapPass, withFleetLease } from '../actions/fleet-db.js'
-import { workerLiveSeconds } from './fleet.js'
-import { printSettled } from './watch-locks.js'
+import { workerLiveSeconds } from '../storage/index/worker-liveness.js'
+import { printSettled } from '../command-kit/settled.js'
 import { formatBytes } from '../duration.js'
 import { CtxError, NotFoundError, UsageError } from '../errors.js'
 import { createProgress } from '../progress.js'
@@ -16,9 +18,9 @@ import type { Finding } from '../operations/monitor.js'
 import { executeCleanup, expireRows, planCleanup } from '../operations/retention.js'
 import type { CleanupPlan, PlannedTask } from '../operations/retention.js'
 import { stalenessPolicy } from '../storage/task/env.js'
+import { durationArg, stopSignal, withEnv } from '../command-kit/shared.js'
 import type { StartsFrom } from '../storage/task/metadata.js'
 import { removeTaskTree, taskTreeOf } from '../workspace/task-tree.js'
-import { durationArg, stopSignal, withEnv } from './shared.js'
 
 interface CleanupOptions {
   dryRun?: boolean
@@ -42,6 +44,8 @@ export interface CleanupReport {
   dry_run: boolean
   /** In a fleet: finished job rows and dead worker rows past fleet.retention_days, deleted (or that would be). */
   fleet_rows?: { jobs: number; workers: number }
+  /** The environments' cache (docs/environments.md#the-cache): results removed (or that would be) by age or size, and their bytes. */
+  environment_cache?: { removed: number; bytes: number }
 }
 
 export function cleanupCommand(): Command {
@@ -155,6 +159,7 @@ async function cleanupOnce(ctx: CommandEnv, opts: CleanupOptions, compressAfterM
         }
       }
       if (fleetDatabaseUrl(ctx) !== null) report.fleet_rows = await expireFleetRows(ctx, dryRun)
+      report.environment_cache = cleanEnvironmentCache(ctx, dryRun)
       if (ctx.json) ctx.io.json(report)
       else ctx.io.out(render(ctx, report))
       if (plan.undated.length > 0) ctx.io.warn(undatedWarning(plan.undated))
@@ -175,6 +180,14 @@ function removeTreeOf(ctx: CommandEnv, uuid: string, from: StartsFrom | undefine
   }
 }
 
+/** The environments' cache: results unused past environment_cache.max_age_days go, then the least recently used past max_gb. */
+function cleanEnvironmentCache(ctx: CommandEnv, dryRun: boolean): { removed: number; bytes: number } {
+  const { max_age_days: days, max_gb: gb } = ctx.config.environment_cache
+  const plan = planCacheCleanup(listEntries(environmentStore(ctx.config, ctx.layout.base)), days * 86_400_000, gb * 1024 ** 3, ctx.now().getTime())
+  if (!dryRun) for (const e of plan.remove) removeEntry(e.dir)
+  return { removed: plan.remove.length, bytes: plan.remove.reduce((n, e) => n + e.bytes, 0) }
+}
+
 /** Cleanup's passes come about daily (retention counts days): a lease refused for longer than a day is an alert (docs/contract.md §14.5). */
 function fleetPassOptions(opts: CleanupOptions): { intervalMs: number; once: boolean } {
   return { intervalMs: 86_400_000, once: opts.schedule === undefined }
@@ -184,7 +197,7 @@ function fleetPassOptions(opts: CleanupOptions): { intervalMs: number; once: boo
 async function expireFleetRows(ctx: CommandEnv, dryRun: boolean): Promise<{ jobs: number; workers: number }> {
   const { pool } = await fleetPool(ctx, 'cleanup')
   try {
-    return await expireRows(pool, ctx.config.fleet.retention_days, workerLiveSeconds(ctx), dryRun)
+    return await expireRows(pool, ctx.config.fleet.retention_days, workerLiveSeconds(ctx.config.locks), dryRun)
   } finally {
     await pool.end().catch(() => undefined)
   }
@@ -236,6 +249,10 @@ function render(ctx: CommandEnv, r: CleanupReport): string {
   if (r.fleet_rows !== undefined)
     lines.push(
       `fleet: ${r.fleet_rows.jobs} finished job row(s) and ${r.fleet_rows.workers} dead worker row(s) past fleet.retention_days ${r.dry_run ? 'would be ' : ''}deleted`,
+    )
+  if (r.environment_cache !== undefined && r.environment_cache.removed > 0)
+    lines.push(
+      `environment cache: ${r.environment_cache.removed} result(s) (${formatBytes(r.environment_cache.bytes)}) past environment_cache.max_age_days or max_gb ${r.dry_run ? 'would be ' : ''}removed`,
     )
   if (r.bytes_after !== null)
     lines.push(`bytes: ${formatBytes(r.bytes_before)} → ${formatBytes(r.bytes_after)} (${formatBytes(r.bytes_before - r.bytes_after)} freed)`)

@@ -3,7 +3,7 @@ import type { CommandEnv } from '../command-env.js'
 import { CLI } from '../actions/actor.js'
 import { commentTask } from '../actions/comment.js'
 import { resolveTask } from '../storage/fs/layout.js'
-import { withEnv } from './shared.js'
+import { withEnv } from '../command-kit/shared.js'
 
 export function commentCommand(): Command {
   return new Command('comment')

@@ -1,5 +1,6 @@
 import { Argument, Command } from 'commander'
 import type { Option } from 'commander'
+import { firstArgumentWords } from '../command-kit/completion-words.js'
 
 const SHELLS = ['bash', 'zsh', 'fish'] as const
 type Shell = (typeof SHELLS)[number]
@@ -13,18 +14,6 @@ interface Spec {
   takesUuid: boolean
   /** Its subcommands (`jobs show`, `fleet init`), offered as its first argument. */
   subcommands: string[]
-}
-
-/**
- * Words a command's first argument takes, for completion only: commander would check
- * `.choices()` itself with a message of its own, and `jobs` says more (`jobs: unknown action`).
- */
-const argumentWords = new WeakMap<Command, readonly string[]>()
-
-/** Offers `words` as `command`'s first argument in the completion scripts. */
-export function completesFirstArgument(command: Command, words: readonly string[]): Command {
-  argumentWords.set(command, words)
-  return command
 }
 
 /** Options whose value is a task uuid. */
@@ -64,7 +53,7 @@ function specOf(command: Command): Spec {
     description: command.description(),
     options,
     takesUuid: /uuid/.test(command.registeredArguments[0]?.name() ?? ''),
-    subcommands: [...command.commands.map((c) => c.name()), ...(argumentWords.get(command) ?? [])],
+    subcommands: [...command.commands.map((c) => c.name()), ...firstArgumentWords(command)],
   }
 }
 

@@ -4,7 +4,7 @@ import { CtxError } from '../errors.js'
 import { CLI } from '../actions/actor.js'
 import { compressAction } from '../actions/compress.js'
 import { resolveTask } from '../storage/fs/layout.js'
-import { durationArg, positiveIntArg, withEnv } from './shared.js'
+import { durationArg, positiveIntArg, withEnv } from '../command-kit/shared.js'
 import { grouped } from '../text.js'
 
 interface CompressOptions {

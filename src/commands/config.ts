@@ -4,7 +4,7 @@ import type { Scalar } from 'yaml'
 import { SECRET_KEYS, withoutSecrets } from '../config/secrets.js'
 import type { CommandEnv } from '../command-env.js'
 import { fleetDatabaseUrl } from '../command-env.js'
-import { withEnv } from './shared.js'
+import { withEnv } from '../command-kit/shared.js'
 
 const DATABASE_URL = 'fleet.database_url'
 

@@ -5,7 +5,7 @@ import { Command } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { CtxError } from '../errors.js'
 import { packageRoot } from '../package-root.js'
-import { withEnv } from './shared.js'
+import { withEnv } from '../command-kit/shared.js'
 
 export function demoCommand(): Command {
   return new Command('demo')

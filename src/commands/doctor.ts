@@ -7,9 +7,10 @@ import { hiddenPaths, mcpSandbox } from '../run/sandbox-setup.js'
 import { resolveWorkspace } from '../run/settings.js'
 import type { Check } from '../operations/doctor-check.js'
 import { isLoopback } from '../serve/auth.js'
-import { serveToken } from './serve.js'
+import { serveToken } from '../command-kit/serve-token.js'
 import { wrapWords } from '../text.js'
-import { durationArg, withEnv } from './shared.js'
+import { environmentChecks } from '../workspace/environment/check.js'
+import { durationArg, withEnv } from '../command-kit/shared.js'
 
 interface DoctorOptions {
   timeout: number
@@ -19,7 +20,7 @@ interface DoctorOptions {
 export function doctorCommand(): Command {
   return new Command('doctor')
     .description(
-      'check the setup, one line each: config file, task tree and free space, the LLM answering a tool call, each MCP server, the GitHub and GitLab tokens',
+      'check the setup, one line each: config file, task tree and free space, the LLM answering a tool call, each MCP server, the GitHub and GitLab tokens, the repository environments (--workspace: its own)',
     )
     .option('--timeout <duration>', 'how long each network check may take (default: 30s)', durationArg('--timeout'))
     .option('--workspace <dir>', 'start the MCP servers in the sandbox around this workspace, as a run there would (default: an empty one)')
@@ -48,6 +49,8 @@ async function doctor(ctx: CommandEnv, opts: Partial<DoctorOptions>): Promise<vo
     ...(workspace === undefined ? {} : { workspace }),
     serve: serveSetup(ctx),
   })
+  // The repository's environment, read as a run in the workspace would read it (docs/environments.md).
+  checks.push(...(await environmentChecks(ctx.config, workspace ?? null)))
   const failed = checks.filter((c) => c.status === 'fail').length
   if (ctx.json) ctx.io.json({ ok: failed === 0, checks })
   else ctx.io.out(checks.map((c) => line(ctx, c)).join('\n'))

@@ -10,7 +10,7 @@ import { readOverview } from '../storage/task/reader.js'
 import { UsageError } from '../errors.js'
 import { costOf, requestsCost, splitOf } from '../operations/tokens.js'
 import type { RequestsCost } from '../operations/tokens.js'
-import { withEnv } from './shared.js'
+import { withEnv } from '../command-kit/shared.js'
 import { deliveryLine, deliveryOf } from '../storage/task/delivery.js'
 import { grouped } from '../text.js'
 

@@ -10,8 +10,8 @@ import { listTaskRows } from '../operations/list.js'
 import type { ListedTask } from '../operations/list.js'
 import { STATUSES } from '../storage/task/state.js'
 import { deliveryCell } from '../storage/task/delivery.js'
-import { positiveIntArg, withEnv } from './shared.js'
-import { dateFrom, dateTo, userName } from './stats.js'
+import { positiveIntArg, withEnv } from '../command-kit/shared.js'
+import { dateFrom, dateTo, userName } from '../command-kit/filter-args.js'
 
 interface ListOptions {
   user?: string

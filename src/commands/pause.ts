@@ -5,7 +5,7 @@ import { CLI } from '../actions/actor.js'
 import { pauseTask } from '../actions/pause.js'
 import type { PauseOutcome } from '../actions/pause.js'
 import { resolveTask } from '../storage/fs/layout.js'
-import { durationArg, withEnv } from './shared.js'
+import { durationArg, withEnv } from '../command-kit/shared.js'
 
 interface PauseOptions {
   wait: number

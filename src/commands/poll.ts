@@ -2,21 +2,23 @@ import { Command, InvalidArgumentError, Option } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask, openIndex } from '../command-env.js'
 import { CtxError, UsageError } from '../errors.js'
-import type { PollReport } from '../fleet/poller.js'
-import { PollDatabaseError, pollPass } from '../fleet/poller.js'
-import type { JobSpec } from '../fleet/job-spec.js'
+import type { PollReport } from '../fleet/poll/poller.js'
+import { PollDatabaseError, pollPass } from '../fleet/poll/poller.js'
+import type { JobSpec } from '../fleet/queue/job-spec.js'
 import { MAX_TIMER_MS } from '../run/stop.js'
-import type { ReviewReport } from '../fleet/review-loop.js'
-import { reviewPass } from '../fleet/review-loop.js'
-import { outcomesPass } from '../fleet/outcomes-pass.js'
+import type { ReviewReport } from '../fleet/poll/review-loop.js'
+import { reviewPass } from '../fleet/poll/review-loop.js'
+import { outcomesPass } from '../fleet/poll/outcomes-pass.js'
 import type { RefreshReport } from '../operations/outcomes-refresh.js'
 import type { ReviewWatch, Tracker, TriggerCheck } from '../sources/types.js'
-import type { EnqueueOptions } from './enqueue.js'
-import { placement, priorityArg } from './enqueue.js'
+import { placement } from '../actions/job-placement.js'
+import type { PlacementOptions } from '../actions/job-placement.js'
 import { fleetPool } from '../actions/fleet-db.js'
-import { durationArg, pause, positiveIntArg, withEnv } from './shared.js'
+import { durationArg, pause, positiveIntArg, priorityArg, withEnv } from '../command-kit/shared.js'
 
-interface PollOptions extends Omit<EnqueueOptions, 'task' | 'taskFile' | 'github' | 'gitlab' | 'resume' | 'taskId'> {
+interface PollOptions extends Omit<PlacementOptions, 'taskId'> {
+  priority?: number
+  key?: string
   github: string[]
   gitlab: string[]
   label: string
@@ -105,7 +107,7 @@ async function poll(ctx: CommandEnv, opts: PollOptions): Promise<void> {
     }
   }
   const { pool } = await fleetPool(ctx, 'poll')
-  // The outcomes of the requests ctxagent opened are refreshed into the fleet's index each pass (docs/contract.md §16).
+  // The outcomes of the requests ctxagent opened are refreshed into the fleet's index each pass (docs/contract.md §17).
   const store = await openIndex(ctx, true).catch(async (err: unknown) => {
     await pool.end().catch(() => undefined)
     throw err

@@ -8,7 +8,7 @@ import { rebuildIndex } from '../operations/reindex.js'
 import type { ReindexResult } from '../operations/reindex.js'
 import { TaskIndex } from '../storage/index/task-index.js'
 import { ensureLayout } from '../storage/task/lifecycle.js'
-import { withEnv } from './shared.js'
+import { withEnv } from '../command-kit/shared.js'
 
 export function reindexCommand(): Command {
   return new Command('reindex').description('rebuild tasks.db from the task directories (including gzipped tasks)').action(withEnv(reindex))
@@ -56,6 +56,7 @@ async function reindex(ctx: CommandEnv): Promise<void> {
 function print(ctx: CommandEnv, result: ReindexResult, into: string): void {
   const { running, paused, completed } = result.by_location
   ctx.io.out(`indexed ${result.indexed} task(s) into ${into} (running ${running}, paused ${paused}, completed ${completed})`)
+  if (result.spend_carried_usd > 0) ctx.io.out(`carried $${result.spend_carried_usd.toFixed(2)} of spend from tasks.db into the fleet's ledger`)
   if (result.failed.length > 0) {
     ctx.io.out(`${result.failed.length} director${result.failed.length === 1 ? 'y' : 'ies'} could not be read:`)
     for (const f of result.failed) ctx.io.out(`  ${f.location}/${f.uuid}: ${f.error}`)

@@ -2,7 +2,8 @@ import { Command, InvalidArgumentError, Option } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { CtxError, isErrno, UsageError } from '../errors.js'
 import { isLoopback } from '../serve/auth.js'
-import { stopSignal, withEnv } from './shared.js'
+import { stopSignal, withEnv } from '../command-kit/shared.js'
+import { serveToken } from '../command-kit/serve-token.js'
 
 interface ServeOptions {
   host?: string
@@ -35,19 +36,6 @@ function portArg(value: string): number {
   const n = Number(value)
   if (!/^\d+$/.test(value.trim()) || n > 65535) throw new InvalidArgumentError('must be a port number from 0 to 65535')
   return n
-}
-
-const MIN_TOKEN = 16
-
-/** serve.token, or CTXAGENT_SERVE_TOKEN over it; a secret (masked wherever it would be printed). */
-export function serveToken(ctx: CommandEnv): string | null {
-  const fromEnv = ctx.env.CTXAGENT_SERVE_TOKEN
-  if (fromEnv !== undefined && fromEnv !== '') {
-    if (fromEnv.length < MIN_TOKEN)
-      throw new UsageError(`CTXAGENT_SERVE_TOKEN is shorter than ${MIN_TOKEN} characters`, 'use a long random one: openssl rand -hex 32')
-    return fromEnv
-  }
-  return ctx.config.serve.token
 }
 
 async function serve(ctx: CommandEnv, opts: ServeOptions): Promise<void> {

@@ -5,7 +5,7 @@ import { LockedError } from '../errors.js'
 import { resolveTask } from '../storage/fs/layout.js'
 import { clearLeftoverLock, killedText, oneHostRecovery, reapTask } from '../operations/reaper.js'
 import { stalenessPolicy } from '../storage/task/env.js'
-import { withEnv } from './shared.js'
+import { withEnv } from '../command-kit/shared.js'
 
 interface UnlockOptions {
   force?: boolean

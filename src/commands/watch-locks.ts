@@ -1,8 +1,8 @@
 import { Command, InvalidArgumentError } from 'commander'
 import type { CommandEnv } from '../command-env.js'
 import { auditTask, fleetDatabaseUrl, withTaskEnv } from '../command-env.js'
-import { fleetReapPass, settledText } from '../actions/fleet-db.js'
-import type { FleetPassOptions, FleetReapOutcome } from '../actions/fleet-db.js'
+import { fleetReapPass } from '../actions/fleet-db.js'
+import type { FleetPassOptions } from '../actions/fleet-db.js'
 import { formatDuration } from '../duration.js'
 import { LockedError, NotFoundError } from '../errors.js'
 import { shortPath } from '../text.js'
@@ -12,7 +12,7 @@ import { killedText, oneHostRecovery } from '../operations/reaper.js'
 import type { Finding, PassResult } from '../operations/monitor.js'
 import { stalenessPolicy } from '../storage/task/env.js'
 import type { TaskEnv } from '../storage/task/env.js'
-import { durationArg, pause, stopSignal, withEnv } from './shared.js'
+import { durationArg, pause, stopSignal, withEnv } from '../command-kit/shared.js'
 import { MAX_TIMER_MS } from '../run/stop.js'
 import { spawn } from 'node:child_process'
 import { dueResumes } from '../operations/auto-resume.js'
@@ -20,6 +20,7 @@ import type { DueResume } from '../operations/auto-resume.js'
 import { BudgetSpentError, refuseSpentBudget } from '../run/budget-start.js'
 import { safeState } from '../storage/task/lifecycle.js'
 import { readMetadata } from '../storage/task/metadata.js'
+import { printSettled } from '../command-kit/settled.js'
 
 interface WatchOptions {
   once?: boolean
@@ -171,12 +172,6 @@ async function budgetStillSpent(ctx: CommandEnv, env: TaskEnv, uuid: string): Pr
 }
 
 const DEFAULT_INTERVAL_MS = 5 * 60_000
-
-/** The jobs a fleet pass settled, one line each (text output only: --json reports the pass). */
-export function printSettled(ctx: CommandEnv, outcome: FleetReapOutcome): FleetReapOutcome['result'] {
-  if (!ctx.json) for (const s of outcome.settled) ctx.io.out(settledText(s))
-  return outcome.result
-}
 
 /** Looks for the tree every interval (at most every 5 s) until it exists (true) or SIGINT/SIGTERM (false). */
 async function waitForTree(ctx: CommandEnv, intervalMs: number): Promise<boolean> {

@@ -5,26 +5,27 @@ import type { CommandEnv, GlobalOptions } from '../command-env.js'
 import { loadConfig } from '../config/load.js'
 import { PgStore } from '../storage/index/pg-store.js'
 import { auditTask, fleetDatabaseUrl } from '../command-env.js'
-import { markStopped, registerWorker } from '../fleet/registry.js'
-import type { WorkerRecord } from '../fleet/registry.js'
-import { cannotServe } from '../fleet/abilities.js'
-import type { WorkerAbilities } from '../fleet/abilities.js'
-import { createWorkerLog } from '../fleet/worker-log.js'
-import type { WorkerLog } from '../fleet/worker-log.js'
+import { markStopped, registerWorker } from '../fleet/worker/registry.js'
+import type { WorkerRecord } from '../fleet/worker/registry.js'
+import { cannotServe } from '../fleet/worker/abilities.js'
+import type { WorkerAbilities } from '../fleet/worker/abilities.js'
+import { createWorkerLog } from '../fleet/worker/worker-log.js'
+import type { WorkerLog } from '../fleet/worker/worker-log.js'
 import { CtxError } from '../errors.js'
 import { isTransientPgError, pgReason } from '../storage/index/pg-pool.js'
 import { planSandbox } from '../tools/sandbox.js'
 import type { Pool } from 'pg'
-import { WARM_CHILD_FLAG } from '../fleet/agent-launcher.js'
-import { Worker } from '../fleet/worker.js'
-import type { CloneCredential } from '../fleet/clone.js'
+import { WARM_CHILD_FLAG } from '../fleet/worker/agent-launcher.js'
+import { Worker } from '../fleet/worker/worker.js'
 import type { Config } from '../config/schema.js'
 import { hostname } from '../storage/fs/process-info.js'
 import { ensureLayout } from '../storage/task/lifecycle.js'
 import { giveWorkspace, sandboxIdentity } from '../tools/sandbox/identity.js'
 import { fleetListenUrl, fleetPool } from '../actions/fleet-db.js'
-import { claimBudget } from '../fleet/claim-budget.js'
-import { pause, positiveIntArg, withEnv } from './shared.js'
+import { claimBudget } from '../fleet/queue/claim-budget.js'
+import { pause, positiveIntArg, withEnv } from '../command-kit/shared.js'
+import { workerLiveSeconds } from '../storage/index/worker-liveness.js'
+import { cloneCredentials } from '../workspace/clone.js'
 
 interface WorkerOptions {
   concurrency: number
@@ -200,7 +201,7 @@ async function worker(ctx: CommandEnv, opts: WorkerOptions, stop: StopRequests):
 
 async function serve(ctx: CommandEnv, opts: WorkerOptions, stop: StopRequests, log: WorkerLog): Promise<void> {
   const locks = ctx.config.locks
-  const liveSeconds = locks.stale_after_remote_seconds ?? 2 * locks.stale_after_seconds
+  const liveSeconds = workerLiveSeconds(locks)
   const up = await whenDatabaseUp(ctx, opts, stop, log, liveSeconds)
   if (up === null) {
     log.info('stopped before it started')
@@ -321,20 +322,4 @@ function abilitiesOf(config: Config): WorkerAbilities {
     shellProblem: config.tools.shell ? sandboxProblem : null,
     sandboxProblem,
   }
-}
-
-/**
- * The forge tokens a worker gives git for `--repo` clones (docs/contract.md §8: never in the URL or
- * the clone): github.token (GH_TOKEN, GITHUB_TOKEN) for the GitHub of github.api_url,
- * gitlab.token (GITLAB_TOKEN) for gitlab.url's host. Other hosts: git's own credential
- * helpers, as configured for the worker's user.
- */
-export function cloneCredentials(config: Config): CloneCredential[] {
-  const credentials: CloneCredential[] = []
-  if (config.github.token !== null) {
-    const api = new URL(config.github.api_url)
-    credentials.push({ host: api.host === 'api.github.com' ? 'github.com' : api.host, username: 'x-access-token', token: config.github.token })
-  }
-  if (config.gitlab.token !== null) credentials.push({ host: new URL(config.gitlab.url).host, username: 'oauth2', token: config.gitlab.token })
-  return credentials
 }

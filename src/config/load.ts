@@ -159,6 +159,19 @@ export function parseConfig(yamlText: string, file = 'config.yaml'): Config {
 }
 
 /**
+ * Another YAML file ctxagent reads with a schema (a repository's environment file): the
+ * config's own rules (plain YAML, one document, no `__proto__`) and its one-line messages.
+ */
+export function parseYamlWith<T>(schema: z.ZodMiniType<T>, yamlText: string, file: string): T {
+  const data = readYaml(yamlText, file)
+  const reserved = findProtoKey(data, [])
+  if (reserved) throw new UsageError(`${file}: ${formatPath(reserved)} cannot be used as a name (__proto__ is reserved)`, 'fix the file')
+  const result = schema.safeParse(data, { reportInput: true })
+  if (!result.success) throw new UsageError(`${file}: ${describeIssue(result.error.issues[0] as z.core.$ZodIssue, result.error.issues)}`, 'fix the file')
+  return result.data
+}
+
+/**
  * configSchema's defaults (what `{}` parses to) as JSON, put into the bundle by
  * scripts/bundle.mjs, which computes them from this schema when it builds; undefined
  * when running from dist/ (the tests), where zod computes them each time.

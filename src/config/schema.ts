@@ -2,6 +2,7 @@
 // methods, so that the bundle keeps only what is used (a command parses less code).
 import * as z from 'zod/mini'
 import { isDuration } from '../duration.js'
+import { environmentsSchema } from './environment.js'
 import { isHostPattern, NETWORK_MODES, parseCidr } from './network.js'
 import { shown } from './shown.js'
 
@@ -213,7 +214,12 @@ export const configSchema = z.strictObject(
       }),
       // Tool outputs over threshold_bytes are stored once in blobs/ (docs/contract.md §5); a fresh one over max_inline_bytes is sent as head + tail.
       blobs: section({ threshold_bytes: withDefault(positiveInt(), 8 * 1024), max_inline_bytes: withDefault(positiveInt(), 64 * 1024) }),
-      inheritance: section({ enabled: withDefault(flag(), true), max_summary_tokens: withDefault(positiveInt(), 4000) }),
+      // across_users: a task may inherit from another user's (docs/delivery.md#the-review-loop); off, a user's task reads only that user's findings.
+      inheritance: section({
+        enabled: withDefault(flag(), true),
+        max_summary_tokens: withDefault(positiveInt(), 4000),
+        across_users: withDefault(flag(), false),
+      }),
       retention: section({ compress_after_days: withDefault(positiveNumber(), 7), delete_after_days: withDefault(positiveNumber(), 30) }),
     }),
     locks: section({
@@ -407,6 +413,8 @@ export const configSchema = z.strictObject(
       max_followers: withDefault(positiveInt(), 500),
       // The task list and the fleet page refresh themselves this often, quietly (0: never; docs/serve.md#the-page).
       refresh_seconds: withDefault(nonNegativeInt(), 15),
+      // The page's address as others reach it (a pull request links its task there: docs/delivery.md#the-pull-request); null: no link.
+      public_url: orNull(httpUrl('https://ctxagent.example.com')),
     }),
     // docs/contract.md §15: OpenTelemetry traces of run and workers, off unless an endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT too).
     telemetry: section({
@@ -424,6 +432,10 @@ export const configSchema = z.strictObject(
         {},
       ),
     }),
+    // Repository environments (docs/environments.md): keyed by owner/repo or a workspace's path; wins over the repository's own file.
+    environments: withDefault(environmentsSchema, {}),
+    // The environments' cache: cleanup removes results unused for max_age_days, then the least recently used past max_gb.
+    environment_cache: section({ max_age_days: withDefault(positiveNumber(), 14), max_gb: withDefault(positiveNumber(), 20) }),
   },
   { error: MAPPING },
 )

@@ -8,6 +8,8 @@ import { pauseAtForTest } from '../test-pause.js'
 import { refusals } from './checks.js'
 import { git } from './git.js'
 import { forgeOf, notTheTaskRepository, push } from './push.js'
+import { fileChanges, prBody } from './pr-body.js'
+import type { TaskFacts } from './pr-body.js'
 import { giveTo, stage } from './stage.js'
 import type { Staged } from './stage.js'
 
@@ -22,6 +24,8 @@ export interface DeliveryInput {
   key: TaskKey
   /** The model's final answer (masked here before it goes anywhere). */
   answer: string
+  /** The task's figures and last check for the pull request's body (docs/delivery.md#the-pull-request). */
+  facts?: TaskFacts | null
 }
 
 /** state.json's `delivery` (docs/delivery.md#what-is-recorded). */
@@ -73,12 +77,8 @@ export async function deliver(input: DeliveryInput): Promise<DeliveryOutcome> {
       return refuse(`the branch is pushed, but ${input.base.remote} is on no configured forge (github.api_url, gitlab.url): no pull request opened`)
     const fromItem = (input.key.task_source === 'github' || input.key.task_source === 'gitlab') && /^\d+$/.test(input.key.task_id)
     const title = fromItem ? await itemTitle(input.config, forge, input.key.task_type, Number(input.key.task_id)) : firstLine(input.answer)
-    const body = [
-      bounded(maskText(input.answer.trim()), 50_000),
-      ...(fromItem && input.key.task_type === 'issue' ? [`Closes #${input.key.task_id}`] : []),
-      `Made by ctxagent task \`${input.uuid}\`.`,
-      marker(input.uuid),
-    ].join('\n\n')
+    const closes = fromItem && input.key.task_type === 'issue' ? input.key.task_id : null
+    const body = prBody({ answer: input.answer, closes, uuid: input.uuid, changes: await fileChanges(staged), facts: input.facts ?? null })
     outcome.pr = await openChangeRequest(input.config, forge, {
       branch,
       base: input.config.deliver.base ?? input.base.branch,
@@ -184,8 +184,4 @@ function firstLine(text: string): string {
       .find((l) => l.trim() !== '') ?? 'Changes by ctxagent'
   const plain = line.replace(/^#+\s*/, '').trim()
   return plain.length > 100 ? `${plain.slice(0, 97)}...` : plain
-}
-
-function bounded(text: string, max: number): string {
-  return text.length > max ? `${text.slice(0, max)}\n\n[… the answer is cut here; the task holds the whole]` : text
 }

@@ -5,7 +5,7 @@ import type { Config } from '../config/schema.js'
 import { untilAborted } from '../abort.js'
 import { ProviderError } from '../errors.js'
 import { maskCredentials } from '../storage/format/mask.js'
-import type { ChatMessage, ChatOptions, ChatResult, LlmClient } from './client.js'
+import type { ChatMessage, ChatOptions, ChatResult, LlmClient, ProviderWait } from './client.js'
 import { checkAnthropicUsage, completionBound, promptBound } from './usage-check.js'
 import type { UsageBounds } from './usage-check.js'
 import { boundedFetch, ResponseTooLargeError, ResponseTooSlowError } from './bounded-fetch.js'
@@ -65,7 +65,7 @@ export class AnthropicClient implements LlmClient {
   constructor(
     private readonly endpoint: Endpoint,
     /** llm.max_output_tokens, llm.max_retry_wait (seconds), llm.max_response_bytes. */
-    private readonly limits: { maxOutputTokens?: number; maxRetryWait?: number; maxResponseBytes?: number } = {},
+    private readonly limits: { maxOutputTokens?: number; maxRetryWait?: number; maxResponseBytes?: number; onWait?: (wait: ProviderWait) => void } = {},
   ) {
     this.maxOutputTokens = limits.maxOutputTokens ?? 4096
   }
@@ -86,6 +86,7 @@ export class AnthropicClient implements LlmClient {
         totalMs: endpoint.timeout_seconds * 1000,
         maxBytes: limits.maxResponseBytes ?? 32 * 1024 * 1024,
         maxRetryWaitMs: (limits.maxRetryWait ?? 60) * 1000,
+        ...(limits.onWait ? { onWait: limits.onWait } : {}),
       }),
       // The SDK logs to the console (stdout of a --json command) and may trace: ctxagent logs and traces itself.
       logLevel: 'off',

@@ -2,6 +2,7 @@ import http from 'node:http'
 import https from 'node:https'
 import zlib from 'node:zlib'
 import { grouped } from '../text.js'
+import type { ProviderWait } from './client.js'
 import { markUsageLimit } from './usage-limit.js'
 
 /**
@@ -22,6 +23,8 @@ export interface FetchBounds {
   totalMs: number
   maxBytes: number
   maxRetryWaitMs: number
+  /** Told of every wait before a retry as it is decided (docs/running.md#waits). */
+  onWait?: (wait: ProviderWait) => void
 }
 
 export class ResponseTooLargeError extends Error {}
@@ -86,7 +89,9 @@ export function boundedFetch(bounds: FetchBounds): typeof fetch {
     if (owed > 0) await abortableWait(owed, init.signal ?? undefined)
     const res = await send(input, init)
     if (willRetry(res)) {
-      waits.set(key, serverWait(res.headers, bounds.maxRetryWaitMs) ?? backoffMs(retry, bounds.maxRetryWaitMs))
+      const wait = retryWait(res.headers, retry, bounds.maxRetryWaitMs)
+      waits.set(key, wait.ms)
+      bounds.onWait?.({ ...wait, retry: retry + 1, status: res.status })
       res.headers.delete('retry-after')
       res.headers.set('retry-after-ms', '0')
     }
@@ -110,14 +115,28 @@ function willRetry(res: Response): boolean {
   return res.status === 408 || res.status === 409 || res.status === 429 || res.status >= 500
 }
 
-/** The wait the server asked for (already cut to the limit), or null. */
-function serverWait(headers: Headers, maxMs: number): number | null {
+/**
+ * The wait before a retry and why. A server's wait (`retry-after-ms`, `Retry-After` in
+ * seconds or as a date) is taken up to the limit; one that asks for no wait (0, a negative
+ * number, a date gone by) or cannot be read leaves the client's own backoff, as no header
+ * would (docs/running.md#rate-limits).
+ */
+function retryWait(headers: Headers, retried: number, maxMs: number): { ms: number; reason: string } {
   const millis = headers.get('retry-after-ms')
   const seconds = headers.get('retry-after')
+  const asked = millis !== null ? `retry-after-ms: ${millis}` : seconds !== null ? `Retry-After: ${seconds}` : headers.get(NO_WAIT_HEADER)
   let ms = millis !== null ? Number.parseFloat(millis) : seconds !== null ? Number.parseFloat(seconds) * 1000 : Number.NaN
-  if (Number.isNaN(ms) && seconds !== null) ms = Date.parse(seconds) - Date.now()
-  return Number.isNaN(ms) ? null : Math.min(Math.max(ms, 0), maxMs)
+  if (Number.isNaN(ms) && seconds !== null && millis === null) ms = Date.parse(seconds) - Date.now()
+  if (asked !== null && ms > 0)
+    return { ms: Math.min(ms, maxMs), reason: `the server asked (${clip(asked)})${ms > maxMs ? ', cut to llm.max_retry_wait' : ''}` }
+  const backoff = `the client's backoff${asked === null ? '' : ` (${clip(asked)}: no wait to honour)`}`
+  return { ms: backoffMs(retried, maxMs), reason: backoff }
 }
+
+/** A Retry-After that asked for no wait, as the server wrote it (clampRetryAfter took it off the response). */
+const NO_WAIT_HEADER = 'x-ctxagent-retry-after-ignored'
+
+const clip = (text: string): string => (text.length > 80 ? `${text.slice(0, 80)}…` : text)
 
 /** The SDK's own backoff (0.5 s doubling to 8 s, less up to a quarter of jitter), within the limit. */
 function backoffMs(retried: number, maxMs: number): number {
@@ -318,6 +337,14 @@ function clampRetryAfter(headers: Headers, maxMs: number): Headers {
   let ms = millis !== null ? Number.parseFloat(millis) : Number.parseFloat(seconds as string) * 1000
   if (Number.isNaN(ms) && seconds !== null) ms = Date.parse(seconds) - Date.now()
   if (ms >= 0 && ms <= maxMs) return headers
+  // No wait asked for (a negative number, a date gone by) or none readable: the client's own backoff, as with no
+  // header (the SDK would take an unreadable one as its longest wait); what was asked is kept for the log.
+  if (ms < 0 || Number.isNaN(ms)) {
+    headers.set(NO_WAIT_HEADER, millis !== null ? `retry-after-ms: ${millis}` : `Retry-After: ${seconds}`)
+    headers.delete('retry-after')
+    headers.delete('retry-after-ms')
+    return headers
+  }
   // A longer wait of a 429 or 529 is a usage limit, already marked (markUsageLimit): the caller waits it out, not the SDK.
   headers.delete('retry-after')
   headers.set('retry-after-ms', String(maxMs))

@@ -42,6 +42,21 @@ export interface ChatResult {
   usageRefused?: string
 }
 
+/**
+ * A wait before a request is sent again (docs/running.md#waits): how long, why, and
+ * which try comes next. Reported as it begins, so that the log, `view` and the task page
+ * show every wait, a short one included.
+ */
+export interface ProviderWait {
+  ms: number
+  /** The retry it waits for (1 for the first). */
+  retry: number
+  /** The status of the answer that asked for it. */
+  status: number
+  /** Why this long: the server's Retry-After (or retry-after-ms), or the client's backoff. */
+  reason: string
+}
+
 /** What ctxagent needs of a model, whoever serves it. */
 export interface LlmClient {
   /** The model name, as recorded in summaries.jsonl. */

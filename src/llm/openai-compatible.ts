@@ -2,7 +2,7 @@ import OpenAI from 'openai'
 import type { Config } from '../config/schema.js'
 import { untilAborted } from '../abort.js'
 import { ProviderError } from '../errors.js'
-import type { ChatMessage, ChatOptions, ChatResult, LlmClient, ToolSpec } from './client.js'
+import type { ChatMessage, ChatOptions, ChatResult, LlmClient, ProviderWait, ToolSpec } from './client.js'
 import { boundedFetch, ResponseTooLargeError, ResponseTooSlowError, sdkTimeoutMs } from './bounded-fetch.js'
 import { normaliseReply } from './reply.js'
 import { checkOpenAiUsage, completionBound, promptBound } from './usage-check.js'
@@ -34,13 +34,18 @@ export class OpenAiCompatibleClient implements LlmClient {
     private readonly endpoint: Endpoint,
     private readonly provider: string,
     /** llm.max_output_tokens, llm.max_retry_wait (seconds), llm.max_response_bytes. */
-    limits: { maxOutputTokens?: number; maxRetryWait?: number; maxResponseBytes?: number } = {},
+    limits: { maxOutputTokens?: number; maxRetryWait?: number; maxResponseBytes?: number; onWait?: (wait: ProviderWait) => void } = {},
   ) {
     // max_tokens of a request that names none.
     this.maxOutputTokens = limits.maxOutputTokens ?? 4096
     this.maxResponseBytes = limits.maxResponseBytes ?? 32 * 1024 * 1024
     // llm.max_retry_wait: a server's wait past it is a usage limit (usage-limit.ts), the caller's to wait out.
-    const bounds = { totalMs: endpoint.timeout_seconds * 1000, maxBytes: this.maxResponseBytes, maxRetryWaitMs: (limits.maxRetryWait ?? 60) * 1000 }
+    const bounds = {
+      totalMs: endpoint.timeout_seconds * 1000,
+      maxBytes: this.maxResponseBytes,
+      maxRetryWaitMs: (limits.maxRetryWait ?? 60) * 1000,
+      ...(limits.onWait ? { onWait: limits.onWait } : {}),
+    }
     this.client = new OpenAI({
       baseURL: endpoint.base_url,
       // Local servers need no key, but the SDK insists on one.

@@ -6,6 +6,7 @@ import type { Config } from '../config/schema.js'
 import { giveWorkspace, sandboxIdentity } from '../tools/sandbox/identity.js'
 import type { McpSandbox } from '../tools/sandbox/mcp-launch.js'
 import type { Check, DoctorInput } from './doctor-check.js'
+import { liveWorkerSql, workerLiveSeconds } from '../storage/index/worker-liveness.js'
 
 // doctor's checks that reach a server: the fleet's database, the LLM, each MCP server, GitHub and GitLab.
 
@@ -32,14 +33,9 @@ export async function fleetCheck({ config, timeoutMs }: DoctorInput, url: string
         hint: 'check fleet.database_url or CTXAGENT_DATABASE_URL and that the server is up',
       }
     }
-    const stale = config.locks.stale_after_remote_seconds ?? 2 * config.locks.stale_after_seconds
+    const stale = workerLiveSeconds(config.locks)
     const live = Number(
-      (
-        await pool.query<{ n: string }>(
-          'SELECT count(*) AS n FROM fleet_workers WHERE stopped_at IS NULL AND heartbeat_at > now() - make_interval(secs => $1)',
-          [stale],
-        )
-      ).rows[0]?.n ?? 0,
+      (await pool.query<{ n: string }>(`SELECT count(*) AS n FROM fleet_workers w WHERE ${liveWorkerSql('w', '$1')}`, [stale])).rows[0]?.n ?? 0,
     )
     const parts = [
       `database reachable, schema version ${version}${version < SCHEMA_VERSION ? ` of ${SCHEMA_VERSION} (the next worker or fleet init migrates it)` : ''}`,

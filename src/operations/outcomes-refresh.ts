@@ -25,7 +25,7 @@ export interface RefreshOptions {
 
 /**
  * Asks the forge for the facts of every request ctxagent opened that has not ended (merged
- * or closed: final, never asked again), and writes them to the index (docs/contract.md §16).
+ * or closed: final, never asked again), and writes them to the index (docs/contract.md §17).
  * One request the forge fails for is a line in `errors`; the others are written.
  */
 export async function refreshOutcomes(store: IndexStore, layout: Layout, config: Config, options: RefreshOptions): Promise<RefreshReport> {

@@ -3,7 +3,7 @@ import type { PullOutcome } from './outcomes.js'
 export const OUTCOME_GROUPS = ['model', 'repository', 'user', 'label'] as const
 export type OutcomeGroup = (typeof OUTCOME_GROUPS)[number]
 
-/** The figures of a set of pull/merge requests (docs/contract.md §16). */
+/** The figures of a set of pull/merge requests (docs/contract.md §17). */
 export interface OutcomeFigures {
   opened: number
   merged: number

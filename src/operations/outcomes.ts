@@ -7,7 +7,7 @@ import { parsePullUrl } from '../sources/pull-facts.js'
 import { costOf, modelOf, splitFromState } from './tokens.js'
 import type { TokenSplit } from './tokens.js'
 
-/** One pull/merge request ctxagent opened, and its fate (docs/contract.md §16). */
+/** One pull/merge request ctxagent opened, and its fate (docs/contract.md §17). */
 export interface PullOutcome {
   url: string
   forge: 'github' | 'gitlab' | null

@@ -4,6 +4,7 @@ import { LOCATIONS } from '../storage/fs/layout.js'
 import type { Location } from '../storage/fs/layout.js'
 import { finishCompleting } from '../storage/task/lifecycle.js'
 import { indexDrift, SqliteStore } from '../storage/index/store.js'
+import { PgStore } from '../storage/index/pg-store.js'
 import { taskRow } from '../storage/task/row.js'
 import type { TaskRow } from '../storage/index/task-index.js'
 import type { TaskEnv } from '../storage/task/env.js'
@@ -16,6 +17,8 @@ export interface ReindexResult {
   failed: { uuid: string; location: Location; error: string }[]
   /** Tasks indexed with counters of their state.json taken as 0 or absent (not whole numbers: see state-counts.ts), and which. */
   repaired: { uuid: string; location: Location; counters: string[] }[]
+  /** Into PostgreSQL: the USD of tasks.db's spend carried into the fleet's ledger by this reindex (0 when it had been). */
+  spend_carried_usd: number
 }
 
 /**
@@ -26,7 +29,7 @@ export async function rebuildIndex(
   env: TaskEnv,
   progress: { start(total: number): void; tick(): void } = { start: () => undefined, tick: () => undefined },
 ): Promise<ReindexResult> {
-  const result: ReindexResult = { indexed: 0, by_location: { running: 0, paused: 0, completed: 0 }, failed: [], repaired: [] }
+  const result: ReindexResult = { indexed: 0, by_location: { running: 0, paused: 0, completed: 0 }, failed: [], repaired: [], spend_carried_usd: 0 }
   if (!env.layout.exists()) return result
   const refs = listTasks(env.layout)
   const rows: TaskRow[] = []
@@ -51,6 +54,8 @@ export async function rebuildIndex(
   const index = env.index ?? SqliteStore.open(env.layout.db)
   try {
     await index.replaceAll(rows)
+    // Into a fleet's index: the spend the tree's host recorded comes too (one ledger: docs/fleet-operations.md#joining-a-fleet).
+    if (index instanceof PgStore) result.spend_carried_usd = await index.carryHostSpend(env.layout.db)
   } finally {
     if (env.index === null) await index.close()
   }

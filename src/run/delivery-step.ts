@@ -1,6 +1,7 @@
 import type { Config } from '../config/schema.js'
 import { deliver } from '../delivery/deliver.js'
 import { deliveryBase } from '../delivery/base.js'
+import { taskFacts } from '../delivery/pr-body.js'
 import { prHeadTarget } from '../sources/pr-head.js'
 import type { Layout } from '../storage/fs/layout.js'
 import type { RunRecord, StartsFrom } from '../storage/task/metadata.js'
@@ -107,6 +108,7 @@ export async function deliverCompleted(
     uuid: handle.uuid,
     key: handle.metadata.task_key,
     answer,
+    facts: record.deliver === 'pr' ? await taskFacts(handle.dir, handle.metadata, handle.state, config, new Date()) : null,
   })
   if (taken !== null)
     delivery = {
@@ -130,6 +132,7 @@ export async function deliverCompleted(
 export function deliveryText(delivery: Delivery | null | undefined): string {
   if (delivery === null || delivery === undefined) return ''
   if (delivery.pr !== null && delivery.refused === null) return `Pull request: ${delivery.pr.url}`
-  if (delivery.refused !== null) return `Not delivered: ${delivery.refused}`
+  // Bold: the issue's readers must not take a completed task for a delivered change (docs/delivery.md#what-is-recorded).
+  if (delivery.refused !== null) return `**Not delivered:** ${delivery.refused.replace(/^not delivered:\s*/, '')}`
   return `Committed on branch \`${delivery.branch}\` (${delivery.commit?.slice(0, 12)})${delivery.pushed ? ', pushed' : ''}.`
 }

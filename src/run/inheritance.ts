@@ -4,7 +4,7 @@ import { gunzipSync } from 'node:zlib'
 import { readJsonl, resolveDataFile, tailJsonl } from '../storage/format/jsonl.js'
 import { FILES, locateTask } from '../storage/fs/layout.js'
 import type { Layout } from '../storage/fs/layout.js'
-import type { PrHead } from '../storage/task/metadata.js'
+import type { PrHead, TaskKey } from '../storage/task/metadata.js'
 import type { Location } from '../storage/fs/layout.js'
 import { readMetadata } from '../storage/task/metadata.js'
 import { normalizeSummary } from '../storage/format/records.js'
@@ -60,15 +60,35 @@ export async function findInheritance(env: TaskEnv, key: TaskKeyColumns, workspa
   return null
 }
 
+/** Who asks to inherit from the task that opened a pull request: its repository, its user, the pull request. */
+export interface OpenerAsk {
+  key: Pick<TaskKey, 'task_source' | 'owner' | 'repo'>
+  user: string | null
+  pr: Pick<PrHead, 'number' | 'url'> | null
+  /** context.inheritance.across_users: another user's task may be inherited from. */
+  acrossUsers: boolean
+}
+
 /**
  * What a task on a pull request takes over when no earlier task has its key: the task
  * that opened the pull request (docs/delivery.md#the-review-loop), by its uuid, once it
- * finished (completed or failed) and left a summary. Its key (the issue) thereby leads to
- * the pull request's: the next follow-up inherits from this one by the pull request's key.
+ * finished (completed or failed) and left a summary, and only when it is of the same
+ * repository, recorded delivering that very pull request (state.json's delivery.pr) and is
+ * the same user's (unless context.inheritance.across_users): a marker names a task, it
+ * never opens another user's findings. Its key (the issue) thereby leads to the pull
+ * request's: the next follow-up inherits from this one by the pull request's key.
  */
-export async function inheritanceOf(env: TaskEnv, uuid: string): Promise<Inheritance | null> {
+export async function inheritanceOf(env: TaskEnv, uuid: string, ask: OpenerAsk): Promise<Inheritance | null> {
   const ref = locateTask(env.layout, uuid)
   if (ref === null || ref.location !== 'completed') return null
+  if (ask.pr === null || !recordsDelivery(env.layout, uuid, ask.pr)) return null
+  const meta = (() => {
+    try {
+      return readMetadata(ref.dir)
+    } catch {
+      return null
+    }
+  })()
   const state = (() => {
     try {
       return readState(ref.dir)
@@ -76,6 +96,12 @@ export async function inheritanceOf(env: TaskEnv, uuid: string): Promise<Inherit
       return null
     }
   })()
+  // The same repository: by its key (an issue's task), or, for a local task that opened it, by the very URL it recorded.
+  const key = meta?.task_key
+  const sameKey = key !== undefined && key.task_source === ask.key.task_source && key.owner === ask.key.owner && key.repo === ask.key.repo
+  const sameUrl = ask.pr.url !== '' && state?.delivery?.pr?.url === ask.pr.url
+  if (!sameKey && !sameUrl) return null
+  if (!ask.acrossUsers && meta?.user !== ask.user) return null
   if (state?.status !== 'completed' && state?.status !== 'failed') return null
   const found = await summaryOf(ref.dir)
   if (found === null) return null

@@ -1,4 +1,5 @@
 import type { BudgetCap, Delivery } from '../storage/task/state.js'
+import type { DeliveryResult } from '../storage/task/delivery.js'
 import { deliveryText } from './delivery-step.js'
 
 /** What `run` prints at the end (docs/contract.md §12.5) and the exit code it implies (docs/contract.md §9, §12.3). */
@@ -17,6 +18,8 @@ export interface Outcome {
   exit_code: number
   /** The change's delivery (docs/delivery.md): absent when none was asked for. */
   delivery?: Delivery | null
+  /** How it ended (docs/delivery.md#what-is-recorded); with `delivery`. */
+  delivery_result?: DeliveryResult
   /**
    * A paused task's (docs/running.md#budgets, #rate-limits): who paused it (state.paused_by), when it may go on by
    * itself (a usage limit lifts, a budget window resets; else null) and which cost cap paused it (else null).

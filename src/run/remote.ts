@@ -1,5 +1,5 @@
 import type { Channel } from '../sources/types.js'
-import { isOwn, marker } from '../sources/marker.js'
+import { isOwn, withMarker } from '../sources/marker.js'
 import type { TaskState } from '../storage/task/state.js'
 import type { Comment } from '../sources/types.js'
 import type { RunLog } from './log.js'
@@ -63,7 +63,7 @@ export class RemoteLink {
 
   /** Posts the status comment, or edits it when a resumed task already has one. */
   async status(text: string): Promise<void> {
-    const body = maskText(`${text}\n\n${marker(this.uuid)}`)
+    const body = maskText(withMarker(text, this.uuid))
     await this.quietly('update the status comment on', async (signal) => {
       if (this.statusId === null) this.statusId = await this.channel.post(body, signal)
       else await this.channel.edit(this.statusId, body, signal)
@@ -72,7 +72,7 @@ export class RemoteLink {
 
   /** The outcome, as a comment of its own. */
   async outcome(text: string): Promise<void> {
-    await this.quietly('post the outcome on', (signal) => this.channel.post(maskText(`${text}\n\n${marker(this.uuid)}`), signal).then(() => undefined))
+    await this.quietly('post the outcome on', (signal) => this.channel.post(maskText(withMarker(text, this.uuid)), signal).then(() => undefined))
   }
 
   /** New comments by people since the last look; none more often than the interval allows. */

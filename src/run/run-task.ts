@@ -5,10 +5,11 @@ import { ReplayClient } from '../llm/replay.js'
 import type { TaskHandle } from '../storage/task/handle.js'
 import { ToolRegistry } from '../tools/registry.js'
 import { networkFields } from '../tools/sandbox/egress-proxy.js'
-import { holdForTest } from '../test-pause.js'
+import { holdForTest, stallForTest } from '../test-pause.js'
 import { agentLimits, summarizerFor } from './agent-setup.js'
 import { ChatLoop } from './chat.js'
-import { deliverCompleted, deliveryStart } from './delivery-step.js'
+import { deliveryStart } from './delivery-step.js'
+import { environmentStep, testStep } from './environment-step.js'
 import { issueStatus, labelIssue, movesLabels } from './issue-labels.js'
 import { createRunLog } from './log.js'
 import { outcomeText } from './outcome.js'
@@ -17,7 +18,8 @@ import { statusText } from './remote.js'
 import type { RecordedFinish } from './repair.js'
 import type { RunEnv, RunStart } from './run-start.js'
 import { hiddenPaths, mcpSandbox, shellSandbox } from './sandbox-setup.js'
-import { recordError, settle } from './settle.js'
+import { StalledError, watchDrain } from './drain-guard.js'
+import { pauseStalled, recordError, settle } from './settle.js'
 import { budgetLine } from './spend-setup.js'
 import { StopController, stoppableClient } from './stop.js'
 import { pauseOnSignals, pausingText } from './stop-signals.js'
@@ -83,14 +85,23 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   // Stopped while the task was being created: said now that it has a log (the loop's first check pauses it).
   if (stop.reason === 'SIGINT' || stop.reason === 'SIGTERM') log.info(pausingText(stop.reason))
   const cancelDeadline = stop.deadline(settings.timeoutMs === null ? null : settings.timeoutMs - (handle.state.elapsed_ms ?? 0))
-  let mcp: { close(): Promise<void> } | null = null
+  // Set inside work(): what the finally below closes.
+  const open: { mcp: { close(): Promise<void> } | null } = { mcp: null }
   let unwatch = (): void => undefined
-  try {
+  const drain = watchDrain(handle.uuid)
+  const work = async (): Promise<Outcome> => {
+    await stallForTest('run:work')
+    // A new task's environment (docs/environments.md), before any LLM request: a failed setup ends it here.
+    const prepared = start.kind === 'new' ? await environmentStep(run, handle, hidden, log, begun) : { kind: 'ready' as const, note: null }
+    if (prepared.kind === 'failed') {
+      Object.assign(traced, { status: 'setup_failed', error: prepared.outcome.error })
+      return prepared.outcome
+    }
     const { made, guard, client } = await taskClient(run, handle, start.kind === 'resume', log)
     const tools = ToolRegistry.builtin({ allowShell: settings.allowShell, finish: !settings.chat })
     // A task whose agent stopped after its finish call, before state.json took the answer.
     let finished: RecordedFinish | null = null
-    if (start.kind === 'new') await beginNew(handle, run, start, inheritance, client, log)
+    if (start.kind === 'new') await beginNew(handle, run, start, inheritance, client, log, prepared.note)
     else finished = await beginResumed(handle, tools, client, log)
     if (guard !== null) {
       const said = budgetLine(config, settings, handle.metadata.user ?? '', client.model, guard.spent)
@@ -131,7 +142,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     const answered = start.kind === 'resume' ? answeredEnding(handle, finished) : null
     if (answered) log.info('the task had already answered when its agent stopped; finishing its ending')
     else
-      mcp = await startMcp(
+      open.mcp = await startMcp(
         config,
         tools,
         log,
@@ -149,32 +160,28 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     unwatch()
     // A stop from here on does not pause a completed task: its ending (delivery, final summary) goes on, and the signal's line says so.
     if (ending.kind === 'completed') heard.answered = true
-    const deliverStep = (answer: string, finishStatus: 'done' | 'blocked' | null) => deliverCompleted(handle, config, env.layout, log, answer, finishStatus)
-    const outcome = await settle(
-      handle,
-      ending,
-      agent.progress(),
-      summaryClient,
-      log,
-      config.run.max_answer_chars,
-      config.context.compression.summary_max_tokens,
-      run.fleetJob === true,
-      deliverStep,
-    )
+    // The repository's test command, run by ctxagent itself once the agent finished (docs/environments.md#the-test-command).
+    if (ending.kind === 'completed') await testStep(run, handle, hidden, log)
+    const outcome = await settle({ handle, ending, progress: agent.progress(), summaryClient, log, config, layout: env.layout, inFleet: run.fleetJob === true })
     Object.assign(traced, { status: outcome.status, error: outcome.error })
     if (remote && outcome.status !== 'lost') await remote.outcome(outcomeText(outcome))
     const labelled = labelling ? issueStatus(outcome.status) : null
     if (labelled !== null) await labelIssue(config, handle.metadata.task_key, labelled, log)
     return { ...outcome, duration_ms: Date.now() - begun, inherited_from: handle.metadata.inherited_from ?? null }
+  }
+  try {
+    return await Promise.race([work(), drain.stalled])
   } catch (err) {
     traced.error = (err as Error).message
     // An error that is not an ending: record it (unless the task is no longer ours), then report it.
-    await recordError(handle, err, env.layout.base, log)
+    if (err instanceof StalledError) await pauseStalled(handle, err, log)
+    else await recordError(handle, err, env.layout.base, log)
     throw err
   } finally {
+    drain.dispose()
     // MCP servers live as long as this process works on the task: closed on every ending, started again by a resume.
     unwatch()
-    await mcp?.close()
+    await open.mcp?.close()
     cancelDeadline()
     removeSignals()
     await taskTrace.end(traced.status, traced.error)

@@ -1,16 +1,20 @@
 import { createFinalSummary } from '../context/final-summary.js'
 import { extractiveSummary } from '../context/extractive.js'
 import { loadSnapshot } from '../context/snapshot.js'
+import type { Config } from '../config/schema.js'
 import type { LlmClient } from '../llm/client.js'
 import { ReplayClient } from '../llm/replay.js'
 import { maskText } from '../storage/format/mask.js'
 import type { StoredMessage } from '../storage/format/records.js'
+import type { Layout } from '../storage/fs/layout.js'
 import type { TaskHandle } from '../storage/task/handle.js'
 import { boundAnswer } from '../storage/task/state.js'
-import type { Delivery } from '../storage/task/state.js'
 import { explainSystemError, isDiskFull } from '../system-errors.js'
+import { UNDELIVERED_EXIT } from '../errors.js'
+import { deliveryResult, undelivered } from '../storage/task/delivery.js'
 import { grouped } from '../text.js'
 import { ChatLoop } from './chat.js'
+import { deliverCompleted } from './delivery-step.js'
 import type { Ending } from './ending.js'
 import type { RunLog } from './log.js'
 import type { Outcome } from './outcome.js'
@@ -20,18 +24,26 @@ import type { Agent } from './turn.js'
 
 type Progress = ReturnType<Agent['progress']>
 
-/** Settles the task as its ending says, and says how it went. */
-export async function settle(
-  handle: TaskHandle,
-  ending: Ending,
-  progress: Progress,
-  client: LlmClient,
-  log: RunLog,
-  maxAnswer: number,
-  summaryMaxTokens: number,
-  inFleet: boolean,
-  deliverStep: (answer: string, finishStatus: 'done' | 'blocked' | null) => Promise<Delivery | null>,
-): Promise<Omit<Outcome, 'duration_ms' | 'inherited_from'>> {
+/** What settling a run is given: its task, how its loop ended, what it spent, and who summarises and delivers. */
+export interface SettleInput {
+  handle: TaskHandle
+  ending: Ending
+  progress: Progress
+  /** Writes the final summary (a replay client: an extractive one). */
+  summaryClient: LlmClient
+  log: RunLog
+  config: Config
+  /** The task tree (delivery removes the task's own worktree under it). */
+  layout: Layout
+  /** Run by a fleet's worker: a pause it resumes by itself is not advised to be resumed by hand. */
+  inFleet: boolean
+}
+
+/** Settles the task as its ending says (delivering a completed one first), and says how it went. */
+export async function settle(input: SettleInput): Promise<Omit<Outcome, 'duration_ms' | 'inherited_from'>> {
+  const { handle, ending, progress, summaryClient: client, log, config, layout, inFleet } = input
+  const maxAnswer = config.run.max_answer_chars
+  const summaryMaxTokens = config.context.compression.summary_max_tokens
   const base = { uuid: handle.uuid, turns: progress.turns, tokens: progress.total_tokens_used, final_answer: null, finish_status: null, error: null }
   if (ending.kind === 'lost') {
     log.warn(ending.error.message)
@@ -50,7 +62,7 @@ export async function settle(
     })
     if (ending.answer.trim() !== '') handle.addPlan('outcome', ending.answer.slice(0, 4000))
     // Delivered while the task is still in running/ and its owner's: a crash during it resumes to deliver again (idempotently).
-    const delivery = await deliverStep(ending.answer, ending.finishStatus)
+    const delivery = await deliverCompleted(handle, config, layout, log, ending.answer, ending.finishStatus)
     const summary = await finalSummaryText(handle, client, log, summaryMaxTokens)
     await handle.complete(summary)
     log.info(`completed${ending.finishStatus === 'blocked' ? ' (blocked)' : ''} after ${progress.turns} turn(s)`)
@@ -61,8 +73,9 @@ export async function settle(
       dir: handle.dir,
       final_answer: ending.answer,
       finish_status: ending.finishStatus,
-      exit_code: 0,
-      ...(delivery !== null ? { delivery } : {}),
+      // Completed all the same (its answer stands), but a delivery asked for that did not happen is its own exit (docs/contract.md §9).
+      exit_code: undelivered(delivery) ? UNDELIVERED_EXIT : 0,
+      ...(delivery !== null ? { delivery, delivery_result: deliveryResult(delivery) } : {}),
     }
   }
   if (ending.kind === 'timeout' || ending.kind === 'failed') {
@@ -139,4 +152,15 @@ export async function recordError(handle: TaskHandle, err: unknown, base: string
     log.warn(`task failed: ${(err as Error).message}`)
     await handle.fail((err as Error).message).catch(() => undefined)
   }
+}
+
+/** A run whose loop drained with its task unsettled (drain-guard.ts): paused with why, to be resumed. */
+export async function pauseStalled(handle: TaskHandle, err: Error, log: RunLog): Promise<void> {
+  if (handle.lost) return
+  log.warn(`pausing: ${err.message}`)
+  await handle
+    .update({ error: err.message })
+    .then(() => handle.pause())
+    .catch(() => handle.abandon(err.message))
+    .catch(() => undefined)
 }

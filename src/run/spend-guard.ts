@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto'
 import { setTimeout as delay } from 'node:timers/promises'
 import type { Config } from '../config/schema.js'
+import type { WaitNote } from './waits.js'
 import { ProviderError } from '../errors.js'
 import type { ChatMessage, ChatOptions, ChatResult, LlmClient, ToolSpec } from '../llm/client.js'
 import { CAP_KEYS, capReset, dayKey, passedSharedCap, requestEstimate, usd } from '../operations/budgets.js'
@@ -70,6 +71,8 @@ export interface GuardSetup {
   /** llm.max_output_tokens: a request's max_tokens when it names none, and the most any has. */
   maxOutputTokens: number
   log: { info(message: string): void; warn(message: string): void }
+  /** Says and records a wait (docs/running.md#waits). */
+  noteWait: (note: WaitNote) => void
 }
 
 /** The hash an API key's limit is recorded under: SHA-256 of the base URL and the key (never the key). */
@@ -244,7 +247,11 @@ export class SpendGuard {
     if (left <= 0) return
     const until = new Date(this.keyUntil)
     if (!this.setup.wait) throw new RateLimitPause(until)
-    this.setup.log.info(`the provider's usage limit on this API key lifts at ${until.toISOString()}; waiting (a stop ends the wait; --no-wait pauses instead)`)
+    this.setup.noteWait({
+      ms: left,
+      reason: 'usage limit',
+      line: `waiting until ${until.toISOString()}: the provider's usage limit on this API key lifts then (a stop ends the wait; --no-wait pauses instead)`,
+    })
     await delay(Math.min(left, MAX_TIMER_MS), undefined, signal ? { signal } : {})
     // Waited: the next request finds out whether the limit lifted.
     this.keyUntil = 0

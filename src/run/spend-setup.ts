@@ -1,4 +1,5 @@
 import type { Config } from '../config/schema.js'
+import { noteWait } from './waits.js'
 import { CAP_KEYS, priceOf, sharedCaps, taskSpend, usd } from '../operations/budgets.js'
 import type { Caps } from '../operations/budgets.js'
 import type { IndexStore } from '../storage/index/store.js'
@@ -40,6 +41,7 @@ export function spendGuard(run: SpendRun, handle: TaskHandle, model: string, log
     wait: settings.wait && !run.fleetJob,
     maxOutputTokens: config.llm.max_output_tokens,
     log,
+    noteWait: (note) => noteWait(handle, log, note),
   })
 }
 

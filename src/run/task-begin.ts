@@ -25,9 +25,12 @@ export async function beginNew(
   inheritance: Inheritance | null,
   client: Pick<LlmClient, 'model' | 'server'>,
   log: RunLog,
+  environmentNote: string | null = null,
 ): Promise<void> {
   const { config, settings } = run
   begin(handle, settings, start, inheritance, config.context.inheritance.max_summary_tokens)
+  // What the repository's environment holds (docs/environments.md#what-the-agent-is-told): a note, never setup's output.
+  if (environmentNote !== null) handle.addMessage({ role: 'user', content: environmentNote })
   await handle.setStatus('processing', 'started')
   log.info(
     `started ${handle.metadata.task_type}${handle.metadata.task_identifier ? ` ${handle.metadata.task_identifier}` : ''} in ${settings.workspace} (${client.model} at ${client.server}, dir ${handle.dir})`,

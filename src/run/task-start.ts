@@ -1,5 +1,5 @@
 import type { Config } from '../config/schema.js'
-import type { LlmClient } from '../llm/client.js'
+import type { LlmClient, ProviderWait } from '../llm/client.js'
 import { requireLlmClient } from '../llm/providers.js'
 import { ReplayClient } from '../llm/replay.js'
 import type { Channel } from '../sources/types.js'
@@ -12,6 +12,7 @@ import { RemoteLink, statusText } from './remote.js'
 import type { RunEnv, RunStart } from './run-start.js'
 import type { SpendGuard } from './spend-guard.js'
 import { spendGuard } from './spend-setup.js'
+import { noteWait, retryWaitNote } from './waits.js'
 
 // What a task talks to besides its files: the LLM (behind the spend guard), the MCP servers, the issue or request it came from.
 
@@ -23,7 +24,8 @@ export async function taskClient(
   log: RunLog,
 ): Promise<{ made: LlmClient; guard: SpendGuard | null; client: LlmClient }> {
   const { env, config, settings } = run
-  const made = await createClient(config, env, handle, resumed)
+  // Every wait before a retry is said and recorded (docs/running.md#waits).
+  const made = await createClient(config, env, handle, resumed, (wait) => noteWait(handle, log, retryWaitNote(wait)))
   const guard =
     made instanceof ReplayClient
       ? null
@@ -31,13 +33,13 @@ export async function taskClient(
   return { made, guard, client: guard === null ? made : guard.wrap(made) }
 }
 
-async function createClient(config: Config, env: TaskEnv, handle: TaskHandle, resumed: boolean): Promise<LlmClient> {
+async function createClient(config: Config, env: TaskEnv, handle: TaskHandle, resumed: boolean, onWait: (wait: ProviderWait) => void): Promise<LlmClient> {
   const llm = config.llm
   if (llm.provider === 'replay') {
     // A resumed replay continues after the assistant messages this task already played.
     return ReplayClient.open(llm.replay.from as string, env.layout, llm.replay.context_length, resumed ? (handle.state.turns ?? 0) : 0)
   }
-  return requireLlmClient(config)
+  return requireLlmClient(config, onWait)
 }
 
 /** The issue or request a task came from: its status comment posted (or found again), its seen comments kept in state. */

@@ -21,8 +21,21 @@ import type { RunSettings } from './settings.js'
 export async function inheritanceFor(env: TaskEnv, settings: RunSettings, start: RunStart): Promise<Inheritance | null> {
   if (start.kind !== 'new' || !settings.inherit) return null
   const found = await findInheritance(env, keyColumns(start.source.key, start.user), start.source.key.task_source === 'local' ? settings.workspace : null)
-  if (found === null && start.source.opener !== undefined) return inheritanceOf(env, start.source.opener)
+  if (found === null && start.source.opener !== undefined)
+    return inheritanceOf(env, start.source.opener, {
+      key: start.source.key,
+      user: start.user,
+      // The pull request the task is on: its checked-out head, else its key (a workspace that could not check it out).
+      pr: settings.prHead ?? pullOf(start.source.key),
+      acrossUsers: env.config.context.inheritance.across_users,
+    })
   return found
+}
+
+/** A pull/merge request's number from a task key (no URL: the repository is then judged by the key alone). */
+function pullOf(key: TaskKey): { number: number; url: string } | null {
+  if ((key.task_type !== 'pull_request' && key.task_type !== 'merge_request') || !/^\d+$/.test(key.task_id)) return null
+  return { number: Number(key.task_id), url: '' }
 }
 
 /** Where the inbox ends before this run takes the task: a pause request after it (a `jobs cancel` while a fleet's agent starts) is this run's. */

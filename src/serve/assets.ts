@@ -34,6 +34,11 @@ details summary{cursor:pointer;color:#344054}.call summary code{font-weight:600}
 .card h2{margin-top:0}svg{max-width:100%;height:auto}svg text{font:11px system-ui,sans-serif;fill:#344054}
 .login{max-width:360px;display:flex;flex-direction:column;gap:10px}.inline{display:inline}
 @media (max-width:600px){header,main{padding-left:10px;padding-right:10px}.facts{gap:12px 24px}}
+@media (max-width:600px){table.stack,table.stack tbody,table.stack tr,table.stack td{display:block;width:100%}table.stack thead{display:none}table.stack{border:0;background:none}
+table.stack tr{background:var(--card);border:1px solid var(--line);border-radius:6px;margin:0 0 8px;padding:4px 0}
+table.stack td{display:grid;grid-template-columns:6.5em minmax(0,1fr);gap:8px;border:0;padding:2px 10px;text-align:left;max-width:none;white-space:normal;overflow-wrap:anywhere}
+table.stack td::before{content:attr(data-label);color:var(--muted);font-size:12px;text-transform:uppercase;letter-spacing:.03em;overflow-wrap:normal}
+table.stack td>*{justify-self:start}table.stack td:not([data-label])::before{content:none}.scroll:has(table.stack){overflow-x:visible}}
 `
 
 /**

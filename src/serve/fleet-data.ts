@@ -1,16 +1,18 @@
 import type { Pool } from 'pg'
 import type { CommandEnv } from '../command-env.js'
 import { fleetDatabaseUrl } from '../command-env.js'
-import { listJobs } from '../fleet/job-admin.js'
-import type { JobFilter, JobRow } from '../fleet/job-admin.js'
-import { fleetStatus } from '../fleet/status.js'
-import type { FleetStatus } from '../fleet/status.js'
+import { listJobs } from '../fleet/queue/job-admin.js'
+import type { JobFilter, JobRow } from '../fleet/queue/job-admin.js'
+import { fleetStatus } from '../fleet/queue/status.js'
+import type { FleetStatus } from '../fleet/queue/status.js'
 import { connectPool } from '../storage/index/pg-pool.js'
 import { queueWaitTotals } from '../storage/index/queue-waits.js'
 import { countsFromRows, fleetCounterTotals } from '../storage/index/fleet-counters.js'
+import { rollUpTallies } from '../storage/index/fleet-tallies.js'
 import type { FleetCounts } from '../storage/index/fleet-counters.js'
 import type { QueueWaitRow } from '../storage/index/queue-waits.js'
 import type { TaskIndex } from '../storage/index/task-index.js'
+import { workerLiveSeconds } from '../storage/index/worker-liveness.js'
 
 export interface JobError {
   id: number
@@ -26,12 +28,6 @@ export interface FleetData extends FleetStatus {
   running_by_user: { user: string | null; running: number }[]
   /** The newest jobs, as `ctxagent jobs` lists them. */
   recent_jobs: JobRow[]
-}
-
-/** How long a worker's heartbeat may age before it counts as gone: as `ctxagent fleet` counts it (docs/contract.md §4). */
-function workerLiveSeconds(ctx: CommandEnv): number {
-  const locks = ctx.config.locks
-  return locks.stale_after_remote_seconds ?? 2 * locks.stale_after_seconds
 }
 
 /** One pool for the server's life (fleet pages and scrapes), made when the fleet is first asked about. */
@@ -55,12 +51,12 @@ export class FleetSource {
   }
 
   async status(): Promise<FleetStatus> {
-    return fleetStatus(await this.connect(), workerLiveSeconds(this.ctx))
+    return fleetStatus(await this.connect(), workerLiveSeconds(this.ctx.config.locks))
   }
 
   async data(db: TaskIndex): Promise<FleetData> {
     const pool = await this.connect()
-    const status = await fleetStatus(pool, workerLiveSeconds(this.ctx))
+    const status = await fleetStatus(pool, workerLiveSeconds(this.ctx.config.locks))
     const errors = await pool.query<Record<string, unknown>>(
       `SELECT id, task_uuid, outcome, error, finished_at FROM fleet_jobs WHERE error IS NOT NULL ORDER BY finished_at DESC NULLS FIRST, id DESC LIMIT 20`,
     )
@@ -91,10 +87,13 @@ export class FleetSource {
    * For /metrics: the queue wait histogram's totals (each claim's wait, observed once) and the
    * fleet's counters (claims by host, finished jobs by outcome, retries by reason, budget pauses
    * by cap), both running totals that cleanup leaves (docs/serve.md#fleet-counters). A schema
-   * older than the counters' table: counted from the rows still kept, as before it.
+   * older than the counters' table: counted from the rows still kept, as before it. The
+   * logs since the last roll-up are rolled up first, so that the read stays short
+   * (docs/formats.md#fleet-tallies).
    */
   async queueFigures(): Promise<{ waits: QueueWaitRow[]; counts: FleetCounts }> {
     const pool = await this.connect()
+    await rollUpTallies(pool)
     const waits = await queueWaitTotals(pool)
     return { waits, counts: (await fleetCounterTotals(pool)) ?? (await countsFromRows(pool)) }
   }

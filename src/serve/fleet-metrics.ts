@@ -1,6 +1,6 @@
 import { Counter, Gauge } from 'prom-client'
 import type { Registry } from 'prom-client'
-import type { FleetStatus } from '../fleet/status.js'
+import type { FleetStatus } from '../fleet/queue/status.js'
 import type { FleetCounts } from '../storage/index/fleet-counters.js'
 import type { QueueWaitRow } from '../storage/index/queue-waits.js'
 import { METRICS } from '../telemetry/names.js'

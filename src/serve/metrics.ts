@@ -14,6 +14,7 @@ import type { Location } from '../storage/fs/layout.js'
 import type { CounterRow, IndexTotals } from '../storage/index/totals.js'
 import { stalenessPolicy } from '../storage/task/env.js'
 import { COUNTER_COLUMNS } from '../storage/index/totals.js'
+import { DELIVERY_RESULTS } from '../storage/task/delivery.js'
 import { METRICS } from '../telemetry/names.js'
 import { durationHistogram } from './metric-histograms.js'
 import { defineFleetMetrics } from './fleet-metrics.js'
@@ -21,7 +22,7 @@ import { defineOutcomeMetrics } from './outcome-metrics.js'
 import type { FleetScrape } from './fleet-metrics.js'
 import type { IndexSource } from './data.js'
 import type { FleetSource } from './fleet-data.js'
-import { queueAlerts } from '../fleet/status.js'
+import { queueAlerts } from '../fleet/queue/status.js'
 import { ctxagentVersion } from '../version.js'
 
 /** What one scrape read, shared by the collect() callbacks of that scrape. */
@@ -236,6 +237,24 @@ export class MetricsCollector {
         },
       })
     }
+
+    // Completed tasks' deliveries by how they ended (docs/delivery.md#what-is-recorded): refused and failed are the loud ones.
+    new Counter({
+      name: METRICS.deliveries,
+      help: 'Deliveries of completed tasks by result: delivered, no_changes, refused, failed',
+      labelNames: ['result'],
+      registers: r,
+      collect() {
+        this.reset()
+        for (const result of DELIVERY_RESULTS) this.inc({ result }, 0)
+        for (const u of usage()) {
+          this.inc({ result: 'delivered' }, u.deliveries_delivered)
+          this.inc({ result: 'no_changes' }, u.deliveries_no_changes)
+          this.inc({ result: 'refused' }, u.deliveries_refused)
+          this.inc({ result: 'failed' }, u.deliveries_failed)
+        }
+      },
+    })
 
     // Labels bounded where they are counted (storage/task/tool-tally.ts): built-in tools, mcp:<server>, other, unknown.
     new Counter({

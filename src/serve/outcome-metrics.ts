@@ -4,12 +4,12 @@ import type { OutcomeFigures } from '../operations/outcomes-report.js'
 import { METRICS } from '../telemetry/names.js'
 
 /**
- * The pull/merge requests ctxagent opened, on /metrics (docs/contract.md §16): how many and
+ * The pull/merge requests ctxagent opened, on /metrics (docs/contract.md §17): how many and
  * the money spent on them, by outcome, from the scrape's figures (`outcomes`).
  */
 export function defineOutcomeMetrics(registry: Registry, outcomes: () => OutcomeFigures): void {
   const r = [registry]
-  // The requests ctxagent opened (docs/contract.md §16): one moves from open to merged or closed when a refresh says it ended.
+  // The requests ctxagent opened (docs/contract.md §17): one moves from open to merged or closed when a refresh says it ended.
   new Counter({
     name: METRICS.pullRequests,
     help: 'Pull/merge requests ctxagent opened, by outcome: merged, closed (unmerged) or open (not ended, as last refreshed)',

@@ -139,9 +139,9 @@ function spendCards(report: StatsReport): Safe | string {
   const caps =
     spend.caps.length === 0
       ? ''
-      : html`<section class="card"><h2>Spend vs caps <small>(days in ${spend.timezone})</small></h2><table><thead><tr><th>cap</th><th>user</th><th>spent</th><th>cap</th><th>used</th><th>resets</th></tr></thead><tbody>${spend.caps.map(
+      : html`<section class="card"><h2>Spend vs caps <small>(days in ${spend.timezone})</small></h2><table class="stack"><thead><tr><th>cap</th><th>user</th><th>spent</th><th>cap</th><th>used</th><th>resets</th></tr></thead><tbody>${spend.caps.map(
           (c) =>
-            html`<tr class="${c.spent >= c.limit ? 'error' : ''}"><td>${c.cap}</td><td>${c.user ?? '(fleet)'}</td><td>${usd(c.spent)}</td><td>${usd(c.limit)}</td><td>${`${(c.share * 100).toFixed(0)}%`}</td><td>${c.resets_at}</td></tr>`,
+            html`<tr class="${c.spent >= c.limit ? 'error' : ''}"><td data-label="cap">${c.cap}</td><td data-label="user">${c.user ?? '(fleet)'}</td><td data-label="spent">${usd(c.spent)}</td><td data-label="limit">${usd(c.limit)}</td><td data-label="used">${`${(c.share * 100).toFixed(0)}%`}</td><td data-label="resets">${c.resets_at}</td></tr>`,
         )}</tbody></table></section>`
   const days = [...new Set(spend.days.map((d) => d.day))]
   const users = [...new Set(spend.days.map((d) => d.user))]

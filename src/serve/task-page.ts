@@ -4,6 +4,7 @@ import type { TokenSplit } from '../operations/tokens.js'
 import type { JsonRecord } from '../storage/format/jsonl.js'
 import type { Overview } from '../storage/task/reader.js'
 import { deliveryLine, deliveryOf } from '../storage/task/delivery.js'
+import { environmentLine, environmentOf, testRunLine, testRunOf } from '../storage/task/environment-view.js'
 import { ago, html, loginHref, num, type Safe, usd } from './html.js'
 import { messageView } from './message-view.js'
 
@@ -47,6 +48,13 @@ export function renderTask(ctx: CommandEnv, v: TaskView, acting: Acting, notice:
     ['Owner', o.lock ? `pid ${o.lock.process_id} on ${o.lock.hostname}, heartbeat ${ago(o.lock.heartbeat_at, now)} ago` : 'none'],
   ]
   if (s?.error) facts.push(['Error', html`<span class="error">${s.error}</span>`])
+  const environment = environmentOf(s)
+  if (environment !== null) facts.push(['Environment', environmentLine(environment)])
+  const tested = testRunOf(s)
+  if (tested !== null) facts.push(['Test command', testRunLine(tested)])
+  // Waits on the provider (docs/running.md#waits), the newest last: a wait, not an error.
+  if (o.waits.length > 0)
+    facts.push(['Waits', html`${o.waits.map((w, i) => html`${i > 0 ? html`<br>` : ''}<span class="when">${w.created_at}</span> ${w.plan_content}`)}`])
   const delivered = deliveryOf(s)
   if (delivered !== null)
     facts.push([

@@ -1,8 +1,10 @@
 import { z } from 'zod'
 import type { Config } from '../config/schema.js'
 import { forgeReply } from './forge-reply.js'
-import { call as githubCall, client as githubClient } from './github.js'
-import { call as gitlabCall, client as gitlabClient } from './gitlab.js'
+import { markerOf } from './marker.js'
+
+// The forge clients (Octokit, gitbeaker: ~700 KB of code) are loaded when a change request is
+// opened, not by every run that might deliver one (BENCHMARKS.md, start-run).
 
 /** A pull request (GitHub) or merge request (GitLab) delivery asks for (docs/delivery.md#the-pull-request). */
 export interface ProposedChange {
@@ -37,11 +39,13 @@ export async function openChangeRequest(config: Config, forge: Forge, change: Pr
 /** The issue's (or PR's / MR's) title, for the title of the change. */
 export async function itemTitle(config: Config, forge: Forge, kind: string, number: number): Promise<string> {
   if (forge.kind === 'github') {
+    const { call: githubCall, client: githubClient } = await import('./github.js')
     const api = githubClient(config)
     const where = `${forge.owner}/${forge.repo}#${number}`
     const issue = await githubCall(where, () => api.rest.issues.get({ owner: forge.owner, repo: forge.repo, issue_number: number }))
     return forgeReply('GitHub', where, TITLED, issue).title
   }
+  const { call: gitlabCall, client: gitlabClient } = await import('./gitlab.js')
   const api = gitlabClient(config)
   const where = `${forge.project}${kind === 'merge_request' ? '!' : '#'}${number}`
   const item = await gitlabCall<unknown>(where, () =>
@@ -57,11 +61,12 @@ const PULL = z.object({ number: z.number(), html_url: z.string(), body: z.string
 const MERGE_REQUEST = z.object({ iid: z.number(), web_url: z.string(), description: z.string().nullish(), source_branch: z.string() })
 
 async function openPull(config: Config, owner: string, repo: string, change: ProposedChange): Promise<OpenedChange> {
+  const { call: githubCall, client: githubClient } = await import('./github.js')
   const api = githubClient(config)
   const where = `${owner}/${repo}`
   const listed = await githubCall(where, () => api.rest.pulls.list({ owner, repo, head: `${owner}:${change.branch}`, state: 'all', per_page: 100 }))
   const earlier = forgeReply('GitHub', `${where}'s pull requests of ${change.branch}`, z.array(PULL), listed)
-  const found = earlier.find((p) => p.head.ref === change.branch && (p.body ?? '').includes(change.marker))
+  const found = earlier.find((p) => p.head.ref === change.branch && markerOf(p.body) === markerOf(change.marker))
   if (found) return { number: found.number, url: found.html_url }
   const base = change.base ?? forgeReply('GitHub', where, DEFAULT_BRANCH, await githubCall(where, () => api.rest.repos.get({ owner, repo }))).default_branch
   const opened = await githubCall(where, () =>
@@ -75,10 +80,11 @@ async function openPull(config: Config, owner: string, repo: string, change: Pro
 }
 
 async function openMergeRequest(config: Config, project: string, change: ProposedChange): Promise<OpenedChange> {
+  const { call: gitlabCall, client: gitlabClient } = await import('./gitlab.js')
   const api = gitlabClient(config)
   const listed = await gitlabCall<unknown>(project, () => api.MergeRequests.all({ projectId: project, sourceBranch: change.branch, perPage: 100, maxPages: 1 }))
   const earlier = forgeReply('GitLab', `${project}'s merge requests of ${change.branch}`, z.array(MERGE_REQUEST), listed)
-  const found = earlier.find((m) => m.source_branch === change.branch && (m.description ?? '').includes(change.marker))
+  const found = earlier.find((m) => m.source_branch === change.branch && markerOf(m.description) === markerOf(change.marker))
   if (found) return { number: found.iid, url: found.web_url }
   const base = change.base ?? forgeReply('GitLab', project, DEFAULT_BRANCH, await gitlabCall<unknown>(project, () => api.Projects.show(project))).default_branch
   // GitLab marks a draft by the title's prefix.

@@ -1,4 +1,4 @@
-/** What the forge says of one pull/merge request (docs/contract.md §16). */
+/** What the forge says of one pull/merge request (docs/contract.md §17). */
 export interface ForgePullFacts {
   state: 'open' | 'merged' | 'closed'
   created_at: string | null

@@ -3,7 +3,7 @@ import type { Config } from '../config/schema.js'
 import { CtxError } from '../errors.js'
 import { call, client, parseGithubRef, parseGithubRepo } from './github.js'
 import { forgeReply } from './forge-reply.js'
-import { OPENER_MARKER } from './marker.js'
+import { markerOf } from './marker.js'
 import type { Client } from './github.js'
 import { AccessCache, githubCanWrite, WRITE_ASSOCIATIONS } from './trust.js'
 import type { OwnPull, ReviewEvent, ReviewWatch, TriggerCheck } from './types.js'
@@ -37,8 +37,8 @@ export function githubReviewWatch(config: Config, repository: string, stop?: Abo
       const pulls = forgeReply('GitHub', `${where}'s open pull requests`, z.array(OPEN_PULL), listed)
       const own: OwnPull[] = []
       for (const p of pulls) {
-        const opener = OPENER_MARKER.exec(p.body ?? '')?.[1]
-        if (opener === undefined) continue
+        const opener = markerOf(p.body ?? '')
+        if (opener === null) continue
         own.push({
           ref: `${where}#${p.number}`,
           number: p.number,

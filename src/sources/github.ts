@@ -3,7 +3,7 @@ import { throttling } from '@octokit/plugin-throttling'
 import { Octokit } from '@octokit/rest'
 import type { Config } from '../config/schema.js'
 import { CtxError, UsageError } from '../errors.js'
-import { isOwn, OPENER_MARKER } from './marker.js'
+import { isOwn, markerOf } from './marker.js'
 import { WRITE_ASSOCIATIONS } from './trust.js'
 import { oneLine, quoted } from './quote.js'
 import { abortableFetch, raceAbort } from './abort.js'
@@ -96,7 +96,7 @@ export async function loadGithubTask(config: Config, ref: GithubRef): Promise<Re
     const bot = config.github.bot_name
     pull = {
       head: { branch: pr.head.ref, number: ref.number, url: pr.html_url },
-      opener: OPENER_MARKER.exec(pr.body ?? '')?.[1] ?? null,
+      opener: markerOf(pr.body ?? ''),
       byBot: bot !== null && pr.user?.login === bot,
     }
     const threads = await unresolvedThreads(api, ref)

@@ -4,7 +4,7 @@ import type { Config } from '../config/schema.js'
 import { CtxError } from '../errors.js'
 import { call, parseGitlabProject, parseGitlabRef, stoppable, token } from './gitlab.js'
 import { forgeReply } from './forge-reply.js'
-import { OPENER_MARKER } from './marker.js'
+import { markerOf } from './marker.js'
 import { AccessCache, GITLAB_DEVELOPER } from './trust.js'
 import type { OwnPull, ReviewEvent, ReviewWatch, TriggerCheck } from './types.js'
 
@@ -63,8 +63,8 @@ export function gitlabReviewWatch(config: Config, projectPath: string, stop?: Ab
       const open = forgeReply('GitLab', `${project}'s open merge requests`, z.array(OPEN_MR), listed)
       const own: OwnPull[] = []
       for (const m of open) {
-        const opener = OPENER_MARKER.exec(m.description ?? '')?.[1]
-        if (opener === undefined) continue
+        const opener = markerOf(m.description ?? '')
+        if (opener === null) continue
         own.push({
           ref: `${project}!${m.iid}`,
           number: m.iid,

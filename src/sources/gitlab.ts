@@ -1,7 +1,7 @@
 import { Gitlab, Issues, MergeRequests } from '@gitbeaker/rest'
 import type { Config } from '../config/schema.js'
 import { CtxError, UsageError } from '../errors.js'
-import { isOwn, OPENER_MARKER } from './marker.js'
+import { isOwn, markerOf } from './marker.js'
 import { oneLine, quoted } from './quote.js'
 import { raceAbort, withStop } from './abort.js'
 import type { Channel, CurrentItem, LabelledItem, RemoteComment, RemoteTask, Tracker } from './types.js'
@@ -124,7 +124,7 @@ export async function loadGitlabTask(config: Config, ref: GitlabRef): Promise<Re
       ? {
           pull: {
             head: { branch: item.source_branch, number: ref.iid, url: item.web_url ?? '' },
-            opener: OPENER_MARKER.exec(item.description ?? '')?.[1] ?? null,
+            opener: markerOf(item.description ?? ''),
             byBot: config.gitlab.bot_name !== null && item.author.username === config.gitlab.bot_name,
           },
         }

@@ -7,7 +7,7 @@ export const METRICS = {
   tasks: 'ctxagent_tasks',
   tokens: 'ctxagent_tokens_total',
   cost: 'ctxagent_cost_usd_total',
-  /** The pull/merge requests ctxagent opened, by outcome (docs/contract.md §16). */
+  /** The pull/merge requests ctxagent opened, by outcome (docs/contract.md §17). */
   pullRequests: 'ctxagent_pull_requests_total',
   /** USD spent on them (every task on each, at config pricing), by outcome. */
   pullRequestUsd: 'ctxagent_pull_request_usd_total',
@@ -16,6 +16,7 @@ export const METRICS = {
   turns: 'ctxagent_turns_total',
   toolCalls: 'ctxagent_tool_calls_total',
   toolCallsByTool: 'ctxagent_tool_calls_by_tool_total',
+  deliveries: 'ctxagent_deliveries_total',
   messages: 'ctxagent_messages_total',
   taskDuration: 'ctxagent_task_duration_seconds',
   locksStale: 'ctxagent_locks_stale',

@@ -1,6 +1,7 @@
 import { closeSync, fstatSync, readFileSync, readSync } from 'node:fs'
-import { RE2JS } from 're2js'
+import type { RE2JS } from 're2js'
 import { ToolError } from './errors.js'
+import { compileRe2 } from './re2.js'
 import { boundaryOf, openDir, openFileRead, openIn, walkFd, yielder } from './fd-walk.js'
 import type { Boundary } from './fd-walk.js'
 import { matcher } from './glob.js'
@@ -25,7 +26,7 @@ export const grep = defineTool({
     // RE2 (linear time): a model's pattern such as ^(a+)+$ cannot stall the process the way a backtracking engine does.
     let regex: RE2JS
     try {
-      regex = RE2JS.compile(pattern)
+      regex = await compileRe2(pattern)
     } catch (err) {
       throw new ToolError(`invalid regular expression ${JSON.stringify(pattern)} (RE2 syntax: no backreferences or lookaround): ${(err as Error).message}`)
     }

@@ -1,6 +1,7 @@
-import { RE2JS } from 're2js'
+import type { RE2JS } from 're2js'
 import { isBlobId } from '../storage/blob/store.js'
 import { ToolError } from './errors.js'
+import { compileRe2 } from './re2.js'
 import { defineTool, ok, param } from './schema.js'
 import { maskedHead } from '../storage/format/mask-stream.js'
 
@@ -42,7 +43,7 @@ export const inspect = defineTool({
     let regex: RE2JS | null = null
     if (grep !== undefined) {
       try {
-        regex = RE2JS.compile(grep)
+        regex = await compileRe2(grep)
       } catch (err) {
         throw new ToolError(`invalid regular expression ${JSON.stringify(grep)} (RE2 syntax: no backreferences or lookaround): ${(err as Error).message}`)
       }

@@ -225,7 +225,7 @@ const SANDBOX_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/b
  * The whole environment of a sandboxed command: none of ctxagent's (a token in it would
  * also sit in bwrap's /proc/1/environ), only what builds and tools need.
  */
-function sandboxEnv(): Record<string, string> {
+export function sandboxEnv(): Record<string, string> {
   const keep: Record<string, string> = {}
   for (const k of ['LANG', 'LC_ALL', 'TZ']) {
     const v = process.env[k]

@@ -13,11 +13,20 @@ export interface ToolDefinition<S extends Shape> {
   run(args: z.output<z.ZodMiniObject<S>>, ctx: ToolContext): Promise<ToolOutcome>
 }
 
+/**
+ * The built-in tools' JSON Schemas by tool name, put into the bundle by scripts/bundle.mjs,
+ * which computes them with jsonSchema() from these same definitions when it builds: z.toJSONSchema
+ * of the tools was ~1.6 % of run's start-up in a CPU profile (BENCHMARKS.md, start-run). Undefined when
+ * running from dist/ (the tests), where they are computed here.
+ */
+declare const CTXAGENT_TOOL_SCHEMAS: string | undefined
+const BUILT: Readonly<Record<string, JsonSchema>> = typeof CTXAGENT_TOOL_SCHEMAS === 'string' ? JSON.parse(CTXAGENT_TOOL_SCHEMAS) : {}
+
 /** A Tool from its definition: the OpenAI spec and a lenient validator from one zod shape. */
 export function defineTool<S extends Shape>(def: ToolDefinition<S>): Tool {
   // z.object drops unknown keys instead of refusing them: a stray extra argument is harmless.
   const schema = z.object(def.parameters)
-  const parameters = jsonSchema(schema)
+  const parameters = builtSchema(def) ?? jsonSchema(schema)
   const properties = (parameters.properties ?? {}) as Record<string, JsonSchema>
   const expected = `the arguments of ${def.name} are ${JSON.stringify(parameters)}`
   return {
@@ -34,6 +43,15 @@ export function defineTool<S extends Shape>(def: ToolDefinition<S>): Tool {
     },
     run: (args, ctx) => def.run(args as z.output<z.ZodMiniObject<S>>, ctx),
   }
+}
+
+/** The schema the build computed for this tool, when its arguments are the ones it was computed for. */
+function builtSchema(def: ToolDefinition<Shape>): JsonSchema | null {
+  const built = Object.hasOwn(BUILT, def.name) ? BUILT[def.name] : undefined
+  if (built === undefined) return null
+  const keys = Object.keys((built.properties ?? {}) as JsonSchema)
+  const wanted = Object.keys(def.parameters)
+  return keys.length === wanted.length && wanted.every((k) => keys.includes(k)) ? built : null
 }
 
 /** The JSON Schema of the input (defaults make a field optional), without noise a model does not need. */

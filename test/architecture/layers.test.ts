@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { ROOT } from '../helpers/run.js'
-import { findCircle, FLOORS, floorOf, importGraph, upwardImports } from './layers.js'
+import { crossCommandImports, findCircle, FLOORS, floorOf, importGraph, tableWriters, upwardImports } from './layers.js'
 
 /** The paths of each row of docs/architecture.md's table of floors, as layers.ts spells them (no `src/`, `*.ts` for the ground's files). */
 function documentedFloors(): string[][] {
@@ -20,12 +20,22 @@ describe('the house keeps its shape (docs/architecture.md)', () => {
     expect(upwardImports(graph)).toEqual([])
   })
 
+  it("no command imports another command (a command's own folder, like commands/run/, is one command)", () => {
+    expect(crossCommandImports(graph)).toEqual([])
+  })
+
+  it('only the queue writes fleet_jobs and its history (a schema migration and the expiry of old rows aside)', () => {
+    const outside = tableWriters(join(ROOT, 'src'), ['fleet_jobs', 'fleet_job_attempts']).filter((f) => !f.startsWith('fleet/queue/'))
+    // queue-waits.ts fills a new column once (a migration); retention.ts deletes rows past fleet.retention_days.
+    expect(outside).toEqual(['operations/retention.ts', 'storage/index/queue-waits.ts'])
+  })
+
   it('no import circles', () => {
     expect(findCircle(graph)).toBeNull()
   })
 
   it('places files on their floors', () => {
-    expect(floorOf('cli.ts')).toBeLessThan(floorOf('commands/run.ts'))
+    expect(floorOf('cli.ts')).toBeLessThan(floorOf('commands/run/run.ts'))
     expect(floorOf('run/turn.ts')).toBeLessThan(floorOf('operations/reaper.ts'))
     expect(floorOf('storage/task/handle.ts')).toBeLessThan(floorOf('storage/format/jsonl.ts'))
     expect(floorOf('storage/fs/layout.ts')).toBeLessThan(floorOf('errors.ts'))
@@ -56,5 +66,17 @@ describe('the house keeps its shape (docs/architecture.md)', () => {
     ])
     expect(upwardImports(bad)).toEqual([{ file: 'storage/fs/files.ts', imports: 'run/turn.ts' }])
     expect(findCircle(bad)).toEqual(['storage/fs/files.ts', 'run/turn.ts', 'storage/fs/files.ts'])
+  })
+
+  it("finds a command importing another, and lets a command's own folder import itself", () => {
+    const commands = new Map([
+      ['commands/run-pull.ts', ['commands/worker.ts', 'command-kit/shared.ts']],
+      ['commands/run/run.ts', ['commands/run/run-prepare.ts']],
+      ['commands/view/index.ts', ['commands/run/run.ts']],
+    ])
+    expect(crossCommandImports(commands)).toEqual([
+      { file: 'commands/run-pull.ts', imports: 'commands/worker.ts' },
+      { file: 'commands/view/index.ts', imports: 'commands/run/run.ts' },
+    ])
   })
 })

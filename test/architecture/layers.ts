@@ -9,15 +9,21 @@ import ts from 'typescript'
 export const FLOORS: readonly (readonly string[])[] = [
   ['cli.ts'],
   ['commands/'],
+  // What commands share and no command owns: running a command with its env, argument parsers,
+  // completion words, the lines of settled jobs (a command never imports another command).
+  ['command-kit/'],
   // The page, /metrics and /api: the same core the commands call, no operation of its own.
   ['serve/'],
   // Each operator action once (pause, resume, enqueue, job cancel and retry, compress, comment, the fleet's
   // pool and lease passes): typed outcomes that commands/ print and serve/ renders.
   ['actions/'],
   ['command-env.ts'],
-  ['fleet/'],
+  // The fleet in parts, each the only writer of its tables: the worker process, polling and the
+  // review loop, the watch-locks pass over jobs; all of them over the queue (fleet_jobs and its history).
+  ['fleet/worker/', 'fleet/poll/', 'fleet/recovery/'],
+  ['fleet/queue/'],
   ['run/'],
-  // What a task works in: its own worktree of a checkout (and, next, clones and pull requests' checkouts).
+  // What a task works in: its own worktree of a checkout, clones and pull-request checkouts, the repository's trusted base and environment (setup, cache), for a single-host run and a worker alike.
   ['workspace/'],
   // Delivery of a finished task's change (git, the forge's PR/MR): called by the loop, above the tools and sources it uses.
   ['delivery/'],
@@ -76,6 +82,30 @@ export function importGraph(srcDir: string): Map<string, string[]> {
 /** Every import that points to a floor above its own file's floor. */
 export function upwardImports(graph: Map<string, string[]>): Violation[] {
   return [...graph].flatMap(([file, targets]) => targets.filter((t) => floorOf(t) < floorOf(file)).map((imports) => ({ file, imports })))
+}
+
+/** The command a file of commands/ belongs to: its folder (`commands/run/…` is `run`), or the file itself. */
+function commandOf(path: string): string {
+  const parts = path.split('/')
+  return parts.length > 2 ? `${parts[1]}/` : (parts[1] ?? path)
+}
+
+/** Every import from one command into another: commands share only what lies below them (docs/architecture.md). */
+export function crossCommandImports(graph: Map<string, string[]>): Violation[] {
+  return [...graph].flatMap(([file, targets]) =>
+    file.startsWith('commands/')
+      ? targets.filter((t) => t.startsWith('commands/') && commandOf(t) !== commandOf(file)).map((imports) => ({ file, imports }))
+      : [],
+  )
+}
+
+/** The files of src/ (relative to it) whose SQL inserts into, updates or deletes from one of `tables`. */
+export function tableWriters(srcDir: string, tables: readonly string[]): string[] {
+  const write = new RegExp(`\\b(INSERT\\s+INTO|UPDATE|DELETE\\s+FROM)\\s+(${tables.join('|')})\\b`)
+  return sourceFiles(srcDir)
+    .filter((path) => write.test(readFileSync(path, 'utf8')))
+    .map((path) => relative(srcDir, path).split(sep).join('/'))
+    .sort()
 }
 
 /** One import circle, as the files around it, or null when there is none. */

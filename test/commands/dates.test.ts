@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { dateAt, dateFrom } from '../../src/commands/stats.js'
+import { dateAt, dateFrom } from '../../src/command-kit/filter-args.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
 import { cli } from '../helpers/run.js'
 

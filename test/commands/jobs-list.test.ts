@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { renderJobList } from '../../src/commands/jobs.js'
-import type { JobRow } from '../../src/fleet/job-admin.js'
+import type { JobRow } from '../../src/fleet/queue/job-admin.js'
 import { createIo } from '../../src/io.js'
 
 const NOW = new Date('2026-11-28T12:00:00.000Z')

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest'
-import { jobProblem, runArgs } from '../../src/fleet/job-spec.js'
-import type { Job } from '../../src/fleet/job.js'
-import type { JobSpec } from '../../src/fleet/job-spec.js'
-import { placement } from '../../src/commands/enqueue.js'
+import { jobProblem, runArgs } from '../../src/fleet/queue/job-spec.js'
+import type { Job } from '../../src/fleet/queue/job.js'
+import type { JobSpec } from '../../src/fleet/queue/job-spec.js'
+import { placement } from '../../src/actions/job-placement.js'
 import { branchName } from '../../src/delivery/deliver.js'
 
 const job = (spec: Record<string, unknown>): Job => ({

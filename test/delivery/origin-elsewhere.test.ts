@@ -17,7 +17,8 @@ describe('the origin a forge task pushes to', () => {
     git(['remote', 'set-url', 'origin', `${s.gh?.url}/acme/infra.git`], s.ws)
     s.fake.queue.push(write('calc.js', FIXED), { content: 'Fixed add.' })
     const res = await s.cli(['run', '--github', 'acme/shop#42', '--workspace', s.ws, '--deliver', 'pr', '--json'])
-    expect(res.code, res.stderr).toBe(0)
+    // Refused: completed, not delivered (exit 6, docs/contract.md §9).
+    expect(res.code, res.stderr).toBe(6)
     const delivery = onlyTask(s.tree).state.delivery as { pushed: boolean; pr: unknown; refused: string }
     expect(delivery).toMatchObject({ pushed: false, pr: null })
     expect(delivery.refused).toMatch(/is not acme\/shop on .*, the repository the task came from/)

@@ -15,7 +15,8 @@ describe('what is not delivered', () => {
       content: 'Fixed add and wrote the deploy config.',
     })
     const res = await s.cli(['run', '--task', 'fix add', '--workspace', s.ws, '--deliver', 'pr', '--json'], { DEPLOY_TOKEN: SECRET })
-    expect(res.code, res.stderr).toBe(0)
+    // Completed, not delivered: exit 6 (docs/contract.md §9).
+    expect(res.code, res.stderr).toBe(6)
     const task = onlyTask(s.tree)
     const delivery = task.state.delivery as { refused: string }
     expect(delivery).toMatchObject({ mode: 'pr', branch: null, commit: null, pushed: false, pr: null })
@@ -41,7 +42,7 @@ describe('what is not delivered', () => {
       { content: 'done' },
     )
     const res = await s.cli(['run', '--task', 'set up', '--workspace', s.ws, '--deliver', 'pr', '--json'])
-    expect(res.code, res.stderr).toBe(0)
+    expect(res.code, res.stderr).toBe(6)
     const refused = String((onlyTask(s.tree).state.delivery as { refused: string }).refused)
     expect(refused).toContain('.env matches deliver.exclude (.env*)')
     expect(refused).toContain('big.txt is 2000 bytes, over deliver.max_file_bytes (1000)')
@@ -58,6 +59,8 @@ describe('what is not delivered', () => {
     const res = await s.cli(['run', '--task', 'check add', '--workspace', s.ws, '--deliver', 'branch', '--json'])
     expect(res.code, res.stderr).toBe(0)
     expect(JSON.parse(res.stdout).delivery).toMatchObject({ mode: 'branch', branch: null, commit: null, refused: expect.stringContaining('no changes') })
+    // Nothing to deliver is no failed delivery: exit 0, said as no_changes.
+    expect(JSON.parse(res.stdout).delivery_result).toBe('no_changes')
     expect(branches(join(s.ws, '.git'))).toEqual(['main'])
   })
 

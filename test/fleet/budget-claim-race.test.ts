@@ -1,10 +1,12 @@
 import pg from 'pg'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
-import { claimBudget } from '../../src/fleet/claim-budget.js'
-import { cancelJob, showJob } from '../../src/fleet/job-admin.js'
-import { JobQueue } from '../../src/fleet/job-queue.js'
-import type { Job } from '../../src/fleet/job.js'
+import { claimBudget } from '../../src/fleet/queue/claim-budget.js'
+import { cancelJob, showJob } from '../../src/fleet/queue/job-admin.js'
+import { JobQueue } from '../../src/fleet/queue/job-queue.js'
+import { fleetCounterTotals } from '../../src/storage/index/fleet-counters.js'
+import { queueWaitTotals } from '../../src/storage/index/queue-waits.js'
+import type { Job } from '../../src/fleet/queue/job.js'
 import { uuidN } from '../fixtures/tree.js'
 import { fleetJobs } from '../helpers/fleet-jobs.js'
 import { usePostgres } from '../helpers/use-postgres.js'
@@ -13,7 +15,7 @@ import { usePostgres } from '../helpers/use-postgres.js'
  * The claim that reads the spend (docs/fleet-operations.md#waits), under many claimers at once
  * and across claims: on real PostgreSQL, the budgets' clock the test's.
  */
-const database = usePostgres({ schema: true, truncate: ['fleet_jobs', 'fleet_job_attempts', 'user_spend', 'fleet_counters'] })
+const database = usePostgres({ schema: true, truncate: ['fleet_jobs', 'fleet_job_attempts', 'user_spend', 'fleet_counters', 'fleet_counter_log'] })
 
 // A first request may cost 1,000 tokens at $15 per million: $0.015. Erin's model has no price.
 const CONFIG = parseConfig(
@@ -66,7 +68,7 @@ describe('the claim and a spent cost cap, across claims and claimers', () => {
     const ids: number[] = []
     for (let n = 1; n <= 80; n++) ids.push(await enqueue(queue, n, users[n % users.length] as string, n % 3))
     const budget = figures?.(NOW) ?? null
-    const waits = async () => Number((await database.query<{ n: string }>('SELECT sum(n) AS n FROM fleet_queue_waits'))[0]?.n)
+    const waits = async () => (await queueWaitTotals(queue.pool)).reduce((sum, r) => sum + r.n, 0)
     const before = await waits()
     const claimers = await Promise.all(Array.from({ length: 8 }, () => queueOf(1)))
     const claimed: Job[] = []
@@ -91,9 +93,31 @@ describe('the claim and a spent cost cap, across claims and claimers', () => {
       else expect(r).toMatchObject({ state: 'running', attempts: 1 })
     }
     // The counters say each claim once.
-    const counted = await database.query<{ n: string }>(`SELECT COALESCE(sum(n), 0) AS n FROM fleet_counters WHERE name = 'claims'`)
-    expect(Number(counted[0]?.n)).toBe(claimed.length)
+    const counted = Object.values((await fleetCounterTotals(queue.pool))?.claims ?? {})
+    expect(counted.reduce((sum, n) => sum + n, 0)).toBe(claimed.length)
     expect((await waits()) - before).toBe(claimed.length)
+  })
+
+  // A user whose task paused on their daily cap (its job waits for the window) and who has more jobs queued, their
+  // spend short of the claim's threshold: the claim passes those jobs over (they would be refused at their start), and
+  // must not leave them `waiting` with no reason while workers idle: each is made to wait for the same window, until
+  // the same time, and says so.
+  it('the other jobs of a user held back by a window one of theirs waits for say why and until when', async () => {
+    const queue = await queueOf()
+    await spend('carol', '2030-01-15', 0.5)
+    const until = '2030-01-16T00:00:00.000Z'
+    await database.query(
+      `INSERT INTO fleet_jobs (task_uuid, kind, spec, "user", state, wait_reason, wait_cap, next_run_at) VALUES ($1, 'resume', '{}', 'carol', 'retrying', 'budget', 'user-daily', $2)`,
+      [uuidN(20), until],
+    )
+    const held = [await enqueue(queue, 21, 'carol', 5), await enqueue(queue, 22, 'carol', 5)]
+    const other = await enqueue(queue, 23, 'alice')
+    expect(await queue.claim('host-a:1:test', null, null, figures?.(NOW) ?? null)).toMatchObject({ id: other })
+    for (const id of held) {
+      const job = await showJob(queue.pool, id)
+      expect(job).toMatchObject({ state: 'retrying', waiting_for: 'budget', wait_cap: 'user-daily', attempts: 0 })
+      expect(new Date(job?.next_run_at ?? '').toISOString()).toBe(until)
+    }
   })
 
   // A job cancelled while its worker hands it back (its agent killed before the task began): JobQueue.retry records
@@ -111,8 +135,7 @@ describe('the claim and a spent cost cap, across claims and claimers', () => {
       reason: 'killed',
     })
     expect(await showJob(queue.pool, id)).toMatchObject({ state: 'cancelled', outcome: 'cancelled' })
-    const finished = await database.query<{ label: string; n: string }>(`SELECT label, n FROM fleet_counters WHERE name = 'finished'`)
-    expect(finished.map((r) => [r.label, Number(r.n)])).toEqual([['cancelled', 1]])
+    expect((await fleetCounterTotals(queue.pool))?.finished).toEqual({ cancelled: 1 })
     expect(again).toBe('cancelled')
   })
 

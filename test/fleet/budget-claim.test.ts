@@ -1,9 +1,9 @@
 import pg from 'pg'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
-import { claimBudget } from '../../src/fleet/claim-budget.js'
-import { showJob } from '../../src/fleet/job-admin.js'
-import { JobQueue } from '../../src/fleet/job-queue.js'
+import { claimBudget } from '../../src/fleet/queue/claim-budget.js'
+import { showJob } from '../../src/fleet/queue/job-admin.js'
+import { JobQueue } from '../../src/fleet/queue/job-queue.js'
 import { uuidN } from '../fixtures/tree.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 

@@ -1,9 +1,9 @@
 import pg from 'pg'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { jobAttempts } from '../../src/fleet/job-history.js'
-import { JobQueue } from '../../src/fleet/job-queue.js'
-import type { RetryPolicy } from '../../src/fleet/retry-policy.js'
-import { settle } from '../../src/fleet/task-outcome.js'
+import { jobAttempts } from '../../src/fleet/queue/job-history.js'
+import { JobQueue } from '../../src/fleet/queue/job-queue.js'
+import type { RetryPolicy } from '../../src/fleet/queue/retry-policy.js'
+import { settle } from '../../src/fleet/queue/task-outcome.js'
 import { fleetCounterTotals } from '../../src/storage/index/fleet-counters.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
 import { usePostgres } from '../helpers/use-postgres.js'
@@ -14,7 +14,7 @@ import { usePostgres } from '../helpers/use-postgres.js'
  * usage limit pauses it, the job claimed and ended as a worker does (settle, then finish).
  * The clock is the database's: a wait ends when the test moves the row's next_run_at.
  */
-const database = usePostgres({ schema: true, truncate: ['fleet_jobs', 'fleet_workers', 'fleet_job_attempts', 'fleet_counters'] })
+const database = usePostgres({ schema: true, truncate: ['fleet_jobs', 'fleet_workers', 'fleet_job_attempts', 'fleet_counters', 'fleet_counter_log'] })
 const RETRY: RetryPolicy = { base_seconds: 30, max_seconds: 1800, max_attempts: 8, max_wait_hours: 24 }
 const WORKER = 'host-a:1234:test'
 const alive = { stopped: false, lastLine: '' }

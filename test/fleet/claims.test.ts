@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { JobQueue } from '../../src/fleet/job-queue.js'
-import type { Job } from '../../src/fleet/job.js'
-import { registerWorker } from '../../src/fleet/registry.js'
+import { JobQueue } from '../../src/fleet/queue/job-queue.js'
+import type { Job } from '../../src/fleet/queue/job.js'
+import { registerWorker } from '../../src/fleet/worker/registry.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 
 /** docs/contract.md §14.3: a worker acts on a job only in the claim it holds. */

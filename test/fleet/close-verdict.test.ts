@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest'
-import { closeVerdict } from '../../src/fleet/task-outcome.js'
-import type { ChildEnd, TaskSnapshot } from '../../src/fleet/task-outcome.js'
-import type { Job } from '../../src/fleet/job.js'
-import type { RetryPolicy } from '../../src/fleet/retry-policy.js'
+import { closeVerdict } from '../../src/fleet/queue/task-outcome.js'
+import type { ChildEnd, TaskSnapshot } from '../../src/fleet/queue/task-outcome.js'
+import type { Job } from '../../src/fleet/queue/job.js'
+import type { RetryPolicy } from '../../src/fleet/queue/retry-policy.js'
 import { initialState } from '../../src/storage/task/state.js'
 import type { TaskState } from '../../src/storage/task/state.js'
 
-// The worker's decision when a job's process closes (src/fleet/task-outcome.ts), for each way a job can end.
+// The worker's decision when a job's process closes (src/fleet/queue/task-outcome.ts), for each way a job can end.
 
 const job = (kind: 'new' | 'resume', attempts = 1): Job => ({
   id: 7,
@@ -31,6 +31,43 @@ const retry: RetryPolicy = { base_seconds: 30, max_seconds: 600, max_attempts: 5
 const policy = { maxAttempts: 3, retry: undefined }
 
 describe('closeVerdict: how a job ended', () => {
+  it('completed with its delivery refused or failed (run exits 6): the job ends undelivered with the reason, no retry; no changes is completed', () => {
+    const delivery = (refused: string | null) => ({ mode: 'pr' as const, branch: null, commit: null, pushed: false, pr: null, refused })
+    expect(
+      closeVerdict(
+        job('new'),
+        false,
+        exited(6),
+        at('completed', { status: 'completed', delivery: delivery('not delivered: .env matches deliver.exclude (.env*)') }),
+        policy,
+      ),
+    ).toEqual({
+      kind: 'end',
+      end: { outcome: 'undelivered', error: 'not delivered: .env matches deliver.exclude (.env*)' },
+    })
+    expect(
+      closeVerdict(job('resume'), true, exited(6), at('completed', { status: 'completed', delivery: delivery('delivery failed: git push: rejected') }), {
+        maxAttempts: 3,
+        retry,
+      }),
+    ).toEqual({
+      kind: 'end',
+      end: { outcome: 'undelivered', error: 'not delivered: delivery failed: git push: rejected' },
+    })
+    expect(
+      closeVerdict(
+        job('new'),
+        false,
+        exited(0),
+        at('completed', { status: 'completed', delivery: delivery('no changes: the workspace holds nothing') }),
+        policy,
+      ),
+    ).toEqual({
+      kind: 'end',
+      end: { outcome: 'completed', error: null },
+    })
+  })
+
   it('completed, failed or timed out: the job ends with its status (and its error)', () => {
     expect(closeVerdict(job('new'), false, exited(0), at('completed', { status: 'completed' }), policy)).toEqual({
       kind: 'end',

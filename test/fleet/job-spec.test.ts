@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { JOB_SPEC_KEYS, jobProblem, resumeArgs, runArgs, specProblem } from '../../src/fleet/job-spec.js'
-import type { JobSpec } from '../../src/fleet/job-spec.js'
+import { JOB_SPEC_KEYS, jobProblem, resumeArgs, runArgs, specProblem } from '../../src/fleet/queue/job-spec.js'
+import type { JobSpec } from '../../src/fleet/queue/job-spec.js'
 
 const uuid = '00000000-0000-4000-8000-000000000001'
 const row = (spec: unknown, kind = 'new') => ({ task_uuid: uuid, kind, priority: 0, attempts: 0, spec })

@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { checkoutPrHead } from '../../src/fleet/pr-workspace.js'
+import { checkoutPrHead } from '../../src/workspace/pr-workspace.js'
 import { gitHttpHandler } from '../helpers/git-http.js'
 
 const TOKEN = 'ghp_prworkspace0000000000000000000000000'

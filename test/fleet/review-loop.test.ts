@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process'
 import { mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { tmpdir, userInfo } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { startFakeBoard } from '../helpers/fake-board.js'
@@ -173,7 +173,23 @@ describe('poll: the review loop and trust', { timeout: 240_000 }, () => {
   it('a worker runs the follow-up: the pull request’s text and the statement, keyed by the pull request, inheriting from the opener, replying on the pull request', async () => {
     const board = await startFakeBoard()
     const s = await runSetup(forges(board, 'comments:\n  min_interval_seconds: 0.01\n'))
-    s.tree.write({ uuid: OPENER, location: 'completed', repository: 'acme/shop' })
+    // The opener: the same user's (the follow-up's, the OS user) and recorded delivering this very pull request (docs/delivery.md#the-review-loop).
+    s.tree.write({
+      uuid: OPENER,
+      location: 'completed',
+      repository: 'acme/shop',
+      user: userInfo().username,
+      state: {
+        delivery: {
+          mode: 'pr',
+          branch: 'ctxagent/41-0000002a',
+          commit: null,
+          pushed: true,
+          pr: { number: 57, url: 'https://github.example/acme/shop/pull/57' },
+          refused: null,
+        },
+      },
+    })
     const pr = board.add('github', 57, [], 'pull_request')
     Object.assign(pr, { body: marked('The export keeps every row.'), author: 'ctxagent-bot', sha: 'head1' })
     pr.comments.push({ id: 701, body: 'Please add a test.', author: 'carol', at: '2026-11-02T09:00:00Z', association: 'COLLABORATOR' })

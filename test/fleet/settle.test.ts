@@ -8,7 +8,7 @@ import { agentRequests, readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
 
 /** Every job ends (docs/contract.md §14.3): also one whose task another process ran instead of its agent. */
-const database = usePostgres({ schema: true, truncate: ['fleet_jobs', 'fleet_workers', 'tasks'] })
+const database = usePostgres({ schema: true, truncate: ['fleet_jobs', 'fleet_workers', 'fleet_job_attempts', 'tasks'] })
 const query = database.query
 const db = database.env
 
@@ -75,6 +75,35 @@ describe('a resume job whose task another process took', () => {
     expect(await query('SELECT state, outcome FROM fleet_jobs')).toEqual([{ state: 'done', outcome: 'completed' }])
     worker.child.kill('SIGTERM')
     expect((await exitOf(worker.child)).code).toBe(0)
+  })
+})
+
+describe('a job whose task waits in paused/ by design', () => {
+  // A resume's task is in paused/ until its agent takes it, and a task that paused for a usage limit is there while its
+  // worker ends the job as a wait: the live worker settles it. watch-locks must not record the attempt `stopped` and
+  // queue a resume at once (the job would run again before the limit lifts, its history and retries counted wrong).
+  it('watch-locks leaves a live worker’s job whose task is in paused/; once that worker is gone, it settles it', async () => {
+    const s = await runSetup()
+    const uuid = await pausedTask(s)
+    const worker = startWorker(s, database.server.url)
+    await until('the worker to start', async () => worker.err().includes('started on'))
+    const [{ id } = { id: '' }] = await query<{ id: string }>('SELECT id FROM fleet_workers')
+    await query(
+      `INSERT INTO fleet_jobs (task_uuid, kind, spec, state, claimed_by, claimed_at, attempts) VALUES ($1, 'resume', '{}', 'running', $2, now(), 1)`,
+      [uuid, id],
+    )
+    const pass = await s.run(['watch-locks', '--once'], db())
+    expect(pass.code, pass.stderr).toBe(0)
+    expect(pass.stdout).not.toContain(`(task ${uuid})`)
+    expect(await query('SELECT kind, state, attempts FROM fleet_jobs')).toEqual([{ kind: 'resume', state: 'running', attempts: 1 }])
+    expect(await query('SELECT count(*)::int AS n FROM fleet_job_attempts')).toEqual([{ n: 0 }])
+    worker.child.kill('SIGTERM')
+    expect((await exitOf(worker.child)).code).toBe(0)
+    // Its worker gone without ending it: the next pass settles it from its task, as before.
+    const again = await s.run(['watch-locks', '--once'], db())
+    expect(again.code, again.stderr).toBe(0)
+    expect(again.stdout).toContain(`(task ${uuid})`)
+    expect((await query<{ state: string }>('SELECT state FROM fleet_jobs WHERE kind = $1 AND claimed_by = $2', ['resume', id]))[0]?.state).not.toBe('running')
   })
 })
 

@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
-import { endedElsewhere, settle } from '../../src/fleet/task-outcome.js'
-import type { Job } from '../../src/fleet/job.js'
+import { endedElsewhere, settle } from '../../src/fleet/queue/task-outcome.js'
+import type { Job } from '../../src/fleet/queue/job.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
 
 const job = (uuid: string): Job => ({

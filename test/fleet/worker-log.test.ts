@@ -1,6 +1,6 @@
 import { PassThrough } from 'node:stream'
 import { describe, expect, it } from 'vitest'
-import { asText, createWorkerLog, problemIn } from '../../src/fleet/worker-log.js'
+import { asText, createWorkerLog, problemIn } from '../../src/fleet/worker/worker-log.js'
 
 function captured(format: 'text' | 'json') {
   const stream = new PassThrough()

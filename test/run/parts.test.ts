@@ -86,11 +86,11 @@ describe('formatComments (docs/contract.md §6, bodies quoted)', () => {
 
 describe('isOwn: the bot’s comments by author and marker', () => {
   it('needs both: a person pasting the marker is kept, the bot without the marker is kept, no bot name keeps everything', () => {
-    const mark = '<!-- ctxagent:0 -->'
-    expect(isOwn(`status ${mark}`, 'ctxagent-bot', 'ctxagent-bot')).toBe(true)
+    const mark = '<!-- ctxagent:0b6f6c55-1d55-4f59-9d8e-6f1a2c3b4d5e -->'
+    expect(isOwn(`status\n\n${mark}`, 'ctxagent-bot', 'ctxagent-bot')).toBe(true)
     expect(isOwn(`I copied this ${mark}`, 'alice', 'ctxagent-bot')).toBe(false)
     expect(isOwn('written by hand from the bot account', 'ctxagent-bot', 'ctxagent-bot')).toBe(false)
-    expect(isOwn(`status ${mark}`, 'ctxagent-bot', null)).toBe(false)
+    expect(isOwn(`status\n\n${mark}`, 'ctxagent-bot', null)).toBe(false)
   })
 })
 

@@ -19,7 +19,7 @@ describe("a provider's usage limit beyond a turn's wait", () => {
     expect(r.code, r.stderr).toBe(0)
     // The 429, then the same request once the limit lifted: the SDK did not retry it within the limit.
     expect(s.fake.requests.filter((q) => Array.isArray(q.body.tools))).toHaveLength(2)
-    expect(r.stderr).toMatch(/usage limit on this API key lifts at .*waiting/)
+    expect(r.stderr).toMatch(/waiting until .*: the provider's usage limit on this API key lifts then/)
     expect(onlyTask(s.tree)).toMatchObject({ location: 'completed', state: { status: 'completed' } })
   })
 

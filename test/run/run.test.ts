@@ -3,6 +3,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { describe, expect, it } from 'vitest'
+import { ToolRegistry } from '../../src/tools/registry.js'
 import { BIN } from '../helpers/run.js'
 import { agentRequests, expectContinuousSeq, expectWellFormed, jsonl, onlyTask, readTask, runSetup } from './harness.js'
 
@@ -78,6 +79,8 @@ describe('run: a local task', () => {
     for (const r of requests) expectWellFormed(r)
     const names = (requests[0]?.body.tools as { function: { name: string } }[]).map((t) => t.function.name).sort()
     expect(names).toEqual(['edit_file', 'finish', 'glob', 'grep', 'inspect', 'list_dir', 'read_file', 'write_file'])
+    // The bundle offers the schemas the build computed (src/tools/schema.ts): the same as the definitions give.
+    expect(requests[0]?.body.tools).toEqual(ToolRegistry.builtin({ allowShell: false }).specs())
     expect(requests[0]?.body.messages.map((m) => m.role)).toEqual(['system', 'user'])
 
     const db = new Database(s.tree.layout.db, { readonly: true })

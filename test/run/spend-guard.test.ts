@@ -40,6 +40,7 @@ function guard(over: Partial<GuardSetup> = {}): { guard: SpendGuard; index: Sqli
     wait: false,
     maxOutputTokens: 100,
     log: { info: () => undefined, warn: () => undefined },
+    noteWait: () => undefined,
     ...over,
   }
   return { guard: new SpendGuard(setup), index }

@@ -48,6 +48,8 @@ describe.each([
         llm_call_count: 7,
         compaction_tokens: { requests: 2, prompt_tokens: 900, completion_tokens: 90, cached_tokens: 0 },
         final_summary_tokens: { requests: 1, prompt_tokens: 500, completion_tokens: 50, cached_tokens: 0 },
+        // Completed, its delivery refused (docs/delivery.md#what-is-recorded).
+        delivery: { mode: 'pr', branch: null, commit: null, pushed: false, pr: null, refused: 'not delivered: .env matches deliver.exclude (.env*)' },
       },
     })
     tree.write({
@@ -91,6 +93,8 @@ describe.each([
     expect(total(before, 'ctxagent_llm_calls_total', { purpose: 'summary' })).toBe(2)
     expect(total(before, 'ctxagent_llm_calls_total', { purpose: 'final-summary' })).toBe(1)
     expect(total(before, 'ctxagent_task_duration_seconds', {}, 'ctxagent_task_duration_seconds_count')).toBe(2)
+    expect(total(before, 'ctxagent_deliveries_total', { result: 'refused' })).toBe(1)
+    expect(total(before, 'ctxagent_deliveries_total')).toBe(1)
 
     await run(['cleanup'])
     const stats = JSON.parse((await run(['stats', '--json'])).stdout) as { total: number; tokens: { prompt: number } }
@@ -107,6 +111,7 @@ describe.each([
     expect(total(after, 'ctxagent_tokens_total', { kind: 'cache_write' })).toBe(2_000)
     expect(total(after, 'ctxagent_turns_total')).toBe(12)
     expect(total(after, 'ctxagent_llm_calls_total')).toBe(15)
+    expect(total(after, 'ctxagent_deliveries_total', { result: 'refused' })).toBe(1)
 
     // reindex rebuilds the rows from the tree: the counters neither count the live tasks twice nor lose the deleted ones.
     await run(['reindex'])

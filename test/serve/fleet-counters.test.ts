@@ -1,10 +1,10 @@
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { cancelJob } from '../../src/fleet/job-admin.js'
-import { JobQueue } from '../../src/fleet/job-queue.js'
-import type { Job, JobEnd } from '../../src/fleet/job.js'
-import type { RetryPolicy } from '../../src/fleet/retry-policy.js'
-import { registerWorker } from '../../src/fleet/registry.js'
+import { cancelJob } from '../../src/fleet/queue/job-admin.js'
+import { JobQueue } from '../../src/fleet/queue/job-queue.js'
+import type { Job, JobEnd } from '../../src/fleet/queue/job.js'
+import type { RetryPolicy } from '../../src/fleet/queue/retry-policy.js'
+import { registerWorker } from '../../src/fleet/worker/registry.js'
 import { expireRows } from '../../src/operations/retention.js'
 import { migrate, SCHEMA_VERSION } from '../../src/storage/index/pg-schema.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
@@ -114,8 +114,9 @@ describe('the fleet counters on /metrics', () => {
       await migrate(client)
       // The schema as the version before made it: no counters' table, no triggers.
       await client.query(
-        `DROP TRIGGER fleet_jobs_count ON fleet_jobs; DROP TRIGGER fleet_job_attempts_count ON fleet_job_attempts; DROP TABLE fleet_counters;
-         UPDATE ctxagent_schema SET version = ${SCHEMA_VERSION - 1}`,
+        `DROP TABLE fleet_counter_log, fleet_queue_wait_log; DROP FUNCTION fleet_tallies_roll_up(); DROP INDEX idx_fleet_jobs_claimable;
+         DROP TRIGGER fleet_jobs_count ON fleet_jobs; DROP TRIGGER fleet_job_attempts_count ON fleet_job_attempts; DROP TABLE fleet_counters;
+         UPDATE ctxagent_schema SET version = ${SCHEMA_VERSION - 3}`,
       )
     } finally {
       client.release()

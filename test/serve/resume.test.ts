@@ -1,6 +1,6 @@
 import pg from 'pg'
 import { describe, expect, it } from 'vitest'
-import { JobQueue } from '../../src/fleet/job-queue.js'
+import { JobQueue } from '../../src/fleet/queue/job-queue.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
 import { cliAsync } from '../helpers/run.js'
 import { usePostgres } from '../helpers/use-postgres.js'

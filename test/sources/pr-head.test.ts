@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process'
 import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { tmpdir, userInfo } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { prHeadTarget } from '../../src/sources/pr-head.js'
@@ -72,6 +72,8 @@ describe('a task on a pull request', () => {
       uuid: opener,
       location: 'completed',
       repository: 'acme/shop',
+      // The same user's (the run's: the OS user): another user's task is not inherited from (docs/delivery.md#the-review-loop).
+      user: userInfo().username,
       state: { delivery: { mode: 'pr', branch: 'fix-csv', commit: branchCommit, pushed: true, pr: { number: 42, url }, refused: null } },
     })
     // Opened by the bot's token through another account (bob): the marker counts by the delivery record.
@@ -82,7 +84,8 @@ describe('a task on a pull request', () => {
     })
 
     s.fake.queue.push({ calls: [{ name: 'write_file', arguments: { path: 'review-note.txt', content: 'addressed\n' } }] }, { content: 'Renamed as asked.' })
-    const res = await s.run(['run', '--github', 'acme/shop#42', '--workspace', s.ws, '--json'])
+    // Not delivered here (delivery from a root-owned checkout is issue 40's item 6, tested with delivery): the worktree and inheritance are the point.
+    const res = await s.run(['run', '--github', 'acme/shop#42', '--workspace', s.ws, '--deliver', 'none', '--json'])
     expect(res.code, res.stderr).toBe(0)
     const outcome = JSON.parse(res.stdout) as { uuid: string; inherited_from: string | null }
     expect(outcome.inherited_from).toBe(opener)
@@ -127,5 +130,45 @@ describe('a task on a pull request', () => {
     const res = await s.run(['run', '--github', 'acme/shop#42', '--workspace', s.ws, '--json'])
     expect(res.code, res.stderr).toBe(0)
     expect((JSON.parse(res.stdout) as { inherited_from: string | null }).inherited_from).toBeNull()
+  })
+
+  it("the opener named by the bot's marker is inherited only when it is the same user's and delivered that very pull request (context.inheritance.across_users opens the first)", {
+    timeout: 240_000,
+  }, async () => {
+    const gh = await startFakeGithub({ pr: true })
+    const s = await runSetup()
+    const yaml = (more: string) => s.fake.configYaml(`github:\n  api_url: ${gh.url}\n  token: ${gh.token}\n  bot_name: ctxagent-bot\n${more}`)
+    writeFileSync(s.config, yaml(''))
+    const { branchCommit } = repository(s.ws)
+    const url = 'https://github.example/acme/shop/pull/42'
+    const delivered = (n: number) => ({
+      delivery: { mode: 'pr', branch: 'fix-csv', commit: branchCommit, pushed: true, pr: { number: n, url: url.replace('42', String(n)) }, refused: null },
+    })
+    // Another user's task that delivered this pull request, and the run's own user's task that delivered another one.
+    const mallory = uuidN(51)
+    s.tree.write({ uuid: mallory, location: 'completed', repository: 'acme/shop', user: 'mallory', state: delivered(42) })
+    const mine = uuidN(52)
+    s.tree.write({ uuid: mine, location: 'completed', repository: 'acme/shop', user: userInfo().username, state: delivered(43) })
+    const ask = async (opener: string) => {
+      // The bot's own account wrote the body: the marker is believed as ctxagent's, and the opener's record still decides.
+      Object.assign(gh.pull as Record<string, unknown>, {
+        html_url: url,
+        user: { login: 'ctxagent-bot' },
+        body: `Fixed.\n\n<!-- ctxagent:${opener} -->`,
+        head: { ref: 'fix-csv', sha: branchCommit },
+      })
+      s.fake.queue.push({ content: 'ok' })
+      const res = await s.run(['run', '--github', 'acme/shop#42', '--workspace', s.ws, '--deliver', 'none', '--json'])
+      expect(res.code, res.stderr).toBe(0)
+      const outcome = JSON.parse(res.stdout) as { uuid: string; inherited_from: string | null }
+      // Gone again: the next run must not inherit from this one by the pull request's key.
+      rmSync(readTask(s.tree, outcome.uuid).dir, { recursive: true, force: true })
+      return outcome.inherited_from
+    }
+    expect(await ask(mallory)).toBeNull()
+    expect(await ask(mine)).toBeNull()
+    expect(JSON.stringify(agentRequests(s.fake))).not.toContain('Context inherited')
+    writeFileSync(s.config, yaml('context:\n  inheritance:\n    across_users: true\n'))
+    expect(await ask(mallory)).toBe(mallory)
   })
 })

@@ -10,7 +10,7 @@ import type { TaskRef } from '../../storage/fs/layout.js'
 import { ROLES } from '../../storage/format/records.js'
 import { fileSize, followJsonl, listRecords, readOverview } from '../../storage/task/reader.js'
 import type { RecordKind } from '../../storage/task/reader.js'
-import { positiveIntArg, requireUuid, stopSignal, withEnv } from '../shared.js'
+import { positiveIntArg, requireUuid, stopSignal, withEnv } from '../../command-kit/shared.js'
 import { renderListing, renderOverview, renderRecord } from './render.js'
 import { forTerminalDeep } from '../../terminal-text.js'
 

@@ -6,6 +6,7 @@ import { clip, grouped } from '../../text.js'
 import { mainArgument } from '../../tools/main-argument.js'
 import type { RequestsCost, TokenSplit } from '../../operations/tokens.js'
 import { deliveryLine, deliveryOf } from '../../storage/task/delivery.js'
+import { environmentLine, environmentOf, testRunLine, testRunOf } from '../../storage/task/environment-view.js'
 import type { ownerState } from '../../storage/lock/staleness.js'
 import { diedState } from '../../storage/task/lifecycle.js'
 
@@ -53,6 +54,11 @@ export function renderOverview(
     )
   }
   if (s?.error) lines.push(`${c.bold('Error:')} ${c.red(s.error)}`)
+  const environment = environmentOf(s)
+  if (environment !== null)
+    lines.push(`${c.bold('Environment:')} ${environment.status === 'ready' ? environmentLine(environment) : c.red(environmentLine(environment))}`)
+  const tested = testRunOf(s)
+  if (tested !== null) lines.push(`${c.bold('Test command:')} ${tested.exit_code === 0 ? testRunLine(tested) : c.yellow(testRunLine(tested))}`)
   const delivered = deliveryOf(s)
   if (delivered !== null) lines.push(`${c.bold('Delivered:')} ${delivered.refused === null ? deliveryLine(delivered) : c.yellow(deliveryLine(delivered))}`)
   // Its agent died (reaped): nothing is lost, it goes on from its last recorded message.
@@ -77,6 +83,11 @@ export function renderOverview(
   )
   for (const summary of o.summaries) {
     lines.push(`  [${summary.summary_id}] seq ${summary.start_seq}-${summary.end_seq}: ${preview(summary.summary, PREVIEW)}`)
+  }
+  // Waits on the provider (docs/running.md#waits): a task that sat still says why.
+  if (o.waits.length > 0) {
+    lines.push('', `${c.bold('Waits:')} (last ${o.waits.length}; all with --planning --all)`)
+    for (const w of o.waits) lines.push(`  ${c.dim(w.created_at)} ${w.plan_content}`)
   }
   if (o.final_summary !== null) lines.push('', `${c.bold('Final summary:')} ${preview(o.final_summary, PREVIEW)}`)
   return lines.join('\n')

@@ -2,10 +2,11 @@ import type { Pool } from 'pg'
 
 /**
  * The fleet's counters on /metrics (docs/serve.md#fleet-counters): running totals in
- * `fleet_counters` (one row per counter and label), added to by triggers as each event
- * happens, so that every path that claims, ends or retries a job counts without a word in
- * its SQL, and nothing deletes from them: cleanup expiring jobs and their history leaves
- * them as they are, and they never fall.
+ * `fleet_counters` (one row per counter and label) and the log since its last roll-up
+ * (fleet-tallies.ts), added to by triggers as each event happens, so that every path
+ * that claims, ends or retries a job counts without a word in its SQL. Only a roll-up
+ * deletes from the log, moving it into the rows in the same transaction: cleanup expiring
+ * jobs and their history leaves the counts as they are, and they never fall.
  *
  * - `claims` (label: the claiming worker's host): a job became `running` under a worker.
  * - `finished` (label: the job's outcome): a job became `done`, `failed` or `cancelled`.
@@ -78,14 +79,23 @@ export function countsOf(rows: { name: string; label: string; n: string | number
   return out
 }
 
-/** The counters' totals; null when the schema is older than them (the caller counts from the rows, as before). */
+/**
+ * The counters' totals: the rolled-up rows and the log since (fleet-tallies.ts), in one
+ * statement; null when the schema is older than the counters (the caller counts from the
+ * rows, as before).
+ */
 export async function fleetCounterTotals(pool: Pool): Promise<FleetCounts | null> {
-  try {
-    return countsOf((await pool.query<{ name: string; label: string; n: string }>('SELECT name, label, n FROM fleet_counters')).rows)
-  } catch (err) {
-    if ((err as { code?: string }).code === '42P01') return null
-    throw err
+  const withLog = `SELECT name, label, sum(n) AS n FROM (
+      SELECT name, label, n FROM fleet_counters UNION ALL SELECT name, label, count(*) FROM fleet_counter_log GROUP BY 1, 2) t GROUP BY 1, 2`
+  for (const sql of [withLog, 'SELECT name, label, n FROM fleet_counters']) {
+    try {
+      return countsOf((await pool.query<{ name: string; label: string; n: string }>(sql)).rows)
+    } catch (err) {
+      // 42P01: a table older schemas lack (the log, then the counters).
+      if ((err as { code?: string }).code !== '42P01') throw err
+    }
   }
+  return null
 }
 
 /** The counts from the jobs and attempts still kept (a schema older than the counters: they fall when cleanup expires rows). */

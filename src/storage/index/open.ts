@@ -17,7 +17,22 @@ export interface IndexChoice {
 
 /** The one place that chooses the index: PostgreSQL when a database URL is set, else tasks.db. */
 export async function openIndexStore(choice: IndexChoice): Promise<IndexStore | null> {
-  if (choice.databaseUrl !== null) return PgStore.open(choice.databaseUrl, choice.warn, { lazy: choice.lazy === true })
+  if (choice.databaseUrl !== null) {
+    const store = await PgStore.open(choice.databaseUrl, choice.warn, { lazy: choice.lazy === true })
+    // A tree's first fleet use carries the spend its host recorded in tasks.db (one ledger: docs/fleet-operations.md#joining-a-fleet).
+    // Not an agent's (lazy): it runs through an outage, and its worker's open carried it.
+    if (choice.lazy !== true) await carryOnFirstUse(store, choice)
+    return store
+  }
   if (!choice.create && !existsSync(choice.path)) return null
   return SqliteStore.open(choice.path)
+}
+
+async function carryOnFirstUse(store: PgStore, choice: IndexChoice): Promise<void> {
+  try {
+    const usd = await store.carryHostSpend(choice.path)
+    if (usd > 0) choice.warn(`carried $${usd.toFixed(2)} of spend from ${choice.path} into the fleet's ledger (the budgets count it)`)
+  } catch (err) {
+    choice.warn(`the spend in ${choice.path} could not be carried into the fleet's ledger (${(err as Error).message}); ctxagent reindex carries it`)
+  }
 }

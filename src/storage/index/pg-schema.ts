@@ -1,8 +1,9 @@
 import type { PoolClient } from 'pg'
-import { pgCountersMigration, pgToolCallsMigration, pgTotalsMigration } from './pg-totals.js'
-import { PG_SPEND_MIGRATION } from './spend.js'
+import { pgCountersMigration, pgDeliveriesMigration, pgToolCallsMigration, pgTotalsMigration } from './pg-totals.js'
+import { PG_CLAIM_HEAD_FUNCTION, PG_SPEND_MIGRATION, PG_SPENT_CAP_FUNCTION } from './spend.js'
 import { PG_QUEUE_WAITS_MIGRATION } from './queue-waits.js'
 import { PG_FLEET_COUNTERS_MIGRATION } from './fleet-counters.js'
+import { PG_FLEET_TALLIES_MIGRATION, ROLL_UP_LOCK } from './fleet-tallies.js'
 import { PG_PULL_REQUESTS_MIGRATION } from './pull-requests.js'
 
 /**
@@ -204,12 +205,17 @@ const MIGRATIONS: readonly string[] = [
   PG_QUEUE_WAITS_MIGRATION,
   // The fleet's counters (claims, finished jobs, retries, budget pauses): running totals kept by triggers, which cleanup leaves (fleet-counters.ts).
   PG_FLEET_COUNTERS_MIGRATION,
+  // The histogram's and the counters' events appended to logs that readers roll up, off the claim's path; the claim's index (fleet-tallies.ts);
+  // its look at the queue's head and its spend read, planned once per connection (spend.ts).
+  PG_FLEET_TALLIES_MIGRATION + PG_SPENT_CAP_FUNCTION + PG_CLAIM_HEAD_FUNCTION,
+  // Deliveries by result, as a column and counters (totals.ts; ctxagent_deliveries_total).
+  pgDeliveriesMigration(),
   // The pull/merge requests ctxagent opened: the tasks' link to them, and the forge's facts (pull-requests.ts).
   PG_PULL_REQUESTS_MIGRATION,
 ]
 
 /** Advisory lock keys (bigint constants: hashtext() is not a stable API); transaction-scoped only (docs/contract.md §14.5). */
-export const LOCK_KEYS = { migrate: 0x637478_01, claimPerUser: 0x637478_04 } as const
+export const LOCK_KEYS = { migrate: 0x637478_01, claimPerUser: 0x637478_04, carrySpend: 0x637478_06, rollUp: ROLL_UP_LOCK } as const
 
 /**
  * Brings the schema up to date: under a transaction-scoped advisory lock, so that many

@@ -14,6 +14,7 @@ import type { FinishedRow, IndexStore } from './store.js'
 import { COLUMNS, TaskIndex } from './task-index.js'
 import type { TaskKeyColumns, TaskRow } from './task-index.js'
 import { monthRange, PG_SPEND } from './spend.js'
+import { carrySpend, hostSpend } from './spend-carry.js'
 import type { SpendRow, SpendTotals } from './spend.js'
 import { decodeFacts, PG_PULL_REQUESTS, sqliteSetFacts } from './pull-requests.js'
 import type { PullRequestFacts } from './pull-requests.js'
@@ -176,6 +177,15 @@ export class PgStore implements IndexStore {
     await this.ensureSchema()
     const rows = (await this.pool.query<SpendRow>(PG_SPEND.byDay, [from, to])).rows
     return rows.map((r) => ({ user: r.user, day: r.day, usd: Number(r.usd), requests: Number(r.requests) }))
+  }
+
+  /** tasks.db's spend at `dbPath` carried into user_spend, once (spend-carry.ts); the USD added. */
+  async carryHostSpend(dbPath: string): Promise<number> {
+    const rows = hostSpend(dbPath)
+    if (rows.length === 0) return 0
+    await this.drain()
+    await this.ensureSchema()
+    return inTransaction(this.pool, (client) => carrySpend(client, dbPath, rows))
   }
 
   setKeyLimit(key: string, provider: string, until: string): void {

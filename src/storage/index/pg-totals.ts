@@ -1,5 +1,16 @@
 import type { Pool } from 'pg'
-import { applyRow, COUNTER_COLUMNS, FIRST_COUNTERS, LATER_COUNTERS, LATER_TASK_COLUMNS, liveSums, LIVE_ROWS, TOOL_CALLS } from './totals.js'
+import {
+  applyRow,
+  COUNTER_COLUMNS,
+  FIRST_COUNTERS,
+  LATER_COUNTERS,
+  LATER_TASK_COLUMNS,
+  liveSums,
+  LIVE_ROWS,
+  TOOL_CALLS,
+  SECOND_COUNTERS,
+  DELIVERY_COUNTERS,
+} from './totals.js'
 import type { CounterColumn, Dialect, IndexTotals } from './totals.js'
 
 /**
@@ -129,6 +140,14 @@ export function pgCountersMigration(): string {
   return `
   ${LATER_TASK_COLUMNS.map((c) => `ALTER TABLE tasks ADD COLUMN IF NOT EXISTS ${c} BIGINT;`).join('\n  ')}
   ${LATER_COUNTERS.map((c) => `ALTER TABLE task_counters ADD COLUMN IF NOT EXISTS ${c} BIGINT NOT NULL DEFAULT 0;`).join('\n  ')}
+  ${pgTotalsFunction(SECOND_COUNTERS)}`
+}
+
+/** totals.ts's deliveries in PostgreSQL (sqliteDeliveriesMigration's twin). */
+export function pgDeliveriesMigration(): string {
+  return `
+  ALTER TABLE tasks ADD COLUMN IF NOT EXISTS delivery_result TEXT;
+  ${DELIVERY_COUNTERS.map((c) => `ALTER TABLE task_counters ADD COLUMN IF NOT EXISTS ${c} BIGINT NOT NULL DEFAULT 0;`).join('\n  ')}
   ${pgTotalsFunction(COUNTER_COLUMNS)}`
 }
 

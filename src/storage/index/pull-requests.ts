@@ -1,7 +1,7 @@
 import type { Database as Db } from 'better-sqlite3'
 
 /**
- * What the forge says of a pull/merge request ctxagent opened (docs/contract.md §16): its
+ * What the forge says of a pull/merge request ctxagent opened (docs/contract.md §17): its
  * state, when and by whom it was merged or closed, when a person first answered, and the
  * commits it holds. Keyed by the request's web URL, the `pr_url` of the tasks on it.
  *

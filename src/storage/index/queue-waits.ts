@@ -38,9 +38,12 @@ export const PG_QUEUE_WAITS_MIGRATION = `
 /** In a claim's RETURNING (the claimed row `j`): the seconds its job had been claimable. */
 export const CLAIM_WAITED = `greatest(0, extract(epoch FROM now() - COALESCE(j.ready_at, j.created_at)))::float8 AS waited`
 
-/** A data-modifying CTE after the claim's (named `claimed`): its wait observed in the one bucket it falls in (the rows are per bucket, not cumulative). */
-export const OBSERVE_CLAIM_WAIT = `UPDATE fleet_queue_waits w SET n = w.n + 1, sum_seconds = w.sum_seconds + c.waited FROM claimed c
-         WHERE w.le = (SELECT min(b.le) FROM fleet_queue_waits b WHERE b.le >= c.waited)`
+/**
+ * A data-modifying CTE after the claim's (named `claimed`): its wait appended to the log, which
+ * readers add to the totals and roll-ups move into them (fleet-tallies.ts): no row that every
+ * claim updates.
+ */
+export const OBSERVE_CLAIM_WAIT = `INSERT INTO fleet_queue_wait_log (waited) SELECT c.waited FROM claimed c`
 
 /** One bucket's row: its upper bound (Infinity: the last), the claims whose wait fell in it, their waits' sum. */
 export interface QueueWaitRow {
@@ -49,13 +52,24 @@ export interface QueueWaitRow {
   sum_seconds: number
 }
 
-/** The totals, by bucket; none when the schema is older than them (its claims observe nothing yet). */
+/** The log's waits in their buckets, beside the totals (fleet-tallies.ts): read in one statement, one snapshot. */
+const TOTALS_AND_LOG = `
+  SELECT w.le, w.n + COALESCE(l.n, 0) AS n, w.sum_seconds + COALESCE(l.total, 0) AS sum_seconds
+  FROM fleet_queue_waits w LEFT JOIN (
+    SELECT (SELECT min(b.le) FROM fleet_queue_waits b WHERE b.le >= x.waited) AS le, count(*) AS n, sum(x.waited) AS total
+    FROM fleet_queue_wait_log x GROUP BY 1) l ON l.le = w.le
+  ORDER BY w.le`
+
+/** The totals, by bucket (the rolled-up totals and the log since); none when the schema is older than them (its claims observe nothing yet). */
 export async function queueWaitTotals(pool: Pool): Promise<QueueWaitRow[]> {
-  try {
-    const rows = await pool.query<{ le: number; n: string; sum_seconds: number }>('SELECT le, n, sum_seconds FROM fleet_queue_waits ORDER BY le')
-    return rows.rows.map((r) => ({ le: Number(r.le), n: Number(r.n), sum_seconds: Number(r.sum_seconds) }))
-  } catch (err) {
-    if ((err as { code?: string }).code === '42P01') return []
-    throw err
+  for (const sql of [TOTALS_AND_LOG, 'SELECT le, n, sum_seconds FROM fleet_queue_waits ORDER BY le']) {
+    try {
+      const rows = await pool.query<{ le: number; n: string; sum_seconds: number }>(sql)
+      return rows.rows.map((r) => ({ le: Number(r.le), n: Number(r.n), sum_seconds: Number(r.sum_seconds) }))
+    } catch (err) {
+      // 42P01: a table older schemas lack (the log, then the totals).
+      if ((err as { code?: string }).code !== '42P01') throw err
+    }
   }
+  return []
 }

@@ -7,7 +7,7 @@ import { CorruptRecordError } from '../../errors.js'
 import { assertRegularFiles } from '../fs/files.js'
 import type { Location } from '../fs/layout.js'
 import type { DiskUse } from '../fs/disk.js'
-import { rebuildStatements, SQLITE, sqliteCountersMigration, sqliteToolCallsMigration, sqliteTotalsMigration } from './totals.js'
+import { rebuildStatements, SQLITE, sqliteCountersMigration, sqliteDeliveriesMigration, sqliteToolCallsMigration, sqliteTotalsMigration } from './totals.js'
 import { searchText } from './task-list.js'
 import { SqliteSpend, SQLITE_SPEND_MIGRATION } from './spend.js'
 import { SQLITE_PULL_REQUESTS_MIGRATION } from './pull-requests.js'
@@ -54,6 +54,8 @@ export interface TaskRow {
   /** LLM requests that were not turns: compactions' summaries and the final summary (state.json compaction_tokens.requests, final_summary_tokens.requests); absent or null as above. */
   summary_calls?: number | null
   final_summary_calls?: number | null
+  /** How the task's delivery ended (storage/task/delivery.ts deliveryResult); null: none asked for, or not ended. */
+  delivery_result?: string | null
   compression_count: number
   final_token_count: number | null
   final_message_count: number | null
@@ -61,7 +63,7 @@ export interface TaskRow {
   /** Null for tasks indexed without measuring (reindex): stats measures and caches them. */
   disk_bytes: number | null
   disk_bytes_raw: number | null
-  /** The pull/merge request the task is on, its web URL (docs/contract.md §16); absent or null: none. */
+  /** The pull/merge request the task is on, its web URL (docs/contract.md §17); absent or null: none. */
   pr_url?: string | null
   /** 1: the task opened it; 0: a follow-up (or a task continuing it); null: none. */
   pr_opened?: number | null
@@ -129,6 +131,8 @@ const MIGRATIONS: readonly string[] = [
   SQLITE_SPEND_MIGRATION,
   // Cache writes and the requests that were not turns (summaries, final summaries), as columns and counters (totals.ts).
   sqliteCountersMigration(),
+  // Deliveries by result, as a column and counters (totals.ts; ctxagent_deliveries_total).
+  sqliteDeliveriesMigration(),
   // The pull/merge requests ctxagent opened: the tasks' link to them, and the forge's facts (pull-requests.ts).
   SQLITE_PULL_REQUESTS_MIGRATION,
 ]
@@ -165,6 +169,7 @@ export const COLUMNS: readonly (keyof TaskRow)[] = [
   'cache_write_tokens',
   'summary_calls',
   'final_summary_calls',
+  'delivery_result',
   'pr_url',
   'pr_opened',
   'delivery_commit',

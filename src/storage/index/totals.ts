@@ -48,6 +48,11 @@ export interface CounterRow {
   /** LLM requests that were not turns: compactions' summaries, final summaries (state.json's *_tokens.requests). */
   summary_calls: number
   final_summary_calls: number
+  /** Deliveries by how they ended (storage/task/delivery.ts deliveryResult): 0 for rows written before the column. */
+  deliveries_delivered: number
+  deliveries_no_changes: number
+  deliveries_refused: number
+  deliveries_failed: number
 }
 
 export interface ToolCallsRow {
@@ -109,7 +114,16 @@ export const SQLITE: Dialect = {
 /** The counters the totals' first migration made: what its triggers (and an older ctxagent's) count. */
 export const FIRST_COUNTERS = ['prompt', 'cached', 'completion', 'tokens', 'compactions', 'llm_calls', 'tool_calls', 'messages', 'reaped'] as const
 /** Every counter: the first ones, then cache writes and the requests that were not turns (a later migration: sqliteCountersMigration, pg-totals.ts pgCountersMigration). */
-export const COUNTER_COLUMNS = [...FIRST_COUNTERS, 'cache_write', 'summary_calls', 'final_summary_calls'] as const
+export const COUNTER_COLUMNS = [
+  ...FIRST_COUNTERS,
+  'cache_write',
+  'summary_calls',
+  'final_summary_calls',
+  'deliveries_delivered',
+  'deliveries_no_changes',
+  'deliveries_refused',
+  'deliveries_failed',
+] as const
 export type CounterColumn = (typeof COUNTER_COLUMNS)[number]
 
 /** Each counter's value for one row (`r` is `NEW.`, `OLD.` or '' for the table itself); a NULL (a row written before its column) is 0. */
@@ -127,6 +141,10 @@ function counterValues(_d: Dialect, r: string, columns: readonly CounterColumn[]
     cache_write: `COALESCE(${r}cache_write_tokens, 0)`,
     summary_calls: `COALESCE(${r}summary_calls, 0)`,
     final_summary_calls: `COALESCE(${r}final_summary_calls, 0)`,
+    deliveries_delivered: `CASE WHEN ${r}delivery_result = 'delivered' THEN 1 ELSE 0 END`,
+    deliveries_no_changes: `CASE WHEN ${r}delivery_result = 'no_changes' THEN 1 ELSE 0 END`,
+    deliveries_refused: `CASE WHEN ${r}delivery_result = 'refused' THEN 1 ELSE 0 END`,
+    deliveries_failed: `CASE WHEN ${r}delivery_result = 'failed' THEN 1 ELSE 0 END`,
   }
   return columns.map((c) => value[c])
 }
@@ -292,6 +310,24 @@ export function sqliteCountersMigration(): string {
   return `
   ${LATER_TASK_COLUMNS.map((c) => `ALTER TABLE tasks ADD COLUMN ${c} INTEGER;`).join('\n  ')}
   ${LATER_COUNTERS.map((c) => `ALTER TABLE task_counters ADD COLUMN ${c} INTEGER NOT NULL DEFAULT 0;`).join('\n  ')}
+  DROP TRIGGER IF EXISTS tasks_totals_insert; DROP TRIGGER IF EXISTS tasks_totals_update; DROP TRIGGER IF EXISTS tasks_totals_delete;
+  ${sqliteTriggers(SECOND_COUNTERS)}`
+}
+
+/** The counters after sqliteCountersMigration (its triggers count these; the deliveries came later). */
+export const SECOND_COUNTERS = [...FIRST_COUNTERS, ...LATER_COUNTERS] as const
+/** Deliveries by result (docs/delivery.md#what-is-recorded): the row's column and the counters. */
+export const DELIVERY_COUNTERS = ['deliveries_delivered', 'deliveries_no_changes', 'deliveries_refused', 'deliveries_failed'] as const
+
+/**
+ * The migration that counts deliveries in tasks.db: each row's delivery_result (NULL in rows
+ * written before, until a reindex fills it from state.json), the counters (starting at 0:
+ * what deleted tasks delivered is not known), the totals' triggers made again to count them.
+ */
+export function sqliteDeliveriesMigration(): string {
+  return `
+  ALTER TABLE tasks ADD COLUMN delivery_result TEXT;
+  ${DELIVERY_COUNTERS.map((c) => `ALTER TABLE task_counters ADD COLUMN ${c} INTEGER NOT NULL DEFAULT 0;`).join('\n  ')}
   DROP TRIGGER IF EXISTS tasks_totals_insert; DROP TRIGGER IF EXISTS tasks_totals_update; DROP TRIGGER IF EXISTS tasks_totals_delete;
   ${sqliteTriggers(COUNTER_COLUMNS)}`
 }

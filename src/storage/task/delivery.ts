@@ -30,10 +30,35 @@ export function deliveryLine(d: Delivery): string {
   return where ?? 'nothing delivered'
 }
 
+/**
+ * How a delivery ended (docs/delivery.md#what-is-recorded): `delivered` (all that was asked),
+ * `no_changes` (nothing to deliver), `refused` (a check said no: a secret, an excluded file,
+ * a branch that exists, an origin elsewhere, no forge) or `failed` (git or the forge
+ * failed). Read from `refused` alone, so that every state.json written since delivery began
+ * answers the same.
+ */
+export type DeliveryResult = 'delivered' | 'no_changes' | 'refused' | 'failed'
+export const DELIVERY_RESULTS: readonly DeliveryResult[] = ['delivered', 'no_changes', 'refused', 'failed']
+
+export function deliveryResult(d: Delivery): DeliveryResult {
+  if (d.refused === null) return 'delivered'
+  if (d.refused.startsWith('no changes')) return 'no_changes'
+  // What deliver() caught (src/delivery/deliver.ts): git or the forge threw.
+  if (d.refused.startsWith('delivery failed')) return 'failed'
+  return 'refused'
+}
+
+/** A delivery asked for that did not happen: run's exit 6, a job's outcome `undelivered` (docs/contract.md §9). No changes is not one. */
+export function undelivered(d: Delivery | null | undefined): boolean {
+  if (d === null || d === undefined) return false
+  const result = deliveryResult(d)
+  return result === 'refused' || result === 'failed'
+}
+
 /** A few characters for a table: PR #N, branch, or refused. */
 export function deliveryCell(d: Delivery | null): string {
   if (d === null) return '-'
-  if (d.refused !== null) return d.refused.startsWith('no changes') ? 'no changes' : 'refused'
+  if (d.refused !== null) return { no_changes: 'no changes', failed: 'failed', refused: 'refused', delivered: '' }[deliveryResult(d)]
   if (d.pr !== null) return `#${d.pr.number}`
   return 'branch'
 }

@@ -286,7 +286,7 @@ export class TaskHandle {
   }
 
   /** Failure: status failed (or timeout) with the error, lock removed, moved to completed/. */
-  async fail(error: string, status: 'failed' | 'timeout' = 'failed'): Promise<void> {
+  async fail(error: string, status: 'failed' | 'timeout' | 'setup_failed' = 'failed'): Promise<void> {
     await this.finish('completed', { status, error: maskText(error), completed_at: this.env.now().toISOString() })
   }
 

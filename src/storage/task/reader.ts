@@ -45,9 +45,12 @@ export interface Overview {
   /** The newest LAST_SUMMARIES summaries, oldest first (`view --summaries --all` lists every one). */
   summaries: SummaryRecord[]
   final_summary: string | null
+  /** The newest LAST_WAITS waits on the provider (planning.jsonl's `wait` records), oldest first (docs/running.md#waits). */
+  waits: { created_at: string; plan_content: string }[]
 }
 
 const LAST_SUMMARIES = 3
+const LAST_WAITS = 5
 
 /**
  * What `view` shows by default. Cost does not grow with the task: counts come from
@@ -63,6 +66,8 @@ export async function readOverview(ref: TaskRef, lastMessages = 10): Promise<Ove
   const summaries = lastSummaries.records.map(normalizeSummary).filter((r): r is SummaryRecord => r !== null)
   const bad = tail.bad.length + lastSummaries.bad.length + lastSummaries.records.length - summaries.length
   const counts = await countRecords(ref.dir, state)
+  const lastWaits = await tailJsonl(join(ref.dir, FILES.planning), LAST_WAITS, (r) => r.plan_type === 'wait')
+  const waits = lastWaits.records.map((r) => ({ created_at: String(r.created_at ?? ''), plan_content: String(r.plan_content ?? '') }))
   const messages = tail.records.map(normalizeMessage).filter((m): m is StoredMessage => m !== null)
   return {
     uuid: ref.uuid,
@@ -80,6 +85,7 @@ export async function readOverview(ref: TaskRef, lastMessages = 10): Promise<Ove
     last_messages: messages,
     summaries,
     final_summary: readText(join(ref.dir, FILES.finalSummary)),
+    waits,
   }
 }
 

@@ -2,11 +2,11 @@ import type { DiskUse } from '../fs/disk.js'
 import type { Location } from '../fs/layout.js'
 import type { TaskRow } from '../index/task-index.js'
 import type { TaskMetadata } from './metadata.js'
+import { deliveryOf, deliveryResult } from './delivery.js'
 import type { TaskState } from './state.js'
 import type { TaskEnv } from './env.js'
 import { legacyTally } from './tool-tally.js'
 import { isCount } from './state-counts.js'
-import { deliveryOf } from './delivery.js'
 
 export interface TaskCounts {
   messages: number
@@ -46,6 +46,7 @@ export function taskRow(meta: TaskMetadata, state: TaskState | null, location: L
     // The LLM requests that were not turns (turns are llm_call_count), by purpose.
     summary_calls: state === null ? null : (count(state.compaction_tokens?.requests) ?? 0),
     final_summary_calls: state === null ? null : (count(state.final_summary_tokens?.requests) ?? 0),
+    delivery_result: deliveryResultOf(state),
     compression_count: count(state?.compression_count) ?? counts.summaries,
     final_token_count: final ? count(state?.current_context_tokens) : null,
     final_message_count: final ? counts.messages : null,
@@ -57,7 +58,7 @@ export function taskRow(meta: TaskMetadata, state: TaskState | null, location: L
 }
 
 /**
- * The pull/merge request a task is on (docs/contract.md §16): the one its delivery opened or
+ * The pull/merge request a task is on (docs/contract.md §17): the one its delivery opened or
  * pushed to, else the one whose head branch it worked on (a follow-up that delivered
  * nothing still spent on it); whether it opened it; the commit it pushed there.
  */
@@ -99,4 +100,10 @@ export function indexTask(
   } catch (err) {
     env.warn(`tasks.db not updated for ${meta.uuid}: ${(err as Error).message} (run ctxagent reindex later)`)
   }
+}
+
+/** How the delivery ended, for the index's counters (ctxagent_deliveries_total): counted once the task is completed. */
+function deliveryResultOf(state: TaskState | null): string | null {
+  const d = deliveryOf(state)
+  return d === null || state?.status !== 'completed' ? null : deliveryResult(d)
 }

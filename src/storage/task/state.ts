@@ -10,13 +10,13 @@ import { cleanCounts } from './state-counts.js'
 import type { ToolTally } from './tool-tally.js'
 import { grouped } from '../../text.js'
 
-export const STATUSES = ['initializing', 'processing', 'compressing', 'completing', 'completed', 'failed', 'timeout', 'paused'] as const
+export const STATUSES = ['initializing', 'processing', 'compressing', 'completing', 'completed', 'failed', 'timeout', 'paused', 'setup_failed'] as const
 export type Status = (typeof STATUSES)[number]
 /** Who paused a task (state.paused_by): a signal to its agent (SIGINT/SIGTERM, a stopping worker), an operator (`pause`), the LLM failing, a full disk, or a reaper (fleet.recovery: resume). */
 export type PausedBy = 'signal' | 'operator' | 'llm' | 'disk' | 'reaper' | 'budget' | 'rate-limit'
 /** The cost cap a budget pause names (state.budget_cap). */
 export type BudgetCap = 'task' | 'user-daily' | 'user-monthly' | 'fleet-daily'
-export const FINAL_STATUSES: readonly Status[] = ['completed', 'failed', 'timeout']
+export const FINAL_STATUSES: readonly Status[] = ['completed', 'failed', 'timeout', 'setup_failed']
 
 export interface ChatSession {
   state: 'active' | 'terminating' | 'ended'
@@ -75,6 +75,36 @@ export interface TaskState {
   resume_at?: string | null
   /** With paused_by budget: the cap the next request would have passed. */
   budget_cap?: BudgetCap | null
+  /** The repository's environment as prepared at start (docs/contract.md §16.3); absent: it has none. */
+  environment?: TaskEnvironment
+  /** The environment's test command as ctxagent ran it after the agent (docs/contract.md §16.4). */
+  test_run?: TestRun
+}
+
+/** state.json `environment` (docs/contract.md §16.3). */
+export interface TaskEnvironment {
+  status: 'ready' | 'setup_failed'
+  file: string | null
+  operator: string | null
+  base: string
+  cache: 'hit' | 'miss' | 'failed' | 'none'
+  setup_seconds: number | null
+  restored: string[]
+  kept: string[]
+  test: string | null
+  error: string | null
+  tail: string | null
+}
+
+/** state.json `test_run` (docs/contract.md §16.4). */
+export interface TestRun {
+  command: string
+  exit_code: number | null
+  timed_out: boolean
+  duration_ms: number
+  /** The output's last characters, masked. */
+  tail: string
+  at: string
 }
 
 /** What delivery did: the branch and commit it made, whether it pushed, the PR/MR, or why nothing (or not all) was delivered. */

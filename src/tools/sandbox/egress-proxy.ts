@@ -96,11 +96,12 @@ export async function startEgressProxy(o: ProxyOptions): Promise<EgressProxy> {
   let closing = false
   let drained: (() => void) | null = null
 
-  /** One connection's record, written once when it ends; `stop` ends it early (close()). */
-  const track = (method: string, host: string, port: number, stop: () => void) => {
+  /** One request's record (a CONNECT's, or a plain request's), written once when it ends; close() ends it early by destroying its connection. */
+  const track = (method: string, host: string, port: number, client: Duplex) => {
     const started = Date.now()
     const r: ConnectionRecord = { by: o.by, method, host, port, address: null, allowed: false, reason: null, bytes_up: 0, bytes_down: 0, duration_ms: 0 }
     let done = false
+    const stop = (): void => void client.destroy()
     const finish = (): void => {
       if (done) return
       done = true
@@ -121,7 +122,7 @@ export async function startEgressProxy(o: ProxyOptions): Promise<EgressProxy> {
   const server = createServer()
   server.on('connect', (req: IncomingMessage, client: Duplex, head: Buffer) => {
     const target = parseAuthority(req.url)
-    const { r, finish } = track('CONNECT', target?.host ?? String(req.url ?? '').slice(0, 200), target?.port ?? 0, () => client.destroy())
+    const { r, finish } = track('CONNECT', target?.host ?? String(req.url ?? '').slice(0, 200), target?.port ?? 0, client)
     client.on('error', () => undefined)
     client.on('close', finish)
     if (target === null) return refuse(client, 400, (r.reason = 'not a host:port CONNECT target'))
@@ -170,8 +171,20 @@ export async function startEgressProxy(o: ProxyOptions): Promise<EgressProxy> {
       // Not absolute: answered below.
     }
     const port = url === null ? 0 : url.port !== '' ? Number(url.port) : 80
-    const { r, finish } = track(req.method ?? 'GET', url === null ? String(req.url ?? '').slice(0, 200) : normalHost(url.hostname), port, () => res.destroy())
-    res.on('close', finish)
+    // Stopped through the connection, not the response: a response queued behind another's has no socket to destroy.
+    const { r, finish } = track(req.method ?? 'GET', url === null ? String(req.url ?? '').slice(0, 200) : normalHost(url.hostname), port, req.socket)
+    // A request pipelined behind another may never get a response of its own (its client
+    // went away first): its record is written when the connection closes, all the same.
+    const socket = req.socket
+    const unanswered = (): void => {
+      r.reason ??= 'the client closed the connection before it was answered'
+      finish()
+    }
+    socket.once('close', unanswered)
+    res.on('close', () => {
+      socket.off('close', unanswered)
+      finish()
+    })
     if (url === null || url.protocol !== 'http:') return answer(res, 400, (r.reason = 'the proxy takes absolute http:// URLs, and https through CONNECT'))
     if (r.reason !== null) return answer(res, 503, r.reason)
     const path = `${url.pathname}${url.search}`
@@ -179,7 +192,7 @@ export async function startEgressProxy(o: ProxyOptions): Promise<EgressProxy> {
       .then((d) => {
         r.address = d.address
         if (!d.ok) return answer(res, 403, (r.reason = d.reason))
-        if (res.destroyed) return void (r.reason = 'closed before the connection was made')
+        if (res.destroyed || req.socket.destroyed) return void (r.reason = 'closed before the connection was made')
         r.allowed = true
         const headers: OutgoingHttpHeaders = {}
         for (const [k, v] of Object.entries(req.headers)) if (!HOP.has(k) && v !== undefined) headers[k] = v
@@ -261,10 +274,14 @@ function refuse(client: Duplex, status: number, why: string): void {
   )
 }
 
+/**
+ * A refusal of a plain request. The connection stays open: a request pipelined behind this
+ * one on it is answered in turn (node:http queues the answers in order), not dropped.
+ */
 function answer(res: ServerResponse, status: number, why: string): void {
   if (res.destroyed || res.headersSent) return
   const text = body(status, why)
-  res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(text), connection: 'close' })
+  res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(text) })
   res.end(text)
 }
 

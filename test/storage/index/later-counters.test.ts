@@ -11,7 +11,7 @@ import type { CounterRow } from '../../../src/storage/index/totals.js'
 import { makeTree, uuidN } from '../../fixtures/tree.js'
 import { usePostgres } from '../../helpers/use-postgres.js'
 import { taskRow as row } from '../../fixtures/task-row.js'
-import { SQLITE_UNDO_LATER_COUNTERS, SQLITE_UNDO_PULL_REQUESTS } from './undo.js'
+import { SQLITE_UNDO_LATER_COUNTERS, SQLITE_UNDONE } from './undo.js'
 
 const db = usePostgres()
 
@@ -54,9 +54,8 @@ describe('cache writes and summary calls in the index', () => {
     const path = join(makeTree().base, 'tasks.db')
     SqliteStore.open(path).db.close()
     const raw = new Database(path)
-    raw.exec(SQLITE_UNDO_PULL_REQUESTS)
     raw.exec(SQLITE_UNDO_LATER_COUNTERS)
-    raw.pragma(`user_version = ${(raw.pragma('user_version', { simple: true }) as number) - 2}`)
+    raw.pragma(`user_version = ${(raw.pragma('user_version', { simple: true }) as number) - SQLITE_UNDONE}`)
     raw.exec(`${OLD_INSERT(uuidN(1), 'user')}; ${OLD_INSERT(uuidN(2), 'user')}; DELETE FROM tasks WHERE uuid = '${uuidN(2)}';`)
     raw.close()
     const store = SqliteStore.open(path)
@@ -88,5 +87,5 @@ describe('cache writes and summary calls in the index', () => {
   })
 })
 
-/** The later counters' migration, counted from the last (the queue waits', the fleet's counters' and the pull requests' came after it, IF NOT EXISTS: run again as they are): the schema as it was before it. */
-const LATER_COUNTERS_FROM_END = 4
+/** The later counters' migration, counted from the last (the queue waits', the fleet's counters' its tallies', the deliveries' and the pull requests' came after it, IF NOT EXISTS: run again as they are): the schema as it was before it. */
+const LATER_COUNTERS_FROM_END = 6

@@ -9,7 +9,7 @@ import { makeTree, uuidN } from '../../fixtures/tree.js'
 import { queryRows, startPostgres } from '../../helpers/postgres.js'
 import type { PgServer } from '../../helpers/postgres.js'
 import { taskRow as row } from '../../fixtures/task-row.js'
-import { SQLITE_UNDO_LATER_COUNTERS, SQLITE_UNDO_PULL_REQUESTS } from './undo.js'
+import { SQLITE_UNDO_LATER_COUNTERS, SQLITE_UNDONE } from './undo.js'
 
 let server: PgServer
 beforeAll(async () => {
@@ -56,13 +56,12 @@ describe('tool calls by tool and outcome in the index', () => {
     SqliteStore.open(path).db.close()
     // Back to the version before, and rows written as an older ctxagent wrote them (its triggers count them).
     const raw = new Database(path)
-    // The tallies' migration and the three after it (the budgets' tables, the later counters, the pull requests') undone.
-    raw.exec(SQLITE_UNDO_PULL_REQUESTS)
+    // The tallies' migration and those after it (the budgets' tables, the later counters, the deliveries) undone.
     raw.exec(SQLITE_UNDO_LATER_COUNTERS)
     raw.exec(
       `DROP TABLE user_spend; DROP TABLE llm_key_limits; DROP TRIGGER tasks_tool_calls_insert; DROP TRIGGER tasks_tool_calls_update; DROP TABLE task_tool_calls; ALTER TABLE tasks DROP COLUMN tool_calls;`,
     )
-    raw.pragma(`user_version = ${(raw.pragma('user_version', { simple: true }) as number) - 4}`)
+    raw.pragma(`user_version = ${(raw.pragma('user_version', { simple: true }) as number) - 2 - SQLITE_UNDONE}`)
     raw.exec(`${OLD_INSERT(uuidN(1), OLD_ROWS.live, 'user')}; ${OLD_INSERT(uuidN(2), OLD_ROWS.deleted, 'user')}; DELETE FROM tasks WHERE uuid = '${uuidN(2)}';`)
     raw.close()
     const store = SqliteStore.open(path)
@@ -73,8 +72,8 @@ describe('tool calls by tool and outcome in the index', () => {
     }
   })
 
-  // The tool-call tallies' migration, counted from the last (the review loop's, the budgets', the jobs' history, the later counters, the queue waits, the fleet's counters and the pull requests' came after it): the schema as it was before it.
-  const TALLY_MIGRATION_FROM_END = 8
+  // The tool-call tallies' migration, counted from the last (the review loop's, the budgets', the jobs' history, the later counters, the queue waits, the fleet's counters, its tallies, the deliveries and the pull requests came after it): the schema as it was before it.
+  const TALLY_MIGRATION_FROM_END = 10
   it('PostgreSQL: migrates an index from before tallies, keeping every call it counted', async () => {
     const q = (sql: string) => queryRows(server.url, sql)
     await q('DROP SCHEMA public CASCADE; CREATE SCHEMA public')

@@ -132,12 +132,16 @@ describe('the egress proxy', () => {
     expect((await get(proxy.socket, 'https://far.test/')).status).toBe(400)
     expect(up.seen).toEqual([])
     await settle(records, 4)
-    expect(records.map((r) => [r.method, r.host, r.allowed])).toEqual([
-      ['GET', 'pkg.test', false],
-      ['CONNECT', '127.0.0.1', false],
-      ['CONNECT', 'other.test', false],
-      ['GET', 'far.test', false],
-    ])
+    // Each is written when it ends: a refused request when it is answered, a refused tunnel when its client goes.
+    expect(records.map((r) => [r.method, r.host, r.allowed])).toHaveLength(4)
+    expect(records.map((r) => [r.method, r.host, r.allowed])).toEqual(
+      expect.arrayContaining([
+        ['GET', 'pkg.test', false],
+        ['CONNECT', '127.0.0.1', false],
+        ['CONNECT', 'other.test', false],
+        ['GET', 'far.test', false],
+      ]),
+    )
   })
 
   it('never reaches this host, whatever allowed_networks says', async () => {
@@ -180,6 +184,67 @@ describe('the egress proxy', () => {
     })
     await proxy.close()
     expect(records).toEqual([expect.objectContaining({ method: 'CONNECT', allowed: true })])
+  })
+
+  it('answers every request pipelined on one connection, and writes the record of each (issue 40)', async () => {
+    const { proxy, records } = await proxyWith({})
+    const text = await new Promise<string>((resolve, reject) => {
+      const c = connect(proxy.socket)
+      let t = ''
+      c.on('data', (d: Buffer) => {
+        t += d.toString()
+        if (t.split('refused:').length === 3) c.end()
+      })
+      c.on('close', () => resolve(t))
+      c.on('error', reject)
+      // Both at once, in one write: the second is read while the first is being decided.
+      c.write('GET http://127.0.0.1:1/a HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\nGET http://127.0.0.1:2/b HTTP/1.1\r\nHost: 127.0.0.1:2\r\n\r\n')
+    })
+    expect(text.match(/^HTTP\/1.1 403 Forbidden/gm)).toHaveLength(2)
+    await settle(records, 2)
+    expect(records.map((r) => [r.port, r.allowed, r.reason])).toEqual([
+      [1, false, '127.0.0.1 is a loopback (127.0.0.0/8) address'],
+      [2, false, '127.0.0.1 is a loopback (127.0.0.0/8) address'],
+    ])
+    await proxy.close()
+  })
+
+  it('writes the record of a request queued behind another when its client goes, and closes with one queued', async () => {
+    // An upstream that holds its answer: the first request stays open, the second is queued behind it.
+    const held: (() => void)[] = []
+    const server: Server = createServer((_req, res) => void held.push(() => res.end('late')))
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    cleanups.push(() => {
+      for (const h of held) h()
+      return new Promise<void>((resolve) => server.close(() => resolve()))
+    })
+    const port = (server.address() as AddressInfo).port
+    const pipelined = `GET http://pkg.test:${port}/a HTTP/1.1\r\nHost: pkg.test:${port}\r\n\r\nGET http://nowhere.test:1/b HTTP/1.1\r\nHost: nowhere.test:1\r\n\r\n`
+    const arrived = () => new Promise<void>((resolve) => (held.length > 0 ? resolve() : server.once('request', () => resolve())))
+
+    // The client goes away with both unanswered: both records are written.
+    const first = await proxyWith({ allowedNetworks: ['127.0.0.1/32'] })
+    const c = connect(first.proxy.socket)
+    c.on('error', () => undefined)
+    c.write(pipelined)
+    await arrived()
+    c.destroy()
+    await settle(first.records, 2)
+    expect(first.records.map((r) => [r.method, r.port, r.allowed])).toEqual([
+      ['GET', port, true],
+      ['GET', 1, false],
+    ])
+    await first.proxy.close()
+
+    // close() with a request queued behind an open one returns, both records written first.
+    held.splice(0)
+    const second = await proxyWith({ allowedNetworks: ['127.0.0.1/32'] })
+    const d = connect(second.proxy.socket)
+    d.on('error', () => undefined)
+    d.write(pipelined)
+    await arrived()
+    await second.proxy.close()
+    expect(second.records).toHaveLength(2)
   })
 
   it('reads a CONNECT target', () => {

@@ -1,0 +1,106 @@
+import { join } from 'node:path'
+import { SETUP_FAILED_EXIT } from '../errors.js'
+import type { TaskHandle } from '../storage/task/handle.js'
+import type { TestRun } from '../storage/task/state.js'
+import { planSandbox } from '../tools/sandbox.js'
+import { environmentStore, prepareEnvironment } from '../workspace/environment/prepare.js'
+import type { EnvironmentRecord } from '../workspace/environment/prepare.js'
+import { runScript } from '../workspace/environment/sandboxed.js'
+import type { RunLog } from './log.js'
+import type { Outcome } from './outcome.js'
+import type { RunEnv } from './run-start.js'
+
+// A new task's environment, prepared before its first LLM request, and its test command run after its agent (docs/environments.md).
+
+/** The setup log, kept with the task (docs/formats.md#setuplog). */
+export const SETUP_LOG = 'setup.log'
+export const TEST_TIMEOUT_MS = 10 * 60_000
+
+export type EnvironmentStep = { kind: 'ready'; note: string | null } | { kind: 'failed'; outcome: Outcome }
+
+/**
+ * The task's environment made ready, recorded in state.json and said in the log; the
+ * agent gets a short note of what it holds (never setup's output). A failure ends the
+ * task `setup_failed` in completed/ before any LLM request.
+ */
+export async function environmentStep(run: RunEnv, handle: TaskHandle, hidden: readonly string[], log: RunLog, began: number): Promise<EnvironmentStep> {
+  const key = handle.metadata.task_key
+  const prepared = await prepareEnvironment({
+    config: run.config,
+    workspace: run.settings.workspace,
+    repository: key.owner !== null && key.repo !== '' ? `${key.owner}/${key.repo}` : null,
+    hidden,
+    log: join(handle.dir, SETUP_LOG),
+    store: environmentStore(run.config, run.env.layout.base),
+  })
+  if (prepared.kind === 'none') return { kind: 'ready', note: null }
+  await handle.update({ environment: prepared.record })
+  if (prepared.kind === 'ready') {
+    log.info(`environment ready (${describeRecord(prepared.record)})`)
+    return { kind: 'ready', note: agentNote(prepared.record) }
+  }
+  const error = `the environment could not be prepared: ${prepared.record.error ?? 'unknown'}`
+  handle.addPlan('outcome', `setup_failed: ${error}`)
+  await handle.fail(error, 'setup_failed')
+  log.warn(
+    `setup_failed: ${error}${prepared.record.tail ? `; the setup log's tail:\n${prepared.record.tail.trimEnd().split('\n').slice(-10).join('\n')}` : ''}`,
+  )
+  return {
+    kind: 'failed',
+    outcome: {
+      uuid: handle.uuid,
+      status: 'setup_failed',
+      location: 'completed',
+      dir: handle.dir,
+      turns: 0,
+      tokens: 0,
+      duration_ms: Date.now() - began,
+      final_answer: null,
+      finish_status: null,
+      error,
+      inherited_from: handle.metadata.inherited_from ?? null,
+      exit_code: SETUP_FAILED_EXIT,
+    },
+  }
+}
+
+function describeRecord(r: EnvironmentRecord): string {
+  const from = [r.file, r.operator === null ? null : `environments.${r.operator}`].filter((x) => x !== null).join(' and ')
+  const cache = r.cache === 'none' ? 'no setup' : `cache ${r.cache}${r.setup_seconds !== null ? `, setup ${r.setup_seconds}s` : ''}`
+  return `${from}; ${cache}${r.restored.length > 0 ? `; restored ${r.restored.join(', ')}` : ''}${r.kept.length > 0 ? `; kept the checkout's ${r.kept.join(', ')}` : ''}`
+}
+
+/** What the agent is told: that the environment is ready, what it holds, and the test command. */
+export function agentNote(r: EnvironmentRecord): string {
+  const holds = [...r.restored, ...r.kept]
+  return [
+    "[ctxagent] The repository's environment is ready: its setup has run (you need not install dependencies).",
+    holds.length > 0 ? `Prepared in the workspace: ${holds.join(', ')}.` : '',
+    r.test !== null ? `The repository's test command is \`${r.test}\`; ctxagent runs it after you finish.` : '',
+  ]
+    .filter((l) => l !== '')
+    .join(' ')
+}
+
+/**
+ * The environment's test command, run by ctxagent after the agent finished: in the
+ * sandbox, offline, bounded in time and output; recorded as state.json `test_run`.
+ */
+export async function testStep(run: RunEnv, handle: TaskHandle, hidden: readonly string[], log: RunLog): Promise<TestRun | null> {
+  const command = handle.state.environment?.status === 'ready' ? handle.state.environment.test : null
+  if (command === null || command === undefined) return null
+  const planned = planSandbox(run.config.tools, hidden, run.settings.workspace)
+  if (!planned.ok || planned.plan.kind !== 'bwrap') return null
+  const result = await runScript({ plan: planned.plan, workspace: run.settings.workspace, script: command, hosts: null, timeoutMs: TEST_TIMEOUT_MS, log: null })
+  const record: TestRun = {
+    command,
+    exit_code: result.code,
+    timed_out: result.timedOut,
+    duration_ms: result.ms,
+    tail: result.error !== null ? result.error : result.tail.slice(-2000),
+    at: new Date().toISOString(),
+  }
+  await handle.update({ test_run: record })
+  log.info(`test command \`${command}\`: ${result.timedOut ? 'timed out' : `exit ${result.code ?? 'unknown'}`}`)
+  return record
+}

@@ -1,0 +1,55 @@
+import { lookup } from 'node:dns/promises'
+import type { EnvironmentSpec } from '../../config/environment.js'
+import type { Config } from '../../config/schema.js'
+import type { Check } from '../../operations/doctor-check.js'
+import { resolveEnvironment } from './definition.js'
+
+// `ctxagent doctor`'s environment lines (docs/environments.md#the-file): the definition read as a task would, its hosts and its secrets.
+
+/** One line per environment: the workspace's (as a run there would read it), else each of the config's. */
+export async function environmentChecks(config: Config, workspace: string | null, env: NodeJS.ProcessEnv = process.env): Promise<Check[]> {
+  if (workspace !== null) {
+    try {
+      const found = await resolveEnvironment(config.environments, workspace, null)
+      if (found === null)
+        return [
+          {
+            name: 'environment',
+            status: 'skip',
+            message: `${workspace} has no environment (.ctxagent/environment.yml at its default branch, or environments: in the config)`,
+          },
+        ]
+      const from = [found.file, found.operator === null ? null : `environments.${found.operator}`].filter((x) => x !== null).join(' and ')
+      return [await specCheck('environment', from, found.spec, env)]
+    } catch (err) {
+      return [{ name: 'environment', status: 'fail', message: (err as Error).message, hint: 'fix it on the default branch (docs/environments.md)' }]
+    }
+  }
+  return Promise.all(Object.entries(config.environments).map(([key, spec]) => specCheck(`environment ${key}`, `environments.${key}`, spec, env)))
+}
+
+async function specCheck(name: string, from: string, spec: EnvironmentSpec, env: NodeJS.ProcessEnv): Promise<Check> {
+  const missing = (spec.setup_secrets ?? []).filter((n) => (env[n] ?? '') === '')
+  if (missing.length > 0)
+    return {
+      name,
+      status: 'fail',
+      message: `${from}: setup_secrets ${missing.join(', ')} not set in ctxagent's environment`,
+      hint: 'set them where ctxagent runs',
+    }
+  const unresolved: string[] = []
+  for (const host of (spec.setup_hosts ?? []).filter((h) => !h.startsWith('*.'))) {
+    try {
+      await lookup(host)
+    } catch {
+      unresolved.push(host)
+    }
+  }
+  const parts = [
+    spec.setup !== undefined ? `setup to ${(spec.setup_hosts ?? []).length} host(s), caching ${(spec.cache?.paths ?? []).join(', ')}` : 'no setup',
+    spec.test !== undefined ? `test: ${spec.test}` : null,
+  ].filter((p) => p !== null)
+  if (unresolved.length > 0)
+    return { name, status: 'warn', message: `${from}: setup_hosts ${unresolved.join(', ')} do not resolve here`, hint: 'check the names' }
+  return { name, status: 'ok', message: `${from}: ${parts.join('; ')}` }
+}

@@ -1,0 +1,69 @@
+import { parseYamlWith } from '../../config/load.js'
+import { environmentSchema } from '../../config/environment.js'
+import type { EnvironmentSpec } from '../../config/environment.js'
+import type { Config } from '../../config/schema.js'
+import { git } from '../../delivery/git.js'
+import { UsageError } from '../../errors.js'
+import { realPathOf } from '../../tools/workspace.js'
+import { describeBase, readTrusted, trustedBase } from '../trusted-base.js'
+import type { TrustedBase } from '../trusted-base.js'
+
+/** The repository's own environment file, read from its trusted base (docs/environments.md#the-file). */
+export const ENVIRONMENT_FILE = '.ctxagent/environment.yml'
+const MAX_FILE_BYTES = 64 * 1024
+
+/** A task's environment: the file's keys with the operator's over them, and where each part came from. */
+export interface Environment {
+  spec: EnvironmentSpec
+  base: TrustedBase
+  /** The repository as the cache and the operator's config know it: owner/repo, else the workspace's real path. */
+  repository: string
+  /** Where the definition came from, for the task's record: the file at the base, the operator's key. */
+  file: string | null
+  operator: string | null
+}
+
+/**
+ * The environment of `workspace`, or null when neither the repository nor the operator
+ * defines one. `repository` is the task's owner/repo when its source names one (a forge's
+ * issue or pull request, a fleet's `--repo`), else it is read from the origin URL. A bad
+ * definition is a UsageError naming the file or the config key.
+ */
+export async function resolveEnvironment(environments: Config['environments'], workspace: string, repository: string | null): Promise<Environment | null> {
+  const base = await trustedBase(workspace)
+  const real = realPathOf(workspace)
+  const name = repository ?? (await originRepository(workspace))
+  const operatorKey = [name, real, workspace].find((k): k is string => k !== null && Object.hasOwn(environments, k)) ?? null
+  const operator = operatorKey === null ? null : (environments[operatorKey] ?? null)
+  const read = await readTrusted(workspace, base, ENVIRONMENT_FILE, MAX_FILE_BYTES)
+  if (read.kind === 'refused') throw new UsageError(`${ENVIRONMENT_FILE}: ${read.why}`, 'make it a regular file of at most 64 KB')
+  const where = `${ENVIRONMENT_FILE} (${describeBase(base)})`
+  const file = read.kind === 'file' ? parseYamlWith(environmentSchema, read.text, where) : null
+  if (file === null && operator === null) return null
+  // The operator's keys win over the file's, key by key (cache as a whole).
+  const spec: EnvironmentSpec = { ...(file ?? {}), ...(operator ?? {}) }
+  const problem = inconsistency(spec)
+  if (problem !== null) throw new UsageError(`${operatorKey !== null ? `environments.${operatorKey}` : where}: ${problem}`, 'see docs/environments.md')
+  return { spec, base, repository: name ?? real, file: file === null ? null : where, operator: operatorKey }
+}
+
+/** The rules across keys: setup runs in a checkout of its own, so what it makes reaches a task only through cache.paths. */
+export function inconsistency(spec: EnvironmentSpec): string | null {
+  if (spec.setup !== undefined && (spec.cache === undefined || spec.cache.paths.length === 0))
+    return 'setup needs cache.paths: the paths it makes (node_modules, .venv) are what a task gets'
+  if (spec.setup === undefined && spec.cache !== undefined) return 'cache needs a setup that makes its paths'
+  if ((spec.setup_hosts ?? []).length > 0 && spec.setup === undefined) return 'setup_hosts needs a setup'
+  return null
+}
+
+/** owner/repo of the workspace's origin URL (its last two path steps, without .git), or null. */
+async function originRepository(workspace: string): Promise<string | null> {
+  const url = (await git(['config', '--get', 'remote.origin.url'], { safeDir: '*', cwd: workspace }).catch(() => '')).trim()
+  if (url === '') return null
+  const path = url.replace(/^[a-z+]+:\/\/[^/]*/i, '').replace(/^[^/:]+@[^:]+:/, '')
+  const steps = path
+    .replace(/\.git\/?$/, '')
+    .split(/[/:]/)
+    .filter((s) => s !== '')
+  return steps.length >= 2 ? steps.slice(-2).join('/') : null
+}

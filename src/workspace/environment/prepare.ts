@@ -1,0 +1,145 @@
+import { lstatSync, utimesSync } from 'node:fs'
+import { join } from 'node:path'
+import type { Config } from '../../config/schema.js'
+import { secretValues } from '../../config/secrets.js'
+import { installSecrets } from '../../storage/format/mask.js'
+import type { TaskEnvironment } from '../../storage/task/state.js'
+import { planSandbox } from '../../tools/sandbox.js'
+import { describeBase } from '../trusted-base.js'
+import { privateCopy, present } from './checkout.js'
+import { resolveEnvironment } from './definition.js'
+import type { Environment } from './definition.js'
+import { runScript } from './sandboxed.js'
+import { obtainEntry } from './setup.js'
+import type { CacheResult } from './setup.js'
+
+/*
+ * A task's environment made ready before its agent's first request (docs/environments.md):
+ * its definition read from the trusted base, setup's result found in the cache (or setup
+ * run once for its key), a private copy restored into the checkout, maintenance run
+ * offline. The same step for `run` on one host and a fleet's worker (whose agent is a
+ * `run`), and for `env prepare`.
+ */
+
+export const MAINTENANCE_TIMEOUT_MS = 10 * 60_000
+
+/** What a task records of its environment: state.json `environment` (docs/contract.md §16.3). */
+export type EnvironmentRecord = TaskEnvironment
+
+export type Prepared = { kind: 'none' } | { kind: 'ready'; record: EnvironmentRecord; environment: Environment } | { kind: 'failed'; record: EnvironmentRecord }
+
+export interface PrepareInput {
+  config: Config
+  workspace: string
+  /** The task's owner/repo when its source names one. */
+  repository: string | null
+  /** Places no sandboxed process may see (the task tree, the config file). */
+  hidden: readonly string[]
+  /** The setup log (kept with the task), or null. */
+  log: string | null
+  /** Where results are kept: environmentStore(). */
+  store: string
+  env?: NodeJS.ProcessEnv
+  signal?: AbortSignal
+  /** Only make sure the cache holds the result (`env prepare`): nothing is copied into the workspace, no maintenance. */
+  prepareOnly?: boolean
+}
+
+/** The cache's store: on the fleet's shared mount when there is one, else beside the task tree. */
+export function environmentStore(config: Config, base: string): string {
+  return config.fleet.workspaces_dir !== null ? join(config.fleet.workspaces_dir, '.ctxagent-environments') : join(base, 'environments')
+}
+
+export async function prepareEnvironment(input: PrepareInput): Promise<Prepared> {
+  const env = input.env ?? process.env
+  const record: EnvironmentRecord = {
+    status: 'setup_failed',
+    file: null,
+    operator: null,
+    base: '',
+    cache: 'none',
+    setup_seconds: null,
+    restored: [],
+    kept: [],
+    test: null,
+    error: null,
+    tail: null,
+  }
+  const failed = (error: string, tail: string | null = null): Prepared => ({ kind: 'failed', record: { ...record, error, tail } })
+  let environment: Environment | null
+  try {
+    environment = await resolveEnvironment(input.config.environments, input.workspace, input.repository)
+  } catch (err) {
+    return failed((err as Error).message)
+  }
+  if (environment === null) return { kind: 'none' }
+  const { spec } = environment
+  Object.assign(record, { file: environment.file, operator: environment.operator, base: describeBase(environment.base), test: spec.test ?? null })
+  const planned = planSandbox(input.config.tools, input.hidden, input.workspace, env)
+  if (!planned.ok || planned.plan.kind !== 'bwrap')
+    return failed(`the environment's scripts run in the sandbox, and ${planned.ok ? 'tools.sandbox is none' : planned.why}`)
+  const plan = planned.plan
+  const missing = (spec.setup_secrets ?? []).filter((name) => (env[name] ?? '') === '')
+  if (missing.length > 0) return failed(`setup_secrets names ${missing.join(', ')}, not set in ctxagent's environment`)
+  const secrets = Object.fromEntries((spec.setup_secrets ?? []).map((name) => [name, env[name] as string]))
+  // Masked wherever ctxagent writes from now on: the setup log first.
+  installSecrets([...secretValues(input.config, env), ...Object.entries(secrets).map(([name, value]) => ({ name: `setup_secrets.${name}`, value }))])
+  if (spec.setup !== undefined) {
+    const got: CacheResult = await obtainEntry(
+      { environment, workspace: input.workspace, plan, store: input.store, secrets, networks: input.config.tools.allowed_networks, log: input.log },
+      input.signal,
+    )
+    if (got.kind === 'failed')
+      return { kind: 'failed', record: { ...record, cache: 'failed', error: got.error, tail: got.setup?.tail ?? null, setup_seconds: seconds(got.setup) } }
+    Object.assign(record, { cache: got.kind, setup_seconds: got.kind === 'miss' ? seconds(got.setup) : null })
+    // Its last use, for cleanup's age (docs/environments.md#the-cache).
+    const now = new Date()
+    utimesSync(got.entry, now, now)
+    if (input.prepareOnly !== true) Object.assign(record, restore(got.entry, input.workspace, spec.cache?.paths ?? []))
+  }
+  if (spec.maintenance !== undefined && input.prepareOnly !== true) {
+    const run = await runScript({ plan, workspace: input.workspace, script: spec.maintenance, hosts: null, timeoutMs: MAINTENANCE_TIMEOUT_MS, log: input.log })
+    if (run.error !== null || run.code !== 0) return failed(`maintenance ${run.error ?? (run.timedOut ? 'timed out' : `exited with ${run.code}`)}`, run.tail)
+  }
+  return { kind: 'ready', record: { ...record, status: 'ready' }, environment }
+}
+
+function seconds(run: { ms: number } | null): number | null {
+  return run === null ? null : Math.round(run.ms) / 1000
+}
+
+/**
+ * Each cache path copied into the checkout, unless the checkout has it already (the
+ * operator's own node_modules stays) or a step on the way is a link (a checkout's link
+ * could send the copy anywhere ctxagent can write).
+ */
+function restore(entry: string, workspace: string, paths: readonly string[]): { restored: string[]; kept: string[] } {
+  const restored: string[] = []
+  const kept: string[] = []
+  for (const path of paths) {
+    const from = join(entry, 'paths', path)
+    const to = join(workspace, path)
+    if (!present(from)) continue
+    if (present(to) || linkOnTheWay(workspace, path)) {
+      kept.push(path)
+      continue
+    }
+    privateCopy(from, to)
+    restored.push(path)
+  }
+  return { restored, kept }
+}
+
+function linkOnTheWay(workspace: string, path: string): boolean {
+  const steps = path.split('/').filter((s) => s !== '' && s !== '.')
+  let at = workspace
+  for (const step of steps.slice(0, -1)) {
+    at = join(at, step)
+    try {
+      if (!lstatSync(at).isDirectory()) return true
+    } catch {
+      return false
+    }
+  }
+  return false
+}

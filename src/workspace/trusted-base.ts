@@ -1,0 +1,89 @@
+import { lstatSync } from 'node:fs'
+import { join } from 'node:path'
+import { readRegularFile } from '../input-file.js'
+import { git } from '../delivery/git.js'
+
+/*
+ * The trusted base of a task's repository (docs/environments.md#where-it-is-read-from):
+ * what a pull request's author or an earlier agent cannot have changed. ctxagent reads
+ * the repository's own settings (its environment file; next, its instructions) from
+ * there, never from the task's branch or a PR head. Every git call is delivery's safe git
+ * (no hooks, fsmonitor, filters, replace objects or host configuration).
+ */
+
+/** Where a repository's trusted files are read from. */
+export type TrustedBase =
+  /** A commit of the default branch: `ref` names it as read (origin/HEAD, origin/main, origin/master, or HEAD of a repository without origin). */
+  | { kind: 'commit'; commit: string; ref: string }
+  /** Not a git repository: the workspace's own files (the operator's directory), said so in the task. */
+  | { kind: 'workspace' }
+  /** A repository with an origin whose default branch is not known here: nothing is read from it. */
+  | { kind: 'none'; why: string }
+
+/** The default branch's refs tried in order; a repository without an origin is the operator's own, and its HEAD is the base. */
+const DEFAULT_REFS = ['refs/remotes/origin/HEAD', 'refs/remotes/origin/main', 'refs/remotes/origin/master']
+
+/** Finds the trusted base of `workspace` before anything of the task runs there. */
+export async function trustedBase(workspace: string): Promise<TrustedBase> {
+  const options = { safeDir: '*', cwd: workspace }
+  const top = await git(['rev-parse', '--show-toplevel'], options).then(
+    (out) => out.trim(),
+    () => null,
+  )
+  if (top === null) return { kind: 'workspace' }
+  const resolve = async (ref: string): Promise<string | null> => {
+    const out = await git(['rev-parse', '--verify', '--quiet', '--end-of-options', `${ref}^{commit}`], options).catch(() => '')
+    return /^[0-9a-f]{40,64}$/.test(out.trim()) ? out.trim() : null
+  }
+  for (const ref of DEFAULT_REFS) {
+    const commit = await resolve(ref)
+    if (commit !== null) return { kind: 'commit', commit, ref: ref.replace(/^refs\/remotes\//, '') }
+  }
+  const origin = (await git(['config', '--get', 'remote.origin.url'], options).catch(() => '')).trim()
+  if (origin !== '') return { kind: 'none', why: "its origin's default branch is not known here (no origin/HEAD, origin/main or origin/master)" }
+  const head = await resolve('HEAD')
+  return head === null ? { kind: 'none', why: 'it has no commit yet' } : { kind: 'commit', commit: head, ref: 'HEAD' }
+}
+
+/** What a read of a trusted file found. */
+export type TrustedRead = { kind: 'file'; text: string } | { kind: 'absent' } | { kind: 'refused'; why: string }
+
+/**
+ * The file at `path` (relative to the repository's root) in the trusted base: a regular
+ * file of at most `maxBytes`, never a link (a link could point anywhere the reader can
+ * read). In a workspace that is not a repository, the workspace's own regular file.
+ */
+export async function readTrusted(workspace: string, base: TrustedBase, path: string, maxBytes: number): Promise<TrustedRead> {
+  if (base.kind === 'none') return { kind: 'absent' }
+  if (base.kind === 'workspace') return readOwnFile(workspace, path, maxBytes)
+  const options = { safeDir: '*', cwd: workspace }
+  const line = await git(['ls-tree', '-l', '--end-of-options', base.commit, '--', path], options).catch(() => '')
+  const match = /^(\d{6}) (\w+) ([0-9a-f]+) +(\d+|-)\t/.exec(line)
+  if (match === null) return { kind: 'absent' }
+  const [, mode, type, object, size] = match
+  if (type !== 'blob' || (mode !== '100644' && mode !== '100755')) return { kind: 'refused', why: `${path} is not a regular file at ${base.ref}` }
+  if (Number(size) > maxBytes) return { kind: 'refused', why: `${path} is larger than ${maxBytes} bytes at ${base.ref}` }
+  const text = await git(['cat-file', 'blob', object as string], { ...options, maxBuffer: maxBytes + 1 })
+  return { kind: 'file', text }
+}
+
+function readOwnFile(workspace: string, path: string, maxBytes: number): TrustedRead {
+  const full = join(workspace, path)
+  try {
+    // A link in the workspace is refused as one at a commit is.
+    if (lstatSync(full).isSymbolicLink()) return { kind: 'refused', why: `${path} is a symbolic link` }
+  } catch {
+    return { kind: 'absent' }
+  }
+  const read = readRegularFile(full, maxBytes)
+  if (read.ok) return { kind: 'file', text: read.text }
+  if (read.problem === 'size') return { kind: 'refused', why: `${path} is larger than ${maxBytes} bytes` }
+  return { kind: 'refused', why: `${path} is not a readable regular file` }
+}
+
+/** How a base is named in a task's records and notes. */
+export function describeBase(base: TrustedBase): string {
+  if (base.kind === 'commit') return `${base.ref} at ${base.commit.slice(0, 12)}`
+  if (base.kind === 'workspace') return "the workspace's own files (not a git repository)"
+  return `nothing (${base.why})`
+}
