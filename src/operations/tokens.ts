@@ -124,7 +124,7 @@ export function collectTokens(index: TaskIndex, layout: Layout, where: { sql: st
   return report
 }
 
-function splitFromState(layout: Layout, row: { uuid: string; location: Location; total_tokens: number | null }): TokenSplit {
+export function splitFromState(layout: Layout, row: { uuid: string; location: Location; total_tokens: number | null }): TokenSplit {
   let state: TaskState | null = null
   try {
     state = readState(layout.taskDir(row.location, row.uuid))
