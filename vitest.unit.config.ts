@@ -17,6 +17,7 @@ export default defineConfig({
       'test/docs/*.test.ts',
       'test/fleet/task-outcome.test.ts',
       'test/fleet/worker-log.test.ts',
+      'test/helpers/system-packages.test.ts',
       'test/llm/reply.test.ts',
       'test/operations/tokens.test.ts',
       'test/cli.test.ts',
