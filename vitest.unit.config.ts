@@ -11,6 +11,7 @@ export default defineConfig({
       'test/architecture/layers.test.ts',
       'test/bench/dist-imports.test.ts',
       'test/commands/jobs-list.test.ts',
+      'test/commands/run-options.test.ts',
       'test/commands/view-render.test.ts',
       'test/config/example.test.ts',
       'test/config/trust.test.ts',
