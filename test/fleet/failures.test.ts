@@ -1,10 +1,10 @@
+import type { ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { alive, exitOf } from '../helpers/wait.js'
 import { agentPid, canUnshare, coldStartFlags, FAST_LOCKS, finish, killAtEnd, onHost, startWorker, until } from '../helpers/fleet-hosts.js'
-import { stopCleanly } from '../helpers/fleet-worker.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 import { fleetJobs } from '../helpers/fleet-jobs.js'
 import type { JobRow } from '../helpers/fleet-jobs.js'
@@ -213,6 +213,11 @@ async function started<W extends { err: () => string }>(worker: W): Promise<W> {
 }
 
 /** SIGTERM to a worker, which must exit 0. */
+async function stopCleanly(worker: { child: ChildProcess }): Promise<void> {
+  worker.child.kill('SIGTERM')
+  expect((await exitOf(worker.child)).code).toBe(0)
+}
+
 function startHeldWorker(s: RunSetup, env: Record<string, string>) {
   const saved = process.env.NODE_OPTIONS
   process.env.NODE_OPTIONS = env.NODE_OPTIONS

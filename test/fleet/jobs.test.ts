@@ -1,10 +1,10 @@
+import type { ChildProcess } from 'node:child_process'
 import { spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { exitOf } from '../helpers/wait.js'
 import { agentPid, childrenOf, FAST_LOCKS, finish, killAtEnd, startWorker, until } from '../helpers/fleet-hosts.js'
-import { stopCleanly } from '../helpers/fleet-worker.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 import { fleetJobs } from '../helpers/fleet-jobs.js'
 import { cli } from '../helpers/run.js'
@@ -27,6 +27,11 @@ async function enqueue(s: RunSetup, args: string[]): Promise<string> {
 async function started<W extends { err: () => string }>(worker: W): Promise<W> {
   await until('the worker to start', async () => worker.err().includes('started on'))
   return worker
+}
+
+async function stopCleanly(worker: { child: ChildProcess }): Promise<void> {
+  worker.child.kill('SIGTERM')
+  expect((await exitOf(worker.child)).code).toBe(0)
 }
 
 /** A model that never finishes, except for the tasks whose text `done(text)` names. */

@@ -1,10 +1,10 @@
+import type { ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { exitOf } from '../helpers/wait.js'
 import { agentPid, FAST_LOCKS, finish, startWorker, until } from '../helpers/fleet-hosts.js'
-import { stopCleanly } from '../helpers/fleet-worker.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 import { fleetJobs } from '../helpers/fleet-jobs.js'
 import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
@@ -33,6 +33,11 @@ async function enqueue(s: RunSetup, args: string[]): Promise<string> {
 async function started<W extends { err: () => string }>(worker: W): Promise<W> {
   await until('the worker to start', async () => worker.err().includes('started on'))
   return worker
+}
+
+async function stopCleanly(worker: { child: ChildProcess }): Promise<void> {
+  worker.child.kill('SIGTERM')
+  expect((await exitOf(worker.child)).code).toBe(0)
 }
 
 /** An LLM that answers `status` while `down()` says so (counting those answers), and finishes every task otherwise. */

@@ -1,7 +1,8 @@
+import type { ChildProcess } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
+import { exitOf } from '../helpers/wait.js'
 import { FAST_LOCKS, finish, startWorker, until } from '../helpers/fleet-hosts.js'
-import { stopCleanly } from '../helpers/fleet-worker.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 import { fleetJobs } from '../helpers/fleet-jobs.js'
 import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
@@ -40,6 +41,11 @@ async function enqueue(s: RunSetup, args: string[]): Promise<string> {
   const res = await s.run(['enqueue', ...args], db())
   expect(res.code, res.stderr).toBe(0)
   return res.stdout.trim()
+}
+
+async function stopCleanly(worker: { child: ChildProcess }): Promise<void> {
+  worker.child.kill('SIGTERM')
+  expect((await exitOf(worker.child)).code).toBe(0)
 }
 
 const about = (word: string) => (r: RecordedRequest) => JSON.stringify(r.body.messages).includes(word)
