@@ -80,17 +80,19 @@ describe("a planned wait in a worker's log (docs/running.md#waits)", () => {
       { outcome: 'paused', error, wait: { until, reason: 'rate-limit', cap: null, maxWaitSeconds: 86_400 } },
       { state: 'retrying', resumed: false, retry_in: null, wait: 'rate-limit' },
     )
-    expect(limit).toEqual([
-      `ctxagent worker w1: job 7: paused; waits until ${until} (rate-limit; no attempt spent, its slot free meanwhile): ${error}`,
-    ])
+    expect(limit).toEqual([`ctxagent worker w1: job 7: paused; waits until ${until} (rate-limit; no attempt spent, its slot free meanwhile): ${error}`])
     const budget = ended(
       { outcome: 'paused', error: 'the user-daily cap is spent', wait: { until, reason: 'budget', cap: 'user-daily', maxWaitSeconds: null } },
       { state: 'retrying', resumed: false, retry_in: null, wait: 'budget' },
     )
     expect(budget[0]).toMatch(/^ctxagent worker w1: job 7: paused; waits until \S+ \(budget user-daily; no attempt spent/)
     // A retry after a failure stays a warning, a failed job an error.
-    expect(ended({ outcome: 'paused', error: 'answered 503' }, { state: 'retrying', resumed: false, retry_in: 1.5 })[0]).toMatch(/: warning: job 7: paused; retrying in 1.5s/)
-    expect(ended({ outcome: 'failed', error: 'boom' }, { state: 'failed', resumed: false, retry_in: null })[0]).toMatch(/: error: job 7: failed \(job failed: boom\)/)
+    expect(ended({ outcome: 'paused', error: 'answered 503' }, { state: 'retrying', resumed: false, retry_in: 1.5 })[0]).toMatch(
+      /: warning: job 7: paused; retrying in 1.5s/,
+    )
+    expect(ended({ outcome: 'failed', error: 'boom' }, { state: 'failed', resumed: false, retry_in: null })[0]).toMatch(
+      /: error: job 7: failed \(job failed: boom\)/,
+    )
   })
 
   it("its agent's own line for the pause is an info line with wait_reason and wait_until, which the text log shows without error:", () => {

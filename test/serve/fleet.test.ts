@@ -125,13 +125,18 @@ describe('serve with a fleet (PostgreSQL)', () => {
       `UPDATE fleet_jobs SET state = 'retrying', outcome = 'paused', attempts = 1, limit_waits = 1, wait_reason = 'rate-limit', next_run_at = $2, error = $3, finished_at = now() WHERE id = $1`,
       [limited, until, why],
     )
-    await queryRows(server.url, `UPDATE fleet_jobs SET state = 'failed', outcome = 'failed', attempts = 1, error = 'the agent crashed', finished_at = now() WHERE id = $1`, [broken])
+    await queryRows(
+      server.url,
+      `UPDATE fleet_jobs SET state = 'failed', outcome = 'failed', attempts = 1, error = 'the agent crashed', finished_at = now() WHERE id = $1`,
+      [broken],
+    )
     const s = await startServe(tree.base, { config, env })
     const page = await (await s.get('/fleet', { headers: { authorization: `Bearer ${TOKEN}` } })).text()
     const errors = page.slice(page.indexOf('<h2>Recent job errors</h2>'), page.indexOf('</section>', page.indexOf('<h2>Recent job errors</h2>')))
     expect(errors).toContain('the agent crashed')
     expect(errors).not.toContain('usage limit')
-    const rowOf = (id: number | undefined) => page.slice(page.indexOf(`<tr><td class="n">${id}</td><td>`), page.indexOf('</tr>', page.indexOf(`<tr><td class="n">${id}</td><td>`)))
+    const rowOf = (id: number | undefined) =>
+      page.slice(page.indexOf(`<tr><td class="n">${id}</td><td>`), page.indexOf('</tr>', page.indexOf(`<tr><td class="n">${id}</td><td>`)))
     const waiting = rowOf(limited)
     expect(waiting).toContain(`waiting for rate-limit until ${until}`)
     expect(waiting).toContain(`<td class="wait">${why}</td>`)

@@ -161,7 +161,8 @@ async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'
   // with its reason and time, which a worker's log relays as news, not an error. The exit code stays the pause's.
   const wait = plannedWait(outcome)
   const fields = { uuid: outcome.uuid, ...(err.hint ? { hint: err.hint } : {}), exit_code: err.exitCode }
-  if (wait !== null) jsonLine('info', `task ${outcome.uuid} waits until ${wait.wait_until} (${wait.wait_reason}): ${outcome.error ?? ''}`, { ...fields, ...wait })
+  if (wait !== null)
+    jsonLine('info', `task ${outcome.uuid} waits until ${wait.wait_until} (${wait.wait_reason}): ${outcome.error ?? ''}`, { ...fields, ...wait })
   else jsonLine('error', err.message, fields)
   throw new CtxError(err.message, { exitCode: err.exitCode, logged: true })
 }
