@@ -6,7 +6,7 @@ import { clip, grouped } from '../../text.js'
 import { mainArgument } from '../../tools/main-argument.js'
 import type { RequestsCost, TokenSplit } from '../../operations/tokens.js'
 import { deliveryLine, deliveryOf } from '../../storage/task/delivery.js'
-import { environmentLine, environmentOf, testRunLine, testRunOf } from '../../storage/task/environment-view.js'
+import { environmentLine, environmentOf, instructionsLine, instructionsOf, testRunLine, testRunOf } from '../../storage/task/environment-view.js'
 import type { ownerState } from '../../storage/lock/staleness.js'
 import { diedState } from '../../storage/task/lifecycle.js'
 
@@ -57,6 +57,8 @@ export function renderOverview(
   const environment = environmentOf(s)
   if (environment !== null)
     lines.push(`${c.bold('Environment:')} ${environment.status === 'ready' ? environmentLine(environment) : c.red(environmentLine(environment))}`)
+  const instructions = instructionsOf(s)
+  if (instructions !== null) lines.push(`${c.bold('Instructions:')} ${instructionsLine(instructions)}`)
   const tested = testRunOf(s)
   if (tested !== null) lines.push(`${c.bold('Test command:')} ${tested.exit_code === 0 ? testRunLine(tested) : c.yellow(testRunLine(tested))}`)
   const delivered = deliveryOf(s)
