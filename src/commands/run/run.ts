@@ -11,7 +11,7 @@ import { durationArg, positiveIntArg, usdArg, withEnv } from '../../command-kit/
 import { refuseSpentBudget } from '../../run/budget-start.js'
 import { failedOutcome, isRefusal } from './run-failure.js'
 import type { Started } from './run-failure.js'
-import { outcomeError, renderOutcome } from './run-outcome.js'
+import { outcomeError, plannedWait, renderOutcome } from './run-outcome.js'
 import { prepareNew, prepareResume, startingTask } from './run-prepare.js'
 import { refuseConfigInWorkspace } from './run-refusals.js'
 import { runOptionsProblem } from './run-options.js'
@@ -139,6 +139,12 @@ async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'
   if (outcome.exit_code === 0) return
   const err = outcomeError(outcome, ctx.env.CTXAGENT_FLEET_JOB !== undefined)
   if (logFormat === 'text') throw err
-  jsonLine('error', err.message, { uuid: outcome.uuid, ...(err.hint ? { hint: err.hint } : {}), exit_code: err.exitCode })
+  // A pause until a usage limit lifts or a budget window resets is a planned wait (docs/running.md#waits): an info line
+  // with its reason and time, which a worker's log relays as news, not an error. The exit code stays the pause's.
+  const wait = plannedWait(outcome)
+  const fields = { uuid: outcome.uuid, ...(err.hint ? { hint: err.hint } : {}), exit_code: err.exitCode }
+  if (wait !== null)
+    jsonLine('info', `task ${outcome.uuid} waits until ${wait.wait_until} (${wait.wait_reason}): ${outcome.error ?? ''}`, { ...fields, ...wait })
+  else jsonLine('error', err.message, fields)
   throw new CtxError(err.message, { exitCode: err.exitCode, logged: true })
 }
