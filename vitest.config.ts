@@ -3,6 +3,8 @@ import { defineConfig } from 'vitest/config'
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // First, one line naming any system package the tests need and the machine lacks (docs/development.md#tests).
+    globalSetup: ['test/helpers/check-system.ts'],
     // Multi-process tests spawn real children; give them room on a 2-core machine.
     testTimeout: 60_000,
     hookTimeout: 60_000,

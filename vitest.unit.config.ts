@@ -7,9 +7,11 @@ import { defineConfig } from 'vitest/config'
 export default defineConfig({
   test: {
     include: [
+      'test/actions/{comment,compress,enqueue}.test.ts',
       'test/architecture/layers.test.ts',
       'test/bench/dist-imports.test.ts',
       'test/commands/jobs-list.test.ts',
+      'test/commands/run-options.test.ts',
       'test/commands/view-render.test.ts',
       'test/config/example.test.ts',
       'test/config/trust.test.ts',
@@ -17,6 +19,7 @@ export default defineConfig({
       'test/docs/*.test.ts',
       'test/fleet/task-outcome.test.ts',
       'test/fleet/worker-log.test.ts',
+      'test/helpers/system-packages.test.ts',
       'test/llm/reply.test.ts',
       'test/operations/tokens.test.ts',
       'test/cli.test.ts',

@@ -8,7 +8,7 @@ import { readJsonl } from '../storage/format/jsonl.js'
 import type { JsonRecord } from '../storage/format/jsonl.js'
 import { readOverview } from '../storage/task/reader.js'
 import { UsageError } from '../errors.js'
-import { costOf, requestsCost, splitOf } from '../operations/tokens.js'
+import { costOf, requestsCost, splitOf, taskBill } from '../operations/tokens.js'
 import type { RequestsCost } from '../operations/tokens.js'
 import { withEnv } from '../command-kit/shared.js'
 import { deliveryLine, deliveryOf } from '../storage/task/delivery.js'
@@ -67,6 +67,8 @@ async function exportTask(ctx: CommandEnv, _opts: ExportOptions, id: string): Pr
       `| prompt, cached, completion | ${n(split.prompt)}, ${n(split.cached)}${split.cache_write ? ` (+${n(split.cache_write)} written to the cache)` : ''}, ${n(split.completion)} |`,
     )
     if (cost !== null) out.push(`| cost (turns) | $${cost.toFixed(4)} |`)
+    // The task's bill, as stats and view --json give it: turns, compactions and final summary, rounded once (docs/running.md#budgets).
+    const bill = taskBill(model, s, ctx.config.pricing)
     for (const [label, usage] of [
       ['compactions', requestsCost(model, s.compaction_tokens, ctx.config.pricing)],
       ['final summary', requestsCost(model, s.final_summary_tokens, ctx.config.pricing)],
@@ -76,6 +78,7 @@ async function exportTask(ctx: CommandEnv, _opts: ExportOptions, id: string): Pr
           `| ${label} | ${usage.requests} request${usage.requests === 1 ? '' : 's'}, ${n(usage.prompt)} prompt (${n(usage.cached)} cached), ${n(usage.completion)} completion${usage.cost_usd !== null ? `, $${usage.cost_usd.toFixed(4)}` : ''} |`,
         )
     }
+    if (bill !== null) out.push(`| cost | $${bill.toFixed(6)} |`)
   }
   if (s?.error) out.push(`| error | ${cell(s.error)} |`)
   const delivered = deliveryOf(s)

@@ -1,6 +1,6 @@
 import { Command, InvalidArgumentError, Option } from 'commander'
 import type { CommandEnv } from '../command-env.js'
-import { auditTask } from '../command-env.js'
+import { auditTask, openIndex } from '../command-env.js'
 import { CtxError, UsageError } from '../errors.js'
 import type { PollReport } from '../fleet/poll/poller.js'
 import { PollDatabaseError, pollPass } from '../fleet/poll/poller.js'
@@ -8,6 +8,8 @@ import type { JobSpec } from '../fleet/queue/job-spec.js'
 import { MAX_TIMER_MS } from '../run/stop.js'
 import type { ReviewReport } from '../fleet/poll/review-loop.js'
 import { reviewPass } from '../fleet/poll/review-loop.js'
+import { outcomesPass } from '../fleet/poll/outcomes-pass.js'
+import type { RefreshReport } from '../operations/outcomes-refresh.js'
 import type { ReviewWatch, Tracker, TriggerCheck } from '../sources/types.js'
 import { placement } from '../actions/job-placement.js'
 import type { PlacementOptions } from '../actions/job-placement.js'
@@ -105,6 +107,11 @@ async function poll(ctx: CommandEnv, opts: PollOptions): Promise<void> {
     }
   }
   const { pool } = await fleetPool(ctx, 'poll')
+  // The outcomes of the requests ctxagent opened are refreshed into the fleet's index each pass (docs/contract.md §17).
+  const store = await openIndex(ctx, true).catch(async (err: unknown) => {
+    await pool.end().catch(() => undefined)
+    throw err
+  })
   auditTask(ctx, 'poll', null)
   let by: NodeJS.Signals | null = null
   const onSignal = (name: NodeJS.Signals) => {
@@ -120,6 +127,7 @@ async function poll(ctx: CommandEnv, opts: PollOptions): Promise<void> {
       for (const target of targets) {
         let report
         let review
+        let outcomes
         try {
           const trigger = ctx.config.sources.trusted === 'write' ? target.watch : null
           report = await pollPass(pool, ctx.layout, target.tracker, {
@@ -139,6 +147,12 @@ async function poll(ctx: CommandEnv, opts: PollOptions): Promise<void> {
           }).catch((err: unknown) => {
             throw stop.signal.aborted || err instanceof CtxError ? err : new PollDatabaseError(err)
           })
+          outcomes =
+            store === null
+              ? null
+              : await outcomesPass(pool, store, ctx.layout, ctx.config, target.tracker.name, ctx.now(), stop.signal).catch((err: unknown) => {
+                  throw stop.signal.aborted || err instanceof CtxError ? err : new PollDatabaseError(err)
+                })
         } catch (err) {
           // Stopped mid-pass: what the pass left, the next pass of any poller finishes.
           if (stop.signal.aborted) throw interrupted(by ?? 'SIGTERM')
@@ -148,12 +162,13 @@ async function poll(ctx: CommandEnv, opts: PollOptions): Promise<void> {
           break
         }
         if (report.errors.length > 0 || review.errors.length > 0) failed = true
-        show(ctx, report, review)
+        show(ctx, report, review, outcomes)
       }
     } while (!opts.once && !stop.signal.aborted && (await pause(opts.interval ?? DEFAULT_INTERVAL_MS, stopped)))
   } finally {
     process.off('SIGINT', onSignal)
     process.off('SIGTERM', onSignal)
+    await store?.close()
     await pool.end().catch(() => undefined)
   }
   if (opts.once && failed) process.exitCode = 1
@@ -167,9 +182,9 @@ function interrupted(by: NodeJS.Signals): CtxError {
   })
 }
 
-function show(ctx: CommandEnv, r: PollReport, review: ReviewReport): void {
+function show(ctx: CommandEnv, r: PollReport, review: ReviewReport, outcomes: RefreshReport | null): void {
   if (ctx.json) {
-    ctx.io.jsonl({ ts: ctx.now().toISOString(), ...r, review })
+    ctx.io.jsonl({ ts: ctx.now().toISOString(), ...r, review, ...(outcomes ? { outcomes } : {}) })
     return
   }
   const parts = [`${r.listed} open with the label`, `${r.queued.length} queued${r.queued.length ? ` (${r.queued.join(', ')})` : ''}`]
@@ -183,6 +198,7 @@ function show(ctx: CommandEnv, r: PollReport, review: ReviewReport): void {
     )
   if (review.exhausted.length) parts.push(`deliver.max_rounds reached (${review.exhausted.join(', ')})`)
   if (review.forgotten.length) parts.push(`merged or closed, forgotten (${review.forgotten.join(', ')})`)
+  if (outcomes?.refreshed.length) parts.push(`${outcomes.refreshed.length} pull request outcome(s) refreshed`)
   ctx.io.out(`${ctx.now().toISOString()} poll ${r.source}: ${parts.join('; ')}`)
-  for (const error of [...r.errors, ...review.errors]) ctx.io.warn(`poll ${r.source}: ${error} (tried again next pass)`)
+  for (const error of [...r.errors, ...review.errors, ...(outcomes?.errors ?? [])]) ctx.io.warn(`poll ${r.source}: ${error} (tried again next pass)`)
 }

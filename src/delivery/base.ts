@@ -1,15 +1,19 @@
 import { UsageError } from '../errors.js'
 import { git } from './git.js'
+import { recordRepository } from './repository.js'
+import type { RepositoryRecord } from './repository.js'
 
 /** What a task records at start for its delivery (docs/delivery.md#the-base). */
 export interface DeliveryBase {
   base_commit: string
   base_branch: string | null
   base_remote: string | null
+  base_git: RepositoryRecord
 }
 
 /**
- * The commit, branch and `origin` the workspace has when the task starts, read before
+ * The commit, branch and `origin` the workspace has when the task starts, and the
+ * repository its `.git` names then (docs/delivery.md#the-repository), read before
  * the agent can change anything; a workspace that cannot be delivered from is refused
  * then (a usage error, nothing written), not after the work is done.
  */
@@ -33,7 +37,8 @@ export async function deliveryBase(workspace: string, mode: 'branch' | 'pr'): Pr
       "the workspace's origin URL holds a user name or password",
       'remove it from the URL (git remote set-url origin URL); ctxagent gives the forge token to git itself',
     )
-  return { base_commit: commit.trim(), base_branch: branch === '' ? null : branch, base_remote: remote === '' ? null : remote }
+  const repository = await recordRepository(workspace)
+  return { base_commit: commit.trim(), base_branch: branch === '' ? null : branch, base_remote: remote === '' ? null : remote, base_git: repository }
 }
 
 function hasCredentials(url: string): boolean {

@@ -1,4 +1,3 @@
-import { statSync } from 'node:fs'
 import type { Config } from '../config/schema.js'
 import { itemTitle, openChangeRequest } from '../sources/change-request.js'
 import { marker } from '../sources/marker.js'
@@ -6,19 +5,28 @@ import { maskText } from '../storage/format/mask.js'
 import type { DeliveryTarget, TaskKey } from '../storage/task/metadata.js'
 import { pauseAtForTest } from '../test-pause.js'
 import { refusals } from './checks.js'
+import { ctxagentCommit, placeInRepository } from './commit.js'
 import { git } from './git.js'
-import { forgeOf, notTheTaskRepository, push } from './push.js'
+import { outgoingRefusals } from './outgoing.js'
 import { fileChanges, prBody } from './pr-body.js'
 import type { TaskFacts } from './pr-body.js'
-import { giveTo, stage } from './stage.js'
+import { forgeOf, notTheTaskRepository, push, remoteTips } from './push.js'
+import { repositoryChanged } from './repository.js'
+import type { RepositoryRecord } from './repository.js'
+import { stage } from './stage.js'
 import type { Staged } from './stage.js'
 
 export interface DeliveryInput {
   config: Config
   mode: 'branch' | 'pr'
-  workspace: string
+  /** The repository the task started with (metadata's `run.base_git`): delivery reads and writes through it only. */
+  repository: RepositoryRecord
   /** What the task started from (metadata's run record). */
   base: { commit: string; branch: string | null; remote: string | null }
+  /** The commit an earlier attempt made, as the task's state recorded it (null: none). */
+  made: string | null
+  /** Records the commit in the task's state before it goes anywhere (the record `made` is read from next time). */
+  remember(commit: string): Promise<void>
   target: DeliveryTarget
   uuid: string
   key: TaskKey
@@ -40,34 +48,44 @@ export interface DeliveryOutcome {
 }
 
 /**
- * Delivers a completed task's change (docs/delivery.md): commits the workspace's files on
- * a branch of the workspace's repository without moving its checkout, and with mode pr
- * pushes it and opens a PR/MR (or, on a PR's head branch, pushes one more commit there).
- * Idempotent: a second call after a crash finds the branch and the PR it made. Never
- * throws for the change or the forge: what went wrong is the outcome's `refused`.
+ * Delivers a completed task's change (docs/delivery.md): ctxagent's own commit of the
+ * work tree's files, on a branch of the repository the task started with, without moving
+ * its checkout; with mode pr, once nothing the push would send holds a secret, pushes it
+ * and opens a PR/MR (or, on a PR's head branch, pushes one more commit there).
+ * Idempotent: a second call after a crash reuses the commit the task's state recorded and
+ * finds the PR it opened. Never throws for the change or the forge: what went wrong is
+ * the outcome's `refused`.
  */
 export async function deliver(input: DeliveryInput): Promise<DeliveryOutcome> {
   const branch = input.target.kind === 'pr-head' ? input.target.branch : branchName(input.config.deliver.branch, input.key, input.uuid)
+  const ref = `refs/heads/${branch}`
   const outcome: DeliveryOutcome = { mode: input.mode, branch: null, commit: null, pushed: false, pr: null, refused: null }
   const refuse = (why: string): DeliveryOutcome => ({ ...outcome, refused: maskText(why) })
-  if (!(await validBranch(branch, input.workspace))) return refuse(`the branch name ${branch} is not a valid git branch name (deliver.branch)`)
+  if (!(await validBranch(branch, input.repository.top))) return refuse(`the branch name ${branch} is not a valid git branch name (deliver.branch)`)
+  const changed = await repositoryChanged(input.repository)
+  if (changed !== null) return refuse(changed)
   let staged: Staged | null = null
   try {
-    staged = await stage(input.workspace, input.base.commit)
+    staged = await stage(input.repository, input.base.commit)
     if (staged.tree === staged.baseTree) return refuse('no changes: the workspace holds nothing to commit over the commit the task started from')
     const problems = await refusals(staged, input.base.commit, { exclude: input.config.deliver.exclude, maxFileBytes: input.config.deliver.max_file_bytes })
-    if (problems.length > 0)
-      return refuse(
-        `not delivered: ${problems.slice(0, 5).join('; ')}${problems.length > 5 ? `; and ${problems.length - 5} more` : ''}. The workspace keeps the files.`,
-      )
-    const commit = await commitOnBranch(staged, input, branch)
+    if (problems.length > 0) return refuse(`not delivered: ${listed(problems)}. The workspace keeps the files.`)
+    const commit = await ctxagentCommit(
+      staged,
+      { parent: input.base.commit, made: input.made, ...identityOf(input.config), message: commitMessage(input) },
+      ref,
+    )
+    // Recorded before it leaves the staging directory: a re-run after a crash finds this very commit, never one of the same shape.
+    await input.remember(commit)
+    await placeInRepository(staged, input.repository, ref, commit, input.target.kind === 'new-branch')
     Object.assign(outcome, { branch, commit })
-    if (typeof commit !== 'string') return refuse(commit.refused)
     await pauseAtForTest('deliver-committed')
     if (input.mode === 'branch') return outcome
     if (input.base.remote === null) return refuse('the workspace had no origin when the task started; the branch is committed, not pushed')
     const elsewhere = notTheTaskRepository(input.config, input.key, input.base.remote)
     if (elsewhere !== null) return refuse(elsewhere)
+    const leaving = await outgoingRefusals(staged, commit, await remoteTips(staged, input.config, input.base.remote))
+    if (leaving.length > 0) return refuse(`not pushed: ${listed(leaving)}. The branch is committed in the workspace.`)
     await push(staged, input.config, input.base.remote, branch)
     outcome.pushed = true
     await pauseAtForTest('deliver-pushed')
@@ -96,67 +114,12 @@ export async function deliver(input: DeliveryInput): Promise<DeliveryOutcome> {
   }
 }
 
-/**
- * The commit of the change on `branch`, in the workspace's repository: the one an earlier
- * attempt made (same tree, same parent) when there is one, else a new one. Its objects
- * and the branch reach the workspace's repository by a fetch from the staging directory,
- * run (as root) as the workspace's owner, so what it writes into `.git` stays its files.
- */
-async function commitOnBranch(staged: Staged, input: DeliveryInput, branch: string): Promise<string | { refused: string }> {
-  const ref = `refs/heads/${branch}`
-  const existing = (await staged.run(['rev-parse', '--verify', '--quiet', `${ref}^{commit}`], { env: { GIT_DIR: staged.repoGitDir } }).catch(() => '')).trim()
-  if (existing !== '' && existing !== input.base.commit) {
-    const [tree, parent] = (await staged.run(['show', '-s', '--format=%T %P', existing], { env: { GIT_DIR: staged.repoGitDir } })).trim().split(' ')
-    if (tree === staged.tree && parent === input.base.commit) {
-      // An earlier attempt's commit: the staging directory names it too (its objects are the workspace's).
-      await staged.run(['update-ref', ref, existing])
-      return existing
-    }
-    return {
-      refused:
-        input.target.kind === 'pr-head'
-          ? `the branch ${branch} moved since the task started; nothing pushed (no force-push)`
-          : `a branch ${branch} already exists with another commit; nothing overwritten`,
-    }
-  }
-  const author = input.config.deliver.author
-  const name = author.name ?? input.config.github.bot_name ?? input.config.gitlab.bot_name ?? 'ctxagent'
+/** deliver.author, else the bot's name, with a no-reply address. */
+function identityOf(config: Config): { name: string; email: string } {
+  const author = config.deliver.author
+  const name = author.name ?? config.github.bot_name ?? config.gitlab.bot_name ?? 'ctxagent'
   const email = author.email ?? `${name.replace(/[^A-Za-z0-9._-]/g, '-')}@users.noreply.ctxagent.invalid`
-  const identity = { GIT_AUTHOR_NAME: name, GIT_AUTHOR_EMAIL: email, GIT_COMMITTER_NAME: name, GIT_COMMITTER_EMAIL: email }
-  const message = `${firstLine(input.answer)}\n\nctxagent task ${input.uuid}\n`
-  const commit = (
-    await staged.run(['commit-tree', '--no-gpg-sign', staged.tree, '-p', input.base.commit, '-F', '-'], { env: identity, input: maskText(message) })
-  ).trim()
-  await staged.run(['update-ref', ref, commit])
-  // The repository's git directory's owner, not the work tree's: a task's worktree is its sandbox user's.
-  const owner = ownerOf(staged.repoGitDir)
-  if (owner !== null) giveTo(staged.gitDir, owner.uid, owner.gid)
-  const asOwner = owner === null ? {} : owner
-  const current = (await git(['symbolic-ref', '--quiet', 'HEAD'], { safeDir: staged.top, cwd: input.workspace }).catch(() => '')).trim()
-  await git(
-    [
-      'fetch',
-      '--quiet',
-      '--no-tags',
-      '--no-write-fetch-head',
-      '--no-recurse-submodules',
-      ...(current === ref ? ['--update-head-ok'] : []),
-      staged.gitDir,
-      `${ref}:${ref}`,
-    ],
-    // The workspace's config may rewrite URLs (url.<base>.insteadOf); the longest match wins, and this one is the whole path.
-    { safeDir: staged.top, cwd: input.workspace, ...asOwner, config: [`url.${staged.gitDir}.insteadOf=${staged.gitDir}`] },
-  )
-  // On a PR's head branch the commit is the checkout's own now: its index follows (the files are already the commit's).
-  if (current === ref) await git(['read-tree', commit], { safeDir: staged.top, cwd: input.workspace, ...asOwner })
-  return commit
-}
-
-/** As root, the owner of a workspace that is not root's (git then runs as that user). */
-function ownerOf(dir: string): { uid: number; gid: number } | null {
-  if (process.getuid?.() !== 0) return null
-  const { uid, gid } = statSync(dir)
-  return uid === 0 ? null : { uid, gid }
+  return { name, email }
 }
 
 /** deliver.branch with <key> (the issue's number or the task id), <uuid8> and <uuid> filled in. */
@@ -169,11 +132,20 @@ export function branchName(template: string, key: TaskKey, uuid: string): string
   return template.replaceAll('<key>', id).replaceAll('<uuid8>', uuid.slice(0, 8)).replaceAll('<uuid>', uuid)
 }
 
-async function validBranch(name: string, workspace: string): Promise<boolean> {
+async function validBranch(name: string, top: string): Promise<boolean> {
   if (name.startsWith('-')) return false
-  return git(['check-ref-format', '--branch', name], { safeDir: workspace, cwd: '/' })
+  return git(['check-ref-format', '--branch', name], { safeDir: top, cwd: '/' })
     .then(() => true)
     .catch(() => false)
+}
+
+function listed(problems: string[]): string {
+  return `${problems.slice(0, 5).join('; ')}${problems.length > 5 ? `; and ${problems.length - 5} more` : ''}`
+}
+
+/** ctxagent's message: the answer's first line (masked) and the task. */
+function commitMessage(input: DeliveryInput): string {
+  return maskText(`${firstLine(input.answer)}\n\nctxagent task ${input.uuid}\n`)
 }
 
 function firstLine(text: string): string {

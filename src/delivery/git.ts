@@ -57,6 +57,8 @@ export interface GitOptions {
   /** Let git read the host's system and global configuration (a push with git's own credentials). */
   hostConfig?: boolean
   input?: string
+  /** How stdout is decoded (latin1: one character a byte, for object contents); utf8 unless given. */
+  encoding?: 'utf8' | 'latin1'
   /** Bytes of output at most (diffs). */
   maxBuffer?: number
 }
@@ -91,6 +93,7 @@ export function git(args: readonly string[], options: GitOptions): Promise<strin
       {
         env,
         cwd: options.cwd ?? '/',
+        encoding: options.encoding ?? 'utf8',
         maxBuffer: options.maxBuffer ?? 64 * 1024 * 1024,
         timeout: 600_000,
         ...(options.uid !== undefined ? { uid: options.uid, gid: options.gid ?? options.uid } : {}),

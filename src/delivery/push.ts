@@ -2,6 +2,7 @@ import type { Config } from '../config/schema.js'
 import type { Forge } from '../sources/change-request.js'
 import type { TaskKey } from '../storage/task/metadata.js'
 import { HELPER, helperEnv, httpOrigin } from './credential-helper.js'
+import type { GitOptions } from './git.js'
 import type { Staged } from './stage.js'
 
 /** A forge token for the origin's host, and the user name its forge expects with it over HTTPS. */
@@ -19,19 +20,30 @@ interface Credential {
  * the remote and the delivery says so.
  */
 export async function push(staged: Staged, config: Config, url: string, branch: string): Promise<void> {
+  const refspec = `refs/heads/${branch}:refs/heads/${branch}`
+  await staged.run(['push', '--quiet', '--no-verify', '--no-recurse-submodules', '--', url, refspec], remoteOptions(staged, config, url))
+}
+
+/**
+ * The commits the remote's branches and tags point at (`git ls-remote`, with the push's
+ * credentials): what the forge already has, so that what a push would send is known
+ * before it is sent (docs/delivery.md#secrets).
+ */
+export async function remoteTips(staged: Staged, config: Config, url: string): Promise<string[]> {
+  const listed = await staged.run(['ls-remote', '--quiet', '--', url], remoteOptions(staged, config, url))
+  const tips = listed
+    .split('\n')
+    .map((line) => line.split('\t')[0] ?? '')
+    .filter((id) => /^[0-9a-f]{40,64}$/.test(id))
+  return [...new Set(tips)]
+}
+
+/** How git talks to the origin: with the forge's token through the helper, else with git's own credentials (the host's configuration). */
+function remoteOptions(staged: Staged, config: Config, url: string): Partial<GitOptions> {
   const credential = credentialFor(config, url)
   const env = credential === null ? null : helperEnv(url, credential.username, credential.token)
-  const refspec = `refs/heads/${branch}:refs/heads/${branch}`
-  const args = ['push', '--quiet', '--no-verify', '--no-recurse-submodules', '--', url, refspec]
-  if (env === null) {
-    await staged.run(args, { hostConfig: true, cwd: staged.gitDir })
-    return
-  }
-  await staged.run(args, {
-    cwd: staged.gitDir,
-    config: ['credential.helper=', `credential.helper=${HELPER}`],
-    env,
-  })
+  if (env === null) return { hostConfig: true, cwd: staged.gitDir }
+  return { cwd: staged.gitDir, config: ['credential.helper=', `credential.helper=${HELPER}`], env }
 }
 
 function credentialFor(config: Config, url: string): Credential | null {

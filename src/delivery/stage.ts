@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { git } from './git.js'
 import type { GitOptions } from './git.js'
+import type { RepositoryRecord } from './repository.js'
 
 /** One path the change adds or modifies (deleted paths carry nothing out). */
 export interface ChangedFile {
@@ -22,7 +23,7 @@ export interface ChangedFile {
 export interface Staged {
   /** The git directory (a temporary directory; removed by `discard`). */
   gitDir: string
-  /** The workspace's repository: its top level and its (common) git directory. */
+  /** The repository the task started with (docs/delivery.md#the-repository): its work tree's top and its common git directory. */
   top: string
   repoGitDir: string
   tree: string
@@ -33,15 +34,18 @@ export interface Staged {
   discard(): void
 }
 
-/** Stages the workspace's tracked and new files (.gitignore respected) over `base`. */
-export async function stage(workspace: string, base: string): Promise<Staged> {
-  const read = (args: string[]) => git(args, { safeDir: workspace, cwd: workspace }).then((s) => s.trim())
-  const top = await read(['rev-parse', '--show-toplevel'])
-  const repoGitDir = await read(['rev-parse', '--path-format=absolute', '--git-common-dir'])
-  const format = await read(['rev-parse', '--show-object-format']).catch(() => 'sha1')
+/**
+ * Stages the work tree's tracked and new files (.gitignore respected) over `base`, in the
+ * repository recorded at the task's start: its top and git directories are the record's,
+ * never what the workspace's `.git` names now.
+ */
+export async function stage(repo: RepositoryRecord, base: string): Promise<Staged> {
+  const top = repo.top
+  const repoGitDir = repo.common_dir.path
+  const format = (await git(['rev-parse', '--show-object-format'], { safeDir: top, env: { GIT_DIR: repo.git_dir.path } }).catch(() => 'sha1')).trim()
   const gitDir = mkdtempSync(join(tmpdir(), 'ctxagent-deliver-'))
   const env = { GIT_DIR: gitDir, GIT_WORK_TREE: top, GIT_INDEX_FILE: join(gitDir, 'index') }
-  const run = (args: readonly string[], more: Partial<GitOptions> = {}) => git(args, { safeDir: top, cwd: workspace, ...more, env: { ...env, ...more.env } })
+  const run = (args: readonly string[], more: Partial<GitOptions> = {}) => git(args, { safeDir: top, cwd: top, ...more, env: { ...env, ...more.env } })
   const discard = () => rmSync(gitDir, { recursive: true, force: true })
   try {
     await git(['init', '--quiet', '--bare', '--template=', `--object-format=${format}`, gitDir], { safeDir: gitDir })

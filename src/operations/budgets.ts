@@ -1,6 +1,6 @@
 import type { Config } from '../config/schema.js'
 import type { BudgetCap, TaskState } from '../storage/task/state.js'
-import { costOf, splitOf } from './tokens.js'
+import { taskBill } from './tokens.js'
 
 /**
  * Spend caps in USD (docs/running.md#budgets): which apply to a user's task, what a
@@ -47,14 +47,9 @@ export function requestEstimate(price: ModelPrice, promptTokens: number, maxToke
   return (promptTokens * price.prompt + maxTokens * price.completion) / 1_000_000
 }
 
-/** What a task has cost so far, from its recorded tokens: the turns, the compactions and the final summary. */
+/** What a task has cost so far, from its recorded tokens: its bill (taskBill), the turns, the compactions and the final summary. */
 export function taskSpend(state: TaskState, model: string, pricing: Config['pricing']): number {
-  const turns = costOf(model, splitOf(state), pricing) ?? 0
-  const extra = [state.compaction_tokens, state.final_summary_tokens].reduce(
-    (sum, u) => sum + (u ? (costOf(model, { prompt: u.prompt_tokens, completion: u.completion_tokens, cached: u.cached_tokens }, pricing) ?? 0) : 0),
-    0,
-  )
-  return turns + extra
+  return taskBill(model, state, pricing) ?? 0
 }
 
 const formats = new Map<string, Intl.DateTimeFormat>()

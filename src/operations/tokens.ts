@@ -48,17 +48,62 @@ export function costOf(
   split: Pick<TokenSplit, 'prompt' | 'completion' | 'cached' | 'cache_write'>,
   pricing: Config['pricing'],
 ): number | null {
+  const usd = unroundedCost(model, split, pricing)
+  return usd === null ? null : roundUsd(usd)
+}
+
+/** The one rounding of a cost: to a millionth of a dollar (docs/running.md#budgets). */
+export function roundUsd(usd: number): number {
+  return Math.round(usd * 1e6) / 1e6
+}
+
+function unroundedCost(
+  model: string | null | undefined,
+  split: Pick<TokenSplit, 'prompt' | 'completion' | 'cached' | 'cache_write'>,
+  pricing: Config['pricing'],
+): number | null {
   if (!model || !Object.hasOwn(pricing, model)) return null
   const price = pricing[model] as Config['pricing'][string]
   const cached = Math.min(split.cached, split.prompt)
   const written = Math.min(split.cache_write ?? 0, split.prompt - cached)
-  const usd =
+  return (
     ((split.prompt - cached - written) * price.prompt +
       cached * (price.cached ?? price.prompt) +
       written * (price.cache_write ?? price.prompt) +
       split.completion * price.completion) /
     1_000_000
-  return Math.round(usd * 1e6) / 1e6
+  )
+}
+
+/**
+ * A task's bill (docs/running.md#budgets): its turns, its compactions' summaries and its final summary, all billed,
+ * summed and rounded once; null when its model has no price. `stats`, `view`, `export` and the caps read this one figure.
+ */
+export function taskBill(
+  model: string | null | undefined,
+  state: Pick<
+    TaskState,
+    'total_tokens_used' | 'prompt_tokens' | 'completion_tokens' | 'cached_tokens' | 'cache_write_tokens' | 'compaction_tokens' | 'final_summary_tokens'
+  >,
+  pricing: Config['pricing'],
+): number | null {
+  return billFrom(model, splitOf(state), [state.compaction_tokens, state.final_summary_tokens], pricing)
+}
+
+/** The turns' split and the other requests' usage, priced and summed, rounded once. */
+function billFrom(
+  model: string | null | undefined,
+  turns: Pick<TokenSplit, 'prompt' | 'completion' | 'cached' | 'cache_write'>,
+  others: (RequestsUsage | undefined)[],
+  pricing: Config['pricing'],
+): number | null {
+  const usd = unroundedCost(model, turns, pricing)
+  if (usd === null) return null
+  const extra = others.reduce(
+    (sum, u) => sum + (u ? (unroundedCost(model, { prompt: u.prompt_tokens, completion: u.completion_tokens, cached: u.cached_tokens }, pricing) ?? 0) : 0),
+    0,
+  )
+  return roundUsd(usd + extra)
 }
 
 /**
@@ -87,7 +132,9 @@ export interface RequestsCost {
  */
 export function collectTokens(index: TaskIndex, layout: Layout, where: { sql: string; params: unknown[] }, pricing: Config['pricing']): TokenReport {
   const rows = index.db
-    .prepare(`SELECT uuid, location, metadata, total_tokens, prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens FROM tasks ${where.sql}`)
+    .prepare(
+      `SELECT uuid, location, metadata, total_tokens, prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens, summary_calls, final_summary_calls FROM tasks ${where.sql}`,
+    )
     .all(...where.params) as {
     uuid: string
     location: Location
@@ -97,6 +144,8 @@ export function collectTokens(index: TaskIndex, layout: Layout, where: { sql: st
     completion_tokens: number | null
     cached_tokens: number | null
     cache_write_tokens: number | null
+    summary_calls: number | null
+    final_summary_calls: number | null
   }[]
   const report: TokenReport = { total: 0, prompt: 0, completion: 0, cached: 0, cache_write: 0, unsplit: 0, cost_usd: null, unpriced_tasks: 0 }
   for (const row of rows) {
@@ -117,14 +166,38 @@ export function collectTokens(index: TaskIndex, layout: Layout, where: { sql: st
     report.cached += split.cached
     report.cache_write = (report.cache_write ?? 0) + (split.cache_write ?? 0)
     report.unsplit += Math.max(0, split.total - split.prompt - split.completion)
-    const cost = costOf(modelOf(row.metadata), split, pricing)
+    const cost = billOf(layout, row, split, modelOf(row.metadata), pricing)
     if (cost === null) report.unpriced_tasks++
-    else report.cost_usd = Math.round(((report.cost_usd ?? 0) + cost) * 1e6) / 1e6
+    else report.cost_usd = roundUsd((report.cost_usd ?? 0) + cost)
   }
   return report
 }
 
-function splitFromState(layout: Layout, row: { uuid: string; location: Location; total_tokens: number | null }): TokenSplit {
+/**
+ * A listed task's bill (taskBill): the turns' split from its index row; the index keeps no summaries' tokens, so a
+ * task whose row counts compactions or a final summary (summary_calls, final_summary_calls) reads theirs from its
+ * state.json (one file read per such task). An unreadable state: its turns only.
+ */
+function billOf(
+  layout: Layout,
+  row: { uuid: string; location: Location; summary_calls: number | null; final_summary_calls: number | null },
+  split: TokenSplit,
+  model: string | null,
+  pricing: Config['pricing'],
+): number | null {
+  let others: (RequestsUsage | undefined)[] = []
+  if ((row.summary_calls ?? 0) > 0 || (row.final_summary_calls ?? 0) > 0) {
+    try {
+      const state = readState(layout.taskDir(row.location, row.uuid))
+      if (state !== null) others = [state.compaction_tokens, state.final_summary_tokens]
+    } catch {
+      // Unreadable: the turns only, as the row has them.
+    }
+  }
+  return billFrom(model, split, others, pricing)
+}
+
+export function splitFromState(layout: Layout, row: { uuid: string; location: Location; total_tokens: number | null }): TokenSplit {
   let state: TaskState | null = null
   try {
     state = readState(layout.taskDir(row.location, row.uuid))

@@ -2,6 +2,8 @@ import type { Config } from '../config/schema.js'
 import { deliver } from '../delivery/deliver.js'
 import { deliveryBase } from '../delivery/base.js'
 import { taskFacts } from '../delivery/pr-body.js'
+import { recordRepository } from '../delivery/repository.js'
+import type { RepositoryRecord } from '../delivery/repository.js'
 import { prHeadTarget } from '../sources/pr-head.js'
 import type { Layout } from '../storage/fs/layout.js'
 import type { RunRecord, StartsFrom } from '../storage/task/metadata.js'
@@ -29,6 +31,7 @@ export interface DeliveryStart {
  */
 export async function deliveryStart(settings: RunSettings, config: Config, uuid: string): Promise<DeliveryStart> {
   if (settings.deliver === 'none') return { record: {}, made: undefined }
+  // The checkout's repository is checked here too (its record, base_git, refused if unusable): the worktree is made through it.
   const base = await deliveryBase(settings.workspace, settings.deliver)
   const tree = await taskTree({
     workspace: settings.workspace,
@@ -38,11 +41,21 @@ export async function deliveryStart(settings: RunSettings, config: Config, uuid:
     onPullHead: settings.prHead !== undefined && settings.prHead !== null,
     identity: sandboxIdentity(config.tools, settings.workspace),
   })
+  // Delivery works through the repository of the tree the agent works in (a worktree's `.git` is a gitfile naming
+  // its own git directory, beside the common one), recorded now, before the agent runs (docs/delivery.md#the-repository).
+  let repository: RepositoryRecord
+  try {
+    repository = tree.workspace === settings.workspace ? base.base_git : await recordRepository(tree.workspace)
+  } catch (err) {
+    if (tree.made) removeTaskTree(tree.startsFrom)
+    throw err
+  }
   settings.workspace = tree.workspace
   return {
     record: {
       deliver: settings.deliver,
       ...base,
+      base_git: repository,
       ...(settings.deliverTarget ? { deliver_target: settings.deliverTarget } : {}),
       workspace: tree.workspace,
       starts_from: tree.startsFrom,
@@ -99,17 +112,24 @@ export async function deliverCompleted(
     record.deliver === 'pr' && target.kind === 'new-branch'
       ? await openPullOfIssue(config, layout, handle.metadata.task_key, handle.uuid).catch(() => null)
       : null
-  let delivery = await deliver({
-    config,
-    mode: taken === null ? record.deliver : 'branch',
-    workspace: record.workspace,
-    base: { commit: record.base_commit, branch: record.base_branch ?? null, remote: record.base_remote ?? null },
-    target,
-    uuid: handle.uuid,
-    key: handle.metadata.task_key,
-    answer,
-    facts: record.deliver === 'pr' ? await taskFacts(handle.dir, handle.metadata, handle.state, config, new Date()) : null,
-  })
+  let delivery =
+    record.base_git === undefined
+      ? unrecorded(record.deliver)
+      : await deliver({
+          config,
+          mode: taken === null ? record.deliver : 'branch',
+          repository: record.base_git,
+          base: { commit: record.base_commit, branch: record.base_branch ?? null, remote: record.base_remote ?? null },
+          made: handle.state.delivery_commit ?? null,
+          remember: async (commit) => {
+            await handle.update({ delivery_commit: commit })
+          },
+          target,
+          uuid: handle.uuid,
+          key: handle.metadata.task_key,
+          answer,
+          facts: record.deliver === 'pr' ? await taskFacts(handle.dir, handle.metadata, handle.state, config, new Date()) : null,
+        })
   if (taken !== null)
     delivery = {
       ...delivery,
@@ -126,6 +146,18 @@ export async function deliverCompleted(
     )
   releaseTree(record, delivery, log)
   return delivery
+}
+
+/** A task started before its repository was recorded at start (docs/delivery.md#the-repository): not delivered from whatever `.git` names now. */
+function unrecorded(mode: 'branch' | 'pr'): Delivery {
+  return {
+    mode,
+    branch: null,
+    commit: null,
+    pushed: false,
+    pr: null,
+    refused: "the task started before ctxagent recorded its repository at start: not delivered (commit the workspace's change by hand)",
+  }
 }
 
 /** The outcome comment's line about the delivery. */

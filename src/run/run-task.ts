@@ -10,6 +10,7 @@ import { agentLimits, summarizerFor } from './agent-setup.js'
 import { ChatLoop } from './chat.js'
 import { deliveryStart } from './delivery-step.js'
 import { environmentStep, testStep } from './environment-step.js'
+import { instructionsStep } from './instructions-step.js'
 import { issueStatus, labelIssue, movesLabels } from './issue-labels.js'
 import { createRunLog } from './log.js'
 import { outcomeText } from './outcome.js'
@@ -101,7 +102,8 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     const tools = ToolRegistry.builtin({ allowShell: settings.allowShell, finish: !settings.chat })
     // A task whose agent stopped after its finish call, before state.json took the answer.
     let finished: RecordedFinish | null = null
-    if (start.kind === 'new') await beginNew(handle, run, start, inheritance, client, log, prepared.note)
+    if (start.kind === 'new')
+      await beginNew(handle, run, start, inheritance, client, log, { environment: prepared.note, instructions: await instructionsStep(run, handle, log) })
     else finished = await beginResumed(handle, tools, client, log)
     if (guard !== null) {
       const said = budgetLine(config, settings, handle.metadata.user ?? '', client.model, guard.spent)

@@ -25,12 +25,12 @@ export async function beginNew(
   inheritance: Inheritance | null,
   client: Pick<LlmClient, 'model' | 'server'>,
   log: RunLog,
-  environmentNote: string | null = null,
+  repository: { environment: string | null; instructions: string | null } = { environment: null, instructions: null },
 ): Promise<void> {
   const { config, settings } = run
-  begin(handle, settings, start, inheritance, config.context.inheritance.max_summary_tokens)
+  begin(handle, settings, start, inheritance, config.context.inheritance.max_summary_tokens, repository.instructions)
   // What the repository's environment holds (docs/environments.md#what-the-agent-is-told): a note, never setup's output.
-  if (environmentNote !== null) handle.addMessage({ role: 'user', content: environmentNote })
+  if (repository.environment !== null) handle.addMessage({ role: 'user', content: repository.environment })
   await handle.setStatus('processing', 'started')
   log.info(
     `started ${handle.metadata.task_type}${handle.metadata.task_identifier ? ` ${handle.metadata.task_identifier}` : ''} in ${settings.workspace} (${client.model} at ${client.server}, dir ${handle.dir})`,
@@ -77,11 +77,13 @@ function begin(
   start: Extract<RunStart, { kind: 'new' }>,
   inheritance: Inheritance | null,
   inheritTokens: number,
+  instructions: string | null,
 ): void {
   const base = settings.systemPromptFile
     ? readTextArg(settings.systemPromptFile, 'system prompt file')
     : defaultSystemPrompt(settings.workspace, settings.allowShell, settings.chat)
-  handle.addMessage({ role: 'system', content: systemPrompt(base, settings.systemPromptAppend) })
+  // The project's instructions last, after the fixed base and the operator's appends (docs/environments.md#project-instructions).
+  handle.addMessage({ role: 'system', content: systemPrompt(base, [...settings.systemPromptAppend, instructions ?? '']) })
   if (settings.chat) {
     appendInbox(handle.dir, { kind: 'message', sender: 'ctxagent', content: `[chat session started by ${start.user}]`, visible: false })
     if (start.source.text.trim() !== '') appendInbox(handle.dir, { kind: 'message', sender: start.user, content: start.source.text })

@@ -22,7 +22,10 @@ export interface JobError {
   finished_at: string | null
 }
 
-/** `fleet --json`, and for the page the newest jobs that ended with an error and the running count per user. */
+/**
+ * `fleet --json`, and for the page the newest jobs that ended with an error (a job waiting out a usage limit or a
+ * budget window is waiting, not failing: docs/fleet-operations.md#waits) and the running count per user.
+ */
 export interface FleetData extends FleetStatus {
   recent_errors: JobError[]
   running_by_user: { user: string | null; running: number }[]
@@ -58,7 +61,7 @@ export class FleetSource {
     const pool = await this.connect()
     const status = await fleetStatus(pool, workerLiveSeconds(this.ctx.config.locks))
     const errors = await pool.query<Record<string, unknown>>(
-      `SELECT id, task_uuid, outcome, error, finished_at FROM fleet_jobs WHERE error IS NOT NULL ORDER BY finished_at DESC NULLS FIRST, id DESC LIMIT 20`,
+      `SELECT id, task_uuid, outcome, error, finished_at FROM fleet_jobs WHERE error IS NOT NULL AND NOT (state = 'retrying' AND wait_reason IS NOT NULL) ORDER BY finished_at DESC NULLS FIRST, id DESC LIMIT 20`,
     )
     const running = db.db.prepare(`SELECT user, COUNT(*) AS running FROM tasks WHERE location = 'running' GROUP BY user ORDER BY running DESC, user`).all() as {
       user: string | null

@@ -59,9 +59,17 @@ ${Object.keys(s.outcomes).length === 0 ? '' : html`<h2>Finished jobs by outcome<
       ? html`<p class="muted">none</p>`
       : html`<div class="scroll"><table><thead><tr><th>job</th><th>state</th><th>kind</th><th>task</th><th>user</th><th>host</th><th>attempts</th><th>created</th><th>error</th><th></th></tr></thead><tbody>${v.recent_jobs.map(
           (j) =>
-            html`<tr><td class="n">${String(j.id)}</td><td>${j.state}${j.state === 'retrying' && j.next_run_at ? html` <small>at ${j.next_run_at.slice(11, 19)}</small>` : ''}${j.cancel_requested && j.state === 'running' ? html` <small>(cancelling)</small>` : ''}</td><td>${j.kind}</td><td><a href="/tasks/${j.task_uuid}"><code>${j.task_uuid.slice(0, 8)}</code></a></td><td>${j.user ?? '-'}</td><td>${j.host ?? '-'}</td><td class="n">${String(j.attempts)}</td><td>${ago(j.created_at, now)} ago</td><td class="error">${j.error ?? ''}</td><td>${jobActions(j)}</td></tr>`,
+            html`<tr><td class="n">${String(j.id)}</td><td>${j.state}${j.waiting_for !== null ? html` <small class="wait">waiting for ${j.waiting_for}${j.wait_cap ? ` ${j.wait_cap}` : ''} until ${j.next_run_at ?? 'its reset'}</small>` : j.state === 'retrying' && j.next_run_at ? html` <small>at ${j.next_run_at.slice(11, 19)}</small>` : ''}${j.cancel_requested && j.state === 'running' ? html` <small>(cancelling)</small>` : ''}</td><td>${j.kind}</td><td><a href="/tasks/${j.task_uuid}"><code>${j.task_uuid.slice(0, 8)}</code></a></td><td>${j.user ?? '-'}</td><td>${j.host ?? '-'}</td><td class="n">${String(j.attempts)}</td><td>${ago(j.created_at, now)} ago</td>${waitOrError(j)}<td>${jobActions(j)}</td></tr>`,
         )}</tbody></table></div>`
   }</section>
 <section class="card"><h2>Running tasks per user</h2>${v.running_by_user.length === 0 ? html`<p class="muted">none</p>` : html`<div class="scroll"><table><tbody>${v.running_by_user.map((u) => html`<tr><td>${u.user ?? '(none)'}</td><td class="n">${num(u.running)}</td></tr>`)}</tbody></table></div>`}</section>
 </div>`
+}
+
+/**
+ * A job's last error, or for a job waiting out a usage limit or a budget window the reason it waits: a planned wait
+ * (docs/fleet-operations.md#waits) is no failure, so it is not shown as one.
+ */
+function waitOrError(j: FleetData['recent_jobs'][number]): Safe {
+  return j.waiting_for === null ? html`<td class="error">${j.error ?? ''}</td>` : html`<td class="wait">${j.error ?? ''}</td>`
 }

@@ -3,6 +3,9 @@ import type { CommandEnv } from '../command-env.js'
 import type { CheckResult } from '../operations/stats.js'
 import { checkAlerts, collectStats } from '../operations/stats.js'
 import { costOf } from '../operations/tokens.js'
+import { collectOutcomes } from '../operations/outcomes.js'
+import { figures } from '../operations/outcomes-report.js'
+import type { OutcomeFigures } from '../operations/outcomes-report.js'
 import { assessTask } from '../operations/reaper.js'
 import { resolveTask } from '../storage/fs/layout.js'
 import { taskDiskUse } from '../storage/fs/disk.js'
@@ -15,6 +18,7 @@ import { DELIVERY_RESULTS } from '../storage/task/delivery.js'
 import { METRICS } from '../telemetry/names.js'
 import { durationHistogram } from './metric-histograms.js'
 import { defineFleetMetrics } from './fleet-metrics.js'
+import { defineOutcomeMetrics } from './outcome-metrics.js'
 import type { FleetScrape } from './fleet-metrics.js'
 import type { IndexSource } from './data.js'
 import type { FleetSource } from './fleet-data.js'
@@ -27,6 +31,7 @@ interface Scrape {
   disk: Record<Location, number>
   check: CheckResult
   fleet: FleetScrape | null
+  outcomes: OutcomeFigures
 }
 
 /**
@@ -89,7 +94,8 @@ export class MetricsCollector {
       check.alerts.push(...queueAlerts(fleet.status, this.ctx.config.alerts.queue_wait_minutes))
       check.status = check.alerts.some((a) => a.level === 'critical') ? 'critical' : check.alerts.length ? 'warning' : 'ok'
     }
-    this.current = { totals, disk, check, fleet }
+    const outcomes = figures(collectOutcomes(await this.index.rows(), this.ctx.layout, this.ctx.config.pricing))
+    this.current = { totals, disk, check, fleet, outcomes }
     this.fleetError = fleetError
     try {
       return await this.registry.metrics()
@@ -196,6 +202,7 @@ export class MetricsCollector {
         }
       },
     })
+    defineOutcomeMetrics(this.registry, () => self.s.outcomes)
     const sums: [string, string, (u: CounterRow) => number][] = [
       [METRICS.compactions, 'Context compactions (summaries made), by user and model', (u) => u.compactions],
       [METRICS.turns, 'Agent turns (one LLM call each), by user and model', (u) => u.llm_calls],

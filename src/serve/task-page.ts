@@ -4,7 +4,7 @@ import type { TokenSplit } from '../operations/tokens.js'
 import type { JsonRecord } from '../storage/format/jsonl.js'
 import type { Overview } from '../storage/task/reader.js'
 import { deliveryLine, deliveryOf } from '../storage/task/delivery.js'
-import { environmentLine, environmentOf, testRunLine, testRunOf } from '../storage/task/environment-view.js'
+import { environmentLine, environmentOf, instructionsLine, instructionsOf, testRunLine, testRunOf } from '../storage/task/environment-view.js'
 import { ago, html, loginHref, num, type Safe, usd } from './html.js'
 import { messageView } from './message-view.js'
 
@@ -50,6 +50,8 @@ export function renderTask(ctx: CommandEnv, v: TaskView, acting: Acting, notice:
   if (s?.error) facts.push(['Error', html`<span class="error">${s.error}</span>`])
   const environment = environmentOf(s)
   if (environment !== null) facts.push(['Environment', environmentLine(environment)])
+  const instructions = instructionsOf(s)
+  if (instructions !== null) facts.push(['Instructions', instructionsLine(instructions)])
   const tested = testRunOf(s)
   if (tested !== null) facts.push(['Test command', testRunLine(tested)])
   // Waits on the provider (docs/running.md#waits), the newest last: a wait, not an error.

@@ -7,6 +7,10 @@ export const METRICS = {
   tasks: 'ctxagent_tasks',
   tokens: 'ctxagent_tokens_total',
   cost: 'ctxagent_cost_usd_total',
+  /** The pull/merge requests ctxagent opened, by outcome (docs/contract.md §17). */
+  pullRequests: 'ctxagent_pull_requests_total',
+  /** USD spent on them (every task on each, at config pricing), by outcome. */
+  pullRequestUsd: 'ctxagent_pull_request_usd_total',
   compactions: 'ctxagent_compactions_total',
   llmCalls: 'ctxagent_llm_calls_total',
   turns: 'ctxagent_turns_total',

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { lstatSync } from 'node:fs'
 import { join } from 'node:path'
 import { readRegularFile } from '../input-file.js'
@@ -45,8 +46,8 @@ export async function trustedBase(workspace: string): Promise<TrustedBase> {
   return head === null ? { kind: 'none', why: 'it has no commit yet' } : { kind: 'commit', commit: head, ref: 'HEAD' }
 }
 
-/** What a read of a trusted file found. */
-export type TrustedRead = { kind: 'file'; text: string } | { kind: 'absent' } | { kind: 'refused'; why: string }
+/** What a read of a trusted file found; `id` names the content read: its git blob id at a commit, `sha256:<hex>` of a workspace's own file. */
+export type TrustedRead = { kind: 'file'; text: string; id: string } | { kind: 'absent' } | { kind: 'refused'; why: string }
 
 /**
  * The file at `path` (relative to the repository's root) in the trusted base: a regular
@@ -64,7 +65,7 @@ export async function readTrusted(workspace: string, base: TrustedBase, path: st
   if (type !== 'blob' || (mode !== '100644' && mode !== '100755')) return { kind: 'refused', why: `${path} is not a regular file at ${base.ref}` }
   if (Number(size) > maxBytes) return { kind: 'refused', why: `${path} is larger than ${maxBytes} bytes at ${base.ref}` }
   const text = await git(['cat-file', 'blob', object as string], { ...options, maxBuffer: maxBytes + 1 })
-  return { kind: 'file', text }
+  return { kind: 'file', text, id: object as string }
 }
 
 function readOwnFile(workspace: string, path: string, maxBytes: number): TrustedRead {
@@ -76,7 +77,7 @@ function readOwnFile(workspace: string, path: string, maxBytes: number): Trusted
     return { kind: 'absent' }
   }
   const read = readRegularFile(full, maxBytes)
-  if (read.ok) return { kind: 'file', text: read.text }
+  if (read.ok) return { kind: 'file', text: read.text, id: `sha256:${createHash('sha256').update(read.text).digest('hex')}` }
   if (read.problem === 'size') return { kind: 'refused', why: `${path} is larger than ${maxBytes} bytes` }
   return { kind: 'refused', why: `${path} is not a readable regular file` }
 }

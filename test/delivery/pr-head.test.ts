@@ -5,6 +5,7 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
 import { deliver } from '../../src/delivery/deliver.js'
 import type { DeliveryInput } from '../../src/delivery/deliver.js'
+import { recordRepository } from '../../src/delivery/repository.js'
 import { giveToSandbox } from '../helpers/sandbox-owner.js'
 import { branches, git } from './setup.js'
 
@@ -29,11 +30,24 @@ function prClone() {
   return { root, bare, ws, head: git(['rev-parse', 'HEAD'], ws) }
 }
 
-function input(ws: string, bare: string, head: string): DeliveryInput {
+/** What a task records at start (its repository), and the state's record of the commit made, across calls. */
+async function started(ws: string, bare: string, head: string): Promise<() => DeliveryInput> {
+  const repository = await recordRepository(ws)
+  let made: string | null = null
+  return () => ({
+    ...input(bare, head),
+    repository,
+    made,
+    remember: async (commit: string) => {
+      made = commit
+    },
+  })
+}
+
+function input(bare: string, head: string): Omit<DeliveryInput, 'repository' | 'made' | 'remember'> {
   return {
     config: parseConfig(''),
     mode: 'pr',
-    workspace: ws,
     base: { commit: head, branch: 'fix-csv', remote: bare },
     target: { kind: 'pr-head', branch: 'fix-csv', pr: { number: 57, url: 'https://github.example/acme/shop/pull/57' } },
     uuid: '0b6f6c55-1d55-4f59-9d8e-6f1a2c3b4d5e',
@@ -45,8 +59,9 @@ function input(ws: string, bare: string, head: string): DeliveryInput {
 describe("a task on the agent's own PR (target pr-head)", () => {
   it('pushes one more commit to the head branch: the earlier commits kept, no new branch or PR, the checkout on the new commit', async () => {
     const { bare, ws, head } = prClone()
+    const task = await started(ws, bare, head)
     writeFileSync(join(ws, 'export.js'), 'rows.slice(0) // reviewed\n')
-    const outcome = await deliver(input(ws, bare, head))
+    const outcome = await deliver(task())
     expect(outcome).toEqual({
       mode: 'pr',
       branch: 'fix-csv',
@@ -64,12 +79,13 @@ describe("a task on the agent's own PR (target pr-head)", () => {
     expect(git(['rev-parse', 'HEAD'], ws)).toBe(commit)
     expect(git(['status', '--porcelain'], ws)).toBe('')
     // Again (a resume after a crash): the same commit, nothing more pushed.
-    expect(await deliver(input(ws, bare, head))).toEqual(outcome)
+    expect(await deliver(task())).toEqual(outcome)
     expect(git(['--git-dir', bare, 'rev-list', '--count', 'main..fix-csv'], '/')).toBe('2')
   })
 
   it('a head branch that moved on the remote is not forced: refused, the remote unchanged', async () => {
     const { root, bare, ws, head } = prClone()
+    const task = await started(ws, bare, head)
     const other = join(root, 'other')
     git(['clone', '--quiet', '--branch', 'fix-csv', bare, other], root)
     writeFileSync(join(other, 'NOTES'), 'a person pushed meanwhile\n')
@@ -78,7 +94,7 @@ describe("a task on the agent's own PR (target pr-head)", () => {
     git(['push', '--quiet', 'origin', 'fix-csv'], other)
     const theirs = git(['rev-parse', 'HEAD'], other)
     writeFileSync(join(ws, 'export.js'), 'rows.slice(0) // reviewed\n')
-    const outcome = await deliver(input(ws, bare, head))
+    const outcome = await deliver(task())
     expect(outcome.pushed).toBe(false)
     expect(outcome.refused).toMatch(/delivery failed: git push: .*fix-csv/)
     expect(git(['--git-dir', bare, 'rev-parse', 'refs/heads/fix-csv'], '/')).toBe(theirs)

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, readFileSync, realpathSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { onlyTask } from '../run/harness.js'
@@ -53,6 +53,11 @@ describe('delivery as a pull request (GitHub) or merge request (GitLab)', () => 
       worktree: expect.stringContaining('/.git/ctxagent/worktrees/task-'),
     })
     expect(run.workspace).toBe(worktree)
+    // The repository delivery worked through is the worktree's, recorded at start: its gitfile, its own git directory, the checkout's as the common one.
+    const gitDir = realpathSync(join(s.ws, '.git'))
+    expect(task.metadata.run).toMatchObject({
+      base_git: { top: worktree, dotgit: 'gitfile', git_dir: { path: expect.stringMatching(/\/worktrees\/task-[^/]+$/) }, common_dir: { path: gitDir } },
+    })
     expect(existsSync(worktree)).toBe(false)
     expect(git(['worktree', 'list', '--porcelain'], s.ws)).not.toContain(worktree)
     expect(res.stderr).toContain(`starts from commit ${s.first.slice(0, 12)} of ${s.ws}, in a worktree of its own`)

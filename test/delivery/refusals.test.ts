@@ -53,6 +53,26 @@ describe('what is not delivered', () => {
     expect(existsSync(join(s.ws, '.env'))).toBe(false)
   })
 
+  it('a commit the forge does not have yet, holding a token, under the base: not pushed (every object a push would send is scanned)', async () => {
+    const s = await deliverySetup('github')
+    const token = 'ghp_unpushed0000000000000000000000000000'
+    // The checkout is a commit ahead of its origin, and that commit holds a token the change itself never touches.
+    writeFileSync(join(s.ws, 'notes.txt'), `token: ${token}\n`)
+    git(['add', 'notes.txt'], s.ws)
+    git(['commit', '--quiet', '-m', 'notes'], s.ws)
+    giveToSandbox(s.ws)
+    s.fake.queue.push(write('calc.js', FIXED), { content: 'Fixed add.' })
+    const res = await s.cli(['run', '--github', 'acme/shop#42', '--workspace', s.ws, '--deliver', 'pr', '--json'])
+    expect(res.code, res.stderr).toBe(6)
+    const delivery = onlyTask(s.tree).state.delivery as { refused: string; pushed: boolean; commit: string | null }
+    expect(delivery.pushed).toBe(false)
+    expect(delivery.refused).toMatch(/^not pushed: the blob [0-9a-f]{12} the push would send holds github pattern/)
+    expect(res.stdout + res.stderr).not.toContain(token)
+    expect(branches(s.bare)).toEqual(['main'])
+    expect(filesHolding(s.bare, token)).toEqual([])
+    expect((s.gh as NonNullable<typeof s.gh>).pulls).toEqual([])
+  })
+
   it('no changes: nothing committed or opened, and the outcome says so', async () => {
     const s = await deliverySetup('path')
     s.fake.queue.push({ content: 'Nothing to change: add() is right.' })

@@ -1,8 +1,8 @@
 import { execFileSync, spawn } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, lchownSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { onTestFinished } from 'vitest'
 import { startFakeGithub } from '../helpers/fake-github.js'
 import type { FakeGithub } from '../helpers/fake-github.js'
@@ -10,10 +10,11 @@ import { startFakeGitlab } from '../helpers/fake-gitlab.js'
 import type { FakeGitlab } from '../helpers/fake-gitlab.js'
 import { gitHttpHandler } from '../helpers/git-http.js'
 import type { GitHandler } from '../helpers/git-http.js'
-import { BIN, ROOT, TEST_ENV } from '../helpers/run.js'
+import { reachableRoot } from '../helpers/reachable.js'
+import { ROOT, TEST_ENV } from '../helpers/run.js'
 import type { CliResult } from '../helpers/run.js'
 import { giveToSandbox } from '../helpers/sandbox-owner.js'
-import { runSetup } from '../run/harness.js'
+import { onlyTask, runSetup, waitFor } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
 
 /** The identity of the test's own git commands (the operator's), never the delivery's. */
@@ -54,6 +55,11 @@ export interface DeliverySetup extends RunSetup {
   cli(args: string[], env?: Record<string, string>): Promise<CliResult>
   /** The same as a child, to signal. */
   spawn(args: string[], env?: Record<string, string>): ChildProcess
+  /**
+   * As root, from now on ctxagent runs as `uid` (setpriv), its task tree and HOME given to
+   * that user (the workspace is the sandbox user's already); 0: as root. Not root: as itself.
+   */
+  runAs(uid: number): void
 }
 
 /**
@@ -94,6 +100,11 @@ export async function deliverySetup(forge: 'github' | 'gitlab' | 'path', extra =
   giveToSandbox(s.ws)
   const env = (more: Record<string, string>) => ({ ...process.env, ...TEST_ENV, HOME: home, ...more })
   const common = ['--home', s.tree.base, '--config', s.config]
+  let as = 0
+  const argv = (args: string[]): [string, string[]] => {
+    const own = [process.execPath, join(as === 0 ? ROOT : reachableRoot(), 'bin', 'ctxagent'), ...args, ...common]
+    return as === 0 ? [own[0] as string, own.slice(1)] : ['setpriv', [`--reuid=${as}`, `--regid=${as}`, '--clear-groups', '--', ...own]]
+  }
   return {
     ...s,
     bare,
@@ -106,7 +117,8 @@ export async function deliverySetup(forge: 'github' | 'gitlab' | 'path', extra =
     token,
     cli: (args, more = {}) =>
       new Promise((resolve) => {
-        const child = spawn(process.execPath, [BIN, ...args, ...common], { cwd: ROOT, env: env(more) })
+        const [command, rest] = argv(args)
+        const child = spawn(command, rest, { cwd: '/', env: env(more) })
         let stdout = ''
         let stderr = ''
         child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
@@ -114,13 +126,55 @@ export async function deliverySetup(forge: 'github' | 'gitlab' | 'path', extra =
         child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }))
       }),
     spawn: (args, more = {}) => {
-      const child = spawn(process.execPath, [BIN, ...args, ...common], { cwd: ROOT, env: env(more), stdio: ['ignore', 'pipe', 'pipe'] })
+      const [command, rest] = argv(args)
+      const child = spawn(command, rest, { cwd: '/', env: env(more), stdio: ['ignore', 'pipe', 'pipe'] })
       onTestFinished(() => {
         if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
       })
       return child
     },
+    runAs: (uid) => {
+      if (process.getuid?.() !== 0) return
+      as = uid
+      for (const dir of [s.tree.base, home]) giveTo(dir, uid)
+    },
   }
+}
+
+/** Gives `dir` and everything in it to `uid`, its parent made searchable (never the temporary directory itself: it is everyone's). */
+function giveTo(dir: string, uid: number): void {
+  const parent = dirname(dir)
+  if (parent !== tmpdir() && parent !== '/tmp') chmodSync(parent, 0o711)
+  const walk = (p: string): void => {
+    lchownSync(p, uid, uid)
+    if (lstatSync(p).isDirectory()) for (const name of readdirSync(p)) walk(join(p, name))
+  }
+  walk(dir)
+}
+
+/**
+ * Runs ctxagent with `args` held at its task's start (after its tree is made and its
+ * repository recorded, before the first turn): `agent` plays the agent there, given the
+ * tree the task works in (metadata's `run.workspace`; what a command in the sandbox could
+ * do to it), then the run goes on. Resolves to its exit and output.
+ */
+export async function runWithAgent(s: DeliverySetup, args: string[], agent: (tree: string) => void): Promise<CliResult> {
+  const markers = mkdtempSync(join(tmpdir(), 'ctxagent-hold-'))
+  chmodSync(markers, 0o777)
+  onTestFinished(() => rmSync(markers, { recursive: true, force: true }))
+  const marker = join(markers, 'held')
+  const child = s.spawn(args, { CTXAGENT_TEST_HOLD_AT: 'run:after-take', CTXAGENT_TEST_HOLD_MARKER: marker })
+  let stdout = ''
+  let stderr = ''
+  child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()))
+  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()))
+  const closed = new Promise<number>((resolve) => child.on('close', (code) => resolve(code ?? -1)))
+  await waitFor('the run held at its start', () => existsSync(marker) || child.exitCode !== null)
+  if (existsSync(marker)) {
+    agent(runOf(onlyTask(s.tree)).workspace)
+    rmSync(marker)
+  }
+  return { code: await closed, stdout, stderr }
 }
 
 /** Branches of a repository (a bare one, or the workspace's). */

@@ -1,8 +1,7 @@
-import type { ChildProcess } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
-import { exitOf } from '../helpers/wait.js'
 import { FAST_LOCKS, finish, startWorker, until } from '../helpers/fleet-hosts.js'
+import { stopCleanly } from '../helpers/fleet-worker.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 import { readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
@@ -38,11 +37,6 @@ function workerAt(s: RunSetup, now: string) {
   } finally {
     delete process.env.CTXAGENT_NOW
   }
-}
-
-async function stopCleanly(worker: { child: ChildProcess }): Promise<void> {
-  worker.child.kill('SIGTERM')
-  expect((await exitOf(worker.child)).code).toBe(0)
 }
 
 const about = (word: string) => (r: RecordedRequest) => JSON.stringify(r.body.messages).includes(word)

@@ -1,10 +1,9 @@
-import type { ChildProcess } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import { fleetJobs } from '../helpers/fleet-jobs.js'
 import { FAST_LOCKS, finish, startWorker, until } from '../helpers/fleet-hosts.js'
+import { stopCleanly } from '../helpers/fleet-worker.js'
 import { usePostgres } from '../helpers/use-postgres.js'
-import { exitOf } from '../helpers/wait.js'
 import { readTask, runSetup } from '../run/harness.js'
 
 /**
@@ -15,11 +14,6 @@ import { readTask, runSetup } from '../run/harness.js'
  */
 const database = usePostgres({ schema: true, truncate: ['fleet_jobs', 'fleet_workers', 'tasks', 'fleet_job_attempts', 'user_spend'] })
 const db = database.env
-
-async function stopCleanly(worker: { child: ChildProcess }): Promise<void> {
-  worker.child.kill('SIGTERM')
-  expect((await exitOf(worker.child)).code).toBe(0)
-}
 
 describe('a resume of a task paused at its own cost cap', () => {
   it('refused by the cap: the job ends, its task paused; with --max-cost raised it completes', { timeout: 240_000 }, async () => {

@@ -111,7 +111,10 @@ describe('a provider usage limit in the fleet', () => {
     expect(s.fake.requests.filter(about('beta')).length).toBe(0)
     expect((await jobs())[0]).toMatchObject({ state: 'retrying', wait_reason: 'rate-limit' })
     expect(s.fake.requests.filter(about('alpha')).length).toBe(sent)
-    expect(worker.err()).toMatch(/warning: job \d+: paused; waits until \S+ \(rate-limit; no attempt spent/)
+    // A planned wait is news in the worker's log, its reason and time: no warning, no error (docs/running.md#waits).
+    expect(worker.err()).toMatch(/worker \S+: job \d+: paused; waits until \S+ \(rate-limit; no attempt spent/)
+    expect(worker.err()).toMatch(/\[uuid:[0-9a-f]{8}\] task \S+ waits until \S+ \(rate-limit\): /)
+    expect(worker.err()).not.toMatch(/(error|warning): job|error: task/)
     // The limit lifts: the server answers again, and the row's time comes (the test's clock).
     limited = false
     // Time passing lifts the key's own record too (llm_key_limits, which every task on the key reads before sending).

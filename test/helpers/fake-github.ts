@@ -28,9 +28,16 @@ export interface FakeGithub {
   pulls: Record<string, unknown>[]
   /** While set, a pull request is opened and its answer waits for it (a client that dies before it hears it). */
   holdOpened: Promise<void> | null
+  /** By pull request number: its commits, reviews and (issue) comments, in GitHub's shapes (GET pulls/N/commits, pulls/N/reviews, issues/N/comments). */
+  pullCommits: Record<number, Record<string, unknown>[]>
+  pullReviews: Record<number, Record<string, unknown>[]>
+  pullComments: Record<number, Record<string, unknown>[]>
 }
 
-const user = (login: string, id: number) => ({ login, id, node_id: `U_${id}`, type: login.endsWith('[bot]') ? 'Bot' : 'User', site_admin: false })
+/** A user as GitHub's REST API shows one (`type` Bot for a login ending in [bot]). */
+export const githubUser = (login: string, id: number) => ({ login, id, node_id: `U_${id}`, type: login.endsWith('[bot]') ? 'Bot' : 'User', site_admin: false })
+
+const user = githubUser
 
 /** With `git`, the server is the forge's git host too: paths holding `.git/` are git's smart HTTP (test/helpers/git-http.ts). */
 export async function startFakeGithub(options: { owner?: string; repo?: string; number?: number; pr?: boolean; git?: GitHandler } = {}): Promise<FakeGithub> {
@@ -79,6 +86,9 @@ export async function startFakeGithub(options: { owner?: string; repo?: string; 
     gate: null,
     pulls: [],
     holdOpened: null,
+    pullCommits: {},
+    pullReviews: {},
+    pullComments: {},
     addComment: (login, body) => {
       const at = now()
       const comment = {
@@ -188,6 +198,17 @@ export async function startFakeGithub(options: { owner?: string; repo?: string; 
         fake.pulls.push(pull)
         if (fake.holdOpened !== null) await fake.holdOpened
         return send(201, pull)
+      }
+      // One pull request, its commits and reviews (docs.github.com/rest/pulls); its conversation and who closed it through the issues API.
+      const onPull = new RegExp(`^${base}/(pulls|issues)/(\\d+)(/commits|/reviews|/comments)?$`).exec(path)
+      const listed = onPull ? fake.pulls.find((p) => p.number === Number(onPull[2])) : undefined
+      if (req.method === 'GET' && onPull && listed) {
+        const n = Number(onPull[2])
+        const [, kind, , part] = onPull
+        if (part === undefined) return send(200, kind === 'pulls' ? listed : { ...listed, pull_request: { url: listed.url, html_url: listed.html_url } })
+        if (kind === 'pulls' && part === '/commits') return send(200, fake.pullCommits[n] ?? [])
+        if (kind === 'pulls' && part === '/reviews') return send(200, fake.pullReviews[n] ?? [])
+        if (kind === 'issues' && part === '/comments') return send(200, fake.pullComments[n] ?? [])
       }
       const labelled = new RegExp(`^${base}/issues/(\\d+)/labels$`).exec(path)
       if (req.method === 'POST' && labelled) {

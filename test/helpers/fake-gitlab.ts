@@ -19,14 +19,26 @@ export interface FakeGitlab {
   addNote(username: string, body: string, system?: boolean): Record<string, unknown>
   /** Merge requests opened through the API (POST /projects/:id/merge_requests), in GitLab's shape. */
   mergeRequests: Record<string, unknown>[]
+  /** By merge request iid: its commits (newest first, as GitLab lists them) and notes (GET merge_requests/:iid/commits, /notes). */
+  mrCommits: Record<number, Record<string, unknown>[]>
+  mrNotes: Record<number, Record<string, unknown>[]>
 }
+
+/** A user as GitLab's API shows one. */
+export const gitlabUser = (username: string) => ({
+  id: username.length,
+  username,
+  name: username,
+  state: 'active',
+  web_url: `https://gitlab.example/${username}`,
+})
 
 /** With `git`, the server is the forge's git host too: paths holding `.git/` are git's smart HTTP (test/helpers/git-http.ts). */
 export async function startFakeGitlab(options: { mr?: boolean; git?: GitHandler } = {}): Promise<FakeGitlab> {
   const project = 'acme/backend/api'
   const iid = options.mr ? 12 : 7
   let nextId = 500
-  const author = (username: string) => ({ id: username.length, username, name: username, state: 'active', web_url: `https://gitlab.example/${username}` })
+  const author = gitlabUser
   const fake: FakeGitlab = {
     url: '',
     token: 'glpat-faketoken00000000000',
@@ -48,6 +60,8 @@ export async function startFakeGitlab(options: { mr?: boolean; git?: GitHandler 
     discussions: [],
     requests: [],
     mergeRequests: [],
+    mrCommits: {},
+    mrNotes: {},
     addNote: (username, body, system = false) => {
       const at = new Date().toISOString()
       const note = {
@@ -108,6 +122,14 @@ export async function startFakeGitlab(options: { mr?: boolean; git?: GitHandler 
           200,
           fake.mergeRequests.filter((m) => source === null || m.source_branch === source),
         )
+      }
+      // One merge request (docs.gitlab.com/api/merge_requests), its commits and its notes.
+      const onMr = new RegExp(`^${projectPath.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}/merge_requests/(\\d+)(/commits|/notes)?$`).exec(path)
+      const mrListed = onMr ? fake.mergeRequests.find((m) => m.iid === Number(onMr[1])) : undefined
+      if (req.method === 'GET' && onMr && mrListed) {
+        const n = Number(onMr[1])
+        if (onMr[2] === undefined) return send(200, mrListed)
+        return send(200, (onMr[2] === '/commits' ? fake.mrCommits[n] : fake.mrNotes[n]) ?? [])
       }
       if (req.method === 'POST' && path === `${projectPath}/merge_requests`) {
         const b = body as { source_branch?: string; target_branch?: string; title?: string; description?: string; labels?: string }

@@ -180,10 +180,10 @@ describe('tokens split and cost', () => {
       { prompt_tokens: 1000, completion_tokens: 50, cached_tokens: 400 },
       { prompt_tokens: 1200, completion_tokens: 30 },
     ])
-    // (1800 × 2 + 400 × 1 + 80 × 10) / 1e6 = $0.0048
+    // (1800 × 2 + 400 × 1 + 80 × 10) / 1e6 = $0.0048 for the turns, + (100 × 2 + 20 × 10) / 1e6 for the final summary: $0.0052 billed.
     const view = await s.run(['view', uuid])
     expect(view.stdout).toContain('Total tokens: 2,280 (prompt 2,200, of which cached 400; completion 80)')
-    expect(view.stdout).toContain('Cost: $0.0048 (config pricing)')
+    expect(view.stdout).toContain('Cost: $0.0052 (config pricing; turns $0.0048, the summaries below included)')
     expect(view.stdout).toMatch(/Model: fake-model \(openai\)/)
     expect(view.stdout).toContain(`Workspace: ${s.ws}`)
     const json = JSON.parse((await s.run(['view', uuid, '--json'])).stdout) as { tokens: unknown }
@@ -192,19 +192,21 @@ describe('tokens split and cost', () => {
       prompt: 2200,
       completion: 80,
       cached: 400,
-      cost_usd: 0.0048,
+      cost_usd: 0.0052,
+      turns_cost_usd: 0.0048,
       final_summary: { requests: 1, prompt: 100, completion: 20, cached: 0, cost_usd: 0.0004 },
     })
     const stats = JSON.parse((await s.run(['stats', '--json'])).stdout) as { tokens: unknown }
-    const split = { total: 2280, prompt: 2200, completion: 80, cached: 400, cache_write: 0, unsplit: 0, cost_usd: 0.0048, unpriced_tasks: 0 }
+    const split = { total: 2280, prompt: 2200, completion: 80, cached: 400, cache_write: 0, unsplit: 0, cost_usd: 0.0052, unpriced_tasks: 0 }
     expect(stats.tokens).toEqual(split)
-    expect((await s.run(['stats'])).stdout).toContain('Tokens: 2,280 (prompt 2,200, of which cached 400; completion 80) · $0.0048')
+    expect((await s.run(['stats'])).stdout).toContain('Tokens: 2,280 (prompt 2,200, of which cached 400; completion 80) · $0.0052')
     // The split is the index's (stats reads no state.json for it) ...
     const statePath = join(s.tree.layout.taskDir('completed', uuid), 'state.json')
     const state = readFileSync(statePath)
     writeFileSync(statePath, '{"status": "completed", "total_tokens_used": 2280}')
     const fromIndex = JSON.parse((await s.run(['stats', '--json'])).stdout) as { tokens: unknown }
-    expect(fromIndex.tokens).toEqual(split)
+    // (The summaries' tokens are state.json's alone: a state.json without them bills the turns.)
+    expect(fromIndex.tokens).toEqual({ ...split, cost_usd: 0.0048 })
     // ... but a row indexed before the split had columns is split from its state.json.
     writeFileSync(statePath, state)
     const db = new Database(s.tree.layout.db)

@@ -101,4 +101,46 @@ describe('serve with a fleet (PostgreSQL)', () => {
     expect(fleetPage).not.toContain('sign in to cancel or retry')
     expect(fleetPage).toContain(`action="/jobs/${first.id}/cancel"`)
   })
+  it('a job waiting out a usage limit shows as a wait, its reason and until when, never among the errors (docs/fleet-operations.md#waits)', async () => {
+    const tree = makeTree()
+    const config = configWith(tree, `serve:\n  token: ${TOKEN}\n`)
+    const env = { CTXAGENT_DATABASE_URL: server.url }
+    const run = (args: string[]) => cliAsync([...args, '--home', tree.base, '--config', config], env)
+    const ws = mkdtempSync(join(tmpdir(), 'ctxagent-serve-ws-'))
+    onTestFinished(() => rmSync(ws, { recursive: true, force: true }))
+    const ids: number[] = []
+    for (const task of ['limited', 'broken']) {
+      const queued = await run(['enqueue', '--task', task, '--workspace', ws])
+      expect(queued.code, queued.stderr).toBe(0)
+      const uuid = queued.stdout.trim()
+      const row = await queryRows<{ id: number }>(server.url, 'SELECT id FROM fleet_jobs WHERE task_uuid = $1', [uuid])
+      ids.push(Number(row[0]?.id))
+    }
+    const [limited, broken] = ids
+    // As a worker ends them (test/fleet/waits.test.ts): one waits out a usage limit, one failed.
+    const until = '2036-12-06T10:00:00.000Z'
+    const why = `http://llm answered 429: a usage limit until ${until}: usage limit reached`
+    await queryRows(
+      server.url,
+      `UPDATE fleet_jobs SET state = 'retrying', outcome = 'paused', attempts = 1, limit_waits = 1, wait_reason = 'rate-limit', next_run_at = $2, error = $3, finished_at = now() WHERE id = $1`,
+      [limited, until, why],
+    )
+    await queryRows(
+      server.url,
+      `UPDATE fleet_jobs SET state = 'failed', outcome = 'failed', attempts = 1, error = 'the agent crashed', finished_at = now() WHERE id = $1`,
+      [broken],
+    )
+    const s = await startServe(tree.base, { config, env })
+    const page = await (await s.get('/fleet', { headers: { authorization: `Bearer ${TOKEN}` } })).text()
+    const errors = page.slice(page.indexOf('<h2>Recent job errors</h2>'), page.indexOf('</section>', page.indexOf('<h2>Recent job errors</h2>')))
+    expect(errors).toContain('the agent crashed')
+    expect(errors).not.toContain('usage limit')
+    const rowOf = (id: number | undefined) =>
+      page.slice(page.indexOf(`<tr><td class="n">${id}</td><td>`), page.indexOf('</tr>', page.indexOf(`<tr><td class="n">${id}</td><td>`)))
+    const waiting = rowOf(limited)
+    expect(waiting).toContain(`waiting for rate-limit until ${until}`)
+    expect(waiting).toContain(`<td class="wait">${why}</td>`)
+    expect(waiting).not.toContain('class="error"')
+    expect(rowOf(broken)).toContain('<td class="error">the agent crashed</td>')
+  })
 })

@@ -60,3 +60,12 @@ export function outcomeError(o: Outcome, inFleet: boolean): CtxError {
   }
   return new CtxError(`task ${o.uuid} failed: ${o.error}`, { exitCode: 1, hint: `see ctxagent view ${o.uuid.slice(0, 8)} --tools` })
 }
+
+/**
+ * A paused task's planned wait (docs/running.md#waits): paused until a usage limit lifts (rate-limit) or a budget
+ * window resets (budget), with the time; null for every other ending, which is no wait.
+ */
+export function plannedWait(o: Outcome): { wait_reason: 'rate-limit' | 'budget'; wait_until: string } | null {
+  if (o.status !== 'paused' || o.resume_at === undefined || o.resume_at === null) return null
+  return o.paused_by === 'rate-limit' || o.paused_by === 'budget' ? { wait_reason: o.paused_by, wait_until: o.resume_at } : null
+}

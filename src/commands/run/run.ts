@@ -2,9 +2,8 @@ import { resolve } from 'node:path'
 import { Command, Option } from 'commander'
 import type { CommandEnv } from '../../command-env.js'
 import { auditTask, withTaskEnv } from '../../command-env.js'
-import { CtxError, UsageError } from '../../errors.js'
+import { CtxError } from '../../errors.js'
 import { explainSystemError } from '../../system-errors.js'
-import { isUuid } from '../../storage/fs/layout.js'
 import { ensureLayout } from '../../storage/task/lifecycle.js'
 import { shellSandbox } from '../../run/sandbox-setup.js'
 import type { RunFlags } from '../../run/settings.js'
@@ -12,14 +11,11 @@ import { durationArg, positiveIntArg, usdArg, withEnv } from '../../command-kit/
 import { refuseSpentBudget } from '../../run/budget-start.js'
 import { failedOutcome, isRefusal } from './run-failure.js'
 import type { Started } from './run-failure.js'
-import { outcomeError, renderOutcome } from './run-outcome.js'
+import { outcomeError, plannedWait, renderOutcome } from './run-outcome.js'
 import { prepareNew, prepareResume, startingTask } from './run-prepare.js'
 import { refuseConfigInWorkspace } from './run-refusals.js'
-
-interface RunOptions extends Omit<RunFlags, 'inherit'> {
-  inherit: boolean
-  uuid?: string
-}
+import { runOptionsProblem } from './run-options.js'
+import type { RunOptions } from './run-options.js'
 
 export function runCommand(): Command {
   return (
@@ -94,23 +90,9 @@ function jsonLine(level: string, msg: string, fields: Record<string, unknown> = 
 }
 
 async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json', started: Started): Promise<void> {
-  const given = [opts.task, opts.taskFile, opts.resume, opts.github, opts.gitlab].filter((x) => x !== undefined).length
-  if (given === 0 && !opts.chat)
-    throw new UsageError(
-      'no task given',
-      'pass --task TEXT, --task-file FILE (- for standard input), --github owner/repo#N, --gitlab group/project#N or --resume <uuid>, or start a --chat',
-    )
-  if (given > 1) throw new UsageError('--task, --task-file, --github, --gitlab and --resume exclude each other', 'give one of them')
-  if (opts.chat && (opts.github !== undefined || opts.gitlab !== undefined))
-    throw new UsageError('--chat starts a local session; it excludes --github and --gitlab', 'give one of them')
-  if (opts.chat && opts.resume !== undefined) throw new UsageError('--chat starts a new session; a resumed chat task stays a chat', 'drop --chat')
-  if (opts.deliver !== undefined && opts.resume !== undefined)
-    throw new UsageError('--deliver is chosen when a task starts; a resumed task delivers as it was started to', 'drop --deliver')
+  const problem = runOptionsProblem(opts)
+  if (problem !== null) throw problem
   const flags: RunFlags = opts
-  if (opts.followUpFile !== undefined && opts.github === undefined && opts.gitlab === undefined)
-    throw new UsageError('--follow-up-file follows up a pull or merge request', 'give --github or --gitlab too')
-  if (opts.uuid !== undefined && (opts.resume !== undefined || !isUuid(opts.uuid)))
-    throw new UsageError('--uuid names a new task and must be a uuid', 'drop --uuid')
   const prepared = opts.resume !== undefined ? await prepareResume(ctx, flags, opts.resume) : await prepareNew(ctx, flags, opts.uuid)
   if (opts.uuid !== undefined && prepared.start.kind === 'new') prepared.start.uuid = opts.uuid.toLowerCase()
   const configFile = ctx.configSource === null ? null : resolve(process.cwd(), ctx.configSource)
@@ -157,6 +139,12 @@ async function run(ctx: CommandEnv, opts: RunOptions, logFormat: 'text' | 'json'
   if (outcome.exit_code === 0) return
   const err = outcomeError(outcome, ctx.env.CTXAGENT_FLEET_JOB !== undefined)
   if (logFormat === 'text') throw err
-  jsonLine('error', err.message, { uuid: outcome.uuid, ...(err.hint ? { hint: err.hint } : {}), exit_code: err.exitCode })
+  // A pause until a usage limit lifts or a budget window resets is a planned wait (docs/running.md#waits): an info line
+  // with its reason and time, which a worker's log relays as news, not an error. The exit code stays the pause's.
+  const wait = plannedWait(outcome)
+  const fields = { uuid: outcome.uuid, ...(err.hint ? { hint: err.hint } : {}), exit_code: err.exitCode }
+  if (wait !== null)
+    jsonLine('info', `task ${outcome.uuid} waits until ${wait.wait_until} (${wait.wait_reason}): ${outcome.error ?? ''}`, { ...fields, ...wait })
+  else jsonLine('error', err.message, fields)
   throw new CtxError(err.message, { exitCode: err.exitCode, logged: true })
 }

@@ -6,7 +6,7 @@ import { clip, grouped } from '../../text.js'
 import { mainArgument } from '../../tools/main-argument.js'
 import type { RequestsCost, TokenSplit } from '../../operations/tokens.js'
 import { deliveryLine, deliveryOf } from '../../storage/task/delivery.js'
-import { environmentLine, environmentOf, testRunLine, testRunOf } from '../../storage/task/environment-view.js'
+import { environmentLine, environmentOf, instructionsLine, instructionsOf, testRunLine, testRunOf } from '../../storage/task/environment-view.js'
 import type { ownerState } from '../../storage/lock/staleness.js'
 import { diedState } from '../../storage/task/lifecycle.js'
 
@@ -25,7 +25,7 @@ function requestsLine(what: string, r: RequestsCost | undefined): string[] {
 export function renderOverview(
   ctx: CommandEnv,
   o: Overview,
-  tokens: TokenSplit & { cost_usd: number | null; compactions?: RequestsCost; final_summary?: RequestsCost },
+  tokens: TokenSplit & { cost_usd: number | null; turns_cost_usd?: number | null; compactions?: RequestsCost; final_summary?: RequestsCost },
   owner: OwnerState | null = null,
 ): string {
   const c = ctx.io.chalk
@@ -57,6 +57,8 @@ export function renderOverview(
   const environment = environmentOf(s)
   if (environment !== null)
     lines.push(`${c.bold('Environment:')} ${environment.status === 'ready' ? environmentLine(environment) : c.red(environmentLine(environment))}`)
+  const instructions = instructionsOf(s)
+  if (instructions !== null) lines.push(`${c.bold('Instructions:')} ${instructionsLine(instructions)}`)
   const tested = testRunOf(s)
   if (tested !== null) lines.push(`${c.bold('Test command:')} ${tested.exit_code === 0 ? testRunLine(tested) : c.yellow(testRunLine(tested))}`)
   const delivered = deliveryOf(s)
@@ -69,7 +71,12 @@ export function renderOverview(
     `  LLM calls: ${num(s?.llm_call_count)}`,
     `  Tool calls: ${num(o.counts.tools)}`,
     `  Total tokens: ${num(tokens.total)}${tokens.prompt + tokens.completion > 0 ? ` (prompt ${num(tokens.prompt)}${tokens.cached ? `, of which cached ${num(tokens.cached)}` : ''}; completion ${num(tokens.completion)})` : ''}`,
-    ...(tokens.cost_usd === null ? [] : [`  Cost: $${tokens.cost_usd.toFixed(4)} (config pricing)`]),
+    // The task's bill: the compactions' and the final summary's requests are billed too (docs/running.md#budgets).
+    ...(tokens.cost_usd === null
+      ? []
+      : [
+          `  Cost: $${tokens.cost_usd.toFixed(4)} (config pricing${tokens.compactions || tokens.final_summary ? `; turns $${(tokens.turns_cost_usd ?? 0).toFixed(4)}, the summaries below included` : ''})`,
+        ]),
     ...requestsLine('Compaction summaries', tokens.compactions),
     ...requestsLine('Final summary', tokens.final_summary),
     `  Compressions: ${num(s?.compression_count ?? o.counts.summaries)}`,

@@ -32,13 +32,16 @@ export async function finishJob(host: EndHost, job: Job, end: JobEnd): Promise<v
   }
 }
 
-/** A job's end in the log: a retry or a wait is a warning, a failed job an error, anything else news. */
-function logJobEnd(options: WorkerOptions, job: Job, end: JobEnd, ended: Ended | null): void {
+/**
+ * A job's end in the log: a retry is a warning, a failed job an error, anything else news. A wait for a usage limit
+ * or a budget window is planned (docs/fleet-operations.md#waits): news, its reason and until when, never a warning.
+ */
+export function logJobEnd(options: Pick<WorkerOptions, 'log' | 'warn' | 'error'>, job: Job, end: JobEnd, ended: Ended | null): void {
   const o = options
   if (ended === null) return o.log(`job ${job.id}: ${end.outcome} (no longer this worker’s job)`)
   if (ended.wait !== undefined) {
     const until = end.wait?.until ?? 'its reset'
-    return (o.warn ?? o.log)(
+    return o.log(
       `job ${job.id}: ${end.outcome}; waits until ${until} (${ended.wait}${end.wait?.cap ? ` ${end.wait.cap}` : ''}; no attempt spent, its slot free meanwhile): ${end.error ?? ''}`,
     )
   }

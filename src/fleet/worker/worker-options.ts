@@ -46,8 +46,8 @@ export interface WorkerOptions {
   now?: () => Date
   log: (line: string) => void
   /**
-   * A job's end at its level (docs/fleet-operations.md#a-jobs-history): a failure the fleet runs again (a retry, a wait
-   * for a usage limit) is a warning, one that fails the job an error; default: `log`.
+   * A job's end at its level (docs/fleet-operations.md#a-jobs-history): a failure the fleet runs again (a retry) is a
+   * warning, one that fails the job an error; a wait for a usage limit or a budget window is planned, `log`; default: `log`.
    */
   warn?: (line: string) => void
   error?: (line: string) => void

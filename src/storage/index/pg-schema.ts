@@ -4,6 +4,7 @@ import { PG_CLAIM_HEAD_FUNCTION, PG_SPEND_MIGRATION, PG_SPENT_CAP_FUNCTION } fro
 import { PG_QUEUE_WAITS_MIGRATION } from './queue-waits.js'
 import { PG_FLEET_COUNTERS_MIGRATION } from './fleet-counters.js'
 import { PG_FLEET_TALLIES_MIGRATION, ROLL_UP_LOCK } from './fleet-tallies.js'
+import { PG_PULL_REQUESTS_MIGRATION } from './pull-requests.js'
 
 /**
  * The fleet's tables in PostgreSQL (docs/contract.md §14.1), as numbered migrations: `tasks` has
@@ -209,6 +210,8 @@ const MIGRATIONS: readonly string[] = [
   PG_FLEET_TALLIES_MIGRATION + PG_SPENT_CAP_FUNCTION + PG_CLAIM_HEAD_FUNCTION,
   // Deliveries by result, as a column and counters (totals.ts; ctxagent_deliveries_total).
   pgDeliveriesMigration(),
+  // The pull/merge requests ctxagent opened: the tasks' link to them, and the forge's facts (pull-requests.ts).
+  PG_PULL_REQUESTS_MIGRATION,
 ]
 
 /** Advisory lock keys (bigint constants: hashtext() is not a stable API); transaction-scoped only (docs/contract.md §14.5). */

@@ -16,6 +16,8 @@ import type { TaskKeyColumns, TaskRow } from './task-index.js'
 import { monthRange, PG_SPEND } from './spend.js'
 import { carrySpend, hostSpend } from './spend-carry.js'
 import type { SpendRow, SpendTotals } from './spend.js'
+import { decodeFacts, PG_PULL_REQUESTS, sqliteSetFacts } from './pull-requests.js'
+import type { PullRequestFacts } from './pull-requests.js'
 
 /** Columns PostgreSQL returns as text (BIGINT) that a TaskRow holds as numbers. */
 const NUMERIC = new Set<keyof TaskRow>([
@@ -298,10 +300,18 @@ export class PgStore implements IndexStore {
     await this.drain()
     await this.ensureSchema()
     const rows = (await this.pool.query<Record<string, unknown>>(`SELECT ${SELECT} FROM tasks`)).rows.map(decode)
+    const facts = (await this.pool.query<Record<string, unknown>>(PG_PULL_REQUESTS.all)).rows.map(decodeFacts)
     const copy = TaskIndex.open(':memory:')
     copy.replaceAll(rows)
+    sqliteSetFacts(copy.db, facts)
     copy.onDiskUse = (measured) => this.setDiskUse(measured)
     return { db: copy, owned: false }
+  }
+
+  async setPullRequestFacts(facts: readonly PullRequestFacts[]): Promise<void> {
+    if (facts.length === 0) return
+    await this.ensureSchema()
+    await this.pool.query(PG_PULL_REQUESTS.upsert, [PG_PULL_REQUESTS.batch(facts)])
   }
 
   async close(): Promise<void> {

@@ -8,6 +8,8 @@ import { sqliteChoices, sqliteListPage } from './task-list.js'
 import type { ListPage, TaskFilter } from './task-list.js'
 import type { IndexTotals } from './totals.js'
 import type { SpendRow, SpendTotals } from './spend.js'
+import { sqliteSetFacts } from './pull-requests.js'
+import type { PullRequestFacts } from './pull-requests.js'
 
 export type FinishedRow = Pick<TaskRow, 'uuid' | 'location' | 'status' | 'completed_at'>
 
@@ -57,6 +59,8 @@ export interface IndexStore {
   setKeyLimit(key: string, provider: string, until: string): void
   /** Until when an API key (by its hash) was last said to be limited (ISO 8601), or null. */
   keyLimit(key: string): Promise<string | null>
+  /** Writes the forge's facts of pull/merge requests ctxagent opened, each replacing its earlier ones (pull-requests.ts). */
+  setPullRequestFacts(facts: readonly PullRequestFacts[]): Promise<void>
   /** Waits until every queued write is made (or has failed for good); then closes. */
   close(): Promise<void>
 }
@@ -141,6 +145,10 @@ export class SqliteStore implements IndexStore {
 
   async keyLimit(key: string): Promise<string | null> {
     return this.db.spend.limit(key)
+  }
+
+  async setPullRequestFacts(facts: readonly PullRequestFacts[]): Promise<void> {
+    sqliteSetFacts(this.db.db, facts)
   }
 
   async close(): Promise<void> {

@@ -10,6 +10,7 @@ import type { DiskUse } from '../fs/disk.js'
 import { rebuildStatements, SQLITE, sqliteCountersMigration, sqliteDeliveriesMigration, sqliteToolCallsMigration, sqliteTotalsMigration } from './totals.js'
 import { searchText } from './task-list.js'
 import { SqliteSpend, SQLITE_SPEND_MIGRATION } from './spend.js'
+import { SQLITE_PULL_REQUESTS_MIGRATION } from './pull-requests.js'
 
 let loaded: typeof BetterSqlite3 | undefined
 
@@ -62,6 +63,12 @@ export interface TaskRow {
   /** Null for tasks indexed without measuring (reindex): stats measures and caches them. */
   disk_bytes: number | null
   disk_bytes_raw: number | null
+  /** The pull/merge request the task is on, its web URL (docs/contract.md §17); absent or null: none. */
+  pr_url?: string | null
+  /** 1: the task opened it; 0: a follow-up (or a task continuing it); null: none. */
+  pr_opened?: number | null
+  /** The commit its delivery pushed there (state.json delivery.commit, when pushed). */
+  delivery_commit?: string | null
 }
 
 /** The columns that make a task key (docs/contract.md §5): task_type, task_identifier, repository, user. */
@@ -126,6 +133,8 @@ const MIGRATIONS: readonly string[] = [
   sqliteCountersMigration(),
   // Deliveries by result, as a column and counters (totals.ts; ctxagent_deliveries_total).
   sqliteDeliveriesMigration(),
+  // The pull/merge requests ctxagent opened: the tasks' link to them, and the forge's facts (pull-requests.ts).
+  SQLITE_PULL_REQUESTS_MIGRATION,
 ]
 
 export const COLUMNS: readonly (keyof TaskRow)[] = [
@@ -161,6 +170,9 @@ export const COLUMNS: readonly (keyof TaskRow)[] = [
   'summary_calls',
   'final_summary_calls',
   'delivery_result',
+  'pr_url',
+  'pr_opened',
+  'delivery_commit',
 ]
 
 /**

@@ -1,6 +1,6 @@
-import type { TaskEnvironment, TestRun } from './state.js'
+import type { InstructionFile, TaskEnvironment, TaskInstructions, TestRun } from './state.js'
 
-// state.json's `environment` and `test_run` as readers show them (docs/contract.md §16.3, §16.4): a damaged field shows nothing, never stops a command.
+// state.json's `environment`, `test_run` and `instructions` as readers show them (docs/contract.md §16.3–§16.5): a damaged field shows nothing, never stops a command.
 
 export function environmentOf(state: { environment?: unknown } | null | undefined): TaskEnvironment | null {
   const e = state?.environment
@@ -52,4 +52,27 @@ export function environmentLine(e: TaskEnvironment): string {
 export function testRunLine(t: TestRun): string {
   const how = t.timed_out ? 'timed out' : `exit ${t.exit_code ?? 'unknown'}`
   return `\`${t.command}\`: ${how} (${(t.duration_ms / 1000).toFixed(1)}s)`
+}
+
+export function instructionsOf(state: { instructions?: unknown } | null | undefined): TaskInstructions | null {
+  const i = state?.instructions
+  if (i === null || typeof i !== 'object' || Array.isArray(i)) return null
+  const r = i as Record<string, unknown>
+  if (r.source !== 'commit' && r.source !== 'workspace') return null
+  const files = (Array.isArray(r.files) ? r.files : []).flatMap((f): InstructionFile[] => {
+    if (f === null || typeof f !== 'object' || typeof (f as Record<string, unknown>).path !== 'string') return []
+    const g = f as Record<string, unknown>
+    return [
+      { path: g.path as string, bytes: typeof g.bytes === 'number' ? g.bytes : 0, id: typeof g.id === 'string' ? g.id : '', truncated: g.truncated === true },
+    ]
+  })
+  const refused = Array.isArray(r.refused) ? r.refused.filter((x): x is string => typeof x === 'string') : []
+  return { source: r.source, base: typeof r.base === 'string' ? r.base : '', files, refused }
+}
+
+/** `AGENTS.md (2140 bytes) from origin/HEAD at 0123456789ab`, what was cut, and what was not read. */
+export function instructionsLine(i: TaskInstructions): string {
+  const files = i.files.map((f) => `${f.path} (${f.bytes} bytes${f.truncated ? ', cut' : ''})`).join(', ')
+  const given = files === '' ? 'none given' : `${files} from ${i.base}`
+  return `${given}${i.refused.length > 0 ? `; not read: ${i.refused.join('; ')}` : ''}`
 }

@@ -56,6 +56,8 @@ export interface RunRecord {
   base_branch?: string | null
   /** The workspace's `origin` URL then (mode pr pushes there, whatever the workspace's config says later). */
   base_remote?: string | null
+  /** The repository the workspace's `.git` named then, resolved (docs/delivery.md#the-repository): delivery works on it only. */
+  base_git?: RepositoryRecord
   /** Where the change goes: a new branch (the default), or one more commit on an existing PR's head branch. */
   deliver_target?: DeliveryTarget
   /** The pull/merge request whose head branch the workspace has checked out (docs/delivery.md#the-review-loop); null: none could be. */
@@ -79,6 +81,34 @@ export interface StartsFrom {
   /** kind worktree: the worktree (its top level) and the git directory that keeps its record. */
   worktree?: string
   git_dir?: string
+}
+
+/** A directory as the kernel knows it: a replaced one at the same path has another device/inode. */
+export interface DirIdentity {
+  path: string
+  uid: number
+  gid: number
+  dev: string
+  ino: string
+}
+
+/**
+ * The repository a task started with (docs/delivery.md#the-repository), read before the
+ * agent runs: delivery reads and writes through this record only, never through whatever
+ * the workspace's `.git` names when it ends.
+ */
+export interface RepositoryRecord {
+  /** The work tree's top, resolved: the directory that holds `.git`. */
+  top: string
+  /** What `<top>/.git` was: the git directory itself, a gitfile naming it (a worktree's), or a link to it. */
+  dotgit: 'directory' | 'gitfile' | 'symlink'
+  /** The git directory (HEAD, the index) and the common one (objects, refs, config); the same outside a worktree. */
+  git_dir: DirIdentity
+  common_dir: DirIdentity
+  /** `objects/info/alternates` of the common directory (null: none). */
+  alternates: string | null
+  /** `include.path` and `includeIf.<condition>.path` of the repository's own config files (each `key=value`). */
+  includes: string[]
 }
 
 /** A pull request (GitHub) or merge request (GitLab) by its head branch. */

@@ -53,6 +53,25 @@ export function taskRow(meta: TaskMetadata, state: TaskState | null, location: L
     error_message: state?.error ?? null,
     disk_bytes: disk?.bytes ?? null,
     disk_bytes_raw: disk?.raw ?? null,
+    ...pullRequestOf(meta, state),
+  }
+}
+
+/**
+ * The pull/merge request a task is on (docs/contract.md §17): the one its delivery opened or
+ * pushed to, else the one whose head branch it worked on (a follow-up that delivered
+ * nothing still spent on it); whether it opened it; the commit it pushed there.
+ */
+export function pullRequestOf(meta: TaskMetadata, state: TaskState | null): Pick<TaskRow, 'pr_url' | 'pr_opened' | 'delivery_commit'> {
+  const delivery = deliveryOf(state)
+  const run = meta.run
+  const onHead = run?.deliver_target?.kind === 'pr-head' ? run.deliver_target.pr.url : (run?.pr_head?.url ?? null)
+  const url = delivery?.pr?.url ?? onHead
+  if (url === null) return { pr_url: null, pr_opened: null, delivery_commit: null }
+  return {
+    pr_url: url,
+    pr_opened: delivery?.pr != null && onHead === null ? 1 : 0,
+    delivery_commit: delivery?.pushed === true ? delivery.commit : null,
   }
 }
 

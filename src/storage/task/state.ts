@@ -71,6 +71,8 @@ export interface TaskState {
   finish_status?: 'done' | 'blocked' | null
   /** The change's delivery, written when it ends (docs/delivery.md#what-is-recorded); absent: none was asked for or it has not ended. */
   delivery?: Delivery
+  /** The commit delivery made, written before it left delivery's staging directory: a delivery after a crash reuses exactly it (docs/delivery.md#a-crash-during-delivery). */
+  delivery_commit?: string
   /** With paused_by budget or rate-limit: when the task may go on by itself (a cap's window resets, a usage limit lifts), ISO 8601; else null. */
   resume_at?: string | null
   /** With paused_by budget: the cap the next request would have passed. */
@@ -79,6 +81,29 @@ export interface TaskState {
   environment?: TaskEnvironment
   /** The environment's test command as ctxagent ran it after the agent (docs/contract.md §16.4). */
   test_run?: TestRun
+  /** The project's instruction files the agent was given (docs/contract.md §16.5); absent: the repository has none. */
+  instructions?: TaskInstructions
+}
+
+/** state.json `instructions` (docs/contract.md §16.5). */
+export interface TaskInstructions {
+  /** `commit`: read at the trusted base's commit; `workspace`: the workspace's own file (not a git repository). */
+  source: 'commit' | 'workspace'
+  /** The trusted base as named in the task's records (`origin/HEAD at 0123456789ab`). */
+  base: string
+  files: InstructionFile[]
+  /** Files found but not read (a link, larger than the reading limit), with why. */
+  refused: string[]
+}
+
+export interface InstructionFile {
+  path: string
+  /** The file's whole size. */
+  bytes: number
+  /** Its git blob id at the commit, or `sha256:<hex>` of a workspace's own file. */
+  id: string
+  /** True when it was cut at the bound (docs/environments.md#project-instructions). */
+  truncated: boolean
 }
 
 /** state.json `environment` (docs/contract.md §16.3). */

@@ -13,16 +13,16 @@ import { usePostgres } from '../../helpers/use-postgres.js'
  * that counted under the old adding function is counted once. On real PostgreSQL.
  */
 
-/** The schema as the version before the counters made it, or before the tallies' logs. */
+/** The schema as the version before the counters made it, or before the tallies' logs (the migrations after, IF NOT EXISTS, run again as they are). */
 const BEFORE = {
   counters: `DROP TABLE fleet_counter_log, fleet_queue_wait_log; DROP FUNCTION fleet_tallies_roll_up(); DROP INDEX idx_fleet_jobs_claimable;
      DROP TRIGGER fleet_jobs_count ON fleet_jobs; DROP TRIGGER fleet_job_attempts_count ON fleet_job_attempts; DROP TABLE fleet_counters;
-     UPDATE ctxagent_schema SET version = ${SCHEMA_VERSION - 3}`,
+     UPDATE ctxagent_schema SET version = ${SCHEMA_VERSION - 4}`,
   tallies: `DROP TABLE fleet_counter_log, fleet_queue_wait_log; DROP FUNCTION fleet_tallies_roll_up(); DROP INDEX idx_fleet_jobs_claimable;
      CREATE OR REPLACE FUNCTION fleet_counters_add(TEXT, TEXT) RETURNS void LANGUAGE sql AS $$
        INSERT INTO fleet_counters (name, label, n) VALUES ($1, $2, 1) ON CONFLICT (name, label) DO UPDATE SET n = fleet_counters.n + 1
      $$;
-     UPDATE ctxagent_schema SET version = ${SCHEMA_VERSION - 2}`,
+     UPDATE ctxagent_schema SET version = ${SCHEMA_VERSION - 3}`,
 }
 const database = usePostgres()
 

@@ -87,5 +87,5 @@ describe('cache writes and summary calls in the index', () => {
   })
 })
 
-/** The later counters' migration, counted from the last (the queue waits', the fleet's counters' its tallies' and the deliveries' came after it, IF NOT EXISTS: run again as they are): the schema as it was before it. */
-const LATER_COUNTERS_FROM_END = 5
+/** The later counters' migration, counted from the last (the queue waits', the fleet's counters' its tallies', the deliveries' and the pull requests' came after it, IF NOT EXISTS: run again as they are): the schema as it was before it. */
+const LATER_COUNTERS_FROM_END = 6

@@ -72,8 +72,8 @@ describe('tool calls by tool and outcome in the index', () => {
     }
   })
 
-  // The tool-call tallies' migration, counted from the last (the review loop's, the budgets', the jobs' history, the later counters, the queue waits and the fleet's counters came after it): the schema as it was before it.
-  const TALLY_MIGRATION_FROM_END = 9
+  // The tool-call tallies' migration, counted from the last (the review loop's, the budgets', the jobs' history, the later counters, the queue waits, the fleet's counters, its tallies, the deliveries and the pull requests came after it): the schema as it was before it.
+  const TALLY_MIGRATION_FROM_END = 10
   it('PostgreSQL: migrates an index from before tallies, keeping every call it counted', async () => {
     const q = (sql: string) => queryRows(server.url, sql)
     await q('DROP SCHEMA public CASCADE; CREATE SCHEMA public')

@@ -1,27 +1,30 @@
 import { Command, Option } from 'commander'
-import type { CommandEnv } from '../command-env.js'
-import { auditTask, fleetDatabaseUrl, openIndex } from '../command-env.js'
-import { formatBytes, formatDuration } from '../duration.js'
-import { NotFoundError, UsageError } from '../errors.js'
-import { clip, grouped, sampleOf, shortPath } from '../text.js'
-import { table } from '../render.js'
-import { STATUSES } from '../storage/task/state.js'
-import { checkHealth, collectStats, scanIntoMemory, where } from '../operations/stats.js'
-import { collectTokens } from '../operations/tokens.js'
-import type { TokenReport } from '../operations/tokens.js'
-import type { CheckResult, StatsFilter, StatsReport } from '../operations/stats.js'
-import { indexDrift } from '../storage/index/store.js'
-import type { IndexStore } from '../storage/index/store.js'
-import type { TaskIndex } from '../storage/index/task-index.js'
-import { pgReason } from '../storage/index/pg-pool.js'
-import { whyIndexUnopenable } from '../system-errors.js'
-import { withEnv } from '../command-kit/shared.js'
-import { capAlerts, collectSpend } from '../operations/spend-report.js'
-import type { SpendReport } from '../operations/spend-report.js'
-import { usd } from '../operations/budgets.js'
-import { dateFrom, dateTo, userName } from '../command-kit/filter-args.js'
+import type { CommandEnv } from '../../command-env.js'
+import { auditTask, fleetDatabaseUrl, openIndex } from '../../command-env.js'
+import { formatBytes, formatDuration } from '../../duration.js'
+import { NotFoundError, UsageError } from '../../errors.js'
+import { clip, grouped, sampleOf, shortPath } from '../../text.js'
+import { table } from '../../render.js'
+import { STATUSES } from '../../storage/task/state.js'
+import { checkHealth, collectStats, scanIntoMemory, where } from '../../operations/stats.js'
+import { collectTokens } from '../../operations/tokens.js'
+import type { TokenReport } from '../../operations/tokens.js'
+import type { CheckResult, StatsFilter, StatsReport } from '../../operations/stats.js'
+import { indexDrift } from '../../storage/index/store.js'
+import type { IndexStore } from '../../storage/index/store.js'
+import type { TaskIndex } from '../../storage/index/task-index.js'
+import { pgReason } from '../../storage/index/pg-pool.js'
+import { whyIndexUnopenable } from '../../system-errors.js'
+import { withEnv } from '../../command-kit/shared.js'
+import { capAlerts, collectSpend } from '../../operations/spend-report.js'
+import type { SpendReport } from '../../operations/spend-report.js'
+import { usd } from '../../operations/budgets.js'
+import { dateFrom, dateTo, userName } from '../../command-kit/filter-args.js'
+import { checkOutcomeOptions, outcomeGroup, statsOutcomes } from './outcomes.js'
+import type { OutcomesOptions } from './outcomes.js'
+import { OUTCOME_GROUPS } from '../../operations/outcomes-report.js'
 
-interface StatsOptions {
+interface StatsOptions extends OutcomesOptions {
   user?: string
   from?: Date
   to?: Date
@@ -40,6 +43,10 @@ export function statsCommand(): Command {
       '--check',
       'evaluate the alerts (disk, failure rate, running tasks, long runs) over the whole tree and exit 0 ok, 1 warning, 2 critical (3 unknown: no task tree); takes no filters',
     )
+    .option('--outcomes', 'the pull/merge requests ctxagent opened: merged, closed, still open, merge rate, time to merge, rounds and $ per merged one')
+    .option('--refresh', 'with --outcomes: ask the forge for the state of the ones still open first')
+    .option('--by <group>', `with --outcomes: one row per ${OUTCOME_GROUPS.join(', ')} (default model)`, outcomeGroup)
+    .option('--since <date>', 'with --outcomes: only the ones opened on or after this date (as --from)', dateFrom)
     .action(withEnv(stats))
 }
 
@@ -110,6 +117,12 @@ async function reportingIndex(
 }
 
 async function stats(ctx: CommandEnv, opts: StatsOptions): Promise<void> {
+  checkOutcomeOptions(opts)
+  if (opts.outcomes) {
+    if (!ctx.layout.exists())
+      throw new NotFoundError(`there is no task tree at ${shortPath(ctx.layout.base)}`, 'check --home, CTXAGENT_HOME or context.base_dir')
+    return statsOutcomes(ctx, opts)
+  }
   checkOptions(opts)
   // A misspelt --home must not look like a healthy, empty tree (for --check, 3 is UNKNOWN).
   if (!ctx.layout.exists()) throw new NotFoundError(`there is no task tree at ${shortPath(ctx.layout.base)}`, 'check --home, CTXAGENT_HOME or context.base_dir')
@@ -145,15 +158,15 @@ async function stats(ctx: CommandEnv, opts: StatsOptions): Promise<void> {
 
 /** In a fleet (docs/contract.md §14.2): the queue's alerts join the others; a database that cannot be reached is critical. */
 async function addQueueAlerts(ctx: CommandEnv, result: CheckResult): Promise<void> {
-  const { fleetPool } = await import('../actions/fleet-db.js')
-  const { fleetStatus, queueAlerts } = await import('../fleet/queue/status.js')
-  const { workerLiveSeconds } = await import('../storage/index/worker-liveness.js')
+  const { fleetPool } = await import('../../actions/fleet-db.js')
+  const { fleetStatus, queueAlerts } = await import('../../fleet/queue/status.js')
+  const { workerLiveSeconds } = await import('../../storage/index/worker-liveness.js')
   let alerts
   try {
     const { pool } = await fleetPool(ctx, 'stats')
     try {
       const status = await fleetStatus(pool, workerLiveSeconds(ctx.config.locks))
-      const { leaseAlerts } = await import('../fleet/recovery/lease.js')
+      const { leaseAlerts } = await import('../../fleet/recovery/lease.js')
       alerts = [...queueAlerts(status, ctx.config.alerts.queue_wait_minutes), ...(await leaseAlerts(pool))]
       result.summary += `, ${status.jobs.waiting} job(s) waiting, ${status.workers.filter((w) => w.live).length} live worker(s)`
     } finally {
