@@ -17,7 +17,7 @@ const CHECK_TAIL = 2000
 
 /**
  * Runs a task's check command in the workspace, in the command sandbox with no network
- * and none of ctxagent's secrets (docs/eval.md#the-check), bounded by `timeoutMs`.
+ * and none of ctxagent's secrets (docs/eval.md#a-trial), bounded by `timeoutMs`.
  * `hidden`: real paths no command may see (the task tree, the config file, the suite).
  */
 export async function runCheck(config: Config, workspace: string, command: string, timeoutMs: number, hidden: readonly string[]): Promise<CheckResult> {

@@ -8,7 +8,7 @@ import { parseDuration } from '../duration.js'
  * A suite of eval tasks (docs/eval.md#a-suite): a directory whose subdirectories each hold
  * `task.yaml`, the hidden `tests/` and, optionally, a reference `solution.patch`. The
  * statement is data for the agent; the tests and the solution never reach its workspace
- * before it has finished (docs/contract.md §16).
+ * before it has finished (docs/contract.md §18).
  */
 export interface EvalTask {
   /** The task's directory name: its id in reports and in the tree. */

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { NO_CONFIG } from '../config/load.js'
 import type { Config } from '../config/schema.js'
 import { CtxError } from '../errors.js'
-import { overviewDocument } from '../operations/overview.js'
+import { taskBill } from '../operations/tokens.js'
 import { packageRoot } from '../package-root.js'
 import type { Layout } from '../storage/fs/layout.js'
 import { locateTask } from '../storage/fs/layout.js'
@@ -62,7 +62,10 @@ export async function runTrial(input: TrialInput): Promise<Trial> {
   placeHidden(task, workspace)
   const check = await runCheck(input.config, workspace, task.check, task.checkTimeoutMs, input.hidden)
   // A check that could not run is no verdict: the trial is not recorded, and the same command runs it again.
-  if (check.error !== null) throw new CtxError(`the check of ${task.name} could not run: ${check.error}`, { hint: 'fix the sandbox (ctxagent doctor), then run the same command again' })
+  if (check.error !== null)
+    throw new CtxError(`the check of ${task.name} could not run: ${check.error}`, {
+      hint: 'fix the sandbox (ctxagent doctor), then run the same command again',
+    })
   return {
     ...base,
     ...ended,
@@ -139,11 +142,12 @@ function outcomeOf(stdout: string, stderr: string): AgentEnd {
   return { uuid: null, status: 'error', said }
 }
 
-/** What the trial's task cost (its turns, compactions and final summary, at the variant's prices), its tokens and turns. */
+/** What the trial's task cost (its bill: turns, compactions and final summary, at the variant's prices), its tokens and turns. */
 async function billOf(layout: Layout, uuid: string, pricing: Config['pricing']): Promise<{ usd: number; tokens: number; turns: number }> {
   const ref = locateTask(layout, uuid)
   if (ref === null) return { usd: 0, tokens: 0, turns: 0 }
-  const doc = overviewDocument(await readOverview(ref, 0), pricing)
-  const usd = (doc.tokens.cost_usd ?? 0) + (doc.tokens.compactions?.cost_usd ?? 0) + (doc.tokens.final_summary?.cost_usd ?? 0)
-  return { usd: Math.round(usd * 1e6) / 1e6, tokens: doc.state?.total_tokens_used ?? 0, turns: doc.state?.turns ?? 0 }
+  const overview = await readOverview(ref, 0)
+  const state = overview.state
+  if (state === null) return { usd: 0, tokens: 0, turns: 0 }
+  return { usd: taskBill(overview.metadata.config?.model, state, pricing) ?? 0, tokens: state.total_tokens_used, turns: state.turns ?? 0 }
 }
