@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { startFakeLlm } from '../helpers/fake-llm.js'
 import type { FakeLlm, RecordedRequest, Reply } from '../helpers/fake-llm.js'
-import { BIN, cliAsync, TEST_ENV } from '../helpers/run.js'
+import { BIN, cliAsync, ROOT, TEST_ENV } from '../helpers/run.js'
 import { until } from '../helpers/wait.js'
 
 const HIDDEN_MARK = 'HIDDEN-CHECK-5e1f0c'
@@ -103,6 +103,19 @@ describe('ctxagent eval', () => {
       { task: 'add', ok: true, solution: true },
       { task: 'already', ok: false, why: 'its check passes on the starting tree: it measures nothing' },
       { task: 'mul', ok: true, solution: false },
+    ])
+  })
+
+  it('the demo suite that ships is usable: each check fails at the start and passes with its solution', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'ctxagent-eval-home-'))
+    onTestFinished(() => rmSync(home, { recursive: true, force: true }))
+    const res = await cliAsync(['--home', home, '--json', 'eval', 'check', join(ROOT, 'demo', 'eval', 'suite')])
+    expect(res.code).toBe(0)
+    const doc = JSON.parse(res.stdout) as { tasks: { task: string; ok: boolean }[] }
+    expect(doc.tasks.map((t) => [t.task, t.ok])).toEqual([
+      ['discount-vat', true],
+      ['round-half', true],
+      ['swiss-rate', true],
     ])
   })
 
