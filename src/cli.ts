@@ -27,6 +27,7 @@ const COMMANDS: readonly { names: readonly string[]; all?: true; load: () => Pro
   { names: ['doctor'], load: async () => (await import('./commands/doctor.js')).doctorCommand() },
   { names: ['demo'], load: async () => (await import('./commands/demo.js')).demoCommand() },
   { names: ['export'], load: async () => (await import('./commands/export.js')).exportCommand() },
+  { names: ['eval'], load: async () => (await import('./commands/eval/index.js')).evalCommand() },
   { names: ['env'], load: async () => (await import('./commands/env.js')).envCommand() },
   { names: ['completion'], all: true, load: async () => (await import('./commands/completion.js')).completionCommand() },
   { names: ['enqueue'], load: async () => (await import('./commands/enqueue.js')).enqueueCommand() },

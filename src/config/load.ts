@@ -167,7 +167,7 @@ export function parseYamlWith<T>(schema: z.ZodMiniType<T>, yamlText: string, fil
   const reserved = findProtoKey(data, [])
   if (reserved) throw new UsageError(`${file}: ${formatPath(reserved)} cannot be used as a name (__proto__ is reserved)`, 'fix the file')
   const result = schema.safeParse(data, { reportInput: true })
-  if (!result.success) throw new UsageError(`${file}: ${describeIssue(result.error.issues[0] as z.core.$ZodIssue, result.error.issues)}`, 'fix the file')
+  if (!result.success) throw new UsageError(`${file}: ${describeIssues(result.error.issues)}`, 'fix the file')
   return result.data
 }
 
@@ -188,13 +188,7 @@ function parseConfigData(yamlText: string, file: string): { config: Config; data
   if (reserved) throw new UsageError(`${file}: ${formatPath(reserved)} cannot be used as a name (__proto__ is reserved)`, SEE_EXAMPLE)
   // reportInput: the messages say "is empty" for a null; the input itself is never printed.
   const result = configSchema.safeParse(data, { reportInput: true })
-  if (!result.success) {
-    const issues = result.error.issues
-    // A misspelt key is two issues: the unknown key and the required one it was meant to be; the typo is what to say.
-    const unknown = issues.find((i) => i.code === 'unrecognized_keys')
-    const issue = unknown ?? (issues[0] as z.core.$ZodIssue)
-    throw new UsageError(`${file}: ${describeIssue(issue, issues)}`, SEE_EXAMPLE)
-  }
+  if (!result.success) throw new UsageError(`${file}: ${describeIssues(result.error.issues)}`, SEE_EXAMPLE)
   const problem = crossCheck(result.data)
   if (problem) throw new UsageError(`${file}: ${problem}`, SEE_EXAMPLE)
   return { config: result.data, data }
@@ -280,6 +274,12 @@ function findProtoKey(value: unknown, path: (string | number)[]): (string | numb
     if (found) return found
   }
   return Object.hasOwn(value, '__proto__') ? [...path, '__proto__'] : null
+}
+
+/** The issue to tell of: a misspelt key is two issues, the unknown key and the required one it was meant to be, and the typo is what to say. */
+function describeIssues(issues: readonly z.core.$ZodIssue[]): string {
+  const issue = issues.find((i) => i.code === 'unrecognized_keys') ?? (issues[0] as z.core.$ZodIssue)
+  return describeIssue(issue, issues)
 }
 
 /** A zod issue as `<key path> <what it expects>`: every schema above carries its own words. */

@@ -1,4 +1,4 @@
-import { dirname } from 'node:path'
+import { dirname, isAbsolute } from 'node:path'
 import { configCandidates } from '../config/load.js'
 import type { Config } from '../config/schema.js'
 import { UsageError } from '../errors.js'
@@ -16,7 +16,9 @@ import { realPathOf } from '../tools/workspace.js'
  */
 export function hiddenPaths(base: string, configFile: string | null, env: NodeJS.ProcessEnv = process.env): string[] {
   const candidates = configCandidates(env).map((file) => dirname(file))
-  return [...new Set([base, ...(configFile === null ? [] : [configFile]), ...candidates].map(realPathOf))]
+  // CTXAGENT_HIDDEN: more places (absolute paths, ':'-separated), e.g. an eval's suite with its hidden tests (docs/eval.md#what-the-agent-never-sees).
+  const more = (env.CTXAGENT_HIDDEN ?? '').split(':').filter((p) => isAbsolute(p))
+  return [...new Set([base, ...(configFile === null ? [] : [configFile]), ...candidates, ...more].map(realPathOf))]
 }
 
 /**

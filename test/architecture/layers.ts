@@ -18,6 +18,8 @@ export const FLOORS: readonly (readonly string[])[] = [
   // pool and lease passes): typed outcomes that commands/ print and serve/ renders.
   ['actions/'],
   ['command-env.ts'],
+  // Evals: suites of tasks run as ordinary tasks with hidden checks (docs/eval.md); trials may become fleet jobs.
+  ['eval/'],
   // The fleet in parts, each the only writer of its tables: the worker process, polling and the
   // review loop, the watch-locks pass over jobs; all of them over the queue (fleet_jobs and its history).
   ['fleet/worker/', 'fleet/poll/', 'fleet/recovery/'],

@@ -1,0 +1,127 @@
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Command } from 'commander'
+import type { CommandEnv } from '../../command-env.js'
+import { CtxError, UsageError } from '../../errors.js'
+import { checkTask } from '../../eval/check-suite.js'
+import type { TaskVerdict } from '../../eval/check-suite.js'
+import { demoVariants, planEval } from '../../eval/plan.js'
+import { runEval } from '../../eval/run-eval.js'
+import { readSuite } from '../../eval/suite.js'
+import { parseVariant } from '../../eval/variants.js'
+import { hiddenPaths } from '../../run/sandbox-setup.js'
+import { positiveIntArg, stopSignal, withEnv } from '../../command-kit/shared.js'
+import { renderChecks, renderReport, trialLine } from './render.js'
+
+interface RunOptions {
+  variant: string[]
+  runs?: number
+  concurrency?: number
+  demo?: boolean
+  workDir?: string
+}
+
+const collect = (value: string, previous: string[]): string[] => [...previous, value]
+
+export function evalCommand(): Command {
+  const command = new Command('eval').description('measure models or configurations on a suite of tasks with hidden checks (docs/eval.md)')
+  command
+    .command('check')
+    .description("validate a suite: each task's check must fail on its starting tree and pass with its solution.patch")
+    .argument('<suite>', 'a directory of tasks, each with task.yaml and tests/')
+    .action(withEnv(checkSuite))
+  command
+    .command('run')
+    .description('run every task of a suite with each variant, then its hidden check; the same command again resumes a stopped eval')
+    .argument('[suite]', 'a directory of tasks, each with task.yaml and tests/')
+    .option(
+      '--variant <name=config>',
+      'a config file, or key=value,… (model, provider, max_turns, max_tokens, timeout, max_cost, allow_shell, replay, config); repeatable',
+      collect,
+      [],
+    )
+    .option('--runs <n>', 'trials per task and variant (default: 1)', positiveIntArg)
+    .option('--concurrency <k>', 'trials at once (default: 1)', positiveIntArg)
+    .option('--work-dir <dir>', "where the trials' workspaces go, outside the task tree (default: a directory under the system's temporary directory)")
+    .option('--demo', 'the bundled demo suite with its two recorded variants: no key, no network')
+    .action(withEnv(runSuite))
+  return command
+}
+
+async function checkSuite(ctx: CommandEnv, _opts: object, suite: string): Promise<void> {
+  const read = readSuite(suite)
+  const scratch = mkdtempSync(join(tmpdir(), 'ctxagent-eval-check-'))
+  chmodSync(scratch, 0o711)
+  const verdicts: TaskVerdict[] = read.problems.map((p) => ({ task: p.name, ok: false, why: p.why }))
+  try {
+    const hidden = [...hiddenPaths(ctx.layout.base, ctx.configSource, ctx.env), suite]
+    for (const task of read.tasks) verdicts.push(await checkTask(task, ctx.config, scratch, join(scratch, 'mirrors'), hidden))
+  } finally {
+    rmSync(scratch, { recursive: true, force: true })
+  }
+  verdicts.sort((a, b) => a.task.localeCompare(b.task))
+  if (ctx.json) ctx.io.json({ suite, tasks: verdicts })
+  else ctx.io.out(renderChecks(verdicts, ctx.io))
+  if (verdicts.some((v) => !v.ok))
+    throw new CtxError(`${verdicts.filter((v) => !v.ok).length} of ${verdicts.length} task(s) cannot be used`, {
+      hint: 'fix them, or leave them out of the suite',
+    })
+}
+
+async function runSuite(ctx: CommandEnv, opts: RunOptions, suiteArg: string | undefined): Promise<void> {
+  if (opts.demo === true && (suiteArg !== undefined || opts.variant.length > 0))
+    throw new UsageError('--demo brings its own suite and variants', 'give either --demo, or a suite with --variant')
+  if (opts.demo !== true && suiteArg === undefined) throw new UsageError('no suite given', 'give the suite directory, or --demo')
+  const demo = opts.demo === true ? demoVariants() : null
+  const plan = planEval({
+    suite: demo?.suite ?? (suiteArg as string),
+    variants: demo?.variants ?? opts.variant.map((v) => parseVariant(v, process.cwd())),
+    runs: opts.runs ?? 1,
+    base: ctx.layout.base,
+    config: ctx.config,
+    configFile: ctx.configSource,
+    workDir: opts.workDir ?? null,
+    env: ctx.env,
+    now: ctx.now(),
+  })
+  for (const p of plan.suite.problems) ctx.io.warn(`task ${p.name} is left out: ${p.why}`)
+  const stop = stopSignal()
+  const abort = new AbortController()
+  void stop.stopped.then(() => abort.abort())
+  try {
+    const report = await runEval({
+      spec: plan.spec,
+      tasks: plan.suite.tasks,
+      pricing: plan.pricing,
+      concurrency: opts.concurrency ?? 1,
+      layout: ctx.layout,
+      config: ctx.config,
+      configFile: ctx.configSource,
+      workRoot: plan.workRoot,
+      hidden: plan.hidden,
+      signal: abort.signal,
+      onTrial: (trial, done, total) => ctx.io.warn(trialLine(trial, done, total)),
+    })
+    if (ctx.json) ctx.io.json(jsonReport(report))
+    else ctx.io.out(renderReport(report, ctx.io))
+    if (report.remaining > 0)
+      throw new CtxError(`the eval stopped with ${report.remaining} trial(s) not run`, { exitCode: 130, hint: 'run the same command again to run them' })
+  } finally {
+    stop.dispose()
+  }
+}
+
+/** `eval run --json` (docs/eval.md#the-report). */
+function jsonReport(report: Awaited<ReturnType<typeof runEval>>) {
+  return {
+    id: report.id,
+    suite: report.suite,
+    dir: report.dir,
+    runs: report.runs,
+    tasks: report.tasks,
+    remaining: report.remaining,
+    variants: report.variants.map(({ trials_list, ...v }) => ({ ...v, trials: trials_list })),
+    paired: report.paired,
+  }
+}

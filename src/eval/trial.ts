@@ -1,0 +1,153 @@
+import { spawn } from 'node:child_process'
+import { chmodSync, mkdirSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { NO_CONFIG } from '../config/load.js'
+import type { Config } from '../config/schema.js'
+import { CtxError } from '../errors.js'
+import { taskBill } from '../operations/tokens.js'
+import { packageRoot } from '../package-root.js'
+import type { Layout } from '../storage/fs/layout.js'
+import { locateTask } from '../storage/fs/layout.js'
+import { readOverview } from '../storage/task/reader.js'
+import { runCheck } from './check.js'
+import type { Trial } from './report.js'
+import type { VariantSpec } from './store.js'
+import type { EvalTask } from './suite.js'
+import { placeHidden, startingTree } from './workspace.js'
+
+export interface TrialInput {
+  task: EvalTask
+  variant: VariantSpec
+  run: number
+  /** Where the trial's workspace is made (outside the task tree: the sandbox hides the tree). */
+  workRoot: string
+  mirrors: string
+  layout: Layout
+  /** The operator's config (the check's sandbox); the variant's own config file is the agent's. */
+  config: Config
+  /** The operator's config file (null: none), the agent's when the variant names none. */
+  configFile: string | null
+  /** Pricing for the trial's cost: the variant's config's. */
+  pricing: Config['pricing']
+  /** Places the agent never sees: the suite (its tests and solutions), and the task tree and config as always. */
+  hidden: readonly string[]
+  signal: AbortSignal
+}
+
+/**
+ * One trial (docs/eval.md#a-trial): the task's starting tree in a new workspace; the agent
+ * as an ordinary ctxagent task (`ctxagent run`, delivery off, no inheritance), which never
+ * sees the suite; then the hidden files copied in and the check run in the sandbox.
+ */
+export async function runTrial(input: TrialInput): Promise<Trial> {
+  const { task, variant } = input
+  // A fresh directory per attempt: an agent left running by an eval that was killed keeps writing its own.
+  const workspace = join(input.workRoot, variant.name, task.name, `${input.run}-${Date.now().toString(36)}`)
+  mkdirSync(join(input.workRoot, variant.name, task.name), { recursive: true, mode: 0o711 })
+  await startingTree(task, workspace, input.mirrors, input.config.tools)
+  chmodSync(workspace, 0o755)
+  const statement = `${workspace}.statement`
+  writeFileSync(statement, task.statement, { mode: 0o600 })
+  const began = Date.now()
+  const agent = await runAgent(input, workspace, statement).finally(() => rmSync(statement, { force: true }))
+  // No task was made: `run` refused (a bad variant, a missing key). Every trial would; that is the eval's error, not a verdict.
+  if (agent.uuid === null && !input.signal.aborted)
+    throw new CtxError(`the agent of ${variant.name} on ${task.name} did not start: ${agent.said.slice(0, 300) || 'ctxagent run printed nothing'}`, {
+      hint: 'fix the variant (ctxagent run with the same flags shows it); the trials already finished are kept',
+    })
+  const base = { task: task.name, variant: variant.name, run: input.run, uuid: agent.uuid }
+  const bill = agent.uuid === null ? { usd: 0, tokens: 0, turns: 0 } : await billOf(input.layout, agent.uuid, input.pricing)
+  const ended = { ...bill, duration_ms: Date.now() - began, finished_at: new Date().toISOString() }
+  if (agent.status === 'setup_failed' || agent.uuid === null) return { ...base, ...ended, passed: false, status: agent.status, check: null }
+  placeHidden(task, workspace)
+  const check = await runCheck(input.config, workspace, task.check, task.checkTimeoutMs, input.hidden)
+  // A check that could not run is no verdict: the trial is not recorded, and the same command runs it again.
+  if (check.error !== null)
+    throw new CtxError(`the check of ${task.name} could not run: ${check.error}`, {
+      hint: 'fix the sandbox (ctxagent doctor), then run the same command again',
+    })
+  return {
+    ...base,
+    ...ended,
+    passed: check.passed,
+    status: agent.status,
+    check: { exit_code: check.exit_code, tail: check.tail },
+  }
+}
+
+interface AgentEnd {
+  uuid: string | null
+  status: string
+  /** What `run` said last on stderr (its refusal, when it made no task). */
+  said: string
+}
+
+/** `ctxagent run` for the trial, its outcome read from its --json line (a run that printed none: `error`). */
+function runAgent(input: TrialInput, workspace: string, statement: string): Promise<AgentEnd> {
+  const { variant, task } = input
+  const args = [
+    join(packageRoot(), 'bin', 'ctxagent'),
+    '--home',
+    input.layout.base,
+    ...configArgs(variant.config ?? input.configFile),
+    '--json',
+    'run',
+    '--workspace',
+    workspace,
+    '--task-file',
+    statement,
+    '--deliver',
+    'none',
+    '--no-inherit',
+    '--log-format',
+    'json',
+    ...(task.timeoutMs === null ? [] : ['--timeout', `${Math.ceil(task.timeoutMs / 1000)}s`]),
+    ...(variant.replay === null ? [] : ['--provider', 'replay', '--replay-from', join(variant.replay, `${task.name}.jsonl`)]),
+    ...variant.flags,
+  ]
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, args, {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, CTXAGENT_HIDDEN: input.hidden.join(':') },
+    })
+    let out = ''
+    let err = ''
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d))
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (err = (err + d).slice(-4000)))
+    // A stop of the eval pauses its agents as a stop of `run` would (SIGINT); the trial is not recorded and runs again.
+    const onAbort = (): void => void child.kill('SIGINT')
+    input.signal.addEventListener('abort', onAbort, { once: true })
+    child.on('close', () => {
+      input.signal.removeEventListener('abort', onAbort)
+      resolve(outcomeOf(out, err))
+    })
+  })
+}
+
+/** --config for the agent's run: the variant's file, else the operator's; none: no file (what the operator runs with). */
+function configArgs(file: string | null): string[] {
+  return ['--config', file ?? NO_CONFIG]
+}
+
+function outcomeOf(stdout: string, stderr: string): AgentEnd {
+  const said = stderr.trim().split('\n').pop() ?? ''
+  for (const text of [stdout, ...stderr.split('\n').reverse()]) {
+    try {
+      const doc = JSON.parse(text.trim()) as { uuid?: unknown; status?: unknown; message?: unknown }
+      if (typeof doc.uuid === 'string' && typeof doc.status === 'string') return { uuid: doc.uuid, status: doc.status, said }
+    } catch {
+      // Not the outcome's line.
+    }
+  }
+  return { uuid: null, status: 'error', said }
+}
+
+/** What the trial's task cost (its bill: turns, compactions and final summary, at the variant's prices), its tokens and turns. */
+async function billOf(layout: Layout, uuid: string, pricing: Config['pricing']): Promise<{ usd: number; tokens: number; turns: number }> {
+  const ref = locateTask(layout, uuid)
+  if (ref === null) return { usd: 0, tokens: 0, turns: 0 }
+  const overview = await readOverview(ref, 0)
+  const state = overview.state
+  if (state === null) return { usd: 0, tokens: 0, turns: 0 }
+  return { usd: taskBill(overview.metadata.config?.model, state, pricing) ?? 0, tokens: state.total_tokens_used, turns: state.turns ?? 0 }
+}
