@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import {
   chownSync,
@@ -17,7 +16,8 @@ import {
   writeSync,
 } from 'node:fs'
 import { join, sep } from 'node:path'
-import { git, SAFE_CONFIG } from '../delivery/git.js'
+import { git } from '../delivery/git.js'
+import { archiveInto } from '../workspace/environment/checkout.js'
 import type { Config } from '../config/schema.js'
 import { giveWorkspace, sandboxIdentity } from '../tools/sandbox/identity.js'
 import type { EvalTask } from './suite.js'
@@ -47,7 +47,10 @@ export async function startingTree(task: EvalTask, into: string, mirrors: string
     cpSync(task.repo, into, { recursive: true, verbatimSymlinks: true, filter: (src) => !src.split(sep).includes('.git') })
   } else {
     const source = isUrl(task.repo) ? await mirrorOf(task.repo, mirrors) : task.repo
-    await archiveInto(source, task.commit ?? 'HEAD', into)
+    const commit = task.commit ?? 'HEAD'
+    await archiveInto(source, commit, into).catch((err: Error) => {
+      throw new Error(`the repository ${source} has no commit ${commit}: ${err.message}`)
+    })
   }
   const at = { safeDir: into, cwd: into }
   await git(['init', '--quiet', '--template='], at)
@@ -84,38 +87,6 @@ async function mirrorOf(url: string, mirrors: string): Promise<string> {
   rmSync(dir, { recursive: true, force: true })
   renameSync(partial, dir)
   return dir
-}
-
-/** `git archive <commit>` of the repository at `repo`, unpacked into `into`. */
-function archiveInto(repo: string, commit: string, into: string): Promise<void> {
-  const args = [...SAFE_CONFIG.flatMap((c) => ['-c', c]), '-c', 'safe.directory=*', 'archive', '--format=tar', '--end-of-options', commit]
-  const env = {
-    PATH: process.env.PATH ?? '/usr/bin:/bin',
-    HOME: '/nonexistent',
-    GIT_CONFIG_NOSYSTEM: '1',
-    GIT_CONFIG_GLOBAL: '/dev/null',
-    GIT_NO_REPLACE_OBJECTS: '1',
-  }
-  return new Promise((resolve, reject) => {
-    const archive = spawn('git', args, { cwd: repo, env, stdio: ['ignore', 'pipe', 'pipe'] })
-    const tar = spawn('tar', ['-x', '--no-same-owner', '-C', into], { stdio: ['pipe', 'ignore', 'pipe'] })
-    archive.stdout.pipe(tar.stdin)
-    let err = ''
-    archive.stderr.on('data', (d: Buffer) => (err += d.toString()))
-    tar.stderr.on('data', (d: Buffer) => (err += d.toString()))
-    let closed = 0
-    let failed = false
-    const done = (code: number | null): void => {
-      if (failed) return
-      if (code !== 0) {
-        failed = true
-        return reject(new Error(`the repository ${repo} has no commit ${commit}: ${err.trim().split('\n').pop() ?? `exit ${code}`}`))
-      }
-      if (++closed === 2) resolve()
-    }
-    archive.on('close', done)
-    tar.on('close', done)
-  })
 }
 
 /**

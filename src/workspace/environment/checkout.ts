@@ -17,8 +17,17 @@ export async function scratchCheckout(workspace: string, commit: string, owner: 
   chmodSync(dir, 0o711)
   const work = join(dir, 'checkout')
   mkdirSync(work)
+  await archiveInto(workspace, commit, work).catch((err: Error) => {
+    throw new Error(`the checkout of ${commit.slice(0, 12)} failed: ${err.message}`)
+  })
+  if (owner !== null) chownTree(work, owner)
+  return work
+}
+
+/** `git archive <commit>` of the repository at `repo` unpacked into `into` (no repository configuration read); a failure's error is git's or tar's last line. */
+export function archiveInto(repo: string, commit: string, into: string): Promise<void> {
   const gitArgs = [...SAFE_CONFIG.flatMap((c) => ['-c', c]), '-c', 'safe.directory=*', 'archive', '--format=tar', '--end-of-options', commit]
-  await new Promise<void>((resolve, reject) => {
+  return new Promise<void>((resolve, reject) => {
     const env = {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
       HOME: '/nonexistent',
@@ -26,22 +35,25 @@ export async function scratchCheckout(workspace: string, commit: string, owner: 
       GIT_CONFIG_GLOBAL: '/dev/null',
       GIT_NO_REPLACE_OBJECTS: '1',
     }
-    const archive = spawn('git', gitArgs, { cwd: workspace, env, stdio: ['ignore', 'pipe', 'pipe'] })
-    const tar = spawn('tar', ['-x', '--no-same-owner', '-C', work], { stdio: ['pipe', 'ignore', 'pipe'] })
+    const archive = spawn('git', gitArgs, { cwd: repo, env, stdio: ['ignore', 'pipe', 'pipe'] })
+    const tar = spawn('tar', ['-x', '--no-same-owner', '-C', into], { stdio: ['pipe', 'ignore', 'pipe'] })
     archive.stdout.pipe(tar.stdin)
     let err = ''
     archive.stderr.on('data', (d: Buffer) => (err += d.toString()))
     tar.stderr.on('data', (d: Buffer) => (err += d.toString()))
     let codes = 0
+    let failed = false
     const done = (code: number | null): void => {
-      if (code !== 0) return reject(new Error(`the checkout of ${commit.slice(0, 12)} failed: ${err.trim().split('\n').pop() ?? code}`))
+      if (failed) return
+      if (code !== 0) {
+        failed = true
+        return reject(new Error(err.trim().split('\n').pop() || `exit ${code}`))
+      }
       if (++codes === 2) resolve()
     }
     archive.on('close', done)
     tar.on('close', done)
   })
-  if (owner !== null) chownTree(work, owner)
-  return work
 }
 
 /** As root, `path` and everything under it given to `owner` (links themselves, never followed). */
