@@ -21,7 +21,7 @@ describe('GitHub tasks', () => {
   it('composes an issue task, posts a status comment and the outcome, both marked; the bot’s own comments stay out', async () => {
     const gh = await startFakeGithub()
     gh.addComment('carol', 'Happens with 1 order too.')
-    gh.addComment('ctxagent-bot', 'an old status <!-- ctxagent:00000000-0000-4000-8000-000000000000 -->')
+    gh.addComment('ctxagent-bot', 'an old status\n\n<!-- ctxagent:00000000-0000-4000-8000-000000000000 -->')
     const s = await setup(gh)
     s.fake.queue.push({ content: 'The loop stops one row early; fixed.' })
     const res = await s.run(['run', '--github', 'acme/shop#42', '--workspace', s.ws, '--json'])

@@ -6,7 +6,8 @@ import type { Job, JobEnd } from '../../src/fleet/queue/job.js'
 import type { RetryPolicy } from '../../src/fleet/queue/retry-policy.js'
 import { registerWorker } from '../../src/fleet/worker/registry.js'
 import { expireRows } from '../../src/operations/retention.js'
-import { migrate, SCHEMA_VERSION } from '../../src/storage/index/pg-schema.js'
+import { PG_FLEET_COUNTERS_MIGRATION } from '../../src/storage/index/fleet-counters.js'
+import { migrate, SCHEMA_VERSION, versionBefore } from '../../src/storage/index/pg-schema.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 import { startServe } from './helpers.js'
@@ -116,7 +117,7 @@ describe('the fleet counters on /metrics', () => {
       await client.query(
         `DROP TABLE fleet_counter_log, fleet_queue_wait_log; DROP FUNCTION fleet_tallies_roll_up(); DROP INDEX idx_fleet_jobs_claimable;
          DROP TRIGGER fleet_jobs_count ON fleet_jobs; DROP TRIGGER fleet_job_attempts_count ON fleet_job_attempts; DROP TABLE fleet_counters;
-         UPDATE ctxagent_schema SET version = ${SCHEMA_VERSION - 3}`,
+         UPDATE ctxagent_schema SET version = ${versionBefore(PG_FLEET_COUNTERS_MIGRATION)}`,
       )
     } finally {
       client.release()

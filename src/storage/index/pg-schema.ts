@@ -253,3 +253,10 @@ async function versionNow(client: PoolClient): Promise<number> {
 }
 
 export const SCHEMA_VERSION = MIGRATIONS.length
+
+/** The schema's version just before `migration` ran: what a database an older ctxagent left says (for tests that rebuild one). */
+export function versionBefore(migration: string): number {
+  const at = MIGRATIONS.indexOf(migration)
+  if (at < 0) throw new Error('versionBefore: not one of the migrations')
+  return at
+}

@@ -1,7 +1,7 @@
 import pg from 'pg'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { fleetCounterTotals } from '../../../src/storage/index/fleet-counters.js'
-import { migrate, SCHEMA_VERSION } from '../../../src/storage/index/pg-schema.js'
+import { fleetCounterTotals, PG_FLEET_COUNTERS_MIGRATION } from '../../../src/storage/index/fleet-counters.js'
+import { migrate, SCHEMA_VERSION, versionBefore } from '../../../src/storage/index/pg-schema.js'
 import { usePostgres } from '../../helpers/use-postgres.js'
 
 /**
@@ -17,12 +17,12 @@ import { usePostgres } from '../../helpers/use-postgres.js'
 const BEFORE = {
   counters: `DROP TABLE fleet_counter_log, fleet_queue_wait_log; DROP FUNCTION fleet_tallies_roll_up(); DROP INDEX idx_fleet_jobs_claimable;
      DROP TRIGGER fleet_jobs_count ON fleet_jobs; DROP TRIGGER fleet_job_attempts_count ON fleet_job_attempts; DROP TABLE fleet_counters;
-     UPDATE ctxagent_schema SET version = ${SCHEMA_VERSION - 4}`,
+     UPDATE ctxagent_schema SET version = ${versionBefore(PG_FLEET_COUNTERS_MIGRATION)}`,
   tallies: `DROP TABLE fleet_counter_log, fleet_queue_wait_log; DROP FUNCTION fleet_tallies_roll_up(); DROP INDEX idx_fleet_jobs_claimable;
      CREATE OR REPLACE FUNCTION fleet_counters_add(TEXT, TEXT) RETURNS void LANGUAGE sql AS $$
        INSERT INTO fleet_counters (name, label, n) VALUES ($1, $2, 1) ON CONFLICT (name, label) DO UPDATE SET n = fleet_counters.n + 1
      $$;
-     UPDATE ctxagent_schema SET version = ${SCHEMA_VERSION - 3}`,
+     UPDATE ctxagent_schema SET version = ${versionBefore(PG_FLEET_COUNTERS_MIGRATION) + 1}`,
 }
 const database = usePostgres()
 
