@@ -66,7 +66,8 @@ export async function fleetPass(
     // In paused/ under a live worker, by design: its agent is starting (a resume's task is in paused/ until
     // it takes it), or has just paused for a usage limit or a budget and its worker is ending the job as a
     // wait. That worker settles it; settled here, it was recorded `stopped` and its resume queued at once.
-    if (location === 'paused' && job.worker_live && !reaped.has(job.task_uuid)) continue
+    // A task the reaper paused is not such a pause, also when the pass that reaped it was killed before it settled the job.
+    if (location === 'paused' && job.worker_live && !reaped.has(job.task_uuid) && !reapedBefore(layout, job)) continue
     const end = await settleJob(pool, layout, job, location, reaped.has(job.task_uuid), config.fleet)
     if (end !== null) settled.push({ job: job.id, task: job.task_uuid, ...end })
   }
@@ -145,6 +146,11 @@ async function settleJob(
     const ended = await endJob(client, job.id, end)
     return ended === null ? null : { outcome: ended.state === 'retrying' ? 'retrying' : end.outcome, resumed: ended.resumed }
   })
+}
+
+/** Paused by the reaper in this job's run (state.json says so, written after the claim): a pass that died left it so. */
+function reapedBefore(layout: Layout, job: OpenJob): boolean {
+  return pausedBy(safeState(layout.taskDir('paused', job.task_uuid)), job) === 'reaper'
 }
 
 /**
