@@ -29,7 +29,7 @@ export function envCommand(): Command {
 Examples:
   $ ctxagent env prepare --workspace ~/src/shop
   $ ctxagent env prepare --repo https://github.com/acme/shop.git --json
-Exit status: 0 when the environment is ready (or there is none), 6 when setup failed.`,
+Exit status: 0 when the environment is ready (or there is none), 7 when setup failed.`,
       )
       .action(withEnv(prepare)),
   )

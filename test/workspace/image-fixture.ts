@@ -31,7 +31,9 @@ export function busyboxRoot(dir: string): string {
   mkdirSync(join(dir, 'bin'), { recursive: true })
   copyFileSync(BUSYBOX, join(dir, 'bin', 'busybox'))
   chmodSync(join(dir, 'bin', 'busybox'), 0o755)
-  const applets = execFileSync(BUSYBOX, ['--list'], { encoding: 'utf8' }).split('\n').filter((a) => a !== '' && a !== 'busybox')
+  const applets = execFileSync(BUSYBOX, ['--list'], { encoding: 'utf8' })
+    .split('\n')
+    .filter((a) => a !== '' && a !== 'busybox')
   for (const applet of applets) symlinkSync('busybox', join(dir, 'bin', applet))
   mkdirSync(join(dir, 'usr', 'bin'), { recursive: true })
   writeFileSync(join(dir, 'usr', 'bin', 'image-tool'), '#!/bin/sh\necho "image-tool from the image"\n', { mode: 0o755 })
@@ -101,10 +103,18 @@ export function ociLayout(dir: string, layers: readonly { tar: Buffer; gzip: boo
   }))
   const config = put(JSON.stringify({ architecture: 'amd64', os: 'linux', rootfs: { type: 'layers', diff_ids: layers.map((l) => `sha256:${sha(l.tar)}`) } }))
   const manifest = put(
-    JSON.stringify({ schemaVersion: 2, mediaType: 'application/vnd.oci.image.manifest.v1+json', config: { mediaType: 'application/vnd.oci.image.config.v1+json', ...config }, layers: layerDescriptors }),
+    JSON.stringify({
+      schemaVersion: 2,
+      mediaType: 'application/vnd.oci.image.manifest.v1+json',
+      config: { mediaType: 'application/vnd.oci.image.config.v1+json', ...config },
+      layers: layerDescriptors,
+    }),
   )
   writeFileSync(join(dir, 'oci-layout'), '{"imageLayoutVersion":"1.0.0"}')
-  writeFileSync(join(dir, 'index.json'), JSON.stringify({ schemaVersion: 2, manifests: [{ mediaType: 'application/vnd.oci.image.manifest.v1+json', ...manifest }] }))
+  writeFileSync(
+    join(dir, 'index.json'),
+    JSON.stringify({ schemaVersion: 2, manifests: [{ mediaType: 'application/vnd.oci.image.manifest.v1+json', ...manifest }] }),
+  )
   return dir
 }
 

@@ -70,7 +70,8 @@ export async function applyLayer(root: string, source: AsyncIterable<Buffer>): P
     const path = join(parent, base)
     const key = steps.join('/')
     if (base === '.wh..wh..opq') {
-      for (const name of readdirSync(parent)) if (!made.has(`${steps.slice(0, -1).concat(name).join('/')}`)) rmSync(join(parent, name), { recursive: true, force: true })
+      for (const name of readdirSync(parent))
+        if (!made.has(`${steps.slice(0, -1).concat(name).join('/')}`)) rmSync(join(parent, name), { recursive: true, force: true })
       continue
     }
     if (base.startsWith('.wh.')) {

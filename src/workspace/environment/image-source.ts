@@ -77,7 +77,8 @@ const ARCH: Record<string, string> = { x64: 'amd64', arm64: 'arm64' }
 function pick(descriptors: Descriptor[], what: string): Descriptor {
   if (descriptors.length === 1) return descriptors[0] as Descriptor
   const mine = descriptors.filter((d) => d.platform?.os === 'linux' && d.platform.architecture === ARCH[process.arch])
-  if (mine.length !== 1) throw new RefusedImage(`${what} lists ${descriptors.length} manifests and not exactly one for linux/${ARCH[process.arch] ?? process.arch}`)
+  if (mine.length !== 1)
+    throw new RefusedImage(`${what} lists ${descriptors.length} manifests and not exactly one for linux/${ARCH[process.arch] ?? process.arch}`)
   return mine[0] as Descriptor
 }
 
@@ -158,9 +159,11 @@ function dockerSave(file: string): ImageSource {
   if (!members.has('manifest.json')) throw new RefusedImage(`${file} is not a docker save archive (no manifest.json)`)
   const manifestBytes = readMember(file, member(members, 'manifest.json', 'manifest.json'), 'manifest.json')
   const manifest = json(manifestBytes, 'manifest.json') as { Config?: string; Layers?: string[] }[]
-  if (!Array.isArray(manifest) || manifest.length !== 1) throw new RefusedImage(`${file} holds ${Array.isArray(manifest) ? manifest.length : 'no'} images (save exactly one)`)
+  if (!Array.isArray(manifest) || manifest.length !== 1)
+    throw new RefusedImage(`${file} holds ${Array.isArray(manifest) ? manifest.length : 'no'} images (save exactly one)`)
   const [image] = manifest as [{ Config?: string; Layers?: string[] }]
-  if (typeof image.Config !== 'string' || !Array.isArray(image.Layers) || image.Layers.length === 0) throw new RefusedImage('manifest.json names no config or no layers')
+  if (typeof image.Config !== 'string' || !Array.isArray(image.Layers) || image.Layers.length === 0)
+    throw new RefusedImage('manifest.json names no config or no layers')
   const configBytes = readMember(file, member(members, image.Config, 'the config'), 'the config')
   const diffIds = (json(configBytes, 'the config') as { rootfs?: { diff_ids?: unknown[] } }).rootfs?.diff_ids ?? []
   if (diffIds.length !== image.Layers.length) throw new RefusedImage(`the config lists ${diffIds.length} layer digests for ${image.Layers.length} layers`)

@@ -31,7 +31,10 @@ function numberAt(block: Buffer, start: number, length: number): number {
     for (const byte of field.subarray(1)) n = n * 256 + byte
     return n
   }
-  const text = field.toString('latin1').replace(/[\0 ]+$/, '').trim()
+  const text = field
+    .toString('latin1')
+    .replace(/[\0 ]+$/, '')
+    .trim()
   return text === '' ? 0 : Number.parseInt(text, 8)
 }
 

@@ -41,7 +41,8 @@ export async function obtainImage(input: ImageInput): Promise<ImageResult> {
   try {
     // Read as root, an image could be any file of the host: only one the sandbox's user could read itself is.
     const blocked = identity === null ? null : blockedAt(identity, path)
-    if (blocked !== null) throw new RefusedImage(`${path} is not readable by ${identity?.name} (uid ${identity?.uid}), whom the sandbox runs as (at ${blocked})`)
+    if (blocked !== null)
+      throw new RefusedImage(`${path} is not readable by ${identity?.name} (uid ${identity?.uid}), whom the sandbox runs as (at ${blocked})`)
     const source = readImageSource(realpathSync(path))
     if (source.kind === 'directory') {
       const shown = input.hidden.find((h) => inside(source.root, h))
