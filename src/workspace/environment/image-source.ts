@@ -2,7 +2,6 @@ import { createHash } from 'node:crypto'
 import { closeSync, createReadStream, existsSync, lstatSync, openSync, readFileSync, readSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Readable } from 'node:stream'
-import { createGunzip } from 'node:zlib'
 import { RefusedImage, memberSteps } from './image-layer.js'
 import { indexTarFile } from './image-tar.js'
 import type { Located } from './image-tar.js'
@@ -178,9 +177,4 @@ function dockerSave(file: string): ImageSource {
     }
   })
   return { kind: 'docker-save', digest: sha256(Buffer.concat([manifestBytes, Buffer.from('\0'), configBytes])), layers }
-}
-
-/** Whether the stored bytes are gzip (by their magic), for a layer whose media type does not say. */
-export function gunzipIfNeeded(first: Buffer): Readable | null {
-  return first[0] === 0x1f && first[1] === 0x8b ? createGunzip() : null
 }

@@ -133,12 +133,18 @@ class Bytes {
 
   async take(n: number): Promise<Buffer> {
     await this.fill(n)
-    const all = Buffer.concat(this.chunks)
-    const out = all.subarray(0, n)
-    const rest = all.subarray(n)
-    this.chunks = rest.length > 0 ? [rest] : []
-    this.held = rest.length
-    return out
+    // Only the chunks the n bytes lie in are joined: a header is not a copy of all that is held.
+    const parts: Buffer[] = []
+    let got = 0
+    while (got < n && this.chunks.length > 0) {
+      const first = this.chunks.shift() as Buffer
+      const piece = first.subarray(0, n - got)
+      if (piece.length < first.length) this.chunks.unshift(first.subarray(piece.length))
+      parts.push(piece)
+      got += piece.length
+    }
+    this.held -= got
+    return parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts)
   }
 
   /** Up to `max` bytes (at least one unless the stream ended). */
