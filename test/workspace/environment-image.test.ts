@@ -8,6 +8,7 @@ import { reachableRoot } from '../helpers/reachable.js'
 import { TEST_ENV } from '../helpers/run.js'
 import { SANDBOX_GID, SANDBOX_UID } from '../helpers/sandbox-owner.js'
 import { exitOf } from '../helpers/wait.js'
+import { onlyTask, readTask, runSetup, waitFor } from '../run/harness.js'
 import { busyboxRoot, dockerSave, ociLayout, tarOf, tarOfDir } from './image-fixture.js'
 import { git, makeOrigin } from './repo.js'
 
@@ -169,5 +170,39 @@ describe.runIf(asRoot)('an environment with an image, through ctxagent run', () 
     doctor.stdout.on('data', (d: Buffer) => (said += d.toString()))
     await exitOf(doctor)
     expect(said).toMatch(/image .*image\.tar \(docker-save sha256:[0-9a-f]{12}/)
+  })
+
+  it('a resumed task goes on in the image it started with', { timeout: 240_000 }, async () => {
+    const s = await runSetup()
+    // The cache (in the task tree's home) must be reachable by the sandbox's user: the docs say so, the test does it.
+    chmodSync(s.tree.base, 0o711)
+    const dir = top()
+    mkdirSync(join(s.ws, '.ctxagent'))
+    writeFileSync(join(s.ws, '.ctxagent', 'environment.yml'), `image: ${image(dir)}\ntest: sh ./check.sh\n`)
+    const probe = 'echo "shell: $(readlink /proc/$$/exe)"; [ -e /usr/bin/git ] && echo HOST-GIT || echo no-host-git'
+    s.fake.queue.push({ calls: [{ name: 'run_command', arguments: { command: probe } }] }, { delayMs: 60_000, content: 'never' })
+    const started = s.start(['run', '--task', 't', '--workspace', s.ws, '--allow-shell'])
+    await waitFor('the second LLM request', () => s.fake.requests.length >= 2)
+    started.child.kill('SIGINT')
+    await exitOf(started.child)
+    const paused = onlyTask(s.tree)
+    expect(paused.location).toBe('paused')
+    expect(paused.state.environment).toMatchObject({ image: { kind: 'oci', cache: 'miss' } })
+    s.fake.queue.push(
+      { calls: [{ name: 'run_command', arguments: { command: probe } }] },
+      { calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] },
+    )
+    const resumed = await s.run(['run', '--resume', paused.uuid])
+    expect(resumed.code, resumed.stderr).toBe(0)
+    const outputs = readTask(s.tree, paused.uuid)
+      .messages.filter((m) => m.role === 'tool')
+      .map((m) => JSON.stringify(m))
+      .filter((text) => text.includes('shell:'))
+    // The command before the pause and the one after the resume.
+    expect(outputs).toHaveLength(2)
+    for (const out of outputs) {
+      expect(out).toContain('shell: /bin/busybox')
+      expect(out).toContain('no-host-git')
+    }
   })
 })
