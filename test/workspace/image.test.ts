@@ -1,4 +1,4 @@
-import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { planSandbox } from '../../src/tools/sandbox.js'
@@ -192,6 +192,23 @@ describe('a hostile image', () => {
       ).toEqual([expect.stringMatching(/^[0-9a-f]{16}$/)])
     })
   }
+
+  it.runIf(process.getuid?.() === 0)(
+    "as root, is refused when the sandbox's user could not read it (a 0600 layer): an operator's private image is not unpacked for a repository",
+    async () => {
+      const top = scratch('ctxagent-imghostile-')
+      const layout = ociLayout(join(top, 'oci'), [{ tar: tarOfDir(busyboxRoot(join(top, 'root'))), gzip: true }])
+      const ws = workspace()
+      const blobs = join(layout, 'blobs', 'sha256')
+      const manifest = JSON.parse(readFileSync(join(layout, 'index.json'), 'utf8')).manifests[0].digest.slice(7)
+      const layer = JSON.parse(readFileSync(join(blobs, manifest), 'utf8')).layers[0].digest.slice(7)
+      chmodSync(join(blobs, layer), 0o600)
+      const got = await obtainImage({ path: layout, store: join(top, 'store'), identity: identity(ws), hidden: [] })
+      expect(got).toMatchObject({ ok: false, error: expect.stringMatching(/is not readable by .*whom the sandbox runs as/) })
+      chmodSync(join(blobs, layer), 0o644)
+      expect(await obtainImage({ path: layout, store: join(top, 'store'), identity: identity(ws), hidden: [] })).toMatchObject({ ok: true })
+    },
+  )
 
   it('does not make a device node, and drops setuid and setgid bits', { timeout: 60_000 }, async () => {
     const top = scratch('ctxagent-imghostile-')

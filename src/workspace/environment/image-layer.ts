@@ -54,13 +54,15 @@ function parentOf(root: string, steps: readonly string[], name: string): string 
 /** Permission bits only: no setuid or setgid; a directory keeps its sticky bit (/tmp). */
 const modeOf = (m: TarMember): number => m.mode & (m.type === 'dir' ? 0o1777 : 0o777)
 
-/** Applies the layer read from `source` to `root`. */
-export async function applyLayer(root: string, source: AsyncIterable<Buffer>): Promise<LayerCounts> {
+/**
+ * Applies the layer read from `source` to `root`. Directories stay writable while the
+ * layers are applied (a read-only one may get members from a later layer): their modes
+ * go to `dirModes`, for setDirModes once the last layer is in.
+ */
+export async function applyLayer(root: string, source: AsyncIterable<Buffer>, dirModes: Map<string, number>): Promise<LayerCounts> {
   const counts: LayerCounts = { members: 0, skipped: 0 }
   // What this layer made: its whiteouts hide only the layers below it.
   const made = new Set<string>()
-  // Directories' modes are set at the end: a read-only one may still get members.
-  const dirModes: [string, number][] = []
   for await (const { member, data } of readTar(source)) {
     counts.members++
     const steps = memberSteps(member.name)
@@ -86,7 +88,7 @@ export async function applyLayer(root: string, source: AsyncIterable<Buffer>): P
         rmSync(path, { recursive: true, force: true })
         mkdirSync(path, { mode: 0o755 })
       }
-      dirModes.push([path, modeOf(member)])
+      dirModes.set(path, modeOf(member))
       continue
     }
     if (member.type === 'other') {
@@ -98,9 +100,14 @@ export async function applyLayer(root: string, source: AsyncIterable<Buffer>): P
     else if (member.type === 'link') linkSync(linkTarget(root, member), path)
     else await writeFile(path, modeOf(member), data())
   }
-  // Deepest first, so that a directory made read-only does not stop its children's chmod.
-  for (const [path, mode] of dirModes.reverse()) chmodSync(path, mode)
   return counts
+}
+
+/** The directories' modes, deepest first (a read-only parent does not stop its children's); one a later layer removed is gone. */
+export function setDirModes(dirModes: Map<string, number>): void {
+  for (const [path, mode] of [...dirModes].sort((a, b) => b[0].length - a[0].length)) {
+    if (kind(path) === 'dir') chmodSync(path, mode)
+  }
 }
 
 /** A hard link's target: a file already in the root, reached without passing a link. */

@@ -31,8 +31,12 @@ const DIGEST = /^sha256:([0-9a-f]{64})$/
 
 const sha256 = (data: Buffer): string => createHash('sha256').update(data).digest('hex')
 
-/** What `path` (absolute) is; refuses what is neither (a RefusedImage saying why). */
-export function readImageSource(path: string): ImageSource {
+/**
+ * What `path` (absolute) is; refuses what is neither (a RefusedImage saying why).
+ * `readable` is called with each file of an OCI layout before it is read (it throws for
+ * one the sandbox's user could not read).
+ */
+export function readImageSource(path: string, readable: (file: string) => void = () => undefined): ImageSource {
   let st: ReturnType<typeof statSync>
   try {
     st = statSync(path)
@@ -40,7 +44,7 @@ export function readImageSource(path: string): ImageSource {
     throw new RefusedImage(`${path} cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`)
   }
   if (st.isDirectory()) {
-    if (existsSync(join(path, 'oci-layout')) && existsSync(join(path, 'index.json'))) return ociLayout(path)
+    if (existsSync(join(path, 'oci-layout')) && existsSync(join(path, 'index.json'))) return ociLayout(path, readable)
     if (!['usr', 'bin'].some((top) => existsSync(join(path, top))))
       throw new RefusedImage(`${path} is neither a root file system (it has no usr or bin) nor an OCI image layout (no oci-layout and index.json)`)
     return { kind: 'directory', root: path }
@@ -57,10 +61,11 @@ function json(text: Buffer, what: string): unknown {
   }
 }
 
-function readSmall(path: string, what: string): Buffer {
+function readSmall(path: string, what: string, readable: (file: string) => void): Buffer {
   const st = lstatSync(path, { throwIfNoEntry: false })
   if (st === undefined || !st.isFile()) throw new RefusedImage(`${what} is missing (or not a regular file)`)
   if (st.size > MAX_JSON) throw new RefusedImage(`${what} is larger than 4 MB`)
+  readable(path)
   return readFileSync(path)
 }
 
@@ -82,26 +87,26 @@ function pick(descriptors: Descriptor[], what: string): Descriptor {
 }
 
 /** A blob of the layout, named by its digest, read and checked against it. */
-function blob(layout: string, digest: unknown, what: string): { hex: string; bytes: Buffer } {
+function blob(layout: string, digest: unknown, what: string, readable: (file: string) => void): { hex: string; bytes: Buffer } {
   const m = typeof digest === 'string' ? DIGEST.exec(digest) : null
   if (m === null) throw new RefusedImage(`${what} has no sha256 digest`)
   const hex = m[1] as string
-  const bytes = readSmall(join(layout, 'blobs', 'sha256', hex), `${what}'s blob`)
+  const bytes = readSmall(join(layout, 'blobs', 'sha256', hex), `${what}'s blob`, readable)
   if (sha256(bytes) !== hex) throw new RefusedImage(`${what}'s blob does not match its digest`)
   return { hex, bytes }
 }
 
 const ZSTD = /zstd/
 
-function ociLayout(layout: string): ImageSource {
-  const index = json(readSmall(join(layout, 'index.json'), 'index.json'), 'index.json') as { manifests?: Descriptor[] }
+function ociLayout(layout: string, readable: (file: string) => void): ImageSource {
+  const index = json(readSmall(join(layout, 'index.json'), 'index.json', readable), 'index.json') as { manifests?: Descriptor[] }
   let descriptor = pick(index.manifests ?? [], 'index.json')
   // An image index (several platforms) under the layout's index: followed once.
   if (/image\.index|manifest\.list/.test(descriptor.mediaType ?? '')) {
-    const nested = json(blob(layout, descriptor.digest, 'the image index').bytes, 'the image index') as { manifests?: Descriptor[] }
+    const nested = json(blob(layout, descriptor.digest, 'the image index', readable).bytes, 'the image index') as { manifests?: Descriptor[] }
     descriptor = pick(nested.manifests ?? [], 'the image index')
   }
-  const manifest = blob(layout, descriptor.digest, 'the manifest')
+  const manifest = blob(layout, descriptor.digest, 'the manifest', readable)
   const parsed = json(manifest.bytes, 'the manifest') as { layers?: Descriptor[] }
   if (!Array.isArray(parsed.layers) || parsed.layers.length === 0) throw new RefusedImage('the manifest lists no layers')
   const layers = parsed.layers.map((d, i): Layer => {
@@ -112,6 +117,7 @@ function ociLayout(layout: string): ImageSource {
     const file = join(layout, 'blobs', 'sha256', hex)
     const st = lstatSync(file, { throwIfNoEntry: false })
     if (st === undefined || !st.isFile()) throw new RefusedImage(`layer ${i + 1}'s blob is missing (or not a regular file)`)
+    readable(file)
     return { name: `blobs/sha256/${hex.slice(0, 12)}`, open: () => createReadStream(file), digest: { of: 'stored', hex } }
   })
   return { kind: 'oci', digest: manifest.hex, layers }

@@ -9,7 +9,7 @@ import type { SandboxIdentity } from '../../tools/sandbox/identity.js'
 import { blockedAt } from '../../tools/sandbox/mcp-launch.js'
 import { inside } from '../../tools/workspace.js'
 import { commitEntry, entryDir, readEntry, tryLock } from './cache-store.js'
-import { applyLayer, RefusedImage } from './image-layer.js'
+import { applyLayer, RefusedImage, setDirModes } from './image-layer.js'
 import { readImageSource } from './image-source.js'
 import type { Layer } from './image-source.js'
 
@@ -40,10 +40,13 @@ export async function obtainImage(input: ImageInput): Promise<ImageResult> {
   const { path, identity } = input
   try {
     // Read as root, an image could be any file of the host: only one the sandbox's user could read itself is.
-    const blocked = identity === null ? null : blockedAt(identity, path)
-    if (blocked !== null)
-      throw new RefusedImage(`${path} is not readable by ${identity?.name} (uid ${identity?.uid}), whom the sandbox runs as (at ${blocked})`)
-    const source = readImageSource(realpathSync(path))
+    const readable = (file: string): void => {
+      const blocked = identity === null ? null : blockedAt(identity, file)
+      if (blocked !== null)
+        throw new RefusedImage(`${file} is not readable by ${identity?.name} (uid ${identity?.uid}), whom the sandbox runs as (at ${blocked})`)
+    }
+    readable(path)
+    const source = readImageSource(realpathSync(path), readable)
     if (source.kind === 'directory') {
       const shown = input.hidden.find((h) => inside(source.root, h))
       if (shown !== undefined) throw new RefusedImage(`the directory ${source.root} holds ${shown}, which no sandbox may see`)
@@ -83,7 +86,9 @@ async function unpackOnce(dir: string, layers: Layer[], signal: AbortSignal | un
       mkdirSync(dirname(dir), { recursive: true })
       const root = mkdtempSync(`${dir}.unpack-`)
       try {
-        for (const [i, layer] of layers.entries()) await unpackLayer(root, layer, i)
+        const dirModes = new Map<string, number>()
+        for (const [i, layer] of layers.entries()) await unpackLayer(root, layer, i, dirModes)
+        setDirModes(dirModes)
         chmodSync(root, 0o755)
         commitEntry(dir, root, { created_at: new Date().toISOString(), setup_seconds: 0, bytes: 0 })
       } finally {
@@ -97,12 +102,12 @@ async function unpackOnce(dir: string, layers: Layer[], signal: AbortSignal | un
 }
 
 /** One layer applied to `root`, its bytes checked against its digest as they are read. */
-async function unpackLayer(root: string, layer: Layer, i: number): Promise<void> {
+async function unpackLayer(root: string, layer: Layer, i: number, dirModes: Map<string, number>): Promise<void> {
   const stored = createHash('sha256')
   const tar = createHash('sha256')
   const bytes = checked(layer, stored, tar)
   try {
-    await applyLayer(root, bytes)
+    await applyLayer(root, bytes, dirModes)
     // The archive's end: what follows its last member (padding) counts for the digest too.
     while ((await bytes.next()).done !== true);
   } catch (err) {
