@@ -210,6 +210,28 @@ describe('a hostile image', () => {
     },
   )
 
+  it("does not set a directory's mode through a link a later layer put on its way", async () => {
+    const top = scratch('ctxagent-imghostile-')
+    const outside = join(top, 'OUTSIDE')
+    mkdirSync(join(outside, 'b'), { recursive: true, mode: 0o755 })
+    chmodSync(join(outside, 'b'), 0o755)
+    const layout = ociLayout(join(top, 'oci'), [
+      {
+        tar: tarOf([
+          { name: 'a', type: 'dir' },
+          { name: 'a/b', type: 'dir', mode: 0o777 },
+          { name: 'bin', type: 'dir' },
+        ]),
+        gzip: false,
+      },
+      { tar: tarOf([{ name: '.wh.a' }, { name: 'a', type: 'symlink', linkname: outside }]), gzip: false },
+    ])
+    const got = await obtainImage({ path: layout, store: join(top, 'store'), identity: null, hidden: [] })
+    if (!got.ok) throw new Error(got.error)
+    expect(lstatSync(join(got.root, 'a')).isSymbolicLink()).toBe(true)
+    expect(statSync(join(outside, 'b')).mode & 0o777).toBe(0o755)
+  })
+
   it('does not make a device node, and drops setuid and setgid bits', { timeout: 60_000 }, async () => {
     const top = scratch('ctxagent-imghostile-')
     const base = tarOfDir(busyboxRoot(join(top, 'root')))

@@ -1,5 +1,5 @@
 import { closeSync, fchmodSync, linkSync, lstatSync, mkdirSync, openSync, readdirSync, rmSync, symlinkSync, chmodSync, writeSync } from 'node:fs'
-import { join } from 'node:path'
+import { join, relative } from 'node:path'
 import { readTar } from './image-tar.js'
 import type { TarMember } from './image-tar.js'
 
@@ -103,10 +103,16 @@ export async function applyLayer(root: string, source: AsyncIterable<Buffer>, di
   return counts
 }
 
-/** The directories' modes, deepest first (a read-only parent does not stop its children's); one a later layer removed is gone. */
-export function setDirModes(dirModes: Map<string, number>): void {
+/**
+ * The directories' modes, deepest first (a read-only parent does not stop its children's).
+ * One a later layer removed is gone; one whose way a later layer made a link (a directory
+ * replaced by a link elsewhere) is not followed there: every step is looked at unfollowed.
+ */
+export function setDirModes(root: string, dirModes: Map<string, number>): void {
   for (const [path, mode] of [...dirModes].sort((a, b) => b[0].length - a[0].length)) {
-    if (kind(path) === 'dir') chmodSync(path, mode)
+    const steps = relative(root, path).split('/')
+    let at = root
+    if (steps.every((step) => kind((at = join(at, step))) === 'dir')) chmodSync(path, mode)
   }
 }
 

@@ -88,7 +88,7 @@ async function unpackOnce(dir: string, layers: Layer[], signal: AbortSignal | un
       try {
         const dirModes = new Map<string, number>()
         for (const [i, layer] of layers.entries()) await unpackLayer(root, layer, i, dirModes)
-        setDirModes(dirModes)
+        setDirModes(root, dirModes)
         chmodSync(root, 0o755)
         commitEntry(dir, root, { created_at: new Date().toISOString(), setup_seconds: 0, bytes: 0 })
       } finally {
