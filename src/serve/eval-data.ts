@@ -44,7 +44,9 @@ export async function readEval(base: string, id: string): Promise<{ report: Eval
 /** Trials the eval asked for that have no verdict yet (a stopped eval: the same command runs them). */
 async function notRun(dir: string, spec: EvalSpec): Promise<number> {
   const { trials } = await readTrials(dir)
-  const asked = new Set(spec.variants.flatMap((v) => spec.tasks.flatMap((task) => Array.from({ length: spec.runs }, (_, i) => trialKey({ variant: v.name, task, run: i + 1 })))))
+  const asked = new Set(
+    spec.variants.flatMap((v) => spec.tasks.flatMap((task) => Array.from({ length: spec.runs }, (_, i) => trialKey({ variant: v.name, task, run: i + 1 })))),
+  )
   const have = new Set(trials.map(trialKey).filter((k) => asked.has(k)))
   return asked.size - have.size
 }

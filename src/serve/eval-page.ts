@@ -67,7 +67,7 @@ function variantsTable(variants: readonly VariantReport[], runs: number): Safe {
 
 function paired(pairs: readonly PairedReport[]): Safe {
   if (pairs.length === 0) return html`<p class="muted">one variant: nothing to compare with</p>`
-  const spread = Math.max(1e-6, ...pairs.flatMap((p) => [Math.abs(p.usd_ci95[0]), Math.abs(p.usd_ci95[1]), Math.abs(p.usd_diff)]))
+  const spread = Math.max(0, ...pairs.flatMap((p) => [Math.abs(p.usd_ci95[0]), Math.abs(p.usd_ci95[1]), Math.abs(p.usd_diff)]))
   return html`${pairs.map(
     (p) =>
       html`<p class="pair" data-pair="${p.a}-${p.b}"><strong>${p.a} − ${p.b}</strong> over ${num(p.tasks)} task(s): pass rate <span data-figure="pass_diff">${points(p.pass_diff)}</span> points (95 % CI <span data-figure="ci95">${points(p.ci95[0])} to ${points(p.ci95[1])}</span>); $ per task <span data-figure="usd_diff">${signedUsd(p.usd_diff)}</span> (95 % CI ${signedUsd(p.usd_ci95[0])} to ${signedUsd(p.usd_ci95[1])})</p>`,
@@ -79,13 +79,17 @@ ${intervalChart(
   1,
   points,
 )}
-${intervalChart(
-  'Difference in $ per task',
-  pairs.map((p) => ({ label: `${p.a} − ${p.b} ($)`, value: p.usd_diff, low: p.usd_ci95[0], high: p.usd_ci95[1] })),
-  -spread,
-  spread,
-  signedUsd,
-)}`
+${
+  spread < 0.00005
+    ? html`<p class="muted">No money to compare: every trial cost $0 (the replay provider reports no usage, or no price is configured).</p>`
+    : intervalChart(
+        'Difference in $ per task',
+        pairs.map((p) => ({ label: `${p.a} − ${p.b} ($)`, value: p.usd_diff, low: p.usd_ci95[0], high: p.usd_ci95[1] })),
+        -spread,
+        spread,
+        signedUsd,
+      )
+}`
 }
 
 function trialsTable(trials: readonly Trial[]): Safe {

@@ -30,7 +30,12 @@ export async function reportRoute(ctx: CommandEnv, index: IndexSource, x: Exchan
   }
   if (path === '/evals' || path === '/api/evals') {
     const evals = await listEvals(ctx.layout.base)
-    if (x.api) sendJson(x.res, 200, evals.map((e) => ('error' in e ? e : evalJson(e.report))))
+    if (x.api)
+      sendJson(
+        x.res,
+        200,
+        evals.map((e) => ('error' in e ? e : evalJson(e.report))),
+      )
     else sendPage(x.res, 200, page({ title: 'Evals', nav: 'evals', ...viewer, here: '/evals', body: renderEvalList(evals) }))
     return true
   }

@@ -55,7 +55,7 @@ describe('the pull requests ctxagent opened, on the page', () => {
     for (const by of ['model', 'repository', 'user', 'label']) {
       const command = await ctx('stats', '--outcomes', '--by', by, '--json')
       expect(command.code, command.stderr).toBe(0)
-      const fromPage = await (await s.get(`/api/outcomes?by=${by}`)).json()
+      const fromPage = (await (await s.get(`/api/outcomes?by=${by}`)).json()) as { total: Figures; groups: Figures[] }
       expect(fromPage).toEqual(JSON.parse(command.stdout))
       reports[by] = fromPage
     }
