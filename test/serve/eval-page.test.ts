@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { chromium } from 'playwright-core'
@@ -100,5 +100,24 @@ describe('an eval on the page', () => {
       expect(await page.locator('h1').first().textContent()).toContain(first?.uuid.slice(0, 8))
       await context.close()
     }
+
+    // A stopped eval (its last verdict not recorded) says how many trials are not run; an eval that cannot be read is listed with why.
+    const trials = join(tree.base, 'evals', made.id, 'trials.jsonl')
+    const lines = readFileSync(trials, 'utf8').trimEnd().split('\n')
+    writeFileSync(trials, `${lines.slice(0, -1).join('\n')}\n`)
+    const stopped = (await (await s.get(`/api/evals/${made.id}`)).json()) as EvalJson
+    expect(stopped.remaining).toBe(1)
+    expect(stopped.variants.reduce((n, v) => n + v.trials.length, 0)).toBe(lines.length - 1)
+    mkdirSync(join(tree.base, 'evals', 'aaaaaaaaaaaa'))
+    writeFileSync(join(tree.base, 'evals', 'aaaaaaaaaaaa', 'eval.json'), '{ not json')
+    const listed = (await (await s.get('/api/evals')).json()) as { id: string; error?: string; remaining?: number }[]
+    expect(listed.map((e) => [e.id, e.error === undefined ? e.remaining : 'error'])).toEqual([
+      [made.id, 1],
+      ['aaaaaaaaaaaa', 'error'],
+    ])
+    const list = await (await s.get('/evals')).text()
+    expect(list).toContain('(1 not run)')
+    expect(list).toMatch(/aaaaaaaaaaaa<\/code><\/td><td data-label="suite" class="error" colspan="5">cannot be read: /)
+    expect(await (await s.get(`/evals/${made.id}`)).text()).toContain('1 not run yet')
   })
 })
