@@ -11,9 +11,9 @@ const COLOURS = { merged: '#137a3a', closed: '#b42318', open: '#98a2b3' } as con
 /** The newest requests listed under the figures; the rest are in /api/outcomes. */
 const LISTED = 100
 
-export const percent = (rate: number | null): string => (rate === null ? '-' : `${(rate * 100).toFixed(1)}%`)
-export const hours = (h: number | null): string => (h === null ? '-' : `${h.toFixed(1)}h`)
-export const rounds = (r: number | null): string => (r === null ? '-' : r.toFixed(2))
+const percent = (rate: number | null): string => (rate === null ? '-' : `${(rate * 100).toFixed(1)}%`)
+const hours = (h: number | null): string => (h === null ? '-' : `${h.toFixed(1)}h`)
+const rounds = (r: number | null): string => (r === null ? '-' : r.toFixed(2))
 
 /**
  * The fate of the pull/merge requests ctxagent opened (docs/contract.md §17): the figures
