@@ -11,7 +11,8 @@ import { fleetJobs } from '../helpers/fleet-jobs.js'
 import { canUnshare, finish, onHost } from '../helpers/fleet-hosts.js'
 import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
 
-const database = usePostgres({ truncate: ['fleet_jobs', 'fleet_workers', 'tasks'] })
+// The schema made first: a test that reads fleet_jobs before any command reached the database runs alone too.
+const database = usePostgres({ schema: true, truncate: ['fleet_jobs', 'fleet_workers', 'tasks'] })
 const query = database.query
 const db = database.env
 
@@ -111,7 +112,8 @@ describe('enqueue and worker', () => {
     expect((await exitOf(second.child)).code).toBe(0)
   })
 
-  it('enqueue --resume queues a paused task once; bad input says one line and queues nothing', async () => {
+  // Ten commands one after another, a worker and a task: past the 60 s default on a loaded machine (a give-up point, not a margin).
+  it('enqueue --resume queues a paused task once; bad input says one line and queues nothing', { timeout: 180_000 }, async () => {
     const s = await runSetup()
     let n = 0
     s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
