@@ -108,7 +108,8 @@ export interface InstructionFile {
 
 /** state.json `environment` (docs/contract.md §16.3). */
 export interface TaskEnvironment {
-  status: 'ready' | 'setup_failed'
+  /** stopped: a stop (SIGINT, SIGTERM, a pause) came during setup or maintenance; the task paused, its resume prepares again. */
+  status: 'ready' | 'setup_failed' | 'stopped'
   file: string | null
   operator: string | null
   base: string

@@ -26,7 +26,12 @@ export const MAINTENANCE_TIMEOUT_MS = 10 * 60_000
 /** What a task records of its environment: state.json `environment` (docs/contract.md §16.3). */
 export type EnvironmentRecord = TaskEnvironment
 
-export type Prepared = { kind: 'none' } | { kind: 'ready'; record: EnvironmentRecord; environment: Environment } | { kind: 'failed'; record: EnvironmentRecord }
+export type Prepared =
+  | { kind: 'none' }
+  | { kind: 'ready'; record: EnvironmentRecord; environment: Environment }
+  | { kind: 'failed'; record: EnvironmentRecord }
+  /** The task's stop came during setup or maintenance: their processes are ended, nothing is cached (docs/environments.md#a-stop-during-setup). */
+  | { kind: 'stopped'; record: EnvironmentRecord }
 
 export interface PrepareInput {
   config: Config
@@ -89,6 +94,7 @@ export async function prepareEnvironment(input: PrepareInput): Promise<Prepared>
       { environment, workspace: input.workspace, plan, store: input.store, secrets, networks: input.config.tools.allowed_networks, log: input.log },
       input.signal,
     )
+    if (got.kind === 'stopped') return stopped(record, 'setup')
     if (got.kind === 'failed')
       return { kind: 'failed', record: { ...record, cache: 'failed', error: got.error, tail: got.setup?.tail ?? null, setup_seconds: seconds(got.setup) } }
     Object.assign(record, { cache: got.kind, setup_seconds: got.kind === 'miss' ? seconds(got.setup) : null })
@@ -98,10 +104,23 @@ export async function prepareEnvironment(input: PrepareInput): Promise<Prepared>
     if (input.prepareOnly !== true) Object.assign(record, restore(got.entry, input.workspace, spec.cache?.paths ?? []))
   }
   if (spec.maintenance !== undefined && input.prepareOnly !== true) {
-    const run = await runScript({ plan, workspace: input.workspace, script: spec.maintenance, hosts: null, timeoutMs: MAINTENANCE_TIMEOUT_MS, log: input.log })
+    const run = await runScript({
+      plan,
+      workspace: input.workspace,
+      script: spec.maintenance,
+      hosts: null,
+      timeoutMs: MAINTENANCE_TIMEOUT_MS,
+      log: input.log,
+      ...(input.signal !== undefined ? { signal: input.signal } : {}),
+    })
+    if (run.stopped) return stopped(record, 'maintenance')
     if (run.error !== null || run.code !== 0) return failed(`maintenance ${run.error ?? (run.timedOut ? 'timed out' : `exited with ${run.code}`)}`, run.tail)
   }
   return { kind: 'ready', record: { ...record, status: 'ready' }, environment }
+}
+
+function stopped(record: EnvironmentRecord, during: 'setup' | 'maintenance'): Prepared {
+  return { kind: 'stopped', record: { ...record, status: 'stopped', cache: 'none', setup_seconds: null, error: `stopped during ${during}` } }
 }
 
 function seconds(run: { ms: number } | null): number | null {
