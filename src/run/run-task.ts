@@ -106,7 +106,8 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     // A task whose agent stopped after its finish call, before state.json took the answer.
     let finished: RecordedFinish | null = null
     const note = prepared.kind === 'ready' ? prepared.note : null
-    if (start.kind === 'new') await beginNew(handle, run, start, inheritance, client, log, { environment: note, instructions: await instructionsStep(run, handle, log) })
+    if (start.kind === 'new')
+      await beginNew(handle, run, start, inheritance, client, log, { environment: note, instructions: await instructionsStep(run, handle, log) })
     else {
       finished = await beginResumed(handle, tools, client, log)
       if (note !== null) handle.addMessage({ role: 'user', content: note })

@@ -67,7 +67,14 @@ export async function runScript(run: ScriptRun): Promise<ScriptResult> {
     try {
       proxy = await startEgressProxy({ settings: plan.egress, by: 'environment', log: () => undefined, owner: plan.identity })
     } catch (err) {
-      return { code: null, timedOut: false, stopped: false, tail: '', ms: Date.now() - began, error: `its network proxy could not start: ${(err as Error).message}` }
+      return {
+        code: null,
+        timedOut: false,
+        stopped: false,
+        tail: '',
+        ms: Date.now() - began,
+        error: `its network proxy could not start: ${(err as Error).message}`,
+      }
     }
   }
   try {
