@@ -10,6 +10,7 @@ import { privateCopy, present } from './checkout.js'
 import { resolveEnvironment } from './definition.js'
 import type { Environment } from './definition.js'
 import { runScript } from './sandboxed.js'
+import { obtainImage } from './image.js'
 import { obtainEntry } from './setup.js'
 import type { CacheResult } from './setup.js'
 
@@ -28,7 +29,8 @@ export type EnvironmentRecord = TaskEnvironment
 
 export type Prepared =
   | { kind: 'none' }
-  | { kind: 'ready'; record: EnvironmentRecord; environment: Environment }
+  /** `root`: the image's root file system the task's commands run in (docs/environments.md#an-image), or null: the host's. */
+  | { kind: 'ready'; record: EnvironmentRecord; environment: Environment; root: string | null }
   | { kind: 'failed'; record: EnvironmentRecord }
   /** The task's stop came during setup or maintenance: their processes are ended, nothing is cached (docs/environments.md#a-stop-during-setup). */
   | { kind: 'stopped'; record: EnvironmentRecord }
@@ -83,7 +85,21 @@ export async function prepareEnvironment(input: PrepareInput): Promise<Prepared>
   const planned = planSandbox(input.config.tools, input.hidden, input.workspace, env)
   if (!planned.ok || planned.plan.kind !== 'bwrap')
     return failed(`the environment's scripts run in the sandbox, and ${planned.ok ? 'tools.sandbox is none' : planned.why}`)
-  const plan = planned.plan
+  let plan = planned.plan
+  let root: string | null = null
+  if (spec.image !== undefined) {
+    const image = await obtainImage({
+      path: spec.image,
+      store: input.store,
+      identity: process.getuid?.() === 0 ? plan.identity : null,
+      hidden: plan.hidden,
+      ...(input.signal !== undefined ? { signal: input.signal } : {}),
+    })
+    if (!image.ok) return failed(image.error)
+    record.image = image.record
+    root = image.root
+    plan = { ...plan, root }
+  }
   const missing = (spec.setup_secrets ?? []).filter((name) => (env[name] ?? '') === '')
   if (missing.length > 0) return failed(`setup_secrets names ${missing.join(', ')}, not set in ctxagent's environment`)
   const secrets = Object.fromEntries((spec.setup_secrets ?? []).map((name) => [name, env[name] as string]))
@@ -91,7 +107,16 @@ export async function prepareEnvironment(input: PrepareInput): Promise<Prepared>
   installSecrets([...secretValues(input.config, env), ...Object.entries(secrets).map(([name, value]) => ({ name: `setup_secrets.${name}`, value }))])
   if (spec.setup !== undefined) {
     const got: CacheResult = await obtainEntry(
-      { environment, workspace: input.workspace, plan, store: input.store, secrets, networks: input.config.tools.allowed_networks, log: input.log },
+      {
+        environment,
+        workspace: input.workspace,
+        plan,
+        store: input.store,
+        secrets,
+        networks: input.config.tools.allowed_networks,
+        log: input.log,
+        image: record.image?.digest ?? spec.image ?? null,
+      },
       input.signal,
     )
     if (got.kind === 'stopped') return stopped(record, 'setup')
@@ -116,7 +141,7 @@ export async function prepareEnvironment(input: PrepareInput): Promise<Prepared>
     if (run.stopped) return stopped(record, 'maintenance')
     if (run.error !== null || run.code !== 0) return failed(`maintenance ${run.error ?? (run.timedOut ? 'timed out' : `exited with ${run.code}`)}`, run.tail)
   }
-  return { kind: 'ready', record: { ...record, status: 'ready' }, environment }
+  return { kind: 'ready', record: { ...record, status: 'ready' }, environment, root }
 }
 
 function stopped(record: EnvironmentRecord, during: 'setup' | 'maintenance'): Prepared {
