@@ -96,9 +96,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     // A new task's environment (docs/environments.md), before any LLM request: a failed setup ends it here. A
     // resumed task prepares it again when a stop came during its setup (docs/environments.md#a-stop-during-setup).
     const preparing = start.kind === 'new' || environmentOf(handle.state)?.status === 'stopped'
-    const prepared = preparing
-      ? await environmentStep(run, handle, hidden, log, begun, stop.signal)
-      : await resumedEnvironment(run, handle, hidden, log, begun)
+    const prepared = preparing ? await environmentStep(run, handle, hidden, log, begun, stop.signal) : await resumedEnvironment(run, handle, hidden, log, begun)
     if (prepared.kind === 'failed') {
       Object.assign(traced, { status: 'setup_failed', error: prepared.outcome.error })
       return prepared.outcome
