@@ -23,7 +23,13 @@ import { decodeJob, JOB_COLUMNS } from './job-row.js'
  * - The claimed job's wait is appended to the queue wait histogram's log and the claim to the
  *   counters' log (storage/index/fleet-tallies.ts): rows of their own, so that claimers wait on no row.
  */
-export async function claimJob(pool: Pool, workerId: string, perUser: number | null, idle: IdleChannel | null, budget: ClaimBudget | null): Promise<Job | null> {
+export async function claimJob(
+  pool: Pool,
+  workerId: string,
+  perUser: number | null,
+  idle: IdleChannel | null,
+  budget: ClaimBudget | null,
+): Promise<Job | null> {
   const result = await pool.query<Record<string, unknown>>(`SELECT ${JOB_COLUMNS} FROM fleet_claim($1, $2, $3, $4, $5) j`, [
     workerId,
     perUser,
