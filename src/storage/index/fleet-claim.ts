@@ -4,6 +4,13 @@
  * the statements they replace were planned again at every claim and every end (planning cost
  * more of the server than running them). The queue calls them (src/fleet/queue/claim-statement.ts,
  * job-end.ts); what they decide is said there.
+ *
+ * Both run with generic plans (plan_cache_mode, for the call and what it calls: fleet_spent_cap,
+ * the triggers). Left to choose, PostgreSQL planned their statements afresh at every call (a
+ * plan for the parameters' values looked cheaper than one for any), and planning a statement
+ * on fleet_jobs locks each of its dozen indexes: past 16 relations a transaction's locks leave
+ * the per-backend fast path for the shared lock table, on whose locks 64 claimers queued. A
+ * generic plan locks what it uses: a claim about ten relations, an end about fifteen.
  */
 
 /** The advisory lock claims with fleet.limits.per_user take turns on (pg-schema.ts's LOCK_KEYS.claimPerUser). */
@@ -38,7 +45,7 @@ const due = (t: string) => `${t}.state IN ('waiting', 'retrying') AND (${t}.stat
  */
 const CLAIM_FUNCTION = `
   CREATE OR REPLACE FUNCTION fleet_claim(worker TEXT, per_user INTEGER, idle_channel TEXT, stale DOUBLE PRECISION, b JSONB)
-  RETURNS SETOF fleet_jobs LANGUAGE plpgsql AS $$
+  RETURNS SETOF fleet_jobs LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
   DECLARE
     pick_id BIGINT;
     pick_user TEXT;
@@ -103,7 +110,7 @@ const CLAIM_FUNCTION = `
 const END_FUNCTION = `
   CREATE OR REPLACE FUNCTION fleet_end(job_id BIGINT, worker TEXT, attempt INTEGER, end_state TEXT, end_outcome TEXT, end_error TEXT,
                                        end_reason TEXT, end_cap TEXT, resume BOOLEAN)
-  RETURNS BOOLEAN LANGUAGE plpgsql AS $$
+  RETURNS BOOLEAN LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
   DECLARE
     job fleet_jobs;
   BEGIN
