@@ -129,10 +129,19 @@ const END_FUNCTION = `
   END $$;`
 
 /**
- * The migration: the two functions, and an index over the jobs that wait for a budget window,
+ * The migration: the two functions; an index over the jobs that wait for a budget window,
  * which the claim looks in for a user's (or the fleet's) window at each claim: small (only
- * those jobs), where the index on every retrying job's time grew with every wait for a usage limit.
+ * those jobs), where the index on every retrying job's time grew with every wait for a usage
+ * limit. And the counters' adding function (fleet-tallies.ts), which the triggers call at
+ * every claim and end, in PL/pgSQL: its INSERT planned once per connection (an SQL function's
+ * was planned at each call). It takes no lock on a table the fleet's transactions hold (no
+ * trigger is made again, which would wait for every one of them and deadlock with one that
+ * waits for the migration, storage/index/fleet-counters.ts says how).
  */
 export const PG_FLEET_CLAIM_MIGRATION = `${CLAIM_FUNCTION}
   ${END_FUNCTION}
-  CREATE INDEX IF NOT EXISTS idx_fleet_jobs_budget_waits ON fleet_jobs(wait_cap, "user", next_run_at) WHERE state = 'retrying' AND wait_reason = 'budget';`
+  CREATE INDEX IF NOT EXISTS idx_fleet_jobs_budget_waits ON fleet_jobs(wait_cap, "user", next_run_at) WHERE state = 'retrying' AND wait_reason = 'budget';
+  CREATE OR REPLACE FUNCTION fleet_counters_add(TEXT, TEXT) RETURNS void LANGUAGE plpgsql AS $$
+  BEGIN
+    INSERT INTO fleet_counter_log (name, label) VALUES ($1, $2);
+  END $$;`
