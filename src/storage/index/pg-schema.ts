@@ -5,6 +5,7 @@ import { PG_QUEUE_WAITS_MIGRATION } from './queue-waits.js'
 import { PG_FLEET_COUNTERS_MIGRATION } from './fleet-counters.js'
 import { PG_FLEET_TALLIES_MIGRATION, ROLL_UP_LOCK } from './fleet-tallies.js'
 import { PG_PULL_REQUESTS_MIGRATION } from './pull-requests.js'
+import { CLAIM_PER_USER_LOCK, PG_FLEET_CLAIM_MIGRATION } from './fleet-claim.js'
 
 /**
  * The fleet's tables in PostgreSQL (docs/contract.md §14.1), as numbered migrations: `tasks` has
@@ -214,10 +215,12 @@ const MIGRATIONS: readonly string[] = [
   PG_PULL_REQUESTS_MIGRATION,
   // The repositories' environments: each row's cache result and setup time, as columns and counters (env-totals.ts).
   pgEnvMigration(),
+  // The claim and a job's plain end as functions (one round trip each, their plans kept per connection), and the index of budget waits (fleet-claim.ts).
+  PG_FLEET_CLAIM_MIGRATION,
 ]
 
 /** Advisory lock keys (bigint constants: hashtext() is not a stable API); transaction-scoped only (docs/contract.md §14.5). */
-export const LOCK_KEYS = { migrate: 0x637478_01, claimPerUser: 0x637478_04, carrySpend: 0x637478_06, rollUp: ROLL_UP_LOCK } as const
+export const LOCK_KEYS = { migrate: 0x637478_01, claimPerUser: CLAIM_PER_USER_LOCK, carrySpend: 0x637478_06, rollUp: ROLL_UP_LOCK } as const
 
 /**
  * Brings the schema up to date: under a transaction-scoped advisory lock, so that many

@@ -59,7 +59,7 @@ export const PG_SPEND_MIGRATION = `CREATE TABLE IF NOT EXISTS user_spend (
    );`
 
 /**
- * The claim's spend read (src/fleet/claim-budget.ts says what it decides): the cap that user
+ * The claim's spend read (src/fleet/queue/claim-budget.ts says what it decides; fleet-claim.ts's fleet_claim calls it): the cap that user
  * `u`'s spend has passed by the claim's figures `b` (a ClaimBudget as jsonb; NULL: none), or
  * NULL: the month's first (its reset is the latest), then the day's, then the fleet's, whose
  * spend today (`fleet`) the claim reads once. The user's month and day are one read of
@@ -84,6 +84,10 @@ export const PG_SPENT_CAP_FUNCTION = `
   END $$;`
 
 /**
+ * Kept as the migration that made it (schema 18); the claim no longer calls it: fleet_claim
+ * (fleet-claim.ts) reads the spend of the user of each job it comes to, and makes all of a
+ * held user's due jobs wait, not only those among the first `mark`.
+ *
  * The claim's look at the head of the queue (src/fleet/claim-statement.ts): the first `mark`
  * jobs it may take (waiting, or retrying and due), in its order, each with its user (a job
  * without one: the worker's OS user), the cap that holds that user back ('' for none) and
