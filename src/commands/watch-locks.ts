@@ -163,7 +163,19 @@ async function budgetStillSpent(ctx: CommandEnv, env: TaskEnv, uuid: string): Pr
     const dir = env.layout.taskDir('paused', uuid)
     const meta = readMetadata(dir)
     const state = safeState(dir)
-    await refuseSpentBudget(env.index, ctx.config, { user: meta.user ?? ctx.osUser, model: meta.config.model, state, uuid, maxCostUsd: null, promptTokens: state === null ? 0 : firstPromptTokens({ state }) }, env.now())
+    await refuseSpentBudget(
+      env.index,
+      ctx.config,
+      {
+        user: meta.user ?? ctx.osUser,
+        model: meta.config.model,
+        state,
+        uuid,
+        maxCostUsd: null,
+        promptTokens: state === null ? 0 : firstPromptTokens({ state }),
+      },
+      env.now(),
+    )
     return false
   } catch (err) {
     // Unreadable metadata: the resume itself says what is wrong.

@@ -146,7 +146,9 @@ describe('cost caps pause before the request that would pass them', () => {
     // Its own cap the same: a --max-cost below its first request.
     const own = await s.run(['run', '--task', long, '--workspace', s.ws, '--max-cost', '0.4'], { CTXAGENT_NOW: NOW })
     expect(own.code, own.stderr).toBe(5)
-    expect(own.stderr).toMatch(/^ctxagent: the task's cost cap \(run\.max_cost_usd \(--max-cost\): \$0\.40\) cannot cover its first request, which may cost \$1\.\d\d \(give it at least --max-cost 1\.\d\d\)$/m)
+    expect(own.stderr).toMatch(
+      /^ctxagent: the task's cost cap \(run\.max_cost_usd \(--max-cost\): \$0\.40\) cannot cover its first request, which may cost \$1\.\d\d \(give it at least --max-cost 1\.\d\d\)$/m,
+    )
     expect(s.fake.requests.length).toBe(requests)
     expect(snapshotTree(s.tree.base)).toEqual(before)
     expect(s.tree.layout.list('paused')).toEqual([])

@@ -9,6 +9,9 @@ import {
   LIVE_ROWS,
   TOOL_CALLS,
   SECOND_COUNTERS,
+  SUMMARY_COUNTERS,
+  SUMMARY_TASK_COLUMNS,
+  THIRD_COUNTERS,
   DELIVERY_COUNTERS,
 } from './totals.js'
 import type { CounterColumn, Dialect, IndexTotals } from './totals.js'
@@ -148,6 +151,14 @@ export function pgDeliveriesMigration(): string {
   return `
   ALTER TABLE tasks ADD COLUMN IF NOT EXISTS delivery_result TEXT;
   ${DELIVERY_COUNTERS.map((c) => `ALTER TABLE task_counters ADD COLUMN IF NOT EXISTS ${c} BIGINT NOT NULL DEFAULT 0;`).join('\n  ')}
+  ${pgTotalsFunction(THIRD_COUNTERS)}`
+}
+
+/** totals.ts's summaries' tokens in PostgreSQL (sqliteSummaryTokensMigration's twin). */
+export function pgSummaryTokensMigration(): string {
+  return `
+  ${SUMMARY_TASK_COLUMNS.map((c) => `ALTER TABLE tasks ADD COLUMN IF NOT EXISTS ${c} BIGINT;`).join('\n  ')}
+  ${SUMMARY_COUNTERS.map((c) => `ALTER TABLE task_counters ADD COLUMN IF NOT EXISTS ${c} BIGINT NOT NULL DEFAULT 0;`).join('\n  ')}
   ${pgTotalsFunction(COUNTER_COLUMNS)}`
 }
 

@@ -7,7 +7,15 @@ import { CorruptRecordError } from '../../errors.js'
 import { assertRegularFiles } from '../fs/files.js'
 import type { Location } from '../fs/layout.js'
 import type { DiskUse } from '../fs/disk.js'
-import { rebuildStatements, SQLITE, sqliteCountersMigration, sqliteDeliveriesMigration, sqliteToolCallsMigration, sqliteTotalsMigration } from './totals.js'
+import {
+  rebuildStatements,
+  SQLITE,
+  sqliteCountersMigration,
+  sqliteDeliveriesMigration,
+  sqliteSummaryTokensMigration,
+  sqliteToolCallsMigration,
+  sqliteTotalsMigration,
+} from './totals.js'
 import { searchText } from './task-list.js'
 import { SqliteSpend, SQLITE_SPEND_MIGRATION } from './spend.js'
 import { SQLITE_PULL_REQUESTS_MIGRATION } from './pull-requests.js'
@@ -54,6 +62,10 @@ export interface TaskRow {
   /** LLM requests that were not turns: compactions' summaries and the final summary (state.json compaction_tokens.requests, final_summary_tokens.requests); absent or null as above. */
   summary_calls?: number | null
   final_summary_calls?: number | null
+  /** The tokens of the compactions' and final summaries' requests (state.json compaction_tokens + final_summary_tokens); absent or null as above. */
+  summary_prompt_tokens?: number | null
+  summary_completion_tokens?: number | null
+  summary_cached_tokens?: number | null
   /** How the task's delivery ended (storage/task/delivery.ts deliveryResult); null: none asked for, or not ended. */
   delivery_result?: string | null
   compression_count: number
@@ -135,6 +147,8 @@ const MIGRATIONS: readonly string[] = [
   sqliteDeliveriesMigration(),
   // The pull/merge requests ctxagent opened: the tasks' link to them, and the forge's facts (pull-requests.ts).
   SQLITE_PULL_REQUESTS_MIGRATION,
+  // The summaries' tokens, as columns and counters, so that /metrics' cost is the task's bill (totals.ts).
+  sqliteSummaryTokensMigration(),
 ]
 
 export const COLUMNS: readonly (keyof TaskRow)[] = [
@@ -173,6 +187,9 @@ export const COLUMNS: readonly (keyof TaskRow)[] = [
   'pr_url',
   'pr_opened',
   'delivery_commit',
+  'summary_prompt_tokens',
+  'summary_completion_tokens',
+  'summary_cached_tokens',
 ]
 
 /**

@@ -53,6 +53,10 @@ export interface CounterRow {
   deliveries_no_changes: number
   deliveries_refused: number
   deliveries_failed: number
+  /** The tokens of the requests that were not turns (compactions' and final summaries'), billed as turns are; 0 for rows written before the columns. */
+  summary_prompt: number
+  summary_completion: number
+  summary_cached: number
 }
 
 export interface ToolCallsRow {
@@ -123,6 +127,9 @@ export const COUNTER_COLUMNS = [
   'deliveries_no_changes',
   'deliveries_refused',
   'deliveries_failed',
+  'summary_prompt',
+  'summary_completion',
+  'summary_cached',
 ] as const
 export type CounterColumn = (typeof COUNTER_COLUMNS)[number]
 
@@ -145,6 +152,9 @@ function counterValues(_d: Dialect, r: string, columns: readonly CounterColumn[]
     deliveries_no_changes: `CASE WHEN ${r}delivery_result = 'no_changes' THEN 1 ELSE 0 END`,
     deliveries_refused: `CASE WHEN ${r}delivery_result = 'refused' THEN 1 ELSE 0 END`,
     deliveries_failed: `CASE WHEN ${r}delivery_result = 'failed' THEN 1 ELSE 0 END`,
+    summary_prompt: `COALESCE(${r}summary_prompt_tokens, 0)`,
+    summary_completion: `COALESCE(${r}summary_completion_tokens, 0)`,
+    summary_cached: `COALESCE(${r}summary_cached_tokens, 0)`,
   }
   return columns.map((c) => value[c])
 }
@@ -328,6 +338,27 @@ export function sqliteDeliveriesMigration(): string {
   return `
   ALTER TABLE tasks ADD COLUMN delivery_result TEXT;
   ${DELIVERY_COUNTERS.map((c) => `ALTER TABLE task_counters ADD COLUMN ${c} INTEGER NOT NULL DEFAULT 0;`).join('\n  ')}
+  DROP TRIGGER IF EXISTS tasks_totals_insert; DROP TRIGGER IF EXISTS tasks_totals_update; DROP TRIGGER IF EXISTS tasks_totals_delete;
+  ${sqliteTriggers(THIRD_COUNTERS)}`
+}
+
+/** The counters after sqliteDeliveriesMigration (its triggers count these; the summaries' tokens came later). */
+export const THIRD_COUNTERS = [...SECOND_COUNTERS, ...DELIVERY_COUNTERS] as const
+/**
+ * The tokens of the requests that were not turns (compactions' and final summaries', state.json's compaction_tokens and
+ * final_summary_tokens summed): billed as turns are (docs/running.md#budgets), so /metrics' cost is the bill stats gives.
+ */
+export const SUMMARY_TASK_COLUMNS = ['summary_prompt_tokens', 'summary_completion_tokens', 'summary_cached_tokens'] as const
+export const SUMMARY_COUNTERS = ['summary_prompt', 'summary_completion', 'summary_cached'] as const
+
+/**
+ * The migration that adds them to tasks.db: the columns (NULL in rows written before, until a reindex fills them from
+ * state.json), the counters (starting at 0: what deleted tasks' summaries took is not known), the triggers made again.
+ */
+export function sqliteSummaryTokensMigration(): string {
+  return `
+  ${SUMMARY_TASK_COLUMNS.map((c) => `ALTER TABLE tasks ADD COLUMN ${c} INTEGER;`).join('\n  ')}
+  ${SUMMARY_COUNTERS.map((c) => `ALTER TABLE task_counters ADD COLUMN ${c} INTEGER NOT NULL DEFAULT 0;`).join('\n  ')}
   DROP TRIGGER IF EXISTS tasks_totals_insert; DROP TRIGGER IF EXISTS tasks_totals_update; DROP TRIGGER IF EXISTS tasks_totals_delete;
   ${sqliteTriggers(COUNTER_COLUMNS)}`
 }

@@ -46,6 +46,8 @@ export function taskRow(meta: TaskMetadata, state: TaskState | null, location: L
     // The LLM requests that were not turns (turns are llm_call_count), by purpose.
     summary_calls: state === null ? null : (count(state.compaction_tokens?.requests) ?? 0),
     final_summary_calls: state === null ? null : (count(state.final_summary_tokens?.requests) ?? 0),
+    // Their tokens, summed: billed as turns are (docs/running.md#budgets).
+    ...summaryTokens(state),
     delivery_result: deliveryResultOf(state),
     compression_count: count(state?.compression_count) ?? counts.summaries,
     final_token_count: final ? count(state?.current_context_tokens) : null,
@@ -106,4 +108,12 @@ export function indexTask(
 function deliveryResultOf(state: TaskState | null): string | null {
   const d = deliveryOf(state)
   return d === null || state?.status !== 'completed' ? null : deliveryResult(d)
+}
+
+/** The compactions' and final summary's tokens summed (null: no state to read them from); a figure that is no count is 0. */
+function summaryTokens(state: TaskState | null): Pick<TaskRow, 'summary_prompt_tokens' | 'summary_completion_tokens' | 'summary_cached_tokens'> {
+  if (state === null) return { summary_prompt_tokens: null, summary_completion_tokens: null, summary_cached_tokens: null }
+  const sum = (key: 'prompt_tokens' | 'completion_tokens' | 'cached_tokens') =>
+    (count(state.compaction_tokens?.[key]) ?? 0) + (count(state.final_summary_tokens?.[key]) ?? 0)
+  return { summary_prompt_tokens: sum('prompt_tokens'), summary_completion_tokens: sum('completion_tokens'), summary_cached_tokens: sum('cached_tokens') }
 }
