@@ -54,7 +54,6 @@ export function claimJob(pool: Pool, workerId: string, perUser: number | null, i
 function claimSql(budget: boolean): string {
   const capsFirst = `WITH fleet AS MATERIALIZED (SELECT ${fleetSpendSql('$5::jsonb')} AS usd),
        head AS MATERIALIZED (SELECT * FROM fleet_claim_head($5::jsonb, ${CAP_MARK})),
-       users AS MATERIALIZED (SELECT DISTINCT head.u, head.cap FROM head),
        held AS (
          UPDATE fleet_jobs h SET state = 'retrying', wait_reason = 'budget', wait_cap = head.cap,
                 next_run_at = greatest(COALESCE(head.until, ($5::jsonb->>CASE head.cap WHEN 'user-monthly' THEN 'monthly_until' ELSE 'daily_until' END)::timestamptz), now() + interval '1 second')
@@ -62,8 +61,8 @@ function claimSql(budget: boolean): string {
            -- Rows another claim holds are left to the next claim: claimers never wait on each other.
            AND h.id IN (SELECT l.id FROM fleet_jobs l WHERE l.id IN (SELECT head.id FROM head WHERE head.cap <> '') AND ${due('l')} FOR UPDATE SKIP LOCKED)),`
   const capped = `
-             AND COALESCE((SELECT s.cap FROM users s WHERE s.u = COALESCE(c."user", $5::jsonb->>'os_user')),
-                          ${spentCapSql('c."user"', '$5::jsonb', '(SELECT usd FROM fleet)')}, '') = ''`
+             AND COALESCE((SELECT h.cap FROM head h WHERE h.id = c.id),
+                          ${spentCapSql('c', '$5::jsonb', '(SELECT usd FROM fleet)')}, '') = ''`
   return `${
     budget
       ? `${capsFirst}

@@ -1,6 +1,6 @@
 import type { PoolClient } from 'pg'
 import { pgCountersMigration, pgDeliveriesMigration, pgSummaryTokensMigration, pgToolCallsMigration, pgTotalsMigration } from './pg-totals.js'
-import { PG_CLAIM_HEAD_FUNCTION, PG_SPEND_MIGRATION, PG_SPENT_CAP_FUNCTION } from './spend.js'
+import { PG_CLAIM_HEAD_FUNCTION, PG_CLAIM_PROMPT_MIGRATION, PG_SPEND_MIGRATION, PG_SPENT_CAP_FUNCTION } from './spend.js'
 import { PG_QUEUE_WAITS_MIGRATION } from './queue-waits.js'
 import { PG_FLEET_COUNTERS_MIGRATION } from './fleet-counters.js'
 import { PG_FLEET_TALLIES_MIGRATION, ROLL_UP_LOCK } from './fleet-tallies.js'
@@ -214,6 +214,8 @@ const MIGRATIONS: readonly string[] = [
   PG_PULL_REQUESTS_MIGRATION,
   // The summaries' tokens, as columns and counters, so that /metrics' cost is the task's bill (totals.ts).
   pgSummaryTokensMigration(),
+  // The claim counts a resume's window as run's check at start does (spend.ts): one estimate of a first request.
+  PG_CLAIM_PROMPT_MIGRATION,
 ]
 
 /** Advisory lock keys (bigint constants: hashtext() is not a stable API); transaction-scoped only (docs/contract.md §14.5). */

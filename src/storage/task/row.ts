@@ -50,7 +50,8 @@ export function taskRow(meta: TaskMetadata, state: TaskState | null, location: L
     ...summaryTokens(state),
     delivery_result: deliveryResultOf(state),
     compression_count: count(state?.compression_count) ?? counts.summaries,
-    final_token_count: final ? count(state?.current_context_tokens) : null,
+    // A paused task's too: the window its resume sends first, which the fleet's claim counts (storage/index/spend.ts claimNeedSql).
+    final_token_count: final || state?.status === 'paused' ? count(state?.current_context_tokens) : null,
     final_message_count: final ? counts.messages : null,
     error_message: state?.error ?? null,
     disk_bytes: disk?.bytes ?? null,
