@@ -16,7 +16,7 @@ const tasksOf = (s: DeliverySetup): string[] => (['running', 'paused', 'complete
  * directory runs as that directory's owner.
  */
 describe('the rounds of a review loop in an operator’s checkout', () => {
-  it('start from the head as fetched: what a round left undelivered in the worktree never reaches the next round’s commit', async () => {
+  it('start from the head as fetched: what a round left undelivered in the worktree never reaches the next round’s commit', { timeout: 300_000 }, async () => {
     const s = await deliverySetup('gitlab', '', { mr: true })
     const head = sourceBranch(s)
     s.fake.queue.push(write('calc.js', 'export const v = 1\n'), { content: 'Round one.' })
@@ -48,6 +48,7 @@ describe('the rounds of a review loop in an operator’s checkout', () => {
 
   it.runIf(process.getuid?.() === 0)(
     'writes into a user’s git directory as that user: a link the agent planted to a directory of root’s is not written through',
+    { timeout: 240_000 },
     async () => {
       const s = await deliverySetup('gitlab', '', { mr: true })
       sourceBranch(s)
