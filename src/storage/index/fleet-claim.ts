@@ -13,6 +13,8 @@
  * generic plan locks what it uses: a claim about ten relations, an end about fifteen.
  */
 
+import { claimNeedSql } from './spend.js'
+
 /** The advisory lock claims with fleet.limits.per_user take turns on (pg-schema.ts's LOCK_KEYS.claimPerUser). */
 export const CLAIM_PER_USER_LOCK = 0x637478_04
 
@@ -53,6 +55,7 @@ const CLAIM_FUNCTION = `
     held_cap TEXT;
     held_until TIMESTAMPTZ;
     fleet_usd DOUBLE PRECISION;
+    pick_need DOUBLE PRECISION;
   BEGIN
     IF per_user IS NOT NULL THEN PERFORM pg_advisory_xact_lock(${CLAIM_PER_USER_LOCK}); END IF;
     LOOP
@@ -67,7 +70,9 @@ const CLAIM_FUNCTION = `
         IF fleet_usd IS NULL AND (COALESCE(b->'users'->pick_user, b->'all')->>'fleet') IS NOT NULL THEN
           SELECT coalesce(sum(s.usd), 0) INTO fleet_usd FROM user_spend s WHERE s.day = b->>'day';
         END IF;
-        held_cap := fleet_spent_cap(pick_user, b, fleet_usd);
+        -- Its first request's prompt counted as run's check at start counts it: a resume's window (spend.ts claimNeedSql).
+        SELECT ${claimNeedSql('c', 'b')} INTO pick_need FROM fleet_jobs c WHERE c.id = pick_id;
+        held_cap := fleet_spent_cap(pick_user, b, fleet_usd, pick_need);
       END IF;
       IF held_cap IS NULL THEN
         -- A window the user's other jobs, or the fleet's, already wait for: theirs first.
