@@ -1,12 +1,5 @@
 import type { PoolClient } from 'pg'
-import {
-  pgCountersMigration,
-  pgDeliveriesMigration,
-  pgEnvMigration,
-  pgSummaryTokensMigration,
-  pgToolCallsMigration,
-  pgTotalsMigration,
-} from './pg-totals.js'
+import { pgCountersMigration, pgDeliveriesMigration, pgEnvMigration, pgSummaryTokensMigration, pgToolCallsMigration, pgTotalsMigration } from './pg-totals.js'
 import { PG_CLAIM_HEAD_FUNCTION, PG_CLAIM_PROMPT_MIGRATION, PG_SPEND_MIGRATION, PG_SPENT_CAP_FUNCTION } from './spend.js'
 import { PG_QUEUE_WAITS_MIGRATION } from './queue-waits.js'
 import { PG_FLEET_COUNTERS_MIGRATION } from './fleet-counters.js'
