@@ -41,7 +41,7 @@ async function attempt(
   try {
     const workspace = join(dir, 'workspace')
     try {
-      await startingTree(task, workspace, mirrors, config.tools)
+      await startingTree(task, workspace, mirrors, config)
     } catch (err) {
       return `its starting tree could not be made: ${(err as Error).message}`
     }

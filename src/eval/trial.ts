@@ -44,7 +44,7 @@ export async function runTrial(input: TrialInput): Promise<Trial> {
   // A fresh directory per attempt: an agent left running by an eval that was killed keeps writing its own.
   const workspace = join(input.workRoot, variant.name, task.name, `${input.run}-${Date.now().toString(36)}`)
   mkdirSync(join(input.workRoot, variant.name, task.name), { recursive: true, mode: 0o711 })
-  await startingTree(task, workspace, input.mirrors, input.config.tools)
+  await startingTree(task, workspace, input.mirrors, input.config)
   chmodSync(workspace, 0o755)
   const statement = `${workspace}.statement`
   writeFileSync(statement, task.statement, { mode: 0o600 })
