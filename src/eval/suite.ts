@@ -3,6 +3,8 @@ import { isAbsolute, join, resolve } from 'node:path'
 import { parse as parseYaml } from 'yaml'
 import * as z from 'zod/mini'
 import { parseDuration } from '../duration.js'
+import { readHarborTask } from './harbor-task.js'
+import { DEFAULT_CHECK_TIMEOUT_MS, filesUnder, isUrl, MAX_STATEMENT } from './task-files.js'
 
 /**
  * A suite of eval tasks (docs/eval.md#a-suite): a directory whose subdirectories each hold
@@ -25,9 +27,12 @@ export interface EvalTask {
   /** The agent's working time, and the check's. */
   timeoutMs: number | null
   checkTimeoutMs: number
-  /** The hidden files (tests/), relative paths; copied into the workspace only after the agent has finished. */
+  /** The hidden files (tests/), relative paths; put in (into the workspace, or at /tests for Harbor's layout) only after the agent has finished. */
   hidden: string[]
-  solution: string | null
+  /** A reference solution: a patch (solution.patch), or Harbor's solution/ directory whose solve.sh makes it; null: none. */
+  solution: { kind: 'patch'; file: string } | { kind: 'script'; dir: string } | null
+  /** task.yaml's layout, or Harbor's (instruction.md, task.toml, tests/test.sh, solution/solve.sh: docs/eval.md#harbor-tasks). */
+  layout: 'ctxagent' | 'harbor'
 }
 
 export interface SuiteRead {
@@ -36,8 +41,6 @@ export interface SuiteRead {
   problems: { name: string; why: string }[]
 }
 
-const MAX_STATEMENT = 64 * 1024
-const DEFAULT_CHECK_TIMEOUT_MS = 5 * 60_000
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/
 
 const text = (what: string) => z.string({ error: `${what} must be text` }).check(z.minLength(1, { error: `${what} must not be empty` }))
@@ -71,11 +74,13 @@ export function readSuite(dir: string): SuiteRead {
   return { tasks, problems }
 }
 
-/** One task, or why it cannot be used; null: a directory that is no task (no task.yaml). */
+/** One task, or why it cannot be used; null: a directory that is no task (neither task.yaml nor Harbor's task.toml). */
 export function readTask(dir: string, name: string): EvalTask | string | null {
   const file = join(dir, 'task.yaml')
-  if (!existsSync(file)) return null
+  const harbor = !existsSync(file) && existsSync(join(dir, 'task.toml'))
+  if (!existsSync(file) && !harbor) return null
   if (!NAME.test(name)) return `the task's directory name ${JSON.stringify(name.slice(0, 60))} is not a task name (letters, digits, . _ -)`
+  if (harbor) return readHarborTask(dir, name)
   if (!lstatSync(file).isFile()) return 'task.yaml is not a regular file'
   let data: unknown
   try {
@@ -121,20 +126,7 @@ export function readTask(dir: string, name: string): EvalTask | string | null {
     timeoutMs,
     checkTimeoutMs,
     hidden,
-    solution: existsSync(solution) ? solution : null,
+    solution: existsSync(solution) ? { kind: 'patch', file: solution } : null,
+    layout: 'ctxagent',
   }
-}
-
-/** Regular files below `dir`, as paths relative to it; a link is refused (it would copy what it points at). */
-function filesUnder(dir: string, prefix = ''): string[] {
-  return readdirSync(join(dir, prefix), { withFileTypes: true }).flatMap((e) => {
-    const rel = prefix === '' ? e.name : `${prefix}/${e.name}`
-    if (e.isDirectory()) return filesUnder(dir, rel)
-    if (e.isFile()) return [rel]
-    throw new Error(`tests/${rel} is not a regular file or directory`)
-  })
-}
-
-export function isUrl(repo: string): boolean {
-  return /^[a-z][a-z0-9+.-]*:\/\//i.test(repo) || /^[^/]+@[^/]+:/.test(repo)
 }

@@ -182,7 +182,13 @@ export function sandboxArgs(
   plan: BwrapPlan,
   workspace: string,
   argv: readonly string[],
-  options: { env?: Record<string, string>; readOnly?: readonly string[]; chdir?: string; egressSocket?: string } = {},
+  options: {
+    env?: Record<string, string>
+    readOnly?: readonly string[]
+    chdir?: string
+    egressSocket?: string
+    binds?: readonly { from: string; to: string; readOnly?: boolean }[]
+  } = {},
 ): string[] {
   const { uid, gid } = plan.identity
   const a = ['--unshare-user', '--disable-userns', '--uid', String(uid), '--gid', String(gid), '--cap-drop', 'ALL', '--seccomp', '3']
@@ -193,7 +199,14 @@ export function sandboxArgs(
   const readOnly = [...plan.readOnly, ...(options.readOnly ?? []), ...(nodeShown ? [node] : [])]
   a.push(
     ...mountArgs(
-      { network: plan.network, ...(egress !== null ? { egressSocket: egress } : {}), readOnly, hidden: plan.hidden, absent: plan.absent ?? [] },
+      {
+        network: plan.network,
+        ...(egress !== null ? { egressSocket: egress } : {}),
+        readOnly,
+        hidden: plan.hidden,
+        absent: plan.absent ?? [],
+        binds: options.binds ?? [],
+      },
       workspace,
     ),
   )

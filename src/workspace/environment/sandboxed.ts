@@ -32,6 +32,8 @@ export interface ScriptRun {
   log: string | null
   /** Bytes of output written to the log at most. */
   maxLogBytes?: number
+  /** Directories shown at paths of their own (an eval's Harbor check: docs/eval.md#harbor-tasks). */
+  binds?: readonly { from: string; to: string; readOnly?: boolean }[]
 }
 
 export interface ScriptResult {
@@ -74,7 +76,10 @@ export async function runScript(run: ScriptRun): Promise<ScriptResult> {
 
 function spawned(run: ScriptRun, plan: BwrapPlan, socket: string | undefined, began: number): Promise<ScriptResult> {
   return new Promise((resolve) => {
-    const args = sandboxArgs(plan, run.workspace, ['/bin/sh', '-c', run.script], socket !== undefined ? { egressSocket: socket } : {})
+    const args = sandboxArgs(plan, run.workspace, ['/bin/sh', '-c', run.script], {
+      ...(socket !== undefined ? { egressSocket: socket } : {}),
+      ...(run.binds !== undefined ? { binds: run.binds } : {}),
+    })
     // No --clearenv (sandboxArgs without env): bwrap's own environment, set here, is the script's, with HOME, PATH and the proxy's variables over it.
     const child = spawn(plan.bwrap, args, {
       ...spawnIdentity(plan),
