@@ -31,7 +31,7 @@ export function readTomlKeys(text: string, wanted: readonly string[]): Map<strin
 
 function scalar(text: string): TomlValue | undefined {
   const basic = /^"((?:[^"\\]|\\.)*)"\s*(#.*)?$/.exec(text)
-  if (basic) return unescape(basic[1] as string)
+  if (basic) return unescaped(basic[1] as string)
   const literal = /^'([^']*)'\s*(#.*)?$/.exec(text)
   if (literal) return literal[1] as string
   const plain = /^([^#\s]+)\s*(#.*)?$/.exec(text)?.[1]
@@ -40,7 +40,7 @@ function scalar(text: string): TomlValue | undefined {
   return undefined
 }
 
-function unescape(s: string): string | undefined {
+function unescaped(s: string): string | undefined {
   let bad = false
   const out = s.replace(/\\(u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)/g, (_, e: string) => {
     if (e.length > 1) return String.fromCodePoint(Number.parseInt(e.slice(1), 16))
