@@ -1,7 +1,7 @@
 import { existsSync, lstatSync, readFileSync } from 'node:fs'
 import { isAbsolute, join, resolve } from 'node:path'
-import type { EvalTask } from './suite.js'
-import { DEFAULT_CHECK_TIMEOUT_MS, filesUnder, isUrl, MAX_STATEMENT } from './task-files.js'
+import { DEFAULT_CHECK_TIMEOUT_MS, filesUnder, isUrl, MAX_STATEMENT } from './task.js'
+import type { EvalTask } from './task.js'
 import { readTomlKeys } from './toml-subset.js'
 
 /** The command that judges a Harbor task: its tests/test.sh, found at /tests as Harbor places it. */

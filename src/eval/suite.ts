@@ -4,36 +4,10 @@ import { parse as parseYaml } from 'yaml'
 import * as z from 'zod/mini'
 import { parseDuration } from '../duration.js'
 import { readHarborTask } from './harbor-task.js'
-import { DEFAULT_CHECK_TIMEOUT_MS, filesUnder, isUrl, MAX_STATEMENT } from './task-files.js'
+import { DEFAULT_CHECK_TIMEOUT_MS, filesUnder, isUrl, MAX_STATEMENT } from './task.js'
+import type { EvalTask } from './task.js'
 
-/**
- * A suite of eval tasks (docs/eval.md#a-suite): a directory whose subdirectories each hold
- * `task.yaml`, the hidden `tests/` and, optionally, a reference `solution.patch`. The
- * statement is data for the agent; the tests and the solution never reach its workspace
- * before it has finished (docs/contract.md §18).
- */
-export interface EvalTask {
-  /** The task's directory name: its id in reports and in the tree. */
-  name: string
-  dir: string
-  statement: string
-  /** A git URL, or an absolute path (a relative one in task.yaml is resolved against the task's directory). */
-  repo: string
-  /** The commit the agent starts from; null: the repository's HEAD (a directory that is no repository: its files). */
-  commit: string | null
-  check: string
-  /** A patch applied over the commit before the agent starts (task.yaml `patch`: many tasks on one repository, a bug put in), or null. */
-  startPatch: string | null
-  /** The agent's working time, and the check's. */
-  timeoutMs: number | null
-  checkTimeoutMs: number
-  /** The hidden files (tests/), relative paths; put in (into the workspace, or at /tests for Harbor's layout) only after the agent has finished. */
-  hidden: string[]
-  /** A reference solution: a patch (solution.patch), or Harbor's solution/ directory whose solve.sh makes it; null: none. */
-  solution: { kind: 'patch'; file: string } | { kind: 'script'; dir: string } | null
-  /** task.yaml's layout, or Harbor's (instruction.md, task.toml, tests/test.sh, solution/solve.sh: docs/eval.md#harbor-tasks). */
-  layout: 'ctxagent' | 'harbor'
-}
+export type { EvalTask } from './task.js'
 
 export interface SuiteRead {
   tasks: EvalTask[]

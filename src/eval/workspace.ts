@@ -20,7 +20,7 @@ import type { Config } from '../config/schema.js'
 import { giveWorkspace, sandboxIdentity } from '../tools/sandbox/identity.js'
 import { mirrorOf } from './mirror.js'
 import type { EvalTask } from './suite.js'
-import { isUrl } from './task-files.js'
+import { isUrl } from './task.js'
 
 // A trial's workspace (docs/eval.md#a-trial): the task's repository at its commit, and nothing of what came after it.
 

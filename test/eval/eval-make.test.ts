@@ -190,67 +190,78 @@ async function gitlab(): Promise<{ gl: FakeGitlab; root: string; bases: Record<n
   return { gl, root, bases }
 }
 
-describe('ctxagent eval make', () => {
-  it('on a stand-in forge with three merged pull requests (one without tests, one whose tests pass before the fix) makes exactly the one valid task', async () => {
-    const { gh, root, bases } = await github()
-    const home = join(root, 'home')
-    const config = join(root, 'config.yaml')
-    writeFileSync(config, `github:\n  api_url: ${gh.url}\n  token: ${gh.token}\n`)
-    const out = join(root, 'suite')
-    const res = await cliAsync(['--home', home, '--config', config, '--json', 'eval', 'make', '--github', 'acme/shop', '--out', out])
-    expect(res.stderr).not.toMatch(/ctxagent: (?!warning)/)
-    expect(res.code).toBe(0)
-    const doc = JSON.parse(res.stdout) as {
-      made: { task: string; from: string; commit: string; check: string; tests: string[] }[]
-      left_out: { from: string; why: string }[]
-    }
-    expect(doc.made).toEqual([
-      expect.objectContaining({ task: 'pr-1', from: 'acme/shop#1', commit: bases[1], check: 'node test/run.mjs', tests: ['test/add.test.mjs'] }),
-    ])
-    expect(doc.left_out.map((l) => [l.from, l.why]).sort()).toEqual([
-      ['acme/shop#2', 'it changed no test file'],
-      ['acme/shop#3', 'its check passes on the starting tree: it measures nothing'],
-    ])
-    expect(readdirSync(out)).toEqual(['pr-1'])
-    const task = join(out, 'pr-1')
-    expect(readdirSync(join(task, 'tests'), { recursive: true }).sort()).toEqual(['test', 'test/add.test.mjs'])
-    const yaml = readFileSync(join(task, 'task.yaml'), 'utf8')
-    // The statement is the closed issue's text, quoted as data; the repository is the clone URL.
-    expect(yaml).toContain(`> ${STATEMENT_MARK}: 2 + 3 gives -1.`)
-    expect(yaml).toContain(`repo: ${gh.url}/acme/shop.git`)
-    expect(yaml).not.toContain('ctxagent:0000')
-    const solution = readFileSync(join(task, 'solution.patch'), 'utf8')
-    expect(solution).toContain('+export const add = (a, b) => a + b')
-    expect(solution).not.toContain('add.test.mjs')
-    // What was made is a suite `eval check` accepts on its own, cloning with the token.
-    const checked = await cliAsync(['--home', home, '--config', config, '--json', 'eval', 'check', out])
-    expect(checked.code).toBe(0)
-    expect(JSON.parse(checked.stdout)).toMatchObject({ tasks: [{ task: 'pr-1', ok: true, solution: true }] })
-    // Again: the task already there is kept and not made twice.
-    const again = await cliAsync(['--home', home, '--config', config, '--json', 'eval', 'make', '--github', 'acme/shop', '--out', out])
-    expect(again.code).toBe(0)
-    expect(JSON.parse(again.stdout).made).toEqual([])
-    expect(existsSync(join(out, '.making-pr-1'))).toBe(false)
-  })
+// Several ctxagent processes, git over HTTP and sandboxed checks: minutes on a busy 2-core machine, not the default minute.
+const SLOW = 300_000
 
-  it('on the GitLab stand-in makes the one valid task of three merged merge requests, its statement the issue GitLab says it closes', async () => {
-    const { gl, root, bases } = await gitlab()
-    const home = join(root, 'home')
-    const config = join(root, 'config.yaml')
-    writeFileSync(config, `gitlab:\n  url: ${gl.url}\n  token: ${gl.token}\n`)
-    const out = join(root, 'suite')
-    const res = await cliAsync(['--home', home, '--config', config, '--json', 'eval', 'make', '--gitlab', 'acme/backend/api', '--out', out])
-    expect(res.stderr).not.toMatch(/ctxagent: (?!warning)/)
-    expect(res.code).toBe(0)
-    const doc = JSON.parse(res.stdout) as { made: { task: string; from: string; commit: string }[]; left_out: { from: string; why: string }[] }
-    expect(doc.made.map((m) => [m.task, m.from, m.commit])).toEqual([['mr-1', 'acme/backend/api!1', bases[1]]])
-    expect(doc.left_out.map((l) => [l.from, l.why]).sort()).toEqual([
-      ['acme/backend/api!2', 'it changed no test file'],
-      ['acme/backend/api!3', 'its check passes on the starting tree: it measures nothing'],
-    ])
-    const yaml = readFileSync(join(out, 'mr-1', 'task.yaml'), 'utf8')
-    expect(yaml).toContain('# Issue acme/backend/api#10: add() subtracts')
-    expect(yaml).toContain(`> ${STATEMENT_MARK}: 2 + 3 gives -1.`)
-    expect(yaml).toContain(`repo: ${gl.url}/acme/backend/api.git`)
-  })
+describe('ctxagent eval make', () => {
+  it(
+    'on a stand-in forge with three merged pull requests (one without tests, one whose tests pass before the fix) makes exactly the one valid task',
+    async () => {
+      const { gh, root, bases } = await github()
+      const home = join(root, 'home')
+      const config = join(root, 'config.yaml')
+      writeFileSync(config, `github:\n  api_url: ${gh.url}\n  token: ${gh.token}\n`)
+      const out = join(root, 'suite')
+      const res = await cliAsync(['--home', home, '--config', config, '--json', 'eval', 'make', '--github', 'acme/shop', '--out', out])
+      expect(res.stderr).not.toMatch(/ctxagent: (?!warning)/)
+      expect(res.code).toBe(0)
+      const doc = JSON.parse(res.stdout) as {
+        made: { task: string; from: string; commit: string; check: string; tests: string[] }[]
+        left_out: { from: string; why: string }[]
+      }
+      expect(doc.made).toEqual([
+        expect.objectContaining({ task: 'pr-1', from: 'acme/shop#1', commit: bases[1], check: 'node test/run.mjs', tests: ['test/add.test.mjs'] }),
+      ])
+      expect(doc.left_out.map((l) => [l.from, l.why]).sort()).toEqual([
+        ['acme/shop#2', 'it changed no test file'],
+        ['acme/shop#3', 'its check passes on the starting tree: it measures nothing'],
+      ])
+      expect(readdirSync(out)).toEqual(['pr-1'])
+      const task = join(out, 'pr-1')
+      expect(readdirSync(join(task, 'tests'), { recursive: true }).sort()).toEqual(['test', 'test/add.test.mjs'])
+      const yaml = readFileSync(join(task, 'task.yaml'), 'utf8')
+      // The statement is the closed issue's text, quoted as data; the repository is the clone URL.
+      expect(yaml).toContain(`> ${STATEMENT_MARK}: 2 + 3 gives -1.`)
+      expect(yaml).toContain(`repo: ${gh.url}/acme/shop.git`)
+      expect(yaml).not.toContain('ctxagent:0000')
+      const solution = readFileSync(join(task, 'solution.patch'), 'utf8')
+      expect(solution).toContain('+export const add = (a, b) => a + b')
+      expect(solution).not.toContain('add.test.mjs')
+      // What was made is a suite `eval check` accepts on its own, cloning with the token.
+      const checked = await cliAsync(['--home', home, '--config', config, '--json', 'eval', 'check', out])
+      expect(checked.code).toBe(0)
+      expect(JSON.parse(checked.stdout)).toMatchObject({ tasks: [{ task: 'pr-1', ok: true, solution: true }] })
+      // Again: the task already there is kept and not made twice.
+      const again = await cliAsync(['--home', home, '--config', config, '--json', 'eval', 'make', '--github', 'acme/shop', '--out', out])
+      expect(again.code).toBe(0)
+      expect(JSON.parse(again.stdout).made).toEqual([])
+      expect(existsSync(join(out, '.making-pr-1'))).toBe(false)
+    },
+    SLOW,
+  )
+
+  it(
+    'on the GitLab stand-in makes the one valid task of three merged merge requests, its statement the issue GitLab says it closes',
+    async () => {
+      const { gl, root, bases } = await gitlab()
+      const home = join(root, 'home')
+      const config = join(root, 'config.yaml')
+      writeFileSync(config, `gitlab:\n  url: ${gl.url}\n  token: ${gl.token}\n`)
+      const out = join(root, 'suite')
+      const res = await cliAsync(['--home', home, '--config', config, '--json', 'eval', 'make', '--gitlab', 'acme/backend/api', '--out', out])
+      expect(res.stderr).not.toMatch(/ctxagent: (?!warning)/)
+      expect(res.code).toBe(0)
+      const doc = JSON.parse(res.stdout) as { made: { task: string; from: string; commit: string }[]; left_out: { from: string; why: string }[] }
+      expect(doc.made.map((m) => [m.task, m.from, m.commit])).toEqual([['mr-1', 'acme/backend/api!1', bases[1]]])
+      expect(doc.left_out.map((l) => [l.from, l.why]).sort()).toEqual([
+        ['acme/backend/api!2', 'it changed no test file'],
+        ['acme/backend/api!3', 'its check passes on the starting tree: it measures nothing'],
+      ])
+      const yaml = readFileSync(join(out, 'mr-1', 'task.yaml'), 'utf8')
+      expect(yaml).toContain('# Issue acme/backend/api#10: add() subtracts')
+      expect(yaml).toContain(`> ${STATEMENT_MARK}: 2 + 3 gives -1.`)
+      expect(yaml).toContain(`repo: ${gl.url}/acme/backend/api.git`)
+    },
+    SLOW,
+  )
 })

@@ -79,41 +79,48 @@ function script(req: RecordedRequest): Reply {
   return { calls: [{ name: 'finish', arguments: { summary: 'done' } }], usage: USAGE }
 }
 
+// Several ctxagent processes, git over HTTP and sandboxed checks: minutes on a busy 2-core machine, not the default minute.
+const SLOW = 300_000
+
 describe("eval on Harbor's task layout", () => {
-  it('a Harbor task (instruction.md, task.toml, tests/test.sh, solution/solve.sh) passes eval check and runs, judged by the reward test.sh writes', async () => {
-    const { dir, suite } = harborSuite()
-    const fake = await startFakeLlm()
-    fake.fallback = script
-    const home = join(dir, 'home')
-    mkdirSync(home)
-    const config = join(dir, 'config.yaml')
-    writeFileSync(config, fake.configYaml())
-    const checked = await cliAsync(['--home', home, '--config', config, '--json', 'eval', 'check', suite])
-    expect(checked.stderr).toBe('')
-    expect(checked.code).toBe(0)
-    expect(JSON.parse(checked.stdout)).toEqual({ suite, tasks: [{ task: 'fix-add', ok: true, solution: true }] })
-    const work = mkdtempSync(join(tmpdir(), 'ctxagent-eval-harbor-work-'))
-    onTestFinished(() => rmSync(work, { recursive: true, force: true }))
-    const res = await cliAsync(
-      ['--home', home, '--config', config, '--json', 'eval', 'run', suite, '--variant', 'bad=model=bad-model', '--variant', 'good=model=good-model'].concat([
-        '--work-dir',
-        work,
-      ]),
-    )
-    expect(res.code).toBe(0)
-    const report = JSON.parse(res.stdout) as { variants: { name: string; trials: { task: string; passed: boolean; status: string }[] }[] }
-    // test.sh exits 0 either way: only the reward tells the fixed trial from the other.
-    expect(report.variants.map((v) => [v.name, v.trials.map((t) => [t.task, t.passed, t.status])])).toEqual([
-      ['bad', [['fix-add', false, 'completed']]],
-      ['good', [['fix-add', true, 'completed']]],
-    ])
-    // The statement is instruction.md without its canary line; no request holds the tests or the solution.
-    const first = fake.requests.find((r) => r.raw.includes('TASK-ADD'))
-    expect(first).toBeDefined()
-    for (const r of fake.requests) {
-      expect(r.raw.includes('harbor-canary')).toBe(false)
-      expect(r.raw.includes(HIDDEN_MARK)).toBe(false)
-      expect(r.raw.includes(SOLUTION_MARK)).toBe(false)
-    }
-  })
+  it(
+    'a Harbor task (instruction.md, task.toml, tests/test.sh, solution/solve.sh) passes eval check and runs, judged by the reward test.sh writes',
+    async () => {
+      const { dir, suite } = harborSuite()
+      const fake = await startFakeLlm()
+      fake.fallback = script
+      const home = join(dir, 'home')
+      mkdirSync(home)
+      const config = join(dir, 'config.yaml')
+      writeFileSync(config, fake.configYaml())
+      const checked = await cliAsync(['--home', home, '--config', config, '--json', 'eval', 'check', suite])
+      expect(checked.stderr).toBe('')
+      expect(checked.code).toBe(0)
+      expect(JSON.parse(checked.stdout)).toEqual({ suite, tasks: [{ task: 'fix-add', ok: true, solution: true }] })
+      const work = mkdtempSync(join(tmpdir(), 'ctxagent-eval-harbor-work-'))
+      onTestFinished(() => rmSync(work, { recursive: true, force: true }))
+      const res = await cliAsync(
+        ['--home', home, '--config', config, '--json', 'eval', 'run', suite, '--variant', 'bad=model=bad-model', '--variant', 'good=model=good-model'].concat([
+          '--work-dir',
+          work,
+        ]),
+      )
+      expect(res.code).toBe(0)
+      const report = JSON.parse(res.stdout) as { variants: { name: string; trials: { task: string; passed: boolean; status: string }[] }[] }
+      // test.sh exits 0 either way: only the reward tells the fixed trial from the other.
+      expect(report.variants.map((v) => [v.name, v.trials.map((t) => [t.task, t.passed, t.status])])).toEqual([
+        ['bad', [['fix-add', false, 'completed']]],
+        ['good', [['fix-add', true, 'completed']]],
+      ])
+      // The statement is instruction.md without its canary line; no request holds the tests or the solution.
+      const first = fake.requests.find((r) => r.raw.includes('TASK-ADD'))
+      expect(first).toBeDefined()
+      for (const r of fake.requests) {
+        expect(r.raw.includes('harbor-canary')).toBe(false)
+        expect(r.raw.includes(HIDDEN_MARK)).toBe(false)
+        expect(r.raw.includes(SOLUTION_MARK)).toBe(false)
+      }
+    },
+    SLOW,
+  )
 })
