@@ -6,6 +6,7 @@ import { planSandbox } from '../tools/sandbox.js'
 import { environmentStore, prepareEnvironment } from '../workspace/environment/prepare.js'
 import type { EnvironmentRecord } from '../workspace/environment/prepare.js'
 import { runScript } from '../workspace/environment/sandboxed.js'
+import type { TrustedBase } from '../workspace/trusted-base.js'
 import type { RunLog } from './log.js'
 import type { Outcome } from './outcome.js'
 import type { RunEnv } from './run-start.js'
@@ -23,9 +24,17 @@ export type EnvironmentStep = { kind: 'ready'; note: string | null } | { kind: '
  * agent gets a short note of what it holds (never setup's output). A failure ends the
  * task `setup_failed` in completed/ before any LLM request.
  */
-export async function environmentStep(run: RunEnv, handle: TaskHandle, hidden: readonly string[], log: RunLog, began: number): Promise<EnvironmentStep> {
+export async function environmentStep(
+  run: RunEnv,
+  handle: TaskHandle,
+  hidden: readonly string[],
+  log: RunLog,
+  began: number,
+  base: TrustedBase,
+): Promise<EnvironmentStep> {
   const key = handle.metadata.task_key
   const prepared = await prepareEnvironment({
+    base,
     config: run.config,
     workspace: run.settings.workspace,
     repository: key.owner !== null && key.repo !== '' ? `${key.owner}/${key.repo}` : null,

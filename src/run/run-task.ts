@@ -30,6 +30,7 @@ import { openRemote, startMcp, taskClient } from './task-start.js'
 import { inboxEnd, inheritanceFor, takeTask } from './task-take.js'
 import { Agent } from './turn.js'
 import { removeTaskTree } from '../workspace/task-tree.js'
+import { trustedBase } from '../workspace/trusted-base.js'
 
 /**
  * Runs one task to an ending: creates it (or resumes it), runs the agent loop, and
@@ -92,8 +93,10 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   const drain = watchDrain(handle.uuid)
   const work = async (): Promise<Outcome> => {
     await stallForTest('run:work')
+    // A new task's trusted base (docs/environments.md#where-it-is-read-from), read once for its environment and its instructions.
+    const base = start.kind === 'new' ? await trustedBase(settings.workspace) : null
     // A new task's environment (docs/environments.md), before any LLM request: a failed setup ends it here.
-    const prepared = start.kind === 'new' ? await environmentStep(run, handle, hidden, log, begun) : { kind: 'ready' as const, note: null }
+    const prepared = base !== null ? await environmentStep(run, handle, hidden, log, begun, base) : { kind: 'ready' as const, note: null }
     if (prepared.kind === 'failed') {
       Object.assign(traced, { status: 'setup_failed', error: prepared.outcome.error })
       return prepared.outcome
@@ -102,8 +105,8 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     const tools = ToolRegistry.builtin({ allowShell: settings.allowShell, finish: !settings.chat })
     // A task whose agent stopped after its finish call, before state.json took the answer.
     let finished: RecordedFinish | null = null
-    if (start.kind === 'new')
-      await beginNew(handle, run, start, inheritance, client, log, { environment: prepared.note, instructions: await instructionsStep(run, handle, log) })
+    if (start.kind === 'new' && base !== null)
+      await beginNew(handle, run, start, inheritance, client, log, { environment: prepared.note, instructions: await instructionsStep(run, handle, log, base) })
     else finished = await beginResumed(handle, tools, client, log)
     if (guard !== null) {
       const said = budgetLine(config, settings, handle.metadata.user ?? '', client.model, guard.spent)

@@ -1,6 +1,7 @@
 import { quoted } from '../sources/quote.js'
 import type { InstructionFile, TaskInstructions } from '../storage/task/state.js'
 import { describeBase, readTrusted, trustedBase } from './trusted-base.js'
+import type { TrustedBase } from './trusted-base.js'
 
 /*
  * The project's instructions (docs/environments.md#project-instructions): the repository's
@@ -23,9 +24,9 @@ export interface Instructions {
   section: string | null
 }
 
-/** The project's instructions of `workspace`, read before anything of the task runs there. */
-export async function readInstructions(workspace: string): Promise<Instructions> {
-  const base = await trustedBase(workspace)
+/** The project's instructions of `workspace`, read before anything of the task runs there; `given`: its trusted base, when read already. */
+export async function readInstructions(workspace: string, given?: TrustedBase): Promise<Instructions> {
+  const base = given ?? (await trustedBase(workspace))
   if (base.kind === 'none') return { record: null, section: null }
   const refused: string[] = []
   for (const path of INSTRUCTION_FILES) {
