@@ -10,6 +10,7 @@ import { resolveWorkspace } from '../run/settings.js'
 import { giveWorkspace, sandboxIdentity } from '../tools/sandbox/identity.js'
 import { environmentStore, prepareEnvironment } from '../workspace/environment/prepare.js'
 import { withEnv } from '../command-kit/shared.js'
+import { imageText } from '../storage/task/environment-view.js'
 
 interface PrepareOptions {
   workspace?: string
@@ -28,7 +29,7 @@ export function envCommand(): Command {
 Examples:
   $ ctxagent env prepare --workspace ~/src/shop
   $ ctxagent env prepare --repo https://github.com/acme/shop.git --json
-Exit status: 0 when the environment is ready (or there is none), 6 when setup failed.`,
+Exit status: 0 when the environment is ready (or there is none), 7 when setup failed.`,
       )
       .action(withEnv(prepare)),
   )
@@ -64,7 +65,10 @@ async function prepare(ctx: CommandEnv, opts: PrepareOptions): Promise<void> {
     const prepared = await prepareEnvironment({ config: ctx.config, workspace, repository: null, hidden, log, store, prepareOnly: true })
     if (ctx.json) ctx.io.json(prepared.kind === 'none' ? { status: 'none' } : prepared.record)
     else if (prepared.kind === 'none') ctx.io.out(`${opts.repo ?? workspace} has no environment`)
-    else ctx.io.out(`${prepared.record.status}: ${prepared.record.file ?? `environments.${prepared.record.operator}`}; cache ${prepared.record.cache}`)
+    else {
+      const image = prepared.record.image !== undefined ? `; ${imageText(prepared.record.image)}` : ''
+      ctx.io.out(`${prepared.record.status}: ${prepared.record.file ?? `environments.${prepared.record.operator}`}; cache ${prepared.record.cache}${image}`)
+    }
     if (prepared.kind === 'failed')
       throw new CtxError(`setup failed: ${prepared.record.error}`, {
         exitCode: SETUP_FAILED_EXIT,

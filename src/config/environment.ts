@@ -6,6 +6,7 @@ import { isHostPattern } from './network.js'
 const SCRIPT = 'must be a shell script (a string)'
 const HOSTS = 'must be a list of host names or *.suffix patterns, like [registry.npmjs.org, "*.pypi.org"]'
 const SECRET_NAMES = 'must be a list of environment variable names, like [NPM_TOKEN]'
+const IMAGE = 'must be an absolute path on this host: a root file system directory, an OCI image layout directory, or a docker save archive'
 const PATHS = 'must be a list of paths inside the repository, like [node_modules, .venv] (relative, no .., not .git)'
 
 /** A path inside the checkout: relative, no `..` step, never `.git` or below it. */
@@ -39,8 +40,9 @@ export const environmentSchema = z.strictObject(
     ),
     maintenance: z.optional(script()),
     test: z.optional(script()),
+    image: z.optional(z.string({ error: IMAGE }).check(z.refine((p: string) => p.startsWith('/') && !p.includes('\0'), { error: IMAGE }))),
   },
-  { error: 'must be a mapping of environment keys (setup, setup_hosts, setup_secrets, cache, maintenance, test)' },
+  { error: 'must be a mapping of environment keys (setup, setup_hosts, setup_secrets, cache, maintenance, test, image)' },
 )
 
 export type EnvironmentSpec = z.infer<typeof environmentSchema>

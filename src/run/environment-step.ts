@@ -1,12 +1,15 @@
 import { join } from 'node:path'
 import { SETUP_FAILED_EXIT } from '../errors.js'
 import type { TaskHandle } from '../storage/task/handle.js'
-import type { TestRun } from '../storage/task/state.js'
+import type { ImageRecord, TestRun } from '../storage/task/state.js'
 import { planSandbox } from '../tools/sandbox.js'
 import { environmentStore, prepareEnvironment } from '../workspace/environment/prepare.js'
 import type { EnvironmentRecord } from '../workspace/environment/prepare.js'
+import { recordedImage } from '../workspace/environment/image.js'
+import type { ImageResult } from '../workspace/environment/image.js'
 import { runScript } from '../workspace/environment/sandboxed.js'
 import type { TrustedBase } from '../workspace/trusted-base.js'
+import { imageText } from '../storage/task/environment-view.js'
 import type { RunLog } from './log.js'
 import type { Outcome } from './outcome.js'
 import type { RunEnv } from './run-start.js'
@@ -17,7 +20,8 @@ import type { RunEnv } from './run-start.js'
 export const SETUP_LOG = 'setup.log'
 export const TEST_TIMEOUT_MS = 10 * 60_000
 
-export type EnvironmentStep = { kind: 'ready'; note: string | null } | { kind: 'failed'; outcome: Outcome }
+/** `root`: the image's root file system the agent's commands run in, or null: the host's system. */
+export type EnvironmentStep = { kind: 'ready'; note: string | null; root: string | null } | { kind: 'failed'; outcome: Outcome }
 
 /**
  * The task's environment made ready, recorded in state.json and said in the log; the
@@ -42,18 +46,38 @@ export async function environmentStep(
     log: join(handle.dir, SETUP_LOG),
     store: environmentStore(run.config, run.env.layout.base),
   })
-  if (prepared.kind === 'none') return { kind: 'ready', note: null }
+  if (prepared.kind === 'none') return { kind: 'ready', note: null, root: null }
   await handle.update({ environment: prepared.record })
   if (prepared.kind === 'ready') {
     log.info(`environment ready (${describeRecord(prepared.record)})`)
-    return { kind: 'ready', note: agentNote(prepared.record) }
+    return { kind: 'ready', note: agentNote(prepared.record), root: prepared.root }
   }
-  const error = `the environment could not be prepared: ${prepared.record.error ?? 'unknown'}`
+  return setupFailed(handle, `the environment could not be prepared: ${prepared.record.error ?? 'unknown'}`, prepared.record.tail, log, began)
+}
+
+/**
+ * A resumed task's environment: nothing is prepared again, but a task that started in an
+ * image goes on in it (the same digest), or does not go on at all.
+ */
+export async function resumedEnvironment(run: RunEnv, handle: TaskHandle, hidden: readonly string[], log: RunLog, began: number): Promise<EnvironmentStep> {
+  const image = handle.state.environment?.image
+  if (image === undefined) return { kind: 'ready', note: null, root: null }
+  const got = await taskImage(run, image, hidden)
+  if (got.ok) return { kind: 'ready', note: null, root: got.root }
+  return setupFailed(handle, `the environment could not be prepared again: ${got.error}`, null, log, began)
+}
+
+/** The root of the image a task recorded. */
+function taskImage(run: RunEnv, image: ImageRecord, hidden: readonly string[]): Promise<ImageResult> {
+  const planned = planSandbox(run.config.tools, hidden, run.settings.workspace)
+  const identity = planned.ok && planned.plan.kind === 'bwrap' && process.getuid?.() === 0 ? planned.plan.identity : null
+  return recordedImage(image, { store: environmentStore(run.config, run.env.layout.base), identity, hidden })
+}
+
+async function setupFailed(handle: TaskHandle, error: string, tail: string | null, log: RunLog, began: number): Promise<EnvironmentStep> {
   handle.addPlan('outcome', `setup_failed: ${error}`)
   await handle.fail(error, 'setup_failed')
-  log.warn(
-    `setup_failed: ${error}${prepared.record.tail ? `; the setup log's tail:\n${prepared.record.tail.trimEnd().split('\n').slice(-10).join('\n')}` : ''}`,
-  )
+  log.warn(`setup_failed: ${error}${tail ? `; the setup log's tail:\n${tail.trimEnd().split('\n').slice(-10).join('\n')}` : ''}`)
   return {
     kind: 'failed',
     outcome: {
@@ -76,7 +100,7 @@ export async function environmentStep(
 function describeRecord(r: EnvironmentRecord): string {
   const from = [r.file, r.operator === null ? null : `environments.${r.operator}`].filter((x) => x !== null).join(' and ')
   const cache = r.cache === 'none' ? 'no setup' : `cache ${r.cache}${r.setup_seconds !== null ? `, setup ${r.setup_seconds}s` : ''}`
-  return `${from}; ${cache}${r.restored.length > 0 ? `; restored ${r.restored.join(', ')}` : ''}${r.kept.length > 0 ? `; kept the checkout's ${r.kept.join(', ')}` : ''}`
+  return `${from}; ${cache}${r.restored.length > 0 ? `; restored ${r.restored.join(', ')}` : ''}${r.kept.length > 0 ? `; kept the checkout's ${r.kept.join(', ')}` : ''}${r.image !== undefined ? `; ${imageText(r.image)}` : ''}`
 }
 
 /** What the agent is told: that the environment is ready, what it holds, and the test command. */
@@ -85,6 +109,7 @@ export function agentNote(r: EnvironmentRecord): string {
   return [
     "[ctxagent] The repository's environment is ready: its setup has run (you need not install dependencies).",
     holds.length > 0 ? `Prepared in the workspace: ${holds.join(', ')}.` : '',
+    r.image !== undefined ? "Commands run in the repository's own image: its system (its /usr, /bin, /lib, /etc), not this host's." : '',
     r.test !== null ? `The repository's test command is \`${r.test}\`; ctxagent runs it after you finish.` : '',
   ]
     .filter((l) => l !== '')
@@ -100,7 +125,19 @@ export async function testStep(run: RunEnv, handle: TaskHandle, hidden: readonly
   if (command === null || command === undefined) return null
   const planned = planSandbox(run.config.tools, hidden, run.settings.workspace)
   if (!planned.ok || planned.plan.kind !== 'bwrap') return null
-  const result = await runScript({ plan: planned.plan, workspace: run.settings.workspace, script: command, hosts: null, timeoutMs: TEST_TIMEOUT_MS, log: null })
+  let plan = planned.plan
+  const image = handle.state.environment?.image
+  if (image !== undefined) {
+    const got = await taskImage(run, image, hidden)
+    if (!got.ok) {
+      const record: TestRun = { command, exit_code: null, timed_out: false, duration_ms: 0, tail: got.error, at: new Date().toISOString() }
+      await handle.update({ test_run: record })
+      log.warn(`test command \`${command}\` not run: ${got.error}`)
+      return record
+    }
+    plan = { ...plan, root: got.root }
+  }
+  const result = await runScript({ plan, workspace: run.settings.workspace, script: command, hosts: null, timeoutMs: TEST_TIMEOUT_MS, log: null })
   const record: TestRun = {
     command,
     exit_code: result.code,

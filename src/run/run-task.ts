@@ -9,7 +9,7 @@ import { holdForTest, stallForTest } from '../test-pause.js'
 import { agentLimits, summarizerFor } from './agent-setup.js'
 import { ChatLoop } from './chat.js'
 import { deliveryStart } from './delivery-step.js'
-import { environmentStep, testStep } from './environment-step.js'
+import { environmentStep, resumedEnvironment, testStep } from './environment-step.js'
 import { instructionsStep } from './instructions-step.js'
 import { issueStatus, labelIssue, movesLabels } from './issue-labels.js'
 import { createRunLog } from './log.js'
@@ -96,11 +96,13 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     // A new task's trusted base (docs/environments.md#where-it-is-read-from), read once for its environment and its instructions.
     const base = start.kind === 'new' ? await trustedBase(settings.workspace) : null
     // A new task's environment (docs/environments.md), before any LLM request: a failed setup ends it here.
-    const prepared = base !== null ? await environmentStep(run, handle, hidden, log, begun, base) : { kind: 'ready' as const, note: null }
+    const prepared = base !== null ? await environmentStep(run, handle, hidden, log, begun, base) : await resumedEnvironment(run, handle, hidden, log, begun)
     if (prepared.kind === 'failed') {
       Object.assign(traced, { status: 'setup_failed', error: prepared.outcome.error })
       return prepared.outcome
     }
+    // An image's system is what the agent's commands see too (docs/environments.md#an-image).
+    if (prepared.root !== null && sandbox.kind === 'bwrap') sandbox = { ...sandbox, root: prepared.root }
     const { made, guard, client } = await taskClient(run, handle, start.kind === 'resume', log)
     const tools = ToolRegistry.builtin({ allowShell: settings.allowShell, finish: !settings.chat })
     // A task whose agent stopped after its finish call, before state.json took the answer.

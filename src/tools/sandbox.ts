@@ -9,6 +9,7 @@ import { sandboxIdentity } from './sandbox/identity.js'
 import type { SandboxIdentity } from './sandbox/identity.js'
 import { DEFAULT_LIMITS, describeLimits, PRLIMIT, prlimitArgs } from './sandbox/limits.js'
 import type { CommandLimits } from './sandbox/limits.js'
+import { hostProgram, hostProgramMounts } from './sandbox/host-programs.js'
 import { HOME, mountArgs } from './sandbox/mounts.js'
 import { REFUSED_SYSCALLS, seccompSupported } from './sandbox/seccomp.js'
 
@@ -38,6 +39,8 @@ export type SandboxPlan =
       absent?: readonly string[]
       identity: SandboxIdentity
       limits: CommandLimits
+      /** An environment's image (a real directory), whose system a command sees instead of the host's (docs/environments.md#an-image). */
+      root?: string
     }
   | { kind: 'none'; limits?: CommandLimits | undefined }
 
@@ -189,14 +192,27 @@ export function sandboxArgs(
   // Behind the proxy (network: proxy), the forwarder inside is ctxagent's own node, shown read-only where it is not already.
   const egress = plan.network === 'proxy' ? (options.egressSocket ?? null) : null
   const node = process.execPath
-  const nodeShown = egress !== null && isAbsolute(node) && !['/usr/', '/bin/', '/opt/'].some((top) => node.startsWith(top))
+  const nodeShown = egress !== null && plan.root === undefined && isAbsolute(node) && !['/usr/', '/bin/', '/opt/'].some((top) => node.startsWith(top))
   const readOnly = [...plan.readOnly, ...(options.readOnly ?? []), ...(nodeShown ? [node] : [])]
   a.push(
     ...mountArgs(
-      { network: plan.network, ...(egress !== null ? { egressSocket: egress } : {}), readOnly, hidden: plan.hidden, absent: plan.absent ?? [] },
+      {
+        network: plan.network,
+        ...(egress !== null ? { egressSocket: egress } : {}),
+        readOnly,
+        hidden: plan.hidden,
+        absent: plan.absent ?? [],
+        ...(plan.root !== undefined ? { root: plan.root } : {}),
+      },
       workspace,
     ),
   )
+  // In an image, the host's prlimit and node (the forwarder) are not there: they and their libraries are shown apart, run by their own loader.
+  const image = plan.root !== undefined
+  if (image) a.push(...hostProgramMounts([PRLIMIT, ...(egress !== null ? [node] : [])]))
+  const forwarder = egress === null ? null : image ? hostProgram(node) : [node]
+  const [, ...limits] = prlimitArgs(plan.limits)
+  const prlimit = image ? hostProgram(PRLIMIT) : [PRLIMIT]
   a.push('--chdir', options.chdir ?? workspace)
   const extra = egress !== null ? proxyEnv() : {}
   if (options.env !== undefined) {
@@ -205,7 +221,7 @@ export function sandboxArgs(
   } else {
     for (const [k, v] of Object.entries({ HOME, PATH: SANDBOX_PATH, ...extra })) a.push('--setenv', k, v)
   }
-  a.push('--', ...prlimitArgs(plan.limits), ...(egress !== null ? withForwarder(node, argv) : argv))
+  a.push('--', ...prlimit, ...limits, ...(forwarder !== null ? withForwarder(forwarder, argv) : argv))
   return a
 }
 

@@ -17,7 +17,7 @@ describe('the environment file', () => {
   it('takes every key', () => {
     expect(
       parse(
-        'setup: npm ci\nsetup_hosts: [registry.npmjs.org, "*.pypi.org"]\nsetup_secrets: [NPM_TOKEN]\ncache:\n  paths: [node_modules]\n  key: [package-lock.json]\nmaintenance: npm run build\ntest: npm test\n',
+        'setup: npm ci\nsetup_hosts: [registry.npmjs.org, "*.pypi.org"]\nsetup_secrets: [NPM_TOKEN]\ncache:\n  paths: [node_modules]\n  key: [package-lock.json]\nmaintenance: npm run build\ntest: npm test\nimage: /srv/images/node22.tar\n',
       ),
     ).toEqual({
       setup: 'npm ci',
@@ -26,11 +26,15 @@ describe('the environment file', () => {
       cache: { paths: ['node_modules'], key: ['package-lock.json'] },
       maintenance: 'npm run build',
       test: 'npm test',
+      image: '/srv/images/node22.tar',
     })
   })
 
   it('refuses in one line naming the key', () => {
-    expect(refusal('setup: npm ci\nimage: debian\n')).toBe('.ctxagent/environment.yml: image is not a known setting')
+    expect(refusal('setup: npm ci\nimages: debian\n')).toBe('.ctxagent/environment.yml: images is not a known setting')
+    // An image is a path on the host, never a name to pull.
+    expect(refusal('image: debian:12\n')).toMatch(/^\.ctxagent\/environment\.yml: image must be an absolute path on this host/)
+    expect(refusal('image: [a]\n')).toMatch(/image must be an absolute path/)
     expect(refusal('cache:\n  paths: [../outside]\n')).toMatch(/^\.ctxagent\/environment\.yml: cache\.paths\[0\] must be a list of paths inside the repository/)
     expect(refusal('cache:\n  paths: [.git/hooks]\n')).toMatch(/cache\.paths\[0\] must be a list of paths inside the repository/)
     expect(refusal('setup_hosts: ["http://x/"]\n')).toMatch(/setup_hosts\[0\] must be a list of host names/)
@@ -46,8 +50,8 @@ describe('the environment file', () => {
   })
 
   it("is the operator's config too, keyed by owner/repo or a path", () => {
-    expect(parseConfig('environments:\n  acme/shop:\n    test: npm test\n  /srv/ws:\n    test: make\n').environments).toEqual({
-      'acme/shop': { test: 'npm test' },
+    expect(parseConfig('environments:\n  acme/shop:\n    test: npm test\n    image: /srv/images/shop\n  /srv/ws:\n    test: make\n').environments).toEqual({
+      'acme/shop': { test: 'npm test', image: '/srv/images/shop' },
       '/srv/ws': { test: 'make' },
     })
     expect(() => parseConfig('environments:\n  acme/shop:\n    tests: npm test\n')).toThrow('config.yaml: environments.acme/shop.tests is not a known setting')

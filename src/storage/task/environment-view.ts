@@ -1,4 +1,4 @@
-import type { InstructionFile, TaskEnvironment, TaskInstructions, TestRun } from './state.js'
+import type { ImageRecord, InstructionFile, TaskEnvironment, TaskInstructions, TestRun } from './state.js'
 
 // state.json's `environment`, `test_run` and `instructions` as readers show them (docs/contract.md §16.3–§16.5): a damaged field shows nothing, never stops a command.
 
@@ -22,7 +22,22 @@ export function environmentOf(state: { environment?: unknown } | null | undefine
     test: text(r.test),
     error: text(r.error),
     tail: text(r.tail),
+    ...imageOf(r.image),
   }
+}
+
+function imageOf(v: unknown): { image?: ImageRecord } {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return {}
+  const r = v as Record<string, unknown>
+  if (typeof r.source !== 'string' || (r.kind !== 'directory' && r.kind !== 'oci' && r.kind !== 'docker-save')) return {}
+  const cache = r.cache === 'hit' || r.cache === 'miss' ? r.cache : 'none'
+  return { image: { source: r.source, kind: r.kind, digest: typeof r.digest === 'string' ? r.digest : null, cache } }
+}
+
+/** `image /srv/images/node.tar (docker-save sha256:0123456789ab, unpacked)`. */
+export function imageText(i: ImageRecord): string {
+  const how = i.cache === 'miss' ? ', unpacked' : i.cache === 'hit' ? ', cached' : ''
+  return `image ${i.source} (${i.kind}${i.digest !== null ? ` ${i.digest.slice(0, 19)}` : ''}${how})`
 }
 
 export function testRunOf(state: { test_run?: unknown } | null | undefined): TestRun | null {
@@ -45,7 +60,7 @@ export function environmentLine(e: TaskEnvironment): string {
   const from = [e.file, e.operator === null ? null : `environments.${e.operator}`].filter((x) => x !== null).join(' + ') || '-'
   if (e.status === 'setup_failed') return `setup failed: ${e.error ?? 'unknown'} (${from})`
   const cache = e.cache === 'none' ? 'no setup' : `cache ${e.cache}${e.setup_seconds !== null ? `, setup ${e.setup_seconds}s` : ''}`
-  return `${from}; ${cache}${e.restored.length > 0 ? `; restored ${e.restored.join(', ')}` : ''}`
+  return `${from}; ${cache}${e.restored.length > 0 ? `; restored ${e.restored.join(', ')}` : ''}${e.image !== undefined ? `; ${imageText(e.image)}` : ''}`
 }
 
 /** `npm test`: exit 0 (1.2s), or timed out. */

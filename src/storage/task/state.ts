@@ -118,6 +118,19 @@ export interface TaskEnvironment {
   test: string | null
   error: string | null
   tail: string | null
+  /** The environment's image, when it has one (docs/contract.md §16.6). */
+  image?: ImageRecord
+}
+
+/** state.json `environment.image`: what the sandbox's system was. */
+export interface ImageRecord {
+  /** The environment's `image` as given. */
+  source: string
+  kind: 'directory' | 'oci' | 'docker-save'
+  /** `sha256:<hex>`: the manifest's (OCI), docker's manifest and config's; null for a directory. */
+  digest: string | null
+  /** `miss`: this task unpacked it; `hit`: it was in the cache; `none`: a directory, used where it is. */
+  cache: 'hit' | 'miss' | 'none'
 }
 
 /** state.json `test_run` (docs/contract.md §16.4). */

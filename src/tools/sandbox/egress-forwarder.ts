@@ -31,18 +31,21 @@ const FORWARDER = [
 ].join('\n')
 
 /**
- * `argv` run after the forwarder is up: a shell starts it in the background, waits for
+ * `argv` run after the forwarder is up (`node`: the words that start node): a shell starts it in the background, waits for
  * its `ready` (or says it did not start, exit 125), then becomes the command.
  */
-export function withForwarder(node: string, argv: readonly string[]): string[] {
+export function withForwarder(node: readonly string[], argv: readonly string[]): string[] {
   const prelude = [
-    'ready=$("$1" --v8-pool-size=1 -e "$2" "$3" "$4" 3>&1 >/dev/null &)',
+    `ready=$(${node.map(quoted).join(' ')} --v8-pool-size=1 -e "$1" "$2" "$3" 3>&1 >/dev/null &)`,
     'if [ "$ready" != ready ]; then echo "ctxagent: the network proxy forwarder did not start inside the sandbox" >&2; exit 125; fi',
-    'shift 4',
+    'shift 3',
     'exec "$@"',
   ].join('\n')
-  return ['/bin/sh', '-c', prelude, 'sh', node, FORWARDER, String(FORWARD_PORT), SOCKET_INSIDE, ...argv]
+  return ['/bin/sh', '-c', prelude, 'sh', FORWARDER, String(FORWARD_PORT), SOCKET_INSIDE, ...argv]
 }
+
+/** A word for sh, single-quoted: node's path, whatever it holds. */
+const quoted = (word: string): string => `'${word.replaceAll("'", "'\\''")}'`
 
 /** The variables that point programs (curl, git, npm, pip, node 24's fetch…) at the forwarder; loopback stays direct. */
 export function proxyEnv(): Record<string, string> {

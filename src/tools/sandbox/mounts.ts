@@ -72,13 +72,55 @@ function linkTarget(p: string): string | null {
   }
 }
 
+/** The system's top directories: the host's, or an image's (docs/environments.md#an-image). */
+const TOPS = ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32']
+
 /** /bin, /lib… on a merged-/usr system are links into /usr: recreated as links, else bound. */
 function rootLinks(a: string[]): void {
-  for (const p of ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32']) {
+  for (const p of TOPS) {
     const link = linkTarget(p)
     if (link !== null) a.push('--symlink', link, p)
     else if (realOr(p) !== null) a.push('--ro-bind', p, p)
   }
+}
+
+/**
+ * `path` of an image's root (a real directory), shown at `at`: a link is recreated as a
+ * link (it then resolves inside the sandbox, never on the host), a directory or a file is
+ * bound read-only. Every step is looked at without following links, so that nothing of
+ * the host is ever bound through the image's own links.
+ */
+function fromImage(a: string[], root: string, at: string): void {
+  const steps = at.split('/').filter((s) => s !== '')
+  let on = root
+  for (const [i, step] of steps.entries()) {
+    on = join(on, step)
+    let st: ReturnType<typeof lstatSync>
+    try {
+      st = lstatSync(on)
+    } catch {
+      return
+    }
+    const last = i === steps.length - 1
+    if (st.isSymbolicLink()) {
+      if (last) a.push('--symlink', readlinkSync(on), at)
+      return
+    }
+    if (!last && !st.isDirectory()) return
+  }
+  a.push('--ro-bind', on, at)
+}
+
+/** An image's system: its /bin, /lib…, /usr and /opt, and the chosen entries of its /etc, none of the host's. */
+function imageSystem(a: string[], root: string): void {
+  for (const p of [...TOPS, '/usr', '/opt']) fromImage(a, root, p)
+  let python: string[] = []
+  try {
+    if (lstatSync(join(root, 'etc')).isDirectory()) python = readdirSync(join(root, 'etc')).filter((n) => /^python3(\.\d+)?$/.test(n))
+  } catch {
+    // No /etc in the image: none in the sandbox either.
+  }
+  for (const name of [...ETC_ENTRIES, ...python]) fromImage(a, root, join('/etc', name))
 }
 
 /**
@@ -124,17 +166,20 @@ export interface MountPlan {
    * ctxagent would read as configuration (docs/contract.md §8).
    */
   absent?: readonly string[]
+  /** An image's root file system (a real directory): its system is shown instead of the host's. */
+  root?: string
 }
 
 /** The bwrap arguments for the namespaces and the file system, `workspace` (a real path) read-write. */
 export function mountArgs(plan: MountPlan, workspace: string): string[] {
   const a = ['--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--new-session']
   if (plan.network !== 'host') a.push('--unshare-net')
-  rootLinks(a)
+  if (plan.root === undefined) rootLinks(a)
+  else imageSystem(a, plan.root)
   // The private /tmp first: a read-only path under /tmp (a project cloned there, an MCP server's package) is mounted on top of it, not hidden by it.
   a.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--tmpfs', '/var/tmp', '--dir', HOME)
   const visible: string[] = [workspace]
-  for (const p of ['/usr', '/opt', ...plan.readOnly]) {
+  for (const p of [...(plan.root === undefined ? ['/usr', '/opt'] : []), ...plan.readOnly]) {
     const real = isAbsolute(p) ? realOr(p) : null
     if (real === null) continue
     a.push('--ro-bind', real, real)
@@ -142,7 +187,7 @@ export function mountArgs(plan: MountPlan, workspace: string): string[] {
     // Reached through a link (a worktree's node_modules): shown at the path as given too.
     if (resolve(p) !== real) a.push('--ro-bind', real, resolve(p))
   }
-  etc(a)
+  if (plan.root === undefined) etc(a)
   a.push('--bind', workspace, workspace)
   // A socket's mode, not the mount's read-only flag, decides who may connect to it.
   if (plan.egressSocket !== undefined) a.push('--ro-bind', plan.egressSocket, SOCKET_INSIDE)

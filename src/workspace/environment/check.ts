@@ -3,8 +3,9 @@ import type { EnvironmentSpec } from '../../config/environment.js'
 import type { Config } from '../../config/schema.js'
 import type { Check } from '../../operations/doctor-check.js'
 import { resolveEnvironment } from './definition.js'
+import { readImageSource } from './image-source.js'
 
-// `ctxagent doctor`'s environment lines (docs/environments.md#the-file): the definition read as a task would, its hosts and its secrets.
+// `ctxagent doctor`'s environment lines (docs/environments.md#the-file): the definition read as a task would, its hosts, its secrets and its image.
 
 /** One line per environment: the workspace's (as a run there would read it), else each of the config's. */
 export async function environmentChecks(config: Config, workspace: string | null, env: NodeJS.ProcessEnv = process.env): Promise<Check[]> {
@@ -45,11 +46,30 @@ async function specCheck(name: string, from: string, spec: EnvironmentSpec, env:
       unresolved.push(host)
     }
   }
+  const image = spec.image === undefined ? null : describeImage(spec.image)
+  if (image !== null && !image.ok) return { name, status: 'fail', message: `${from}: ${image.text}`, hint: 'see docs/environments.md#an-image' }
   const parts = [
+    image?.text ?? null,
     spec.setup !== undefined ? `setup to ${(spec.setup_hosts ?? []).length} host(s), caching ${(spec.cache?.paths ?? []).join(', ')}` : 'no setup',
     spec.test !== undefined ? `test: ${spec.test}` : null,
   ].filter((p) => p !== null)
   if (unresolved.length > 0)
-    return { name, status: 'warn', message: `${from}: setup_hosts ${unresolved.join(', ')} do not resolve here`, hint: 'check the names' }
+    return {
+      name,
+      status: 'warn',
+      message: `${from}: setup_hosts ${unresolved.join(', ')} do not resolve here${image !== null ? `; ${image.text}` : ''}`,
+      hint: 'check the names',
+    }
   return { name, status: 'ok', message: `${from}: ${parts.join('; ')}` }
+}
+
+/** What the image is, read as a task would (its digest; nothing unpacked), or why it cannot be used. */
+function describeImage(path: string): { ok: boolean; text: string } {
+  try {
+    const source = readImageSource(path)
+    if (source.kind === 'directory') return { ok: true, text: `image ${path} (a root file system directory)` }
+    return { ok: true, text: `image ${path} (${source.kind} sha256:${source.digest.slice(0, 12)}, ${source.layers.length} layer(s))` }
+  } catch (err) {
+    return { ok: false, text: `image ${path}: ${(err as Error).message}` }
+  }
 }

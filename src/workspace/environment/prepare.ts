@@ -11,6 +11,7 @@ import { privateCopy, present } from './checkout.js'
 import { resolveEnvironment } from './definition.js'
 import type { Environment } from './definition.js'
 import { runScript } from './sandboxed.js'
+import { obtainImage } from './image.js'
 import { obtainEntry } from './setup.js'
 import type { CacheResult } from './setup.js'
 
@@ -27,7 +28,11 @@ export const MAINTENANCE_TIMEOUT_MS = 10 * 60_000
 /** What a task records of its environment: state.json `environment` (docs/contract.md §16.3). */
 export type EnvironmentRecord = TaskEnvironment
 
-export type Prepared = { kind: 'none' } | { kind: 'ready'; record: EnvironmentRecord; environment: Environment } | { kind: 'failed'; record: EnvironmentRecord }
+export type Prepared =
+  | { kind: 'none' }
+  /** `root`: the image's root file system the task's commands run in (docs/environments.md#an-image), or null: the host's. */
+  | { kind: 'ready'; record: EnvironmentRecord; environment: Environment; root: string | null }
+  | { kind: 'failed'; record: EnvironmentRecord }
 
 export interface PrepareInput {
   config: Config
@@ -81,7 +86,21 @@ export async function prepareEnvironment(input: PrepareInput): Promise<Prepared>
   const planned = planSandbox(input.config.tools, input.hidden, input.workspace, env)
   if (!planned.ok || planned.plan.kind !== 'bwrap')
     return failed(`the environment's scripts run in the sandbox, and ${planned.ok ? 'tools.sandbox is none' : planned.why}`)
-  const plan = planned.plan
+  let plan = planned.plan
+  let root: string | null = null
+  if (spec.image !== undefined) {
+    const image = await obtainImage({
+      path: spec.image,
+      store: input.store,
+      identity: process.getuid?.() === 0 ? plan.identity : null,
+      hidden: plan.hidden,
+      ...(input.signal !== undefined ? { signal: input.signal } : {}),
+    })
+    if (!image.ok) return failed(image.error)
+    record.image = image.record
+    root = image.root
+    plan = { ...plan, root }
+  }
   const missing = (spec.setup_secrets ?? []).filter((name) => (env[name] ?? '') === '')
   if (missing.length > 0) return failed(`setup_secrets names ${missing.join(', ')}, not set in ctxagent's environment`)
   const secrets = Object.fromEntries((spec.setup_secrets ?? []).map((name) => [name, env[name] as string]))
@@ -89,7 +108,16 @@ export async function prepareEnvironment(input: PrepareInput): Promise<Prepared>
   installSecrets([...secretValues(input.config, env), ...Object.entries(secrets).map(([name, value]) => ({ name: `setup_secrets.${name}`, value }))])
   if (spec.setup !== undefined) {
     const got: CacheResult = await obtainEntry(
-      { environment, workspace: input.workspace, plan, store: input.store, secrets, networks: input.config.tools.allowed_networks, log: input.log },
+      {
+        environment,
+        workspace: input.workspace,
+        plan,
+        store: input.store,
+        secrets,
+        networks: input.config.tools.allowed_networks,
+        log: input.log,
+        image: record.image?.digest ?? spec.image ?? null,
+      },
       input.signal,
     )
     if (got.kind === 'failed')
@@ -104,7 +132,7 @@ export async function prepareEnvironment(input: PrepareInput): Promise<Prepared>
     const run = await runScript({ plan, workspace: input.workspace, script: spec.maintenance, hosts: null, timeoutMs: MAINTENANCE_TIMEOUT_MS, log: input.log })
     if (run.error !== null || run.code !== 0) return failed(`maintenance ${run.error ?? (run.timedOut ? 'timed out' : `exited with ${run.code}`)}`, run.tail)
   }
-  return { kind: 'ready', record: { ...record, status: 'ready' }, environment }
+  return { kind: 'ready', record: { ...record, status: 'ready' }, environment, root }
 }
 
 function seconds(run: { ms: number } | null): number | null {

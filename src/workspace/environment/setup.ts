@@ -29,14 +29,16 @@ export interface SetupContext {
   secrets: Record<string, string>
   networks: readonly string[]
   log: string | null
+  /** The image setup runs in (its digest, or a directory's path): a result is kept per image too. */
+  image: string | null
 }
 
 /**
  * The cache key: the environment's definition, the repository, and the content of each
  * cache.key file at the trusted base (an absent file counts as absent).
  */
-export async function cacheKey(environment: Environment, workspace: string): Promise<string> {
-  const parts = [environment.repository, JSON.stringify(environment.spec)]
+export async function cacheKey(environment: Environment, workspace: string, image: string | null = null): Promise<string> {
+  const parts = [environment.repository, JSON.stringify(environment.spec), ...(image !== null ? [`image\0${image}`] : [])]
   for (const file of environment.spec.cache?.key ?? []) {
     const read = await readTrusted(workspace, environment.base, file, 64 * 1024 * 1024)
     parts.push(`${file}\0${read.kind === 'file' ? sha(read.text) : read.kind}`)
@@ -46,7 +48,7 @@ export async function cacheKey(environment: Environment, workspace: string): Pro
 
 /** The entry for the task's key: there already, made by this task's setup, or made by another's it waited for. */
 export async function obtainEntry(ctx: SetupContext, signal?: AbortSignal): Promise<CacheResult> {
-  const key = await cacheKey(ctx.environment, ctx.workspace)
+  const key = await cacheKey(ctx.environment, ctx.workspace, ctx.image)
   const dir = entryDir(ctx.store, ctx.environment.repository, key)
   for (;;) {
     if (readEntry(dir) !== null) return { kind: 'hit', entry: dir }

@@ -1,0 +1,186 @@
+import { createHash } from 'node:crypto'
+import { closeSync, createReadStream, existsSync, lstatSync, openSync, readFileSync, readSync, statSync } from 'node:fs'
+import { join } from 'node:path'
+import type { Readable } from 'node:stream'
+import { RefusedImage, memberSteps } from './image-layer.js'
+import { indexTarFile } from './image-tar.js'
+import type { Located } from './image-tar.js'
+
+/*
+ * What an environment's `image` names (docs/environments.md#an-image): a root filesystem
+ * directory used as it is, an OCI image layout, or a `docker save` archive, whose layers
+ * are read from the file system (no daemon, no registry). An image is known by its
+ * content digest: the manifest's (OCI) or that of docker's manifest and config; every
+ * layer is checked against the digest its manifest gives while it is read, so the cache
+ * entry of a digest holds that content and nothing else.
+ */
+
+export interface Layer {
+  /** For messages: the blob or member it is. */
+  name: string
+  /** The layer's bytes as stored (compressed or not). */
+  open: () => Readable
+  /** The digest its bytes must have: as stored (OCI) or uncompressed (docker's diff_ids). */
+  digest: { of: 'stored' | 'tar'; hex: string }
+}
+
+export type ImageSource = { kind: 'directory'; root: string } | { kind: 'oci' | 'docker-save'; digest: string; layers: Layer[] }
+
+const MAX_JSON = 4 * 1024 * 1024
+const DIGEST = /^sha256:([0-9a-f]{64})$/
+
+const sha256 = (data: Buffer): string => createHash('sha256').update(data).digest('hex')
+
+/**
+ * What `path` (absolute) is; refuses what is neither (a RefusedImage saying why).
+ * `readable` is called with each file of an OCI layout before it is read (it throws for
+ * one the sandbox's user could not read).
+ */
+export function readImageSource(path: string, readable: (file: string) => void = () => undefined): ImageSource {
+  let st: ReturnType<typeof statSync>
+  try {
+    st = statSync(path)
+  } catch (err) {
+    throw new RefusedImage(`${path} cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`)
+  }
+  if (st.isDirectory()) {
+    if (existsSync(join(path, 'oci-layout')) && existsSync(join(path, 'index.json'))) return ociLayout(path, readable)
+    if (!['usr', 'bin'].some((top) => existsSync(join(path, top))))
+      throw new RefusedImage(`${path} is neither a root file system (it has no usr or bin) nor an OCI image layout (no oci-layout and index.json)`)
+    return { kind: 'directory', root: path }
+  }
+  if (!st.isFile()) throw new RefusedImage(`${path} is neither a directory nor a file`)
+  return dockerSave(path)
+}
+
+function json(text: Buffer, what: string): unknown {
+  try {
+    return JSON.parse(text.toString('utf8'))
+  } catch {
+    throw new RefusedImage(`${what} is not JSON`)
+  }
+}
+
+function readSmall(path: string, what: string, readable: (file: string) => void): Buffer {
+  const st = lstatSync(path, { throwIfNoEntry: false })
+  if (st === undefined || !st.isFile()) throw new RefusedImage(`${what} is missing (or not a regular file)`)
+  if (st.size > MAX_JSON) throw new RefusedImage(`${what} is larger than 4 MB`)
+  readable(path)
+  return readFileSync(path)
+}
+
+interface Descriptor {
+  mediaType?: string
+  digest?: string
+  platform?: { os?: string; architecture?: string }
+}
+
+const ARCH: Record<string, string> = { x64: 'amd64', arm64: 'arm64' }
+
+/** The one descriptor to follow: the only one, else the one for this host's platform. */
+function pick(descriptors: Descriptor[], what: string): Descriptor {
+  if (descriptors.length === 1) return descriptors[0] as Descriptor
+  const mine = descriptors.filter((d) => d.platform?.os === 'linux' && d.platform.architecture === ARCH[process.arch])
+  if (mine.length !== 1)
+    throw new RefusedImage(`${what} lists ${descriptors.length} manifests and not exactly one for linux/${ARCH[process.arch] ?? process.arch}`)
+  return mine[0] as Descriptor
+}
+
+/** A blob of the layout, named by its digest, read and checked against it. */
+function blob(layout: string, digest: unknown, what: string, readable: (file: string) => void): { hex: string; bytes: Buffer } {
+  const m = typeof digest === 'string' ? DIGEST.exec(digest) : null
+  if (m === null) throw new RefusedImage(`${what} has no sha256 digest`)
+  const hex = m[1] as string
+  const bytes = readSmall(join(layout, 'blobs', 'sha256', hex), `${what}'s blob`, readable)
+  if (sha256(bytes) !== hex) throw new RefusedImage(`${what}'s blob does not match its digest`)
+  return { hex, bytes }
+}
+
+const ZSTD = /zstd/
+
+function ociLayout(layout: string, readable: (file: string) => void): ImageSource {
+  const index = json(readSmall(join(layout, 'index.json'), 'index.json', readable), 'index.json') as { manifests?: Descriptor[] }
+  let descriptor = pick(index.manifests ?? [], 'index.json')
+  // An image index (several platforms) under the layout's index: followed once.
+  if (/image\.index|manifest\.list/.test(descriptor.mediaType ?? '')) {
+    const nested = json(blob(layout, descriptor.digest, 'the image index', readable).bytes, 'the image index') as { manifests?: Descriptor[] }
+    descriptor = pick(nested.manifests ?? [], 'the image index')
+  }
+  const manifest = blob(layout, descriptor.digest, 'the manifest', readable)
+  const parsed = json(manifest.bytes, 'the manifest') as { layers?: Descriptor[] }
+  if (!Array.isArray(parsed.layers) || parsed.layers.length === 0) throw new RefusedImage('the manifest lists no layers')
+  const layers = parsed.layers.map((d, i): Layer => {
+    if (ZSTD.test(d.mediaType ?? '')) throw new RefusedImage(`layer ${i + 1} is zstd-compressed (save the image with gzip layers)`)
+    const m = typeof d.digest === 'string' ? DIGEST.exec(d.digest) : null
+    if (m === null) throw new RefusedImage(`layer ${i + 1} has no sha256 digest`)
+    const hex = m[1] as string
+    const file = join(layout, 'blobs', 'sha256', hex)
+    const st = lstatSync(file, { throwIfNoEntry: false })
+    if (st === undefined || !st.isFile()) throw new RefusedImage(`layer ${i + 1}'s blob is missing (or not a regular file)`)
+    readable(file)
+    return { name: `blobs/sha256/${hex.slice(0, 12)}`, open: () => createReadStream(file), digest: { of: 'stored', hex } }
+  })
+  return { kind: 'oci', digest: manifest.hex, layers }
+}
+
+/** A member of the archive, following its links (docker save links a repeated layer to the first). */
+function member(members: Map<string, Located>, name: string, what: string): Located {
+  let at = memberSteps(name, what).join('/')
+  for (let hops = 0; hops < 8; hops++) {
+    const found = members.get(at)
+    if (found === undefined) throw new RefusedImage(`${what} (${at}) is not in the archive`)
+    if (found.type === 'file') return found
+    if (found.type !== 'symlink') throw new RefusedImage(`${what} (${at}) is not a file`)
+    const dir = at.split('/').slice(0, -1)
+    at = memberSteps(found.linkname.startsWith('/') ? found.linkname : [...dir, found.linkname].join('/'), what).join('/')
+  }
+  throw new RefusedImage(`${what} is a chain of links`)
+}
+
+function readMember(file: string, m: Located, what: string): Buffer {
+  if (m.size > MAX_JSON) throw new RefusedImage(`${what} is larger than 4 MB`)
+  const fd = openSync(file, 'r')
+  try {
+    const data = Buffer.alloc(m.size)
+    readSync(fd, data, 0, m.size, m.offset)
+    return data
+  } finally {
+    closeSync(fd)
+  }
+}
+
+function dockerSave(file: string): ImageSource {
+  const head = Buffer.alloc(4)
+  const fd = openSync(file, 'r')
+  readSync(fd, head, 0, 4, 0)
+  closeSync(fd)
+  if (head[0] === 0x1f && head[1] === 0x8b) throw new RefusedImage(`${file} is compressed: give docker save's archive as it writes it (uncompressed)`)
+  let members: Map<string, Located>
+  try {
+    members = indexTarFile(file)
+  } catch (err) {
+    throw new RefusedImage(`${file} is not a tar archive (${(err as Error).message})`)
+  }
+  if (!members.has('manifest.json')) throw new RefusedImage(`${file} is not a docker save archive (no manifest.json)`)
+  const manifestBytes = readMember(file, member(members, 'manifest.json', 'manifest.json'), 'manifest.json')
+  const manifest = json(manifestBytes, 'manifest.json') as { Config?: string; Layers?: string[] }[]
+  if (!Array.isArray(manifest) || manifest.length !== 1)
+    throw new RefusedImage(`${file} holds ${Array.isArray(manifest) ? manifest.length : 'no'} images (save exactly one)`)
+  const [image] = manifest as [{ Config?: string; Layers?: string[] }]
+  if (typeof image.Config !== 'string' || !Array.isArray(image.Layers) || image.Layers.length === 0)
+    throw new RefusedImage('manifest.json names no config or no layers')
+  const configBytes = readMember(file, member(members, image.Config, 'the config'), 'the config')
+  const diffIds = (json(configBytes, 'the config') as { rootfs?: { diff_ids?: unknown[] } }).rootfs?.diff_ids ?? []
+  if (diffIds.length !== image.Layers.length) throw new RefusedImage(`the config lists ${diffIds.length} layer digests for ${image.Layers.length} layers`)
+  const layers = image.Layers.map((name, i): Layer => {
+    const m = member(members, name, `layer ${i + 1}`)
+    const d = typeof diffIds[i] === 'string' ? DIGEST.exec(diffIds[i] as string) : null
+    if (d === null) throw new RefusedImage(`layer ${i + 1} has no sha256 digest in the config`)
+    return {
+      name,
+      open: () => (m.size === 0 ? createReadStream(file, { start: 1, end: 0 }) : createReadStream(file, { start: m.offset, end: m.offset + m.size - 1 })),
+      digest: { of: 'tar', hex: d[1] as string },
+    }
+  })
+  return { kind: 'docker-save', digest: sha256(Buffer.concat([manifestBytes, Buffer.from('\0'), configBytes])), layers }
+}
