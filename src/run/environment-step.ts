@@ -8,6 +8,7 @@ import type { EnvironmentRecord } from '../workspace/environment/prepare.js'
 import { recordedImage } from '../workspace/environment/image.js'
 import type { ImageResult } from '../workspace/environment/image.js'
 import { runScript } from '../workspace/environment/sandboxed.js'
+import type { TrustedBase } from '../workspace/trusted-base.js'
 import { imageText } from '../storage/task/environment-view.js'
 import type { RunLog } from './log.js'
 import type { Outcome } from './outcome.js'
@@ -37,9 +38,11 @@ export async function environmentStep(
   log: RunLog,
   began: number,
   signal: AbortSignal,
+  base: TrustedBase,
 ): Promise<EnvironmentStep> {
   const key = handle.metadata.task_key
   const prepared = await prepareEnvironment({
+    base,
     config: run.config,
     workspace: run.settings.workspace,
     repository: key.owner !== null && key.repo !== '' ? `${key.owner}/${key.repo}` : null,
