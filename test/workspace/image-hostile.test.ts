@@ -98,7 +98,7 @@ describe("an image's limits and modes", () => {
 })
 
 describe("an image's metadata", () => {
-  function base(top: string): { oci: string; blobs: string; index: { manifests: { digest: string; mediaType: string; platform?: unknown }[] } } {
+  function base(top: string): { oci: string; blobs: string; index: { manifests: [{ digest: string; mediaType: string; platform?: unknown }] } } {
     const oci = layout(top, [tarOf([{ name: 'bin', type: 'dir' }])])
     return { oci, blobs: join(oci, 'blobs', 'sha256'), index: JSON.parse(readFileSync(join(oci, 'index.json'), 'utf8')) }
   }

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
-import { chmodSync, mkdirSync, mkdtempSync, realpathSync, rmSync, utimesSync } from 'node:fs'
-import { dirname, join } from 'node:path'
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, utimesSync } from 'node:fs'
+import { basename, dirname, join } from 'node:path'
 import { pipeline, Readable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { createGunzip } from 'node:zlib'
@@ -112,6 +112,7 @@ async function unpackOnce(dir: string, layers: Layer[], signal: AbortSignal | un
     try {
       if (readEntry(dir) !== null) return 'hit'
       mkdirSync(dirname(dir), { recursive: true })
+      leftBehind(dir)
       const root = mkdtempSync(`${dir}.unpack-`)
       try {
         const dirModes = new Map<string, number>()
@@ -128,6 +129,17 @@ async function unpackOnce(dir: string, layers: Layer[], signal: AbortSignal | un
       await held.release()
     }
   }
+}
+
+/**
+ * What an unpacker that died (SIGKILL, a lost host) left of this entry: its half-unpacked
+ * root, never used (only a complete entry, renamed into place with its entry.json, is),
+ * removed by the next holder of the lock, so that it does not fill the store.
+ */
+function leftBehind(dir: string): void {
+  const prefixes = [`${basename(dir)}.unpack-`, `${basename(dir)}.partial-`]
+  for (const name of readdirSync(dirname(dir)))
+    if (prefixes.some((p) => name.startsWith(p))) rmSync(join(dirname(dir), name), { recursive: true, force: true })
 }
 
 /** One layer applied to `root`, its bytes checked against its digest as they are read. */
