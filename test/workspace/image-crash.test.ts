@@ -31,9 +31,15 @@ describe('an unpacker killed mid-layer', () => {
     const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('hex')
     const blobs = join(oci, 'blobs', 'sha256')
     writeFileSync(join(blobs, sha(layer)), layer)
-    const manifest = JSON.stringify({ schemaVersion: 2, layers: [{ mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip', digest: `sha256:${sha(layer)}`, size: layer.length }] })
+    const manifest = JSON.stringify({
+      schemaVersion: 2,
+      layers: [{ mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip', digest: `sha256:${sha(layer)}`, size: layer.length }],
+    })
     writeFileSync(join(blobs, sha(manifest)), manifest)
-    writeFileSync(join(oci, 'index.json'), JSON.stringify({ manifests: [{ mediaType: 'application/vnd.oci.image.manifest.v1+json', digest: `sha256:${sha(manifest)}` }] }))
+    writeFileSync(
+      join(oci, 'index.json'),
+      JSON.stringify({ manifests: [{ mediaType: 'application/vnd.oci.image.manifest.v1+json', digest: `sha256:${sha(manifest)}` }] }),
+    )
     const store = join(top, 'store')
 
     const child = helper('image-unpack.mjs', [oci, store])

@@ -36,7 +36,12 @@ describe("an image's limits and modes", () => {
   it('a gzip bomb stops at the limit on tar bytes, with a line saying so, keeping nothing', async () => {
     const top = scratch('ctxagent-imglimit-')
     // 64 MB of zeros in a layer of about 64 KB.
-    const bomb = gzipSync(tarOf([{ name: 'bin', type: 'dir' }, { name: 'zeros', data: '\0'.repeat(64 * 1024 * 1024) }]))
+    const bomb = gzipSync(
+      tarOf([
+        { name: 'bin', type: 'dir' },
+        { name: 'zeros', data: '\0'.repeat(64 * 1024 * 1024) },
+      ]),
+    )
     expect(bomb.length).toBeLessThan(1024 * 1024)
     const oci = ociLayout(join(top, 'oci'), [{ tar: gzipSync(Buffer.alloc(0)), gzip: false }])
     const store = join(top, 'store')
@@ -61,7 +66,10 @@ describe("an image's limits and modes", () => {
 
   it('thousands of members unpack; past the members limit the image is refused', { timeout: 120_000 }, async () => {
     const top = scratch('ctxagent-imglimit-')
-    const members = [{ name: 'bin', type: 'dir' as const }, ...Array.from({ length: 3000 }, (_, i) => ({ name: `usr/share/many/d${i % 50}/f${i}`, data: `${i}` }))]
+    const members = [
+      { name: 'bin', type: 'dir' as const },
+      ...Array.from({ length: 3000 }, (_, i) => ({ name: `usr/share/many/d${i % 50}/f${i}`, data: `${i}` })),
+    ]
     const oci = layout(top, [tarOf(members)], true)
     const refused = await obtainImage({ path: oci, store: join(top, 'store'), identity: null, hidden: [], limits: { bytes: 1024 ** 3, members: 1000 } })
     expect(refused).toMatchObject({ ok: false, error: expect.stringMatching(/more than 1000 members \(ctxagent's limit\)/) })
@@ -87,7 +95,9 @@ describe("an image's limits and modes", () => {
     const got = await obtainImage({ path: oci, store, identity: null, hidden: [] })
     if (!got.ok) throw new Error(got.error)
     const mode = (p: string): number => statSync(join(got.root, p)).mode & 0o7777
-    expect([mode('open'), mode('open/wide'), mode('sealed'), mode('sealed/none'), mode('ro'), mode('ro/file')]).toEqual([0o755, 0o755, 0o700, 0o000, 0o755, 0o444])
+    expect([mode('open'), mode('open/wide'), mode('sealed'), mode('sealed/none'), mode('ro'), mode('ro/file')]).toEqual([
+      0o755, 0o755, 0o700, 0o000, 0o755, 0o444,
+    ])
     // ctxagent as an unprivileged user owns its cache: that user can remove the entry.
     execFileSync('chown', ['-R', `${SANDBOX_UID}:${SANDBOX_GID}`, store])
     const entry = join(got.root, '..')
@@ -164,7 +174,10 @@ describe('where an image may lie', () => {
     }
     const tree = join(top, 'tasks')
     const oci = ociLayout(join(tree, 'oci'), [{ tar: tarOf([{ name: 'bin', type: 'dir' }]), gzip: false }])
-    expect(await obtainImage({ path: oci, store, identity: null, hidden: [tree], workspace: ws })).toMatchObject({ ok: false, error: expect.stringContaining(`lies in ${tree}`) })
+    expect(await obtainImage({ path: oci, store, identity: null, hidden: [tree], workspace: ws })).toMatchObject({
+      ok: false,
+      error: expect.stringContaining(`lies in ${tree}`),
+    })
     // The same directory outside them is an image.
     expect(await obtainImage({ path: inWs, store, identity: null, hidden: [] })).toMatchObject({ ok: true })
   })
@@ -217,7 +230,15 @@ describe('a command in an image', () => {
     giveToSandbox(ws, null)
     const oci = ociLayout(join(top, 'oci'), [
       { tar: tarOfDir(busyboxRoot(join(top, 'root'))), gzip: true },
-      { tar: tarOf([{ name: '.wh.usr' }, { name: 'usr', type: 'symlink', linkname: '/' }, { name: 'etc/.wh.passwd' }, { name: 'etc/passwd', type: 'symlink', linkname: '/proc/1/root/etc/shadow' }]), gzip: false },
+      {
+        tar: tarOf([
+          { name: '.wh.usr' },
+          { name: 'usr', type: 'symlink', linkname: '/' },
+          { name: 'etc/.wh.passwd' },
+          { name: 'etc/passwd', type: 'symlink', linkname: '/proc/1/root/etc/shadow' },
+        ]),
+        gzip: false,
+      },
     ])
     const got = await obtainImage({ path: oci, store: join(top, 'store'), identity: null, hidden: [] })
     if (!got.ok) throw new Error(got.error)

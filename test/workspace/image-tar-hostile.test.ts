@@ -83,12 +83,28 @@ describe('a hostile tar header', () => {
 
 describe('a hostile layer', () => {
   const OUT: [string, Buffer, RegExp][] = [
-    ['a pax path with a .. step', Buffer.concat([pax({ path: 'usr/../../escaped' }), rawHeader({ name: 'harmless', flag: '0', size: 0 }), END]), /leaves the root/],
+    [
+      'a pax path with a .. step',
+      Buffer.concat([pax({ path: 'usr/../../escaped' }), rawHeader({ name: 'harmless', flag: '0', size: 0 }), END]),
+      /leaves the root/,
+    ],
     ['a pax path that is absolute', Buffer.concat([pax({ path: '/tmp/escaped' }), rawHeader({ name: 'harmless', flag: '0', size: 0 }), END]), /absolute/],
     ['a pax path with a NUL', Buffer.concat([pax({ path: 'usr/x\0/../../../escaped' }), rawHeader({ name: 'harmless', flag: '0', size: 0 }), END]), /absolute/],
-    ['a GNU long name with a .. step', Buffer.concat([describing('L', `${'a/'.repeat(60)}../../${'../'.repeat(60)}escaped\0`), rawHeader({ name: 'harmless', flag: '0', size: 0 }), END]), /leaves the root/],
-    ['a GNU long link naming a file outside for a hard link', Buffer.concat([describing('K', '../../../../etc/passwd\0'), rawHeader({ name: 'passwd', flag: '1' }), END]), /leaves the root/],
-    ['a pax linkpath naming a file outside for a hard link', Buffer.concat([pax({ linkpath: '/etc/passwd' }), rawHeader({ name: 'passwd', flag: '1' }), END]), /absolute/],
+    [
+      'a GNU long name with a .. step',
+      Buffer.concat([describing('L', `${'a/'.repeat(60)}../../${'../'.repeat(60)}escaped\0`), rawHeader({ name: 'harmless', flag: '0', size: 0 }), END]),
+      /leaves the root/,
+    ],
+    [
+      'a GNU long link naming a file outside for a hard link',
+      Buffer.concat([describing('K', '../../../../etc/passwd\0'), rawHeader({ name: 'passwd', flag: '1' }), END]),
+      /leaves the root/,
+    ],
+    [
+      'a pax linkpath naming a file outside for a hard link',
+      Buffer.concat([pax({ linkpath: '/etc/passwd' }), rawHeader({ name: 'passwd', flag: '1' }), END]),
+      /absolute/,
+    ],
     ['a whiteout named ../.wh.x', tarOf([{ name: '../.wh.x' }]), /leaves the root/],
   ]
   for (const [what, layer, refusal] of OUT) {
@@ -103,7 +119,12 @@ describe('a hostile layer', () => {
 
   it("normalises '//', './' and a trailing '/' into steps inside the root", async () => {
     const top = scratch('ctxagent-tarhostile-')
-    const got = await unpack(top, [tarOf([{ name: './usr//bin/./tool/', data: 'tool\n' }, { name: './', type: 'dir', mode: 0o777 }])])
+    const got = await unpack(top, [
+      tarOf([
+        { name: './usr//bin/./tool/', data: 'tool\n' },
+        { name: './', type: 'dir', mode: 0o777 },
+      ]),
+    ])
     if (!got.ok) throw new Error(got.error)
     expect(readFileSync(join(got.root, 'usr', 'bin', 'tool'), 'utf8')).toBe('tool\n')
   })
@@ -182,7 +203,13 @@ describe('a hostile layer', () => {
 
   it("an opaque whiteout at the root hides the layers below, not the root's own place", async () => {
     const top = scratch('ctxagent-tarhostile-')
-    const got = await unpack(top, [tarOf([{ name: 'old', data: 'x' }, { name: 'bin', type: 'dir' }]), tarOf([{ name: '.wh..wh..opq' }, { name: 'new', data: 'y' }])])
+    const got = await unpack(top, [
+      tarOf([
+        { name: 'old', data: 'x' },
+        { name: 'bin', type: 'dir' },
+      ]),
+      tarOf([{ name: '.wh..wh..opq' }, { name: 'new', data: 'y' }]),
+    ])
     if (!got.ok) throw new Error(got.error)
     expect(readdirSync(got.root)).toEqual(['new'])
     expect(existsSync(join(got.root, '..', 'entry.json'))).toBe(true)
@@ -190,7 +217,12 @@ describe('a hostile layer', () => {
 
   it('a gzip layer that ends early (its digest made for the cut bytes) is refused, nothing kept', async () => {
     const top = scratch('ctxagent-tarhostile-')
-    const whole = gzipSync(tarOf([{ name: 'bin', type: 'dir' }, { name: 'big', data: 'y'.repeat(200_000) }]))
+    const whole = gzipSync(
+      tarOf([
+        { name: 'bin', type: 'dir' },
+        { name: 'big', data: 'y'.repeat(200_000) },
+      ]),
+    )
     const layout = ociLayout(join(top, 'oci'), [{ tar: Buffer.alloc(0), gzip: false }])
     // The layout's one layer swapped for the cut gzip, under its own digest.
     const { createHash } = await import('node:crypto')

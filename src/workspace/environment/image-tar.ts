@@ -71,7 +71,14 @@ export function parseHeader(block: Buffer): TarMember | null {
     if (prefix !== '') name = `${prefix}/${name}`
   }
   const mode = numberAt(block, 100, 8)
-  return { name, type: TYPES[flag] ?? 'other', flag, mode: Number.isNaN(mode) ? 0 : mode, size: sizeOf(numberAt(block, 124, 12), name), linkname: textAt(block, 157, 100) }
+  return {
+    name,
+    type: TYPES[flag] ?? 'other',
+    flag,
+    mode: Number.isNaN(mode) ? 0 : mode,
+    size: sizeOf(numberAt(block, 124, 12), name),
+    linkname: textAt(block, 157, 100),
+  }
 }
 
 /** The records of a pax header ("LEN key=value\n"…) that matter here. */

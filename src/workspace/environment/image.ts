@@ -138,12 +138,17 @@ async function unpackOnce(dir: string, layers: Layer[], signal: AbortSignal | un
  */
 function leftBehind(dir: string): void {
   const prefixes = [`${basename(dir)}.unpack-`, `${basename(dir)}.partial-`]
-  for (const name of readdirSync(dirname(dir)))
-    if (prefixes.some((p) => name.startsWith(p))) rmSync(join(dirname(dir), name), { recursive: true, force: true })
+  for (const name of readdirSync(dirname(dir))) if (prefixes.some((p) => name.startsWith(p))) rmSync(join(dirname(dir), name), { recursive: true, force: true })
 }
 
 /** One layer applied to `root`, its bytes checked against its digest as they are read. */
-async function unpackLayer(root: string, layer: Layer, i: number, dirModes: Map<string, number>, budget: Budget & { bytes: number; limit: number }): Promise<void> {
+async function unpackLayer(
+  root: string,
+  layer: Layer,
+  i: number,
+  dirModes: Map<string, number>,
+  budget: Budget & { bytes: number; limit: number },
+): Promise<void> {
   const stored = createHash('sha256')
   const tar = createHash('sha256')
   const bytes = checked(layer, stored, tar, budget)
