@@ -6,7 +6,22 @@ import { cpus, totalmem } from 'node:os'
 import { join } from 'node:path'
 import { DATA, remove, ROOT } from './lib.mjs'
 
-const SUITES = ['append', 'tail', 'recovery', 'operator', 'start', 'context', 'turn', 'agent', 'chat', 'fleet', 'notify-listeners', 'bill', 'serve']
+const SUITES = [
+  'append',
+  'tail',
+  'recovery',
+  'operator',
+  'start',
+  'context',
+  'turn',
+  'agent',
+  'chat',
+  'fleet',
+  'notify-listeners',
+  'bill',
+  'serve',
+  'environment',
+]
 const wanted = process.argv.slice(2)
 const suites = wanted.includes('--render') ? [] : wanted.length ? SUITES.filter((s) => wanted.includes(s)) : SUITES
 

@@ -31,7 +31,8 @@ details summary{cursor:pointer;color:#344054}.call summary code{font-weight:600}
 .compaction{margin:8px 0;padding:6px 10px;border:1px dashed #7a5af8;background:#f4f1ff;border-radius:4px}
 .live{color:var(--run);font-size:12px}.live.ended{color:var(--muted)}
 .grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(420px,100%),1fr));gap:16px}.grid>*{min-width:0}.grid>.wide{grid-column:1/-1}.card{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:10px 14px;min-width:0}
-.card h2{margin-top:0}svg{max-width:100%;height:auto}svg text{font:11px system-ui,sans-serif;fill:#344054}
+.card h2{margin-top:0}svg{max-width:100%;height:auto}svg text{font:11px system-ui,sans-serif;fill:#344054}svg.labelled{max-width:440px;display:block}
+.o-merged{background:#dcf3e4;color:var(--ok)}.o-closed{background:#fde4e1;color:var(--bad)}.pair{margin:4px 0 8px}
 .login{max-width:360px;display:flex;flex-direction:column;gap:10px}.inline{display:inline}
 @media (max-width:600px){header,main{padding-left:10px;padding-right:10px}.facts{gap:12px 24px}}
 @media (max-width:600px){table.stack,table.stack tbody,table.stack tr,table.stack td{display:block;width:100%}table.stack thead{display:none}table.stack{border:0;background:none}

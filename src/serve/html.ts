@@ -41,7 +41,7 @@ function part(value: unknown): string {
 export interface PageOptions {
   title: string
   /** The navigation entry to mark as the current one. */
-  nav: 'tasks' | 'fleet' | 'stats' | 'login'
+  nav: 'tasks' | 'fleet' | 'stats' | 'outcomes' | 'evals' | 'login'
   body: Safe
   /** Who is signed in (null: not signed in; reads on loopback need no sign-in). */
   operator: string | null
@@ -71,7 +71,7 @@ export function page(o: PageOptions): string {
 ${
   html`<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${o.title} · ctxagent</title><link rel="stylesheet" href="/style.css">${o.script || (o.refresh ?? 0) > 0 ? new Safe('<script src="/app.js" defer></script>') : ''}</head>
-<body><header><strong>ctxagent</strong><nav>${link('/', 'tasks', 'Tasks')}${link('/fleet', 'fleet', 'Fleet')}${link('/stats', 'stats', 'Stats')}</nav><div class="who">${who}</div></header>
+<body><header><strong>ctxagent</strong><nav>${link('/', 'tasks', 'Tasks')}${link('/fleet', 'fleet', 'Fleet')}${link('/stats', 'stats', 'Stats')}${link('/outcomes', 'outcomes', 'Pull requests')}${link('/evals', 'evals', 'Evals')}</nav><div class="who">${who}</div></header>
 <main${(o.refresh ?? 0) > 0 ? new Safe(` data-refresh="${Math.floor(o.refresh ?? 0)}"`) : ''}>${o.body}</main></body></html>`.text
 }
 `

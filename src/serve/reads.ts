@@ -25,6 +25,7 @@ import type { LiveFollowers } from './live.js'
 import type { Exchange } from './respond.js'
 import { fail, send, sendJson, sendPage } from './respond.js'
 import { renderStats } from './stats-page.js'
+import { reportRoute } from './report-reads.js'
 import { capAlerts, collectSpend } from '../operations/spend-report.js'
 import { renderTask } from './task-page.js'
 import type { TaskView } from './task-page.js'
@@ -59,6 +60,7 @@ export class ReadRoutes {
       if (path === '/stats' || path === '/api/stats') return await this.stats(x, operator, csrf)
       if (path === '/fleet' || path === '/api/fleet') return await this.fleetPage(x, operator, csrf, null)
       if (path === '/api/jobs') return await this.jobs(x)
+      if (await reportRoute(this.ctx, this.index, x, { operator, csrf })) return
     } catch (err) {
       if (err instanceof BadQuery) return fail(x.res, x.api, 400, err.message)
       throw err

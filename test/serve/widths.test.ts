@@ -69,7 +69,7 @@ describe("serve at a phone's width and a laptop's", () => {
       ],
     )
     const s = await startServe(tree.base, { config, env })
-    const pages = ['/', `/tasks/${uuidN(1)}`, `/tasks/${uuidN(2)}`, '/stats', '/fleet', '/login']
+    const pages = ['/', `/tasks/${uuidN(1)}`, `/tasks/${uuidN(2)}`, '/stats', '/fleet', '/outcomes', '/evals', '/login']
     for (const signedIn of [false, true]) {
       for (const width of [390, 1280]) {
         const context = await browser.newContext({ viewport: { width, height: 900 } })

@@ -1,0 +1,66 @@
+import { existsSync, readdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { reportOf } from '../eval/run-eval.js'
+import type { EvalReport } from '../eval/run-eval.js'
+import { evalsDir, readSpec, readTrials, trialKey } from '../eval/store.js'
+import type { EvalSpec } from '../eval/store.js'
+import { NotFoundError } from '../errors.js'
+
+/** An eval's id as `eval run` makes it (docs/eval.md#where-results-live): the page resolves nothing else. */
+const EVAL_ID = /^[0-9a-f]{12}$/
+
+/** The evals listed, newest first; the rest are still in the tree. */
+const LISTED = 100
+
+export type ListedEval = { id: string; report: EvalReport; spec: EvalSpec } | { id: string; error: string }
+
+/**
+ * The evals of the tree, each read by the code `eval run --json` reports with (`reportOf`):
+ * one that cannot be read is listed with why, the others all the same.
+ */
+export async function listEvals(base: string): Promise<ListedEval[]> {
+  const dir = evalsDir(base)
+  if (!existsSync(dir)) return []
+  const listed: ListedEval[] = []
+  for (const id of readdirSync(dir).filter((name) => EVAL_ID.test(name))) {
+    try {
+      listed.push({ id, ...(await readEval(base, id)) })
+    } catch (err) {
+      listed.push({ id, error: (err as Error).message })
+    }
+  }
+  const at = (e: ListedEval) => ('spec' in e ? e.spec.created_at : '')
+  return listed.sort((a, b) => at(b).localeCompare(at(a)) || a.id.localeCompare(b.id)).slice(0, LISTED)
+}
+
+/** One eval's report, as `eval run --json` gives it once its trials are recorded. */
+export async function readEval(base: string, id: string): Promise<{ report: EvalReport; spec: EvalSpec }> {
+  const dir = join(evalsDir(base), id)
+  if (!EVAL_ID.test(id) || !existsSync(join(dir, 'eval.json'))) throw new NotFoundError(`no eval ${id.slice(0, 40)}`, 'see /evals for the evals of this tree')
+  const spec = readSpec(dir)
+  return { report: await reportOf(dir, spec, await notRun(dir, spec)), spec }
+}
+
+/** Trials the eval asked for that have no verdict yet (a stopped eval: the same command runs them). */
+async function notRun(dir: string, spec: EvalSpec): Promise<number> {
+  const { trials } = await readTrials(dir)
+  const asked = new Set(
+    spec.variants.flatMap((v) => spec.tasks.flatMap((task) => Array.from({ length: spec.runs }, (_, i) => trialKey({ variant: v.name, task, run: i + 1 })))),
+  )
+  const have = new Set(trials.map(trialKey).filter((k) => asked.has(k)))
+  return asked.size - have.size
+}
+
+/** `eval run --json`'s document (docs/eval.md#the-report), from the same report. */
+export function evalJson(report: EvalReport) {
+  return {
+    id: report.id,
+    suite: report.suite,
+    dir: report.dir,
+    runs: report.runs,
+    tasks: report.tasks,
+    remaining: report.remaining,
+    variants: report.variants.map(({ trials_list, ...v }) => ({ ...v, trials: trials_list })),
+    paired: report.paired,
+  }
+}
