@@ -81,7 +81,7 @@ export async function resumedEnvironment(run: RunEnv, handle: TaskHandle, hidden
 function taskImage(run: RunEnv, image: ImageRecord, hidden: readonly string[]): Promise<ImageResult> {
   const planned = planSandbox(run.config.tools, hidden, run.settings.workspace)
   const identity = planned.ok && planned.plan.kind === 'bwrap' && process.getuid?.() === 0 ? planned.plan.identity : null
-  return recordedImage(image, { store: environmentStore(run.config, run.env.layout.base), identity, hidden })
+  return recordedImage(image, { store: environmentStore(run.config, run.env.layout.base), identity, hidden, workspace: run.settings.workspace })
 }
 
 async function setupFailed(handle: TaskHandle, error: string, tail: string | null, log: RunLog, began: number): Promise<EnvironmentStep> {

@@ -96,6 +96,7 @@ export async function prepareEnvironment(input: PrepareInput): Promise<Prepared>
       store: input.store,
       identity: process.getuid?.() === 0 ? plan.identity : null,
       hidden: plan.hidden,
+      workspace: input.workspace,
       ...(input.signal !== undefined ? { signal: input.signal } : {}),
     })
     if (!image.ok) return failed(image.error)
