@@ -2,6 +2,7 @@
 // CTXAGENT_BENCH_ROUNDS (default 1,000) rounds of read_file on ~9 KB files, against a
 // zero-latency OpenAI-compatible server on 127.0.0.1 that reports honest usage and keeps a
 // prefix cache the way providers do.
+import { execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -114,13 +115,21 @@ async function startServer(rounds) {
   return { ...server, seen }
 }
 
-/** One whole task: the figures of the bill, and the state.json the run wrote. */
-export async function measure(rounds, extraConfig = '') {
+/** One whole task: the figures of the bill, and the state.json the run wrote; `files` are written into its workspace (an AGENTS.md). */
+export async function measure(rounds, extraConfig = '', files = {}) {
   const base = scratch('bill')
   const server = await startServer(rounds)
   try {
     const ws = join(base, 'ws')
     workspace(ws, rounds)
+    // A repository of its own, its files committed: instructions are read from its commit, as a task's are.
+    if (Object.keys(files).length > 0) {
+      for (const [name, text] of Object.entries(files)) writeFileSync(join(ws, name), text)
+      const git = (...args) => execFileSync('git', ['-c', 'user.name=bench', '-c', 'user.email=bench@example.com', ...args], { cwd: ws, stdio: 'ignore' })
+      git('init', '-q')
+      git('add', '-A')
+      git('commit', '-qm', 'the workspace')
+    }
     const config = join(base, 'config.yaml')
     writeFileSync(
       config,
@@ -222,5 +231,37 @@ export async function run() {
       target: 'final summary ≤ 2 requests',
       pass: m.final.requests <= 2,
     },
+    instructionsRow(m, await measure(rounds, '', { 'AGENTS.md': INSTRUCTIONS }), rounds),
   ]
+}
+
+/** An instructions file of ~4 KB (docs/environments.md#project-instructions): what a repository's AGENTS.md holds. */
+export const INSTRUCTIONS = (() => {
+  let text = '# Project instructions\n\n'
+  for (let i = 0; text.length < 4096; i++)
+    text += `- Rule ${i}: run \`npm test\` before you finish; keep functions small and files under 300 lines; name things for what they hold.\n`
+  return text
+})()
+
+/**
+ * The bill with the instructions file against the same task without it, taken apart: the file's
+ * tokens as sent (one uncached write, then read from the cache by every request, which carries
+ * the system prompt), and what is left, which is what the file costs beyond itself.
+ */
+export function instructionsRow(without, withFile, rounds) {
+  const per = 1000 / rounds
+  const extraInput = withFile.input - without.input
+  const extraUncached = withFile.input - withFile.cached - (without.input - without.cached)
+  // Summary requests carry their own system prompt, not the task's: only the agent's requests carry the file.
+  const requests = withFile.requests
+  const own = 1.25 * extraUncached + 0.1 * (extraInput - extraUncached)
+  const beyond = withFile.billWrites - without.billWrites - own
+  return {
+    name: 'bill-instructions',
+    what: `input tokens billed (cached 0.1×, uncached 1.25×) over the ${rounds}-round task with a ${(INSTRUCTIONS.length / 1024).toFixed(1)} KB AGENTS.md (~${Math.ceil(INSTRUCTIONS.length / 4)} tokens) at the repository's commit vs without; per 1,000 rounds`,
+    measured: `${((withFile.billWrites * per) / 1e6).toFixed(3)} M vs ${((without.billWrites * per) / 1e6).toFixed(3)} M: +${Math.round(((withFile.billWrites - without.billWrites) * per) / 1e3)}k, of which the file's section written once (${extraUncached.toLocaleString('en-US')} uncached tokens) and read from the cache by each of ${requests} requests (${Math.round((extraInput - extraUncached) / withFile.requests).toLocaleString('en-US')} tokens each); beyond that ${Math.round(beyond * per).toLocaleString('en-US')} tokens; compactions ${withFile.compaction.requests} vs ${without.compaction.requests}`,
+    ratio: `${(withFile.billWrites / without.billWrites).toFixed(4)}× without; ${((withFile.billWrites - own) / without.billWrites).toFixed(4)}× without once the file's own tokens are taken off`,
+    target: "≤ 1.01× without, plus the file's own tokens (written once, then read from the cache)",
+    pass: withFile.billWrites - own <= 1.01 * without.billWrites,
+  }
 }

@@ -19,15 +19,25 @@ import type { RunEnv } from './run-start.js'
 export const SETUP_LOG = 'setup.log'
 export const TEST_TIMEOUT_MS = 10 * 60_000
 
-/** `root`: the image's root file system the agent's commands run in, or null: the host's system. */
-export type EnvironmentStep = { kind: 'ready'; note: string | null; root: string | null } | { kind: 'failed'; outcome: Outcome }
+/**
+ * ready: the note for the agent (null: none) and `root`, the image's root file system the agent's commands run in
+ * (null: the host's system); stopped: a stop came during setup, the task goes on to pause (its resume prepares again).
+ */
+export type EnvironmentStep = { kind: 'ready'; note: string | null; root: string | null } | { kind: 'stopped' } | { kind: 'failed'; outcome: Outcome }
 
 /**
  * The task's environment made ready, recorded in state.json and said in the log; the
  * agent gets a short note of what it holds (never setup's output). A failure ends the
  * task `setup_failed` in completed/ before any LLM request.
  */
-export async function environmentStep(run: RunEnv, handle: TaskHandle, hidden: readonly string[], log: RunLog, began: number): Promise<EnvironmentStep> {
+export async function environmentStep(
+  run: RunEnv,
+  handle: TaskHandle,
+  hidden: readonly string[],
+  log: RunLog,
+  began: number,
+  signal: AbortSignal,
+): Promise<EnvironmentStep> {
   const key = handle.metadata.task_key
   const prepared = await prepareEnvironment({
     config: run.config,
@@ -36,9 +46,15 @@ export async function environmentStep(run: RunEnv, handle: TaskHandle, hidden: r
     hidden,
     log: join(handle.dir, SETUP_LOG),
     store: environmentStore(run.config, run.env.layout.base),
+    signal,
   })
   if (prepared.kind === 'none') return { kind: 'ready', note: null, root: null }
   await handle.update({ environment: prepared.record })
+  if (prepared.kind === 'stopped') {
+    // The stop's own line has been said; the loop's first check pauses the task (docs/environments.md#a-stop-during-setup).
+    log.info(`environment not ready: ${prepared.record.error ?? 'stopped'}; its processes were ended, a resume prepares it again`)
+    return { kind: 'stopped' }
+  }
   if (prepared.kind === 'ready') {
     log.info(`environment ready (${describeRecord(prepared.record)})`)
     return { kind: 'ready', note: agentNote(prepared.record), root: prepared.root }

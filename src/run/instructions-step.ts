@@ -14,6 +14,8 @@ export async function instructionsStep(run: RunEnv, handle: TaskHandle, log: Run
     log.warn(`the project's instructions were not read: ${err instanceof Error ? err.message : String(err)}`)
     return null
   })
+  // The commit, kept before the agent can touch the repository's refs: nested files are read there later (nested-instructions.ts).
+  if (read?.base.kind === 'commit') await handle.update({ trusted_base: { commit: read.base.commit, ref: read.base.ref } })
   if (read === null || read.record === null) return null
   await handle.update({ instructions: read.record })
   for (const why of read.record.refused) log.warn(`project instructions not read: ${why}`)

@@ -9,6 +9,7 @@ import { holdForTest, stallForTest } from '../test-pause.js'
 import { agentLimits, summarizerFor } from './agent-setup.js'
 import { ChatLoop } from './chat.js'
 import { deliveryStart } from './delivery-step.js'
+import { environmentOf } from '../storage/task/environment-view.js'
 import { environmentStep, resumedEnvironment, testStep } from './environment-step.js'
 import { instructionsStep } from './instructions-step.js'
 import { issueStatus, labelIssue, movesLabels } from './issue-labels.js'
@@ -92,21 +93,27 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   const drain = watchDrain(handle.uuid)
   const work = async (): Promise<Outcome> => {
     await stallForTest('run:work')
-    // A new task's environment (docs/environments.md), before any LLM request: a failed setup ends it here.
-    const prepared = start.kind === 'new' ? await environmentStep(run, handle, hidden, log, begun) : await resumedEnvironment(run, handle, hidden, log, begun)
+    // A new task's environment (docs/environments.md), before any LLM request: a failed setup ends it here. A
+    // resumed task prepares it again when a stop came during its setup (docs/environments.md#a-stop-during-setup).
+    const preparing = start.kind === 'new' || environmentOf(handle.state)?.status === 'stopped'
+    const prepared = preparing ? await environmentStep(run, handle, hidden, log, begun, stop.signal) : await resumedEnvironment(run, handle, hidden, log, begun)
     if (prepared.kind === 'failed') {
       Object.assign(traced, { status: 'setup_failed', error: prepared.outcome.error })
       return prepared.outcome
     }
     // An image's system is what the agent's commands see too (docs/environments.md#an-image).
-    if (prepared.root !== null && sandbox.kind === 'bwrap') sandbox = { ...sandbox, root: prepared.root }
+    if (prepared.kind === 'ready' && prepared.root !== null && sandbox.kind === 'bwrap') sandbox = { ...sandbox, root: prepared.root }
     const { made, guard, client } = await taskClient(run, handle, start.kind === 'resume', log)
     const tools = ToolRegistry.builtin({ allowShell: settings.allowShell, finish: !settings.chat })
     // A task whose agent stopped after its finish call, before state.json took the answer.
     let finished: RecordedFinish | null = null
+    const note = prepared.kind === 'ready' ? prepared.note : null
     if (start.kind === 'new')
-      await beginNew(handle, run, start, inheritance, client, log, { environment: prepared.note, instructions: await instructionsStep(run, handle, log) })
-    else finished = await beginResumed(handle, tools, client, log)
+      await beginNew(handle, run, start, inheritance, client, log, { environment: note, instructions: await instructionsStep(run, handle, log) })
+    else {
+      finished = await beginResumed(handle, tools, client, log)
+      if (note !== null) handle.addMessage({ role: 'user', content: note })
+    }
     if (guard !== null) {
       const said = budgetLine(config, settings, handle.metadata.user ?? '', client.model, guard.spent)
       if (said !== null) log.info(said)

@@ -24,6 +24,7 @@ import { endingFor } from './ending.js'
 import type { Ending } from './ending.js'
 import { tuneV8ForTheLoop } from './v8-tuning.js'
 import { InboxRequests } from './requests.js'
+import { NestedInstructions } from './nested-instructions.js'
 import { WindowKeeper } from './window-keeper.js'
 import type { RemoteLink } from './remote.js'
 import { grouped } from '../text.js'
@@ -111,9 +112,12 @@ export class Agent {
   /** The inbox: comments, chat messages and control requests (shared with the chat loop). */
   readonly requests: InboxRequests
   private turnTrace: TurnTrace = NOOP_TURN
+  /** The AGENTS.md of the directories the tools work in, given once each (docs/environments.md#nested-agentsmd). */
+  private readonly nested: NestedInstructions
 
   constructor(private readonly parts: AgentParts) {
     tuneV8ForTheLoop()
+    this.nested = new NestedInstructions(parts.handle, parts.workspace, parts.log)
     const state = parts.handle.state
     this.turns = state.turns ?? 0
     this.tokens = state.total_tokens_used
@@ -388,6 +392,7 @@ export class Agent {
       const verdict = this.guard.observe(outcome.name, outcome.args, outcome.output, outcome.malformed)
       const note = verdict.kind === 'warn' ? `\n\n${verdict.note}` : ''
       const recorded = this.answer(call, outcome.name, result, outcome.status, outcome.error, duration, outcome.args, note)
+      this.nested.see(outcome.name, outcome.args, outcome.status)
       // The recording holds the output as recorded (masked, a long one as its blob reference).
       this.compareWithRecording(call, recorded)
       // What it was about and how it ended: `run_command \`npm test\` exited 1`, not "success".
@@ -403,6 +408,8 @@ export class Agent {
       if (verdict.kind === 'stuck' || verdict.kind === 'malformed') ending = { kind: 'failed', reason: verdict.reason }
       else if (outcome.finish) ending = { kind: 'completed', answer: outcome.finish.summary, finishStatus: outcome.finish.status }
     }
+    // After the reply's last result: a message never goes between a call and its result.
+    if (ending === null && stop.reason === null) await this.nested.give()
     return ending ?? this.stopEnding()
   }
 

@@ -18,6 +18,7 @@ import { DELIVERY_RESULTS } from '../storage/task/delivery.js'
 import { METRICS } from '../telemetry/names.js'
 import { durationHistogram } from './metric-histograms.js'
 import { defineFleetMetrics } from './fleet-metrics.js'
+import { defineEnvMetrics } from './env-metrics.js'
 import { defineOutcomeMetrics } from './outcome-metrics.js'
 import type { FleetScrape } from './fleet-metrics.js'
 import type { IndexSource } from './data.js'
@@ -255,6 +256,8 @@ export class MetricsCollector {
         }
       },
     })
+
+    defineEnvMetrics(this.registry, usage)
 
     // Labels bounded where they are counted (storage/task/tool-tally.ts): built-in tools, mcp:<server>, other, unknown.
     new Counter({

@@ -17,6 +17,9 @@ export const METRICS = {
   toolCalls: 'ctxagent_tool_calls_total',
   toolCallsByTool: 'ctxagent_tool_calls_by_tool_total',
   deliveries: 'ctxagent_deliveries_total',
+  /** Tasks' environment cache results (docs/environments.md#what-is-counted), and the setups' times. */
+  envCache: 'ctxagent_env_cache_total',
+  envSetup: 'ctxagent_env_setup_seconds',
   messages: 'ctxagent_messages_total',
   taskDuration: 'ctxagent_task_duration_seconds',
   locksStale: 'ctxagent_locks_stale',

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { exitOf, until } from '../helpers/wait.js'
+import { enqueue, startWorker } from '../helpers/fleet-worker.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 import { readTask, runSetup } from '../run/harness.js'
 import type { RunSetup, Started } from '../run/harness.js'
@@ -22,21 +23,9 @@ const db = database.env
  * sent, and the task is not completed.
  */
 
-function startWorker(s: RunSetup, env: Record<string, string>): Started {
-  const saved = { ...process.env }
-  Object.assign(process.env, { CTXAGENT_DATABASE_URL: database.server.url, ...env })
-  try {
-    return s.start(['worker'])
-  } finally {
-    for (const key of Object.keys(process.env)) if (!(key in saved)) delete process.env[key]
-    Object.assign(process.env, saved)
-  }
-}
-
-async function enqueue(s: RunSetup, args: string[]): Promise<{ uuid: string; id: number }> {
-  const res = await s.run(['enqueue', ...args], db())
-  expect(res.stderr).toBe('')
-  const uuid = res.stdout.trim()
+/** A job queued (fleet-worker.ts's enqueue), with its id. */
+async function queued(s: RunSetup, args: string[]): Promise<{ uuid: string; id: number }> {
+  const uuid = await enqueue(s, database, args)
   const row = (await query<{ id: string }>('SELECT id FROM fleet_jobs WHERE task_uuid = $1', [uuid]))[0]
   return { uuid, id: Number(row?.id) }
 }
@@ -84,8 +73,8 @@ describe('jobs cancel at each moment of a job start', () => {
     const { repo, workspaces } = bareRepo()
     const s = await runSetup(`fleet:\n  workspaces_dir: ${workspaces}\n`)
     const hold = holdAt('worker:claimed')
-    const worker = startWorker(s, hold.env)
-    const { uuid, id } = await enqueue(s, ['--task', 'read calc.js', '--repo', repo])
+    const worker = startWorker(s, database.server.url, [], hold.env)
+    const { uuid, id } = await queued(s, ['--task', 'read calc.js', '--repo', repo])
     await untilLong('the job claimed', hold.reached)
     // The worker is held: the cancel cannot see it end the job, so it waits 1 s, not the default 2 min.
     const cancelled = await s.run(['jobs', 'cancel', String(id), '--wait', '1s'], db())
@@ -114,8 +103,8 @@ describe('jobs cancel at each moment of a job start', () => {
       `#!/bin/sh\ncase " $* " in *" clone "*) touch "${gate}.reached"; while [ -e "${gate}" ]; do sleep 0.05; done;; esac\nexec "${realGit}" "$@"\n`,
     )
     chmodSync(join(bin, 'git'), 0o755)
-    const worker = startWorker(s, { PATH: `${bin}:${process.env.PATH ?? ''}` })
-    const { uuid, id } = await enqueue(s, ['--task', 'read calc.js', '--repo', repo])
+    const worker = startWorker(s, database.server.url, [], { PATH: `${bin}:${process.env.PATH ?? ''}` })
+    const { uuid, id } = await queued(s, ['--task', 'read calc.js', '--repo', repo])
     await untilLong('the clone under way', () => existsSync(`${gate}.reached`))
     const cancelled = await s.run(['jobs', 'cancel', String(id), '--json'], db())
     expect(cancelled.code, cancelled.stderr).toBe(0)
@@ -138,8 +127,8 @@ describe('jobs cancel at each moment of a job start', () => {
     const s = await runSetup()
     s.fake.fallback = () => ({ calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] })
     const hold = holdAt('run:before-take')
-    const worker = startWorker(s, hold.env)
-    const { uuid, id } = await enqueue(s, ['--task', 'look around', '--workspace', s.ws])
+    const worker = startWorker(s, database.server.url, [], hold.env)
+    const { uuid, id } = await queued(s, ['--task', 'look around', '--workspace', s.ws])
     await untilLong('the agent started', hold.reached)
     // The worker is held: the cancel cannot see it end the job, so it waits 1 s, not the default 2 min.
     const cancelled = await s.run(['jobs', 'cancel', String(id), '--wait', '1s'], db())
@@ -160,8 +149,8 @@ describe('jobs cancel at each moment of a job start', () => {
     const s = await runSetup()
     s.fake.fallback = () => ({ calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] })
     const hold = holdAt('run:after-take')
-    const worker = startWorker(s, hold.env)
-    const { uuid, id } = await enqueue(s, ['--task', 'look around', '--workspace', s.ws])
+    const worker = startWorker(s, database.server.url, [], hold.env)
+    const { uuid, id } = await queued(s, ['--task', 'look around', '--workspace', s.ws])
     await untilLong('the agent took its task', hold.reached)
     expect(readTask(s.tree, uuid).location).toBe('running')
     const cancelling = s.run(['jobs', 'cancel', String(id), '--json'], db())
@@ -182,8 +171,8 @@ describe('jobs cancel at each moment of a job start', () => {
     const s = await runSetup()
     let n = 0
     s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
-    const worker = startWorker(s, {})
-    const { uuid, id } = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
+    const worker = startWorker(s, database.server.url, [], {})
+    const { uuid, id } = await queued(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     await untilLong('the task under way', () => s.fake.requests.length >= 2)
     const cancelled = await s.run(['jobs', 'cancel', String(id), '--json'], db())
     expect(cancelled.code, cancelled.stderr).toBe(0)

@@ -1,10 +1,10 @@
-import type { ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { alive, exitOf } from '../helpers/wait.js'
-import { agentPid, canUnshare, coldStartFlags, FAST_LOCKS, finish, killAtEnd, onHost, startWorker, until } from '../helpers/fleet-hosts.js'
+import { agentPid, canUnshare, coldStartFlags, FAST_LOCKS, finish, killAtEnd, onHost, until } from '../helpers/fleet-hosts.js'
+import { enqueue, started, startWorker, stopCleanly } from '../helpers/fleet-worker.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 import { fleetJobs } from '../helpers/fleet-jobs.js'
 import type { JobRow } from '../helpers/fleet-jobs.js'
@@ -28,12 +28,6 @@ const settledJobs = () =>
     const all = await jobs()
     return all.every((j) => ['done', 'failed', 'cancelled'].includes(j.state)) ? all : null
   })
-
-async function enqueue(s: RunSetup, args: string[]): Promise<string> {
-  const res = await s.run(['enqueue', ...args], db())
-  expect(res.code, res.stderr).toBe(0)
-  return res.stdout.trim()
-}
 
 /** One watch-locks pass from this host (a host that runs no agent). */
 async function watchLocks(s: RunSetup): Promise<string> {
@@ -62,7 +56,7 @@ describe('fleet.recovery: resume and fleet.max_attempts', () => {
     const s = await runSetup(`${FAST_LOCKS}  max_attempts: 3\n`)
     endless(s)
     const worker = await started(startWorker(s, database.server.url))
-    const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
+    const uuid = await enqueue(s, database, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     const killed: number[] = []
     for (let attempt = 1; attempt <= 3; attempt++) {
       const asked = agentRequests(s.fake).length
@@ -109,7 +103,7 @@ describe('a worker SIGKILLed under a live agent', () => {
         ? { delayMs: go ? 0 : 200, ...(go ? finish : { calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] }) }
         : { calls: [{ name: 'glob', arguments: { pattern: '*.js' } }] }
     const first = await started(startWorker(s, database.server.url))
-    const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
+    const uuid = await enqueue(s, database, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     await until('the task under way', async () => agentRequests(s.fake).length >= 2)
     const agent = await agentOf(s, uuid)
     killAtEnd(agent)
@@ -147,8 +141,8 @@ describe('pauses by an operator and by a signal', () => {
     endless(s)
     const worker = await started(startWorker(s, database.server.url, ['--concurrency', '2']))
     // Endless indeed: at a few ms a turn (a warm agent, a zero-latency LLM) run.max_turns' 100 are over before `pause` has started.
-    const byOperator = await enqueue(s, ['--task', 'one', '--workspace', s.ws, '--max-turns', '1000000'])
-    const bySignal = await enqueue(s, ['--task', 'two', '--workspace', s.ws, '--max-turns', '1000000'])
+    const byOperator = await enqueue(s, database, ['--task', 'one', '--workspace', s.ws, '--max-turns', '1000000'])
+    const bySignal = await enqueue(s, database, ['--task', 'two', '--workspace', s.ws, '--max-turns', '1000000'])
     await until('both tasks at work', async () => {
       const asked = new Set(agentRequests(s.fake).map((r) => JSON.stringify(r.body.messages).match(/"(one|two)"/)?.[1]))
       return asked.has('one') && asked.has('two')
@@ -206,18 +200,6 @@ function holdAgents(kind: 'new' | 'resume'): { env: Record<string, string>; held
   }
 }
 
-/** `worker`, once it says it has started. */
-async function started<W extends { err: () => string }>(worker: W): Promise<W> {
-  await until('the worker to start', async () => worker.err().includes('started on'))
-  return worker
-}
-
-/** SIGTERM to a worker, which must exit 0. */
-async function stopCleanly(worker: { child: ChildProcess }): Promise<void> {
-  worker.child.kill('SIGTERM')
-  expect((await exitOf(worker.child)).code).toBe(0)
-}
-
 function startHeldWorker(s: RunSetup, env: Record<string, string>) {
   const saved = process.env.NODE_OPTIONS
   process.env.NODE_OPTIONS = env.NODE_OPTIONS
@@ -235,7 +217,7 @@ describe('agents killed before their task began (a live worker)', () => {
     s.fake.fallback = () => finish
     const hold = holdAgents('new')
     const worker = await started(startHeldWorker(s, hold.env))
-    const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
+    const uuid = await enqueue(s, database, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     const agent = await until('the held agent', async () => hold.held())
     expect(s.tree.layout.list('running')).toEqual([])
     hold.release()
@@ -250,7 +232,7 @@ describe('agents killed before their task began (a live worker)', () => {
     const s = await runSetup(`${FAST_LOCKS}  max_attempts: 1\n`)
     const hold = holdAgents('new')
     const worker = await started(startHeldWorker(s, hold.env))
-    await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
+    await enqueue(s, database, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     const agent = await until('the held agent', async () => hold.held())
     process.kill(agent, 'SIGKILL')
     const rows = await settledJobs()
@@ -275,7 +257,7 @@ describe('agents killed before their task began (a live worker)', () => {
     s.fake.fallback = () => finish
     const hold = holdAgents('resume')
     const worker = await started(startHeldWorker(s, hold.env))
-    expect(await enqueue(s, ['--resume', uuid])).toBe(uuid)
+    expect(await enqueue(s, database, ['--resume', uuid])).toBe(uuid)
     const agent = await until('the held agent', async () => hold.held())
     hold.release()
     process.kill(agent, 'SIGKILL')
@@ -323,7 +305,7 @@ describe('a worker stopped while its agent creates the task', () => {
     endless(s)
     const hold = holdInCreation()
     const worker = await started(startHeldWorker(s, hold.env))
-    const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
+    const uuid = await enqueue(s, database, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     const agent = await until('the agent inside task creation', async () => hold.held())
     expect(s.tree.layout.list('running')).toEqual([uuid])
     // What the stopping worker does (its SIGTERM to the agent's group), done here so that it certainly comes
@@ -365,7 +347,7 @@ describe('a resume that finds its paused task locked', () => {
     const { uuid, lock } = await pausedAndLocked(s)
     s.fake.fallback = () => finish
     const worker = await started(startWorker(s, database.server.url))
-    expect(await enqueue(s, ['--resume', uuid])).toBe(uuid)
+    expect(await enqueue(s, database, ['--resume', uuid])).toBe(uuid)
     await until('a resume handed back', async () => worker.err().includes('found the task locked before task'))
     rmSync(lock)
     const rows = await settledJobs()
@@ -382,7 +364,7 @@ describe('a resume locked out as often as fleet.max_attempts allows', () => {
     const { uuid } = await pausedAndLocked(s)
     const before = readTask(s.tree, uuid)
     const worker = await started(startWorker(s, database.server.url))
-    expect(await enqueue(s, ['--resume', uuid])).toBe(uuid)
+    expect(await enqueue(s, database, ['--resume', uuid])).toBe(uuid)
     const rows = await settledJobs()
     expect(rows.map((j) => [j.kind, j.outcome, j.attempts, j.error])).toEqual([
       ['resume', 'paused', 2, 'its agent found the task locked before the task began (attempt 2 of fleet.max_attempts 2)'],
@@ -399,7 +381,7 @@ describe.runIf(canUnshare)('enqueue --resume on another host', () => {
     endless(s)
     const a = onHost(s, database.server.url, 'fleet-a')
     await until('host a', async () => a.err().includes('started on fleet-a'))
-    const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
+    const uuid = await enqueue(s, database, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     await until('the task under way on host a', async () => agentRequests(s.fake).length >= 3)
     expect((await s.run(['pause', uuid])).code).toBe(0)
     await until('the job ended paused', async () => (await jobs())[0]?.outcome === 'paused')
@@ -416,7 +398,7 @@ describe.runIf(canUnshare)('enqueue --resume on another host', () => {
       agentRequests(s.fake).length > asked + 1 ? finish : { calls: [{ name: 'glob', arguments: { pattern: `*${req.body.messages.length}*` } }] }
     const b = onHost(s, database.server.url, 'fleet-b')
     await until('host b', async () => b.err().includes('started on fleet-b'))
-    expect(await enqueue(s, ['--resume', uuid])).toBe(uuid)
+    expect(await enqueue(s, database, ['--resume', uuid])).toBe(uuid)
     await until('the resume completed on host b', async () => readTask(s.tree, uuid).state.status === 'completed')
     const after = readTask(s.tree, uuid)
     expectContinuousSeq(after.messages)

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { exitOf, until } from '../helpers/wait.js'
 import { queryRows, startPostgres } from '../helpers/postgres.js'
 import type { PgServer } from '../helpers/postgres.js'
+import { startWorker } from '../helpers/fleet-worker.js'
 import { agentRequests, runSetup } from '../run/harness.js'
 
 let server: PgServer
@@ -37,9 +38,7 @@ describe('ctxagent fleet and stats --check in a fleet', () => {
 
     let n = 0
     s.fake.fallback = () => ({ delayMs: 50, calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
-    process.env.CTXAGENT_DATABASE_URL = server.url
-    const worker = s.start(['worker', '--concurrency', '2'])
-    delete process.env.CTXAGENT_DATABASE_URL
+    const worker = startWorker(s, server.url, ['--concurrency', '2'])
     const busy = await until('both jobs running', async () => {
       const status = JSON.parse((await s.run(['fleet', '--json'], db)).stdout) as {
         workers: { tasks: string[]; live: boolean; hostname: string; concurrency: number }[]

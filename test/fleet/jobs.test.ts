@@ -1,10 +1,10 @@
-import type { ChildProcess } from 'node:child_process'
 import { spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { exitOf } from '../helpers/wait.js'
-import { agentPid, childrenOf, FAST_LOCKS, finish, killAtEnd, startWorker, until } from '../helpers/fleet-hosts.js'
+import { agentPid, childrenOf, FAST_LOCKS, finish, killAtEnd, until } from '../helpers/fleet-hosts.js'
+import { enqueue, started, startWorker, stopCleanly } from '../helpers/fleet-worker.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 import { fleetJobs } from '../helpers/fleet-jobs.js'
 import { cli } from '../helpers/run.js'
@@ -17,22 +17,6 @@ const query = database.query
 const db = database.env
 
 const jobs = () => fleetJobs(database)
-
-async function enqueue(s: RunSetup, args: string[]): Promise<string> {
-  const res = await s.run(['enqueue', ...args], db())
-  expect(res.code, res.stderr).toBe(0)
-  return res.stdout.trim()
-}
-
-async function started<W extends { err: () => string }>(worker: W): Promise<W> {
-  await until('the worker to start', async () => worker.err().includes('started on'))
-  return worker
-}
-
-async function stopCleanly(worker: { child: ChildProcess }): Promise<void> {
-  worker.child.kill('SIGTERM')
-  expect((await exitOf(worker.child)).code).toBe(0)
-}
 
 /** A model that never finishes, except for the tasks whose text `done(text)` names. */
 function endlessUnless(s: RunSetup, done: (messages: string) => boolean): void {
@@ -47,8 +31,8 @@ describe('jobs cancel and retry', () => {
     const s = await runSetup(FAST_LOCKS)
     let release = false
     endlessUnless(s, (m) => release && m.includes('"second"'))
-    const first = await enqueue(s, ['--task', 'first', '--workspace', s.ws, '--max-turns', '1000000'])
-    const second = await enqueue(s, ['--task', 'second', '--workspace', s.ws, '--max-turns', '1000000'])
+    const first = await enqueue(s, database, ['--task', 'first', '--workspace', s.ws, '--max-turns', '1000000'])
+    const second = await enqueue(s, database, ['--task', 'second', '--workspace', s.ws, '--max-turns', '1000000'])
     const [one, two] = await jobs()
     // Cancelled before any worker: it never runs.
     const cancelWaiting = await s.run(['jobs', 'cancel', String(two?.id)], db())
@@ -97,8 +81,8 @@ describe('jobs cancel and retry', () => {
     timeout: 120_000,
   }, async () => {
     const s = await runSetup(FAST_LOCKS)
-    const a = await enqueue(s, ['--task', 'a', '--workspace', s.ws, '--user', 'alice'])
-    await enqueue(s, ['--task', 'b', '--workspace', s.ws, '--user', 'bob'])
+    const a = await enqueue(s, database, ['--task', 'a', '--workspace', s.ws, '--user', 'alice'])
+    await enqueue(s, database, ['--task', 'b', '--workspace', s.ws, '--user', 'bob'])
     for (const [args, code, message] of [
       [['jobs', 'show', 'x1'], 2, /^ctxagent: 'x1' is not a job id \(/],
       [['jobs', 'show', '-5'], 2, /^ctxagent: /],
@@ -147,7 +131,7 @@ describe('enqueue', () => {
     timeout: 180_000,
   }, async () => {
     const s = await runSetup(FAST_LOCKS)
-    const first = await enqueue(s, ['--task', 'nightly', '--workspace', s.ws, '--key', 'nightly-1'])
+    const first = await enqueue(s, database, ['--task', 'nightly', '--workspace', s.ws, '--key', 'nightly-1'])
     const second = await s.run(['enqueue', '--task', 'nightly again', '--workspace', s.ws, '--key', 'nightly-1'], db())
     expect(second.code, second.stderr).toBe(0)
     expect(second.stdout.trim()).toBe(first)
@@ -171,7 +155,7 @@ describe('enqueue', () => {
     expect(await jobs()).toHaveLength(1)
     // The database's clock is the one that counts: the job's end moved back past the retention, the key queues again.
     await query(`UPDATE fleet_jobs SET finished_at = now() - interval '25 hours'`)
-    const third = await enqueue(s, ['--task', 'nightly', '--workspace', s.ws, '--key', 'nightly-1'])
+    const third = await enqueue(s, database, ['--task', 'nightly', '--workspace', s.ws, '--key', 'nightly-1'])
     expect(third).not.toBe(first)
     expect(await jobs()).toHaveLength(2)
     await stopCleanly(worker)
@@ -200,7 +184,19 @@ describe('enqueue', () => {
   it('passes --model, --allow-shell and the budgets to the task, and records whose job it is', { timeout: 180_000 }, async () => {
     const s = await runSetup(`${FAST_LOCKS}tools:\n  sandbox: none\n`)
     s.fake.fallback = () => finish
-    const uuid = await enqueue(s, ['--task', 'x', '--workspace', s.ws, '--model', 'other-model', '--allow-shell', '--max-turns', '7', '--user', 'carol'])
+    const uuid = await enqueue(s, database, [
+      '--task',
+      'x',
+      '--workspace',
+      s.ws,
+      '--model',
+      'other-model',
+      '--allow-shell',
+      '--max-turns',
+      '7',
+      '--user',
+      'carol',
+    ])
     expect((await jobs())[0]).toMatchObject({ user: 'carol', spec: { model: 'other-model', allow_shell: true, max_turns: 7, user: 'carol' } })
     const worker = await started(startWorker(s, database.server.url))
     await until('the job done', async () => (await jobs())[0]?.state === 'done')
@@ -217,7 +213,7 @@ describe('fleet.limits.per_user', () => {
   // the worker's `run` would take its own OS user (the caps it checks, the spend it adds, the resume's user).
   it('without --user, the OS user who queued the job is its task’s user too (in the spec its worker runs)', { timeout: 60_000 }, async () => {
     const s = await runSetup(`${FAST_LOCKS}tools:\n  sandbox: none\n`)
-    await enqueue(s, ['--task', 'x', '--workspace', s.ws])
+    await enqueue(s, database, ['--task', 'x', '--workspace', s.ws])
     const [job] = await jobs()
     expect(job?.user).toEqual(expect.any(String))
     expect(job?.spec.user).toBe(job?.user)
@@ -229,8 +225,8 @@ describe('fleet.limits.per_user', () => {
     const s = await runSetup(`${FAST_LOCKS}  limits:\n    per_user: 1\n`)
     endlessUnless(s, () => false)
     const alice = [] as string[]
-    for (const t of ['a1', 'a2', 'a3']) alice.push(await enqueue(s, ['--task', t, '--workspace', s.ws, '--user', 'alice', '--max-turns', '1000000']))
-    const bob = await enqueue(s, ['--task', 'b1', '--workspace', s.ws, '--user', 'bob', '--max-turns', '1000000'])
+    for (const t of ['a1', 'a2', 'a3']) alice.push(await enqueue(s, database, ['--task', t, '--workspace', s.ws, '--user', 'alice', '--max-turns', '1000000']))
+    const bob = await enqueue(s, database, ['--task', 'b1', '--workspace', s.ws, '--user', 'bob', '--max-turns', '1000000'])
     // Two workers with room for six tasks: only the limit holds alice's back.
     const workers = [
       await started(startWorker(s, database.server.url, ['--concurrency', '3'])),
@@ -242,7 +238,7 @@ describe('fleet.limits.per_user', () => {
       return rows.some((r) => r.user === 'bob') && rows.some((r) => r.user === 'alice') && agentPid(s, bob) !== null
     })
     // A later job of another user, behind alice's two waiting ones, is claimed: claims passed alice's over.
-    const dave = await enqueue(s, ['--task', 'd1', '--workspace', s.ws, '--user', 'dave', '--max-turns', '1000000'])
+    const dave = await enqueue(s, database, ['--task', 'd1', '--workspace', s.ws, '--user', 'dave', '--max-turns', '1000000'])
     await until("dave's job running", async () => (await running()).some((r) => r.task_uuid === dave))
     const rows = await running()
     expect(rows.filter((r) => r.user === 'alice')).toHaveLength(1)
@@ -267,7 +263,7 @@ describe('workers and retention', () => {
     dead.child.kill('SIGKILL')
     await exitOf(dead.child)
     const live = await started(startWorker(s, database.server.url))
-    await enqueue(s, ['--task', 'x', '--workspace', s.ws])
+    await enqueue(s, database, ['--task', 'x', '--workspace', s.ws])
     await until('the job done', async () => (await jobs())[0]?.state === 'done')
     const status = await until('the killed worker dead', async () => {
       const res = JSON.parse((await s.run(['fleet', '--json'], db())).stdout) as { workers: { pid: number }[]; dead_workers: number }
@@ -276,7 +272,7 @@ describe('workers and retention', () => {
     expect(status.workers.map((w) => w.pid)).toEqual([live.child.pid])
     expect((await s.run(['fleet'], db())).stdout).toMatch(/Workers: 1 live, 1 dead/)
     await stopCleanly(live)
-    await enqueue(s, ['--task', 'open', '--workspace', s.ws])
+    await enqueue(s, database, ['--task', 'open', '--workspace', s.ws])
     // Two days on, by the database's clock as cleanup sees it: rows finished or silent before then.
     await query(`UPDATE fleet_jobs SET created_at = created_at - interval '2 days', finished_at = finished_at - interval '2 days'`)
     await query(`UPDATE fleet_workers SET heartbeat_at = heartbeat_at - interval '2 days', stopped_at = stopped_at - interval '2 days' WHERE pid = $1`, [

@@ -6,6 +6,7 @@ import type { FakeBoard } from '../helpers/fake-board.js'
 import { canKillServer } from '../helpers/postgres.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 import { exitOf, until } from '../helpers/wait.js'
+import { startWorker } from '../helpers/fleet-worker.js'
 import { readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
 
@@ -34,15 +35,6 @@ async function pollOnce(s: RunSetup, args: string[]): Promise<Report[]> {
     .trim()
     .split('\n')
     .map((line) => JSON.parse(line) as Report)
-}
-
-function startWorker(s: RunSetup) {
-  process.env.CTXAGENT_DATABASE_URL = database.server.url
-  try {
-    return s.start(['worker', '--concurrency', '2'])
-  } finally {
-    delete process.env.CTXAGENT_DATABASE_URL
-  }
 }
 
 // Each test starts 10-20 processes one after another (poll passes, a worker, its agents): on a loaded machine more than the 60 s default; a give-up point, not a margin.
@@ -74,7 +66,7 @@ describe('ctxagent poll', { timeout: 240_000 }, () => {
       JSON.stringify(req.body.messages).includes('Item 1')
         ? { calls: [{ name: 'finish', arguments: { summary: 'fixed', status: 'done' } }] }
         : { calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] }
-    const worker = startWorker(s)
+    const worker = startWorker(s, database.server.url, ['--concurrency', '2'])
     await until('both jobs done', async () => (await query<{ state: string }>('SELECT state FROM fleet_jobs')).every((j) => j.state === 'done'))
     worker.child.kill('SIGTERM')
     expect((await exitOf(worker.child)).code).toBe(0)
@@ -134,7 +126,7 @@ describe('ctxagent poll', { timeout: 240_000 }, () => {
     // #7 runs, and an operator pauses it: the paused label; taken off, the task is resumed.
     let n = 0
     s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
-    const worker = startWorker(s)
+    const worker = startWorker(s, database.server.url, ['--concurrency', '2'])
     const [row] = await query<{ task_uuid: string }>(`SELECT task_uuid FROM fleet_polled WHERE ref = 'acme/backend/api#7'`)
     const uuid = row?.task_uuid as string
     await until('the task under way', async () => readTask(s.tree, uuid).messages.length >= 3)

@@ -1,6 +1,7 @@
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
-import { finish, startWorker, until } from '../helpers/fleet-hosts.js'
+import { finish, until } from '../helpers/fleet-hosts.js'
+import { startWorker } from '../helpers/fleet-worker.js'
 import { queryRows, startPgBouncer, startPostgres } from '../helpers/postgres.js'
 import type { PgBouncer, PgServer } from '../helpers/postgres.js'
 import { exitOf } from '../helpers/wait.js'

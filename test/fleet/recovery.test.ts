@@ -5,6 +5,7 @@ import type { Host } from '../helpers/fleet-hosts.js'
 import { BIN } from '../helpers/run.js'
 import { exitOf } from '../helpers/wait.js'
 import { usePostgres } from '../helpers/use-postgres.js'
+import { startWorker } from '../helpers/fleet-worker.js'
 import { fleetJobs } from '../helpers/fleet-jobs.js'
 import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
@@ -58,9 +59,7 @@ describe('a fleet on one host', () => {
     })
     const uuids: string[] = []
     for (let i = 0; i < 8; i++) uuids.push((await s.run(['enqueue', '--task', `task ${i}`, '--workspace', s.ws], db)).stdout.trim())
-    process.env.CTXAGENT_DATABASE_URL = database.server.url
-    const worker = s.start(['worker', '--concurrency', '2'])
-    delete process.env.CTXAGENT_DATABASE_URL
+    const worker = startWorker(s, database.server.url, ['--concurrency', '2'])
     // Tasks under way keep working on the tree while the database is away.
     await until('an LLM turn while the database is down', async () => answeredWhileDown >= 1).catch((err) => {
       throw new Error(`${(err as Error).message}; ${requests} requests; worker said:\n${worker.err().slice(-3000)}`)

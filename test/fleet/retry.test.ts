@@ -1,10 +1,10 @@
-import type { ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { exitOf } from '../helpers/wait.js'
-import { agentPid, FAST_LOCKS, finish, startWorker, until } from '../helpers/fleet-hosts.js'
+import { agentPid, FAST_LOCKS, finish, until } from '../helpers/fleet-hosts.js'
+import { enqueue, started, startWorker, stopCleanly } from '../helpers/fleet-worker.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 import { fleetJobs } from '../helpers/fleet-jobs.js'
 import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
@@ -23,22 +23,6 @@ const jobs = () => fleetJobs(database)
 
 /** fleet.retry with a small base: a test waits on the jobs' states, never on these times. */
 const RETRY = (maxAttempts: number) => `${FAST_LOCKS}  retry:\n    base_seconds: 0.1\n    max_seconds: 0.5\n    max_attempts: ${maxAttempts}\n`
-
-async function enqueue(s: RunSetup, args: string[]): Promise<string> {
-  const res = await s.run(['enqueue', ...args], db())
-  expect(res.code, res.stderr).toBe(0)
-  return res.stdout.trim()
-}
-
-async function started<W extends { err: () => string }>(worker: W): Promise<W> {
-  await until('the worker to start', async () => worker.err().includes('started on'))
-  return worker
-}
-
-async function stopCleanly(worker: { child: ChildProcess }): Promise<void> {
-  worker.child.kill('SIGTERM')
-  expect((await exitOf(worker.child)).code).toBe(0)
-}
 
 /** An LLM that answers `status` while `down()` says so (counting those answers), and finishes every task otherwise. */
 function outage(s: RunSetup, status: number, down: () => boolean): { failed: () => number } {
@@ -60,7 +44,7 @@ describe('an LLM outage', () => {
     const llm = outage(s, 503, () => down)
     const worker = await started(startWorker(s, database.server.url, ['--concurrency', '2']))
     const uuids: string[] = []
-    for (const task of ['one', 'two', 'three']) uuids.push(await enqueue(s, ['--task', task, '--workspace', s.ws]))
+    for (const task of ['one', 'two', 'three']) uuids.push(await enqueue(s, database, ['--task', task, '--workspace', s.ws]))
     // The outage lasts until every job has failed at least once and waits for its next run.
     const during = await until('every job retrying after a failed run', async () => {
       const rows = await jobs()
@@ -107,7 +91,7 @@ describe('an LLM outage', () => {
     let down = true
     outage(s, 503, () => down)
     const worker = await started(startWorker(s, database.server.url))
-    const uuid = await enqueue(s, ['--task', 'one', '--workspace', s.ws])
+    const uuid = await enqueue(s, database, ['--task', 'one', '--workspace', s.ws])
     const [failed] = await until('the job failed', async () => {
       const rows = await jobs()
       return rows[0]?.state === 'failed' ? rows : null
@@ -133,7 +117,7 @@ describe('an LLM outage', () => {
     const s = await runSetup(RETRY(5))
     outage(s, 401, () => true)
     const worker = await started(startWorker(s, database.server.url))
-    const uuid = await enqueue(s, ['--task', 'one', '--workspace', s.ws])
+    const uuid = await enqueue(s, database, ['--task', 'one', '--workspace', s.ws])
     const [job] = await until('the job done', async () => {
       const rows = await jobs()
       return rows[0]?.state === 'done' ? rows : null
@@ -192,7 +176,7 @@ describe('a watch-locks pass killed at each step of a recovery', () => {
       let n = 0
       s.fake.fallback = () => (go ? finish : { calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
       const worker = await started(startWorker(s, database.server.url))
-      const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
+      const uuid = await enqueue(s, database, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
       await until('the task under way', async () => agentRequests(s.fake).length >= 2)
       const agent = await until('its agent', async () => agentPid(s, uuid))
       process.kill(agent, 'SIGKILL')
@@ -224,7 +208,7 @@ describe('a watch-locks pass killed at each step of a recovery', () => {
     let n = 0
     s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
     const worker = await started(startWorker(s, database.server.url))
-    const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
+    const uuid = await enqueue(s, database, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     await until('the task under way', async () => agentRequests(s.fake).length >= 2)
     process.kill(await until('its agent', async () => agentPid(s, uuid)), 'SIGKILL')
     await until('the worker saw its agent die', async () => worker.err().includes('watch-locks recovers it'))

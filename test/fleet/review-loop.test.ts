@@ -6,6 +6,7 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import { startFakeBoard } from '../helpers/fake-board.js'
 import type { FakeBoard } from '../helpers/fake-board.js'
 import { usePostgres } from '../helpers/use-postgres.js'
+import { startWorker } from '../helpers/fleet-worker.js'
 import { exitOf } from '../helpers/wait.js'
 import { agentRequests, readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
@@ -195,14 +196,7 @@ describe('poll: the review loop and trust', { timeout: 240_000 }, () => {
     pr.comments.push({ id: 701, body: 'Please add a test.', author: 'carol', at: '2026-11-02T09:00:00Z', association: 'COLLABORATOR' })
     expect((await pollOnce(s, ['--github', 'acme/shop']))[0]?.review.followups).toEqual(['acme/shop#57'])
     s.fake.queue.push({ content: 'Added a test for the last row.' })
-    process.env.CTXAGENT_DATABASE_URL = database.server.url
-    const worker = (() => {
-      try {
-        return s.start(['worker', '--concurrency', '1'])
-      } finally {
-        delete process.env.CTXAGENT_DATABASE_URL
-      }
-    })()
+    const worker = startWorker(s, database.server.url, ['--concurrency', '1'])
     for (let i = 0; (await query<{ state: string }>('SELECT state FROM fleet_jobs'))[0]?.state !== 'done'; i++) {
       if (i > 2400) throw new Error('the follow-up did not finish')
       await new Promise((resolve) => setTimeout(resolve, 50))
@@ -253,14 +247,7 @@ describe('poll: the review loop and trust', { timeout: 240_000 }, () => {
     expect(res.stderr).toBe('')
     expect(res.code).toBe(0)
     s.fake.queue.push({ content: 'Fixed the test.' })
-    process.env.CTXAGENT_DATABASE_URL = database.server.url
-    const worker = (() => {
-      try {
-        return s.start(['worker', '--concurrency', '1'])
-      } finally {
-        delete process.env.CTXAGENT_DATABASE_URL
-      }
-    })()
+    const worker = startWorker(s, database.server.url, ['--concurrency', '1'])
     for (let i = 0; (await query<{ state: string }>('SELECT state FROM fleet_jobs'))[0]?.state !== 'done'; i++) {
       if (i > 2400) throw new Error('the follow-up did not finish')
       await new Promise((resolve) => setTimeout(resolve, 50))

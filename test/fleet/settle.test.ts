@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { exitOf } from '../helpers/wait.js'
-import { agentPid, FAST_LOCKS, finish, startWorker, until } from '../helpers/fleet-hosts.js'
+import { agentPid, FAST_LOCKS, finish, until } from '../helpers/fleet-hosts.js'
+import { started, startWorker } from '../helpers/fleet-worker.js'
 import { canKillServer } from '../helpers/postgres.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 import { fleetJobs } from '../helpers/fleet-jobs.js'
@@ -62,7 +63,7 @@ describe('a resume job whose task another process took', () => {
     expect(done.code, done.stderr).toBe(0)
     const uuid = s.tree.layout.list('completed')[0] as string
     const worker = startWorker(s, database.server.url)
-    await until('the worker to start', async () => worker.err().includes('started on'))
+    await started(worker)
     const [{ id } = { id: '' }] = await query<{ id: string }>('SELECT id FROM fleet_workers')
     // Its job, running on that live worker, as a worker that lost track of it leaves it.
     await query(
@@ -86,7 +87,7 @@ describe('a job whose task waits in paused/ by design', () => {
     const s = await runSetup()
     const uuid = await pausedTask(s)
     const worker = startWorker(s, database.server.url)
-    await until('the worker to start', async () => worker.err().includes('started on'))
+    await started(worker)
     const [{ id } = { id: '' }] = await query<{ id: string }>('SELECT id FROM fleet_workers')
     await query(
       `INSERT INTO fleet_jobs (task_uuid, kind, spec, state, claimed_by, claimed_at, attempts) VALUES ($1, 'resume', '{}', 'running', $2, now(), 1)`,
@@ -112,7 +113,7 @@ describe.runIf(canKillServer())('a stop while PostgreSQL is down', () => {
     const s = await runSetup(FAST_LOCKS)
     endless(s)
     const worker = startWorker(s, database.server.url)
-    await until('the worker to start', async () => worker.err().includes('started on'))
+    await started(worker)
     const queued = await s.run(['enqueue', '--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'], db())
     expect(queued.code, queued.stderr).toBe(0)
     const uuid = queued.stdout.trim()

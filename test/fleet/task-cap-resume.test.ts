@@ -1,8 +1,8 @@
 import { writeFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import { fleetJobs } from '../helpers/fleet-jobs.js'
-import { FAST_LOCKS, finish, startWorker, until } from '../helpers/fleet-hosts.js'
-import { stopCleanly } from '../helpers/fleet-worker.js'
+import { FAST_LOCKS, finish, until } from '../helpers/fleet-hosts.js'
+import { startWorker, stopCleanly } from '../helpers/fleet-worker.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 import { readTask, runSetup } from '../run/harness.js'
 

@@ -1,8 +1,7 @@
-import type { ChildProcess } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
-import { exitOf } from '../helpers/wait.js'
-import { FAST_LOCKS, finish, startWorker, until } from '../helpers/fleet-hosts.js'
+import { FAST_LOCKS, finish, until } from '../helpers/fleet-hosts.js'
+import { enqueue, startWorker, stopCleanly } from '../helpers/fleet-worker.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 import { fleetJobs } from '../helpers/fleet-jobs.js'
 import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
@@ -35,17 +34,6 @@ async function setup(maxAttempts: number): Promise<RunSetup> {
       .replace('llm:\n', 'llm:\n  max_retry_wait: 0.05\n'),
   )
   return s
-}
-
-async function enqueue(s: RunSetup, args: string[]): Promise<string> {
-  const res = await s.run(['enqueue', ...args], db())
-  expect(res.code, res.stderr).toBe(0)
-  return res.stdout.trim()
-}
-
-async function stopCleanly(worker: { child: ChildProcess }): Promise<void> {
-  worker.child.kill('SIGTERM')
-  expect((await exitOf(worker.child)).code).toBe(0)
 }
 
 const about = (word: string) => (r: RecordedRequest) => JSON.stringify(r.body.messages).includes(word)
@@ -83,7 +71,7 @@ describe('a provider usage limit in the fleet', () => {
     let limited = true
     s.fake.fallback = (req) => (about('alpha')(req) && limited ? LIMITED : finish)
     const worker = startWorker(s, database.server.url, ['--concurrency', '1'])
-    const alpha = await enqueue(s, ['--task', 'alpha', '--workspace', s.ws])
+    const alpha = await enqueue(s, database, ['--task', 'alpha', '--workspace', s.ws])
     const [waiting] = await until('the job waiting out the limit', async () => {
       const rows = await jobs()
       return rows[0]?.state === 'retrying' && rows[0].wait_reason === 'rate-limit' ? rows : null
@@ -105,7 +93,7 @@ describe('a provider usage limit in the fleet', () => {
     expect(job.history[0]?.error).toMatch(/answered 429|usage limit on this API key lifts at/)
     // The one slot goes to other work meanwhile: beta is claimed and runs at once. On the same API key, it learns of
     // the limit from the index (llm_key_limits) before sending anything, and waits too.
-    const beta = await enqueue(s, ['--task', 'beta', '--workspace', s.ws])
+    const beta = await enqueue(s, database, ['--task', 'beta', '--workspace', s.ws])
     await until('the other job run, and waiting too', async () => (await jobs())[1]?.wait_reason === 'rate-limit')
     expect(readTask(s.tree, beta).location).toBe('paused')
     expect(s.fake.requests.filter(about('beta')).length).toBe(0)
@@ -143,7 +131,7 @@ describe('a provider usage limit in the fleet', () => {
     let limited = true
     s.fake.fallback = (_req) => (limited ? LIMITED : finish)
     const worker = startWorker(s, database.server.url)
-    const uuid = await enqueue(s, ['--task', 'gamma', '--workspace', s.ws])
+    const uuid = await enqueue(s, database, ['--task', 'gamma', '--workspace', s.ws])
     const [waiting] = await until('the job waiting', async () => {
       const rows = await jobs()
       return rows[0]?.wait_reason === 'rate-limit' ? rows : null
@@ -166,7 +154,7 @@ describe('a provider usage limit in the fleet', () => {
     let phase: 'outage' | 'limit' | 'up' = 'outage'
     s.fake.fallback = () => (phase === 'outage' ? { status: 503, content: 'overloaded' } : phase === 'limit' ? LIMITED : finish)
     const worker = startWorker(s, database.server.url)
-    const uuid = await enqueue(s, ['--task', 'delta', '--workspace', s.ws])
+    const uuid = await enqueue(s, database, ['--task', 'delta', '--workspace', s.ws])
     await until('a run failed by the outage', async () => {
       const rows = await query<{ n: string }>(`SELECT count(*) AS n FROM fleet_job_attempts WHERE reason = 'outage'`)
       return Number(rows[0]?.n) >= 1

@@ -1,7 +1,7 @@
 import { PassThrough } from 'node:stream'
 import { describe, expect, it } from 'vitest'
 import { asText, createWorkerLog, problemIn } from '../../src/fleet/worker/worker-log.js'
-import { logJobEnd } from '../../src/fleet/worker/worker-end.js'
+import { logJobEnd } from '../../src/fleet/worker/job-settle.js'
 import type { Ended, Job, JobEnd } from '../../src/fleet/queue/job.js'
 import { plannedWait } from '../../src/commands/run/run-outcome.js'
 import type { Outcome } from '../../src/run/outcome.js'

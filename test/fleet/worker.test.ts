@@ -4,45 +4,26 @@ import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { exitOf, until } from '../helpers/wait.js'
+import { enqueue, started, startWorker } from '../helpers/fleet-worker.js'
 import { startFakeGithub } from '../helpers/fake-github.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 import { fleetJobs } from '../helpers/fleet-jobs.js'
-import { canUnshare, onHost } from '../helpers/fleet-hosts.js'
+import { canUnshare, finish, onHost } from '../helpers/fleet-hosts.js'
 import { agentRequests, expectContinuousSeq, readTask, runSetup } from '../run/harness.js'
-import type { RunSetup, Started } from '../run/harness.js'
 
-const database = usePostgres({ truncate: ['fleet_jobs', 'fleet_workers', 'tasks'] })
+// The schema made first: a test that reads fleet_jobs before any command reached the database runs alone too.
+const database = usePostgres({ schema: true, truncate: ['fleet_jobs', 'fleet_workers', 'tasks'] })
 const query = database.query
 const db = database.env
-
-const finish = { calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] }
-
-/** Waits for an event of the database (polled: PostgreSQL is another process), never for a time. */
-
-function startWorker(s: RunSetup, args: string[] = []): Started {
-  process.env.CTXAGENT_DATABASE_URL = database.server.url
-  try {
-    return s.start(['worker', ...args])
-  } finally {
-    delete process.env.CTXAGENT_DATABASE_URL
-  }
-}
-
-async function enqueue(s: RunSetup, args: string[]): Promise<string> {
-  const res = await s.run(['enqueue', ...args], db())
-  expect(res.stderr).toBe('')
-  expect(res.code).toBe(0)
-  return res.stdout.trim()
-}
 
 describe('enqueue and worker', () => {
   it('an idle worker runs what is enqueued, each task once, each in its own process; SIGTERM ends it with 0', async () => {
     const s = await runSetup()
     s.fake.fallback = () => finish
-    const worker = startWorker(s, ['--concurrency', '2'])
-    await until('the worker to start', async () => worker.err().includes('started on'))
+    const worker = startWorker(s, database.server.url, ['--concurrency', '2'])
+    await started(worker)
     const uuids = [] as string[]
-    for (let i = 0; i < 3; i++) uuids.push(await enqueue(s, ['--task', `task ${i}`, '--workspace', s.ws]))
+    for (let i = 0; i < 3; i++) uuids.push(await enqueue(s, database, ['--task', `task ${i}`, '--workspace', s.ws]))
     for (const uuid of uuids) expect(uuid).toMatch(/^[0-9a-f-]{36}$/)
     const jobs = await until('every job done', async () => {
       const rows = await fleetJobs(database)
@@ -72,9 +53,9 @@ describe('enqueue and worker', () => {
     const s = await runSetup()
     let n = 0
     s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
-    const first = startWorker(s)
-    await until('the worker to start', async () => first.err().includes('started on'))
-    const uuid = await enqueue(s, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
+    const first = startWorker(s, database.server.url)
+    await started(first)
+    const uuid = await enqueue(s, database, ['--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     await until('the task to be under way', async () => agentRequests(s.fake).length >= 2)
     first.child.kill('SIGTERM')
     expect(await exitOf(first.child)).toEqual({ code: 0, signal: null })
@@ -87,7 +68,7 @@ describe('enqueue and worker', () => {
 
     const before = readTask(s.tree, uuid).messages.length
     s.fake.fallback = () => finish
-    const second = startWorker(s)
+    const second = startWorker(s, database.server.url)
     await until('the resume to finish', async () => (await query<{ state: string }>("SELECT state FROM fleet_jobs WHERE kind = 'resume'"))[0]?.state === 'done')
     const task = readTask(s.tree, uuid)
     expect(task).toMatchObject({ location: 'completed', state: { status: 'completed' } })
@@ -106,9 +87,9 @@ describe('enqueue and worker', () => {
     )
     let open = (): void => undefined
     gh.gate = new Promise<void>((resolve) => (open = resolve))
-    const first = startWorker(s)
-    await until('the worker to start', async () => first.err().includes('started on'))
-    const uuid = await enqueue(s, ['--github', 'acme/shop#42', '--workspace', s.ws])
+    const first = startWorker(s, database.server.url)
+    await started(first)
+    const uuid = await enqueue(s, database, ['--github', 'acme/shop#42', '--workspace', s.ws])
     await until('the issue asked for', async () => gh.requests.some((r) => r.path.endsWith('/issues/42')))
     first.child.kill('SIGTERM')
     expect(await exitOf(first.child)).toEqual({ code: 0, signal: null })
@@ -119,7 +100,7 @@ describe('enqueue and worker', () => {
     gh.gate = null
     open()
     s.fake.fallback = () => finish
-    const second = startWorker(s)
+    const second = startWorker(s, database.server.url)
     await until('the job done', async () => (await query<{ state: string }>('SELECT state FROM fleet_jobs'))[0]?.state === 'done')
     expect(readTask(s.tree, uuid)).toMatchObject({
       location: 'completed',
@@ -131,7 +112,8 @@ describe('enqueue and worker', () => {
     expect((await exitOf(second.child)).code).toBe(0)
   })
 
-  it('enqueue --resume queues a paused task once; bad input says one line and queues nothing', async () => {
+  // Ten commands one after another, a worker and a task: past the 60 s default on a loaded machine (a give-up point, not a margin).
+  it('enqueue --resume queues a paused task once; bad input says one line and queues nothing', { timeout: 180_000 }, async () => {
     const s = await runSetup()
     let n = 0
     s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
@@ -158,16 +140,16 @@ describe('enqueue and worker', () => {
     expect(await query('SELECT count(*)::int AS n FROM fleet_jobs')).toEqual([{ n: 0 }])
 
     // A task paused (by an operator here) is queued once; a second enqueue is a conflict.
-    const worker = startWorker(s)
-    await until('the worker to start', async () => worker.err().includes('started on'))
-    const uuid = await enqueue(s, ['--task', 'look', '--workspace', s.ws, '--max-turns', '1000000'])
+    const worker = startWorker(s, database.server.url)
+    await started(worker)
+    const uuid = await enqueue(s, database, ['--task', 'look', '--workspace', s.ws, '--max-turns', '1000000'])
     await until('the task to be under way', async () => readTask(s.tree, uuid).messages.length >= 3)
     expect((await s.run(['pause', uuid])).code).toBe(0)
     await until('the job to end paused', async () => (await query<{ outcome: string }>('SELECT outcome FROM fleet_jobs'))[0]?.outcome === 'paused')
     // Paused by an operator: nothing queued again by itself.
     expect(await query('SELECT count(*)::int AS n FROM fleet_jobs')).toEqual([{ n: 1 }])
     s.fake.fallback = () => finish
-    expect(await enqueue(s, ['--resume', uuid.slice(0, 8)])).toBe(uuid)
+    expect(await enqueue(s, database, ['--resume', uuid.slice(0, 8)])).toBe(uuid)
     const twice = await s.run(['enqueue', '--resume', uuid], db())
     // Either still waiting (a conflict) or already taken and running (a conflict too), or done: never two open jobs.
     expect([0, 4]).toContain(twice.code)
@@ -208,10 +190,10 @@ describe('enqueue --repo', () => {
     })
     const both = await s.run(['enqueue', '--task', 'x', '--repo', join(root, 'calc.git'), '--workspace', s.ws], db())
     expect(both.code).toBe(2)
-    const worker = startWorker(s)
-    await until('the worker to start', async () => worker.err().includes('started on'))
-    const uuid = await enqueue(s, ['--task', 'read calc.js', '--repo', `${join(root, 'calc.git')}#v1`])
-    const missing = await enqueue(s, ['--task', 'x', '--repo', `${join(root, 'nothing.git')}`])
+    const worker = startWorker(s, database.server.url)
+    await started(worker)
+    const uuid = await enqueue(s, database, ['--task', 'read calc.js', '--repo', `${join(root, 'calc.git')}#v1`])
+    const missing = await enqueue(s, database, ['--task', 'x', '--repo', `${join(root, 'nothing.git')}`])
     await until(
       'both jobs ended',
       async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM fleet_jobs WHERE state IN ('done', 'failed')`))[0]?.n === 2,
@@ -248,9 +230,9 @@ describe('the warm child', () => {
   it('a job runs in the child the worker started ahead of it, and the next is started; one that dies idle is replaced', async () => {
     const s = await runSetup()
     s.fake.fallback = () => finish
-    const worker = startWorker(s)
+    const worker = startWorker(s, database.server.url)
     const pid = worker.child.pid as number
-    await until('the worker to start', async () => worker.err().includes('started on'))
+    await started(worker)
     const [first] = await until('a warm child', async () => (warmChildren(pid).length === 1 ? warmChildren(pid) : null))
     // fleet.agent_niceness (5): its agents run behind the worker.
     expect(niceOf(first as number)).toBe(Math.min(19, niceOf(pid) + 5))
@@ -268,7 +250,7 @@ describe('the warm child', () => {
     let more = true
     let n = 0
     s.fake.fallback = () => (more ? { calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] } : finish)
-    const a = await enqueue(s, ['--task', 'task a', '--workspace', s.ws, '--max-turns', '1000000'])
+    const a = await enqueue(s, database, ['--task', 'task a', '--workspace', s.ws, '--max-turns', '1000000'])
     await until('task a under way', async () => agentRequests(s.fake).length >= 2)
     expect(worker.err()).toMatch(new RegExp(`job \\d+: starting task ${a} \\(pid ${first}\\)`))
     // ps shows the task's command line, not the warm child's.
@@ -286,7 +268,7 @@ describe('the warm child', () => {
     const [third] = await until('a new warm child', async () =>
       warmChildren(pid).length === 1 && !warmChildren(pid).includes(second as number) ? warmChildren(pid) : null,
     )
-    const b = await enqueue(s, ['--task', 'task b', '--workspace', s.ws])
+    const b = await enqueue(s, database, ['--task', 'task b', '--workspace', s.ws])
     await doneJobs(2)
     expect(readTask(s.tree, b)).toMatchObject({ location: 'completed', state: { status: 'completed' }, metadata: { process_id: third } })
     expect(await query('SELECT outcome FROM fleet_jobs ORDER BY id')).toEqual([{ outcome: 'completed' }, { outcome: 'completed' }])
@@ -312,12 +294,12 @@ describe('the warm child', () => {
     let more = true
     let n = 0
     s.fake.fallback = () => (more ? { calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] } : finish)
-    const worker = startWorker(s, ['--concurrency', String(cores + 1)])
+    const worker = startWorker(s, database.server.url, ['--concurrency', String(cores + 1)])
     const pid = worker.child.pid as number
-    await until('the worker to start', async () => worker.err().includes('started on'))
+    await started(worker)
     await until('a warm child', async () => warmChildren(pid).length === 1)
     const marks = Array.from({ length: cores }, (_, i) => `look around, mark ${i}:`)
-    for (const mark of marks) await enqueue(s, ['--task', mark, '--workspace', s.ws, '--max-turns', '1000000'])
+    for (const mark of marks) await enqueue(s, database, ['--task', mark, '--workspace', s.ws, '--max-turns', '1000000'])
     // Each task under way (its second request made): every one was started, and the last left no core for a warm child.
     await until('every task under way', async () =>
       marks.every((mark) => agentRequests(s.fake).filter((r) => JSON.stringify(r.body).includes(mark)).length >= 2),

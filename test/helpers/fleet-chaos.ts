@@ -2,7 +2,8 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
 import { alive, exitOf } from './wait.js'
-import { childrenOf, onHost, startWorker } from './fleet-hosts.js'
+import { childrenOf, onHost } from './fleet-hosts.js'
+import { startWorker } from './fleet-worker.js'
 import type { RunSetup } from '../run/harness.js'
 
 /**

@@ -3,7 +3,7 @@ import type { ChildProcess } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { onTestFinished } from 'vitest'
-import type { RunSetup, Started } from '../run/harness.js'
+import type { RunSetup } from '../run/harness.js'
 import { BIN } from './run.js'
 
 /**
@@ -65,16 +65,6 @@ export function killAtEnd(pid: number): void {
       // gone
     }
   })
-}
-
-/** A worker on this host (its host name is this machine's). */
-export function startWorker(s: RunSetup, url: string, args: string[] = []): Started {
-  process.env.CTXAGENT_DATABASE_URL = url
-  try {
-    return s.start(['worker', ...args])
-  } finally {
-    delete process.env.CTXAGENT_DATABASE_URL
-  }
 }
 
 export interface Host {

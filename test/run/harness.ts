@@ -20,8 +20,8 @@ export interface RunSetup {
   config: string
   /** Runs `ctxagent <args> --home <tree> --config <config>` to its end. */
   run(args: string[], env?: Record<string, string>): Promise<CliResult>
-  /** Starts it as a child (for signals); stdout and stderr are collected. */
-  start(args: string[]): Started
+  /** Starts it as a child (for signals), `env` added to its environment; stdout and stderr are collected. */
+  start(args: string[], env?: Record<string, string>): Started
 }
 
 export interface Started {
@@ -49,10 +49,10 @@ export async function runSetup(extraYaml = ''): Promise<RunSetup> {
     fake,
     config,
     run: (args, env = {}) => cliAsync([...args, ...common], env),
-    start: (args) => {
+    start: (args, env = {}) => {
       const child = spawn(process.execPath, [BIN, ...args, ...common], {
         cwd: ROOT,
-        env: { ...process.env, ...TEST_ENV },
+        env: { ...process.env, ...TEST_ENV, ...env },
         stdio: ['ignore', 'pipe', 'pipe'],
       })
       let out = ''

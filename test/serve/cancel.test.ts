@@ -1,17 +1,11 @@
-import type { ChildProcess } from 'node:child_process'
 import { describe, expect, it } from 'vitest'
-import { agentPid, FAST_LOCKS, startWorker, until } from '../helpers/fleet-hosts.js'
+import { agentPid, FAST_LOCKS, until } from '../helpers/fleet-hosts.js'
+import { startWorker, stopCleanly } from '../helpers/fleet-worker.js'
 import { usePostgres } from '../helpers/use-postgres.js'
-import { exitOf } from '../helpers/wait.js'
 import { agentRequests, readTask, runSetup } from '../run/harness.js'
 import { startServe, TOKEN } from './helpers.js'
 
 const database = usePostgres({ truncate: ['fleet_jobs', 'fleet_workers', 'tasks'] })
-
-async function stopCleanly(worker: { child: ChildProcess }): Promise<void> {
-  worker.child.kill('SIGTERM')
-  expect((await exitOf(worker.child)).code).toBe(0)
-}
 
 describe("the fleet page's Cancel of a running job", () => {
   it('says "cancelled" only when the row says so: the answer waits for the worker to end the job, and the page shows them agreeing', {

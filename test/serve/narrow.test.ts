@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { makeTree, uuidN } from '../fixtures/tree.js'
 import { ROOT } from '../helpers/run.js'
 import { configWith, reindex, startServe } from './helpers.js'
+import { expectFits } from './page-check.js'
 
 const ARTIFACTS = join(ROOT, 'test/serve/.artifacts')
 let browser: Browser
@@ -59,6 +60,8 @@ describe('the page on a narrow screen, and the delivered column', () => {
       await page.goto(`${s.url}/stats`)
       await page.screenshot({ path: join(ARTIFACTS, `narrow-stats-${width}.png`), fullPage: true })
       expect(await page.locator('table.stack td[data-label=user]').count()).toBeGreaterThan(0)
+      // Its charts read at a phone's width too: text not shrunk below 10 px, nothing past an edge.
+      await expectFits(page, `/stats at ${width}`)
       for (const path of ['/', '/stats']) {
         await page.goto(`${s.url}${path}`)
         // Nothing wider than its box (clipped or scrolled inside its card), no page scrolling sideways.

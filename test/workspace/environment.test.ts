@@ -79,7 +79,7 @@ describe('repository environments', () => {
     expect(JSON.stringify(t.tools)).not.toContain('HOSTILE')
   })
 
-  it('ends a task whose setup fails setup_failed (exit 6) before any LLM request, with the log tail', { timeout: 120_000 }, async () => {
+  it('ends a task whose setup fails setup_failed (exit 7) before any LLM request, with the log tail', { timeout: 120_000 }, async () => {
     const s = await runSetup()
     const origin = makeOrigin({ 'deps.lock': 'v1\n', '.ctxagent/environment.yml': ENV_FILE('echo cannot-install >&2\nexit 3') })
     const t = await task(s, origin.clone(), null)

@@ -37,9 +37,11 @@ export async function endJob(client: PoolClient, id: number, end: JobEnd, claim:
   if (end.retry !== undefined && counted < end.retry.max_attempts) {
     const delay = backoffSeconds(end.retry, counted)
     await recordAttempt(client, id, { ...history, reason: end.reason ?? 'outage', again: true })
+    // A fresh retry is a new task (a setup that failed: its task ended, its record stays); any other resumes its task.
     await client.query(
-      `UPDATE fleet_jobs SET state = 'retrying', kind = 'resume', next_run_at = now() + make_interval(secs => $2), outcome = $3, error = $4, wait_reason = NULL, wait_cap = NULL WHERE id = $1`,
-      [id, delay, end.outcome, error],
+      `UPDATE fleet_jobs SET state = 'retrying', kind = CASE WHEN $5 THEN 'new' ELSE 'resume' END, task_uuid = CASE WHEN $5 THEN gen_random_uuid()::text ELSE task_uuid END,
+              next_run_at = now() + make_interval(secs => $2), outcome = $3, error = $4, wait_reason = NULL, wait_cap = NULL WHERE id = $1`,
+      [id, delay, end.outcome, error, end.fresh === true],
     )
     return { state: 'retrying', resumed: false, retry_in: delay }
   }

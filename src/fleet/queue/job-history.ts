@@ -21,6 +21,8 @@ export type AttemptReason =
   | 'timeout'
   | 'paused'
   | 'outage'
+  /** Its task ended setup_failed: the repository's environment could not be prepared, no LLM request made (docs/environments.md#in-a-fleet). */
+  | 'setup_failed'
   | 'rate-limit'
   | 'budget'
   | 'died'

@@ -79,6 +79,8 @@ export interface JobEnd {
   error?: string | null
   resume?: boolean
   retry?: RetryPolicy
+  /** With `retry`: the next attempt is a new task (a new uuid), the ended one staying as it is (a setup that failed). */
+  fresh?: boolean
   failed?: boolean
   /** Its task waits until a known time (a usage limit, a budget window): the job waits with it. */
   wait?: LimitWait

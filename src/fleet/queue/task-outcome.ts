@@ -51,7 +51,7 @@ export function settleFrom(
 ): JobEnd | null {
   if (task.location === null) return { outcome: 'failed', failed: true, error: lastError(entry.lastLine) || `run exited with ${code}` }
   const state = task.state
-  if (task.location === 'completed') return completedEnd(state, 'unknown')
+  if (task.location === 'completed') return setupFailedEnd(state, retry) ?? completedEnd(state, 'unknown')
   if (task.location === 'paused') {
     const bySignal = entry.stopped || PAUSED_BY_SIGNAL.has(code ?? -1)
     const limited = bySignal ? null : limitedEnd(state, retry)
@@ -62,6 +62,16 @@ export function settleFrom(
   }
   // Still in running/: its process died holding the lock.
   return null
+}
+
+/**
+ * A task that ended setup_failed (docs/environments.md#in-a-fleet): the environment's failure,
+ * not the agent's (no LLM request was made). Retried by fleet.retry as an outage is, each
+ * attempt a new task (the one that ended is its record); null for any other task.
+ */
+export function setupFailedEnd(state: TaskState | null, retry: RetryPolicy | undefined): JobEnd | null {
+  if (state?.status !== 'setup_failed' || retry === undefined) return null
+  return { outcome: 'setup_failed', error: `environment setup failed: ${state.error ?? 'unknown'}`, retry, fresh: true, reason: 'setup_failed' }
 }
 
 /** fleet.retry.max_wait_hours' default. */

@@ -2,20 +2,16 @@ import { randomUUID } from 'node:crypto'
 import { availableParallelism } from 'node:os'
 import { AgentLauncher, signalGroup } from './agent-launcher.js'
 import { deliverCancels } from './cancel-delivery.js'
-import type { CancelHost } from './cancel-delivery.js'
-import type { IdleChannel, Job, JobEnd } from '../queue/job.js'
-import { relayOf, spawnJobChild } from './job-child.js'
-import type { ChildHost, Running } from './job-child.js'
+import type { IdleChannel, Job } from '../queue/job.js'
+import { relayOf } from './job-child.js'
+import type { JobContext, Running } from './job-context.js'
+import { jobLife } from './job-life.js'
+import { finishJob } from './job-settle.js'
 import { JobQueue } from '../queue/job-queue.js'
-import { startJob } from './job-start.js'
-import type { StartHost } from './job-start.js'
 import { JobListener } from '../queue/listener.js'
 import type { WakeFrom } from '../queue/listener.js'
 import { heartbeat, markStopped } from './registry.js'
-import type { CloseVerdict } from '../queue/task-outcome.js'
 import { endedElsewhere } from '../queue/task-outcome.js'
-import { finishJob } from './worker-end.js'
-import type { EndHost } from './worker-end.js'
 import type { WorkerOptions } from './worker-options.js'
 
 /**
@@ -32,13 +28,15 @@ export class Worker {
   private readonly running = new Map<string, Running>()
   private readonly listener: JobListener
   private readonly idle: IdleChannel
-  private stopping = false
+  /** Aborted by stop(): the waits of its jobs' steps end with it. */
+  private readonly stopper = new AbortController()
   private pumping = false
   private again = false
   /** A cancel may have come for a job whose agent starts or runs (deliverCancels). */
   private cancelsDue = false
   private timers: NodeJS.Timeout[] = []
   private finished: (() => void) | null = null
+  /** Its jobs' lives (jobLife) and settlements under way: a stop ends once they have. */
   private readonly settling = new Set<Promise<void>>()
   private readonly launcher: AgentLauncher
   /** Wakes the worker when the first retrying job is due. */
@@ -49,37 +47,32 @@ export class Worker {
    * leaves running/. (A worker that stops first leaves them to watch-locks.)
    */
   private readonly elsewhere = new Map<number, Job>()
-  /** The waits in progress, ended by stop(). */
-  private readonly wakeOnStop = new Set<() => void>()
-
-  /** What the files that start, run and end its jobs are given of this worker (job-start.ts, job-child.ts, cancel-delivery.ts, worker-end.ts). */
-  private readonly host: StartHost & ChildHost & CancelHost & EndHost
+  /** What each job's steps are given (job-context.ts): values, no way back into this worker. */
+  private readonly jobs: JobContext
 
   constructor(private readonly options: WorkerOptions) {
     this.queue = new JobQueue(options.pool)
     // Taken for gone (passed over by the jobs that wake one worker) after three heartbeats missed.
     this.idle = { channel: `ctxagent_w_${randomUUID().replaceAll('-', '')}`, staleSeconds: (3 * options.heartbeatMs) / 1000 }
     this.listener = new JobListener(options.url, this.idle.channel, (from) => this.woken(from))
+    const { running, stopper } = this
+    const cores = options.cores ?? availableParallelism()
     this.launcher = new AgentLauncher({
       command: options.command,
       warmChild: options.warmChild,
       niceness: options.agentNiceness ?? 0,
       log: options.log,
       relayFor: (child) => relayOf(options, child),
-      canStart: () => this.coreLeft(),
+      // A child's start-up (node and the bundle) is ~250 ms of CPU: started ahead beside as many tasks as there
+      // are cores, it only takes that CPU from them, and its job would start no sooner (a job claimed then starts
+      // its child at once, as `run`). So the next warm child starts while a core is left over by the tasks running.
+      canStart: () => !stopper.signal.aborted && running.size < cores,
     })
-    this.host = {
-      options,
-      queue: this.queue,
-      launcher: this.launcher,
-      running: this.running,
-      stopping: () => this.stopping,
-      end: (job, end) => this.end(job, end),
-      spawn: (job, args, resume) => this.spawnTask(job, args, resume),
-      track: (settling) => this.track(settling),
-      wake: () => this.wake(),
-      pause: (ms) => this.pause(ms),
-    }
+    this.jobs = { options, queue: this.queue, launcher: this.launcher, slots: running, stop: stopper.signal }
+  }
+
+  private get stopping(): boolean {
+    return this.stopper.signal.aborted
   }
 
   /** Runs until stop() and every task it started has ended. */
@@ -106,10 +99,9 @@ export class Worker {
   /** Stops claiming, asks each running task to pause (they are queued again as resumes), and ends once they have. */
   stop(): void {
     if (this.stopping) return
-    this.stopping = true
+    this.stopper.abort()
     for (const timer of this.timers) clearInterval(timer)
     if (this.dueTimer !== null) clearTimeout(this.dueTimer)
-    for (const wake of this.wakeOnStop) wake()
     this.queue.leaveIdle(this.idle.channel).catch(() => undefined)
     this.launcher.stop()
     for (const entry of this.running.values()) {
@@ -146,11 +138,12 @@ export class Worker {
     })
   }
 
+  /** Claims while a slot is free, and starts each job claimed on its life (job-life.ts). */
   private async pump(): Promise<void> {
     this.settleElsewhere()
     if (this.cancelsDue) {
       this.cancelsDue = false
-      await deliverCancels(this.host)
+      await deliverCancels(this.jobs)
     }
     while (!this.stopping && this.running.size < this.options.record.concurrency) {
       let job: Job | null
@@ -173,7 +166,13 @@ export class Worker {
           .catch((err: Error) => this.options.log(`job ${job.id} not handed back (${err.message}): a reaper will`))
         return
       }
-      startJob(this.host, job)
+      // Synchronously up to its slot (prepareJob): the next turn of this loop sees it taken.
+      const claimed = job
+      const life = jobLife(this.jobs, claimed).then((settled) => {
+        if (settled === 'watch') this.elsewhere.set(claimed.id, claimed)
+      })
+      // Whatever it became, its slot is free now: the worker claims again.
+      this.track(life.finally(() => this.wake()))
     }
   }
 
@@ -191,75 +190,12 @@ export class Worker {
     )
   }
 
-  private spawnTask(job: Job, args: string[], resume: boolean): void {
-    spawnJobChild(this.host, job, args, resume, (verdict) => this.closed(job, verdict))
-  }
-
-  /** What follows a job's child's close: the job handed back, watched while another process runs its task, left to watch-locks, or ended. */
-  private closed(job: Job, verdict: CloseVerdict): void {
-    if (verdict.kind === 'hand_back') {
-      const { why, error, last, maxAttempts: max } = verdict
-      this.track(
-        this.pause(verdict.waitMs)
-          .then(() => this.queue.retry(job, this.options.record.id, max, last))
-          .then((handed) => {
-            if (handed === 'gone') return
-            const said =
-              handed === 'waiting'
-                ? `its agent ${why} before task ${job.task_uuid} began; handed back to the queue (attempt ${job.attempts} of ${max})`
-                : handed === 'cancelled'
-                  ? `cancelled before task ${job.task_uuid} began (its agent ${why})`
-                  : `${last.outcome}: ${error}`
-            this.options.log(`job ${job.id}: ${said}`)
-          })
-          .catch((err: Error) => this.options.log(`job ${job.id} not handed back (${err.message}): a reaper will`))
-          .finally(() => this.wake()),
-      )
-      return
-    }
-    if (verdict.kind === 'release') {
-      this.options.log(`job ${job.id}: stopped before task ${job.task_uuid} began; handed back to the queue`)
-      this.track(
-        this.queue
-          .release(job, this.options.record.id)
-          .catch((err: Error) => this.options.log(`job ${job.id} not handed back (${err.message}): a reaper will`)),
-      )
-      return
-    }
-    if (verdict.kind === 'elsewhere') {
-      this.options.log(`job ${job.id}: task ${job.task_uuid} is run by another process; the job ends when that run does`)
-      this.elsewhere.set(job.id, job)
-      this.maybeFinish()
-      this.wake()
-      return
-    }
-    if (verdict.kind === 'left_running') {
-      this.options.log(`job ${job.id}: task ${job.task_uuid} was left in running/ (${verdict.detail}); watch-locks recovers it`)
-      this.maybeFinish()
-      this.wake()
-      return
-    }
-    this.track(this.end(job, verdict.end).finally(() => this.wake()))
-  }
-
-  /**
-   * Whether the next warm child may start: while a core is left over by the tasks
-   * running (and the worker is not stopping). A child's start-up (node and the bundle) is
-   * ~250 ms of CPU: started ahead beside as many tasks as there are cores, it only takes
-   * that CPU from them, and its job would start no sooner (a job claimed then starts its
-   * child at once, as `run`); the last one of a busy spell would wait unused meanwhile.
-   * It is started when a task ends and the tasks left leave a core.
-   */
-  private coreLeft(): boolean {
-    return !this.stopping && this.running.size < (this.options.cores ?? availableParallelism())
-  }
-
   private settleElsewhere(): void {
     for (const [id, job] of this.elsewhere) {
       const end = endedElsewhere(this.options.layout, job)
       if (end === null) continue
       this.elsewhere.delete(id)
-      this.track(this.end(job, end))
+      this.track(finishJob(this.jobs, job, end))
     }
   }
 
@@ -268,25 +204,6 @@ export class Worker {
     void p.finally(() => {
       this.settling.delete(p)
       this.maybeFinish()
-    })
-  }
-
-  /** Ends the job in PostgreSQL (worker-end.ts). */
-  private end(job: Job, end: JobEnd): Promise<void> {
-    return finishJob(this.host, job, end)
-  }
-
-  /** Waits `ms`, or less when the worker is stopped meanwhile. */
-  private pause(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const done = (): void => {
-        clearTimeout(timer)
-        this.wakeOnStop.delete(done)
-        resolve()
-      }
-      const timer = setTimeout(done, ms)
-      if (this.stopping) done()
-      else this.wakeOnStop.add(done)
     })
   }
 

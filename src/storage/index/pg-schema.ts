@@ -1,5 +1,5 @@
 import type { PoolClient } from 'pg'
-import { pgCountersMigration, pgDeliveriesMigration, pgToolCallsMigration, pgTotalsMigration } from './pg-totals.js'
+import { pgCountersMigration, pgDeliveriesMigration, pgEnvMigration, pgToolCallsMigration, pgTotalsMigration } from './pg-totals.js'
 import { PG_CLAIM_HEAD_FUNCTION, PG_SPEND_MIGRATION, PG_SPENT_CAP_FUNCTION } from './spend.js'
 import { PG_QUEUE_WAITS_MIGRATION } from './queue-waits.js'
 import { PG_FLEET_COUNTERS_MIGRATION } from './fleet-counters.js'
@@ -212,6 +212,8 @@ const MIGRATIONS: readonly string[] = [
   pgDeliveriesMigration(),
   // The pull/merge requests ctxagent opened: the tasks' link to them, and the forge's facts (pull-requests.ts).
   PG_PULL_REQUESTS_MIGRATION,
+  // The repositories' environments: each row's cache result and setup time, as columns and counters (env-totals.ts).
+  pgEnvMigration(),
 ]
 
 /** Advisory lock keys (bigint constants: hashtext() is not a stable API); transaction-scoped only (docs/contract.md §14.5). */

@@ -10,7 +10,9 @@ import {
   TOOL_CALLS,
   SECOND_COUNTERS,
   DELIVERY_COUNTERS,
+  DELIVERED_COUNTERS,
 } from './totals.js'
+import { ENV_COUNTERS } from './env-totals.js'
 import type { CounterColumn, Dialect, IndexTotals } from './totals.js'
 
 /**
@@ -148,6 +150,15 @@ export function pgDeliveriesMigration(): string {
   return `
   ALTER TABLE tasks ADD COLUMN IF NOT EXISTS delivery_result TEXT;
   ${DELIVERY_COUNTERS.map((c) => `ALTER TABLE task_counters ADD COLUMN IF NOT EXISTS ${c} BIGINT NOT NULL DEFAULT 0;`).join('\n  ')}
+  ${pgTotalsFunction(DELIVERED_COUNTERS)}`
+}
+
+/** totals.ts's environments' counters in PostgreSQL (sqliteEnvMigration's twin). */
+export function pgEnvMigration(): string {
+  return `
+  ALTER TABLE tasks ADD COLUMN IF NOT EXISTS env_cache TEXT;
+  ALTER TABLE tasks ADD COLUMN IF NOT EXISTS env_setup_ms BIGINT;
+  ${ENV_COUNTERS.map((c) => `ALTER TABLE task_counters ADD COLUMN IF NOT EXISTS ${c} BIGINT NOT NULL DEFAULT 0;`).join('\n  ')}
   ${pgTotalsFunction(COUNTER_COLUMNS)}`
 }
 

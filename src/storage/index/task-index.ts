@@ -7,7 +7,15 @@ import { CorruptRecordError } from '../../errors.js'
 import { assertRegularFiles } from '../fs/files.js'
 import type { Location } from '../fs/layout.js'
 import type { DiskUse } from '../fs/disk.js'
-import { rebuildStatements, SQLITE, sqliteCountersMigration, sqliteDeliveriesMigration, sqliteToolCallsMigration, sqliteTotalsMigration } from './totals.js'
+import {
+  rebuildStatements,
+  SQLITE,
+  sqliteCountersMigration,
+  sqliteDeliveriesMigration,
+  sqliteEnvMigration,
+  sqliteToolCallsMigration,
+  sqliteTotalsMigration,
+} from './totals.js'
 import { searchText } from './task-list.js'
 import { SqliteSpend, SQLITE_SPEND_MIGRATION } from './spend.js'
 import { SQLITE_PULL_REQUESTS_MIGRATION } from './pull-requests.js'
@@ -56,6 +64,9 @@ export interface TaskRow {
   final_summary_calls?: number | null
   /** How the task's delivery ended (storage/task/delivery.ts deliveryResult); null: none asked for, or not ended. */
   delivery_result?: string | null
+  /** The environment's cache result (hit, miss, failed) and its setup's time (ms), from state.json `environment`; null: none (env-totals.ts). */
+  env_cache?: string | null
+  env_setup_ms?: number | null
   compression_count: number
   final_token_count: number | null
   final_message_count: number | null
@@ -135,6 +146,8 @@ const MIGRATIONS: readonly string[] = [
   sqliteDeliveriesMigration(),
   // The pull/merge requests ctxagent opened: the tasks' link to them, and the forge's facts (pull-requests.ts).
   SQLITE_PULL_REQUESTS_MIGRATION,
+  // The repositories' environments: each row's cache result and setup time, as columns and counters (env-totals.ts).
+  sqliteEnvMigration(),
 ]
 
 export const COLUMNS: readonly (keyof TaskRow)[] = [
@@ -170,6 +183,8 @@ export const COLUMNS: readonly (keyof TaskRow)[] = [
   'summary_calls',
   'final_summary_calls',
   'delivery_result',
+  'env_cache',
+  'env_setup_ms',
   'pr_url',
   'pr_opened',
   'delivery_commit',

@@ -1,5 +1,7 @@
 import type { Database as Db } from 'better-sqlite3'
 import type { Location } from '../fs/layout.js'
+import { ENV_COUNTERS, ENV_TASK_COLUMNS, envCounterValues } from './env-totals.js'
+import type { EnvCounter } from './env-totals.js'
 
 /**
  * Running totals of the index, kept by triggers on `tasks` in the index itself (tasks.db
@@ -30,7 +32,7 @@ export interface TotalsRow {
   unmeasured: number
 }
 
-export interface CounterRow {
+interface BaseCounterRow {
   user: string
   model: string
   prompt: number
@@ -54,6 +56,9 @@ export interface CounterRow {
   deliveries_refused: number
   deliveries_failed: number
 }
+
+/** A counters row as read: the environments' counters too (env-totals.ts). */
+export type CounterRow = BaseCounterRow & Record<EnvCounter, number>
 
 export interface ToolCallsRow {
   tool: string
@@ -123,6 +128,7 @@ export const COUNTER_COLUMNS = [
   'deliveries_no_changes',
   'deliveries_refused',
   'deliveries_failed',
+  ...ENV_COUNTERS,
 ] as const
 export type CounterColumn = (typeof COUNTER_COLUMNS)[number]
 
@@ -145,6 +151,7 @@ function counterValues(_d: Dialect, r: string, columns: readonly CounterColumn[]
     deliveries_no_changes: `CASE WHEN ${r}delivery_result = 'no_changes' THEN 1 ELSE 0 END`,
     deliveries_refused: `CASE WHEN ${r}delivery_result = 'refused' THEN 1 ELSE 0 END`,
     deliveries_failed: `CASE WHEN ${r}delivery_result = 'failed' THEN 1 ELSE 0 END`,
+    ...envCounterValues(r),
   }
   return columns.map((c) => value[c])
 }
@@ -328,6 +335,23 @@ export function sqliteDeliveriesMigration(): string {
   return `
   ALTER TABLE tasks ADD COLUMN delivery_result TEXT;
   ${DELIVERY_COUNTERS.map((c) => `ALTER TABLE task_counters ADD COLUMN ${c} INTEGER NOT NULL DEFAULT 0;`).join('\n  ')}
+  DROP TRIGGER IF EXISTS tasks_totals_insert; DROP TRIGGER IF EXISTS tasks_totals_update; DROP TRIGGER IF EXISTS tasks_totals_delete;
+  ${sqliteTriggers(DELIVERED_COUNTERS)}`
+}
+
+/** The counters after sqliteDeliveriesMigration (the environments' came later). */
+export const DELIVERED_COUNTERS = [...SECOND_COUNTERS, ...DELIVERY_COUNTERS] as const
+
+/**
+ * The migration that counts the repositories' environments in tasks.db (env-totals.ts): each
+ * row's cache result and setup time (NULL in rows written before, until a reindex fills them
+ * from state.json), the counters (starting at 0), the totals' triggers made again to count them.
+ */
+export function sqliteEnvMigration(): string {
+  return `
+  ALTER TABLE tasks ADD COLUMN ${ENV_TASK_COLUMNS[0]} TEXT;
+  ALTER TABLE tasks ADD COLUMN ${ENV_TASK_COLUMNS[1]} INTEGER;
+  ${ENV_COUNTERS.map((c) => `ALTER TABLE task_counters ADD COLUMN ${c} INTEGER NOT NULL DEFAULT 0;`).join('\n  ')}
   DROP TRIGGER IF EXISTS tasks_totals_insert; DROP TRIGGER IF EXISTS tasks_totals_update; DROP TRIGGER IF EXISTS tasks_totals_delete;
   ${sqliteTriggers(COUNTER_COLUMNS)}`
 }

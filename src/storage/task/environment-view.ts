@@ -6,7 +6,7 @@ export function environmentOf(state: { environment?: unknown } | null | undefine
   const e = state?.environment
   if (e === null || typeof e !== 'object' || Array.isArray(e)) return null
   const r = e as Record<string, unknown>
-  if (r.status !== 'ready' && r.status !== 'setup_failed') return null
+  if (r.status !== 'ready' && r.status !== 'setup_failed' && r.status !== 'stopped') return null
   const text = (v: unknown) => (typeof v === 'string' ? v : null)
   const list = (v: unknown) => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : [])
   const cache = r.cache === 'hit' || r.cache === 'miss' || r.cache === 'failed' ? r.cache : 'none'
@@ -59,6 +59,7 @@ export function testRunOf(state: { test_run?: unknown } | null | undefined): Tes
 export function environmentLine(e: TaskEnvironment): string {
   const from = [e.file, e.operator === null ? null : `environments.${e.operator}`].filter((x) => x !== null).join(' + ') || '-'
   if (e.status === 'setup_failed') return `setup failed: ${e.error ?? 'unknown'} (${from})`
+  if (e.status === 'stopped') return `not ready: ${e.error ?? 'stopped'}; a resume prepares it again (${from})`
   const cache = e.cache === 'none' ? 'no setup' : `cache ${e.cache}${e.setup_seconds !== null ? `, setup ${e.setup_seconds}s` : ''}`
   return `${from}; ${cache}${e.restored.length > 0 ? `; restored ${e.restored.join(', ')}` : ''}${e.image !== undefined ? `; ${imageText(e.image)}` : ''}`
 }

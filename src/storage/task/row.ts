@@ -3,6 +3,7 @@ import type { Location } from '../fs/layout.js'
 import type { TaskRow } from '../index/task-index.js'
 import type { TaskMetadata } from './metadata.js'
 import { deliveryOf, deliveryResult } from './delivery.js'
+import { environmentOf } from './environment-view.js'
 import type { TaskState } from './state.js'
 import type { TaskEnv } from './env.js'
 import { legacyTally } from './tool-tally.js'
@@ -47,6 +48,7 @@ export function taskRow(meta: TaskMetadata, state: TaskState | null, location: L
     summary_calls: state === null ? null : (count(state.compaction_tokens?.requests) ?? 0),
     final_summary_calls: state === null ? null : (count(state.final_summary_tokens?.requests) ?? 0),
     delivery_result: deliveryResultOf(state),
+    ...environmentCounted(state),
     compression_count: count(state?.compression_count) ?? counts.summaries,
     final_token_count: final ? count(state?.current_context_tokens) : null,
     final_message_count: final ? counts.messages : null,
@@ -106,4 +108,15 @@ export function indexTask(
 function deliveryResultOf(state: TaskState | null): string | null {
   const d = deliveryOf(state)
   return d === null || state?.status !== 'completed' ? null : deliveryResult(d)
+}
+
+/**
+ * What the index counts of the task's environment (ctxagent_env_cache_total, ctxagent_env_setup_seconds):
+ * its cache result once prepared or failed (a stopped one counts nothing: its resume prepares again),
+ * and the time of a setup that ran.
+ */
+function environmentCounted(state: TaskState | null): { env_cache: string | null; env_setup_ms: number | null } {
+  const e = environmentOf(state)
+  if (e === null || e.status === 'stopped' || e.cache === 'none') return { env_cache: null, env_setup_ms: null }
+  return { env_cache: e.cache, env_setup_ms: e.setup_seconds === null ? null : Math.round(e.setup_seconds * 1000) }
 }

@@ -83,6 +83,8 @@ export interface TaskState {
   test_run?: TestRun
   /** The project's instruction files the agent was given (docs/contract.md §16.5); absent: the repository has none. */
   instructions?: TaskInstructions
+  /** The commit the task's trusted files are read from, found at its start before the agent ran (docs/contract.md §16.5): nested AGENTS.md files are read there. */
+  trusted_base?: { commit: string; ref: string }
 }
 
 /** state.json `instructions` (docs/contract.md §16.5). */
@@ -108,7 +110,8 @@ export interface InstructionFile {
 
 /** state.json `environment` (docs/contract.md §16.3). */
 export interface TaskEnvironment {
-  status: 'ready' | 'setup_failed'
+  /** stopped: a stop (SIGINT, SIGTERM, a pause) came during setup or maintenance; the task paused, its resume prepares again. */
+  status: 'ready' | 'setup_failed' | 'stopped'
   file: string | null
   operator: string | null
   base: string

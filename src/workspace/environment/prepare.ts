@@ -32,6 +32,8 @@ export type Prepared =
   /** `root`: the image's root file system the task's commands run in (docs/environments.md#an-image), or null: the host's. */
   | { kind: 'ready'; record: EnvironmentRecord; environment: Environment; root: string | null }
   | { kind: 'failed'; record: EnvironmentRecord }
+  /** The task's stop came during setup or maintenance: their processes are ended, nothing is cached (docs/environments.md#a-stop-during-setup). */
+  | { kind: 'stopped'; record: EnvironmentRecord }
 
 export interface PrepareInput {
   config: Config
@@ -117,6 +119,7 @@ export async function prepareEnvironment(input: PrepareInput): Promise<Prepared>
       },
       input.signal,
     )
+    if (got.kind === 'stopped') return stopped(record, 'setup')
     if (got.kind === 'failed')
       return { kind: 'failed', record: { ...record, cache: 'failed', error: got.error, tail: got.setup?.tail ?? null, setup_seconds: seconds(got.setup) } }
     Object.assign(record, { cache: got.kind, setup_seconds: got.kind === 'miss' ? seconds(got.setup) : null })
@@ -126,10 +129,23 @@ export async function prepareEnvironment(input: PrepareInput): Promise<Prepared>
     if (input.prepareOnly !== true) Object.assign(record, restore(got.entry, input.workspace, spec.cache?.paths ?? []))
   }
   if (spec.maintenance !== undefined && input.prepareOnly !== true) {
-    const run = await runScript({ plan, workspace: input.workspace, script: spec.maintenance, hosts: null, timeoutMs: MAINTENANCE_TIMEOUT_MS, log: input.log })
+    const run = await runScript({
+      plan,
+      workspace: input.workspace,
+      script: spec.maintenance,
+      hosts: null,
+      timeoutMs: MAINTENANCE_TIMEOUT_MS,
+      log: input.log,
+      ...(input.signal !== undefined ? { signal: input.signal } : {}),
+    })
+    if (run.stopped) return stopped(record, 'maintenance')
     if (run.error !== null || run.code !== 0) return failed(`maintenance ${run.error ?? (run.timedOut ? 'timed out' : `exited with ${run.code}`)}`, run.tail)
   }
   return { kind: 'ready', record: { ...record, status: 'ready' }, environment, root }
+}
+
+function stopped(record: EnvironmentRecord, during: 'setup' | 'maintenance'): Prepared {
+  return { kind: 'stopped', record: { ...record, status: 'stopped', cache: 'none', setup_seconds: null, error: `stopped during ${during}` } }
 }
 
 function seconds(run: { ms: number } | null): number | null {

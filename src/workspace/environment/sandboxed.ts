@@ -32,12 +32,16 @@ export interface ScriptRun {
   log: string | null
   /** Bytes of output written to the log at most. */
   maxLogBytes?: number
+  /** The task's stop (SIGINT, SIGTERM, a pause): the script's process group is ended at once (docs/environments.md#a-stop-during-setup). */
+  signal?: AbortSignal
 }
 
 export interface ScriptResult {
   /** The exit status; null when killed (timeout) or not started. */
   code: number | null
   timedOut: boolean
+  /** Ended by `signal` (or not started because it had fired). */
+  stopped: boolean
   /** The last characters of the masked output. */
   tail: string
   ms: number
@@ -51,6 +55,7 @@ const GRACE_MS = 2000
 
 export async function runScript(run: ScriptRun): Promise<ScriptResult> {
   const began = Date.now()
+  if (run.signal?.aborted === true) return { code: null, timedOut: false, stopped: true, tail: '', ms: 0, error: null }
   const network = run.hosts === null ? 'none' : 'proxy'
   const plan: BwrapPlan = {
     ...run.plan,
@@ -62,7 +67,14 @@ export async function runScript(run: ScriptRun): Promise<ScriptResult> {
     try {
       proxy = await startEgressProxy({ settings: plan.egress, by: 'environment', log: () => undefined, owner: plan.identity })
     } catch (err) {
-      return { code: null, timedOut: false, tail: '', ms: Date.now() - began, error: `its network proxy could not start: ${(err as Error).message}` }
+      return {
+        code: null,
+        timedOut: false,
+        stopped: false,
+        tail: '',
+        ms: Date.now() - began,
+        error: `its network proxy could not start: ${(err as Error).message}`,
+      }
     }
   }
   try {
@@ -114,19 +126,31 @@ function spawned(run: ScriptRun, plan: BwrapPlan, socket: string | undefined, be
       }
     }
     let killTimer: NodeJS.Timeout | undefined
-    const timer = setTimeout(() => {
-      timedOut = true
+    // SIGTERM to the group (bwrap, whose pid namespace dies with it), SIGKILL after a grace.
+    const end = (): void => {
+      if (killTimer !== undefined) return
       killGroup('SIGTERM')
       killTimer = setTimeout(() => killGroup('SIGKILL'), GRACE_MS)
+    }
+    const timer = setTimeout(() => {
+      timedOut = true
+      end()
     }, run.timeoutMs)
+    let stopped = false
+    const onStop = (): void => {
+      stopped = true
+      end()
+    }
+    run.signal?.addEventListener('abort', onStop, { once: true })
     let error: string | null = null
     child.on('error', (err) => (error = err.message))
     child.on('close', (code) => {
+      run.signal?.removeEventListener('abort', onStop)
       clearTimeout(timer)
       clearTimeout(killTimer)
       killGroup('SIGKILL')
       masking.end()
-      const finish = (): void => resolve({ code: timedOut ? null : code, timedOut, tail, ms: Date.now() - began, error })
+      const finish = (): void => resolve({ code: timedOut || stopped ? null : code, timedOut, stopped, tail, ms: Date.now() - began, error })
       if (log === null) return finish()
       if (dropped > 0) log.write(`\n[… ${dropped} characters of output not kept; the tail follows …]\n${tail}`)
       log.end(finish)

@@ -20,6 +20,7 @@ export type CacheResult =
   | { kind: 'hit'; entry: string }
   | { kind: 'miss'; entry: string; setup: ScriptResult }
   | { kind: 'failed'; setup: ScriptResult | null; error: string }
+  | { kind: 'stopped'; setup: ScriptResult | null }
 
 export interface SetupContext {
   environment: Environment
@@ -52,7 +53,7 @@ export async function obtainEntry(ctx: SetupContext, signal?: AbortSignal): Prom
   const dir = entryDir(ctx.store, ctx.environment.repository, key)
   for (;;) {
     if (readEntry(dir) !== null) return { kind: 'hit', entry: dir }
-    if (signal?.aborted) return { kind: 'failed', setup: null, error: 'stopped while waiting for another setup of the same key' }
+    if (signal?.aborted === true) return { kind: 'stopped', setup: null }
     const held = await tryLock(dir)
     if (held === null) {
       await sleep(WAIT_MS)
@@ -61,14 +62,14 @@ export async function obtainEntry(ctx: SetupContext, signal?: AbortSignal): Prom
     try {
       // Finished by another while this one waited for the lock.
       if (readEntry(dir) !== null) return { kind: 'hit', entry: dir }
-      return await runSetup(ctx, dir)
+      return await runSetup(ctx, dir, signal)
     } finally {
       await held.release()
     }
   }
 }
 
-async function runSetup(ctx: SetupContext, dir: string): Promise<CacheResult> {
+async function runSetup(ctx: SetupContext, dir: string, signal: AbortSignal | undefined): Promise<CacheResult> {
   const { environment, plan } = ctx
   const spec = environment.spec as Required<Pick<EnvironmentSpec, 'setup' | 'cache'>> & EnvironmentSpec
   let work: string
@@ -93,7 +94,10 @@ async function runSetup(ctx: SetupContext, dir: string): Promise<CacheResult> {
       secrets: ctx.secrets,
       timeoutMs: SETUP_TIMEOUT_MS,
       log: ctx.log,
+      ...(signal !== undefined ? { signal } : {}),
     })
+    // Stopped: nothing is kept (a partial node_modules is no result); the lock goes with the finally of obtainEntry.
+    if (setup.stopped) return { kind: 'stopped', setup }
     if (setup.error !== null || setup.code !== 0)
       return {
         kind: 'failed',

@@ -2,10 +2,10 @@ import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { describe, expect, it } from 'vitest'
 import { PgStore } from '../../../src/storage/index/pg-store.js'
-import { SCHEMA_VERSION } from '../../../src/storage/index/pg-schema.js'
+import { SCHEMA_VERSION, versionBefore } from '../../../src/storage/index/pg-schema.js'
 import { SqliteStore } from '../../../src/storage/index/store.js'
 import type { IndexStore } from '../../../src/storage/index/store.js'
-import { pgTotalsFunction } from '../../../src/storage/index/pg-totals.js'
+import { pgCountersMigration, pgTotalsFunction } from '../../../src/storage/index/pg-totals.js'
 import { FIRST_COUNTERS, LATER_COUNTERS, LATER_TASK_COLUMNS } from '../../../src/storage/index/totals.js'
 import type { CounterRow } from '../../../src/storage/index/totals.js'
 import { makeTree, uuidN } from '../../fixtures/tree.js'
@@ -74,7 +74,7 @@ describe('cache writes and summary calls in the index', () => {
       `${pgTotalsFunction(FIRST_COUNTERS)}
        ${LATER_TASK_COLUMNS.map((c) => `ALTER TABLE tasks DROP COLUMN ${c};`).join(' ')}
        ${LATER_COUNTERS.map((c) => `ALTER TABLE task_counters DROP COLUMN ${c};`).join(' ')}
-       UPDATE ctxagent_schema SET version = ${SCHEMA_VERSION - LATER_COUNTERS_FROM_END}`,
+       UPDATE ctxagent_schema SET version = ${versionBefore(pgCountersMigration())}`,
     )
     await db.query(`${OLD_INSERT(uuidN(1), '"user"')}; ${OLD_INSERT(uuidN(2), '"user"')}; DELETE FROM tasks WHERE uuid = '${uuidN(2)}'`)
     const store = await PgStore.open(db.server.url, () => undefined)
@@ -86,6 +86,3 @@ describe('cache writes and summary calls in the index', () => {
     }
   })
 })
-
-/** The later counters' migration, counted from the last (the queue waits', the fleet's counters' its tallies', the deliveries' and the pull requests' came after it, IF NOT EXISTS: run again as they are): the schema as it was before it. */
-const LATER_COUNTERS_FROM_END = 6

@@ -2,7 +2,8 @@ import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { PgStore } from '../../../src/storage/index/pg-store.js'
-import { SCHEMA_VERSION } from '../../../src/storage/index/pg-schema.js'
+import { SCHEMA_VERSION, versionBefore } from '../../../src/storage/index/pg-schema.js'
+import { pgToolCallsMigration } from '../../../src/storage/index/pg-totals.js'
 import { SqliteStore } from '../../../src/storage/index/store.js'
 import type { IndexStore } from '../../../src/storage/index/store.js'
 import { makeTree, uuidN } from '../../fixtures/tree.js'
@@ -72,15 +73,13 @@ describe('tool calls by tool and outcome in the index', () => {
     }
   })
 
-  // The tool-call tallies' migration, counted from the last (the review loop's, the budgets', the jobs' history, the later counters, the queue waits, the fleet's counters, its tallies, the deliveries and the pull requests came after it): the schema as it was before it.
-  const TALLY_MIGRATION_FROM_END = 10
   it('PostgreSQL: migrates an index from before tallies, keeping every call it counted', async () => {
     const q = (sql: string) => queryRows(server.url, sql)
     await q('DROP SCHEMA public CASCADE; CREATE SCHEMA public')
     await (await PgStore.open(server.url, () => undefined)).close()
     // The tallies' migration undone, and those after it: the review loop's, the jobs' history, the later counters, the queue waits and the fleet's counters (IF NOT EXISTS: run again as they are), the budgets' tables (dropped).
     await q(
-      `DROP TABLE user_spend; DROP TABLE llm_key_limits; DROP TRIGGER tasks_tool_calls ON tasks; DROP TABLE task_tool_calls; ALTER TABLE tasks DROP COLUMN tool_calls; UPDATE ctxagent_schema SET version = ${SCHEMA_VERSION - TALLY_MIGRATION_FROM_END}`,
+      `DROP TABLE user_spend; DROP TABLE llm_key_limits; DROP TRIGGER tasks_tool_calls ON tasks; DROP TABLE task_tool_calls; ALTER TABLE tasks DROP COLUMN tool_calls; UPDATE ctxagent_schema SET version = ${versionBefore(pgToolCallsMigration())}`,
     )
     await q(
       `${OLD_INSERT(uuidN(1), OLD_ROWS.live, '"user"')}; ${OLD_INSERT(uuidN(2), OLD_ROWS.deleted, '"user"')}; DELETE FROM tasks WHERE uuid = '${uuidN(2)}'`,

@@ -1,0 +1,69 @@
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { exitOf } from '../helpers/wait.js'
+import { readTask, runSetup, waitFor } from '../run/harness.js'
+import { makeOrigin } from './repo.js'
+
+/*
+ * A stop during setup (docs/environments.md#a-stop-during-setup): SIGTERM to a real `run`
+ * whose setup waits on a barrier ends setup's processes at once (none is left), pauses the
+ * task before any LLM request (exit 143), caches nothing; its resume prepares again.
+ */
+
+/** Processes whose command line holds `needle` (every process of the host, as /proc shows them). */
+function processesWith(needle: string): number[] {
+  return readdirSync('/proc')
+    .filter((p) => /^\d+$/.test(p))
+    .filter((p) => {
+      try {
+        return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(needle)
+      } catch {
+        return false
+      }
+    })
+    .map(Number)
+}
+
+describe('a stop during setup', () => {
+  it('ends setup at once, leaves no process, pauses the task without an LLM request; the resume prepares the environment again', {
+    timeout: 240_000,
+  }, async () => {
+    const barrier = mkdtempSync(join(tmpdir(), 'ctxagent-barrier-'))
+    onTestFinished(() => rmSync(barrier, { recursive: true, force: true }))
+    chmodSync(barrier, 0o755)
+    const s = await runSetup(`tools:\n  shell: true\n  sandbox_read_only: [${barrier}]\n`)
+    // Sleeps until killed unless the barrier is open; its sleep's argument marks it among the host's processes.
+    const marker = `${4000 + Math.floor(Math.random() * 1000)}.${process.pid}`
+    const setup = `if [ -e ${barrier}/go ]; then mkdir -p deps; cat deps.lock > deps/marker; else echo SETUP-WAITING; sleep ${marker}; fi`
+    const env = `setup: |\n  ${setup}\ncache:\n  paths: [deps]\n  key: [deps.lock]\n`
+    const origin = makeOrigin({ 'deps.lock': 'v1\n', '.ctxagent/environment.yml': env })
+    const started = s.start(['run', '--task', 'look', '--workspace', origin.clone(), '--json'])
+    // Setup's output is masked in pieces, so its log may hold it back: its process is what shows it waits.
+    await waitFor("setup's sleep running", () => processesWith(`sleep ${marker}`).length > 0)
+    const uuid = s.tree.layout.list('running')[0] as string
+    started.child.kill('SIGTERM')
+    const ended = await exitOf(started.child)
+    expect(ended.code, started.err()).toBe(143)
+    expect(processesWith(`sleep ${marker}`)).toEqual([])
+    expect(s.fake.requests).toHaveLength(0)
+    const paused = readTask(s.tree, uuid)
+    expect(paused.location).toBe('paused')
+    expect(paused.state.environment).toMatchObject({ status: 'stopped', cache: 'none', error: 'stopped during setup' })
+    // Nothing was cached: no entry, no lock left behind.
+    const store = join(s.tree.base, 'environments')
+    expect(readdirSync(store, { recursive: true }).filter((p) => String(p).endsWith('entry.json') || String(p).endsWith('.lock'))).toEqual([])
+    expect((await s.run(['view', uuid])).stdout).toContain('Environment: not ready: stopped during setup')
+
+    writeFileSync(join(barrier, 'go'), '')
+    s.fake.queue.push({ calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] })
+    const resumed = await s.run(['run', '--resume', uuid, '--json'])
+    expect(resumed.code, resumed.stderr).toBe(0)
+    const done = readTask(s.tree, uuid)
+    expect(done.state.environment).toMatchObject({ status: 'ready', cache: 'miss', restored: ['deps'] })
+    // The note that the environment is ready reaches the first request, once.
+    const sent = JSON.stringify(s.fake.requests[0]?.body.messages)
+    expect(sent.split("The repository's environment is ready").length - 1).toBe(1)
+  })
+})
