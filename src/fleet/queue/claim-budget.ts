@@ -2,7 +2,7 @@ import type { Config } from '../../config/schema.js'
 import { activeEndpoint } from '../../config/endpoint.js'
 import { dayKey, nextDayStart, nextMonthStart, priceOf, requestEstimate, sharedCaps } from '../../operations/budgets.js'
 import { effectiveConfig } from '../../run/settings.js'
-import { claimNeedSql, monthRange } from '../../storage/index/spend.js'
+import { monthRange } from '../../storage/index/spend.js'
 
 /**
  * The shared cost caps as the claim knows them (docs/fleet-operations.md#waits): a job
@@ -78,35 +78,4 @@ function thresholds(config: Config, user: string, model: string): Thresholds {
   const first = requestEstimate(price, 0, config.llm.max_output_tokens)
   const less = (cap: number | null) => (cap === null ? null : cap - first)
   return { daily: less(caps.userDaily), monthly: less(caps.userMonthly), fleet: less(caps.fleetDaily), prompt: requestEstimate(price, 1, 0) }
-}
-
-/**
- * SQL: the cap spent for the job row `job` (its user; NULL: the worker's OS user, as its `run`
- * takes it), by the ClaimBudget in `param` (a jsonb parameter), or NULL: the month's first, then
- * the day's, then the fleet's (storage/index/spend.ts's fleet_spent_cap, one read of user_spend's
- * key), `fleet` the fleet's spend today (read once by the claim). A resume's window counts at
- * the prompt rate (claimNeedSql), as `run`'s check at start counts it.
- */
-export function spentCapSql(job: string, param: string, fleet: string): string {
-  return `fleet_spent_cap(${userSql(`${job}."user"`, param)}, ${param}, ${fleet}, ${claimNeedSql(job, param)})`
-}
-
-/** SQL: the fleet's spend today, by the ClaimBudget in `param` (0 without one). */
-export function fleetSpendSql(param: string): string {
-  return `(SELECT coalesce(sum(s.usd), 0) FROM user_spend s WHERE ${param} IS NOT NULL AND s.day = ${param}->>'day')`
-}
-
-/** SQL: whether the fleet's daily cap applies to a job's user (null for a user whose model has no price); true when the claim has no figures. */
-export function fleetCappedSql(job: string, param: string): string {
-  return `(${param} IS NULL OR (${capsSql(job, param)}->>'fleet') IS NOT NULL)`
-}
-
-/** SQL: the user a job runs as (a job without one: the worker's OS user). */
-function userSql(job: string, param: string): string {
-  return `COALESCE(${job}, ${param}->>'os_user')`
-}
-
-/** SQL: that user's thresholds (users.<name>, else every other user's). */
-function capsSql(job: string, param: string): string {
-  return `COALESCE(${param}->'users'->${userSql(job, param)}, ${param}->'all')`
 }

@@ -141,8 +141,7 @@ export const PG_CLAIM_HEAD_FUNCTION = `
  * (run/budget-start.ts firstPromptTokens): a resume whose window the cap cannot cover is held with its reason, never
  * claimed only to be refused. A new job's statement is not read here (its prompt is `run`'s to count).
  *
- * `need`: the USD of that prompt, subtracted from each threshold. The head's look now decides per job, a user's
- * other jobs still held by the waits as before.
+ * `need`: the USD of that prompt, subtracted from each threshold.
  */
 export const PG_CLAIM_PROMPT_MIGRATION = `
   CREATE OR REPLACE FUNCTION fleet_spent_cap(u TEXT, b JSONB, fleet DOUBLE PRECISION, need DOUBLE PRECISION) RETURNS TEXT LANGUAGE plpgsql STABLE AS $$
@@ -161,44 +160,10 @@ export const PG_CLAIM_PROMPT_MIGRATION = `
     IF (caps->>'fleet')::float8 - need < fleet THEN RETURN 'fleet-daily'; END IF;
     RETURN NULL;
   END $$;
-  CREATE OR REPLACE FUNCTION fleet_claim_head(b JSONB, mark INTEGER) RETURNS TABLE (id BIGINT, u TEXT, cap TEXT, until TIMESTAMPTZ) LANGUAGE plpgsql STABLE AS $$
-  DECLARE
-    fleet DOUBLE PRECISION;
-  BEGIN
-    SELECT coalesce(sum(s.usd), 0) INTO fleet FROM user_spend s WHERE s.day = b->>'day';
-    RETURN QUERY
-      WITH head AS MATERIALIZED (
-        SELECT c.id, COALESCE(c."user", b->>'os_user') AS u, c.priority,
-               ${claimNeedSql('c', 'b')} AS need
-        FROM fleet_jobs c
-        WHERE c.state IN ('waiting', 'retrying') AND (c.state = 'waiting' OR c.next_run_at <= now())
-        ORDER BY c.priority DESC, c.id LIMIT mark),
-      spend AS (
-        SELECT s."user", sum(s.usd) AS month, sum(s.usd) FILTER (WHERE s.day = b->>'day') AS today FROM user_spend s
-        WHERE s."user" IN (SELECT head.u FROM head) AND s.day BETWEEN b->>'from' AND b->>'to' GROUP BY s."user"),
-      waits AS (
-        SELECT COALESCE(w."user", '') AS u, w.wait_cap AS cap, max(w.next_run_at) AS until FROM fleet_jobs w
-        WHERE w.state = 'retrying' AND w.next_run_at > now() AND w.wait_reason = 'budget' AND w.wait_cap IN ('user-daily', 'user-monthly', 'fleet-daily')
-        GROUP BY 1, 2),
-      caps AS (
-        SELECT h.u, COALESCE(b->'users'->h.u, b->'all') AS t, coalesce(m.month, 0) AS month, coalesce(m.today, 0) AS today
-        FROM (SELECT DISTINCT head.u FROM head) h LEFT JOIN spend m ON m."user" = h.u),
-      held AS (
-        SELECT k.u,
-               (SELECT w.cap FROM waits w WHERE w.u = k.u AND w.cap <> 'fleet-daily' ORDER BY w.until DESC LIMIT 1) AS own,
-               (SELECT w.until FROM waits w WHERE w.u = k.u AND w.cap <> 'fleet-daily' ORDER BY w.until DESC LIMIT 1) AS own_until,
-               CASE WHEN k.t->>'fleet' IS NOT NULL THEN (SELECT max(w.until) FROM waits w WHERE w.cap = 'fleet-daily') END AS fleet_until
-        FROM caps k),
-      judged AS (
-        SELECT head.id, head.u, head.priority, x.own, x.own_until, x.fleet_until,
-               CASE WHEN (k.t->>'monthly')::float8 - head.need < k.month THEN 'user-monthly' WHEN (k.t->>'daily')::float8 - head.need < k.today THEN 'user-daily'
-                    WHEN (k.t->>'fleet')::float8 - head.need < fleet THEN 'fleet-daily' END AS spent
-        FROM head JOIN held x ON x.u = head.u JOIN caps k ON k.u = head.u)
-      SELECT j.id, j.u,
-             COALESCE(j.spent, j.own, CASE WHEN j.fleet_until IS NOT NULL THEN 'fleet-daily' END, ''),
-             CASE WHEN j.spent IS NOT NULL THEN NULL WHEN j.own IS NOT NULL THEN j.own_until ELSE j.fleet_until END
-      FROM judged j ORDER BY j.priority DESC, j.id;
-  END $$;`
+  -- The claim looks at its jobs itself now (fleet-claim.ts's fleet_claim, which passes each its need): the head's
+  -- look and the spend read without a need are used by nothing.
+  DROP FUNCTION IF EXISTS fleet_claim_head(JSONB, INTEGER);
+  DROP FUNCTION IF EXISTS fleet_spent_cap(TEXT, JSONB, DOUBLE PRECISION);`
 
 /**
  * SQL: the USD a job's first request's prompt adds to the claim's estimate: a resume's window as its task paused (the
