@@ -34,9 +34,10 @@ const CLAIMERS = 16
 /**
  * enqueue returns → the task's first LLM request, one idle worker, one task at a time; with
  * `prestart` false the worker starts each task's child only once it has claimed the job
- * (the baseline). Each latency is split: the worker woken and its claim made (its log line
- * "starting task" arriving here), the child's `run` up to its task's start (its log line's
- * ts), and from there to the first request.
+ * (the baseline). Each latency is split from the job's insert (its created_at): the worker
+ * woken and its claim made (its log line "starting task" arriving here), the child's `run`
+ * up to its task's start (its line "started" arriving here), and from there to the first
+ * request; beside it, how long after its insert the enqueue command returned.
  */
 async function dispatchLatency(db, llm, prestart, count) {
   await truncateJobs(db)
@@ -55,17 +56,31 @@ async function dispatchLatency(db, llm, prestart, count) {
         await sleep(2)
       }
       await waitDone(db, i + 1, tag)
+      // When the job was queued (its insert, by the server's clock: this machine's), the worker's line saying it starts
+      // the task, the child's line saying the task started (each as it arrived here), the first request at the server.
+      const queued = await queuedAt(db, uuid)
       const claimed = worker.lines.find((l) => l.line.includes(`task ${uuid}`) && l.line.includes('starting'))?.at
-      const startLine = worker.lines.map((l) => l.line).find((l) => l.startsWith('{') && l.includes(uuid) && l.includes('"msg":"started'))
-      const started = startLine === undefined ? undefined : Date.parse(JSON.parse(startLine).ts)
+      const started = worker.lines.find((l) => l.line.includes(`[uuid:${uuid.slice(0, 8)}] started`))?.at
       const first = llm.tasks.get(tag).first
-      samples.push({ total: first - done.at, claim: claimed - done.at, start: started - claimed, request: first - started })
+      if (claimed === undefined || started === undefined) throw new Error(`${tag}: the worker's log has no start of task ${uuid}:\n${worker.log()}`)
+      samples.push({ total: first - done.at, returned: done.at - queued, claim: claimed - queued, start: started - claimed, request: first - started })
     }
   } finally {
     await worker.stop()
     remove(home)
   }
   return samples
+}
+
+/** When the job of task `uuid` was inserted (ms since the epoch, the server's clock). */
+async function queuedAt(db, uuid) {
+  const client = new pg.Client({ connectionString: db })
+  await client.connect()
+  try {
+    return Number((await client.query('SELECT extract(epoch FROM created_at) * 1000 AS at FROM fleet_jobs WHERE task_uuid = $1', [uuid])).rows[0]?.at)
+  } finally {
+    await client.end()
+  }
 }
 
 const TASK_TEXT = (tag) => `bench:${tag} turns:${TURNS} look at the files`
@@ -227,14 +242,15 @@ async function dispatchRow(db, llm) {
     warm.push(...(await dispatchLatency(db, llm, true, DISPATCHES / 2)))
     cold.push(...(await dispatchLatency(db, llm, false, DISPATCHES / 2)))
   }
-  const phases = (samples) => ['claim', 'start', 'request'].map((k) => ms(median(samples.map((x) => x[k])))).join(' + ')
+  const phases = (samples) =>
+    `${['claim', 'start', 'request'].map((k) => ms(median(samples.map((x) => x[k])))).join(' + ')}; enqueue returned ${ms(median(samples.map((x) => x.returned)))} after its insert`
   const p50 = median(warm.map((x) => x.total))
   const coldP50 = median(cold.map((x) => x.total))
   say(`dispatch warm: ${warm.map((x) => Math.round(x.total)).join(' ')}`)
   say(`dispatch cold: ${cold.map((x) => Math.round(x.total)).join(' ')}`)
   return {
     name: 'fleet-dispatch',
-    what: `enqueue returns → the task's first LLM request, one idle worker, ${warm.length} tasks, vs the same worker starting each task's child only after its claim (--no-prestart, ${cold.length} tasks, alternating) and vs a 1 s poll (expected wait 500 ms); medians split as wake+claim + child to task start + to first request`,
+    what: `enqueue returns → the task's first LLM request, one idle worker, ${warm.length} tasks, vs the same worker starting each task's child only after its claim (--no-prestart, ${cold.length} tasks, alternating) and vs a 1 s poll (expected wait 500 ms); medians split from the job's insert as wake+claim + child to task start + to first request`,
     measured: `p50 ${ms(p50)}, p95 ${ms(
       percentile(
         warm.map((x) => x.total),

@@ -21,6 +21,7 @@ const SUITES = [
   'bill',
   'serve',
   'environment',
+  'eval',
 ]
 const wanted = process.argv.slice(2)
 const suites = wanted.includes('--render') ? [] : wanted.length ? SUITES.filter((s) => wanted.includes(s)) : SUITES

@@ -17,7 +17,7 @@ import { MAX_TIMER_MS } from '../run/stop.js'
 import { spawn } from 'node:child_process'
 import { dueResumes } from '../operations/auto-resume.js'
 import type { DueResume } from '../operations/auto-resume.js'
-import { BudgetSpentError, refuseSpentBudget } from '../run/budget-start.js'
+import { BudgetSpentError, firstPromptTokens, refuseSpentBudget } from '../run/budget-start.js'
 import { safeState } from '../storage/task/lifecycle.js'
 import { readMetadata } from '../storage/task/metadata.js'
 import { printSettled } from '../command-kit/settled.js'
@@ -163,7 +163,19 @@ async function budgetStillSpent(ctx: CommandEnv, env: TaskEnv, uuid: string): Pr
     const dir = env.layout.taskDir('paused', uuid)
     const meta = readMetadata(dir)
     const state = safeState(dir)
-    await refuseSpentBudget(env.index, ctx.config, { user: meta.user ?? ctx.osUser, model: meta.config.model, state, uuid, maxCostUsd: null }, env.now())
+    await refuseSpentBudget(
+      env.index,
+      ctx.config,
+      {
+        user: meta.user ?? ctx.osUser,
+        model: meta.config.model,
+        state,
+        uuid,
+        maxCostUsd: null,
+        promptTokens: state === null ? 0 : firstPromptTokens({ state }),
+      },
+      env.now(),
+    )
     return false
   } catch (err) {
     // Unreadable metadata: the resume itself says what is wrong.

@@ -1,10 +1,9 @@
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Config } from '../config/schema.js'
-import { git } from '../delivery/git.js'
-import { runCheck } from './check.js'
+import { applySolution, judge } from './judge.js'
 import type { EvalTask } from './suite.js'
-import { placeHidden, startingTree } from './workspace.js'
+import { startingTree } from './workspace.js'
 
 /** `eval check`'s verdict on one task: usable, or why not (docs/eval.md#checking-a-suite). */
 export type TaskVerdict = { task: string; ok: true; solution: boolean } | { task: string; ok: false; why: string }
@@ -22,7 +21,11 @@ export async function checkTask(task: EvalTask, config: Config, scratch: string,
   const after = await attempt(task, config, scratch, mirrors, hidden, true)
   if (typeof after === 'string') return { task: task.name, ok: false, why: after }
   if (after !== true)
-    return { task: task.name, ok: false, why: `its check fails with solution.patch applied (${after.last}): the check or the solution is wrong` }
+    return {
+      task: task.name,
+      ok: false,
+      why: `its check fails with ${task.solution.kind === 'patch' ? 'solution.patch applied' : 'solution/solve.sh run'} (${after.last}): the check or the solution is wrong`,
+    }
   return { task: task.name, ok: true, solution: true }
 }
 
@@ -41,19 +44,15 @@ async function attempt(
   try {
     const workspace = join(dir, 'workspace')
     try {
-      await startingTree(task, workspace, mirrors, config.tools)
+      await startingTree(task, workspace, mirrors, config)
     } catch (err) {
       return `its starting tree could not be made: ${(err as Error).message}`
     }
-    if (solved && task.solution !== null) {
-      const applied = await git(['apply', '--whitespace=nowarn', '--', task.solution], { safeDir: workspace, cwd: workspace }).then(
-        () => null,
-        (err: Error) => err.message.split('\n')[0] ?? 'git apply failed',
-      )
-      if (applied !== null) return `solution.patch does not apply: ${applied}`
+    if (solved) {
+      const applied = await applySolution(task, config, workspace, hidden)
+      if (applied !== null) return applied
     }
-    placeHidden(task, workspace)
-    const check = await runCheck(config, workspace, task.check, task.checkTimeoutMs, hidden)
+    const check = await judge(task, config, workspace, hidden)
     if (check.error !== null) return check.error
     if (check.passed) return true
     const last = check.tail.trim().split('\n').pop() ?? ''

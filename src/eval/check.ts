@@ -18,9 +18,17 @@ const CHECK_TAIL = 2000
 /**
  * Runs a task's check command in the workspace, in the command sandbox with no network
  * and none of ctxagent's secrets (docs/eval.md#a-trial), bounded by `timeoutMs`.
- * `hidden`: real paths no command may see (the task tree, the config file, the suite).
+ * `hidden`: real paths no command may see (the task tree, the config file, the suite);
+ * `binds`: directories shown at paths of their own (a Harbor task's /tests).
  */
-export async function runCheck(config: Config, workspace: string, command: string, timeoutMs: number, hidden: readonly string[]): Promise<CheckResult> {
+export async function runCheck(
+  config: Config,
+  workspace: string,
+  command: string,
+  timeoutMs: number,
+  hidden: readonly string[],
+  binds: readonly { from: string; to: string; readOnly?: boolean }[] = [],
+): Promise<CheckResult> {
   const planned = planSandbox(config.tools, hidden, workspace)
   if (!planned.ok) return { passed: false, exit_code: null, timed_out: false, tail: '', error: `the check runs in the sandbox, and ${planned.why}` }
   if (planned.plan.kind !== 'bwrap')
@@ -28,6 +36,6 @@ export async function runCheck(config: Config, workspace: string, command: strin
   // A workspace the sandbox's user cannot enter makes bwrap fail with exit 1: that is no verdict on the task.
   const unreachable = workspaceUnwritable(planned.plan.identity, workspace)
   if (unreachable !== null) return { passed: false, exit_code: null, timed_out: false, tail: '', error: unreachable }
-  const run = await runScript({ plan: planned.plan, workspace, script: command, hosts: null, timeoutMs, log: null })
+  const run = await runScript({ plan: planned.plan, workspace, script: command, hosts: null, timeoutMs, log: null, binds })
   return { passed: run.code === 0 && !run.timedOut, exit_code: run.code, timed_out: run.timedOut, tail: run.tail.slice(-CHECK_TAIL), error: run.error }
 }

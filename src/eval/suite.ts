@@ -3,32 +3,11 @@ import { isAbsolute, join, resolve } from 'node:path'
 import { parse as parseYaml } from 'yaml'
 import * as z from 'zod/mini'
 import { parseDuration } from '../duration.js'
+import { readHarborTask } from './harbor-task.js'
+import { DEFAULT_CHECK_TIMEOUT_MS, filesUnder, isUrl, MAX_STATEMENT } from './task.js'
+import type { EvalTask } from './task.js'
 
-/**
- * A suite of eval tasks (docs/eval.md#a-suite): a directory whose subdirectories each hold
- * `task.yaml`, the hidden `tests/` and, optionally, a reference `solution.patch`. The
- * statement is data for the agent; the tests and the solution never reach its workspace
- * before it has finished (docs/contract.md §18).
- */
-export interface EvalTask {
-  /** The task's directory name: its id in reports and in the tree. */
-  name: string
-  dir: string
-  statement: string
-  /** A git URL, or an absolute path (a relative one in task.yaml is resolved against the task's directory). */
-  repo: string
-  /** The commit the agent starts from; null: the repository's HEAD (a directory that is no repository: its files). */
-  commit: string | null
-  check: string
-  /** A patch applied over the commit before the agent starts (task.yaml `patch`: many tasks on one repository, a bug put in), or null. */
-  startPatch: string | null
-  /** The agent's working time, and the check's. */
-  timeoutMs: number | null
-  checkTimeoutMs: number
-  /** The hidden files (tests/), relative paths; copied into the workspace only after the agent has finished. */
-  hidden: string[]
-  solution: string | null
-}
+export type { EvalTask } from './task.js'
 
 export interface SuiteRead {
   tasks: EvalTask[]
@@ -36,8 +15,6 @@ export interface SuiteRead {
   problems: { name: string; why: string }[]
 }
 
-const MAX_STATEMENT = 64 * 1024
-const DEFAULT_CHECK_TIMEOUT_MS = 5 * 60_000
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/
 
 const text = (what: string) => z.string({ error: `${what} must be text` }).check(z.minLength(1, { error: `${what} must not be empty` }))
@@ -71,11 +48,13 @@ export function readSuite(dir: string): SuiteRead {
   return { tasks, problems }
 }
 
-/** One task, or why it cannot be used; null: a directory that is no task (no task.yaml). */
+/** One task, or why it cannot be used; null: a directory that is no task (neither task.yaml nor Harbor's task.toml). */
 export function readTask(dir: string, name: string): EvalTask | string | null {
   const file = join(dir, 'task.yaml')
-  if (!existsSync(file)) return null
+  const harbor = !existsSync(file) && existsSync(join(dir, 'task.toml'))
+  if (!existsSync(file) && !harbor) return null
   if (!NAME.test(name)) return `the task's directory name ${JSON.stringify(name.slice(0, 60))} is not a task name (letters, digits, . _ -)`
+  if (harbor) return readHarborTask(dir, name)
   if (!lstatSync(file).isFile()) return 'task.yaml is not a regular file'
   let data: unknown
   try {
@@ -121,20 +100,7 @@ export function readTask(dir: string, name: string): EvalTask | string | null {
     timeoutMs,
     checkTimeoutMs,
     hidden,
-    solution: existsSync(solution) ? solution : null,
+    solution: existsSync(solution) ? { kind: 'patch', file: solution } : null,
+    layout: 'ctxagent',
   }
-}
-
-/** Regular files below `dir`, as paths relative to it; a link is refused (it would copy what it points at). */
-function filesUnder(dir: string, prefix = ''): string[] {
-  return readdirSync(join(dir, prefix), { withFileTypes: true }).flatMap((e) => {
-    const rel = prefix === '' ? e.name : `${prefix}/${e.name}`
-    if (e.isDirectory()) return filesUnder(dir, rel)
-    if (e.isFile()) return [rel]
-    throw new Error(`tests/${rel} is not a regular file or directory`)
-  })
-}
-
-export function isUrl(repo: string): boolean {
-  return /^[a-z][a-z0-9+.-]*:\/\//i.test(repo) || /^[^/]+@[^/]+:/.test(repo)
 }

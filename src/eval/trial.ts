@@ -9,11 +9,11 @@ import { packageRoot } from '../package-root.js'
 import type { Layout } from '../storage/fs/layout.js'
 import { locateTask } from '../storage/fs/layout.js'
 import { readOverview } from '../storage/task/reader.js'
-import { runCheck } from './check.js'
+import { judge } from './judge.js'
 import type { Trial } from './report.js'
 import type { VariantSpec } from './store.js'
 import type { EvalTask } from './suite.js'
-import { placeHidden, startingTree } from './workspace.js'
+import { startingTree } from './workspace.js'
 
 export interface TrialInput {
   task: EvalTask
@@ -44,7 +44,7 @@ export async function runTrial(input: TrialInput): Promise<Trial> {
   // A fresh directory per attempt: an agent left running by an eval that was killed keeps writing its own.
   const workspace = join(input.workRoot, variant.name, task.name, `${input.run}-${Date.now().toString(36)}`)
   mkdirSync(join(input.workRoot, variant.name, task.name), { recursive: true, mode: 0o711 })
-  await startingTree(task, workspace, input.mirrors, input.config.tools)
+  await startingTree(task, workspace, input.mirrors, input.config)
   chmodSync(workspace, 0o755)
   const statement = `${workspace}.statement`
   writeFileSync(statement, task.statement, { mode: 0o600 })
@@ -59,8 +59,7 @@ export async function runTrial(input: TrialInput): Promise<Trial> {
   const bill = agent.uuid === null ? { usd: 0, tokens: 0, turns: 0 } : await billOf(input.layout, agent.uuid, input.pricing)
   const ended = { ...bill, duration_ms: Date.now() - began, finished_at: new Date().toISOString() }
   if (agent.status === 'setup_failed' || agent.uuid === null) return { ...base, ...ended, passed: false, status: agent.status, check: null }
-  placeHidden(task, workspace)
-  const check = await runCheck(input.config, workspace, task.check, task.checkTimeoutMs, input.hidden)
+  const check = await judge(task, input.config, workspace, input.hidden)
   // A check that could not run is no verdict: the trial is not recorded, and the same command runs it again.
   if (check.error !== null)
     throw new CtxError(`the check of ${task.name} could not run: ${check.error}`, {

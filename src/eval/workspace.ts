@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto'
 import {
   chownSync,
   closeSync,
@@ -10,7 +9,6 @@ import {
   mkdirSync,
   openSync,
   readFileSync,
-  renameSync,
   rmSync,
   statSync,
   writeSync,
@@ -20,8 +18,9 @@ import { git } from '../delivery/git.js'
 import { archiveInto } from '../workspace/environment/checkout.js'
 import type { Config } from '../config/schema.js'
 import { giveWorkspace, sandboxIdentity } from '../tools/sandbox/identity.js'
+import { mirrorOf } from './mirror.js'
 import type { EvalTask } from './suite.js'
-import { isUrl } from './suite.js'
+import { isUrl } from './task.js'
 
 // A trial's workspace (docs/eval.md#a-trial): the task's repository at its commit, and nothing of what came after it.
 
@@ -41,12 +40,12 @@ const IDENTITY = {
  * cloned once into `mirrors` (bare) and archived from there. A directory that is no git
  * repository (and no commit named) is copied as it is.
  */
-export async function startingTree(task: EvalTask, into: string, mirrors: string, tools: Config['tools']): Promise<void> {
+export async function startingTree(task: EvalTask, into: string, mirrors: string, config: Config): Promise<void> {
   mkdirSync(into, { recursive: true })
   if (!isUrl(task.repo) && task.commit === null && !existsSync(join(task.repo, '.git')) && !task.repo.endsWith('.git')) {
     cpSync(task.repo, into, { recursive: true, verbatimSymlinks: true, filter: (src) => !src.split(sep).includes('.git') })
   } else {
-    const source = isUrl(task.repo) ? await mirrorOf(task.repo, mirrors) : task.repo
+    const source = isUrl(task.repo) ? await mirrorOf(task.repo, mirrors, config) : task.repo
     const commit = task.commit ?? 'HEAD'
     await archiveInto(source, commit, into).catch((err: Error) => {
       throw new Error(`the repository ${source} has no commit ${commit}: ${err.message}`)
@@ -74,19 +73,7 @@ export async function startingTree(task: EvalTask, into: string, mirrors: string
     },
   )
   // As root, the tree is the sandbox user's, as a clone ctxagent makes for a task is.
-  giveWorkspace(into, sandboxIdentity(tools, into))
-}
-
-async function mirrorOf(url: string, mirrors: string): Promise<string> {
-  const dir = join(mirrors, `${createHash('sha256').update(url).digest('hex').slice(0, 16)}.git`)
-  if (existsSync(join(dir, 'HEAD'))) return dir
-  mkdirSync(mirrors, { recursive: true })
-  const partial = `${dir}.${process.pid}.partial`
-  rmSync(partial, { recursive: true, force: true })
-  await git(['clone', '--quiet', '--bare', '--no-tags', '--', url, partial], { safeDir: partial, cwd: mirrors, hostConfig: true })
-  rmSync(dir, { recursive: true, force: true })
-  renameSync(partial, dir)
-  return dir
+  giveWorkspace(into, sandboxIdentity(config.tools, into))
 }
 
 /**

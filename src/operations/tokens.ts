@@ -90,8 +90,8 @@ export function taskBill(
   return billFrom(model, splitOf(state), [state.compaction_tokens, state.final_summary_tokens], pricing)
 }
 
-/** The turns' split and the other requests' usage, priced and summed, rounded once. */
-function billFrom(
+/** The turns' split and the other requests' usage, priced and summed, rounded once: taskBill's figure from parts (an index row's, /metrics' counters). */
+export function billFrom(
   model: string | null | undefined,
   turns: Pick<TokenSplit, 'prompt' | 'completion' | 'cached' | 'cache_write'>,
   others: (RequestsUsage | undefined)[],

@@ -15,9 +15,13 @@ export function movesLabels(settings: RunSettings, key: TaskKey, fleetJob: boole
   return !fleetJob && settings.deliver === 'pr' && key.task_type === 'issue' && (key.task_source === 'github' || key.task_source === 'gitlab')
 }
 
-/** The status label an outcome puts on, as `poll` has it for a job's (null: the task is not this run's any more). */
-export function issueStatus(status: Outcome['status']): IssueStatus | null {
-  if (status === 'completed') return 'done'
+/**
+ * The status label an outcome puts on, as `poll` has it for a job's (null: the task is not this run's any more).
+ * A completed task whose delivery was refused or failed is not done: someone must look (docs/delivery.md#one-pull-request-per-issue).
+ */
+export function issueStatus(outcome: Pick<Outcome, 'status' | 'delivery_result'>): IssueStatus | null {
+  const { status } = outcome
+  if (status === 'completed') return outcome.delivery_result === 'refused' || outcome.delivery_result === 'failed' ? 'failed' : 'done'
   if (status === 'paused') return 'paused'
   if (status === 'lost') return null
   return 'failed'

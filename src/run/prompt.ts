@@ -1,4 +1,6 @@
 import { UNTRUSTED_TEXT_RULE } from '../llm/prompts.js'
+import { readTextArg } from './settings.js'
+import type { RunSettings } from './settings.js'
 
 /** The system prompt of a coding task, unless --system-prompt-file gives another. */
 export function defaultSystemPrompt(workspace: string, allowShell: boolean, chat = false): string {
@@ -19,4 +21,16 @@ Rules:
 /** The whole system prompt: the base, then each append (config run.system_prompt_append, users.<name>.system_prompt_append). */
 export function systemPrompt(base: string, appends: readonly string[]): string {
   return [base.trimEnd(), ...appends.map((a) => a.trim()).filter((a) => a !== '')].join('\n\n')
+}
+
+/**
+ * A new task's system prompt: the base (--system-prompt-file, else the built-in one), the operator's appends, and the
+ * project's instructions last (docs/environments.md#project-instructions). The cost check at start sizes the first
+ * request by it too (docs/running.md#budgets), before the instructions are read: null then.
+ */
+export function taskSystemPrompt(settings: RunSettings, instructions: string | null): string {
+  const base = settings.systemPromptFile
+    ? readTextArg(settings.systemPromptFile, 'system prompt file')
+    : defaultSystemPrompt(settings.workspace, settings.allowShell, settings.chat)
+  return systemPrompt(base, [...settings.systemPromptAppend, instructions ?? ''])
 }

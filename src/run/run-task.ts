@@ -178,7 +178,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     const outcome = await settle({ handle, ending, progress: agent.progress(), summaryClient, log, config, layout: env.layout, inFleet: run.fleetJob === true })
     Object.assign(traced, { status: outcome.status, error: outcome.error })
     if (remote && outcome.status !== 'lost') await remote.outcome(outcomeText(outcome))
-    const labelled = labelling ? issueStatus(outcome.status) : null
+    const labelled = labelling ? issueStatus(outcome) : null
     if (labelled !== null) await labelIssue(config, handle.metadata.task_key, labelled, log)
     return { ...outcome, duration_ms: Date.now() - begun, inherited_from: handle.metadata.inherited_from ?? null }
   }

@@ -8,11 +8,10 @@ import type { Ending } from './ending.js'
 import { inheritanceMessage } from './inheritance.js'
 import type { Inheritance } from './inheritance.js'
 import type { RunLog } from './log.js'
-import { defaultSystemPrompt, systemPrompt } from './prompt.js'
+import { taskSystemPrompt } from './prompt.js'
 import { repairResumed } from './repair.js'
 import type { RecordedFinish } from './repair.js'
 import type { RunEnv, RunStart } from './run-start.js'
-import { readTextArg } from './settings.js'
 import type { RunSettings } from './settings.js'
 
 // A taken task made ready for its loop: a new one's first messages, a resumed one's repair, and the line that says which.
@@ -79,11 +78,7 @@ function begin(
   inheritTokens: number,
   instructions: string | null,
 ): void {
-  const base = settings.systemPromptFile
-    ? readTextArg(settings.systemPromptFile, 'system prompt file')
-    : defaultSystemPrompt(settings.workspace, settings.allowShell, settings.chat)
-  // The project's instructions last, after the fixed base and the operator's appends (docs/environments.md#project-instructions).
-  handle.addMessage({ role: 'system', content: systemPrompt(base, [...settings.systemPromptAppend, instructions ?? '']) })
+  handle.addMessage({ role: 'system', content: taskSystemPrompt(settings, instructions) })
   if (settings.chat) {
     appendInbox(handle.dir, { kind: 'message', sender: 'ctxagent', content: `[chat session started by ${start.user}]`, visible: false })
     if (start.source.text.trim() !== '') appendInbox(handle.dir, { kind: 'message', sender: start.user, content: start.source.text })

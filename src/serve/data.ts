@@ -4,7 +4,7 @@ import { openIndex } from '../command-env.js'
 import { taskStatement } from '../operations/list.js'
 import type { ListedTask } from '../operations/list.js'
 import { scanIntoMemory } from '../operations/stats.js'
-import { costOf, modelOf } from '../operations/tokens.js'
+import { costOf, modelOf, taskBill } from '../operations/tokens.js'
 import type { TokenSplit } from '../operations/tokens.js'
 import { readLock } from '../storage/lock/record.js'
 import { indexDrift } from '../storage/index/store.js'
@@ -126,6 +126,7 @@ async function rowView(ctx: CommandEnv, row: ListRow): Promise<TaskRowView> {
   let delivery: Delivery | null = null
   let turns = row.llm_call_count ?? 0
   let died = false
+  let bill: number | null | undefined
   try {
     statement = await taskStatement(dir)
     const state = readState(dir)
@@ -133,6 +134,8 @@ async function rowView(ctx: CommandEnv, row: ListRow): Promise<TaskRowView> {
     delivery = deliveryOf(state)
     turns = state?.turns ?? turns
     died = diedState(state)
+    // The task's bill as stats, view and export give it (docs/running.md#budgets): turns, compactions, final summary.
+    if (state !== null) bill = taskBill(model, state, ctx.config.pricing)
   } catch {
     // Moved or removed since the index was read: the row's own figures stand.
   }
@@ -161,7 +164,7 @@ async function rowView(ctx: CommandEnv, row: ListRow): Promise<TaskRowView> {
     delivery,
     died,
     tokens_split: split,
-    cost_usd: costOf(model, split, ctx.config.pricing),
+    cost_usd: bill !== undefined ? bill : costOf(model, split, ctx.config.pricing),
     host: lockHost ?? row.hostname,
     completed_at: row.completed_at,
   }

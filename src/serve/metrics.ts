@@ -2,7 +2,7 @@ import { Counter, Gauge, Registry } from 'prom-client'
 import type { CommandEnv } from '../command-env.js'
 import type { CheckResult } from '../operations/stats.js'
 import { checkAlerts, collectStats } from '../operations/stats.js'
-import { costOf } from '../operations/tokens.js'
+import { billFrom } from '../operations/tokens.js'
 import { collectOutcomes } from '../operations/outcomes.js'
 import { figures } from '../operations/outcomes-report.js'
 import type { OutcomeFigures } from '../operations/outcomes-report.js'
@@ -198,7 +198,10 @@ export class MetricsCollector {
       collect() {
         this.reset()
         for (const u of usage()) {
-          const cost = costOf(u.model, { prompt: u.prompt, cached: u.cached, cache_write: u.cache_write, completion: u.completion }, self.ctx.config.pricing)
+          // The bill stats, view and export give (docs/running.md#budgets): the turns, the compactions and final summaries.
+          const summaries = { requests: 0, prompt_tokens: u.summary_prompt, completion_tokens: u.summary_completion, cached_tokens: u.summary_cached }
+          const turns = { prompt: u.prompt, cached: u.cached, cache_write: u.cache_write, completion: u.completion }
+          const cost = billFrom(u.model, turns, [summaries], self.ctx.config.pricing)
           if (cost !== null) this.inc({ user: u.user, model: u.model }, cost)
         }
       },

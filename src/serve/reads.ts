@@ -6,7 +6,7 @@ import { parseJobState } from '../fleet/queue/job-admin.js'
 import { taskStatement } from '../operations/list.js'
 import { checkHealth, collectStats, where } from '../operations/stats.js'
 import type { CheckResult, StatsFilter, StatsReport } from '../operations/stats.js'
-import { collectTokens, costOf, splitOf } from '../operations/tokens.js'
+import { collectTokens, costOf, splitOf, taskBill } from '../operations/tokens.js'
 import { FILES, isUuid, resolveTask } from '../storage/fs/layout.js'
 import type { TaskRef } from '../storage/fs/layout.js'
 import type { TaskIndex } from '../storage/index/task-index.js'
@@ -123,7 +123,14 @@ export class ReadRoutes {
     const split = splitOf({ total_tokens_used: overview.state?.total_tokens_used ?? 0, ...(overview.state ?? {}) })
     const view: TaskView = {
       overview,
-      tokens: { ...split, cost_usd: costOf(overview.metadata.config?.model, split, this.ctx.config.pricing) },
+      // The task's bill, as view and stats give it: turns, compactions, final summary (docs/running.md#budgets).
+      tokens: {
+        ...split,
+        cost_usd:
+          overview.state === null
+            ? costOf(overview.metadata.config?.model, split, this.ctx.config.pricing)
+            : taskBill(overview.metadata.config?.model, overview.state, this.ctx.config.pricing),
+      },
       statement,
       messages: listing.records,
       hidden_before: Math.max(0, overview.counts.messages - listing.records.length),

@@ -185,7 +185,13 @@ export function sandboxArgs(
   plan: BwrapPlan,
   workspace: string,
   argv: readonly string[],
-  options: { env?: Record<string, string>; readOnly?: readonly string[]; chdir?: string; egressSocket?: string } = {},
+  options: {
+    env?: Record<string, string>
+    readOnly?: readonly string[]
+    chdir?: string
+    egressSocket?: string
+    binds?: readonly { from: string; to: string; readOnly?: boolean }[]
+  } = {},
 ): string[] {
   const { uid, gid } = plan.identity
   const a = ['--unshare-user', '--disable-userns', '--uid', String(uid), '--gid', String(gid), '--cap-drop', 'ALL', '--seccomp', '3']
@@ -202,6 +208,7 @@ export function sandboxArgs(
         readOnly,
         hidden: plan.hidden,
         absent: plan.absent ?? [],
+        binds: options.binds ?? [],
         ...(plan.root !== undefined ? { root: plan.root } : {}),
       },
       workspace,

@@ -1,11 +1,12 @@
 import { execFile } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { isAbsolute, join, resolve } from 'node:path'
 import { CtxError } from '../errors.js'
 import type { PrHead } from '../storage/task/metadata.js'
 import type { CloneCredential } from './clone.js'
 import { credentialFor, gitEnv, HELPER } from './clone.js'
+import { chownTree } from './environment/checkout.js'
 import { validRef } from './ref.js'
 
 /**
@@ -20,9 +21,14 @@ import { validRef } from './ref.js'
  * - a workspace that is not a git repository is worked in as it is (no head to push to).
  *
  * Every git command here runs in a repository an agent may have written to (its config,
- * hooks, attributes): see `safeGit`. `gitDir` is the operator's repository's git directory
- * when a worktree of it was made or reused (git wrote there: its worktree records, refs,
- * objects), else null.
+ * hooks, attributes): see `safeGit`. Every one that writes into the repository's git
+ * directory (a fetch, a checkout, a worktree added) runs as that directory's owner, as
+ * delivery's writes do (docs/delivery.md#the-review-loop): what it writes stays that user's,
+ * and a path planted there (a link out of `.git`) is followed with that user's rights only.
+ *
+ * A round reuses its pull request's worktree, always from the head as fetched: what an
+ * earlier round left there undelivered is discarded, never carried into this round's
+ * delivery (docs/delivery.md#the-review-loop).
  */
 export async function checkoutPrHead(options: {
   workspace: string
@@ -33,7 +39,7 @@ export async function checkoutPrHead(options: {
   credentials: CloneCredential[]
   /** Why an origin URL is not the pull request's repository (null: it is); such an origin is never fetched from. */
   notOurs?: (url: string) => string | null
-}): Promise<{ workspace: string; checkedOut: boolean; note: string | null; gitDir: string | null }> {
+}): Promise<{ workspace: string; checkedOut: boolean; note: string | null }> {
   const { workspace, head } = options
   if (!validRef(head.branch))
     throw new CtxError(`the pull request's head branch '${head.branch.slice(0, 60)}' is not a branch name ctxagent checks out`, {
@@ -44,17 +50,16 @@ export async function checkoutPrHead(options: {
     () => null,
   )
   if (top === null)
-    return { workspace, checkedOut: false, note: `${workspace} is not a git repository: the task works there without the pull request's branch`, gitDir: null }
+    return { workspace, checkedOut: false, note: `${workspace} is not a git repository: the task works there without the pull request's branch` }
   const url = (await safeGit(top, ['config', '--get', 'remote.origin.url']).catch(() => '')).trim()
-  if (url === '')
-    return { workspace, checkedOut: false, note: `${top} has no origin remote: the task works there without the pull request's branch`, gitDir: null }
+  if (url === '') return { workspace, checkedOut: false, note: `${top} has no origin remote: the task works there without the pull request's branch` }
   // The origin is the repository's config, which an earlier round's agent could have rewritten: the token goes to the pull request's repository only.
   const elsewhere = options.notOurs?.(url) ?? null
   if (elsewhere !== null)
     throw new CtxError(elsewhere.replace(/: nothing pushed$/, ': its head branch is not fetched from there'), {
       hint: `set the origin back (git -C ${top} remote set-url origin URL)`,
     })
-  const fetchHead = async (dir: string): Promise<string> => {
+  const fetchHead = async (dir: string, owner: Owner | null): Promise<string> => {
     const credential = credentialFor(url, options.credentials)
     const helper = credential === null ? [] : ['-c', 'credential.helper=', '-c', `credential.helper=${HELPER}`]
     const common = resolve(dir, (await safeGit(dir, ['rev-parse', '--git-common-dir'])).trim())
@@ -82,48 +87,44 @@ export async function checkoutPrHead(options: {
         ],
         gitEnv(credential),
       )
-      // Then into the workspace by path, a url.*.insteadOf of the workspace's outmatched by this one (the longest wins).
-      await safeGit(dir, [
-        '-c',
-        `url.${scratch}.insteadOf=${scratch}`,
-        'fetch',
-        '--quiet',
-        '--no-tags',
-        '--upload-pack=git-upload-pack',
-        '--',
-        scratch,
-        'refs/heads/head',
-      ])
+      // Then into the workspace by path, as its git directory's owner (who must read the scratch repository), a
+      // url.*.insteadOf of the workspace's outmatched by this one (the longest wins).
+      if (owner !== null) chownTree(scratch, owner)
+      await safeGit(
+        dir,
+        ['-c', `url.${scratch}.insteadOf=${scratch}`, 'fetch', '--quiet', '--no-tags', '--upload-pack=git-upload-pack', '--', scratch, 'refs/heads/head'],
+        gitEnv(null),
+        owner,
+      )
     } finally {
       rmSync(scratch, { recursive: true, force: true })
     }
     return (await safeGit(dir, ['rev-parse', '--verify', 'FETCH_HEAD^{commit}'])).trim()
   }
   const own = options.workspacesDir !== null && samePath(top, join(options.workspacesDir, options.uuid))
-  if (own) {
-    const sha = await fetchHead(top)
-    await safeGit(top, ['checkout', '--quiet', '-B', head.branch, sha, '--'])
-    return { workspace: top, checkedOut: true, note: null, gitDir: null }
-  }
   const common = resolve(top, (await safeGit(top, ['rev-parse', '--git-common-dir'])).trim())
+  const owner = ownerOf(common)
+  const write = (at: string, args: string[]) => safeGit(at, args, gitEnv(null), owner)
+  if (own) {
+    const sha = await fetchHead(top, owner)
+    await write(top, ['checkout', '--quiet', '-B', head.branch, sha, '--'])
+    return { workspace: top, checkedOut: true, note: null }
+  }
   const dir = join(common, 'ctxagent', 'worktrees', `${options.forge}-${head.number}`)
   if (existsSync(join(dir, '.git'))) {
-    const sha = await fetchHead(dir)
-    // A follow-up: the worktree of the last round, moved to the branch's head unless it holds changes not delivered.
-    const dirty = (await safeGit(dir, ['status', '--porcelain', '--untracked-files=all'])).trim() !== ''
-    if (dirty)
-      return {
-        workspace: dir,
-        checkedOut: true,
-        note: `the worktree ${dir} holds changes an earlier round did not deliver: the task works on them as they are`,
-        gitDir: common,
-      }
-    await safeGit(dir, ['checkout', '--quiet', '--detach', sha, '--'])
-    await safeGit(dir, ['checkout', '--quiet', '-B', head.branch, '--']).catch(() => undefined)
-    return { workspace: dir, checkedOut: true, note: null, gitDir: common }
+    const sha = await fetchHead(dir, owner)
+    // A follow-up: the worktree of the last round, at the head as fetched. What an earlier round left there undelivered
+    // (a failed or refused delivery, a task that never finished) is discarded: only this round's change is delivered.
+    const dirty = (await safeGit(dir, ['status', '--porcelain', '--untracked-files=all', '--ignored'])).trim() !== ''
+    await write(dir, ['checkout', '--quiet', '--force', '--detach', sha, '--'])
+    if (dirty) await write(dir, ['clean', '--quiet', '-ffdx'])
+    await write(dir, ['checkout', '--quiet', '-B', head.branch, '--']).catch(() => undefined)
+    const note = dirty
+      ? `the worktree ${dir} held changes an earlier round did not deliver: discarded, this round starts from the head ${sha.slice(0, 12)}`
+      : null
+    return { workspace: dir, checkedOut: true, note }
   }
-  mkdirSync(join(common, 'ctxagent', 'worktrees'), { recursive: true })
-  const sha = await fetchHead(top)
+  const sha = await fetchHead(top, owner)
   // The local branch is made or moved only when that loses nothing (absent, or behind the head); else the worktree is detached there.
   const local = (await safeGit(top, ['rev-parse', '--verify', '--quiet', `refs/heads/${head.branch}`]).catch(() => '')).trim()
   const movable =
@@ -133,19 +134,28 @@ export async function checkoutPrHead(options: {
       () => false,
     ))
   const added = movable
-    ? await safeGit(top, ['worktree', 'add', '--quiet', '-B', head.branch, dir, sha]).then(
+    ? await write(top, ['worktree', 'add', '--quiet', '-B', head.branch, dir, sha]).then(
         () => true,
         () => false,
       )
     : false
   // The branch is checked out elsewhere (the operator's own worktree): detached at the same commit.
-  if (!added) await safeGit(top, ['worktree', 'add', '--quiet', '--detach', dir, sha])
-  return { workspace: realpathSync(dir), checkedOut: true, note: null, gitDir: common }
+  if (!added) await write(top, ['worktree', 'add', '--quiet', '--detach', dir, sha])
+  return { workspace: realpathSync(dir), checkedOut: true, note: null }
 }
 
 /** A local origin given as a relative path is relative to the repository. */
 function fetchUrl(url: string, top: string): string {
   return /^[a-z][a-z0-9+.-]*:\/\//i.test(url) || /^[\w.-]+@[\w.-]+:/.test(url) || isAbsolute(url) ? url : resolve(top, url)
+}
+
+type Owner = { uid: number; gid: number }
+
+/** As root, the owner of a git directory that is not root's: git writes there as that user. Null: as ctxagent runs. */
+function ownerOf(gitDir: string): Owner | null {
+  if (process.getuid?.() !== 0) return null
+  const { uid, gid } = statSync(gitDir)
+  return uid === 0 ? null : { uid, gid }
 }
 
 function samePath(a: string, b: string): boolean {
@@ -163,7 +173,7 @@ function samePath(a: string, b: string): boolean {
  * helpers, the ext:: transport. As root, the workspace belongs to the sandbox's user:
  * git's ownership check is answered for this command only (-c safe.directory).
  */
-export async function safeGit(dir: string, args: string[], env: NodeJS.ProcessEnv = gitEnv(null)): Promise<string> {
+export async function safeGit(dir: string, args: string[], env: NodeJS.ProcessEnv = gitEnv(null), as: Owner | null = null): Promise<string> {
   const filters = await run(['-C', dir, ...BASE, 'config', '--get-regexp', '^filter\\..*\\.(clean|smudge|process)$'], env).catch(() => '')
   const disabled = [
     ...new Set(
@@ -175,7 +185,7 @@ export async function safeGit(dir: string, args: string[], env: NodeJS.ProcessEn
   ].flatMap((name) => ['-c', `filter.${name}.clean=`, '-c', `filter.${name}.smudge=`, '-c', `filter.${name}.process=`, '-c', `filter.${name}.required=false`])
   // Whoever set core.sshCommand in the repository: the operator's GIT_SSH_COMMAND still wins, as git has it.
   const helperGiven = args.some((a) => a.startsWith('credential.helper=!'))
-  return run(['-C', dir, ...BASE, ...(helperGiven ? [] : ['-c', 'credential.helper=']), ...disabled, ...args], env)
+  return run(['-C', dir, ...BASE, ...(helperGiven ? [] : ['-c', 'credential.helper=']), ...disabled, ...args], env, as)
 }
 
 const asRoot = (): string[] => (process.getuid?.() === 0 ? ['-c', 'safe.directory=*'] : [])
@@ -201,9 +211,9 @@ const BASE = [
   ...asRoot(),
 ]
 
-function run(args: string[], env: NodeJS.ProcessEnv): Promise<string> {
+function run(args: string[], env: NodeJS.ProcessEnv, as: Owner | null = null): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile('git', args, { env, timeout: 600_000, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
+    execFile('git', args, { env, timeout: 600_000, maxBuffer: 16 * 1024 * 1024, ...(as ?? {}) }, (err, stdout, stderr) => {
       if (err === null) resolve(String(stdout))
       else reject(new CtxError(`git ${subcommand(args)} failed: ${String(stderr).trim().split('\n').pop() || err.message}`.slice(0, 300)))
     })

@@ -68,6 +68,10 @@ describe('a delivery that did not happen is loud', () => {
     const gh = s.gh as NonNullable<typeof s.gh>
     expect(gh.pulls).toHaveLength(0)
     expect(String(gh.comments.at(-1)?.body)).toContain('**Not delivered:** ')
+    // Its labels say what happened: not done (docs/delivery.md#one-pull-request-per-issue), failed, as a fleet job's undelivered.
+    const added = gh.requests.filter((r) => r.method === 'POST' && r.path === '/repos/acme/shop/issues/42/labels').map((r) => r.body)
+    expect(added).toEqual([{ labels: ['ctxagent:processing'] }, { labels: ['ctxagent:failed'] }])
+    expect((gh.issue.labels as { name: string }[]).map((l) => l.name)).not.toContain('ctxagent:done')
     expect(res.stdout + res.stderr).not.toContain(secret)
   })
 

@@ -44,6 +44,34 @@ describe('one pull request per issue', () => {
     expect(git(['status', '--porcelain'], s.ws)).toBe('')
   })
 
+  it("GitLab: two runs on one issue make one MR: the second continues ctxagent's open MR (one more commit on its source branch)", {
+    timeout: 300_000,
+  }, async () => {
+    const s = await deliverySetup('gitlab')
+    const gl = s.gl as NonNullable<typeof s.gl>
+    s.fake.queue.push(write('calc.js', FIXED), { content: 'add() adds now.' })
+    const first = await s.cli(['run', '--gitlab', 'acme/backend/api#7', '--workspace', s.ws, '--deliver', 'pr', '--json'])
+    expect(first.code, first.stderr).toBe(0)
+    const opened = JSON.parse(first.stdout).delivery as { branch: string; commit: string; pr: { number: number; url: string } }
+    expect(gl.mergeRequests).toHaveLength(1)
+    expect(opened.pr.url).toBe(gl.mergeRequests[0]?.web_url)
+    s.fake.queue.push(write('README.md', '# calc\n\nadd(a, b) adds two numbers, as the MR tests.\n'), { content: 'Documented add().' })
+    const second = await s.cli(['run', '--gitlab', 'acme/backend/api#7', '--workspace', s.ws, '--deliver', 'pr', '--json'])
+    expect(second.code, second.stderr).toBe(0)
+    expect(second.stderr).toContain(`the issue already has ctxagent's open pull request ${opened.pr.url}: this task continues it`)
+    const continued = JSON.parse(second.stdout) as { uuid: string; delivery: { branch: string; commit: string; pr: unknown; refused: null } }
+    expect(continued.delivery).toMatchObject({ branch: opened.branch, pr: opened.pr, refused: null })
+    // No second merge request, no second branch: one commit more on the first's, over it, with only this task's change.
+    expect(gl.mergeRequests).toHaveLength(1)
+    expect(gl.requests.filter((r) => r.method === 'POST' && r.path.endsWith('/merge_requests'))).toHaveLength(1)
+    expect(branches(s.bare).sort()).toEqual([opened.branch, 'main'].sort())
+    const head = git(['--git-dir', s.bare, 'rev-parse', `refs/heads/${opened.branch}`], '/')
+    expect(head).toBe(continued.delivery.commit)
+    expect(git(['--git-dir', s.bare, 'rev-parse', `${head}^`], '/')).toBe(opened.commit)
+    expect(git(['--git-dir', s.bare, 'diff', '--name-only', opened.commit, head], '/')).toBe('README.md')
+    expect(runOf(readTask(s.tree, continued.uuid)).starts_from).toMatchObject({ kind: 'pr-head' })
+  })
+
   it('a PR another account wrote with the marker of a task that never delivered it is not continued', {
     timeout: 240_000,
   }, async () => {

@@ -2,7 +2,7 @@ import pg from 'pg'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
 import { claimBudget } from '../../src/fleet/queue/claim-budget.js'
-import { cancelJob, showJob } from '../../src/fleet/queue/job-admin.js'
+import { cancelJob, listJobs, showJob } from '../../src/fleet/queue/job-admin.js'
 import { JobQueue } from '../../src/fleet/queue/job-queue.js'
 import { fleetCounterTotals } from '../../src/storage/index/fleet-counters.js'
 import { queueWaitTotals } from '../../src/storage/index/queue-waits.js'
@@ -118,6 +118,34 @@ describe('the claim and a spent cost cap, across claims and claimers', () => {
       expect(job).toMatchObject({ state: 'retrying', waiting_for: 'budget', wait_cap: 'user-daily', attempts: 0 })
       expect(new Date(job?.next_run_at ?? '').toISOString()).toBe(until)
     }
+  })
+
+  // A user who has nearly spent their cap (short of it, but not by a first request: `run` would refuse to start) with
+  // more jobs queued than a claim once looked at (it made the first 32 wait, and passed over the rest, which said
+  // `waiting` with no reason while workers idled): none is handed out, by a worker with caps or without, and every one
+  // says why and until when, in `jobs` and in `jobs show`, while another user's jobs run.
+  it('every job of a user held back by a cap they have nearly spent says why and until when, however many they have', async () => {
+    const queue = await queueOf()
+    await spend('carol', '2030-01-15', 0.99)
+    const held: number[] = []
+    for (let n = 1; n <= 40; n++) held.push(await enqueue(queue, n, 'carol', 5))
+    const other = await enqueue(queue, 41, 'alice')
+    expect(await queue.claim('host-a:1:test', null, null, figures?.(NOW) ?? null)).toMatchObject({ id: other })
+    expect(await queue.claim('host-a:1:test', null, null, figures?.(NOW) ?? null)).toBeNull()
+    const listed = await listJobs(queue.pool, { user: 'carol', limit: 100 })
+    expect(listed).toHaveLength(held.length)
+    for (const job of listed)
+      expect(job).toMatchObject({ state: 'retrying', waiting_for: 'budget', wait_cap: 'user-daily', next_run_at: '2030-01-16T00:00:00.000Z', attempts: 0 })
+    expect(await showJob(queue.pool, held.at(-1) as number)).toMatchObject({
+      waiting_for: 'budget',
+      wait_cap: 'user-daily',
+      next_run_at: '2030-01-16T00:00:00.000Z',
+      history: [],
+    })
+    // Her next job, queued meanwhile, is held by the window the others wait for: by a worker without caps configured too.
+    const later = await enqueue(queue, 42, 'carol', 9)
+    expect(await queue.claim('host-b:1:test')).toBeNull()
+    expect(await showJob(queue.pool, later)).toMatchObject({ waiting_for: 'budget', wait_cap: 'user-daily', next_run_at: '2030-01-16T00:00:00.000Z' })
   })
 
   // A job cancelled while its worker hands it back (its agent killed before the task began): JobQueue.retry records

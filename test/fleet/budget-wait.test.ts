@@ -176,8 +176,11 @@ describe('a user whose cost cap is spent', () => {
     await queue.enqueue({ task_uuid: uuidN(9), kind: 'new', spec: { task: 'y' }, user: 'bob' })
     expect((await queue.claim(WORKER))?.task_uuid).toBe(uuidN(9))
     expect(await queue.claim(WORKER)).toBeNull()
-    // The window resets (the row's time): alice's jobs run again.
-    await database.query('UPDATE fleet_jobs SET next_run_at = now() WHERE id = $1', [job.id])
+    // Her other job was made to wait for the same window, until the same time: it says why (this worker has no caps configured).
+    const window = await row(uuid)
+    expect(await row(uuidN(8))).toMatchObject({ state: 'retrying', wait_reason: 'budget', wait_cap: 'user-daily', next_run_at: window?.next_run_at })
+    // The window resets (the rows' time): alice's jobs run again.
+    await database.query(`UPDATE fleet_jobs SET next_run_at = now() WHERE wait_reason = 'budget' AND wait_cap = 'user-daily'`)
     const next = [await queue.claim(WORKER), await queue.claim(WORKER)].map((j) => j?.task_uuid).sort()
     expect(next).toEqual([uuidN(7), uuidN(8)].sort())
     // fleet-daily: nobody's job is claimed while it holds.

@@ -18,17 +18,19 @@ const db = database.env
 describe('a resume of a task paused at its own cost cap', () => {
   it('refused by the cap: the job ends, its task paused; with --max-cost raised it completes', { timeout: 240_000 }, async () => {
     const s = await runSetup()
-    // Each request may cost 100 tokens at $1,000 per million: $0.10, past a $0.05 cap before the first one.
+    // Each request may cost 100 tokens at $1,000 per million: $0.10; each reply costs $0.02 (20 completion tokens). Under a
+    // $0.15 cap three requests go ($0.06 spent), and a fourth, which may take it to $0.16, is not sent.
     writeFileSync(
       s.config,
       `${s.fake.configYaml(FAST_LOCKS).replace('llm:\n', 'llm:\n  max_output_tokens: 100\n')}pricing:\n  fake-model:\n    prompt: 0\n    completion: 1000\n`,
     )
-    s.fake.fallback = () => finish
-    const first = await s.run(['run', '--task', 'count the files', '--workspace', s.ws, '--max-cost', '0.05', '--json'])
+    s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${s.fake.requests.length}*` } }] })
+    const first = await s.run(['run', '--task', 'count the files', '--workspace', s.ws, '--max-cost', '0.15', '--json'])
     expect(first.code, first.stderr).toBe(5)
     const uuid = (JSON.parse(first.stdout) as { uuid: string }).uuid
     expect(readTask(s.tree, uuid)).toMatchObject({ location: 'paused', state: { paused_by: 'budget', budget_cap: 'task' } })
-    expect(s.fake.requests).toHaveLength(0)
+    expect(s.fake.requests).toHaveLength(3)
+    s.fake.fallback = () => finish
 
     const worker = startWorker(s, database.server.url, ['--concurrency', '1'])
     expect((await s.run(['enqueue', '--resume', uuid], db())).code).toBe(0)
@@ -40,7 +42,7 @@ describe('a resume of a task paused at its own cost cap', () => {
     expect(ended).toMatchObject({ state: 'done', outcome: 'paused', attempts: 1 })
     expect(ended.error).toMatch(/cost cap \(run\.max_cost_usd/)
     expect(readTask(s.tree, uuid).location).toBe('paused')
-    expect(s.fake.requests).toHaveLength(0)
+    expect(s.fake.requests).toHaveLength(3)
     const history = JSON.parse((await s.run(['jobs', 'show', String(ended.id), '--json'], db())).stdout) as { history: object[] }
     expect(history.history).toEqual([expect.objectContaining({ reason: 'budget', cap: 'task', again: false })])
 
@@ -48,7 +50,7 @@ describe('a resume of a task paused at its own cost cap', () => {
     expect(raised.code, raised.stderr).toBe(0)
     await until('the raised resume to complete', async () => readTask(s.tree, uuid).location === 'completed')
     expect(readTask(s.tree, uuid).state.status).toBe('completed')
-    expect(s.fake.requests.length).toBeGreaterThan(0)
+    expect(s.fake.requests.length).toBeGreaterThan(3)
     await stopCleanly(worker)
   })
 })

@@ -32,6 +32,10 @@ export interface FakeGithub {
   pullCommits: Record<number, Record<string, unknown>[]>
   pullReviews: Record<number, Record<string, unknown>[]>
   pullComments: Record<number, Record<string, unknown>[]>
+  /** By pull request number: the files it changed, in GitHub's shape (GET pulls/N/files). */
+  pullFiles: Record<number, Record<string, unknown>[]>
+  /** More issues by number, in GitHub's shape (GET issues/N), beside the one of `number`. */
+  issues: Record<number, Record<string, unknown>>
 }
 
 /** A user as GitHub's REST API shows one (`type` Bot for a login ending in [bot]). */
@@ -89,6 +93,8 @@ export async function startFakeGithub(options: { owner?: string; repo?: string; 
     pullCommits: {},
     pullReviews: {},
     pullComments: {},
+    pullFiles: {},
+    issues: {},
     addComment: (login, body) => {
       const at = now()
       const comment = {
@@ -157,7 +163,16 @@ export async function startFakeGithub(options: { owner?: string; repo?: string; 
       }
       // Pulls (docs.github.com/rest/pulls/pulls): list by head, create; labels through the issues API.
       if (req.method === 'GET' && path === base)
-        return send(200, { id: 10, name: repo, full_name: `${owner}/${repo}`, private: false, default_branch: 'main', owner: user(owner, 3) })
+        return send(200, {
+          id: 10,
+          name: repo,
+          full_name: `${owner}/${repo}`,
+          private: false,
+          default_branch: 'main',
+          owner: user(owner, 3),
+          clone_url: `${fake.url}/${owner}/${repo}.git`,
+          html_url: `https://github.example/${owner}/${repo}`,
+        })
       if (req.method === 'GET' && path === `${base}/pulls`) {
         const head = url.searchParams.get('head')
         const state = url.searchParams.get('state') ?? 'open'
@@ -200,7 +215,7 @@ export async function startFakeGithub(options: { owner?: string; repo?: string; 
         return send(201, pull)
       }
       // One pull request, its commits and reviews (docs.github.com/rest/pulls); its conversation and who closed it through the issues API.
-      const onPull = new RegExp(`^${base}/(pulls|issues)/(\\d+)(/commits|/reviews|/comments)?$`).exec(path)
+      const onPull = new RegExp(`^${base}/(pulls|issues)/(\\d+)(/commits|/reviews|/comments|/files)?$`).exec(path)
       const listed = onPull ? fake.pulls.find((p) => p.number === Number(onPull[2])) : undefined
       if (req.method === 'GET' && onPull && listed) {
         const n = Number(onPull[2])
@@ -208,8 +223,12 @@ export async function startFakeGithub(options: { owner?: string; repo?: string; 
         if (part === undefined) return send(200, kind === 'pulls' ? listed : { ...listed, pull_request: { url: listed.url, html_url: listed.html_url } })
         if (kind === 'pulls' && part === '/commits') return send(200, fake.pullCommits[n] ?? [])
         if (kind === 'pulls' && part === '/reviews') return send(200, fake.pullReviews[n] ?? [])
+        if (kind === 'pulls' && part === '/files') return send(200, fake.pullFiles[n] ?? [])
         if (kind === 'issues' && part === '/comments') return send(200, fake.pullComments[n] ?? [])
       }
+      const another = new RegExp(`^${base}/issues/(\\d+)$`).exec(path)
+      const issue = another ? fake.issues[Number(another[1])] : undefined
+      if (req.method === 'GET' && issue) return send(200, issue)
       const labelled = new RegExp(`^${base}/issues/(\\d+)/labels$`).exec(path)
       if (req.method === 'POST' && labelled) {
         const target = Number(labelled[1]) === number ? fake.issue : fake.pulls.find((p) => p.number === Number(labelled[1]))

@@ -22,6 +22,9 @@ export interface FakeGitlab {
   /** By merge request iid: its commits (newest first, as GitLab lists them) and notes (GET merge_requests/:iid/commits, /notes). */
   mrCommits: Record<number, Record<string, unknown>[]>
   mrNotes: Record<number, Record<string, unknown>[]>
+  /** By merge request iid: its diffs and the issues it closes (GET merge_requests/:iid/diffs, /closes_issues). */
+  mrDiffs: Record<number, Record<string, unknown>[]>
+  mrClosesIssues: Record<number, Record<string, unknown>[]>
 }
 
 /** A user as GitLab's API shows one. */
@@ -62,6 +65,8 @@ export async function startFakeGitlab(options: { mr?: boolean; git?: GitHandler 
     mergeRequests: [],
     mrCommits: {},
     mrNotes: {},
+    mrDiffs: {},
+    mrClosesIssues: {},
     addNote: (username, body, system = false) => {
       const at = new Date().toISOString()
       const note = {
@@ -115,21 +120,36 @@ export async function startFakeGitlab(options: { mr?: boolean; git?: GitHandler 
       // Merge requests (docs.gitlab.com/api/merge_requests): list by source branch, create; the project's default branch.
       const projectPath = `/api/v4/projects/${encodeURIComponent(project)}`
       if (req.method === 'GET' && path === projectPath)
-        return send(200, { id: 3, path_with_namespace: project, default_branch: 'main', web_url: `https://gitlab.example/${project}` })
+        return send(200, {
+          id: 3,
+          path_with_namespace: project,
+          default_branch: 'main',
+          web_url: `https://gitlab.example/${project}`,
+          http_url_to_repo: `${fake.url}/${project}.git`,
+        })
       if (req.method === 'GET' && path === `${projectPath}/merge_requests`) {
         const source = url.searchParams.get('source_branch')
+        const state = url.searchParams.get('state')
         return send(
           200,
-          fake.mergeRequests.filter((m) => source === null || m.source_branch === source),
+          fake.mergeRequests.filter((m) => (source === null || m.source_branch === source) && (state === null || state === 'all' || m.state === state)),
         )
       }
       // One merge request (docs.gitlab.com/api/merge_requests), its commits and its notes.
-      const onMr = new RegExp(`^${projectPath.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}/merge_requests/(\\d+)(/commits|/notes)?$`).exec(path)
+      const onMr = new RegExp(`^${projectPath.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}/merge_requests/(\\d+)(/commits|/notes|/diffs|/closes_issues)?$`).exec(
+        path,
+      )
       const mrListed = onMr ? fake.mergeRequests.find((m) => m.iid === Number(onMr[1])) : undefined
       if (req.method === 'GET' && onMr && mrListed) {
         const n = Number(onMr[1])
         if (onMr[2] === undefined) return send(200, mrListed)
-        return send(200, (onMr[2] === '/commits' ? fake.mrCommits[n] : fake.mrNotes[n]) ?? [])
+        const parts: Record<string, Record<number, Record<string, unknown>[]>> = {
+          '/commits': fake.mrCommits,
+          '/notes': fake.mrNotes,
+          '/diffs': fake.mrDiffs,
+          '/closes_issues': fake.mrClosesIssues,
+        }
+        return send(200, parts[onMr[2]]?.[n] ?? [])
       }
       if (req.method === 'POST' && path === `${projectPath}/merge_requests`) {
         const b = body as { source_branch?: string; target_branch?: string; title?: string; description?: string; labels?: string }

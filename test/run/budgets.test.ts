@@ -1,6 +1,7 @@
 import { writeFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import { cliAsync } from '../helpers/run.js'
+import { snapshotTree } from '../helpers/tree-snapshot.js'
 import type { RecordedRequest } from '../helpers/fake-llm.js'
 import { agentRequests, onlyTask, readTask, runSetup } from './harness.js'
 import type { RunSetup } from './harness.js'
@@ -119,6 +120,37 @@ describe('cost caps pause before the request that would pass them', () => {
       /^ctxagent: the user-daily cost cap \(budgets\.user_daily_usd: \$0\.01\) is spent: dave's spend today is \$0\.00, and a request may cost \$0\.10; it resets at /,
     )
     expect(s.fake.requests.length).toBe(before)
+    expect(s.tree.layout.list('paused')).toEqual([])
+  })
+
+  it('a new task whose first request the money left cannot cover is refused before anything is written: the tree and tasks.db as they were', async () => {
+    const s = await runSetup()
+    // Prompt tokens at $0.001 each, completions free: a request costs what its prompt holds.
+    writeFileSync(
+      s.config,
+      `${s.fake.configYaml('budgets:\n  user_daily_usd: 0.5\n').replace('llm:\n', 'llm:\n  max_output_tokens: 100\n')}pricing:\n  fake-model:\n    prompt: 1000\n    completion: 0\n`,
+    )
+    s.fake.fallback = () => ({ content: 'done' })
+    const small = await s.run(['run', '--task', 'say hi', '--workspace', s.ws], { CTXAGENT_NOW: NOW })
+    expect(small.code, small.stderr).toBe(0)
+    const requests = s.fake.requests.length
+    const before = snapshotTree(s.tree.base)
+    // A statement of some 1,500 tokens: its first request may cost about $1.50, past what is left of $0.50 today.
+    const long = `Refactor the module. ${'Keep every public name as it is. '.repeat(200)}`
+    const refused = await s.run(['run', '--task', long, '--workspace', s.ws], { CTXAGENT_NOW: NOW })
+    expect(refused.code, refused.stderr).toBe(5)
+    expect(refused.stderr).toMatch(
+      /^ctxagent: the user-daily cost cap \(budgets\.user_daily_usd: \$0\.50\) is spent: \S+'s spend today is \$0\.\d\d, and a request may cost \$1\.\d\d; it resets at 2026-11-29T00:00:00\.000Z \(start it after the reset, or raise /,
+    )
+    expect(refused.stderr.trim().split('\n')).toHaveLength(1)
+    // Its own cap the same: a --max-cost below its first request.
+    const own = await s.run(['run', '--task', long, '--workspace', s.ws, '--max-cost', '0.4'], { CTXAGENT_NOW: NOW })
+    expect(own.code, own.stderr).toBe(5)
+    expect(own.stderr).toMatch(
+      /^ctxagent: the task's cost cap \(run\.max_cost_usd \(--max-cost\): \$0\.40\) cannot cover its first request, which may cost \$1\.\d\d \(give it at least --max-cost 1\.\d\d\)$/m,
+    )
+    expect(s.fake.requests.length).toBe(requests)
+    expect(snapshotTree(s.tree.base)).toEqual(before)
     expect(s.tree.layout.list('paused')).toEqual([])
   })
 

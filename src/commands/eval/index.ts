@@ -12,6 +12,7 @@ import { readSuite } from '../../eval/suite.js'
 import { parseVariant } from '../../eval/variants.js'
 import { hiddenPaths } from '../../run/sandbox-setup.js'
 import { positiveIntArg, stopSignal, withEnv } from '../../command-kit/shared.js'
+import { addMake } from './make.js'
 import { renderChecks, renderReport, trialLine } from './render.js'
 
 interface RunOptions {
@@ -46,6 +47,7 @@ export function evalCommand(): Command {
     .option('--work-dir <dir>', "where the trials' workspaces go, outside the task tree (default: a directory under the system's temporary directory)")
     .option('--demo', 'the bundled demo suite with its two recorded variants: no key, no network')
     .action(withEnv(runSuite))
+  addMake(command)
   return command
 }
 

@@ -4,7 +4,9 @@ import type { CommandEnv } from '../../command-env.js'
 import { CtxError, resumeRaceLost, UsageError } from '../../errors.js'
 import { activeEndpoint } from '../../config/endpoint.js'
 import { readStdinText } from '../../input-file.js'
+import { firstPromptTokens } from '../../run/budget-start.js'
 import type { refuseSpentBudget } from '../../run/budget-start.js'
+import { taskSystemPrompt } from '../../run/prompt.js'
 import { openPullOfIssue } from '../../run/issue-pull.js'
 import type { RunStart } from '../../run/run-start.js'
 import { checkProvider, effectiveConfig, newRunSettings, readTextArg, refuseTreeInWorkspace, resumedRunSettings } from '../../run/settings.js'
@@ -154,10 +156,15 @@ async function channelOf(config: CommandEnv['config'], key: TaskKey): Promise<Ch
 export function startingTask(prepared: Prepared, ctx: CommandEnv): Parameters<typeof refuseSpentBudget>[2] {
   const { start, config, settings } = prepared
   const model = activeEndpoint(config).model
-  if (start.kind === 'new') return { user: start.user, model, state: null, uuid: null, maxCostUsd: settings.maxCostUsd }
+  if (start.kind === 'new') {
+    const promptTokens = firstPromptTokens({ system: taskSystemPrompt(settings, null), text: start.source.text })
+    return { user: start.user, model, state: null, uuid: null, maxCostUsd: settings.maxCostUsd, promptTokens }
+  }
   // The directory gone meanwhile: another process resumed it first (a lost race, exit 4), as in prepareResume.
   const meta = stillThere(start.ref, () => readMetadata(start.ref.dir))
-  return { user: meta.user ?? ctx.osUser, model, state: readStateOrNull(start.ref.dir), uuid: start.ref.uuid, maxCostUsd: settings.maxCostUsd }
+  const state = readStateOrNull(start.ref.dir)
+  const promptTokens = state === null ? 0 : firstPromptTokens({ state })
+  return { user: meta.user ?? ctx.osUser, model, state, uuid: start.ref.uuid, maxCostUsd: settings.maxCostUsd, promptTokens }
 }
 
 /**

@@ -1,5 +1,3 @@
-import { lchownSync, lstatSync, readdirSync, statSync } from 'node:fs'
-import { join } from 'node:path'
 import type { CommandEnv } from '../../command-env.js'
 import { notTheTaskRepository } from '../../delivery/push.js'
 import { checkoutPrHead } from '../../workspace/pr-workspace.js'
@@ -40,9 +38,6 @@ export async function placeOnPull(
     refuseTreeInWorkspace(placed.workspace, ctx.layout.base)
     // As root, what git checked out is root's: given to the user the task's commands run as (the workspace's owner, or nobody).
     giveWorkspace(placed.workspace, sandboxIdentity(config.tools, settings.workspace))
-    // And what it wrote into the operator's repository (the worktree's records, refs, objects) goes back to that repository's
-    // owner: delivery commits there as that user (docs/delivery.md#the-review-loop), and the operator's git keeps working.
-    if (placed.gitDir !== null) giveBackRootFiles(placed.gitDir)
     settings.workspace = placed.workspace
     settings.prHead = pull.head
   } else {
@@ -50,19 +45,4 @@ export async function placeOnPull(
   }
   if (pull.opener === null) return null
   return pull.byBot || recordsDelivery(ctx.layout, pull.opener, pull.head) ? pull.opener : null
-}
-
-/** As root, gives what root owns under a repository's git directory to that directory's owner (nothing when it is root's itself). */
-function giveBackRootFiles(gitDir: string): void {
-  if (process.getuid?.() !== 0) return
-  const { uid, gid } = statSync(gitDir)
-  if (uid === 0) return
-  const walk = (p: string): void => {
-    const st = lstatSync(p)
-    // lchown: a link is given itself, never followed out of the repository; a file of more than one name may be
-    // another file's (a hard link an agent made to one of root's), and what git wrote here has one.
-    if (st.uid === 0 && (st.isDirectory() || st.nlink === 1)) lchownSync(p, uid, gid)
-    if (st.isDirectory()) for (const name of readdirSync(p)) walk(join(p, name))
-  }
-  walk(gitDir)
 }

@@ -2,7 +2,7 @@ import type { Config } from '../../config/schema.js'
 import { activeEndpoint } from '../../config/endpoint.js'
 import { dayKey, nextDayStart, nextMonthStart, priceOf, requestEstimate, sharedCaps } from '../../operations/budgets.js'
 import { effectiveConfig } from '../../run/settings.js'
-import { monthRange } from '../../storage/index/spend.js'
+import { claimNeedSql, monthRange } from '../../storage/index/spend.js'
 
 /**
  * The shared cost caps as the claim knows them (docs/fleet-operations.md#waits): a job
@@ -34,6 +34,8 @@ export interface Thresholds {
   daily: number | null
   monthly: number | null
   fleet: number | null
+  /** USD per prompt token of the user's model: a resume's window is counted at it (spend.ts claimNeedSql); null: no price. */
+  prompt: number | null
 }
 
 /**
@@ -70,21 +72,23 @@ export function claimBudget(config: Config, osUser: string): ((now: Date) => Cla
 
 function thresholds(config: Config, user: string, model: string): Thresholds {
   const price = priceOf(config, model)
-  if (price === null) return { daily: null, monthly: null, fleet: null }
+  if (price === null) return { daily: null, monthly: null, fleet: null, prompt: null }
   const caps = sharedCaps(config, user)
+  // The estimate run's check at start makes (run/budget-start.ts), its prompt apart: a resume's window is the claim's to add.
   const first = requestEstimate(price, 0, config.llm.max_output_tokens)
   const less = (cap: number | null) => (cap === null ? null : cap - first)
-  return { daily: less(caps.userDaily), monthly: less(caps.userMonthly), fleet: less(caps.fleetDaily) }
+  return { daily: less(caps.userDaily), monthly: less(caps.userMonthly), fleet: less(caps.fleetDaily), prompt: requestEstimate(price, 1, 0) }
 }
 
 /**
- * SQL: the cap spent for the job user `job` (an SQL expression; NULL: the worker's OS user, as
- * its `run` takes it), by the ClaimBudget in `param` (a jsonb parameter), or NULL: the month's
- * first, then the day's, then the fleet's (storage/index/spend.ts's fleet_spent_cap, one read
- * of user_spend's key), `fleet` the fleet's spend today (read once by the claim).
+ * SQL: the cap spent for the job row `job` (its user; NULL: the worker's OS user, as its `run`
+ * takes it), by the ClaimBudget in `param` (a jsonb parameter), or NULL: the month's first, then
+ * the day's, then the fleet's (storage/index/spend.ts's fleet_spent_cap, one read of user_spend's
+ * key), `fleet` the fleet's spend today (read once by the claim). A resume's window counts at
+ * the prompt rate (claimNeedSql), as `run`'s check at start counts it.
  */
 export function spentCapSql(job: string, param: string, fleet: string): string {
-  return `fleet_spent_cap(${userSql(job, param)}, ${param}, ${fleet})`
+  return `fleet_spent_cap(${userSql(`${job}."user"`, param)}, ${param}, ${fleet}, ${claimNeedSql(job, param)})`
 }
 
 /** SQL: the fleet's spend today, by the ClaimBudget in `param` (0 without one). */

@@ -1,4 +1,4 @@
-import type { PoolClient } from 'pg'
+import type { Pool, PoolClient } from 'pg'
 import type { Claim, Ended, JobEnd, JobState, LimitWait } from './job.js'
 import { recordAttempt } from './job-history.js'
 import type { AttemptReason } from './job-history.js'
@@ -46,15 +46,11 @@ export async function endJob(client: PoolClient, id: number, end: JobEnd, claim:
     return { state: 'retrying', resumed: false, retry_in: delay }
   }
   const exhausted = end.retry !== undefined
-  const state: JobState = exhausted || end.failed === true ? 'failed' : 'done'
+  const plain = plainEnd(end)
+  const state: JobState = exhausted ? 'failed' : plain.state
   const why = exhausted ? `${error ?? 'the LLM side failed'} (attempt ${counted} of fleet.retry.max_attempts ${end.retry?.max_attempts})`.slice(0, 2000) : error
-  const resume = state === 'done' && end.resume === true
-  await recordAttempt(client, id, {
-    ...history,
-    error: why,
-    reason: end.reason ?? (exhausted ? 'outage' : reasonOf(end.outcome, resume, end.failed === true)),
-    again: resume,
-  })
+  const resume = !exhausted && plain.resume
+  await recordAttempt(client, id, { ...history, error: why, reason: exhausted ? (end.reason ?? 'outage') : plain.reason, again: resume })
   await client.query(`UPDATE fleet_jobs SET state = $2, finished_at = now(), outcome = $3, error = $4, wait_reason = NULL, wait_cap = NULL WHERE id = $1`, [
     id,
     state,
@@ -63,6 +59,52 @@ export async function endJob(client: PoolClient, id: number, end: JobEnd, claim:
   ])
   if (resume) await insertJob(client, { task_uuid: job.task_uuid, kind: 'resume', spec: job.spec, priority: job.priority, user: job.user })
   return { state, resumed: resume, retry_in: null }
+}
+
+/** An end that is neither a wait nor a retry: done (or failed), its resume queued or not, and why, for the job's history. */
+interface PlainEnd {
+  state: 'done' | 'failed'
+  error: string | null
+  reason: AttemptReason
+  cap: string | null
+  resume: boolean
+}
+
+/** What `end` comes to when it neither waits nor is retried (and no cancel was asked): endJob's last branch, and endAtOnce's. */
+function plainEnd(end: JobEnd): PlainEnd {
+  const state = end.failed === true ? 'failed' : 'done'
+  const resume = state === 'done' && end.resume === true
+  return {
+    state,
+    error: end.error?.slice(0, 2000) ?? null,
+    reason: end.reason ?? reasonOf(end.outcome, resume, end.failed === true),
+    cap: end.cap ?? end.wait?.cap ?? null,
+    resume,
+  }
+}
+
+/**
+ * Ends the claim `claim` of job `id` at once, in one call of the database's fleet_end
+ * (storage/index/fleet-claim.ts: the row, its history and its resume in one statement's
+ * transaction), when its end is plain (no wait, no retry) and no cancel was asked: what
+ * endJob would do, in one round trip. Null when it did not (another end, a cancel, or the
+ * claim no longer the worker's): endJob in a transaction then says which.
+ */
+export async function endAtOnce(pool: Pool, id: number, end: JobEnd, claim: Claim): Promise<Ended | null> {
+  if (end.wait !== undefined || end.retry !== undefined) return null
+  const plain = plainEnd(end)
+  const ended = await pool.query<{ ended: boolean }>('SELECT fleet_end($1, $2, $3, $4, $5, $6, $7, $8, $9) AS ended', [
+    id,
+    claim.workerId,
+    claim.attempts,
+    plain.state,
+    end.outcome,
+    plain.error,
+    plain.reason,
+    plain.cap,
+    plain.resume,
+  ])
+  return ended.rows[0]?.ended === true ? { state: plain.state, resumed: plain.resume, retry_in: null } : null
 }
 
 /**

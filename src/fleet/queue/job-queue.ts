@@ -3,7 +3,7 @@ import { inTransaction } from '../../storage/index/pg-pool.js'
 import type { ClaimBudget } from './claim-budget.js'
 import { claimJob } from './claim-statement.js'
 import type { Ended, HandBack, IdleChannel, Job, JobEnd, JobState, KeyHolder, NewJob } from './job.js'
-import { endJob } from './job-end.js'
+import { endAtOnce, endJob } from './job-end.js'
 import { recordAttempt } from './job-history.js'
 import { insertJob } from './job-row.js'
 
@@ -148,10 +148,12 @@ export class JobQueue {
   }
 
   /**
-   * Ends a job this worker holds (see endJob). Null when the job was no longer this
-   * worker's (a reaper settled it).
+   * Ends a job this worker holds (see endJob): a plain end (done or failed, no wait, no
+   * retry, no cancel asked) in one call, any other in a transaction. Null when the job was
+   * no longer this worker's (a reaper settled it).
    */
-  finish(job: Job, workerId: string, end: JobEnd): Promise<Ended | null> {
-    return inTransaction(this.pool, (client) => endJob(client, job.id, end, { workerId, attempts: job.attempts }))
+  async finish(job: Job, workerId: string, end: JobEnd): Promise<Ended | null> {
+    const claim = { workerId, attempts: job.attempts }
+    return (await endAtOnce(this.pool, job.id, end, claim)) ?? inTransaction(this.pool, (client) => endJob(client, job.id, end, claim))
   }
 }

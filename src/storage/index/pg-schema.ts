@@ -1,10 +1,11 @@
 import type { PoolClient } from 'pg'
-import { pgCountersMigration, pgDeliveriesMigration, pgEnvMigration, pgToolCallsMigration, pgTotalsMigration } from './pg-totals.js'
-import { PG_CLAIM_HEAD_FUNCTION, PG_SPEND_MIGRATION, PG_SPENT_CAP_FUNCTION } from './spend.js'
+import { pgCountersMigration, pgDeliveriesMigration, pgEnvMigration, pgSummaryTokensMigration, pgToolCallsMigration, pgTotalsMigration } from './pg-totals.js'
+import { PG_CLAIM_HEAD_FUNCTION, PG_CLAIM_PROMPT_MIGRATION, PG_SPEND_MIGRATION, PG_SPENT_CAP_FUNCTION } from './spend.js'
 import { PG_QUEUE_WAITS_MIGRATION } from './queue-waits.js'
 import { PG_FLEET_COUNTERS_MIGRATION } from './fleet-counters.js'
 import { PG_FLEET_TALLIES_MIGRATION, ROLL_UP_LOCK } from './fleet-tallies.js'
 import { PG_PULL_REQUESTS_MIGRATION } from './pull-requests.js'
+import { CLAIM_PER_USER_LOCK, PG_FLEET_CLAIM_MIGRATION } from './fleet-claim.js'
 
 /**
  * The fleet's tables in PostgreSQL (docs/contract.md §14.1), as numbered migrations: `tasks` has
@@ -214,10 +215,17 @@ const MIGRATIONS: readonly string[] = [
   PG_PULL_REQUESTS_MIGRATION,
   // The repositories' environments: each row's cache result and setup time, as columns and counters (env-totals.ts).
   pgEnvMigration(),
+  // The summaries' tokens, as columns and counters, so that /metrics' cost is the task's bill (totals.ts).
+  pgSummaryTokensMigration(),
+  // The spend read counts a resume's window as run's check at start does (spend.ts): one estimate of a first request.
+  PG_CLAIM_PROMPT_MIGRATION,
+  // The claim (which calls that spend read) and a job's plain end as functions (one round trip each, their plans kept
+  // per connection), and the index of budget waits (fleet-claim.ts).
+  PG_FLEET_CLAIM_MIGRATION,
 ]
 
 /** Advisory lock keys (bigint constants: hashtext() is not a stable API); transaction-scoped only (docs/contract.md §14.5). */
-export const LOCK_KEYS = { migrate: 0x637478_01, claimPerUser: 0x637478_04, carrySpend: 0x637478_06, rollUp: ROLL_UP_LOCK } as const
+export const LOCK_KEYS = { migrate: 0x637478_01, claimPerUser: CLAIM_PER_USER_LOCK, carrySpend: 0x637478_06, rollUp: ROLL_UP_LOCK } as const
 
 /**
  * Brings the schema up to date: under a transaction-scoped advisory lock, so that many

@@ -37,6 +37,9 @@ const NUMERIC = new Set<keyof TaskRow>([
   'cache_write_tokens',
   'summary_calls',
   'final_summary_calls',
+  'summary_prompt_tokens',
+  'summary_completion_tokens',
+  'summary_cached_tokens',
 ])
 const LIST_NUMERIC = ['llm_call_count', 'total_tokens', 'prompt_tokens', 'completion_tokens', 'cached_tokens', 'cache_write_tokens']
 const SELECT = COLUMNS.map((c) => `"${c}"`).join(', ')

@@ -9,6 +9,9 @@ import {
   LIVE_ROWS,
   TOOL_CALLS,
   SECOND_COUNTERS,
+  SUMMARY_COUNTERS,
+  SUMMARY_TASK_COLUMNS,
+  ENVIRONED_COUNTERS,
   DELIVERY_COUNTERS,
   DELIVERED_COUNTERS,
 } from './totals.js'
@@ -159,6 +162,14 @@ export function pgEnvMigration(): string {
   ALTER TABLE tasks ADD COLUMN IF NOT EXISTS env_cache TEXT;
   ALTER TABLE tasks ADD COLUMN IF NOT EXISTS env_setup_ms BIGINT;
   ${ENV_COUNTERS.map((c) => `ALTER TABLE task_counters ADD COLUMN IF NOT EXISTS ${c} BIGINT NOT NULL DEFAULT 0;`).join('\n  ')}
+  ${pgTotalsFunction(ENVIRONED_COUNTERS)}`
+}
+
+/** totals.ts's summaries' tokens in PostgreSQL (sqliteSummaryTokensMigration's twin). */
+export function pgSummaryTokensMigration(): string {
+  return `
+  ${SUMMARY_TASK_COLUMNS.map((c) => `ALTER TABLE tasks ADD COLUMN IF NOT EXISTS ${c} BIGINT;`).join('\n  ')}
+  ${SUMMARY_COUNTERS.map((c) => `ALTER TABLE task_counters ADD COLUMN IF NOT EXISTS ${c} BIGINT NOT NULL DEFAULT 0;`).join('\n  ')}
   ${pgTotalsFunction(COUNTER_COLUMNS)}`
 }
 

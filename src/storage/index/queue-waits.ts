@@ -2,16 +2,16 @@ import type { Pool } from 'pg'
 
 /**
  * The queue wait histogram (docs/serve.md#metrics, `ctxagent_queue_wait_seconds`): each claim
- * observes once how long its job had been claimable, in the claim's own statement, into running
+ * observes once how long its job had been claimable, in the claim's own call (fleet-claim.ts's
+ * fleet_claim appends it to the log that readers roll up, fleet-tallies.ts), into running
  * totals that nothing deletes, so that its count, sum and buckets never fall (not when cleanup
  * expires jobs, not when a waiting job is claimed).
  *
  * A job is claimable from `fleet_jobs.ready_at`, which a trigger keeps: the time it began to wait
  * (queued, or handed back to wait again: a retry by an operator, a job released or sent back by
  * its worker or a reaper), or, while it is retrying, the time its retry or its wait (a usage
- * limit, a budget window) comes due (next_run_at). Time held back by fleet.limits.per_user, or
- * passed over while still waiting because its user's cap is spent, is waiting time too; a job
- * the claim makes wait for the cap's reset is retrying, from the reset.
+ * limit, a budget window) comes due (next_run_at). Time held back by fleet.limits.per_user is
+ * waiting time too; a job the claim makes wait for a cap's reset is retrying, from the reset.
  */
 
 /** Upper bounds (seconds) of the buckets: a second to four hours; the last row, +Inf. */
@@ -34,16 +34,6 @@ export const PG_QUEUE_WAITS_MIGRATION = `
   CREATE TRIGGER fleet_jobs_ready BEFORE INSERT OR UPDATE OF state, next_run_at ON fleet_jobs FOR EACH ROW EXECUTE FUNCTION fleet_jobs_ready();
   CREATE TABLE IF NOT EXISTS fleet_queue_waits (le DOUBLE PRECISION PRIMARY KEY, n BIGINT NOT NULL DEFAULT 0, sum_seconds DOUBLE PRECISION NOT NULL DEFAULT 0);
   INSERT INTO fleet_queue_waits (le) VALUES ${[...QUEUE_WAIT_BUCKETS, "'Infinity'"].map((le) => `(${le})`).join(', ')} ON CONFLICT (le) DO NOTHING;`
-
-/** In a claim's RETURNING (the claimed row `j`): the seconds its job had been claimable. */
-export const CLAIM_WAITED = `greatest(0, extract(epoch FROM now() - COALESCE(j.ready_at, j.created_at)))::float8 AS waited`
-
-/**
- * A data-modifying CTE after the claim's (named `claimed`): its wait appended to the log, which
- * readers add to the totals and roll-ups move into them (fleet-tallies.ts): no row that every
- * claim updates.
- */
-export const OBSERVE_CLAIM_WAIT = `INSERT INTO fleet_queue_wait_log (waited) SELECT c.waited FROM claimed c`
 
 /** One bucket's row: its upper bound (Infinity: the last), the claims whose wait fell in it, their waits' sum. */
 export interface QueueWaitRow {

@@ -59,7 +59,7 @@ export const PG_SPEND_MIGRATION = `CREATE TABLE IF NOT EXISTS user_spend (
    );`
 
 /**
- * The claim's spend read (src/fleet/claim-budget.ts says what it decides): the cap that user
+ * The claim's spend read (src/fleet/queue/claim-budget.ts says what it decides; fleet-claim.ts's fleet_claim calls it): the cap that user
  * `u`'s spend has passed by the claim's figures `b` (a ClaimBudget as jsonb; NULL: none), or
  * NULL: the month's first (its reset is the latest), then the day's, then the fleet's, whose
  * spend today (`fleet`) the claim reads once. The user's month and day are one read of
@@ -84,6 +84,10 @@ export const PG_SPENT_CAP_FUNCTION = `
   END $$;`
 
 /**
+ * Kept as the migration that made it (schema 18); the claim no longer calls it: fleet_claim
+ * (fleet-claim.ts) reads the spend of the user of each job it comes to, and makes all of a
+ * held user's due jobs wait, not only those among the first `mark`.
+ *
  * The claim's look at the head of the queue (src/fleet/claim-statement.ts): the first `mark`
  * jobs it may take (waiting, or retrying and due), in its order, each with its user (a job
  * without one: the worker's OS user), the cap that holds that user back ('' for none) and
@@ -129,6 +133,81 @@ export const PG_CLAIM_HEAD_FUNCTION = `
              CASE WHEN x.spent IS NOT NULL THEN NULL WHEN x.own IS NOT NULL THEN x.own_until ELSE x.fleet_until END
       FROM head JOIN held x ON x.u = head.u ORDER BY head.priority DESC, head.id;
   END $$;`
+
+/**
+ * The claim's figures with a resume's context (docs/fleet-operations.md#waits): a resume job's first request sends its
+ * task's window as it paused (the index's final_token_count, state.json's current_context_tokens), so the claim
+ * counts it at the user's prompt rate (the ClaimBudget's `prompt`), as `run`'s check at start does
+ * (run/budget-start.ts firstPromptTokens): a resume whose window the cap cannot cover is held with its reason, never
+ * claimed only to be refused. A new job's statement is not read here (its prompt is `run`'s to count).
+ *
+ * `need`: the USD of that prompt, subtracted from each threshold. The head's look now decides per job, a user's
+ * other jobs still held by the waits as before.
+ */
+export const PG_CLAIM_PROMPT_MIGRATION = `
+  CREATE OR REPLACE FUNCTION fleet_spent_cap(u TEXT, b JSONB, fleet DOUBLE PRECISION, need DOUBLE PRECISION) RETURNS TEXT LANGUAGE plpgsql STABLE AS $$
+  DECLARE
+    caps JSONB := COALESCE(b->'users'->u, b->'all');
+    month DOUBLE PRECISION;
+    today DOUBLE PRECISION;
+  BEGIN
+    IF b IS NULL THEN RETURN NULL; END IF;
+    IF u IS NOT NULL THEN
+      SELECT coalesce(sum(s.usd), 0), coalesce(sum(s.usd) FILTER (WHERE s.day = b->>'day'), 0) INTO month, today
+        FROM user_spend s WHERE s."user" = u AND s.day BETWEEN b->>'from' AND b->>'to';
+      IF (caps->>'monthly')::float8 - need < month THEN RETURN 'user-monthly'; END IF;
+      IF (caps->>'daily')::float8 - need < today THEN RETURN 'user-daily'; END IF;
+    END IF;
+    IF (caps->>'fleet')::float8 - need < fleet THEN RETURN 'fleet-daily'; END IF;
+    RETURN NULL;
+  END $$;
+  CREATE OR REPLACE FUNCTION fleet_claim_head(b JSONB, mark INTEGER) RETURNS TABLE (id BIGINT, u TEXT, cap TEXT, until TIMESTAMPTZ) LANGUAGE plpgsql STABLE AS $$
+  DECLARE
+    fleet DOUBLE PRECISION;
+  BEGIN
+    SELECT coalesce(sum(s.usd), 0) INTO fleet FROM user_spend s WHERE s.day = b->>'day';
+    RETURN QUERY
+      WITH head AS MATERIALIZED (
+        SELECT c.id, COALESCE(c."user", b->>'os_user') AS u, c.priority,
+               ${claimNeedSql('c', 'b')} AS need
+        FROM fleet_jobs c
+        WHERE c.state IN ('waiting', 'retrying') AND (c.state = 'waiting' OR c.next_run_at <= now())
+        ORDER BY c.priority DESC, c.id LIMIT mark),
+      spend AS (
+        SELECT s."user", sum(s.usd) AS month, sum(s.usd) FILTER (WHERE s.day = b->>'day') AS today FROM user_spend s
+        WHERE s."user" IN (SELECT head.u FROM head) AND s.day BETWEEN b->>'from' AND b->>'to' GROUP BY s."user"),
+      waits AS (
+        SELECT COALESCE(w."user", '') AS u, w.wait_cap AS cap, max(w.next_run_at) AS until FROM fleet_jobs w
+        WHERE w.state = 'retrying' AND w.next_run_at > now() AND w.wait_reason = 'budget' AND w.wait_cap IN ('user-daily', 'user-monthly', 'fleet-daily')
+        GROUP BY 1, 2),
+      caps AS (
+        SELECT h.u, COALESCE(b->'users'->h.u, b->'all') AS t, coalesce(m.month, 0) AS month, coalesce(m.today, 0) AS today
+        FROM (SELECT DISTINCT head.u FROM head) h LEFT JOIN spend m ON m."user" = h.u),
+      held AS (
+        SELECT k.u,
+               (SELECT w.cap FROM waits w WHERE w.u = k.u AND w.cap <> 'fleet-daily' ORDER BY w.until DESC LIMIT 1) AS own,
+               (SELECT w.until FROM waits w WHERE w.u = k.u AND w.cap <> 'fleet-daily' ORDER BY w.until DESC LIMIT 1) AS own_until,
+               CASE WHEN k.t->>'fleet' IS NOT NULL THEN (SELECT max(w.until) FROM waits w WHERE w.cap = 'fleet-daily') END AS fleet_until
+        FROM caps k),
+      judged AS (
+        SELECT head.id, head.u, head.priority, x.own, x.own_until, x.fleet_until,
+               CASE WHEN (k.t->>'monthly')::float8 - head.need < k.month THEN 'user-monthly' WHEN (k.t->>'daily')::float8 - head.need < k.today THEN 'user-daily'
+                    WHEN (k.t->>'fleet')::float8 - head.need < fleet THEN 'fleet-daily' END AS spent
+        FROM head JOIN held x ON x.u = head.u JOIN caps k ON k.u = head.u)
+      SELECT j.id, j.u,
+             COALESCE(j.spent, j.own, CASE WHEN j.fleet_until IS NOT NULL THEN 'fleet-daily' END, ''),
+             CASE WHEN j.spent IS NOT NULL THEN NULL WHEN j.own IS NOT NULL THEN j.own_until ELSE j.fleet_until END
+      FROM judged j ORDER BY j.priority DESC, j.id;
+  END $$;`
+
+/**
+ * SQL: the USD a job's first request's prompt adds to the claim's estimate: a resume's window as its task paused (the
+ * index's final_token_count) at its user's prompt rate (`b`: the ClaimBudget as jsonb); 0 for a new job.
+ */
+export function claimNeedSql(job: string, b: string): string {
+  const caps = `COALESCE(${b}->'users'->COALESCE(${job}."user", ${b}->>'os_user'), ${b}->'all')`
+  return `COALESCE((SELECT t.final_token_count FROM tasks t WHERE ${job}.kind = 'resume' AND t.uuid = ${job}.task_uuid), 0) * COALESCE((${caps}->>'prompt')::float8, 0)`
+}
 
 /** The first and last day key of the month of `day` (keys compare as text). */
 export function monthRange(day: string): [string, string] {

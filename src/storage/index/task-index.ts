@@ -13,6 +13,7 @@ import {
   sqliteCountersMigration,
   sqliteDeliveriesMigration,
   sqliteEnvMigration,
+  sqliteSummaryTokensMigration,
   sqliteToolCallsMigration,
   sqliteTotalsMigration,
 } from './totals.js'
@@ -62,6 +63,10 @@ export interface TaskRow {
   /** LLM requests that were not turns: compactions' summaries and the final summary (state.json compaction_tokens.requests, final_summary_tokens.requests); absent or null as above. */
   summary_calls?: number | null
   final_summary_calls?: number | null
+  /** The tokens of the compactions' and final summaries' requests (state.json compaction_tokens + final_summary_tokens); absent or null as above. */
+  summary_prompt_tokens?: number | null
+  summary_completion_tokens?: number | null
+  summary_cached_tokens?: number | null
   /** How the task's delivery ended (storage/task/delivery.ts deliveryResult); null: none asked for, or not ended. */
   delivery_result?: string | null
   /** The environment's cache result (hit, miss, failed) and its setup's time (ms), from state.json `environment`; null: none (env-totals.ts). */
@@ -148,6 +153,8 @@ const MIGRATIONS: readonly string[] = [
   SQLITE_PULL_REQUESTS_MIGRATION,
   // The repositories' environments: each row's cache result and setup time, as columns and counters (env-totals.ts).
   sqliteEnvMigration(),
+  // The summaries' tokens, as columns and counters, so that /metrics' cost is the task's bill (totals.ts).
+  sqliteSummaryTokensMigration(),
 ]
 
 export const COLUMNS: readonly (keyof TaskRow)[] = [
@@ -188,6 +195,9 @@ export const COLUMNS: readonly (keyof TaskRow)[] = [
   'pr_url',
   'pr_opened',
   'delivery_commit',
+  'summary_prompt_tokens',
+  'summary_completion_tokens',
+  'summary_cached_tokens',
 ]
 
 /**

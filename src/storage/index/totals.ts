@@ -55,6 +55,10 @@ interface BaseCounterRow {
   deliveries_no_changes: number
   deliveries_refused: number
   deliveries_failed: number
+  /** The tokens of the requests that were not turns (compactions' and final summaries'), billed as turns are; 0 for rows written before the columns. */
+  summary_prompt: number
+  summary_completion: number
+  summary_cached: number
 }
 
 /** A counters row as read: the environments' counters too (env-totals.ts). */
@@ -129,6 +133,9 @@ export const COUNTER_COLUMNS = [
   'deliveries_refused',
   'deliveries_failed',
   ...ENV_COUNTERS,
+  'summary_prompt',
+  'summary_completion',
+  'summary_cached',
 ] as const
 export type CounterColumn = (typeof COUNTER_COLUMNS)[number]
 
@@ -152,6 +159,9 @@ function counterValues(_d: Dialect, r: string, columns: readonly CounterColumn[]
     deliveries_refused: `CASE WHEN ${r}delivery_result = 'refused' THEN 1 ELSE 0 END`,
     deliveries_failed: `CASE WHEN ${r}delivery_result = 'failed' THEN 1 ELSE 0 END`,
     ...envCounterValues(r),
+    summary_prompt: `COALESCE(${r}summary_prompt_tokens, 0)`,
+    summary_completion: `COALESCE(${r}summary_completion_tokens, 0)`,
+    summary_cached: `COALESCE(${r}summary_cached_tokens, 0)`,
   }
   return columns.map((c) => value[c])
 }
@@ -352,6 +362,27 @@ export function sqliteEnvMigration(): string {
   ALTER TABLE tasks ADD COLUMN ${ENV_TASK_COLUMNS[0]} TEXT;
   ALTER TABLE tasks ADD COLUMN ${ENV_TASK_COLUMNS[1]} INTEGER;
   ${ENV_COUNTERS.map((c) => `ALTER TABLE task_counters ADD COLUMN ${c} INTEGER NOT NULL DEFAULT 0;`).join('\n  ')}
+  DROP TRIGGER IF EXISTS tasks_totals_insert; DROP TRIGGER IF EXISTS tasks_totals_update; DROP TRIGGER IF EXISTS tasks_totals_delete;
+  ${sqliteTriggers(ENVIRONED_COUNTERS)}`
+}
+
+/** The counters after sqliteEnvMigration (the summaries' tokens came later). */
+export const ENVIRONED_COUNTERS = [...DELIVERED_COUNTERS, ...ENV_COUNTERS] as const
+/**
+ * The tokens of the requests that were not turns (compactions' and final summaries', state.json's compaction_tokens and
+ * final_summary_tokens summed): billed as turns are (docs/running.md#budgets), so /metrics' cost is the bill stats gives.
+ */
+export const SUMMARY_TASK_COLUMNS = ['summary_prompt_tokens', 'summary_completion_tokens', 'summary_cached_tokens'] as const
+export const SUMMARY_COUNTERS = ['summary_prompt', 'summary_completion', 'summary_cached'] as const
+
+/**
+ * The migration that adds them to tasks.db: the columns (NULL in rows written before, until a reindex fills them from
+ * state.json), the counters (starting at 0: what deleted tasks' summaries took is not known), the triggers made again.
+ */
+export function sqliteSummaryTokensMigration(): string {
+  return `
+  ${SUMMARY_TASK_COLUMNS.map((c) => `ALTER TABLE tasks ADD COLUMN ${c} INTEGER;`).join('\n  ')}
+  ${SUMMARY_COUNTERS.map((c) => `ALTER TABLE task_counters ADD COLUMN ${c} INTEGER NOT NULL DEFAULT 0;`).join('\n  ')}
   DROP TRIGGER IF EXISTS tasks_totals_insert; DROP TRIGGER IF EXISTS tasks_totals_update; DROP TRIGGER IF EXISTS tasks_totals_delete;
   ${sqliteTriggers(COUNTER_COLUMNS)}`
 }

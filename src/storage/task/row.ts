@@ -47,10 +47,13 @@ export function taskRow(meta: TaskMetadata, state: TaskState | null, location: L
     // The LLM requests that were not turns (turns are llm_call_count), by purpose.
     summary_calls: state === null ? null : (count(state.compaction_tokens?.requests) ?? 0),
     final_summary_calls: state === null ? null : (count(state.final_summary_tokens?.requests) ?? 0),
+    // Their tokens, summed: billed as turns are (docs/running.md#budgets).
+    ...summaryTokens(state),
     delivery_result: deliveryResultOf(state),
     ...environmentCounted(state),
     compression_count: count(state?.compression_count) ?? counts.summaries,
-    final_token_count: final ? count(state?.current_context_tokens) : null,
+    // A paused task's too: the window its resume sends first, which the fleet's claim counts (storage/index/spend.ts claimNeedSql).
+    final_token_count: final || state?.status === 'paused' ? count(state?.current_context_tokens) : null,
     final_message_count: final ? counts.messages : null,
     error_message: state?.error ?? null,
     disk_bytes: disk?.bytes ?? null,
@@ -119,4 +122,12 @@ function environmentCounted(state: TaskState | null): { env_cache: string | null
   const e = environmentOf(state)
   if (e === null || e.status === 'stopped' || e.cache === 'none') return { env_cache: null, env_setup_ms: null }
   return { env_cache: e.cache, env_setup_ms: e.setup_seconds === null ? null : Math.round(e.setup_seconds * 1000) }
+}
+
+/** The compactions' and final summary's tokens summed (null: no state to read them from); a figure that is no count is 0. */
+function summaryTokens(state: TaskState | null): Pick<TaskRow, 'summary_prompt_tokens' | 'summary_completion_tokens' | 'summary_cached_tokens'> {
+  if (state === null) return { summary_prompt_tokens: null, summary_completion_tokens: null, summary_cached_tokens: null }
+  const sum = (key: 'prompt_tokens' | 'completion_tokens' | 'cached_tokens') =>
+    (count(state.compaction_tokens?.[key]) ?? 0) + (count(state.final_summary_tokens?.[key]) ?? 0)
+  return { summary_prompt_tokens: sum('prompt_tokens'), summary_completion_tokens: sum('completion_tokens'), summary_cached_tokens: sum('cached_tokens') }
 }

@@ -166,6 +166,8 @@ export interface MountPlan {
    * ctxagent would read as configuration (docs/contract.md §8).
    */
   absent?: readonly string[]
+  /** More directories shown read-write at a path of their own (an eval's Harbor check: /tests, /logs/verifier; docs/eval.md#harbor-tasks). */
+  binds?: readonly { from: string; to: string; readOnly?: boolean }[]
   /** An image's root file system (a real directory): its system is shown instead of the host's. */
   root?: string
 }
@@ -189,6 +191,7 @@ export function mountArgs(plan: MountPlan, workspace: string): string[] {
   }
   if (plan.root === undefined) etc(a)
   a.push('--bind', workspace, workspace)
+  for (const b of plan.binds ?? []) a.push(b.readOnly === true ? '--ro-bind' : '--bind', b.from, b.to)
   // A socket's mode, not the mount's read-only flag, decides who may connect to it.
   if (plan.egressSocket !== undefined) a.push('--ro-bind', plan.egressSocket, SOCKET_INSIDE)
   // Hidden places that a mount above shows (the task tree inside the workspace, a config file in it): covered.

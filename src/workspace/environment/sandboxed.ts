@@ -34,6 +34,8 @@ export interface ScriptRun {
   maxLogBytes?: number
   /** The task's stop (SIGINT, SIGTERM, a pause): the script's process group is ended at once (docs/environments.md#a-stop-during-setup). */
   signal?: AbortSignal
+  /** Directories shown at paths of their own (an eval's Harbor check: docs/eval.md#harbor-tasks). */
+  binds?: readonly { from: string; to: string; readOnly?: boolean }[]
 }
 
 export interface ScriptResult {
@@ -86,7 +88,10 @@ export async function runScript(run: ScriptRun): Promise<ScriptResult> {
 
 function spawned(run: ScriptRun, plan: BwrapPlan, socket: string | undefined, began: number): Promise<ScriptResult> {
   return new Promise((resolve) => {
-    const args = sandboxArgs(plan, run.workspace, ['/bin/sh', '-c', run.script], socket !== undefined ? { egressSocket: socket } : {})
+    const args = sandboxArgs(plan, run.workspace, ['/bin/sh', '-c', run.script], {
+      ...(socket !== undefined ? { egressSocket: socket } : {}),
+      ...(run.binds !== undefined ? { binds: run.binds } : {}),
+    })
     // No --clearenv (sandboxArgs without env): bwrap's own environment, set here, is the script's, with HOME, PATH and the proxy's variables over it.
     const child = spawn(plan.bwrap, args, {
       ...spawnIdentity(plan),
