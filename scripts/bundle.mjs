@@ -5,7 +5,7 @@
 // separate chunks, loaded only by the commands that use them. better-sqlite3 is a
 // native addon and stays in node_modules. dist/ stays as it is, for the tests.
 import { build } from 'esbuild'
-import { readFileSync, rmSync } from 'node:fs'
+import { readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
@@ -42,8 +42,19 @@ const pgOnNode = {
     })
   },
 }
+/**
+ * zod's namespace re-exports all of its 40-odd locales (366 KB of the bundle) from its core, so
+ * every command that validates a config would load them; ctxagent uses none but English (which
+ * zod's classic API imports itself). The namespace keeps `en` only: `z.locales.en()` still works.
+ */
+const zodEnglishOnly = {
+  name: 'zod-english-only',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]zod[\\/]v4[\\/]locales[\\/]index\.js$/ }, () => ({ contents: "export { default as en } from './en.js'", loader: 'js' }))
+  },
+}
 rmSync(`${root}bundle`, { recursive: true, force: true })
-await build({
+const result = await build({
   absWorkingDir: root,
   entryPoints: ['dist/cli.js'],
   outdir: 'bundle',
@@ -59,6 +70,8 @@ await build({
   banner: { js: "import { createRequire as __ctxagentRequire } from 'node:module'; const require = __ctxagentRequire(import.meta.url);" },
   // Through dist/*.js.map down to src/*.ts, for CTXAGENT_DEBUG=1 stack traces.
   sourcemap: true,
-  plugins: [pgOnNode],
+  plugins: [pgOnNode, zodEnglishOnly],
   logLevel: 'warning',
+  metafile: true,
 })
+writeFileSync(`${root}bundle/meta.json`, JSON.stringify(result.metafile))

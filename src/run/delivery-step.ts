@@ -1,5 +1,4 @@
 import type { Config } from '../config/schema.js'
-import { deliver } from '../delivery/deliver.js'
 import { deliveryBase } from '../delivery/base.js'
 import { taskFacts } from '../delivery/pr-body.js'
 import { recordRepository } from '../delivery/repository.js'
@@ -112,6 +111,8 @@ export async function deliverCompleted(
     record.deliver === 'pr' && target.kind === 'new-branch'
       ? await openPullOfIssue(config, layout, handle.metadata.task_key, handle.uuid).catch(() => null)
       : null
+  // Loaded when a task delivers, not at every run's start: with it come the forges' replies' schemas (classic zod, ~180 KB; docs/development.md#start-up).
+  const { deliver } = await import('../delivery/deliver.js')
   let delivery =
     record.base_git === undefined
       ? unrecorded(record.deliver)

@@ -8,6 +8,7 @@ import type { EnvironmentRecord } from '../workspace/environment/prepare.js'
 import { recordedImage } from '../workspace/environment/image.js'
 import type { ImageResult } from '../workspace/environment/image.js'
 import { runScript } from '../workspace/environment/sandboxed.js'
+import type { TrustedBase } from '../workspace/trusted-base.js'
 import { imageText } from '../storage/task/environment-view.js'
 import type { RunLog } from './log.js'
 import type { Outcome } from './outcome.js'
@@ -40,9 +41,11 @@ export async function environmentStep(
   log: RunLog,
   began: number,
   signal: AbortSignal,
+  base: TrustedBase,
 ): Promise<EnvironmentStep> {
   const key = handle.metadata.task_key
   const prepared = await prepareEnvironment({
+    base,
     config: run.config,
     workspace: run.settings.workspace,
     repository: key.owner !== null && key.repo !== '' ? `${key.owner}/${key.repo}` : null,
@@ -81,7 +84,7 @@ export async function resumedEnvironment(run: RunEnv, handle: TaskHandle, hidden
 function taskImage(run: RunEnv, image: ImageRecord, hidden: readonly string[]): Promise<ImageResult> {
   const planned = planSandbox(run.config.tools, hidden, run.settings.workspace)
   const identity = planned.ok && planned.plan.kind === 'bwrap' && process.getuid?.() === 0 ? planned.plan.identity : null
-  return recordedImage(image, { store: environmentStore(run.config, run.env.layout.base), identity, hidden })
+  return recordedImage(image, { store: environmentStore(run.config, run.env.layout.base), identity, hidden, workspace: run.settings.workspace })
 }
 
 async function setupFailed(handle: TaskHandle, error: string, tail: string | null, log: RunLog, began: number): Promise<EnvironmentStep> {

@@ -1,5 +1,6 @@
 import type { TaskHandle } from '../storage/task/handle.js'
 import { readInstructions } from '../workspace/instructions.js'
+import type { TrustedBase } from '../workspace/trusted-base.js'
 import type { RunLog } from './log.js'
 import type { RunEnv } from './run-start.js'
 
@@ -8,8 +9,8 @@ import type { RunEnv } from './run-start.js'
  * in state.json and returned as the system prompt's last section, written once with the
  * task's first message so the prompt's prefix never changes between turns.
  */
-export async function instructionsStep(run: RunEnv, handle: TaskHandle, log: RunLog): Promise<string | null> {
-  const read = await readInstructions(run.settings.workspace).catch((err: unknown) => {
+export async function instructionsStep(run: RunEnv, handle: TaskHandle, log: RunLog, base: TrustedBase): Promise<string | null> {
+  const read = await readInstructions(run.settings.workspace, base).catch((err: unknown) => {
     // An unreadable file is the repository's problem, not the task's: it goes on without it and says so.
     log.warn(`the project's instructions were not read: ${err instanceof Error ? err.message : String(err)}`)
     return null

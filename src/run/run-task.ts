@@ -31,6 +31,7 @@ import { openRemote, startMcp, taskClient } from './task-start.js'
 import { inboxEnd, inheritanceFor, takeTask } from './task-take.js'
 import { Agent } from './turn.js'
 import { removeTaskTree } from '../workspace/task-tree.js'
+import { trustedBase } from '../workspace/trusted-base.js'
 
 /**
  * Runs one task to an ending: creates it (or resumes it), runs the agent loop, and
@@ -93,10 +94,13 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   const drain = watchDrain(handle.uuid)
   const work = async (): Promise<Outcome> => {
     await stallForTest('run:work')
-    // A new task's environment (docs/environments.md), before any LLM request: a failed setup ends it here. A
-    // resumed task prepares it again when a stop came during its setup (docs/environments.md#a-stop-during-setup).
+    // A new task's trusted base (docs/environments.md#where-it-is-read-from), read once for its environment and its instructions;
+    // a resumed task's again when a stop came during its setup (docs/environments.md#a-stop-during-setup).
     const preparing = start.kind === 'new' || environmentOf(handle.state)?.status === 'stopped'
-    const prepared = preparing ? await environmentStep(run, handle, hidden, log, begun, stop.signal) : await resumedEnvironment(run, handle, hidden, log, begun)
+    const base = preparing ? await trustedBase(settings.workspace) : null
+    // Its environment (docs/environments.md), before any LLM request: a failed setup ends it here.
+    const prepared =
+      base !== null ? await environmentStep(run, handle, hidden, log, begun, stop.signal, base) : await resumedEnvironment(run, handle, hidden, log, begun)
     if (prepared.kind === 'failed') {
       Object.assign(traced, { status: 'setup_failed', error: prepared.outcome.error })
       // The issue is told once, before any link to it is opened (docs/environments.md#when-setup-fails).
@@ -110,8 +114,8 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     // A task whose agent stopped after its finish call, before state.json took the answer.
     let finished: RecordedFinish | null = null
     const note = prepared.kind === 'ready' ? prepared.note : null
-    if (start.kind === 'new')
-      await beginNew(handle, run, start, inheritance, client, log, { environment: note, instructions: await instructionsStep(run, handle, log) })
+    if (start.kind === 'new' && base !== null)
+      await beginNew(handle, run, start, inheritance, client, log, { environment: note, instructions: await instructionsStep(run, handle, log, base) })
     else {
       finished = await beginResumed(handle, tools, client, log)
       if (note !== null) handle.addMessage({ role: 'user', content: note })

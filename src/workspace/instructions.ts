@@ -26,9 +26,9 @@ export interface Instructions {
   base: TrustedBase
 }
 
-/** The project's instructions of `workspace`, read before anything of the task runs there. */
-export async function readInstructions(workspace: string): Promise<Instructions> {
-  const base = await trustedBase(workspace)
+/** The project's instructions of `workspace`, read before anything of the task runs there; `given`: its trusted base, when read already. */
+export async function readInstructions(workspace: string, given?: TrustedBase): Promise<Instructions> {
+  const base = given ?? (await trustedBase(workspace))
   if (base.kind === 'none') return { record: null, section: null, base }
   const refused: string[] = []
   for (const path of INSTRUCTION_FILES) {

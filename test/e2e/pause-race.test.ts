@@ -1,8 +1,8 @@
-import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, renameSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { askOwner } from '../../src/run/control.js'
-import { resolveTask } from '../../src/storage/fs/layout.js'
+import { FILES, resolveTask } from '../../src/storage/fs/layout.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
 import { cliAsync, helper } from '../helpers/run.js'
 import { exitOf, lineFrom, sleep } from '../helpers/wait.js'
@@ -32,10 +32,14 @@ describe('pause racing a task that finishes', () => {
       const tree = makeTree()
       const owner = helper('finisher.mjs', [tree.base, '0'])
       const uuid = (await lineFrom(owner, /^[0-9a-f-]{36}$/)).trim()
+      const inbox = join(tree.layout.taskDir('running', uuid), FILES.inbox)
       const pausing = cliAsync(['pause', uuid, '--home', tree.base, '--wait', '60s'])
       // The finish is let go at a later moment of pause's run each time (0 to 4.5 s), sweeping the window
-      // from "finished before pause looked" to "pause waiting for the owner".
-      await sleep(i * 300)
+      // from "finished before pause looked" to "pause waiting for the owner". Once pause's request is in
+      // the inbox it is waiting (this owner never reads it): any later moment is that same case, so the
+      // finish goes then rather than at the rest of the try's delay.
+      const letGo = Date.now() + i * 300
+      while (Date.now() < letGo && !requested(inbox)) await sleep(20)
       writeFileSync(join(tree.base, 'go'), '')
       const [res] = await Promise.all([pausing, exitOf(owner)])
       const line = res.code === 0 ? res.stdout.trim() : res.stderr.trim()
@@ -50,3 +54,12 @@ describe('pause racing a task that finishes', () => {
     expect(Object.keys(seen).length, JSON.stringify(seen)).toBeGreaterThan(1)
   })
 })
+
+/** Whether a control request has been appended to a task's inbox.jsonl. */
+function requested(inbox: string): boolean {
+  try {
+    return statSync(inbox).size > 0
+  } catch {
+    return false
+  }
+}

@@ -13,7 +13,7 @@
 import { execFileSync, spawn } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
 import { accessSync, closeSync, constants, existsSync, fchownSync, openSync, readdirSync, readFileSync, statfsSync } from 'node:fs'
-import { chown, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises'
+import { chown, mkdir, mkdtemp, readFile, rename, rm } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import { createServer } from 'node:net'
 import type { AddressInfo } from 'node:net'
@@ -59,7 +59,10 @@ export async function startPostgres(): Promise<PgServer> {
     await chown(base, ids.uid, ids.gid)
     await chown(sockDir, ids.uid, ids.gid)
   }
-  await runQuiet(bins.initdb, ['-D', dataDir, '-A', 'trust', '-U', 'postgres', '-E', 'UTF8', '--locale=C', '--no-sync', '--no-instructions'], ids)
+  await initCluster(bins, ids, dataDir).catch(async (err: unknown) => {
+    await rm(base, { recursive: true, force: true })
+    throw err
+  })
 
   let port = 0
   let postmaster: ChildProcess | null = null
@@ -197,6 +200,33 @@ async function externalDatabase(url: string): Promise<PgServer> {
   }
 }
 
+/** Where test/helpers/pg-templates.ts (a globalSetup) keeps this run's initdb results. */
+export const TEMPLATES_ENV = 'CTXAGENT_TEST_PG_TEMPLATES'
+
+const INITDB_ARGS = ['-A', 'trust', '-U', 'postgres', '-E', 'UTF8', '--locale=C', '--no-sync', '--no-instructions']
+
+/**
+ * A fresh cluster in `dataDir`. initdb is most of a server's start (seconds on a busy 2-core
+ * machine, and ~50 files start one), so within one `npm test` its result is made once, in the
+ * run's template directory, and copied for each server: the copy is the same cluster initdb
+ * would make, in a fraction of the time. Without that directory (a script outside vitest), initdb.
+ */
+async function initCluster(bins: Binaries, ids: { uid: number; gid: number } | null, dataDir: string): Promise<void> {
+  const templates = process.env[TEMPLATES_ENV] ?? ''
+  if (templates === '' || !existsSync(templates)) return runQuiet(bins.initdb, ['-D', dataDir, ...INITDB_ARGS], ids)
+  const template = join(templates, `${bins.initdb.replaceAll('/', '_')}-${ids?.uid ?? 'self'}`)
+  if (!existsSync(template)) {
+    // Made aside and renamed into place: the other worker sees no template or a whole one.
+    const making = await mkdtemp(join(templates, 'making-'))
+    if (ids !== null) await chown(making, ids.uid, ids.gid)
+    await runQuiet(bins.initdb, ['-D', join(making, 'data'), ...INITDB_ARGS], ids)
+    await rename(join(making, 'data'), template).catch(() => undefined) // the other worker's is there already
+    await rm(making, { recursive: true, force: true })
+  }
+  // cp -a keeps the owner (the server's user, as root) and the 0700 PostgreSQL insists on.
+  await runQuiet('cp', ['-a', template, dataDir], null)
+}
+
 /** True when a crash test can run here (a server of our own, not CTXAGENT_TEST_DATABASE_URL's). */
 export function canKillServer(): boolean {
   return (process.env.CTXAGENT_TEST_DATABASE_URL ?? '') === ''
@@ -241,7 +271,7 @@ function runAsIds(): { uid: number; gid: number } | null {
 }
 
 /** tmpfs when it has room: initdb and checkpoints on a busy disk stall for seconds. */
-function clusterTmp(): string {
+export function clusterTmp(): string {
   try {
     accessSync('/dev/shm', constants.W_OK)
     const s = statfsSync('/dev/shm')

@@ -135,3 +135,49 @@ export function dockerSave(file: string, layers: readonly Buffer[], work: string
   execFileSync('tar', ['-C', root, '-cf', file, '.'])
   return file
 }
+
+/** One tar header block as a hostile writer makes it: any type flag, any size field (the bytes as given), a checksum that is right. */
+export function rawHeader(h: { name: string; flag: string; size?: number | Buffer; linkname?: string; mode?: number }): Buffer {
+  const header = Buffer.alloc(512)
+  header.write(h.name, 0, 100, 'utf8')
+  header.write(`${(h.mode ?? 0o644).toString(8).padStart(7, '0')}\0`, 100, 'latin1')
+  header.write('0000000\0', 108, 'latin1')
+  header.write('0000000\0', 116, 'latin1')
+  if (Buffer.isBuffer(h.size)) h.size.copy(header, 124, 0, 12)
+  else header.write(`${(h.size ?? 0).toString(8).padStart(11, '0')}\0`, 124, 'latin1')
+  header.write('00000000000\0', 136, 'latin1')
+  header.write(h.flag, 156, 'latin1')
+  header.write(h.linkname ?? '', 157, 100, 'utf8')
+  header.write('ustar\x0000', 257, 'latin1')
+  header.fill(0x20, 148, 156)
+  let sum = 0
+  for (const b of header) sum += b
+  header.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148, 'latin1')
+  return header
+}
+
+/** `data` and the zeros that pad it to a block. */
+export const blockPadded = (data: Buffer | string): Buffer => {
+  const b = Buffer.from(data)
+  return Buffer.concat([b, Buffer.alloc((512 - (b.length % 512)) % 512)])
+}
+
+/** A header that describes the next member (GNU long name `L`, long link `K`, pax `x`) with its data. */
+export function describing(flag: 'L' | 'K' | 'x', data: string | Buffer): Buffer {
+  const b = Buffer.from(data)
+  return Buffer.concat([rawHeader({ name: '././@LongLink', flag, size: b.length }), blockPadded(b)])
+}
+
+/** A pax extended header of `records` (key=value), each as "LEN key=value\n". */
+export function pax(records: Record<string, string>): Buffer {
+  const lines = Object.entries(records).map(([k, v]) => {
+    const body = ` ${k}=${v}\n`
+    let len = body.length + 1
+    while (`${len}${body}`.length !== len) len++
+    return `${len}${body}`
+  })
+  return describing('x', lines.join(''))
+}
+
+/** The zero blocks that end an archive. */
+export const END = Buffer.alloc(1024)

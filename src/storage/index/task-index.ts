@@ -2,7 +2,7 @@ import type BetterSqlite3 from 'better-sqlite3'
 import type { Database as Db, Statement } from 'better-sqlite3'
 import { chmodSync, existsSync, lstatSync, renameSync, rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import { basename, dirname } from 'node:path'
+import { basename, dirname, join } from 'node:path'
 import { CorruptRecordError } from '../../errors.js'
 import { assertRegularFiles } from '../fs/files.js'
 import type { Location } from '../fs/layout.js'
@@ -30,6 +30,21 @@ let loaded: typeof BetterSqlite3 | undefined
  */
 function sqlite(): typeof BetterSqlite3 {
   return (loaded ??= createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3)
+}
+
+let addon: string | null | undefined
+
+/**
+ * The native addon's file, given to better-sqlite3 as `nativeBinding`: without it the
+ * library asks the `bindings` package, which reads a stack trace and tries a dozen paths
+ * (~10 ms of every command that opens tasks.db). The places tried are bindings' first
+ * three, in its order; none there (another layout): null, and bindings looks as before.
+ */
+function nativeBinding(): string | null {
+  if (addon !== undefined) return addon
+  const root = dirname(createRequire(import.meta.url).resolve('better-sqlite3/package.json'))
+  addon = ['build', 'build/Debug', 'build/Release'].map((dir) => join(root, dir, 'better_sqlite3.node')).find((file) => existsSync(file)) ?? null
+  return addon
 }
 
 /** One row of `tasks`: the docs/contract.md §7 columns plus what stats needs. */
@@ -228,7 +243,8 @@ export class TaskIndex {
   static open(path: string): TaskIndex {
     if (path !== ':memory:') assertIndexFiles(path)
     const created = path !== ':memory:' && !existsSync(path)
-    const db = new (sqlite())(path, { timeout: 10_000 })
+    const binding = nativeBinding()
+    const db = new (sqlite())(path, { timeout: 10_000, ...(binding !== null ? { nativeBinding: binding } : {}) })
     try {
       if (created) chmodSync(path, 0o600)
       db.pragma('journal_mode = WAL')

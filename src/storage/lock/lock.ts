@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { existsSync, linkSync, lstatSync, renameSync, rmdirSync, statSync, unlinkSync } from 'node:fs'
 import { basename, dirname, join } from 'node:path'
-import lockfile from 'proper-lockfile'
 import { CtxError, isErrno, LockedError } from '../../errors.js'
 import { removeDeadTemps, unlinkQuietly, writeTempFor } from '../fs/files.js'
 import { BLOB_DIR } from '../fs/layout.js'
@@ -58,6 +57,8 @@ const MUTEX_WAIT_MS = 10_000
  */
 async function lockMutex(dir: string): Promise<() => Promise<void>> {
   const deadline = Date.now() + MUTEX_WAIT_MS
+  // Loaded at the first lock, not by every command that reads tasks (graceful-fs patches fs as it loads; docs/development.md#start-up).
+  const { default: lockfile } = await import('proper-lockfile')
   for (let wait = 1; ; wait = Math.min(wait * 2, 25)) {
     try {
       return await lockfile.lock(dir, {

@@ -1,5 +1,4 @@
 import { join } from 'node:path'
-import lockfile from 'proper-lockfile'
 import { CtxError, isErrno } from '../../errors.js'
 import type { LlmFailure } from '../../errors.js'
 import { parseJsonObject, readSmallFile, writeFileAtomic, writeFileAtomicAsync, writeJsonAtomic } from '../fs/files.js'
@@ -292,6 +291,8 @@ export async function writeState(dir: string, state: TaskState): Promise<void> {
 }
 
 async function lockState(dir: string): Promise<() => Promise<void>> {
+  // Loaded at the first change of a state.json, not by every command that reads tasks (docs/development.md#start-up).
+  const { default: lockfile } = await import('proper-lockfile')
   try {
     return await lockfile.lock(dir, {
       lockfilePath: join(dir, FILES.stateLock),

@@ -58,9 +58,13 @@ export function hostProgram(path: string): string[] {
   return ld === null ? [inside] : [join(LIB_INSIDE, basename(ld)), '--library-path', LIB_INSIDE, inside]
 }
 
-/** The bwrap arguments that show `paths` (and what they need) there. */
+/**
+ * The bwrap arguments that show `paths` (and what they need) there: on a tmpfs of their
+ * own, made read-only once they are in, so that nothing can be added beside them in the
+ * directory their loader searches (docs/security.md#an-image).
+ */
 export function hostProgramMounts(paths: readonly string[]): string[] {
-  const a: string[] = []
+  const a: string[] = ['--tmpfs', HOST_INSIDE]
   const ld = loader()
   if (ld !== null) a.push('--ro-bind', ld, join(LIB_INSIDE, basename(ld)))
   const libs = new Map<string, string>()
@@ -70,5 +74,6 @@ export function hostProgramMounts(paths: readonly string[]): string[] {
     for (const [soname, file] of p.libraries) libs.set(soname, file)
   }
   for (const [soname, file] of libs) a.push('--ro-bind', file, join(LIB_INSIDE, soname))
+  a.push('--remount-ro', HOST_INSIDE)
   return a
 }

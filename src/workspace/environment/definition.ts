@@ -26,25 +26,33 @@ export interface Environment {
 /**
  * The environment of `workspace`, or null when neither the repository nor the operator
  * defines one. `repository` is the task's owner/repo when its source names one (a forge's
- * issue or pull request, a fleet's `--repo`), else it is read from the origin URL. A bad
- * definition is a UsageError naming the file or the config key.
+ * issue or pull request, a fleet's `--repo`), else it is read from the origin URL (only when
+ * an environment is defined: a git call less at every run's start). A bad definition is a
+ * UsageError naming the file or the config key. `base`: the trusted base when the caller has
+ * read it already (run reads it once for this and the instructions).
  */
-export async function resolveEnvironment(environments: Config['environments'], workspace: string, repository: string | null): Promise<Environment | null> {
-  const base = await trustedBase(workspace)
+export async function resolveEnvironment(
+  environments: Config['environments'],
+  workspace: string,
+  repository: string | null,
+  base?: TrustedBase,
+): Promise<Environment | null> {
+  const trusted = base ?? (await trustedBase(workspace))
+  const read = await readTrusted(workspace, trusted, ENVIRONMENT_FILE, MAX_FILE_BYTES)
+  if (read.kind === 'refused') throw new UsageError(`${ENVIRONMENT_FILE}: ${read.why}`, 'make it a regular file of at most 64 KB')
+  const where = `${ENVIRONMENT_FILE} (${describeBase(trusted)})`
+  const file = read.kind === 'file' ? parseYamlWith(environmentSchema, read.text, where) : null
+  if (file === null && Object.keys(environments).length === 0) return null
   const real = realPathOf(workspace)
   const name = repository ?? (await originRepository(workspace))
   const operatorKey = [name, real, workspace].find((k): k is string => k !== null && Object.hasOwn(environments, k)) ?? null
   const operator = operatorKey === null ? null : (environments[operatorKey] ?? null)
-  const read = await readTrusted(workspace, base, ENVIRONMENT_FILE, MAX_FILE_BYTES)
-  if (read.kind === 'refused') throw new UsageError(`${ENVIRONMENT_FILE}: ${read.why}`, 'make it a regular file of at most 64 KB')
-  const where = `${ENVIRONMENT_FILE} (${describeBase(base)})`
-  const file = read.kind === 'file' ? parseYamlWith(environmentSchema, read.text, where) : null
   if (file === null && operator === null) return null
   // The operator's keys win over the file's, key by key (cache as a whole).
   const spec: EnvironmentSpec = { ...(file ?? {}), ...(operator ?? {}) }
   const problem = inconsistency(spec)
   if (problem !== null) throw new UsageError(`${operatorKey !== null ? `environments.${operatorKey}` : where}: ${problem}`, 'see docs/environments.md')
-  return { spec, base, repository: name ?? real, file: file === null ? null : where, operator: operatorKey }
+  return { spec, base: trusted, repository: name ?? real, file: file === null ? null : where, operator: operatorKey }
 }
 
 /** The rules across keys: setup runs in a checkout of its own, so what it makes reaches a task only through cache.paths. */

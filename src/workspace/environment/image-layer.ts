@@ -51,20 +51,38 @@ function parentOf(root: string, steps: readonly string[], name: string): string 
   return at
 }
 
-/** Permission bits only: no setuid or setgid; a directory keeps its sticky bit (/tmp). */
-const modeOf = (m: TarMember): number => m.mode & (m.type === 'dir' ? 0o1777 : 0o777)
+/**
+ * Permission bits only, and never writable by group or others: no setuid, setgid or
+ * sticky bit (the sandbox shows the root read-only, so they would mean nothing there, but
+ * on the host a 0777 directory of the cache would let any local user change an entry
+ * that every later task runs). A directory is always its owner's to enter and change
+ * (ctxagent's user's): a 0000 or 0555 one the image gives could not be removed by
+ * `cleanup` otherwise when ctxagent does not run as root.
+ */
+const modeOf = (m: TarMember): number => (m.type === 'dir' ? (m.mode & 0o755) | 0o700 : m.mode & 0o755)
+
+/** What is left of an image's allowance across its layers (docs/environments.md#an-image): members. */
+export interface Budget {
+  members: number
+  /** The limit it started from, for the message. */
+  maxMembers: number
+}
+
+/** At most this many members (headers) in all an image's layers. */
+export const MAX_IMAGE_MEMBERS = 1_000_000
 
 /**
  * Applies the layer read from `source` to `root`. Directories stay writable while the
  * layers are applied (a read-only one may get members from a later layer): their modes
  * go to `dirModes`, for setDirModes once the last layer is in.
  */
-export async function applyLayer(root: string, source: AsyncIterable<Buffer>, dirModes: Map<string, number>): Promise<LayerCounts> {
+export async function applyLayer(root: string, source: AsyncIterable<Buffer>, dirModes: Map<string, number>, budget: Budget): Promise<LayerCounts> {
   const counts: LayerCounts = { members: 0, skipped: 0 }
   // What this layer made: its whiteouts hide only the layers below it.
   const made = new Set<string>()
   for await (const { member, data } of readTar(source)) {
     counts.members++
+    if (--budget.members < 0) throw new RefusedImage(`its layers hold more than ${budget.maxMembers} members (ctxagent's limit)`)
     const steps = memberSteps(member.name)
     if (steps.length === 0) continue
     const base = steps[steps.length - 1] as string

@@ -23,19 +23,30 @@ export interface TarMember {
 
 export const BLOCK = 512
 
-/** A number field: octal text, or base-256 when its first byte has the high bit. */
+/**
+ * A number field: octal text, or base-256 when its first byte has the high bit. NaN for
+ * what is neither, a negative one (0xff: base-256's sign) or one past 2^53: a size must be
+ * exact, or the next header would be read from inside a member's data.
+ */
 function numberAt(block: Buffer, start: number, length: number): number {
   const field = block.subarray(start, start + length)
   if (((field[0] ?? 0) & 0x80) !== 0) {
+    if (field[0] === 0xff) return Number.NaN
     let n = (field[0] ?? 0) & 0x7f
     for (const byte of field.subarray(1)) n = n * 256 + byte
-    return n
+    return Number.isSafeInteger(n) ? n : Number.NaN
   }
   const text = field
     .toString('latin1')
     .replace(/[\0 ]+$/, '')
     .trim()
-  return text === '' ? 0 : Number.parseInt(text, 8)
+  return text === '' ? 0 : /^[0-7]+$/.test(text) ? Number.parseInt(text, 8) : Number.NaN
+}
+
+/** A member's size, refused unless it is a whole number of bytes a file can have. */
+function sizeOf(n: number, name: string): number {
+  if (!Number.isSafeInteger(n) || n < 0) throw new Error(`a tar header with a bad size for ${JSON.stringify(name)}`)
+  return n
 }
 
 function textAt(block: Buffer, start: number, length: number): string {
@@ -59,7 +70,15 @@ export function parseHeader(block: Buffer): TarMember | null {
     const prefix = textAt(block, 345, 155)
     if (prefix !== '') name = `${prefix}/${name}`
   }
-  return { name, type: TYPES[flag] ?? 'other', flag, mode: numberAt(block, 100, 8), size: numberAt(block, 124, 12), linkname: textAt(block, 157, 100) }
+  const mode = numberAt(block, 100, 8)
+  return {
+    name,
+    type: TYPES[flag] ?? 'other',
+    flag,
+    mode: Number.isNaN(mode) ? 0 : mode,
+    size: sizeOf(numberAt(block, 124, 12), name),
+    linkname: textAt(block, 157, 100),
+  }
 }
 
 /** The records of a pax header ("LEN key=value\n"…) that matter here. */
@@ -106,7 +125,8 @@ function describesNext(flag: string, data: Buffer, pending: Pending): Pending | 
       ...pending,
       ...(pax.path !== undefined ? { name: pax.path } : {}),
       ...(pax.linkpath !== undefined ? { linkname: pax.linkpath } : {}),
-      ...(pax.size !== undefined ? { size: Number(pax.size) } : {}),
+      // Decimal digits only: Number() would take '-1', '0x10', '1e3' or ' '.
+      ...(pax.size !== undefined ? { size: sizeOf(/^\d+$/.test(pax.size) ? Number(pax.size) : Number.NaN, pax.path ?? pending.name ?? 'a pax header') } : {}),
     }
   }
   if (flag === 'g') return pending

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
-import { chmodSync, mkdirSync, mkdtempSync, realpathSync, rmSync, utimesSync } from 'node:fs'
-import { dirname, join } from 'node:path'
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, utimesSync } from 'node:fs'
+import { basename, dirname, join } from 'node:path'
 import { pipeline, Readable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { createGunzip } from 'node:zlib'
@@ -9,7 +9,8 @@ import type { SandboxIdentity } from '../../tools/sandbox/identity.js'
 import { blockedAt } from '../../tools/sandbox/mcp-launch.js'
 import { inside } from '../../tools/workspace.js'
 import { commitEntry, entryDir, readEntry, tryLock } from './cache-store.js'
-import { applyLayer, RefusedImage, setDirModes } from './image-layer.js'
+import { applyLayer, MAX_IMAGE_MEMBERS, RefusedImage, setDirModes } from './image-layer.js'
+import type { Budget } from './image-layer.js'
 import { readImageSource } from './image-source.js'
 import type { Layer } from './image-source.js'
 
@@ -23,6 +24,22 @@ import type { Layer } from './image-source.js'
 
 const WAIT_MS = 500
 
+const realOr = (p: string): string => {
+  try {
+    return realpathSync(p)
+  } catch {
+    return p
+  }
+}
+
+const gib = (bytes: number): string => (bytes >= 1024 ** 3 ? `${bytes / 1024 ** 3} GiB` : `${bytes} bytes`)
+
+/**
+ * At most this many bytes of tar (gunzipped) in all an image's layers: a gzip layer of a
+ * few MB can hold GBs of zeros, and the cache is on a disk every task shares.
+ */
+export const MAX_IMAGE_BYTES = 32 * 1024 ** 3
+
 export type ImageResult = { ok: true; root: string; record: ImageRecord } | { ok: false; error: string }
 
 export interface ImageInput {
@@ -33,7 +50,14 @@ export interface ImageInput {
   identity: SandboxIdentity | null
   /** Places no sandbox may see: a directory image holding one is refused. */
   hidden: readonly string[]
+  /**
+   * The task's workspace (a real path): an image in it is refused, since an agent writes
+   * there and a later task's setup (with its secrets) would run what it wrote.
+   */
+  workspace?: string
   signal?: AbortSignal
+  /** Lower limits than MAX_IMAGE_BYTES and MAX_IMAGE_MEMBERS (tests). */
+  limits?: { bytes: number; members: number }
 }
 
 export async function obtainImage(input: ImageInput): Promise<ImageResult> {
@@ -46,14 +70,18 @@ export async function obtainImage(input: ImageInput): Promise<ImageResult> {
         throw new RefusedImage(`${file} is not readable by ${identity?.name} (uid ${identity?.uid}), whom the sandbox runs as (at ${blocked})`)
     }
     readable(path)
-    const source = readImageSource(realpathSync(path), readable)
+    const real = realpathSync(path)
+    // Inside a place the agent writes or no sandbox may see (through a link too): never an image.
+    const within = [...(input.workspace !== undefined ? [input.workspace] : []), ...input.hidden].find((p) => inside(realOr(p), real))
+    if (within !== undefined) throw new RefusedImage(`it lies in ${within}, which a task's commands write or must not see`)
+    const source = readImageSource(real, readable)
     if (source.kind === 'directory') {
       const shown = input.hidden.find((h) => inside(source.root, h))
       if (shown !== undefined) throw new RefusedImage(`the directory ${source.root} holds ${shown}, which no sandbox may see`)
       return { ok: true, root: source.root, record: { source: path, kind: 'directory', digest: null, cache: 'none' } }
     }
     const dir = entryDir(input.store, 'images', source.digest)
-    const cache = await unpackOnce(dir, source.layers, input.signal)
+    const cache = await unpackOnce(dir, source.layers, input.signal, input.limits ?? { bytes: MAX_IMAGE_BYTES, members: MAX_IMAGE_MEMBERS })
     const root = join(dir, 'paths')
     const unreachable = identity === null ? null : blockedAt(identity, root)
     if (unreachable !== null)
@@ -72,7 +100,7 @@ export async function obtainImage(input: ImageInput): Promise<ImageResult> {
 }
 
 /** The entry there already (`hit`), or unpacked by this task (`miss`), or by another this one waited for (`hit`). */
-async function unpackOnce(dir: string, layers: Layer[], signal: AbortSignal | undefined): Promise<'hit' | 'miss'> {
+async function unpackOnce(dir: string, layers: Layer[], signal: AbortSignal | undefined, limits: { bytes: number; members: number }): Promise<'hit' | 'miss'> {
   for (;;) {
     if (readEntry(dir) !== null) return 'hit'
     if (signal?.aborted) throw new Error('stopped while waiting for another task unpacking the same image')
@@ -84,10 +112,12 @@ async function unpackOnce(dir: string, layers: Layer[], signal: AbortSignal | un
     try {
       if (readEntry(dir) !== null) return 'hit'
       mkdirSync(dirname(dir), { recursive: true })
+      leftBehind(dir)
       const root = mkdtempSync(`${dir}.unpack-`)
       try {
         const dirModes = new Map<string, number>()
-        for (const [i, layer] of layers.entries()) await unpackLayer(root, layer, i, dirModes)
+        const budget = { ...limits, limit: limits.bytes, maxMembers: limits.members }
+        for (const [i, layer] of layers.entries()) await unpackLayer(root, layer, i, dirModes, budget)
         setDirModes(root, dirModes)
         chmodSync(root, 0o755)
         commitEntry(dir, root, { created_at: new Date().toISOString(), setup_seconds: 0, bytes: 0 })
@@ -101,13 +131,29 @@ async function unpackOnce(dir: string, layers: Layer[], signal: AbortSignal | un
   }
 }
 
+/**
+ * What an unpacker that died (SIGKILL, a lost host) left of this entry: its half-unpacked
+ * root, never used (only a complete entry, renamed into place with its entry.json, is),
+ * removed by the next holder of the lock, so that it does not fill the store.
+ */
+function leftBehind(dir: string): void {
+  const prefixes = [`${basename(dir)}.unpack-`, `${basename(dir)}.partial-`]
+  for (const name of readdirSync(dirname(dir))) if (prefixes.some((p) => name.startsWith(p))) rmSync(join(dirname(dir), name), { recursive: true, force: true })
+}
+
 /** One layer applied to `root`, its bytes checked against its digest as they are read. */
-async function unpackLayer(root: string, layer: Layer, i: number, dirModes: Map<string, number>): Promise<void> {
+async function unpackLayer(
+  root: string,
+  layer: Layer,
+  i: number,
+  dirModes: Map<string, number>,
+  budget: Budget & { bytes: number; limit: number },
+): Promise<void> {
   const stored = createHash('sha256')
   const tar = createHash('sha256')
-  const bytes = checked(layer, stored, tar)
+  const bytes = checked(layer, stored, tar, budget)
   try {
-    await applyLayer(root, bytes, dirModes)
+    await applyLayer(root, bytes, dirModes, budget)
     // The archive's end: what follows its last member (padding) counts for the digest too.
     while ((await bytes.next()).done !== true);
   } catch (err) {
@@ -118,7 +164,12 @@ async function unpackLayer(root: string, layer: Layer, i: number, dirModes: Map<
 }
 
 /** The layer's tar bytes (gunzipped when stored as gzip), hashed as stored and as tar; its end checks the digest. */
-async function* checked(layer: Layer, stored: ReturnType<typeof createHash>, tar: ReturnType<typeof createHash>): AsyncGenerator<Buffer> {
+async function* checked(
+  layer: Layer,
+  stored: ReturnType<typeof createHash>,
+  tar: ReturnType<typeof createHash>,
+  budget: { bytes: number; limit: number },
+): AsyncGenerator<Buffer> {
   const input = layer.open()
   const hashed = (async function* () {
     for await (const chunk of input as AsyncIterable<Buffer>) {
@@ -141,6 +192,8 @@ async function* checked(layer: Layer, stored: ReturnType<typeof createHash>, tar
     plain = gunzip
   }
   for await (const chunk of plain) {
+    budget.bytes -= chunk.length
+    if (budget.bytes < 0) throw new RefusedImage(`its layers unpack to more than ${gib(budget.limit)} of tar (ctxagent's limit)`)
     tar.update(chunk)
     yield chunk
   }

@@ -6,6 +6,7 @@ import { installSecrets } from '../../storage/format/mask.js'
 import type { TaskEnvironment } from '../../storage/task/state.js'
 import { planSandbox } from '../../tools/sandbox.js'
 import { describeBase } from '../trusted-base.js'
+import type { TrustedBase } from '../trusted-base.js'
 import { privateCopy, present } from './checkout.js'
 import { resolveEnvironment } from './definition.js'
 import type { Environment } from './definition.js'
@@ -50,6 +51,8 @@ export interface PrepareInput {
   signal?: AbortSignal
   /** Only make sure the cache holds the result (`env prepare`): nothing is copied into the workspace, no maintenance. */
   prepareOnly?: boolean
+  /** The workspace's trusted base when the caller has read it already; else it is read here. */
+  base?: TrustedBase
 }
 
 /** The cache's store: on the fleet's shared mount when there is one, else beside the task tree. */
@@ -75,7 +78,7 @@ export async function prepareEnvironment(input: PrepareInput): Promise<Prepared>
   const failed = (error: string, tail: string | null = null): Prepared => ({ kind: 'failed', record: { ...record, error, tail } })
   let environment: Environment | null
   try {
-    environment = await resolveEnvironment(input.config.environments, input.workspace, input.repository)
+    environment = await resolveEnvironment(input.config.environments, input.workspace, input.repository, input.base)
   } catch (err) {
     return failed((err as Error).message)
   }
@@ -93,6 +96,7 @@ export async function prepareEnvironment(input: PrepareInput): Promise<Prepared>
       store: input.store,
       identity: process.getuid?.() === 0 ? plan.identity : null,
       hidden: plan.hidden,
+      workspace: input.workspace,
       ...(input.signal !== undefined ? { signal: input.signal } : {}),
     })
     if (!image.ok) return failed(image.error)

@@ -1,0 +1,95 @@
+import { spawn } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, relative } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { makeTree } from '../fixtures/tree.js'
+import { startFakeLlm } from '../helpers/fake-llm.js'
+import { BIN, ROOT, TEST_ENV } from '../helpers/run.js'
+
+/*
+ * What a command loads at its start is what it costs (docs/development.md#start-up): each
+ * command loads only the libraries it uses. These run the built binary with a loader hook
+ * that records every bundle chunk it loads, and read what each chunk holds from the
+ * bundle's metafile (bundle/meta.json, written by scripts/bundle.mjs). No timing: which
+ * libraries, not how long.
+ */
+
+const RECORDER = fileURLToPath(new URL('../helpers/load-recorder.mjs', import.meta.url))
+
+/** Libraries that only some runs use, each loaded where it is used (a forge, a provider, telemetry, the fleet's database, MCP, a tool's regex engine). */
+const LAZY = ['@octokit/', '@gitbeaker/', '@anthropic-ai/sdk/', '@opentelemetry/', 'pg/', 'pg-pool/', '@modelcontextprotocol/sdk/', 're2js/']
+
+interface Meta {
+  outputs: Record<string, { inputs: Record<string, unknown> }>
+}
+
+/** The npm packages (by the path under node_modules/) of the chunks a command loaded. */
+function packagesLoaded(loads: string): string[] {
+  const meta = JSON.parse(readFileSync(join(ROOT, 'bundle', 'meta.json'), 'utf8')) as Meta
+  const chunks = readFileSync(loads, 'utf8')
+    .split('\n')
+    .filter((url) => url.startsWith('file:'))
+    .map((url) => relative(ROOT, fileURLToPath(url)))
+    .filter((path) => path.startsWith('bundle/'))
+  expect(chunks).toContain('bundle/cli.js')
+  const inputs = chunks.flatMap((chunk) => Object.keys(meta.outputs[chunk]?.inputs ?? {}))
+  return [...new Set(inputs.flatMap((input) => /node_modules\/((?:@[^/]+\/)?[^/]+\/)/.exec(input)?.[1] ?? []))].sort()
+}
+
+/** Runs bin/ctxagent with the recorder; resolves with its exit code and the packages it loaded. */
+function loadsOf(args: string[], dir: string): Promise<{ code: number; stderr: string; packages: string[] }> {
+  const loads = join(dir, `loads-${args[0]}.txt`)
+  writeFileSync(loads, '')
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', RECORDER, BIN, ...args], {
+      env: { ...process.env, ...TEST_ENV, CTXAGENT_TEST_LOADS: loads },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    })
+    let stderr = ''
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+    child.on('close', (code) => resolve({ code: code ?? -1, stderr, packages: packagesLoaded(loads) }))
+  })
+}
+
+const lazyIn = (packages: string[]): string[] => packages.filter((p) => LAZY.some((lazy) => p === lazy))
+
+describe('start-up loads', () => {
+  it('--version loads no library but commander', async () => {
+    const tree = makeTree()
+    const got = await loadsOf(['--version'], tree.base)
+    expect(got.code).toBe(0)
+    expect(got.packages.filter((p) => p !== 'commander/')).toEqual([])
+  })
+
+  it('list loads neither the LLM SDKs nor the forge clients, telemetry, pg, MCP or re2js', async () => {
+    const tree = makeTree()
+    const config = join(tree.base, 'config.yaml')
+    writeFileSync(config, 'llm:\n  provider: openai\n')
+    const got = await loadsOf(['list', '--home', tree.base, '--config', config], tree.base)
+    expect(got.stderr).toBe('')
+    expect(got.code).toBe(0)
+    expect(lazyIn(got.packages)).toEqual([])
+    expect(got.packages).not.toContain('openai/')
+    // Locks are taken by commands that write; list only reads.
+    expect(got.packages).not.toContain('proper-lockfile/')
+  })
+
+  it('run with an OpenAI-compatible server loads the openai SDK and none of the libraries its task does not use', async () => {
+    const tree = makeTree()
+    const fake = await startFakeLlm()
+    fake.queue.push({ calls: [{ name: 'finish', arguments: { summary: 'read it', status: 'done' } }] })
+    const config = join(tree.base, 'config.yaml')
+    writeFileSync(config, fake.configYaml())
+    const ws = mkdtempSync(join(tmpdir(), 'ctxagent-ws-'))
+    onTestFinished(() => rmSync(ws, { recursive: true, force: true }))
+    writeFileSync(join(ws, 'README.md'), 'a workspace\n')
+    const got = await loadsOf(['run', '--task', 'read the readme', '--workspace', ws, '--home', tree.base, '--config', config], tree.base)
+    expect(got.stderr).not.toContain('ctxagent:')
+    expect(got.code).toBe(0)
+    expect(fake.requests.length).toBeGreaterThan(0)
+    expect(got.packages).toContain('openai/')
+    expect(lazyIn(got.packages)).toEqual([])
+  })
+})
