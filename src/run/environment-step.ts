@@ -24,7 +24,10 @@ export const TEST_TIMEOUT_MS = 10 * 60_000
  * ready: the note for the agent (null: none) and `root`, the image's root file system the agent's commands run in
  * (null: the host's system); stopped: a stop came during setup, the task goes on to pause (its resume prepares again).
  */
-export type EnvironmentStep = { kind: 'ready'; note: string | null; root: string | null } | { kind: 'stopped' } | { kind: 'failed'; outcome: Outcome }
+export type EnvironmentStep =
+  | { kind: 'ready'; note: string | null; root: string | null }
+  | { kind: 'stopped' }
+  | { kind: 'failed'; outcome: Outcome; comment: string }
 
 /**
  * The task's environment made ready, recorded in state.json and said in the log; the
@@ -90,6 +93,7 @@ async function setupFailed(handle: TaskHandle, error: string, tail: string | nul
   log.warn(`setup_failed: ${error}${tail ? `; the setup log's tail:\n${tail.trimEnd().split('\n').slice(-10).join('\n')}` : ''}`)
   return {
     kind: 'failed',
+    comment: setupFailedComment(handle.uuid, error, tail),
     outcome: {
       uuid: handle.uuid,
       status: 'setup_failed',
@@ -105,6 +109,28 @@ async function setupFailed(handle: TaskHandle, error: string, tail: string | nul
       exit_code: SETUP_FAILED_EXIT,
     },
   }
+}
+
+/** The most of the setup log's tail an issue is shown: its last lines, bounded in characters too. */
+const COMMENT_TAIL_LINES = 20
+const COMMENT_TAIL_CHARS = 2048
+
+/**
+ * What the issue of a forge task is told when its environment fails (docs/environments.md#when-setup-fails):
+ * the error, the setup log's tail as data in a code fence no line of it can close, and what the operator can do.
+ */
+export function setupFailedComment(uuid: string, error: string, tail: string | null): string {
+  const lines = (tail ?? '').trimEnd().split('\n').slice(-COMMENT_TAIL_LINES).join('\n')
+  const shown = lines.length > COMMENT_TAIL_CHARS ? `…${lines.slice(-COMMENT_TAIL_CHARS)}` : lines
+  const fence = '`'.repeat(Math.max(3, ...[...shown.matchAll(/`+/g)].map((m) => m[0].length + 1)))
+  return [
+    `**ctxagent** could not start on this (task \`${uuid}\`): setup_failed: ${error}. No agent ran and no LLM request was made.`,
+    ...(shown.trim() === '' ? [] : ["The setup log's last lines:", `${fence}text\n${shown}\n${fence}`]),
+    "The operator can check the repository's `.ctxagent/environment.yml` on its default branch (and `environments` in ctxagent's config), " +
+      'run its setup by hand with `ctxagent env prepare --workspace DIR` (or `--repo URL`), and read the whole log with `ctxagent view ' +
+      uuid.slice(0, 8) +
+      '`; then run the task again.',
+  ].join('\n\n')
 }
 
 function describeRecord(r: EnvironmentRecord): string {

@@ -105,23 +105,35 @@ export class RemoteLink {
     return fresh
   }
 
-  /**
-   * One call to the forge, bounded: CALL_TIMEOUT_MS at most whatever the client waits
-   * for (a rate limit, a server that does not answer), and, when `stoppable`, not a
-   * moment past the task's stop. The status and outcome comments written while
-   * stopping are not stoppable: they are what the stop is meant to leave behind.
-   */
-  private async quietly(what: string, body: (signal: AbortSignal) => Promise<void>, stoppable = false): Promise<void> {
-    const stop = stoppable ? this.stop : undefined
-    // Stopped already: nothing more is asked of the forge.
+  private quietly(what: string, body: (signal: AbortSignal) => Promise<void>, stoppable = false): Promise<void> {
+    return forgeCall(this.channel.name, this.log, what, body, stoppable ? this.stop : undefined)
+  }
+}
+
+/**
+ * One comment on the issue of a task that ends before its link is opened (a failed
+ * environment, docs/environments.md#when-setup-fails): marked and masked as every
+ * comment is, bounded, a failure a warning.
+ */
+export async function postOnce(channel: Channel, uuid: string, log: RunLog, text: string): Promise<void> {
+  await forgeCall(channel.name, log, 'post the outcome on', (signal) => channel.post(maskText(withMarker(text, uuid)), signal).then(() => undefined))
+}
+
+/**
+ * One call to the forge, bounded: CALL_TIMEOUT_MS at most whatever the client waits
+ * for (a rate limit, a server that does not answer), and, with `stop`, not a moment
+ * past the task's stop. The status and outcome comments written while stopping are not
+ * stoppable: they are what the stop is meant to leave behind.
+ */
+async function forgeCall(name: string, log: RunLog, what: string, body: (signal: AbortSignal) => Promise<void>, stop?: AbortSignal): Promise<void> {
+  // Stopped already: nothing more is asked of the forge.
+  if (stop?.aborted) return
+  const signal = AbortSignal.any([AbortSignal.timeout(CALL_TIMEOUT_MS), ...(stop ? [stop] : [])])
+  try {
+    await untilAborted(body(signal), signal)
+  } catch (err) {
     if (stop?.aborted) return
-    const signal = AbortSignal.any([AbortSignal.timeout(CALL_TIMEOUT_MS), ...(stop ? [stop] : [])])
-    try {
-      await untilAborted(body(signal), signal)
-    } catch (err) {
-      if (stop?.aborted) return
-      this.log.warn(`could not ${what} ${this.channel.name}: ${signal.aborted ? `no answer within ${CALL_TIMEOUT_MS / 1000}s` : (err as Error).message}`)
-    }
+    log.warn(`could not ${what} ${name}: ${signal.aborted ? `no answer within ${CALL_TIMEOUT_MS / 1000}s` : (err as Error).message}`)
   }
 }
 
