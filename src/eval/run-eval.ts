@@ -88,3 +88,17 @@ export async function reportOf(dir: string, spec: EvalSpec, remaining: number): 
   const paired = first === undefined ? [] : spec.variants.slice(1).flatMap((v) => pairedReport(v.name, first, mine, seed) ?? [])
   return { id: spec.id, suite: spec.suite, dir, runs: spec.runs, tasks: spec.tasks, variants, paired, remaining, bad_lines: bad }
 }
+
+/** `eval run --json`'s document (docs/eval.md#the-report), from the same report. */
+export function evalJson(report: EvalReport) {
+  return {
+    id: report.id,
+    suite: report.suite,
+    dir: report.dir,
+    runs: report.runs,
+    tasks: report.tasks,
+    remaining: report.remaining,
+    variants: report.variants.map(({ trials_list, ...v }) => ({ ...v, trials: trials_list })),
+    paired: report.paired,
+  }
+}

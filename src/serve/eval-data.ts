@@ -50,17 +50,3 @@ async function notRun(dir: string, spec: EvalSpec): Promise<number> {
   const have = new Set(trials.map(trialKey).filter((k) => asked.has(k)))
   return asked.size - have.size
 }
-
-/** `eval run --json`'s document (docs/eval.md#the-report), from the same report. */
-export function evalJson(report: EvalReport) {
-  return {
-    id: report.id,
-    suite: report.suite,
-    dir: report.dir,
-    runs: report.runs,
-    tasks: report.tasks,
-    remaining: report.remaining,
-    variants: report.variants.map(({ trials_list, ...v }) => ({ ...v, trials: trials_list })),
-    paired: report.paired,
-  }
-}

@@ -7,7 +7,7 @@ import { CtxError, UsageError } from '../../errors.js'
 import { checkTask } from '../../eval/check-suite.js'
 import type { TaskVerdict } from '../../eval/check-suite.js'
 import { demoVariants, planEval } from '../../eval/plan.js'
-import { runEval } from '../../eval/run-eval.js'
+import { evalJson, runEval } from '../../eval/run-eval.js'
 import { readSuite } from '../../eval/suite.js'
 import { parseVariant } from '../../eval/variants.js'
 import { hiddenPaths } from '../../run/sandbox-setup.js'
@@ -105,25 +105,11 @@ async function runSuite(ctx: CommandEnv, opts: RunOptions, suiteArg: string | un
       signal: abort.signal,
       onTrial: (trial, done, total) => ctx.io.warn(trialLine(trial, done, total)),
     })
-    if (ctx.json) ctx.io.json(jsonReport(report))
+    if (ctx.json) ctx.io.json(evalJson(report))
     else ctx.io.out(renderReport(report, ctx.io))
     if (report.remaining > 0)
       throw new CtxError(`the eval stopped with ${report.remaining} trial(s) not run`, { exitCode: 130, hint: 'run the same command again to run them' })
   } finally {
     stop.dispose()
-  }
-}
-
-/** `eval run --json` (docs/eval.md#the-report). */
-function jsonReport(report: Awaited<ReturnType<typeof runEval>>) {
-  return {
-    id: report.id,
-    suite: report.suite,
-    dir: report.dir,
-    runs: report.runs,
-    tasks: report.tasks,
-    remaining: report.remaining,
-    variants: report.variants.map(({ trials_list, ...v }) => ({ ...v, trials: trials_list })),
-    paired: report.paired,
   }
 }
