@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process'
 import { constants } from 'node:os'
 import type { Readable, Writable } from 'node:stream'
 import { bwrapArgs, spawnIdentity } from './sandbox.js'
+import { SandboxChild } from './sandbox/sandbox-child.js'
 import { limitReached, prlimitArgs } from './sandbox/limits.js'
 import type { CommandLimits } from './sandbox/limits.js'
 import { startEgressProxy } from './sandbox/egress-proxy.js'
@@ -106,7 +107,7 @@ function spawned(command: string, timeoutSeconds: number, ctx: ToolContext, egre
             ...spawnIdentity(sandbox),
             cwd,
             detached: true,
-            stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
+            stdio: ['ignore', 'pipe', 'pipe', 'pipe', 'pipe'],
             env: { PATH: '/usr/bin:/bin' },
           })
         : spawn(...bare(command, sandbox.limits), { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: commandEnv() })
@@ -117,6 +118,8 @@ function spawned(command: string, timeoutSeconds: number, ctx: ToolContext, egre
       filter?.end(seccompFilter())
     }
     const sandboxed = sandbox.kind === 'bwrap'
+    // A sandboxed command's processes are in bwrap's pid namespace, reached through its init (sandbox/sandbox-child.ts).
+    const jail = sandboxed ? new SandboxChild(child) : null
     if (child.pid !== undefined) {
       trackGroup(child.pid)
       ctx.commands?.started(child.pid)
@@ -131,6 +134,11 @@ function spawned(command: string, timeoutSeconds: number, ctx: ToolContext, egre
     let ending: Ending | null = null
     let killTimer: NodeJS.Timeout | undefined
     const killGroup = (sig: NodeJS.Signals): void => {
+      if (jail !== null) {
+        if (sig === 'SIGKILL') jail.kill()
+        else void jail.terminate()
+        return
+      }
       try {
         if (child.pid !== undefined) process.kill(-child.pid, sig)
       } catch {

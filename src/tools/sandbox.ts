@@ -11,6 +11,7 @@ import { DEFAULT_LIMITS, describeLimits, PRLIMIT, prlimitArgs } from './sandbox/
 import type { CommandLimits } from './sandbox/limits.js'
 import { hostProgram, hostProgramMounts } from './sandbox/host-programs.js'
 import { HOME, mountArgs } from './sandbox/mounts.js'
+import { INFO_FD } from './sandbox/sandbox-child.js'
 import { REFUSED_SYSCALLS, seccompSupported } from './sandbox/seccomp.js'
 
 /*
@@ -191,10 +192,14 @@ export function sandboxArgs(
     chdir?: string
     egressSocket?: string
     binds?: readonly { from: string; to: string; readOnly?: boolean }[]
+    /** bwrap writes its init's pid to descriptor INFO_FD (a pipe the spawner opens there). */
+    info?: boolean
   } = {},
 ): string[] {
   const { uid, gid } = plan.identity
   const a = ['--unshare-user', '--disable-userns', '--uid', String(uid), '--gid', String(gid), '--cap-drop', 'ALL', '--seccomp', '3']
+  // Who the sandbox's init is, for a stop that must reach it (sandbox/sandbox-child.ts): the spawner gives bwrap a pipe there.
+  if (options.info === true) a.push('--info-fd', String(INFO_FD))
   // Behind the proxy (network: proxy), the forwarder inside is ctxagent's own node, shown read-only where it is not already.
   const egress = plan.network === 'proxy' ? (options.egressSocket ?? null) : null
   const node = process.execPath
@@ -234,7 +239,7 @@ export function sandboxArgs(
 
 /** The bwrap arguments that run `sh -c command` in `workspace` (behind the proxy listening on `egressSocket`, for network: proxy). */
 export function bwrapArgs(plan: BwrapPlan, workspace: string, command: string, egressSocket?: string): string[] {
-  return sandboxArgs(plan, workspace, ['/bin/sh', '-c', command], { env: sandboxEnv(), ...(egressSocket !== undefined ? { egressSocket } : {}) })
+  return sandboxArgs(plan, workspace, ['/bin/sh', '-c', command], { env: sandboxEnv(), info: true, ...(egressSocket !== undefined ? { egressSocket } : {}) })
 }
 
 /** How to start bwrap for the plan: as its identity when ctxagent is root (which also clears supplementary groups). */

@@ -24,6 +24,21 @@ import { cli } from '../helpers/run.js'
 import { killWithDescendants, pidsHolding as holding } from '../helpers/processes.js'
 import { setup, sleep } from './fixture.js'
 
+/** Pids whose parent is `pid` (proc(5): field 4 of /proc/<pid>/stat). */
+function childrenOf(pid: number): number[] {
+  return readdirSync('/proc')
+    .filter((p) => /^\d+$/.test(p))
+    .filter((p) => {
+      try {
+        const stat = readFileSync(`/proc/${p}/stat`, 'utf8')
+        return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1] === String(pid)
+      } catch {
+        return false
+      }
+    })
+    .map(Number)
+}
+
 async function settledHolding(token: string): Promise<number[]> {
   // A killed namespace takes a moment to be reaped; waits on the event, never asserts on time.
   for (let i = 0; i < 200 && holding(token).length > 0; i++) await sleep(50)
@@ -63,6 +78,35 @@ describe('run_command in bubblewrap', () => {
     const left = holding(plainToken)
     killWithDescendants(left)
     expect(left.length).toBeGreaterThan(0)
+  })
+
+  it('a stop while bwrap is still making the sandbox ends everything in it, and the call returns', async () => {
+    // bwrap's init arms --die-with-parent only once its mounts are made (do_init): a thousand read-only mounts
+    // hold it there, so the stop comes while the monitor alone could be signalled (tools/sandbox/sandbox-child.ts).
+    const s = setup()
+    const many = join(s.root, 'many')
+    const dirs = Array.from({ length: 1000 }, (_, i) => join(many, String(i)))
+    for (const d of dirs) mkdirSync(d, { recursive: true })
+    const plan = planSandbox({ sandbox: 'bwrap', network: false, sandbox_read_only: dirs }, [s.tree], s.ws)
+    if (!plan.ok) throw new Error(plan.why)
+    for (let round = 0; round < 3; round++) {
+      const token = `ctxagent-early-${process.pid}-${round}-${Date.now()}`
+      const stop = new AbortController()
+      // The stop comes as soon as the monitor has a child: the sandbox's init, still making its mounts.
+      const started = (monitor: number): void => {
+        const look = (): void => {
+          if (childrenOf(monitor).length > 0) stop.abort()
+          else if (!stop.signal.aborted) setImmediate(look)
+        }
+        setImmediate(look)
+      }
+      const out = await s.tools.call(
+        { id: 'c', type: 'function', function: { name: 'run_command', arguments: JSON.stringify({ command: `sleep 3335; : ${token}` }) } },
+        { ...s.ctx, sandbox: plan.plan, signal: stop.signal, commands: { started, ended: () => undefined } },
+      )
+      expect(out.output).toMatch(/^aborted/)
+      expect(await settledHolding(token)).toEqual([])
+    }
   })
 
   it('writes only to the workspace; the system is read-only, the rest absent', async () => {

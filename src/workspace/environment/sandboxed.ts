@@ -5,6 +5,7 @@ import { MaskingStream } from '../../storage/format/mask-stream.js'
 import { sandboxArgs, sandboxEnv, spawnIdentity } from '../../tools/sandbox.js'
 import type { SandboxPlan } from '../../tools/sandbox.js'
 import { startEgressProxy } from '../../tools/sandbox/egress-proxy.js'
+import { SandboxChild } from '../../tools/sandbox/sandbox-child.js'
 import { seccompFilter } from '../../tools/sandbox/seccomp.js'
 
 /*
@@ -54,6 +55,8 @@ export interface ScriptResult {
 export const TAIL_CHARS = 4000
 const MAX_LOG = 4 * 1024 * 1024
 const GRACE_MS = 2000
+/** How long output may still come after the script's exit (its pipes drained) before it is taken as ended. */
+const DRAIN_MS = 1000
 
 export async function runScript(run: ScriptRun): Promise<ScriptResult> {
   const began = Date.now()
@@ -91,15 +94,17 @@ function spawned(run: ScriptRun, plan: BwrapPlan, socket: string | undefined, be
     const args = sandboxArgs(plan, run.workspace, ['/bin/sh', '-c', run.script], {
       ...(socket !== undefined ? { egressSocket: socket } : {}),
       ...(run.binds !== undefined ? { binds: run.binds } : {}),
+      info: true,
     })
     // No --clearenv (sandboxArgs without env): bwrap's own environment, set here, is the script's, with HOME, PATH and the proxy's variables over it.
     const child = spawn(plan.bwrap, args, {
       ...spawnIdentity(plan),
       cwd: run.workspace,
       detached: true,
-      stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
+      stdio: ['ignore', 'pipe', 'pipe', 'pipe', 'pipe'],
       env: { ...sandboxEnv(), ...(run.secrets ?? {}) },
     })
+    const sandbox = new SandboxChild(child)
     const filter = child.stdio[3] as Writable | null
     filter?.on('error', () => undefined)
     filter?.end(seccompFilter())
@@ -123,19 +128,12 @@ function spawned(run: ScriptRun, plan: BwrapPlan, socket: string | undefined, be
     })
     for (const stream of [child.stdout as Readable, child.stderr as Readable]) stream.setEncoding('utf8').on('data', (d: string) => masking.push(d))
     let timedOut = false
-    const killGroup = (sig: NodeJS.Signals): void => {
-      try {
-        if (child.pid !== undefined) process.kill(-child.pid, sig)
-      } catch {
-        // ESRCH: gone already.
-      }
-    }
     let killTimer: NodeJS.Timeout | undefined
-    // SIGTERM to the group (bwrap, whose pid namespace dies with it), SIGKILL after a grace.
+    // SIGTERM to everything in the sandbox, SIGKILL after a grace (tools/sandbox/sandbox-child.ts).
     const end = (): void => {
       if (killTimer !== undefined) return
-      killGroup('SIGTERM')
-      killTimer = setTimeout(() => killGroup('SIGKILL'), GRACE_MS)
+      killTimer = setTimeout(() => sandbox.kill(), GRACE_MS)
+      void sandbox.terminate()
     }
     const timer = setTimeout(() => {
       timedOut = true
@@ -149,16 +147,27 @@ function spawned(run: ScriptRun, plan: BwrapPlan, socket: string | undefined, be
     run.signal?.addEventListener('abort', onStop, { once: true })
     let error: string | null = null
     child.on('error', (err) => (error = err.message))
-    child.on('close', (code) => {
+    let settled = false
+    const settle = (code: number | null): void => {
+      if (settled) return
+      settled = true
       run.signal?.removeEventListener('abort', onStop)
       clearTimeout(timer)
       clearTimeout(killTimer)
-      killGroup('SIGKILL')
       masking.end()
       const finish = (): void => resolve({ code: timedOut || stopped ? null : code, timedOut, stopped, tail, ms: Date.now() - began, error })
       if (log === null) return finish()
       if (dropped > 0) log.write(`\n[… ${dropped} characters of output not kept; the tail follows …]\n${tail}`)
       log.end(finish)
+    }
+    child.on('exit', (code) => {
+      // Whatever the script left running ends with it; 'close' comes once the pipes are drained, which a process that escaped would hold open.
+      sandbox.kill()
+      setTimeout(() => {
+        for (const stream of [child.stdout, child.stderr]) stream?.destroy()
+        settle(code)
+      }, DRAIN_MS).unref()
     })
+    child.on('close', (code) => settle(code))
   })
 }
