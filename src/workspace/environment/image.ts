@@ -74,14 +74,15 @@ export async function obtainImage(input: ImageInput): Promise<ImageResult> {
     // Inside a place the agent writes or no sandbox may see (through a link too): never an image.
     const within = [...(input.workspace !== undefined ? [input.workspace] : []), ...input.hidden].find((p) => inside(realOr(p), real))
     if (within !== undefined) throw new RefusedImage(`it lies in ${within}, which a task's commands write or must not see`)
-    const source = readImageSource(real, readable)
+    const limits = input.limits ?? { bytes: MAX_IMAGE_BYTES, members: MAX_IMAGE_MEMBERS }
+    const source = await readImageSource(real, limits, readable)
     if (source.kind === 'directory') {
       const shown = input.hidden.find((h) => inside(source.root, h))
       if (shown !== undefined) throw new RefusedImage(`the directory ${source.root} holds ${shown}, which no sandbox may see`)
       return { ok: true, root: source.root, record: { source: path, kind: 'directory', digest: null, cache: 'none' } }
     }
     const dir = entryDir(input.store, 'images', source.digest)
-    const cache = await unpackOnce(dir, source.layers, input.signal, input.limits ?? { bytes: MAX_IMAGE_BYTES, members: MAX_IMAGE_MEMBERS })
+    const cache = await unpackOnce(dir, source.layers, input.signal, limits)
     const root = join(dir, 'paths')
     const unreachable = identity === null ? null : blockedAt(identity, root)
     if (unreachable !== null)
