@@ -16,7 +16,7 @@ import { issueStatus, labelIssue, movesLabels } from './issue-labels.js'
 import { createRunLog } from './log.js'
 import { outcomeText } from './outcome.js'
 import type { Outcome } from './outcome.js'
-import { postOnce, statusText } from './remote.js'
+import { postSetupFailure, statusText } from './remote.js'
 import type { RecordedFinish } from './repair.js'
 import type { RunEnv, RunStart } from './run-start.js'
 import { hiddenPaths, mcpSandbox, shellSandbox } from './sandbox-setup.js'
@@ -103,8 +103,8 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
       base !== null ? await environmentStep(run, handle, hidden, log, begun, stop.signal, base) : await resumedEnvironment(run, handle, hidden, log, begun)
     if (prepared.kind === 'failed') {
       Object.assign(traced, { status: 'setup_failed', error: prepared.outcome.error })
-      // The issue is told once, before any link to it is opened (docs/environments.md#when-setup-fails).
-      if (start.channel) await postOnce(start.channel, handle.uuid, log, prepared.comment)
+      // The issue is told in one comment per base, before any link to it is opened (docs/environments.md#when-setup-fails).
+      if (start.channel) await postSetupFailure(start.channel, log, prepared.failure, base?.kind === 'commit' ? base.commit : (base?.kind ?? 'none'))
       return prepared.outcome
     }
     // An image's system is what the agent's commands see too (docs/environments.md#an-image).
