@@ -20,7 +20,7 @@ interface EvalJson {
 }
 
 describe('eval run --demo --home DIR', () => {
-  it('makes a home that does not exist (0700, its missing parents too) and runs the demo to its end', async () => {
+  it('makes a home that does not exist (0700, its missing parents too) and runs the demo to its end', { timeout: 240_000 }, async () => {
     const dir = scratch()
     const home = join(dir, 'new', 'tree')
     const res = await cliAsync(['--home', home, '--config', 'none', '--json', 'eval', 'run', '--demo', '--work-dir', join(dir, 'work')])
