@@ -9,11 +9,13 @@ import { packageRoot } from '../package-root.js'
 import type { Layout } from '../storage/fs/layout.js'
 import { locateTask } from '../storage/fs/layout.js'
 import { readOverview } from '../storage/task/reader.js'
+import { trialRoot } from './environment.js'
 import { judge } from './judge.js'
 import type { Trial } from './report.js'
 import type { VariantSpec } from './store.js'
 import type { EvalTask } from './suite.js'
 import { startingTree } from './workspace.js'
+import { environmentStore } from '../workspace/environment/prepare.js'
 
 export interface TrialInput {
   task: EvalTask
@@ -59,7 +61,13 @@ export async function runTrial(input: TrialInput): Promise<Trial> {
   const bill = agent.uuid === null ? { usd: 0, tokens: 0, turns: 0 } : await billOf(input.layout, agent.uuid, input.pricing)
   const ended = { ...bill, duration_ms: Date.now() - began, finished_at: new Date().toISOString() }
   if (agent.status === 'setup_failed' || agent.uuid === null) return { ...base, ...ended, passed: false, status: agent.status, check: null }
-  const check = await judge(task, input.config, workspace, input.hidden)
+  // The check runs in the image the agent's commands ran in (docs/eval.md#a-trial).
+  const root = await trialRoot(input.layout, agent.uuid, input.config, input.hidden, workspace, environmentStore(input.config, input.layout.base))
+  if (!root.ok)
+    throw new CtxError(`the check of ${task.name} could not run: ${root.why}`, {
+      hint: 'make the image the task ran in available again (docs/environments.md#an-image), then run the same command again',
+    })
+  const check = await judge(task, input.config, workspace, input.hidden, root.root)
   // A check that could not run is no verdict: the trial is not recorded, and the same command runs it again.
   if (check.error !== null)
     throw new CtxError(`the check of ${task.name} could not run: ${check.error}`, {

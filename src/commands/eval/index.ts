@@ -11,6 +11,7 @@ import { evalJson, runEval } from '../../eval/run-eval.js'
 import { readSuite } from '../../eval/suite.js'
 import { parseVariant } from '../../eval/variants.js'
 import { hiddenPaths } from '../../run/sandbox-setup.js'
+import { environmentStore } from '../../workspace/environment/prepare.js'
 import { positiveIntArg, stopSignal, withEnv } from '../../command-kit/shared.js'
 import { addMake } from './make.js'
 import { renderChecks, renderReport, trialLine } from './render.js'
@@ -57,8 +58,13 @@ async function checkSuite(ctx: CommandEnv, _opts: object, suite: string): Promis
   chmodSync(scratch, 0o711)
   const verdicts: TaskVerdict[] = read.problems.map((p) => ({ task: p.name, ok: false, why: p.why }))
   try {
-    const hidden = [...hiddenPaths(ctx.layout.base, ctx.configSource, ctx.env), suite]
-    for (const task of read.tasks) verdicts.push(await checkTask(task, ctx.config, scratch, join(scratch, 'mirrors'), hidden))
+    const places = {
+      scratch,
+      mirrors: join(scratch, 'mirrors'),
+      hidden: [...hiddenPaths(ctx.layout.base, ctx.configSource, ctx.env), suite],
+      store: environmentStore(ctx.config, ctx.layout.base),
+    }
+    for (const task of read.tasks) verdicts.push(await checkTask(task, ctx.config, places))
   } finally {
     rmSync(scratch, { recursive: true, force: true })
   }
