@@ -130,9 +130,9 @@ export function specProblem(spec: unknown): string | null {
   if (parsed.success) return null
   const first = parsed.error.issues[0]
   if (first === undefined) return 'spec is not valid'
-  if (first.code === 'unrecognized_keys') return `spec has an unknown key ${JSON.stringify(String(first.keys[0] ?? '').slice(0, 40))}`
+  const where = first.path.length === 0 ? 'spec' : `spec.${first.path.map(String).join('.')}`
+  if (first.code === 'unrecognized_keys') return `${where} has an unknown key ${JSON.stringify(String(first.keys[0] ?? '').slice(0, 40))}`
   if (first.path.length === 0) return first.message
-  const where = `spec.${first.path.map(String).join('.')}`
   return first.message.startsWith(':') ? `${where}${first.message}` : `${where} ${first.message}`
 }
 
