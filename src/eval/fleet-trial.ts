@@ -53,7 +53,10 @@ export async function fleetTrial(input: FleetTrialInput): Promise<FleetTrialEnd>
   const variant = spec.variants.find((v) => v.name === input.variant)
   const task = readSuite(spec.suite).tasks.find((t) => t.name === input.task)
   if (variant === undefined || task === undefined || input.run > spec.runs)
-    throw new UsageError(`eval ${input.id} has no trial ${input.variant}/${input.task}/${input.run}`, 'the suite on this host must be the one the eval was made from')
+    throw new UsageError(
+      `eval ${input.id} has no trial ${input.variant}/${input.task}/${input.run}`,
+      'the suite on this host must be the one the eval was made from',
+    )
   const { trials } = await readTrials(dir)
   const key = trialKey({ task: task.name, variant: variant.name, run: input.run })
   if (trials.some((t) => trialKey(t) === key)) return { code: 0, recorded: false }
@@ -69,7 +72,11 @@ export async function fleetTrial(input: FleetTrialInput): Promise<FleetTrialEnd>
     configFile: input.configFile,
     pricing,
     // As `eval run` hides them (plan.ts): the suite and the variants' config files, besides the tree and the config.
-    hidden: [...hiddenPaths(input.layout.base, input.configFile, input.env), spec.suite, ...spec.variants.flatMap((v) => (v.config === null ? [] : [v.config]))],
+    hidden: [
+      ...hiddenPaths(input.layout.base, input.configFile, input.env),
+      spec.suite,
+      ...spec.variants.flatMap((v) => (v.config === null ? [] : [v.config])),
+    ],
     signal: input.signal,
     relay: true,
   }
@@ -78,8 +85,7 @@ export async function fleetTrial(input: FleetTrialInput): Promise<FleetTrialEnd>
   chmodSync(trial.workRoot, (statSync(trial.workRoot).mode & 0o777) | 0o011)
   const began = Date.now()
   const found = locateTask(input.layout, input.uuid)
-  if (found?.location === 'running')
-    throw new CtxError(`task ${input.uuid} is running elsewhere`, { exitCode: 4, hint: 'its job ends when that run does' })
+  if (found?.location === 'running') throw new CtxError(`task ${input.uuid} is running elsewhere`, { exitCode: 4, hint: 'its job ends when that run does' })
   const workspace = found === null ? await newWorkspace(trial, input.uuid) : (readMetadata(found.dir).run?.workspace ?? '')
   const agent: AgentEnd =
     found === null
@@ -96,7 +102,9 @@ export async function fleetTrial(input: FleetTrialInput): Promise<FleetTrialEnd>
 async function startAgent(trial: TrialInput, workspace: string, uuid: string, user: string | null): Promise<AgentEnd> {
   const statement = `${workspace}.statement`
   writeFileSync(statement, trial.task.statement, { mode: 0o600 })
-  return runAgent(trial, [...newTaskArgs(trial, workspace, statement, uuid), ...(user === null ? [] : ['--user', user])]).finally(() => rmSync(statement, { force: true }))
+  return runAgent(trial, [...newTaskArgs(trial, workspace, statement, uuid), ...(user === null ? [] : ['--user', user])]).finally(() =>
+    rmSync(statement, { force: true }),
+  )
 }
 
 /** A task that ended already (its agent finished before its worker stopped, the check not run): its status, for the check now. */

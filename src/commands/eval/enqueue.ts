@@ -24,7 +24,7 @@ export function checkEnqueue(ctx: CommandEnv, opts: { concurrency?: number; work
   if (opts.workDir !== undefined)
     throw new UsageError('--enqueue and --work-dir do not go together', "the workers make the trials' workspaces (in fleet.workspaces_dir when set)")
   if (fleetDatabaseUrl(ctx) === null)
-    throw new UsageError('eval run --enqueue needs the fleet\'s PostgreSQL database', 'set fleet.database_url in the config, or CTXAGENT_DATABASE_URL')
+    throw new UsageError("eval run --enqueue needs the fleet's PostgreSQL database", 'set fleet.database_url in the config, or CTXAGENT_DATABASE_URL')
 }
 
 /**

@@ -51,7 +51,7 @@ export function evalCommand(): Command {
     .option('--demo', 'the bundled demo suite with its two recorded variants: no key, no network')
     .option(
       '--enqueue',
-      "run the trials as fleet jobs (needs fleet.database_url): queues those not queued or finished, waits for them and reports; the same command again collects",
+      'run the trials as fleet jobs (needs fleet.database_url): queues those not queued or finished, waits for them and reports; the same command again collects',
     )
     .option('--no-wait', 'with --enqueue: return once the trials are queued (the same command later collects them)')
     .action(withEnv(runSuite))
