@@ -29,7 +29,6 @@ export interface FleetTrialInput {
   env: NodeJS.ProcessEnv
   /** fleet.workspaces_dir (the shared mount), where the trial's workspace is made; null: the system's temporary directory. */
   workspacesDir: string | null
-  signal: AbortSignal
 }
 
 /** What `eval trial` did: the agent's exit code (the worker's verdict reads it, as a `run`'s), and whether a verdict was recorded. */
@@ -77,7 +76,8 @@ export async function fleetTrial(input: FleetTrialInput): Promise<FleetTrialEnd>
       spec.suite,
       ...spec.variants.flatMap((v) => (v.config === null ? [] : [v.config])),
     ],
-    signal: input.signal,
+    // The worker's SIGTERM reaches the agent itself (one process group): a second signal passed on would stop it at once, left in running/.
+    signal: new AbortController().signal,
     relay: true,
   }
   // The sandbox's user (as root: another user) must reach the workspaces below it, as plan.ts makes the local work root.
@@ -93,8 +93,9 @@ export async function fleetTrial(input: FleetTrialInput): Promise<FleetTrialEnd>
       : found.location === 'paused'
         ? await runAgent(trial, ['run', '--resume', input.uuid, '--log-format', 'json'])
         : await endedAgent(input.layout, input.uuid)
-  // A paused task (stopped, waiting out a limit, cancelled) has no verdict yet: its job resumes it, or an operator does.
-  if (agent.uuid === null || agent.status === 'paused' || input.signal.aborted) return { code: agent.code, recorded: false }
+  // A paused task (stopped, waiting out a limit, cancelled) has no verdict yet: its job resumes it, or an operator does. A task that
+  // ended is judged even when its worker is stopping (it waits for its children): its job ends done, and nothing would judge it later.
+  if (agent.uuid === null || agent.status === 'paused') return { code: agent.code, recorded: false }
   recordTrial(dir, await verdictOf(trial, agent, workspace, began))
   return { code: agent.code, recorded: true }
 }

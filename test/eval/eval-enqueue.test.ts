@@ -7,7 +7,8 @@ import { startFakeLlm } from '../helpers/fake-llm.js'
 import { started, stopCleanly } from '../helpers/fleet-worker.js'
 import { BIN, cliAsync, ROOT, TEST_ENV } from '../helpers/run.js'
 import { usePostgres } from '../helpers/use-postgres.js'
-import { HIDDEN_MARK, makeSuite, setup, SOLUTION_MARK } from './scripted-suite.js'
+import { until } from '../helpers/wait.js'
+import { HIDDEN_MARK, makeSuite, script, setup, SOLUTION_MARK } from './scripted-suite.js'
 import type { Report } from './scripted-suite.js'
 
 const database = usePostgres({ truncate: ['fleet_jobs', 'fleet_workers', 'tasks'] })
@@ -120,6 +121,48 @@ describe('ctxagent eval run --enqueue', () => {
     expect(report.variants[0]?.pass_at_1).toBe(1)
     expect((await database.query('SELECT id FROM fleet_jobs')).length).toBe(2)
     await stopCleanly(worker)
+  }, 180_000)
+
+  it("a worker stopped mid-trial queues its task's resume; the next worker resumes it and judges it only then", async () => {
+    const { suite } = makeSuite()
+    rmSync(join(suite, 'already'), { recursive: true })
+    rmSync(join(suite, 'mul'), { recursive: true })
+    const fake = await startFakeLlm()
+    const { home, config } = setup(fake)
+    // The agent's second request is held until the test lets it go: the worker is stopped while it waits.
+    let held = false
+    let release = (): void => undefined
+    const gate = new Promise<void>((resolve) => (release = resolve))
+    onTestFinished(() => release())
+    fake.fallback = (req) => {
+      const reply = script(req)
+      const turn = req.body.messages.filter((m) => m.role === 'assistant').length
+      if (req.body.tools === undefined || turn !== 1 || held) return reply
+      held = true
+      return { ...reply, after: gate }
+    }
+    const args = ['--home', home, '--config', config, '--json', 'eval', 'run', suite, '--variant', 'good=model=good-model', '--enqueue']
+    expect((await cliAsync([...args, '--no-wait'], database.env())).code).toBe(0)
+    const first = await started(startWorker(home, config))
+    await until('the held request', () => held, 2400)
+    await stopCleanly(first)
+    release()
+    const jobs = await database.query<{ kind: string; state: string; task_uuid: string }>('SELECT kind, state, task_uuid FROM fleet_jobs ORDER BY id')
+    expect(jobs.map((j) => [j.kind, j.state])).toEqual([
+      ['new', 'done'],
+      ['resume', 'waiting'],
+    ])
+    // Paused, the trial has no verdict yet: nothing recorded.
+    const id = readdirSync(join(home, 'evals'))[0] as string
+    expect(readFileSync(join(home, 'evals', id, 'trials.jsonl'), 'utf8')).toBe('')
+    const second = await started(startWorker(home, config))
+    const res = await cliAsync(args, database.env())
+    expect(res.code, res.stderr).toBe(0)
+    const report = JSON.parse(res.stdout) as Report
+    expect(report.variants[0]?.trials.map((t) => [t.task, t.passed, t.status, t.uuid])).toEqual([['add', true, 'completed', jobs[0]?.task_uuid]])
+    expect(report.variants[0]?.pass_at_1).toBe(1)
+    await stopCleanly(second)
+    for (const r of fake.requests) expect(r.raw.includes(HIDDEN_MARK)).toBe(false)
   }, 180_000)
 
   it('refuses --enqueue without a fleet database, and with --concurrency, in one line, exit 2, nothing written', async () => {

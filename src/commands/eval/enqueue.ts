@@ -86,10 +86,8 @@ export function trialCommand(): Command {
 
 async function trial(ctx: CommandEnv, opts: TrialOptions, id: string): Promise<void> {
   if (!isUuid(opts.uuid)) throw new UsageError(`--uuid ${JSON.stringify(opts.uuid.slice(0, 60))} is not a UUID`, "give the job's task uuid")
+  // The worker's SIGTERM reaches the agent too (one process group): it pauses, and this process waits for it, then records no verdict.
   const stop = stopSignal()
-  const abort = new AbortController()
-  // The worker's SIGTERM reaches the agent too (one process group): it pauses, and its job's resume comes back here.
-  void stop.stopped.then(() => abort.abort())
   try {
     const end = await fleetTrial({
       id,
@@ -103,7 +101,6 @@ async function trial(ctx: CommandEnv, opts: TrialOptions, id: string): Promise<v
       configFile: ctx.configSource,
       env: ctx.env,
       workspacesDir: ctx.config.fleet.workspaces_dir,
-      signal: abort.signal,
     })
     // The agent's exit code is the job's to read, as a `run`'s would be.
     process.exitCode = end.code ?? 1
