@@ -1,3 +1,5 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel'
+import type { IncomingMessage } from 'node:http'
 import { describe, expect, it } from 'vitest'
 import { warmFetch } from '../../src/fleet/worker/warm-fetch.js'
 import { until } from '../helpers/wait.js'
@@ -10,22 +12,18 @@ describe('warmFetch', () => {
   it('makes one request to a server of its own on loopback, and leaves no server or connection open', async () => {
     const before = tcp()
     const seen: string[] = []
-    // What its server answered: watched through the request event of every server this process makes meanwhile.
-    const { Server } = await import('node:http')
-    const emit = Server.prototype.emit
-    Server.prototype.emit = function (this: InstanceType<typeof Server>, event: string, ...args: unknown[]) {
-      if (event === 'request') {
-        const req = args[0] as { method?: string; url?: string }
-        seen.push(`${req.method} ${req.url}`)
-      }
-      return emit.call(this, event, ...args) as boolean
-    } as typeof emit
+    // Every request an HTTP server of this process receives (Node's own channel).
+    const onRequest = (message: unknown) => {
+      const { request } = message as { request: IncomingMessage }
+      seen.push(`${request.method} ${request.url} ${request.socket.localAddress}`)
+    }
+    subscribe('http.server.request.start', onRequest)
     try {
       await warmFetch()
     } finally {
-      Server.prototype.emit = emit
+      unsubscribe('http.server.request.start', onRequest)
     }
-    expect(seen).toEqual(['GET /'])
+    expect(seen).toEqual(['GET / 127.0.0.1'])
     await until('its server and connection closed', async () => tcp().length === before.length)
   })
 })

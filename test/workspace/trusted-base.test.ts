@@ -38,7 +38,11 @@ describe('trustedBase', () => {
     const head = git(ws, 'rev-parse', 'origin/HEAD').trim()
     expect(base).toMatchObject({ kind: 'commit', commit: head, ref: 'origin/HEAD' })
     expect(base.kind === 'commit' ? Object.keys(base.listed ?? {}) : []).toEqual(AHEAD)
-    expect(await readTrusted(ws, base, 'AGENTS.md', 1024)).toEqual({ kind: 'file', text: 'BASE RULE\n', id: git(ws, 'rev-parse', 'origin/HEAD:AGENTS.md').trim() })
+    expect(await readTrusted(ws, base, 'AGENTS.md', 1024)).toEqual({
+      kind: 'file',
+      text: 'BASE RULE\n',
+      id: git(ws, 'rev-parse', 'origin/HEAD:AGENTS.md').trim(),
+    })
     expect(await readTrusted(ws, base, '.ctxagent/environment.yml', 1024)).toMatchObject({ kind: 'file', text: 'test: npm test\n' })
     expect(await readTrusted(ws, base, 'CLAUDE.md', 1024)).toEqual({ kind: 'absent' })
     for (const path of [...AHEAD, 'big.md'])
