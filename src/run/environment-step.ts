@@ -180,7 +180,7 @@ export function agentNote(r: EnvironmentRecord): string {
  * The environment's test command, run by ctxagent after the agent finished: in the
  * sandbox, offline, bounded in time and output; recorded as state.json `test_run`.
  */
-export async function testStep(run: RunEnv, handle: TaskHandle, hidden: readonly string[], log: RunLog): Promise<TestRun | null> {
+export async function testStep(run: RunEnv, handle: TaskHandle, hidden: readonly string[], log: RunLog, signal?: AbortSignal): Promise<TestRun | null> {
   const command = handle.state.environment?.status === 'ready' ? handle.state.environment.test : null
   if (command === null || command === undefined) return null
   const planned = planSandbox(run.config.tools, hidden, run.settings.workspace)
@@ -197,7 +197,16 @@ export async function testStep(run: RunEnv, handle: TaskHandle, hidden: readonly
     }
     plan = { ...plan, root: got.root }
   }
-  const result = await runScript({ plan, workspace: run.settings.workspace, script: command, hosts: null, timeoutMs: TEST_TIMEOUT_MS, log: null })
+  // A stop ends the test command (killed: exit_code null) and the completed task's ending goes on; it does not wait out the 10 minutes.
+  const result = await runScript({
+    plan,
+    workspace: run.settings.workspace,
+    script: command,
+    hosts: null,
+    timeoutMs: TEST_TIMEOUT_MS,
+    log: null,
+    ...(signal !== undefined ? { signal } : {}),
+  })
   const record: TestRun = {
     command,
     exit_code: result.code,
@@ -207,6 +216,6 @@ export async function testStep(run: RunEnv, handle: TaskHandle, hidden: readonly
     at: new Date().toISOString(),
   }
   await handle.update({ test_run: record })
-  log.info(`test command \`${command}\`: ${result.timedOut ? 'timed out' : `exit ${result.code ?? 'unknown'}`}`)
+  log.info(`test command \`${command}\`: ${result.timedOut ? 'timed out' : result.stopped ? 'ended by the stop' : `exit ${result.code ?? 'unknown'}`}`)
   return record
 }

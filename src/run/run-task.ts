@@ -184,7 +184,7 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     // A stop from here on does not pause a completed task: its ending (delivery, final summary) goes on, and the signal's line says so.
     if (ending.kind === 'completed') heard.answered = true
     // The repository's test command, run by ctxagent itself once the agent finished (docs/environments.md#the-test-command).
-    if (ending.kind === 'completed') await testStep(run, handle, hidden, log)
+    if (ending.kind === 'completed') await testStep(run, handle, hidden, log, stop.signal)
     const outcome = await settle({ handle, ending, progress: agent.progress(), summaryClient, log, config, layout: env.layout, inFleet: run.fleetJob === true })
     Object.assign(traced, { status: outcome.status, error: outcome.error })
     if (remote && outcome.status !== 'lost') await remote.outcome(outcomeText(outcome))

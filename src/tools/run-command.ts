@@ -107,7 +107,7 @@ function spawned(command: string, timeoutSeconds: number, ctx: ToolContext, egre
             ...spawnIdentity(sandbox),
             cwd,
             detached: true,
-            stdio: ['ignore', 'pipe', 'pipe', 'pipe', 'pipe'],
+            stdio: ['ignore', 'pipe', 'pipe', 'pipe', 'pipe', 'pipe'],
             env: { PATH: '/usr/bin:/bin' },
           })
         : spawn(...bare(command, sandbox.limits), { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: commandEnv() })

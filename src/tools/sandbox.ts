@@ -11,7 +11,7 @@ import { DEFAULT_LIMITS, describeLimits, PRLIMIT, prlimitArgs } from './sandbox/
 import type { CommandLimits } from './sandbox/limits.js'
 import { hostProgram, hostProgramMounts } from './sandbox/host-programs.js'
 import { HOME, mountArgs } from './sandbox/mounts.js'
-import { INFO_FD } from './sandbox/sandbox-child.js'
+import { GATE, INFO_FD } from './sandbox/sandbox-child.js'
 import { REFUSED_SYSCALLS, seccompSupported } from './sandbox/seccomp.js'
 
 /*
@@ -192,7 +192,7 @@ export function sandboxArgs(
     chdir?: string
     egressSocket?: string
     binds?: readonly { from: string; to: string; readOnly?: boolean }[]
-    /** bwrap writes its init's pid to descriptor INFO_FD (a pipe the spawner opens there). */
+    /** bwrap writes its init's pid to descriptor INFO_FD, and the command waits at the gate on GATE_FD (pipes the spawner opens there, given to a SandboxChild). */
     info?: boolean
   } = {},
 ): string[] {
@@ -233,7 +233,9 @@ export function sandboxArgs(
   } else {
     for (const [k, v] of Object.entries({ HOME, PATH: SANDBOX_PATH, ...extra })) a.push('--setenv', k, v)
   }
-  a.push('--', ...prlimit, ...limits, ...(forwarder !== null ? withForwarder(forwarder, argv) : argv))
+  // Behind the gate, nothing starts before the sandbox is sure to die with ctxagent (sandbox/sandbox-child.ts).
+  const gate = options.info === true ? GATE : []
+  a.push('--', ...gate, ...prlimit, ...limits, ...(forwarder !== null ? withForwarder(forwarder, argv) : argv))
   return a
 }
 

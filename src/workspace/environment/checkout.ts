@@ -83,3 +83,22 @@ export function present(path: string): boolean {
     return existsSync(path)
   }
 }
+
+/**
+ * Whether a step on the way to `path` under `root` (not the last) is other than a
+ * directory: a link there would send a copy through it, to whatever ctxagent can read or
+ * write and the sandbox cannot.
+ */
+export function linkOnTheWay(root: string, path: string): boolean {
+  const steps = path.split('/').filter((s) => s !== '' && s !== '.')
+  let at = root
+  for (const step of steps.slice(0, -1)) {
+    at = join(at, step)
+    try {
+      if (!lstatSync(at).isDirectory()) return true
+    } catch {
+      return false
+    }
+  }
+  return false
+}

@@ -1,4 +1,4 @@
-import { lstatSync, utimesSync } from 'node:fs'
+import { utimesSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Config } from '../../config/schema.js'
 import { secretValues } from '../../config/secrets.js'
@@ -7,7 +7,7 @@ import type { TaskEnvironment } from '../../storage/task/state.js'
 import { planSandbox } from '../../tools/sandbox.js'
 import { describeBase } from '../trusted-base.js'
 import type { TrustedBase } from '../trusted-base.js'
-import { privateCopy, present } from './checkout.js'
+import { linkOnTheWay, privateCopy, present } from './checkout.js'
 import { resolveEnvironment } from './definition.js'
 import type { Environment } from './definition.js'
 import { runScript } from './sandboxed.js'
@@ -179,18 +179,4 @@ function restore(entry: string, workspace: string, paths: readonly string[]): { 
     restored.push(path)
   }
   return { restored, kept }
-}
-
-function linkOnTheWay(workspace: string, path: string): boolean {
-  const steps = path.split('/').filter((s) => s !== '' && s !== '.')
-  let at = workspace
-  for (const step of steps.slice(0, -1)) {
-    at = join(at, step)
-    try {
-      if (!lstatSync(at).isDirectory()) return true
-    } catch {
-      return false
-    }
-  }
-  return false
 }

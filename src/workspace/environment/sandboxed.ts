@@ -101,7 +101,7 @@ function spawned(run: ScriptRun, plan: BwrapPlan, socket: string | undefined, be
       ...spawnIdentity(plan),
       cwd: run.workspace,
       detached: true,
-      stdio: ['ignore', 'pipe', 'pipe', 'pipe', 'pipe'],
+      stdio: ['ignore', 'pipe', 'pipe', 'pipe', 'pipe', 'pipe'],
       env: { ...sandboxEnv(), ...(run.secrets ?? {}) },
     })
     const sandbox = new SandboxChild(child)

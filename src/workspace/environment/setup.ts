@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path'
 import type { EnvironmentSpec } from '../../config/environment.js'
 import { readTrusted } from '../trusted-base.js'
 import { commitEntry, entryDir, readEntry, sha, tryLock } from './cache-store.js'
-import { privateCopy, present, scratchCheckout } from './checkout.js'
+import { linkOnTheWay, privateCopy, present, scratchCheckout } from './checkout.js'
 import type { Environment } from './definition.js'
 import { runScript } from './sandboxed.js'
 import type { BwrapPlan, ScriptResult } from './sandboxed.js'
@@ -108,7 +108,8 @@ async function runSetup(ctx: SetupContext, dir: string, signal: AbortSignal | un
     const collected = mkdtempSync(`${dir}.collect-`)
     for (const path of spec.cache.paths) {
       const from = join(work, path)
-      if (present(from)) privateCopy(from, join(collected, path))
+      // setup may have planted a link on the way (`ln -s ~ deps` for deps/x): what lies beyond is not setup's to give.
+      if (present(from) && !linkOnTheWay(work, path)) privateCopy(from, join(collected, path))
     }
     commitEntry(dir, collected, { created_at: new Date().toISOString(), setup_seconds: setup.ms / 1000, bytes: 0 })
     return { kind: 'miss', entry: dir, setup }
