@@ -2,7 +2,7 @@ import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { exitOf } from '../helpers/wait.js'
+import { exitOf, sleep } from '../helpers/wait.js'
 import { readTask, runSetup, waitFor } from '../run/harness.js'
 import { makeOrigin } from './repo.js'
 
@@ -43,9 +43,16 @@ describe('a stop during setup', () => {
     // Setup's output is masked in pieces, so its log may hold it back: its process is what shows it waits.
     await waitFor("setup's sleep running", () => processesWith(`sleep ${marker}`).length > 0)
     const uuid = s.tree.layout.list('running')[0] as string
+    // Whatever happens below, no setup is left running for the rest of the suite.
+    onTestFinished(() => {
+      for (const pid of processesWith(`sleep ${marker}`)) process.kill(pid, 'SIGKILL')
+    })
     started.child.kill('SIGTERM')
-    const ended = await exitOf(started.child)
-    expect(ended.code, started.err()).toBe(143)
+    // A run that does not end is a failure of its own, said at once, not the test's timeout (its setup held the pipes open).
+    const ended = await Promise.race([exitOf(started.child), sleep(120_000).then(() => null)])
+    if (ended === null) started.child.kill('SIGKILL')
+    expect(ended, `run did not end on SIGTERM; setup's processes: ${processesWith(`sleep ${marker}`).join(' ')}\n${started.err()}`).not.toBeNull()
+    expect(ended?.code, started.err()).toBe(143)
     expect(processesWith(`sleep ${marker}`)).toEqual([])
     expect(s.fake.requests).toHaveLength(0)
     const paused = readTask(s.tree, uuid)

@@ -1,22 +1,20 @@
 import type { Pool } from 'pg'
 import {
-  applyRow,
   COUNTER_COLUMNS,
+  DELIVERED_COUNTERS,
+  DELIVERY_COUNTERS,
+  ENVIRONED_COUNTERS,
   FIRST_COUNTERS,
   LATER_COUNTERS,
   LATER_TASK_COLUMNS,
-  liveSums,
-  LIVE_ROWS,
-  TOOL_CALLS,
   SECOND_COUNTERS,
   SUMMARY_COUNTERS,
   SUMMARY_TASK_COLUMNS,
-  ENVIRONED_COUNTERS,
-  DELIVERY_COUNTERS,
-  DELIVERED_COUNTERS,
-} from './totals.js'
+} from './counter-eras.js'
+import type { CounterColumn } from './counter-eras.js'
+import { applyRow, liveSums, LIVE_ROWS, TOOL_CALLS } from './totals.js'
 import { ENV_COUNTERS } from './env-totals.js'
-import type { CounterColumn, Dialect, IndexTotals } from './totals.js'
+import type { Dialect, IndexTotals } from './totals.js'
 
 /**
  * The totals of totals.ts in PostgreSQL: the same tables, kept by one row trigger on

@@ -7,16 +7,15 @@ import { CorruptRecordError } from '../../errors.js'
 import { assertRegularFiles } from '../fs/files.js'
 import type { Location } from '../fs/layout.js'
 import type { DiskUse } from '../fs/disk.js'
+import { rebuildStatements, SQLITE } from './totals.js'
 import {
-  rebuildStatements,
-  SQLITE,
   sqliteCountersMigration,
   sqliteDeliveriesMigration,
   sqliteEnvMigration,
   sqliteSummaryTokensMigration,
   sqliteToolCallsMigration,
   sqliteTotalsMigration,
-} from './totals.js'
+} from './sqlite-totals-migrations.js'
 import { searchText } from './task-list.js'
 import { SqliteSpend, SQLITE_SPEND_MIGRATION } from './spend.js'
 import { SQLITE_PULL_REQUESTS_MIGRATION } from './pull-requests.js'

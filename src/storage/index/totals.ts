@@ -1,6 +1,8 @@
 import type { Database as Db } from 'better-sqlite3'
 import type { Location } from '../fs/layout.js'
-import { ENV_COUNTERS, ENV_TASK_COLUMNS, envCounterValues } from './env-totals.js'
+import { COUNTER_COLUMNS } from './counter-eras.js'
+import type { CounterColumn } from './counter-eras.js'
+import { envCounterValues } from './env-totals.js'
 import type { EnvCounter } from './env-totals.js'
 
 /**
@@ -120,25 +122,6 @@ export const SQLITE: Dialect = {
   },
 }
 
-/** The counters the totals' first migration made: what its triggers (and an older ctxagent's) count. */
-export const FIRST_COUNTERS = ['prompt', 'cached', 'completion', 'tokens', 'compactions', 'llm_calls', 'tool_calls', 'messages', 'reaped'] as const
-/** Every counter: the first ones, then cache writes and the requests that were not turns (a later migration: sqliteCountersMigration, pg-totals.ts pgCountersMigration). */
-export const COUNTER_COLUMNS = [
-  ...FIRST_COUNTERS,
-  'cache_write',
-  'summary_calls',
-  'final_summary_calls',
-  'deliveries_delivered',
-  'deliveries_no_changes',
-  'deliveries_refused',
-  'deliveries_failed',
-  ...ENV_COUNTERS,
-  'summary_prompt',
-  'summary_completion',
-  'summary_cached',
-] as const
-export type CounterColumn = (typeof COUNTER_COLUMNS)[number]
-
 /** Each counter's value for one row (`r` is `NEW.`, `OLD.` or '' for the table itself); a NULL (a row written before its column) is 0. */
 function counterValues(_d: Dialect, r: string, columns: readonly CounterColumn[]): string[] {
   const value: Record<CounterColumn, string> = {
@@ -230,12 +213,6 @@ export function liveSums(
   }
 }
 
-const SQLITE_TABLES = `
-  CREATE TABLE IF NOT EXISTS task_totals (location TEXT NOT NULL, status TEXT NOT NULL, user TEXT NOT NULL, model TEXT NOT NULL,
-    tasks INTEGER NOT NULL, disk_bytes INTEGER NOT NULL, disk_raw INTEGER NOT NULL, unmeasured INTEGER NOT NULL, PRIMARY KEY (location, status, user, model));
-  CREATE TABLE IF NOT EXISTS task_counters (user TEXT NOT NULL, model TEXT NOT NULL, ${FIRST_COUNTERS.map((c) => `${c} INTEGER NOT NULL`).join(', ')}, PRIMARY KEY (user, model));
-  CREATE TABLE IF NOT EXISTS task_durations (bucket INTEGER PRIMARY KEY, n INTEGER NOT NULL, total_ms INTEGER NOT NULL);`
-
 /** tasks.db's triggers: one statement list per event, counting `columns`. */
 export function sqliteTriggers(columns: readonly CounterColumn[] = COUNTER_COLUMNS): string {
   const d = SQLITE
@@ -253,16 +230,6 @@ export function sqliteTriggers(columns: readonly CounterColumn[] = COUNTER_COLUM
     ${body(applyRow(d, 'OLD.', -1, ['tasks']))}
     ${prune}
   END;`
-}
-
-/** The migration that adds the totals to tasks.db: tables, triggers, and the rows already there. */
-export function sqliteTotalsMigration(): string {
-  const live = liveSums(SQLITE, FIRST_COUNTERS)
-  return `${SQLITE_TABLES}
-  ${sqliteTriggers(FIRST_COUNTERS)}
-  INSERT INTO task_totals ${live.tasks};
-  INSERT INTO task_counters ${live.counters};
-  INSERT INTO task_durations ${live.durations};`
 }
 
 /**
@@ -291,101 +258,6 @@ export function rebuildStatements(d: Dialect): { before: string[]; after: string
 
 /** Tool calls by tool and outcome, as /metrics reads them. */
 export const TOOL_CALLS = 'SELECT tool, outcome, n FROM task_tool_calls WHERE n > 0 ORDER BY tool, outcome'
-
-/**
- * The migration that adds tool calls by tool and outcome to tasks.db: the column, the
- * table, its triggers (a deleted row's calls stay: no delete trigger). Every row there
- * has no tally yet (its calls are unknown), so the table starts as the tool call
- * counter's whole, retired part and all: one unknown figure.
- */
-export function sqliteToolCallsMigration(): string {
-  const d = SQLITE
-  const body = (statements: string[]) => statements.map((x) => `${x};`).join('\n')
-  return `
-  ALTER TABLE tasks ADD COLUMN tool_calls TEXT;
-  CREATE TABLE task_tool_calls (tool TEXT NOT NULL, outcome TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (tool, outcome));
-  INSERT INTO task_tool_calls (tool, outcome, n) SELECT 'unknown', 'unknown', SUM(tool_calls) FROM task_counters HAVING SUM(tool_calls) > 0;
-  CREATE TRIGGER tasks_tool_calls_insert AFTER INSERT ON tasks BEGIN
-    ${body(applyRow(d, 'NEW.', 1, ['tools']))}
-  END;
-  CREATE TRIGGER tasks_tool_calls_update AFTER UPDATE ON tasks
-    WHEN OLD.tool_calls IS NOT NEW.tool_calls OR OLD.total_tool_calls IS NOT NEW.total_tool_calls BEGIN
-    ${body([...applyRow(d, 'OLD.', -1, ['tools']), ...applyRow(d, 'NEW.', 1, ['tools'])])}
-  END;`
-}
-
-/**
- * The columns of cache writes and of the requests that were not turns (compactions' and final
- * summaries'): in `tasks` (NULL in rows written before: 0 in every sum, until a reindex fills
- * them from state.json) and as counters (starting at 0: what deleted tasks had of them is not known).
- */
-export const LATER_TASK_COLUMNS = ['cache_write_tokens', 'summary_calls', 'final_summary_calls'] as const
-export const LATER_COUNTERS = ['cache_write', 'summary_calls', 'final_summary_calls'] as const
-
-/** The migration that adds them to tasks.db: the columns, and the totals' triggers made again to count them. */
-export function sqliteCountersMigration(): string {
-  return `
-  ${LATER_TASK_COLUMNS.map((c) => `ALTER TABLE tasks ADD COLUMN ${c} INTEGER;`).join('\n  ')}
-  ${LATER_COUNTERS.map((c) => `ALTER TABLE task_counters ADD COLUMN ${c} INTEGER NOT NULL DEFAULT 0;`).join('\n  ')}
-  DROP TRIGGER IF EXISTS tasks_totals_insert; DROP TRIGGER IF EXISTS tasks_totals_update; DROP TRIGGER IF EXISTS tasks_totals_delete;
-  ${sqliteTriggers(SECOND_COUNTERS)}`
-}
-
-/** The counters after sqliteCountersMigration (its triggers count these; the deliveries came later). */
-export const SECOND_COUNTERS = [...FIRST_COUNTERS, ...LATER_COUNTERS] as const
-/** Deliveries by result (docs/delivery.md#what-is-recorded): the row's column and the counters. */
-export const DELIVERY_COUNTERS = ['deliveries_delivered', 'deliveries_no_changes', 'deliveries_refused', 'deliveries_failed'] as const
-
-/**
- * The migration that counts deliveries in tasks.db: each row's delivery_result (NULL in rows
- * written before, until a reindex fills it from state.json), the counters (starting at 0:
- * what deleted tasks delivered is not known), the totals' triggers made again to count them.
- */
-export function sqliteDeliveriesMigration(): string {
-  return `
-  ALTER TABLE tasks ADD COLUMN delivery_result TEXT;
-  ${DELIVERY_COUNTERS.map((c) => `ALTER TABLE task_counters ADD COLUMN ${c} INTEGER NOT NULL DEFAULT 0;`).join('\n  ')}
-  DROP TRIGGER IF EXISTS tasks_totals_insert; DROP TRIGGER IF EXISTS tasks_totals_update; DROP TRIGGER IF EXISTS tasks_totals_delete;
-  ${sqliteTriggers(DELIVERED_COUNTERS)}`
-}
-
-/** The counters after sqliteDeliveriesMigration (the environments' came later). */
-export const DELIVERED_COUNTERS = [...SECOND_COUNTERS, ...DELIVERY_COUNTERS] as const
-
-/**
- * The migration that counts the repositories' environments in tasks.db (env-totals.ts): each
- * row's cache result and setup time (NULL in rows written before, until a reindex fills them
- * from state.json), the counters (starting at 0), the totals' triggers made again to count them.
- */
-export function sqliteEnvMigration(): string {
-  return `
-  ALTER TABLE tasks ADD COLUMN ${ENV_TASK_COLUMNS[0]} TEXT;
-  ALTER TABLE tasks ADD COLUMN ${ENV_TASK_COLUMNS[1]} INTEGER;
-  ${ENV_COUNTERS.map((c) => `ALTER TABLE task_counters ADD COLUMN ${c} INTEGER NOT NULL DEFAULT 0;`).join('\n  ')}
-  DROP TRIGGER IF EXISTS tasks_totals_insert; DROP TRIGGER IF EXISTS tasks_totals_update; DROP TRIGGER IF EXISTS tasks_totals_delete;
-  ${sqliteTriggers(ENVIRONED_COUNTERS)}`
-}
-
-/** The counters after sqliteEnvMigration (the summaries' tokens came later). */
-export const ENVIRONED_COUNTERS = [...DELIVERED_COUNTERS, ...ENV_COUNTERS] as const
-/**
- * The tokens of the requests that were not turns (compactions' and final summaries', state.json's compaction_tokens and
- * final_summary_tokens summed): billed as turns are (docs/running.md#budgets), so /metrics' cost is the bill stats gives.
- */
-export const SUMMARY_TASK_COLUMNS = ['summary_prompt_tokens', 'summary_completion_tokens', 'summary_cached_tokens'] as const
-export const SUMMARY_COUNTERS = ['summary_prompt', 'summary_completion', 'summary_cached'] as const
-
-/**
- * The migration that adds them to tasks.db: the columns (NULL in rows written before, until a reindex fills them from
- * state.json), the counters (starting at 0: what deleted tasks' summaries took is not known), the triggers made again.
- */
-export function sqliteSummaryTokensMigration(): string {
-  return `
-  ${SUMMARY_TASK_COLUMNS.map((c) => `ALTER TABLE tasks ADD COLUMN ${c} INTEGER;`).join('\n  ')}
-  ${SUMMARY_COUNTERS.map((c) => `ALTER TABLE task_counters ADD COLUMN ${c} INTEGER NOT NULL DEFAULT 0;`).join('\n  ')}
-  DROP TRIGGER IF EXISTS tasks_totals_insert; DROP TRIGGER IF EXISTS tasks_totals_update; DROP TRIGGER IF EXISTS tasks_totals_delete;
-  ${sqliteTriggers(COUNTER_COLUMNS)}`
-}
 
 /** Tasks in running/ and paused/ (by the location index: few of many). */
 export const LIVE_ROWS = `SELECT uuid, location, started_at, created_at FROM tasks WHERE location IN ('running', 'paused')`

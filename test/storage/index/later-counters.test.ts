@@ -6,7 +6,7 @@ import { SCHEMA_VERSION, versionBefore } from '../../../src/storage/index/pg-sch
 import { SqliteStore } from '../../../src/storage/index/store.js'
 import type { IndexStore } from '../../../src/storage/index/store.js'
 import { pgCountersMigration, pgTotalsFunction } from '../../../src/storage/index/pg-totals.js'
-import { FIRST_COUNTERS, LATER_COUNTERS, LATER_TASK_COLUMNS } from '../../../src/storage/index/totals.js'
+import { FIRST_COUNTERS, LATER_COUNTERS, LATER_TASK_COLUMNS } from '../../../src/storage/index/counter-eras.js'
 import type { CounterRow } from '../../../src/storage/index/totals.js'
 import { makeTree, uuidN } from '../../fixtures/tree.js'
 import { usePostgres } from '../../helpers/use-postgres.js'

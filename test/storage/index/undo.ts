@@ -6,8 +6,8 @@ import {
   LATER_TASK_COLUMNS,
   SUMMARY_COUNTERS,
   SUMMARY_TASK_COLUMNS,
-  sqliteTriggers,
-} from '../../../src/storage/index/totals.js'
+} from '../../../src/storage/index/counter-eras.js'
+import { sqliteTriggers } from '../../../src/storage/index/totals.js'
 
 /**
  * tasks.db's later counters' migration, the deliveries', the pull requests', the environments' and the summaries' tokens'
