@@ -12,8 +12,8 @@ const root = fileURLToPath(new URL('..', import.meta.url))
 // The config's defaults, computed here from the schema tsc just compiled: a command run
 // without a config file takes them as they are instead of validating {} through zod at
 // start-up (~0.9 ms; src/config/load.ts).
-const { configSchema } = await import(`${root}dist/config/schema.js`)
-const defaults = JSON.stringify(configSchema.parse({}))
+const { configSchemaOf } = await import(`${root}dist/config/schema.js`)
+const defaults = JSON.stringify(configSchemaOf().parse({}))
 // The built-in tools' JSON Schemas, from the tools tsc just compiled: a run offers them without
 // converting zod to JSON Schema at start-up (src/tools/schema.ts).
 const { ToolRegistry } = await import(`${root}dist/tools/registry.js`)

@@ -16,6 +16,7 @@ import { isTransientPgError, pgReason } from '../storage/index/pg-pool.js'
 import { planSandbox } from '../tools/sandbox.js'
 import type { Pool } from 'pg'
 import { WARM_CHILD_FLAG } from '../fleet/worker/agent-launcher.js'
+import { warmFetch } from '../fleet/worker/warm-fetch.js'
 import { Worker } from '../fleet/worker/worker.js'
 import type { Config } from '../config/schema.js'
 import { hostname } from '../storage/fs/process-info.js'
@@ -93,7 +94,8 @@ async function warmChild(command: Command, runCli: (argv: string[]) => Promise<v
  * the modules run loads on demand (its work, the database client, uuids), the config
  * parsed once (dropped: the task reads it again, it may have changed), the PostgreSQL
  * index connected (the task's open takes it), the random source opened (temp file
- * names), fetch's HTTP client loaded (the LLM requests).
+ * names), fetch's HTTP client loaded and its parser compiled by one request on loopback (the
+ * LLM requests; warm-fetch.ts).
  */
 async function warmUp(command: Command): Promise<void> {
   await Promise.all([import('../run/run-task.js'), import('pg'), import('uuid')]).catch(() => undefined)
@@ -106,7 +108,7 @@ async function warmUp(command: Command): Promise<void> {
     // the task says what is wrong with it
   }
   randomBytes(4)
-  await fetch('data:,').catch(() => undefined)
+  await warmFetch()
 }
 
 function controlLine(): Promise<string[] | null> {

@@ -6,12 +6,13 @@ import type * as z from 'zod/mini'
 import { isErrno, UsageError } from '../errors.js'
 import { describeErrno, readRegularFile } from '../input-file.js'
 import { grouped, shortPath } from '../text.js'
-import { configSchema, isHttpUrl } from './schema.js'
+import { CONFIG_SECTIONS, isHttpUrl } from './schema.js'
 import { crossCheck } from './cross-check.js'
 import { formatPath, shown } from './shown.js'
 import type { Config } from './schema.js'
 import { urlWithCredentials } from './secrets.js'
 import { whyUntrusted } from './trust.js'
+import { configDefaults, validateConfig } from './validate.js'
 
 // Reading a config file: where it is, YAML to data, validation against the schema,
 // and every problem as one line that names the key and what it expects.
@@ -111,8 +112,7 @@ function looksLikeOurs(path: string): boolean {
   }
   if (data === null || typeof data !== 'object' || Array.isArray(data)) return false
   const keys = Object.keys(data)
-  const known = Object.keys(configSchema.def.shape)
-  return keys.length > 0 && keys.every((k) => known.includes(k))
+  return keys.length > 0 && keys.every((k) => (CONFIG_SECTIONS as string[]).includes(k))
 }
 
 const MAX_CONFIG_BYTES = 1 << 20
@@ -171,23 +171,16 @@ export function parseYamlWith<T>(schema: z.ZodMiniType<T>, yamlText: string, fil
   return result.data
 }
 
-/**
- * configSchema's defaults (what `{}` parses to) as JSON, put into the bundle by
- * scripts/bundle.mjs, which computes them from this schema when it builds; undefined
- * when running from dist/ (the tests), where zod computes them each time.
- */
-declare const CTXAGENT_DEFAULT_CONFIG: string | undefined
-
 function parseConfigData(yamlText: string, file: string): { config: Config; data: unknown } {
   // No file, or an empty one (most commands on most hosts): the defaults, without zod,
   // whose first validation of {} costs ~0.9 ms of every command's start-up.
-  if (yamlText === '' && typeof CTXAGENT_DEFAULT_CONFIG === 'string') return { config: JSON.parse(CTXAGENT_DEFAULT_CONFIG) as Config, data: {} }
+  if (yamlText === '') return { config: configDefaults(), data: {} }
   const data = readYaml(yamlText, file)
   const reserved = findProtoKey(data, [])
   // zod drops a `__proto__` key without a word: a user or server of that name would silently vanish.
   if (reserved) throw new UsageError(`${file}: ${formatPath(reserved)} cannot be used as a name (__proto__ is reserved)`, SEE_EXAMPLE)
   // reportInput: the messages say "is empty" for a null; the input itself is never printed.
-  const result = configSchema.safeParse(data, { reportInput: true })
+  const result = validateConfig(data)
   if (!result.success) throw new UsageError(`${file}: ${describeIssues(result.error.issues)}`, SEE_EXAMPLE)
   const problem = crossCheck(result.data)
   if (problem) throw new UsageError(`${file}: ${problem}`, SEE_EXAMPLE)

@@ -48,7 +48,8 @@ const LABEL = 'must be a label name: 1 to 50 characters, no comma'
 const labelName = () => z.string({ error: LABEL }).check(z.refine((v) => v.trim() !== '' && v.length <= 50 && !v.includes(','), { error: LABEL }))
 const MAPPING = 'must be a mapping of keys'
 const flag = () => z.boolean({ error: 'must be true or false' })
-const absolutePath = z.string({ error: 'must be an absolute path' }).check(z.refine((p: string) => p.startsWith('/'), { error: 'must be an absolute path' }))
+const absolutePath = () =>
+  z.string({ error: 'must be an absolute path' }).check(z.refine((p: string) => p.startsWith('/'), { error: 'must be an absolute path' }))
 const oneOf = <const T extends readonly [string, ...string[]]>(values: T) =>
   z.enum(values, { error: `must be ${values.slice(0, -1).join(', ')} or ${values.at(-1)}` })
 
@@ -115,71 +116,74 @@ export const PROVIDERS = ['openai', 'anthropic', 'ollama', 'replay', 'none'] as 
 export type Provider = (typeof PROVIDERS)[number]
 
 /** `users.<name>` (docs/contract.md §12.7): what one user's tasks change of the defaults. */
-const userSettings = z.strictObject(
-  {
-    llm: z.optional(
-      z.strictObject(
-        {
-          provider: z.optional(oneOf(PROVIDERS)),
-          model: z.optional(text()),
-          context_length: z.optional(positiveInt()),
-        },
-        { error: 'must be a mapping of keys: provider, model, context_length' },
+const userSettings = () =>
+  z.strictObject(
+    {
+      llm: z.optional(
+        z.strictObject(
+          {
+            provider: z.optional(oneOf(PROVIDERS)),
+            model: z.optional(text()),
+            context_length: z.optional(positiveInt()),
+          },
+          { error: 'must be a mapping of keys: provider, model, context_length' },
+        ),
       ),
-    ),
-    run: z.optional(
-      z.strictObject(
-        { max_turns: z.optional(positiveInt()), max_tokens: z.optional(positiveInt()), max_cost_usd: z.optional(usd()) },
-        { error: 'must be a mapping of keys: max_turns, max_tokens, max_cost_usd' },
+      run: z.optional(
+        z.strictObject(
+          { max_turns: z.optional(positiveInt()), max_tokens: z.optional(positiveInt()), max_cost_usd: z.optional(usd()) },
+          { error: 'must be a mapping of keys: max_turns, max_tokens, max_cost_usd' },
+        ),
       ),
-    ),
-    system_prompt_append: z.optional(text()),
-    // docs/running.md#budgets: this user's own caps over budgets.user_daily_usd / user_monthly_usd (null: none).
-    budgets: z.optional(
-      z.strictObject(
-        { user_daily_usd: z.optional(z.nullable(usd())), user_monthly_usd: z.optional(z.nullable(usd())) },
-        { error: 'must be a mapping of keys: user_daily_usd, user_monthly_usd' },
+      system_prompt_append: z.optional(text()),
+      // docs/running.md#budgets: this user's own caps over budgets.user_daily_usd / user_monthly_usd (null: none).
+      budgets: z.optional(
+        z.strictObject(
+          { user_daily_usd: z.optional(z.nullable(usd())), user_monthly_usd: z.optional(z.nullable(usd())) },
+          { error: 'must be a mapping of keys: user_daily_usd, user_monthly_usd' },
+        ),
       ),
-    ),
-  },
-  { error: 'must be a mapping of settings: llm, run, system_prompt_append, budgets' },
-)
+    },
+    { error: 'must be a mapping of settings: llm, run, system_prompt_append, budgets' },
+  )
 
 /** `pricing.<model>`: USD per million tokens, for the optional cost in view and stats. */
 const PRICE = 'must be a price in USD per million tokens (a number of 0 or more)'
 const price = () => z.number({ error: PRICE }).check(z.gte(0, { error: PRICE }))
-const modelPrice = z.strictObject(
-  {
-    prompt: price(),
-    completion: price(),
-    cached: z.optional(price()),
-    cache_write: z.optional(price()),
-  },
-  { error: 'must be a mapping of prompt, completion and (optional) cached and cache_write: USD per million tokens' },
-)
+const modelPrice = () =>
+  z.strictObject(
+    {
+      prompt: price(),
+      completion: price(),
+      cached: z.optional(price()),
+      cache_write: z.optional(price()),
+    },
+    { error: 'must be a mapping of prompt, completion and (optional) cached and cache_write: USD per million tokens' },
+  )
 
-const mcpServer = z.strictObject(
-  {
-    command: z.string({ error: (iss) => (iss.input === undefined ? 'is missing: the program that starts the server, like npx' : 'must be a string') }),
-    args: withDefault(z.array(text(), { error: 'must be a list of strings, like [-y, some-package]' }), []),
-    env: withDefault(
-      z.record(z.string(), z.string({ error: 'must be a string (put numbers and true/false in quotes)' }), {
-        error: 'must be a mapping of variable names to values',
-      }),
-      {},
-    ),
-    cwd: orNull(text()),
-    enabled: withDefault(flag(), true),
-    timeout_seconds: withDefault(positiveNumber(), 60),
-    // A server started by a run gets run_command's sandbox unless this says none (docs/security.md).
-    sandbox: withDefault(oneOf(['bwrap', 'none']), 'bwrap'),
-    // The network inside its sandbox (a server that calls an API needs it): none, proxy or host, as tools.network.
-    network: withDefault(network(), 'none'),
-    // Hosts its proxy lets through (null: tools.allowed_hosts).
-    allowed_hosts: orNull(allowedHosts()),
-  },
-  { error: 'must be a mapping of settings with at least command (and args, env, cwd, enabled, timeout_seconds)' },
-)
+const mcpServer = () =>
+  z.strictObject(
+    {
+      command: z.string({ error: (iss) => (iss.input === undefined ? 'is missing: the program that starts the server, like npx' : 'must be a string') }),
+      args: withDefault(z.array(text(), { error: 'must be a list of strings, like [-y, some-package]' }), []),
+      env: withDefault(
+        z.record(z.string(), z.string({ error: 'must be a string (put numbers and true/false in quotes)' }), {
+          error: 'must be a mapping of variable names to values',
+        }),
+        {},
+      ),
+      cwd: orNull(text()),
+      enabled: withDefault(flag(), true),
+      timeout_seconds: withDefault(positiveNumber(), 60),
+      // A server started by a run gets run_command's sandbox unless this says none (docs/security.md).
+      sandbox: withDefault(oneOf(['bwrap', 'none']), 'bwrap'),
+      // The network inside its sandbox (a server that calls an API needs it): none, proxy or host, as tools.network.
+      network: withDefault(network(), 'none'),
+      // Hosts its proxy lets through (null: tools.allowed_hosts).
+      allowed_hosts: orNull(allowedHosts()),
+    },
+    { error: 'must be a mapping of settings with at least command (and args, env, cwd, enabled, timeout_seconds)' },
+  )
 
 const endpointShape = (baseUrl: string, model: string, contextLength: number) => ({
   base_url: withDefault(httpUrl(baseUrl), baseUrl),
@@ -191,9 +195,14 @@ const endpointShape = (baseUrl: string, model: string, contextLength: number) =>
 })
 const endpoint = (baseUrl: string, model: string, contextLength: number) => section(endpointShape(baseUrl, model, contextLength))
 
-export const configSchema = z.strictObject(
-  {
-    context: section({
+/**
+ * Each top-level section's schema, built the first time it is needed
+ * (docs/development.md#start-up): building all of them takes zod a large part of a short
+ * command's start, and a config file sets a few sections; the others are their defaults.
+ */
+const sections = {
+  context: () =>
+    section({
       base_dir: orNull(text()),
       durability: withDefault(oneOf(['flush', 'fsync']), 'flush'),
       max_memory_messages: withDefault(positiveInt(), 20),
@@ -222,12 +231,14 @@ export const configSchema = z.strictObject(
       }),
       retention: section({ compress_after_days: withDefault(positiveNumber(), 7), delete_after_days: withDefault(positiveNumber(), 30) }),
     }),
-    locks: section({
+  locks: () =>
+    section({
       heartbeat_seconds: withDefault(positiveNumber(), 30),
       stale_after_seconds: withDefault(positiveNumber(), 60),
       stale_after_remote_seconds: orNull(positiveNumber()),
     }),
-    llm: section({
+  llm: () =>
+    section({
       provider: withDefault(oneOf(PROVIDERS), 'openai'),
       // Every request carries max_tokens: a turn this many, a summary its own smaller budget.
       max_output_tokens: withDefault(positiveInt(), 4096),
@@ -250,7 +261,8 @@ export const configSchema = z.strictObject(
         context_length: withDefault(positiveInt(), 8_192),
       }),
     }),
-    run: section({
+  run: () =>
+    section({
       max_turns: withDefault(positiveInt(), 100),
       max_tokens: orNull(positiveInt()),
       timeout: orNull(duration()),
@@ -259,8 +271,9 @@ export const configSchema = z.strictObject(
       // docs/running.md#budgets: a task's spend cap in USD across resumes (pricing.<model>); null: none.
       max_cost_usd: orNull(usd()),
     }),
-    // docs/running.md#budgets: spend caps in USD that pause tasks before the request that would pass them.
-    budgets: section({
+  // docs/running.md#budgets: spend caps in USD that pause tasks before the request that would pass them.
+  budgets: () =>
+    section({
       user_daily_usd: orNull(usd()),
       user_monthly_usd: orNull(usd()),
       fleet_daily_usd: orNull(usd()),
@@ -269,7 +282,8 @@ export const configSchema = z.strictObject(
       // stats --check warns from this share of a cap, and is critical at the cap.
       warn_at: withDefault(ratio(), 0.8),
     }),
-    tools: section({
+  tools: () =>
+    section({
       shell: withDefault(flag(), false),
       command_timeout_seconds: withDefault(
         z.int({ error: COMMAND_TIMEOUT }).check(z.positive({ error: COMMAND_TIMEOUT }), z.lte(600, { error: COMMAND_TIMEOUT })),
@@ -285,7 +299,7 @@ export const configSchema = z.strictObject(
       // Private networks the proxy reaches all the same (a package mirror on the LAN), in CIDR form.
       allowed_networks: withDefault(allowedNetworks(), []),
       sandbox_read_only: withDefault(
-        z.array(absolutePath, { error: 'must be a list of absolute paths (directories a sandboxed command may read, e.g. a toolchain in $HOME)' }),
+        z.array(absolutePath(), { error: 'must be a list of absolute paths (directories a sandboxed command may read, e.g. a toolchain in $HOME)' }),
         [],
       ),
       // Who commands run as when ctxagent is root (a user name or uid[:gid]; never root). See docs/security.md.
@@ -299,38 +313,41 @@ export const configSchema = z.strictObject(
         cpu_seconds: withDefault(positiveInt(), DEFAULT_LIMITS.cpu_seconds),
       }),
     }),
-    pricing: withDefault(
-      z.record(z.string(), modelPrice, {
+  pricing: () =>
+    withDefault(
+      z.record(z.string(), modelPrice(), {
         error: 'must be a mapping of model names to prices (prompt, completion, cached, cache_write: USD per million tokens)',
       }),
       {},
     ),
-    users: withDefault(
-      z.record(z.string(), userSettings, { error: 'must be a mapping of user names to settings (llm, run, system_prompt_append, budgets)' }),
-      {},
-    ),
-    mcp: section({
+  users: () =>
+    withDefault(z.record(z.string(), userSettings(), { error: 'must be a mapping of user names to settings (llm, run, system_prompt_append, budgets)' }), {}),
+  mcp: () =>
+    section({
       servers: withDefault(
-        z.record(z.string(), mcpServer, { error: 'must be a mapping of server names to settings (command, args, env, cwd, enabled, timeout_seconds)' }),
+        z.record(z.string(), mcpServer(), { error: 'must be a mapping of server names to settings (command, args, env, cwd, enabled, timeout_seconds)' }),
         {},
       ),
       max_tools: withDefault(positiveInt(), 128),
       max_result_chars: withDefault(positiveInt(), 100_000),
     }),
-    github: section({
+  github: () =>
+    section({
       api_url: withDefault(httpUrl('https://github.example.com/api/v3'), 'https://api.github.com'),
       token: orNull(text()),
       bot_name: orNull(text()),
     }),
-    gitlab: section({ url: withDefault(httpUrl('https://gitlab.example.com'), 'https://gitlab.com'), token: orNull(text()), bot_name: orNull(text()) }),
-    comments: section({ min_interval_seconds: withDefault(positiveNumber(), 30) }),
-    chat: section({
+  gitlab: () => section({ url: withDefault(httpUrl('https://gitlab.example.com'), 'https://gitlab.com'), token: orNull(text()), bot_name: orNull(text()) }),
+  comments: () => section({ min_interval_seconds: withDefault(positiveNumber(), 30) }),
+  chat: () =>
+    section({
       wait_interval_seconds: withDefault(positiveNumber(), 5),
       soft_timeout_minutes: withDefault(positiveNumber(), 10),
       hard_timeout_minutes: withDefault(positiveNumber(), 15),
       end_grace_seconds: withDefault(positiveNumber(), 60),
     }),
-    fleet: section({
+  fleet: () =>
+    section({
       // docs/contract.md §14.1: the index (and the fleet's queue) in PostgreSQL; CTXAGENT_DATABASE_URL overrides it.
       database_url: orNull(postgresUrl()),
       // How often an idle worker looks at the queue besides being woken by NOTIFY.
@@ -360,7 +377,8 @@ export const configSchema = z.strictObject(
       // How many nice(1) steps below its worker an agent runs (0: the same): the worker's claims and heartbeats go first on a busy host.
       agent_niceness: withDefault(niceness(), 5),
     }),
-    poll: section({
+  poll: () =>
+    section({
       // docs/contract.md §14.2: the labels `poll` moves on each issue as its task goes on.
       labels: section({
         processing: withDefault(labelName(), 'ctxagent:processing'),
@@ -369,8 +387,9 @@ export const configSchema = z.strictObject(
         failed: withDefault(labelName(), 'ctxagent:failed'),
       }),
     }),
-    // Delivery of a finished task's change (docs/delivery.md): a branch, or a branch and a pull/merge request.
-    deliver: section({
+  // Delivery of a finished task's change (docs/delivery.md): a branch, or a branch and a pull/merge request.
+  deliver: () =>
+    section({
       mode: withDefault(oneOf(DELIVER_MODES), 'none'),
       // <key> (the issue's number, or the task id), <uuid8> and <uuid> are filled in.
       branch: withDefault(
@@ -390,8 +409,9 @@ export const configSchema = z.strictObject(
       // Follow-up tasks on one PR/MR at most (the review loop, docs/delivery.md#the-review-loop).
       max_rounds: withDefault(positiveInt(), 5),
     }),
-    sources: section({ trusted: withDefault(oneOf(['write', 'any']), 'write') }),
-    alerts: section({
+  sources: () => section({ trusted: withDefault(oneOf(['write', 'any']), 'write') }),
+  alerts: () =>
+    section({
       disk_warning_gb: withDefault(positiveNumber(), 10),
       disk_critical_gb: withDefault(positiveNumber(), 50),
       failure_rate: withDefault(ratio(), 0.1),
@@ -403,8 +423,9 @@ export const configSchema = z.strictObject(
       // In a fleet: the oldest waiting job older than this is a warning.
       queue_wait_minutes: withDefault(positiveNumber(), 30),
     }),
-    // docs/contract.md §15: `ctxagent serve`; any host but loopback needs the token (CTXAGENT_SERVE_TOKEN overrides it).
-    serve: section({
+  // docs/contract.md §15: `ctxagent serve`; any host but loopback needs the token (CTXAGENT_SERVE_TOKEN overrides it).
+  serve: () =>
+    section({
       host: withDefault(text(), '127.0.0.1'),
       port: withDefault(z.int({ error: PORT }).check(z.gte(0, { error: PORT }), z.lte(65535, { error: PORT })), 7878),
       token: orNull(z.string({ error: SERVE_TOKEN }).check(z.minLength(16, { error: SERVE_TOKEN }))),
@@ -416,8 +437,9 @@ export const configSchema = z.strictObject(
       // The page's address as others reach it (a pull request links its task there: docs/delivery.md#the-pull-request); null: no link.
       public_url: orNull(httpUrl('https://ctxagent.example.com')),
     }),
-    // docs/contract.md §15: OpenTelemetry traces of run and workers, off unless an endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT too).
-    telemetry: section({
+  // docs/contract.md §15: OpenTelemetry traces of run and workers, off unless an endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT too).
+  telemetry: () =>
+    section({
       otlp_endpoint: orNull(httpUrl('http://otel-collector.example.com:4318')),
       // Message content on spans (masked); off: only sizes, models and token counts.
       content: withDefault(flag(), false),
@@ -432,12 +454,34 @@ export const configSchema = z.strictObject(
         {},
       ),
     }),
-    // Repository environments (docs/environments.md): keyed by owner/repo or a workspace's path; wins over the repository's own file.
-    environments: withDefault(environmentsSchema, {}),
-    // The environments' cache: cleanup removes results unused for max_age_days, then the least recently used past max_gb.
-    environment_cache: section({ max_age_days: withDefault(positiveNumber(), 14), max_gb: withDefault(positiveNumber(), 20) }),
-  },
-  { error: MAPPING },
-)
+  // Repository environments (docs/environments.md): keyed by owner/repo or a workspace's path; wins over the repository's own file.
+  environments: () => withDefault(environmentsSchema, {}),
+  // The environments' cache: cleanup removes results unused for max_age_days, then the least recently used past max_gb.
+  environment_cache: () => section({ max_age_days: withDefault(positiveNumber(), 14), max_gb: withDefault(positiveNumber(), 20) }),
+}
 
-export type Config = z.infer<typeof configSchema>
+type Sections = typeof sections
+export type ConfigSection = keyof Sections
+/** A config: every section, each parsed (or defaulted) by its schema. */
+export type Config = { [K in ConfigSection]: z.output<ReturnType<Sections[K]>> }
+/** The top-level keys, in the schema's order (the order of a parsed config's keys). */
+export const CONFIG_SECTIONS = Object.keys(sections) as ConfigSection[]
+
+const built = new Map<ConfigSection, z.ZodMiniType>()
+function sectionSchema(name: ConfigSection): z.ZodMiniType {
+  let schema = built.get(name)
+  if (schema === undefined) {
+    schema = sections[name]() as z.ZodMiniType
+    built.set(name, schema)
+  }
+  return schema
+}
+
+/**
+ * The config file's schema over `names` (all of them: the whole file's), a strict mapping as
+ * the file is. With fewer names it validates a file that sets only those sections exactly as
+ * the whole schema would (the same schema per section; src/config/validate.ts).
+ */
+export function configSchemaOf(names: readonly ConfigSection[] = CONFIG_SECTIONS): z.ZodMiniType<Config> {
+  return z.strictObject(Object.fromEntries(names.map((name) => [name, sectionSchema(name)])), { error: MAPPING }) as unknown as z.ZodMiniType<Config>
+}

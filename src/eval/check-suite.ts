@@ -1,6 +1,7 @@
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Config } from '../config/schema.js'
+import { prepareStart } from './environment.js'
 import { applySolution, judge } from './judge.js'
 import type { EvalTask } from './suite.js'
 import { startingTree } from './workspace.js'
@@ -8,17 +9,29 @@ import { startingTree } from './workspace.js'
 /** `eval check`'s verdict on one task: usable, or why not (docs/eval.md#checking-a-suite). */
 export type TaskVerdict = { task: string; ok: true; solution: boolean } | { task: string; ok: false; why: string }
 
+/** Where `eval check` works: scratch workspaces, mirrors of URL repositories, what no command sees, the environments' cache. */
+export interface CheckPlaces {
+  scratch: string
+  mirrors: string
+  /** Places no command may see (the task tree, the config, the suite). */
+  hidden: readonly string[]
+  /** The environments' cache (environmentStore), the one the trials' tasks use. */
+  store: string
+}
+
 /**
  * A task is usable when its check fails on the starting tree (else it measures nothing)
  * and, when it has a reference solution, passes with it applied (else the check or the
- * task is wrong). Each in a scratch workspace under `scratch`, the check in the sandbox.
+ * task is wrong). Each in a scratch workspace under `scratch`, made ready by the
+ * repository's environment as a trial's task is, the check in the sandbox (in the
+ * environment's image when it has one).
  */
-export async function checkTask(task: EvalTask, config: Config, scratch: string, mirrors: string, hidden: readonly string[]): Promise<TaskVerdict> {
-  const before = await attempt(task, config, scratch, mirrors, hidden, false)
+export async function checkTask(task: EvalTask, config: Config, places: CheckPlaces): Promise<TaskVerdict> {
+  const before = await attempt(task, config, places, false)
   if (typeof before === 'string') return { task: task.name, ok: false, why: before }
   if (before === true) return { task: task.name, ok: false, why: 'its check passes on the starting tree: it measures nothing' }
   if (task.solution === null) return { task: task.name, ok: true, solution: false }
-  const after = await attempt(task, config, scratch, mirrors, hidden, true)
+  const after = await attempt(task, config, places, true)
   if (typeof after === 'string') return { task: task.name, ok: false, why: after }
   if (after !== true)
     return {
@@ -30,29 +43,26 @@ export async function checkTask(task: EvalTask, config: Config, scratch: string,
 }
 
 /** true: the check passed; else its output's last line; or a string: why it could not be run. */
-async function attempt(
-  task: EvalTask,
-  config: Config,
-  scratch: string,
-  mirrors: string,
-  hidden: readonly string[],
-  solved: boolean,
-): Promise<true | { last: string } | string> {
-  const dir = mkdtempSync(join(scratch, `${task.name}-`))
+async function attempt(task: EvalTask, config: Config, places: CheckPlaces, solved: boolean): Promise<true | { last: string } | string> {
+  const { hidden } = places
+  const dir = mkdtempSync(join(places.scratch, `${task.name}-`))
   // Searchable by the sandbox's user, who runs the check in the workspace below.
   chmodSync(dir, 0o711)
   try {
     const workspace = join(dir, 'workspace')
     try {
-      await startingTree(task, workspace, mirrors, config)
+      await startingTree(task, workspace, places.mirrors, config)
     } catch (err) {
       return `its starting tree could not be made: ${(err as Error).message}`
     }
+    // As a trial's task: its environment ready before anything runs there (the solution stands in for the agent).
+    const environment = await prepareStart(config, workspace, hidden, places.store)
+    if (!environment.ok) return environment.why
     if (solved) {
-      const applied = await applySolution(task, config, workspace, hidden)
+      const applied = await applySolution(task, config, workspace, hidden, environment.root)
       if (applied !== null) return applied
     }
-    const check = await judge(task, config, workspace, hidden)
+    const check = await judge(task, config, workspace, hidden, environment.root)
     if (check.error !== null) return check.error
     if (check.passed) return true
     const last = check.tail.trim().split('\n').pop() ?? ''

@@ -15,11 +15,18 @@ export interface CheckResult {
 
 const CHECK_TAIL = 2000
 
+/** Where a check runs besides the workspace. */
+export interface CheckPlace {
+  /** The environment's image root the check runs in, as the agent's commands did (docs/eval.md#a-trial); null: the host's system. */
+  root: string | null
+  /** Directories shown at paths of their own (a Harbor task's /tests). */
+  binds?: readonly { from: string; to: string; readOnly?: boolean }[]
+}
+
 /**
  * Runs a task's check command in the workspace, in the command sandbox with no network
  * and none of ctxagent's secrets (docs/eval.md#a-trial), bounded by `timeoutMs`.
- * `hidden`: real paths no command may see (the task tree, the config file, the suite);
- * `binds`: directories shown at paths of their own (a Harbor task's /tests).
+ * `hidden`: real paths no command may see (the task tree, the config file, the suite).
  */
 export async function runCheck(
   config: Config,
@@ -27,7 +34,7 @@ export async function runCheck(
   command: string,
   timeoutMs: number,
   hidden: readonly string[],
-  binds: readonly { from: string; to: string; readOnly?: boolean }[] = [],
+  place: CheckPlace,
 ): Promise<CheckResult> {
   const planned = planSandbox(config.tools, hidden, workspace)
   if (!planned.ok) return { passed: false, exit_code: null, timed_out: false, tail: '', error: `the check runs in the sandbox, and ${planned.why}` }
@@ -36,6 +43,7 @@ export async function runCheck(
   // A workspace the sandbox's user cannot enter makes bwrap fail with exit 1: that is no verdict on the task.
   const unreachable = workspaceUnwritable(planned.plan.identity, workspace)
   if (unreachable !== null) return { passed: false, exit_code: null, timed_out: false, tail: '', error: unreachable }
-  const run = await runScript({ plan: planned.plan, workspace, script: command, hosts: null, timeoutMs, log: null, binds })
+  const plan = place.root === null ? planned.plan : { ...planned.plan, root: place.root }
+  const run = await runScript({ plan, workspace, script: command, hosts: null, timeoutMs, log: null, binds: place.binds ?? [] })
   return { passed: run.code === 0 && !run.timedOut, exit_code: run.code, timed_out: run.timedOut, tail: run.tail.slice(-CHECK_TAIL), error: run.error }
 }

@@ -12,19 +12,23 @@ import { placeHidden } from './workspace.js'
  * Puts the task's hidden check in after the agent has finished and runs it in the
  * sandbox (docs/eval.md#a-trial): task.yaml's tests/ copied into the workspace and its
  * `check` run there; Harbor's tests/ shown at /tests and its test.sh run, its verdict the
- * reward it writes to /logs/verifier (docs/eval.md#harbor-tasks).
+ * reward it writes to /logs/verifier (docs/eval.md#harbor-tasks). `root`: the image the
+ * agent's commands ran in (null: the host's system).
  */
-export async function judge(task: EvalTask, config: Config, workspace: string, hidden: readonly string[]): Promise<CheckResult> {
+export async function judge(task: EvalTask, config: Config, workspace: string, hidden: readonly string[], root: string | null): Promise<CheckResult> {
   if (task.layout === 'ctxagent') {
     placeHidden(task, workspace)
-    return runCheck(config, workspace, task.check, task.checkTimeoutMs, hidden)
+    return runCheck(config, workspace, task.check, task.checkTimeoutMs, hidden, { root })
   }
   const aside = beside(workspace, config, join(task.dir, 'tests'))
   try {
-    const check = await runCheck(config, workspace, task.check, task.checkTimeoutMs, hidden, [
-      { from: aside.copy, to: '/tests' },
-      { from: aside.logs, to: '/logs/verifier' },
-    ])
+    const check = await runCheck(config, workspace, task.check, task.checkTimeoutMs, hidden, {
+      root,
+      binds: [
+        { from: aside.copy, to: '/tests' },
+        { from: aside.logs, to: '/logs/verifier' },
+      ],
+    })
     if (check.error !== null) return check
     const reward = rewardOf(aside.logs)
     // No reward written: test.sh's exit status is the verdict, as for task.yaml's check.
@@ -34,8 +38,8 @@ export async function judge(task: EvalTask, config: Config, workspace: string, h
   }
 }
 
-/** Applies the task's reference solution to the starting tree (eval check): null, or why it could not. */
-export async function applySolution(task: EvalTask, config: Config, workspace: string, hidden: readonly string[]): Promise<string | null> {
+/** Applies the task's reference solution to the starting tree (eval check), solve.sh in `root` as an agent's command: null, or why it could not. */
+export async function applySolution(task: EvalTask, config: Config, workspace: string, hidden: readonly string[], root: string | null): Promise<string | null> {
   const solution = task.solution
   if (solution === null) return null
   if (solution.kind === 'patch')
@@ -46,9 +50,10 @@ export async function applySolution(task: EvalTask, config: Config, workspace: s
   // Harbor's oracle: solution/ at /solution, its solve.sh run in the workspace.
   const aside = beside(workspace, config, solution.dir)
   try {
-    const run = await runCheck(config, workspace, 'bash /solution/solve.sh', task.checkTimeoutMs, hidden, [
-      { from: aside.copy, to: '/solution', readOnly: true },
-    ])
+    const run = await runCheck(config, workspace, 'bash /solution/solve.sh', task.checkTimeoutMs, hidden, {
+      root,
+      binds: [{ from: aside.copy, to: '/solution', readOnly: true }],
+    })
     if (run.error !== null) return run.error
     if (!run.passed) return `solution/solve.sh failed (${run.timed_out ? 'it timed out' : `exit ${run.exit_code ?? 'by a signal'}`})`
     return null

@@ -19,6 +19,8 @@ export interface MakeInput {
   config: Config
   /** Places the checks never see (the task tree, the config): the suite is added. */
   hidden: readonly string[]
+  /** The environments' cache the checks prepare the repository's environment from (environmentStore). */
+  store: string
   /** Told as each change is decided. */
   onChange?: (outcome: MakeOutcome) => void
 }
@@ -87,7 +89,7 @@ async function judged(
 ): Promise<MakeOutcome> {
   const task = readTask(staging, name)
   if (task === null || typeof task === 'string') return { from: change.ref, url: change.url, ok: false, why: task ?? 'no task.yaml was written' }
-  const verdict = await checkTask(task, input.config, scratch, mirrors, [...input.hidden, input.out])
+  const verdict = await checkTask(task, input.config, { scratch, mirrors, hidden: [...input.hidden, input.out], store: input.store })
   if (!verdict.ok) return { from: change.ref, url: change.url, ok: false, why: verdict.why }
   return { from: change.ref, url: change.url, ok: true, task: name, commit: made.commit, check: made.check, tests: made.tests }
 }

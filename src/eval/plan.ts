@@ -5,6 +5,8 @@ import { loadConfig } from '../config/load.js'
 import type { Config } from '../config/schema.js'
 import { UsageError } from '../errors.js'
 import { packageRoot } from '../package-root.js'
+import { makePrivateDir } from '../storage/fs/files.js'
+import { realPathOf } from '../tools/workspace.js'
 import { hiddenPaths } from '../run/sandbox-setup.js'
 import { evalId } from './store.js'
 import type { EvalSpec, VariantSpec } from './store.js'
@@ -62,11 +64,14 @@ export function planEval(input: PlanInput): EvalPlan {
     tasks: suite.tasks.map((t) => t.name),
   }
   const workRoot = input.workDir ?? join(tmpdir(), 'ctxagent-eval', id)
+  // Judged before anything is made: either may not exist yet (a first eval in a new tree).
+  if (inside(realPathOf(workRoot), realPathOf(input.base)))
+    throw new UsageError(`--work-dir ${workRoot} is inside the task tree`, 'the sandbox hides the task tree from the agent; give a directory outside it')
+  // A tree that does not exist yet is made as every command makes it (0700: docs/formats.md#masking-and-permissions), as `demo` makes its --home.
+  makePrivateDir(input.base)
   mkdirSync(workRoot, { recursive: true, mode: 0o711 })
   // The sandbox's user (as root: another user) must reach the trials' workspaces below it.
   chmodSync(workRoot, (statSync(workRoot).mode & 0o777) | 0o011)
-  if (inside(realpathSync(workRoot), realpathSync(input.base)))
-    throw new UsageError(`--work-dir ${workRoot} is inside the task tree`, 'the sandbox hides the task tree from the agent; give a directory outside it')
   // The suite (its tests and solutions) and every variant's config file are hidden from the agents, as the task tree is.
   const hidden = [...hiddenPaths(input.base, input.configFile, input.env), suitePath, ...input.variants.flatMap((v) => (v.config === null ? [] : [v.config]))]
   return { spec, suite, pricing, workRoot: realpathSync(workRoot), hidden }

@@ -77,12 +77,19 @@ export async function runEval(input: EvalRunInput): Promise<EvalReport> {
   return reportOf(dir, input.spec, total - finished)
 }
 
-/** The report of an eval's recorded trials (also for `eval report` of a finished or stopped eval). */
-export async function reportOf(dir: string, spec: EvalSpec, remaining: number): Promise<EvalReport> {
+/**
+ * The report of an eval's recorded trials (also for `eval report` of a finished or stopped eval).
+ * `unjudged`: trials whose fleet job ended without a verdict (docs/eval.md#in-the-fleet), listed with
+ * their status but in no figure: no verdict on the variant.
+ */
+export async function reportOf(dir: string, spec: EvalSpec, remaining: number, unjudged: readonly Trial[] = []): Promise<EvalReport> {
   const { trials, bad } = await readTrials(dir)
   const names = new Set(spec.tasks)
   const mine = trials.filter((t) => names.has(t.task))
-  const variants = spec.variants.map((v) => ({ ...variantReport(v.name, mine), trials_list: mine.filter((t) => t.variant === v.name) }))
+  const variants = spec.variants.map((v) => ({
+    ...variantReport(v.name, mine),
+    trials_list: [...mine, ...unjudged].filter((t) => t.variant === v.name),
+  }))
   const first = spec.variants[0]?.name
   const seed = Number.parseInt(spec.id.slice(0, 8), 16)
   const paired = first === undefined ? [] : spec.variants.slice(1).flatMap((v) => pairedReport(v.name, first, mine, seed) ?? [])

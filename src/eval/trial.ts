@@ -9,11 +9,13 @@ import { packageRoot } from '../package-root.js'
 import type { Layout } from '../storage/fs/layout.js'
 import { locateTask } from '../storage/fs/layout.js'
 import { readOverview } from '../storage/task/reader.js'
+import { trialRoot } from './environment.js'
 import { judge } from './judge.js'
 import type { Trial } from './report.js'
 import type { VariantSpec } from './store.js'
 import type { EvalTask } from './suite.js'
 import { startingTree } from './workspace.js'
+import { environmentStore } from '../workspace/environment/prepare.js'
 
 export interface TrialInput {
   task: EvalTask
@@ -32,6 +34,8 @@ export interface TrialInput {
   /** Places the agent never sees: the suite (its tests and solutions), and the task tree and config as always. */
   hidden: readonly string[]
   signal: AbortSignal
+  /** The agent's log passed on to this process's stderr as it comes (a fleet job's: its worker reads it). */
+  relay?: boolean
 }
 
 /**
@@ -42,24 +46,45 @@ export interface TrialInput {
 export async function runTrial(input: TrialInput): Promise<Trial> {
   const { task, variant } = input
   // A fresh directory per attempt: an agent left running by an eval that was killed keeps writing its own.
-  const workspace = join(input.workRoot, variant.name, task.name, `${input.run}-${Date.now().toString(36)}`)
-  mkdirSync(join(input.workRoot, variant.name, task.name), { recursive: true, mode: 0o711 })
-  await startingTree(task, workspace, input.mirrors, input.config)
-  chmodSync(workspace, 0o755)
+  const workspace = await newWorkspace(input, `${input.run}-${Date.now().toString(36)}`)
   const statement = `${workspace}.statement`
   writeFileSync(statement, task.statement, { mode: 0o600 })
   const began = Date.now()
-  const agent = await runAgent(input, workspace, statement).finally(() => rmSync(statement, { force: true }))
+  const agent = await runAgent(input, newTaskArgs(input, workspace, statement, null)).finally(() => rmSync(statement, { force: true }))
   // No task was made: `run` refused (a bad variant, a missing key). Every trial would; that is the eval's error, not a verdict.
   if (agent.uuid === null && !input.signal.aborted)
     throw new CtxError(`the agent of ${variant.name} on ${task.name} did not start: ${agent.said.slice(0, 300) || 'ctxagent run printed nothing'}`, {
       hint: 'fix the variant (ctxagent run with the same flags shows it); the trials already finished are kept',
     })
+  return verdictOf(input, agent, workspace, began)
+}
+
+/** The trial's new workspace below the work root, `leaf` its own directory, holding the task's starting tree. */
+export async function newWorkspace(input: TrialInput, leaf: string): Promise<string> {
+  const { task, variant } = input
+  const workspace = join(input.workRoot, variant.name, task.name, leaf)
+  // What an attempt that died before its agent began left there (a fleet job's workspace is named by its task).
+  rmSync(workspace, { recursive: true, force: true })
+  mkdirSync(join(input.workRoot, variant.name, task.name), { recursive: true, mode: 0o711 })
+  await startingTree(task, workspace, input.mirrors, input.config)
+  chmodSync(workspace, 0o755)
+  return workspace
+}
+
+/** The trial once its agent has ended: its bill and, unless its task never began (setup_failed, no task), the hidden check's verdict. */
+export async function verdictOf(input: TrialInput, agent: AgentEnd, workspace: string, began: number): Promise<Trial> {
+  const { task, variant } = input
   const base = { task: task.name, variant: variant.name, run: input.run, uuid: agent.uuid }
   const bill = agent.uuid === null ? { usd: 0, tokens: 0, turns: 0 } : await billOf(input.layout, agent.uuid, input.pricing)
   const ended = { ...bill, duration_ms: Date.now() - began, finished_at: new Date().toISOString() }
   if (agent.status === 'setup_failed' || agent.uuid === null) return { ...base, ...ended, passed: false, status: agent.status, check: null }
-  const check = await judge(task, input.config, workspace, input.hidden)
+  // The check runs in the image the agent's commands ran in (docs/eval.md#a-trial).
+  const root = await trialRoot(input.layout, agent.uuid, input.config, input.hidden, workspace, environmentStore(input.config, input.layout.base))
+  if (!root.ok)
+    throw new CtxError(`the check of ${task.name} could not run: ${root.why}`, {
+      hint: 'make the image the task ran in available again (docs/environments.md#an-image), then run the same command again',
+    })
+  const check = await judge(task, input.config, workspace, input.hidden, root.root)
   // A check that could not run is no verdict: the trial is not recorded, and the same command runs it again.
   if (check.error !== null)
     throw new CtxError(`the check of ${task.name} could not run: ${check.error}`, {
@@ -74,23 +99,21 @@ export async function runTrial(input: TrialInput): Promise<Trial> {
   }
 }
 
-interface AgentEnd {
+export interface AgentEnd {
   uuid: string | null
   status: string
+  /** `run`'s exit code (null: killed by a signal). */
+  code: number | null
   /** What `run` said last on stderr (its refusal, when it made no task). */
   said: string
 }
 
-/** `ctxagent run` for the trial, its outcome read from its --json line (a run that printed none: `error`). */
-function runAgent(input: TrialInput, workspace: string, statement: string): Promise<AgentEnd> {
+/** `run`'s arguments for the trial's new task (as task `uuid` when given: a fleet job's). */
+export function newTaskArgs(input: TrialInput, workspace: string, statement: string, uuid: string | null): string[] {
   const { variant, task } = input
-  const args = [
-    join(packageRoot(), 'bin', 'ctxagent'),
-    '--home',
-    input.layout.base,
-    ...configArgs(variant.config ?? input.configFile),
-    '--json',
+  return [
     'run',
+    ...(uuid === null ? [] : ['--uuid', uuid]),
     '--workspace',
     workspace,
     '--task-file',
@@ -104,6 +127,18 @@ function runAgent(input: TrialInput, workspace: string, statement: string): Prom
     ...(variant.replay === null ? [] : ['--provider', 'replay', '--replay-from', join(variant.replay, `${task.name}.jsonl`)]),
     ...variant.flags,
   ]
+}
+
+/** `ctxagent <args>` (a `run`) for the trial with the variant's config, its outcome read from its --json line (a run that printed none: `error`). */
+export function runAgent(input: TrialInput, runArgs: readonly string[]): Promise<AgentEnd> {
+  const args = [
+    join(packageRoot(), 'bin', 'ctxagent'),
+    '--home',
+    input.layout.base,
+    ...configArgs(input.variant.config ?? input.configFile),
+    '--json',
+    ...runArgs,
+  ]
   return new Promise((resolve) => {
     const child = spawn(process.execPath, args, {
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -112,13 +147,16 @@ function runAgent(input: TrialInput, workspace: string, statement: string): Prom
     let out = ''
     let err = ''
     child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d))
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (err = (err + d).slice(-4000)))
+    child.stderr.setEncoding('utf8').on('data', (d: string) => {
+      err = (err + d).slice(-4000)
+      if (input.relay === true) process.stderr.write(d)
+    })
     // A stop of the eval pauses its agents as a stop of `run` would (SIGINT); the trial is not recorded and runs again.
     const onAbort = (): void => void child.kill('SIGINT')
     input.signal.addEventListener('abort', onAbort, { once: true })
-    child.on('close', () => {
+    child.on('close', (code) => {
       input.signal.removeEventListener('abort', onAbort)
-      resolve(outcomeOf(out, err))
+      resolve(outcomeOf(out, err, code))
     })
   })
 }
@@ -128,17 +166,17 @@ function configArgs(file: string | null): string[] {
   return ['--config', file ?? NO_CONFIG]
 }
 
-function outcomeOf(stdout: string, stderr: string): AgentEnd {
+function outcomeOf(stdout: string, stderr: string, code: number | null): AgentEnd {
   const said = stderr.trim().split('\n').pop() ?? ''
   for (const text of [stdout, ...stderr.split('\n').reverse()]) {
     try {
       const doc = JSON.parse(text.trim()) as { uuid?: unknown; status?: unknown; message?: unknown }
-      if (typeof doc.uuid === 'string' && typeof doc.status === 'string') return { uuid: doc.uuid, status: doc.status, said }
+      if (typeof doc.uuid === 'string' && typeof doc.status === 'string') return { uuid: doc.uuid, status: doc.status, said, code }
     } catch {
       // Not the outcome's line.
     }
   }
-  return { uuid: null, status: 'error', said }
+  return { uuid: null, status: 'error', said, code }
 }
 
 /** What the trial's task cost (its bill: turns, compactions and final summary, at the variant's prices), its tokens and turns. */

@@ -27,7 +27,14 @@ export const TEST_TIMEOUT_MS = 10 * 60_000
 export type EnvironmentStep =
   | { kind: 'ready'; note: string | null; root: string | null }
   | { kind: 'stopped' }
-  | { kind: 'failed'; outcome: Outcome; comment: string }
+  | { kind: 'failed'; outcome: Outcome; failure: SetupFailure }
+
+/** What a forge task's issue is told of a failed environment (setupFailedComment), once the attempt is known. */
+export interface SetupFailure {
+  uuid: string
+  error: string
+  tail: string | null
+}
 
 /**
  * The task's environment made ready, recorded in state.json and said in the log; the
@@ -93,7 +100,7 @@ async function setupFailed(handle: TaskHandle, error: string, tail: string | nul
   log.warn(`setup_failed: ${error}${tail ? `; the setup log's tail:\n${tail.trimEnd().split('\n').slice(-10).join('\n')}` : ''}`)
   return {
     kind: 'failed',
-    comment: setupFailedComment(handle.uuid, error, tail),
+    failure: { uuid: handle.uuid, error, tail },
     outcome: {
       uuid: handle.uuid,
       status: 'setup_failed',
@@ -117,9 +124,10 @@ const COMMENT_TAIL_CHARS = 2048
 
 /**
  * What the issue of a forge task is told when its environment fails (docs/environments.md#when-setup-fails):
- * the error, the setup log's tail as data in a code fence no line of it can close, and what the operator can do.
+ * the error, the setup log's tail as data in a code fence no line of it can close, what the operator can do,
+ * and, last, the attempt's line (attemptLine) by which a later attempt on the same base finds it to update it.
  */
-export function setupFailedComment(uuid: string, error: string, tail: string | null): string {
+export function setupFailedComment({ uuid, error, tail }: SetupFailure, attempt: { n: number; base: string }): string {
   const lines = (tail ?? '').trimEnd().split('\n').slice(-COMMENT_TAIL_LINES).join('\n')
   const shown = lines.length > COMMENT_TAIL_CHARS ? `…${lines.slice(-COMMENT_TAIL_CHARS)}` : lines
   const fence = '`'.repeat(Math.max(3, ...[...shown.matchAll(/`+/g)].map((m) => m[0].length + 1)))
@@ -130,7 +138,23 @@ export function setupFailedComment(uuid: string, error: string, tail: string | n
       'run its setup by hand with `ctxagent env prepare --workspace DIR` (or `--repo URL`), and read the whole log with `ctxagent view ' +
       uuid.slice(0, 8) +
       '`; then run the task again.',
+    attemptLine(attempt),
   ].join('\n\n')
+}
+
+/** The comment's last line: which attempt on which base (a commit; `workspace` or `none` without one). */
+const attemptLine = ({ n, base }: { n: number; base: string }): string => `Attempt ${n} on base \`${base}\`; a later attempt on this base updates this comment.`
+
+const ATTEMPT = /^Attempt (\d{1,9}) on base `([0-9a-z]{1,64})`; a later attempt on this base updates this comment\.$/
+
+/** The attempt and base a comment of setupFailedComment's says on its last line before the marker, or null. */
+export function attemptOf(body: string): { n: number; base: string } | null {
+  const lines = body
+    .trimEnd()
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+  const m = ATTEMPT.exec(lines.at(-2)?.trim() ?? '')
+  return m === null ? null : { n: Number(m[1]), base: m[2] as string }
 }
 
 function describeRecord(r: EnvironmentRecord): string {

@@ -5,6 +5,8 @@ import type { Comment } from '../sources/types.js'
 import type { RunLog } from './log.js'
 import { maskText } from '../storage/format/mask.js'
 import { untilAborted } from '../abort.js'
+import { attemptOf, setupFailedComment } from './environment-step.js'
+import type { SetupFailure } from './environment-step.js'
 
 type Detection = TaskState['comment_detection']
 
@@ -111,12 +113,21 @@ export class RemoteLink {
 }
 
 /**
- * One comment on the issue of a task that ends before its link is opened (a failed
- * environment, docs/environments.md#when-setup-fails): marked and masked as every
- * comment is, bounded, a failure a warning.
+ * The one comment on the issue of a task whose environment failed, before its link is
+ * opened (docs/environments.md#when-setup-fails): marked and masked as every comment is,
+ * bounded, a failure a warning. The bot's own comment of an earlier attempt on the same
+ * base (a fleet job retried, a task run again) is edited in place with this attempt's
+ * number and tail; without a bot name nothing is the bot's, and each attempt posts its own.
  */
-export async function postOnce(channel: Channel, uuid: string, log: RunLog, text: string): Promise<void> {
-  await forgeCall(channel.name, log, 'post the outcome on', (signal) => channel.post(maskText(withMarker(text, uuid)), signal).then(() => undefined))
+export async function postSetupFailure(channel: Channel, log: RunLog, failure: SetupFailure, base: string): Promise<void> {
+  await forgeCall(channel.name, log, 'post the outcome on', async (signal) => {
+    const comments = channel.botName === null ? [] : await channel.listComments(null, signal)
+    const earlier = comments.filter((c) => isOwn(c.body, c.author, channel.botName) && attemptOf(c.body)?.base === base).at(-1)
+    const n = earlier === undefined ? 1 : (attemptOf(earlier.body)?.n ?? 0) + 1
+    const body = maskText(withMarker(setupFailedComment(failure, { n, base }), failure.uuid))
+    if (earlier === undefined) await channel.post(body, signal)
+    else await channel.edit(earlier.id, body, signal)
+  })
 }
 
 /**

@@ -16,7 +16,7 @@ import { issueStatus, labelIssue, movesLabels } from './issue-labels.js'
 import { createRunLog } from './log.js'
 import { outcomeText } from './outcome.js'
 import type { Outcome } from './outcome.js'
-import { postOnce, statusText } from './remote.js'
+import { postSetupFailure, statusText } from './remote.js'
 import type { RecordedFinish } from './repair.js'
 import type { RunEnv, RunStart } from './run-start.js'
 import { hiddenPaths, mcpSandbox, shellSandbox } from './sandbox-setup.js'
@@ -32,6 +32,8 @@ import { inboxEnd, inheritanceFor, takeTask } from './task-take.js'
 import { Agent } from './turn.js'
 import { removeTaskTree } from '../workspace/task-tree.js'
 import { trustedBase } from '../workspace/trusted-base.js'
+import { ENVIRONMENT_FILE } from '../workspace/environment/definition.js'
+import { INSTRUCTION_FILES } from '../workspace/instructions.js'
 
 /**
  * Runs one task to an ending: creates it (or resumes it), runs the agent loop, and
@@ -48,6 +50,10 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
   // What delivery starts from, read (and a workspace it cannot work with refused) before the task exists; a
   // delivering task works on a tree of its own from here (docs/delivery.md#what-a-task-starts-from).
   const delivering = taking.kind === 'new' ? await deliveryStart(settings, config, taking.uuid as string) : { record: {}, made: undefined }
+  // A new task's trusted base (docs/environments.md#where-it-is-read-from) depends on its workspace alone: read while
+  // the task is taken (its directory, its index row), not after (git's calls cost a fleet job's start most of its
+  // time on a loaded host: docs/fleet.md#dispatch-latency). The files read from it below are listed with it.
+  const baseAhead = taking.kind === 'new' ? trustedBase(settings.workspace, [ENVIRONMENT_FILE, ...INSTRUCTION_FILES]) : null
   let sandbox: ReturnType<typeof shellSandbox>
   try {
     sandbox = shellSandbox(config, settings.allowShell, hidden, settings.workspace)
@@ -97,14 +103,14 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
     // A new task's trusted base (docs/environments.md#where-it-is-read-from), read once for its environment and its instructions;
     // a resumed task's again when a stop came during its setup (docs/environments.md#a-stop-during-setup).
     const preparing = start.kind === 'new' || environmentOf(handle.state)?.status === 'stopped'
-    const base = preparing ? await trustedBase(settings.workspace) : null
+    const base = baseAhead !== null ? await baseAhead : preparing ? await trustedBase(settings.workspace, [ENVIRONMENT_FILE, ...INSTRUCTION_FILES]) : null
     // Its environment (docs/environments.md), before any LLM request: a failed setup ends it here.
     const prepared =
       base !== null ? await environmentStep(run, handle, hidden, log, begun, stop.signal, base) : await resumedEnvironment(run, handle, hidden, log, begun)
     if (prepared.kind === 'failed') {
       Object.assign(traced, { status: 'setup_failed', error: prepared.outcome.error })
-      // The issue is told once, before any link to it is opened (docs/environments.md#when-setup-fails).
-      if (start.channel) await postOnce(start.channel, handle.uuid, log, prepared.comment)
+      // The issue is told in one comment per base, before any link to it is opened (docs/environments.md#when-setup-fails).
+      if (start.channel) await postSetupFailure(start.channel, log, prepared.failure, base?.kind === 'commit' ? base.commit : (base?.kind ?? 'none'))
       return prepared.outcome
     }
     // An image's system is what the agent's commands see too (docs/environments.md#an-image).

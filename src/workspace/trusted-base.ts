@@ -14,8 +14,12 @@ import { git } from '../delivery/git.js'
 
 /** Where a repository's trusted files are read from. */
 export type TrustedBase =
-  /** A commit of the default branch: `ref` names it as read (origin/HEAD, origin/main, origin/master, or HEAD of a repository without origin). */
-  | { kind: 'commit'; commit: string; ref: string }
+  /**
+   * A commit of the default branch: `ref` names it as read (origin/HEAD, origin/main, origin/master, or HEAD of a
+   * repository without origin). `listed`: the entries of the paths asked for ahead (trustedBase's `ahead`), each
+   * ls-tree's line or null when the commit has no such path, so that reading them costs no git call more.
+   */
+  | { kind: 'commit'; commit: string; ref: string; listed?: Readonly<Record<string, string | null>> }
   /** Not a git repository: the workspace's own files (the operator's directory), said so in the task. */
   | { kind: 'workspace' }
   /** A repository with an origin whose default branch is not known here: nothing is read from it. */
@@ -24,26 +28,47 @@ export type TrustedBase =
 /** The default branch's refs tried in order; a repository without an origin is the operator's own, and its HEAD is the base. */
 const DEFAULT_REFS = ['refs/remotes/origin/HEAD', 'refs/remotes/origin/main', 'refs/remotes/origin/master']
 
-/** Finds the trusted base of `workspace` before anything of the task runs there. */
-export async function trustedBase(workspace: string): Promise<TrustedBase> {
+/**
+ * Finds the trusted base of `workspace` before anything of the task runs there, and lists
+ * `ahead` (paths from the repository's root) at it. Two rounds of git, whatever the
+ * repository: the worktree's top, the candidate refs (one cat-file) and the origin's URL
+ * asked at once, then one ls-tree of the paths. One git call after another cost a fleet
+ * job ~100 ms each of its start on a loaded host (docs/fleet.md#dispatch-latency).
+ */
+export async function trustedBase(workspace: string, ahead: readonly string[] = []): Promise<TrustedBase> {
   const options = { safeDir: '*', cwd: workspace }
-  const top = await git(['rev-parse', '--show-toplevel'], options).then(
-    (out) => out.trim(),
-    () => null,
+  const candidates = [...DEFAULT_REFS, 'HEAD']
+  const [top, resolved, origin] = await Promise.all([
+    git(['rev-parse', '--show-toplevel'], options).then(
+      () => true,
+      () => false,
+    ),
+    // One line a name, in order: `<id> commit <size>`, or `<name> missing` (an object that is not a commit: `<id> <type> …`).
+    git(['cat-file', '--batch-check'], { ...options, input: candidates.map((ref) => `${ref}^{commit}\n`).join('') }).catch(() => ''),
+    git(['config', '--get', 'remote.origin.url'], options).catch(() => ''),
+  ])
+  if (!top) return { kind: 'workspace' }
+  const commits = new Map(
+    resolved
+      .split('\n')
+      .slice(0, candidates.length)
+      .map((line, i) => [candidates[i] as string, /^([0-9a-f]{40,64}) commit /.exec(line)?.[1] ?? null] as const),
   )
-  if (top === null) return { kind: 'workspace' }
-  const resolve = async (ref: string): Promise<string | null> => {
-    const out = await git(['rev-parse', '--verify', '--quiet', '--end-of-options', `${ref}^{commit}`], options).catch(() => '')
-    return /^[0-9a-f]{40,64}$/.test(out.trim()) ? out.trim() : null
-  }
-  for (const ref of DEFAULT_REFS) {
-    const commit = await resolve(ref)
-    if (commit !== null) return { kind: 'commit', commit, ref: ref.replace(/^refs\/remotes\//, '') }
-  }
-  const origin = (await git(['config', '--get', 'remote.origin.url'], options).catch(() => '')).trim()
-  if (origin !== '') return { kind: 'none', why: "its origin's default branch is not known here (no origin/HEAD, origin/main or origin/master)" }
-  const head = await resolve('HEAD')
-  return head === null ? { kind: 'none', why: 'it has no commit yet' } : { kind: 'commit', commit: head, ref: 'HEAD' }
+  const found = DEFAULT_REFS.find((ref) => (commits.get(ref) ?? null) !== null)
+  const base = (commit: string, ref: string): Promise<TrustedBase> => listAhead(workspace, { kind: 'commit', commit, ref }, ahead)
+  if (found !== undefined) return base(commits.get(found) as string, found.replace(/^refs\/remotes\//, ''))
+  if (origin.trim() !== '') return { kind: 'none', why: "its origin's default branch is not known here (no origin/HEAD, origin/main or origin/master)" }
+  const head = commits.get('HEAD') ?? null
+  return head === null ? { kind: 'none', why: 'it has no commit yet' } : base(head, 'HEAD')
+}
+
+/** `base` with the entries of `paths` listed (one ls-tree); as it was when git cannot list them (each is then read on its own). */
+async function listAhead(workspace: string, base: Extract<TrustedBase, { kind: 'commit' }>, paths: readonly string[]): Promise<TrustedBase> {
+  if (paths.length === 0) return base
+  const out = await git(['ls-tree', '-l', '-z', '--end-of-options', base.commit, '--', ...paths], { safeDir: '*', cwd: workspace }).catch(() => null)
+  if (out === null) return base
+  const lines = new Map(out.split('\0').map((line) => [line.slice(line.indexOf('\t') + 1), line] as const))
+  return { ...base, listed: Object.fromEntries(paths.map((path) => [path, lines.get(path) ?? null])) }
 }
 
 /** What a read of a trusted file found; `id` names the content read: its git blob id at a commit, `sha256:<hex>` of a workspace's own file. */
@@ -58,7 +83,8 @@ export async function readTrusted(workspace: string, base: TrustedBase, path: st
   if (base.kind === 'none') return { kind: 'absent' }
   if (base.kind === 'workspace') return readOwnFile(workspace, path, maxBytes)
   const options = { safeDir: '*', cwd: workspace }
-  const line = await git(['ls-tree', '-l', '--end-of-options', base.commit, '--', path], options).catch(() => '')
+  const listed = base.listed?.[path]
+  const line = listed !== undefined ? (listed ?? '') : await git(['ls-tree', '-l', '--end-of-options', base.commit, '--', path], options).catch(() => '')
   const match = /^(\d{6}) (\w+) ([0-9a-f]+) +(\d+|-)\t/.exec(line)
   if (match === null) return { kind: 'absent' }
   const [, mode, type, object, size] = match

@@ -21,12 +21,15 @@ const RECORDER = fileURLToPath(new URL('../helpers/load-recorder.mjs', import.me
 /** Libraries that only some runs use, each loaded where it is used (a forge, a provider, telemetry, the fleet's database, MCP, a tool's regex engine). */
 const LAZY = ['@octokit/', '@gitbeaker/', '@anthropic-ai/sdk/', '@opentelemetry/', 'pg/', 'pg-pool/', '@modelcontextprotocol/sdk/', 're2js/']
 
+/** The PostgreSQL index's own code (its store, schema and migrations), loaded only when a database URL is set. */
+const PG_INDEX = ['dist/storage/index/pg-store.js', 'dist/storage/index/pg-schema.js', 'dist/storage/index/pg-totals.js']
+
 interface Meta {
   outputs: Record<string, { inputs: Record<string, unknown> }>
 }
 
-/** The npm packages (by the path under node_modules/) of the chunks a command loaded. */
-function packagesLoaded(loads: string): string[] {
+/** The npm packages (by the path under node_modules/) and ctxagent's own modules (dist/…) in the chunks a command loaded. */
+function modulesLoaded(loads: string): { packages: string[]; own: string[] } {
   const meta = JSON.parse(readFileSync(join(ROOT, 'bundle', 'meta.json'), 'utf8')) as Meta
   const chunks = readFileSync(loads, 'utf8')
     .split('\n')
@@ -35,11 +38,14 @@ function packagesLoaded(loads: string): string[] {
     .filter((path) => path.startsWith('bundle/'))
   expect(chunks).toContain('bundle/cli.js')
   const inputs = chunks.flatMap((chunk) => Object.keys(meta.outputs[chunk]?.inputs ?? {}))
-  return [...new Set(inputs.flatMap((input) => /node_modules\/((?:@[^/]+\/)?[^/]+\/)/.exec(input)?.[1] ?? []))].sort()
+  return {
+    packages: [...new Set(inputs.flatMap((input) => /node_modules\/((?:@[^/]+\/)?[^/]+\/)/.exec(input)?.[1] ?? []))].sort(),
+    own: inputs.filter((input) => input.startsWith('dist/')).sort(),
+  }
 }
 
 /** Runs bin/ctxagent with the recorder; resolves with its exit code and the packages it loaded. */
-function loadsOf(args: string[], dir: string): Promise<{ code: number; stderr: string; packages: string[] }> {
+function loadsOf(args: string[], dir: string): Promise<{ code: number; stderr: string; packages: string[]; own: string[] }> {
   const loads = join(dir, `loads-${args[0]}.txt`)
   writeFileSync(loads, '')
   return new Promise((resolve) => {
@@ -49,7 +55,7 @@ function loadsOf(args: string[], dir: string): Promise<{ code: number; stderr: s
     })
     let stderr = ''
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
-    child.on('close', (code) => resolve({ code: code ?? -1, stderr, packages: packagesLoaded(loads) }))
+    child.on('close', (code) => resolve({ code: code ?? -1, stderr, ...modulesLoaded(loads) }))
   })
 }
 
@@ -74,6 +80,8 @@ describe('start-up loads', () => {
     expect(got.packages).not.toContain('openai/')
     // Locks are taken by commands that write; list only reads.
     expect(got.packages).not.toContain('proper-lockfile/')
+    // On tasks.db, the PostgreSQL index's own code (store, schema, migrations) is not loaded either.
+    expect(got.own.filter((m) => PG_INDEX.includes(m))).toEqual([])
   })
 
   it('run with an OpenAI-compatible server loads the openai SDK and none of the libraries its task does not use', async () => {
@@ -91,5 +99,6 @@ describe('start-up loads', () => {
     expect(fake.requests.length).toBeGreaterThan(0)
     expect(got.packages).toContain('openai/')
     expect(lazyIn(got.packages)).toEqual([])
+    expect(got.own.filter((m) => PG_INDEX.includes(m))).toEqual([])
   })
 })

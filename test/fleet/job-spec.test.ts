@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { JOB_SPEC_KEYS, jobProblem, resumeArgs, runArgs, specProblem } from '../../src/fleet/queue/job-spec.js'
+import { evalTrialArgs, JOB_SPEC_KEYS, jobProblem, resumeArgs, runArgs, specProblem } from '../../src/fleet/queue/job-spec.js'
 import type { JobSpec } from '../../src/fleet/queue/job-spec.js'
 
 const uuid = '00000000-0000-4000-8000-000000000001'
@@ -23,6 +23,7 @@ describe("the job spec: one schema for its type, keys, checks and the child's ru
       'model',
       'allow_shell',
       'deliver',
+      'eval',
     ])
     expect(specProblem({ task: 'x', cmd: 'rm -rf /' })).toBe('spec has an unknown key "cmd"')
     expect(specProblem({ task: 'x', __proto__x: 1 })).toBe('spec has an unknown key "__proto__x"')
@@ -78,8 +79,8 @@ describe("the job spec: one schema for its type, keys, checks and the child's ru
     expect(jobProblem(row({ task: 'x' }))).toBeNull()
     expect(jobProblem(row({}, 'resume'))).toBeNull()
     expect(jobProblem(row({ max_cost_usd: 10 }, 'resume'))).toBeNull()
-    expect(jobProblem(row({}))).toBe('spec names not exactly one of task, github, gitlab')
-    expect(jobProblem(row({ github: 'o/r#1', gitlab: 'g/p#1' }))).toBe('spec names not exactly one of task, github, gitlab')
+    expect(jobProblem(row({}))).toBe('spec names not exactly one of task, github, gitlab, eval')
+    expect(jobProblem(row({ github: 'o/r#1', gitlab: 'g/p#1' }))).toBe('spec names not exactly one of task, github, gitlab, eval')
     // A review loop's follow-up: the pull request, and a statement of its own (docs/delivery.md#the-review-loop).
     expect(jobProblem(row({ task: 'x', github: 'o/r#1' }))).toBeNull()
     expect(runArgs('00000000-0000-4000-8000-000000000001', { task: 'x', github: 'o/r#1' }, undefined)).toEqual([
@@ -144,6 +145,38 @@ describe("the job spec: one schema for its type, keys, checks and the child's ru
       '/clones/x',
     ])
     expect(runArgs(uuid, { gitlab: 'g/p!2', allow_shell: false }, undefined)).toEqual(['run', '--uuid', uuid, '--gitlab', 'g/p!2'])
+  })
+
+  it("an eval's trial (docs/eval.md#in-the-fleet): its eval and trial only, checked; its child is eval trial, new or resumed alike", () => {
+    const trial = { id: '0123456789ab', task: 'add', variant: 'good', run: 2 }
+    expect(jobProblem(row({ eval: trial, user: 'alice' }))).toBeNull()
+    expect(jobProblem(row({ eval: trial }, 'resume'))).toBeNull()
+    const cases: [unknown, string][] = [
+      [{ eval: trial, model: 'x' }, 'spec.eval goes with no other key than user'],
+      [{ eval: trial, task: 'x' }, 'spec.eval goes with no other key than user'],
+      [{ eval: { ...trial, id: '../../etc' } }, 'spec.eval.id is not an eval id'],
+      [{ eval: { ...trial, task: '--help' } }, 'spec.eval.task is not a task name of a suite'],
+      [{ eval: { ...trial, task: '../x' } }, 'spec.eval.task is not a task name of a suite'],
+      [{ eval: { ...trial, variant: 'a b' } }, 'spec.eval.variant is not a variant name'],
+      [{ eval: { ...trial, run: 0 } }, 'spec.eval.run is not a positive whole number'],
+      [{ eval: { ...trial, flags: ['--allow-shell'] } }, 'spec.eval has an unknown key "flags"'],
+    ]
+    for (const [spec, problem] of cases) expect([spec, specProblem(spec)]).toEqual([spec, problem])
+    expect(evalTrialArgs(uuid, { eval: trial, user: 'alice' })).toEqual([
+      'eval',
+      'trial',
+      '0123456789ab',
+      '--task',
+      'add',
+      '--variant',
+      'good',
+      '--run',
+      '2',
+      '--uuid',
+      uuid,
+      '--user',
+      'alice',
+    ])
   })
 
   it("gives a resume's child run --resume, and the raised cost cap the job carries", () => {

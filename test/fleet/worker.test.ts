@@ -281,6 +281,28 @@ describe('the warm child', () => {
     await until('the last warm child to end', async () => !existsSync(`/proc/${last}`))
   })
 
+  // Started while every slot is taken, a warm child waits for a job that cannot be claimed, its start-up taken from the task
+  // that just began (docs/fleet.md#dispatch-latency).
+  it('none waits while every slot is taken (concurrency 1); the next is started when its task ends', async () => {
+    const s = await runSetup()
+    let more = true
+    let n = 0
+    s.fake.fallback = () => (more ? { calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] } : finish)
+    const worker = startWorker(s, database.server.url)
+    const pid = worker.child.pid as number
+    await started(worker)
+    const [first] = await until('a warm child', async () => (warmChildren(pid).length === 1 ? warmChildren(pid) : null))
+    const a = await enqueue(s, database, ['--task', 'task a', '--workspace', s.ws, '--max-turns', '1000000'])
+    await until('task a under way', async () => agentRequests(s.fake).length >= 2)
+    expect(worker.err()).toMatch(new RegExp(`job \\d+: starting task ${a} \\(pid ${first}\\)`))
+    expect(warmChildren(pid)).toEqual([])
+    more = false
+    await until('task a done', async () => (await query<{ n: number }>(`SELECT count(*)::int AS n FROM fleet_jobs WHERE state = 'done'`))[0]?.n === 1)
+    await until('the next warm child', async () => warmChildren(pid).length === 1 && !warmChildren(pid).includes(first as number))
+    worker.child.kill('SIGTERM')
+    expect(await exitOf(worker.child)).toEqual({ code: 0, signal: null })
+  })
+
   /** A process's nice value (field 19 of /proc/<pid>/stat, after its name in parentheses). */
   function niceOf(pid: number): number {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')

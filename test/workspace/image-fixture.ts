@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, copyFileSync, readFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { gzipSync } from 'node:zlib'
@@ -134,6 +134,12 @@ export function dockerSave(file: string, layers: readonly Buffer[], work: string
   writeFileSync(join(root, 'manifest.json'), JSON.stringify([{ Config: `${sha(config)}.json`, RepoTags: ['busybox-test:1'], Layers: names }]))
   execFileSync('tar', ['-C', root, '-cf', file, '.'])
   return file
+}
+
+/** `file` gzipped beside it (`docker save … | gzip`, what many operators keep): the new file's path. */
+export function gzipped(file: string): string {
+  writeFileSync(`${file}.gz`, gzipSync(readFileSync(file)))
+  return `${file}.gz`
 }
 
 /** One tar header block as a hostile writer makes it: any type flag, any size field (the bytes as given), a checksum that is right. */

@@ -11,7 +11,9 @@ import { evalJson, runEval } from '../../eval/run-eval.js'
 import { readSuite } from '../../eval/suite.js'
 import { parseVariant } from '../../eval/variants.js'
 import { hiddenPaths } from '../../run/sandbox-setup.js'
+import { environmentStore } from '../../workspace/environment/prepare.js'
 import { positiveIntArg, stopSignal, withEnv } from '../../command-kit/shared.js'
+import { checkEnqueue, runEnqueued, trialCommand } from './enqueue.js'
 import { addMake } from './make.js'
 import { renderChecks, renderReport, trialLine } from './render.js'
 
@@ -21,6 +23,8 @@ interface RunOptions {
   concurrency?: number
   demo?: boolean
   workDir?: string
+  enqueue?: boolean
+  wait: boolean
 }
 
 const collect = (value: string, previous: string[]): string[] => [...previous, value]
@@ -46,7 +50,13 @@ export function evalCommand(): Command {
     .option('--concurrency <k>', 'trials at once (default: 1)', positiveIntArg)
     .option('--work-dir <dir>', "where the trials' workspaces go, outside the task tree (default: a directory under the system's temporary directory)")
     .option('--demo', 'the bundled demo suite with its two recorded variants: no key, no network')
+    .option(
+      '--enqueue',
+      'run the trials as fleet jobs (needs fleet.database_url): queues those not queued or finished, waits for them and reports; the same command again collects',
+    )
+    .option('--no-wait', 'with --enqueue: return once the trials are queued (the same command later collects them)')
     .action(withEnv(runSuite))
+  command.addCommand(trialCommand(), { hidden: true })
   addMake(command)
   return command
 }
@@ -57,8 +67,13 @@ async function checkSuite(ctx: CommandEnv, _opts: object, suite: string): Promis
   chmodSync(scratch, 0o711)
   const verdicts: TaskVerdict[] = read.problems.map((p) => ({ task: p.name, ok: false, why: p.why }))
   try {
-    const hidden = [...hiddenPaths(ctx.layout.base, ctx.configSource, ctx.env), suite]
-    for (const task of read.tasks) verdicts.push(await checkTask(task, ctx.config, scratch, join(scratch, 'mirrors'), hidden))
+    const places = {
+      scratch,
+      mirrors: join(scratch, 'mirrors'),
+      hidden: [...hiddenPaths(ctx.layout.base, ctx.configSource, ctx.env), suite],
+      store: environmentStore(ctx.config, ctx.layout.base),
+    }
+    for (const task of read.tasks) verdicts.push(await checkTask(task, ctx.config, places))
   } finally {
     rmSync(scratch, { recursive: true, force: true })
   }
@@ -75,6 +90,8 @@ async function runSuite(ctx: CommandEnv, opts: RunOptions, suiteArg: string | un
   if (opts.demo === true && (suiteArg !== undefined || opts.variant.length > 0))
     throw new UsageError('--demo brings its own suite and variants', 'give either --demo, or a suite with --variant')
   if (opts.demo !== true && suiteArg === undefined) throw new UsageError('no suite given', 'give the suite directory, or --demo')
+  if (opts.enqueue === true) checkEnqueue(ctx, opts)
+  else if (!opts.wait) throw new UsageError('--no-wait goes with --enqueue', 'give --enqueue to run the trials as fleet jobs')
   const demo = opts.demo === true ? demoVariants() : null
   const plan = planEval({
     suite: demo?.suite ?? (suiteArg as string),
@@ -88,6 +105,7 @@ async function runSuite(ctx: CommandEnv, opts: RunOptions, suiteArg: string | un
     now: ctx.now(),
   })
   for (const p of plan.suite.problems) ctx.io.warn(`task ${p.name} is left out: ${p.why}`)
+  if (opts.enqueue === true) return runEnqueued(ctx, plan, opts.wait)
   const stop = stopSignal()
   const abort = new AbortController()
   void stop.stopped.then(() => abort.abort())

@@ -10,6 +10,7 @@ import { parseGithubRepo } from '../../sources/github.js'
 import { parseGitlabProject } from '../../sources/gitlab.js'
 import { table } from '../../render.js'
 import { forTerminal } from '../../terminal-text.js'
+import { environmentStore } from '../../workspace/environment/prepare.js'
 import { dateFrom } from '../../command-kit/filter-args.js'
 import { positiveIntArg, withEnv } from '../../command-kit/shared.js'
 
@@ -51,6 +52,7 @@ async function make(ctx: CommandEnv, opts: MakeOptions): Promise<void> {
     out,
     config: ctx.config,
     hidden: hiddenPaths(ctx.layout.base, ctx.configSource, ctx.env),
+    store: environmentStore(ctx.config, ctx.layout.base),
     onChange: (o) => ctx.io.warn(o.ok ? `${o.from}: made ${o.task}` : `${o.from}: left out: ${o.why}`),
   })
   if (ctx.json)

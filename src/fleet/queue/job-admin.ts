@@ -204,10 +204,12 @@ function toRow(r: Record<string, unknown>): JobRow {
   }
 }
 
-/** A job's `what`: its statement's first line (at most 100 characters), its issue, or the task it resumes. */
+/** A job's `what`: its statement's first line (at most 100 characters), its issue, an eval's trial, or the task it resumes. */
 function whatOf(kind: JobKind, uuid: string, spec: unknown): string {
   if (kind === 'resume') return `resume ${uuid.slice(0, 8)}`
   const s = (typeof spec === 'object' && spec !== null ? spec : {}) as Record<string, unknown>
+  const trial = s.eval as { id?: unknown; task?: unknown; variant?: unknown; run?: unknown } | undefined
+  if (typeof trial === 'object' && trial !== null) return `eval ${String(trial.id)}: ${String(trial.variant)} on ${String(trial.task)} #${String(trial.run)}`
   const text = [s.github, s.gitlab, s.task].find((v): v is string => typeof v === 'string')
   const first =
     (text ?? '')

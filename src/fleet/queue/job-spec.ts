@@ -88,6 +88,19 @@ const FIELDS = {
   allow_shell: field(z.boolean({ error: 'is not true or false' }), (v) => (v ? ['--allow-shell'] : [])),
   /** Delivery of the change when the task completes (docs/delivery.md); absent: the worker's deliver.mode. */
   deliver: field(z.enum(['none', 'branch', 'pr'], { error: 'is not none, branch or pr' }), (v) => ['--deliver', v]),
+  /**
+   * An eval's trial (docs/eval.md#in-the-fleet): its eval's id and the trial. The worker runs `eval trial`, which reads
+   * what the agent runs with (the suite, the variant's config and flags) from the eval's eval.json in the tree, never from the row.
+   */
+  eval: field(
+    z.strictObject({
+      id: text().check(z.regex(/^[0-9a-f]{12}$/, { error: 'is not an eval id' })),
+      task: text().check(z.regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/, { error: 'is not a task name of a suite' })),
+      variant: text().check(z.regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$/, { error: 'is not a variant name' })),
+      run: positive(),
+    }),
+    null,
+  ),
 }
 
 type Fields = typeof FIELDS
@@ -102,6 +115,8 @@ export const JobSpecSchema = z.strictObject(Object.fromEntries(JOB_SPEC_KEYS.map
     const issue = (message: string) => ctx.issues.push({ code: 'custom', message, input: s })
     if (s.repo !== undefined && s.workspace !== undefined) issue('spec has both repo and workspace')
     if (s.ref !== undefined && s.repo === undefined) issue(`spec.ref ${quoted(s.ref)} is not a branch, tag or commit name of a repo`)
+    // An eval's trial runs with its eval's variant alone: no other key may change what its agent does.
+    if (s.eval !== undefined && Object.keys(s).some((k) => k !== 'eval' && k !== 'user')) issue('spec.eval goes with no other key than user')
   }),
 )
 
@@ -115,9 +130,9 @@ export function specProblem(spec: unknown): string | null {
   if (parsed.success) return null
   const first = parsed.error.issues[0]
   if (first === undefined) return 'spec is not valid'
-  if (first.code === 'unrecognized_keys') return `spec has an unknown key ${JSON.stringify(String(first.keys[0] ?? '').slice(0, 40))}`
+  const where = first.path.length === 0 ? 'spec' : `spec.${first.path.map(String).join('.')}`
+  if (first.code === 'unrecognized_keys') return `${where} has an unknown key ${JSON.stringify(String(first.keys[0] ?? '').slice(0, 40))}`
   if (first.path.length === 0) return first.message
-  const where = `spec.${first.path.map(String).join('.')}`
   return first.message.startsWith(':') ? `${where}${first.message}` : `${where} ${first.message}`
 }
 
@@ -140,8 +155,20 @@ export function jobProblem(job: JobRowFields): string | null {
   const spec = job.spec as JobSpec
   // A task from a forge may carry a statement of its own: a review loop's follow-up (docs/delivery.md#the-review-loop).
   const forges = (['github', 'gitlab'] as const).filter((k) => spec[k] !== undefined).length
-  if (job.kind === 'new' && (forges > 1 || (forges === 0 && spec.task === undefined))) return 'spec names not exactly one of task, github, gitlab'
+  if (job.kind === 'new' && spec.eval === undefined && (forges > 1 || (forges === 0 && spec.task === undefined)))
+    return 'spec names not exactly one of task, github, gitlab, eval'
   return null
+}
+
+/**
+ * The child's arguments for an eval's trial, new or resumed alike: `eval trial`, which makes the
+ * workspace, runs (or resumes) the agent as task `uuid` and judges it once it has finished (docs/eval.md#in-the-fleet).
+ */
+export function evalTrialArgs(uuid: string, spec: JobSpec): string[] {
+  const trial = spec.eval
+  if (trial === undefined) return []
+  const user = spec.user === undefined ? [] : ['--user', spec.user]
+  return ['eval', 'trial', trial.id, '--task', trial.task, '--variant', trial.variant, '--run', String(trial.run), '--uuid', uuid, ...user]
 }
 
 /** The child's arguments for a resume: `run --resume`, and a raised cost cap when the job carries one. */

@@ -4,7 +4,7 @@ import { safeState } from '../../storage/task/lifecycle.js'
 import { holdForTest } from '../../test-pause.js'
 import { cloneWorkspace } from '../../workspace/clone.js'
 import type { Job } from '../queue/job.js'
-import { jobProblem, resumeArgs, runArgs } from '../queue/job-spec.js'
+import { evalTrialArgs, jobProblem, resumeArgs, runArgs } from '../queue/job-spec.js'
 import { completedEnd } from '../queue/task-outcome.js'
 import { claimKey } from './job-context.js'
 import type { JobContext, Running } from './job-context.js'
@@ -40,7 +40,8 @@ export async function prepareJob(ctx: JobContext, job: Job): Promise<Start | Not
     return { kind: 'end', end: job.kind === 'resume' ? { outcome: 'paused', error } : { outcome: 'failed', failed: true, error } }
   }
   const existing = locateTask(options.layout, job.task_uuid)
-  if (existing?.location === 'completed') return { kind: 'end', end: completedEnd(safeState(existing.dir), 'completed') }
+  // An eval's trial whose task completed may still lack its verdict (its worker stopped before the check): `eval trial` judges it.
+  if (existing?.location === 'completed' && job.spec.eval === undefined) return { kind: 'end', end: completedEnd(safeState(existing.dir), 'completed') }
   // A new job whose task exists already (an earlier attempt created it) continues it.
   const resume = job.kind === 'resume' || existing !== null
   const slot: Running = { job, child: null, stopped: false, lastLine: '' }
@@ -58,7 +59,12 @@ async function workspaceFor(ctx: JobContext, job: Job, resume: boolean, slot: Ru
   if (before !== null) return before
   const start = (workspace: string | undefined): Start => ({
     kind: 'start',
-    args: resume ? resumeArgs(job.task_uuid, job.spec) : runArgs(job.task_uuid, job.spec, workspace),
+    args:
+      job.spec.eval !== undefined
+        ? evalTrialArgs(job.task_uuid, job.spec)
+        : resume
+          ? resumeArgs(job.task_uuid, job.spec)
+          : runArgs(job.task_uuid, job.spec, workspace),
     resume,
   })
   if (resume || job.spec.repo === undefined) return start(job.spec.workspace)

@@ -65,8 +65,10 @@ export class Worker {
       relayFor: (child) => relayOf(options, child),
       // A child's start-up (node and the bundle) is ~250 ms of CPU: started ahead beside as many tasks as there
       // are cores, it only takes that CPU from them, and its job would start no sooner (a job claimed then starts
-      // its child at once, as `run`). So the next warm child starts while a core is left over by the tasks running.
-      canStart: () => !stopper.signal.aborted && running.size < cores,
+      // its child at once, as `run`). Started while every slot is taken, it waits for a job that cannot be claimed
+      // yet, and its start-up is taken from the task that just began (docs/fleet.md#dispatch-latency). So the next
+      // warm child starts while a core is left over by the tasks running and a slot is free for its job.
+      canStart: () => !stopper.signal.aborted && running.size < Math.min(cores, options.record.concurrency),
     })
     this.jobs = { options, queue: this.queue, launcher: this.launcher, slots: running, stop: stopper.signal }
   }

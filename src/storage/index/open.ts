@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs'
-import { PgStore } from './pg-store.js'
+import type { PgStore } from './pg-store.js'
 import { SqliteStore } from './store.js'
 import type { IndexStore } from './store.js'
 
@@ -18,6 +18,8 @@ export interface IndexChoice {
 /** The one place that chooses the index: PostgreSQL when a database URL is set, else tasks.db. */
 export async function openIndexStore(choice: IndexChoice): Promise<IndexStore | null> {
   if (choice.databaseUrl !== null) {
+    // Loaded only here: a command on tasks.db (most, on most hosts) does not compile the PostgreSQL index (docs/development.md#start-up).
+    const { PgStore } = await import('./pg-store.js')
     const store = await PgStore.open(choice.databaseUrl, choice.warn, { lazy: choice.lazy === true })
     // A tree's first fleet use carries the spend its host recorded in tasks.db (one ledger: docs/fleet-operations.md#joining-a-fleet).
     // Not an agent's (lazy): it runs through an outage, and its worker's open carried it.

@@ -4,6 +4,8 @@ import type { Config } from '../../config/schema.js'
 import type { Check } from '../../operations/doctor-check.js'
 import { resolveEnvironment } from './definition.js'
 import { readImageSource } from './image-source.js'
+import { MAX_IMAGE_BYTES } from './image.js'
+import { MAX_IMAGE_MEMBERS } from './image-layer.js'
 
 // `ctxagent doctor`'s environment lines (docs/environments.md#the-file): the definition read as a task would, its hosts, its secrets and its image.
 
@@ -46,7 +48,7 @@ async function specCheck(name: string, from: string, spec: EnvironmentSpec, env:
       unresolved.push(host)
     }
   }
-  const image = spec.image === undefined ? null : describeImage(spec.image)
+  const image = spec.image === undefined ? null : await describeImage(spec.image)
   if (image !== null && !image.ok) return { name, status: 'fail', message: `${from}: ${image.text}`, hint: 'see docs/environments.md#an-image' }
   const parts = [
     image?.text ?? null,
@@ -64,9 +66,9 @@ async function specCheck(name: string, from: string, spec: EnvironmentSpec, env:
 }
 
 /** What the image is, read as a task would (its digest; nothing unpacked), or why it cannot be used. */
-function describeImage(path: string): { ok: boolean; text: string } {
+async function describeImage(path: string): Promise<{ ok: boolean; text: string }> {
   try {
-    const source = readImageSource(path)
+    const source = await readImageSource(path, { bytes: MAX_IMAGE_BYTES, members: MAX_IMAGE_MEMBERS })
     if (source.kind === 'directory') return { ok: true, text: `image ${path} (a root file system directory)` }
     return { ok: true, text: `image ${path} (${source.kind} sha256:${source.digest.slice(0, 12)}, ${source.layers.length} layer(s))` }
   } catch (err) {

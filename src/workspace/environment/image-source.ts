@@ -1,14 +1,17 @@
 import { createHash } from 'node:crypto'
 import { closeSync, createReadStream, existsSync, lstatSync, openSync, readFileSync, readSync, statSync } from 'node:fs'
 import { join } from 'node:path'
-import type { Readable } from 'node:stream'
+import { Readable } from 'node:stream'
+import { gzipMember, scanGzipArchive } from './image-gzip.js'
+import type { ArchiveLimits } from './image-gzip.js'
 import { RefusedImage, memberSteps } from './image-layer.js'
 import { indexTarFile } from './image-tar.js'
-import type { Located } from './image-tar.js'
+import type { Located, TarMember } from './image-tar.js'
 
 /*
  * What an environment's `image` names (docs/environments.md#an-image): a root filesystem
- * directory used as it is, an OCI image layout, or a `docker save` archive, whose layers
+ * directory used as it is, an OCI image layout, or a `docker save` archive (plain or
+ * gzipped, image-gzip.ts), whose layers
  * are read from the file system (no daemon, no registry). An image is known by its
  * content digest: the manifest's (OCI) or that of docker's manifest and config; every
  * layer is checked against the digest its manifest gives while it is read, so the cache
@@ -34,9 +37,9 @@ const sha256 = (data: Buffer): string => createHash('sha256').update(data).diges
 /**
  * What `path` (absolute) is; refuses what is neither (a RefusedImage saying why).
  * `readable` is called with each file of an OCI layout before it is read (it throws for
- * one the sandbox's user could not read).
+ * one the sandbox's user could not read). `limits` bound a gzipped archive's passes.
  */
-export function readImageSource(path: string, readable: (file: string) => void = () => undefined): ImageSource {
+export async function readImageSource(path: string, limits: ArchiveLimits, readable: (file: string) => void = () => undefined): Promise<ImageSource> {
   let st: ReturnType<typeof statSync>
   try {
     st = statSync(path)
@@ -50,7 +53,7 @@ export function readImageSource(path: string, readable: (file: string) => void =
     return { kind: 'directory', root: path }
   }
   if (!st.isFile()) throw new RefusedImage(`${path} is neither a directory nor a file`)
-  return dockerSave(path)
+  return dockerSave(path, limits)
 }
 
 function json(text: Buffer, what: string): unknown {
@@ -123,13 +126,13 @@ function ociLayout(layout: string, readable: (file: string) => void): ImageSourc
   return { kind: 'oci', digest: manifest.hex, layers }
 }
 
-/** A member of the archive, following its links (docker save links a repeated layer to the first). */
-function member(members: Map<string, Located>, name: string, what: string): Located {
+/** A member of the archive and its name, following its links (docker save links a repeated layer to the first). */
+function member<T extends TarMember>(members: Map<string, T>, name: string, what: string): { at: string; found: T } {
   let at = memberSteps(name, what).join('/')
   for (let hops = 0; hops < 8; hops++) {
     const found = members.get(at)
     if (found === undefined) throw new RefusedImage(`${what} (${at}) is not in the archive`)
-    if (found.type === 'file') return found
+    if (found.type === 'file') return { at, found }
     if (found.type !== 'symlink') throw new RefusedImage(`${what} (${at}) is not a file`)
     const dir = at.split('/').slice(0, -1)
     at = memberSteps(found.linkname.startsWith('/') ? found.linkname : [...dir, found.linkname].join('/'), what).join('/')
@@ -149,38 +152,73 @@ function readMember(file: string, m: Located, what: string): Buffer {
   }
 }
 
-function dockerSave(file: string): ImageSource {
-  const head = Buffer.alloc(4)
-  const fd = openSync(file, 'r')
-  readSync(fd, head, 0, 4, 0)
-  closeSync(fd)
-  if (head[0] === 0x1f && head[1] === 0x8b) throw new RefusedImage(`${file} is compressed: give docker save's archive as it writes it (uncompressed)`)
+/** An archive's members, a small member's bytes, and a layer member's stream: from the file (plain) or through gunzip. */
+interface Archive {
+  members: Map<string, TarMember>
+  read: (name: string, what: string) => Buffer
+  open: (name: string) => Readable
+}
+
+function plainArchive(file: string): Archive {
   let members: Map<string, Located>
   try {
     members = indexTarFile(file)
   } catch (err) {
     throw new RefusedImage(`${file} is not a tar archive (${(err as Error).message})`)
   }
-  if (!members.has('manifest.json')) throw new RefusedImage(`${file} is not a docker save archive (no manifest.json)`)
-  const manifestBytes = readMember(file, member(members, 'manifest.json', 'manifest.json'), 'manifest.json')
+  return {
+    members,
+    read: (name, what) => readMember(file, member(members, name, what).found, what),
+    open: (name) => {
+      const m = member(members, name, name).found
+      return m.size === 0 ? createReadStream(file, { start: 1, end: 0 }) : createReadStream(file, { start: m.offset, end: m.offset + m.size - 1 })
+    },
+  }
+}
+
+async function gzipArchive(file: string, limits: ArchiveLimits): Promise<Archive> {
+  let scanned: Awaited<ReturnType<typeof scanGzipArchive>>
+  try {
+    scanned = await scanGzipArchive(file, limits)
+  } catch (err) {
+    if (err instanceof RefusedImage) throw err
+    throw new RefusedImage(`${file} is not a gzipped tar archive (${(err as Error).message})`)
+  }
+  return {
+    members: scanned.members,
+    read: (name, what) => {
+      const { at, found } = member(scanned.members, name, what)
+      const bytes = scanned.json.get(at)
+      if (bytes === undefined) throw new RefusedImage(found.size > MAX_JSON ? `${what} is larger than 4 MB` : `${what} is not JSON`)
+      return bytes
+    },
+    open: (name) => Readable.from(gzipMember(file, name, limits)),
+  }
+}
+
+async function dockerSave(file: string, limits: ArchiveLimits): Promise<ImageSource> {
+  const head = Buffer.alloc(4)
+  const fd = openSync(file, 'r')
+  readSync(fd, head, 0, 4, 0)
+  closeSync(fd)
+  const archive = head[0] === 0x1f && head[1] === 0x8b ? await gzipArchive(file, limits) : plainArchive(file)
+  if (!archive.members.has('manifest.json')) throw new RefusedImage(`${file} is not a docker save archive (no manifest.json)`)
+  const manifestBytes = archive.read('manifest.json', 'manifest.json')
   const manifest = json(manifestBytes, 'manifest.json') as { Config?: string; Layers?: string[] }[]
   if (!Array.isArray(manifest) || manifest.length !== 1)
     throw new RefusedImage(`${file} holds ${Array.isArray(manifest) ? manifest.length : 'no'} images (save exactly one)`)
   const [image] = manifest as [{ Config?: string; Layers?: string[] }]
   if (typeof image.Config !== 'string' || !Array.isArray(image.Layers) || image.Layers.length === 0)
     throw new RefusedImage('manifest.json names no config or no layers')
-  const configBytes = readMember(file, member(members, image.Config, 'the config'), 'the config')
+  const configBytes = archive.read(image.Config, 'the config')
   const diffIds = (json(configBytes, 'the config') as { rootfs?: { diff_ids?: unknown[] } }).rootfs?.diff_ids ?? []
   if (diffIds.length !== image.Layers.length) throw new RefusedImage(`the config lists ${diffIds.length} layer digests for ${image.Layers.length} layers`)
   const layers = image.Layers.map((name, i): Layer => {
-    const m = member(members, name, `layer ${i + 1}`)
+    const { at } = member(archive.members, name, `layer ${i + 1}`)
     const d = typeof diffIds[i] === 'string' ? DIGEST.exec(diffIds[i] as string) : null
     if (d === null) throw new RefusedImage(`layer ${i + 1} has no sha256 digest in the config`)
-    return {
-      name,
-      open: () => (m.size === 0 ? createReadStream(file, { start: 1, end: 0 }) : createReadStream(file, { start: m.offset, end: m.offset + m.size - 1 })),
-      digest: { of: 'tar', hex: d[1] as string },
-    }
+    return { name, open: () => archive.open(at), digest: { of: 'tar', hex: d[1] as string } }
   })
+  // The same digest gzipped or not: both are the one image, and share its cache entry.
   return { kind: 'docker-save', digest: sha256(Buffer.concat([manifestBytes, Buffer.from('\0'), configBytes])), layers }
 }

@@ -11,6 +11,7 @@ import { inside } from '../../tools/workspace.js'
 import { commitEntry, entryDir, readEntry, tryLock } from './cache-store.js'
 import { applyLayer, MAX_IMAGE_MEMBERS, RefusedImage, setDirModes } from './image-layer.js'
 import type { Budget } from './image-layer.js'
+import { directoryDigest } from './image-directory.js'
 import { readImageSource } from './image-source.js'
 import type { Layer } from './image-source.js'
 
@@ -40,7 +41,8 @@ const gib = (bytes: number): string => (bytes >= 1024 ** 3 ? `${bytes / 1024 ** 
  */
 export const MAX_IMAGE_BYTES = 32 * 1024 ** 3
 
-export type ImageResult = { ok: true; root: string; record: ImageRecord } | { ok: false; error: string }
+/** `key`: what a setup's result is kept under for this image (its content digest; a directory's file list's). */
+export type ImageResult = { ok: true; root: string; record: ImageRecord; key: string } | { ok: false; error: string }
 
 export interface ImageInput {
   /** The environment's `image`: an absolute path on this host. */
@@ -74,14 +76,21 @@ export async function obtainImage(input: ImageInput): Promise<ImageResult> {
     // Inside a place the agent writes or no sandbox may see (through a link too): never an image.
     const within = [...(input.workspace !== undefined ? [input.workspace] : []), ...input.hidden].find((p) => inside(realOr(p), real))
     if (within !== undefined) throw new RefusedImage(`it lies in ${within}, which a task's commands write or must not see`)
-    const source = readImageSource(real, readable)
+    const limits = input.limits ?? { bytes: MAX_IMAGE_BYTES, members: MAX_IMAGE_MEMBERS }
+    const source = await readImageSource(real, limits, readable)
     if (source.kind === 'directory') {
       const shown = input.hidden.find((h) => inside(source.root, h))
       if (shown !== undefined) throw new RefusedImage(`the directory ${source.root} holds ${shown}, which no sandbox may see`)
-      return { ok: true, root: source.root, record: { source: path, kind: 'directory', digest: null, cache: 'none' } }
+      // Keyed by its file list, not its path: a changed directory is another system (image-directory.ts).
+      return {
+        ok: true,
+        root: source.root,
+        record: { source: path, kind: 'directory', digest: null, cache: 'none' },
+        key: directoryDigest(source.root, limits.members),
+      }
     }
     const dir = entryDir(input.store, 'images', source.digest)
-    const cache = await unpackOnce(dir, source.layers, input.signal, input.limits ?? { bytes: MAX_IMAGE_BYTES, members: MAX_IMAGE_MEMBERS })
+    const cache = await unpackOnce(dir, source.layers, input.signal, limits)
     const root = join(dir, 'paths')
     const unreachable = identity === null ? null : blockedAt(identity, root)
     if (unreachable !== null)
@@ -92,7 +101,7 @@ export async function obtainImage(input: ImageInput): Promise<ImageResult> {
     // Its last use, for cleanup's age.
     const now = new Date()
     utimesSync(dir, now, now)
-    return { ok: true, root, record: { source: path, kind: source.kind, digest: `sha256:${source.digest}`, cache } }
+    return { ok: true, root, record: { source: path, kind: source.kind, digest: `sha256:${source.digest}`, cache }, key: `sha256:${source.digest}` }
   } catch (err) {
     if (err instanceof RefusedImage) return { ok: false, error: `the image ${path} is refused: ${err.message}` }
     return { ok: false, error: `the image ${path} could not be unpacked: ${(err as Error).message}` }
@@ -210,7 +219,7 @@ export async function recordedImage(record: ImageRecord, input: Omit<ImageInput,
   const hex = record.digest?.replace(/^sha256:/, '') ?? null
   if (hex !== null && /^[0-9a-f]{64}$/.test(hex)) {
     const dir = entryDir(input.store, 'images', hex)
-    if (readEntry(dir) !== null) return { ok: true, root: join(dir, 'paths'), record: { ...record, cache: 'hit' } }
+    if (readEntry(dir) !== null) return { ok: true, root: join(dir, 'paths'), record: { ...record, cache: 'hit' }, key: `sha256:${hex}` }
   }
   const again = await obtainImage({ ...input, path: record.source })
   if (again.ok && again.record.digest !== record.digest)

@@ -90,6 +90,8 @@ export async function prepareEnvironment(input: PrepareInput): Promise<Prepared>
     return failed(`the environment's scripts run in the sandbox, and ${planned.ok ? 'tools.sandbox is none' : planned.why}`)
   let plan = planned.plan
   let root: string | null = null
+  // What a setup result is kept under for the image (docs/environments.md#an-image): its digest, a directory's file list's.
+  let imageKey: string | null = null
   if (spec.image !== undefined) {
     const image = await obtainImage({
       path: spec.image,
@@ -102,6 +104,7 @@ export async function prepareEnvironment(input: PrepareInput): Promise<Prepared>
     if (!image.ok) return failed(image.error)
     record.image = image.record
     root = image.root
+    imageKey = image.key
     plan = { ...plan, root }
   }
   const missing = (spec.setup_secrets ?? []).filter((name) => (env[name] ?? '') === '')
@@ -119,7 +122,7 @@ export async function prepareEnvironment(input: PrepareInput): Promise<Prepared>
         secrets,
         networks: input.config.tools.allowed_networks,
         log: input.log,
-        image: record.image?.digest ?? spec.image ?? null,
+        image: imageKey,
       },
       input.signal,
     )

@@ -30,7 +30,7 @@ export interface SetupContext {
   secrets: Record<string, string>
   networks: readonly string[]
   log: string | null
-  /** The image setup runs in (its digest, or a directory's path): a result is kept per image too. */
+  /** The image setup runs in (its digest, or a directory's file list's: image-directory.ts): a result is kept per image too. */
   image: string | null
 }
 
