@@ -7,6 +7,7 @@ import { extractiveSummarizer } from '../dist/context/summarizer.js'
 import { parseConfig } from '../dist/config/load.js'
 import { Layout } from '../dist/storage/fs/layout.js'
 import { createTask } from '../dist/storage/task/lifecycle.js'
+import { requestBody } from '../dist/llm/openai-compatible.js'
 import { tuneV8ForTheLoop } from '../dist/run/v8-tuning.js'
 import { agentText, rng } from './lib.mjs'
 
@@ -49,6 +50,12 @@ if (mode === 'memory') {
   handle.addMessage({ role: 'user', content: 'Fix the failing tests in src/.' })
   const limit = compressionLimit(config, 128_000)
   const options = { summarizer: extractiveSummarizer(), settings: settingsFrom(config), limit, now: () => new Date(), warn: () => undefined }
+  // Each request is planned and its body built as the agent loop does (src/run/window-keeper.ts,
+  // src/llm/openai-compatible.ts): the pruning remembered from the last plan, the body's bytes
+  // written after the previous body's, in its buffer. A JSON.stringify of the whole request
+  // each turn, which ctxagent never does, was a ~0.5 MB string a turn on the heap.
+  const memo = {}
+  let body = null
   for (let i = 0; i < calls; i++) {
     handle.addMessage({
       role: 'assistant',
@@ -56,8 +63,8 @@ if (mode === 'memory') {
       tool_calls: [{ id: `c${i}`, type: 'function', function: { name: 'run', arguments: `{"step":${i}}` } }],
     })
     handle.addMessage({ role: 'tool', tool_call_id: `c${i}`, tool_name: 'run', content: output(i) })
-    const request = JSON.stringify({ model: 'm', messages: requestMessages(handle.window(), limit, 3).messages })
-    if (request.length === 0) throw new Error('unreachable')
+    body = requestBody('m', requestMessages(handle.window(), limit, 3, memo).messages, undefined, 4096, undefined, body, true)
+    if (body.bytes.length === 0) throw new Error('unreachable')
     await compressIfNeeded(handle, options)
     if (i % 10 === 0) sample()
   }

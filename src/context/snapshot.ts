@@ -1,5 +1,6 @@
 import { join } from 'node:path'
-import { readJsonl, tailJsonl } from '../storage/format/jsonl.js'
+import { readJsonl, resolveDataFile, tailJsonl, visitHeadSync } from '../storage/format/jsonl.js'
+import type { JsonRecord } from '../storage/format/jsonl.js'
 import { FILES } from '../storage/fs/layout.js'
 import { normalizeMessage, normalizeSummary, toWindowMessage } from '../storage/format/records.js'
 import type { StoredMessage, SummaryRecord, WindowMessage } from '../storage/format/records.js'
@@ -37,16 +38,23 @@ export async function loadSnapshot(dir: string): Promise<ContextSnapshot> {
 async function head(path: string): Promise<{ system: StoredMessage | null; task: StoredMessage | null }> {
   let system: StoredMessage | null = null
   let task: StoredMessage | null = null
-  for await (const item of readJsonl(path)) {
-    if (!item.ok || item.record.visible === false) continue
-    const message = normalizeMessage(item.record)
+  /** Takes one record; true when the head is found or has been looked for far enough. */
+  const visit = (record: JsonRecord): boolean => {
+    if (record.visible === false) return false
+    const message = normalizeMessage(record)
     if (message?.role === 'system' && system === null && task === null) system = message
     else if (message?.role === 'user') {
       task = message
-      break
+      return true
     }
     // The task statement comes within the first few lines; never read far for it.
-    if (message && message.seq > 50) break
+    return message !== null && message.seq > 50
+  }
+  const file = resolveDataFile(path)
+  // A live task's log is plain and read without a stream (each compaction reads it); an archived one is gzipped.
+  if (file !== null && !file.endsWith('.gz')) visitHeadSync(file, visit)
+  else {
+    for await (const item of readJsonl(path)) if (item.ok && visit(item.record)) break
   }
   return { system, task }
 }

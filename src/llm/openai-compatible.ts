@@ -225,8 +225,16 @@ export function requestBody(
     store = Buffer.allocUnsafe(Math.max(MIN_STORE, total + (total >> 1)))
     if (shared > 0) store.set((previous as BuiltBody).store.subarray(0, start), 0)
   }
-  const ends = new Float64Array(n)
-  if (shared > 0) ends.set((previous as BuiltBody).ends.subarray(0, shared), 0)
+  // Where each message ends, in the previous body's array when the buffer is reused too
+  // (its first `shared` entries are these): a new array each turn was a few KB outside the
+  // heap that outlived the turn and waited for a full GC (docs/development.md#memory).
+  let ends: Float64Array
+  if (store === previous?.store && previous.ends.length >= n) {
+    ends = previous.ends
+  } else {
+    ends = new Float64Array(Math.max(MIN_ENDS, n + (n >> 1)))
+    if (shared > 0) ends.set((previous as BuiltBody).ends.subarray(0, shared), 0)
+  }
   let at = shared > 0 ? start : store.write(head, 0)
   for (let i = shared; i < n; i++) {
     if (i > 0) store[at++] = COMMA
@@ -236,7 +244,26 @@ export function requestBody(
     ends[i] = at
   }
   at += store.write(tail, at)
-  return { head, messages: messages.slice(), ends, bytes: store.subarray(0, at), store, tools: toolList.tools, toolsJson: toolList.json }
+  if (previous !== null) forgetJson(previous, shared, messages)
+  return { head, messages: messages.slice(), shared, ends, bytes: store.subarray(0, at), store, tools: toolList.tools, toolsJson: toolList.json }
+}
+
+/**
+ * Drops the JSON of messages the next body will not copy from jsonOf: those the previous
+ * body sent and this one does not (a tool result replaced by its pruned copy, a window
+ * replaced by a compaction), and those that have just become part of the beginning both
+ * share, whose bytes the next body takes from this one's buffer. Kept for as long as the
+ * message object (until the next compaction), each message's JSON was a second copy of the
+ * window that a full GC had to free (docs/development.md#memory); a body that must
+ * write one of them again (its beginning cut to fit the budget) serialises it again.
+ */
+function forgetJson(previous: BuiltBody, shared: number, messages: readonly ChatMessage[]): void {
+  const before = previous.messages
+  for (let i = previous.shared; i < Math.min(shared, before.length); i++) messageJson.delete(before[i] as ChatMessage)
+  if (shared >= before.length) return
+  const sent = new Set<ChatMessage>()
+  for (let i = shared; i < messages.length; i++) sent.add(messages[i] as ChatMessage)
+  for (let i = shared; i < before.length; i++) if (!sent.has(before[i] as ChatMessage)) messageJson.delete(before[i] as ChatMessage)
 }
 
 /** `,"tools":[…]` (or nothing), taken from `previous` when its tools are the same objects. */
@@ -251,6 +278,9 @@ function toolsJson(tools: readonly ToolSpec[] | undefined, previous: BuiltBody |
 export interface BuiltBody {
   head: string
   messages: readonly ChatMessage[]
+  /** How many of `messages` began the body it was built after, their bytes taken from it. */
+  shared: number
+  /** Entry i: where message i's JSON ends in `store`; entries past `messages` are garbage. */
   ends: Float64Array
   /** The body: the beginning of `store`. */
   bytes: Buffer
@@ -263,6 +293,8 @@ export interface BuiltBody {
 
 /** A body buffer is at least this large (a short conversation grows into it). */
 const MIN_STORE = 64 * 1024
+/** And its `ends` has room for at least this many messages. */
+const MIN_ENDS = 256
 
 const COMMA = 0x2c
 

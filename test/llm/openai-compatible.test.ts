@@ -178,6 +178,25 @@ describe('OpenAI-compatible client', () => {
       }
       expect(new Set(seen).size).toBeLessThan(seen.length)
 
+      // A turn's way in place: results pruned behind the newest (new objects in the middle, the
+      // rest shifted), the beginning cut to fit and then back (messages whose JSON was let go
+      // once they lay in the shared beginning are written again), a compaction's new window.
+      const results = Array.from({ length: 8 }, (_, i) => big(10 + i))
+      const pruned = results.map((r) => ({ ...r, content: '[pruned]' }))
+      const turns = [
+        [system, task, ...results.slice(0, 4)],
+        [system, task, pruned[0], ...results.slice(1, 5)],
+        [system, task, pruned[0], pruned[1], ...results.slice(2, 6)],
+        [system, ...results.slice(3, 6)],
+        [system, task, pruned[0], pruned[1], pruned[2], ...results.slice(3, 7)],
+        [system, task, big(30), results[7]],
+      ] as ChatMessage[][]
+      for (const messages of turns) {
+        const body = requestBody('m', messages, undefined, 10, undefined, previous, true)
+        expect(body.bytes.toString()).toBe(JSON.stringify({ model: 'm', messages: messages.map(wire), max_tokens: 10 }))
+        previous = body
+      }
+
       // Two requests of one client on their way at once (a compaction's summary calls): neither body is written over.
       const bodies: string[] = []
       let release: () => void = () => undefined

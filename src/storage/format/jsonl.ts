@@ -21,6 +21,17 @@ const TAIL_FIRST_BLOCK = 8 * 1024
 const TAIL_MAX_BLOCK = 1024 * 1024
 
 /**
+ * The buffer every synchronous backwards read (tailPlainSync, lastNewlineEnd) reads into,
+ * reused: a compaction reads the window's worth of messages.jsonl from the end, and
+ * reopening a log looks for its last newline. Fresh buffers for each were garbage outside
+ * the heap that outlived a scavenge and waited for a full GC, which V8 holds off until
+ * 64 MB of such memory has piled up: a long task's peak RSS grew with its length
+ * (docs/development.md#memory). Those reads are synchronous, so one buffer serves them
+ * all; no Buffer that points into it leaves them.
+ */
+const readScratch = new Scratch(2 * TAIL_MAX_BLOCK)
+
+/**
  * The file that holds a log's data: `<name>` or, for an archived task, `<name>.gz`.
  * When a crash left both (between the rename of the .gz and the unlink of the
  * original), the two are identical and the plain one is preferred.
@@ -156,7 +167,7 @@ export function repairTornTail(fd: number): number {
 
 /** The offset just past the last newline in the first `size` bytes of the file (0 if none). */
 function lastNewlineEnd(fd: number, size: number): number {
-  const buf = Buffer.allocUnsafe(BLOCK)
+  const buf = readScratch.get(BLOCK)
   let end = size
   while (end > 0) {
     const start = Math.max(0, end - BLOCK)
@@ -208,6 +219,44 @@ export async function* readJsonl(path: string): AsyncGenerator<ReadItem> {
   }
 }
 
+/**
+ * Reads the records of a plain (not gzipped) file from its start, in blocks into the reused
+ * buffer, handing each valid one to `visit` until it answers true or the file ends: for the
+ * first lines of messages.jsonl, which every compaction reads (readJsonl's stream took a
+ * fresh 64 KB buffer each time). Invalid lines and a torn last line are skipped.
+ */
+export function visitHeadSync(file: string, visit: (record: JsonRecord) => boolean): void {
+  const fd = openSync(file, 'r')
+  try {
+    let buffer = readScratch.get(BLOCK)
+    // Bytes of a line not ended yet, at the start of `buffer`.
+    let held = 0
+    let pos = 0
+    for (;;) {
+      if (buffer.length - held < BLOCK) {
+        // A long line (a large task statement): room for it and the next block, the line copied along.
+        const bigger = readScratch.get(Math.max(held + BLOCK, 2 * held))
+        if (bigger !== buffer) buffer.copy(bigger, 0, 0, held)
+        buffer = bigger
+      }
+      const read = readSync(fd, buffer, held, BLOCK, pos)
+      if (read === 0) return
+      pos += read
+      const end = held + read
+      let start = 0
+      for (let at = buffer.indexOf(NEWLINE, held); at >= 0 && at < end; at = buffer.indexOf(NEWLINE, start)) {
+        const record = parseLine(buffer.toString('utf8', start, at))
+        start = at + 1
+        if (record !== null && visit(record)) return
+      }
+      buffer.copyWithin(0, start, end)
+      held = end - start
+    }
+  } finally {
+    closeSync(fd)
+  }
+}
+
 function isGzipDamage(err: unknown): boolean {
   const code = (err as NodeJS.ErrnoException).code
   return code === 'Z_DATA_ERROR' || code === 'Z_BUF_ERROR' || code === 'Z_STREAM_ERROR'
@@ -254,9 +303,19 @@ export function tailPlainSync(file: string, n: number, keep: RecordFilter = () =
     while (pos > 0 && found.length < n && !stopped) {
       const start = Math.max(0, pos - want)
       want = Math.min(want * 2, TAIL_MAX_BLOCK)
-      let block: Buffer = Buffer.allocUnsafe(pos - start)
-      block = block.subarray(0, readSync(fd, block, 0, block.length, start))
-      if (carry) block = Buffer.concat([block, carry])
+      // The block read goes before what is left of the one after it (`carry`, at the start
+      // of the buffer the last block was read into), in the reused buffer when it has room.
+      const length = pos - start
+      const carried = carry === null ? 0 : carry.length
+      const buffer = readScratch.get(length + carried)
+      if (carry !== null) {
+        if (carry.buffer === buffer.buffer && carry.byteOffset === buffer.byteOffset) buffer.copyWithin(length, 0, carried)
+        else carry.copy(buffer, length)
+      }
+      const read = readSync(fd, buffer, 0, length, start)
+      // A file cut shorter meanwhile: what was read stands, joined to the carry as before.
+      if (read < length && carry !== null) buffer.copyWithin(read, length, length + carried)
+      const block = buffer.subarray(0, read + carried)
       // `block` ends just before a newline (or at the end of the data); split from the right.
       let lineEnd = block.length
       if (pos === end && block[lineEnd - 1] === NEWLINE) lineEnd--

@@ -2,8 +2,8 @@ import { appendFileSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { gzipSync } from 'node:zlib'
 import { describe, expect, it } from 'vitest'
-import { appendShared, JsonlAppender, lastRecordSync, readJsonl, tailJsonl } from '../../../src/storage/format/jsonl.js'
-import type { ReadItem } from '../../../src/storage/format/jsonl.js'
+import { appendShared, JsonlAppender, lastRecordSync, readJsonl, tailJsonl, visitHeadSync } from '../../../src/storage/format/jsonl.js'
+import type { JsonRecord, ReadItem } from '../../../src/storage/format/jsonl.js'
 import { makeTree } from '../../fixtures/tree.js'
 
 async function collect(path: string): Promise<ReadItem[]> {
@@ -95,10 +95,38 @@ describe('tailJsonl', () => {
     expect(lastRecordSync(file)?.seq).toBe(2)
   })
 
+  it('reads two files one after the other through its one buffer, each whole', async () => {
+    const base = makeTree().base
+    const long = join(base, 'long.jsonl')
+    const short = join(base, 'short.jsonl')
+    const lines = Array.from({ length: 400 }, (_, i) => JSON.stringify({ seq: i + 1, pad: 'q'.repeat((i * 977) % 9000) }))
+    writeFileSync(long, `${lines.join('\n')}\n`)
+    writeFileSync(short, '{"seq":1}\n{"seq":2}\n')
+    for (let round = 0; round < 2; round++) {
+      expect((await tailJsonl(long, 1000)).records).toEqual(lines.map((l) => JSON.parse(l)))
+      expect((await tailJsonl(short, 1000)).records.map((r) => r.seq)).toEqual([1, 2])
+    }
+  })
+
   it('tails a gzipped file by streaming', async () => {
     const base = makeTree().base
     writeFileSync(join(base, 'm.jsonl.gz'), gzipSync('{"seq":1}\n{"seq":2}\n{"seq":3}\n'))
     expect((await tailJsonl(join(base, 'm.jsonl'), 2)).records.map((r) => r.seq)).toEqual([2, 3])
+  })
+})
+
+describe('visitHeadSync', () => {
+  it('hands over the first records in order until told to stop, across long lines, skipping bad ones', () => {
+    const file = join(makeTree().base, 'm.jsonl')
+    const records = [{ seq: 1, c: 's'.repeat(200_000) }, { seq: 2 }, { seq: 3, c: 'ü✓'.repeat(50_000) }, { seq: 4 }, { seq: 5 }]
+    const text = records.map((r) => JSON.stringify(r))
+    writeFileSync(file, `${text[0]}\n${text[1]}\nnot json\n${text[2]}\n${text[3]}\n${text[4]}\n{"seq":6,"torn`)
+    const seen: JsonRecord[] = []
+    visitHeadSync(file, (r) => (seen.push(r), r.seq === 4))
+    expect(seen).toEqual(records.slice(0, 4))
+    const all: JsonRecord[] = []
+    visitHeadSync(file, (r) => (all.push(r), false))
+    expect(all).toEqual(records)
   })
 })
 
