@@ -158,7 +158,12 @@ async function honestServer(turns) {
   return { url: `http://127.0.0.1:${server.address().port}/v1`, seen, close: () => new Promise((resolve) => server.close(resolve)) }
 }
 
-/** One 1,000-turn task (9 KB tool outputs, context 128,000) through the real CLI; what it sent. */
+/**
+ * One 1,000-turn task (9 KB tool outputs, context 128,000) through the real CLI; what it sent.
+ * The prune's boundary moves every round (step_rounds 1): this row compares prune policies by the
+ * bytes they send; the steps that keep a prefix for a provider's cache (default 12) trade bytes
+ * for cached tokens, and are measured by the bill suite (bench/bill.mjs), not here.
+ */
 async function billOf(rounds, maxRounds) {
   const dir = scratch('bill')
   const ws = join(dir, 'ws')
@@ -168,7 +173,7 @@ async function billOf(rounds, maxRounds) {
   const server = await honestServer(BILL_TURNS)
   writeFileSync(
     join(dir, 'config.yaml'),
-    `llm:\n  provider: openai\n  openai:\n    base_url: ${server.url}\n    api_key: bench\n    model: bench\n    context_length: 128000\n    max_retries: 0\ncontext:\n  prune:\n    protected_tool_rounds: ${rounds}\n  compression:\n    max_rounds: ${maxRounds}\n`,
+    `llm:\n  provider: openai\n  openai:\n    base_url: ${server.url}\n    api_key: bench\n    model: bench\n    context_length: 128000\n    max_retries: 0\ncontext:\n  prune:\n    protected_tool_rounds: ${rounds}\n    step_rounds: 1\n  compression:\n    max_rounds: ${maxRounds}\n`,
   )
   try {
     const out = await new Promise((resolve, reject) => {
@@ -211,7 +216,7 @@ export async function tokenBill() {
   return [
     {
       name: 'token-bill',
-      what: `prompt bytes sent (agent and summary requests) over a ${BILL_TURNS.toLocaleString('en')}-turn task (9 KB tool outputs, context 128,000, honest usage): protected_tool_rounds 5 and max_rounds 100 vs docs/contract.md §5's prune alone (protected_turns 3)`,
+      what: `prompt bytes sent (agent and summary requests) over a ${BILL_TURNS.toLocaleString('en')}-turn task (9 KB tool outputs, context 128,000, honest usage, the prune's boundary moved every round: step_rounds 1): protected_tool_rounds 5 and max_rounds 100 vs docs/contract.md §5's prune alone (protected_turns 3)`,
       measured: `${(total(rounds) / 1e6).toFixed(1)} MB (~${Math.round(total(rounds) / 4 / 1e3).toLocaleString('en')}k tokens; summaries ${(rounds.summaryBytes / 1e6).toFixed(1)} MB) vs ${(total(seed) / 1e6).toFixed(1)} MB (~${Math.round(total(seed) / 4 / 1e3).toLocaleString('en')}k tokens; summaries ${(seed.summaryBytes / 1e6).toFixed(1)} MB); same answer: ${rounds.answer === seed.answer ? 'yes' : 'no'}`,
       ratio: `${ratio.toFixed(2)}×`,
       target: '≤ 0.4×',
