@@ -51,6 +51,9 @@ export function settleFrom(
 ): JobEnd | null {
   if (task.location === null) return { outcome: 'failed', failed: true, error: lastError(entry.lastLine) || `run exited with ${code}` }
   const state = task.state
+  // Only an eval's trial exits so with its task ended: stopped during its hidden check, no verdict yet. The job is
+  // handed back as a stop's is, and its next claim judges the task without running its agent (docs/eval.md#a-stop).
+  if (task.location === 'completed' && PAUSED_BY_SIGNAL.has(code ?? -1)) return { outcome: 'paused', resume: true, error: null }
   if (task.location === 'completed') return setupFailedEnd(state, retry) ?? completedEnd(state, 'unknown')
   if (task.location === 'paused') {
     const bySignal = entry.stopped || PAUSED_BY_SIGNAL.has(code ?? -1)

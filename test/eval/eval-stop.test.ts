@@ -1,0 +1,87 @@
+import { spawn } from 'node:child_process'
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it, onTestFinished } from 'vitest'
+import { startFakeLlm } from '../helpers/fake-llm.js'
+import { BIN, cliAsync, TEST_ENV } from '../helpers/run.js'
+import { exitOf, sleep, until } from '../helpers/wait.js'
+import { makeSuite, setup } from './scripted-suite.js'
+import type { Report } from './scripted-suite.js'
+
+/*
+ * A stop during a trial's hidden check (docs/eval.md#a-stop): SIGTERM to a real `eval run`
+ * whose check waits on a barrier ends the check's sandbox at once (no process left), exits
+ * 143 and records no verdict; the same command again judges the trial without running its
+ * agent again (no new LLM request).
+ */
+
+/** Processes whose command line holds `needle` (every process of the host, as /proc shows them). */
+function processesWith(needle: string): number[] {
+  return readdirSync('/proc')
+    .filter((p) => /^\d+$/.test(p))
+    .filter((p) => {
+      try {
+        return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(needle)
+      } catch {
+        return false
+      }
+    })
+    .map(Number)
+}
+
+describe('a stop during an eval’s hidden check', () => {
+  it('ends the check at once, leaves no process, records no verdict; the same command judges it without running the agent again', {
+    timeout: 240_000,
+  }, async () => {
+    const { suite } = makeSuite()
+    rmSync(join(suite, 'already'), { recursive: true })
+    rmSync(join(suite, 'mul'), { recursive: true })
+    const barrier = mkdtempSync(join(tmpdir(), 'ctxagent-barrier-'))
+    onTestFinished(() => rmSync(barrier, { recursive: true, force: true }))
+    chmodSync(barrier, 0o755)
+    // The check sleeps until killed unless the barrier is open; its sleep's argument marks it among the host's processes.
+    const marker = `${4000 + Math.floor(Math.random() * 1000)}.${process.pid}`
+    const yaml = join(suite, 'add', 'task.yaml')
+    const check = `if [ -e ${barrier}/go ]; then node check.mjs; else sleep ${marker}; fi`
+    writeFileSync(yaml, readFileSync(yaml, 'utf8').replace('check: node check.mjs', `check: ${JSON.stringify(check)}`))
+    const fake = await startFakeLlm()
+    const { home, config, work } = setup(fake)
+    writeFileSync(
+      config,
+      fake.configYaml(`pricing:\n  good-model: { prompt: 1, completion: 2 }\ntools:\n  sandbox_read_only: [${barrier}]\n`),
+    )
+    const args = ['--home', home, '--config', config, '--json', 'eval', 'run', suite, '--variant', 'good=model=good-model', '--work-dir', work]
+    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...TEST_ENV }, stdio: ['ignore', 'ignore', 'pipe'] })
+    let err = ''
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d))
+    const exited = exitOf(child)
+    onTestFinished(() => {
+      for (const pid of processesWith(`sleep ${marker}`)) process.kill(pid, 'SIGKILL')
+      if (child.exitCode === null) child.kill('SIGKILL')
+    })
+    await until("the check's sleep running", () => processesWith(`sleep ${marker}`).length > 0, 4000)
+    const asked = fake.requests.length
+    expect(asked).toBeGreaterThan(0)
+    child.kill('SIGTERM')
+    // An eval that does not end is a failure of its own, said at once, not the test's timeout.
+    const ended = await Promise.race([exited, sleep(120_000).then(() => null)])
+    expect(ended, `eval run did not end on SIGTERM\n${err}`).not.toBeNull()
+    expect(ended?.code, err).toBe(143)
+    expect(processesWith(`sleep ${marker}`)).toEqual([])
+    const id = readdirSync(join(home, 'evals')).find((n) => /^[0-9a-f]{12}$/.test(n)) as string
+    expect(readFileSync(join(home, 'evals', id, 'trials.jsonl'), 'utf8')).toBe('')
+    // The agent had ended: its task is done, waiting only for its verdict.
+    expect(readdirSync(join(home, 'completed'))).toHaveLength(1)
+    expect(existsSync(join(home, 'evals', id, 'ended.jsonl'))).toBe(true)
+
+    writeFileSync(join(barrier, 'go'), '')
+    const res = await cliAsync(args)
+    expect(res.code, res.stderr).toBe(0)
+    expect(fake.requests).toHaveLength(asked)
+    const report = JSON.parse(res.stdout) as Report
+    const trials = report.variants[0]?.trials ?? []
+    expect(trials.map((t) => [t.task, t.passed, t.status])).toEqual([['add', true, 'completed']])
+    expect(readdirSync(join(home, 'completed'))).toEqual([trials[0]?.uuid])
+  })
+})
