@@ -41,9 +41,17 @@ export async function runCheck(
   place: CheckPlace,
 ): Promise<CheckResult> {
   const planned = planSandbox(config.tools, hidden, workspace)
-  if (!planned.ok) return { passed: false, exit_code: null, timed_out: false, stopped: false, tail: '', error: `the check runs in the sandbox, and ${planned.why}` }
+  if (!planned.ok)
+    return { passed: false, exit_code: null, timed_out: false, stopped: false, tail: '', error: `the check runs in the sandbox, and ${planned.why}` }
   if (planned.plan.kind !== 'bwrap')
-    return { passed: false, exit_code: null, timed_out: false, stopped: false, tail: '', error: 'the check runs in the sandbox, and tools.sandbox is none (set it to bwrap)' }
+    return {
+      passed: false,
+      exit_code: null,
+      timed_out: false,
+      stopped: false,
+      tail: '',
+      error: 'the check runs in the sandbox, and tools.sandbox is none (set it to bwrap)',
+    }
   // A workspace the sandbox's user cannot enter makes bwrap fail with exit 1: that is no verdict on the task.
   const unreachable = workspaceUnwritable(planned.plan.identity, workspace)
   if (unreachable !== null) return { passed: false, exit_code: null, timed_out: false, stopped: false, tail: '', error: unreachable }

@@ -64,7 +64,15 @@ export async function runTrial(input: TrialInput, evalDir: string, ended: EndedA
       hint: 'fix the variant (ctxagent run with the same flags shows it); the trials already finished are kept',
     })
   if (agent.status !== 'paused')
-    recordEnded(evalDir, { task: task.name, variant: variant.name, run: input.run, uuid: agent.uuid, status: agent.status, workspace, agent_ms: Date.now() - began })
+    recordEnded(evalDir, {
+      task: task.name,
+      variant: variant.name,
+      run: input.run,
+      uuid: agent.uuid,
+      status: agent.status,
+      workspace,
+      agent_ms: Date.now() - began,
+    })
   return verdictOf(input, agent, workspace, began)
 }
 

@@ -47,10 +47,7 @@ describe('a stop during an eval’s hidden check', () => {
     writeFileSync(yaml, readFileSync(yaml, 'utf8').replace('check: node check.mjs', `check: ${JSON.stringify(check)}`))
     const fake = await startFakeLlm()
     const { home, config, work } = setup(fake)
-    writeFileSync(
-      config,
-      fake.configYaml(`pricing:\n  good-model: { prompt: 1, completion: 2 }\ntools:\n  sandbox_read_only: [${barrier}]\n`),
-    )
+    writeFileSync(config, fake.configYaml(`pricing:\n  good-model: { prompt: 1, completion: 2 }\ntools:\n  sandbox_read_only: [${barrier}]\n`))
     const args = ['--home', home, '--config', config, '--json', 'eval', 'run', suite, '--variant', 'good=model=good-model', '--work-dir', work]
     const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...TEST_ENV }, stdio: ['ignore', 'ignore', 'pipe'] })
     let err = ''
@@ -83,5 +80,36 @@ describe('a stop during an eval’s hidden check', () => {
     const trials = report.variants[0]?.trials ?? []
     expect(trials.map((t) => [t.task, t.passed, t.status])).toEqual([['add', true, 'completed']])
     expect(readdirSync(join(home, 'completed'))).toEqual([trials[0]?.uuid])
+  })
+
+  it('eval check stopped during a check reports no verdict for that task, leaves no process and exits 130 on SIGINT', { timeout: 240_000 }, async () => {
+    const { suite } = makeSuite()
+    const marker = `${5000 + Math.floor(Math.random() * 1000)}.${process.pid}`
+    // The first task checked ('add') sleeps until killed; its sleep's argument marks it among the host's processes.
+    const yaml = join(suite, 'add', 'task.yaml')
+    writeFileSync(yaml, readFileSync(yaml, 'utf8').replace('check: node check.mjs', `check: ${JSON.stringify(`sleep ${marker}`)}`))
+    const fake = await startFakeLlm()
+    const { home, config } = setup(fake)
+    const child = spawn(process.execPath, [BIN, '--home', home, '--config', config, '--json', 'eval', 'check', suite], {
+      env: { ...process.env, ...TEST_ENV },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let out = ''
+    let err = ''
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d))
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d))
+    const exited = exitOf(child)
+    onTestFinished(() => {
+      for (const pid of processesWith(`sleep ${marker}`)) process.kill(pid, 'SIGKILL')
+      if (child.exitCode === null) child.kill('SIGKILL')
+    })
+    await until("the check's sleep running", () => processesWith(`sleep ${marker}`).length > 0, 4000)
+    child.kill('SIGINT')
+    const ended = await Promise.race([exited, sleep(120_000).then(() => null)])
+    expect(ended, `eval check did not end on SIGINT\n${err}`).not.toBeNull()
+    expect(ended?.code, err).toBe(130)
+    expect(processesWith(`sleep ${marker}`)).toEqual([])
+    expect(out).toBe('')
+    expect(err).toContain('no verdict')
   })
 })

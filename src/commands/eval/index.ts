@@ -136,7 +136,8 @@ async function runSuite(ctx: CommandEnv, opts: RunOptions, suiteArg: string | un
     })
     if (ctx.json) ctx.io.json(evalJson(report))
     else ctx.io.out(renderReport(report, ctx.io))
-    if (report.remaining > 0) throw stoppedError(stop.which(), `the eval stopped with ${report.remaining} trial(s) not run`, 'run the same command again to run them')
+    if (report.remaining > 0)
+      throw stoppedError(stop.which(), `the eval stopped with ${report.remaining} trial(s) not run`, 'run the same command again to run them')
   } finally {
     stop.dispose()
   }
