@@ -1,12 +1,11 @@
 import { spawn } from 'node:child_process'
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { startFakeLlm } from '../helpers/fake-llm.js'
 import { BIN, cliAsync, TEST_ENV } from '../helpers/run.js'
 import { exitOf, sleep, until } from '../helpers/wait.js'
-import { makeSuite, setup } from './scripted-suite.js'
+import { blockCheck, makeSuite, processesWith, setup } from './scripted-suite.js'
 import type { Report } from './scripted-suite.js'
 
 /*
@@ -16,20 +15,6 @@ import type { Report } from './scripted-suite.js'
  * agent again (no new LLM request).
  */
 
-/** Processes whose command line holds `needle` (every process of the host, as /proc shows them). */
-function processesWith(needle: string): number[] {
-  return readdirSync('/proc')
-    .filter((p) => /^\d+$/.test(p))
-    .filter((p) => {
-      try {
-        return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(needle)
-      } catch {
-        return false
-      }
-    })
-    .map(Number)
-}
-
 describe('a stop during an eval’s hidden check', () => {
   it('ends the check at once, leaves no process, records no verdict; the same command judges it without running the agent again', {
     timeout: 240_000,
@@ -37,14 +22,7 @@ describe('a stop during an eval’s hidden check', () => {
     const { suite } = makeSuite()
     rmSync(join(suite, 'already'), { recursive: true })
     rmSync(join(suite, 'mul'), { recursive: true })
-    const barrier = mkdtempSync(join(tmpdir(), 'ctxagent-barrier-'))
-    onTestFinished(() => rmSync(barrier, { recursive: true, force: true }))
-    chmodSync(barrier, 0o755)
-    // The check sleeps until killed unless the barrier is open; its sleep's argument marks it among the host's processes.
-    const marker = `${4000 + Math.floor(Math.random() * 1000)}.${process.pid}`
-    const yaml = join(suite, 'add', 'task.yaml')
-    const check = `if [ -e ${barrier}/go ]; then node check.mjs; else sleep ${marker}; fi`
-    writeFileSync(yaml, readFileSync(yaml, 'utf8').replace('check: node check.mjs', `check: ${JSON.stringify(check)}`))
+    const { barrier, marker } = blockCheck(suite, 'add')
     const fake = await startFakeLlm()
     const { home, config, work } = setup(fake)
     writeFileSync(config, fake.configYaml(`pricing:\n  good-model: { prompt: 1, completion: 2 }\ntools:\n  sandbox_read_only: [${barrier}]\n`))
@@ -54,7 +32,6 @@ describe('a stop during an eval’s hidden check', () => {
     child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d))
     const exited = exitOf(child)
     onTestFinished(() => {
-      for (const pid of processesWith(`sleep ${marker}`)) process.kill(pid, 'SIGKILL')
       if (child.exitCode === null) child.kill('SIGKILL')
     })
     await until("the check's sleep running", () => processesWith(`sleep ${marker}`).length > 0, 4000)
