@@ -3,7 +3,7 @@ import { InvalidArgumentError } from 'commander'
 import { createCommandEnv } from '../command-env.js'
 import type { CommandEnv, GlobalOptions } from '../command-env.js'
 import { parseDuration } from '../duration.js'
-import { UsageError } from '../errors.js'
+import { CtxError, UsageError } from '../errors.js'
 import { explainSystemError } from '../system-errors.js'
 
 /**
@@ -69,13 +69,19 @@ export interface StopSignal {
   stopped: Promise<void>
   /** Stops listening (the signals get their default handling back). */
   dispose(): void
+  /** The signal that came first; null: none yet. */
+  which(): NodeJS.Signals | null
 }
 
 /** For long-running commands (watch-locks, cleanup --schedule, view --follow): Ctrl-C or a TERM ends them cleanly. */
 export function stopSignal(): StopSignal {
   let dispose = () => undefined
+  let by: NodeJS.Signals | null = null
   const stopped = new Promise<void>((resolve) => {
-    const onSignal = () => resolve()
+    const onSignal = (signal: NodeJS.Signals) => {
+      by ??= signal
+      resolve()
+    }
     process.once('SIGINT', onSignal)
     process.once('SIGTERM', onSignal)
     dispose = () => {
@@ -83,7 +89,12 @@ export function stopSignal(): StopSignal {
       process.off('SIGTERM', onSignal)
     }
   })
-  return { stopped, dispose }
+  return { stopped, dispose, which: () => by }
+}
+
+/** A command cut short by a stop: exit 130 after SIGINT, 143 after SIGTERM (docs/contract.md §9). */
+export function stoppedError(by: NodeJS.Signals | null, message: string, hint: string): CtxError {
+  return new CtxError(message, { exitCode: by === 'SIGTERM' ? 143 : 130, hint })
 }
 
 /** Waits `ms`: true when it passed, false when `stopped` came first. */

@@ -17,21 +17,28 @@ export interface CheckPlaces {
   hidden: readonly string[]
   /** The environments' cache (environmentStore), the one the trials' tasks use. */
   store: string
+  /** The command's stop: setup, solve.sh and the check are ended at once, and the task gets no verdict (docs/eval.md#a-stop). */
+  signal: AbortSignal
 }
+
+/** A task's attempt ended by the stop: no verdict on it. */
+const STOPPED = Symbol('stopped')
 
 /**
  * A task is usable when its check fails on the starting tree (else it measures nothing)
  * and, when it has a reference solution, passes with it applied (else the check or the
  * task is wrong). Each in a scratch workspace under `scratch`, made ready by the
  * repository's environment as a trial's task is, the check in the sandbox (in the
- * environment's image when it has one).
+ * environment's image when it has one). null: the stop ended it, no verdict.
  */
-export async function checkTask(task: EvalTask, config: Config, places: CheckPlaces): Promise<TaskVerdict> {
+export async function checkTask(task: EvalTask, config: Config, places: CheckPlaces): Promise<TaskVerdict | null> {
   const before = await attempt(task, config, places, false)
+  if (before === STOPPED) return null
   if (typeof before === 'string') return { task: task.name, ok: false, why: before }
   if (before === true) return { task: task.name, ok: false, why: 'its check passes on the starting tree: it measures nothing' }
   if (task.solution === null) return { task: task.name, ok: true, solution: false }
   const after = await attempt(task, config, places, true)
+  if (after === STOPPED) return null
   if (typeof after === 'string') return { task: task.name, ok: false, why: after }
   if (after !== true)
     return {
@@ -42,9 +49,9 @@ export async function checkTask(task: EvalTask, config: Config, places: CheckPla
   return { task: task.name, ok: true, solution: true }
 }
 
-/** true: the check passed; else its output's last line; or a string: why it could not be run. */
-async function attempt(task: EvalTask, config: Config, places: CheckPlaces, solved: boolean): Promise<true | { last: string } | string> {
-  const { hidden } = places
+/** true: the check passed; else its output's last line; or a string: why it could not be run; STOPPED: the stop ended it. */
+async function attempt(task: EvalTask, config: Config, places: CheckPlaces, solved: boolean): Promise<true | { last: string } | string | typeof STOPPED> {
+  const { hidden, signal } = places
   const dir = mkdtempSync(join(places.scratch, `${task.name}-`))
   // Searchable by the sandbox's user, who runs the check in the workspace below.
   chmodSync(dir, 0o711)
@@ -56,13 +63,16 @@ async function attempt(task: EvalTask, config: Config, places: CheckPlaces, solv
       return `its starting tree could not be made: ${(err as Error).message}`
     }
     // As a trial's task: its environment ready before anything runs there (the solution stands in for the agent).
-    const environment = await prepareStart(config, workspace, hidden, places.store)
+    const environment = await prepareStart(config, workspace, hidden, places.store, signal)
+    if (signal.aborted) return STOPPED
     if (!environment.ok) return environment.why
     if (solved) {
-      const applied = await applySolution(task, config, workspace, hidden, environment.root)
+      const applied = await applySolution(task, config, workspace, hidden, environment.root, signal)
+      if (typeof applied === 'object' && applied !== null) return STOPPED
       if (applied !== null) return applied
     }
-    const check = await judge(task, config, workspace, hidden, environment.root)
+    const check = await judge(task, config, workspace, hidden, environment.root, signal)
+    if (check.stopped) return STOPPED
     if (check.error !== null) return check.error
     if (check.passed) return true
     const last = check.tail.trim().split('\n').pop() ?? ''

@@ -8,6 +8,8 @@ export interface CheckResult {
   passed: boolean
   exit_code: number | null
   timed_out: boolean
+  /** Ended by the eval's stop (SIGINT, SIGTERM): no verdict at all (docs/eval.md#a-stop). */
+  stopped: boolean
   tail: string
   /** Why it could not run (no sandbox), else null. */
   error: string | null
@@ -21,6 +23,8 @@ export interface CheckPlace {
   root: string | null
   /** Directories shown at paths of their own (a Harbor task's /tests). */
   binds?: readonly { from: string; to: string; readOnly?: boolean }[]
+  /** The eval's stop: the check's sandbox is ended at once (docs/eval.md#a-stop). */
+  signal: AbortSignal
 }
 
 /**
@@ -37,13 +41,28 @@ export async function runCheck(
   place: CheckPlace,
 ): Promise<CheckResult> {
   const planned = planSandbox(config.tools, hidden, workspace)
-  if (!planned.ok) return { passed: false, exit_code: null, timed_out: false, tail: '', error: `the check runs in the sandbox, and ${planned.why}` }
+  if (!planned.ok)
+    return { passed: false, exit_code: null, timed_out: false, stopped: false, tail: '', error: `the check runs in the sandbox, and ${planned.why}` }
   if (planned.plan.kind !== 'bwrap')
-    return { passed: false, exit_code: null, timed_out: false, tail: '', error: 'the check runs in the sandbox, and tools.sandbox is none (set it to bwrap)' }
+    return {
+      passed: false,
+      exit_code: null,
+      timed_out: false,
+      stopped: false,
+      tail: '',
+      error: 'the check runs in the sandbox, and tools.sandbox is none (set it to bwrap)',
+    }
   // A workspace the sandbox's user cannot enter makes bwrap fail with exit 1: that is no verdict on the task.
   const unreachable = workspaceUnwritable(planned.plan.identity, workspace)
-  if (unreachable !== null) return { passed: false, exit_code: null, timed_out: false, tail: '', error: unreachable }
+  if (unreachable !== null) return { passed: false, exit_code: null, timed_out: false, stopped: false, tail: '', error: unreachable }
   const plan = place.root === null ? planned.plan : { ...planned.plan, root: place.root }
-  const run = await runScript({ plan, workspace, script: command, hosts: null, timeoutMs, log: null, binds: place.binds ?? [] })
-  return { passed: run.code === 0 && !run.timedOut, exit_code: run.code, timed_out: run.timedOut, tail: run.tail.slice(-CHECK_TAIL), error: run.error }
+  const run = await runScript({ plan, workspace, script: command, hosts: null, timeoutMs, log: null, binds: place.binds ?? [], signal: place.signal })
+  return {
+    passed: run.code === 0 && !run.timedOut && !run.stopped,
+    exit_code: run.code,
+    timed_out: run.timedOut,
+    stopped: run.stopped,
+    tail: run.tail.slice(-CHECK_TAIL),
+    error: run.error,
+  }
 }

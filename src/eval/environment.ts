@@ -17,11 +17,11 @@ export type CheckRoot = { ok: true; root: string | null } | { ok: false; why: st
  * starts (docs/environments.md): the environment read from the starting commit (the one
  * commit ctxagent made of the task's start, trusted as the base: nothing else has written
  * there yet), setup's result from the cache at `store` (or setup run once for its key),
- * maintenance run. `hidden`: what no script may see (the suite among them).
+ * maintenance run. `hidden`: what no script may see (the suite among them); `signal`: the stop, which ends setup at once.
  */
-export async function prepareStart(config: Config, workspace: string, hidden: readonly string[], store: string): Promise<CheckRoot> {
+export async function prepareStart(config: Config, workspace: string, hidden: readonly string[], store: string, signal: AbortSignal): Promise<CheckRoot> {
   const base = await trustedBase(workspace)
-  const prepared = await prepareEnvironment({ config, workspace, repository: null, hidden, log: null, store, base })
+  const prepared = await prepareEnvironment({ config, workspace, repository: null, hidden, log: null, store, base, signal })
   if (prepared.kind === 'none') return { ok: true, root: null }
   if (prepared.kind === 'ready') return { ok: true, root: prepared.root }
   const tail = prepared.record.tail?.trim().split('\n').pop()?.slice(0, 200) ?? ''

@@ -29,12 +29,18 @@ export interface FleetTrialInput {
   env: NodeJS.ProcessEnv
   /** fleet.workspaces_dir (the shared mount), where the trial's workspace is made; null: the system's temporary directory. */
   workspacesDir: string | null
+  /** The worker's stop: ends the hidden check at once (the agent gets the worker's signal itself). */
+  signal: AbortSignal
 }
 
-/** What `eval trial` did: the agent's exit code (the worker's verdict reads it, as a `run`'s), and whether a verdict was recorded. */
+/**
+ * What `eval trial` did: the agent's exit code (the worker's verdict reads it, as a `run`'s), whether a verdict was
+ * recorded, and whether the stop came before the verdict of a task that had ended (its job is handed back).
+ */
 export interface FleetTrialEnd {
   code: number | null
   recorded: boolean
+  stopped: boolean
 }
 
 /**
@@ -58,7 +64,7 @@ export async function fleetTrial(input: FleetTrialInput): Promise<FleetTrialEnd>
     )
   const { trials } = await readTrials(dir)
   const key = trialKey({ task: task.name, variant: variant.name, run: input.run })
-  if (trials.some((t) => trialKey(t) === key)) return { code: 0, recorded: false }
+  if (trials.some((t) => trialKey(t) === key)) return { code: 0, recorded: false, stopped: false }
   const pricing = variant.config === null ? input.config.pricing : loadConfig({ flag: variant.config, env: input.env, cwd: process.cwd() }).config.pricing
   const trial: TrialInput = {
     task,
@@ -93,11 +99,14 @@ export async function fleetTrial(input: FleetTrialInput): Promise<FleetTrialEnd>
       : found.location === 'paused'
         ? await runAgent(trial, ['run', '--resume', input.uuid, '--log-format', 'json'])
         : await endedAgent(input.layout, input.uuid)
-  // A paused task (stopped, waiting out a limit, cancelled) has no verdict yet: its job resumes it, or an operator does. A task that
-  // ended is judged even when its worker is stopping (it waits for its children): its job ends done, and nothing would judge it later.
-  if (agent.uuid === null || agent.status === 'paused') return { code: agent.code, recorded: false }
-  recordTrial(dir, await verdictOf(trial, agent, workspace, began))
-  return { code: agent.code, recorded: true }
+  // A paused task (stopped, waiting out a limit, cancelled) has no verdict yet: its job resumes it, or an operator does.
+  if (agent.uuid === null || agent.status === 'paused') return { code: agent.code, recorded: false, stopped: false }
+  // The check, unlike the agent, is ended by this process: the worker's stop ends its sandbox at once.
+  const verdict = await verdictOf({ ...trial, signal: input.signal }, agent, workspace, began)
+  // The worker's stop during the check: no verdict; the job is handed back and its next claim judges the ended task (docs/eval.md#a-stop).
+  if (verdict === null) return { code: agent.code, recorded: false, stopped: true }
+  recordTrial(dir, verdict)
+  return { code: agent.code, recorded: true, stopped: false }
 }
 
 async function startAgent(trial: TrialInput, workspace: string, uuid: string, user: string | null): Promise<AgentEnd> {

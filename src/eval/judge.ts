@@ -15,21 +15,29 @@ import { placeHidden } from './workspace.js'
  * reward it writes to /logs/verifier (docs/eval.md#harbor-tasks). `root`: the image the
  * agent's commands ran in (null: the host's system).
  */
-export async function judge(task: EvalTask, config: Config, workspace: string, hidden: readonly string[], root: string | null): Promise<CheckResult> {
+export async function judge(
+  task: EvalTask,
+  config: Config,
+  workspace: string,
+  hidden: readonly string[],
+  root: string | null,
+  signal: AbortSignal,
+): Promise<CheckResult> {
   if (task.layout === 'ctxagent') {
     placeHidden(task, workspace)
-    return runCheck(config, workspace, task.check, task.checkTimeoutMs, hidden, { root })
+    return runCheck(config, workspace, task.check, task.checkTimeoutMs, hidden, { root, signal })
   }
   const aside = beside(workspace, config, join(task.dir, 'tests'))
   try {
     const check = await runCheck(config, workspace, task.check, task.checkTimeoutMs, hidden, {
       root,
+      signal,
       binds: [
         { from: aside.copy, to: '/tests' },
         { from: aside.logs, to: '/logs/verifier' },
       ],
     })
-    if (check.error !== null) return check
+    if (check.error !== null || check.stopped) return check
     const reward = rewardOf(aside.logs)
     // No reward written: test.sh's exit status is the verdict, as for task.yaml's check.
     return reward === null ? check : { ...check, passed: reward >= 1, tail: `${check.tail}\n(reward ${reward})`.slice(-2000) }
@@ -38,8 +46,18 @@ export async function judge(task: EvalTask, config: Config, workspace: string, h
   }
 }
 
-/** Applies the task's reference solution to the starting tree (eval check), solve.sh in `root` as an agent's command: null, or why it could not. */
-export async function applySolution(task: EvalTask, config: Config, workspace: string, hidden: readonly string[], root: string | null): Promise<string | null> {
+/**
+ * Applies the task's reference solution to the starting tree (eval check), solve.sh in `root` as an agent's command: null,
+ * or why it could not; `stopped` when `signal` ended solve.sh (no verdict on the task).
+ */
+export async function applySolution(
+  task: EvalTask,
+  config: Config,
+  workspace: string,
+  hidden: readonly string[],
+  root: string | null,
+  signal: AbortSignal,
+): Promise<string | null | { stopped: true }> {
   const solution = task.solution
   if (solution === null) return null
   if (solution.kind === 'patch')
@@ -52,8 +70,10 @@ export async function applySolution(task: EvalTask, config: Config, workspace: s
   try {
     const run = await runCheck(config, workspace, 'bash /solution/solve.sh', task.checkTimeoutMs, hidden, {
       root,
+      signal,
       binds: [{ from: aside.copy, to: '/solution', readOnly: true }],
     })
+    if (run.stopped) return { stopped: true }
     if (run.error !== null) return run.error
     if (!run.passed) return `solution/solve.sh failed (${run.timed_out ? 'it timed out' : `exit ${run.exit_code ?? 'by a signal'}`})`
     return null

@@ -89,7 +89,10 @@ async function judged(
 ): Promise<MakeOutcome> {
   const task = readTask(staging, name)
   if (task === null || typeof task === 'string') return { from: change.ref, url: change.url, ok: false, why: task ?? 'no task.yaml was written' }
-  const verdict = await checkTask(task, input.config, { scratch, mirrors, hidden: [...input.hidden, input.out], store: input.store })
+  // `eval make` is not stopped part-way yet: its checks run to their end (a signal that never fires).
+  const signal = new AbortController().signal
+  const verdict = await checkTask(task, input.config, { scratch, mirrors, hidden: [...input.hidden, input.out], store: input.store, signal })
+  if (verdict === null) return { from: change.ref, url: change.url, ok: false, why: 'its check was stopped' }
   if (!verdict.ok) return { from: change.ref, url: change.url, ok: false, why: verdict.why }
   return { from: change.ref, url: change.url, ok: true, task: name, commit: made.commit, check: made.check, tests: made.tests }
 }

@@ -3,7 +3,7 @@ import type { Config } from '../config/schema.js'
 import type { Layout } from '../storage/fs/layout.js'
 import { pairedReport, variantReport } from './report.js'
 import type { PairedReport, Trial, VariantReport } from './report.js'
-import { openEval, readTrials, recordTrial, trialKey } from './store.js'
+import { openEval, readEnded, readTrials, recordTrial, trialKey } from './store.js'
 import type { EvalSpec, VariantSpec } from './store.js'
 import type { EvalTask } from './suite.js'
 import { runTrial } from './trial.js'
@@ -42,12 +42,15 @@ export interface EvalReport {
 /**
  * Runs the trials the eval lacks, `concurrency` at a time, each recorded as it ends, then
  * reports on all of them (docs/eval.md). Stopping (the signal) lets the running trials'
- * agents pause and records none of them: the same command runs them again.
+ * agents pause, ends their checks at once and records none of them: the same command runs
+ * them again, a trial whose agent had ended only its check (docs/eval.md#a-stop).
  */
 export async function runEval(input: EvalRunInput): Promise<EvalReport> {
   const dir = openEval(input.layout.base, input.spec)
   const { trials: done } = await readTrials(dir)
   const have = new Set(done.map(trialKey))
+  // Trials whose agent ended but whose check a stop cut short: judged now, their agents not run again (docs/eval.md#a-stop).
+  const ended = await readEnded(dir)
   const todo: { task: EvalTask; variant: VariantSpec; run: number }[] = []
   for (const variant of input.spec.variants)
     for (const task of input.tasks)
@@ -57,18 +60,22 @@ export async function runEval(input: EvalRunInput): Promise<EvalReport> {
   let finished = 0
   const worker = async (): Promise<void> => {
     for (let next = todo.shift(); next !== undefined && !input.signal.aborted; next = todo.shift()) {
-      const trial = await runTrial({
-        ...next,
-        workRoot: input.workRoot,
-        mirrors: join(dir, 'mirrors'),
-        layout: input.layout,
-        config: input.config,
-        configFile: input.configFile,
-        pricing: input.pricing.get(next.variant.name) ?? input.config.pricing,
-        hidden: input.hidden,
-        signal: input.signal,
-      })
-      if (input.signal.aborted) return
+      const trial = await runTrial(
+        {
+          ...next,
+          workRoot: input.workRoot,
+          mirrors: join(dir, 'mirrors'),
+          layout: input.layout,
+          config: input.config,
+          configFile: input.configFile,
+          pricing: input.pricing.get(next.variant.name) ?? input.config.pricing,
+          hidden: input.hidden,
+          signal: input.signal,
+        },
+        dir,
+        ended.get(trialKey({ task: next.task.name, variant: next.variant.name, run: next.run })),
+      )
+      if (trial === null || input.signal.aborted) return
       recordTrial(dir, trial)
       input.onTrial?.(trial, ++finished, total)
     }

@@ -69,6 +69,38 @@ export function recordTrial(dir: string, trial: Trial): void {
   appendShared(join(dir, 'trials.jsonl'), trial)
 }
 
+/**
+ * A trial whose agent has ended but which has no verdict yet (docs/eval.md#a-stop): written before its
+ * check runs, so that a stop during the check leaves the task to be judged by the same command
+ * again, without running its agent again.
+ */
+export interface EndedAgent {
+  task: string
+  variant: string
+  run: number
+  uuid: string
+  status: string
+  workspace: string
+  /** How long the agent ran: the trial's time is this and its check's. */
+  agent_ms: number
+}
+
+export function recordEnded(dir: string, ended: EndedAgent): void {
+  appendShared(join(dir, 'ended.jsonl'), ended)
+}
+
+/** The ended agents by trialKey (the last line of each wins); a damaged line is skipped (its trial runs again). */
+export async function readEnded(dir: string): Promise<Map<string, EndedAgent>> {
+  const ended = new Map<string, EndedAgent>()
+  for await (const item of readJsonl(join(dir, 'ended.jsonl'))) {
+    if (!item.ok) continue
+    const r = item.record
+    if (typeof r.uuid === 'string' && typeof r.workspace === 'string' && typeof r.status === 'string' && typeof r.agent_ms === 'number')
+      ended.set(trialKey(r as unknown as EndedAgent), r as unknown as EndedAgent)
+  }
+  return ended
+}
+
 export function trialKey(t: Pick<Trial, 'task' | 'variant' | 'run'>): string {
   return `${t.variant}\u0000${t.task}\u0000${t.run}`
 }

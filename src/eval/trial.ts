@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process'
-import { chmodSync, mkdirSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { NO_CONFIG } from '../config/load.js'
 import type { Config } from '../config/schema.js'
@@ -12,7 +12,8 @@ import { readOverview } from '../storage/task/reader.js'
 import { trialRoot } from './environment.js'
 import { judge } from './judge.js'
 import type { Trial } from './report.js'
-import type { VariantSpec } from './store.js'
+import { recordEnded } from './store.js'
+import type { EndedAgent, VariantSpec } from './store.js'
 import type { EvalTask } from './suite.js'
 import { startingTree } from './workspace.js'
 import { environmentStore } from '../workspace/environment/prepare.js'
@@ -42,21 +43,44 @@ export interface TrialInput {
  * One trial (docs/eval.md#a-trial): the task's starting tree in a new workspace; the agent
  * as an ordinary ctxagent task (`ctxagent run`, delivery off, no inheritance), which never
  * sees the suite; then the hidden files copied in and the check run in the sandbox.
+ * `ended`: its agent ended already in an earlier run of the eval (a stop came during its
+ * check): only the check runs. null: the stop came first, no verdict (docs/eval.md#a-stop).
  */
-export async function runTrial(input: TrialInput): Promise<Trial> {
+export async function runTrial(input: TrialInput, evalDir: string, ended: EndedAgent | undefined): Promise<Trial | null> {
   const { task, variant } = input
+  const again = ended === undefined ? null : endedAgain(input.layout, ended)
+  if (again !== null) return verdictOf(input, again, ended?.workspace ?? '', Date.now() - (ended?.agent_ms ?? 0))
   // A fresh directory per attempt: an agent left running by an eval that was killed keeps writing its own.
   const workspace = await newWorkspace(input, `${input.run}-${Date.now().toString(36)}`)
   const statement = `${workspace}.statement`
   writeFileSync(statement, task.statement, { mode: 0o600 })
   const began = Date.now()
   const agent = await runAgent(input, newTaskArgs(input, workspace, statement, null)).finally(() => rmSync(statement, { force: true }))
+  // A stop pauses the agent; one that came as it ended leaves the task to judge, below, by the same command again.
+  if (input.signal.aborted && (agent.uuid === null || agent.status === 'paused')) return null
   // No task was made: `run` refused (a bad variant, a missing key). Every trial would; that is the eval's error, not a verdict.
-  if (agent.uuid === null && !input.signal.aborted)
+  if (agent.uuid === null)
     throw new CtxError(`the agent of ${variant.name} on ${task.name} did not start: ${agent.said.slice(0, 300) || 'ctxagent run printed nothing'}`, {
       hint: 'fix the variant (ctxagent run with the same flags shows it); the trials already finished are kept',
     })
+  if (agent.status !== 'paused')
+    recordEnded(evalDir, {
+      task: task.name,
+      variant: variant.name,
+      run: input.run,
+      uuid: agent.uuid,
+      status: agent.status,
+      workspace,
+      agent_ms: Date.now() - began,
+    })
   return verdictOf(input, agent, workspace, began)
+}
+
+/** An earlier run's ended agent, when its task is still there as it ended (in completed/) with its workspace: null, else. */
+function endedAgain(layout: Layout, ended: EndedAgent): AgentEnd | null {
+  const ref = locateTask(layout, ended.uuid)
+  if (ref?.location !== 'completed' || !existsSync(ended.workspace)) return null
+  return { uuid: ended.uuid, status: ended.status, code: 0, said: '' }
 }
 
 /** The trial's new workspace below the work root, `leaf` its own directory, holding the task's starting tree. */
@@ -71,8 +95,11 @@ export async function newWorkspace(input: TrialInput, leaf: string): Promise<str
   return workspace
 }
 
-/** The trial once its agent has ended: its bill and, unless its task never began (setup_failed, no task), the hidden check's verdict. */
-export async function verdictOf(input: TrialInput, agent: AgentEnd, workspace: string, began: number): Promise<Trial> {
+/**
+ * The trial once its agent has ended: its bill and, unless its task never began (setup_failed, no task), the hidden check's
+ * verdict; null when the stop (input.signal) ended the check: no verdict (docs/eval.md#a-stop).
+ */
+export async function verdictOf(input: TrialInput, agent: AgentEnd, workspace: string, began: number): Promise<Trial | null> {
   const { task, variant } = input
   const base = { task: task.name, variant: variant.name, run: input.run, uuid: agent.uuid }
   const bill = agent.uuid === null ? { usd: 0, tokens: 0, turns: 0 } : await billOf(input.layout, agent.uuid, input.pricing)
@@ -84,7 +111,9 @@ export async function verdictOf(input: TrialInput, agent: AgentEnd, workspace: s
     throw new CtxError(`the check of ${task.name} could not run: ${root.why}`, {
       hint: 'make the image the task ran in available again (docs/environments.md#an-image), then run the same command again',
     })
-  const check = await judge(task, input.config, workspace, input.hidden, root.root)
+  if (input.signal.aborted) return null
+  const check = await judge(task, input.config, workspace, input.hidden, root.root, input.signal)
+  if (check.stopped) return null
   // A check that could not run is no verdict: the trial is not recorded, and the same command runs it again.
   if (check.error !== null)
     throw new CtxError(`the check of ${task.name} could not run: ${check.error}`, {

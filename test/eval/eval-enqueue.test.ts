@@ -7,8 +7,8 @@ import { startFakeLlm } from '../helpers/fake-llm.js'
 import { started, stopCleanly } from '../helpers/fleet-worker.js'
 import { BIN, cliAsync, ROOT, TEST_ENV } from '../helpers/run.js'
 import { usePostgres } from '../helpers/use-postgres.js'
-import { until } from '../helpers/wait.js'
-import { HIDDEN_MARK, makeSuite, script, setup, SOLUTION_MARK } from './scripted-suite.js'
+import { exitOf, until } from '../helpers/wait.js'
+import { blockCheck, HIDDEN_MARK, makeSuite, processesWith, script, setup, SOLUTION_MARK } from './scripted-suite.js'
 import type { Report } from './scripted-suite.js'
 
 const database = usePostgres({ truncate: ['fleet_jobs', 'fleet_workers', 'tasks'] })
@@ -179,5 +179,44 @@ describe('ctxagent eval run --enqueue', () => {
     expect(both.stderr.trim().split('\n')).toHaveLength(1)
     expect(both.stderr).toMatch(/^ctxagent: --enqueue and --concurrency do not go together \(/)
     expect(readdirSync(home).includes('evals')).toBe(false)
+  })
+
+  it("a worker's stop during a trial's hidden check ends it at once with no verdict; the job's resume judges the task without running its agent", async () => {
+    const { suite } = makeSuite()
+    rmSync(join(suite, 'already'), { recursive: true })
+    rmSync(join(suite, 'mul'), { recursive: true })
+    const { barrier, marker } = blockCheck(suite, 'add')
+    const fake = await startFakeLlm()
+    const { home, config } = setup(fake)
+    const workspaces = mkdtempSync(join(tmpdir(), 'ctxagent-eval-ws-'))
+    chmodSync(workspaces, 0o711)
+    onTestFinished(() => rmSync(workspaces, { recursive: true, force: true }))
+    writeFileSync(config, `${readFileSync(config, 'utf8')}tools:\n  sandbox_read_only: [${barrier}]\nfleet:\n  workspaces_dir: ${JSON.stringify(workspaces)}\n`)
+    const args = ['--home', home, '--config', config, '--json', 'eval', 'run', suite, '--variant', 'good=model=good-model', '--enqueue']
+    expect((await cliAsync([...args, '--no-wait'], database.env())).code).toBe(0)
+    const worker = await started(startWorker(home, config))
+    await until("the check's sleep running", () => processesWith(`sleep ${marker}`).length > 0, 4000)
+    const asked = fake.requests.length
+    worker.child.kill('SIGTERM')
+    expect((await exitOf(worker.child)).code, worker.err()).toBe(0)
+    expect(processesWith(`sleep ${marker}`)).toEqual([])
+    const id = readdirSync(join(home, 'evals')).find((n) => /^[0-9a-f]{12}$/.test(n)) as string
+    expect(readFileSync(join(home, 'evals', id, 'trials.jsonl'), 'utf8')).toBe('')
+    // The stopped job handed back: its resume waits for a worker.
+    const jobs = await database.query<{ kind: string; state: string }>('SELECT kind, state FROM fleet_jobs ORDER BY id')
+    expect(jobs).toEqual([
+      { kind: 'new', state: 'done' },
+      { kind: 'resume', state: 'waiting' },
+    ])
+
+    writeFileSync(join(barrier, 'go'), '')
+    const again = await started(startWorker(home, config))
+    const collected = await cliAsync(args, database.env())
+    expect(collected.code, collected.stderr).toBe(0)
+    expect(fake.requests).toHaveLength(asked)
+    const trials = (JSON.parse(collected.stdout) as Report).variants[0]?.trials ?? []
+    expect(trials.map((t) => [t.task, t.passed, t.status])).toEqual([['add', true, 'completed']])
+    again.child.kill('SIGTERM')
+    await exitOf(again.child)
   })
 })

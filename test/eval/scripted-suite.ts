@@ -1,7 +1,7 @@
 // The eval tests' scripted suite (eval-run.test.ts, eval-enqueue.test.ts): a repository with two bugs,
 // tasks on it with hidden checks, and a scripted LLM whose `good` model fixes both and `meh` one.
 import { execFileSync } from 'node:child_process'
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { onTestFinished } from 'vitest'
@@ -87,4 +87,37 @@ export interface Report {
   }[]
   paired: { a: string; b: string; pass_diff: number; ci95: [number, number] }[]
   dir: string
+}
+
+/**
+ * Makes task `name`'s check wait on a barrier (docs/eval.md#a-stop's tests): until `barrier/go` exists it sleeps, its
+ * sleep's argument (`marker`) marking it among the host's processes; then it runs the task's own check.
+ * The config must show the barrier to the sandbox (tools.sandbox_read_only).
+ */
+export function blockCheck(suite: string, name: string): { barrier: string; marker: string } {
+  const barrier = mkdtempSync(join(tmpdir(), 'ctxagent-barrier-'))
+  onTestFinished(() => rmSync(barrier, { recursive: true, force: true }))
+  chmodSync(barrier, 0o755)
+  const marker = `${4000 + Math.floor(Math.random() * 1000)}.${process.pid}`
+  const yaml = join(suite, name, 'task.yaml')
+  const check = `if [ -e ${barrier}/go ]; then node check.mjs; else sleep ${marker}; fi`
+  writeFileSync(yaml, readFileSync(yaml, 'utf8').replace('check: node check.mjs', `check: ${JSON.stringify(check)}`))
+  onTestFinished(() => {
+    for (const pid of processesWith(`sleep ${marker}`)) process.kill(pid, 'SIGKILL')
+  })
+  return { barrier, marker }
+}
+
+/** Processes whose command line holds `needle` (every process of the host, as /proc shows them). */
+export function processesWith(needle: string): number[] {
+  return readdirSync('/proc')
+    .filter((p) => /^\d+$/.test(p))
+    .filter((p) => {
+      try {
+        return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(needle)
+      } catch {
+        return false
+      }
+    })
+    .map(Number)
 }

@@ -68,6 +68,23 @@ describe('closeVerdict: how a job ended', () => {
     })
   })
 
+  it("an eval's trial stopped during its hidden check (130/143, its task completed): its resume is queued, to judge it; a run's job is not", () => {
+    const trial = { ...job('new'), spec: { eval: { id: 'abcdef012345', task: 'add', variant: 'good', run: 1 } } }
+    for (const code of [130, 143])
+      expect(closeVerdict(trial, false, exited(code, { stopped: true }), at('completed', { status: 'completed' }), policy)).toEqual({
+        kind: 'end',
+        end: { outcome: 'paused', resume: true, error: null },
+      })
+    expect(closeVerdict(trial, false, exited(0), at('completed', { status: 'completed' }), policy)).toEqual({
+      kind: 'end',
+      end: { outcome: 'completed', error: null },
+    })
+    expect(closeVerdict(job('new'), false, exited(143), at('completed', { status: 'completed' }), policy)).toEqual({
+      kind: 'end',
+      end: { outcome: 'completed', error: null },
+    })
+  })
+
   it('completed, failed or timed out: the job ends with its status (and its error)', () => {
     expect(closeVerdict(job('new'), false, exited(0), at('completed', { status: 'completed' }), policy)).toEqual({
       kind: 'end',

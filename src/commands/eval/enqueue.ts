@@ -2,7 +2,7 @@ import { Command, Option } from 'commander'
 import type { CommandEnv } from '../../command-env.js'
 import { fleetDatabaseUrl } from '../../command-env.js'
 import { fleetPool } from '../../actions/fleet-db.js'
-import { pause, positiveIntArg, stopSignal, withEnv } from '../../command-kit/shared.js'
+import { pause, positiveIntArg, stopSignal, stoppedError, withEnv } from '../../command-kit/shared.js'
 import { CtxError, UsageError } from '../../errors.js'
 import { enqueueTrials, standing } from '../../eval/enqueue-trials.js'
 import { fleetTrial } from '../../eval/fleet-trial.js'
@@ -87,7 +87,10 @@ export function trialCommand(): Command {
 async function trial(ctx: CommandEnv, opts: TrialOptions, id: string): Promise<void> {
   if (!isUuid(opts.uuid)) throw new UsageError(`--uuid ${JSON.stringify(opts.uuid.slice(0, 60))} is not a UUID`, "give the job's task uuid")
   // The worker's SIGTERM reaches the agent too (one process group): it pauses, and this process waits for it, then records no verdict.
+  // The check's sandbox is a process group of its own: the stop ends it here (docs/eval.md#a-stop).
   const stop = stopSignal()
+  const abort = new AbortController()
+  void stop.stopped.then(() => abort.abort())
   try {
     const end = await fleetTrial({
       id,
@@ -101,7 +104,10 @@ async function trial(ctx: CommandEnv, opts: TrialOptions, id: string): Promise<v
       configFile: ctx.configSource,
       env: ctx.env,
       workspacesDir: ctx.config.fleet.workspaces_dir,
+      signal: abort.signal,
     })
+    // A check the stop ended: 130/143 with the task ended, which the worker reads as a trial to judge again (docs/eval.md#a-stop).
+    if (end.stopped) throw stoppedError(stop.which(), `the check of ${opts.task} was stopped: no verdict`, 'its job judges it when claimed again')
     // The agent's exit code is the job's to read, as a `run`'s would be.
     process.exitCode = end.code ?? 1
   } finally {

@@ -12,7 +12,7 @@ import { readSuite } from '../../eval/suite.js'
 import { parseVariant } from '../../eval/variants.js'
 import { hiddenPaths } from '../../run/sandbox-setup.js'
 import { environmentStore } from '../../workspace/environment/prepare.js'
-import { positiveIntArg, stopSignal, withEnv } from '../../command-kit/shared.js'
+import { positiveIntArg, stopSignal, stoppedError, withEnv } from '../../command-kit/shared.js'
 import { checkEnqueue, runEnqueued, trialCommand } from './enqueue.js'
 import { addMake } from './make.js'
 import { renderChecks, renderReport, trialLine } from './render.js'
@@ -66,17 +66,28 @@ async function checkSuite(ctx: CommandEnv, _opts: object, suite: string): Promis
   const scratch = mkdtempSync(join(tmpdir(), 'ctxagent-eval-check-'))
   chmodSync(scratch, 0o711)
   const verdicts: TaskVerdict[] = read.problems.map((p) => ({ task: p.name, ok: false, why: p.why }))
+  const stop = stopSignal()
+  const abort = new AbortController()
+  void stop.stopped.then(() => abort.abort())
   try {
     const places = {
       scratch,
       mirrors: join(scratch, 'mirrors'),
       hidden: [...hiddenPaths(ctx.layout.base, ctx.configSource, ctx.env), suite],
       store: environmentStore(ctx.config, ctx.layout.base),
+      signal: abort.signal,
     }
-    for (const task of read.tasks) verdicts.push(await checkTask(task, ctx.config, places))
+    for (const task of read.tasks) {
+      const verdict = await checkTask(task, ctx.config, places)
+      // A stop ends the task being checked with no verdict, and the tasks after it are not checked (docs/eval.md#a-stop).
+      if (verdict === null || abort.signal.aborted) break
+      verdicts.push(verdict)
+    }
   } finally {
+    stop.dispose()
     rmSync(scratch, { recursive: true, force: true })
   }
+  if (abort.signal.aborted) throw stoppedError(stop.which(), 'the check stopped: no verdict on the task it was checking', 'run it again')
   verdicts.sort((a, b) => a.task.localeCompare(b.task))
   if (ctx.json) ctx.io.json({ suite, tasks: verdicts })
   else ctx.io.out(renderChecks(verdicts, ctx.io))
@@ -126,7 +137,7 @@ async function runSuite(ctx: CommandEnv, opts: RunOptions, suiteArg: string | un
     if (ctx.json) ctx.io.json(evalJson(report))
     else ctx.io.out(renderReport(report, ctx.io))
     if (report.remaining > 0)
-      throw new CtxError(`the eval stopped with ${report.remaining} trial(s) not run`, { exitCode: 130, hint: 'run the same command again to run them' })
+      throw stoppedError(stop.which(), `the eval stopped with ${report.remaining} trial(s) not run`, 'run the same command again to run them')
   } finally {
     stop.dispose()
   }

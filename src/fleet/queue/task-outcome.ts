@@ -166,6 +166,10 @@ export function closeVerdict(
   }
   // Stopped before its task was created: nothing ran, so the job waits again as it was.
   if (stopped && !resume && task.location === null) return { kind: 'release' }
+  // An eval's trial stopped during its hidden check exits 130/143 with its task ended and no verdict: the job is handed
+  // back as a stop's is, and its next claim judges the task without running its agent (docs/eval.md#a-stop).
+  if (job.spec.eval !== undefined && task.location === 'completed' && PAUSED_BY_SIGNAL.has(code ?? -1))
+    return { kind: 'end', end: { outcome: 'paused', resume: true, error: null } }
   const end = settleFrom(task, code, child, policy.retry)
   // Another process took the task first (an operator's `run --resume`; or, for a new job, an earlier claim's agent
   // still running after a pass handed the job back while this worker was frozen): the job ends with what that run makes of it.
