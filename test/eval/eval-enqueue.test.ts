@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process'
+import { pidsHolding } from '../helpers/processes.js'
 import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -8,7 +9,7 @@ import { started, stopCleanly } from '../helpers/fleet-worker.js'
 import { BIN, cliAsync, ROOT, TEST_ENV } from '../helpers/run.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 import { exitOf, until } from '../helpers/wait.js'
-import { blockCheck, HIDDEN_MARK, makeSuite, processesWith, script, setup, SOLUTION_MARK } from './scripted-suite.js'
+import { blockCheck, HIDDEN_MARK, makeSuite, script, setup, SOLUTION_MARK } from './scripted-suite.js'
 import type { Report } from './scripted-suite.js'
 
 const database = usePostgres({ truncate: ['fleet_jobs', 'fleet_workers', 'tasks'] })
@@ -195,11 +196,11 @@ describe('ctxagent eval run --enqueue', () => {
     const args = ['--home', home, '--config', config, '--json', 'eval', 'run', suite, '--variant', 'good=model=good-model', '--enqueue']
     expect((await cliAsync([...args, '--no-wait'], database.env())).code).toBe(0)
     const worker = await started(startWorker(home, config))
-    await until("the check's sleep running", () => processesWith(`sleep ${marker}`).length > 0, 4000)
+    await until("the check's sleep running", () => pidsHolding(`sleep ${marker}`).length > 0, 4000)
     const asked = fake.requests.length
     worker.child.kill('SIGTERM')
     expect((await exitOf(worker.child)).code, worker.err()).toBe(0)
-    expect(processesWith(`sleep ${marker}`)).toEqual([])
+    expect(pidsHolding(`sleep ${marker}`)).toEqual([])
     const id = readdirSync(join(home, 'evals')).find((n) => /^[0-9a-f]{12}$/.test(n)) as string
     expect(readFileSync(join(home, 'evals', id, 'trials.jsonl'), 'utf8')).toBe('')
     // The stopped job handed back: its resume waits for a worker.

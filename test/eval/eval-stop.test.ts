@@ -1,11 +1,12 @@
 import { spawn } from 'node:child_process'
+import { pidsHolding } from '../helpers/processes.js'
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { startFakeLlm } from '../helpers/fake-llm.js'
 import { BIN, cliAsync, TEST_ENV } from '../helpers/run.js'
 import { exitOf, sleep, until } from '../helpers/wait.js'
-import { blockCheck, makeSuite, processesWith, setup } from './scripted-suite.js'
+import { blockCheck, makeSuite, setup } from './scripted-suite.js'
 import type { Report } from './scripted-suite.js'
 
 /*
@@ -34,7 +35,7 @@ describe('a stop during an eval’s hidden check', () => {
     onTestFinished(() => {
       if (child.exitCode === null) child.kill('SIGKILL')
     })
-    await until("the check's sleep running", () => processesWith(`sleep ${marker}`).length > 0, 4000)
+    await until("the check's sleep running", () => pidsHolding(`sleep ${marker}`).length > 0, 4000)
     const asked = fake.requests.length
     expect(asked).toBeGreaterThan(0)
     child.kill('SIGTERM')
@@ -42,7 +43,7 @@ describe('a stop during an eval’s hidden check', () => {
     const ended = await Promise.race([exited, sleep(120_000).then(() => null)])
     expect(ended, `eval run did not end on SIGTERM\n${err}`).not.toBeNull()
     expect(ended?.code, err).toBe(143)
-    expect(processesWith(`sleep ${marker}`)).toEqual([])
+    expect(pidsHolding(`sleep ${marker}`)).toEqual([])
     const id = readdirSync(join(home, 'evals')).find((n) => /^[0-9a-f]{12}$/.test(n)) as string
     expect(readFileSync(join(home, 'evals', id, 'trials.jsonl'), 'utf8')).toBe('')
     // The agent had ended: its task is done, waiting only for its verdict.
@@ -77,15 +78,15 @@ describe('a stop during an eval’s hidden check', () => {
     child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d))
     const exited = exitOf(child)
     onTestFinished(() => {
-      for (const pid of processesWith(`sleep ${marker}`)) process.kill(pid, 'SIGKILL')
+      for (const pid of pidsHolding(`sleep ${marker}`)) process.kill(pid, 'SIGKILL')
       if (child.exitCode === null) child.kill('SIGKILL')
     })
-    await until("the check's sleep running", () => processesWith(`sleep ${marker}`).length > 0, 4000)
+    await until("the check's sleep running", () => pidsHolding(`sleep ${marker}`).length > 0, 4000)
     child.kill('SIGINT')
     const ended = await Promise.race([exited, sleep(120_000).then(() => null)])
     expect(ended, `eval check did not end on SIGINT\n${err}`).not.toBeNull()
     expect(ended?.code, err).toBe(130)
-    expect(processesWith(`sleep ${marker}`)).toEqual([])
+    expect(pidsHolding(`sleep ${marker}`)).toEqual([])
     expect(out).toBe('')
     expect(err).toContain('no verdict')
   })

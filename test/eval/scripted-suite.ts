@@ -1,7 +1,8 @@
 // The eval tests' scripted suite (eval-run.test.ts, eval-enqueue.test.ts): a repository with two bugs,
 // tasks on it with hidden checks, and a scripted LLM whose `good` model fixes both and `meh` one.
 import { execFileSync } from 'node:child_process'
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { pidsHolding } from '../helpers/processes.js'
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { onTestFinished } from 'vitest'
@@ -103,21 +104,7 @@ export function blockCheck(suite: string, name: string): { barrier: string; mark
   const check = `if [ -e ${barrier}/go ]; then node check.mjs; else sleep ${marker}; fi`
   writeFileSync(yaml, readFileSync(yaml, 'utf8').replace('check: node check.mjs', `check: ${JSON.stringify(check)}`))
   onTestFinished(() => {
-    for (const pid of processesWith(`sleep ${marker}`)) process.kill(pid, 'SIGKILL')
+    for (const pid of pidsHolding(`sleep ${marker}`)) process.kill(pid, 'SIGKILL')
   })
   return { barrier, marker }
-}
-
-/** Processes whose command line holds `needle` (every process of the host, as /proc shows them). */
-export function processesWith(needle: string): number[] {
-  return readdirSync('/proc')
-    .filter((p) => /^\d+$/.test(p))
-    .filter((p) => {
-      try {
-        return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(needle)
-      } catch {
-        return false
-      }
-    })
-    .map(Number)
 }

@@ -1,4 +1,5 @@
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { pidsHolding } from '../helpers/processes.js'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
@@ -11,20 +12,6 @@ import { makeOrigin } from './repo.js'
  * whose setup waits on a barrier ends setup's processes at once (none is left), pauses the
  * task before any LLM request (exit 143), caches nothing; its resume prepares again.
  */
-
-/** Processes whose command line holds `needle` (every process of the host, as /proc shows them). */
-function processesWith(needle: string): number[] {
-  return readdirSync('/proc')
-    .filter((p) => /^\d+$/.test(p))
-    .filter((p) => {
-      try {
-        return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(needle)
-      } catch {
-        return false
-      }
-    })
-    .map(Number)
-}
 
 describe('a stop during setup', () => {
   it('ends setup at once, leaves no process, pauses the task without an LLM request; the resume prepares the environment again', {
@@ -41,19 +28,19 @@ describe('a stop during setup', () => {
     const origin = makeOrigin({ 'deps.lock': 'v1\n', '.ctxagent/environment.yml': env })
     const started = s.start(['run', '--task', 'look', '--workspace', origin.clone(), '--json'])
     // Setup's output is masked in pieces, so its log may hold it back: its process is what shows it waits.
-    await waitFor("setup's sleep running", () => processesWith(`sleep ${marker}`).length > 0)
+    await waitFor("setup's sleep running", () => pidsHolding(`sleep ${marker}`).length > 0)
     const uuid = s.tree.layout.list('running')[0] as string
     // Whatever happens below, no setup is left running for the rest of the suite.
     onTestFinished(() => {
-      for (const pid of processesWith(`sleep ${marker}`)) process.kill(pid, 'SIGKILL')
+      for (const pid of pidsHolding(`sleep ${marker}`)) process.kill(pid, 'SIGKILL')
     })
     started.child.kill('SIGTERM')
     // A run that does not end is a failure of its own, said at once, not the test's timeout (its setup held the pipes open).
     const ended = await Promise.race([exitOf(started.child), sleep(120_000).then(() => null)])
     if (ended === null) started.child.kill('SIGKILL')
-    expect(ended, `run did not end on SIGTERM; setup's processes: ${processesWith(`sleep ${marker}`).join(' ')}\n${started.err()}`).not.toBeNull()
+    expect(ended, `run did not end on SIGTERM; setup's processes: ${pidsHolding(`sleep ${marker}`).join(' ')}\n${started.err()}`).not.toBeNull()
     expect(ended?.code, started.err()).toBe(143)
-    expect(processesWith(`sleep ${marker}`)).toEqual([])
+    expect(pidsHolding(`sleep ${marker}`)).toEqual([])
     expect(s.fake.requests).toHaveLength(0)
     const paused = readTask(s.tree, uuid)
     expect(paused.location).toBe('paused')

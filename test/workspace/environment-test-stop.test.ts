@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs'
+import { pidsHolding } from '../helpers/processes.js'
 import { describe, expect, it } from 'vitest'
 import { exitOf } from '../helpers/wait.js'
 import { readTask, runSetup, waitFor } from '../run/harness.js'
@@ -11,20 +11,6 @@ import { makeOrigin } from './repo.js'
  * does not wait out the command's 10 minutes.
  */
 
-/** Processes whose command line holds `needle`. */
-function processesWith(needle: string): number[] {
-  return readdirSync('/proc')
-    .filter((p) => /^\d+$/.test(p))
-    .filter((p) => {
-      try {
-        return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(needle)
-      } catch {
-        return false
-      }
-    })
-    .map(Number)
-}
-
 describe('a stop during the test command', () => {
   it('ends it, leaves nothing running, and the completed task ends', { timeout: 240_000 }, async () => {
     const s = await runSetup('tools:\n  shell: true\n')
@@ -33,12 +19,12 @@ describe('a stop during the test command', () => {
     const origin = makeOrigin({ '.ctxagent/environment.yml': env })
     s.fake.queue.push({ calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] })
     const started = s.start(['run', '--task', 'look', '--workspace', origin.clone(), '--json'])
-    await waitFor('the test command running', () => processesWith(`sleep ${marker}`).length > 0, 120_000)
+    await waitFor('the test command running', () => pidsHolding(`sleep ${marker}`).length > 0, 120_000)
     started.child.kill('SIGTERM')
     // Before the fix this waited for the test command's 10 minutes.
     const ended = await exitOf(started.child)
     expect(ended.code, started.err()).toBe(0)
-    expect(processesWith(`sleep ${marker}`)).toEqual([])
+    expect(pidsHolding(`sleep ${marker}`)).toEqual([])
     const uuid = (JSON.parse(started.out()) as { uuid: string }).uuid
     const task = readTask(s.tree, uuid)
     expect(task.location).toBe('completed')
