@@ -103,7 +103,11 @@ export function git(args: readonly string[], options: GitOptions): Promise<strin
         else reject(new GitError(`git ${args[0] ?? ''}: ${lastLine(String(stderr)) || err.message}`))
       },
     )
-    if (options.input !== undefined) child.stdin?.end(options.input)
+    if (options.input !== undefined) {
+      // git may exit before it reads its input (not a repository, a bad ref): its EPIPE is not an error of ours, its exit says what went wrong.
+      child.stdin?.on('error', () => undefined)
+      child.stdin?.end(options.input)
+    }
   })
 }
 
