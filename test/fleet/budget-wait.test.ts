@@ -3,7 +3,7 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import { jobAttempts } from '../../src/fleet/queue/job-history.js'
 import { JobQueue } from '../../src/fleet/queue/job-queue.js'
 import type { RetryPolicy } from '../../src/fleet/queue/retry-policy.js'
-import { settle } from '../../src/fleet/queue/task-outcome.js'
+import { settle, taskSnapshot } from '../../src/fleet/queue/task-outcome.js'
 import { fleetCounterTotals } from '../../src/storage/index/fleet-counters.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
 import { usePostgres } from '../helpers/use-postgres.js'
@@ -60,7 +60,7 @@ describe('a job whose task a budget paused', () => {
       status: 'paused',
       state: { paused_by: 'budget', budget_cap: 'user-daily', resume_at: reset, error: 'budgets.user_daily_usd 5 would be passed' },
     })
-    const end = settle(tree.layout, job, 5, alive, RETRY)
+    const end = settle({ task: taskSnapshot(tree.layout, job.task_uuid, null), code: 5, child: alive, retry: RETRY })
     expect(end).toMatchObject({ outcome: 'paused', wait: { reason: 'budget', cap: 'user-daily', until: reset, maxWaitSeconds: null } })
     const ended = await queue.finish(job, WORKER, end ?? { outcome: '?' })
     expect(ended).toMatchObject({ state: 'retrying', wait: 'budget' })
@@ -89,7 +89,7 @@ describe('a job whose task a budget paused', () => {
       status: 'paused',
       state: { paused_by: 'budget', budget_cap: 'task', resume_at: null, error: 'run.max_cost_usd 2 would be passed' },
     })
-    const end = settle(tree.layout, job, 5, alive, RETRY)
+    const end = settle({ task: taskSnapshot(tree.layout, job.task_uuid, null), code: 5, child: alive, retry: RETRY })
     expect(end).toMatchObject({ outcome: 'paused', reason: 'budget', cap: 'task' })
     expect(await queue.finish(job, WORKER, end ?? { outcome: '?' })).toMatchObject({ state: 'done', resumed: false })
     expect((await jobAttempts(queue.pool, job.id)).map((a) => [a.reason, a.cap, a.again])).toEqual([['budget', 'task', false]])
@@ -108,7 +108,7 @@ describe('a usage limit past fleet.retry.max_wait_hours', () => {
       status: 'paused',
       state: { paused_by: 'rate-limit', resume_at: new Date(Date.now() + 30 * 3_600_000).toISOString(), error: '429 usage limit' },
     })
-    const end = settle(tree.layout, job, 1, alive, RETRY)
+    const end = settle({ task: taskSnapshot(tree.layout, job.task_uuid, null), code: 1, child: alive, retry: RETRY })
     expect(end?.wait).toMatchObject({ reason: 'rate-limit', maxWaitSeconds: 24 * 3600 })
     expect(await queue.finish(job, WORKER, end ?? { outcome: '?' })).toMatchObject({ state: 'failed' })
     expect((await row(uuid))?.error).toMatch(/^429 usage limit; it lifts at \S+, past fleet\.retry\.max_wait_hours \(24 h of waiting in all; 0 h so far\)$/)
@@ -128,7 +128,13 @@ describe('a usage limit past fleet.retry.max_wait_hours', () => {
         state: { paused_by: 'rate-limit', resume_at: new Date(Date.now() + hours * 3_600_000).toISOString(), error: '429' },
       })
     pauseFor(2)
-    expect(await queue.finish(job, WORKER, settle(tree.layout, job, 1, alive, policy) ?? { outcome: '?' })).toMatchObject({
+    expect(
+      await queue.finish(
+        job,
+        WORKER,
+        settle({ task: taskSnapshot(tree.layout, job.task_uuid, null), code: 1, child: alive, retry: policy }) ?? { outcome: '?' },
+      ),
+    ).toMatchObject({
       state: 'retrying',
       wait: 'rate-limit',
     })
@@ -136,7 +142,13 @@ describe('a usage limit past fleet.retry.max_wait_hours', () => {
     job = (await queue.claim(WORKER)) as typeof job
     pauseFor(2)
     // 2 h waited, 2 more would pass the 3 h cap.
-    expect(await queue.finish(job, WORKER, settle(tree.layout, job, 1, alive, policy) ?? { outcome: '?' })).toMatchObject({ state: 'failed' })
+    expect(
+      await queue.finish(
+        job,
+        WORKER,
+        settle({ task: taskSnapshot(tree.layout, job.task_uuid, null), code: 1, child: alive, retry: policy }) ?? { outcome: '?' },
+      ),
+    ).toMatchObject({ state: 'failed' })
     expect((await fleetCounterTotals(queue.pool))?.retries['rate-limit']).toBe(1)
   })
 })
@@ -153,7 +165,7 @@ describe("/metrics' counters of the history", () => {
       // Two users: one's spent daily cap does not hold the other's job.
       const job = await claimed(queue, uuid, cap === 'task' ? 'bob' : 'alice')
       tree.write({ uuid, location: 'paused', status: 'paused', state: { paused_by: 'budget', budget_cap: cap, resume_at: resumeAt } })
-      await queue.finish(job, WORKER, settle(tree.layout, job, 5, alive, RETRY) ?? { outcome: '?' })
+      await queue.finish(job, WORKER, settle({ task: taskSnapshot(tree.layout, job.task_uuid, null), code: 5, child: alive, retry: RETRY }) ?? { outcome: '?' })
     }
     expect(await fleetCounterTotals(queue.pool)).toMatchObject({ retries: { budget: 1 }, budget_pauses: { 'user-daily': 1, task: 1 } })
   })
@@ -171,7 +183,7 @@ describe('a user whose cost cap is spent', () => {
       status: 'paused',
       state: { paused_by: 'budget', budget_cap: 'user-daily', resume_at: new Date(Date.now() + 3_600_000).toISOString() },
     })
-    await queue.finish(job, WORKER, settle(tree.layout, job, 5, alive, RETRY) ?? { outcome: '?' })
+    await queue.finish(job, WORKER, settle({ task: taskSnapshot(tree.layout, job.task_uuid, null), code: 5, child: alive, retry: RETRY }) ?? { outcome: '?' })
     await queue.enqueue({ task_uuid: uuidN(8), kind: 'new', spec: { task: 'x' }, user: 'alice' })
     await queue.enqueue({ task_uuid: uuidN(9), kind: 'new', spec: { task: 'y' }, user: 'bob' })
     expect((await queue.claim(WORKER))?.task_uuid).toBe(uuidN(9))
