@@ -1,11 +1,11 @@
-import pg from 'pg'
-import { describe, expect, it, onTestFinished } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { jobAttempts } from '../../src/fleet/queue/job-history.js'
-import { JobQueue } from '../../src/fleet/queue/job-queue.js'
+import type { JobQueue } from '../../src/fleet/queue/job-queue.js'
 import type { RetryPolicy } from '../../src/fleet/queue/retry-policy.js'
 import { settle, taskSnapshot } from '../../src/fleet/queue/task-outcome.js'
 import { fleetCounterTotals } from '../../src/storage/index/fleet-counters.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
+import { queueOn } from '../helpers/fleet-jobs.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 
 /**
@@ -18,12 +18,6 @@ const database = usePostgres({ schema: true, truncate: ['fleet_jobs', 'fleet_wor
 const RETRY: RetryPolicy = { base_seconds: 30, max_seconds: 1800, max_attempts: 8, max_wait_hours: 24 }
 const WORKER = 'host-a:1234:test'
 const alive = { stopped: false, lastLine: '' }
-
-async function queueOf(): Promise<JobQueue> {
-  const pool = new pg.Pool({ connectionString: database.server.url, max: 2 })
-  onTestFinished(() => pool.end())
-  return new JobQueue(pool)
-}
 
 /** A job for `uuid`, claimed by this test's "worker". */
 async function claimed(queue: JobQueue, uuid: string, user = 'alice') {
@@ -49,7 +43,7 @@ const row = async (uuid: string) =>
 
 describe('a job whose task a budget paused', () => {
   it('with a window that resets (user-daily): the job waits until the reset, not claimable before, no attempt spent; it runs once the time comes', async () => {
-    const queue = await queueOf()
+    const queue = queueOn(database)
     const tree = makeTree()
     const uuid = uuidN(1)
     const reset = new Date(Date.now() + 6 * 3_600_000).toISOString()
@@ -79,7 +73,7 @@ describe('a job whose task a budget paused', () => {
   })
 
   it('by its own cap (no reset): the job ends with its task paused, its history naming the cap; it is not run again by itself', async () => {
-    const queue = await queueOf()
+    const queue = queueOn(database)
     const tree = makeTree()
     const uuid = uuidN(2)
     const job = await claimed(queue, uuid)
@@ -98,7 +92,7 @@ describe('a job whose task a budget paused', () => {
 
 describe('a usage limit past fleet.retry.max_wait_hours', () => {
   it('fails the job (its task stays paused, resumable), saying why', async () => {
-    const queue = await queueOf()
+    const queue = queueOn(database)
     const tree = makeTree()
     const uuid = uuidN(3)
     const job = await claimed(queue, uuid)
@@ -115,7 +109,7 @@ describe('a usage limit past fleet.retry.max_wait_hours', () => {
   })
 
   it('a short one waits, and the waits add up to the cap', async () => {
-    const queue = await queueOf()
+    const queue = queueOn(database)
     const tree = makeTree()
     const uuid = uuidN(4)
     const policy = { ...RETRY, max_wait_hours: 3 }
@@ -155,7 +149,7 @@ describe('a usage limit past fleet.retry.max_wait_hours', () => {
 
 describe("/metrics' counters of the history", () => {
   it('counts the attempts that ran again by reason, and budget pauses by cap', async () => {
-    const queue = await queueOf()
+    const queue = queueOn(database)
     const tree = makeTree()
     for (const [n, cap, resumeAt] of [
       [5, 'user-daily', new Date(Date.now() + 3_600_000).toISOString()],
@@ -173,7 +167,7 @@ describe("/metrics' counters of the history", () => {
 
 describe('a user whose cost cap is spent', () => {
   it('their other jobs are not claimed until the window resets (no slot taken); other users’ jobs run; fleet-daily holds everyone', async () => {
-    const queue = await queueOf()
+    const queue = queueOn(database)
     const tree = makeTree()
     const uuid = uuidN(7)
     const job = await claimed(queue, uuid)
