@@ -7,7 +7,7 @@ import { defineConfig } from 'vitest/config'
 export default defineConfig({
   test: {
     include: [
-      'test/actions/{comment,compress,enqueue,job-placement}.test.ts',
+      'test/actions/{actor,comment,compress,enqueue,job-placement}.test.ts',
       'test/architecture/layers.test.ts',
       'test/bench/dist-imports.test.ts',
       'test/commands/jobs-list.test.ts',
