@@ -12,6 +12,7 @@ export default defineConfig({
       'test/bench/dist-imports.test.ts',
       'test/commands/jobs-list.test.ts',
       'test/commands/run-options.test.ts',
+      'test/commands/run-prepare.test.ts',
       'test/commands/view-render.test.ts',
       'test/config/example.test.ts',
       'test/config/trust.test.ts',
