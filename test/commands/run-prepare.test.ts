@@ -37,7 +37,7 @@ describe('prepareNew: a new local task checked before anything is written', () =
   it('a task in a workspace: its text, its key, its settings; nothing written', async () => {
     const { ctx, base, ws } = setup()
     const before = snapshotTree(base)
-    const flags: RunFlags = { task: 'add a test', workspace: ws, taskId: 'T-1', maxTurns: 7 }
+    const flags: RunFlags = { task: 'add a test', workspace: ws, taskId: 'T-1', maxTurns: 7, inherit: true }
     const prepared = await prepareNew(ctx, flags, undefined)
     expect(prepared.start).toMatchObject({
       kind: 'new',
@@ -49,11 +49,11 @@ describe('prepareNew: a new local task checked before anything is written', () =
   })
 
   it.each<[string, (ws: string, base: string) => RunFlags, RegExp]>([
-    ['an empty task', (ws) => ({ task: '  \n', workspace: ws }), /^the task is empty$/],
-    ['a user name with a control character', (ws) => ({ task: 'x', workspace: ws, user: 'bob\nroot' }), /^--user must be /],
-    ['a provider that is none', (ws) => ({ task: 'x', workspace: ws, provider: 'nope' }), /--provider nope is not a provider/],
-    ['a workspace holding the task tree', (_ws, base) => ({ task: 'x', workspace: base }), /contains the task tree/],
-    ['a workspace inside the task tree', (_ws, base) => ({ task: 'x', workspace: join(base, 'inside') }), /is inside the task tree/],
+    ['an empty task', (ws) => ({ task: '  \n', workspace: ws, inherit: true }), /^the task is empty$/],
+    ['a user name with a control character', (ws) => ({ task: 'x', workspace: ws, user: 'bob\nroot', inherit: true }), /^--user must be /],
+    ['a provider that is none', (ws) => ({ task: 'x', workspace: ws, provider: 'nope', inherit: true }), /--provider nope is not a provider/],
+    ['a workspace holding the task tree', (_ws, base) => ({ task: 'x', workspace: base, inherit: true }), /contains the task tree/],
+    ['a workspace inside the task tree', (_ws, base) => ({ task: 'x', workspace: join(base, 'inside'), inherit: true }), /is inside the task tree/],
   ])('refuses %s with a usage error, writing nothing', async (_what, flagsOf, message) => {
     const { ctx, base, ws } = setup()
     mkdirSync(join(base, 'inside'), { recursive: true })
