@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { fleetCounterTotals } from '../../src/storage/index/fleet-counters.js'
-import { finish, until } from '../helpers/fleet-hosts.js'
+import { endless, finish, until } from '../helpers/fleet-hosts.js'
 import { enqueue, holdAt, started, startWorker, stopCleanly } from '../helpers/fleet-worker.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 import { exitOf } from '../helpers/wait.js'
@@ -62,8 +62,7 @@ describe('watch-locks beside a live worker whose task is in paused/ by design', 
   it('a resume whose agent is starting: the pass leaves it; the agent takes the task and the job completes in one attempt', { timeout: 240_000 }, async () => {
     const s = await runSetup()
     // A task paused by SIGINT, to be resumed by a job.
-    let n = 0
-    s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
+    endless(s)
     const run = s.start(['run', '--task', 'look around', '--workspace', s.ws, '--max-turns', '1000000'])
     await until('the task under way', async () => agentRequests(s.fake).length >= 2)
     run.child.kill('SIGINT')

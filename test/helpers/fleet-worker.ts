@@ -47,3 +47,14 @@ export function holdAt(step: string): { env: Record<string, string>; reached: ()
     release: () => rmSync(marker, { force: true }),
   }
 }
+
+/** One `ctxagent poll --once --json` pass for issues labelled `agent`, into `s.ws` (clean: exit 0, nothing on stderr): its report lines. */
+export async function pollOnce<R>(s: RunSetup, database: Pick<TestDatabase, 'env'>, args: string[]): Promise<R[]> {
+  const res = await s.run(['poll', '--once', '--json', '--label', 'agent', '--workspace', s.ws, ...args], database.env())
+  expect(res.stderr).toBe('')
+  expect(res.code).toBe(0)
+  return res.stdout
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as R)
+}
