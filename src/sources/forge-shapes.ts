@@ -62,7 +62,10 @@ export const GITLAB_NOTES = z.array(GITLAB_NOTE)
 export const GITLAB_DISCUSSIONS = z.array(
   z.object({
     notes: z.array(
-      GITLAB_NOTE.extend({
+      z.object({
+        body: z.string(),
+        author: USERNAME,
+        system: z.boolean(),
         resolvable: z.boolean().optional(),
         resolved: z.boolean().nullish(),
         position: z.object({ new_path: z.string().nullish(), new_line: z.number().nullish() }).nullish(),
