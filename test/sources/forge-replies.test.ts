@@ -4,6 +4,7 @@ import { parseConfig } from '../../src/config/load.js'
 import { CtxError } from '../../src/errors.js'
 import { githubTracker } from '../../src/sources/github.js'
 import { gitlabTracker } from '../../src/sources/gitlab.js'
+import { gitlabReviewWatch } from '../../src/sources/gitlab-review.js'
 import { startFakeGithub } from '../helpers/fake-github.js'
 import { startFakeGitlab } from '../helpers/fake-gitlab.js'
 import { runSetup } from '../run/harness.js'
@@ -70,5 +71,17 @@ describe("a forge reply that is not the documented shape, where a task's source 
     const now = await gitlab.current('acme/backend/api#7').catch((err: unknown) => err)
     expect(now).toBeInstanceOf(CtxError)
     expect((now as Error).message).toBe("GitLab's reply to acme/backend/api#7 is not what its API documents: labels is missing")
+  })
+
+  it("the review loop's read of a merge request's notes: a note without its author is one line", async () => {
+    const gl = await startFakeGitlab({ mr: true })
+    const config = parseConfig(`gitlab:\n  url: ${gl.url}\n  token: ${gl.token}\nsources:\n  trusted: any\n`)
+    delete gl.addNote('carol', 'Use the cursor.').author
+    const pull = { ref: 'acme/backend/api!12', number: 12, url: '', branch: 'fix-pagination', sha: 'abc', opener: '', byBot: true, labels: [] }
+    const events = await gitlabReviewWatch(config, 'acme/backend/api')
+      .reviewEvents(pull)
+      .catch((err: unknown) => err)
+    expect(events).toBeInstanceOf(CtxError)
+    expect((events as Error).message).toBe("GitLab's reply to acme/backend/api!12's notes is not what its API documents: [0].author is missing")
   })
 })
