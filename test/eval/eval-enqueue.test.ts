@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { startFakeLlm } from '../helpers/fake-llm.js'
+import { startServe } from '../serve/helpers.js'
 import { started, stopCleanly } from '../helpers/fleet-worker.js'
 import { BIN, cliAsync, ROOT, TEST_ENV } from '../helpers/run.js'
 import { usePostgres } from '../helpers/use-postgres.js'
@@ -122,6 +123,13 @@ describe('ctxagent eval run --enqueue', () => {
     expect(report.variants[0]?.pass_at_1).toBe(1)
     expect((await database.query('SELECT id FROM fleet_jobs')).length).toBe(2)
     await stopCleanly(worker)
+    // The page reads the same jobs: the cancelled trial shows as the command shows it, with no verdict.
+    const id = readdirSync(join(home, 'evals'))[0] as string
+    const page = await startServe(home, { config, env: database.env() })
+    expect(await (await page.get(`/api/evals/${id}`)).json()).toEqual(JSON.parse(collected.stdout))
+    const html = await (await page.get(`/evals/${id}`)).text()
+    expect(html).toMatch(/<td data-label="check"><span class="status s-paused" title="[^"]*">no verdict<\/span><\/td><td data-label="ended">job_cancelled</)
+    expect(await (await page.get('/api/evals')).json()).toEqual([JSON.parse(collected.stdout)])
   }, 180_000)
 
   it("a worker stopped mid-trial queues its task's resume; the next worker resumes it and judges it only then", async () => {
