@@ -267,11 +267,15 @@ describe('run: stops, resumes and recovery', () => {
     const one = await waitFor('the comment in a request', () => s.fake.requests.find((r) => JSON.stringify(r.body.messages).includes('please use tabs')))
     const osUser = (await import('node:os')).userInfo().username
     expect(one.body.messages.filter((m) => m.role === 'user' && m.content === `[New Comment from @${osUser}]:\n> please use tabs`)).toHaveLength(1)
-    // Both written while the agent waits on a slow request: the next turn reads them together.
-    s.fake.fallback = () => ({ delayMs: 2_500, calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
+    // Both written while the agent waits on a request held until they are (not one slow for a while, which
+    // two commands on a busy machine may outlast): the next turn reads them together.
+    let release = () => {}
+    const written = new Promise<void>((resolve) => (release = resolve))
+    s.fake.fallback = () => ({ after: written, calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
     const count = s.fake.requests.length
-    await waitFor('a slow request', () => s.fake.requests.length > count + 1)
+    await waitFor('a held request', () => s.fake.requests.length > count)
     await Promise.all([s.run(['comment', uuid, 'first']), s.run(['comment', uuid, 'second'])])
+    release()
     const both = await waitFor('both comments', () => s.fake.requests.find((r) => JSON.stringify(r.body.messages).includes('second')), 30_000)
     const last = both.body.messages.filter((m) => m.role === 'user').at(-1)?.content ?? ''
     expect(last).toMatch(
