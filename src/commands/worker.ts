@@ -98,9 +98,10 @@ async function warmChild(command: Command, runCli: (argv: string[]) => Promise<v
  * the modules run loads on demand (the `run` command's program, its work, the database client,
  * uuids, the state and task locks), the config parsed once (dropped: the task reads it again, it
  * may have changed), the PostgreSQL index connected (the task's open takes it), the random source
- * opened (temp file names), fetch's HTTP client loaded and its parser compiled by one request on
- * loopback (the LLM requests; warm-fetch.ts). Nothing of a job is known yet, and nothing here
- * is kept for it but what Node caches (modules) and the index's connection.
+ * opened (temp file names), an LLM client made (dropped), fetch's HTTP client loaded and its
+ * parser compiled by one request on loopback (the LLM requests; warm-fetch.ts). Nothing of a
+ * job is known yet, and nothing here is kept for it but what Node caches (modules) and the
+ * index's connection.
  */
 async function warmUp(command: Command, loadCli: (argv: string[]) => Promise<unknown>): Promise<void> {
   await Promise.all([
@@ -115,6 +116,8 @@ async function warmUp(command: Command, loadCli: (argv: string[]) => Promise<unk
     // The task's PostgreSQL index, connected now (one connection while it waits).
     const url = fleetDatabaseUrl({ config, env: process.env })
     if (url !== null) PgStore.openAhead(url)
+    // One LLM client made and dropped: the SDK's constructors run once (the task makes its own, from its config).
+    ;(await import('../llm/providers.js')).createLlmClient(config)
   } catch {
     // the task says what is wrong with it
   }
