@@ -117,7 +117,8 @@ async function warmUp(command: Command, loadCli: (argv: string[]) => Promise<unk
     const url = fleetDatabaseUrl({ config, env: process.env })
     if (url !== null) PgStore.openAhead(url)
     // One LLM client made and dropped: the SDK's constructors run once (the task makes its own, from its config).
-    ;(await import('../llm/providers.js')).createLlmClient(config)
+    const { createLlmClient } = await import('../llm/providers.js')
+    createLlmClient(config)
   } catch {
     // the task says what is wrong with it
   }
