@@ -42,8 +42,8 @@ export function tuneV8ForTheLoop(): void {
 /** Growth of the old generation since the last full GC that lets collectIfGrown collect: an eighth of what survived it, at least 2 MB. */
 const GROWTH_SHARE = 1 / 8
 const MIN_GROWTH = 2 * 1024 * 1024
-/** A collection waits until the process has used this many times its cost in CPU since the last one: at most 1/40 (2.5 %) of its CPU. */
-const CPU_BUDGET = 40
+/** A collection waits until the process has used this many times its cost in CPU since the last one: at most 1/50 (2 %) of its CPU. */
+const CPU_BUDGET = 50
 
 let floor = Number.POSITIVE_INFINITY
 let last = { end: Number.NEGATIVE_INFINITY, cost: 0 }
@@ -51,7 +51,7 @@ let collect: (() => void) | null = null
 
 /**
  * A full GC of the old generation when it holds an eighth (at least 2 MB) more than what
- * survived the last full GC and the last collection's CPU is under 2.5 % of what the process
+ * survived the last full GC and the last collection's CPU is under 2 % of what the process
  * used since: the agent loop calls it while its request is out (src/run/turn.ts), the LLM
  * working on it. Returns whether it collected. `cpuMicros` is the process's CPU clock.
  *
