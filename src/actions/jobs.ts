@@ -8,6 +8,8 @@ import type { Location } from '../storage/fs/layout.js'
 import type { Actor } from './actor.js'
 import { actorName, auditAction } from './actor.js'
 import { fleetPool } from './fleet-db.js'
+import { evalsDir, readTrials, trialKey } from '../eval/store.js'
+import { join } from 'node:path'
 
 /**
  * What a cancel came to. `task`: where its task is (`not_started` when it has not been
@@ -75,18 +77,27 @@ export interface RetryOutcome {
   task_uuid: string
   /** new: it starts its task; resume: it resumes the task, which exists. */
   kind: JobKind
-  /** What it was: failed or cancelled (it waits again), or retrying, waiting out a usage limit too (it runs now). */
+  /** What it was: failed or cancelled (it waits again), done (an eval trial with no verdict: it waits again), or retrying, waiting out a usage limit too (it runs now). */
   was: JobState
 }
 
-/** Runs a failed or cancelled job again (it waits, as a resume when its task exists), or a retrying one now. */
+/** Runs a failed or cancelled job (or an eval trial's that ended without a verdict) again (it waits, as a resume when its task exists), or a retrying one now. */
 export async function retryJobAction(ctx: CommandEnv, id: number, actor: Actor): Promise<RetryOutcome> {
   const { pool } = await fleetPool(ctx, actor.via === 'serve' ? 'serve' : 'jobs', 1)
   try {
-    const again = await retryJob(pool, id, (uuid) => locateTask(ctx.layout, uuid)?.location ?? null)
+    const again = await retryJob(pool, id, {
+      location: (uuid) => locateTask(ctx.layout, uuid)?.location ?? null,
+      judged: (trial) => trialJudged(ctx.layout.base, trial),
+    })
     auditAction(ctx, actor, 'jobs retry', again.task_uuid)
     return { job: id, task_uuid: again.task_uuid, kind: again.kind, was: again.was }
   } finally {
     await pool.end().catch(() => undefined)
   }
+}
+
+/** Whether an eval's trial has its verdict in the tree (evals/<id>/trials.jsonl). */
+async function trialJudged(base: string, trial: { id: string; task: string; variant: string; run: number }): Promise<boolean> {
+  const { trials } = await readTrials(join(evalsDir(base), trial.id))
+  return trials.some((t) => trialKey(t) === trialKey(trial))
 }

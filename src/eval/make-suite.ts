@@ -23,6 +23,8 @@ export interface MakeInput {
   store: string
   /** Told as each change is decided. */
   onChange?: (outcome: MakeOutcome) => void
+  /** A stop: the check being run ends at once, that change is not made, and no change after it is tried. */
+  signal: AbortSignal
 }
 
 /** What became of one merged change. */
@@ -35,7 +37,7 @@ export type MakeOutcome =
  * task in a directory of its own, then checked as `eval check` does (its check fails at
  * the start and passes with the solution); a task that is not usable is removed, with why.
  */
-export async function makeSuite(input: MakeInput): Promise<{ suite: string; outcomes: MakeOutcome[] }> {
+export async function makeSuite(input: MakeInput): Promise<{ suite: string; outcomes: MakeOutcome[]; stopped: boolean }> {
   const listed: MergedChanges =
     input.forge.kind === 'github'
       ? await githubMergedChanges(input.config, input.forge.repository, input.since, input.limit)
@@ -50,6 +52,7 @@ export async function makeSuite(input: MakeInput): Promise<{ suite: string; outc
     const mirror = await mirrorOf(listed.clone_url, mirrors, input.config)
     const prefix = input.forge.kind === 'github' ? 'pr' : 'mr'
     for (const change of listed.changes) {
+      if (input.signal.aborted) break
       const name = `${prefix}-${change.number}`
       const left = (why: string): MakeOutcome => ({ from: change.ref, url: change.url, ok: false, why })
       let outcome: MakeOutcome
@@ -61,6 +64,8 @@ export async function makeSuite(input: MakeInput): Promise<{ suite: string; outc
         try {
           const made = await makeTask(change, mirror, listed.clone_url, staging, input.config)
           outcome = typeof made === 'string' ? left(made) : await judged(staging, name, change, made, input, scratch, mirrors)
+          // A change whose check a stop cut short is not decided: neither made nor said to be left out.
+          if (input.signal.aborted && !outcome.ok) break
           if (outcome.ok) renameSync(staging, join(input.out, name))
         } catch (err) {
           // One change that cannot be made never stops the others.
@@ -75,7 +80,7 @@ export async function makeSuite(input: MakeInput): Promise<{ suite: string; outc
   } finally {
     rmSync(scratch, { recursive: true, force: true })
   }
-  return { suite: input.out, outcomes }
+  return { suite: input.out, outcomes, stopped: input.signal.aborted }
 }
 
 async function judged(
@@ -89,9 +94,7 @@ async function judged(
 ): Promise<MakeOutcome> {
   const task = readTask(staging, name)
   if (task === null || typeof task === 'string') return { from: change.ref, url: change.url, ok: false, why: task ?? 'no task.yaml was written' }
-  // `eval make` is not stopped part-way yet: its checks run to their end (a signal that never fires).
-  const signal = new AbortController().signal
-  const verdict = await checkTask(task, input.config, { scratch, mirrors, hidden: [...input.hidden, input.out], store: input.store, signal })
+  const verdict = await checkTask(task, input.config, { scratch, mirrors, hidden: [...input.hidden, input.out], store: input.store, signal: input.signal })
   if (verdict === null) return { from: change.ref, url: change.url, ok: false, why: 'its check was stopped' }
   if (!verdict.ok) return { from: change.ref, url: change.url, ok: false, why: verdict.why }
   return { from: change.ref, url: change.url, ok: true, task: name, commit: made.commit, check: made.check, tests: made.tests }

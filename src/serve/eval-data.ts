@@ -5,6 +5,10 @@ import type { EvalReport } from '../eval/run-eval.js'
 import { evalsDir, readSpec, readTrials, trialKey } from '../eval/store.js'
 import type { EvalSpec } from '../eval/store.js'
 import { NotFoundError } from '../errors.js'
+import type { FleetSource } from './fleet-data.js'
+
+/** Where an eval's fleet jobs are read (none without a fleet): their trials that ended without a verdict are shown as `eval run` shows them. */
+type Jobs = Pick<FleetSource, 'evalStanding'> | null
 
 /** An eval's id as `eval run` makes it (docs/eval.md#where-results-live): the page resolves nothing else. */
 const EVAL_ID = /^[0-9a-f]{12}$/
@@ -18,13 +22,13 @@ export type ListedEval = { id: string; report: EvalReport; spec: EvalSpec } | { 
  * The evals of the tree, each read by the code `eval run --json` reports with (`reportOf`):
  * one that cannot be read is listed with why, the others all the same.
  */
-export async function listEvals(base: string): Promise<ListedEval[]> {
+export async function listEvals(base: string, jobs: Jobs): Promise<ListedEval[]> {
   const dir = evalsDir(base)
   if (!existsSync(dir)) return []
   const listed: ListedEval[] = []
   for (const id of readdirSync(dir).filter((name) => EVAL_ID.test(name))) {
     try {
-      listed.push({ id, ...(await readEval(base, id)) })
+      listed.push({ id, ...(await readEval(base, id, jobs)) })
     } catch (err) {
       listed.push({ id, error: (err as Error).message })
     }
@@ -33,12 +37,17 @@ export async function listEvals(base: string): Promise<ListedEval[]> {
   return listed.sort((a, b) => at(b).localeCompare(at(a)) || a.id.localeCompare(b.id)).slice(0, LISTED)
 }
 
-/** One eval's report, as `eval run --json` gives it once its trials are recorded. */
-export async function readEval(base: string, id: string): Promise<{ report: EvalReport; spec: EvalSpec }> {
+/**
+ * One eval's report, as `eval run --json` gives it: its recorded trials, and with a fleet
+ * the trials whose jobs ended without a verdict (cancelled, failed, done unjudged), which
+ * are then not counted as not run. A fleet that cannot be read leaves the recorded ones.
+ */
+export async function readEval(base: string, id: string, jobs: Jobs): Promise<{ report: EvalReport; spec: EvalSpec }> {
   const dir = join(evalsDir(base), id)
   if (!EVAL_ID.test(id) || !existsSync(join(dir, 'eval.json'))) throw new NotFoundError(`no eval ${id.slice(0, 40)}`, 'see /evals for the evals of this tree')
   const spec = readSpec(dir)
-  return { report: await reportOf(dir, spec, await notRun(dir, spec)), spec }
+  const unjudged = (await jobs?.evalStanding(spec, dir).catch(() => null))?.unjudged ?? []
+  return { report: await reportOf(dir, spec, (await notRun(dir, spec)) - unjudged.length, unjudged), spec }
 }
 
 /** Trials the eval asked for that have no verdict yet (a stopped eval: the same command runs them). */

@@ -96,8 +96,15 @@ function trialsTable(trials: readonly Trial[]): Safe {
   if (trials.length === 0) return html`<p class="muted">no trial finished yet</p>`
   return html`<div class="scroll"><table class="stack trials"><thead><tr><th>variant</th><th>task</th><th>run</th><th>check</th><th>task ended</th><th>$</th><th>tokens</th><th>turns</th><th>time</th></tr></thead><tbody>${trials.map(
     (t) =>
-      html`<tr><td data-label="variant">${t.variant}</td><td data-label="task">${t.uuid !== null && isUuid(t.uuid) ? html`<a href="/tasks/${t.uuid}">${t.task}</a>` : t.task}</td><td data-label="run" class="n">${num(t.run)}</td><td data-label="check"><span class="status ${t.passed ? 's-completed' : 's-failed'}" title="${t.check === null ? 'no check ran' : `exit ${t.check.exit_code ?? '-'}`}">${t.passed ? 'passed' : 'failed'}</span></td><td data-label="ended">${t.status}</td><td data-label="$" class="n">${dollars(t.usd)}</td><td data-label="tokens" class="n">${num(t.tokens)}</td><td data-label="turns" class="n">${num(t.turns)}</td><td data-label="time" class="n">${(t.duration_ms / 1000).toFixed(1)}s</td></tr>`,
+      html`<tr><td data-label="variant">${t.variant}</td><td data-label="task">${t.uuid !== null && isUuid(t.uuid) ? html`<a href="/tasks/${t.uuid}">${t.task}</a>` : t.task}</td><td data-label="run" class="n">${num(t.run)}</td><td data-label="check">${verdict(t)}</td><td data-label="ended">${t.status}</td><td data-label="$" class="n">${dollars(t.usd)}</td><td data-label="tokens" class="n">${num(t.tokens)}</td><td data-label="turns" class="n">${num(t.turns)}</td><td data-label="time" class="n">${(t.duration_ms / 1000).toFixed(1)}s</td></tr>`,
   )}</tbody></table></div>`
+}
+
+/** Passed or failed; a trial whose fleet job ended without a verdict (`no_verdict`, `job_…`) says so, with why. */
+function verdict(t: Trial): Safe {
+  if (t.status === 'no_verdict' || t.status.startsWith('job_'))
+    return html`<span class="status s-paused" title="${t.check?.tail ?? 'its job ended without a verdict'}">no verdict</span>`
+  return html`<span class="status ${t.passed ? 's-completed' : 's-failed'}" title="${t.check === null ? 'no check ran' : `exit ${t.check.exit_code ?? '-'}`}">${t.passed ? 'passed' : 'failed'}</span>`
 }
 
 function trialCount(report: EvalReport): number {

@@ -1,4 +1,7 @@
 import type { Pool } from 'pg'
+import { standing } from '../eval/enqueue-trials.js'
+import type { TrialsStanding } from '../eval/enqueue-trials.js'
+import type { EvalSpec } from '../eval/store.js'
 import type { CommandEnv } from '../command-env.js'
 import { fleetDatabaseUrl } from '../command-env.js'
 import { listJobs } from '../fleet/queue/job-admin.js'
@@ -51,6 +54,12 @@ export class FleetSource {
       throw err
     })
     return this.pool
+  }
+
+  /** How an eval's trial jobs stand (docs/eval.md#in-the-fleet); null with no fleet configured. */
+  async evalStanding(spec: EvalSpec, dir: string): Promise<TrialsStanding | null> {
+    if (!this.configured) return null
+    return standing(await this.connect(), spec, dir)
   }
 
   async status(): Promise<FleetStatus> {

@@ -60,7 +60,7 @@ export class ReadRoutes {
       if (path === '/stats' || path === '/api/stats') return await this.stats(x, operator, csrf)
       if (path === '/fleet' || path === '/api/fleet') return await this.fleetPage(x, operator, csrf, null)
       if (path === '/api/jobs') return await this.jobs(x)
-      if (await reportRoute(this.ctx, this.index, x, { operator, csrf })) return
+      if (await reportRoute(this.ctx, this.index, this.fleet, x, { operator, csrf })) return
     } catch (err) {
       if (err instanceof BadQuery) return fail(x.res, x.api, 400, err.message)
       throw err

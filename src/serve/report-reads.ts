@@ -7,6 +7,7 @@ import type { OutcomeGroup, OutcomesReport } from '../operations/outcomes-report
 import type { IndexSource } from './data.js'
 import { evalJson } from '../eval/run-eval.js'
 import { listEvals, readEval } from './eval-data.js'
+import type { FleetSource } from './fleet-data.js'
 import { renderEval, renderEvalList } from './eval-page.js'
 import { page } from './html.js'
 import type { PageOptions } from './html.js'
@@ -21,7 +22,7 @@ type Viewer = Pick<PageOptions, 'operator' | 'csrf'>
  * `stats --outcomes`'s report) and the evals of the tree (`/evals`, `eval run`'s report).
  * false: the path is none of theirs.
  */
-export async function reportRoute(ctx: CommandEnv, index: IndexSource, x: Exchange, viewer: Viewer): Promise<boolean> {
+export async function reportRoute(ctx: CommandEnv, index: IndexSource, fleet: FleetSource, x: Exchange, viewer: Viewer): Promise<boolean> {
   const path = x.url.pathname
   if (path === '/outcomes' || path === '/api/outcomes') {
     const report = await outcomes(ctx, index, x.url.searchParams)
@@ -30,7 +31,7 @@ export async function reportRoute(ctx: CommandEnv, index: IndexSource, x: Exchan
     return true
   }
   if (path === '/evals' || path === '/api/evals') {
-    const evals = await listEvals(ctx.layout.base)
+    const evals = await listEvals(ctx.layout.base, fleet)
     if (x.api)
       sendJson(
         x.res,
@@ -42,7 +43,7 @@ export async function reportRoute(ctx: CommandEnv, index: IndexSource, x: Exchan
   }
   const one = /^\/(?:api\/)?evals\/([^/]+)$/.exec(path)
   if (one !== null) {
-    const { report, spec } = await readEval(ctx.layout.base, one[1] as string)
+    const { report, spec } = await readEval(ctx.layout.base, one[1] as string, fleet)
     if (x.api) sendJson(x.res, 200, evalJson(report))
     else sendPage(x.res, 200, page({ title: `Eval ${report.id}`, nav: 'evals', ...viewer, here: path, body: renderEval(report, spec) }))
     return true

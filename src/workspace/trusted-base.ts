@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
-import { lstatSync } from 'node:fs'
-import { join } from 'node:path'
+import { lstatSync, realpathSync } from 'node:fs'
+import { dirname, join } from 'node:path'
 import { readRegularFile } from '../input-file.js'
 import { git } from '../delivery/git.js'
 
@@ -36,6 +36,7 @@ const DEFAULT_REFS = ['refs/remotes/origin/HEAD', 'refs/remotes/origin/main', 'r
  * job ~100 ms each of its start on a loaded host (docs/fleet.md#dispatch-latency).
  */
 export async function trustedBase(workspace: string, ahead: readonly string[] = []): Promise<TrustedBase> {
+  if (outsideAnyRepository(workspace)) return { kind: 'workspace' }
   const options = { safeDir: '*', cwd: workspace }
   const candidates = [...DEFAULT_REFS, 'HEAD']
   const [top, resolved, origin] = await Promise.all([
@@ -60,6 +61,39 @@ export async function trustedBase(workspace: string, ahead: readonly string[] = 
   if (origin.trim() !== '') return { kind: 'none', why: "its origin's default branch is not known here (no origin/HEAD, origin/main or origin/master)" }
   const head = commits.get('HEAD') ?? null
   return head === null ? { kind: 'none', why: 'it has no commit yet' } : base(head, 'HEAD')
+}
+
+/**
+ * True only when git cannot find a repository for `workspace`: neither it nor any directory
+ * above it has an entry named `.git` (a repository's directory, or a file naming one) or
+ * `HEAD` (the directory may itself be a git directory, bare or with core.worktree set).
+ * That is where git's discovery looks, and delivery's safe git has none of the GIT_*
+ * variables that could point it elsewhere (src/delivery/git.ts), so git would answer "not a
+ * repository" too; three git processes cost `run` in a plain directory about 50 ms of CPU
+ * before its first request (docs/development.md#start-up). Anything else — such an entry,
+ * a directory that cannot be read, a workspace that cannot be resolved — is false, and git
+ * decides as before. The workspace is the operator's here: nothing of the task has run.
+ */
+export function outsideAnyRepository(workspace: string): boolean {
+  let dir: string
+  try {
+    dir = realpathSync(workspace)
+  } catch {
+    return false
+  }
+  for (;;) {
+    for (const name of ['.git', 'HEAD']) {
+      try {
+        lstatSync(join(dir, name))
+        return false
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') return false
+      }
+    }
+    const up = dirname(dir)
+    if (up === dir) return true
+    dir = up
+  }
 }
 
 /** `base` with the entries of `paths` listed (one ls-tree); as it was when git cannot list them (each is then read on its own). */

@@ -1,10 +1,11 @@
 import { spawn } from 'node:child_process'
 import { pidsHolding } from '../helpers/processes.js'
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { startFakeLlm } from '../helpers/fake-llm.js'
+import { startServe } from '../serve/helpers.js'
 import { started, stopCleanly } from '../helpers/fleet-worker.js'
 import { BIN, cliAsync, ROOT, TEST_ENV } from '../helpers/run.js'
 import { usePostgres } from '../helpers/use-postgres.js'
@@ -122,6 +123,13 @@ describe('ctxagent eval run --enqueue', () => {
     expect(report.variants[0]?.pass_at_1).toBe(1)
     expect((await database.query('SELECT id FROM fleet_jobs')).length).toBe(2)
     await stopCleanly(worker)
+    // The page reads the same jobs: the cancelled trial shows as the command shows it, with no verdict.
+    const id = readdirSync(join(home, 'evals'))[0] as string
+    const page = await startServe(home, { config, env: database.env() })
+    expect(await (await page.get(`/api/evals/${id}`)).json()).toEqual(JSON.parse(collected.stdout))
+    const html = await (await page.get(`/evals/${id}`)).text()
+    expect(html).toMatch(/<td data-label="check"><span class="status s-paused" title="[^"]*">no verdict<\/span><\/td><td data-label="ended">job_cancelled</)
+    expect(await (await page.get('/api/evals')).json()).toEqual([JSON.parse(collected.stdout)])
   }, 180_000)
 
   it("a worker stopped mid-trial queues its task's resume; the next worker resumes it and judges it only then", async () => {
@@ -164,6 +172,53 @@ describe('ctxagent eval run --enqueue', () => {
     expect(report.variants[0]?.pass_at_1).toBe(1)
     await stopCleanly(second)
     for (const r of fake.requests) expect(r.raw.includes(HIDDEN_MARK)).toBe(false)
+  }, 180_000)
+
+  it('a trial whose job ended without a verdict (its task paused by an operator) is no_verdict; jobs retry runs it again and the same command collects its verdict', async () => {
+    const { suite } = makeSuite()
+    rmSync(join(suite, 'already'), { recursive: true })
+    rmSync(join(suite, 'mul'), { recursive: true })
+    const fake = await startFakeLlm()
+    const { home, config } = setup(fake)
+    // The agent's second request is held until the operator's pause has been asked for.
+    let held = false
+    let release = (): void => undefined
+    const gate = new Promise<void>((resolve) => (release = resolve))
+    onTestFinished(() => release())
+    fake.fallback = (req) => {
+      const reply = script(req)
+      const turn = req.body.messages.filter((m) => m.role === 'assistant').length
+      if (req.body.tools === undefined || turn !== 1 || held) return reply
+      held = true
+      return { ...reply, after: gate }
+    }
+    const args = ['--home', home, '--config', config, '--json', 'eval', 'run', suite, '--variant', 'good=model=good-model', '--enqueue']
+    expect((await cliAsync([...args, '--no-wait'], database.env())).code).toBe(0)
+    const worker = await started(startWorker(home, config))
+    await until('the held request', () => held, 2400)
+    const [job] = await database.query<{ id: string; task_uuid: string }>('SELECT id, task_uuid FROM fleet_jobs')
+    const paused = cliAsync(['--home', home, '--config', config, 'pause', job?.task_uuid as string], database.env())
+    // Let go once the pause is asked for: the agent then pauses rather than finish.
+    const inbox = join(home, 'running', job?.task_uuid as string, 'inbox.jsonl')
+    await until('the pause asked for', () => existsSync(inbox) && readFileSync(inbox, 'utf8').includes('"control"'), 2400)
+    release()
+    const pausedRes = await paused
+    expect(pausedRes.code, pausedRes.stderr).toBe(0)
+    await until('the job done', async () => (await database.query<{ state: string }>('SELECT state FROM fleet_jobs'))[0]?.state === 'done')
+    const unjudged = await cliAsync(args, database.env())
+    expect(unjudged.code, unjudged.stderr).toBe(0)
+    expect((JSON.parse(unjudged.stdout) as Report).variants[0]?.trials.map((t) => [t.task, t.passed, t.status])).toEqual([['add', false, 'no_verdict']])
+    // A done job that is no trial's, or whose trial has its verdict, is still not run again (below); this one is.
+    const retried = await cliAsync(['--home', home, '--config', config, 'jobs', 'retry', String(job?.id)], database.env())
+    expect(retried.code, retried.stderr).toBe(0)
+    const collected = await cliAsync(args, database.env())
+    expect(collected.code, collected.stderr).toBe(0)
+    const trials = (JSON.parse(collected.stdout) as Report).variants[0]?.trials ?? []
+    expect(trials.map((t) => [t.task, t.passed, t.status, t.uuid])).toEqual([['add', true, 'completed', job?.task_uuid]])
+    const again = await cliAsync(['--home', home, '--config', config, 'jobs', 'retry', String(job?.id)], database.env())
+    expect(again.code).toBe(4)
+    expect(again.stderr).toMatch(/job \d+ is done; only a failed, cancelled or retrying job \(or an eval trial's with no verdict\) is run again/)
+    await stopCleanly(worker)
   }, 180_000)
 
   it('refuses --enqueue without a fleet database, and with --concurrency, in one line, exit 2, nothing written', async () => {

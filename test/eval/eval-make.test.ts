@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -9,7 +9,9 @@ import { gitlabUser, startFakeGitlab } from '../helpers/fake-gitlab.js'
 import type { FakeGitlab } from '../helpers/fake-gitlab.js'
 import { gitHttpHandler } from '../helpers/git-http.js'
 import type { GitHandler } from '../helpers/git-http.js'
-import { cliAsync } from '../helpers/run.js'
+import { pidsHolding } from '../helpers/processes.js'
+import { BIN, cliAsync, TEST_ENV } from '../helpers/run.js'
+import { exitOf, sleep, until } from '../helpers/wait.js'
 
 const GIT_ENV = {
   PATH: process.env.PATH,
@@ -42,7 +44,7 @@ interface Served {
  * 1 fixes add() with a test that fails before, 2 changes code with no test, 3 adds a test
  * that already passes.
  */
-function servedRepository(served: string, path: string, headRef: (n: number) => string): Served {
+function servedRepository(served: string, path: string, headRef: (n: number) => string, test = 'node test/run.mjs'): Served {
   const work = mkdtempSync(join(tmpdir(), 'ctxagent-eval-make-work-'))
   onTestFinished(() => rmSync(work, { recursive: true, force: true }))
   mkdirSync(join(work, 'test'))
@@ -50,7 +52,7 @@ function servedRepository(served: string, path: string, headRef: (n: number) => 
   const git = (...args: string[]): string => execFileSync('git', args, { cwd: work, env: GIT_ENV, encoding: 'utf8' }).trim()
   writeFileSync(join(work, 'calc.js'), BUGGY)
   writeFileSync(join(work, 'test', 'run.mjs'), RUNNER)
-  writeFileSync(join(work, '.ctxagent', 'environment.yml'), 'test: node test/run.mjs\n')
+  writeFileSync(join(work, '.ctxagent', 'environment.yml'), `test: ${test}\n`)
   writeFileSync(join(work, 'README.md'), 'calc\n')
   git('init', '-q', '-b', 'main')
   git('add', '.')
@@ -88,14 +90,14 @@ function servedRepository(served: string, path: string, headRef: (n: number) => 
 }
 
 /** The GitHub stand-in with the repository served on its host (the token required) and its three pull requests merged (#1 closes issue #10). */
-async function github(): Promise<{ gh: FakeGithub; root: string; bases: Record<number, string> }> {
+async function github(test?: string): Promise<{ gh: FakeGithub; root: string; bases: Record<number, string> }> {
   const root = mkdtempSync(join(tmpdir(), 'ctxagent-eval-make-'))
   onTestFinished(() => rmSync(root, { recursive: true, force: true }))
   const served = join(root, 'served')
   let handler: GitHandler = () => undefined
   const gh = await startFakeGithub({ git: (req, res) => handler(req, res) })
   handler = gitHttpHandler(served, 'x-access-token', gh.token, [])
-  const { bases, heads, changed } = servedRepository(served, 'acme/shop.git', (n) => `refs/pull/${n}/head`)
+  const { bases, heads, changed } = servedRepository(served, 'acme/shop.git', (n) => `refs/pull/${n}/head`, test)
   const bodies: Record<number, string> = { 1: 'Fixes #10 <!-- ctxagent:00000000-0000-0000-0000-000000000000 -->', 2: 'A comment.', 3: 'Docs and a test.' }
   for (const n of [1, 2, 3]) {
     gh.pullFiles[n] = changed(n).map(([status, filename], i) => ({
@@ -261,6 +263,41 @@ describe('ctxagent eval make', () => {
       expect(yaml).toContain('# Issue acme/backend/api#10: add() subtracts')
       expect(yaml).toContain(`> ${STATEMENT_MARK}: 2 + 3 gives -1.`)
       expect(yaml).toContain(`repo: ${gl.url}/acme/backend/api.git`)
+    },
+    SLOW,
+  )
+
+  it(
+    'a stop during a check ends it at once (no process left), makes nothing of that change and tries none after it, exits 143',
+    async () => {
+      const marker = `${5000 + Math.floor(Math.random() * 1000)}.${process.pid}`
+      const { gh, root } = await github(`sleep ${marker}`)
+      onTestFinished(() => {
+        for (const pid of pidsHolding(`sleep ${marker}`)) process.kill(pid, 'SIGKILL')
+      })
+      const home = join(root, 'home')
+      const config = join(root, 'config.yaml')
+      writeFileSync(config, `github:\n  api_url: ${gh.url}\n  token: ${gh.token}\n`)
+      const out = join(root, 'suite')
+      const child = spawn(process.execPath, [BIN, '--home', home, '--config', config, 'eval', 'make', '--github', 'acme/shop', '--out', out], {
+        env: { ...process.env, ...TEST_ENV },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      })
+      let err = ''
+      child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d))
+      const exited = exitOf(child)
+      onTestFinished(() => {
+        if (child.exitCode === null) child.kill('SIGKILL')
+      })
+      await until("a check's sleep running", () => pidsHolding(`sleep ${marker}`).length > 0, 4000)
+      child.kill('SIGTERM')
+      const ended = await Promise.race([exited, sleep(120_000).then(() => null)])
+      expect(ended, `eval make did not end on SIGTERM\n${err}`).not.toBeNull()
+      expect(ended?.code, err).toBe(143)
+      expect(err).toMatch(/ctxagent: eval make stopped: 0 task\(s\) made/)
+      expect(pidsHolding(`sleep ${marker}`)).toEqual([])
+      // Nothing of the change being checked is left: no task, no staging directory.
+      expect(existsSync(out) ? readdirSync(out) : []).toEqual([])
     },
     SLOW,
   )

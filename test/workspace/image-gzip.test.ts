@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { gzipSync } from 'node:zlib'
 import { describe, expect, it } from 'vitest'
@@ -77,6 +77,40 @@ describe('a gzipped docker save archive', () => {
     const got = await obtainImage({ path: join(top, 'bad.tar.gz'), store: join(top, 'store'), identity: null, hidden: [] })
     expect(got).toMatchObject({ ok: false, error: expect.stringContaining('does not match its digest') })
     expect(kept(join(top, 'store'))).toEqual([])
+  })
+})
+
+describe('a gzipped archive read once', () => {
+  it('a later task learns the digest from what the first read kept, until the archive changes', async () => {
+    const top = scratch('ctxagent-imggz-')
+    const gz = gzipped(dockerSave(join(top, 'image.tar'), [tarOf([{ name: 'bin', type: 'dir' }])], top))
+    const store = join(top, 'store')
+    // Limits no read through the archive could keep to: only what the first read kept passes them.
+    const tiny = { bytes: 1, members: 1 }
+    const before = await obtainImage({ path: gz, store, identity: null, hidden: [], limits: tiny })
+    expect(before).toMatchObject({ ok: false, error: expect.stringMatching(/more than 1 bytes|more than 1 members/) })
+    const first = await obtainImage({ path: gz, store, identity: null, hidden: [] })
+    if (!first.ok) throw new Error(first.error)
+    const again = await obtainImage({ path: gz, store, identity: null, hidden: [], limits: tiny })
+    expect(again).toMatchObject({ ok: true, root: first.root, record: { cache: 'hit', digest: first.record.digest } })
+    // Any change to the file (here a chmod, which moves its change time) and it is read again.
+    chmodSync(gz, 0o600)
+    const changed = await obtainImage({ path: gz, store, identity: null, hidden: [], limits: tiny })
+    expect(changed).toMatchObject({ ok: false, error: expect.stringMatching(/more than 1 bytes|more than 1 members/) })
+  })
+
+  it('an image refused after its read (a layer not matching its digest) keeps no memo of it', async () => {
+    const top = scratch('ctxagent-imggz-')
+    const layer = tarOf([{ name: 'bin', type: 'dir' }])
+    const archive = readFileSync(dockerSave(join(top, 'image.tar'), [layer], top))
+    tarOf([{ name: 'evil', type: 'dir' }]).copy(archive, archive.indexOf(layer))
+    writeFileSync(join(top, 'bad.tar.gz'), gzipSync(archive))
+    const store = join(top, 'store')
+    for (let i = 0; i < 2; i++) {
+      const got = await obtainImage({ path: join(top, 'bad.tar.gz'), store, identity: null, hidden: [] })
+      expect(got).toMatchObject({ ok: false, error: expect.stringContaining('does not match its digest') })
+      expect(kept(store)).toEqual([])
+    }
   })
 })
 

@@ -1,8 +1,8 @@
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { readTrusted, trustedBase } from '../../src/workspace/trusted-base.js'
+import { outsideAnyRepository, readTrusted, trustedBase } from '../../src/workspace/trusted-base.js'
 import type { TrustedBase } from '../../src/workspace/trusted-base.js'
 import { git, makeOrigin, write } from './repo.js'
 
@@ -78,5 +78,37 @@ describe('trustedBase', () => {
     git(empty, 'init', '--quiet')
     expect(await trustedBase(empty, AHEAD)).toEqual({ kind: 'none', why: 'it has no commit yet' })
     expect(await trustedBase(scratch(), AHEAD)).toEqual({ kind: 'workspace' })
+  })
+
+  it('a workspace is taken as outside git without asking git only where git finds no repository either', async () => {
+    const top = scratch()
+    const plain = join(top, 'plain')
+    mkdirSync(plain)
+    // A repository's subdirectory, its git directory, a bare repository and a directory beneath it, a `.git` file naming a
+    // git directory elsewhere, a link into a repository: each has a `.git` or `HEAD` at or above it, and git decides.
+    const repo = join(top, 'repo')
+    mkdirSync(join(repo, 'sub', 'deeper'), { recursive: true })
+    git(repo, 'init', '--quiet')
+    const bare = join(top, 'bare.git')
+    git(top, 'init', '--quiet', '--bare', bare)
+    const linked = join(top, 'linked')
+    mkdirSync(linked)
+    writeFileSync(join(linked, '.git'), `gitdir: ${join(repo, '.git')}\n`)
+    symlinkSync(join(repo, 'sub'), join(top, 'link'))
+    const cases = [plain, join(repo, 'sub', 'deeper'), join(repo, '.git'), bare, join(bare, 'refs'), linked, join(top, 'link'), join(top, 'missing')]
+    const outside = cases.filter((dir) => outsideAnyRepository(dir))
+    expect(outside).toEqual([plain])
+    const gitFinds = (dir: string): boolean => {
+      try {
+        git(dir, 'rev-parse', '--git-dir')
+        return true
+      } catch {
+        return false
+      }
+    }
+    for (const dir of cases.slice(1, -1)) expect(gitFinds(dir)).toBe(true)
+    expect(gitFinds(plain)).toBe(false)
+    expect(await trustedBase(plain, AHEAD)).toEqual({ kind: 'workspace' })
+    expect(await trustedBase(join(top, 'link'), AHEAD)).toEqual({ kind: 'none', why: 'it has no commit yet' })
   })
 })

@@ -12,7 +12,7 @@ import { table } from '../../render.js'
 import { forTerminal } from '../../terminal-text.js'
 import { environmentStore } from '../../workspace/environment/prepare.js'
 import { dateFrom } from '../../command-kit/filter-args.js'
-import { positiveIntArg, withEnv } from '../../command-kit/shared.js'
+import { positiveIntArg, stopSignal, stoppedError, withEnv } from '../../command-kit/shared.js'
 
 interface MakeOptions {
   github?: string
@@ -45,16 +45,34 @@ async function make(ctx: CommandEnv, opts: MakeOptions): Promise<void> {
       ? { kind: 'github' as const, repository: ((r) => `${r.owner}/${r.repo}`)(parseGithubRepo(opts.github)) }
       : { kind: 'gitlab' as const, project: parseGitlabProject(opts.gitlab as string) }
   const out = resolve(opts.out)
-  const made = await makeSuite({
-    forge,
-    since: opts.since ?? null,
-    limit: opts.limit ?? DEFAULT_LIMIT,
-    out,
-    config: ctx.config,
-    hidden: hiddenPaths(ctx.layout.base, ctx.configSource, ctx.env),
-    store: environmentStore(ctx.config, ctx.layout.base),
-    onChange: (o) => ctx.io.warn(o.ok ? `${o.from}: made ${o.task}` : `${o.from}: left out: ${o.why}`),
-  })
+  // A stop ends the check being run (its sandbox with it); what was made stays in the suite (docs/eval.md#making-a-suite).
+  const stop = stopSignal()
+  const abort = new AbortController()
+  void stop.stopped.then(() => abort.abort())
+  let made: Awaited<ReturnType<typeof makeSuite>>
+  try {
+    made = await makeSuite({
+      forge,
+      since: opts.since ?? null,
+      limit: opts.limit ?? DEFAULT_LIMIT,
+      out,
+      config: ctx.config,
+      hidden: hiddenPaths(ctx.layout.base, ctx.configSource, ctx.env),
+      store: environmentStore(ctx.config, ctx.layout.base),
+      onChange: (o) => ctx.io.warn(o.ok ? `${o.from}: made ${o.task}` : `${o.from}: left out: ${o.why}`),
+      signal: abort.signal,
+    })
+  } finally {
+    stop.dispose()
+  }
+  if (made.stopped) {
+    const kept = made.outcomes.filter((o) => o.ok).length
+    throw stoppedError(
+      stop.which(),
+      `eval make stopped: ${kept} task(s) made, the change being checked and those after it not tried`,
+      'run it again: tasks already in the suite are kept, the others are tried',
+    )
+  }
   if (ctx.json)
     ctx.io.json({
       suite: made.suite,

@@ -107,30 +107,43 @@ export async function cancelJob(pool: Pool, id: number): Promise<{ task_uuid: st
   })
 }
 
+/** What retryJob asks of the tree. */
+export interface RetryLookups {
+  /** Where the job's task is. */
+  location: (uuid: string) => 'running' | 'paused' | 'completed' | null
+  /** Whether an eval's trial has its verdict recorded (evals/<id>/trials.jsonl). */
+  judged: (trial: NonNullable<JobSpec['eval']>) => Promise<boolean>
+}
+
 /**
  * Runs a failed or cancelled job again: it waits, its attempts counted afresh, as a resume
- * when its task exists (`taskLocation`). A retrying job (after a failure, or waiting out a
- * usage limit or a budget) is run now: it waits at once, its attempts as they were. A done,
- * waiting or running job is a conflict, and so is a task that finished or has another open job.
+ * when its task exists. A retrying job (after a failure, or waiting out a usage limit or a
+ * budget) is run now: it waits at once, its attempts as they were. An eval trial's job that
+ * ended done without a verdict (`no_verdict`: its task paused for good, or its check unable
+ * to run) runs again too, its task in completed/ included: `eval trial` resumes a paused
+ * task and judges an ended one without running its agent (docs/eval.md#in-the-fleet). Any
+ * other done, waiting or running job is a conflict, and so is a task that finished or has
+ * another open job.
  */
-export async function retryJob(
-  pool: Pool,
-  id: number,
-  taskLocation: (uuid: string) => 'running' | 'paused' | 'completed' | null,
-): Promise<{ task_uuid: string; kind: JobKind; was: JobState }> {
+export async function retryJob(pool: Pool, id: number, tree: RetryLookups): Promise<{ task_uuid: string; kind: JobKind; was: JobState }> {
   return inTransaction(pool, async (client) => {
     const row = (
-      await client.query<{ state: JobState; task_uuid: string; kind: JobKind }>('SELECT state, task_uuid, kind FROM fleet_jobs WHERE id = $1 FOR UPDATE', [id])
+      await client.query<{ state: JobState; task_uuid: string; kind: JobKind; spec: JobSpec }>(
+        'SELECT state, task_uuid, kind, spec FROM fleet_jobs WHERE id = $1 FOR UPDATE',
+        [id],
+      )
     ).rows[0]
     if (row === undefined) throw notFound(id)
+    const trial = row.spec?.eval
+    const unjudged = row.state === 'done' && trial !== undefined && !(await tree.judged(trial))
     if (row.state === 'retrying') {
       // Hurried: claimable now, by the next free worker (the trigger wakes one).
       await client.query(`UPDATE fleet_jobs SET state = 'waiting', next_run_at = NULL, wait_reason = NULL, wait_cap = NULL WHERE id = $1`, [id])
       return { task_uuid: row.task_uuid, kind: row.kind, was: row.state }
     }
-    if (row.state !== 'failed' && row.state !== 'cancelled') {
+    if (row.state !== 'failed' && row.state !== 'cancelled' && !unjudged) {
       throw new LockedError(
-        `job ${id} is ${row.state}; only a failed, cancelled or retrying job is run again`,
+        `job ${id} is ${row.state}; only a failed, cancelled or retrying job (or an eval trial's with no verdict) is run again`,
         row.state === 'done'
           ? 'a done job ran to its end: enqueue a new task (with the same --task-id to inherit its summary)'
           : row.state === 'waiting'
@@ -138,14 +151,14 @@ export async function retryJob(
             : 'wait for it to finish, or cancel it first',
       )
     }
-    const location = taskLocation(row.task_uuid)
-    if (location === 'completed')
+    const location = tree.location(row.task_uuid)
+    if (location === 'completed' && trial === undefined)
       throw new LockedError(
         `task ${row.task_uuid} of job ${id} is finished (in completed/)`,
         'enqueue a new task (with the same --task-id to inherit its summary)',
       )
     if (location === 'running') throw new LockedError(`task ${row.task_uuid} of job ${id} is running`, 'wait for it to stop, or pause it')
-    const kind: JobKind = location === 'paused' ? 'resume' : row.kind
+    const kind: JobKind = location === 'paused' || location === 'completed' ? 'resume' : row.kind
     if (kind === 'resume' && location === null)
       throw new CtxError(`task ${row.task_uuid} of job ${id} is not in the tree`, { exitCode: 3, hint: 'check --home; its files may have been deleted' })
     const open = await client.query("SELECT id FROM fleet_jobs WHERE task_uuid = $1 AND id <> $2 AND state IN ('waiting', 'running', 'retrying') LIMIT 1", [

@@ -5,6 +5,8 @@ import { Readable } from 'node:stream'
 import { gzipMember, scanGzipArchive } from './image-gzip.js'
 import type { ArchiveLimits } from './image-gzip.js'
 import { RefusedImage, memberSteps } from './image-layer.js'
+import { archiveIdentity, recalledScan } from './image-scan-memo.js'
+import type { GzipScan } from './image-scan-memo.js'
 import { indexTarFile } from './image-tar.js'
 import type { Located, TarMember } from './image-tar.js'
 
@@ -27,7 +29,14 @@ export interface Layer {
   digest: { of: 'stored' | 'tar'; hex: string }
 }
 
-export type ImageSource = { kind: 'directory'; root: string } | { kind: 'oci' | 'docker-save'; digest: string; layers: Layer[] }
+/**
+ * `scanned`: a gzipped archive's read through, when this call made it (no memo recalled),
+ * with the archive's identity taken before it, for the caller to keep once the image is
+ * obtained (image-scan-memo.ts).
+ */
+export type ImageSource =
+  | { kind: 'directory'; root: string }
+  | { kind: 'oci' | 'docker-save'; digest: string; layers: Layer[]; scanned?: { identity: string; scan: GzipScan } }
 
 const MAX_JSON = 4 * 1024 * 1024
 const DIGEST = /^sha256:([0-9a-f]{64})$/
@@ -38,8 +47,14 @@ const sha256 = (data: Buffer): string => createHash('sha256').update(data).diges
  * What `path` (absolute) is; refuses what is neither (a RefusedImage saying why).
  * `readable` is called with each file of an OCI layout before it is read (it throws for
  * one the sandbox's user could not read). `limits` bound a gzipped archive's passes.
+ * `store`: the environment cache, where a gzipped archive's read through may be recalled.
  */
-export async function readImageSource(path: string, limits: ArchiveLimits, readable: (file: string) => void = () => undefined): Promise<ImageSource> {
+export async function readImageSource(
+  path: string,
+  limits: ArchiveLimits,
+  readable: (file: string) => void = () => undefined,
+  store: string | null = null,
+): Promise<ImageSource> {
   let st: ReturnType<typeof statSync>
   try {
     st = statSync(path)
@@ -53,7 +68,7 @@ export async function readImageSource(path: string, limits: ArchiveLimits, reada
     return { kind: 'directory', root: path }
   }
   if (!st.isFile()) throw new RefusedImage(`${path} is neither a directory nor a file`)
-  return dockerSave(path, limits)
+  return dockerSave(path, limits, store)
 }
 
 function json(text: Buffer, what: string): unknown {
@@ -176,15 +191,19 @@ function plainArchive(file: string): Archive {
   }
 }
 
-async function gzipArchive(file: string, limits: ArchiveLimits): Promise<Archive> {
-  let scanned: Awaited<ReturnType<typeof scanGzipArchive>>
+/** A gzipped archive: its members and JSON recalled by the file's identity, else read through once (`fresh`). */
+async function gzipArchive(file: string, limits: ArchiveLimits, store: string | null): Promise<Archive & { fresh?: { identity: string; scan: GzipScan } }> {
+  const identity = archiveIdentity(file)
+  const recalled = store !== null && identity !== null ? recalledScan(store, identity) : null
+  let scanned: GzipScan
   try {
-    scanned = await scanGzipArchive(file, limits)
+    scanned = recalled ?? (await scanGzipArchive(file, limits))
   } catch (err) {
     if (err instanceof RefusedImage) throw err
     throw new RefusedImage(`${file} is not a gzipped tar archive (${(err as Error).message})`)
   }
   return {
+    ...(recalled === null && identity !== null ? { fresh: { identity, scan: scanned } } : {}),
     members: scanned.members,
     read: (name, what) => {
       const { at, found } = member(scanned.members, name, what)
@@ -196,12 +215,13 @@ async function gzipArchive(file: string, limits: ArchiveLimits): Promise<Archive
   }
 }
 
-async function dockerSave(file: string, limits: ArchiveLimits): Promise<ImageSource> {
+async function dockerSave(file: string, limits: ArchiveLimits, store: string | null): Promise<ImageSource> {
   const head = Buffer.alloc(4)
   const fd = openSync(file, 'r')
   readSync(fd, head, 0, 4, 0)
   closeSync(fd)
-  const archive = head[0] === 0x1f && head[1] === 0x8b ? await gzipArchive(file, limits) : plainArchive(file)
+  const archive: Archive & { fresh?: { identity: string; scan: GzipScan } } =
+    head[0] === 0x1f && head[1] === 0x8b ? await gzipArchive(file, limits, store) : plainArchive(file)
   if (!archive.members.has('manifest.json')) throw new RefusedImage(`${file} is not a docker save archive (no manifest.json)`)
   const manifestBytes = archive.read('manifest.json', 'manifest.json')
   const manifest = json(manifestBytes, 'manifest.json') as { Config?: string; Layers?: string[] }[]
@@ -220,5 +240,6 @@ async function dockerSave(file: string, limits: ArchiveLimits): Promise<ImageSou
     return { name, open: () => archive.open(at), digest: { of: 'tar', hex: d[1] as string } }
   })
   // The same digest gzipped or not: both are the one image, and share its cache entry.
-  return { kind: 'docker-save', digest: sha256(Buffer.concat([manifestBytes, Buffer.from('\0'), configBytes])), layers }
+  const digest = sha256(Buffer.concat([manifestBytes, Buffer.from('\0'), configBytes]))
+  return { kind: 'docker-save', digest, layers, ...(archive.fresh !== undefined ? { scanned: archive.fresh } : {}) }
 }

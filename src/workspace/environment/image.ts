@@ -12,6 +12,7 @@ import { commitEntry, entryDir, readEntry, tryLock } from './cache-store.js'
 import { applyLayer, MAX_IMAGE_MEMBERS, RefusedImage, setDirModes } from './image-layer.js'
 import type { Budget } from './image-layer.js'
 import { directoryDigest } from './image-directory.js'
+import { rememberScan } from './image-scan-memo.js'
 import { readImageSource } from './image-source.js'
 import type { Layer } from './image-source.js'
 
@@ -77,7 +78,7 @@ export async function obtainImage(input: ImageInput): Promise<ImageResult> {
     const within = [...(input.workspace !== undefined ? [input.workspace] : []), ...input.hidden].find((p) => inside(realOr(p), real))
     if (within !== undefined) throw new RefusedImage(`it lies in ${within}, which a task's commands write or must not see`)
     const limits = input.limits ?? { bytes: MAX_IMAGE_BYTES, members: MAX_IMAGE_MEMBERS }
-    const source = await readImageSource(real, limits, readable)
+    const source = await readImageSource(real, limits, readable, input.store)
     if (source.kind === 'directory') {
       const shown = input.hidden.find((h) => inside(source.root, h))
       if (shown !== undefined) throw new RefusedImage(`the directory ${source.root} holds ${shown}, which no sandbox may see`)
@@ -101,6 +102,8 @@ export async function obtainImage(input: ImageInput): Promise<ImageResult> {
     // Its last use, for cleanup's age.
     const now = new Date()
     utimesSync(dir, now, now)
+    // A gzipped archive read through here is not read again to learn its digest (image-scan-memo.ts).
+    if (source.scanned !== undefined) rememberScan(input.store, source.scanned.identity, source.scanned.scan)
     return { ok: true, root, record: { source: path, kind: source.kind, digest: `sha256:${source.digest}`, cache }, key: `sha256:${source.digest}` }
   } catch (err) {
     if (err instanceof RefusedImage) return { ok: false, error: `the image ${path} is refused: ${err.message}` }
