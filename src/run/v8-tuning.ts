@@ -62,14 +62,15 @@ let collect: (() => void) | null = null
  * (`--heap-growing-percent=100` above), so a task longer than its first full GC carried up to
  * its live heap again in dead messages while a short one never did: memory-flat 108.5 MB at
  * 100,000 messages (old space 32.7 MB, 15.7 MB of it live) against 86.4 MB at 1,000, 1.27×.
- * Collected at an eighth, 1.06–1.08×.
+ * Collected at an eighth (CPU budget 1/50), 1.07×.
  *
- * Why not a lower `--heap-growing-percent`: V8 then starts its incremental marking soon after
- * each full GC, so marking (and its write barrier) is on for most turns, for ~20 % more CPU a
- * turn. One atomic full GC of a 15–30 MB heap costs 25–60 ms of CPU: every ~3,000 turns of the
- * simulation (~0.7 KB promoted a turn); a run promotes ~50 KB a turn, where the CPU budget
- * spaces them (a few hundred turns apart, V8's own full GCs every ~500). `gc` is V8's, exposed
- * to one new context (`--expose-gc` set for that moment only) unless node was given it.
+ * Why not a lower `--heap-growing-percent`: it cost ~20 % more CPU a turn (1.5×, measured).
+ * One full GC of a 15–30 MB heap costs 25–60 ms of CPU: every ~3,000 turns of the simulation
+ * (~0.7 KB promoted a turn); a run promotes ~50 KB a turn, where the CPU budget spaces them
+ * (~130 turns apart at 6–7 ms a turn; V8's own full GCs came every ~500). A run's CPU a turn
+ * rose by more than the budget in paired runs (+4–8 % at 1/40–1/50, +4 % at 1/100, where
+ * memory-flat was 1.14–1.21×): the budget is the knob. `gc` is V8's, exposed to one new
+ * context (`--expose-gc` set for that moment only) unless node was given it.
  */
 export function collectIfGrown(cpuMicros: () => number = processCpuMicros): boolean {
   const used = oldGenerationBytes()
