@@ -7,11 +7,12 @@ import { defineConfig } from 'vitest/config'
 export default defineConfig({
   test: {
     include: [
-      'test/actions/{comment,compress,enqueue,job-placement}.test.ts',
+      'test/actions/{actor,comment,compress,enqueue,job-placement}.test.ts',
       'test/architecture/layers.test.ts',
       'test/bench/dist-imports.test.ts',
       'test/commands/jobs-list.test.ts',
       'test/commands/run-options.test.ts',
+      'test/commands/run-prepare.test.ts',
       'test/commands/view-render.test.ts',
       'test/config/example.test.ts',
       'test/config/trust.test.ts',

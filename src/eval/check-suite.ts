@@ -66,12 +66,13 @@ async function attempt(task: EvalTask, config: Config, places: CheckPlaces, solv
     const environment = await prepareStart(config, workspace, hidden, places.store, signal)
     if (signal.aborted) return STOPPED
     if (!environment.ok) return environment.why
+    const judging = { task, config, workspace, hidden, root: environment.root, signal }
     if (solved) {
-      const applied = await applySolution(task, config, workspace, hidden, environment.root, signal)
+      const applied = await applySolution(judging)
       if (typeof applied === 'object' && applied !== null) return STOPPED
       if (applied !== null) return applied
     }
-    const check = await judge(task, config, workspace, hidden, environment.root, signal)
+    const check = await judge(judging)
     if (check.stopped) return STOPPED
     if (check.error !== null) return check.error
     if (check.passed) return true

@@ -8,6 +8,20 @@ import type { CheckResult } from './check.js'
 import type { EvalTask } from './suite.js'
 import { placeHidden } from './workspace.js'
 
+/** A task's workspace to judge (or to solve), and where its check runs (check.ts's CheckPlace: `root`, `signal`). */
+export interface JudgeInput {
+  task: EvalTask
+  config: Config
+  /** The task's workspace: the agent's result (eval run) or its starting tree (eval check). */
+  workspace: string
+  /** Real paths no command may see: the task tree, the config file, the suite. */
+  hidden: readonly string[]
+  /** The environment's image root the agent's commands ran in; null: the host's system. */
+  root: string | null
+  /** The eval's stop: the check's sandbox is ended at once (docs/eval.md#a-stop). */
+  signal: AbortSignal
+}
+
 /**
  * Puts the task's hidden check in after the agent has finished and runs it in the
  * sandbox (docs/eval.md#a-trial): task.yaml's tests/ copied into the workspace and its
@@ -15,14 +29,7 @@ import { placeHidden } from './workspace.js'
  * reward it writes to /logs/verifier (docs/eval.md#harbor-tasks). `root`: the image the
  * agent's commands ran in (null: the host's system).
  */
-export async function judge(
-  task: EvalTask,
-  config: Config,
-  workspace: string,
-  hidden: readonly string[],
-  root: string | null,
-  signal: AbortSignal,
-): Promise<CheckResult> {
+export async function judge({ task, config, workspace, hidden, root, signal }: JudgeInput): Promise<CheckResult> {
   if (task.layout === 'ctxagent') {
     placeHidden(task, workspace)
     return runCheck(config, workspace, task.check, task.checkTimeoutMs, hidden, { root, signal })
@@ -50,14 +57,7 @@ export async function judge(
  * Applies the task's reference solution to the starting tree (eval check), solve.sh in `root` as an agent's command: null,
  * or why it could not; `stopped` when `signal` ended solve.sh (no verdict on the task).
  */
-export async function applySolution(
-  task: EvalTask,
-  config: Config,
-  workspace: string,
-  hidden: readonly string[],
-  root: string | null,
-  signal: AbortSignal,
-): Promise<string | null | { stopped: true }> {
+export async function applySolution({ task, config, workspace, hidden, root, signal }: JudgeInput): Promise<string | null | { stopped: true }> {
   const solution = task.solution
   if (solution === null) return null
   if (solution.kind === 'patch')

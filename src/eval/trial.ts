@@ -112,7 +112,7 @@ export async function verdictOf(input: TrialInput, agent: AgentEnd, workspace: s
       hint: 'make the image the task ran in available again (docs/environments.md#an-image), then run the same command again',
     })
   if (input.signal.aborted) return null
-  const check = await judge(task, input.config, workspace, input.hidden, root.root, input.signal)
+  const check = await judge({ task, config: input.config, workspace, hidden: input.hidden, root: root.root, signal: input.signal })
   if (check.stopped) return null
   // A check that could not run is no verdict: the trial is not recorded, and the same command runs it again.
   if (check.error !== null)

@@ -3,6 +3,8 @@ import { throttling } from '@octokit/plugin-throttling'
 import { Octokit } from '@octokit/rest'
 import type { Config } from '../config/schema.js'
 import { CtxError, UsageError } from '../errors.js'
+import { forgeReply } from './forge-reply.js'
+import { GITHUB_COMMENTS, GITHUB_ISSUE, GITHUB_LISTED, GITHUB_PULL, GITHUB_THREADS, MADE } from './forge-shapes.js'
 import { isOwn, markerOf } from './marker.js'
 import { WRITE_ASSOCIATIONS } from './trust.js'
 import { oneLine, quoted } from './quote.js'
@@ -77,10 +79,18 @@ export function client(config: Config, stop?: AbortSignal): Client {
 export async function loadGithubTask(config: Config, ref: GithubRef): Promise<RemoteTask> {
   const api = client(config)
   const where = `${ref.owner}/${ref.repo}#${ref.number}`
-  const issue = await call(where, () => api.rest.issues.get({ owner: ref.owner, repo: ref.repo, issue_number: ref.number }))
+  const issue = forgeReply(
+    'GitHub',
+    where,
+    GITHUB_ISSUE,
+    await call(where, () => api.rest.issues.get({ owner: ref.owner, repo: ref.repo, issue_number: ref.number })),
+  )
   const isPr = issue.pull_request != null
-  const comments = await call(where, () =>
-    api.paginate(api.rest.issues.listComments, { owner: ref.owner, repo: ref.repo, issue_number: ref.number, per_page: 100 }),
+  const comments = forgeReply(
+    'GitHub',
+    `${where}'s comments`,
+    GITHUB_COMMENTS,
+    await call(where, () => api.paginate(api.rest.issues.listComments, { owner: ref.owner, repo: ref.repo, issue_number: ref.number, per_page: 100 })),
   )
   // Every word from the forge is quoted or flattened to one line: none can pass for our own headers.
   const parts = [
@@ -91,7 +101,12 @@ export async function loadGithubTask(config: Config, ref: GithubRef): Promise<Re
   ]
   let pull: PullSource | undefined
   if (isPr) {
-    const pr = await call(where, () => api.rest.pulls.get({ owner: ref.owner, repo: ref.repo, pull_number: ref.number }))
+    const pr = forgeReply(
+      'GitHub',
+      `pull request ${where}`,
+      GITHUB_PULL,
+      await call(where, () => api.rest.pulls.get({ owner: ref.owner, repo: ref.repo, pull_number: ref.number })),
+    )
     parts.splice(2, 0, `Branch ${oneLine(pr.head.ref)} into ${oneLine(pr.base.ref)}`)
     const bot = config.github.bot_name
     pull = {
@@ -126,16 +141,13 @@ async function unresolvedThreads(api: Client, ref: GithubRef): Promise<string[]>
   const query = `query($owner: String!, $repo: String!, $number: Int!) {
     repository(owner: $owner, name: $repo) { pullRequest(number: $number) { reviewThreads(first: 100) { nodes {
       isResolved path line comments(first: 50) { nodes { author { login } body } } } } } } }`
-  type Threads = {
-    repository: {
-      pullRequest: {
-        reviewThreads: {
-          nodes: { isResolved: boolean; path: string; line: number | null; comments: { nodes: { author: { login: string } | null; body: string }[] } }[]
-        }
-      }
-    }
-  }
-  const data = await call(`${ref.owner}/${ref.repo}#${ref.number}`, () => api.graphql<Threads>(query, { owner: ref.owner, repo: ref.repo, number: ref.number }))
+  const where = `${ref.owner}/${ref.repo}#${ref.number}`
+  const data = forgeReply(
+    'GitHub',
+    `${where}'s review threads`,
+    GITHUB_THREADS,
+    await call(where, () => api.graphql<unknown>(query, { owner: ref.owner, repo: ref.repo, number: ref.number })),
+  )
   return data.repository.pullRequest.reviewThreads.nodes
     .filter((t) => !t.isResolved)
     .map(
@@ -156,7 +168,7 @@ function githubChannel(api: Client, ref: GithubRef, botName: string | null, judg
     name: where,
     botName,
     async listComments(since, signal) {
-      const list = await call(where, () =>
+      const listed = await call(where, () =>
         api.paginate(api.rest.issues.listComments, {
           owner: ref.owner,
           repo: ref.repo,
@@ -166,7 +178,7 @@ function githubChannel(api: Client, ref: GithubRef, botName: string | null, judg
           ...(signal ? { request: { signal } } : {}),
         }),
       )
-      return list.map(
+      return forgeReply('GitHub', `${where}'s comments`, GITHUB_COMMENTS, listed).map(
         (c): RemoteComment => ({
           id: String(c.id),
           author: c.user?.login ?? 'unknown',
@@ -180,7 +192,7 @@ function githubChannel(api: Client, ref: GithubRef, botName: string | null, judg
       const made = await call(where, () =>
         api.rest.issues.createComment({ owner: ref.owner, repo: ref.repo, issue_number: ref.number, body, ...(signal ? { request: { signal } } : {}) }),
       )
-      return String(made.id)
+      return String(forgeReply('GitHub', `${where}'s new comment`, MADE, made).id)
     },
     async edit(id, body, signal) {
       await call(where, () =>
@@ -202,13 +214,15 @@ export function githubTracker(config: Config, repository: string, stop?: AbortSi
   return {
     name: `github:${where}`,
     async listOpen(label) {
-      const items = await call(where, () => api.paginate(api.rest.issues.listForRepo, { owner, repo, labels: label, state: 'open', per_page: 100 }), stop)
-      return items.map((i): LabelledItem => ({ ref: `${where}#${i.number}`, labels: names(i.labels) }))
+      const listed = await call(where, () => api.paginate(api.rest.issues.listForRepo, { owner, repo, labels: label, state: 'open', per_page: 100 }), stop)
+      return forgeReply('GitHub', `${where}'s open issues labelled ${label}`, GITHUB_LISTED, listed).map(
+        (i): LabelledItem => ({ ref: `${where}#${i.number}`, labels: names(i.labels) }),
+      )
     },
     async current(ref) {
       const { number } = parseGithubRef(ref)
       try {
-        const issue = await call(ref, () => api.rest.issues.get({ owner, repo, issue_number: number }), stop)
+        const issue = forgeReply('GitHub', ref, GITHUB_ISSUE, await call(ref, () => api.rest.issues.get({ owner, repo, issue_number: number }), stop))
         return { ref, open: issue.state === 'open', labels: names(issue.labels) } satisfies CurrentItem
       } catch (err) {
         // Deleted, or moved to another repository: gone from this one.
@@ -219,7 +233,10 @@ export function githubTracker(config: Config, repository: string, stop?: AbortSi
     async relabel(ref, add, remove) {
       const { number } = parseGithubRef(ref)
       // GitHub spaces writes a second apart: take off only what the item carries (a read is not spaced).
-      const carried = remove.length > 1 ? names((await call(ref, () => api.rest.issues.get({ owner, repo, issue_number: number }), stop)).labels) : remove
+      const carried =
+        remove.length > 1
+          ? names(forgeReply('GitHub', ref, GITHUB_ISSUE, await call(ref, () => api.rest.issues.get({ owner, repo, issue_number: number }), stop)).labels)
+          : remove
       for (const name of remove.filter((l) => carried.includes(l))) {
         await call(ref, () => api.rest.issues.removeLabel({ owner, repo, issue_number: number, name }), stop).catch((err: unknown) => {
           // Not carried (or already taken off by another poller): nothing to do.

@@ -18,6 +18,22 @@ const OPEN_MR = z.object({
   author: z.object({ username: z.string() }),
   labels: z.array(z.string()),
 })
+const AUTHOR = z.object({ id: z.number(), username: z.string() })
+const MEMBER = z.object({ access_level: z.number().optional(), state: z.string().optional() })
+const LABEL_EVENTS = z.array(z.object({ action: z.string(), label: z.object({ name: z.string() }).nullish(), user: AUTHOR.nullish() }))
+const NOTES = z.array(
+  z.object({
+    id: z.number(),
+    body: z.string(),
+    author: AUTHOR,
+    created_at: z.string(),
+    system: z.boolean(),
+    type: z.string().nullish(),
+    position: z.object({ new_path: z.string().nullish(), new_line: z.number().nullish() }).nullish(),
+  }),
+)
+const PIPELINES = z.array(z.object({ id: z.number(), sha: z.string(), status: z.string(), updated_at: z.string().nullish(), web_url: z.string().nullish() }))
+const JOBS = z.array(z.object({ id: z.number(), name: z.string(), stage: z.string() }))
 
 /**
  * What the review loop and the trust check read of one GitLab project (merge requests,
@@ -38,23 +54,20 @@ export function gitlabReviewWatch(config: Config, projectPath: string, stop?: Ab
   // Members of the project or of a group above it (GitLab's members/all), Developer or higher.
   const access = new AccessCache(async (id) => {
     try {
-      const member = (await call<unknown>(project, () => members.show(project, Number(id), { includeInherited: true }), stop)) as {
-        access_level?: number
-        state?: string
-      }
+      const shown = await call<unknown>(project, () => members.show(project, Number(id), { includeInherited: true }), stop)
+      const member = forgeReply('GitLab', `${project}'s member ${id}`, MEMBER, shown)
       return (member.access_level ?? 0) >= GITLAB_DEVELOPER && member.state !== 'blocked'
     } catch (err) {
       if (err instanceof CtxError && err.exitCode === 3) return false
       throw err
     }
   })
-  type Author = { id: number; username: string }
   return {
     async labelTrusted(ref, label) {
       if (anyone) return true
       const item = parseGitlabRef(ref)
-      type LabelEvent = { action: string; label: { name: string } | null; user: Author | null }
-      const events = (await call<unknown>(ref, () => (item.kind === 'issue' ? issueLabels : mrLabels).all(project, item.iid), stop)) as LabelEvent[]
+      const listed = await call<unknown>(ref, () => (item.kind === 'issue' ? issueLabels : mrLabels).all(project, item.iid), stop)
+      const events = forgeReply('GitLab', `${ref}'s label events`, LABEL_EVENTS, listed)
       const added = events.filter((e) => e.action === 'add' && e.label?.name === label).pop()
       return added?.user != null && (await access.canWrite(String(added.user.id)))
     },
@@ -79,16 +92,8 @@ export function gitlabReviewWatch(config: Config, projectPath: string, stop?: Ab
       return own
     },
     async reviewEvents(pull) {
-      type Note = {
-        id: number
-        body: string
-        author: Author
-        created_at: string
-        system: boolean
-        type: string | null
-        position?: { new_path?: string; new_line?: number }
-      }
-      const list = (await call<unknown>(pull.ref, () => notes.all(project, pull.number, { sort: 'asc', orderBy: 'created_at' }), stop)) as Note[]
+      const listed = await call<unknown>(pull.ref, () => notes.all(project, pull.number, { sort: 'asc', orderBy: 'created_at' }), stop)
+      const list = forgeReply('GitLab', `${pull.ref}'s notes`, NOTES, listed)
       const events: ReviewEvent[] = []
       for (const n of list) {
         if (n.system || n.author.username === bot) continue
@@ -104,8 +109,12 @@ export function gitlabReviewWatch(config: Config, projectPath: string, stop?: Ab
         })
       }
       // Pipelines of the head commit only: a failure on an earlier commit was the last round's.
-      type Pipeline = { id: number; sha: string; status: string; updated_at?: string; web_url?: string }
-      const pipelines = (await call<unknown>(pull.ref, () => mrs.allPipelines(project, pull.number), stop)) as Pipeline[]
+      const pipelines = forgeReply(
+        'GitLab',
+        `${pull.ref}'s pipelines`,
+        PIPELINES,
+        await call<unknown>(pull.ref, () => mrs.allPipelines(project, pull.number), stop),
+      )
       for (const p of pipelines) {
         if (p.sha !== pull.sha || p.status !== 'failed') continue
         events.push({ id: `pipeline:${p.id}`, kind: 'check', author: `pipeline ${p.id}`, body: p.web_url ?? '', at: p.updated_at ?? '' })
@@ -115,8 +124,8 @@ export function gitlabReviewWatch(config: Config, projectPath: string, stop?: Ab
     async checkLog(pull, event, maxChars) {
       const match = /^pipeline:(\d+)$/.exec(event.id)
       if (match === null) return null
-      type Job = { id: number; name: string; stage: string }
-      const failed = (await call<unknown>(pull.ref, () => jobs.all(project, { pipelineId: Number(match[1]), scope: 'failed' }), stop)) as Job[]
+      const listed = await call<unknown>(pull.ref, () => jobs.all(project, { pipelineId: Number(match[1]), scope: 'failed' }), stop)
+      const failed = forgeReply('GitLab', `${pull.ref}'s failed jobs of pipeline ${match[1]}`, JOBS, listed)
       const parts: string[] = []
       // Each failed job's name and the tail of its log, within the one bound.
       const each = Math.max(200, Math.floor(maxChars / Math.max(1, failed.length)))

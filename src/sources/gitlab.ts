@@ -1,6 +1,10 @@
 import { Gitlab, Issues, MergeRequests } from '@gitbeaker/rest'
+import { z } from 'zod'
 import type { Config } from '../config/schema.js'
 import { CtxError, UsageError } from '../errors.js'
+import { forgeReply } from './forge-reply.js'
+import { GITLAB_DISCUSSIONS, GITLAB_ITEM, GITLAB_NOTES, GITLAB_TRACKED, MADE } from './forge-shapes.js'
+import type { GitlabNote } from './forge-shapes.js'
 import { isOwn, markerOf } from './marker.js'
 import { oneLine, quoted } from './quote.js'
 import { raceAbort, withStop } from './abort.js'
@@ -74,30 +78,18 @@ export function stoppable<R extends { requester: Requester }>(resource: R, stop:
   return resource
 }
 
-interface Note {
-  id: number
-  body: string
-  author: { username: string }
-  created_at: string
-  system: boolean
-}
-
 /** Reads a GitLab issue or merge request into a task. */
 export async function loadGitlabTask(config: Config, ref: GitlabRef): Promise<RemoteTask> {
   const api = client(config)
   const where = name(ref)
-  type Item = {
-    title: string
-    description: string | null
-    author: { username: string }
-    labels: string[]
-    source_branch?: string
-    target_branch?: string
-    web_url?: string
-  }
-  const item = (await call<unknown>(where, () =>
-    ref.kind === 'issue' ? api.Issues.show(ref.iid, { projectId: ref.project }) : api.MergeRequests.show(ref.project, ref.iid),
-  )) as Item
+  const item = forgeReply(
+    'GitLab',
+    where,
+    GITLAB_ITEM,
+    await call<unknown>(where, () =>
+      ref.kind === 'issue' ? api.Issues.show(ref.iid, { projectId: ref.project }) : api.MergeRequests.show(ref.project, ref.iid),
+    ),
+  )
   const notes = await listNotes(api, ref)
   // Every word from the forge is quoted or flattened to one line: none can pass for our own headers.
   const parts = [
@@ -138,19 +130,19 @@ export function gitlabChannelFor(config: Config, ref: GitlabRef): Channel {
 }
 
 /** `signal` ends the wait for it (gitbeaker takes none: it would become query parameters). */
-async function listNotes(api: Api, ref: GitlabRef, signal?: AbortSignal): Promise<Note[]> {
+async function listNotes(api: Api, ref: GitlabRef, signal?: AbortSignal): Promise<GitlabNote[]> {
   const options = { sort: 'asc' as const, orderBy: 'created_at' as const }
-  const notes = (await call<unknown>(
+  const notes = await call<unknown>(
     name(ref),
     () => (ref.kind === 'issue' ? api.IssueNotes.all(ref.project, ref.iid, options) : api.MergeRequestNotes.all(ref.project, ref.iid, options)),
     signal,
-  )) as Note[]
-  return notes
+  )
+  return forgeReply('GitLab', `${name(ref)}'s notes`, GITLAB_NOTES, notes)
 }
 
 async function unresolvedThreads(api: Api, ref: GitlabRef): Promise<string[]> {
-  type Discussion = { notes: (Note & { resolvable?: boolean; resolved?: boolean; position?: { new_path?: string; new_line?: number } })[] }
-  const discussions = (await call(name(ref), () => api.MergeRequestDiscussions.all(ref.project, ref.iid))) as unknown as Discussion[]
+  const listed = await call<unknown>(name(ref), () => api.MergeRequestDiscussions.all(ref.project, ref.iid))
+  const discussions = forgeReply('GitLab', `${name(ref)}'s discussions`, GITLAB_DISCUSSIONS, listed)
   return discussions
     .filter((d) => d.notes.some((n) => n.resolvable === true && n.resolved !== true))
     .map((d) => {
@@ -176,8 +168,8 @@ function gitlabChannel(api: Api, ref: GitlabRef, botName: string | null): Channe
     },
     // gitbeaker's create takes no signal: the caller's race (RemoteLink) bounds it.
     async post(body) {
-      const made = (await call<unknown>(where, () => notes.create(ref.project, ref.iid, body))) as { id: number }
-      return String(made.id)
+      const made = await call<unknown>(where, () => notes.create(ref.project, ref.iid, body))
+      return String(forgeReply('GitLab', `${where}'s new note`, MADE, made).id)
     },
     async edit(id, body, signal) {
       await call<unknown>(where, () => notes.edit(ref.project, ref.iid, Number(id), { body }), signal)
@@ -194,12 +186,15 @@ export function gitlabTracker(config: Config, projectPath: string, stop?: AbortS
   const options = { host: config.gitlab.url, token: token(config) }
   const issues = stoppable(new Issues(options), stop)
   const mergeRequests = stoppable(new MergeRequests(options), stop)
-  type Item = { iid: number; labels: string[]; state: string }
   return {
     name: `gitlab:${project}`,
     async listOpen(label) {
-      const open = (await call<unknown>(project, () => issues.all({ projectId: project, labels: label, state: 'opened', perPage: 100 }), stop)) as Item[]
-      const mrs = (await call<unknown>(project, () => mergeRequests.all({ projectId: project, labels: label, state: 'opened', perPage: 100 }), stop)) as Item[]
+      const listing = (what: string, listed: unknown) => forgeReply('GitLab', `${project}'s open ${what} labelled ${label}`, z.array(GITLAB_TRACKED), listed)
+      const open = listing('issues', await call<unknown>(project, () => issues.all({ projectId: project, labels: label, state: 'opened', perPage: 100 }), stop))
+      const mrs = listing(
+        'merge requests',
+        await call<unknown>(project, () => mergeRequests.all({ projectId: project, labels: label, state: 'opened', perPage: 100 }), stop),
+      )
       return [
         ...open.map((i): LabelledItem => ({ ref: `${project}#${i.iid}`, labels: i.labels })),
         ...mrs.map((m): LabelledItem => ({ ref: `${project}!${m.iid}`, labels: m.labels })),
@@ -208,11 +203,12 @@ export function gitlabTracker(config: Config, projectPath: string, stop?: AbortS
     async current(ref) {
       const item = parseGitlabRef(ref)
       try {
-        const now = (await call<unknown>(
+        const now = forgeReply(
+          'GitLab',
           ref,
-          () => (item.kind === 'issue' ? issues.show(item.iid, { projectId: project }) : mergeRequests.show(project, item.iid)),
-          stop,
-        )) as Item
+          GITLAB_TRACKED,
+          await call<unknown>(ref, () => (item.kind === 'issue' ? issues.show(item.iid, { projectId: project }) : mergeRequests.show(project, item.iid)), stop),
+        )
         return { ref, open: now.state === 'opened', labels: now.labels } satisfies CurrentItem
       } catch (err) {
         // Deleted, or moved to another project: gone from this one.

@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { ROOT } from '../helpers/run.js'
-import { crossCommandImports, findCircle, FLOORS, floorOf, importGraph, tableWriters, upwardImports } from './layers.js'
+import { crossCommandImports, findCircle, FLOORS, floorOf, importGraph, livenessRules, tableWriters, upwardImports } from './layers.js'
 
 /** The paths of each row of docs/architecture.md's table of floors, as layers.ts spells them (no `src/`, `*.ts` for the ground's files). */
 function documentedFloors(): string[][] {
@@ -29,6 +29,10 @@ describe('the house keeps its shape (docs/architecture.md)', () => {
     // queue-waits.ts fills a new column once (a migration); fleet-claim.ts is the migration that makes the queue's claim and
     // end functions (the queue calls them: claim-statement.ts, job-end.ts); retention.ts deletes rows past fleet.retention_days.
     expect(outside).toEqual(['operations/retention.ts', 'storage/index/fleet-claim.ts', 'storage/index/queue-waits.ts'])
+  })
+
+  it('"is this worker alive" is written once (storage/index/worker-liveness.ts); everyone else calls it', () => {
+    expect(livenessRules(join(ROOT, 'src'))).toEqual(['storage/index/worker-liveness.ts'])
   })
 
   it('no import circles', () => {

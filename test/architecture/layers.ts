@@ -103,9 +103,17 @@ export function crossCommandImports(graph: Map<string, string[]>): Violation[] {
 
 /** The files of src/ (relative to it) whose SQL inserts into, updates or deletes from one of `tables`. */
 export function tableWriters(srcDir: string, tables: readonly string[]): string[] {
-  const write = new RegExp(`\\b(INSERT\\s+INTO|UPDATE|DELETE\\s+FROM)\\s+(${tables.join('|')})\\b`)
+  return filesMatching(srcDir, new RegExp(`\\b(INSERT\\s+INTO|UPDATE|DELETE\\s+FROM)\\s+(${tables.join('|')})\\b`))
+}
+
+/** The files of src/ (relative to it) that compare a fleet worker's heartbeat with the database's clock: the liveness rule, written out. */
+export function livenessRules(srcDir: string): string[] {
+  return filesMatching(srcDir, /heartbeat_at\s*[<>]=?\s*now\(\)/)
+}
+
+function filesMatching(srcDir: string, pattern: RegExp): string[] {
   return sourceFiles(srcDir)
-    .filter((path) => write.test(readFileSync(path, 'utf8')))
+    .filter((path) => pattern.test(readFileSync(path, 'utf8')))
     .map((path) => relative(srcDir, path).split(sep).join('/'))
     .sort()
 }

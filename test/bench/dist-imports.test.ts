@@ -83,6 +83,17 @@ describe('the benchmarks', () => {
     expect(named).toBeGreaterThan(10)
   })
 
+  it('name dist/ or bundle/ only in the two forms read above (any other would go unchecked)', () => {
+    const unread = files.flatMap((file) => {
+      const text = readFileSync(join(BENCH, file), 'utf8')
+      // A path segment dist or bundle in a string: '../dist/…', 'dist', "bundle/…", `${ROOT}/dist/…`.
+      const mentions = [...text.matchAll(/['"`/]\s*(dist|bundle)\s*['"`/]/g)].length
+      const read = distImports(text).length
+      return mentions === read ? [] : [`bench/${file}: ${mentions} mention(s) of the build, ${read} read`]
+    })
+    expect(unread).toEqual([])
+  })
+
   it('read both ways a bench names a module, and the names it takes', () => {
     expect(
       distImports(

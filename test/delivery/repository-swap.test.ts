@@ -11,7 +11,8 @@ import type { DeliverySetup } from './setup.js'
  * docs/delivery.md#the-repository: delivery works on the repository of the task's tree
  * (its own worktree, whose `.git` is a gitfile), recorded before the agent runs. An agent
  * that points the tree's `.git` at another repository (a gitfile naming it, a symbolic
- * link) or its work tree elsewhere (`core.worktree`) gets a refusal naming why, and the
+ * link, its worktree's `commondir`), its work tree elsewhere (`core.worktree`), or lends it
+ * another's objects (`alternates`) gets a refusal naming why, and the
  * other repository — a clone of the same origin, writable by whoever delivers — is left
  * exactly as it was.
  */
@@ -57,6 +58,20 @@ const SWAPS: [string, (ws: string, other: string) => void, RegExp][] = [
     'core.worktree pointing at the other checkout',
     (ws, other) => git(['config', 'core.worktree', other], ws),
     /the repository's config sets core\.worktree \(.*other\): not delivered/,
+  ],
+  [
+    "the tree's commondir naming the other repository",
+    (ws, other) => writeFileSync(join(git(['rev-parse', '--absolute-git-dir'], ws), 'commondir'), `${join(other, '.git')}\n`),
+    /the repository's commondir names another repository than the task started with: not delivered/,
+  ],
+  [
+    "alternates lending the other repository's objects",
+    (ws, other) =>
+      writeFileSync(
+        join(git(['rev-parse', '--path-format=absolute', '--git-common-dir'], ws), 'objects', 'info', 'alternates'),
+        `${join(other, '.git', 'objects')}\n`,
+      ),
+    /the repository's objects\/info\/alternates changed since the task started: not delivered/,
   ],
 ]
 

@@ -217,7 +217,7 @@ describe('ctxagent eval run --enqueue', () => {
     expect(trials.map((t) => [t.task, t.passed, t.status, t.uuid])).toEqual([['add', true, 'completed', job?.task_uuid]])
     const again = await cliAsync(['--home', home, '--config', config, 'jobs', 'retry', String(job?.id)], database.env())
     expect(again.code).toBe(4)
-    expect(again.stderr).toMatch(/job \d+ is done; only a failed, cancelled or retrying job \(or an eval trial's with no verdict\) is run again/)
+    expect(again.stderr).toMatch(/job \d+ is done and its eval trial has its verdict; only a trial without one is run again/)
     await stopCleanly(worker)
   }, 180_000)
 

@@ -1,14 +1,12 @@
-import pg from 'pg'
-import { describe, expect, it, onTestFinished } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
 import { claimBudget } from '../../src/fleet/queue/claim-budget.js'
 import { cancelJob, listJobs, showJob } from '../../src/fleet/queue/job-admin.js'
-import { JobQueue } from '../../src/fleet/queue/job-queue.js'
 import { fleetCounterTotals } from '../../src/storage/index/fleet-counters.js'
 import { queueWaitTotals } from '../../src/storage/index/queue-waits.js'
 import type { Job } from '../../src/fleet/queue/job.js'
 import { uuidN } from '../fixtures/tree.js'
-import { fleetJobs } from '../helpers/fleet-jobs.js'
+import { enqueueNth, fleetJobs, queueOn, spend } from '../helpers/fleet-jobs.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 
 /**
@@ -30,47 +28,33 @@ const CONFIG = parseConfig(
 const figures = claimBudget(CONFIG, 'ctxagent')
 const NOW = new Date('2030-01-15T10:00:00Z')
 
-async function queueOf(max = 2): Promise<JobQueue> {
-  const pool = new pg.Pool({ connectionString: database.server.url, max })
-  onTestFinished(() => pool.end())
-  return new JobQueue(pool)
-}
-
-async function spend(user: string, day: string, usd: number): Promise<void> {
-  await database.query('INSERT INTO user_spend ("user", day, usd, requests) VALUES ($1, $2, $3, 1)', [user, day, usd])
-}
-
-async function enqueue(queue: JobQueue, n: number, user: string | null, priority = 0): Promise<number> {
-  return (await queue.enqueue({ task_uuid: uuidN(n), kind: 'new', spec: { task: `job ${n}` }, user, priority })) as number
-}
-
 describe('the claim and a spent cost cap, across claims and claimers', () => {
   // The fleet's daily cap spent: a job of a priced model waits for the reset, in the claim's statement. Erin's model
   // has no price, "not capped by money": her job is handed out in that statement, and must be by the next claims too.
   // The claim's NOT EXISTS passes over the jobs of everyone the fleet's cap applies to while one waits for fleet-daily, never hers.
   it('a fleet-daily wait never holds back the jobs of a user whose model has no price', async () => {
-    const queue = await queueOf()
-    await spend('bob', '2030-01-15', 9.99)
-    const f = await enqueue(queue, 1, 'frank', 5)
-    const e1 = await enqueue(queue, 2, 'erin')
+    const queue = queueOn(database)
+    await spend(database, 'bob', '2030-01-15', 9.99)
+    const f = await enqueueNth(queue, 1, 'frank', 5)
+    const e1 = await enqueueNth(queue, 2, 'erin')
     const budget = figures?.(NOW) ?? null
     expect(await queue.claim('host-a:1:test', null, null, budget)).toMatchObject({ id: e1 })
     expect(await showJob(queue.pool, f)).toMatchObject({ waiting_for: 'budget', wait_cap: 'fleet-daily' })
-    const e2 = await enqueue(queue, 3, 'erin')
+    const e2 = await enqueueNth(queue, 3, 'erin')
     expect(await queue.claim('host-a:1:test', null, null, budget)).toMatchObject({ id: e2 })
   })
 
   it('many claimers at once: each job is claimed once or made to wait, never both; none fails, none waits on another', async () => {
-    const queue = await queueOf()
+    const queue = queueOn(database)
     // Alice's and the fleet's caps are not spent; Carol's daily cap is.
-    await spend('carol', '2030-01-15', 0.99)
+    await spend(database, 'carol', '2030-01-15', 0.99)
     const users = ['alice', 'carol', 'erin', 'dan']
     const ids: number[] = []
-    for (let n = 1; n <= 80; n++) ids.push(await enqueue(queue, n, users[n % users.length] as string, n % 3))
+    for (let n = 1; n <= 80; n++) ids.push(await enqueueNth(queue, n, users[n % users.length] as string, n % 3))
     const budget = figures?.(NOW) ?? null
     const waits = async () => (await queueWaitTotals(queue.pool)).reduce((sum, r) => sum + r.n, 0)
     const before = await waits()
-    const claimers = await Promise.all(Array.from({ length: 8 }, () => queueOf(1)))
+    const claimers = await Promise.all(Array.from({ length: 8 }, () => queueOn(database, 1)))
     const claimed: Job[] = []
     // Every claimer claims until it finds nothing, all at once; half of them with the per-user limit.
     await Promise.all(
@@ -103,15 +87,15 @@ describe('the claim and a spent cost cap, across claims and claimers', () => {
   // must not leave them `waiting` with no reason while workers idle: each is made to wait for the same window, until
   // the same time, and says so.
   it('the other jobs of a user held back by a window one of theirs waits for say why and until when', async () => {
-    const queue = await queueOf()
-    await spend('carol', '2030-01-15', 0.5)
+    const queue = queueOn(database)
+    await spend(database, 'carol', '2030-01-15', 0.5)
     const until = '2030-01-16T00:00:00.000Z'
     await database.query(
       `INSERT INTO fleet_jobs (task_uuid, kind, spec, "user", state, wait_reason, wait_cap, next_run_at) VALUES ($1, 'resume', '{}', 'carol', 'retrying', 'budget', 'user-daily', $2)`,
       [uuidN(20), until],
     )
-    const held = [await enqueue(queue, 21, 'carol', 5), await enqueue(queue, 22, 'carol', 5)]
-    const other = await enqueue(queue, 23, 'alice')
+    const held = [await enqueueNth(queue, 21, 'carol', 5), await enqueueNth(queue, 22, 'carol', 5)]
+    const other = await enqueueNth(queue, 23, 'alice')
     expect(await queue.claim('host-a:1:test', null, null, figures?.(NOW) ?? null)).toMatchObject({ id: other })
     for (const id of held) {
       const job = await showJob(queue.pool, id)
@@ -125,11 +109,11 @@ describe('the claim and a spent cost cap, across claims and claimers', () => {
   // `waiting` with no reason while workers idled): none is handed out, by a worker with caps or without, and every one
   // says why and until when, in `jobs` and in `jobs show`, while another user's jobs run.
   it('every job of a user held back by a cap they have nearly spent says why and until when, however many they have', async () => {
-    const queue = await queueOf()
-    await spend('carol', '2030-01-15', 0.99)
+    const queue = queueOn(database)
+    await spend(database, 'carol', '2030-01-15', 0.99)
     const held: number[] = []
-    for (let n = 1; n <= 40; n++) held.push(await enqueue(queue, n, 'carol', 5))
-    const other = await enqueue(queue, 41, 'alice')
+    for (let n = 1; n <= 40; n++) held.push(await enqueueNth(queue, n, 'carol', 5))
+    const other = await enqueueNth(queue, 41, 'alice')
     expect(await queue.claim('host-a:1:test', null, null, figures?.(NOW) ?? null)).toMatchObject({ id: other })
     expect(await queue.claim('host-a:1:test', null, null, figures?.(NOW) ?? null)).toBeNull()
     const listed = await listJobs(queue.pool, { user: 'carol', limit: 100 })
@@ -143,7 +127,7 @@ describe('the claim and a spent cost cap, across claims and claimers', () => {
       history: [],
     })
     // Her next job, queued meanwhile, is held by the window the others wait for: by a worker without caps configured too.
-    const later = await enqueue(queue, 42, 'carol', 9)
+    const later = await enqueueNth(queue, 42, 'carol', 9)
     expect(await queue.claim('host-b:1:test')).toBeNull()
     expect(await showJob(queue.pool, later)).toMatchObject({ waiting_for: 'budget', wait_cap: 'user-daily', next_run_at: '2030-01-16T00:00:00.000Z' })
   })
@@ -152,8 +136,8 @@ describe('the claim and a spent cost cap, across claims and claimers', () => {
   // the attempt as cancelled and ends the job `cancelled` with that outcome (ctxagent_jobs_finished_total counts it so),
   // and says so, so that the worker does not log "handed back to the queue".
   it('a job cancelled as its worker hands it back ends cancelled, counted so, and is not said to wait again', async () => {
-    const queue = await queueOf()
-    const id = await enqueue(queue, 7, 'alice')
+    const queue = queueOn(database)
+    const id = await enqueueNth(queue, 7, 'alice')
     const job = await queue.claim('host-a:1:test')
     expect(job).toMatchObject({ id })
     await cancelJob(queue.pool, id)
@@ -171,15 +155,15 @@ describe('the claim and a spent cost cap, across claims and claimers', () => {
   // that user's caps and adds the spend to that user's row. The claim must read the same, or it hands the job out to
   // be refused (exit 5) at every claim until fleet.max_attempts fails it, instead of making it wait for the reset.
   it('a job with no user is capped as the OS user its worker runs it as', async () => {
-    const queue = await queueOf()
+    const queue = queueOn(database)
     const worker = claimBudget(CONFIG, 'ctxagent')?.(NOW) ?? null
     expect(worker?.os_user).toBe('ctxagent')
-    await spend('ctxagent', '2030-01-15', 0.99)
-    const spent = await enqueue(queue, 8, null)
+    await spend(database, 'ctxagent', '2030-01-15', 0.99)
+    const spent = await enqueueNth(queue, 8, null)
     expect(await queue.claim('host-a:1:test', null, null, worker)).toBeNull()
     expect(await showJob(queue.pool, spent)).toMatchObject({ state: 'retrying', waiting_for: 'budget', wait_cap: 'user-daily', attempts: 0 })
     // Another worker's OS user has room: its claim hands the same kind of job out.
-    const other = await enqueue(queue, 9, null)
+    const other = await enqueueNth(queue, 9, null)
     expect(await queue.claim('host-b:1:test', null, null, claimBudget(CONFIG, 'worker2')?.(NOW) ?? null)).toMatchObject({ id: other, user: null })
   })
 })

@@ -1,13 +1,12 @@
-import pg from 'pg'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
 import { claimBudget } from '../../src/fleet/queue/claim-budget.js'
 import { showJob } from '../../src/fleet/queue/job-admin.js'
-import { JobQueue } from '../../src/fleet/queue/job-queue.js'
 import { firstPromptTokens, refuseSpentBudget } from '../../src/run/budget-start.js'
 import { PgStore } from '../../src/storage/index/pg-store.js'
 import type { TaskState } from '../../src/storage/task/state.js'
 import { uuidN } from '../fixtures/tree.js'
+import { enqueueNth, queueOn, spend } from '../helpers/fleet-jobs.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 
 /**
@@ -35,20 +34,6 @@ const figures = claimBudget(CONFIG, 'ctxagent')
 const NOW = new Date('2030-01-15T10:00:00Z')
 const TOMORROW = '2030-01-16T00:00:00.000Z'
 
-async function queueOf(): Promise<JobQueue> {
-  const pool = new pg.Pool({ connectionString: database.server.url, max: 2 })
-  onTestFinished(() => pool.end())
-  return new JobQueue(pool)
-}
-
-async function spend(user: string, day: string, usd: number): Promise<void> {
-  await database.query('INSERT INTO user_spend ("user", day, usd, requests) VALUES ($1, $2, $3, 1)', [user, day, usd])
-}
-
-async function enqueue(queue: JobQueue, n: number, user: string, priority = 0): Promise<number> {
-  return (await queue.enqueue({ task_uuid: uuidN(n), kind: 'new', spec: { task: `job ${n}` }, user, priority })) as number
-}
-
 describe('the claim and a spent cost cap', () => {
   it('the thresholds: each cap less a first request at the user’s model’s price; a model without a price has none', () => {
     const at = figures?.(NOW)
@@ -62,12 +47,12 @@ describe('the claim and a spent cost cap', () => {
   })
 
   it("user A's daily cap spent: A's job waits for the reset (budget, no attempt spent, no slot), B's is claimed; after the reset A's is", async () => {
-    const queue = await queueOf()
-    await spend('alice', '2030-01-15', 0.99)
-    await spend('bob', '2030-01-15', 0.5)
+    const queue = queueOn(database)
+    await spend(database, 'alice', '2030-01-15', 0.99)
+    await spend(database, 'bob', '2030-01-15', 0.5)
     // Alice's job first in the queue's order.
-    const a = await enqueue(queue, 1, 'alice', 5)
-    const b = await enqueue(queue, 2, 'bob')
+    const a = await enqueueNth(queue, 1, 'alice', 5)
+    const b = await enqueueNth(queue, 2, 'bob')
     const budget = figures?.(NOW) ?? null
     expect(await queue.claim(WORKER, null, null, budget)).toMatchObject({ id: b, user: 'bob' })
     const waiting = await showJob(queue.pool, a)
@@ -86,8 +71,8 @@ describe('the claim and a spent cost cap', () => {
   })
 
   it("a resume whose window the cap cannot cover is held by the claim with its reason, as run's check at start refuses it; the user's other jobs wait for the same window", async () => {
-    const queue = await queueOf()
-    await spend('alice', '2030-01-15', 0.5)
+    const queue = queueOn(database)
+    await spend(database, 'alice', '2030-01-15', 0.5)
     // Two of alice's paused tasks: windows of 200,000 tokens ($0.60 at $3 per million) and of 10,000 ($0.03).
     const paused = async (n: number, window: number) =>
       database.query(
@@ -123,18 +108,18 @@ describe('the claim and a spent cost cap', () => {
   })
 
   it('a monthly cap (users.<name>.budgets) waits for the month; the fleet-daily cap holds everyone with a price; per_user claims alike', async () => {
-    const queue = await queueOf()
-    await spend('dave', '2030-01-02', 1.5)
-    await spend('dave', '2030-01-15', 0.49)
-    const d = await enqueue(queue, 3, 'dave')
-    const c = await enqueue(queue, 4, 'carol')
+    const queue = queueOn(database)
+    await spend(database, 'dave', '2030-01-02', 1.5)
+    await spend(database, 'dave', '2030-01-15', 0.49)
+    const d = await enqueueNth(queue, 3, 'dave')
+    const c = await enqueueNth(queue, 4, 'carol')
     const budget = figures?.(NOW) ?? null
     expect(await queue.claim(WORKER, 2, null, budget)).toMatchObject({ id: c })
     expect(await showJob(queue.pool, d)).toMatchObject({ waiting_for: 'budget', wait_cap: 'user-monthly', next_run_at: '2030-02-01T00:00:00.000Z' })
     // Everyone's spend today reaches the fleet's cap less a request: $0.49 + $9.50.
-    await spend('bob', '2030-01-15', 9.5)
-    const f = await enqueue(queue, 5, 'frank')
-    const e = await enqueue(queue, 6, 'erin')
+    await spend(database, 'bob', '2030-01-15', 9.5)
+    const f = await enqueueNth(queue, 5, 'frank')
+    const e = await enqueueNth(queue, 6, 'erin')
     // Erin's model has no price: not capped by money.
     expect(await queue.claim(WORKER, 2, null, budget)).toMatchObject({ id: e })
     expect(await showJob(queue.pool, f)).toMatchObject({ waiting_for: 'budget', wait_cap: 'fleet-daily', next_run_at: TOMORROW, attempts: 0 })

@@ -1,11 +1,11 @@
-import pg from 'pg'
-import { describe, expect, it, onTestFinished } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { jobAttempts } from '../../src/fleet/queue/job-history.js'
-import { JobQueue } from '../../src/fleet/queue/job-queue.js'
+import type { JobQueue } from '../../src/fleet/queue/job-queue.js'
 import type { RetryPolicy } from '../../src/fleet/queue/retry-policy.js'
-import { settle } from '../../src/fleet/queue/task-outcome.js'
+import { settle, taskSnapshot } from '../../src/fleet/queue/task-outcome.js'
 import { fleetCounterTotals } from '../../src/storage/index/fleet-counters.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
+import { queueOn } from '../helpers/fleet-jobs.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 
 /**
@@ -18,12 +18,6 @@ const database = usePostgres({ schema: true, truncate: ['fleet_jobs', 'fleet_wor
 const RETRY: RetryPolicy = { base_seconds: 30, max_seconds: 1800, max_attempts: 8, max_wait_hours: 24 }
 const WORKER = 'host-a:1234:test'
 const alive = { stopped: false, lastLine: '' }
-
-async function queueOf(): Promise<JobQueue> {
-  const pool = new pg.Pool({ connectionString: database.server.url, max: 2 })
-  onTestFinished(() => pool.end())
-  return new JobQueue(pool)
-}
 
 /** A job for `uuid`, claimed by this test's "worker". */
 async function claimed(queue: JobQueue, uuid: string, user = 'alice') {
@@ -49,7 +43,7 @@ const row = async (uuid: string) =>
 
 describe('a job whose task a budget paused', () => {
   it('with a window that resets (user-daily): the job waits until the reset, not claimable before, no attempt spent; it runs once the time comes', async () => {
-    const queue = await queueOf()
+    const queue = queueOn(database)
     const tree = makeTree()
     const uuid = uuidN(1)
     const reset = new Date(Date.now() + 6 * 3_600_000).toISOString()
@@ -60,7 +54,7 @@ describe('a job whose task a budget paused', () => {
       status: 'paused',
       state: { paused_by: 'budget', budget_cap: 'user-daily', resume_at: reset, error: 'budgets.user_daily_usd 5 would be passed' },
     })
-    const end = settle(tree.layout, job, 5, alive, RETRY)
+    const end = settle({ task: taskSnapshot(tree.layout, job.task_uuid, null), code: 5, child: alive, retry: RETRY })
     expect(end).toMatchObject({ outcome: 'paused', wait: { reason: 'budget', cap: 'user-daily', until: reset, maxWaitSeconds: null } })
     const ended = await queue.finish(job, WORKER, end ?? { outcome: '?' })
     expect(ended).toMatchObject({ state: 'retrying', wait: 'budget' })
@@ -79,7 +73,7 @@ describe('a job whose task a budget paused', () => {
   })
 
   it('by its own cap (no reset): the job ends with its task paused, its history naming the cap; it is not run again by itself', async () => {
-    const queue = await queueOf()
+    const queue = queueOn(database)
     const tree = makeTree()
     const uuid = uuidN(2)
     const job = await claimed(queue, uuid)
@@ -89,7 +83,7 @@ describe('a job whose task a budget paused', () => {
       status: 'paused',
       state: { paused_by: 'budget', budget_cap: 'task', resume_at: null, error: 'run.max_cost_usd 2 would be passed' },
     })
-    const end = settle(tree.layout, job, 5, alive, RETRY)
+    const end = settle({ task: taskSnapshot(tree.layout, job.task_uuid, null), code: 5, child: alive, retry: RETRY })
     expect(end).toMatchObject({ outcome: 'paused', reason: 'budget', cap: 'task' })
     expect(await queue.finish(job, WORKER, end ?? { outcome: '?' })).toMatchObject({ state: 'done', resumed: false })
     expect((await jobAttempts(queue.pool, job.id)).map((a) => [a.reason, a.cap, a.again])).toEqual([['budget', 'task', false]])
@@ -98,7 +92,7 @@ describe('a job whose task a budget paused', () => {
 
 describe('a usage limit past fleet.retry.max_wait_hours', () => {
   it('fails the job (its task stays paused, resumable), saying why', async () => {
-    const queue = await queueOf()
+    const queue = queueOn(database)
     const tree = makeTree()
     const uuid = uuidN(3)
     const job = await claimed(queue, uuid)
@@ -108,14 +102,14 @@ describe('a usage limit past fleet.retry.max_wait_hours', () => {
       status: 'paused',
       state: { paused_by: 'rate-limit', resume_at: new Date(Date.now() + 30 * 3_600_000).toISOString(), error: '429 usage limit' },
     })
-    const end = settle(tree.layout, job, 1, alive, RETRY)
+    const end = settle({ task: taskSnapshot(tree.layout, job.task_uuid, null), code: 1, child: alive, retry: RETRY })
     expect(end?.wait).toMatchObject({ reason: 'rate-limit', maxWaitSeconds: 24 * 3600 })
     expect(await queue.finish(job, WORKER, end ?? { outcome: '?' })).toMatchObject({ state: 'failed' })
     expect((await row(uuid))?.error).toMatch(/^429 usage limit; it lifts at \S+, past fleet\.retry\.max_wait_hours \(24 h of waiting in all; 0 h so far\)$/)
   })
 
   it('a short one waits, and the waits add up to the cap', async () => {
-    const queue = await queueOf()
+    const queue = queueOn(database)
     const tree = makeTree()
     const uuid = uuidN(4)
     const policy = { ...RETRY, max_wait_hours: 3 }
@@ -128,7 +122,13 @@ describe('a usage limit past fleet.retry.max_wait_hours', () => {
         state: { paused_by: 'rate-limit', resume_at: new Date(Date.now() + hours * 3_600_000).toISOString(), error: '429' },
       })
     pauseFor(2)
-    expect(await queue.finish(job, WORKER, settle(tree.layout, job, 1, alive, policy) ?? { outcome: '?' })).toMatchObject({
+    expect(
+      await queue.finish(
+        job,
+        WORKER,
+        settle({ task: taskSnapshot(tree.layout, job.task_uuid, null), code: 1, child: alive, retry: policy }) ?? { outcome: '?' },
+      ),
+    ).toMatchObject({
       state: 'retrying',
       wait: 'rate-limit',
     })
@@ -136,14 +136,20 @@ describe('a usage limit past fleet.retry.max_wait_hours', () => {
     job = (await queue.claim(WORKER)) as typeof job
     pauseFor(2)
     // 2 h waited, 2 more would pass the 3 h cap.
-    expect(await queue.finish(job, WORKER, settle(tree.layout, job, 1, alive, policy) ?? { outcome: '?' })).toMatchObject({ state: 'failed' })
+    expect(
+      await queue.finish(
+        job,
+        WORKER,
+        settle({ task: taskSnapshot(tree.layout, job.task_uuid, null), code: 1, child: alive, retry: policy }) ?? { outcome: '?' },
+      ),
+    ).toMatchObject({ state: 'failed' })
     expect((await fleetCounterTotals(queue.pool))?.retries['rate-limit']).toBe(1)
   })
 })
 
 describe("/metrics' counters of the history", () => {
   it('counts the attempts that ran again by reason, and budget pauses by cap', async () => {
-    const queue = await queueOf()
+    const queue = queueOn(database)
     const tree = makeTree()
     for (const [n, cap, resumeAt] of [
       [5, 'user-daily', new Date(Date.now() + 3_600_000).toISOString()],
@@ -153,7 +159,7 @@ describe("/metrics' counters of the history", () => {
       // Two users: one's spent daily cap does not hold the other's job.
       const job = await claimed(queue, uuid, cap === 'task' ? 'bob' : 'alice')
       tree.write({ uuid, location: 'paused', status: 'paused', state: { paused_by: 'budget', budget_cap: cap, resume_at: resumeAt } })
-      await queue.finish(job, WORKER, settle(tree.layout, job, 5, alive, RETRY) ?? { outcome: '?' })
+      await queue.finish(job, WORKER, settle({ task: taskSnapshot(tree.layout, job.task_uuid, null), code: 5, child: alive, retry: RETRY }) ?? { outcome: '?' })
     }
     expect(await fleetCounterTotals(queue.pool)).toMatchObject({ retries: { budget: 1 }, budget_pauses: { 'user-daily': 1, task: 1 } })
   })
@@ -161,7 +167,7 @@ describe("/metrics' counters of the history", () => {
 
 describe('a user whose cost cap is spent', () => {
   it('their other jobs are not claimed until the window resets (no slot taken); other users’ jobs run; fleet-daily holds everyone', async () => {
-    const queue = await queueOf()
+    const queue = queueOn(database)
     const tree = makeTree()
     const uuid = uuidN(7)
     const job = await claimed(queue, uuid)
@@ -171,7 +177,7 @@ describe('a user whose cost cap is spent', () => {
       status: 'paused',
       state: { paused_by: 'budget', budget_cap: 'user-daily', resume_at: new Date(Date.now() + 3_600_000).toISOString() },
     })
-    await queue.finish(job, WORKER, settle(tree.layout, job, 5, alive, RETRY) ?? { outcome: '?' })
+    await queue.finish(job, WORKER, settle({ task: taskSnapshot(tree.layout, job.task_uuid, null), code: 5, child: alive, retry: RETRY }) ?? { outcome: '?' })
     await queue.enqueue({ task_uuid: uuidN(8), kind: 'new', spec: { task: 'x' }, user: 'alice' })
     await queue.enqueue({ task_uuid: uuidN(9), kind: 'new', spec: { task: 'y' }, user: 'bob' })
     expect((await queue.claim(WORKER))?.task_uuid).toBe(uuidN(9))

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { exitOf, until } from '../helpers/wait.js'
-import { enqueue, startWorker } from '../helpers/fleet-worker.js'
+import { enqueue, holdAt, startWorker } from '../helpers/fleet-worker.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 import { readTask, runSetup } from '../run/harness.js'
 import type { RunSetup, Started } from '../run/harness.js'
@@ -50,17 +50,6 @@ function bareRepo(): { repo: string; workspaces: string } {
   git(['commit', '--quiet', '-m', 'v1'], src)
   git(['clone', '--quiet', '--bare', src, join(root, 'calc.git')])
   return { repo: join(root, 'calc.git'), workspaces: join(root, 'workspaces') }
-}
-
-/** A hold point (CTXAGENT_TEST_HOLD_AT): reached when its marker exists, let go by removing it. */
-function holdAt(step: string): { env: Record<string, string>; reached: () => boolean; release: () => void } {
-  const marker = join(mkdtempSync(join(tmpdir(), 'ctxagent-hold-')), 'held')
-  onTestFinished(() => rmSync(marker, { force: true }))
-  return {
-    env: { CTXAGENT_TEST_HOLD_AT: step, CTXAGENT_TEST_HOLD_MARKER: marker },
-    reached: () => existsSync(marker),
-    release: () => rmSync(marker, { force: true }),
-  }
 }
 
 async function stopWorker(worker: Started): Promise<void> {

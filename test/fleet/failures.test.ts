@@ -3,7 +3,7 @@ import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { alive, exitOf } from '../helpers/wait.js'
-import { agentPid, canUnshare, coldStartFlags, FAST_LOCKS, finish, killAtEnd, onHost, until } from '../helpers/fleet-hosts.js'
+import { agentPid, canUnshare, coldStartFlags, endless, FAST_LOCKS, finish, killAtEnd, onHost, until } from '../helpers/fleet-hosts.js'
 import { enqueue, started, startWorker, stopCleanly } from '../helpers/fleet-worker.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 import { fleetJobs } from '../helpers/fleet-jobs.js'
@@ -33,12 +33,6 @@ const settledJobs = () =>
 async function watchLocks(s: RunSetup): Promise<string> {
   const res = await s.run(['watch-locks', '--once'], db())
   return res.stdout + res.stderr
-}
-
-/** A model that never finishes: each turn looks for another file. */
-function endless(s: RunSetup): void {
-  let n = 0
-  s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
 }
 
 /** The agent (`ctxagent run`) that holds the task now, other than those in `not`. */

@@ -6,7 +6,7 @@ import type { FakeBoard } from '../helpers/fake-board.js'
 import { canKillServer } from '../helpers/postgres.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 import { exitOf, until } from '../helpers/wait.js'
-import { startWorker } from '../helpers/fleet-worker.js'
+import { pollOnce as pollWith, startWorker } from '../helpers/fleet-worker.js'
 import { readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
 
@@ -27,15 +27,8 @@ interface Report {
   errors: string[]
 }
 
-async function pollOnce(s: RunSetup, args: string[]): Promise<Report[]> {
-  const res = await s.run(['poll', '--once', '--json', '--label', 'agent', '--workspace', s.ws, ...args], db())
-  expect(res.stderr).toBe('')
-  expect(res.code).toBe(0)
-  return res.stdout
-    .trim()
-    .split('\n')
-    .map((line) => JSON.parse(line) as Report)
-}
+/** One poll pass (test/helpers/fleet-worker.ts), its report lines. */
+const pollOnce = (s: RunSetup, args: string[]) => pollWith<Report>(s, database, args)
 
 // Each test starts 10-20 processes one after another (poll passes, a worker, its agents): on a loaded machine more than the 60 s default; a give-up point, not a margin.
 describe('ctxagent poll', { timeout: 240_000 }, () => {

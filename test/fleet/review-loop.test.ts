@@ -6,7 +6,7 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import { startFakeBoard } from '../helpers/fake-board.js'
 import type { FakeBoard } from '../helpers/fake-board.js'
 import { usePostgres } from '../helpers/use-postgres.js'
-import { startWorker } from '../helpers/fleet-worker.js'
+import { pollOnce as pollWith, startWorker } from '../helpers/fleet-worker.js'
 import { exitOf } from '../helpers/wait.js'
 import { agentRequests, readTask, runSetup } from '../run/harness.js'
 import type { RunSetup } from '../run/harness.js'
@@ -26,15 +26,8 @@ interface Report {
   review: { watched: number; followups: string[]; exhausted: string[]; forgotten: string[]; errors: string[] }
 }
 
-async function pollOnce(s: RunSetup, args: string[]): Promise<Report[]> {
-  const res = await s.run(['poll', '--once', '--json', '--label', 'agent', '--workspace', s.ws, ...args], db())
-  expect(res.stderr).toBe('')
-  expect(res.code).toBe(0)
-  return res.stdout
-    .trim()
-    .split('\n')
-    .map((line) => JSON.parse(line) as Report)
-}
+/** One poll pass (test/helpers/fleet-worker.ts), its report lines. */
+const pollOnce = (s: RunSetup, args: string[]) => pollWith<Report>(s, database, args)
 
 const OPENER = '0000002a-0000-4000-8000-00000000002a'
 const marked = (text: string) => `${text}\n\nCloses #41\n\n<!-- ctxagent:${OPENER} -->`

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { exitOf } from '../helpers/wait.js'
-import { agentPid, FAST_LOCKS, finish, until } from '../helpers/fleet-hosts.js'
+import { agentPid, endless, FAST_LOCKS, finish, until } from '../helpers/fleet-hosts.js'
 import { started, startWorker } from '../helpers/fleet-worker.js'
 import { canKillServer } from '../helpers/postgres.js'
 import { usePostgres } from '../helpers/use-postgres.js'
@@ -12,12 +12,6 @@ import type { RunSetup } from '../run/harness.js'
 const database = usePostgres({ schema: true, truncate: ['fleet_jobs', 'fleet_workers', 'fleet_job_attempts', 'tasks'] })
 const query = database.query
 const db = database.env
-
-/** A model that never finishes: each turn looks for another file. */
-function endless(s: RunSetup): void {
-  let n = 0
-  s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
-}
 
 /** A task paused by SIGINT (exit 130), to be resumed. */
 async function pausedTask(s: RunSetup): Promise<string> {

@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
-import { endedElsewhere, settle } from '../../src/fleet/queue/task-outcome.js'
+import { endedElsewhere, settle, taskSnapshot } from '../../src/fleet/queue/task-outcome.js'
 import type { Job } from '../../src/fleet/queue/job.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
 
@@ -32,11 +32,11 @@ describe("a job whose agent died between its task's move to completed/ and its l
     const uuid = uuidN(7)
     tree.write({ uuid, location: 'completed', status: 'completing' })
     const died = { stopped: false, lastLine: '' }
-    expect(settle(tree.layout, job(uuid), 137, died, undefined)).toEqual({ outcome: 'completed', error: null })
+    expect(settle({ task: taskSnapshot(tree.layout, uuid, null), code: 137, child: died, retry: undefined })).toEqual({ outcome: 'completed', error: null })
     expect(endedElsewhere(tree.layout, job(uuid))).toEqual({ outcome: 'completed', error: null })
     const failed = uuidN(8)
     tree.write({ uuid: failed, location: 'completed', status: 'failed' })
-    expect(settle(tree.layout, job(failed), 1, died, undefined)).toEqual({ outcome: 'failed', error: 'boom' })
+    expect(settle({ task: taskSnapshot(tree.layout, failed, null), code: 1, child: died, retry: undefined })).toEqual({ outcome: 'failed', error: 'boom' })
   })
 })
 
@@ -48,9 +48,11 @@ describe('a usage limit has one form (docs/fleet-operations.md#waits): paused_by
   it('waits until resume_at; a pause by the LLM side (paused_by llm) is an outage retried with backoff, whatever else its state says', () => {
     const tree = makeTree()
     tree.write({ uuid: uuidN(11), location: 'paused', status: 'paused', state: { paused_by: 'rate-limit', llm_failure: 'rate_limited', resume_at: until } })
-    expect(settle(tree.layout, job(uuidN(11)), 1, alive, RETRY)).toMatchObject({ wait: { reason: 'rate-limit', until, cap: null } })
+    expect(settle({ task: taskSnapshot(tree.layout, uuidN(11), null), code: 1, child: alive, retry: RETRY })).toMatchObject({
+      wait: { reason: 'rate-limit', until, cap: null },
+    })
     tree.write({ uuid: uuidN(12), location: 'paused', status: 'paused', state: { paused_by: 'llm', llm_failure: 'rate_limited', resume_at: until } })
-    const outage = settle(tree.layout, job(uuidN(12)), 1, alive, RETRY)
+    const outage = settle({ task: taskSnapshot(tree.layout, uuidN(12), null), code: 1, child: alive, retry: RETRY })
     expect(outage).toMatchObject({ outcome: 'paused', retry: RETRY })
     expect(outage?.wait).toBeUndefined()
   })

@@ -80,6 +80,7 @@ export async function startFakeGithub(options: { owner?: string; repo?: string; 
           labels: [],
           head: { ref: 'fix-csv', sha: 'abc' },
           base: { ref: 'main', sha: 'def' },
+          html_url: `https://github.example/${owner}/${repo}/pull/${number}`,
         }
       : null,
     comments: [],

@@ -19,6 +19,12 @@ export const FAST_LOCKS = 'locks:\n  heartbeat_seconds: 0.2\n  stale_after_secon
 
 export const finish = { calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] }
 
+/** A model that never finishes: each turn looks for another file (a task under way until it is stopped). */
+export function endless(s: RunSetup): void {
+  let n = 0
+  s.fake.fallback = () => ({ calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
+}
+
 export { until } from './wait.js'
 
 /**

@@ -143,7 +143,9 @@ export async function retryJob(pool: Pool, id: number, tree: RetryLookups): Prom
     }
     if (row.state !== 'failed' && row.state !== 'cancelled' && !unjudged) {
       throw new LockedError(
-        `job ${id} is ${row.state}; only a failed, cancelled or retrying job (or an eval trial's with no verdict) is run again`,
+        trial !== undefined && row.state === 'done'
+          ? `job ${id} is done and its eval trial has its verdict; only a trial without one is run again`
+          : `job ${id} is ${row.state}; only a failed, cancelled or retrying job is run again`,
         row.state === 'done'
           ? 'a done job ran to its end: enqueue a new task (with the same --task-id to inherit its summary)'
           : row.state === 'waiting'

@@ -31,24 +31,16 @@ export function taskSnapshot(layout: Layout, uuid: string, pausedState: string |
   return { location: ref.location, state: safeState(ref.dir), unchanged }
 }
 
-/** What became of a job's task once its process ended. */
-export function settle(
-  layout: Layout,
-  job: Job,
-  code: number | null,
-  entry: { stopped: boolean; lastLine: string },
-  retry: RetryPolicy | undefined,
-): JobEnd | null {
-  return settleFrom(taskSnapshot(layout, job.task_uuid, null), code, entry, retry)
+/** What settle() is given: the task as its worker finds it, its process's exit code, how its worker saw that process end, fleet.retry. */
+export interface TaskEndInput {
+  task: TaskSnapshot
+  code: number | null
+  child: Pick<ChildEnd, 'stopped' | 'lastLine'>
+  retry: RetryPolicy | undefined
 }
 
-/** settle(), from a snapshot of the task: null while it is still in running/ (its process died holding the lock). */
-export function settleFrom(
-  task: TaskSnapshot,
-  code: number | null,
-  entry: { stopped: boolean; lastLine: string },
-  retry: RetryPolicy | undefined,
-): JobEnd | null {
+/** What became of a job's task once its process ended: null while it is still in running/ (its process died holding the lock). */
+export function settle({ task, code, child: entry, retry }: TaskEndInput): JobEnd | null {
   if (task.location === null) return { outcome: 'failed', failed: true, error: lastError(entry.lastLine) || `run exited with ${code}` }
   const state = task.state
   if (task.location === 'completed') return setupFailedEnd(state, retry) ?? completedEnd(state, 'unknown')
@@ -170,7 +162,7 @@ export function closeVerdict(
   // back as a stop's is, and its next claim judges the task without running its agent (docs/eval.md#a-stop).
   if (job.spec.eval !== undefined && task.location === 'completed' && PAUSED_BY_SIGNAL.has(code ?? -1))
     return { kind: 'end', end: { outcome: 'paused', resume: true, error: null } }
-  const end = settleFrom(task, code, child, policy.retry)
+  const end = settle({ task, code, child, retry: policy.retry })
   // Another process took the task first (an operator's `run --resume`; or, for a new job, an earlier claim's agent
   // still running after a pass handed the job back while this worker was frozen): the job ends with what that run makes of it.
   if (end === null && code === 4 && !stopped) return { kind: 'elsewhere' }

@@ -1,4 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises'
+import { holdForTest } from '../../test-pause.js'
 import type { Ended, Job, JobEnd } from '../queue/job.js'
 import type { CloseVerdict } from '../queue/task-outcome.js'
 import type { JobContext } from './job-context.js'
@@ -21,6 +22,8 @@ type SettleContext = Pick<JobContext, 'options' | 'queue' | 'stop'>
 /** Carries the settlement out in the queue: the job ended, handed back, released, or left to whoever now has it. */
 export async function settleJob(ctx: SettleContext, job: Job, settlement: Settlement): Promise<Settled> {
   const { options, queue } = ctx
+  // Between a child's close and its job's settlement: a watch-locks pass must leave a live worker's job here (docs/contract.md §14.3).
+  await holdForTest('worker:settling')
   const notHandedBack = (err: Error): void => options.log(`job ${job.id} not handed back (${err.message}): a reaper will`)
   switch (settlement.kind) {
     case 'end':

@@ -57,8 +57,9 @@ export async function registerWorker(pool: Pool, hostname: string, concurrency: 
       concurrency,
     ])
     // Idle rows of workers gone (killed, or stopped without a database): no wake-up is sent to their channels.
-    await client.query(`DELETE FROM fleet_idle i WHERE NOT EXISTS (SELECT 1 FROM fleet_workers w WHERE w.id = i.worker_id AND w.stopped_at IS NULL
-                          AND w.heartbeat_at > now() - make_interval(secs => i.stale_seconds))`)
+    await client.query(
+      `DELETE FROM fleet_idle i WHERE NOT EXISTS (SELECT 1 FROM fleet_workers w WHERE w.id = i.worker_id AND ${liveWorkerSql('w', 'i.stale_seconds')})`,
+    )
   })
   return { id, hostname, pid: process.pid, concurrency }
 }

@@ -6,6 +6,7 @@ import { PG_FLEET_COUNTERS_MIGRATION } from './fleet-counters.js'
 import { PG_FLEET_TALLIES_MIGRATION, ROLL_UP_LOCK } from './fleet-tallies.js'
 import { PG_PULL_REQUESTS_MIGRATION } from './pull-requests.js'
 import { CLAIM_PER_USER_LOCK, PG_FLEET_CLAIM_MIGRATION } from './fleet-claim.js'
+import { liveWorkerSql } from './worker-liveness.js'
 
 /**
  * The fleet's tables in PostgreSQL (docs/contract.md §14.1), as numbered migrations: `tasks` has
@@ -144,7 +145,7 @@ const MIGRATIONS: readonly string[] = [
    DECLARE chosen TEXT;
    BEGIN
      SELECT i.channel INTO chosen FROM fleet_idle i JOIN fleet_workers w ON w.id = i.worker_id
-      WHERE w.stopped_at IS NULL AND w.heartbeat_at > now() - make_interval(secs => i.stale_seconds)
+      WHERE ${liveWorkerSql('w', 'i.stale_seconds')}
       ORDER BY i.since LIMIT 1 FOR UPDATE OF i SKIP LOCKED;
      IF chosen IS NOT NULL THEN DELETE FROM fleet_idle WHERE channel = chosen; END IF;
      PERFORM pg_notify(COALESCE(chosen, 'ctxagent_jobs'), '');
