@@ -26,6 +26,7 @@ export default defineConfig({
       'test/cli.test.ts',
       'test/render.test.ts',
       'test/run/log.test.ts',
+      'test/run/heap-collect.test.ts',
       'test/run/parts.test.ts',
       'test/storage/blob.test.ts',
       'test/storage/format/*.test.ts',

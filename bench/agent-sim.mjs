@@ -8,7 +8,7 @@ import { parseConfig } from '../dist/config/load.js'
 import { Layout } from '../dist/storage/fs/layout.js'
 import { createTask } from '../dist/storage/task/lifecycle.js'
 import { requestBody } from '../dist/llm/openai-compatible.js'
-import { tuneV8ForTheLoop } from '../dist/run/v8-tuning.js'
+import { collectIfGrown, tuneV8ForTheLoop } from '../dist/run/v8-tuning.js'
 import { agentText, rng } from './lib.mjs'
 
 const [mode, base, callsArg, minArg, maxArg] = process.argv.slice(2)
@@ -65,6 +65,9 @@ if (mode === 'memory') {
     handle.addMessage({ role: 'tool', tool_call_id: `c${i}`, tool_name: 'run', content: output(i) })
     body = requestBody('m', requestMessages(handle.window(), limit, 3, memo).messages, undefined, 4096, undefined, body, true)
     if (body.bytes.length === 0) throw new Error('unreachable')
+    // The loop sends the body and, while the LLM works on it, collects the old generation
+    // when it has grown enough since the last full GC (src/run/turn.ts, src/run/v8-tuning.ts).
+    collectIfGrown()
     await compressIfNeeded(handle, options)
     if (i % 10 === 0) sample()
   }

@@ -22,7 +22,7 @@ import type { RunLog } from './log.js'
 import type { StopController } from './stop.js'
 import { endingFor } from './ending.js'
 import type { Ending } from './ending.js'
-import { tuneV8ForTheLoop } from './v8-tuning.js'
+import { collectIfGrown, tuneV8ForTheLoop } from './v8-tuning.js'
 import { InboxRequests } from './requests.js'
 import { NestedInstructions } from './nested-instructions.js'
 import { WindowKeeper } from './window-keeper.js'
@@ -280,7 +280,10 @@ export class Agent {
     stop.signal.addEventListener('abort', abort, { once: true })
     const span = this.turnTrace.llm({ model: client.model, messages })
     try {
-      const reply = await client.chat(messages, { tools: tools.specs(), signal: request.signal, promptTokens: plan.tokens })
+      const pending = client.chat(messages, { tools: tools.specs(), signal: request.signal, promptTokens: plan.tokens })
+      // Once the request has gone out (the client's own steps run first): the heap's dead messages are collected while the LLM works.
+      setImmediate(collectIfGrown)
+      const reply = await pending
       span.end({
         inputTokens: reply.usage?.prompt_tokens ?? null,
         outputTokens: reply.usage?.completion_tokens ?? null,
