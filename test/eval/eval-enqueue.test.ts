@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { startFakeLlm } from '../helpers/fake-llm.js'
+import type { FakeLlm } from '../helpers/fake-llm.js'
 import { startServe } from '../serve/helpers.js'
 import { started, stopCleanly } from '../helpers/fleet-worker.js'
 import { BIN, cliAsync, ROOT, TEST_ENV } from '../helpers/run.js'
@@ -43,6 +44,22 @@ function startWorker(home: string, config: string) {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
   })
   return { child, err: () => err }
+}
+
+/** The agent's second request (its first after a tool call) answered only once `release` is called. */
+function holdSecondRequest(fake: FakeLlm): { held: () => boolean; release: () => void } {
+  let held = false
+  let release = (): void => undefined
+  const gate = new Promise<void>((resolve) => (release = resolve))
+  onTestFinished(() => release())
+  fake.fallback = (req) => {
+    const reply = script(req)
+    const turn = req.body.messages.filter((m) => m.role === 'assistant').length
+    if (req.body.tools === undefined || turn !== 1 || held) return reply
+    held = true
+    return { ...reply, after: gate }
+  }
+  return { held: () => held, release: () => release() }
 }
 
 describe('ctxagent eval run --enqueue', () => {
@@ -139,23 +156,13 @@ describe('ctxagent eval run --enqueue', () => {
     const fake = await startFakeLlm()
     const { home, config } = setup(fake)
     // The agent's second request is held until the test lets it go: the worker is stopped while it waits.
-    let held = false
-    let release = (): void => undefined
-    const gate = new Promise<void>((resolve) => (release = resolve))
-    onTestFinished(() => release())
-    fake.fallback = (req) => {
-      const reply = script(req)
-      const turn = req.body.messages.filter((m) => m.role === 'assistant').length
-      if (req.body.tools === undefined || turn !== 1 || held) return reply
-      held = true
-      return { ...reply, after: gate }
-    }
+    const hold = holdSecondRequest(fake)
     const args = ['--home', home, '--config', config, '--json', 'eval', 'run', suite, '--variant', 'good=model=good-model', '--enqueue']
     expect((await cliAsync([...args, '--no-wait'], database.env())).code).toBe(0)
     const first = await started(startWorker(home, config))
-    await until('the held request', () => held, 2400)
+    await until('the held request', () => hold.held(), 2400)
     await stopCleanly(first)
-    release()
+    hold.release()
     const jobs = await database.query<{ kind: string; state: string; task_uuid: string }>('SELECT kind, state, task_uuid FROM fleet_jobs ORDER BY id')
     expect(jobs.map((j) => [j.kind, j.state])).toEqual([
       ['new', 'done'],
@@ -181,27 +188,17 @@ describe('ctxagent eval run --enqueue', () => {
     const fake = await startFakeLlm()
     const { home, config } = setup(fake)
     // The agent's second request is held until the operator's pause has been asked for.
-    let held = false
-    let release = (): void => undefined
-    const gate = new Promise<void>((resolve) => (release = resolve))
-    onTestFinished(() => release())
-    fake.fallback = (req) => {
-      const reply = script(req)
-      const turn = req.body.messages.filter((m) => m.role === 'assistant').length
-      if (req.body.tools === undefined || turn !== 1 || held) return reply
-      held = true
-      return { ...reply, after: gate }
-    }
+    const hold = holdSecondRequest(fake)
     const args = ['--home', home, '--config', config, '--json', 'eval', 'run', suite, '--variant', 'good=model=good-model', '--enqueue']
     expect((await cliAsync([...args, '--no-wait'], database.env())).code).toBe(0)
     const worker = await started(startWorker(home, config))
-    await until('the held request', () => held, 2400)
+    await until('the held request', () => hold.held(), 2400)
     const [job] = await database.query<{ id: string; task_uuid: string }>('SELECT id, task_uuid FROM fleet_jobs')
     const paused = cliAsync(['--home', home, '--config', config, 'pause', job?.task_uuid as string], database.env())
     // Let go once the pause is asked for: the agent then pauses rather than finish.
     const inbox = join(home, 'running', job?.task_uuid as string, 'inbox.jsonl')
     await until('the pause asked for', () => existsSync(inbox) && readFileSync(inbox, 'utf8').includes('"control"'), 2400)
-    release()
+    hold.release()
     const pausedRes = await paused
     expect(pausedRes.code, pausedRes.stderr).toBe(0)
     await until('the job done', async () => (await database.query<{ state: string }>('SELECT state FROM fleet_jobs'))[0]?.state === 'done')
