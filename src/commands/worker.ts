@@ -35,8 +35,12 @@ interface WorkerOptions {
   logFormat?: 'text' | 'json'
 }
 
-/** `runCli` is the CLI's main (cli.ts passes it: a command never imports the program above it), which a warm child runs its task with. */
-export function workerCommand(runCli: (argv: string[]) => Promise<void>): Command {
+/**
+ * `runCli` is the CLI's main, which a warm child runs its task with, and `loadCli` its program
+ * for a command line, which a warm child builds for `run` before its job (its modules loaded):
+ * cli.ts passes both, a command never imports the program above it.
+ */
+export function workerCommand(runCli: (argv: string[]) => Promise<void>, loadCli: (argv: string[]) => Promise<unknown>): Command {
   return (
     new Command('worker')
       .description(
@@ -54,7 +58,7 @@ export function workerCommand(runCli: (argv: string[]) => Promise<void>): Comman
         ]),
       )
       .action((opts: WorkerOptions, command: Command) => {
-        if (opts.warmChild === true) return warmChild(command, runCli)
+        if (opts.warmChild === true) return warmChild(command, runCli, loadCli)
         // The signals are handled before anything else (config, database): see StopRequests.
         const stop = stopRequests()
         return withEnv((ctx: CommandEnv, o: WorkerOptions) => worker(ctx, o, stop))(opts, command).finally(() => stop.dispose())
@@ -68,8 +72,8 @@ export function workerCommand(runCli: (argv: string[]) => Promise<void>): Comman
  * runs as if started with it (same global flags: the worker's --home and --config).
  * fd 3 closing without a line (the worker stopped or died) ends it quietly.
  */
-async function warmChild(command: Command, runCli: (argv: string[]) => Promise<void>): Promise<void> {
-  const preload = warmUp(command)
+async function warmChild(command: Command, runCli: (argv: string[]) => Promise<void>, loadCli: (argv: string[]) => Promise<unknown>): Promise<void> {
+  const preload = warmUp(command, loadCli)
   const args = await controlLine()
   await preload
   if (args === null) {
@@ -91,19 +95,30 @@ async function warmChild(command: Command, runCli: (argv: string[]) => Promise<v
 
 /**
  * What every task does first and costs most the first time, done before there is one:
- * the modules run loads on demand (its work, the database client, uuids), the config
- * parsed once (dropped: the task reads it again, it may have changed), the PostgreSQL
- * index connected (the task's open takes it), the random source opened (temp file
- * names), fetch's HTTP client loaded and its parser compiled by one request on loopback (the
- * LLM requests; warm-fetch.ts).
+ * the modules run loads on demand (the `run` command's program, its work, the database client,
+ * uuids, the state and task locks), the config parsed once (dropped: the task reads it again, it
+ * may have changed), the PostgreSQL index connected (the task's open takes it), the random source
+ * opened (temp file names), an LLM client made (dropped), fetch's HTTP client loaded and its
+ * parser compiled by one request on loopback (the LLM requests; warm-fetch.ts). Nothing of a
+ * job is known yet, and nothing here is kept for it but what Node caches (modules) and the
+ * index's connection.
  */
-async function warmUp(command: Command): Promise<void> {
-  await Promise.all([import('../run/run-task.js'), import('pg'), import('uuid')]).catch(() => undefined)
+async function warmUp(command: Command, loadCli: (argv: string[]) => Promise<unknown>): Promise<void> {
+  await Promise.all([
+    loadCli([...process.argv.slice(0, 2), 'run']),
+    import('../run/run-task.js'),
+    import('pg'),
+    import('uuid'),
+    import('proper-lockfile'),
+  ]).catch(() => undefined)
   try {
     const { config } = loadConfig({ flag: command.optsWithGlobals<GlobalOptions>().config, env: process.env, cwd: process.cwd() })
     // The task's PostgreSQL index, connected now (one connection while it waits).
     const url = fleetDatabaseUrl({ config, env: process.env })
     if (url !== null) PgStore.openAhead(url)
+    // One LLM client made and dropped: the SDK's constructors run once (the task makes its own, from its config).
+    const { createLlmClient } = await import('../llm/providers.js')
+    createLlmClient(config)
   } catch {
     // the task says what is wrong with it
   }

@@ -86,6 +86,7 @@ export class AnthropicClient implements LlmClient {
         totalMs: endpoint.timeout_seconds * 1000,
         maxBytes: limits.maxResponseBytes ?? 32 * 1024 * 1024,
         maxRetryWaitMs: (limits.maxRetryWait ?? 60) * 1000,
+        maxRetries: endpoint.max_retries,
         ...(limits.onWait ? { onWait: limits.onWait } : {}),
       }),
       // The SDK logs to the console (stdout of a --json command) and may trace: ctxagent logs and traces itself.

@@ -25,6 +25,8 @@ export interface FetchBounds {
   maxRetryWaitMs: number
   /** Told of every wait before a retry as it is decided (docs/running.md#waits). */
   onWait?: (wait: ProviderWait) => void
+  /** The SDK's maxRetries: an answer to its last try is not retried, so no wait is owed or told. */
+  maxRetries?: number
 }
 
 export class ResponseTooLargeError extends Error {}
@@ -88,7 +90,7 @@ export function boundedFetch(bounds: FetchBounds): typeof fetch {
     waits.delete(key)
     if (owed > 0) await abortableWait(owed, init.signal ?? undefined)
     const res = await send(input, init)
-    if (willRetry(res)) {
+    if (willRetry(res) && (bounds.maxRetries === undefined || retry < bounds.maxRetries)) {
       const wait = retryWait(res.headers, retry, bounds.maxRetryWaitMs)
       waits.set(key, wait.ms)
       bounds.onWait?.({ ...wait, retry: retry + 1, status: res.status })

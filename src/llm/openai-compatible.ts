@@ -44,6 +44,7 @@ export class OpenAiCompatibleClient implements LlmClient {
       totalMs: endpoint.timeout_seconds * 1000,
       maxBytes: this.maxResponseBytes,
       maxRetryWaitMs: (limits.maxRetryWait ?? 60) * 1000,
+      maxRetries: endpoint.max_retries,
       ...(limits.onWait ? { onWait: limits.onWait } : {}),
     }
     this.client = new OpenAI({

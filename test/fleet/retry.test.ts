@@ -24,13 +24,18 @@ const jobs = () => fleetJobs(database)
 /** fleet.retry with a small base: a test waits on the jobs' states, never on these times. */
 const RETRY = (maxAttempts: number) => `${FAST_LOCKS}  retry:\n    base_seconds: 0.1\n    max_seconds: 0.5\n    max_attempts: ${maxAttempts}\n`
 
-/** An LLM that answers `status` while `down()` says so (counting those answers), and finishes every task otherwise. */
+/**
+ * An LLM that answers `status` while `down()` says so (counting those answers), and finishes every task otherwise.
+ * Each refusal asks for a 1 ms wait (`retry-after-ms`), which the client honours as any server's
+ * (docs/running.md#rate-limits): its retries still run, without the seconds of its own backoff that
+ * every failed run would otherwise idle through; the fleet's retry is what these tests are about.
+ */
 function outage(s: RunSetup, status: number, down: () => boolean): { failed: () => number } {
   let failed = 0
   s.fake.fallback = () => {
     if (!down()) return finish
     failed++
-    return { status, content: `the server is ${status === 503 ? 'overloaded' : 'refusing'}` }
+    return { status, content: `the server is ${status === 503 ? 'overloaded' : 'refusing'}`, headers: { 'retry-after-ms': '1' } }
   }
   return { failed: () => failed }
 }
@@ -186,9 +191,14 @@ describe('a watch-locks pass killed at each step of a recovery', () => {
       expect((await jobs()).map((j) => j.state)).toEqual(['running'])
       expect(readTask(s.tree, uuid).location).toBe(step === 'reap:after-move' ? 'paused' : 'running')
       go = true
-      const rows = await until('the job settled and its resume done', async () => {
+      // Passes until one has settled the job and queued its resume (no more once it has: each is a
+      // whole process, and the resume runs on the worker meanwhile); then the resume's end.
+      await until('a pass that settled the job', async () => {
         const pass = await s.run(['watch-locks', '--once', '--json'], db())
         expect(pass.code, pass.stderr).toBe(0)
+        return (await jobs()).length === 2
+      })
+      const rows = await until('the job settled and its resume done', async () => {
         const all = await jobs()
         return all.length === 2 && all.every((j) => j.state === 'done') ? all : null
       })

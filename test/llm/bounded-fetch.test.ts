@@ -14,6 +14,9 @@ async function server() {
     if (req.url?.startsWith('/bom')) {
       res.writeHead(200, { 'content-type': 'application/json', 'x-request-id': 'req-1' })
       res.end(`${BOM}{"answer":"ünïcode ✓"}`)
+    } else if (req.url?.startsWith('/down')) {
+      res.writeHead(503, { 'content-type': 'application/json', 'retry-after-ms': '5' })
+      res.end('{"error":{"message":"down"}}')
     } else if (req.url?.startsWith('/missing')) {
       res.writeHead(404, { 'content-type': 'application/json' })
       res.end('{"error":{"message":"model gpt-nothing does not exist"}}')
@@ -59,5 +62,18 @@ describe('boundedFetch answers as fetch does', () => {
     const config = parseConfig(`llm:\n  openai:\n    base_url: ${base}/missing/v1\n    api_key: k\n    model: gpt-nothing\n    max_retries: 0\n`)
     const client = new OpenAiCompatibleClient(config.llm.openai, 'openai')
     await expect(client.chat([{ role: 'user', content: 'hi' }])).rejects.toThrow(/answered 404: .*model gpt-nothing does not exist/)
+  })
+})
+
+describe('boundedFetch tells of a wait only before a retry the SDK makes', () => {
+  it('with maxRetries 2: a wait before retries 1 and 2, none after the answer to the last try', async () => {
+    const base = await server()
+    const told: number[] = []
+    const f = boundedFetch({ ...bounds, maxRetries: 2, onWait: (w) => told.push(w.retry) })
+    for (const count of [0, 1, 2]) {
+      const res = await f(`${base}/down`, { method: 'POST', body: Buffer.from('{}'), headers: { 'x-stainless-retry-count': String(count) } })
+      expect(res.status).toBe(503)
+    }
+    expect(told).toEqual([1, 2])
   })
 })

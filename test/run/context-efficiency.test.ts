@@ -13,6 +13,12 @@ const isSummaryCall = (r: RecordedRequest) => !Array.isArray(r.body.tools)
 /** chars/4, as ctxagent estimates: what a request costs, give or take the tokenizer. */
 const tokensOf = (r: RecordedRequest) => Math.ceil(JSON.stringify(r.body.messages).length / 4)
 
+/**
+ * A server that is down: a 500 asking for a 1 ms wait (`retry-after-ms`), which the client honours as any
+ * server's (docs/running.md#rate-limits), so its retries run without seconds of its own backoff before the task pauses.
+ */
+const DOWN = { status: 500, content: 'down', headers: { 'retry-after-ms': '1' } }
+
 describe('prune by tool rounds (one user turn, many rounds)', () => {
   it('a 30-round task: the last request carries only the protected rounds in full, every call still answered', async () => {
     const s = await runSetup()
@@ -120,7 +126,7 @@ describe('usage reports and bounded compaction', () => {
     for (let i = 0; i < 40; i++) writeFileSync(join(s.ws, `h${i}.txt`), `h${i} `.repeat(2000)) // ~8 KB each
     s.fake.queue = Array.from({ length: 40 }, (_, i) => ({ calls: [{ name: 'read_file', arguments: { path: `h${i}.txt` } }] }))
     // Then the server fails: the task pauses (an LLM outage), its window ~80k tokens.
-    s.fake.fallback = () => ({ status: 500, content: 'down' })
+    s.fake.fallback = () => DOWN
     const first = await s.run(['run', '--task', 'read the h files', '--workspace', s.ws])
     expect(first.code, first.stderr).toBe(1)
     const paused = onlyTask(s.tree)
@@ -319,7 +325,7 @@ describe('a prefix that stays put across a pause (issue 30)', () => {
     for (let i = 0; i < 20; i++) writeFileSync(join(s.ws, `p${i}.txt`), `p${i} `.repeat(500))
     // 20 rounds: the boundary has moved once (after 15), so pruned stubs and whole outputs are both in the request.
     s.fake.queue = Array.from({ length: 20 }, (_, i) => ({ calls: [{ name: 'read_file', arguments: { path: `p${i}.txt` } }] }))
-    s.fake.fallback = () => ({ status: 500, content: 'down' })
+    s.fake.fallback = () => DOWN
     const first = await s.run(['run', '--task', 'read the p files', '--workspace', s.ws])
     expect(first.code, first.stderr).toBe(1)
     const refused = s.fake.requests.at(-1) as RecordedRequest

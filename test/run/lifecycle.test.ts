@@ -2,7 +2,7 @@ import { findingsText } from '../helpers/run.js'
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { alive, exitOf, groupAlive, killGroup, sleep } from '../helpers/wait.js'
+import { alive, exitOf, groupAlive, killGroup } from '../helpers/wait.js'
 import { agentRequests, expectContinuousSeq, expectWellFormed, jsonl, onlyTask, readTask, runSetup, waitFor } from './harness.js'
 import type { RunSetup } from './harness.js'
 
@@ -98,8 +98,7 @@ describe('run: stops, resumes and recovery', () => {
       started.child.kill('SIGKILL')
       await exitOf(started.child)
       const uuid = runningUuid(s) as string
-      await sleep(2_500)
-      const reaped = await s.run(['watch-locks', '--once', '--json'])
+      const reaped = await s.run(['watch-locks', '--once', '--json'], pastStaleAfter())
       expect(reaped.code, reaped.stderr).toBe(0)
       const task = readTask(s.tree, uuid)
       expect(task.location).toBe(recovery === 'resume' ? 'paused' : 'completed')
@@ -145,8 +144,7 @@ describe('run: stops, resumes and recovery', () => {
     started.child.kill('SIGKILL')
     await exitOf(started.child)
     expect(alive(group)).toBe(true)
-    await sleep(2_500)
-    const reaped = await s.run(['watch-locks', '--once', '--json'])
+    const reaped = await s.run(['watch-locks', '--once', '--json'], pastStaleAfter())
     expect(reaped.code, reaped.stderr).toBe(0)
     expect(JSON.parse(findingsText(reaped.stdout).trim().split('\n')[0] as string)).toMatchObject({ uuid, action: 'reaped', killed_commands: [group] })
     await waitFor(`process group ${group} gone`, () => !groupAlive(group), 30_000)
@@ -180,7 +178,7 @@ describe('run: stops, resumes and recovery', () => {
     started.child.kill('SIGKILL')
     await exitOf(started.child)
     // Resuming a task whose agent died takes its stale lock over where it is.
-    await sleep(2_500)
+    await heartbeatStale(s, uuid)
     s.fake.queue.push(finish())
     expect(alive(group)).toBe(true)
     const resumed = await s.run(['run', '--resume', uuid])
@@ -269,11 +267,15 @@ describe('run: stops, resumes and recovery', () => {
     const one = await waitFor('the comment in a request', () => s.fake.requests.find((r) => JSON.stringify(r.body.messages).includes('please use tabs')))
     const osUser = (await import('node:os')).userInfo().username
     expect(one.body.messages.filter((m) => m.role === 'user' && m.content === `[New Comment from @${osUser}]:\n> please use tabs`)).toHaveLength(1)
-    // Both written while the agent waits on a slow request: the next turn reads them together.
-    s.fake.fallback = () => ({ delayMs: 2_500, calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
+    // Both written while the agent waits on a request held until they are (not one slow for a while, which
+    // two commands on a busy machine may outlast): the next turn reads them together.
+    let release = () => {}
+    const written = new Promise<void>((resolve) => (release = resolve))
+    s.fake.fallback = () => ({ after: written, calls: [{ name: 'glob', arguments: { pattern: `*${n++}*` } }] })
     const count = s.fake.requests.length
-    await waitFor('a slow request', () => s.fake.requests.length > count + 1)
+    await waitFor('a held request', () => s.fake.requests.length > count)
     await Promise.all([s.run(['comment', uuid, 'first']), s.run(['comment', uuid, 'second'])])
+    release()
     const both = await waitFor('both comments', () => s.fake.requests.find((r) => JSON.stringify(r.body.messages).includes('second')), 30_000)
     const last = both.body.messages.filter((m) => m.role === 'user').at(-1)?.content ?? ''
     expect(last).toMatch(
@@ -383,12 +385,31 @@ describe('run: stops, resumes and recovery', () => {
 
 const finish = () => ({ calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] })
 
-function readLockInfo(s: RunSetup, uuid: string): { commands?: { pgid: number }[] } | null {
+function readLockInfo(s: RunSetup, uuid: string): { commands?: { pgid: number }[]; heartbeat_at?: string } | null {
   try {
-    return JSON.parse(readFileSync(join(s.tree.layout.taskDir('running', uuid), '.lock'), 'utf8')) as { commands?: { pgid: number }[] }
+    return JSON.parse(readFileSync(join(s.tree.layout.taskDir('running', uuid), '.lock'), 'utf8')) as { commands?: { pgid: number }[]; heartbeat_at?: string }
   } catch {
     return null
   }
+}
+
+/**
+ * The monitor's clock pinned past FAST_LOCKS' stale_after (CTXAGENT_NOW, docs/configuration.md): a dead
+ * agent's lock is then stale by its heartbeat as well, which watch-locks, acting on its own, needs besides
+ * the dead pid (docs/contract.md §4), with no wait for the heartbeat to age.
+ */
+const pastStaleAfter = () => ({ CTXAGENT_NOW: new Date(Date.now() + 5_000).toISOString() })
+
+/**
+ * Waits until the lock a dead agent left on `uuid` is stale by its heartbeat as well (older than
+ * FAST_LOCKS' stale_after_seconds), as a resume takes it over in the test below. The moment comes from
+ * the lock itself, not from a sleep long enough.
+ */
+async function heartbeatStale(s: RunSetup, uuid: string): Promise<void> {
+  await waitFor('its lock stale by its heartbeat', () => {
+    const at = Date.parse(readLockInfo(s, uuid)?.heartbeat_at ?? '')
+    return !Number.isNaN(at) && Date.now() - at > 2_000
+  })
 }
 
 describe('resume races', () => {
