@@ -3,6 +3,7 @@ import type { Config } from '../config/schema.js'
 import { CtxError } from '../errors.js'
 import { call, client, parseGithubRef, parseGithubRepo } from './github.js'
 import { forgeReply } from './forge-reply.js'
+import { GITHUB_COMMENTS } from './forge-shapes.js'
 import { markerOf } from './marker.js'
 import type { Client } from './github.js'
 import { AccessCache, githubCanWrite, WRITE_ASSOCIATIONS } from './trust.js'
@@ -26,9 +27,10 @@ export function githubReviewWatch(config: Config, repository: string, stop?: Abo
     async labelTrusted(ref, label) {
       if (anyone) return true
       const { number } = parseGithubRef(ref)
-      const events = await call(ref, () => api.paginate(api.rest.issues.listEvents, { owner, repo, issue_number: number, per_page: 100 }), stop)
+      const listed = await call(ref, () => api.paginate(api.rest.issues.listEvents, { owner, repo, issue_number: number, per_page: 100 }), stop)
+      const events = forgeReply('GitHub', `${ref}'s events`, ISSUE_EVENTS, listed)
       // The latest time the label was put on: whoever did that asked for the work.
-      const added = events.filter((e) => e.event === 'labeled' && (e as { label?: { name?: string } }).label?.name === label).pop()
+      const added = events.filter((e) => e.event === 'labeled' && e.label?.name === label).pop()
       const login = added?.actor?.login
       return login !== undefined && (await access.canWrite(login))
     },
@@ -56,11 +58,13 @@ export function githubReviewWatch(config: Config, repository: string, stop?: Abo
       const at = { owner, repo, pull_number: pull.number, per_page: 100 }
       const events: ReviewEvent[] = []
       const person = (login: string | undefined): login is string => login !== undefined && login !== bot
-      for (const r of await call(pull.ref, () => api.paginate(api.rest.pulls.listReviews, at), stop)) {
+      const reviews = forgeReply('GitHub', `${pull.ref}'s reviews`, REVIEWS, await call(pull.ref, () => api.paginate(api.rest.pulls.listReviews, at), stop))
+      for (const r of reviews) {
         if (r.state !== 'CHANGES_REQUESTED' || !person(r.user?.login) || !(await trusted(r.author_association, r.user.login))) continue
         events.push({ id: `review:${r.id}`, kind: 'changes_requested', author: r.user.login, body: r.body ?? '', at: r.submitted_at ?? '' })
       }
-      for (const c of await call(pull.ref, () => api.paginate(api.rest.pulls.listReviewComments, at), stop)) {
+      const listedReviewComments = await call(pull.ref, () => api.paginate(api.rest.pulls.listReviewComments, at), stop)
+      for (const c of forgeReply('GitHub', `${pull.ref}'s review comments`, REVIEW_COMMENTS, listedReviewComments)) {
         if (!person(c.user?.login) || !(await trusted(c.author_association, c.user.login))) continue
         const line = c.line ?? c.original_line
         events.push({
@@ -72,13 +76,18 @@ export function githubReviewWatch(config: Config, repository: string, stop?: Abo
           path: `${c.path}${line ? `:${line}` : ''}`,
         })
       }
-      for (const c of await call(pull.ref, () => api.paginate(api.rest.issues.listComments, { owner, repo, issue_number: pull.number, per_page: 100 }), stop)) {
+      const listedComments = await call(
+        pull.ref,
+        () => api.paginate(api.rest.issues.listComments, { owner, repo, issue_number: pull.number, per_page: 100 }),
+        stop,
+      )
+      for (const c of forgeReply('GitHub', `${pull.ref}'s comments`, GITHUB_COMMENTS, listedComments)) {
         if (!person(c.user?.login) || !(await trusted(c.author_association, c.user.login))) continue
         events.push({ id: `comment:${c.id}`, kind: 'comment', author: c.user.login, body: c.body ?? '', at: c.created_at })
       }
       // Checks of the head commit only: a failure on an earlier commit was the last round's.
-      const runs = await call(pull.ref, () => api.paginate(api.rest.checks.listForRef, { owner, repo, ref: pull.sha, per_page: 100 }), stop)
-      for (const run of runs) {
+      const listedRuns = await call(pull.ref, () => api.paginate(api.rest.checks.listForRef, { owner, repo, ref: pull.sha, per_page: 100 }), stop)
+      for (const run of forgeReply('GitHub', `${pull.ref}'s check runs of ${pull.sha}`, CHECK_RUNS, listedRuns)) {
         if (run.conclusion !== 'failure' && run.conclusion !== 'timed_out') continue
         events.push({
           id: `check:${run.id}`,
@@ -89,9 +98,13 @@ export function githubReviewWatch(config: Config, repository: string, stop?: Abo
         })
       }
       // The newest status of each context (GitHub lists the newest first).
-      const statuses = await call(pull.ref, () => api.paginate(api.rest.repos.listCommitStatusesForRef, { owner, repo, ref: pull.sha, per_page: 100 }), stop)
+      const listedStatuses = await call(
+        pull.ref,
+        () => api.paginate(api.rest.repos.listCommitStatusesForRef, { owner, repo, ref: pull.sha, per_page: 100 }),
+        stop,
+      )
       const contexts = new Set<string>()
-      for (const s of statuses) {
+      for (const s of forgeReply('GitHub', `${pull.ref}'s commit statuses of ${pull.sha}`, STATUSES, listedStatuses)) {
         if (contexts.has(s.context)) continue
         contexts.add(s.context)
         if (s.state !== 'failure' && s.state !== 'error') continue
@@ -116,12 +129,15 @@ export function githubReviewWatch(config: Config, repository: string, stop?: Abo
       } catch (err) {
         if (stop?.aborted) throw err
       }
-      // A log that cannot be read leaves the check's name and description: the follow-up still goes.
-      const run = await call(pull.ref, () => api.rest.checks.get({ owner, repo, check_run_id: jobId }), stop).catch((err: unknown) => {
-        if (stop?.aborted) throw err
-        return null
-      })
-      const text = run === null ? '' : (run.output.text ?? '')
+      // A log that cannot be read (nor a check run as documented) leaves the check's name and
+      // description: the follow-up still goes.
+      const run = await call(pull.ref, () => api.rest.checks.get({ owner, repo, check_run_id: jobId }), stop)
+        .then((got) => forgeReply('GitHub', `${pull.ref}'s check run ${jobId}`, CHECK_RUN, got))
+        .catch((err: unknown) => {
+          if (stop?.aborted) throw err
+          return null
+        })
+      const text = run?.output.text ?? ''
       return text === '' ? null : text.slice(-maxChars)
     },
   }
@@ -137,10 +153,54 @@ const OPEN_PULL = z.object({
   labels: z.array(z.object({ name: z.string().nullish() })),
 })
 
+// What reviewEvents, labelTrusted, checkLog and the trust check read of each reply, as
+// docs.github.com/rest/issues/events, /rest/pulls/reviews, /rest/pulls/comments,
+// /rest/checks/runs, /rest/commits/statuses and /rest/collaborators document it: only
+// those fields, so that a reply without one is forgeReply's one line, never a TypeError.
+const LOGIN = z.object({ login: z.string() }).nullish()
+const ISSUE_EVENTS = z.array(z.object({ event: z.string(), label: z.object({ name: z.string() }).nullish(), actor: LOGIN }))
+const REVIEWS = z.array(
+  z.object({ id: z.number(), state: z.string(), user: LOGIN, author_association: z.string(), body: z.string().nullish(), submitted_at: z.string().nullish() }),
+)
+const REVIEW_COMMENTS = z.array(
+  z.object({
+    id: z.number(),
+    user: LOGIN,
+    author_association: z.string(),
+    body: z.string(),
+    created_at: z.string(),
+    path: z.string(),
+    line: z.number().nullish(),
+    original_line: z.number().nullish(),
+  }),
+)
+const CHECK_RUNS = z.array(
+  z.object({
+    id: z.number(),
+    name: z.string(),
+    conclusion: z.string().nullish(),
+    completed_at: z.string().nullish(),
+    output: z.object({ title: z.string().nullish(), summary: z.string().nullish() }),
+  }),
+)
+const CHECK_RUN = z.object({ output: z.object({ text: z.string().nullish() }) })
+const STATUSES = z.array(
+  z.object({
+    id: z.number(),
+    context: z.string(),
+    state: z.string(),
+    description: z.string().nullish(),
+    target_url: z.string().nullish(),
+    updated_at: z.string(),
+  }),
+)
+const PERMISSION = z.object({ permission: z.string().optional(), role_name: z.string().optional() })
+
 /** Write access by the collaborator permission API; not a collaborator (404) is none. */
 async function permission(api: Client, owner: string, repo: string, username: string, stop: AbortSignal | undefined): Promise<boolean> {
   try {
-    return githubCanWrite(await call(`${owner}/${repo}`, () => api.rest.repos.getCollaboratorPermissionLevel({ owner, repo, username }), stop))
+    const answer = await call(`${owner}/${repo}`, () => api.rest.repos.getCollaboratorPermissionLevel({ owner, repo, username }), stop)
+    return githubCanWrite(forgeReply('GitHub', `${owner}/${repo}'s permission of ${username}`, PERMISSION, answer))
   } catch (err) {
     if (err instanceof CtxError && err.exitCode === 3) return false
     throw err

@@ -3,9 +3,11 @@ import { describe, expect, it } from 'vitest'
 import { parseConfig } from '../../src/config/load.js'
 import { CtxError } from '../../src/errors.js'
 import { githubTracker } from '../../src/sources/github.js'
+import { githubReviewWatch } from '../../src/sources/github-review.js'
 import { gitlabTracker } from '../../src/sources/gitlab.js'
 import { gitlabReviewWatch } from '../../src/sources/gitlab-review.js'
 import { startFakeGithub } from '../helpers/fake-github.js'
+import type { FakeGithub } from '../helpers/fake-github.js'
 import { startFakeGitlab } from '../helpers/fake-gitlab.js'
 import { runSetup } from '../run/harness.js'
 
@@ -84,4 +86,62 @@ describe("a forge reply that is not the documented shape, where a task's source 
     expect(events).toBeInstanceOf(CtxError)
     expect((events as Error).message).toBe("GitLab's reply to acme/backend/api!12's notes is not what its API documents: [0].author is missing")
   })
+
+  it("the review loop's reads of a GitHub pull request: a check run without output, a review or status without state, a permission that is not an object", async () => {
+    const gh = await startFakeGithub()
+    const config = (trusted: string) => parseConfig(`github:\n  api_url: ${gh.url}\n  token: ${gh.token}\nsources:\n  trusted: ${trusted}\n`)
+    const pull = { ref: 'acme/shop#101', number: 101, url: '', branch: 'fix-orders', sha: 'abc', opener: '', byBot: true, labels: [] }
+    const read = (trusted: string) =>
+      githubReviewWatch(config(trusted), 'acme/shop')
+        .reviewEvents(pull)
+        .then(
+          () => 'read',
+          (err: unknown) => (err instanceof CtxError ? err.message : String(err)),
+        )
+    const run = { id: 9, name: 'ci / test', conclusion: 'failure', completed_at: '2026-01-01T00:00:00Z' }
+    const status = { id: 3, context: 'ci/lint', state: 'failure', description: 'lint failed', target_url: null, updated_at: '2026-01-01T00:00:00Z' }
+    const review = { id: 4, state: 'CHANGES_REQUESTED', user: { login: 'dave' }, author_association: 'NONE', body: 'Rename it.', submitted_at: null }
+    const documented = GITHUB_REPLIES(run, status, review)
+    // The documented shapes read through: the stand-in answers as GitHub does.
+    replyPull(gh, documented)
+    expect(await read('any')).toBe('read')
+    replyPull(gh, { ...documented, 'check-runs': { total_count: 1, check_runs: [run] } })
+    expect(await read('any')).toBe("GitHub's reply to acme/shop#101's check runs of abc is not what its API documents: [0].output is missing")
+    const { state: _, ...stateless } = review
+    replyPull(gh, { ...documented, reviews: [stateless] })
+    expect(await read('any')).toBe("GitHub's reply to acme/shop#101's reviews is not what its API documents: [0].state is missing")
+    const { state: __, ...unstated } = status
+    replyPull(gh, { ...documented, statuses: [unstated] })
+    expect(await read('any')).toBe("GitHub's reply to acme/shop#101's commit statuses of abc is not what its API documents: [0].state is missing")
+    // dave is no member (NONE): the collaborator permission API is asked, and its reply is null.
+    replyPull(gh, documented)
+    gh.replies.push({ method: 'GET', path: '/repos/acme/shop/collaborators/dave/permission', status: 200, body: null })
+    expect(await read('write')).toBe(
+      "GitHub's reply to acme/shop's permission of dave is not what its API documents: the reply is not as documented (Invalid input: expected object, received null)",
+    )
+  })
 })
+
+/** GitHub's documented replies (docs.github.com/rest/pulls, /rest/checks/runs, /rest/commits/statuses) to the reads of pull 101 at abc. */
+function GITHUB_REPLIES(run: object, status: object, review: object): Record<string, unknown> {
+  return {
+    reviews: [review],
+    comments: [],
+    'issue-comments': [],
+    'check-runs': { total_count: 1, check_runs: [{ ...run, output: { title: 'Tests failed', summary: '2 failed', text: null } }] },
+    statuses: [status],
+  }
+}
+
+/** The next reads of pull 101 at abc answer with these bodies (replies a failed read left unread are dropped). */
+function replyPull(gh: FakeGithub, bodies: Record<string, unknown>): void {
+  gh.replies.length = 0
+  const paths: Record<string, string> = {
+    reviews: '/repos/acme/shop/pulls/101/reviews',
+    comments: '/repos/acme/shop/pulls/101/comments',
+    'issue-comments': '/repos/acme/shop/issues/101/comments',
+    'check-runs': '/repos/acme/shop/commits/abc/check-runs',
+    statuses: '/repos/acme/shop/commits/abc/statuses',
+  }
+  for (const [key, path] of Object.entries(paths)) gh.replies.push({ method: 'GET', path, status: 200, body: bodies[key] })
+}
