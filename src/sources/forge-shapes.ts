@@ -5,7 +5,8 @@ import { z } from 'zod'
 // /merge_requests, /notes, /discussions): checked by forgeReply, so that a reply without
 // them is one line naming the field, never a TypeError where it is read.
 
-const LOGIN = z.object({ login: z.string() }).nullish()
+/** A GitHub user as replies give one: may be null (a deleted account). */
+export const LOGIN = z.object({ login: z.string() }).nullish()
 const LABEL = z.union([z.string(), z.object({ name: z.string() })])
 
 export const GITHUB_ISSUE = z.object({

@@ -3,7 +3,7 @@ import type { Config } from '../config/schema.js'
 import { CtxError } from '../errors.js'
 import { call, client, parseGithubRef, parseGithubRepo } from './github.js'
 import { forgeReply } from './forge-reply.js'
-import { GITHUB_COMMENTS } from './forge-shapes.js'
+import { GITHUB_COMMENTS, LOGIN } from './forge-shapes.js'
 import { markerOf } from './marker.js'
 import type { Client } from './github.js'
 import { AccessCache, githubCanWrite, WRITE_ASSOCIATIONS } from './trust.js'
@@ -149,7 +149,7 @@ const OPEN_PULL = z.object({
   html_url: z.string(),
   body: z.string().nullish(),
   head: z.object({ ref: z.string(), sha: z.string() }),
-  user: z.object({ login: z.string() }).nullish(),
+  user: LOGIN,
   labels: z.array(z.object({ name: z.string().nullish() })),
 })
 
@@ -157,7 +157,6 @@ const OPEN_PULL = z.object({
 // docs.github.com/rest/issues/events, /rest/pulls/reviews, /rest/pulls/comments,
 // /rest/checks/runs, /rest/commits/statuses and /rest/collaborators document it: only
 // those fields, so that a reply without one is forgeReply's one line, never a TypeError.
-const LOGIN = z.object({ login: z.string() }).nullish()
 const ISSUE_EVENTS = z.array(z.object({ event: z.string(), label: z.object({ name: z.string() }).nullish(), actor: LOGIN }))
 const REVIEWS = z.array(
   z.object({ id: z.number(), state: z.string(), user: LOGIN, author_association: z.string(), body: z.string().nullish(), submitted_at: z.string().nullish() }),
