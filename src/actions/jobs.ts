@@ -1,3 +1,4 @@
+import { join } from 'node:path'
 import type { Pool } from 'pg'
 import type { CommandEnv } from '../command-env.js'
 import { cancelJob, jobState, retryJob } from '../fleet/queue/job-admin.js'
@@ -8,8 +9,7 @@ import type { Location } from '../storage/fs/layout.js'
 import type { Actor } from './actor.js'
 import { actorName, auditAction } from './actor.js'
 import { fleetPool } from './fleet-db.js'
-import { evalsDir, readTrials, trialKey } from '../eval/store.js'
-import { join } from 'node:path'
+import { evalsDir, trialRecorded } from '../eval/store.js'
 
 /**
  * What a cancel came to. `task`: where its task is (`not_started` when it has not been
@@ -87,17 +87,11 @@ export async function retryJobAction(ctx: CommandEnv, id: number, actor: Actor):
   try {
     const again = await retryJob(pool, id, {
       location: (uuid) => locateTask(ctx.layout, uuid)?.location ?? null,
-      judged: (trial) => trialJudged(ctx.layout.base, trial),
+      judged: (trial) => trialRecorded(join(evalsDir(ctx.layout.base), trial.id), trial),
     })
     auditAction(ctx, actor, 'jobs retry', again.task_uuid)
     return { job: id, task_uuid: again.task_uuid, kind: again.kind, was: again.was }
   } finally {
     await pool.end().catch(() => undefined)
   }
-}
-
-/** Whether an eval's trial has its verdict in the tree (evals/<id>/trials.jsonl). */
-async function trialJudged(base: string, trial: { id: string; task: string; variant: string; run: number }): Promise<boolean> {
-  const { trials } = await readTrials(join(evalsDir(base), trial.id))
-  return trials.some((t) => trialKey(t) === trialKey(trial))
 }

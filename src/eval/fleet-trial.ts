@@ -9,7 +9,7 @@ import type { Layout } from '../storage/fs/layout.js'
 import { locateTask } from '../storage/fs/layout.js'
 import { readMetadata } from '../storage/task/metadata.js'
 import { readOverview } from '../storage/task/reader.js'
-import { evalsDir, readSpec, readTrials, recordTrial, trialKey } from './store.js'
+import { evalsDir, readSpec, recordTrial, trialRecorded } from './store.js'
 import { readSuite } from './suite.js'
 import { newTaskArgs, newWorkspace, runAgent, verdictOf } from './trial.js'
 import type { AgentEnd, TrialInput } from './trial.js'
@@ -62,9 +62,7 @@ export async function fleetTrial(input: FleetTrialInput): Promise<FleetTrialEnd>
       `eval ${input.id} has no trial ${input.variant}/${input.task}/${input.run}`,
       'the suite on this host must be the one the eval was made from',
     )
-  const { trials } = await readTrials(dir)
-  const key = trialKey({ task: task.name, variant: variant.name, run: input.run })
-  if (trials.some((t) => trialKey(t) === key)) return { code: 0, recorded: false, stopped: false }
+  if (await trialRecorded(dir, { task: task.name, variant: variant.name, run: input.run })) return { code: 0, recorded: false, stopped: false }
   const pricing = variant.config === null ? input.config.pricing : loadConfig({ flag: variant.config, env: input.env, cwd: process.cwd() }).config.pricing
   const trial: TrialInput = {
     task,

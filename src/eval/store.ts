@@ -65,6 +65,12 @@ export async function readTrials(dir: string): Promise<{ trials: Trial[]; bad: n
   return { trials, bad }
 }
 
+/** Whether the trial has its verdict in the eval's trials.jsonl. */
+export async function trialRecorded(dir: string, trial: Pick<Trial, 'task' | 'variant' | 'run'>): Promise<boolean> {
+  const key = trialKey(trial)
+  return (await readTrials(dir)).trials.some((t) => trialKey(t) === key)
+}
+
 export function recordTrial(dir: string, trial: Trial): void {
   appendShared(join(dir, 'trials.jsonl'), trial)
 }
