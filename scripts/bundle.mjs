@@ -53,6 +53,18 @@ const zodEnglishOnly = {
     b.onLoad({ filter: /[\\/]zod[\\/]v4[\\/]locales[\\/]index\.js$/ }, () => ({ contents: "export { default as en } from './en.js'", loader: 'js' }))
   },
 }
+/**
+ * chalk's colour detection imports node:process as an ES module, and Node builds that module's
+ * namespace by reading every property of `process`: its `report` getter loads the diagnostic
+ * report into every command. The module is the global `process` itself.
+ */
+const processIsGlobal = {
+  name: 'process-is-global',
+  setup(b) {
+    b.onResolve({ filter: /^(node:)?process$/ }, (args) => (args.kind === 'import-statement' ? { path: 'process', namespace: 'global-process' } : undefined))
+    b.onLoad({ filter: /.*/, namespace: 'global-process' }, () => ({ contents: 'export default globalThis.process', loader: 'js' }))
+  },
+}
 rmSync(`${root}bundle`, { recursive: true, force: true })
 const result = await build({
   absWorkingDir: root,
@@ -78,7 +90,7 @@ const result = await build({
   minifySyntax: true,
   // Through dist/*.js.map down to src/*.ts, for CTXAGENT_DEBUG=1 stack traces.
   sourcemap: true,
-  plugins: [pgOnNode, zodEnglishOnly],
+  plugins: [pgOnNode, zodEnglishOnly, processIsGlobal],
   logLevel: 'warning',
   metafile: true,
 })

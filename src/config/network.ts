@@ -1,4 +1,4 @@
-import { isIP } from 'node:net'
+import { nodeNet } from '../lazy-builtins.js'
 
 /*
  * The network settings' words, checked by the config schema and used by the sandbox's
@@ -16,7 +16,7 @@ export function networkMode(value: boolean | NetworkMode): NetworkMode {
 /** `a.b.c.d/n` or `x::y/n` (a bare address is /32 or /128), or null. */
 export function parseCidr(cidr: string): { address: string; prefix: number; type: 'ipv4' | 'ipv6' } | null {
   const [address = '', bits, extra] = cidr.split('/')
-  const family = isIP(address)
+  const family = nodeNet().isIP(address)
   if (family === 0 || extra !== undefined) return null
   const max = family === 4 ? 32 : 128
   const prefix = bits === undefined ? max : /^\d{1,3}$/.test(bits) ? Number(bits) : -1
@@ -36,6 +36,6 @@ export function normalHost(host: string): string {
 /** tools.allowed_hosts entries: a name (`github.com`), `*.suffix` (`*.pypi.org`: its subdomains, not itself) or an IP literal. */
 export function isHostPattern(entry: string): boolean {
   const e = normalHost(entry)
-  if (isIP(e) !== 0) return true
+  if (nodeNet().isIP(e) !== 0) return true
   return /^(\*\.)?([a-z0-9_]([a-z0-9_-]*[a-z0-9_])?\.)*[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?$/.test(e) && e.length <= 253
 }

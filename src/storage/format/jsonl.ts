@@ -1,9 +1,9 @@
 import { closeSync, createReadStream, existsSync, fstatSync, fsyncSync, ftruncateSync, lstatSync, openSync, readSync } from 'node:fs'
-import { createGunzip } from 'node:zlib'
 import { isErrno } from '../../errors.js'
 import { withAppendMutex } from '../fs/append-mutex.js'
 import { openPrivate, writeAll, writeAllAt } from '../fs/files.js'
 import { Scratch } from './scratch.js'
+import { nodeZlib } from '../../lazy-builtins.js'
 
 export type JsonRecord = Record<string, unknown>
 
@@ -188,7 +188,7 @@ export async function* readJsonl(path: string): AsyncGenerator<ReadItem> {
   const file = resolveDataFile(path)
   if (file === null) return
   const raw = createReadStream(file, { highWaterMark: BLOCK })
-  const source: AsyncIterable<Buffer> = file.endsWith('.gz') ? raw.pipe(createGunzip()) : raw
+  const source: AsyncIterable<Buffer> = file.endsWith('.gz') ? raw.pipe(nodeZlib().createGunzip()) : raw
   let pending: Buffer[] = []
   let line = 0
   try {

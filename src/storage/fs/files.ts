@@ -17,10 +17,9 @@ import {
   fsync,
   rename,
 } from 'node:fs'
-import { randomBytes } from 'node:crypto'
-import { open as openAsync } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { CorruptRecordError, isErrno } from '../../errors.js'
+import { nodeCrypto, nodeFsPromises } from '../../lazy-builtins.js'
 import { pidStatus } from './process-info.js'
 import { grouped } from '../../text.js'
 
@@ -126,7 +125,7 @@ export function writeAllAt(fd: number, buf: Buffer, position: number): void {
 }
 
 export function tempPathFor(path: string): string {
-  return `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`
+  return `${path}.${process.pid}.${nodeCrypto().randomBytes(4).toString('hex')}.tmp`
 }
 
 const TEMP = /\.(\d+)\.[0-9a-f]{8}\.tmp$/
@@ -244,7 +243,9 @@ export function writeFileAtomicAsync(path: string, data: string | Buffer, option
 
 /** fsyncDir in the thread pool (a filesystem that refuses it is no error). */
 async function fsyncDirAsync(dir: string): Promise<void> {
-  const handle = await openAsync(dir, 'r').catch(() => null)
+  const handle = await nodeFsPromises()
+    .open(dir, 'r')
+    .catch(() => null)
   if (handle === null) return
   await handle.sync().catch(() => undefined)
   await handle.close()

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto'
 import { existsSync, linkSync, lstatSync, renameSync, rmdirSync, statSync, unlinkSync } from 'node:fs'
 import { basename, dirname, join } from 'node:path'
 import { CtxError, isErrno, LockedError } from '../../errors.js'
@@ -10,6 +9,7 @@ import type { LockFile, LockInfo } from './record.js'
 import { judgeLock } from './staleness.js'
 import type { StalenessPolicy, Verdict } from './staleness.js'
 import { hostname, killLeftoverGroup, processStart } from '../fs/process-info.js'
+import { nodeCrypto } from '../../lazy-builtins.js'
 
 /** The words of a LockLostError whose task directory is nowhere in the tree any more. */
 export const VANISHED = 'vanished'
@@ -141,7 +141,7 @@ export class TaskLock {
       heartbeat_at: stamp,
       progress_at: stamp,
       process_start: processStart(process.pid),
-      token: randomUUID(),
+      token: nodeCrypto().randomUUID(),
       ...(options.reaping ? { reaping: options.reaping } : {}),
     }
     const path = join(dir, FILES.lock)

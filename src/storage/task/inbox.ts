@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto'
 import { closeSync, openSync, readSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { isErrno, UsageError } from '../../errors.js'
@@ -7,6 +6,7 @@ import type { JsonRecord } from '../format/jsonl.js'
 import { FILES } from '../fs/layout.js'
 import { maskText } from '../format/mask.js'
 import { grouped } from '../../text.js'
+import { nodeCrypto } from '../../lazy-builtins.js'
 
 export type ControlAction = 'pause' | 'compress' | 'end'
 
@@ -23,7 +23,7 @@ type NewInboxRecord = InboxRecord extends infer R ? (R extends InboxRecord ? Omi
  * append too, and the owner reads concurrently). Returns the record as written.
  */
 export function appendInbox(dir: string, record: NewInboxRecord, now = new Date()): InboxRecord {
-  const full = { id: randomUUID(), created_at: now.toISOString(), ...record } as InboxRecord
+  const full = { id: nodeCrypto().randomUUID(), created_at: now.toISOString(), ...record } as InboxRecord
   if (full.kind === 'message') full.content = maskText(full.content)
   if (full.kind === 'reply') full.message = maskText(full.message)
   // A line the reader cannot take whole would be skipped there: refused here instead, where the sender hears of it.

@@ -1,7 +1,7 @@
 import { closeSync, openSync, readFileSync, readSync, statSync } from 'node:fs'
 import { join } from 'node:path'
-import { gunzipSync } from 'node:zlib'
 import { isErrno } from '../../errors.js'
+import { nodeZlib } from '../../lazy-builtins.js'
 import { assertRegularFiles } from '../fs/files.js'
 import { readJsonl, resolveDataFile, tailJsonl } from '../format/jsonl.js'
 import type { JsonRecord, RecordFilter } from '../format/jsonl.js'
@@ -127,7 +127,7 @@ export function readText(path: string): string | null {
   const file = resolveDataFile(path)
   if (file === null) return null
   const data = readFileSync(file)
-  return (file.endsWith('.gz') ? gunzipSync(data) : data).toString('utf8')
+  return (file.endsWith('.gz') ? nodeZlib().gunzipSync(data) : data).toString('utf8')
 }
 
 export interface FollowOptions {
