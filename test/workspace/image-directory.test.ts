@@ -1,4 +1,4 @@
-import { chmodSync, utimesSync, writeFileSync } from 'node:fs'
+import { chmodSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { directoryDigest } from '../../src/workspace/environment/image-directory.js'
@@ -9,7 +9,8 @@ import { makeOrigin } from './repo.js'
 /*
  * A directory image's setup results are keyed by its file list, not its path
  * (docs/environments.md#an-image): the same directory unchanged is a cache hit; changed
- * in place (a file rewritten, one added, a mode or a time changed) it is a new key, and
+ * in place (a file rewritten, even to the same size with its time put back, one added, a
+ * mode or a time changed) it is a new key, and
  * setup runs again in it instead of restoring a result made against the old system.
  */
 
@@ -28,7 +29,22 @@ describe("a directory image's key", () => {
     keys.add(directoryDigest(root, 10_000))
     chmodSync(join(root, 'etc', 'passwd'), 0o600)
     keys.add(directoryDigest(root, 10_000))
-    expect(keys.size).toBe(5)
+    // Rewritten with the same size, its modification time put back (as `touch -r` or `cp -p` would):
+    // only the kernel's change time, which no one can set, says it changed.
+    const edited = join(root, 'usr', 'bin', 'image-tool')
+    const was = statSync(edited)
+    const text = readFileSync(edited, 'utf8')
+    const sameSize = text.replace(/[a-z]/, (c) => (c === 'a' ? 'b' : 'a'))
+    expect(sameSize).not.toBe(text)
+    expect(sameSize.length).toBe(text.length)
+    const beforeEdit = directoryDigest(root, 10_000)
+    writeFileSync(edited, sameSize)
+    utimesSync(edited, was.atime, was.mtime)
+    expect(statSync(edited).mtimeMs).toBe(was.mtimeMs)
+    expect(statSync(edited).size).toBe(was.size)
+    keys.add(directoryDigest(root, 10_000))
+    expect(directoryDigest(root, 10_000)).not.toBe(beforeEdit)
+    expect(keys.size).toBe(6)
     expect(() => directoryDigest(root, 10)).toThrow(/more than 10 entries/)
   })
 
