@@ -47,9 +47,14 @@ export const environmentSchema = z.strictObject(
 
 export type EnvironmentSpec = z.infer<typeof environmentSchema>
 
+/** An `environments:` key: `owner/repo` or an absolute path. */
+export function isEnvironmentKey(key: string): boolean {
+  return key.startsWith('/') || /^[^/\s]+(\/[^/\s]+)+$/.test(key)
+}
+
 /** config `environments:`: keyed by `owner/repo` or by a workspace's absolute path. */
 export const environmentsSchema = z.record(
-  z.string().check(z.refine((k: string) => k.startsWith('/') || /^[^/\s]+(\/[^/\s]+)+$/.test(k), { error: 'keys must be owner/repo or an absolute path' })),
+  z.string().check(z.refine(isEnvironmentKey, { error: 'keys must be owner/repo or an absolute path' })),
   environmentSchema,
   { error: 'must be a mapping of owner/repo (or a workspace path) to an environment' },
 )

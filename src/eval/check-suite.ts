@@ -63,7 +63,7 @@ async function attempt(task: EvalTask, config: Config, places: CheckPlaces, solv
       return `its starting tree could not be made: ${(err as Error).message}`
     }
     // As a trial's task: its environment ready before anything runs there (the solution stands in for the agent).
-    const environment = await prepareStart(config, workspace, hidden, places.store, signal)
+    const environment = await prepareStart(config, task, workspace, hidden, places.store, signal)
     if (signal.aborted) return STOPPED
     if (!environment.ok) return environment.why
     const judging = { task, config, workspace, hidden, root: environment.root, signal }

@@ -9,7 +9,7 @@ import { packageRoot } from '../package-root.js'
 import type { Layout } from '../storage/fs/layout.js'
 import { locateTask } from '../storage/fs/layout.js'
 import { readOverview } from '../storage/task/reader.js'
-import { trialRoot } from './environment.js'
+import { taskRepository, trialRoot } from './environment.js'
 import { judge } from './judge.js'
 import type { Trial } from './report.js'
 import { recordEnded } from './store.js'
@@ -140,6 +140,7 @@ export interface AgentEnd {
 /** `run`'s arguments for the trial's new task (as task `uuid` when given: a fleet job's). */
 export function newTaskArgs(input: TrialInput, workspace: string, statement: string, uuid: string | null): string[] {
   const { variant, task } = input
+  const repository = taskRepository(task)
   return [
     'run',
     ...(uuid === null ? [] : ['--uuid', uuid]),
@@ -152,6 +153,8 @@ export function newTaskArgs(input: TrialInput, workspace: string, statement: str
     '--no-inherit',
     '--log-format',
     'json',
+    // The operator's environments.<key> for the task's repository, as `eval check` matches it (docs/eval.md#a-trial).
+    ...(repository === null ? [] : ['--environment-of', repository]),
     ...(task.timeoutMs === null ? [] : ['--timeout', `${Math.ceil(task.timeoutMs / 1000)}s`]),
     ...(variant.replay === null ? [] : ['--provider', 'replay', '--replay-from', join(variant.replay, `${task.name}.jsonl`)]),
     ...variant.flags,

@@ -55,7 +55,7 @@ export async function environmentStep(
     base,
     config: run.config,
     workspace: run.settings.workspace,
-    repository: key.owner !== null && key.repo !== '' ? `${key.owner}/${key.repo}` : null,
+    repository: key.owner !== null && key.repo !== '' ? `${key.owner}/${key.repo}` : run.settings.environmentOf,
     hidden,
     log: join(handle.dir, SETUP_LOG),
     store: environmentStore(run.config, run.env.layout.base),

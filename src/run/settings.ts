@@ -1,6 +1,7 @@
 import { realpathSync, statSync } from 'node:fs'
 import { resolve, sep } from 'node:path'
 import { MAX_TEXT_INPUT, readInputFile } from '../input-file.js'
+import { isEnvironmentKey } from '../config/environment.js'
 import { PROVIDERS } from '../config/schema.js'
 import { activeEndpoint, missingApiKey } from '../config/endpoint.js'
 import type { Config, Provider } from '../config/schema.js'
@@ -39,6 +40,8 @@ export interface RunFlags {
   deliver?: DeliverMode
   /** A review loop's follow-up statement, after the pull request's text (docs/delivery.md#the-review-loop). */
   followUpFile?: string
+  /** The repository an eval's trial's workspace was made from (docs/eval.md#a-trial). */
+  environmentOf?: string
 }
 
 /** Everything the loop needs to know about how to run this task. */
@@ -65,6 +68,12 @@ export interface RunSettings {
   maxCostUsd: number | null
   /** Wait out a provider's usage limit (false: --no-wait, pause instead). */
   wait: boolean
+  /**
+   * The repository the workspace was made from (an eval's trial: its task's `repo`, docs/eval.md#a-trial), as an
+   * `environments` key names it (owner/repo, or a local repository's path): the operator's entry is matched by it,
+   * as for a run on that repository; null: by the workspace (docs/environments.md#the-file).
+   */
+  environmentOf: string | null
 }
 
 /**
@@ -130,6 +139,7 @@ export function newRunSettings(config: Config, flags: RunFlags, cwd: string): Ru
     deliver: flags.deliver ?? config.deliver.mode,
     maxCostUsd: flags.maxCost ?? config.run.max_cost_usd,
     wait: flags.wait !== false,
+    environmentOf: environmentOf(flags.environmentOf),
   }
 }
 
@@ -151,6 +161,8 @@ export function resumedRunSettings(config: Config, record: RunRecord | undefined
     ...(record.deliver_target ? { deliverTarget: record.deliver_target } : {}),
     ...(record.pr_head !== undefined ? { prHead: record.pr_head } : {}),
     maxCostUsd: flags.maxCost ?? (record.max_cost_usd !== undefined ? record.max_cost_usd : fresh.maxCostUsd),
+    // A resume that prepares the environment again (a stop came during setup) matches the same entry.
+    environmentOf: fresh.environmentOf ?? record.environment_of ?? null,
   }
 }
 
@@ -166,7 +178,15 @@ export function runRecord(settings: RunSettings, config: Config): RunRecord {
     ...(settings.chat ? { chat: true } : {}),
     ...(settings.prHead !== undefined ? { pr_head: settings.prHead } : {}),
     ...(settings.maxCostUsd !== null ? { max_cost_usd: settings.maxCostUsd } : {}),
+    ...(settings.environmentOf !== null ? { environment_of: settings.environmentOf } : {}),
   }
+}
+
+function environmentOf(flag: string | undefined): string | null {
+  if (flag === undefined) return null
+  if (!isEnvironmentKey(flag))
+    throw new UsageError(`--environment-of ${flag} is not owner/repo or an absolute path`, 'name the repository as environments: keys do')
+  return flag
 }
 
 function appends(config: Config, user: string | undefined): string[] {

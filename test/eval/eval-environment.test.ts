@@ -1,12 +1,13 @@
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { describe, expect, it, onTestFinished } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { startFakeLlm } from '../helpers/fake-llm.js'
 import type { RecordedRequest, Reply } from '../helpers/fake-llm.js'
 import { cliAsync } from '../helpers/run.js'
 import { busyboxRoot, scratch } from '../workspace/image-fixture.js'
 import { git, makeOrigin } from '../workspace/repo.js'
+import { CALC_FIX, ENVIRONMENT, LEFTPAD, NEEDS_LEFTPAD, task, top } from './environment-suite.js'
+import type { Checked } from './environment-suite.js'
 
 /*
  * The repository's environment around eval's checks (docs/eval.md#checking-a-suite,
@@ -15,57 +16,6 @@ import { git, makeOrigin } from '../workspace/repo.js'
  * its cache, the image), and the hidden check runs in the environment's image as the
  * agent's commands do, with the host's /usr absent.
  */
-
-/** A directory for the test, searchable by the sandbox's user (who runs the checks in workspaces below it). */
-function top(prefix: string): string {
-  const dir = mkdtempSync(join(tmpdir(), prefix))
-  onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
-  chmodSync(dir, 0o711)
-  return dir
-}
-
-/** A suite task on the repository `repo` at `commit`, its hidden files and its reference solution. */
-function task(suite: string, name: string, spec: { repo: string; commit: string; check: string; tests: Record<string, string>; solution: string }): void {
-  mkdirSync(join(suite, name, 'tests'), { recursive: true })
-  writeFileSync(
-    join(suite, name, 'task.yaml'),
-    `statement: ${JSON.stringify(`TASK-${name}: fix the bug.`)}\nrepo: ${spec.repo}\ncommit: ${spec.commit}\ncheck: ${spec.check}\n`,
-  )
-  for (const [path, text] of Object.entries(spec.tests)) {
-    mkdirSync(join(suite, name, 'tests', path, '..'), { recursive: true })
-    writeFileSync(join(suite, name, 'tests', path), text)
-  }
-  writeFileSync(join(suite, name, 'solution.patch'), spec.solution)
-}
-
-interface Checked {
-  tasks: { task: string; ok: boolean; why?: string; solution?: boolean }[]
-}
-
-// A vendored package setup installs (a local file the setup copies, as `npm install ./vendor/…` would): the check imports it.
-const LEFTPAD = {
-  'vendor/leftpad/package.json': '{ "name": "leftpad", "version": "1.0.0", "type": "module", "main": "index.js" }\n',
-  'vendor/leftpad/index.js': "export default (s, n) => String(s).padStart(n, '0')\n",
-}
-const ENVIRONMENT = [
-  'setup: |',
-  '  mkdir -p node_modules',
-  '  cp -r vendor/leftpad node_modules/leftpad',
-  'cache:',
-  '  paths: [node_modules]',
-  '  key: [vendor/leftpad/package.json]',
-  '',
-].join('\n')
-const NEEDS_LEFTPAD = [
-  'let pad',
-  "try { ({ default: pad } = await import('leftpad')) } catch { console.log('leftpad is not installed'); process.exit(1) }",
-  "const { add } = await import('./calc.js')",
-  'const got = pad(add(2, 3), 3)',
-  "if (got !== '005') { console.log('add gave', got); process.exit(1) }",
-  "console.log('CHECK-PASSED')",
-  '',
-].join('\n')
-const CALC_FIX = '--- a/calc.js\n+++ b/calc.js\n@@ -1 +1 @@\n-export const add = (a, b) => a - b\n+export const add = (a, b) => a + b\n'
 
 // An image's system: busybox's shell, a tool only the image has, none of the host's files.
 const IN_THE_IMAGE = [

@@ -55,6 +55,8 @@ export function runCommand(): Command {
       .addOption(new Option('--uuid <uuid>').hideHelp())
       // A review loop's follow-up on a pull request (poll writes it; docs/delivery.md#the-review-loop); not for operators.
       .addOption(new Option('--follow-up-file <file>').hideHelp())
+      // An eval's trial names the repository its workspace was made from, for its environment (docs/eval.md#a-trial); not for operators.
+      .addOption(new Option('--environment-of <repo>').hideHelp())
       .addOption(new Option('--log-format <format>', 'log lines on stderr (default: text on a terminal, json otherwise)').choices(['text', 'json']))
       .action(withEnv(runLogged))
   )

@@ -66,6 +66,8 @@ export interface RunRecord {
   max_cost_usd?: number | null
   /** What a delivering task works on (docs/delivery.md#what-a-task-starts-from); absent: the workspace itself. */
   starts_from?: StartsFrom
+  /** The repository an eval's trial's workspace was made from, matched against `environments` (docs/eval.md#a-trial); absent: none. */
+  environment_of?: string
 }
 
 /**

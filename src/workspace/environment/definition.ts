@@ -27,9 +27,12 @@ export interface Environment {
  * The environment of `workspace`, or null when neither the repository nor the operator
  * defines one. `repository` is the task's owner/repo when its source names one (a forge's
  * issue or pull request, a fleet's `--repo`), else it is read from the origin URL (only when
- * an environment is defined: a git call less at every run's start). A bad definition is a
- * UsageError naming the file or the config key. `base`: the trusted base when the caller has
- * read it already (run reads it once for this and the instructions).
+ * an environment is defined: a git call less at every run's start). `repository` may instead
+ * be the absolute path of the local repository the workspace was made from (an eval's trial,
+ * docs/eval.md#a-trial): the operator's entry is then matched as for a workspace there (its
+ * origin's owner/repo, its real path, its path); the file is read from `workspace` all the
+ * same. A bad definition is a UsageError naming the file or the config key. `base`: the
+ * trusted base when the caller has read it already (run reads it once for this and the instructions).
  */
 export async function resolveEnvironment(
   environments: Config['environments'],
@@ -43,9 +46,12 @@ export async function resolveEnvironment(
   const where = `${ENVIRONMENT_FILE} (${describeBase(trusted)})`
   const file = read.kind === 'file' ? parseYamlWith(environmentSchema, read.text, where) : null
   if (file === null && Object.keys(environments).length === 0) return null
-  const real = realPathOf(workspace)
-  const name = repository ?? (await originRepository(workspace))
-  const operatorKey = [name, real, workspace].find((k): k is string => k !== null && Object.hasOwn(environments, k)) ?? null
+  // What the operator's keys are matched against: the workspace, or the local repository it was made from.
+  const local = repository?.startsWith('/') === true ? repository : null
+  const at = local ?? workspace
+  const real = realPathOf(at)
+  const name = local === null && repository !== null ? repository : await originRepository(at)
+  const operatorKey = [name, real, at].find((k): k is string => k !== null && Object.hasOwn(environments, k)) ?? null
   const operator = operatorKey === null ? null : (environments[operatorKey] ?? null)
   if (file === null && operator === null) return null
   // The operator's keys win over the file's, key by key (cache as a whole).
@@ -64,9 +70,13 @@ export function inconsistency(spec: EnvironmentSpec): string | null {
   return null
 }
 
-/** owner/repo of the workspace's origin URL (its last two path steps, without .git), or null. */
+/** owner/repo of the workspace's origin URL, or null. */
 async function originRepository(workspace: string): Promise<string | null> {
-  const url = (await git(['config', '--get', 'remote.origin.url'], { safeDir: '*', cwd: workspace }).catch(() => '')).trim()
+  return repositoryOfUrl((await git(['config', '--get', 'remote.origin.url'], { safeDir: '*', cwd: workspace }).catch(() => '')).trim())
+}
+
+/** owner/repo of a git URL (its last two path steps, without .git), as an `environments` key names it; null: none. */
+export function repositoryOfUrl(url: string): string | null {
   if (url === '') return null
   const path = url.replace(/^[a-z+]+:\/\/[^/]*/i, '').replace(/^[^/:]+@[^:]+:/, '')
   const steps = path

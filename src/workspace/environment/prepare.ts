@@ -39,7 +39,7 @@ export type Prepared =
 export interface PrepareInput {
   config: Config
   workspace: string
-  /** The task's owner/repo when its source names one. */
+  /** The task's owner/repo when its source names one, or the local repository its workspace was made from (resolveEnvironment). */
   repository: string | null
   /** Places no sandboxed process may see (the task tree, the config file). */
   hidden: readonly string[]
