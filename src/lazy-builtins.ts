@@ -4,12 +4,13 @@ import { createRequire } from 'node:module'
  * Node built-ins that cost a command's start-up when imported at the top of a module every
  * command loads, and that most commands never call (docs/development.md#start-up): loaded
  * here at their first use instead. `list` and `status` read task directories through the
- * same storage modules that `run` writes with; an import of node:crypto there loaded its ~20
- * internal modules (~7 ms of CPU) for a temporary file name or a lock token that a read never
- * makes, node:zlib (~4 ms) for a gzipped file that most reads never meet, and node:fs/promises
- * (~3 ms) for a directory synced in the thread pool by writers only. node:net is loaded by Node
- * itself, but an ES import of it builds its namespace, whose getters load BlockList and
- * SocketAddress: the config's checks only call isIP.
+ * same storage modules that `run` writes with. An import of node:crypto there loaded its ~20
+ * internal modules for a temporary file name or a lock token that a read never makes,
+ * node:zlib for a gzipped file that most reads never meet, and node:fs/promises for a
+ * directory synced in the thread pool by writers only. node:net is loaded by Node itself, but
+ * an ES import of it builds its namespace, whose getters load BlockList and SocketAddress: the
+ * config's checks only call isIP. Together with chalk's node:process (scripts/bundle.mjs),
+ * about 5 ms of `list`'s CPU.
  */
 
 const load = createRequire(import.meta.url)
