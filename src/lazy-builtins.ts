@@ -15,31 +15,17 @@ import { createRequire } from 'node:module'
 
 const load = createRequire(import.meta.url)
 
-let crypto: typeof import('node:crypto') | undefined
-let zlib: typeof import('node:zlib') | undefined
-let fsPromises: typeof import('node:fs/promises') | undefined
-let net: typeof import('node:net') | undefined
-
-/** node:crypto, loaded the first time it is asked for. */
-export function nodeCrypto(): typeof import('node:crypto') {
-  crypto ??= load('node:crypto') as typeof import('node:crypto')
-  return crypto
+/** A built-in that is required the first time the returned function is called, and kept. */
+function atFirstUse<T>(name: string): () => T {
+  let loaded: T | undefined
+  return () => {
+    loaded ??= load(name) as T
+    return loaded
+  }
 }
 
-/** node:zlib, loaded the first time it is asked for. */
-export function nodeZlib(): typeof import('node:zlib') {
-  zlib ??= load('node:zlib') as typeof import('node:zlib')
-  return zlib
-}
-
-/** node:fs/promises, loaded the first time it is asked for. */
-export function nodeFsPromises(): typeof import('node:fs/promises') {
-  fsPromises ??= load('node:fs/promises') as typeof import('node:fs/promises')
-  return fsPromises
-}
-
-/** node:net as require() gives it (no ES namespace, whose getters load what isIP does not need). */
-export function nodeNet(): typeof import('node:net') {
-  net ??= load('node:net') as typeof import('node:net')
-  return net
-}
+export const nodeCrypto = atFirstUse<typeof import('node:crypto')>('node:crypto')
+export const nodeZlib = atFirstUse<typeof import('node:zlib')>('node:zlib')
+export const nodeFsPromises = atFirstUse<typeof import('node:fs/promises')>('node:fs/promises')
+/** node:net as require() gives it: no ES namespace, whose getters load what isIP does not need. */
+export const nodeNet = atFirstUse<typeof import('node:net')>('node:net')
