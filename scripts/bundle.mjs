@@ -5,7 +5,8 @@
 // separate chunks, loaded only by the commands that use them. better-sqlite3 is a
 // native addon and stays in node_modules. dist/ stays as it is, for the tests.
 import { build } from 'esbuild'
-import { readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
@@ -24,6 +25,17 @@ const toolSchemas = JSON.stringify(
       .map((s) => [s.function.name, s.function.parameters]),
   ),
 )
+// The build's identity: what a config file validated to is kept under it (src/config/config-cache.ts), so a
+// build whose schema or validation differs in any way, or whose libraries do (package-lock.json), validates
+// again. All of dist/ and the lock file: any change at all makes another identity, which costs one validation.
+const buildHash = createHash('sha256')
+for (const file of readdirSync(`${root}dist`, { recursive: true })
+  .filter((f) => String(f).endsWith('.js'))
+  .sort()) {
+  buildHash.update(`${file}\0`).update(readFileSync(`${root}dist/${file}`))
+}
+buildHash.update(readFileSync(`${root}package-lock.json`))
+const buildId = buildHash.digest('hex').slice(0, 16)
 /**
  * pg asks at load whether it runs in a Cloudflare Worker; on Node 20 (no `navigator`) it does
  * so by making a `Response`, which loads undici, all of fetch: ~15 ms of every command that
@@ -77,7 +89,11 @@ const result = await build({
   target: 'node20',
   // pg-native: pg's optional native driver, which ctxagent does not use.
   external: ['better-sqlite3', 'pg-native'],
-  define: { CTXAGENT_DEFAULT_CONFIG: JSON.stringify(defaults), CTXAGENT_TOOL_SCHEMAS: JSON.stringify(toolSchemas) },
+  define: {
+    CTXAGENT_DEFAULT_CONFIG: JSON.stringify(defaults),
+    CTXAGENT_TOOL_SCHEMAS: JSON.stringify(toolSchemas),
+    CTXAGENT_BUILD_ID: JSON.stringify(buildId),
+  },
   // Bundled CommonJS libraries call require() for Node's built-ins. One require for all chunks (they are all in
   // bundle/, so each resolves alike): createRequire in each of the 40–80 chunks a command loads was ~0.3 ms apiece.
   banner: {

@@ -1,6 +1,6 @@
 import { existsSync, statSync } from 'node:fs'
 import { userInfo } from 'node:os'
-import { loadConfig } from './config/load.js'
+import { loadCommandConfig } from './config/config-cache.js'
 import { secretValues } from './config/secrets.js'
 import { installSecrets, maskCredentials } from './storage/format/mask.js'
 import type { Config } from './config/schema.js'
@@ -14,7 +14,7 @@ import { defaultBase, Layout } from './storage/fs/layout.js'
 import type { TaskEnv } from './storage/task/env.js'
 import { openIndexStore } from './storage/index/open.js'
 import type { IndexStore } from './storage/index/store.js'
-import { isPostgresUrl } from './config/schema.js'
+import { isPostgresUrl } from './config/urls.js'
 import { accessError, explainSystemError, isDiskFull, whyIndexUnopenable } from './system-errors.js'
 import { pgReason } from './storage/index/pg-pool.js'
 
@@ -41,12 +41,14 @@ export interface CommandEnv {
   now(): Date
   /** The operator, for the audit log. */
   readonly osUser: string
+  /** Keeps the config file's validation for the next command (config-cache.ts); withEnv calls it once this command has ended well. */
+  readonly keepConfig: () => void
 }
 
 export type BaseSource = '--home' | 'CTXAGENT_HOME' | 'context.base_dir' | 'default'
 
-export function createCommandEnv(globals: GlobalOptions, env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): CommandEnv {
-  const { config, source, notice } = loadConfig({ flag: globals.config, env, cwd })
+export async function createCommandEnv(globals: GlobalOptions, env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Promise<CommandEnv> {
+  const { config, source, notice, remember } = await loadCommandConfig({ flag: globals.config, env, cwd })
   // From here on every mask call knows the secret values in force, and nothing printed carries them.
   installSecrets(secretValues(config, env))
   guardOutput(process.stdout)
@@ -74,6 +76,7 @@ export function createCommandEnv(globals: GlobalOptions, env: NodeJS.ProcessEnv 
     env,
     now: () => (fixed === undefined ? new Date() : new Date(fixed)),
     osUser: safeUser(env),
+    keepConfig: remember ?? (() => {}),
   }
 }
 

@@ -16,11 +16,12 @@ export function withEnv<O, A extends unknown[]>(body: (ctx: CommandEnv, opts: O,
     const opts = received[received.length - 2] as O
     const args = received.slice(0, -2) as A
     const globals = command.optsWithGlobals<GlobalOptions>()
-    const ctx = createCommandEnv(globals)
+    const ctx = await createCommandEnv(globals)
     // run and worker say it in their own log format (JSON lines).
     if (ctx.configNotice !== null && command.name() !== 'run' && command.name() !== 'worker') ctx.io.warn(ctx.configNotice)
     try {
       await body(ctx, opts, ...args)
+      ctx.keepConfig()
     } catch (err) {
       throw explainSystemError(err, ctx.layout.base) ?? err
     }

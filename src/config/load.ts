@@ -1,89 +1,31 @@
-import { homedir } from 'node:os'
-import { isAbsolute, join } from 'node:path'
+import { join } from 'node:path'
 import { isCollection, isMap, isPair, isScalar, isSeq, parseDocument } from 'yaml'
 import type { Node as YamlNode, YAMLError } from 'yaml'
 import type * as z from 'zod/mini'
-import { isErrno, UsageError } from '../errors.js'
-import { describeErrno, readRegularFile } from '../input-file.js'
-import { grouped, shortPath } from '../text.js'
-import { CONFIG_SECTIONS, isHttpUrl } from './schema.js'
+import { UsageError } from '../errors.js'
+import { readRegularFile } from '../input-file.js'
+import { CONFIG_SECTIONS } from './schema.js'
 import { crossCheck } from './cross-check.js'
 import { formatPath, shown } from './shown.js'
 import type { Config } from './schema.js'
-import { urlWithCredentials } from './secrets.js'
-import { whyUntrusted } from './trust.js'
+import { CWD_CONFIG_NAMES, givenUrlKeys, MAX_CONFIG_BYTES, readConfigText, shownConfigPath, withEnvironment } from './locate.js'
+import type { ConfigLocation, LoadedConfig } from './locate.js'
 import { configDefaults, validateConfig } from './validate.js'
 
-// Reading a config file: where it is, YAML to data, validation against the schema,
-// and every problem as one line that names the key and what it expects.
-
-export interface LoadedConfig {
-  config: Config
-  /** The file it came from, or null when only defaults (and the environment) apply. */
-  source: string | null
-  /** One line for the operator (a ./config.yaml that is no longer read), printed once by the caller. */
-  notice?: string
-}
-
-export interface ConfigLocation {
-  /** --config */
-  flag?: string | undefined
-  env: NodeJS.ProcessEnv
-  cwd: string
-}
-
-/** What `--config none` (or CTXAGENT_CONFIG=none) means: no file at all, only defaults and the environment. */
-export const NO_CONFIG = 'none'
+// Reading a config file: YAML to data, validation against the schema, and every problem
+// as one line that names the key and what it expects. Where the file is and what the
+// environment adds: locate.ts.
 
 /**
- * `--config` > `CTXAGENT_CONFIG` > `$XDG_CONFIG_HOME/ctxagent/config.yaml` (else
- * ~/.config/…) > `/etc/ctxagent/config.yaml`, the first found (docs/contract.md §1). Nothing in the
- * current directory is read: it is `run`'s default workspace, where a model writes files
- * (docs/contract.md §8). A `./config.yaml` or `./ctxagent.yaml` holding ctxagent's keys gets a notice
- * saying where the config goes. A file anyone but its owner could change, or owned by
- * someone other than root or this user, is refused (as sshd's StrictModes does).
+ * The config in force (docs/contract.md §1): the file readConfigText finds, parsed and
+ * validated, then the environment's part. A `./config.yaml` or `./ctxagent.yaml` holding
+ * ctxagent's keys gets a notice saying where the config goes. Commands load it through
+ * config-cache.ts, which skips parsing a file already validated.
  */
 export function loadConfig(where: ConfigLocation): LoadedConfig {
-  if (where.flag === '') throw new UsageError('--config: the path is empty', `give the config file to use, ${NO_CONFIG} for no file, or leave --config out`)
-  const explicit = where.flag ?? nonEmpty(where.env.CTXAGENT_CONFIG) ?? undefined
-  let file: string | null
-  let raw: string | null
-  if (explicit === NO_CONFIG) [file, raw] = [null, null]
-  else if (explicit !== undefined) [file, raw] = [explicit, readConfigFile(resolveFrom(where.cwd, explicit), shownPath(explicit), true)]
-  else [file, raw] = findConfig(where)
-  if (raw === null) file = null
-  const { config, data } = parseConfigData(raw ?? '', file === null ? 'config' : shownPath(file))
-  applyEnvironment(config, data, where.env)
-  const withUser = urlWithCredentials(config, where.env)
-  if (withUser !== null) {
-    throw new UsageError(
-      `${withUser} carries a user name or password (scheme://user:password@host); ctxagent refuses credentials in URLs, which would be printed and stored`,
-      'give the URL without user:password@ and the key in its own setting (api_key, token, telemetry.headers) or variable',
-    )
-  }
-  return { config, source: file, ...(explicit === undefined ? notice(where) : {}) }
-}
-
-/**
- * The config files looked for, in order, when neither --config nor CTXAGENT_CONFIG names
- * one: the user's (XDG_CONFIG_HOME, else ~/.config) and the system's. Never one in the
- * current directory.
- */
-export function configCandidates(env: NodeJS.ProcessEnv): string[] {
-  const xdg = env.XDG_CONFIG_HOME
-  const home = env.HOME !== undefined && isAbsolute(env.HOME) ? env.HOME : homedir()
-  const userDir = xdg !== undefined && isAbsolute(xdg) ? xdg : join(home, '.config')
-  return [join(userDir, 'ctxagent', 'config.yaml'), SYSTEM_CONFIG]
-}
-
-const SYSTEM_CONFIG = '/etc/ctxagent/config.yaml'
-
-function findConfig(where: ConfigLocation): [string | null, string | null] {
-  for (const path of configCandidates(where.env)) {
-    const raw = readConfigFile(path, shownPath(path), false)
-    if (raw !== null) return [path, raw]
-  }
-  return [null, null]
+  const { file, text, explicit } = readConfigText(where)
+  const { config, data } = parseConfigData(text, file === null ? 'config' : shownConfigPath(file))
+  return { config: withEnvironment(config, givenUrlKeys(data), where.env), source: file, ...(explicit ? {} : cwdNotice(where.cwd)) }
 }
 
 /**
@@ -91,9 +33,9 @@ function findConfig(where: ConfigLocation): [string | null, string | null] {
  * sections and no key it does not know): worth one line saying it is not read and where
  * the config goes. Another tool's file there gets no word at all.
  */
-function notice(where: ConfigLocation): { notice?: string } {
-  for (const name of ['ctxagent.yaml', 'config.yaml']) {
-    if (!looksLikeOurs(join(where.cwd, name))) continue
+export function cwdNotice(cwd: string): { notice?: string } {
+  for (const name of CWD_CONFIG_NAMES) {
+    if (!looksLikeOurs(join(cwd, name))) continue
     return {
       notice: `./${name} is not read: nothing in the current directory is configuration, since a model working there could write it (docs/contract.md §8); move it to ~/.config/ctxagent/config.yaml or /etc/ctxagent/config.yaml, or name it with --config`,
     }
@@ -113,42 +55,6 @@ function looksLikeOurs(path: string): boolean {
   if (data === null || typeof data !== 'object' || Array.isArray(data)) return false
   const keys = Object.keys(data)
   return keys.length > 0 && keys.every((k) => (CONFIG_SECTIONS as string[]).includes(k))
-}
-
-const MAX_CONFIG_BYTES = 1 << 20
-
-/**
- * A config file: a regular file of at most 1 MB (readRegularFile), so `--config
- * /dev/zero` cannot read forever nor a FIFO hang the command. Null when a looked-for file
- * (not one named by --config or CTXAGENT_CONFIG) does not exist. Errors keep the shape
- * `<file>: cannot read config (<why>)`, errno in words.
- */
-function readConfigFile(path: string, shown: string, explicit: boolean): string | null {
-  const read = readRegularFile(path, MAX_CONFIG_BYTES)
-  if (read.ok) {
-    const untrusted = whyUntrusted(path, read.stat)
-    if (untrusted !== null)
-      throw new UsageError(
-        `${shown}: refused as config: ${untrusted.why}`,
-        `${untrusted.fix}; ctxagent reads a config file only when no one but its owner (root or you) can change it`,
-      )
-    return read.text
-  }
-  if (read.problem === 'unreadable' && (isErrno(read.err, 'ENOENT') || isErrno(read.err, 'ENOTDIR')) && !explicit) return null
-  const why =
-    read.problem === 'unreadable'
-      ? describeErrno(read.err)
-      : read.problem === 'directory'
-        ? 'it is a directory'
-        : read.problem === 'size'
-          ? `${grouped(read.size)} bytes; the limit is 1 MB`
-          : 'not a regular file'
-  throw new UsageError(
-    `${shown}: cannot read config (${why})`,
-    explicit
-      ? 'check the --config path or CTXAGENT_CONFIG'
-      : `ctxagent reads the first of ~/.config/ctxagent/config.yaml, /etc/ctxagent/config.yaml: fix this one, or pass --config ${NO_CONFIG}`,
-  )
 }
 
 const SEE_EXAMPLE = 'see config.example.yaml for every key and its default'
@@ -171,7 +77,8 @@ export function parseYamlWith<T>(schema: z.ZodMiniType<T>, yamlText: string, fil
   return result.data
 }
 
-function parseConfigData(yamlText: string, file: string): { config: Config; data: unknown } {
+/** A config file's text to its validated config and the data as written (which keys it sets). */
+export function parseConfigData(yamlText: string, file: string): { config: Config; data: unknown } {
   // No file, or an empty one (most commands on most hosts): the defaults, without zod,
   // whose first validation of {} costs ~0.9 ms of every command's start-up.
   if (yamlText === '') return { config: configDefaults(), data: {} }
@@ -314,60 +221,6 @@ function fallbackMessage(issue: z.core.$ZodIssue): string {
   return 'has a value ctxagent cannot use'
 }
 
-function shownPath(file: string): string {
-  return shortPath(shown(file, 4096))
-}
-
-/**
- * The ecosystem's variables, each below the file (documented in docs/configuration.md):
- * the OpenAI SDK's OPENAI_API_KEY, OPENAI_BASE_URL (only when the file sets no
- * llm.openai.base_url), the Anthropic SDK's ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL
- * (the same way), Ollama's OLLAMA_HOST, gh's GH_TOKEN before GITHUB_TOKEN, and
- * GITLAB_TOKEN. A URL from the environment is checked as strictly as one from the file.
- */
-function applyEnvironment(config: Config, data: unknown, env: NodeJS.ProcessEnv): void {
-  config.llm.openai.api_key ??= nonEmpty(env.OPENAI_API_KEY)
-  config.llm.anthropic.api_key ??= nonEmpty(env.ANTHROPIC_API_KEY)
-  config.github.token ??= nonEmpty(env.GH_TOKEN) ?? nonEmpty(env.GITHUB_TOKEN)
-  config.gitlab.token ??= nonEmpty(env.GITLAB_TOKEN)
-  const openaiUrl = nonEmpty(env.OPENAI_BASE_URL)
-  if (openaiUrl !== null && !given(data, ['llm', 'openai', 'base_url'])) config.llm.openai.base_url = envUrl('OPENAI_BASE_URL', openaiUrl)
-  const anthropicUrl = nonEmpty(env.ANTHROPIC_BASE_URL)
-  if (anthropicUrl !== null && !given(data, ['llm', 'anthropic', 'base_url'])) config.llm.anthropic.base_url = envUrl('ANTHROPIC_BASE_URL', anthropicUrl)
-  const ollamaHost = nonEmpty(env.OLLAMA_HOST)
-  if (ollamaHost !== null && !given(data, ['llm', 'ollama', 'base_url'])) {
-    // Ollama's own form is host:port (http assumed); its OpenAI-compatible API is under /v1.
-    const url = /^https?:\/\//i.test(ollamaHost) ? ollamaHost : `http://${ollamaHost}`
-    config.llm.ollama.base_url = `${envUrl('OLLAMA_HOST', url).replace(/\/+$/, '')}/v1`
-  }
-}
-
-function envUrl(name: string, value: string): string {
-  if (!isHttpUrl(value))
-    throw new UsageError(
-      `${name} must be an http(s) URL, like http://127.0.0.1:8080/v1 (got '${shown(value.replace(/\/\/[^/@\s]*@/, '//…@'), 80)}')`,
-      `fix or unset ${name}`,
-    )
-  return value
-}
-
-function given(data: unknown, path: string[]): boolean {
-  let node = data
-  for (const key of path) {
-    if (node === null || typeof node !== 'object' || !Object.hasOwn(node, key)) return false
-    node = (node as Record<string, unknown>)[key]
-  }
-  return node !== undefined && node !== null
-}
-
-function nonEmpty(value: string | undefined): string | null {
-  return value === undefined || value === '' ? null : value
-}
-
 function firstLine(message: string): string {
   return message.split('\n')[0] ?? message
-}
-
-function resolveFrom(cwd: string, file: string): string {
-  return file.startsWith('/') ? file : `${cwd}/${file}`
 }

@@ -5,6 +5,7 @@ import { isDuration } from '../duration.js'
 import { environmentsSchema } from './environment.js'
 import { isHostPattern, NETWORK_MODES, parseCidr } from './network.js'
 import { shown } from './shown.js'
+import { isHttpUrl, isPostgresUrl } from './urls.js'
 
 const POSITIVE_INT = 'must be a positive integer'
 const NON_NEGATIVE_INT = 'must be a whole number of 0 or more'
@@ -71,16 +72,6 @@ const orNull = <T extends z.core.SomeType>(schema: T) => z._default(z.nullable(s
 // Every key has a default, so an absent section parses as {} (typed loosely: zod cannot see that generically).
 const section = <T extends z.core.$ZodLooseShape>(shape: T) => z.prefault(z.strictObject(shape, { error: MAPPING }), {} as never)
 
-/** An http(s) URL with a host: what a client can be pointed at (never `javascript:…` or `localhost:11434`). */
-export function isHttpUrl(value: string): boolean {
-  if (/\s/.test(value) || !/^https?:\/\//i.test(value)) return false
-  try {
-    const url = new URL(value)
-    return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== ''
-  } catch {
-    return false
-  }
-}
 /** The URL keys: each says what it expected, with an example, and what it got (user:password cut out). */
 const httpUrl = (example: string) => {
   const error = (iss: { input?: unknown }) =>
@@ -94,15 +85,6 @@ const HEADER_VALUE = 'must be a header value on one line'
 const isHeaderName = (name: string) => /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$/.test(name)
 const isHeaderValue = (value: string) => !/[\r\n\0]/.test(value)
 
-/** A PostgreSQL connection URL (`postgres://` or `postgresql://`); a secret, so it is never echoed back. */
-export function isPostgresUrl(value: string): boolean {
-  if (/\s/.test(value) || !/^postgres(ql)?:\/\//i.test(value)) return false
-  try {
-    return new URL(value).hostname !== ''
-  } catch {
-    return false
-  }
-}
 const POSTGRES_URL = 'must be a PostgreSQL URL like postgres://user:password@db.example.com:5432/ctxagent'
 const postgresUrl = () => z.string({ error: POSTGRES_URL }).check(z.refine(isPostgresUrl, { error: POSTGRES_URL }))
 

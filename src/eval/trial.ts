@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process'
 import { chmodSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { NO_CONFIG } from '../config/load.js'
+import { NO_CONFIG } from '../config/locate.js'
 import type { Config } from '../config/schema.js'
 import { CtxError } from '../errors.js'
 import { taskBill } from '../operations/tokens.js'

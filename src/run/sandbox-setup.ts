@@ -1,5 +1,6 @@
 import { dirname, isAbsolute } from 'node:path'
-import { configCandidates } from '../config/load.js'
+import { cacheDirectory } from '../config/config-cache.js'
+import { configCandidates } from '../config/locate.js'
 import type { Config } from '../config/schema.js'
 import { UsageError } from '../errors.js'
 import { planSandbox } from '../tools/sandbox.js'
@@ -10,15 +11,16 @@ import { realPathOf } from '../tools/workspace.js'
 
 /**
  * The places no tool and no command may reach, as real paths: the task tree, the config
- * file in force, and every place ctxagent looks for one (the ctxagent directories of
- * ~/.config, or XDG_CONFIG_HOME, and /etc), whether or not it exists yet: nothing a tool
- * can write may ever be read as configuration (docs/contract.md §8).
+ * file in force, every place ctxagent looks for one (the ctxagent directories of
+ * ~/.config, or XDG_CONFIG_HOME, and /etc), and ctxagent's cache directory (a config's
+ * validation, Node's compiled code), whether or not they exist yet: nothing a tool can
+ * write may ever be read as configuration (docs/contract.md §8).
  */
 export function hiddenPaths(base: string, configFile: string | null, env: NodeJS.ProcessEnv = process.env): string[] {
   const candidates = configCandidates(env).map((file) => dirname(file))
   // CTXAGENT_HIDDEN: more places (absolute paths, ':'-separated), e.g. an eval's suite with its hidden tests (docs/eval.md#what-the-agent-never-sees).
   const more = (env.CTXAGENT_HIDDEN ?? '').split(':').filter((p) => isAbsolute(p))
-  return [...new Set([base, ...(configFile === null ? [] : [configFile]), ...candidates, ...more].map(realPathOf))]
+  return [...new Set([base, ...(configFile === null ? [] : [configFile]), ...candidates, cacheDirectory(env), ...more].map(realPathOf))]
 }
 
 /**

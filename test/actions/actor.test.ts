@@ -8,9 +8,9 @@ import { makeTree, uuidN } from '../fixtures/tree.js'
 const NOW = '2024-06-01T00:00:00Z'
 
 /** A command env on a fresh tree whose warnings are kept. */
-function envWithWarnings(): { ctx: CommandEnv; warnings: string[]; audit: string } {
+async function envWithWarnings(): Promise<{ ctx: CommandEnv; warnings: string[]; audit: string }> {
   const tree = makeTree()
-  const base = createCommandEnv({ home: tree.base, config: 'none' }, { CTXAGENT_NOW: NOW })
+  const base = await createCommandEnv({ home: tree.base, config: 'none' }, { CTXAGENT_NOW: NOW })
   const warnings: string[] = []
   return { ctx: { ...base, io: { ...base.io, warn: (text: string) => void warnings.push(text) } }, warnings, audit: tree.layout.audit }
 }
@@ -22,14 +22,14 @@ const lines = (file: string) =>
     .map((l) => JSON.parse(l) as Record<string, unknown>)
 
 describe('who takes an action (src/actions/actor.ts)', () => {
-  it('is the OS user at the command line, the signed-in operator on the page', () => {
-    const { ctx } = envWithWarnings()
+  it('is the OS user at the command line, the signed-in operator on the page', async () => {
+    const { ctx } = await envWithWarnings()
     expect(actorName(ctx, CLI)).toBe(ctx.osUser)
     expect(actorName(ctx, { via: 'serve', operator: 'gina' })).toBe('gina')
   })
 
-  it('audits the page’s action with `via: serve` and the operator, the command line’s as the OS user', () => {
-    const { ctx, audit, warnings } = envWithWarnings()
+  it('audits the page’s action with `via: serve` and the operator, the command line’s as the OS user', async () => {
+    const { ctx, audit, warnings } = await envWithWarnings()
     const uuid = uuidN(0x51)
     auditAction(ctx, { via: 'serve', operator: 'gina' }, 'pause', uuid)
     auditAction(ctx, CLI, 'resume', null)
@@ -40,8 +40,8 @@ describe('who takes an action (src/actions/actor.ts)', () => {
     expect(warnings).toEqual([])
   })
 
-  it('an audit line that cannot be written is a warning, never the action’s failure, from either side', () => {
-    const { ctx, audit, warnings } = envWithWarnings()
+  it('an audit line that cannot be written is a warning, never the action’s failure, from either side', async () => {
+    const { ctx, audit, warnings } = await envWithWarnings()
     // audit.jsonl a directory: every append to it fails.
     mkdirSync(audit, { recursive: true })
     expect(() => auditAction(ctx, { via: 'serve', operator: 'gina' }, 'pause', uuidN(0x52))).not.toThrow()

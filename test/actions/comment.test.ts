@@ -18,11 +18,11 @@ function lines(file: string): Record<string, unknown>[] {
 }
 
 describe('commentTask: the comment the CLI and the page both add', () => {
-  it("goes to a paused task's inbox under the actor's name, and is audited as the actor's", () => {
+  it("goes to a paused task's inbox under the actor's name, and is audited as the actor's", async () => {
     const tree = makeTree()
     const uuid = uuidN(0x41)
     tree.write({ uuid, location: 'paused', messages: 2 })
-    const ctx = createCommandEnv({ home: tree.base, config: 'none' }, { CTXAGENT_NOW: NOW })
+    const ctx = await createCommandEnv({ home: tree.base, config: 'none' }, { CTXAGENT_NOW: NOW })
     const outcome = commentTask(ctx, resolveTask(tree.layout, uuid), 'look at the tests first', { via: 'serve', operator: 'gina' })
     expect(outcome).toMatchObject({ kind: 'added', uuid, location: 'paused', record: { kind: 'message', sender: 'gina', content: 'look at the tests first' } })
     expect(lines(join(tree.layout.taskDir('paused', uuid), 'inbox.jsonl'))).toMatchObject([
@@ -31,21 +31,21 @@ describe('commentTask: the comment the CLI and the page both add', () => {
     expect(lines(tree.layout.audit)).toMatchObject([{ command: 'comment', uuid, via: 'serve', operator: 'gina', ts: '2024-06-01T00:00:00.000Z' }])
   })
 
-  it('follows a task that was paused after it was found, once', () => {
+  it('follows a task that was paused after it was found, once', async () => {
     const tree = makeTree()
     const uuid = uuidN(0x42)
     tree.write({ uuid, location: 'paused' })
-    const ctx = createCommandEnv({ home: tree.base, config: 'none' }, { CTXAGENT_NOW: NOW })
+    const ctx = await createCommandEnv({ home: tree.base, config: 'none' }, { CTXAGENT_NOW: NOW })
     // Found while running; now in paused/.
     const stale = { uuid, location: 'running' as const, dir: tree.layout.taskDir('running', uuid) }
     expect(commentTask(ctx, stale, 'hello', CLI)).toMatchObject({ kind: 'added', location: 'paused', record: { sender: ctx.osUser } })
   })
 
-  it('refuses an empty or finished task before writing anything, and audits nothing', () => {
+  it('refuses an empty or finished task before writing anything, and audits nothing', async () => {
     const tree = makeTree()
     tree.write({ uuid: uuidN(0x43), location: 'paused' })
     tree.write({ uuid: uuidN(0x44), location: 'completed' })
-    const ctx = createCommandEnv({ home: tree.base, config: 'none' }, { CTXAGENT_NOW: NOW })
+    const ctx = await createCommandEnv({ home: tree.base, config: 'none' }, { CTXAGENT_NOW: NOW })
     expect(() => commentTask(ctx, resolveTask(tree.layout, uuidN(0x43)), '  \n', CLI)).toThrow(UsageError)
     const finished = (() => {
       try {

@@ -49,7 +49,7 @@ describe('enqueueJob and queueResume: refusals before the database', () => {
   it('refuse a job a worker would refuse (exit 2), without reaching a database', async () => {
     const tree = makeTree()
     // No database at all: a refusal that reached for one would say so instead.
-    const ctx = createCommandEnv({ home: tree.base, config: 'none' }, {})
+    const ctx = await createCommandEnv({ home: tree.base, config: 'none' }, {})
     const bad = await refusal(enqueueJob(ctx, { uuid: 'not-a-uuid', kind: 'new', spec: {}, priority: 0, user: null, key: null }, CLI))
     expect(bad).toBeInstanceOf(CtxError)
     expect(bad).toMatchObject({ exitCode: 2, hint: 'check the flags' })
@@ -59,7 +59,7 @@ describe('enqueueJob and queueResume: refusals before the database', () => {
   it('refuse to queue a resume where there is no fleet, naming the command to run on a host (exit 4)', async () => {
     const tree = makeTree()
     tree.write({ uuid: uuidN(4), location: 'paused' })
-    const ctx = createCommandEnv({ home: tree.base, config: 'none' }, {})
+    const ctx = await createCommandEnv({ home: tree.base, config: 'none' }, {})
     const err = await refusal(queueResume(ctx, resolveTask(tree.layout, uuidN(4)), { via: 'serve', operator: 'gina' }))
     expect(err).toMatchObject({
       exitCode: 4,

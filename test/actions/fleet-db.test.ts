@@ -22,9 +22,9 @@ interface Said {
 }
 
 /** A command's env on the test's database (or `env`), its warnings and raw stderr kept. */
-function fleetEnv(env: Record<string, string> = database.env()): { ctx: CommandEnv; said: Said } {
+async function fleetEnv(env: Record<string, string> = database.env()): Promise<{ ctx: CommandEnv; said: Said }> {
   const tree = makeTree()
-  const base = createCommandEnv({ home: tree.base, config: 'none' }, env)
+  const base = await createCommandEnv({ home: tree.base, config: 'none' }, env)
   const said: Said = { warnings: [], errors: [] }
   const io = { ...base.io, warn: (text: string) => void said.warnings.push(text), err: (text: string) => void said.errors.push(text) }
   return { ctx: { ...base, io }, said }
@@ -51,14 +51,14 @@ function heldLease(ctx: CommandEnv, name: 'watch-locks' | 'cleanup'): { running:
 
 describe('fleetPool', () => {
   it('refuses a command without a fleet database (exit 2), and one it cannot reach (exit 1, its password never said)', async () => {
-    const none = await caught(fleetPool(fleetEnv({}).ctx, 'watch-locks'))
+    const none = await caught(fleetPool((await fleetEnv({})).ctx, 'watch-locks'))
     expect(none).toBeInstanceOf(UsageError)
     expect(none).toMatchObject({
       exitCode: 2,
       message: "watch-locks needs the fleet's PostgreSQL database",
       hint: 'set fleet.database_url in the config, or CTXAGENT_DATABASE_URL',
     })
-    const down = await caught(fleetPool(fleetEnv({ CTXAGENT_DATABASE_URL: 'postgres://u:s3cret-pw@127.0.0.1:1/x' }).ctx, 'enqueue'))
+    const down = await caught(fleetPool((await fleetEnv({ CTXAGENT_DATABASE_URL: 'postgres://u:s3cret-pw@127.0.0.1:1/x' })).ctx, 'enqueue'))
     expect(down).toBeInstanceOf(CtxError)
     expect(down).toMatchObject({ exitCode: 1, hint: 'check fleet.database_url or CTXAGENT_DATABASE_URL and that the server is up' })
     expect((down as Error).message).toMatch(/^cannot reach the fleet's database \(.*ECONNREFUSED.*\)$/)
@@ -66,7 +66,7 @@ describe('fleetPool', () => {
   })
 
   it("hands back a pool on the fleet's database with its schema migrated", async () => {
-    const { pool, url } = await fleetPool(fleetEnv().ctx, 'enqueue')
+    const { pool, url } = await fleetPool((await fleetEnv()).ctx, 'enqueue')
     try {
       expect(url).toBe(database.server.url)
       const tables = await pool.query<{ t: string | null }>("SELECT to_regclass('fleet_jobs')::text AS t")
@@ -78,8 +78,8 @@ describe('fleetPool', () => {
 })
 
 describe('fleetListenUrl', () => {
-  it('is fleet.listen_url when set (a direct connection beside a pooler), else the database URL', () => {
-    const { ctx } = fleetEnv()
+  it('is fleet.listen_url when set (a direct connection beside a pooler), else the database URL', async () => {
+    const { ctx } = await fleetEnv()
     expect(fleetListenUrl(ctx, 'postgres://pooler/db')).toBe('postgres://pooler/db')
     const direct = { ...ctx, config: { ...ctx.config, fleet: { ...ctx.config.fleet, listen_url: 'postgres://direct/db' } } }
     expect(fleetListenUrl(direct, 'postgres://pooler/db')).toBe('postgres://direct/db')
@@ -88,10 +88,10 @@ describe('fleetListenUrl', () => {
 
 describe('withFleetLease', () => {
   it('runs one pass at a time fleet-wide: another is skipped with a warning while it runs, and runs once it ended', async () => {
-    const first = fleetEnv()
+    const first = await fleetEnv()
     const held = heldLease(first.ctx, 'cleanup')
     await held.taken
-    const second = fleetEnv()
+    const second = await fleetEnv()
     let ran = false
     expect(await withFleetLease(second.ctx, 'cleanup', { intervalMs: 60_000, once: false }, async () => void (ran = true))).toBe(false)
     expect(ran).toBe(false)
@@ -103,17 +103,17 @@ describe('withFleetLease', () => {
   })
 
   it('refused for longer than its interval: a single pass fails (exit 1), a loop says it on stderr and goes on', async () => {
-    const held = heldLease(fleetEnv().ctx, 'watch-locks')
+    const held = heldLease((await fleetEnv()).ctx, 'watch-locks')
     await held.taken
     // An interval of 0: the second refusal comes later than the first, so past it.
-    const loop = fleetEnv()
+    const loop = await fleetEnv()
     const pass = { intervalMs: 0, once: false }
     expect(await withFleetLease(loop.ctx, 'watch-locks', pass, async () => undefined)).toBe(false)
     expect(await withFleetLease(loop.ctx, 'watch-locks', pass, async () => undefined)).toBe(false)
     expect(loop.said.errors.at(-1)).toMatch(
       /^ctxagent: no watch-locks pass has run for \d+ s, longer than its interval: each is refused the fleet-wide lease, held by .+\n$/,
     )
-    const once = await caught(withFleetLease(fleetEnv().ctx, 'watch-locks', { intervalMs: 0, once: true }, async () => undefined))
+    const once = await caught(withFleetLease((await fleetEnv()).ctx, 'watch-locks', { intervalMs: 0, once: true }, async () => undefined))
     expect(once).toBeInstanceOf(CtxError)
     expect(once).toMatchObject({ exitCode: 1, hint: 'if that host is gone its lease expires by itself; if it is stuck, stop that pass' })
     held.release()
@@ -141,7 +141,7 @@ describe('fleetReapPass', () => {
   }
 
   it('settles a running job whose task has ended, from what its task became, and says so in one line', async () => {
-    const { ctx } = fleetEnv()
+    const { ctx } = await fleetEnv()
     await fleetPool(ctx, 'watch-locks').then(({ pool: p }) => p.end())
     const queue = new JobQueue(pool)
     const worker = (await registerWorker(pool, 'fleet-db-test', 1, 60)).id
@@ -161,9 +161,9 @@ describe('fleetReapPass', () => {
   })
 
   it('does nothing while another host holds the pass, and says so', async () => {
-    const held = heldLease(fleetEnv().ctx, 'watch-locks')
+    const held = heldLease((await fleetEnv()).ctx, 'watch-locks')
     await held.taken
-    const { ctx, said } = fleetEnv()
+    const { ctx, said } = await fleetEnv()
     const outcome = await pass(ctx, false)
     expect(outcome).toEqual({ result: { checked: 0, findings: [], reindexed: 0, jobs_recovered: 0 }, settled: [] })
     expect(said.warnings).toEqual([expect.stringMatching(/^another host runs a watch-locks pass \(.+\); this one was skipped$/)])

@@ -12,16 +12,16 @@ import { usePostgres } from '../helpers/use-postgres.js'
 // no worker runs, so no job is claimed here (test/fleet/ drives running jobs).
 const database = usePostgres({ truncate: ['fleet_jobs', 'fleet_job_attempts'] })
 
-function fleetEnv(): CommandEnv {
+async function fleetEnv(): Promise<CommandEnv> {
   const tree = makeTree()
-  return createCommandEnv({ home: tree.base, config: 'none' }, { ...database.env(), CTXAGENT_NOW: '2024-06-01T00:00:00Z' })
+  return await createCommandEnv({ home: tree.base, config: 'none' }, { ...database.env(), CTXAGENT_NOW: '2024-06-01T00:00:00Z' })
 }
 
 const request = (n: number, key: string | null = null): JobRequest => ({ uuid: uuidN(n), kind: 'new', spec: { task: 'fix it' }, priority: 0, user: 'ana', key })
 
 describe('enqueueJob', () => {
   it('queues a job; a second open job for the task is a conflict (exit 4); the same key again is held by the first', async () => {
-    const ctx = fleetEnv()
+    const ctx = await fleetEnv()
     const first = await enqueueJob(ctx, request(1), CLI)
     expect(first).toMatchObject({ kind: 'queued', uuid: uuidN(1) })
     await expect(enqueueJob(ctx, request(1), CLI)).rejects.toMatchObject({
@@ -43,7 +43,7 @@ describe('enqueueJob', () => {
 
 describe('cancelJobAction and retryJobAction', () => {
   it('cancel a waiting job at once (its task not started); retry makes it wait again as it was', async () => {
-    const ctx = fleetEnv()
+    const ctx = await fleetEnv()
     const queued = await enqueueJob(ctx, request(4), CLI)
     const cancelled = await cancelJobAction(ctx, queued.job, CLI, 1_000)
     expect(cancelled).toEqual({ job: queued.job, task_uuid: uuidN(4), was: 'waiting', task: 'not_started', state: 'cancelled' })
@@ -55,7 +55,7 @@ describe('cancelJobAction and retryJobAction', () => {
   })
 
   it('refuse a job that does not exist, changing nothing', async () => {
-    const ctx = fleetEnv()
+    const ctx = await fleetEnv()
     await expect(cancelJobAction(ctx, 999_999, CLI, 1_000)).rejects.toThrow(/999999/)
     await expect(retryJobAction(ctx, 999_999, CLI)).rejects.toThrow(/999999/)
     expect(await database.query('SELECT id FROM fleet_jobs')).toEqual([])

@@ -14,7 +14,7 @@ describe('pauseTask: the pause the CLI and the page both take', () => {
       const tree = makeTree()
       const uuid = uuidN(0x35)
       tree.write({ uuid, location: 'running', messages: 3 })
-      const ctx = createCommandEnv({ home: tree.base, config: 'none' }, { CTXAGENT_NOW: '2024-06-01T00:00:00Z' })
+      const ctx = await createCommandEnv({ home: tree.base, config: 'none' }, { CTXAGENT_NOW: '2024-06-01T00:00:00Z' })
       const ref = resolveTask(tree.layout, uuid)
       // What a finishing owner leaves between the look and the pause: the task in completed/, no lock.
       mkdirSync(join(tree.base, 'completed'), { recursive: true })
@@ -29,7 +29,7 @@ describe('pauseTask: the pause the CLI and the page both take', () => {
     const tree = makeTree()
     tree.write({ uuid: uuidN(1), location: 'paused' })
     tree.write({ uuid: uuidN(2), location: 'running' })
-    const ctx = createCommandEnv({ home: tree.base, config: 'none' }, {})
+    const ctx = await createCommandEnv({ home: tree.base, config: 'none' }, {})
     expect(await pauseTask(ctx, resolveTask(tree.layout, uuidN(1)), CLI, 1_000)).toEqual({ kind: 'already_paused', uuid: uuidN(1) })
     await expect(pauseTask(ctx, resolveTask(tree.layout, uuidN(2)), CLI, 1_000)).rejects.toThrow(/has no live agent/)
   })

@@ -15,13 +15,13 @@ import { snapshotTree } from '../helpers/tree-snapshot.js'
  * options, prepareNew takes them), without starting the binary: what it refuses with a usage error, and that
  * it writes nothing, refused or not (docs/contract.md §9).
  */
-function setup(): { ctx: CommandEnv; base: string; ws: string } {
+async function setup(): Promise<{ ctx: CommandEnv; base: string; ws: string }> {
   const tree = makeTree()
   const config = join(tree.base, 'config.yaml')
   writeFileSync(config, 'llm:\n  provider: openai\n  openai:\n    base_url: http://127.0.0.1:9/v1\n    model: m\n')
   const ws = mkdtempSync(join(tmpdir(), 'ctxagent-ws-'))
   onTestFinished(() => rmSync(ws, { recursive: true, force: true }))
-  return { ctx: createCommandEnv({ home: tree.base, config }, {}), base: tree.base, ws }
+  return { ctx: await createCommandEnv({ home: tree.base, config }, {}), base: tree.base, ws }
 }
 
 async function refusal(p: Promise<unknown>): Promise<UsageError> {
@@ -35,7 +35,7 @@ async function refusal(p: Promise<unknown>): Promise<UsageError> {
 
 describe('prepareNew: a new local task checked before anything is written', () => {
   it('a task in a workspace: its text, its key, its settings; nothing written', async () => {
-    const { ctx, base, ws } = setup()
+    const { ctx, base, ws } = await setup()
     const before = snapshotTree(base)
     const flags: RunFlags = { task: 'add a test', workspace: ws, taskId: 'T-1', maxTurns: 7, inherit: true }
     const prepared = await prepareNew(ctx, flags, undefined)
@@ -55,7 +55,7 @@ describe('prepareNew: a new local task checked before anything is written', () =
     ['a workspace holding the task tree', (_ws, base) => ({ task: 'x', workspace: base, inherit: true }), /contains the task tree/],
     ['a workspace inside the task tree', (_ws, base) => ({ task: 'x', workspace: join(base, 'inside'), inherit: true }), /is inside the task tree/],
   ])('refuses %s with a usage error, writing nothing', async (_what, flagsOf, message) => {
-    const { ctx, base, ws } = setup()
+    const { ctx, base, ws } = await setup()
     mkdirSync(join(base, 'inside'), { recursive: true })
     const before = snapshotTree(base)
     const err = await refusal(prepareNew(ctx, flagsOf(ws, base), undefined))

@@ -95,6 +95,26 @@ describe('ctxagent config', () => {
     expect(out.secrets_set).toContain('github.token')
   })
 
+  it("from the validation cache, the same config: the file's secrets in force, the environment applied as without it", () => {
+    const cwd = scratch()
+    const env = { ...ENV, OPENAI_API_KEY: '', XDG_CACHE_HOME: join(cwd, 'cache') }
+    writeFileSync(join(cwd, 'a.yaml'), 'llm:\n  openai:\n    api_key: sk-in-the-file-42\n    base_url: http://127.0.0.1:7/v1\n')
+    writeFileSync(join(cwd, 'b.yaml'), 'llm:\n  openai:\n    api_key: sk-in-the-file-42\n')
+    const shown = (file: string) => {
+      const res = cli(['config', '--json', '--config', file], { ...env, OPENAI_BASE_URL: 'http://127.0.0.1:9/v1' }, cwd)
+      expect(res.code).toBe(0)
+      return JSON.parse(res.stdout) as { secrets_set: string[]; config: { llm: { openai: { base_url: string } } } }
+    }
+    for (const file of ['a.yaml', 'b.yaml']) {
+      const first = shown(file)
+      expect(readdirSync(join(cwd, 'cache', 'ctxagent'))).toEqual(['config-cache.json'])
+      expect(shown(file)).toEqual(first)
+      expect(first.secrets_set).toEqual(['llm.openai.api_key'])
+    }
+    expect(shown('a.yaml').config.llm.openai.base_url).toBe('http://127.0.0.1:7/v1')
+    expect(shown('b.yaml').config.llm.openai.base_url).toBe('http://127.0.0.1:9/v1')
+  })
+
   it('says when only defaults apply', () => {
     const res = cli(['config'], ENV, scratch())
     expect(res.code).toBe(0)

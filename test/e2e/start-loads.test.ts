@@ -45,12 +45,12 @@ function modulesLoaded(loads: string): { packages: string[]; own: string[] } {
 }
 
 /** Runs bin/ctxagent with the recorder; resolves with its exit code and the packages it loaded. */
-function loadsOf(args: string[], dir: string): Promise<{ code: number; stderr: string; packages: string[]; own: string[] }> {
+function loadsOf(args: string[], dir: string, env: Record<string, string> = {}): Promise<{ code: number; stderr: string; packages: string[]; own: string[] }> {
   const loads = join(dir, `loads-${args[0]}.txt`)
   writeFileSync(loads, '')
   return new Promise((resolve) => {
     const child = spawn(process.execPath, ['--import', RECORDER, BIN, ...args], {
-      env: { ...process.env, ...TEST_ENV, CTXAGENT_TEST_LOADS: loads },
+      env: { ...process.env, ...TEST_ENV, ...env, CTXAGENT_TEST_LOADS: loads },
       stdio: ['ignore', 'ignore', 'pipe'],
     })
     let stderr = ''
@@ -84,7 +84,38 @@ describe('start-up loads', () => {
     expect(got.own.filter((m) => PG_INDEX.includes(m))).toEqual([])
   })
 
-  it('run with an OpenAI-compatible server loads the openai SDK and none of the libraries its task does not use', async () => {
+  it('a config file validated before is not parsed again: no yaml, no zod, until its text changes (docs/configuration.md#the-validation-cache)', async () => {
+    const tree = makeTree()
+    const config = join(tree.base, 'config.yaml')
+    writeFileSync(config, 'llm:\n  provider: openai\n  openai:\n    api_key: sk-cached-0123\n')
+    const env = { XDG_CACHE_HOME: join(tree.base, 'cache') }
+    const list = () => loadsOf(['list', '--home', tree.base, '--config', config], tree.base, env)
+    const parsers = (got: { packages: string[] }) => got.packages.filter((p) => p === 'yaml/' || p === 'zod/')
+    const first = await list()
+    expect(first.code).toBe(0)
+    expect(parsers(first)).toEqual(['yaml/', 'zod/'])
+    const cached = readFileSync(join(tree.base, 'cache', 'ctxagent', 'config-cache.json'), 'utf8')
+    expect(cached).not.toContain('sk-cached')
+    const second = await list()
+    expect(second.stderr).toBe('')
+    expect(second.code).toBe(0)
+    expect(parsers(second)).toEqual([])
+    // Off, or one byte changed: validated again.
+    expect(parsers(await loadsOf(['list', '--home', tree.base, '--config', config], tree.base, { ...env, CTXAGENT_CONFIG_CACHE: 'off' }))).toEqual([
+      'yaml/',
+      'zod/',
+    ])
+    writeFileSync(config, 'llm:\n  provider: openai\n  openai:\n    api_key: sk-cached-0124\n')
+    expect(parsers(await list())).toEqual(['yaml/', 'zod/'])
+    expect(parsers(await list())).toEqual([])
+    // A file that no longer validates is refused as ever, though the one before it is cached.
+    writeFileSync(config, 'llm:\n  provider: openai\n  openai:\n    api_kye: sk-cached-0124\n')
+    const bad = await list()
+    expect(bad.code).toBe(2)
+    expect(bad.stderr).toContain('llm.openai.api_kye is not a known setting')
+  })
+
+  it('run with an OpenAI-compatible server loads the openai SDK and none of the libraries its task does not use, nor yaml once its config is validated', async () => {
     const tree = makeTree()
     const fake = await startFakeLlm()
     fake.queue.push({ calls: [{ name: 'finish', arguments: { summary: 'read it', status: 'done' } }] })
@@ -93,12 +124,19 @@ describe('start-up loads', () => {
     const ws = mkdtempSync(join(tmpdir(), 'ctxagent-ws-'))
     onTestFinished(() => rmSync(ws, { recursive: true, force: true }))
     writeFileSync(join(ws, 'README.md'), 'a workspace\n')
-    const got = await loadsOf(['run', '--task', 'read the readme', '--workspace', ws, '--home', tree.base, '--config', config], tree.base)
+    // Its own cache: the second run takes the config's validation from the first's (docs/configuration.md#the-validation-cache).
+    const env = { XDG_CACHE_HOME: join(tree.base, 'cache') }
+    const run = () => loadsOf(['run', '--task', 'read the readme', '--workspace', ws, '--home', tree.base, '--config', config], tree.base, env)
+    expect((await run()).packages).toContain('yaml/')
+    fake.queue.push({ calls: [{ name: 'finish', arguments: { summary: 'read it', status: 'done' } }] })
+    const got = await run()
     expect(got.stderr).not.toContain('ctxagent:')
     expect(got.code).toBe(0)
-    expect(fake.requests.length).toBeGreaterThan(0)
+    expect(fake.requests.length).toBeGreaterThan(1)
     expect(got.packages).toContain('openai/')
     expect(lazyIn(got.packages)).toEqual([])
     expect(got.own.filter((m) => PG_INDEX.includes(m))).toEqual([])
+    // No YAML parser: neither for the config, nor for an environment file the repository does not have.
+    expect(got.packages).not.toContain('yaml/')
   })
 })

@@ -1,4 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -22,6 +24,9 @@ export const TEST_ENV: Record<string, string> = {
   CTXAGENT_CONFIG: '',
   XDG_CONFIG_HOME: '/nonexistent/ctxagent-test-config',
   XDG_STATE_HOME: '/nonexistent/ctxagent-test-state',
+  // The validation cache (src/config/config-cache.ts) and Node 22's compile cache: the suite's
+  // own, shared by its tests (a cache, so a hit or a miss gives the same result), never the user's.
+  XDG_CACHE_HOME: join(tmpdir(), `ctxagent-test-cache-${process.getuid?.() ?? 0}`),
   OPENAI_BASE_URL: '',
   GH_TOKEN: '',
   OLLAMA_HOST: '',

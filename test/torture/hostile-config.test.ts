@@ -111,6 +111,30 @@ describe('nothing a tool can write is read as configuration', () => {
     expect(output).toContain('Read-only file system')
   })
 
+  it('with the workspace at $HOME, the tools cannot plant a validation in ~/.cache/ctxagent, which the next command would take as its config', async () => {
+    const s = await runSetup()
+    const env = { HOME: s.ws, XDG_CONFIG_HOME: '', XDG_CACHE_HOME: '' }
+    const target = '.cache/ctxagent/config-cache.json'
+    s.fake.queue.push(
+      write(target, '{"entries": []}\n'),
+      { calls: [{ name: 'run_command', arguments: { command: `mkdir -p .cache/ctxagent; echo '{}' > ${target}; echo written $?` } }] },
+      finish,
+    )
+    const res = await s.run(['run', '--task', 'cache it', '--workspace', s.ws, '--allow-shell'], env)
+    expect(res.code, res.stderr).toBe(0)
+    // What is there now is the run's own (it ended well, so it kept its config's validation), never what was planted.
+    const kept = existsSync(join(s.ws, target)) ? readFileSync(join(s.ws, target), 'utf8') : ''
+    expect(kept).not.toBe('{"entries": []}\n')
+    expect(kept).not.toBe('{}\n')
+    const tools = onlyTask(s.tree).tools.filter((t) => t.tool_name !== 'finish')
+    expect(tools.map((t) => [t.tool_name, t.status])).toEqual([
+      ['write_file', 'error'],
+      ['run_command', 'success'],
+    ])
+    expect(JSON.stringify(tools[0])).toContain("inside ctxagent's task tree or config")
+    expect(JSON.stringify(tools[1])).toContain('Read-only file system')
+  })
+
   it('run refuses a config file inside its workspace (also through a link to it), with exit 2 and nothing written', async () => {
     const s = await runSetup()
     // As root the harness gives workspaces to the sandbox's user; this one is root's, so that the refusal tested is "inside the workspace".

@@ -1,4 +1,3 @@
-import { parseYamlWith } from '../../config/load.js'
 import { environmentSchema } from '../../config/environment.js'
 import type { EnvironmentSpec } from '../../config/environment.js'
 import type { Config } from '../../config/schema.js'
@@ -44,7 +43,8 @@ export async function resolveEnvironment(
   const read = await readTrusted(workspace, trusted, ENVIRONMENT_FILE, MAX_FILE_BYTES)
   if (read.kind === 'refused') throw new UsageError(`${ENVIRONMENT_FILE}: ${read.why}`, 'make it a regular file of at most 64 KB')
   const where = `${ENVIRONMENT_FILE} (${describeBase(trusted)})`
-  const file = read.kind === 'file' ? parseYamlWith(environmentSchema, read.text, where) : null
+  // The YAML parser only for a repository that has the file: most runs' start loads none (docs/development.md#start-up).
+  const file = read.kind === 'file' ? (await import('../../config/load.js')).parseYamlWith(environmentSchema, read.text, where) : null
   if (file === null && Object.keys(environments).length === 0) return null
   // What the operator's keys are matched against: the workspace, or the local repository it was made from.
   const local = repository?.startsWith('/') === true ? repository : null
