@@ -77,6 +77,27 @@ const processIsGlobal = {
     b.onLoad({ filter: /.*/, namespace: 'global-process' }, () => ({ contents: 'export default globalThis.process', loader: 'js' }))
   },
 }
+/**
+ * commander requires node:child_process at load, for executable subcommands (`git-style` bin
+ * files) that ctxagent has none of: ~5 ms of every command (loading it and dgram, net's
+ * sockets). Its three calls of `childProcess.spawn` now require it when made.
+ */
+const commanderSpawnAtUse = {
+  name: 'commander-spawn-at-use',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]commander[\\/]lib[\\/]command\.js$/ }, (args) => {
+      const text = readFileSync(args.path, 'utf8')
+      const line = "const childProcess = require('node:child_process');"
+      if (!text.includes(line))
+        return {
+          contents: text,
+          loader: 'js',
+          warnings: [{ text: `commander-spawn-at-use: '${line}' not found in ${args.path}: every command loads child_process again` }],
+        }
+      return { contents: text.replace(line, "const childProcess = { spawn: (...a) => require('node:child_process').spawn(...a) };"), loader: 'js' }
+    })
+  },
+}
 rmSync(`${root}bundle`, { recursive: true, force: true })
 const result = await build({
   absWorkingDir: root,
@@ -87,8 +108,9 @@ const result = await build({
   format: 'esm',
   platform: 'node',
   target: 'node20',
-  // pg-native: pg's optional native driver, which ctxagent does not use.
-  external: ['better-sqlite3', 'pg-native'],
+  // pg-native: pg's optional native driver, which ctxagent does not use. cli-table3: required from node_modules
+  // when a table is drawn for a terminal (src/render.ts), never by piped output.
+  external: ['better-sqlite3', 'pg-native', 'cli-table3'],
   define: {
     CTXAGENT_DEFAULT_CONFIG: JSON.stringify(defaults),
     CTXAGENT_TOOL_SCHEMAS: JSON.stringify(toolSchemas),
@@ -106,7 +128,7 @@ const result = await build({
   minifySyntax: true,
   // Through dist/*.js.map down to src/*.ts, for CTXAGENT_DEBUG=1 stack traces.
   sourcemap: true,
-  plugins: [pgOnNode, zodEnglishOnly, processIsGlobal],
+  plugins: [pgOnNode, zodEnglishOnly, processIsGlobal, commanderSpawnAtUse],
   logLevel: 'warning',
   metafile: true,
 })

@@ -27,5 +27,7 @@ function atFirstUse<T>(name: string): () => T {
 export const nodeCrypto = atFirstUse<typeof import('node:crypto')>('node:crypto')
 export const nodeZlib = atFirstUse<typeof import('node:zlib')>('node:zlib')
 export const nodeFsPromises = atFirstUse<typeof import('node:fs/promises')>('node:fs/promises')
+/** node:child_process: `ps`, where /proc is not (process-info.ts), never on `list`'s way on Linux. */
+export const nodeChildProcess = atFirstUse<typeof import('node:child_process')>('node:child_process')
 /** node:net as require() gives it: no ES namespace, whose getters load what isIP does not need. */
 export const nodeNet = atFirstUse<typeof import('node:net')>('node:net')

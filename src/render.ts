@@ -1,5 +1,15 @@
-import Table from 'cli-table3'
+import { createRequire } from 'node:module'
+import type Table from 'cli-table3'
 import type { Io } from './io.js'
+
+/**
+ * cli-table3, with its colours and emoji tables 45 KB of what a command would compile at
+ * start-up, is required the first time a table is drawn for a terminal: output to a pipe
+ * or a file (scripts, `| grep`) and --json never draw one (docs/development.md#start-up).
+ * It stays outside the bundle (scripts/bundle.mjs) and is read from node_modules.
+ */
+let tableClass: typeof Table | undefined
+const TableClass = (): typeof Table => (tableClass ??= createRequire(import.meta.url)('cli-table3') as typeof Table)
 
 /** The width of a terminal that does not say (a serial console, some CI terminals). */
 const DEFAULT_COLUMNS = 80
@@ -73,7 +83,7 @@ function lineWidth(widths: number[]): number {
 }
 
 function render(io: Io, head: string[], rows: string[][], layout: { padding: number; colWidths?: number[] }): { table: Table.Table; text: string } {
-  const t = new Table({
+  const t = new (TableClass())({
     head: head.map((h) => io.chalk.bold(h)),
     // No rule between rows: long listings stay readable.
     chars: { mid: '', 'left-mid': '', 'mid-mid': '', 'right-mid': '' },

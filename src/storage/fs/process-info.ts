@@ -1,6 +1,6 @@
-import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { hostname as osHostname } from 'node:os'
+import { nodeChildProcess } from '../../lazy-builtins.js'
 
 let cachedHostname: string | undefined
 
@@ -28,7 +28,7 @@ export function processStart(pid: number): string | null {
     }
   }
   try {
-    const out = execFileSync('ps', ['-o', 'lstart=', '-p', String(pid)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })
+    const out = nodeChildProcess().execFileSync('ps', ['-o', 'lstart=', '-p', String(pid)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })
     return out.trim() || null
   } catch {
     return null
