@@ -38,12 +38,17 @@ export function secretValues(config: Config, env: NodeJS.ProcessEnv): SecretValu
   add('llm.anthropic.api_key', config.llm.anthropic.api_key)
   add('github.token', config.github.token)
   add('gitlab.token', config.gitlab.token)
-  // The fleet's database: the whole URL, and its password alone (as written in the URL and decoded), each under one name.
-  for (const url of [config.fleet.database_url, env.CTXAGENT_DATABASE_URL]) {
-    add(DATABASE_URL, url)
+  // The fleet's database (and the direct connection a worker listens on): the whole URL, and its password alone (as
+  // written in the URL and decoded), each under one name.
+  for (const [name, url] of [
+    [DATABASE_URL, config.fleet.database_url],
+    [DATABASE_URL, env.CTXAGENT_DATABASE_URL],
+    ['fleet.listen_url', config.fleet.listen_url],
+  ] as const) {
+    add(name, url)
     for (const password of urlPasswords(url)) {
-      add(DATABASE_URL, password)
-      add(DATABASE_URL, safeDecode(password))
+      add(name, password)
+      add(name, safeDecode(password))
     }
   }
   add('serve.token', config.serve.token)

@@ -17,7 +17,7 @@ function scratch(): string {
   return join(dir, 'ctxagent', 'config-cache.json')
 }
 
-const SECRETS = ['sk-file-key-0123', 'ghp_filetoken456', 's3cretpw', 'Bearer tok-789', 'mcp-env-secret']
+const SECRETS = ['sk-file-key-0123', 'ghp_filetoken456', 's3cretpw', 'Bearer tok-789', 'mcp-env-secret', 'listenpw']
 const TEXT = `llm:
   provider: openai
   openai:
@@ -27,6 +27,7 @@ github:
   token: "ghp_filetoken456"
 fleet:
   database_url: postgres://agent:s3cretpw@db.example:5432/ctxagent
+  listen_url: postgres://agent:listenpw@db-direct.example:5432/ctxagent
 telemetry:
   headers:
     authorization: Bearer tok-789

@@ -143,6 +143,22 @@ describe('installed secret values', () => {
     )
   })
 
+  it('masks fleet.listen_url (the direct connection a worker listens on) and its password, as the database URL', () => {
+    const config = parseConfig('fleet:\n  listen_url: postgres://app:listen%2Fpw-4321@db.example.com:5432/ctx\n')
+    const secrets = secretValues(config, {})
+    expect(secrets).toEqual(
+      expect.arrayContaining([
+        { name: 'fleet.listen_url', value: 'postgres://app:listen%2Fpw-4321@db.example.com:5432/ctx' },
+        { name: 'fleet.listen_url', value: 'listen%2Fpw-4321' },
+        { name: 'fleet.listen_url', value: 'listen/pw-4321' },
+      ]),
+    )
+    installSecrets(secrets)
+    expect(maskText('LISTEN on postgres://app:listen%2Fpw-4321@db.example.com:5432/ctx failed, pw listen/pw-4321')).toBe(
+      'LISTEN on [SECRET:fleet.listen_url] failed, pw [SECRET:fleet.listen_url]',
+    )
+  })
+
   it('collects the config keys, MCP env values and the environment’s credentials, and finds user:password in URL keys', () => {
     const config = parseConfig(
       'llm:\n  openai:\n    api_key: cfg-key-123456\nmcp:\n  servers:\n    s:\n      command: x\n      env:\n        TOKEN: mcp-env-value-1\n',
