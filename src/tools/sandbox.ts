@@ -215,6 +215,7 @@ export function sandboxArgs(
         absent: plan.absent ?? [],
         binds: options.binds ?? [],
         ...(plan.root !== undefined ? { root: plan.root } : {}),
+        ...(process.getuid?.() === 0 ? { as: { uid, gid } } : {}),
       },
       workspace,
     ),

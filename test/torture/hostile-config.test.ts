@@ -111,7 +111,7 @@ describe('nothing a tool can write is read as configuration', () => {
     expect(output).toContain('Read-only file system')
   })
 
-  it('with the workspace at $HOME, the tools cannot plant a validation in ~/.cache/ctxagent, which the next command would take as its config', async () => {
+  it('with the workspace at $HOME, the tools cannot plant a validation in ~/.cache/ctxagent, which the next command would take as its config, nor move it away to reach it', async () => {
     const s = await runSetup()
     const env = { HOME: s.ws, XDG_CONFIG_HOME: '', XDG_CACHE_HOME: '' }
     const target = '.cache/ctxagent/config-cache.json'
@@ -126,13 +126,49 @@ describe('nothing a tool can write is read as configuration', () => {
     const kept = existsSync(join(s.ws, target)) ? readFileSync(join(s.ws, target), 'utf8') : ''
     expect(kept).not.toBe('{"entries": []}\n')
     expect(kept).not.toBe('{}\n')
-    const tools = onlyTask(s.tree).tools.filter((t) => t.tool_name !== 'finish')
+    const first = onlyTask(s.tree)
+    const onlyTaskUuid = first.uuid
+    const tools = first.tools.filter((t) => t.tool_name !== 'finish')
     expect(tools.map((t) => [t.tool_name, t.status])).toEqual([
       ['write_file', 'error'],
       ['run_command', 'success'],
     ])
     expect(JSON.stringify(tools[0])).toContain("inside ctxagent's task tree or config")
     expect(JSON.stringify(tools[1])).toContain('Read-only file system')
+
+    // The first run kept its config's validation there. Renaming the directory above it
+    // would carry the sandbox's cover away and leave the real file where the file tools
+    // do not look: the directories between the workspace and a hidden place cannot be moved.
+    expect(existsSync(join(s.ws, target))).toBe(true)
+    const moved = '.c2/ctxagent/config-cache.json'
+    s.fake.queue.push(
+      { calls: [{ name: 'run_command', arguments: { command: 'mv .cache .c2; echo moved $?; rm -rf .cache; echo removed $?' } }] },
+      { calls: [{ name: 'read_file', arguments: { path: moved } }] },
+      finish,
+    )
+    const second = await s.run(['run', '--task', 'move it', '--workspace', s.ws, '--allow-shell'], env)
+    expect(second.code, second.stderr).toBe(0)
+    const secondTools = readTask(s.tree, s.tree.layout.list('completed').find((uuid) => uuid !== onlyTaskUuid) as string).tools
+    const shell = JSON.stringify(secondTools[0])
+    expect(shell).toContain('Device or resource busy')
+    expect(shell).toContain('moved 1')
+    expect(secondTools.slice(1, 2).map((t) => [t.tool_name, t.status])).toEqual([['read_file', 'error']])
+    expect(existsSync(join(s.ws, '.c2'))).toBe(false)
+    expect((JSON.parse(readFileSync(join(s.ws, target), 'utf8')) as { entries: unknown[] }).entries.length).toBeGreaterThan(0)
+  })
+
+  it("with the workspace at $HOME and a ~/.cache only ctxagent's user may write, commands still run: ctxagent makes its own directory there before covering it", async () => {
+    const s = await runSetup()
+    const env = { HOME: s.ws, XDG_CONFIG_HOME: '', XDG_CACHE_HOME: '' }
+    mkdirSync(join(s.ws, '.cache', 'ctxagent'), { recursive: true, mode: 0o700 })
+    s.fake.queue.push({ calls: [{ name: 'run_command', arguments: { command: 'echo ran; mv .cache .c2; echo moved $?' } }] }, finish)
+    const res = await s.run(['run', '--task', 'run a command', '--workspace', s.ws, '--allow-shell'], env)
+    expect(res.code, res.stderr).toBe(0)
+    const shell = onlyTask(s.tree).tools.find((t) => t.tool_name === 'run_command')
+    expect(shell?.result).toContain('ran')
+    expect(shell?.result).not.toContain('bwrap')
+    expect(shell?.result).toContain('moved 1')
+    expect(existsSync(join(s.ws, '.cache', 'ctxagent'))).toBe(true)
   })
 
   it('run refuses a config file inside its workspace (also through a link to it), with exit 2 and nothing written', async () => {

@@ -170,6 +170,8 @@ export interface MountPlan {
   binds?: readonly { from: string; to: string; readOnly?: boolean }[]
   /** An image's root file system (a real directory): its system is shown instead of the host's. */
   root?: string
+  /** Who bwrap runs as (the sandbox's identity, when ctxagent is root): a place it cannot search into needs no cover. */
+  as?: { uid: number; gid: number }
 }
 
 /** The bwrap arguments for the namespaces and the file system, `workspace` (a real path) read-write. */
@@ -195,16 +197,61 @@ export function mountArgs(plan: MountPlan, workspace: string): string[] {
   // A socket's mode, not the mount's read-only flag, decides who may connect to it.
   if (plan.egressSocket !== undefined) a.push('--ro-bind', plan.egressSocket, SOCKET_INSIDE)
   // Hidden places that a mount above shows (the task tree inside the workspace, a config file in it): covered.
+  const covers: { path: string; file: boolean }[] = []
   for (const h of plan.hidden) {
     const real = realOr(h)
     if (real === null || !visible.some((v) => inside(v, real))) continue
-    if (lstatSync(real).isDirectory()) a.push('--tmpfs', real, '--remount-ro', real)
-    else a.push('--ro-bind', '/dev/null', real)
+    covers.push({ path: real, file: !lstatSync(real).isDirectory() })
   }
   for (const p of plan.absent ?? []) {
-    if (isAbsolute(p) && realOr(p) === null && inside(workspace, p)) a.push('--tmpfs', p, '--remount-ro', p)
+    if (!isAbsolute(p) || realOr(p) !== null || !inside(workspace, p)) continue
+    // The first missing directory on the way is covered (`.config` when the workspace is $HOME
+    // and has none): nothing can be made under it, and it is itself a mount, which cannot be moved.
+    const top = firstMissing(workspace, p)
+    if (!covers.some((c) => c.path === top)) covers.push({ path: top, file: false })
+  }
+  // A cover is a mount on its directory, and a mount moves with a directory above it that is
+  // renamed: `mv .cache .c2` would carry ~/.cache/ctxagent's cover away and leave the real
+  // directory at a path no tool sees as hidden. So each directory between the workspace and a
+  // cover (all exist) is first bound onto itself: a mount point cannot be renamed or removed
+  // (EBUSY). The covers come after, on top of these binds (bwrap binds a source as the host
+  // has it, so a bind made after a cover would show the directory uncovered again).
+  const pinned = new Set<string>()
+  for (const c of covers) {
+    for (let dir = dirname(c.path); dir !== workspace && inside(workspace, dir); dir = dirname(dir)) pinned.add(dir)
+  }
+  for (const dir of [...pinned].sort((x, y) => x.length - y.length)) a.push('--bind', dir, dir)
+  for (const c of covers) {
+    // Under a directory the sandbox's user may not search (root's 0700 ~/.cache, with the
+    // workspace at root's $HOME) nothing is shown, and bwrap could not mount there either.
+    if (!searchableDown(workspace, dirname(c.path), plan.as)) continue
+    if (c.file) a.push('--ro-bind', '/dev/null', c.path)
+    else a.push('--tmpfs', c.path, '--remount-ro', c.path)
   }
   return a
+}
+
+/** Whether `who` may search every directory from below `workspace` down to `dir` (true for root, or when bwrap runs as ctxagent's own user). */
+function searchableDown(workspace: string, dir: string, who: MountPlan['as']): boolean {
+  if (who === undefined || who.uid === 0) return true
+  for (; dir !== workspace && inside(workspace, dir); dir = dirname(dir)) {
+    let st: ReturnType<typeof lstatSync>
+    try {
+      st = lstatSync(dir)
+    } catch {
+      return true
+    }
+    const bit = st.uid === who.uid ? 0o100 : st.gid === who.gid ? 0o010 : 0o001
+    if ((st.mode & bit) === 0) return false
+  }
+  return true
+}
+
+/** The first directory on the way from `workspace` down to `path` (inside it, missing) that does not exist. */
+function firstMissing(workspace: string, path: string): string {
+  let top = path
+  for (let dir = dirname(path); dir !== workspace && inside(workspace, dir) && realOr(dir) === null; dir = dirname(dir)) top = dir
+  return top
 }
 
 /** $HOME inside: an empty directory on the private /tmp. */
