@@ -42,18 +42,13 @@ const buildId = buildHash.digest('hex').slice(0, 16)
  * loads pg (enqueue, the worker, each fleet task with the PostgreSQL index), ~60 ms on a busy
  * machine (bench fleet-enqueue-cli, issue 29). ctxagent runs on Node only: the answer is no.
  */
-const pgOnNode = {
-  name: 'pg-on-node',
-  setup(b) {
-    b.onLoad({ filter: /[\\/]pg[\\/]lib[\\/]stream\.js$/ }, (args) => {
-      const text = readFileSync(args.path, 'utf8')
-      const check = 'if (isCloudflareRuntime()) {'
-      if (!text.includes(check))
-        return { contents: text, loader: 'js', warnings: [{ text: `pg-on-node: '${check}' not found in ${args.path}: pg loads undici at start-up again` }] }
-      return { contents: text.replace(check, 'if (false) {'), loader: 'js' }
-    })
-  },
-}
+const pgOnNode = patchLibrary(
+  'pg-on-node',
+  /[\\/]pg[\\/]lib[\\/]stream\.js$/,
+  'if (isCloudflareRuntime()) {',
+  'if (false) {',
+  'pg loads undici at start-up again',
+)
 /**
  * zod's namespace re-exports all of its 40-odd locales (366 KB of the bundle) from its core, so
  * every command that validates a config would load them; ctxagent uses none but English (which
@@ -82,21 +77,29 @@ const processIsGlobal = {
  * files) that ctxagent has none of: ~5 ms of every command (loading it and dgram, net's
  * sockets). Its three calls of `childProcess.spawn` now require it when made.
  */
-const commanderSpawnAtUse = {
-  name: 'commander-spawn-at-use',
-  setup(b) {
-    b.onLoad({ filter: /[\\/]commander[\\/]lib[\\/]command\.js$/ }, (args) => {
-      const text = readFileSync(args.path, 'utf8')
-      const line = "const childProcess = require('node:child_process');"
-      if (!text.includes(line))
-        return {
-          contents: text,
-          loader: 'js',
-          warnings: [{ text: `commander-spawn-at-use: '${line}' not found in ${args.path}: every command loads child_process again` }],
-        }
-      return { contents: text.replace(line, "const childProcess = { spawn: (...a) => require('node:child_process').spawn(...a) };"), loader: 'js' }
-    })
-  },
+const commanderSpawnAtUse = patchLibrary(
+  'commander-spawn-at-use',
+  /[\\/]commander[\\/]lib[\\/]command\.js$/,
+  "const childProcess = require('node:child_process');",
+  "const childProcess = { spawn: (...a) => require('node:child_process').spawn(...a) };",
+  'every command loads child_process again',
+)
+/**
+ * A plugin that replaces `find` with `replacement` in a library's file (`filter`); when a new
+ * version of the library no longer has `find`, the file is bundled as it is and the build warns
+ * with what is lost.
+ */
+function patchLibrary(name, filter, find, replacement, lost) {
+  return {
+    name,
+    setup(b) {
+      b.onLoad({ filter }, (args) => {
+        const text = readFileSync(args.path, 'utf8')
+        if (!text.includes(find)) return { contents: text, loader: 'js', warnings: [{ text: `${name}: '${find}' not found in ${args.path}: ${lost}` }] }
+        return { contents: text.replace(find, replacement), loader: 'js' }
+      })
+    },
+  }
 }
 rmSync(`${root}bundle`, { recursive: true, force: true })
 const result = await build({
