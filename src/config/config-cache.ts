@@ -1,11 +1,11 @@
 import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
-import { homedir } from 'node:os'
-import { isAbsolute, join } from 'node:path'
+import { join } from 'node:path'
 import { readRegularFile } from '../input-file.js'
 import { CWD_CONFIG_NAMES, givenUrlKeys, readConfigText, shownConfigPath, withEnvironment } from './locate.js'
 import type { ConfigLocation, LoadedConfig } from './locate.js'
 import type { Config } from './schema.js'
 import { secretValues } from './secrets.js'
+import { xdgDirectory } from '../xdg.js'
 
 /*
  * A command's config without YAML or zod when its file was validated before
@@ -80,9 +80,7 @@ export function cacheFile(env: NodeJS.ProcessEnv): string | null {
  * it is one of the places no tool may reach (src/run/sandbox-setup.ts).
  */
 export function cacheDirectory(env: NodeJS.ProcessEnv): string {
-  const xdg = env.XDG_CACHE_HOME
-  const home = env.HOME !== undefined && isAbsolute(env.HOME) ? env.HOME : homedir()
-  return join(xdg !== undefined && isAbsolute(xdg) ? xdg : join(home, '.cache'), 'ctxagent')
+  return join(xdgDirectory(env, 'XDG_CACHE_HOME'), 'ctxagent')
 }
 
 /** The validation of a file's text by one build on one Node: both change what validates (the schema; Intl's time zones). */
@@ -192,6 +190,8 @@ function entries(path: string): CacheEntry[] {
  * thousands of temporary ones cannot grow it). Written whole and renamed into place, so a
  * reader sees the old file or the new one; two commands writing at once keep one of theirs.
  * A cache is no record: when it cannot be written (a read-only home), nothing is said.
+ * The file is read again here rather than kept from the miss: a command that ran meanwhile may
+ * have added its own entry, which a stale copy would drop.
  */
 export function writeCached(path: string, entry: CacheEntry): void {
   const kept = [entry, ...entries(path).filter((e) => e.key !== entry.key)].slice(0, MAX_ENTRIES)

@@ -1,5 +1,4 @@
-import { homedir } from 'node:os'
-import { isAbsolute, join } from 'node:path'
+import { join } from 'node:path'
 import { isErrno, UsageError } from '../errors.js'
 import { describeErrno, readRegularFile } from '../input-file.js'
 import { grouped, shortPath } from '../text.js'
@@ -8,6 +7,7 @@ import { urlWithCredentials } from './secrets.js'
 import { shown } from './shown.js'
 import { whyUntrusted } from './trust.js'
 import { isHttpUrl } from './urls.js'
+import { xdgDirectory } from '../xdg.js'
 
 // Where the config file is, its text, and what the environment adds to it: the parts of
 // loading a config that need neither YAML nor zod (docs/development.md#start-up). Parsing
@@ -65,10 +65,7 @@ export function readConfigText(where: ConfigLocation): ConfigText {
  * current directory.
  */
 export function configCandidates(env: NodeJS.ProcessEnv): string[] {
-  const xdg = env.XDG_CONFIG_HOME
-  const home = env.HOME !== undefined && isAbsolute(env.HOME) ? env.HOME : homedir()
-  const userDir = xdg !== undefined && isAbsolute(xdg) ? xdg : join(home, '.config')
-  return [join(userDir, 'ctxagent', 'config.yaml'), SYSTEM_CONFIG]
+  return [join(xdgDirectory(env, 'XDG_CONFIG_HOME'), 'ctxagent', 'config.yaml'), SYSTEM_CONFIG]
 }
 
 const SYSTEM_CONFIG = '/etc/ctxagent/config.yaml'

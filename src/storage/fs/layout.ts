@@ -1,8 +1,8 @@
 import { lstatSync, readdirSync, readFileSync } from 'node:fs'
-import { homedir } from 'node:os'
-import { isAbsolute, join, resolve } from 'node:path'
+import { join, resolve } from 'node:path'
 import { isErrno, NotFoundError, UsageError } from '../../errors.js'
 import { cutInput, sampleOf } from '../../text.js'
+import { xdgDirectory } from '../../xdg.js'
 
 export const LOCATIONS = ['running', 'paused', 'completed'] as const
 export type Location = (typeof LOCATIONS)[number]
@@ -44,10 +44,7 @@ export const TASK_DATA_FILES: readonly string[] = [
  * XDG spec says.
  */
 export function defaultBase(env: NodeJS.ProcessEnv): string {
-  const state = env.XDG_STATE_HOME
-  if (state !== undefined && isAbsolute(state)) return join(state, 'ctxagent')
-  const home = env.HOME !== undefined && isAbsolute(env.HOME) ? env.HOME : homedir()
-  return join(home, '.local', 'state', 'ctxagent')
+  return join(xdgDirectory(env, 'XDG_STATE_HOME'), 'ctxagent')
 }
 
 /** The paths of one base directory (docs/contract.md §1). */
