@@ -15,16 +15,6 @@ const root = fileURLToPath(new URL('..', import.meta.url))
 // start-up (~0.9 ms; src/config/load.ts).
 const { configSchemaOf } = await import(`${root}dist/config/schema.js`)
 const defaults = JSON.stringify(configSchemaOf().parse({}))
-// The built-in tools' JSON Schemas, from the tools tsc just compiled: a run offers them without
-// converting zod to JSON Schema at start-up (src/tools/schema.ts).
-const { ToolRegistry } = await import(`${root}dist/tools/registry.js`)
-const toolSchemas = JSON.stringify(
-  Object.fromEntries(
-    ToolRegistry.builtin({ allowShell: true })
-      .specs()
-      .map((s) => [s.function.name, s.function.parameters]),
-  ),
-)
 // The build's identity: what a config file validated to is kept under it (src/config/config-cache.ts), so a
 // build whose schema or validation differs in any way, or whose libraries do (package-lock.json), validates
 // again. All of dist/ and the lock file: any change at all makes another identity, which costs one validation.
@@ -116,7 +106,6 @@ const result = await build({
   external: ['better-sqlite3', 'pg-native', 'cli-table3'],
   define: {
     CTXAGENT_DEFAULT_CONFIG: JSON.stringify(defaults),
-    CTXAGENT_TOOL_SCHEMAS: JSON.stringify(toolSchemas),
     CTXAGENT_BUILD_ID: JSON.stringify(buildId),
   },
   // Bundled CommonJS libraries call require() for Node's built-ins. One require for all chunks (they are all in

@@ -1,6 +1,7 @@
 // zod/mini, as the config schema: one schema for a repository's `.ctxagent/environment.yml`
 // and the operator's `environments.<key>` (docs/environments.md#the-file).
 import * as z from 'zod/mini'
+import { isEnvironmentKey } from './fixed.js'
 import { isHostPattern } from './network.js'
 
 const SCRIPT = 'must be a shell script (a string)'
@@ -46,11 +47,6 @@ export const environmentSchema = z.strictObject(
 )
 
 export type EnvironmentSpec = z.infer<typeof environmentSchema>
-
-/** An `environments:` key: `owner/repo` or an absolute path. */
-export function isEnvironmentKey(key: string): boolean {
-  return key.startsWith('/') || /^[^/\s]+(\/[^/\s]+)+$/.test(key)
-}
 
 /** config `environments:`: keyed by `owner/repo` or by a workspace's absolute path. */
 export const environmentsSchema = z.record(

@@ -3,6 +3,7 @@
 import * as z from 'zod/mini'
 import { isDuration } from '../duration.js'
 import { environmentsSchema } from './environment.js'
+import { DEFAULT_LIMITS, DELIVER_MODES, PROVIDERS } from './fixed.js'
 import { isHostPattern, NETWORK_MODES, parseCidr } from './network.js'
 import { shown } from './shown.js'
 import { isHttpUrl, isPostgresUrl } from './urls.js'
@@ -18,11 +19,6 @@ const COMMAND_TIMEOUT = 'must be a whole number of seconds from 1 to 600'
 const SANDBOX_USER = 'must be a user name or uid[:gid], like nobody or 1000:1000'
 /** tools.sandbox_user: a user name, or uid[:gid]. */
 export const isSandboxUser = (v: string): boolean => /^\d+(:\d+)?$/.test(v) || /^[A-Za-z_][A-Za-z0-9_.-]*\$?$/.test(v)
-/**
- * tools.limits' defaults, per command: enough for `npm test`, tsc and a C compiler
- * (measured: docs/security.md), low enough that a fork bomb or a memory hog stops.
- */
-export const DEFAULT_LIMITS = { memory_mb: 4096, processes: 1024, file_size_mb: 1024, open_files: 4096, cpu_seconds: 600 } as const
 
 const positiveInt = () => z.int({ error: POSITIVE_INT }).check(z.positive({ error: POSITIVE_INT }))
 const nonNegativeInt = () => z.int({ error: NON_NEGATIVE_INT }).check(z.gte(0, { error: NON_NEGATIVE_INT }))
@@ -91,11 +87,7 @@ const postgresUrl = () => z.string({ error: POSTGRES_URL }).check(z.refine(isPos
 /** A duration as in the CLI (`90s`, `30m`, `1h30m`, or a number of seconds), kept as text and parsed where used. */
 const duration = () => z.string({ error: DURATION }).check(z.refine((value: string) => isDuration(value), { error: DURATION }))
 
-export const DELIVER_MODES = ['none', 'branch', 'pr'] as const
-export type DeliverMode = (typeof DELIVER_MODES)[number]
 const BRANCH = 'must be a branch name template without spaces or ~^:?*[\\, like ctxagent/<key>-<uuid8>'
-export const PROVIDERS = ['openai', 'anthropic', 'ollama', 'replay', 'none'] as const
-export type Provider = (typeof PROVIDERS)[number]
 
 /** `users.<name>` (docs/contract.md §12.7): what one user's tasks change of the defaults. */
 const userSettings = () =>

@@ -48,10 +48,10 @@ export async function repairResumed(handle: TaskHandle, tools: ToolRegistry): Pr
   for (const call of calls) {
     const isFinish = typeof call.function?.name === 'string' && tools.resolve(call.function.name)?.name === 'finish'
     if (answers.has(call.id)) {
-      if (finished === null && isFinish && isFinishedOutput(answers.get(call.id))) finished = finishArguments(tools, call)
+      if (finished === null && isFinish && isFinishedOutput(answers.get(call.id))) finished = await finishArguments(tools, call)
       continue
     }
-    const ran = finished === null && !aborted && isFinish ? finishArguments(tools, call) : null
+    const ran = finished === null && !aborted && isFinish ? await finishArguments(tools, call) : null
     if (ran !== null) {
       finished = ran
       handle.addMessage({ role: 'tool', content: finishedOutput(ran.status), tool_name: 'finish', tool_call_id: call.id })
@@ -77,9 +77,9 @@ export async function repairResumed(handle: TaskHandle, tools: ToolRegistry): Pr
 }
 
 /** A finish call's summary and status, as its tool validates them (null when they are not valid: the model is asked again). */
-function finishArguments(tools: ToolRegistry, call: ToolCall): RecordedFinish | null {
+async function finishArguments(tools: ToolRegistry, call: ToolCall): Promise<RecordedFinish | null> {
   const parsed = parseArguments(call.function?.arguments)
-  const valid = parsed.ok ? tools.resolve('finish')?.validate(parsed.args) : undefined
+  const valid = parsed.ok ? await tools.resolve('finish')?.validate(parsed.args) : undefined
   if (!valid?.ok) return null
   const { summary, status } = valid.args
   return typeof summary === 'string' ? { summary, status: status === 'blocked' ? 'blocked' : 'done' } : null

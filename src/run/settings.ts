@@ -1,15 +1,14 @@
 import { realpathSync, statSync } from 'node:fs'
 import { resolve, sep } from 'node:path'
 import { MAX_TEXT_INPUT, readInputFile } from '../input-file.js'
-import { isEnvironmentKey } from '../config/environment.js'
-import { PROVIDERS } from '../config/schema.js'
+import { isEnvironmentKey, PROVIDERS } from '../config/fixed.js'
+import type { DeliverMode, Provider } from '../config/fixed.js'
 import { activeEndpoint, missingApiKey } from '../config/endpoint.js'
-import type { Config, Provider } from '../config/schema.js'
+import type { Config } from '../config/schema.js'
 import { parseDuration } from '../duration.js'
 import { UsageError } from '../errors.js'
 import { realPathOf } from '../tools/workspace.js'
 import type { DeliveryTarget, PrHead, RunRecord } from '../storage/task/metadata.js'
-import type { DeliverMode } from '../config/schema.js'
 
 /** `ctxagent run`'s flags, as commander parsed them (budgets already numbers). */
 export interface RunFlags {

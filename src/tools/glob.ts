@@ -1,5 +1,4 @@
 import { lstatSync } from 'node:fs'
-import picomatch from 'picomatch'
 import { at, boundaryOf, openDir, walkFd, yielder } from './fd-walk.js'
 import { defineTool, ok, param } from './schema.js'
 import { SKIPPED_DIRS } from './walk.js'
@@ -16,7 +15,7 @@ export const glob = defineTool({
   async run({ pattern, path }, ctx) {
     const boundary = boundaryOf(ctx)
     const base = openDir(boundary, path ?? '.')
-    const matches = matcher(pattern)
+    const matches = await matcher(pattern)
     const found: { rel: string; mtime: number }[] = []
     try {
       const breathe = yielder()
@@ -50,9 +49,11 @@ function mtimeOf(path: string): number | null {
 
 /**
  * picomatch over walk-relative paths. A pattern without a slash matches the file name
- * at any depth (as most models expect), and a leading "./" is ignored.
+ * at any depth (as most models expect), and a leading "./" is ignored. picomatch is
+ * imported at the first glob, not at a run's start (docs/development.md#start-up).
  */
-export function matcher(pattern: string): (rel: string) => boolean {
+export async function matcher(pattern: string): Promise<(rel: string) => boolean> {
+  const { default: picomatch } = await import('picomatch')
   const clean = pattern.replace(/^(\.\/)+/, '')
   return picomatch(clean, { dot: true, basename: !clean.includes('/') })
 }

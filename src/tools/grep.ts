@@ -31,7 +31,7 @@ export const grep = defineTool({
       throw new ToolError(`invalid regular expression ${JSON.stringify(pattern)} (RE2 syntax: no backreferences or lookaround): ${(err as Error).message}`)
     }
     const boundary = boundaryOf(ctx)
-    const wanted = include ? matcher(include) : () => true
+    const wanted = include ? await matcher(include) : () => true
     const groups: string[] = []
     let count = 0
     let filesWithMatches = 0

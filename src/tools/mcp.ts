@@ -308,7 +308,7 @@ function toTool(server: McpServer, listed: Listed): Tool {
         parameters: schema,
       },
     },
-    validate(args) {
+    async validate(args) {
       if (args === null || typeof args !== 'object' || Array.isArray(args))
         return { ok: false, error: `the arguments of ${name} must be a JSON object; expected ${JSON.stringify(schema)}` }
       const copy = structuredClone(args) as Record<string, unknown>

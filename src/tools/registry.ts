@@ -85,7 +85,7 @@ export class ToolRegistry {
         malformed: true,
       }
     }
-    const valid = tool.validate(parsed.args)
+    const valid = await tool.validate(parsed.args)
     if (!valid.ok) return { ...errorResult(valid.error), name: tool.name, args, malformed: true }
     try {
       return { ...(await tool.run(valid.args, ctx)), name: tool.name, args: valid.args, malformed: false }

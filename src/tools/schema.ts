@@ -1,8 +1,21 @@
-// zod/mini (as in config.ts): the bundle keeps only the functions used.
-import * as z from 'zod/mini'
-import type { Tool, ToolContext, ToolOutcome } from './types.js'
+import type { Param, Shape, Tool, ToolContext, ToolOutcome, Validation } from './types.js'
 
-type Shape = Record<string, z.core.$ZodType>
+/*
+ * A built-in tool's arguments, defined once as a table of parameters: the JSON Schema offered
+ * to the model is written from it here, and the validator (zod/mini, src/tools/arguments.ts)
+ * is built from it at the first call of a tool. So a run reaches its first LLM request
+ * without loading zod at all (docs/development.md#start-up); a task whose model calls no
+ * tool never loads it. test/tools/schema.test.ts holds the schema written here equal, byte
+ * for byte, to zod's own toJSONSchema of the validator.
+ */
+
+type ValueOf<P> = P extends Param<infer T> ? T : never
+
+/** The arguments a tool's `run` gets: defaulted parameters always present, optional ones possibly absent. */
+export type ArgsOf<S extends Shape> = { [K in keyof S as S[K] extends Param<unknown, true> ? never : K]: ValueOf<S[K]> } & {
+  [K in keyof S as S[K] extends Param<unknown, true> ? K : never]?: ValueOf<S[K]>
+}
+
 type JsonSchema = Record<string, unknown>
 
 export interface ToolDefinition<S extends Shape> {
@@ -10,66 +23,56 @@ export interface ToolDefinition<S extends Shape> {
   description: string
   /** The arguments, defined once: the JSON Schema offered to the model and the validator both come from it. */
   parameters: S
-  run(args: z.output<z.ZodMiniObject<S>>, ctx: ToolContext): Promise<ToolOutcome>
+  run(args: ArgsOf<S>, ctx: ToolContext): Promise<ToolOutcome>
 }
 
-/**
- * The built-in tools' JSON Schemas by tool name, put into the bundle by scripts/bundle.mjs,
- * which computes them with jsonSchema() from these same definitions when it builds: z.toJSONSchema
- * of the tools was ~1.6 % of run's start-up in a CPU profile (BENCHMARKS.md, start-run). Undefined when
- * running from dist/ (the tests), where they are computed here.
- */
-declare const CTXAGENT_TOOL_SCHEMAS: string | undefined
-const BUILT: Readonly<Record<string, JsonSchema>> = typeof CTXAGENT_TOOL_SCHEMAS === 'string' ? JSON.parse(CTXAGENT_TOOL_SCHEMAS) : {}
-
-/** A Tool from its definition: the OpenAI spec and a lenient validator from one zod shape. */
+/** A Tool from its definition: the OpenAI spec, and a lenient validator built at its first use. */
 export function defineTool<S extends Shape>(def: ToolDefinition<S>): Tool {
-  // z.object drops unknown keys instead of refusing them: a stray extra argument is harmless.
-  const schema = z.object(def.parameters)
-  const parameters = builtSchema(def) ?? jsonSchema(schema)
-  const properties = (parameters.properties ?? {}) as Record<string, JsonSchema>
+  const parameters = jsonSchemaOf(def.parameters)
+  const properties = parameters.properties as Record<string, JsonSchema>
   const expected = `the arguments of ${def.name} are ${JSON.stringify(parameters)}`
+  let validator: ((input: Record<string, unknown>) => Validation) | null = null
   return {
     name: def.name,
     spec: { type: 'function', function: { name: def.name, description: def.description, parameters } },
-    validate(args) {
+    async validate(args) {
       if (args === null || typeof args !== 'object' || Array.isArray(args)) {
         return { ok: false, error: `the arguments must be a JSON object, not ${Array.isArray(args) ? 'an array' : typeof args}; ${expected}` }
       }
-      const input = coerce(args as Record<string, unknown>, properties)
-      const parsed = z.safeParse(schema, input)
-      if (parsed.success) return { ok: true, args: parsed.data as Record<string, unknown> }
-      return { ok: false, error: `${describeIssue(parsed.error.issues[0], input, properties)}; ${expected}` }
+      validator ??= (await import('./arguments.js')).validatorOf(def.parameters, properties, expected)
+      return validator(coerce(args as Record<string, unknown>, properties))
     },
-    run: (args, ctx) => def.run(args as z.output<z.ZodMiniObject<S>>, ctx),
+    run: (args, ctx) => def.run(args as ArgsOf<S>, ctx),
   }
 }
 
-/** The schema the build computed for this tool, when its arguments are the ones it was computed for. */
-function builtSchema(def: ToolDefinition<Shape>): JsonSchema | null {
-  const built = Object.hasOwn(BUILT, def.name) ? BUILT[def.name] : undefined
-  if (built === undefined) return null
-  const keys = Object.keys((built.properties ?? {}) as JsonSchema)
-  const wanted = Object.keys(def.parameters)
-  return keys.length === wanted.length && wanted.every((k) => keys.includes(k)) ? built : null
+/**
+ * The JSON Schema of the arguments as zod's toJSONSchema (io: input) writes it, less noise a
+ * model does not need: no `$schema`, no safe-integer bounds. Same keys in the same order, so
+ * the tools' bytes at the head of every request stay as they were.
+ */
+export function jsonSchemaOf(shape: Shape): JsonSchema {
+  const properties: Record<string, JsonSchema> = {}
+  const required: string[] = []
+  for (const [key, p] of Object.entries(shape)) {
+    properties[key] = propertyOf(p)
+    if (!p.optional && p.default === undefined) required.push(key)
+  }
+  return { type: 'object', properties, ...(required.length > 0 ? { required } : {}) }
 }
 
-/** The JSON Schema of the input (defaults make a field optional), without noise a model does not need. */
-function jsonSchema(schema: z.core.$ZodType): JsonSchema {
-  const out = z.toJSONSchema(schema, { io: 'input' }) as JsonSchema
-  delete out.$schema
-  for (const property of Object.values((out.properties ?? {}) as Record<string, JsonSchema>)) {
-    // z.int() adds the safe-integer bounds; they only lengthen the prompt.
-    if (property.maximum === Number.MAX_SAFE_INTEGER) delete property.maximum
-    if (property.minimum === Number.MIN_SAFE_INTEGER) delete property.minimum
-  }
-  return out
+function propertyOf(p: Param<unknown>): JsonSchema {
+  const bounds = { ...(p.minimum !== undefined ? { minimum: p.minimum } : {}), ...(p.maximum !== undefined ? { maximum: p.maximum } : {}) }
+  const values = p.values !== undefined ? { enum: [...p.values] } : {}
+  // zod writes a defaulted field's default and description first, then its type; a plain one's type first.
+  if (p.default !== undefined) return { default: p.default, description: p.description, type: p.kind, ...bounds, ...values }
+  return { type: p.kind, ...bounds, ...values, description: p.description }
 }
 
 /**
  * Lenient the way weak local models need: "5" → 5 and "true" → true where the schema
  * wants a number or a boolean, and null for a field treated as absent (so its default
- * applies). Anything else is left for the schema to judge.
+ * applies). Anything else is left for the validator to judge.
  */
 function coerce(args: Record<string, unknown>, properties: Record<string, JsonSchema>): Record<string, unknown> {
   const out: Record<string, unknown> = {}
@@ -83,51 +86,33 @@ function coerce(args: Record<string, unknown>, properties: Record<string, JsonSc
   return out
 }
 
-function describeIssue(issue: z.core.$ZodIssue | undefined, input: Record<string, unknown>, properties: Record<string, JsonSchema>): string {
-  if (!issue) return 'invalid arguments'
-  const field = issue.path.map(String).join('.')
-  const name = `argument '${field || '(all)'}'`
-  const value = issue.path.length === 1 ? input[String(issue.path[0])] : undefined
-  switch (issue.code) {
-    case 'invalid_type': {
-      // The JSON Schema's type ("integer") says more than zod's ("number").
-      const type = String(properties[field]?.type ?? issue.expected)
-      if (issue.path.length === 1 && value === undefined) return `missing argument '${field}' (${type})`
-      return `${name} must be ${article(type)}, not ${kind(value)}`
-    }
-    case 'too_small':
-      return `${name} must be at least ${String(issue.minimum)}`
-    case 'too_big':
-      return `${name} must be at most ${String(issue.maximum)}`
-    case 'invalid_value':
-      return `${name} must be one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}, not ${JSON.stringify(value)}`
-    default:
-      return `${name} is invalid (${issue.message})`
-  }
-}
-
-function article(type: string): string {
-  return /^[aeiou]/.test(type) ? `an ${type}` : `a ${type}`
-}
-
-function kind(value: unknown): string {
-  if (Array.isArray(value)) return 'an array'
-  if (typeof value === 'number' && !Number.isInteger(value)) return `a fractional number (${value})`
-  if (typeof value === 'string') return `a string (${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)})`
-  return article(typeof value)
-}
-
 /** Parameter builders, so each tool's shape reads as a table. */
 export const param = {
-  text: (description: string) => z.string().check(z.describe(description)),
-  textWithDefault: (description: string, defaultValue: string) => z._default(z.string(), defaultValue).check(z.describe(description)),
-  optionalText: (description: string) => z.optional(z.string().check(z.describe(description))),
-  int: (description: string, defaultValue: number, min = 1, max?: number) =>
-    z._default(max === undefined ? z.int().check(z.gte(min)) : z.int().check(z.gte(min), z.lte(max)), defaultValue).check(z.describe(description)),
-  optionalInt: (description: string, min = 1) => z.optional(z.int().check(z.gte(min), z.describe(description))),
-  flag: (description: string, defaultValue: boolean) => z._default(z.boolean(), defaultValue).check(z.describe(description)),
-  oneOf: <const T extends readonly [string, ...string[]]>(values: T, description: string, defaultValue: T[number]) =>
-    z._default(z.enum(values), defaultValue as never).check(z.describe(description)),
+  text: (description: string): Param<string, false> => ({ kind: 'string', description, optional: false }),
+  textWithDefault: (description: string, defaultValue: string): Param<string, false> => ({
+    kind: 'string',
+    description,
+    optional: false,
+    default: defaultValue,
+  }),
+  optionalText: (description: string): Param<string, true> => ({ kind: 'string', description, optional: true }),
+  int: (description: string, defaultValue: number, min = 1, max?: number): Param<number, false> => ({
+    kind: 'integer',
+    description,
+    optional: false,
+    default: defaultValue,
+    minimum: min,
+    ...(max !== undefined ? { maximum: max } : {}),
+  }),
+  optionalInt: (description: string, min = 1): Param<number, true> => ({ kind: 'integer', description, optional: true, minimum: min }),
+  flag: (description: string, defaultValue: boolean): Param<boolean, false> => ({ kind: 'boolean', description, optional: false, default: defaultValue }),
+  oneOf: <const T extends readonly [string, ...string[]]>(values: T, description: string, defaultValue: T[number]): Param<T[number], false> => ({
+    kind: 'string',
+    description,
+    optional: false,
+    default: defaultValue,
+    values,
+  }),
 }
 
 /** A successful outcome. */

@@ -58,6 +58,22 @@ export interface ToolOutcome {
   aborted?: boolean
 }
 
+/** One parameter of a built-in tool (src/tools/schema.ts): a flat JSON value, as every built-in tool's arguments are. `T` is its value, `O` whether it may be left out with no default. */
+export interface Param<T, O extends boolean = boolean> {
+  readonly kind: 'string' | 'integer' | 'boolean'
+  readonly description: string
+  readonly optional: O
+  readonly default?: T
+  readonly minimum?: number
+  readonly maximum?: number
+  readonly values?: readonly string[]
+}
+
+export type Shape = Record<string, Param<unknown>>
+
+/** Arguments that fit a tool's schema (coerced, defaults applied), or one line saying what does not. */
+export type Validation = { ok: true; args: Record<string, unknown> } | { ok: false; error: string }
+
 /** One tool the LLM can call. */
 export interface Tool {
   readonly name: string
@@ -67,6 +83,6 @@ export interface Tool {
    * Validates (and coerces, e.g. "5" → 5) arguments that were already parsed from
    * JSON; returns an error text naming the bad field and the schema when they do not fit.
    */
-  validate(args: unknown): { ok: true; args: Record<string, unknown> } | { ok: false; error: string }
+  validate(args: unknown): Promise<Validation>
   run(args: Record<string, unknown>, ctx: ToolContext): Promise<ToolOutcome>
 }

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -18,8 +18,8 @@ import { BIN, ROOT, TEST_ENV } from '../helpers/run.js'
 
 const RECORDER = fileURLToPath(new URL('../helpers/load-recorder.mjs', import.meta.url))
 
-/** Libraries that only some runs use, each loaded where it is used (a forge, a provider, telemetry, the fleet's database, MCP, a tool's regex engine). */
-const LAZY = ['@octokit/', '@gitbeaker/', '@anthropic-ai/sdk/', '@opentelemetry/', 'pg/', 'pg-pool/', '@modelcontextprotocol/sdk/', 're2js/']
+/** Libraries that only some runs use, each loaded where it is used (a forge, a provider, telemetry, the fleet's database, MCP, a tool's regex or glob engine). */
+const LAZY = ['@octokit/', '@gitbeaker/', '@anthropic-ai/sdk/', '@opentelemetry/', 'pg/', 'pg-pool/', '@modelcontextprotocol/sdk/', 're2js/', 'picomatch/']
 
 /** The PostgreSQL index's own code (its store, schema and migrations), loaded only when a database URL is set. */
 const PG_INDEX = ['dist/storage/index/pg-store.js', 'dist/storage/index/pg-schema.js', 'dist/storage/index/pg-totals.js']
@@ -128,8 +128,17 @@ describe('start-up loads', () => {
     const env = { XDG_CACHE_HOME: join(tree.base, 'cache') }
     const run = () => loadsOf(['run', '--task', 'read the readme', '--workspace', ws, '--home', tree.base, '--config', config], tree.base, env)
     expect((await run()).packages).toContain('yaml/')
-    fake.queue.push({ calls: [{ name: 'finish', arguments: { summary: 'read it', status: 'done' } }] })
+    // What it had loaded when its first request arrived: zod validates the tools' arguments, at the first call (src/tools/schema.ts).
+    const before = join(tree.base, 'loads-before-request.txt')
+    let first = true
+    fake.fallback = () => {
+      if (first) copyFileSync(join(tree.base, 'loads-run.txt'), before)
+      first = false
+      return { calls: [{ name: 'finish', arguments: { summary: 'read it', status: 'done' } }] }
+    }
     const got = await run()
+    expect(modulesLoaded(before).packages).not.toContain('zod/')
+    expect(got.packages).toContain('zod/')
     expect(got.stderr).not.toContain('ctxagent:')
     expect(got.code).toBe(0)
     expect(fake.requests.length).toBeGreaterThan(1)

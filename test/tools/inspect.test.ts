@@ -25,7 +25,7 @@ function context(dir: string): ToolContext {
 }
 
 async function call(args: Record<string, unknown>, ctx: ToolContext): Promise<{ output: string; status: string }> {
-  const valid = inspect.validate(args)
+  const valid = await inspect.validate(args)
   if (!valid.ok) return { output: valid.error, status: 'invalid' }
   try {
     return await inspect.run(valid.args, ctx)

@@ -113,16 +113,16 @@ describe('ToolRegistry', () => {
   it('coerces what weak models send: numeric strings, "true"/"false", null for an optional field; extra fields dropped', async () => {
     const s = setup()
     const tool = s.tools.resolve('edit_file')
-    expect(tool?.validate({ path: 'a', old_string: 'x', new_string: 'y', replace_all: 'TRUE', extra: 1 })).toEqual({
+    expect(await tool?.validate({ path: 'a', old_string: 'x', new_string: 'y', replace_all: 'TRUE', extra: 1 })).toEqual({
       ok: true,
       args: { path: 'a', old_string: 'x', new_string: 'y', replace_all: true },
     })
-    expect(tool?.validate({ path: 'a', old_string: 'x', new_string: 'y', replace_all: null })).toEqual({
+    expect(await tool?.validate({ path: 'a', old_string: 'x', new_string: 'y', replace_all: null })).toEqual({
       ok: true,
       args: { path: 'a', old_string: 'x', new_string: 'y', replace_all: false },
     })
-    expect(s.tools.resolve('grep')?.validate({ pattern: 'p', path: null, limit: ' 7 ' })).toEqual({ ok: true, args: { pattern: 'p', limit: 7 } })
-    expect(tool?.validate('a string')).toMatchObject({ ok: false, error: expect.stringMatching(/^the arguments must be a JSON object, not string;/) })
+    expect(await s.tools.resolve('grep')?.validate({ pattern: 'p', path: null, limit: ' 7 ' })).toEqual({ ok: true, args: { pattern: 'p', limit: 7 } })
+    expect(await tool?.validate('a string')).toMatchObject({ ok: false, error: expect.stringMatching(/^the arguments must be a JSON object, not string;/) })
   })
 
   it('turns an exception from a tool into an error result', async () => {

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs'
-export { DEFAULT_LIMITS } from '../../config/schema.js'
+export { DEFAULT_LIMITS } from '../../config/fixed.js'
 
 /** tools.limits: what one command (and everything it starts) may use. */
 export interface CommandLimits {

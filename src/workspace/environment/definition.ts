@@ -1,4 +1,3 @@
-import { environmentSchema } from '../../config/environment.js'
 import type { EnvironmentSpec } from '../../config/environment.js'
 import type { Config } from '../../config/schema.js'
 import { git } from '../../delivery/git.js'
@@ -43,8 +42,8 @@ export async function resolveEnvironment(
   const read = await readTrusted(workspace, trusted, ENVIRONMENT_FILE, MAX_FILE_BYTES)
   if (read.kind === 'refused') throw new UsageError(`${ENVIRONMENT_FILE}: ${read.why}`, 'make it a regular file of at most 64 KB')
   const where = `${ENVIRONMENT_FILE} (${describeBase(trusted)})`
-  // The YAML parser only for a repository that has the file: most runs' start loads none (docs/development.md#start-up).
-  const file = read.kind === 'file' ? (await import('../../config/load.js')).parseYamlWith(environmentSchema, read.text, where) : null
+  // The YAML parser and the file's schema only for a repository that has the file: most runs' start loads neither (docs/development.md#start-up).
+  const file = read.kind === 'file' ? await parseEnvironmentFile(read.text, where) : null
   if (file === null && Object.keys(environments).length === 0) return null
   // What the operator's keys are matched against: the workspace, or the local repository it was made from.
   const local = repository?.startsWith('/') === true ? repository : null
@@ -84,4 +83,10 @@ export function repositoryOfUrl(url: string): string | null {
     .split(/[/:]/)
     .filter((s) => s !== '')
   return steps.length >= 2 ? steps.slice(-2).join('/') : null
+}
+
+/** `.ctxagent/environment.yml`'s text, parsed and checked against its schema (one-line errors naming the file). */
+async function parseEnvironmentFile(text: string, where: string): Promise<EnvironmentSpec> {
+  const [{ parseYamlWith }, { environmentSchema }] = await Promise.all([import('../../config/load.js'), import('../../config/environment.js')])
+  return parseYamlWith(environmentSchema, text, where)
 }
