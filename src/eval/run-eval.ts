@@ -89,8 +89,14 @@ export async function runEval(input: EvalRunInput): Promise<EvalReport> {
  * `unjudged`: trials whose fleet job ended without a verdict (docs/eval.md#in-the-fleet), listed with
  * their status but in no figure: no verdict on the variant.
  */
-export async function reportOf(dir: string, spec: EvalSpec, remaining: number, unjudged: readonly Trial[] = []): Promise<EvalReport> {
-  const { trials, bad } = await readTrials(dir)
+export async function reportOf(
+  dir: string,
+  spec: EvalSpec,
+  remaining: number,
+  unjudged: readonly Trial[] = [],
+  read?: Awaited<ReturnType<typeof readTrials>>,
+): Promise<EvalReport> {
+  const { trials, bad } = read ?? (await readTrials(dir))
   const names = new Set(spec.tasks)
   const mine = trials.filter((t) => names.has(t.task))
   const variants = spec.variants.map((v) => ({

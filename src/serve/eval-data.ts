@@ -2,6 +2,7 @@ import { existsSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { reportOf } from '../eval/run-eval.js'
 import type { EvalReport } from '../eval/run-eval.js'
+import type { Trial } from '../eval/report.js'
 import { evalsDir, readSpec, readTrials, trialKey } from '../eval/store.js'
 import type { EvalSpec } from '../eval/store.js'
 import { NotFoundError } from '../errors.js'
@@ -47,12 +48,13 @@ export async function readEval(base: string, id: string, jobs: Jobs): Promise<{ 
   if (!EVAL_ID.test(id) || !existsSync(join(dir, 'eval.json'))) throw new NotFoundError(`no eval ${id.slice(0, 40)}`, 'see /evals for the evals of this tree')
   const spec = readSpec(dir)
   const unjudged = (await jobs?.evalStanding(spec, dir).catch(() => null))?.unjudged ?? []
-  return { report: await reportOf(dir, spec, (await notRun(dir, spec)) - unjudged.length, unjudged), spec }
+  // trials.jsonl read once for both the count of trials not run and the report.
+  const read = await readTrials(dir)
+  return { report: await reportOf(dir, spec, notRun(read.trials, spec) - unjudged.length, unjudged, read), spec }
 }
 
 /** Trials the eval asked for that have no verdict yet (a stopped eval: the same command runs them). */
-async function notRun(dir: string, spec: EvalSpec): Promise<number> {
-  const { trials } = await readTrials(dir)
+function notRun(trials: readonly Trial[], spec: EvalSpec): number {
   const asked = new Set(
     spec.variants.flatMap((v) => spec.tasks.flatMap((task) => Array.from({ length: spec.runs }, (_, i) => trialKey({ variant: v.name, task, run: i + 1 })))),
   )
