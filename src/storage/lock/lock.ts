@@ -1,7 +1,7 @@
 import { existsSync, linkSync, lstatSync, renameSync, rmdirSync, statSync, unlinkSync } from 'node:fs'
 import { basename, dirname, join } from 'node:path'
 import { CtxError, isErrno, LockedError } from '../../errors.js'
-import { removeDeadTemps, unlinkQuietly, writeTempFor } from '../fs/files.js'
+import { deadTemps, removeDeadTemps, unlinkQuietly, writeTempFor } from '../fs/files.js'
 import { BLOB_DIR } from '../fs/layout.js'
 import { FILES, LOCATIONS } from '../fs/layout.js'
 import { readLock } from './record.js'
@@ -84,6 +84,16 @@ async function lockMutex(dir: string): Promise<() => Promise<void>> {
  */
 function writeLockTemp(dir: string, info: LockInfo): string {
   return writeTempFor(join(dirname(dir), `.${basename(dir)}${FILES.lock}`), `${JSON.stringify(info)}\n`)
+}
+
+/**
+ * The lock temps (writeLockTemp) that dead holders of this task left beside its directory:
+ * a holder killed inside a heartbeat's write leaves one. Looked for only when a stale lock is
+ * taken over, when a holder died; watch-locks and cleanup sweep the location directories too.
+ */
+function removeDeadLockTemps(dir: string): void {
+  const mine = `.${basename(dir)}${FILES.lock}.`
+  for (const path of deadTemps(dirname(dir))) if (basename(path).startsWith(mine)) unlinkQuietly(path)
 }
 
 /** Identity of the lock file as written: a rename or an in-place rewrite changes it. */
@@ -169,7 +179,10 @@ export class TaskLock {
         })
         if (took) {
           const lock = TaskLock.taken(dir, info, now)
-          if (verdict.stale && seen.info) lock.stoppedCommands = stopLeftoverCommands(seen.info)
+          if (verdict.stale && seen.info) {
+            lock.stoppedCommands = stopLeftoverCommands(seen.info)
+            removeDeadLockTemps(dir)
+          }
           return lock
         }
       }

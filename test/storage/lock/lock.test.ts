@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process'
-import { mkdirSync, utimesSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, utimesSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { LockedError } from '../../../src/errors.js'
@@ -91,6 +91,22 @@ describe('TaskLock', () => {
     expect(second.isStillOurs()).toBe(true)
     await second.release()
     expect(readLock(dir)).toBeNull()
+  })
+
+  it("a takeover from a dead owner removes the lock temps it left beside the task's directory, and no other task's", async () => {
+    const tree = makeTree()
+    const dir = join(tree.base, 'running', 'task-a')
+    mkdirSync(dir, { recursive: true })
+    const dead = deadPid()
+    writeLock(dir, { hostname: hostname(), acquired_at: ago(600_000), process_id: dead, heartbeat_at: ago(120_000) })
+    // What a holder killed inside a heartbeat's write leaves (writeLockTemp), and the same of another task.
+    const mine = join(tree.base, 'running', `.task-a.lock.${dead}.0badc0de.tmp`)
+    const other = join(tree.base, 'running', `.task-b.lock.${dead}.0badc0de.tmp`)
+    const live = join(tree.base, 'running', `.task-a.lock.${process.pid}.0badc0de.tmp`)
+    for (const path of [mine, other, live]) writeFileSync(path, '{}\n')
+    const lock = await TaskLock.acquire(dir, policy)
+    expect([existsSync(mine), existsSync(other), existsSync(live)]).toEqual([false, true, true])
+    await lock.release()
   })
 
   it('8 processes contending 1,000 times each never hold it at once', async () => {
