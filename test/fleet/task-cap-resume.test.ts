@@ -48,8 +48,11 @@ describe('a resume of a task paused at its own cost cap', () => {
 
     const raised = await s.run(['enqueue', '--resume', uuid, '--max-cost', '1', '--json'], db())
     expect(raised.code, raised.stderr).toBe(0)
-    await until('the raised resume to complete', async () => readTask(s.tree, uuid).location === 'completed')
-    expect(readTask(s.tree, uuid).state.status).toBe('completed')
+    // Moved to completed/ while its status is still `completing`, then `completed` (docs/contract.md §3's order): both awaited.
+    await until('the raised resume to complete', async () => {
+      const task = readTask(s.tree, uuid)
+      return task.location === 'completed' && task.state.status === 'completed'
+    })
     expect(s.fake.requests.length).toBeGreaterThan(3)
     await stopCleanly(worker)
   })
