@@ -21,17 +21,18 @@ export function zodObjectOf(shape: Shape): z.ZodMiniObject {
 }
 
 function zodOf(p: Param<unknown>): z.ZodMiniType {
+  const bounds = [...(p.minimum !== undefined ? [z.gte(p.minimum)] : []), ...(p.maximum !== undefined ? [z.lte(p.maximum)] : [])]
+  const base: z.ZodMiniType =
+    p.kind === 'boolean'
+      ? z.boolean()
+      : p.kind === 'integer'
+        ? z.int().check(...bounds)
+        : p.values !== undefined
+          ? z.enum(p.values as [string, ...string[]])
+          : z.string()
   const described = (schema: z.ZodMiniType): z.ZodMiniType => schema.check(z.describe(p.description))
-  let base: z.ZodMiniType
-  if (p.kind === 'boolean') base = z.boolean()
-  else if (p.kind === 'integer') {
-    const bounds = [...(p.minimum !== undefined ? [z.gte(p.minimum)] : []), ...(p.maximum !== undefined ? [z.lte(p.maximum)] : [])]
-    // An optional field carries its description inside (zod writes it after the bounds); a defaulted one outside.
-    base = p.optional ? z.int().check(...bounds, z.describe(p.description)) : z.int().check(...bounds)
-  } else base = p.values !== undefined ? z.enum(p.values as [string, ...string[]]) : z.string()
-  if (p.optional) return z.optional(p.kind === 'integer' ? base : described(base))
-  if (p.default !== undefined) return described(z._default(base, p.default as never))
-  return described(base)
+  if (p.optional) return z.optional(described(base))
+  return described(p.default !== undefined ? z._default(base, p.default as never) : base)
 }
 
 function describeIssue(issue: z.core.$ZodIssue | undefined, input: Record<string, unknown>, properties: Record<string, JsonSchema>): string {
