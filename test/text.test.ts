@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { grouped, wrapWords } from '../src/text.js'
+import { byCodeUnits, grouped, wrapWords } from '../src/text.js'
 
 describe('grouped', () => {
   it('writes a number as toLocaleString("en-US") does', () => {
@@ -19,5 +19,14 @@ describe('wrapWords', () => {
     for (const l of lines.slice(1)) expect(l.startsWith('     ') && !l.startsWith('      ')).toBe(true)
     expect(lines.some((l) => l.trim() === '/root/.npm/_npx/a-very-long-directory-name-that-cannot-fit')).toBe(true)
     expect(wrapWords('short', 40, 5)).toBe('short')
+  })
+})
+
+describe('byCodeUnits', () => {
+  it('orders as < does: ISO times by time, and upper case before lower, unlike a locale', () => {
+    const times = ['2026-12-07T05:00:00.000Z', '2026-01-31T23:59:59.999Z', '2026-12-07T04:59:59.999Z']
+    expect([...times].sort(byCodeUnits)).toEqual([times[1], times[2], times[0]])
+    expect(['b', 'a', 'B', 'a'].sort(byCodeUnits)).toEqual(['B', 'a', 'a', 'b'])
+    expect(byCodeUnits('x', 'x')).toBe(0)
   })
 })

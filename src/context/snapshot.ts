@@ -1,5 +1,5 @@
 import { join } from 'node:path'
-import { readJsonl, resolveDataFile, tailJsonl, visitHeadSync } from '../storage/format/jsonl.js'
+import { tailJsonl, visitHead } from '../storage/format/jsonl.js'
 import type { JsonRecord } from '../storage/format/jsonl.js'
 import { FILES } from '../storage/fs/layout.js'
 import { normalizeMessage, normalizeSummary, toWindowMessage } from '../storage/format/records.js'
@@ -50,12 +50,7 @@ async function head(path: string): Promise<{ system: StoredMessage | null; task:
     // The task statement comes within the first few lines; never read far for it.
     return message !== null && message.seq > 50
   }
-  const file = resolveDataFile(path)
-  // A live task's log is plain and read without a stream (each compaction reads it); an archived one is gzipped.
-  if (file !== null && !file.endsWith('.gz')) visitHeadSync(file, visit)
-  else {
-    for await (const item of readJsonl(path)) if (item.ok && visit(item.record)) break
-  }
+  await visitHead(path, visit)
   return { system, task }
 }
 

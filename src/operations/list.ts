@@ -1,12 +1,13 @@
 import { join } from 'node:path'
 import type { Layout } from '../storage/fs/layout.js'
 import { FILES } from '../storage/fs/layout.js'
-import { readJsonl } from '../storage/format/jsonl.js'
+import { visitHead } from '../storage/format/jsonl.js'
 import { beingCreated, listTasks, scanTask } from '../storage/task/scan.js'
-import { diedState } from '../storage/task/lifecycle.js'
+import { diedState } from '../storage/task/state.js'
+import type { Delivery } from '../storage/task/state.js'
 import type { StatsFilter } from './stats.js'
 import { deliveryOf } from '../storage/task/delivery.js'
-import type { Delivery } from '../storage/task/state.js'
+import { byCodeUnits } from '../text.js'
 
 /** One row of `ctxagent list`: what an operator looks for to pick a task. */
 export interface ListedTask {
@@ -86,19 +87,20 @@ export async function listTaskRows(layout: Layout, options: ListOptions): Promis
       died: diedState(s ?? null),
     })
   }
-  rows.sort((a, b) => b.created_at.localeCompare(a.created_at) || b.uuid.localeCompare(a.uuid))
+  rows.sort((a, b) => byCodeUnits(b.created_at, a.created_at) || byCodeUnits(b.uuid, a.uuid))
   const shown = options.limit === null ? rows : rows.slice(0, options.limit)
   return { tasks: shown, more: rows.length - shown.length, unreadable }
 }
 
 /** The first visible user message: the task as it was given (a chat session has none at first). */
 export async function taskStatement(dir: string): Promise<string> {
-  for await (const item of readJsonl(join(dir, FILES.messages))) {
-    if (!item.ok) continue
-    const r = item.record
-    if (r.role === 'user' && r.visible !== false && typeof r.content === 'string') return r.content
-  }
-  return ''
+  let statement = ''
+  await visitHead(join(dir, FILES.messages), (r) => {
+    if (r.role !== 'user' || r.visible === false || typeof r.content !== 'string') return false
+    statement = r.content
+    return true
+  })
+  return statement
 }
 
 function firstLine(text: string): string {

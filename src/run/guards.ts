@@ -1,3 +1,5 @@
+import { byCodeUnits } from '../text.js'
+
 /** After this many identical calls with identical results, the result says so. */
 export const STUCK_WARN_AT = 3
 /** After this many, the task fails as stuck. */
@@ -47,7 +49,7 @@ export class LoopGuard {
 function stableJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(stableJson).join(',')}]`
   if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => byCodeUnits(a, b))
     return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${stableJson(v)}`).join(',')}}`
   }
   return JSON.stringify(value) ?? 'null'

@@ -14,6 +14,7 @@ import { indexDrift } from '../storage/index/store.js'
 import type { TaskKeyColumns } from '../storage/index/task-index.js'
 import { estimateTokens } from '../storage/format/tokens.js'
 import { quoted } from '../sources/quote.js'
+import { byCodeUnits } from '../text.js'
 
 /** What a new task takes over from the latest earlier task with its key (docs/contract.md §5). */
 export interface Inheritance {
@@ -150,7 +151,7 @@ function scanCompleted(env: TaskEnv, key: TaskKeyColumns): Candidate[] {
       // A damaged task is no one's parent: skip it.
     }
   }
-  return out.sort((a, b) => (b.completed_at ?? '').localeCompare(a.completed_at ?? ''))
+  return out.sort((a, b) => byCodeUnits(b.completed_at ?? '', a.completed_at ?? ''))
 }
 
 async function summaryOf(dir: string): Promise<Pick<Inheritance, 'summary' | 'summary_source'> | null> {

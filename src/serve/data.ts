@@ -1,5 +1,5 @@
 import type { CommandEnv } from '../command-env.js'
-import { diedState } from '../storage/task/lifecycle.js'
+import { diedState } from '../storage/task/state.js'
 import { openIndex } from '../command-env.js'
 import { taskStatement } from '../operations/list.js'
 import type { ListedTask } from '../operations/list.js'

@@ -7,6 +7,7 @@ import { evalsDir, readSpec, readTrials, trialKey } from '../eval/store.js'
 import type { EvalSpec } from '../eval/store.js'
 import { NotFoundError } from '../errors.js'
 import type { FleetSource } from './fleet-data.js'
+import { byCodeUnits } from '../text.js'
 
 /** Where an eval's fleet jobs are read (none without a fleet): their trials that ended without a verdict are shown as `eval run` shows them. */
 type Jobs = Pick<FleetSource, 'evalStanding'> | null
@@ -35,7 +36,7 @@ export async function listEvals(base: string, jobs: Jobs): Promise<ListedEval[]>
     }
   }
   const at = (e: ListedEval) => ('spec' in e ? e.spec.created_at : '')
-  return listed.sort((a, b) => at(b).localeCompare(at(a)) || a.id.localeCompare(b.id)).slice(0, LISTED)
+  return listed.sort((a, b) => byCodeUnits(at(b), at(a)) || byCodeUnits(a.id, b.id)).slice(0, LISTED)
 }
 
 /**

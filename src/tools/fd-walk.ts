@@ -5,6 +5,7 @@ import { ToolError } from './errors.js'
 import { ownPathLikeDir } from './owner.js'
 import type { ToolContext } from './types.js'
 import { inside, realPathOf } from './workspace.js'
+import { byCodeUnits } from '../text.js'
 
 /*
  * Race-free paths inside the workspace, without openat(): every step opens ONE name
@@ -316,7 +317,7 @@ export function* walkFd(
   } catch {
     return
   }
-  entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+  entries.sort((a, b) => byCodeUnits(a.name, b.name))
   const dir = pathOf(dirFd)
   for (const e of entries) {
     if (isHidden(boundary, `${dir}/${e.name}`)) continue

@@ -2,6 +2,7 @@ import { lstatSync } from 'node:fs'
 import { at, boundaryOf, openDir, walkFd, yielder } from './fd-walk.js'
 import { defineTool, ok, param } from './schema.js'
 import { SKIPPED_DIRS } from './walk.js'
+import { byCodeUnits } from '../text.js'
 
 const MAX_RESULTS = 100
 
@@ -31,7 +32,7 @@ export const glob = defineTool({
       base.close()
     }
     if (found.length === 0) return ok(`no files match ${pattern}${path ? ` in ${base.rel}` : ''}`)
-    found.sort((a, b) => b.mtime - a.mtime || (a.rel < b.rel ? -1 : a.rel > b.rel ? 1 : 0))
+    found.sort((a, b) => b.mtime - a.mtime || byCodeUnits(a.rel, b.rel))
     const shown = found.slice(0, MAX_RESULTS).map((f) => f.rel)
     const more = found.length > MAX_RESULTS ? `\n(${found.length - MAX_RESULTS} more matches not shown; narrow the pattern or the path)` : ''
     return ok(`${shown.join('\n')}${more}`)

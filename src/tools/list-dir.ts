@@ -4,6 +4,7 @@ import { boundaryOf, entriesOf, isHidden, openDir, openSub, pathOf } from './fd-
 import { defineTool, ok, param } from './schema.js'
 import { SKIPPED_DIRS } from './walk.js'
 import { grouped } from '../text.js'
+import { byCodeUnits } from '../text.js'
 
 /** Past the limit, entries are still counted (to say how many were left out), up to this many. */
 const MAX_COUNTED = 10_000
@@ -31,7 +32,7 @@ export const listDir = defineTool({
         return
       }
       // Directories first, then files, each by name.
-      entries.sort((a, b) => Number(b.isDirectory()) - Number(a.isDirectory()) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+      entries.sort((a, b) => Number(b.isDirectory()) - Number(a.isDirectory()) || byCodeUnits(a.name, b.name))
       for (const e of entries) {
         if (omitted >= MAX_COUNTED || ctx.signal.aborted) return
         const skipped = e.isDirectory() && SKIPPED_DIRS.has(e.name)

@@ -82,6 +82,8 @@ describe('start-up loads', () => {
     expect(got.packages).not.toContain('proper-lockfile/')
     // On tasks.db, the PostgreSQL index's own code (store, schema, migrations) is not loaded either.
     expect(got.own.filter((m) => PG_INDEX.includes(m))).toEqual([])
+    // list reads the task directories: no index store and no task writer is compiled for it.
+    expect(got.own.filter((m) => ['dist/storage/index/store.js', 'dist/storage/task/handle.js'].includes(m))).toEqual([])
   })
 
   it('a config file validated before is not parsed again: no yaml, no zod, until its text changes (docs/configuration.md#the-validation-cache)', async () => {

@@ -16,6 +16,7 @@ import { positiveIntArg, stopSignal, stoppedError, withEnv } from '../../command
 import { checkEnqueue, runEnqueued, trialCommand } from './enqueue.js'
 import { addMake } from './make.js'
 import { renderChecks, renderReport, trialLine } from './render.js'
+import { byCodeUnits } from '../../text.js'
 
 interface RunOptions {
   variant: string[]
@@ -88,7 +89,7 @@ async function checkSuite(ctx: CommandEnv, _opts: object, suite: string): Promis
     rmSync(scratch, { recursive: true, force: true })
   }
   if (abort.signal.aborted) throw stoppedError(stop.which(), 'the check stopped: no verdict on the task it was checking', 'run it again')
-  verdicts.sort((a, b) => a.task.localeCompare(b.task))
+  verdicts.sort((a, b) => byCodeUnits(a.task, b.task))
   if (ctx.json) ctx.io.json({ suite, tasks: verdicts })
   else ctx.io.out(renderChecks(verdicts, ctx.io))
   if (verdicts.some((v) => !v.ok))

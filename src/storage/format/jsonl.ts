@@ -257,6 +257,19 @@ export function visitHeadSync(file: string, visit: (record: JsonRecord) => boole
   }
 }
 
+/**
+ * Hands the records of a log (`<name>` or its `.gz`) from its start to `visit` until it answers
+ * true or the log ends; invalid and torn lines are skipped. A plain log is read without a stream
+ * (visitHeadSync: a compaction and every row of `list` read the first lines), an archived one
+ * is streamed through gunzip. A missing log visits nothing.
+ */
+export async function visitHead(path: string, visit: (record: JsonRecord) => boolean): Promise<void> {
+  const file = resolveDataFile(path)
+  if (file === null) return
+  if (!file.endsWith('.gz')) return visitHeadSync(file, visit)
+  for await (const item of readJsonl(path)) if (item.ok && visit(item.record)) return
+}
+
 function isGzipDamage(err: unknown): boolean {
   const code = (err as NodeJS.ErrnoException).code
   return code === 'Z_DATA_ERROR' || code === 'Z_BUF_ERROR' || code === 'Z_STREAM_ERROR'

@@ -1,6 +1,5 @@
 import { existsSync } from 'node:fs'
 import type { PgStore } from './pg-store.js'
-import { SqliteStore } from './store.js'
 import type { IndexStore } from './store.js'
 
 export interface IndexChoice {
@@ -27,6 +26,8 @@ export async function openIndexStore(choice: IndexChoice): Promise<IndexStore | 
     return store
   }
   if (!choice.create && !existsSync(choice.path)) return null
+  // Loaded here too: a command that lists directories (list, view) opens no index and compiles none of it.
+  const { SqliteStore } = await import('./store.js')
   return SqliteStore.open(choice.path)
 }
 

@@ -19,6 +19,7 @@ import {
 import { searchText } from './task-list.js'
 import { SqliteSpend, SQLITE_SPEND_MIGRATION } from './spend.js'
 import { SQLITE_PULL_REQUESTS_MIGRATION } from './pull-requests.js'
+import { byCodeUnits } from '../../text.js'
 
 let loaded: typeof BetterSqlite3 | undefined
 
@@ -300,7 +301,7 @@ export class TaskIndex {
    * them), which is cheaper than maintaining them row by row.
    */
   replaceAll(rows: readonly TaskRow[]): void {
-    const sorted = [...rows].sort((a, b) => (a.uuid < b.uuid ? -1 : a.uuid > b.uuid ? 1 : 0))
+    const sorted = [...rows].sort((a, b) => byCodeUnits(a.uuid, b.uuid))
     // Immediate: a transaction that reads first and writes later cannot wait for another
     // writer (SQLite answers SQLITE_BUSY_SNAPSHOT at once); one that takes the write lock first can.
     // The totals' triggers too: their sums are made again once, from the new rows, keeping

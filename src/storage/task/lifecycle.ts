@@ -15,7 +15,7 @@ import { readMetadata, writeMetadata } from './metadata.js'
 import type { RunRecord, TaskKey, TaskMetadata } from './metadata.js'
 import { indexTask } from './row.js'
 import { countRecords } from './scan.js'
-import { initialState, readState, updateState, writeState } from './state.js'
+import { initialState, readState, resumableFromCompleted, updateState, writeState } from './state.js'
 import type { TaskState } from './state.js'
 
 // A task's life on disk: created in running/, resumed from paused/, and a completion
@@ -166,22 +166,6 @@ export async function finishCompleting(env: TaskEnv, ref: TaskRef): Promise<Task
   )
   await refreshIndex(env, ref, next)
   return next
-}
-
-/**
- * Whether a task's agent died (reaped by watch-locks or unlock): paused to be resumed
- * (recovery: resume), or failed (recovery: fail). Either way `run --resume` continues it
- * from its last recorded message (docs/running.md#recovery-on-one-host).
- */
-export function diedState(state: TaskState | null): boolean {
-  if (state === null) return false
-  if (state.status === 'paused') return state.paused_by === 'reaper'
-  return state.status === 'failed' && state.last_activity === 'reaped'
-}
-
-/** A task in completed/ that `run --resume` continues: one a budget stopped (timeout, with the budget raised), or one whose agent died. */
-export function resumableFromCompleted(state: TaskState | null): boolean {
-  return state?.status === 'timeout' || diedState(state)
 }
 
 /** A task's state, or null when it cannot be read (a reaper decides on what it can read). */

@@ -212,6 +212,22 @@ export function parseState(text: string, path: string): TaskState {
   return normalizeState(parseJsonObject(text, path, 'restore it, or remove it and run ctxagent reindex'))
 }
 
+/**
+ * Whether a task's agent died (reaped by watch-locks or unlock): paused to be resumed
+ * (recovery: resume), or failed (recovery: fail). Either way `run --resume` continues it
+ * from its last recorded message (docs/running.md#recovery-on-one-host).
+ */
+export function diedState(state: TaskState | null): boolean {
+  if (state === null) return false
+  if (state.status === 'paused') return state.paused_by === 'reaper'
+  return state.status === 'failed' && state.last_activity === 'reaped'
+}
+
+/** A task in completed/ that `run --resume` continues: one a budget stopped (timeout, with the budget raised), or one whose agent died. */
+export function resumableFromCompleted(state: TaskState | null): boolean {
+  return state?.status === 'timeout' || diedState(state)
+}
+
 /** Defaults under a state.json read from disk (made once: reindex normalizes thousands). */
 const { message_count: _unknownCount, tool_calls: _unknownTally, ...STATE_DEFAULTS } = initialState(new Date(0))
 

@@ -1,8 +1,8 @@
-import { appendFileSync, readFileSync, writeFileSync } from 'node:fs'
+import { appendFileSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { gzipSync } from 'node:zlib'
 import { describe, expect, it } from 'vitest'
-import { appendShared, JsonlAppender, lastRecordSync, readJsonl, tailJsonl, visitHeadSync } from '../../../src/storage/format/jsonl.js'
+import { appendShared, JsonlAppender, lastRecordSync, readJsonl, tailJsonl, visitHead, visitHeadSync } from '../../../src/storage/format/jsonl.js'
 import type { JsonRecord, ReadItem } from '../../../src/storage/format/jsonl.js'
 import { makeTree } from '../../fixtures/tree.js'
 
@@ -127,6 +127,29 @@ describe('visitHeadSync', () => {
     const all: JsonRecord[] = []
     visitHeadSync(file, (r) => (all.push(r), false))
     expect(all).toEqual(records)
+  })
+})
+
+describe('visitHead', () => {
+  it('reads a plain log and an archived one alike, and nothing of a missing log or a link', async () => {
+    const base = makeTree().base
+    const text = '{"seq":1}\nnot json\n{"seq":2}\n{"seq":3}\n{"seq":4,"torn'
+    writeFileSync(join(base, 'plain.jsonl'), text)
+    writeFileSync(join(base, 'archived.jsonl.gz'), gzipSync(text))
+    symlinkSync(join(base, 'plain.jsonl'), join(base, 'link.jsonl'))
+    const upTo2 = async (name: string) => {
+      const seen: unknown[] = []
+      await visitHead(join(base, name), (r) => (seen.push(r.seq), r.seq === 2))
+      return seen
+    }
+    expect(await upTo2('plain.jsonl')).toEqual([1, 2])
+    expect(await upTo2('archived.jsonl')).toEqual([1, 2])
+    expect(await upTo2('missing.jsonl')).toEqual([])
+    // Readers never follow a link out of a task directory (resolveDataFile).
+    expect(await upTo2('link.jsonl')).toEqual([])
+    const all: unknown[] = []
+    await visitHead(join(base, 'archived.jsonl'), (r) => (all.push(r.seq), false))
+    expect(all).toEqual([1, 2, 3])
   })
 })
 
