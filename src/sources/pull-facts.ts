@@ -1,6 +1,4 @@
 import type { Config } from '../config/schema.js'
-import { githubPullFacts } from './github-pull-facts.js'
-import { gitlabPullFacts } from './gitlab-pull-facts.js'
 import type { ForgePullFacts } from './forge-pull.js'
 
 /** A request's forge, repository and number, read from its web URL (as delivery recorded it); null: not a request's URL. */
@@ -18,11 +16,20 @@ export function parsePullUrl(url: string): { forge: 'github' | 'gitlab'; reposit
   return null
 }
 
-/** Fetches a request's facts through the forge's client (github-pull-facts.ts, gitlab-pull-facts.ts). */
-export function pullFacts(
+/**
+ * Fetches a request's facts through the forge's client (github-pull-facts.ts, gitlab-pull-facts.ts),
+ * imported here: `stats` reads outcomes from the index and loads a forge's client (and zod for its
+ * replies) only when it refreshes them (docs/development.md#start-up).
+ */
+export async function pullFacts(
   config: Config,
   pull: { forge: 'github' | 'gitlab'; repository: string; number: number },
   stop?: AbortSignal,
 ): Promise<ForgePullFacts> {
-  return pull.forge === 'github' ? githubPullFacts(config, pull.repository, pull.number, stop) : gitlabPullFacts(config, pull.repository, pull.number, stop)
+  if (pull.forge === 'github') {
+    const { githubPullFacts } = await import('./github-pull-facts.js')
+    return githubPullFacts(config, pull.repository, pull.number, stop)
+  }
+  const { gitlabPullFacts } = await import('./gitlab-pull-facts.js')
+  return gitlabPullFacts(config, pull.repository, pull.number, stop)
 }

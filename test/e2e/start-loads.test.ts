@@ -86,6 +86,20 @@ describe('start-up loads', () => {
     expect(got.own.filter((m) => ['dist/storage/index/store.js', 'dist/storage/task/handle.js'].includes(m))).toEqual([])
   })
 
+  it('stats loads no forge client and no zod: outcomes are read from the index, and only a refresh asks a forge', async () => {
+    const tree = makeTree()
+    const config = join(tree.base, 'config.yaml')
+    writeFileSync(config, 'llm:\n  provider: openai\n')
+    const env = { XDG_CACHE_HOME: join(tree.base, 'cache') }
+    // reindex makes tasks.db and validates the config (yaml and zod, once: the validation cache).
+    expect((await loadsOf(['reindex', '--home', tree.base, '--config', config], tree.base, env)).code).toBe(0)
+    const got = await loadsOf(['stats', '--home', tree.base, '--config', config], tree.base, env)
+    expect(got.stderr).toBe('')
+    expect(got.code).toBe(0)
+    expect(lazyIn(got.packages)).toEqual([])
+    expect(got.packages.filter((p) => p === 'zod/' || p === 'yaml/')).toEqual([])
+  })
+
   it('a config file validated before is not parsed again: no yaml, no zod, until its text changes (docs/configuration.md#the-validation-cache)', async () => {
     const tree = makeTree()
     const config = join(tree.base, 'config.yaml')
