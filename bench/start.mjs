@@ -23,6 +23,7 @@ import { timedRun } from './turn.mjs'
 const BIN = join(ROOT, 'bin', 'ctxagent')
 const ROUNDS = Number(process.env.CTXAGENT_BENCH_START_ROUNDS ?? 15)
 const RSS_TURNS = 200
+const RSS_ROUNDS = 3
 
 /** Runs `argv` under bash and returns its CPU time in ms (user + sys, from `times`); `onPid` gets its pid. */
 function cpuOf(argv, { onPid, env } = {}) {
@@ -167,19 +168,25 @@ export async function startRows() {
 export async function rssRow() {
   const bare = vmHwmOfBareNode()
   const bareE0 = vmHwmOfEmptyNode()
-  const measure = async (bin) => {
-    const r = await timedRun(RSS_TURNS, [], bin)
-    return { peak: r.hwm.get(RSS_TURNS - 1), cpu: r.cpu.task }
+  // Three runs of each build, alternating, and the medians: one run's CPU a turn moved by 20 % with the neighbours.
+  const bins = [{ label: 'this', bin: BIN }, ...others()]
+  const runs = new Map(bins.map(({ label }) => [label, []]))
+  for (let round = 0; round < RSS_ROUNDS; round++) {
+    for (const { label, bin } of bins) {
+      const r = await timedRun(RSS_TURNS, [], bin)
+      runs.get(label).push({ peak: r.hwm.get(RSS_TURNS - 1), cpu: r.cpu.task })
+    }
   }
-  const mine = await measure(BIN)
+  const measured = (label) => ({ peak: median(runs.get(label).map((r) => r.peak)), cpu: median(runs.get(label).map((r) => r.cpu)) })
+  const mine = measured('this')
   const beside = []
-  for (const { label, bin } of others()) {
-    const o = await measure(bin)
+  for (const { label } of others()) {
+    const o = measured(label)
     beside.push(`; ${label}: ${o.peak.toFixed(1)} MB, ${o.cpu.toFixed(2)} ms CPU a turn`)
   }
   return {
     name: 'start-rss',
-    what: `peak RSS (VmHWM) of bin/ctxagent run at turn ${RSS_TURNS} (bench/turn.mjs's task: read_file results 2–44 KB, default config) vs a bare Node process that has made one HTTP request with fetch (and node -e 0); beside it run's CPU a turn over the task`,
+    what: `peak RSS (VmHWM) of bin/ctxagent run at turn ${RSS_TURNS} (bench/turn.mjs's task: read_file results 2–44 KB, default config) vs a bare Node process that has made one HTTP request with fetch (and node -e 0); beside it run's CPU a turn over the task; medians of ${RSS_ROUNDS} runs, builds alternating`,
     measured: `${mine.peak.toFixed(1)} MB (bare node ${bare.toFixed(1)} MB, node -e 0 ${bareE0.toFixed(1)} MB); ${mine.cpu.toFixed(2)} ms CPU a turn${beside.join('')}`,
     ratio: `${(mine.peak / bare).toFixed(2)}× bare node (${(mine.peak / bareE0).toFixed(2)}× node -e 0)`,
     target: '≤ 2× bare node',
