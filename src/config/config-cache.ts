@@ -6,6 +6,7 @@ import type { ConfigLocation, LoadedConfig } from './locate.js'
 import type { Config } from './schema.js'
 import { secretValues } from './secrets.js'
 import { xdgDirectory } from '../xdg.js'
+import { MIN_SECRET_LENGTH } from '../storage/format/mask.js'
 
 /*
  * A command's config without YAML or zod when its file was validated before
@@ -117,6 +118,10 @@ export interface CacheEntry {
 /** The entry to keep, or null when a secret-holding value is not written out as it is in the text (then nothing is kept). */
 export function entryOf(key: string, text: string, config: Config, given: string[]): CacheEntry | null {
   const secrets = secretValues(config, {}).map((s) => s.value)
+  // A value holds a secret when it contains one; a secret too short to be masked ("k", "none") when it is one: as a
+  // part of a word it would make every default that contains it ("markdown", deliver mode "none") a secret not written
+  // in the text, and no such file would ever be kept. It is a value of its own in secretValues wherever it stands.
+  const holds = (value: string) => secrets.some((secret) => (secret.length < MIN_SECRET_LENGTH ? value === secret : value.includes(secret)))
   const copy = JSON.parse(JSON.stringify(config)) as Config
   const places: CacheEntry['secrets'] = []
   let ok = true
@@ -128,7 +133,7 @@ export function entryOf(key: string, text: string, config: Config, given: string
         walk(value, at)
         continue
       }
-      if (!secrets.some((secret) => value.includes(secret))) continue
+      if (!holds(value)) continue
       const start = text.indexOf(value)
       if (start < 0) ok = false
       places.push([at, start, start + value.length])

@@ -82,6 +82,19 @@ describe('the validation cache', () => {
     expect(entryOf(cacheKey('build', text), text, parseConfig(text), [])).toBeNull()
   })
 
+  it('keeps a file whose secret is too short to mask: only the value that is that secret is read from the text', () => {
+    const path = scratch()
+    // "none" is also deliver.mode's default and inside other defaults; "k" is in "markdown" and many more.
+    for (const key of ['none', 'k']) {
+      const text = `llm:\n  provider: openai\n  openai:\n    model: m\n    api_key: ${key}\n`
+      const config = parseConfig(text)
+      const entry = entryOf(cacheKey('build', text), text, config, [])
+      expect(entry?.config.llm.openai.api_key).toBeNull()
+      writeCached(path, entry as NonNullable<typeof entry>)
+      expect(readCached(path, cacheKey('build', text), text)).toStrictEqual({ config, given: [] })
+    }
+  })
+
   it('is a miss on any doubt: another key, a file others may write or that is no regular file, text that is no entry', () => {
     const path = scratch()
     const config = parseConfig(TEXT)
