@@ -95,10 +95,11 @@ async function warmChild(command: Command, runCli: (argv: string[]) => Promise<v
 
 /**
  * What every task does first and costs most the first time, done before there is one:
- * the modules run loads on demand (the `run` command's program, its work, the database client,
- * uuids, the state and task locks), the config parsed once (dropped: the task reads it again, it
- * may have changed), the PostgreSQL index connected (the task's open takes it), the random source
- * opened (temp file names), an LLM client made (dropped), fetch's HTTP client loaded and its
+ * the modules run loads on demand (the `run` command's program, its work, the database
+ * client and the index's store, uuids, the state and task locks, the tools' argument
+ * checks), the config parsed once (dropped: the task reads it again, it may have changed),
+ * the PostgreSQL index connected (the task's open takes it), the random source opened
+ * (temp file names), an LLM client made (dropped), fetch's HTTP client loaded and its
  * parser compiled by one request on loopback (the LLM requests; warm-fetch.ts). Nothing of a
  * job is known yet, and nothing here is kept for it but what Node caches (modules) and the
  * index's connection.
@@ -107,6 +108,9 @@ async function warmUp(command: Command, loadCli: (argv: string[]) => Promise<unk
   await Promise.all([
     loadCli([...process.argv.slice(0, 2), 'run']),
     import('../run/run-task.js'),
+    // What the task imports at its index's open and its first tool call (zod, for the tools' arguments).
+    import('../storage/index/pg-store.js'),
+    import('../tools/arguments.js'),
     import('pg'),
     import('uuid'),
     import('proper-lockfile'),
