@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto'
 import { lstatSync, realpathSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { readRegularFile } from '../input-file.js'
-import { git } from '../delivery/git.js'
+import { git, gitScript } from '../delivery/git.js'
 
 /*
  * The trusted base of a task's repository (docs/environments.md#where-it-is-read-from):
@@ -29,32 +29,37 @@ export type TrustedBase =
 const DEFAULT_REFS = ['refs/remotes/origin/HEAD', 'refs/remotes/origin/main', 'refs/remotes/origin/master']
 
 /**
+ * The first round, one process from Node (gitScript): whether the workspace is in a work tree,
+ * the candidate refs as commits (one cat-file; its input is the candidates, one a line: `<id>
+ * commit <size>`, or `<name> missing`, or another type's line) and the origin's URL, a line
+ * `origin <url>`. The script is ctxagent's constant; the workspace is only its directory.
+ */
+const ROUND_ONE = [
+  'git "$@" rev-parse --show-toplevel </dev/null >/dev/null 2>&1 || { echo outside; exit 0; }',
+  'echo inside',
+  'git "$@" cat-file --batch-check 2>/dev/null',
+  'printf \'origin %s\\n\' "$(git "$@" config --get remote.origin.url </dev/null 2>/dev/null)"',
+].join('\n')
+
+/**
  * Finds the trusted base of `workspace` before anything of the task runs there, and lists
  * `ahead` (paths from the repository's root) at it. Two rounds of git, whatever the
- * repository: the worktree's top, the candidate refs (one cat-file) and the origin's URL
- * asked at once, then one ls-tree of the paths. One git call after another cost a fleet
+ * repository: the worktree's top, the candidate refs and the origin's URL asked in one
+ * process (three gits forked by sh: from Node, each fork cost the main thread ~15 ms on a
+ * loaded host), then one ls-tree of the paths. One git call after another cost a fleet
  * job ~100 ms each of its start on a loaded host (docs/fleet.md#dispatch-latency).
  */
 export async function trustedBase(workspace: string, ahead: readonly string[] = []): Promise<TrustedBase> {
   if (outsideAnyRepository(workspace)) return { kind: 'workspace' }
   const options = { safeDir: '*', cwd: workspace }
   const candidates = [...DEFAULT_REFS, 'HEAD']
-  const [top, resolved, origin] = await Promise.all([
-    git(['rev-parse', '--show-toplevel'], options).then(
-      () => true,
-      () => false,
-    ),
-    // One line a name, in order: `<id> commit <size>`, or `<name> missing` (an object that is not a commit: `<id> <type> …`).
-    git(['cat-file', '--batch-check'], { ...options, input: candidates.map((ref) => `${ref}^{commit}\n`).join('') }).catch(() => ''),
-    git(['config', '--get', 'remote.origin.url'], options).catch(() => ''),
-  ])
-  if (!top) return { kind: 'workspace' }
+  const out = await gitScript(ROUND_ONE, { ...options, input: candidates.map((ref) => `${ref}^{commit}\n`).join('') }).catch(() => 'outside')
+  const lines = out.split('\n')
+  if (lines[0] !== 'inside') return { kind: 'workspace' }
   const commits = new Map(
-    resolved
-      .split('\n')
-      .slice(0, candidates.length)
-      .map((line, i) => [candidates[i] as string, /^([0-9a-f]{40,64}) commit /.exec(line)?.[1] ?? null] as const),
+    lines.slice(1, 1 + candidates.length).map((line, i) => [candidates[i] as string, /^([0-9a-f]{40,64}) commit /.exec(line)?.[1] ?? null] as const),
   )
+  const origin = lines.find((line, i) => i > 0 && line.startsWith('origin '))?.slice('origin '.length) ?? ''
   const found = DEFAULT_REFS.find((ref) => (commits.get(ref) ?? null) !== null)
   const base = (commit: string, ref: string): Promise<TrustedBase> => listAhead(workspace, { kind: 'commit', commit, ref }, ahead)
   if (found !== undefined) return base(commits.get(found) as string, found.replace(/^refs\/remotes\//, ''))
