@@ -108,7 +108,8 @@ async function warmUp(command: Command, loadCli: (argv: string[]) => Promise<unk
   await Promise.all([
     loadCli([...process.argv.slice(0, 2), 'run']),
     import('../run/run-task.js'),
-    // What the task imports at its index's open and its first tool call (zod, for the tools' arguments).
+    // What the task imports at its index's open (the store's small entry module: its code is in the worker's own
+    // chunks) and at its first tool call (zod, for the tools' arguments).
     import('../storage/index/pg-store.js'),
     import('../tools/arguments.js'),
     import('pg'),

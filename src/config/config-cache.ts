@@ -118,10 +118,12 @@ export interface CacheEntry {
 /** The entry to keep, or null when a secret-holding value is not written out as it is in the text (then nothing is kept). */
 export function entryOf(key: string, text: string, config: Config, given: string[]): CacheEntry | null {
   const secrets = secretValues(config, {}).map((s) => s.value)
-  // A value holds a secret when it contains one; a secret too short to be masked ("k", "none") when it is one: as a
-  // part of a word it would make every default that contains it ("markdown", deliver mode "none") a secret not written
-  // in the text, and no such file would ever be kept. It is a value of its own in secretValues wherever it stands.
-  const holds = (value: string) => secrets.some((secret) => (secret.length < MIN_SECRET_LENGTH ? value === secret : value.includes(secret)))
+  /**
+   * A value the file does not write as it is, holding only secrets too short to be masked ("k", "none") and none of
+   * them whole: a default that has that letter or word in it by chance ("markdown", deliver mode "none"), kept. Else
+   * every such file stayed out of the cache; a value the file writes is still taken out whatever it holds.
+   */
+  const byChance = (value: string) => secrets.every((secret) => !value.includes(secret) || (secret.length < MIN_SECRET_LENGTH && value !== secret))
   const copy = JSON.parse(JSON.stringify(config)) as Config
   const places: CacheEntry['secrets'] = []
   let ok = true
@@ -133,8 +135,9 @@ export function entryOf(key: string, text: string, config: Config, given: string
         walk(value, at)
         continue
       }
-      if (!holds(value)) continue
+      if (!secrets.some((secret) => value.includes(secret))) continue
       const start = text.indexOf(value)
+      if (start < 0 && byChance(value)) continue
       if (start < 0) ok = false
       places.push([at, start, start + value.length])
       ;(node as Record<string, unknown>)[name] = null

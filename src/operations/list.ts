@@ -92,11 +92,15 @@ export async function listTaskRows(layout: Layout, options: ListOptions): Promis
   return { tasks: shown, more: rows.length - shown.length, unreadable }
 }
 
+/** Records looked at for the statement: it comes within the first few, and a log without one is not read to its end. */
+const STATEMENT_WITHIN = 50
+
 /** The first visible user message: the task as it was given (a chat session has none at first). */
 export async function taskStatement(dir: string): Promise<string> {
   let statement = ''
+  let seen = 0
   await visitHead(join(dir, FILES.messages), (r) => {
-    if (r.role !== 'user' || r.visible === false || typeof r.content !== 'string') return false
+    if (r.role !== 'user' || r.visible === false || typeof r.content !== 'string') return ++seen >= STATEMENT_WITHIN
     statement = r.content
     return true
   })

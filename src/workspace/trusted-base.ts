@@ -29,17 +29,39 @@ export type TrustedBase =
 const DEFAULT_REFS = ['refs/remotes/origin/HEAD', 'refs/remotes/origin/main', 'refs/remotes/origin/master']
 
 /**
- * The first round, one process from Node (gitScript): whether the workspace is in a work tree,
- * the candidate refs as commits (one cat-file; its input is the candidates, one a line: `<id>
- * commit <size>`, or `<name> missing`, or another type's line) and the origin's URL, a line
- * `origin <url>`. The script is ctxagent's constant; the workspace is only its directory.
+ * The first round, one process from Node (gitScript): whether the workspace is in a work tree
+ * (`inside` or `outside`), the candidate refs as commits (one cat-file, fed the candidates: a
+ * line each, `<id> commit <size>`, `<name> missing` or another type's line), the line
+ * `cat-file <its exit status>`, then `origin ` and the rest of the output, the origin's URL as
+ * git prints it (a value may hold newlines: it is last, so nothing after it is misread). The
+ * script is ctxagent's constant; the workspace is only its directory.
  */
 const ROUND_ONE = [
   'git "$@" rev-parse --show-toplevel </dev/null >/dev/null 2>&1 || { echo outside; exit 0; }',
   'echo inside',
   'git "$@" cat-file --batch-check 2>/dev/null',
-  'printf \'origin %s\\n\' "$(git "$@" config --get remote.origin.url </dev/null 2>/dev/null)"',
+  'echo "cat-file $?"',
+  "printf 'origin '",
+  'git "$@" config --get remote.origin.url </dev/null 2>/dev/null',
+  'exit 0',
 ].join('\n')
+
+/** What ROUND_ONE printed: null when it did not run to its end (then nothing of the repository is trusted). */
+function roundOne(out: string, candidates: readonly string[]): { inside: boolean; commits: Map<string, string | null>; origin: string } | null {
+  if (out === 'outside\n') return { inside: false, commits: new Map(), origin: '' }
+  if (!out.startsWith('inside\n')) return null
+  const marker = out.indexOf('\ncat-file ')
+  const originAt = out.indexOf('\norigin ', marker + 1)
+  if (marker < 0 || originAt < 0) return null
+  const listed = out
+    .slice('inside\n'.length, marker + 1)
+    .split('\n')
+    .slice(0, -1)
+  // cat-file answered every candidate, in order, and exited 0; else no candidate counts (as when it cannot run).
+  const whole = out.slice(marker + 1, originAt) === 'cat-file 0' && listed.length === candidates.length
+  const commits = new Map(candidates.map((ref, i) => [ref, whole ? (/^([0-9a-f]{40,64}) commit \d+$/.exec(listed[i] as string)?.[1] ?? null) : null] as const))
+  return { inside: true, commits, origin: out.slice(originAt + '\norigin '.length) }
+}
 
 /**
  * Finds the trusted base of `workspace` before anything of the task runs there, and lists
@@ -53,13 +75,15 @@ export async function trustedBase(workspace: string, ahead: readonly string[] = 
   if (outsideAnyRepository(workspace)) return { kind: 'workspace' }
   const options = { safeDir: '*', cwd: workspace }
   const candidates = [...DEFAULT_REFS, 'HEAD']
-  const out = await gitScript(ROUND_ONE, { ...options, input: candidates.map((ref) => `${ref}^{commit}\n`).join('') }).catch(() => 'outside')
-  const lines = out.split('\n')
-  if (lines[0] !== 'inside') return { kind: 'workspace' }
-  const commits = new Map(
-    lines.slice(1, 1 + candidates.length).map((line, i) => [candidates[i] as string, /^([0-9a-f]{40,64}) commit /.exec(line)?.[1] ?? null] as const),
+  const input = candidates.map((ref) => `${ref}^{commit}\n`).join('')
+  const asked = await gitScript(ROUND_ONE, { ...options, input }).then(
+    (out) => roundOne(out, candidates),
+    () => null,
   )
-  const origin = lines.find((line, i) => i > 0 && line.startsWith('origin '))?.slice('origin '.length) ?? ''
+  // A repository is in sight (outsideAnyRepository found its entry): when git could not be asked, nothing is read from it.
+  if (asked === null) return { kind: 'none', why: 'git could not be asked about its repository' }
+  if (!asked.inside) return { kind: 'workspace' }
+  const { commits, origin } = asked
   const found = DEFAULT_REFS.find((ref) => (commits.get(ref) ?? null) !== null)
   const base = (commit: string, ref: string): Promise<TrustedBase> => listAhead(workspace, { kind: 'commit', commit, ref }, ahead)
   if (found !== undefined) return base(commits.get(found) as string, found.replace(/^refs\/remotes\//, ''))

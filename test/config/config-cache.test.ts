@@ -82,15 +82,18 @@ describe('the validation cache', () => {
     expect(entryOf(cacheKey('build', text), text, parseConfig(text), [])).toBeNull()
   })
 
-  it('keeps a file whose secret is too short to mask: only the value that is that secret is read from the text', () => {
+  it('keeps a file whose secret is too short to mask: a default holding it by chance is no secret, what the file writes still is', () => {
     const path = scratch()
     // "none" is also deliver.mode's default and inside other defaults; "k" is in "markdown" and many more.
     for (const key of ['none', 'k']) {
-      const text = `llm:\n  provider: openai\n  openai:\n    model: m\n    api_key: ${key}\n`
+      const text = `llm:\n  provider: openai\n  openai:\n    model: m\n    api_key: ${key}\n    base_url: https://proxy.example/v1?key=${key}\n`
       const config = parseConfig(text)
       const entry = entryOf(cacheKey('build', text), text, config, [])
       expect(entry?.config.llm.openai.api_key).toBeNull()
+      // The file's own value that holds the secret is taken out too.
+      expect(entry?.config.llm.openai.base_url).toBeNull()
       writeCached(path, entry as NonNullable<typeof entry>)
+      expect(readFileSync(path, 'utf8')).not.toContain(`key=${key}`)
       expect(readCached(path, cacheKey('build', text), text)).toStrictEqual({ config, given: [] })
     }
   })

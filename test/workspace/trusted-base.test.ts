@@ -80,6 +80,34 @@ describe('trustedBase', () => {
     expect(await trustedBase(scratch(), AHEAD)).toEqual({ kind: 'workspace' })
   })
 
+  it("what a repository's config or a broken ref holds is never read as a candidate; git that cannot be asked trusts nothing", async () => {
+    const dir = scratch()
+    git(dir, 'init', '--quiet')
+    write(dir, { 'AGENTS.md': 'rule\n' })
+    git(dir, 'add', '-A')
+    git(dir, 'commit', '--quiet', '-m', 'first')
+    const head = git(dir, 'rev-parse', 'HEAD').trim()
+    // An origin's URL whose first line is empty, and whose next line looks like cat-file's answer for a commit.
+    git(dir, 'config', 'remote.origin.url', `\n${head} commit 180`)
+    const none = { kind: 'none', why: "its origin's default branch is not known here (no origin/HEAD, origin/main or origin/master)" }
+    expect(await trustedBase(dir, AHEAD)).toEqual(none)
+    // origin/HEAD naming a corrupt object: cat-file dies before it answers the other candidates.
+    const bad = 'ab'.repeat(20)
+    mkdirSync(join(dir, '.git', 'objects', 'ab'), { recursive: true })
+    writeFileSync(join(dir, '.git', 'objects', 'ab', bad.slice(2)), 'not an object')
+    mkdirSync(join(dir, '.git', 'refs', 'remotes', 'origin'), { recursive: true })
+    writeFileSync(join(dir, '.git', 'refs', 'remotes', 'origin', 'HEAD'), `${bad}\n`)
+    expect(await trustedBase(dir, AHEAD)).toEqual(none)
+    // No sh (and so no git) on the PATH: a repository is in sight, and nothing of it is trusted.
+    const path = process.env.PATH
+    process.env.PATH = scratch()
+    try {
+      expect(await trustedBase(dir, AHEAD)).toEqual({ kind: 'none', why: 'git could not be asked about its repository' })
+    } finally {
+      process.env.PATH = path
+    }
+  })
+
   it('a workspace is taken as outside git without asking git only where git finds no repository either', async () => {
     const top = scratch()
     const plain = join(top, 'plain')
