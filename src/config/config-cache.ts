@@ -4,9 +4,8 @@ import { readRegularFile } from '../input-file.js'
 import { CWD_CONFIG_NAMES, givenUrlKeys, readConfigText, shownConfigPath, withEnvironment } from './locate.js'
 import type { ConfigLocation, LoadedConfig } from './locate.js'
 import type { Config } from './schema.js'
-import { secretValues } from './secrets.js'
+import { MIN_SECRET_LENGTH, secretValues } from './secrets.js'
 import { xdgDirectory } from '../xdg.js'
-import { MIN_SECRET_LENGTH } from '../storage/format/mask.js'
 
 /*
  * A command's config without YAML or zod when its file was validated before

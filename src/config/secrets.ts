@@ -24,6 +24,12 @@ const KNOWN_VARIABLES = [
 const SECRET_NAME = /(?:^|_)(?:API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|ACCESS_KEY|PRIVATE_KEY)(?:$|_)/i
 
 /**
+ * Secret values shorter than this are too likely to be ordinary words ("ollama", "test") to be cut out of every
+ * text (storage/format/mask.ts), or to be taken for the secret where they turn up inside a default (config-cache.ts).
+ */
+export const MIN_SECRET_LENGTH = 8
+
+/**
  * Every secret value in force: the config's keys and tokens, MCP servers' env values,
  * and the environment's credentials (the known names, and any variable named like a
  * secret). Masking replaces each wherever it would leave the process.

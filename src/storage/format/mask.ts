@@ -1,3 +1,5 @@
+import { MIN_SECRET_LENGTH } from '../../config/secrets.js'
+
 /**
  * Masking of secrets and personal data before anything is persisted or printed (docs/contract.md §8):
  * the exact secret values installed by `installSecrets`, and the patterns below. Every
@@ -170,9 +172,6 @@ interface SecretForm {
 }
 
 let secretForms: SecretForm[] = []
-
-/** Shorter values are too likely to be ordinary words ("ollama", "test") to be cut out of every text. */
-export const MIN_SECRET_LENGTH = 8
 
 /**
  * Installs the secret values every mask call replaces from now on (`name` says which
