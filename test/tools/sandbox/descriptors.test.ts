@@ -15,14 +15,17 @@ describe('a sandboxed command', () => {
     const plan = planSandbox({ sandbox: 'bwrap', network: false, sandbox_read_only: [] }, [s.tree], s.ws)
     if (!plan.ok) throw new Error(plan.why)
     const out = await s.tools.call(
-      // The shell's own descriptors, as /proc shows them; writing to 4 and 5 must fail too.
+      // Which of the shell's descriptors 0 to 5 are open, as /proc shows them; writing to 4 and 5 must fail too. Asked
+      // with the shell's own test, not listed by ls: while a shell starts a pipeline it holds the pipe's read end itself
+      // (as 3, seen by ls now and then), and one redirecting a command's output keeps its own stdout aside (as 10).
       {
         id: 'c',
         type: 'function',
         function: {
           name: 'run_command',
           arguments: JSON.stringify({
-            command: 'ls /proc/$$/fd | tr "\\n" " "; echo; (echo forged >&4) 2>/dev/null && echo WROTE4; (echo go >&5) 2>/dev/null && echo WROTE5; true',
+            command:
+              'for fd in 0 1 2 3 4 5; do [ -e /proc/$$/fd/$fd ] && printf "%s " $fd; done; echo; (echo forged >&4) 2>/dev/null && echo WROTE4; (echo go >&5) 2>/dev/null && echo WROTE5; true',
           }),
         },
       },
