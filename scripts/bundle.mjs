@@ -91,11 +91,35 @@ function patchLibrary(name, filter, find, replacement, lost) {
     },
   }
 }
-rmSync(`${root}bundle`, { recursive: true, force: true })
-const result = await build({
+/**
+ * The commands with a build of their own, each the command's module in dist/ as cli.js imports it. esbuild cuts a
+ * build's shared code into one chunk per set of entries (commands and lazy imports) that reach it; with every command
+ * in one build, `run` loaded 85 chunks, ~40 ms of its start on Node 20 (resolving, reading and linking each). Built
+ * with its command alone, the CLI is cut for that command: 47 (docs/development.md#start-up).
+ */
+const TREES = { run: './commands/run/run.js' }
+/**
+ * In a tree, cli.js's other commands are a module that says so: src/start.ts loads a tree only for its own command,
+ * by the rule cli.ts loads commands by (commandWord), so a tree never asks for another.
+ */
+function oneCommand(name, own) {
+  return {
+    name: `only-${name}`,
+    setup(b) {
+      b.onResolve({ filter: /^\.\/commands\// }, (args) =>
+        args.kind === 'dynamic-import' && args.importer === `${root}dist/cli.js` && args.path !== own
+          ? { path: args.path, namespace: 'other-command' }
+          : undefined,
+      )
+      b.onLoad({ filter: /.*/, namespace: 'other-command' }, (args) => ({
+        contents: `throw new Error(${JSON.stringify(`bundle/${name}/ holds the ${name} command alone, not ${args.path} (src/start.ts chose it)`)})`,
+        loader: 'js',
+      }))
+    },
+  }
+}
+const options = {
   absWorkingDir: root,
-  entryPoints: ['dist/cli.js'],
-  outdir: 'bundle',
   bundle: true,
   splitting: true,
   format: 'esm',
@@ -109,7 +133,7 @@ const result = await build({
     CTXAGENT_BUILD_ID: JSON.stringify(buildId),
   },
   // Bundled CommonJS libraries call require() for Node's built-ins. One require for all chunks (they are all in
-  // bundle/, so each resolves alike): createRequire in each of the 40–80 chunks a command loads was ~0.3 ms apiece.
+  // one build's folder, so each resolves alike): createRequire in each of the 40–80 chunks a command loads was ~0.3 ms apiece.
   banner: {
     js: "import { createRequire as __ctxagentRequire } from 'node:module'; const require = (globalThis[Symbol.for('ctxagent.require')] ??= __ctxagentRequire(import.meta.url));",
   },
@@ -120,8 +144,27 @@ const result = await build({
   minifySyntax: true,
   // Through dist/*.js.map down to src/*.ts, for CTXAGENT_DEBUG=1 stack traces.
   sourcemap: true,
-  plugins: [pgOnNode, zodEnglishOnly, processIsGlobal, commanderSpawnAtUse],
   logLevel: 'warning',
   metafile: true,
+}
+const plugins = [pgOnNode, zodEnglishOnly, processIsGlobal, commanderSpawnAtUse]
+rmSync(`${root}bundle`, { recursive: true, force: true })
+const all = await build({ ...options, entryPoints: ['dist/cli.js'], outdir: 'bundle', plugins })
+writeFileSync(`${root}bundle/meta.json`, JSON.stringify(all.metafile))
+for (const [name, own] of Object.entries(TREES)) {
+  const tree = await build({ ...options, entryPoints: ['dist/cli.js'], outdir: `bundle/${name}`, plugins: [...plugins, oneCommand(name, own)] })
+  const module = `dist/commands/${own.slice('./commands/'.length)}`
+  if (!Object.values(tree.metafile.outputs).some((o) => o.entryPoint === module))
+    throw new Error(`bundle/${name}/ has no ${module}: is ${own} still how dist/cli.js imports the ${name} command?`)
+  writeFileSync(`${root}bundle/${name}/meta.json`, JSON.stringify(tree.metafile))
+}
+// What bin/ctxagent loads: one small module that picks the build (src/start.ts), which it imports by a path made at run time.
+await build({
+  ...options,
+  entryPoints: ['dist/start.js'],
+  outdir: 'bundle',
+  splitting: false,
+  banner: {},
+  metafile: false,
+  define: { CTXAGENT_TREES: JSON.stringify(Object.keys(TREES)) },
 })
-writeFileSync(`${root}bundle/meta.json`, JSON.stringify(result.metafile))

@@ -1,4 +1,5 @@
 import { Command, CommanderError, Option } from 'commander'
+import { commandWord } from './command-word.js'
 import { examplesText } from './commands/examples.js'
 import { CtxError } from './errors.js'
 import { forTerminal } from './terminal-text.js'
@@ -38,27 +39,18 @@ const COMMANDS: readonly { names: readonly string[]; all?: true; load: () => Pro
   { names: ['serve'], load: async () => (await import('./commands/serve.js')).serveCommand() },
 ]
 
-/** The global options that take a value: their value is not a command's name. */
-const GLOBAL_VALUES = new Set(['--home', '--config'])
-
 /**
  * The commands `argv` needs: the one it names; none for `--version` alone; every one when it
  * names none or one of no known name (the help, commander's "did you mean", `help <command>`),
  * so that commander sees the program it would have seen with all of them.
  */
 export function commandsFor(argv: readonly string[]): typeof COMMANDS {
-  const words = argv.slice(2)
-  for (let i = 0; i < words.length; i++) {
-    const word = words[i] as string
-    if (word === '--') break
-    if (GLOBAL_VALUES.has(word)) {
-      i++
-      continue
-    }
-    if (word.startsWith('-')) continue
+  const word = commandWord(argv)
+  if (word !== null) {
     const named = COMMANDS.find((c) => c.names.includes(word))
     return named !== undefined && named.all !== true ? [named] : COMMANDS
   }
+  const words = argv.slice(2)
   return words.includes('--version') || words.includes('-V') ? [] : COMMANDS
 }
 

@@ -7,7 +7,8 @@ import ts from 'typescript'
 
 /** Top to bottom. A path is placed on the first floor whose prefix it starts with. */
 export const FLOORS: readonly (readonly string[])[] = [
-  ['cli.ts'],
+  // start.ts picks the build of cli.ts a command line needs (bundle/start.js).
+  ['start.ts', 'cli.ts'],
   ['commands/'],
   // What commands share and no command owns: running a command with its env, argument parsers,
   // completion words, the lines of settled jobs (a command never imports another command).

@@ -48,7 +48,7 @@ describe('ctxagent binary', () => {
     writeFileSync(join(copy, 'package.json'), '{"type":"module"}\n')
     const res = spawnSync(process.execPath, [join(copy, 'bin', 'ctxagent'), '--version'], { encoding: 'utf8' })
     expect(res.status).toBe(1)
-    expect(res.stderr).toBe(`ctxagent: not built yet, ${join(copy, 'bundle', 'cli.js')} is missing (run npm ci, or npm run build, in ${copy}/)\n`)
+    expect(res.stderr).toBe(`ctxagent: not built yet, ${join(copy, 'bundle', 'start.js')} is missing (run npm ci, or npm run build, in ${copy}/)\n`)
   })
 
   it.each(COMMANDS)('prints help for %s', (command) => {

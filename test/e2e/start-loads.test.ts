@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process'
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join, relative } from 'node:path'
+import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { makeTree } from '../fixtures/tree.js'
@@ -28,28 +28,45 @@ interface Meta {
   outputs: Record<string, { inputs: Record<string, unknown> }>
 }
 
-/** The npm packages (by the path under node_modules/) and ctxagent's own modules (dist/…) in the chunks a command loaded. */
-function modulesLoaded(loads: string): { packages: string[]; own: string[] } {
-  const meta = JSON.parse(readFileSync(join(ROOT, 'bundle', 'meta.json'), 'utf8')) as Meta
+/**
+ * The chunks a command loaded (paths under the checkout), the npm packages in them (by the path under
+ * node_modules/) and ctxagent's own modules (dist/…). Each build (bundle/, and a command's own tree
+ * such as bundle/run/) has its metafile beside its chunks.
+ */
+function modulesLoaded(loads: string): { chunks: string[]; packages: string[]; own: string[] } {
   const chunks = readFileSync(loads, 'utf8')
     .split('\n')
     .filter((url) => url.startsWith('file:'))
     .map((url) => relative(ROOT, fileURLToPath(url)))
     .filter((path) => path.startsWith('bundle/'))
-  expect(chunks).toContain('bundle/cli.js')
-  const inputs = chunks.flatMap((chunk) => Object.keys(meta.outputs[chunk]?.inputs ?? {}))
+  // bin/ctxagent's entry, then one build of the CLI (src/start.ts).
+  expect(chunks).toContain('bundle/start.js')
+  expect(chunks.filter((chunk) => chunk.endsWith('/cli.js'))).toHaveLength(1)
+  const metas = new Map<string, Meta>()
+  const metaOf = (chunk: string): Meta => {
+    const dir = dirname(chunk)
+    if (!metas.has(dir)) metas.set(dir, JSON.parse(readFileSync(join(ROOT, dir, 'meta.json'), 'utf8')) as Meta)
+    return metas.get(dir) as Meta
+  }
+  const inputs = chunks.flatMap((chunk) => Object.keys(metaOf(chunk).outputs[chunk]?.inputs ?? {}))
   return {
+    chunks,
     packages: [...new Set(inputs.flatMap((input) => /node_modules\/((?:@[^/]+\/)?[^/]+\/)/.exec(input)?.[1] ?? []))].sort(),
     own: inputs.filter((input) => input.startsWith('dist/')).sort(),
   }
 }
 
 /** Runs bin/ctxagent with the recorder; resolves with its exit code and the packages it loaded. */
-function loadsOf(args: string[], dir: string, env: Record<string, string> = {}): Promise<{ code: number; stderr: string; packages: string[]; own: string[] }> {
+function loadsOf(
+  args: string[],
+  dir: string,
+  env: Record<string, string> = {},
+): Promise<{ code: number; stderr: string; chunks: string[]; packages: string[]; own: string[] }> {
   const loads = join(dir, `loads-${args[0]}.txt`)
   writeFileSync(loads, '')
   return new Promise((resolve) => {
     const child = spawn(process.execPath, ['--import', RECORDER, BIN, ...args], {
+      cwd: dir,
       env: { ...process.env, ...TEST_ENV, ...env, CTXAGENT_TEST_LOADS: loads },
       stdio: ['ignore', 'ignore', 'pipe'],
     })
@@ -163,5 +180,20 @@ describe('start-up loads', () => {
     expect(got.own.filter((m) => PG_INDEX.includes(m))).toEqual([])
     // No YAML parser: neither for the config, nor for an environment file the repository does not have.
     expect(got.packages).not.toContain('yaml/')
+    // From run's own build (scripts/bundle.mjs, src/start.ts): no chunk of the build of every command.
+    expect(got.chunks.filter((chunk) => chunk !== 'bundle/start.js' && !chunk.startsWith('bundle/run/'))).toEqual([])
+  })
+
+  it('every other command loads from the build of all commands, also with run as the value of --home', async () => {
+    const tree = makeTree()
+    const list = await loadsOf(['list', '--home', tree.base], tree.base)
+    expect(list.code).toBe(0)
+    expect(list.chunks.filter((chunk) => chunk.startsWith('bundle/run/'))).toEqual([])
+    expect(list.chunks).toContain('bundle/cli.js')
+    // A global option's value is not the command (commandWord): `--home run list` is list, from bundle/.
+    for (const state of ['running', 'paused', 'completed']) mkdirSync(join(tree.base, 'run', state), { recursive: true })
+    const named = await loadsOf(['--home', 'run', 'list', '--json'], tree.base)
+    expect(named.code).toBe(0)
+    expect(named.chunks).toContain('bundle/cli.js')
   })
 })
