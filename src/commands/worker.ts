@@ -17,6 +17,7 @@ import { planSandbox } from '../tools/sandbox.js'
 import type { Pool } from 'pg'
 import { WARM_CHILD_FLAG } from '../fleet/worker/agent-launcher.js'
 import { warmFetch } from '../fleet/worker/warm-fetch.js'
+import { keepCompiledCode } from '../compile-cache.js'
 import { Worker } from '../fleet/worker/worker.js'
 import type { Config } from '../config/schema.js'
 import { hostname } from '../storage/fs/process-info.js'
@@ -129,6 +130,8 @@ async function warmUp(command: Command, loadCli: (argv: string[]) => Promise<unk
   }
   randomBytes(4)
   await warmFetch()
+  // Kept compiled now (Node 22.10+): a warm child that never gets a job ends when its worker does, often by a signal.
+  keepCompiledCode()
 }
 
 function controlLine(): Promise<string[] | null> {

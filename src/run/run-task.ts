@@ -26,6 +26,7 @@ import { budgetLine } from './spend-setup.js'
 import { StopController, stoppableClient } from './stop.js'
 import { pauseOnSignals, pausingText } from './stop-signals.js'
 import type { SignalListeners } from './stop-signals.js'
+import { keepCompiledCode } from '../compile-cache.js'
 import { answeredEnding, beginNew, beginResumed } from './task-begin.js'
 import { openRemote, startMcp, taskClient } from './task-start.js'
 import { inboxEnd, inheritanceFor, takeTask } from './task-take.js'
@@ -160,6 +161,8 @@ export async function runTask(run: RunEnv, start: RunStart): Promise<Outcome> {
       trace: taskTrace,
       inboxAtStart,
     })
+    // What the task loaded to get here, kept compiled for the next command now (Node 22.10+), not at this one's exit.
+    keepCompiledCode()
     // A pause request stops what is in flight (an LLM request, a tool, MCP start-up), not only the next turn.
     unwatch = agent.requests.watchForPause(() => stop.stop('pause'))
     const answered = start.kind === 'resume' ? answeredEnding(handle, finished) : null

@@ -1,9 +1,11 @@
-import { spawnSync } from 'node:child_process'
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { spawn, spawnSync } from 'node:child_process'
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import module from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
-import { cli, ROOT } from '../helpers/run.js'
+import { startFakeLlm } from '../helpers/fake-llm.js'
+import { BIN, cli, ROOT, TEST_ENV } from '../helpers/run.js'
 
 const COMMANDS = ['view', 'stats', 'cleanup', 'compress', 'watch-locks', 'unlock', 'reindex', 'config']
 
@@ -153,4 +155,33 @@ describe('ctxagent binary', () => {
       pass: { ts: '2024-05-01T00:00:00.000Z', checked: 0, recovered: 0, alerts: 0, chat_sessions: 0, reindexed: 0, resumed: 0 },
     })
   })
+})
+
+describe("Node's compile cache (Node 22.10 and later; docs/development.md#start-up)", () => {
+  it.skipIf(typeof (module as { flushCompileCache?: unknown }).flushCompileCache !== 'function')(
+    'a run killed at its first request has already kept its compiled code for the next command',
+    async () => {
+      const dir = scratch()
+      const cache = join(dir, 'cache')
+      const fake = await startFakeLlm()
+      const config = join(dir, 'config.yaml')
+      writeFileSync(config, fake.configYaml())
+      const ws = join(dir, 'ws')
+      mkdirSync(ws)
+      writeFileSync(join(ws, 'README.md'), 'a workspace\n')
+      const child = spawn(process.execPath, [BIN, 'run', '--task', 'read the readme', '--workspace', ws, '--home', join(dir, 'home'), '--config', config], {
+        env: { ...process.env, ...TEST_ENV, XDG_CACHE_HOME: cache },
+        stdio: 'ignore',
+      })
+      const killed = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)))
+      // Its first request: SIGKILL, so that Node's own write at exit never happens.
+      fake.fallback = () => {
+        child.kill('SIGKILL')
+        return { content: 'never read' }
+      }
+      expect(await killed).toBe('SIGKILL')
+      const kept = readdirSync(join(cache, 'ctxagent', 'v8'), { recursive: true }).filter((f) => statSync(join(cache, 'ctxagent', 'v8', String(f))).isFile())
+      expect(kept.length).toBeGreaterThan(10)
+    },
+  )
 })
