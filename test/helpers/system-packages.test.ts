@@ -10,6 +10,7 @@ const EVERYTHING = [
   '/usr/bin/chromium',
   '/usr/bin/git',
   '/usr/sbin/ip',
+  '/bin/busybox',
 ]
 
 function machine(files: readonly string[], over: Partial<Machine> = {}): Machine {
@@ -65,8 +66,17 @@ describe('missingSystemPackages', () => {
       name: 'everything on an empty machine',
       files: [],
       over: { path: '' },
-      want: ['bwrap:bubblewrap', 'PostgreSQL server binaries:postgresql', 'pgbouncer:pgbouncer', '/usr/bin/chromium:chromium', 'git:git', 'ip:iproute2'],
+      want: [
+        'bwrap:bubblewrap',
+        'PostgreSQL server binaries:postgresql',
+        'pgbouncer:pgbouncer',
+        '/usr/bin/chromium:chromium',
+        'git:git',
+        'ip:iproute2',
+        '/bin/busybox:busybox-static',
+      ],
     },
+    { name: 'busybox, by the package with its static build', files: without('/bin/busybox'), over: {}, want: ['/bin/busybox:busybox-static'] },
   ])('names $name', ({ files, over, want }) => {
     expect(missingSystemPackages(machine(files, over)).map((m) => `${m.what}:${m.apt}`)).toEqual(want)
   })

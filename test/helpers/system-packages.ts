@@ -43,6 +43,8 @@ export function missingSystemPackages(machine: Machine): Missing[] {
   if (!machine.exists('/usr/bin/chromium')) missing.push({ what: '/usr/bin/chromium', apt: 'chromium' })
   if (!onPath(machine, 'git')) missing.push({ what: 'git', apt: 'git' })
   if (!onPath(machine, 'ip')) missing.push({ what: 'ip', apt: 'iproute2' })
+  // The environment images' tests copy it into the root file systems they build (test/workspace/image-fixture.ts).
+  if (!machine.exists('/bin/busybox')) missing.push({ what: '/bin/busybox', apt: 'busybox-static' })
   return missing
 }
 
