@@ -1,4 +1,5 @@
-// Bundles the compiled CLI (dist/cli.js) into bundle/, which bin/ctxagent runs.
+// Bundles the compiled CLI (dist/cli.js) into bundle/, which bin/ctxagent runs, and once
+// more into bundle/run/ with the run command alone (TREES, below); bundle/start.js picks one.
 // Node resolves and compiles ESM modules one by one: the ~60 of ctxagent and its
 // libraries cost ~60 ms of a command's ~180 ms start-up, and one bundle cuts that
 // (BENCHMARKS.md, row startup). Dynamic imports (the openai SDK, node-cron, uuid) stay
@@ -156,6 +157,11 @@ for (const [name, own] of Object.entries(TREES)) {
   const module = `dist/commands/${own.slice('./commands/'.length)}`
   if (!Object.values(tree.metafile.outputs).some((o) => o.entryPoint === module))
     throw new Error(`bundle/${name}/ has no ${module}: is ${own} still how dist/cli.js imports the ${name} command?`)
+  // And none of the others: were the stub's match to stop matching, the tree would silently be a second build of all.
+  const others = all.metafile.inputs['dist/cli.js'].imports.flatMap((i) => (i.kind === 'dynamic-import' && i.path !== module ? [i.path] : []))
+  const leaked = others.filter((command) => command in tree.metafile.inputs)
+  if (others.length === 0 || leaked.length > 0)
+    throw new Error(`bundle/${name}/ holds other commands (${leaked.join(', ') || 'none found to check'}): see oneCommand()`)
   writeFileSync(`${root}bundle/${name}/meta.json`, JSON.stringify(tree.metafile))
 }
 // What bin/ctxagent loads: one small module that picks the build (src/start.ts), which it imports by a path made at run time.

@@ -26,7 +26,7 @@ trap 'rm -rf "$work"' EXIT
 cp -al "$root/." "$work/"
 # A checkout whose node_modules is a link to another's (a worktree's): copied as the link, the
 # rebuild below would replace the other checkout's better-sqlite3 with one for this Node.
-if [ -L "$work/node_modules" ]; then rm "$work/node_modules" && cp -al "$(readlink -f "$root/node_modules")" "$work/node_modules"; fi
+if [ -L "$work/node_modules" ]; then rm "$work/node_modules" && { cp -al "$(readlink -f "$root/node_modules")" "$work/node_modules" 2>/dev/null || cp -a "$(readlink -f "$root/node_modules")" "$work/node_modules"; }; fi
 rm -rf "$work/.git" "$work/node_modules/better-sqlite3/build"
 cd "$work"
 export PATH="$nodedir/bin:$PATH" npm_config_nodedir="$nodedir"

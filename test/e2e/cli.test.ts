@@ -169,17 +169,21 @@ describe("Node's compile cache (Node 22.10 and later; docs/development.md#start-
       const ws = join(dir, 'ws')
       mkdirSync(ws)
       writeFileSync(join(ws, 'README.md'), 'a workspace\n')
+      // The cache bin/ctxagent turns on: none that the environment would choose or turn off instead.
+      const { NODE_COMPILE_CACHE: _dir, NODE_DISABLE_COMPILE_CACHE: _off, ...inherited } = process.env
       const child = spawn(process.execPath, [BIN, 'run', '--task', 'read the readme', '--workspace', ws, '--home', join(dir, 'home'), '--config', config], {
-        env: { ...process.env, ...TEST_ENV, XDG_CACHE_HOME: cache },
-        stdio: 'ignore',
+        env: { ...inherited, ...TEST_ENV, XDG_CACHE_HOME: cache },
+        stdio: ['ignore', 'ignore', 'pipe'],
       })
-      const killed = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)))
+      let stderr = ''
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+      const killed = new Promise<NodeJS.Signals | null>((resolve) => child.on('close', (_code, signal) => resolve(signal)))
       // Its first request: SIGKILL, so that Node's own write at exit never happens.
       fake.fallback = () => {
         child.kill('SIGKILL')
         return { content: 'never read' }
       }
-      expect(await killed).toBe('SIGKILL')
+      expect(await killed, stderr).toBe('SIGKILL')
       const kept = readdirSync(join(cache, 'ctxagent', 'v8'), { recursive: true }).filter((f) => statSync(join(cache, 'ctxagent', 'v8', String(f))).isFile())
       expect(kept.length).toBeGreaterThan(10)
     },
