@@ -10,6 +10,7 @@ export default defineConfig({
       'test/actions/{actor,comment,compress,enqueue,job-placement}.test.ts',
       'test/architecture/layers.test.ts',
       'test/bench/dist-imports.test.ts',
+      'test/bench/merge.test.ts',
       'test/commands/jobs-list.test.ts',
       'test/commands/run-options.test.ts',
       'test/commands/run-prepare.test.ts',

@@ -206,7 +206,10 @@ async function claimsPerSecond(db) {
   return { claimed, distinct: ids.size, perSecond: claimed / seconds, emptyPerSecond: empty / emptySeconds }
 }
 
-const PARTS = (process.env.CTXAGENT_BENCH_FLEET_PARTS ?? 'dispatch,throughput,index,claims,claim-scale,graphile,enqueue,herd').split(',')
+const ALL_PARTS = 'dispatch,throughput,index,claims,claim-scale,graphile,enqueue,herd'
+const PARTS = (process.env.CTXAGENT_BENCH_FLEET_PARTS ?? ALL_PARTS).split(',')
+/** Some parts only: bench/run.mjs keeps the rows of the parts not run. */
+export const partial = ALL_PARTS.split(',').some((part) => !PARTS.includes(part))
 const ms = (v) => `${Math.round(v)} ms`
 const say = (line) => process.stderr.write(`  fleet: ${line}\n`)
 

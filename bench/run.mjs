@@ -5,6 +5,7 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { cpus, totalmem } from 'node:os'
 import { join } from 'node:path'
 import { DATA, remove, ROOT } from './lib.mjs'
+import { mergeRows } from './merge.mjs'
 
 const SUITES = [
   'append',
@@ -29,6 +30,8 @@ const suites = wanted.includes('--render') ? [] : wanted.length ? SUITES.filter(
 const file = join(ROOT, 'BENCHMARKS.md')
 const previous = readPrevious()
 const results = []
+// Suites run in part (their module's `partial`: CTXAGENT_BENCH_FLEET_PARTS naming some parts) replace only the rows they wrote.
+const partial = new Set()
 const commit = safe(() => execSync('git rev-parse --short HEAD', { cwd: ROOT }).toString().trim(), 'unknown')
 const dirty = safe(() => execSync('git status --porcelain --untracked-files=no -- src bench bin', { cwd: ROOT }).toString().trim() !== '', false)
 const at = new Date().toISOString().slice(0, 16) + 'Z'
@@ -36,6 +39,7 @@ try {
   for (const suite of suites) {
     process.stderr.write(`bench: ${suite}…\n`)
     const mod = await import(`./${suite}.mjs`)
+    if (mod.partial === true) partial.add(suite)
     for (const r of await mod.run()) {
       results.push({ ...r, suite, commit: dirty ? `${commit}+changes` : commit, at })
       process.stderr.write(`  ${r.pass ? 'PASS' : 'FAIL'} ${r.name}: ${r.measured}; ${r.ratio} (target ${r.target})\n`)
@@ -45,14 +49,13 @@ try {
   remove(DATA)
 }
 
-// Rows of suites not run this time are kept from the previous file; with BENCH_ROWS (some rows
-// of a suite), every row not run is kept, and each row run replaces its old self in place.
-const key = (r) => `${r.suite}/${r.name}`
-const merged = (
-  process.env.BENCH_ROWS
-    ? [...previous.map((p) => results.find((r) => key(r) === key(p)) ?? p), ...results.filter((r) => !previous.some((p) => key(p) === key(r)))]
-    : [...previous.filter((p) => !suites.includes(p.suite)), ...results]
-).sort((a, b) => SUITES.indexOf(a.suite) - SUITES.indexOf(b.suite))
+const merged = mergeRows({
+  previous,
+  results,
+  suites,
+  order: SUITES,
+  inPlace: (suite) => Boolean(process.env.BENCH_ROWS) || partial.has(suite),
+})
 // Each row says the commit it was measured at: rows kept from an earlier run describe that run's code.
 const runs = [...new Set(merged.map((r) => `${r.suite} at ${r.commit ?? 'an unrecorded commit'}${r.at ? ` (${r.at})` : ''}`))]
 const lines = [
