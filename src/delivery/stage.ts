@@ -1,6 +1,6 @@
-import { chownSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
+import { makeScratchDir } from '../storage/fs/scratch-dir.js'
 import { git } from './git.js'
 import type { GitOptions } from './git.js'
 import type { RepositoryRecord } from './repository.js'
@@ -43,7 +43,7 @@ export async function stage(repo: RepositoryRecord, base: string): Promise<Stage
   const top = repo.top
   const repoGitDir = repo.common_dir.path
   const format = (await git(['rev-parse', '--show-object-format'], { safeDir: top, env: { GIT_DIR: repo.git_dir.path } }).catch(() => 'sha1')).trim()
-  const gitDir = mkdtempSync(join(tmpdir(), 'ctxagent-deliver-'))
+  const gitDir = makeScratchDir('deliver')
   const env = { GIT_DIR: gitDir, GIT_WORK_TREE: top, GIT_INDEX_FILE: join(gitDir, 'index') }
   const run = (args: readonly string[], more: Partial<GitOptions> = {}) => git(args, { safeDir: top, cwd: top, ...more, env: { ...env, ...more.env } })
   const discard = () => rmSync(gitDir, { recursive: true, force: true })

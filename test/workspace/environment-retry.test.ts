@@ -24,6 +24,9 @@ describe('a setup that died', () => {
     const store = join(s.tree.base, 'environments')
     const dying = s.start(['run', '--task', 'first', '--workspace', origin.clone(), '--json'])
     await waitFor('the setup holding its lock', () => readdirSync(store, { recursive: true }).some((p) => String(p).endsWith('.lock')))
+    // Its setup's checkout, named after it (docs/contract.md §16.2): the killed run cannot remove it.
+    const leftBy = (pid: number | undefined) => readdirSync(tmpdir()).filter((n) => n.startsWith('ctxagent-setup-') && n.includes(`-${pid}-`))
+    await waitFor('its setup checkout', () => leftBy(dying.child.pid).length === 1)
     dying.child.kill('SIGKILL')
     await exitOf(dying.child)
     writeFileSync(join(barrier, 'go'), '')
@@ -31,6 +34,8 @@ describe('a setup that died', () => {
     const warmed = await s.run(['env', 'prepare', '--workspace', origin.clone(), '--json'])
     expect(warmed.code, warmed.stderr).toBe(0)
     expect(JSON.parse(warmed.stdout)).toMatchObject({ status: 'ready', cache: 'miss', restored: [] })
+    // The next setup on this host removed it, its maker being gone.
+    expect(leftBy(dying.child.pid)).toEqual([])
     expect(s.fake.requests).toHaveLength(0)
 
     s.fake.queue.push({ calls: [{ name: 'finish', arguments: { summary: 'done', status: 'done' } }] })

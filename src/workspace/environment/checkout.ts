@@ -1,8 +1,8 @@
 import { spawn, spawnSync } from 'node:child_process'
-import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { chmodSync, existsSync, lstatSync, mkdirSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { SAFE_CONFIG } from '../../delivery/git.js'
+import { makeScratchDir } from '../../storage/fs/scratch-dir.js'
 
 // The checkouts the environment works with: a scratch one of the trusted base for setup, and copies in and out of the cache.
 
@@ -13,7 +13,7 @@ import { SAFE_CONFIG } from '../../delivery/git.js'
  * index or its `.git` comes along. The caller removes it.
  */
 export async function scratchCheckout(workspace: string, commit: string, owner: { uid: number; gid: number } | null): Promise<string> {
-  const dir = mkdtempSync(join(tmpdir(), 'ctxagent-setup-'))
+  const dir = makeScratchDir('setup')
   chmodSync(dir, 0o711)
   const work = join(dir, 'checkout')
   mkdirSync(work)
