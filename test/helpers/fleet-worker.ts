@@ -39,8 +39,9 @@ export async function enqueue(s: RunSetup, database: Pick<TestDatabase, 'env'>, 
  * its marker exists, let go by `release` (removing it). A step reached again holds again.
  */
 export function holdAt(step: string): { env: Record<string, string>; reached: () => boolean; release: () => void } {
-  const marker = join(mkdtempSync(join(tmpdir(), 'ctxagent-hold-')), 'held')
-  onTestFinished(() => rmSync(marker, { force: true }))
+  const dir = mkdtempSync(join(tmpdir(), 'ctxagent-hold-'))
+  const marker = join(dir, 'held')
+  onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
   return {
     env: { CTXAGENT_TEST_HOLD_AT: step, CTXAGENT_TEST_HOLD_MARKER: marker },
     reached: () => existsSync(marker),
