@@ -6,7 +6,7 @@
 // ~25 s of a build that would write the same files (docs/development.md#tests).
 import { spawnSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -31,7 +31,7 @@ function inputsHash() {
     ...INPUTS,
     ...readdirSync(join(root, 'src'), { recursive: true, withFileTypes: true })
       .filter((e) => e.isFile())
-      .map((e) => join(e.parentPath ?? e.path, e.name).slice(root.length))
+      .map((e) => join(e.parentPath, e.name).slice(root.length))
       .sort(),
   ]
   for (const file of files) {
@@ -54,7 +54,10 @@ if (process.argv.includes('--if-changed')) {
     process.exit(0)
   }
 }
+// Gone while this build runs: tsc writes dist/ even when it reports errors, so a build that fails
+// (or is interrupted) leaves outputs of no stamped state, and the next --if-changed builds again.
+rmSync(stamp, { force: true })
 step([join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'])
 step([join(root, 'scripts', 'bundle.mjs')])
-// The hash of the inputs as they were when this build began: an edit made meanwhile builds again next time.
-writeFileSync(stamp, `${inputs}\n`)
+// Stamped only if nothing changed while it built: an edit made meanwhile builds again next time.
+if (inputsHash() === inputs) writeFileSync(stamp, `${inputs}\n`)

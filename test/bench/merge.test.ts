@@ -39,7 +39,7 @@ describe('BENCHMARKS.md rows after a run (bench/merge.mjs)', () => {
     ])
   })
 
-  it('a row new to the file is added after its suite’s rows, in place or not', () => {
+  it('a row new to the file is added, its suite’s rows kept together, in place or not', () => {
     for (const inPlace of [() => true, () => false]) {
       const results = [row('fleet', 'fleet-dispatch', 'new'), row('fleet', 'fleet-new', 'new')]
       const merged = mergeRows({ previous, results, suites: ['fleet'], order, inPlace })

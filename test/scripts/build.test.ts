@@ -31,7 +31,7 @@ describe('scripts/build.mjs --if-changed', () => {
     // tsc: counts its runs and writes dist/; the bundler (run after it) writes bundle/ anew, as scripts/bundle.mjs does.
     put(
       'node_modules/typescript/bin/tsc',
-      `const fs = require('node:fs'); fs.appendFileSync(${JSON.stringify(join(root, 'runs'))}, 'x'); fs.mkdirSync('dist', { recursive: true }); fs.writeFileSync('dist/cli.js', '')\n`,
+      `const fs = require('node:fs'); fs.appendFileSync(${JSON.stringify(join(root, 'runs'))}, 'x'); fs.mkdirSync('dist', { recursive: true }); fs.writeFileSync('dist/cli.js', ''); if (fs.existsSync('fail')) process.exit(2)\n`,
     )
     put(
       'scripts/bundle.mjs',
@@ -70,6 +70,21 @@ describe('scripts/build.mjs --if-changed', () => {
     expect(t.runs()).toBe(4)
     t.build('--if-changed')
     expect(t.runs()).toBe(4)
+  })
+
+  it('a build that failed leaves no stamp: its outputs are of no known state, so the next builds again', () => {
+    const t = tree()
+    t.build('--if-changed')
+    writeFileSync(join(t.root, 'src', 'cli.ts'), 'export const a: number = "B"\n')
+    writeFileSync(join(t.root, 'fail'), '')
+    // tsc reported errors, having written dist/ all the same.
+    expect(() => t.build('--if-changed')).toThrow()
+    expect(t.runs()).toBe(2)
+    rmSync(join(t.root, 'fail'))
+    // The edit undone: the sources are those of the first build again, but dist/ is not.
+    writeFileSync(join(t.root, 'src', 'cli.ts'), 'export const a = 1\n')
+    t.build('--if-changed')
+    expect(t.runs()).toBe(3)
   })
 
   it('builds when an output is missing, and always without --if-changed', () => {

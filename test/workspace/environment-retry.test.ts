@@ -25,7 +25,7 @@ describe('a setup that died', () => {
     const dying = s.start(['run', '--task', 'first', '--workspace', origin.clone(), '--json'])
     await waitFor('the setup holding its lock', () => readdirSync(store, { recursive: true }).some((p) => String(p).endsWith('.lock')))
     // Its setup's checkout, named after it (docs/contract.md §16.2): the killed run cannot remove it.
-    const leftBy = (pid: number | undefined) => readdirSync(tmpdir()).filter((n) => n.startsWith('ctxagent-setup-') && n.includes(`-${pid}-`))
+    const leftBy = (pid: number | undefined) => readdirSync(tmpdir()).filter((n) => new RegExp(`^ctxagent-setup-[0-9a-f]{8}-${pid}-`).test(n))
     await waitFor('its setup checkout', () => leftBy(dying.child.pid).length === 1)
     dying.child.kill('SIGKILL')
     await exitOf(dying.child)

@@ -1,17 +1,20 @@
 import { createHash } from 'node:crypto'
-import { lstatSync, mkdtempSync, readdirSync, readlinkSync, rmSync } from 'node:fs'
+import { lstatSync, mkdtempSync, readdirSync, readlinkSync } from 'node:fs'
+import { rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { hostname, pidStatus, processStart } from './process-info.js'
 
 /*
- * Scratch directories under the system's temporary directory: environment setup's checkout,
- * the egress proxy's socket, delivery's staging git directory (docs/contract.md §16.2).
- * Their maker removes them when it is done; a maker SIGKILLed (the kernel's OOM killer, a
- * host's watchdog) cannot, and a setup's checkout holds the installed dependencies, so a host
- * whose agents are killed during setup would fill its /tmp. Each is therefore named after its
- * maker, `ctxagent-<kind>-<this host and PID namespace>-<pid>-<start>-XXXXXX`, and the first
- * directory of a kind a process makes removes the ones of that kind whose maker is gone.
+ * Scratch directories under the system's temporary directory that are worth sweeping:
+ * environment setup's checkout (with what setup installed) and delivery's staging git
+ * directory (docs/contract.md §16.2). Their maker removes them when it is done; a maker
+ * SIGKILLed (the kernel's OOM killer, a host's watchdog) cannot, and a host whose agents are
+ * killed during setup would fill its /tmp. Each is therefore named after its maker,
+ * `ctxagent-<kind>-<this host and PID namespace>-<pid>-<start>-XXXXXX`, and the first
+ * directory of a kind a process makes starts a sweep of the ones of that kind whose maker is
+ * gone. (The egress proxy's socket directories are not named so: they hold one socket, and a
+ * Unix socket's path has room for little more than the temporary directory's own.)
  */
 
 let ownTag: string | undefined
@@ -31,24 +34,34 @@ function tag(): string {
   return ownTag
 }
 
-/** A new private directory (0700) of `kind` under the temporary directory; the caller removes it. */
+/** Linux's start time of `pid` (clock ticks since boot), or null where it cannot be read (no /proc, another user's under hidepid, not Linux). */
+function startOf(pid: number): string | null {
+  if (process.platform !== 'linux') return null
+  const start = processStart(pid)
+  return start !== null && /^\d+$/.test(start) ? start : null
+}
+
+/**
+ * A new private directory (0700) of `kind` under the temporary directory; the caller removes
+ * it. The first of a kind in this process sweeps, in the background, the ones its makers left.
+ */
 export function makeScratchDir(kind: string): string {
   if (!swept.has(kind)) {
     swept.add(kind)
-    sweepScratchDirs(kind)
+    sweepScratchDirs(kind).catch(() => undefined)
   }
-  const start = processStart(process.pid) ?? '0'
-  return mkdtempSync(join(tmpdir(), `ctxagent-${kind}-${tag()}-${process.pid}-${start.replace(/\D/g, '')}-`))
+  // `x`: this process's start cannot be read, so its directories are removed only once its pid is gone.
+  return mkdtempSync(join(tmpdir(), `ctxagent-${kind}-${tag()}-${process.pid}-${startOf(process.pid) ?? 'x'}-`))
 }
 
 /**
  * Removes the directories of `kind` whose maker is gone: made on this host and PID
- * namespace, by a pid no process has now or that another process has (its start time
- * differs). Only directories themselves (never a link) owned by this process's user are
- * touched; one that cannot be removed is left. Returns the paths removed.
+ * namespace by a pid that no process has now, or that another process has (both start times
+ * known, and different). Only directories themselves (never a link) owned by this process's
+ * user are touched; one that cannot be removed is left. Resolves to the paths removed.
  */
-export function sweepScratchDirs(kind: string, dir: string = tmpdir()): string[] {
-  const pattern = new RegExp(`^ctxagent-${kind}-([0-9a-f]{8})-(\\d+)-(\\d+)-[A-Za-z0-9]{6}$`)
+export async function sweepScratchDirs(kind: string, dir: string = tmpdir()): Promise<string[]> {
+  const pattern = new RegExp(`^ctxagent-${kind}-([0-9a-f]{8})-(\\d+)-(\\d+|x)-[A-Za-z0-9]{6}$`)
   const removed: string[] = []
   let names: string[]
   try {
@@ -61,13 +74,14 @@ export function sweepScratchDirs(kind: string, dir: string = tmpdir()): string[]
     if (m === null || m[1] !== tag()) continue
     const pid = Number(m[2])
     const status = pidStatus(pid)
-    const gone = status === 'gone' || (status === 'alive' && (processStart(pid) ?? '').replace(/\D/g, '') !== m[3])
+    const now = status === 'alive' ? startOf(pid) : null
+    const gone = status === 'gone' || (status === 'alive' && m[3] !== 'x' && now !== null && now !== m[3])
     if (!gone) continue
     const path = join(dir, name)
     try {
       const st = lstatSync(path)
       if (!st.isDirectory() || st.uid !== process.getuid?.()) continue
-      rmSync(path, { recursive: true, force: true })
+      await rm(path, { recursive: true, force: true })
       removed.push(path)
     } catch {
       // Gone meanwhile, or not removable: left as it is.

@@ -1,12 +1,12 @@
 import { lookup as dnsLookup } from 'node:dns/promises'
-import { chmodSync, chownSync, rmSync } from 'node:fs'
+import { chmodSync, chownSync, mkdtempSync, rmSync } from 'node:fs'
 import { createServer, request as httpRequest } from 'node:http'
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import { connect } from 'node:net'
 import type { Socket } from 'node:net'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
-import { makeScratchDir } from '../../storage/fs/scratch-dir.js'
 import { decide, normalHost, parseNetworks } from './egress-policy.js'
 import type { EgressSettings, Lookup } from './egress-policy.js'
 
@@ -89,7 +89,7 @@ export function parseAuthority(target: string | undefined): { host: string; port
 export async function startEgressProxy(o: ProxyOptions): Promise<EgressProxy> {
   const networks = parseNetworks(o.settings.allowedNetworks)
   const lookup = o.lookup ?? systemLookup
-  const dir = makeScratchDir('egress')
+  const dir = mkdtempSync(join(tmpdir(), 'ctxagent-egress-'))
   chmodSync(dir, 0o711)
   const socket = join(dir, 'proxy.sock')
   const open = new Set<() => void>()

@@ -14,7 +14,7 @@ describe('scratch directories a killed maker left (docs/contract.md §16.2)', ()
     for (const p of made.splice(0)) rmSync(p, { recursive: true, force: true })
   })
 
-  it('are named after their maker, private, and removed by a later sweep only once the maker is gone', () => {
+  it('are named after their maker, private, and removed by a later sweep only once the maker is gone', async () => {
     const own = makeScratchDir('unit')
     made.push(own)
     const parts = /^ctxagent-unit-([0-9a-f]{8})-(\d+)-(\d+)-[A-Za-z0-9]{6}$/.exec(basename(own))
@@ -34,6 +34,9 @@ describe('scratch directories a killed maker left (docs/contract.md §16.2)', ()
     // The same pid as this process, another start: the pid was given to another process since.
     const reused = at(`ctxagent-unit-${tag}-${process.pid}-${Number(start) + 1}-aBc124`)
     const alive = at(`ctxagent-unit-${tag}-${process.pid}-${start}-aBc125`)
+    // Made by a process whose start could not be read: kept while its pid lives, removed once it is gone.
+    const aliveUnknown = at(`ctxagent-unit-${tag}-${process.pid}-x-aBc129`)
+    const deadUnknown = at(`ctxagent-unit-${tag}-${DEAD}-x-aBc130`)
     // Another host or PID namespace: its pids mean other processes.
     const elsewhere = at(`ctxagent-unit-0000ffff-${DEAD}-123-aBc126`)
     const otherKind = at(`ctxagent-other-${tag}-${DEAD}-123-aBc127`)
@@ -44,9 +47,9 @@ describe('scratch directories a killed maker left (docs/contract.md §16.2)', ()
     const link = `ctxagent-unit-${tag}-${DEAD}-123-aBc128`
     symlinkSync(target, join(dir, link))
 
-    const removed = sweepScratchDirs('unit', dir)
-    expect(removed.map((p) => basename(p)).sort()).toEqual([dead, reused].sort())
-    expect(readdirSync(dir).sort()).toEqual([alive, elsewhere, otherKind, unnamed, link].sort())
+    const removed = await sweepScratchDirs('unit', dir)
+    expect(removed.map((p) => basename(p)).sort()).toEqual([dead, reused, deadUnknown].sort())
+    expect(readdirSync(dir).sort()).toEqual([alive, aliveUnknown, elsewhere, otherKind, unnamed, link].sort())
     expect(existsSync(target)).toBe(true)
     expect(dirname(own)).toBe(tmpdir())
   })
