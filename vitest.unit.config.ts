@@ -45,10 +45,5 @@ export default defineConfig({
     testTimeout: 60_000,
     pool: 'forks',
     maxWorkers: 2,
-    // Files share their worker process (and its loaded modules) instead of one each: no file
-    // here leaves a process, a server, a variable or a mock behind (none of them may, above),
-    // and the loop takes ~20 s instead of ~50 (CI runs it on Node 22 and 24 too). A file that
-    // needs a process of its own belongs to `npm test`.
-    isolate: false,
   },
 })
