@@ -76,6 +76,41 @@ const commanderSpawnAtUse = patchLibrary(
   'every command loads child_process again',
 )
 /**
+ * ctxagent calls the OpenAI SDK's transport alone (`client.post('/chat/completions')`, its retries,
+ * headers and errors: src/llm/openai-compatible.ts), never one of its API resources (`client.chat`,
+ * `client.beta`, …). Its client module imports all 23 of them, and through them the SDK's stream
+ * helpers: 147 KB of the 466 KB that `run` compiles before its first request. Each resource the
+ * client imports is here a class that keeps the client and has no method, so that a use of one
+ * fails at once (`client.chat.completions` is undefined) instead of quietly doing something else.
+ */
+const OPENAI_RESOURCE_IMPORT = /^import (?:\* as (\w+)|\{ ?(\w+)(?: as (\w+))?,? ?\}) from "\.\/resources\/[\w/.-]+\.mjs";$/gm
+const openaiTransportOnly = {
+  name: 'openai-transport-only',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]openai[\\/]client\.mjs$/ }, (args) => {
+      const text = readFileSync(args.path, 'utf8')
+      let found = 0
+      const contents = text.replace(OPENAI_RESOURCE_IMPORT, (_, namespace, name, alias) => {
+        found++
+        return namespace ? `const ${namespace} = __unusedResources;` : `const ${alias ?? name} = __unusedResources.${name};`
+      })
+      if (found < 20 || /from "\.\/resources\//.test(contents))
+        return {
+          contents: text,
+          loader: 'js',
+          warnings: [
+            {
+              text: `openai-transport-only: ${args.path} no longer imports its resources as this plugin expects (${found} rewritten): run compiles all of them again`,
+            },
+          ],
+        }
+      const unused =
+        'class __UnusedResource { constructor(client) { this._client = client } }\nconst __unusedResources = new Proxy({}, { get: () => __UnusedResource });\n'
+      return { contents: unused + contents, loader: 'js' }
+    })
+  },
+}
+/**
  * A plugin that replaces `find` with `replacement` in a library's file (`filter`); when a new
  * version of the library no longer has `find`, the file is bundled as it is and the build warns
  * with what is lost.
@@ -148,7 +183,7 @@ const options = {
   logLevel: 'warning',
   metafile: true,
 }
-const plugins = [pgOnNode, zodEnglishOnly, processIsGlobal, commanderSpawnAtUse]
+const plugins = [pgOnNode, zodEnglishOnly, processIsGlobal, commanderSpawnAtUse, openaiTransportOnly]
 rmSync(`${root}bundle`, { recursive: true, force: true })
 const all = await build({ ...options, entryPoints: ['dist/cli.js'], outdir: 'bundle', plugins })
 writeFileSync(`${root}bundle/meta.json`, JSON.stringify(all.metafile))

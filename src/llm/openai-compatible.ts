@@ -1,4 +1,6 @@
-import OpenAI from 'openai'
+// The client alone, not the package's index with its Azure and Bedrock clients; of it, ctxagent uses the
+// transport (`post`), its retries and errors, and no API resource (docs/development.md#start-up).
+import { OpenAI } from 'openai/client'
 import type { Config } from '../config/schema.js'
 import { untilAborted } from '../abort.js'
 import { ProviderError } from '../errors.js'

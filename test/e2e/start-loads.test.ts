@@ -33,7 +33,7 @@ interface Meta {
  * node_modules/) and ctxagent's own modules (dist/…). Each build (bundle/, and a command's own tree
  * such as bundle/run/) has its metafile beside its chunks.
  */
-function modulesLoaded(loads: string): { chunks: string[]; packages: string[]; own: string[] } {
+function modulesLoaded(loads: string): { chunks: string[]; packages: string[]; own: string[]; inputs: string[] } {
   const chunks = readFileSync(loads, 'utf8')
     .split('\n')
     .filter((url) => url.startsWith('file:'))
@@ -53,6 +53,7 @@ function modulesLoaded(loads: string): { chunks: string[]; packages: string[]; o
     chunks,
     packages: [...new Set(inputs.flatMap((input) => /node_modules\/((?:@[^/]+\/)?[^/]+\/)/.exec(input)?.[1] ?? []))].sort(),
     own: inputs.filter((input) => input.startsWith('dist/')).sort(),
+    inputs,
   }
 }
 
@@ -61,7 +62,7 @@ function loadsOf(
   args: string[],
   dir: string,
   env: Record<string, string> = {},
-): Promise<{ code: number; stderr: string; chunks: string[]; packages: string[]; own: string[] }> {
+): Promise<{ code: number; stderr: string; chunks: string[]; packages: string[]; own: string[]; inputs: string[] }> {
   const loads = join(dir, `loads-${args[0]}.txt`)
   writeFileSync(loads, '')
   return new Promise((resolve) => {
@@ -176,6 +177,8 @@ describe('start-up loads', () => {
     expect(got.code).toBe(0)
     expect(fake.requests.length).toBeGreaterThan(1)
     expect(got.packages).toContain('openai/')
+    // Of the SDK, its client's transport alone: no API resource and none of its stream helpers (scripts/bundle.mjs, openai-transport-only).
+    expect(got.inputs.filter((input) => /node_modules\/openai\/(resources|lib)\/|node_modules\/openai\/(bedrock|azure)\./.test(input))).toEqual([])
     expect(lazyIn(got.packages)).toEqual([])
     expect(got.own.filter((m) => PG_INDEX.includes(m))).toEqual([])
     // No YAML parser: neither for the config, nor for an environment file the repository does not have.
