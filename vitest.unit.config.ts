@@ -51,7 +51,7 @@ export default defineConfig({
     maxWorkers: 2,
     projects: [
       // Files share their worker process (and its loaded modules) instead of one each: no file here leaves a
-      // process, a server, a variable or a mock behind (none of them may, above), and the loop takes ~20 s
+      // process, a server, a variable or a mock behind (none of them may, above), and the loop takes ~10 s
       // instead of ~50 (CI runs it on Node 22 and 24 too). A file that needs a process of its own belongs to
       // `npm test`, or to the heap project below.
       { extends: true, test: { name: 'shared', include: FILES, exclude: [...EXCLUDE, ...HEAP], isolate: false } },

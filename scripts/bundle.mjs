@@ -79,11 +79,14 @@ const commanderSpawnAtUse = patchLibrary(
  * ctxagent calls the OpenAI SDK's transport alone (`client.post('/chat/completions')`, its retries,
  * headers and errors: src/llm/openai-compatible.ts), never one of its API resources (`client.chat`,
  * `client.beta`, …). Its client module imports all 23 of them, and through them the SDK's stream
- * helpers: 147 KB of the 466 KB that `run` compiles before its first request. Each resource the
- * client imports is here a class that keeps the client and has no method, so that a use of one
- * fails at once (`client.chat.completions` is undefined) instead of quietly doing something else.
+ * helpers: about 147 KB of what `run` compiles before its first request. Each resource the client
+ * imports is here a class that keeps the client and has no method, so that a use of one fails at
+ * once (`client.chat.completions` is undefined) instead of quietly doing something else. Each import
+ * line becomes one line (the first also declares the stand-in), so the file's source map still holds.
  */
 const OPENAI_RESOURCE_IMPORT = /^import (?:\* as (\w+)|\{ ?(\w+)(?: as (\w+))?,? ?\}) from "\.\/resources\/[\w/.-]+\.mjs";$/gm
+const UNUSED_RESOURCES =
+  'class __UnusedResource { constructor(client) { this._client = client } } const __unusedResources = new Proxy({}, { get: () => __UnusedResource });'
 const openaiTransportOnly = {
   name: 'openai-transport-only',
   setup(b) {
@@ -91,10 +94,10 @@ const openaiTransportOnly = {
       const text = readFileSync(args.path, 'utf8')
       let found = 0
       const contents = text.replace(OPENAI_RESOURCE_IMPORT, (_, namespace, name, alias) => {
-        found++
-        return namespace ? `const ${namespace} = __unusedResources;` : `const ${alias ?? name} = __unusedResources.${name};`
+        const declared = found++ === 0 ? `${UNUSED_RESOURCES} ` : ''
+        return declared + (namespace ? `const ${namespace} = __unusedResources;` : `const ${alias ?? name} = __unusedResources.${name};`)
       })
-      if (found < 20 || /from "\.\/resources\//.test(contents))
+      if (found === 0 || /from "\.\/resources[/.]/.test(contents))
         return {
           contents: text,
           loader: 'js',
@@ -104,9 +107,7 @@ const openaiTransportOnly = {
             },
           ],
         }
-      const unused =
-        'class __UnusedResource { constructor(client) { this._client = client } }\nconst __unusedResources = new Proxy({}, { get: () => __UnusedResource });\n'
-      return { contents: unused + contents, loader: 'js' }
+      return { contents, loader: 'js' }
     })
   },
 }

@@ -23,7 +23,8 @@ type Endpoint = Config['llm']['openai']
  * server, the status and what to check.
  */
 export class OpenAiCompatibleClient implements LlmClient {
-  private readonly client: OpenAI
+  /** Its transport alone: the bundle has none of the SDK's API resources (docs/development.md#start-up). */
+  private readonly client: Pick<OpenAI, 'post'>
 
   private readonly maxOutputTokens: number
   /** The last request's body: the next one keeps the beginning they share. */

@@ -177,8 +177,11 @@ describe('start-up loads', () => {
     expect(got.code).toBe(0)
     expect(fake.requests.length).toBeGreaterThan(1)
     expect(got.packages).toContain('openai/')
-    // Of the SDK, its client's transport alone: no API resource and none of its stream helpers (scripts/bundle.mjs, openai-transport-only).
-    expect(got.inputs.filter((input) => /node_modules\/openai\/(resources|lib)\/|node_modules\/openai\/(bedrock|azure)\./.test(input))).toEqual([])
+    // Of the SDK, its client's transport alone (scripts/bundle.mjs, openai-transport-only): the client, its core and
+    // internals; no API resource, stream helper, vendored parser or other client (Azure, Bedrock).
+    const sdk = got.inputs.filter((input) => input.startsWith('node_modules/openai/'))
+    expect(sdk).toContain('node_modules/openai/client.mjs')
+    expect(sdk.filter((input) => !/^node_modules\/openai\/(client\.mjs|version\.mjs|(core|internal|auth)\/)/.test(input))).toEqual([])
     expect(lazyIn(got.packages)).toEqual([])
     expect(got.own.filter((m) => PG_INDEX.includes(m))).toEqual([])
     // No YAML parser: neither for the config, nor for an environment file the repository does not have.

@@ -39,7 +39,10 @@ describe('collectIfGrown', () => {
   it('collects once the old generation has grown by an eighth of its live size, and not before', () => {
     expect(typeof (globalThis as { gc?: unknown }).gc).toBe('undefined')
     const cpu = clock(1_000)
+    // The process's first call takes the old generation as it is for its floor; any call may collect what an
+    // earlier test left (whichever ran first), so the clock then moves past that collection's budget.
     collectIfGrown(cpu.read)
+    cpu.now += 1_000_000
     expect(collectIfGrown(cpu.read)).toBe(false)
     const floor = oldGenerationBytes()
     const kept: number[][] = []
@@ -54,10 +57,11 @@ describe('collectIfGrown', () => {
   })
 
   it('waits, grown or not, until the process has used 50 times the last collection’s CPU since it', () => {
-    // Long after any earlier collection: the first one here may run (it costs 1 ms of this clock).
+    // Long after any earlier collection. The first call takes the floor and may collect what an earlier
+    // test left; the clock then moves past that collection's budget (a collection costs 1 ms of this clock).
     const cpu = clock(1_000)
-    // The process's first call takes the old generation as it is for its floor (whichever test runs first).
     collectIfGrown(cpu.read)
+    cpu.now += 1_000_000
     const kept: number[][] = []
     growOldGeneration(kept)
     kept.length = 0
