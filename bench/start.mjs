@@ -118,6 +118,9 @@ export async function startRows() {
     // The tree and tasks.db exist before the timed rounds, as an operator's do.
     await runToFirstRequest(server, BIN, runArgs)
     const cases = { node: () => cpuOf([process.execPath, '-e', '0']) }
+    // What any process calling an LLM through fetch loads: Node 20 loads all of undici at the first Headers
+    // or Response, which the OpenAI SDK's request building touches (bench/notes.md). Shown beside run, not its target.
+    cases.fetch = () => cpuOf([process.execPath, '-e', 'globalThis.Headers'])
     for (const { label, bin } of bins) {
       cases[`${label}/version`] = () => cpuOf([process.execPath, bin, '--version'])
       cases[`${label}/list`] = () => cpuOf([process.execPath, bin, 'list', ...common])
@@ -157,6 +160,7 @@ export async function startRows() {
         'ctxagent run --task … from exec to its first LLM request arriving at a local server (then SIGKILL: it is waiting on the reply), in an existing task tree, a config file given (its validation cached)',
         'run',
         3,
+        `; a Node that has loaded fetch, node -e 'globalThis.Headers': ${m.fetch.toFixed(0)} ms, run ${(m['this/run'] / m.fetch).toFixed(2)}× it`,
       ),
     ]
   } finally {
