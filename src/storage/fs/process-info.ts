@@ -52,6 +52,24 @@ export function pidStatus(pid: number): PidStatus {
 }
 
 /**
+ * What this host can tell of a process recorded as `hostname`, `process_id` and
+ * `process_start` (a lock's owner, a scratch directory's maker): `alive` (or not checkable:
+ * `unknown`), `gone`, its pid `reused` by another process, or `remote` (another host's,
+ * judged by its heartbeat only). Reads /proc only.
+ */
+export function ownerState(
+  info: { hostname: string; process_id: number; process_start?: string | null },
+  localHost = hostname(),
+): 'alive' | 'gone' | 'reused' | 'remote' | 'unknown' {
+  if (info.hostname !== localHost) return 'remote'
+  const status = pidStatus(info.process_id)
+  if (status !== 'alive') return status === 'gone' ? 'gone' : 'unknown'
+  if (info.process_start == null) return 'alive'
+  const start = processStart(info.process_id)
+  return start !== null && start !== info.process_start ? 'reused' : 'alive'
+}
+
+/**
  * Kills process group `pgid` left behind by a dead process, if it is still the same
  * group: while its leader runs, the leader's start time must match `start`; once the
  * leader is gone, the id cannot have been given to a new group while members of the

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto'
-import { lstatSync, mkdtempSync, readdirSync, readlinkSync } from 'node:fs'
-import { rm } from 'node:fs/promises'
+import { lstatSync, mkdtempSync, readlinkSync } from 'node:fs'
+import { readdir, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { hostname, pidStatus, processStart } from './process-info.js'
+import { hostname, ownerState, processStart } from './process-info.js'
 
 /*
  * Scratch directories under the system's temporary directory that are worth sweeping:
@@ -63,20 +63,14 @@ export function makeScratchDir(kind: string): string {
 export async function sweepScratchDirs(kind: string, dir: string = tmpdir()): Promise<string[]> {
   const pattern = new RegExp(`^ctxagent-${kind}-([0-9a-f]{8})-(\\d+)-(\\d+|x)-[A-Za-z0-9]{6}$`)
   const removed: string[] = []
-  let names: string[]
-  try {
-    names = readdirSync(dir)
-  } catch {
-    return removed
-  }
+  // Awaited first, so that none of the sweep runs on the path of the makeScratchDir that started it.
+  const names = await readdir(dir).catch(() => [])
   for (const name of names) {
     const m = pattern.exec(name)
     if (m === null || m[1] !== tag()) continue
-    const pid = Number(m[2])
-    const status = pidStatus(pid)
-    const now = status === 'alive' ? startOf(pid) : null
-    const gone = status === 'gone' || (status === 'alive' && m[3] !== 'x' && now !== null && now !== m[3])
-    if (!gone) continue
+    // The tag made it this host's and PID namespace's: the lock's rule of liveness for the rest.
+    const state = ownerState({ hostname: hostname(), process_id: Number(m[2]), process_start: m[3] === 'x' ? null : m[3] })
+    if (state !== 'gone' && state !== 'reused') continue
     const path = join(dir, name)
     try {
       const st = lstatSync(path)

@@ -1,5 +1,5 @@
 import { formatDuration } from '../../duration.js'
-import { hostname, pidStatus, processStart } from '../fs/process-info.js'
+import { hostname, ownerState, pidStatus, processStart } from '../fs/process-info.js'
 import type { LockFile } from './record.js'
 
 export interface StalenessPolicy {
@@ -61,22 +61,8 @@ export function judgeLock(lock: LockFile, now: Date, policy: StalenessPolicy, lo
   return { stale: false, reason: `pid ${info.process_id} is alive (heartbeat ${ageText(age)} ago)` }
 }
 
-/**
- * What this host can tell of a lock's owner process: `alive` (or not checkable:
- * `unknown`), `gone`, its pid `reused` by another process, or `remote` (another host's,
- * judged by its heartbeat only). Reads /proc only.
- */
-export function ownerState(
-  info: { hostname: string; process_id: number; process_start?: string | null },
-  localHost = hostname(),
-): 'alive' | 'gone' | 'reused' | 'remote' | 'unknown' {
-  if (info.hostname !== localHost) return 'remote'
-  const status = pidStatus(info.process_id)
-  if (status !== 'alive') return status === 'gone' ? 'gone' : 'unknown'
-  if (info.process_start == null) return 'alive'
-  const start = processStart(info.process_id)
-  return start !== null && start !== info.process_start ? 'reused' : 'alive'
-}
+/** What this host can tell of a lock's owner process (src/storage/fs/process-info.ts). */
+export { ownerState }
 
 /** Why a same-host owner is certainly not running, or null when it may be. */
 function exitedOwner(pid: number, recordedStart: string | null | undefined): string | null {
