@@ -31,6 +31,8 @@ const vitest = spawnSync(
     env: {
       ...process.env,
       CTXAGENT_TORTURE_REPORT: '1',
+      // Every command line as a real process, none in the test's own (test/helpers/in-process.ts).
+      CTXAGENT_TEST_SPAWN: '1',
       CTXAGENT_TORTURE_RUNS: runs,
       CTXAGENT_TORTURE_OPS_ROUNDS: rounds,
       CTXAGENT_TORTURE_SWAPS: swaps,

@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest'
 import { dateAt, dateFrom } from '../../src/command-kit/filter-args.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
-import { cli } from '../helpers/run.js'
+import { cliIn } from '../helpers/in-process.js'
 
 // stats/list --from and --to take what cleanup's ages take: today, yesterday, 2d, 12h (issue #28).
 describe('--from and --to dates', () => {
   const now = Date.parse('2026-11-26T15:30:00Z')
 
-  it('reads today and yesterday as their day (UTC), and a duration as that long ago', () => {
+  it('reads today and yesterday as their day (UTC), and a duration as that long ago', async () => {
     expect(dateAt('today', now).toISOString()).toBe('2026-11-26T00:00:00.000Z')
     expect(dateAt('Yesterday', now).toISOString()).toBe('2026-11-25T00:00:00.000Z')
     expect(dateAt('2d', now).toISOString()).toBe('2026-11-24T15:30:00.000Z')
@@ -18,14 +18,14 @@ describe('--from and --to dates', () => {
     expect(() => dateFrom('tomorrow')).toThrow(/not a date/)
   })
 
-  it('stats --from 2d counts the tasks of the last two days; a word it does not know is exit 2', () => {
+  it('stats --from 2d counts the tasks of the last two days; a word it does not know is exit 2', async () => {
     const tree = makeTree()
     tree.write({ uuid: uuidN(1), createdAt: new Date(Date.now() - 5 * 86_400_000).toISOString() })
     tree.write({ uuid: uuidN(2), createdAt: new Date().toISOString() })
-    const recent = cli(['stats', '--json', '--from', '2d', '--home', tree.base, '--config', 'none'])
+    const recent = await cliIn(['stats', '--json', '--from', '2d', '--home', tree.base, '--config', 'none'])
     expect(recent.code, recent.stderr).toBe(0)
     expect((JSON.parse(recent.stdout) as { total: number }).total).toBe(1)
-    const today = cli(['list', '--json', '--from', 'today', '--to', 'today', '--home', tree.base, '--config', 'none'])
+    const today = await cliIn(['list', '--json', '--from', 'today', '--to', 'today', '--home', tree.base, '--config', 'none'])
     expect(today.code, today.stderr).toBe(0)
     expect(
       today.stdout
@@ -33,6 +33,6 @@ describe('--from and --to dates', () => {
         .split('\n')
         .map((l) => (JSON.parse(l) as { uuid: string }).uuid),
     ).toEqual([uuidN(2)])
-    expect(cli(['stats', '--from', 'soon', '--home', tree.base, '--config', 'none']).code).toBe(2)
+    expect((await cliIn(['stats', '--from', 'soon', '--home', tree.base, '--config', 'none'])).code).toBe(2)
   })
 })

@@ -5,6 +5,7 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import { makeTree, uuidN } from '../fixtures/tree.js'
 import type { Tree } from '../fixtures/tree.js'
 import { cli } from '../helpers/run.js'
+import { cliIn } from '../helpers/in-process.js'
 import type { CliResult } from '../helpers/run.js'
 import { snapshotTree } from '../helpers/tree-snapshot.js'
 
@@ -94,12 +95,12 @@ describe('1. stats of a task tree that does not exist', () => {
     ],
   ])
 
-  it('still reports an existing but empty tree as 0 tasks', () => {
+  it('still reports an existing but empty tree as 0 tasks', async () => {
     const base = scratch()
-    const res = cli(['stats', '--json', '--home', base], ENV)
+    const res = await cliIn(['stats', '--json', '--home', base], ENV)
     expect(res.code, res.stderr).toBe(0)
     expect(JSON.parse(res.stdout)).toMatchObject({ total: 0 })
-    const check = cli(['stats', '--check', '--home', base], ENV)
+    const check = await cliIn(['stats', '--check', '--home', base], ENV)
     expect(check.stdout).toMatch(/^CTXAGENT (OK|WARNING|CRITICAL) - /)
   })
 })
@@ -122,7 +123,7 @@ describe('2. chat: flags are checked before the task is looked up or anything wr
     ['chat --send to an ended session', () => ['chat', CHAT_ENDED, '--send', 'hi', '--no-wait'], 4, /has ended/],
   ])
 
-  it('still queues with --send --no-wait, and audits it', () => {
+  it('still queues with --send --no-wait, and audits it', async () => {
     const tree = fixture()
     const res = cli(['chat', CHAT_PAUSED, '--send', 'later', '--no-wait', '--home', tree.base], ENV)
     expect(res.code, res.stderr).toBe(0)
@@ -162,23 +163,23 @@ describe('3. contradictory or empty filters', () => {
     ],
   ])
 
-  it('still lists with --limit or --all alone, and a --to day includes that day', () => {
+  it('still lists with --limit or --all alone, and a --to day includes that day', async () => {
     const tree = fixture()
-    const two = cli(['view', PAUSED, '--messages', '--limit', '2', '--json', '--home', tree.base], ENV)
+    const two = await cliIn(['view', PAUSED, '--messages', '--limit', '2', '--json', '--home', tree.base], ENV)
     expect(two.stdout.trim().split('\n')).toHaveLength(2)
-    const all = cli(['view', PAUSED, '--messages', '--all', '--json', '--home', tree.base], ENV)
+    const all = await cliIn(['view', PAUSED, '--messages', '--all', '--json', '--home', tree.base], ENV)
     expect(all.stdout.trim().split('\n')).toHaveLength(40)
-    const oneDay = cli(['stats', '--json', '--from', '2024-01-15', '--to', '2024-01-15', '--user', ' notfolder ', '--home', tree.base], ENV)
+    const oneDay = await cliIn(['stats', '--json', '--from', '2024-01-15', '--to', '2024-01-15', '--user', ' notfolder ', '--home', tree.base], ENV)
     expect(oneDay.code, oneDay.stderr).toBe(0)
     expect(JSON.parse(oneDay.stdout)).toMatchObject({ total: 3 })
   })
 })
 
 describe('4. compress --dry-run needs no LLM', () => {
-  it('plans without an API key, writes nothing and says the real run needs one', () => {
+  it('plans without an API key, writes nothing and says the real run needs one', async () => {
     const tree = fixture()
     const before = snapshot(tree.base)
-    const res = cli(['compress', PAUSED, '--dry-run', '--home', tree.base], ENV)
+    const res = await cliIn(['compress', PAUSED, '--dry-run', '--home', tree.base], ENV)
     expect(res.code, res.stderr).toBe(0)
     expect(res.stdout).toMatch(/^dry run: task /)
     expect(res.stdout).toContain('nothing was written')
@@ -229,9 +230,9 @@ describe('6. CTXAGENT_NOW', () => {
     ['a time without a zone', () => ['stats'], 2, NOW, { CTXAGENT_NOW: '2024-01-01T10:00:00' }],
   ])
 
-  it('still pins the clock to a valid time', () => {
+  it('still pins the clock to a valid time', async () => {
     const tree = fixture()
-    const res = cli(['view', PAUSED, '--home', tree.base], { ...ENV, CTXAGENT_NOW: '2024-02-01T00:00:00.000Z' })
+    const res = await cliIn(['view', PAUSED, '--home', tree.base], { ...ENV, CTXAGENT_NOW: '2024-02-01T00:00:00.000Z' })
     expect(res.code, res.stderr).toBe(0)
     expect(readFileSync(join(tree.base, 'audit.jsonl'), 'utf8')).toContain('"ts":"2024-02-01T00:00:00.000Z"')
   })
@@ -243,16 +244,16 @@ describe('7. no command', () => {
     ['--json and no command', () => ['--json'], 2, /^ctxagent: no command given \(run ctxagent --help for the list\)$/],
   ])
 
-  it('prints the help on stdout with exit 0 when there are no arguments at all; --help and --version work', () => {
+  it('prints the help on stdout with exit 0 when there are no arguments at all; --help and --version work', async () => {
     const bare = cli([], ENV)
     expect(bare.code).toBe(0)
     expect(bare.stdout).toMatch(/^Usage: ctxagent/)
     expect(bare.stderr).toBe('')
-    const help = cli(['--help'], ENV)
+    const help = await cliIn(['--help'], ENV)
     expect(help.code).toBe(0)
     expect(help.stdout).toMatch(/^Usage: ctxagent/)
-    expect(cli(['--version'], ENV).stdout.trim()).toMatch(/^\d+\.\d+\.\d+$/)
-    expect(cli(['help', 'stats'], ENV).stdout).toMatch(/^Usage: ctxagent stats/)
+    expect((await cliIn(['--version'], ENV)).stdout.trim()).toMatch(/^\d+\.\d+\.\d+$/)
+    expect((await cliIn(['help', 'stats'], ENV)).stdout).toMatch(/^Usage: ctxagent stats/)
   })
 })
 

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { cli, ROOT } from '../helpers/run.js'
+import { cliIn } from '../helpers/in-process.js'
 
 function scratch(): string {
   const dir = mkdtempSync(join(tmpdir(), 'ctxagent-completion-'))
@@ -28,8 +29,8 @@ function complete(script: string, words: string[]): string[] {
 }
 
 describe('ctxagent completion', () => {
-  it('prints a bash script that bash -n accepts and that completes commands, options and choices', () => {
-    const res = cli(['completion', 'bash'])
+  it('prints a bash script that bash -n accepts and that completes commands, options and choices', async () => {
+    const res = await cliIn(['completion', 'bash'])
     expect(res.code, res.stderr).toBe(0)
     const dir = scratch()
     writeFileSync(join(dir, 'c.bash'), res.stdout)
@@ -42,12 +43,12 @@ describe('ctxagent completion', () => {
     expect(complete(res.stdout, ['ctxagent', 'ls', '--sea'])).toEqual(['--search'])
   })
 
-  it('completes task uuids from the tree named on the command line, and offers no internal flag', () => {
+  it('completes task uuids from the tree named on the command line, and offers no internal flag', async () => {
     const home = scratch()
     const demo = cli(['demo', '--home', home, '--json'])
     expect(demo.code, demo.stderr).toBe(0)
-    const uuid = (JSON.parse(cli(['list', '--json', '--home', home]).stdout.split('\n')[0] ?? '{}') as { uuid: string }).uuid
-    const script = cli(['completion', 'bash']).stdout
+    const uuid = (JSON.parse((await cliIn(['list', '--json', '--home', home])).stdout.split('\n')[0] ?? '{}') as { uuid: string }).uuid
+    const script = (await cliIn(['completion', 'bash'])).stdout
     expect(complete(script, ['ctxagent', '--home', home, 'view', uuid.slice(0, 4)])).toEqual([uuid])
     expect(complete(script, ['ctxagent', '--home', home, 'run', '--resume', ''])).toEqual(['last', uuid])
     expect(complete(script, ['ctxagent', '--home', home, 'view', 'la'])).toEqual(['last'])
@@ -55,26 +56,26 @@ describe('ctxagent completion', () => {
     expect(complete(script, ['ctxagent', 'jobs', 'ca'])).toEqual(['cancel'])
     expect(complete(script, ['ctxagent', '--home', home, 'list', uuid.slice(0, 4)])).toEqual([])
     for (const shell of ['bash', 'zsh', 'fish']) {
-      const text = cli(['completion', shell]).stdout
+      const text = (await cliIn(['completion', shell])).stdout
       for (const internal of ['--warm-child', '--no-prestart']) expect(text, `${shell}: ${internal}`).not.toContain(internal)
     }
     expect(complete(script, ['ctxagent', 'run', '--uu'])).toEqual([])
   })
 
-  it('prints zsh and fish scripts naming every command, and refuses another shell (exit 2)', () => {
+  it('prints zsh and fish scripts naming every command, and refuses another shell (exit 2)', async () => {
     for (const shell of ['zsh', 'fish']) {
-      const res = cli(['completion', shell])
+      const res = await cliIn(['completion', shell])
       expect(res.code, res.stderr).toBe(0)
       for (const command of ['run', 'view', 'list', 'stats', 'cleanup', 'watch-locks', 'doctor', 'export'])
         expect(res.stdout, `${shell}: ${command}`).toContain(command)
     }
-    expect(cli(['completion', 'zsh']).stdout).toMatch(/^#compdef ctxagent\n/)
-    expect(cli(['completion', 'tcsh']).code).toBe(2)
+    expect((await cliIn(['completion', 'zsh'])).stdout).toMatch(/^#compdef ctxagent\n/)
+    expect((await cliIn(['completion', 'tcsh'])).code).toBe(2)
   })
 
-  it('needs no config: a broken one does not stop it', () => {
+  it('needs no config: a broken one does not stop it', async () => {
     const dir = scratch()
     writeFileSync(join(dir, 'ctxagent.yaml'), 'locks: [1\n')
-    expect(cli(['completion', 'bash', '--config', 'ctxagent.yaml'], {}, dir).code).toBe(0)
+    expect((await cliIn(['completion', 'bash', '--config', 'ctxagent.yaml'], {}, dir)).code).toBe(0)
   })
 })

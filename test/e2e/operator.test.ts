@@ -6,6 +6,7 @@ import { hostname, processStart } from '../../src/storage/fs/process-info.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
 import type { Tree } from '../fixtures/tree.js'
 import { cli, deadPid, helper } from '../helpers/run.js'
+import { cliIn } from '../helpers/in-process.js'
 import { snapshotTree } from '../helpers/tree-snapshot.js'
 import { exitOf, lineFrom, sleep } from '../helpers/wait.js'
 
@@ -53,16 +54,16 @@ describe('view', () => {
   it('prints the overview as stable JSON (golden), for plain and gzipped tasks', async () => {
     const tree = fleet()
     for (const uuid of [uuidN(0xa1), uuidN(0xe5)]) {
-      const res = cli(['view', uuid, '--json', '--home', tree.base], NOW)
+      const res = await cliIn(['view', uuid, '--json', '--home', tree.base], NOW)
       expect(res.code).toBe(0)
       expect(res.stderr).toBe('')
       await expect(res.stdout).toMatchFileSnapshot(`__golden__/view-${uuid.slice(0, 8)}.json`)
     }
   })
 
-  it('accepts --uuid and a prefix, and prints the human overview', () => {
+  it('accepts --uuid and a prefix, and prints the human overview', async () => {
     const tree = fleet()
-    const res = cli(['view', '--uuid', '000000a1', '--home', tree.base], NOW)
+    const res = await cliIn(['view', '--uuid', '000000a1', '--home', tree.base], NOW)
     expect(res.code).toBe(0)
     expect(res.stdout).toContain(`Task UUID: ${uuidN(0xa1)}`)
     expect(res.stdout).toContain('Status: completed (completed/)')
@@ -73,41 +74,41 @@ describe('view', () => {
     expect(res.stdout).toContain('[1] seq 10-19: Fixed part 1 more')
   })
 
-  it('lists records exactly as stored, newest last, with --limit, --all and --role', () => {
+  it('lists records exactly as stored, newest last, with --limit, --all and --role', async () => {
     const tree = fleet()
     const stored = readFileSync(join(tree.layout.taskDir('completed', uuidN(0xa1)), 'messages.jsonl'), 'utf8')
       .trim()
       .split('\n')
-    const two = cli(['view', uuidN(0xa1), '--messages', '--limit', '2', '--json', '--home', tree.base])
+    const two = await cliIn(['view', uuidN(0xa1), '--messages', '--limit', '2', '--json', '--home', tree.base])
     expect(two.stdout.trim().split('\n')).toEqual(stored.slice(-2))
-    const all = cli(['view', uuidN(0xa1), '--messages', '--all', '--json', '--home', tree.base])
+    const all = await cliIn(['view', uuidN(0xa1), '--messages', '--all', '--json', '--home', tree.base])
     expect(all.stdout.trim().split('\n')).toEqual(stored)
-    const tools = cli(['view', uuidN(0xa1), '--messages', '--role', 'tool', '--all', '--json', '--home', tree.base])
+    const tools = await cliIn(['view', uuidN(0xa1), '--messages', '--role', 'tool', '--all', '--json', '--home', tree.base])
     expect(tools.stdout.trim().split('\n')).toEqual(stored.filter((l) => l.includes('"role":"tool"')))
-    const summaries = cli(['view', uuidN(0xb2), '--summaries', '--json', '--home', tree.base])
+    const summaries = await cliIn(['view', uuidN(0xb2), '--summaries', '--json', '--home', tree.base])
     expect(JSON.parse(summaries.stdout)).toMatchObject({ id: 1, tokens_saved: 5000 })
   })
 
-  it('skips a torn last line with one warning that counts it', () => {
+  it('skips a torn last line with one warning that counts it', async () => {
     const tree = fleet()
-    const res = cli(['view', uuidN(0xc3), '--json', '--home', tree.base], NOW)
+    const res = await cliIn(['view', uuidN(0xc3), '--json', '--home', tree.base], NOW)
     expect(res.code).toBe(0)
     expect(res.stderr).toBe('ctxagent: warning: skipped 1 unreadable line (a torn last line or invalid JSON)\n')
     expect(JSON.parse(res.stdout)).toMatchObject({ location: 'running', counts: { messages: 6, bad_lines: 1 } })
   })
 
-  it('reads a gzipped task like a plain one', () => {
+  it('reads a gzipped task like a plain one', async () => {
     const tree = fleet()
-    const res = cli(['view', uuidN(0xe5), '--messages', '--all', '--json', '--home', tree.base])
+    const res = await cliIn(['view', uuidN(0xe5), '--messages', '--all', '--json', '--home', tree.base])
     expect(res.stdout.trim().split('\n')).toHaveLength(9)
   })
 
-  it('exits 3 for an unknown task, 2 for conflicting listings or a bad role', () => {
+  it('exits 3 for an unknown task, 2 for conflicting listings or a bad role', async () => {
     const tree = fleet()
-    expect(cli(['view', 'ffffffff', '--home', tree.base]).code).toBe(3)
-    expect(cli(['view', uuidN(0xa1), '--messages', '--tools', '--home', tree.base]).code).toBe(2)
-    expect(cli(['view', uuidN(0xa1), '--role', 'robot', '--home', tree.base]).code).toBe(2)
-    expect(cli(['view', '--home', tree.base]).code).toBe(2)
+    expect((await cliIn(['view', 'ffffffff', '--home', tree.base])).code).toBe(3)
+    expect((await cliIn(['view', uuidN(0xa1), '--messages', '--tools', '--home', tree.base])).code).toBe(2)
+    expect((await cliIn(['view', uuidN(0xa1), '--role', 'robot', '--home', tree.base])).code).toBe(2)
+    expect((await cliIn(['view', '--home', tree.base])).code).toBe(2)
   })
 
   it('follows a running task until it leaves running/', async () => {
@@ -129,12 +130,12 @@ describe('view', () => {
     expect(contents).toEqual(['ready', 'step 1', 'step 2', 'step 3', 'step 4', 'step 5'])
   })
 
-  it('never writes into the task it reads, and records the read in audit.jsonl', () => {
+  it('never writes into the task it reads, and records the read in audit.jsonl', async () => {
     const tree = fleet()
     const dir = tree.layout.taskDir('running', uuidN(0xc3))
     const before = snapshotTree(dir)
-    cli(['view', uuidN(0xc3), '--home', tree.base])
-    cli(['view', uuidN(0xc3), '--messages', '--all', '--home', tree.base])
+    await cliIn(['view', uuidN(0xc3), '--home', tree.base])
+    await cliIn(['view', uuidN(0xc3), '--messages', '--all', '--home', tree.base])
     expect(snapshotTree(dir)).toEqual(before)
     const audit = readFileSync(join(tree.base, 'audit.jsonl'), 'utf8')
       .trim()
@@ -151,8 +152,8 @@ describe('view', () => {
 describe('stats', () => {
   it('prints totals, disk, averages and users as stable JSON (golden), from tasks.db', async () => {
     const tree = fleet()
-    expect(cli(['reindex', '--home', tree.base]).code).toBe(0)
-    const res = cli(['stats', '--json', '--home', tree.base], NOW)
+    expect((await cliIn(['reindex', '--home', tree.base])).code).toBe(0)
+    const res = await cliIn(['stats', '--json', '--home', tree.base], NOW)
     expect(res.code).toBe(0)
     const report = JSON.parse(res.stdout) as { disk: { completed: number; completed_before_gzip: number } }
     // Disk sizes depend on the filesystem's block-free byte counts only; keep them out of the golden file.
@@ -161,40 +162,45 @@ describe('stats', () => {
     await expect(JSON.stringify({ ...report, disk: Object.keys(report.disk) }, null, 2)).toMatchFileSnapshot('__golden__/stats.json')
   })
 
-  it('filters by user, status and creation date, and scans when tasks.db is missing', () => {
+  it('filters by user, status and creation date, and scans when tasks.db is missing', async () => {
     const tree = fleet()
-    const scan = cli(['stats', '--json', '--user', 'alice', '--home', tree.base])
+    const scan = await cliIn(['stats', '--json', '--user', 'alice', '--home', tree.base])
     expect(scan.stderr).toContain('no tasks.db')
     expect(JSON.parse(scan.stdout)).toMatchObject({ total: 2, by_location: { running: 1, completed: 1, paused: 0 } })
-    cli(['reindex', '--home', tree.base])
-    expect(JSON.parse(cli(['stats', '--json', '--status', 'failed', '--home', tree.base]).stdout)).toMatchObject({ total: 1, by_user: [{ user: 'carol' }] })
-    const january = JSON.parse(cli(['stats', '--json', '--from', '2024-01-06', '--to', '2024-01-20', '--home', tree.base]).stdout) as { total: number }
+    await cliIn(['reindex', '--home', tree.base])
+    expect(JSON.parse((await cliIn(['stats', '--json', '--status', 'failed', '--home', tree.base])).stdout)).toMatchObject({
+      total: 1,
+      by_user: [{ user: 'carol' }],
+    })
+    const january = JSON.parse((await cliIn(['stats', '--json', '--from', '2024-01-06', '--to', '2024-01-20', '--home', tree.base])).stdout) as {
+      total: number
+    }
     expect(january.total).toBe(2) // a1 (01-10) and b2 (01-20, the whole day counts)
-    const human = cli(['stats', '--home', tree.base])
+    const human = await cliIn(['stats', '--home', tree.base])
     expect(human.stdout).toContain('Total contexts: 5')
     expect(human.stdout).toMatch(/Completed: .+ \(.+ before compression\)/)
   })
 
-  it('--check exits 0 ok, 1 warning, 2 critical with one line per alert', () => {
+  it('--check exits 0 ok, 1 warning, 2 critical with one line per alert', async () => {
     const tree = makeTree()
     tree.write({ uuid: uuidN(1), location: 'completed' })
-    cli(['reindex', '--home', tree.base])
+    await cliIn(['reindex', '--home', tree.base])
     // The machine's own free space is not this test's business (free_space has its own test).
     const roomy = join(tree.base, 'roomy.yaml')
     writeFileSync(roomy, 'alerts:\n  free_warning_percent: 0\n  free_critical_percent: 0\n')
-    const ok = cli(['stats', '--check', '--config', roomy, '--home', tree.base])
+    const ok = await cliIn(['stats', '--check', '--config', roomy, '--home', tree.base])
     expect(ok.code).toBe(0)
     expect(ok.stdout).toMatch(/^CTXAGENT OK - 1 tasks/)
     tree.write({ uuid: uuidN(2), location: 'completed', status: 'failed' })
-    cli(['reindex', '--home', tree.base])
-    const warn = cli(['stats', '--check', '--config', roomy, '--home', tree.base])
+    await cliIn(['reindex', '--home', tree.base])
+    const warn = await cliIn(['stats', '--check', '--config', roomy, '--home', tree.base])
     expect(warn.code).toBe(1)
     expect(warn.stdout.trim().split('\n')).toEqual([
       expect.stringMatching(/^CTXAGENT WARNING - 1 alert/),
       'WARNING: failure rate 50.0% > 10% (1 of 2 finished tasks)',
     ])
     writeFileSync(join(tree.base, 'tight.yaml'), 'alerts:\n  disk_warning_gb: 0.0000001\n  disk_critical_gb: 0.000001\n')
-    const crit = cli(['stats', '--check', '--json', '--config', join(tree.base, 'tight.yaml'), '--home', tree.base])
+    const crit = await cliIn(['stats', '--check', '--json', '--config', join(tree.base, 'tight.yaml'), '--home', tree.base])
     expect(crit.code).toBe(2)
     expect(JSON.parse(crit.stdout)).toMatchObject({
       status: 'critical',
@@ -204,12 +210,12 @@ describe('stats', () => {
 })
 
 describe('stats --check alerts on free space', () => {
-  it('names the device holding the tree when its free space is under the thresholds', () => {
+  it('names the device holding the tree when its free space is under the thresholds', async () => {
     const tree = makeTree()
     tree.write({ uuid: uuidN(1), location: 'completed' })
     // 100 % and 99.9999 %: no real disk has that much room, so both levels must fire here.
     writeFileSync(join(tree.base, 'full.yaml'), 'alerts:\n  free_warning_percent: 100\n  free_critical_percent: 99.9999\n')
-    const crit = cli(['stats', '--check', '--json', '--config', join(tree.base, 'full.yaml'), '--home', tree.base])
+    const crit = await cliIn(['stats', '--check', '--json', '--config', join(tree.base, 'full.yaml'), '--home', tree.base])
     expect(crit.code).toBe(2)
     const alert = (JSON.parse(crit.stdout) as { alerts: { metric: string; level: string; message: string }[] }).alerts.find((a) => a.metric === 'free_space')
     expect(alert).toMatchObject({
@@ -217,14 +223,14 @@ describe('stats --check alerts on free space', () => {
       message: expect.stringMatching(new RegExp(`% free \\(.+ GB\\) on the device holding ${tree.base} < 99\\.9999%`)),
     })
     writeFileSync(join(tree.base, 'warn.yaml'), 'alerts:\n  free_warning_percent: 100\n  free_critical_percent: 0\n')
-    const warn = cli(['stats', '--check', '--config', join(tree.base, 'warn.yaml'), '--home', tree.base])
+    const warn = await cliIn(['stats', '--check', '--config', join(tree.base, 'warn.yaml'), '--home', tree.base])
     expect(warn.code).toBe(1)
     expect(warn.stdout).toMatch(/^WARNING: .+% free .+ < 100%$/m)
   })
 })
 
 describe('stats --check alerts on running tasks', () => {
-  it('warns about too many tasks in running/ and about tasks running longer than the limit', () => {
+  it('warns about too many tasks in running/ and about tasks running longer than the limit', async () => {
     const tree = makeTree()
     const live = (acquired: string) => ({
       process_id: process.pid,
@@ -235,9 +241,9 @@ describe('stats --check alerts on running tasks', () => {
     })
     tree.write({ uuid: uuidN(0x61), location: 'running', lock: live('2024-01-31T16:00:00.000Z') }) // 8 h before the pinned clock
     tree.write({ uuid: uuidN(0x62), location: 'running', lock: live('2024-01-31T23:00:00.000Z') }) // 1 h
-    cli(['reindex', '--home', tree.base], NOW)
+    await cliIn(['reindex', '--home', tree.base], NOW)
     writeFileSync(join(tree.base, 'one.yaml'), 'alerts:\n  max_running_tasks: 1\n  free_warning_percent: 0\n  free_critical_percent: 0\n')
-    const res = cli(['stats', '--check', '--json', '--config', join(tree.base, 'one.yaml'), '--home', tree.base], NOW)
+    const res = await cliIn(['stats', '--check', '--json', '--config', join(tree.base, 'one.yaml'), '--home', tree.base], NOW)
     expect(res.code).toBe(1)
     const result = JSON.parse(res.stdout) as { status: string; alerts: { metric: string; value: number; message: string }[] }
     expect(result.status).toBe('warning')
@@ -250,10 +256,10 @@ describe('stats --check alerts on running tasks', () => {
 })
 
 describe('cleanup', () => {
-  it('--dry-run prints the plan and leaves the tree byte-identical', () => {
+  it('--dry-run prints the plan and leaves the tree byte-identical', async () => {
     const tree = fleet()
     const before = snapshotTree(tree.base)
-    const res = cli(['cleanup', '--dry-run', '--json', '--home', tree.base], NOW)
+    const res = await cliIn(['cleanup', '--dry-run', '--json', '--home', tree.base], NOW)
     expect(res.code).toBe(0)
     const plan = JSON.parse(res.stdout) as { compressed: { uuid: string }[]; deleted: { uuid: string }[]; dry_run: boolean }
     expect(plan.dry_run).toBe(true)
@@ -262,14 +268,15 @@ describe('cleanup', () => {
     expect(snapshotTree(tree.base)).toEqual(before)
   })
 
-  it('gzips old tasks so that view returns the same records, deletes expired ones, and never touches running/ or paused/', () => {
+  it('gzips old tasks so that view returns the same records, deletes expired ones, and never touches running/ or paused/', async () => {
     const tree = fleet()
-    const records = (uuid: string, what: string) => cli(['view', uuid, what, '--all', '--json', '--home', tree.base]).stdout
-    const kept = Object.fromEntries(['--messages', '--summaries', '--tools'].map((w) => [w, records(uuidN(0xa1), w)]))
+    const records = async (uuid: string, what: string) => (await cliIn(['view', uuid, what, '--all', '--json', '--home', tree.base])).stdout
+    const kept: Record<string, string> = {}
+    for (const w of ['--messages', '--summaries', '--tools']) kept[w] = await records(uuidN(0xa1), w)
     const live = snapshotTree(tree.layout.dir('running'))
     const paused = snapshotTree(tree.layout.dir('paused'))
     const oldMtime = statSync(join(tree.layout.taskDir('completed', uuidN(0xa1)), 'messages.jsonl')).mtimeMs
-    const res = cli(['cleanup', '--json', '--home', tree.base], NOW)
+    const res = await cliIn(['cleanup', '--json', '--home', tree.base], NOW)
     expect(res.code).toBe(0)
     const report = JSON.parse(res.stdout) as { bytes_before: number; bytes_after: number; deleted: unknown[]; compressed: unknown[]; reaped: unknown[] }
     expect(report.reaped).toEqual([])
@@ -279,22 +286,22 @@ describe('cleanup', () => {
     const dir = tree.layout.taskDir('completed', uuidN(0xa1))
     expect(readdirSync(dir).sort()).toEqual(['messages.jsonl.gz', 'metadata.json', 'state.json', 'summaries.jsonl.gz', 'tools.jsonl.gz'])
     expect(Math.abs(statSync(join(dir, 'messages.jsonl.gz')).mtimeMs - oldMtime)).toBeLessThan(0.001) // within 1 µs
-    for (const [w, text] of Object.entries(kept)) expect(records(uuidN(0xa1), w)).toBe(text)
+    for (const [w, text] of Object.entries(kept)) expect(await records(uuidN(0xa1), w)).toBe(text)
     expect(readdirSync(tree.layout.dir('completed')).sort()).toEqual([uuidN(0xa1), uuidN(0xd4)])
     expect(snapshotTree(tree.layout.dir('running'))).toEqual(live)
     expect(snapshotTree(tree.layout.dir('paused'))).toEqual(paused)
     // Nothing left to do the second time.
-    expect(JSON.parse(cli(['cleanup', '--json', '--home', tree.base], NOW).stdout)).toMatchObject({ compressed: [], deleted: [] })
+    expect(JSON.parse((await cliIn(['cleanup', '--json', '--home', tree.base], NOW)).stdout)).toMatchObject({ compressed: [], deleted: [] })
   })
 
-  it('reaps stale locks as watch-locks --once does', () => {
+  it('reaps stale locks as watch-locks --once does', async () => {
     const tree = makeTree()
     tree.write({
       uuid: uuidN(0x77),
       location: 'running',
       lock: { process_id: deadPid(), hostname: hostname(), acquired_at: '2024-01-31T00:00:00.000Z', heartbeat_at: '2024-01-31T00:00:00.000Z' },
     })
-    const res = cli(['cleanup', '--json', '--home', tree.base], NOW)
+    const res = await cliIn(['cleanup', '--json', '--home', tree.base], NOW)
     expect(JSON.parse(res.stdout)).toMatchObject({ reaped: [{ uuid: uuidN(0x77), action: 'reaped' }] })
     // recovery: resume, the default: paused to be resumed.
     expect(readdirSync(tree.layout.dir('paused'))).toEqual([uuidN(0x77)])
@@ -310,9 +317,9 @@ describe('cleanup', () => {
     expect((await exitOf(child)).code).toBe(0)
   })
 
-  it('rejects a bad schedule and bad durations with exit 2', () => {
+  it('rejects a bad schedule and bad durations with exit 2', async () => {
     const tree = fleet()
     expect(cli(['cleanup', '--schedule', 'every night', '--home', tree.base]).code).toBe(2)
-    expect(cli(['cleanup', '--compress-after', 'week', '--home', tree.base]).code).toBe(2)
+    expect((await cliIn(['cleanup', '--compress-after', 'week', '--home', tree.base])).code).toBe(2)
   })
 })

@@ -3,7 +3,8 @@ import { chmodSync, existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { makeTree, uuidN } from '../fixtures/tree.js'
-import { BIN, cli, ROOT } from '../helpers/run.js'
+import { BIN, ROOT } from '../helpers/run.js'
+import { cliIn } from '../helpers/in-process.js'
 import { snapshotTree } from '../helpers/tree-snapshot.js'
 
 /** Another user's task tree (0700 directories): one line that says permission denied, never "no such task", nothing changed. */
@@ -12,12 +13,12 @@ const NOBODY = 65534
 const ROOT_USER = process.getuid?.() === 0 && spawnSync(process.execPath, [BIN, '--version'], { uid: NOBODY, gid: NOBODY }).status === 0
 
 describe.skipIf(!ROOT_USER)('a task tree this user may not read', () => {
-  it('every command says permission denied in one line, with the path, and changes nothing', () => {
+  it('every command says permission denied in one line, with the path, and changes nothing', async () => {
     const tree = makeTree()
     chmodSync(tree.base, 0o755) // the top is visible; running/, paused/, completed/ stay 0700 and root's
     for (const location of ['running', 'paused', 'completed'] as const) chmodSync(tree.layout.dir(location), 0o700)
     tree.write({ uuid: uuidN(0x51), location: 'completed', messages: 4 })
-    expect(cli(['reindex', '--home', tree.base]).code).toBe(0)
+    expect((await cliIn(['reindex', '--home', tree.base])).code).toBe(0)
     const before = snapshotTree(tree.base)
     const cases = [
       ['stats'],
@@ -44,7 +45,7 @@ describe.skipIf(!ROOT_USER)('a task tree this user may not read', () => {
     expect(snapshotTree(tree.base)).toEqual(before)
   })
 
-  it('cleanup goes on past one task it cannot read: the others are cleaned, that one is named, exit 1', () => {
+  it('cleanup goes on past one task it cannot read: the others are cleaned, that one is named, exit 1', async () => {
     const tree = makeTree()
     const old = '2020-01-01T00:00:00.000Z'
     for (const n of [0x61, 0x62, 0x63]) tree.write({ uuid: uuidN(n), location: 'completed', completedAt: old, messages: 4 })

@@ -5,7 +5,8 @@ import Database from 'better-sqlite3'
 import { describe, expect, it } from 'vitest'
 import { hostname, processStart } from '../../src/storage/fs/process-info.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
-import { BIN, cli, cliAsync, deadPid, helper, findingsText } from '../helpers/run.js'
+import { BIN, cliAsync, deadPid, helper, findingsText } from '../helpers/run.js'
+import { cliIn } from '../helpers/in-process.js'
 import { exitOf, lineFrom, sleep } from '../helpers/wait.js'
 
 const ago = (ms: number) => new Date(Date.now() - ms).toISOString()
@@ -24,13 +25,13 @@ describe('watch-locks', () => {
     owner.kill('SIGKILL')
     await exitOf(owner)
 
-    const early = cli(['watch-locks', '--once', '--json', '--home', tree.base])
+    const early = await cliIn(['watch-locks', '--once', '--json', '--home', tree.base])
     expect(early.code).toBe(0)
     expect(findingsText(early.stdout).trim()).toBe('')
     expect(existsSync(tree.layout.taskDir('running', uuid))).toBe(true)
 
     // Past stale-after by the monitor's clock (CTXAGENT_NOW): no waiting, no margin.
-    const late = cli(['watch-locks', '--once', '--json', '--stale-after', '1s', '--home', tree.base], {
+    const late = await cliIn(['watch-locks', '--once', '--json', '--stale-after', '1s', '--home', tree.base], {
       CTXAGENT_NOW: new Date(Date.now() + 5_000).toISOString(),
     })
     expect(late.code).toBe(0)
@@ -50,7 +51,7 @@ describe('watch-locks', () => {
     const owner = helper('owner.mjs', [tree.base, 'idle', '0.2'])
     const uuid = (await lineFrom(owner, UUID_LINE)).trim()
     await sleep(1500)
-    const res = cli(['watch-locks', '--once', '--json', '--stale-after', '1s', '--home', tree.base])
+    const res = await cliIn(['watch-locks', '--once', '--json', '--stale-after', '1s', '--home', tree.base])
     owner.kill('SIGKILL')
     await exitOf(owner)
     expect(findingsText(res.stdout).trim()).toBe('')
@@ -109,7 +110,7 @@ describe('watch-locks', () => {
     expect(readdirSync(tree.layout.dir('completed'))).toHaveLength(60)
   })
 
-  it('reaps a live pid whose start time differs (reused), and a remote lock by heartbeat; keeps a future heartbeat', () => {
+  it('reaps a live pid whose start time differs (reused), and a remote lock by heartbeat; keeps a future heartbeat', async () => {
     const tree = makeTree()
     tree.write({
       uuid: uuidN(1),
@@ -125,7 +126,7 @@ describe('watch-locks', () => {
     // The remote lock's mtime must be old too: our clock must agree with theirs.
     const old = (Date.now() - 300_000) / 1000
     utimesSync(join(tree.layout.taskDir('running', uuidN(2)), '.lock'), old, old)
-    const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
+    const res = await cliIn(['watch-locks', '--once', '--json', '--home', tree.base])
     const findings = findingsText(res.stdout)
       .trim()
       .split('\n')
@@ -136,12 +137,12 @@ describe('watch-locks', () => {
     expect(existsSync(tree.layout.taskDir('running', uuidN(3)))).toBe(true)
   })
 
-  it('moves a lock-less task whose owner stopped before its move only after stale-after', () => {
+  it('moves a lock-less task whose owner stopped before its move only after stale-after', async () => {
     const tree = makeTree()
     tree.write({ uuid: uuidN(11), location: 'running', status: 'failed', state: { updated_at: new Date().toISOString() } })
     tree.write({ uuid: uuidN(12), location: 'running', status: 'paused', state: { updated_at: ago(120_000) } })
     tree.write({ uuid: uuidN(13), location: 'running', status: 'processing', state: { updated_at: ago(120_000) } })
-    const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
+    const res = await cliIn(['watch-locks', '--once', '--json', '--home', tree.base])
     const acted = findingsText(res.stdout)
       .trim()
       .split('\n')
@@ -160,7 +161,7 @@ describe('watch-locks', () => {
     })
   })
 
-  it('alerts on tasks running longer than alerts.long_running_hours', () => {
+  it('alerts on tasks running longer than alerts.long_running_hours', async () => {
     const tree = makeTree()
     // Running since the lock was taken 7 h ago; another task started long ago but resumed just now is not.
     tree.write({
@@ -180,26 +181,26 @@ describe('watch-locks', () => {
       startedAt: ago(9 * 86_400_000),
       lock: { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: ago(60_000), heartbeat_at: ago(1000) },
     })
-    const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
+    const res = await cliIn(['watch-locks', '--once', '--json', '--home', tree.base])
     expect(JSON.parse(findingsText(res.stdout))).toMatchObject({ uuid: uuidN(7), action: 'alert', reason: expect.stringContaining('running for 7.0h') })
-    const human = cli(['watch-locks', '--once', '--home', tree.base])
+    const human = await cliIn(['watch-locks', '--once', '--home', tree.base])
     expect(human.stdout).toMatch(/2 running task\(s\) checked, 0 recovered, 1 alert/)
   })
 })
 
 describe('unlock', () => {
-  it('refuses a live holder with exit 4, and takes it with --force', () => {
+  it('refuses a live holder with exit 4, and takes it with --force', async () => {
     const tree = makeTree()
     tree.write({
       uuid: uuidN(9),
       location: 'running',
       lock: { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: ago(600_000), heartbeat_at: ago(300_000) },
     })
-    const refused = cli(['unlock', uuidN(9), '--home', tree.base])
+    const refused = await cliIn(['unlock', uuidN(9), '--home', tree.base])
     expect(refused.code).toBe(4)
     expect(refused.stderr).toMatch(new RegExp(`^ctxagent: task ${uuidN(9)} is held by pid ${process.pid} on .+\\(.+--force.+\\)\\n$`))
     expect(existsSync(tree.layout.taskDir('running', uuidN(9)))).toBe(true)
-    const forced = cli(['unlock', '00000009', '--force', '--json', '--home', tree.base])
+    const forced = await cliIn(['unlock', '00000009', '--force', '--json', '--home', tree.base])
     expect(forced.code).toBe(0)
     expect(JSON.parse(findingsText(forced.stdout))).toMatchObject({ uuid: uuidN(9), action: 'reaped' })
     expect(state(tree.layout.taskDir('completed', uuidN(9))).status).toBe('failed')
@@ -221,19 +222,19 @@ describe('unlock', () => {
     ])
   })
 
-  it('reaps a dead holder and says so', () => {
+  it('reaps a dead holder and says so', async () => {
     const tree = makeTree()
     tree.write({
       uuid: uuidN(10),
       location: 'running',
       lock: { process_id: deadPid(), hostname: hostname(), acquired_at: ago(600_000), heartbeat_at: ago(300_000) },
     })
-    const res = cli(['unlock', uuidN(10), '--home', tree.base])
+    const res = await cliIn(['unlock', uuidN(10), '--home', tree.base])
     expect(res.code).toBe(0)
     expect(res.stdout).toContain('reaped')
   })
 
-  it('clears a lock left in paused/ by a process that died holding it, and leaves a live one', () => {
+  it('clears a lock left in paused/ by a process that died holding it, and leaves a live one', async () => {
     const tree = makeTree()
     tree.write({
       uuid: uuidN(12),
@@ -245,7 +246,7 @@ describe('unlock', () => {
       location: 'paused',
       lock: { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: ago(1000), heartbeat_at: ago(1000) },
     })
-    const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
+    const res = await cliIn(['watch-locks', '--once', '--json', '--home', tree.base])
     expect(res.code, res.stderr).toBe(0)
     expect(JSON.parse(findingsText(res.stdout))).toMatchObject({
       uuid: uuidN(12),
@@ -256,7 +257,7 @@ describe('unlock', () => {
     expect(existsSync(join(tree.layout.taskDir('paused', uuidN(13)), '.lock'))).toBe(true)
   })
 
-  it('a reaper that died while recovering a task is not taken for its agent: the next one still names the dead owner', () => {
+  it('a reaper that died while recovering a task is not taken for its agent: the next one still names the dead owner', async () => {
     const tree = makeTree()
     const owner = { process_id: 4242, hostname: 'build-7', heartbeat_at: ago(900_000) }
     tree.write({
@@ -264,7 +265,7 @@ describe('unlock', () => {
       location: 'running',
       lock: { process_id: deadPid(), hostname: hostname(), acquired_at: ago(300_000), heartbeat_at: ago(300_000), reaping: owner },
     })
-    const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
+    const res = await cliIn(['watch-locks', '--once', '--json', '--home', tree.base])
     expect(res.code, res.stderr).toBe(0)
     expect(JSON.parse(findingsText(res.stdout))).toMatchObject({ uuid: uuidN(11), action: 'reaped', pid: 4242, hostname: 'build-7' })
     expect(state(tree.layout.taskDir('paused', uuidN(11))).error).toMatch(
@@ -277,7 +278,7 @@ describe('unlock', () => {
     const owner = helper('owner.mjs', [tree.base, 'write', '0.2'])
     const uuid = (await lineFrom(owner, UUID_LINE)).trim()
     await sleep(300)
-    const res = cli(['unlock', uuid, '--force', '--home', tree.base])
+    const res = await cliIn(['unlock', uuid, '--force', '--home', tree.base])
     expect(res.code).toBe(0)
     const exit = await exitOf(owner)
     expect(exit.code).toBe(7)
@@ -295,14 +296,14 @@ describe('unlock', () => {
 })
 
 describe('reindex', () => {
-  it('rebuilds tasks.db from every location, including both seed formats, and reports unreadable directories', () => {
+  it('rebuilds tasks.db from every location, including both seed formats, and reports unreadable directories', async () => {
     const tree = makeTree()
     tree.write({ uuid: uuidN(1), location: 'completed', messages: 12, summaries: 2, tools: 4 })
     tree.write({ uuid: uuidN(2), location: 'paused', format: 'seed003', messages: 5 })
     tree.write({ uuid: uuidN(3), location: 'running', messages: 1 })
     const broken = tree.write({ uuid: uuidN(4), location: 'completed' })
     writeFileSync(join(broken, 'metadata.json'), '{not json')
-    const res = cli(['reindex', '--home', tree.base])
+    const res = await cliIn(['reindex', '--home', tree.base])
     // The other three are indexed; the exit status says one was not.
     expect(res.code).toBe(1)
     expect(res.stdout).toContain('indexed 3 task(s)')
@@ -346,10 +347,10 @@ describe('reindex', () => {
     ])
   })
 
-  it('finishes a task that died between its move to completed/ and its final status', () => {
+  it('finishes a task that died between its move to completed/ and its final status', async () => {
     const tree = makeTree()
     const dir = tree.write({ uuid: uuidN(5), location: 'completed', status: 'completing' })
-    expect(cli(['reindex', '--home', tree.base]).code).toBe(0)
+    expect((await cliIn(['reindex', '--home', tree.base])).code).toBe(0)
     expect(state(dir).status).toBe('completed')
   })
 

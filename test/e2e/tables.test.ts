@@ -4,7 +4,8 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { makeTree, uuidN } from '../fixtures/tree.js'
 import type { Tree } from '../fixtures/tree.js'
-import { BIN, cli, ROOT, TEST_ENV } from '../helpers/run.js'
+import { BIN, ROOT, TEST_ENV } from '../helpers/run.js'
+import { cliIn } from '../helpers/in-process.js'
 
 /*
  * Issue #28: tables fit the terminal (80 columns when it does not say), the widest column
@@ -68,9 +69,9 @@ function displayWidth(line: string): number {
 const BOX = /^[┌│├└]/
 
 describe('tables on a pipe', () => {
-  it("list: a header row, then one tab-separated row per task, no borders, no padding; a field's tab and line break become spaces", () => {
+  it("list: a header row, then one tab-separated row per task, no borders, no padding; a field's tab and line break become spaces", async () => {
     const t = tree()
-    const res = cli(['list', '--home', t.base], NOW)
+    const res = await cliIn(['list', '--home', t.base], NOW)
     expect(res.code, res.stderr).toBe(0)
     const rows = res.stdout
       .trimEnd()
@@ -87,20 +88,20 @@ describe('tables on a pipe', () => {
     for (const row of rows) for (const field of row) expect(field).toBe(field.trim())
   })
 
-  it('list: the "and N more" hint goes to stderr, so stdout stays rows; an empty result is the header alone', () => {
+  it('list: the "and N more" hint goes to stderr, so stdout stays rows; an empty result is the header alone', async () => {
     const t = tree()
-    const res = cli(['list', '--limit', '1', '--home', t.base], NOW)
+    const res = await cliIn(['list', '--limit', '1', '--home', t.base], NOW)
     expect(res.code).toBe(0)
     expect(res.stdout.trimEnd().split('\n')).toHaveLength(2)
     expect(res.stderr).toContain('… and 2 more (--all, or --limit N)')
-    const none = cli(['list', '--user', 'nobody', '--home', t.base], NOW)
+    const none = await cliIn(['list', '--user', 'nobody', '--home', t.base], NOW)
     expect(none.code).toBe(0)
     expect(none.stdout).toBe('uuid\tstatus\tage\tuser\tmodel\tworkspace\tturns\ttokens\ttask\n')
   })
 
-  it('stats and cleanup --dry-run: their tables are tab-separated too, under a header row', () => {
+  it('stats and cleanup --dry-run: their tables are tab-separated too, under a header row', async () => {
     const t = tree()
-    const stats = cli(['stats', '--home', t.base], NOW)
+    const stats = await cliIn(['stats', '--home', t.base], NOW)
     expect(stats.code, stats.stderr).toBe(0)
     const lines = stats.stdout.split('\n')
     const head = lines.indexOf('user\ttasks\tshare\ttokens\tavg duration')
@@ -112,7 +113,7 @@ describe('tables on a pipe', () => {
         .map((l) => l.split('\t')[0])
         .sort(),
     ).toEqual(['a-user-with-a-rather-long-name', 'alice', 'bob the builder'])
-    const cleanup = cli(['cleanup', '--dry-run', '--compress-after', '1d', '--home', t.base], NOW)
+    const cleanup = await cliIn(['cleanup', '--dry-run', '--compress-after', '1d', '--home', t.base], NOW)
     expect(cleanup.code, cleanup.stderr).toBe(0)
     const rows = cleanup.stdout
       .split('\n')

@@ -9,7 +9,7 @@ import { SqliteStore } from '../../src/storage/index/store.js'
 import type { TaskRow } from '../../src/storage/index/task-index.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
 import type { Tree } from '../fixtures/tree.js'
-import { cli } from '../helpers/run.js'
+import { cliIn } from '../helpers/in-process.js'
 import { canKillServer, queryRows, startPostgres } from '../helpers/postgres.js'
 import type { PgServer } from '../helpers/postgres.js'
 import { taskRow } from '../fixtures/task-row.js'
@@ -53,26 +53,28 @@ const row = (uuid: string, over: Partial<TaskRow> = {}): TaskRow =>
   taskRow(uuid, { total_tokens: 5_000_000_000, prompt_tokens: 4_000_000_000, completion_tokens: 1_000_000_000, ...over })
 
 describe('the index in PostgreSQL', () => {
-  it('reindex fills it, and stats --json from it equals stats from a scan of the directories', () => {
+  it('reindex fills it, and stats --json from it equals stats from a scan of the directories', async () => {
     const t = tree()
     const db = { CTXAGENT_DATABASE_URL: server.url }
-    const reindex = cli(['reindex', '--home', t.base], db)
+    const reindex = await cliIn(['reindex', '--home', t.base], db)
     expect(reindex.stderr).toBe('')
     expect(reindex.stdout).toContain('indexed 4 task(s) into the PostgreSQL index')
     expect(existsSync(join(t.base, 'tasks.db'))).toBe(false)
-    const fromPg = cli(['stats', '--json', '--home', t.base], { ...NOW, ...db })
+    const fromPg = await cliIn(['stats', '--json', '--home', t.base], { ...NOW, ...db })
     expect(fromPg.stderr).toBe('')
-    const scanned = cli(['stats', '--json', '--home', t.base], NOW)
+    const scanned = await cliIn(['stats', '--json', '--home', t.base], NOW)
     expect(scanned.stderr).toContain('no tasks.db')
     // The spend per user per day is the index's (user_spend): a scan of the directories has none to report.
     const { spend, ...fromIndex } = JSON.parse(fromPg.stdout) as { spend?: { days: unknown[] } }
     expect(spend?.days).toEqual([])
     expect(fromIndex).toEqual(JSON.parse(scanned.stdout))
     // and again, now that PostgreSQL caches the disk use it measured
-    const { spend: _bobSpend, ...bobFromIndex } = JSON.parse(cli(['stats', '--json', '--user', 'bob', '--home', t.base], { ...NOW, ...db }).stdout) as {
+    const { spend: _bobSpend, ...bobFromIndex } = JSON.parse(
+      (await cliIn(['stats', '--json', '--user', 'bob', '--home', t.base], { ...NOW, ...db })).stdout,
+    ) as {
       spend?: unknown
     }
-    expect(bobFromIndex).toEqual(JSON.parse(cli(['stats', '--json', '--user', 'bob', '--home', t.base], NOW).stdout))
+    expect(bobFromIndex).toEqual(JSON.parse((await cliIn(['stats', '--json', '--user', 'bob', '--home', t.base], NOW)).stdout))
   })
 
   it('migrates once however many open it at once, and records its version', async () => {
@@ -126,15 +128,15 @@ describe('the index in PostgreSQL', () => {
   it('says in one line when the database is unreachable or its URL is bad, and changes nothing', async () => {
     const t = tree()
     const closed = { CTXAGENT_DATABASE_URL: 'postgres://nobody:secret@127.0.0.1:1/none' }
-    const stats = cli(['stats', '--json', '--home', t.base], { ...NOW, ...closed })
+    const stats = await cliIn(['stats', '--json', '--home', t.base], { ...NOW, ...closed })
     expect(stats.code).toBe(0)
     expect(stats.stderr).toMatch(/^ctxagent: warning: the PostgreSQL index cannot be opened \(.*ECONNREFUSED.*\): counting from the directories instead\n$/)
     expect(stats.stderr).not.toContain('secret')
-    const reindex = cli(['reindex', '--home', t.base], closed)
+    const reindex = await cliIn(['reindex', '--home', t.base], closed)
     expect(reindex.code).toBe(1)
     expect(reindex.stderr.trim().split('\n').at(-1)).toMatch(/^ctxagent: the PostgreSQL index cannot be reached, so it was not rebuilt \(/)
     expect(reindex.stderr).not.toContain('secret')
-    const bad = cli(['stats', '--home', t.base], { CTXAGENT_DATABASE_URL: 'mysql://x' })
+    const bad = await cliIn(['stats', '--home', t.base], { CTXAGENT_DATABASE_URL: 'mysql://x' })
     expect(bad.code).toBe(2)
     expect(bad.stderr).toBe(
       'ctxagent: CTXAGENT_DATABASE_URL is not a PostgreSQL URL (give one like postgres://user:password@db.example.com:5432/ctxagent, or unset it)\n',

@@ -43,10 +43,10 @@ export function cli(args: string[], env: Record<string, string> = {}, cwd = ROOT
 }
 
 /** Same, without blocking the event loop (for several at once, or a server in this process). */
-export function cliAsync(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+export function cliAsync(args: string[], env: Record<string, string> = {}, cwd = ROOT): Promise<CliResult> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [BIN, ...args], {
-      cwd: ROOT,
+      cwd,
       env: { ...process.env, ...TEST_ENV, ...env },
     })
     let stdout = ''

@@ -8,7 +8,8 @@ import { makeTree } from '../fixtures/tree.js'
 import type { Tree } from '../fixtures/tree.js'
 import { startFakeLlm } from '../helpers/fake-llm.js'
 import type { FakeLlm, RecordedRequest } from '../helpers/fake-llm.js'
-import { BIN, cliAsync, ROOT, TEST_ENV } from '../helpers/run.js'
+import { cliAuto } from '../helpers/in-process.js'
+import { BIN, ROOT, TEST_ENV } from '../helpers/run.js'
 import { giveToSandbox } from '../helpers/sandbox-owner.js'
 import type { CliResult } from '../helpers/run.js'
 
@@ -48,7 +49,7 @@ export async function runSetup(extraYaml = ''): Promise<RunSetup> {
     ws,
     fake,
     config,
-    run: (args, env = {}) => cliAsync([...args, ...common], env),
+    run: (args, env = {}) => cliAuto([...args, ...common], env),
     start: (args, env = {}) => {
       const child = spawn(process.execPath, [BIN, ...args, ...common], {
         cwd: ROOT,

@@ -1,6 +1,6 @@
 import { writeFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
-import { cli } from '../helpers/run.js'
+import { cliIn } from '../helpers/in-process.js'
 import { startServe } from '../serve/helpers.js'
 import { onlyTask, runSetup } from './harness.js'
 
@@ -35,8 +35,8 @@ async function retried(
   const task = onlyTask(s.tree)
   expect(task.location).toBe('completed')
   const home = ['--home', s.tree.base, '--config', s.config]
-  const view = cli(['view', task.uuid, ...home], { COLUMNS: '200' }).stdout
-  const viewJson = JSON.parse(cli(['view', task.uuid, '--json', ...home]).stdout) as { waits: { plan_content: string }[] }
+  const view = (await cliIn(['view', task.uuid, ...home], { COLUMNS: '200' })).stdout
+  const viewJson = JSON.parse((await cliIn(['view', task.uuid, '--json', ...home])).stdout) as { waits: { plan_content: string }[] }
   // The task page, from `serve` on the same tree.
   const page = async () => {
     const served = await startServe(s.tree.base, { config: s.config })

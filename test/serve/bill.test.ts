@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { makeTree, uuidN } from '../fixtures/tree.js'
-import { cli } from '../helpers/run.js'
+import { cliIn } from '../helpers/in-process.js'
 import { parseExposition, total } from './exposition.js'
 import { configWith, reindex, startServe } from './helpers.js'
 
@@ -28,9 +28,9 @@ describe('a task’s bill', () => {
     const config = configWith(tree, 'pricing:\n  gpt-4o:\n    prompt: 2.5\n    completion: 10\n')
     // Turns 40,000 × $2.5 + 2,000 × $10 = $0.12; summaries 50,000 × $2.5 + 1,500 × $10 = $0.14 (per million tokens).
     const bill = 0.26
-    const stats = JSON.parse(cli(['stats', '--json', '--home', tree.base, '--config', config]).stdout) as { tokens: { cost_usd: number } }
+    const stats = JSON.parse((await cliIn(['stats', '--json', '--home', tree.base, '--config', config])).stdout) as { tokens: { cost_usd: number } }
     expect(stats.tokens.cost_usd).toBeCloseTo(bill, 9)
-    const view = JSON.parse(cli(['view', uuidN(1), '--json', '--home', tree.base, '--config', config]).stdout) as { tokens: { cost_usd: number } }
+    const view = JSON.parse((await cliIn(['view', uuidN(1), '--json', '--home', tree.base, '--config', config])).stdout) as { tokens: { cost_usd: number } }
     expect(view.tokens.cost_usd).toBeCloseTo(bill, 9)
     const s = await startServe(tree.base, { config })
     try {

@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { makeTree, uuidN } from '../fixtures/tree.js'
 import type { FixtureTask } from '../fixtures/tree.js'
-import { cli } from '../helpers/run.js'
+import { cliIn } from '../helpers/in-process.js'
 import { configWith, reindex, startServe } from './helpers.js'
 import { parseExposition, total } from './exposition.js'
 
@@ -39,7 +39,7 @@ describe('serve: /metrics', () => {
     for (const t of tasks) tree.write(t)
     reindex(tree)
     const config = configWith(tree, 'pricing:\n  gpt-4o:\n    prompt: 2.5\n    completion: 10\n    cached: 1.25\n    cache_write: 3.125\n')
-    const stats = JSON.parse(cli(['stats', '--json', '--home', tree.base, '--config', config]).stdout) as {
+    const stats = JSON.parse((await cliIn(['stats', '--json', '--home', tree.base, '--config', config])).stdout) as {
       total: number
       by_location: Record<string, number>
       by_status: Record<string, number>
@@ -66,7 +66,7 @@ describe('serve: /metrics', () => {
     expect(total(m, 'ctxagent_tokens_total', { kind: 'cached' })).toBe(stats.tokens.cached)
     expect(total(m, 'ctxagent_tokens_total', { kind: 'cache_write' })).toBe(stats.tokens.cache_write)
     expect(stats.tokens.cache_write).toBe(4_000)
-    expect(cli(['stats', '--home', tree.base, '--config', config]).stdout).toContain('of which cached 10,000 and written to the cache 4,000')
+    expect((await cliIn(['stats', '--home', tree.base, '--config', config])).stdout).toContain('of which cached 10,000 and written to the cache 4,000')
     expect(total(m, 'ctxagent_tokens_total', { kind: 'output' })).toBe(stats.tokens.completion)
     expect(total(m, 'ctxagent_tokens_total', { kind: 'unsplit' })).toBe(stats.tokens.unsplit)
     expect(total(m, 'ctxagent_tokens_total', { user: 'alice', kind: 'input' })).toBe(71_000)
@@ -82,7 +82,7 @@ describe('serve: /metrics', () => {
     expect(total(m, 'ctxagent_turns_total')).toBe(turns)
     const build = m.get('ctxagent_build_info')?.samples ?? []
     expect(build).toHaveLength(1)
-    expect(build[0]?.labels).toEqual({ version: cli(['--version']).stdout.trim(), node: expect.stringMatching(/^v\d+\.\d+\.\d+$/) })
+    expect(build[0]?.labels).toEqual({ version: (await cliIn(['--version'])).stdout.trim(), node: expect.stringMatching(/^v\d+\.\d+\.\d+$/) })
     expect(build[0]?.value).toBe(1)
     // The counter is the tasks' bills, as stats gives them: the turns and the 7 summary requests (docs/running.md#budgets),
     // 7 × (100 × $2.5 + 10 × $10) / 1e6 = $0.00245 of it.
@@ -98,7 +98,7 @@ describe('serve: /metrics', () => {
     expect(total(m, 'ctxagent_task_duration_seconds', { le: '86400' }, 'ctxagent_task_duration_seconds_bucket')).toBe(1)
     expect(total(m, 'ctxagent_task_duration_seconds', { le: '+Inf' }, 'ctxagent_task_duration_seconds_bucket')).toBe(finished)
     // stats --check's alerts: 2 of 3 finished tasks failed, > 10 %.
-    const check = JSON.parse(cli(['stats', '--check', '--json', '--home', tree.base, '--config', config]).stdout) as {
+    const check = JSON.parse((await cliIn(['stats', '--check', '--json', '--home', tree.base, '--config', config])).stdout) as {
       alerts: { metric: string; level: string }[]
     }
     for (const a of check.alerts) expect(total(m, 'ctxagent_alert', { name: a.metric, severity: a.level })).toBe(1)

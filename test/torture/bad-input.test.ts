@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { makeTree } from '../fixtures/tree.js'
 import type { Tree } from '../fixtures/tree.js'
+import { cliAuto } from '../helpers/in-process.js'
 import { BIN, cliAsync, ROOT, TEST_ENV } from '../helpers/run.js'
 import { exitOf } from '../helpers/wait.js'
 import { snapshotTree } from '../helpers/tree-snapshot.js'
@@ -32,13 +33,14 @@ describe('torture: bad input', () => {
     plantTraps(tree)
     const before = snapshotTree(tree.base)
     const wrong: string[] = []
-    // A few at a time: each is a whole CLI process.
+    // A few at a time: a command that owns its process (run, chat, …) is a whole CLI process; the
+    // others run in this one (test/helpers/in-process.ts), all of them as processes under npm run torture.
     for (let i = 0; i < cases.length; i += 4) {
       await Promise.all(
         cases.slice(i, i + 4).map(async (c) => {
           const args = c.args.map((a) => a.replaceAll('{base}', tree.base))
           const home = args.includes('--home') ? [] : ['--home', tree.base]
-          const res = await cliAsync([...args, ...home], { OPENAI_API_KEY: 'sk-torture-not-a-real-key', ...c.env })
+          const res = await cliAuto([...args, ...home], { OPENAI_API_KEY: 'sk-torture-not-a-real-key', ...c.env })
           const lines = res.stderr.trimEnd().split('\n')
           const problems = [
             res.code !== c.code ? `exit ${res.code}, expected ${c.code}` : null,
