@@ -179,7 +179,7 @@ describe('4. compress --dry-run needs no LLM', () => {
   it('plans without an API key, writes nothing and says the real run needs one', async () => {
     const tree = fixture()
     const before = snapshot(tree.base)
-    const res = await cliIn(['compress', PAUSED, '--dry-run', '--home', tree.base], ENV)
+    const res = cli(['compress', PAUSED, '--dry-run', '--home', tree.base], ENV)
     expect(res.code, res.stderr).toBe(0)
     expect(res.stdout).toMatch(/^dry run: task /)
     expect(res.stdout).toContain('nothing was written')

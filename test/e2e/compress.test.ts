@@ -7,7 +7,6 @@ import type { Tree } from '../fixtures/tree.js'
 import { startFakeLlm } from '../helpers/fake-llm.js'
 import type { FakeLlm } from '../helpers/fake-llm.js'
 import { cli, cliAsync, deadPid } from '../helpers/run.js'
-import { cliIn } from '../helpers/in-process.js'
 import { snapshotTree } from '../helpers/tree-snapshot.js'
 
 const ID = uuidN(0x51)
@@ -53,7 +52,7 @@ describe('compress', () => {
   it('--dry-run shows the plan and writes nothing', async () => {
     const { tree, fake, config } = await setup()
     const before = snapshotTree(tree.base)
-    const res = await cliIn(['compress', ID, '--dry-run', '--json', '--config', config, '--home', tree.base])
+    const res = cli(['compress', ID, '--dry-run', '--json', '--config', config, '--home', tree.base])
     expect(res.code).toBe(0)
     expect(JSON.parse(res.stdout)).toMatchObject({
       kind: 'plan',
@@ -82,10 +81,10 @@ describe('compress', () => {
     const { tree } = await setup()
     const none = join(tree.base, 'none.yaml')
     writeFileSync(none, 'llm:\n  provider: none\n')
-    const refused = await cliIn(['compress', ID, '--config', none, '--home', tree.base])
+    const refused = cli(['compress', ID, '--config', none, '--home', tree.base])
     expect(refused.code).toBe(2)
     expect(refused.stderr).toContain('use --extractive')
-    const res = await cliIn(['compress', ID, '--extractive', '--keep-recent', '4', '--json', '--config', none, '--home', tree.base])
+    const res = cli(['compress', ID, '--extractive', '--keep-recent', '4', '--json', '--config', none, '--home', tree.base])
     expect(res.code).toBe(0)
     expect(JSON.parse(res.stdout)).toMatchObject({ method: 'extractive', model: null, summary: expect.stringContaining('## Original Task') })
   })

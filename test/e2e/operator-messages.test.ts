@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { hostname, processStart } from '../../src/storage/fs/process-info.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
-import { deadPid } from '../helpers/run.js'
+import { cli, deadPid } from '../helpers/run.js'
 import { cliIn } from '../helpers/in-process.js'
 
 describe('what operators are told', () => {
@@ -47,7 +47,7 @@ describe('what operators are told', () => {
       completedAt: null,
       lock: { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: now, heartbeat_at: now },
     })
-    const res = await cliIn(['unlock', uuidN(0x51), '--force', '--home', tree.base])
+    const res = cli(['unlock', uuidN(0x51), '--force', '--home', tree.base])
     expect(res.code, res.stderr).toBe(0)
     const state = JSON.parse(readFileSync(join(tree.layout.taskDir('completed', uuidN(0x51)), 'state.json'), 'utf8')) as { error: string }
     expect(state.error).toMatch(new RegExp(`^taken over by an operator \\(unlock --force\\) from pid ${process.pid}`))

@@ -259,7 +259,7 @@ describe('cleanup', () => {
   it('--dry-run prints the plan and leaves the tree byte-identical', async () => {
     const tree = fleet()
     const before = snapshotTree(tree.base)
-    const res = await cliIn(['cleanup', '--dry-run', '--json', '--home', tree.base], NOW)
+    const res = cli(['cleanup', '--dry-run', '--json', '--home', tree.base], NOW)
     expect(res.code).toBe(0)
     const plan = JSON.parse(res.stdout) as { compressed: { uuid: string }[]; deleted: { uuid: string }[]; dry_run: boolean }
     expect(plan.dry_run).toBe(true)
@@ -276,7 +276,7 @@ describe('cleanup', () => {
     const live = snapshotTree(tree.layout.dir('running'))
     const paused = snapshotTree(tree.layout.dir('paused'))
     const oldMtime = statSync(join(tree.layout.taskDir('completed', uuidN(0xa1)), 'messages.jsonl')).mtimeMs
-    const res = await cliIn(['cleanup', '--json', '--home', tree.base], NOW)
+    const res = cli(['cleanup', '--json', '--home', tree.base], NOW)
     expect(res.code).toBe(0)
     const report = JSON.parse(res.stdout) as { bytes_before: number; bytes_after: number; deleted: unknown[]; compressed: unknown[]; reaped: unknown[] }
     expect(report.reaped).toEqual([])
@@ -291,7 +291,7 @@ describe('cleanup', () => {
     expect(snapshotTree(tree.layout.dir('running'))).toEqual(live)
     expect(snapshotTree(tree.layout.dir('paused'))).toEqual(paused)
     // Nothing left to do the second time.
-    expect(JSON.parse((await cliIn(['cleanup', '--json', '--home', tree.base], NOW)).stdout)).toMatchObject({ compressed: [], deleted: [] })
+    expect(JSON.parse(cli(['cleanup', '--json', '--home', tree.base], NOW).stdout)).toMatchObject({ compressed: [], deleted: [] })
   })
 
   it('reaps stale locks as watch-locks --once does', async () => {
@@ -301,7 +301,7 @@ describe('cleanup', () => {
       location: 'running',
       lock: { process_id: deadPid(), hostname: hostname(), acquired_at: '2024-01-31T00:00:00.000Z', heartbeat_at: '2024-01-31T00:00:00.000Z' },
     })
-    const res = await cliIn(['cleanup', '--json', '--home', tree.base], NOW)
+    const res = cli(['cleanup', '--json', '--home', tree.base], NOW)
     expect(JSON.parse(res.stdout)).toMatchObject({ reaped: [{ uuid: uuidN(0x77), action: 'reaped' }] })
     // recovery: resume, the default: paused to be resumed.
     expect(readdirSync(tree.layout.dir('paused'))).toEqual([uuidN(0x77)])
@@ -320,6 +320,6 @@ describe('cleanup', () => {
   it('rejects a bad schedule and bad durations with exit 2', async () => {
     const tree = fleet()
     expect(cli(['cleanup', '--schedule', 'every night', '--home', tree.base]).code).toBe(2)
-    expect((await cliIn(['cleanup', '--compress-after', 'week', '--home', tree.base])).code).toBe(2)
+    expect(cli(['cleanup', '--compress-after', 'week', '--home', tree.base]).code).toBe(2)
   })
 })

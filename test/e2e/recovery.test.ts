@@ -5,7 +5,7 @@ import Database from 'better-sqlite3'
 import { describe, expect, it } from 'vitest'
 import { hostname, processStart } from '../../src/storage/fs/process-info.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
-import { BIN, cliAsync, deadPid, helper, findingsText } from '../helpers/run.js'
+import { cli, BIN, cliAsync, deadPid, helper, findingsText } from '../helpers/run.js'
 import { cliIn } from '../helpers/in-process.js'
 import { exitOf, lineFrom, sleep } from '../helpers/wait.js'
 
@@ -25,13 +25,13 @@ describe('watch-locks', () => {
     owner.kill('SIGKILL')
     await exitOf(owner)
 
-    const early = await cliIn(['watch-locks', '--once', '--json', '--home', tree.base])
+    const early = cli(['watch-locks', '--once', '--json', '--home', tree.base])
     expect(early.code).toBe(0)
     expect(findingsText(early.stdout).trim()).toBe('')
     expect(existsSync(tree.layout.taskDir('running', uuid))).toBe(true)
 
     // Past stale-after by the monitor's clock (CTXAGENT_NOW): no waiting, no margin.
-    const late = await cliIn(['watch-locks', '--once', '--json', '--stale-after', '1s', '--home', tree.base], {
+    const late = cli(['watch-locks', '--once', '--json', '--stale-after', '1s', '--home', tree.base], {
       CTXAGENT_NOW: new Date(Date.now() + 5_000).toISOString(),
     })
     expect(late.code).toBe(0)
@@ -51,7 +51,7 @@ describe('watch-locks', () => {
     const owner = helper('owner.mjs', [tree.base, 'idle', '0.2'])
     const uuid = (await lineFrom(owner, UUID_LINE)).trim()
     await sleep(1500)
-    const res = await cliIn(['watch-locks', '--once', '--json', '--stale-after', '1s', '--home', tree.base])
+    const res = cli(['watch-locks', '--once', '--json', '--stale-after', '1s', '--home', tree.base])
     owner.kill('SIGKILL')
     await exitOf(owner)
     expect(findingsText(res.stdout).trim()).toBe('')
@@ -126,7 +126,7 @@ describe('watch-locks', () => {
     // The remote lock's mtime must be old too: our clock must agree with theirs.
     const old = (Date.now() - 300_000) / 1000
     utimesSync(join(tree.layout.taskDir('running', uuidN(2)), '.lock'), old, old)
-    const res = await cliIn(['watch-locks', '--once', '--json', '--home', tree.base])
+    const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
     const findings = findingsText(res.stdout)
       .trim()
       .split('\n')
@@ -142,7 +142,7 @@ describe('watch-locks', () => {
     tree.write({ uuid: uuidN(11), location: 'running', status: 'failed', state: { updated_at: new Date().toISOString() } })
     tree.write({ uuid: uuidN(12), location: 'running', status: 'paused', state: { updated_at: ago(120_000) } })
     tree.write({ uuid: uuidN(13), location: 'running', status: 'processing', state: { updated_at: ago(120_000) } })
-    const res = await cliIn(['watch-locks', '--once', '--json', '--home', tree.base])
+    const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
     const acted = findingsText(res.stdout)
       .trim()
       .split('\n')
@@ -181,9 +181,9 @@ describe('watch-locks', () => {
       startedAt: ago(9 * 86_400_000),
       lock: { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: ago(60_000), heartbeat_at: ago(1000) },
     })
-    const res = await cliIn(['watch-locks', '--once', '--json', '--home', tree.base])
+    const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
     expect(JSON.parse(findingsText(res.stdout))).toMatchObject({ uuid: uuidN(7), action: 'alert', reason: expect.stringContaining('running for 7.0h') })
-    const human = await cliIn(['watch-locks', '--once', '--home', tree.base])
+    const human = cli(['watch-locks', '--once', '--home', tree.base])
     expect(human.stdout).toMatch(/2 running task\(s\) checked, 0 recovered, 1 alert/)
   })
 })
@@ -196,11 +196,11 @@ describe('unlock', () => {
       location: 'running',
       lock: { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: ago(600_000), heartbeat_at: ago(300_000) },
     })
-    const refused = await cliIn(['unlock', uuidN(9), '--home', tree.base])
+    const refused = cli(['unlock', uuidN(9), '--home', tree.base])
     expect(refused.code).toBe(4)
     expect(refused.stderr).toMatch(new RegExp(`^ctxagent: task ${uuidN(9)} is held by pid ${process.pid} on .+\\(.+--force.+\\)\\n$`))
     expect(existsSync(tree.layout.taskDir('running', uuidN(9)))).toBe(true)
-    const forced = await cliIn(['unlock', '00000009', '--force', '--json', '--home', tree.base])
+    const forced = cli(['unlock', '00000009', '--force', '--json', '--home', tree.base])
     expect(forced.code).toBe(0)
     expect(JSON.parse(findingsText(forced.stdout))).toMatchObject({ uuid: uuidN(9), action: 'reaped' })
     expect(state(tree.layout.taskDir('completed', uuidN(9))).status).toBe('failed')
@@ -229,7 +229,7 @@ describe('unlock', () => {
       location: 'running',
       lock: { process_id: deadPid(), hostname: hostname(), acquired_at: ago(600_000), heartbeat_at: ago(300_000) },
     })
-    const res = await cliIn(['unlock', uuidN(10), '--home', tree.base])
+    const res = cli(['unlock', uuidN(10), '--home', tree.base])
     expect(res.code).toBe(0)
     expect(res.stdout).toContain('reaped')
   })
@@ -246,7 +246,7 @@ describe('unlock', () => {
       location: 'paused',
       lock: { process_id: process.pid, process_start: processStart(process.pid), hostname: hostname(), acquired_at: ago(1000), heartbeat_at: ago(1000) },
     })
-    const res = await cliIn(['watch-locks', '--once', '--json', '--home', tree.base])
+    const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
     expect(res.code, res.stderr).toBe(0)
     expect(JSON.parse(findingsText(res.stdout))).toMatchObject({
       uuid: uuidN(12),
@@ -265,7 +265,7 @@ describe('unlock', () => {
       location: 'running',
       lock: { process_id: deadPid(), hostname: hostname(), acquired_at: ago(300_000), heartbeat_at: ago(300_000), reaping: owner },
     })
-    const res = await cliIn(['watch-locks', '--once', '--json', '--home', tree.base])
+    const res = cli(['watch-locks', '--once', '--json', '--home', tree.base])
     expect(res.code, res.stderr).toBe(0)
     expect(JSON.parse(findingsText(res.stdout))).toMatchObject({ uuid: uuidN(11), action: 'reaped', pid: 4242, hostname: 'build-7' })
     expect(state(tree.layout.taskDir('paused', uuidN(11))).error).toMatch(
@@ -278,7 +278,7 @@ describe('unlock', () => {
     const owner = helper('owner.mjs', [tree.base, 'write', '0.2'])
     const uuid = (await lineFrom(owner, UUID_LINE)).trim()
     await sleep(300)
-    const res = await cliIn(['unlock', uuid, '--force', '--home', tree.base])
+    const res = cli(['unlock', uuid, '--force', '--home', tree.base])
     expect(res.code).toBe(0)
     const exit = await exitOf(owner)
     expect(exit.code).toBe(7)

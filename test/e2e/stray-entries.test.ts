@@ -16,7 +16,7 @@ describe('stray entries, links and a stale index', () => {
     const tree = makeTree()
     tree.write({ uuid: uuidN(1), location: 'completed', completedAt: OLD, messages: 5 })
     writeFileSync(join(tree.base, 'completed', uuidN(2)), 'stray\n')
-    const cleanup = await cliIn(['cleanup', '--json', '--home', tree.base])
+    const cleanup = cli(['cleanup', '--json', '--home', tree.base])
     expect(cleanup.code, cleanup.stderr).toBe(0)
     expect(existsSync(join(tree.base, 'completed', uuidN(1)))).toBe(false)
     expect(readFileSync(join(tree.base, 'completed', uuidN(2)), 'utf8')).toBe('stray\n')
@@ -42,7 +42,7 @@ describe('stray entries, links and a stale index', () => {
     expect(view.code).toBe(1)
     expect(view.stderr.trimEnd().split('\n')).toEqual([expect.stringMatching(/messages\.jsonl is a symbolic link/)])
     expect(view.stdout).not.toContain('OUTSIDE SECRET')
-    const cleanup = await cliIn(['cleanup', '--compress-after', '1d', '--delete-after', '10000d', '--home', tree.base])
+    const cleanup = cli(['cleanup', '--compress-after', '1d', '--delete-after', '10000d', '--home', tree.base])
     // Not gzipped around the links: the task is named and left as it was.
     expect(cleanup.code).toBe(1)
     expect(cleanup.stderr).toMatch(/1 task\(s\) in completed\/ could not be cleaned up.*is a symbolic link/)
@@ -75,7 +75,7 @@ describe('stray entries, links and a stale index', () => {
     renameSync(tree.layout.taskDir('paused', uuidN(44)), tree.layout.taskDir('completed', uuidN(44)))
     tree.write({ uuid: uuidN(45), location: 'completed', completedAt: OLD, messages: 7 })
     rmSync(tree.layout.taskDir('completed', uuidN(40)), { recursive: true })
-    const res = await cliIn(['watch-locks', '--once', '--home', tree.base])
+    const res = cli(['watch-locks', '--once', '--home', tree.base])
     expect(res.code, res.stderr).toBe(0)
     expect(res.stdout).toContain('3 index row(s) brought in step with the directories')
     const db = new Database(join(tree.base, 'tasks.db'), { readonly: true })
@@ -88,7 +88,7 @@ describe('stray entries, links and a stale index', () => {
     ])
     const stats = await cliIn(['stats', '--json', '--home', tree.base])
     expect(stats.stderr).toBe('')
-    expect((await cliIn(['watch-locks', '--once', '--home', tree.base])).stdout).not.toContain('brought in step')
+    expect(cli(['watch-locks', '--once', '--home', tree.base]).stdout).not.toContain('brought in step')
   })
 
   it('cleanup reports completed tasks whose state.json cannot date them, and ages them by their files instead of skipping them', async () => {
@@ -108,7 +108,7 @@ describe('stray entries, links and a stale index', () => {
       for (const name of readdirSync(dir)) utimesSync(join(dir, name), when, when)
       utimesSync(dir, new Date(), new Date()) // the directory itself looks young: the files' times decide
     }
-    const res = await cliIn(['cleanup', '--json', '--compress-after', '1d', '--delete-after', '30d', '--home', tree.base])
+    const res = cli(['cleanup', '--json', '--compress-after', '1d', '--delete-after', '30d', '--home', tree.base])
     expect(res.code, res.stderr).toBe(0)
     const report = JSON.parse(res.stdout) as { deleted: { uuid: string }[]; compressed: { uuid: string }[]; undated: { uuid: string; reason: string }[] }
     expect(report.deleted.map((t) => t.uuid).sort()).toEqual([uuidN(0x31), uuidN(0x32), uuidN(0x33)])
@@ -119,7 +119,7 @@ describe('stray entries, links and a stale index', () => {
       expect.stringMatching(/^ctxagent: warning: 5 task\(s\) in completed\/ have no usable completed_at.*and 2 more/),
     ])
     // Gzipped, they keep their files' times: the next cleanup does not think them young.
-    const again = JSON.parse((await cliIn(['cleanup', '--json', '--compress-after', '1d', '--delete-after', '1d', '--home', tree.base])).stdout) as {
+    const again = JSON.parse(cli(['cleanup', '--json', '--compress-after', '1d', '--delete-after', '1d', '--home', tree.base]).stdout) as {
       deleted: { uuid: string }[]
     }
     expect(again.deleted.map((t) => t.uuid).sort()).toEqual([uuidN(0x34), uuidN(0x35)])
@@ -165,11 +165,11 @@ describe('stray entries, links and a stale index', () => {
     for (const path of litter) writeFileSync(path, 'half\n')
     const live = join(paused, `state.json.${process.pid}.12345678.tmp`)
     writeFileSync(live, 'being written\n')
-    const dry = await cliIn(['cleanup', '--dry-run', '--home', tree.base])
+    const dry = cli(['cleanup', '--dry-run', '--home', tree.base])
     expect(dry.code, dry.stderr).toBe(0)
     expect(dry.stdout).toContain('3 temp file(s) of dead processes would be removed')
     for (const path of litter) expect(existsSync(path)).toBe(true)
-    const real = await cliIn(['cleanup', '--json', '--home', tree.base])
+    const real = cli(['cleanup', '--json', '--home', tree.base])
     expect(real.code, real.stderr).toBe(0)
     expect(JSON.parse(real.stdout)).toMatchObject({ litter: 3, failed: [] })
     for (const path of litter) expect(existsSync(path)).toBe(false)
@@ -191,7 +191,7 @@ describe('stray entries, links and a stale index', () => {
     rmSync(join(dir, '.lock'), { force: true })
     mkdirSync(join(dir, '.lock'))
     expect(existsSync(join(garbage, '.lock'))).toBe(true)
-    const pass = await cliIn(['watch-locks', '--once', '--json', '--home', tree.base])
+    const pass = cli(['watch-locks', '--once', '--json', '--home', tree.base])
     expect(pass.code, pass.stderr).toBe(0)
     expect(pass.stderr).toBe('')
     const alerts = findingsText(pass.stdout)
@@ -208,7 +208,7 @@ describe('stray entries, links and a stale index', () => {
         heartbeat_at: null,
       })
     }
-    const forced = await cliIn(['unlock', uuidN(0x61), '--force', '--home', tree.base])
+    const forced = cli(['unlock', uuidN(0x61), '--force', '--home', tree.base])
     expect(forced.code, forced.stderr).toBe(0)
     expect(existsSync(tree.layout.taskDir('completed', uuidN(0x61)))).toBe(true)
     expect(readdirSync(tree.layout.dir('running')).filter((n) => n.endsWith('.tmp'))).toEqual([])
@@ -230,7 +230,7 @@ describe('stray entries, links and a stale index', () => {
     const view = await cliIn(['view', uuidN(0x70), '--json', '--home', tree.base])
     expect(view.code, view.stderr).toBe(0)
     expect(view.stdout).not.toContain('1970')
-    expect((await cliIn(['watch-locks', '--once', '--home', tree.base])).code).toBe(0)
+    expect(cli(['watch-locks', '--once', '--home', tree.base]).code).toBe(0)
     const after = JSON.parse(readFileSync(join(tree.layout.taskDir('paused', uuidN(0x70)), 'state.json'), 'utf8')) as Record<string, unknown>
     expect(after).toMatchObject({ status: 'paused', started_at: null })
   })
@@ -240,14 +240,14 @@ describe('stray entries, links and a stale index', () => {
     const done = tree.write({ uuid: uuidN(0x80), location: 'completed', completedAt: OLD, messages: 3 })
     rmSync(join(done, 'messages.jsonl'))
     execFileSync('mkfifo', [join(done, 'messages.jsonl')])
-    const cleanup = await cliIn(['cleanup', '--json', '--compress-after', '1d', '--delete-after', '10000d', '--home', tree.base])
+    const cleanup = cli(['cleanup', '--json', '--compress-after', '1d', '--delete-after', '10000d', '--home', tree.base])
     expect(cleanup.code).toBe(1)
     expect(JSON.parse(cleanup.stdout)).toMatchObject({
       compressed: [],
       failed: [{ uuid: uuidN(0x80), error: expect.stringContaining('messages.jsonl is not a regular file') }],
     })
     expect(readdirSync(done).filter((n) => n.endsWith('.gz'))).toEqual([])
-    const compress = await cliIn(['compress', uuidN(0x80), '--extractive', '--home', tree.base])
+    const compress = cli(['compress', uuidN(0x80), '--extractive', '--home', tree.base])
     expect(compress.code).toBe(1)
     expect(compress.stderr).toMatch(/messages\.jsonl is not a regular file/)
     const lock = { process_id: 2 ** 22 + 9, hostname: hostname(), acquired_at: OLD, heartbeat_at: OLD }
@@ -255,7 +255,7 @@ describe('stray entries, links and a stale index', () => {
     rmSync(join(dead, 'state.json'))
     execFileSync('mkfifo', [join(dead, 'state.json')])
     const before = readFileSync(join(dead, '.lock'), 'utf8')
-    const unlock = await cliIn(['unlock', uuidN(0x81), '--home', tree.base])
+    const unlock = cli(['unlock', uuidN(0x81), '--home', tree.base])
     expect(unlock.code).toBe(1)
     expect(unlock.stderr).toMatch(/state\.json is not a regular file/)
     expect(readFileSync(join(dead, '.lock'), 'utf8')).toBe(before)
@@ -292,7 +292,7 @@ describe('stray entries, links and a stale index', () => {
       messages: 3,
       lock: { process_id: 0, hostname: hostname(), acquired_at: OLD, heartbeat_at: OLD },
     })
-    const pass = await cliIn(['watch-locks', '--once', '--json', '--home', tree.base])
+    const pass = cli(['watch-locks', '--once', '--json', '--home', tree.base])
     expect(pass.stdout).toContain('not a lock record')
     const broken = tree.write({ uuid: uuidN(0xa1), location: 'completed', completedAt: OLD, messages: 3 })
     writeFileSync(join(broken, 'metadata.json'), '{ not json')

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { makeTree, uuidN } from '../fixtures/tree.js'
 import type { Tree } from '../fixtures/tree.js'
-import { BIN, ROOT, TEST_ENV } from '../helpers/run.js'
+import { cli, BIN, ROOT, TEST_ENV } from '../helpers/run.js'
 import { cliIn } from '../helpers/in-process.js'
 
 /*
@@ -113,7 +113,7 @@ describe('tables on a pipe', () => {
         .map((l) => l.split('\t')[0])
         .sort(),
     ).toEqual(['a-user-with-a-rather-long-name', 'alice', 'bob the builder'])
-    const cleanup = await cliIn(['cleanup', '--dry-run', '--compress-after', '1d', '--home', t.base], NOW)
+    const cleanup = cli(['cleanup', '--dry-run', '--compress-after', '1d', '--home', t.base], NOW)
     expect(cleanup.code, cleanup.stderr).toBe(0)
     const rows = cleanup.stdout
       .split('\n')

@@ -12,15 +12,16 @@ import type { CliResult } from './run.js'
  * quarter of a second of CPU each, and the suite's operator tests make hundreds of such calls
  * (docs/development.md#tests).
  *
- * For commands that read or change the task tree and end: view, list, stats, reindex, cleanup,
- * compress, unlock, watch-locks --once, config, completion, export, --help, --version. Not for
- * a command that owns the process (run, chat --wait, worker, poll, serve: signals, children,
- * V8's flags), nor for anything a test signals or runs several of at once: those stay `cli`
- * and `cliAsync`, real processes. The end-to-end suites (test/e2e/cli.test.ts and the
- * bad-input corpus) keep spawning the binary.
+ * For the commands that read the task tree (or rebuild its index) and end: view, list, stats,
+ * reindex, config, completion, export, help, --version. Not for a command that takes a task's
+ * lock, waits, reaps or kills (cleanup, compress, unlock, watch-locks, jobs, pause: the lock
+ * would name this process, which is alive, and a reap could start resumes with vitest's Node
+ * flags), nor one that owns the process (run, chat, worker, poll, serve: signals, children,
+ * V8's flags), nor anything a test signals or runs several of at once: those stay `cli` and
+ * `cliAsync`, real processes. `test/e2e/cli.test.ts` keeps spawning the binary.
  *
- * Calls in one test process run one at a time. CTXAGENT_TEST_SPAWN=1 makes every call a real
- * process, to check that the two agree.
+ * Calls in one test process run one at a time. CTXAGENT_TEST_SPAWN=1 (npm run torture sets
+ * it) makes every call a real process, to check that the two agree.
  */
 export function cliIn(args: string[], env: Record<string, string> = {}, cwd = ROOT): Promise<CliResult> {
   if (!inProcess(args)) throw new Error(`cliIn: ${JSON.stringify(args.slice(0, 3))} is not a command line it runs (use cli or cliAsync)`)
@@ -35,15 +36,15 @@ export function cliAuto(args: string[], env: Record<string, string> = {}, cwd = 
   return inProcess(args) ? cliIn(args, env, cwd) : cliAsync(args, env, cwd)
 }
 
-/** The commands that end by themselves and own nothing of the process. */
-const IN_PROCESS = new Set(['view', 'list', 'ls', 'stats', 'reindex', 'cleanup', 'compress', 'unlock', 'config', 'completion', 'export', 'help', 'jobs'])
+/** The commands that read the tree and end by themselves: no lock of a task, no wait, no process of their own. */
+const IN_PROCESS = new Set(['view', 'list', 'ls', 'stats', 'reindex', 'config', 'completion', 'export', 'help'])
 
-/** Whether cliIn runs `args`: a command of IN_PROCESS (watch-locks with --once), never one that waits or repeats. */
+/** Whether cliIn runs `args`: a command of IN_PROCESS, never with an option that waits or repeats. */
 export function inProcess(args: readonly string[]): boolean {
-  if (args.some((a) => a === '--watch' || a === '--follow' || a === '--wait' || a === '--schedule' || a.startsWith('--schedule='))) return false
+  if (args.some((a) => /^--(watch|follow|wait|schedule)(=|$)/.test(a))) return false
   const word = commandWord(['node', 'ctxagent', ...args])
   if (word === null) return args.includes('--version') || args.includes('--help') || args.includes('-h')
-  return IN_PROCESS.has(word) || (word === 'watch-locks' && args.includes('--once'))
+  return IN_PROCESS.has(word)
 }
 
 let queue: Promise<unknown> = Promise.resolve()
@@ -64,6 +65,10 @@ async function runInProcess(args: string[], env: Record<string, string>, cwd: st
     outListeners: process.stdout.listeners('error'),
     errListeners: process.stderr.listeners('error'),
     processListeners: SIGNALS.map((s) => process.listeners(s as NodeJS.Signals)),
+    // What the call marks on the streams (command-env's output guard marks a stream it wrapped):
+    // taken off with the wrapper, so that the next call wraps its own writes again.
+    outMarks: Object.getOwnPropertySymbols(process.stdout),
+    errMarks: Object.getOwnPropertySymbols(process.stderr),
   }
   let stdout = ''
   let stderr = ''
@@ -98,11 +103,14 @@ async function runInProcess(args: string[], env: Record<string, string>, cwd: st
     process.chdir(saved.cwd)
     for (const key of Object.keys(process.env)) if (!(key in saved.env)) delete process.env[key]
     Object.assign(process.env, saved.env)
-    for (const [stream, before] of [
-      [process.stdout, saved.outListeners],
-      [process.stderr, saved.errListeners],
+    for (const [stream, before, marks] of [
+      [process.stdout, saved.outListeners, saved.outMarks],
+      [process.stderr, saved.errListeners, saved.errMarks],
     ] as const) {
       for (const l of stream.listeners('error')) if (!before.includes(l)) stream.removeListener('error', l as (...a: unknown[]) => void)
+      for (const mark of Object.getOwnPropertySymbols(stream)) {
+        if (!marks.includes(mark) && mark.description?.startsWith('ctxagent.')) delete (stream as unknown as Record<symbol, unknown>)[mark]
+      }
     }
     SIGNALS.forEach((s, i) => {
       for (const l of process.listeners(s as NodeJS.Signals)) {
