@@ -1,5 +1,5 @@
 import type { Config } from '../config/schema.js'
-import { ownerState } from '../storage/lock/staleness.js'
+import { ownerState } from '../storage/fs/process-info.js'
 import type { Overview } from '../storage/task/reader.js'
 import { costOf, requestsCost, splitOf, taskBill } from './tokens.js'
 

@@ -7,7 +7,7 @@ import { mainArgument } from '../../tools/main-argument.js'
 import type { RequestsCost, TokenSplit } from '../../operations/tokens.js'
 import { deliveryLine, deliveryOf } from '../../storage/task/delivery.js'
 import { environmentLine, environmentOf, instructionsLine, instructionsOf, testRunLine, testRunOf } from '../../storage/task/environment-view.js'
-import type { ownerState } from '../../storage/lock/staleness.js'
+import type { ownerState } from '../../storage/fs/process-info.js'
 import { diedState } from '../../storage/task/state.js'
 
 const PREVIEW = 120

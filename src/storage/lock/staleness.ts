@@ -44,7 +44,7 @@ export function judgeLock(lock: LockFile, now: Date, policy: StalenessPolicy, lo
   const age = nowMs - (Number.isNaN(heartbeat) ? lock.mtimeMs : heartbeat)
   if (age <= policy.staleAfterMs) {
     if (policy.deadPidIsProof === true) {
-      const exited = exitedOwner(info.process_id, info.process_start)
+      const exited = exitedOwner(info, localHost)
       if (exited !== null) return { stale: true, reason: `${exited}; last heartbeat ${ageText(age)} ago` }
     }
     return { stale: false, reason: `heartbeat ${ageText(age)} ago` }
@@ -61,16 +61,11 @@ export function judgeLock(lock: LockFile, now: Date, policy: StalenessPolicy, lo
   return { stale: false, reason: `pid ${info.process_id} is alive (heartbeat ${ageText(age)} ago)` }
 }
 
-/** What this host can tell of a lock's owner process (src/storage/fs/process-info.ts). */
-export { ownerState }
-
 /** Why a same-host owner is certainly not running, or null when it may be. */
-function exitedOwner(pid: number, recordedStart: string | null | undefined): string | null {
-  const status = pidStatus(pid)
-  if (status === 'gone') return `its agent exited (pid ${pid} is gone)`
-  if (status !== 'alive' || recordedStart == null) return null
-  const start = processStart(pid)
-  return start !== null && start !== recordedStart ? `its agent exited (pid ${pid} was reused by another process)` : null
+function exitedOwner(info: NonNullable<LockFile['info']>, localHost: string): string | null {
+  const state = ownerState(info, localHost)
+  if (state === 'gone') return `its agent exited (pid ${info.process_id} is gone)`
+  return state === 'reused' ? `its agent exited (pid ${info.process_id} was reused by another process)` : null
 }
 
 function ageText(ms: number): string {
