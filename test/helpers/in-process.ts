@@ -13,8 +13,10 @@ import type { CliResult } from './run.js'
  * (docs/development.md#tests).
  *
  * For the commands that read the task tree (or rebuild its index) and end: view, list, stats,
- * reindex, config, completion, export, help, --version. Not for a command that takes a task's
- * lock, waits, reaps or kills (cleanup, compress, unlock, watch-locks, jobs, pause: the lock
+ * reindex, config, completion, export, help, --version; and the fleet's `enqueue` and `jobs`
+ * (list, show), which add or read a row and end. Not for a command that takes a task's
+ * lock, waits, reaps or kills (cleanup, compress, unlock, watch-locks, `jobs cancel` and
+ * `jobs retry`, pause: the lock
  * would name this process, which is alive, and a reap could start resumes with vitest's Node
  * flags), nor one that owns the process (run, chat, worker, poll, serve: signals, children,
  * V8's flags), nor anything a test signals or runs several of at once: those stay `cli` and
@@ -36,14 +38,20 @@ export function cliAuto(args: string[], env: Record<string, string> = {}, cwd = 
   return inProcess(args) ? cliIn(args, env, cwd) : cliAsync(args, env, cwd)
 }
 
-/** The commands that read the tree and end by themselves: no lock of a task, no wait, no process of their own. */
-const IN_PROCESS = new Set(['view', 'list', 'ls', 'stats', 'reindex', 'config', 'completion', 'export', 'help'])
+/** The commands that read the tree, or queue or read a job, and end by themselves: no lock of a task, no wait, no process of their own. */
+const IN_PROCESS = new Set(['view', 'list', 'ls', 'stats', 'reindex', 'config', 'completion', 'export', 'help', 'enqueue', 'jobs'])
+
+/** What `jobs` does that waits for a task to pause (cancel) or changes a job a worker may hold (retry): as processes. */
+const JOBS_ACTIONS = /^(cancel|retry)$/
 
 /** Whether cliIn runs `args`: a command of IN_PROCESS, never with an option that waits or repeats. */
 export function inProcess(args: readonly string[]): boolean {
   if (args.some((a) => /^--(watch|follow|wait|schedule)(=|$)/.test(a))) return false
+  // `-`: a file read from standard input, which is the test process's own here.
+  if (args.includes('-')) return false
   const word = commandWord(['node', 'ctxagent', ...args])
   if (word === null) return args.includes('--version') || args.includes('--help') || args.includes('-h')
+  if (word === 'jobs' && args.some((a) => JOBS_ACTIONS.test(a))) return false
   return IN_PROCESS.has(word)
 }
 
