@@ -14,6 +14,7 @@ const runs = process.env.CTXAGENT_TORTURE_RUNS ?? '200'
 const rounds = process.env.CTXAGENT_TORTURE_OPS_ROUNDS ?? '20'
 const swaps = process.env.CTXAGENT_TORTURE_SWAPS ?? '10000'
 const fleetTasks = process.env.CTXAGENT_TORTURE_FLEET_TASKS ?? '300'
+const lockRounds = process.env.CTXAGENT_TORTURE_LOCK_ROUNDS ?? '2000'
 const named = process.argv.slice(2)
 for (const name of named) {
   if (!/^[a-z-]+$/.test(name) || !existsSync(join(root, 'test', 'torture', `${name}.test.ts`))) {
@@ -37,6 +38,7 @@ const vitest = spawnSync(
       CTXAGENT_TORTURE_OPS_ROUNDS: rounds,
       CTXAGENT_TORTURE_SWAPS: swaps,
       CTXAGENT_TORTURE_FLEET_TASKS: fleetTasks,
+      CTXAGENT_TORTURE_LOCK_ROUNDS: lockRounds,
     },
   },
 )
@@ -59,6 +61,7 @@ const SUITES = {
   'hostile-traces':
     "traces with span content off while a hostile model and server put the task's words in an LLM error, a tool name, a call id and a tool's error: none of them in any exported span",
   fleet: `${fleetTasks} tasks enqueued to 4 workers, 3 on simulated hosts (PID and UTS namespaces) and one on this host (2 on this host when unshare is missing), while, at points counted in agent requests, an agent, a worker (another started) and a warm child are SIGKILLed, a worker is SIGSTOPped past its liveness and SIGCONTed, PostgreSQL is killed and restarted and the LLM answers 503s, watch-locks passes running throughout: every task completed or failed with its reason, seq continuous, one final answer each, no two requests of one task at once, no job open, nothing in running/, the index equal to the tree after reindex, every file readable, no litter`,
+  'lock-contention': `8 processes each taking and releasing one task's lock ${lockRounds} times, each holding an O_EXCL marker inside it that a second holder at the same moment could not create`,
   operators: `${rounds} rounds of 6 owners SIGKILLed at random while watch-locks, cleanup, unlock, compress, stats and reindex run at once and are themselves SIGKILLed 40 % of the time: after one more pass no task lost or in two places, every killed owner reaped exactly once (its error names the owner), no litter or stray lock, every file readable, tasks.db equal to the directories`,
 }
 const file = join(results, 'results.jsonl')

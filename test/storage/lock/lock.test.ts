@@ -8,7 +8,7 @@ import { readLock } from '../../../src/storage/lock/record.js'
 import { TaskLock } from '../../../src/storage/lock/lock.js'
 import { hostname, processStart } from '../../../src/storage/fs/process-info.js'
 import { makeTree } from '../../fixtures/tree.js'
-import { deadPid, helper } from '../../helpers/run.js'
+import { deadPid } from '../../helpers/run.js'
 import { alive, exitOf, killGroup } from '../../helpers/wait.js'
 
 const policy = { staleAfterMs: 60_000 }
@@ -108,20 +108,6 @@ describe('TaskLock', () => {
     expect([existsSync(mine), existsSync(other), existsSync(live)]).toEqual([false, true, true])
     await lock.release()
   })
-
-  it('8 processes contending 1,000 times each never hold it at once', async () => {
-    const dir = join(makeTree().base, 'task')
-    mkdirSync(dir)
-    const children = Array.from({ length: 8 }, () => helper('lock-contend.mjs', [dir, '1000']))
-    const outputs = children.map((c) => {
-      let out = ''
-      c.stdout.on('data', (d: Buffer) => (out += d.toString()))
-      return () => out
-    })
-    const exits = await Promise.all(children.map(exitOf))
-    expect(outputs.map((o) => o().trim())).toEqual(Array(8).fill('held 1000'))
-    expect(exits.map((e) => e.code)).toEqual(Array(8).fill(0))
-  }, 180_000)
 })
 
 describe('leftover commands of a dead owner', () => {
