@@ -6,7 +6,8 @@ import { describe, expect, it, onTestFinished } from 'vitest'
 import { makeTree } from '../fixtures/tree.js'
 import { startFakeAnthropic } from '../helpers/fake-anthropic.js'
 import { FAST_LOCKS, until } from '../helpers/fleet-hosts.js'
-import { BIN, cliAsync, ROOT, TEST_ENV } from '../helpers/run.js'
+import { BIN, ROOT, TEST_ENV } from '../helpers/run.js'
+import { cliAuto } from '../helpers/in-process.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 import { exitOf } from '../helpers/wait.js'
 
@@ -47,7 +48,7 @@ describe("Anthropic's usage limit in the fleet", () => {
     onTestFinished(() => {
       if (worker.exitCode === null && worker.signalCode === null) worker.kill('SIGKILL')
     })
-    const queued = await cliAsync(['enqueue', '--task', 'look', '--workspace', ws, ...common], database.env())
+    const queued = await cliAuto(['enqueue', '--task', 'look', '--workspace', ws, ...common], database.env())
     expect(queued.code, queued.stderr).toBe(0)
     const uuid = queued.stdout.trim()
     const rows = () =>
@@ -62,7 +63,7 @@ describe("Anthropic's usage limit in the fleet", () => {
     expect(waiting?.next_run_at?.toISOString()).toBe(reset.replace('Z', '.000Z'))
     // The SDK did not retry it before the reset: one request.
     expect(fake.requests).toHaveLength(1)
-    const shown = await cliAsync(['view', uuid, '--json', ...common])
+    const shown = await cliAuto(['view', uuid, '--json', ...common])
     expect(JSON.parse(shown.stdout)).toMatchObject({ state: { status: 'paused', paused_by: 'rate-limit', resume_at: reset.replace('Z', '.000Z') } })
     // The limit lifts: the key's record goes (time passing), and the row's time comes.
     await database.query('DELETE FROM llm_key_limits')

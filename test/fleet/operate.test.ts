@@ -11,6 +11,7 @@ import { startWorker } from '../helpers/fleet-worker.js'
 import { queryRows, startPostgres } from '../helpers/postgres.js'
 import type { PgServer } from '../helpers/postgres.js'
 import { cliAsync, ROOT } from '../helpers/run.js'
+import { cliAuto } from '../helpers/in-process.js'
 import { exitOf } from '../helpers/wait.js'
 import { readTask, runSetup } from '../run/harness.js'
 
@@ -201,7 +202,7 @@ describe('a fleet from nothing', () => {
     const home = join(mkdtempSync(join(tmpdir(), 'ctxagent-fleet-home-')), 'tree')
     onTestFinished(() => rmSync(join(home, '..'), { recursive: true, force: true }))
     const env = { CTXAGENT_DATABASE_URL: url.toString() }
-    const reindex = await cliAsync(['reindex', '--home', home, '--config', s.config], env)
+    const reindex = await cliAuto(['reindex', '--home', home, '--config', s.config], env)
     expect(reindex.code).toBe(0)
     for (const dir of ['running', 'paused', 'completed']) expect(existsSync(join(home, dir))).toBe(true)
     // doctor's fleet line: reachable, the schema's version, no live worker yet, no workspaces_dir.

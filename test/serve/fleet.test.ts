@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { makeTree, uuidN } from '../fixtures/tree.js'
-import { cliAsync } from '../helpers/run.js'
+import { cliAuto } from '../helpers/in-process.js'
 import { queryRows, startPostgres } from '../helpers/postgres.js'
 import type { PgServer } from '../helpers/postgres.js'
 import { configWith, startServe, TOKEN } from './helpers.js'
@@ -24,7 +24,7 @@ describe('serve with a fleet (PostgreSQL)', () => {
     tree.write({ uuid: uuidN(2), user: 'bob', location: 'paused' })
     const config = configWith(tree, `serve:\n  token: ${TOKEN}\n`)
     const env = { CTXAGENT_DATABASE_URL: server.url }
-    const run = (args: string[]) => cliAsync([...args, '--home', tree.base, '--config', config], env)
+    const run = (args: string[]) => cliAuto([...args, '--home', tree.base, '--config', config], env)
     expect((await run(['reindex'])).code).toBe(0)
     // A workspace of their own: enqueue refuses one that holds the tree, as run does.
     const ws = mkdtempSync(join(tmpdir(), 'ctxagent-serve-ws-'))
@@ -105,7 +105,7 @@ describe('serve with a fleet (PostgreSQL)', () => {
     const tree = makeTree()
     const config = configWith(tree, `serve:\n  token: ${TOKEN}\n`)
     const env = { CTXAGENT_DATABASE_URL: server.url }
-    const run = (args: string[]) => cliAsync([...args, '--home', tree.base, '--config', config], env)
+    const run = (args: string[]) => cliAuto([...args, '--home', tree.base, '--config', config], env)
     const ws = mkdtempSync(join(tmpdir(), 'ctxagent-serve-ws-'))
     onTestFinished(() => rmSync(ws, { recursive: true, force: true }))
     const ids: number[] = []

@@ -2,7 +2,7 @@ import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { makeTree, uuidN } from '../fixtures/tree.js'
-import { cliAsync } from '../helpers/run.js'
+import { cliAuto } from '../helpers/in-process.js'
 import { queryRows, startPostgres } from '../helpers/postgres.js'
 import type { PgServer } from '../helpers/postgres.js'
 import { startServe } from './helpers.js'
@@ -26,7 +26,7 @@ describe.each([
     tree.write({ uuid: uuidN(2), user: 'bob', repository: 'acme/widgets', createdAt: '2024-01-11T10:00:00.000Z' })
     tree.write({ uuid: uuidN(3), user: 'alice', repository: 'other/thing', createdAt: '2024-01-12T10:00:00.000Z' })
     tree.write({ uuid: uuidN(4), user: 'alice', repository: 'acme/widgets', location: 'paused', createdAt: '2024-01-13T10:00:00.000Z' })
-    const res = await cliAsync(['reindex', '--home', tree.base, '--config', 'none'], env)
+    const res = await cliAuto(['reindex', '--home', tree.base, '--config', 'none'], env)
     expect(res.code, res.stderr).toBe(0)
     const s = await startServe(tree.base, { env })
     const list = async (query: string) => {

@@ -2,7 +2,7 @@ import pg from 'pg'
 import { describe, expect, it } from 'vitest'
 import { JobQueue } from '../../src/fleet/queue/job-queue.js'
 import { makeTree, uuidN } from '../fixtures/tree.js'
-import { cliAsync } from '../helpers/run.js'
+import { cliAuto } from '../helpers/in-process.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 import { configWith, startServe, TOKEN } from './helpers.js'
 
@@ -31,7 +31,7 @@ describe('a resume queued from the page', () => {
     expect(res.status, await res.clone().text()).toBe(200)
     const { job } = (await res.json()) as { job: number }
     // The same job the CLI queues for the other task.
-    const cli = await cliAsync(['enqueue', '--resume', other, '--home', tree.base, '--config', config], database.env())
+    const cli = await cliAuto(['enqueue', '--resume', other, '--home', tree.base, '--config', config], database.env())
     expect(cli.code, cli.stderr).toBe(0)
     const rows = await database.query<{ id: number; task_uuid: string; kind: string; user: string | null; spec: unknown; state: string }>(
       'SELECT id::int, task_uuid, kind, "user", spec, state FROM fleet_jobs ORDER BY id',
@@ -56,7 +56,7 @@ describe('a resume queued from the page', () => {
     const post = (uuid: string) => s.get(`/api/tasks/${uuid}/resume`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` } })
     const running = await post(uuidN(3))
     expect(running.status).toBe(409)
-    const cli = await cliAsync(['enqueue', '--resume', uuidN(3), '--home', tree.base, '--config', config], database.env())
+    const cli = await cliAuto(['enqueue', '--resume', uuidN(3), '--home', tree.base, '--config', config], database.env())
     expect(`ctxagent: ${((await running.json()) as { error: string }).error}\n`).toBe(cli.stderr)
     expect((await post(uuidN(4))).status).toBe(200)
     expect((await post(uuidN(4))).status).toBe(409)

@@ -5,7 +5,8 @@ import { chromium } from 'playwright-core'
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { makeTree, uuidN } from '../fixtures/tree.js'
-import { cliAsync, ROOT } from '../helpers/run.js'
+import { ROOT } from '../helpers/run.js'
+import { cliAuto } from '../helpers/in-process.js'
 import { usePostgres } from '../helpers/use-postgres.js'
 import { configWith, startServe, TOKEN, writeMessages } from './helpers.js'
 
@@ -53,7 +54,7 @@ describe("serve at a phone's width and a laptop's", () => {
     ])
     const config = configWith(tree, `serve:\n  token: ${TOKEN}\n`)
     const env = db.env()
-    const run = (args: string[]) => cliAsync([...args, '--home', tree.base, '--config', config], env)
+    const run = (args: string[]) => cliAuto([...args, '--home', tree.base, '--config', config], env)
     expect((await run(['reindex'])).code).toBe(0)
     const ws = mkdtempSync(join(tmpdir(), 'ctxagent-widths-ws-'))
     onTestFinished(() => rmSync(ws, { recursive: true, force: true }))

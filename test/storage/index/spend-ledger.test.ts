@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest'
 import { TaskIndex } from '../../../src/storage/index/task-index.js'
 import { makeTree } from '../../fixtures/tree.js'
 import { cliAsync } from '../../helpers/run.js'
+import { cliAuto } from '../../helpers/in-process.js'
 import { usePostgres } from '../../helpers/use-postgres.js'
 import { runSetup } from '../../run/harness.js'
 
@@ -40,16 +41,16 @@ describe('one spend ledger when a tree joins a fleet', () => {
     spendOnHost(s.tree.layout.db, 'alice', 0.2)
     spendOnHost(s.tree.layout.db, 'alice', 0.15)
     const home = ['--home', s.tree.base, '--config', s.config]
-    const first = await cliAsync(['reindex', '--json', ...home], database.env())
+    const first = await cliAuto(['reindex', '--json', ...home], database.env())
     expect(first.code, first.stderr).toBe(0)
     expect(await fleetSpend('alice')).toEqual([0.35])
     // Again: nothing more is added.
-    const again = await cliAsync(['reindex', ...home], database.env())
+    const again = await cliAuto(['reindex', ...home], database.env())
     expect(again.code, again.stderr).toBe(0)
     expect(await fleetSpend('alice')).toEqual([0.35])
     // The host spent more after the first carry: only that is added.
     spendOnHost(s.tree.layout.db, 'alice', 0.01)
-    expect((await cliAsync(['reindex', ...home], database.env())).code).toBe(0)
+    expect((await cliAuto(['reindex', ...home], database.env())).code).toBe(0)
     const [carried] = await fleetSpend('alice')
     expect(carried).toBeCloseTo(0.36, 10)
     // In the fleet, the cap refuses what the $0.04 left cannot start (exit 5), nothing sent.
@@ -63,11 +64,11 @@ describe('one spend ledger when a tree joins a fleet', () => {
     const config = join(tree.base, 'config.yaml')
     writeFileSync(config, CAPS)
     spendOnHost(tree.layout.db, 'bob', 0.35)
-    const r = await cliAsync(['stats', '--home', tree.base, '--config', config], database.env())
+    const r = await cliAuto(['stats', '--home', tree.base, '--config', config], database.env())
     expect(r.code, r.stderr).toBe(0)
     expect(r.stderr).toContain('carried $0.35 of spend from')
     expect(await fleetSpend('bob')).toEqual([0.35])
-    expect((await cliAsync(['stats', '--home', tree.base, '--config', config], database.env())).code).toBe(0)
+    expect((await cliAuto(['stats', '--home', tree.base, '--config', config], database.env())).code).toBe(0)
     expect(await fleetSpend('bob')).toEqual([0.35])
   })
 })
