@@ -11,9 +11,11 @@ const OWN_PROCESS = ['test/run/heap-collect.test.ts', 'test/fleet/warm-fetch.tes
 const EACH = {
   // What a file leaves in process.env or its working directory is put back after it: files share processes, below.
   setupFiles: ['test/helpers/restore-env.ts'],
-  // Multi-process tests spawn real children; give them room on a 2-core machine.
-  testTimeout: 60_000,
-  hookTimeout: 60_000,
+  // Multi-process tests spawn real children; give them room on a 2-core machine running three
+  // files at once beside a busy neighbour (the longest took ~40 s with two at once under
+  // stress-ng). A timeout here catches a hang; it measures nothing.
+  testTimeout: 120_000,
+  hookTimeout: 120_000,
   pool: 'forks' as const,
   // The built CLI that test/helpers/in-process.ts runs: loaded by Node as it is, as bin/ctxagent loads it.
   server: { deps: { external: [/\/bundle\//] } },
