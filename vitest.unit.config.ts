@@ -19,6 +19,7 @@ const FILES = [
   'test/docs/*.test.ts',
   'test/fleet/task-outcome.test.ts',
   'test/fleet/worker-log.test.ts',
+  'test/helpers/in-process.test.ts',
   'test/helpers/system-packages.test.ts',
   'test/llm/reply.test.ts',
   'test/operations/tokens.test.ts',

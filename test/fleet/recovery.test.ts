@@ -129,16 +129,10 @@ describe.runIf(canUnshare)('a fleet on two simulated hosts', () => {
     })
     await until('three workers', async () => (errA.match(/started on fleet-a/g) ?? []).length === 2 && b.err().includes('started on fleet-b'))
     const uuids: string[] = []
-    for (let i = 0; i < TASKS / 8; i++) {
-      const batch = await Promise.all(
-        Array.from({ length: 8 }, (_, j) =>
-          s.run(['enqueue', '--task', `task ${i * 8 + j}`, '--workspace', s.ws], { CTXAGENT_DATABASE_URL: database.server.url }),
-        ),
-      )
-      for (const res of batch) {
-        expect(res.code, res.stderr).toBe(0)
-        uuids.push(res.stdout.trim())
-      }
+    for (let i = 0; i < TASKS; i++) {
+      const res = await s.run(['enqueue', '--task', `task ${i}`, '--workspace', s.ws], { CTXAGENT_DATABASE_URL: database.server.url })
+      expect(res.code, res.stderr).toBe(0)
+      uuids.push(res.stdout.trim())
     }
     const jobs = await until(`${TASKS} jobs done`, async () => {
       const rows = await query<{ task_uuid: string; outcome: string; claimed_by: string }>(

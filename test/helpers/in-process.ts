@@ -22,8 +22,11 @@ import type { CliResult } from './run.js'
  * V8's flags), nor anything a test signals or runs several of at once: those stay `cli` and
  * `cliAsync`, real processes. `test/e2e/cli.test.ts` keeps spawning the binary.
  *
- * Calls in one test process run one at a time. CTXAGENT_TEST_SPAWN=1 (npm run torture sets
- * it) makes every call a real process, to check that the two agree.
+ * Calls in one test process run one at a time. While a call runs (an `enqueue` waits on its
+ * database), process.env, the working directory and stdout/stderr are the call's: a test
+ * spawns nothing and writes nothing of its own until the call has resolved.
+ * CTXAGENT_TEST_SPAWN=1 (npm run torture sets it) makes every call a real process, to check
+ * that the two agree.
  */
 export function cliIn(args: string[], env: Record<string, string> = {}, cwd = ROOT): Promise<CliResult> {
   if (!inProcess(args)) throw new Error(`cliIn: ${JSON.stringify(args.slice(0, 3))} is not a command line it runs (use cli or cliAsync)`)
@@ -47,8 +50,8 @@ const JOBS_ACTIONS = /^(cancel|retry)$/
 /** Whether cliIn runs `args`: a command of IN_PROCESS, never with an option that waits or repeats. */
 export function inProcess(args: readonly string[]): boolean {
   if (args.some((a) => /^--(watch|follow|wait|schedule)(=|$)/.test(a))) return false
-  // `-`: a file read from standard input, which is the test process's own here.
-  if (args.includes('-')) return false
+  // `-` or `--task-file=-`: a file read from standard input, which is the test process's own here (a pipe that never closes).
+  if (args.some((a) => a === '-' || /^--[\w-]+=-$/.test(a))) return false
   const word = commandWord(['node', 'ctxagent', ...args])
   if (word === null) return args.includes('--version') || args.includes('--help') || args.includes('-h')
   if (word === 'jobs' && args.some((a) => JOBS_ACTIONS.test(a))) return false
